@@ -1,0 +1,13 @@
+//! # mooncake-wire
+//!
+//! The executable specification of the wire protocol spoken by vLLM's Mooncake KV-transfer connectors.
+//!
+//! * [`spec`] — the machine-readable spec of every wire revision vLLM shipped (`spec/` in the repository);
+//! * [`codec`] — a MessagePack codec driven by that spec, byte-identical to Python msgspec;
+//! * [`typed`] — hand-optimised structs for the newest revision, proven equal to the spec by a test;
+//! * [`msgpack`] — the byte-level reader and writer underneath;
+//! * [`limits`] — every resource limit of the decoder.
+
+pub mod limits;
+pub mod msgpack;
+pub mod spec;

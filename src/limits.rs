@@ -1,0 +1,29 @@
+//! Every resource limit of the codec, in one place.
+//!
+//! msgspec itself has no limits besides Python's recursion limit, so each number here is a deliberate
+//! divergence from it, chosen far above anything vLLM sends. The codec never allocates from a length an
+//! input declares without first checking that the rest of the input can hold it: a declared length of
+//! 2^32-1 followed by end of input costs nothing and fails as truncated, as msgspec does.
+
+/// Largest frame (one ZeroMQ message, one MessagePack document) the decoder accepts, in bytes.
+/// A production `MooncakeXferMetadata` (1,024 requests × 4 groups × 256 blocks) is about 3 MiB.
+/// The reference peer also sets ZMQ_MAXMSGSIZE to this value.
+pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
+
+/// Deepest nesting of containers (arrays, maps, structs), counting the top-level message as 1.
+///
+/// msgspec has no fixed limit: it fails with `RecursionError` when Python's recursion limit is hit. With the
+/// default limit of 1000 and `Decoder.decode` called from module level, msgspec 0.23.0 accepts 997 nested
+/// containers in an ignored field and rejects 998 (measured). Inputs nested between roughly 990 and 1000 deep
+/// therefore depend on the Python caller's own stack depth; everything outside that band agrees.
+pub const MAX_DEPTH: usize = 997;
+
+/// Most elements (array items or map entries) one collection may declare. Each element costs at least one
+/// byte, so [`MAX_FRAME_BYTES`] already bounds this; the constant is what preallocation is capped at.
+pub const MAX_PREALLOC_ELEMENTS: usize = 4096;
+
+/// Longest line the trace and vector readers accept, in bytes.
+pub const MAX_JSONL_LINE_BYTES: usize = 256 * 1024 * 1024;
+
+/// Largest bootstrap HTTP body the reference server accepts, in bytes.
+pub const MAX_HTTP_BODY_BYTES: usize = 1024 * 1024;

@@ -1,0 +1,343 @@
+//! The machine-readable spec (`spec/`): loading, resolving and checking revisions.
+//!
+//! The files under `spec/` are embedded at build time; [`Spec::builtin`] returns them resolved.
+//! [`Spec::load_dir`] reads another copy (for `diff` against a branch or a proposed change).
+
+mod literal;
+mod model;
+mod tree;
+mod types;
+
+pub use literal::Literal;
+pub use model::*;
+pub use types::{TypeExpr, TypeParseError};
+
+use std::collections::HashSet;
+use std::fmt;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/embedded_spec.rs"));
+}
+
+/// A problem in a spec file, with the file it is in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpecError {
+    pub path: String,
+    pub msg: String,
+}
+
+impl SpecError {
+    pub fn new(path: &str, msg: impl Into<String>) -> Self {
+        SpecError { path: path.to_string(), msg: msg.into() }
+    }
+}
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.msg)
+    }
+}
+impl std::error::Error for SpecError {}
+
+/// All revisions of one protocol family, oldest first.
+#[derive(Clone, Debug)]
+pub struct Family {
+    pub name: String,
+    pub revisions: Vec<Arc<Revision>>,
+}
+
+impl Family {
+    pub fn revision(&self, name: &str) -> Option<&Arc<Revision>> {
+        self.revisions.iter().find(|r| r.revision == name)
+    }
+    /// The revision that covers a vLLM release (`0.33.0`).
+    pub fn for_release(&self, release: &str) -> Option<&Arc<Revision>> {
+        self.revisions.iter().find(|r| r.covers_release(release))
+    }
+    pub fn newest(&self) -> Option<&Arc<Revision>> {
+        self.revisions.last()
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Spec {
+    pub families: Vec<Family>,
+}
+
+/// Release versions compare numerically, part by part.
+pub fn version_key(v: &str) -> Vec<u64> {
+    v.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse().unwrap_or(u64::MAX)).collect()
+}
+
+impl Spec {
+    /// The spec compiled into this library.
+    pub fn builtin() -> &'static Spec {
+        static SPEC: OnceLock<Spec> = OnceLock::new();
+        SPEC.get_or_init(|| {
+            Spec::from_files(embedded::FILES.iter().map(|(p, t)| (p.to_string(), t.to_string())))
+                .unwrap_or_else(|e| panic!("the embedded spec is invalid (a test catches this before release): {e}"))
+        })
+    }
+
+    /// The embedded files, as (path relative to `spec/`, text).
+    pub fn builtin_files() -> &'static [(&'static str, &'static str)] {
+        embedded::FILES
+    }
+
+    /// Reads every `*.toml` under `dir` (recursively).
+    pub fn load_dir(dir: &Path) -> Result<Spec, SpecError> {
+        let mut files = Vec::new();
+        collect(dir, dir, &mut files).map_err(|e| SpecError::new(&dir.display().to_string(), e.to_string()))?;
+        if files.is_empty() {
+            return Err(SpecError::new(&dir.display().to_string(), "no spec files (*.toml) found"));
+        }
+        Spec::from_files(files)
+    }
+
+    pub fn from_files(files: impl IntoIterator<Item = (String, String)>) -> Result<Spec, SpecError> {
+        let raw = files.into_iter().map(|(p, t)| tree::parse_file(&p, &t)).collect::<Result<Vec<_>, _>>()?;
+        let resolved = tree::resolve_all(&raw)?;
+        let mut families: Vec<Family> = Vec::new();
+        for ((family, _), r) in resolved {
+            let mut rev: Revision = toml::Value::Table(r.table)
+                .try_into()
+                .map_err(|e: toml::de::Error| SpecError::new(&r.path, format!("resolved revision: {e}")))?;
+            rev.path = r.path.clone();
+            rev.edits = r
+                .edits
+                .into_iter()
+                .map(|e| toml::Value::Table(e).try_into())
+                .collect::<Result<_, toml::de::Error>>()
+                .map_err(|e| SpecError::new(&r.path, format!("edit: {e}")))?;
+            check_revision(&rev).map_err(|m| SpecError::new(&r.path, m))?;
+            match families.iter_mut().find(|f| f.name == family) {
+                Some(f) => f.revisions.push(Arc::new(rev)),
+                None => families.push(Family { name: family, revisions: vec![Arc::new(rev)] }),
+            }
+        }
+        for f in &mut families {
+            f.revisions.sort_by_key(|r| version_key(r.first_release()));
+            for pair in f.revisions.windows(2) {
+                let (a, b) = (&pair[0], &pair[1]);
+                let last_a = a.releases.last().map(|s| version_key(s)).unwrap_or_default();
+                if last_a >= version_key(b.first_release()) {
+                    return Err(SpecError::new(&b.path, format!("releases overlap with {}", a.revision)));
+                }
+            }
+        }
+        Ok(Spec { families })
+    }
+
+    pub fn family(&self, name: &str) -> Option<&Family> {
+        self.families.iter().find(|f| f.name == name)
+    }
+
+    /// The push family (vLLM's MooncakeConnector).
+    pub fn push(&self) -> &Family {
+        self.family("push").expect("the spec has a push family")
+    }
+
+    /// A revision by name, searching every family.
+    pub fn revision(&self, name: &str) -> Option<&Arc<Revision>> {
+        self.families.iter().find_map(|f| f.revision(name))
+    }
+}
+
+fn collect(dir: &Path, root: &Path, out: &mut Vec<(String, String)>) -> std::io::Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<Vec<_>, _>>()?;
+    entries.sort_by_key(|e| e.path());
+    for e in entries {
+        let p = e.path();
+        if p.is_dir() {
+            collect(&p, root, out)?;
+        } else if p.extension().and_then(|x| x.to_str()) == Some("toml") {
+            let rel = p.strip_prefix(root).unwrap_or(&p).to_string_lossy().replace('\\', "/");
+            out.push((rel, std::fs::read_to_string(&p)?));
+        }
+    }
+    Ok(())
+}
+
+/// Semantic checks the file format cannot express.
+fn check_revision(rev: &Revision) -> Result<(), String> {
+    // The name states the release range.
+    let want = match (rev.releases.first(), rev.releases.last()) {
+        (Some(a), Some(b)) if a == b => format!("vllm-{a}"),
+        (Some(a), Some(b)) => format!("vllm-{a}..{b}"),
+        _ => return Err("`releases` is empty".into()),
+    };
+    if rev.family == "push" && rev.revision != want {
+        return Err(format!("revision is named `{}` but its releases make it `{want}`", rev.revision));
+    }
+    let mut known: HashSet<&str> = HashSet::new();
+    for n in rev.aliases.keys().chain(rev.enums.keys()).chain(rev.structs.keys()) {
+        if !known.insert(n) {
+            return Err(format!("name `{n}` is defined twice"));
+        }
+    }
+    let check_type = |t: &TypeExpr, known: &HashSet<&str>, what: &str| -> Result<(), String> {
+        let mut names = vec![];
+        t.names(&mut names);
+        for n in names {
+            if !known.contains(n.as_str()) {
+                return Err(format!("{what}: unknown type name `{n}`"));
+            }
+        }
+        Ok(())
+    };
+    for (n, a) in &rev.aliases {
+        check_type(&a.ty, &known, &format!("alias {n}"))?;
+    }
+    for (n, e) in &rev.enums {
+        let mut names = HashSet::new();
+        let mut values = HashSet::new();
+        for m in &e.members {
+            if !names.insert(&m.name) || !values.insert(m.value) {
+                return Err(format!("enum {n}: duplicate member {} = {}", m.name, m.value));
+            }
+        }
+    }
+    for (n, s) in &rev.structs {
+        check_struct(n, s, &known, &check_type)?;
+        if s.kind == StructKind::Pydantic || s.kind == StructKind::Json {
+            return Err(format!("struct {n}: JSON models belong under [bootstrap.models]"));
+        }
+    }
+    for m in &rev.transport.messages {
+        match m.encoding.as_str() {
+            "msgpack" if rev.structs.contains_key(&m.name) => {}
+            "msgpack" => return Err(format!("transport message {} has no struct of that name", m.name)),
+            "raw" if !m.constants.is_empty() => {}
+            "raw" => return Err(format!("raw transport message {} lists no constants", m.name)),
+            e => return Err(format!("transport message {}: unknown encoding `{e}`", m.name)),
+        }
+        for role in [&m.from, &m.to] {
+            if !rev.transport.sockets.contains_key(role) {
+                return Err(format!("transport message {}: no socket for role `{role}`", m.name));
+            }
+        }
+    }
+    if let LayoutCachingSpec::Off(true) = rev.behaviour.layout_caching {
+        return Err("behaviour.layout_caching is `false` or a table".into());
+    }
+    if let Some(lc) = rev.behaviour.layout_caching.get() {
+        if !rev.enums.values().any(|e| e.members.iter().any(|m| m.name == lc.miss_status)) {
+            return Err(format!("layout_caching.miss_status `{}` is not an enum member", lc.miss_status));
+        }
+    }
+    if let Some(b) = &rev.bootstrap {
+        let mut bknown: HashSet<&str> = rev.aliases.keys().map(String::as_str).collect();
+        bknown.extend(b.models.keys().map(String::as_str));
+        for (n, s) in &b.models {
+            check_struct(n, s, &bknown, &check_type)?;
+        }
+        for r in &b.routes {
+            if let Some(req) = &r.request {
+                if !b.models.contains_key(req) {
+                    return Err(format!("route {} {}: unknown request model {req}", r.method, r.path));
+                }
+            }
+            for resp in &r.responses {
+                if let Some(body) = &resp.body {
+                    let t = TypeExpr::parse(body).map_err(|e| format!("route {} {}: {e}", r.method, r.path))?;
+                    check_type(&t, &bknown, &format!("route {} {}", r.method, r.path))?;
+                }
+            }
+        }
+        if !["reject", "accept-identical"].contains(&b.duplicate_registration.as_str()) {
+            return Err(format!("bootstrap.duplicate_registration `{}`: reject or accept-identical", b.duplicate_registration));
+        }
+    }
+    if let Some(kv) = &rev.kv_transfer_params {
+        for k in &kv.keys {
+            check_type(&k.ty, &known, &format!("kv_transfer_params.{}", k.name))?;
+        }
+    }
+    Ok(())
+}
+
+fn check_struct(
+    n: &str,
+    s: &StructDef,
+    known: &HashSet<&str>,
+    check_type: &dyn Fn(&TypeExpr, &HashSet<&str>, &str) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut names = HashSet::new();
+    let mut seen_default = false;
+    for f in &s.fields {
+        if !names.insert(&f.name) {
+            return Err(format!("struct {n}: field {} is declared twice", f.name));
+        }
+        check_type(&f.ty, known, &format!("{n}.{}", f.name))?;
+        let d = f.default_literal().map_err(|e| format!("{n}.{}: {e}", f.name))?;
+        if d.is_some() {
+            seen_default = true;
+        } else if seen_default && s.kind == StructKind::MsgspecStruct && !s.options.array_like {
+            // msgspec requires required fields first unless kw_only; vLLM never uses kw_only.
+            return Err(format!("struct {n}: required field {} follows a defaulted field", f.name));
+        }
+    }
+    if s.options.tag_field.is_some() && s.options.tag.is_none() {
+        return Err(format!("struct {n}: tag_field without tag"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_spec_resolves() {
+        let spec = Spec::builtin();
+        let push = spec.push();
+        let names: Vec<_> = push.revisions.iter().map(|r| r.revision.as_str()).collect();
+        assert_eq!(names.first(), Some(&"vllm-0.13.0..0.15.1"));
+        assert_eq!(names.last(), Some(&"vllm-0.33.0"));
+        let r33 = push.revision("vllm-0.33.0").unwrap();
+        assert_eq!(r33.structs["MooncakeXferMetadata"].fields.len(), 15);
+        assert_eq!(push.for_release("0.27.1").unwrap().revision, "vllm-0.25.0..0.29.0");
+    }
+
+    #[test]
+    fn derived_file_cannot_redefine_sections() {
+        let base = Spec::builtin_files().iter().find(|(p, _)| p.ends_with("vllm-0.16.0..0.18.1.toml")).unwrap();
+        let bad = r#"format = "mooncake-wire-spec/1"
+family = "push"
+revision = "vllm-0.19.0"
+base = "vllm-0.16.0..0.18.1"
+generation = 2
+releases = ["0.19.0"]
+source = "x"
+summary = "x"
+[structs.X]
+kind = "msgspec.Struct"
+fields = []
+"#;
+        let err = Spec::from_files([(base.0.to_string(), base.1.to_string()), ("bad.toml".into(), bad.into())]).unwrap_err();
+        assert!(err.msg.contains("change `structs` with an [[edit]]"), "{err}");
+    }
+
+    #[test]
+    fn edit_errors_name_the_edit() {
+        let base = Spec::builtin_files().iter().find(|(p, _)| p.ends_with("vllm-0.16.0..0.18.1.toml")).unwrap();
+        let bad = r#"format = "mooncake-wire-spec/1"
+family = "push"
+revision = "vllm-0.19.0"
+base = "vllm-0.16.0..0.18.1"
+generation = 2
+releases = ["0.19.0"]
+source = "x"
+summary = "x"
+[[edit]]
+op = "insert"
+at = "structs.MooncakeXferMetadata.fields"
+after = "no_such_field"
+item = { name = "x", type = "int" }
+"#;
+        let err = Spec::from_files([(base.0.to_string(), base.1.to_string()), ("bad.toml".into(), bad.into())]).unwrap_err();
+        assert_eq!(err.path, "bad.toml");
+        assert!(err.msg.contains("edit #1") && err.msg.contains("no_such_field"), "{err}");
+    }
+}

@@ -1,0 +1,423 @@
+//! The typed model of one resolved revision. Field names here are the keys of the spec files; every struct
+//! rejects unknown keys so a typo in `spec/` is an error, not a silently ignored line.
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+
+use super::literal::Literal;
+use super::types::TypeExpr;
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Revision {
+    pub format: String,
+    pub family: String,
+    /// Revision name, e.g. `vllm-0.25.0..0.29.0`: first and last release with this wire.
+    pub revision: String,
+    /// The revision this one was derived from (derived files only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    pub generation: u32,
+    pub releases: Vec<String>,
+    #[serde(default)]
+    pub build_commits: IndexMap<String, String>,
+    pub source: String,
+    pub summary: String,
+    #[serde(default)]
+    pub aliases: IndexMap<String, Alias>,
+    #[serde(default)]
+    pub enums: IndexMap<String, EnumDef>,
+    #[serde(default)]
+    pub structs: IndexMap<String, StructDef>,
+    pub transport: Transport,
+    #[serde(default)]
+    pub behaviour: Behaviour,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<Bootstrap>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_transfer_params: Option<KvTransferParams>,
+    /// Spec file this revision was read from (not part of the file).
+    #[serde(skip_deserializing)]
+    pub path: String,
+    /// The edits this revision's own file applies to its base, in order (not part of the file's body).
+    #[serde(skip_deserializing)]
+    pub edits: Vec<Edit>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Alias {
+    #[serde(rename = "type")]
+    pub ty: TypeExpr,
+    #[serde(default)]
+    pub doc: String,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnumDef {
+    /// `IntEnum` (encoded as its integer value).
+    pub kind: String,
+    #[serde(default)]
+    pub doc: String,
+    pub source: String,
+    pub members: Vec<EnumMember>,
+    pub since: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed_in: Vec<String>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnumMember {
+    pub name: String,
+    pub value: i64,
+    /// Whether this status ends a reply stream (status enums only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<bool>,
+    #[serde(default)]
+    pub doc: String,
+    pub since: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed_in: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+pub enum StructKind {
+    /// `msgspec.Struct`: options below apply.
+    #[serde(rename = "msgspec.Struct")]
+    MsgspecStruct,
+    /// A `@dataclass` encoded by msgspec: a map of every field, defaults never omitted.
+    #[serde(rename = "dataclass")]
+    Dataclass,
+    /// A pydantic model carried as JSON (bootstrap HTTP).
+    #[serde(rename = "pydantic.BaseModel")]
+    Pydantic,
+    /// A plain JSON object (bootstrap HTTP).
+    #[serde(rename = "json")]
+    Json,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StructOptions {
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub omit_defaults: bool,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub array_like: bool,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub forbid_unknown_fields: bool,
+    /// msgspec `tag`: `true` (the class name), a string or an integer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<Tag>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag_field: Option<String>,
+    /// msgspec `rename`: `lower`, `upper`, `camel`, `pascal` or `kebab`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rename: Option<String>,
+    /// No wire effect; recorded because vLLM sets it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub dict: bool,
+    /// No wire effect.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub frozen: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum Tag {
+    Bool(bool),
+    Int(i64),
+    Str(String),
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StructDef {
+    pub kind: StructKind,
+    #[serde(default)]
+    pub options: StructOptions,
+    #[serde(default)]
+    pub doc: String,
+    #[serde(default)]
+    pub source: String,
+    pub fields: Vec<FieldDef>,
+    #[serde(default)]
+    pub since: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed_in: Vec<String>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldDef {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub ty: TypeExpr,
+    /// Python literal; absent together with `default_factory` means required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_factory: Option<String>,
+    /// A JSON-only constant value (bootstrap bodies).
+    #[serde(default, rename = "const", skip_serializing_if = "Option::is_none")]
+    pub const_value: Option<String>,
+    #[serde(default)]
+    pub doc: String,
+    #[serde(default)]
+    pub since: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed_in: Vec<String>,
+}
+
+impl FieldDef {
+    pub fn required(&self) -> bool {
+        self.default.is_none() && self.default_factory.is_none()
+    }
+    /// The default value, if the field has one.
+    pub fn default_literal(&self) -> Result<Option<Literal>, String> {
+        match (&self.default, &self.default_factory) {
+            (Some(_), Some(_)) => Err(format!("field `{}` has both default and default_factory", self.name)),
+            (Some(d), None) => Literal::parse(d).map(Some),
+            (None, Some(f)) => Literal::from_factory(f).map(Some),
+            (None, None) => Ok(None),
+        }
+    }
+    /// How the default reads in a table: `None`, `1`, `list()`.
+    pub fn default_display(&self) -> String {
+        match (&self.default, &self.default_factory) {
+            (Some(d), _) => d.clone(),
+            (None, Some(f)) => format!("{f}()"),
+            (None, None) => "required".into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Transport {
+    pub kind: String,
+    pub pattern: String,
+    pub source: String,
+    #[serde(default)]
+    pub codec: String,
+    #[serde(default)]
+    pub heartbeats: String,
+    pub sockets: IndexMap<String, Socket>,
+    pub messages: Vec<TransportMessage>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Socket {
+    #[serde(rename = "type")]
+    pub socket_type: String,
+    pub binds: bool,
+    pub address: String,
+    #[serde(default)]
+    pub options: IndexMap<String, String>,
+    #[serde(default)]
+    pub per: String,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransportMessage {
+    pub name: String,
+    pub from: String,
+    pub to: String,
+    /// `msgpack` (the struct of the same name) or `raw` (one of `constants`).
+    pub encoding: String,
+    pub frames_sent: Vec<String>,
+    pub frames_received: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_by: Option<String>,
+    /// `non-terminal* terminal` (driven by the status enum's `terminal` flags) or `exactly one`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub constants: Vec<RawConstant>,
+    #[serde(default)]
+    pub doc: String,
+    #[serde(default)]
+    pub since: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed_in: Vec<String>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConstant {
+    pub name: String,
+    /// The exact bytes, as ASCII text.
+    pub bytes: String,
+    #[serde(default)]
+    pub doc: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Behaviour {
+    /// `empty-array` or `omitted`: how a prefiller writes an empty `ok_reqs` / `err_reqs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub empty_id_lists: Option<String>,
+    #[serde(default)]
+    pub layout_caching: LayoutCachingSpec,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum LayoutCachingSpec {
+    /// Must be `false`.
+    Off(bool),
+    On(LayoutCaching),
+}
+
+impl Default for LayoutCachingSpec {
+    fn default() -> Self {
+        LayoutCachingSpec::Off(false)
+    }
+}
+
+impl LayoutCachingSpec {
+    pub fn get(&self) -> Option<&LayoutCaching> {
+        match self {
+            LayoutCachingSpec::On(l) => Some(l),
+            LayoutCachingSpec::Off(_) => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayoutCaching {
+    pub max_peer_layouts: usize,
+    pub cache_key: Vec<String>,
+    pub layout_fields: Vec<String>,
+    pub miss_status: String,
+    pub miss_message: String,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bootstrap {
+    pub kind: String,
+    pub source: String,
+    #[serde(default)]
+    pub server: String,
+    #[serde(default)]
+    pub bind: String,
+    pub default_port: u16,
+    #[serde(default)]
+    pub state: String,
+    /// `reject` or `accept-identical`.
+    pub duplicate_registration: String,
+    pub models: IndexMap<String, StructDef>,
+    pub routes: Vec<Route>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    pub method: String,
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+    pub responses: Vec<RouteResponse>,
+    #[serde(default)]
+    pub since: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed_in: Vec<String>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteResponse {
+    pub status: u16,
+    /// A model name or a type expression over models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// For `HTTPError` bodies: the `detail` text, `{placeholders}` standing for values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    #[serde(default)]
+    pub when: String,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvTransferParams {
+    #[serde(default)]
+    pub doc: String,
+    pub source: String,
+    pub keys: Vec<KvParamKey>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvParamKey {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub ty: TypeExpr,
+    /// `prefiller`, `decoder` or `both`.
+    pub to: String,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub internal: bool,
+    #[serde(default)]
+    pub doc: String,
+    #[serde(default)]
+    pub since: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed_in: Vec<String>,
+}
+
+/// One edit of a derived revision file.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Edit {
+    pub op: String,
+    pub at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<toml::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<toml::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+impl Revision {
+    pub fn first_release(&self) -> &str {
+        self.releases.first().map(String::as_str).unwrap_or("")
+    }
+    pub fn covers_release(&self, release: &str) -> bool {
+        self.releases.iter().any(|r| r == release)
+    }
+    /// The transport message of this name.
+    pub fn message(&self, name: &str) -> Option<&TransportMessage> {
+        self.transport.messages.iter().find(|m| m.name == name)
+    }
+    /// The message a socket role sends (first match).
+    pub fn message_from(&self, role: &str) -> Option<&TransportMessage> {
+        self.transport.messages.iter().find(|m| m.from == role)
+    }
+    /// Statuses that end a reply stream, from the status enum's `terminal` flags.
+    pub fn status_enum(&self) -> Option<(&str, &EnumDef)> {
+        self.enums.iter().find(|(_, e)| e.members.iter().any(|m| m.terminal.is_some())).map(|(n, e)| (n.as_str(), e))
+    }
+}

@@ -1,0 +1,255 @@
+//! Spec files as documents: parsing, resolving a revision's `base` chain, and applying its edit list.
+//!
+//! A *full* revision file describes everything. A *derived* file names a `base` and lists `[[edit]]`s; the
+//! resolved document is the base's resolved document with the derived file's own metadata and its edits
+//! applied in order. See `spec/README.md` ("Revision files") for the edit operations.
+
+use std::collections::{BTreeMap, HashSet};
+use toml::{Table, Value};
+
+use super::SpecError;
+
+/// Keys each revision file states for itself; never inherited from the base.
+const OWN_KEYS: &[&str] = &["format", "family", "revision", "base", "generation", "releases", "build_commits", "source", "summary"];
+/// Arrays whose items are named tables; edits address their items by `name`.
+const NAMED_ARRAYS: &[&str] = &["fields", "members", "keys", "routes", "messages"];
+pub const FORMAT: &str = "mooncake-wire-spec/1";
+
+pub struct RawFile {
+    pub path: String,
+    pub table: Table,
+}
+
+pub fn parse_file(path: &str, text: &str) -> Result<RawFile, SpecError> {
+    let table: Table = toml::from_str(text).map_err(|e| SpecError::new(path, format!("TOML: {e}")))?;
+    match table.get("format").and_then(Value::as_str) {
+        Some(FORMAT) => {}
+        other => return Err(SpecError::new(path, format!("`format` must be \"{FORMAT}\", found {other:?}"))),
+    }
+    for k in ["family", "revision", "source", "summary"] {
+        if table.get(k).and_then(Value::as_str).is_none() {
+            return Err(SpecError::new(path, format!("missing string key `{k}`")));
+        }
+    }
+    Ok(RawFile { path: path.to_string(), table })
+}
+
+/// Resolves every file; returns (family, revision) → resolved table, plus the edits each file applied itself.
+pub fn resolve_all(files: &[RawFile]) -> Result<BTreeMap<(String, String), Resolved>, SpecError> {
+    let mut by_key: BTreeMap<(String, String), &RawFile> = BTreeMap::new();
+    for f in files {
+        let key = (str_key(&f.table, "family"), str_key(&f.table, "revision"));
+        if let Some(prev) = by_key.insert(key.clone(), f) {
+            return Err(SpecError::new(&f.path, format!("revision {} is also defined in {}", key.1, prev.path)));
+        }
+    }
+    let mut done = BTreeMap::new();
+    for key in by_key.keys() {
+        resolve_one(key, &by_key, &mut done, &mut HashSet::new())?;
+    }
+    Ok(done)
+}
+
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    pub path: String,
+    pub table: Table,
+    /// This file's own edits, as written (empty for a full revision).
+    pub edits: Vec<Table>,
+}
+
+fn str_key(t: &Table, k: &str) -> String {
+    t.get(k).and_then(Value::as_str).unwrap_or_default().to_string()
+}
+
+fn resolve_one(
+    key: &(String, String),
+    files: &BTreeMap<(String, String), &RawFile>,
+    done: &mut BTreeMap<(String, String), Resolved>,
+    visiting: &mut HashSet<(String, String)>,
+) -> Result<(), SpecError> {
+    if done.contains_key(key) {
+        return Ok(());
+    }
+    let file = files[key];
+    if !visiting.insert(key.clone()) {
+        return Err(SpecError::new(&file.path, "the base chain is circular"));
+    }
+    let own = &file.table;
+    let revision = key.1.clone();
+    let source = str_key(own, "source");
+    let edits: Vec<Table> = match own.get("edit") {
+        None => vec![],
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_table().cloned().ok_or_else(|| SpecError::new(&file.path, "each [[edit]] must be a table")))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(SpecError::new(&file.path, "`edit` must be an array of tables")),
+    };
+    let mut table = match own.get("base") {
+        None => {
+            if !edits.is_empty() {
+                return Err(SpecError::new(&file.path, "a full revision (no `base`) cannot have edits"));
+            }
+            let mut t = own.clone();
+            stamp_since(&mut t, &revision);
+            t
+        }
+        Some(Value::String(base)) => {
+            let bkey = (key.0.clone(), base.clone());
+            if !files.contains_key(&bkey) {
+                return Err(SpecError::new(&file.path, format!("base revision `{base}` not found in family `{}`", key.0)));
+            }
+            resolve_one(&bkey, files, done, visiting)?;
+            let mut t = done[&bkey].table.clone();
+            for k in OWN_KEYS {
+                t.remove(*k);
+            }
+            for (k, v) in own {
+                if k != "edit" {
+                    if !OWN_KEYS.contains(&k.as_str()) {
+                        return Err(SpecError::new(
+                            &file.path,
+                            format!("a derived revision may only set {OWN_KEYS:?} directly; change `{k}` with an [[edit]]"),
+                        ));
+                    }
+                    t.insert(k.clone(), v.clone());
+                }
+            }
+            for (i, e) in edits.iter().enumerate() {
+                apply_edit(&mut t, e, &revision, &source)
+                    .map_err(|m| SpecError::new(&file.path, format!("edit #{} ({}): {m}", i + 1, str_key(e, "at"))))?;
+            }
+            t
+        }
+        Some(_) => return Err(SpecError::new(&file.path, "`base` must be a string")),
+    };
+    table.remove("edit");
+    visiting.remove(key);
+    done.insert(key.clone(), Resolved { path: file.path.clone(), table, edits });
+    Ok(())
+}
+
+/// Marks every item of every named array with `since = revision` unless it already says.
+fn stamp_since(t: &mut Table, revision: &str) {
+    for (k, v) in t.iter_mut() {
+        match v {
+            Value::Table(sub) => stamp_since(sub, revision),
+            Value::Array(items) if NAMED_ARRAYS.contains(&k.as_str()) => {
+                for it in items.iter_mut() {
+                    if let Value::Table(it) = it {
+                        it.entry("since").or_insert_with(|| Value::String(revision.to_string()));
+                        stamp_since(it, revision);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    for section in ["structs", "enums"] {
+        if let Some(Value::Table(defs)) = t.get_mut(section) {
+            for (_, d) in defs.iter_mut() {
+                if let Value::Table(d) = d {
+                    d.entry("since").or_insert_with(|| Value::String(revision.to_string()));
+                }
+            }
+        }
+    }
+}
+
+fn item_name(v: &Value) -> Option<&str> {
+    v.as_table()?.get("name")?.as_str()
+}
+
+/// Follows a dotted path: table keys by name, named-array items by their `name`. Records on every named item
+/// it passes through that `revision` changed it.
+fn walk<'a>(root: &'a mut Table, segs: &[&str], mark: Option<&str>) -> Result<&'a mut Value, String> {
+    let (first, rest) = segs.split_first().ok_or("empty path")?;
+    let mut cur = root.get_mut(*first).ok_or_else(|| format!("no key `{first}`"))?;
+    for seg in rest {
+        cur = match cur {
+            Value::Table(t) => t.get_mut(*seg).ok_or_else(|| format!("no key `{seg}`"))?,
+            Value::Array(items) => {
+                let it = items.iter_mut().find(|v| item_name(v) == Some(*seg)).ok_or_else(|| format!("no item named `{seg}`"))?;
+                if let (Some(rev), Value::Table(t)) = (mark, &mut *it) {
+                    let ch = t.entry("changed_in").or_insert_with(|| Value::Array(vec![]));
+                    if let Value::Array(a) = ch {
+                        if !a.iter().any(|v| v.as_str() == Some(rev)) {
+                            a.push(Value::String(rev.to_string()));
+                        }
+                    }
+                }
+                it
+            }
+            _ => return Err(format!("`{seg}` is inside a scalar")),
+        };
+    }
+    Ok(cur)
+}
+
+fn apply_edit(t: &mut Table, e: &Table, revision: &str, rev_source: &str) -> Result<(), String> {
+    for k in e.keys() {
+        if !["op", "at", "after", "before", "item", "value", "why", "source"].contains(&k.as_str()) {
+            return Err(format!("unknown edit key `{k}`"));
+        }
+    }
+    let op = e.get("op").and_then(Value::as_str).ok_or("missing `op`")?;
+    let at = e.get("at").and_then(Value::as_str).ok_or("missing `at`")?;
+    let segs: Vec<&str> = at.split('.').collect();
+    let new_item = || -> Result<Value, String> {
+        let mut item = e.get("item").cloned().ok_or("missing `item`")?;
+        let it = item.as_table_mut().ok_or("`item` must be a table")?;
+        it.entry("since").or_insert_with(|| Value::String(revision.to_string()));
+        let src = e.get("source").and_then(Value::as_str).unwrap_or(rev_source);
+        it.entry("source").or_insert_with(|| Value::String(src.to_string()));
+        Ok(item)
+    };
+    match op {
+        "insert" => {
+            let item = new_item()?;
+            let name = item_name(&item).ok_or("inserted item needs a `name`")?.to_string();
+            let arr = walk(t, &segs, None)?.as_array_mut().ok_or("`at` must name an array")?;
+            if arr.iter().any(|v| item_name(v) == Some(&name)) {
+                return Err(format!("`{name}` already exists"));
+            }
+            let idx = match (e.get("after").and_then(Value::as_str), e.get("before").and_then(Value::as_str)) {
+                (Some(_), Some(_)) => return Err("give `after` or `before`, not both".into()),
+                (Some(a), None) => arr.iter().position(|v| item_name(v) == Some(a)).ok_or(format!("no item `{a}` to insert after"))? + 1,
+                (None, Some(b)) => arr.iter().position(|v| item_name(v) == Some(b)).ok_or(format!("no item `{b}` to insert before"))?,
+                (None, None) => arr.len(),
+            };
+            arr.insert(idx, item);
+        }
+        "set" => {
+            let value = e.get("value").cloned().ok_or("missing `value`")?;
+            let (last, parent) = segs.split_last().ok_or("empty path")?;
+            let parent = if parent.is_empty() { t } else { walk(t, parent, Some(revision))?.as_table_mut().ok_or("parent of `at` must be a table")? };
+            parent.insert(last.to_string(), value);
+        }
+        "replace" => {
+            let item = new_item()?;
+            let (last, parent) = segs.split_last().ok_or("empty path")?;
+            let arr = walk(t, parent, None)?.as_array_mut().ok_or("parent of `at` must be a named array")?;
+            let slot = arr.iter_mut().find(|v| item_name(v) == Some(*last)).ok_or(format!("no item `{last}`"))?;
+            *slot = item;
+        }
+        "remove" => {
+            let (last, parent) = segs.split_last().ok_or("empty path")?;
+            match walk(t, parent, None)? {
+                Value::Array(arr) => {
+                    let before = arr.len();
+                    arr.retain(|v| item_name(v) != Some(*last));
+                    if arr.len() == before {
+                        return Err(format!("no item `{last}`"));
+                    }
+                }
+                Value::Table(tb) => {
+                    tb.remove(*last).ok_or(format!("no key `{last}`"))?;
+                }
+                _ => return Err("parent of `at` must be a table or a named array".into()),
+            }
+        }
+        other => return Err(format!("unknown op `{other}` (insert, set, replace, remove)")),
+    }
+    Ok(())
+}
