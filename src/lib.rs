@@ -11,3 +11,5 @@
 pub mod limits;
 pub mod msgpack;
 pub mod spec;
+pub mod bootstrap;
+pub mod codec;

@@ -1,0 +1,108 @@
+//! Line-oriented JSON files (vectors, golden files, traces): bounded line length, errors that name the line.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use mooncake_wire::limits::MAX_JSONL_LINE_BYTES;
+
+/// One parsed line and its 1-based line number.
+pub struct Line {
+    pub no: usize,
+    pub value: serde_json::Value,
+}
+
+/// Reads every non-empty line of a JSON Lines file. A line that is not JSON is an error naming the line.
+pub fn read(path: &Path) -> Result<Vec<Line>, String> {
+    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut r = BufReader::new(f);
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    let mut no = 0;
+    loop {
+        buf.clear();
+        no += 1;
+        let n = (&mut r).take(MAX_JSONL_LINE_BYTES as u64 + 1).read_until(b'\n', &mut buf).map_err(|e| format!("{}:{no}: {e}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        if buf.len() > MAX_JSONL_LINE_BYTES {
+            return Err(format!("{}:{no}: line longer than {MAX_JSONL_LINE_BYTES} bytes", path.display()));
+        }
+        let text = std::str::from_utf8(&buf).map_err(|_| format!("{}:{no}: not UTF-8", path.display()))?.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let value = serde_json::from_str(text).map_err(|e| format!("{}:{no}: not JSON: {e}", path.display()))?;
+        out.push(Line { no, value });
+    }
+    Ok(out)
+}
+
+/// Expands directories (recursively, sorted) to the `*.jsonl` files under them; files are kept as given.
+pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            walk(p, &mut out).map_err(|e| format!("{}: {e}", p.display()))?;
+        } else if p.exists() {
+            out.push(p.clone());
+        } else {
+            return Err(format!("{}: no such file or directory", p.display()));
+        }
+    }
+    Ok(out)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            walk(&p, out)?;
+        } else if p.extension().and_then(|e| e.to_str()) == Some("jsonl") {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+/// JSON equality that also requires object keys in the same order (a struct's declaration order, a dict's
+/// insertion order).
+pub fn eq_ordered(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    use serde_json::Value as J;
+    match (a, b) {
+        (J::Object(x), J::Object(y)) => x.len() == y.len() && x.iter().zip(y).all(|((ka, va), (kb, vb))| ka == kb && eq_ordered(va, vb)),
+        (J::Array(x), J::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| eq_ordered(p, q)),
+        _ => a == b,
+    }
+}
+
+/// The first place two JSON values differ, as a path (`$.ok_reqs[1]`), for reports.
+pub fn first_difference(a: &serde_json::Value, b: &serde_json::Value, path: &str) -> Option<String> {
+    use serde_json::Value as J;
+    match (a, b) {
+        (J::Object(x), J::Object(y)) => {
+            let kx: Vec<_> = x.keys().collect();
+            let ky: Vec<_> = y.keys().collect();
+            if kx != ky {
+                return Some(format!("{path}: keys {kx:?} vs {ky:?}"));
+            }
+            x.iter().find_map(|(k, v)| first_difference(v, &y[k], &format!("{path}.{k}")))
+        }
+        (J::Array(x), J::Array(y)) if x.len() == y.len() => {
+            x.iter().zip(y).enumerate().find_map(|(i, (p, q))| first_difference(p, q, &format!("{path}[{i}]")))
+        }
+        _ if a == b => None,
+        _ => {
+            let short = |v: &J| {
+                let s = v.to_string();
+                if s.len() > 80 {
+                    format!("{}…", &s[..s.char_indices().nth(80).map(|(i, _)| i).unwrap_or(s.len())])
+                } else {
+                    s
+                }
+            };
+            Some(format!("{path}: {} vs {}", short(a), short(b)))
+        }
+    }
+}

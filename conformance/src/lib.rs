@@ -1,0 +1,8 @@
+//! Library side of `mooncake-conformance`: vector checking, trace model and validation, reports.
+
+pub mod golden;
+pub mod jsonl;
+pub mod report;
+pub mod trace;
+pub mod validate;
+pub mod vectors;

@@ -1,0 +1,301 @@
+//! Compiles a revision's type expressions into a flat arena the decoder and encoder walk without looking
+//! names up: aliases are inlined, enums and structs become indices.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::value::{EnumValue, StructMeta, Value};
+use crate::msgpack::WireInt;
+use crate::spec::{Literal, Revision, StructDef, StructKind, Tag, TypeExpr};
+
+pub type TyId = u32;
+
+#[derive(Clone, Debug)]
+pub enum Ty {
+    Int,
+    Str,
+    Bool,
+    Float,
+    Bytes,
+    List(TyId),
+    Dict(TyId, TyId),
+    Tuple(Box<[TyId]>),
+    Optional(TyId),
+    Enum(u32),
+    Struct(u32),
+}
+
+#[derive(Debug)]
+pub struct CEnum {
+    pub name: String,
+    pub members: Vec<(Arc<str>, i64)>,
+}
+
+impl CEnum {
+    pub fn member(&self, v: WireInt) -> Option<EnumValue> {
+        let v = v.as_i64()?;
+        self.members.iter().find(|(_, x)| *x == v).map(|(n, x)| EnumValue { name: n.clone(), value: *x })
+    }
+}
+
+#[derive(Debug)]
+pub struct CField {
+    pub name: String,
+    pub wire_name: String,
+    pub ty: TyId,
+    /// `None` = required.
+    pub default: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TagValue {
+    Str(String),
+    Int(i64),
+}
+
+#[derive(Debug)]
+pub struct CStruct {
+    pub meta: Arc<StructMeta>,
+    pub fields: Vec<CField>,
+    /// Omit fields equal to their default (msgspec `omit_defaults`; never for dataclasses).
+    pub omit_defaults: bool,
+    pub array_like: bool,
+    pub forbid_unknown_fields: bool,
+    pub tag: Option<(String, TagValue)>,
+    /// Entries the encoder declares: fields plus the tag. Picks the map header width.
+    pub declared: usize,
+    /// Fields that must be present in an array_like encoding (leading required ones).
+    pub min_array_len: usize,
+}
+
+impl CStruct {
+    /// Index of the field whose wire name is `key`, compared as raw bytes (msgspec does not check UTF-8 here).
+    #[inline]
+    pub fn field_index(&self, key: &[u8]) -> Option<usize> {
+        self.fields.iter().position(|f| f.wire_name.as_bytes() == key)
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Plan {
+    pub types: Vec<Ty>,
+    pub enums: Vec<CEnum>,
+    pub structs: Vec<CStruct>,
+    pub by_name: HashMap<String, TyId>,
+}
+
+/// Where a name points during compilation.
+pub enum NameDef<'a> {
+    Alias(&'a TypeExpr),
+    Enum(&'a str, Vec<(String, i64)>),
+    Struct(&'a str, &'a StructDef),
+}
+
+/// Which names a codec covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// `structs` and `enums` of the revision (MessagePack on the side channel).
+    Wire,
+    /// `bootstrap.models` (JSON bodies of the bootstrap HTTP server).
+    Bootstrap,
+}
+
+fn lookup<'a>(rev: &'a Revision, scope: Scope, n: &str) -> Option<NameDef<'a>> {
+    if let Some(a) = rev.aliases.get(n) {
+        return Some(NameDef::Alias(&a.ty));
+    }
+    match scope {
+        Scope::Wire => {
+            if let Some((name, e)) = rev.enums.get_key_value(n) {
+                return Some(NameDef::Enum(name, e.members.iter().map(|m| (m.name.clone(), m.value)).collect()));
+            }
+            rev.structs.get_key_value(n).map(|(name, s)| NameDef::Struct(name, s))
+        }
+        Scope::Bootstrap => rev.bootstrap.as_ref()?.models.get_key_value(n).map(|(name, s)| NameDef::Struct(name, s)),
+    }
+}
+
+pub struct Compiler<'a> {
+    pub plan: Plan,
+    rev: &'a Revision,
+    scope: Scope,
+    cache: HashMap<TypeExpr, TyId>,
+    struct_ids: HashMap<String, u32>,
+    alias_stack: Vec<String>,
+}
+
+impl<'a> Compiler<'a> {
+    pub fn new(rev: &'a Revision, scope: Scope, plan: Plan) -> Self {
+        Compiler { plan, rev, scope, cache: HashMap::new(), struct_ids: HashMap::new(), alias_stack: vec![] }
+    }
+
+    fn push(&mut self, t: Ty) -> TyId {
+        self.plan.types.push(t);
+        (self.plan.types.len() - 1) as TyId
+    }
+
+    pub fn compile(&mut self, t: &TypeExpr) -> Result<TyId, String> {
+        if let Some(id) = self.cache.get(t) {
+            return Ok(*id);
+        }
+        let ty = match t {
+            TypeExpr::Int => Ty::Int,
+            TypeExpr::Str => Ty::Str,
+            TypeExpr::Bool => Ty::Bool,
+            TypeExpr::Float => Ty::Float,
+            TypeExpr::Bytes => Ty::Bytes,
+            TypeExpr::List(e) => Ty::List(self.compile(e)?),
+            TypeExpr::Optional(e) => {
+                let inner = self.compile(e)?;
+                if matches!(self.plan.types[inner as usize], Ty::Optional(_)) {
+                    return Ok(inner);
+                }
+                Ty::Optional(inner)
+            }
+            TypeExpr::Dict(k, v) => Ty::Dict(self.compile(k)?, self.compile(v)?),
+            TypeExpr::Tuple(ts) => Ty::Tuple(ts.iter().map(|e| self.compile(e)).collect::<Result<Vec<_>, _>>()?.into()),
+            TypeExpr::Named(n) => return self.named(n),
+        };
+        let id = self.push(ty);
+        self.cache.insert(t.clone(), id);
+        Ok(id)
+    }
+
+    fn named(&mut self, n: &str) -> Result<TyId, String> {
+        if let Some(id) = self.plan.by_name.get(n) {
+            return Ok(*id);
+        }
+        match lookup(self.rev, self.scope, n).ok_or_else(|| format!("unknown type `{n}`"))? {
+            NameDef::Alias(t) => {
+                if self.alias_stack.iter().any(|a| a == n) {
+                    return Err(format!("alias `{n}` refers to itself"));
+                }
+                self.alias_stack.push(n.to_string());
+                let id = self.compile(t);
+                self.alias_stack.pop();
+                let id = id?;
+                self.plan.by_name.insert(n.to_string(), id);
+                Ok(id)
+            }
+            NameDef::Enum(name, members) => {
+                self.plan.enums.push(CEnum {
+                    name: name.to_string(),
+                    members: members.into_iter().map(|(m, v)| (Arc::from(m.as_str()), v)).collect(),
+                });
+                let id = self.push(Ty::Enum((self.plan.enums.len() - 1) as u32));
+                self.plan.by_name.insert(n.to_string(), id);
+                Ok(id)
+            }
+            NameDef::Struct(name, def) => {
+                // Reserve the ids first so recursive structs resolve to themselves.
+                let sid = self.plan.structs.len() as u32;
+                self.struct_ids.insert(name.to_string(), sid);
+                self.plan.structs.push(CStruct {
+                    meta: Arc::new(StructMeta { name: name.to_string(), field_names: vec![] }),
+                    fields: vec![],
+                    omit_defaults: false,
+                    array_like: false,
+                    forbid_unknown_fields: false,
+                    tag: None,
+                    declared: 0,
+                    min_array_len: 0,
+                });
+                let id = self.push(Ty::Struct(sid));
+                self.plan.by_name.insert(n.to_string(), id);
+                let s = self.compile_struct(name, def)?;
+                self.plan.structs[sid as usize] = s;
+                Ok(id)
+            }
+        }
+    }
+
+    fn compile_struct(&mut self, name: &str, def: &StructDef) -> Result<CStruct, String> {
+        let o = &def.options;
+        let msgspec = def.kind == StructKind::MsgspecStruct;
+        let mut fields = Vec::new();
+        for f in &def.fields {
+            let ty = self.compile(&f.ty)?;
+            let default = match f.default_literal()? {
+                None => None,
+                Some(l) => Some(literal_value(&l, ty, &self.plan).map_err(|e| format!("{name}.{}: {e}", f.name))?),
+            };
+            let wire_name = match (msgspec, o.rename.as_deref()) {
+                (true, Some(mode)) => rename(&f.name, mode)?,
+                _ => f.name.clone(),
+            };
+            fields.push(CField { name: f.name.clone(), wire_name, ty, default });
+        }
+        let tag = match (&o.tag, msgspec) {
+            (None, _) | (Some(Tag::Bool(false)), _) => None,
+            (Some(_), false) => return Err(format!("{name}: only msgspec structs can be tagged")),
+            (Some(t), true) => {
+                let field = o.tag_field.clone().unwrap_or_else(|| "type".into());
+                let v = match t {
+                    Tag::Bool(_) => TagValue::Str(name.to_string()),
+                    Tag::Str(s) => TagValue::Str(s.clone()),
+                    Tag::Int(i) => TagValue::Int(*i),
+                };
+                Some((field, v))
+            }
+        };
+        let min_array_len = fields.iter().take_while(|f| f.default.is_none()).count() + tag.is_some() as usize;
+        Ok(CStruct {
+            meta: Arc::new(StructMeta { name: name.to_string(), field_names: fields.iter().map(|f| f.name.clone()).collect() }),
+            declared: fields.len() + tag.is_some() as usize,
+            omit_defaults: msgspec && o.omit_defaults && !o.array_like,
+            array_like: msgspec && o.array_like,
+            forbid_unknown_fields: msgspec && o.forbid_unknown_fields,
+            tag,
+            min_array_len,
+            fields,
+        })
+    }
+}
+
+/// msgspec's `rename` modes.
+fn rename(name: &str, mode: &str) -> Result<String, String> {
+    let lead = name.len() - name.trim_start_matches('_').len();
+    let (prefix, rest) = name.split_at(lead);
+    let parts: Vec<&str> = rest.split('_').filter(|p| !p.is_empty()).collect();
+    let cap = |p: &str| {
+        let mut c = p.chars();
+        c.next().map(|f| f.to_uppercase().collect::<String>() + c.as_str()).unwrap_or_default()
+    };
+    Ok(match mode {
+        "lower" => name.to_lowercase(),
+        "upper" => name.to_uppercase(),
+        "kebab" => format!("{prefix}{}", rest.trim_end_matches('_').replace('_', "-")),
+        "camel" => {
+            let mut s = prefix.to_string();
+            for (i, p) in parts.iter().enumerate() {
+                s.push_str(&if i == 0 { p.to_string() } else { cap(p) });
+            }
+            s
+        }
+        "pascal" => format!("{prefix}{}", parts.iter().map(|p| cap(p)).collect::<String>()),
+        other => return Err(format!("unsupported rename mode `{other}`")),
+    })
+}
+
+/// Turns a default literal into the value of the field's type.
+pub fn literal_value(l: &Literal, ty: TyId, plan: &Plan) -> Result<Value, String> {
+    let t = &plan.types[ty as usize];
+    Ok(match (l, t) {
+        (Literal::None, Ty::Optional(_)) => Value::None,
+        (_, Ty::Optional(inner)) => literal_value(l, *inner, plan)?,
+        (Literal::Bool(b), Ty::Bool) => Value::Bool(*b),
+        (Literal::Int(i), Ty::Int) => Value::Int(WireInt::new(*i).map_err(|e| e.to_string())?),
+        (Literal::Int(i), Ty::Float) => Value::Float(*i as f64),
+        (Literal::Float(x), Ty::Float) => Value::Float(*x),
+        (Literal::Int(i), Ty::Enum(e)) => {
+            let w = WireInt::new(*i).map_err(|e| e.to_string())?;
+            Value::Enum(plan.enums[*e as usize].member(w).ok_or(format!("{i} is not a member"))?)
+        }
+        (Literal::Str(s), Ty::Str) => Value::Str(s.clone()),
+        (Literal::Bytes(b), Ty::Bytes) => Value::Bytes(b.clone()),
+        (Literal::EmptyList, Ty::List(_)) => Value::List(vec![]),
+        (Literal::EmptyTuple | Literal::EmptyList, Ty::Tuple(ts)) if ts.is_empty() => Value::Tuple(vec![]),
+        (Literal::EmptyDict, Ty::Dict(..)) => Value::Dict(vec![]),
+        _ => return Err(format!("default `{l}` does not fit the field's type")),
+    })
+}

@@ -1,0 +1,373 @@
+//! The spec-driven decoder: one pass over the bytes, guided by the compiled type, with msgspec's rules for
+//! what is accepted, what wins, and which error is reported first.
+
+use std::collections::HashMap;
+
+use super::compile::{CStruct, Plan, TagValue, Ty, TyId};
+use super::error::{DecodeError, DecodeErrorKind as K};
+use super::value::{StructValue, Value};
+use crate::limits;
+use crate::msgpack::{Kind, Obj, RawError, Reader, WireInt};
+
+#[derive(Clone, Copy)]
+enum Seg {
+    Field(u32, u32),
+    Index(usize),
+    DictValue,
+}
+
+pub struct Decoder<'a, 'p> {
+    r: Reader<'a>,
+    plan: &'p Plan,
+    depth: usize,
+    path: Vec<Seg>,
+}
+
+impl<'a, 'p> Decoder<'a, 'p> {
+    pub fn new(bytes: &'a [u8], plan: &'p Plan) -> Self {
+        Decoder { r: Reader::new(bytes), plan, depth: 0, path: Vec::with_capacity(8) }
+    }
+
+    /// Decodes one whole frame: exactly one value of type `ty`, nothing after it.
+    pub fn frame(mut self, ty: TyId) -> Result<Value, DecodeError> {
+        if self.r.remaining() > limits::MAX_FRAME_BYTES {
+            return Err(DecodeError::new(K::FrameTooLarge { len: self.r.remaining() }));
+        }
+        let v = self.value(ty)?;
+        if !self.r.is_empty() {
+            return Err(DecodeError::new(K::Trailing { offset: self.r.pos() }));
+        }
+        Ok(v)
+    }
+
+    fn render_path(&self) -> String {
+        let mut s = String::from("$");
+        for seg in &self.path {
+            match *seg {
+                Seg::Field(st, f) => {
+                    s.push('.');
+                    s.push_str(&self.plan.structs[st as usize].fields[f as usize].wire_name);
+                }
+                Seg::Index(i) => {
+                    s.push('[');
+                    s.push_str(&i.to_string());
+                    s.push(']');
+                }
+                Seg::DictValue => s.push_str("[...]"),
+            }
+        }
+        s
+    }
+
+    #[cold]
+    fn err(&self, kind: K) -> DecodeError {
+        let mut e = DecodeError::new(kind);
+        e.path = self.render_path();
+        e
+    }
+    #[cold]
+    fn key_err(&self, kind: K) -> DecodeError {
+        let mut e = self.err(kind);
+        e.in_key = true;
+        e
+    }
+    #[cold]
+    fn raw(&self, e: RawError) -> DecodeError {
+        DecodeError::new(match e {
+            RawError::Truncated => K::Truncated,
+            RawError::InvalidOpcode { op, offset } => K::InvalidOpcode { op, offset },
+            RawError::TooDeep => K::TooDeep,
+        })
+    }
+
+    /// msgspec's name for what a type expects.
+    pub fn expected_name(plan: &Plan, ty: TyId) -> String {
+        match &plan.types[ty as usize] {
+            Ty::Int | Ty::Enum(_) => "int".into(),
+            Ty::Str => "str".into(),
+            Ty::Bool => "bool".into(),
+            Ty::Float => "float".into(),
+            Ty::Bytes => "bytes".into(),
+            Ty::List(_) | Ty::Tuple(_) => "array".into(),
+            Ty::Dict(..) => "object".into(),
+            Ty::Struct(s) if plan.structs[*s as usize].array_like => "array".into(),
+            Ty::Struct(_) => "object".into(),
+            Ty::Optional(t) => format!("{} | null", Self::expected_name(plan, *t)),
+        }
+    }
+
+    #[cold]
+    fn mismatch(&self, ty: TyId, got: Kind) -> DecodeError {
+        self.err(K::Expected { expected: Self::expected_name(self.plan, ty), got: got.msgspec_name() })
+    }
+
+    #[inline]
+    fn value(&mut self, ty: TyId) -> Result<Value, DecodeError> {
+        let obj = self.r.read_obj().map_err(|e| self.raw(e))?;
+        self.value_from(obj, ty, ty)
+    }
+
+    fn enter(&mut self) -> Result<(), DecodeError> {
+        self.depth += 1;
+        if self.depth > limits::MAX_DEPTH {
+            return Err(self.raw(RawError::TooDeep));
+        }
+        Ok(())
+    }
+
+    /// `shown` is the type named in a mismatch error (the optional around `ty`, if any).
+    fn value_from(&mut self, obj: Obj<'a>, ty: TyId, shown: TyId) -> Result<Value, DecodeError> {
+        let plan = self.plan;
+        Ok(match (&plan.types[ty as usize], obj) {
+            (Ty::Optional(_), Obj::Nil) => Value::None,
+            (Ty::Optional(inner), o) => return self.value_from(o, *inner, ty),
+            (Ty::Int, Obj::Int(i)) => Value::Int(i),
+            (Ty::Float, Obj::Float(x)) => Value::Float(x),
+            (Ty::Float, Obj::Int(i)) => Value::Float(i.get() as f64),
+            (Ty::Bool, Obj::Bool(b)) => Value::Bool(b),
+            (Ty::Str, Obj::Str(b)) => Value::Str(self.utf8(b)?),
+            (Ty::Bytes, Obj::Bin(b)) => Value::Bytes(b.to_vec()),
+            (Ty::Enum(e), Obj::Int(i)) => match plan.enums[*e as usize].member(i) {
+                Some(m) => Value::Enum(m),
+                None => return Err(self.err(K::InvalidEnum(i))),
+            },
+            (Ty::List(elem), Obj::Array(n)) => {
+                let elem = *elem;
+                self.enter()?;
+                let mut out = Vec::with_capacity(n.min(self.r.remaining()).min(limits::MAX_PREALLOC_ELEMENTS));
+                for i in 0..n {
+                    self.path.push(Seg::Index(i));
+                    out.push(self.value(elem)?);
+                    self.path.pop();
+                }
+                self.depth -= 1;
+                Value::List(out)
+            }
+            (Ty::Tuple(elems), Obj::Array(n)) => {
+                if n != elems.len() {
+                    return Err(self.err(K::ArrayLength { expected: elems.len(), got: n }));
+                }
+                self.enter()?;
+                let mut out = Vec::with_capacity(n);
+                for (i, e) in elems.iter().enumerate() {
+                    self.path.push(Seg::Index(i));
+                    out.push(self.value(*e)?);
+                    self.path.pop();
+                }
+                self.depth -= 1;
+                Value::Tuple(out)
+            }
+            (Ty::Dict(k, v), Obj::Map(n)) => {
+                let (k, v) = (*k, *v);
+                self.enter()?;
+                let d = self.dict(n, k, v)?;
+                self.depth -= 1;
+                d
+            }
+            (Ty::Struct(s), Obj::Map(n)) if !plan.structs[*s as usize].array_like => {
+                self.enter()?;
+                let v = self.struct_map(*s, n)?;
+                self.depth -= 1;
+                v
+            }
+            (Ty::Struct(s), Obj::Array(n)) if plan.structs[*s as usize].array_like => {
+                self.enter()?;
+                let v = self.struct_array(*s, n)?;
+                self.depth -= 1;
+                v
+            }
+            (_, o) => return Err(self.mismatch(shown, o.kind())),
+        })
+    }
+
+    #[inline]
+    fn utf8(&self, b: &[u8]) -> Result<String, DecodeError> {
+        match std::str::from_utf8(b) {
+            Ok(s) => Ok(s.to_owned()),
+            Err(_) => Err(DecodeError::new(K::InvalidUtf8)),
+        }
+    }
+
+    fn dict(&mut self, n: usize, kty: TyId, vty: TyId) -> Result<Value, DecodeError> {
+        let mut out: Vec<(Value, Value)> = Vec::with_capacity(n.min(self.r.remaining() / 2).min(limits::MAX_PREALLOC_ELEMENTS));
+        // Position of each key already seen, for "last value wins, first position stays" (a Python dict).
+        let mut index: HashMap<DictKey, usize> = HashMap::new();
+        for _ in 0..n {
+            let kobj = self.r.read_obj().map_err(|e| self.raw(e))?;
+            let key = match self.value_from(kobj, kty, kty) {
+                Ok(k) => k,
+                Err(mut e) => {
+                    // Errors about the key itself are reported "at `key` in" the dict's path.
+                    if !matches!(e.kind, K::Truncated | K::InvalidOpcode { .. } | K::InvalidUtf8 | K::TooDeep) && e.path == self.render_path() {
+                        e.in_key = true;
+                        // msgspec names nil `None` for dict keys (and `null` for struct keys).
+                    }
+                    return Err(e);
+                }
+            };
+            self.path.push(Seg::DictValue);
+            let val = self.value(vty)?;
+            self.path.pop();
+            match DictKey::of(&key) {
+                Some(dk) => match index.get(&dk) {
+                    Some(&i) => out[i].1 = val,
+                    None => {
+                        index.insert(dk, out.len());
+                        out.push((key, val));
+                    }
+                },
+                None => {
+                    // Keys that cannot be hashed here (floats, containers) are compared one by one.
+                    match out.iter().position(|(k, _)| *k == key) {
+                        Some(i) => out[i].1 = val,
+                        None => out.push((key, val)),
+                    }
+                }
+            }
+        }
+        Ok(Value::Dict(out))
+    }
+
+    /// Reads a struct key: only a str opcode is accepted, and its bytes are matched without a UTF-8 check.
+    fn struct_key(&mut self) -> Result<&'a [u8], DecodeError> {
+        let op = self.r.peek_op().map_err(|e| self.raw(e))?;
+        let kind = Kind::of_opcode(op);
+        if kind != Kind::Str {
+            let got = if kind == Kind::Nil { "null" } else { kind.msgspec_name() };
+            return Err(self.key_err(K::Expected { expected: "str".into(), got }));
+        }
+        match self.r.read_obj().map_err(|e| self.raw(e))? {
+            Obj::Str(b) => Ok(b),
+            _ => unreachable!("a str opcode reads as a str"),
+        }
+    }
+
+    fn check_tag(&mut self, st: &CStruct, obj: Obj<'a>, field_for_path: &str) -> Result<(), DecodeError> {
+        let (_, want) = st.tag.as_ref().expect("tagged");
+        let path = |d: &Self| {
+            let mut p = d.render_path();
+            if !field_for_path.is_empty() {
+                p.push('.');
+                p.push_str(field_for_path);
+            }
+            p
+        };
+        let fail = |d: &Self, kind: K| {
+            let mut e = DecodeError::new(kind);
+            e.path = path(d);
+            e
+        };
+        match (want, obj) {
+            (TagValue::Str(w), Obj::Str(b)) => {
+                let s = self.utf8(b)?;
+                if &s != w {
+                    return Err(fail(self, K::InvalidTag(format!("'{s}'"))));
+                }
+            }
+            (TagValue::Int(w), Obj::Int(i)) => {
+                if i.as_i64() != Some(*w) {
+                    return Err(fail(self, K::InvalidTag(i.to_string())));
+                }
+            }
+            (TagValue::Str(_), o) => return Err(fail(self, K::Expected { expected: "str".into(), got: o.kind().msgspec_name() })),
+            (TagValue::Int(_), o) => return Err(fail(self, K::Expected { expected: "int".into(), got: o.kind().msgspec_name() })),
+        }
+        Ok(())
+    }
+
+    fn struct_map(&mut self, sid: u32, n: usize) -> Result<Value, DecodeError> {
+        let st = &self.plan.structs[sid as usize];
+        let mut slots: Vec<Option<Value>> = (0..st.fields.len()).map(|_| None).collect();
+        for _ in 0..n {
+            let key = self.struct_key()?;
+            match st.field_index(key) {
+                Some(i) => {
+                    self.path.push(Seg::Field(sid, i as u32));
+                    let v = self.value(st.fields[i].ty)?;
+                    self.path.pop();
+                    slots[i] = Some(v);
+                }
+                None if st.tag.as_ref().is_some_and(|(f, _)| f.as_bytes() == key) => {
+                    let obj = self.r.read_obj().map_err(|e| self.raw(e))?;
+                    let tf = st.tag.as_ref().unwrap().0.clone();
+                    self.check_tag(st, obj, &tf)?;
+                }
+                None if st.forbid_unknown_fields => {
+                    return Err(self.err(K::UnknownField(String::from_utf8_lossy(key).into_owned())));
+                }
+                None => self.r.skip_value(self.depth, limits::MAX_DEPTH).map_err(|e| self.raw(e))?,
+            }
+        }
+        self.finish_struct(sid, slots)
+    }
+
+    fn finish_struct(&self, sid: u32, slots: Vec<Option<Value>>) -> Result<Value, DecodeError> {
+        let st = &self.plan.structs[sid as usize];
+        let mut fields = Vec::with_capacity(slots.len());
+        for (slot, f) in slots.into_iter().zip(&st.fields) {
+            fields.push(match (slot, &f.default) {
+                (Some(v), _) => v,
+                (None, Some(d)) => d.clone(),
+                (None, None) => return Err(self.err(K::MissingField(f.wire_name.clone()))),
+            });
+        }
+        Ok(Value::Struct(StructValue { meta: st.meta.clone(), fields }))
+    }
+
+    fn struct_array(&mut self, sid: u32, n: usize) -> Result<Value, DecodeError> {
+        let st = &self.plan.structs[sid as usize];
+        if n < st.min_array_len {
+            return Err(self.err(K::ArrayMinLength { min: st.min_array_len, got: n }));
+        }
+        let mut slots: Vec<Option<Value>> = (0..st.fields.len()).map(|_| None).collect();
+        let mut pos = 0usize;
+        if st.tag.is_some() {
+            let obj = self.r.read_obj().map_err(|e| self.raw(e))?;
+            self.path.push(Seg::Index(0));
+            let r = self.check_tag(st, obj, "");
+            self.path.pop();
+            r?;
+            pos = 1;
+        }
+        let mut i = 0usize;
+        while pos < n && i < st.fields.len() {
+            self.path.push(Seg::Index(pos));
+            slots[i] = Some(self.value(st.fields[i].ty)?);
+            self.path.pop();
+            pos += 1;
+            i += 1;
+        }
+        if pos < n {
+            if st.forbid_unknown_fields {
+                return Err(self.err(K::ArrayMaxLength { max: st.declared, got: n }));
+            }
+            while pos < n {
+                self.r.skip_value(self.depth, limits::MAX_DEPTH).map_err(|e| self.raw(e))?;
+                pos += 1;
+            }
+        }
+        self.finish_struct(sid, slots)
+    }
+}
+
+/// Hashable form of the dict keys vLLM uses (str, int, enum, bool, None).
+#[derive(Hash, PartialEq, Eq)]
+enum DictKey {
+    Str(String),
+    Int(WireInt),
+    Bool(bool),
+    None,
+}
+
+impl DictKey {
+    fn of(v: &Value) -> Option<DictKey> {
+        Some(match v {
+            Value::Str(s) => DictKey::Str(s.clone()),
+            Value::Int(i) => DictKey::Int(*i),
+            Value::Enum(e) => DictKey::Int(WireInt::from_i64(e.value)),
+            Value::Bool(b) => DictKey::Bool(*b),
+            Value::None => DictKey::None,
+            _ => return None,
+        })
+    }
+}

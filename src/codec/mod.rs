@@ -1,0 +1,170 @@
+//! The spec-driven codec: for any revision and message in the spec, MessagePack bytes ⇄ [`Value`] trees,
+//! byte-identical to msgspec, with no per-revision Rust code.
+//!
+//! ```
+//! use mooncake_wire::codec::Codec;
+//! let codec = Codec::builtin("vllm-0.33.0").unwrap();
+//! let bytes = hex_literal("81a673746174757301");
+//! let v = codec.decode("MooncakeXferResponse", &bytes).unwrap();
+//! assert_eq!(v.field("status").unwrap().to_string(), "CONTINUE");
+//! assert_eq!(codec.encode("MooncakeXferResponse", &v).unwrap(), bytes);
+//! # fn hex_literal(s: &str) -> Vec<u8> { (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i+2], 16).unwrap()).collect() }
+//! ```
+
+mod compile;
+mod decode;
+mod encode;
+mod error;
+mod json;
+mod value;
+
+pub use compile::{CField, CStruct, Plan, Ty, TyId};
+pub use error::{DecodeError, DecodeErrorKind, EncodeError};
+pub use value::{EnumValue, StructMeta, StructValue, Value};
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::spec::{Revision, Spec, SpecError, TypeExpr};
+pub use compile::Scope;
+use compile::Compiler;
+
+/// A revision's messages, compiled for decoding and encoding.
+#[derive(Debug)]
+pub struct Codec {
+    revision: Arc<Revision>,
+    plan: Plan,
+    /// Message (struct) name → its type, in spec order.
+    messages: Vec<(String, TyId)>,
+    /// Which names this codec covers: the side-channel structs, or the bootstrap JSON models.
+    scope: Scope,
+}
+
+impl Codec {
+    /// Compiles the side-channel messages of a revision.
+    pub fn new(rev: Arc<Revision>) -> Result<Codec, SpecError> {
+        Self::with_scope(rev, Scope::Wire)
+    }
+
+    pub fn with_scope(rev: Arc<Revision>, scope: Scope) -> Result<Codec, SpecError> {
+        let names: Vec<String> = match scope {
+            Scope::Wire => rev.structs.keys().cloned().collect(),
+            Scope::Bootstrap => rev.bootstrap.as_ref().map(|b| b.models.keys().cloned().collect()).unwrap_or_default(),
+        };
+        let mut c = Compiler::new(&rev, scope, Plan::default());
+        let mut messages = Vec::new();
+        for n in names {
+            let id = c.compile(&TypeExpr::Named(n.clone())).map_err(|e| SpecError::new(&rev.path, e))?;
+            messages.push((n, id));
+        }
+        let plan = c.plan;
+        Ok(Codec { revision: rev, plan, messages, scope })
+    }
+
+    /// The codec of a built-in revision, compiled once per process.
+    pub fn builtin(revision: &str) -> Option<Arc<Codec>> {
+        static CACHE: OnceLock<Mutex<HashMap<String, Arc<Codec>>>> = OnceLock::new();
+        let cache = CACHE.get_or_init(Default::default);
+        let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = map.get(revision) {
+            return Some(c.clone());
+        }
+        let rev = Spec::builtin().revision(revision)?.clone();
+        let c = Arc::new(Codec::new(rev).expect("built-in revisions compile (tested)"));
+        map.insert(revision.to_string(), c.clone());
+        Some(c)
+    }
+
+    pub fn revision(&self) -> &Arc<Revision> {
+        &self.revision
+    }
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+    pub fn scope(&self) -> Scope {
+        self.scope
+    }
+    pub fn messages(&self) -> impl Iterator<Item = &str> {
+        self.messages.iter().map(|(n, _)| n.as_str())
+    }
+    pub fn message_type(&self, message: &str) -> Option<TyId> {
+        self.messages.iter().find(|(n, _)| n == message).map(|(_, t)| *t)
+    }
+    /// The type of a name or type expression over this codec's names (`dict[int, EngineEntry]`).
+    pub fn type_of(&mut self, expr: &str) -> Result<TyId, String> {
+        if let Some(t) = self.message_type(expr) {
+            return Ok(t);
+        }
+        let t = TypeExpr::parse(expr).map_err(|e| e.to_string())?;
+        let rev = self.revision.clone();
+        let mut c = Compiler::new(&rev, self.scope, std::mem::take(&mut self.plan));
+        let r = c.compile(&t);
+        self.plan = c.plan;
+        r
+    }
+
+    fn unknown(&self, message: &str) -> DecodeError {
+        let mut e = DecodeError::new(DecodeErrorKind::Expected { expected: format!("a message of {}", self.revision.revision), got: "unknown message" });
+        e.message = Some(message.to_string());
+        e
+    }
+
+    /// Decodes one whole frame as `message`. Errors carry the revision and message name.
+    pub fn decode(&self, message: &str, bytes: &[u8]) -> Result<Value, DecodeError> {
+        let ty = self.message_type(message).ok_or_else(|| self.unknown(message))?;
+        self.decode_type(ty, bytes).map_err(|mut e| {
+            e.revision = Some(self.revision.revision.clone());
+            e.message = Some(message.to_string());
+            e
+        })
+    }
+
+    pub fn decode_type(&self, ty: TyId, bytes: &[u8]) -> Result<Value, DecodeError> {
+        decode::Decoder::new(bytes, &self.plan).frame(ty)
+    }
+
+    /// Encodes a value of `message` as msgspec would.
+    pub fn encode(&self, message: &str, v: &Value) -> Result<Vec<u8>, EncodeError> {
+        let ty = self
+            .message_type(message)
+            .ok_or_else(|| EncodeError { path: "$".into(), msg: format!("{} has no message {message}", self.revision.revision) })?;
+        self.encode_type(ty, v)
+    }
+
+    pub fn encode_type(&self, ty: TyId, v: &Value) -> Result<Vec<u8>, EncodeError> {
+        let mut e = encode::Encoder::new(&self.plan);
+        e.value(ty, v)?;
+        Ok(e.w.into_bytes())
+    }
+
+    /// `msgspec.to_builtins` of a value.
+    pub fn to_json(v: &Value) -> serde_json::Value {
+        json::to_json(v)
+    }
+
+    /// A value of `message` from its `to_builtins` JSON.
+    pub fn from_json(&self, message: &str, j: &serde_json::Value) -> Result<Value, String> {
+        let ty = self.message_type(message).ok_or_else(|| format!("no message {message}"))?;
+        json::from_json(&self.plan, ty, j, "$")
+    }
+
+    pub fn from_json_type(&self, ty: TyId, j: &serde_json::Value) -> Result<Value, String> {
+        json::from_json(&self.plan, ty, j, "$")
+    }
+
+    /// The struct behind a message.
+    pub fn message_struct(&self, message: &str) -> Option<&CStruct> {
+        match self.plan.types[self.message_type(message)? as usize] {
+            Ty::Struct(s) => Some(&self.plan.structs[s as usize]),
+            _ => None,
+        }
+    }
+
+    /// msgspec's name for what a type expects (`array | null`).
+    pub fn expected_name(&self, ty: TyId) -> String {
+        decode::Decoder::expected_name(&self.plan, ty)
+    }
+}
+
+#[cfg(test)]
+mod tests;
