@@ -36,6 +36,8 @@ pub struct Revision {
     pub bootstrap: Option<Bootstrap>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_transfer_params: Option<KvTransferParams>,
+    #[serde(default)]
+    pub env: IndexMap<String, EnvVar>,
     /// Spec file this revision was read from (not part of the file).
     #[serde(skip_deserializing)]
     pub path: String,
@@ -269,8 +271,44 @@ pub struct Behaviour {
     /// `empty-array` or `omitted`: how a prefiller writes an empty `ok_reqs` / `err_reqs`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub empty_id_lists: Option<String>,
+    /// `err-then-ok`: a round's failures go in a separate reply before the ok reply (which lists them again);
+    /// `one-per-round`: one reply per round carrying both lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_rounds: Option<String>,
+    /// Layout fields the prefiller requires to have equal lengths whenever a layout is carried (an ERROR
+    /// otherwise), which makes defaulted fields required in practice.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub equal_length_fields: Vec<String>,
+    /// Fields in which `-1` is a sentinel, not an index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub minus_one_sentinels: Vec<String>,
+    /// Which TP rank the prefiller checks against its pairing set: `own` or `remote`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairing_check: Option<String>,
+    /// Whether prefiller and decoder may run different TP sizes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heterogeneous_tp: Option<bool>,
+    /// KV-cache memory layout both sides must use (`get_required_kvcache_layout` for non-MLA models).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required_kv_layout: Option<String>,
+    /// What a decoder does with requests a FINISH left unreported: `ignored` or `failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreported_after_finish: Option<String>,
     #[serde(default)]
     pub layout_caching: LayoutCachingSpec,
+}
+
+/// An environment variable that sets a wire-visible number (port, timeout).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvVar {
+    #[serde(rename = "type")]
+    pub ty: TypeExpr,
+    pub default: String,
+    #[serde(default)]
+    pub doc: String,
+    #[serde(default)]
+    pub since: String,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -322,6 +360,9 @@ pub struct Bootstrap {
     pub duplicate_registration: String,
     pub models: IndexMap<String, StructDef>,
     pub routes: Vec<Route>,
+    /// Routes the web framework adds on its own (FastAPI's documentation pages).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub framework_routes: Vec<String>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
