@@ -13,3 +13,4 @@ pub mod msgpack;
 pub mod spec;
 pub mod bootstrap;
 pub mod codec;
+pub mod typed;

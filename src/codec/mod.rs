@@ -17,6 +17,7 @@ mod encode;
 mod error;
 mod json;
 mod value;
+pub mod testgen;
 
 pub use compile::{CField, CStruct, Plan, Ty, TyId};
 pub use error::{DecodeError, DecodeErrorKind, EncodeError};
