@@ -2,6 +2,7 @@
 
 pub mod golden;
 pub mod jsonl;
+pub mod oracle;
 pub mod report;
 pub mod trace;
 pub mod validate;

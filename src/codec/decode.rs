@@ -242,22 +242,31 @@ impl<'a, 'p> Decoder<'a, 'p> {
         }
     }
 
-    fn check_tag(&mut self, st: &CStruct, obj: Obj<'a>, field_for_path: &str) -> Result<(), DecodeError> {
+    /// Reads and checks a tag value. Like a struct key, only the opcode is classified before a mismatch is
+    /// reported (nil is `null`, 0xc1 is `unknown`); a matching str or int is read whole.
+    fn check_tag(&mut self, st: &CStruct, field_for_path: &str) -> Result<(), DecodeError> {
         let (_, want) = st.tag.as_ref().expect("tagged");
-        let path = |d: &Self| {
-            let mut p = d.render_path();
-            if !field_for_path.is_empty() {
-                p.push('.');
-                p.push_str(field_for_path);
-            }
-            p
-        };
         let fail = |d: &Self, kind: K| {
             let mut e = DecodeError::new(kind);
-            e.path = path(d);
+            e.path = d.render_path();
+            if !field_for_path.is_empty() {
+                e.path.push('.');
+                e.path.push_str(field_for_path);
+            }
             e
         };
-        match (want, obj) {
+        let op = self.r.peek_op().map_err(|e| self.raw(e))?;
+        let kind = Kind::of_opcode(op);
+        let want_kind = match want {
+            TagValue::Str(_) => Kind::Str,
+            TagValue::Int(_) => Kind::Int,
+        };
+        if kind != want_kind {
+            let got = if kind == Kind::Nil { "null" } else { kind.msgspec_name() };
+            let expected = if want_kind == Kind::Str { "str" } else { "int" };
+            return Err(fail(self, K::Expected { expected: expected.into(), got }));
+        }
+        match (want, self.r.read_obj().map_err(|e| self.raw(e))?) {
             (TagValue::Str(w), Obj::Str(b)) => {
                 let s = self.utf8(b)?;
                 if &s != w {
@@ -269,8 +278,7 @@ impl<'a, 'p> Decoder<'a, 'p> {
                     return Err(fail(self, K::InvalidTag(i.to_string())));
                 }
             }
-            (TagValue::Str(_), o) => return Err(fail(self, K::Expected { expected: "str".into(), got: o.kind().msgspec_name() })),
-            (TagValue::Int(_), o) => return Err(fail(self, K::Expected { expected: "int".into(), got: o.kind().msgspec_name() })),
+            _ => unreachable!("the opcode kind was checked"),
         }
         Ok(())
     }
@@ -288,12 +296,13 @@ impl<'a, 'p> Decoder<'a, 'p> {
                     slots[i] = Some(v);
                 }
                 None if st.tag.as_ref().is_some_and(|(f, _)| f.as_bytes() == key) => {
-                    let obj = self.r.read_obj().map_err(|e| self.raw(e))?;
                     let tf = st.tag.as_ref().unwrap().0.clone();
-                    self.check_tag(st, obj, &tf)?;
+                    self.check_tag(st, &tf)?;
                 }
                 None if st.forbid_unknown_fields => {
-                    return Err(self.err(K::UnknownField(String::from_utf8_lossy(key).into_owned())));
+                    // msgspec names the key in its message, so it is decoded (and UTF-8 checked) first.
+                    let name = self.utf8(key)?;
+                    return Err(self.err(K::UnknownField(name)));
                 }
                 None => self.r.skip_value(self.depth, limits::MAX_DEPTH).map_err(|e| self.raw(e))?,
             }
@@ -322,9 +331,8 @@ impl<'a, 'p> Decoder<'a, 'p> {
         let mut slots: Vec<Option<Value>> = (0..st.fields.len()).map(|_| None).collect();
         let mut pos = 0usize;
         if st.tag.is_some() {
-            let obj = self.r.read_obj().map_err(|e| self.raw(e))?;
             self.path.push(Seg::Index(0));
-            let r = self.check_tag(st, obj, "");
+            let r = self.check_tag(st, "");
             self.path.pop();
             r?;
             pos = 1;

@@ -54,7 +54,12 @@ pub fn to_json(v: &Value) -> J {
         Value::None => J::Null,
         Value::Bool(b) => J::Bool(*b),
         Value::Int(i) => int_json(*i),
-        Value::Float(x) => Number::from_f64(*x).map(J::Number).unwrap_or(J::Null),
+        // JSON has no NaN or infinities: tagged as in the golden files (`{"$float": "inf"}`).
+        Value::Float(x) => Number::from_f64(*x).map(J::Number).unwrap_or_else(|| {
+            let mut m = Map::new();
+            m.insert("$float".into(), J::String(if x.is_nan() { "nan".into() } else if *x > 0.0 { "inf".into() } else { "-inf".into() }));
+            J::Object(m)
+        }),
         Value::Str(s) => J::String(s.clone()),
         Value::Bytes(b) => J::String(b64_encode(b)),
         Value::List(xs) | Value::Tuple(xs) => J::Array(xs.iter().map(to_json).collect()),

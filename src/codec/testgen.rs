@@ -275,6 +275,22 @@ fn nc_value(plan: &Plan, ty: TyId, v: &Value, rng: &mut Rng, w: &mut Writer) {
         (Ty::Int, Value::Int(i)) => nc_int(w, rng, *i),
         (Ty::Enum(_), Value::Enum(e)) => nc_int(w, rng, WireInt::from_i64(e.value)),
         (Ty::Str, Value::Str(s)) => nc_str(w, rng, s),
+        (Ty::Bool, Value::Bool(b)) => w.bool(*b),
+        (Ty::Bytes, Value::Bytes(b)) => {
+            // bin8 / bin16 / bin32, whichever can hold it.
+            match rng.below(3) {
+                0 if b.len() <= 255 => w.raw(&[0xc4, b.len() as u8]),
+                0 | 1 if b.len() <= 65535 => {
+                    w.raw(&[0xc5]);
+                    w.raw(&(b.len() as u16).to_be_bytes());
+                }
+                _ => {
+                    w.raw(&[0xc6]);
+                    w.raw(&(b.len() as u32).to_be_bytes());
+                }
+            }
+            w.raw(b);
+        }
         (Ty::Float, Value::Float(x)) => {
             if rng.chance(30) && (*x as f32) as f64 == *x {
                 w.raw(&[0xca]);
