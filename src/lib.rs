@@ -14,3 +14,6 @@ pub mod spec;
 pub mod bootstrap;
 pub mod codec;
 pub mod typed;
+pub mod generate;
+pub mod render;
+pub mod schema;

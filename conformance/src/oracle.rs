@@ -121,6 +121,17 @@ impl Oracle {
     }
 }
 
+impl Oracle {
+    /// `msgspec.json.schema` of a message's class.
+    pub fn schema(&mut self, message: &str) -> Result<J, String> {
+        writeln!(self.stdin, "{}", json!({"cmd": "schema", "message": message})).and_then(|_| self.stdin.flush()).map_err(|e| format!("oracle: {e}"))?;
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).map_err(|e| format!("oracle: {e}"))?;
+        let r: J = serde_json::from_str(&line).map_err(|e| format!("oracle answer {line:?}: {e}"))?;
+        Ok(r["schema"].clone())
+    }
+}
+
 impl Drop for Oracle {
     fn drop(&mut self) {
         let _ = writeln!(self.stdin, "{}", json!({"cmd": "quit"}));

@@ -19,7 +19,7 @@ mod json;
 mod value;
 pub mod testgen;
 
-pub use compile::{CField, CStruct, Plan, Ty, TyId};
+pub use compile::{CField, CStruct, Plan, TagValue, Ty, TyId};
 pub use error::{DecodeError, DecodeErrorKind, EncodeError};
 pub use value::{EnumValue, StructMeta, StructValue, Value};
 

@@ -7,7 +7,8 @@ Protocol (JSON Lines on stdin/stdout):
   2. Every further line is {"id": ..., "message": "<struct name>", "hex": "<input bytes>"}; the oracle
      answers one line {"id", "ok", "value", "canonical_hex"} or {"id", "ok": false, "error", "error_type"},
      decoding with msgspec.msgpack.Decoder(<struct>) and re-encoding with msgspec.msgpack.Encoder().
-  3. {"cmd": "quit"} ends the process.
+  3. {"cmd": "schema", "message": ...} answers {"schema": msgspec.json.schema(<struct>)}.
+  4. {"cmd": "quit"} ends the process.
 """
 import ast
 import enum
@@ -157,6 +158,10 @@ def main():
         req = json.loads(line)
         if req.get("cmd") == "quit":
             break
+        if req.get("cmd") == "schema":
+            out.write(json.dumps({"schema": msgspec.json.schema(classes[req["message"]])}) + "\n")
+            out.flush()
+            continue
         rid = req.get("id")
         try:
             v = decoders[req["message"]].decode(bytes.fromhex(req["hex"]))

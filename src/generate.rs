@@ -1,0 +1,34 @@
+//! Every generated artefact under `schema/`, as (path relative to the repository root, contents).
+//! `tests/generated.rs` fails when the committed files differ; `BLESS=1 cargo test --test generated` rewrites
+//! them.
+
+use std::collections::BTreeMap;
+
+use crate::codec::{Codec, Scope};
+use crate::spec::Spec;
+use crate::{render, schema};
+
+pub fn artefacts(spec: &Spec) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for fam in &spec.families {
+        out.insert(format!("schema/{}/README.md", fam.name), render::family_index(fam));
+        for rev in &fam.revisions {
+            out.insert(format!("schema/{}/{}.md", fam.name, rev.revision), render::revision_table(rev));
+            for scope in [Scope::Wire, Scope::Bootstrap] {
+                let codec = match Codec::with_scope(rev.clone(), scope) {
+                    Ok(c) => c,
+                    Err(e) => panic!("{} does not compile: {e}", rev.revision),
+                };
+                for m in codec.messages().collect::<Vec<_>>() {
+                    let s = schema::message_schema(&codec, m).expect("message");
+                    let dir = if scope == Scope::Bootstrap { "bootstrap/" } else { "" };
+                    out.insert(
+                        format!("schema/{}/{}/{dir}{m}.schema.json", fam.name, rev.revision),
+                        serde_json::to_string_pretty(&s).expect("JSON") + "\n",
+                    );
+                }
+            }
+        }
+    }
+    out
+}
