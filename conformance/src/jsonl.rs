@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use mooncake_wire::limits::MAX_JSONL_LINE_BYTES;
 
 /// One parsed line and its 1-based line number.
+#[derive(Debug)]
 pub struct Line {
     pub no: usize,
     pub value: serde_json::Value,
@@ -38,7 +39,8 @@ pub fn read(path: &Path) -> Result<Vec<Line>, String> {
     Ok(out)
 }
 
-/// Expands directories (recursively, sorted) to the `*.jsonl` files under them; files are kept as given.
+/// Expands directories (recursively, sorted) to the `*.jsonl` files (and `revisions.json` tables) under them;
+/// files are kept as given.
 pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
     for p in paths {
@@ -59,7 +61,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     for p in entries {
         if p.is_dir() {
             walk(&p, out)?;
-        } else if p.extension().and_then(|e| e.to_str()) == Some("jsonl") {
+        } else if p.extension().and_then(|e| e.to_str()) == Some("jsonl") || p.file_name().and_then(|n| n.to_str()) == Some("revisions.json") {
             out.push(p);
         }
     }

@@ -44,6 +44,9 @@ pub fn vectors_text(reps: &[FileReport], all: bool) {
                 println!("{status} {:<48} {}/{} cases{extra}  [{}]", r.subject, r.passed, r.cases, r.path);
             }
         }
+        for n in &r.notes {
+            println!("       note: {n}");
+        }
         let shown = if all { r.failures.len() } else { 5 };
         for f in r.failures.iter().take(shown) {
             println!("       line {} {}: {}", f.line, f.id, f.problem);

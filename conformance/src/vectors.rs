@@ -29,6 +29,9 @@ pub struct FileReport {
     pub failures: Vec<Failure>,
     /// Rejected cases whose error text differs from msgspec's (informational: the verdict is what must agree).
     pub error_text_differs: usize,
+    /// Informational remarks that do not fail the file.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Why the file could not be checked at all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_checked: Option<String>,
@@ -52,8 +55,13 @@ pub fn check_file(path: &Path) -> FileReport {
         passed: 0,
         failures: vec![],
         error_text_differs: 0,
+        notes: vec![],
         not_checked: None,
     };
+    if path.extension().and_then(|e| e.to_str()) == Some("json") {
+        check_revision_table(path, &mut rep);
+        return rep;
+    }
     let lines = match jsonl::read(path) {
         Ok(l) => l,
         Err(e) => {
@@ -125,4 +133,84 @@ fn check_codec_vectors(header: &J, cases: &[jsonl::Line], rep: &mut FileReport) 
             (other, _) => fail(rep, format!("bad `expect` {other:?}")),
         }
     }
+}
+
+/// `revisions.json`: the revision table the vectors were generated from must be the spec's: same revision
+/// names, generations, releases, build commits, connector file and messages, and no spec revision missing.
+/// Each listed revision counts as one case. The declared per-message case counts are compared with the
+/// vector files next to the table for information only (the bundled files may hold a subset).
+fn check_revision_table(path: &Path, rep: &mut FileReport) {
+    rep.subject = "revision table".into();
+    let table: J = match std::fs::read_to_string(path).map_err(|e| e.to_string()).and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string())) {
+        Ok(t) => t,
+        Err(e) => {
+            rep.not_checked = Some(format!("{}: {e}", path.display()));
+            return;
+        }
+    };
+    if s(&table, "format") != Some("mooncake-vectors") {
+        rep.not_checked = Some("not a mooncake-vectors revision table".into());
+        return;
+    }
+    let push = mooncake_wire::spec::Spec::builtin().push();
+    let listed = table.get("revisions").and_then(J::as_array).cloned().unwrap_or_default();
+    let mut notes = vec![];
+    for (i, r) in listed.iter().enumerate() {
+        rep.cases += 1;
+        let name = s(r, "revision").unwrap_or("?").to_string();
+        let mut problems = vec![];
+        match push.revision(&name) {
+            None => problems.push("not in the spec".to_string()),
+            Some(rev) => {
+                if r.get("generation").and_then(J::as_u64) != Some(rev.generation as u64) {
+                    problems.push(format!("generation {:?} vs spec {}", r.get("generation"), rev.generation));
+                }
+                let releases: Vec<String> = r.get("releases").and_then(J::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
+                if releases != rev.releases {
+                    problems.push(format!("releases {releases:?} vs spec {:?}", rev.releases));
+                }
+                if let Some(bc) = r.get("build_commits").and_then(J::as_object) {
+                    for (rel, c) in bc {
+                        if rev.build_commits.get(rel).map(String::as_str) != c.as_str() {
+                            problems.push(format!("build commit of {rel}: {c} vs spec {:?}", rev.build_commits.get(rel)));
+                        }
+                    }
+                }
+                if let Some(conn) = s(r, "connector") {
+                    if !rev.source.ends_with(conn) && !rev.structs.values().any(|st| st.source.ends_with(conn)) {
+                        problems.push(format!("connector {conn} is not the spec's source file"));
+                    }
+                }
+                let msgs: Vec<&String> = r.get("messages").and_then(J::as_object).map(|m| m.keys().collect()).unwrap_or_default();
+                let spec_msgs: Vec<&String> = rev.structs.keys().collect();
+                if msgs != spec_msgs {
+                    problems.push(format!("messages {msgs:?} vs spec {spec_msgs:?}"));
+                }
+                // Informational: declared counts vs the bundled file.
+                if let (Some(dir), Some(m)) = (path.parent(), r.get("messages").and_then(J::as_object)) {
+                    for (msg, counts) in m {
+                        let f = dir.join(&name).join(format!("{msg}.jsonl"));
+                        if let (Ok(text), Some(total)) = (std::fs::read_to_string(&f), counts.get("total").and_then(J::as_u64)) {
+                            let held = text.lines().filter(|l| !l.trim().is_empty()).count().saturating_sub(1) as u64;
+                            if held != total {
+                                notes.push(format!("{name} {msg}: table declares {total} cases, the bundled file holds {held}"));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if problems.is_empty() {
+            rep.passed += 1;
+        } else {
+            rep.failures.push(Failure { id: name, line: i + 1, problem: problems.join("; ") });
+        }
+    }
+    for rev in &push.revisions {
+        if !listed.iter().any(|r| s(r, "revision") == Some(rev.revision.as_str())) {
+            rep.cases += 1;
+            rep.failures.push(Failure { id: rev.revision.clone(), line: 0, problem: "spec revision missing from the table".into() });
+        }
+    }
+    rep.notes = notes;
 }

@@ -1,0 +1,185 @@
+//! The `vectors` and `validate` commands end to end: every bundled vector file and trace passes, and
+//! corrupted inputs are caught with findings that say where.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use mooncake_conformance::{jsonl, trace::Trace, validate};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mooncake-conformance"))
+}
+fn here() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn run_json(args: &[&str]) -> (i32, serde_json::Value) {
+    let out = bin().args(args).output().unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    (out.status.code().unwrap(), v)
+}
+
+#[test]
+fn every_bundled_msgspec_vector_agrees() {
+    let dir = here().join("vectors");
+    let mut args: Vec<String> = vec!["vectors".into(), "--format".into(), "json".into(), dir.join("revisions.json").display().to_string()];
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() && p.file_name().unwrap().to_string_lossy().starts_with("vllm-") {
+            args.push(p.display().to_string());
+        }
+    }
+    let (code, v) = run_json(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let s = &v["summary"];
+    assert_eq!(code, 0, "{s}");
+    assert_eq!(s["files"], 20);
+    assert_eq!(s["failed"], 0);
+    assert_eq!(s["error_text_differs"], 0, "every error text equals msgspec's");
+    assert!(s["cases"].as_u64().unwrap() >= 8802 + 10);
+}
+
+#[test]
+fn every_bundled_trace_validates() {
+    let (code, v) = run_json(&["validate", "--format", "json", here().join("traces").to_str().unwrap()]);
+    let s = &v["summary"];
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(s["traces"], 21);
+    assert_eq!(s["zmq_payloads"], 108);
+    assert_eq!(s["http_events"], 100);
+}
+
+#[test]
+fn a_wrong_vector_fails_the_run_and_says_which() {
+    let dir = tempdir("vec");
+    let src = std::fs::read_to_string(here().join("vectors/vllm-0.33.0/MooncakeXferResponse.jsonl")).unwrap();
+    let mut lines: Vec<String> = src.lines().map(String::from).collect();
+    // Claim msgspec rejects a valid message.
+    let mut case: serde_json::Value = serde_json::from_str(&lines[1]).unwrap();
+    case["expect"] = "reject".into();
+    case["error"] = "made up".into();
+    lines[1] = case.to_string();
+    std::fs::write(dir.join("bad.jsonl"), lines.join("\n")).unwrap();
+    let (code, v) = run_json(&["vectors", "--format", "json", dir.join("bad.jsonl").to_str().unwrap()]);
+    assert_eq!(code, 1);
+    let f = &v["files"][0]["failures"][0];
+    assert_eq!(f["id"], case["id"]);
+    assert_eq!(f["line"], 2);
+    assert!(f["problem"].as_str().unwrap().contains("we accept"), "{f}");
+}
+
+#[test]
+fn golden_files_without_a_checker_are_not_passed_silently() {
+    let (code, v) = run_json(&["vectors", "--format", "json", here().join("vectors/plan/get_tp_ratio.jsonl").to_str().unwrap()]);
+    // Until a checker exists the run must not report success for it.
+    if v["files"][0]["not_checked"].is_string() {
+        assert_eq!(code, 1);
+    } else {
+        assert_eq!(code, 0, "{v}");
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let out = bin().args(["vectors", "/no/such/path"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such file"));
+    let out = bin().args(["frobnicate"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mooncake-conformance-{tag}-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn load(rel: &str) -> Trace {
+    Trace::load(&here().join("traces").join(rel)).unwrap()
+}
+
+fn checks(t: &Trace) -> Vec<&'static str> {
+    validate::validate(t).findings.iter().map(|f| f.check).collect()
+}
+
+#[test]
+fn validation_catches_corrupted_payloads_frames_and_bodies() {
+    let base = load("vllm-0.33.0/a_single_success.jsonl");
+    assert!(checks(&base).is_empty());
+
+    // A flipped byte inside the request's payload (a key's first letter): it no longer decodes to the same
+    // bytes, or no longer decodes.
+    let mut t = base.clone();
+    let z = t.events.iter_mut().find_map(|e| match e {
+        mooncake_conformance::trace::Event::Zmq(z) if z.socket == "DEALER" => Some(z),
+        _ => None,
+    });
+    let z = z.unwrap();
+    z.frames[0][2] ^= 0x01;
+    let c = checks(&t);
+    assert!(c.contains(&"ZMQ-DECODE") || c.contains(&"ZMQ-REENCODE"), "{c:?}");
+
+    // An extra empty delimiter frame at the ROUTER (what a REQ socket would add).
+    let mut t = base.clone();
+    for e in t.events.iter_mut() {
+        if let mooncake_conformance::trace::Event::Zmq(z) = e {
+            if z.socket == "ROUTER" && z.dir == mooncake_conformance::trace::ZmqDir::Recv {
+                z.frames.insert(1, vec![]);
+            }
+        }
+    }
+    assert!(checks(&t).contains(&"ZMQ-FRAMES"));
+
+    // A /register answer with a body that is not {"status": "ok"}.
+    let mut t = base.clone();
+    for e in t.events.iter_mut() {
+        if let mooncake_conformance::trace::Event::Http(h) = e {
+            if h.dir == mooncake_conformance::trace::HttpDir::Response && h.path == "/register" {
+                h.body = Some(serde_json::json!({"status": "fine"}));
+                h.body_raw = "{\"status\":\"fine\"}".into();
+            }
+        }
+    }
+    assert_eq!(checks(&t), vec!["HTTP-BODY"]);
+
+    // A 0.32.0 trace carrying a 0.33.0 LAYOUT_MISS status: 0.32.0's enum has no 3.
+    let mut t = load("vllm-0.32.0/a_single_success.jsonl");
+    for e in t.events.iter_mut() {
+        if let mooncake_conformance::trace::Event::Zmq(z) = e {
+            if z.socket == "ROUTER" && z.dir == mooncake_conformance::trace::ZmqDir::Send {
+                // {status: 3, err_msg: "x"}
+                z.frames[1] = vec![0x82, 0xa6, b's', b't', b'a', b't', b'u', b's', 0x03, 0xa7, b'e', b'r', b'r', b'_', b'm', b's', b'g', 0xa1, b'x'];
+            }
+        }
+    }
+    let rep = validate::validate(&t);
+    let f = rep.findings.iter().find(|f| f.check == "ZMQ-DECODE").unwrap();
+    assert_eq!(f.detail, "Invalid enum value 3 - at `$.status`");
+    assert_eq!(f.message.as_deref(), Some("MooncakeXferResponse"));
+    assert!(f.seq.is_some() && f.line.is_some());
+
+    // A vLLM version no revision covers.
+    let mut t = base.clone();
+    t.header.vllm_version = "0.12.0".into();
+    assert_eq!(checks(&t), vec!["TRACE-REVISION"]);
+}
+
+#[test]
+fn malformed_traces_name_the_line_and_field() {
+    let dir = tempdir("trace");
+    let src = std::fs::read_to_string(here().join("traces/vllm-0.33.0/a_single_success.jsonl")).unwrap();
+    let mut lines: Vec<String> = src.lines().map(String::from).collect();
+    lines[5] = lines[5].replacen("\"frames\": [\"", "\"frames\": [\"zz", 1);
+    let p = dir.join("bad.jsonl");
+    std::fs::write(&p, lines.join("\n")).unwrap();
+    let err = Trace::load(&p).unwrap_err();
+    assert!(err.contains(":6:") && err.contains("frames[0]") && err.contains("not hex"), "{err}");
+    lines[5] = "{\"seq\": 1, \"kind\": \"zmq\"}".into();
+    std::fs::write(&p, lines.join("\n")).unwrap();
+    let err = Trace::load(&p).unwrap_err();
+    assert!(err.contains(":6:") && err.contains("missing field"), "{err}");
+    let out = bin().args(["validate", p.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("TRACE-FORMAT"));
+    let _ = jsonl::read(Path::new("/nonexistent")).unwrap_err();
+}
