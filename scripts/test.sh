@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: sets up the pinned Python oracle venv (msgspec, pyzmq), runs every
+# Rust test, checks every bundled vector and trace with the CLI, and prints one summary line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+
+# 1. Python venv with the pinned cross-implementation oracle (idempotent).
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import msgspec, zmq; assert msgspec.__version__ == "0.23.0"' 2>/dev/null; then
+  echo "== setting up .venv (tests/oracle/requirements.txt)"
+  python3 -m venv .venv
+  .venv/bin/pip install --quiet --disable-pip-version-check -r tests/oracle/requirements.txt
+fi
+export MOONCAKE_PYTHON="$PWD/.venv/bin/python"
+
+# 2. Every Rust test in the workspace (unit, integration, differential against msgspec, generated files).
+echo "== cargo test"
+mkdir -p target
+set +e
+cargo test --workspace --locked > target/test-output.txt 2>&1
+status=$?
+set -e
+grep -E '^test result|panicked|^error' target/test-output.txt || true
+if [ $status -ne 0 ]; then
+  grep -E -A20 '^failures:' target/test-output.txt | head -80 || true
+  echo "SUMMARY: cargo test FAILED (exit $status; full output in target/test-output.txt)"; exit 1
+fi
+passed=$(grep -oE '^test result: ok\. [0-9]+ passed' target/test-output.txt | awk '{s+=$4} END {print s}')
+
+# 3. The CLI over every bundled vector and trace.
+echo "== mooncake-conformance vectors / validate"
+bin=target/debug/mooncake-conformance
+$bin vectors conformance/vectors/revisions.json conformance/vectors/vllm-* | tail -1
+$bin validate conformance/traces | tail -1
+
+echo "SUMMARY: ${passed} Rust tests passed; vectors and traces OK; $(( $(date +%s) - start ))s"
