@@ -6,12 +6,17 @@ use serde_json::Value as J;
 use crate::jsonl;
 use crate::vectors::FileReport;
 
-/// Our implementation of one vLLM function, by the `function` named in the file header.
-type Checker = fn(header: &J, input: &J) -> Result<J, String>;
+mod hash;
+mod keys;
+mod plan;
 
+/// Our implementation of one vLLM function, by the `function` named in the file header: maps a case's
+/// `input` to the `output` vLLM produced, or to the error text vLLM raised (`"AssertionError: ..."`).
+pub type Checker = fn(header: &J, input: &J) -> Result<J, String>;
+
+/// The checker for a header's `function`: planning (`plan`), hashing (`hash`) or keys (`keys`).
 fn checker(function: &str) -> Option<Checker> {
-    let _ = function;
-    None
+    plan::checker(function).or_else(|| hash::checker(function)).or_else(|| keys::checker(function))
 }
 
 pub fn check_file(header: &J, cases: &[jsonl::Line], rep: &mut FileReport) {
