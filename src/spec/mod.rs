@@ -80,7 +80,7 @@ impl Spec {
         })
     }
 
-    /// The embedded files, as (path relative to `spec/`, text).
+    /// The embedded files, as (path relative to `spec/`, text): wire revisions and the other data tables.
     pub fn builtin_files() -> &'static [(&'static str, &'static str)] {
         embedded::FILES
     }
@@ -96,7 +96,7 @@ impl Spec {
     }
 
     pub fn from_files(files: impl IntoIterator<Item = (String, String)>) -> Result<Spec, SpecError> {
-        let raw = files.into_iter().map(|(p, t)| tree::parse_file(&p, &t)).collect::<Result<Vec<_>, _>>()?;
+        let raw: Vec<_> = files.into_iter().map(|(p, t)| tree::parse_file(&p, &t)).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect();
         let resolved = tree::resolve_all(&raw)?;
         let mut families: Vec<Family> = Vec::new();
         for ((family, _), r) in resolved {

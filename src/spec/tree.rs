@@ -20,18 +20,21 @@ pub struct RawFile {
     pub table: Table,
 }
 
-pub fn parse_file(path: &str, text: &str) -> Result<RawFile, SpecError> {
+/// Parses a wire-revision file. Files of another `mooncake-*` format (data tables that other modules read,
+/// such as compatibility-hash factor sets) are skipped: `Ok(None)`.
+pub fn parse_file(path: &str, text: &str) -> Result<Option<RawFile>, SpecError> {
     let table: Table = toml::from_str(text).map_err(|e| SpecError::new(path, format!("TOML: {e}")))?;
     match table.get("format").and_then(Value::as_str) {
         Some(FORMAT) => {}
-        other => return Err(SpecError::new(path, format!("`format` must be \"{FORMAT}\", found {other:?}"))),
+        Some(other) if other.starts_with("mooncake-") && other != "mooncake-wire-spec" => return Ok(None),
+        other => return Err(SpecError::new(path, format!("`format` must be \"{FORMAT}\" (or another mooncake-* data format), found {other:?}"))),
     }
     for k in ["family", "revision", "source", "summary"] {
         if table.get(k).and_then(Value::as_str).is_none() {
             return Err(SpecError::new(path, format!("missing string key `{k}`")));
         }
     }
-    Ok(RawFile { path: path.to_string(), table })
+    Ok(Some(RawFile { path: path.to_string(), table }))
 }
 
 /// Resolves every file; returns (family, revision) → resolved table, plus the edits each file applied itself.
