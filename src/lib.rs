@@ -17,3 +17,4 @@ pub mod typed;
 pub mod generate;
 pub mod render;
 pub mod schema;
+pub mod proto;

@@ -27,3 +27,10 @@ pub const MAX_JSONL_LINE_BYTES: usize = 256 * 1024 * 1024;
 
 /// Largest bootstrap HTTP body the reference server accepts, in bytes.
 pub const MAX_HTTP_BODY_BYTES: usize = 1024 * 1024;
+
+/// Pulls one prefiller serves at once; beyond this a pull is answered ERROR at once (vLLM queues without
+/// bound). Each waits at most the abort timeout.
+pub const MAX_PREFILLER_EXCHANGES: usize = 65_536;
+
+/// Pulls one decoder keeps open at once; beyond this a pull fails locally.
+pub const MAX_DECODER_EXCHANGES: usize = 65_536;
