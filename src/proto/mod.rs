@@ -5,6 +5,7 @@
 
 pub mod decoder;
 pub mod lru;
+pub mod memory;
 pub mod planner;
 pub mod prefiller;
 pub mod profile;

@@ -6,58 +6,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use super::decoder::{DecoderCore, DecoderEvent, EngineTable, ExchangeId};
+pub use super::memory::{perform_write, Memory};
 use super::planner::{Descriptor, SenderPlanner};
 use super::prefiller::{PeerId, PrefillerCore, PrefillerEvent};
 use super::registry::Registry;
-
-/// Byte-addressed memory made of registered regions (base address → bytes).
-#[derive(Clone, Debug, Default)]
-pub struct Memory {
-    regions: BTreeMap<u64, Vec<u8>>,
-}
-
-impl Memory {
-    pub fn register(&mut self, base: u64, len: usize, fill: impl Fn(usize) -> u8) {
-        self.regions.insert(base, (0..len).map(fill).collect());
-    }
-    fn locate(&self, addr: u64, len: u64) -> Option<(u64, usize)> {
-        let (&base, r) = self.regions.range(..=addr).next_back()?;
-        let off = (addr - base) as usize;
-        (off as u64 + len <= r.len() as u64).then_some((base, off))
-    }
-    pub fn read(&self, addr: u64, len: u64) -> Option<&[u8]> {
-        let (base, off) = self.locate(addr, len)?;
-        Some(&self.regions[&base][off..off + len as usize])
-    }
-    pub fn write(&mut self, addr: u64, data: &[u8]) -> bool {
-        match self.locate(addr, data.len() as u64) {
-            Some((base, off)) => {
-                self.regions.get_mut(&base).expect("located")[off..off + data.len()].copy_from_slice(data);
-                true
-            }
-            None => false,
-        }
-    }
-    pub fn region(&self, base: u64) -> Option<&[u8]> {
-        self.regions.get(&base).map(Vec::as_slice)
-    }
-}
-
-/// Copies descriptors from `src` memory into `dst` memory as a transfer engine would; -1 if any address is
-/// outside the registered regions (nothing is written then).
-pub fn perform_write(src: &Memory, dst: &mut Memory, descriptors: &[Descriptor]) -> i64 {
-    let mut chunks = Vec::with_capacity(descriptors.len());
-    for d in descriptors {
-        match (src.read(d.src, d.len), dst.locate(d.dst, d.len)) {
-            (Some(bytes), Some(_)) => chunks.push((d.dst, bytes.to_vec())),
-            _ => return -1,
-        }
-    }
-    for (addr, bytes) in chunks {
-        dst.write(addr, &bytes);
-    }
-    0
-}
 
 pub struct SimPrefiller<P: SenderPlanner> {
     pub core: PrefillerCore<P>,
