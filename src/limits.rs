@@ -34,3 +34,6 @@ pub const MAX_PREFILLER_EXCHANGES: usize = 65_536;
 
 /// Pulls one decoder keeps open at once; beyond this a pull fails locally.
 pub const MAX_DECODER_EXCHANGES: usize = 65_536;
+
+/// Most bytes one transfer-engine write of the reference peer's TCP backend may carry.
+pub const MAX_TRANSFER_BYTES: usize = 1 << 30;

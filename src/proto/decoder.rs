@@ -429,3 +429,23 @@ impl DecoderCore {
         self.acked.contains(addr)
     }
 }
+
+/// Parses a `GET /query` body into engine id → the decoder's engine table (the DP keys are ignored, as vLLM's
+/// decoder ignores them).
+pub fn parse_query(body: &serde_json::Value) -> Result<BTreeMap<String, EngineTable>, String> {
+    let mut out = BTreeMap::new();
+    for (_, e) in body.as_object().ok_or("query body is not an object")? {
+        let id = e.get("engine_id").and_then(|v| v.as_str()).ok_or("engine_id missing")?.to_string();
+        let mut t = EngineTable::new();
+        for (tp, pps) in e.get("worker_addr").and_then(|v| v.as_object()).ok_or("worker_addr missing")? {
+            let tp: usize = tp.parse().map_err(|_| format!("tp rank {tp:?} is not an integer"))?;
+            let mut m = BTreeMap::new();
+            for (pp, a) in pps.as_object().ok_or("pp table is not an object")? {
+                m.insert(pp.parse().map_err(|_| format!("pp rank {pp:?} is not an integer"))?, a.as_str().ok_or("address is not a string")?.to_string());
+            }
+            t.insert(tp, m);
+        }
+        out.insert(id, t);
+    }
+    Ok(out)
+}

@@ -2,12 +2,12 @@
 //! with a simulated clock and simulated memory, so tests (and the conformance runner's in-process peer) can
 //! run whole exchanges deterministically and check exactly which bytes landed where.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::decoder::{DecoderCore, DecoderEvent, EngineTable, ExchangeId};
+use super::decoder::{DecoderCore, DecoderEvent, ExchangeId};
 pub use super::memory::{perform_write, Memory};
-use super::planner::{Descriptor, SenderPlanner};
+use super::planner::SenderPlanner;
 use super::prefiller::{PeerId, PrefillerCore, PrefillerEvent};
 use super::registry::Registry;
 
@@ -83,25 +83,6 @@ impl<P: SenderPlanner> Net<P> {
         self.decoders.len() - 1
     }
 
-    /// Parses a `/query` body into the decoder's engine table.
-    pub fn parse_query(body: &serde_json::Value) -> Result<BTreeMap<String, EngineTable>, String> {
-        let mut out = BTreeMap::new();
-        for (_, e) in body.as_object().ok_or("query body is not an object")? {
-            let id = e["engine_id"].as_str().ok_or("engine_id")?.to_string();
-            let mut t = EngineTable::new();
-            for (tp, pps) in e["worker_addr"].as_object().ok_or("worker_addr")? {
-                let tp: usize = tp.parse().map_err(|_| format!("tp rank {tp}"))?;
-                let mut m = BTreeMap::new();
-                for (pp, a) in pps.as_object().ok_or("pp table")? {
-                    m.insert(pp.parse().map_err(|_| format!("pp rank {pp}"))?, a.as_str().ok_or("addr")?.to_string());
-                }
-                t.insert(tp, m);
-            }
-            out.insert(id, t);
-        }
-        Ok(out)
-    }
-
     /// Delivers every pending output until nothing moves (no time passes).
     pub fn settle(&mut self) {
         loop {
@@ -141,7 +122,7 @@ impl<P: SenderPlanner> Net<P> {
         match ev {
             DecoderEvent::Query { bootstrap_addr } => {
                 let r = if bootstrap_addr == self.bootstrap_addr {
-                    Self::parse_query(&self.registry.query())
+                    super::decoder::parse_query(&self.registry.query())
                 } else {
                     Err(format!("cannot connect to {bootstrap_addr}"))
                 };
