@@ -97,7 +97,7 @@ fn d_memory() -> Memory {
 
 fn net(p_rev: &str, d_rev: &str, layout_id: u64) -> Net<ToyPlanner> {
     let reg = Registry::new(BootstrapSpec::new(Spec::builtin().revision(p_rev).unwrap().clone()).unwrap().unwrap());
-    let mut n = Net::new(reg, "http://127.0.0.1:8998");
+    let mut n = Net::new(reg, "http://127.0.0.1:8998", std::time::Instant::now());
     let p = PrefillerCore::new(WireProfile::builtin(p_rev).unwrap(), ToyPlanner { tp_rank: 0, tp_size: 1 });
     n.add_prefiller(p, "tcp://127.0.0.1:5000", p_memory());
     let body = serde_json::json!({"engine_id": "engine-p", "dp_rank": 0, "tp_rank": 0, "pp_rank": 0, "addr": "tcp://127.0.0.1:5000"});

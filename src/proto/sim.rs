@@ -51,9 +51,10 @@ pub struct Net<P: SenderPlanner> {
 }
 
 impl<P: SenderPlanner> Net<P> {
-    pub fn new(registry: Registry, bootstrap_addr: &str) -> Self {
+    /// A network whose simulated clock starts at `start` (any instant; only differences matter).
+    pub fn new(registry: Registry, bootstrap_addr: &str, start: Instant) -> Self {
         Net {
-            now: Instant::now(),
+            now: start,
             registry,
             bootstrap_addr: bootstrap_addr.into(),
             prefillers: vec![],
