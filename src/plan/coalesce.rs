@@ -128,6 +128,18 @@ mod tests {
     }
 
     #[test]
+    fn each_side_is_bounded_by_its_own_first_row() {
+        // Local rows are 1000 bytes, remote rows 5000: the remote could take the third view, the local cannot.
+        let local: Vec<_> = (0..3).map(|i| view("x", 0, i * 400, 400)).collect();
+        let remote: Vec<_> = local.iter().map(|v| TransferRegion { block_len: 5000, ..v.clone() }).collect();
+        let (l, r) = coalesce_contiguous_transfer_regions(&local, &remote, false).unwrap();
+        assert_eq!(l.iter().map(|x| x.kv_block_len).collect::<Vec<_>>(), [800, 400]);
+        assert_eq!(r.iter().map(|x| x.kv_block_len).collect::<Vec<_>>(), [800, 400]);
+        let (l, _) = coalesce_contiguous_transfer_regions(&remote, &local, false).unwrap();
+        assert_eq!(l.len(), 2, "and the other way round");
+    }
+
+    #[test]
     fn both_sides_must_be_adjacent_and_groups_never_mix() {
         let local = vec![view("a", 0, 0, 100), view("b", 0, 100, 100)];
         let mut remote = local.clone();

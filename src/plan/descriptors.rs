@@ -136,3 +136,58 @@ pub fn build_transfer_params(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::GroupKind;
+
+    fn config(tp_rank: i64, tp_size: i64, groups: Vec<GroupKind>) -> ProducerConfig {
+        ProducerConfig { tp_rank, tp_size, pp_size: 1, total_num_kv_heads: 8, use_mla: false, groups, physical_blocks_per_logical: 1 }
+    }
+
+    fn region(base: i64, stride: i64, kv: i64, group: i64) -> TransferRegion {
+        TransferRegion {
+            layer_name: "l".into(),
+            layer_index: 0,
+            base_addr: base,
+            block_len: stride,
+            kv_block_len: kv,
+            group_index: group,
+            shared_group_ids: vec![],
+            row_offset: -1,
+        }
+    }
+
+    fn req(local: Vec<Vec<i64>>, remote: Vec<Vec<i64>>) -> ReadyRequest {
+        ReadyRequest { d_req_id: "d".into(), local_block_ids: local, remote_block_ids: remote }
+    }
+
+    #[test]
+    fn impossible_pairings_raise_vllms_assertions() {
+        let cfg = config(0, 1, vec![GroupKind::Attention, GroupKind::Attention]);
+        let e = build_transfer_params(&cfg, &[region(0, 64, 64, 0)], &[region(0, 64, 64, 1)], 0, 1, &[req(vec![vec![1], vec![2]], vec![vec![3], vec![4]])])
+            .unwrap_err();
+        assert_eq!(e.to_string(), "AssertionError: Aligned Mooncake transfer regions must belong to the same KV group.");
+        // P tp 2 rank 1 writes at +64 into a decoder block that only holds 64 bytes.
+        let cfg = config(1, 2, vec![GroupKind::Attention]);
+        let e = build_transfer_params(&cfg, &[region(0, 64, 64, 0)], &[region(0, 64, 64, 0)], 0, 1, &[req(vec![vec![1]], vec![vec![3]])])
+            .unwrap_err();
+        assert_eq!(e.to_string(), "AssertionError: Destination transfer region exceeds remote KV block size.");
+    }
+
+    #[test]
+    fn kernel_blocks_and_mamba_groups_address_their_own_strides() {
+        // Attention group 0 with 2 kernel blocks per logical block; Mamba group 1 keeps logical ids and drops 0s.
+        let mut cfg = config(0, 1, vec![GroupKind::Attention, GroupKind::Mamba]);
+        cfg.physical_blocks_per_logical = 2;
+        let local = [region(1000, 10, 10, 0), region(5000, 100, 100, 1)];
+        let remote = [region(2000, 10, 10, 0), region(9000, 100, 100, 1)];
+        let b = build_transfer_params(&cfg, &local, &remote, 0, 1, &[req(vec![vec![3], vec![0, 4]], vec![vec![7], vec![6, 0]])]).unwrap();
+        // Logical 3 → kernel 6,7 (one run of 20 bytes) to logical 7 → kernel 14,15; Mamba 4 → 6.
+        assert_eq!(
+            b.descriptors,
+            vec![Descriptor { src: 1000 + 60, dst: 2000 + 140, len: 20 }, Descriptor { src: 5000 + 400, dst: 9000 + 600, len: 100 }]
+        );
+    }
+}

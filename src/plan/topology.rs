@@ -163,6 +163,8 @@ mod tests {
         assert_eq!(t.dcp_consumer_count(4, 4).unwrap(), 4);
         let sharded = TransferTopology::new(3, 4, 8, true, 4).unwrap();
         assert_eq!(sharded.handshake_target_ranks(8, 8).unwrap(), vec![3, 7]);
+        // Equal DCP sizes: still the residue class (remote tp 8 has two ranks per DCP slice).
+        assert_eq!(sharded.handshake_target_ranks(8, 4).unwrap(), vec![3, 7]);
         assert_eq!(sharded.handshake_target_ranks(2, 2).unwrap(), vec![1]);
         assert_eq!(sharded.dcp_consumer_count(2, 2).unwrap(), 2);
         assert!(sharded.local_replicates_kv_cache());
