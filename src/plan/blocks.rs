@@ -55,6 +55,9 @@ impl BlockMismatch {
     }
 }
 
+/// Block ids per KV group of the producer and of the consumer, group by group.
+pub type PerGroupBlocks = (Vec<Vec<i64>>, Vec<Vec<i64>>);
+
 /// Per-group (local, remote) ids to copy for one request: Mamba groups lose their NULL blocks on both sides;
 /// when the producer has more blocks than the consumer wants (a prefix-cache hit on the consumer), only the
 /// producer's last ones are sent. `kinds[g]` is looked up for every group (`IndexError` past the end).
@@ -62,7 +65,7 @@ pub fn match_request_blocks(
     kinds: &[GroupKind],
     local: &[Vec<i64>],
     remote: &[Vec<i64>],
-) -> Result<Result<(Vec<Vec<i64>>, Vec<Vec<i64>>), BlockMismatch>, PlanError> {
+) -> Result<Result<PerGroupBlocks, BlockMismatch>, PlanError> {
     if local.len() != remote.len() {
         return Ok(Err(BlockMismatch::GroupCount));
     }

@@ -159,14 +159,14 @@ mod tests {
         let l = view("a", 0, 0, 100);
         let mut r = view("a", 0, 0, 100);
         r.row_offset = -1;
-        let (pl, _) = coalesce_contiguous_transfer_regions(&[l.clone()], &[r.clone()], true).unwrap();
+        let (pl, _) = coalesce_contiguous_transfer_regions(std::slice::from_ref(&l), std::slice::from_ref(&r), true).unwrap();
         assert_eq!(pl[0].kv_block_len, 100);
         r.row_offset = 0;
         r.block_len = 2000;
-        let (pl, _) = coalesce_contiguous_transfer_regions(&[l.clone()], &[r], true).unwrap();
+        let (pl, _) = coalesce_contiguous_transfer_regions(std::slice::from_ref(&l), &[r], true).unwrap();
         assert_eq!(pl[0].kv_block_len, 100);
         // Unequal counts: returned untouched, even with promotion requested.
-        let (pl, pr) = coalesce_contiguous_transfer_regions(&[l.clone()], &[], true).unwrap();
+        let (pl, pr) = coalesce_contiguous_transfer_regions(std::slice::from_ref(&l), &[], true).unwrap();
         assert_eq!((pl, pr.len()), (vec![l], 0));
     }
 }

@@ -35,7 +35,7 @@ mod topology;
 mod validate;
 
 pub use align::{align_transfer_regions, AlignedRegions};
-pub use blocks::{block_ids_for_region, logical_to_kernel_block_ids, match_request_blocks, BlockMismatch, GroupKind, NULL_BLOCK_ID};
+pub use blocks::{block_ids_for_region, logical_to_kernel_block_ids, match_request_blocks, BlockMismatch, GroupKind, PerGroupBlocks, NULL_BLOCK_ID};
 pub use coalesce::coalesce_contiguous_transfer_regions;
 pub use contiguous::{group_concurrent_contiguous, BlockRuns};
 pub use descriptors::{build_transfer_params, Descriptor, ReadyRequest, TransferBatch};
