@@ -6,7 +6,8 @@
 //! * [`codec`] — a MessagePack codec driven by that spec, byte-identical to Python msgspec;
 //! * [`typed`] — hand-optimised structs for the newest revision, proven equal to the spec by a test;
 //! * [`msgpack`] — the byte-level reader and writer underneath;
-//! * [`limits`] — every resource limit of the decoder.
+//! * [`limits`] — every resource limit of the decoder;
+//! * [`plan`] — the 0.33.0 prefiller's transfer planner (regions, TP byte plan, descriptors).
 
 pub mod limits;
 pub mod msgpack;
@@ -18,3 +19,4 @@ pub mod generate;
 pub mod render;
 pub mod schema;
 pub mod proto;
+pub mod plan;

@@ -1,4 +1,4 @@
-//! Every resource limit of the codec, in one place.
+//! Every resource limit of the codec (and of the transfer planner), in one place.
 //!
 //! msgspec itself has no limits besides Python's recursion limit, so each number here is a deliberate
 //! divergence from it, chosen far above anything vLLM sends. The codec never allocates from a length an
@@ -37,3 +37,8 @@ pub const MAX_DECODER_EXCHANGES: usize = 65_536;
 
 /// Most bytes one transfer-engine write of the reference peer's TCP backend may carry.
 pub const MAX_TRANSFER_BYTES: usize = 1 << 30;
+
+/// Most ranks the transfer planner (`plan`) lists for one peer (`handshake_target_ranks`). vLLM builds the list
+/// `[rank * ratio + i for i in range(ratio)]` from the peer's declared `remote_tp_size`, so an absurd size would
+/// make it allocate without bound; real deployments have at most a few hundred TP ranks.
+pub const MAX_PLAN_RANKS: usize = 65_536;
