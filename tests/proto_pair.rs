@@ -25,18 +25,24 @@ struct ToyPlanner {
 }
 
 impl SenderPlanner for ToyPlanner {
+    type Pull = MooncakeXferMetadata;
     type Prepared = Vec<u64>;
-    fn target_ranks(&self, remote_tp: usize) -> Result<Vec<usize>, String> {
-        topology::handshake_target_ranks(self.tp_size, self.tp_rank, remote_tp)
+    fn pull(&self, m: &MooncakeXferMetadata) -> Result<MooncakeXferMetadata, String> {
+        Ok(m.clone())
     }
-    fn tp_rank(&self) -> usize {
-        self.tp_rank
-    }
-    fn pp_size(&self) -> usize {
-        1
-    }
-    fn pp_mismatch(&self, _: &MooncakeXferMetadata) -> Option<String> {
-        None
+    fn check(&self, m: &MooncakeXferMetadata) -> Result<Vec<usize>, String> {
+        let topo = mooncake_wire::plan::TransferTopology::new(self.tp_rank as i64, self.tp_size as i64, 1, false, 1).map_err(|e| e.err_msg().to_string())?;
+        let ranks: Vec<usize> = topo
+            .handshake_target_ranks(m.remote_tp_size.as_i64().unwrap(), 1)
+            .map_err(|e| e.err_msg().to_string())?
+            .into_iter()
+            .map(|r| r as usize)
+            .collect();
+        let rank = m.remote_tp_rank.as_usize().unwrap();
+        if !ranks.contains(&rank) {
+            return Err(format!("This D tp_rank {rank} is not paired with P tp_rank {}; expected one of {ranks:?}.", self.tp_rank));
+        }
+        Ok(ranks)
     }
     fn prepare(&self, m: &MooncakeXferMetadata) -> Result<Vec<u64>, String> {
         if m.kv_caches_base_addr.len() != LAYERS as usize {
@@ -44,11 +50,14 @@ impl SenderPlanner for ToyPlanner {
         }
         Ok(m.kv_caches_base_addr.iter().map(|a| a.as_u64().unwrap()).collect())
     }
-    fn validate(&self, m: &MooncakeXferMetadata, _: &Vec<u64>) -> Option<String> {
-        (m.block_lens.iter().any(|l| *l != WireInt::from(BLOCK))).then(|| "toy planner: block length mismatch".to_string())
+    fn validate(&self, m: &MooncakeXferMetadata, _: &Vec<u64>) -> Result<(), String> {
+        match m.block_lens.iter().any(|l| *l != WireInt::from(BLOCK)) {
+            true => Err("toy planner: block length mismatch".to_string()),
+            false => Ok(()),
+        }
     }
-    fn build(&self, _: &MooncakeXferMetadata, remote: &Vec<u64>, ready: &[ReadyReq<'_>]) -> Built {
-        let mut out = Built::default();
+    fn build(&self, _: &MooncakeXferMetadata, remote: &Vec<u64>, ready: &[ReadyReq<'_>]) -> Result<TransferBatch, String> {
+        let mut out = TransferBatch::default();
         for r in ready {
             if r.local_blocks.len() != r.remote_blocks.len() && !r.remote_blocks.is_empty() {
                 out.err_reqs.push(r.d_req_id.to_string());
@@ -68,7 +77,10 @@ impl SenderPlanner for ToyPlanner {
                 }
             }
         }
-        out
+        Ok(out)
+    }
+    fn need_send(&self, target_ranks: &[usize], _: usize) -> usize {
+        target_ranks.len()
     }
 }
 

@@ -4,7 +4,9 @@
 //! threads and clocks.
 
 pub mod backend;
+pub mod config;
 pub mod decoder;
 pub mod http;
 pub mod prefiller;
 pub mod reactor;
+pub mod testee;

@@ -60,6 +60,7 @@ impl PrefillerPeer {
     where
         P: SenderPlanner + Send + 'static,
         P::Prepared: Send,
+        P::Pull: Send,
     {
         let (in_tx, in_rx) = mpsc::unbounded_channel();
         let reactor = Reactor::start(ctx, in_tx)?;
@@ -119,6 +120,7 @@ async fn run<P>(
 ) where
     P: SenderPlanner + Send + 'static,
     P::Prepared: Send,
+    P::Pull: Send,
 {
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(mooncake_wire::proto::WriteId, i64, String, usize, u64)>();
     let mut status = PrefillerStatus::default();

@@ -14,7 +14,6 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::profile::WireProfile;
-use super::topology::handshake_target_ranks;
 use crate::limits;
 use crate::msgpack::WireInt;
 use crate::typed::{MooncakeXferMetadata, MooncakeXferResponse, ReqBlocks, Status};
@@ -208,7 +207,9 @@ impl DecoderCore {
     fn targets(&self, engine: &str) -> Result<Vec<String>, String> {
         let table = &self.engines[engine];
         let remote_tp = table.len();
-        let ranks = handshake_target_ranks(self.cfg.tp_size, self.cfg.tp_rank, remote_tp)?;
+        let topo = crate::plan::TransferTopology::new(self.cfg.tp_rank as i64, self.cfg.tp_size as i64, 1, false, 1).map_err(|e| e.err_msg().to_string())?;
+        let ranks: Vec<usize> =
+            topo.handshake_target_ranks(remote_tp as i64, 1).map_err(|e| e.err_msg().to_string())?.into_iter().map(|r| r as usize).collect();
         let mut addrs = vec![];
         for r in ranks {
             let pp = table.get(&r).ok_or_else(|| format!("remote engine {engine} has no TP rank {r}"))?;

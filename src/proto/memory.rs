@@ -73,3 +73,50 @@ mod tests {
         assert!(dst.read(999, 1).is_none() && dst.read(1000, 11).is_none());
     }
 }
+
+/// The provenance pattern of `conformance/TESTEE.md`: the 8-byte little-endian word at byte offset `o` of block
+/// `b` of region `i` of a prefiller's memory, so a reader of the decoder's memory can tell which source bytes
+/// landed where without knowing the planner.
+pub fn provenance_word(region: u64, block: u64, offset: u64) -> u64 {
+    (0x4d43 << 48) | ((region & 0xfff) << 36) | ((block & 0xf_ffff) << 16) | ((offset / 8) & 0xffff)
+}
+
+/// (region, block, byte offset) of a provenance word; `None` for anything else (zero: never written).
+pub fn decode_provenance(word: u64) -> Option<(u64, u64, u64)> {
+    (word >> 48 == 0x4d43).then(|| ((word >> 36) & 0xfff, (word >> 16) & 0xf_ffff, (word & 0xffff) * 8))
+}
+
+/// Fills `len` bytes of block-structured memory for region `region` with the provenance pattern.
+pub fn provenance_bytes(region: u64, block_len: u64, len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len);
+    let mut o = 0u64;
+    while out.len() < len {
+        let (b, off) = (o / block_len.max(1), o % block_len.max(1));
+        let word = provenance_word(region, b, off - off % 8).to_le_bytes();
+        let start = (off % 8) as usize;
+        let take = (8 - start).min(len - out.len()).min((block_len - off) as usize);
+        out.extend_from_slice(&word[start..start + take]);
+        o += take as u64;
+    }
+    out
+}
+
+#[cfg(test)]
+mod provenance_tests {
+    use super::*;
+    #[test]
+    fn round_trips() {
+        let w = provenance_word(3, 17, 64);
+        assert_eq!(decode_provenance(w), Some((3, 17, 64)));
+        assert_eq!(decode_provenance(0), None);
+        let b = provenance_bytes(1, 16, 48);
+        assert_eq!(b.len(), 48);
+        let word = u64::from_le_bytes(b[16..24].try_into().unwrap());
+        assert_eq!(decode_provenance(word), Some((1, 1, 0)));
+        let word = u64::from_le_bytes(b[40..48].try_into().unwrap());
+        assert_eq!(decode_provenance(word), Some((1, 2, 8)));
+        // A block length that is not a multiple of 8 ends each block with a partial word.
+        let b = provenance_bytes(0, 12, 24);
+        assert_eq!(decode_provenance(u64::from_le_bytes(b[12..20].try_into().unwrap())), Some((0, 1, 0)));
+    }
+}

@@ -11,10 +11,10 @@ pub mod prefiller;
 pub mod profile;
 pub mod registry;
 pub mod sim;
-pub mod topology;
+mod vllm;
 
 pub use decoder::{DecoderConfig, DecoderCore, DecoderEvent, DecoderLayout, EngineTable, ExchangeId, PullRequest};
-pub use planner::{Built, Descriptor, ReadyReq, SenderPlanner};
+pub use planner::{Descriptor, ReadyReq, SenderPlanner, TransferBatch};
 pub use prefiller::{PeerId, PrefillerCore, PrefillerEvent, PrefillerStats, Transmit, WriteId};
 pub use profile::WireProfile;
 pub use registry::{Registry, Reply};

@@ -1,17 +1,11 @@
-//! What the prefiller core asks of a transfer planner. The planner turns the decoder's layout and block ids
-//! into copy descriptors; the core owns everything else (waiting, counting, replying).
-//! `plan::Planner` is the implementation that reproduces vLLM 0.33.0.
+//! What the prefiller core asks of a transfer planner: admission of a pull (pairing, PP check, layout
+//! preparation, validation) and copy descriptors per round. The core owns everything else (waiting,
+//! counting, replying, the layout cache). [`crate::plan::Producer`] implements it as vLLM 0.33.0 does
+//! (`vllm.rs`); tests may use simpler planners.
 
+pub use crate::plan::{Descriptor, TransferBatch};
 use crate::msgpack::WireInt;
 use crate::typed::MooncakeXferMetadata;
-
-/// One copy: `len` bytes from the prefiller's address `src` to the decoder's address `dst`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Descriptor {
-    pub src: u64,
-    pub dst: u64,
-    pub len: u64,
-}
 
 /// A request whose prefiller blocks are ready, in the round being sent.
 #[derive(Clone, Debug)]
@@ -24,31 +18,24 @@ pub struct ReadyReq<'a> {
     pub remote_blocks: &'a [Vec<WireInt>],
 }
 
-/// Descriptors for one round, and the requests that cannot be sent (with the reason).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Built {
-    pub descriptors: Vec<Descriptor>,
-    pub err_reqs: Vec<String>,
-    pub err_msg: Option<String>,
-}
-
+/// Every method returning `Err(String)` gives the exact `err_msg` of the `ERROR` reply.
 pub trait SenderPlanner {
+    /// The pull as the planner reads it (converted once per message).
+    type Pull;
     /// Aligned regions of both sides, kept per peer layout when layout caching is on.
     type Prepared: Clone;
 
-    /// The decoder TP ranks this prefiller serves for a decoder TP size (`handshake_target_ranks`); an error
-    /// text when the sizes cannot pair.
-    fn target_ranks(&self, remote_tp_size: usize) -> Result<Vec<usize>, String>;
-    /// This prefiller's TP rank (for the pairing error text).
-    fn tp_rank(&self) -> usize;
-    /// The prefiller's PP size.
-    fn pp_size(&self) -> usize;
-    /// An error when PP sizes differ and packed rows make alignment impossible.
-    fn pp_mismatch(&self, meta: &MooncakeXferMetadata) -> Option<String>;
-    /// Aligns the decoder's layout with ours (an ERROR text on failure).
-    fn prepare(&self, meta: &MooncakeXferMetadata) -> Result<Self::Prepared, String>;
-    /// Region-length validation of prepared regions for this TP pairing.
-    fn validate(&self, meta: &MooncakeXferMetadata, prepared: &Self::Prepared) -> Option<String>;
-    /// Descriptors for the ready requests of one round.
-    fn build(&self, meta: &MooncakeXferMetadata, prepared: &Self::Prepared, ready: &[ReadyReq<'_>]) -> Built;
+    fn pull(&self, meta: &MooncakeXferMetadata) -> Result<Self::Pull, String>;
+    /// The decoder TP ranks this prefiller pairs with, after checking the pull's rank is one of them and
+    /// that PP sizes allow alignment (vLLM's first two checks).
+    fn check(&self, pull: &Self::Pull) -> Result<Vec<usize>, String>;
+    /// Aligns the decoder's layout with ours.
+    fn prepare(&self, pull: &Self::Pull) -> Result<Self::Prepared, String>;
+    /// Region-length validation of prepared regions for this pull's TP pairing.
+    fn validate(&self, pull: &Self::Pull, prepared: &Self::Prepared) -> Result<(), String>;
+    /// Descriptors for the ready requests of one round. `Err` is an exception vLLM would raise mid-pull
+    /// (answered `ERROR`).
+    fn build(&self, pull: &Self::Pull, prepared: &Self::Prepared, ready: &[ReadyReq<'_>]) -> Result<TransferBatch, String>;
+    /// How many decoder workers must settle a request before it is freed (`resolve_need_send`).
+    fn need_send(&self, target_ranks: &[usize], remote_pp_size: usize) -> usize;
 }

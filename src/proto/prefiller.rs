@@ -15,7 +15,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::lru::Lru;
-use super::planner::{Built, Descriptor, ReadyReq, SenderPlanner};
+use super::planner::{Descriptor, ReadyReq, SenderPlanner, TransferBatch};
 use super::profile::WireProfile;
 use crate::limits;
 use crate::msgpack::WireInt;
@@ -83,10 +83,11 @@ struct Round {
 }
 
 #[derive(Debug)]
-struct Exchange<P> {
+struct Exchange<Pl, Pr> {
     peer: PeerId,
     meta: MooncakeXferMetadata,
-    prepared: P,
+    pull: Pl,
+    prepared: Pr,
     target_ranks: Vec<usize>,
     pending: Vec<Pending>,
     deadline: Instant,
@@ -110,7 +111,7 @@ pub struct PrefillerCore<P: SenderPlanner> {
     abort_timeout: Duration,
     entries: HashMap<String, Entry>,
     next_gen: u64,
-    exchanges: HashMap<u64, Exchange<P::Prepared>>,
+    exchanges: HashMap<u64, Exchange<P::Pull, P::Prepared>>,
     next_exchange: u64,
     writes: HashMap<WriteId, u64>,
     next_write: u64,
@@ -125,11 +126,6 @@ type LayoutKey = (String, WireInt, WireInt, WireInt, WireInt, WireInt);
 
 fn layout_key(m: &MooncakeXferMetadata) -> LayoutKey {
     (m.remote_hostname.clone(), m.remote_port, m.remote_tp_rank, m.remote_pp_size, m.remote_tp_size, m.layout_id)
-}
-
-/// Python's `repr` of a list of ints: `[0, 1]`.
-fn py_list(v: &[usize]) -> String {
-    format!("[{}]", v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", "))
 }
 
 /// Fills the spec's `miss_message` template (`{layout_id:#x}`, `{host}`, `{port}`).
@@ -241,25 +237,14 @@ impl<P: SenderPlanner> PrefillerCore<P> {
         if self.exchanges.len() >= limits::MAX_PREFILLER_EXCHANGES {
             return self.reply_error(peer, Status::ERROR, format!("Mooncake prefiller is serving {} pulls already; retry later.", self.exchanges.len()));
         }
-        let Some(remote_tp_size) = meta.remote_tp_size.as_usize().filter(|n| *n > 0) else {
-            return self.reply_error(peer, Status::ERROR, format!("invalid remote_tp_size {}", meta.remote_tp_size));
+        let pull = match self.planner.pull(&meta) {
+            Ok(p) => p,
+            Err(e) => return self.reply_error(peer, Status::ERROR, e),
         };
-        let target_ranks = match self.planner.target_ranks(remote_tp_size) {
+        let target_ranks = match self.planner.check(&pull) {
             Ok(t) => t,
             Err(e) => return self.reply_error(peer, Status::ERROR, e),
         };
-        if !meta.remote_tp_rank.as_usize().is_some_and(|r| target_ranks.contains(&r)) {
-            let msg = format!(
-                "This D tp_rank {} is not paired with P tp_rank {}; expected one of {}.",
-                meta.remote_tp_rank,
-                self.planner.tp_rank(),
-                py_list(&target_ranks)
-            );
-            return self.reply_error(peer, Status::ERROR, msg);
-        }
-        if let Some(msg) = self.planner.pp_mismatch(&meta) {
-            return self.reply_error(peer, Status::ERROR, msg);
-        }
         let caching = self.profile.layout_caching.clone();
         let prepared = match &caching {
             Some(lc) if meta.layout_id != WireInt::ZERO && meta.kv_caches_base_addr.is_empty() => {
@@ -272,7 +257,7 @@ impl<P: SenderPlanner> PrefillerCore<P> {
                     }
                 }
             }
-            _ => match self.planner.prepare(&meta) {
+            _ => match self.planner.prepare(&pull) {
                 Ok(p) => {
                     if caching.is_some() && meta.layout_id != WireInt::ZERO {
                         self.layouts.put(layout_key(&meta), p.clone());
@@ -282,7 +267,7 @@ impl<P: SenderPlanner> PrefillerCore<P> {
                 Err(e) => return self.reply_error(peer, Status::ERROR, e),
             },
         };
-        if let Some(e) = self.planner.validate(&meta, &prepared) {
+        if let Err(e) = self.planner.validate(&pull, &prepared) {
             return self.reply_error(peer, Status::ERROR, e);
         }
         // Every requested transfer gets an entry (a placeholder when the scheduler has not named it yet).
@@ -302,7 +287,7 @@ impl<P: SenderPlanner> PrefillerCore<P> {
         }
         let id = self.next_exchange;
         self.next_exchange += 1;
-        self.exchanges.insert(id, Exchange { peer, meta, prepared, target_ranks, pending, deadline: now + self.abort_timeout, round: None });
+        self.exchanges.insert(id, Exchange { peer, meta, pull, prepared, target_ranks, pending, deadline: now + self.abort_timeout, round: None });
         self.drive(now);
     }
 
@@ -421,10 +406,7 @@ impl<P: SenderPlanner> PrefillerCore<P> {
             e.waiters = e.waiters.saturating_sub(1);
             e.sending += 1;
             if e.need_send == 0 {
-                e.need_send = ex.target_ranks.len();
-                if remote_pp > 1 && remote_pp != self.planner.pp_size() {
-                    e.need_send *= remote_pp;
-                }
+                e.need_send = self.planner.need_send(&ex.target_ranks, remote_pp);
             }
             sendable.push(p);
         }
@@ -438,9 +420,21 @@ impl<P: SenderPlanner> PrefillerCore<P> {
                     remote_blocks: &ex.meta.req_blocks[p.index].1.blocks,
                 })
                 .collect();
-            self.planner.build(&ex.meta, &ex.prepared, &reqs)
+            self.planner.build(&ex.pull, &ex.prepared, &reqs)
         };
-        let Built { descriptors, err_reqs, err_msg } = built;
+        let TransferBatch { descriptors, err_reqs, err_msg } = match built {
+            Ok(b) => b,
+            Err(e) => {
+                // vLLM raised inside the round: its generic handler answers ERROR and the pull ends.
+                for p in &sendable {
+                    if let Some(en) = self.entries.get_mut(&p.transfer_id) {
+                        en.sending = en.sending.saturating_sub(1);
+                    }
+                }
+                self.release_waiters(&ex.pending);
+                return self.reply_error(ex.peer, Status::ERROR, e);
+            }
+        };
         let ok: Vec<String> = sendable.iter().map(|p| p.d_req_id.clone()).filter(|d| !err_reqs.contains(d)).collect();
         let write = if descriptors.is_empty() {
             None
