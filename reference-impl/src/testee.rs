@@ -189,6 +189,7 @@ impl Testee {
                     pp_rank: c.pp_rank,
                     bootstrap: c.bootstrap,
                     abort_timeout: secs(c.abort_timeout_s, "abort_timeout_s")?,
+                    record_wire: false,
                 };
                 let p = PrefillerPeer::start(&self.ctx, cfg, profile, planner, memory, Backend::Tcp).await?;
                 let endpoint = p.endpoint.clone();
