@@ -135,14 +135,17 @@ impl TraceModel {
                     open.push(exchanges.len() - 1);
                 }
                 ZmqDir::Recv => {
+                    let bytes = z.frames.last().cloned().unwrap_or_default();
                     if let Some(pos) = open.iter().position(|&i| exchanges[i].decoder == z.conn && exchanges[i].endpoint == z.endpoint) {
                         let i = open[pos];
-                        let bytes = z.frames.last().cloned().unwrap_or_default();
                         let terminal = profile.as_ref().map(|p| is_terminal(p, &bytes)).unwrap_or(true);
                         exchanges[i].replies.push((bytes, z.seq, z.line));
                         if terminal {
                             open.remove(pos);
                         }
+                    } else if let Some(x) = exchanges.iter_mut().rev().find(|x| x.decoder == z.conn && x.endpoint == z.endpoint) {
+                        // A reply after the terminal one: keep it with its exchange so the checks see it.
+                        x.replies.push((bytes, z.seq, z.line));
                     }
                 }
             }
