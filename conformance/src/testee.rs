@@ -15,6 +15,8 @@ pub enum TesteeSpec {
     Builtin,
     /// A command line (split on whitespace; quote-free).
     Command(String),
+    /// The built-in peer with deliberate faults in what it sends (to test the runner itself).
+    BuiltinWithFaults(Vec<String>),
 }
 
 impl TesteeSpec {
@@ -22,6 +24,7 @@ impl TesteeSpec {
         match self {
             TesteeSpec::Builtin => "built-in reference peer (mooncake-peer)".into(),
             TesteeSpec::Command(c) => c.clone(),
+            TesteeSpec::BuiltinWithFaults(f) => format!("built-in reference peer with faults {f:?}"),
         }
     }
 }
@@ -35,7 +38,7 @@ pub struct Hello {
 }
 
 pub enum Testee {
-    Builtin(Box<mooncake_reference::testee::Testee>),
+    Builtin(Box<mooncake_reference::testee::Testee>, Vec<String>),
     Process { child: Child, stdin: ChildStdin, lines: Lines<BufReader<ChildStdout>> },
 }
 
@@ -55,7 +58,8 @@ fn parse_hello(h: &J) -> Result<Hello, String> {
 impl Testee {
     pub async fn start(spec: &TesteeSpec) -> Result<(Testee, Hello), String> {
         match spec {
-            TesteeSpec::Builtin => Ok((Testee::Builtin(Box::default()), parse_hello(&mooncake_reference::testee::hello())?)),
+            TesteeSpec::Builtin => Ok((Testee::Builtin(Box::default(), vec![]), parse_hello(&mooncake_reference::testee::hello())?)),
+            TesteeSpec::BuiltinWithFaults(f) => Ok((Testee::Builtin(Box::default(), f.clone()), parse_hello(&mooncake_reference::testee::hello())?)),
             TesteeSpec::Command(cmd) => {
                 let mut parts = cmd.split_whitespace();
                 let prog = parts.next().ok_or("empty testee command")?;
@@ -83,7 +87,14 @@ impl Testee {
     /// Sends a command; an `{"ok": false}` answer is an `Err` with the testee's error text.
     pub async fn cmd(&mut self, cmd: J) -> Result<J, String> {
         let answer = match self {
-            Testee::Builtin(t) => t.handle(&cmd).await,
+            Testee::Builtin(t, faults) => {
+                let mut cmd = cmd;
+                let role = cmd.get("role").and_then(J::as_str).unwrap_or("").to_string();
+                if !faults.is_empty() && cmd.get("cmd").and_then(J::as_str) == Some("start") && role != "bootstrap" {
+                    cmd["config"]["faults"] = json!(faults);
+                }
+                t.handle(&cmd).await
+            }
             Testee::Process { stdin, lines, .. } => {
                 stdin.write_all(format!("{cmd}\n").as_bytes()).await.map_err(|e| format!("testee stdin: {e}"))?;
                 stdin.flush().await.map_err(|e| format!("testee stdin: {e}"))?;

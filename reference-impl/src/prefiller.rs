@@ -24,6 +24,8 @@ pub struct PrefillerConfig {
     pub abort_timeout: Option<Duration>,
     /// Keep a copy of every ROUTER message in the status (the conformance runner reads it).
     pub record_wire: bool,
+    /// Deliberate faults in what it sends (tests of the conformance runner only).
+    pub faults: Vec<crate::faults::Fault>,
 }
 
 /// What the peer has done, for tests, the testee control protocol and logs.
@@ -78,7 +80,7 @@ impl PrefillerPeer {
             core.set_abort_timeout(t);
         }
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run(core, reactor, in_rx, cmd_rx, memory.clone(), backend, cfg.record_wire));
+        let task = tokio::spawn(run(core, reactor, in_rx, cmd_rx, memory.clone(), backend, cfg.record_wire, cfg.faults.clone()));
         tracing::info!(%endpoint, engine = %cfg.engine_id, "prefiller listening");
         Ok(PrefillerPeer { endpoint, memory, cmds: cmd_tx, task })
     }
@@ -122,6 +124,7 @@ async fn run<P>(
     memory: SharedMemory,
     backend: Backend,
     record_wire: bool,
+    faults: Vec<crate::faults::Fault>,
 ) where
     P: SenderPlanner + Send + 'static,
     P::Prepared: Send,
@@ -132,11 +135,13 @@ async fn run<P>(
     let mut fail_next: Option<(usize, i64)> = None;
     loop {
         while let Some(t) = core.poll_transmit() {
-            let frames = vec![t.peer.0, t.payload];
-            if record_wire {
-                status.wire.push((false, frames.clone()));
+            let messages = if faults.is_empty() { vec![vec![t.peer.0, t.payload]] } else { crate::faults::apply_to_reply(&faults, t.peer.0, t.payload) };
+            for frames in messages {
+                if record_wire {
+                    status.wire.push((false, frames.clone()));
+                }
+                reactor.router_send(frames);
             }
-            reactor.router_send(frames);
         }
         while let Some(ev) = core.poll_event() {
             match ev {

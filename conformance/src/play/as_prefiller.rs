@@ -78,6 +78,7 @@ pub async fn play(case: &Case, opts: &PlayOptions) -> Result<Vec<Finding>, Strin
                 bootstrap: Some(boot.url()),
                 abort_timeout: Some(abort),
                 record_wire: true,
+                faults: vec![],
             };
             let codec = Codec::builtin(&t.revision.revision).expect("built-in");
             let peer = PrefillerPeer::start(&ctx, cfg, WireProfile::new(t.revision.clone(), codec)?, planner, memory, Backend::Tcp).await?;
