@@ -186,7 +186,8 @@ pub async fn play(case: &Case, opts: &PlayOptions) -> Result<Vec<Finding>, Strin
                     if frames.len() != 1 {
                         out.push(f("ZMQ-FRAMES", Some(z.seq), Some(z.line), msg.clone(), format!("{} frames at the DEALER; the prefiller must send [routing_id, payload]", frames.len())));
                     }
-                    let bytes = frames.last().cloned().unwrap_or_default();
+                    // The payload is the first frame; any other frame was already reported.
+                    let bytes = frames.first().cloned().unwrap_or_default();
                     if let Some(lx) = live.get_mut(&k) {
                         lx.replies.push(bytes.clone());
                     }

@@ -185,7 +185,8 @@ pub async fn play(case: &Case, opts: &PlayOptions) -> Result<Vec<Finding>, Strin
                 if frames.len() != 2 {
                     out.push(f("ZMQ-FRAMES", msg.clone(), format!("{} frames at the ROUTER; a decoder sends exactly one frame", frames.len())));
                 }
-                let bytes = frames.last().cloned().unwrap_or_default();
+                // [routing_id, payload]: any other frame was already reported.
+                let bytes = frames.get(1).cloned().unwrap_or_default();
                 match profile.decode_metadata(&bytes) {
                     Err(e) => out.push(f("REQUEST-DECODE", msg, e.msgspec_message())),
                     Ok(mut got) => {
