@@ -62,17 +62,6 @@ class Entry:
         self.waiters = 0  # exchanges holding this entry
 
 
-def _layout_lists(layout: dict):
-    names = list(layout.get("registered_layer_names") or [])
-    return (
-        [int(x) for x in layout.get("kv_caches_base_addr") or []],
-        [int(x) for x in layout.get("block_lens") or []],
-        [int(x) for x in layout.get("kv_block_lens") or []],
-        names,
-        [int(x) for x in layout.get("registered_layer_indices") or []],
-    )
-
-
 class Prefiller:
     def __init__(self, rev: Revision, config: dict):
         self.rev = rev
@@ -90,6 +79,7 @@ class Prefiller:
             group_kinds=tuple(model.get("group_kinds") or ("attn",)),
             physical_blocks_per_logical=int(model.get("physical_blocks_per_logical", 1)),
             layer_groups=dict(model.get("layer_groups") or {}),
+            padded_pages=bool(model.get("padded_pages", False)),
         )
         self.bootstrap = c.get("bootstrap")
         self.bind = c.get("bind") or "tcp://127.0.0.1:*"
@@ -97,21 +87,7 @@ class Prefiller:
         self.num_tasks = 2 * int(c.get("num_workers", 10))
         layout = c.get("layout") or {}
         self.memory = Memory.from_layout(layout, fill_provenance=True)
-        bases, strides, lengths, names, indices = _layout_lists(layout)
-        groups = [int(g) for g in layout.get("registered_group_indices") or []]
-        if not groups:
-            groups = [int(self.model.layer_groups.get(n, 0)) for n in names]
-        shared = [tuple(int(g) for g in s) for s in layout.get("registered_shared_group_ids") or []]
-        self.local_error = None
-        if len(shared) != len(names):
-            if pr.SHARED_GROUP in groups:
-                self.local_error = ("Mooncake shared-group metadata does not match registered layers, so a "
-                                    "shared packed region cannot be transferred.")
-            shared = [(g,) for g in groups]
-        rows = [int(r) for r in layout.get("registered_row_offsets") or []]
-        if len(rows) != len(names):
-            rows = None
-        self.local_regions = pr.build_regions(bases, strides, lengths, names, indices, groups, shared, rows)
+        self.local_regions, self.local_error = pr.local_regions_of(self.model, layout)
 
         self.ctx = zmq.asyncio.Context()
         self.sock = None
@@ -288,36 +264,12 @@ class Prefiller:
                tuple(tuple(s) for s in meta.registered_shared_group_ids), tuple(meta.registered_row_offsets))
         found = self.prepared.get(key)
         if found is None:
-            found = self._align(meta)
+            found = pr.prepare(self.model, self.local_regions, self.local_error, meta)
             if len(self.prepared) >= MAX_PREPARED:
                 self.prepared.clear()
             self.prepared[key] = found
         self._remember(meta, found)
         return found
-
-    def _align(self, meta):
-        if self.local_error:
-            return [], [], self.local_error
-        names = meta.registered_layer_names
-        groups = list(meta.registered_group_indices)
-        if not groups:
-            groups = [int(self.model.layer_groups.get(n, 0)) for n in names]
-        shared = [tuple(s) for s in meta.registered_shared_group_ids]
-        shared = shared if len(shared) == len(names) else None
-        rows = meta.registered_row_offsets if len(meta.registered_row_offsets) == len(names) else None
-        remote_all = pr.build_regions(meta.kv_caches_base_addr, meta.block_lens, meta.kv_block_lens, names,
-                                      meta.registered_layer_indices, groups, shared, rows)
-        local, remote, err = pr.align(self.local_regions, remote_all,
-                                      allow_partial=meta.remote_pp_size != self.model.pp_size)
-        if err is not None:
-            return [], [], err
-        # Head re-sharding checks of vLLM need page padding / NVFP4 facts the testee config does not carry:
-        # our regions are never padded nor NVFP4, so there is nothing to refuse.
-        ratio = pr.tp_ratio(self.model.tp_size, meta.remote_tp_size)
-        if ratio == 1 or self.model.replicated:
-            whole = len(local) == len(self.local_regions) and len(remote) == len(remote_all)
-            local, remote = pr.coalesce(local, remote, promote_full_row=whole)
-        return local, remote, None
 
     def _remember(self, meta, prepared):
         if not self.rev.layout_cache or prepared[2] is not None or not meta.layout_id:
@@ -340,9 +292,9 @@ class Prefiller:
                    f"expected one of {ranks}.")
             await self._reply(identity, self.rev.new_response(ERROR, err_msg=msg))
             return
-        if m.pp_size != meta.remote_pp_size and pr.has_opaque_row(
-                meta.registered_row_offsets, meta.kv_block_lens, meta.block_lens):
-            # Our own regions are never opaque packed rows (the config names every layer).
+        if pr.pp_mismatch_hides_layers(m.pp_size, meta.remote_pp_size, False, meta.registered_row_offsets,
+                                       meta.kv_block_lens, meta.block_lens):
+            # Our own regions are never taken for opaque packed rows: the config names every layer.
             msg = ("Mooncake non-page-contiguous packed regions keep only the first layer name, so they "
                    f"cannot be aligned across PP sizes {m.pp_size} and {meta.remote_pp_size}.")
             await self._reply(identity, self.rev.new_response(ERROR, err_msg=msg))

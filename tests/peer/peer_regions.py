@@ -200,6 +200,13 @@ def has_opaque_row(rows, lengths, strides) -> bool:
     return any(o == 0 and n == s for o, n, s in zip(rows, lengths, strides))
 
 
+def pp_mismatch_hides_layers(local_pp: int, remote_pp: int, local_opaque: bool, rows, lengths, strides) -> bool:
+    """Different PP sizes cannot be aligned by layer name when either side collapsed a row to one name."""
+    if local_pp == remote_pp:
+        return False
+    return local_opaque or has_opaque_row(rows, lengths, strides)
+
+
 def validate_lengths(local, remote, local_tp, remote_tp, replicated: bool, heads: Optional[int]):
     """Region-count and per-region length rules for the TP ratio (push-protocol.md §11)."""
     if len(local) != len(remote):
@@ -288,6 +295,11 @@ def contiguous_runs(src: list, dst: list):
     return runs_s, runs_d
 
 
+def can_merge_blocks(local_stride: int, remote_stride: int, src_off: int, dst_off: int, n: int) -> bool:
+    """A run of consecutive blocks is one descriptor when whole strides are copied on both sides."""
+    return src_off == 0 and dst_off == 0 and n == local_stride and n == remote_stride
+
+
 @dataclass
 class Model:
     """What P knows about its own model (TESTEE.md `model`)."""
@@ -300,6 +312,8 @@ class Model:
     group_kinds: tuple = ("attn",)
     physical_blocks_per_logical: int = 1
     layer_groups: dict = None
+    # Extension (not in TESTEE.md): attention pages carry padding, so KV-head re-sharding is refused.
+    padded_pages: bool = False
 
     @property
     def has_mamba(self) -> bool:
@@ -383,7 +397,7 @@ def build_descriptors(model: Model, ready, req_blocks: dict, remote_tp_rank: int
                 continue
             assert src_off + n <= lr.kv_block_len, "Computed source transfer region exceeds local KV block size."
             assert dst_off + n <= rr.kv_block_len, "Destination transfer region exceeds remote KV block size."
-            whole_blocks = src_off == 0 and dst_off == 0 and n == lr.block_len and n == rr.block_len
+            whole_blocks = can_merge_blocks(lr.block_len, rr.block_len, src_off, dst_off, n)
             for rs, rd in zip(runs_s, runs_d):
                 if whole_blocks:
                     descs.append((lr.base_addr + rs[0] * lr.block_len, rr.base_addr + rd[0] * rr.block_len, n * len(rs)))
@@ -391,3 +405,67 @@ def build_descriptors(model: Model, ready, req_blocks: dict, remote_tp_rank: int
                     for s, d in zip(rs, rd):
                         descs.append((lr.base_addr + s * lr.block_len + src_off, rr.base_addr + d * rr.block_len + dst_off, n))
     return descs, err_reqs, err_msg
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Preparing a peer's layout (vLLM `_prepare_transfer_regions` without its caches)
+
+
+def local_regions_of(model: Model, layout: dict):
+    """(regions, error text or None) for P's own registered layout (TESTEE.md `layout`).
+
+    Missing group indices come from `model.layer_groups`; missing or mismatched shared-group / row-offset
+    columns count as unknown (no sharing, offset -1), which is fatal only for a shared (-1) region.
+    """
+    names = list(layout.get("registered_layer_names") or [])
+    groups = [int(g) for g in layout.get("registered_group_indices") or []]
+    shared = [tuple(int(g) for g in s) for s in layout.get("registered_shared_group_ids") or []]
+    rows = [int(r) for r in layout.get("registered_row_offsets") or []]
+    error = None
+    if len(shared) != len(names):
+        if SHARED_GROUP in groups:
+            error = ("Mooncake shared-group metadata does not match registered layers, so a shared packed "
+                     "region cannot be transferred.")
+        shared = None
+    if not groups:
+        groups = [int((model.layer_groups or {}).get(n, 0)) for n in names]
+    regions = build_regions(
+        [int(x) for x in layout.get("kv_caches_base_addr") or []],
+        [int(x) for x in layout.get("block_lens") or []],
+        [int(x) for x in layout.get("kv_block_lens") or []],
+        names,
+        [int(x) for x in layout.get("registered_layer_indices") or []],
+        groups, shared, rows if len(rows) == len(names) else None)
+    return regions, error
+
+
+def prepare(model: Model, local: list, local_error, meta):
+    """Align P's regions with the layout a pull carries, check head re-sharding, coalesce.
+
+    `meta` is the decoded request. Returns (local, remote, error text or None); assertion texts of
+    malformed column lengths propagate as AssertionError (vLLM sends them as ERROR).
+    """
+    if local_error:
+        return [], [], local_error
+    names = meta.registered_layer_names
+    groups = list(meta.registered_group_indices)
+    if not groups:
+        groups = [int((model.layer_groups or {}).get(n, 0)) for n in names]
+    shared = [tuple(s) for s in meta.registered_shared_group_ids]
+    rows = meta.registered_row_offsets
+    remote_all = build_regions(meta.kv_caches_base_addr, meta.block_lens, meta.kv_block_lens, names,
+                               meta.registered_layer_indices, groups,
+                               shared if len(shared) == len(names) else None,
+                               rows if len(rows) == len(names) else None)
+    al, ar, err = align(local, remote_all, allow_partial=meta.remote_pp_size != model.pp_size)
+    if err is not None:
+        return [], [], err
+    heads = model.total_num_kv_heads
+    if (model.padded_pages and not model.use_mla and not model.has_mamba
+            and min(model.tp_size, heads) != min(meta.remote_tp_size, heads) and al):
+        return [], [], ("Mooncake KV-head re-sharding is not supported for padded "
+                        f"KV pages (layer {al[0].layer_name}).")
+    if tp_ratio(model.tp_size, meta.remote_tp_size) == 1 or model.replicated:
+        whole = len(al) == len(local) and len(ar) == len(remote_all)
+        al, ar = coalesce(al, ar, promote_full_row=whole)
+    return al, ar, None

@@ -679,6 +679,187 @@ class PeerSelfCheck(unittest.TestCase):
         c.check_clean(p)
 
 
+# ------------------------------------------------------------------------------------------------------------
+# The prefiller's planning code against vLLM 0.33.0's own outputs (conformance/vectors/plan, see GOLDEN.md)
+
+sys.path.insert(0, HERE)
+import peer_regions as pr  # noqa: E402  (the peer's module under test)
+
+PLAN = os.path.join(ROOT, "conformance", "vectors", "plan")
+
+
+def golden(name):
+    with open(os.path.join(PLAN, name + ".jsonl")) as f:
+        lines = [json.loads(x) for x in f]
+    assert lines[0]["format"] == "mooncake-golden" and lines[0]["vllm_version"] == "0.33.0"
+    return lines[1:]
+
+
+def outcome(fn):
+    try:
+        return {"output": fn()}
+    except (AssertionError, ZeroDivisionError, ValueError, KeyError, IndexError) as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def regions(objs):
+    return [pr.Region(o["layer_name"], o["layer_index"], o["base_addr"], o["block_len"], o["kv_block_len"],
+                      o["group_index"], tuple(o["shared_group_ids"]), o["row_offset"]) for o in objs]
+
+
+def as_json(rs):
+    return [{"layer_name": r.layer_name, "layer_index": r.layer_index, "base_addr": r.base_addr,
+             "block_len": r.block_len, "kv_block_len": r.kv_block_len, "group_index": r.group_index,
+             "shared_group_ids": list(r.shared_group_ids), "row_offset": r.row_offset} for r in rs]
+
+
+def worker_model(w, pp_size=1):
+    return pr.Model(tp_rank=w["tp_rank"], tp_size=w["tp_size"], pp_size=pp_size,
+                    total_num_kv_heads=w["total_num_kv_heads"], use_mla=w["use_mla"],
+                    group_kinds=tuple(w["group_kinds"]),
+                    physical_blocks_per_logical=w.get("physical_blocks_per_logical", 1),
+                    layer_groups={}, padded_pages=w.get("padded_pages", False))
+
+
+class PlanGolden(unittest.TestCase):
+    def check(self, name, compute, skip=lambda case: False):
+        n = 0
+        for case in golden(name):
+            if skip(case):
+                continue
+            want = {k: case[k] for k in ("output", "error") if k in case}
+            got = outcome(lambda: compute(case["input"]))
+            self.assertEqual(got, want, f"{name} {case['id']}")
+            n += 1
+        self.assertGreater(n, 0)
+
+    def test_tp_ratio(self):
+        self.check("get_tp_ratio", lambda i: pr.tp_ratio(i["local_tp_size"], i["remote_tp_size"]))
+
+    def test_topology(self):
+        def run(i):
+            out = {}
+            for key, fn in (("tp_ratio", lambda: pr.tp_ratio(i["tp_size"], i["remote_tp_size"])),
+                            ("handshake_target_ranks", lambda: pr.target_ranks(i["tp_rank"], i["tp_size"],
+                                                                                i["remote_tp_size"]))):
+                r = outcome(fn)
+                out[key] = r["output"] if "output" in r else {"error": r["error"]}
+            out["local_replicates_kv_cache"] = pr.Model(tp_size=i["tp_size"], total_num_kv_heads=i["total_num_kv_heads"],
+                                                        use_mla=i["is_mla"]).replicated
+            return out
+
+        def compute(i):
+            want_keys = ("tp_ratio", "handshake_target_ranks", "local_replicates_kv_cache")
+            return {k: v for k, v in run(i).items() if k in want_keys}
+
+        for case in golden("transfer_topology"):
+            i = case["input"]
+            if i["dcp_size"] != 1 or i["remote_dcp_size"] != 1:
+                continue  # decode context parallelism is out of scope
+            want = {k: case["output"][k] for k in ("tp_ratio", "handshake_target_ranks", "local_replicates_kv_cache")}
+            self.assertEqual(compute(i), want, case["id"])
+
+    def test_byte_plan(self):
+        self.check("compute_sender_transfer_plan", lambda i: list(pr.byte_plan(
+            i["local_tp_rank"], i["local_tp_size"], i["remote_tp_rank"], i["remote_tp_size"],
+            i["local_kv_block_len"], i["remote_kv_block_len"], i["producer_cache_replicated"],
+            i["total_num_kv_heads"])))
+
+    def test_can_merge(self):
+        self.check("can_coalesce_block_transfers", lambda i: pr.can_merge_blocks(
+            i["local_region_block_len"], i["remote_region_block_len"], i["src_region_offset"],
+            i["dst_region_offset"], i["transfer_len"]))
+
+    def test_contiguous_runs(self):
+        self.check("group_concurrent_contiguous", lambda i: list(pr.contiguous_runs(i["src_indices"], i["dst_indices"])),
+                   skip=lambda c: len(c["input"]["src_indices"]) != len(c["input"]["dst_indices"]))
+
+    def test_block_ids_for_region(self):
+        self.check("block_ids_for_region", lambda i: pr.region_block_ids(
+            i["block_ids_by_group"], i["group_index"], tuple(i["shared_group_ids"] or ())))
+
+    def test_build_regions(self):
+        def run(i):
+            shared = i.get("shared_group_ids")
+            return as_json(pr.build_regions(i["base_addrs"], i["block_lens"], i["kv_block_lens"], i["layer_names"],
+                                            i["layer_indices"], i.get("group_indices"),
+                                            None if shared is None else [tuple(x) for x in shared],
+                                            i.get("row_offsets")))
+        self.check("expand_transfer_regions", run)
+
+    def test_validate_lengths(self):
+        self.check("validate_asymmetric_region_lengths", lambda i: pr.validate_lengths(
+            regions(i["local_regions"]), regions(i["remote_regions"]), i["local_tp_size"], i["remote_tp_size"],
+            i["producer_cache_replicated"], i["total_num_kv_heads"]))
+
+    def test_align(self):
+        def run(i):
+            a, b, err = pr.align(regions(i["local_regions"]), regions(i["remote_regions"]), i["allow_partial_layers"])
+            return [as_json(a), as_json(b), err]
+        self.check("align_transfer_regions", run)
+
+    def test_coalesce(self):
+        def run(i):
+            a, b = pr.coalesce(regions(i["local_regions"]), regions(i["remote_regions"]), i["promote_full_row"])
+            return [as_json(a), as_json(b)]
+        self.check("coalesce_contiguous_transfer_regions", run)
+
+    def test_opaque_rows(self):
+        self.check("has_opaque_packed_row", lambda i: pr.has_opaque_row(i["row_offsets"], i["kv_block_lens"],
+                                                                        i["block_lens"]))
+        self.check("pp_mismatch_hides_packed_layers", lambda i: pr.pp_mismatch_hides_layers(
+            i["local_pp_size"], i["remote_pp_size"], i["local_has_opaque_row"], i["remote_row_offsets"],
+            i["remote_kv_block_lens"], i["remote_block_lens"]))
+
+    def test_build_descriptors(self):
+        def run(i):
+            model = worker_model(i["worker"])
+            reqs = i["reqs"]
+            descs, err_reqs, err_msg = pr.build_descriptors(
+                model, [(r["d_req_id"], r["local_block_ids"]) for r in reqs],
+                {r["d_req_id"]: (r["transfer_id"], r["remote_block_ids"]) for r in reqs},
+                i["remote_tp_rank"], i["remote_tp_size"], regions(i["local_regions"]), regions(i["remote_regions"]))
+            return {"src_ptrs": [d[0] for d in descs], "dst_ptrs": [d[1] for d in descs],
+                    "lengths": [d[2] for d in descs], "err_reqs": err_reqs, "err_msg": err_msg}
+        self.check("build_transfer_params", run)
+
+    def test_sender_pipeline(self):
+        """The prefiller's whole preparation, in its order, on vLLM's pipeline cases."""
+        import peer_wire
+
+        dec = msgspec.msgpack.Decoder(peer_wire.Request33)
+        enc = msgspec.msgpack.Encoder()
+
+        def run(i):
+            prod = i["producer"]
+            model = worker_model(prod, prod["pp_size"])
+            meta = dec.decode(enc.encode(i["xfer_metadata"]))
+            local, local_err = pr.local_regions_of(model, prod["layout"])
+            out = {"handshake_target_ranks": pr.target_ranks(model.tp_rank, model.tp_size, meta.remote_tp_size)}
+            out["paired"] = meta.remote_tp_rank in out["handshake_target_ranks"]
+            out["pp_mismatch_hides_packed_layers"] = pr.pp_mismatch_hides_layers(
+                model.pp_size, meta.remote_pp_size, False, meta.registered_row_offsets, meta.kv_block_lens,
+                meta.block_lens)
+            # (vLLM's recorded pipeline keeps going after a failed pairing or PP check; so do we, here)
+            a, b, err = pr.prepare(model, local, local_err, meta)
+            out["prepare"] = {"local_regions": as_json(a), "remote_regions": as_json(b), "error": err}
+            if err is not None:
+                return out
+            out["validation_total_num_kv_heads"] = model.known_heads
+            out["producer_cache_replicated"] = model.replicated
+            out["validation_error"] = pr.validate_lengths(a, b, model.tp_size, meta.remote_tp_size, model.replicated,
+                                                          model.known_heads)
+            if out["validation_error"] is not None:
+                return out
+            ready = [(d, i["producer_block_ids"][d]) for d in meta.req_blocks]
+            descs, err_reqs, err_msg = pr.build_descriptors(model, ready, meta.req_blocks, meta.remote_tp_rank,
+                                                            meta.remote_tp_size, a, b)
+            out["build"] = {"src_ptrs": [d[0] for d in descs], "dst_ptrs": [d[1] for d in descs],
+                            "lengths": [d[2] for d in descs], "err_reqs": err_reqs, "err_msg": err_msg}
+            return out
+        self.check("sender_pipeline", run)
+
+
 if __name__ == "__main__":
     faulthandler.dump_traceback_later(600, exit=True)
     unittest.main(verbosity=2)
