@@ -34,6 +34,8 @@ from peer_wire import ERROR, FINISH, LAYOUT_MISS, Revision, Unsupported
 
 log = logging.getLogger("peer.decoder")
 
+MAX_EXCHANGE_LOG = 10_000  # exchanges kept for `status` (the first ones)
+
 
 class Pull:
     """One D request (vLLM `PullReqMeta`) plus our bookkeeping."""
@@ -276,7 +278,8 @@ class Decoder:
             while True:
                 payload = self.encoder.encode(self._request(table, with_layout))
                 record = {"worker": addr, "with_layout": with_layout, "bytes": len(payload), "replies": []}
-                self.exchanges.append(record)
+                if len(self.exchanges) < MAX_EXCHANGE_LOG:
+                    self.exchanges.append(record)
                 resend = False
                 try:
                     sock = self.ctx.socket(zmq.DEALER)

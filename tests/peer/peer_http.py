@@ -52,10 +52,21 @@ def _as_int(v):
     return None, ("int_type", "Input should be a valid integer")
 
 
-def validate_register(raw: bytes):
+def _is_json_type(content_type) -> bool:
+    if not content_type:
+        return True  # FastAPI parses a body without content-type as JSON
+    main, _, sub = content_type.split(";", 1)[0].strip().lower().partition("/")
+    return main == "application" and (sub == "json" or sub.endswith("+json"))
+
+
+def validate_register(raw: bytes, content_type=None):
     """(payload dict, None) or (None, FastAPI-style error list)."""
-    if not raw.strip():
+    if not raw:
         return None, [{"type": "missing", "loc": ["body"], "msg": "Field required", "input": None}]
+    if not _is_json_type(content_type):
+        return None, [{"type": "model_attributes_type", "loc": ["body"],
+                       "msg": "Input should be a valid dictionary or object to extract fields from",
+                       "input": raw.decode("utf-8", "replace")}]
     try:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as e:
@@ -174,7 +185,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/query":
             self._reply(200, self.server.registry.table())
             return
-        payload, errors = validate_register(raw)
+        payload, errors = validate_register(raw, self.headers.get("content-type"))
         if errors:
             self._reply(422, {"detail": errors})
             return

@@ -97,6 +97,7 @@ class Prefiller:
         self.prepared: dict = {}  # full remote layout -> (local, remote, err)
         self.queue: asyncio.Queue = asyncio.Queue()
         self.tasks: list = []
+        self.expiry_task = None
         self.active = 0
         self.finished_sending: list = []
         self.writes: list = []
@@ -106,7 +107,7 @@ class Prefiller:
         self.expiry_seq = 0
         self.expiry_kick = asyncio.Event()
         self.listener_alive = False
-        self.decoders = {rev.name: msgspec.msgpack.Decoder(rev.request)}
+        self.request_decoder = msgspec.msgpack.Decoder(rev.request)
         self.encoder = msgspec.msgpack.Encoder()
 
     # ------------------------------------------------------------------------------------------------------
@@ -120,9 +121,9 @@ class Prefiller:
             await asyncio.to_thread(peer_http.register, self.bootstrap, {
                 "engine_id": self.engine_id, "dp_rank": self.dp_rank, "tp_rank": self.model.tp_rank,
                 "pp_rank": self.pp_rank, "addr": self.endpoint})
+        self.expiry_task = asyncio.create_task(self._expire_loop())
         self.tasks = [asyncio.create_task(self._worker()) for _ in range(self.num_tasks)]
-        self.tasks.append(asyncio.create_task(self._listen()))
-        self.tasks.append(asyncio.create_task(self._expire_loop()))
+        self.tasks += [asyncio.create_task(self._listen()), self.expiry_task]
         return {"endpoint": self.endpoint}
 
     async def stop(self):
@@ -139,9 +140,19 @@ class Prefiller:
             while True:
                 frames = await self.sock.recv_multipart()
                 if len(frames) != 2:
-                    # vLLM unpacks exactly two frames; anything else kills its listener for good.
+                    # vLLM unpacks exactly two frames; anything else ends its listener for good: the
+                    # handlers are cancelled (no further replies), queued messages are never served and the
+                    # ROUTER is closed.
                     log.error("Error in Mooncake sender thread: %d frames instead of 2. Exiting thread.",
                               len(frames))
+                    me = asyncio.current_task()
+                    workers = [t for t in self.tasks if t is not me and t is not self.expiry_task]
+                    for t in workers:
+                        t.cancel()
+                    await asyncio.gather(*workers, return_exceptions=True)
+                    while not self.queue.empty():
+                        self.queue.get_nowait()
+                    self.sock.close(linger=0)
                     return
                 self.queue.put_nowait((frames[0], frames[1]))
         finally:
@@ -152,7 +163,7 @@ class Prefiller:
             identity, payload = await self.queue.get()
             self.active += 1
             try:
-                meta = self.decoders[self.rev.name].decode(payload)
+                meta = self.request_decoder.decode(payload)
                 await self._serve(identity, meta)
             except asyncio.CancelledError:
                 raise

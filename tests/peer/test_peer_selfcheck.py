@@ -666,13 +666,28 @@ class PeerSelfCheck(unittest.TestCase):
                 [reply] = exchange([payload])
                 self.assertEqual(dec.decode(reply), {"status": 2, "err_msg": msg})
             self.assertTrue(p.ok(cmd="status")["listener_alive"])
-            # Three frames (what a REQ socket would send) end a vLLM prefiller's listener for good.
+            # Three frames (what a REQ socket would send) end a vLLM prefiller's listener for good: a pull
+            # that was waiting never gets its answer, later pulls get none either.
+            good = dec.decode(h1[0][1])  # a layout-carrying pull that fits the prefiller's layout
+            waiting = ctx.socket(zmq.DEALER)
+            waiting.setsockopt(zmq.LINGER, 0)
+            waiting.connect(p.endpoint)
+            waiting.send(enc.encode(dict(good, req_blocks={"d-wait": ["xfer-never", [[1]]]})))
+            wait_until(lambda: p.ok(cmd="status")["open_exchanges"] == 1, "the waiting pull")
             s = ctx.socket(zmq.DEALER)
             s.setsockopt(zmq.LINGER, 0)
             s.connect(p.endpoint)
             s.send_multipart([b"", h2[0][1]])
             wait_until(lambda: not p.ok(cmd="status")["listener_alive"], "listener to stop")
             s.close()
+            self.assertEqual(waiting.poll(300), 0)
+            waiting.close()
+            late = ctx.socket(zmq.DEALER)
+            late.setsockopt(zmq.LINGER, 0)
+            late.connect(p.endpoint)
+            late.send(h2[0][1])
+            self.assertEqual(late.poll(300), 0)
+            late.close()
         finally:
             ctx.term()
         p.ok(cmd="status")
