@@ -8,7 +8,9 @@ the Python prefiller, checking replies, transfer-engine writes, the bytes that l
 trace bytes against the prefiller directly and compare the reply bytes.
 
 Run:  .venv/bin/python tests/peer/test_peer_selfcheck.py     (or any python with msgspec 0.23.0 + pyzmq 27.3.0)
-Everything binds 127.0.0.1; every process started is stopped; each wait is bounded.
+Everything binds 127.0.0.1; every process started is stopped; each wait is bounded. Testee logs (stderr,
+level MOONCAKE_PEER_LOG, default INFO here) are kept in a temporary directory when a scenario fails, or always
+with MOONCAKE_PEER_KEEP_LOGS=1.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import http.server
 import json
 import os
 import queue
+import shutil
 import struct
 import subprocess
 import sys
@@ -235,6 +238,13 @@ class Cluster:
     def close(self):
         codes = {t.name: t.stop() for t in self.testees}
         bad = {k: v for k, v in codes.items() if v != 0}
+        result = getattr(getattr(self.case, "_outcome", None), "result", None)
+        failed = [t for t, _ in getattr(result, "failures", []) + getattr(result, "errors", []) if t is self.case]
+        passed = not failed and not bad
+        if passed and not os.environ.get("MOONCAKE_PEER_KEEP_LOGS"):
+            shutil.rmtree(self.logdir, ignore_errors=True)
+        else:
+            print(f"\n{self.case.id()}: testee logs kept in {self.logdir}", file=sys.stderr)
         self.case.assertEqual(bad, {}, f"testees exited badly; logs in {self.logdir}")
 
 
