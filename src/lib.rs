@@ -6,7 +6,9 @@
 //! * [`codec`] — a MessagePack codec driven by that spec, byte-identical to Python msgspec;
 //! * [`typed`] — hand-optimised structs for the newest revision, proven equal to the spec by a test;
 //! * [`msgpack`] — the byte-level reader and writer underneath;
-//! * [`limits`] — every resource limit of the decoder.
+//! * [`limits`] — every resource limit of the decoder;
+//! * [`hash`] — vLLM's `hash_factors`, the NIXL compatibility hash and the wire fingerprint;
+//! * [`keys`] — MooncakeStoreConnector keys, vLLM's block-hash chain, vllm-ascend and LMCache key formats.
 
 pub mod limits;
 pub mod msgpack;
@@ -17,3 +19,4 @@ pub mod typed;
 pub mod generate;
 pub mod render;
 pub mod schema;
+pub mod hash;

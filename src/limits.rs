@@ -27,3 +27,8 @@ pub const MAX_JSONL_LINE_BYTES: usize = 256 * 1024 * 1024;
 
 /// Largest bootstrap HTTP body the reference server accepts, in bytes.
 pub const MAX_HTTP_BODY_BYTES: usize = 1024 * 1024;
+
+/// Deepest nesting of lists, tuples and dicts that `hash_factors` serializes. CPython's JSON encoder has no
+/// fixed limit: it raises `RecursionError` near Python's recursion limit (1000 by default, minus the caller's
+/// frames), so values nested between this depth and about 1000 are rejected here and accepted by Python.
+pub const MAX_HASHED_VALUE_DEPTH: usize = 900;
