@@ -12,9 +12,7 @@ pub fn float_repr(x: f64) -> String {
     if x.is_infinite() {
         return if x > 0.0 { "inf".into() } else { "-inf".into() };
     }
-    // Rust's `{:e}` prints the shortest round-trip digits (the same digits as David Gay's dtoa mode 0 that
-    // CPython uses), as `d[.ddd]e<exp>`.
-    let sci = format!("{x:e}");
+    let sci = shortest_sci(x);
     let (mantissa, exp) = sci.split_once('e').expect("`{:e}` always has an exponent");
     let exp: i32 = exp.parse().expect("`{:e}` exponent is an integer");
     let (neg, mantissa) = match mantissa.strip_prefix('-') {
@@ -57,6 +55,23 @@ pub fn float_repr(x: f64) -> String {
     out
 }
 
+/// The shortest digits that read back as `x`, as `d[.ddd]e<exp>`, chosen as David Gay's dtoa mode 0 (which
+/// CPython uses) chooses them: among the shortest round-trip strings the one nearest to `x`, and on a tie the
+/// one with an even last digit. Rust's `{:e}` gives the same length but breaks ties upwards
+/// (`-901974502998910.25` → `…910.3`, CPython `…910.2`), so the tie is re-decided with Rust's exact,
+/// round-half-even formatting at that length, kept only when it still reads back as `x`.
+fn shortest_sci(x: f64) -> String {
+    let shortest = format!("{x:e}");
+    let mantissa = shortest.split_once('e').map_or(shortest.as_str(), |(m, _)| m);
+    let n = mantissa.bytes().filter(u8::is_ascii_digit).count();
+    let nearest = format!("{:.*e}", n.saturating_sub(1), x);
+    if nearest != shortest && nearest.parse::<f64>() == Ok(x) {
+        nearest
+    } else {
+        shortest
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::float_repr;
@@ -81,6 +96,10 @@ mod tests {
             (123456789.123, "123456789.123"),
             (-6.514056013008414e-27, "-6.514056013008414e-27"),
             (9999999999999998.0, "9999999999999998.0"),
+            // A tie between two shortest strings: CPython keeps the even digit.
+            (-901974502998910.25, "-901974502998910.2"),
+            (0.3, "0.3"),
+            (2.0f64.powi(-1074) * 3.0, "1.5e-323"),
             (f64::INFINITY, "inf"),
             (f64::NAN, "nan"),
         ] {

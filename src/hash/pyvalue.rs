@@ -8,11 +8,16 @@
 use std::cmp::Ordering;
 use std::fmt;
 
-/// A Python `int` of any size: sign and decimal magnitude (no leading zeros; zero is `"0"`, never negative).
+/// A Python `int` of any size. Values that fit an `i128` are kept as one (the common case, compared without
+/// allocating); larger ones as sign and decimal magnitude (no leading zeros).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct PyInt {
-    neg: bool,
-    digits: String,
+pub struct PyInt(IntRepr);
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum IntRepr {
+    Small(i128),
+    /// Always outside the `i128` range.
+    Big { neg: bool, digits: String },
 }
 
 impl PyInt {
@@ -27,30 +32,36 @@ impl PyInt {
             return None;
         }
         let trimmed = body.trim_start_matches('0');
-        let digits = if trimmed.is_empty() { "0".to_string() } else { trimmed.to_string() };
-        Some(PyInt { neg: neg && digits != "0", digits })
+        let digits = if trimmed.is_empty() { "0" } else { trimmed };
+        if digits.len() <= 39 {
+            if let Ok(m) = digits.parse::<u128>() {
+                if !neg && m <= i128::MAX as u128 {
+                    return Some(PyInt(IntRepr::Small(m as i128)));
+                }
+                if neg && m <= i128::MAX as u128 + 1 {
+                    return Some(PyInt(IntRepr::Small((m as i128).wrapping_neg())));
+                }
+            }
+        }
+        Some(PyInt(IntRepr::Big { neg, digits: digits.to_string() }))
     }
     pub fn is_negative(&self) -> bool {
-        self.neg
-    }
-    /// The decimal magnitude.
-    pub fn magnitude(&self) -> &str {
-        &self.digits
+        match &self.0 {
+            IntRepr::Small(v) => *v < 0,
+            IntRepr::Big { neg, .. } => *neg,
+        }
     }
     /// Number of decimal digits of the magnitude (what CPython's `int` → `str` limit counts).
     pub fn num_digits(&self) -> usize {
-        self.digits.len()
+        match &self.0 {
+            IntRepr::Small(v) => v.unsigned_abs().to_string().len(),
+            IntRepr::Big { digits, .. } => digits.len(),
+        }
     }
     pub fn to_i128(&self) -> Option<i128> {
-        let m: u128 = self.digits.parse().ok()?;
-        if self.neg {
-            if m <= i128::MAX as u128 + 1 {
-                Some((m as i128).wrapping_neg())
-            } else {
-                None
-            }
-        } else {
-            i128::try_from(m).ok()
+        match &self.0 {
+            IntRepr::Small(v) => Some(*v),
+            IntRepr::Big { .. } => None,
         }
     }
     pub fn to_i64(&self) -> Option<i64> {
@@ -58,11 +69,16 @@ impl PyInt {
     }
     /// Exact ordering of two ints.
     pub fn cmp_int(&self, other: &PyInt) -> Ordering {
-        match (self.neg, other.neg) {
-            (false, true) => Ordering::Greater,
-            (true, false) => Ordering::Less,
-            (false, false) => cmp_magnitude(&self.digits, &other.digits),
-            (true, true) => cmp_magnitude(&other.digits, &self.digits),
+        match (&self.0, &other.0) {
+            (IntRepr::Small(a), IntRepr::Small(b)) => a.cmp(b),
+            (IntRepr::Small(_), IntRepr::Big { neg, .. }) => if *neg { Ordering::Greater } else { Ordering::Less },
+            (IntRepr::Big { neg, .. }, IntRepr::Small(_)) => if *neg { Ordering::Less } else { Ordering::Greater },
+            (IntRepr::Big { neg: na, digits: da }, IntRepr::Big { neg: nb, digits: db }) => match (na, nb) {
+                (false, true) => Ordering::Greater,
+                (true, false) => Ordering::Less,
+                (false, false) => cmp_magnitude(da, db),
+                (true, true) => cmp_magnitude(db, da),
+            },
         }
     }
     /// Exact ordering against a float, as CPython compares `int` with `float`; `None` when `f` is NaN.
@@ -73,10 +89,27 @@ impl PyInt {
         if f.is_infinite() {
             return Some(if f > 0.0 { Ordering::Less } else { Ordering::Greater });
         }
-        // Every finite double's integer part is an exact integer; Rust prints it exactly with `{:.0}`.
         let whole = f.trunc();
-        let whole_int = PyInt::parse(&format!("{whole:.0}")).expect("a finite float's integer part prints as an integer");
-        match self.cmp_int(&whole_int) {
+        // |whole| < 2^127 converts to i128 exactly; larger floats compare through their exact decimal text
+        // (every finite double's integer part is an integer, which Rust prints exactly with `{:.0}`).
+        let by_whole = if whole.abs() < 1.7e38 {
+            PyInt(IntRepr::Small(whole as i128))
+        } else {
+            let sign = if f > 0.0 { Ordering::Less } else { Ordering::Greater };
+            let IntRepr::Big { digits, .. } = &self.0 else {
+                return Some(sign); // an i128 is smaller in magnitude than any float from 1.7e38 up
+            };
+            // Magnitudes many digits apart need no exact text.
+            let float_digits = whole.abs().log10().floor() as usize + 1;
+            if digits.len() + 1 < float_digits {
+                return Some(sign);
+            }
+            if float_digits + 1 < digits.len() {
+                return Some(if self.is_negative() { Ordering::Less } else { Ordering::Greater });
+            }
+            PyInt::parse(&format!("{whole:.0}")).expect("a finite float's integer part prints as an integer")
+        };
+        match self.cmp_int(&by_whole) {
             Ordering::Equal => {
                 let frac = f - whole;
                 Some(if frac > 0.0 {
@@ -98,28 +131,32 @@ fn cmp_magnitude(a: &str, b: &str) -> Ordering {
 
 impl fmt::Display for PyInt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.neg {
-            f.write_str("-")?;
+        match &self.0 {
+            IntRepr::Small(v) => write!(f, "{v}"),
+            IntRepr::Big { neg, digits } => write!(f, "{}{digits}", if *neg { "-" } else { "" }),
         }
-        f.write_str(&self.digits)
     }
 }
 
 macro_rules! int_from {
-    (signed: $($s:ty),*; unsigned: $($u:ty),*) => {
-        $(impl From<$s> for PyInt {
-            fn from(v: $s) -> PyInt {
-                PyInt { neg: v < 0, digits: (v as i128).unsigned_abs().to_string() }
+    ($($t:ty),*) => {$(
+        impl From<$t> for PyInt {
+            fn from(v: $t) -> PyInt {
+                PyInt(IntRepr::Small(v as i128))
             }
-        })*
-        $(impl From<$u> for PyInt {
-            fn from(v: $u) -> PyInt {
-                PyInt { neg: false, digits: (v as u128).to_string() }
-            }
-        })*
-    };
+        }
+    )*};
 }
-int_from!(signed: i8, i16, i32, i64, isize, i128; unsigned: u8, u16, u32, u64, usize, u128);
+int_from!(i8, i16, i32, i64, isize, i128, u8, u16, u32, u64, usize);
+
+impl From<u128> for PyInt {
+    fn from(v: u128) -> PyInt {
+        match i128::try_from(v) {
+            Ok(s) => PyInt(IntRepr::Small(s)),
+            Err(_) => PyInt(IntRepr::Big { neg: false, digits: v.to_string() }),
+        }
+    }
+}
 
 /// A Python value.
 #[derive(Clone, Debug, PartialEq)]
@@ -174,11 +211,18 @@ impl PyValue {
     /// keeps the first key and its position, as CPython does. Unhashable keys raise `TypeError`.
     pub fn dict(items: impl IntoIterator<Item = (PyValue, PyValue)>) -> Result<PyValue, PyError> {
         let mut out: Vec<(PyValue, PyValue)> = Vec::new();
+        let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         for (k, v) in items {
             k.check_hashable()?;
-            match out.iter_mut().find(|(ek, _)| py_eq(ek, &k)) {
-                Some(slot) => slot.1 = v,
+            match equality_class(&k) {
                 None => out.push((k, v)),
+                Some(class) => match index.get(&class) {
+                    Some(&i) => out[i].1 = v,
+                    None => {
+                        index.insert(class, out.len());
+                        out.push((k, v));
+                    }
+                },
             }
         }
         Ok(PyValue::Dict(out))
@@ -214,6 +258,31 @@ impl PyValue {
             PyValue::Set(_) => "set",
         }
     }
+}
+
+/// A text that two hashable values share exactly when Python finds them `==` (`1`, `1.0` and `True` share
+/// one); `None` for values equal to nothing (a NaN, or a tuple holding one).
+fn equality_class(v: &PyValue) -> Option<String> {
+    Some(match v {
+        PyValue::None => "n".into(),
+        PyValue::Bool(b) => format!("i{}", *b as u8),
+        PyValue::Int(i) => format!("i{i}"),
+        PyValue::Float(f) if f.is_nan() => return None,
+        PyValue::Float(f) if f.is_finite() && f.fract() == 0.0 => format!("i{f:.0}").replace("i-0", "i0"),
+        PyValue::Float(f) => format!("f{}", f.to_bits()),
+        PyValue::Str(s) => format!("s{s}"),
+        PyValue::Bytes(b) => format!("b{}", super::hex(b)),
+        PyValue::Tuple(items) => {
+            let mut out = String::from("t(");
+            for x in items {
+                let c = equality_class(x)?;
+                out.push_str(&format!("{}:{c}", c.len()));
+            }
+            out.push(')');
+            out
+        }
+        PyValue::List(_) | PyValue::Dict(_) | PyValue::Set(_) => return None,
+    })
 }
 
 /// A number as CPython compares it (`bool` is an `int`).
@@ -310,6 +379,15 @@ mod tests {
         assert_eq!(PyInt::from(-2i64).cmp_float(-2.5), Some(Ordering::Greater));
         assert_eq!(PyInt::from(3i64).cmp_float(3.0), Some(Ordering::Equal));
         assert_eq!(PyInt::parse("1".repeat(400).as_str()).unwrap().cmp_float(f64::MAX), Some(Ordering::Greater));
+        assert_eq!(PyInt::parse("1".repeat(400).as_str()).unwrap().cmp_float(-1e300), Some(Ordering::Greater));
+        assert_eq!(PyInt::parse(&format!("-{}", "1".repeat(400))).unwrap().cmp_float(1e300), Some(Ordering::Less));
+        assert_eq!(PyInt::parse(&format!("-{}", "1".repeat(50))).unwrap().cmp_float(-1e300), Some(Ordering::Greater));
+        assert_eq!(PyInt::from(i128::MIN).cmp_float(-1e300), Some(Ordering::Greater));
+        // 2**200 exactly, against the float 2**200 and its neighbours.
+        let p200 = PyInt::parse("1606938044258990275541962092341162602522202993782792835301376").unwrap();
+        assert_eq!(p200.cmp_float(2f64.powi(200)), Some(Ordering::Equal));
+        assert_eq!(p200.cmp_float(f64::from_bits(2f64.powi(200).to_bits() + 1)), Some(Ordering::Less));
+        assert_eq!(p200.cmp_float(f64::from_bits(2f64.powi(200).to_bits() - 1)), Some(Ordering::Greater));
         assert_eq!(PyInt::from(0i64).cmp_float(f64::NAN), None);
     }
 
@@ -327,5 +405,11 @@ mod tests {
         let d = PyValue::dict(vec![(PyValue::int(1), PyValue::str("a")), (PyValue::Bool(true), PyValue::str("b"))]).unwrap();
         assert_eq!(d, PyValue::Dict(vec![(PyValue::int(1), PyValue::str("b"))]));
         assert_eq!(PyValue::dict(vec![(PyValue::List(vec![]), PyValue::None)]).unwrap_err().message, "unhashable type: 'list'");
+        // Equal keys of different types merge; NaNs never do; -0.0 == 0.
+        let keys = vec![PyValue::Float(-0.0), PyValue::int(0), PyValue::Float(f64::NAN), PyValue::Float(f64::NAN), PyValue::Float(2.5), PyValue::Float(2.5),
+            PyValue::Tuple(vec![PyValue::int(1), PyValue::str("a")]), PyValue::Tuple(vec![PyValue::Bool(true), PyValue::str("a")]), PyValue::Float(1e300),
+            PyValue::Int(PyInt::parse(&format!("{:.0}", 1e300)).unwrap())];
+        let PyValue::Dict(d) = PyValue::dict(keys.into_iter().map(|k| (k, PyValue::None))).unwrap() else { panic!() };
+        assert_eq!(d.len(), 6);
     }
 }
