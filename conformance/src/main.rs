@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use mooncake_conformance::{report, validate, vectors};
+use mooncake_conformance::{hashcmd, report, validate, vectors};
 
 #[derive(Parser)]
 #[command(name = "mooncake-conformance", version, about = "Conformance tooling for the vLLM Mooncake KV-transfer wire", long_about = LONG_ABOUT)]
@@ -54,6 +54,40 @@ enum Cmd {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+    /// Compatibility hashes: vLLM's hash_factors of a value, the wire fingerprint of a revision, and whether
+    /// two revisions are wire-compatible (exit 0 compatible, 1 not).
+    Hash {
+        #[command(subcommand)]
+        cmd: HashCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum HashCmd {
+    /// sha256(json.dumps(value, sort_keys=True)) exactly as vLLM's hash_factors computes it. The file holds one
+    /// JSON value; tuples, bytes, sets, non-finite floats, big ints and non-string keys use the tags of
+    /// conformance/vectors/GOLDEN.md. Exit 1 when Python would raise (the exception is printed).
+    Factors {
+        /// JSON file, or `-` for stdin.
+        file: PathBuf,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// The wire fingerprint (spec/README.md, "Wire fingerprint") of one revision, or of every revision.
+    Wire {
+        /// A revision name (vllm-0.25.0..0.29.0) or a vLLM release (0.27.1).
+        #[arg(long)]
+        revision: Option<String>,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Whether two revisions (names or releases) are wire-compatible, and which structs and fields differ.
+    Check {
+        a: String,
+        b: String,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
 }
 
 fn main() -> ExitCode {
@@ -85,5 +119,10 @@ fn main() -> ExitCode {
             }
             ExitCode::from(if ok { 0 } else { 1 })
         }
+        Cmd::Hash { cmd } => match cmd {
+            HashCmd::Factors { file, format } => hashcmd::factors(&file, format == Format::Json),
+            HashCmd::Wire { revision, format } => hashcmd::wire(revision.as_deref(), format == Format::Json),
+            HashCmd::Check { a, b, format } => hashcmd::check(&a, &b, format == Format::Json),
+        },
     }
 }

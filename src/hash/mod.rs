@@ -5,6 +5,7 @@
 
 pub mod compat;
 pub mod factors;
+pub mod fingerprint;
 pub mod pyfloat;
 pub mod pyjson;
 pub mod pyvalue;
