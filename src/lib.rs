@@ -20,3 +20,4 @@ pub mod generate;
 pub mod render;
 pub mod schema;
 pub mod hash;
+pub mod keys;

@@ -32,3 +32,14 @@ pub const MAX_HTTP_BODY_BYTES: usize = 1024 * 1024;
 /// fixed limit: it raises `RecursionError` near Python's recursion limit (1000 by default, minus the caller's
 /// frames), so values nested between this depth and about 1000 are rejected here and accepted by Python.
 pub const MAX_HASHED_VALUE_DEPTH: usize = 900;
+
+/// Longest store key the key parser accepts, in bytes. Mooncake's own HA operation log caps keys at 4096
+/// bytes; vLLM's keys are under 300.
+pub const MAX_STORE_KEY_BYTES: usize = 64 * 1024;
+
+/// Most separators (`@`) a parsed store key may contain. A free-text field (a model name) may contain the
+/// separator, so parsing tries each one as a field end; real keys have about ten.
+pub const MAX_STORE_KEY_SEPARATORS: usize = 256;
+
+/// Most distinct readings of one key the parser collects before it reports the key as ambiguous.
+pub const MAX_STORE_KEY_READINGS: usize = 16;

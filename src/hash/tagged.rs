@@ -80,6 +80,48 @@ fn string<'a>(v: &'a J, path: &str) -> Result<&'a str, String> {
     v.as_str().ok_or_else(|| format!("{path}: expected a string"))
 }
 
+/// JSON text with every integer literal outside the 64-bit range rewritten as `{"$int": "<literal>"}`, or `None`
+/// when there is none. JSON parsers without arbitrary precision (serde_json's default) read such literals as
+/// floats, while Python reads them as exact ints; with the tag they stay exact. Text inside strings is left
+/// alone.
+pub fn tag_wide_integers(text: &str) -> Option<String> {
+    let b = text.as_bytes();
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                i += 1;
+                while i < b.len() && (b[i].is_ascii_digit() || matches!(b[i], b'.' | b'e' | b'E' | b'+' | b'-')) {
+                    i += 1;
+                }
+                let lit = &text[start..i];
+                let integral = !lit.contains(['.', 'e', 'E']) && lit.len() > usize::from(lit.starts_with('-'));
+                if integral && lit.parse::<i64>().is_err() && lit.parse::<u64>().is_err() {
+                    let o = out.get_or_insert_with(String::new);
+                    o.push_str(&text[copied..start]);
+                    o.push_str(&format!("{{\"$int\": \"{lit}\"}}"));
+                    copied = i;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    out.map(|mut o| {
+        o.push_str(&text[copied..]);
+        o
+    })
+}
+
 /// Lowercase or uppercase hex → bytes.
 pub fn unhex(s: &str) -> Option<Vec<u8>> {
     if s.len() % 2 != 0 {
@@ -131,6 +173,16 @@ fn to_json(v: &PyValue, tag_tuples: bool) -> J {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wide_integers_are_tagged() {
+        assert_eq!(tag_wide_integers(r#"[1, -9223372036854775808, 18446744073709551615, 1.5e300]"#), None);
+        assert_eq!(
+            tag_wide_integers(r#"{"a": [18446744073709551621, "99999999999999999999"], "b": -9223372036854775809}"#).unwrap(),
+            r#"{"a": [{"$int": "18446744073709551621"}, "99999999999999999999"], "b": {"$int": "-9223372036854775809"}}"#
+        );
+        assert_eq!(tag_wide_integers(r#"["\"", 123456789012345678901]"#).unwrap(), r#"["\"", {"$int": "123456789012345678901"}]"#);
+    }
 
     #[test]
     fn tags_round_trip() {
