@@ -3,6 +3,7 @@
 pub mod golden;
 pub mod hashcmd;
 pub mod jsonl;
+pub mod keycmd;
 pub mod oracle;
 pub mod report;
 pub mod trace;

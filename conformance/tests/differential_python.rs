@@ -1,7 +1,10 @@
 //! Differential tests against CPython (the test venv's interpreter, `tests/hash/python_oracle.py`):
 //! `json.dumps(v, sort_keys=True)` for random nested Python values — every string escape, float repr, big
 //! ints, tuples, dicts with non-string, NaN and incomparable keys (which exercise CPython's exact `list.sort`
-//! comparison order), bytes and sets — must give the same text or the same exception.
+//! comparison order), bytes and sets — must give the same text or the same exception; and
+//! `pickle.dumps(v, protocol=5)` of the values vLLM hashes into block hashes (parent hash, token tuples of
+//! every int width and of lengths that cross the 64 KiB frame boundary, extra-key tuples with shared and
+//! unshared strings, large str/bytes payloads) must give the same bytes.
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::process::{Command, Stdio};
@@ -10,7 +13,8 @@ use mooncake_conformance::oracle::python;
 use mooncake_wire::codec::testgen::Rng;
 use mooncake_wire::hash::pyjson::dumps_sorted;
 use mooncake_wire::hash::tagged::to_tagged_json;
-use mooncake_wire::hash::{PyInt, PyValue};
+use mooncake_wire::hash::{hex, PyInt, PyValue};
+use mooncake_wire::keys::pickle;
 use serde_json::{json, Value as J};
 
 fn oracle_script() -> std::path::PathBuf {
@@ -221,4 +225,71 @@ fn json_dumps_sort_keys_agrees_with_cpython() {
     println!("json.dumps differential: {} values ({ok} encoded, {err} raised in both), {} disagreements", values.len(), bad.len());
     assert!(bad.is_empty(), "{} disagreements with CPython json.dumps; first:\n{}", bad.len(), bad[..bad.len().min(5)].join("\n"));
     assert!(ok > values.len() / 2 && err > values.len() / 20, "the values must exercise both outcomes");
+}
+
+fn random_token(rng: &mut Rng) -> PyValue {
+    match rng.below(12) {
+        0 => PyValue::int(-(rng.below(70000) as i64)),
+        1 => PyValue::int(rng.below(65536) as i64 + 256),
+        2 => PyValue::int((rng.next_u64() >> 33) as i64),
+        3 => PyValue::int((rng.next_u64() >> rng.below(40)) as i64 - (1 << 40)),
+        4 => PyValue::Int(random_int(rng)),
+        _ => PyValue::int(rng.below(256) as i64),
+    }
+}
+
+fn random_extra(rng: &mut Rng, depth: u32) -> PyValue {
+    const TAGS: &[&str] = &["lora", "mm", "cache_salt", "prompt_embeds"];
+    match rng.below(if depth == 0 { 7 } else { 9 }) {
+        0 => PyValue::None,
+        1 => PyValue::Bool(rng.chance(50)),
+        2 => PyValue::Float(random_float(rng)),
+        3 => PyValue::str(*rng.pick(TAGS)),
+        4 => PyValue::Str(if rng.chance(5) { "é".repeat(rng.below(40_000)) } else { random_string(rng) }),
+        5 => PyValue::Bytes(match rng.below(5) {
+            0 => vec![],
+            1 => vec![rng.below(256) as u8],
+            2 => vec![7; 32],
+            3 => vec![1; 300],
+            _ => vec![2; 65_536 + rng.below(3)],
+        }),
+        6 => random_token(rng),
+        _ => PyValue::Tuple((0..rng.below(6)).map(|_| random_extra(rng, depth - 1)).collect()),
+    }
+}
+
+#[test]
+fn pickle_protocol_5_agrees_with_cpython() {
+    let mut rng = Rng::new(20260535);
+    let mut values = vec![];
+    for i in 0..2000 {
+        let n = match i % 40 {
+            // Token counts around the 64 KiB frame: 32,750 one-byte tokens fill a frame.
+            0 => 32_700 + rng.below(100),
+            1 => 10_000 + rng.below(30_000),
+            _ => rng.below(80),
+        };
+        let small = i % 40 == 0;
+        let tokens: Vec<PyValue> = (0..n).map(|_| if small { PyValue::int(rng.below(256) as i64) } else { random_token(&mut rng) }).collect();
+        let parent = if rng.chance(10) { PyValue::Bytes(vec![]) } else { PyValue::Bytes((0..32).map(|_| rng.below(256) as u8).collect()) };
+        let extra = if rng.chance(30) { PyValue::None } else { random_extra(&mut rng, 3) };
+        values.push(PyValue::Tuple(vec![parent, PyValue::Tuple(tokens), extra]));
+    }
+    // The seeds init_none_hash pickles.
+    for s in ["vllm-none-hash", "0", "12345", ""] {
+        values.push(PyValue::str(s));
+    }
+    let requests: Vec<J> = values.iter().map(|v| json!({"op": "pickle", "value": to_tagged_json(v)})).collect();
+    let answers = ask_python(&requests);
+    let mut bad = vec![];
+    for (v, a) in values.iter().zip(&answers) {
+        let ours = pickle::dumps(v).map(|b| hex(&b)).map_err(|e| e.to_string());
+        let theirs = a.get("ok").and_then(J::as_str).map(str::to_string).ok_or_else(|| a.to_string());
+        if ours != theirs {
+            let first = ours.as_ref().ok().zip(theirs.as_ref().ok()).and_then(|(x, y)| x.bytes().zip(y.bytes()).position(|(p, q)| p != q));
+            bad.push(format!("first difference at hex offset {first:?}, lengths {:?} vs {:?}", ours.as_ref().map(String::len), theirs.as_ref().map(String::len)));
+        }
+    }
+    println!("pickle differential: {} values, {} disagreements", values.len(), bad.len());
+    assert!(bad.is_empty(), "{} disagreements with CPython pickle; first: {}", bad.len(), bad[..bad.len().min(5)].join("; "));
 }

@@ -9,4 +9,5 @@ pub mod grammar;
 pub mod pickle;
 pub mod spec;
 pub mod store_layout;
+pub mod typed;
 pub mod vllm_key;

@@ -6,7 +6,9 @@ Protocol (JSON Lines on stdin/stdout), one answer per request, in order:
   {"op": "pickle", "value": V}   -> {"ok": pickle.dumps(V, protocol=5).hex()}
   {"op": "quit"}
 V is a Python value written with the tags of conformance/vectors/GOLDEN.md ($tuple, $bytes, $float, $int,
-$dict_items, $set). Every tagged float, dict and tuple becomes a new object, as the Rust model assumes.
+$dict_items, $set). Every float, dict, tuple and string becomes a new object, as the Rust model assumes,
+except what CPython itself shares (empty and one-character Latin-1 strings, empty and one-byte bytes) and
+the extra-key tag names vLLM writes as literals, which are interned here as they are in vLLM.
 """
 import hashlib
 import json
@@ -14,6 +16,7 @@ import pickle
 import sys
 
 MAX_DIGITS = sys.get_int_max_str_digits()
+INTERNED_TAGS = {"lora", "mm", "cache_salt", "prompt_embeds"}
 
 
 def value(v):
@@ -39,6 +42,8 @@ def value(v):
             if tag == "$dict_items":
                 return dict((value(k), value(x)) for k, x in body)
         return {k: value(x) for k, x in v.items()}
+    if isinstance(v, str) and v in INTERNED_TAGS:
+        return sys.intern(v)
     return v
 
 
