@@ -30,7 +30,7 @@ passed=$(grep -oE '^test result: ok\. [0-9]+ passed' target/test-output.txt | aw
 # 3. The CLI over every bundled vector and trace.
 echo "== mooncake-conformance vectors / validate"
 bin=target/debug/mooncake-conformance
-$bin vectors conformance/vectors/revisions.json conformance/vectors/vllm-* | tail -1
+$bin vectors conformance/vectors/revisions.json conformance/vectors/vllm-* conformance/vectors/hash conformance/vectors/keys | tail -1
 $bin validate conformance/traces | tail -1
 
 echo "SUMMARY: ${passed} Rust tests passed; vectors and traces OK; $(( $(date +%s) - start ))s"

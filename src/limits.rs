@@ -28,10 +28,12 @@ pub const MAX_JSONL_LINE_BYTES: usize = 256 * 1024 * 1024;
 /// Largest bootstrap HTTP body the reference server accepts, in bytes.
 pub const MAX_HTTP_BODY_BYTES: usize = 1024 * 1024;
 
-/// Deepest nesting of lists, tuples and dicts that `hash_factors` serializes. CPython's JSON encoder has no
-/// fixed limit: it raises `RecursionError` near Python's recursion limit (1000 by default, minus the caller's
-/// frames), so values nested between this depth and about 1000 are rejected here and accepted by Python.
-pub const MAX_HASHED_VALUE_DEPTH: usize = 900;
+/// Deepest nesting of lists, tuples and dicts (empty ones included) that `hash_factors`, the pickler and the
+/// CBOR encoder serialize. CPython has no fixed limit: it raises `RecursionError` when Python's recursion
+/// limit (1000) is reached, counting the caller's own frames. Measured with CPython 3.11 calling
+/// `json.dumps` from module level: 994 nested containers encode, 995 raise. A caller deeper in the stack
+/// (as vLLM's is) fails earlier; values nested that deep are never hashed in practice.
+pub const MAX_HASHED_VALUE_DEPTH: usize = 994;
 
 /// Longest store key the key parser accepts, in bytes. Mooncake's own HA operation log caps keys at 4096
 /// bytes; vLLM's keys are under 300.

@@ -40,11 +40,11 @@ fn encode(v: &PyValue, out: &mut String, depth: usize) -> Result<(), PyError> {
         }
         PyValue::Float(f) => out.push_str(&float_json(*f)),
         PyValue::List(items) | PyValue::Tuple(items) => {
+            let depth = enter(depth)?;
             if items.is_empty() {
                 out.push_str("[]");
                 return Ok(());
             }
-            let depth = enter(depth)?;
             out.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
@@ -55,11 +55,11 @@ fn encode(v: &PyValue, out: &mut String, depth: usize) -> Result<(), PyError> {
             out.push(']');
         }
         PyValue::Dict(items) => {
+            let depth = enter(depth)?;
             if items.is_empty() {
                 out.push_str("{}");
                 return Ok(());
             }
-            let depth = enter(depth)?;
             let order = sorted_item_order(items)?;
             out.push('{');
             for (n, &i) in order.iter().enumerate() {
@@ -195,5 +195,9 @@ mod tests {
         let huge = PyValue::Int(PyInt::parse(&"9".repeat(4301)).unwrap());
         assert!(dumps_sorted(&huge).unwrap_err().to_string().starts_with("ValueError: Exceeds the limit (4300 digits)"));
         assert!(dumps_sorted(&PyValue::Int(PyInt::parse(&"9".repeat(4300)).unwrap())).is_ok());
+        // Nesting: CPython (called from module level) encodes a dict holding 993 nested lists, not 994.
+        let nest = |n: usize| (0..n).fold(PyValue::List(vec![]), |v, _| PyValue::List(vec![v]));
+        assert!(dumps_sorted(&PyValue::str_dict([("a", nest(992))])).is_ok());
+        assert_eq!(dumps_sorted(&PyValue::str_dict([("a", nest(993))])).unwrap_err().kind, "RecursionError");
     }
 }
