@@ -183,3 +183,48 @@ pub fn check(a: &str, b: &str, json_out: bool) -> ExitCode {
     }
     ExitCode::from(if compatible { 0 } else { 1 })
 }
+
+/// `hash nixl --release R CONFIG.json [--engine E]`: the NIXL compatibility hash of a release for the config
+/// attributes in the file (the golden vectors' input shape), and the P2P wrapper's hash for a transfer engine.
+pub fn nixl(release: &str, file: &Path, engine: Option<&str>, json_out: bool) -> ExitCode {
+    use mooncake_wire::hash::compat::{wrapper_hash, NixlConfig, NixlFactorSet};
+    let Some(set) = NixlFactorSet::for_release(release) else {
+        return usage_error(&format!("vLLM {release} has no NIXL compatibility hash in spec/compat-hash/nixl.toml"));
+    };
+    let text = match std::fs::read_to_string(file) {
+        Ok(s) => s,
+        Err(e) => return usage_error(&format!("{}: {e}", file.display())),
+    };
+    let cfg: NixlConfig = match serde_json::from_str(&text) {
+        Ok(c) => c,
+        Err(e) => return usage_error(&format!("{}: {e}", file.display())),
+    };
+    let result = set.factors(&cfg, release).and_then(|f| {
+        let h = hash::hash_factors(&f).map_err(|e| e.to_string())?;
+        let wrapped = engine.map(|e| wrapper_hash(&h.digest, e)).transpose()?;
+        Ok((f, h, wrapped))
+    });
+    match result {
+        Ok((factors, h, wrapped)) => {
+            if json_out {
+                print_json(&json!({
+                    "release": release,
+                    "nixl_connector_version": set.connector_version,
+                    "factors": tagged::to_output_json(&factors),
+                    "hashed_utf8": h.hashed,
+                    "hash": h.digest,
+                    "engine": engine,
+                    "wrapped_hash": wrapped,
+                }));
+            } else {
+                println!("{}", wrapped.as_deref().unwrap_or(&h.digest));
+                println!("nixl_connector_version {}; hashed: {}", set.connector_version, h.hashed);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

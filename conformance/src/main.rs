@@ -142,6 +142,19 @@ enum HashCmd {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+    /// NIXL's compatibility hash of a vLLM release (spec/compat-hash/nixl.toml) for the config attributes in a
+    /// JSON file ({model, dtype, num_kv_heads, head_size, num_hidden_layers, cache_dtype, attn_backend_name,
+    /// disable_hybrid_kv_cache_manager?, transfer_mode?, speculative_config?, cross_layers_blocks?}); with
+    /// --engine, the P2P connectors' hash for that transfer engine (mooncake).
+    Nixl {
+        #[arg(long)]
+        release: String,
+        file: PathBuf,
+        #[arg(long)]
+        engine: Option<String>,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
     /// The wire fingerprint (spec/README.md, "Wire fingerprint") of one revision, or of every revision.
     Wire {
         /// A revision name (vllm-0.25.0..0.29.0) or a vLLM release (0.27.1).
@@ -212,6 +225,7 @@ fn main() -> ExitCode {
             HashCmd::Factors { file, format } => hashcmd::factors(&file, format == Format::Json),
             HashCmd::Wire { revision, format } => hashcmd::wire(revision.as_deref(), format == Format::Json),
             HashCmd::Check { a, b, format } => hashcmd::check(&a, &b, format == Format::Json),
+            HashCmd::Nixl { release, file, engine, format } => hashcmd::nixl(&release, &file, engine.as_deref(), format == Format::Json),
         },
     }
 }

@@ -144,3 +144,25 @@ fn key_build_and_parse() {
     assert_eq!(code, 0);
     assert!(out.contains("vllm-0.30") && out.contains("lmcache-layer-key"), "{out}");
 }
+
+#[test]
+fn nixl_hash_of_a_release() {
+    // shared/reference/compat-hash.md §6: vector 3 (0.33.0) and, through the P2P wrapper, vector 7's shape.
+    let dir = std::env::temp_dir().join(format!("mooncake-nixl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("cfg.json");
+    std::fs::write(&cfg, r#"{"model": "Qwen/Qwen3-0.6B", "dtype": "torch.bfloat16", "num_kv_heads": 8, "head_size": 128, "num_hidden_layers": 28, "cache_dtype": "auto", "attn_backend_name": "FLASH_ATTN"}"#).unwrap();
+    let (code, out) = run(&["hash", "nixl", "--release", "0.33.0", &cfg.display().to_string(), "--format", "json"], None);
+    assert_eq!(code, 0, "{out}");
+    let v: J = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["hash"], "cde24c489ad71bfdbccb1b829551f03719b0fe359a22fe635ec9986a6f36e549");
+    assert_eq!(v["nixl_connector_version"], 15);
+    let (code, out) = run(&["hash", "nixl", "--release", "0.33.0", &cfg.display().to_string(), "--engine", "nixl"], None);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("cde24c489ad7"), "{out}");
+    let (code, _) = run(&["hash", "nixl", "--release", "0.24.0", &cfg.display().to_string()], None);
+    assert_eq!(code, 1, "0.24.0 needs cross_layers_blocks");
+    let (code, _) = run(&["hash", "nixl", "--release", "0.12.0", &cfg.display().to_string()], None);
+    assert_eq!(code, 2, "no hash in 0.12.0");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
