@@ -397,7 +397,22 @@ pub fn compare_requests(
         if inbound.len() != recorded.len() {
             out.push(f("REQUEST-COUNT", conn.clone(), format!("{} requests arrived, vLLM's decoder sent {}", inbound.len(), recorded.len())));
         }
-        for (n, (frames, rx)) in inbound.iter().zip(&recorded).enumerate() {
+        // Pair each arriving request with a recorded one from the same decoder (decoders pull concurrently,
+        // so arrival order across decoders is not the recorded order); within one decoder, in order.
+        let mut used = vec![false; recorded.len()];
+        let mut pairs = vec![];
+        for frames in &inbound {
+            let from = frames.get(1).and_then(|b| profile.decode_metadata(b).ok()).and_then(|m| {
+                let s = format!("{}:{}", m.remote_hostname, m.remote_port);
+                sessions.and_then(|ss| ss.iter().find(|(_, v)| **v == s).map(|(k, _)| k.clone()))
+            });
+            let pick = (0..recorded.len()).find(|&i| !used[i] && from.as_ref().is_none_or(|d| *d == recorded[i].decoder)).or_else(|| (0..recorded.len()).find(|&i| !used[i]));
+            if let Some(i) = pick {
+                used[i] = true;
+                pairs.push((*frames, recorded[i]));
+            }
+        }
+        for (n, (frames, rx)) in pairs.into_iter().enumerate() {
             let msg = format!("{conn} request {}", n + 1);
             if frames.len() != 2 {
                 out.push(f("ZMQ-FRAMES", msg.clone(), format!("{} frames at the ROUTER; a decoder sends exactly one frame", frames.len())));
