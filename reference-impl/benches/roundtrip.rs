@@ -15,7 +15,7 @@ use mooncake_reference::testee::Testee;
 use mooncake_wire::typed::{MooncakeXferMetadata, ReqBlocks};
 use serde_json::{json, Value as J};
 
-const PER_CLIENT: usize = 3000;
+const PER_CLIENT: usize = 2000;
 
 fn layout() -> J {
     json!({
@@ -97,6 +97,7 @@ fn main() {
     let mut off = 0;
     for &k in &levels {
         rust_rates.push(drive(&endpoint, k, off));
+        eprintln!("rust {k}: {:.0}", rust_rates.last().unwrap());
         off += k * PER_CLIENT;
     }
     drop(rust);

@@ -134,14 +134,18 @@ async fn run<P>(
     let mut status = PrefillerStatus::default();
     let mut fail_next: Option<(usize, i64)> = None;
     loop {
+        let mut batch = vec![];
         while let Some(t) = core.poll_transmit() {
             let messages = if faults.is_empty() { vec![vec![t.peer.0, t.payload]] } else { crate::faults::apply_to_reply(&faults, t.peer.0, t.payload) };
             for frames in messages {
                 if record_wire {
                     status.wire.push((false, frames.clone()));
                 }
-                reactor.router_send(frames);
+                batch.push(frames);
             }
+        }
+        if !batch.is_empty() {
+            reactor.router_send_batch(batch);
         }
         while let Some(ev) = core.poll_event() {
             match ev {
@@ -183,10 +187,18 @@ async fn run<P>(
         tokio::select! {
             m = incoming.recv() => match m {
                 Some(Incoming::Router(frames)) => {
-                    if record_wire {
-                        status.wire.push((true, frames.clone()));
+                    // Take every message already queued before replying, so replies go out in batches.
+                    let now = Instant::now();
+                    let mut next = Some(frames);
+                    while let Some(frames) = next.take() {
+                        if record_wire {
+                            status.wire.push((true, frames.clone()));
+                        }
+                        core.handle_frames(now, frames);
+                        if let Ok(Incoming::Router(f)) = incoming.try_recv() {
+                            next = Some(f);
+                        }
                     }
-                    core.handle_frames(Instant::now(), frames)
                 }
                 Some(_) => {}
                 None => return,

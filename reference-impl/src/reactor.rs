@@ -23,7 +23,7 @@ pub enum Incoming {
 
 enum Cmd {
     BindRouter { endpoint: String, reply: oneshot::Sender<Result<String, String>> },
-    RouterSend(Vec<Vec<u8>>),
+    RouterSend(Vec<Vec<Vec<u8>>>),
     OpenDealer { id: u64, addr: String, frames: Vec<Vec<u8>> },
     CloseDealer(u64),
     Shutdown,
@@ -76,7 +76,12 @@ impl Reactor {
 
     /// Sends `[routing_id, payload]` on the ROUTER.
     pub fn router_send(&self, frames: Vec<Vec<u8>>) {
-        self.send(Cmd::RouterSend(frames));
+        self.send(Cmd::RouterSend(vec![frames]));
+    }
+
+    /// Sends several messages on the ROUTER with one wake-up of the thread.
+    pub fn router_send_batch(&self, messages: Vec<Vec<Vec<u8>>>) {
+        self.send(Cmd::RouterSend(messages));
     }
 
     /// Opens a new DEALER to `addr` and sends `payload` as one frame.
@@ -161,10 +166,12 @@ fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmp
                             }
                         }
                     }
-                    Cmd::RouterSend(frames) => {
+                    Cmd::RouterSend(messages) => {
                         if let Some(r) = &router {
                             // An unknown routing id is silently dropped by libzmq, as for vLLM's prefiller.
-                            let _ = r.send_multipart(frames, zmq::DONTWAIT);
+                            for frames in messages {
+                                let _ = r.send_multipart(frames, zmq::DONTWAIT);
+                            }
                         }
                     }
                     Cmd::OpenDealer { id, addr, frames } => {
