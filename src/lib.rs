@@ -6,7 +6,8 @@
 //! * [`codec`] — a MessagePack codec driven by that spec, byte-identical to Python msgspec;
 //! * [`typed`] — hand-optimised structs for the newest revision, proven equal to the spec by a test;
 //! * [`msgpack`] — the byte-level reader and writer underneath;
-//! * [`limits`] — every resource limit of the decoder.
+//! * [`limits`] — every resource limit of the decoder;
+//! * [`diff`] — the wire-aware diff of two revisions (what breaks, in which direction).
 
 pub mod limits;
 pub mod msgpack;
@@ -17,3 +18,4 @@ pub mod typed;
 pub mod generate;
 pub mod render;
 pub mod schema;
+pub mod diff;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use mooncake_conformance::{report, validate, vectors};
+use mooncake_conformance::{report, spec_source, validate, vectors};
 
 #[derive(Parser)]
 #[command(name = "mooncake-conformance", version, about = "Conformance tooling for the vLLM Mooncake KV-transfer wire", long_about = LONG_ABOUT)]
@@ -19,7 +19,7 @@ struct Cli {
 
 const LONG_ABOUT: &str = "Conformance tooling for the vLLM Mooncake KV-transfer wire.
 
-Exit codes: 0 = everything agrees, 1 = at least one case disagrees, 2 = bad usage or unreadable input.";
+Exit codes: 0 = everything agrees, 1 = at least one case disagrees (diff: a breaking change), 2 = bad usage or unreadable input.";
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum Format {
@@ -54,6 +54,31 @@ enum Cmd {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+    /// Classify every wire change between two revisions under msgspec's decoding rules: for each, whether an
+    /// old decoder reads new bytes and a new decoder reads old bytes (compatible / breaks only when sent /
+    /// breaks), and whether unchanged messages keep their bytes. Exits 1 on a breaking change unless
+    /// --allow-breaking.
+    ///
+    /// OLD and NEW: a revision or release (`vllm-0.32.0`, `0.27.1`), a spec file, a spec directory (its newest
+    /// revision), or `git:REF` (spec/ of this repository at REF); `DIR#REV` and `git:REF#REV` pick a revision.
+    Diff {
+        old: String,
+        new: String,
+        #[arg(long, value_enum, default_value_t = DiffFormat::Markdown)]
+        format: DiffFormat,
+        /// Exit 0 even when a change breaks a direction.
+        #[arg(long)]
+        allow_breaking: bool,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum DiffFormat {
+    /// A table ready for a pull-request comment.
+    Markdown,
+    Json,
+    /// One line.
+    Summary,
 }
 
 fn main() -> ExitCode {
@@ -84,6 +109,19 @@ fn main() -> ExitCode {
                 Format::Text => report::validate_text(&reps),
             }
             ExitCode::from(if ok { 0 } else { 1 })
+        }
+        Cmd::Diff { old, new, format, allow_breaking } => {
+            let (old, new) = match (spec_source::resolve(&old), spec_source::resolve(&new)) {
+                (Ok(a), Ok(b)) => (a, b),
+                (Err(e), _) | (_, Err(e)) => return report::usage_error(&e),
+            };
+            let r = mooncake_wire::diff::diff(&old, &new);
+            match format {
+                DiffFormat::Markdown => print!("{}", mooncake_wire::diff::render::markdown(&r)),
+                DiffFormat::Json => report::print_json(&mooncake_wire::diff::render::json(&r)),
+                DiffFormat::Summary => println!("{}", r.summary),
+            }
+            ExitCode::from(if r.is_breaking() && !allow_breaking { 1 } else { 0 })
         }
     }
 }
