@@ -436,12 +436,21 @@ fn reordered(cx: &Ctx, map: bool, out: &mut Vec<Change>) {
     out.push(cx.change(Kind::FieldsReordered, &cx.prefix, what, orn, nro, bytes).witness(w));
 }
 
+/// `` `$.m` is empty ``, `` every `$.req_blocks[...][1]` is empty ``.
+fn empty_text(key: &str, container: &str) -> String {
+    if container.is_empty() {
+        format!("`$.{key}` is empty")
+    } else {
+        format!("every `$.{key}{container}` is empty")
+    }
+}
+
 /// The verdict of a type change in one direction, from the writer's point of view.
 fn type_verdict(writer: &StructDef, wf: &FieldDef, key: &str, inc: &Option<Incompat>, wty: &str, rty: &str) -> (Effect, String) {
     match inc {
         None => (Effect::Compatible, format!("every `{wty}` value reads as `{rty}`")),
         Some(i) if i.shape && always_written(writer, wf) => (
-            Effect::Breaks { except: i.container.as_ref().map(|c| format!("every `$.{key}{c}` is empty")) },
+            Effect::Breaks { except: i.container.as_ref().map(|c| empty_text(key, c)) },
             match i.arity {
                 Some((a, b)) => format!("a {a}-tuple is sent where the decoder expects {b} elements"),
                 None => format!("a `{wty}` value does not read as `{rty}`"),
@@ -486,10 +495,13 @@ fn field_type(cx: &Ctx, fo: &FieldDef, fnew: &FieldDef, out: &mut Vec<Change>) {
     let same = same_encoding(cx.old.rev, &fo.ty, cx.new.rev, &fnew.ty);
     let bytes = match (&orn_i, &nro_i) {
         (Some(a), Some(b)) if a.shape && b.shape => match (&a.container, &b.container) {
-            (Some(c), _) | (_, Some(c)) => Bytes::NotApplicable(format!("only messages whose every `$.{kn}{c}` is empty mean the same under both; they encode identically")),
+            (Some(c), _) | (_, Some(c)) => Bytes::NotApplicable(format!("only messages where {} mean the same under both; they encode identically", empty_text(&kn, c))),
             _ => Bytes::NotApplicable("no value of one type is a value of the other".into()),
         },
         _ if same => Bytes::Same,
+        _ if always_written(cx.old.def, fo) && always_written(cx.new.def, fnew) => {
+            Bytes::Differ(format!("every message carries `{kn}`, and the two types encode the same value differently (floats are always float64)"))
+        }
         _ => Bytes::DifferWhen(format!("messages that carry `{kn}`: the two types encode the same value differently (floats are always float64)")),
     };
     let (go, gn) = (Gen::new(cx.old.rev), Gen::new(cx.new.rev));
@@ -525,7 +537,7 @@ fn field_default(cx: &Ctx, fo: &FieldDef, fnew: &FieldDef, out: &mut Vec<Change>
             } else {
                 (Effect::Compatible, "old senders write every field".into())
             };
-            let bytes = if omits(so) || omits(sn) { Bytes::DifferWhen(format!("`{key}` holds one of the two defaults")) } else { Bytes::Same };
+            let bytes = if omits(so) || omits(sn) { Bytes::DifferWhen(format!("messages where `{key}` holds one of the two defaults")) } else { Bytes::Same };
             let avoid: Vec<&J> = d_old.iter().chain(d_new.iter()).collect();
             let w = if same_type {
                 let probe = |g: &Gen, s: &StructDef, f: &FieldDef, d: &Option<J>| {
@@ -546,7 +558,7 @@ fn field_default(cx: &Ctx, fo: &FieldDef, fnew: &FieldDef, out: &mut Vec<Change>
                 (Effect::Compatible, "new senders write every field".to_string())
             };
             let nro = (Effect::Compatible, "old senders always send it".to_string());
-            let bytes = if omits(sn) { Bytes::DifferWhen(format!("`{key}` holds its new default `{dd}`")) } else { Bytes::Same };
+            let bytes = if omits(sn) { Bytes::DifferWhen(format!("messages where `{key}` holds its new default `{dd}`")) } else { Bytes::Same };
             let avoid: Vec<&J> = d_new.iter().collect();
             let w = same_type.then(|| {
                 let base = gn.baseline(sn);
@@ -563,7 +575,7 @@ fn field_default(cx: &Ctx, fo: &FieldDef, fnew: &FieldDef, out: &mut Vec<Change>
             } else {
                 (Effect::Compatible, "old senders write every field".to_string())
             };
-            let bytes = if omits(so) { Bytes::DifferWhen(format!("`{key}` holds its old default `{dd}`")) } else { Bytes::Same };
+            let bytes = if omits(so) { Bytes::DifferWhen(format!("messages where `{key}` holds its old default `{dd}`")) } else { Bytes::Same };
             let avoid: Vec<&J> = d_old.iter().collect();
             let w = same_type.then(|| {
                 let base = go.baseline(so);
@@ -597,7 +609,7 @@ fn options(cx: &Ctx, map: bool, out: &mut Vec<Change>) {
                 format!("omit_defaults: {} → {}", omits(so), omits(sn)),
                 c.clone(),
                 c,
-                if has_defaults { Bytes::DifferWhen("a defaulted field holds its default: written by one revision, omitted by the other".into()) } else { Bytes::Same },
+                if has_defaults { Bytes::DifferWhen("messages where a defaulted field holds its default (written by one revision, omitted by the other)".into()) } else { Bytes::Same },
             )
             .witness(w),
         );

@@ -12,8 +12,8 @@ use crate::codec::{Codec, Value};
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
     /// Every field the reader declares holds what the writer sent (or the reader's default, for fields the
-    /// writer does not declare); `same_bytes` says whether the reader re-encodes it to the writer's bytes.
-    Faithful { same_bytes: bool },
+    /// writer does not declare).
+    Faithful,
     /// Decoded, but a field holds something else than was sent.
     Misread(String),
     /// msgspec's error text.
@@ -22,23 +22,31 @@ pub enum Outcome {
 
 impl Outcome {
     pub fn ok(&self) -> bool {
-        matches!(self, Outcome::Faithful { .. })
+        matches!(self, Outcome::Faithful)
     }
     pub fn text(&self) -> Option<String> {
         match self {
-            Outcome::Faithful { .. } => None,
+            Outcome::Faithful => None,
             Outcome::Misread(m) => Some(format!("decoded, but {m}")),
             Outcome::Rejected(e) => Some(e.clone()),
         }
     }
 }
 
-/// The outcomes of one direction's probe.
+/// One probe message: what the reader made of it, and whether the reader's revision encodes the same content
+/// to the same bytes (`None`: the reader cannot hold that content).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Run {
+    pub outcome: Outcome,
+    pub same_bytes: Option<bool>,
+}
+
+/// The runs of one direction's probe.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Observed {
-    pub plain: Outcome,
-    pub using: Option<Outcome>,
-    pub exception: Option<Outcome>,
+    pub plain: Run,
+    pub using: Option<Run>,
+    pub exception: Option<Run>,
 }
 
 /// Numbers compare by value (an int read as a float is the same number).
@@ -82,15 +90,57 @@ pub fn defaults(codec: &Codec, message: &str) -> serde_json::Map<String, J> {
         .unwrap_or_default()
 }
 
-fn run(wc: &Codec, ws: &str, rc: &Codec, rs: &str, renames: &[(String, String)], value: &J) -> Result<Outcome, String> {
+/// The writer's content as a value of the reader's struct: fields by name (through `renames`), a field the
+/// reader lacks only if it holds the writer's default. `None` when the reader cannot hold the content.
+pub fn counterpart(writer: &J, writer_defaults: &serde_json::Map<String, J>, reader_fields: &[String], renames: &[(String, String)]) -> Option<J> {
+    let mut out = serde_json::Map::new();
+    for (k, v) in writer.as_object()? {
+        let rk = renames.iter().find(|(w, _)| w == k).map(|(_, r)| r.as_str()).unwrap_or(k);
+        if reader_fields.iter().any(|f| f == rk) {
+            out.insert(rk.to_string(), v.clone());
+        } else if !writer_defaults.get(k).is_some_and(|d| same_json(d, v)) {
+            return None;
+        }
+    }
+    Some(J::Object(out))
+}
+
+/// `j` as a value of the reader's struct, if it holds exactly that content (JSON forms overlap: `"x"` is
+/// also base64 for bytes).
+pub fn reader_value(rc: &Codec, rs: &str, j: &J) -> Option<Value> {
+    let v = rc.from_json(rs, j).ok()?;
+    same_json(&Codec::to_json(&v), &filled(rc, rs, j)).then_some(v)
+}
+
+/// `j` with the struct's defaults filled in (what `to_json` of the decoded value shows).
+fn filled(rc: &Codec, rs: &str, j: &J) -> J {
+    let mut out = serde_json::Map::new();
+    let d = defaults(rc, rs);
+    if let (Some(s), Some(m)) = (rc.message_struct(rs), j.as_object()) {
+        for f in &s.fields {
+            if let Some(v) = m.get(&f.name).or_else(|| d.get(&f.name)) {
+                out.insert(f.name.clone(), v.clone());
+            }
+        }
+    }
+    J::Object(out)
+}
+
+fn run(wc: &Codec, ws: &str, rc: &Codec, rs: &str, renames: &[(String, String)], value: &J) -> Result<Run, String> {
     let (bytes, wj) = write(wc, ws, value)?;
-    Ok(match rc.decode(rs, &bytes) {
+    let outcome = match rc.decode(rs, &bytes) {
         Err(e) => Outcome::Rejected(e.msgspec_message()),
         Ok(rv) => match faithful(&wj, &Codec::to_json(&rv), &defaults(rc, rs), renames) {
             Err(m) => Outcome::Misread(m),
-            Ok(()) => Outcome::Faithful { same_bytes: rc.encode(rs, &rv).ok().as_deref() == Some(&bytes[..]) },
+            Ok(()) => Outcome::Faithful,
         },
-    })
+    };
+    let reader_fields: Vec<String> = rc.message_struct(rs).map(|s| s.fields.iter().map(|f| f.name.clone()).collect()).unwrap_or_default();
+    let same_bytes = counterpart(&wj, &defaults(wc, ws), &reader_fields, renames)
+        .and_then(|j| reader_value(rc, rs, &j))
+        .and_then(|v| rc.encode(rs, &v).ok())
+        .map(|b| b == bytes);
+    Ok(Run { outcome, same_bytes })
 }
 
 fn observe_probe(wc: &Codec, ws: &str, rc: &Codec, rs: &str, renames: &[(String, String)], p: &Probe) -> Result<Observed, String> {
@@ -114,25 +164,24 @@ pub fn observe(old: &Codec, new: &Codec, w: &Witness) -> Result<(Observed, Obser
 /// Whether what happened matches the effect; a `BreaksWhenSent` without a `using` probe (message
 /// replacements) can only be checked on its plain message.
 pub fn agrees(effect: &Effect, o: &Observed) -> bool {
+    let ok = |r: &Run| r.outcome.ok();
     match effect {
-        Effect::Compatible => o.plain.ok() && o.using.as_ref().is_none_or(Outcome::ok),
-        Effect::BreaksWhenSent { .. } => o.plain.ok() && o.using.as_ref().is_none_or(|u| !u.ok()),
-        Effect::Breaks { .. } => !o.plain.ok() && o.exception.as_ref().is_none_or(Outcome::ok),
+        Effect::Compatible => ok(&o.plain) && o.using.as_ref().is_none_or(ok),
+        Effect::BreaksWhenSent { .. } => ok(&o.plain) && o.using.as_ref().is_none_or(|u| !ok(u)),
+        Effect::Breaks { .. } => !ok(&o.plain) && o.exception.as_ref().is_none_or(ok),
         Effect::Review => true,
     }
 }
 
-/// Whether the bytes claim holds on the faithful outcomes.
+/// Whether the bytes claim holds for the messages whose content both revisions can hold: `Same` — every
+/// such plain and using message keeps its bytes; `DifferWhen` — the plain ones keep them and the using ones
+/// (when representable) do not; `Differ` — some plain message changes.
 pub fn bytes_agree(b: &Bytes, dirs: [&Observed; 2]) -> bool {
-    let same = |o: &Outcome| match o {
-        Outcome::Faithful { same_bytes } => Some(*same_bytes),
-        _ => None,
-    };
-    let plain: Vec<bool> = dirs.iter().filter_map(|d| same(&d.plain)).collect();
-    let using: Vec<bool> = dirs.iter().filter_map(|d| d.using.as_ref().and_then(same)).collect();
+    let plain: Vec<bool> = dirs.iter().filter_map(|d| d.plain.same_bytes).collect();
+    let using: Vec<bool> = dirs.iter().filter_map(|d| d.using.as_ref().and_then(|u| u.same_bytes)).collect();
     match b {
-        Bytes::Same => plain.iter().all(|s| *s),
-        Bytes::DifferWhen(_) => plain.iter().all(|s| *s) && using.iter().any(|s| !*s),
+        Bytes::Same => plain.iter().chain(&using).all(|s| *s),
+        Bytes::DifferWhen(_) => plain.iter().all(|s| *s) && using.iter().all(|s| !*s),
         Bytes::Differ(_) => plain.iter().any(|s| !*s),
         Bytes::NotApplicable(_) => true,
     }
@@ -141,8 +190,8 @@ pub fn bytes_agree(b: &Bytes, dirs: [&Observed; 2]) -> bool {
 /// The example of a verdict: the outcome of the message that breaks.
 fn example(v: &mut Verdict, o: &Observed) {
     v.example = match v.effect {
-        Effect::Breaks { .. } => o.plain.text(),
-        Effect::BreaksWhenSent { .. } => o.using.as_ref().and_then(Outcome::text),
+        Effect::Breaks { .. } => o.plain.outcome.text(),
+        Effect::BreaksWhenSent { .. } => o.using.as_ref().and_then(|u| u.outcome.text()),
         _ => None,
     };
 }
