@@ -68,10 +68,11 @@ fn file_revision(path: &Path, pick: Option<&str>) -> Result<Arc<Revision>, Strin
         .or_else(|| table.get("revision").and_then(|v| v.as_str()).map(str::to_string))
         .ok_or_else(|| format!("{}: no `revision` key", path.display()))?;
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let me = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut local: Vec<(String, String)> = vec![];
     for e in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?.flatten() {
         let p = e.path();
-        if p.extension().and_then(|x| x.to_str()) == Some("toml") && p != path {
+        if p.extension().and_then(|x| x.to_str()) == Some("toml") && std::fs::canonicalize(&p).ok().as_ref() != Some(&me) {
             if let Ok(t) = std::fs::read_to_string(&p) {
                 local.push((p.display().to_string(), t));
             }

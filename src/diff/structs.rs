@@ -707,13 +707,14 @@ fn options(cx: &Ctx, map: bool, out: &mut Vec<Change>) {
 }
 
 /// The worst effect of `rows` per direction: the verdict of replacing one message struct by another.
-pub fn aggregate(rows: &[Change], dir: impl Fn(&Change) -> &Verdict) -> (Effect, String) {
+pub fn aggregate(rows: &[Change], prefix: &str, dir: impl Fn(&Change) -> &Verdict) -> (Effect, String) {
     let worst = rows.iter().map(|c| dir(c).effect.rank()).max();
     match rows.iter().find(|c| Some(dir(c).effect.rank()) == worst) {
         None => (Effect::Compatible, "the two structs declare the same fields".into()),
         Some(c) => {
             let v = dir(c);
-            (v.effect.clone(), format!("{} ({}): {}", c.subject, c.kind.label(), v.reason))
+            let what = c.subject.strip_prefix(prefix).and_then(|s| s.strip_prefix('.')).map(|f| format!("`{f}`")).unwrap_or_else(|| c.subject.clone());
+            (v.effect.clone(), format!("{what} ({}): {}", c.kind.label(), v.reason))
         }
     }
 }

@@ -135,8 +135,8 @@ fn replaced(old: &Revision, mo: &TransportMessage, new: &Revision, mn: &Transpor
         let cx = Ctx { old: o, new: n, peers: peers.clone(), witnesses: false, area: Area::Transport, prefix: format!("{} → {}", mo.name, mn.name) };
         let mut rows = vec![];
         diff_struct(&cx, &mut rows);
-        let orn = aggregate(&rows, |c| &c.old_reads_new);
-        let nro = aggregate(&rows, |c| &c.new_reads_old);
+        let orn = aggregate(&rows, &cx.prefix, |c| &c.old_reads_new);
+        let nro = aggregate(&rows, &cx.prefix, |c| &c.new_reads_old);
         out.push(
             row(Kind::MessageReplaced, subject, what, peers, orn, nro, Bytes::NotApplicable("different messages".into()))
                 .note(format!("{} field-level differences between the two structs", rows.len()))
@@ -159,8 +159,17 @@ fn message_pair(_old: &Revision, mo: &TransportMessage, _new: &Revision, mn: &Tr
         out.push(row(Kind::Encoding, subject.clone(), format!("`{}` → `{}`", mo.encoding, mn.encoding), &peers, a, b, Bytes::NotApplicable("different encodings".into())));
     }
     if mo.frames_sent != mn.frames_sent || mo.frames_received != mn.frames_received {
-        let orn = (Effect::always(), format!("new senders write {}, old receivers expect {}", frames(&mn.frames_sent), frames(&mo.frames_received)));
-        let nro = (Effect::always(), format!("old senders write {}, new receivers expect {}", frames(&mo.frames_sent), frames(&mn.frames_received)));
+        let why = format!(
+            "receivers split frames by their own layout: old ones expect {}, new ones {}",
+            frames(&mo.frames_received),
+            frames(&mn.frames_received)
+        );
+        let (orn, nro) = if mo.frames_received != mn.frames_received {
+            ((Effect::always(), why.clone()), (Effect::always(), why))
+        } else {
+            let why = format!("senders write other frames: old ones {}, new ones {}", frames(&mo.frames_sent), frames(&mn.frames_sent));
+            ((Effect::always(), why.clone()), (Effect::always(), why))
+        };
         out.push(row(
             Kind::FrameLayout,
             subject.clone(),
