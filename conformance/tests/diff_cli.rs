@@ -147,3 +147,53 @@ fn git_revisions_of_this_repository() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("no such commit"));
     let _ = std::fs::remove_dir_all(&repo);
 }
+
+/// `scripts/spec-diff.sh` (the CI step) in a scratch repository: silent without history, without a main
+/// branch or without a change; prints the report when spec/ changed; fails only on a real error.
+#[test]
+fn ci_script_reports_only_when_the_spec_changed() {
+    let repo = tempdir("ci");
+    copy_dir(&spec_dir(), &repo.join("spec"));
+    std::fs::create_dir_all(repo.join("scripts")).unwrap();
+    std::fs::copy(spec_dir().join("../scripts/spec-diff.sh"), repo.join("scripts/spec-diff.sh")).unwrap();
+    let script = |repo: &Path| {
+        let o = Command::new("bash").arg(repo.join("scripts/spec-diff.sh")).arg(env!("CARGO_BIN_EXE_mooncake-conformance")).env_remove("SPEC_DIFF_BASE").output().unwrap();
+        (o.status.code(), stdout(&o), String::from_utf8_lossy(&o.stderr).to_string())
+    };
+    git(&repo, &["init", "-q", "-b", "work"]);
+    git(&repo, &["config", "user.email", "test@example.invalid"]);
+    git(&repo, &["config", "user.name", "test"]);
+    let (code, out, _) = script(&repo);
+    assert_eq!((code, out.contains("no git history")), (Some(0), true), "{out}");
+    git(&repo, &["add", "spec", "scripts"]);
+    git(&repo, &["commit", "-q", "-m", "spec"]);
+    let (code, out, _) = script(&repo);
+    assert_eq!((code, out.contains("no main branch")), (Some(0), true), "{out}");
+    git(&repo, &["branch", "main"]);
+    let (code, out, _) = script(&repo);
+    assert_eq!((code, out.contains("unchanged")), (Some(0), true), "{out}");
+
+    std::fs::write(repo.join("spec/push/vllm-0.34.0.toml"), PROPOSED).unwrap();
+    let (code, out, err) = script(&repo);
+    assert_eq!(code, Some(0), "a breaking change is reported, not failed: {out}{err}");
+    assert!(out.contains("## Wire diff: `vllm-0.33.0` → `vllm-0.34.0`") && out.contains("Object missing required field `remote_dp_rank`"), "{out}");
+    assert!(std::fs::read_to_string(repo.join("target/spec-diff.md")).unwrap().contains("remote_dp_rank"));
+
+    // An edit of an existing revision is diffed against that revision on main.
+    git(&repo, &["add", "spec"]);
+    git(&repo, &["commit", "-q", "-m", "0.34.0"]);
+    git(&repo, &["branch", "-f", "main", "HEAD"]);
+    let p = repo.join("spec/push/vllm-0.30.0.toml");
+    let t = std::fs::read_to_string(&p).unwrap().replace("value = \"LBHNC\"", "value = \"NHD\"");
+    std::fs::write(&p, t).unwrap();
+    let (code, out, _) = script(&repo);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("## Wire diff: `vllm-0.30.0` → `vllm-0.30.0`") && out.contains("`behaviour.required_kv_layout`"), "{out}");
+    assert!(!out.contains("vllm-0.33.0` → `vllm-0.34.0"), "files unchanged since main are not reported again: {out}");
+
+    // A spec that does not load is a real error.
+    std::fs::write(&p, "format = \"mooncake-wire-spec/1\"\nrevision = 3\n").unwrap();
+    let (code, _, err) = script(&repo);
+    assert_ne!(code, Some(0), "{err}");
+    let _ = std::fs::remove_dir_all(&repo);
+}
