@@ -12,14 +12,16 @@
 //! assert_eq!(c.new_reads_old.example.as_deref(), Some("Object missing required field `kv_block_lens`"));
 //! ```
 //!
-//! The rules live in one file per area ([`structs`], [`enums`], [`transport`], [`bootstrap`], [`params`],
-//! [`behaviour`]); [`witness`] confirms each schema verdict by encoding a witness message with one revision's
+//! The rules live in one file per area ([`structs`], [`fields`], [`options`], [`types`], [`enums`],
+//! [`transport`], [`bootstrap`], [`params`], [`behaviour`]); [`model`] is what they produce; [`witness`] confirms each schema verdict by encoding a witness message with one revision's
 //! codec and decoding it with the other's; [`render`] writes the Markdown, JSON and one-line reports.
 
 pub mod behaviour;
 pub mod bootstrap;
 pub mod enums;
+pub mod fields;
 pub mod model;
+pub mod options;
 pub mod params;
 pub mod render;
 pub mod structs;

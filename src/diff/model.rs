@@ -220,7 +220,7 @@ pub struct Change {
     pub kind: Kind,
     /// Where: `MooncakeXferMetadata.block_lens`, `MooncakeXferResponseStatus.LAYOUT_MISS`, `behaviour.reply_rounds`.
     pub subject: String,
-    /// What changed, in a few words (`added \`block_lens: list[int]\`, required, 7th of 7`).
+    /// What changed, in a few words (``added `block_lens: list[int]`, required, at 7 of 7``).
     pub what: String,
     pub old_reads_new: Verdict,
     pub new_reads_old: Verdict,
