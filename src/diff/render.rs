@@ -29,7 +29,9 @@ pub fn summary(r: &Report) -> String {
     if c.changes == 0 {
         return format!("{} → {}: no wire change.", r.old, r.new);
     }
-    let bytes = if c.bytes_change == 0 {
+    let bytes = if r.old_generation != r.new_generation {
+        "the two generations share no message".to_string()
+    } else if c.bytes_change == 0 {
         "unchanged messages keep their bytes".to_string()
     } else {
         format!("{} the bytes of some unchanged messages", plural(c.bytes_change, "change alters", "changes alter"))
