@@ -96,13 +96,17 @@ pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
             let never: Vec<String> = added.iter().filter(|f| !req_old.is_some_and(|s| s.fields.iter().any(|x| &x.name == *f))).cloned().collect();
             let maybe_empty: Vec<String> = added.iter().filter(|f| req_old.is_some_and(|s| s.fields.iter().any(|x| &x.name == *f && !x.required()))).cloned().collect();
             if !never.is_empty() {
+                // A field that is also newly required fails decoding first; say so rather than hide the row.
+                let required_now: Vec<String> =
+                    never.iter().filter(|f| req_new.is_some_and(|s| s.fields.iter().any(|x| &x.name == *f && x.required()))).cloned().collect();
                 (
                     Effect::always(),
                     format!(
-                        "old senders never send {} (not in `{}` of {}): whenever a layout is carried, the lengths differ from `{first}` and the new prefiller answers ERROR",
+                        "old senders never send {} (not in `{}` of {}): whenever a layout is carried, the lengths differ from `{first}` and the new prefiller answers ERROR{}",
                         list(&never),
                         req_name,
-                        old.revision
+                        old.revision,
+                        if required_now.is_empty() { String::new() } else { format!(" ({} is also newly required: decoding fails first)", list(&required_now)) }
                     ),
                 )
             } else if !maybe_empty.is_empty() {
@@ -112,7 +116,7 @@ pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
             }
         };
         let orn = if removed.is_empty() {
-            (Effect::Compatible, "an old prefiller checks no more than before".to_string())
+            (Effect::Compatible, "an old prefiller does not check the added fields' lengths".to_string())
         } else {
             review(&format!("new senders may send {} with other lengths, which an old prefiller rejects", list(&removed)))
         };

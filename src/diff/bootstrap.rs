@@ -1,7 +1,8 @@
 //! Bootstrap HTTP rules (spec `[bootstrap]`): the server itself, its JSON payload models, its routes and what
 //! `POST /register` does with a slot that is already registered. The models follow the struct rules with JSON
 //! semantics (every field written, unknown keys ignored — pydantic's default, missing required → 422); they
-//! have no MessagePack witness.
+//! have no MessagePack witness. Their types are compared with msgspec's strict rules; pydantic's lax mode also
+//! accepts some other forms (numeric strings for ints), so a type row there may over-report.
 
 use super::model::{Area, Bytes, Change, Effect, Kind, Verdict};
 use super::structs::{diff_struct, Ctx, Peers, Side};

@@ -25,7 +25,7 @@ pub fn diff_params(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
                 Area::KvTransferParams,
                 Kind::KvParam,
                 subject,
-                format!("added internal `{}: {}` ({})", k.name, k.ty.python(), k.to),
+                format!("added internal `{}: {}` (to {})", k.name, k.ty.python(), k.to),
                 ROUTER,
                 (Effect::Compatible, "set by the connector for itself; not exchanged between peers".into()),
                 (Effect::Compatible, "set by the connector for itself; not exchanged between peers".into()),
