@@ -152,3 +152,63 @@ fn reversed_pairs_swap_the_directions() {
         }
     }
 }
+
+/// Rules the real history exercises only partly (no msgspec witness: transport, bootstrap, parameters,
+/// environment), on edited copies of real revisions.
+#[test]
+fn transport_bootstrap_and_parameter_rules() {
+    use crate::spec::{KvParamKey, RawConstant, Route, TypeExpr};
+    use std::sync::Arc;
+    let push = Spec::builtin().push();
+    let find = |r: &Report, s: &str| r.changes.iter().find(|c| c.subject == s).cloned().unwrap_or_else(|| panic!("no {s}: {}", render::markdown(r)));
+
+    // Generation 1: a raw reply constant added, one changed.
+    let g1 = push.revision("vllm-0.13.0..0.15.1").unwrap().clone();
+    let mut g1b = (*g1).clone();
+    let reply = g1b.transport.messages.iter_mut().find(|m| m.name == "TransferReply").unwrap();
+    reply.constants.push(RawConstant { name: "trans_retry".into(), bytes: "trans_retry".into(), doc: String::new() });
+    reply.constants[1].bytes = "trans_err".into();
+    let r = diff(&g1, &Arc::new(g1b));
+    let added = find(&r, "transport.messages.TransferReply.trans_retry");
+    assert!(matches!(added.old_reads_new.effect, Effect::BreaksWhenSent { .. }) && added.new_reads_old.effect == Effect::Compatible);
+    let changed = find(&r, "transport.messages.TransferReply.trans_error");
+    assert!(matches!(changed.old_reads_new.effect, Effect::BreaksWhenSent { .. }) && matches!(changed.new_reads_old.effect, Effect::BreaksWhenSent { .. }));
+
+    // Generation 2: a route added and one removed, a request model field added, a kv param retyped, an env
+    // default changed, the socket options changed.
+    let a = push.revision("vllm-0.33.0").unwrap().clone();
+    let mut b = (*a).clone();
+    let bs = b.bootstrap.as_mut().unwrap();
+    bs.routes.retain(|r| r.path != "/query");
+    bs.routes.push(Route { method: "GET".into(), path: "/health".into(), request: None, responses: vec![], since: String::new(), changed_in: vec![] });
+    let mut f = bs.models["RegisterWorkerPayload"].fields[0].clone();
+    f.name = "role".into();
+    bs.models.get_mut("RegisterWorkerPayload").unwrap().fields.push(f);
+    let kv = b.kv_transfer_params.as_mut().unwrap();
+    let k: &mut KvParamKey = kv.keys.iter_mut().find(|k| k.name == "transfer_id").unwrap();
+    k.ty = TypeExpr::Int;
+    b.env.get_mut("VLLM_MOONCAKE_BOOTSTRAP_PORT").unwrap().default = "8999".into();
+    b.transport.sockets.get_mut("decoder").unwrap().options.insert("LINGER".into(), "100".into());
+    let r = diff(&a, &Arc::new(b));
+    let q = find(&r, "bootstrap.routes.GET /query");
+    assert_eq!(q.old_reads_new.effect, Effect::Compatible);
+    assert!(matches!(q.new_reads_old.effect, Effect::BreaksWhenSent { .. }), "an old client calling a removed route gets 404");
+    let h = find(&r, "bootstrap.routes.GET /health");
+    assert!(matches!(h.old_reads_new.effect, Effect::BreaksWhenSent { .. }) && h.new_reads_old.effect == Effect::Compatible);
+    let role = find(&r, "bootstrap.RegisterWorkerPayload.role");
+    assert_eq!(role.old_reads_new.effect, Effect::Compatible, "the old server ignores an unknown key");
+    assert!(matches!(role.new_reads_old.effect, Effect::Breaks { .. }), "the new server requires it (422)");
+    assert_eq!(role.old_reads_new.peers, "new client → old server");
+    assert_eq!(role.confirmed, None, "JSON bodies have no MessagePack witness");
+    let t = find(&r, "kv_transfer_params.transfer_id");
+    assert!(matches!(t.old_reads_new.effect, Effect::BreaksWhenSent { .. }) && matches!(t.new_reads_old.effect, Effect::BreaksWhenSent { .. }));
+    assert_eq!(find(&r, "env.VLLM_MOONCAKE_BOOTSTRAP_PORT").old_reads_new.effect, Effect::Review);
+    assert_eq!(find(&r, "transport.sockets.decoder").worst(), &Effect::Compatible, "socket options are local");
+
+    // The bootstrap server removed.
+    let mut c = (*a).clone();
+    c.bootstrap = None;
+    let r = diff(&a, &Arc::new(c));
+    let s = find(&r, "bootstrap");
+    assert!(matches!(s.old_reads_new.effect, Effect::Breaks { .. }) && s.new_reads_old.effect == Effect::Compatible);
+}
