@@ -7,6 +7,7 @@
 //! * [`typed`] — hand-optimised structs for the newest revision, proven equal to the spec by a test;
 //! * [`msgpack`] — the byte-level reader and writer underneath;
 //! * [`limits`] — every resource limit of the decoder;
+//! * [`plan`] — the 0.33.0 prefiller's transfer planner (regions, TP byte plan, descriptors);
 //! * [`diff`] — the wire-aware diff of two revisions (what breaks, in which direction).
 
 pub mod limits;
@@ -18,4 +19,6 @@ pub mod typed;
 pub mod generate;
 pub mod render;
 pub mod schema;
+pub mod proto;
+pub mod plan;
 pub mod diff;

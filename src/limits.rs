@@ -1,4 +1,4 @@
-//! Every resource limit of the codec, in one place.
+//! Every resource limit of the codec (and of the transfer planner), in one place.
 //!
 //! msgspec itself has no limits besides Python's recursion limit, so each number here is a deliberate
 //! divergence from it, chosen far above anything vLLM sends. The codec never allocates from a length an
@@ -27,3 +27,18 @@ pub const MAX_JSONL_LINE_BYTES: usize = 256 * 1024 * 1024;
 
 /// Largest bootstrap HTTP body the reference server accepts, in bytes.
 pub const MAX_HTTP_BODY_BYTES: usize = 1024 * 1024;
+
+/// Pulls one prefiller serves at once; beyond this a pull is answered ERROR at once (vLLM queues without
+/// bound). Each waits at most the abort timeout.
+pub const MAX_PREFILLER_EXCHANGES: usize = 65_536;
+
+/// Pulls one decoder keeps open at once; beyond this a pull fails locally.
+pub const MAX_DECODER_EXCHANGES: usize = 65_536;
+
+/// Most bytes one transfer-engine write of the reference peer's TCP backend may carry.
+pub const MAX_TRANSFER_BYTES: usize = 1 << 30;
+
+/// Most ranks the transfer planner (`plan`) lists for one peer (`handshake_target_ranks`). vLLM builds the list
+/// `[rank * ratio + i for i in range(ratio)]` from the peer's declared `remote_tp_size`, so an absurd size would
+/// make it allocate without bound; real deployments have at most a few hundred TP ranks.
+pub const MAX_PLAN_RANKS: usize = 65_536;

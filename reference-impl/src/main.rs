@@ -1,1 +1,210 @@
-fn main() {}
+//! `mooncake-peer`: the reference Mooncake connector peer — a bootstrap server, a prefiller or a decoder
+//! speaking a vLLM revision over real ZeroMQ and HTTP on this machine.
+//!
+//! Every role also reads control commands (`conformance/TESTEE.md`) as JSON lines on standard input and
+//! answers on standard output: `{"cmd": "ready", "p_req_id": "p-1", "transfer_id": "xfer-1", "blocks": [[1, 2]]}`
+//! makes a transfer pullable, `{"cmd": "pull", ...}` pulls, `{"cmd": "status"}` shows the tables. Logs go to
+//! standard error.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use mooncake_reference::testee::{hello, Testee};
+use serde_json::{json, Value as J};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+#[derive(Parser)]
+#[command(name = "mooncake-peer", version, about = "Reference Mooncake connector peer (vLLM push protocol)", long_about = None)]
+struct Cli {
+    /// Log level on standard error: error, warn, info, debug, trace.
+    #[arg(long, global = true, default_value = "info")]
+    log: String,
+    #[command(subcommand)]
+    role: Role,
+}
+
+#[derive(Args, Clone)]
+struct Common {
+    /// Spec revision to speak (`mooncake-conformance` lists them; e.g. vllm-0.33.0, vllm-0.32.0).
+    #[arg(long, default_value = "vllm-0.33.0")]
+    revision: String,
+    /// VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT in seconds (default: the revision's, 480).
+    #[arg(long)]
+    abort_timeout: Option<f64>,
+}
+
+#[derive(Args, Clone)]
+struct Parallel {
+    /// This worker's tensor-parallel rank.
+    #[arg(long, default_value_t = 0)]
+    tp_rank: i64,
+    /// Tensor-parallel size of this engine.
+    #[arg(long, default_value_t = 1)]
+    tp_size: i64,
+    /// Pipeline-parallel rank.
+    #[arg(long, default_value_t = 0)]
+    pp_rank: i64,
+    /// Pipeline-parallel size.
+    #[arg(long, default_value_t = 1)]
+    pp_size: i64,
+    /// The KV regions this worker registers, as JSON: the layout columns of MooncakeXferMetadata
+    /// (kv_caches_base_addr, block_lens, kv_block_lens, registered_layer_names, registered_layer_indices, and
+    /// optionally registered_group_indices, registered_shared_group_ids, registered_row_offsets) plus
+    /// num_blocks. Memory is allocated for every region.
+    #[arg(long)]
+    layout: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Role {
+    /// Run a bootstrap server (`POST /register`, `GET /query`) with the revision's semantics.
+    Bootstrap {
+        #[command(flatten)]
+        common: Common,
+        /// Address to listen on (vLLM: 0.0.0.0:VLLM_MOONCAKE_BOOTSTRAP_PORT, default port 8998).
+        #[arg(long, default_value = "127.0.0.1:8998")]
+        bind: String,
+    },
+    /// Run a prefiller worker: bind a ROUTER, register with the bootstrap server, serve pulls.
+    Prefiller {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        parallel: Parallel,
+        /// ROUTER address; a `*` port picks a free one (vLLM binds a random port).
+        #[arg(long, default_value = "tcp://127.0.0.1:*")]
+        bind: String,
+        /// kv_transfer_config.engine_id of this engine.
+        #[arg(long)]
+        engine_id: String,
+        /// Data-parallel rank sent in /register.
+        #[arg(long, default_value_t = 0)]
+        dp_rank: i64,
+        /// Bootstrap server to register with, http://host:port.
+        #[arg(long)]
+        bootstrap: Option<String>,
+        /// Total KV heads of the model (for heterogeneous-TP planning).
+        #[arg(long, default_value_t = 8)]
+        kv_heads: i64,
+        /// The model uses MLA (its KV cache is replicated across TP ranks).
+        #[arg(long)]
+        mla: bool,
+    },
+    /// Run a decoder worker: serve transfer-engine writes into its memory; pull when told on standard input.
+    Decoder {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        parallel: Parallel,
+        /// IP sent as remote_hostname (and where the transfer-engine port listens).
+        #[arg(long, default_value = "127.0.0.1")]
+        hostname: String,
+        /// layout_id of this registration (odd; 0 turns layout caching off). Default: random.
+        #[arg(long)]
+        layout_id: Option<u64>,
+    },
+    /// Speak the testee control protocol only: the role comes with the first `start` command.
+    Testee,
+}
+
+fn read_layout(p: &PathBuf) -> Result<J, String> {
+    let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))
+}
+
+/// An odd 63-bit id, as vLLM draws `secrets.randbits(63) | 1`.
+fn random_layout_id() -> u64 {
+    let mut seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
+    seed ^= (std::process::id() as u64) << 32;
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    ((z ^ (z >> 31)) >> 1) | 1
+}
+
+fn start_command(role: &Role) -> Result<Option<J>, String> {
+    Ok(Some(match role {
+        Role::Testee => return Ok(None),
+        Role::Bootstrap { common, bind } => json!({"cmd": "start", "role": "bootstrap", "revision": common.revision, "config": {"bind": bind}}),
+        Role::Prefiller { common, parallel, bind, engine_id, dp_rank, bootstrap, kv_heads, mla } => json!({
+            "cmd": "start", "role": "prefiller", "revision": common.revision,
+            "config": {
+                "engine_id": engine_id, "dp_rank": dp_rank, "tp_rank": parallel.tp_rank, "tp_size": parallel.tp_size,
+                "pp_rank": parallel.pp_rank, "pp_size": parallel.pp_size, "bootstrap": bootstrap, "bind": bind,
+                "abort_timeout_s": common.abort_timeout, "model": {"total_num_kv_heads": kv_heads, "use_mla": mla},
+                "layout": read_layout(&parallel.layout)?,
+            }
+        }),
+        Role::Decoder { common, parallel, hostname, layout_id } => json!({
+            "cmd": "start", "role": "decoder", "revision": common.revision,
+            "config": {
+                "hostname": hostname, "tp_rank": parallel.tp_rank, "tp_size": parallel.tp_size, "pp_rank": parallel.pp_rank,
+                "pp_size": parallel.pp_size, "layout_id": layout_id.unwrap_or_else(random_layout_id),
+                "abort_timeout_s": common.abort_timeout, "layout": read_layout(&parallel.layout)?,
+            }
+        }),
+    }))
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let level: tracing::Level = cli.log.parse().unwrap_or(tracing::Level::INFO);
+    tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(level).init();
+    let mut out = tokio::io::stdout();
+    let mut testee = Testee::default();
+    let write = |v: J| format!("{v}\n");
+    if let Err(e) = out.write_all(write(hello()).as_bytes()).await {
+        eprintln!("error: {e}");
+        return std::process::ExitCode::from(2);
+    }
+    match start_command(&cli.role) {
+        Ok(Some(cmd)) => {
+            let r = testee.handle(&cmd).await;
+            let ok = r["ok"] == J::Bool(true);
+            let _ = out.write_all(write(r.clone()).as_bytes()).await;
+            let _ = out.flush().await;
+            if !ok {
+                eprintln!("error: {}", r["error"].as_str().unwrap_or("start failed"));
+                return std::process::ExitCode::from(2);
+            }
+            tracing::info!(answer = %r, "started");
+        }
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("error: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    }
+    let _ = out.flush().await;
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    loop {
+        let line = tokio::select! {
+            l = lines.next_line() => l,
+            _ = tokio::signal::ctrl_c() => break,
+        };
+        let Ok(Some(line)) = line else { break };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let answer = match serde_json::from_str::<J>(&line) {
+            Ok(cmd) => {
+                let stop = cmd.get("cmd").and_then(J::as_str) == Some("stop");
+                let a = testee.handle(&cmd).await;
+                if stop {
+                    let _ = out.write_all(write(a).as_bytes()).await;
+                    let _ = out.flush().await;
+                    break;
+                }
+                a
+            }
+            Err(e) => json!({"ok": false, "error": format!("not JSON: {e}")}),
+        };
+        if out.write_all(write(answer).as_bytes()).await.is_err() {
+            break;
+        }
+        let _ = out.flush().await;
+    }
+    drop(testee);
+    std::process::ExitCode::SUCCESS
+}

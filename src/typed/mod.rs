@@ -1,6 +1,7 @@
 //! Typed messages of the newest revision (vLLM 0.33.0), hand-written for speed and byte-identical to the
 //! spec-driven codec. `tests/typed_contract.rs` checks them against `spec/` row by row.
 
+mod convert;
 mod de;
 mod metadata;
 mod response;

@@ -1,9 +1,413 @@
-//! Checkers for vLLM's planning functions (plan/*.jsonl).
+//! Checkers for vLLM 0.33.0's transfer planner (`plan/*.jsonl`, format in `vectors/GOLDEN.md` § plan/), each
+//! mapping a case's JSON `input` onto [`mooncake_wire::plan`] and the result back to vLLM's JSON shape.
+//! Exceptions come back as `"<ExceptionType>: <message>"`.
+
+use std::collections::HashMap;
+
+use mooncake_wire::plan::{self, GroupKind, LayerSpec, PlanError, Producer, ProducerConfig, RegisteredLayout, TransferRegion};
+use serde_json::{json, Value as J};
 
 use super::Checker;
 
+const MC: &str = "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector.";
+const WORKER: &str = "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector.MooncakeConnectorWorker.";
+
 /// The checker for a fully qualified vLLM function name, if we implement it.
 pub fn checker(function: &str) -> Option<Checker> {
-    let _ = function;
-    None
+    if function == "vllm.distributed.kv_transfer.kv_connector.utils.TransferTopology" {
+        return Some(transfer_topology);
+    }
+    if let Some(method) = function.strip_prefix(WORKER) {
+        return match method {
+            "_build_transfer_params" => Some(build_transfer_params),
+            "_prepare_transfer_regions" => Some(sender_pipeline),
+            _ => None,
+        };
+    }
+    Some(match function.strip_prefix(MC)? {
+        "_get_tp_ratio" => get_tp_ratio,
+        "_compute_sender_transfer_plan" => compute_sender_transfer_plan,
+        "_can_coalesce_block_transfers" => can_coalesce_block_transfers,
+        "group_concurrent_contiguous" => group_concurrent_contiguous,
+        "_block_ids_for_region" => block_ids_for_region,
+        "_expand_transfer_regions" => expand_transfer_regions,
+        "_validate_asymmetric_region_lengths" => validate_asymmetric_region_lengths,
+        "_align_transfer_regions" => align_transfer_regions,
+        "_coalesce_contiguous_transfer_regions" => coalesce_contiguous_transfer_regions,
+        "_has_opaque_packed_row" => has_opaque_packed_row,
+        "_pp_mismatch_hides_packed_layers" => pp_mismatch_hides_packed_layers,
+        _ => return None,
+    })
+}
+
+// ---- JSON input helpers (a malformed input is reported as such, never as vLLM's behaviour) ----
+
+fn field<'a>(v: &'a J, k: &str) -> Result<&'a J, String> {
+    v.get(k).ok_or_else(|| format!("bad input: missing `{k}`"))
+}
+fn int_of(v: &J, what: &str) -> Result<i64, String> {
+    v.as_i64().ok_or_else(|| format!("bad input: `{what}` is not a 64-bit integer: {v}"))
+}
+fn int(v: &J, k: &str) -> Result<i64, String> {
+    int_of(field(v, k)?, k)
+}
+fn opt_int(v: &J, k: &str) -> Result<Option<i64>, String> {
+    match v.get(k) {
+        None | Some(J::Null) => Ok(None),
+        Some(x) => int_of(x, k).map(Some),
+    }
+}
+fn boolean(v: &J, k: &str) -> Result<bool, String> {
+    field(v, k)?.as_bool().ok_or_else(|| format!("bad input: `{k}` is not a bool"))
+}
+fn ints_of(v: &J, what: &str) -> Result<Vec<i64>, String> {
+    v.as_array().ok_or_else(|| format!("bad input: `{what}` is not a list"))?.iter().map(|x| int_of(x, what)).collect()
+}
+fn ints(v: &J, k: &str) -> Result<Vec<i64>, String> {
+    ints_of(field(v, k)?, k)
+}
+fn int_lists_of(v: &J, what: &str) -> Result<Vec<Vec<i64>>, String> {
+    v.as_array().ok_or_else(|| format!("bad input: `{what}` is not a list"))?.iter().map(|x| ints_of(x, what)).collect()
+}
+fn int_lists(v: &J, k: &str) -> Result<Vec<Vec<i64>>, String> {
+    int_lists_of(field(v, k)?, k)
+}
+fn strings(v: &J, k: &str) -> Result<Vec<String>, String> {
+    field(v, k)?
+        .as_array()
+        .ok_or_else(|| format!("bad input: `{k}` is not a list"))?
+        .iter()
+        .map(|x| x.as_str().map(String::from).ok_or_else(|| format!("bad input: `{k}` holds a non-string")))
+        .collect()
+}
+/// An optional list argument: absent (or null) means Python `None`.
+fn opt<T>(v: &J, k: &str, f: impl Fn(&J, &str) -> Result<T, String>) -> Result<Option<T>, String> {
+    match v.get(k) {
+        None | Some(J::Null) => Ok(None),
+        Some(_) => f(v, k).map(Some),
+    }
+}
+fn regions(v: &J, k: &str) -> Result<Vec<TransferRegion>, String> {
+    serde_json::from_value(field(v, k)?.clone()).map_err(|e| format!("bad input: `{k}`: {e}"))
+}
+fn regions_json(r: &[TransferRegion]) -> J {
+    serde_json::to_value(r).expect("regions serialise")
+}
+fn raised(e: PlanError) -> String {
+    e.to_string()
+}
+fn group_kinds(w: &J) -> Result<Vec<GroupKind>, String> {
+    strings(w, "group_kinds")?
+        .iter()
+        .map(|k| match k.as_str() {
+            "attn" => Ok(GroupKind::Attention),
+            "mamba" => Ok(GroupKind::Mamba),
+            other => Err(format!("bad input: unknown group kind {other:?}")),
+        })
+        .collect()
+}
+
+// ---- module-level functions ----
+
+fn get_tp_ratio(_: &J, i: &J) -> Result<J, String> {
+    plan::tp_ratio(int(i, "local_tp_size")?, int(i, "remote_tp_size")?).map(J::from).map_err(raised)
+}
+
+fn compute_sender_transfer_plan(_: &J, i: &J) -> Result<J, String> {
+    let p = plan::compute_sender_transfer_plan(&plan::SenderPlanInput {
+        local_tp_rank: int(i, "local_tp_rank")?,
+        local_tp_size: int(i, "local_tp_size")?,
+        remote_tp_rank: int(i, "remote_tp_rank")?,
+        remote_tp_size: int(i, "remote_tp_size")?,
+        local_kv_block_len: int(i, "local_kv_block_len")?,
+        remote_kv_block_len: int(i, "remote_kv_block_len")?,
+        producer_cache_replicated: boolean(i, "producer_cache_replicated")?,
+        total_num_kv_heads: opt_int(i, "total_num_kv_heads")?,
+    })
+    .map_err(raised)?;
+    Ok(json!([p.should_transfer, p.src_offset, p.dst_offset, p.transfer_len]))
+}
+
+fn can_coalesce_block_transfers(_: &J, i: &J) -> Result<J, String> {
+    Ok(J::Bool(plan::can_coalesce_block_transfers(
+        int(i, "local_region_block_len")?,
+        int(i, "remote_region_block_len")?,
+        int(i, "src_region_offset")?,
+        int(i, "dst_region_offset")?,
+        int(i, "transfer_len")?,
+    )))
+}
+
+fn group_concurrent_contiguous(_: &J, i: &J) -> Result<J, String> {
+    let (s, d) = plan::group_concurrent_contiguous(&ints(i, "src_indices")?, &ints(i, "dst_indices")?).map_err(raised)?;
+    Ok(json!([s, d]))
+}
+
+fn block_ids_for_region(_: &J, i: &J) -> Result<J, String> {
+    plan::block_ids_for_region(&int_lists(i, "block_ids_by_group")?, int(i, "group_index")?, &ints(i, "shared_group_ids")?)
+        .map(|v| json!(v))
+        .map_err(raised)
+}
+
+fn expand_transfer_regions(_: &J, i: &J) -> Result<J, String> {
+    let (base_addrs, block_lens, kv_block_lens) = (ints(i, "base_addrs")?, ints(i, "block_lens")?, ints(i, "kv_block_lens")?);
+    let (layer_names, layer_indices) = (strings(i, "layer_names")?, ints(i, "layer_indices")?);
+    let group_indices = opt(i, "group_indices", ints)?;
+    let shared_group_ids = opt(i, "shared_group_ids", int_lists)?;
+    let row_offsets = opt(i, "row_offsets", ints)?;
+    plan::expand_transfer_regions(&plan::RegionColumns {
+        base_addrs: &base_addrs,
+        block_lens: &block_lens,
+        kv_block_lens: &kv_block_lens,
+        layer_names: &layer_names,
+        layer_indices: &layer_indices,
+        group_indices: group_indices.as_deref(),
+        shared_group_ids: shared_group_ids.as_deref(),
+        row_offsets: row_offsets.as_deref(),
+    })
+    .map(|r| regions_json(&r))
+    .map_err(raised)
+}
+
+fn validate_asymmetric_region_lengths(_: &J, i: &J) -> Result<J, String> {
+    plan::validate_asymmetric_region_lengths(
+        &regions(i, "local_regions")?,
+        &regions(i, "remote_regions")?,
+        int(i, "local_tp_size")?,
+        int(i, "remote_tp_size")?,
+        boolean(i, "producer_cache_replicated")?,
+        opt_int(i, "total_num_kv_heads")?,
+    )
+    .map(|e| json!(e))
+    .map_err(raised)
+}
+
+fn align_transfer_regions(_: &J, i: &J) -> Result<J, String> {
+    let r = plan::align_transfer_regions(&regions(i, "local_regions")?, &regions(i, "remote_regions")?, boolean(i, "allow_partial_layers")?);
+    Ok(match r {
+        Ok((l, r)) => json!([regions_json(&l), regions_json(&r), null]),
+        Err(e) => json!([[], [], e]),
+    })
+}
+
+fn coalesce_contiguous_transfer_regions(_: &J, i: &J) -> Result<J, String> {
+    let (l, r) = plan::coalesce_contiguous_transfer_regions(
+        &regions(i, "local_regions")?,
+        &regions(i, "remote_regions")?,
+        boolean(i, "promote_full_row")?,
+    )
+    .map_err(raised)?;
+    Ok(json!([regions_json(&l), regions_json(&r)]))
+}
+
+fn has_opaque_packed_row(_: &J, i: &J) -> Result<J, String> {
+    Ok(J::Bool(plan::has_opaque_packed_row(&ints(i, "row_offsets")?, &ints(i, "kv_block_lens")?, &ints(i, "block_lens")?)))
+}
+
+fn pp_mismatch_hides_packed_layers(_: &J, i: &J) -> Result<J, String> {
+    Ok(J::Bool(plan::pp_mismatch_hides_packed_layers(
+        int(i, "local_pp_size")?,
+        int(i, "remote_pp_size")?,
+        boolean(i, "local_has_opaque_row")?,
+        &ints(i, "remote_row_offsets")?,
+        &ints(i, "remote_kv_block_lens")?,
+        &ints(i, "remote_block_lens")?,
+    )))
+}
+
+// ---- TransferTopology: one object per case, each method's result or {"error": ...} ----
+
+fn transfer_topology(_: &J, i: &J) -> Result<J, String> {
+    let topo = plan::TransferTopology::new(
+        int(i, "tp_rank")?,
+        int(i, "tp_size")?,
+        int(i, "total_num_kv_heads")?,
+        boolean(i, "is_mla")?,
+        int(i, "dcp_size")?,
+    )
+    .map_err(raised)?;
+    let (remote_tp, remote_dcp) = (int(i, "remote_tp_size")?, int(i, "remote_dcp_size")?);
+    let each = |r: Result<J, PlanError>| r.unwrap_or_else(|e| json!({ "error": e.to_string() }));
+    Ok(json!({
+        "tp_ratio": each(topo.tp_ratio(remote_tp).map(J::from)),
+        "handshake_target_ranks": each(topo.handshake_target_ranks(remote_tp, remote_dcp).map(|v| json!(v))),
+        "local_replicates_kv_cache": topo.local_replicates_kv_cache(),
+        "dcp_consumer_count": each(topo.dcp_consumer_count(remote_tp, remote_dcp).map(J::from)),
+        "local_physical_heads": topo.local_physical_heads,
+    }))
+}
+
+// ---- the worker methods, on a producer built from the case's `worker`/`producer` object ----
+
+fn producer_config(w: &J) -> Result<ProducerConfig, String> {
+    Ok(ProducerConfig {
+        tp_rank: int(w, "tp_rank")?,
+        tp_size: int(w, "tp_size")?,
+        pp_size: opt_int(w, "pp_size")?.unwrap_or(1),
+        total_num_kv_heads: int(w, "total_num_kv_heads")?,
+        use_mla: boolean(w, "use_mla")?,
+        groups: group_kinds(w)?,
+        physical_blocks_per_logical: opt_int(w, "physical_blocks_per_logical")?.unwrap_or(1),
+    })
+}
+
+fn batch_json(b: &plan::TransferBatch) -> J {
+    json!({
+        "src_ptrs": b.descriptors.iter().map(|d| d.src).collect::<Vec<_>>(),
+        "dst_ptrs": b.descriptors.iter().map(|d| d.dst).collect::<Vec<_>>(),
+        "lengths": b.descriptors.iter().map(|d| d.len).collect::<Vec<_>>(),
+        "err_reqs": b.err_reqs,
+        "err_msg": b.err_msg,
+    })
+}
+
+fn build_transfer_params(_: &J, i: &J) -> Result<J, String> {
+    let config = producer_config(field(i, "worker")?)?;
+    let reqs = field(i, "reqs")?
+        .as_array()
+        .ok_or("bad input: `reqs` is not a list")?
+        .iter()
+        .map(|r| {
+            Ok(plan::ReadyRequest {
+                d_req_id: field(r, "d_req_id")?.as_str().ok_or("bad input: `d_req_id`")?.to_string(),
+                local_block_ids: int_lists(r, "local_block_ids")?,
+                remote_block_ids: int_lists(r, "remote_block_ids")?,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let batch = plan::build_transfer_params(
+        &config,
+        &regions(i, "local_regions")?,
+        &regions(i, "remote_regions")?,
+        int(i, "remote_tp_rank")?,
+        int(i, "remote_tp_size")?,
+        &reqs,
+    )
+    .map_err(raised)?;
+    Ok(batch_json(&batch))
+}
+
+/// Columns of a registered layout; the optional ones may be absent (an empty column, as on the wire).
+fn layout(v: &J) -> Result<RegisteredLayout, String> {
+    let or_empty = |k: &str| -> Result<Vec<i64>, String> { Ok(opt(v, k, ints)?.unwrap_or_default()) };
+    Ok(RegisteredLayout {
+        kv_caches_base_addr: ints(v, "kv_caches_base_addr")?,
+        block_lens: ints(v, "block_lens")?,
+        kv_block_lens: ints(v, "kv_block_lens")?,
+        registered_layer_names: opt(v, "registered_layer_names", strings)?.unwrap_or_default(),
+        registered_layer_indices: or_empty("registered_layer_indices")?,
+        registered_group_indices: or_empty("registered_group_indices")?,
+        registered_shared_group_ids: opt(v, "registered_shared_group_ids", int_lists)?.unwrap_or_default(),
+        registered_row_offsets: or_empty("registered_row_offsets")?,
+    })
+}
+
+/// The producer vLLM's bare worker stands for: its layout, a spec per registered layer (padded pages when
+/// `padded_pages`), each layer's transfer group from its registered group index. vLLM's worker records opaque
+/// rows while registering; the layout given here carries no such flag, so it is derived from the layout by
+/// the rule vLLM applies to a peer's layout (`_has_opaque_packed_row`).
+fn producer(p: &J) -> Result<Producer, String> {
+    let config = producer_config(p)?;
+    let layout = layout(field(p, "layout")?)?;
+    let padded = opt(p, "padded_pages", boolean)?.unwrap_or(false);
+    let spec = LayerSpec::Attention { padded, nvfp4: false };
+    let layer_specs = layout.registered_layer_names.iter().map(|n| (n.clone(), spec)).collect();
+    let layer_groups: HashMap<String, i64> = layout
+        .registered_layer_names
+        .iter()
+        .zip(&layout.registered_group_indices)
+        .filter(|(_, &g)| g >= 0)
+        .map(|(n, &g)| (n.clone(), g))
+        .collect();
+    let has_opaque_packed_row = plan::has_opaque_packed_row(&layout.registered_row_offsets, &layout.kv_block_lens, &layout.block_lens);
+    Ok(Producer { config, layout, has_opaque_packed_row, layer_groups, layer_specs })
+}
+
+fn pull(x: &J) -> Result<plan::Pull, String> {
+    let req_blocks = field(x, "req_blocks")?
+        .as_object()
+        .ok_or("bad input: `req_blocks` is not an object")?
+        .iter()
+        .map(|(d_req_id, v)| {
+            let pair = v.as_array().filter(|a| a.len() == 2).ok_or("bad input: a `req_blocks` value is not a pair")?;
+            Ok(plan::PullRequest {
+                d_req_id: d_req_id.clone(),
+                transfer_id: pair[0].as_str().ok_or("bad input: transfer id")?.to_string(),
+                blocks: int_lists_of(&pair[1], "req_blocks")?,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(plan::Pull {
+        remote_tp_size: int(x, "remote_tp_size")?,
+        remote_tp_rank: int(x, "remote_tp_rank")?,
+        remote_pp_size: opt_int(x, "remote_pp_size")?.unwrap_or(1),
+        req_blocks,
+        layout: layout(x)?,
+    })
+}
+
+const PIPELINE_STAGES: [&str; 5] = [
+    "vllm.distributed.kv_transfer.kv_connector.utils.TransferTopology.handshake_target_ranks",
+    "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector._pp_mismatch_hides_packed_layers",
+    "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector.MooncakeConnectorWorker._prepare_transfer_regions",
+    "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector._validate_asymmetric_region_lengths",
+    "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector.MooncakeConnectorWorker._build_transfer_params",
+];
+
+/// `sender_pipeline.jsonl`: every stage's result as the generator recorded it. Unlike
+/// [`Producer::admit`], an unpaired rank or a PP mismatch does not stop the run (GOLDEN.md); a prepare or
+/// validation error does, and an exception fails the whole case.
+fn sender_pipeline(header: &J, i: &J) -> Result<J, String> {
+    let stages: Vec<&str> = header.get("stages").and_then(J::as_array).map(|a| a.iter().filter_map(J::as_str).collect()).unwrap_or_default();
+    if stages != PIPELINE_STAGES {
+        return Err(format!("header: unexpected pipeline stages {stages:?}"));
+    }
+    let p = producer(field(i, "producer")?)?;
+    let pull = pull(field(i, "xfer_metadata")?)?;
+    let ready_blocks = field(i, "producer_block_ids")?.as_object().ok_or("bad input: `producer_block_ids` is not an object")?;
+
+    let targets = p.handshake_target_ranks(pull.remote_tp_size).map_err(raised)?;
+    let mut out = serde_json::Map::new();
+    out.insert("handshake_target_ranks".into(), json!(targets));
+    out.insert("paired".into(), json!(targets.contains(&pull.remote_tp_rank)));
+    out.insert("pp_mismatch_hides_packed_layers".into(), json!(p.pp_mismatch_hides_packed_layers(&pull)));
+    let prepared = match p.prepare(&pull) {
+        Ok(r) => r,
+        Err(plan::Refusal::Layout(msg)) => {
+            out.insert("prepare".into(), json!({ "local_regions": [], "remote_regions": [], "error": msg }));
+            return Ok(J::Object(out));
+        }
+        Err(other) => return Err(refusal_as_exception(other)),
+    };
+    out.insert(
+        "prepare".into(),
+        json!({ "local_regions": regions_json(&prepared.local), "remote_regions": regions_json(&prepared.remote), "error": null }),
+    );
+    out.insert("validation_total_num_kv_heads".into(), json!(p.config.known_kv_heads()));
+    out.insert("producer_cache_replicated".into(), json!(p.config.cache_replicated()));
+    match p.validate(&prepared, pull.remote_tp_size) {
+        Ok(()) => {
+            out.insert("validation_error".into(), J::Null);
+        }
+        Err(plan::Refusal::RegionLengths(msg)) => {
+            out.insert("validation_error".into(), json!(msg));
+            return Ok(J::Object(out));
+        }
+        Err(other) => return Err(refusal_as_exception(other)),
+    }
+    let mut ready = Vec::new();
+    for r in &pull.req_blocks {
+        let blocks = ready_blocks.get(&r.d_req_id).ok_or_else(|| format!("bad input: no producer blocks for {}", r.d_req_id))?;
+        ready.extend(pull.ready_request(&r.d_req_id, int_lists_of(blocks, "producer_block_ids")?));
+    }
+    let batch = p.build(&prepared, &pull, &ready).map_err(raised)?;
+    out.insert("build".into(), batch_json(&batch));
+    Ok(J::Object(out))
+}
+
+fn refusal_as_exception(r: plan::Refusal) -> String {
+    match r {
+        plan::Refusal::Exception(e) => e.to_string(),
+        other => format!("unexpected refusal at this stage: {other:?}"),
+    }
 }

@@ -1,0 +1,159 @@
+//! Role configurations (the `config` objects of the testee protocol's `start`, also read by `mooncake-peer`
+//! from JSON files), and what they build: planners, decoder layouts, registered memory.
+
+use std::collections::HashMap;
+
+use mooncake_wire::plan::{has_opaque_packed_row, GroupKind, LayerSpec, Producer, ProducerConfig, RegisteredLayout};
+use mooncake_wire::proto::memory::{provenance_bytes, Memory};
+use mooncake_wire::proto::DecoderLayout;
+use serde::Deserialize;
+
+/// A side's registered KV regions: the layout columns of `MooncakeXferMetadata` plus the block count.
+#[derive(Clone, Debug, Deserialize, serde::Serialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LayoutConfig {
+    pub kv_caches_base_addr: Vec<u64>,
+    pub block_lens: Vec<u64>,
+    pub kv_block_lens: Vec<u64>,
+    pub registered_layer_names: Vec<String>,
+    pub registered_layer_indices: Vec<i64>,
+    #[serde(default)]
+    pub registered_group_indices: Vec<i64>,
+    #[serde(default)]
+    pub registered_shared_group_ids: Vec<Vec<i64>>,
+    #[serde(default)]
+    pub registered_row_offsets: Vec<i64>,
+    pub num_blocks: u64,
+}
+
+impl LayoutConfig {
+    pub fn check(&self) -> Result<(), String> {
+        let n = self.kv_caches_base_addr.len();
+        if self.block_lens.len() != n || self.kv_block_lens.len() != n || self.registered_layer_names.len() != n || self.registered_layer_indices.len() != n {
+            return Err(format!("layout: kv_caches_base_addr, block_lens, kv_block_lens, registered_layer_names and registered_layer_indices need {n} entries each"));
+        }
+        if self.num_blocks == 0 || self.block_lens.iter().any(|b| *b == 0) {
+            return Err("layout: num_blocks and every block length must be positive".into());
+        }
+        let total: u64 = self.block_lens.iter().map(|b| b.saturating_mul(self.num_blocks)).sum();
+        if total > mooncake_wire::limits::MAX_TRANSFER_BYTES as u64 {
+            return Err(format!("layout: {total} bytes of registered memory is more than the reference peer allocates"));
+        }
+        Ok(())
+    }
+
+    /// Registered memory: a prefiller's regions hold the provenance pattern, a decoder's are zeroed. Regions
+    /// whose ranges coincide (packed views of one row) are registered once.
+    pub fn memory(&self, provenance: bool) -> Memory {
+        let mut m = Memory::default();
+        for (i, (&base, &bl)) in self.kv_caches_base_addr.iter().zip(&self.block_lens).enumerate() {
+            let len = (bl * self.num_blocks) as usize;
+            if m.locate(base, 1).is_some() {
+                continue;
+            }
+            if provenance {
+                let bytes = provenance_bytes(i as u64, bl, len);
+                m.register(base, len, |k| bytes[k]);
+            } else {
+                m.register(base, len, |_| 0);
+            }
+        }
+        m
+    }
+
+    pub fn registered(&self) -> RegisteredLayout {
+        RegisteredLayout {
+            kv_caches_base_addr: self.kv_caches_base_addr.iter().map(|x| *x as i64).collect(),
+            block_lens: self.block_lens.iter().map(|x| *x as i64).collect(),
+            kv_block_lens: self.kv_block_lens.iter().map(|x| *x as i64).collect(),
+            registered_layer_names: self.registered_layer_names.clone(),
+            registered_layer_indices: self.registered_layer_indices.clone(),
+            registered_group_indices: self.registered_group_indices.clone(),
+            registered_shared_group_ids: self.registered_shared_group_ids.clone(),
+            registered_row_offsets: self.registered_row_offsets.clone(),
+        }
+    }
+
+    pub fn decoder_layout(&self) -> DecoderLayout {
+        let w = |v: &[i64]| v.iter().map(|x| (*x).into()).collect();
+        DecoderLayout {
+            kv_caches_base_addr: self.kv_caches_base_addr.iter().map(|x| (*x).into()).collect(),
+            block_lens: self.block_lens.iter().map(|x| (*x).into()).collect(),
+            kv_block_lens: self.kv_block_lens.iter().map(|x| (*x).into()).collect(),
+            registered_layer_names: self.registered_layer_names.clone(),
+            registered_layer_indices: w(&self.registered_layer_indices),
+            registered_group_indices: w(&self.registered_group_indices),
+            registered_shared_group_ids: self.registered_shared_group_ids.iter().map(|g| w(g)).collect(),
+            registered_row_offsets: w(&self.registered_row_offsets),
+        }
+    }
+}
+
+/// Model facts a prefiller plans with.
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    pub total_num_kv_heads: i64,
+    #[serde(default)]
+    pub use_mla: bool,
+    /// `attn` or `mamba` per KV transfer group (default: one attention group, or one per group index seen).
+    #[serde(default)]
+    pub group_kinds: Vec<String>,
+    #[serde(default = "one")]
+    pub physical_blocks_per_logical: i64,
+    /// Layer name → KV group, for layouts without group indices (default: from the layout's group indices).
+    #[serde(default)]
+    pub layer_groups: HashMap<String, i64>,
+    /// The attention pages are padded (refuses head re-sharding).
+    #[serde(default)]
+    pub padded_pages: bool,
+}
+
+fn one() -> i64 {
+    1
+}
+
+/// The prefiller's planner for its identity, model and layout.
+pub fn producer(tp_rank: i64, tp_size: i64, pp_size: i64, model: &ModelConfig, layout: &LayoutConfig) -> Result<Producer, String> {
+    layout.check()?;
+    let groups_seen = layout.registered_group_indices.iter().copied().filter(|g| *g >= 0).max().map(|m| m + 1).unwrap_or(1);
+    let kinds: Vec<GroupKind> = if model.group_kinds.is_empty() {
+        vec![GroupKind::Attention; groups_seen as usize]
+    } else {
+        model
+            .group_kinds
+            .iter()
+            .map(|k| match k.as_str() {
+                "attn" | "attention" => Ok(GroupKind::Attention),
+                "mamba" => Ok(GroupKind::Mamba),
+                other => Err(format!("model.group_kinds: unknown kind {other:?} (attn or mamba)")),
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let reg = layout.registered();
+    let mut layer_groups = model.layer_groups.clone();
+    if layer_groups.is_empty() {
+        for (name, g) in reg.registered_layer_names.iter().zip(&reg.registered_group_indices) {
+            if *g >= 0 {
+                layer_groups.entry(name.clone()).or_insert(*g);
+            }
+        }
+    }
+    let spec = if kinds.contains(&GroupKind::Mamba) { LayerSpec::Other } else { LayerSpec::Attention { padded: model.padded_pages, nvfp4: false } };
+    let layer_specs = reg.registered_layer_names.iter().map(|n| (n.clone(), spec.clone())).collect();
+    Ok(Producer {
+        config: ProducerConfig {
+            tp_rank,
+            tp_size,
+            pp_size,
+            total_num_kv_heads: model.total_num_kv_heads,
+            use_mla: model.use_mla,
+            groups: kinds,
+            physical_blocks_per_logical: model.physical_blocks_per_logical,
+        },
+        has_opaque_packed_row: has_opaque_packed_row(&reg.registered_row_offsets, &reg.kv_block_lens, &reg.block_lens),
+        layout: reg,
+        layer_groups,
+        layer_specs,
+    })
+}

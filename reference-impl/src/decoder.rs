@@ -1,0 +1,148 @@
+//! The decoder peer: a [`DecoderCore`] driven by tokio, opening a real DEALER per exchange, querying the
+//! bootstrap server, and (with the TCP backend) serving the prefillers' writes into its memory.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use mooncake_wire::proto::{DecoderCore, DecoderEvent, EngineTable, ExchangeId, PullRequest};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::backend::SharedMemory;
+use crate::reactor::{Incoming, Reactor};
+
+/// Per-request outcomes and what is still open.
+#[derive(Clone, Debug, Default)]
+pub struct DecoderStatus {
+    pub finished: Vec<String>,
+    /// (d_req_id, reason, invalid blocks).
+    pub failed: Vec<(String, String, Vec<u64>)>,
+    pub unsettled: Vec<String>,
+    pub pending_pulls: usize,
+    pub open_exchanges: usize,
+    /// Payloads sent, in order: (exchange, address, bytes).
+    pub sent: Vec<(u64, String, Vec<u8>)>,
+}
+
+enum Cmd {
+    Pull(Vec<PullRequest>),
+    Status(oneshot::Sender<DecoderStatus>),
+}
+
+pub struct DecoderPeer {
+    pub memory: SharedMemory,
+    cmds: mpsc::UnboundedSender<Cmd>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl DecoderPeer {
+    pub fn start(ctx: &zmq::Context, core: DecoderCore, memory: SharedMemory) -> Result<DecoderPeer, String> {
+        let (in_tx, in_rx) = mpsc::unbounded_channel();
+        let reactor = Reactor::start(ctx, in_tx)?;
+        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(run(core, reactor, in_rx, cmd_rx));
+        Ok(DecoderPeer { memory, cmds: cmd_tx, task })
+    }
+
+    pub fn pull(&self, reqs: Vec<PullRequest>) {
+        let _ = self.cmds.send(Cmd::Pull(reqs));
+    }
+
+    pub async fn status(&self) -> Result<DecoderStatus, String> {
+        let (tx, rx) = oneshot::channel();
+        self.cmds.send(Cmd::Status(tx)).map_err(|_| "the decoder stopped".to_string())?;
+        rx.await.map_err(|_| "the decoder stopped".to_string())
+    }
+
+    /// Waits (polling, bounded) until every listed request finished, failed or was left unsettled.
+    pub async fn wait_settled(&self, ids: &[&str], timeout: Duration) -> Result<DecoderStatus, String> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let s = self.status().await?;
+            let done = ids.iter().all(|id| {
+                s.finished.iter().any(|f| f == id) || s.unsettled.iter().any(|f| f == id) || (s.failed.iter().any(|f| f.0 == *id) && s.pending_pulls == 0)
+            });
+            if done {
+                return Ok(s);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!("requests not settled within {timeout:?}: {s:?}"));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+impl Drop for DecoderPeer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn run(mut core: DecoderCore, reactor: Reactor, mut incoming: mpsc::UnboundedReceiver<Incoming>, mut cmds: mpsc::UnboundedReceiver<Cmd>) {
+    let (q_tx, mut q_rx) = mpsc::unbounded_channel::<(String, Result<BTreeMap<String, EngineTable>, String>)>();
+    let mut status = DecoderStatus::default();
+    loop {
+        while let Some(ev) = core.poll_event() {
+            match ev {
+                DecoderEvent::Query { bootstrap_addr } => {
+                    let tx = q_tx.clone();
+                    tokio::spawn(async move {
+                        // vLLM 0.32.0+: 3 attempts, 0.1 s apart.
+                        let mut r = Err(String::new());
+                        for _ in 0..3 {
+                            r = crate::http::query(&bootstrap_addr, Duration::from_secs(30)).await.and_then(|j| mooncake_wire::proto::decoder::parse_query(&j));
+                            if r.is_ok() {
+                                break;
+                            }
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                        let _ = tx.send((bootstrap_addr, r));
+                    });
+                }
+                DecoderEvent::Open { id, addr, payload } => {
+                    status.sent.push((id.0, addr.clone(), payload.clone()));
+                    reactor.open_dealer(id.0, &addr, payload);
+                }
+                DecoderEvent::Close { id } => reactor.close_dealer(id.0),
+                DecoderEvent::Finished { d_req_id } => status.finished.push(d_req_id),
+                DecoderEvent::Failed { d_req_id, reason, invalid_blocks } => {
+                    tracing::warn!(%d_req_id, %reason, "pull failed");
+                    status.failed.push((d_req_id, reason, invalid_blocks));
+                }
+                DecoderEvent::Unsettled { d_req_id } => status.unsettled.push(d_req_id),
+            }
+        }
+        let wake = core.poll_timeout();
+        let sleep = async {
+            match wake {
+                Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            m = incoming.recv() => match m {
+                Some(Incoming::Dealer { id, frames }) => {
+                    if frames.len() == 1 {
+                        core.handle_reply(Instant::now(), ExchangeId(id), &frames[0]);
+                    } else {
+                        core.exchange_failed(ExchangeId(id), &format!("expected one frame, got {}", frames.len()));
+                    }
+                }
+                Some(Incoming::DealerError { id, error }) => core.exchange_failed(ExchangeId(id), &error),
+                Some(Incoming::Router(_)) => {}
+                None => return,
+            },
+            c = cmds.recv() => match c {
+                Some(Cmd::Pull(reqs)) => core.pull(Instant::now(), reqs),
+                Some(Cmd::Status(tx)) => {
+                    status.pending_pulls = core.pending_pulls();
+                    status.open_exchanges = core.open_exchanges();
+                    let _ = tx.send(status.clone());
+                }
+                None => return,
+            },
+            Some((addr, r)) = q_rx.recv() => core.query_result(Instant::now(), &addr, r),
+            _ = sleep => core.handle_timeout(Instant::now()),
+        }
+    }
+}

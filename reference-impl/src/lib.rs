@@ -1,0 +1,12 @@
+//! `mooncake-reference`: the reference Mooncake connector peer. The protocol lives in the sans-IO cores of
+//! `mooncake_wire::proto`; this crate drives them over real ZeroMQ (libzmq via the `zmq` crate), HTTP (axum)
+//! and a transfer backend that moves bytes, and is the only part of the project that touches sockets,
+//! threads and clocks.
+
+pub mod backend;
+pub mod config;
+pub mod decoder;
+pub mod http;
+pub mod prefiller;
+pub mod reactor;
+pub mod testee;

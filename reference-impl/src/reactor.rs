@@ -1,0 +1,214 @@
+//! A thread that owns libzmq sockets (the `zmq` crate is blocking) and bridges them to tokio: commands come
+//! in on a channel plus an inproc wake-up socket, received frames go out on a tokio channel. One reactor
+//! serves a prefiller's ROUTER or a decoder's many short-lived DEALERs.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Mutex};
+use std::thread::JoinHandle;
+
+use mooncake_wire::limits;
+use tokio::sync::{mpsc as tmpsc, oneshot};
+
+/// What the reactor received.
+#[derive(Debug)]
+pub enum Incoming {
+    /// A message on the ROUTER: `[routing_id, frames...]`.
+    Router(Vec<Vec<u8>>),
+    /// A message on an exchange's DEALER (normally one frame).
+    Dealer { id: u64, frames: Vec<Vec<u8>> },
+    /// A DEALER could not be opened or used.
+    DealerError { id: u64, error: String },
+}
+
+enum Cmd {
+    BindRouter { endpoint: String, reply: oneshot::Sender<Result<String, String>> },
+    RouterSend(Vec<Vec<u8>>),
+    OpenDealer { id: u64, addr: String, payload: Vec<u8> },
+    CloseDealer(u64),
+    Shutdown,
+}
+
+pub struct Reactor {
+    cmds: mpsc::Sender<Cmd>,
+    wake: Mutex<zmq::Socket>,
+    thread: Option<JoinHandle<()>>,
+}
+
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+fn is_v6_literal(addr: &str) -> bool {
+    addr.strip_prefix("tcp://").is_some_and(|r| r.starts_with('['))
+}
+
+impl Reactor {
+    /// Starts the thread; `incoming` receives everything the sockets receive.
+    pub fn start(ctx: &zmq::Context, incoming: tmpsc::UnboundedSender<Incoming>) -> Result<Reactor, String> {
+        let wake_addr = format!("inproc://mooncake-reactor-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        let pull = ctx.socket(zmq::PULL).map_err(|e| e.to_string())?;
+        pull.bind(&wake_addr).map_err(|e| e.to_string())?;
+        let push = ctx.socket(zmq::PUSH).map_err(|e| e.to_string())?;
+        push.connect(&wake_addr).map_err(|e| e.to_string())?;
+        let (tx, rx) = mpsc::channel();
+        let ctx = ctx.clone();
+        let thread = std::thread::Builder::new()
+            .name("mooncake-zmq".into())
+            .spawn(move || run(ctx, pull, rx, incoming))
+            .map_err(|e| e.to_string())?;
+        Ok(Reactor { cmds: tx, wake: Mutex::new(push), thread: Some(thread) })
+    }
+
+    fn send(&self, c: Cmd) {
+        if self.cmds.send(c).is_ok() {
+            if let Ok(w) = self.wake.lock() {
+                let _ = w.send(&[0u8][..], zmq::DONTWAIT);
+            }
+        }
+    }
+
+    /// Binds a ROUTER (`tcp://ip:*` picks a free port, as vLLM's `bind_to_random_port`); returns the bound
+    /// endpoint.
+    pub async fn bind_router(&self, endpoint: &str) -> Result<String, String> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Cmd::BindRouter { endpoint: endpoint.to_string(), reply: tx });
+        rx.await.map_err(|_| "the ZeroMQ thread stopped".to_string())?
+    }
+
+    /// Sends `[routing_id, payload]` on the ROUTER.
+    pub fn router_send(&self, frames: Vec<Vec<u8>>) {
+        self.send(Cmd::RouterSend(frames));
+    }
+
+    /// Opens a new DEALER to `addr` and sends `payload` as one frame.
+    pub fn open_dealer(&self, id: u64, addr: &str, payload: Vec<u8>) {
+        self.send(Cmd::OpenDealer { id, addr: addr.to_string(), payload });
+    }
+
+    pub fn close_dealer(&self, id: u64) {
+        self.send(Cmd::CloseDealer(id));
+    }
+}
+
+impl Drop for Reactor {
+    fn drop(&mut self) {
+        self.send(Cmd::Shutdown);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn recv_all(s: &zmq::Socket) -> Option<Vec<Vec<u8>>> {
+    match s.recv_multipart(zmq::DONTWAIT) {
+        Ok(f) => Some(f),
+        Err(_) => None,
+    }
+}
+
+fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmpsc::UnboundedSender<Incoming>) {
+    let mut router: Option<zmq::Socket> = None;
+    let mut dealers: HashMap<u64, zmq::Socket> = HashMap::new();
+    loop {
+        let ids: Vec<u64> = dealers.keys().copied().collect();
+        let (wake_ready, router_ready, dealer_ready) = {
+            let mut items = vec![wake.as_poll_item(zmq::POLLIN)];
+            if let Some(r) = &router {
+                items.push(r.as_poll_item(zmq::POLLIN));
+            }
+            for id in &ids {
+                items.push(dealers[id].as_poll_item(zmq::POLLIN));
+            }
+            if zmq::poll(&mut items, -1).is_err() {
+                return;
+            }
+            let off = 1 + router.is_some() as usize;
+            (
+                items[0].is_readable(),
+                router.is_some() && items[1].is_readable(),
+                ids.iter().enumerate().filter(|(i, _)| items[off + i].is_readable()).map(|(_, id)| *id).collect::<Vec<_>>(),
+            )
+        };
+        if wake_ready {
+            while wake.recv_bytes(zmq::DONTWAIT).is_ok() {}
+            while let Ok(c) = cmds.try_recv() {
+                match c {
+                    Cmd::Shutdown => return,
+                    Cmd::BindRouter { endpoint, reply } => {
+                        let r = (|| -> Result<(zmq::Socket, String), String> {
+                            // vLLM creates its ROUTER with no options; we add a frame-size cap.
+                            let s = ctx.socket(zmq::ROUTER).map_err(|e| e.to_string())?;
+                            s.set_maxmsgsize(limits::MAX_FRAME_BYTES as i64).map_err(|e| e.to_string())?;
+                            s.set_linger(0).map_err(|e| e.to_string())?;
+                            if is_v6_literal(&endpoint) {
+                                s.set_ipv6(true).map_err(|e| e.to_string())?;
+                            }
+                            s.bind(&endpoint).map_err(|e| format!("bind {endpoint}: {e}"))?;
+                            let ep = s.get_last_endpoint().map_err(|e| e.to_string())?.map_err(|_| "endpoint is not UTF-8".to_string())?;
+                            Ok((s, ep))
+                        })();
+                        match r {
+                            Ok((s, ep)) => {
+                                router = Some(s);
+                                let _ = reply.send(Ok(ep));
+                            }
+                            Err(e) => {
+                                let _ = reply.send(Err(e));
+                            }
+                        }
+                    }
+                    Cmd::RouterSend(frames) => {
+                        if let Some(r) = &router {
+                            // An unknown routing id is silently dropped by libzmq, as for vLLM's prefiller.
+                            let _ = r.send_multipart(frames, zmq::DONTWAIT);
+                        }
+                    }
+                    Cmd::OpenDealer { id, addr, payload } => {
+                        let r = (|| -> Result<zmq::Socket, String> {
+                            let s = ctx.socket(zmq::DEALER).map_err(|e| e.to_string())?;
+                            // vLLM's make_zmq_socket options for the decoder's DEALER.
+                            s.set_linger(0).map_err(|e| e.to_string())?;
+                            s.set_rcvhwm(0).map_err(|e| e.to_string())?;
+                            s.set_sndhwm(0).map_err(|e| e.to_string())?;
+                            s.set_maxmsgsize(limits::MAX_FRAME_BYTES as i64).map_err(|e| e.to_string())?;
+                            if is_v6_literal(&addr) {
+                                s.set_ipv6(true).map_err(|e| e.to_string())?;
+                            }
+                            s.connect(&addr).map_err(|e| format!("connect {addr}: {e}"))?;
+                            s.send(payload, 0).map_err(|e| e.to_string())?;
+                            Ok(s)
+                        })();
+                        match r {
+                            Ok(s) => {
+                                dealers.insert(id, s);
+                            }
+                            Err(error) => {
+                                let _ = out.send(Incoming::DealerError { id, error });
+                            }
+                        }
+                    }
+                    Cmd::CloseDealer(id) => {
+                        dealers.remove(&id);
+                    }
+                }
+            }
+        }
+        if router_ready {
+            if let Some(r) = &router {
+                while let Some(f) = recv_all(r) {
+                    if out.send(Incoming::Router(f)).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+        for id in dealer_ready {
+            if let Some(s) = dealers.get(&id) {
+                while let Some(frames) = recv_all(s) {
+                    if out.send(Incoming::Dealer { id, frames }).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}

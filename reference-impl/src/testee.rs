@@ -1,0 +1,308 @@
+//! The testee control protocol (`conformance/TESTEE.md`): one command in, one answer out. `mooncake-peer
+//! testee` runs it over standard input and output; the conformance runner uses it in-process as its built-in
+//! reference peer.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mooncake_wire::proto::{DecoderConfig, DecoderCore, PullRequest, Registry, WireProfile};
+use mooncake_wire::spec::Spec;
+use serde::Deserialize;
+use serde_json::{json, Value as J};
+use tokio::net::TcpListener;
+
+use crate::backend::{serve_tcp, Backend};
+use crate::config::{producer, LayoutConfig, ModelConfig};
+use crate::decoder::DecoderPeer;
+use crate::http::BootstrapServer;
+use crate::prefiller::{PrefillerConfig, PrefillerPeer};
+
+/// Revisions the reference peer speaks: every generation-2 revision with per-group block lists whose layout
+/// fields the typed structs carry.
+pub fn revisions() -> Vec<String> {
+    Spec::builtin()
+        .push()
+        .revisions
+        .iter()
+        .filter(|r| r.generation == 2 && r.structs.get("MooncakeXferMetadata").is_some_and(|s| s.fields.iter().any(|f| f.name == "kv_block_lens")))
+        .map(|r| r.revision.clone())
+        .collect()
+}
+
+pub fn hello() -> J {
+    json!({"hello": "mooncake-testee", "protocol": 1, "name": format!("mooncake-peer {}", env!("CARGO_PKG_VERSION")),
+           "revisions": revisions(), "roles": ["prefiller", "decoder", "bootstrap"]})
+}
+
+enum Role {
+    Bootstrap(BootstrapServer),
+    Prefiller(PrefillerPeer),
+    Decoder(DecoderPeer, tokio::task::JoinHandle<()>),
+}
+
+pub struct Testee {
+    ctx: zmq::Context,
+    role: Option<Role>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PrefillerStart {
+    engine_id: String,
+    #[serde(default)]
+    dp_rank: i64,
+    #[serde(default)]
+    tp_rank: i64,
+    #[serde(default = "one")]
+    tp_size: i64,
+    #[serde(default)]
+    pp_rank: i64,
+    #[serde(default = "one")]
+    pp_size: i64,
+    #[serde(default)]
+    bootstrap: Option<String>,
+    #[serde(default)]
+    bind: Option<String>,
+    #[serde(default)]
+    abort_timeout_s: Option<f64>,
+    model: ModelConfig,
+    layout: LayoutConfig,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecoderStart {
+    #[serde(default = "localhost")]
+    hostname: String,
+    #[serde(default)]
+    tp_rank: usize,
+    #[serde(default = "one_usize")]
+    tp_size: usize,
+    #[serde(default)]
+    pp_rank: usize,
+    #[serde(default = "one_usize")]
+    pp_size: usize,
+    #[serde(default)]
+    layout_id: u64,
+    #[serde(default)]
+    abort_timeout_s: Option<f64>,
+    /// How long to wait for each reply (vLLM: abort timeout + 60 s).
+    #[serde(default)]
+    recv_timeout_s: Option<f64>,
+    layout: LayoutConfig,
+}
+
+#[derive(Deserialize)]
+struct PullCmd {
+    d_req_id: String,
+    transfer_id: String,
+    #[serde(default)]
+    blocks: Vec<Vec<u64>>,
+    engine_id: String,
+    bootstrap_addr: String,
+}
+
+fn one() -> i64 {
+    1
+}
+fn one_usize() -> usize {
+    1
+}
+fn localhost() -> String {
+    "127.0.0.1".into()
+}
+
+/// Seconds from a control command; negative, infinite or NaN values are refused.
+fn secs(v: Option<f64>, what: &str) -> Result<Option<Duration>, String> {
+    match v {
+        None => Ok(None),
+        Some(x) => Duration::try_from_secs_f64(x).map(Some).map_err(|_| format!("{what}: {x} is not a duration in seconds")),
+    }
+}
+
+fn err(e: impl std::fmt::Display) -> J {
+    json!({"ok": false, "error": e.to_string()})
+}
+
+fn field<'a, T: Deserialize<'a>>(cmd: &'a J, k: &str) -> Result<T, String> {
+    T::deserialize(cmd.get(k).ok_or_else(|| format!("missing `{k}`"))?).map_err(|e| format!("`{k}`: {e}"))
+}
+
+impl Default for Testee {
+    fn default() -> Self {
+        Testee { ctx: zmq::Context::new(), role: None }
+    }
+}
+
+impl Testee {
+    /// Handles one command; never panics on bad input.
+    pub async fn handle(&mut self, cmd: &J) -> J {
+        let name = cmd.get("cmd").and_then(J::as_str).unwrap_or("");
+        let r = match name {
+            "start" => self.start(cmd).await,
+            "stop" => {
+                self.role = None;
+                Ok(json!({}))
+            }
+            _ => self.role_cmd(name, cmd).await,
+        };
+        match r {
+            Ok(J::Object(mut m)) => {
+                m.insert("ok".into(), J::Bool(true));
+                J::Object(m)
+            }
+            Ok(_) => json!({"ok": true}),
+            Err(e) => err(e),
+        }
+    }
+
+    async fn start(&mut self, cmd: &J) -> Result<J, String> {
+        if self.role.is_some() {
+            return Err("this testee already has a role".into());
+        }
+        let role: String = field(cmd, "role")?;
+        let revision: String = field(cmd, "revision")?;
+        if !revisions().contains(&revision) {
+            return Err(format!("unsupported revision {revision}"));
+        }
+        let rev = Spec::builtin().revision(&revision).expect("listed").clone();
+        let config = cmd.get("config").cloned().unwrap_or(json!({}));
+        match role.as_str() {
+            "bootstrap" => {
+                let bind = config.get("bind").and_then(J::as_str).unwrap_or("127.0.0.1:0").to_string();
+                let spec = mooncake_wire::bootstrap::BootstrapSpec::new(rev).ok_or("no bootstrap server in this revision")??;
+                let s = BootstrapServer::start(&bind, Registry::new(spec)).await?;
+                let url = s.url();
+                self.role = Some(Role::Bootstrap(s));
+                Ok(json!({"url": url}))
+            }
+            "prefiller" => {
+                let c: PrefillerStart = serde_json::from_value(config).map_err(|e| format!("config: {e}"))?;
+                let planner = producer(c.tp_rank, c.tp_size, c.pp_size, &c.model, &c.layout)?;
+                let memory = Arc::new(Mutex::new(c.layout.memory(true)));
+                let profile = WireProfile::builtin(&revision)?;
+                let cfg = PrefillerConfig {
+                    bind: c.bind.unwrap_or_else(|| "tcp://127.0.0.1:*".into()),
+                    engine_id: c.engine_id,
+                    dp_rank: c.dp_rank,
+                    tp_rank: c.tp_rank,
+                    pp_rank: c.pp_rank,
+                    bootstrap: c.bootstrap,
+                    abort_timeout: secs(c.abort_timeout_s, "abort_timeout_s")?,
+                };
+                let p = PrefillerPeer::start(&self.ctx, cfg, profile, planner, memory, Backend::Tcp).await?;
+                let endpoint = p.endpoint.clone();
+                self.role = Some(Role::Prefiller(p));
+                Ok(json!({"endpoint": endpoint}))
+            }
+            "decoder" => {
+                let c: DecoderStart = serde_json::from_value(config).map_err(|e| format!("config: {e}"))?;
+                c.layout.check()?;
+                let memory = Arc::new(Mutex::new(c.layout.memory(false)));
+                let listener = TcpListener::bind((c.hostname.as_str(), 0)).await.map_err(|e| format!("transfer-engine listener: {e}"))?;
+                let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+                let server = tokio::spawn(serve_tcp(listener, memory.clone()));
+                let profile = WireProfile::builtin(&revision)?;
+                let cfg = DecoderConfig {
+                    hostname: c.hostname.clone(),
+                    te_port: port as u64,
+                    tp_rank: c.tp_rank,
+                    tp_size: c.tp_size,
+                    pp_rank: c.pp_rank,
+                    pp_size: c.pp_size,
+                    layout: c.layout.decoder_layout(),
+                    layout_id: c.layout_id,
+                };
+                let mut core = DecoderCore::new(profile, cfg);
+                if let Some(t) = secs(c.abort_timeout_s, "abort_timeout_s")? {
+                    core.set_recv_timeout(t + Duration::from_secs(60));
+                }
+                if let Some(t) = secs(c.recv_timeout_s, "recv_timeout_s")? {
+                    core.set_recv_timeout(t);
+                }
+                let d = DecoderPeer::start(&self.ctx, core, memory)?;
+                self.role = Some(Role::Decoder(d, server));
+                Ok(json!({"session": format!("{}:{port}", c.hostname)}))
+            }
+            other => Err(format!("unknown role {other:?}")),
+        }
+    }
+
+    async fn role_cmd(&mut self, name: &str, cmd: &J) -> Result<J, String> {
+        match (&self.role, name) {
+            (None, _) => Err(format!("unsupported: {name} before start")),
+            (Some(Role::Prefiller(p)), "allocate") => {
+                p.allocated(&field::<String>(cmd, "p_req_id")?, &field::<String>(cmd, "transfer_id")?);
+                Ok(json!({}))
+            }
+            (Some(Role::Prefiller(p)), "ready") => {
+                p.finished(&field::<String>(cmd, "p_req_id")?, &field::<String>(cmd, "transfer_id")?, field(cmd, "blocks")?);
+                Ok(json!({}))
+            }
+            (Some(Role::Prefiller(p)), "abort") => {
+                p.aborted(&field::<String>(cmd, "transfer_id")?);
+                Ok(json!({}))
+            }
+            (Some(Role::Prefiller(p)), "forget_layouts") => {
+                p.forget_layouts();
+                Ok(json!({}))
+            }
+            (Some(Role::Prefiller(p)), "fail_next_transfer") => {
+                let count = cmd.get("count").and_then(J::as_u64).unwrap_or(1) as usize;
+                let ret = cmd.get("ret").and_then(J::as_i64).unwrap_or(-1);
+                p.fail_next_writes(count, ret);
+                Ok(json!({}))
+            }
+            (Some(Role::Prefiller(p)), "status") => {
+                let s = p.status().await?;
+                Ok(json!({
+                    "tracked_transfers": s.tracked_transfers,
+                    "open_exchanges": s.open_exchanges,
+                    "cached_layouts": s.cached_layouts,
+                    "finished_sending": s.finished_sending.iter().map(|(p, t, e)| json!({"p_req_id": p, "transfer_id": t, "expired": e})).collect::<Vec<_>>(),
+                    "writes": s.writes.iter().map(|(sess, n, b, r)| json!({"session": sess, "descriptors": n, "bytes": b, "ret": r})).collect::<Vec<_>>(),
+                    "rejected": s.rejected,
+                }))
+            }
+            (Some(Role::Decoder(d, _)), "pull") => {
+                let reqs: Vec<PullCmd> = field(cmd, "requests")?;
+                d.pull(
+                    reqs.into_iter()
+                        .map(|r| PullRequest { d_req_id: r.d_req_id, transfer_id: r.transfer_id, local_blocks: r.blocks, engine_id: r.engine_id, bootstrap_addr: r.bootstrap_addr })
+                        .collect(),
+                );
+                Ok(json!({}))
+            }
+            (Some(Role::Decoder(d, _)), "status") => {
+                let s = d.status().await?;
+                Ok(json!({
+                    "finished": s.finished,
+                    "failed": s.failed.iter().map(|(id, r, b)| json!({"d_req_id": id, "reason": r, "invalid_blocks": b})).collect::<Vec<_>>(),
+                    "unsettled": s.unsettled,
+                    "pending_pulls": s.pending_pulls,
+                    "open_exchanges": s.open_exchanges,
+                }))
+            }
+            (Some(Role::Decoder(d, _)), "read_memory") => {
+                let addr: u64 = field(cmd, "addr")?;
+                let len: u64 = field(cmd, "len")?;
+                let m = d.memory.lock().map_err(|_| "memory lock")?;
+                let b = m.read(addr, len).ok_or_else(|| format!("{len} bytes at {addr:#x} are not registered"))?;
+                Ok(json!({"hex": hex::encode(b)}))
+            }
+            (Some(Role::Bootstrap(b)), "status") => {
+                let r = b.registry.lock().map_err(|_| "registry lock")?;
+                Ok(json!({"workers": r.worker_count(), "table": r.query()}))
+            }
+            _ => Err(format!("unsupported: {name}")),
+        }
+    }
+}
+
+impl Drop for Testee {
+    fn drop(&mut self) {
+        if let Some(Role::Decoder(_, server)) = &self.role {
+            server.abort();
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! The copies a prefiller issues for a round of ready requests: vLLM 0.33.0
+//! `MooncakeConnectorWorker._build_transfer_params` (`mooncake_connector.py`). The result is exactly the
+//! `(src, dst, len)` lists vLLM hands to `TransferEngine.batch_transfer_sync_write`, plus the requests that
+//! failed and the first failure's message.
+
+use super::blocks::{block_ids_for_region, logical_to_kernel_block_ids, match_request_blocks};
+use super::contiguous::group_concurrent_contiguous;
+use super::error::PlanError;
+use super::producer::ProducerConfig;
+use super::region::TransferRegion;
+use super::sender_plan::{can_coalesce_block_transfers, compute_sender_transfer_plan, SenderPlanInput};
+
+/// One request whose producer blocks are ready: the consumer's request id, the producer's block ids per KV
+/// group, and the consumer's (from `req_blocks[d_req_id]` of the pull).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadyRequest {
+    pub d_req_id: String,
+    pub local_block_ids: Vec<Vec<i64>>,
+    pub remote_block_ids: Vec<Vec<i64>>,
+}
+
+/// One copy: `len` bytes from local address `src` to remote address `dst`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Descriptor {
+    pub src: u64,
+    pub dst: u64,
+    pub len: u64,
+}
+
+/// What one round sends. Requests in `err_reqs` contributed no descriptor; `err_msg` is the first failure's
+/// text (`KV group count mismatch`, `P num blocks less than D`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TransferBatch {
+    pub descriptors: Vec<Descriptor>,
+    pub err_reqs: Vec<String>,
+    pub err_msg: Option<String>,
+}
+
+fn address(base: i64, block: i64, stride: i64, offset: i64) -> Result<u64, PlanError> {
+    let v = base as i128 + block as i128 * stride as i128 + offset as i128;
+    u64::try_from(v).map_err(|_| PlanError::out_of_range("transfer address"))
+}
+
+fn length(v: i128) -> Result<u64, PlanError> {
+    u64::try_from(v).map_err(|_| PlanError::out_of_range("transfer length"))
+}
+
+/// Descriptors for `requests`, region pair by region pair (`local[i]` with `remote[i]`, as aligned).
+///
+/// Per request: nothing when the consumer asks for no block; a group-count or block-count mismatch puts the
+/// request in `err_reqs`. Otherwise, for every region pair, the region's block ids (shared regions take the
+/// local side's group set for both sides) are cut into runs consecutive on both sides; the TP byte plan says
+/// whether and which slice this rank sends; a run of whole blocks is one descriptor, otherwise one per block.
+/// `Err` is an exception vLLM raises mid-round (the whole round then fails).
+pub fn build_transfer_params(
+    config: &ProducerConfig,
+    local: &[TransferRegion],
+    remote: &[TransferRegion],
+    remote_tp_rank: i64,
+    remote_tp_size: i64,
+    requests: &[ReadyRequest],
+) -> Result<TransferBatch, PlanError> {
+    let mut out = TransferBatch::default();
+    let kinds = &config.groups;
+    for req in requests {
+        if req.remote_block_ids.iter().all(Vec::is_empty) {
+            continue;
+        }
+        let (local_ids, remote_ids) = match match_request_blocks(kinds, &req.local_block_ids, &req.remote_block_ids)? {
+            Ok(pair) => pair,
+            Err(mismatch) => {
+                out.err_reqs.push(req.d_req_id.clone());
+                out.err_msg.get_or_insert_with(|| mismatch.err_msg().to_string());
+                continue;
+            }
+        };
+        if local_ids.iter().all(Vec::is_empty) {
+            continue;
+        }
+        let n = config.physical_blocks_per_logical;
+        let local_ids = logical_to_kernel_block_ids(kinds, local_ids, n)?;
+        let remote_ids = logical_to_kernel_block_ids(kinds, remote_ids, n)?;
+        for (l, r) in local.iter().zip(remote) {
+            if l.group_index != r.group_index {
+                return Err(PlanError::assertion("Aligned Mooncake transfer regions must belong to the same KV group."));
+            }
+            let l_blocks = block_ids_for_region(&local_ids, l.group_index, &l.shared_group_ids)?;
+            let r_blocks = block_ids_for_region(&remote_ids, r.group_index, &l.shared_group_ids)?;
+            if l_blocks.is_empty() {
+                continue;
+            }
+            let (l_runs, r_runs) = group_concurrent_contiguous(&l_blocks, &r_blocks)?;
+            let plan = compute_sender_transfer_plan(&SenderPlanInput {
+                local_tp_rank: config.tp_rank,
+                local_tp_size: config.tp_size,
+                remote_tp_rank,
+                remote_tp_size,
+                local_kv_block_len: l.kv_block_len,
+                remote_kv_block_len: r.kv_block_len,
+                producer_cache_replicated: config.cache_replicated(),
+                total_num_kv_heads: config.known_kv_heads(),
+            })?;
+            if !plan.should_transfer {
+                continue;
+            }
+            let len = plan.transfer_len as i128;
+            if plan.src_offset as i128 + len > l.kv_block_len as i128 {
+                return Err(PlanError::assertion("Computed source transfer region exceeds local KV block size."));
+            }
+            if plan.dst_offset as i128 + len > r.kv_block_len as i128 {
+                return Err(PlanError::assertion("Destination transfer region exceeds remote KV block size."));
+            }
+            let whole_blocks =
+                can_coalesce_block_transfers(l.block_len, r.block_len, plan.src_offset, plan.dst_offset, plan.transfer_len);
+            for (l_run, r_run) in l_runs.iter().zip(&r_runs) {
+                if whole_blocks {
+                    let (Some(&lb), Some(&rb)) = (l_run.first(), r_run.first()) else {
+                        return Err(PlanError::list_index());
+                    };
+                    out.descriptors.push(Descriptor {
+                        src: address(l.base_addr, lb, l.block_len, plan.src_offset)?,
+                        dst: address(r.base_addr, rb, r.block_len, plan.dst_offset)?,
+                        len: length(len * l_run.len() as i128)?,
+                    });
+                } else {
+                    for (&lb, &rb) in l_run.iter().zip(r_run) {
+                        out.descriptors.push(Descriptor {
+                            src: address(l.base_addr, lb, l.block_len, plan.src_offset)?,
+                            dst: address(r.base_addr, rb, r.block_len, plan.dst_offset)?,
+                            len: length(len)?,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::GroupKind;
+
+    fn config(tp_rank: i64, tp_size: i64, groups: Vec<GroupKind>) -> ProducerConfig {
+        ProducerConfig { tp_rank, tp_size, pp_size: 1, total_num_kv_heads: 8, use_mla: false, groups, physical_blocks_per_logical: 1 }
+    }
+
+    fn region(base: i64, stride: i64, kv: i64, group: i64) -> TransferRegion {
+        TransferRegion {
+            layer_name: "l".into(),
+            layer_index: 0,
+            base_addr: base,
+            block_len: stride,
+            kv_block_len: kv,
+            group_index: group,
+            shared_group_ids: vec![],
+            row_offset: -1,
+        }
+    }
+
+    fn req(local: Vec<Vec<i64>>, remote: Vec<Vec<i64>>) -> ReadyRequest {
+        ReadyRequest { d_req_id: "d".into(), local_block_ids: local, remote_block_ids: remote }
+    }
+
+    #[test]
+    fn impossible_pairings_raise_vllms_assertions() {
+        let cfg = config(0, 1, vec![GroupKind::Attention, GroupKind::Attention]);
+        let e = build_transfer_params(&cfg, &[region(0, 64, 64, 0)], &[region(0, 64, 64, 1)], 0, 1, &[req(vec![vec![1], vec![2]], vec![vec![3], vec![4]])])
+            .unwrap_err();
+        assert_eq!(e.to_string(), "AssertionError: Aligned Mooncake transfer regions must belong to the same KV group.");
+        // P tp 2 rank 1 writes at +64 into a decoder block that only holds 64 bytes.
+        let cfg = config(1, 2, vec![GroupKind::Attention]);
+        let e = build_transfer_params(&cfg, &[region(0, 64, 64, 0)], &[region(0, 64, 64, 0)], 0, 1, &[req(vec![vec![1]], vec![vec![3]])])
+            .unwrap_err();
+        assert_eq!(e.to_string(), "AssertionError: Destination transfer region exceeds remote KV block size.");
+    }
+
+    #[test]
+    fn kernel_blocks_and_mamba_groups_address_their_own_strides() {
+        // Attention group 0 with 2 kernel blocks per logical block; Mamba group 1 keeps logical ids and drops 0s.
+        let mut cfg = config(0, 1, vec![GroupKind::Attention, GroupKind::Mamba]);
+        cfg.physical_blocks_per_logical = 2;
+        let local = [region(1000, 10, 10, 0), region(5000, 100, 100, 1)];
+        let remote = [region(2000, 10, 10, 0), region(9000, 100, 100, 1)];
+        let b = build_transfer_params(&cfg, &local, &remote, 0, 1, &[req(vec![vec![3], vec![0, 4]], vec![vec![7], vec![6, 0]])]).unwrap();
+        // Logical 3 → kernel 6,7 (one run of 20 bytes) to logical 7 → kernel 14,15; Mamba 4 → 6.
+        assert_eq!(
+            b.descriptors,
+            vec![Descriptor { src: 1000 + 60, dst: 2000 + 140, len: 20 }, Descriptor { src: 5000 + 400, dst: 9000 + 600, len: 100 }]
+        );
+    }
+}

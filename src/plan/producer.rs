@@ -1,0 +1,83 @@
+//! What the prefiller (producer) knows about itself when it plans: its parallel identity and model facts
+//! ([`ProducerConfig`]), its registered layout ([`RegisteredLayout`], the same columns it would send), and
+//! the per-layer facts vLLM 0.33.0's `MooncakeConnectorWorker` keeps (`transfer_group_index_by_layer`,
+//! `_layer_specs`, `opaque_packed_storages`), as plain data.
+
+use std::collections::HashMap;
+
+use super::blocks::GroupKind;
+use super::error::PlanError;
+use super::topology::TransferTopology;
+use super::validate::LayerSpec;
+
+/// The producer worker's identity and model facts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProducerConfig {
+    pub tp_rank: i64,
+    pub tp_size: i64,
+    pub pp_size: i64,
+    /// `model_config.get_total_num_kv_heads()`.
+    pub total_num_kv_heads: i64,
+    pub use_mla: bool,
+    /// Kind of each KV transfer group, in group order (`kv_cache_config.transfer_groups`).
+    pub groups: Vec<GroupKind>,
+    /// Kernel blocks per logical block (vLLM `_physical_blocks_per_logical_kv_block`, normally 1).
+    pub physical_blocks_per_logical: i64,
+}
+
+impl ProducerConfig {
+    /// Whether some transfer group holds Mamba state (vLLM `kv_cache_config.has_mamba_layers`).
+    pub fn has_mamba_layers(&self) -> bool {
+        self.groups.contains(&GroupKind::Mamba)
+    }
+
+    /// The head count the TP byte plan and the length validation use: known for non-MLA models without Mamba
+    /// layers, `None` otherwise.
+    pub fn known_kv_heads(&self) -> Option<i64> {
+        (!self.use_mla && !self.has_mamba_layers()).then_some(self.total_num_kv_heads)
+    }
+
+    /// Whether every producer rank holds the whole KV cache (`TransferTopology.local_replicates_kv_cache`).
+    pub fn cache_replicated(&self) -> bool {
+        self.use_mla || self.tp_size > self.total_num_kv_heads
+    }
+
+    /// The worker's `TransferTopology` (DCP size 1, as the Mooncake worker builds it).
+    pub fn topology(&self) -> Result<TransferTopology, PlanError> {
+        TransferTopology::new(self.tp_rank, self.tp_size, self.total_num_kv_heads, self.use_mla, 1)
+    }
+}
+
+/// One side's registered layout as the parallel columns of `MooncakeXferMetadata` (fields 6–13, push-protocol
+/// §5). The first five columns must have equal lengths (else vLLM's `AssertionError`). Group indices may be
+/// empty (then looked up per layer), otherwise they must match too. Shared group ids and row offsets of any
+/// other length than the layer names count as not sent (except that a producer with a shared region, group
+/// `-1`, then refuses the pull).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RegisteredLayout {
+    pub kv_caches_base_addr: Vec<i64>,
+    pub block_lens: Vec<i64>,
+    pub kv_block_lens: Vec<i64>,
+    pub registered_layer_names: Vec<String>,
+    pub registered_layer_indices: Vec<i64>,
+    /// Empty: every region's group comes from the producer's `layer_groups`.
+    pub registered_group_indices: Vec<i64>,
+    pub registered_shared_group_ids: Vec<Vec<i64>>,
+    pub registered_row_offsets: Vec<i64>,
+}
+
+/// Everything the producer side of the planner needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Producer {
+    pub config: ProducerConfig,
+    /// This worker's own registered layout.
+    pub layout: RegisteredLayout,
+    /// Some region was registered as a whole non-page-contiguous row (vLLM: `opaque_packed_storages` is not
+    /// empty). Such rows keep only their first layer name.
+    pub has_opaque_packed_row: bool,
+    /// Transfer group of each layer (`kv_cache_config.transfer_group_index_by_layer`); used for a layout that
+    /// carries no group indices, with 0 for a layer not listed.
+    pub layer_groups: HashMap<String, i64>,
+    /// KV-cache spec of each local layer, for the head re-sharding check.
+    pub layer_specs: HashMap<String, LayerSpec>,
+}

@@ -1,0 +1,20 @@
+//! Sans-IO protocol cores (quinn-proto style): the prefiller, the decoder and the bootstrap registry as state
+//! machines that take messages and `now` and return what to send, what to do, and when to wake them. They
+//! never touch a socket, a clock, a thread or a random number generator; `reference-impl/` drives them over
+//! real ZeroMQ and HTTP, tests drive them with an in-memory pair and a simulated clock.
+
+pub mod decoder;
+pub mod lru;
+pub mod memory;
+pub mod planner;
+pub mod prefiller;
+pub mod profile;
+pub mod registry;
+pub mod sim;
+mod vllm;
+
+pub use decoder::{DecoderConfig, DecoderCore, DecoderEvent, DecoderLayout, EngineTable, ExchangeId, PullRequest};
+pub use planner::{Descriptor, ReadyReq, SenderPlanner, TransferBatch};
+pub use prefiller::{PeerId, PrefillerCore, PrefillerEvent, PrefillerStats, Transmit, WriteId};
+pub use profile::WireProfile;
+pub use registry::{Registry, Reply};

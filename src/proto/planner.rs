@@ -1,0 +1,41 @@
+//! What the prefiller core asks of a transfer planner: admission of a pull (pairing, PP check, layout
+//! preparation, validation) and copy descriptors per round. The core owns everything else (waiting,
+//! counting, replying, the layout cache). [`crate::plan::Producer`] implements it as vLLM 0.33.0 does
+//! (`vllm.rs`); tests may use simpler planners.
+
+pub use crate::plan::{Descriptor, TransferBatch};
+use crate::msgpack::WireInt;
+use crate::typed::MooncakeXferMetadata;
+
+/// A request whose prefiller blocks are ready, in the round being sent.
+#[derive(Clone, Debug)]
+pub struct ReadyReq<'a> {
+    pub d_req_id: &'a str,
+    pub transfer_id: &'a str,
+    /// The prefiller's block ids per KV group.
+    pub local_blocks: &'a [Vec<u64>],
+    /// The decoder's block ids per KV group (from `req_blocks`).
+    pub remote_blocks: &'a [Vec<WireInt>],
+}
+
+/// Every method returning `Err(String)` gives the exact `err_msg` of the `ERROR` reply.
+pub trait SenderPlanner {
+    /// The pull as the planner reads it (converted once per message).
+    type Pull;
+    /// Aligned regions of both sides, kept per peer layout when layout caching is on.
+    type Prepared: Clone;
+
+    fn pull(&self, meta: &MooncakeXferMetadata) -> Result<Self::Pull, String>;
+    /// The decoder TP ranks this prefiller pairs with, after checking the pull's rank is one of them and
+    /// that PP sizes allow alignment (vLLM's first two checks).
+    fn check(&self, pull: &Self::Pull) -> Result<Vec<usize>, String>;
+    /// Aligns the decoder's layout with ours.
+    fn prepare(&self, pull: &Self::Pull) -> Result<Self::Prepared, String>;
+    /// Region-length validation of prepared regions for this pull's TP pairing.
+    fn validate(&self, pull: &Self::Pull, prepared: &Self::Prepared) -> Result<(), String>;
+    /// Descriptors for the ready requests of one round. `Err` is an exception vLLM would raise mid-pull
+    /// (answered `ERROR`).
+    fn build(&self, pull: &Self::Pull, prepared: &Self::Prepared, ready: &[ReadyReq<'_>]) -> Result<TransferBatch, String>;
+    /// How many decoder workers must settle a request before it is freed (`resolve_need_send`).
+    fn need_send(&self, target_ranks: &[usize], remote_pp_size: usize) -> usize;
+}

@@ -1,0 +1,515 @@
+//! The prefiller (KV producer) side of the push protocol as a sans-IO state machine.
+//!
+//! Inputs: frames from the ROUTER socket, the scheduler's view of its requests (allocated, finished with
+//! blocks, aborted), completions of transfer-engine writes, and the time. Outputs: replies to send
+//! ([`PrefillerCore::poll_transmit`]), writes to perform and requests to free ([`PrefillerCore::poll_event`]),
+//! and when to be woken ([`PrefillerCore::poll_timeout`]). No socket, clock or thread inside.
+//!
+//! Behaviour follows vLLM 0.33.0's `send_kv_to_decode` (spec `spec/push/*.toml`, push-protocol reference
+//! §6): pairing check, PP check, layout-less pulls served from a per-peer layout cache (LAYOUT_MISS when
+//! absent), region validation, then rounds: wait until some requests are ready, one write per round, one
+//! reply per round (CONTINUE while some are pending, FINISH with the last), a timeout FINISH after the abort
+//! timeout, `need_send` deliveries before a transfer is freed, and expiry of ready transfers nobody pulled.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use super::lru::Lru;
+use super::planner::{Descriptor, ReadyReq, SenderPlanner, TransferBatch};
+use super::profile::WireProfile;
+use crate::limits;
+use crate::msgpack::WireInt;
+use crate::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status};
+
+/// A decoder connection as the ROUTER names it (the routing id: opaque bytes).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PeerId(pub Vec<u8>);
+
+/// A reply to send: `[peer, payload]` on the ROUTER.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    pub peer: PeerId,
+    pub payload: Vec<u8>,
+}
+
+/// Identifies one transfer-engine write the driver performs for the core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WriteId(pub u64);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PrefillerEvent {
+    /// Perform these copies into the decoder's memory (`session` = `"host:port"` of its transfer engine), then
+    /// call [`PrefillerCore::write_complete`] with the engine's return code (0 = success).
+    Write { id: WriteId, session: String, descriptors: Vec<Descriptor> },
+    /// The prefiller's blocks of this request can be freed: delivered `need_send` times, or expired.
+    FinishedSending { p_req_id: String, transfer_id: String, expired: bool },
+    /// A message was refused without a reply (wrong frame count); for logs.
+    Rejected { peer: PeerId, reason: String },
+}
+
+/// One transfer the prefiller may be asked for, keyed by `transfer_id`.
+#[derive(Debug, Clone)]
+struct Entry {
+    gen: u64,
+    /// Empty until the scheduler names the request (an entry a pull created first has no owner).
+    p_req_id: String,
+    local_blocks: Vec<Vec<u64>>,
+    ready: bool,
+    expire: Option<Instant>,
+    need_send: usize,
+    sent: usize,
+    sending: usize,
+    /// Exchanges waiting on it (to clean up ownerless entries when they end).
+    waiters: usize,
+}
+
+#[derive(Debug, Clone)]
+struct Pending {
+    d_req_id: String,
+    transfer_id: String,
+    gen: u64,
+    /// Index of the request in `req_blocks` (for the decoder's block ids).
+    index: usize,
+}
+
+#[derive(Debug)]
+struct Round {
+    write: Option<WriteId>,
+    status: Status,
+    ready: Vec<Pending>,
+    ok: Vec<String>,
+    err_reqs: Vec<String>,
+    err_msg: Option<String>,
+}
+
+#[derive(Debug)]
+struct Exchange<Pl, Pr> {
+    peer: PeerId,
+    meta: MooncakeXferMetadata,
+    pull: Pl,
+    prepared: Pr,
+    target_ranks: Vec<usize>,
+    pending: Vec<Pending>,
+    deadline: Instant,
+    round: Option<Round>,
+}
+
+/// Counters for tests and logs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PrefillerStats {
+    pub messages: u64,
+    pub errors: u64,
+    pub layout_misses: u64,
+    pub timeouts: u64,
+    pub rounds: u64,
+    pub expired: u64,
+}
+
+pub struct PrefillerCore<P: SenderPlanner> {
+    profile: WireProfile,
+    planner: P,
+    abort_timeout: Duration,
+    entries: HashMap<String, Entry>,
+    next_gen: u64,
+    exchanges: HashMap<u64, Exchange<P::Pull, P::Prepared>>,
+    next_exchange: u64,
+    writes: HashMap<WriteId, u64>,
+    next_write: u64,
+    layouts: Lru<LayoutKey, P::Prepared>,
+    transmits: VecDeque<Transmit>,
+    events: VecDeque<PrefillerEvent>,
+    pub stats: PrefillerStats,
+}
+
+/// `(remote_hostname, remote_port, remote_tp_rank, remote_pp_size, remote_tp_size, layout_id)`.
+type LayoutKey = (String, WireInt, WireInt, WireInt, WireInt, WireInt);
+
+fn layout_key(m: &MooncakeXferMetadata) -> LayoutKey {
+    (m.remote_hostname.clone(), m.remote_port, m.remote_tp_rank, m.remote_pp_size, m.remote_tp_size, m.layout_id)
+}
+
+/// Fills the spec's `miss_message` template (`{layout_id:#x}`, `{host}`, `{port}`).
+fn miss_message(template: &str, m: &MooncakeXferMetadata) -> String {
+    template
+        .replace("{layout_id:#x}", &format!("{:#x}", m.layout_id))
+        .replace("{host}", &m.remote_hostname)
+        .replace("{port}", &m.remote_port.to_string())
+}
+
+impl<P: SenderPlanner> PrefillerCore<P> {
+    pub fn new(profile: WireProfile, planner: P) -> Self {
+        let cap = profile.layout_caching.as_ref().map(|l| l.max_peer_layouts).unwrap_or(0);
+        PrefillerCore {
+            abort_timeout: profile.abort_timeout,
+            profile,
+            planner,
+            entries: HashMap::new(),
+            next_gen: 1,
+            exchanges: HashMap::new(),
+            next_exchange: 1,
+            writes: HashMap::new(),
+            next_write: 1,
+            layouts: Lru::new(cap),
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: PrefillerStats::default(),
+        }
+    }
+
+    /// Overrides `VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT`.
+    pub fn set_abort_timeout(&mut self, t: Duration) {
+        self.abort_timeout = t;
+    }
+    pub fn profile(&self) -> &WireProfile {
+        &self.profile
+    }
+    pub fn planner(&self) -> &P {
+        &self.planner
+    }
+
+    // ---- scheduler inputs -------------------------------------------------------------------------------
+
+    /// The scheduler allocated a request that will be pulled under `transfer_id`
+    /// (`update_state_after_alloc`). An entry a pull already created keeps having no owner, as in vLLM.
+    pub fn request_allocated(&mut self, now: Instant, p_req_id: &str, transfer_id: &str) {
+        if !self.entries.contains_key(transfer_id) {
+            let e = self.new_entry(p_req_id);
+            self.entries.insert(transfer_id.to_string(), e);
+        }
+        self.drive(now);
+    }
+
+    /// The request finished its prefill: its blocks are ready to send until `now + abort timeout`.
+    pub fn request_finished(&mut self, now: Instant, p_req_id: &str, transfer_id: &str, blocks: Vec<Vec<u64>>) {
+        let expire = now + self.abort_timeout;
+        if !self.entries.contains_key(transfer_id) {
+            let e = self.new_entry(p_req_id);
+            self.entries.insert(transfer_id.to_string(), e);
+        }
+        let e = self.entries.get_mut(transfer_id).expect("just ensured");
+        e.p_req_id = p_req_id.to_string();
+        e.local_blocks = blocks;
+        e.expire = Some(expire);
+        e.ready = true;
+        self.drive(now);
+    }
+
+    /// The request ended without a transfer (aborted, error): forget it. A waiting pull times out.
+    pub fn request_aborted(&mut self, now: Instant, transfer_id: &str) {
+        self.entries.remove(transfer_id);
+        self.drive(now);
+    }
+
+    fn new_entry(&mut self, p_req_id: &str) -> Entry {
+        self.next_gen += 1;
+        Entry { gen: self.next_gen, p_req_id: p_req_id.to_string(), local_blocks: vec![], ready: false, expire: None, need_send: 0, sent: 0, sending: 0, waiters: 0 }
+    }
+
+    /// Forgets every cached peer layout (vLLM does this when the prefiller re-registers its caches).
+    pub fn clear_layout_cache(&mut self) {
+        self.layouts.clear();
+    }
+
+    // ---- network input ----------------------------------------------------------------------------------
+
+    /// A message from the ROUTER: `[routing_id, payload]`. Anything else is refused without a reply.
+    pub fn handle_frames(&mut self, now: Instant, mut frames: Vec<Vec<u8>>) {
+        if frames.len() != 2 || frames[0].is_empty() {
+            let peer = PeerId(frames.first().cloned().unwrap_or_default());
+            self.events.push_back(PrefillerEvent::Rejected {
+                peer,
+                reason: format!("expected [routing_id, payload] (2 frames), got {} frames; a REQ socket or a multipart send is not a Mooncake decoder", frames.len()),
+            });
+            return;
+        }
+        let payload = frames.pop().expect("2 frames");
+        let peer = PeerId(frames.pop().expect("2 frames"));
+        self.handle_message(now, peer, &payload);
+    }
+
+    /// One pull request from a decoder.
+    pub fn handle_message(&mut self, now: Instant, peer: PeerId, payload: &[u8]) {
+        self.stats.messages += 1;
+        let meta = match self.profile.decode_metadata(payload) {
+            Ok(m) => m,
+            Err(e) => return self.reply_error(peer, Status::ERROR, e.msgspec_message()),
+        };
+        if self.exchanges.len() >= limits::MAX_PREFILLER_EXCHANGES {
+            return self.reply_error(peer, Status::ERROR, format!("Mooncake prefiller is serving {} pulls already; retry later.", self.exchanges.len()));
+        }
+        let pull = match self.planner.pull(&meta) {
+            Ok(p) => p,
+            Err(e) => return self.reply_error(peer, Status::ERROR, e),
+        };
+        let target_ranks = match self.planner.check(&pull) {
+            Ok(t) => t,
+            Err(e) => return self.reply_error(peer, Status::ERROR, e),
+        };
+        let caching = self.profile.layout_caching.clone();
+        let prepared = match &caching {
+            Some(lc) if meta.layout_id != WireInt::ZERO && meta.kv_caches_base_addr.is_empty() => {
+                match self.layouts.get(&layout_key(&meta)) {
+                    Some(p) => p.clone(),
+                    None => {
+                        self.stats.layout_misses += 1;
+                        let status = self.profile.statuses.iter().map(|(s, _)| *s).find(|s| s.name() == Some(lc.miss_status.as_str())).unwrap_or(Status::LAYOUT_MISS);
+                        return self.reply_error(peer, status, miss_message(&lc.miss_message, &meta));
+                    }
+                }
+            }
+            _ => match self.planner.prepare(&pull) {
+                Ok(p) => {
+                    if caching.is_some() && meta.layout_id != WireInt::ZERO {
+                        self.layouts.put(layout_key(&meta), p.clone());
+                    }
+                    p
+                }
+                Err(e) => return self.reply_error(peer, Status::ERROR, e),
+            },
+        };
+        if let Err(e) = self.planner.validate(&pull, &prepared) {
+            return self.reply_error(peer, Status::ERROR, e);
+        }
+        // Every requested transfer gets an entry (a placeholder when the scheduler has not named it yet).
+        let mut pending = Vec::with_capacity(meta.req_blocks.len());
+        for (index, (d_req_id, b)) in meta.req_blocks.iter().enumerate() {
+            if !self.entries.contains_key(&b.transfer_id) {
+                let e = self.new_entry("");
+                self.entries.insert(b.transfer_id.clone(), e);
+            }
+            let e = self.entries.get_mut(&b.transfer_id).expect("just ensured");
+            e.waiters += 1;
+            pending.push(Pending { d_req_id: d_req_id.clone(), transfer_id: b.transfer_id.clone(), gen: e.gen, index });
+        }
+        if pending.is_empty() {
+            // Nothing to wait for: vLLM's round loop never runs and nothing is sent back.
+            return;
+        }
+        let id = self.next_exchange;
+        self.next_exchange += 1;
+        self.exchanges.insert(id, Exchange { peer, meta, pull, prepared, target_ranks, pending, deadline: now + self.abort_timeout, round: None });
+        self.drive(now);
+    }
+
+    fn reply_error(&mut self, peer: PeerId, status: Status, msg: String) {
+        self.stats.errors += (status == Status::ERROR) as u64;
+        let mut r = MooncakeXferResponse::new(status);
+        r.err_msg = Some(msg);
+        self.send(peer, &r);
+    }
+
+    fn send(&mut self, peer: PeerId, r: &MooncakeXferResponse) {
+        let payload = self.profile.encode_response(r).expect("the core only builds replies its revision can carry");
+        self.transmits.push_back(Transmit { peer, payload });
+    }
+
+    // ---- transfer engine --------------------------------------------------------------------------------
+
+    /// The transfer engine finished a write: `ret` is its return code (0 = success).
+    pub fn write_complete(&mut self, now: Instant, id: WriteId, ret: i64) {
+        let Some(ex_id) = self.writes.remove(&id) else { return };
+        self.finish_round(now, ex_id, ret);
+        self.drive(now);
+    }
+
+    // ---- time -------------------------------------------------------------------------------------------
+
+    /// Fires timeouts due at `now`: pulls that waited too long, ready transfers nobody pulled.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let due: Vec<u64> = self.exchanges.iter().filter(|(_, x)| x.round.is_none() && x.deadline <= now).map(|(k, _)| *k).collect();
+        for id in due {
+            let ex = self.exchanges.remove(&id).expect("listed");
+            self.stats.timeouts += 1;
+            let mut r = MooncakeXferResponse::new(Status::FINISH);
+            r.err_reqs = Some(ex.pending.iter().map(|p| p.d_req_id.clone()).collect());
+            r.err_msg = Some("Timeout waiting for P side ready.".into());
+            r.layout_id = ex.meta.layout_id;
+            self.release_waiters(&ex.pending);
+            self.send(ex.peer, &r);
+        }
+        let expired: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| !e.p_req_id.is_empty() && e.sending == 0 && e.expire.is_some_and(|t| t < now))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for t in expired {
+            let e = self.entries.remove(&t).expect("listed");
+            self.stats.expired += 1;
+            self.events.push_back(PrefillerEvent::FinishedSending { p_req_id: e.p_req_id, transfer_id: t, expired: true });
+        }
+    }
+
+    /// When [`PrefillerCore::handle_timeout`] should next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let waits = self.exchanges.values().filter(|x| x.round.is_none()).map(|x| x.deadline);
+        let expiries = self.entries.values().filter(|e| !e.p_req_id.is_empty() && e.sending == 0).filter_map(|e| e.expire);
+        // Expiry is strict (`expire < now`): wake just after.
+        waits.chain(expiries.map(|t| t + Duration::from_nanos(1))).min()
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+    pub fn poll_event(&mut self) -> Option<PrefillerEvent> {
+        self.events.pop_front()
+    }
+
+    // ---- inspection -------------------------------------------------------------------------------------
+
+    /// Transfers the prefiller tracks (ready, pending, or placeholders a pull created).
+    pub fn tracked_transfers(&self) -> usize {
+        self.entries.len()
+    }
+    /// Pulls being served.
+    pub fn open_exchanges(&self) -> usize {
+        self.exchanges.len()
+    }
+    pub fn cached_layouts(&self) -> usize {
+        self.layouts.len()
+    }
+
+    // ---- rounds -----------------------------------------------------------------------------------------
+
+    fn is_ready(&self, p: &Pending) -> bool {
+        self.entries.get(&p.transfer_id).is_some_and(|e| e.gen == p.gen && e.ready)
+    }
+
+    /// Starts a round in every exchange that has ready requests and no write in flight.
+    fn drive(&mut self, now: Instant) {
+        let ids: Vec<u64> = self.exchanges.iter().filter(|(_, x)| x.round.is_none()).map(|(k, _)| *k).collect();
+        for id in ids {
+            let ready_idx: Vec<usize> = {
+                let x = &self.exchanges[&id];
+                x.pending.iter().enumerate().filter(|(_, p)| self.is_ready(p)).map(|(i, _)| i).collect()
+            };
+            if !ready_idx.is_empty() {
+                self.start_round(now, id, &ready_idx);
+            }
+        }
+    }
+
+    fn start_round(&mut self, now: Instant, ex_id: u64, ready_idx: &[usize]) {
+        self.stats.rounds += 1;
+        let mut ex = self.exchanges.remove(&ex_id).expect("exists");
+        let mut ready = Vec::with_capacity(ready_idx.len());
+        for &i in ready_idx.iter().rev() {
+            ready.push(ex.pending.remove(i));
+        }
+        ready.reverse();
+        let status = if ex.pending.is_empty() { Status::FINISH } else { Status::CONTINUE };
+        // Mark as sending (so they cannot expire mid-write) and work out how many deliveries free them.
+        let remote_pp = ex.meta.remote_pp_size.as_usize().unwrap_or(1);
+        let mut sendable = Vec::with_capacity(ready.len());
+        for p in ready {
+            let e = self.entries.get_mut(&p.transfer_id).expect("ready entries exist");
+            e.waiters = e.waiters.saturating_sub(1);
+            e.sending += 1;
+            if e.need_send == 0 {
+                e.need_send = self.planner.need_send(&ex.target_ranks, remote_pp);
+            }
+            sendable.push(p);
+        }
+        let built = {
+            let reqs: Vec<ReadyReq<'_>> = sendable
+                .iter()
+                .map(|p| ReadyReq {
+                    d_req_id: &p.d_req_id,
+                    transfer_id: &p.transfer_id,
+                    local_blocks: &self.entries[&p.transfer_id].local_blocks,
+                    remote_blocks: &ex.meta.req_blocks[p.index].1.blocks,
+                })
+                .collect();
+            self.planner.build(&ex.pull, &ex.prepared, &reqs)
+        };
+        let TransferBatch { descriptors, err_reqs, err_msg } = match built {
+            Ok(b) => b,
+            Err(e) => {
+                // vLLM raised inside the round: its generic handler answers ERROR and the pull ends.
+                for p in &sendable {
+                    if let Some(en) = self.entries.get_mut(&p.transfer_id) {
+                        en.sending = en.sending.saturating_sub(1);
+                    }
+                }
+                self.release_waiters(&ex.pending);
+                return self.reply_error(ex.peer, Status::ERROR, e);
+            }
+        };
+        let ok: Vec<String> = sendable.iter().map(|p| p.d_req_id.clone()).filter(|d| !err_reqs.contains(d)).collect();
+        let write = if descriptors.is_empty() {
+            None
+        } else {
+            let id = WriteId(self.next_write);
+            self.next_write += 1;
+            self.writes.insert(id, ex_id);
+            let session = format!("{}:{}", ex.meta.remote_hostname, ex.meta.remote_port);
+            self.events.push_back(PrefillerEvent::Write { id, session, descriptors });
+            Some(id)
+        };
+        ex.round = Some(Round { write, status, ready: sendable, ok, err_reqs, err_msg });
+        self.exchanges.insert(ex_id, ex);
+        if write.is_none() {
+            self.finish_round(now, ex_id, 0);
+        }
+    }
+
+    fn finish_round(&mut self, now: Instant, ex_id: u64, ret: i64) {
+        let Some(mut ex) = self.exchanges.remove(&ex_id) else { return };
+        let Some(mut round) = ex.round.take() else {
+            self.exchanges.insert(ex_id, ex);
+            return;
+        };
+        if ret != 0 && round.write.is_some() {
+            let te = format!("Mooncake transfer engine returned {ret}");
+            round.err_msg = Some(match round.err_msg.take() {
+                None => te,
+                Some(m) => format!("{m}; {te}"),
+            });
+            round.err_reqs.append(&mut round.ok);
+        }
+        for p in &round.ready {
+            let Some(e) = self.entries.get_mut(&p.transfer_id) else { continue };
+            if e.gen != p.gen {
+                continue;
+            }
+            e.sending = e.sending.saturating_sub(1);
+            if round.err_reqs.contains(&p.d_req_id) {
+                continue;
+            }
+            e.sent += 1;
+            if e.sent == e.need_send {
+                let e = self.entries.remove(&p.transfer_id).expect("present");
+                self.events.push_back(PrefillerEvent::FinishedSending { p_req_id: e.p_req_id, transfer_id: p.transfer_id.clone(), expired: false });
+            }
+        }
+        let mut r = MooncakeXferResponse::new(round.status);
+        r.ok_reqs = Some(round.ok).filter(|v| !v.is_empty());
+        r.err_reqs = Some(round.err_reqs).filter(|v| !v.is_empty());
+        r.err_msg = round.err_msg;
+        r.layout_id = ex.meta.layout_id;
+        self.send(ex.peer.clone(), &r);
+        if round.status == Status::FINISH {
+            self.release_waiters(&ex.pending);
+        } else {
+            ex.deadline = now + self.abort_timeout;
+            self.exchanges.insert(ex_id, ex);
+        }
+    }
+
+    /// An exchange stopped waiting on these: drop placeholder entries nobody owns or waits on any more
+    /// (vLLM keeps them forever, vllm-project/vllm#51236; the wire does not see the difference).
+    fn release_waiters(&mut self, pending: &[Pending]) {
+        for p in pending {
+            let remove = match self.entries.get_mut(&p.transfer_id) {
+                Some(e) if e.gen == p.gen => {
+                    e.waiters = e.waiters.saturating_sub(1);
+                    e.waiters == 0 && e.p_req_id.is_empty() && !e.ready
+                }
+                _ => false,
+            };
+            if remove {
+                self.entries.remove(&p.transfer_id);
+            }
+        }
+    }
+}

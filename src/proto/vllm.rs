@@ -1,0 +1,47 @@
+//! [`SenderPlanner`] for the vLLM 0.33.0 planner of [`crate::plan`].
+
+use super::planner::{ReadyReq, SenderPlanner, TransferBatch};
+use crate::plan::{PreparedRegions, Producer, Pull, ReadyRequest, Refusal};
+use crate::typed::MooncakeXferMetadata;
+
+impl SenderPlanner for Producer {
+    type Pull = Pull;
+    type Prepared = PreparedRegions;
+
+    fn pull(&self, meta: &MooncakeXferMetadata) -> Result<Pull, String> {
+        Pull::try_from(meta).map_err(|e| e.to_string())
+    }
+
+    fn check(&self, pull: &Pull) -> Result<Vec<usize>, String> {
+        let ranks = self.check_pairing(pull).map_err(|r| r.err_msg())?;
+        if self.pp_mismatch_hides_packed_layers(pull) {
+            return Err(Refusal::PpMismatchHidesPackedLayers { local_pp_size: self.config.pp_size, remote_pp_size: pull.remote_pp_size }.err_msg());
+        }
+        Ok(ranks.into_iter().map(|r| r as usize).collect())
+    }
+
+    fn prepare(&self, pull: &Pull) -> Result<PreparedRegions, String> {
+        Producer::prepare(self, pull).map_err(|r| r.err_msg())
+    }
+
+    fn validate(&self, pull: &Pull, prepared: &PreparedRegions) -> Result<(), String> {
+        Producer::validate(self, prepared, pull.remote_tp_size).map_err(|r| r.err_msg())
+    }
+
+    fn build(&self, pull: &Pull, prepared: &PreparedRegions, ready: &[ReadyReq<'_>]) -> Result<TransferBatch, String> {
+        let reqs: Vec<ReadyRequest> = ready
+            .iter()
+            .map(|r| ReadyRequest {
+                d_req_id: r.d_req_id.to_string(),
+                local_block_ids: r.local_blocks.iter().map(|g| g.iter().map(|b| *b as i64).collect()).collect(),
+                remote_block_ids: r.remote_blocks.iter().map(|g| g.iter().map(|b| b.as_i64().unwrap_or(i64::MAX)).collect()).collect(),
+            })
+            .collect();
+        Producer::build(self, prepared, pull, &reqs).map_err(|e| e.err_msg().to_string())
+    }
+
+    fn need_send(&self, target_ranks: &[usize], remote_pp_size: usize) -> usize {
+        let ranks: Vec<i64> = target_ranks.iter().map(|r| *r as i64).collect();
+        Producer::need_send(self, &ranks, remote_pp_size as i64).max(0) as usize
+    }
+}
