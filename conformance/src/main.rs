@@ -8,6 +8,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use mooncake_conformance::play::Role;
+use mooncake_conformance::run::{ExpectedFailures, RunConfig};
+use mooncake_conformance::scenarios::Scenarios;
+use mooncake_conformance::testee::TesteeSpec;
 use mooncake_conformance::{report, spec_source, validate, vectors};
 
 #[derive(Parser)]
@@ -70,6 +74,42 @@ enum Cmd {
         #[arg(long)]
         allow_breaking: bool,
     },
+    /// Run the conformance cases: each bundled (or given) trace, each role it exercises, played against a
+    /// testee. With no arguments: every bundled trace against the built-in reference peer.
+    ///
+    /// A case `<revision>/<scenario>/prefiller` tests a prefiller: the runner plays the recorded decoder(s).
+    /// `…/decoder` tests a decoder: the runner plays the recorded prefiller(s). `…/bootstrap` tests a bootstrap
+    /// server. A testee speaks conformance/TESTEE.md on its standard input and output.
+    Run {
+        /// Trace files or directories (default: the bundled conformance/traces).
+        paths: Vec<PathBuf>,
+        /// Command of the implementation to test (default: the built-in reference peer, in-process).
+        #[arg(long)]
+        testee: Option<String>,
+        /// Only cases of these roles (prefiller, decoder, bootstrap).
+        #[arg(long)]
+        role: Vec<String>,
+        /// Only cases whose id contains this text.
+        #[arg(long)]
+        case: Option<String>,
+        /// Scenario setup file (default: the bundled conformance/scenarios.toml).
+        #[arg(long)]
+        scenarios: Option<PathBuf>,
+        /// Expected failures (default: conformance/expected-failures.toml with the built-in peer, none otherwise).
+        #[arg(long)]
+        expected_failures: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// Also write a JUnit XML report.
+        #[arg(long)]
+        junit: Option<PathBuf>,
+        /// Also write a Markdown report (for a PR comment).
+        #[arg(long)]
+        markdown: Option<PathBuf>,
+        /// Seconds to wait for a reply or an outcome beyond the scenario's own timeouts.
+        #[arg(long, default_value_t = 3.0)]
+        slack: f64,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -81,9 +121,72 @@ enum DiffFormat {
     Summary,
 }
 
+fn bundled(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
+        Cmd::Run { paths, testee, role, case, scenarios, expected_failures, format, junit, markdown, slack } => {
+            let roles = match role.iter().map(|r| Role::parse(r).ok_or(r.clone())).collect::<Result<Vec<_>, _>>() {
+                Ok(r) => r,
+                Err(r) => return report::usage_error(&format!("unknown role {r:?} (prefiller, decoder, bootstrap)")),
+            };
+            let scenarios = match scenarios {
+                Some(p) => match Scenarios::load(&p) {
+                    Ok(s) => s,
+                    Err(e) => return report::usage_error(&e),
+                },
+                None => Scenarios::bundled(),
+            };
+            let expected = match (&expected_failures, &testee) {
+                (Some(p), _) => ExpectedFailures::load(p),
+                (None, None) => ExpectedFailures::load(&bundled("expected-failures.toml")),
+                (None, Some(_)) => Ok(ExpectedFailures::default()),
+            };
+            let expected = match expected {
+                Ok(e) => e,
+                Err(e) => return report::usage_error(&e),
+            };
+            let slack = match std::time::Duration::try_from_secs_f64(slack) {
+                Ok(d) => d,
+                Err(_) => return report::usage_error("--slack must be a non-negative number of seconds"),
+            };
+            let cfg = RunConfig {
+                paths: if paths.is_empty() { vec![bundled("traces")] } else { paths },
+                testee: testee.map(TesteeSpec::Command).unwrap_or(TesteeSpec::Builtin),
+                roles,
+                filter: case,
+                scenarios,
+                expected,
+                slack,
+                progress: format == Format::Text && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            };
+            let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => return report::usage_error(&e.to_string()),
+            };
+            let rep = match rt.block_on(mooncake_conformance::run::run(cfg)) {
+                Ok(r) => r,
+                Err(e) => return report::usage_error(&e),
+            };
+            if let Some(p) = junit {
+                if let Err(e) = std::fs::write(&p, report::run_junit(&rep)) {
+                    return report::usage_error(&format!("{}: {e}", p.display()));
+                }
+            }
+            if let Some(p) = markdown {
+                if let Err(e) = std::fs::write(&p, report::run_markdown(&rep)) {
+                    return report::usage_error(&format!("{}: {e}", p.display()));
+                }
+            }
+            match format {
+                Format::Json => report::print_json(&report::run_json(&rep)),
+                Format::Text => report::run_text(&rep),
+            }
+            ExitCode::from(if rep.ok() { 0 } else { 1 })
+        }
         Cmd::Vectors { paths, format, all } => {
             let files = match mooncake_conformance::jsonl::expand(&paths) {
                 Ok(f) => f,

@@ -113,3 +113,111 @@ pub fn validate_text(reps: &[TraceReport]) {
         if bad == 0 { "OK" } else { "FAILED" }
     );
 }
+
+// ---- run reports ------------------------------------------------------------------------------------------
+
+use crate::play::Status;
+use crate::run::RunReport;
+
+fn status_word(s: &Status) -> &'static str {
+    match s {
+        Status::Pass => "pass",
+        Status::Fail => "FAIL",
+        Status::Xfail => "xfail",
+        Status::Skip => "skip",
+    }
+}
+
+pub fn run_summary(r: &RunReport) -> String {
+    format!(
+        "conformance: {} cases against {} — {} passed, {} failed, {} expected failures, {} skipped{} — {}",
+        r.results.len(),
+        r.testee,
+        r.count(Status::Pass),
+        r.count(Status::Fail),
+        r.count(Status::Xfail),
+        r.count(Status::Skip),
+        if r.stale.is_empty() { String::new() } else { format!(", {} stale expected failures", r.stale.len()) },
+        if r.ok() { "OK" } else { "FAILED" }
+    )
+}
+
+pub fn run_text(r: &RunReport) {
+    println!("{:<6} {:<52} {:>8}  notes", "status", "case", "ms");
+    for c in &r.results {
+        let note = c.reason.clone().unwrap_or_else(|| c.findings.first().map(|f| format!("[{}] {}", f.check, f.detail)).unwrap_or_default());
+        let note: String = note.chars().take(110).collect();
+        println!("{:<6} {:<52} {:>8}  {note}", status_word(&c.status), c.id, c.duration_ms);
+        if c.status == Status::Fail {
+            for f in &c.findings {
+                let at = f.seq.map(|s| format!("seq {s}: ")).unwrap_or_default();
+                println!("         [{}] {at}{}{}", f.check, f.message.as_deref().map(|m| format!("{m}: ")).unwrap_or_default(), f.detail);
+            }
+        }
+    }
+    for s in &r.stale {
+        println!("STALE  {s}");
+    }
+    println!("{}", run_summary(r));
+}
+
+pub fn run_json(r: &RunReport) -> serde_json::Value {
+    json!({
+        "testee": r.testee,
+        "cases": r.results,
+        "stale_expected_failures": r.stale,
+        "summary": {
+            "cases": r.results.len(),
+            "passed": r.count(Status::Pass),
+            "failed": r.count(Status::Fail),
+            "expected_failures": r.count(Status::Xfail),
+            "skipped": r.count(Status::Skip),
+            "ok": r.ok(),
+        }
+    })
+}
+
+fn xml(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+pub fn run_junit(r: &RunReport) -> String {
+    let mut o = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    o.push_str(&format!(
+        "<testsuite name=\"mooncake-conformance\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n",
+        r.results.len() + r.stale.len(),
+        r.count(Status::Fail) + r.stale.len(),
+        r.count(Status::Skip) + r.count(Status::Xfail)
+    ));
+    for c in &r.results {
+        let (class, name) = c.id.rsplit_once('/').unwrap_or(("", &c.id));
+        o.push_str(&format!("  <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\">", xml(class), xml(name), c.duration_ms as f64 / 1000.0));
+        match c.status {
+            Status::Fail => {
+                let detail: Vec<String> = c.findings.iter().map(|f| format!("[{}] {}{}", f.check, f.message.as_deref().map(|m| format!("{m}: ")).unwrap_or_default(), f.detail)).collect();
+                o.push_str(&format!("<failure message=\"{}\">{}</failure>", xml(&detail.first().cloned().unwrap_or_default()), xml(&detail.join("\n"))));
+            }
+            Status::Skip | Status::Xfail => o.push_str(&format!("<skipped message=\"{}\"/>", xml(c.reason.as_deref().unwrap_or("")))),
+            Status::Pass => {}
+        }
+        o.push_str("</testcase>\n");
+    }
+    for s in &r.stale {
+        o.push_str(&format!("  <testcase classname=\"expected-failures\" name=\"stale\"><failure message=\"{}\"/></testcase>\n", xml(s)));
+    }
+    o.push_str("</testsuite>\n");
+    o
+}
+
+pub fn run_markdown(r: &RunReport) -> String {
+    let mut o = format!("### mooncake-conformance: {}\n\n{}\n\n", r.testee, run_summary(r));
+    o.push_str("| Case | Status | Notes |\n|---|---|---|\n");
+    for c in &r.results {
+        let note = c.reason.clone().unwrap_or_else(|| c.findings.iter().map(|f| format!("`{}` {}", f.check, f.detail)).collect::<Vec<_>>().join("<br>"));
+        o.push_str(&format!("| `{}` | {} | {} |\n", c.id, status_word(&c.status), note.replace('|', "\\|").replace('\n', " ")));
+    }
+    for s in &r.stale {
+        o.push_str(&format!("| stale expected failure | FAIL | {} |\n", s.replace('|', "\\|")));
+    }
+    o
+}

@@ -69,6 +69,46 @@ pub fn validate_file(path: &Path) -> TraceReport {
     }
 }
 
+/// The protocol checks of `checks.rs` over a recorded trace.
+fn protocol_checks(t: &Trace, rev: &Arc<Revision>, out: &mut Vec<Finding>) {
+    let Ok(model) = crate::trace_model::TraceModel::new(t.clone()) else { return };
+    if let Some(profile) = &model.profile {
+        let xs: Vec<crate::checks::Xchg> = model
+            .exchanges
+            .iter()
+            .map(|x| crate::checks::Xchg {
+                index: x.index,
+                decoder: x.decoder.clone(),
+                endpoint: x.endpoint.clone(),
+                request: x.request.clone(),
+                replies: x.replies.iter().map(|(b, _, _)| b.clone()).collect(),
+                seq: Some(x.send_seq),
+                line: Some(x.send_line),
+            })
+            .collect();
+        out.extend(crate::checks::check_exchanges(profile, &xs));
+    }
+    if let Some(Ok(spec)) = BootstrapSpec::new(rev.clone()) {
+        let log: Vec<crate::checks::HttpX> = model
+            .http
+            .iter()
+            .filter_map(|(req, resp)| {
+                let resp = resp.as_ref()?;
+                Some(crate::checks::HttpX {
+                    method: req.method.clone(),
+                    path: req.path.clone(),
+                    request: req.body.clone(),
+                    status: resp.status?,
+                    response: resp.body.clone(),
+                    seq: Some(resp.seq),
+                    line: Some(resp.line),
+                })
+            })
+            .collect();
+        out.extend(crate::checks::check_http(spec, &log));
+    }
+}
+
 pub fn validate(t: &Trace) -> TraceReport {
     let mut rep = TraceReport {
         path: t.path.clone(),
@@ -136,6 +176,7 @@ pub fn validate(t: &Trace) -> TraceReport {
             }
         }
     }
+    protocol_checks(t, &rev, &mut rep.findings);
     rep
 }
 

@@ -140,7 +140,8 @@ fn validation_catches_corrupted_payloads_frames_and_bodies() {
             }
         }
     }
-    assert_eq!(checks(&t), vec!["HTTP-BODY"]);
+    // Both the body check and the protocol check (the registry would have answered {"status": "ok"}).
+    assert_eq!(checks(&t), vec!["HTTP-BODY", "REGISTER-STATUS"]);
 
     // A 0.32.0 trace carrying a 0.33.0 LAYOUT_MISS status: 0.32.0's enum has no 3.
     let mut t = load("vllm-0.32.0/a_single_success.jsonl");
@@ -183,3 +184,119 @@ fn malformed_traces_name_the_line_and_field() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("TRACE-FORMAT"));
     let _ = jsonl::read(Path::new("/nonexistent")).unwrap_err();
 }
+
+/// Re-encodes the decoder-side replies of a trace through `f` (the checks read what the decoder received).
+fn mutate_replies(t: &mut Trace, f: impl Fn(usize, &mut mooncake_wire::typed::MooncakeXferResponse) -> bool) {
+    let mut n = 0;
+    let mut drop_idx = vec![];
+    for (i, e) in t.events.iter_mut().enumerate() {
+        if let mooncake_conformance::trace::Event::Zmq(z) = e {
+            if z.socket == "DEALER" && z.dir == mooncake_conformance::trace::ZmqDir::Recv {
+                let mut r = mooncake_wire::typed::MooncakeXferResponse::decode(&z.frames[0]).unwrap();
+                if f(n, &mut r) {
+                    z.frames[0] = r.encode();
+                } else {
+                    drop_idx.push(i);
+                }
+                n += 1;
+            }
+        }
+    }
+    for i in drop_idx.into_iter().rev() {
+        t.events.remove(i);
+    }
+}
+
+#[test]
+fn protocol_checks_catch_each_violation() {
+    use mooncake_wire::typed::Status;
+    let g = load("vllm-0.33.0/g_continue_then_finish.jsonl");
+    assert!(checks(&g).is_empty());
+    let cases: Vec<(&str, Box<dyn Fn(usize, &mut mooncake_wire::typed::MooncakeXferResponse) -> bool>)> = vec![
+        // The FINISH never comes.
+        ("SEQ-TERMINAL", Box::new(|i, _| i == 0)),
+        // An id the pull never named.
+        ("REQS-SUBSET", Box::new(|i, r| {
+            if i == 1 {
+                r.ok_reqs = Some(vec!["d-req-9".into()]);
+            }
+            true
+        })),
+        // A duplicated completion.
+        ("REQS-ONCE", Box::new(|i, r| {
+            if i == 1 {
+                r.ok_reqs = Some(vec!["d-req-2".into(), "d-req-1".into()]);
+            }
+            true
+        })),
+        // Both lists name the same id.
+        ("REQS-ONCE", Box::new(|i, r| {
+            if i == 1 {
+                r.err_reqs = Some(vec!["d-req-2".into()]);
+                r.err_msg = Some("x".into());
+            }
+            true
+        })),
+        // An ERROR echoing the layout id and carrying ids.
+        ("ERROR-SHAPE", Box::new(|i, r| {
+            if i == 1 {
+                r.status = Status::ERROR;
+                r.err_msg = None;
+            }
+            true
+        })),
+        ("LAYOUT-ECHO", Box::new(|i, r| {
+            if i == 0 {
+                r.layout_id = 7u64.into();
+            }
+            true
+        })),
+        // Something after the terminal reply: make the CONTINUE a FINISH.
+        ("SEQ-TERMINAL", Box::new(|i, r| {
+            if i == 0 {
+                r.status = Status::FINISH;
+            }
+            true
+        })),
+        // An empty list where 0.33.0 omits it.
+        ("EMPTY-LISTS", Box::new(|i, r| {
+            if i == 1 {
+                r.err_reqs = Some(vec![]);
+            }
+            true
+        })),
+        // LAYOUT_MISS for a pull that carried its layout.
+        ("LAYOUT-MISS-CAUSE", Box::new(|i, r| {
+            if i == 1 {
+                *r = mooncake_wire::typed::MooncakeXferResponse::new(Status::LAYOUT_MISS);
+                r.err_msg = Some("x".into());
+            }
+            true
+        })),
+    ];
+    for (want, f) in cases {
+        let mut t = g.clone();
+        mutate_replies(&mut t, f);
+        let c = checks(&t);
+        let m = mooncake_conformance::trace_model::TraceModel::new(t.clone()).unwrap();
+        assert!(c.contains(&want), "{want}: got {c:?}; exchanges {:?}", m.exchanges.iter().map(|x| x.replies.len()).collect::<Vec<_>>());
+    }
+    // h1: a layout-less pull never resent after LAYOUT_MISS.
+    let mut h1 = load("vllm-0.33.0/h1_layout_reuse_and_miss.jsonl");
+    assert!(checks(&h1).is_empty());
+    let last_send = h1.events.iter().rposition(|e| matches!(e, mooncake_conformance::trace::Event::Zmq(z) if z.socket == "DEALER" && z.dir == mooncake_conformance::trace::ZmqDir::Send)).unwrap();
+    h1.events.truncate(last_send);
+    assert!(checks(&h1).contains(&"LAYOUT-MISS-RESEND"));
+    // A /query that does not list a registered worker.
+    let mut i = load("vllm-0.33.0/i_bootstrap_register_query.jsonl");
+    for e in i.events.iter_mut() {
+        if let mooncake_conformance::trace::Event::Http(h) = e {
+            if h.path == "/query" && h.dir == mooncake_conformance::trace::HttpDir::Response {
+                h.body = Some(serde_json::json!({}));
+                h.body_raw = "{}".into();
+            }
+        }
+    }
+    assert!(checks(&i).contains(&"QUERY-REFLECTS-REGISTER"));
+}
+

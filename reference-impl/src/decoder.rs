@@ -36,10 +36,15 @@ pub struct DecoderPeer {
 
 impl DecoderPeer {
     pub fn start(ctx: &zmq::Context, core: DecoderCore, memory: SharedMemory) -> Result<DecoderPeer, String> {
+        Self::start_with_faults(ctx, core, memory, vec![])
+    }
+
+    /// With deliberate faults in the requests it sends (tests of the conformance runner only).
+    pub fn start_with_faults(ctx: &zmq::Context, core: DecoderCore, memory: SharedMemory, faults: Vec<crate::faults::Fault>) -> Result<DecoderPeer, String> {
         let (in_tx, in_rx) = mpsc::unbounded_channel();
         let reactor = Reactor::start(ctx, in_tx)?;
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run(core, reactor, in_rx, cmd_rx));
+        let task = tokio::spawn(run(core, reactor, in_rx, cmd_rx, faults));
         Ok(DecoderPeer { memory, cmds: cmd_tx, task })
     }
 
@@ -78,7 +83,7 @@ impl Drop for DecoderPeer {
     }
 }
 
-async fn run(mut core: DecoderCore, reactor: Reactor, mut incoming: mpsc::UnboundedReceiver<Incoming>, mut cmds: mpsc::UnboundedReceiver<Cmd>) {
+async fn run(mut core: DecoderCore, reactor: Reactor, mut incoming: mpsc::UnboundedReceiver<Incoming>, mut cmds: mpsc::UnboundedReceiver<Cmd>, faults: Vec<crate::faults::Fault>) {
     let (q_tx, mut q_rx) = mpsc::unbounded_channel::<(String, Result<BTreeMap<String, EngineTable>, String>)>();
     let mut status = DecoderStatus::default();
     loop {
@@ -101,7 +106,11 @@ async fn run(mut core: DecoderCore, reactor: Reactor, mut incoming: mpsc::Unboun
                 }
                 DecoderEvent::Open { id, addr, payload } => {
                     status.sent.push((id.0, addr.clone(), payload.clone()));
-                    reactor.open_dealer(id.0, &addr, payload);
+                    if faults.is_empty() {
+                        reactor.open_dealer(id.0, &addr, payload);
+                    } else {
+                        reactor.open_dealer_frames(id.0, &addr, crate::faults::apply_to_request(&faults, payload));
+                    }
                 }
                 DecoderEvent::Close { id } => reactor.close_dealer(id.0),
                 DecoderEvent::Finished { d_req_id } => status.finished.push(d_req_id),

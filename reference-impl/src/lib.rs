@@ -6,6 +6,7 @@
 pub mod backend;
 pub mod config;
 pub mod decoder;
+pub mod faults;
 pub mod http;
 pub mod prefiller;
 pub mod reactor;

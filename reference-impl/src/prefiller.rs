@@ -22,6 +22,10 @@ pub struct PrefillerConfig {
     pub bootstrap: Option<String>,
     /// Overrides the revision's abort timeout.
     pub abort_timeout: Option<Duration>,
+    /// Keep a copy of every ROUTER message in the status (the conformance runner reads it).
+    pub record_wire: bool,
+    /// Deliberate faults in what it sends (tests of the conformance runner only).
+    pub faults: Vec<crate::faults::Fault>,
 }
 
 /// What the peer has done, for tests, the testee control protocol and logs.
@@ -36,6 +40,8 @@ pub struct PrefillerStatus {
     /// (session, descriptors, bytes, return code) of every write.
     pub writes: Vec<(String, usize, u64, i64)>,
     pub rejected: Vec<String>,
+    /// Every ROUTER message, in order: (inbound, frames). Kept only when enabled (`record_wire`).
+    pub wire: Vec<(bool, Vec<Vec<u8>>)>,
 }
 
 enum Cmd {
@@ -74,7 +80,7 @@ impl PrefillerPeer {
             core.set_abort_timeout(t);
         }
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run(core, reactor, in_rx, cmd_rx, memory.clone(), backend));
+        let task = tokio::spawn(run(core, reactor, in_rx, cmd_rx, memory.clone(), backend, cfg.record_wire, cfg.faults.clone()));
         tracing::info!(%endpoint, engine = %cfg.engine_id, "prefiller listening");
         Ok(PrefillerPeer { endpoint, memory, cmds: cmd_tx, task })
     }
@@ -117,6 +123,8 @@ async fn run<P>(
     mut cmds: mpsc::UnboundedReceiver<Cmd>,
     memory: SharedMemory,
     backend: Backend,
+    record_wire: bool,
+    faults: Vec<crate::faults::Fault>,
 ) where
     P: SenderPlanner + Send + 'static,
     P::Prepared: Send,
@@ -127,7 +135,13 @@ async fn run<P>(
     let mut fail_next: Option<(usize, i64)> = None;
     loop {
         while let Some(t) = core.poll_transmit() {
-            reactor.router_send(vec![t.peer.0, t.payload]);
+            let messages = if faults.is_empty() { vec![vec![t.peer.0, t.payload]] } else { crate::faults::apply_to_reply(&faults, t.peer.0, t.payload) };
+            for frames in messages {
+                if record_wire {
+                    status.wire.push((false, frames.clone()));
+                }
+                reactor.router_send(frames);
+            }
         }
         while let Some(ev) = core.poll_event() {
             match ev {
@@ -168,7 +182,12 @@ async fn run<P>(
         };
         tokio::select! {
             m = incoming.recv() => match m {
-                Some(Incoming::Router(frames)) => core.handle_frames(Instant::now(), frames),
+                Some(Incoming::Router(frames)) => {
+                    if record_wire {
+                        status.wire.push((true, frames.clone()));
+                    }
+                    core.handle_frames(Instant::now(), frames)
+                }
                 Some(_) => {}
                 None => return,
             },

@@ -24,7 +24,7 @@ pub enum Incoming {
 enum Cmd {
     BindRouter { endpoint: String, reply: oneshot::Sender<Result<String, String>> },
     RouterSend(Vec<Vec<u8>>),
-    OpenDealer { id: u64, addr: String, payload: Vec<u8> },
+    OpenDealer { id: u64, addr: String, frames: Vec<Vec<u8>> },
     CloseDealer(u64),
     Shutdown,
 }
@@ -81,7 +81,12 @@ impl Reactor {
 
     /// Opens a new DEALER to `addr` and sends `payload` as one frame.
     pub fn open_dealer(&self, id: u64, addr: &str, payload: Vec<u8>) {
-        self.send(Cmd::OpenDealer { id, addr: addr.to_string(), payload });
+        self.open_dealer_frames(id, addr, vec![payload]);
+    }
+
+    /// Opens a new DEALER and sends a message of these frames (one frame is what vLLM sends).
+    pub fn open_dealer_frames(&self, id: u64, addr: &str, frames: Vec<Vec<u8>>) {
+        self.send(Cmd::OpenDealer { id, addr: addr.to_string(), frames });
     }
 
     pub fn close_dealer(&self, id: u64) {
@@ -162,7 +167,7 @@ fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmp
                             let _ = r.send_multipart(frames, zmq::DONTWAIT);
                         }
                     }
-                    Cmd::OpenDealer { id, addr, payload } => {
+                    Cmd::OpenDealer { id, addr, frames } => {
                         let r = (|| -> Result<zmq::Socket, String> {
                             let s = ctx.socket(zmq::DEALER).map_err(|e| e.to_string())?;
                             // vLLM's make_zmq_socket options for the decoder's DEALER.
@@ -174,7 +179,7 @@ fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmp
                                 s.set_ipv6(true).map_err(|e| e.to_string())?;
                             }
                             s.connect(&addr).map_err(|e| format!("connect {addr}: {e}"))?;
-                            s.send(payload, 0).map_err(|e| e.to_string())?;
+                            s.send_multipart(frames, 0).map_err(|e| e.to_string())?;
                             Ok(s)
                         })();
                         match r {

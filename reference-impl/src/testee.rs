@@ -67,6 +67,9 @@ struct PrefillerStart {
     abort_timeout_s: Option<f64>,
     model: ModelConfig,
     layout: LayoutConfig,
+    /// Deliberate faults (tests of the conformance runner).
+    #[serde(default)]
+    faults: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -90,6 +93,8 @@ struct DecoderStart {
     #[serde(default)]
     recv_timeout_s: Option<f64>,
     layout: LayoutConfig,
+    #[serde(default)]
+    faults: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -189,6 +194,8 @@ impl Testee {
                     pp_rank: c.pp_rank,
                     bootstrap: c.bootstrap,
                     abort_timeout: secs(c.abort_timeout_s, "abort_timeout_s")?,
+                    record_wire: false,
+                    faults: c.faults.iter().map(|f| crate::faults::Fault::parse(f)).collect::<Result<_, _>>()?,
                 };
                 let p = PrefillerPeer::start(&self.ctx, cfg, profile, planner, memory, Backend::Tcp).await?;
                 let endpoint = p.endpoint.clone();
@@ -220,7 +227,8 @@ impl Testee {
                 if let Some(t) = secs(c.recv_timeout_s, "recv_timeout_s")? {
                     core.set_recv_timeout(t);
                 }
-                let d = DecoderPeer::start(&self.ctx, core, memory)?;
+                let faults = c.faults.iter().map(|f| crate::faults::Fault::parse(f)).collect::<Result<_, _>>()?;
+                let d = DecoderPeer::start_with_faults(&self.ctx, core, memory, faults)?;
                 self.role = Some(Role::Decoder(d, server));
                 Ok(json!({"session": format!("{}:{port}", c.hostname)}))
             }

@@ -419,9 +419,9 @@ impl DecoderCore {
         self.events.pop_front()
     }
 
-    /// Requests not yet settled by every worker.
+    /// Requests not yet settled by every worker (including those waiting for a bootstrap query).
     pub fn pending_pulls(&self) -> usize {
-        self.pulls.len()
+        self.pulls.len() + self.waiting.values().map(Vec::len).sum::<usize>()
     }
     pub fn open_exchanges(&self) -> usize {
         self.exchanges.len()

@@ -1,0 +1,42 @@
+//! The runner replays the recorded bootstrap HTTP requests against a bootstrap testee and compares each
+//! status and body with the recorded answer.
+
+use std::time::Duration;
+
+use serde_json::{json, Value as J};
+
+use super::{Case, PlayOptions};
+use crate::testee::Testee;
+use crate::trace::HttpEvent;
+use crate::validate::Finding;
+
+pub async fn play(case: &Case, opts: &PlayOptions) -> Result<Vec<Finding>, String> {
+    let t = &case.model;
+    let (mut testee, _) = Testee::start(&opts.testee).await?;
+    let r = async {
+        let a = testee.cmd(json!({"cmd": "start", "role": "bootstrap", "revision": t.revision.revision, "config": {"bind": "127.0.0.1:0"}})).await?;
+        let url = a.get("url").and_then(J::as_str).ok_or("the bootstrap testee did not say its URL")?.to_string();
+        let mut out = vec![];
+        for (req, resp) in &t.http {
+            let Some(resp) = resp else { continue };
+            let f = |check: &'static str, detail: String, h: &HttpEvent| Finding { check, seq: Some(h.seq), line: Some(h.line), message: Some(format!("{} {}", req.method, req.path)), detail };
+            let body: Option<J> = if req.body_raw.is_empty() { None } else { serde_json::from_str(&req.body_raw).ok() };
+            match mooncake_reference::http::request(&req.method, &format!("{url}{}", req.path), body.as_ref(), Duration::from_secs(10)).await {
+                Err(e) => out.push(f("BOOT-REPLY", e, resp)),
+                Ok((status, bytes)) => {
+                    if Some(status) != resp.status {
+                        out.push(f("BOOT-STATUS", format!("answered {status}, vLLM answered {:?}", resp.status), resp));
+                    }
+                    let got: Option<J> = serde_json::from_slice(&bytes).ok();
+                    if got != resp.body {
+                        out.push(f("BOOT-BODY", format!("body {} differs from vLLM's {}", String::from_utf8_lossy(&bytes), resp.body_raw), resp));
+                    }
+                }
+            }
+        }
+        Ok::<_, String>(out)
+    }
+    .await;
+    testee.stop().await;
+    r
+}

@@ -1,0 +1,333 @@
+//! The runner plays the recorded decoder(s) against prefiller testee(s): it runs the bootstrap server,
+//! starts one testee per recorded prefiller worker, makes the scenario's transfers ready, replays every
+//! recorded pull (addresses and ports rewritten to the live ones) on a fresh DEALER, and compares each reply
+//! with the recorded one. Then it checks the transfer-engine writes, the bytes that landed in its memory, the
+//! prefiller's completions and that no state is left behind.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mooncake_reference::backend::serve_tcp;
+use mooncake_reference::http::BootstrapServer;
+use mooncake_reference::reactor::{Incoming, Reactor};
+use mooncake_wire::bootstrap::BootstrapSpec;
+use mooncake_wire::proto::Registry;
+use mooncake_wire::typed::MooncakeXferResponse;
+use serde_json::{json, Value as J};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+use super::setup::{check_landed, decoder_layout, expected_blocks, prefiller_config};
+use super::{bounded, Case, PlayOptions};
+use crate::checks::{check_exchanges, same_reply, Xchg};
+use crate::scenarios::Ready;
+use crate::testee::Testee;
+use crate::trace::{Event, Role as TraceRole, ZmqDir};
+use crate::validate::Finding;
+
+fn f(check: &'static str, seq: Option<u64>, line: Option<usize>, message: impl Into<String>, detail: impl Into<String>) -> Finding {
+    Finding { check, seq, line, message: Some(message.into()), detail: detail.into() }
+}
+
+/// Field-level differences between two replies (ok/err ids compared as sets).
+fn reply_diff(live: &MooncakeXferResponse, want: &MooncakeXferResponse) -> String {
+    let mut d = vec![];
+    let set = |l: &Option<Vec<String>>| l.as_ref().map(|v| v.iter().cloned().collect::<std::collections::BTreeSet<_>>());
+    if live.status != want.status {
+        d.push(format!("$.status: {} vs recorded {}", live.status, want.status));
+    }
+    if set(&live.ok_reqs) != set(&want.ok_reqs) {
+        d.push(format!("$.ok_reqs: {:?} vs recorded {:?}", live.ok_reqs, want.ok_reqs));
+    }
+    if set(&live.err_reqs) != set(&want.err_reqs) {
+        d.push(format!("$.err_reqs: {:?} vs recorded {:?}", live.err_reqs, want.err_reqs));
+    }
+    if live.err_msg != want.err_msg {
+        d.push(format!("$.err_msg: {:?} vs recorded {:?}", live.err_msg, want.err_msg));
+    }
+    if live.layout_id != want.layout_id {
+        d.push(format!("$.layout_id: {:#x} vs recorded {:#x}", live.layout_id, want.layout_id));
+    }
+    d.join("; ")
+}
+
+struct LiveDecoder {
+    session: String,
+    recorded_session: String,
+    memory: Arc<Mutex<mooncake_wire::proto::memory::Memory>>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+pub async fn play(case: &Case, opts: &PlayOptions) -> Result<Vec<Finding>, String> {
+    let t = &case.model;
+    let profile = t.profile.clone().ok_or("the trace's revision has no generation-2 profile")?;
+    let sc = &opts.scenarios;
+    let scenario = sc.scenario.get(t.scenario()).cloned().unwrap_or_default();
+    let model = &sc.model;
+    let abort = Duration::from_secs_f64(model.abort_timeout_s);
+    let wait = abort + opts.slack;
+    let mut out = vec![];
+
+    // Bootstrap server (ours) and one testee per recorded prefiller worker, registered in recorded order.
+    let spec = BootstrapSpec::new(t.revision.clone()).ok_or("no bootstrap in this revision")??;
+    let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await?;
+    let mut order: Vec<usize> = (0..t.prefillers.len()).collect();
+    let reg_pos = |p: &crate::trace_model::PrefillerConn| t.http.iter().position(|(r, _)| r.body.as_ref() == p.register.as_ref() && p.register.is_some()).unwrap_or(usize::MAX);
+    order.sort_by_key(|&i| reg_pos(&t.prefillers[i]));
+    let mut testees: Vec<(String, Testee)> = vec![];
+    let mut endpoint_map: HashMap<String, String> = HashMap::new();
+    let result = async {
+        for &i in &order {
+            let p = &t.prefillers[i];
+            let (mut testee, _) = Testee::start(&opts.testee).await?;
+            let cfg = prefiller_config(t, p, model, &boot.url())?;
+            let a = testee
+                .cmd(json!({"cmd": "start", "role": "prefiller", "revision": t.revision.revision, "config": cfg}))
+                .await
+                .map_err(|e| format!("starting prefiller testee {}: {e}", p.conn))?;
+            let live = a.get("endpoint").and_then(J::as_str).ok_or("the prefiller testee did not say its endpoint")?.to_string();
+            endpoint_map.insert(p.endpoint.clone(), live.clone());
+            // Its registration must be the recorded one, with its own address.
+            if let Some(want) = &p.register {
+                let got = boot.log.lock().expect("log").iter().rev().find(|x| x.path == "/register" && x.request.as_ref().and_then(|b| b.get("addr")).and_then(J::as_str) == Some(live.as_str())).map(|x| x.request.clone());
+                let mut want = want.clone();
+                want["addr"] = json!(live);
+                match got {
+                    Some(Some(g)) if g == want => {}
+                    Some(g) => out.push(f("REGISTER-BODY", None, None, format!("{} POST /register", p.conn), format!("body {} differs from the recorded {want}", g.map(|x| x.to_string()).unwrap_or_default()))),
+                    None => out.push(f("REGISTER-BODY", None, None, format!("{} POST /register", p.conn), "the prefiller never registered its endpoint")),
+                }
+            }
+            // The scenario's transfers.
+            for tr in &scenario.transfers {
+                testee.cmd(json!({"cmd": "allocate", "p_req_id": tr.p_req_id, "transfer_id": tr.transfer_id})).await?;
+                if tr.ready == Ready::Before {
+                    testee.cmd(json!({"cmd": "ready", "p_req_id": tr.p_req_id, "transfer_id": tr.transfer_id, "blocks": tr.blocks})).await?;
+                }
+            }
+            if scenario.fail_transfers > 0 {
+                testee.cmd(json!({"cmd": "fail_next_transfer", "count": scenario.fail_transfers, "ret": -1})).await?;
+            }
+            testees.push((p.conn.clone(), testee));
+        }
+
+        // Our decoders: memory at the recorded layout, a transfer-engine write server each.
+        let mut decoders: HashMap<String, LiveDecoder> = HashMap::new();
+        for d in &t.decoders {
+            let Some(req) = &d.layout_request else { continue };
+            let layout: mooncake_reference::config::LayoutConfig = serde_json::from_value(decoder_layout(req, model)).map_err(|e| e.to_string())?;
+            let memory = Arc::new(Mutex::new(layout.memory(false)));
+            let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
+            let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+            let server = tokio::spawn(serve_tcp(listener, memory.clone()));
+            decoders.insert(d.conn.clone(), LiveDecoder { session: format!("127.0.0.1:{port}"), recorded_session: format!("{}:{}", req.remote_hostname, req.remote_port), memory, server });
+        }
+
+        // Replay the decoder side in recorded order.
+        let ctx = zmq::Context::new();
+        let (in_tx, mut in_rx) = mpsc::unbounded_channel();
+        let reactor = Reactor::start(&ctx, in_tx)?;
+        let mut buffered: BTreeMap<u64, Vec<Vec<Vec<u8>>>> = BTreeMap::new();
+        let mut live: BTreeMap<usize, Xchg> = BTreeMap::new();
+        let mut replies_seen = 0usize;
+        let mut dead: Vec<usize> = vec![];
+        let recorded_replies: HashMap<u64, (usize, usize)> = t.exchanges.iter().flat_map(|x| x.replies.iter().enumerate().map(move |(j, (_, seq, _))| (*seq, (x.index, j)))).collect();
+        let sends: HashMap<u64, usize> = t.exchanges.iter().map(|x| (x.send_seq, x.index)).collect();
+        for ev in t.events() {
+            let Event::Zmq(z) = ev else { continue };
+            if z.side != TraceRole::Decoder {
+                continue;
+            }
+            match z.dir {
+                ZmqDir::Send => {
+                    let Some(&k) = sends.get(&z.seq) else { continue };
+                    let x = &t.exchanges[k];
+                    let live_ep = endpoint_map.get(&x.endpoint).cloned().ok_or_else(|| format!("no live prefiller for {}", x.endpoint))?;
+                    let mut m = profile.decode_metadata(&x.request).map_err(|e| format!("recorded request {k}: {e}"))?;
+                    let dec = decoders.get(&x.decoder).ok_or_else(|| format!("no layout for decoder {}", x.decoder))?;
+                    let (host, port) = dec.session.rsplit_once(':').expect("host:port");
+                    m.remote_hostname = host.to_string();
+                    m.remote_port = port.parse::<u64>().expect("port").into();
+                    let payload = profile.encode_metadata(&m)?;
+                    reactor.open_dealer(k as u64, &live_ep, payload.clone());
+                    live.insert(k, Xchg { index: k, decoder: x.decoder.clone(), endpoint: live_ep, request: payload, replies: vec![], seq: Some(x.send_seq), line: Some(x.send_line) });
+                }
+                ZmqDir::Recv => {
+                    let Some(&(k, j)) = recorded_replies.get(&z.seq) else { continue };
+                    if dead.contains(&k) {
+                        continue;
+                    }
+                    let x = &t.exchanges[k];
+                    // The next live reply on exchange k.
+                    let frames = loop {
+                        if let Some(q) = buffered.get_mut(&(k as u64)) {
+                            if !q.is_empty() {
+                                break Some(q.remove(0));
+                            }
+                        }
+                        match tokio::time::timeout(wait, in_rx.recv()).await {
+                            Ok(Some(Incoming::Dealer { id, frames })) => buffered.entry(id).or_default().push(frames),
+                            Ok(Some(Incoming::DealerError { id, error })) => {
+                                out.push(f("ZMQ-CONNECT", Some(z.seq), Some(z.line), format!("exchange {}", id + 1), error));
+                            }
+                            Ok(_) => {}
+                            Err(_) => break None,
+                        }
+                    };
+                    let (want_bytes, _, _) = &x.replies[j];
+                    let msg = format!("exchange {} reply {}", k + 1, j + 1);
+                    let Some(frames) = frames else {
+                        out.push(f("REPLY-MISSING", Some(z.seq), Some(z.line), msg, format!("no reply within {wait:?} (recorded: {})", t.decode_reply(want_bytes).map(|r| format!("{r:?}")).unwrap_or_default())));
+                        dead.push(k);
+                        continue;
+                    };
+                    replies_seen += 1;
+                    if frames.len() != 1 {
+                        out.push(f("ZMQ-FRAMES", Some(z.seq), Some(z.line), msg.clone(), format!("{} frames at the DEALER; the prefiller must send [routing_id, payload]", frames.len())));
+                    }
+                    // The payload is the first frame; any other frame was already reported.
+                    let bytes = frames.first().cloned().unwrap_or_default();
+                    if let Some(lx) = live.get_mut(&k) {
+                        lx.replies.push(bytes.clone());
+                    }
+                    match profile.decode_response(&bytes) {
+                        Err(e) => out.push(f("REPLY-DECODE", Some(z.seq), Some(z.line), msg, format!("{} (bytes {})", e.msgspec_message(), hex::encode(&bytes)))),
+                        Ok(got) => {
+                            if profile.encode_response(&got).ok().as_deref() != Some(&bytes[..]) {
+                                out.push(f("WIRE-CANONICAL", Some(z.seq), Some(z.line), msg.clone(), format!("{} is not msgspec's encoding of that value", hex::encode(&bytes))));
+                            }
+                            let mut want = t.decode_reply(want_bytes).ok_or("recorded reply does not decode")?;
+                            // The LAYOUT_MISS message names the decoder's session: map recorded → live.
+                            if let (Some(m), Some(dec)) = (&mut want.err_msg, decoders.get(&x.decoder)) {
+                                *m = m.replace(&dec.recorded_session, &dec.session);
+                            }
+                            if !same_reply(&got, &want) {
+                                out.push(f("REPLY-DIFF", Some(z.seq), Some(z.line), msg, reply_diff(&got, &want)));
+                            }
+                        }
+                    }
+                    // Scenario actions keyed on the replies received so far.
+                    for tr in &scenario.transfers {
+                        if tr.ready == Ready::AfterReply(replies_seen) {
+                            for (_, te) in testees.iter_mut() {
+                                te.cmd(json!({"cmd": "ready", "p_req_id": tr.p_req_id, "transfer_id": tr.transfer_id, "blocks": tr.blocks})).await?;
+                            }
+                        }
+                    }
+                    if scenario.forget_layouts_after_reply == Some(replies_seen) {
+                        for (_, te) in testees.iter_mut() {
+                            te.cmd(json!({"cmd": "forget_layouts"})).await?;
+                        }
+                    }
+                }
+            }
+        }
+        // Nothing more may arrive on any exchange.
+        let grace = tokio::time::sleep(Duration::from_millis(200));
+        tokio::pin!(grace);
+        loop {
+            tokio::select! {
+                m = in_rx.recv() => if let Some(Incoming::Dealer { id, frames }) = m { buffered.entry(id).or_default().push(frames) } else if m.is_none() { break },
+                _ = &mut grace => break,
+            }
+        }
+        for (id, q) in &buffered {
+            for frames in q {
+                let r = frames.last().and_then(|b| t.decode_reply(b));
+                out.push(f("REPLY-EXTRA", None, None, format!("exchange {}", id + 1), format!("a reply after the recorded ones: {}", r.map(|r| format!("{r:?}")).unwrap_or_else(|| hex::encode(frames.last().cloned().unwrap_or_default())))));
+            }
+        }
+        drop(reactor);
+
+        // Protocol checks on what really went over the wire.
+        let xs: Vec<Xchg> = live.into_values().collect();
+        out.extend(check_exchanges(&profile, &xs));
+
+        // Transfer-engine writes: the same (session, descriptors, bytes) as recorded, as a multiset.
+        let mut got_writes: Vec<(String, u64, u64)> = vec![];
+        let mut finished: HashMap<String, Vec<String>> = HashMap::new();
+        for (conn, te) in testees.iter_mut() {
+            let s = te.cmd(json!({"cmd": "status"})).await?;
+            for w in s.get("writes").and_then(J::as_array).cloned().unwrap_or_default() {
+                let session = w.get("session").and_then(J::as_str).unwrap_or("").to_string();
+                let recorded = decoders.values().find(|d| d.session == session).map(|d| d.recorded_session.clone()).unwrap_or(session);
+                got_writes.push((recorded, w.get("descriptors").and_then(J::as_u64).unwrap_or(0), w.get("bytes").and_then(J::as_u64).unwrap_or(0)));
+            }
+            finished.insert(conn.clone(), s.get("finished_sending").and_then(J::as_array).cloned().unwrap_or_default().iter().filter(|x| x.get("expired") != Some(&J::Bool(true))).filter_map(|x| x.get("p_req_id").and_then(J::as_str).map(String::from)).collect());
+        }
+        let mut want_writes: Vec<(String, u64, u64)> = t.trace.header.transfer_engine_calls.iter().map(|c| (c.session.clone(), c.n, c.bytes)).collect();
+        got_writes.sort();
+        want_writes.sort();
+        if got_writes != want_writes {
+            out.push(f("TE-CALLS", None, None, "transfer-engine writes", format!("(session, descriptors, bytes) {got_writes:?} vs recorded {want_writes:?}")));
+        }
+
+        // The bytes that landed in our memory.
+        for d in &t.decoders {
+            let (Some(req), Some(dec)) = (&d.layout_request, decoders.get(&d.conn)) else { continue };
+            let mut expected = vec![];
+            for x in t.exchanges.iter().filter(|x| x.decoder == d.conn) {
+                let Some(m) = t.decode_request(&x.request) else { continue };
+                for (bytes, _, _) in &x.replies {
+                    for ok in t.decode_reply(bytes).and_then(|r| r.ok_reqs).unwrap_or_default() {
+                        if let Some(e) = expected_blocks(req, &m, &ok, &scenario) {
+                            expected.extend(e.blocks);
+                        }
+                    }
+                }
+            }
+            let p_tp = t.prefillers.first().map(|p| p.tp_size).unwrap_or(1);
+            let same_tp = req.remote_tp_size.as_i64() == Some(p_tp);
+            let mem = dec.memory.lock().expect("memory");
+            let problems = check_landed(req, model.num_blocks, &expected, same_tp, |r, b| {
+                let bl = req.block_lens.get(r)?.as_u64()?;
+                let base = req.kv_caches_base_addr.get(r)?.as_u64()?;
+                mem.read(base + b * bl, bl).map(|s| s.to_vec())
+            });
+            for p in problems.into_iter().take(5) {
+                out.push(f("LANDED", None, None, format!("memory of {}", d.conn), p));
+            }
+        }
+
+        // Completions: the prefiller freed what vLLM freed.
+        if let Some(want) = t.trace.header.observed_outcome.get("finished_sending").and_then(J::as_object) {
+            for (conn, ids) in want {
+                let mut want: Vec<String> = ids.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
+                let mut got = finished.get(conn).cloned().unwrap_or_default();
+                want.sort();
+                got.sort();
+                if got != want {
+                    out.push(f("P-FINISHED-SENDING", None, None, conn.clone(), format!("freed {got:?}, vLLM freed {want:?}")));
+                }
+            }
+        }
+
+        // No state left once every timeout has passed.
+        for (conn, te) in testees.iter_mut() {
+            let deadline = tokio::time::Instant::now() + abort + opts.slack;
+            loop {
+                let s = te.cmd(json!({"cmd": "status"})).await?;
+                let (tr, ex) = (s.get("tracked_transfers").and_then(J::as_u64), s.get("open_exchanges").and_then(J::as_u64));
+                if tr == Some(0) && ex == Some(0) {
+                    break;
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    out.push(f("P-STATE-LEAK", None, None, conn.clone(), format!("{tr:?} transfers and {ex:?} exchanges still tracked after the abort timeout")));
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        for d in decoders.into_values() {
+            d.server.abort();
+        }
+        Ok::<(), String>(())
+    };
+    let r = bounded(Duration::from_secs(120) + abort * 4, "the case", result).await.and_then(|x| x);
+    for (_, te) in testees {
+        te.stop().await;
+    }
+    drop(boot);
+    r.map(|_| out)
+}

@@ -1,0 +1,214 @@
+//! A trace read as a conversation: who registered where, which decoder sent what to which prefiller, and
+//! the replies of each exchange. Built once per trace; the protocol checks and the players work on it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use mooncake_wire::proto::WireProfile;
+use mooncake_wire::spec::{Revision, Spec};
+use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse};
+use serde_json::Value as J;
+
+use crate::trace::{Event, HttpDir, HttpEvent, Role, Trace, ZmqDir, ZmqEvent};
+
+/// A prefiller worker of the trace.
+#[derive(Clone, Debug)]
+pub struct PrefillerConn {
+    pub conn: String,
+    /// Its ROUTER endpoint in the recording.
+    pub endpoint: String,
+    /// Its recorded `/register` body, if any.
+    pub register: Option<J>,
+    pub engine_id: String,
+    pub dp_rank: i64,
+    pub tp_rank: i64,
+    pub pp_rank: i64,
+    /// TP size of its engine (registered TP ranks of that engine).
+    pub tp_size: i64,
+}
+
+#[derive(Clone, Debug)]
+pub struct DecoderConn {
+    pub conn: String,
+    /// Its first request that carries a layout (the layout the decoder registered).
+    pub layout_request: Option<MooncakeXferMetadata>,
+}
+
+/// One DEALER exchange: a request and its replies, as both sides recorded them.
+#[derive(Clone, Debug)]
+pub struct Exchange {
+    pub index: usize,
+    pub decoder: String,
+    /// The prefiller conn the request went to (by endpoint), if known.
+    pub prefiller: Option<String>,
+    pub endpoint: String,
+    pub request: Vec<u8>,
+    pub send_seq: u64,
+    pub send_line: usize,
+    /// Replies as the decoder received them, in order: (bytes, seq, line).
+    pub replies: Vec<(Vec<u8>, u64, usize)>,
+    /// The same exchange at the ROUTER: routing id, and frames as received.
+    pub routing_id: Option<Vec<u8>>,
+}
+
+#[derive(Clone, Debug)]
+pub struct TraceModel {
+    pub trace: Trace,
+    pub revision: Arc<Revision>,
+    pub profile: Option<WireProfile>,
+    pub prefillers: Vec<PrefillerConn>,
+    pub decoders: Vec<DecoderConn>,
+    pub exchanges: Vec<Exchange>,
+    /// (request, response) pairs in order.
+    pub http: Vec<(HttpEvent, Option<HttpEvent>)>,
+}
+
+impl TraceModel {
+    pub fn new(trace: Trace) -> Result<TraceModel, String> {
+        let revision = crate::validate::revision_for(Spec::builtin(), &trace.header.vllm_version)
+            .ok_or_else(|| format!("no spec revision covers vLLM {}", trace.header.vllm_version))?;
+        let profile = WireProfile::new(revision.clone(), mooncake_wire::codec::Codec::builtin(&revision.revision).expect("built-in")).ok();
+        let mut http = vec![];
+        let mut pending: Option<HttpEvent> = None;
+        for h in trace.http() {
+            match h.dir {
+                HttpDir::Request => {
+                    if let Some(p) = pending.take() {
+                        http.push((p, None));
+                    }
+                    pending = Some(h.clone());
+                }
+                HttpDir::Response => http.push((pending.take().unwrap_or_else(|| h.clone()), Some(h.clone()))),
+            }
+        }
+        if let Some(p) = pending {
+            http.push((p, None));
+        }
+        // Prefillers: conns with the prefiller role, their endpoint, and their /register body (by address).
+        let registers: Vec<&J> = http.iter().filter(|(r, _)| r.method == "POST" && r.path == "/register").filter_map(|(r, _)| r.body.as_ref()).collect();
+        let mut prefillers = vec![];
+        for (conn, role) in &trace.header.roles {
+            if *role != Role::Prefiller {
+                continue;
+            }
+            let endpoint = trace.header.conn_endpoints.get(conn).and_then(|e| e.first()).cloned().unwrap_or_default();
+            let reg = registers.iter().find(|b| b.get("addr").and_then(J::as_str) == Some(endpoint.as_str())).map(|b| (*b).clone());
+            let g = |k: &str| reg.as_ref().and_then(|b| b.get(k)).and_then(J::as_i64).unwrap_or(0);
+            prefillers.push(PrefillerConn {
+                conn: conn.clone(),
+                endpoint,
+                engine_id: reg.as_ref().and_then(|b| b.get("engine_id")).and_then(J::as_str).unwrap_or("").to_string(),
+                dp_rank: g("dp_rank"),
+                tp_rank: g("tp_rank"),
+                pp_rank: g("pp_rank"),
+                tp_size: 1,
+                register: reg,
+            });
+        }
+        let tp_sizes: BTreeMap<String, i64> = prefillers.iter().fold(BTreeMap::new(), |mut m, p| {
+            let e = m.entry(p.engine_id.clone()).or_insert(0);
+            *e = (*e).max(p.tp_rank + 1);
+            m
+        });
+        for p in &mut prefillers {
+            p.tp_size = tp_sizes.get(&p.engine_id).copied().unwrap_or(1);
+        }
+        // Exchanges from the decoder's side; replies attach to the oldest unfinished exchange of the same
+        // conn and endpoint.
+        let mut exchanges: Vec<Exchange> = vec![];
+        let mut open: Vec<usize> = vec![];
+        for z in trace.zmq().filter(|z| z.side == Role::Decoder) {
+            match z.dir {
+                ZmqDir::Send => {
+                    let prefiller = prefillers.iter().find(|p| p.endpoint == z.endpoint).map(|p| p.conn.clone());
+                    exchanges.push(Exchange {
+                        index: exchanges.len(),
+                        decoder: z.conn.clone(),
+                        prefiller,
+                        endpoint: z.endpoint.clone(),
+                        request: z.frames.last().cloned().unwrap_or_default(),
+                        send_seq: z.seq,
+                        send_line: z.line,
+                        replies: vec![],
+                        routing_id: None,
+                    });
+                    open.push(exchanges.len() - 1);
+                }
+                ZmqDir::Recv => {
+                    let bytes = z.frames.last().cloned().unwrap_or_default();
+                    if let Some(pos) = open.iter().position(|&i| exchanges[i].decoder == z.conn && exchanges[i].endpoint == z.endpoint) {
+                        let i = open[pos];
+                        let terminal = profile.as_ref().map(|p| is_terminal(p, &bytes)).unwrap_or(true);
+                        exchanges[i].replies.push((bytes, z.seq, z.line));
+                        if terminal {
+                            open.remove(pos);
+                        }
+                    } else if let Some(x) = exchanges.iter_mut().rev().find(|x| x.decoder == z.conn && x.endpoint == z.endpoint) {
+                        // A reply after the terminal one: keep it with its exchange so the checks see it.
+                        x.replies.push((bytes, z.seq, z.line));
+                    }
+                }
+            }
+        }
+        // Routing ids: the ROUTER recv whose payload equals the request, in order, per prefiller.
+        let mut used = vec![false; exchanges.len()];
+        for z in trace.zmq().filter(|z| z.side == Role::Prefiller && z.dir == ZmqDir::Recv) {
+            let payload = z.frames.last();
+            if let Some(i) = (0..exchanges.len()).find(|&i| {
+                !used[i] && Some(&exchanges[i].request) == payload && exchanges[i].prefiller.as_deref() == Some(z.conn.as_str())
+            }) {
+                used[i] = true;
+                exchanges[i].routing_id = z.frames.first().cloned();
+            }
+        }
+        let decoders = trace
+            .header
+            .roles
+            .iter()
+            .filter(|(_, r)| **r == Role::Decoder)
+            .map(|(conn, _)| DecoderConn {
+                conn: conn.clone(),
+                layout_request: exchanges
+                    .iter()
+                    .filter(|x| &x.decoder == conn)
+                    .filter_map(|x| profile.as_ref()?.decode_metadata(&x.request).ok())
+                    .find(|m| !m.kv_caches_base_addr.is_empty()),
+            })
+            .collect();
+        Ok(TraceModel { trace, revision, profile, prefillers, decoders, exchanges, http })
+    }
+
+    pub fn scenario(&self) -> &str {
+        &self.trace.header.scenario
+    }
+
+    pub fn decode_request(&self, b: &[u8]) -> Option<MooncakeXferMetadata> {
+        self.profile.as_ref()?.decode_metadata(b).ok()
+    }
+    pub fn decode_reply(&self, b: &[u8]) -> Option<MooncakeXferResponse> {
+        self.profile.as_ref()?.decode_response(b).ok()
+    }
+
+    /// ZMQ events of a conn, for checks on raw frames.
+    pub fn zmq_of<'a>(&'a self, conn: &'a str) -> impl Iterator<Item = &'a ZmqEvent> {
+        self.trace.zmq().filter(move |z| z.conn == conn)
+    }
+
+    /// The session (`host:port`) a decoder conn put on the wire.
+    pub fn decoder_session(&self, conn: &str) -> Option<String> {
+        let m = self.decoders.iter().find(|d| d.conn == conn)?.layout_request.as_ref()?;
+        Some(format!("{}:{}", m.remote_hostname, m.remote_port))
+    }
+
+    /// The events in seq order (both kinds).
+    pub fn events(&self) -> &[Event] {
+        &self.trace.events
+    }
+}
+
+fn is_terminal(p: &WireProfile, reply: &[u8]) -> bool {
+    match p.decode_response(reply) {
+        Ok(r) => p.is_terminal(r.status),
+        Err(_) => true,
+    }
+}

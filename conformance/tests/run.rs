@@ -1,0 +1,121 @@
+//! `mooncake-conformance run` end to end: every bundled case against the built-in reference peer and
+//! against the `mooncake-peer testee` process; and proof that the runner catches each kind of deviation, by
+//! running it against a reference peer that injects one fault.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use mooncake_conformance::play::{Role, Status};
+use mooncake_conformance::run::{run, ExpectedFailures, RunConfig, RunReport};
+use mooncake_conformance::scenarios::Scenarios;
+use mooncake_conformance::testee::TesteeSpec;
+
+fn here() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn cfg(testee: TesteeSpec, filter: Option<&str>, roles: Vec<Role>) -> RunConfig {
+    RunConfig {
+        paths: vec![here().join("traces")],
+        testee,
+        roles,
+        filter: filter.map(String::from),
+        scenarios: Scenarios::bundled(),
+        expected: ExpectedFailures::default(),
+        slack: Duration::from_secs(2),
+        progress: false,
+    }
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+fn failures(r: &RunReport) -> Vec<String> {
+    r.results.iter().filter(|c| c.status == Status::Fail).map(|c| format!("{}: {:?}", c.id, c.findings)).collect()
+}
+
+#[test]
+fn every_bundled_case_passes_against_the_reference_peer() {
+    let r = rt().block_on(run(cfg(TesteeSpec::Builtin, None, vec![]))).unwrap();
+    assert_eq!(r.results.len(), 59, "3 roles × 19 traces with ZMQ traffic + 2 bootstrap-only traces");
+    assert!(r.ok(), "{:#?}", failures(&r));
+    for role in ["prefiller", "decoder", "bootstrap"] {
+        let n = r.results.iter().filter(|c| c.role.as_str() == role && c.status == Status::Pass).count();
+        println!("{role}: {n} cases pass");
+    }
+}
+
+#[test]
+fn the_peer_binary_passes_as_an_external_testee() {
+    // The CLI, with the testee as a separate process speaking TESTEE.md over its stdin/stdout.
+    let peer = env!("CARGO_BIN_EXE_mooncake-conformance").replace("mooncake-conformance", "mooncake-peer");
+    if !std::path::Path::new(&peer).exists() {
+        let st = Command::new(env!("CARGO")).args(["build", "-q", "-p", "mooncake-reference"]).status().unwrap();
+        assert!(st.success());
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_mooncake-conformance"))
+        .args(["run", "--format", "json", "--case", "vllm-0.33.0", "--testee", &format!("{peer} --log error testee")])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(out.status.code(), Some(0), "{}", serde_json::to_string_pretty(&v["cases"]).unwrap());
+    assert_eq!(v["summary"]["passed"], 31);
+}
+
+/// Runs the given cases against a peer with one fault and returns the check ids that fired.
+fn caught(fault: &str, case: &str, role: Role) -> Vec<&'static str> {
+    let r = rt().block_on(run(cfg(TesteeSpec::BuiltinWithFaults(vec![fault.into()]), Some(case), vec![role]))).unwrap();
+    assert!(!r.results.is_empty());
+    assert!(!r.ok(), "the runner missed the fault {fault} in {case}/{role:?}");
+    let mut c: Vec<&'static str> = r.results.iter().flat_map(|x| x.findings.iter().map(|f| f.check)).collect();
+    c.sort();
+    c.dedup();
+    c
+}
+
+#[test]
+fn the_runner_catches_each_fault_of_a_prefiller() {
+    let case = "vllm-0.33.0/g_continue_then_finish";
+    for (fault, want) in [
+        ("wrong_status", "REPLY-DIFF"),
+        ("missing_field", "REPLY-DIFF"),
+        ("extra_field", "WIRE-CANONICAL"),
+        ("extra_frame", "ZMQ-FRAMES"),
+        ("wrong_id", "REQS-SUBSET"),
+        ("flip_byte", "REPLY-DIFF"),
+        ("missing_response", "REPLY-MISSING"),
+        ("duplicate_completion", "REPLY-EXTRA"),
+    ] {
+        let c = caught(fault, case, Role::Prefiller);
+        assert!(c.contains(&want), "{fault}: expected {want}, the runner reported {c:?}");
+        println!("prefiller fault {fault}: caught by {c:?}");
+    }
+}
+
+#[test]
+fn the_runner_catches_each_fault_of_a_decoder() {
+    let case = "vllm-0.33.0/a_single_success";
+    for (fault, want) in [("wrong_id", "REQUEST-DIFF"), ("extra_field", "WIRE-CANONICAL"), ("extra_frame", "ZMQ-FRAMES"), ("flip_byte", "REQUEST-DIFF")] {
+        let c = caught(fault, case, Role::Decoder);
+        assert!(c.contains(&want), "{fault}: expected {want}, the runner reported {c:?}");
+        println!("decoder fault {fault}: caught by {c:?}");
+    }
+}
+
+#[test]
+fn stale_expected_failures_fail_the_run() {
+    let mut c = cfg(TesteeSpec::Builtin, Some("vllm-0.33.0/a_single_success"), vec![Role::Bootstrap]);
+    c.expected = toml::from_str("[[case]]\nid = \"vllm-0.33.0/a_single_success/bootstrap\"\nreason = \"was broken\"\n").unwrap();
+    let r = rt().block_on(run(c)).unwrap();
+    assert_eq!(r.results[0].status, Status::Pass);
+    assert_eq!(r.stale.len(), 1);
+    assert!(!r.ok());
+    // And a listed failure that does fail is an expected failure, not a failed run.
+    let mut c = cfg(TesteeSpec::BuiltinWithFaults(vec!["wrong_status".into()]), Some("vllm-0.33.0/a_single_success"), vec![Role::Prefiller]);
+    c.expected = toml::from_str("[[case]]\nid = \"vllm-0.33.0/a_single_success/prefiller\"\nreason = \"known\"\n").unwrap();
+    let r = rt().block_on(run(c)).unwrap();
+    assert_eq!(r.results[0].status, Status::Xfail, "{:?}", r.results[0]);
+    assert!(r.ok());
+}
