@@ -28,11 +28,18 @@ if [ $status -ne 0 ]; then
 fi
 passed=$(grep -oE '^test result: ok\. [0-9]+ passed' target/test-output.txt | awk '{s+=$4} END {print s}')
 
-# 3. The CLI over every bundled vector and trace.
+# 3. The independent Python peer's own self-check (its scenarios between Python testees, its planner against
+#    vLLM's golden plan vectors).
+echo "== tests/peer self-check"
+"$MOONCAKE_PYTHON" tests/peer/test_peer_selfcheck.py > target/peer-selfcheck.txt 2>&1 || { tail -30 target/peer-selfcheck.txt; echo "SUMMARY: Python peer self-check FAILED"; exit 1; }
+tail -3 target/peer-selfcheck.txt
+
+# 4. The CLI over every bundled vector and trace, and the conformance run against the reference peer.
 echo "== mooncake-conformance vectors / validate"
 bin=target/debug/mooncake-conformance
 $bin vectors conformance/vectors/revisions.json conformance/vectors/vllm-* | tail -1
 $bin validate conformance/traces | tail -1
+$bin run | tail -1
 
 # 4. When spec/ differs from the main branch, the wire diff of each changed revision (informational; a no-op
 #    without git history, a main branch or a change).

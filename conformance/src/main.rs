@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use mooncake_conformance::play::Role;
+use mooncake_conformance::play::{External, Role};
 use mooncake_conformance::run::{ExpectedFailures, RunConfig};
 use mooncake_conformance::scenarios::Scenarios;
 use mooncake_conformance::testee::TesteeSpec;
@@ -110,6 +110,80 @@ enum Cmd {
         #[arg(long, default_value_t = 3.0)]
         slack: f64,
     },
+    /// Replay recorded traffic against one implementation already running (or a testee command).
+    ///
+    /// --play decoder --peer tcp://HOST:PORT: the runner plays the recorded decoder against the prefiller at
+    /// that endpoint (several prefillers: a comma-separated list in registration order). The prefiller must be
+    /// prepared as conformance/scenarios.toml says (its transfers ready); its tables cannot be checked.
+    ///
+    /// --play prefiller --listen tcp://HOST:PORT: the runner answers as the recorded prefiller on that
+    /// endpoint, registered with its own bootstrap server (--bootstrap-bind), and checks the requests of the
+    /// decoder under test, which must be configured as recorded and told to pull (the runner prints what).
+    ///
+    /// --play client --peer http://HOST:PORT: replays the recorded HTTP requests against a bootstrap server.
+    ///
+    /// With --testee CMD instead of --peer/--listen, the runner starts and drives the implementation as `run`
+    /// does, restricted to that role.
+    Replay {
+        /// Trace files or directories.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// The side of the recording the runner plays: decoder, prefiller or client.
+        #[arg(long)]
+        play: String,
+        /// The implementation under test: prefiller endpoint(s) (tcp://HOST:PORT,...) or bootstrap URL.
+        #[arg(long)]
+        peer: Option<String>,
+        /// Where the runner's prefiller listens for the decoder under test (tcp://HOST:PORT).
+        #[arg(long)]
+        listen: Option<String>,
+        /// Where the runner's bootstrap server listens with --listen.
+        #[arg(long, default_value = "127.0.0.1:8998")]
+        bootstrap_bind: String,
+        /// Seconds to wait for an external decoder's pulls with --listen.
+        #[arg(long, default_value_t = 60.0)]
+        timeout: f64,
+        /// Start and control the implementation through conformance/TESTEE.md instead.
+        #[arg(long)]
+        testee: Option<String>,
+        #[arg(long)]
+        scenarios: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        #[arg(long)]
+        junit: Option<PathBuf>,
+        #[arg(long)]
+        markdown: Option<PathBuf>,
+        #[arg(long, default_value_t = 3.0)]
+        slack: f64,
+    },
+}
+
+/// Runs the cases and writes the reports; exit 0 only if every non-expected case passed.
+fn execute(cfg: RunConfig, format: Format, junit: Option<PathBuf>, markdown: Option<PathBuf>) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return report::usage_error(&e.to_string()),
+    };
+    let rep = match rt.block_on(mooncake_conformance::run::run(cfg)) {
+        Ok(r) => r,
+        Err(e) => return report::usage_error(&e),
+    };
+    if let Some(p) = junit {
+        if let Err(e) = std::fs::write(&p, report::run_junit(&rep)) {
+            return report::usage_error(&format!("{}: {e}", p.display()));
+        }
+    }
+    if let Some(p) = markdown {
+        if let Err(e) = std::fs::write(&p, report::run_markdown(&rep)) {
+            return report::usage_error(&format!("{}: {e}", p.display()));
+        }
+    }
+    match format {
+        Format::Json => report::print_json(&report::run_json(&rep)),
+        Format::Text => report::run_text(&rep),
+    }
+    ExitCode::from(if rep.ok() { 0 } else { 1 })
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -162,30 +236,51 @@ fn main() -> ExitCode {
                 expected,
                 slack,
                 progress: format == Format::Text && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+                external: External::None,
             };
-            let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
-                Ok(rt) => rt,
-                Err(e) => return report::usage_error(&e.to_string()),
+            execute(cfg, format, junit, markdown)
+        }
+        Cmd::Replay { paths, play, peer, listen, bootstrap_bind, timeout, testee, scenarios, format, junit, markdown, slack } => {
+            let role = match play.as_str() {
+                "decoder" => Role::Prefiller,
+                "prefiller" => Role::Decoder,
+                "client" | "bootstrap-client" => Role::Bootstrap,
+                other => return report::usage_error(&format!("--play {other:?}: decoder, prefiller or client")),
             };
-            let rep = match rt.block_on(mooncake_conformance::run::run(cfg)) {
-                Ok(r) => r,
-                Err(e) => return report::usage_error(&e),
+            let timeout = match std::time::Duration::try_from_secs_f64(timeout) {
+                Ok(d) => d,
+                Err(_) => return report::usage_error("--timeout must be a non-negative number of seconds"),
             };
-            if let Some(p) = junit {
-                if let Err(e) = std::fs::write(&p, report::run_junit(&rep)) {
-                    return report::usage_error(&format!("{}: {e}", p.display()));
-                }
-            }
-            if let Some(p) = markdown {
-                if let Err(e) = std::fs::write(&p, report::run_markdown(&rep)) {
-                    return report::usage_error(&format!("{}: {e}", p.display()));
-                }
-            }
-            match format {
-                Format::Json => report::print_json(&report::run_json(&rep)),
-                Format::Text => report::run_text(&rep),
-            }
-            ExitCode::from(if rep.ok() { 0 } else { 1 })
+            let external = match (role, peer, listen, &testee) {
+                (_, None, None, Some(_)) => External::None,
+                (Role::Prefiller, Some(p), None, None) => External::Prefillers(p.split(',').map(|s| s.trim().to_string()).collect()),
+                (Role::Decoder, None, Some(l), None) => External::Listen { endpoint: l, bootstrap: bootstrap_bind, timeout },
+                (Role::Bootstrap, Some(p), None, None) => External::Bootstrap(p),
+                _ => return report::usage_error("give --testee CMD, or --peer (with --play decoder or client), or --listen (with --play prefiller)"),
+            };
+            let scenarios = match scenarios {
+                Some(p) => match Scenarios::load(&p) {
+                    Ok(s) => s,
+                    Err(e) => return report::usage_error(&e),
+                },
+                None => Scenarios::bundled(),
+            };
+            let slack = match std::time::Duration::try_from_secs_f64(slack) {
+                Ok(d) => d,
+                Err(_) => return report::usage_error("--slack must be a non-negative number of seconds"),
+            };
+            let cfg = RunConfig {
+                paths,
+                testee: testee.map(TesteeSpec::Command).unwrap_or(TesteeSpec::Builtin),
+                roles: vec![role],
+                filter: None,
+                scenarios,
+                expected: ExpectedFailures::default(),
+                slack,
+                progress: format == Format::Text && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+                external,
+            };
+            execute(cfg, format, junit, markdown)
         }
         Cmd::Vectors { paths, format, all } => {
             let files = match mooncake_conformance::jsonl::expand(&paths) {

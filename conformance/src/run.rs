@@ -49,6 +49,8 @@ pub struct RunConfig {
     pub slack: Duration,
     /// Progress lines on standard error.
     pub progress: bool,
+    /// An implementation that is already running (`replay --peer` / `--listen`), instead of a testee.
+    pub external: crate::play::External,
 }
 
 pub struct RunReport {
@@ -85,10 +87,21 @@ pub async fn run(cfg: RunConfig) -> Result<RunReport, String> {
         .filter(|c| cfg.roles.is_empty() || cfg.roles.contains(&c.role))
         .filter(|c| cfg.filter.as_ref().is_none_or(|f| c.id.contains(f.as_str())))
         .collect();
-    // What the testee speaks.
-    let (probe, hello) = Testee::start(&cfg.testee).await?;
-    probe.stop().await;
-    let opts = PlayOptions { testee: cfg.testee.clone(), scenarios: Arc::new(cfg.scenarios), slack: cfg.slack };
+    // What the testee speaks (an external peer is taken at its word: any revision, the roles asked for).
+    let hello = match &cfg.external {
+        crate::play::External::None => {
+            let (probe, hello) = Testee::start(&cfg.testee).await?;
+            probe.stop().await;
+            hello
+        }
+        e => crate::testee::Hello {
+            name: format!("external peer {e:?}"),
+            revisions: mooncake_wire::spec::Spec::builtin().push().revisions.iter().map(|r| r.revision.clone()).collect(),
+            roles: vec!["prefiller".into(), "decoder".into(), "bootstrap".into()],
+        },
+    };
+    let mut opts = PlayOptions::new(cfg.testee.clone(), cfg.scenarios, cfg.slack);
+    opts.external = cfg.external.clone();
     let mut results = vec![];
     let n = cases.len();
     for (i, case) in cases.iter().enumerate() {

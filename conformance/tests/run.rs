@@ -25,6 +25,7 @@ fn cfg(testee: TesteeSpec, filter: Option<&str>, roles: Vec<Role>) -> RunConfig 
         expected: ExpectedFailures::default(),
         slack: Duration::from_secs(2),
         progress: false,
+        external: mooncake_conformance::play::External::None,
     }
 }
 

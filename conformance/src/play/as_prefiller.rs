@@ -45,7 +45,75 @@ fn pull_steps(t: &crate::trace_model::TraceModel, conn: &str) -> Vec<MooncakeXfe
     steps
 }
 
+/// The prefiller side of a decoder case: the runner's own reference prefiller (whose wire log lets it compare
+/// every request), or another testee (interoperability of two implementations).
+enum PSide {
+    Ours(PrefillerPeer),
+    Testee(Testee),
+}
+
+impl PSide {
+    async fn allocate(&mut self, p: &str, t: &str) -> Result<(), String> {
+        match self {
+            PSide::Ours(x) => x.allocated(p, t),
+            PSide::Testee(x) => {
+                x.cmd(json!({"cmd": "allocate", "p_req_id": p, "transfer_id": t})).await?;
+            }
+        }
+        Ok(())
+    }
+    async fn ready(&mut self, p: &str, t: &str, blocks: &[Vec<u64>]) -> Result<(), String> {
+        match self {
+            PSide::Ours(x) => x.finished(p, t, blocks.to_vec()),
+            PSide::Testee(x) => {
+                x.cmd(json!({"cmd": "ready", "p_req_id": p, "transfer_id": t, "blocks": blocks})).await?;
+            }
+        }
+        Ok(())
+    }
+    async fn fail(&mut self, n: usize) -> Result<(), String> {
+        match self {
+            PSide::Ours(x) => x.fail_next_writes(n, -1),
+            PSide::Testee(x) => {
+                x.cmd(json!({"cmd": "fail_next_transfer", "count": n, "ret": -1})).await?;
+            }
+        }
+        Ok(())
+    }
+    async fn forget(&mut self) -> Result<(), String> {
+        match self {
+            PSide::Ours(x) => x.forget_layouts(),
+            PSide::Testee(x) => {
+                x.cmd(json!({"cmd": "forget_layouts"})).await?;
+            }
+        }
+        Ok(())
+    }
+    /// Every ROUTER message, when the runner owns the prefiller.
+    async fn wire(&self) -> Option<Vec<(bool, Vec<Vec<u8>>)>> {
+        match self {
+            PSide::Ours(x) => x.status().await.ok().map(|s| s.wire),
+            PSide::Testee(_) => None,
+        }
+    }
+}
+
+/// Tests a decoder testee against the runner's reference prefiller(s).
 pub async fn play(case: &Case, opts: &PlayOptions) -> Result<Vec<Finding>, String> {
+    play_with(case, opts, None).await
+}
+
+/// Two testees against each other: `prefiller` serves the pulls of `opts.testee` (the decoder). Wire-level
+/// comparisons need the runner's own prefiller and are left out; outcomes, landed bytes and state are checked
+/// on both sides.
+pub async fn play_pair(case: &Case, opts: &PlayOptions, prefiller: &crate::testee::TesteeSpec) -> Result<Vec<Finding>, String> {
+    play_with(case, opts, Some(prefiller)).await
+}
+
+async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::testee::TesteeSpec>) -> Result<Vec<Finding>, String> {
+    if let super::External::Listen { endpoint, bootstrap, timeout } = &opts.external {
+        return play_listen(case, opts, endpoint, bootstrap, *timeout).await;
+    }
     let t = &case.model;
     let profile = t.profile.clone().ok_or("the trace's revision has no generation-2 profile")?;
     let sc = &opts.scenarios;
@@ -57,7 +125,7 @@ pub async fn play(case: &Case, opts: &PlayOptions) -> Result<Vec<Finding>, Strin
     let spec = BootstrapSpec::new(t.revision.clone()).ok_or("no bootstrap in this revision")??;
     let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await?;
     let ctx = zmq::Context::new();
-    let mut prefillers: Vec<(String, PrefillerPeer)> = vec![];
+    let mut prefillers: Vec<(String, PSide)> = vec![];
     let mut testees: Vec<(String, Testee)> = vec![];
     let result = async {
         // Our prefillers, registered in the recorded order.
@@ -65,33 +133,43 @@ pub async fn play(case: &Case, opts: &PlayOptions) -> Result<Vec<Finding>, Strin
         order.sort_by_key(|&i| t.http.iter().position(|(r, _)| t.prefillers[i].register.is_some() && r.body == t.prefillers[i].register).unwrap_or(usize::MAX));
         for &i in &order {
             let p = &t.prefillers[i];
-            let layout: LayoutConfig = serde_json::from_value(prefiller_layout(t, p, model)?).map_err(|e| e.to_string())?;
-            let m = ModelConfig { total_num_kv_heads: model.total_num_kv_heads as i64, use_mla: false, group_kinds: vec![], physical_blocks_per_logical: 1, layer_groups: Default::default(), padded_pages: false };
-            let planner = producer(p.tp_rank, p.tp_size, 1, &m, &layout)?;
-            let memory = Arc::new(Mutex::new(layout.memory(true)));
-            let cfg = PrefillerConfig {
-                bind: "tcp://127.0.0.1:*".into(),
-                engine_id: p.engine_id.clone(),
-                dp_rank: p.dp_rank,
-                tp_rank: p.tp_rank,
-                pp_rank: p.pp_rank,
-                bootstrap: Some(boot.url()),
-                abort_timeout: Some(abort),
-                record_wire: true,
-                faults: vec![],
+            let mut side = match p_spec {
+                None => {
+                    let layout: LayoutConfig = serde_json::from_value(prefiller_layout(t, p, model)?).map_err(|e| e.to_string())?;
+                    let m = ModelConfig { total_num_kv_heads: model.total_num_kv_heads as i64, use_mla: false, group_kinds: vec![], physical_blocks_per_logical: 1, layer_groups: Default::default(), padded_pages: false };
+                    let planner = producer(p.tp_rank, p.tp_size, 1, &m, &layout)?;
+                    let memory = Arc::new(Mutex::new(layout.memory(true)));
+                    let cfg = PrefillerConfig {
+                        bind: "tcp://127.0.0.1:*".into(),
+                        engine_id: p.engine_id.clone(),
+                        dp_rank: p.dp_rank,
+                        tp_rank: p.tp_rank,
+                        pp_rank: p.pp_rank,
+                        bootstrap: Some(boot.url()),
+                        abort_timeout: Some(abort),
+                        record_wire: true,
+                        faults: vec![],
+                    };
+                    let codec = Codec::builtin(&t.revision.revision).expect("built-in");
+                    PSide::Ours(PrefillerPeer::start(&ctx, cfg, WireProfile::new(t.revision.clone(), codec)?, planner, memory, Backend::Tcp).await?)
+                }
+                Some(spec) => {
+                    let (mut te, _) = Testee::start(spec).await?;
+                    let cfg = super::setup::prefiller_config(t, p, model, &boot.url())?;
+                    te.cmd(json!({"cmd": "start", "role": "prefiller", "revision": t.revision.revision, "config": cfg})).await.map_err(|e| format!("starting prefiller testee {}: {e}", p.conn))?;
+                    PSide::Testee(te)
+                }
             };
-            let codec = Codec::builtin(&t.revision.revision).expect("built-in");
-            let peer = PrefillerPeer::start(&ctx, cfg, WireProfile::new(t.revision.clone(), codec)?, planner, memory, Backend::Tcp).await?;
             for tr in &scenario.transfers {
-                peer.allocated(&tr.p_req_id, &tr.transfer_id);
+                side.allocate(&tr.p_req_id, &tr.transfer_id).await?;
                 if tr.ready == Ready::Before {
-                    peer.finished(&tr.p_req_id, &tr.transfer_id, tr.blocks.clone());
+                    side.ready(&tr.p_req_id, &tr.transfer_id, &tr.blocks).await?;
                 }
             }
             if scenario.fail_transfers > 0 {
-                peer.fail_next_writes(scenario.fail_transfers, -1);
+                side.fail(scenario.fail_transfers).await?;
             }
-            prefillers.push((p.conn.clone(), peer));
+            prefillers.push((p.conn.clone(), side));
         }
         // One decoder testee per recorded decoder worker, configured as it registered.
         let mut sessions: HashMap<String, String> = HashMap::new();
@@ -126,18 +204,29 @@ pub async fn play(case: &Case, opts: &PlayOptions) -> Result<Vec<Finding>, Strin
             // Wait until every decoder testee settled this step, firing reply-driven actions meanwhile.
             let deadline = tokio::time::Instant::now() + abort * 2 + opts.slack;
             loop {
+                // Replies sent so far: from our prefiller's wire log, or (two testees) the requests the
+                // decoder has settled.
                 let mut sent = 0;
+                let mut have_wire = true;
                 for (_, p) in &prefillers {
-                    if let Ok(s) = p.status().await {
-                        sent += s.wire.iter().filter(|(inbound, _)| !inbound).count();
+                    match p.wire().await {
+                        Some(w) => sent += w.iter().filter(|(inbound, _)| !inbound).count(),
+                        None => have_wire = false,
+                    }
+                }
+                if !have_wire {
+                    sent = 0;
+                    for (_, te) in testees.iter_mut() {
+                        let s = te.cmd(json!({"cmd": "status"})).await?;
+                        sent += s.get("finished").and_then(J::as_array).map(|a| a.len()).unwrap_or(0) + s.get("failed").and_then(J::as_array).map(|a| a.len()).unwrap_or(0);
                     }
                 }
                 for tr in &scenario.transfers {
                     if let Ready::AfterReply(n) = tr.ready {
                         if sent >= n && !done_actions.contains(&tr.transfer_id) {
                             done_actions.push(tr.transfer_id.clone());
-                            for (_, p) in &prefillers {
-                                p.finished(&tr.p_req_id, &tr.transfer_id, tr.blocks.clone());
+                            for (_, p) in prefillers.iter_mut() {
+                                p.ready(&tr.p_req_id, &tr.transfer_id, &tr.blocks).await?;
                             }
                         }
                     }
@@ -145,18 +234,25 @@ pub async fn play(case: &Case, opts: &PlayOptions) -> Result<Vec<Finding>, Strin
                 if let Some(n) = scenario.forget_layouts_after_reply {
                     if sent >= n && !done_actions.iter().any(|a| a == "forget") {
                         done_actions.push("forget".into());
-                        for (_, p) in &prefillers {
-                            p.forget_layouts();
+                        for (_, p) in prefillers.iter_mut() {
+                            p.forget().await?;
                         }
                     }
                 }
                 let mut settled = true;
                 for (conn, te) in testees.iter_mut() {
                     let s = te.cmd(json!({"cmd": "status"})).await?;
-                    let want = steps.iter().find(|(c, _)| c == conn).and_then(|(_, s)| s.get(k)).map(|m| m.req_blocks.len()).unwrap_or(0);
-                    let _ = want;
                     if s.get("pending_pulls").and_then(J::as_u64) != Some(0) || s.get("open_exchanges").and_then(J::as_u64) != Some(0) {
                         settled = false;
+                    }
+                    // Every request of this step that has blocks must have an outcome.
+                    let done: Vec<String> = s.get("finished").and_then(J::as_array).into_iter().flatten().filter_map(|x| x.as_str().map(String::from))
+                        .chain(s.get("failed").and_then(J::as_array).into_iter().flatten().filter_map(|x| x.get("d_req_id").and_then(J::as_str).map(String::from)))
+                        .collect();
+                    if let Some(m) = steps.iter().find(|(c, _)| c == conn).and_then(|(_, s)| s.get(k)) {
+                        if m.req_blocks.iter().any(|(d, rb)| rb.blocks.iter().any(|g| !g.is_empty()) && !done.contains(d)) {
+                            settled = false;
+                        }
                     }
                 }
                 if settled {
@@ -172,57 +268,13 @@ pub async fn play(case: &Case, opts: &PlayOptions) -> Result<Vec<Finding>, Strin
         tokio::time::sleep(Duration::from_millis(100)).await;
 
         // What the decoder sent, per prefiller worker, against the recording.
-        let mut live_xs: Vec<Xchg> = vec![];
+        let mut wires = vec![];
         for (conn, p) in &prefillers {
-            let s = p.status().await?;
-            let inbound: Vec<&Vec<Vec<u8>>> = s.wire.iter().filter(|(i, _)| *i).map(|(_, f)| f).collect();
-            let recorded: Vec<&crate::trace_model::Exchange> = t.exchanges.iter().filter(|x| x.prefiller.as_deref() == Some(conn.as_str())).collect();
-            if inbound.len() != recorded.len() {
-                out.push(f("REQUEST-COUNT", conn.clone(), format!("{} requests arrived, vLLM's decoder sent {}", inbound.len(), recorded.len())));
-            }
-            for (n, (frames, rx)) in inbound.iter().zip(&recorded).enumerate() {
-                let msg = format!("{conn} request {}", n + 1);
-                if frames.len() != 2 {
-                    out.push(f("ZMQ-FRAMES", msg.clone(), format!("{} frames at the ROUTER; a decoder sends exactly one frame", frames.len())));
-                }
-                // [routing_id, payload]: any other frame was already reported.
-                let bytes = frames.get(1).cloned().unwrap_or_default();
-                match profile.decode_metadata(&bytes) {
-                    Err(e) => out.push(f("REQUEST-DECODE", msg, e.msgspec_message())),
-                    Ok(mut got) => {
-                        if profile.encode_metadata(&got).ok().as_deref() != Some(&bytes[..]) {
-                            out.push(f("WIRE-CANONICAL", msg.clone(), format!("{} is not msgspec's encoding of that value", hex::encode(&bytes))));
-                        }
-                        let want = t.decode_request(&rx.request).ok_or("recorded request does not decode")?;
-                        // The decoder's own address and transfer-engine port differ per run.
-                        let live_session = format!("{}:{}", got.remote_hostname, got.remote_port);
-                        if sessions.get(&rx.decoder) != Some(&live_session) {
-                            out.push(f("REQUEST-SESSION", msg.clone(), format!("remote_hostname:remote_port {live_session} is not the decoder's transfer-engine endpoint {:?}", sessions.get(&rx.decoder))));
-                        }
-                        got.remote_hostname = want.remote_hostname.clone();
-                        got.remote_port = want.remote_port;
-                        let (gv, wv) = (got.to_revision(profile.codec()), want.to_revision(profile.codec()));
-                        if let (Ok(gv), Ok(wv)) = (gv, wv) {
-                            let (gj, wj) = (Codec::to_json(&gv), Codec::to_json(&wv));
-                            if !crate::jsonl::eq_ordered(&gj, &wj) {
-                                out.push(f("REQUEST-DIFF", msg, first_difference(&gj, &wj, "$").unwrap_or_default()));
-                            }
-                        }
-                    }
-                }
-            }
-            // The live conversation, for the protocol checks (replies by routing id).
-            for (k, frames) in inbound.iter().enumerate() {
-                let rid = frames.first().cloned().unwrap_or_default();
-                let replies: Vec<Vec<u8>> = s.wire.iter().filter(|(i, f2)| !*i && f2.first() == Some(&rid)).filter_map(|(_, f2)| f2.last().cloned()).collect();
-                live_xs.push(Xchg { index: live_xs.len(), decoder: "decoder testee".into(), endpoint: format!("{conn} #{}", k + 1), request: frames.last().cloned().unwrap_or_default(), replies, seq: None, line: None });
+            if let Some(w) = p.wire().await {
+                wires.push((conn.clone(), w));
             }
         }
-        // The layout-less and resend rules hold per endpoint, so index by the prefiller conn.
-        for x in live_xs.iter_mut() {
-            x.endpoint = x.endpoint.split(" #").next().unwrap_or("").to_string();
-        }
-        out.extend(check_exchanges(&profile, &live_xs));
+        out.extend(compare_requests(t, &profile, &wires, Some(&sessions))?);
 
         // Outcomes against vLLM's.
         for (conn, te) in testees.iter_mut() {
@@ -241,7 +293,17 @@ pub async fn play(case: &Case, opts: &PlayOptions) -> Result<Vec<Finding>, Strin
                 out.push(f("D-OUTCOME", conn.clone(), format!("finished {got_fin:?}, vLLM's decoder finished {want_fin:?}")));
             }
             let mut want_invalid: Vec<u64> = outcome.get("load_errors").and_then(|o| o.get(conn.as_str())).and_then(|o| o.get("invalid_block_ids")).and_then(J::as_array).map(|a| a.iter().filter_map(J::as_u64).collect()).unwrap_or_default();
-            let mut got_invalid: Vec<u64> = s.get("failed").and_then(J::as_array).map(|a| a.iter().flat_map(|x| x.get("invalid_blocks").and_then(J::as_array).cloned().unwrap_or_default()).filter_map(|b| b.as_u64()).collect()).unwrap_or_default();
+            // The blocks of the failed requests (TESTEE.md reports failed request ids; their blocks are what
+            // vLLM reports invalid).
+            let failed_ids: Vec<String> = s.get("failed").and_then(J::as_array).into_iter().flatten().filter_map(|x| x.get("d_req_id").and_then(J::as_str).map(String::from)).collect();
+            let mut got_invalid: Vec<u64> = steps
+                .iter()
+                .filter(|(c, _)| c == conn)
+                .flat_map(|(_, st)| st.iter())
+                .flat_map(|m| m.req_blocks.iter())
+                .filter(|(d, _)| failed_ids.contains(d))
+                .flat_map(|(_, rb)| rb.blocks.iter().flatten().filter_map(|b| b.as_u64()))
+                .collect();
             want_invalid.sort();
             got_invalid.sort();
             got_invalid.dedup();
@@ -278,13 +340,191 @@ pub async fn play(case: &Case, opts: &PlayOptions) -> Result<Vec<Finding>, Strin
                 out.push(f("LANDED", format!("memory of {conn}"), p));
             }
         }
+        // With a prefiller testee: its completions and its tables too.
+        for (conn, p) in prefillers.iter_mut() {
+            let PSide::Testee(te) = p else { continue };
+            let want: Vec<String> = t.trace.header.observed_outcome.get("finished_sending").and_then(|o| o.get(conn.as_str())).and_then(J::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
+            let deadline = tokio::time::Instant::now() + abort + opts.slack;
+            loop {
+                let s = te.cmd(json!({"cmd": "status"})).await?;
+                let mut got: Vec<String> = s.get("finished_sending").and_then(J::as_array).into_iter().flatten().filter(|x| x.get("expired") != Some(&J::Bool(true))).filter_map(|x| x.get("p_req_id").and_then(J::as_str).map(String::from)).collect();
+                let idle = s.get("tracked_transfers").and_then(J::as_u64) == Some(0) && s.get("open_exchanges").and_then(J::as_u64) == Some(0);
+                if idle || tokio::time::Instant::now() >= deadline {
+                    let mut want = want.clone();
+                    got.sort();
+                    want.sort();
+                    if got != want {
+                        out.push(f("P-FINISHED-SENDING", conn.clone(), format!("freed {got:?}, vLLM freed {want:?}")));
+                    }
+                    if !idle {
+                        out.push(f("P-STATE-LEAK", conn.clone(), format!("{} transfers and {} exchanges still tracked", s["tracked_transfers"], s["open_exchanges"])));
+                    }
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
         Ok::<(), String>(())
     };
     let r = bounded(Duration::from_secs(120) + abort * 4, "the case", result).await.and_then(|x| x);
     for (_, te) in testees {
         te.stop().await;
     }
-    drop(prefillers);
+    for (_, p) in prefillers {
+        if let PSide::Testee(te) = p {
+            te.stop().await;
+        }
+    }
     drop(boot);
     r.map(|_| out)
+}
+
+/// Compares what a decoder sent to each of the runner's prefillers (their wire logs) with the recording, and
+/// runs the protocol checks on the live conversation. `sessions` maps a recorded decoder conn to the live
+/// decoder's transfer-engine session; `None` for an external decoder, whose own addresses and `layout_id`
+/// are mapped too (only their count and presence are compared).
+pub fn compare_requests(
+    t: &crate::trace_model::TraceModel,
+    profile: &WireProfile,
+    wires: &[(String, Vec<(bool, Vec<Vec<u8>>)>)],
+    sessions: Option<&HashMap<String, String>>,
+) -> Result<Vec<Finding>, String> {
+    let mut out = vec![];
+    let mut live_xs: Vec<Xchg> = vec![];
+    for (conn, wire) in wires {
+        let inbound: Vec<&Vec<Vec<u8>>> = wire.iter().filter(|(i, _)| *i).map(|(_, f)| f).collect();
+        let recorded: Vec<&crate::trace_model::Exchange> = t.exchanges.iter().filter(|x| x.prefiller.as_deref() == Some(conn.as_str())).collect();
+        if inbound.len() != recorded.len() {
+            out.push(f("REQUEST-COUNT", conn.clone(), format!("{} requests arrived, vLLM's decoder sent {}", inbound.len(), recorded.len())));
+        }
+        for (n, (frames, rx)) in inbound.iter().zip(&recorded).enumerate() {
+            let msg = format!("{conn} request {}", n + 1);
+            if frames.len() != 2 {
+                out.push(f("ZMQ-FRAMES", msg.clone(), format!("{} frames at the ROUTER; a decoder sends exactly one frame", frames.len())));
+            }
+            // [routing_id, payload]: any other frame was already reported.
+            let bytes = frames.get(1).cloned().unwrap_or_default();
+            match profile.decode_metadata(&bytes) {
+                Err(e) => out.push(f("REQUEST-DECODE", msg, e.msgspec_message())),
+                Ok(mut got) => {
+                    if profile.encode_metadata(&got).ok().as_deref() != Some(&bytes[..]) {
+                        out.push(f("WIRE-CANONICAL", msg.clone(), format!("{} is not msgspec's encoding of that value", hex::encode(&bytes))));
+                    }
+                    let want = t.decode_request(&rx.request).ok_or("recorded request does not decode")?;
+                    // The decoder's own address and transfer-engine port differ per run.
+                    let live_session = format!("{}:{}", got.remote_hostname, got.remote_port);
+                    match sessions {
+                        Some(sessions) if sessions.get(&rx.decoder) != Some(&live_session) => out.push(f(
+                            "REQUEST-SESSION",
+                            msg.clone(),
+                            format!("remote_hostname:remote_port {live_session} is not the decoder's transfer-engine endpoint {:?}", sessions.get(&rx.decoder)),
+                        )),
+                        Some(_) => {}
+                        None => {
+                            // An external decoder's memory and registration id are its own.
+                            if got.kv_caches_base_addr.len() == want.kv_caches_base_addr.len() {
+                                got.kv_caches_base_addr = want.kv_caches_base_addr.clone();
+                            }
+                            if (got.layout_id == WireInt::ZERO) == (want.layout_id == WireInt::ZERO) {
+                                got.layout_id = want.layout_id;
+                            }
+                        }
+                    }
+                    got.remote_hostname = want.remote_hostname.clone();
+                    got.remote_port = want.remote_port;
+                    let (gv, wv) = (got.to_revision(profile.codec()), want.to_revision(profile.codec()));
+                    if let (Ok(gv), Ok(wv)) = (gv, wv) {
+                        let (gj, wj) = (Codec::to_json(&gv), Codec::to_json(&wv));
+                        if !crate::jsonl::eq_ordered(&gj, &wj) {
+                            out.push(f("REQUEST-DIFF", msg, first_difference(&gj, &wj, "$").unwrap_or_default()));
+                        }
+                    }
+                }
+            }
+        }
+        // The live conversation, for the protocol checks (replies by routing id).
+        for frames in &inbound {
+            let rid = frames.first().cloned().unwrap_or_default();
+            let replies: Vec<Vec<u8>> = wire.iter().filter(|(i, f2)| !*i && f2.first() == Some(&rid)).filter_map(|(_, f2)| f2.get(1).cloned()).collect();
+            live_xs.push(Xchg { index: live_xs.len(), decoder: "decoder".into(), endpoint: conn.clone(), request: frames.get(1).cloned().unwrap_or_default(), replies, seq: None, line: None });
+        }
+    }
+    out.extend(check_exchanges(profile, &live_xs));
+    Ok(out)
+}
+
+/// `replay --play prefiller --listen`: the runner's prefiller listens where an external decoder (started and
+/// driven by the user) will pull, registered with the runner's bootstrap server; the decoder's requests are
+/// compared with the recording (its own addresses and layout id mapped). Its outcomes cannot be read.
+async fn play_listen(case: &Case, opts: &PlayOptions, endpoint: &str, bootstrap: &str, timeout: Duration) -> Result<Vec<Finding>, String> {
+    let t = &case.model;
+    let profile = t.profile.clone().ok_or("the trace's revision has no generation-2 profile")?;
+    let sc = &opts.scenarios;
+    let scenario = sc.scenario.get(t.scenario()).cloned().unwrap_or_default();
+    let model = &sc.model;
+    let [p] = t.prefillers.as_slice() else {
+        return Err(format!("--listen serves traces with one prefiller; {} has {}", t.scenario(), t.prefillers.len()));
+    };
+    let spec = BootstrapSpec::new(t.revision.clone()).ok_or("no bootstrap in this revision")??;
+    let boot = BootstrapServer::start(bootstrap, Registry::new(spec)).await?;
+    let layout: LayoutConfig = serde_json::from_value(prefiller_layout(t, p, model)?).map_err(|e| e.to_string())?;
+    let m = ModelConfig { total_num_kv_heads: model.total_num_kv_heads as i64, use_mla: false, group_kinds: vec![], physical_blocks_per_logical: 1, layer_groups: Default::default(), padded_pages: false };
+    let planner = producer(p.tp_rank, p.tp_size, 1, &m, &layout)?;
+    let cfg = PrefillerConfig {
+        bind: endpoint.to_string(),
+        engine_id: p.engine_id.clone(),
+        dp_rank: p.dp_rank,
+        tp_rank: p.tp_rank,
+        pp_rank: p.pp_rank,
+        bootstrap: Some(boot.url()),
+        abort_timeout: Some(Duration::from_secs_f64(model.abort_timeout_s)),
+        record_wire: true,
+        faults: vec![],
+    };
+    let ctx = zmq::Context::new();
+    let codec = Codec::builtin(&t.revision.revision).expect("built-in");
+    let peer = PrefillerPeer::start(&ctx, cfg, WireProfile::new(t.revision.clone(), codec)?, planner, Arc::new(Mutex::new(layout.memory(true))), Backend::Tcp).await?;
+    for tr in &scenario.transfers {
+        peer.allocated(&tr.p_req_id, &tr.transfer_id);
+        if tr.ready == Ready::Before {
+            peer.finished(&tr.p_req_id, &tr.transfer_id, tr.blocks.clone());
+        }
+    }
+    if scenario.fail_transfers > 0 {
+        peer.fail_next_writes(scenario.fail_transfers, -1);
+    }
+    eprintln!("{}: prefiller {} (engine {}) registered with {}; waiting up to {timeout:?} for the decoder to pull:", case.id, peer.endpoint, p.engine_id, boot.url());
+    for d in &t.decoders {
+        for step in pull_steps(t, &d.conn) {
+            let reqs: Vec<String> = step.req_blocks.iter().map(|(d, rb)| format!("{d} ({}, blocks {:?})", rb.transfer_id, rb.blocks.iter().map(|g| g.iter().map(|b| b.as_u64().unwrap_or(0)).collect::<Vec<_>>()).collect::<Vec<_>>())).collect();
+            eprintln!("  {}: pull {}", d.conn, reqs.join(", "));
+        }
+    }
+    let want = t.exchanges.len();
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut done: Vec<String> = vec![];
+    loop {
+        let wire = peer.status().await?.wire;
+        let sent = wire.iter().filter(|(i, _)| !*i).count();
+        for tr in &scenario.transfers {
+            if matches!(tr.ready, Ready::AfterReply(n) if sent >= n) && !done.contains(&tr.transfer_id) {
+                done.push(tr.transfer_id.clone());
+                peer.finished(&tr.p_req_id, &tr.transfer_id, tr.blocks.clone());
+            }
+        }
+        if scenario.forget_layouts_after_reply.is_some_and(|n| sent >= n) && !done.iter().any(|d| d == "forget") {
+            done.push("forget".into());
+            peer.forget_layouts();
+        }
+        let replies_due: usize = t.exchanges.iter().map(|x| x.replies.len()).sum();
+        if wire.iter().filter(|(i, _)| *i).count() >= want && sent >= replies_due {
+            break;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let wire = peer.status().await?.wire;
+    compare_requests(t, &profile, &[(p.conn.clone(), wire)], None)
 }

@@ -85,6 +85,28 @@ pub struct PlayOptions {
     pub scenarios: Arc<Scenarios>,
     /// How long to wait for any one reply or outcome beyond the scenario's own timeouts.
     pub slack: Duration,
+    /// A peer the runner does not start or control (`replay`): see [`External`].
+    pub external: External,
+}
+
+/// An implementation already running somewhere (`replay --peer` / `--listen`). The runner cannot prepare its
+/// state or read its tables, so those checks are left out.
+#[derive(Clone, Debug, Default)]
+pub enum External {
+    #[default]
+    None,
+    /// Prefiller ROUTER endpoints, in the order the trace's prefillers registered.
+    Prefillers(Vec<String>),
+    /// Where the runner's prefiller listens for an external decoder, and where its bootstrap server binds.
+    Listen { endpoint: String, bootstrap: String, timeout: Duration },
+    /// A bootstrap server's base URL.
+    Bootstrap(String),
+}
+
+impl PlayOptions {
+    pub fn new(testee: TesteeSpec, scenarios: Scenarios, slack: Duration) -> Self {
+        PlayOptions { testee, scenarios: Arc::new(scenarios), slack, external: External::None }
+    }
 }
 
 /// The cases a trace yields: one per role it exercises.

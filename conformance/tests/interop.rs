@@ -1,0 +1,65 @@
+//! Two independent implementations against each other over 127.0.0.1: the Rust reference peer and the Python
+//! test peer (`tests/peer/`, pyzmq + msgspec from the pinned venv), every recorded scenario, both directions;
+//! and every conformance case against the Python peer as the testee.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mooncake_conformance::play::{as_prefiller, cases_of, PlayOptions, Role, Status};
+use mooncake_conformance::run::{run, ExpectedFailures, RunConfig};
+use mooncake_conformance::scenarios::Scenarios;
+use mooncake_conformance::testee::TesteeSpec;
+use mooncake_conformance::trace::Trace;
+use mooncake_conformance::trace_model::TraceModel;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn python_peer() -> TesteeSpec {
+    let py = mooncake_conformance::oracle::python().unwrap_or_else(|e| panic!("{e}"));
+    TesteeSpec::Command(format!("{} {}", py.display(), root().join("tests/peer/mooncake_test_peer.py").display()))
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+#[test]
+fn every_case_passes_against_the_python_peer() {
+    let cfg = RunConfig {
+        paths: vec![root().join("conformance/traces")],
+        testee: python_peer(),
+        roles: vec![],
+        filter: None,
+        scenarios: Scenarios::bundled(),
+        expected: ExpectedFailures::default(),
+        slack: Duration::from_secs(3),
+        progress: false,
+        external: mooncake_conformance::play::External::None,
+    };
+    let r = rt().block_on(run(cfg)).unwrap();
+    let failed: Vec<String> = r.results.iter().filter(|c| c.status == Status::Fail).map(|c| format!("{}: {:?}", c.id, c.findings)).collect();
+    assert_eq!(r.results.len(), 59);
+    assert!(r.ok(), "{failed:#?}");
+}
+
+#[test]
+fn rust_and_python_interoperate_in_both_directions() {
+    let opts = |testee: TesteeSpec| PlayOptions::new(testee, Scenarios::bundled(), Duration::from_secs(3));
+    let mut ran = 0;
+    let rt = rt();
+    for f in mooncake_conformance::jsonl::expand(&[root().join("conformance/traces/vllm-0.33.0")]).unwrap() {
+        let model = Arc::new(TraceModel::new(Trace::load(&f).unwrap()).unwrap());
+        for case in cases_of(model).into_iter().filter(|c| c.role == Role::Decoder) {
+            // Python prefiller serving the Rust decoder, and the Rust prefiller serving the Python decoder.
+            for (p, d, label) in [(python_peer(), TesteeSpec::Builtin, "python P ↔ rust D"), (TesteeSpec::Builtin, python_peer(), "rust P ↔ python D")] {
+                let findings = rt.block_on(as_prefiller::play_pair(&case, &opts(d), &p)).unwrap_or_else(|e| panic!("{} ({label}): {e}", case.id));
+                assert!(findings.is_empty(), "{} ({label}): {findings:#?}", case.id);
+                ran += 1;
+            }
+        }
+    }
+    assert_eq!(ran, 2 * 10, "ten 0.33.0 scenarios with a decoder, two directions");
+}
