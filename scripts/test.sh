@@ -41,7 +41,7 @@ $bin vectors conformance/vectors/revisions.json conformance/vectors/vllm-* | tai
 $bin validate conformance/traces | tail -1
 $bin run | tail -1
 
-# 4. When spec/ differs from the main branch, the wire diff of each changed revision (informational; a no-op
+# 5. When spec/ differs from the main branch, the wire diff of each changed revision (informational; a no-op
 #    without git history, a main branch or a change).
 echo "== spec diff against the main branch"
 ./scripts/spec-diff.sh "$bin"
