@@ -2,7 +2,9 @@
 
 pub mod checks;
 pub mod golden;
+pub mod hashcmd;
 pub mod jsonl;
+pub mod keycmd;
 pub mod oracle;
 pub mod play;
 pub mod report;

@@ -20,6 +20,7 @@ mod value;
 pub mod testgen;
 
 pub use compile::{CField, CStruct, Plan, TagValue, Ty, TyId};
+pub(crate) use compile::rename as rename_field;
 pub use error::{DecodeError, DecodeErrorKind, EncodeError};
 pub use value::{EnumValue, StructMeta, StructValue, Value};
 
