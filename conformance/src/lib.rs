@@ -10,6 +10,7 @@ pub mod play;
 pub mod report;
 pub mod run;
 pub mod scenarios;
+pub mod spec_source;
 pub mod testee;
 pub mod trace;
 pub mod trace_model;

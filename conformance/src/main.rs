@@ -12,7 +12,7 @@ use mooncake_conformance::play::{External, Role};
 use mooncake_conformance::run::{ExpectedFailures, RunConfig};
 use mooncake_conformance::scenarios::Scenarios;
 use mooncake_conformance::testee::TesteeSpec;
-use mooncake_conformance::{hashcmd, keycmd, report, validate, vectors};
+use mooncake_conformance::{hashcmd, keycmd, report, spec_source, validate, vectors};
 
 #[derive(Parser)]
 #[command(name = "mooncake-conformance", version, about = "Conformance tooling for the vLLM Mooncake KV-transfer wire", long_about = LONG_ABOUT)]
@@ -23,7 +23,7 @@ struct Cli {
 
 const LONG_ABOUT: &str = "Conformance tooling for the vLLM Mooncake KV-transfer wire.
 
-Exit codes: 0 = everything agrees, 1 = at least one case disagrees, 2 = bad usage or unreadable input.";
+Exit codes: 0 = everything agrees, 1 = at least one case disagrees (diff: a breaking change), 2 = bad usage or unreadable input.";
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum Format {
@@ -57,6 +57,22 @@ enum Cmd {
         paths: Vec<PathBuf>,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+    },
+    /// Classify every wire change between two revisions under msgspec's decoding rules: for each, whether an
+    /// old decoder reads new bytes and a new decoder reads old bytes (compatible / breaks only when sent /
+    /// breaks), and whether unchanged messages keep their bytes. Exits 1 on a breaking change unless
+    /// --allow-breaking.
+    ///
+    /// OLD and NEW: a revision or release (`vllm-0.32.0`, `0.27.1`), a spec file, a spec directory (its newest
+    /// revision), or `git:REF` (spec/ of this repository at REF); `DIR#REV` and `git:REF#REV` pick a revision.
+    Diff {
+        old: String,
+        new: String,
+        #[arg(long, value_enum, default_value_t = DiffFormat::Markdown)]
+        format: DiffFormat,
+        /// Exit 0 even when a change breaks a direction.
+        #[arg(long)]
+        allow_breaking: bool,
     },
     /// Run the conformance cases: each bundled (or given) trace, each role it exercises, played against a
     /// testee. With no arguments: every bundled trace against the built-in reference peer.
@@ -286,6 +302,15 @@ fn execute(cfg: RunConfig, format: Format, junit: Option<PathBuf>, markdown: Opt
     ExitCode::from(if rep.ok() { 0 } else { 1 })
 }
 
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum DiffFormat {
+    /// A table ready for a pull-request comment.
+    Markdown,
+    Json,
+    /// One line.
+    Summary,
+}
+
 fn bundled(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
@@ -398,6 +423,19 @@ fn main() -> ExitCode {
                 Format::Text => report::validate_text(&reps),
             }
             ExitCode::from(if ok { 0 } else { 1 })
+        }
+        Cmd::Diff { old, new, format, allow_breaking } => {
+            let (old, new) = match (spec_source::resolve(&old), spec_source::resolve(&new)) {
+                (Ok(a), Ok(b)) => (a, b),
+                (Err(e), _) | (_, Err(e)) => return report::usage_error(&e),
+            };
+            let r = mooncake_wire::diff::diff(&old, &new);
+            match format {
+                DiffFormat::Markdown => print!("{}", mooncake_wire::diff::render::markdown(&r)),
+                DiffFormat::Json => report::print_json(&mooncake_wire::diff::render::json(&r)),
+                DiffFormat::Summary => println!("{}", r.summary),
+            }
+            ExitCode::from(if r.is_breaking() && !allow_breaking { 1 } else { 0 })
         }
         Cmd::Key { cmd } => match cmd {
             KeyCmd::Build { target, fields, tokens, block_size, hash_block_size, algo, pythonhashseed, lora_name, lora_path, cache_salt, format } => {

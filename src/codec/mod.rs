@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::spec::{Revision, Spec, SpecError, TypeExpr};
 pub use compile::Scope;
+pub(crate) use compile::rename;
 use compile::Compiler;
 
 /// A revision's messages, compiled for decoding and encoding.
