@@ -116,7 +116,9 @@ pub async fn run(cfg: RunConfig) -> Result<RunReport, String> {
     let n = cases.len();
     for (i, case) in cases.iter().enumerate() {
         if cfg.progress {
-            eprint!("\r[{:>3}/{n}] {:<60}", i + 1, case.id);
+            let done = i * 24 / n.max(1);
+            let failed = results.iter().filter(|r: &&CaseResult| r.status == Status::Fail).count();
+            eprint!("\r[{}{}] {:>3}/{n} {failed} failed  {:<56}", "#".repeat(done), "-".repeat(24 - done), i + 1, case.id);
             let _ = std::io::stderr().flush();
         }
         let mut r = if hello.roles.iter().any(|x| x == case.role.as_str()) {
@@ -145,7 +147,7 @@ pub async fn run(cfg: RunConfig) -> Result<RunReport, String> {
         results.push(r);
     }
     if cfg.progress {
-        eprintln!("\r{:<80}", "");
+        eprint!("\r{:<120}\r", "");
     }
     let stale = cfg
         .expected
