@@ -1,7 +1,9 @@
 //! Metadata round trips per second through a prefiller on loopback: K concurrent decoders (1, 8, 64), each a
 //! DEALER sending free-only pulls (no blocks to copy, so the prefiller answers FINISH as soon as it has
 //! matched the ready transfer) and waiting for each reply. Runs the Rust reference prefiller and the Python
-//! test peer's prefiller in one invocation and prints a Markdown table with the ratio.
+//! test peer's prefiller in one invocation and prints a Markdown table with the ratio, once per load
+//! generator: libzmq DEALERs polled from one thread, and a minimal ZMTP DEALER on a single-threaded tokio
+//! runtime ([`zmtp`]), which leaves more of a small machine's CPU to the prefiller being measured.
 //!
 //! `cargo bench -p mooncake-reference --bench roundtrip` (needs the test venv for the Python peer:
 //! `$MOONCAKE_PYTHON` or `.venv/bin/python`). Not a test: nothing here asserts a speed.
@@ -10,8 +12,10 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod zmtp;
+
 use mooncake_reference::testee::Testee;
-use mooncake_wire::typed::{MooncakeXferMetadata, ReqBlocks};
+use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse, ReqBlocks, Status};
 use serde_json::{json, Value as J};
 
 const PER_CLIENT: usize = 2000;
@@ -71,7 +75,8 @@ fn drive(endpoint: &str, clients: usize, offset: usize) -> f64 {
         let ready: Vec<usize> = items.iter().enumerate().filter(|(_, i)| i.is_readable()).map(|(c, _)| c).collect();
         drop(items);
         for c in ready {
-            while sockets[c].recv_bytes(zmq::DONTWAIT).is_ok() {
+            while let Ok(reply) = sockets[c].recv_bytes(zmq::DONTWAIT) {
+                check(done, &reply);
                 done += 1;
                 if sent[c] < PER_CLIENT {
                     sockets[c].send(&reqs[c][sent[c]][..], 0).unwrap();
@@ -81,6 +86,61 @@ fn drive(endpoint: &str, clients: usize, offset: usize) -> f64 {
         }
     }
     (clients * PER_CLIENT) as f64 / t.elapsed().as_secs_f64()
+}
+
+/// Every 64th reply is decoded: a benchmark of replies that are not FINISH would measure nothing.
+fn check(n: usize, reply: &[u8]) {
+    if n % 64 == 0 {
+        let r = MooncakeXferResponse::decode(reply).expect("a MooncakeXferResponse");
+        assert_eq!(r.status, Status::FINISH, "{r:?}");
+    }
+}
+
+/// The same workload from [`zmtp::Dealer`]s on a current-thread runtime: one task per decoder.
+fn drive_zmtp(endpoint: &str, clients: usize, offset: usize) -> f64 {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut dealers = vec![];
+        for _ in 0..clients {
+            dealers.push(zmtp::Dealer::connect(endpoint).await.expect("ZMTP handshake"));
+        }
+        let start = std::sync::Arc::new(tokio::sync::Barrier::new(clients + 1));
+        let mut tasks = vec![];
+        for (c, mut d) in dealers.into_iter().enumerate() {
+            let framed: Vec<Vec<u8>> = (0..PER_CLIENT).map(|k| zmtp::frame(&request(offset + c * PER_CLIENT + k))).collect();
+            let start = start.clone();
+            tasks.push(tokio::spawn(async move {
+                start.wait().await;
+                for (k, f) in framed.iter().enumerate() {
+                    d.send_framed(f).await.expect("send");
+                    let frames = d.recv().await.expect("reply");
+                    assert_eq!(frames.len(), 1, "a DEALER receives one frame per reply");
+                    check(k, &frames[0]);
+                }
+            }));
+        }
+        start.wait().await;
+        let t = Instant::now();
+        for task in tasks {
+            tokio::time::timeout(Duration::from_secs(120), task).await.expect("no progress for 120 s").unwrap();
+        }
+        (clients * PER_CLIENT) as f64 / t.elapsed().as_secs_f64()
+    })
+}
+
+/// Runs every level with both load generators; `offset` is the first transfer index to use.
+fn run_levels(endpoint: &str, levels: &[usize], who: &str) -> Vec<[f64; 2]> {
+    let mut off = 0;
+    let mut rates = vec![];
+    for &k in levels {
+        let z = drive_zmtp(endpoint, k, off);
+        off += k * PER_CLIENT;
+        let l = drive(endpoint, k, off);
+        off += k * PER_CLIENT;
+        eprintln!("{who} {k}: zmtp {z:.0}, libzmq {l:.0}");
+        rates.push([z, l]);
+    }
+    rates
 }
 
 fn total(clients: &[usize]) -> usize {
@@ -94,7 +154,7 @@ fn python() -> Option<String> {
 
 fn main() {
     let levels = [1usize, 8, 64];
-    let n = total(&levels);
+    let n = 2 * total(&levels);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     // Rust prefiller, in this process.
     let mut rust = Testee::default();
@@ -105,13 +165,7 @@ fn main() {
         }
         a["endpoint"].as_str().unwrap().to_string()
     });
-    let mut rust_rates = vec![];
-    let mut off = 0;
-    for &k in &levels {
-        rust_rates.push(drive(&endpoint, k, off));
-        eprintln!("rust {k}: {:.0}", rust_rates.last().unwrap());
-        off += k * PER_CLIENT;
-    }
+    let rust_rates = run_levels(&endpoint, &levels, "rust");
     drop(rust);
     // Python prefiller, as a testee process.
     let mut py_rates = vec![None; levels.len()];
@@ -131,22 +185,25 @@ fn main() {
         for i in 0..n {
             cmd(json!({"cmd": "ready", "p_req_id": format!("p-{i}"), "transfer_id": format!("x-{i}"), "blocks": [[1]]}));
         }
-        let mut off = 0;
-        for (j, &k) in levels.iter().enumerate() {
-            py_rates[j] = Some(drive(&ep, k, off));
-            off += k * PER_CLIENT;
+        for (j, r) in run_levels(&ep, &levels, "python").into_iter().enumerate() {
+            py_rates[j] = Some(r);
         }
         cmd(json!({"cmd": "stop"}));
         let _ = child.wait();
     }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!("| Concurrent decoders | Rust prefiller (round trips/s) | Python test peer (round trips/s) | Ratio |");
-    println!("|---|---|---|---|");
-    for (j, &k) in levels.iter().enumerate() {
-        let py = py_rates[j].map(|r| format!("{r:.0}")).unwrap_or_else(|| "not run (no venv)".into());
-        let ratio = py_rates[j].map(|r| format!("{:.1}×", rust_rates[j] / r)).unwrap_or_default();
-        println!("| {k} | {:.0} | {py} | {ratio} |", rust_rates[j]);
+    println!("| Load generator | Concurrent decoders | Rust prefiller (round trips/s) | Python test peer (round trips/s) | Ratio |");
+    println!("|---|---|---|---|---|");
+    for (g, name) in ["minimal ZMTP DEALERs, one tokio thread", "libzmq DEALERs, one polling thread"].iter().enumerate() {
+        for (j, &k) in levels.iter().enumerate() {
+            let py = py_rates[j].map(|r| format!("{:.0}", r[g])).unwrap_or_else(|| "not run (no venv)".into());
+            let ratio = py_rates[j].map(|r| format!("{:.1}×", rust_rates[j][g] / r[g])).unwrap_or_default();
+            println!("| {name} | {k} | {:.0} | {py} | {ratio} |", rust_rates[j][g]);
+        }
     }
-    println!("\n{PER_CLIENT} free-only pulls per decoder, one DEALER each, 127.0.0.1; load average at the end: {}", load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
-    let _ = Duration::ZERO;
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    println!(
+        "\n{PER_CLIENT} free-only pulls per decoder, one DEALER each, 127.0.0.1; {cores} cores; load average at the end: {}",
+        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    );
 }
