@@ -38,6 +38,7 @@ tail -3 target/peer-selfcheck.txt
 echo "== mooncake-conformance vectors / validate"
 bin=target/debug/mooncake-conformance
 $bin vectors conformance/vectors/revisions.json conformance/vectors/vllm-* conformance/vectors/hash conformance/vectors/keys | tail -1
+$bin vectors conformance/vectors/pull | tail -1
 $bin validate conformance/traces | tail -1
 $bin run | tail -1
 

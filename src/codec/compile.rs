@@ -72,6 +72,8 @@ pub struct CStruct {
     pub declared: usize,
     /// Fields that must be present in an array_like encoding (leading required ones).
     pub min_array_len: usize,
+    /// A tuple message: exactly `fields.len()` elements (msgspec's `tuple[A, B]` rule and error).
+    pub exact_len: bool,
 }
 
 impl CStruct {
@@ -207,6 +209,7 @@ impl<'a> Compiler<'a> {
                     tag: None,
                     declared: 0,
                     min_array_len: 0,
+                    exact_len: false,
                 });
                 let id = self.push(Ty::Struct(sid));
                 self.plan.by_name.insert(n.to_string(), id);
@@ -267,6 +270,7 @@ impl<'a> Compiler<'a> {
             forbid_unknown_fields: (msgspec && o.forbid_unknown_fields) || tuple,
             tag,
             min_array_len,
+            exact_len: tuple,
             fields,
         })
     }

@@ -386,6 +386,9 @@ impl<'a, 'p> Decoder<'a, 'p> {
 
     fn struct_array(&mut self, sid: u32, n: usize) -> Result<Value, DecodeError> {
         let st = &self.plan.structs[sid as usize];
+        if st.exact_len && n != st.fields.len() {
+            return Err(self.err(K::ArrayLength { expected: st.fields.len(), got: n }));
+        }
         if n < st.min_array_len {
             return Err(self.err(K::ArrayMinLength { min: st.min_array_len, got: n }));
         }
