@@ -5,7 +5,7 @@
 
 mod literal;
 mod model;
-mod tree;
+pub(crate) mod tree;
 mod types;
 
 pub use literal::Literal;

@@ -190,7 +190,7 @@ fn walk<'a>(root: &'a mut Table, segs: &[&str], mark: Option<&str>) -> Result<&'
     Ok(cur)
 }
 
-fn apply_edit(t: &mut Table, e: &Table, revision: &str, rev_source: &str) -> Result<(), String> {
+pub(crate) fn apply_edit(t: &mut Table, e: &Table, revision: &str, rev_source: &str) -> Result<(), String> {
     for k in e.keys() {
         if !["op", "at", "after", "before", "item", "value", "why", "source"].contains(&k.as_str()) {
             return Err(format!("unknown edit key `{k}`"));
