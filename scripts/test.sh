@@ -39,6 +39,7 @@ echo "== mooncake-conformance vectors / validate"
 bin=target/debug/mooncake-conformance
 $bin vectors conformance/vectors | tail -1
 $bin validate conformance/traces | tail -1
+$bin validate conformance/traces-pull | tail -1
 $bin run | tail -1
 
 # 4b. The real-store gate: a mooncake_master on 127.0.0.1 and the package's store client (installs the pinned
