@@ -39,7 +39,13 @@ echo "== mooncake-conformance vectors / validate"
 bin=target/debug/mooncake-conformance
 $bin vectors conformance/vectors | tail -1
 $bin validate conformance/traces | tail -1
+$bin validate conformance/traces-pull | tail -1
 $bin run | tail -1
+
+# 4b. The real-store gate: a mooncake_master on 127.0.0.1 and the package's store client (installs the pinned
+#     package on first use; skips only when it cannot be installed).
+echo "== real store gate"
+if ./scripts/store-gate.sh "$MOONCAKE_PYTHON" "$bin" > target/store-gate.txt; then tail -1 target/store-gate.txt; else cat target/store-gate.txt; echo "SUMMARY: store gate FAILED"; exit 1; fi
 
 # 5. When spec/ differs from the main branch, the wire diff of each changed revision (informational; a no-op
 #    without git history, a main branch or a change).

@@ -10,7 +10,8 @@
 //! * [`plan`] — the 0.33.0 prefiller's transfer planner (regions, TP byte plan, descriptors);
 //! * [`hash`] — vLLM's `hash_factors`, the NIXL compatibility hash and the wire fingerprint;
 //! * [`keys`] — MooncakeStoreConnector keys, vLLM's block-hash chain, vllm-ascend and LMCache key formats;
-//! * [`diff`] — the wire-aware diff of two revisions (what breaks, in which direction).
+//! * [`diff`] — the wire-aware diff of two revisions (what breaks, in which direction);
+//! * [`lookup`] — MooncakeStoreConnector's scheduler ⇄ worker lookup frames of every release.
 
 pub mod limits;
 pub mod msgpack;
@@ -26,3 +27,4 @@ pub mod plan;
 pub mod hash;
 pub mod keys;
 pub mod diff;
+pub mod lookup;

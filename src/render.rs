@@ -86,7 +86,14 @@ pub fn revision_table(rev: &Revision) -> String {
         Some(c) => format!("{r} (`{c}`)"),
         None => r.clone(),
     }).collect();
-    let _ = writeln!(o, "- **Releases:** {}", commits.join(", "));
+    match &rev.commit {
+        Some(c) if rev.releases.is_empty() => {
+            let _ = writeln!(o, "- **Releases:** none (unreleased; read at `{c}`)");
+        }
+        _ => {
+            let _ = writeln!(o, "- **Releases:** {}", commits.join(", "));
+        }
+    }
     let _ = writeln!(o, "- **Source:** {}", rev.source);
     let _ = writeln!(o, "- **Spec file:** `spec/{}`", rev.path);
     match &rev.base {
@@ -151,6 +158,7 @@ pub fn revision_table(rev: &Revision) -> String {
         let _ = writeln!(o, "## `{name}` ({}; {} declared fields)\n", match s.kind {
             crate::spec::StructKind::MsgspecStruct => "msgspec.Struct",
             crate::spec::StructKind::Dataclass => "dataclass",
+            crate::spec::StructKind::Tuple => "tuple",
             crate::spec::StructKind::Pydantic => "pydantic model",
             crate::spec::StructKind::Json => "JSON",
         }, s.fields.len());
@@ -278,7 +286,7 @@ pub fn family_index(family: &crate::spec::Family) -> String {
     o.push_str("| Revision | Gen | Releases | Messages | Summary |\n|---|---|---|---|---|\n");
     for r in &family.revisions {
         let msgs: Vec<String> = r.structs.iter().map(|(n, s)| format!("[`{n}`]({}/{n}.schema.json) ({})", r.revision, s.fields.len())).collect();
-        let _ = writeln!(o, "| [`{}`]({}.md) | {} | {} | {} | {} |", r.revision, r.revision, r.generation, r.releases.join(", "), msgs.join(", "), esc(&r.summary));
+        let _ = writeln!(o, "| [`{}`]({}.md) | {} | {} | {} | {} |", r.revision, r.revision, r.generation, if r.releases.is_empty() { "unreleased".to_string() } else { r.releases.join(", ") }, msgs.join(", "), esc(&r.summary));
     }
     if family.revisions.len() > 1 {
         o.push_str("\n## Wire diffs of consecutive revisions\n\nWhat each change does to mixed deployments under msgspec's decoding rules (`mooncake-conformance diff`):\n\n");

@@ -64,7 +64,8 @@ impl Gen<'_> {
             Ty::Bool => json!({"type": "boolean"}),
             Ty::Float => json!({"type": "number"}),
             Ty::Bytes => json!({"type": "string", "contentEncoding": "base64"}),
-            Ty::List(e) => json!({"type": "array", "items": self.ty(*e)}),
+            Ty::List(e) | Ty::VarTuple(e) => json!({"type": "array", "items": self.ty(*e)}),
+            Ty::Any => json!({}),
             Ty::Tuple(ts) => {
                 let items: Vec<J> = ts.iter().map(|e| self.ty(*e)).collect();
                 json!({"type": "array", "minItems": ts.len(), "maxItems": ts.len(), "prefixItems": items, "items": false})

@@ -16,4 +16,5 @@ pub mod testee;
 pub mod trace;
 pub mod trace_model;
 pub mod validate;
+pub mod validate_pull;
 pub mod vectors;

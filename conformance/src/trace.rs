@@ -40,6 +40,9 @@ pub struct Header {
     pub format_version: u32,
     pub vllm_version: String,
     pub connector: String,
+    /// Protocol family (`spec/<family>/`): absent = `push`; `pull` for vllm-ascend's pull connectors.
+    #[serde(default)]
+    pub family: Option<String>,
     /// Absent in the earliest recordings: generation 2.
     #[serde(default)]
     pub connector_generation: Option<u32>,

@@ -119,6 +119,9 @@ pub fn validate(t: &Trace) -> TraceReport {
         http_events: 0,
         findings: vec![],
     };
+    if t.header.family.as_deref() == Some("pull") {
+        return crate::validate_pull::validate(t, rep);
+    }
     let Some(rev) = revision_for(Spec::builtin(), &t.header.vllm_version) else {
         rep.findings.push(Finding {
             check: "TRACE-REVISION",

@@ -152,7 +152,12 @@ fn check_revision_table(path: &Path, rep: &mut FileReport) {
         rep.not_checked = Some("not a mooncake-vectors revision table".into());
         return;
     }
-    let push = mooncake_wire::spec::Spec::builtin().push();
+    // The table names its family (`pull`); tables without one are the push family's.
+    let family_name = s(&table, "family").unwrap_or("push");
+    let Some(push) = mooncake_wire::spec::Spec::builtin().family(family_name) else {
+        rep.not_checked = Some(format!("the spec has no family `{family_name}`"));
+        return;
+    };
     let listed = table.get("revisions").and_then(J::as_array).cloned().unwrap_or_default();
     let mut notes = vec![];
     for (i, r) in listed.iter().enumerate() {
@@ -168,6 +173,9 @@ fn check_revision_table(path: &Path, rep: &mut FileReport) {
                 let releases: Vec<String> = r.get("releases").and_then(J::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
                 if releases != rev.releases {
                     problems.push(format!("releases {releases:?} vs spec {:?}", rev.releases));
+                }
+                if s(r, "commit") != rev.commit.as_deref() {
+                    problems.push(format!("commit {:?} vs spec {:?}", s(r, "commit"), rev.commit));
                 }
                 if let Some(bc) = r.get("build_commits").and_then(J::as_object) {
                     for (rel, c) in bc {

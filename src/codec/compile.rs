@@ -21,6 +21,10 @@ pub enum Ty {
     Dict(TyId, TyId),
     Tuple(Box<[TyId]>),
     Optional(TyId),
+    /// `tuple[T, ...]`: an array of any length, decoded as a tuple.
+    VarTuple(TyId),
+    /// Python's `Any`: whatever MessagePack holds, decoded untyped.
+    Any,
     Enum(u32),
     Struct(u32),
 }
@@ -45,6 +49,8 @@ pub struct CField {
     pub ty: TyId,
     /// `None` = required.
     pub default: Option<Value>,
+    /// The one value the field may hold (tuple messages' tags).
+    pub const_value: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -66,6 +72,8 @@ pub struct CStruct {
     pub declared: usize,
     /// Fields that must be present in an array_like encoding (leading required ones).
     pub min_array_len: usize,
+    /// A tuple message: exactly `fields.len()` elements (msgspec's `tuple[A, B]` rule and error).
+    pub exact_len: bool,
 }
 
 impl CStruct {
@@ -154,6 +162,8 @@ impl<'a> Compiler<'a> {
             }
             TypeExpr::Dict(k, v) => Ty::Dict(self.compile(k)?, self.compile(v)?),
             TypeExpr::Tuple(ts) => Ty::Tuple(ts.iter().map(|e| self.compile(e)).collect::<Result<Vec<_>, _>>()?.into()),
+            TypeExpr::VarTuple(e) => Ty::VarTuple(self.compile(e)?),
+            TypeExpr::Any => Ty::Any,
             TypeExpr::Named(n) => return self.named(n),
         };
         let id = self.push(ty);
@@ -199,6 +209,7 @@ impl<'a> Compiler<'a> {
                     tag: None,
                     declared: 0,
                     min_array_len: 0,
+                    exact_len: false,
                 });
                 let id = self.push(Ty::Struct(sid));
                 self.plan.by_name.insert(n.to_string(), id);
@@ -223,7 +234,18 @@ impl<'a> Compiler<'a> {
                 (true, Some(mode)) => rename(&f.name, mode)?,
                 _ => f.name.clone(),
             };
-            fields.push(CField { name: f.name.clone(), wire_name, ty, default });
+            // JSON models' constants are checked by the bootstrap layer; tuple messages' tags here.
+            let const_value = match &f.const_value {
+                Some(c) if def.kind == StructKind::Tuple => {
+                    let l = Literal::parse(c).map_err(|e| format!("{name}.{}: const: {e}", f.name))?;
+                    Some(literal_value(&l, ty, &self.plan).map_err(|e| format!("{name}.{}: const: {e}", f.name))?)
+                }
+                _ => None,
+            };
+            if def.kind == StructKind::Tuple && default.is_some() {
+                return Err(format!("{name}.{}: a tuple message has no defaults", f.name));
+            }
+            fields.push(CField { name: f.name.clone(), wire_name, ty, default, const_value });
         }
         let tag = match (&o.tag, msgspec) {
             (None, _) | (Some(Tag::Bool(false)), _) => None,
@@ -239,14 +261,16 @@ impl<'a> Compiler<'a> {
             }
         };
         let min_array_len = fields.iter().take_while(|f| f.default.is_none()).count() + tag.is_some() as usize;
+        let tuple = def.kind == StructKind::Tuple;
         Ok(CStruct {
             meta: Arc::new(StructMeta { name: name.to_string(), field_names: fields.iter().map(|f| f.name.clone()).collect() }),
             declared: fields.len() + tag.is_some() as usize,
             omit_defaults: msgspec && o.omit_defaults && !o.array_like,
-            array_like: msgspec && o.array_like,
-            forbid_unknown_fields: msgspec && o.forbid_unknown_fields,
+            array_like: (msgspec && o.array_like) || tuple,
+            forbid_unknown_fields: (msgspec && o.forbid_unknown_fields) || tuple,
             tag,
             min_array_len,
+            exact_len: tuple,
             fields,
         })
     }

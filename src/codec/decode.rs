@@ -88,7 +88,8 @@ impl<'a, 'p> Decoder<'a, 'p> {
             Ty::Bool => "bool".into(),
             Ty::Float => "float".into(),
             Ty::Bytes => "bytes".into(),
-            Ty::List(_) | Ty::Tuple(_) => "array".into(),
+            Ty::List(_) | Ty::Tuple(_) | Ty::VarTuple(_) => "array".into(),
+            Ty::Any => "any".into(),
             Ty::Dict(..) => "object".into(),
             Ty::Struct(s) if plan.structs[*s as usize].array_like => "array".into(),
             Ty::Struct(_) => "object".into(),
@@ -143,6 +144,19 @@ impl<'a, 'p> Decoder<'a, 'p> {
                 self.depth -= 1;
                 Value::List(out)
             }
+            (Ty::VarTuple(elem), Obj::Array(n)) => {
+                let elem = *elem;
+                self.enter()?;
+                let mut out = Vec::with_capacity(n.min(self.r.remaining()).min(limits::MAX_PREALLOC_ELEMENTS));
+                for i in 0..n {
+                    self.path.push(Seg::Index(i));
+                    out.push(self.value(elem)?);
+                    self.path.pop();
+                }
+                self.depth -= 1;
+                Value::Tuple(out)
+            }
+            (Ty::Any, o) => return self.any(o),
             (Ty::Tuple(elems), Obj::Array(n)) => {
                 if n != elems.len() {
                     return Err(self.err(K::ArrayLength { expected: elems.len(), got: n }));
@@ -177,6 +191,53 @@ impl<'a, 'p> Decoder<'a, 'p> {
                 v
             }
             (_, o) => return Err(self.mismatch(shown, o.kind())),
+        })
+    }
+
+    /// An untyped value (`any`): arrays become lists, maps dicts with whatever keys they hold. An ext value
+    /// has no representation here and is refused (msgspec would give an `Ext` object).
+    fn any(&mut self, obj: Obj<'a>) -> Result<Value, DecodeError> {
+        Ok(match obj {
+            Obj::Nil => Value::None,
+            Obj::Bool(b) => Value::Bool(b),
+            Obj::Int(i) => Value::Int(i),
+            Obj::Float(x) => Value::Float(x),
+            Obj::Str(b) => Value::Str(self.utf8(b)?),
+            Obj::Bin(b) => Value::Bytes(b.to_vec()),
+            Obj::Array(n) => {
+                self.enter()?;
+                let mut out = Vec::with_capacity(n.min(self.r.remaining()).min(limits::MAX_PREALLOC_ELEMENTS));
+                for i in 0..n {
+                    self.path.push(Seg::Index(i));
+                    let o = self.r.read_obj().map_err(|e| self.raw(e))?;
+                    out.push(self.any(o)?);
+                    self.path.pop();
+                }
+                self.depth -= 1;
+                Value::List(out)
+            }
+            Obj::Map(n) => {
+                self.enter()?;
+                let mut out: Vec<(Value, Value)> = Vec::with_capacity(n.min(self.r.remaining() / 2).min(limits::MAX_PREALLOC_ELEMENTS));
+                for _ in 0..n {
+                    let ko = self.r.read_obj().map_err(|e| self.raw(e))?;
+                    let k = self.any(ko)?;
+                    if matches!(k, Value::List(_) | Value::Dict(_)) {
+                        return Err(self.key_err(K::Expected { expected: "hashable".into(), got: if matches!(k, Value::List(_)) { "array" } else { "object" } }));
+                    }
+                    self.path.push(Seg::DictValue);
+                    let vo = self.r.read_obj().map_err(|e| self.raw(e))?;
+                    let v = self.any(vo)?;
+                    self.path.pop();
+                    match out.iter().position(|(x, _)| *x == k) {
+                        Some(i) => out[i].1 = v,
+                        None => out.push((k, v)),
+                    }
+                }
+                self.depth -= 1;
+                Value::Dict(out)
+            }
+            Obj::Ext(..) => return Err(self.err(K::Expected { expected: "any (without ext)".into(), got: "ext" })),
         })
     }
 
@@ -325,6 +386,9 @@ impl<'a, 'p> Decoder<'a, 'p> {
 
     fn struct_array(&mut self, sid: u32, n: usize) -> Result<Value, DecodeError> {
         let st = &self.plan.structs[sid as usize];
+        if st.exact_len && n != st.fields.len() {
+            return Err(self.err(K::ArrayLength { expected: st.fields.len(), got: n }));
+        }
         if n < st.min_array_len {
             return Err(self.err(K::ArrayMinLength { min: st.min_array_len, got: n }));
         }
@@ -340,7 +404,15 @@ impl<'a, 'p> Decoder<'a, 'p> {
         let mut i = 0usize;
         while pos < n && i < st.fields.len() {
             self.path.push(Seg::Index(pos));
-            slots[i] = Some(self.value(st.fields[i].ty)?);
+            let v = self.value(st.fields[i].ty)?;
+            if let Some(c) = &st.fields[i].const_value {
+                if *c != v {
+                    let e = self.err(K::InvalidTag(v.to_string()));
+                    self.path.pop();
+                    return Err(e);
+                }
+            }
+            slots[i] = Some(v);
             self.path.pop();
             pos += 1;
             i += 1;

@@ -61,6 +61,15 @@ impl<'p> Encoder<'p> {
                     self.path.pop();
                 }
             }
+            (Ty::VarTuple(elem), Value::Tuple(xs) | Value::List(xs)) => {
+                self.w.array_len(xs.len());
+                for (i, x) in xs.iter().enumerate() {
+                    self.path.push(format!("[{i}]"));
+                    self.value(*elem, x)?;
+                    self.path.pop();
+                }
+            }
+            (Ty::Any, v) => self.any(v)?,
             (Ty::Tuple(elems), Value::Tuple(xs) | Value::List(xs)) => {
                 if xs.len() != elems.len() {
                     return Err(self.err(format!("expected a tuple of {} elements, found {}", elems.len(), xs.len())));
@@ -95,6 +104,9 @@ impl<'p> Encoder<'p> {
                     }
                     for (f, x) in st.fields.iter().zip(&sv.fields) {
                         self.path.push(format!(".{}", f.wire_name));
+                        if f.const_value.as_ref().is_some_and(|c| c != x) {
+                            return Err(self.err("this field holds one constant value".into()));
+                        }
                         self.value(f.ty, x)?;
                         self.path.pop();
                     }
@@ -123,6 +135,38 @@ impl<'p> Encoder<'p> {
                 let want = super::decode::Decoder::expected_name(plan, ty);
                 return Err(self.err(format!("expected {want}, found {}", Self::kind_name(v))));
             }
+        }
+        Ok(())
+    }
+
+    /// An untyped value, as msgspec writes the Python object (enum members as their value, structs refused).
+    fn any(&mut self, v: &Value) -> Result<(), EncodeError> {
+        match v {
+            Value::None => self.w.nil(),
+            Value::Bool(b) => self.w.bool(*b),
+            Value::Int(i) => self.w.int(*i),
+            Value::Float(x) => self.w.f64(*x),
+            Value::Str(s) => self.w.str(s),
+            Value::Bytes(b) => self.w.bin(b),
+            Value::Enum(e) => self.w.sint(e.value),
+            Value::List(xs) | Value::Tuple(xs) => {
+                self.w.array_len(xs.len());
+                for (i, x) in xs.iter().enumerate() {
+                    self.path.push(format!("[{i}]"));
+                    self.any(x)?;
+                    self.path.pop();
+                }
+            }
+            Value::Dict(entries) => {
+                self.w.map_len(entries.len());
+                for (k, x) in entries {
+                    self.any(k)?;
+                    self.path.push("[...]".into());
+                    self.any(x)?;
+                    self.path.pop();
+                }
+            }
+            Value::Struct(s) => return Err(self.err(format!("a {} value in an `any` field", s.name()))),
         }
         Ok(())
     }

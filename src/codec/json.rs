@@ -88,6 +88,22 @@ pub fn to_json(v: &Value) -> J {
     }
 }
 
+/// JSON as an untyped (`any`) value: objects become dicts with str keys, integers ints, other numbers floats.
+fn any_from_json(j: &J) -> Value {
+    match j {
+        J::Null => Value::None,
+        J::Bool(b) => Value::Bool(*b),
+        J::Number(n) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => Value::Int(u.into()),
+            (None, Some(i)) => Value::Int(i.into()),
+            _ => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        J::String(s) => Value::Str(s.clone()),
+        J::Array(xs) => Value::List(xs.iter().map(any_from_json).collect()),
+        J::Object(m) => Value::Dict(m.iter().map(|(k, x)| (Value::Str(k.clone()), any_from_json(x))).collect()),
+    }
+}
+
 /// Reads JSON as a value of type `ty`: the inverse of [`to_json`]. Struct objects may leave out defaulted
 /// fields; unknown keys are an error.
 pub fn from_json(plan: &Plan, ty: TyId, j: &J, path: &str) -> Result<Value, String> {
@@ -116,6 +132,10 @@ pub fn from_json(plan: &Plan, ty: TyId, j: &J, path: &str) -> Result<Value, Stri
         (Ty::List(elem), J::Array(xs)) => Value::List(
             xs.iter().enumerate().map(|(i, x)| from_json(plan, *elem, x, &format!("{path}[{i}]"))).collect::<Result<_, _>>()?,
         ),
+        (Ty::VarTuple(elem), J::Array(xs)) => Value::Tuple(
+            xs.iter().enumerate().map(|(i, x)| from_json(plan, *elem, x, &format!("{path}[{i}]"))).collect::<Result<_, _>>()?,
+        ),
+        (Ty::Any, _) => any_from_json(j),
         (Ty::Tuple(elems), J::Array(xs)) => {
             if xs.len() != elems.len() {
                 return bad(&format!("an array of {} elements", elems.len()));
@@ -155,6 +175,7 @@ pub fn from_json(plan: &Plan, ty: TyId, j: &J, path: &str) -> Result<Value, Stri
                 fields.push(match (m.get(&f.name), &f.default) {
                     (Some(x), _) => from_json(plan, f.ty, x, &format!("{path}.{}", f.name))?,
                     (None, Some(d)) => d.clone(),
+                    (None, None) if f.const_value.is_some() => f.const_value.clone().unwrap_or(Value::None),
                     (None, None) => return Err(format!("{path}: missing required field `{}`", f.name)),
                 });
             }

@@ -130,6 +130,8 @@ fn random_value_depth(plan: &Plan, ty: TyId, rng: &mut Rng, size: Size, depth: u
         }
         Ty::List(t) => Value::List((0..coll_len(rng, small)).map(|_| random_value_depth(plan, *t, rng, small, depth + 1)).collect()),
         Ty::Tuple(ts) => Value::Tuple(ts.iter().map(|t| random_value_depth(plan, *t, rng, small, depth + 1)).collect()),
+        Ty::VarTuple(t) => Value::Tuple((0..coll_len(rng, small)).map(|_| random_value_depth(plan, *t, rng, small, depth + 1)).collect()),
+        Ty::Any => random_any(rng, depth),
         Ty::Dict(k, v) => {
             let n = coll_len(rng, small);
             let mut out: Vec<(Value, Value)> = Vec::with_capacity(n);
@@ -152,11 +154,35 @@ fn random_value_depth(plan: &Plan, ty: TyId, rng: &mut Rng, size: Size, depth: u
                 .fields
                 .iter()
                 .map(|f| match &f.default {
+                    _ if f.const_value.is_some() => f.const_value.clone().unwrap_or(Value::None),
                     Some(d) if rng.chance(35) => d.clone(),
                     _ => random_value_depth(plan, f.ty, rng, size, depth + 1),
                 })
                 .collect();
             Value::Struct(StructValue { meta: st.meta.clone(), fields })
+        }
+    }
+}
+
+/// A random untyped value (`any`): scalars, and lists and str-keyed dicts of them.
+fn random_any(rng: &mut Rng, depth: usize) -> Value {
+    match rng.below(if depth > 3 { 6 } else { 8 }) {
+        0 => Value::None,
+        1 => Value::Bool(rng.chance(50)),
+        2 => Value::Int(random_int(rng)),
+        3 => Value::Float(*rng.pick(&[0.5, -2.25, 1e300])),
+        4 => Value::Str(random_str(rng)),
+        5 => Value::Bytes((0..rng.below(8)).map(|_| rng.next_u64() as u8).collect()),
+        6 => Value::List((0..rng.below(4)).map(|_| random_any(rng, depth + 1)).collect()),
+        _ => {
+            let mut out: Vec<(Value, Value)> = vec![];
+            for _ in 0..rng.below(4) {
+                let k = Value::Str(random_str(rng));
+                if out.iter().all(|(x, _)| *x != k) {
+                    out.push((k, random_any(rng, depth + 1)));
+                }
+            }
+            Value::Dict(out)
         }
     }
 }
@@ -305,6 +331,13 @@ fn nc_value(plan: &Plan, ty: TyId, v: &Value, rng: &mut Rng, w: &mut Writer) {
                 nc_value(plan, *t, x, rng, w);
             }
         }
+        (Ty::VarTuple(t), Value::Tuple(xs) | Value::List(xs)) => {
+            nc_len(w, rng, xs.len(), 0x90, 15, 0xdc, 0xdd, None);
+            for x in xs {
+                nc_value(plan, *t, x, rng, w);
+            }
+        }
+        (Ty::Any, v) => nc_any(w, rng, v),
         (Ty::Tuple(ts), Value::Tuple(xs)) => {
             nc_len(w, rng, xs.len(), 0x90, 15, 0xdc, 0xdd, None);
             for (t, x) in ts.iter().zip(xs) {
@@ -414,6 +447,33 @@ fn nc_value(plan: &Plan, ty: TyId, v: &Value, rng: &mut Rng, w: &mut Writer) {
         }
         // Values that do not fit their type are not generated here.
         (_, v) => panic!("noncanonical: value {v} does not fit its type"),
+    }
+}
+
+/// An untyped value written with non-canonical widths (the decoder reads it back as the same value).
+fn nc_any(w: &mut Writer, rng: &mut Rng, v: &Value) {
+    match v {
+        Value::None => w.nil(),
+        Value::Bool(b) => w.bool(*b),
+        Value::Int(i) => nc_int(w, rng, *i),
+        Value::Enum(e) => nc_int(w, rng, WireInt::from_i64(e.value)),
+        Value::Float(x) => w.f64(*x),
+        Value::Str(s) => nc_str(w, rng, s),
+        Value::Bytes(b) => w.bin(b),
+        Value::List(xs) | Value::Tuple(xs) => {
+            nc_len(w, rng, xs.len(), 0x90, 15, 0xdc, 0xdd, None);
+            for x in xs {
+                nc_any(w, rng, x);
+            }
+        }
+        Value::Dict(d) => {
+            nc_len(w, rng, d.len(), 0x80, 15, 0xde, 0xdf, None);
+            for (k, x) in d {
+                nc_any(w, rng, k);
+                nc_any(w, rng, x);
+            }
+        }
+        Value::Struct(s) => panic!("noncanonical: a {} value in an `any` field", s.name()),
     }
 }
 

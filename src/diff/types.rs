@@ -31,6 +31,8 @@ fn resolve_depth(rev: &Revision, t: &TypeExpr, depth: usize) -> TypeExpr {
         },
         TypeExpr::Dict(k, v) => TypeExpr::Dict(r(k), r(v)),
         TypeExpr::Tuple(ts) => TypeExpr::Tuple(ts.iter().map(|x| resolve_depth(rev, x, depth + 1)).collect()),
+        // `tuple[T, ...]` is an array of T on the wire, exactly like `list[T]`.
+        TypeExpr::VarTuple(x) => TypeExpr::List(r(x)),
         other => other.clone(),
     }
 }
@@ -106,6 +108,9 @@ impl<'a> Gen<'a> {
             }
             TypeExpr::Dict(..) => json!({}),
             TypeExpr::Tuple(ts) => J::Array(ts.iter().map(|x| self.typical_depth(x, depth + 1)).collect()),
+            TypeExpr::VarTuple(x) if depth < 8 => json!([self.typical_depth(x, depth + 1)]),
+            TypeExpr::VarTuple(_) => json!([]),
+            TypeExpr::Any => json!(5),
             TypeExpr::Optional(_) if depth >= 8 => J::Null,
             TypeExpr::Optional(x) => self.typical_depth(x, depth),
             TypeExpr::Named(n) => {
@@ -258,6 +263,8 @@ fn walk(wr: &Revision, w: &TypeExpr, rr: &Revision, r: &TypeExpr, at: &str) -> O
         (TypeExpr::Named(a), TypeExpr::Named(b)) if a == b => None,
         (a, b) if a == b && !matches!(a, TypeExpr::Named(_)) => None,
         (TypeExpr::Optional(a), TypeExpr::Optional(b)) => walk(wr, a, rr, b, at),
+        // A reader typed `any` accepts every value.
+        (_, TypeExpr::Any) => None,
         (TypeExpr::Optional(a), b) => match walk(wr, a, rr, b, at) {
             Some(i) if i.shape => Some(i),
             _ => Some(Incompat::only(J::Null, gw.typical(a), at, "is None".into())),

@@ -19,7 +19,13 @@ pub const FORMAT: &str = "mooncake-wire-fingerprint/1";
 /// The canonical document of a revision's wire.
 pub fn wire_document(rev: &Revision) -> Result<PyValue, String> {
     let mut structs = Vec::new();
+    let mut dataclasses = Vec::new();
     for (name, def) in &rev.structs {
+        if def.kind == StructKind::Dataclass {
+            // A dataclass: every field, always written; no options.
+            dataclasses.push((name.as_str(), PyValue::str_dict([("fields", PyValue::List(field_entries(name, def, rev, None)?))])));
+            continue;
+        }
         if def.kind != StructKind::MsgspecStruct {
             continue;
         }
@@ -35,23 +41,7 @@ pub fn wire_document(rev: &Revision) -> Result<PyValue, String> {
                 },
             ),
         };
-        let mut fields = Vec::new();
-        for f in &def.fields {
-            let encode_name = match o.rename.as_deref() {
-                Some(mode) => crate::codec::rename_field(&f.name, mode)?,
-                None => f.name.clone(),
-            };
-            let mut entry = vec![
-                ("name", PyValue::str(f.name.as_str())),
-                ("encode_name", PyValue::str(encode_name)),
-                ("type", PyValue::str(type_text(&f.ty, rev)?)),
-                ("required", PyValue::Bool(f.required())),
-            ];
-            if let Some(l) = f.default_literal().map_err(|e| format!("{name}.{}: {e}", f.name))? {
-                entry.push(("default", json_to_py(&to_tagged_json(&literal_value(&l)))));
-            }
-            fields.push(PyValue::str_dict(entry));
-        }
+        let fields = field_entries(name, def, rev, o.rename.as_deref())?;
         structs.push((
             name.as_str(),
             PyValue::str_dict([
@@ -72,11 +62,39 @@ pub fn wire_document(rev: &Revision) -> Result<PyValue, String> {
             (name.as_str(), PyValue::str_dict([("kind", PyValue::str(e.kind.as_str())), ("members", PyValue::List(members))]))
         })
         .collect::<Vec<_>>();
-    Ok(PyValue::str_dict([
+    let mut doc = vec![
         ("format", PyValue::str(FORMAT)),
         ("structs", PyValue::str_dict(structs)),
         ("enums", PyValue::str_dict(enums)),
-    ]))
+    ];
+    // Only revisions with dataclass messages (the pull family) have this key, so every push fingerprint is
+    // what it was before dataclasses were covered.
+    if !dataclasses.is_empty() {
+        doc.push(("dataclasses", PyValue::str_dict(dataclasses)));
+    }
+    Ok(PyValue::str_dict(doc))
+}
+
+/// The `fields` list of a struct or dataclass entry.
+fn field_entries(name: &str, def: &crate::spec::StructDef, rev: &Revision, rename: Option<&str>) -> Result<Vec<PyValue>, String> {
+    let mut fields = Vec::new();
+    for f in &def.fields {
+        let encode_name = match rename {
+            Some(mode) => crate::codec::rename_field(&f.name, mode)?,
+            None => f.name.clone(),
+        };
+        let mut entry = vec![
+            ("name", PyValue::str(f.name.as_str())),
+            ("encode_name", PyValue::str(encode_name)),
+            ("type", PyValue::str(type_text(&f.ty, rev)?)),
+            ("required", PyValue::Bool(f.required())),
+        ];
+        if let Some(l) = f.default_literal().map_err(|e| format!("{name}.{}: {e}", f.name))? {
+            entry.push(("default", json_to_py(&to_tagged_json(&literal_value(&l)))));
+        }
+        fields.push(PyValue::str_dict(entry));
+    }
+    Ok(fields)
 }
 
 /// The wire fingerprint: 64 hex digits.
@@ -134,6 +152,8 @@ fn type_text_in(t: &TypeExpr, rev: &Revision, seen: &mut BTreeSet<String>) -> Re
             format!("tuple[{}]", xs.iter().map(|x| type_text_in(x, rev, seen)).collect::<Result<Vec<_>, _>>()?.join(", "))
         }
         TypeExpr::Optional(x) => format!("optional[{}]", type_text_in(x, rev, seen)?),
+        TypeExpr::VarTuple(x) => format!("tuple[{}, ...]", type_text_in(x, rev, seen)?),
+        TypeExpr::Any => "any".into(),
         TypeExpr::Named(n) => {
             if let Some(a) = rev.aliases.get(n) {
                 if !seen.insert(n.clone()) {
@@ -169,13 +189,13 @@ pub fn compare(a: &Revision, b: &Revision) -> Result<Vec<WireDifference>, String
     let section = |d: &PyValue, name: &str| -> Vec<(String, PyValue)> {
         get(d, name).map(dict_entries).unwrap_or_default()
     };
-    for (kind, sec) in [("struct", "structs"), ("enum", "enums")] {
+    for (kind, sec) in [("struct", "structs"), ("enum", "enums"), ("dataclass", "dataclasses")] {
         let (sa, sb) = (section(&da, sec), section(&db, sec));
         for (name, va) in &sa {
             let item = format!("{kind} {name}");
             match sb.iter().find(|(n, _)| n == name) {
                 None => out.push(WireDifference { item, change: format!("only in {}", a.revision) }),
-                Some((_, vb)) if kind == "struct" => compare_struct(&item, va, vb, a, b, &mut out),
+                Some((_, vb)) if kind == "struct" || kind == "dataclass" => compare_struct(&item, va, vb, a, b, &mut out),
                 Some((_, vb)) => {
                     let (ma, mb) = (get(va, "members").map(show), get(vb, "members").map(show));
                     if ma != mb {

@@ -5,7 +5,7 @@
 
 mod literal;
 mod model;
-mod tree;
+pub(crate) mod tree;
 mod types;
 
 pub use literal::Literal;
@@ -117,9 +117,13 @@ impl Spec {
             }
         }
         for f in &mut families {
-            f.revisions.sort_by_key(|r| version_key(r.first_release()));
+            // Released revisions by release; unreleased ones (read at a commit) after them, by name.
+            f.revisions.sort_by_key(|r| (r.unreleased(), version_key(r.first_release()), r.revision.clone()));
             for pair in f.revisions.windows(2) {
                 let (a, b) = (&pair[0], &pair[1]);
+                if a.unreleased() || b.unreleased() {
+                    continue;
+                }
                 let last_a = a.releases.last().map(|s| version_key(s)).unwrap_or_default();
                 if last_a >= version_key(b.first_release()) {
                     return Err(SpecError::new(&b.path, format!("releases overlap with {}", a.revision)));
@@ -136,6 +140,12 @@ impl Spec {
     /// The push family (vLLM's MooncakeConnector).
     pub fn push(&self) -> &Family {
         self.family("push").expect("the spec has a push family")
+    }
+
+    /// The pull family (vllm-ascend's pull connectors; vLLM's own pull connector joins it once released —
+    /// see `spec/README.md`, "The pull family").
+    pub fn pull(&self) -> &Family {
+        self.family("pull").expect("the spec has a pull family")
     }
 
     /// A revision by name, searching every family.
@@ -161,13 +171,25 @@ fn collect(dir: &Path, root: &Path, out: &mut Vec<(String, String)>) -> std::io:
 
 /// Semantic checks the file format cannot express.
 fn check_revision(rev: &Revision) -> Result<(), String> {
-    // The name states the release range.
-    let want = match (rev.releases.first(), rev.releases.last()) {
-        (Some(a), Some(b)) if a == b => format!("vllm-{a}"),
-        (Some(a), Some(b)) => format!("vllm-{a}..{b}"),
-        _ => return Err("`releases` is empty".into()),
+    // The name states the project and the release range (or, unreleased, the commit).
+    let project = match rev.family.as_str() {
+        "push" => "vllm".to_string(),
+        _ => rev.revision.split('-').next().map(|p| if rev.revision.starts_with("vllm-ascend-") { "vllm-ascend".to_string() } else { p.to_string() }).unwrap_or_default(),
     };
-    if rev.family == "push" && rev.revision != want {
+    let want = match (rev.releases.first(), rev.releases.last(), &rev.commit) {
+        (Some(_), _, Some(_)) => return Err("a released revision has no `commit` (its build commits go in `build_commits`)".into()),
+        (Some(a), Some(b), None) if a == b => format!("{project}-{a}"),
+        (Some(a), Some(b), None) => format!("{project}-{a}..{b}"),
+        (None, _, Some(c)) if rev.family != "push" => {
+            let sha = c.rsplit('@').next().unwrap_or_default();
+            if sha.len() < 9 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(format!("`commit` must be owner/repo@<hex commit>, found `{c}`"));
+            }
+            format!("{project}-main@{}", &sha[..9])
+        }
+        _ => return Err("`releases` is empty (only an unreleased pull revision may name a `commit` instead)".into()),
+    };
+    if ["push", "pull"].contains(&rev.family.as_str()) && rev.revision != want {
         return Err(format!("revision is named `{}` but its releases make it `{want}`", rev.revision));
     }
     let mut known: HashSet<&str> = HashSet::new();

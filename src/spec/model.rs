@@ -18,7 +18,11 @@ pub struct Revision {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base: Option<String>,
     pub generation: u32,
+    /// The releases covered; empty for an unreleased revision, which names its `commit` instead.
     pub releases: Vec<String>,
+    /// Unreleased revisions only: the `owner/repo@commit` the facts were read at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
     #[serde(default)]
     pub build_commits: IndexMap<String, String>,
     pub source: String,
@@ -94,6 +98,10 @@ pub enum StructKind {
     /// A `@dataclass` encoded by msgspec: a map of every field, defaults never omitted.
     #[serde(rename = "dataclass")]
     Dataclass,
+    /// A Python tuple encoded by msgspec: an array of every field in declaration order, nothing omitted, exact
+    /// length. A field may carry `const` (the control-message tags `b"get_meta_msg"`, ...).
+    #[serde(rename = "tuple")]
+    Tuple,
     /// A pydantic model carried as JSON (bootstrap HTTP).
     #[serde(rename = "pydantic.BaseModel")]
     Pydantic,
@@ -445,6 +453,10 @@ pub struct Edit {
 impl Revision {
     pub fn first_release(&self) -> &str {
         self.releases.first().map(String::as_str).unwrap_or("")
+    }
+    /// Whether this revision is in no release (read at a commit).
+    pub fn unreleased(&self) -> bool {
+        self.releases.is_empty()
     }
     pub fn covers_release(&self, release: &str) -> bool {
         self.releases.iter().any(|r| r == release)

@@ -10,7 +10,7 @@ use toml::{Table, Value};
 use super::SpecError;
 
 /// Keys each revision file states for itself; never inherited from the base.
-const OWN_KEYS: &[&str] = &["format", "family", "revision", "base", "generation", "releases", "build_commits", "source", "summary"];
+const OWN_KEYS: &[&str] = &["format", "family", "revision", "base", "generation", "releases", "commit", "build_commits", "source", "summary"];
 /// Arrays whose items are named tables; edits address their items by `name`.
 const NAMED_ARRAYS: &[&str] = &["fields", "members", "keys", "routes", "messages"];
 pub const FORMAT: &str = "mooncake-wire-spec/1";
@@ -190,7 +190,7 @@ fn walk<'a>(root: &'a mut Table, segs: &[&str], mark: Option<&str>) -> Result<&'
     Ok(cur)
 }
 
-fn apply_edit(t: &mut Table, e: &Table, revision: &str, rev_source: &str) -> Result<(), String> {
+pub(crate) fn apply_edit(t: &mut Table, e: &Table, revision: &str, rev_source: &str) -> Result<(), String> {
     for k in e.keys() {
         if !["op", "at", "after", "before", "item", "value", "why", "source"].contains(&k.as_str()) {
             return Err(format!("unknown edit key `{k}`"));

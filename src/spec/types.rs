@@ -1,5 +1,6 @@
 //! The spec's type language: `int`, `str`, `bool`, `float`, `bytes`, `list[T]`, `dict[K, V]`,
-//! `tuple[A, B, ...]`, `optional[T]` (also written `T | None`), and names of aliases, enums and structs.
+//! `tuple[A, B]`, `tuple[T, ...]` (any length), `optional[T]` (also written `T | None`), `any` (Python's `Any`:
+//! whatever MessagePack holds), and names of aliases, enums and structs.
 //! Documented in `spec/README.md` ("Types").
 
 use std::fmt;
@@ -14,7 +15,11 @@ pub enum TypeExpr {
     List(Box<TypeExpr>),
     Dict(Box<TypeExpr>, Box<TypeExpr>),
     Tuple(Vec<TypeExpr>),
+    /// `tuple[T, ...]`: a tuple of any length (an array on the wire, like a list).
+    VarTuple(Box<TypeExpr>),
     Optional(Box<TypeExpr>),
+    /// `any`: Python's `typing.Any` — any MessagePack value, decoded untyped.
+    Any,
     /// An alias, enum or struct of the same revision.
     Named(String),
 }
@@ -103,6 +108,7 @@ impl<'a> Parser<'a> {
             "bool" => TypeExpr::Bool,
             "float" => TypeExpr::Float,
             "bytes" => TypeExpr::Bytes,
+            "any" => TypeExpr::Any,
             "list" => {
                 let a = self.args()?;
                 let mut a = arity(self, a, 1)?;
@@ -119,7 +125,28 @@ impl<'a> Parser<'a> {
                 let v = a.remove(1);
                 TypeExpr::Dict(Box::new(a.remove(0)), Box::new(v))
             }
-            "tuple" => TypeExpr::Tuple(self.args()?),
+            "tuple" => {
+                // `tuple[T, ...]`: one element type and an ellipsis.
+                self.expect('[')?;
+                let first = self.union()?;
+                let mut out = vec![first];
+                let mut var = false;
+                while self.eat(',') {
+                    self.ws();
+                    if self.s[self.pos..].starts_with("...") {
+                        self.pos += 3;
+                        var = true;
+                        break;
+                    }
+                    out.push(self.union()?);
+                }
+                self.expect(']')?;
+                match (var, out.len()) {
+                    (false, _) => TypeExpr::Tuple(out),
+                    (true, 1) => TypeExpr::VarTuple(Box::new(out.remove(0))),
+                    (true, _) => return Err(TypeParseError { input: self.s.to_string(), at, msg: "`...` follows exactly one element type: `tuple[T, ...]`".into() }),
+                }
+            }
             "None" => return self.err("`None` is only allowed as `T | None`"),
             _ => TypeExpr::Named(name.to_string()),
         })
@@ -155,6 +182,8 @@ impl TypeExpr {
             TypeExpr::List(t) => format!("list[{}]", t.python()),
             TypeExpr::Dict(k, v) => format!("dict[{}, {}]", k.python(), v.python()),
             TypeExpr::Tuple(ts) => format!("tuple[{}]", ts.iter().map(|t| t.python()).collect::<Vec<_>>().join(", ")),
+            TypeExpr::VarTuple(t) => format!("tuple[{}, ...]", t.python()),
+            TypeExpr::Any => "Any".into(),
             other => other.to_string(),
         }
     }
@@ -163,7 +192,7 @@ impl TypeExpr {
     pub fn names(&self, out: &mut Vec<String>) {
         match self {
             TypeExpr::Named(n) => out.push(n.clone()),
-            TypeExpr::List(t) | TypeExpr::Optional(t) => t.names(out),
+            TypeExpr::List(t) | TypeExpr::Optional(t) | TypeExpr::VarTuple(t) => t.names(out),
             TypeExpr::Dict(k, v) => {
                 k.names(out);
                 v.names(out);
@@ -195,6 +224,8 @@ impl fmt::Display for TypeExpr {
                 f.write_str("]")
             }
             TypeExpr::Optional(t) => write!(f, "optional[{t}]"),
+            TypeExpr::VarTuple(t) => write!(f, "tuple[{t}, ...]"),
+            TypeExpr::Any => f.write_str("any"),
             TypeExpr::Named(n) => f.write_str(n),
         }
     }
@@ -224,6 +255,8 @@ mod tests {
             "optional[list[ReqId]]",
             "tuple[int, str, bytes]",
             "dict[int, dict[int, WorkerAddr]]",
+            "list[list[tuple[int, ...]]]",
+            "dict[int, tuple[dict[str, any], list[int]]]",
         ] {
             assert_eq!(TypeExpr::parse(s).unwrap().to_string(), s);
         }

@@ -1,0 +1,134 @@
+//! `validate` for traces of the pull family (header `family = "pull"`, `spec/pull/*.toml`): the socket and frame
+//! checks of push traces, plus pairing — a side that sends several messages (the decoder's `GetMetaMsg` and
+//! `DoneRecvingMsg` tuples) is matched by the payload, and every reply must be the `answered_by` of the request
+//! its connection sent last (metadata for a query, the raw `ACK` for a completion).
+//!
+//! Check ids are those of `conformance/CHECKS.md`, plus `PULL-PAIRING`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use mooncake_wire::codec::Codec;
+use mooncake_wire::spec::{Revision, Spec, TransportMessage};
+
+use crate::trace::{Event, Trace, ZmqEvent};
+use crate::validate::{sender, Finding, TraceReport};
+
+/// The pull revision of a trace: the one covering its `vllm_version` (a vllm-ascend release), or for an
+/// unreleased revision the one named `vllm-ascend-<vllm_version>` (`main@3e486e317`).
+pub fn revision_for(spec: &Spec, version: &str) -> Option<Arc<Revision>> {
+    let fam = spec.pull();
+    fam.for_release(version).or_else(|| fam.revision(&format!("vllm-ascend-{version}"))).cloned()
+}
+
+pub fn validate(t: &Trace, mut rep: TraceReport) -> TraceReport {
+    let Some(rev) = revision_for(Spec::builtin(), &t.header.vllm_version) else {
+        rep.findings.push(Finding { check: "TRACE-REVISION", seq: None, line: Some(1), message: None, detail: format!("no pull revision covers {}", t.header.vllm_version) });
+        return rep;
+    };
+    rep.revision = Some(rev.revision.clone());
+    if rev.generation != t.header.generation() {
+        let detail = format!("header says connector generation {}, {} is generation {}", t.header.generation(), rev.revision, rev.generation);
+        rep.findings.push(Finding { check: "TRACE-REVISION", seq: None, line: Some(1), message: None, detail });
+    }
+    let codec = Codec::builtin(&rev.revision).expect("built-in revision");
+    // Per (conn, endpoint): the request the connection sent last, still unanswered.
+    let mut pending: HashMap<(String, String), String> = HashMap::new();
+    for ev in &t.events {
+        match ev {
+            Event::Zmq(z) => {
+                rep.zmq_payloads += 1;
+                if let Some(msg) = check_event(&rev, &codec, z, &mut rep.findings) {
+                    pair(&rev, z, &msg, &mut pending, &mut rep.findings);
+                }
+            }
+            Event::Http(h) => {
+                rep.http_events += 1;
+                rep.findings.push(Finding { check: "HTTP-ROUTE", seq: Some(h.seq), line: Some(h.line), message: None, detail: format!("{} has no HTTP server", rev.revision) });
+            }
+        }
+    }
+    rep
+}
+
+/// Socket, frames and payload of one event; the message it carries, when one fits.
+fn check_event(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>) -> Option<String> {
+    let from = sender(z);
+    let find = |check: &'static str, message: Option<&str>, detail: String| Finding { check, seq: Some(z.seq), line: Some(z.line), message: message.map(str::to_string), detail };
+    let candidates: Vec<&TransportMessage> = rev.transport.messages.iter().filter(|m| m.from == from.as_str()).collect();
+    if candidates.is_empty() {
+        out.push(find("ZMQ-FRAMES", None, format!("{} sends nothing in {}", from.as_str(), rev.revision)));
+        return None;
+    }
+    if let Some(sock) = rev.transport.sockets.get(z.side.as_str()) {
+        if sock.socket_type != z.socket || sock.binds != z.bound {
+            let detail = format!("{}: a {} socket with bound={}, the spec says {} with binds={}", z.side.as_str(), z.socket, z.bound, sock.socket_type, sock.binds);
+            out.push(find("ZMQ-SOCKET", None, detail));
+        }
+    }
+    // Every message of one sender has the same frame layout on each side.
+    let m0 = candidates[0];
+    let layout = if z.side == from { &m0.frames_sent } else { &m0.frames_received };
+    if z.frames.len() != layout.len() {
+        out.push(find("ZMQ-FRAMES", None, format!("{} frames, the spec says {} ({})", z.frames.len(), layout.len(), layout.join(", "))));
+        return None;
+    }
+    let mut payload: &[u8] = &[];
+    for (i, (f, name)) in z.frames.iter().zip(layout).enumerate() {
+        match name.as_str() {
+            "empty" if !f.is_empty() => out.push(find("ZMQ-FRAMES", None, format!("frame {i} should be the empty delimiter, has {} bytes", f.len()))),
+            "routing_id" if f.is_empty() => out.push(find("ZMQ-FRAMES", None, format!("frame {i} should be a routing id, is empty"))),
+            "payload" => payload = f,
+            _ => {}
+        }
+    }
+    // The message is the one candidate the payload is: a raw constant, or a msgpack value that decodes and
+    // re-encodes to the same bytes.
+    let mut errors = vec![];
+    for m in &candidates {
+        match m.encoding.as_str() {
+            "raw" if m.constants.iter().any(|c| c.bytes.as_bytes() == payload) => return Some(m.name.clone()),
+            "raw" => errors.push(format!("{}: none of {:?}", m.name, m.constants.iter().map(|c| c.name.as_str()).collect::<Vec<_>>())),
+            _ => match codec.decode(&m.name, payload) {
+                Ok(v) => match codec.encode(&m.name, &v) {
+                    Ok(b) if b == payload => return Some(m.name.clone()),
+                    Ok(b) => {
+                        out.push(find("ZMQ-REENCODE", Some(&m.name), format!("re-encoding differs from the recorded bytes: ours {} vs recorded {}", hex::encode(b), hex::encode(payload))));
+                        return Some(m.name.clone());
+                    }
+                    Err(e) => errors.push(format!("{}: {e}", m.name)),
+                },
+                Err(e) => errors.push(format!("{}: {}", m.name, e.msgspec_message())),
+            },
+        }
+    }
+    out.push(find("ZMQ-DECODE", None, format!("the payload is none of {}'s messages — {}", from.as_str(), errors.join("; "))));
+    None
+}
+
+/// A reply must answer the request its connection sent last; a request must not overtake an unanswered one.
+fn pair(rev: &Revision, z: &ZmqEvent, msg: &str, pending: &mut HashMap<(String, String), String>, out: &mut Vec<Finding>) {
+    let Some(m) = rev.message(msg) else { return };
+    let find = |detail: String| Finding { check: "PULL-PAIRING", seq: Some(z.seq), line: Some(z.line), message: Some(msg.to_string()), detail };
+    // Pair on the decoder's own events (its REQ connection is one conversation); the prefiller's ROUTER events
+    // interleave every decoder and are checked by decoding only.
+    if z.side.as_str() != "decoder" {
+        return;
+    }
+    let key = (z.conn.clone(), z.endpoint.clone());
+    if m.answered_by.is_some() {
+        if let Some(prev) = pending.insert(key, msg.to_string()) {
+            out.push(find(format!("sent before {prev} was answered")));
+        }
+    } else {
+        match pending.remove(&key) {
+            None => out.push(find("a reply to no request".into())),
+            Some(req) => {
+                let want = rev.message(&req).and_then(|r| r.answered_by.clone()).unwrap_or_default();
+                if want != msg {
+                    out.push(find(format!("{req} is answered by {want}, not {msg}")));
+                }
+            }
+        }
+    }
+}

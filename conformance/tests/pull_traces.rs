@@ -1,0 +1,97 @@
+//! Pull-family traces (`conformance/traces-pull/`, made by `tests/pull/record_pull_traces.py` with real pyzmq and
+//! msgspec from independent definitions): the committed ones validate, freshly recorded ones validate, and
+//! broken ones are caught with the right check.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use mooncake_conformance::oracle::python;
+use mooncake_conformance::trace::Trace;
+use mooncake_conformance::validate::{validate, validate_file};
+use serde_json::Value as J;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn files(dir: &Path) -> Vec<PathBuf> {
+    mooncake_conformance::jsonl::expand(&[dir.to_path_buf()]).unwrap()
+}
+
+#[test]
+fn committed_pull_traces_validate() {
+    let fs = files(&root().join("conformance/traces-pull"));
+    assert_eq!(fs.len(), 6, "two scenarios for each of the three pull revisions");
+    let mut revisions = std::collections::BTreeSet::new();
+    for f in fs {
+        let r = validate_file(&f);
+        assert!(r.ok(), "{}: {:#?}", f.display(), r.findings);
+        assert!(r.zmq_payloads >= 8, "{}", f.display());
+        revisions.insert(r.revision.unwrap());
+    }
+    assert_eq!(revisions.into_iter().collect::<Vec<_>>(), ["vllm-ascend-0.18.0", "vllm-ascend-0.23.0.post1", "vllm-ascend-main@3e486e317"]);
+}
+
+#[test]
+fn freshly_recorded_pull_traces_validate() {
+    let dir = std::env::temp_dir().join(format!("mooncake-pull-traces-{}", std::process::id()));
+    let st = Command::new(python().unwrap_or_else(|e| panic!("{e}"))).arg(root().join("tests/pull/record_pull_traces.py")).arg(&dir).status().unwrap();
+    assert!(st.success());
+    let fs = files(&dir);
+    let bad: Vec<_> = fs.iter().map(|f| validate_file(f)).filter(|r| !r.ok()).map(|r| format!("{}: {:?}", r.path, r.findings)).collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(fs.len(), 6);
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// Rewrites one event line of a committed trace and returns the checks the validator reports.
+fn checks_after(rel: &str, edit: impl Fn(&mut Vec<J>)) -> Vec<&'static str> {
+    let text = std::fs::read_to_string(root().join("conformance/traces-pull").join(rel)).unwrap();
+    let mut lines: Vec<J> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    edit(&mut lines);
+    let out: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let p = std::env::temp_dir().join(format!("mooncake-pull-mut-{}-{}.jsonl", std::process::id(), rel.replace('/', "_")));
+    std::fs::write(&p, out).unwrap();
+    let t = Trace::load(&p).unwrap();
+    let _ = std::fs::remove_file(&p);
+    let mut c: Vec<_> = validate(&t).findings.iter().map(|f| f.check).collect();
+    c.dedup();
+    c
+}
+
+/// Index of the event with this seq (line 0 is the header).
+fn ev(lines: &mut [J], seq: u64) -> &mut J {
+    lines.iter_mut().find(|l| l["seq"] == seq).unwrap()
+}
+
+#[test]
+fn broken_pull_traces_are_caught() {
+    // The decoder receives something that is not "ACK" for its completion.
+    let c = checks_after("vllm-ascend-0.18.0/a_meta_then_done.jsonl", |l| ev(l, 8)["frames"][0] = J::from(hex::encode("NAK")));
+    assert_eq!(c, ["ZMQ-DECODE"]);
+    // A str tag instead of bin: msgspec-valid MessagePack, but no message of the decoder.
+    let c = checks_after("vllm-ascend-main@3e486e317/a_meta_then_done.jsonl", |l| {
+        ev(l, 1)["frames"][0] = J::from(format!("91ac{}", hex::encode("get_meta_msg")));
+    });
+    assert_eq!(c, ["ZMQ-DECODE", "PULL-PAIRING"], "and the metadata then answers no request");
+    // A 0.18.0 metadata reply in a 0.23.0.post1 trace (fields missing).
+    let v18 = std::fs::read_to_string(root().join("conformance/traces-pull/vllm-ascend-0.18.0/a_meta_then_done.jsonl")).unwrap();
+    let meta18: J = serde_json::from_str(v18.lines().nth(4).unwrap()).unwrap();
+    let c = checks_after("vllm-ascend-0.23.0.post1/a_meta_then_done.jsonl", |l| ev(l, 4)["frames"] = meta18["frames"].clone());
+    assert_eq!(c, ["ZMQ-DECODE", "PULL-PAIRING"], "and the completion is sent before the query was answered");
+    // The decoder's replies swapped: the query answered by ACK, the completion by metadata.
+    let c = checks_after("vllm-ascend-0.23.0.post1/a_meta_then_done.jsonl", |l| {
+        let (a, b) = (ev(l, 4)["frames"].clone(), ev(l, 8)["frames"].clone());
+        ev(l, 4)["frames"] = b;
+        ev(l, 8)["frames"] = a;
+    });
+    assert_eq!(c, ["PULL-PAIRING"]);
+    // The routing id dropped at the ROUTER, a DEALER instead of REQ, and a generation mismatch.
+    let c = checks_after("vllm-ascend-0.18.0/a_meta_then_done.jsonl", |l| {
+        ev(l, 2)["frames"].as_array_mut().unwrap().remove(0);
+    });
+    assert_eq!(c, ["ZMQ-FRAMES"]);
+    assert_eq!(checks_after("vllm-ascend-0.18.0/a_meta_then_done.jsonl", |l| ev(l, 1)["socket"] = J::from("DEALER")), ["ZMQ-SOCKET"]);
+    assert_eq!(checks_after("vllm-ascend-0.18.0/a_meta_then_done.jsonl", |l| l[0]["connector_generation"] = J::from(2)), ["TRACE-REVISION"]);
+    assert_eq!(checks_after("vllm-ascend-0.18.0/a_meta_then_done.jsonl", |l| l[0]["vllm_version"] = J::from("0.19.0")), ["TRACE-REVISION"]);
+}

@@ -1,0 +1,285 @@
+//! The lookup-channel data (`spec/store-lookup/vllm.toml`, format `mooncake-store-lookup/1`): the frames of
+//! every request and reply, per run of vLLM releases. The first version is written out; each later one is its
+//! `base` with `[[versions.edit]]`s applied by the wire spec's own edit engine (`spec::tree::apply_edit`), so a
+//! change reads as a small diff. See `spec/README.md`, "Store lookup channel".
+
+use std::sync::OnceLock;
+
+use indexmap::IndexMap;
+use serde::Deserialize;
+
+use crate::hash::compat::data_format;
+use crate::spec::Spec;
+
+pub const FORMAT: &str = "mooncake-store-lookup/1";
+
+/// The file as written: versions are raw tables until their edits are applied.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    format: String,
+    name: String,
+    doc: String,
+    source: String,
+    versions: Vec<toml::Table>,
+}
+
+/// The file with every version resolved.
+#[derive(Clone, Debug)]
+pub struct LookupFile {
+    pub name: String,
+    pub doc: String,
+    pub source: String,
+    pub versions: Vec<LookupVersion>,
+}
+
+/// Keys a version states for itself; never inherited from its base.
+const OWN_KEYS: &[&str] = &["name", "base", "releases", "build_commits", "source", "edit"];
+
+/// One run of releases with the same frames.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LookupVersion {
+    pub name: String,
+    /// The version this one edits (absent for the first).
+    #[serde(default)]
+    pub base: Option<String>,
+    pub releases: Vec<String>,
+    #[serde(default)]
+    pub build_commits: IndexMap<String, String>,
+    pub source: String,
+    /// This version's own edits, as written (for the wire table and the diff between versions).
+    #[serde(default)]
+    pub edit: Vec<toml::Table>,
+    /// The IPC path template of the REP socket.
+    pub path: String,
+    /// What the server answers to an unknown tag: `status-error`, or `n/a` (untagged versions).
+    pub unknown_tag: String,
+    pub requests: Vec<RequestDef>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestDef {
+    pub name: String,
+    pub frames: Vec<FrameDef>,
+    pub reply: Vec<FrameDef>,
+    #[serde(flatten)]
+    pub history: History,
+}
+
+/// What the edit engine records on items: the version that inserted an item (with its source) and the
+/// versions whose edits touched it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct History {
+    #[serde(default)]
+    pub since: Option<String>,
+    #[serde(default)]
+    pub source: Option<String>,
+    #[serde(default)]
+    pub changed_in: Vec<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FrameDef {
+    pub name: String,
+    pub kind: FrameKind,
+    /// `const`: the exact bytes, as ASCII text.
+    #[serde(default)]
+    pub bytes: Option<String>,
+    /// `msgpack`: the type the frame holds.
+    #[serde(default, rename = "type")]
+    pub ty: Option<String>,
+    /// `hashes`: the frame whose value is the length of each digest.
+    #[serde(default)]
+    pub item_len: Option<String>,
+    #[serde(default)]
+    pub doc: String,
+    #[serde(flatten)]
+    pub history: History,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FrameKind {
+    Const,
+    U16,
+    U32,
+    Msgpack,
+    Hashes,
+    Lookup,
+    Status,
+}
+
+impl LookupVersion {
+    /// The request a tag frame selects (`None` for an unknown tag).
+    pub fn request_by_tag(&self, tag: &[u8]) -> Option<&RequestDef> {
+        self.requests.iter().find(|r| r.frames.first().is_some_and(|f| f.kind == FrameKind::Const && f.bytes.as_deref().map(str::as_bytes) == Some(tag)))
+    }
+    pub fn request(&self, name: &str) -> Option<&RequestDef> {
+        self.requests.iter().find(|r| r.name == name)
+    }
+    /// Whether requests start with a tag frame.
+    pub fn tagged(&self) -> bool {
+        self.requests.iter().all(|r| r.frames.first().is_some_and(|f| f.kind == FrameKind::Const))
+    }
+}
+
+impl LookupFile {
+    pub fn parse(path: &str, text: &str) -> Result<LookupFile, String> {
+        let raw: RawFile = toml::from_str(text).map_err(|e| format!("{path}: {e}"))?;
+        if raw.format != FORMAT {
+            return Err(format!("{path}: format must be {FORMAT}"));
+        }
+        let f = LookupFile { name: raw.name, doc: raw.doc, source: raw.source, versions: resolve(path, &raw.versions)? };
+        let mut seen = std::collections::HashSet::new();
+        for v in &f.versions {
+            let at = |m: String| format!("{path}: version {}: {m}", v.name);
+            for r in &v.releases {
+                if !seen.insert(r.clone()) {
+                    return Err(at(format!("release {r} is listed twice")));
+                }
+            }
+            if v.requests.is_empty() || (v.requests.len() > 1 && !v.tagged()) {
+                return Err(at("several requests need a tag frame each".into()));
+            }
+            if !["status-error", "n/a"].contains(&v.unknown_tag.as_str()) || (v.unknown_tag == "n/a") == v.tagged() {
+                return Err(at(format!("unknown_tag `{}`: `status-error` for tagged versions, `n/a` otherwise", v.unknown_tag)));
+            }
+            for r in &v.requests {
+                let mut earlier: Vec<&FrameDef> = vec![];
+                for fr in &r.frames {
+                    check_frame(fr, &earlier).map_err(|m| at(format!("request {} frame {}: {m}", r.name, fr.name)))?;
+                    earlier.push(fr);
+                }
+                match r.reply.as_slice() {
+                    [one] if matches!(one.kind, FrameKind::U32 | FrameKind::Lookup | FrameKind::Status) => {}
+                    _ => return Err(at(format!("request {}: the reply is one u32, lookup or status frame", r.name))),
+                }
+            }
+        }
+        Ok(f)
+    }
+}
+
+/// Applies each version's edits to its base (which must come earlier in the file) and reads the result.
+fn resolve(path: &str, raw: &[toml::Table]) -> Result<Vec<LookupVersion>, String> {
+    use toml::Value;
+    let mut done: Vec<(String, toml::Table)> = Vec::new();
+    let mut out = Vec::new();
+    for own in raw {
+        let name = own.get("name").and_then(Value::as_str).ok_or_else(|| format!("{path}: a version without a `name`"))?.to_string();
+        let at = |m: String| format!("{path}: version {name}: {m}");
+        let source = own.get("source").and_then(Value::as_str).unwrap_or_default().to_string();
+        let edits: Vec<toml::Table> = match own.get("edit") {
+            None => vec![],
+            Some(Value::Array(a)) => a.iter().map(|e| e.as_table().cloned().ok_or_else(|| at("each edit must be a table".into()))).collect::<Result<_, _>>()?,
+            Some(_) => return Err(at("`edit` must be an array of tables".into())),
+        };
+        let mut t = match own.get("base") {
+            None if !edits.is_empty() => return Err(at("edits need a `base`".into())),
+            None => own.clone(),
+            Some(base) => {
+                let base = base.as_str().ok_or_else(|| at("`base` must be a string".into()))?;
+                let (_, bt) = done.iter().find(|(n, _)| n == base).ok_or_else(|| at(format!("base `{base}` is not an earlier version")))?;
+                let mut t = bt.clone();
+                for k in OWN_KEYS {
+                    t.remove(*k);
+                }
+                for (k, v) in own {
+                    if !OWN_KEYS.contains(&k.as_str()) {
+                        return Err(at(format!("a derived version may only set {OWN_KEYS:?} directly; change `{k}` with an edit")));
+                    }
+                    if k != "edit" {
+                        t.insert(k.clone(), v.clone());
+                    }
+                }
+                for (i, e) in edits.iter().enumerate() {
+                    crate::spec::tree::apply_edit(&mut t, e, &name, &source).map_err(|m| at(format!("edit #{}: {m}", i + 1)))?;
+                }
+                t
+            }
+        };
+        t.remove("edit");
+        done.push((name.clone(), t.clone()));
+        if !edits.is_empty() {
+            t.insert("edit".into(), Value::Array(edits.into_iter().map(Value::Table).collect()));
+        }
+        out.push(Value::Table(t).try_into::<LookupVersion>().map_err(|e| at(e.to_string()))?);
+    }
+    Ok(out)
+}
+
+fn check_frame(f: &FrameDef, earlier: &[&FrameDef]) -> Result<(), String> {
+    match f.kind {
+        FrameKind::Const if f.bytes.is_none() => Err("a const frame needs `bytes`".into()),
+        FrameKind::Const if !earlier.is_empty() => Err("only the first frame can be a tag".into()),
+        FrameKind::Msgpack if f.ty.as_deref() != Some("list[str]") => Err("msgpack frames hold list[str]".into()),
+        FrameKind::Hashes => match earlier.iter().find(|e| Some(e.name.as_str()) == f.item_len.as_deref()) {
+            Some(e) if matches!(e.kind, FrameKind::U16 | FrameKind::U32) => Ok(()),
+            _ => Err("`item_len` must name an earlier u16 or u32 frame".into()),
+        },
+        FrameKind::Lookup | FrameKind::Status => Err("reply kinds cannot be request frames".into()),
+        _ => Ok(()),
+    }
+}
+
+/// The built-in lookup data.
+pub fn builtin() -> &'static LookupFile {
+    static F: OnceLock<LookupFile> = OnceLock::new();
+    F.get_or_init(|| {
+        let (p, t) = Spec::builtin_files()
+            .iter()
+            .find(|(_, t)| data_format(t).as_deref() == Some(FORMAT))
+            .expect("spec/store-lookup/vllm.toml is embedded");
+        LookupFile::parse(p, t).unwrap_or_else(|e| panic!("embedded spec: {e}"))
+    })
+}
+
+/// The frames of a vLLM release (`0.33.0`).
+pub fn for_release(release: &str) -> Option<&'static LookupVersion> {
+    builtin().versions.iter().find(|v| v.releases.iter().any(|r| r == release))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &LookupVersion, req: &str) -> Vec<String> {
+        v.request(req).unwrap().frames.iter().map(|f| f.name.clone()).collect()
+    }
+
+    #[test]
+    fn versions_resolve_from_their_edits() {
+        let f = builtin();
+        let order: Vec<&str> = f.versions.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(order, ["vllm-0.21.0", "vllm-0.22.0..0.22.1", "vllm-0.23.0", "vllm-0.24.0..0.26.0", "vllm-0.27.0..0.28.0", "vllm-0.29.0..0.33.0"]);
+        assert_eq!(names(for_release("0.21.0").unwrap(), "lookup"), ["token_len", "block_hashes"]);
+        assert!(for_release("0.21.0").unwrap().path.contains("_uid{uid}_"));
+        assert!(for_release("0.22.1").unwrap().path.contains("_host_{hostname}_"));
+        assert_eq!(names(for_release("0.23.0").unwrap(), "lookup"), ["tag", "token_len", "block_hashes"]);
+        assert_eq!(names(for_release("0.26.0").unwrap(), "lookup"), ["tag", "token_len", "hash_len", "block_hashes"]);
+        assert_eq!(names(for_release("0.27.0").unwrap(), "lookup"), ["tag", "num_tokens", "hash_len", "block_hashes"]);
+        let v33 = for_release("0.33.0").unwrap();
+        assert_eq!(v33.request("lookup").unwrap().reply[0].kind, FrameKind::Lookup);
+        assert_eq!(v33.request("reset").unwrap().history.since.as_deref(), Some("vllm-0.23.0"));
+        assert_eq!(v33.unknown_tag, "status-error");
+        assert_eq!(v33.edit.len(), 1, "a version keeps only its own edits");
+        assert!(for_release("0.20.0").is_none() && for_release("0.34.0").is_none());
+    }
+
+    #[test]
+    fn a_bad_edit_says_where() {
+        let text = builtin_text().replace("before = \"token_len\"", "before = \"no_such_frame\"");
+        let e = LookupFile::parse("x.toml", &text).unwrap_err();
+        assert!(e.contains("version vllm-0.23.0: edit #1") && e.contains("no_such_frame"), "{e}");
+        let text = builtin_text().replace("base = \"vllm-0.23.0\"", "base = \"vllm-0.29.0..0.33.0\"");
+        assert!(LookupFile::parse("x.toml", &text).unwrap_err().contains("not an earlier version"));
+    }
+
+    fn builtin_text() -> String {
+        Spec::builtin_files().iter().find(|(_, t)| data_format(t).as_deref() == Some(FORMAT)).unwrap().1.to_string()
+    }
+}
