@@ -85,6 +85,69 @@ impl Writer {
         }
     }
 
+    /// A `list[int]`: the array head, then the elements gathered in a small local buffer (cursor in a
+    /// register, no capacity check per element) that is appended a chunk at a time. Elements that fit 32 bits
+    /// (block ids, sizes, indices) are one 8-byte store cut back to their length.
+    #[inline]
+    pub fn int_list(&mut self, v: &[WireInt]) {
+        self.int_iter(v.len(), v.iter().copied());
+    }
+
+    /// [`Writer::int_list`] of `len` ints given by an iterator (which must yield exactly `len` of them).
+    #[inline]
+    pub fn int_iter(&mut self, len: usize, v: impl Iterator<Item = WireInt>) {
+        const CHUNK: usize = 256;
+        self.array_len(len);
+        let mut chunk = [0u8; CHUNK + 9];
+        let mut at = 0usize;
+        for i in v {
+            if at > CHUNK {
+                self.buf.extend_from_slice(&chunk[..at]);
+                at = 0;
+            }
+            let n = match i.as_u64() {
+                Some(u) if u <= 0xffff_ffff => {
+                    let (word, n) = if u < 0x80 {
+                        (u, 1)
+                    } else if u <= 0xff {
+                        (0xcc | u << 8, 2)
+                    } else if u <= 0xffff {
+                        (0xcd | ((u as u16).swap_bytes() as u64) << 8, 3)
+                    } else {
+                        (0xce | ((u as u32).swap_bytes() as u64) << 8, 5)
+                    };
+                    chunk[at..at + 8].copy_from_slice(&word.to_le_bytes());
+                    n
+                }
+                Some(u) => {
+                    chunk[at] = 0xcf;
+                    chunk[at + 1..at + 9].copy_from_slice(&u.to_be_bytes());
+                    9
+                }
+                // In range and negative, so it fits i64: the smallest signed form, as `sint` writes it.
+                None => {
+                    let s = i.get() as i64;
+                    let (op, n) = if s >= -32 {
+                        (s as u8, 0)
+                    } else if s >= i8::MIN as i64 {
+                        (0xd0, 1)
+                    } else if s >= i16::MIN as i64 {
+                        (0xd1, 2)
+                    } else if s >= i32::MIN as i64 {
+                        (0xd2, 4)
+                    } else {
+                        (0xd3, 8)
+                    };
+                    chunk[at] = op;
+                    chunk[at + 1..at + 1 + n].copy_from_slice(&s.to_be_bytes()[8 - n..]);
+                    1 + n
+                }
+            };
+            at += n;
+        }
+        self.buf.extend_from_slice(&chunk[..at]);
+    }
+
     pub fn f64(&mut self, v: f64) {
         self.buf.push(0xcb);
         self.buf.extend_from_slice(&v.to_be_bytes());
@@ -228,6 +291,32 @@ mod tests {
             let mut w = Writer::new();
             w.int(WireInt::new(v).unwrap());
             assert_eq!(hex(&w), want, "{v}");
+        }
+    }
+
+    #[test]
+    fn int_list_writes_what_int_writes() {
+        // Every width boundary on both sides, long enough to cross the chunk flushes several times.
+        let mut vals = vec![];
+        for b in [0i128, 1, 31, 32, 33, 127, 128, 255, 256, 65535, 65536, (1 << 32) - 1, 1 << 32, u64::MAX as i128] {
+            vals.push(b);
+            if b > 0 {
+                vals.push(-b);
+                vals.push(-b - 1);
+            }
+        }
+        vals.push(i64::MIN as i128);
+        vals.retain(|v| WireInt::new(*v).is_ok());
+        let ints: Vec<WireInt> = vals.iter().cycle().take(vals.len() * 40).map(|v| WireInt::new(*v).unwrap()).collect();
+        for n in [0, 1, 15, 16, 100, ints.len()] {
+            let mut want = Writer::new();
+            want.array_len(n);
+            for i in &ints[..n] {
+                want.int(*i);
+            }
+            let mut got = Writer::new();
+            got.int_list(&ints[..n]);
+            assert_eq!(hex(&got), hex(&want), "{n} elements");
         }
     }
 
