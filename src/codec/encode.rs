@@ -4,7 +4,7 @@
 use super::compile::{Plan, TagValue, Ty, TyId};
 use super::error::EncodeError;
 use super::value::Value;
-use crate::msgpack::Writer;
+use crate::msgpack::{WireInt, Writer};
 
 /// One step of the path to the value being written; rendered only for an error.
 #[derive(Clone, Copy)]
@@ -78,7 +78,14 @@ impl<'p> Encoder<'p> {
             (Ty::List(elem), Value::List(xs)) => {
                 // `list[int]` whose elements are all ints: the writer's bulk path.
                 if matches!(plan.types[*elem as usize], Ty::Int) && xs.iter().all(|x| matches!(x, Value::Int(_))) {
-                    self.w.int_iter(xs.len(), xs.iter().filter_map(Value::as_int));
+                    self.w.array_len(xs.len());
+                    let mut ints = [WireInt::ZERO; 128];
+                    for part in xs.chunks(ints.len()) {
+                        for (slot, x) in ints.iter_mut().zip(part) {
+                            *slot = x.as_int().unwrap_or_default();
+                        }
+                        self.w.ints(&ints[..part.len()]);
+                    }
                     return Ok(());
                 }
                 self.w.array_len(xs.len());

@@ -94,6 +94,11 @@ impl WireInt {
     pub const fn is_negative(self) -> bool {
         self.neg
     }
+    /// The stored form: the low 64 bits and the sign (for the writer's bulk paths).
+    #[inline(always)]
+    pub(crate) const fn raw(self) -> (u64, bool) {
+        (self.bits, self.neg)
+    }
 }
 
 impl From<u64> for WireInt {

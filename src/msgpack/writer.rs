@@ -86,26 +86,40 @@ impl Writer {
     }
 
     /// A `list[int]`: the array head, then the elements gathered in a small local buffer (cursor in a
-    /// register, no capacity check per element) that is appended a chunk at a time. Elements that fit 32 bits
-    /// (block ids, sizes, indices) are one 8-byte store cut back to their length.
+    /// register, no capacity check per element) that is appended a chunk at a time. Four 16-bit values in a
+    /// row (block ids) are written as one 16-byte store of their 12 bytes; other values that fit 32 bits as one
+    /// 8-byte store cut back to their length.
     #[inline]
     pub fn int_list(&mut self, v: &[WireInt]) {
-        self.int_iter(v.len(), v.iter().copied());
+        self.array_len(v.len());
+        self.ints(v);
     }
 
-    /// [`Writer::int_list`] of `len` ints given by an iterator (which must yield exactly `len` of them).
-    #[inline]
-    pub fn int_iter(&mut self, len: usize, v: impl Iterator<Item = WireInt>) {
-        const CHUNK: usize = 256;
-        self.array_len(len);
-        let mut chunk = [0u8; CHUNK + 9];
+    /// The elements of [`Writer::int_list`] without the array head (for a list written in pieces).
+    pub fn ints(&mut self, v: &[WireInt]) {
+        const CHUNK: usize = 512;
+        let mut chunk = [0u8; CHUNK + 16];
         let mut at = 0usize;
-        for i in v {
+        let mut rest = v;
+        loop {
             if at > CHUNK {
                 self.buf.extend_from_slice(&chunk[..at]);
                 at = 0;
             }
-            let n = match i.as_u64() {
+            if let [a, b, c, d, tail @ ..] = rest {
+                let ((a, na), (b, nb), (c, nc), (d, nd)) = (a.raw(), b.raw(), c.raw(), d.raw());
+                // All four non-negative, below 2^16 and at least 256.
+                if !(na | nb | nc | nd) && (a | b | c | d) >> 16 == 0 && a.min(b).min(c).min(d) >= 0x100 {
+                    let x = uint16_bytes(a) | uint16_bytes(b) << 24 | uint16_bytes(c) << 48 | uint16_bytes(d) << 72;
+                    chunk[at..at + 16].copy_from_slice(&x.to_le_bytes());
+                    at += 12;
+                    rest = tail;
+                    continue;
+                }
+            }
+            let Some((&i, tail)) = rest.split_first() else { break };
+            rest = tail;
+            at += match i.as_u64() {
                 Some(u) if u <= 0xffff_ffff => {
                     let (word, n) = if u < 0x80 {
                         (u, 1)
@@ -143,7 +157,6 @@ impl Writer {
                     1 + n
                 }
             };
-            at += n;
         }
         self.buf.extend_from_slice(&chunk[..at]);
     }
@@ -169,7 +182,11 @@ impl Writer {
 
     #[inline]
     pub fn str(&mut self, s: &str) {
-        self.head(0xa0, 31, Some(0xd9), 0xda, 0xdb, s.len());
+        match s.len() {
+            n @ 0..=31 => self.buf.push(0xa0 | n as u8),
+            n @ 32..=255 => self.buf.extend_from_slice(&[0xd9, n as u8]),
+            n => self.head(0xa0, 31, Some(0xd9), 0xda, 0xdb, n),
+        }
         self.buf.extend_from_slice(s.as_bytes());
     }
     pub fn bin(&mut self, b: &[u8]) {
@@ -208,7 +225,11 @@ impl Writer {
     }
     #[inline]
     pub fn array_len(&mut self, n: usize) {
-        self.head(0x90, 15, None, 0xdc, 0xdd, n);
+        if n <= 15 {
+            self.buf.push(0x90 | n as u8);
+        } else {
+            self.head(0x90, 15, None, 0xdc, 0xdd, n);
+        }
     }
     #[inline]
     pub fn map_len(&mut self, n: usize) {
@@ -238,6 +259,12 @@ impl Writer {
             HeaderWidth::W32 => self.buf[h.at + 1..h.at + 5].copy_from_slice(&(written as u32).to_be_bytes()),
         }
     }
+}
+
+/// `0xcd` and the two big-endian bytes of `u`, in the low 3 bytes (little-endian order) of the result.
+#[inline(always)]
+fn uint16_bytes(u: u64) -> u128 {
+    (0xcd | ((u as u16).swap_bytes() as u64) << 8) as u128
 }
 
 #[derive(Clone, Copy, Debug)]

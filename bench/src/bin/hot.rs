@@ -1,12 +1,13 @@
 //! Runs one codec operation on one payload many times, for profilers (`perf record`, `valgrind
 //! --tool=callgrind --toggle-collect='hot::run_*'`, whose instruction counts stay exact on a busy machine).
 //!
-//! usage: hot OP PAYLOAD_ID ITERATIONS, OP one of typed_decode typed_encode spec_decode spec_encode
+//! usage: hot OP PAYLOAD_ID ITERATIONS, OP one of typed_decode typed_ref_decode typed_encode spec_decode
+//! spec_encode
 
 use std::hint::black_box;
 
 use mooncake_wire::codec::{Codec, Value};
-use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse};
+use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferMetadataRef, MooncakeXferResponse, MooncakeXferResponseRef};
 use mooncake_wire_bench::{codec, payload, MESSAGES, METADATA, SIZES};
 
 #[inline(never)]
@@ -16,6 +17,14 @@ fn run_typed_decode_metadata(b: &[u8]) -> usize {
 #[inline(never)]
 fn run_typed_decode_response(b: &[u8]) -> usize {
     MooncakeXferResponse::decode(b).unwrap().ok_reqs.map_or(0, |v| v.len())
+}
+#[inline(never)]
+fn run_typed_ref_decode_metadata(b: &[u8]) -> usize {
+    MooncakeXferMetadataRef::decode(b).unwrap().req_blocks.len()
+}
+#[inline(never)]
+fn run_typed_ref_decode_response(b: &[u8]) -> usize {
+    MooncakeXferResponseRef::decode(b).unwrap().ok_reqs.map_or(0, |v| v.len())
 }
 #[inline(never)]
 fn run_typed_encode_metadata(m: &MooncakeXferMetadata) -> usize {
@@ -49,6 +58,8 @@ fn main() {
         total += match (op, meta) {
             ("typed_decode", true) => run_typed_decode_metadata(black_box(b)),
             ("typed_decode", false) => run_typed_decode_response(black_box(b)),
+            ("typed_ref_decode", true) => run_typed_ref_decode_metadata(black_box(b)),
+            ("typed_ref_decode", false) => run_typed_ref_decode_response(black_box(b)),
             ("typed_encode", true) => run_typed_encode_metadata(black_box(tm.as_ref().unwrap())),
             ("typed_encode", false) => run_typed_encode_response(black_box(tr.as_ref().unwrap())),
             ("spec_decode", _) => run_spec_decode(&codec, p.message, black_box(b)),
