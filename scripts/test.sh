@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: sets up the pinned Python oracle venv (msgspec, pyzmq), runs every
-# Rust test, checks every bundled vector and trace with the CLI, and prints one summary line.
+# Rust test, checks every bundled vector and trace with the CLI, prints the wire diff when spec/ changed
+# relative to the main branch, and prints one summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -36,8 +37,13 @@ tail -3 target/peer-selfcheck.txt
 # 4. The CLI over every bundled vector and trace, and the conformance run against the reference peer.
 echo "== mooncake-conformance vectors / validate"
 bin=target/debug/mooncake-conformance
-$bin vectors conformance/vectors/revisions.json conformance/vectors/vllm-* | tail -1
+$bin vectors conformance/vectors | tail -1
 $bin validate conformance/traces | tail -1
 $bin run | tail -1
+
+# 5. When spec/ differs from the main branch, the wire diff of each changed revision (informational; a no-op
+#    without git history, a main branch or a change).
+echo "== spec diff against the main branch"
+./scripts/spec-diff.sh "$bin"
 
 echo "SUMMARY: ${passed} Rust tests passed; vectors and traces OK; $(( $(date +%s) - start ))s"

@@ -1,4 +1,5 @@
-//! Every generated artefact under `schema/`, as (path relative to the repository root, contents).
+//! Every generated artefact under `schema/`, as (path relative to the repository root, contents): JSON
+//! Schemas and wire tables per revision, and the wire diff of every pair of consecutive revisions.
 //! `tests/generated.rs` fails when the committed files differ; `BLESS=1 cargo test --test generated` rewrites
 //! them.
 
@@ -12,6 +13,18 @@ pub fn artefacts(spec: &Spec) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for fam in &spec.families {
         out.insert(format!("schema/{}/README.md", fam.name), render::family_index(fam));
+        for w in fam.revisions.windows(2) {
+            let r = crate::diff::diff(&w[0], &w[1]);
+            out.insert(
+                format!("schema/{}/diff/{}__{}.md", fam.name, r.old, r.new),
+                format!(
+                    "<!-- Generated from spec/ by mooncake-wire (`mooncake-conformance diff {} {}`). Do not edit: regenerate with `BLESS=1 cargo test --test generated`. -->\n\n{}",
+                    r.old,
+                    r.new,
+                    crate::diff::render::markdown(&r)
+                ),
+            );
+        }
         for rev in &fam.revisions {
             out.insert(format!("schema/{}/{}.md", fam.name, rev.revision), render::revision_table(rev));
             for scope in [Scope::Wire, Scope::Bootstrap] {

@@ -7,7 +7,10 @@
 //! * [`typed`] — hand-optimised structs for the newest revision, proven equal to the spec by a test;
 //! * [`msgpack`] — the byte-level reader and writer underneath;
 //! * [`limits`] — every resource limit of the decoder;
-//! * [`plan`] — the 0.33.0 prefiller's transfer planner (regions, TP byte plan, descriptors).
+//! * [`plan`] — the 0.33.0 prefiller's transfer planner (regions, TP byte plan, descriptors);
+//! * [`hash`] — vLLM's `hash_factors`, the NIXL compatibility hash and the wire fingerprint;
+//! * [`keys`] — MooncakeStoreConnector keys, vLLM's block-hash chain, vllm-ascend and LMCache key formats;
+//! * [`diff`] — the wire-aware diff of two revisions (what breaks, in which direction).
 
 pub mod limits;
 pub mod msgpack;
@@ -20,3 +23,6 @@ pub mod render;
 pub mod schema;
 pub mod proto;
 pub mod plan;
+pub mod hash;
+pub mod keys;
+pub mod diff;

@@ -42,3 +42,20 @@ pub const MAX_TRANSFER_BYTES: usize = 1 << 30;
 /// `[rank * ratio + i for i in range(ratio)]` from the peer's declared `remote_tp_size`, so an absurd size would
 /// make it allocate without bound; real deployments have at most a few hundred TP ranks.
 pub const MAX_PLAN_RANKS: usize = 65_536;
+/// Deepest nesting of lists, tuples and dicts (empty ones included) that `hash_factors`, the pickler and the
+/// CBOR encoder serialize. CPython has no fixed limit: it raises `RecursionError` when Python's recursion
+/// limit (1000) is reached, counting the caller's own frames. Measured with CPython 3.11 calling
+/// `json.dumps` from module level: 994 nested containers encode, 995 raise. A caller deeper in the stack
+/// (as vLLM's is) fails earlier; values nested that deep are never hashed in practice.
+pub const MAX_HASHED_VALUE_DEPTH: usize = 994;
+
+/// Longest store key the key parser accepts, in bytes. Mooncake's own HA operation log caps keys at 4096
+/// bytes; vLLM's keys are under 300.
+pub const MAX_STORE_KEY_BYTES: usize = 64 * 1024;
+
+/// Most separators (`@`) a parsed store key may contain. A free-text field (a model name) may contain the
+/// separator, so parsing tries each one as a field end; real keys have about ten.
+pub const MAX_STORE_KEY_SEPARATORS: usize = 256;
+
+/// Most distinct readings of one key the parser collects before it reports the key as ambiguous.
+pub const MAX_STORE_KEY_READINGS: usize = 16;

@@ -280,5 +280,12 @@ pub fn family_index(family: &crate::spec::Family) -> String {
         let msgs: Vec<String> = r.structs.iter().map(|(n, s)| format!("[`{n}`]({}/{n}.schema.json) ({})", r.revision, s.fields.len())).collect();
         let _ = writeln!(o, "| [`{}`]({}.md) | {} | {} | {} | {} |", r.revision, r.revision, r.generation, r.releases.join(", "), msgs.join(", "), esc(&r.summary));
     }
+    if family.revisions.len() > 1 {
+        o.push_str("\n## Wire diffs of consecutive revisions\n\nWhat each change does to mixed deployments under msgspec's decoding rules (`mooncake-conformance diff`):\n\n");
+        for w in family.revisions.windows(2) {
+            let r = crate::diff::diff(&w[0], &w[1]);
+            let _ = writeln!(o, "- [`{}` → `{}`](diff/{}__{}.md): {}", r.old, r.new, r.old, r.new, esc(r.summary.split_once(": ").map_or(&r.summary, |(_, s)| s)));
+        }
+    }
     o
 }

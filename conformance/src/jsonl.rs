@@ -13,6 +13,8 @@ pub struct Line {
 }
 
 /// Reads every non-empty line of a JSON Lines file. A line that is not JSON is an error naming the line.
+/// Integer literals beyond 64 bits (golden files carry a few) are read as `{"$int": "..."}`, the tag
+/// `vectors/GOLDEN.md` defines, instead of silently becoming floats.
 pub fn read(path: &Path) -> Result<Vec<Line>, String> {
     let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut r = BufReader::new(f);
@@ -33,7 +35,8 @@ pub fn read(path: &Path) -> Result<Vec<Line>, String> {
         if text.is_empty() {
             continue;
         }
-        let value = serde_json::from_str(text).map_err(|e| format!("{}:{no}: not JSON: {e}", path.display()))?;
+        let wide = mooncake_wire::hash::tagged::tag_wide_integers(text);
+        let value = serde_json::from_str(wide.as_deref().unwrap_or(text)).map_err(|e| format!("{}:{no}: not JSON: {e}", path.display()))?;
         out.push(Line { no, value });
     }
     Ok(out)

@@ -37,6 +37,8 @@ fn every_case_passes_against_the_python_peer() {
         expected: ExpectedFailures::default(),
         slack: Duration::from_secs(3),
         progress: false,
+        external: mooncake_conformance::play::External::None,
+        speaks: None,
     };
     let r = rt().block_on(run(cfg)).unwrap();
     let failed: Vec<String> = r.results.iter().filter(|c| c.status == Status::Fail).map(|c| format!("{}: {:?}", c.id, c.findings)).collect();
@@ -46,7 +48,7 @@ fn every_case_passes_against_the_python_peer() {
 
 #[test]
 fn rust_and_python_interoperate_in_both_directions() {
-    let opts = |testee: TesteeSpec| PlayOptions { testee, scenarios: Arc::new(Scenarios::bundled()), slack: Duration::from_secs(3) };
+    let opts = |testee: TesteeSpec| PlayOptions::new(testee, Scenarios::bundled(), Duration::from_secs(3));
     let mut ran = 0;
     let rt = rt();
     for f in mooncake_conformance::jsonl::expand(&[root().join("conformance/traces/vllm-0.33.0")]).unwrap() {

@@ -253,7 +253,7 @@ impl<'a> Compiler<'a> {
 }
 
 /// msgspec's `rename` modes.
-fn rename(name: &str, mode: &str) -> Result<String, String> {
+pub(crate) fn rename(name: &str, mode: &str) -> Result<String, String> {
     let lead = name.len() - name.trim_start_matches('_').len();
     let (prefix, rest) = name.split_at(lead);
     let parts: Vec<&str> = rest.split('_').filter(|p| !p.is_empty()).collect();

@@ -20,6 +20,7 @@ mod value;
 pub mod testgen;
 
 pub use compile::{CField, CStruct, Plan, TagValue, Ty, TyId};
+pub(crate) use compile::rename as rename_field;
 pub use error::{DecodeError, DecodeErrorKind, EncodeError};
 pub use value::{EnumValue, StructMeta, StructValue, Value};
 
@@ -28,6 +29,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::spec::{Revision, Spec, SpecError, TypeExpr};
 pub use compile::Scope;
+pub(crate) use compile::rename;
 use compile::Compiler;
 
 /// A revision's messages, compiled for decoding and encoding.

@@ -11,7 +11,7 @@
 //! reply per round (CONTINUE while some are pending, FINISH with the last), a timeout FINISH after the abort
 //! timeout, `need_send` deliveries before a transfer is freed, and expiry of ready transfers nobody pulled.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::lru::Lru;
@@ -116,6 +116,12 @@ pub struct PrefillerCore<P: SenderPlanner> {
     writes: HashMap<WriteId, u64>,
     next_write: u64,
     layouts: Lru<LayoutKey, P::Prepared>,
+    /// Exchanges waiting on each transfer id (may hold ids of exchanges that ended; checked on use).
+    waiting: HashMap<String, Vec<u64>>,
+    /// Wait deadlines of exchanges, (deadline, exchange); an item whose exchange moved on is skipped.
+    deadlines: BTreeSet<(Instant, u64)>,
+    /// Expiry times of ready transfers, (expire, generation, transfer id); stale items are skipped.
+    expiries: BTreeSet<(Instant, u64, String)>,
     transmits: VecDeque<Transmit>,
     events: VecDeque<PrefillerEvent>,
     pub stats: PrefillerStats,
@@ -150,6 +156,9 @@ impl<P: SenderPlanner> PrefillerCore<P> {
             writes: HashMap::new(),
             next_write: 1,
             layouts: Lru::new(cap),
+            waiting: HashMap::new(),
+            deadlines: BTreeSet::new(),
+            expiries: BTreeSet::new(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             stats: PrefillerStats::default(),
@@ -176,7 +185,7 @@ impl<P: SenderPlanner> PrefillerCore<P> {
             let e = self.new_entry(p_req_id);
             self.entries.insert(transfer_id.to_string(), e);
         }
-        self.drive(now);
+        let _ = now;
     }
 
     /// The request finished its prefill: its blocks are ready to send until `now + abort timeout`.
@@ -191,13 +200,16 @@ impl<P: SenderPlanner> PrefillerCore<P> {
         e.local_blocks = blocks;
         e.expire = Some(expire);
         e.ready = true;
-        self.drive(now);
+        let gen = e.gen;
+        self.expiries.insert((expire, gen, transfer_id.to_string()));
+        let ids = self.waiting.get(transfer_id).cloned().unwrap_or_default();
+        self.drive_ids(now, &ids);
     }
 
     /// The request ended without a transfer (aborted, error): forget it. A waiting pull times out.
     pub fn request_aborted(&mut self, now: Instant, transfer_id: &str) {
         self.entries.remove(transfer_id);
-        self.drive(now);
+        let _ = now;
     }
 
     fn new_entry(&mut self, p_req_id: &str) -> Entry {
@@ -287,8 +299,13 @@ impl<P: SenderPlanner> PrefillerCore<P> {
         }
         let id = self.next_exchange;
         self.next_exchange += 1;
-        self.exchanges.insert(id, Exchange { peer, meta, pull, prepared, target_ranks, pending, deadline: now + self.abort_timeout, round: None });
-        self.drive(now);
+        for p in &pending {
+            self.waiting.entry(p.transfer_id.clone()).or_default().push(id);
+        }
+        let deadline = now + self.abort_timeout;
+        self.deadlines.insert((deadline, id));
+        self.exchanges.insert(id, Exchange { peer, meta, pull, prepared, target_ranks, pending, deadline, round: None });
+        self.drive_ids(now, &[id]);
     }
 
     fn reply_error(&mut self, peer: PeerId, status: Status, msg: String) {
@@ -309,43 +326,56 @@ impl<P: SenderPlanner> PrefillerCore<P> {
     pub fn write_complete(&mut self, now: Instant, id: WriteId, ret: i64) {
         let Some(ex_id) = self.writes.remove(&id) else { return };
         self.finish_round(now, ex_id, ret);
-        self.drive(now);
+        self.drive_ids(now, &[ex_id]);
     }
 
     // ---- time -------------------------------------------------------------------------------------------
 
     /// Fires timeouts due at `now`: pulls that waited too long, ready transfers nobody pulled.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let due: Vec<u64> = self.exchanges.iter().filter(|(_, x)| x.round.is_none() && x.deadline <= now).map(|(k, _)| *k).collect();
-        for id in due {
-            let ex = self.exchanges.remove(&id).expect("listed");
+        while let Some(&(t, id)) = self.deadlines.first() {
+            if t > now {
+                break;
+            }
+            self.deadlines.pop_first();
+            // Only an exchange still waiting with exactly this deadline times out.
+            if !self.exchanges.get(&id).is_some_and(|x| x.round.is_none() && x.deadline == t) {
+                continue;
+            }
+            let ex = self.exchanges.remove(&id).expect("checked");
             self.stats.timeouts += 1;
             let mut r = MooncakeXferResponse::new(Status::FINISH);
             r.err_reqs = Some(ex.pending.iter().map(|p| p.d_req_id.clone()).collect());
             r.err_msg = Some("Timeout waiting for P side ready.".into());
             r.layout_id = ex.meta.layout_id;
-            self.release_waiters(&ex.pending);
+            self.release_waiters(id, &ex.pending);
             self.send(ex.peer, &r);
         }
-        let expired: Vec<String> = self
-            .entries
-            .iter()
-            .filter(|(_, e)| !e.p_req_id.is_empty() && e.sending == 0 && e.expire.is_some_and(|t| t < now))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for t in expired {
-            let e = self.entries.remove(&t).expect("listed");
+        while let Some((t, gen, tid)) = self.expiries.first().cloned() {
+            if t >= now {
+                break;
+            }
+            self.expiries.pop_first();
+            let due = self.entries.get(&tid).is_some_and(|e| e.gen == gen && !e.p_req_id.is_empty() && e.expire == Some(t));
+            if !due {
+                continue;
+            }
+            if self.entries[&tid].sending > 0 {
+                // Being sent: expiry waits for the round to end (it re-queues the entry).
+                continue;
+            }
+            let e = self.entries.remove(&tid).expect("checked");
             self.stats.expired += 1;
-            self.events.push_back(PrefillerEvent::FinishedSending { p_req_id: e.p_req_id, transfer_id: t, expired: true });
+            self.events.push_back(PrefillerEvent::FinishedSending { p_req_id: e.p_req_id, transfer_id: tid, expired: true });
         }
     }
 
     /// When [`PrefillerCore::handle_timeout`] should next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let waits = self.exchanges.values().filter(|x| x.round.is_none()).map(|x| x.deadline);
-        let expiries = self.entries.values().filter(|e| !e.p_req_id.is_empty() && e.sending == 0).filter_map(|e| e.expire);
+        let wait = self.deadlines.first().map(|(t, _)| *t);
         // Expiry is strict (`expire < now`): wake just after.
-        waits.chain(expiries.map(|t| t + Duration::from_nanos(1))).min()
+        let expiry = self.expiries.first().map(|(t, _, _)| *t + Duration::from_nanos(1));
+        wait.into_iter().chain(expiry).min()
     }
 
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
@@ -375,13 +405,12 @@ impl<P: SenderPlanner> PrefillerCore<P> {
         self.entries.get(&p.transfer_id).is_some_and(|e| e.gen == p.gen && e.ready)
     }
 
-    /// Starts a round in every exchange that has ready requests and no write in flight.
-    fn drive(&mut self, now: Instant) {
-        let ids: Vec<u64> = self.exchanges.iter().filter(|(_, x)| x.round.is_none()).map(|(k, _)| *k).collect();
-        for id in ids {
-            let ready_idx: Vec<usize> = {
-                let x = &self.exchanges[&id];
-                x.pending.iter().enumerate().filter(|(_, p)| self.is_ready(p)).map(|(i, _)| i).collect()
+    /// Starts a round in each of these exchanges that has ready requests and no write in flight.
+    fn drive_ids(&mut self, now: Instant, ids: &[u64]) {
+        for &id in ids {
+            let ready_idx: Vec<usize> = match self.exchanges.get(&id) {
+                Some(x) if x.round.is_none() => x.pending.iter().enumerate().filter(|(_, p)| self.is_ready(p)).map(|(i, _)| i).collect(),
+                _ => continue,
             };
             if !ready_idx.is_empty() {
                 self.start_round(now, id, &ready_idx);
@@ -402,6 +431,7 @@ impl<P: SenderPlanner> PrefillerCore<P> {
         let remote_pp = ex.meta.remote_pp_size.as_usize().unwrap_or(1);
         let mut sendable = Vec::with_capacity(ready.len());
         for p in ready {
+            unwait(&mut self.waiting, &p.transfer_id, ex_id);
             let e = self.entries.get_mut(&p.transfer_id).expect("ready entries exist");
             e.waiters = e.waiters.saturating_sub(1);
             e.sending += 1;
@@ -431,7 +461,7 @@ impl<P: SenderPlanner> PrefillerCore<P> {
                         en.sending = en.sending.saturating_sub(1);
                     }
                 }
-                self.release_waiters(&ex.pending);
+                self.release_waiters(ex_id, &ex.pending);
                 return self.reply_error(ex.peer, Status::ERROR, e);
             }
         };
@@ -473,6 +503,11 @@ impl<P: SenderPlanner> PrefillerCore<P> {
                 continue;
             }
             e.sending = e.sending.saturating_sub(1);
+            if e.sending == 0 {
+                if let Some(t) = e.expire.filter(|t| *t < now) {
+                    self.expiries.insert((t, e.gen, p.transfer_id.clone()));
+                }
+            }
             if round.err_reqs.contains(&p.d_req_id) {
                 continue;
             }
@@ -489,17 +524,19 @@ impl<P: SenderPlanner> PrefillerCore<P> {
         r.layout_id = ex.meta.layout_id;
         self.send(ex.peer.clone(), &r);
         if round.status == Status::FINISH {
-            self.release_waiters(&ex.pending);
+            self.release_waiters(ex_id, &ex.pending);
         } else {
             ex.deadline = now + self.abort_timeout;
+            self.deadlines.insert((ex.deadline, ex_id));
             self.exchanges.insert(ex_id, ex);
         }
     }
 
     /// An exchange stopped waiting on these: drop placeholder entries nobody owns or waits on any more
     /// (vLLM keeps them forever, vllm-project/vllm#51236; the wire does not see the difference).
-    fn release_waiters(&mut self, pending: &[Pending]) {
+    fn release_waiters(&mut self, ex_id: u64, pending: &[Pending]) {
         for p in pending {
+            unwait(&mut self.waiting, &p.transfer_id, ex_id);
             let remove = match self.entries.get_mut(&p.transfer_id) {
                 Some(e) if e.gen == p.gen => {
                     e.waiters = e.waiters.saturating_sub(1);
@@ -510,6 +547,16 @@ impl<P: SenderPlanner> PrefillerCore<P> {
             if remove {
                 self.entries.remove(&p.transfer_id);
             }
+        }
+    }
+}
+
+/// Forgets that exchange `id` waits on `transfer_id`.
+fn unwait(waiting: &mut HashMap<String, Vec<u64>>, transfer_id: &str, id: u64) {
+    if let Some(v) = waiting.get_mut(transfer_id) {
+        v.retain(|x| *x != id);
+        if v.is_empty() {
+            waiting.remove(transfer_id);
         }
     }
 }

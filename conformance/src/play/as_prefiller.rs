@@ -99,18 +99,22 @@ impl PSide {
 }
 
 /// Tests a decoder testee against the runner's reference prefiller(s).
-pub async fn play(case: &Case, opts: &PlayOptions) -> Result<Vec<Finding>, String> {
-    play_with(case, opts, None).await
+/// The testee is started at `pairing.testee`; the runner's prefillers speak the trace's revision.
+pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pairing) -> Result<Vec<Finding>, String> {
+    play_with(case, opts, None, pairing).await
 }
 
 /// Two testees against each other: `prefiller` serves the pulls of `opts.testee` (the decoder). Wire-level
 /// comparisons need the runner's own prefiller and are left out; outcomes, landed bytes and state are checked
 /// on both sides.
 pub async fn play_pair(case: &Case, opts: &PlayOptions, prefiller: &crate::testee::TesteeSpec) -> Result<Vec<Finding>, String> {
-    play_with(case, opts, Some(prefiller)).await
+    play_with(case, opts, Some(prefiller), &crate::crossver::Pairing::same(&case.model.revision)).await
 }
 
-async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::testee::TesteeSpec>) -> Result<Vec<Finding>, String> {
+async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::testee::TesteeSpec>, pairing: &crate::crossver::Pairing) -> Result<Vec<Finding>, String> {
+    if let super::External::Listen { endpoint, bootstrap, timeout } = &opts.external {
+        return play_listen(case, opts, endpoint, bootstrap, *timeout).await;
+    }
     let t = &case.model;
     let profile = t.profile.clone().ok_or("the trace's revision has no generation-2 profile")?;
     let sc = &opts.scenarios;
@@ -178,7 +182,7 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
                 "pp_size": req.remote_pp_size.as_u64(), "layout_id": req.layout_id.as_u64(),
                 "abort_timeout_s": model.abort_timeout_s, "layout": decoder_layout(req, model),
             });
-            let a = testee.cmd(json!({"cmd": "start", "role": "decoder", "revision": t.revision.revision, "config": cfg})).await.map_err(|e| format!("starting decoder testee {}: {e}", d.conn))?;
+            let a = testee.cmd(json!({"cmd": "start", "role": "decoder", "revision": pairing.testee.revision, "config": cfg})).await.map_err(|e| format!("starting decoder testee {}: {e}", d.conn))?;
             sessions.insert(d.conn.clone(), a.get("session").and_then(J::as_str).unwrap_or("").to_string());
             testees.push((d.conn.clone(), testee));
         }
@@ -265,57 +269,13 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
         tokio::time::sleep(Duration::from_millis(100)).await;
 
         // What the decoder sent, per prefiller worker, against the recording.
-        let mut live_xs: Vec<Xchg> = vec![];
+        let mut wires = vec![];
         for (conn, p) in &prefillers {
-            let Some(wire) = p.wire().await else { continue };
-            let inbound: Vec<&Vec<Vec<u8>>> = wire.iter().filter(|(i, _)| *i).map(|(_, f)| f).collect();
-            let recorded: Vec<&crate::trace_model::Exchange> = t.exchanges.iter().filter(|x| x.prefiller.as_deref() == Some(conn.as_str())).collect();
-            if inbound.len() != recorded.len() {
-                out.push(f("REQUEST-COUNT", conn.clone(), format!("{} requests arrived, vLLM's decoder sent {}", inbound.len(), recorded.len())));
-            }
-            for (n, (frames, rx)) in inbound.iter().zip(&recorded).enumerate() {
-                let msg = format!("{conn} request {}", n + 1);
-                if frames.len() != 2 {
-                    out.push(f("ZMQ-FRAMES", msg.clone(), format!("{} frames at the ROUTER; a decoder sends exactly one frame", frames.len())));
-                }
-                // [routing_id, payload]: any other frame was already reported.
-                let bytes = frames.get(1).cloned().unwrap_or_default();
-                match profile.decode_metadata(&bytes) {
-                    Err(e) => out.push(f("REQUEST-DECODE", msg, e.msgspec_message())),
-                    Ok(mut got) => {
-                        if profile.encode_metadata(&got).ok().as_deref() != Some(&bytes[..]) {
-                            out.push(f("WIRE-CANONICAL", msg.clone(), format!("{} is not msgspec's encoding of that value", hex::encode(&bytes))));
-                        }
-                        let want = t.decode_request(&rx.request).ok_or("recorded request does not decode")?;
-                        // The decoder's own address and transfer-engine port differ per run.
-                        let live_session = format!("{}:{}", got.remote_hostname, got.remote_port);
-                        if sessions.get(&rx.decoder) != Some(&live_session) {
-                            out.push(f("REQUEST-SESSION", msg.clone(), format!("remote_hostname:remote_port {live_session} is not the decoder's transfer-engine endpoint {:?}", sessions.get(&rx.decoder))));
-                        }
-                        got.remote_hostname = want.remote_hostname.clone();
-                        got.remote_port = want.remote_port;
-                        let (gv, wv) = (got.to_revision(profile.codec()), want.to_revision(profile.codec()));
-                        if let (Ok(gv), Ok(wv)) = (gv, wv) {
-                            let (gj, wj) = (Codec::to_json(&gv), Codec::to_json(&wv));
-                            if !crate::jsonl::eq_ordered(&gj, &wj) {
-                                out.push(f("REQUEST-DIFF", msg, first_difference(&gj, &wj, "$").unwrap_or_default()));
-                            }
-                        }
-                    }
-                }
-            }
-            // The live conversation, for the protocol checks (replies by routing id).
-            for (k, frames) in inbound.iter().enumerate() {
-                let rid = frames.first().cloned().unwrap_or_default();
-                let replies: Vec<Vec<u8>> = wire.iter().filter(|(i, f2)| !*i && f2.first() == Some(&rid)).filter_map(|(_, f2)| f2.get(1).cloned()).collect();
-                live_xs.push(Xchg { index: live_xs.len(), decoder: "decoder testee".into(), endpoint: format!("{conn} #{}", k + 1), request: frames.last().cloned().unwrap_or_default(), replies, seq: None, line: None });
+            if let Some(w) = p.wire().await {
+                wires.push((conn.clone(), w));
             }
         }
-        // The layout-less and resend rules hold per endpoint, so index by the prefiller conn.
-        for x in live_xs.iter_mut() {
-            x.endpoint = x.endpoint.split(" #").next().unwrap_or("").to_string();
-        }
-        out.extend(check_exchanges(&profile, &live_xs));
+        out.extend(compare_requests(t, &profile, pairing, &wires, Some(&sessions))?);
 
         // Outcomes against vLLM's.
         for (conn, te) in testees.iter_mut() {
@@ -418,4 +378,171 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
     }
     drop(boot);
     r.map(|_| out)
+}
+
+/// Compares what a decoder sent to each of the runner's prefillers (their wire logs) with the recording, and
+/// runs the protocol checks on the live conversation. `sessions` maps a recorded decoder conn to the live
+/// decoder's transfer-engine session; `None` for an external decoder, whose own addresses and `layout_id`
+/// are mapped too (only their count and presence are compared).
+pub fn compare_requests(
+    t: &crate::trace_model::TraceModel,
+    profile: &WireProfile,
+    pairing: &crate::crossver::Pairing,
+    wires: &[(String, Vec<(bool, Vec<Vec<u8>>)>)],
+    sessions: Option<&HashMap<String, String>>,
+) -> Result<Vec<Finding>, String> {
+    let mut out = vec![];
+    let mut live_xs: Vec<Xchg> = vec![];
+    for (conn, wire) in wires {
+        let inbound: Vec<&Vec<Vec<u8>>> = wire.iter().filter(|(i, _)| *i).map(|(_, f)| f).collect();
+        let recorded: Vec<&crate::trace_model::Exchange> = t.exchanges.iter().filter(|x| x.prefiller.as_deref() == Some(conn.as_str())).collect();
+        if inbound.len() != recorded.len() {
+            out.push(f("REQUEST-COUNT", conn.clone(), format!("{} requests arrived, vLLM's decoder sent {}", inbound.len(), recorded.len())));
+        }
+        // Pair each arriving request with a recorded one from the same decoder (decoders pull concurrently,
+        // so arrival order across decoders is not the recorded order); within one decoder, in order.
+        let mut used = vec![false; recorded.len()];
+        let mut pairs = vec![];
+        for frames in &inbound {
+            let from = frames.get(1).and_then(|b| profile.decode_metadata(b).ok()).and_then(|m| {
+                let s = format!("{}:{}", m.remote_hostname, m.remote_port);
+                sessions.and_then(|ss| ss.iter().find(|(_, v)| **v == s).map(|(k, _)| k.clone()))
+            });
+            let pick = (0..recorded.len()).find(|&i| !used[i] && from.as_ref().is_none_or(|d| *d == recorded[i].decoder)).or_else(|| (0..recorded.len()).find(|&i| !used[i]));
+            if let Some(i) = pick {
+                used[i] = true;
+                pairs.push((*frames, recorded[i]));
+            }
+        }
+        for (n, (frames, rx)) in pairs.into_iter().enumerate() {
+            let msg = format!("{conn} request {}", n + 1);
+            if frames.len() != 2 {
+                out.push(f("ZMQ-FRAMES", msg.clone(), format!("{} frames at the ROUTER; a decoder sends exactly one frame", frames.len())));
+            }
+            // [routing_id, payload]: any other frame was already reported.
+            let bytes = frames.get(1).cloned().unwrap_or_default();
+            match profile.decode_metadata(&bytes) {
+                Err(e) => out.push(f("REQUEST-DECODE", msg, e.msgspec_message())),
+                Ok(mut got) => {
+                    if !pairing.canonical_for_testee("MooncakeXferMetadata", &bytes) {
+                        out.push(f("WIRE-CANONICAL", msg.clone(), format!("{} is not msgspec's encoding of that value", hex::encode(&bytes))));
+                    }
+                    let want = t.decode_request(&rx.request).ok_or("recorded request does not decode")?;
+                    // The decoder's own address and transfer-engine port differ per run.
+                    let live_session = format!("{}:{}", got.remote_hostname, got.remote_port);
+                    match sessions {
+                        Some(sessions) if sessions.get(&rx.decoder) != Some(&live_session) => out.push(f(
+                            "REQUEST-SESSION",
+                            msg.clone(),
+                            format!("remote_hostname:remote_port {live_session} is not the decoder's transfer-engine endpoint {:?}", sessions.get(&rx.decoder)),
+                        )),
+                        Some(_) => {}
+                        None => {
+                            // An external decoder's memory and registration id are its own.
+                            if got.kv_caches_base_addr.len() == want.kv_caches_base_addr.len() {
+                                got.kv_caches_base_addr = want.kv_caches_base_addr.clone();
+                            }
+                            if (got.layout_id == WireInt::ZERO) == (want.layout_id == WireInt::ZERO) {
+                                got.layout_id = want.layout_id;
+                            }
+                        }
+                    }
+                    got.remote_hostname = want.remote_hostname.clone();
+                    got.remote_port = want.remote_port;
+                    let (got, want) = (pairing.project_request(&got), pairing.project_request(&want));
+                    let (gv, wv) = (got.to_revision(profile.codec()), want.to_revision(profile.codec()));
+                    if let (Ok(gv), Ok(wv)) = (gv, wv) {
+                        let (gj, wj) = (Codec::to_json(&gv), Codec::to_json(&wv));
+                        if !crate::jsonl::eq_ordered(&gj, &wj) {
+                            out.push(f("REQUEST-DIFF", msg, first_difference(&gj, &wj, "$").unwrap_or_default()));
+                        }
+                    }
+                }
+            }
+        }
+        // The live conversation, for the protocol checks (replies by routing id).
+        for frames in &inbound {
+            let rid = frames.first().cloned().unwrap_or_default();
+            let replies: Vec<Vec<u8>> = wire.iter().filter(|(i, f2)| !*i && f2.first() == Some(&rid)).filter_map(|(_, f2)| f2.get(1).cloned()).collect();
+            live_xs.push(Xchg { index: live_xs.len(), decoder: "decoder".into(), endpoint: conn.clone(), request: frames.get(1).cloned().unwrap_or_default(), replies, seq: None, line: None });
+        }
+    }
+    out.extend(check_exchanges(profile, &live_xs));
+    Ok(out)
+}
+
+/// `replay --play prefiller --listen`: the runner's prefiller listens where an external decoder (started and
+/// driven by the user) will pull, registered with the runner's bootstrap server; the decoder's requests are
+/// compared with the recording (its own addresses and layout id mapped). Its outcomes cannot be read.
+async fn play_listen(case: &Case, opts: &PlayOptions, endpoint: &str, bootstrap: &str, timeout: Duration) -> Result<Vec<Finding>, String> {
+    let t = &case.model;
+    let profile = t.profile.clone().ok_or("the trace's revision has no generation-2 profile")?;
+    let sc = &opts.scenarios;
+    let scenario = sc.scenario.get(t.scenario()).cloned().unwrap_or_default();
+    let model = &sc.model;
+    let [p] = t.prefillers.as_slice() else {
+        return Err(format!("--listen serves traces with one prefiller; {} has {}", t.scenario(), t.prefillers.len()));
+    };
+    let spec = BootstrapSpec::new(t.revision.clone()).ok_or("no bootstrap in this revision")??;
+    let boot = BootstrapServer::start(bootstrap, Registry::new(spec)).await?;
+    let layout: LayoutConfig = serde_json::from_value(prefiller_layout(t, p, model)?).map_err(|e| e.to_string())?;
+    let m = ModelConfig { total_num_kv_heads: model.total_num_kv_heads as i64, use_mla: false, group_kinds: vec![], physical_blocks_per_logical: 1, layer_groups: Default::default(), padded_pages: false };
+    let planner = producer(p.tp_rank, p.tp_size, 1, &m, &layout)?;
+    let cfg = PrefillerConfig {
+        bind: endpoint.to_string(),
+        engine_id: p.engine_id.clone(),
+        dp_rank: p.dp_rank,
+        tp_rank: p.tp_rank,
+        pp_rank: p.pp_rank,
+        bootstrap: Some(boot.url()),
+        abort_timeout: Some(Duration::from_secs_f64(model.abort_timeout_s)),
+        record_wire: true,
+        faults: vec![],
+    };
+    let ctx = zmq::Context::new();
+    let codec = Codec::builtin(&t.revision.revision).expect("built-in");
+    let peer = PrefillerPeer::start(&ctx, cfg, WireProfile::new(t.revision.clone(), codec)?, planner, Arc::new(Mutex::new(layout.memory(true))), Backend::Tcp).await?;
+    for tr in &scenario.transfers {
+        peer.allocated(&tr.p_req_id, &tr.transfer_id);
+        if tr.ready == Ready::Before {
+            peer.finished(&tr.p_req_id, &tr.transfer_id, tr.blocks.clone());
+        }
+    }
+    if scenario.fail_transfers > 0 {
+        peer.fail_next_writes(scenario.fail_transfers, -1);
+    }
+    eprintln!("{}: prefiller {} (engine {}) registered with {}; waiting up to {timeout:?} for the decoder to pull:", case.id, peer.endpoint, p.engine_id, boot.url());
+    for d in &t.decoders {
+        for step in pull_steps(t, &d.conn) {
+            let reqs: Vec<String> = step.req_blocks.iter().map(|(d, rb)| format!("{d} ({}, blocks {:?})", rb.transfer_id, rb.blocks.iter().map(|g| g.iter().map(|b| b.as_u64().unwrap_or(0)).collect::<Vec<_>>()).collect::<Vec<_>>())).collect();
+            eprintln!("  {}: pull {}", d.conn, reqs.join(", "));
+        }
+    }
+    let want = t.exchanges.len();
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut done: Vec<String> = vec![];
+    loop {
+        let wire = peer.status().await?.wire;
+        let sent = wire.iter().filter(|(i, _)| !*i).count();
+        for tr in &scenario.transfers {
+            if matches!(tr.ready, Ready::AfterReply(n) if sent >= n) && !done.contains(&tr.transfer_id) {
+                done.push(tr.transfer_id.clone());
+                peer.finished(&tr.p_req_id, &tr.transfer_id, tr.blocks.clone());
+            }
+        }
+        if scenario.forget_layouts_after_reply.is_some_and(|n| sent >= n) && !done.iter().any(|d| d == "forget") {
+            done.push("forget".into());
+            peer.forget_layouts();
+        }
+        let replies_due: usize = t.exchanges.iter().map(|x| x.replies.len()).sum();
+        if wire.iter().filter(|(i, _)| *i).count() >= want && sent >= replies_due {
+            break;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let wire = peer.status().await?.wire;
+    compare_requests(t, &profile, &crate::crossver::Pairing::same(&t.revision), &[(p.conn.clone(), wire)], None)
 }

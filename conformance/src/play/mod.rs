@@ -62,6 +62,9 @@ pub struct CaseResult {
     pub trace: String,
     pub role: Role,
     pub revision: String,
+    /// The revision the testee was started at when it differs from the trace's (a cross-version case).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub testee_revision: Option<String>,
     pub status: Status,
     /// Why the case was skipped or could not run.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -85,6 +88,28 @@ pub struct PlayOptions {
     pub scenarios: Arc<Scenarios>,
     /// How long to wait for any one reply or outcome beyond the scenario's own timeouts.
     pub slack: Duration,
+    /// A peer the runner does not start or control (`replay`): see [`External`].
+    pub external: External,
+}
+
+/// An implementation already running somewhere (`replay --peer` / `--listen`). The runner cannot prepare its
+/// state or read its tables, so those checks are left out.
+#[derive(Clone, Debug, Default)]
+pub enum External {
+    #[default]
+    None,
+    /// Prefiller ROUTER endpoints, in the order the trace's prefillers registered.
+    Prefillers(Vec<String>),
+    /// Where the runner's prefiller listens for an external decoder, and where its bootstrap server binds.
+    Listen { endpoint: String, bootstrap: String, timeout: Duration },
+    /// A bootstrap server's base URL.
+    Bootstrap(String),
+}
+
+impl PlayOptions {
+    pub fn new(testee: TesteeSpec, scenarios: Scenarios, slack: Duration) -> Self {
+        PlayOptions { testee, scenarios: Arc::new(scenarios), slack, external: External::None }
+    }
 }
 
 /// The cases a trace yields: one per role it exercises.
@@ -111,20 +136,27 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
         trace: case.model.trace.path.clone(),
         role: case.role,
         revision: case.model.revision.revision.clone(),
+        testee_revision: None,
         status: Status::Pass,
         reason: None,
         findings: vec![],
         duration_ms: 0,
     };
-    if !testee_revisions.contains(&r.revision) {
-        r.status = Status::Skip;
-        r.reason = Some(format!("the testee does not speak {} (it speaks {})", r.revision, testee_revisions.join(", ")));
-        return r;
+    let pairing = match crate::crossver::choose(&case.model, case.role, testee_revisions) {
+        Ok(p) => p,
+        Err(why) => {
+            r.status = Status::Skip;
+            r.reason = Some(why);
+            return r;
+        }
+    };
+    if pairing.is_cross() {
+        r.testee_revision = Some(pairing.testee.revision.clone());
     }
     let outcome = match case.role {
-        Role::Prefiller => as_decoder::play(case, opts).await,
-        Role::Decoder => as_prefiller::play(case, opts).await,
-        Role::Bootstrap => as_client::play(case, opts).await,
+        Role::Prefiller => as_decoder::play(case, opts, &pairing).await,
+        Role::Decoder => as_prefiller::play(case, opts, &pairing).await,
+        Role::Bootstrap => as_client::play(case, opts, &pairing).await,
     };
     match outcome {
         Ok(findings) => {

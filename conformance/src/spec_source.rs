@@ -1,0 +1,133 @@
+//! One side of `mooncake-conformance diff`: where a revision comes from.
+//!
+//! * `vllm-0.33.0` — a revision of the built-in spec (a release such as `0.27.1` finds its revision);
+//! * `path/to/file.toml` — the revision that file defines, resolved with the other files of its directory
+//!   (and, for a base they do not hold, the built-in spec);
+//! * `path/to/dir` — every spec file under it; the newest revision of its push family (or of its only family);
+//! * `git:REF` — `spec/` of this repository at REF (read with `git ls-tree` and `git show`); newest revision;
+//! * `DIR#REVISION`, `git:REF#REVISION` — that revision instead of the newest.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use mooncake_wire::spec::{Revision, Spec};
+
+/// Resolves one side to a revision; the error says why, for a usage error (exit 2).
+pub fn resolve(arg: &str) -> Result<Arc<Revision>, String> {
+    let (src, pick) = match arg.rsplit_once('#') {
+        Some((s, p)) if !p.is_empty() => (s, Some(p)),
+        _ => (arg, None),
+    };
+    if let Some(reference) = src.strip_prefix("git:") {
+        let spec = git_spec(reference)?;
+        return select(&spec, pick, arg);
+    }
+    let path = Path::new(src);
+    if path.is_dir() {
+        let spec = Spec::load_dir(path).map_err(|e| e.to_string())?;
+        return select(&spec, pick, arg);
+    }
+    if path.is_file() {
+        return file_revision(path, pick);
+    }
+    if pick.is_some() {
+        return Err(format!("{arg}: `{src}` is neither a directory nor a git:REF"));
+    }
+    let builtin = Spec::builtin();
+    builtin
+        .revision(arg)
+        .or_else(|| builtin.families.iter().find_map(|f| f.for_release(arg)))
+        .cloned()
+        .ok_or_else(|| {
+            let names: Vec<&str> = builtin.push().revisions.iter().map(|r| r.revision.as_str()).collect();
+            format!("`{arg}` is not a revision, release, spec file, directory or git:REF (revisions: {})", names.join(", "))
+        })
+}
+
+/// The named revision, or the newest of the push family (or of the only family).
+fn select(spec: &Spec, pick: Option<&str>, arg: &str) -> Result<Arc<Revision>, String> {
+    if let Some(p) = pick {
+        return spec
+            .revision(p)
+            .or_else(|| spec.families.iter().find_map(|f| f.for_release(p)))
+            .cloned()
+            .ok_or_else(|| format!("{arg}: no revision `{p}` there"));
+    }
+    let fam = spec.family("push").or(if spec.families.len() == 1 { spec.families.first() } else { None });
+    fam.and_then(|f| f.newest()).cloned().ok_or_else(|| format!("{arg}: no push family (say which revision with `#REVISION`)"))
+}
+
+/// The revision a file defines. Its directory's other spec files come along (a derived file needs its base);
+/// if those do not resolve on their own, the built-in spec fills in, overridden by the directory's files.
+fn file_revision(path: &Path, pick: Option<&str>) -> Result<Arc<Revision>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let table: toml::Table = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let name = pick
+        .map(str::to_string)
+        .or_else(|| table.get("revision").and_then(|v| v.as_str()).map(str::to_string))
+        .ok_or_else(|| format!("{}: no `revision` key", path.display()))?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let me = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut local: Vec<(String, String)> = vec![];
+    for e in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?.flatten() {
+        let p = e.path();
+        if p.extension().and_then(|x| x.to_str()) == Some("toml") && std::fs::canonicalize(&p).ok().as_ref() != Some(&me) {
+            if let Ok(t) = std::fs::read_to_string(&p) {
+                local.push((p.display().to_string(), t));
+            }
+        }
+    }
+    local.push((path.display().to_string(), text));
+    let own = Spec::from_files(local.clone());
+    let spec = match own {
+        Ok(s) if s.revision(&name).is_some() => s,
+        first => {
+            // Fill in from the built-in spec: every built-in file whose revision the local files do not define.
+            let key = |t: &str| -> Option<(String, String)> {
+                let tb: toml::Table = toml::from_str(t).ok()?;
+                Some((tb.get("family")?.as_str()?.to_string(), tb.get("revision")?.as_str()?.to_string()))
+            };
+            let defined: Vec<(String, String)> = local.iter().filter_map(|(_, t)| key(t)).collect();
+            let mut files: Vec<(String, String)> = Spec::builtin_files()
+                .iter()
+                .filter(|(_, t)| key(t).is_none_or(|k| !defined.contains(&k)))
+                .map(|(p, t)| (format!("(built-in) {p}"), t.to_string()))
+                .collect();
+            files.extend(local);
+            Spec::from_files(files).map_err(|e| match first {
+                Err(f) => format!("{f} (and with the built-in spec: {e})"),
+                Ok(_) => e.to_string(),
+            })?
+        }
+    };
+    spec.revision(&name).cloned().ok_or_else(|| format!("{}: revision `{name}` not found", path.display()))
+}
+
+fn git(top: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
+    let out = Command::new("git").arg("-C").arg(top).args(args).output().map_err(|e| format!("running git: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("git {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(out.stdout)
+}
+
+/// `spec/` of the repository the current directory is in, at `reference`.
+fn git_spec(reference: &str) -> Result<Spec, String> {
+    let top = git(Path::new("."), &["rev-parse", "--show-toplevel"])?;
+    let top = PathBuf::from(String::from_utf8_lossy(&top).trim());
+    git(&top, &["rev-parse", "--verify", "--quiet", &format!("{reference}^{{commit}}")]).map_err(|_| format!("git:{reference}: no such commit"))?;
+    let list = git(&top, &["ls-tree", "-r", "-z", "--name-only", reference, "--", "spec"])?;
+    let mut files = vec![];
+    for p in list.split(|b| *b == 0).filter(|p| !p.is_empty()) {
+        let p = String::from_utf8_lossy(p).to_string();
+        if p.ends_with(".toml") {
+            let text = git(&top, &["show", &format!("{reference}:{p}")])?;
+            files.push((format!("git:{reference}:{p}"), String::from_utf8(text).map_err(|e| format!("{p}: {e}"))?));
+        }
+    }
+    if files.is_empty() {
+        return Err(format!("git:{reference}: no spec files under spec/"));
+    }
+    Spec::from_files(files).map_err(|e| e.to_string())
+}

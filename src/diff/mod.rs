@@ -1,0 +1,201 @@
+//! Wire-aware diff of two spec revisions: every change, and its effect in both directions of a mixed
+//! deployment under msgspec's decoding rules — *old decoder reads new bytes* and *new decoder reads old bytes*:
+//! compatible, breaks always, or breaks only when the new field or value is actually sent — plus whether
+//! messages that did not change keep their bytes.
+//!
+//! ```
+//! use mooncake_wire::diff::diff;
+//! use mooncake_wire::spec::Spec;
+//! let push = Spec::builtin().push();
+//! let r = diff(push.revision("vllm-0.24.0").unwrap(), push.revision("vllm-0.25.0..0.29.0").unwrap());
+//! let c = r.changes.iter().find(|c| c.subject == "MooncakeXferMetadata.kv_block_lens").unwrap();
+//! assert_eq!(c.new_reads_old.example.as_deref(), Some("Object missing required field `kv_block_lens`"));
+//! ```
+//!
+//! The rules live in one file per area ([`structs`], [`fields`], [`options`], [`types`], [`enums`],
+//! [`transport`], [`bootstrap`], [`params`], [`behaviour`]); [`model`] is what they produce; [`witness`] confirms each schema verdict by encoding a witness message with one revision's
+//! codec and decoding it with the other's; [`render`] writes the Markdown, JSON and one-line reports.
+
+pub mod behaviour;
+pub mod bootstrap;
+pub mod enums;
+pub mod fields;
+pub mod model;
+pub mod options;
+pub mod params;
+pub mod render;
+pub mod structs;
+pub mod transport;
+pub mod types;
+pub mod witness;
+
+pub use model::{Area, Bytes, Change, Counts, Effect, Kind, Probe, Report, Verdict, Witness};
+
+use std::sync::Arc;
+
+use crate::codec::Codec;
+use crate::spec::{Revision, StructKind};
+use structs::{Ctx, Peers, Side};
+use types::{incompat, mentions, Typed};
+
+/// The peers of a struct: the transport message that is it or contains it (new revision first).
+pub fn struct_peers(old: &Revision, new: &Revision, name: &str) -> Peers {
+    for rev in [new, old] {
+        for m in &rev.transport.messages {
+            if m.encoding == "msgpack" && rev.structs.contains_key(&m.name) && mentions(rev, &m.name, name) {
+                return Peers::of(&m.from, &m.to);
+            }
+        }
+    }
+    Peers::of("sender", "receiver")
+}
+
+/// Classifies every difference between two resolved revisions (any two: consecutive or not, of one family
+/// or another).
+pub fn diff(old: &Arc<Revision>, new: &Arc<Revision>) -> Report {
+    let mut changes: Vec<Change> = vec![];
+    let mut notes: Vec<String> = vec![];
+
+    if old.generation != new.generation {
+        let why = format!("generation {} and generation {} peers share no socket pattern, message or rendezvous (rows below)", old.generation, new.generation);
+        changes.push(Change::new(
+            Area::Generation,
+            Kind::Generation,
+            "generation",
+            format!("connector generation {} → {}", old.generation, new.generation),
+            Verdict::new(Effect::always(), "new → old", why.clone()),
+            Verdict::new(Effect::always(), "old → new", why),
+            Bytes::NotApplicable("different protocols".into()),
+        ));
+    }
+    for (name, so) in &old.structs {
+        if let Some(sn) = new.structs.get(name) {
+            let cx = Ctx {
+                old: Side { rev: old, name, def: so },
+                new: Side { rev: new, name, def: sn },
+                peers: struct_peers(old, new, name),
+                witnesses: true,
+                area: Area::Struct,
+                prefix: name.clone(),
+            };
+            structs::diff_struct(&cx, &mut changes);
+        }
+    }
+    for (name, ao) in &old.aliases {
+        let Some(an) = new.aliases.get(name) else { continue };
+        if types::resolve(old, &ao.ty) == types::resolve(new, &an.ty) {
+            continue;
+        }
+        let dir = |w: Typed, r: Typed| match incompat(w, r) {
+            None => (Effect::Compatible, "every value reads as the other type".to_string()),
+            Some(i) if i.shape => (Effect::always(), "values do not read as the other type (the field rows say when they are sent)".into()),
+            Some(i) => (Effect::when(format!("a `{name}`{} {}", i.at, i.when)), "only some values read as the other type".into()),
+        };
+        let orn = dir(Typed { rev: new, ty: &an.ty }, Typed { rev: old, ty: &ao.ty });
+        let nro = dir(Typed { rev: old, ty: &ao.ty }, Typed { rev: new, ty: &an.ty });
+        changes.push(Change::new(
+            Area::Alias,
+            Kind::AliasType,
+            format!("alias {name}"),
+            format!("`{name}` = `{}` → `{}`", ao.ty.python(), an.ty.python()),
+            Verdict::new(orn.0, "new → old", orn.1),
+            Verdict::new(nro.0, "old → new", nro.1),
+            Bytes::NotApplicable("see the fields that use it".into()),
+        ));
+    }
+    for (name, eo) in &old.enums {
+        if let Some(en) = new.enums.get(name) {
+            enums::diff_enum(name, old, eo, new, en, &mut changes);
+        }
+    }
+    transport::diff_transport(old, new, &mut changes);
+    bootstrap::diff_bootstrap(old, new, &mut changes);
+    params::diff_params(old, new, &mut changes);
+    if old.generation == new.generation {
+        behaviour::diff_behaviour(old, new, &mut changes);
+    } else {
+        notes.push("Behaviour is not compared across generations: no message of one generation reaches the other's logic.".into());
+    }
+    if new.base.as_deref() == Some(old.revision.as_str()) {
+        attach_why(new, &mut changes);
+    }
+    match (Codec::new(old.clone()), Codec::new(new.clone())) {
+        (Ok(co), Ok(cn)) => {
+            let skips = witness::confounded(&changes);
+            for (c, skip) in changes.iter_mut().zip(skips) {
+                witness::confirm(&co, &cn, c, skip);
+            }
+        }
+        (a, b) => notes.push(format!("witnesses not run: {}", [a.err(), b.err()].into_iter().flatten().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))),
+    }
+    for (name, s) in &new.structs {
+        let tagged = s.options.tag.as_ref().is_some_and(|t| !matches!(t, crate::spec::Tag::Bool(false)));
+        let declared = s.fields.len() + tagged as usize;
+        if s.kind == StructKind::MsgspecStruct && !s.options.array_like && declared == 15 && new.message(name).is_some() {
+            notes.push(format!(
+                "`{name}` declares 15 map entries: one more and msgspec writes every {name} header as map16 (`de 00 NN`) instead of fixmap (`8N`)."
+            ));
+        }
+    }
+    let counts = count(&changes);
+    let mut r = Report {
+        old: old.revision.clone(),
+        new: new.revision.clone(),
+        old_generation: old.generation,
+        new_generation: new.generation,
+        summary: String::new(),
+        counts,
+        changes,
+        notes,
+    };
+    r.summary = render::summary(&r);
+    r
+}
+
+fn count(changes: &[Change]) -> Counts {
+    let mut c = Counts { changes: changes.len(), ..Default::default() };
+    for ch in changes {
+        match ch.worst() {
+            Effect::Breaks { .. } => c.breaks += 1,
+            Effect::BreaksWhenSent { .. } => c.breaks_when_sent += 1,
+            Effect::Review => c.review += 1,
+            Effect::Compatible => c.compatible += 1,
+        }
+        if matches!(ch.bytes, Bytes::Differ(_) | Bytes::DifferWhen(_)) {
+            c.bytes_change += 1;
+        }
+    }
+    c
+}
+
+/// The spec path an edit of a derived revision touches, in the form change subjects use
+/// (`structs.X.fields.y.type` → `X.y.type`).
+fn edit_subject(e: &crate::spec::Edit) -> String {
+    let mut at = e.at.clone();
+    if e.op == "insert" {
+        if let Some(n) = e.item.as_ref().and_then(|i| i.get("name")).and_then(|n| n.as_str()) {
+            at = format!("{at}.{n}");
+        }
+    }
+    let at = at.strip_prefix("structs.").or_else(|| at.strip_prefix("enums.")).map(str::to_string).unwrap_or(at.clone());
+    at.replace(".fields.", ".").replace(".members.", ".").replace("kv_transfer_params.keys.", "kv_transfer_params.")
+}
+
+/// Notes from the `why` of the edits that made each change (derived revisions only).
+fn attach_why(new: &Revision, changes: &mut [Change]) {
+    for e in &new.edits {
+        let Some(why) = &e.why else { continue };
+        let target = edit_subject(e);
+        if let Some(c) = changes.iter_mut().find(|c| target == c.subject || target.starts_with(&format!("{}.", c.subject))) {
+            c.notes.push(format!("spec: {why}"));
+        }
+    }
+}
+
+/// Every pair of consecutive revisions of a family, diffed.
+pub fn consecutive(family: &crate::spec::Family) -> Vec<Report> {
+    family.revisions.windows(2).map(|w| diff(&w[0], &w[1])).collect()
+}
+
+#[cfg(test)]
+mod tests;

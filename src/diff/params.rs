@@ -1,0 +1,129 @@
+//! `kv_transfer_params` and environment rules. The router writes `kv_transfer_params` into each request and
+//! the connector reads the keys it knows, so an unknown key is ignored; the spec does not record whether a
+//! connector requires a key, so a key the router may not set is for review. Environment variables are local
+//! settings: adding or removing one changes nothing on the wire, a new default of a wire-visible number is
+//! for review.
+
+use super::model::{Area, Bytes, Change, Effect, Kind, Verdict};
+use super::types::{incompat, Typed};
+use crate::spec::Revision;
+
+fn row(area: Area, kind: Kind, subject: String, what: String, peers: (&str, &str), orn: (Effect, String), nro: (Effect, String)) -> Change {
+    Change::new(area, kind, subject, what, Verdict::new(orn.0, peers.0, orn.1), Verdict::new(nro.0, peers.1, nro.1), Bytes::Same)
+}
+
+const ROUTER: (&str, &str) = ("params for new connectors → old connector", "params for old connectors → new connector");
+
+pub fn diff_params(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
+    let empty = vec![];
+    let ko = old.kv_transfer_params.as_ref().map(|k| &k.keys).unwrap_or(&empty);
+    let kn = new.kv_transfer_params.as_ref().map(|k| &k.keys).unwrap_or(&empty);
+    for k in kn {
+        let subject = format!("kv_transfer_params.{}", k.name);
+        match ko.iter().find(|o| o.name == k.name) {
+            None if k.internal => out.push(row(
+                Area::KvTransferParams,
+                Kind::KvParam,
+                subject,
+                format!("added internal `{}: {}` (to {})", k.name, k.ty.python(), k.to),
+                ROUTER,
+                (Effect::Compatible, "set by the connector for itself; not exchanged between peers".into()),
+                (Effect::Compatible, "set by the connector for itself; not exchanged between peers".into()),
+            )),
+            None => out.push(row(
+                Area::KvTransferParams,
+                Kind::KvParam,
+                subject,
+                format!("added `{}: {}` (to {})", k.name, k.ty.python(), k.to),
+                ROUTER,
+                (Effect::Compatible, "old connectors ignore keys they do not know".into()),
+                (Effect::Review, "a router written for the old keys does not set it; the spec does not record whether new connectors require it".into()),
+            )),
+            Some(o) => {
+                if o.ty != k.ty {
+                    let dir = |w: Typed, r: Typed| match incompat(w, r) {
+                        None => (Effect::Compatible, "every value reads as the other type".to_string()),
+                        Some(i) if i.shape => (Effect::when(format!("`{}` is set", k.name)), "the value does not read as the other type".into()),
+                        Some(i) => (Effect::when(format!("`{}`{} {}", k.name, i.at, i.when)), "only some values read as the other type".into()),
+                    };
+                    out.push(row(
+                        Area::KvTransferParams,
+                        Kind::KvParam,
+                        subject.clone(),
+                        format!("`{}`: `{}` → `{}`", k.name, o.ty.python(), k.ty.python()),
+                        ROUTER,
+                        dir(Typed { rev: new, ty: &k.ty }, Typed { rev: old, ty: &o.ty }),
+                        dir(Typed { rev: old, ty: &o.ty }, Typed { rev: new, ty: &k.ty }),
+                    ));
+                }
+                if o.to != k.to || o.internal != k.internal {
+                    let r = (Effect::Review, "another side sets or reads it".to_string());
+                    out.push(row(
+                        Area::KvTransferParams,
+                        Kind::KvParam,
+                        subject,
+                        format!("`{}`: to {}{} → to {}{}", k.name, o.to, if o.internal { " (internal)" } else { "" }, k.to, if k.internal { " (internal)" } else { "" }),
+                        ROUTER,
+                        r.clone(),
+                        r,
+                    ));
+                }
+            }
+        }
+    }
+    for o in ko.iter().filter(|o| !kn.iter().any(|k| k.name == o.name)) {
+        let internal = (Effect::Compatible, "set by the connector for itself; not exchanged between peers".to_string());
+        out.push(row(
+            Area::KvTransferParams,
+            Kind::KvParam,
+            format!("kv_transfer_params.{}", o.name),
+            format!("removed `{}: {}` (to {})", o.name, o.ty.python(), o.to),
+            ROUTER,
+            if o.internal {
+                internal.clone()
+            } else {
+                (Effect::Review, "a router written for the new keys does not set it; the spec does not record whether old connectors require it".into())
+            },
+            if o.internal { internal } else { (Effect::Compatible, "new connectors ignore keys they do not know".into()) },
+        ));
+    }
+
+    let local = ("", "");
+    for (name, v) in &new.env {
+        match old.env.get(name) {
+            None => out.push(row(
+                Area::Env,
+                Kind::Env,
+                format!("env.{name}"),
+                format!("added `{name}: {}` = `{}`", v.ty.python(), v.default),
+                local,
+                (Effect::Compatible, "a local setting: nothing on the wire".into()),
+                (Effect::Compatible, "a local setting: nothing on the wire".into()),
+            )),
+            Some(o) if o.ty != v.ty || o.default != v.default => {
+                let r = (Effect::Review, format!("sets a wire-visible number: {}", v.doc));
+                out.push(row(
+                    Area::Env,
+                    Kind::Env,
+                    format!("env.{name}"),
+                    format!("`{name}`: `{}` = `{}` → `{}` = `{}`", o.ty.python(), o.default, v.ty.python(), v.default),
+                    local,
+                    r.clone(),
+                    r,
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    for (name, o) in old.env.iter().filter(|(n, _)| !new.env.contains_key(*n)) {
+        out.push(row(
+            Area::Env,
+            Kind::Env,
+            format!("env.{name}"),
+            format!("removed `{name}: {}` = `{}`", o.ty.python(), o.default),
+            local,
+            (Effect::Compatible, "a local setting: nothing on the wire".into()),
+            (Effect::Compatible, "a local setting: nothing on the wire".into()),
+        ));
+    }
+}

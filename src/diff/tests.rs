@@ -1,0 +1,214 @@
+//! The classifier on the real history (`spec/push/`): each known break, and nothing else breaking.
+
+use super::*;
+use crate::spec::Spec;
+
+fn pair(a: &str, b: &str) -> Report {
+    let push = Spec::builtin().push();
+    diff(push.revision(a).unwrap(), push.revision(b).unwrap())
+}
+
+fn row<'a>(r: &'a Report, subject: &str) -> &'a Change {
+    r.changes.iter().find(|c| c.subject == subject).unwrap_or_else(|| panic!("no row {subject} in {}", render::markdown(r)))
+}
+
+#[test]
+fn every_witness_agrees_with_its_verdict() {
+    for r in consecutive(Spec::builtin().push()) {
+        for c in &r.changes {
+            assert_ne!(c.confirmed, Some(false), "{} → {}: {}\n{}", r.old, r.new, c.subject, render::markdown(&r));
+        }
+    }
+}
+
+/// (subject, old reads new, new reads old): `-` compatible or review, `B` breaks, `S` breaks only when sent.
+type Expect = &'static [(&'static str, char, char)];
+
+/// The breaking changes of each consecutive pair of generation 2, from `/work/shared/reference/releases.md`
+/// and the spec's own `why` notes: every one must be reported, and nothing else may be reported as breaking.
+const KNOWN: &[(&str, &str, Expect)] = &[
+    (
+        "vllm-0.16.0..0.18.1",
+        "vllm-0.19.0..0.19.1",
+        &[("MooncakeXferMetadata.block_lens", '-', 'B'), ("behaviour.heterogeneous_tp", 'S', 'S')],
+    ),
+    ("vllm-0.19.0..0.19.1", "vllm-0.20.0..0.23.0", &[("MooncakeXferMetadata.req_blocks", 'B', 'B')]),
+    ("vllm-0.20.0..0.23.0", "vllm-0.24.0", &[("behaviour.equal_length_fields", '-', 'B')]),
+    (
+        "vllm-0.24.0",
+        "vllm-0.25.0..0.29.0",
+        &[("MooncakeXferMetadata.kv_block_lens", '-', 'B'), ("behaviour.equal_length_fields", '-', 'B')],
+    ),
+    ("vllm-0.25.0..0.29.0", "vllm-0.30.0", &[]),
+    ("vllm-0.30.0", "vllm-0.31.0", &[("bootstrap.duplicate_registration", 'S', '-')]),
+    ("vllm-0.31.0", "vllm-0.32.0", &[("behaviour.minus_one_sentinels", 'S', '-')]),
+    (
+        "vllm-0.32.0",
+        "vllm-0.33.0",
+        &[("MooncakeXferResponseStatus.LAYOUT_MISS", 'S', '-'), ("behaviour.unreported_after_finish", '-', 'S')],
+    ),
+];
+
+fn letter(e: &Effect) -> char {
+    match e {
+        Effect::Breaks { .. } => 'B',
+        Effect::BreaksWhenSent { .. } => 'S',
+        Effect::Compatible | Effect::Review => '-',
+    }
+}
+
+#[test]
+fn known_breaks_and_nothing_else() {
+    let push = Spec::builtin().push();
+    assert_eq!(KNOWN.len() + 1, push.revisions.len() - 1, "every consecutive pair after the generation change is listed");
+    for (a, b, expect) in KNOWN {
+        let r = pair(a, b);
+        let got: Vec<(String, char, char)> = r
+            .changes
+            .iter()
+            .filter(|c| c.is_breaking())
+            .map(|c| (c.subject.clone(), letter(&c.old_reads_new.effect), letter(&c.new_reads_old.effect)))
+            .collect();
+        let want: Vec<(String, char, char)> = expect.iter().map(|(s, o, n)| (s.to_string(), *o, *n)).collect();
+        assert_eq!(got, want, "{a} → {b}:\n{}", render::markdown(&r));
+        assert_eq!(r.is_breaking(), !expect.is_empty());
+    }
+}
+
+#[test]
+fn known_breaks_quote_msgspec() {
+    let r = pair("vllm-0.16.0..0.18.1", "vllm-0.19.0..0.19.1");
+    let c = row(&r, "MooncakeXferMetadata.block_lens");
+    assert_eq!(c.new_reads_old.example.as_deref(), Some("Object missing required field `block_lens`"));
+    assert_eq!(c.new_reads_old.peers, "old D → new P");
+    assert_eq!(c.old_reads_new.effect, Effect::Compatible);
+
+    let r = pair("vllm-0.19.0..0.19.1", "vllm-0.20.0..0.23.0");
+    let c = row(&r, "MooncakeXferMetadata.req_blocks");
+    assert_eq!(c.old_reads_new.example.as_deref(), Some("Expected `int`, got `array` - at `$.req_blocks[...][1][0]`"));
+    assert_eq!(c.new_reads_old.example.as_deref(), Some("Expected `array`, got `int` - at `$.req_blocks[...][1][0]`"));
+    for v in [&c.old_reads_new, &c.new_reads_old] {
+        assert_eq!(v.effect, Effect::Breaks { except: Some("every `$.req_blocks[...][1]` is empty".into()) });
+    }
+    // The zero-block exception was run through both codecs and decoded faithfully.
+    assert_eq!(c.confirmed, Some(true));
+    assert!(c.witness.as_ref().unwrap().old_reads_new.exception.is_some());
+
+    let r = pair("vllm-0.24.0", "vllm-0.25.0..0.29.0");
+    assert_eq!(row(&r, "MooncakeXferMetadata.kv_block_lens").new_reads_old.example.as_deref(), Some("Object missing required field `kv_block_lens`"));
+
+    let r = pair("vllm-0.32.0", "vllm-0.33.0");
+    let c = row(&r, "MooncakeXferResponseStatus.LAYOUT_MISS");
+    assert_eq!(c.old_reads_new.example.as_deref(), Some("Invalid enum value 3 - at `$.status`"));
+    assert_eq!(c.old_reads_new.peers, "new P → old D");
+    assert!(c.notes.iter().any(|n| n.contains("a mixed pair never sees it")), "{:?}", c.notes);
+    assert!(r.notes.iter().any(|n| n.contains("15 map entries")), "the 16-field tripwire is announced");
+}
+
+#[test]
+fn generation_change_breaks_everything() {
+    let r = pair("vllm-0.13.0..0.15.1", "vllm-0.16.0..0.18.1");
+    let g = row(&r, "generation");
+    assert!(matches!(g.old_reads_new.effect, Effect::Breaks { .. }) && matches!(g.new_reads_old.effect, Effect::Breaks { .. }));
+    for s in ["transport", "transport.sockets.decoder", "transport.messages.MooncakeAgentMetadata → MooncakeXferMetadata", "transport.messages.TransferReply → MooncakeXferResponse"] {
+        assert!(r.changes.iter().any(|c| c.subject == s && matches!(c.old_reads_new.effect, Effect::Breaks { .. }) && matches!(c.new_reads_old.effect, Effect::Breaks { .. })), "{s}");
+    }
+    let m = r.changes.iter().find(|c| c.kind == Kind::MessageReplaced).unwrap();
+    assert_eq!(m.old_reads_new.example.as_deref(), Some("Object missing required field `request_ids`"));
+    assert_eq!(m.new_reads_old.example.as_deref(), Some("Object missing required field `remote_tp_size`"));
+}
+
+#[test]
+fn unchanged_messages_keep_their_bytes_except_where_said() {
+    for (a, b, _) in KNOWN {
+        let r = pair(a, b);
+        let changed: Vec<&str> = r.changes.iter().filter(|c| matches!(c.bytes, Bytes::Differ(_) | Bytes::DifferWhen(_))).map(|c| c.subject.as_str()).collect();
+        let want: &[&str] = if *a == "vllm-0.16.0..0.18.1" { &["behaviour.empty_id_lists"] } else { &[] };
+        assert_eq!(changed, want, "{a} → {b}");
+    }
+}
+
+#[test]
+fn identical_revisions_have_no_change() {
+    let push = Spec::builtin().push();
+    for rev in &push.revisions {
+        let r = diff(rev, rev);
+        assert!(r.changes.is_empty(), "{}: {:?}", rev.revision, r.changes.iter().map(|c| &c.subject).collect::<Vec<_>>());
+        assert!(!r.is_breaking());
+    }
+}
+
+#[test]
+fn reversed_pairs_swap_the_directions() {
+    // Diffing new → old must give every row's directions swapped.
+    for (a, b, _) in KNOWN {
+        let (fwd, back) = (pair(a, b), pair(b, a));
+        for c in fwd.changes.iter().filter(|c| c.area == Area::Struct || c.area == Area::Enum) {
+            let Some(d) = back.changes.iter().find(|d| d.subject == c.subject) else {
+                panic!("{b} → {a}: no row {}", c.subject)
+            };
+            assert_eq!(letter(&c.old_reads_new.effect), letter(&d.new_reads_old.effect), "{a} ⇄ {b} {}", c.subject);
+            assert_eq!(letter(&c.new_reads_old.effect), letter(&d.old_reads_new.effect), "{a} ⇄ {b} {}", c.subject);
+        }
+    }
+}
+
+/// Rules the real history exercises only partly (no msgspec witness: transport, bootstrap, parameters,
+/// environment), on edited copies of real revisions.
+#[test]
+fn transport_bootstrap_and_parameter_rules() {
+    use crate::spec::{KvParamKey, RawConstant, Route, TypeExpr};
+    use std::sync::Arc;
+    let push = Spec::builtin().push();
+    let find = |r: &Report, s: &str| r.changes.iter().find(|c| c.subject == s).cloned().unwrap_or_else(|| panic!("no {s}: {}", render::markdown(r)));
+
+    // Generation 1: a raw reply constant added, one changed.
+    let g1 = push.revision("vllm-0.13.0..0.15.1").unwrap().clone();
+    let mut g1b = (*g1).clone();
+    let reply = g1b.transport.messages.iter_mut().find(|m| m.name == "TransferReply").unwrap();
+    reply.constants.push(RawConstant { name: "trans_retry".into(), bytes: "trans_retry".into(), doc: String::new() });
+    reply.constants[1].bytes = "trans_err".into();
+    let r = diff(&g1, &Arc::new(g1b));
+    let added = find(&r, "transport.messages.TransferReply.trans_retry");
+    assert!(matches!(added.old_reads_new.effect, Effect::BreaksWhenSent { .. }) && added.new_reads_old.effect == Effect::Compatible);
+    let changed = find(&r, "transport.messages.TransferReply.trans_error");
+    assert!(matches!(changed.old_reads_new.effect, Effect::BreaksWhenSent { .. }) && matches!(changed.new_reads_old.effect, Effect::BreaksWhenSent { .. }));
+
+    // Generation 2: a route added and one removed, a request model field added, a kv param retyped, an env
+    // default changed, the socket options changed.
+    let a = push.revision("vllm-0.33.0").unwrap().clone();
+    let mut b = (*a).clone();
+    let bs = b.bootstrap.as_mut().unwrap();
+    bs.routes.retain(|r| r.path != "/query");
+    bs.routes.push(Route { method: "GET".into(), path: "/health".into(), request: None, responses: vec![], since: String::new(), changed_in: vec![] });
+    let mut f = bs.models["RegisterWorkerPayload"].fields[0].clone();
+    f.name = "role".into();
+    bs.models.get_mut("RegisterWorkerPayload").unwrap().fields.push(f);
+    let kv = b.kv_transfer_params.as_mut().unwrap();
+    let k: &mut KvParamKey = kv.keys.iter_mut().find(|k| k.name == "transfer_id").unwrap();
+    k.ty = TypeExpr::Int;
+    b.env.get_mut("VLLM_MOONCAKE_BOOTSTRAP_PORT").unwrap().default = "8999".into();
+    b.transport.sockets.get_mut("decoder").unwrap().options.insert("LINGER".into(), "100".into());
+    let r = diff(&a, &Arc::new(b));
+    let q = find(&r, "bootstrap.routes.GET /query");
+    assert_eq!(q.old_reads_new.effect, Effect::Compatible);
+    assert!(matches!(q.new_reads_old.effect, Effect::BreaksWhenSent { .. }), "an old client calling a removed route gets 404");
+    let h = find(&r, "bootstrap.routes.GET /health");
+    assert!(matches!(h.old_reads_new.effect, Effect::BreaksWhenSent { .. }) && h.new_reads_old.effect == Effect::Compatible);
+    let role = find(&r, "bootstrap.RegisterWorkerPayload.role");
+    assert_eq!(role.old_reads_new.effect, Effect::Compatible, "the old server ignores an unknown key");
+    assert!(matches!(role.new_reads_old.effect, Effect::Breaks { .. }), "the new server requires it (422)");
+    assert_eq!(role.old_reads_new.peers, "new client → old server");
+    assert_eq!(role.confirmed, None, "JSON bodies have no MessagePack witness");
+    let t = find(&r, "kv_transfer_params.transfer_id");
+    assert!(matches!(t.old_reads_new.effect, Effect::BreaksWhenSent { .. }) && matches!(t.new_reads_old.effect, Effect::BreaksWhenSent { .. }));
+    assert_eq!(find(&r, "env.VLLM_MOONCAKE_BOOTSTRAP_PORT").old_reads_new.effect, Effect::Review);
+    assert_eq!(find(&r, "transport.sockets.decoder").worst(), &Effect::Compatible, "socket options are local");
+
+    // The bootstrap server removed.
+    let mut c = (*a).clone();
+    c.bootstrap = None;
+    let r = diff(&a, &Arc::new(c));
+    let s = find(&r, "bootstrap");
+    assert!(matches!(s.old_reads_new.effect, Effect::Breaks { .. }) && s.new_reads_old.effect == Effect::Compatible);
+}

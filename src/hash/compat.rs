@@ -1,0 +1,393 @@
+//! The NIXL compatibility hash of every vLLM release and the P2P wrapper that carries it for other transfer
+//! engines, driven by `spec/compat-hash/*.toml` (format `mooncake-compat-hash/1`, documented in
+//! `spec/README.md`, "Compatibility hashes").
+//!
+//! The spec says which factors each release hashes, in vLLM's order, and which connector version it reports;
+//! this module knows how to compute each named factor from a [`NixlConfig`] (the config attributes vLLM
+//! reads). A factor name the code does not know fails the spec check, so a new factor is a visible change.
+
+use std::sync::OnceLock;
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+
+use super::pyvalue::PyValue;
+use super::tagged;
+use crate::spec::Spec;
+
+/// The `format` of compatibility-hash data files.
+pub const FORMAT: &str = "mooncake-compat-hash/1";
+
+/// One `spec/compat-hash/*.toml` file.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompatHashSpec {
+    pub format: String,
+    pub name: String,
+    pub function: String,
+    /// `hash_factors`: SHA-256 over `json.dumps(factors, sort_keys=True)`.
+    pub algorithm: String,
+    pub doc: String,
+    pub source: String,
+    #[serde(default)]
+    pub no_hash_releases: Vec<String>,
+    pub factors: IndexMap<String, FactorDef>,
+    pub speculative: SpeculativeDef,
+    pub versions: Vec<NixlFactorSet>,
+    #[serde(default)]
+    pub wrapper: Option<WrapperDef>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FactorDef {
+    /// The Python expression vLLM evaluates.
+    pub python: String,
+    #[serde(rename = "type")]
+    pub ty: String,
+    #[serde(default)]
+    pub doc: String,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpeculativeDef {
+    pub source: String,
+    pub keys: Vec<NamedExpr>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamedExpr {
+    pub name: String,
+    pub python: String,
+}
+
+/// The factors of one run of releases.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NixlFactorSet {
+    pub releases: Vec<String>,
+    /// `NIXL_CONNECTOR_VERSION` of these releases.
+    pub connector_version: i64,
+    /// The file in the wheel that defines the function.
+    pub file: String,
+    pub signature: String,
+    /// The factor names, in the order vLLM builds the dict.
+    pub keys: Vec<String>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WrapperDef {
+    pub name: String,
+    pub function: String,
+    pub source: String,
+    /// The engine for which the wrapper returns the inner hash unchanged.
+    pub passthrough_engine: String,
+    pub keys: Vec<WrapperKey>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WrapperKey {
+    pub name: String,
+    /// `inner_hash` or `engine`; absent for a constant.
+    #[serde(default)]
+    pub from: Option<String>,
+    /// A constant (integer).
+    #[serde(default)]
+    pub value: Option<i64>,
+    #[serde(default)]
+    pub doc: String,
+}
+
+/// The config attributes `compute_nixl_compatibility_hash` reads (the golden vectors' input shape).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NixlConfig {
+    pub model: String,
+    /// `str(model_config.dtype)`, e.g. `torch.bfloat16`.
+    pub dtype: String,
+    pub num_kv_heads: i64,
+    pub head_size: i64,
+    pub num_hidden_layers: i64,
+    /// `str(cache_config.cache_dtype)`.
+    pub cache_dtype: String,
+    #[serde(default)]
+    pub disable_hybrid_kv_cache_manager: bool,
+    pub attn_backend_name: String,
+    /// `None` means the function's default, `"pull"`.
+    #[serde(default)]
+    pub transfer_mode: Option<String>,
+    #[serde(default)]
+    pub speculative_config: Option<SpeculativeInput>,
+    /// The `cross_layers_blocks` argument (0.16.0 … 0.28.0, required there).
+    #[serde(default)]
+    pub cross_layers_blocks: Option<bool>,
+    /// `vllm.__version__`; defaults to the release whose factor set is used.
+    #[serde(default)]
+    pub vllm_version: Option<String>,
+}
+
+/// What `_get_speculative_compatibility_factors` reads from the speculative and draft-model configs.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpeculativeInput {
+    /// `speculative_config.use_eagle()`; when false the factor is `None`.
+    pub use_eagle: bool,
+    /// Values passed through as they are (tagged JSON, see [`super::tagged`]).
+    #[serde(default)]
+    pub method: serde_json::Value,
+    #[serde(default)]
+    pub model: serde_json::Value,
+    #[serde(default)]
+    pub revision: serde_json::Value,
+    #[serde(default)]
+    pub code_revision: serde_json::Value,
+    #[serde(default)]
+    pub parallel_drafting: serde_json::Value,
+    /// The speculative override; `None` or empty inherits the target's `cache_dtype`.
+    #[serde(default)]
+    pub kv_cache_dtype: Option<String>,
+    /// `eagle_aux_hidden_state_layer_ids` of the draft model's HF config (absent or `None` → `None`).
+    #[serde(default)]
+    pub aux: Option<Vec<serde_json::Value>>,
+}
+
+/// Factor names this module can compute.
+const KNOWN_FACTORS: &[&str] = &[
+    "vllm_version",
+    "nixl_connector_version",
+    "model",
+    "dtype",
+    "num_kv_heads",
+    "head_size",
+    "num_hidden_layers",
+    "attn_backend_name",
+    "cache_dtype",
+    "cross_layers_blocks",
+    "is_hma_enabled",
+    "speculative_config",
+    "transfer_mode",
+];
+const KNOWN_SPECULATIVE: &[&str] = &["method", "model", "revision", "code_revision", "parallel_drafting", "kv_cache_dtype", "auxiliary_layer_ids"];
+
+impl CompatHashSpec {
+    /// Parses and checks one data file.
+    pub fn parse(path: &str, text: &str) -> Result<CompatHashSpec, String> {
+        let spec: CompatHashSpec = toml::from_str(text).map_err(|e| format!("{path}: {e}"))?;
+        spec.check().map_err(|e| format!("{path}: {e}"))?;
+        Ok(spec)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.format != FORMAT {
+            return Err(format!("format must be {FORMAT:?}"));
+        }
+        if self.algorithm != "hash_factors" {
+            return Err(format!("unknown algorithm {:?}", self.algorithm));
+        }
+        for name in self.factors.keys() {
+            if !KNOWN_FACTORS.contains(&name.as_str()) {
+                return Err(format!("factor `{name}`: no implementation computes it (src/hash/compat.rs)"));
+            }
+        }
+        for k in &self.speculative.keys {
+            if !KNOWN_SPECULATIVE.contains(&k.name.as_str()) {
+                return Err(format!("speculative key `{}`: no implementation computes it", k.name));
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut last_version = i64::MIN;
+        for v in &self.versions {
+            if v.connector_version < last_version {
+                return Err(format!("versions: connector_version {} goes backwards", v.connector_version));
+            }
+            last_version = v.connector_version;
+            for r in &v.releases {
+                if !seen.insert(r.clone()) || self.no_hash_releases.contains(r) {
+                    return Err(format!("release {r} is listed twice"));
+                }
+            }
+            for k in &v.keys {
+                if !self.factors.contains_key(k) {
+                    return Err(format!("releases {:?}: key `{k}` is not defined under [factors]", v.releases));
+                }
+            }
+        }
+        if let Some(w) = &self.wrapper {
+            for k in &w.keys {
+                match (k.from.as_deref(), k.value) {
+                    (Some("inner_hash" | "engine"), None) | (None, Some(_)) => {}
+                    _ => return Err(format!("wrapper key `{}`: needs `from` (inner_hash or engine) or `value`", k.name)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every compatibility-hash file of the built-in spec.
+    pub fn builtin() -> &'static [CompatHashSpec] {
+        static ALL: OnceLock<Vec<CompatHashSpec>> = OnceLock::new();
+        ALL.get_or_init(|| {
+            Spec::builtin_files()
+                .iter()
+                .filter(|(_, text)| data_format(text).as_deref() == Some(FORMAT))
+                .map(|(path, text)| CompatHashSpec::parse(path, text).unwrap_or_else(|e| panic!("embedded spec: {e}")))
+                .collect()
+        })
+    }
+
+    /// The built-in NIXL file.
+    pub fn nixl() -> &'static CompatHashSpec {
+        Self::builtin().iter().find(|s| s.name == "nixl").expect("spec/compat-hash/nixl.toml is embedded")
+    }
+}
+
+/// The `format` key of a TOML data file, if it has one.
+pub fn data_format(text: &str) -> Option<String> {
+    let v: toml::Table = toml::from_str(text).ok()?;
+    v.get("format")?.as_str().map(str::to_string)
+}
+
+impl NixlFactorSet {
+    /// The factor set of a vLLM release (`None` for releases without the hash, or not covered).
+    pub fn for_release(release: &str) -> Option<&'static NixlFactorSet> {
+        CompatHashSpec::nixl().versions.iter().find(|v| v.releases.iter().any(|r| r == release))
+    }
+
+    /// The factors dict vLLM hashes for this config, in vLLM's key order. `release` gives `vllm_version`
+    /// unless the config sets it.
+    pub fn factors(&self, cfg: &NixlConfig, release: &str) -> Result<PyValue, String> {
+        let spec = CompatHashSpec::nixl();
+        let mut items = Vec::with_capacity(self.keys.len());
+        for key in &self.keys {
+            let v = match key.as_str() {
+                "vllm_version" => PyValue::str(cfg.vllm_version.clone().unwrap_or_else(|| release.to_string())),
+                "nixl_connector_version" => PyValue::int(self.connector_version),
+                "model" => PyValue::str(&cfg.model),
+                "dtype" => PyValue::str(&cfg.dtype),
+                "num_kv_heads" => PyValue::int(cfg.num_kv_heads),
+                "head_size" => PyValue::int(cfg.head_size),
+                "num_hidden_layers" => PyValue::int(cfg.num_hidden_layers),
+                "attn_backend_name" => PyValue::str(&cfg.attn_backend_name),
+                "cache_dtype" => PyValue::str(&cfg.cache_dtype),
+                "cross_layers_blocks" => PyValue::Bool(
+                    cfg.cross_layers_blocks.ok_or_else(|| format!("{}: the cross_layers_blocks argument is required", self.signature))?,
+                ),
+                "is_hma_enabled" => PyValue::Bool(!cfg.disable_hybrid_kv_cache_manager),
+                "speculative_config" => speculative_factors(&spec.speculative, cfg)?,
+                "transfer_mode" => PyValue::str(cfg.transfer_mode.clone().unwrap_or_else(|| "pull".into())),
+                other => return Err(format!("factor `{other}` has no implementation")),
+            };
+            items.push((PyValue::str(key.as_str()), v));
+        }
+        Ok(PyValue::Dict(items))
+    }
+
+    /// `compute_nixl_compatibility_hash` of this release.
+    pub fn hash(&self, cfg: &NixlConfig, release: &str) -> Result<String, String> {
+        let f = self.factors(cfg, release)?;
+        super::hash_factors(&f).map(|h| h.digest).map_err(|e| e.to_string())
+    }
+}
+
+fn speculative_factors(def: &SpeculativeDef, cfg: &NixlConfig) -> Result<PyValue, String> {
+    let Some(s) = cfg.speculative_config.as_ref().filter(|s| s.use_eagle) else {
+        return Ok(PyValue::None);
+    };
+    let conv = |v: &serde_json::Value| tagged::from_tagged_json(v);
+    let mut items = Vec::new();
+    for k in &def.keys {
+        let v = match k.name.as_str() {
+            "method" => conv(&s.method)?,
+            "model" => conv(&s.model)?,
+            "revision" => conv(&s.revision)?,
+            "code_revision" => conv(&s.code_revision)?,
+            "parallel_drafting" => conv(&s.parallel_drafting)?,
+            // `speculative_config.kv_cache_dtype or cache_config.cache_dtype`: None and "" are falsy.
+            "kv_cache_dtype" => PyValue::str(s.kv_cache_dtype.clone().filter(|d| !d.is_empty()).unwrap_or_else(|| cfg.cache_dtype.clone())),
+            "auxiliary_layer_ids" => match &s.aux {
+                None => PyValue::None,
+                Some(ids) => PyValue::Tuple(ids.iter().map(conv).collect::<Result<_, _>>()?),
+            },
+            other => return Err(format!("speculative key `{other}` has no implementation")),
+        };
+        items.push((PyValue::str(k.name.as_str()), v));
+    }
+    Ok(PyValue::Dict(items))
+}
+
+/// The P2P wrapper's hash over an inner (NIXL) hash for a transfer engine (`mooncake`): the inner hash for
+/// the pass-through engine, else `hash_factors` of the wrapper's dict.
+pub fn wrapper_hash(inner_hash: &str, engine: &str) -> Result<String, String> {
+    let w = CompatHashSpec::nixl().wrapper.as_ref().ok_or("spec/compat-hash/nixl.toml has no [wrapper]")?;
+    if engine == w.passthrough_engine {
+        return Ok(inner_hash.to_string());
+    }
+    let items = w
+        .keys
+        .iter()
+        .map(|k| {
+            let v = match (k.from.as_deref(), k.value) {
+                (Some("inner_hash"), _) => PyValue::str(inner_hash),
+                (Some("engine"), _) => PyValue::str(engine),
+                (_, Some(c)) => PyValue::int(c),
+                _ => unreachable!("checked when the spec was loaded"),
+            };
+            (PyValue::str(k.name.as_str()), v)
+        })
+        .collect();
+    super::hash_factors(&PyValue::Dict(items)).map(|h| h.digest).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn qwen() -> NixlConfig {
+        NixlConfig {
+            model: "Qwen/Qwen3-0.6B".into(),
+            dtype: "torch.bfloat16".into(),
+            num_kv_heads: 8,
+            head_size: 128,
+            num_hidden_layers: 28,
+            cache_dtype: "auto".into(),
+            attn_backend_name: "FLASH_ATTN".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn reference_vectors() {
+        // shared/reference/compat-hash.md §6.
+        let set = NixlFactorSet::for_release("0.33.0").unwrap();
+        assert_eq!(set.connector_version, 15);
+        assert_eq!(set.hash(&qwen(), "0.33.0").unwrap(), "cde24c489ad71bfdbccb1b829551f03719b0fe359a22fe635ec9986a6f36e549");
+        let push = NixlConfig { transfer_mode: Some("push".into()), ..qwen() };
+        assert_eq!(set.hash(&push, "0.33.0").unwrap(), "f6ec60046eb1686a44b0b27f624a8997cdd33753b2c1be52faae80f42c236cbc");
+        let old = NixlFactorSet::for_release("0.15.0").unwrap();
+        let cfg = NixlConfig { vllm_version: Some("0.15.0".into()), ..qwen() };
+        assert_eq!(old.hash(&cfg, "0.15.0").unwrap(), "bc8921256fe8081bc30ea08fdf3a5dd3f0a7f92a8d8c93e2affc742794fa7174");
+        // Vector 7: the fork's Mooncake wrapper over vector 1.
+        assert_eq!(
+            wrapper_hash("391ee869bad56b408c8ac3d1e21c06df90b0c5a61bbed8b524bba8b168d1d863", "mooncake").unwrap(),
+            "29f4e060bc192eb8fff5ca7326e82b66a6467c1267b11f437ee4a5549d2fbac3"
+        );
+        assert_eq!(wrapper_hash("abc", "nixl").unwrap(), "abc");
+        assert!(NixlFactorSet::for_release("0.12.0").is_none());
+        let needs_cross = NixlFactorSet::for_release("0.24.0").unwrap();
+        assert!(needs_cross.hash(&qwen(), "0.24.0").unwrap_err().contains("cross_layers_blocks"));
+    }
+
+    #[test]
+    fn spec_check_rejects_unknown_factors() {
+        let text = Spec::builtin_files().iter().find(|(p, _)| *p == "compat-hash/nixl.toml").unwrap().1;
+        assert!(CompatHashSpec::parse("x", text).is_ok());
+        let bad = text.replace("\"cache_dtype\", \"is_hma_enabled\", \"speculative_config\", \"transfer_mode\"]\n\n[[versions]]\nreleases = [\"0.33.0\"]", "\"cache_dtype\", \"bogus\"]\n\n[[versions]]\nreleases = [\"0.33.0\"]");
+        assert!(CompatHashSpec::parse("x", &bad).unwrap_err().contains("bogus"));
+        let bad = text.replace("[factors.transfer_mode]", "[factors.transfer_mode2]");
+        assert!(CompatHashSpec::parse("x", &bad).is_err());
+    }
+}

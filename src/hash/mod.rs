@@ -1,0 +1,39 @@
+//! Compatibility hashes: vLLM's `hash_factors` reproduced byte for byte (CPython `json.dumps` with
+//! `sort_keys=True`, Python float repr, `list.sort` order), the NIXL compatibility-hash factor sets of every
+//! release and the Mooncake wrapper (data in `spec/compat-hash/`), and the wire fingerprint of a spec
+//! revision (defined in `spec/README.md`, "Wire fingerprint").
+
+pub mod compat;
+pub mod factors;
+pub mod fingerprint;
+pub mod pyfloat;
+pub mod pyjson;
+pub mod pyvalue;
+pub mod tagged;
+pub mod timsort;
+
+pub use factors::{hash_factors, FactorsHash};
+pub use pyvalue::{PyError, PyInt, PyValue};
+
+use sha2::{Digest, Sha256};
+
+/// Lowercase hex of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 15) as usize] as char);
+    }
+    s
+}
+
+/// SHA-256 of `bytes`, raw.
+pub fn sha256(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// SHA-256 of `bytes` as 64 lowercase hex digits (`hashlib.sha256(b).hexdigest()`).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&sha256(bytes))
+}
