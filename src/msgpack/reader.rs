@@ -65,6 +65,11 @@ fn first_int(b: &[u8]) -> Option<(WireInt, usize)> {
     })
 }
 
+/// The opcode bytes of four consecutive 3-byte objects in a little-endian 16-byte load, and their value when
+/// all four are `uint16` (`0xcd`).
+const QUAD_OPS_MASK: u128 = 0xff | 0xff << 24 | 0xff << 48 | 0xff << 72;
+const QUAD_OPS_UINT16: u128 = 0xcd | 0xcd << 24 | 0xcd << 48 | 0xcd << 72;
+
 #[derive(Clone, Debug)]
 pub struct Reader<'a> {
     buf: &'a [u8],
@@ -223,6 +228,22 @@ impl<'a> Reader<'a> {
             let want = (max - k).min(CHUNK);
             let mut j = 0;
             while j < want {
+                // Four uint16 in a row (block ids of a pool above 256 blocks): one 16-byte load, one compare.
+                if j + 4 <= want {
+                    if let Some(w) = rest.first_chunk::<16>() {
+                        let x = u128::from_le_bytes(*w);
+                        if x & QUAD_OPS_MASK == QUAD_OPS_UINT16 {
+                            let u16_at = |i: usize| WireInt::from_u64(u16::from_be_bytes([w[i], w[i + 1]]) as u64);
+                            chunk[j] = u16_at(1);
+                            chunk[j + 1] = u16_at(4);
+                            chunk[j + 2] = u16_at(7);
+                            chunk[j + 3] = u16_at(10);
+                            rest = &rest[12..];
+                            j += 4;
+                            continue;
+                        }
+                    }
+                }
                 let (v, tail) = match *rest {
                     [op @ 0x00..=0x7f, ref tail @ ..] => (WireInt::from_u64(op as u64), tail),
                     [0xcd, x, y, ref tail @ ..] => (WireInt::from_u64(u16::from_be_bytes([x, y]) as u64), tail),
@@ -245,7 +266,7 @@ impl<'a> Reader<'a> {
         k
     }
 
-    /// Fast path for strings, like [`Reader::try_int`]    /// Fast path for strings, like [`Reader::try_int`]: the raw bytes of a whole str object (UTF-8 not
+    /// Fast path for strings, like [`Reader::try_int`]: the raw bytes of a whole str object (UTF-8 not
     /// checked), or `None` with nothing consumed.
     #[inline(always)]
     pub fn try_str(&mut self) -> Option<&'a [u8]> {
@@ -403,6 +424,40 @@ mod tests {
                 let mut got = vec![];
                 let k = r.read_int_run(max, &mut got);
                 assert_eq!(k, max.min(n), "{tail} {max}");
+                assert_eq!(got, want[..k], "{tail} {max}");
+                let mut skip = Reader::new(&b);
+                for _ in 0..k {
+                    skip.read_obj().unwrap();
+                }
+                assert_eq!(r.pos(), skip.pos(), "{tail} {max}");
+            }
+        }
+    }
+
+    /// Runs of uint16 of every length up to 13 (the four-at-a-time path and its fallbacks), between other
+    /// ints, cut by every `max` and ended by a non-int or a truncated uint16: the same reading as `read_obj`.
+    #[test]
+    fn uint16_runs_read_as_read_obj_does() {
+        let mut ints = String::new();
+        for run in 0..14 {
+            for k in 0..run {
+                ints.push_str(&format!("cd{:04x}", 0x100 + 977 * k + run));
+            }
+            ints.push_str(["05", "cc80", "ce00010000", "d18000"][run % 4]);
+        }
+        for tail in ["", "c0", "cd00", "cd", "cdffff"] {
+            let b = h(&format!("{ints}{tail}"));
+            let mut want = vec![];
+            let mut r = Reader::new(&b);
+            while let Ok(Obj::Int(i)) = r.clone().read_obj() {
+                r.read_obj().unwrap();
+                want.push(i);
+            }
+            for max in 0..=want.len() + 1 {
+                let mut r = Reader::new(&b);
+                let mut got = vec![];
+                let k = r.read_int_run(max, &mut got);
+                assert_eq!(k, max.min(want.len()), "{tail} {max}");
                 assert_eq!(got, want[..k], "{tail} {max}");
                 let mut skip = Reader::new(&b);
                 for _ in 0..k {
