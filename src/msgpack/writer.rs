@@ -87,7 +87,7 @@ impl Writer {
 
     /// A `list[int]`: the array head, then the elements gathered in a small local buffer (cursor in a
     /// register, no capacity check per element) that is appended a chunk at a time. Four 16-bit values in a
-    /// row (block ids) are written as one 16-byte store of their 12 bytes; other values that fit 32 bits as one
+    /// row (block ids) are written after one range check as four overlapping 4-byte stores of their 12 bytes; other values that fit 32 bits as one
     /// 8-byte store cut back to their length.
     #[inline]
     pub fn int_list(&mut self, v: &[WireInt]) {
@@ -108,10 +108,14 @@ impl Writer {
             }
             if let [a, b, c, d, tail @ ..] = rest {
                 let ((a, na), (b, nb), (c, nc), (d, nd)) = (a.raw(), b.raw(), c.raw(), d.raw());
-                // All four non-negative, below 2^16 and at least 256.
-                if !(na | nb | nc | nd) && (a | b | c | d) >> 16 == 0 && a.min(b).min(c).min(d) >= 0x100 {
-                    let x = uint16_bytes(a) | uint16_bytes(b) << 24 | uint16_bytes(c) << 48 | uint16_bytes(d) << 72;
-                    chunk[at..at + 16].copy_from_slice(&x.to_le_bytes());
+                // All four non-negative and in [256, 2^16): one branch for the four.
+                let uint16 = |v: u64| v.wrapping_sub(0x100) < 0xff00;
+                if !(na | nb | nc | nd) & uint16(a) & uint16(b) & uint16(c) & uint16(d) {
+                    // Four overlapping 4-byte stores of `0xcd hi lo` (the fourth byte is overwritten next).
+                    chunk[at..at + 4].copy_from_slice(&uint16_bytes(a).to_le_bytes());
+                    chunk[at + 3..at + 7].copy_from_slice(&uint16_bytes(b).to_le_bytes());
+                    chunk[at + 6..at + 10].copy_from_slice(&uint16_bytes(c).to_le_bytes());
+                    chunk[at + 9..at + 13].copy_from_slice(&uint16_bytes(d).to_le_bytes());
                     at += 12;
                     rest = tail;
                     continue;
@@ -263,8 +267,8 @@ impl Writer {
 
 /// `0xcd` and the two big-endian bytes of `u`, in the low 3 bytes (little-endian order) of the result.
 #[inline(always)]
-fn uint16_bytes(u: u64) -> u128 {
-    (0xcd | ((u as u16).swap_bytes() as u64) << 8) as u128
+fn uint16_bytes(u: u64) -> u32 {
+    0xcd | ((u as u16).swap_bytes() as u32) << 8
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -344,6 +348,30 @@ mod tests {
             let mut got = Writer::new();
             got.int_list(&ints[..n]);
             assert_eq!(hex(&got), hex(&want), "{n} elements");
+        }
+    }
+
+    /// Runs of every length up to 13 of values in [256, 2^16) (the four-at-a-time path), each run broken by a
+    /// value just outside that range, negative or wide: the same bytes as one `int` per element.
+    #[test]
+    fn uint16_runs_write_what_int_writes() {
+        let mut vals = vec![];
+        for run in 0..14i128 {
+            for k in 0..run {
+                vals.push([256, 65535, 0x1234, 0x100 + 977 * k][(k % 4) as usize]);
+            }
+            vals.push([255, 65536, -300, 0, 1 << 40, -1][(run % 6) as usize]);
+        }
+        let ints: Vec<WireInt> = vals.iter().map(|v| WireInt::new(*v).unwrap()).collect();
+        for start in 0..4 {
+            let mut want = Writer::new();
+            want.array_len(ints.len() - start);
+            for i in &ints[start..] {
+                want.int(*i);
+            }
+            let mut got = Writer::new();
+            got.int_list(&ints[start..]);
+            assert_eq!(hex(&got), hex(&want), "from {start}");
         }
     }
 
