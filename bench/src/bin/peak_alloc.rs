@@ -5,7 +5,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse};
+use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferMetadataRef, MooncakeXferResponse, MooncakeXferResponseRef};
 use mooncake_wire_bench::{all, codec, Payload, METADATA};
 
 struct Counting;
@@ -70,9 +70,18 @@ fn main() {
             drop(v);
             (peak, kept, n)
         };
+        let typed_ref = if p.message == METADATA {
+            let (peak, kept, n, v) = measure(|| MooncakeXferMetadataRef::decode(&p.bytes).unwrap());
+            drop(v);
+            (peak, kept, n)
+        } else {
+            let (peak, kept, n, v) = measure(|| MooncakeXferResponseRef::decode(&p.bytes).unwrap());
+            drop(v);
+            (peak, kept, n)
+        };
         let (peak, kept, n, v) = measure(|| codec.decode(p.message, &p.bytes).unwrap());
         drop(v);
-        for (decoder, (peak, kept, n)) in [("typed", typed), ("spec", (peak, kept, n))] {
+        for (decoder, (peak, kept, n)) in [("typed", typed), ("typed_ref", typed_ref), ("spec", (peak, kept, n))] {
             rows.push(serde_json::json!({
                 "id": p.id(), "decoder": decoder, "wire_bytes": p.bytes.len(),
                 "peak_bytes": peak, "retained_bytes": kept, "allocations": n,
