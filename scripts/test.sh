@@ -27,6 +27,8 @@ if [ $status -ne 0 ]; then
   echo "SUMMARY: cargo test FAILED (exit $status; full output in target/test-output.txt)"; exit 1
 fi
 passed=$(grep -oE '^test result: ok\. [0-9]+ passed' target/test-output.txt | awk '{s+=$4} END {print s}')
+# The round-trip benchmark is not a test, but it must keep building (reuses the test build's dependencies).
+cargo build --quiet --locked -p mooncake-reference --benches || { echo "SUMMARY: the round-trip bench does not build"; exit 1; }
 
 # 3. The independent Python peer's own self-check (its scenarios between Python testees, its planner against
 #    vLLM's golden plan vectors).
