@@ -1,11 +1,14 @@
 //! Typed messages of the newest revision (vLLM 0.33.0), hand-written for speed and byte-identical to the
-//! spec-driven codec. `tests/typed_contract.rs` checks them against `spec/` row by row.
+//! spec-driven codec. `tests/typed_contract.rs` checks them against `spec/` row by row. The pull family's
+//! typed messages (vllm-ascend 0.23.0.post1) are in [`pull`].
 
 mod convert;
 mod de;
 mod metadata;
 mod response;
 mod status;
+
+pub mod pull;
 
 pub use metadata::{MooncakeXferMetadata, ReqBlocks, FIELDS as METADATA_FIELDS};
 pub use response::{MooncakeXferResponse, FIELDS as RESPONSE_FIELDS};
