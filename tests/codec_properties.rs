@@ -4,7 +4,8 @@
 use mooncake_wire::codec::testgen::{mutate, noncanonical, random_value, Rng, Size};
 use mooncake_wire::codec::Codec;
 use mooncake_wire::spec::Spec;
-use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse};
+use mooncake_wire::msgpack::Writer;
+use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferMetadataRef, MooncakeXferResponse, MooncakeXferResponseRef};
 
 fn unhex(s: &str) -> Vec<u8> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
@@ -13,11 +14,28 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// The owned typed decoder's answer (re-encoded), after checking that the borrowed variant gives the same.
 fn typed(message: &str, b: &[u8]) -> Result<Vec<u8>, String> {
-    match message {
-        "MooncakeXferMetadata" => MooncakeXferMetadata::decode(b).map(|v| v.encode()).map_err(|e| e.msgspec_message()),
-        _ => MooncakeXferResponse::decode(b).map(|v| v.encode()).map_err(|e| e.msgspec_message()),
-    }
+    let (owned, borrowed) = match message {
+        "MooncakeXferMetadata" => {
+            let o = MooncakeXferMetadata::decode(b).map_err(|e| e.msgspec_message());
+            let r = MooncakeXferMetadataRef::decode(b).map_err(|e| e.msgspec_message());
+            if let (Ok(o), Ok(r)) = (&o, &r) {
+                assert_eq!(&r.to_owned_message(), o, "borrowed metadata of {}", hex(b));
+            }
+            (o.map(|v| v.encode()), r.map(|v| v.encode()))
+        }
+        _ => {
+            let o = MooncakeXferResponse::decode(b).map_err(|e| e.msgspec_message());
+            let r = MooncakeXferResponseRef::decode(b).map_err(|e| e.msgspec_message());
+            if let (Ok(o), Ok(r)) = (&o, &r) {
+                assert_eq!(&r.to_owned_message(), o, "borrowed response of {}", hex(b));
+            }
+            (o.map(|v| v.encode()), r.map(|v| v.encode()))
+        }
+    };
+    assert_eq!(owned, borrowed, "owned vs borrowed typed decoder on {}", hex(b));
+    owned
 }
 
 #[test]
@@ -86,4 +104,74 @@ fn typed_and_spec_decoders_agree_on_mutated_inputs() {
     }
     // The mutations must exercise both outcomes.
     assert!(rejected > n / 4 && rejected < n, "rejected {rejected} of {n}");
+}
+
+/// `req_blocks` past the size where the decoders switch from scanning to a hash index, with duplicate keys
+/// before and after the switch: last value wins, first position stays (a Python dict), in both decoders.
+#[test]
+fn large_dicts_with_duplicate_keys() {
+    let codec = Codec::builtin("vllm-0.33.0").unwrap();
+    // Key of each entry on the wire: 40 distinct ids, with repeats of ids 2, 15, 16 and 30.
+    let mut order: Vec<usize> = (0..40).collect();
+    order.extend([2, 15, 30, 16, 2]);
+    let mut w = Writer::new();
+    w.map_len(2);
+    w.str("remote_hostname");
+    w.str("h");
+    w.str("req_blocks");
+    w.map_len(order.len());
+    for (n, k) in order.iter().enumerate() {
+        w.str(&format!("req-{k}"));
+        w.array_len(2);
+        w.str(&format!("x{n}"));
+        w.array_len(1);
+        w.int_list(&[(n as u64).into()]);
+    }
+    let b = w.into_bytes();
+    // Missing required fields: decode the dict through the spec decoder's type of `req_blocks` instead.
+    let st = codec.message_struct("MooncakeXferMetadata").unwrap();
+    let rb_ty = st.fields.iter().find(|f| f.name == "req_blocks").unwrap().ty;
+    let dict_bytes = &b[b.iter().position(|&x| x == 0xde).unwrap()..];
+    let v = codec.decode_type(rb_ty, dict_bytes).unwrap();
+    let entries = v.as_dict().unwrap();
+    assert_eq!(entries.len(), 40);
+    let last_n = |k: usize| order.iter().rposition(|&x| x == k).unwrap();
+    for (i, (key, val)) in entries.iter().enumerate() {
+        assert_eq!(key.as_str(), Some(format!("req-{i}").as_str()));
+        assert_eq!(val.as_seq().unwrap()[0].as_str(), Some(format!("x{}", last_n(i)).as_str()), "entry {i}");
+    }
+    // The typed decoders, on a whole message.
+    let mut m = Writer::new();
+    m.map_len(6);
+    for (name, val) in [("remote_hostname", "h")] {
+        m.str(name);
+        m.str(val);
+    }
+    for name in ["remote_port", "remote_tp_size", "remote_tp_rank"] {
+        m.str(name);
+        m.uint(1);
+    }
+    m.str("req_blocks");
+    m.raw(dict_bytes);
+    m.str("kv_caches_base_addr");
+    m.array_len(0);
+    let m = m.into_bytes();
+    let t = MooncakeXferMetadata::decode(&m).unwrap_err();
+    assert!(t.msgspec_message().contains("block_lens"), "{t}");
+    let spec = codec.decode("MooncakeXferMetadata", &m).unwrap_err();
+    assert_eq!(t.msgspec_message(), spec.msgspec_message());
+    let mut full = m.clone();
+    full[0] = 0x88;
+    for name in ["block_lens", "kv_block_lens"] {
+        let mut w = Writer::new();
+        w.str(name);
+        w.array_len(0);
+        full.extend(w.into_bytes());
+    }
+    let t = MooncakeXferMetadata::decode(&full).unwrap();
+    assert_eq!(t.req_blocks.len(), 40);
+    for (i, (k, rb)) in t.req_blocks.iter().enumerate() {
+        assert_eq!((k.as_str(), rb.transfer_id.as_str()), (format!("req-{i}").as_str(), format!("x{}", last_n(i)).as_str()));
+    }
+    assert_eq!(typed("MooncakeXferMetadata", &full), Ok(codec.encode("MooncakeXferMetadata", &codec.decode("MooncakeXferMetadata", &full).unwrap()).unwrap()));
 }

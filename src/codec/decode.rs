@@ -21,11 +21,13 @@ pub struct Decoder<'a, 'p> {
     plan: &'p Plan,
     depth: usize,
     path: Vec<Seg>,
+    /// Scratch space for runs of ints, reused by every `list[int]` of the frame.
+    ints: Vec<WireInt>,
 }
 
 impl<'a, 'p> Decoder<'a, 'p> {
     pub fn new(bytes: &'a [u8], plan: &'p Plan) -> Self {
-        Decoder { r: Reader::new(bytes), plan, depth: 0, path: Vec::with_capacity(8) }
+        Decoder { r: Reader::new(bytes), plan, depth: 0, path: Vec::with_capacity(8), ints: Vec::new() }
     }
 
     /// Decodes one whole frame: exactly one value of type `ty`, nothing after it.
@@ -136,10 +138,31 @@ impl<'a, 'p> Decoder<'a, 'p> {
                 let elem = *elem;
                 self.enter()?;
                 let mut out = Vec::with_capacity(n.min(self.r.remaining()).min(limits::MAX_PREALLOC_ELEMENTS));
-                for i in 0..n {
-                    self.path.push(Seg::Index(i));
-                    out.push(self.value(elem)?);
-                    self.path.pop();
+                let mut i = 0;
+                while i < n {
+                    // Hot loops of `list[int]` and `list[str]`: whole elements are read in place; any other
+                    // element (or one of another type) takes the general path, which reports its error.
+                    match plan.types[elem as usize] {
+                        Ty::Int => {
+                            let k = self.r.read_int_run(n - i, &mut self.ints);
+                            out.extend(self.ints.drain(..).map(Value::Int));
+                            i += k;
+                        }
+                        Ty::Str => {
+                            while i < n {
+                                let Some(b) = self.r.try_str() else { break };
+                                out.push(Value::Str(self.utf8(b)?));
+                                i += 1;
+                            }
+                        }
+                        _ => {}
+                    }
+                    if i < n {
+                        self.path.push(Seg::Index(i));
+                        out.push(self.value(elem)?);
+                        self.path.pop();
+                        i += 1;
+                    }
                 }
                 self.depth -= 1;
                 Value::List(out)
@@ -251,8 +274,12 @@ impl<'a, 'p> Decoder<'a, 'p> {
 
     fn dict(&mut self, n: usize, kty: TyId, vty: TyId) -> Result<Value, DecodeError> {
         let mut out: Vec<(Value, Value)> = Vec::with_capacity(n.min(self.r.remaining() / 2).min(limits::MAX_PREALLOC_ELEMENTS));
-        // Position of each key already seen, for "last value wins, first position stays" (a Python dict).
-        let mut index: HashMap<DictKey, usize> = HashMap::new();
+        // Every hashable key seen, with its entry's position, for "last value wins, first position stays" (a
+        // Python dict). Str keys are held as their bytes in the input (no copy). Small dicts are scanned; the
+        // hash index is built once a dict outgrows that.
+        const SCAN: usize = 16;
+        let mut keys: Vec<(DictKey<'a>, usize)> = Vec::new();
+        let mut index: HashMap<DictKey<'a>, usize> = HashMap::new();
         for _ in 0..n {
             let kobj = self.r.read_obj().map_err(|e| self.raw(e))?;
             let key = match self.value_from(kobj, kty, kty) {
@@ -269,14 +296,23 @@ impl<'a, 'p> Decoder<'a, 'p> {
             self.path.push(Seg::DictValue);
             let val = self.value(vty)?;
             self.path.pop();
-            match DictKey::of(&key) {
-                Some(dk) => match index.get(&dk) {
-                    Some(&i) => out[i].1 = val,
-                    None => {
-                        index.insert(dk, out.len());
-                        out.push((key, val));
+            match DictKey::of(&key, kobj) {
+                Some(dk) => {
+                    let seen = if keys.len() < SCAN { keys.iter().find(|(k, _)| *k == dk).map(|(_, i)| *i) } else { index.get(&dk).copied() };
+                    match seen {
+                        Some(i) => out[i].1 = val,
+                        None => {
+                            if keys.len() + 1 >= SCAN {
+                                if index.is_empty() {
+                                    index.extend(keys.iter().cloned());
+                                }
+                                index.insert(dk.clone(), out.len());
+                            }
+                            keys.push((dk, out.len()));
+                            out.push((key, val));
+                        }
                     }
-                },
+                }
                 None => {
                     // Keys that cannot be hashed here (floats, containers) are compared one by one.
                     match out.iter().position(|(k, _)| *k == key) {
@@ -291,6 +327,9 @@ impl<'a, 'p> Decoder<'a, 'p> {
 
     /// Reads a struct key: only a str opcode is accepted, and its bytes are matched without a UTF-8 check.
     fn struct_key(&mut self) -> Result<&'a [u8], DecodeError> {
+        if let Some(b) = self.r.try_str() {
+            return Ok(b);
+        }
         let op = self.r.peek_op().map_err(|e| self.raw(e))?;
         let kind = Kind::of_opcode(op);
         if kind != Kind::Str {
@@ -347,10 +386,17 @@ impl<'a, 'p> Decoder<'a, 'p> {
     fn struct_map(&mut self, sid: u32, n: usize) -> Result<Value, DecodeError> {
         let st = &self.plan.structs[sid as usize];
         let mut slots: Vec<Option<Value>> = (0..st.fields.len()).map(|_| None).collect();
+        // Peers write fields in declaration order: try the one after the last match first.
+        let mut guess = 0usize;
         for _ in 0..n {
             let key = self.struct_key()?;
-            match st.field_index(key) {
+            let found = match st.fields.get(guess) {
+                Some(f) if f.wire_name.as_bytes() == key => Some(guess),
+                _ => st.field_index(key),
+            };
+            match found {
                 Some(i) => {
+                    guess = i + 1;
                     self.path.push(Seg::Field(sid, i as u32));
                     let v = self.value(st.fields[i].ty)?;
                     self.path.pop();
@@ -430,23 +476,25 @@ impl<'a, 'p> Decoder<'a, 'p> {
     }
 }
 
-/// Hashable form of the dict keys vLLM uses (str, int, enum, bool, None).
-#[derive(Hash, PartialEq, Eq)]
-enum DictKey {
-    Str(String),
+/// Hashable form of the dict keys vLLM uses (str, int, enum, bool, None); a str key is its bytes in the
+/// input (equal strings have equal bytes).
+#[derive(Clone, Hash, PartialEq, Eq)]
+enum DictKey<'a> {
+    Str(&'a [u8]),
     Int(WireInt),
     Bool(bool),
     None,
 }
 
-impl DictKey {
-    fn of(v: &Value) -> Option<DictKey> {
-        Some(match v {
-            Value::Str(s) => DictKey::Str(s.clone()),
-            Value::Int(i) => DictKey::Int(*i),
-            Value::Enum(e) => DictKey::Int(WireInt::from_i64(e.value)),
-            Value::Bool(b) => DictKey::Bool(*b),
-            Value::None => DictKey::None,
+impl<'a> DictKey<'a> {
+    /// `raw` is the object `v` was decoded from.
+    fn of(v: &Value, raw: Obj<'a>) -> Option<DictKey<'a>> {
+        Some(match (v, raw) {
+            (Value::Str(_), Obj::Str(b)) => DictKey::Str(b),
+            (Value::Int(i), _) => DictKey::Int(*i),
+            (Value::Enum(e), _) => DictKey::Int(WireInt::from_i64(e.value)),
+            (Value::Bool(b), _) => DictKey::Bool(*b),
+            (Value::None, _) => DictKey::None,
             _ => return None,
         })
     }

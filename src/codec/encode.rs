@@ -4,12 +4,21 @@
 use super::compile::{Plan, TagValue, Ty, TyId};
 use super::error::EncodeError;
 use super::value::Value;
-use crate::msgpack::Writer;
+use crate::msgpack::{WireInt, Writer};
+
+/// One step of the path to the value being written; rendered only for an error.
+#[derive(Clone, Copy)]
+enum Seg<'p> {
+    Index(usize),
+    Key,
+    DictValue,
+    Field(&'p str),
+}
 
 pub struct Encoder<'p> {
     pub w: Writer,
     plan: &'p Plan,
-    path: Vec<String>,
+    path: Vec<Seg<'p>>,
 }
 
 impl<'p> Encoder<'p> {
@@ -17,8 +26,21 @@ impl<'p> Encoder<'p> {
         Encoder { w: Writer::with_capacity(256), plan, path: vec![] }
     }
 
+    #[cold]
     fn err(&self, msg: String) -> EncodeError {
-        EncodeError { path: format!("${}", self.path.concat()), msg }
+        let mut path = String::from("$");
+        for seg in &self.path {
+            match seg {
+                Seg::Index(i) => path.push_str(&format!("[{i}]")),
+                Seg::Key => path.push_str("[key]"),
+                Seg::DictValue => path.push_str("[...]"),
+                Seg::Field(f) => {
+                    path.push('.');
+                    path.push_str(f);
+                }
+            }
+        }
+        EncodeError { path, msg }
     }
 
     fn kind_name(v: &Value) -> &'static str {
@@ -54,9 +76,21 @@ impl<'p> Encoder<'p> {
                 self.w.sint(m.value)
             }
             (Ty::List(elem), Value::List(xs)) => {
+                // `list[int]` whose elements are all ints: the writer's bulk path.
+                if matches!(plan.types[*elem as usize], Ty::Int) && xs.iter().all(|x| matches!(x, Value::Int(_))) {
+                    self.w.array_len(xs.len());
+                    let mut ints = [WireInt::ZERO; 128];
+                    for part in xs.chunks(ints.len()) {
+                        for (slot, x) in ints.iter_mut().zip(part) {
+                            *slot = x.as_int().unwrap_or_default();
+                        }
+                        self.w.ints(&ints[..part.len()]);
+                    }
+                    return Ok(());
+                }
                 self.w.array_len(xs.len());
                 for (i, x) in xs.iter().enumerate() {
-                    self.path.push(format!("[{i}]"));
+                    self.path.push(Seg::Index(i));
                     self.value(*elem, x)?;
                     self.path.pop();
                 }
@@ -64,7 +98,7 @@ impl<'p> Encoder<'p> {
             (Ty::VarTuple(elem), Value::Tuple(xs) | Value::List(xs)) => {
                 self.w.array_len(xs.len());
                 for (i, x) in xs.iter().enumerate() {
-                    self.path.push(format!("[{i}]"));
+                    self.path.push(Seg::Index(i));
                     self.value(*elem, x)?;
                     self.path.pop();
                 }
@@ -76,7 +110,7 @@ impl<'p> Encoder<'p> {
                 }
                 self.w.array_len(xs.len());
                 for (i, (e, x)) in elems.iter().zip(xs).enumerate() {
-                    self.path.push(format!("[{i}]"));
+                    self.path.push(Seg::Index(i));
                     self.value(*e, x)?;
                     self.path.pop();
                 }
@@ -84,10 +118,10 @@ impl<'p> Encoder<'p> {
             (Ty::Dict(kt, vt), Value::Dict(entries)) => {
                 self.w.map_len(entries.len());
                 for (k, x) in entries {
-                    self.path.push("[key]".into());
+                    self.path.push(Seg::Key);
                     self.value(*kt, k)?;
                     self.path.pop();
-                    self.path.push("[...]".into());
+                    self.path.push(Seg::DictValue);
                     self.value(*vt, x)?;
                     self.path.pop();
                 }
@@ -103,7 +137,7 @@ impl<'p> Encoder<'p> {
                         self.tag(t);
                     }
                     for (f, x) in st.fields.iter().zip(&sv.fields) {
-                        self.path.push(format!(".{}", f.wire_name));
+                        self.path.push(Seg::Field(&f.wire_name));
                         if f.const_value.as_ref().is_some_and(|c| c != x) {
                             return Err(self.err("this field holds one constant value".into()));
                         }
@@ -123,7 +157,7 @@ impl<'p> Encoder<'p> {
                             continue;
                         }
                         self.w.str(&f.wire_name);
-                        self.path.push(format!(".{}", f.wire_name));
+                        self.path.push(Seg::Field(&f.wire_name));
                         self.value(f.ty, x)?;
                         self.path.pop();
                         written += 1;
@@ -152,7 +186,7 @@ impl<'p> Encoder<'p> {
             Value::List(xs) | Value::Tuple(xs) => {
                 self.w.array_len(xs.len());
                 for (i, x) in xs.iter().enumerate() {
-                    self.path.push(format!("[{i}]"));
+                    self.path.push(Seg::Index(i));
                     self.any(x)?;
                     self.path.pop();
                 }
@@ -161,7 +195,7 @@ impl<'p> Encoder<'p> {
                 self.w.map_len(entries.len());
                 for (k, x) in entries {
                     self.any(k)?;
-                    self.path.push("[...]".into());
+                    self.path.push(Seg::DictValue);
                     self.any(x)?;
                     self.path.pop();
                 }

@@ -6,8 +6,29 @@ use std::fmt;
 ///
 /// Python's `int` annotation accepts this whole range, so every `int` field of the spec decodes into a
 /// `WireInt`, never a narrower Rust type.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct WireInt(i128);
+///
+/// Held in 9 bytes (the 64-bit pattern and a sign flag, packed) rather than an `i128` (16 bytes, 16-aligned):
+/// a production pull carries some 65,000 block ids, so this is most of a decoded message's memory.
+/// The representation is canonical (`neg` exactly when the value is negative), so equality and hashing of
+/// the fields are equality and hashing of the value; order is by value.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(C, packed)]
+pub struct WireInt {
+    /// The value's low 64 bits: the value itself when non-negative, its two's complement `i64` otherwise.
+    bits: u64,
+    neg: bool,
+}
+
+impl PartialOrd for WireInt {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for WireInt {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.get().cmp(&other.get())
+    }
+}
 
 /// A value outside [-2^63, 2^64-1].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,37 +42,62 @@ impl fmt::Display for IntRangeError {
 impl std::error::Error for IntRangeError {}
 
 impl WireInt {
-    pub const MIN: WireInt = WireInt(i64::MIN as i128);
-    pub const MAX: WireInt = WireInt(u64::MAX as i128);
-    pub const ZERO: WireInt = WireInt(0);
+    pub const MIN: WireInt = WireInt::from_i64(i64::MIN);
+    pub const MAX: WireInt = WireInt::from_u64(u64::MAX);
+    pub const ZERO: WireInt = WireInt::from_u64(0);
 
+    #[inline(always)]
     pub const fn from_u64(v: u64) -> Self {
-        WireInt(v as i128)
+        WireInt { bits: v, neg: false }
     }
+    #[inline(always)]
     pub const fn from_i64(v: i64) -> Self {
-        WireInt(v as i128)
+        WireInt { bits: v as u64, neg: v < 0 }
     }
     pub fn new(v: i128) -> Result<Self, IntRangeError> {
         if v < i64::MIN as i128 || v > u64::MAX as i128 {
             Err(IntRangeError(v))
+        } else if v < 0 {
+            Ok(WireInt::from_i64(v as i64))
         } else {
-            Ok(WireInt(v))
+            Ok(WireInt::from_u64(v as u64))
         }
     }
+    #[inline]
     pub const fn get(self) -> i128 {
-        self.0
+        if self.neg {
+            self.bits as i64 as i128
+        } else {
+            self.bits as i128
+        }
     }
+    #[inline]
     pub fn as_u64(self) -> Option<u64> {
-        u64::try_from(self.0).ok()
+        if self.neg {
+            None
+        } else {
+            Some(self.bits)
+        }
     }
+    #[inline]
     pub fn as_i64(self) -> Option<i64> {
-        i64::try_from(self.0).ok()
+        let b = self.bits;
+        if self.neg || b <= i64::MAX as u64 {
+            Some(b as i64)
+        } else {
+            None
+        }
     }
     pub fn as_usize(self) -> Option<usize> {
-        usize::try_from(self.0).ok()
+        usize::try_from(self.get()).ok()
     }
     pub const fn is_negative(self) -> bool {
-        self.0 < 0
+        self.neg
+    }
+    /// The stored form: the low 64 bits and the sign (for the writer's bulk paths).
+    #[inline(always)]
+    pub(crate) const fn raw(self) -> (u64, bool) {
+        (self.bits, self.neg)
     }
 }
 
@@ -67,17 +113,17 @@ impl From<i64> for WireInt {
 }
 impl From<u32> for WireInt {
     fn from(v: u32) -> Self {
-        WireInt(v as i128)
+        WireInt::from_u64(v as u64)
     }
 }
 impl From<i32> for WireInt {
     fn from(v: i32) -> Self {
-        WireInt(v as i128)
+        WireInt::from_i64(v as i64)
     }
 }
 impl From<usize> for WireInt {
     fn from(v: usize) -> Self {
-        WireInt(v as i128)
+        WireInt::from_u64(v as u64)
     }
 }
 impl TryFrom<i128> for WireInt {
@@ -89,16 +135,44 @@ impl TryFrom<i128> for WireInt {
 
 impl fmt::Debug for WireInt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
+        fmt::Display::fmt(&self.get(), f)
     }
 }
 impl fmt::Display for WireInt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
+        fmt::Display::fmt(&self.get(), f)
     }
 }
 impl fmt::LowerHex for WireInt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::LowerHex::fmt(&self.0, f)
+        fmt::LowerHex::fmt(&self.get(), f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn representation_is_canonical_and_ordered_by_value() {
+        let vals: [i128; 9] = [i64::MIN as i128, -(1 << 32), -1, 0, 1, i64::MAX as i128, i64::MAX as i128 + 1, 1 << 63, u64::MAX as i128];
+        for (i, &a) in vals.iter().enumerate() {
+            let w = WireInt::new(a).unwrap();
+            assert_eq!(w.get(), a);
+            assert_eq!(w.is_negative(), a < 0);
+            assert_eq!(w.as_u64(), u64::try_from(a).ok());
+            assert_eq!(w.as_i64(), i64::try_from(a).ok());
+            for &b in &vals[i..] {
+                let v = WireInt::new(b).unwrap();
+                assert_eq!(w.cmp(&v), a.cmp(&b), "{a} vs {b}");
+                assert_eq!(w == v, a == b);
+            }
+        }
+        assert_eq!(WireInt::from_i64(5), WireInt::from_u64(5));
+        assert_eq!(WireInt::from(-1i32), WireInt::new(-1).unwrap());
+        assert_eq!(WireInt::new(u64::MAX as i128 + 1), Err(IntRangeError(u64::MAX as i128 + 1)));
+        assert_eq!(WireInt::new(i64::MIN as i128 - 1), Err(IntRangeError(i64::MIN as i128 - 1)));
+        assert_eq!(std::mem::size_of::<WireInt>(), 9);
+        assert_eq!(format!("{} {:?} {:x}", WireInt::MIN, WireInt::MAX, WireInt::from_u64(255)), "-9223372036854775808 18446744073709551615 ff");
     }
 }

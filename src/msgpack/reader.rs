@@ -46,6 +46,30 @@ pub enum RawError {
     TooDeep,
 }
 
+/// The whole int at the start of `b` and its length, or `None` if `b` does not start with one. The opcodes of
+/// block ids and sizes come first.
+#[inline(always)]
+fn first_int(b: &[u8]) -> Option<(WireInt, usize)> {
+    Some(match *b {
+        [op @ 0x00..=0x7f, ..] => (WireInt::from_u64(op as u64), 1),
+        [0xcd, x, y, ..] => (WireInt::from_u64(u16::from_be_bytes([x, y]) as u64), 3),
+        [0xcc, x, ..] => (WireInt::from_u64(x as u64), 2),
+        [0xce, a, b, c, d, ..] => (WireInt::from_u64(u32::from_be_bytes([a, b, c, d]) as u64), 5),
+        [0xcf, a, b, c, d, e, f, g, h, ..] => (WireInt::from_u64(u64::from_be_bytes([a, b, c, d, e, f, g, h])), 9),
+        [op @ 0xe0..=0xff, ..] => (WireInt::from_i64(op as i8 as i64), 1),
+        [0xd0, x, ..] => (WireInt::from_i64(x as i8 as i64), 2),
+        [0xd1, x, y, ..] => (WireInt::from_i64(i16::from_be_bytes([x, y]) as i64), 3),
+        [0xd2, a, b, c, d, ..] => (WireInt::from_i64(i32::from_be_bytes([a, b, c, d]) as i64), 5),
+        [0xd3, a, b, c, d, e, f, g, h, ..] => (WireInt::from_i64(i64::from_be_bytes([a, b, c, d, e, f, g, h])), 9),
+        _ => return None,
+    })
+}
+
+/// The opcode bytes of four consecutive 3-byte objects in a little-endian 16-byte load, and their value when
+/// all four are `uint16` (`0xcd`).
+const QUAD_OPS_MASK: u128 = 0xff | 0xff << 24 | 0xff << 48 | 0xff << 72;
+const QUAD_OPS_UINT16: u128 = 0xcd | 0xcd << 24 | 0xcd << 48 | 0xcd << 72;
+
 #[derive(Clone, Debug)]
 pub struct Reader<'a> {
     buf: &'a [u8],
@@ -180,6 +204,101 @@ impl<'a> Reader<'a> {
         })
     }
 
+    /// Fast path of [`Reader::read_obj`] for the hot loops of the decoders: if the next object is a whole
+    /// integer, reads it; otherwise consumes nothing and returns `None` (the caller then takes the general
+    /// path, which reports the exact error). Accepts exactly the opcodes `read_obj` reads as `Obj::Int`.
+    #[inline(always)]
+    pub fn try_int(&mut self) -> Option<WireInt> {
+        let (v, n) = first_int(self.buf.get(self.pos..)?)?;
+        self.pos += n;
+        Some(v)
+    }
+
+    /// Reads up to `max` consecutive whole integers into `out` and returns how many it read; stops, consuming
+    /// nothing more, at the first object that is not a whole integer (the caller reports it through the general
+    /// path). The hot loop of `list[int]`: values are gathered in a small local array (cursor and position stay
+    /// in registers, no capacity check per element) and appended to `out` a chunk at a time.
+    #[inline]
+    pub fn read_int_run(&mut self, max: usize, out: &mut Vec<WireInt>) -> usize {
+        const CHUNK: usize = 32;
+        let mut rest = self.buf.get(self.pos..).unwrap_or_default();
+        let mut chunk = [WireInt::ZERO; CHUNK];
+        let mut k = 0;
+        while k < max {
+            let want = (max - k).min(CHUNK);
+            let mut j = 0;
+            while j < want {
+                // Four uint16 in a row (block ids of a pool above 256 blocks): one 16-byte load, one compare.
+                if j + 4 <= want {
+                    if let Some(w) = rest.first_chunk::<16>() {
+                        let x = u128::from_le_bytes(*w);
+                        if x & QUAD_OPS_MASK == QUAD_OPS_UINT16 {
+                            let u16_at = |i: usize| WireInt::from_u64(u16::from_be_bytes([w[i], w[i + 1]]) as u64);
+                            chunk[j] = u16_at(1);
+                            chunk[j + 1] = u16_at(4);
+                            chunk[j + 2] = u16_at(7);
+                            chunk[j + 3] = u16_at(10);
+                            rest = &rest[12..];
+                            j += 4;
+                            continue;
+                        }
+                    }
+                }
+                let (v, tail) = match *rest {
+                    [op @ 0x00..=0x7f, ref tail @ ..] => (WireInt::from_u64(op as u64), tail),
+                    [0xcd, x, y, ref tail @ ..] => (WireInt::from_u64(u16::from_be_bytes([x, y]) as u64), tail),
+                    _ => match first_int(rest) {
+                        Some((v, n)) => (v, rest.get(n..).unwrap_or_default()),
+                        None => break,
+                    },
+                };
+                chunk[j] = v;
+                rest = tail;
+                j += 1;
+            }
+            out.extend_from_slice(&chunk[..j]);
+            k += j;
+            if j < want {
+                break;
+            }
+        }
+        self.pos = self.buf.len() - rest.len();
+        k
+    }
+
+    /// Fast path for strings, like [`Reader::try_int`]: the raw bytes of a whole str object (UTF-8 not
+    /// checked), or `None` with nothing consumed.
+    #[inline(always)]
+    pub fn try_str(&mut self) -> Option<&'a [u8]> {
+        let rest = self.buf.get(self.pos..)?;
+        let (&op, after) = rest.split_first()?;
+        let (len, head): (usize, usize) = match op {
+            0xa0..=0xbf => ((op & 0x1f) as usize, 1),
+            0xd9 => (*after.first()? as usize, 2),
+            0xda => (u16::from_be_bytes(*after.first_chunk()?) as usize, 3),
+            0xdb => (u32::from_be_bytes(*after.first_chunk()?) as usize, 5),
+            _ => return None,
+        };
+        let s = rest.get(head..head.checked_add(len)?)?;
+        self.pos += head + len;
+        Some(s)
+    }
+
+    /// Fast path for array heads, like [`Reader::try_int`].
+    #[inline(always)]
+    pub fn try_array(&mut self) -> Option<usize> {
+        let rest = self.buf.get(self.pos..)?;
+        let (&op, after) = rest.split_first()?;
+        let (n, head) = match op {
+            0x90..=0x9f => ((op & 0x0f) as usize, 1),
+            0xdc => (u16::from_be_bytes(*after.first_chunk()?) as usize, 3),
+            0xdd => (u32::from_be_bytes(*after.first_chunk()?) as usize, 5),
+            _ => return None,
+        };
+        self.pos += head;
+        Some(n)
+    }
+
     /// Skips one whole value. `depth` is the number of containers already open around it; the value may open
     /// containers up to a total of `max_depth`. Iterative: the Rust stack does not grow with the input.
     pub fn skip_value(&mut self, depth: usize, max_depth: usize) -> Result<(), RawError> {
@@ -237,6 +356,115 @@ mod tests {
             let mut r = Reader::new(&b);
             assert_eq!(r.read_obj(), Ok(Obj::Int(WireInt::new(v).unwrap())), "{hex}");
             assert!(r.is_empty());
+        }
+    }
+
+    /// Every opcode followed by every length of payload up to 10 bytes: the fast paths read exactly what
+    /// `read_obj` reads as an int / str / array head, and consume nothing otherwise.
+    #[test]
+    fn fast_paths_agree_with_read_obj() {
+        for op in 0..=255u8 {
+            for len in 0..=10usize {
+                let mut b = vec![op];
+                b.extend((0..len).map(|i| (i as u8).wrapping_mul(37).wrapping_add(op)));
+                // Make lengths of str/array heads small so that the body may fit.
+                if matches!(op, 0xd9 | 0xda | 0xdb | 0xdc | 0xdd) && len > 0 {
+                    for x in b[1..].iter_mut().take(4) {
+                        *x = 0;
+                    }
+                    if let Some(last) = b.get_mut(match op { 0xd9 => 1, 0xda | 0xdc => 2, _ => 4 }) {
+                        *last = 2;
+                    }
+                }
+                let want = Reader::new(&b).read_obj();
+                let mut r = Reader::new(&b);
+                let mut full = Reader::new(&b);
+                let _ = full.read_obj();
+                match (r.try_int(), want) {
+                    (Some(v), Ok(Obj::Int(w))) => assert_eq!((v, r.pos()), (w, full.pos()), "{b:02x?}"),
+                    (None, Ok(Obj::Int(_))) => panic!("try_int missed an int: {b:02x?}"),
+                    (Some(_), _) => panic!("try_int read a non-int: {b:02x?}"),
+                    (None, _) => assert_eq!(r.pos(), 0),
+                }
+                let mut r = Reader::new(&b);
+                match (r.try_str(), want) {
+                    (Some(s), Ok(Obj::Str(w))) => assert_eq!((s, r.pos()), (w, full.pos()), "{b:02x?}"),
+                    (None, Ok(Obj::Str(_))) => panic!("try_str missed a str: {b:02x?}"),
+                    (Some(_), _) => panic!("try_str read a non-str: {b:02x?}"),
+                    (None, _) => assert_eq!(r.pos(), 0),
+                }
+                let mut r = Reader::new(&b);
+                match (r.try_array(), want) {
+                    (Some(n), Ok(Obj::Array(w))) => assert_eq!((n, r.pos()), (w, full.pos()), "{b:02x?}"),
+                    (None, Ok(Obj::Array(_))) => panic!("try_array missed an array: {b:02x?}"),
+                    (Some(_), _) => panic!("try_array read a non-array: {b:02x?}"),
+                    (None, _) => assert_eq!(r.pos(), 0),
+                }
+            }
+        }
+    }
+
+    /// A run of ints of every width, then a non-int: `read_int_run` reads the ints, stops before the rest.
+    #[test]
+    fn int_runs_stop_at_the_first_non_int() {
+        let ints = "05ff cc80 cdffff ce00010000 cfffffffffffffffff d080 d18000 d280000000 d38000000000000000";
+        let ints: String = ints.split(' ').collect::<Vec<_>>().repeat(9).concat();
+        let n = 10 * 9;
+        for tail in ["", "c0", "a161", "cd00"] {
+            let b = h(&format!("{ints}{tail}"));
+            let mut want = vec![];
+            let mut r = Reader::new(&b);
+            while let Ok(Obj::Int(i)) = r.clone().read_obj() {
+                r.read_obj().unwrap();
+                want.push(i);
+            }
+            assert_eq!(want.len(), n);
+            for max in [0, 1, 31, 32, 33, n, n + 5] {
+                let mut r = Reader::new(&b);
+                let mut got = vec![];
+                let k = r.read_int_run(max, &mut got);
+                assert_eq!(k, max.min(n), "{tail} {max}");
+                assert_eq!(got, want[..k], "{tail} {max}");
+                let mut skip = Reader::new(&b);
+                for _ in 0..k {
+                    skip.read_obj().unwrap();
+                }
+                assert_eq!(r.pos(), skip.pos(), "{tail} {max}");
+            }
+        }
+    }
+
+    /// Runs of uint16 of every length up to 13 (the four-at-a-time path and its fallbacks), between other
+    /// ints, cut by every `max` and ended by a non-int or a truncated uint16: the same reading as `read_obj`.
+    #[test]
+    fn uint16_runs_read_as_read_obj_does() {
+        let mut ints = String::new();
+        for run in 0..14 {
+            for k in 0..run {
+                ints.push_str(&format!("cd{:04x}", 0x100 + 977 * k + run));
+            }
+            ints.push_str(["05", "cc80", "ce00010000", "d18000"][run % 4]);
+        }
+        for tail in ["", "c0", "cd00", "cd", "cdffff"] {
+            let b = h(&format!("{ints}{tail}"));
+            let mut want = vec![];
+            let mut r = Reader::new(&b);
+            while let Ok(Obj::Int(i)) = r.clone().read_obj() {
+                r.read_obj().unwrap();
+                want.push(i);
+            }
+            for max in 0..=want.len() + 1 {
+                let mut r = Reader::new(&b);
+                let mut got = vec![];
+                let k = r.read_int_run(max, &mut got);
+                assert_eq!(k, max.min(want.len()), "{tail} {max}");
+                assert_eq!(got, want[..k], "{tail} {max}");
+                let mut skip = Reader::new(&b);
+                for _ in 0..k {
+                    skip.read_obj().unwrap();
+                }
+                assert_eq!(r.pos(), skip.pos(), "{tail} {max}");
+            }
         }
     }
 

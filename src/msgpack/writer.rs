@@ -85,6 +85,86 @@ impl Writer {
         }
     }
 
+    /// A `list[int]`: the array head, then the elements gathered in a small local buffer (cursor in a
+    /// register, no capacity check per element) that is appended a chunk at a time. Four 16-bit values in a
+    /// row (block ids) are written after one range check as four overlapping 4-byte stores of their 12 bytes; other values that fit 32 bits as one
+    /// 8-byte store cut back to their length.
+    #[inline]
+    pub fn int_list(&mut self, v: &[WireInt]) {
+        self.array_len(v.len());
+        self.ints(v);
+    }
+
+    /// The elements of [`Writer::int_list`] without the array head (for a list written in pieces).
+    pub fn ints(&mut self, v: &[WireInt]) {
+        const CHUNK: usize = 512;
+        let mut chunk = [0u8; CHUNK + 16];
+        let mut at = 0usize;
+        let mut rest = v;
+        loop {
+            if at > CHUNK {
+                self.buf.extend_from_slice(&chunk[..at]);
+                at = 0;
+            }
+            if let [a, b, c, d, tail @ ..] = rest {
+                let ((a, na), (b, nb), (c, nc), (d, nd)) = (a.raw(), b.raw(), c.raw(), d.raw());
+                // All four non-negative and in [256, 2^16): one branch for the four.
+                let uint16 = |v: u64| v.wrapping_sub(0x100) < 0xff00;
+                if !(na | nb | nc | nd) & uint16(a) & uint16(b) & uint16(c) & uint16(d) {
+                    // Four overlapping 4-byte stores of `0xcd hi lo` (the fourth byte is overwritten next).
+                    chunk[at..at + 4].copy_from_slice(&uint16_bytes(a).to_le_bytes());
+                    chunk[at + 3..at + 7].copy_from_slice(&uint16_bytes(b).to_le_bytes());
+                    chunk[at + 6..at + 10].copy_from_slice(&uint16_bytes(c).to_le_bytes());
+                    chunk[at + 9..at + 13].copy_from_slice(&uint16_bytes(d).to_le_bytes());
+                    at += 12;
+                    rest = tail;
+                    continue;
+                }
+            }
+            let Some((&i, tail)) = rest.split_first() else { break };
+            rest = tail;
+            at += match i.as_u64() {
+                Some(u) if u <= 0xffff_ffff => {
+                    let (word, n) = if u < 0x80 {
+                        (u, 1)
+                    } else if u <= 0xff {
+                        (0xcc | u << 8, 2)
+                    } else if u <= 0xffff {
+                        (0xcd | ((u as u16).swap_bytes() as u64) << 8, 3)
+                    } else {
+                        (0xce | ((u as u32).swap_bytes() as u64) << 8, 5)
+                    };
+                    chunk[at..at + 8].copy_from_slice(&word.to_le_bytes());
+                    n
+                }
+                Some(u) => {
+                    chunk[at] = 0xcf;
+                    chunk[at + 1..at + 9].copy_from_slice(&u.to_be_bytes());
+                    9
+                }
+                // In range and negative, so it fits i64: the smallest signed form, as `sint` writes it.
+                None => {
+                    let s = i.get() as i64;
+                    let (op, n) = if s >= -32 {
+                        (s as u8, 0)
+                    } else if s >= i8::MIN as i64 {
+                        (0xd0, 1)
+                    } else if s >= i16::MIN as i64 {
+                        (0xd1, 2)
+                    } else if s >= i32::MIN as i64 {
+                        (0xd2, 4)
+                    } else {
+                        (0xd3, 8)
+                    };
+                    chunk[at] = op;
+                    chunk[at + 1..at + 1 + n].copy_from_slice(&s.to_be_bytes()[8 - n..]);
+                    1 + n
+                }
+            };
+        }
+        self.buf.extend_from_slice(&chunk[..at]);
+    }
+
     pub fn f64(&mut self, v: f64) {
         self.buf.push(0xcb);
         self.buf.extend_from_slice(&v.to_be_bytes());
@@ -106,7 +186,11 @@ impl Writer {
 
     #[inline]
     pub fn str(&mut self, s: &str) {
-        self.head(0xa0, 31, Some(0xd9), 0xda, 0xdb, s.len());
+        match s.len() {
+            n @ 0..=31 => self.buf.push(0xa0 | n as u8),
+            n @ 32..=255 => self.buf.extend_from_slice(&[0xd9, n as u8]),
+            n => self.head(0xa0, 31, Some(0xd9), 0xda, 0xdb, n),
+        }
         self.buf.extend_from_slice(s.as_bytes());
     }
     pub fn bin(&mut self, b: &[u8]) {
@@ -145,7 +229,11 @@ impl Writer {
     }
     #[inline]
     pub fn array_len(&mut self, n: usize) {
-        self.head(0x90, 15, None, 0xdc, 0xdd, n);
+        if n <= 15 {
+            self.buf.push(0x90 | n as u8);
+        } else {
+            self.head(0x90, 15, None, 0xdc, 0xdd, n);
+        }
     }
     #[inline]
     pub fn map_len(&mut self, n: usize) {
@@ -175,6 +263,12 @@ impl Writer {
             HeaderWidth::W32 => self.buf[h.at + 1..h.at + 5].copy_from_slice(&(written as u32).to_be_bytes()),
         }
     }
+}
+
+/// `0xcd` and the two big-endian bytes of `u`, in the low 3 bytes (little-endian order) of the result.
+#[inline(always)]
+fn uint16_bytes(u: u64) -> u32 {
+    0xcd | ((u as u16).swap_bytes() as u32) << 8
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -228,6 +322,56 @@ mod tests {
             let mut w = Writer::new();
             w.int(WireInt::new(v).unwrap());
             assert_eq!(hex(&w), want, "{v}");
+        }
+    }
+
+    #[test]
+    fn int_list_writes_what_int_writes() {
+        // Every width boundary on both sides, long enough to cross the chunk flushes several times.
+        let mut vals = vec![];
+        for b in [0i128, 1, 31, 32, 33, 127, 128, 255, 256, 65535, 65536, (1 << 32) - 1, 1 << 32, u64::MAX as i128] {
+            vals.push(b);
+            if b > 0 {
+                vals.push(-b);
+                vals.push(-b - 1);
+            }
+        }
+        vals.push(i64::MIN as i128);
+        vals.retain(|v| WireInt::new(*v).is_ok());
+        let ints: Vec<WireInt> = vals.iter().cycle().take(vals.len() * 40).map(|v| WireInt::new(*v).unwrap()).collect();
+        for n in [0, 1, 15, 16, 100, ints.len()] {
+            let mut want = Writer::new();
+            want.array_len(n);
+            for i in &ints[..n] {
+                want.int(*i);
+            }
+            let mut got = Writer::new();
+            got.int_list(&ints[..n]);
+            assert_eq!(hex(&got), hex(&want), "{n} elements");
+        }
+    }
+
+    /// Runs of every length up to 13 of values in [256, 2^16) (the four-at-a-time path), each run broken by a
+    /// value just outside that range, negative or wide: the same bytes as one `int` per element.
+    #[test]
+    fn uint16_runs_write_what_int_writes() {
+        let mut vals = vec![];
+        for run in 0..14i128 {
+            for k in 0..run {
+                vals.push([256, 65535, 0x1234, 0x100 + 977 * k][(k % 4) as usize]);
+            }
+            vals.push([255, 65536, -300, 0, 1 << 40, -1][(run % 6) as usize]);
+        }
+        let ints: Vec<WireInt> = vals.iter().map(|v| WireInt::new(*v).unwrap()).collect();
+        for start in 0..4 {
+            let mut want = Writer::new();
+            want.array_len(ints.len() - start);
+            for i in &ints[start..] {
+                want.int(*i);
+            }
+            let mut got = Writer::new();
+            got.int_list(&ints[start..]);
+            assert_eq!(hex(&got), hex(&want), "from {start}");
         }
     }
 

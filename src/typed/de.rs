@@ -24,6 +24,30 @@ pub(crate) struct De<'a> {
 
 pub(crate) type R<T> = Result<T, DecodeError>;
 
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for String {}
+    impl Sealed for &str {}
+}
+
+/// How a typed message holds its strings: owned (`String`, the default) or borrowed from the decoded input
+/// (`&'a str`, no allocation per string).
+pub trait WireStr<'a>: sealed::Sealed + AsRef<str> + Sized {
+    fn from_wire(s: &'a str) -> Self;
+}
+impl<'a> WireStr<'a> for String {
+    #[inline]
+    fn from_wire(s: &'a str) -> Self {
+        s.to_owned()
+    }
+}
+impl<'a> WireStr<'a> for &'a str {
+    #[inline]
+    fn from_wire(s: &'a str) -> Self {
+        s
+    }
+}
+
 impl<'a> De<'a> {
     pub fn new(bytes: &'a [u8]) -> R<Self> {
         if bytes.len() > limits::MAX_FRAME_BYTES {
@@ -109,8 +133,12 @@ impl<'a> De<'a> {
         self.depth -= 1;
     }
 
+    /// An int; the fast path reads it in place, anything else goes through the general reader (and its error).
     #[inline]
     pub fn int(&mut self) -> R<WireInt> {
+        if let Some(i) = self.r.try_int() {
+            return Ok(i);
+        }
         match self.obj()? {
             Obj::Int(i) => Ok(i),
             o => Err(self.expected("int", o.kind())),
@@ -118,22 +146,35 @@ impl<'a> De<'a> {
     }
 
     #[inline]
-    pub fn utf8(b: &[u8]) -> R<String> {
-        std::str::from_utf8(b).map(str::to_owned).map_err(|_| DecodeError::new(K::InvalidUtf8))
+    pub fn utf8_ref(b: &'a [u8]) -> R<&'a str> {
+        std::str::from_utf8(b).map_err(|_| DecodeError::new(K::InvalidUtf8))
     }
 
+    /// A str, borrowed from the input.
     #[inline]
-    pub fn str(&mut self) -> R<String> {
+    pub fn str_ref(&mut self) -> R<&'a str> {
+        if let Some(b) = self.r.try_str() {
+            return Self::utf8_ref(b);
+        }
         match self.obj()? {
-            Obj::Str(b) => Self::utf8(b),
+            Obj::Str(b) => Self::utf8_ref(b),
             o => Err(self.expected("str", o.kind())),
         }
     }
 
-    pub fn opt_str(&mut self) -> R<Option<String>> {
+    /// A str as the message holds it (owned or borrowed).
+    #[inline]
+    pub fn str<S: WireStr<'a>>(&mut self) -> R<S> {
+        self.str_ref().map(S::from_wire)
+    }
+
+    pub fn opt_str<S: WireStr<'a>>(&mut self) -> R<Option<S>> {
+        if let Some(b) = self.r.try_str() {
+            return Self::utf8_ref(b).map(|s| Some(S::from_wire(s)));
+        }
         match self.obj()? {
             Obj::Nil => Ok(None),
-            Obj::Str(b) => Self::utf8(b).map(Some),
+            Obj::Str(b) => Self::utf8_ref(b).map(|s| Some(S::from_wire(s))),
             o => Err(self.expected("str | null", o.kind())),
         }
     }
@@ -141,6 +182,9 @@ impl<'a> De<'a> {
     /// Array header of a list (`expected` names the type in a mismatch: `array` or `array | null`).
     #[inline]
     pub fn array(&mut self, expected: &str) -> R<usize> {
+        if let Some(n) = self.r.try_array() {
+            return Ok(n);
+        }
         match self.obj()? {
             Obj::Array(n) => Ok(n),
             o => Err(self.expected(expected, o.kind())),
@@ -163,20 +207,50 @@ impl<'a> De<'a> {
         Ok(out)
     }
 
+    /// `list[int]`. The hot loop of every metadata message: elements are read in place and the path is only
+    /// pushed for an element that is not a whole int (whose error then comes from the general path).
     pub fn list_int(&mut self) -> R<Vec<WireInt>> {
         let n = self.array("array")?;
-        self.list(n, |d| d.int())
+        self.enter()?;
+        let mut out = Vec::with_capacity(self.cap(n));
+        let mut i = 0;
+        while i < n {
+            i += self.r.read_int_run(n - i, &mut out);
+            if i < n {
+                out.push(self.with(Seg::Index(i), |d| d.int())?);
+                i += 1;
+            }
+        }
+        self.leave();
+        Ok(out)
     }
 
-    pub fn list_str(&mut self) -> R<Vec<String>> {
+    /// `list[str]`, like [`De::list_int`].
+    pub fn list_str<S: WireStr<'a>>(&mut self) -> R<Vec<S>> {
         let n = self.array("array")?;
-        self.list(n, |d| d.str())
+        self.strs(n)
     }
 
-    pub fn opt_list_str(&mut self) -> R<Option<Vec<String>>> {
+    fn strs<S: WireStr<'a>>(&mut self, n: usize) -> R<Vec<S>> {
+        self.enter()?;
+        let mut out = Vec::with_capacity(self.cap(n));
+        for i in 0..n {
+            match self.r.try_str() {
+                Some(b) => out.push(S::from_wire(Self::utf8_ref(b)?)),
+                None => out.push(self.with(Seg::Index(i), |d| d.str())?),
+            }
+        }
+        self.leave();
+        Ok(out)
+    }
+
+    pub fn opt_list_str<S: WireStr<'a>>(&mut self) -> R<Option<Vec<S>>> {
+        if let Some(n) = self.r.try_array() {
+            return self.strs(n).map(Some);
+        }
         match self.obj()? {
             Obj::Nil => Ok(None),
-            Obj::Array(n) => self.list(n, |d| d.str()).map(Some),
+            Obj::Array(n) => self.strs(n).map(Some),
             o => Err(self.expected("array | null", o.kind())),
         }
     }
@@ -194,19 +268,23 @@ impl<'a> De<'a> {
             o => return Err(self.expected("object", o.kind())),
         };
         self.enter()?;
+        // Peers write fields in declaration order: try the one after the last match first.
+        let mut guess = 0usize;
         for _ in 0..n {
-            let op = self.r.peek_op().map_err(Self::raw)?;
-            let kind = Kind::of_opcode(op);
-            if kind != Kind::Str {
-                let got = if kind == Kind::Nil { "null" } else { kind.msgspec_name() };
-                return Err(self.key_err(K::Expected { expected: "str".into(), got }));
-            }
-            let key = match self.obj()? {
-                Obj::Str(b) => b,
-                _ => unreachable!("a str opcode reads as a str"),
+            let key = match self.r.try_str() {
+                Some(b) => b,
+                None => self.struct_key_slow()?,
             };
-            match names.iter().position(|n| n.as_bytes() == key) {
-                Some(i) => self.with(Seg::Field(names[i]), |d| field(d, i))?,
+            let i = if names.get(guess).is_some_and(|n| n.as_bytes() == key) {
+                Some(guess)
+            } else {
+                names.iter().position(|n| n.as_bytes() == key)
+            };
+            match i {
+                Some(i) => {
+                    guess = i + 1;
+                    self.with(Seg::Field(names[i]), |d| field(d, i))?
+                }
                 None => self.r.skip_value(self.depth, limits::MAX_DEPTH).map_err(Self::raw)?,
             }
         }
@@ -260,6 +338,22 @@ impl<'a> De<'a> {
             return Err(self.err(K::ArrayLength { expected: len, got: n }));
         }
         Ok(())
+    }
+
+    /// A struct key that is not a whole str: only the opcode is classified before a mismatch is reported
+    /// (msgspec names nil `null` here); a str opcode that does not fit is truncated input.
+    #[cold]
+    fn struct_key_slow(&mut self) -> R<&'a [u8]> {
+        let op = self.r.peek_op().map_err(Self::raw)?;
+        let kind = Kind::of_opcode(op);
+        if kind != Kind::Str {
+            let got = if kind == Kind::Nil { "null" } else { kind.msgspec_name() };
+            return Err(self.key_err(K::Expected { expected: "str".into(), got }));
+        }
+        match self.obj()? {
+            Obj::Str(b) => Ok(b),
+            _ => unreachable!("a str opcode reads as a str"),
+        }
     }
 
     #[cold]

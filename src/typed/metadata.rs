@@ -3,31 +3,37 @@
 
 use std::collections::HashMap;
 
-use super::de::{De, Seg, R};
+use super::de::{De, Seg, WireStr, R};
 use crate::codec::{DecodeError, DecodeErrorKind as K};
 use crate::msgpack::{Obj, WireInt, Writer};
 
-/// One `req_blocks` value: `(transfer_id, block ids per KV transfer group)`.
+/// One `req_blocks` value: `(transfer_id, block ids per KV transfer group)`, with its strings held as `S`.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct ReqBlocks {
-    pub transfer_id: String,
+pub struct ReqBlocksOf<S> {
+    pub transfer_id: S,
     /// `[]` (not `[[]]`) when nothing is to be written.
     pub blocks: Vec<Vec<WireInt>>,
 }
 
-/// Decoder → prefiller pull request.
+/// One `req_blocks` value with owned strings.
+pub type ReqBlocks = ReqBlocksOf<String>;
+/// One `req_blocks` value borrowing its strings from the decoded input.
+pub type ReqBlocksRef<'a> = ReqBlocksOf<&'a str>;
+
+/// Decoder → prefiller pull request, with its strings held as `S` (see [`MooncakeXferMetadata`] and
+/// [`MooncakeXferMetadataRef`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MooncakeXferMetadata {
-    pub remote_hostname: String,
+pub struct MooncakeXferMetadataOf<S> {
+    pub remote_hostname: S,
     pub remote_port: WireInt,
     pub remote_tp_size: WireInt,
     pub remote_tp_rank: WireInt,
     /// Decoder request id → blocks, in the decoder's order. Keys are unique.
-    pub req_blocks: Vec<(String, ReqBlocks)>,
+    pub req_blocks: Vec<(S, ReqBlocksOf<S>)>,
     pub kv_caches_base_addr: Vec<WireInt>,
     pub block_lens: Vec<WireInt>,
     pub kv_block_lens: Vec<WireInt>,
-    pub registered_layer_names: Vec<String>,
+    pub registered_layer_names: Vec<S>,
     pub registered_layer_indices: Vec<WireInt>,
     pub registered_group_indices: Vec<WireInt>,
     pub registered_shared_group_ids: Vec<Vec<WireInt>>,
@@ -35,6 +41,12 @@ pub struct MooncakeXferMetadata {
     pub remote_pp_size: WireInt,
     pub layout_id: WireInt,
 }
+
+/// Decoder → prefiller pull request (owned strings).
+pub type MooncakeXferMetadata = MooncakeXferMetadataOf<String>;
+/// Decoder → prefiller pull request whose strings borrow from the decoded bytes: the same decoder without an
+/// allocation per string (request ids, transfer ids, layer names).
+pub type MooncakeXferMetadataRef<'a> = MooncakeXferMetadataOf<&'a str>;
 
 /// Wire names in declaration order.
 pub const FIELDS: [&str; 15] = [
@@ -57,10 +69,10 @@ pub const FIELDS: [&str; 15] = [
 /// Fields without a default.
 const REQUIRED: usize = 8;
 
-impl Default for MooncakeXferMetadata {
+impl<S: Default> Default for MooncakeXferMetadataOf<S> {
     fn default() -> Self {
-        MooncakeXferMetadata {
-            remote_hostname: String::new(),
+        MooncakeXferMetadataOf {
+            remote_hostname: S::default(),
             remote_port: WireInt::ZERO,
             remote_tp_size: WireInt::from_u64(1),
             remote_tp_rank: WireInt::ZERO,
@@ -79,11 +91,11 @@ impl Default for MooncakeXferMetadata {
     }
 }
 
-impl MooncakeXferMetadata {
+impl<'a, S: WireStr<'a> + Default> MooncakeXferMetadataOf<S> {
     /// Decodes as msgspec does with vLLM 0.33.0's class.
-    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+    pub fn decode(bytes: &'a [u8]) -> Result<Self, DecodeError> {
         let mut d = De::new(bytes)?;
-        let mut v = MooncakeXferMetadata::default();
+        let mut v = MooncakeXferMetadataOf::<S>::default();
         let mut seen = [false; REQUIRED];
         d.struct_map(&FIELDS, |d, i| {
             if i < REQUIRED {
@@ -114,7 +126,36 @@ impl MooncakeXferMetadata {
         d.finish()?;
         Ok(v)
     }
+}
 
+impl MooncakeXferMetadataRef<'_> {
+    /// The same message with owned strings.
+    pub fn to_owned_message(&self) -> MooncakeXferMetadata {
+        MooncakeXferMetadataOf {
+            remote_hostname: self.remote_hostname.to_owned(),
+            remote_port: self.remote_port,
+            remote_tp_size: self.remote_tp_size,
+            remote_tp_rank: self.remote_tp_rank,
+            req_blocks: self
+                .req_blocks
+                .iter()
+                .map(|(k, b)| (k.to_string(), ReqBlocks { transfer_id: b.transfer_id.to_owned(), blocks: b.blocks.clone() }))
+                .collect(),
+            kv_caches_base_addr: self.kv_caches_base_addr.clone(),
+            block_lens: self.block_lens.clone(),
+            kv_block_lens: self.kv_block_lens.clone(),
+            registered_layer_names: self.registered_layer_names.iter().map(|s| s.to_string()).collect(),
+            registered_layer_indices: self.registered_layer_indices.clone(),
+            registered_group_indices: self.registered_group_indices.clone(),
+            registered_shared_group_ids: self.registered_shared_group_ids.clone(),
+            registered_row_offsets: self.registered_row_offsets.clone(),
+            remote_pp_size: self.remote_pp_size,
+            layout_id: self.layout_id,
+        }
+    }
+}
+
+impl<S: AsRef<str>> MooncakeXferMetadataOf<S> {
     /// Whether this pull carries no layout (0.33.0 layout caching: a nonzero `layout_id`, no base addresses).
     pub fn is_layout_less(&self) -> bool {
         self.layout_id != WireInt::ZERO && self.kv_caches_base_addr.is_empty()
@@ -129,9 +170,9 @@ impl MooncakeXferMetadata {
 
     fn encoded_len_hint(&self) -> usize {
         let ints = |v: &[WireInt]| 5 + 9 * v.len();
-        let blocks: usize = self.req_blocks.iter().map(|(k, b)| k.len() + b.transfer_id.len() + 12 + b.blocks.iter().map(|g| ints(g)).sum::<usize>()).sum();
-        let names: usize = self.registered_layer_names.iter().map(|s| s.len() + 3).sum();
-        320 + self.remote_hostname.len()
+        let blocks: usize = self.req_blocks.iter().map(|(k, b)| k.as_ref().len() + b.transfer_id.as_ref().len() + 12 + b.blocks.iter().map(|g| ints(g)).sum::<usize>()).sum();
+        let names: usize = self.registered_layer_names.iter().map(|s| s.as_ref().len() + 3).sum();
+        320 + self.remote_hostname.as_ref().len()
             + blocks
             + names
             + ints(&self.kv_caches_base_addr)
@@ -145,15 +186,12 @@ impl MooncakeXferMetadata {
 
     pub fn encode_into(&self, w: &mut Writer) {
         fn ints(w: &mut Writer, v: &[WireInt]) {
-            w.array_len(v.len());
-            for i in v {
-                w.int(*i);
-            }
+            w.int_list(v);
         }
         let h = w.begin_struct_map(FIELDS.len());
         let mut n = REQUIRED;
         w.str("remote_hostname");
-        w.str(&self.remote_hostname);
+        w.str(self.remote_hostname.as_ref());
         w.str("remote_port");
         w.int(self.remote_port);
         w.str("remote_tp_size");
@@ -163,9 +201,9 @@ impl MooncakeXferMetadata {
         w.str("req_blocks");
         w.map_len(self.req_blocks.len());
         for (k, b) in &self.req_blocks {
-            w.str(k);
+            w.str(k.as_ref());
             w.array_len(2);
-            w.str(&b.transfer_id);
+            w.str(b.transfer_id.as_ref());
             w.array_len(b.blocks.len());
             for g in &b.blocks {
                 ints(w, g);
@@ -181,7 +219,7 @@ impl MooncakeXferMetadata {
             w.str("registered_layer_names");
             w.array_len(self.registered_layer_names.len());
             for s in &self.registered_layer_names {
-                w.str(s);
+                w.str(s.as_ref());
             }
             n += 1;
         }
@@ -223,18 +261,24 @@ impl MooncakeXferMetadata {
 }
 
 /// `dict[ReqId, tuple[TransferId, list[list[int]]]]`: last duplicate wins, first position stays.
-fn req_blocks(d: &mut De<'_>) -> R<Vec<(String, ReqBlocks)>> {
+fn req_blocks<'a, S: WireStr<'a>>(d: &mut De<'a>) -> R<Vec<(S, ReqBlocksOf<S>)>> {
     let n = match d.obj()? {
         Obj::Map(n) => n,
         o => return Err(d.expected("object", o.kind())),
     };
     d.enter()?;
-    let mut out: Vec<(String, ReqBlocks)> = Vec::with_capacity(d.cap(n / 2));
-    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut out: Vec<(S, ReqBlocksOf<S>)> = Vec::with_capacity(d.cap(n / 2));
+    // Every key seen, borrowed from the input, and past a small batch (where a linear scan is cheaper than
+    // hashing) their positions by key.
+    let mut keys: Vec<&'a str> = Vec::with_capacity(out.capacity());
+    let mut index: HashMap<&'a str, usize> = HashMap::new();
     for _ in 0..n {
-        let key = match d.obj()? {
-            Obj::Str(b) => De::utf8(b)?,
-            o => return Err(d.key_err(K::Expected { expected: "str".into(), got: o.kind().msgspec_name() })),
+        let key: &'a str = match d.r.try_str() {
+            Some(b) => De::utf8_ref(b)?,
+            None => match d.obj()? {
+                Obj::Str(b) => De::utf8_ref(b)?,
+                o => return Err(d.key_err(K::Expected { expected: "str".into(), got: o.kind().msgspec_name() })),
+            },
         };
         let value = d.with(Seg::DictValue, |d| {
             let n = d.array("array")?;
@@ -245,22 +289,21 @@ fn req_blocks(d: &mut De<'_>) -> R<Vec<(String, ReqBlocks)>> {
             let transfer_id = d.with(Seg::Index(0), |d| d.str())?;
             let blocks = d.with(Seg::Index(1), |d| d.list_list_int())?;
             d.leave();
-            Ok(ReqBlocks { transfer_id, blocks })
+            Ok(ReqBlocksOf { transfer_id, blocks })
         })?;
-        // Small batches: a linear scan is cheaper than hashing every key.
-        let existing = if out.len() < 16 { out.iter().position(|(k, _)| *k == key) } else { index.get(&key).copied() };
+        const SCAN: usize = 16;
+        let existing = if keys.len() < SCAN { keys.iter().position(|k| *k == key) } else { index.get(key).copied() };
         match existing {
             Some(i) => out[i].1 = value,
             None => {
-                if out.len() >= 15 {
+                if keys.len() + 1 >= SCAN {
                     if index.is_empty() {
-                        for (i, (k, _)) in out.iter().enumerate() {
-                            index.insert(k.clone(), i);
-                        }
+                        index.extend(keys.iter().enumerate().map(|(i, k)| (*k, i)));
                     }
-                    index.insert(key.clone(), out.len());
+                    index.insert(key, keys.len());
                 }
-                out.push((key, value));
+                keys.push(key);
+                out.push((S::from_wire(key), value));
             }
         }
     }

@@ -1,6 +1,11 @@
 //! Typed messages of the newest revision (vLLM 0.33.0), hand-written for speed and byte-identical to the
-//! spec-driven codec. `tests/typed_contract.rs` checks them against `spec/` row by row. The pull family's
-//! typed messages (vllm-ascend 0.23.0.post1) are in [`pull`].
+//! spec-driven codec. `tests/typed_contract.rs` checks them against `spec/` row by row.
+//!
+//! Each message exists with owned strings (`MooncakeXferMetadata`, `MooncakeXferResponse`) and with strings
+//! borrowed from the decoded bytes (`MooncakeXferMetadataRef`, `MooncakeXferResponseRef`); both are the one
+//! generic struct (`…Of<S>`) decoded and encoded by the same code.
+//!
+//! The pull family's typed messages (vllm-ascend 0.23.0.post1) are in [`pull`].
 
 mod convert;
 mod de;
@@ -10,8 +15,12 @@ mod status;
 
 pub mod pull;
 
-pub use metadata::{MooncakeXferMetadata, ReqBlocks, FIELDS as METADATA_FIELDS};
-pub use response::{MooncakeXferResponse, FIELDS as RESPONSE_FIELDS};
+pub use de::WireStr;
+pub use metadata::{
+    MooncakeXferMetadata, MooncakeXferMetadataOf, MooncakeXferMetadataRef, ReqBlocks, ReqBlocksOf, ReqBlocksRef,
+    FIELDS as METADATA_FIELDS,
+};
+pub use response::{MooncakeXferResponse, MooncakeXferResponseOf, MooncakeXferResponseRef, FIELDS as RESPONSE_FIELDS};
 pub use status::Status;
 
 /// The spec revision these types implement.

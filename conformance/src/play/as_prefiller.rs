@@ -205,6 +205,24 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
             // Wait until every decoder testee settled this step, firing reply-driven actions meanwhile.
             let deadline = tokio::time::Instant::now() + abort * 2 + opts.slack;
             loop {
+                // Whether every decoder settled, read before the replies below: a reply that settled a pull
+                // is in the wire log by then, so the actions it triggers fire before the next step starts.
+                let mut settled = true;
+                for (conn, te) in testees.iter_mut() {
+                    let s = te.cmd(json!({"cmd": "status"})).await?;
+                    if s.get("pending_pulls").and_then(J::as_u64) != Some(0) || s.get("open_exchanges").and_then(J::as_u64) != Some(0) {
+                        settled = false;
+                    }
+                    // Every request of this step that has blocks must have an outcome.
+                    let done: Vec<String> = s.get("finished").and_then(J::as_array).into_iter().flatten().filter_map(|x| x.as_str().map(String::from))
+                        .chain(s.get("failed").and_then(J::as_array).into_iter().flatten().filter_map(|x| x.get("d_req_id").and_then(J::as_str).map(String::from)))
+                        .collect();
+                    if let Some(m) = steps.iter().find(|(c, _)| c == conn).and_then(|(_, s)| s.get(k)) {
+                        if m.req_blocks.iter().any(|(d, rb)| rb.blocks.iter().any(|g| !g.is_empty()) && !done.contains(d)) {
+                            settled = false;
+                        }
+                    }
+                }
                 // Replies sent so far: from our prefiller's wire log, or (two testees) the requests the
                 // decoder has settled.
                 let mut sent = 0;
@@ -237,22 +255,6 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
                         done_actions.push("forget".into());
                         for (_, p) in prefillers.iter_mut() {
                             p.forget().await?;
-                        }
-                    }
-                }
-                let mut settled = true;
-                for (conn, te) in testees.iter_mut() {
-                    let s = te.cmd(json!({"cmd": "status"})).await?;
-                    if s.get("pending_pulls").and_then(J::as_u64) != Some(0) || s.get("open_exchanges").and_then(J::as_u64) != Some(0) {
-                        settled = false;
-                    }
-                    // Every request of this step that has blocks must have an outcome.
-                    let done: Vec<String> = s.get("finished").and_then(J::as_array).into_iter().flatten().filter_map(|x| x.as_str().map(String::from))
-                        .chain(s.get("failed").and_then(J::as_array).into_iter().flatten().filter_map(|x| x.get("d_req_id").and_then(J::as_str).map(String::from)))
-                        .collect();
-                    if let Some(m) = steps.iter().find(|(c, _)| c == conn).and_then(|(_, s)| s.get(k)) {
-                        if m.req_blocks.iter().any(|(d, rb)| rb.blocks.iter().any(|g| !g.is_empty()) && !done.contains(d)) {
-                            settled = false;
                         }
                     }
                 }

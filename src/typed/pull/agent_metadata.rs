@@ -165,7 +165,7 @@ fn kv_group2layeridx(d: &mut De<'_>) -> R<Vec<(WireInt, KvGroup)>> {
             let spec = d.with(Seg::Index(0), |d| {
                 d.dict(
                     |d, o| match o {
-                        Obj::Str(b) => De::utf8(b),
+                        Obj::Str(b) => De::utf8_ref(b).map(str::to_owned),
                         o => Err(d.key_err(K::Expected { expected: "str".into(), got: o.kind().msgspec_name() })),
                     },
                     |d| {

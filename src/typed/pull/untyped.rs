@@ -61,7 +61,7 @@ impl Untyped {
             Obj::Bool(b) => Untyped::Bool(b),
             Obj::Int(i) => Untyped::Int(i),
             Obj::Float(x) => Untyped::Float(x),
-            Obj::Str(b) => Untyped::Str(De::utf8(b)?),
+            Obj::Str(b) => Untyped::Str(De::utf8_ref(b)?.to_owned()),
             Obj::Bin(b) => Untyped::Bytes(b.to_vec()),
             Obj::Array(n) => Untyped::Array(d.list(n, |d| {
                 let o = d.obj()?;

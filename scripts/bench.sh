@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Codec benchmarks against msgspec in one invocation; writes its section of BENCHMARKS.md (between the
+# <!-- codec-bench:begin --> / <!-- codec-bench:end --> markers; the rest of the file is left as it is).
+#
+#   ./scripts/bench.sh           full run (about 6 minutes on 2 cores)
+#   ./scripts/bench.sh --quick   short smoke run (numbers are rough; BENCHMARKS.md is still written)
+#
+# Steps: build bench/ (its own cargo workspace, so `cargo test --workspace` never builds criterion), write the
+# shared payloads, time msgspec on them, run the criterion benches (codec, trace validation), time msgspec
+# again (the best of both runs is used), measure heap per decoded message, profile the production operations
+# (perf, if it works here), and render the report. The
+# machine's load average is sampled at each step and printed in the report.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+start=$(date +%s)
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+
+if [ -z "${MOONCAKE_PYTHON:-}" ]; then
+  if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import msgspec; assert msgspec.__version__ == "0.23.0"' 2>/dev/null; then
+    echo "== setting up .venv (tests/oracle/requirements.txt)"
+    python3 -m venv .venv
+    .venv/bin/pip install --quiet --disable-pip-version-check -r tests/oracle/requirements.txt
+  fi
+  MOONCAKE_PYTHON="$root/.venv/bin/python"
+fi
+export CARGO_TARGET_DIR="$root/target" CRITERION_HOME="$root/target/criterion"
+out=target/bench
+rm -rf "$out" "$CRITERION_HOME"
+mkdir -p "$out"
+loads=()
+sample_load() { loads+=("$1: $(cut -d' ' -f1-3 /proc/loadavg)"); }
+
+echo "== build (bench/, release)"
+(cd bench && cargo build --release --locked --bins --benches)
+"$root/target/release/payloads" "$out/payloads"
+
+if [ $quick = 1 ]; then
+  crit=(--warm-up-time 0.2 --measurement-time 0.5)
+  py=(--repeat 3 --min-time 0.02)
+else
+  crit=()
+  py=(--repeat 15 --min-time 0.1)
+fi
+
+sample_load "start"
+echo "== msgspec (1/2)"
+"$MOONCAKE_PYTHON" bench/msgspec_bench.py "$out/payloads" "$out/msgspec-1.json" "${py[@]}"
+sample_load "criterion"
+echo "== criterion: codec"
+(cd bench && cargo bench --locked --bench codec -- "${crit[@]}") > "$out/criterion-codec.txt"
+grep -E "^[a-z_]+/|time:" "$out/criterion-codec.txt" | paste - - | awk '{printf "%-42s %s %s\n", $1, $5, $6}'
+echo "== criterion: trace validation"
+(cd bench && cargo bench --locked --bench validate -- "${crit[@]}") > "$out/criterion-validate.txt"
+grep -E "^[a-z_0-9]+/|time:" "$out/criterion-validate.txt" | paste - - | awk '{printf "%-42s %s %s\n", $1, $5, $6}'
+sample_load "msgspec again"
+echo "== msgspec (2/2)"
+"$MOONCAKE_PYTHON" bench/msgspec_bench.py "$out/payloads" "$out/msgspec-2.json" "${py[@]}"
+echo "== heap per decoded message"
+"$root/target/release/peak_alloc" > "$out/alloc.json"
+sample_load "end"
+# Profiles of the production operations that have a target (the report shows those below it). cpu-clock: the
+# hardware counters are often not available in a VM.
+profiles=()
+if command -v perf >/dev/null && perf record -e cpu-clock -o /dev/null true >/dev/null 2>&1; then
+  echo "== perf profiles (production)"
+  mkdir -p "$out/profiles"
+  for id in metadata_production response_production; do
+    [ $id = metadata_production ] && n=4000 || n=200000
+    for op in typed_decode typed_ref_decode typed_encode spec_decode; do
+      perf record -q -e cpu-clock -F 2000 -o "$out/profiles/$id-$op.data" "$root/target/release/hot" $op $id $n >/dev/null 2>&1
+      perf report -q -i "$out/profiles/$id-$op.data" --no-children --stdio --sort dso,symbol 2>/dev/null \
+        | grep -E '^ +[0-9]' > "$out/profiles/$id-$op.txt" || true
+    done
+  done
+  profiles=(--profiles "$out/profiles")
+fi
+
+"$MOONCAKE_PYTHON" bench/report.py --criterion "$CRITERION_HOME" --msgspec "$out/msgspec-1.json" "$out/msgspec-2.json" \
+  --alloc "$out/alloc.json" --manifest "$out/payloads/manifest.json" --load "${loads[@]}" \
+  --duration "$(( $(date +%s) - start )) s$([ $quick = 1 ] && echo ', --quick' || true)" --out BENCHMARKS.md --json "$out/results.json" "${profiles[@]}"
+echo "BENCHMARKS.md written ($(( $(date +%s) - start )) s)"
