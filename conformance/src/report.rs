@@ -85,9 +85,9 @@ pub fn validate_text(reps: &[TraceReport]) {
     for r in reps {
         let status = if r.ok() { "ok  " } else { "FAIL" };
         println!(
-            "{status} {:<28} vLLM {:<7} {:<22} {} zmq, {} http  [{}]",
+            "{status} {:<28} {:<12} {:<22} {} zmq, {} http  [{}]",
             r.scenario,
-            r.vllm_version,
+            format!("{} {}", r.project, r.vllm_version),
             r.revision.as_deref().unwrap_or("?"),
             r.zmq_payloads,
             r.http_events,

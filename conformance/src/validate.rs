@@ -27,6 +27,9 @@ pub struct Finding {
 pub struct TraceReport {
     pub path: String,
     pub scenario: String,
+    /// The project `vllm_version` is a release (or commit) of: `vLLM`, or for a pull trace its revision's
+    /// project (`vllm-ascend`).
+    pub project: String,
     pub vllm_version: String,
     pub revision: Option<String>,
     pub zmq_payloads: usize,
@@ -60,6 +63,7 @@ pub fn validate_file(path: &Path) -> TraceReport {
         Err(e) => TraceReport {
             path: path.display().to_string(),
             scenario: String::new(),
+            project: String::new(),
             vllm_version: String::new(),
             revision: None,
             zmq_payloads: 0,
@@ -113,6 +117,7 @@ pub fn validate(t: &Trace) -> TraceReport {
     let mut rep = TraceReport {
         path: t.path.clone(),
         scenario: t.header.scenario.clone(),
+        project: "vLLM".into(),
         vllm_version: t.header.vllm_version.clone(),
         revision: None,
         zmq_payloads: 0,

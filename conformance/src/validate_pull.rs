@@ -22,11 +22,17 @@ pub fn revision_for(spec: &Spec, version: &str) -> Option<Arc<Revision>> {
 }
 
 pub fn validate(t: &Trace, mut rep: TraceReport) -> TraceReport {
+    // Which project `vllm_version` belongs to is known only from the revision that covers it.
+    rep.project = "pull".into();
     let Some(rev) = revision_for(Spec::builtin(), &t.header.vllm_version) else {
         rep.findings.push(Finding { check: "TRACE-REVISION", seq: None, line: Some(1), message: None, detail: format!("no pull revision covers {}", t.header.vllm_version) });
         return rep;
     };
     rep.revision = Some(rev.revision.clone());
+    rep.project = match rev.project() {
+        "vllm" => "vLLM".into(),
+        p => p.into(),
+    };
     if rev.generation != t.header.generation() {
         let detail = format!("header says connector generation {}, {} is generation {}", t.header.generation(), rev.revision, rev.generation);
         rep.findings.push(Finding { check: "TRACE-REVISION", seq: None, line: Some(1), message: None, detail });

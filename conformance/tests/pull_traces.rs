@@ -95,3 +95,27 @@ fn broken_pull_traces_are_caught() {
     assert_eq!(checks_after("vllm-ascend-0.18.0/a_meta_then_done.jsonl", |l| l[0]["connector_generation"] = J::from(2)), ["TRACE-REVISION"]);
     assert_eq!(checks_after("vllm-ascend-0.18.0/a_meta_then_done.jsonl", |l| l[0]["vllm_version"] = J::from("0.19.0")), ["TRACE-REVISION"]);
 }
+
+/// `validate`'s text names the project a trace's version belongs to: a vllm-ascend release is not a vLLM one.
+#[test]
+fn validate_text_names_the_project() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mooncake-conformance"))
+        .arg("validate")
+        .arg(root().join("conformance/traces-pull"))
+        .arg(root().join("conformance/traces/vllm-0.33.0/a_single_success.jsonl"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for want in ["vllm-ascend 0.18.0 ", "vllm-ascend 0.23.0.post1 ", "vllm-ascend main@3e486e317 ", "vLLM 0.33.0 "] {
+        assert!(text.contains(want), "no `{want}` in:\n{text}");
+    }
+    assert!(!text.contains("vLLM 0.18.0") && !text.contains("vLLM 0.23.0.post1") && !text.contains("vLLM main@"), "{text}");
+    // The JSON report carries the project too.
+    let r = validate_file(&root().join("conformance/traces-pull/vllm-ascend-0.23.0.post1/a_meta_then_done.jsonl"));
+    assert_eq!((r.project.as_str(), r.vllm_version.as_str()), ("vllm-ascend", "0.23.0.post1"));
+    let spec = mooncake_wire::spec::Spec::builtin();
+    let projects: Vec<&str> = spec.pull().revisions.iter().map(|r| r.project()).collect();
+    assert_eq!(projects, ["vllm-ascend"; 3]);
+    assert!(spec.push().revisions.iter().all(|r| r.project() == "vllm"));
+}

@@ -27,6 +27,8 @@ fn cli_checks_every_pull_vector() {
     // revisions.json + 4 + 4 + 5 message files.
     assert_eq!(files.len(), 14, "{rep:#}");
     assert!(rep["summary"]["cases"].as_u64().unwrap() > 800, "{rep:#}");
+    // Rejections read as msgspec's, a tag mismatch included (`Invalid value b'other_msg'`: Python's bytes repr).
+    assert_eq!(rep["summary"]["error_text_differs"], 0, "{rep:#}");
 }
 
 #[test]

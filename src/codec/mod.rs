@@ -22,7 +22,7 @@ pub mod testgen;
 pub use compile::{CField, CStruct, Plan, TagValue, Ty, TyId};
 pub(crate) use compile::rename as rename_field;
 pub use error::{DecodeError, DecodeErrorKind, EncodeError};
-pub use value::{EnumValue, StructMeta, StructValue, Value};
+pub use value::{py_bytes_repr, EnumValue, StructMeta, StructValue, Value};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};

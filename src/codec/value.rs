@@ -102,6 +102,31 @@ impl Value {
     }
 }
 
+/// Python's `repr()` of a `bytes` object (`b'get_meta_msg'`, `b"it's"`, `b'\\x00'`): msgspec quotes it in
+/// "Invalid value" errors, so a tag mismatch reads exactly as Python prints it.
+pub fn py_bytes_repr(b: &[u8]) -> String {
+    let quote = if b.contains(&b'\'') && !b.contains(&b'"') { b'"' } else { b'\'' };
+    let mut s = String::with_capacity(b.len() + 3);
+    s.push('b');
+    s.push(quote as char);
+    for &c in b {
+        match c {
+            b'\\' => s.push_str("\\\\"),
+            b'\t' => s.push_str("\\t"),
+            b'\n' => s.push_str("\\n"),
+            b'\r' => s.push_str("\\r"),
+            _ if c == quote => {
+                s.push('\\');
+                s.push(c as char);
+            }
+            0x20..=0x7e => s.push(c as char),
+            _ => s.push_str(&format!("\\x{c:02x}")),
+        }
+    }
+    s.push(quote as char);
+    s
+}
+
 impl fmt::Display for Value {
     /// Python-like rendering, for reports.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -112,13 +137,7 @@ impl fmt::Display for Value {
             Value::Int(i) => write!(f, "{i}"),
             Value::Float(x) => write!(f, "{x:?}"),
             Value::Str(s) => write!(f, "{s:?}"),
-            Value::Bytes(b) => {
-                f.write_str("b'")?;
-                for c in b {
-                    write!(f, "\\x{c:02x}")?;
-                }
-                f.write_str("'")
-            }
+            Value::Bytes(b) => f.write_str(&py_bytes_repr(b)),
             Value::List(v) | Value::Tuple(v) => {
                 let (o, c) = if matches!(self, Value::List(_)) { ("[", "]") } else { ("(", ")") };
                 f.write_str(o)?;

@@ -454,6 +454,20 @@ impl Revision {
     pub fn first_release(&self) -> &str {
         self.releases.first().map(String::as_str).unwrap_or("")
     }
+    /// The project whose code this revision describes: `vllm` for the push family; otherwise the revision name
+    /// before its release or commit (`vllm-ascend-0.23.0.post1`, `vllm-ascend-main@3e486e317` → `vllm-ascend`;
+    /// `vllm-X.Y.Z` → `vllm`).
+    pub fn project(&self) -> &str {
+        if self.family == "push" {
+            return "vllm";
+        }
+        let n = &self.revision;
+        let at = n
+            .match_indices('-')
+            .map(|(i, _)| i)
+            .find(|&i| n[i + 1..].starts_with(|c: char| c.is_ascii_digit()) || n[i + 1..].starts_with("main@"));
+        at.map_or(n.as_str(), |i| &n[..i])
+    }
     /// Whether this revision is in no release (read at a commit).
     pub fn unreleased(&self) -> bool {
         self.releases.is_empty()

@@ -2,6 +2,9 @@
 //! (same acceptance, same error texts and paths); the contract test in `tests/typed_contract.rs` checks that
 //! they do.
 
+use std::collections::HashMap;
+use std::hash::Hash;
+
 use crate::codec::{DecodeError, DecodeErrorKind as K};
 use crate::limits;
 use crate::msgpack::{Kind, Obj, RawError, Reader, WireInt};
@@ -286,6 +289,54 @@ impl<'a> De<'a> {
             }
         }
         self.leave();
+        Ok(())
+    }
+
+    #[inline]
+    pub fn bytes(&mut self) -> R<Vec<u8>> {
+        match self.obj()? {
+            Obj::Bin(b) => Ok(b.to_vec()),
+            o => Err(self.expected("bytes", o.kind())),
+        }
+    }
+
+    /// A dict: `key` reads one key from its object head, `value` one value under `[...]`. As a Python dict
+    /// (and the spec codec): the last duplicate wins, the first position stays; keys are found by hashing,
+    /// so many keys cost linear time.
+    pub fn dict<K: Eq + Hash + Clone, V>(
+        &mut self,
+        mut key: impl FnMut(&mut Self, Obj<'a>) -> R<K>,
+        mut value: impl FnMut(&mut Self) -> R<V>,
+    ) -> R<Vec<(K, V)>> {
+        let n = match self.obj()? {
+            Obj::Map(n) => n,
+            o => return Err(self.expected("object", o.kind())),
+        };
+        self.enter()?;
+        let mut out: Vec<(K, V)> = Vec::with_capacity(self.cap(n / 2));
+        let mut index: HashMap<K, usize> = HashMap::new();
+        for _ in 0..n {
+            let o = self.obj()?;
+            let k = key(self, o)?;
+            let v = self.with(Seg::DictValue, &mut value)?;
+            match index.get(&k) {
+                Some(&i) => out[i].1 = v,
+                None => {
+                    index.insert(k.clone(), out.len());
+                    out.push((k, v));
+                }
+            }
+        }
+        self.leave();
+        Ok(out)
+    }
+
+    /// A fixed-length tuple's array header: exactly `len` elements (msgspec's `tuple[A, B]` rule).
+    pub fn tuple_len(&mut self, len: usize) -> R<()> {
+        let n = self.array("array")?;
+        if n != len {
+            return Err(self.err(K::ArrayLength { expected: len, got: n }));
+        }
         Ok(())
     }
 

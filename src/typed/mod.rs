@@ -4,12 +4,16 @@
 //! Each message exists with owned strings (`MooncakeXferMetadata`, `MooncakeXferResponse`) and with strings
 //! borrowed from the decoded bytes (`MooncakeXferMetadataRef`, `MooncakeXferResponseRef`); both are the one
 //! generic struct (`…Of<S>`) decoded and encoded by the same code.
+//!
+//! The pull family's typed messages (vllm-ascend 0.23.0.post1) are in [`pull`].
 
 mod convert;
 mod de;
 mod metadata;
 mod response;
 mod status;
+
+pub mod pull;
 
 pub use de::WireStr;
 pub use metadata::{

@@ -9,12 +9,17 @@ Usage:
   wire_fingerprint.py --spec                 stdin: one resolved spec revision (JSON) per line; builds the
                                              classes as tests/oracle/msgspec_oracle.py does and prints one
                                              {"revision", "fingerprint"} line each
+  wire_fingerprint.py --pull                 the pull family: the message classes of every revision as
+                                             tests/pull/gen_pull_vectors.py defines them (written from the facts,
+                                             not from spec/); one {"revision", "fingerprint", "document"} line each
   wire_fingerprint.py --source FILE [--doc]  extracts only the msgspec.Struct and IntEnum class definitions
                                              (and the module-level type aliases they use) from a Python source
                                              file with `ast`, executes them, and prints their fingerprint
 """
 import ast
+import dataclasses
 import enum
+import importlib.util
 import hashlib
 import json
 import os
@@ -29,37 +34,40 @@ FORMAT = "mooncake-wire-fingerprint/1"
 STRUCTURAL = {"item_type", "key_type", "value_type", "item_types", "types", "cls"}
 
 
-def type_text(t):
-    """A msgspec.inspect type in the fingerprint's type grammar."""
+def type_text(t, names=None):
+    """A msgspec.inspect type in the fingerprint's type grammar. `names` maps a class to its wire name when the
+    Python class is named otherwise (the pull generator's `AgentMeta023` is `MooncakeAgentMetadata`)."""
+    names = names or {}
+    name = lambda cls: names.get(cls, cls.__name__)
     simple = {mi.IntType: "int", mi.StrType: "str", mi.BoolType: "bool", mi.FloatType: "float",
               mi.BytesType: "bytes", mi.NoneType: "None", mi.AnyType: "any"}
     if type(t) in simple:
         text = simple[type(t)]
     elif isinstance(t, mi.ListType):
-        text = f"list[{type_text(t.item_type)}]"
+        text = f"list[{type_text(t.item_type, names)}]"
     elif isinstance(t, mi.SetType):
-        text = f"set[{type_text(t.item_type)}]"
+        text = f"set[{type_text(t.item_type, names)}]"
     elif isinstance(t, mi.FrozenSetType):
-        text = f"frozenset[{type_text(t.item_type)}]"
+        text = f"frozenset[{type_text(t.item_type, names)}]"
     elif isinstance(t, mi.VarTupleType):
-        text = f"tuple[{type_text(t.item_type)}, ...]"
+        text = f"tuple[{type_text(t.item_type, names)}, ...]"
     elif isinstance(t, mi.TupleType):
-        text = f"tuple[{', '.join(type_text(x) for x in t.item_types)}]"
+        text = f"tuple[{', '.join(type_text(x, names) for x in t.item_types)}]"
     elif isinstance(t, mi.DictType):
-        text = f"dict[{type_text(t.key_type)}, {type_text(t.value_type)}]"
+        text = f"dict[{type_text(t.key_type, names)}, {type_text(t.value_type, names)}]"
     elif isinstance(t, mi.UnionType):
         others = [x for x in t.types if not isinstance(x, mi.NoneType)]
         if len(others) == 1 and len(t.types) == 2:
-            text = f"optional[{type_text(others[0])}]"
+            text = f"optional[{type_text(others[0], names)}]"
         else:
-            text = f"union[{', '.join(type_text(x) for x in t.types)}]"
+            text = f"union[{', '.join(type_text(x, names) for x in t.types)}]"
     elif isinstance(t, mi.EnumType):
-        text = f"enum:{t.cls.__name__}"
-    elif isinstance(t, mi.StructType):
-        text = f"struct:{t.cls.__name__}"
+        text = f"enum:{name(t.cls)}"
+    elif isinstance(t, (mi.StructType, mi.DataclassType, mi.TypedDictType)):
+        text = f"struct:{name(t.cls)}"
     else:
         text = f"unsupported:{type(t).__name__}"
-    if isinstance(t, (mi.StructType, mi.EnumType)):
+    if isinstance(t, (mi.StructType, mi.DataclassType, mi.TypedDictType, mi.EnumType)):
         return text
     constraints = [f"{k}={getattr(t, k)!r}" for k in getattr(t, "__struct_fields__", ())
                    if k not in STRUCTURAL and getattr(t, k) is not None]
@@ -93,35 +101,56 @@ def tagged(v):
     raise TypeError(f"default of unsupported type {type(v).__name__}")
 
 
-def document(classes):
-    structs, enums = {}, {}
+def field_entries(fields, names):
+    out = []
+    for f in fields:
+        entry = {"name": f.name, "encode_name": f.encode_name, "type": type_text(f.type, names), "required": f.required}
+        if f.default is not msgspec.NODEFAULT:
+            entry["default"] = tagged(f.default)
+        elif f.default_factory is not msgspec.NODEFAULT:
+            entry["default"] = tagged(f.default_factory())
+        out.append(entry)
+    return out
+
+
+def document(classes, names=None):
+    """The fingerprint document of msgspec Structs, enums, and (pull family) dataclasses and TypedDicts; any
+    other object (a control tuple) has no entry. `names`: class -> wire name, when they differ."""
+    names = names or {}
+    structs, enums, dataclasses_ = {}, {}, {}
     for cls in classes:
+        name = names.get(cls, getattr(cls, "__name__", None))
         if isinstance(cls, type) and issubclass(cls, msgspec.Struct):
             info = mi.type_info(cls)
-            fields = []
-            for f in info.fields:
-                entry = {"name": f.name, "encode_name": f.encode_name, "type": type_text(f.type), "required": f.required}
-                if f.default is not msgspec.NODEFAULT:
-                    entry["default"] = tagged(f.default)
-                elif f.default_factory is not msgspec.NODEFAULT:
-                    entry["default"] = tagged(f.default_factory())
-                fields.append(entry)
-            structs[cls.__name__] = {
+            structs[name] = {
                 "omit_defaults": bool(cls.__struct_config__.omit_defaults),
                 "array_like": info.array_like,
                 "forbid_unknown_fields": info.forbid_unknown_fields,
                 "tag_field": info.tag_field,
                 "tag": info.tag,
-                "fields": fields,
+                "fields": field_entries(info.fields, names),
             }
         elif isinstance(cls, type) and issubclass(cls, enum.Enum):
             kind = "IntEnum" if issubclass(cls, enum.IntEnum) else "Enum"
-            enums[cls.__name__] = {"kind": kind, "members": [[m.name, m.value] for m in cls]}
-    return {"format": FORMAT, "structs": structs, "enums": enums}
+            enums[name] = {"kind": kind, "members": [[m.name, m.value] for m in cls]}
+        elif dataclasses.is_dataclass(cls) or typing.is_typeddict(cls):
+            info = mi.type_info(cls)
+            fields = list(info.fields)
+            if typing.is_typeddict(cls):
+                # msgspec.inspect lists a TypedDict's keys in its own order; the fingerprint takes the class's
+                # declaration order (a TypedDict value is written in the dict's order, not the class's).
+                order = list(cls.__annotations__)
+                fields.sort(key=lambda f: order.index(f.name))
+            dataclasses_[name] = {"fields": field_entries(fields, names)}
+    doc = {"format": FORMAT, "structs": structs, "enums": enums}
+    # Only revisions with dataclass messages have this key (spec/README.md, "Wire fingerprint").
+    if dataclasses_:
+        doc["dataclasses"] = dataclasses_
+    return doc
 
 
-def fingerprint(classes):
-    return hashlib.sha256(json.dumps(document(classes), sort_keys=True).encode()).hexdigest()
+def fingerprint(classes, names=None):
+    return hashlib.sha256(json.dumps(document(classes, names), sort_keys=True).encode()).hexdigest()
 
 
 def is_wire_class(node):
@@ -157,6 +186,16 @@ def main():
             rev = json.loads(line)
             classes = list(build(rev).values())
             print(json.dumps({"revision": rev["revision"], "fingerprint": fingerprint(classes), "document": document(classes)}), flush=True)
+    elif sys.argv[1:2] == ["--pull"]:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pull", "gen_pull_vectors.py")
+        spec = importlib.util.spec_from_file_location("gen_pull_vectors", path)
+        gen = importlib.util.module_from_spec(spec)
+        sys.modules["gen_pull_vectors"] = gen
+        spec.loader.exec_module(gen)
+        for revision, _releases, _commit, _source, _generation, messages in gen.REVISIONS:
+            names = {cls: name for name, cls in messages.items() if isinstance(cls, type)}
+            classes = list(messages.values())
+            print(json.dumps({"revision": revision, "fingerprint": fingerprint(classes, names), "document": document(classes, names)}), flush=True)
     elif sys.argv[1:2] == ["--source"]:
         classes = classes_from_source(sys.argv[2])
         out = {"classes": [c.__name__ for c in classes], "fingerprint": fingerprint(classes)}
