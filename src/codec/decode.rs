@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use super::compile::{CStruct, Plan, TagValue, Ty, TyId};
 use super::error::{DecodeError, DecodeErrorKind as K};
+use super::pykey::{Identity, PyKey};
 use super::value::{StructValue, Value};
 use crate::limits;
 use crate::msgpack::{Kind, Obj, RawError, Reader, WireInt};
@@ -242,8 +243,12 @@ impl<'a, 'p> Decoder<'a, 'p> {
             Obj::Map(n) => {
                 self.enter()?;
                 let mut out: Vec<(Value, Value)> = Vec::with_capacity(n.min(self.r.remaining() / 2).min(limits::MAX_PREALLOC_ELEMENTS));
+                // Earlier keys by their identity under Python equality (hashed: a hostile map of many keys
+                // costs linear time).
+                let mut seen: HashMap<PyKey<'a>, usize> = HashMap::new();
                 for _ in 0..n {
                     let ko = self.r.read_obj().map_err(|e| self.raw(e))?;
+                    let id = Identity::of(&ko);
                     let k = self.any(ko)?;
                     if matches!(k, Value::List(_) | Value::Dict(_)) {
                         return Err(self.key_err(K::Expected { expected: "hashable".into(), got: if matches!(k, Value::List(_)) { "array" } else { "object" } }));
@@ -252,9 +257,16 @@ impl<'a, 'p> Decoder<'a, 'p> {
                     let vo = self.r.read_obj().map_err(|e| self.raw(e))?;
                     let v = self.any(vo)?;
                     self.path.pop();
-                    match out.iter().position(|(x, _)| *x == k) {
-                        Some(i) => out[i].1 = v,
-                        None => out.push((k, v)),
+                    match id {
+                        Identity::Key(pk) => match seen.get(&pk) {
+                            Some(&i) => out[i].1 = v,
+                            None => {
+                                seen.insert(pk, out.len());
+                                out.push((k, v));
+                            }
+                        },
+                        // NaN (lists and maps were refused above; ext is refused by `any`).
+                        Identity::Unique | Identity::Other => out.push((k, v)),
                     }
                 }
                 self.depth -= 1;
@@ -278,8 +290,8 @@ impl<'a, 'p> Decoder<'a, 'p> {
         // Python dict). Str keys are held as their bytes in the input (no copy). Small dicts are scanned; the
         // hash index is built once a dict outgrows that.
         const SCAN: usize = 16;
-        let mut keys: Vec<(DictKey<'a>, usize)> = Vec::new();
-        let mut index: HashMap<DictKey<'a>, usize> = HashMap::new();
+        let mut keys: Vec<(PyKey<'a>, usize)> = Vec::new();
+        let mut index: HashMap<PyKey<'a>, usize> = HashMap::new();
         for _ in 0..n {
             let kobj = self.r.read_obj().map_err(|e| self.raw(e))?;
             let key = match self.value_from(kobj, kty, kty) {
@@ -296,8 +308,8 @@ impl<'a, 'p> Decoder<'a, 'p> {
             self.path.push(Seg::DictValue);
             let val = self.value(vty)?;
             self.path.pop();
-            match DictKey::of(&key, kobj) {
-                Some(dk) => {
+            match Identity::of(&kobj) {
+                Identity::Key(dk) => {
                     let seen = if keys.len() < SCAN { keys.iter().find(|(k, _)| *k == dk).map(|(_, i)| *i) } else { index.get(&dk).copied() };
                     match seen {
                         Some(i) => out[i].1 = val,
@@ -313,8 +325,9 @@ impl<'a, 'p> Decoder<'a, 'p> {
                         }
                     }
                 }
-                None => {
-                    // Keys that cannot be hashed here (floats, containers) are compared one by one.
+                Identity::Unique => out.push((key, val)),
+                Identity::Other => {
+                    // Container keys (tuples) are compared one by one.
                     match out.iter().position(|(k, _)| *k == key) {
                         Some(i) => out[i].1 = val,
                         None => out.push((key, val)),
@@ -473,29 +486,5 @@ impl<'a, 'p> Decoder<'a, 'p> {
             }
         }
         self.finish_struct(sid, slots)
-    }
-}
-
-/// Hashable form of the dict keys vLLM uses (str, int, enum, bool, None); a str key is its bytes in the
-/// input (equal strings have equal bytes).
-#[derive(Clone, Hash, PartialEq, Eq)]
-enum DictKey<'a> {
-    Str(&'a [u8]),
-    Int(WireInt),
-    Bool(bool),
-    None,
-}
-
-impl<'a> DictKey<'a> {
-    /// `raw` is the object `v` was decoded from.
-    fn of(v: &Value, raw: Obj<'a>) -> Option<DictKey<'a>> {
-        Some(match (v, raw) {
-            (Value::Str(_), Obj::Str(b)) => DictKey::Str(b),
-            (Value::Int(i), _) => DictKey::Int(*i),
-            (Value::Enum(e), _) => DictKey::Int(WireInt::from_i64(e.value)),
-            (Value::Bool(b), _) => DictKey::Bool(*b),
-            (Value::None, _) => DictKey::None,
-            _ => return None,
-        })
     }
 }

@@ -16,6 +16,7 @@ mod decode;
 mod encode;
 mod error;
 mod json;
+pub(crate) mod pykey;
 mod value;
 pub mod testgen;
 

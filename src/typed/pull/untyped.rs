@@ -2,11 +2,13 @@
 //! description (`dict[str, any]`, vllm-ascend 0.23.0.post1 sdist,
 //! `vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_connector.py`; `spec/pull/vllm-ascend-0.23.0.post1.toml`).
 //! msgspec decodes them untyped; the rules here are the spec codec's for the type `any` (`src/codec/decode.rs`):
-//! arrays become lists, maps keep the last duplicate at the first position, a list or map as a key is refused
+//! arrays become lists, maps keep the last duplicate at the first position (keys equal as in Python:
+//! [`crate::codec::pykey`]), a list or map as a key is refused
 //! ("hashable"), an ext value is refused.
 
 use std::collections::HashMap;
 
+use crate::codec::pykey::{Identity, PyKey};
 use crate::codec::DecodeErrorKind as K;
 use crate::msgpack::{Obj, WireInt, Writer};
 use crate::typed::de::{De, Seg, R};
@@ -26,33 +28,6 @@ pub enum Untyped {
     Map(Vec<(Untyped, Untyped)>),
 }
 
-/// The part of a key that decides equality, hashable (a float by its bits, `-0.0` as `0.0`; NaN equals
-/// nothing, so it never gets here).
-#[derive(PartialEq, Eq, Hash)]
-enum KeyId {
-    Nil,
-    Bool(bool),
-    Int(WireInt),
-    Float(u64),
-    Str(String),
-    Bytes(Vec<u8>),
-}
-
-impl KeyId {
-    fn of(v: &Untyped) -> Option<KeyId> {
-        Some(match v {
-            Untyped::Nil => KeyId::Nil,
-            Untyped::Bool(b) => KeyId::Bool(*b),
-            Untyped::Int(i) => KeyId::Int(*i),
-            Untyped::Float(x) if x.is_nan() => return None,
-            Untyped::Float(x) => KeyId::Float(if *x == 0.0 { 0 } else { x.to_bits() }),
-            Untyped::Str(s) => KeyId::Str(s.clone()),
-            Untyped::Bytes(b) => KeyId::Bytes(b.clone()),
-            Untyped::Array(_) | Untyped::Map(_) => return None,
-        })
-    }
-}
-
 impl Untyped {
     /// Decodes one untyped value from its already-read object head.
     pub(crate) fn decode_from<'a>(d: &mut De<'a>, obj: Obj<'a>) -> R<Untyped> {
@@ -70,28 +45,30 @@ impl Untyped {
             Obj::Map(n) => {
                 d.enter()?;
                 let mut out: Vec<(Untyped, Untyped)> = Vec::with_capacity(d.cap(n / 2));
-                let mut index: HashMap<KeyId, usize> = HashMap::new();
+                let mut index: HashMap<PyKey<'a>, usize> = HashMap::new();
                 for _ in 0..n {
                     let o = d.obj()?;
+                    let id = Identity::of(&o);
                     let k = Untyped::decode_from(d, o)?;
-                    let id = match &k {
+                    match &k {
                         Untyped::Array(_) => return Err(d.key_err(K::Expected { expected: "hashable".into(), got: "array" })),
                         Untyped::Map(_) => return Err(d.key_err(K::Expected { expected: "hashable".into(), got: "object" })),
-                        k => KeyId::of(k),
-                    };
+                        _ => {}
+                    }
                     let v = d.with(Seg::DictValue, |d| {
                         let o = d.obj()?;
                         Untyped::decode_from(d, o)
                     })?;
                     match id {
-                        Some(id) => match index.get(&id) {
+                        Identity::Key(id) => match index.get(&id) {
                             Some(&i) => out[i].1 = v,
                             None => {
                                 index.insert(id, out.len());
                                 out.push((k, v));
                             }
                         },
-                        None => out.push((k, v)),
+                        // NaN equals nothing (arrays and maps were refused above, ext by the value decoder).
+                        Identity::Unique | Identity::Other => out.push((k, v)),
                     }
                 }
                 d.leave();
