@@ -18,7 +18,7 @@ export MOONCAKE_PYTHON="$PWD/.venv/bin/python"
 echo "== cargo test"
 mkdir -p target
 set +e
-cargo test --workspace --locked > target/test-output.txt 2>&1
+cargo test --workspace --locked -- --show-output > target/test-output.txt 2>&1
 status=$?
 set -e
 grep -E '^test result|panicked|^error' target/test-output.txt || true
@@ -27,6 +27,9 @@ if [ $status -ne 0 ]; then
   echo "SUMMARY: cargo test FAILED (exit $status; full output in target/test-output.txt)"; exit 1
 fi
 passed=$(grep -oE '^test result: ok\. [0-9]+ passed' target/test-output.txt | awk '{s+=$4} END {print s}')
+# The fuzz targets' bodies over their seeds and derived inputs, and the short differential fuzzing run against
+# msgspec (fuzz/harness/tests), ran above (`--show-output` keeps what passing tests print); their results:
+grep -E '^(differential fuzzing:|(decode_spec|decode_typed|trace|bootstrap|store_keys|prefiller|decoder): .* every invariant held)' target/test-output.txt || true
 
 # 3. The independent Python peer's own self-check (its scenarios between Python testees, its planner against
 #    vLLM's golden plan vectors).
@@ -40,6 +43,13 @@ bin=target/debug/mooncake-conformance
 $bin vectors conformance/vectors/revisions.json conformance/vectors/vllm-* conformance/vectors/hash conformance/vectors/keys | tail -1
 $bin validate conformance/traces | tail -1
 $bin run | tail -1
+
+# 4b. Optional: every cargo-fuzz target for a few seconds (coverage-guided libFuzzer; builds on stable, needs
+#     cargo-fuzz and about ten minutes for the first build). MOONCAKE_FUZZ_SMOKE=<seconds per target>.
+if [ -n "${MOONCAKE_FUZZ_SMOKE:-}" ]; then
+  echo "== cargo-fuzz smoke run (${MOONCAKE_FUZZ_SMOKE}s per target)"
+  ./scripts/fuzz-smoke.sh -time "$MOONCAKE_FUZZ_SMOKE" || { echo "SUMMARY: cargo-fuzz smoke run FAILED"; exit 1; }
+fi
 
 # 5. When spec/ differs from the main branch, the wire diff of each changed revision (informational; a no-op
 #    without git history, a main branch or a change).

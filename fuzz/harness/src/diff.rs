@@ -166,16 +166,21 @@ pub fn run(cases: usize, seed: u64, corpus_dirs: &[PathBuf]) -> Result<Report, S
             corpus.extend(fuzz_corpus(corpus_dirs, entry, message));
             corpus.retain(|c| c.len() <= MAX_LEN);
             let mut seen: HashSet<u64> = HashSet::new();
+            // Accepted inputs, as parents: most mutants are taken from them, so that both verdicts stay common.
+            let mut accepted: Vec<Vec<u8>> = vec![];
             for c in &corpus {
                 let outcome = entry.codec.decode(message, c).map(|_| ()).map_err(|e| e.msgspec_message());
                 seen.extend(features(lane_id, c, &outcome));
+                if outcome.is_ok() {
+                    accepted.push(c.clone());
+                }
             }
             let mut lane = LaneReport { revision: entry.revision.revision.clone(), message: message.clone(), corpus_start: corpus.len(), ..Default::default() };
             while lane.cases < per_message {
                 let n = BATCH.min(per_message - lane.cases);
                 let inputs: Vec<Vec<u8>> = (0..n)
                     .map(|_| {
-                        let parent = rng.pick(&corpus).clone();
+                        let parent = if !accepted.is_empty() && rng.chance(70) { rng.pick(&accepted) } else { rng.pick(&corpus) }.clone();
                         mutate::mutate(&mut rng, &parent, &corpus, &dict, MAX_LEN)
                     })
                     .collect();
@@ -202,6 +207,14 @@ pub fn run(cases: usize, seed: u64, corpus_dirs: &[PathBuf]) -> Result<Report, S
                     let fresh: Vec<u64> = features(lane_id, &input, &outcome).into_iter().filter(|f| !seen.contains(f)).collect();
                     if !fresh.is_empty() {
                         seen.extend(fresh);
+                        if outcome.is_ok() {
+                            if accepted.len() < MAX_CORPUS {
+                                accepted.push(input.clone());
+                            } else {
+                                let i = rng.below(accepted.len());
+                                accepted[i] = input.clone();
+                            }
+                        }
                         if corpus.len() < MAX_CORPUS {
                             corpus.push(input);
                         } else {

@@ -2,8 +2,8 @@
 //! bytes and bits, integers at width boundaries, copy parts, cross over with another corpus input, dictionary
 //! tokens) and MessagePack-aware ones that keep the document's shape plausible (replace a whole value with a
 //! value from another input, drop or duplicate a container element and fix the count, re-encode a head in a
-//! wider form, set a declared length to an edge value, change a value's type). Stacked 1–5 deep, as libFuzzer
-//! does. Used by the smoke runs of the byte-oriented targets and by the differential fuzzer ([`crate::diff`]).
+//! wider form, set a declared length to an edge value, change a value's type). Stacked 1–5 deep (mostly 1),
+//! as libFuzzer does. Used by the smoke runs of the byte-oriented targets and by the differential fuzzer ([`crate::diff`]).
 
 use mooncake_wire::codec::testgen::Rng;
 use mooncake_wire::msgpack::{Kind, Obj, Reader};
@@ -68,7 +68,14 @@ fn rand_range(rng: &mut Rng, len: usize) -> (usize, usize) {
 /// The result is at most `max_len` bytes.
 pub fn mutate(rng: &mut Rng, data: &[u8], corpus: &[Vec<u8>], dict: &[Vec<u8>], max_len: usize) -> Vec<u8> {
     let mut d = data.to_vec();
-    let depth = 1 + rng.below(5);
+    // Mostly one or two mutations (a mutant close to a valid input is more often valid), up to five.
+    let depth = match rng.below(16) {
+        0..=7 => 1,
+        8..=11 => 2,
+        12..=13 => 3,
+        14 => 4,
+        _ => 5,
+    };
     for _ in 0..depth {
         let before = d.clone();
         mutate_once(rng, &mut d, corpus, dict);
