@@ -40,7 +40,7 @@ tail -3 target/peer-selfcheck.txt
 # 4. The CLI over every bundled vector and trace, and the conformance run against the reference peer.
 echo "== mooncake-conformance vectors / validate"
 bin=target/debug/mooncake-conformance
-$bin vectors conformance/vectors/revisions.json conformance/vectors/vllm-* conformance/vectors/hash conformance/vectors/keys | tail -1
+$bin vectors conformance/vectors | tail -1
 $bin validate conformance/traces | tail -1
 $bin run | tail -1
 

@@ -1,6 +1,7 @@
 //! Library side of `mooncake-conformance`: vector checking, trace model and validation, reports.
 
 pub mod checks;
+pub mod crossver;
 pub mod golden;
 pub mod hashcmd;
 pub mod jsonl;

@@ -109,6 +109,11 @@ enum Cmd {
         /// Seconds to wait for a reply or an outcome beyond the scenario's own timeouts.
         #[arg(long, default_value_t = 3.0)]
         slack: f64,
+        /// Take the testee to speak only these revisions (names like vllm-0.33.0 or releases like 0.33.0,
+        /// comma-separated) of those it declares. Traces of other revisions then run as cross-version cases
+        /// where the spec says the revisions interoperate, and are skipped with the reason otherwise.
+        #[arg(long, value_delimiter = ',')]
+        speaks: Vec<String>,
     },
     /// Replay recorded traffic against one implementation already running (or a testee command).
     ///
@@ -156,6 +161,11 @@ enum Cmd {
         markdown: Option<PathBuf>,
         #[arg(long, default_value_t = 3.0)]
         slack: f64,
+        /// Take the testee to speak only these revisions (names like vllm-0.33.0 or releases like 0.33.0,
+        /// comma-separated) of those it declares. Traces of other revisions then run as cross-version cases
+        /// where the spec says the revisions interoperate, and are skipped with the reason otherwise.
+        #[arg(long, value_delimiter = ',')]
+        speaks: Vec<String>,
     },
     /// Compatibility hashes: vLLM's hash_factors of a value, the wire fingerprint of a revision, and whether
     /// two revisions are wire-compatible (exit 0 compatible, 1 not).
@@ -311,6 +321,24 @@ enum DiffFormat {
     Summary,
 }
 
+/// `--speaks` names or releases → push revision names (`None` when not given).
+fn resolve_revisions(given: &[String]) -> Result<Option<Vec<String>>, String> {
+    if given.is_empty() {
+        return Ok(None);
+    }
+    let push = mooncake_wire::spec::Spec::builtin().push();
+    given
+        .iter()
+        .map(|g| {
+            push.revision(g)
+                .or_else(|| push.for_release(g.trim_start_matches("vllm-")))
+                .map(|r| r.revision.clone())
+                .ok_or_else(|| format!("--speaks {g}: no such revision or release (see spec/push/)"))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
 fn bundled(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
@@ -318,7 +346,11 @@ fn bundled(rel: &str) -> PathBuf {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Run { paths, testee, role, case, scenarios, expected_failures, format, junit, markdown, slack } => {
+        Cmd::Run { paths, testee, role, case, scenarios, expected_failures, format, junit, markdown, slack, speaks } => {
+            let speaks = match resolve_revisions(&speaks) {
+                Ok(s) => s,
+                Err(e) => return report::usage_error(&e),
+            };
             let roles = match role.iter().map(|r| Role::parse(r).ok_or(r.clone())).collect::<Result<Vec<_>, _>>() {
                 Ok(r) => r,
                 Err(r) => return report::usage_error(&format!("unknown role {r:?} (prefiller, decoder, bootstrap)")),
@@ -353,10 +385,15 @@ fn main() -> ExitCode {
                 slack,
                 progress: format == Format::Text && std::io::IsTerminal::is_terminal(&std::io::stderr()),
                 external: External::None,
+                speaks,
             };
             execute(cfg, format, junit, markdown)
         }
-        Cmd::Replay { paths, play, peer, listen, bootstrap_bind, timeout, testee, scenarios, format, junit, markdown, slack } => {
+        Cmd::Replay { paths, play, peer, listen, bootstrap_bind, timeout, testee, scenarios, format, junit, markdown, slack, speaks } => {
+            let speaks = match resolve_revisions(&speaks) {
+                Ok(s) => s,
+                Err(e) => return report::usage_error(&e),
+            };
             let role = match play.as_str() {
                 "decoder" => Role::Prefiller,
                 "prefiller" => Role::Decoder,
@@ -395,6 +432,7 @@ fn main() -> ExitCode {
                 slack,
                 progress: format == Format::Text && std::io::IsTerminal::is_terminal(&std::io::stderr()),
                 external,
+                speaks,
             };
             execute(cfg, format, junit, markdown)
         }

@@ -116,7 +116,7 @@ pub fn validate_text(reps: &[TraceReport]) {
 
 // ---- run reports ------------------------------------------------------------------------------------------
 
-use crate::play::Status;
+use crate::play::{CaseResult, Status};
 use crate::run::RunReport;
 
 fn status_word(s: &Status) -> &'static str {
@@ -128,10 +128,29 @@ fn status_word(s: &Status) -> &'static str {
     }
 }
 
+/// Cases whose testee ran at another revision than the trace's.
+fn cross_count(r: &RunReport) -> usize {
+    r.results.iter().filter(|c| c.testee_revision.is_some()).count()
+}
+
+/// The note of a case: why it was skipped or expected to fail, or its first finding; cross-version cases
+/// say so first.
+fn case_note(c: &CaseResult, findings: impl FnOnce(&CaseResult) -> String) -> String {
+    let note = c.reason.clone().unwrap_or_else(|| findings(c));
+    match &c.testee_revision {
+        Some(t) => format!("cross-version: testee at {t}{}{note}", if note.is_empty() { "" } else { "; " }),
+        None => note,
+    }
+}
+
 pub fn run_summary(r: &RunReport) -> String {
     format!(
-        "conformance: {} cases against {} — {} passed, {} failed, {} expected failures, {} skipped{} — {}",
+        "conformance: {} cases{} against {} — {} passed, {} failed, {} expected failures, {} skipped{} — {}",
         r.results.len(),
+        match cross_count(r) {
+            0 => String::new(),
+            n => format!(" ({n} cross-version)"),
+        },
         r.testee,
         r.count(Status::Pass),
         r.count(Status::Fail),
@@ -145,7 +164,7 @@ pub fn run_summary(r: &RunReport) -> String {
 pub fn run_text(r: &RunReport) {
     println!("{:<6} {:<52} {:>8}  notes", "status", "case", "ms");
     for c in &r.results {
-        let note = c.reason.clone().unwrap_or_else(|| c.findings.first().map(|f| format!("[{}] {}", f.check, f.detail)).unwrap_or_default());
+        let note = case_note(c, |c| c.findings.first().map(|f| format!("[{}] {}", f.check, f.detail)).unwrap_or_default());
         let note: String = note.chars().take(110).collect();
         println!("{:<6} {:<52} {:>8}  {note}", status_word(&c.status), c.id, c.duration_ms);
         if c.status == Status::Fail {
@@ -172,6 +191,7 @@ pub fn run_json(r: &RunReport) -> serde_json::Value {
             "failed": r.count(Status::Fail),
             "expected_failures": r.count(Status::Xfail),
             "skipped": r.count(Status::Skip),
+            "cross_version": cross_count(r),
             "ok": r.ok(),
         }
     })
@@ -213,7 +233,7 @@ pub fn run_markdown(r: &RunReport) -> String {
     let mut o = format!("### mooncake-conformance: {}\n\n{}\n\n", r.testee, run_summary(r));
     o.push_str("| Case | Status | Notes |\n|---|---|---|\n");
     for c in &r.results {
-        let note = c.reason.clone().unwrap_or_else(|| c.findings.iter().map(|f| format!("`{}` {}", f.check, f.detail)).collect::<Vec<_>>().join("<br>"));
+        let note = case_note(c, |c| c.findings.iter().map(|f| format!("`{}` {}", f.check, f.detail)).collect::<Vec<_>>().join("<br>"));
         o.push_str(&format!("| `{}` | {} | {} |\n", c.id, status_word(&c.status), note.replace('|', "\\|").replace('\n', " ")));
     }
     for s in &r.stale {

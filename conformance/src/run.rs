@@ -51,6 +51,9 @@ pub struct RunConfig {
     pub progress: bool,
     /// An implementation that is already running (`replay --peer` / `--listen`), instead of a testee.
     pub external: crate::play::External,
+    /// Take the testee to speak only these of the revisions it declares (`--speaks`): the others' traces
+    /// run as cross-version cases or are skipped.
+    pub speaks: Option<Vec<String>>,
 }
 
 pub struct RunReport {
@@ -100,13 +103,22 @@ pub async fn run(cfg: RunConfig) -> Result<RunReport, String> {
             roles: vec!["prefiller".into(), "decoder".into(), "bootstrap".into()],
         },
     };
+    let mut hello = hello;
+    if let Some(only) = &cfg.speaks {
+        hello.revisions.retain(|r| only.contains(r));
+        if hello.revisions.is_empty() {
+            return Err(format!("--speaks {}: the testee declares none of these revisions", only.join(",")));
+        }
+    }
     let mut opts = PlayOptions::new(cfg.testee.clone(), cfg.scenarios, cfg.slack);
     opts.external = cfg.external.clone();
     let mut results = vec![];
     let n = cases.len();
     for (i, case) in cases.iter().enumerate() {
         if cfg.progress {
-            eprint!("\r[{:>3}/{n}] {:<60}", i + 1, case.id);
+            let done = i * 24 / n.max(1);
+            let failed = results.iter().filter(|r: &&CaseResult| r.status == Status::Fail).count();
+            eprint!("\r[{}{}] {:>3}/{n} {failed} failed  {:<56}", "#".repeat(done), "-".repeat(24 - done), i + 1, case.id);
             let _ = std::io::stderr().flush();
         }
         let mut r = if hello.roles.iter().any(|x| x == case.role.as_str()) {
@@ -117,6 +129,7 @@ pub async fn run(cfg: RunConfig) -> Result<RunReport, String> {
                 trace: case.model.trace.path.clone(),
                 role: case.role,
                 revision: case.model.revision.revision.clone(),
+                testee_revision: None,
                 status: Status::Skip,
                 reason: Some(format!("the testee does not take the {} role", case.role.as_str())),
                 findings: vec![],
@@ -134,7 +147,7 @@ pub async fn run(cfg: RunConfig) -> Result<RunReport, String> {
         results.push(r);
     }
     if cfg.progress {
-        eprintln!("\r{:<80}", "");
+        eprint!("\r{:<120}\r", "");
     }
     let stale = cfg
         .expected

@@ -38,6 +38,7 @@ fn every_case_passes_against_the_python_peer() {
         slack: Duration::from_secs(3),
         progress: false,
         external: mooncake_conformance::play::External::None,
+        speaks: None,
     };
     let r = rt().block_on(run(cfg)).unwrap();
     let failed: Vec<String> = r.results.iter().filter(|c| c.status == Status::Fail).map(|c| format!("{}: {:?}", c.id, c.findings)).collect();

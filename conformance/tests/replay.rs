@@ -29,6 +29,7 @@ fn cfg(path: PathBuf, role: Role, external: External) -> RunConfig {
         slack: Duration::from_secs(2),
         progress: false,
         external,
+        speaks: None,
     }
 }
 

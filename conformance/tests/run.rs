@@ -26,6 +26,7 @@ fn cfg(testee: TesteeSpec, filter: Option<&str>, roles: Vec<Role>) -> RunConfig 
         slack: Duration::from_secs(2),
         progress: false,
         external: mooncake_conformance::play::External::None,
+        speaks: None,
     }
 }
 
@@ -119,4 +120,43 @@ fn stale_expected_failures_fail_the_run() {
     let r = rt().block_on(run(c)).unwrap();
     assert_eq!(r.results[0].status, Status::Xfail, "{:?}", r.results[0]);
     assert!(r.ok());
+}
+
+/// A testee taken to speak one revision: the other revision's traces run cross-version where the spec diff
+/// and the recorded conversation allow it, with the testee started at its own revision, and are skipped
+/// with the reason otherwise.
+#[test]
+fn traces_of_another_revision_run_as_cross_version_cases() {
+    // Only 0.33.0: every 0.32.0 case runs against a 0.33.0 testee (the 0.32.0 → 0.33.0 diff is compatible
+    // in both directions unless LAYOUT_MISS or layout-less pulls are used, which 0.32.0 traces never do).
+    let mut c = cfg(TesteeSpec::Builtin, Some("vllm-0.32.0"), vec![]);
+    c.speaks = Some(vec!["vllm-0.33.0".into()]);
+    let r = rt().block_on(run(c)).unwrap();
+    assert_eq!(r.results.len(), 28);
+    assert!(r.ok(), "{:#?}", failures(&r));
+    assert!(r.results.iter().all(|x| x.status == Status::Pass && x.testee_revision.as_deref() == Some("vllm-0.33.0")), "{:#?}", r.results);
+
+    // Only 0.32.0: the 0.33.0 trace built on layout caching cannot be replayed to a 0.32.0 peer; the others run.
+    let mut c = cfg(TesteeSpec::Builtin, Some("vllm-0.33.0"), vec![]);
+    c.speaks = Some(vec!["vllm-0.32.0".into()]);
+    let r = rt().block_on(run(c)).unwrap();
+    assert!(r.ok(), "{:#?}", failures(&r));
+    let skipped: Vec<&str> = r.results.iter().filter(|x| x.status == Status::Skip).map(|x| x.id.as_str()).collect();
+    assert_eq!(skipped, ["vllm-0.33.0/h1_layout_reuse_and_miss/decoder", "vllm-0.33.0/h1_layout_reuse_and_miss/prefiller"]);
+    for x in r.results.iter().filter(|x| x.status == Status::Skip) {
+        assert!(x.reason.as_deref().unwrap_or("").contains("behaviour.layout_caching"), "{x:?}");
+    }
+    assert_eq!(r.results.iter().filter(|x| x.status == Status::Pass && x.testee_revision.as_deref() == Some("vllm-0.32.0")).count(), 29);
+}
+
+/// A cross-version case is a real case: a faulty testee fails it.
+#[test]
+fn cross_version_cases_catch_faults() {
+    for (fault, role) in [("wrong_status", Role::Prefiller), ("extra_field", Role::Prefiller), ("wrong_id", Role::Decoder)] {
+        let mut c = cfg(TesteeSpec::BuiltinWithFaults(vec![fault.into()]), Some("vllm-0.32.0/a_single_success"), vec![role]);
+        c.speaks = Some(vec!["vllm-0.33.0".into()]);
+        let r = rt().block_on(run(c)).unwrap();
+        assert_eq!(r.results[0].testee_revision.as_deref(), Some("vllm-0.33.0"));
+        assert_eq!(r.results[0].status, Status::Fail, "{fault} went unnoticed: {:?}", r.results[0]);
+    }
 }

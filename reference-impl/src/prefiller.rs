@@ -1,14 +1,15 @@
 //! The prefiller peer: a [`PrefillerCore`] driven by tokio over a real ROUTER socket, with a transfer backend
 //! that moves the bytes, and registration with the bootstrap server.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mooncake_wire::proto::{PrefillerCore, PrefillerEvent, PrefillerStats, SenderPlanner, WireProfile};
 use serde_json::json;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::backend::{Backend, SharedMemory};
-use crate::reactor::{Incoming, Reactor};
+use crate::reactor::Reactor;
 
 #[derive(Clone, Debug)]
 pub struct PrefillerConfig {
@@ -68,19 +69,48 @@ impl PrefillerPeer {
         P::Prepared: Send,
         P::Pull: Send,
     {
-        let (in_tx, in_rx) = mpsc::unbounded_channel();
-        let reactor = Reactor::start(ctx, in_tx)?;
+        let mut core = PrefillerCore::new(profile, planner);
+        if let Some(t) = cfg.abort_timeout {
+            core.set_abort_timeout(t);
+        }
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Mutex::new(Shared {
+            core,
+            status: PrefillerStatus::default(),
+            fail_next: None,
+            faults: cfg.faults.clone(),
+            record_wire: cfg.record_wire,
+            backend,
+            memory: memory.clone(),
+            done_tx,
+            rt: tokio::runtime::Handle::current(),
+        }));
+        let wake = Arc::new(Notify::new());
+        // Pulls are answered on the ZeroMQ thread; the task below only hears of new deadlines.
+        let handler = {
+            let (shared, wake) = (shared.clone(), wake.clone());
+            Box::new(move |frames: Vec<Vec<u8>>| {
+                let mut s = lock(&shared);
+                let before = s.core.poll_timeout();
+                s.receive(Instant::now(), frames);
+                let out = s.pump();
+                if let Some(after) = s.core.poll_timeout() {
+                    if before.is_none_or(|b| after < b) {
+                        wake.notify_one();
+                    }
+                }
+                out
+            })
+        };
+        let (in_tx, _) = mpsc::unbounded_channel();
+        let reactor = Reactor::start_with(ctx, in_tx, Some(handler))?;
         let endpoint = reactor.bind_router(&cfg.bind).await?;
         if let Some(b) = &cfg.bootstrap {
             let payload = json!({"engine_id": cfg.engine_id, "dp_rank": cfg.dp_rank, "tp_rank": cfg.tp_rank, "pp_rank": cfg.pp_rank, "addr": endpoint});
             crate::http::register(b, &payload, Duration::from_secs(30)).await?;
         }
-        let mut core = PrefillerCore::new(profile, planner);
-        if let Some(t) = cfg.abort_timeout {
-            core.set_abort_timeout(t);
-        }
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run(core, reactor, in_rx, cmd_rx, memory.clone(), backend, cfg.record_wire, cfg.faults.clone()));
+        let task = tokio::spawn(run(shared, reactor, wake, cmd_rx, done_rx));
         tracing::info!(%endpoint, engine = %cfg.engine_id, "prefiller listening");
         Ok(PrefillerPeer { endpoint, memory, cmds: cmd_tx, task })
     }
@@ -116,50 +146,66 @@ impl Drop for PrefillerPeer {
     }
 }
 
-async fn run<P>(
-    mut core: PrefillerCore<P>,
-    reactor: Reactor,
-    mut incoming: mpsc::UnboundedReceiver<Incoming>,
-    mut cmds: mpsc::UnboundedReceiver<Cmd>,
-    memory: SharedMemory,
-    backend: Backend,
-    record_wire: bool,
+/// A write the backend finished: (id, return code, session, descriptors, bytes).
+type WriteDone = (mooncake_wire::proto::WriteId, i64, String, usize, u64);
+
+/// The core and what the peer records, shared by the ZeroMQ thread (pulls) and the task (commands, write
+/// completions, timeouts).
+struct Shared<P: SenderPlanner> {
+    core: PrefillerCore<P>,
+    status: PrefillerStatus,
+    fail_next: Option<(usize, i64)>,
     faults: Vec<crate::faults::Fault>,
-) where
+    record_wire: bool,
+    backend: Backend,
+    memory: SharedMemory,
+    done_tx: mpsc::UnboundedSender<WriteDone>,
+    rt: tokio::runtime::Handle,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl<P> Shared<P>
+where
     P: SenderPlanner + Send + 'static,
     P::Prepared: Send,
     P::Pull: Send,
 {
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(mooncake_wire::proto::WriteId, i64, String, usize, u64)>();
-    let mut status = PrefillerStatus::default();
-    let mut fail_next: Option<(usize, i64)> = None;
-    loop {
+    fn receive(&mut self, now: Instant, frames: Vec<Vec<u8>>) {
+        if self.record_wire {
+            self.status.wire.push((true, frames.clone()));
+        }
+        self.core.handle_frames(now, frames);
+    }
+
+    /// Takes what the core wants sent (returned, to go out on the ROUTER) and done (writes started on the
+    /// runtime, completions recorded).
+    fn pump(&mut self) -> Vec<Vec<Vec<u8>>> {
         let mut batch = vec![];
-        while let Some(t) = core.poll_transmit() {
-            let messages = if faults.is_empty() { vec![vec![t.peer.0, t.payload]] } else { crate::faults::apply_to_reply(&faults, t.peer.0, t.payload) };
+        while let Some(t) = self.core.poll_transmit() {
+            let messages = if self.faults.is_empty() { vec![vec![t.peer.0, t.payload]] } else { crate::faults::apply_to_reply(&self.faults, t.peer.0, t.payload) };
             for frames in messages {
-                if record_wire {
-                    status.wire.push((false, frames.clone()));
+                if self.record_wire {
+                    self.status.wire.push((false, frames.clone()));
                 }
                 batch.push(frames);
             }
         }
-        if !batch.is_empty() {
-            reactor.router_send_batch(batch);
-        }
-        while let Some(ev) = core.poll_event() {
+        while let Some(ev) = self.core.poll_event() {
             match ev {
                 PrefillerEvent::Write { id, session, descriptors } => {
                     let (n, bytes) = (descriptors.len(), descriptors.iter().map(|d| d.len).sum::<u64>());
-                    let forced = match &mut fail_next {
+                    let forced = match &mut self.fail_next {
                         Some((left, ret)) if *left > 0 => {
                             *left -= 1;
                             Some(*ret)
                         }
                         _ => None,
                     };
-                    let (backend, memory, done) = (backend.clone(), memory.clone(), done_tx.clone());
-                    tokio::spawn(async move {
+                    let (backend, memory, done) = (self.backend.clone(), self.memory.clone(), self.done_tx.clone());
+                    self.rt.spawn(async move {
                         let ret = match forced {
                             Some(r) => r,
                             None => backend.write(&memory, &session, &descriptors).await,
@@ -169,60 +215,72 @@ async fn run<P>(
                 }
                 PrefillerEvent::FinishedSending { p_req_id, transfer_id, expired } => {
                     tracing::debug!(%p_req_id, %transfer_id, expired, "finished sending");
-                    status.finished_sending.push((p_req_id, transfer_id, expired));
+                    self.status.finished_sending.push((p_req_id, transfer_id, expired));
                 }
                 PrefillerEvent::Rejected { reason, .. } => {
                     tracing::warn!(%reason, "message rejected");
-                    status.rejected.push(reason);
+                    self.status.rejected.push(reason);
                 }
             }
         }
-        let wake = core.poll_timeout();
+        batch
+    }
+}
+
+async fn run<P>(
+    shared: Arc<Mutex<Shared<P>>>,
+    reactor: Reactor,
+    wake: Arc<Notify>,
+    mut cmds: mpsc::UnboundedReceiver<Cmd>,
+    mut done_rx: mpsc::UnboundedReceiver<WriteDone>,
+) where
+    P: SenderPlanner + Send + 'static,
+    P::Prepared: Send,
+    P::Pull: Send,
+{
+    loop {
+        let (batch, deadline) = {
+            let mut s = lock(&shared);
+            (s.pump(), s.core.poll_timeout())
+        };
+        if !batch.is_empty() {
+            reactor.router_send_batch(batch);
+        }
         let sleep = async {
-            match wake {
+            match deadline {
                 Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
                 None => std::future::pending().await,
             }
         };
         tokio::select! {
-            m = incoming.recv() => match m {
-                Some(Incoming::Router(frames)) => {
-                    // Take every message already queued before replying, so replies go out in batches.
-                    let now = Instant::now();
-                    let mut next = Some(frames);
-                    while let Some(frames) = next.take() {
-                        if record_wire {
-                            status.wire.push((true, frames.clone()));
-                        }
-                        core.handle_frames(now, frames);
-                        if let Ok(Incoming::Router(f)) = incoming.try_recv() {
-                            next = Some(f);
-                        }
+            // A pull on the ZeroMQ thread set an earlier deadline.
+            _ = wake.notified() => {}
+            c = cmds.recv() => {
+                let Some(c) = c else { return };
+                let mut s = lock(&shared);
+                let now = Instant::now();
+                match c {
+                    Cmd::Allocated(p, t) => s.core.request_allocated(now, &p, &t),
+                    Cmd::Finished(p, t, b) => s.core.request_finished(now, &p, &t, b),
+                    Cmd::Aborted(t) => s.core.request_aborted(now, &t),
+                    Cmd::ForgetLayouts => s.core.clear_layout_cache(),
+                    Cmd::FailNextWrites(n, r) => s.fail_next = Some((n, r)),
+                    Cmd::Status(tx) => {
+                        let mut st = s.status.clone();
+                        st.tracked_transfers = s.core.tracked_transfers();
+                        st.open_exchanges = s.core.open_exchanges();
+                        st.cached_layouts = s.core.cached_layouts();
+                        st.stats = s.core.stats.clone();
+                        let _ = tx.send(st);
                     }
                 }
-                Some(_) => {}
-                None => return,
-            },
-            c = cmds.recv() => match c {
-                Some(Cmd::Allocated(p, t)) => core.request_allocated(Instant::now(), &p, &t),
-                Some(Cmd::Finished(p, t, b)) => core.request_finished(Instant::now(), &p, &t, b),
-                Some(Cmd::Aborted(t)) => core.request_aborted(Instant::now(), &t),
-                Some(Cmd::ForgetLayouts) => core.clear_layout_cache(),
-                Some(Cmd::FailNextWrites(n, r)) => fail_next = Some((n, r)),
-                Some(Cmd::Status(tx)) => {
-                    status.tracked_transfers = core.tracked_transfers();
-                    status.open_exchanges = core.open_exchanges();
-                    status.cached_layouts = core.cached_layouts();
-                    status.stats = core.stats.clone();
-                    let _ = tx.send(status.clone());
-                }
-                None => return,
             },
             Some((id, ret, session, n, bytes)) = done_rx.recv() => {
-                status.writes.push((session, n, bytes, ret));
-                core.write_complete(Instant::now(), id, ret);
+                let mut s = lock(&shared);
+                s.status.writes.push((session, n, bytes, ret));
+                s.core.write_complete(Instant::now(), id, ret);
             }
-            _ = sleep => core.handle_timeout(Instant::now()),
+            _ = sleep => lock(&shared).core.handle_timeout(Instant::now()),
         }
     }
 }

@@ -10,7 +10,8 @@ use crate::testee::Testee;
 use crate::trace::HttpEvent;
 use crate::validate::Finding;
 
-pub async fn play(case: &Case, opts: &PlayOptions) -> Result<Vec<Finding>, String> {
+/// `pairing.testee` is the revision the bootstrap testee is started at.
+pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pairing) -> Result<Vec<Finding>, String> {
     let t = &case.model;
     let mut testee = match &opts.external {
         super::External::Bootstrap(_) => None,
@@ -20,7 +21,7 @@ pub async fn play(case: &Case, opts: &PlayOptions) -> Result<Vec<Finding>, Strin
         let url = match (&opts.external, testee.as_mut()) {
             (super::External::Bootstrap(u), _) => u.trim_end_matches('/').to_string(),
             (_, Some(te)) => {
-                let a = te.cmd(json!({"cmd": "start", "role": "bootstrap", "revision": t.revision.revision, "config": {"bind": "127.0.0.1:0"}})).await?;
+                let a = te.cmd(json!({"cmd": "start", "role": "bootstrap", "revision": pairing.testee.revision, "config": {"bind": "127.0.0.1:0"}})).await?;
                 a.get("url").and_then(J::as_str).ok_or("the bootstrap testee did not say its URL")?.to_string()
             }
             (_, None) => unreachable!("a testee unless external"),

@@ -59,7 +59,9 @@ struct LiveDecoder {
     server: tokio::task::JoinHandle<()>,
 }
 
-pub async fn play(case: &Case, opts: &PlayOptions) -> Result<Vec<Finding>, String> {
+/// The testee is started at `pairing.testee`; its replies are read at the trace's revision, as the recorded
+/// decoder would read them.
+pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pairing) -> Result<Vec<Finding>, String> {
     let t = &case.model;
     let profile = t.profile.clone().ok_or("the trace's revision has no generation-2 profile")?;
     let sc = &opts.scenarios;
@@ -93,7 +95,7 @@ pub async fn play(case: &Case, opts: &PlayOptions) -> Result<Vec<Finding>, Strin
             let (mut testee, _) = Testee::start(&opts.testee).await?;
             let cfg = prefiller_config(t, p, model, &boot.url())?;
             let a = testee
-                .cmd(json!({"cmd": "start", "role": "prefiller", "revision": t.revision.revision, "config": cfg}))
+                .cmd(json!({"cmd": "start", "role": "prefiller", "revision": pairing.testee.revision, "config": cfg}))
                 .await
                 .map_err(|e| format!("starting prefiller testee {}: {e}", p.conn))?;
             let live = a.get("endpoint").and_then(J::as_str).ok_or("the prefiller testee did not say its endpoint")?.to_string();
@@ -204,7 +206,7 @@ pub async fn play(case: &Case, opts: &PlayOptions) -> Result<Vec<Finding>, Strin
                     match profile.decode_response(&bytes) {
                         Err(e) => out.push(f("REPLY-DECODE", Some(z.seq), Some(z.line), msg, format!("{} (bytes {})", e.msgspec_message(), hex::encode(&bytes)))),
                         Ok(got) => {
-                            if profile.encode_response(&got).ok().as_deref() != Some(&bytes[..]) {
+                            if !pairing.canonical_for_testee("MooncakeXferResponse", &bytes) {
                                 out.push(f("WIRE-CANONICAL", Some(z.seq), Some(z.line), msg.clone(), format!("{} is not msgspec's encoding of that value", hex::encode(&bytes))));
                             }
                             let mut want = t.decode_reply(want_bytes).ok_or("recorded reply does not decode")?;
@@ -212,6 +214,7 @@ pub async fn play(case: &Case, opts: &PlayOptions) -> Result<Vec<Finding>, Strin
                             if let (Some(m), Some(dec)) = (&mut want.err_msg, decoders.get(&x.decoder)) {
                                 *m = m.replace(&dec.recorded_session, &dec.session);
                             }
+                            let (got, want) = (pairing.project_reply(&got), pairing.project_reply(&want));
                             if !same_reply(&got, &want) {
                                 out.push(f("REPLY-DIFF", Some(z.seq), Some(z.line), msg, reply_diff(&got, &want)));
                             }

@@ -99,18 +99,19 @@ impl PSide {
 }
 
 /// Tests a decoder testee against the runner's reference prefiller(s).
-pub async fn play(case: &Case, opts: &PlayOptions) -> Result<Vec<Finding>, String> {
-    play_with(case, opts, None).await
+/// The testee is started at `pairing.testee`; the runner's prefillers speak the trace's revision.
+pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pairing) -> Result<Vec<Finding>, String> {
+    play_with(case, opts, None, pairing).await
 }
 
 /// Two testees against each other: `prefiller` serves the pulls of `opts.testee` (the decoder). Wire-level
 /// comparisons need the runner's own prefiller and are left out; outcomes, landed bytes and state are checked
 /// on both sides.
 pub async fn play_pair(case: &Case, opts: &PlayOptions, prefiller: &crate::testee::TesteeSpec) -> Result<Vec<Finding>, String> {
-    play_with(case, opts, Some(prefiller)).await
+    play_with(case, opts, Some(prefiller), &crate::crossver::Pairing::same(&case.model.revision)).await
 }
 
-async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::testee::TesteeSpec>) -> Result<Vec<Finding>, String> {
+async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::testee::TesteeSpec>, pairing: &crate::crossver::Pairing) -> Result<Vec<Finding>, String> {
     if let super::External::Listen { endpoint, bootstrap, timeout } = &opts.external {
         return play_listen(case, opts, endpoint, bootstrap, *timeout).await;
     }
@@ -181,7 +182,7 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
                 "pp_size": req.remote_pp_size.as_u64(), "layout_id": req.layout_id.as_u64(),
                 "abort_timeout_s": model.abort_timeout_s, "layout": decoder_layout(req, model),
             });
-            let a = testee.cmd(json!({"cmd": "start", "role": "decoder", "revision": t.revision.revision, "config": cfg})).await.map_err(|e| format!("starting decoder testee {}: {e}", d.conn))?;
+            let a = testee.cmd(json!({"cmd": "start", "role": "decoder", "revision": pairing.testee.revision, "config": cfg})).await.map_err(|e| format!("starting decoder testee {}: {e}", d.conn))?;
             sessions.insert(d.conn.clone(), a.get("session").and_then(J::as_str).unwrap_or("").to_string());
             testees.push((d.conn.clone(), testee));
         }
@@ -274,7 +275,7 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
                 wires.push((conn.clone(), w));
             }
         }
-        out.extend(compare_requests(t, &profile, &wires, Some(&sessions))?);
+        out.extend(compare_requests(t, &profile, pairing, &wires, Some(&sessions))?);
 
         // Outcomes against vLLM's.
         for (conn, te) in testees.iter_mut() {
@@ -386,6 +387,7 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
 pub fn compare_requests(
     t: &crate::trace_model::TraceModel,
     profile: &WireProfile,
+    pairing: &crate::crossver::Pairing,
     wires: &[(String, Vec<(bool, Vec<Vec<u8>>)>)],
     sessions: Option<&HashMap<String, String>>,
 ) -> Result<Vec<Finding>, String> {
@@ -422,7 +424,7 @@ pub fn compare_requests(
             match profile.decode_metadata(&bytes) {
                 Err(e) => out.push(f("REQUEST-DECODE", msg, e.msgspec_message())),
                 Ok(mut got) => {
-                    if profile.encode_metadata(&got).ok().as_deref() != Some(&bytes[..]) {
+                    if !pairing.canonical_for_testee("MooncakeXferMetadata", &bytes) {
                         out.push(f("WIRE-CANONICAL", msg.clone(), format!("{} is not msgspec's encoding of that value", hex::encode(&bytes))));
                     }
                     let want = t.decode_request(&rx.request).ok_or("recorded request does not decode")?;
@@ -447,6 +449,7 @@ pub fn compare_requests(
                     }
                     got.remote_hostname = want.remote_hostname.clone();
                     got.remote_port = want.remote_port;
+                    let (got, want) = (pairing.project_request(&got), pairing.project_request(&want));
                     let (gv, wv) = (got.to_revision(profile.codec()), want.to_revision(profile.codec()));
                     if let (Ok(gv), Ok(wv)) = (gv, wv) {
                         let (gj, wj) = (Codec::to_json(&gv), Codec::to_json(&wv));
@@ -541,5 +544,5 @@ async fn play_listen(case: &Case, opts: &PlayOptions, endpoint: &str, bootstrap:
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let wire = peer.status().await?.wire;
-    compare_requests(t, &profile, &[(p.conn.clone(), wire)], None)
+    compare_requests(t, &profile, &crate::crossver::Pairing::same(&t.revision), &[(p.conn.clone(), wire)], None)
 }

@@ -62,6 +62,9 @@ pub struct CaseResult {
     pub trace: String,
     pub role: Role,
     pub revision: String,
+    /// The revision the testee was started at when it differs from the trace's (a cross-version case).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub testee_revision: Option<String>,
     pub status: Status,
     /// Why the case was skipped or could not run.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -133,20 +136,27 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
         trace: case.model.trace.path.clone(),
         role: case.role,
         revision: case.model.revision.revision.clone(),
+        testee_revision: None,
         status: Status::Pass,
         reason: None,
         findings: vec![],
         duration_ms: 0,
     };
-    if !testee_revisions.contains(&r.revision) {
-        r.status = Status::Skip;
-        r.reason = Some(format!("the testee does not speak {} (it speaks {})", r.revision, testee_revisions.join(", ")));
-        return r;
+    let pairing = match crate::crossver::choose(&case.model, case.role, testee_revisions) {
+        Ok(p) => p,
+        Err(why) => {
+            r.status = Status::Skip;
+            r.reason = Some(why);
+            return r;
+        }
+    };
+    if pairing.is_cross() {
+        r.testee_revision = Some(pairing.testee.revision.clone());
     }
     let outcome = match case.role {
-        Role::Prefiller => as_decoder::play(case, opts).await,
-        Role::Decoder => as_prefiller::play(case, opts).await,
-        Role::Bootstrap => as_client::play(case, opts).await,
+        Role::Prefiller => as_decoder::play(case, opts, &pairing).await,
+        Role::Decoder => as_prefiller::play(case, opts, &pairing).await,
+        Role::Bootstrap => as_client::play(case, opts, &pairing).await,
     };
     match outcome {
         Ok(findings) => {

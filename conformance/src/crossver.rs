@@ -1,0 +1,308 @@
+//! Cross-version cases: a trace of revision R played against a testee that speaks another revision T.
+//!
+//! A case runs cross-version only when the spec says the two revisions interoperate in the directions the
+//! case uses and the recorded conversation does not depend on anything T lacks; otherwise it is skipped with
+//! the reason. The rules (documented in `conformance/CHECKS.md`, "Cross-version cases"):
+//!
+//! 1. **Spec diff** ([`mooncake_wire::diff::diff`] of the two revisions): every row whose verdict concerns a
+//!    pair of peers of this deployment (e.g. `old D → new P` when the testee is a newer prefiller) must be
+//!    compatible. A row that always breaks, or that needs a reviewer, makes the case ineligible. A row that
+//!    breaks only when something is sent is checked against the trace by rules 2 and 3.
+//! 2. **Messages**: every recorded request and reply must decode under T (msgspec's rules, through the
+//!    spec-driven codec) to the same content, on the fields both revisions have. What T cannot read, or would
+//!    read differently, cannot be replayed.
+//! 3. **Behaviour**: a `behaviour.*` row the trace exercises (a layout-less pull, say) makes the case
+//!    ineligible: the recorded conversation follows R's behaviour and a replay cannot adapt it. A behaviour
+//!    key the runner has no detector for counts as exercised.
+//!
+//! During the case the runner stays at R (it decodes the testee's bytes as an R peer would) and starts the
+//! testee at T; replies and requests are compared on the fields both revisions have, and the canonical-bytes
+//! check uses T's encoding.
+
+use std::sync::Arc;
+
+use mooncake_wire::codec::{Codec, Value};
+use mooncake_wire::diff::{diff, Effect, Verdict};
+use mooncake_wire::proto::WireProfile;
+use mooncake_wire::spec::{Revision, Spec};
+use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status};
+use serde_json::Value as J;
+
+use crate::play::Role;
+use crate::trace_model::TraceModel;
+
+/// The revisions a case is played at.
+#[derive(Clone)]
+pub struct Pairing {
+    /// The trace's revision: the runner's side.
+    pub runner: Arc<Revision>,
+    /// What the testee is started at (= `runner` unless cross-version).
+    pub testee: Arc<Revision>,
+    /// The testee's wire profile (generation 2), for its canonical encoding.
+    pub testee_profile: Option<WireProfile>,
+}
+
+impl Pairing {
+    pub fn same(rev: &Arc<Revision>) -> Pairing {
+        Pairing { runner: rev.clone(), testee: rev.clone(), testee_profile: profile(rev) }
+    }
+    pub fn is_cross(&self) -> bool {
+        self.runner.revision != self.testee.revision
+    }
+
+    /// A reply as an R decoder sees it, restricted to what both revisions can say.
+    pub fn project_reply(&self, r: &MooncakeXferResponse) -> MooncakeXferResponse {
+        if !self.is_cross() {
+            return r.clone();
+        }
+        let Some(rc) = Codec::builtin(&self.runner.revision) else { return r.clone() };
+        r.to_revision(&rc)
+            .ok()
+            .and_then(|v| self.project_value(&rc, "MooncakeXferResponse", &v))
+            .and_then(|v| MooncakeXferResponse::from_revision(&v).ok())
+            .unwrap_or_else(|| r.clone())
+    }
+
+    /// A request as an R prefiller sees it, restricted to what both revisions can say.
+    pub fn project_request(&self, m: &MooncakeXferMetadata) -> MooncakeXferMetadata {
+        if !self.is_cross() {
+            return m.clone();
+        }
+        let Some(rc) = Codec::builtin(&self.runner.revision) else { return m.clone() };
+        m.to_revision(&rc)
+            .ok()
+            .and_then(|v| self.project_value(&rc, "MooncakeXferMetadata", &v))
+            .and_then(|v| MooncakeXferMetadata::from_revision(&v).ok())
+            .unwrap_or_else(|| m.clone())
+    }
+
+    /// `v` (a value of R's `message`) with the fields T's struct lacks reset to R's defaults.
+    fn project_value(&self, rc: &Codec, message: &str, v: &Value) -> Option<Value> {
+        let keep = field_names(&self.testee, message);
+        let mut j = Codec::to_json(v);
+        j.as_object_mut()?.retain(|k, _| keep.iter().any(|f| f == k));
+        rc.from_json(message, &j).ok()
+    }
+
+    /// `bytes` are T's canonical encoding of the message they decode to (under T).
+    pub fn canonical_for_testee(&self, message: &str, bytes: &[u8]) -> bool {
+        let Some(tc) = Codec::builtin(&self.testee.revision) else { return false };
+        tc.decode(message, bytes).ok().and_then(|v| tc.encode(message, &v).ok()).as_deref() == Some(bytes)
+    }
+}
+
+fn profile(rev: &Arc<Revision>) -> Option<WireProfile> {
+    WireProfile::new(rev.clone(), Codec::builtin(&rev.revision)?).ok()
+}
+
+fn field_names(rev: &Revision, message: &str) -> Vec<String> {
+    rev.structs.get(message).map(|s| s.fields.iter().map(|f| f.name.clone()).collect()).unwrap_or_default()
+}
+
+/// Chooses the revision to start the testee at: the trace's own if the testee speaks it, else the nearest
+/// revision it speaks that passes the rules above. `Err` is the skip reason.
+pub fn choose(model: &TraceModel, role: Role, testee_revisions: &[String]) -> Result<Pairing, String> {
+    let r = &model.revision;
+    if testee_revisions.contains(&r.revision) {
+        return Ok(Pairing::same(r));
+    }
+    let family = &Spec::builtin().push().revisions;
+    let pos = |name: &str| family.iter().position(|x| x.revision == name);
+    let here = pos(&r.revision).ok_or_else(|| format!("{} is not a push revision", r.revision))?;
+    let mut candidates: Vec<&Arc<Revision>> = testee_revisions.iter().filter_map(|t| pos(t).map(|i| &family[i])).collect();
+    candidates.sort_by_key(|t| (pos(&t.revision).unwrap_or(0) as i64 - here as i64).unsigned_abs());
+    if candidates.is_empty() {
+        return Err(format!("the testee does not speak {} and speaks no other push revision ({})", r.revision, testee_revisions.join(", ")));
+    }
+    let mut reasons = vec![];
+    for t in candidates {
+        match eligible(model, role, t) {
+            Ok(()) => return Ok(Pairing { runner: r.clone(), testee: t.clone(), testee_profile: profile(t) }),
+            Err(why) => reasons.push(format!("not as {}: {why}", t.revision)),
+        }
+    }
+    Err(format!("the testee does not speak {}; cross-version {}", r.revision, reasons.join("; ")))
+}
+
+/// Which side of the deployment each peer label of the diff is on, for a testee of `role`.
+/// `true` = the testee's revision.
+fn testee_side(role: Role, label: &str) -> Option<bool> {
+    match (role, label) {
+        (Role::Prefiller, "P") | (Role::Decoder, "D") | (Role::Bootstrap, "server") => Some(true),
+        (Role::Prefiller, "D") | (Role::Decoder, "P") | (Role::Bootstrap, "client") => Some(false),
+        // The runner's bootstrap server answers the testee's /register or /query.
+        (Role::Prefiller | Role::Decoder, "server") => Some(false),
+        (Role::Prefiller | Role::Decoder, "client") => Some(true),
+        _ => None,
+    }
+}
+
+/// Whether a verdict's `peers` (`old D → new P`) describes this deployment. Generic peers (`sender`) count.
+fn concerns(v: &Verdict, role: Role, testee_is_new: bool) -> bool {
+    v.peers.split(" → ").all(|end| {
+        let mut w = end.split_whitespace();
+        let (Some(age), Some(label)) = (w.next(), w.next()) else { return true };
+        match testee_side(role, label) {
+            Some(is_testee) => (age == "new") == (is_testee == testee_is_new),
+            None => true,
+        }
+    })
+}
+
+fn eligible(model: &TraceModel, role: Role, t: &Arc<Revision>) -> Result<(), String> {
+    let r = &model.revision;
+    if r.generation != t.generation {
+        return Err(format!("generation {} and generation {} do not interoperate", r.generation, t.generation));
+    }
+    let family = &Spec::builtin().push().revisions;
+    let pos = |name: &str| family.iter().position(|x| x.revision == name).unwrap_or(0);
+    let testee_is_new = pos(&t.revision) > pos(&r.revision);
+    let (old, new) = if testee_is_new { (r, t) } else { (t, r) };
+    let report = diff(old, new);
+    for c in &report.changes {
+        for v in [&c.old_reads_new, &c.new_reads_old] {
+            if !concerns(v, role, testee_is_new) {
+                continue;
+            }
+            let row = format!("spec diff {} → {}: `{}` ({})", old.revision, new.revision, c.subject, c.what);
+            match &v.effect {
+                Effect::Breaks { .. } => return Err(format!("{row} breaks {}: {}", v.peers, v.reason)),
+                Effect::Review => return Err(format!("{row} needs review for {}: {}", v.peers, v.reason)),
+                Effect::BreaksWhenSent { .. } | Effect::Compatible => {}
+            }
+        }
+        // A bootstrap case replays HTTP only: the push behaviour and messages are not part of it.
+        if role == Role::Bootstrap {
+            continue;
+        }
+        if let Some(key) = c.subject.strip_prefix("behaviour.") {
+            match exercised(model, key) {
+                Some(Some(evidence)) => return Err(format!("the trace relies on `behaviour.{key}` ({evidence}), which differs: {}", c.what)),
+                Some(None) => {}
+                None => return Err(format!("the trace may rely on `behaviour.{key}` ({}), and the runner cannot tell", c.what)),
+            }
+        }
+    }
+    if role == Role::Bootstrap {
+        return Ok(());
+    }
+    messages_survive(model, t)
+}
+
+/// Every recorded message decodes under `t` to what it means under the trace's revision, on common fields.
+fn messages_survive(model: &TraceModel, t: &Arc<Revision>) -> Result<(), String> {
+    let r = &model.revision;
+    let rc = Codec::builtin(&r.revision).ok_or("no codec for the trace revision")?;
+    let tc = Codec::builtin(&t.revision).ok_or("no codec for the testee revision")?;
+    let check = |message: &str, bytes: &[u8], line: usize| -> Result<(), String> {
+        let under_r = rc.decode(message, bytes).map_err(|e| format!("line {line}: the recorded {message} does not decode under {}: {}", r.revision, e.msgspec_message()))?;
+        let under_t = tc.decode(message, bytes).map_err(|e| format!("line {line}: {} rejects the recorded {message}: {}", t.revision, e.msgspec_message()))?;
+        let common: Vec<String> = field_names(t, message).into_iter().filter(|f| field_names(r, message).contains(f)).collect();
+        let pick = |v: &Value| -> J {
+            let mut j = Codec::to_json(v);
+            if let Some(o) = j.as_object_mut() {
+                o.retain(|k, _| common.contains(k));
+            }
+            j
+        };
+        let (a, b) = (pick(&under_r), pick(&under_t));
+        if a != b {
+            return Err(format!("line {line}: {} reads the recorded {message} as {b}, {} as {a}", t.revision, r.revision));
+        }
+        Ok(())
+    };
+    for x in &model.exchanges {
+        check("MooncakeXferMetadata", &x.request, x.send_line)?;
+        for (bytes, _, line) in &x.replies {
+            check("MooncakeXferResponse", bytes, *line)?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether the recorded conversation exercises a behaviour: `Some(Some(evidence))` yes, `Some(None)` no,
+/// `None` when the runner has no detector for the key.
+fn exercised(model: &TraceModel, key: &str) -> Option<Option<String>> {
+    let requests = || model.exchanges.iter().filter_map(|x| model.decode_request(&x.request).map(|m| (x, m)));
+    let found = match key {
+        // A pull that leaves its layout out, relying on the prefiller's cache.
+        "layout_caching" => requests()
+            .find(|(_, m)| m.layout_id.as_u64() != Some(0) && m.kv_caches_base_addr.is_empty())
+            .map(|(x, _)| format!("line {}: a layout-less pull", x.send_line))
+            .or_else(|| {
+                model.exchanges.iter().flat_map(|x| &x.replies).find(|(b, _, _)| model.decode_reply(b).is_some_and(|r| r.status == Status::LAYOUT_MISS)).map(|(_, _, l)| format!("line {l}: LAYOUT_MISS"))
+            }),
+        // A FINISH that leaves a request of its message unreported.
+        "unreported_after_finish" => model.exchanges.iter().find_map(|x| {
+            let m = model.decode_request(&x.request)?;
+            let replies: Vec<MooncakeXferResponse> = x.replies.iter().filter_map(|(b, _, _)| model.decode_reply(b)).collect();
+            if replies.last()?.status != Status::FINISH {
+                return None;
+            }
+            let reported = |id: &str| replies.iter().any(|r| r.ok_reqs.iter().chain(r.err_reqs.iter()).flatten().any(|x| x == id));
+            m.req_blocks.iter().find(|(id, _)| !reported(id)).map(|(id, _)| format!("line {}: {id} is left unreported", x.send_line))
+        }),
+        // -1 in the group index or row offset of a region.
+        "minus_one_sentinels" => requests()
+            .find(|(_, m)| m.registered_group_indices.iter().chain(&m.registered_row_offsets).any(|v| v.as_i64() == Some(-1)))
+            .map(|(x, _)| format!("line {}: a -1 sentinel", x.send_line)),
+        _ => return None,
+    };
+    Some(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(name: &str) -> TraceModel {
+        let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("traces").join(name);
+        TraceModel::new(crate::trace::Trace::load(&p).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_layout_miss_does_not_decode_under_a_revision_without_it() {
+        let m = model("vllm-0.33.0/h1_layout_reuse_and_miss.jsonl");
+        let t = Spec::builtin().revision("vllm-0.32.0").unwrap();
+        let e = messages_survive(&m, t).unwrap_err();
+        assert!(e.contains("Invalid enum value 3"), "{e}");
+        // The same trace's messages all decode under their own revision.
+        messages_survive(&m, &m.revision.clone()).unwrap();
+    }
+
+    #[test]
+    fn another_generation_is_never_chosen() {
+        let m = model("vllm-0.33.0/a_single_success.jsonl");
+        let e = choose(&m, Role::Prefiller, &["vllm-0.13.0..0.15.1".into()]).err().unwrap();
+        assert!(e.contains("generation"), "{e}");
+        // The nearest eligible revision wins.
+        let p = choose(&m, Role::Prefiller, &["vllm-0.13.0..0.15.1".into(), "vllm-0.32.0".into()]).ok().unwrap();
+        assert_eq!(p.testee.revision, "vllm-0.32.0");
+    }
+
+    #[test]
+    fn verdicts_are_matched_to_the_deployment() {
+        let v = |peers: &str| Verdict::new(Effect::Compatible, peers, "");
+        // The testee is a newer prefiller: old D → new P and new P → old D concern it; new D → old P does not.
+        assert!(concerns(&v("old D → new P"), Role::Prefiller, true));
+        assert!(concerns(&v("new P → old D"), Role::Prefiller, true));
+        assert!(!concerns(&v("new D → old P"), Role::Prefiller, true));
+        assert!(!concerns(&v("old P → new D"), Role::Prefiller, true));
+        // An older decoder testee, with the runner's newer bootstrap server answering its /query.
+        assert!(concerns(&v("new server → old client"), Role::Decoder, false));
+        assert!(!concerns(&v("old server → new client"), Role::Decoder, false));
+        assert!(concerns(&v("sender → receiver"), Role::Decoder, false));
+    }
+
+    #[test]
+    fn projection_keeps_only_common_fields() {
+        let r = Spec::builtin().revision("vllm-0.33.0").unwrap();
+        let t = Spec::builtin().revision("vllm-0.32.0").unwrap();
+        let p = Pairing { runner: r.clone(), testee: t.clone(), testee_profile: profile(t) };
+        let reply = MooncakeXferResponse { status: Status::FINISH, ok_reqs: Some(vec!["a".into()]), err_reqs: None, err_msg: None, layout_id: 7u64.into() };
+        let got = p.project_reply(&reply);
+        assert_eq!(got.layout_id.as_u64(), Some(0));
+        assert_eq!(got.ok_reqs, reply.ok_reqs);
+        assert_eq!(Pairing::same(r).project_reply(&reply).layout_id.as_u64(), Some(7));
+    }
+}
