@@ -17,16 +17,20 @@ pub struct Target {
     pub structured: bool,
     /// Its libFuzzer dictionary in `fuzz/dict/`.
     pub dict: &'static str,
+    /// libFuzzer's `-max_len` for it: a run's cost grows with the input's length, and every path of a MessagePack
+    /// decoder is reachable in a few KiB (inputs of megabytes are the hardening tests' job, `tests/hardening.rs`);
+    /// a trace needs room for a whole recorded conversation.
+    pub max_len: usize,
 }
 
 pub const ALL: &[Target] = &[
-    Target { name: "decode_spec", run: spec_decode::run, structured: false, dict: "msgpack.dict" },
-    Target { name: "decode_typed", run: typed::run, structured: false, dict: "msgpack.dict" },
-    Target { name: "trace", run: trace::run, structured: false, dict: "json.dict" },
-    Target { name: "bootstrap", run: bootstrap::run, structured: false, dict: "json.dict" },
-    Target { name: "store_keys", run: keys::run, structured: false, dict: "keys.dict" },
-    Target { name: "prefiller", run: prefiller::run, structured: true, dict: "msgpack.dict" },
-    Target { name: "decoder", run: decoder::run, structured: true, dict: "msgpack.dict" },
+    Target { name: "decode_spec", run: spec_decode::run, structured: false, dict: "msgpack.dict", max_len: 4096 },
+    Target { name: "decode_typed", run: typed::run, structured: false, dict: "msgpack.dict", max_len: 4096 },
+    Target { name: "trace", run: trace::run, structured: false, dict: "json.dict", max_len: 16384 },
+    Target { name: "bootstrap", run: bootstrap::run, structured: false, dict: "json.dict", max_len: 4096 },
+    Target { name: "store_keys", run: keys::run, structured: false, dict: "keys.dict", max_len: 4096 },
+    Target { name: "prefiller", run: prefiller::run, structured: true, dict: "msgpack.dict", max_len: 4096 },
+    Target { name: "decoder", run: decoder::run, structured: true, dict: "msgpack.dict", max_len: 4096 },
 ];
 
 pub fn by_name(name: &str) -> Option<&'static Target> {
