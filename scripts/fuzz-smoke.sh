@@ -4,9 +4,10 @@
 # instrumentation), which a stable rustc accepts when RUSTC_BOOTSTRAP=1 is set; this script sets it.
 # No sanitizer (-s none): the code under test has no `unsafe`. Debug assertions are on (-a), so an arithmetic
 # overflow panics. Each target starts from fuzz/corpus/<target> (grown across runs; scripts/fuzz-seeds.sh
-# fills it) and the committed seeds fuzz/seeds/<target>, with its dictionary and -max_len (both from
-# fuzz/harness/src/targets/mod.rs). Prints one stats line per target (exact libFuzzer figures); the full log
-# is target/fuzz-<target>.log. Exits non-zero on a crash (the input is left in fuzz/artifacts/<target>/).
+# fills it), the committed seeds fuzz/seeds/<target> and past crashes fuzz/regressions/<target>, with its
+# dictionary and -max_len (both from fuzz/harness/src/targets/mod.rs). Prints one stats line per target (exact
+# libFuzzer figures); the full log is target/fuzz-<target>.log. Exits non-zero on a crash (the input is left
+# in fuzz/artifacts/<target>/; copy it to fuzz/regressions/<target>/ once fixed).
 #
 #   scripts/fuzz-smoke.sh [-runs N] [-time SECONDS] [target...]     default: -time 20, every target
 #   (both limits may be given: the run stops at whichever comes first)
@@ -39,7 +40,8 @@ for t in "${targets[@]}"; do
   mkdir -p "fuzz/corpus/$t"
   log="target/fuzz-$t.log"
   start=$(date +%s)
-  if cargo fuzz run "${flags[@]}" "$t" "fuzz/corpus/$t" "fuzz/seeds/$t" -- \
+  extra=(); [ -d "fuzz/regressions/$t" ] && extra=("fuzz/regressions/$t")
+  if cargo fuzz run "${flags[@]}" "$t" "fuzz/corpus/$t" "fuzz/seeds/$t" "${extra[@]}" -- \
       -dict="fuzz/dict/$(field_of "$t" dict)" -max_len="$(field_of "$t" max_len)" "${limit[@]}" \
       -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 > "$log" 2>&1; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo '?')

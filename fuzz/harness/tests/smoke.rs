@@ -2,6 +2,7 @@
 //! seeds (`fuzz/seeds/<target>`), over every seed the generator builds from the vectors and traces, and over
 //! a few thousand inputs derived from them — byte-level and MessagePack-aware mutations for the format
 //! targets, random operation streams for the structured ones. Any broken invariant panics the test.
+//! Every crash the fuzzers found is replayed first (`fuzz/regressions/<target>/`).
 //! `MOONCAKE_FUZZ_SMOKE_INPUTS` overrides the number of derived inputs per target.
 
 use mooncake_wire::codec::testgen::Rng;
@@ -19,7 +20,19 @@ fn committed(target: &str) -> Vec<Vec<u8>> {
     files.iter().map(|p| std::fs::read(p).unwrap()).collect()
 }
 
+/// The inputs of crashes the fuzzers found (`fuzz/regressions/<target>/`, one file per crash, named after it;
+/// FUZZING.md says what each was and how it was fixed). Kept apart from the seeds, which are regenerated.
+fn regressions(target: &str) -> Vec<Vec<u8>> {
+    let dir = seeds::repo_root().join("fuzz/regressions").join(target);
+    let mut files: Vec<_> = std::fs::read_dir(&dir).into_iter().flatten().flatten().map(|f| f.path()).collect();
+    files.sort();
+    files.iter().map(|p| std::fs::read(p).unwrap()).collect()
+}
+
 fn smoke(t: &Target, seed: u64) {
+    for input in regressions(t.name) {
+        (t.run)(&input);
+    }
     let mut all = committed(t.name);
     assert!(!all.is_empty(), "{}: no committed seeds (run scripts/fuzz-seeds.sh --update)", t.name);
     all.extend(seeds::seeds(t.name));
