@@ -45,7 +45,7 @@ $bin validate conformance/traces | tail -1
 $bin run | tail -1
 
 # 4b. Optional: every cargo-fuzz target for a few seconds (coverage-guided libFuzzer; builds on stable, needs
-#     cargo-fuzz and about ten minutes for the first build). MOONCAKE_FUZZ_SMOKE=<seconds per target>.
+#     cargo-fuzz and a few minutes for the build; FUZZING.md). MOONCAKE_FUZZ_SMOKE=<seconds per target>.
 if [ -n "${MOONCAKE_FUZZ_SMOKE:-}" ]; then
   echo "== cargo-fuzz smoke run (${MOONCAKE_FUZZ_SMOKE}s per target)"
   ./scripts/fuzz-smoke.sh -time "$MOONCAKE_FUZZ_SMOKE" || { echo "SUMMARY: cargo-fuzz smoke run FAILED"; exit 1; }
