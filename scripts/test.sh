@@ -18,7 +18,7 @@ export MOONCAKE_PYTHON="$PWD/.venv/bin/python"
 echo "== cargo test"
 mkdir -p target
 set +e
-cargo test --workspace --locked > target/test-output.txt 2>&1
+cargo test --workspace --locked -- --show-output > target/test-output.txt 2>&1
 status=$?
 set -e
 grep -E '^test result|panicked|^error' target/test-output.txt || true
@@ -29,6 +29,9 @@ fi
 passed=$(grep -oE '^test result: ok\. [0-9]+ passed' target/test-output.txt | awk '{s+=$4} END {print s}')
 # The round-trip benchmark is not a test, but it must keep building (reuses the test build's dependencies).
 cargo build --quiet --locked -p mooncake-reference --benches || { echo "SUMMARY: the round-trip bench does not build"; exit 1; }
+# The fuzz targets' bodies over their seeds and derived inputs, and the short differential fuzzing run against
+# msgspec (fuzz/harness/tests), ran above (`--show-output` keeps what passing tests print); their results:
+grep -E '^(differential fuzzing:|(decode_spec|decode_typed|trace|bootstrap|store_keys|prefiller|decoder): .* every invariant held)' target/test-output.txt || true
 
 # 3. The independent Python peer's own self-check (its scenarios between Python testees, its planner against
 #    vLLM's golden plan vectors).
@@ -48,6 +51,12 @@ $bin run | tail -1
 #     package on first use; skips only when it cannot be installed).
 echo "== real store gate"
 if ./scripts/store-gate.sh "$MOONCAKE_PYTHON" "$bin" > target/store-gate.txt; then tail -1 target/store-gate.txt; else cat target/store-gate.txt; echo "SUMMARY: store gate FAILED"; exit 1; fi
+# 4c. Optional: every cargo-fuzz target for a few seconds (coverage-guided libFuzzer; builds on stable, needs
+#     cargo-fuzz and a few minutes for the build; FUZZING.md). MOONCAKE_FUZZ_SMOKE=<seconds per target>.
+if [ -n "${MOONCAKE_FUZZ_SMOKE:-}" ]; then
+  echo "== cargo-fuzz smoke run (${MOONCAKE_FUZZ_SMOKE}s per target)"
+  ./scripts/fuzz-smoke.sh -time "$MOONCAKE_FUZZ_SMOKE" || { echo "SUMMARY: cargo-fuzz smoke run FAILED"; exit 1; }
+fi
 
 # 5. When spec/ differs from the main branch, the wire diff of each changed revision (informational; a no-op
 #    without git history, a main branch or a change).

@@ -17,26 +17,30 @@ pub struct Line {
 /// `vectors/GOLDEN.md` defines, instead of silently becoming floats.
 pub fn read(path: &Path) -> Result<Vec<Line>, String> {
     let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut r = BufReader::new(f);
+    read_from(&path.display().to_string(), BufReader::new(f))
+}
+
+/// [`read`] over any buffered reader (bytes in memory: the trace fuzz target); `name` starts each error.
+pub fn read_from(name: &str, mut r: impl BufRead) -> Result<Vec<Line>, String> {
     let mut out = Vec::new();
     let mut buf = Vec::new();
     let mut no = 0;
     loop {
         buf.clear();
         no += 1;
-        let n = (&mut r).take(MAX_JSONL_LINE_BYTES as u64 + 1).read_until(b'\n', &mut buf).map_err(|e| format!("{}:{no}: {e}", path.display()))?;
+        let n = (&mut r).take(MAX_JSONL_LINE_BYTES as u64 + 1).read_until(b'\n', &mut buf).map_err(|e| format!("{name}:{no}: {e}"))?;
         if n == 0 {
             break;
         }
         if buf.len() > MAX_JSONL_LINE_BYTES {
-            return Err(format!("{}:{no}: line longer than {MAX_JSONL_LINE_BYTES} bytes", path.display()));
+            return Err(format!("{name}:{no}: line longer than {MAX_JSONL_LINE_BYTES} bytes"));
         }
-        let text = std::str::from_utf8(&buf).map_err(|_| format!("{}:{no}: not UTF-8", path.display()))?.trim();
+        let text = std::str::from_utf8(&buf).map_err(|_| format!("{name}:{no}: not UTF-8"))?.trim();
         if text.is_empty() {
             continue;
         }
         let wide = mooncake_wire::hash::tagged::tag_wide_integers(text);
-        let value = serde_json::from_str(wide.as_deref().unwrap_or(text)).map_err(|e| format!("{}:{no}: not JSON: {e}", path.display()))?;
+        let value = serde_json::from_str(wide.as_deref().unwrap_or(text)).map_err(|e| format!("{name}:{no}: not JSON: {e}"))?;
         out.push(Line { no, value });
     }
     Ok(out)

@@ -5,8 +5,12 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
+use mooncake_wire::codec::Codec;
 use mooncake_wire::spec::Revision;
+use mooncake_wire::typed;
 use serde_json::{json, Value as J};
+
+use crate::jsonl;
 
 /// What msgspec did with one input.
 #[derive(Debug, Clone, PartialEq)]
@@ -119,6 +123,46 @@ impl Oracle {
             Ok(out)
         })
     }
+}
+
+/// Where this implementation and msgspec disagree about one input, if anywhere: the verdict, the decoded value
+/// (its `to_builtins` JSON, key order included), the re-encoded bytes, or the error text. With `check_typed`
+/// (the typed structs' revision) the typed 0.33.0 decoders must give msgspec's answer too. Shared by the
+/// differential tests and the differential fuzzer (`fuzz/harness`).
+pub fn disagreement(codec: &Codec, message: &str, input: &[u8], answer: &Answer, check_typed: bool) -> Option<String> {
+    let ours = codec.decode(message, input);
+    let problem = match (answer, &ours) {
+        (Answer::Accept { value, canonical_hex }, Ok(v)) => {
+            let json = Codec::to_json(v);
+            let bytes = codec.encode(message, v).map(hex::encode).unwrap_or_else(|e| format!("(cannot encode: {e})"));
+            if !jsonl::eq_ordered(&json, value) {
+                Some(format!("value differs: {}", jsonl::first_difference(&json, value, "$").unwrap_or_default()))
+            } else if &bytes != canonical_hex {
+                Some(format!("re-encoding differs: ours {bytes} vs msgspec {canonical_hex}"))
+            } else {
+                None
+            }
+        }
+        (Answer::Reject { error, .. }, Err(e)) => (e.msgspec_message() != *error).then(|| format!("error text: ours {:?} vs msgspec {error:?}", e.msgspec_message())),
+        (Answer::Accept { .. }, Err(e)) => Some(format!("msgspec accepts, we reject: {}", e.msgspec_message())),
+        (Answer::Reject { error, .. }, Ok(_)) => Some(format!("msgspec rejects ({error}), we accept")),
+    };
+    problem.or_else(|| {
+        if !check_typed {
+            return None;
+        }
+        let t = match message {
+            "MooncakeXferMetadata" => typed::MooncakeXferMetadata::decode(input).map(|v| hex::encode(v.encode())),
+            "MooncakeXferResponse" => typed::MooncakeXferResponse::decode(input).map(|v| hex::encode(v.encode())),
+            _ => return None,
+        }
+        .map_err(|e| e.msgspec_message());
+        let want = match answer {
+            Answer::Accept { canonical_hex, .. } => Ok(canonical_hex.clone()),
+            Answer::Reject { error, .. } => Err(error.clone()),
+        };
+        (t != want).then(|| format!("typed struct: {t:?} vs msgspec {want:?}"))
+    })
 }
 
 impl Oracle {

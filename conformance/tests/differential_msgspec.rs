@@ -2,8 +2,7 @@
 //! and mutated inputs for every message of the newest revision; Rust and msgspec must agree on the verdict,
 //! the decoded value, the re-encoded bytes and the error text.
 
-use mooncake_conformance::jsonl;
-use mooncake_conformance::oracle::{Answer, Oracle};
+use mooncake_conformance::oracle::{self, Answer, Oracle};
 use mooncake_wire::codec::testgen::{mutate, noncanonical, random_value, Rng, Size};
 use mooncake_wire::codec::Codec;
 use mooncake_wire::spec::{Revision, Spec};
@@ -11,13 +10,6 @@ use mooncake_wire::typed;
 use std::sync::Arc;
 
 const PER_MESSAGE: usize = 12_000;
-
-fn typed_round_trip(message: &str, b: &[u8]) -> Result<String, String> {
-    match message {
-        "MooncakeXferMetadata" => typed::MooncakeXferMetadata::decode(b).map(|v| hex::encode(v.encode())).map_err(|e| e.msgspec_message()),
-        _ => typed::MooncakeXferResponse::decode(b).map(|v| hex::encode(v.encode())).map_err(|e| e.msgspec_message()),
-    }
-}
 
 fn run_revision(revision: &str, per_message: usize, seed: u64) -> usize {
     let rev = Spec::builtin().revision(revision).unwrap().clone();
@@ -52,39 +44,11 @@ fn run(rev: Arc<Revision>, codec: &Codec, per_message: usize, seed: u64) -> usiz
             let batch: Vec<(&str, Vec<u8>)> = chunk.iter().map(|b| (message, b.clone())).collect();
             let answers = oracle.ask(&batch).unwrap();
             for (input, answer) in chunk.iter().zip(answers) {
-                let ours = codec.decode(message, input);
-                let problem = match (&answer, &ours) {
-                    (Answer::Accept { value, canonical_hex }, Ok(v)) => {
-                        accepted += 1;
-                        let json = Codec::to_json(v);
-                        let bytes = hex::encode(codec.encode(message, v).unwrap());
-                        if !jsonl::eq_ordered(&json, value) {
-                            Some(format!("value differs: {}", jsonl::first_difference(&json, value, "$").unwrap_or_default()))
-                        } else if &bytes != canonical_hex {
-                            Some(format!("re-encoding differs: ours {bytes} vs msgspec {canonical_hex}"))
-                        } else {
-                            None
-                        }
-                    }
-                    (Answer::Reject { error, .. }, Err(e)) => {
-                        rejected += 1;
-                        (e.msgspec_message() != *error).then(|| format!("error text: ours {:?} vs msgspec {error:?}", e.msgspec_message()))
-                    }
-                    (Answer::Accept { .. }, Err(e)) => Some(format!("msgspec accepts, we reject: {}", e.msgspec_message())),
-                    (Answer::Reject { error, .. }, Ok(_)) => Some(format!("msgspec rejects ({error}), we accept")),
-                };
-                // The typed structs of the newest revision must give msgspec's answer too.
-                let problem = problem.or_else(|| {
-                    if !check_typed {
-                        return None;
-                    }
-                    let t = typed_round_trip(message, input);
-                    let want = match &answer {
-                        Answer::Accept { canonical_hex, .. } => Ok(canonical_hex.clone()),
-                        Answer::Reject { error, .. } => Err(error.clone()),
-                    };
-                    (t != want).then(|| format!("typed struct: {t:?} vs msgspec {want:?}"))
-                });
+                match answer {
+                    Answer::Accept { .. } => accepted += 1,
+                    Answer::Reject { .. } => rejected += 1,
+                }
+                let problem = oracle::disagreement(codec, message, input, &answer, check_typed);
                 if let Some(p) = problem {
                     disagreements.push(format!("{message} {}: {p}", hex::encode(input)));
                 }

@@ -1,0 +1,38 @@
+//! The target bodies. Each `run(&[u8])` never returns an error: inputs the target cannot use are ignored,
+//! and a broken invariant panics with a message that says which one.
+
+pub mod bootstrap;
+pub mod decoder;
+pub mod keys;
+pub mod prefiller;
+pub mod spec_decode;
+pub mod trace;
+pub mod typed;
+
+/// A target: its name (as in `fuzz/Cargo.toml` and `fuzz/seeds/<name>`) and its body.
+pub struct Target {
+    pub name: &'static str,
+    pub run: fn(&[u8]),
+    /// Whether inputs are arbitrary bytes read as structured operations (`arbitrary`) rather than a format.
+    pub structured: bool,
+    /// Its libFuzzer dictionary in `fuzz/dict/`.
+    pub dict: &'static str,
+    /// libFuzzer's `-max_len` for it: a run's cost grows with the input's length, and every path of a MessagePack
+    /// decoder is reachable in a few KiB (inputs of megabytes are the hardening tests' job, `tests/hardening.rs`);
+    /// a trace needs room for a whole recorded conversation.
+    pub max_len: usize,
+}
+
+pub const ALL: &[Target] = &[
+    Target { name: "decode_spec", run: spec_decode::run, structured: false, dict: "msgpack.dict", max_len: 4096 },
+    Target { name: "decode_typed", run: typed::run, structured: false, dict: "msgpack.dict", max_len: 4096 },
+    Target { name: "trace", run: trace::run, structured: false, dict: "json.dict", max_len: 16384 },
+    Target { name: "bootstrap", run: bootstrap::run, structured: false, dict: "json.dict", max_len: 4096 },
+    Target { name: "store_keys", run: keys::run, structured: false, dict: "keys.dict", max_len: 4096 },
+    Target { name: "prefiller", run: prefiller::run, structured: true, dict: "msgpack.dict", max_len: 4096 },
+    Target { name: "decoder", run: decoder::run, structured: true, dict: "msgpack.dict", max_len: 4096 },
+];
+
+pub fn by_name(name: &str) -> Option<&'static Target> {
+    ALL.iter().find(|t| t.name == name)
+}

@@ -1,0 +1,403 @@
+//! The sans-IO prefiller core (`mooncake_wire::proto::PrefillerCore`) with vLLM 0.33.0's transfer planner,
+//! driven by a sequence of operations the fuzzer chooses (structure-aware, via `arbitrary`): the scheduler
+//! allocating, finishing and aborting requests, decoders pulling (well-formed pulls of any TP/PP shape, with
+//! or without a layout, cached or not, optionally corrupted; or raw frames), the transfer engine completing
+//! writes (or failing), and time passing. The driver acts like `reference-impl`: it calls `handle_timeout`
+//! when the time from `poll_timeout` has come, and drains every output after each input.
+//!
+//! Invariants:
+//! * limits: open pulls ≤ `MAX_PREFILLER_EXCHANGES`, cached layouts ≤ the spec's `max_peer_layouts`;
+//! * `poll_timeout` is never in the past once the core has been serviced;
+//! * every reply decodes in the revision; per pull: `CONTINUE`* then exactly one terminal reply (none only
+//!   for an admitted pull of no requests), nothing after it; a request is reported at most once per pull,
+//!   and only requests of that pull are reported;
+//! * write ids are fresh; a transfer is freed (`FinishedSending`) at most once per finish, only after the
+//!   scheduler finished it, by the request that owns it, and by expiry only after the abort timeout;
+//! * at the end, after every write completes and time passes the abort timeout, nothing is left: no open
+//!   pull, no tracked transfer, every finished transfer freed, every pull answered.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use arbitrary::{Arbitrary, Unstructured};
+use mooncake_wire::limits;
+use mooncake_wire::msgpack::WireInt;
+use mooncake_wire::plan::{GroupKind, LayerSpec, Producer, ProducerConfig, RegisteredLayout};
+use mooncake_wire::proto::{PeerId, PrefillerCore, PrefillerEvent, WireProfile, WriteId};
+use mooncake_wire::spec::Spec;
+use mooncake_wire::typed::{MooncakeXferMetadata, ReqBlocks, Status};
+
+/// Generation-2 revisions the cores speak.
+pub fn profiles() -> &'static [WireProfile] {
+    static P: OnceLock<Vec<WireProfile>> = OnceLock::new();
+    P.get_or_init(|| Spec::builtin().push().revisions.iter().filter_map(|r| WireProfile::builtin(&r.revision).ok()).collect())
+}
+
+const LOCAL_BASE: i64 = 0x1000_0000;
+const REMOTE_BASE: u64 = 0x7000_0000;
+const BLOCK: i64 = 4096;
+
+#[derive(Arbitrary, Debug)]
+pub struct Setup {
+    revision: u8,
+    tp_log: u8,
+    tp_rank: u8,
+    heads: u8,
+    mla: bool,
+    layers: u8,
+    /// Seconds; 0 keeps the spec's default.
+    abort_secs: u8,
+}
+
+#[derive(Arbitrary, Debug)]
+pub enum Op {
+    Allocate { p: u8, t: u8 },
+    Finish { p: u8, t: u8, blocks: Vec<Vec<u8>> },
+    Abort { t: u8 },
+    Pull(PullSpec),
+    Raw { frames: Vec<Vec<u8>> },
+    Complete { which: u8, fail: bool },
+    Advance { secs: u16, nanos: u32 },
+    ToNextTimeout,
+    ClearLayouts,
+}
+
+#[derive(Arbitrary, Debug)]
+pub struct PullSpec {
+    tp_log: u8,
+    tp_rank: u8,
+    pp: u8,
+    layout: LayoutSpec,
+    layout_id: u8,
+    host: u8,
+    reqs: Vec<(u8, u8, Vec<Vec<u8>>)>,
+    corrupt: Option<(u16, u8)>,
+}
+
+#[derive(Arbitrary, Debug)]
+pub enum LayoutSpec {
+    /// Region lengths that fit the TP ratio.
+    Matching,
+    /// No layout (a cached-layout pull).
+    Without,
+    /// Each column from the fuzzer.
+    Columns { bases: Vec<u32>, lens: Vec<i16>, kv_lens: Vec<i16>, names: Vec<u8>, indices: Vec<i8>, groups: Vec<i8>, shared: Vec<Vec<i8>>, rows: Vec<i16> },
+}
+
+#[derive(Arbitrary, Debug)]
+pub struct Input {
+    pub setup: Setup,
+    pub ops: Vec<Op>,
+}
+
+pub fn run(data: &[u8]) {
+    let u = Unstructured::new(data);
+    let Ok(input) = Input::arbitrary_take_rest(u) else { return };
+    execute(&input);
+}
+
+struct PullRecord {
+    /// The request ids of the pull as the prefiller decodes it; `None` when it cannot decode it.
+    reqs: Option<Vec<String>>,
+    reported: HashSet<String>,
+    terminal: bool,
+}
+
+struct Harness {
+    core: PrefillerCore<Producer>,
+    profile: WireProfile,
+    now: Instant,
+    abort: Duration,
+    max_layouts: usize,
+    pulls: HashMap<PeerId, PullRecord>,
+    next_peer: u32,
+    writes: Vec<WriteId>,
+    seen_writes: HashSet<WriteId>,
+    /// Transfer id → (owner, when finished) for transfers finished and not freed or aborted.
+    ready: HashMap<String, (String, Instant)>,
+    /// Transfers allocated and neither finished nor aborted yet.
+    allocated: HashSet<String>,
+}
+
+fn producer(s: &Setup) -> Producer {
+    let tp = 1i64 << (s.tp_log % 3);
+    let layers = 1 + s.layers as usize % 3;
+    let names: Vec<String> = (0..layers).map(|l| format!("model.layers.{l}.self_attn")).collect();
+    let layout = RegisteredLayout {
+        kv_caches_base_addr: (0..layers as i64).map(|l| LOCAL_BASE + l * 0x100_0000).collect(),
+        block_lens: vec![BLOCK; layers],
+        kv_block_lens: vec![BLOCK; layers],
+        registered_layer_indices: (0..layers as i64).collect(),
+        registered_group_indices: vec![0; layers],
+        registered_shared_group_ids: vec![],
+        registered_row_offsets: vec![-1; layers],
+        registered_layer_names: names.clone(),
+    };
+    Producer {
+        config: ProducerConfig {
+            tp_rank: s.tp_rank as i64 % tp,
+            tp_size: tp,
+            pp_size: 1,
+            total_num_kv_heads: [1, 2, 8][s.heads as usize % 3],
+            use_mla: s.mla,
+            groups: vec![GroupKind::Attention],
+            physical_blocks_per_logical: 1,
+        },
+        layout,
+        has_opaque_packed_row: false,
+        layer_groups: HashMap::new(),
+        layer_specs: names.into_iter().map(|n| (n, LayerSpec::Attention { padded: false, nvfp4: false })).collect(),
+    }
+}
+
+pub fn execute(input: &Input) {
+    let profile = profiles()[input.setup.revision as usize % profiles().len()].clone();
+    let planner = producer(&input.setup);
+    let local = planner.clone();
+    let mut core = PrefillerCore::new(profile.clone(), planner);
+    let abort = if input.setup.abort_secs == 0 { profile.abort_timeout } else { Duration::from_secs(input.setup.abort_secs as u64) };
+    core.set_abort_timeout(abort);
+    let max_layouts = profile.layout_caching.as_ref().map_or(0, |l| l.max_peer_layouts);
+    let mut h = Harness {
+        core,
+        profile,
+        now: Instant::now(),
+        abort,
+        max_layouts,
+        pulls: HashMap::new(),
+        next_peer: 0,
+        writes: vec![],
+        seen_writes: HashSet::new(),
+        ready: HashMap::new(),
+        allocated: HashSet::new(),
+    };
+    for op in input.ops.iter().take(256) {
+        h.apply(op, &local);
+        h.check_serviced();
+    }
+    h.finish();
+}
+
+impl Harness {
+    fn apply(&mut self, op: &Op, local: &Producer) {
+        let now = self.now;
+        match op {
+            Op::Allocate { p, t } => {
+                let t = format!("t{t}");
+                if !self.ready.contains_key(&t) {
+                    self.allocated.insert(t.clone());
+                }
+                self.core.request_allocated(now, &format!("p{p}"), &t);
+            }
+            Op::Finish { p, t, blocks } => {
+                let t = format!("t{t}");
+                let p = format!("p{p}");
+                let blocks: Vec<Vec<u64>> = blocks.iter().take(4).map(|g| g.iter().take(32).map(|b| *b as u64).collect()).collect();
+                self.allocated.remove(&t);
+                self.ready.insert(t.clone(), (p.clone(), now));
+                self.core.request_finished(now, &p, &t, blocks);
+            }
+            Op::Abort { t } => {
+                let t = format!("t{t}");
+                self.allocated.remove(&t);
+                self.ready.remove(&t);
+                self.core.request_aborted(now, &t);
+            }
+            Op::Pull(spec) => {
+                let m = pull_message(spec, local);
+                let mut payload = self.profile.encode_metadata(&m).unwrap_or_else(|_| m.encode());
+                if let Some((at, x)) = spec.corrupt {
+                    if !payload.is_empty() {
+                        let i = at as usize % payload.len();
+                        payload[i] ^= x.max(1);
+                    }
+                }
+                self.send(payload);
+            }
+            Op::Raw { frames } => {
+                let mut frames: Vec<Vec<u8>> = frames.iter().take(4).cloned().collect();
+                if frames.len() == 2 && !frames[0].is_empty() {
+                    let payload = frames.pop().expect("2 frames");
+                    self.send(payload);
+                } else {
+                    // Not [routing id, payload]: refused without a reply.
+                    if let Some(f) = frames.first_mut() {
+                        if !f.is_empty() {
+                            f.insert(0, 0xff);
+                        }
+                    }
+                    self.core.handle_frames(now, frames);
+                }
+            }
+            Op::Complete { which, fail } => {
+                if !self.writes.is_empty() {
+                    let id = self.writes.remove(*which as usize % self.writes.len());
+                    self.core.write_complete(now, id, if *fail { -1 } else { 0 });
+                }
+            }
+            Op::Advance { secs, nanos } => {
+                self.now += Duration::from_secs(*secs as u64 % 1024) + Duration::from_nanos(*nanos as u64 % 1_000_000_000);
+                self.service();
+            }
+            Op::ToNextTimeout => {
+                if let Some(t) = self.core.poll_timeout() {
+                    self.now = self.now.max(t);
+                }
+                self.service();
+            }
+            Op::ClearLayouts => self.core.clear_layout_cache(),
+        }
+        self.drain();
+    }
+
+    /// One pull on a fresh DEALER (a fresh routing id), as vLLM's decoder sends it.
+    fn send(&mut self, payload: Vec<u8>) {
+        self.next_peer += 1;
+        let peer = PeerId([&[0u8][..], &self.next_peer.to_be_bytes()].concat());
+        let reqs = self.profile.decode_metadata(&payload).ok().map(|m| m.req_blocks.iter().map(|(d, _)| d.clone()).collect());
+        self.pulls.insert(peer.clone(), PullRecord { reqs, reported: HashSet::new(), terminal: false });
+        self.core.handle_frames(self.now, vec![peer.0, payload]);
+    }
+
+    /// What a driver does when the timer fires: handle the timeout if it is due.
+    fn service(&mut self) {
+        if self.core.poll_timeout().is_some_and(|t| t <= self.now) {
+            self.core.handle_timeout(self.now);
+        }
+    }
+
+    fn check_serviced(&mut self) {
+        self.service();
+        self.drain();
+        if let Some(t) = self.core.poll_timeout() {
+            assert!(t > self.now, "poll_timeout is in the past after servicing: {:?} before now", self.now - t);
+        }
+        assert!(self.core.open_exchanges() <= limits::MAX_PREFILLER_EXCHANGES);
+        assert!(self.core.cached_layouts() <= self.max_layouts, "{} cached layouts, limit {}", self.core.cached_layouts(), self.max_layouts);
+    }
+
+    fn drain(&mut self) {
+        while let Some(t) = self.core.poll_transmit() {
+            let r = self.profile.decode_response(&t.payload).unwrap_or_else(|e| panic!("a reply that does not decode in {}: {e}", self.profile.name()));
+            assert!(self.profile.knows_status(r.status), "status {:?} is not one of {}", r.status, self.profile.name());
+            let rec = self.pulls.get_mut(&t.peer).unwrap_or_else(|| panic!("a reply to {:?}, which sent nothing", t.peer));
+            assert!(!rec.terminal, "a reply after the terminal one: {r:?}");
+            rec.terminal = self.profile.is_terminal(r.status);
+            for d in r.ok_reqs.iter().flatten().chain(r.err_reqs.iter().flatten()) {
+                let reqs = rec.reqs.as_ref().unwrap_or_else(|| panic!("requests reported for a pull that does not decode: {r:?}"));
+                assert!(reqs.contains(d), "{d} is not a request of this pull: {r:?}");
+                assert!(rec.reported.insert(d.clone()), "{d} reported twice in one pull: {r:?}");
+            }
+            if matches!(r.status, Status::ERROR | Status::LAYOUT_MISS) {
+                assert!(r.err_msg.is_some(), "an {:?} without err_msg", r.status);
+            }
+        }
+        while let Some(ev) = self.core.poll_event() {
+            match ev {
+                PrefillerEvent::Write { id, descriptors, .. } => {
+                    assert!(self.seen_writes.insert(id), "write id {id:?} reused");
+                    assert!(!descriptors.is_empty(), "a write of nothing");
+                    self.writes.push(id);
+                }
+                PrefillerEvent::FinishedSending { p_req_id, transfer_id, expired } => {
+                    let (owner, at) = self.ready.remove(&transfer_id).unwrap_or_else(|| panic!("{transfer_id} freed but not finished (or freed twice)"));
+                    assert_eq!(p_req_id, owner, "{transfer_id} freed for the wrong request");
+                    if expired {
+                        assert!(self.now > at + self.abort, "{transfer_id} expired before the abort timeout");
+                    }
+                }
+                PrefillerEvent::Rejected { peer, .. } => assert!(!self.pulls.contains_key(&peer), "a well-formed message was rejected without a reply"),
+            }
+        }
+    }
+
+    /// Every write completes, the scheduler resolves every allocated request, time passes: nothing is left.
+    fn finish(mut self) {
+        for t in std::mem::take(&mut self.allocated) {
+            self.core.request_aborted(self.now, &t);
+        }
+        for _ in 0..16 {
+            while let Some(id) = self.writes.pop() {
+                self.core.write_complete(self.now, id, 0);
+                self.drain();
+            }
+            self.now += self.abort + Duration::from_secs(1);
+            self.service();
+            self.drain();
+            if self.writes.is_empty() && self.core.open_exchanges() == 0 && self.core.poll_timeout().is_none() {
+                break;
+            }
+        }
+        assert_eq!(self.core.open_exchanges(), 0, "pulls left open");
+        assert!(self.writes.is_empty(), "writes left");
+        assert_eq!(self.core.tracked_transfers(), 0, "transfers left tracked");
+        assert!(self.ready.is_empty(), "finished transfers never freed: {:?}", self.ready.keys().collect::<Vec<_>>());
+        assert!(self.core.poll_timeout().is_none(), "a timer left");
+        for (peer, rec) in &self.pulls {
+            let needs_answer = rec.reqs.as_ref().is_none_or(|r| !r.is_empty());
+            assert!(rec.terminal || !needs_answer, "pull {peer:?} never got a terminal reply");
+        }
+    }
+}
+
+fn wire(v: impl IntoIterator<Item = i64>) -> Vec<WireInt> {
+    v.into_iter().map(WireInt::from_i64).collect()
+}
+
+fn pull_message(s: &PullSpec, local: &Producer) -> MooncakeXferMetadata {
+    let tp = 1i64 << (s.tp_log % 4);
+    let rank = if s.tp_rank == 255 { tp } else { s.tp_rank as i64 % tp };
+    let mut m = MooncakeXferMetadata {
+        remote_hostname: format!("10.0.0.{}", s.host % 3),
+        remote_port: WireInt::from_u64(17000),
+        remote_tp_size: WireInt::from_i64(tp),
+        remote_tp_rank: WireInt::from_i64(rank),
+        remote_pp_size: WireInt::from_i64(1 + (s.pp % 3) as i64),
+        layout_id: match s.layout_id % 8 {
+            0..=3 => WireInt::ZERO,
+            4 => WireInt::from_u64(0x1234_5679),
+            5 => WireInt::from_u64(0xabcd_ef01),
+            6 => WireInt::from_u64(u64::MAX),
+            _ => WireInt::from_u64(s.layout_id as u64),
+        },
+        ..Default::default()
+    };
+    for (d, t, blocks) in s.reqs.iter().take(16) {
+        let key = format!("d{d}");
+        let value = ReqBlocks { transfer_id: format!("t{t}"), blocks: blocks.iter().take(4).map(|g| g.iter().take(32).map(|b| WireInt::from_u64(*b as u64)).collect()).collect() };
+        // A dict: the last value wins, the first position stays.
+        match m.req_blocks.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = value,
+            None => m.req_blocks.push((key, value)),
+        }
+    }
+    let l = &local.layout;
+    let n = l.kv_caches_base_addr.len();
+    match &s.layout {
+        LayoutSpec::Without => {}
+        LayoutSpec::Matching => {
+            let heads = local.config.total_num_kv_heads;
+            let (lt, rt) = (local.config.tp_size.min(heads), tp.min(heads));
+            let len = if lt >= rt { BLOCK * (lt / rt) } else { (BLOCK / (rt / lt)).max(1) };
+            m.kv_caches_base_addr = (0..n as u64).map(|i| WireInt::from_u64(REMOTE_BASE + i * 0x100_0000)).collect();
+            m.block_lens = wire(vec![len; n]);
+            m.kv_block_lens = wire(vec![len; n]);
+            m.registered_layer_names = l.registered_layer_names.clone();
+            m.registered_layer_indices = wire(l.registered_layer_indices.clone());
+            m.registered_group_indices = wire(l.registered_group_indices.clone());
+            m.registered_row_offsets = wire(l.registered_row_offsets.clone());
+        }
+        LayoutSpec::Columns { bases, lens, kv_lens, names, indices, groups, shared, rows } => {
+            m.kv_caches_base_addr = bases.iter().take(8).map(|b| WireInt::from_u64(*b as u64)).collect();
+            m.block_lens = wire(lens.iter().take(8).map(|x| *x as i64));
+            m.kv_block_lens = wire(kv_lens.iter().take(8).map(|x| *x as i64));
+            m.registered_layer_names = names.iter().take(8).map(|x| format!("model.layers.{}.self_attn", x % 4)).collect();
+            m.registered_layer_indices = wire(indices.iter().take(8).map(|x| *x as i64));
+            m.registered_group_indices = wire(groups.iter().take(8).map(|x| *x as i64));
+            m.registered_shared_group_ids = shared.iter().take(8).map(|g| wire(g.iter().take(4).map(|x| *x as i64))).collect();
+            m.registered_row_offsets = wire(rows.iter().take(8).map(|x| *x as i64));
+        }
+    }
+    m
+}
