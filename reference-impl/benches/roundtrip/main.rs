@@ -4,6 +4,8 @@
 //! test peer's prefiller in one invocation and prints a Markdown table with the ratio, once per load
 //! generator: libzmq DEALERs polled from one thread, and a minimal ZMTP DEALER on a single-threaded tokio
 //! runtime ([`zmtp`]), which leaves more of a small machine's CPU to the prefiller being measured.
+//! Both prefillers run as testee processes (`mooncake-peer testee`, `tests/peer/mooncake_test_peer.py`), so
+//! the CPU time each one uses per round trip is read from `/proc` and reported next to the throughput.
 //!
 //! `cargo bench -p mooncake-reference --bench roundtrip` (needs the test venv for the Python peer:
 //! `$MOONCAKE_PYTHON` or `.venv/bin/python`). Not a test: nothing here asserts a speed.
@@ -14,7 +16,6 @@ use std::time::{Duration, Instant};
 
 mod zmtp;
 
-use mooncake_reference::testee::Testee;
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse, ReqBlocks, Status};
 use serde_json::{json, Value as J};
 
@@ -128,21 +129,6 @@ fn drive_zmtp(endpoint: &str, clients: usize, offset: usize) -> f64 {
     })
 }
 
-/// Runs every level with both load generators; `offset` is the first transfer index to use.
-fn run_levels(endpoint: &str, levels: &[usize], who: &str) -> Vec<[f64; 2]> {
-    let mut off = 0;
-    let mut rates = vec![];
-    for &k in levels {
-        let z = drive_zmtp(endpoint, k, off);
-        off += k * PER_CLIENT;
-        let l = drive(endpoint, k, off);
-        off += k * PER_CLIENT;
-        eprintln!("{who} {k}: zmtp {z:.0}, libzmq {l:.0}");
-        rates.push([z, l]);
-    }
-    rates
-}
-
 fn total(clients: &[usize]) -> usize {
     clients.iter().sum::<usize>() * PER_CLIENT
 }
@@ -152,53 +138,106 @@ fn python() -> Option<String> {
     std::path::Path::new(&p).exists().then_some(p)
 }
 
+/// A prefiller testee process (`conformance/TESTEE.md`) with `n` transfers ready to be pulled.
+struct Peer {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+    endpoint: String,
+}
+
+impl Peer {
+    fn start(mut command: Command, n: usize) -> Peer {
+        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("start the testee");
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut p = Peer { child, stdin, lines, endpoint: String::new() };
+        let _hello = p.lines.next();
+        let a = p.cmd(json!({"cmd": "start", "role": "prefiller", "revision": "vllm-0.33.0", "config": {"engine_id": "e", "model": {"total_num_kv_heads": 4}, "layout": layout()}}));
+        p.endpoint = a["endpoint"].as_str().expect("an endpoint").to_string();
+        for i in 0..n {
+            p.cmd(json!({"cmd": "ready", "p_req_id": format!("p-{i}"), "transfer_id": format!("x-{i}"), "blocks": [[1]]}));
+        }
+        p
+    }
+
+    fn cmd(&mut self, c: J) -> J {
+        writeln!(self.stdin, "{c}").unwrap();
+        self.stdin.flush().unwrap();
+        let a: J = serde_json::from_str(&self.lines.next().unwrap().unwrap()).unwrap();
+        assert_eq!(a["ok"], true, "{c} → {a}");
+        a
+    }
+
+    /// CPU time the process has used (all its threads, user + system), from `/proc/PID/stat` (clock ticks of
+    /// 10 ms, Linux's USER_HZ).
+    fn cpu(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let f: Vec<u64> = rest.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        // After the command name: state is a letter (skipped by the parse), so utime and stime are the 11th
+        // and 12th numbers.
+        let ticks = f.get(10).copied().unwrap_or(0) + f.get(11).copied().unwrap_or(0);
+        Duration::from_millis(ticks * 10)
+    }
+
+    /// Every level with both load generators: round trips per second and the peer's CPU µs per round trip.
+    fn measure(&self, levels: &[usize], who: &str) -> Vec<[(f64, f64); 2]> {
+        let mut off = 0;
+        let mut out = vec![];
+        for &k in levels {
+            let mut row = [(0.0, 0.0); 2];
+            for (g, drive) in [drive_zmtp as fn(&str, usize, usize) -> f64, drive].into_iter().enumerate() {
+                let before = self.cpu();
+                let rate = drive(&self.endpoint, k, off);
+                let cpu_us = (self.cpu() - before).as_secs_f64() * 1e6 / (k * PER_CLIENT) as f64;
+                off += k * PER_CLIENT;
+                row[g] = (rate, cpu_us);
+            }
+            eprintln!("{who} {k}: zmtp {:.0}/s ({:.1} µs CPU each), libzmq {:.0}/s ({:.1} µs CPU each)", row[0].0, row[0].1, row[1].0, row[1].1);
+            out.push(row);
+        }
+        out
+    }
+
+    fn stop(mut self) {
+        let _ = self.cmd(json!({"cmd": "stop"}));
+        let _ = self.child.wait();
+    }
+}
+
 fn main() {
     let levels = [1usize, 8, 64];
     let n = 2 * total(&levels);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    // Rust prefiller, in this process.
-    let mut rust = Testee::default();
-    let endpoint = rt.block_on(async {
-        let a = rust.handle(&json!({"cmd": "start", "role": "prefiller", "revision": "vllm-0.33.0", "config": {"engine_id": "e", "model": {"total_num_kv_heads": 4}, "layout": layout()}})).await;
-        for i in 0..n {
-            rust.handle(&json!({"cmd": "ready", "p_req_id": format!("p-{i}"), "transfer_id": format!("x-{i}"), "blocks": [[1]]})).await;
-        }
-        a["endpoint"].as_str().unwrap().to_string()
-    });
-    let rust_rates = run_levels(&endpoint, &levels, "rust");
-    drop(rust);
-    // Python prefiller, as a testee process.
+    // Both prefillers run as testee processes, so each one's CPU time is its own.
+    let mut rust_cmd = Command::new(env!("CARGO_BIN_EXE_mooncake-peer"));
+    rust_cmd.arg("testee");
+    let rust = Peer::start(rust_cmd, n);
+    let rust_rates = rust.measure(&levels, "rust");
+    rust.stop();
     let mut py_rates = vec![None; levels.len()];
     if let Some(py) = python() {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/peer/mooncake_test_peer.py");
-        let mut child = Command::new(py).arg(script).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let _hello = lines.next();
-        let mut cmd = |c: J| -> J {
-            writeln!(stdin, "{c}").unwrap();
-            stdin.flush().unwrap();
-            serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap()
-        };
-        let a = cmd(json!({"cmd": "start", "role": "prefiller", "revision": "vllm-0.33.0", "config": {"engine_id": "e", "model": {"total_num_kv_heads": 4}, "layout": layout()}}));
-        let ep = a["endpoint"].as_str().unwrap().to_string();
-        for i in 0..n {
-            cmd(json!({"cmd": "ready", "p_req_id": format!("p-{i}"), "transfer_id": format!("x-{i}"), "blocks": [[1]]}));
-        }
-        for (j, r) in run_levels(&ep, &levels, "python").into_iter().enumerate() {
+        let mut py_cmd = Command::new(py);
+        py_cmd.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/peer/mooncake_test_peer.py"));
+        let p = Peer::start(py_cmd, n);
+        for (j, r) in p.measure(&levels, "python").into_iter().enumerate() {
             py_rates[j] = Some(r);
         }
-        cmd(json!({"cmd": "stop"}));
-        let _ = child.wait();
+        p.stop();
     }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!("| Load generator | Concurrent decoders | Rust prefiller (round trips/s) | Python test peer (round trips/s) | Ratio |");
-    println!("|---|---|---|---|---|");
+    println!("| Load generator | Concurrent decoders | Rust prefiller (round trips/s) | Python test peer (round trips/s) | Ratio | Prefiller CPU per round trip, Rust / Python | CPU ratio |");
+    println!("|---|---|---|---|---|---|---|");
     for (g, name) in ["minimal ZMTP DEALERs, one tokio thread", "libzmq DEALERs, one polling thread"].iter().enumerate() {
         for (j, &k) in levels.iter().enumerate() {
-            let py = py_rates[j].map(|r| format!("{:.0}", r[g])).unwrap_or_else(|| "not run (no venv)".into());
-            let ratio = py_rates[j].map(|r| format!("{:.1}×", rust_rates[j][g] / r[g])).unwrap_or_default();
-            println!("| {name} | {k} | {:.0} | {py} | {ratio} |", rust_rates[j][g]);
+            let (r, rc) = rust_rates[j][g];
+            match py_rates[j] {
+                Some(p) => {
+                    let (y, yc) = p[g];
+                    println!("| {name} | {k} | {r:.0} | {y:.0} | {:.1}× | {rc:.1} µs / {yc:.1} µs | {:.1}× |", r / y, yc / rc);
+                }
+                None => println!("| {name} | {k} | {r:.0} | not run (no venv) | | {rc:.1} µs / – | |"),
+            }
         }
     }
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
