@@ -237,72 +237,112 @@ impl Grammar {
         if seps > MAX_STORE_KEY_SEPARATORS {
             return Err(KeyParseError::TooManySeparators { count: seps });
         }
-        let mut st = MatchState { readings: vec![], furthest: (0, String::new()), hints };
-        self.match_parts(key, 0, 0, &mut Fields::new(), &mut st);
+        let mut st = MatchState { readings: vec![], furthest: None, hints, dead: DeadStates::new(self.parts.len() + 1, key.len() + 1) };
+        self.match_parts(key, 0, 0, &mut Vec::new(), &mut st);
         match st.readings.len() {
-            0 => Err(KeyParseError::NoMatch { grammar: self.name.clone(), matched: st.furthest.0, expected: st.furthest.1 }),
+            0 => {
+                let (matched, part) = st.furthest.unwrap_or((0, 0));
+                let expected = self.parts.get(part).map(|p| describe_part(p, &self.separator)).unwrap_or_else(|| "the end of the key".into());
+                Err(KeyParseError::NoMatch { grammar: self.name.clone(), matched, expected })
+            }
             1 => Ok(st.readings.remove(0)),
             _ => Err(KeyParseError::Ambiguous { grammar: self.name.clone(), readings: st.readings }),
         }
     }
 
-    fn match_parts(&self, key: &str, i: usize, pos: usize, acc: &mut Fields, st: &mut MatchState<'_>) {
+    /// Depth-first search for every reading of `key[pos..]` by `parts[i..]`; `acc` holds the fields read so
+    /// far, in grammar order (a stack: cheaper than a map, which is built only for a complete reading).
+    /// Returns whether some path reached the end of the key (a reading, even one already collected).
+    ///
+    /// A state `(i, pos)` from which no path reaches the end is recorded in `st.dead` and never searched
+    /// again: whether the rest of the key fits the rest of the grammar does not depend on how the key was read
+    /// up to `pos` (the hints are fixed for the whole parse), so the search costs at most one visit per state
+    /// and per way of entering it that leads to a reading — not one visit per combination of the free-text
+    /// fields' ends before it, which grew with the product of the separators each could end at. A dead
+    /// state also cannot move `furthest`: its first visit already recorded every position it reaches.
+    fn match_parts<'g>(&'g self, key: &str, i: usize, pos: usize, acc: &mut Vec<(&'g str, FieldValue)>, st: &mut MatchState<'_>) -> bool {
         if st.readings.len() > MAX_STORE_KEY_READINGS {
-            return;
+            return false;
         }
-        if pos > st.furthest.0 || st.furthest.1.is_empty() {
-            st.furthest = (pos, self.parts.get(i).map(|p| describe_part(p, &self.separator)).unwrap_or_else(|| "the end of the key".into()));
+        if st.dead.get(i, pos) {
+            return false;
+        }
+        match st.furthest {
+            Some((p, _)) if pos <= p => {}
+            _ => st.furthest = Some((pos, i)),
         }
         let Some(part) = self.parts.get(i) else {
-            if pos == key.len() && !st.readings.contains(acc) {
-                st.readings.push(acc.clone());
+            if pos == key.len() {
+                let reading: Fields = acc.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+                if !st.readings.contains(&reading) {
+                    st.readings.push(reading);
+                }
+                return true;
             }
-            return;
+            st.dead.set(i, pos);
+            return false;
         };
+        let mut alive = false;
         match part {
             Part::Text(t) => {
                 if key[pos..].starts_with(t.as_str()) {
-                    self.match_parts(key, i + 1, pos + t.len(), acc, st);
+                    alive = self.match_parts(key, i + 1, pos + t.len(), acc, st);
                 }
             }
             Part::Field { name, ty, omit_empty, suffix } => {
-                let mut ends: Vec<(usize, usize, FieldValue)> = vec![]; // (value end, next pos, value)
+                let hint = st.hints.get(name);
+                // (next pos, value); the value is built only for a reachable next state that the hint allows.
+                let mut ends: Vec<(usize, usize)> = vec![]; // (value end, next pos)
                 if *omit_empty {
-                    ends.push((pos, pos, FieldValue::Text(String::new())));
+                    ends.push((pos, pos));
                     for e in self.match_field(ty, key, pos) {
                         if e > pos && key[e..].starts_with(suffix.as_str()) {
-                            ends.push((e, e + suffix.len(), FieldValue::Text(key[pos..e].to_string())));
+                            ends.push((e, e + suffix.len()));
                         }
                     }
                 } else if *ty == FieldType::Tags {
                     for (e, tags) in self.match_tags(key, pos) {
-                        ends.push((e, e, FieldValue::Tags(tags)));
-                    }
-                } else {
-                    for e in self.match_field(ty, key, pos) {
-                        let text = &key[pos..e];
-                        let v = match ty {
-                            FieldType::Int => match canonical_int(text) {
-                                Some(i) => FieldValue::Int(i),
-                                None => continue,
-                            },
-                            _ => FieldValue::Text(text.to_string()),
-                        };
-                        ends.push((e, e, v));
-                    }
-                }
-                for (_, next, v) in ends {
-                    if let Some(h) = st.hints.get(name) {
-                        if *h != v {
+                        let v = FieldValue::Tags(tags);
+                        if hint.is_some_and(|h| *h != v) || st.dead.get(i + 1, e) {
                             continue;
                         }
+                        acc.push((name, v));
+                        alive |= self.match_parts(key, i + 1, e, acc, st);
+                        acc.pop();
                     }
-                    acc.insert(name.clone(), v);
-                    self.match_parts(key, i + 1, next, acc, st);
-                    acc.shift_remove(name);
+                } else {
+                    ends.extend(self.match_field(ty, key, pos).into_iter().map(|e| (e, e)));
+                }
+                for (e, next) in ends {
+                    if st.dead.get(i + 1, next) {
+                        continue;
+                    }
+                    let text = &key[pos..e];
+                    let v = match ty {
+                        FieldType::Int => match canonical_int(text) {
+                            Some(n) => FieldValue::Int(n),
+                            None => continue,
+                        },
+                        _ => {
+                            if hint.is_some_and(|h| !matches!(h, FieldValue::Text(s) if s == text)) {
+                                continue;
+                            }
+                            FieldValue::Text(text.to_string())
+                        }
+                    };
+                    if hint.is_some_and(|h| *h != v) {
+                        continue;
+                    }
+                    acc.push((name, v));
+                    alive |= self.match_parts(key, i + 1, next, acc, st);
+                    acc.pop();
                 }
             }
         }
+        if !alive {
+            st.dead.set(i, pos);
+        }
+        alive
     }
 
     /// The positions where a value of this type starting at `pos` may end.
@@ -381,8 +421,31 @@ impl Grammar {
 
 struct MatchState<'h> {
     readings: Vec<Fields>,
-    furthest: (usize, String),
+    /// The furthest position a search reached, and the index of the part expected there (the first visit
+    /// that reached it); `parts.len()` means the end of the key.
+    furthest: Option<(usize, usize)>,
     hints: &'h Fields,
+    dead: DeadStates,
+}
+
+/// The search states `(part index, key position)` known to lead to no reading, one bit each.
+struct DeadStates {
+    positions: usize,
+    bits: Vec<u64>,
+}
+
+impl DeadStates {
+    fn new(parts: usize, positions: usize) -> DeadStates {
+        DeadStates { positions, bits: vec![0; (parts * positions).div_ceil(64)] }
+    }
+    fn get(&self, i: usize, pos: usize) -> bool {
+        let n = i * self.positions + pos;
+        self.bits[n / 64] >> (n % 64) & 1 == 1
+    }
+    fn set(&mut self, i: usize, pos: usize) {
+        let n = i * self.positions + pos;
+        self.bits[n / 64] |= 1 << (n % 64);
+    }
 }
 
 fn describe(ty: &FieldType, sep: &str) -> String {
