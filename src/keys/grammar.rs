@@ -209,7 +209,7 @@ impl Grammar {
                         FieldType::Str => true,
                         FieldType::Word => !t.contains(self.separator.as_str()),
                         FieldType::Choice(set) => set.contains(t),
-                        FieldType::Pattern(_) => self.match_field(ty, t, 0).contains(&t.len()),
+                        FieldType::Pattern(_) => self.match_field(ty, t, 0, None).contains(&t.len()),
                         FieldType::Int | FieldType::Tags => unreachable!("handled above"),
                     };
                     if !ok {
@@ -237,7 +237,10 @@ impl Grammar {
         if seps > MAX_STORE_KEY_SEPARATORS {
             return Err(KeyParseError::TooManySeparators { count: seps });
         }
-        let mut st = MatchState { readings: vec![], furthest: None, hints, dead: DeadStates::new(self.parts.len() + 1, key.len() + 1) };
+        // A one-byte separator's positions, found once: where free text may end (searching the rest of the key
+        // again at every position a field may start cost a scan per start).
+        let sep_positions = (self.separator.len() == 1).then(|| key.match_indices(self.separator.as_str()).map(|(j, _)| j).collect());
+        let mut st = MatchState { readings: vec![], furthest: None, hints, seps: sep_positions, dead: DeadStates::new(self.parts.len() + 1, key.len() + 1) };
         self.match_parts(key, 0, 0, &mut Vec::new(), &mut st);
         match st.readings.len() {
             0 => {
@@ -295,7 +298,7 @@ impl Grammar {
                 let mut ends: Vec<(usize, usize)> = vec![]; // (value end, next pos)
                 if *omit_empty {
                     ends.push((pos, pos));
-                    for e in self.match_field(ty, key, pos) {
+                    for e in self.match_field(ty, key, pos, st.seps.as_deref()) {
                         if e > pos && key[e..].starts_with(suffix.as_str()) {
                             ends.push((e, e + suffix.len()));
                         }
@@ -311,7 +314,7 @@ impl Grammar {
                         acc.pop();
                     }
                 } else {
-                    ends.extend(self.match_field(ty, key, pos).into_iter().map(|e| (e, e)));
+                    ends.extend(self.match_field(ty, key, pos, st.seps.as_deref()).into_iter().map(|e| (e, e)));
                 }
                 for (e, next) in ends {
                     if st.dead.get(i + 1, next) {
@@ -345,8 +348,9 @@ impl Grammar {
         alive
     }
 
-    /// The positions where a value of this type starting at `pos` may end.
-    fn match_field(&self, ty: &FieldType, key: &str, pos: usize) -> Vec<usize> {
+    /// The positions where a value of this type starting at `pos` may end. `seps`, when given, holds every
+    /// position of the (one-byte) separator in `key`.
+    fn match_field(&self, ty: &FieldType, key: &str, pos: usize, seps: Option<&[usize]>) -> Vec<usize> {
         let rest = &key[pos..];
         let sep = self.separator.as_str();
         match ty {
@@ -363,12 +367,18 @@ impl Grammar {
                 (1 + sign..=n).map(|l| pos + l).collect()
             }
             FieldType::Str => {
-                let mut v: Vec<usize> = rest.match_indices(sep).map(|(j, _)| pos + j).collect();
+                let mut v: Vec<usize> = match seps {
+                    Some(all) => all[all.partition_point(|&j| j < pos)..].to_vec(),
+                    None => rest.match_indices(sep).map(|(j, _)| pos + j).collect(),
+                };
                 v.push(key.len());
                 v
             }
             FieldType::Word => {
-                let n = rest.find(sep).unwrap_or(rest.len());
+                let n = match seps {
+                    Some(all) => all.get(all.partition_point(|&j| j < pos)).map_or(rest.len(), |j| j - pos),
+                    None => rest.find(sep).unwrap_or(rest.len()),
+                };
                 (0..=n).filter(|l| rest.is_char_boundary(*l)).map(|l| pos + l).collect()
             }
             FieldType::Choice(set) => set.iter().filter(|w| rest.starts_with(w.as_str())).map(|w| pos + w.len()).collect(),
@@ -385,7 +395,7 @@ impl Grammar {
                                         next.push(p + t.len());
                                     }
                                 }
-                                PatternItem::Int => next.extend(self.match_field(&FieldType::Int, key, p).into_iter().filter(|e| canonical_int(&key[p..*e]).is_some())),
+                                PatternItem::Int => next.extend(self.match_field(&FieldType::Int, key, p, None).into_iter().filter(|e| canonical_int(&key[p..*e]).is_some())),
                                 PatternItem::Set(words) => next.extend(words.iter().filter(|w| key[p..].starts_with(w.as_str())).map(|w| p + w.len())),
                             }
                         }
@@ -425,6 +435,8 @@ struct MatchState<'h> {
     /// that reached it); `parts.len()` means the end of the key.
     furthest: Option<(usize, usize)>,
     hints: &'h Fields,
+    /// Positions of the separator when it is one byte (`Grammar::parse`).
+    seps: Option<Vec<usize>>,
     dead: DeadStates,
 }
 
