@@ -58,7 +58,9 @@ pub struct PrefillerPeer {
     /// The bound ROUTER endpoint (`tcp://127.0.0.1:PORT`), as registered.
     pub endpoint: String,
     pub memory: SharedMemory,
-    cmds: mpsc::UnboundedSender<Cmd>,
+    /// Applies a command to the core before returning (pulls are answered on the ZeroMQ thread, so a command
+    /// queued for the task could lose a race with a pull sent after the command was acknowledged).
+    apply: Box<dyn Fn(Cmd) + Send + Sync>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -109,33 +111,40 @@ impl PrefillerPeer {
             let payload = json!({"engine_id": cfg.engine_id, "dp_rank": cfg.dp_rank, "tp_rank": cfg.tp_rank, "pp_rank": cfg.pp_rank, "addr": endpoint});
             crate::http::register(b, &payload, Duration::from_secs(30)).await?;
         }
-        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run(shared, reactor, wake, cmd_rx, done_rx));
+        let apply = {
+            let (shared, wake) = (shared.clone(), wake.clone());
+            Box::new(move |c: Cmd| {
+                apply(&mut lock(&shared), c);
+                // The task sends what the command released and re-reads the deadline.
+                wake.notify_one();
+            })
+        };
+        let task = tokio::spawn(run(shared, reactor, wake, done_rx));
         tracing::info!(%endpoint, engine = %cfg.engine_id, "prefiller listening");
-        Ok(PrefillerPeer { endpoint, memory, cmds: cmd_tx, task })
+        Ok(PrefillerPeer { endpoint, memory, apply, task })
     }
 
     /// The scheduler allocated `p_req_id` for `transfer_id`.
     pub fn allocated(&self, p_req_id: &str, transfer_id: &str) {
-        let _ = self.cmds.send(Cmd::Allocated(p_req_id.into(), transfer_id.into()));
+        (self.apply)(Cmd::Allocated(p_req_id.into(), transfer_id.into()));
     }
     /// The request's blocks are ready to be pulled.
     pub fn finished(&self, p_req_id: &str, transfer_id: &str, blocks: Vec<Vec<u64>>) {
-        let _ = self.cmds.send(Cmd::Finished(p_req_id.into(), transfer_id.into(), blocks));
+        (self.apply)(Cmd::Finished(p_req_id.into(), transfer_id.into(), blocks));
     }
     pub fn aborted(&self, transfer_id: &str) {
-        let _ = self.cmds.send(Cmd::Aborted(transfer_id.into()));
+        (self.apply)(Cmd::Aborted(transfer_id.into()));
     }
     pub fn forget_layouts(&self) {
-        let _ = self.cmds.send(Cmd::ForgetLayouts);
+        (self.apply)(Cmd::ForgetLayouts);
     }
     /// The next `n` writes report `ret` without moving bytes (a failing transfer engine).
     pub fn fail_next_writes(&self, n: usize, ret: i64) {
-        let _ = self.cmds.send(Cmd::FailNextWrites(n, ret));
+        (self.apply)(Cmd::FailNextWrites(n, ret));
     }
     pub async fn status(&self) -> Result<PrefillerStatus, String> {
         let (tx, rx) = oneshot::channel();
-        self.cmds.send(Cmd::Status(tx)).map_err(|_| "the prefiller stopped".to_string())?;
+        (self.apply)(Cmd::Status(tx));
         rx.await.map_err(|_| "the prefiller stopped".to_string())
     }
 }
@@ -231,7 +240,6 @@ async fn run<P>(
     shared: Arc<Mutex<Shared<P>>>,
     reactor: Reactor,
     wake: Arc<Notify>,
-    mut cmds: mpsc::UnboundedReceiver<Cmd>,
     mut done_rx: mpsc::UnboundedReceiver<WriteDone>,
 ) where
     P: SenderPlanner + Send + 'static,
@@ -255,32 +263,37 @@ async fn run<P>(
         tokio::select! {
             // A pull on the ZeroMQ thread set an earlier deadline.
             _ = wake.notified() => {}
-            c = cmds.recv() => {
-                let Some(c) = c else { return };
-                let mut s = lock(&shared);
-                let now = Instant::now();
-                match c {
-                    Cmd::Allocated(p, t) => s.core.request_allocated(now, &p, &t),
-                    Cmd::Finished(p, t, b) => s.core.request_finished(now, &p, &t, b),
-                    Cmd::Aborted(t) => s.core.request_aborted(now, &t),
-                    Cmd::ForgetLayouts => s.core.clear_layout_cache(),
-                    Cmd::FailNextWrites(n, r) => s.fail_next = Some((n, r)),
-                    Cmd::Status(tx) => {
-                        let mut st = s.status.clone();
-                        st.tracked_transfers = s.core.tracked_transfers();
-                        st.open_exchanges = s.core.open_exchanges();
-                        st.cached_layouts = s.core.cached_layouts();
-                        st.stats = s.core.stats.clone();
-                        let _ = tx.send(st);
-                    }
-                }
-            },
             Some((id, ret, session, n, bytes)) = done_rx.recv() => {
                 let mut s = lock(&shared);
                 s.status.writes.push((session, n, bytes, ret));
                 s.core.write_complete(Instant::now(), id, ret);
             }
             _ = sleep => lock(&shared).core.handle_timeout(Instant::now()),
+        }
+    }
+}
+
+/// A scheduler-side command, applied to the core under the lock.
+fn apply<P>(s: &mut Shared<P>, c: Cmd)
+where
+    P: SenderPlanner + Send + 'static,
+    P::Prepared: Send,
+    P::Pull: Send,
+{
+    let now = Instant::now();
+    match c {
+        Cmd::Allocated(p, t) => s.core.request_allocated(now, &p, &t),
+        Cmd::Finished(p, t, b) => s.core.request_finished(now, &p, &t, b),
+        Cmd::Aborted(t) => s.core.request_aborted(now, &t),
+        Cmd::ForgetLayouts => s.core.clear_layout_cache(),
+        Cmd::FailNextWrites(n, r) => s.fail_next = Some((n, r)),
+        Cmd::Status(tx) => {
+            let mut st = s.status.clone();
+            st.tracked_transfers = s.core.tracked_transfers();
+            st.open_exchanges = s.core.open_exchanges();
+            st.cached_layouts = s.core.cached_layouts();
+            st.stats = s.core.stats.clone();
+            let _ = tx.send(st);
         }
     }
 }
