@@ -176,18 +176,23 @@ impl Oracle {
     }
 }
 
+/// Asks a line-protocol Python helper to quit, gives it 5 s to exit, then kills it; always reaps it.
+pub fn quit(stdin: &mut ChildStdin, child: &mut Child) {
+    let _ = writeln!(stdin, "{}", json!({"cmd": "quit"}));
+    let _ = stdin.flush();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 impl Drop for Oracle {
     fn drop(&mut self) {
-        let _ = writeln!(self.stdin, "{}", json!({"cmd": "quit"}));
-        let _ = self.stdin.flush();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while std::time::Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        quit(&mut self.stdin, &mut self.child);
     }
 }

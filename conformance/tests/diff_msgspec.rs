@@ -52,17 +52,7 @@ impl Cross {
 
 impl Drop for Cross {
     fn drop(&mut self) {
-        let _ = writeln!(self.stdin, "{}", json!({"cmd": "quit"}));
-        let _ = self.stdin.flush();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while std::time::Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        mooncake_conformance::oracle::quit(&mut self.stdin, &mut self.child);
     }
 }
 
