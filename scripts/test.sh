@@ -17,6 +17,8 @@ export MOONCAKE_PYTHON="$PWD/.venv/bin/python"
 # 2. Every Rust test in the workspace (unit, integration, differential against msgspec, generated files).
 echo "== cargo test"
 mkdir -p target
+# No incremental caches for a one-shot run (they doubled the target directory of a clean clone).
+export CARGO_INCREMENTAL=0
 set +e
 cargo test --workspace --locked -- --show-output > target/test-output.txt 2>&1
 status=$?
@@ -27,8 +29,9 @@ if [ $status -ne 0 ]; then
   echo "SUMMARY: cargo test FAILED (exit $status; full output in target/test-output.txt)"; exit 1
 fi
 passed=$(grep -oE '^test result: ok\. [0-9]+ passed' target/test-output.txt | awk '{s+=$4} END {print s}')
-# The round-trip benchmark is not a test, but it must keep building (reuses the test build's dependencies).
-cargo build --quiet --locked -p mooncake-reference --benches || { echo "SUMMARY: the round-trip bench does not build"; exit 1; }
+# The round-trip benchmark is not a test, but it must keep building (with the test profile, so that it reuses
+# the test build's artifacts instead of building the workspace a second time).
+cargo build --quiet --locked --profile test -p mooncake-reference --benches || { echo "SUMMARY: the round-trip bench does not build"; exit 1; }
 # The fuzz targets' bodies over their seeds and derived inputs, and the short differential fuzzing run against
 # msgspec (fuzz/harness/tests), ran above (`--show-output` keeps what passing tests print); their results:
 grep -E '^(differential fuzzing:|(decode_spec|decode_typed|trace|bootstrap|store_keys|prefiller|decoder): .* every invariant held)' target/test-output.txt || true
