@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use mooncake_reference::testee::{hello, Testee};
 use serde_json::{json, Value as J};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use std::io::{BufRead, Write};
 
 #[derive(Parser)]
 #[command(name = "mooncake-peer", version, about = "Reference Mooncake connector peer (vLLM push protocol)", long_about = None)]
@@ -146,15 +146,37 @@ fn start_command(role: &Role) -> Result<Option<J>, String> {
     }))
 }
 
+/// One answer line on standard output. Written in place: tokio's stdout (like its stdin) hands every write
+/// to the blocking pool, which made each control command cost two thread hand-offs.
+fn answer(v: J) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{v}")?;
+    out.flush()
+}
+
+/// Standard input line by line, read on a thread of its own.
+fn stdin_lines() -> tokio::sync::mpsc::Receiver<std::io::Result<String>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    let reader = move || {
+        for line in std::io::stdin().lock().lines() {
+            let end = line.is_err();
+            if tx.blocking_send(line).is_err() || end {
+                break;
+            }
+        }
+    };
+    // Without the thread nothing would ever be read: the receiver then reports end of input.
+    let _ = std::thread::Builder::new().name("testee-stdin".into()).spawn(reader);
+    rx
+}
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let level: tracing::Level = cli.log.parse().unwrap_or(tracing::Level::INFO);
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(level).init();
-    let mut out = tokio::io::stdout();
     let mut testee = Testee::default();
-    let write = |v: J| format!("{v}\n");
-    if let Err(e) = out.write_all(write(hello()).as_bytes()).await {
+    if let Err(e) = answer(hello()) {
         eprintln!("error: {e}");
         return std::process::ExitCode::from(2);
     }
@@ -162,8 +184,7 @@ async fn main() -> std::process::ExitCode {
         Ok(Some(cmd)) => {
             let r = testee.handle(&cmd).await;
             let ok = r["ok"] == J::Bool(true);
-            let _ = out.write_all(write(r.clone()).as_bytes()).await;
-            let _ = out.flush().await;
+            let _ = answer(r.clone());
             if !ok {
                 eprintln!("error: {}", r["error"].as_str().unwrap_or("start failed"));
                 return std::process::ExitCode::from(2);
@@ -176,34 +197,26 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     }
-    let _ = out.flush().await;
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut lines = stdin_lines();
     loop {
         let line = tokio::select! {
-            l = lines.next_line() => l,
+            l = lines.recv() => l,
             _ = tokio::signal::ctrl_c() => break,
         };
-        let Ok(Some(line)) = line else { break };
+        let Some(Ok(line)) = line else { break };
         if line.trim().is_empty() {
             continue;
         }
-        let answer = match serde_json::from_str::<J>(&line) {
+        let (a, stop) = match serde_json::from_str::<J>(&line) {
             Ok(cmd) => {
                 let stop = cmd.get("cmd").and_then(J::as_str) == Some("stop");
-                let a = testee.handle(&cmd).await;
-                if stop {
-                    let _ = out.write_all(write(a).as_bytes()).await;
-                    let _ = out.flush().await;
-                    break;
-                }
-                a
+                (testee.handle(&cmd).await, stop)
             }
-            Err(e) => json!({"ok": false, "error": format!("not JSON: {e}")}),
+            Err(e) => (json!({"ok": false, "error": format!("not JSON: {e}")}), false),
         };
-        if out.write_all(write(answer).as_bytes()).await.is_err() {
+        if answer(a).is_err() || stop {
             break;
         }
-        let _ = out.flush().await;
     }
     drop(testee);
     std::process::ExitCode::SUCCESS
