@@ -32,6 +32,9 @@ pub const MAX_HTTP_BODY_BYTES: usize = 1024 * 1024;
 /// bound). Each waits at most the abort timeout.
 pub const MAX_PREFILLER_EXCHANGES: usize = 65_536;
 
+/// Distinct decoder layouts whose prepared regions a prefiller keeps (the cache is emptied when full).
+pub const MAX_PREPARED_LAYOUTS: usize = 1024;
+
 /// Pulls one decoder keeps open at once; beyond this a pull fails locally.
 pub const MAX_DECODER_EXCHANGES: usize = 65_536;
 

@@ -22,11 +22,14 @@ const D_BASE: u64 = 0x2000_0000;
 struct ToyPlanner {
     tp_rank: usize,
     tp_size: usize,
+    /// Calls of `prepare`.
+    prepares: std::sync::atomic::AtomicUsize,
 }
 
 impl SenderPlanner for ToyPlanner {
     type Pull = MooncakeXferMetadata;
     type Prepared = Vec<u64>;
+    type PrepareKey = Vec<WireInt>;
     fn pull(&self, m: &MooncakeXferMetadata) -> Result<MooncakeXferMetadata, String> {
         Ok(m.clone())
     }
@@ -44,7 +47,11 @@ impl SenderPlanner for ToyPlanner {
         }
         Ok(ranks)
     }
+    fn prepare_key(&self, m: &MooncakeXferMetadata) -> Vec<WireInt> {
+        m.kv_caches_base_addr.clone()
+    }
     fn prepare(&self, m: &MooncakeXferMetadata) -> Result<Vec<u64>, String> {
+        self.prepares.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if m.kv_caches_base_addr.len() != LAYERS as usize {
             return Err(format!("toy planner: expected {LAYERS} regions, got {}", m.kv_caches_base_addr.len()));
         }
@@ -110,7 +117,7 @@ fn d_memory() -> Memory {
 fn net(p_rev: &str, d_rev: &str, layout_id: u64) -> Net<ToyPlanner> {
     let reg = Registry::new(BootstrapSpec::new(Spec::builtin().revision(p_rev).unwrap().clone()).unwrap().unwrap());
     let mut n = Net::new(reg, "http://127.0.0.1:8998", std::time::Instant::now());
-    let p = PrefillerCore::new(WireProfile::builtin(p_rev).unwrap(), ToyPlanner { tp_rank: 0, tp_size: 1 });
+    let p = PrefillerCore::new(WireProfile::builtin(p_rev).unwrap(), ToyPlanner { tp_rank: 0, tp_size: 1, prepares: 0.into() });
     n.add_prefiller(p, "tcp://127.0.0.1:5000", p_memory());
     let body = serde_json::json!({"engine_id": "engine-p", "dp_rank": 0, "tp_rank": 0, "pp_rank": 0, "addr": "tcp://127.0.0.1:5000"});
     assert_eq!(n.registry.handle("POST", "/register", Some(&body)).status, 200);
@@ -243,6 +250,34 @@ fn layout_is_cached_missed_and_resent() {
     assert_eq!(n.decoders[0].finished, vec!["d-1", "d-2", "d-3"]);
     assert!(n.decoders[0].failed.is_empty());
     assert_eq!(n.prefillers[0].core.cached_layouts(), 1);
+    assert_empty(&n);
+}
+
+#[test]
+fn each_distinct_layout_is_prepared_once() {
+    // layout_id 0: every pull carries the full layout, and none is cached by id.
+    let mut n = net("vllm-0.33.0", "vllm-0.33.0", 0);
+    let prepares = |n: &Net<ToyPlanner>| n.prefillers[0].core.planner().prepares.load(std::sync::atomic::Ordering::Relaxed);
+    let mut t = 0;
+    let mut round = |n: &mut Net<ToyPlanner>| {
+        t += 1;
+        let now = n.now;
+        let (p, x, d) = (format!("p-{t}"), format!("x-{t}"), format!("d-{t}"));
+        n.prefillers[0].core.request_allocated(now, &p, &x);
+        n.prefillers[0].core.request_finished(now, &p, &x, vec![vec![t]]);
+        n.decoders[0].core.pull(now, vec![pull(&d, &x, vec![t])]);
+        n.settle();
+    };
+    round(&mut n);
+    round(&mut n);
+    assert_eq!(prepares(&n), 1, "the second pull reuses the regions prepared from the same layout");
+    n.prefillers[0].core.clear_layout_cache();
+    round(&mut n);
+    assert_eq!(prepares(&n), 2, "forgetting layouts forgets prepared regions too");
+    assert_eq!(statuses(&n), vec![Status::FINISH; 3]);
+    assert_eq!(n.decoders[0].finished, vec!["d-1", "d-2", "d-3"]);
+    assert_eq!(n.prefillers[0].core.cached_layouts(), 0, "layout id 0 is never cached by id");
+    assert_eq!(n.prefillers[0].writes.len(), 3);
     assert_empty(&n);
 }
 

@@ -70,6 +70,7 @@ impl PrefillerPeer {
         P: SenderPlanner + Send + 'static,
         P::Prepared: Send,
         P::Pull: Send,
+        P::PrepareKey: Send,
     {
         let mut core = PrefillerCore::new(profile, planner);
         if let Some(t) = cfg.abort_timeout {
@@ -181,6 +182,7 @@ where
     P: SenderPlanner + Send + 'static,
     P::Prepared: Send,
     P::Pull: Send,
+    P::PrepareKey: Send,
 {
     fn receive(&mut self, now: Instant, frames: Vec<Vec<u8>>) {
         if self.record_wire {
@@ -245,6 +247,7 @@ async fn run<P>(
     P: SenderPlanner + Send + 'static,
     P::Prepared: Send,
     P::Pull: Send,
+    P::PrepareKey: Send,
 {
     loop {
         let (batch, deadline) = {
@@ -279,6 +282,7 @@ where
     P: SenderPlanner + Send + 'static,
     P::Prepared: Send,
     P::Pull: Send,
+    P::PrepareKey: Send,
 {
     let now = Instant::now();
     match c {

@@ -53,7 +53,7 @@ impl ProducerConfig {
 /// empty (then looked up per layer), otherwise they must match too. Shared group ids and row offsets of any
 /// other length than the layer names count as not sent (except that a producer with a shared region, group
 /// `-1`, then refuses the pull).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct RegisteredLayout {
     pub kv_caches_base_addr: Vec<i64>,
     pub block_lens: Vec<i64>,

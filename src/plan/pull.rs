@@ -2,6 +2,7 @@
 //! plain integers, and its conversion from the typed 0.33.0 message.
 
 use std::fmt;
+use std::sync::Arc;
 
 use super::descriptors::ReadyRequest;
 use super::producer::RegisteredLayout;
@@ -24,8 +25,9 @@ pub struct Pull {
     pub remote_pp_size: i64,
     /// In the decoder's order.
     pub req_blocks: Vec<PullRequest>,
-    /// The decoder's registered layout (empty columns for a layout-less pull).
-    pub layout: RegisteredLayout,
+    /// The decoder's registered layout (empty columns for a layout-less pull); shared, so that a prefiller
+    /// can keep it as the key of the regions it prepared from it without copying it.
+    pub layout: Arc<RegisteredLayout>,
 }
 
 impl Pull {
@@ -58,12 +60,13 @@ fn int(v: WireInt, field: impl FnOnce() -> String) -> Result<i64, WireRangeError
     v.as_i64().ok_or_else(|| WireRangeError { field: field(), value: v.get() })
 }
 
-fn ints(vs: &[WireInt], name: &str) -> Result<Vec<i64>, WireRangeError> {
-    vs.iter().enumerate().map(|(i, &v)| int(v, || format!("{name}[{i}]"))).collect()
+/// `name` builds the field path, only for an error.
+fn ints(vs: &[WireInt], name: &dyn Fn() -> String) -> Result<Vec<i64>, WireRangeError> {
+    vs.iter().enumerate().map(|(i, &v)| int(v, || format!("{}[{i}]", name()))).collect()
 }
 
-fn int_lists(vs: &[Vec<WireInt>], name: &str) -> Result<Vec<Vec<i64>>, WireRangeError> {
-    vs.iter().enumerate().map(|(i, row)| ints(row, &format!("{name}[{i}]"))).collect()
+fn int_lists(vs: &[Vec<WireInt>], name: &dyn Fn() -> String) -> Result<Vec<Vec<i64>>, WireRangeError> {
+    vs.iter().enumerate().map(|(i, row)| ints(row, &|| format!("{}[{i}]", name()))).collect()
 }
 
 impl TryFrom<&MooncakeXferMetadata> for Pull {
@@ -81,20 +84,20 @@ impl TryFrom<&MooncakeXferMetadata> for Pull {
                     Ok(PullRequest {
                         d_req_id: id.clone(),
                         transfer_id: rb.transfer_id.clone(),
-                        blocks: int_lists(&rb.blocks, &format!("req_blocks[{id:?}]"))?,
+                        blocks: int_lists(&rb.blocks, &|| format!("req_blocks[{id:?}]"))?,
                     })
                 })
                 .collect::<Result<_, _>>()?,
-            layout: RegisteredLayout {
-                kv_caches_base_addr: ints(&m.kv_caches_base_addr, "kv_caches_base_addr")?,
-                block_lens: ints(&m.block_lens, "block_lens")?,
-                kv_block_lens: ints(&m.kv_block_lens, "kv_block_lens")?,
+            layout: Arc::new(RegisteredLayout {
+                kv_caches_base_addr: ints(&m.kv_caches_base_addr, &|| "kv_caches_base_addr".into())?,
+                block_lens: ints(&m.block_lens, &|| "block_lens".into())?,
+                kv_block_lens: ints(&m.kv_block_lens, &|| "kv_block_lens".into())?,
                 registered_layer_names: m.registered_layer_names.clone(),
-                registered_layer_indices: ints(&m.registered_layer_indices, "registered_layer_indices")?,
-                registered_group_indices: ints(&m.registered_group_indices, "registered_group_indices")?,
-                registered_shared_group_ids: int_lists(&m.registered_shared_group_ids, "registered_shared_group_ids")?,
-                registered_row_offsets: ints(&m.registered_row_offsets, "registered_row_offsets")?,
-            },
+                registered_layer_indices: ints(&m.registered_layer_indices, &|| "registered_layer_indices".into())?,
+                registered_group_indices: ints(&m.registered_group_indices, &|| "registered_group_indices".into())?,
+                registered_shared_group_ids: int_lists(&m.registered_shared_group_ids, &|| "registered_shared_group_ids".into())?,
+                registered_row_offsets: ints(&m.registered_row_offsets, &|| "registered_row_offsets".into())?,
+            }),
         })
     }
 }

@@ -24,11 +24,16 @@ pub trait SenderPlanner {
     type Pull;
     /// Aligned regions of both sides, kept per peer layout when layout caching is on.
     type Prepared: Clone;
+    /// What [`SenderPlanner::prepare`] reads of a pull: pulls with equal keys prepare alike, so the core
+    /// prepares each distinct layout once and reuses the result (bounded by
+    /// [`crate::limits::MAX_PREPARED_LAYOUTS`]).
+    type PrepareKey: Eq + std::hash::Hash;
 
     fn pull(&self, meta: &MooncakeXferMetadata) -> Result<Self::Pull, String>;
     /// The decoder TP ranks this prefiller pairs with, after checking the pull's rank is one of them and
     /// that PP sizes allow alignment (vLLM's first two checks).
     fn check(&self, pull: &Self::Pull) -> Result<Vec<usize>, String>;
+    fn prepare_key(&self, pull: &Self::Pull) -> Self::PrepareKey;
     /// Aligns the decoder's layout with ours.
     fn prepare(&self, pull: &Self::Pull) -> Result<Self::Prepared, String>;
     /// Region-length validation of prepared regions for this pull's TP pairing.

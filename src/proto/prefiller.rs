@@ -116,6 +116,8 @@ pub struct PrefillerCore<P: SenderPlanner> {
     writes: HashMap<WriteId, u64>,
     next_write: u64,
     layouts: Lru<LayoutKey, P::Prepared>,
+    /// Prepared regions (or the refusal) per distinct decoder layout, whatever its `layout_id`.
+    prepared: HashMap<P::PrepareKey, Result<P::Prepared, String>>,
     /// Exchanges waiting on each transfer id (may hold ids of exchanges that ended; checked on use).
     waiting: HashMap<String, Vec<u64>>,
     /// Wait deadlines of exchanges, (deadline, exchange); an item whose exchange moved on is skipped.
@@ -156,6 +158,7 @@ impl<P: SenderPlanner> PrefillerCore<P> {
             writes: HashMap::new(),
             next_write: 1,
             layouts: Lru::new(cap),
+            prepared: HashMap::new(),
             waiting: HashMap::new(),
             deadlines: BTreeSet::new(),
             expiries: BTreeSet::new(),
@@ -220,6 +223,21 @@ impl<P: SenderPlanner> PrefillerCore<P> {
     /// Forgets every cached peer layout (vLLM does this when the prefiller re-registers its caches).
     pub fn clear_layout_cache(&mut self) {
         self.layouts.clear();
+        self.prepared.clear();
+    }
+
+    /// The planner's preparation of this pull's layout, computed once per distinct layout.
+    fn prepare(&mut self, pull: &P::Pull) -> Result<P::Prepared, String> {
+        let key = self.planner.prepare_key(pull);
+        if let Some(p) = self.prepared.get(&key) {
+            return p.clone();
+        }
+        let p = self.planner.prepare(pull);
+        if self.prepared.len() >= limits::MAX_PREPARED_LAYOUTS {
+            self.prepared.clear();
+        }
+        self.prepared.insert(key, p.clone());
+        p
     }
 
     // ---- network input ----------------------------------------------------------------------------------
@@ -257,21 +275,23 @@ impl<P: SenderPlanner> PrefillerCore<P> {
             Ok(t) => t,
             Err(e) => return self.reply_error(peer, Status::ERROR, e),
         };
-        let caching = self.profile.layout_caching.clone();
-        let prepared = match &caching {
-            Some(lc) if meta.layout_id != WireInt::ZERO && meta.kv_caches_base_addr.is_empty() => {
+        let caching = self.profile.layout_caching.is_some();
+        let prepared = match caching {
+            true if meta.layout_id != WireInt::ZERO && meta.kv_caches_base_addr.is_empty() => {
                 match self.layouts.get(&layout_key(&meta)) {
                     Some(p) => p.clone(),
                     None => {
                         self.stats.layout_misses += 1;
+                        let lc = self.profile.layout_caching.as_ref().expect("caching is on");
                         let status = self.profile.statuses.iter().map(|(s, _)| *s).find(|s| s.name() == Some(lc.miss_status.as_str())).unwrap_or(Status::LAYOUT_MISS);
-                        return self.reply_error(peer, status, miss_message(&lc.miss_message, &meta));
+                        let msg = miss_message(&lc.miss_message, &meta);
+                        return self.reply_error(peer, status, msg);
                     }
                 }
             }
-            _ => match self.planner.prepare(&pull) {
+            _ => match self.prepare(&pull) {
                 Ok(p) => {
-                    if caching.is_some() && meta.layout_id != WireInt::ZERO {
+                    if caching && meta.layout_id != WireInt::ZERO {
                         self.layouts.put(layout_key(&meta), p.clone());
                     }
                     p

@@ -1,12 +1,16 @@
 //! [`SenderPlanner`] for the vLLM 0.33.0 planner of [`crate::plan`].
 
+use std::sync::Arc;
+
 use super::planner::{ReadyReq, SenderPlanner, TransferBatch};
-use crate::plan::{PreparedRegions, Producer, Pull, ReadyRequest, Refusal};
+use crate::plan::{PreparedRegions, Producer, Pull, ReadyRequest, Refusal, RegisteredLayout};
 use crate::typed::MooncakeXferMetadata;
 
 impl SenderPlanner for Producer {
     type Pull = Pull;
-    type Prepared = PreparedRegions;
+    type Prepared = Arc<PreparedRegions>;
+    /// `_prepare_transfer_regions` reads the decoder's TP and PP sizes and its layout (not its rank).
+    type PrepareKey = (i64, i64, Arc<RegisteredLayout>);
 
     fn pull(&self, meta: &MooncakeXferMetadata) -> Result<Pull, String> {
         Pull::try_from(meta).map_err(|e| e.to_string())
@@ -20,15 +24,19 @@ impl SenderPlanner for Producer {
         Ok(ranks.into_iter().map(|r| r as usize).collect())
     }
 
-    fn prepare(&self, pull: &Pull) -> Result<PreparedRegions, String> {
-        Producer::prepare(self, pull).map_err(|r| r.err_msg())
+    fn prepare_key(&self, pull: &Pull) -> Self::PrepareKey {
+        (pull.remote_tp_size, pull.remote_pp_size, pull.layout.clone())
     }
 
-    fn validate(&self, pull: &Pull, prepared: &PreparedRegions) -> Result<(), String> {
+    fn prepare(&self, pull: &Pull) -> Result<Arc<PreparedRegions>, String> {
+        Producer::prepare(self, pull).map(Arc::new).map_err(|r| r.err_msg())
+    }
+
+    fn validate(&self, pull: &Pull, prepared: &Arc<PreparedRegions>) -> Result<(), String> {
         Producer::validate(self, prepared, pull.remote_tp_size).map_err(|r| r.err_msg())
     }
 
-    fn build(&self, pull: &Pull, prepared: &PreparedRegions, ready: &[ReadyReq<'_>]) -> Result<TransferBatch, String> {
+    fn build(&self, pull: &Pull, prepared: &Arc<PreparedRegions>, ready: &[ReadyReq<'_>]) -> Result<TransferBatch, String> {
         let reqs: Vec<ReadyRequest> = ready
             .iter()
             .map(|r| ReadyRequest {

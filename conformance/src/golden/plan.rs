@@ -342,7 +342,7 @@ fn pull(x: &J) -> Result<plan::Pull, String> {
         remote_tp_rank: int(x, "remote_tp_rank")?,
         remote_pp_size: opt_int(x, "remote_pp_size")?.unwrap_or(1),
         req_blocks,
-        layout: layout(x)?,
+        layout: layout(x)?.into(),
     })
 }
 
