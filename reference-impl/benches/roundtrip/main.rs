@@ -6,6 +6,9 @@
 //! runtime ([`zmtp`]), which leaves more of a small machine's CPU to the prefiller being measured.
 //! Both prefillers run as testee processes (`mooncake-peer testee`, `tests/peer/mooncake_test_peer.py`), so
 //! the CPU time each one uses per round trip is read from `/proc` and reported next to the throughput.
+//! Each decoder's pulls go in waves of [`WAVE`]: before a wave, untimed, the prefiller is told that the
+//! wave's transfers are ready, so its table holds what a busy prefiller holds (thousands of transfers), not
+//! every transfer of the run at once.
 //!
 //! `cargo bench -p mooncake-reference --bench roundtrip` (needs the test venv for the Python peer:
 //! `$MOONCAKE_PYTHON` or `.venv/bin/python`). Not a test: nothing here asserts a speed.
@@ -20,6 +23,8 @@ use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse, ReqBlocks
 use serde_json::{json, Value as J};
 
 const PER_CLIENT: usize = 2000;
+/// Pulls per decoder between two rounds of `ready` commands.
+const WAVE: usize = 250;
 
 fn layout() -> J {
     json!({
@@ -47,46 +52,59 @@ fn request(i: usize) -> Vec<u8> {
     m.encode()
 }
 
-/// K decoders, each a DEALER with one pull in flight at a time (`PER_CLIENT` in a row), driven by one
-/// polling thread so that the load generator costs little CPU next to the prefiller under test; returns
-/// round trips per second.
-fn drive(endpoint: &str, clients: usize, offset: usize) -> f64 {
-    let ctx = zmq::Context::new();
-    let sockets: Vec<zmq::Socket> = (0..clients)
-        .map(|_| {
-            let s = ctx.socket(zmq::DEALER).unwrap();
-            s.set_linger(0).unwrap();
-            s.connect(endpoint).unwrap();
-            s
-        })
-        .collect();
-    let reqs: Vec<Vec<Vec<u8>>> = (0..clients).map(|c| (0..PER_CLIENT).map(|k| request(offset + c * PER_CLIENT + k)).collect()).collect();
-    let mut sent = vec![0usize; clients];
-    let mut done = 0usize;
-    let t = Instant::now();
-    for (c, s) in sockets.iter().enumerate() {
-        s.send(&reqs[c][0][..], 0).unwrap();
-        sent[c] = 1;
+/// K decoders, each a DEALER with one pull in flight at a time, driven by one polling thread so that the
+/// load generator costs little CPU next to the prefiller under test.
+struct LibzmqLoad {
+    _ctx: zmq::Context,
+    sockets: Vec<zmq::Socket>,
+}
+
+impl LibzmqLoad {
+    fn connect(endpoint: &str, clients: usize) -> LibzmqLoad {
+        let ctx = zmq::Context::new();
+        let sockets = (0..clients)
+            .map(|_| {
+                let s = ctx.socket(zmq::DEALER).unwrap();
+                s.set_linger(0).unwrap();
+                s.connect(endpoint).unwrap();
+                s
+            })
+            .collect();
+        LibzmqLoad { _ctx: ctx, sockets }
     }
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while done < clients * PER_CLIENT {
-        assert!(Instant::now() < deadline, "no progress: {done} replies");
-        let mut items: Vec<zmq::PollItem> = sockets.iter().map(|s| s.as_poll_item(zmq::POLLIN)).collect();
-        zmq::poll(&mut items, 30_000).unwrap();
-        let ready: Vec<usize> = items.iter().enumerate().filter(|(_, i)| i.is_readable()).map(|(c, _)| c).collect();
-        drop(items);
-        for c in ready {
-            while let Ok(reply) = sockets[c].recv_bytes(zmq::DONTWAIT) {
-                check(done, &reply);
-                done += 1;
-                if sent[c] < PER_CLIENT {
-                    sockets[c].send(&reqs[c][sent[c]][..], 0).unwrap();
-                    sent[c] += 1;
+
+    /// Sends each decoder's requests one after the other; returns the time from the first send to the
+    /// last reply.
+    fn run(&mut self, reqs: &[Vec<Vec<u8>>]) -> Duration {
+        let clients = self.sockets.len();
+        let per = reqs[0].len();
+        let mut sent = vec![0usize; clients];
+        let mut done = 0usize;
+        let t = Instant::now();
+        for (c, s) in self.sockets.iter().enumerate() {
+            s.send(&reqs[c][0][..], 0).unwrap();
+            sent[c] = 1;
+        }
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while done < clients * per {
+            assert!(Instant::now() < deadline, "no progress: {done} replies");
+            let mut items: Vec<zmq::PollItem> = self.sockets.iter().map(|s| s.as_poll_item(zmq::POLLIN)).collect();
+            zmq::poll(&mut items, 30_000).unwrap();
+            let ready: Vec<usize> = items.iter().enumerate().filter(|(_, i)| i.is_readable()).map(|(c, _)| c).collect();
+            drop(items);
+            for c in ready {
+                while let Ok(reply) = self.sockets[c].recv_bytes(zmq::DONTWAIT) {
+                    check(done, &reply);
+                    done += 1;
+                    if sent[c] < per {
+                        self.sockets[c].send(&reqs[c][sent[c]][..], 0).unwrap();
+                        sent[c] += 1;
+                    }
                 }
             }
         }
+        t.elapsed()
     }
-    (clients * PER_CLIENT) as f64 / t.elapsed().as_secs_f64()
 }
 
 /// Every 64th reply is decoded: a benchmark of replies that are not FINISH would measure nothing.
@@ -98,39 +116,54 @@ fn check(n: usize, reply: &[u8]) {
 }
 
 /// The same workload from [`zmtp::Dealer`]s on a current-thread runtime: one task per decoder.
-fn drive_zmtp(endpoint: &str, clients: usize, offset: usize) -> f64 {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(async {
-        let mut dealers = vec![];
-        for _ in 0..clients {
-            dealers.push(zmtp::Dealer::connect(endpoint).await.expect("ZMTP handshake"));
-        }
-        let start = std::sync::Arc::new(tokio::sync::Barrier::new(clients + 1));
-        let mut tasks = vec![];
-        for (c, mut d) in dealers.into_iter().enumerate() {
-            let framed: Vec<Vec<u8>> = (0..PER_CLIENT).map(|k| zmtp::frame(&request(offset + c * PER_CLIENT + k))).collect();
-            let start = start.clone();
-            tasks.push(tokio::spawn(async move {
-                start.wait().await;
-                for (k, f) in framed.iter().enumerate() {
-                    d.send_framed(f).await.expect("send");
-                    let frames = d.recv().await.expect("reply");
-                    assert_eq!(frames.len(), 1, "a DEALER receives one frame per reply");
-                    check(k, &frames[0]);
-                }
-            }));
-        }
-        start.wait().await;
-        let t = Instant::now();
-        for task in tasks {
-            tokio::time::timeout(Duration::from_secs(120), task).await.expect("no progress for 120 s").unwrap();
-        }
-        (clients * PER_CLIENT) as f64 / t.elapsed().as_secs_f64()
-    })
+struct ZmtpLoad {
+    rt: tokio::runtime::Runtime,
+    dealers: Vec<zmtp::Dealer>,
 }
 
-fn total(clients: &[usize]) -> usize {
-    clients.iter().sum::<usize>() * PER_CLIENT
+impl ZmtpLoad {
+    fn connect(endpoint: &str, clients: usize) -> ZmtpLoad {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let dealers = rt.block_on(async {
+            let mut dealers = vec![];
+            for _ in 0..clients {
+                dealers.push(zmtp::Dealer::connect(endpoint).await.expect("ZMTP handshake"));
+            }
+            dealers
+        });
+        ZmtpLoad { rt, dealers }
+    }
+
+    fn run(&mut self, reqs: &[Vec<Vec<u8>>]) -> Duration {
+        let framed: Vec<Vec<Vec<u8>>> = reqs.iter().map(|r| r.iter().map(|m| zmtp::frame(m)).collect()).collect();
+        let dealers = std::mem::take(&mut self.dealers);
+        let (elapsed, dealers) = self.rt.block_on(async move {
+            let start = std::sync::Arc::new(tokio::sync::Barrier::new(dealers.len() + 1));
+            let mut tasks = vec![];
+            for (mut d, framed) in dealers.into_iter().zip(framed) {
+                let start = start.clone();
+                tasks.push(tokio::spawn(async move {
+                    start.wait().await;
+                    for (k, f) in framed.iter().enumerate() {
+                        d.send_framed(f).await.expect("send");
+                        let frames = d.recv().await.expect("reply");
+                        assert_eq!(frames.len(), 1, "a DEALER receives one frame per reply");
+                        check(k, &frames[0]);
+                    }
+                    d
+                }));
+            }
+            start.wait().await;
+            let t = Instant::now();
+            let mut back = vec![];
+            for task in tasks {
+                back.push(tokio::time::timeout(Duration::from_secs(120), task).await.expect("no progress for 120 s").unwrap());
+            }
+            (t.elapsed(), back)
+        });
+        self.dealers = dealers;
+        elapsed
+    }
 }
 
 fn python() -> Option<String> {
@@ -138,7 +171,7 @@ fn python() -> Option<String> {
     std::path::Path::new(&p).exists().then_some(p)
 }
 
-/// A prefiller testee process (`conformance/TESTEE.md`) with `n` transfers ready to be pulled.
+/// A prefiller testee process (`conformance/TESTEE.md`).
 struct Peer {
     child: std::process::Child,
     stdin: std::process::ChildStdin,
@@ -147,7 +180,7 @@ struct Peer {
 }
 
 impl Peer {
-    fn start(mut command: Command, n: usize) -> Peer {
+    fn start(mut command: Command) -> Peer {
         let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("start the testee");
         let stdin = child.stdin.take().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
@@ -155,10 +188,21 @@ impl Peer {
         let _hello = p.lines.next();
         let a = p.cmd(json!({"cmd": "start", "role": "prefiller", "revision": "vllm-0.33.0", "config": {"engine_id": "e", "model": {"total_num_kv_heads": 4}, "layout": layout()}}));
         p.endpoint = a["endpoint"].as_str().expect("an endpoint").to_string();
-        for i in 0..n {
-            p.cmd(json!({"cmd": "ready", "p_req_id": format!("p-{i}"), "transfer_id": format!("x-{i}"), "blocks": [[1]]}));
-        }
         p
+    }
+
+    /// Tells the prefiller that the transfers of `ids` are ready (a block each), in pipelined chunks.
+    fn ready(&mut self, ids: &[usize]) {
+        for chunk in ids.chunks(1000) {
+            for i in chunk {
+                writeln!(self.stdin, "{}", json!({"cmd": "ready", "p_req_id": format!("p-{i}"), "transfer_id": format!("x-{i}"), "blocks": [[1]]})).unwrap();
+            }
+            self.stdin.flush().unwrap();
+            for _ in chunk {
+                let a: J = serde_json::from_str(&self.lines.next().unwrap().unwrap()).unwrap();
+                assert_eq!(a["ok"], true, "ready → {a}");
+            }
+        }
     }
 
     fn cmd(&mut self, c: J) -> J {
@@ -169,31 +213,46 @@ impl Peer {
         a
     }
 
-    /// CPU time the process has used (all its threads, user + system), from `/proc/PID/stat` (clock ticks of
-    /// 10 ms, Linux's USER_HZ).
+    /// CPU time the process's threads have used, user and system, in nanoseconds: the sum of the first field
+    /// of `/proc/PID/task/*/schedstat` (no thread of a testee ends while it is measured).
     fn cpu(&self) -> Duration {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-        let f: Vec<u64> = rest.split_whitespace().filter_map(|x| x.parse().ok()).collect();
-        // After the command name: state is a letter (skipped by the parse), so utime and stime are the 11th
-        // and 12th numbers.
-        let ticks = f.get(10).copied().unwrap_or(0) + f.get(11).copied().unwrap_or(0);
-        Duration::from_millis(ticks * 10)
+        let mut ns = 0u64;
+        for t in std::fs::read_dir(format!("/proc/{}/task", self.child.id())).into_iter().flatten().flatten() {
+            let s = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
+            ns += s.split_whitespace().next().and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+        }
+        Duration::from_nanos(ns)
     }
 
-    /// Every level with both load generators: round trips per second and the peer's CPU µs per round trip.
-    fn measure(&self, levels: &[usize], who: &str) -> Vec<[(f64, f64); 2]> {
+    /// One level with one load generator, in waves: round trips per second and the prefiller's CPU µs per
+    /// round trip, both over the timed parts only.
+    fn measure_one(&mut self, k: usize, g: usize, off: &mut usize) -> (f64, f64) {
+        let mut zmtp_load = (g == 0).then(|| ZmtpLoad::connect(&self.endpoint, k));
+        let mut zmq_load = (g == 1).then(|| LibzmqLoad::connect(&self.endpoint, k));
+        let (mut busy, mut cpu) = (Duration::ZERO, Duration::ZERO);
+        for _ in 0..PER_CLIENT / WAVE {
+            let ids: Vec<usize> = (*off..*off + k * WAVE).collect();
+            self.ready(&ids);
+            let reqs: Vec<Vec<Vec<u8>>> = (0..k).map(|c| (0..WAVE).map(|j| request(*off + c * WAVE + j)).collect()).collect();
+            *off += k * WAVE;
+            let before = self.cpu();
+            busy += match (&mut zmtp_load, &mut zmq_load) {
+                (Some(l), _) => l.run(&reqs),
+                (_, Some(l)) => l.run(&reqs),
+                _ => unreachable!(),
+            };
+            cpu += self.cpu() - before;
+        }
+        let n = (k * (PER_CLIENT / WAVE) * WAVE) as f64;
+        (n / busy.as_secs_f64(), cpu.as_secs_f64() * 1e6 / n)
+    }
+
+    /// Every level with both load generators.
+    fn measure(&mut self, levels: &[usize], who: &str) -> Vec<[(f64, f64); 2]> {
         let mut off = 0;
         let mut out = vec![];
         for &k in levels {
-            let mut row = [(0.0, 0.0); 2];
-            for (g, drive) in [drive_zmtp as fn(&str, usize, usize) -> f64, drive].into_iter().enumerate() {
-                let before = self.cpu();
-                let rate = drive(&self.endpoint, k, off);
-                let cpu_us = (self.cpu() - before).as_secs_f64() * 1e6 / (k * PER_CLIENT) as f64;
-                off += k * PER_CLIENT;
-                row[g] = (rate, cpu_us);
-            }
+            let row = [self.measure_one(k, 0, &mut off), self.measure_one(k, 1, &mut off)];
             eprintln!("{who} {k}: zmtp {:.0}/s ({:.1} µs CPU each), libzmq {:.0}/s ({:.1} µs CPU each)", row[0].0, row[0].1, row[1].0, row[1].1);
             out.push(row);
         }
@@ -206,20 +265,29 @@ impl Peer {
     }
 }
 
+/// A comma-separated list from the environment, or the default.
+fn env_list(name: &str, default: &str) -> Vec<String> {
+    std::env::var(name).unwrap_or_else(|_| default.into()).split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect()
+}
+
 fn main() {
-    let levels = [1usize, 8, 64];
-    let n = 2 * total(&levels);
+    // MOONCAKE_BENCH_LEVELS / MOONCAKE_BENCH_PEERS narrow a run while investigating (defaults: the full table).
+    let levels: Vec<usize> = env_list("MOONCAKE_BENCH_LEVELS", "1,8,64").iter().map(|x| x.parse().expect("MOONCAKE_BENCH_LEVELS: numbers")).collect();
+    let peers = env_list("MOONCAKE_BENCH_PEERS", "rust,python");
     // Both prefillers run as testee processes, so each one's CPU time is its own.
-    let mut rust_cmd = Command::new(env!("CARGO_BIN_EXE_mooncake-peer"));
-    rust_cmd.arg("testee");
-    let rust = Peer::start(rust_cmd, n);
-    let rust_rates = rust.measure(&levels, "rust");
-    rust.stop();
+    let mut rust_rates = vec![[(f64::NAN, f64::NAN); 2]; levels.len()];
+    if peers.iter().any(|p| p == "rust") {
+        let mut rust_cmd = Command::new(env!("CARGO_BIN_EXE_mooncake-peer"));
+        rust_cmd.arg("testee");
+        let mut rust = Peer::start(rust_cmd);
+        rust_rates = rust.measure(&levels, "rust");
+        rust.stop();
+    }
     let mut py_rates = vec![None; levels.len()];
-    if let Some(py) = python() {
+    if let (true, Some(py)) = (peers.iter().any(|p| p == "python"), python()) {
         let mut py_cmd = Command::new(py);
         py_cmd.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/peer/mooncake_test_peer.py"));
-        let p = Peer::start(py_cmd, n);
+        let mut p = Peer::start(py_cmd);
         for (j, r) in p.measure(&levels, "python").into_iter().enumerate() {
             py_rates[j] = Some(r);
         }
@@ -242,7 +310,7 @@ fn main() {
     }
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
     println!(
-        "\n{PER_CLIENT} free-only pulls per decoder, one DEALER each, 127.0.0.1; {cores} cores; load average at the end: {}",
+        "\n{PER_CLIENT} free-only pulls per decoder in waves of {WAVE}, one DEALER each, 127.0.0.1; {cores} cores; load average at the end: {}",
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
     );
 }
