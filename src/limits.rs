@@ -35,6 +35,10 @@ pub const MAX_PREFILLER_EXCHANGES: usize = 65_536;
 /// Distinct decoder layouts whose prepared regions a prefiller keeps (the cache is emptied when full).
 pub const MAX_PREPARED_LAYOUTS: usize = 1024;
 
+/// Entries each status log of the reference peer keeps (finished transfers, writes, payloads sent...); the
+/// oldest half goes when one is full.
+pub const MAX_STATUS_RECORDS: usize = 100_000;
+
 /// Pulls one decoder keeps open at once; beyond this a pull fails locally.
 pub const MAX_DECODER_EXCHANGES: usize = 65_536;
 

@@ -9,6 +9,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::SharedMemory;
 use crate::reactor::{Incoming, Reactor};
+use crate::records::record;
 
 /// Per-request outcomes and what is still open.
 #[derive(Clone, Debug, Default)]
@@ -105,7 +106,7 @@ async fn run(mut core: DecoderCore, reactor: Reactor, mut incoming: mpsc::Unboun
                     });
                 }
                 DecoderEvent::Open { id, addr, payload } => {
-                    status.sent.push((id.0, addr.clone(), payload.clone()));
+                    record(&mut status.sent, (id.0, addr.clone(), payload.clone()));
                     if faults.is_empty() {
                         reactor.open_dealer(id.0, &addr, payload);
                     } else {
@@ -113,12 +114,12 @@ async fn run(mut core: DecoderCore, reactor: Reactor, mut incoming: mpsc::Unboun
                     }
                 }
                 DecoderEvent::Close { id } => reactor.close_dealer(id.0),
-                DecoderEvent::Finished { d_req_id } => status.finished.push(d_req_id),
+                DecoderEvent::Finished { d_req_id } => record(&mut status.finished, d_req_id),
                 DecoderEvent::Failed { d_req_id, reason, invalid_blocks } => {
                     tracing::warn!(%d_req_id, %reason, "pull failed");
-                    status.failed.push((d_req_id, reason, invalid_blocks));
+                    record(&mut status.failed, (d_req_id, reason, invalid_blocks));
                 }
-                DecoderEvent::Unsettled { d_req_id } => status.unsettled.push(d_req_id),
+                DecoderEvent::Unsettled { d_req_id } => record(&mut status.unsettled, d_req_id),
             }
         }
         let wake = core.poll_timeout();

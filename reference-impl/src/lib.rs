@@ -10,4 +10,5 @@ pub mod faults;
 pub mod http;
 pub mod prefiller;
 pub mod reactor;
+pub mod records;
 pub mod testee;

@@ -10,6 +10,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::backend::{Backend, SharedMemory};
 use crate::reactor::Reactor;
+use crate::records::record;
 
 #[derive(Clone, Debug)]
 pub struct PrefillerConfig {
@@ -186,7 +187,7 @@ where
 {
     fn receive(&mut self, now: Instant, frames: Vec<Vec<u8>>) {
         if self.record_wire {
-            self.status.wire.push((true, frames.clone()));
+            record(&mut self.status.wire, (true, frames.clone()));
         }
         self.core.handle_frames(now, frames);
     }
@@ -199,7 +200,7 @@ where
             let messages = if self.faults.is_empty() { vec![vec![t.peer.0, t.payload]] } else { crate::faults::apply_to_reply(&self.faults, t.peer.0, t.payload) };
             for frames in messages {
                 if self.record_wire {
-                    self.status.wire.push((false, frames.clone()));
+                    record(&mut self.status.wire, (false, frames.clone()));
                 }
                 batch.push(frames);
             }
@@ -226,11 +227,11 @@ where
                 }
                 PrefillerEvent::FinishedSending { p_req_id, transfer_id, expired } => {
                     tracing::debug!(%p_req_id, %transfer_id, expired, "finished sending");
-                    self.status.finished_sending.push((p_req_id, transfer_id, expired));
+                    record(&mut self.status.finished_sending, (p_req_id, transfer_id, expired));
                 }
                 PrefillerEvent::Rejected { reason, .. } => {
                     tracing::warn!(%reason, "message rejected");
-                    self.status.rejected.push(reason);
+                    record(&mut self.status.rejected, reason);
                 }
             }
         }
@@ -268,7 +269,7 @@ async fn run<P>(
             _ = wake.notified() => {}
             Some((id, ret, session, n, bytes)) = done_rx.recv() => {
                 let mut s = lock(&shared);
-                s.status.writes.push((session, n, bytes, ret));
+                record(&mut s.status.writes, (session, n, bytes, ret));
                 s.core.write_complete(Instant::now(), id, ret);
             }
             _ = sleep => lock(&shared).core.handle_timeout(Instant::now()),

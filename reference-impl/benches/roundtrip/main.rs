@@ -10,6 +10,8 @@
 //! wave's transfers are ready, so its table holds what a busy prefiller holds (thousands of transfers), not
 //! every transfer of the run at once.
 //!
+//! The load generator and the prefiller under test run pinned to CPUs 0 and 1 (`MOONCAKE_BENCH_PIN`).
+//!
 //! `cargo bench -p mooncake-reference --bench roundtrip` (needs the test venv for the Python peer:
 //! `$MOONCAKE_PYTHON` or `.venv/bin/python`). Not a test: nothing here asserts a speed.
 
@@ -274,10 +276,29 @@ fn main() {
     // MOONCAKE_BENCH_LEVELS / MOONCAKE_BENCH_PEERS narrow a run while investigating (defaults: the full table).
     let levels: Vec<usize> = env_list("MOONCAKE_BENCH_LEVELS", "1,8,64").iter().map(|x| x.parse().expect("MOONCAKE_BENCH_LEVELS: numbers")).collect();
     let peers = env_list("MOONCAKE_BENCH_PEERS", "rust,python");
+    // The load generator and the prefiller under test each get a CPU of their own (`taskset`): CPU 0 and 1 by
+    // default on a machine with two or more, MOONCAKE_BENCH_PIN=G:P to choose, MOONCAKE_BENCH_PIN=off to let
+    // the scheduler place them.
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let pin_spec = std::env::var("MOONCAKE_BENCH_PIN").unwrap_or_else(|_| if cores >= 2 { "0:1".into() } else { "off".into() });
+    let pin = (pin_spec != "off").then(|| {
+        let (g, p) = pin_spec.split_once(':').expect("MOONCAKE_BENCH_PIN=GEN_CPU:PREFILLER_CPU or off");
+        let ok = Command::new("taskset").args(["-a", "-p", "-c", g, &std::process::id().to_string()]).stdout(Stdio::null()).status().is_ok_and(|s| s.success());
+        assert!(ok, "taskset could not pin the load generator to CPU {g}");
+        p.to_string()
+    });
+    let command = |program: &str| match &pin {
+        Some(cpu) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", cpu, program]);
+            c
+        }
+        None => Command::new(program),
+    };
     // Both prefillers run as testee processes, so each one's CPU time is its own.
     let mut rust_rates = vec![[(f64::NAN, f64::NAN); 2]; levels.len()];
     if peers.iter().any(|p| p == "rust") {
-        let mut rust_cmd = Command::new(env!("CARGO_BIN_EXE_mooncake-peer"));
+        let mut rust_cmd = command(env!("CARGO_BIN_EXE_mooncake-peer"));
         rust_cmd.arg("testee");
         let mut rust = Peer::start(rust_cmd);
         rust_rates = rust.measure(&levels, "rust");
@@ -285,7 +306,7 @@ fn main() {
     }
     let mut py_rates = vec![None; levels.len()];
     if let (true, Some(py)) = (peers.iter().any(|p| p == "python"), python()) {
-        let mut py_cmd = Command::new(py);
+        let mut py_cmd = command(&py);
         py_cmd.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/peer/mooncake_test_peer.py"));
         let mut p = Peer::start(py_cmd);
         for (j, r) in p.measure(&levels, "python").into_iter().enumerate() {
@@ -308,9 +329,12 @@ fn main() {
             }
         }
     }
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let placement = match &pin {
+        Some(p) => format!("load generator pinned to CPU {}, prefiller to CPU {p}", pin_spec.split(':').next().unwrap_or("?")),
+        None => "not pinned".to_string(),
+    };
     println!(
-        "\n{PER_CLIENT} free-only pulls per decoder in waves of {WAVE}, one DEALER each, 127.0.0.1; {cores} cores; load average at the end: {}",
+        "\n{PER_CLIENT} free-only pulls per decoder in waves of {WAVE}, one DEALER each, 127.0.0.1; {cores} cores, {placement}; load average at the end: {}",
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
     );
 }
