@@ -222,18 +222,24 @@ fn an_unknown_transfer_times_out_and_leaves_nothing_behind() {
     assert_empty(&n);
 }
 
+/// Transfer `x-T` (prefiller request `p-T`, block T) made ready, then pulled by decoder request `d-T` into
+/// block T, and the pair run until quiet.
+fn ready_and_pull(n: &mut Net<ToyPlanner>, t: u64) {
+    let now = n.now;
+    let (p, x, d) = (format!("p-{t}"), format!("x-{t}"), format!("d-{t}"));
+    n.prefillers[0].core.request_allocated(now, &p, &x);
+    n.prefillers[0].core.request_finished(now, &p, &x, vec![vec![t]]);
+    n.decoders[0].core.pull(now, vec![pull(&d, &x, vec![t])]);
+    n.settle();
+}
+
 #[test]
 fn layout_is_cached_missed_and_resent() {
     let mut n = net("vllm-0.33.0", "vllm-0.33.0", 0x0123_4567_89ab_cdef);
     let mut t = 0;
     let mut round = |n: &mut Net<ToyPlanner>| {
         t += 1;
-        let now = n.now;
-        let (p, x, d) = (format!("p-{t}"), format!("x-{t}"), format!("d-{t}"));
-        n.prefillers[0].core.request_allocated(now, &p, &x);
-        n.prefillers[0].core.request_finished(now, &p, &x, vec![vec![t]]);
-        n.decoders[0].core.pull(now, vec![pull(&d, &x, vec![t])]);
-        n.settle();
+        ready_and_pull(n, t);
     };
     round(&mut n);
     round(&mut n);
@@ -258,21 +264,12 @@ fn each_distinct_layout_is_prepared_once() {
     // layout_id 0: every pull carries the full layout, and none is cached by id.
     let mut n = net("vllm-0.33.0", "vllm-0.33.0", 0);
     let prepares = |n: &Net<ToyPlanner>| n.prefillers[0].core.planner().prepares.load(std::sync::atomic::Ordering::Relaxed);
-    let mut t = 0;
-    let mut round = |n: &mut Net<ToyPlanner>| {
-        t += 1;
-        let now = n.now;
-        let (p, x, d) = (format!("p-{t}"), format!("x-{t}"), format!("d-{t}"));
-        n.prefillers[0].core.request_allocated(now, &p, &x);
-        n.prefillers[0].core.request_finished(now, &p, &x, vec![vec![t]]);
-        n.decoders[0].core.pull(now, vec![pull(&d, &x, vec![t])]);
-        n.settle();
-    };
-    round(&mut n);
-    round(&mut n);
+    for t in 1..=2 {
+        ready_and_pull(&mut n, t);
+    }
     assert_eq!(prepares(&n), 1, "the second pull reuses the regions prepared from the same layout");
     n.prefillers[0].core.clear_layout_cache();
-    round(&mut n);
+    ready_and_pull(&mut n, 3);
     assert_eq!(prepares(&n), 2, "forgetting layouts forgets prepared regions too");
     assert_eq!(statuses(&n), vec![Status::FINISH; 3]);
     assert_eq!(n.decoders[0].finished, vec!["d-1", "d-2", "d-3"]);
