@@ -6,12 +6,12 @@
 //! makes a transfer pullable, `{"cmd": "pull", ...}` pulls, `{"cmd": "status"}` shows the tables. Logs go to
 //! standard error.
 
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use mooncake_reference::testee::{hello, Testee};
 use serde_json::{json, Value as J};
-use std::io::{BufRead, Write};
 
 #[derive(Parser)]
 #[command(name = "mooncake-peer", version, about = "Reference Mooncake connector peer (vLLM push protocol)", long_about = None)]

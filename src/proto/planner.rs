@@ -33,6 +33,7 @@ pub trait SenderPlanner {
     /// The decoder TP ranks this prefiller pairs with, after checking the pull's rank is one of them and
     /// that PP sizes allow alignment (vLLM's first two checks).
     fn check(&self, pull: &Self::Pull) -> Result<Vec<usize>, String>;
+    /// The part of `pull` that [`SenderPlanner::prepare`] reads.
     fn prepare_key(&self, pull: &Self::Pull) -> Self::PrepareKey;
     /// Aligns the decoder's layout with ours.
     fn prepare(&self, pull: &Self::Pull) -> Result<Self::Prepared, String>;
