@@ -404,6 +404,32 @@ mod tests {
         }
     }
 
+    /// The leading ints of `b`, one `read_obj` at a time.
+    fn ints_by_read_obj(b: &[u8]) -> Vec<WireInt> {
+        let mut want = vec![];
+        let mut r = Reader::new(b);
+        while let Ok(Obj::Int(i)) = r.clone().read_obj() {
+            r.read_obj().unwrap();
+            want.push(i);
+        }
+        want
+    }
+
+    /// `read_int_run(max)` on `b` reads the first `max` of `want` (all of them if fewer) and stops where as
+    /// many `read_obj` calls stop.
+    fn assert_run_reads_as_read_obj(b: &[u8], max: usize, want: &[WireInt], tail: &str) {
+        let mut r = Reader::new(b);
+        let mut got = vec![];
+        let k = r.read_int_run(max, &mut got);
+        assert_eq!(k, max.min(want.len()), "{tail} {max}");
+        assert_eq!(got, want[..k], "{tail} {max}");
+        let mut skip = Reader::new(b);
+        for _ in 0..k {
+            skip.read_obj().unwrap();
+        }
+        assert_eq!(r.pos(), skip.pos(), "{tail} {max}");
+    }
+
     /// A run of ints of every width, then a non-int: `read_int_run` reads the ints, stops before the rest.
     #[test]
     fn int_runs_stop_at_the_first_non_int() {
@@ -412,24 +438,10 @@ mod tests {
         let n = 10 * 9;
         for tail in ["", "c0", "a161", "cd00"] {
             let b = h(&format!("{ints}{tail}"));
-            let mut want = vec![];
-            let mut r = Reader::new(&b);
-            while let Ok(Obj::Int(i)) = r.clone().read_obj() {
-                r.read_obj().unwrap();
-                want.push(i);
-            }
+            let want = ints_by_read_obj(&b);
             assert_eq!(want.len(), n);
             for max in [0, 1, 31, 32, 33, n, n + 5] {
-                let mut r = Reader::new(&b);
-                let mut got = vec![];
-                let k = r.read_int_run(max, &mut got);
-                assert_eq!(k, max.min(n), "{tail} {max}");
-                assert_eq!(got, want[..k], "{tail} {max}");
-                let mut skip = Reader::new(&b);
-                for _ in 0..k {
-                    skip.read_obj().unwrap();
-                }
-                assert_eq!(r.pos(), skip.pos(), "{tail} {max}");
+                assert_run_reads_as_read_obj(&b, max, &want, tail);
             }
         }
     }
@@ -447,23 +459,9 @@ mod tests {
         }
         for tail in ["", "c0", "cd00", "cd", "cdffff"] {
             let b = h(&format!("{ints}{tail}"));
-            let mut want = vec![];
-            let mut r = Reader::new(&b);
-            while let Ok(Obj::Int(i)) = r.clone().read_obj() {
-                r.read_obj().unwrap();
-                want.push(i);
-            }
+            let want = ints_by_read_obj(&b);
             for max in 0..=want.len() + 1 {
-                let mut r = Reader::new(&b);
-                let mut got = vec![];
-                let k = r.read_int_run(max, &mut got);
-                assert_eq!(k, max.min(want.len()), "{tail} {max}");
-                assert_eq!(got, want[..k], "{tail} {max}");
-                let mut skip = Reader::new(&b);
-                for _ in 0..k {
-                    skip.read_obj().unwrap();
-                }
-                assert_eq!(r.pos(), skip.pos(), "{tail} {max}");
+                assert_run_reads_as_read_obj(&b, max, &want, tail);
             }
         }
     }
