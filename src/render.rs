@@ -190,49 +190,21 @@ pub fn revision_table(rev: &Revision) -> String {
         o.push('\n');
     }
 
-    let b = &rev.behaviour;
-    o.push_str("## Behaviour visible on the wire\n\n| Aspect | This revision |\n|---|---|\n");
-    let mut row = |k: &str, v: String| {
-        let _ = writeln!(o, "| {k} | {} |", esc(&v));
-    };
-    if let Some(v) = &b.empty_id_lists {
-        row("Empty `ok_reqs` / `err_reqs`", v.clone());
+    let rows = rev.behaviour.rows();
+    if !rows.is_empty() {
+        o.push_str("## Behaviour visible on the wire\n\nEach item's values are the closed set of `src/spec/behaviour.rs`; prose in `spec/PROTOCOL.md`.\n\n| Item | This revision | Since | Source |\n|---|---|---|---|\n");
     }
-    if let Some(v) = &b.reply_rounds {
-        row("Replies per round", v.clone());
+    for (name, value, source) in rows {
+        let since = serde_json::to_value(&rev.behaviour).ok().and_then(|v| v.get(name)?.get("since")?.as_str().map(str::to_string)).unwrap_or_default();
+        let _ = writeln!(o, "| `{name}` | {} | {} | {} |", esc(&behaviour_value(&value)), since_mark(&since, this), esc(&source));
     }
-    if !b.equal_length_fields.is_empty() {
-        row("Layout fields required to have equal lengths", b.equal_length_fields.join(", "));
+    if !rev.behaviour.rows().is_empty() {
+        o.push('\n');
     }
-    if !b.minus_one_sentinels.is_empty() {
-        row("`-1` sentinels in", b.minus_one_sentinels.join(", "));
-    }
-    if let Some(v) = &b.pairing_check {
-        row("TP pairing check on the prefiller's", format!("{v} rank"));
-    }
-    if let Some(v) = b.heterogeneous_tp {
-        row("Heterogeneous TP", if v { "supported" } else { "refused" }.into());
-    }
-    if let Some(v) = &b.required_kv_layout {
-        row("Required KV-cache layout", v.clone());
-    }
-    if let Some(v) = &b.unreported_after_finish {
-        row("Requests a FINISH left unreported", v.clone());
-    }
-    match b.layout_caching.get() {
-        None => row("Layout caching", "none".into()),
-        Some(l) => {
-            row("Layout caching", format!("by `layout_id`, at most {} peer layouts (LRU); miss ⇒ {}", l.max_peer_layouts, l.miss_status));
-            row("Layout cache key", l.cache_key.join(", "));
-            row("Layout fields (empty in a layout-less pull)", l.layout_fields.join(", "));
-            row("Miss message", l.miss_message.clone());
-        }
-    }
-    o.push('\n');
 
     if let Some(bs) = &rev.bootstrap {
         let _ = writeln!(o, "## Bootstrap HTTP ({})\n", bs.kind);
-        let _ = writeln!(o, "- Server: {}\n- Bind: `{}` (default port {})\n- State: {}\n- Duplicate registration: **{}**\n- Source: {}\n", esc(&bs.server), bs.bind, bs.default_port, esc(&bs.state), bs.duplicate_registration, bs.source);
+        let _ = writeln!(o, "- Server: {}\n- Bind: `{}` (default port {})\n- State: {}\n- Duplicate registration: **{}**\n- Source: {}\n", esc(&bs.server), bs.bind, bs.default_port, esc(&bs.state), bs.duplicate_registration.as_str(), bs.source);
         o.push_str("| Route | Request body | Status | Response body | When |\n|---|---|---|---|---|\n");
         for r in &bs.routes {
             for (i, resp) in r.responses.iter().enumerate() {
@@ -296,4 +268,25 @@ pub fn family_index(family: &crate::spec::Family) -> String {
         }
     }
     o
+}
+
+/// A behaviour value as a table cell: a variant as spelled in the spec, a list joined, a table as `key: value`.
+fn behaviour_value(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => format!("`{s}`"),
+        serde_json::Value::Bool(b) => format!("`{b}`"),
+        serde_json::Value::Array(a) if a.is_empty() => "none".into(),
+        serde_json::Value::Array(a) => a.iter().map(behaviour_value).collect::<Vec<_>>().join(", "),
+        serde_json::Value::Object(m) => m.iter().map(|(k, v)| format!("{k}: {}", behaviour_value(v))).collect::<Vec<_>>().join("; "),
+        other => format!("`{other}`"),
+    }
+}
+
+/// The revision an item comes from, in bold when it is this one.
+fn since_mark(since: &str, this: &str) -> String {
+    if since == this {
+        format!("**{since}**")
+    } else {
+        since.to_string()
+    }
 }

@@ -419,7 +419,7 @@ fn many_requests_cost_linear_memory() {
 fn prefiller() -> PrefillerCore<Producer> {
     let names = vec!["model.layers.0.self_attn".to_string()];
     let producer = Producer {
-        config: ProducerConfig { tp_rank: 0, tp_size: 1, pp_size: 1, total_num_kv_heads: 8, use_mla: false, groups: vec![GroupKind::Attention], physical_blocks_per_logical: 1 },
+        config: ProducerConfig { tp_rank: 0, tp_size: 1, pp_size: 1, total_num_kv_heads: 8, use_mla: false, groups: vec![GroupKind::Attention], physical_blocks_per_logical: 1, blocks_first: false },
         layout: RegisteredLayout {
             kv_caches_base_addr: vec![0x1000_0000],
             block_lens: vec![4096],
@@ -433,6 +433,8 @@ fn prefiller() -> PrefillerCore<Producer> {
         has_opaque_packed_row: false,
         layer_groups: HashMap::new(),
         layer_specs: names.into_iter().map(|n| (n, LayerSpec::Attention { padded: false, nvfp4: false })).collect(),
+        rules: mooncake_wire::plan::PlanRules::newest(),
+        column_check: mooncake_wire::plan::PlanRules::newest_column_check(),
     };
     PrefillerCore::new(WireProfile::builtin("vllm-0.33.0").unwrap(), producer)
 }
@@ -517,7 +519,7 @@ fn a_flood_of_pulls_stops_at_the_exchange_limits() {
     let cfg = DecoderConfig { hostname: "10.0.0.9".into(), te_port: 17001, tp_rank: 0, tp_size: 1, pp_rank: 0, pp_size: 1, layout: Default::default(), layout_id: 0 };
     let mut d = DecoderCore::new(WireProfile::builtin("vllm-0.33.0").unwrap(), cfg);
     let table: EngineTable = [(0usize, [(0usize, "tcp://p:1".to_string())].into_iter().collect())].into_iter().collect();
-    let req = |i: usize| PullRequest { d_req_id: format!("d{i}"), transfer_id: format!("t{i}"), local_blocks: vec![vec![1]], engine_id: "e".into(), bootstrap_addr: "http://b".into() };
+    let req = |i: usize| PullRequest { d_req_id: format!("d{i}"), transfer_id: format!("t{i}"), local_blocks: vec![vec![1]], engine_id: "e".into(), bootstrap_addr: "http://b".into(), remote: None };
     d.pull(now, vec![req(0)]);
     d.query_result(now, "http://b", Ok([("e".to_string(), table)].into_iter().collect()));
     for i in 1..=limits::MAX_DECODER_EXCHANGES {

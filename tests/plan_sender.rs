@@ -42,11 +42,14 @@ fn producer(tp_rank: i64, tp_size: i64, layout: RegisteredLayout) -> Producer {
             use_mla: false,
             groups: vec![GroupKind::Attention],
             physical_blocks_per_logical: 1,
+            blocks_first: false,
         },
         layout,
         has_opaque_packed_row: false,
         layer_groups: HashMap::new(),
         layer_specs,
+        rules: mooncake_wire::plan::PlanRules::newest(),
+        column_check: mooncake_wire::plan::PlanRules::newest_column_check(),
     }
 }
 

@@ -133,6 +133,7 @@ fn pull(d: &str, t: &str, blocks: Vec<u64>) -> PullRequest {
         local_blocks: if blocks.is_empty() { vec![] } else { vec![blocks] },
         engine_id: "engine-p".into(),
         bootstrap_addr: "http://127.0.0.1:8998".into(),
+        remote: None,
     }
 }
 

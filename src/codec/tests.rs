@@ -76,7 +76,7 @@ fn sixteen_declared_fields_switch_to_map16() {
         fields.push_str(&format!("  {{ name = \"f{i}\", type = \"int\", default = \"0\" }},\n"));
     }
     let text = format!(
-        r#"format = "mooncake-wire-spec/1"
+        r#"format = "mooncake-wire-spec/2"
 family = "test"
 revision = "t"
 generation = 2

@@ -1,10 +1,14 @@
 //! Behaviour rules (spec `[behaviour]`): wire-visible behaviour the schemas do not show. Where the spec data
 //! determines the cross-version effect it is derived here (which fields old senders never send, which
 //! receivers know a field at all, which side is stricter); where it does not, the row is for review.
+//! Prose for each item: `spec/PROTOCOL.md`, "Behaviour items"; compatibility: `spec/PROTOCOL.md`, "Compatibility".
 
 use super::model::{Area, Bytes, Change, Effect, Kind, Verdict};
 use super::structs::Peers;
-use crate::spec::{Revision, StructDef, TransportMessage, TypeExpr};
+use crate::spec::behaviour::{
+    EmptyIdLists, HeterogeneousTp, Item, KvHalfSplit, KvLayout, RegionAlignment, ReplicatedProducer, TpBytePlan, UnreportedAfterFinish,
+};
+use crate::spec::{Behaviour, Revision, StructDef, TransportMessage, TypeExpr};
 
 fn row(subject: &str, what: String, peers: &Peers, orn: (Effect, String), nro: (Effect, String), bytes: Bytes) -> Change {
     Change::new(
@@ -35,17 +39,40 @@ fn list(v: &[String]) -> String {
     v.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")
 }
 
-fn show<T: std::fmt::Debug>(v: &Option<T>) -> String {
+/// An item's value as the spec spells it, or `unrecorded`.
+fn show<T: serde::Serialize>(v: &Option<Item<T>>) -> String {
     match v {
-        Some(x) => format!("{x:?}").trim_matches('"').to_string(),
+        Some(i) => match serde_json::to_value(&i.value) {
+            Ok(serde_json::Value::String(s)) => s,
+            Ok(other) => other.to_string(),
+            Err(_) => "?".into(),
+        },
         None => "unrecorded".into(),
     }
 }
 
-/// An unambiguous KV-layout name (`HND`, `LBHNC`), not a description.
-fn layout_name(s: &str) -> bool {
-    s.len() >= 2 && s.chars().all(|c| c.is_ascii_uppercase())
+fn value<T: Copy>(v: &Option<Item<T>>) -> Option<T> {
+    v.as_ref().map(|i| i.value)
 }
+
+/// Items whose value changes only what one side does locally (what it frees, reports or how many descriptors it
+/// issues for the same bytes): a mixed pair behaves as the two sides' own revisions say, on the same wire.
+const LOCAL: &[(&str, &str)] = &[
+    ("transfer_failure", "when the prefiller frees a request whose write failed is its own bookkeeping"),
+    ("block_count_failure", "what the prefiller frees after a block-count failure is its own bookkeeping"),
+    ("need_send", "the delivery count is the prefiller's; an older decoder never sends a PP size above 1"),
+    ("empty_write", "whether the prefiller calls its own transfer engine for an empty round"),
+    ("region_coalescing", "merged regions move the same bytes in fewer descriptors"),
+    ("destination_stride", "placing blocks by each side's block length needs `block_lens`, whose own row covers the wire"),
+    ("failure_report", "what the decoder reports to its own scheduler"),
+    ("failure_finish", "when the decoder reports a failed request finished, to its own scheduler"),
+    ("free_only_success", "what the decoder reports to its own scheduler for a free-only pull"),
+    ("unknown_ok_id", "a prefiller only lists ids of the pull"),
+    ("decoder_pp_targets", "only a prefiller with PP > 1 has PP ranks other than 0"),
+    ("decoder_addressing", "how the decoder finds prefiller workers (a generation change has its own row)"),
+    ("unknown_transfer", "what the prefiller does with a transfer it does not hold"),
+    ("ready_wait", "how long the prefiller waits for its own requests"),
+];
 
 pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
     let (bo, bn) = (&old.behaviour, &new.behaviour);
@@ -58,8 +85,8 @@ pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
     let resp_new: Option<&StructDef> = request(new).and_then(|(_, r)| r).and_then(|m| new.structs.get(&m.name));
     let req_name = req_n.map(|m| m.name.as_str()).unwrap_or("request");
 
-    if bo.empty_id_lists != bn.empty_id_lists {
-        let known = |v: &Option<String>| matches!(v.as_deref(), Some("empty-array" | "omitted"));
+    if value(&bo.empty_id_lists) != value(&bn.empty_id_lists) {
+        let known = |v: &Option<Item<EmptyIdLists>>| v.is_some();
         // `[]` and an absent key both read back when the id lists are `list | None` defaulting to None.
         let nullable = |s: Option<&StructDef>| {
             s.is_some_and(|s| {
@@ -81,14 +108,21 @@ pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
             Bytes::DifferWhen("a reply with an empty `ok_reqs` or `err_reqs`: written as `90` (empty array) by one revision, omitted by the other".into()),
         ));
     }
-    if bo.reply_rounds != bn.reply_rounds {
-        let r = review("how a decoder of one revision settles requests from the other's reply rounds is not in the spec");
-        out.push(row("reply_rounds", format!("`{}` → `{}`", show(&bo.reply_rounds), show(&bn.reply_rounds)), &resp_peers, r.clone(), r, Bytes::Same));
+    if value(&bo.reply_rounds) != value(&bn.reply_rounds) {
+        // Each decoder reads every reply the same way; the replies an err-then-ok prefiller sends mean to a new
+        // decoder what they mean to an old one.
+        let c = (Effect::Compatible, "every decoder reads each reply on its own; a mixed pair sees what two peers of the prefiller's revision see".to_string());
+        out.push(
+            row("reply_rounds", format!("`{}` → `{}`", show(&bo.reply_rounds), show(&bn.reply_rounds)), &resp_peers, c.clone(), c, Bytes::Same)
+                .note("an err-then-ok prefiller's last round with a block-count failure sends two FINISH replies; every decoder stops at the first"),
+        );
     }
-    if bo.equal_length_fields != bn.equal_length_fields {
-        let added: Vec<String> = bn.equal_length_fields.iter().filter(|f| !bo.equal_length_fields.contains(f)).cloned().collect();
-        let removed: Vec<String> = bo.equal_length_fields.iter().filter(|f| !bn.equal_length_fields.contains(f)).cloned().collect();
-        let first = bn.equal_length_fields.first().cloned().unwrap_or_default();
+    let elf = |b: &Behaviour| b.equal_length_fields.as_ref().map(|i| i.value.fields.clone()).unwrap_or_default();
+    let (elf_o, elf_n) = (elf(bo), elf(bn));
+    if elf_o != elf_n {
+        let added: Vec<String> = elf_n.iter().filter(|f| !elf_o.contains(f)).cloned().collect();
+        let removed: Vec<String> = elf_o.iter().filter(|f| !elf_n.contains(f)).cloned().collect();
+        let first = elf_n.first().cloned().unwrap_or_default();
         // New receivers require the added fields to match in length; what old senders send for them decides.
         let nro = if added.is_empty() {
             (Effect::Compatible, "the new prefiller checks fewer lengths".to_string())
@@ -122,16 +156,18 @@ pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
         };
         out.push(row(
             "equal_length_fields",
-            format!("layout fields that must have equal lengths: {} → {}", list(&bo.equal_length_fields), list(&bn.equal_length_fields)),
+            format!("layout fields that must have equal lengths: {} → {}", list(&elf_o), list(&elf_n)),
             &req_peers,
             orn,
             nro,
             Bytes::Same,
         ));
     }
-    if bo.minus_one_sentinels != bn.minus_one_sentinels {
-        let added: Vec<String> = bn.minus_one_sentinels.iter().filter(|f| !bo.minus_one_sentinels.contains(f)).cloned().collect();
-        let removed: Vec<String> = bo.minus_one_sentinels.iter().filter(|f| !bn.minus_one_sentinels.contains(f)).cloned().collect();
+    let mos = |b: &Behaviour| b.minus_one_sentinels.as_ref().map(|i| i.value.clone()).unwrap_or_default();
+    let (mos_o, mos_n) = (mos(bo), mos(bn));
+    if mos_o != mos_n {
+        let added: Vec<String> = mos_n.iter().filter(|f| !mos_o.contains(f)).cloned().collect();
+        let removed: Vec<String> = mos_o.iter().filter(|f| !mos_n.contains(f)).cloned().collect();
         let known_old: Vec<String> = added.iter().filter(|f| req_old.is_some_and(|s| s.fields.iter().any(|x| &x.name == *f))).cloned().collect();
         let unknown_old: Vec<String> = added.iter().filter(|f| !known_old.contains(f)).cloned().collect();
         let orn = if known_old.is_empty() {
@@ -154,22 +190,24 @@ pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
         };
         out.push(row(
             "minus_one_sentinels",
-            format!("`-1` sentinels: {} → {}", list(&bo.minus_one_sentinels), list(&bn.minus_one_sentinels)),
+            format!("`-1` sentinels: {} → {}", list(&mos_o), list(&mos_n)),
             &req_peers,
             orn,
             nro,
             Bytes::Same,
         ));
     }
-    if bo.pairing_check != bn.pairing_check {
-        let r = review("which TP ranks a prefiller accepts from a decoder of the other revision depends on both sides' rank mapping");
-        out.push(row("pairing_check", format!("`{}` → `{}`", show(&bo.pairing_check), show(&bn.pairing_check)), &req_peers, r.clone(), r, Bytes::Same));
+    if value(&bo.pairing_check) != value(&bn.pairing_check) {
+        // With equal TP sizes every rank pairs with its own; the rules differ only across TP sizes, where the
+        // heterogeneous-TP row decides.
+        let e = (Effect::when("the prefiller and decoder TP sizes differ"), "the ranks a prefiller accepts differ between the two rules only when TP sizes differ".to_string());
+        out.push(row("pairing_check", format!("`{}` → `{}`", show(&bo.pairing_check), show(&bn.pairing_check)), &req_peers, e.clone(), e, Bytes::Same));
     }
-    if bo.heterogeneous_tp != bn.heterogeneous_tp {
+    if value(&bo.heterogeneous_tp) != value(&bn.heterogeneous_tp) {
         let what = format!("heterogeneous TP: `{}` → `{}`", show(&bo.heterogeneous_tp), show(&bn.heterogeneous_tp));
-        match (bo.heterogeneous_tp, bn.heterogeneous_tp) {
+        match (value(&bo.heterogeneous_tp), value(&bn.heterogeneous_tp)) {
             (Some(a), Some(_)) => {
-                let side = if a { "new" } else { "old" };
+                let side = if a == HeterogeneousTp::Supported { "new" } else { "old" };
                 let e = (Effect::when("the prefiller and decoder TP sizes differ"), format!("the {side} peer does not support heterogeneous TP"));
                 out.push(row("heterogeneous_tp", what, &req_peers, e.clone(), e, Bytes::Same));
             }
@@ -179,21 +217,22 @@ pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
             }
         }
     }
-    if bo.required_kv_layout != bn.required_kv_layout {
+    if value(&bo.required_kv_layout) != value(&bn.required_kv_layout) {
         let (a, b) = (show(&bo.required_kv_layout), show(&bn.required_kv_layout));
-        let (orn, nro) = if layout_name(&a) && layout_name(&b) {
+        let named = |v: Option<KvLayout>| matches!(v, Some(KvLayout::Hnd | KvLayout::Lbhnc));
+        let (orn, nro) = if named(value(&bo.required_kv_layout)) && named(value(&bn.required_kv_layout)) {
             let e = (Effect::always(), format!("the KV caches are laid out differently (`{a}` vs `{b}`): blocks land in the wrong layout, silently"));
             (e.clone(), e)
         } else {
-            let r = review("the layout is described, not named: compare the layouts by hand");
-            (r.clone(), r)
+            let c = (Effect::Compatible, format!("`{a}` → `{b}`: only one of the two revisions requires a layout"));
+            (c.clone(), c)
         };
         out.push(row("required_kv_layout", format!("`{a}` → `{b}`"), &req_peers, orn, nro, Bytes::Same));
     }
-    if bo.unreported_after_finish != bn.unreported_after_finish {
+    if value(&bo.unreported_after_finish) != value(&bn.unreported_after_finish) {
         let what = format!("requests a FINISH left unreported: `{}` → `{}`", show(&bo.unreported_after_finish), show(&bn.unreported_after_finish));
-        let strict = |v: &Option<String>| v.as_deref() == Some("failed");
-        let lenient = |v: &Option<String>| v.as_deref() == Some("ignored");
+        let strict = |v: &Option<Item<UnreportedAfterFinish>>| value(v) == Some(UnreportedAfterFinish::Failed);
+        let lenient = |v: &Option<Item<UnreportedAfterFinish>>| value(v) == Some(UnreportedAfterFinish::Ignored);
         let finishes = |who: &str| Effect::when(format!("{who} prefiller's FINISH leaves a request of the message unreported"));
         let (orn, nro) = if lenient(&bo.unreported_after_finish) && strict(&bn.unreported_after_finish) {
             ((Effect::Compatible, "the old decoder ignores unreported requests".to_string()), (finishes("an old"), "the new decoder fails such a request".to_string()))
@@ -204,7 +243,7 @@ pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
         };
         out.push(row("unreported_after_finish", what, &resp_peers, orn, nro, Bytes::Same));
     }
-    match (bo.layout_caching.get(), bn.layout_caching.get()) {
+    match (bo.layout_caching(), bn.layout_caching()) {
         (None, None) => {}
         (None, Some(lc)) => {
             // The id the cache is keyed by, echoed in the new answer but unknown to the old one: a decoder can
@@ -266,5 +305,85 @@ pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
                 out.push(row("layout_caching", format!("{} → {} peer layouts", a.max_peer_layouts, b.max_peer_layouts), &req_peers, e.clone(), e, Bytes::Same));
             }
         }
+    }
+    // Planning rules: what the prefiller copies for a pull.
+    if value(&bo.region_alignment) != value(&bn.region_alignment) {
+        let partial = |v: Option<RegionAlignment>| {
+            matches!(v, Some(RegionAlignment::ByLayerNamePartialAcrossDecoderPp | RegionAlignment::ByLayerNamePartialAcrossPp))
+        };
+        let (o, n) = (value(&bo.region_alignment), value(&bn.region_alignment));
+        let e = if partial(o) != partial(n) || (partial(o) && partial(n)) {
+            (Effect::when("the prefiller and decoder PP sizes differ"), "layers one PP stage lacks are skipped by one rule and refused by the other".to_string())
+        } else {
+            (Effect::Compatible, "the layout columns each rule needs are checked by the field and equal-length rows".to_string())
+        };
+        out.push(row("region_alignment", format!("`{}` → `{}`", show(&bo.region_alignment), show(&bn.region_alignment)), &req_peers, e.clone(), e, Bytes::Same));
+    }
+    if value(&bo.kv_half_split) != value(&bn.kv_half_split) {
+        // Where `kv_block_lens` travels, each side states its own (half or whole) block length and the prefiller
+        // compares them; before that the prefiller halves both sides by its own rule, moving the same bytes.
+        let blocks_first = |v: Option<KvHalfSplit>| v == Some(KvHalfSplit::WhenBlocksFirst);
+        let states_lengths = |s: Option<&StructDef>| s.is_some_and(|s| s.fields.iter().any(|f| f.name == "kv_block_lens"));
+        let e = if blocks_first(value(&bo.kv_half_split)) == blocks_first(value(&bn.kv_half_split)) {
+            (Effect::when("the model is Mamba-hybrid"), "the two rules split differently only for Mamba-hybrid models".to_string())
+        } else if states_lengths(req_old) && states_lengths(req_new) {
+            (
+                Effect::always(),
+                "one side registers each attention block as K and V halves (`kv_block_lens` half the stride) and the other as a whole: the prefiller answers ERROR \"Mooncake KV region length mismatch ...\"".to_string(),
+            )
+        } else {
+            (Effect::Compatible, "the prefiller splits both sides by its own rule: the same bytes move, in halves or whole blocks".to_string())
+        };
+        out.push(row("kv_half_split", format!("K/V halves: `{}` → `{}`", show(&bo.kv_half_split), show(&bn.kv_half_split)), &req_peers, e.clone(), e, Bytes::Same));
+    }
+    if value(&bo.block_groups) != value(&bn.block_groups) {
+        let c = (
+            Effect::Compatible,
+            "a flattening prefiller also copies the request's other groups' blocks into each region; they belong to the same request and are unused by that region's layers".to_string(),
+        );
+        out.push(row("block_groups", format!("blocks per region: `{}` → `{}`", show(&bo.block_groups), show(&bn.block_groups)), &req_peers, c.clone(), c, Bytes::Same));
+    }
+    if value(&bo.tp_byte_plan) != value(&bn.tp_byte_plan) {
+        let head = |v: Option<TpBytePlan>| v == Some(TpBytePlan::SenderPlanHeadResharding);
+        let e = if head(value(&bo.tp_byte_plan)) != head(value(&bn.tp_byte_plan)) && value(&bo.tp_byte_plan) != Some(TpBytePlan::WholeBlock) {
+            (Effect::when("one side's TP size exceeds the number of KV heads and the other's does not"), "only one rule re-shards KV heads".to_string())
+        } else {
+            (Effect::when("the prefiller and decoder TP sizes differ"), "the rules slice blocks differently across TP sizes".to_string())
+        };
+        out.push(row("tp_byte_plan", format!("`{}` → `{}`", show(&bo.tp_byte_plan), show(&bn.tp_byte_plan)), &req_peers, e.clone(), e, Bytes::Same));
+    }
+    if value(&bo.replicated_producer) != value(&bn.replicated_producer) {
+        let e = if value(&bo.replicated_producer) == Some(ReplicatedProducer::NotConsidered) {
+            (Effect::when("the prefiller and decoder TP sizes differ"), "one rule has no notion of a replicated cache".to_string())
+        } else {
+            (Effect::when("the prefiller's TP size reaches the number of KV heads"), "the rules disagree on whether the prefiller's cache is replicated".to_string())
+        };
+        out.push(row("replicated_producer", format!("`{}` → `{}`", show(&bo.replicated_producer), show(&bn.replicated_producer)), &req_peers, e.clone(), e, Bytes::Same));
+    }
+    for (name, why) in LOCAL {
+        let (o, n) = (item_value(bo, name), item_value(bn, name));
+        if o != n {
+            let c = (Effect::Compatible, why.to_string());
+            let peers = if name.starts_with("failure_") || ["free_only_success", "unknown_ok_id", "decoder_pp_targets", "decoder_addressing"].contains(name) {
+                &resp_peers
+            } else {
+                &req_peers
+            };
+            out.push(row(name, format!("`{}` → `{}`", plain(&o), plain(&n)), peers, c.clone(), c, Bytes::Same));
+        }
+    }
+
+}
+
+/// An item's value as JSON (`null` when absent).
+fn item_value(b: &Behaviour, name: &str) -> serde_json::Value {
+    serde_json::to_value(b).ok().and_then(|v| v.get(name)?.get("value").cloned()).unwrap_or(serde_json::Value::Null)
+}
+
+fn plain(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => "unrecorded".into(),
+        other => other.to_string(),
     }
 }

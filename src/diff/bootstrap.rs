@@ -4,6 +4,7 @@
 //! have no MessagePack witness. Their types are compared with msgspec's strict rules; pydantic's lax mode also
 //! accepts some other forms (numeric strings for ints), so a type row there may over-report.
 
+use crate::spec::behaviour::DuplicateRegistration;
 use super::model::{Area, Bytes, Change, Effect, Kind, Verdict};
 use super::structs::{diff_struct, Ctx, Peers, Side};
 use crate::spec::{Bootstrap, Revision};
@@ -77,8 +78,8 @@ pub fn diff_bootstrap(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
     if bo.duplicate_registration != bn.duplicate_registration {
         // `reject`: a taken slot answers 400 even for the same address; `accept-identical`: 200 for the same
         // address, 400 for another (spec README, `[bootstrap]`).
-        let lenient = |d: &str| d == "accept-identical";
-        let verdict = |server: &str, client_is_new: bool| -> (Effect, String) {
+        let lenient = |d: DuplicateRegistration| d == DuplicateRegistration::AcceptIdentical;
+        let verdict = |server: DuplicateRegistration, client_is_new: bool| -> (Effect, String) {
             if lenient(server) {
                 (Effect::Compatible, "an identical re-registration now succeeds; a different address still answers 400".into())
             } else {
@@ -93,8 +94,8 @@ pub fn diff_bootstrap(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
             "bootstrap.duplicate_registration".into(),
             format!("`POST /register` of a taken slot: `{}` → `{}`", bo.duplicate_registration, bn.duplicate_registration),
             &client_server(),
-            verdict(&bo.duplicate_registration, true),
-            verdict(&bn.duplicate_registration, false),
+            verdict(bo.duplicate_registration, true),
+            verdict(bn.duplicate_registration, false),
             Bytes::Same,
         ));
     }

@@ -7,7 +7,7 @@
 //! use mooncake_wire::diff::diff;
 //! use mooncake_wire::spec::Spec;
 //! let push = Spec::builtin().push();
-//! let r = diff(push.revision("vllm-0.24.0").unwrap(), push.revision("vllm-0.25.0..0.29.0").unwrap());
+//! let r = diff(push.revision("vllm-0.24.0").unwrap(), push.revision("vllm-0.25.0..0.25.1").unwrap());
 //! let c = r.changes.iter().find(|c| c.subject == "MooncakeXferMetadata.kv_block_lens").unwrap();
 //! assert_eq!(c.new_reads_old.example.as_deref(), Some("Object missing required field `kv_block_lens`"));
 //! ```

@@ -30,18 +30,35 @@ const KNOWN: &[(&str, &str, Expect)] = &[
     (
         "vllm-0.16.0..0.18.1",
         "vllm-0.19.0..0.19.1",
-        &[("MooncakeXferMetadata.block_lens", '-', 'B'), ("behaviour.heterogeneous_tp", 'S', 'S')],
+        &[
+            ("MooncakeXferMetadata.block_lens", '-', 'B'),
+            ("behaviour.equal_length_fields", '-', 'B'),
+            ("behaviour.pairing_check", 'S', 'S'),
+            ("behaviour.heterogeneous_tp", 'S', 'S'),
+            ("behaviour.tp_byte_plan", 'S', 'S'),
+            ("behaviour.replicated_producer", 'S', 'S'),
+        ],
     ),
-    ("vllm-0.19.0..0.19.1", "vllm-0.20.0..0.23.0", &[("MooncakeXferMetadata.req_blocks", 'B', 'B')]),
+    (
+        "vllm-0.19.0..0.19.1",
+        "vllm-0.20.0..0.23.0",
+        &[("MooncakeXferMetadata.req_blocks", 'B', 'B'), ("behaviour.replicated_producer", 'S', 'S')],
+    ),
     ("vllm-0.20.0..0.23.0", "vllm-0.24.0", &[("behaviour.equal_length_fields", '-', 'B')]),
     (
         "vllm-0.24.0",
-        "vllm-0.25.0..0.29.0",
+        "vllm-0.25.0..0.25.1",
         &[("MooncakeXferMetadata.kv_block_lens", '-', 'B'), ("behaviour.equal_length_fields", '-', 'B')],
     ),
-    ("vllm-0.25.0..0.29.0", "vllm-0.30.0", &[]),
+    ("vllm-0.25.0..0.25.1", "vllm-0.26.0..0.28.0", &[("behaviour.kv_half_split", 'B', 'B')]),
+    ("vllm-0.26.0..0.28.0", "vllm-0.29.0", &[("behaviour.required_kv_layout", 'B', 'B'), ("behaviour.kv_half_split", 'S', 'S')]),
+    (
+        "vllm-0.29.0",
+        "vllm-0.30.0",
+        &[("behaviour.region_alignment", 'S', 'S'), ("behaviour.tp_byte_plan", 'S', 'S'), ("behaviour.replicated_producer", 'S', 'S')],
+    ),
     ("vllm-0.30.0", "vllm-0.31.0", &[("bootstrap.duplicate_registration", 'S', '-')]),
-    ("vllm-0.31.0", "vllm-0.32.0", &[("behaviour.minus_one_sentinels", 'S', '-')]),
+    ("vllm-0.31.0", "vllm-0.32.0", &[("behaviour.minus_one_sentinels", 'S', '-'), ("behaviour.region_alignment", 'S', 'S')]),
     (
         "vllm-0.32.0",
         "vllm-0.33.0",
@@ -94,7 +111,7 @@ fn known_breaks_quote_msgspec() {
     assert_eq!(c.confirmed, Some(true));
     assert!(c.witness.as_ref().unwrap().old_reads_new.exception.is_some());
 
-    let r = pair("vllm-0.24.0", "vllm-0.25.0..0.29.0");
+    let r = pair("vllm-0.24.0", "vllm-0.25.0..0.25.1");
     assert_eq!(row(&r, "MooncakeXferMetadata.kv_block_lens").new_reads_old.example.as_deref(), Some("Object missing required field `kv_block_lens`"));
 
     let r = pair("vllm-0.32.0", "vllm-0.33.0");

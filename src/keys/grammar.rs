@@ -119,7 +119,9 @@ pub enum KeyParseError {
     TooLong { len: usize },
     TooManySeparators { count: usize },
     /// No reading fits; `matched` is the longest prefix of the key some reading accounted for.
-    NoMatch { grammar: String, matched: usize, expected: String },
+    /// `matched` bytes fit the grammar up to the part `expected`; `found` is what the key has there (up to
+    /// its next separator).
+    NoMatch { grammar: String, matched: usize, expected: String, found: String },
     /// More than one reading fits (after hints); each candidate is listed.
     Ambiguous { grammar: String, readings: Vec<Fields> },
 }
@@ -129,7 +131,13 @@ impl fmt::Display for KeyParseError {
         match self {
             KeyParseError::TooLong { len } => write!(f, "key of {len} bytes is longer than {MAX_STORE_KEY_BYTES}"),
             KeyParseError::TooManySeparators { count } => write!(f, "key has {count} separators, more than {MAX_STORE_KEY_SEPARATORS}"),
-            KeyParseError::NoMatch { grammar, matched, expected } => write!(f, "not a {grammar} key: after byte {matched} expected {expected}"),
+            KeyParseError::NoMatch { grammar, matched, expected, found } => {
+                write!(f, "not a {grammar} key: at byte {matched} expected {expected}")?;
+                match found.as_str() {
+                    "" => write!(f, ", found the end of the key"),
+                    t => write!(f, ", found `{t}`"),
+                }
+            }
             KeyParseError::Ambiguous { grammar, readings } => {
                 write!(f, "{grammar}: the key has {} readings (give the known fields as hints):", readings.len())?;
                 for r in readings {
@@ -246,7 +254,9 @@ impl Grammar {
             0 => {
                 let (matched, part) = st.furthest.unwrap_or((0, 0));
                 let expected = self.parts.get(part).map(|p| describe_part(p, &self.separator)).unwrap_or_else(|| "the end of the key".into());
-                Err(KeyParseError::NoMatch { grammar: self.name.clone(), matched, expected })
+                let rest = &key[matched..];
+                let found = rest.get(1..).and_then(|r| r.find(self.separator.as_str())).map_or(rest, |j| &rest[..j + 1]);
+                Err(KeyParseError::NoMatch { grammar: self.name.clone(), matched, expected, found: found.chars().take(40).collect() })
             }
             1 => Ok(st.readings.remove(0)),
             _ => Err(KeyParseError::Ambiguous { grammar: self.name.clone(), readings: st.readings }),
@@ -270,8 +280,11 @@ impl Grammar {
         if st.dead.get(i, pos) {
             return false;
         }
+        // The failure reported is the one deepest in the grammar (then furthest in the key): a free-text field
+        // can swallow the rest of a key and fail at its end on an early part, which named the wrong field
+        // (`store_namespace` for a key whose chunk hash is not hex).
         match st.furthest {
-            Some((p, _)) if pos <= p => {}
+            Some((p, j)) if (i, pos) <= (j, p) => {}
             _ => st.furthest = Some((pos, i)),
         }
         let Some(part) = self.parts.get(i) else {

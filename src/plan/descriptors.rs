@@ -3,7 +3,9 @@
 //! `(src, dst, len)` lists vLLM hands to `TransferEngine.batch_transfer_sync_write`, plus the requests that
 //! failed and the first failure's message.
 
-use super::blocks::{block_ids_for_region, logical_to_kernel_block_ids, match_request_blocks};
+use super::blocks::{block_ids_for_region, logical_to_kernel_block_ids, match_request_blocks, BlockMismatch};
+use super::rules::PlanRules;
+use crate::spec::behaviour::{BlockGroups, TpBytePlan};
 use super::contiguous::group_concurrent_contiguous;
 use super::error::PlanError;
 use super::producer::ProducerConfig;
@@ -60,36 +62,97 @@ pub fn build_transfer_params(
     remote_tp_size: i64,
     requests: &[ReadyRequest],
 ) -> Result<TransferBatch, PlanError> {
-    let mut out = TransferBatch::default();
+    build_transfer_params_by(config, &PlanRules::newest(), local, remote, remote_tp_rank, remote_tp_size, requests)
+}
+
+/// A request's (local, remote) block ids for every region, by the revision's `block_groups` rule; `Ok(Err(_))`
+/// is a per-request failure.
+enum RequestBlocks {
+    /// One list per KV group; each region takes its own group's.
+    PerGroup(Vec<Vec<i64>>, Vec<Vec<i64>>),
+    /// One list for every region.
+    Flat(Vec<i64>, Vec<i64>),
+}
+
+fn request_blocks(config: &ProducerConfig, rules: &PlanRules, req: &ReadyRequest) -> Result<Result<Option<RequestBlocks>, BlockMismatch>, PlanError> {
     let kinds = &config.groups;
+    match rules.block_groups {
+        BlockGroups::PerGroup => {
+            let (l, r) = match match_request_blocks(kinds, &req.local_block_ids, &req.remote_block_ids)? {
+                Ok(pair) => pair,
+                Err(m) => return Ok(Err(m)),
+            };
+            if l.iter().all(Vec::is_empty) {
+                return Ok(Ok(None));
+            }
+            let n = config.physical_blocks_per_logical;
+            Ok(Ok(Some(RequestBlocks::PerGroup(logical_to_kernel_block_ids(kinds, l, n)?, logical_to_kernel_block_ids(kinds, r, n)?))))
+        }
+        BlockGroups::Single => {
+            let l = req.local_block_ids.first().cloned().unwrap_or_default();
+            let r = req.remote_block_ids.first().cloned().unwrap_or_default();
+            if l.len() < r.len() {
+                return Ok(Err(BlockMismatch::ProducerHasFewer));
+            }
+            Ok(Ok(Some(RequestBlocks::Flat(l[l.len() - r.len()..].to_vec(), r))))
+        }
+        BlockGroups::Flattened => {
+            let (local, remote) = (&req.local_block_ids, &req.remote_block_ids);
+            if local.len() != remote.len() {
+                return Ok(Err(BlockMismatch::GroupCount));
+            }
+            if local.iter().zip(remote).any(|(l, r)| l.len() < r.len()) {
+                return Ok(Err(BlockMismatch::ProducerHasFewer));
+            }
+            // vLLM trims with `ids[-n:]`: a group the consumer wants nothing of keeps all its producer ids.
+            let l: Vec<i64> = local.iter().zip(remote).flat_map(|(l, r)| if r.is_empty() { l.clone() } else { l[l.len() - r.len()..].to_vec() }).collect();
+            let r: Vec<i64> = remote.iter().flatten().copied().collect();
+            Ok(Ok(Some(RequestBlocks::Flat(l, r))))
+        }
+    }
+}
+
+/// [`build_transfer_params`] under a revision's planning rules (`behaviour.block_groups`, `tp_byte_plan`,
+/// `replicated_producer`).
+pub fn build_transfer_params_by(
+    config: &ProducerConfig,
+    rules: &PlanRules,
+    local: &[TransferRegion],
+    remote: &[TransferRegion],
+    remote_tp_rank: i64,
+    remote_tp_size: i64,
+    requests: &[ReadyRequest],
+) -> Result<TransferBatch, PlanError> {
+    let mut out = TransferBatch::default();
+    let per_group = rules.block_groups == BlockGroups::PerGroup;
     for req in requests {
         if req.remote_block_ids.iter().all(Vec::is_empty) {
             continue;
         }
-        let (local_ids, remote_ids) = match match_request_blocks(kinds, &req.local_block_ids, &req.remote_block_ids)? {
-            Ok(pair) => pair,
+        let blocks = match request_blocks(config, rules, req)? {
+            Ok(Some(b)) => b,
+            Ok(None) => continue,
             Err(mismatch) => {
                 out.err_reqs.push(req.d_req_id.clone());
                 out.err_msg.get_or_insert_with(|| mismatch.err_msg().to_string());
                 continue;
             }
         };
-        if local_ids.iter().all(Vec::is_empty) {
-            continue;
-        }
-        let n = config.physical_blocks_per_logical;
-        let local_ids = logical_to_kernel_block_ids(kinds, local_ids, n)?;
-        let remote_ids = logical_to_kernel_block_ids(kinds, remote_ids, n)?;
         for (l, r) in local.iter().zip(remote) {
-            if l.group_index != r.group_index {
+            if per_group && l.group_index != r.group_index {
                 return Err(PlanError::assertion("Aligned Mooncake transfer regions must belong to the same KV group."));
             }
-            let l_blocks = block_ids_for_region(&local_ids, l.group_index, &l.shared_group_ids)?;
-            let r_blocks = block_ids_for_region(&remote_ids, r.group_index, &l.shared_group_ids)?;
+            let (l_blocks, r_blocks) = match &blocks {
+                RequestBlocks::PerGroup(lg, rg) => {
+                    (block_ids_for_region(lg, l.group_index, &l.shared_group_ids)?, block_ids_for_region(rg, r.group_index, &l.shared_group_ids)?)
+                }
+                RequestBlocks::Flat(lf, rf) => (lf.clone(), rf.clone()),
+            };
             if l_blocks.is_empty() {
                 continue;
             }
             let (l_runs, r_runs) = group_concurrent_contiguous(&l_blocks, &r_blocks)?;
+            let heads = if rules.tp_byte_plan == TpBytePlan::SenderPlanHeadResharding { config.known_kv_heads() } else { None };
             let plan = compute_sender_transfer_plan(&SenderPlanInput {
                 local_tp_rank: config.tp_rank,
                 local_tp_size: config.tp_size,
@@ -97,8 +160,8 @@ pub fn build_transfer_params(
                 remote_tp_size,
                 local_kv_block_len: l.kv_block_len,
                 remote_kv_block_len: r.kv_block_len,
-                producer_cache_replicated: config.cache_replicated(),
-                total_num_kv_heads: config.known_kv_heads(),
+                producer_cache_replicated: config.cache_replicated_by(rules.replicated_producer),
+                total_num_kv_heads: heads,
             })?;
             if !plan.should_transfer {
                 continue;
@@ -108,7 +171,11 @@ pub fn build_transfer_params(
                 return Err(PlanError::assertion("Computed source transfer region exceeds local KV block size."));
             }
             if plan.dst_offset as i128 + len > r.kv_block_len as i128 {
-                return Err(PlanError::assertion("Destination transfer region exceeds remote KV block size."));
+                return Err(PlanError::assertion(if per_group {
+                    "Destination transfer region exceeds remote KV block size."
+                } else {
+                    "Computed destination transfer region exceeds remote KV block size."
+                }));
             }
             let whole_blocks =
                 can_coalesce_block_transfers(l.block_len, r.block_len, plan.src_offset, plan.dst_offset, plan.transfer_len);
@@ -137,13 +204,58 @@ pub fn build_transfer_params(
     Ok(out)
 }
 
+/// Copies before 0.19.0 (`destination_stride = producer-block-len`): for each region pair, one descriptor per
+/// run of blocks consecutive on both sides, whole blocks of the producer's block length on both sides. A
+/// request whose producer holds fewer blocks than the consumer asks for fails; with more, the last ones go.
+pub fn build_whole_blocks(local: &[TransferRegion], remote: &[TransferRegion], requests: &[ReadyRequest]) -> TransferBatch {
+    let mut out = TransferBatch::default();
+    for req in requests {
+        let r = req.remote_block_ids.first().cloned().unwrap_or_default();
+        if r.is_empty() {
+            continue;
+        }
+        let l = req.local_block_ids.first().cloned().unwrap_or_default();
+        if l.len() < r.len() {
+            out.err_reqs.push(req.d_req_id.clone());
+            out.err_msg.get_or_insert_with(|| BlockMismatch::ProducerHasFewer.err_msg().to_string());
+            continue;
+        }
+        let l = &l[l.len() - r.len()..];
+        let runs = runs_of(l, &r);
+        for (lr, rr) in local.iter().zip(remote) {
+            let b = lr.block_len as i128;
+            for (lb, rb, n) in &runs {
+                let (Ok(src), Ok(dst), Ok(len)) =
+                    (u64::try_from(lr.base_addr as i128 + *lb as i128 * b), u64::try_from(rr.base_addr as i128 + *rb as i128 * b), u64::try_from(b * *n as i128))
+                else {
+                    continue;
+                };
+                out.descriptors.push(Descriptor { src, dst, len });
+            }
+        }
+    }
+    out
+}
+
+/// Maximal runs where both id lists step by exactly one: (first local, first remote, length).
+fn runs_of(l: &[i64], r: &[i64]) -> Vec<(i64, i64, usize)> {
+    let mut out: Vec<(i64, i64, usize)> = vec![];
+    for (i, (&a, &b)) in l.iter().zip(r).enumerate() {
+        match out.last_mut() {
+            Some((_, _, n)) if i > 0 && a.wrapping_sub(l[i - 1]) == 1 && b.wrapping_sub(r[i - 1]) == 1 => *n += 1,
+            _ => out.push((a, b, 1)),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::plan::GroupKind;
 
     fn config(tp_rank: i64, tp_size: i64, groups: Vec<GroupKind>) -> ProducerConfig {
-        ProducerConfig { tp_rank, tp_size, pp_size: 1, total_num_kv_heads: 8, use_mla: false, groups, physical_blocks_per_logical: 1 }
+        ProducerConfig { tp_rank, tp_size, pp_size: 1, total_num_kv_heads: 8, use_mla: false, groups, physical_blocks_per_logical: 1, blocks_first: false }
     }
 
     fn region(base: i64, stride: i64, kv: i64, group: i64) -> TransferRegion {

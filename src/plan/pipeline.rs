@@ -9,7 +9,7 @@
 
 use super::align::align_transfer_regions;
 use super::coalesce::coalesce_contiguous_transfer_regions;
-use super::descriptors::{build_transfer_params, ReadyRequest, TransferBatch};
+use super::descriptors::{build_transfer_params_by, build_whole_blocks, ReadyRequest, TransferBatch};
 use super::error::PlanError;
 use super::expand::{expand_transfer_regions, RegionColumns};
 use super::packed::pp_mismatch_hides_packed_layers;
@@ -19,6 +19,7 @@ use super::pyfmt::list_repr;
 use super::region::{TransferRegion, SHARED_REGION_GROUP_ID};
 use super::topology::tp_ratio;
 use super::validate::{validate_asymmetric_region_lengths, validate_head_resharding_layout};
+use crate::spec::behaviour::{DestinationStride, NeedSend, PairingCheck, RegionAlignment, RegionCoalescing, ReplicatedProducer, TpBytePlan};
 
 /// Producer and consumer regions paired index by index, ready for [`Producer::build`]. They depend only on
 /// the two layouts, so a caller may keep them per peer layout (vLLM does, keyed by the layout fields and by
@@ -41,6 +42,8 @@ pub struct Admission {
 pub enum Refusal {
     /// The decoder's TP rank is not one this producer rank pairs with.
     NotPaired { remote_tp_rank: i64, local_tp_rank: i64, expected: Vec<i64> },
+    /// This producer rank is not among the ranks it computes for the decoder's TP size (`pairing_check = own`).
+    NotPairedOwn { local_tp_rank: i64, expected: Vec<i64> },
     /// PP sizes differ and a packed row on one side kept only its first layer name.
     PpMismatchHidesPackedLayers { local_pp_size: i64, remote_pp_size: i64 },
     /// The layouts cannot be paired (shared-group metadata, alignment, head re-sharding).
@@ -59,6 +62,9 @@ impl Refusal {
                 "This D tp_rank {remote_tp_rank} is not paired with P tp_rank {local_tp_rank}; expected one of {}.",
                 list_repr(expected)
             ),
+            Refusal::NotPairedOwn { local_tp_rank, expected } => {
+                format!("This P tp_rank {local_tp_rank} not in remote D target ranks {}", list_repr(expected))
+            }
             Refusal::PpMismatchHidesPackedLayers { local_pp_size, remote_pp_size } => format!(
                 "Mooncake non-page-contiguous packed regions keep only the first layer name, so they cannot be \
                  aligned across PP sizes {local_pp_size} and {remote_pp_size}."
@@ -116,14 +122,21 @@ impl Producer {
     /// Step 1: the pull's rank must be one of [`Self::handshake_target_ranks`]; returns them.
     pub fn check_pairing(&self, pull: &Pull) -> Result<Vec<i64>, Refusal> {
         let expected = self.handshake_target_ranks(pull.remote_tp_size)?;
-        if !expected.contains(&pull.remote_tp_rank) {
-            return Err(Refusal::NotPaired { remote_tp_rank: pull.remote_tp_rank, local_tp_rank: self.config.tp_rank, expected });
+        match self.rules.pairing_check {
+            PairingCheck::Remote if !expected.contains(&pull.remote_tp_rank) => {
+                Err(Refusal::NotPaired { remote_tp_rank: pull.remote_tp_rank, local_tp_rank: self.config.tp_rank, expected })
+            }
+            PairingCheck::Own if !expected.contains(&self.config.tp_rank) => Err(Refusal::NotPairedOwn { local_tp_rank: self.config.tp_rank, expected }),
+            _ => Ok(expected),
         }
-        Ok(expected)
     }
 
     /// Step 2's condition: PP sizes differ and either side has an opaque packed row.
     pub fn pp_mismatch_hides_packed_layers(&self, pull: &Pull) -> bool {
+        // The check arrived with packed rows (0.32.0), together with skipping layers whenever PP sizes differ.
+        if self.rules.region_alignment != RegionAlignment::ByLayerNamePartialAcrossPp {
+            return false;
+        }
         pp_mismatch_hides_packed_layers(
             self.config.pp_size,
             pull.remote_pp_size,
@@ -139,6 +152,11 @@ impl Producer {
     /// is 1 or the producer cache is replicated — coalesced, widened to full rows only if alignment dropped
     /// nothing on either side.
     pub fn prepare(&self, pull: &Pull) -> Result<PreparedRegions, Refusal> {
+        match self.rules.region_alignment {
+            RegionAlignment::Zip => return Ok(self.prepare_zip(pull)),
+            RegionAlignment::ByPosition => return self.prepare_by_position(pull),
+            _ => {}
+        }
         let own = &self.layout;
         let own_shared = per_layer(&own.registered_shared_group_ids, own);
         if own_shared.is_none() && own.registered_group_indices.contains(&SHARED_REGION_GROUP_ID) {
@@ -148,29 +166,34 @@ impl Producer {
                     .into(),
             ));
         }
-        let local = regions_of(self, own, own_shared, per_layer(&own.registered_row_offsets, own))?;
-        let peer = &pull.layout;
-        let remote = regions_of(
+        self.check_columns(own)?;
+        let local = self.halves(regions_of(self, &self.with_kv_lens(own), own_shared, per_layer(&own.registered_row_offsets, own))?);
+        self.check_columns(&pull.layout)?;
+        let peer = &self.with_kv_lens(&pull.layout);
+        let remote = self.halves(regions_of(
             self,
             peer,
             per_layer(&peer.registered_shared_group_ids, peer),
             per_layer(&peer.registered_row_offsets, peer),
-        )?;
+        )?);
         let (local_count, remote_count) = (local.len(), remote.len());
-        let (local, remote) =
-            align_transfer_regions(&local, &remote, pull.remote_pp_size != self.config.pp_size).map_err(Refusal::Layout)?;
+        let partial = self.rules.partial_layers(self.config.pp_size, pull.remote_pp_size);
+        let (local, remote) = align_transfer_regions(&local, &remote, partial).map_err(Refusal::Layout)?;
         let cfg = &self.config;
-        if let Some(msg) = validate_head_resharding_layout(
-            cfg.tp_size,
-            pull.remote_tp_size,
-            cfg.total_num_kv_heads,
-            cfg.use_mla || cfg.has_mamba_layers(),
-            &local,
-            |name| self.layer_specs.get(name),
-        )? {
-            return Err(Refusal::Layout(msg));
+        // Head re-sharding arrived in 0.30.0, region coalescing in 0.32.0.
+        if self.rules.tp_byte_plan == TpBytePlan::SenderPlanHeadResharding {
+            if let Some(msg) = validate_head_resharding_layout(
+                cfg.tp_size,
+                pull.remote_tp_size,
+                cfg.total_num_kv_heads,
+                cfg.use_mla || cfg.has_mamba_layers(),
+                &local,
+                |name| self.layer_specs.get(name),
+            )? {
+                return Err(Refusal::Layout(msg));
+            }
         }
-        if tp_ratio(cfg.tp_size, pull.remote_tp_size)? == 1 || cfg.cache_replicated() {
+        if self.rules.region_coalescing == RegionCoalescing::AdjacentInRow && (tp_ratio(cfg.tp_size, pull.remote_tp_size)? == 1 || cfg.cache_replicated()) {
             let covered_both_sides = local.len() == local_count && remote.len() == remote_count;
             let (local, remote) = coalesce_contiguous_transfer_regions(&local, &remote, covered_both_sides)?;
             return Ok(PreparedRegions { local, remote });
@@ -181,13 +204,18 @@ impl Producer {
     /// Step 4 (`_validate_asymmetric_region_lengths` with this producer's TP size, replication and heads).
     pub fn validate(&self, regions: &PreparedRegions, remote_tp_size: i64) -> Result<(), Refusal> {
         let cfg = &self.config;
+        if self.rules.region_alignment == RegionAlignment::Zip {
+            // Before 0.19.0 nothing is checked: the lists are zipped.
+            return Ok(());
+        }
+        let heads = if self.rules.replicated_producer == ReplicatedProducer::ClampedToHeads { cfg.known_kv_heads() } else { None };
         match validate_asymmetric_region_lengths(
             &regions.local,
             &regions.remote,
             cfg.tp_size,
             remote_tp_size,
-            cfg.cache_replicated(),
-            cfg.known_kv_heads(),
+            cfg.cache_replicated_by(self.rules.replicated_producer),
+            heads,
         )? {
             Some(msg) => Err(Refusal::RegionLengths(msg)),
             None => Ok(()),
@@ -218,17 +246,129 @@ impl Producer {
 
     /// Descriptors for one round of ready requests (`_build_transfer_params`).
     pub fn build(&self, regions: &PreparedRegions, pull: &Pull, ready: &[ReadyRequest]) -> Result<TransferBatch, PlanError> {
-        build_transfer_params(&self.config, &regions.local, &regions.remote, pull.remote_tp_rank, pull.remote_tp_size, ready)
+        if self.rules.destination_stride == DestinationStride::ProducerBlockLen {
+            return Ok(build_whole_blocks(&regions.local, &regions.remote, ready));
+        }
+        build_transfer_params_by(&self.config, &self.rules, &regions.local, &regions.remote, pull.remote_tp_rank, pull.remote_tp_size, ready)
     }
 
     /// How many decoder workers must settle a request before the producer may free it (`resolve_need_send`):
     /// one per paired TP rank, times the decoder's PP size when that differs from ours and exceeds 1.
     pub fn need_send(&self, target_ranks: &[i64], remote_pp_size: i64) -> i64 {
         let n = target_ranks.len() as i64;
-        if remote_pp_size > 1 && remote_pp_size != self.config.pp_size {
+        if self.rules.need_send == NeedSend::TpTargetsTimesDecoderPp && remote_pp_size > 1 && remote_pp_size != self.config.pp_size {
             n.saturating_mul(remote_pp_size)
         } else {
             n
+        }
+    }
+}
+
+/// The columns a revision's layout check names, by field name.
+fn column_len(layout: &RegisteredLayout, field: &str) -> usize {
+    match field {
+        "kv_caches_base_addr" => layout.kv_caches_base_addr.len(),
+        "block_lens" => layout.block_lens.len(),
+        "kv_block_lens" => layout.kv_block_lens.len(),
+        "registered_layer_names" => layout.registered_layer_names.len(),
+        "registered_layer_indices" => layout.registered_layer_indices.len(),
+        "registered_group_indices" => layout.registered_group_indices.len(),
+        "registered_shared_group_ids" => layout.registered_shared_group_ids.len(),
+        "registered_row_offsets" => layout.registered_row_offsets.len(),
+        _ => 0,
+    }
+}
+
+/// Older revisions' layout handling (`region_alignment` `zip` and `by-position`, K/V halves).
+impl Producer {
+    /// The revision's equal-length check on one side's columns (`behaviour.equal_length_fields`).
+    fn check_columns(&self, layout: &RegisteredLayout) -> Result<(), Refusal> {
+        let Some(check) = &self.column_check else { return Ok(()) };
+        let lens: Vec<usize> = check.fields.iter().map(|f| column_len(layout, f)).collect();
+        if lens.iter().any(|&l| l != lens[0]) {
+            return Err(Refusal::Exception(PlanError::assertion(check.message_for(&lens))));
+        }
+        Ok(())
+    }
+
+    /// A layout whose revision carries no `kv_block_lens` moves whole blocks: its block lengths stand in.
+    fn with_kv_lens(&self, layout: &RegisteredLayout) -> RegisteredLayout {
+        let mut l = layout.clone();
+        let stated = self.column_check.as_ref().is_some_and(|c| c.fields.iter().any(|f| f == "kv_block_lens"));
+        if !stated {
+            l.kv_block_lens = l.block_lens.clone();
+        }
+        l
+    }
+
+    /// Regions split into K and V halves where the revision and this producer's layout say so: each attention
+    /// region becomes two, the second `kv` bytes further, each carrying `kv` bytes per block — `kv` being the
+    /// stated `kv_block_len` where the revision carries one, else half the block.
+    fn halves(&self, regions: Vec<TransferRegion>) -> Vec<TransferRegion> {
+        let cfg = &self.config;
+        if cfg.use_mla || !self.rules.splits_halves(cfg.blocks_first, cfg.has_mamba_layers()) {
+            return regions;
+        }
+        let stated = self.column_check.as_ref().is_some_and(|c| c.fields.iter().any(|f| f == "kv_block_lens"));
+        let mut out = Vec::with_capacity(regions.len() * 2);
+        for r in regions {
+            let mamba = usize::try_from(r.group_index).ok().and_then(|g| cfg.groups.get(g)) == Some(&super::blocks::GroupKind::Mamba);
+            if mamba {
+                out.push(r);
+                continue;
+            }
+            let kv = if stated { r.kv_block_len } else { r.block_len / 2 };
+            let mut v = r.clone();
+            v.base_addr = r.base_addr.wrapping_add(kv);
+            v.kv_block_len = kv;
+            out.push(TransferRegion { kv_block_len: kv, ..r });
+            out.push(v);
+        }
+        out
+    }
+
+    /// Regions of one side by position (0.19.0-0.23.0: no layer names travel).
+    fn positional(&self, layout: &RegisteredLayout) -> Vec<TransferRegion> {
+        let regions = (0..layout.kv_caches_base_addr.len())
+            .map(|i| TransferRegion {
+                layer_name: format!("#{i}"),
+                layer_index: i as i64,
+                base_addr: layout.kv_caches_base_addr[i],
+                block_len: layout.block_lens.get(i).copied().unwrap_or(0),
+                kv_block_len: layout.block_lens.get(i).copied().unwrap_or(0),
+                group_index: 0,
+                shared_group_ids: vec![],
+                row_offset: super::region::UNKNOWN_ROW_OFFSET,
+            })
+            .collect();
+        self.halves(regions)
+    }
+
+    /// `region_alignment = by-position`: both sides' regions in order; the counts are checked with the lengths.
+    fn prepare_by_position(&self, pull: &Pull) -> Result<PreparedRegions, Refusal> {
+        self.check_columns(&self.layout)?;
+        self.check_columns(&pull.layout)?;
+        Ok(PreparedRegions { local: self.positional(&self.layout), remote: self.positional(&pull.layout) })
+    }
+
+    /// `region_alignment = zip`: the producer's regions and the decoder's base addresses, truncated to the
+    /// shorter list; every block placed by the producer's own block length.
+    fn prepare_zip(&self, pull: &Pull) -> PreparedRegions {
+        let block_len = self.layout.block_lens.first().copied().unwrap_or(0);
+        let region = |i: usize, base: i64| TransferRegion {
+            layer_name: format!("#{i}"),
+            layer_index: i as i64,
+            base_addr: base,
+            block_len,
+            kv_block_len: block_len,
+            group_index: 0,
+            shared_group_ids: vec![],
+            row_offset: super::region::UNKNOWN_ROW_OFFSET,
+        };
+        let n = self.layout.kv_caches_base_addr.len().min(pull.layout.kv_caches_base_addr.len());
+        PreparedRegions {
+            local: (0..n).map(|i| region(i, self.layout.kv_caches_base_addr[i])).collect(),
+            remote: (0..n).map(|i| region(i, pull.layout.kv_caches_base_addr[i])).collect(),
         }
     }
 }

@@ -6,6 +6,8 @@
 use std::collections::HashMap;
 
 use super::blocks::GroupKind;
+use super::rules::PlanRules;
+use crate::spec::behaviour::{EqualLengthFields, ReplicatedProducer};
 use super::error::PlanError;
 use super::topology::TransferTopology;
 use super::validate::LayerSpec;
@@ -23,6 +25,9 @@ pub struct ProducerConfig {
     pub groups: Vec<GroupKind>,
     /// Kernel blocks per logical block (vLLM `_physical_blocks_per_logical_kv_block`, normally 1).
     pub physical_blocks_per_logical: i64,
+    /// The attention KV cache is blocks-first (`[blocks, 2, ...]` or `[blocks, heads, ...]`), which is what
+    /// decides K/V halves where the revision's `kv_half_split` is `when-blocks-first`.
+    pub blocks_first: bool,
 }
 
 impl ProducerConfig {
@@ -40,6 +45,15 @@ impl ProducerConfig {
     /// Whether every producer rank holds the whole KV cache (`TransferTopology.local_replicates_kv_cache`).
     pub fn cache_replicated(&self) -> bool {
         self.use_mla || self.tp_size > self.total_num_kv_heads
+    }
+
+    /// The same, by a revision's rule (0.19.x counted a TP size equal to the head count as replicated).
+    pub fn cache_replicated_by(&self, rule: ReplicatedProducer) -> bool {
+        match rule {
+            ReplicatedProducer::NotConsidered => false,
+            ReplicatedProducer::TpAtLeastHeads => self.use_mla || self.tp_size >= self.total_num_kv_heads,
+            ReplicatedProducer::TpAboveHeads | ReplicatedProducer::ClampedToHeads => self.cache_replicated(),
+        }
     }
 
     /// The worker's `TransferTopology` (DCP size 1, as the Mooncake worker builds it).
@@ -80,4 +94,9 @@ pub struct Producer {
     pub layer_groups: HashMap<String, i64>,
     /// KV-cache spec of each local layer, for the head re-sharding check.
     pub layer_specs: HashMap<String, LayerSpec>,
+    /// The revision's planning rules.
+    pub rules: PlanRules,
+    /// The layout columns that must have equal lengths, and the error otherwise (`behaviour.equal_length_fields`;
+    /// `None` before 0.19.0, when only base addresses travel).
+    pub column_check: Option<EqualLengthFields>,
 }

@@ -5,8 +5,9 @@
 //! pull and per LAYOUT_MISS retry, one frame sent), exchanges to close, and per-request results; and when to
 //! be woken ([`DecoderCore::poll_timeout`]).
 //!
-//! Behaviour follows vLLM 0.33.0's `receive_kv` and `receive_kv_from_single_worker` (push-protocol reference
-//! §6, §11): P ranks chosen by the TP/PP rules, the same bytes to each, the layout left out for a P address that
+//! Generation 2 (`spec/PROTOCOL.md`, "Generation 2"); what differs between revisions (failure regimes,
+//! which columns are sent, PP rank choice) comes from the revision's typed behaviour (`spec/PROTOCOL.md`,
+//! "Decoder"). In outline: P ranks chosen by the TP/PP rules, the same bytes to each, the layout left out for a P address that
 //! acknowledged the current `layout_id`, one resend with the layout after LAYOUT_MISS, results aggregated
 //! across P workers, a request finished once every contacted worker settled it.
 
@@ -14,6 +15,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::profile::WireProfile;
+use crate::spec::behaviour::{DecoderPpTargets, FailureFinish, FailureReport, FreeOnlySuccess, HeterogeneousTp, UnknownOkId, UnreportedAfterFinish};
 use crate::limits;
 use crate::msgpack::WireInt;
 use crate::typed::{MooncakeXferMetadata, MooncakeXferResponse, ReqBlocks, Status};
@@ -56,6 +58,9 @@ pub struct PullRequest {
     pub local_blocks: Vec<Vec<u64>>,
     pub engine_id: String,
     pub bootstrap_addr: String,
+    /// Generation 1: `remote_host` and `remote_port` of `kv_transfer_params` (the prefiller engine's base
+    /// port); generation 2 ignores it.
+    pub remote: Option<(String, u64)>,
 }
 
 /// Engine id → TP rank → PP rank → worker address (the decoder's view of `/query`).
@@ -73,21 +78,45 @@ pub enum DecoderEvent {
     Open { id: ExchangeId, addr: String, payload: Vec<u8> },
     /// Close that DEALER (linger 0).
     Close { id: ExchangeId },
-    /// Loading this request's KV failed; `invalid_blocks` are its destination blocks.
-    Failed { d_req_id: String, reason: String, invalid_blocks: Vec<u64> },
-    /// Every contacted prefiller worker settled this request (also after a failure): its blocks may be used.
+    /// Loading this request's KV failed; `invalid_blocks` are its destination blocks (empty when the revision
+    /// reports the request in `failed_recving` instead: `failed_recving` is then true).
+    Failed { d_req_id: String, reason: String, invalid_blocks: Vec<u64>, failed_recving: bool },
+    /// The request is reported finished receiving (also after a failure, where the revision does so).
     Finished { d_req_id: String },
-    /// A FINISH left this request unreported and the revision leaves it waiting (vLLM ≤ 0.32.0); the core
-    /// drops its state.
-    Unsettled { d_req_id: String },
+    /// The request will never be reported: vLLM leaves it waiting for remote KV (a failure where the revision
+    /// reports none, a FINISH that left it unmentioned, a prefiller that cannot be chosen). The core drops its
+    /// state; `reason` says why.
+    Unsettled { d_req_id: String, reason: String },
 }
 
 #[derive(Debug)]
 struct PullState {
     transfer_id: String,
     local_blocks: Vec<Vec<u64>>,
+    /// Settlements (or, where failures do not settle, ok mentions) still needed before it finishes.
     tasks_left: usize,
+    /// Its failure was reported (or, where failures are not reported, happened).
     failed: bool,
+}
+
+impl PullState {
+    fn has_blocks(&self) -> bool {
+        self.local_blocks.iter().any(|g| !g.is_empty())
+    }
+
+    /// The `Failed` event of this pull, when it had blocks and the revision reports failures at all: its
+    /// blocks as invalid, or none when the failure goes to `failed_recving`.
+    fn failed_event(&self, d_req_id: &str, reason: &str, failed_recving: bool, report: FailureReport) -> Option<DecoderEvent> {
+        if !self.has_blocks() || report == FailureReport::None {
+            return None;
+        }
+        Some(DecoderEvent::Failed {
+            d_req_id: d_req_id.to_string(),
+            reason: reason.to_string(),
+            invalid_blocks: if failed_recving { vec![] } else { self.local_blocks.iter().flatten().copied().collect() },
+            failed_recving,
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -95,6 +124,8 @@ struct Exchange {
     addr: String,
     /// Requests of this exchange not yet settled by it, in pull order.
     reqs: Vec<String>,
+    /// Every request of its message.
+    all: Vec<String>,
     include_layout: bool,
     deadline: Instant,
 }
@@ -195,25 +226,47 @@ impl DecoderCore {
         }
     }
 
+    /// A pull that was never sent (its engine is not registered, too many pulls in flight).
     fn fail_unregistered(&mut self, r: PullRequest, reason: &str) {
+        if self.profile.rules.failure_report == FailureReport::None {
+            self.events.push_back(DecoderEvent::Unsettled { d_req_id: r.d_req_id, reason: reason.to_string() });
+            return;
+        }
         let blocks: Vec<u64> = r.local_blocks.iter().flatten().copied().collect();
         if !blocks.is_empty() {
-            self.events.push_back(DecoderEvent::Failed { d_req_id: r.d_req_id.clone(), reason: reason.to_string(), invalid_blocks: blocks });
+            let failed_recving = self.reports_failed_recving();
+            self.events.push_back(DecoderEvent::Failed {
+                d_req_id: r.d_req_id.clone(),
+                reason: reason.to_string(),
+                invalid_blocks: if failed_recving { vec![] } else { blocks },
+                failed_recving,
+            });
             self.events.push_back(DecoderEvent::Finished { d_req_id: r.d_req_id });
         }
+    }
+
+    /// With several KV groups, 0.31.0 on report a failed request in `failed_recving`, not by its blocks.
+    fn reports_failed_recving(&self) -> bool {
+        let groups: std::collections::BTreeSet<i64> = self.cfg.layout.registered_group_indices.iter().filter_map(|g| g.as_i64()).filter(|g| *g >= 0).collect();
+        self.profile.rules.failure_report == FailureReport::InvalidBlocksOrFailedRecving && groups.len() > 1
     }
 
     /// The prefiller worker addresses to pull from, by the TP/PP rules.
     fn targets(&self, engine: &str) -> Result<Vec<String>, String> {
         let table = &self.engines[engine];
         let remote_tp = table.len();
+        if self.profile.rules.heterogeneous_tp == HeterogeneousTp::RefusedWhenReady && remote_tp > self.cfg.tp_size {
+            return Err("Mooncake: Heterogeneous TP is not supported yet.".into());
+        }
         let topo = crate::plan::TransferTopology::new(self.cfg.tp_rank as i64, self.cfg.tp_size as i64, 1, false, 1).map_err(|e| e.err_msg().to_string())?;
         let ranks: Vec<usize> =
             topo.handshake_target_ranks(remote_tp as i64, 1).map_err(|e| e.err_msg().to_string())?.into_iter().map(|r| r as usize).collect();
         let mut addrs = vec![];
         for r in ranks {
             let pp = table.get(&r).ok_or_else(|| format!("remote engine {engine} has no TP rank {r}"))?;
-            if self.cfg.pp_size == pp.len() && pp.contains_key(&self.cfg.pp_rank) {
+            if self.profile.rules.decoder_pp_targets == DecoderPpTargets::PpRankZero {
+                addrs.push(pp.get(&0).ok_or_else(|| format!("remote engine {engine} has no PP rank 0 at TP rank {r}"))?.clone());
+            } else if self.cfg.pp_size == pp.len() && pp.contains_key(&self.cfg.pp_rank) {
                 addrs.push(pp[&self.cfg.pp_rank].clone());
             } else {
                 addrs.extend(pp.values().cloned());
@@ -226,8 +279,9 @@ impl DecoderCore {
         let addrs = match self.targets(engine) {
             Ok(a) => a,
             Err(e) => {
+                // vLLM raises while choosing prefiller workers, before any report: the requests wait forever.
                 for r in reqs {
-                    self.fail_unregistered(r, &format!("transfer failed: {e}"));
+                    self.events.push_back(DecoderEvent::Unsettled { d_req_id: r.d_req_id, reason: format!("no prefiller worker can be chosen: {e}") });
                 }
                 return;
             }
@@ -260,20 +314,35 @@ impl DecoderCore {
             ..Default::default()
         };
         for id in reqs {
-            let p = &self.pulls[id];
+            let Some(p) = self.pulls.get(id) else { continue };
             let blocks = p.local_blocks.iter().map(|g| g.iter().map(|b| WireInt::from(*b)).collect()).collect();
             m.req_blocks.push((id.clone(), ReqBlocks { transfer_id: p.transfer_id.clone(), blocks }));
         }
         if include_layout {
+            // Only the columns this revision's request has: an older decoder cannot say the others.
             let l = &c.layout;
+            let has = |f: &str| self.profile.request_has(f);
             m.kv_caches_base_addr = l.kv_caches_base_addr.clone();
-            m.block_lens = l.block_lens.clone();
-            m.kv_block_lens = l.kv_block_lens.clone();
-            m.registered_layer_names = l.registered_layer_names.clone();
-            m.registered_layer_indices = l.registered_layer_indices.clone();
-            m.registered_group_indices = l.registered_group_indices.clone();
-            m.registered_shared_group_ids = l.registered_shared_group_ids.clone();
-            m.registered_row_offsets = l.registered_row_offsets.clone();
+            if has("block_lens") {
+                m.block_lens = l.block_lens.clone();
+            }
+            if has("kv_block_lens") {
+                m.kv_block_lens = l.kv_block_lens.clone();
+            }
+            if has("registered_layer_names") {
+                m.registered_layer_names = l.registered_layer_names.clone();
+                m.registered_layer_indices = l.registered_layer_indices.clone();
+            }
+            if has("registered_group_indices") {
+                m.registered_group_indices = l.registered_group_indices.clone();
+            }
+            if has("registered_shared_group_ids") {
+                m.registered_shared_group_ids = l.registered_shared_group_ids.clone();
+                m.registered_row_offsets = l.registered_row_offsets.clone();
+            }
+        }
+        if !self.profile.request_has("remote_pp_size") {
+            m.remote_pp_size = 1u64.into();
         }
         m
     }
@@ -285,7 +354,7 @@ impl DecoderCore {
                 // The layout cannot be said in this revision (e.g. a field it lacks): fail locally.
                 let id = ExchangeId(self.next_exchange);
                 self.next_exchange += 1;
-                self.exchanges.insert(id, Exchange { addr, reqs, include_layout, deadline: now });
+                self.exchanges.insert(id, Exchange { addr, all: reqs.clone(), reqs, include_layout, deadline: now });
                 self.fail_exchange(id, &format!("transfer failed: {e}"));
                 return;
             }
@@ -293,7 +362,7 @@ impl DecoderCore {
         let id = ExchangeId(self.next_exchange);
         self.next_exchange += 1;
         self.events.push_back(DecoderEvent::Open { id, addr: addr.clone(), payload });
-        self.exchanges.insert(id, Exchange { addr, reqs, include_layout, deadline: now + self.recv_timeout });
+        self.exchanges.insert(id, Exchange { addr, all: reqs.clone(), reqs, include_layout, deadline: now + self.recv_timeout });
     }
 
     /// A frame received on an exchange's DEALER.
@@ -310,7 +379,7 @@ impl DecoderCore {
             let x = &self.exchanges[&id];
             self.acked.remove(&x.addr);
             if !x.include_layout {
-                // Resend the same requests with the layout on a new DEALER.
+                // Resend the requests this peer has not settled, with the layout, on a new DEALER.
                 let x = self.exchanges.remove(&id).expect("exists");
                 self.events.push_back(DecoderEvent::Close { id });
                 self.open(now, x.addr, x.reqs, true);
@@ -325,19 +394,15 @@ impl DecoderCore {
         if self.cfg.layout_id != 0 && r.layout_id == WireInt::from(self.cfg.layout_id) {
             self.acked.insert(addr);
         }
-        self.settle(id, &r);
+        if let Err(e) = self.settle(id, &r) {
+            return self.fail_exchange(id, &e);
+        }
         if self.profile.is_terminal(r.status) {
-            let x = self.exchanges.remove(&id).expect("exists");
-            self.events.push_back(DecoderEvent::Close { id });
-            if self.profile.fail_unreported_after_finish {
-                self.fail_reqs(&x.reqs, "peer finished without reporting a transfer result");
-            } else {
-                for d in x.reqs {
-                    if self.pulls.remove(&d).is_some() {
-                        self.events.push_back(DecoderEvent::Unsettled { d_req_id: d });
-                    }
-                }
+            let left = self.exchanges.get(&id).map(|x| x.reqs.clone()).unwrap_or_default();
+            if self.profile.rules.unreported_after_finish == UnreportedAfterFinish::Failed {
+                self.fail_reqs(id, &left, "peer finished without reporting a transfer result");
             }
+            self.close(id, "the prefiller finished without reporting it");
         } else if let Some(x) = self.exchanges.get_mut(&id) {
             x.deadline = now + self.recv_timeout;
         }
@@ -350,21 +415,50 @@ impl DecoderCore {
         }
     }
 
-    fn settle(&mut self, id: ExchangeId, r: &MooncakeXferResponse) {
-        if let Some(err) = &r.err_reqs {
-            let reason = r.err_msg.clone().unwrap_or_else(|| "unknown error".into());
-            let mine: Vec<String> = err.iter().filter(|d| self.exchanges[&id].reqs.contains(d)).cloned().collect();
-            self.take(id, &mine);
-            self.fail_reqs(&mine, &reason);
+    /// One reply's id lists. `Err` is an exception vLLM raises while reading them (an unknown ok id).
+    fn settle(&mut self, id: ExchangeId, r: &MooncakeXferResponse) -> Result<(), String> {
+        let rules = self.profile.rules.clone();
+        let per_peer = rules.failure_finish == FailureFinish::WhenEveryPeerSettled;
+        let all = self.exchanges[&id].all.clone();
+        // 0.33.0 reads err_reqs first, older releases ok_reqs first.
+        if per_peer {
+            self.settle_err(id, r);
         }
         for d in r.ok_reqs.iter().flatten() {
-            if self.take(id, std::slice::from_ref(d)) == 1 {
+            if !all.contains(d) {
+                match rules.unknown_ok_id {
+                    UnknownOkId::Ignored => continue,
+                    UnknownOkId::FailsExchange => return Err(format!("transfer failed: KeyError: '{d}'")),
+                }
+            }
+            if per_peer {
+                if self.take(id, std::slice::from_ref(d)) == 1 {
+                    self.complete_task(d);
+                }
+                continue;
+            }
+            // Before 0.33.0 every mention counts, and a failed request's later mentions are skipped.
+            self.take(id, std::slice::from_ref(d));
+            if self.pulls.get(d).is_some_and(|p| !p.failed) {
                 self.complete_task(d);
             }
         }
+        if !per_peer {
+            self.settle_err(id, r);
+        }
+        Ok(())
     }
 
-    /// Removes requests from an exchange; returns how many it still held.
+    fn settle_err(&mut self, id: ExchangeId, r: &MooncakeXferResponse) {
+        if let Some(err) = &r.err_reqs {
+            let reason = r.err_msg.clone().unwrap_or_else(|| "unknown error".into());
+            let all = &self.exchanges[&id].all;
+            let mine: Vec<String> = err.iter().filter(|d| all.contains(d)).cloned().collect();
+            self.fail_reqs(id, &mine, &reason);
+        }
+    }
+
+    /// Removes requests from an exchange's unsettled list; returns how many it still held.
     fn take(&mut self, id: ExchangeId, reqs: &[String]) -> usize {
         let Some(x) = self.exchanges.get_mut(&id) else { return 0 };
         let before = x.reqs.len();
@@ -372,24 +466,53 @@ impl DecoderCore {
         before - x.reqs.len()
     }
 
+    /// The whole exchange failed (ERROR, LAYOUT_MISS after a full pull, an undecodable reply, a socket error,
+    /// the receive timeout): 0.33.0 fails what this peer has not settled, older releases every request of the
+    /// message.
     fn fail_exchange(&mut self, id: ExchangeId, reason: &str) {
-        let Some(x) = self.exchanges.remove(&id) else { return };
-        self.events.push_back(DecoderEvent::Close { id });
-        self.fail_reqs(&x.reqs, reason);
+        let Some(x) = self.exchanges.get(&id) else { return };
+        let ids = if self.profile.rules.failure_finish == FailureFinish::WhenEveryPeerSettled { x.reqs.clone() } else { x.all.clone() };
+        self.fail_reqs(id, &ids, reason);
+        self.close(id, reason);
     }
 
-    /// vLLM `_handle_failed_recv`: a failure is reported once per request; every task still settles.
-    fn fail_reqs(&mut self, reqs: &[String], reason: &str) {
+    /// vLLM `_handle_failed_recv`, by the revision's `failure_report` and `failure_finish`.
+    fn fail_reqs(&mut self, id: ExchangeId, reqs: &[String], reason: &str) {
+        let rules = self.profile.rules.clone();
+        let failed_recving = self.reports_failed_recving();
         for d in reqs {
+            let held = self.take(id, std::slice::from_ref(d)) == 1;
             let Some(p) = self.pulls.get_mut(d) else { continue };
-            if !p.failed {
-                p.failed = true;
-                let blocks: Vec<u64> = p.local_blocks.iter().flatten().copied().collect();
-                if !blocks.is_empty() {
-                    self.events.push_back(DecoderEvent::Failed { d_req_id: d.clone(), reason: reason.to_string(), invalid_blocks: blocks });
+            match rules.failure_finish {
+                // Nothing is reported; this peer will never settle it (the state goes when its exchanges end).
+                FailureFinish::Never => {}
+                FailureFinish::AtFirstFailure => {
+                    if p.failed {
+                        continue;
+                    }
+                    p.failed = true;
+                    if let Some(failed) = p.failed_event(d, reason, failed_recving, rules.failure_report) {
+                        self.events.push_back(failed);
+                        self.events.push_back(DecoderEvent::Finished { d_req_id: d.clone() });
+                    }
+                    // Kept (failed) while other exchanges of the pull may still mention it.
+                    if !self.exchanges.values().any(|o| o.all.contains(d)) {
+                        self.pulls.remove(d);
+                    }
+                }
+                FailureFinish::WhenEveryPeerSettled => {
+                    if !held {
+                        continue;
+                    }
+                    if !p.failed {
+                        p.failed = true;
+                        if let Some(failed) = p.failed_event(d, reason, failed_recving, rules.failure_report) {
+                            self.events.push_back(failed);
+                        }
+                    }
+                    self.complete_task(d);
                 }
             }
-            self.complete_task(d);
         }
     }
 
@@ -398,8 +521,25 @@ impl DecoderCore {
         p.tasks_left = p.tasks_left.saturating_sub(1);
         if p.tasks_left == 0 {
             let p = self.pulls.remove(d).expect("present");
-            if p.local_blocks.iter().any(|g| !g.is_empty()) {
+            let report = p.has_blocks() || (!p.failed && self.profile.rules.free_only_success == FreeOnlySuccess::Finished);
+            if report {
                 self.events.push_back(DecoderEvent::Finished { d_req_id: d.to_string() });
+            }
+        }
+    }
+
+    /// Ends an exchange. A request no open exchange can settle any more never will: it is reported unsettled
+    /// (vLLM leaves it waiting) and forgotten.
+    fn close(&mut self, id: ExchangeId, reason: &str) {
+        let Some(x) = self.exchanges.remove(&id) else { return };
+        self.events.push_back(DecoderEvent::Close { id });
+        for d in &x.all {
+            if !self.pulls.contains_key(d) || self.exchanges.values().any(|o| o.reqs.contains(d)) {
+                continue;
+            }
+            let p = self.pulls.remove(d).expect("present");
+            if !p.failed || self.profile.rules.failure_finish == FailureFinish::Never {
+                self.events.push_back(DecoderEvent::Unsettled { d_req_id: d.clone(), reason: reason.to_string() });
             }
         }
     }

@@ -5,8 +5,9 @@
 //! ([`PrefillerCore::poll_transmit`]), writes to perform and requests to free ([`PrefillerCore::poll_event`]),
 //! and when to be woken ([`PrefillerCore::poll_timeout`]). No socket, clock or thread inside.
 //!
-//! Behaviour follows vLLM 0.33.0's `send_kv_to_decode` (spec `spec/push/*.toml`, push-protocol reference
-//! §6): pairing check, PP check, layout-less pulls served from a per-peer layout cache (LAYOUT_MISS when
+//! Generation 2 (`spec/PROTOCOL.md`, "Generation 2"). What differs between revisions is read from the
+//! revision's typed behaviour (`spec/PROTOCOL.md`, "Prefiller: replies and bookkeeping"; the values in
+//! [`crate::proto::profile::Rules`]), not assumed. In outline: pairing check, PP check, layout-less pulls served from a per-peer layout cache (LAYOUT_MISS when
 //! absent), region validation, then rounds: wait until some requests are ready, one write per round, one
 //! reply per round (CONTINUE while some are pending, FINISH with the last), a timeout FINISH after the abort
 //! timeout, `need_send` deliveries before a transfer is freed, and expiry of ready transfers nobody pulled.
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 use super::lru::Lru;
 use super::planner::{Descriptor, ReadyReq, SenderPlanner, TransferBatch};
 use super::profile::WireProfile;
+use crate::spec::behaviour::{BlockCountFailure, EmptyIdLists, HeterogeneousTp, ReplyRounds};
 use crate::limits;
 use crate::msgpack::WireInt;
 use crate::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status};
@@ -30,6 +32,19 @@ pub struct PeerId(pub Vec<u8>);
 pub struct Transmit {
     pub peer: PeerId,
     pub payload: Vec<u8>,
+    /// Send `[peer, "", payload]` (a REQ peer, generation 1) instead of `[peer, payload]`.
+    pub delimiter: bool,
+}
+
+impl Transmit {
+    /// The ROUTER frames of this reply.
+    pub fn frames(self) -> Vec<Vec<u8>> {
+        if self.delimiter {
+            vec![self.peer.0, vec![], self.payload]
+        } else {
+            vec![self.peer.0, self.payload]
+        }
+    }
 }
 
 /// Identifies one transfer-engine write the driver performs for the core.
@@ -337,7 +352,7 @@ impl<P: SenderPlanner> PrefillerCore<P> {
 
     fn send(&mut self, peer: PeerId, r: &MooncakeXferResponse) {
         let payload = self.profile.encode_response(r).expect("the core only builds replies its revision can carry");
-        self.transmits.push_back(Transmit { peer, payload });
+        self.transmits.push_back(Transmit { peer, payload, delimiter: false });
     }
 
     // ---- transfer engine --------------------------------------------------------------------------------
@@ -450,6 +465,7 @@ impl<P: SenderPlanner> PrefillerCore<P> {
         // Mark as sending (so they cannot expire mid-write) and work out how many deliveries free them.
         let remote_pp = ex.meta.remote_pp_size.as_usize().unwrap_or(1);
         let mut sendable = Vec::with_capacity(ready.len());
+        let refuses_hetero = self.profile.rules.heterogeneous_tp == HeterogeneousTp::RefusedWhenReady;
         for p in ready {
             unwait(&mut self.waiting, &p.transfer_id, ex_id);
             let e = self.entries.get_mut(&p.transfer_id).expect("ready entries exist");
@@ -457,6 +473,12 @@ impl<P: SenderPlanner> PrefillerCore<P> {
             e.sending += 1;
             if e.need_send == 0 {
                 e.need_send = self.planner.need_send(&ex.target_ranks, remote_pp);
+                if refuses_hetero && e.need_send != 1 {
+                    // vLLM raises in the round: ERROR, the pull ends, and the entries of the round stay marked
+                    // as being sent (they never expire); a later pull of the same transfer is served.
+                    self.release_waiters(ex_id, &ex.pending);
+                    return self.reply_error(ex.peer, Status::ERROR, "Mooncake: Heterogeneous TP is not supported yet.".into());
+                }
             }
             sendable.push(p);
         }
@@ -485,7 +507,9 @@ impl<P: SenderPlanner> PrefillerCore<P> {
                 return self.reply_error(ex.peer, Status::ERROR, e);
             }
         };
-        let ok: Vec<String> = sendable.iter().map(|p| p.d_req_id.clone()).filter(|d| !err_reqs.contains(d)).collect();
+        // err-then-ok lists every ready id in the ok reply, the failed ones too.
+        let err_then_ok = self.profile.rules.reply_rounds == ReplyRounds::ErrThenOk;
+        let ok: Vec<String> = sendable.iter().map(|p| p.d_req_id.clone()).filter(|d| err_then_ok || !err_reqs.contains(d)).collect();
         let write = if descriptors.is_empty() {
             None
         } else {
@@ -505,17 +529,53 @@ impl<P: SenderPlanner> PrefillerCore<P> {
 
     fn finish_round(&mut self, now: Instant, ex_id: u64, ret: i64) {
         let Some(mut ex) = self.exchanges.remove(&ex_id) else { return };
-        let Some(mut round) = ex.round.take() else {
+        let Some(round) = ex.round.take() else {
             self.exchanges.insert(ex_id, ex);
             return;
         };
-        if ret != 0 && round.write.is_some() {
-            let te = format!("Mooncake transfer engine returned {ret}");
-            round.err_msg = Some(match round.err_msg.take() {
-                None => te,
-                Some(m) => format!("{m}; {te}"),
-            });
-            round.err_reqs.append(&mut round.ok);
+        let rules = &self.profile.rules;
+        let err_then_ok = rules.reply_rounds == ReplyRounds::ErrThenOk;
+        let counts_block_failures = rules.block_count_failure == BlockCountFailure::CountedAsDelivered;
+        let write_failed = ret != 0 && round.write.is_some();
+        let te = format!("Mooncake transfer engine returned {ret}");
+        // The replies of this round, in order.
+        let mut replies = vec![];
+        let mut delivered: Vec<String> = vec![];
+        if err_then_ok {
+            // A separate reply for the block-count failures, then the ok reply (or, the write failed, one
+            // error reply naming every ready id).
+            if !round.err_reqs.is_empty() {
+                let mut r = MooncakeXferResponse::new(round.status);
+                r.err_reqs = Some(round.err_reqs.clone());
+                r.err_msg = round.err_msg.clone();
+                replies.push(r);
+            }
+            let mut r = MooncakeXferResponse::new(round.status);
+            if write_failed {
+                r.err_reqs = Some(round.ready.iter().map(|p| p.d_req_id.clone()).collect());
+                r.err_msg = Some(te);
+            } else {
+                r.ok_reqs = Some(round.ok.clone());
+                delivered = round.ready.iter().map(|p| p.d_req_id.clone()).filter(|d| counts_block_failures || !round.err_reqs.contains(d)).collect();
+            }
+            replies.push(r);
+        } else {
+            let (mut ok, mut err_reqs, mut err_msg) = (round.ok.clone(), round.err_reqs.clone(), round.err_msg.clone());
+            if write_failed {
+                err_msg = Some(match err_msg.take() {
+                    None => te,
+                    Some(m) => format!("{m}; {te}"),
+                });
+                err_reqs.append(&mut ok);
+            } else {
+                delivered = ok.clone();
+            }
+            let mut r = MooncakeXferResponse::new(round.status);
+            let keep_empty = rules.empty_id_lists == EmptyIdLists::EmptyArray;
+            r.ok_reqs = Some(ok).filter(|v| keep_empty || !v.is_empty());
+            r.err_reqs = Some(err_reqs).filter(|v| !v.is_empty());
+            r.err_msg = err_msg;
+            replies.push(r);
         }
         for p in &round.ready {
             let Some(e) = self.entries.get_mut(&p.transfer_id) else { continue };
@@ -528,7 +588,7 @@ impl<P: SenderPlanner> PrefillerCore<P> {
                     self.expiries.insert((t, e.gen, p.transfer_id.clone()));
                 }
             }
-            if round.err_reqs.contains(&p.d_req_id) {
+            if !delivered.contains(&p.d_req_id) {
                 continue;
             }
             e.sent += 1;
@@ -537,12 +597,12 @@ impl<P: SenderPlanner> PrefillerCore<P> {
                 self.events.push_back(PrefillerEvent::FinishedSending { p_req_id: e.p_req_id, transfer_id: p.transfer_id.clone(), expired: false });
             }
         }
-        let mut r = MooncakeXferResponse::new(round.status);
-        r.ok_reqs = Some(round.ok).filter(|v| !v.is_empty());
-        r.err_reqs = Some(round.err_reqs).filter(|v| !v.is_empty());
-        r.err_msg = round.err_msg;
-        r.layout_id = ex.meta.layout_id;
-        self.send(ex.peer.clone(), &r);
+        for mut r in replies {
+            if r.status != Status::ERROR {
+                r.layout_id = ex.meta.layout_id;
+            }
+            self.send(ex.peer.clone(), &r);
+        }
         if round.status == Status::FINISH {
             self.release_waiters(ex_id, &ex.pending);
         } else {

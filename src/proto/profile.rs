@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::codec::{Codec, DecodeError};
-use crate::spec::{LayoutCaching, Revision, Spec};
+use crate::plan::PlanRules;
+use crate::spec::behaviour::*;
+use crate::spec::{Behaviour, LayoutCaching, Revision, Spec};
 use crate::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status};
 
 /// A generation-2 revision, as the prefiller and decoder cores use it.
@@ -19,8 +21,77 @@ pub struct WireProfile {
     pub statuses: Vec<(Status, bool)>,
     /// A decoder fails requests a FINISH left unreported (`behaviour.unreported_after_finish = "failed"`).
     pub fail_unreported_after_finish: bool,
+    /// Every behaviour value of the revision, typed.
+    pub rules: Rules,
     /// Default of `VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT` (`[env]`).
     pub abort_timeout: Duration,
+}
+
+/// The behaviour values a generation-2 core consults (spec `[behaviour]`, `src/spec/behaviour.rs`). Built from
+/// the spec only; a core never branches on a revision name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rules {
+    pub reply_rounds: ReplyRounds,
+    pub empty_id_lists: EmptyIdLists,
+    pub pairing_check: PairingCheck,
+    pub heterogeneous_tp: HeterogeneousTp,
+    pub transfer_failure: TransferFailure,
+    pub block_count_failure: BlockCountFailure,
+    pub unknown_transfer: UnknownTransfer,
+    pub ready_wait: ReadyWait,
+    pub need_send: NeedSend,
+    pub empty_write: EmptyWrite,
+    pub equal_length: Option<EqualLengthFields>,
+    pub plan: PlanRules,
+    pub decoder_addressing: DecoderAddressing,
+    pub failure_report: FailureReport,
+    pub failure_finish: FailureFinish,
+    pub free_only_success: FreeOnlySuccess,
+    pub unreported_after_finish: UnreportedAfterFinish,
+    pub unknown_ok_id: UnknownOkId,
+    pub decoder_pp_targets: DecoderPpTargets,
+}
+
+/// The value of a behaviour item the rules need, or that it is not stated.
+pub(crate) fn need<T: Copy>(i: &Option<Item<T>>, name: &str) -> Result<T, String> {
+    i.as_ref().map(|i| i.value).ok_or_else(|| format!("behaviour.{name} is not stated"))
+}
+
+impl Rules {
+    /// The generation-2 rules of a `[behaviour]`; an item the spec does not state is an error.
+    pub fn of(b: &Behaviour) -> Result<Rules, String> {
+        Ok(Rules {
+            reply_rounds: need(&b.reply_rounds, "reply_rounds")?,
+            empty_id_lists: need(&b.empty_id_lists, "empty_id_lists")?,
+            pairing_check: need(&b.pairing_check, "pairing_check")?,
+            heterogeneous_tp: need(&b.heterogeneous_tp, "heterogeneous_tp")?,
+            transfer_failure: need(&b.transfer_failure, "transfer_failure")?,
+            block_count_failure: need(&b.block_count_failure, "block_count_failure")?,
+            unknown_transfer: need(&b.unknown_transfer, "unknown_transfer")?,
+            ready_wait: need(&b.ready_wait, "ready_wait")?,
+            need_send: need(&b.need_send, "need_send")?,
+            empty_write: need(&b.empty_write, "empty_write")?,
+            equal_length: b.equal_length_fields.as_ref().map(|i| i.value.clone()),
+            plan: PlanRules {
+                region_alignment: need(&b.region_alignment, "region_alignment")?,
+                kv_half_split: need(&b.kv_half_split, "kv_half_split")?,
+                block_groups: need(&b.block_groups, "block_groups")?,
+                destination_stride: need(&b.destination_stride, "destination_stride")?,
+                tp_byte_plan: need(&b.tp_byte_plan, "tp_byte_plan")?,
+                replicated_producer: need(&b.replicated_producer, "replicated_producer")?,
+                region_coalescing: need(&b.region_coalescing, "region_coalescing")?,
+                pairing_check: need(&b.pairing_check, "pairing_check")?,
+                need_send: need(&b.need_send, "need_send")?,
+            },
+            decoder_addressing: need(&b.decoder_addressing, "decoder_addressing")?,
+            failure_report: need(&b.failure_report, "failure_report")?,
+            failure_finish: need(&b.failure_finish, "failure_finish")?,
+            free_only_success: need(&b.free_only_success, "free_only_success")?,
+            unreported_after_finish: need(&b.unreported_after_finish, "unreported_after_finish")?,
+            unknown_ok_id: need(&b.unknown_ok_id, "unknown_ok_id")?,
+            decoder_pp_targets: need(&b.decoder_pp_targets, "decoder_pp_targets")?,
+        })
+    }
 }
 
 impl WireProfile {
@@ -47,14 +118,21 @@ impl WireProfile {
             .get("VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT")
             .and_then(|e| e.default.parse::<u64>().ok())
             .ok_or("no VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT default in [env]")?;
+        let rules = Rules::of(&rev.behaviour).map_err(|e| format!("{}: {e}", rev.revision))?;
         Ok(WireProfile {
-            layout_caching: rev.behaviour.layout_caching.get().cloned(),
-            fail_unreported_after_finish: rev.behaviour.unreported_after_finish.as_deref() == Some("failed"),
+            rules,
+            layout_caching: rev.behaviour.layout_caching().cloned(),
+            fail_unreported_after_finish: rev.behaviour.unreported_after_finish.as_ref().map(|i| i.value) == Some(UnreportedAfterFinish::Failed),
             abort_timeout: Duration::from_secs(abort),
             statuses,
             codec,
             revision: rev,
         })
+    }
+
+    /// Whether this revision's pull request has the field `name`.
+    pub fn request_has(&self, name: &str) -> bool {
+        self.revision.structs.get("MooncakeXferMetadata").is_some_and(|s| s.fields.iter().any(|f| f.name == name))
     }
 
     pub fn name(&self) -> &str {

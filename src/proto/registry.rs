@@ -30,7 +30,7 @@ pub struct Registry {
 impl Registry {
     /// `None` for a revision without a bootstrap server.
     pub fn new(spec: BootstrapSpec) -> Registry {
-        let accept_identical = spec.revision().bootstrap.as_ref().is_some_and(|b| b.duplicate_registration == "accept-identical");
+        let accept_identical = spec.revision().bootstrap.as_ref().is_some_and(|b| b.duplicate_registration == crate::spec::behaviour::DuplicateRegistration::AcceptIdentical);
         Registry { spec, accept_identical, engines: vec![] }
     }
 

@@ -149,7 +149,7 @@ impl<P: SenderPlanner> Net<P> {
             }
             DecoderEvent::Finished { d_req_id } => self.decoders[di].finished.push(d_req_id),
             DecoderEvent::Failed { d_req_id, reason, .. } => self.decoders[di].failed.push((d_req_id, reason)),
-            DecoderEvent::Unsettled { d_req_id } => self.decoders[di].unsettled.push(d_req_id),
+            DecoderEvent::Unsettled { d_req_id, .. } => self.decoders[di].unsettled.push(d_req_id),
         }
     }
 

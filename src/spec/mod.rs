@@ -3,12 +3,16 @@
 //! The files under `spec/` are embedded at build time; [`Spec::builtin`] returns them resolved.
 //! [`Spec::load_dir`] reads another copy (for `diff` against a branch or a proposed change).
 
+pub mod behaviour;
 mod literal;
 mod model;
+mod resolve;
 pub(crate) mod tree;
 mod types;
 
+pub use behaviour::{Behaviour, Item, LayoutCaching, LayoutCachingSpec};
 pub use literal::Literal;
+pub use resolve::{ResolveError, Resolved};
 pub use model::*;
 pub use types::{TypeExpr, TypeParseError};
 
@@ -240,12 +244,37 @@ fn check_revision(rev: &Revision) -> Result<(), String> {
             }
         }
     }
-    if let LayoutCachingSpec::Off(true) = rev.behaviour.layout_caching {
+    let missing = rev.behaviour.missing(&rev.family, rev.generation);
+    if !missing.is_empty() {
+        return Err(format!("[behaviour] does not state {} (every generation-{} revision must)", missing.join(", "), rev.generation));
+    }
+    if let Some(Item { value: LayoutCachingSpec::Off(true), .. }) = &rev.behaviour.layout_caching {
         return Err("behaviour.layout_caching is `false` or a table".into());
     }
-    if let Some(lc) = rev.behaviour.layout_caching.get() {
+    if let Some(lc) = rev.behaviour.layout_caching() {
         if !rev.enums.values().any(|e| e.members.iter().any(|m| m.name == lc.miss_status)) {
             return Err(format!("layout_caching.miss_status `{}` is not an enum member", lc.miss_status));
+        }
+    }
+    // Field names a behaviour item names must be fields of the request this revision's decoder sends.
+    let request_fields: Vec<&str> = rev
+        .transport
+        .messages
+        .iter()
+        .filter(|m| m.answered_by.is_some())
+        .filter_map(|m| rev.structs.get(&m.name))
+        .flat_map(|s| s.fields.iter().map(|f| f.name.as_str()))
+        .collect();
+    let named: Vec<(&str, &[String])> = [
+        ("equal_length_fields", rev.behaviour.equal_length_fields.as_ref().map(|i| &i.value.fields[..])),
+        ("minus_one_sentinels", rev.behaviour.minus_one_sentinels.as_ref().map(|i| &i.value[..])),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.map(|v| (k, v)))
+    .collect();
+    for (item, fields) in named {
+        if let Some(f) = fields.iter().find(|f| !request_fields.contains(&f.as_str())) {
+            return Err(format!("behaviour.{item} names `{f}`, which is not a field of the request"));
         }
     }
     if let Some(b) = &rev.bootstrap {
@@ -266,9 +295,6 @@ fn check_revision(rev: &Revision) -> Result<(), String> {
                     check_type(&t, &bknown, &format!("route {} {}", r.method, r.path))?;
                 }
             }
-        }
-        if !["reject", "accept-identical"].contains(&b.duplicate_registration.as_str()) {
-            return Err(format!("bootstrap.duplicate_registration `{}`: reject or accept-identical", b.duplicate_registration));
         }
     }
     if let Some(kv) = &rev.kv_transfer_params {
@@ -319,13 +345,13 @@ mod tests {
         assert_eq!(names.last(), Some(&"vllm-0.33.0"));
         let r33 = push.revision("vllm-0.33.0").unwrap();
         assert_eq!(r33.structs["MooncakeXferMetadata"].fields.len(), 15);
-        assert_eq!(push.for_release("0.27.1").unwrap().revision, "vllm-0.25.0..0.29.0");
+        assert_eq!(push.for_release("0.27.1").unwrap().revision, "vllm-0.26.0..0.28.0");
     }
 
     #[test]
     fn derived_file_cannot_redefine_sections() {
         let base = Spec::builtin_files().iter().find(|(p, _)| p.ends_with("vllm-0.16.0..0.18.1.toml")).unwrap();
-        let bad = r#"format = "mooncake-wire-spec/1"
+        let bad = r#"format = "mooncake-wire-spec/2"
 family = "push"
 revision = "vllm-0.19.0"
 base = "vllm-0.16.0..0.18.1"
@@ -344,7 +370,7 @@ fields = []
     #[test]
     fn edit_errors_name_the_edit() {
         let base = Spec::builtin_files().iter().find(|(p, _)| p.ends_with("vllm-0.16.0..0.18.1.toml")).unwrap();
-        let bad = r#"format = "mooncake-wire-spec/1"
+        let bad = r#"format = "mooncake-wire-spec/2"
 family = "push"
 revision = "vllm-0.19.0"
 base = "vllm-0.16.0..0.18.1"
@@ -361,5 +387,15 @@ item = { name = "x", type = "int" }
         let err = Spec::from_files([(base.0.to_string(), base.1.to_string()), ("bad.toml".into(), bad.into())]).unwrap_err();
         assert_eq!(err.path, "bad.toml");
         assert!(err.msg.contains("edit #1") && err.msg.contains("no_such_field"), "{err}");
+    }
+
+    #[test]
+    fn an_older_spec_format_is_refused_by_name_not_skipped() {
+        // Version 1 files (untyped behaviour values) must not be taken for "another mooncake-* data format".
+        let (path, text) = Spec::builtin_files().iter().find(|(p, _)| p.ends_with("vllm-0.33.0.toml")).unwrap();
+        let old = text.replace(tree::FORMAT, "mooncake-wire-spec/1");
+        assert_ne!(old.as_str(), *text);
+        let err = Spec::from_files([(path.to_string(), old)]).unwrap_err();
+        assert!(err.msg.contains("mooncake-wire-spec/1") && err.msg.contains(tree::FORMAT), "{err}");
     }
 }

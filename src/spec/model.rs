@@ -4,6 +4,7 @@
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
+use super::behaviour::Behaviour;
 use super::literal::Literal;
 use super::types::TypeExpr;
 
@@ -273,39 +274,6 @@ pub struct RawConstant {
     pub doc: String,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Behaviour {
-    /// `empty-array` or `omitted`: how a prefiller writes an empty `ok_reqs` / `err_reqs`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub empty_id_lists: Option<String>,
-    /// `err-then-ok`: a round's failures go in a separate reply before the ok reply (which lists them again);
-    /// `one-per-round`: one reply per round carrying both lists.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reply_rounds: Option<String>,
-    /// Layout fields the prefiller requires to have equal lengths whenever a layout is carried (an ERROR
-    /// otherwise), which makes defaulted fields required in practice.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub equal_length_fields: Vec<String>,
-    /// Fields in which `-1` is a sentinel, not an index.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub minus_one_sentinels: Vec<String>,
-    /// Which TP rank the prefiller checks against its pairing set: `own` or `remote`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pairing_check: Option<String>,
-    /// Whether prefiller and decoder may run different TP sizes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub heterogeneous_tp: Option<bool>,
-    /// KV-cache memory layout both sides must use (`get_required_kvcache_layout` for non-MLA models).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub required_kv_layout: Option<String>,
-    /// What a decoder does with requests a FINISH left unreported: `ignored` or `failed`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unreported_after_finish: Option<String>,
-    #[serde(default)]
-    pub layout_caching: LayoutCachingSpec,
-}
-
 /// An environment variable that sets a wire-visible number (port, timeout).
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -320,39 +288,6 @@ pub struct EnvVar {
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(untagged)]
-pub enum LayoutCachingSpec {
-    /// Must be `false`.
-    Off(bool),
-    On(LayoutCaching),
-}
-
-impl Default for LayoutCachingSpec {
-    fn default() -> Self {
-        LayoutCachingSpec::Off(false)
-    }
-}
-
-impl LayoutCachingSpec {
-    pub fn get(&self) -> Option<&LayoutCaching> {
-        match self {
-            LayoutCachingSpec::On(l) => Some(l),
-            LayoutCachingSpec::Off(_) => None,
-        }
-    }
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct LayoutCaching {
-    pub max_peer_layouts: usize,
-    pub cache_key: Vec<String>,
-    pub layout_fields: Vec<String>,
-    pub miss_status: String,
-    pub miss_message: String,
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Bootstrap {
     pub kind: String,
@@ -364,8 +299,7 @@ pub struct Bootstrap {
     pub default_port: u16,
     #[serde(default)]
     pub state: String,
-    /// `reject` or `accept-identical`.
-    pub duplicate_registration: String,
+    pub duplicate_registration: super::behaviour::DuplicateRegistration,
     pub models: IndexMap<String, StructDef>,
     pub routes: Vec<Route>,
     /// Routes the web framework adds on its own (FastAPI's documentation pages).

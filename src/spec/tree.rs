@@ -13,7 +13,8 @@ use super::SpecError;
 const OWN_KEYS: &[&str] = &["format", "family", "revision", "base", "generation", "releases", "commit", "build_commits", "source", "summary"];
 /// Arrays whose items are named tables; edits address their items by `name`.
 const NAMED_ARRAYS: &[&str] = &["fields", "members", "keys", "routes", "messages"];
-pub const FORMAT: &str = "mooncake-wire-spec/1";
+/// Version 2: `[behaviour]` items are typed `{ value, source, doc }` tables (version 1 had plain values).
+pub const FORMAT: &str = "mooncake-wire-spec/2";
 
 pub struct RawFile {
     pub path: String,
@@ -26,7 +27,13 @@ pub fn parse_file(path: &str, text: &str) -> Result<Option<RawFile>, SpecError> 
     let table: Table = toml::from_str(text).map_err(|e| SpecError::new(path, format!("TOML: {e}")))?;
     match table.get("format").and_then(Value::as_str) {
         Some(FORMAT) => {}
-        Some(other) if other.starts_with("mooncake-") && other != "mooncake-wire-spec" => return Ok(None),
+        Some(other) if other.starts_with("mooncake-wire-spec") => {
+            return Err(SpecError::new(
+                path,
+                format!("written in spec format \"{other}\"; this build reads \"{FORMAT}\" (version 1 had untyped `[behaviour]` values: read it with a build of its time)"),
+            ))
+        }
+        Some(other) if other.starts_with("mooncake-") => return Ok(None),
         other => return Err(SpecError::new(path, format!("`format` must be \"{FORMAT}\" (or another mooncake-* data format), found {other:?}"))),
     }
     for k in ["family", "revision", "source", "summary"] {
@@ -149,6 +156,13 @@ fn stamp_since(t: &mut Table, revision: &str) {
             _ => {}
         }
     }
+    if let Some(Value::Table(items)) = t.get_mut("behaviour") {
+        for (_, it) in items.iter_mut() {
+            if let Value::Table(it) = it {
+                it.entry("since").or_insert_with(|| Value::String(revision.to_string()));
+            }
+        }
+    }
     for section in ["structs", "enums"] {
         if let Some(Value::Table(defs)) = t.get_mut(section) {
             for (_, d) in defs.iter_mut() {
@@ -158,6 +172,26 @@ fn stamp_since(t: &mut Table, revision: &str) {
             }
         }
     }
+}
+
+/// A behaviour item from a `set` edit: `{ value, source, why, since }`. The source is the edit's, else the
+/// revision's; a value that already is an item (a table with `value` and `source`) keeps its own keys.
+fn behaviour_item(value: Value, e: &Table, revision: &str, rev_source: &str) -> Value {
+    let mut item = match value {
+        Value::Table(t) if t.contains_key("value") && t.contains_key("source") => t,
+        v => {
+            let mut t = Table::new();
+            t.insert("value".into(), v);
+            t
+        }
+    };
+    let src = e.get("source").and_then(Value::as_str).unwrap_or(rev_source);
+    item.entry("source").or_insert_with(|| Value::String(src.to_string()));
+    if let Some(why) = e.get("why") {
+        item.entry("why").or_insert_with(|| why.clone());
+    }
+    item.insert("since".into(), Value::String(revision.to_string()));
+    Value::Table(item)
 }
 
 fn item_name(v: &Value) -> Option<&str> {
@@ -224,7 +258,10 @@ pub(crate) fn apply_edit(t: &mut Table, e: &Table, revision: &str, rev_source: &
             arr.insert(idx, item);
         }
         "set" => {
-            let value = e.get("value").cloned().ok_or("missing `value`")?;
+            let mut value = e.get("value").cloned().ok_or("missing `value`")?;
+            if segs.len() == 2 && segs[0] == "behaviour" {
+                value = behaviour_item(value, e, revision, rev_source);
+            }
             let (last, parent) = segs.split_last().ok_or("empty path")?;
             let parent = if parent.is_empty() { t } else { walk(t, parent, Some(revision))?.as_table_mut().ok_or("parent of `at` must be a table")? };
             parent.insert(last.to_string(), value);

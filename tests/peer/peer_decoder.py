@@ -83,6 +83,12 @@ class Decoder:
         self.exchanges: list = []  # log of every exchange (informational, for tests)
         self.encoder = msgspec.msgpack.Encoder()
         self.resp_decoder = msgspec.msgpack.Decoder(rev.response)
+        self.record_wire = bool(c.get("record_wire", False))
+        self.wire: list = []  # with record_wire: every message sent and received, {"dir", "frames", "endpoint"}
+
+    def _log_wire(self, inbound: bool, frame: bytes, addr: str):
+        if self.record_wire and len(self.wire) < MAX_EXCHANGE_LOG:
+            self.wire.append({"dir": "in" if inbound else "out", "frames": [bytes(frame).hex()], "endpoint": addr})
 
     async def start(self) -> dict:
         self.te_port = await self.te.start("127.0.0.1", 0)
@@ -120,7 +126,8 @@ class Decoder:
         if name == "status":
             return {"finished": list(self.finished), "failed": list(self.failed),
                     "pending_pulls": len(self.pending), "open_exchanges": self.open_exchanges,
-                    "exchanges": list(self.exchanges), "writes_received": self.te.writes}
+                    "exchanges": list(self.exchanges), "writes_received": self.te.writes,
+                    **({"wire": list(self.wire)} if self.record_wire else {})}
         if name == "read_memory":
             addr, n = int(cmd["addr"]), int(cmd["len"])
             data = self.memory.read(addr, n)
@@ -290,11 +297,13 @@ class Decoder:
                         sock.setsockopt(zmq.RCVHWM, 0)
                         sock.connect(addr)
                         await sock.send(payload)
+                        self._log_wire(False, payload, addr)
                         while True:
                             try:
                                 raw = await asyncio.wait_for(sock.recv(), self.abort_timeout + 60)
                             except asyncio.TimeoutError:
                                 raise zmq.Again() from None
+                            self._log_wire(True, raw, addr)
                             resp = self.resp_decoder.decode(raw)
                             record["replies"].append(msgspec.to_builtins(resp))
                             status = int(resp.status)

@@ -41,6 +41,7 @@ log = logging.getLogger("peer.prefiller")
 
 MAX_PEER_LAYOUTS = 1024  # vLLM _MAX_PEER_LAYOUTS
 MAX_PREPARED = 4096  # our bound on the (unbounded in vLLM) cache of aligned layouts
+MAX_WIRE_LOG = 10_000  # messages kept for `status` with record_wire (the first ones)
 
 
 class Entry:
@@ -109,6 +110,12 @@ class Prefiller:
         self.listener_alive = False
         self.request_decoder = msgspec.msgpack.Decoder(rev.request)
         self.encoder = msgspec.msgpack.Encoder()
+        self.record_wire = bool(c.get("record_wire", False))
+        self.wire: list = []  # with record_wire: every ROUTER message, {"dir", "frames": [hex]}
+
+    def _log_wire(self, inbound: bool, frames):
+        if self.record_wire and len(self.wire) < MAX_WIRE_LOG:
+            self.wire.append({"dir": "in" if inbound else "out", "frames": [bytes(f).hex() for f in frames]})
 
     # ------------------------------------------------------------------------------------------------------
     # lifecycle
@@ -139,6 +146,7 @@ class Prefiller:
         try:
             while True:
                 frames = await self.sock.recv_multipart()
+                self._log_wire(True, frames)
                 if len(frames) != 2:
                     # vLLM unpacks exactly two frames; anything else ends its listener for good: the
                     # handlers are cancelled (no further replies), queued messages are never served and the
@@ -174,7 +182,9 @@ class Prefiller:
                 self.active -= 1
 
     async def _reply(self, identity: bytes, resp):
-        await self.sock.send_multipart([identity, self.encoder.encode(resp)])
+        frames = [identity, self.encoder.encode(resp)]
+        self._log_wire(False, frames)
+        await self.sock.send_multipart(frames)
 
     # ------------------------------------------------------------------------------------------------------
     # control commands
@@ -224,6 +234,7 @@ class Prefiller:
                 "writes": list(self.writes),
                 "cached_layouts": len(self.layouts),
                 "listener_alive": self.listener_alive,
+                **({"wire": list(self.wire)} if self.record_wire else {}),
             }
         raise Unsupported(f"unsupported: {name}")
 

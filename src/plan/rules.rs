@@ -1,0 +1,71 @@
+//! The planning rules of a revision (spec `[behaviour]`, `src/spec/behaviour.rs`; prose in `spec/PROTOCOL.md`,
+//! "Prefiller: planning"): which regions a prefiller
+//! pairs, how it splits and places blocks, which bytes each TP rank copies. The planner's functions follow
+//! vLLM 0.33.0 ([`PlanRules::newest`]); older revisions differ only where these values say.
+
+use crate::spec::behaviour::*;
+
+/// The planning values (what the prefiller copies for a pull).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PlanRules {
+    pub region_alignment: RegionAlignment,
+    pub kv_half_split: KvHalfSplit,
+    pub block_groups: BlockGroups,
+    pub destination_stride: DestinationStride,
+    pub tp_byte_plan: TpBytePlan,
+    pub replicated_producer: ReplicatedProducer,
+    pub region_coalescing: RegionCoalescing,
+    pub pairing_check: PairingCheck,
+    pub need_send: NeedSend,
+}
+
+impl PlanRules {
+    /// vLLM 0.33.0's planning rules (the golden plan vectors' release).
+    pub fn newest() -> PlanRules {
+        PlanRules {
+            region_alignment: RegionAlignment::ByLayerNamePartialAcrossPp,
+            kv_half_split: KvHalfSplit::Never,
+            block_groups: BlockGroups::PerGroup,
+            destination_stride: DestinationStride::EachSidesBlockLen,
+            tp_byte_plan: TpBytePlan::SenderPlanHeadResharding,
+            replicated_producer: ReplicatedProducer::ClampedToHeads,
+            region_coalescing: RegionCoalescing::AdjacentInRow,
+            pairing_check: PairingCheck::Remote,
+            need_send: NeedSend::TpTargetsTimesDecoderPp,
+        }
+    }
+}
+
+
+impl PlanRules {
+    /// The newest revision's layout column check (`behaviour.equal_length_fields`), to go with [`Self::newest`].
+    pub fn newest_column_check() -> Option<EqualLengthFields> {
+        crate::spec::Spec::builtin().push().newest().and_then(|r| r.behaviour.equal_length_fields.as_ref()).map(|i| i.value.clone())
+    }
+
+    /// Whether layers the decoder lacks may be skipped for this pull (`allow_partial_layers`).
+    pub fn partial_layers(&self, local_pp: i64, remote_pp: i64) -> bool {
+        match self.region_alignment {
+            RegionAlignment::ByLayerNamePartialAcrossDecoderPp => remote_pp > 1 && remote_pp != local_pp,
+            RegionAlignment::ByLayerNamePartialAcrossPp => remote_pp != local_pp,
+            _ => false,
+        }
+    }
+
+    /// Whether regions are paired by layer name (0.24.0 on), not by position.
+    pub fn by_layer_name(&self) -> bool {
+        matches!(
+            self.region_alignment,
+            RegionAlignment::ByLayerName | RegionAlignment::ByLayerNamePartialAcrossDecoderPp | RegionAlignment::ByLayerNamePartialAcrossPp
+        )
+    }
+
+    /// Whether a producer with this configuration splits attention regions into K and V halves.
+    pub fn splits_halves(&self, blocks_first: bool, has_mamba: bool) -> bool {
+        match self.kv_half_split {
+            KvHalfSplit::Never => false,
+            KvHalfSplit::WhenBlocksFirst => blocks_first,
+            KvHalfSplit::MambaHybridOnly => has_mamba,
+        }
+    }
+}

@@ -1,0 +1,589 @@
+//! Generation 1 of the push protocol (vLLM 0.13.0 – 0.15.1) as sans-IO state machines: a decoder's REQ sends
+//! one `MooncakeAgentMetadata` to the prefiller worker at `remote_port + its own TP rank`; the prefiller's
+//! ROUTER receives `[routing_id, "", payload]`, waits for the named requests, writes them with one
+//! transfer-engine call and answers with a raw constant (`trans_done` / `trans_error`). No bootstrap server,
+//! no status enum, no transfer ids: both sides know a request by the same id.
+//!
+//! What varies is read from the spec (`[behaviour]` items `unknown_transfer`, `ready_wait`,
+//! `transfer_failure`, `block_count_failure`, `empty_write`, `failure_report`, `failure_finish`,
+//! `free_only_success` and the planning items), and the raw replies from the transport's constants.
+//! Protocol prose: `spec/PROTOCOL.md`, "Generation 1".
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value as J};
+
+use super::decoder::{DecoderEvent, ExchangeId, PullRequest};
+use super::prefiller::{PeerId, PrefillerEvent, PrefillerStats, Transmit, WriteId};
+use super::profile::need;
+use crate::codec::Codec;
+use crate::limits;
+use crate::plan::{build_whole_blocks, Producer, Pull, ReadyRequest, RegisteredLayout};
+use crate::spec::behaviour::{BlockCountFailure, EmptyWrite, FailureReport, FreeOnlySuccess, ReadyWait, TransferFailure, UnknownTransfer};
+
+use crate::spec::{Revision, Spec};
+
+/// The message the decoder sends.
+pub const REQUEST: &str = "MooncakeAgentMetadata";
+
+/// What a generation-1 core needs to know about its revision, from the spec.
+#[derive(Clone, Debug)]
+pub struct Gen1Profile {
+    pub revision: Arc<Revision>,
+    codec: Arc<Codec>,
+    /// The success reply (`trans_done`).
+    pub done: Vec<u8>,
+    /// The failure reply (`trans_error`).
+    pub error: Vec<u8>,
+    /// Default of `VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT` (expiry of ready requests nobody pulled).
+    pub abort_timeout: Duration,
+    /// The decoder's receive timeout (`RCVTIMEO` of its REQ socket).
+    pub recv_timeout: Duration,
+    pub unknown_transfer: UnknownTransfer,
+    pub ready_wait: ReadyWait,
+    pub transfer_failure: TransferFailure,
+    pub block_count_failure: BlockCountFailure,
+    pub empty_write: EmptyWrite,
+    pub failure_report: FailureReport,
+    pub free_only_success: FreeOnlySuccess,
+}
+
+/// `RCVTIMEO = 60000` in the spec's decoder socket options.
+fn rcvtimeo(rev: &Revision) -> Option<Duration> {
+    let v = rev.transport.sockets.get("decoder")?.options.get("RCVTIMEO")?;
+    let ms: u64 = v.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_millis(ms))
+}
+
+impl Gen1Profile {
+    pub fn builtin(revision: &str) -> Result<Gen1Profile, String> {
+        let rev = Spec::builtin().revision(revision).ok_or_else(|| format!("no revision {revision} in the spec"))?.clone();
+        Self::new(rev)
+    }
+
+    pub fn new(rev: Arc<Revision>) -> Result<Gen1Profile, String> {
+        if rev.generation != 1 {
+            return Err(format!("{} is generation {}, not 1", rev.revision, rev.generation));
+        }
+        let codec = Codec::builtin(&rev.revision).ok_or_else(|| format!("no codec for {}", rev.revision))?;
+        if codec.message_type(REQUEST).is_none() {
+            return Err(format!("{} has no {REQUEST}", rev.revision));
+        }
+        let constant = |name: &str| -> Result<Vec<u8>, String> {
+            rev.transport
+                .messages
+                .iter()
+                .flat_map(|m| &m.constants)
+                .find(|c| c.name == name)
+                .map(|c| c.bytes.as_bytes().to_vec())
+                .ok_or_else(|| format!("{}: no raw constant `{name}`", rev.revision))
+        };
+        let abort = rev
+            .env
+            .get("VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT")
+            .and_then(|e| e.default.parse::<u64>().ok())
+            .ok_or("no VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT default in [env]")?;
+        let b = &rev.behaviour;
+        Ok(Gen1Profile {
+            done: constant("trans_done")?,
+            error: constant("trans_error")?,
+            abort_timeout: Duration::from_secs(abort),
+            recv_timeout: rcvtimeo(&rev).unwrap_or(Duration::from_secs(60)),
+            unknown_transfer: need(&b.unknown_transfer, "unknown_transfer")?,
+            ready_wait: need(&b.ready_wait, "ready_wait")?,
+            transfer_failure: need(&b.transfer_failure, "transfer_failure")?,
+            block_count_failure: need(&b.block_count_failure, "block_count_failure")?,
+            empty_write: need(&b.empty_write, "empty_write")?,
+            failure_report: need(&b.failure_report, "failure_report")?,
+            free_only_success: need(&b.free_only_success, "free_only_success")?,
+            codec,
+            revision: rev,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.revision.revision
+    }
+
+    /// The planning rules of this revision (no pairing check in generation 1: the decoder's TP rank is not
+    /// on the wire).
+    pub fn plan_rules(&self) -> Result<crate::plan::PlanRules, String> {
+        let b = &self.revision.behaviour;
+        Ok(crate::plan::PlanRules {
+            region_alignment: need(&b.region_alignment, "region_alignment")?,
+            kv_half_split: need(&b.kv_half_split, "kv_half_split")?,
+            block_groups: need(&b.block_groups, "block_groups")?,
+            destination_stride: need(&b.destination_stride, "destination_stride")?,
+            tp_byte_plan: need(&b.tp_byte_plan, "tp_byte_plan")?,
+            replicated_producer: need(&b.replicated_producer, "replicated_producer")?,
+            region_coalescing: need(&b.region_coalescing, "region_coalescing")?,
+            pairing_check: crate::spec::behaviour::PairingCheck::Own,
+            need_send: need(&b.need_send, "need_send")?,
+        })
+    }
+    pub fn codec(&self) -> &Arc<Codec> {
+        &self.codec
+    }
+
+    /// Decodes a request with this revision's msgspec rules.
+    pub fn decode_request(&self, bytes: &[u8]) -> Result<AgentMetadata, String> {
+        let v = self.codec.decode(REQUEST, bytes).map_err(|e| e.msgspec_message())?;
+        AgentMetadata::from_json(&Codec::to_json(&v))
+    }
+
+    pub fn encode_request(&self, m: &AgentMetadata) -> Result<Vec<u8>, String> {
+        let v = self.codec.from_json(REQUEST, &m.to_json())?;
+        self.codec.encode(REQUEST, &v).map_err(|e| e.to_string())
+    }
+}
+
+/// `MooncakeAgentMetadata`: the generation-1 pull.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AgentMetadata {
+    pub remote_hostname: String,
+    pub remote_port: u64,
+    pub request_ids: Vec<String>,
+    pub kv_caches_base_addr: Vec<u64>,
+    pub block_ids: Vec<Vec<u64>>,
+}
+
+impl AgentMetadata {
+    pub fn to_json(&self) -> J {
+        json!({
+            "remote_hostname": self.remote_hostname,
+            "remote_port": self.remote_port,
+            "request_ids": self.request_ids,
+            "kv_caches_base_addr": self.kv_caches_base_addr,
+            "block_ids": self.block_ids,
+        })
+    }
+
+    pub fn from_json(j: &J) -> Result<AgentMetadata, String> {
+        let u = |v: &J| v.as_u64().ok_or_else(|| format!("{v} is not an unsigned 64-bit integer"));
+        let list = |k: &str| j.get(k).and_then(J::as_array).ok_or_else(|| format!("`{k}` is not a list"));
+        Ok(AgentMetadata {
+            remote_hostname: j.get("remote_hostname").and_then(J::as_str).ok_or("`remote_hostname` is not a string")?.to_string(),
+            remote_port: u(j.get("remote_port").unwrap_or(&J::Null))?,
+            request_ids: list("request_ids")?.iter().map(|x| x.as_str().map(String::from).ok_or("a request id is not a string")).collect::<Result<_, _>>()?,
+            kv_caches_base_addr: list("kv_caches_base_addr")?.iter().map(u).collect::<Result<_, _>>()?,
+            block_ids: list("block_ids")?
+                .iter()
+                .map(|b| b.as_array().ok_or_else(|| "a block list is not a list".to_string()).and_then(|a| a.iter().map(u).collect()))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+// ---- prefiller ----------------------------------------------------------------------------------------------
+
+#[derive(Debug)]
+struct Entry {
+    p_req_id: String,
+    blocks: Vec<Vec<u64>>,
+    ready: bool,
+    /// `None`: never expires (pending, named by a pull, or kept after a failed write).
+    expire: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct Gen1Exchange {
+    peer: PeerId,
+    meta: AgentMetadata,
+    /// The ids named, up to the first unknown one.
+    named: Vec<String>,
+    write: Option<WriteId>,
+}
+
+/// The generation-1 prefiller worker.
+pub struct Gen1Prefiller {
+    profile: Gen1Profile,
+    planner: Producer,
+    abort_timeout: Duration,
+    /// By request id (the same on both sides).
+    entries: HashMap<String, Entry>,
+    exchanges: BTreeMap<u64, Gen1Exchange>,
+    next_exchange: u64,
+    writes: HashMap<WriteId, u64>,
+    next_write: u64,
+    transmits: VecDeque<Transmit>,
+    events: VecDeque<PrefillerEvent>,
+    pub stats: PrefillerStats,
+}
+
+impl Gen1Prefiller {
+    /// `planner` holds the worker's own registered layout (its regions and block length).
+    pub fn new(profile: Gen1Profile, planner: Producer) -> Self {
+        Gen1Prefiller {
+            abort_timeout: profile.abort_timeout,
+            profile,
+            planner,
+            entries: HashMap::new(),
+            exchanges: BTreeMap::new(),
+            next_exchange: 1,
+            writes: HashMap::new(),
+            next_write: 1,
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: PrefillerStats::default(),
+        }
+    }
+
+    pub fn set_abort_timeout(&mut self, t: Duration) {
+        self.abort_timeout = t;
+    }
+    pub fn profile(&self) -> &Gen1Profile {
+        &self.profile
+    }
+
+    /// The scheduler allocated request `req_id` (`reqs_to_send[id] = []`): a pending entry, which a pull waits
+    /// on. An existing entry is replaced.
+    pub fn request_allocated(&mut self, _now: Instant, p_req_id: &str, req_id: &str) {
+        if self.entries.len() >= limits::MAX_PREFILLER_EXCHANGES && !self.entries.contains_key(req_id) {
+            return;
+        }
+        self.entries.insert(req_id.to_string(), Entry { p_req_id: p_req_id.to_string(), blocks: vec![], ready: false, expire: None });
+    }
+
+    /// Its blocks are ready: they may be pulled until `now + abort timeout`. vLLM looks the entry up without a
+    /// default (a request never allocated is an error there); it is ignored here.
+    pub fn request_finished(&mut self, now: Instant, p_req_id: &str, req_id: &str, blocks: Vec<Vec<u64>>) {
+        let Some(e) = self.entries.get_mut(req_id) else { return };
+        e.p_req_id = p_req_id.to_string();
+        e.blocks = blocks;
+        e.ready = true;
+        e.expire = Some(now + self.abort_timeout);
+        self.drive(now);
+    }
+
+    /// The request ended without a transfer: vLLM frees its blocks and leaves the pending entry behind, so a
+    /// later pull of it waits forever. The reference peer does the same.
+    pub fn request_aborted(&mut self, _now: Instant, _req_id: &str) {}
+
+    /// No layout cache in generation 1.
+    pub fn clear_layout_cache(&mut self) {}
+
+    /// A message from the ROUTER: `[routing_id, "", payload]`. Anything else is refused without a reply (vLLM's
+    /// listener dies on it; the reference peer keeps serving).
+    pub fn handle_frames(&mut self, now: Instant, mut frames: Vec<Vec<u8>>) {
+        if frames.len() != 3 || frames[0].is_empty() {
+            let peer = PeerId(frames.first().cloned().unwrap_or_default());
+            self.events.push_back(PrefillerEvent::Rejected {
+                peer,
+                reason: format!("expected [routing_id, \"\", payload] (a REQ socket's 3 frames), got {} frames", frames.len()),
+            });
+            return;
+        }
+        let payload = frames.pop().expect("3 frames");
+        let peer = PeerId(frames.swap_remove(0));
+        self.handle_message(now, peer, &payload);
+    }
+
+    fn reply(&mut self, peer: PeerId, done: bool) {
+        let payload = if done { self.profile.done.clone() } else { self.profile.error.clone() };
+        self.transmits.push_back(Transmit { peer, payload, delimiter: true });
+    }
+
+    /// One pull.
+    pub fn handle_message(&mut self, now: Instant, peer: PeerId, payload: &[u8]) {
+        self.stats.messages += 1;
+        let meta = match self.profile.decode_request(payload) {
+            Ok(m) => m,
+            Err(_) => {
+                self.stats.errors += 1;
+                return self.reply(peer, false);
+            }
+        };
+        if self.exchanges.len() >= limits::MAX_PREFILLER_EXCHANGES {
+            return self.reply(peer, false);
+        }
+        let mut named = vec![];
+        for id in &meta.request_ids {
+            match self.entries.get_mut(id) {
+                Some(e) => {
+                    e.expire = None;
+                    named.push(id.clone());
+                }
+                None if self.profile.unknown_transfer == UnknownTransfer::DoneAtFirstUnknown => {
+                    // vLLM stops at the first id it does not hold and answers done, writing nothing.
+                    return self.reply(peer, true);
+                }
+                None => {
+                    self.entries.insert(id.clone(), Entry { p_req_id: String::new(), blocks: vec![], ready: false, expire: None });
+                    named.push(id.clone());
+                }
+            }
+        }
+        if named.len() != meta.block_ids.len() {
+            self.stats.errors += 1;
+            return self.reply(peer, false);
+        }
+        let id = self.next_exchange;
+        self.next_exchange += 1;
+        self.exchanges.insert(id, Gen1Exchange { peer, meta, named, write: None });
+        self.drive(now);
+    }
+
+    /// Starts the write of every exchange whose requests are all ready.
+    fn drive(&mut self, now: Instant) {
+        let due: Vec<u64> = self
+            .exchanges
+            .iter()
+            .filter(|(_, x)| x.write.is_none() && x.named.iter().all(|d| self.entries.get(d).is_some_and(|e| e.ready)))
+            .map(|(k, _)| *k)
+            .collect();
+        for id in due {
+            self.start_write(now, id);
+        }
+    }
+
+    fn start_write(&mut self, now: Instant, id: u64) {
+        let x = &self.exchanges[&id];
+        let pull = Pull {
+            remote_tp_size: 1,
+            remote_tp_rank: 0,
+            remote_pp_size: 1,
+            req_blocks: vec![],
+            layout: Arc::new(RegisteredLayout { kv_caches_base_addr: x.meta.kv_caches_base_addr.iter().map(|a| *a as i64).collect(), ..Default::default() }),
+        };
+        let ready: Vec<ReadyRequest> = x
+            .named
+            .iter()
+            .zip(&x.meta.block_ids)
+            .map(|(d, remote)| ReadyRequest {
+                d_req_id: d.clone(),
+                local_block_ids: vec![self.entries[d].blocks.iter().flatten().map(|b| *b as i64).collect()],
+                remote_block_ids: vec![remote.iter().map(|b| *b as i64).collect()],
+            })
+            .collect();
+        let regions = match self.planner.prepare(&pull) {
+            Ok(r) => r,
+            Err(_) => return self.fail(id),
+        };
+        let batch = build_whole_blocks(&regions.local, &regions.remote, &ready);
+        if !batch.err_reqs.is_empty() && self.profile.block_count_failure == BlockCountFailure::FailsMessage {
+            // An assertion in vLLM: the whole message fails before any write.
+            return self.fail(id);
+        }
+        if batch.descriptors.is_empty() && self.profile.empty_write == EmptyWrite::Skipped {
+            return self.finish(now, id, 0);
+        }
+        let w = WriteId(self.next_write);
+        self.next_write += 1;
+        self.writes.insert(w, id);
+        let x = self.exchanges.get_mut(&id).expect("exists");
+        x.write = Some(w);
+        self.stats.rounds += 1;
+        let session = format!("{}:{}", x.meta.remote_hostname, x.meta.remote_port);
+        self.events.push_back(PrefillerEvent::Write { id: w, session, descriptors: batch.descriptors });
+    }
+
+    fn fail(&mut self, id: u64) {
+        if let Some(x) = self.exchanges.remove(&id) {
+            self.stats.errors += 1;
+            self.reply(x.peer, false);
+        }
+    }
+
+    /// The transfer engine finished the message's write.
+    pub fn write_complete(&mut self, now: Instant, id: WriteId, ret: i64) {
+        if let Some(ex_id) = self.writes.remove(&id) {
+            self.finish(now, ex_id, ret);
+        }
+    }
+
+    fn finish(&mut self, now: Instant, ex_id: u64, ret: i64) {
+        let Some(x) = self.exchanges.remove(&ex_id) else { return };
+        if ret != 0 {
+            // vLLM raises; the requests stay named (never expire) or, where the spec says so, expire as usual.
+            if self.profile.transfer_failure == TransferFailure::KeptUntilExpiry {
+                for d in &x.named {
+                    if let Some(e) = self.entries.get_mut(d) {
+                        e.expire = Some(now + self.abort_timeout);
+                    }
+                }
+            }
+            self.stats.errors += 1;
+            return self.reply(x.peer, false);
+        }
+        for d in &x.meta.request_ids {
+            if let Some(e) = self.entries.remove(d) {
+                self.events.push_back(PrefillerEvent::FinishedSending { p_req_id: e.p_req_id, transfer_id: d.clone(), expired: false });
+            }
+        }
+        self.reply(x.peer, true);
+    }
+
+    /// Expires ready requests nobody named before `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let due: Vec<String> = self.entries.iter().filter(|(_, e)| e.ready && e.expire.is_some_and(|t| t < now)).map(|(k, _)| k.clone()).collect();
+        for d in due {
+            let e = self.entries.remove(&d).expect("present");
+            self.stats.expired += 1;
+            self.events.push_back(PrefillerEvent::FinishedSending { p_req_id: e.p_req_id, transfer_id: d, expired: true });
+        }
+    }
+
+    /// When [`Self::handle_timeout`] should run next (expiry is strict: just after). A pull waits for its
+    /// requests without a bound (`ready_wait = unbounded`), so no timer for it.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.entries.values().filter(|e| e.ready).filter_map(|e| e.expire).map(|t| t + Duration::from_nanos(1)).min()
+    }
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+    pub fn poll_event(&mut self) -> Option<PrefillerEvent> {
+        self.events.pop_front()
+    }
+    pub fn tracked_transfers(&self) -> usize {
+        self.entries.len()
+    }
+    pub fn open_exchanges(&self) -> usize {
+        self.exchanges.len()
+    }
+}
+
+// ---- decoder ------------------------------------------------------------------------------------------------
+
+/// The generation-1 decoder worker's own facts.
+#[derive(Clone, Debug)]
+pub struct Gen1DecoderConfig {
+    /// `get_ip()`, sent as `remote_hostname`.
+    pub hostname: String,
+    /// Its transfer-engine RPC port (`remote_port`).
+    pub te_port: u64,
+    pub tp_rank: u64,
+    /// Its registered regions, sent as `kv_caches_base_addr`.
+    pub kv_caches_base_addr: Vec<u64>,
+}
+
+#[derive(Debug)]
+struct Gen1Pull {
+    reqs: Vec<(String, bool)>,
+    deadline: Instant,
+}
+
+/// The generation-1 decoder worker: one REQ per (scheduler step, prefiller address).
+pub struct Gen1Decoder {
+    profile: Gen1Profile,
+    cfg: Gen1DecoderConfig,
+    recv_timeout: Duration,
+    exchanges: BTreeMap<ExchangeId, Gen1Pull>,
+    next_exchange: u64,
+    events: VecDeque<DecoderEvent>,
+}
+
+impl Gen1Decoder {
+    pub fn new(profile: Gen1Profile, cfg: Gen1DecoderConfig) -> Self {
+        Gen1Decoder { recv_timeout: profile.recv_timeout, profile, cfg, exchanges: BTreeMap::new(), next_exchange: 1, events: VecDeque::new() }
+    }
+
+    pub fn set_recv_timeout(&mut self, t: Duration) {
+        self.recv_timeout = t;
+    }
+    pub fn profile(&self) -> &Gen1Profile {
+        &self.profile
+    }
+
+    /// One scheduler step: the requests grouped by prefiller address (`tcp://remote_host:remote_port+tp_rank`,
+    /// first appearance first), one message per address carrying that step's requests in order. A request
+    /// without a prefiller address is left waiting, as vLLM's scheduler leaves it.
+    pub fn pull(&mut self, now: Instant, reqs: Vec<PullRequest>) {
+        let mut groups: Vec<(String, Vec<PullRequest>)> = vec![];
+        for r in reqs {
+            let Some((host, port)) = r.remote.clone() else {
+                self.events.push_back(DecoderEvent::Unsettled { d_req_id: r.d_req_id, reason: "no remote_host/remote_port to pull from".into() });
+                continue;
+            };
+            let addr = if host.contains(':') && !host.starts_with('[') {
+                format!("tcp://[{host}]:{}", port + self.cfg.tp_rank)
+            } else {
+                format!("tcp://{host}:{}", port + self.cfg.tp_rank)
+            };
+            match groups.iter_mut().find(|(a, _)| *a == addr) {
+                Some((_, g)) => g.push(r),
+                None => groups.push((addr, vec![r])),
+            }
+        }
+        for (addr, reqs) in groups {
+            if self.exchanges.len() >= limits::MAX_DECODER_EXCHANGES {
+                for r in reqs {
+                    self.events.push_back(DecoderEvent::Unsettled { d_req_id: r.d_req_id, reason: "too many pulls in flight".into() });
+                }
+                continue;
+            }
+            let meta = AgentMetadata {
+                remote_hostname: self.cfg.hostname.clone(),
+                remote_port: self.cfg.te_port,
+                request_ids: reqs.iter().map(|r| r.d_req_id.clone()).collect(),
+                kv_caches_base_addr: self.cfg.kv_caches_base_addr.clone(),
+                block_ids: reqs.iter().map(|r| r.local_blocks.iter().flatten().copied().collect()).collect(),
+            };
+            let id = ExchangeId(self.next_exchange);
+            self.next_exchange += 1;
+            let list: Vec<(String, bool)> = reqs.iter().map(|r| (r.d_req_id.clone(), r.local_blocks.iter().any(|g| !g.is_empty()))).collect();
+            match self.profile.encode_request(&meta) {
+                Ok(payload) => {
+                    self.events.push_back(DecoderEvent::Open { id, addr, payload });
+                    self.exchanges.insert(id, Gen1Pull { reqs: list, deadline: now + self.recv_timeout });
+                }
+                Err(e) => {
+                    for (d, _) in list {
+                        self.events.push_back(DecoderEvent::Unsettled { d_req_id: d, reason: format!("cannot encode the pull: {e}") });
+                    }
+                }
+            }
+        }
+    }
+
+    /// The reply on an exchange's REQ.
+    pub fn handle_reply(&mut self, _now: Instant, id: ExchangeId, payload: &[u8]) {
+        let Some(x) = self.exchanges.remove(&id) else { return };
+        self.events.push_back(DecoderEvent::Close { id });
+        if payload == self.profile.done.as_slice() {
+            for (d, has_blocks) in x.reqs {
+                if has_blocks || self.profile.free_only_success == FreeOnlySuccess::Finished {
+                    self.events.push_back(DecoderEvent::Finished { d_req_id: d });
+                }
+            }
+        } else {
+            self.unsettle(x, &format!("reply {:?}", String::from_utf8_lossy(payload)));
+        }
+    }
+
+    fn unsettle(&mut self, x: Gen1Pull, reason: &str) {
+        // Failures are only logged in this generation (`failure_report = none`).
+        for (d, _) in x.reqs {
+            self.events.push_back(DecoderEvent::Unsettled { d_req_id: d, reason: reason.to_string() });
+        }
+    }
+
+    pub fn exchange_failed(&mut self, id: ExchangeId, error: &str) {
+        if let Some(x) = self.exchanges.remove(&id) {
+            self.events.push_back(DecoderEvent::Close { id });
+            self.unsettle(x, error);
+        }
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let due: Vec<ExchangeId> = self.exchanges.iter().filter(|(_, x)| x.deadline <= now).map(|(k, _)| *k).collect();
+        for id in due {
+            self.exchange_failed(id, "Resource temporarily unavailable (receive timeout)");
+        }
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.exchanges.values().map(|x| x.deadline).min()
+    }
+    pub fn poll_event(&mut self) -> Option<DecoderEvent> {
+        self.events.pop_front()
+    }
+    pub fn pending_pulls(&self) -> usize {
+        self.exchanges.values().map(|x| x.reqs.len()).sum()
+    }
+    pub fn open_exchanges(&self) -> usize {
+        self.exchanges.len()
+    }
+}
+

@@ -1,0 +1,223 @@
+//! What a driver needs of a prefiller or decoder state machine, whichever generation it speaks: the
+//! reference peer (`reference-impl/`) and the simulated network drive these traits, so one driver serves the
+//! generation-2 cores ([`PrefillerCore`], [`DecoderCore`]) and the generation-1 ones ([`Gen1Prefiller`],
+//! [`Gen1Decoder`]).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use super::decoder::{DecoderCore, DecoderEvent, EngineTable, ExchangeId, PullRequest};
+use super::gen1::{Gen1Decoder, Gen1Prefiller};
+use super::planner::SenderPlanner;
+use super::prefiller::{PrefillerCore, PrefillerEvent, PrefillerStats, Transmit, WriteId};
+
+/// A prefiller state machine.
+pub trait PrefillerMachine: Send + 'static {
+    /// A message from the ROUTER (routing id first).
+    fn handle_frames(&mut self, now: Instant, frames: Vec<Vec<u8>>);
+    /// The scheduler allocated a request to be pulled under `transfer_id` (generation 1: the request id).
+    fn request_allocated(&mut self, now: Instant, p_req_id: &str, transfer_id: &str);
+    /// Its blocks are ready.
+    fn request_finished(&mut self, now: Instant, p_req_id: &str, transfer_id: &str, blocks: Vec<Vec<u64>>);
+    fn request_aborted(&mut self, now: Instant, transfer_id: &str);
+    /// Forgets cached peer layouts (a no-op where the revision caches none).
+    fn clear_layout_cache(&mut self);
+    fn write_complete(&mut self, now: Instant, id: WriteId, ret: i64);
+    fn handle_timeout(&mut self, now: Instant);
+    fn poll_timeout(&self) -> Option<Instant>;
+    fn poll_transmit(&mut self) -> Option<Transmit>;
+    fn poll_event(&mut self) -> Option<PrefillerEvent>;
+    fn tracked_transfers(&self) -> usize;
+    fn open_exchanges(&self) -> usize;
+    fn cached_layouts(&self) -> usize;
+    fn stats(&self) -> PrefillerStats;
+    fn set_abort_timeout(&mut self, t: Duration);
+}
+
+impl<P> PrefillerMachine for PrefillerCore<P>
+where
+    P: SenderPlanner + Send + 'static,
+    P::Prepared: Send,
+    P::Pull: Send,
+    P::PrepareKey: Send,
+{
+    fn handle_frames(&mut self, now: Instant, frames: Vec<Vec<u8>>) {
+        PrefillerCore::handle_frames(self, now, frames)
+    }
+    fn request_allocated(&mut self, now: Instant, p: &str, t: &str) {
+        PrefillerCore::request_allocated(self, now, p, t)
+    }
+    fn request_finished(&mut self, now: Instant, p: &str, t: &str, blocks: Vec<Vec<u64>>) {
+        PrefillerCore::request_finished(self, now, p, t, blocks)
+    }
+    fn request_aborted(&mut self, now: Instant, t: &str) {
+        PrefillerCore::request_aborted(self, now, t)
+    }
+    fn clear_layout_cache(&mut self) {
+        PrefillerCore::clear_layout_cache(self)
+    }
+    fn write_complete(&mut self, now: Instant, id: WriteId, ret: i64) {
+        PrefillerCore::write_complete(self, now, id, ret)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        PrefillerCore::handle_timeout(self, now)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        PrefillerCore::poll_timeout(self)
+    }
+    fn poll_transmit(&mut self) -> Option<Transmit> {
+        PrefillerCore::poll_transmit(self)
+    }
+    fn poll_event(&mut self) -> Option<PrefillerEvent> {
+        PrefillerCore::poll_event(self)
+    }
+    fn tracked_transfers(&self) -> usize {
+        PrefillerCore::tracked_transfers(self)
+    }
+    fn open_exchanges(&self) -> usize {
+        PrefillerCore::open_exchanges(self)
+    }
+    fn cached_layouts(&self) -> usize {
+        PrefillerCore::cached_layouts(self)
+    }
+    fn stats(&self) -> PrefillerStats {
+        self.stats.clone()
+    }
+    fn set_abort_timeout(&mut self, t: Duration) {
+        PrefillerCore::set_abort_timeout(self, t)
+    }
+}
+
+impl PrefillerMachine for Gen1Prefiller {
+    fn handle_frames(&mut self, now: Instant, frames: Vec<Vec<u8>>) {
+        Gen1Prefiller::handle_frames(self, now, frames)
+    }
+    fn request_allocated(&mut self, now: Instant, p: &str, t: &str) {
+        Gen1Prefiller::request_allocated(self, now, p, t)
+    }
+    fn request_finished(&mut self, now: Instant, p: &str, t: &str, blocks: Vec<Vec<u64>>) {
+        Gen1Prefiller::request_finished(self, now, p, t, blocks)
+    }
+    fn request_aborted(&mut self, now: Instant, t: &str) {
+        Gen1Prefiller::request_aborted(self, now, t)
+    }
+    fn clear_layout_cache(&mut self) {}
+    fn write_complete(&mut self, now: Instant, id: WriteId, ret: i64) {
+        Gen1Prefiller::write_complete(self, now, id, ret)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Gen1Prefiller::handle_timeout(self, now)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Gen1Prefiller::poll_timeout(self)
+    }
+    fn poll_transmit(&mut self) -> Option<Transmit> {
+        Gen1Prefiller::poll_transmit(self)
+    }
+    fn poll_event(&mut self) -> Option<PrefillerEvent> {
+        Gen1Prefiller::poll_event(self)
+    }
+    fn tracked_transfers(&self) -> usize {
+        Gen1Prefiller::tracked_transfers(self)
+    }
+    fn open_exchanges(&self) -> usize {
+        Gen1Prefiller::open_exchanges(self)
+    }
+    fn cached_layouts(&self) -> usize {
+        0
+    }
+    fn stats(&self) -> PrefillerStats {
+        self.stats.clone()
+    }
+    fn set_abort_timeout(&mut self, t: Duration) {
+        Gen1Prefiller::set_abort_timeout(self, t)
+    }
+}
+
+/// The socket a decoder opens per exchange.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SocketKind {
+    /// Generation 2: a DEALER, one frame per message.
+    Dealer,
+    /// Generation 1: a REQ (libzmq adds the empty delimiter), one request and one reply.
+    Req,
+}
+
+/// A decoder state machine.
+pub trait DecoderMachine: Send + 'static {
+    fn socket_kind(&self) -> SocketKind;
+    fn pull(&mut self, now: Instant, reqs: Vec<PullRequest>);
+    /// The answer to a `/query` the machine asked for (generation 2 only).
+    fn query_result(&mut self, now: Instant, bootstrap_addr: &str, result: Result<BTreeMap<String, EngineTable>, String>);
+    fn handle_reply(&mut self, now: Instant, id: ExchangeId, payload: &[u8]);
+    fn exchange_failed(&mut self, id: ExchangeId, error: &str);
+    fn handle_timeout(&mut self, now: Instant);
+    fn poll_timeout(&self) -> Option<Instant>;
+    fn poll_event(&mut self) -> Option<DecoderEvent>;
+    fn pending_pulls(&self) -> usize;
+    fn open_exchanges(&self) -> usize;
+}
+
+impl DecoderMachine for DecoderCore {
+    fn socket_kind(&self) -> SocketKind {
+        SocketKind::Dealer
+    }
+    fn pull(&mut self, now: Instant, reqs: Vec<PullRequest>) {
+        DecoderCore::pull(self, now, reqs)
+    }
+    fn query_result(&mut self, now: Instant, addr: &str, result: Result<BTreeMap<String, EngineTable>, String>) {
+        DecoderCore::query_result(self, now, addr, result)
+    }
+    fn handle_reply(&mut self, now: Instant, id: ExchangeId, payload: &[u8]) {
+        DecoderCore::handle_reply(self, now, id, payload)
+    }
+    fn exchange_failed(&mut self, id: ExchangeId, error: &str) {
+        DecoderCore::exchange_failed(self, id, error)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        DecoderCore::handle_timeout(self, now)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        DecoderCore::poll_timeout(self)
+    }
+    fn poll_event(&mut self) -> Option<DecoderEvent> {
+        DecoderCore::poll_event(self)
+    }
+    fn pending_pulls(&self) -> usize {
+        DecoderCore::pending_pulls(self)
+    }
+    fn open_exchanges(&self) -> usize {
+        DecoderCore::open_exchanges(self)
+    }
+}
+
+impl DecoderMachine for Gen1Decoder {
+    fn socket_kind(&self) -> SocketKind {
+        SocketKind::Req
+    }
+    fn pull(&mut self, now: Instant, reqs: Vec<PullRequest>) {
+        Gen1Decoder::pull(self, now, reqs)
+    }
+    fn query_result(&mut self, _now: Instant, _addr: &str, _result: Result<BTreeMap<String, EngineTable>, String>) {}
+    fn handle_reply(&mut self, now: Instant, id: ExchangeId, payload: &[u8]) {
+        Gen1Decoder::handle_reply(self, now, id, payload)
+    }
+    fn exchange_failed(&mut self, id: ExchangeId, error: &str) {
+        Gen1Decoder::exchange_failed(self, id, error)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Gen1Decoder::handle_timeout(self, now)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Gen1Decoder::poll_timeout(self)
+    }
+    fn poll_event(&mut self) -> Option<DecoderEvent> {
+        Gen1Decoder::poll_event(self)
+    }
+    fn pending_pulls(&self) -> usize {
+        Gen1Decoder::pending_pulls(self)
+    }
+    fn open_exchanges(&self) -> usize {
+        Gen1Decoder::open_exchanges(self)
+    }
+}

@@ -1,0 +1,633 @@
+//! `[behaviour]`: what a peer can observe of a revision beyond its structs — how the prefiller answers, what
+//! it frees and when, how it plans the copies, what the decoder reports after each kind of reply — as closed,
+//! typed values. Every item is `{ value, source, doc }`; a value that is not one of the item's variants (a typo)
+//! fails loading the spec. The sans-IO cores take their behaviour from these values and from nothing else.
+//!
+//! A derived revision changes an item with `op = "set"`, `at = "behaviour.<item>"` and the plain `value`; the
+//! edit's `source` (or, without one, the revision's) becomes the item's source (`tree::apply_edit`).
+//!
+//! Protocol prose for each item: `spec/PROTOCOL.md` (§ "Behaviour items").
+
+use serde::{Deserialize, Serialize};
+
+/// One behaviour item: a typed value and where it was read.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Item<T> {
+    pub value: T,
+    /// Release and file (and function) the value was read from.
+    pub source: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub doc: String,
+    /// Why a derived revision changed it (from the edit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// The revision that gave this value (stamped when the spec is resolved).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub since: String,
+}
+
+macro_rules! closed_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]
+        pub enum $name {
+            $($(#[$vm])* #[serde(rename = $s)] $v,)+
+        }
+        impl $name {
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$v),+];
+            /// The spelling in the spec files.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$v => $s,)+ }
+            }
+        }
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+// ---- prefiller: replies and bookkeeping ----------------------------------------------------------------------
+
+closed_enum!(
+    /// How a generation-2 prefiller answers one round of ready requests.
+    ReplyRounds {
+        /// A round with per-request failures first sends `{err_reqs, err_msg}`, then the ok reply listing every
+        /// ready id again (failed ones included); a failed write sends only an error reply listing every id.
+        ErrThenOk = "err-then-ok",
+        /// Exactly one reply per round carrying both lists.
+        OnePerRound = "one-per-round",
+    }
+);
+
+closed_enum!(
+    /// How a prefiller writes an empty `ok_reqs` in an ok reply.
+    EmptyIdLists {
+        /// Always an array, `[]` (byte `90`) when empty.
+        EmptyArray = "empty-array",
+        /// Omitted (`None`) when empty; `err_reqs` likewise.
+        Omitted = "omitted",
+    }
+);
+
+closed_enum!(
+    /// Which TP rank a generation-2 prefiller tests against the ranks it pairs with.
+    PairingCheck {
+        /// Its own rank (the decoder's `remote_tp_rank` is never read).
+        Own = "own",
+        /// The decoder's `remote_tp_rank`.
+        Remote = "remote",
+    }
+);
+
+closed_enum!(
+    /// Whether prefiller and decoder may run different TP sizes.
+    HeterogeneousTp {
+        /// Not supported: a prefiller raises "Mooncake: Heterogeneous TP is not supported yet." when a request
+        /// of a pull from a larger decoder TP first becomes ready; a decoder with a smaller TP than the
+        /// prefiller raises before sending anything.
+        RefusedWhenReady = "refused-when-ready",
+        /// Supported both ways.
+        Supported = "supported",
+    }
+);
+
+closed_enum!(
+    /// What a prefiller does with a pulled request whose transfer-engine write failed.
+    TransferFailure {
+        /// Not counted as a delivery: the request stays ready and is freed only when it expires.
+        KeptUntilExpiry = "kept-until-expiry",
+        /// Never freed: it no longer expires (generation 1).
+        KeptForever = "kept-forever",
+    }
+);
+
+closed_enum!(
+    /// What a prefiller does with a request whose block counts do not fit (`P num blocks less than D`,
+    /// `KV group count mismatch`).
+    BlockCountFailure {
+        /// Listed as failed, yet counted as delivered (it is in the ok reply too): freed.
+        CountedAsDelivered = "counted-as-delivered",
+        /// Listed as failed, not counted: freed when it expires.
+        KeptUntilExpiry = "kept-until-expiry",
+        /// The whole message fails (`trans_error`), nothing is written (generation 1).
+        FailsMessage = "fails-message",
+    }
+);
+
+closed_enum!(
+    /// What a prefiller does with a pulled transfer it does not know, or that is not ready yet.
+    UnknownTransfer {
+        /// A placeholder is waited on, as if the request were allocated (generation 2).
+        WaitAsPlaceholder = "wait-as-placeholder",
+        /// The message stops at the first unknown id and is answered as done, nothing written; the ids before
+        /// it no longer expire (generation 1).
+        DoneAtFirstUnknown = "done-at-first-unknown",
+    }
+);
+
+closed_enum!(
+    /// How long a prefiller waits for requests of a pull to become ready.
+    ReadyWait {
+        /// Up to the abort timeout per round (the timer restarts after every round with progress); then one
+        /// FINISH with the still pending ids in `err_reqs`.
+        AbortTimeoutPerRound = "abort-timeout-per-round",
+        /// Without a bound (generation 1): no reply until the request is ready.
+        Unbounded = "unbounded",
+    }
+);
+
+closed_enum!(
+    /// How many deliveries free a prefiller request.
+    NeedSend {
+        /// One per decoder TP rank this prefiller rank pairs with.
+        TpTargets = "tp-targets",
+        /// That, times the decoder's PP size when it exceeds 1 and differs from the prefiller's.
+        TpTargetsTimesDecoderPp = "tp-targets-times-decoder-pp",
+        /// One: every successful message frees the requests it names (generation 1).
+        One = "one",
+    }
+);
+
+closed_enum!(
+    /// Whether the transfer engine is called for a message (or round) with nothing to copy.
+    EmptyWrite {
+        /// No call.
+        Skipped = "skipped",
+        /// One call with zero descriptors (generation 1).
+        Called = "called",
+    }
+);
+
+closed_enum!(
+    /// KV-cache layout `get_required_kvcache_layout` asks of both sides (non-MLA models).
+    KvLayout {
+        /// None declared.
+        None = "none",
+        Hnd = "HND",
+        Lbhnc = "LBHNC",
+    }
+);
+
+// ---- prefiller: transfer planning -----------------------------------------------------------------------------
+
+closed_enum!(
+    /// How a prefiller pairs its registered regions with the decoder's.
+    RegionAlignment {
+        /// Position by position, truncated to the shorter list, no check.
+        Zip = "zip",
+        /// Position by position; the counts must match ("Mooncake asymmetric TP requires matching KV region
+        /// counts between producer and consumer.").
+        ByPosition = "by-position",
+        /// By (layer name, occurrence); every prefiller region needs its decoder region, layer indices (and,
+        /// when sent, group indices) must match.
+        ByLayerName = "by-layer-name",
+        /// By layer name; prefiller layers the decoder lacks are skipped when the decoder's PP size exceeds 1 and
+        /// differs from the prefiller's.
+        ByLayerNamePartialAcrossDecoderPp = "by-layer-name-partial-across-decoder-pp",
+        /// By layer name; prefiller layers the decoder lacks are skipped whenever the PP sizes differ.
+        ByLayerNamePartialAcrossPp = "by-layer-name-partial-across-pp",
+    }
+);
+
+closed_enum!(
+    /// Whether a prefiller splits each registered region into K and V halves (one descriptor per block).
+    KvHalfSplit {
+        Never = "never",
+        /// When its own attention layout is blocks-first (`[blocks, 2, ...]`), both sides' regions.
+        WhenBlocksFirst = "when-blocks-first",
+        /// Only in Mamba-hybrid models.
+        MambaHybridOnly = "mamba-hybrid-only",
+    }
+);
+
+closed_enum!(
+    /// Which of a request's block ids a region's copies use.
+    BlockGroups {
+        /// One flat list per request.
+        Single = "single",
+        /// The concatenation of every group's list, for every region.
+        Flattened = "flattened",
+        /// The list of the region's own KV group.
+        PerGroup = "per-group",
+    }
+);
+
+closed_enum!(
+    /// Which block length places a block in each side's region.
+    DestinationStride {
+        /// The prefiller's own block length for both sides (the decoder's is not on the wire).
+        ProducerBlockLen = "producer-block-len",
+        /// Each side's own `block_lens`.
+        EachSidesBlockLen = "each-sides-block-len",
+    }
+);
+
+closed_enum!(
+    /// Which bytes of a block a prefiller rank copies when TP sizes differ.
+    TpBytePlan {
+        /// The whole block, always.
+        WholeBlock = "whole-block",
+        /// `_compute_sender_transfer_plan` (offset and slice by TP ratio).
+        SenderPlan = "sender-plan",
+        /// The same with KV-head re-sharding when only one side replicates heads.
+        SenderPlanHeadResharding = "sender-plan-head-resharding",
+    }
+);
+
+closed_enum!(
+    /// When a prefiller counts its cache as replicated (every rank holds all KV heads).
+    ReplicatedProducer {
+        /// Never considered.
+        NotConsidered = "not-considered",
+        /// MLA, or TP size at least the number of KV heads.
+        TpAtLeastHeads = "tp-at-least-heads",
+        /// MLA, or TP size above the number of KV heads.
+        TpAboveHeads = "tp-above-heads",
+        /// As above; region lengths are validated with both TP sizes clamped to the head count.
+        ClampedToHeads = "clamped-to-heads",
+    }
+);
+
+closed_enum!(
+    /// Whether aligned regions adjacent in memory are merged into one span before planning.
+    RegionCoalescing {
+        None = "none",
+        AdjacentInRow = "adjacent-in-row",
+    }
+);
+
+// ---- decoder ------------------------------------------------------------------------------------------------
+
+closed_enum!(
+    /// What a decoder reports for a request whose pull failed (err_reqs, ERROR, a socket error, a timeout, an
+    /// engine missing from `/query`).
+    FailureReport {
+        /// Nothing (it is only logged).
+        None = "none",
+        /// Its destination blocks as invalid (`get_block_ids_with_load_errors`).
+        InvalidBlocks = "invalid-blocks",
+        /// Its blocks as invalid, or with several KV groups, the request as failed (`failed_recving`).
+        InvalidBlocksOrFailedRecving = "invalid-blocks-or-failed-recving",
+    }
+);
+
+closed_enum!(
+    /// When a decoder reports a failed request as finished receiving.
+    FailureFinish {
+        /// Never: the request stays waiting for remote KV.
+        Never = "never",
+        /// At once, at the first failure any prefiller worker reports (also a request already reported finished).
+        AtFirstFailure = "at-first-failure",
+        /// Once every contacted prefiller worker has settled it.
+        WhenEveryPeerSettled = "when-every-peer-settled",
+    }
+);
+
+closed_enum!(
+    /// What a decoder reports for a free-only pull (no blocks) that succeeded.
+    FreeOnlySuccess {
+        Finished = "finished",
+        Unreported = "unreported",
+    }
+);
+
+closed_enum!(
+    /// What a decoder does with requests of a pull that a FINISH left unreported.
+    UnreportedAfterFinish {
+        /// Nothing: they keep waiting.
+        Ignored = "ignored",
+        /// Failed ("peer finished without reporting a transfer result").
+        Failed = "failed",
+    }
+);
+
+closed_enum!(
+    /// What a decoder does with an id in `ok_reqs` that is not a request of the pull.
+    UnknownOkId {
+        /// The exchange fails (vLLM raises `KeyError`); the failure path of `failure_report` applies.
+        FailsExchange = "fails-exchange",
+        /// Ignored.
+        Ignored = "ignored",
+    }
+);
+
+closed_enum!(
+    /// Which prefiller PP ranks a decoder contacts for a target TP rank.
+    DecoderPpTargets {
+        /// Only PP rank 0.
+        PpRankZero = "pp-rank-zero",
+        /// Its own PP rank when both sides have the same PP size, else every PP rank.
+        MatchingOrAll = "matching-or-all",
+    }
+);
+
+closed_enum!(
+    /// How a decoder addresses prefiller workers.
+    DecoderAddressing {
+        /// `remote_host : remote_port + own TP rank` from `kv_transfer_params`, one REQ per (step, address).
+        FixedPortPlusTpRank = "fixed-port-plus-tp-rank",
+        /// The addresses `GET /query` lists for the engine, one DEALER per (pull, address).
+        BootstrapQuery = "bootstrap-query",
+    }
+);
+
+// ---- bootstrap ------------------------------------------------------------------------------------------------
+
+closed_enum!(
+    /// What `POST /register` does with a (dp, tp, pp) slot that is already registered.
+    DuplicateRegistration {
+        /// HTTP 400 even when the address is the same.
+        Reject = "reject",
+        /// 200 when the address is the same, 400 otherwise.
+        AcceptIdentical = "accept-identical",
+    }
+);
+
+/// The layout fields a prefiller requires to have equal lengths whenever a layout is carried, and the error it
+/// answers otherwise (`{field}` placeholders take each field's length, in list order: `{0}`, `{1}`, …).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EqualLengthFields {
+    pub fields: Vec<String>,
+    pub message: String,
+}
+
+impl EqualLengthFields {
+    /// The error text for these lengths (one per field).
+    pub fn message_for(&self, lens: &[usize]) -> String {
+        let mut s = self.message.clone();
+        for (i, n) in lens.iter().enumerate() {
+            s = s.replace(&format!("{{{i}}}"), &n.to_string());
+        }
+        s
+    }
+}
+
+/// `layout_id` caching (0.33.0).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayoutCaching {
+    pub max_peer_layouts: usize,
+    pub cache_key: Vec<String>,
+    pub layout_fields: Vec<String>,
+    pub miss_status: String,
+    pub miss_message: String,
+}
+
+/// `layout_caching`: `false`, or the cache.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum LayoutCachingSpec {
+    /// Must be `false`.
+    Off(bool),
+    On(LayoutCaching),
+}
+
+impl Default for LayoutCachingSpec {
+    fn default() -> Self {
+        LayoutCachingSpec::Off(false)
+    }
+}
+
+impl LayoutCachingSpec {
+    pub fn get(&self) -> Option<&LayoutCaching> {
+        match self {
+            LayoutCachingSpec::On(l) => Some(l),
+            LayoutCachingSpec::Off(_) => None,
+        }
+    }
+}
+
+/// Every behaviour item a revision may state. Which ones a revision must state depends on its family and
+/// generation ([`Behaviour::missing`]).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Behaviour {
+    // prefiller, replies and bookkeeping
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_rounds: Option<Item<ReplyRounds>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub empty_id_lists: Option<Item<EmptyIdLists>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairing_check: Option<Item<PairingCheck>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heterogeneous_tp: Option<Item<HeterogeneousTp>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer_failure: Option<Item<TransferFailure>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_count_failure: Option<Item<BlockCountFailure>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown_transfer: Option<Item<UnknownTransfer>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_wait: Option<Item<ReadyWait>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub need_send: Option<Item<NeedSend>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub empty_write: Option<Item<EmptyWrite>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required_kv_layout: Option<Item<KvLayout>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub equal_length_fields: Option<Item<EqualLengthFields>>,
+    /// Fields in which `-1` is a sentinel, not an index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minus_one_sentinels: Option<Item<Vec<String>>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout_caching: Option<Item<LayoutCachingSpec>>,
+    // prefiller, planning
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region_alignment: Option<Item<RegionAlignment>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_half_split: Option<Item<KvHalfSplit>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_groups: Option<Item<BlockGroups>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination_stride: Option<Item<DestinationStride>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tp_byte_plan: Option<Item<TpBytePlan>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicated_producer: Option<Item<ReplicatedProducer>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region_coalescing: Option<Item<RegionCoalescing>>,
+    // decoder
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decoder_addressing: Option<Item<DecoderAddressing>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_report: Option<Item<FailureReport>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_finish: Option<Item<FailureFinish>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_only_success: Option<Item<FreeOnlySuccess>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreported_after_finish: Option<Item<UnreportedAfterFinish>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown_ok_id: Option<Item<UnknownOkId>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decoder_pp_targets: Option<Item<DecoderPpTargets>>,
+}
+
+/// The items every push revision of a generation must state.
+const PUSH_GEN1: &[&str] = &[
+    "unknown_transfer",
+    "ready_wait",
+    "transfer_failure",
+    "block_count_failure",
+    "need_send",
+    "empty_write",
+    "layout_caching",
+    "region_alignment",
+    "kv_half_split",
+    "block_groups",
+    "destination_stride",
+    "tp_byte_plan",
+    "replicated_producer",
+    "region_coalescing",
+    "decoder_addressing",
+    "failure_report",
+    "failure_finish",
+    "free_only_success",
+];
+/// The items a generation-2 push revision may leave out: every other item of [`ITEM_NAMES`] is required.
+const PUSH_GEN2_OPTIONAL: &[&str] = &["equal_length_fields", "minus_one_sentinels"];
+
+impl Behaviour {
+    /// The items a revision of this family and generation must state but does not.
+    pub fn missing(&self, family: &str, generation: u32) -> Vec<&'static str> {
+        let want: Vec<&str> = match (family, generation) {
+            ("push", 1) => PUSH_GEN1.to_vec(),
+            ("push", _) => ITEM_NAMES.iter().copied().filter(|k| !PUSH_GEN2_OPTIONAL.contains(k)).collect(),
+            _ => vec![],
+        };
+        let have = self.present();
+        want.into_iter().filter(|k| !have.contains(k)).collect()
+    }
+
+    /// Names of the items this revision states.
+    pub fn present(&self) -> Vec<&'static str> {
+        self.rows().into_iter().map(|(k, _, _)| k).collect()
+    }
+
+    /// `layout_caching`, when on.
+    pub fn layout_caching(&self) -> Option<&LayoutCaching> {
+        self.layout_caching.as_ref().and_then(|i| i.value.get())
+    }
+
+    /// Every item as (name, value as the spec spells it, source), in declaration order.
+    pub fn rows(&self) -> Vec<(&'static str, serde_json::Value, String)> {
+        let v = serde_json::to_value(self).unwrap_or_default();
+        let obj = v.as_object().cloned().unwrap_or_default();
+        ITEM_NAMES
+            .iter()
+            .filter_map(|k| {
+                let it = obj.get(*k)?;
+                Some((*k, it.get("value").cloned().unwrap_or_default(), it.get("source").and_then(|s| s.as_str()).unwrap_or_default().to_string()))
+            })
+            .collect()
+    }
+}
+
+/// Every item name, in declaration order (the keys of [`Behaviour`]).
+pub const ITEM_NAMES: &[&str] = &[
+    "reply_rounds",
+    "empty_id_lists",
+    "pairing_check",
+    "heterogeneous_tp",
+    "transfer_failure",
+    "block_count_failure",
+    "unknown_transfer",
+    "ready_wait",
+    "need_send",
+    "empty_write",
+    "required_kv_layout",
+    "equal_length_fields",
+    "minus_one_sentinels",
+    "layout_caching",
+    "region_alignment",
+    "kv_half_split",
+    "block_groups",
+    "destination_stride",
+    "tp_byte_plan",
+    "replicated_producer",
+    "region_coalescing",
+    "decoder_addressing",
+    "failure_report",
+    "failure_finish",
+    "free_only_success",
+    "unreported_after_finish",
+    "unknown_ok_id",
+    "decoder_pp_targets",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn item_names_are_the_struct_keys() {
+        // A Behaviour with every item set serialises to exactly ITEM_NAMES.
+        let src = |v: serde_json::Value| serde_json::json!({"value": v, "source": "s"});
+        let mut all = serde_json::Map::new();
+        for k in ITEM_NAMES {
+            let v = match *k {
+                "equal_length_fields" => serde_json::json!({"fields": [], "message": ""}),
+                "minus_one_sentinels" => serde_json::json!([]),
+                "layout_caching" => serde_json::json!(false),
+                _ => serde_json::Value::Null,
+            };
+            all.insert(k.to_string(), src(v));
+        }
+        // Enum items need a real value: take the first variant of each by trying them all.
+        let b: Result<Behaviour, _> = serde_json::from_value(serde_json::Value::Object(all.clone()));
+        assert!(b.is_err(), "null is not a variant of any enum item");
+        let fixes: &[(&str, &str)] = &[
+            ("reply_rounds", ReplyRounds::ALL[0].as_str()),
+            ("empty_id_lists", EmptyIdLists::ALL[0].as_str()),
+            ("pairing_check", PairingCheck::ALL[0].as_str()),
+            ("heterogeneous_tp", HeterogeneousTp::ALL[0].as_str()),
+            ("transfer_failure", TransferFailure::ALL[0].as_str()),
+            ("block_count_failure", BlockCountFailure::ALL[0].as_str()),
+            ("unknown_transfer", UnknownTransfer::ALL[0].as_str()),
+            ("ready_wait", ReadyWait::ALL[0].as_str()),
+            ("need_send", NeedSend::ALL[0].as_str()),
+            ("empty_write", EmptyWrite::ALL[0].as_str()),
+            ("required_kv_layout", KvLayout::ALL[0].as_str()),
+            ("region_alignment", RegionAlignment::ALL[0].as_str()),
+            ("kv_half_split", KvHalfSplit::ALL[0].as_str()),
+            ("block_groups", BlockGroups::ALL[0].as_str()),
+            ("destination_stride", DestinationStride::ALL[0].as_str()),
+            ("tp_byte_plan", TpBytePlan::ALL[0].as_str()),
+            ("replicated_producer", ReplicatedProducer::ALL[0].as_str()),
+            ("region_coalescing", RegionCoalescing::ALL[0].as_str()),
+            ("decoder_addressing", DecoderAddressing::ALL[0].as_str()),
+            ("failure_report", FailureReport::ALL[0].as_str()),
+            ("failure_finish", FailureFinish::ALL[0].as_str()),
+            ("free_only_success", FreeOnlySuccess::ALL[0].as_str()),
+            ("unreported_after_finish", UnreportedAfterFinish::ALL[0].as_str()),
+            ("unknown_ok_id", UnknownOkId::ALL[0].as_str()),
+            ("decoder_pp_targets", DecoderPpTargets::ALL[0].as_str()),
+        ];
+        for (k, v) in fixes {
+            all.insert(k.to_string(), src(serde_json::json!(v)));
+        }
+        let b: Behaviour = serde_json::from_value(serde_json::Value::Object(all)).unwrap();
+        assert_eq!(b.present(), ITEM_NAMES);
+        assert!(b.missing("push", 2).is_empty() && b.missing("push", 1).is_empty());
+    }
+
+    #[test]
+    fn a_typo_is_not_a_value() {
+        let e = serde_json::from_value::<Item<ReplyRounds>>(serde_json::json!({"value": "one-per-rounds", "source": "s"})).unwrap_err();
+        assert!(e.to_string().contains("unknown variant `one-per-rounds`, expected `err-then-ok` or `one-per-round`"), "{e}");
+        let e = serde_json::from_value::<Behaviour>(serde_json::json!({"reply_round": {"value": "one-per-round", "source": "s"}})).unwrap_err();
+        assert!(e.to_string().contains("unknown field `reply_round`"), "{e}");
+    }
+
+    #[test]
+    fn equal_length_messages_fill_their_placeholders() {
+        let e = EqualLengthFields { fields: vec!["a".into(), "b".into()], message: "got {0} and {1}.".into() };
+        assert_eq!(e.message_for(&[2, 3]), "got 2 and 3.");
+    }
+}

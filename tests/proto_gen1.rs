@@ -1,0 +1,85 @@
+//! The generation-1 cores (`src/proto/gen1.rs`) against what vLLM 0.13.0-0.15.1 do: success, an unknown id,
+//! a failed write, and the decoder's one-reply rule.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use mooncake_wire::plan::{GroupKind, Producer, ProducerConfig, RegisteredLayout};
+use mooncake_wire::proto::gen1::{AgentMetadata, Gen1Decoder, Gen1DecoderConfig, Gen1Prefiller, Gen1Profile};
+use mooncake_wire::proto::{DecoderEvent, PrefillerEvent, PullRequest};
+
+
+fn producer(profile: &Gen1Profile) -> Producer {
+    let rules = profile.plan_rules().unwrap();
+    Producer {
+        config: ProducerConfig { tp_rank: 0, tp_size: 1, pp_size: 1, total_num_kv_heads: 4, use_mla: false, groups: vec![GroupKind::Attention], physical_blocks_per_logical: 1, blocks_first: true },
+        layout: RegisteredLayout { kv_caches_base_addr: vec![0x1000_0000, 0x2000_0000], block_lens: vec![2048, 2048], ..Default::default() },
+        has_opaque_packed_row: false,
+        layer_groups: HashMap::new(),
+        layer_specs: HashMap::new(),
+        rules,
+        column_check: None,
+    }
+}
+
+fn pull(p: &Gen1Profile, ids: &[&str], blocks: &[&[u64]]) -> Vec<Vec<u8>> {
+    let m = AgentMetadata {
+        remote_hostname: "127.0.0.1".into(),
+        remote_port: 17002,
+        request_ids: ids.iter().map(|s| s.to_string()).collect(),
+        kv_caches_base_addr: vec![0x5000_0000, 0x6000_0000],
+        block_ids: blocks.iter().map(|b| b.to_vec()).collect(),
+    };
+    vec![b"id".to_vec(), vec![], p.encode_request(&m).unwrap()]
+}
+
+#[test]
+fn success_unknown_and_failure_follow_generation_1() {
+    let p = Gen1Profile::builtin("vllm-0.13.0..0.15.1").unwrap();
+    let now = Instant::now();
+    let mut core = Gen1Prefiller::new(p.clone(), producer(&p));
+    core.request_allocated(now, "d-req-1", "d-req-1");
+    core.request_finished(now, "d-req-1", "d-req-1", vec![vec![3, 4, 5]]);
+    core.handle_frames(now, pull(&p, &["d-req-1"], &[&[3, 4, 5]]));
+    let Some(PrefillerEvent::Write { id, descriptors, .. }) = core.poll_event() else { panic!("a write") };
+    // One descriptor per region for the run 3..5, 3 blocks of the prefiller's 2048 bytes.
+    assert_eq!(descriptors.len(), 2);
+    assert_eq!(descriptors.iter().map(|d| d.len).sum::<u64>(), 12288);
+    core.write_complete(now, id, 0);
+    assert!(matches!(core.poll_event(), Some(PrefillerEvent::FinishedSending { expired: false, .. })));
+    let t = core.poll_transmit().unwrap();
+    assert_eq!((t.payload.as_slice(), t.delimiter), (&b"trans_done"[..], true));
+    // An unknown id: trans_done, nothing written.
+    core.handle_frames(now, pull(&p, &["d-req-404"], &[&[3]]));
+    assert_eq!(core.poll_transmit().unwrap().payload, b"trans_done");
+    assert!(core.poll_event().is_none());
+    // A failed write: trans_error, and the request is never freed.
+    core.request_allocated(now, "d-req-2", "d-req-2");
+    core.request_finished(now, "d-req-2", "d-req-2", vec![vec![5]]);
+    core.handle_frames(now, pull(&p, &["d-req-2"], &[&[5]]));
+    let Some(PrefillerEvent::Write { id, .. }) = core.poll_event() else { panic!("a write") };
+    core.write_complete(now, id, -1);
+    assert_eq!(core.poll_transmit().unwrap().payload, b"trans_error");
+    core.handle_timeout(now + Duration::from_secs(10_000));
+    assert!(core.poll_event().is_none() && core.tracked_transfers() == 1, "kept forever");
+}
+
+#[test]
+fn the_decoder_finishes_only_on_trans_done() {
+    let p = Gen1Profile::builtin("vllm-0.13.0..0.15.1").unwrap();
+    let now = Instant::now();
+    let cfg = Gen1DecoderConfig { hostname: "127.0.0.1".into(), te_port: 17002, tp_rank: 1, kv_caches_base_addr: vec![1, 2] };
+    let mut d = Gen1Decoder::new(p.clone(), cfg);
+    let req = |id: &str| PullRequest { d_req_id: id.into(), transfer_id: String::new(), local_blocks: vec![vec![3]], engine_id: String::new(), bootstrap_addr: String::new(), remote: Some(("10.0.0.1".into(), 8998)) };
+    d.pull(now, vec![req("a"), req("b")]);
+    let Some(DecoderEvent::Open { id, addr, payload }) = d.poll_event() else { panic!("open") };
+    assert_eq!(addr, "tcp://10.0.0.1:8999");
+    assert_eq!(p.decode_request(&payload).unwrap().request_ids, ["a", "b"]);
+    d.handle_reply(now, id, b"trans_error");
+    let evs: Vec<DecoderEvent> = std::iter::from_fn(|| d.poll_event()).collect();
+    assert!(evs.iter().filter(|e| matches!(e, DecoderEvent::Unsettled { .. })).count() == 2, "{evs:?}");
+    d.pull(now, vec![req("c")]);
+    let Some(DecoderEvent::Open { id, .. }) = d.poll_event() else { panic!("open") };
+    d.handle_reply(now, id, b"trans_done");
+    assert!(std::iter::from_fn(|| d.poll_event()).any(|e| e == DecoderEvent::Finished { d_req_id: "c".into() }));
+}
