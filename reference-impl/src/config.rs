@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use mooncake_wire::plan::{has_opaque_packed_row, GroupKind, LayerSpec, Producer, ProducerConfig, RegisteredLayout};
 use mooncake_wire::proto::memory::{provenance_bytes, Memory};
-use mooncake_wire::proto::DecoderLayout;
+use mooncake_wire::proto::{DecoderLayout, WireProfile};
 use serde::Deserialize;
 
 /// A side's registered KV regions: the layout columns of `MooncakeXferMetadata` plus the block count.
@@ -107,6 +107,10 @@ pub struct ModelConfig {
     /// The attention pages are padded (refuses head re-sharding).
     #[serde(default)]
     pub padded_pages: bool,
+    /// The attention KV cache is blocks-first (`[blocks, 2, ...]`): revisions whose `kv_half_split` is
+    /// `when-blocks-first` then copy K and V halves.
+    #[serde(default)]
+    pub blocks_first: bool,
 }
 
 fn one() -> i64 {
@@ -114,7 +118,20 @@ fn one() -> i64 {
 }
 
 /// The prefiller's planner for its identity, model and layout.
-pub fn producer(tp_rank: i64, tp_size: i64, pp_size: i64, model: &ModelConfig, layout: &LayoutConfig) -> Result<Producer, String> {
+pub fn producer(tp_rank: i64, tp_size: i64, pp_size: i64, model: &ModelConfig, layout: &LayoutConfig, profile: &WireProfile) -> Result<Producer, String> {
+    producer_with(tp_rank, tp_size, pp_size, model, layout, profile.rules.plan, profile.rules.equal_length.clone())
+}
+
+/// The same with the planning rules given (a generation-1 revision has no [`WireProfile`]).
+pub fn producer_with(
+    tp_rank: i64,
+    tp_size: i64,
+    pp_size: i64,
+    model: &ModelConfig,
+    layout: &LayoutConfig,
+    rules: mooncake_wire::plan::PlanRules,
+    column_check: Option<mooncake_wire::spec::behaviour::EqualLengthFields>,
+) -> Result<Producer, String> {
     layout.check()?;
     let groups_seen = layout.registered_group_indices.iter().copied().filter(|g| *g >= 0).max().map(|m| m + 1).unwrap_or(1);
     let kinds: Vec<GroupKind> = if model.group_kinds.is_empty() {
@@ -150,7 +167,10 @@ pub fn producer(tp_rank: i64, tp_size: i64, pp_size: i64, model: &ModelConfig, l
             use_mla: model.use_mla,
             groups: kinds,
             physical_blocks_per_logical: model.physical_blocks_per_logical,
+            blocks_first: model.blocks_first,
         },
+        rules,
+        column_check,
         has_opaque_packed_row: has_opaque_packed_row(&reg.registered_row_offsets, &reg.kv_block_lens, &reg.block_lens),
         layout: reg,
         layer_groups,

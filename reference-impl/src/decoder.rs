@@ -1,10 +1,10 @@
-//! The decoder peer: a [`DecoderCore`] driven by tokio, opening a real DEALER per exchange, querying the
+//! The decoder peer: a [`DecoderMachine`] (the generation-2 `DecoderCore` or the generation-1 decoder) driven by tokio, opening a real DEALER per exchange, querying the
 //! bootstrap server, and (with the TCP backend) serving the prefillers' writes into its memory.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use mooncake_wire::proto::{DecoderCore, DecoderEvent, EngineTable, ExchangeId, PullRequest};
+use mooncake_wire::proto::{DecoderEvent, DecoderMachine, EngineTable, ExchangeId, PullRequest, SocketKind};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::SharedMemory;
@@ -15,13 +15,16 @@ use crate::records::record;
 #[derive(Clone, Debug, Default)]
 pub struct DecoderStatus {
     pub finished: Vec<String>,
-    /// (d_req_id, reason, invalid blocks).
-    pub failed: Vec<(String, String, Vec<u64>)>,
-    pub unsettled: Vec<String>,
+    /// (d_req_id, reason, invalid blocks, reported in `failed_recving`).
+    pub failed: Vec<(String, String, Vec<u64>, bool)>,
+    /// Requests the decoder will never report (vLLM leaves them waiting): (d_req_id, reason).
+    pub unsettled: Vec<(String, String)>,
     pub pending_pulls: usize,
     pub open_exchanges: usize,
     /// Payloads sent, in order: (exchange, address, bytes).
     pub sent: Vec<(u64, String, Vec<u8>)>,
+    /// Messages received, in order, as they came: (exchange, frames).
+    pub received: Vec<(u64, Vec<Vec<u8>>)>,
 }
 
 enum Cmd {
@@ -36,12 +39,12 @@ pub struct DecoderPeer {
 }
 
 impl DecoderPeer {
-    pub fn start(ctx: &zmq::Context, core: DecoderCore, memory: SharedMemory) -> Result<DecoderPeer, String> {
+    pub fn start(ctx: &zmq::Context, core: impl DecoderMachine, memory: SharedMemory) -> Result<DecoderPeer, String> {
         Self::start_with_faults(ctx, core, memory, vec![])
     }
 
     /// With deliberate faults in the requests it sends (tests of the conformance runner only).
-    pub fn start_with_faults(ctx: &zmq::Context, core: DecoderCore, memory: SharedMemory, faults: Vec<crate::faults::Fault>) -> Result<DecoderPeer, String> {
+    pub fn start_with_faults(ctx: &zmq::Context, core: impl DecoderMachine, memory: SharedMemory, faults: Vec<crate::faults::Fault>) -> Result<DecoderPeer, String> {
         let (in_tx, in_rx) = mpsc::unbounded_channel();
         let reactor = Reactor::start(ctx, in_tx)?;
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
@@ -65,7 +68,7 @@ impl DecoderPeer {
         loop {
             let s = self.status().await?;
             let done = ids.iter().all(|id| {
-                s.finished.iter().any(|f| f == id) || s.unsettled.iter().any(|f| f == id) || (s.failed.iter().any(|f| f.0 == *id) && s.pending_pulls == 0)
+                s.finished.iter().any(|f| f == id) || s.unsettled.iter().any(|f| f.0 == *id) || (s.failed.iter().any(|f| f.0 == *id) && s.pending_pulls == 0)
             });
             if done {
                 return Ok(s);
@@ -84,7 +87,7 @@ impl Drop for DecoderPeer {
     }
 }
 
-async fn run(mut core: DecoderCore, reactor: Reactor, mut incoming: mpsc::UnboundedReceiver<Incoming>, mut cmds: mpsc::UnboundedReceiver<Cmd>, faults: Vec<crate::faults::Fault>) {
+async fn run(mut core: impl DecoderMachine, reactor: Reactor, mut incoming: mpsc::UnboundedReceiver<Incoming>, mut cmds: mpsc::UnboundedReceiver<Cmd>, faults: Vec<crate::faults::Fault>) {
     let (q_tx, mut q_rx) = mpsc::unbounded_channel::<(String, Result<BTreeMap<String, EngineTable>, String>)>();
     let mut status = DecoderStatus::default();
     loop {
@@ -107,7 +110,9 @@ async fn run(mut core: DecoderCore, reactor: Reactor, mut incoming: mpsc::Unboun
                 }
                 DecoderEvent::Open { id, addr, payload } => {
                     record(&mut status.sent, (id.0, addr.clone(), payload.clone()));
-                    if faults.is_empty() {
+                    if core.socket_kind() == SocketKind::Req {
+                        reactor.open_req(id.0, &addr, payload);
+                    } else if faults.is_empty() {
                         reactor.open_dealer(id.0, &addr, payload);
                     } else {
                         reactor.open_dealer_frames(id.0, &addr, crate::faults::apply_to_request(&faults, payload));
@@ -115,11 +120,14 @@ async fn run(mut core: DecoderCore, reactor: Reactor, mut incoming: mpsc::Unboun
                 }
                 DecoderEvent::Close { id } => reactor.close_dealer(id.0),
                 DecoderEvent::Finished { d_req_id } => record(&mut status.finished, d_req_id),
-                DecoderEvent::Failed { d_req_id, reason, invalid_blocks } => {
+                DecoderEvent::Failed { d_req_id, reason, invalid_blocks, failed_recving } => {
                     tracing::warn!(%d_req_id, %reason, "pull failed");
-                    record(&mut status.failed, (d_req_id, reason, invalid_blocks));
+                    record(&mut status.failed, (d_req_id, reason, invalid_blocks, failed_recving));
                 }
-                DecoderEvent::Unsettled { d_req_id } => record(&mut status.unsettled, d_req_id),
+                DecoderEvent::Unsettled { d_req_id, reason } => {
+                    tracing::warn!(%d_req_id, %reason, "pull left unsettled");
+                    record(&mut status.unsettled, (d_req_id, reason));
+                }
             }
         }
         let wake = core.poll_timeout();
@@ -132,6 +140,7 @@ async fn run(mut core: DecoderCore, reactor: Reactor, mut incoming: mpsc::Unboun
         tokio::select! {
             m = incoming.recv() => match m {
                 Some(Incoming::Dealer { id, frames }) => {
+                    record(&mut status.received, (id, frames.clone()));
                     if frames.len() == 1 {
                         core.handle_reply(Instant::now(), ExchangeId(id), &frames[0]);
                     } else {

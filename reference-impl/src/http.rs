@@ -99,17 +99,36 @@ fn split_url(url: &str) -> Result<(String, String), String> {
 
 /// One HTTP/1.1 request with `Connection: close`; returns status and body. Bounded in time and size.
 pub async fn request(method: &str, url: &str, body: Option<&J>, timeout: Duration) -> Result<(u16, Vec<u8>), String> {
+    let payload = body.map(|b| b.to_string());
+    let content_type = body.map(|_| "application/json");
+    request_raw(method, url, content_type, payload.as_deref().map(str::as_bytes), timeout).await.map(|r| (r.status, r.body))
+}
+
+/// An HTTP answer as it came: status, `Content-Type` (if any) and body bytes.
+#[derive(Clone, Debug)]
+pub struct RawResponse {
+    pub status: u16,
+    pub content_type: Option<String>,
+    pub body: Vec<u8>,
+}
+
+/// One HTTP/1.1 request with these exact body bytes (`None`: no body), `Connection: close`. Bounded in time and
+/// size. `url` may carry a query string.
+pub async fn request_raw(method: &str, url: &str, content_type: Option<&str>, body: Option<&[u8]>, timeout: Duration) -> Result<RawResponse, String> {
     let (hostport, path) = split_url(url)?;
     let io = async {
         let mut s = TcpStream::connect(&hostport).await.map_err(|e| format!("connect {hostport}: {e}"))?;
-        let payload = body.map(|b| b.to_string()).unwrap_or_default();
         let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\nAccept: */*\r\n");
-        if body.is_some() {
-            req.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", payload.len()));
+        if let Some(ct) = content_type {
+            req.push_str(&format!("Content-Type: {ct}\r\n"));
+        }
+        if let Some(b) = body {
+            req.push_str(&format!("Content-Length: {}\r\n", b.len()));
         }
         req.push_str("\r\n");
-        req.push_str(&payload);
-        s.write_all(req.as_bytes()).await.map_err(|e| e.to_string())?;
+        let mut bytes = req.into_bytes();
+        bytes.extend_from_slice(body.unwrap_or_default());
+        s.write_all(&bytes).await.map_err(|e| e.to_string())?;
         let mut resp = Vec::new();
         (&mut s).take(limits::MAX_HTTP_BODY_BYTES as u64 + 16 * 1024).read_to_end(&mut resp).await.map_err(|e| e.to_string())?;
         parse_response(&resp)
@@ -117,13 +136,14 @@ pub async fn request(method: &str, url: &str, body: Option<&J>, timeout: Duratio
     tokio::time::timeout(timeout, io).await.map_err(|_| format!("{method} {url}: timed out"))?
 }
 
-fn parse_response(resp: &[u8]) -> Result<(u16, Vec<u8>), String> {
+fn parse_response(resp: &[u8]) -> Result<RawResponse, String> {
     let end = resp.windows(4).position(|w| w == b"\r\n\r\n").ok_or("no end of HTTP headers")?;
     let head = std::str::from_utf8(&resp[..end]).map_err(|_| "HTTP headers are not UTF-8")?;
     let status: u16 = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or("bad HTTP status line")?;
     let body = &resp[end + 4..];
-    let chunked = head.lines().any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.to_ascii_lowercase().contains("chunked"));
-    Ok((status, if chunked { dechunk(body)? } else { body.to_vec() }))
+    let header = |name: &str| head.lines().skip(1).find_map(|l| l.split_once(':').filter(|(k, _)| k.trim().eq_ignore_ascii_case(name)).map(|(_, v)| v.trim().to_string()));
+    let chunked = header("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+    Ok(RawResponse { status, content_type: header("content-type"), body: if chunked { dechunk(body)? } else { body.to_vec() } })
 }
 
 fn dechunk(mut b: &[u8]) -> Result<Vec<u8>, String> {

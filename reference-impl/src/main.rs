@@ -14,7 +14,13 @@ use mooncake_reference::testee::{hello, Testee};
 use serde_json::{json, Value as J};
 
 #[derive(Parser)]
-#[command(name = "mooncake-peer", version, about = "Reference Mooncake connector peer (vLLM push protocol)", long_about = None)]
+#[command(
+    name = "mooncake-peer",
+    version,
+    about = "Reference Mooncake connector peer (vLLM push protocol)",
+    long_about = None,
+    after_help = "Exit codes: 0 = stopped on end of input or `stop`; 2 = bad usage or input (an unknown revision, an unreadable layout, a start the peer refuses).\n\nExample (a testee for mooncake-conformance):\n  mooncake-conformance run --testee \"mooncake-peer --log error testee\""
+)]
 struct Cli {
     /// Log level on standard error: error, warn, info, debug, trace.
     #[arg(long, global = true, default_value = "info")]
@@ -25,7 +31,7 @@ struct Cli {
 
 #[derive(Args, Clone)]
 struct Common {
-    /// Spec revision to speak (`mooncake-conformance` lists them; e.g. vllm-0.33.0, vllm-0.32.0).
+    /// Spec revision to speak, any name `mooncake-conformance hash wire` takes (vllm-0.33.0, 0.33.0, v0.32.0).
     #[arg(long, default_value = "vllm-0.33.0")]
     revision: String,
     /// VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT in seconds (default: the revision's, 480).
@@ -55,9 +61,10 @@ struct Parallel {
     layout: PathBuf,
 }
 
-#[derive(Subcommand)]
+#[derive(Subcommand, Clone)]
 enum Role {
     /// Run a bootstrap server (`POST /register`, `GET /query`) with the revision's semantics.
+    #[command(after_help = "Exit codes: 0 = stopped; 2 = bad usage or input.\n\nExample:\n  mooncake-peer bootstrap --revision 0.33.0 --bind 127.0.0.1:8998")]
     Bootstrap {
         #[command(flatten)]
         common: Common,
@@ -66,6 +73,7 @@ enum Role {
         bind: String,
     },
     /// Run a prefiller worker: bind a ROUTER, register with the bootstrap server, serve pulls.
+    #[command(after_help = "Exit codes: 0 = stopped; 2 = bad usage or input.\n\nExample:\n  mooncake-peer prefiller --engine-id p0 --layout layout.json --bootstrap http://127.0.0.1:8998")]
     Prefiller {
         #[command(flatten)]
         common: Common,
@@ -91,6 +99,7 @@ enum Role {
         mla: bool,
     },
     /// Run a decoder worker: serve transfer-engine writes into its memory; pull when told on standard input.
+    #[command(after_help = "Exit codes: 0 = stopped; 2 = bad usage or input.\n\nExample:\n  mooncake-peer decoder --layout layout.json --revision 0.33.0")]
     Decoder {
         #[command(flatten)]
         common: Common,
@@ -104,6 +113,7 @@ enum Role {
         layout_id: Option<u64>,
     },
     /// Speak the testee control protocol only: the role comes with the first `start` command.
+    #[command(after_help = "Exit codes: 0 = stopped on end of input or `stop`.\n\nExample:\n  mooncake-conformance run --testee \"mooncake-peer --log error testee\"")]
     Testee,
 }
 
@@ -122,7 +132,23 @@ fn random_layout_id() -> u64 {
     ((z ^ (z >> 31)) >> 1) | 1
 }
 
+/// `--revision` in any form the spec's resolver takes (`vllm-0.33.0`, `0.33.0`, `v0.32.0`) → the revision name.
+fn revision_name(given: &str) -> Result<String, String> {
+    let r = mooncake_wire::spec::Spec::builtin().resolve(given).map_err(|e| format!("--revision {e}"))?;
+    let name = r.revision.revision.clone();
+    if !mooncake_reference::testee::revisions().contains(&name) {
+        return Err(format!("--revision {given}: the reference peer does not speak {name} (it speaks {})", mooncake_reference::testee::revisions().join(", ")));
+    }
+    Ok(name)
+}
+
 fn start_command(role: &Role) -> Result<Option<J>, String> {
+    let mut role = role.clone();
+    match &mut role {
+        Role::Testee => {}
+        Role::Bootstrap { common, .. } | Role::Prefiller { common, .. } | Role::Decoder { common, .. } => common.revision = revision_name(&common.revision)?,
+    }
+    let role = &role;
     Ok(Some(match role {
         Role::Testee => return Ok(None),
         Role::Bootstrap { common, bind } => json!({"cmd": "start", "role": "bootstrap", "revision": common.revision, "config": {"bind": bind}}),
@@ -220,4 +246,41 @@ async fn main() -> std::process::ExitCode {
     }
     drop(testee);
     std::process::ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every option has help text; every subcommand's help states the exit codes and ends with an example.
+    #[test]
+    fn every_option_has_help_and_every_command_an_example() {
+        let cli = Cli::command();
+        let mut problems = vec![];
+        for c in std::iter::once(&cli).chain(cli.get_subcommands()) {
+            for a in c.get_arguments().filter(|a| !matches!(a.get_id().as_str(), "help" | "version")) {
+                if a.get_help().is_none() {
+                    problems.push(format!("{}: --{} has no help text", c.get_name(), a.get_id()));
+                }
+            }
+            let after = c.get_after_help().map(|s| s.to_string()).unwrap_or_default();
+            let last = after.trim_end().lines().last().unwrap_or("").trim_start().to_string();
+            if !after.contains("Exit codes") || !last.starts_with("mooncake-") {
+                problems.push(format!("{}: no exit codes or no example at the end of its help", c.get_name()));
+            }
+        }
+        assert!(problems.is_empty(), "{problems:#?}");
+    }
+
+    #[test]
+    fn revision_names_resolve_as_everywhere_else() {
+        assert_eq!(revision_name("0.33.0").unwrap(), "vllm-0.33.0");
+        assert_eq!(revision_name("v0.32.0").unwrap(), "vllm-0.32.0");
+        assert!(revision_name("0.33").unwrap_err().contains("did you mean `0.33.0`?"));
+        // Every revision of both generations is spoken.
+        assert_eq!(revision_name("0.14.0").unwrap(), "vllm-0.13.0..0.15.1");
+        assert_eq!(revision_name("0.27.1").unwrap(), "vllm-0.26.0..0.28.0");
+        assert!(revision_name("ascend:0.18.0").unwrap_err().contains("does not speak vllm-ascend-0.18.0"));
+    }
 }

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mooncake_wire::proto::{PrefillerCore, PrefillerEvent, PrefillerStats, SenderPlanner, WireProfile};
+use mooncake_wire::proto::{PrefillerCore, PrefillerEvent, PrefillerMachine, PrefillerStats, SenderPlanner, WireProfile};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot, Notify};
 
@@ -73,7 +73,11 @@ impl PrefillerPeer {
         P::Pull: Send,
         P::PrepareKey: Send,
     {
-        let mut core = PrefillerCore::new(profile, planner);
+        Self::start_machine(ctx, cfg, PrefillerCore::new(profile, planner), memory, backend).await
+    }
+
+    /// With any prefiller state machine (the generation-1 one, say).
+    pub async fn start_machine<M: PrefillerMachine>(ctx: &zmq::Context, cfg: PrefillerConfig, mut core: M, memory: SharedMemory, backend: Backend) -> Result<PrefillerPeer, String> {
         if let Some(t) = cfg.abort_timeout {
             core.set_abort_timeout(t);
         }
@@ -162,8 +166,8 @@ type WriteDone = (mooncake_wire::proto::WriteId, i64, String, usize, u64);
 
 /// The core and what the peer records, shared by the ZeroMQ thread (pulls) and the task (commands, write
 /// completions, timeouts).
-struct Shared<P: SenderPlanner> {
-    core: PrefillerCore<P>,
+struct Shared<P> {
+    core: P,
     status: PrefillerStatus,
     fail_next: Option<(usize, i64)>,
     faults: Vec<crate::faults::Fault>,
@@ -180,10 +184,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl<P> Shared<P>
 where
-    P: SenderPlanner + Send + 'static,
-    P::Prepared: Send,
-    P::Pull: Send,
-    P::PrepareKey: Send,
+    P: PrefillerMachine,
 {
     fn receive(&mut self, now: Instant, frames: Vec<Vec<u8>>) {
         if self.record_wire {
@@ -197,7 +198,7 @@ where
     fn pump(&mut self) -> Vec<Vec<Vec<u8>>> {
         let mut batch = vec![];
         while let Some(t) = self.core.poll_transmit() {
-            let messages = if self.faults.is_empty() { vec![vec![t.peer.0, t.payload]] } else { crate::faults::apply_to_reply(&self.faults, t.peer.0, t.payload) };
+            let messages = if self.faults.is_empty() || t.delimiter { vec![t.frames()] } else { crate::faults::apply_to_reply(&self.faults, t.peer.0, t.payload) };
             for frames in messages {
                 if self.record_wire {
                     record(&mut self.status.wire, (false, frames.clone()));
@@ -245,10 +246,7 @@ async fn run<P>(
     wake: Arc<Notify>,
     mut done_rx: mpsc::UnboundedReceiver<WriteDone>,
 ) where
-    P: SenderPlanner + Send + 'static,
-    P::Prepared: Send,
-    P::Pull: Send,
-    P::PrepareKey: Send,
+    P: PrefillerMachine,
 {
     loop {
         let (batch, deadline) = {
@@ -280,10 +278,7 @@ async fn run<P>(
 /// A scheduler-side command, applied to the core under the lock.
 fn apply<P>(s: &mut Shared<P>, c: Cmd)
 where
-    P: SenderPlanner + Send + 'static,
-    P::Prepared: Send,
-    P::Pull: Send,
-    P::PrepareKey: Send,
+    P: PrefillerMachine,
 {
     let now = Instant::now();
     match c {
@@ -297,7 +292,7 @@ where
             st.tracked_transfers = s.core.tracked_transfers();
             st.open_exchanges = s.core.open_exchanges();
             st.cached_layouts = s.core.cached_layouts();
-            st.stats = s.core.stats.clone();
+            st.stats = s.core.stats();
             let _ = tx.send(st);
         }
     }

@@ -24,7 +24,7 @@ pub enum Incoming {
 enum Cmd {
     BindRouter { endpoint: String, reply: oneshot::Sender<Result<String, String>> },
     RouterSend(Vec<Vec<Vec<u8>>>),
-    OpenDealer { id: u64, addr: String, frames: Vec<Vec<u8>> },
+    OpenDealer { id: u64, addr: String, frames: Vec<Vec<u8>>, req: bool },
     CloseDealer(u64),
     Shutdown,
 }
@@ -100,7 +100,13 @@ impl Reactor {
 
     /// Opens a new DEALER and sends a message of these frames (one frame is what vLLM sends).
     pub fn open_dealer_frames(&self, id: u64, addr: &str, frames: Vec<Vec<u8>>) {
-        self.send(Cmd::OpenDealer { id, addr: addr.to_string(), frames });
+        self.send(Cmd::OpenDealer { id, addr: addr.to_string(), frames, req: false });
+    }
+
+    /// Opens a new REQ socket (generation 1: linger 0, no other option) and sends `payload`; libzmq adds the
+    /// empty delimiter, and the reply arrives as [`Incoming::Dealer`] without it.
+    pub fn open_req(&self, id: u64, addr: &str, payload: Vec<u8>) {
+        self.send(Cmd::OpenDealer { id, addr: addr.to_string(), frames: vec![payload], req: true });
     }
 
     pub fn close_dealer(&self, id: u64) {
@@ -183,13 +189,15 @@ fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmp
                             }
                         }
                     }
-                    Cmd::OpenDealer { id, addr, frames } => {
+                    Cmd::OpenDealer { id, addr, frames, req } => {
                         let r = (|| -> Result<zmq::Socket, String> {
-                            let s = ctx.socket(zmq::DEALER).map_err(|e| e.to_string())?;
-                            // vLLM's make_zmq_socket options for the decoder's DEALER.
+                            let s = ctx.socket(if req { zmq::REQ } else { zmq::DEALER }).map_err(|e| e.to_string())?;
+                            // vLLM's make_zmq_socket options for the decoder's DEALER (a REQ gets linger 0 only).
                             s.set_linger(0).map_err(|e| e.to_string())?;
-                            s.set_rcvhwm(0).map_err(|e| e.to_string())?;
-                            s.set_sndhwm(0).map_err(|e| e.to_string())?;
+                            if !req {
+                                s.set_rcvhwm(0).map_err(|e| e.to_string())?;
+                                s.set_sndhwm(0).map_err(|e| e.to_string())?;
+                            }
                             s.set_maxmsgsize(limits::MAX_FRAME_BYTES as i64).map_err(|e| e.to_string())?;
                             if is_v6_literal(&addr) {
                                 s.set_ipv6(true).map_err(|e| e.to_string())?;

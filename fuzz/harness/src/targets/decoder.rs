@@ -25,6 +25,7 @@ use arbitrary::{Arbitrary, Unstructured};
 use mooncake_wire::limits;
 use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::proto::{DecoderConfig, DecoderCore, DecoderEvent, DecoderLayout, EngineTable, ExchangeId, PullRequest, WireProfile};
+use mooncake_wire::spec::behaviour::{FailureReport, FreeOnlySuccess};
 use mooncake_wire::typed::{MooncakeXferResponse, Status};
 
 use super::prefiller::profiles;
@@ -188,6 +189,7 @@ impl Harness {
                         local_blocks,
                         engine_id: ENGINES[*route as usize % ENGINES.len()].to_string(),
                         bootstrap_addr: BOOTSTRAPS[*route as usize / ENGINES.len() % BOOTSTRAPS.len()].to_string(),
+                        remote: None,
                     });
                 }
                 self.core.pull(now, reqs);
@@ -296,20 +298,27 @@ impl Harness {
                     }
                     None => assert!(self.closed_unopened.insert(id), "exchange {id:?} closed twice"),
                 },
-                DecoderEvent::Failed { d_req_id, invalid_blocks, .. } => {
+                DecoderEvent::Failed { d_req_id, invalid_blocks, failed_recving, .. } => {
                     let r = self.reqs.get_mut(&d_req_id).unwrap_or_else(|| panic!("{d_req_id} failed but was never pulled"));
                     assert!(!r.failed && !r.finished && !r.unsettled, "{d_req_id} failed twice or after it settled");
-                    assert!(!invalid_blocks.is_empty() && invalid_blocks == r.blocks, "{d_req_id}: invalid blocks {invalid_blocks:?} are not its blocks {:?}", r.blocks);
+                    assert_ne!(self.profile.rules.failure_report, FailureReport::None, "{d_req_id}: a failure reported by a revision that reports none");
+                    if failed_recving {
+                        assert!(invalid_blocks.is_empty(), "{d_req_id}: failed_recving with invalid blocks");
+                    } else {
+                        assert!(!invalid_blocks.is_empty() && invalid_blocks == r.blocks, "{d_req_id}: invalid blocks {invalid_blocks:?} are not its blocks {:?}", r.blocks);
+                    }
                     r.failed = true;
                 }
                 DecoderEvent::Finished { d_req_id } => {
                     let r = self.reqs.get_mut(&d_req_id).unwrap_or_else(|| panic!("{d_req_id} finished but was never pulled"));
                     assert!(!r.finished && !r.unsettled, "{d_req_id} finished twice");
-                    assert!(!r.blocks.is_empty(), "{d_req_id} has no blocks, yet is reported finished");
+                    assert!(
+                        !r.blocks.is_empty() || self.profile.rules.free_only_success == FreeOnlySuccess::Finished,
+                        "{d_req_id} has no blocks, yet is reported finished"
+                    );
                     r.finished = true;
                 }
-                DecoderEvent::Unsettled { d_req_id } => {
-                    assert!(!self.profile.fail_unreported_after_finish, "Unsettled in a revision that fails unreported requests");
+                DecoderEvent::Unsettled { d_req_id, .. } => {
                     let r = self.reqs.get_mut(&d_req_id).unwrap_or_else(|| panic!("{d_req_id} unsettled but was never pulled"));
                     assert!(!r.finished && !r.unsettled, "{d_req_id} settled twice");
                     r.unsettled = true;

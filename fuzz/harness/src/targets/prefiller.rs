@@ -120,7 +120,7 @@ struct Harness {
     allocated: HashSet<String>,
 }
 
-fn producer(s: &Setup) -> Producer {
+fn producer(s: &Setup, profile: &WireProfile) -> Producer {
     let tp = 1i64 << (s.tp_log % 3);
     let layers = 1 + s.layers as usize % 3;
     let names: Vec<String> = (0..layers).map(|l| format!("model.layers.{l}.self_attn")).collect();
@@ -143,7 +143,10 @@ fn producer(s: &Setup) -> Producer {
             use_mla: s.mla,
             groups: vec![GroupKind::Attention],
             physical_blocks_per_logical: 1,
+            blocks_first: s.mla,
         },
+        rules: profile.rules.plan,
+        column_check: profile.rules.equal_length.clone(),
         layout,
         has_opaque_packed_row: false,
         layer_groups: HashMap::new(),
@@ -153,7 +156,7 @@ fn producer(s: &Setup) -> Producer {
 
 pub fn execute(input: &Input) {
     let profile = profiles()[input.setup.revision as usize % profiles().len()].clone();
-    let planner = producer(&input.setup);
+    let planner = producer(&input.setup, &profile);
     let local = planner.clone();
     let mut core = PrefillerCore::new(profile.clone(), planner);
     let abort = if input.setup.abort_secs == 0 { profile.abort_timeout } else { Duration::from_secs(input.setup.abort_secs as u64) };
