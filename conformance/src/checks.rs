@@ -47,15 +47,64 @@ fn ids(l: &Option<Vec<String>>) -> Vec<String> {
 
 /// Checks every exchange of a transcript against the protocol rules of `profile`'s revision.
 pub fn check_exchanges(profile: &WireProfile, xs: &[Xchg]) -> Vec<Finding> {
-    let mut out = vec![];
-    // Endpoints that echoed each decoder's layout id, in transcript order.
-    let mut acked: HashSet<(String, String, WireInt)> = HashSet::new();
-    let omit_empty = profile.revision.behaviour.empty_id_lists.as_deref() == Some("omitted");
-    for (k, x) in xs.iter().enumerate() {
-        let Ok(req) = profile.decode_metadata(&x.request) else { continue };
+    let mut c = ExchangeChecker::new(profile);
+    let mut out: Vec<Finding> = xs.iter().flat_map(|x| c.push(x)).collect();
+    out.extend(c.finish());
+    out
+}
+
+/// The protocol rules over a transcript one exchange at a time, in the order the decoders sent them: what
+/// `check_exchanges` does for a whole transcript, and what the tap does while traffic flows. A rule that
+/// needs a later exchange (the resend after LAYOUT_MISS) is decided when that exchange is pushed, or by
+/// [`ExchangeChecker::finish`] when none came.
+pub struct ExchangeChecker {
+    profile: WireProfile,
+    omit_empty: bool,
+    /// Endpoints that echoed each decoder's layout id, in transcript order.
+    acked: HashSet<(String, String, WireInt)>,
+    /// Layout-less pulls answered with LAYOUT_MISS whose resend is still to come.
+    awaiting_resend: Vec<(Xchg, MooncakeXferMetadata)>,
+    previous: Option<Xchg>,
+}
+
+impl ExchangeChecker {
+    pub fn new(profile: &WireProfile) -> Self {
+        let omit_empty = profile.revision.behaviour.empty_id_lists.as_ref().map(|i| i.value) == Some(mooncake_wire::spec::behaviour::EmptyIdLists::Omitted);
+        ExchangeChecker { profile: profile.clone(), omit_empty, acked: HashSet::new(), awaiting_resend: vec![], previous: None }
+    }
+
+    /// Checks the next exchange (its request and every reply it got); returns the findings it settles.
+    pub fn push(&mut self, x: &Xchg) -> Vec<Finding> {
+        let profile = &self.profile;
+        let mut out = vec![];
+        // A pull sent to several prefillers (one scheduler step) carries the same bytes to each.
+        if let Some(a) = self.previous.replace(x.clone()) {
+            if a.decoder == x.decoder && a.endpoint != x.endpoint {
+                if let (Ok(ra), Ok(rb)) = (profile.decode_metadata(&a.request), profile.decode_metadata(&x.request)) {
+                    if ra.req_blocks == rb.req_blocks && a.request != x.request && ra.layout_id == WireInt::ZERO {
+                        out.push(finding("FAN-OUT-SAME-BYTES", x, "request", "the same pull to another prefiller differs in bytes".into()));
+                    }
+                }
+            }
+        }
+        // The resend a LAYOUT_MISS before asked for: this decoder's next request to that endpoint.
+        let mut still = vec![];
+        for (miss, req) in std::mem::take(&mut self.awaiting_resend) {
+            if miss.decoder != x.decoder || miss.endpoint != x.endpoint {
+                still.push((miss, req));
+                continue;
+            }
+            match profile.decode_metadata(&x.request) {
+                Ok(m) if !m.kv_caches_base_addr.is_empty() && m.req_blocks == req.req_blocks => {}
+                Ok(_) => out.push(finding("LAYOUT-MISS-RESEND", x, "request", "the request after LAYOUT_MISS is not the same pull with the layout".into())),
+                Err(_) => {}
+            }
+        }
+        self.awaiting_resend = still;
+        let Ok(req) = profile.decode_metadata(&x.request) else { return out };
         let keys: HashSet<&str> = req.req_blocks.iter().map(|(k, _)| k.as_str()).collect();
         let layout_less = req.layout_id != WireInt::ZERO && req.kv_caches_base_addr.is_empty();
-        if layout_less && profile.layout_caching.is_some() && !acked.contains(&(x.decoder.clone(), x.endpoint.clone(), req.layout_id)) {
+        if layout_less && profile.layout_caching.is_some() && !self.acked.contains(&(x.decoder.clone(), x.endpoint.clone(), req.layout_id)) {
             out.push(finding("LAYOUT-LESS-AFTER-ACK", x, "request", format!("a layout-less pull (layout_id {:#x}) to an endpoint that never echoed that id", req.layout_id)));
         }
         let mut settled: BTreeMap<String, usize> = BTreeMap::new();
@@ -70,7 +119,7 @@ pub fn check_exchanges(profile: &WireProfile, xs: &[Xchg]) -> Vec<Finding> {
                 terminal_at = Some(i);
             }
             for l in [&r.ok_reqs, &r.err_reqs] {
-                if omit_empty && l.as_ref().is_some_and(|v| v.is_empty()) {
+                if self.omit_empty && l.as_ref().is_some_and(|v| v.is_empty()) {
                     out.push(finding("EMPTY-LISTS", x, &what, format!("{} writes an empty id list; vLLM {} omits it", r.status, profile.name())));
                 }
             }
@@ -95,9 +144,9 @@ pub fn check_exchanges(profile: &WireProfile, xs: &[Xchg]) -> Vec<Finding> {
                         if !layout_less {
                             out.push(finding("LAYOUT-MISS-CAUSE", x, &what, "LAYOUT_MISS answers a pull that carried its layout (or had layout_id 0)".into()));
                         } else {
-                            check_resend(&mut out, profile, x, &req, &xs[k + 1..]);
+                            self.awaiting_resend.push((x.clone(), req.clone()));
                         }
-                        acked.remove(&(x.decoder.clone(), x.endpoint.clone(), req.layout_id));
+                        self.acked.remove(&(x.decoder.clone(), x.endpoint.clone(), req.layout_id));
                     }
                 }
                 _ => {
@@ -105,7 +154,7 @@ pub fn check_exchanges(profile: &WireProfile, xs: &[Xchg]) -> Vec<Finding> {
                         out.push(finding("LAYOUT-ECHO", x, &what, format!("layout_id {:#x} is not the pull's {:#x}", r.layout_id, req.layout_id)));
                     }
                     if req.layout_id != WireInt::ZERO && r.layout_id == req.layout_id {
-                        acked.insert((x.decoder.clone(), x.endpoint.clone(), req.layout_id));
+                        self.acked.insert((x.decoder.clone(), x.endpoint.clone(), req.layout_id));
                     }
                 }
             }
@@ -113,42 +162,36 @@ pub fn check_exchanges(profile: &WireProfile, xs: &[Xchg]) -> Vec<Finding> {
         if terminal_at.is_none() {
             out.push(finding("SEQ-TERMINAL", x, "replies", format!("{} replies and no terminal status (FINISH, ERROR{})", x.replies.len(), if profile.layout_caching.is_some() { " or LAYOUT_MISS" } else { "" })));
         }
+        out
     }
-    // A pull sent to several prefillers (one scheduler step) carries the same bytes to each.
-    for w in xs.windows(2) {
-        let (a, b) = (&w[0], &w[1]);
-        if a.decoder == b.decoder && a.endpoint != b.endpoint {
-            if let (Ok(ra), Ok(rb)) = (profile.decode_metadata(&a.request), profile.decode_metadata(&b.request)) {
-                if ra.req_blocks == rb.req_blocks && a.request != b.request && ra.layout_id == WireInt::ZERO {
-                    out.push(finding("FAN-OUT-SAME-BYTES", b, "request", "the same pull to another prefiller differs in bytes".into()));
-                }
-            }
-        }
-    }
-    out
-}
 
-/// After a LAYOUT_MISS for a layout-less pull, the decoder's next request to that endpoint resends the same
-/// requests with the layout.
-fn check_resend(out: &mut Vec<Finding>, profile: &WireProfile, x: &Xchg, req: &MooncakeXferMetadata, later: &[Xchg]) {
-    match later.iter().find(|y| y.decoder == x.decoder && y.endpoint == x.endpoint) {
-        None => out.push(finding("LAYOUT-MISS-RESEND", x, "after LAYOUT_MISS", "the decoder never resent the pull with its layout".into())),
-        Some(y) => match profile.decode_metadata(&y.request) {
-            Ok(m) if !m.kv_caches_base_addr.is_empty() && m.req_blocks == req.req_blocks => {}
-            Ok(_) => out.push(finding("LAYOUT-MISS-RESEND", y, "request", "the request after LAYOUT_MISS is not the same pull with the layout".into())),
-            Err(_) => {}
-        },
+    /// The end of the transcript: a LAYOUT_MISS whose resend never came.
+    pub fn finish(self) -> Vec<Finding> {
+        self.awaiting_resend.iter().map(|(x, _)| finding("LAYOUT-MISS-RESEND", x, "after LAYOUT_MISS", "the decoder never resent the pull with its layout".into())).collect()
     }
 }
 
 /// Checks the bootstrap HTTP log: each `/register` answer is what the revision's registry answers, and each
 /// `/query` lists exactly the workers registered before it.
 pub fn check_http(spec: BootstrapSpec, log: &[HttpX]) -> Vec<Finding> {
-    let mut out = vec![];
-    let mut reg = Registry::new(spec);
-    for h in log {
+    let mut c = HttpChecker::new(spec);
+    log.iter().flat_map(|h| c.push(h)).collect()
+}
+
+/// [`check_http`] one exchange at a time: the revision's registry, fed what the server was asked.
+pub struct HttpChecker {
+    reg: Registry,
+}
+
+impl HttpChecker {
+    pub fn new(spec: BootstrapSpec) -> Self {
+        HttpChecker { reg: Registry::new(spec) }
+    }
+
+    pub fn push(&mut self, h: &HttpX) -> Vec<Finding> {
+        let mut out = vec![];
         let f = |check: &'static str, detail: String| Finding { check, seq: h.seq, line: h.line, message: Some(format!("{} {}", h.method, h.path)), detail };
-        let want = reg.handle(&h.method, &h.path, h.request.as_ref());
+        let want = self.reg.handle(&h.method, &h.path, h.request.as_ref());
         match (h.method.as_str(), h.path.split('?').next().unwrap_or("")) {
             ("POST", "/register") => {
                 if h.status != want.status {
@@ -167,8 +210,8 @@ pub fn check_http(spec: BootstrapSpec, log: &[HttpX]) -> Vec<Finding> {
             }
             _ => {}
         }
+        out
     }
-    out
 }
 
 /// Reply lists compared as sets: vLLM orders ids by readiness, which varies between runs.

@@ -24,7 +24,8 @@ use std::sync::Arc;
 use mooncake_wire::codec::{Codec, Value};
 use mooncake_wire::diff::{diff, Effect, Verdict};
 use mooncake_wire::proto::WireProfile;
-use mooncake_wire::spec::{Revision, Spec};
+use mooncake_wire::spec::behaviour::FailureReport;
+use mooncake_wire::spec::{Behaviour, Revision, Spec};
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status};
 use serde_json::Value as J;
 
@@ -82,6 +83,18 @@ impl Pairing {
         let mut j = Codec::to_json(v);
         j.as_object_mut()?.retain(|k, _| keep.iter().any(|f| f == k));
         rc.from_json(message, &j).ok()
+    }
+
+    /// The planning behaviours (`PLANNING`) on which the testee's revision differs from the trace's: its copies
+    /// then take other descriptors (and, with `block_groups`, other bytes) than the recorded ones, so a
+    /// cross-version prefiller case checks where the bytes land, not the recorded transfer-engine calls.
+    pub fn planning_differs(&self) -> Vec<&'static str> {
+        if !self.is_cross() {
+            return vec![];
+        }
+        let (a, b) = (self.runner.behaviour.rows(), self.testee.behaviour.rows());
+        let value = |rows: &[(&'static str, J, String)], k: &str| rows.iter().find(|r| r.0 == k).map(|r| r.1.clone());
+        PLANNING.iter().copied().filter(|k| value(&a, k) != value(&b, k)).collect()
     }
 
     /// `bytes` are T's canonical encoding of the message they decode to (under T).
@@ -160,6 +173,7 @@ fn eligible(model: &TraceModel, role: Role, t: &Arc<Revision>) -> Result<(), Str
     let (old, new) = if testee_is_new { (r, t) } else { (t, r) };
     let report = diff(old, new);
     for c in &report.changes {
+        let mut conditional = false;
         for v in [&c.old_reads_new, &c.new_reads_old] {
             if !concerns(v, role, testee_is_new) {
                 continue;
@@ -168,7 +182,8 @@ fn eligible(model: &TraceModel, role: Role, t: &Arc<Revision>) -> Result<(), Str
             match &v.effect {
                 Effect::Breaks { .. } => return Err(format!("{row} breaks {}: {}", v.peers, v.reason)),
                 Effect::Review => return Err(format!("{row} needs review for {}: {}", v.peers, v.reason)),
-                Effect::BreaksWhenSent { .. } | Effect::Compatible => {}
+                Effect::BreaksWhenSent { .. } => conditional = true,
+                Effect::Compatible => {}
             }
         }
         // A bootstrap case replays HTTP only: the push behaviour and messages are not part of it.
@@ -176,7 +191,7 @@ fn eligible(model: &TraceModel, role: Role, t: &Arc<Revision>) -> Result<(), Str
             continue;
         }
         if let Some(key) = c.subject.strip_prefix("behaviour.") {
-            match exercised(model, key) {
+            match exercised(model, key, role, conditional, (&old.behaviour, &new.behaviour)) {
                 Some(Some(evidence)) => return Err(format!("the trace relies on `behaviour.{key}` ({evidence}), which differs: {}", c.what)),
                 Some(None) => {}
                 None => return Err(format!("the trace may rely on `behaviour.{key}` ({}), and the runner cannot tell", c.what)),
@@ -186,11 +201,14 @@ fn eligible(model: &TraceModel, role: Role, t: &Arc<Revision>) -> Result<(), Str
     if role == Role::Bootstrap {
         return Ok(());
     }
-    messages_survive(model, t)
+    messages_survive(model, t, role)
 }
 
-/// Every recorded message decodes under `t` to what it means under the trace's revision, on common fields.
-fn messages_survive(model: &TraceModel, t: &Arc<Revision>) -> Result<(), String> {
+/// Every recorded message the testee will receive decodes under `t` to what it means under the trace's
+/// revision, on common fields: the requests in a prefiller case, the replies in a decoder case. What the testee
+/// sends is its own revision's and is read by the runner at the trace's (rule 1 covers that direction), so the
+/// recorded messages of the other direction need not decode under `t`.
+fn messages_survive(model: &TraceModel, t: &Arc<Revision>, role: Role) -> Result<(), String> {
     let r = &model.revision;
     let rc = Codec::builtin(&r.revision).ok_or("no codec for the trace revision")?;
     let tc = Codec::builtin(&t.revision).ok_or("no codec for the testee revision")?;
@@ -212,19 +230,94 @@ fn messages_survive(model: &TraceModel, t: &Arc<Revision>) -> Result<(), String>
         Ok(())
     };
     for x in &model.exchanges {
-        check("MooncakeXferMetadata", &x.request, x.send_line)?;
-        for (bytes, _, line) in &x.replies {
-            check("MooncakeXferResponse", bytes, *line)?;
+        if role == Role::Prefiller {
+            check("MooncakeXferMetadata", &x.request, x.send_line)?;
+        }
+        if role == Role::Decoder {
+            for (bytes, _, line) in &x.replies {
+                check("MooncakeXferResponse", bytes, *line)?;
+            }
         }
     }
     Ok(())
 }
 
-/// Whether the recorded conversation exercises a behaviour: `Some(Some(evidence))` yes, `Some(None)` no,
-/// `None` when the runner has no detector for the key.
-fn exercised(model: &TraceModel, key: &str) -> Option<Option<String>> {
+/// Behaviour items that decide what the decoder reports (its outcome, which decoder cases compare with the
+/// recording) without changing the wire.
+const DECODER_OUTCOME: &[&str] = &["failure_report", "failure_finish", "free_only_success", "unknown_ok_id"];
+
+/// Behaviour items that decide how a prefiller plans its copies: the same bytes land, in other descriptors, so
+/// a cross-version prefiller case compares the transfer-engine bytes and not the descriptor counts.
+pub const PLANNING: &[&str] = &["region_alignment", "kv_half_split", "block_groups", "destination_stride", "tp_byte_plan", "replicated_producer", "region_coalescing"];
+
+/// Whether the recorded conversation exercises a behaviour that differs between the trace's revision and the
+/// testee's: `Some(Some(evidence))` yes, `Some(None)` no, `None` when the runner has no detector for the key.
+/// `conditional`: the diff says the difference breaks a mixed pair only when something happens.
+fn exercised(model: &TraceModel, key: &str, role: Role, conditional: bool, values: (&Behaviour, &Behaviour)) -> Option<Option<String>> {
     let requests = || model.exchanges.iter().filter_map(|x| model.decode_request(&x.request).map(|m| (x, m)));
+    if DECODER_OUTCOME.contains(&key) {
+        if role != Role::Decoder {
+            return Some(None);
+        }
+        let failure = model.exchanges.iter().find_map(|x| {
+            let replies: Vec<MooncakeXferResponse> = x.replies.iter().filter_map(|(b, _, _)| model.decode_reply(b)).collect();
+            match replies.last() {
+                None => Some(format!("line {}: a pull without a reply", x.send_line)),
+                Some(r) if r.status != Status::FINISH && r.status != Status::CONTINUE => Some(format!("line {}: status {}", x.send_line, r.status)),
+                _ => replies.iter().find(|r| r.err_reqs.as_ref().is_some_and(|e| !e.is_empty())).map(|_| format!("line {}: err_reqs", x.send_line)),
+            }
+        });
+        let free_only = || requests().find(|(_, m)| m.req_blocks.iter().any(|(_, b)| b.blocks.iter().all(|g| g.is_empty()))).map(|(x, _)| format!("line {}: a free-only pull", x.send_line));
+        // Several prefiller workers settle one request (heterogeneous TP fan-out).
+        let fan_out = || {
+            model.decoders.iter().any(|d| {
+                let eps: std::collections::BTreeSet<&str> = model.exchanges.iter().filter(|x| x.decoder == d.conn).map(|x| x.endpoint.as_str()).collect();
+                eps.len() > 1
+            })
+        };
+        let multi_group = || requests().any(|(_, m)| m.req_blocks.iter().any(|(_, b)| b.blocks.len() > 1));
+        let reports = |b: &Behaviour| b.failure_report.as_ref().map(|i| i.value);
+        let none = Some(FailureReport::None);
+        return Some(match key {
+            "free_only_success" => free_only(),
+            "unknown_ok_id" => None,
+            // How failures are reported differs only where one side reports nothing, or for several KV groups.
+            "failure_report" if reports(values.0) != none && reports(values.1) != none && !multi_group() => None,
+            // When a failed request finishes differs only when several workers settle it.
+            "failure_finish" if !fan_out() => None,
+            _ => failure,
+        });
+    }
+    // The layout check's error quotes region lengths, which the planning of the answering revision decides.
+    if matches!(key, "kv_half_split" | "region_alignment") {
+        let quoted = model.exchanges.iter().flat_map(|x| &x.replies).find(|(b, _, _)| {
+            model.decode_reply(b).and_then(|r| r.err_msg).is_some_and(|m| m.contains(crate::play::REGION_MISMATCH))
+        });
+        if let Some((_, _, line)) = quoted {
+            return Some(Some(format!("line {line}: an ERROR that quotes region lengths")));
+        }
+    }
+    if PLANNING.contains(&key) && !conditional {
+        return Some(None);
+    }
+    let tp_differs = || {
+        requests().find(|(x, m)| {
+            let p = x.prefiller.as_ref().and_then(|c| model.prefillers.iter().find(|p| &p.conn == c));
+            p.is_some_and(|p| m.remote_tp_size.as_i64() != Some(p.tp_size))
+        })
+    };
     let found = match key {
+        "pairing_check" | "heterogeneous_tp" | "tp_byte_plan" => tp_differs().map(|(x, _)| format!("line {}: prefiller and decoder TP sizes differ", x.send_line)).or_else(|| {
+            // A decoder that refused the pairing before sending anything: the recorded worker counts differ.
+            let decoders = model.trace.header.roles.values().filter(|r| **r == crate::trace::Role::Decoder).count() as i64;
+            model.prefillers.iter().find(|p| p.tp_size != decoders).map(|p| format!("{} decoder workers and prefiller TP size {}", decoders, p.tp_size))
+        }),
+        "replicated_producer" => tp_differs()
+            .filter(|_| model.prefillers.iter().any(|p| p.tp_size >= 4))
+            .map(|(x, _)| format!("line {}: TP sizes differ with a prefiller TP size at the head count", x.send_line)),
+        "region_alignment" | "need_send" => requests().find(|(_, m)| m.remote_pp_size.as_i64().is_some_and(|pp| pp > 1)).map(|(x, _)| format!("line {}: decoder PP > 1", x.send_line)),
+        "kv_half_split" => None,
+        "decoder_pp_targets" => model.prefillers.iter().find(|p| p.pp_rank > 0).map(|p| format!("{} is PP rank {}", p.conn, p.pp_rank)),
         // A pull that leaves its layout out, relying on the prefiller's cache.
         "layout_caching" => requests()
             .find(|(_, m)| m.layout_id.as_u64() != Some(0) && m.kv_caches_base_addr.is_empty())
@@ -246,6 +339,8 @@ fn exercised(model: &TraceModel, key: &str) -> Option<Option<String>> {
         "minus_one_sentinels" => requests()
             .find(|(_, m)| m.registered_group_indices.iter().chain(&m.registered_row_offsets).any(|v| v.as_i64() == Some(-1)))
             .map(|(x, _)| format!("line {}: a -1 sentinel", x.send_line)),
+        // Compatible for this deployment and without effect on anything a case compares.
+        _ if !conditional => None,
         _ => return None,
     };
     Some(found)
@@ -264,10 +359,22 @@ mod tests {
     fn a_layout_miss_does_not_decode_under_a_revision_without_it() {
         let m = model("vllm-0.33.0/h1_layout_reuse_and_miss.jsonl");
         let t = Spec::builtin().revision("vllm-0.32.0").unwrap();
-        let e = messages_survive(&m, t).unwrap_err();
+        let e = messages_survive(&m, t, Role::Decoder).unwrap_err();
         assert!(e.contains("Invalid enum value 3"), "{e}");
         // The same trace's messages all decode under their own revision.
-        messages_survive(&m, &m.revision.clone()).unwrap();
+        messages_survive(&m, &m.revision.clone(), Role::Decoder).unwrap();
+        messages_survive(&m, &m.revision.clone(), Role::Prefiller).unwrap();
+    }
+
+    #[test]
+    fn only_what_the_testee_receives_must_decode_under_its_revision() {
+        // A 0.24.0 request lacks the kv_block_lens a 0.25.0 struct requires: a 0.25.0 prefiller cannot read it,
+        // while a 0.25.0 decoder never receives it (it sends its own requests, which a 0.24.0 prefiller reads).
+        let m = model("vllm-0.24.0/a_single_success.jsonl");
+        let t = Spec::builtin().revision("vllm-0.25.0..0.25.1").unwrap();
+        let e = messages_survive(&m, t, Role::Prefiller).unwrap_err();
+        assert!(e.contains("kv_block_lens"), "{e}");
+        messages_survive(&m, t, Role::Decoder).unwrap();
     }
 
     #[test]

@@ -47,12 +47,22 @@ pub fn read_from(name: &str, mut r: impl BufRead) -> Result<Vec<Line>, String> {
 }
 
 /// Expands directories (recursively, sorted) to the `*.jsonl` files (and `revisions.json` tables) under them;
-/// files are kept as given.
+/// files are kept as given. A file in a directory that looks like JSON but is not read (`trace.json`,
+/// `x.ndjson`, `x.jsonl.gz`) is an error that names it, not silently left out; other files (READMEs, scripts)
+/// are left out.
 pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
-            walk(p, &mut out).map_err(|e| format!("{}: {e}", p.display()))?;
+            let mut wrong = vec![];
+            walk(p, &mut out, &mut wrong).map_err(|e| format!("{}: {e}", p.display()))?;
+            if let Some(w) = wrong.first() {
+                let more = if wrong.len() > 1 { format!(" (and {} more)", wrong.len() - 1) } else { String::new() };
+                return Err(format!(
+                    "{}: not read — only *.jsonl files are read from a directory{more}; rename it to *.jsonl, or name the file itself",
+                    w.display()
+                ));
+            }
         } else if p.exists() {
             out.push(p.clone());
         } else {
@@ -62,17 +72,51 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     Ok(out)
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+fn walk(dir: &Path, out: &mut Vec<PathBuf>, wrong: &mut Vec<PathBuf>) -> std::io::Result<()> {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
     entries.sort();
     for p in entries {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
+        if name.starts_with('.') {
+            continue;
+        }
         if p.is_dir() {
-            walk(&p, out)?;
-        } else if p.extension().and_then(|e| e.to_str()) == Some("jsonl") || p.file_name().and_then(|n| n.to_str()) == Some("revisions.json") {
+            walk(&p, out, wrong)?;
+        } else if p.extension().and_then(|e| e.to_str()) == Some("jsonl") || name == "revisions.json" {
             out.push(p);
+        } else if name.to_ascii_lowercase().contains(".json") || name.to_ascii_lowercase().ends_with(".ndjson") {
+            wrong.push(p);
         }
     }
     Ok(())
+}
+
+/// A file to read: on disk, or bundled into the binary (`conformance/traces`, found without the source tree).
+#[derive(Clone, Debug)]
+pub enum Input {
+    File(PathBuf),
+    Bundled { name: &'static str, text: &'static str },
+}
+
+impl Input {
+    /// How reports name it: the path, or `(bundled) traces/…`.
+    pub fn name(&self) -> String {
+        match self {
+            Input::File(p) => p.display().to_string(),
+            Input::Bundled { name, .. } => format!("(bundled) {name}"),
+        }
+    }
+    /// Its lines, as [`read`] reads them.
+    pub fn lines(&self) -> Result<Vec<Line>, String> {
+        match self {
+            Input::File(p) => read(p),
+            Input::Bundled { text, .. } => read_from(&self.name(), text.as_bytes()),
+        }
+    }
+    /// The files given (directories expanded as [`expand`] does).
+    pub fn files(paths: &[PathBuf]) -> Result<Vec<Input>, String> {
+        Ok(expand(paths)?.into_iter().map(Input::File).collect())
+    }
 }
 
 /// JSON equality that also requires object keys in the same order (a struct's declaration order, a dict's

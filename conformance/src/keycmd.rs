@@ -4,7 +4,6 @@
 //! Exit codes: 0 = done; 1 = the fields do not make a key of that grammar / the key does not parse (or has
 //! several readings); 2 = bad usage.
 
-use std::process::ExitCode;
 
 use serde_json::{json, Value as J};
 
@@ -14,7 +13,7 @@ use mooncake_wire::keys::grammar::{FieldType, FieldValue, Fields, Grammar, KeyPa
 use mooncake_wire::keys::spec::StoreKeySpec;
 use mooncake_wire::keys::vllm_key::{model_name_of, VllmStoreKey};
 
-use crate::report::{print_json, usage_error};
+use crate::outcome::{Outcome, AGREE, DISAGREE, USAGE};
 
 /// Which grammar: a vLLM release's, a named one, or (parse only) any of a family's.
 pub struct Target {
@@ -26,7 +25,7 @@ pub struct Target {
 fn grammars(t: &Target) -> Result<Vec<&'static Grammar>, String> {
     let spec = StoreKeySpec::builtin();
     match (&t.release, &t.grammar, &t.family) {
-        (Some(r), None, None) => Ok(vec![spec.vllm_grammar(r)?]),
+        (Some(r), None, None) => Ok(vec![spec.vllm_grammar(&release_of(r)?)?]),
         (None, Some(g), None) => Ok(vec![spec.grammar(g).ok_or_else(|| format!("no grammar {g:?}; `key grammars` lists them"))?]),
         (None, None, Some(f)) => {
             let v: Vec<_> = spec.grammars.iter().filter(|g| &g.family == f).collect();
@@ -40,21 +39,45 @@ fn grammars(t: &Target) -> Result<Vec<&'static Grammar>, String> {
     }
 }
 
-/// `FIELD=VALUE` typed by the grammar (ints as decimal, tags as a JSON array of `[name, value]` pairs).
-fn parse_assignments(g: &Grammar, items: &[String]) -> Result<Fields, String> {
+/// `--release` in any form the spec's resolver takes, as the release the key tables list.
+fn release_of(name: &str) -> Result<String, String> {
+    let spec = StoreKeySpec::builtin();
+    crate::hashcmd::vllm_release(name, |r| spec.vllm_releases().contains(&r)).map_err(|e| format!("--release {e}"))
+}
+
+/// `FIELD=VALUE` typed by the grammar (ints as decimal, tags as a JSON array of `[name, value]` pairs). The same
+/// names for `key build` and `key parse --hint`: the grammar's fields, for vLLM keys also the KeyMetadata
+/// fields the release's key leaves out, and `model=` for the configured model (its last path component is
+/// the key's `model_name`). `what` names the option in errors (`--hint`, or nothing for build's arguments).
+fn parse_assignments(g: &Grammar, items: &[String], vllm: bool, what: &str) -> Result<Fields, String> {
+    let defaults = if vllm { VllmStoreKey::default().to_fields() } else { Fields::new() };
+    let mut names: Vec<String> = g.parts.iter().filter_map(|p| if let Part::Field { name, .. } = p { Some(name.clone()) } else { None }).collect();
+    for k in defaults.keys() {
+        if !names.contains(k) {
+            names.push(k.clone());
+        }
+    }
     let mut out = Fields::new();
     for item in items {
-        let (k, v) = item.split_once('=').ok_or_else(|| format!("{item:?} is not FIELD=VALUE"))?;
+        let (k, v) = item.split_once('=').ok_or_else(|| format!("{what}`{item}` is not FIELD=VALUE"))?;
+        let (k, v) = if k == "model" && !names.iter().any(|n| n == "model") && names.iter().any(|n| n == "model_name") {
+            ("model_name", model_name_of(v))
+        } else {
+            (k, v.to_string())
+        };
+        if !names.iter().any(|n| n == k) {
+            let alias = if names.iter().any(|n| n == "model_name") { ", model (the configured model)" } else { "" };
+            return Err(format!("{what}`{k}` is not a field of {} keys (fields: {}{alias})", g.name, names.join(", ")));
+        }
         let ty = g.parts.iter().find_map(|p| match p {
             Part::Field { name, ty, .. } if name == k => Some(ty),
             _ => None,
         });
-        let value = match ty {
-            Some(FieldType::Int) => FieldValue::Int(v.parse().map_err(|_| format!("{k} must be an integer, got {v:?}"))?),
-            Some(FieldType::Tags) => FieldValue::Tags(serde_json::from_str(v).map_err(|e| format!("{k}: a JSON array of [name, value] pairs: {e}"))?),
-            Some(_) => FieldValue::Text(v.to_string()),
-            None if matches!(k, "group_id" | "tp_rank" | "pcp_rank" | "dcp_rank" | "pp_rank") => FieldValue::Int(v.parse().map_err(|_| format!("{k} must be an integer"))?),
-            None => FieldValue::Text(v.to_string()),
+        let int = |v: &str| v.parse().map_err(|_| format!("{what}{k} must be an integer, got `{v}`"));
+        let value = match (ty, defaults.get(k)) {
+            (Some(FieldType::Int), _) | (None, Some(FieldValue::Int(_))) => FieldValue::Int(int(&v)?),
+            (Some(FieldType::Tags), _) => FieldValue::Tags(serde_json::from_str(&v).map_err(|e| format!("{what}{k}: a JSON array of [name, value] pairs: {e}"))?),
+            _ => FieldValue::Text(v),
         };
         out.insert(k.to_string(), value);
     }
@@ -77,20 +100,24 @@ fn fields_json(f: &Fields) -> J {
 }
 
 /// `key build`.
-pub fn build(target: &Target, assignments: &[String], tokens: Option<TokenOptions>, json_out: bool) -> ExitCode {
+pub fn build(target: &Target, assignments: &[String], tokens: Option<TokenOptions>, json_out: bool) -> Outcome {
+    let mut o = Outcome::default();
     let g = match grammars(target) {
         Ok(g) if g.len() == 1 => g[0],
-        Ok(_) => return usage_error("key build needs --release or --grammar, not --family"),
-        Err(e) => return usage_error(&e),
+        Ok(_) => return Outcome::usage("key build needs --release or --grammar, not --family"),
+        Err(e) => return Outcome::usage(e),
     };
-    let mut fields = match parse_assignments(g, assignments) {
+    if assignments.is_empty() && tokens.is_none() {
+        return Outcome::usage(format!("nothing to build: give FIELD=VALUE pairs (the fields of {}: `key grammars` shows them) or --tokens", g.name));
+    }
+    let mut fields = match parse_assignments(g, assignments, target.release.is_some(), "") {
         Ok(f) => f,
-        Err(e) => return usage_error(&e),
+        Err(e) => return Outcome::usage(e),
     };
-    // vLLM keys: unspecified parts take KeyMetadata's defaults; `model=` gives the model as configured.
+    // vLLM keys: unspecified parts take KeyMetadata's defaults.
     if let Some(release) = &target.release {
-        if let Some(FieldValue::Text(m)) = fields.shift_remove("model") {
-            fields.insert("model_name".into(), FieldValue::Text(model_name_of(&m)));
+        if tokens.is_none() && !fields.contains_key("chunk_hash") && g.parts.iter().any(|p| matches!(p, Part::Field { name, .. } if name == "chunk_hash")) {
+            return Outcome::usage("no chunk_hash: give chunk_hash=HEX, or --tokens to hash token ids into one key per block");
         }
         let mut base = VllmStoreKey::default().to_fields();
         for (k, v) in fields {
@@ -98,28 +125,33 @@ pub fn build(target: &Target, assignments: &[String], tokens: Option<TokenOption
         }
         fields = base;
         if let Some(t) = tokens {
-            return build_from_tokens(release, g, fields, t, json_out);
+            let release = match release_of(release) {
+                Ok(r) => r,
+                Err(e) => return Outcome::usage(e),
+            };
+            return build_from_tokens(&release, g, fields, t, json_out);
         }
     } else if tokens.is_some() {
-        return usage_error("--tokens needs --release (the block-hash chain is vLLM's)");
+        return Outcome::usage("--tokens needs --release (the block-hash chain is vLLM's)");
     }
     match g.render(&fields) {
         Ok(key) => {
             if json_out {
-                print_json(&json!({ "grammar": g.name, "key": key, "fields": fields_json(&fields) }));
+                o.json(&json!({ "grammar": g.name, "key": key, "fields": fields_json(&fields) }));
             } else {
-                println!("{key}");
+                o.say(format!("{key}"));
             }
-            ExitCode::SUCCESS
+            o.done(AGREE)
         }
         Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(1)
+            o.error(e.to_string());
+            o.done(USAGE)
         }
     }
 }
 
-fn build_from_tokens(release: &str, g: &Grammar, fields: Fields, t: TokenOptions, json_out: bool) -> ExitCode {
+fn build_from_tokens(release: &str, g: &Grammar, fields: Fields, t: TokenOptions, json_out: bool) -> Outcome {
+    let mut o = Outcome::default();
     let spec = StoreKeySpec::builtin();
     let run = || -> Result<Vec<J>, String> {
         let rules = spec.block_hash_rules(release)?;
@@ -154,33 +186,34 @@ fn build_from_tokens(release: &str, g: &Grammar, fields: Fields, t: TokenOptions
     match run() {
         Ok(keys) => {
             if json_out {
-                print_json(&json!({ "release": release, "grammar": g.name, "keys": keys }));
+                o.json(&json!({ "release": release, "grammar": g.name, "keys": keys }));
             } else {
                 for k in &keys {
-                    println!("{}", k["key"].as_str().unwrap_or(""));
+                    o.say(format!("{}", k["key"].as_str().unwrap_or("")));
                 }
             }
-            ExitCode::SUCCESS
+            o.done(AGREE)
         }
         Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(1)
+            o.error(e.to_string());
+            o.done(USAGE)
         }
     }
 }
 
 /// `key parse`: the key's fields under the grammar(s); with a family, every grammar of it is tried.
-pub fn parse(target: &Target, key: &str, hints: &[String], json_out: bool) -> ExitCode {
+pub fn parse(target: &Target, key: &str, hints: &[String], json_out: bool) -> Outcome {
+    let mut o = Outcome::default();
     let gs = match grammars(target) {
         Ok(g) => g,
-        Err(e) => return usage_error(&e),
+        Err(e) => return Outcome::usage(e),
     };
     let mut found = vec![];
     let mut errors = vec![];
     for g in gs {
-        let h = match parse_assignments(g, hints) {
+        let h = match parse_assignments(g, hints, g.family == "vllm", "--hint ") {
             Ok(h) => h,
-            Err(e) => return usage_error(&e),
+            Err(e) => return Outcome::usage(e),
         };
         match g.parse(key, &h) {
             Ok(f) => found.push((g, f)),
@@ -190,7 +223,7 @@ pub fn parse(target: &Target, key: &str, hints: &[String], json_out: bool) -> Ex
     }
     let ok = found.len() == 1 && !errors.iter().any(|(_, _, ambiguous)| *ambiguous);
     if json_out {
-        print_json(&json!({
+        o.json(&json!({
             "key": key,
             "ok": ok,
             "readings": found.iter().map(|(g, f)| json!({ "grammar": g.name, "releases": g.releases, "fields": fields_json(f) })).collect::<Vec<_>>(),
@@ -198,25 +231,26 @@ pub fn parse(target: &Target, key: &str, hints: &[String], json_out: bool) -> Ex
         }));
     } else {
         for (g, f) in &found {
-            println!("{} ({})", g.name, if g.releases.is_empty() { g.source.clone() } else { format!("vLLM {}", g.releases.join(", ")) });
+            o.say(format!("{} ({})", g.name, if g.releases.is_empty() { g.source.clone() } else { format!("vLLM {}", g.releases.join(", ")) }));
             for (k, v) in f {
-                println!("  {k} = {v}");
+                o.say(format!("  {k} = {v}"));
             }
         }
         if !ok {
             for (_, e, _) in &errors {
-                println!("{e}");
+                o.say(format!("{e}"));
             }
             if found.len() > 1 {
-                println!("the key fits {} grammars", found.len());
+                o.say(format!("the key fits {} grammars", found.len()));
             }
         }
     }
-    ExitCode::from(if ok { 0 } else { 1 })
+    o.done(if ok { AGREE } else { DISAGREE })
 }
 
 /// `key grammars`: every grammar, its releases and its key shape.
-pub fn list(json_out: bool) -> ExitCode {
+pub fn list(json_out: bool) -> Outcome {
+    let mut o = Outcome::default();
     let spec = StoreKeySpec::builtin();
     let shape = |g: &Grammar| -> String {
         g.parts
@@ -230,12 +264,12 @@ pub fn list(json_out: bool) -> ExitCode {
             .collect()
     };
     if json_out {
-        print_json(&J::Array(spec.grammars.iter().map(|g| json!({ "name": g.name, "family": g.family, "releases": g.releases, "shape": shape(g), "source": g.source })).collect()));
+        o.json(&J::Array(spec.grammars.iter().map(|g| json!({ "name": g.name, "family": g.family, "releases": g.releases, "shape": shape(g), "source": g.source })).collect()));
     } else {
         for g in &spec.grammars {
             let rel = if g.releases.is_empty() { String::new() } else { format!(" (vLLM {})", g.releases.join(", ")) };
-            println!("{:<26} {}{rel}", g.name, shape(g));
+            o.say(format!("{:<26} {}{rel}", g.name, shape(g)));
         }
     }
-    ExitCode::SUCCESS
+    o.done(AGREE)
 }

@@ -1,17 +1,22 @@
 //! Library side of `mooncake-conformance`: vector checking, trace model and validation, reports.
 
+pub mod bundled;
 pub mod checks;
 pub mod crossver;
+pub mod derive;
 pub mod golden;
 pub mod hashcmd;
 pub mod jsonl;
 pub mod keycmd;
+pub mod matrix;
 pub mod oracle;
+pub mod outcome;
 pub mod play;
 pub mod report;
 pub mod run;
 pub mod scenarios;
 pub mod spec_source;
+pub mod tap;
 pub mod testee;
 pub mod trace;
 pub mod trace_model;

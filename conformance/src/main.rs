@@ -1,34 +1,112 @@
 //! `mooncake-conformance`: checks implementations of the vLLM Mooncake wire against the spec, vLLM's own
 //! vectors and recorded vLLM traffic.
 //!
-//! Exit codes: 0 = everything checked agrees; 1 = at least one disagreement; 2 = bad usage or unreadable input.
+//! Exit codes: 0 = everything checked agrees; 1 = at least one disagreement; 2 = bad usage or input (also:
+//! nothing to check); 3 = the environment failed (nothing listening, a port in use, a testee that died). A
+//! closed output pipe ends the program quietly with 0.
+//!
+//! The library modules print nothing: each command returns its output ([`Outcome`], reports, progress
+//! events) and this file writes it.
 
+use std::fs::File;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use mooncake_conformance::bundled::Data;
+use mooncake_conformance::jsonl::Input;
+use mooncake_conformance::outcome::{Outcome, AGREE, DISAGREE, ENVIRONMENT};
 use mooncake_conformance::play::{External, Role};
-use mooncake_conformance::run::{ExpectedFailures, RunConfig};
-use mooncake_conformance::scenarios::Scenarios;
-use mooncake_conformance::testee::TesteeSpec;
+use mooncake_conformance::run::{ExpectedFailures, Progress, RunConfig};
+use mooncake_conformance::testee::{split_command, TesteeSpec};
 use mooncake_conformance::{hashcmd, keycmd, report, spec_source, validate, vectors};
 
 #[derive(Parser)]
-#[command(name = "mooncake-conformance", version, about = "Conformance tooling for the vLLM Mooncake KV-transfer wire", long_about = LONG_ABOUT)]
+#[command(
+    name = "mooncake-conformance",
+    version,
+    about = "Conformance tooling for the vLLM Mooncake KV-transfer wire",
+    long_about = LONG_ABOUT,
+    after_help = "Exit codes: 0 agree, 1 disagreement, 2 bad usage or input, 3 environment failure.\n\nExample:\n  mooncake-conformance run",
+    after_long_help = concat!("Exit codes: 0 = everything agrees; 1 = a disagreement; 2 = bad usage or input (also: nothing to check); 3 = the environment failed (nothing listening, a port in use, a testee that died). A closed output pipe ends quietly with 0.", "\n\nExample (every bundled recording against the built-in reference peer):\n  mooncake-conformance run"),
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
 }
 
-const LONG_ABOUT: &str = "Conformance tooling for the vLLM Mooncake KV-transfer wire.
-
-Exit codes: 0 = everything agrees, 1 = at least one case disagrees (diff: a breaking change), 2 = bad usage or unreadable input.";
+const LONG_ABOUT: &str = "Conformance tooling for the vLLM Mooncake KV-transfer wire: replays recorded vLLM traffic against an \
+implementation, checks vector files and traces, classifies wire changes, computes vLLM's compatibility hashes and store keys.";
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum Format {
+    /// Lines for people.
     Text,
+    /// One JSON document.
     Json,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum ProgressMode {
+    /// A bar when standard error is a terminal, one line per finished case otherwise.
+    Auto,
+    /// A bar on standard error.
+    Bar,
+    /// One line per finished case on standard error (CI logs).
+    Lines,
+    /// Nothing until the report.
+    Off,
+}
+
+/// Options shared by `run` and `replay`.
+#[derive(clap::Args)]
+struct RunOpts {
+    /// Output format of the report on standard output.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Also write a JUnit XML report to this file (checked before anything runs).
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Also write a Markdown report (for a PR comment) to this file (checked before anything runs).
+    #[arg(long, value_name = "FILE")]
+    markdown: Option<PathBuf>,
+    /// Also write the JSON report to this file (checked before anything runs).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Seconds to wait for a reply or an outcome beyond the scenario's own timeouts.
+    #[arg(long, default_value_t = 3.0, value_name = "SECONDS")]
+    slack: f64,
+    /// Take the testee to speak only these revisions of those it declares (any name `hash wire` takes:
+    /// vllm-0.33.0, 0.33.0, v0.32.0; comma-separated or repeated). Traces of other revisions then run as
+    /// cross-version cases where the spec says the revisions interoperate, and are skipped with the reason
+    /// otherwise.
+    #[arg(long, value_delimiter = ',', value_name = "REVISION")]
+    speaks: Vec<String>,
+    /// Scenario setups to add to the bundled scenarios.toml (or --data's): its [scenario.NAME] entries are
+    /// added, replacing bundled ones of the same name, and its [model], if any, replaces the model. A trace whose
+    /// scenario has no entry has its setup derived from the trace; where the trace does not show something, its
+    /// case fails with a CASE-SETUP finding that prints the entry to put here.
+    #[arg(long, value_name = "FILE")]
+    scenarios: Option<PathBuf>,
+    /// A directory laid out like conformance/ (traces/, scenarios.toml, expected-failures.toml) instead of the
+    /// data bundled into this binary.
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// Write each case's testee standard error to DIR/<case id with / as __>.log (the last lines of a failed
+    /// case are shown in the report either way).
+    #[arg(long, value_name = "DIR")]
+    testee_log: Option<PathBuf>,
+    /// Progress on standard error while cases run.
+    #[arg(long, value_enum, default_value_t = ProgressMode::Auto)]
+    progress: ProgressMode,
+    /// Stop after the first case that fails (the report says how many were not run).
+    #[arg(long)]
+    fail_fast: bool,
+    /// Zero cases, or every case skipped, is not an error (exit 0 instead of 2).
+    #[arg(long)]
+    allow_empty: bool,
 }
 
 #[derive(Subcommand)]
@@ -38,41 +116,87 @@ enum Cmd {
     ///
     /// For each msgspec case our decoder must give msgspec's verdict; for accepted cases the decoded value must
     /// equal `value` and our re-encoding must equal `canonical_hex` (or `hex`).
+    #[command(after_help = concat!("Exit codes: 0 = every case agrees; 1 = a case disagrees or a file could not be checked; 2 = bad usage, a file that is not a vector file, or no case at all; 3 = the environment failed.", "\n\nExample:\n  mooncake-conformance vectors conformance/vectors"))]
     Vectors {
-        /// Vector files or directories.
-        #[arg(required = true)]
+        /// Vector files or directories (the vector files are not bundled: name them).
+        #[arg(required = true, value_name = "PATH")]
         paths: Vec<PathBuf>,
+        /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
         /// List every failing case, not just the first few per file.
         #[arg(long)]
         all: bool,
+        /// Zero files or a file without cases is not an error.
+        #[arg(long)]
+        allow_empty: bool,
     },
     /// Validate recorded traces: every ZMQ payload decodes as the message its direction implies under the
     /// revision of the header's vllm_version and re-encodes to the recorded bytes; bootstrap HTTP bodies match
-    /// the spec; protocol checks hold (see conformance/CHECKS.md).
+    /// the spec; protocol checks hold (see conformance/CHECKS.md). With no path: the bundled traces.
+    #[command(after_help = concat!("Exit codes: 0 = every trace holds; 1 = a finding; 2 = bad usage, a file that is not a trace (or has no events), or no trace at all; 3 = the environment failed.", "\n\nExample:\n  mooncake-conformance validate conformance/traces/vllm-0.33.0/a_single_success.jsonl"))]
     Validate {
-        /// Trace files or directories.
-        #[arg(required = true)]
+        /// Trace files or directories (default: the bundled push and pull traces).
+        #[arg(value_name = "PATH")]
         paths: Vec<PathBuf>,
+        /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        /// With no path: read the bundled traces from DIR/traces and DIR/traces-pull instead.
+        #[arg(long, value_name = "DIR")]
+        data: Option<PathBuf>,
+        /// Zero traces, or a trace with no events, is not an error.
+        #[arg(long)]
+        allow_empty: bool,
     },
     /// Classify every wire change between two revisions under msgspec's decoding rules: for each, whether an
     /// old decoder reads new bytes and a new decoder reads old bytes (compatible / breaks only when sent /
     /// breaks), and whether unchanged messages keep their bytes. Exits 1 on a breaking change unless
     /// --allow-breaking.
-    ///
-    /// OLD and NEW: a revision or release (`vllm-0.32.0`, `0.27.1`), a spec file, a spec directory (its newest
-    /// revision), or `git:REF` (spec/ of this repository at REF); `DIR#REV` and `git:REF#REV` pick a revision.
+    #[command(after_help = concat!("Exit codes: 0 = no change breaks a direction (or --allow-breaking); 1 = a breaking change; 2 = bad usage or an unknown revision; 3 = the environment failed (git).", "\n\nExample:\n  mooncake-conformance diff 0.32.0 0.33.0 --format summary"))]
     Diff {
+        /// The old side: a revision or release (vllm-0.32.0, 0.27.1, v0.27.1, vllm-0.27.1, ascend:0.18.0), a
+        /// spec file, a spec directory (its newest revision), or git:REF (spec/ of this repository at REF);
+        /// DIR#REV and git:REF#REV pick a revision.
         old: String,
+        /// The new side, in the same forms as OLD (same protocol family).
         new: String,
+        /// Output format.
         #[arg(long, value_enum, default_value_t = DiffFormat::Markdown)]
         format: DiffFormat,
         /// Exit 0 even when a change breaks a direction.
         #[arg(long)]
         allow_breaking: bool,
+    },
+    /// The compatibility matrix, observed: the reference decoder at each revision against the reference
+    /// prefiller at each other revision, over real ZeroMQ, HTTP and TCP on 127.0.0.1, for every recorded
+    /// scenario both have; each cell compared with what `diff` predicts for that direction. Writes the Markdown
+    /// table (`--out`), or checks a committed one (`--check`).
+    #[command(after_help = concat!("Exit codes: 0 = every cell agrees with `diff` (and --check matches); 1 = a cell disagrees, or --check differs; 2 = bad usage or input; 3 = the environment failed.", "\n\nExample:\n  mooncake-conformance matrix --out schema/push/compat-matrix.md"))]
+    Matrix {
+        /// Trace files or directories (default: the bundled recordings); the newest release of each revision is used.
+        paths: Vec<PathBuf>,
+        /// Write the Markdown table to this file.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Compare the Markdown table with this file instead (stale: exit 1).
+        #[arg(long)]
+        check: Option<PathBuf>,
+        /// Only these revisions (names or releases; repeatable, comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        revision: Vec<String>,
+        /// Abort timeout every peer runs with, in milliseconds (it only sets the pace of timeouts).
+        #[arg(long, default_value_t = 400)]
+        abort_ms: u64,
+        /// Cells run at once.
+        #[arg(long, default_value_t = 3)]
+        jobs: usize,
+        /// Output format on standard output.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// A directory laid out like conformance/ instead of the bundled data.
+        #[arg(long)]
+        data: Option<PathBuf>,
     },
     /// Run the conformance cases: each bundled (or given) trace, each role it exercises, played against a
     /// testee. With no arguments: every bundled trace against the built-in reference peer.
@@ -80,46 +204,82 @@ enum Cmd {
     /// A case `<revision>/<scenario>/prefiller` tests a prefiller: the runner plays the recorded decoder(s).
     /// `…/decoder` tests a decoder: the runner plays the recorded prefiller(s). `…/bootstrap` tests a bootstrap
     /// server. A testee speaks conformance/TESTEE.md on its standard input and output.
+    #[command(after_help = concat!("Exit codes: 0 = every case passes (or fails as expected); 1 = a case fails, or an expected failure is stale; 2 = bad usage or input, no case to run, or every case skipped; 3 = the environment failed (the testee died or never said hello).", "\n\nExample:\n  mooncake-conformance run --testee \"./my-peer --testee\" --junit report.xml --testee-log logs/"))]
     Run {
-        /// Trace files or directories (default: the bundled conformance/traces).
+        /// Trace files or directories (default: the bundled traces).
+        #[arg(value_name = "PATH")]
         paths: Vec<PathBuf>,
-        /// Command of the implementation to test (default: the built-in reference peer, in-process).
-        #[arg(long)]
+        /// Command line of the implementation to test, split as a shell would ("./peer --name 'a b'");
+        /// default: the built-in reference peer, in-process.
+        #[arg(long, value_name = "COMMAND")]
         testee: Option<String>,
-        /// Only cases of these roles (prefiller, decoder, bootstrap).
-        #[arg(long)]
+        /// Only cases of these roles: prefiller, decoder, bootstrap (comma-separated or repeated).
+        #[arg(long, value_delimiter = ',', value_name = "ROLE")]
         role: Vec<String>,
-        /// Only cases whose id contains this text.
+        /// Only cases whose id contains one of these texts (comma-separated or repeated).
+        #[arg(long, value_delimiter = ',', value_name = "TEXT")]
+        case: Vec<String>,
+        /// Print the ids of the cases that would run, and run nothing.
         #[arg(long)]
-        case: Option<String>,
-        /// Scenario setup file (default: the bundled conformance/scenarios.toml).
-        #[arg(long)]
-        scenarios: Option<PathBuf>,
-        /// Expected failures (default: conformance/expected-failures.toml with the built-in peer, none otherwise).
-        #[arg(long)]
+        list: bool,
+        /// Expected failures (default: the bundled expected-failures.toml with the built-in peer, none otherwise).
+        #[arg(long, value_name = "FILE")]
         expected_failures: Option<PathBuf>,
-        #[arg(long, value_enum, default_value_t = Format::Text)]
-        format: Format,
-        /// Also write a JUnit XML report.
-        #[arg(long)]
-        junit: Option<PathBuf>,
-        /// Also write a Markdown report (for a PR comment).
-        #[arg(long)]
-        markdown: Option<PathBuf>,
-        /// Seconds to wait for a reply or an outcome beyond the scenario's own timeouts.
-        #[arg(long, default_value_t = 3.0)]
-        slack: f64,
-        /// Take the testee to speak only these revisions (names like vllm-0.33.0 or releases like 0.33.0,
-        /// comma-separated) of those it declares. Traces of other revisions then run as cross-version cases
-        /// where the spec says the revisions interoperate, and are skipped with the reason otherwise.
-        #[arg(long, value_delimiter = ',')]
-        speaks: Vec<String>,
+        #[command(flatten)]
+        opts: RunOpts,
+    },
+    /// Record a live generation-2 deployment without changing it: the tap is the bootstrap server its
+    /// prefillers register with and its decoders query, stands in front of every prefiller worker with a
+    /// ROUTER of its own, forwards every ZeroMQ message both ways unchanged, writes the traffic as a trace
+    /// (real endpoints, as if no tap was there) and checks it against the spec as it flows.
+    ///
+    /// Point the prefillers' and decoders' bootstrap address (VLLM_MOONCAKE_BOOTSTRAP_PORT / the
+    /// `bootstrap_addr` decoders are given) at --bootstrap-bind. Without --upstream the tap answers with the
+    /// registry of --revision; with --upstream every request goes to the real server and its answer comes back
+    /// unchanged — except that `/query` answers name the tap's endpoints instead of the workers'. Findings are
+    /// printed as they happen (standard output), notes on standard error. Ctrl-C (SIGINT), SIGTERM or
+    /// --duration ends it and completes the trace.
+    ///
+    /// A tap cannot see transfer-engine calls or what the connectors report to their schedulers: the trace
+    /// says so (`unobserved`), and `run` reports TE-CALLS, P-FINISHED-SENDING and D-OUTCOME as not applicable.
+    /// `run` needs the prefiller side a trace cannot show: name a scenarios.toml entry with --scenario (or pass
+    /// `run --scenarios FILE`).
+    #[command(after_help = concat!("Exit codes: 0 = no finding; 1 = a finding; 2 = bad usage (no --revision without --upstream, an unknown or generation-1 revision, an unwritable --out); 3 = the environment failed (--bootstrap-bind in use, an upstream that does not answer, the trace cannot be written, a socket the tap cannot open).", "\n\nExample (the bootstrap server on 8998, 10 minutes, vLLM 0.33.0):\n  mooncake-conformance tap --bootstrap-bind 127.0.0.1:8998 --revision 0.33.0 --out deployment.jsonl --duration 600"))]
+    Tap {
+        /// Address the tap's bootstrap server listens on (HOST:PORT).
+        #[arg(long, value_name = "HOST:PORT")]
+        bootstrap_bind: String,
+        /// The real bootstrap server to forward every request to (http://HOST:PORT).
+        #[arg(long, value_name = "URL")]
+        upstream: Option<String>,
+        /// The trace file to write (events are appended as they happen).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// Stop after this many seconds (default: at Ctrl-C or SIGTERM).
+        #[arg(long, value_name = "SECONDS")]
+        duration: Option<f64>,
+        /// The deployment's vLLM revision or release (0.33.0, vllm-0.26.0..0.28.0); default: read off the first
+        /// pull request (required without --upstream).
+        #[arg(long, value_name = "REVISION")]
+        revision: Option<String>,
+        /// The trace's scenario name; a conformance/scenarios.toml entry (its prefiller transfers) lets `run`
+        /// replay the trace.
+        #[arg(long, default_value = "tap", value_name = "NAME")]
+        scenario: String,
+        /// IP the tap's own ROUTERs bind, one per prefiller worker (decoders must reach it).
+        #[arg(long, default_value = "127.0.0.1", value_name = "IP")]
+        zmq_host: String,
+        /// Seconds a pull may wait for its terminal reply before it is checked as it is (default: the
+        /// revision's abort timeout + 60, as vLLM's decoder waits).
+        #[arg(long, value_name = "SECONDS")]
+        reply_timeout: Option<f64>,
     },
     /// Replay recorded traffic against one implementation already running (or a testee command).
     ///
     /// --play decoder --peer tcp://HOST:PORT: the runner plays the recorded decoder against the prefiller at
     /// that endpoint (several prefillers: a comma-separated list in registration order). The prefiller must be
-    /// prepared as conformance/scenarios.toml says (its transfers ready); its tables cannot be checked.
+    /// prepared as the scenario's setup says (conformance/scenarios.toml, --scenarios, or derived from the trace
+    /// when there is no entry: the report notes it); its tables cannot be checked.
     ///
     /// --play prefiller --listen tcp://HOST:PORT: the runner answers as the recorded prefiller on that
     /// endpoint, registered with its own bootstrap server (--bootstrap-bind), and checks the requests of the
@@ -129,61 +289,65 @@ enum Cmd {
     ///
     /// With --testee CMD instead of --peer/--listen, the runner starts and drives the implementation as `run`
     /// does, restricted to that role.
+    #[command(after_help = concat!("Exit codes: 0 = every case passes; 1 = a case fails; 2 = bad usage or input (a wrong endpoint scheme, no trace); 3 = the environment failed (nothing listening at --peer, a port of --listen or --bootstrap-bind in use, a testee that died).", "\n\nExample:\n  mooncake-conformance replay --play decoder --peer tcp://127.0.0.1:5555 conformance/traces/vllm-0.33.0/a_single_success.jsonl"))]
     Replay {
         /// Trace files or directories.
-        #[arg(required = true)]
+        #[arg(required = true, value_name = "PATH")]
         paths: Vec<PathBuf>,
-        /// The side of the recording the runner plays: decoder, prefiller or client.
-        #[arg(long)]
-        play: String,
-        /// The implementation under test: prefiller endpoint(s) (tcp://HOST:PORT,...) or bootstrap URL.
-        #[arg(long)]
+        /// The side of the recording the runner plays.
+        #[arg(long, value_enum)]
+        play: PlaySide,
+        /// The implementation under test: prefiller endpoint(s) tcp://HOST:PORT,... (with --play decoder) or a
+        /// bootstrap server URL http://HOST:PORT (with --play client).
+        #[arg(long, value_name = "ENDPOINT")]
         peer: Option<String>,
-        /// Where the runner's prefiller listens for the decoder under test (tcp://HOST:PORT).
-        #[arg(long)]
+        /// Where the runner's prefiller listens for the decoder under test, tcp://HOST:PORT (with --play
+        /// prefiller).
+        #[arg(long, value_name = "ENDPOINT")]
         listen: Option<String>,
-        /// Where the runner's bootstrap server listens with --listen.
-        #[arg(long, default_value = "127.0.0.1:8998")]
+        /// Where the runner's bootstrap server listens with --listen (HOST:PORT).
+        #[arg(long, default_value = "127.0.0.1:8998", value_name = "HOST:PORT")]
         bootstrap_bind: String,
         /// Seconds to wait for an external decoder's pulls with --listen.
-        #[arg(long, default_value_t = 60.0)]
+        #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
         timeout: f64,
-        /// Start and control the implementation through conformance/TESTEE.md instead.
-        #[arg(long)]
+        /// Start and control the implementation through conformance/TESTEE.md instead (a command line, split
+        /// as a shell would).
+        #[arg(long, value_name = "COMMAND")]
         testee: Option<String>,
-        #[arg(long)]
-        scenarios: Option<PathBuf>,
-        #[arg(long, value_enum, default_value_t = Format::Text)]
-        format: Format,
-        #[arg(long)]
-        junit: Option<PathBuf>,
-        #[arg(long)]
-        markdown: Option<PathBuf>,
-        #[arg(long, default_value_t = 3.0)]
-        slack: f64,
-        /// Take the testee to speak only these revisions (names like vllm-0.33.0 or releases like 0.33.0,
-        /// comma-separated) of those it declares. Traces of other revisions then run as cross-version cases
-        /// where the spec says the revisions interoperate, and are skipped with the reason otherwise.
-        #[arg(long, value_delimiter = ',')]
-        speaks: Vec<String>,
+        #[command(flatten)]
+        opts: RunOpts,
     },
     /// Compatibility hashes: vLLM's hash_factors of a value, the wire fingerprint of a revision, and whether
     /// two revisions are wire-compatible (exit 0 compatible, 1 not).
+    #[command(after_help = concat!("Exit codes: 0 = done, or compatible; 1 = incompatible, or Python would raise for the value; 2 = bad usage or input.", "\n\nExample:\n  mooncake-conformance hash check 0.32.0 0.33.0"))]
     Hash {
         #[command(subcommand)]
         cmd: HashCmd,
     },
     /// MooncakeStoreConnector keys of a vLLM release (and vllm-ascend / LMCache keys): build one from its
     /// fields or from token ids, parse one back (exit 1 when the key does not fit or has several readings).
+    #[command(after_help = concat!("Exit codes: 0 = done; 1 = the key does not parse (or has several readings); 2 = bad usage or input.", "\n\nExample:\n  mooncake-conformance key build --release 0.33.0 model=/models/Qwen2.5-7B chunk_hash=ab12"))]
     Key {
         #[command(subcommand)]
         cmd: KeyCmd,
     },
 }
 
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum PlaySide {
+    /// Play the recorded decoder against a prefiller under test.
+    Decoder,
+    /// Play the recorded prefiller for a decoder under test.
+    Prefiller,
+    /// Replay the recorded HTTP requests against a bootstrap server under test.
+    #[value(alias = "bootstrap-client")]
+    Client,
+}
+
 #[derive(clap::Args)]
 struct KeyTarget {
-    /// A vLLM release (0.21.0 … 0.33.0): its MooncakeStoreConnector key grammar.
+    /// A vLLM release (0.21.0 … 0.33.0, in any form `hash wire` takes): its MooncakeStoreConnector key grammar.
     #[arg(long)]
     release: Option<String>,
     /// A grammar by name (`key grammars` lists them), e.g. ascend-store-key, lmcache-key.
@@ -194,51 +358,65 @@ struct KeyTarget {
 #[derive(Subcommand)]
 enum KeyCmd {
     /// Build a key from FIELD=VALUE pairs (vLLM: unspecified parts default as in KeyMetadata; `model=` takes
-    /// the configured model and keeps its last path component), or one key per full block of --tokens.
+    /// the configured model and keeps its last path component, `model_name=` the key's part itself), or one
+    /// key per full block of --tokens.
+    #[command(after_help = "Exit codes: 0 = built; 2 = bad usage or input (an unknown field, a value the grammar cannot hold).\n\nExample:\n  mooncake-conformance key build --release 0.33.0 model_name=Qwen --tokens 1,2,3,4 --block-size 2 --pythonhashseed 0")]
     Build {
         #[command(flatten)]
         target: KeyTarget,
         /// FIELD=VALUE (ints in decimal; LMCache tags as a JSON array of [name, value] pairs).
+        #[arg(value_name = "FIELD=VALUE")]
         fields: Vec<String>,
         /// Comma-separated token ids: hash them with vLLM's block-hash chain and print one key per full block.
-        #[arg(long, value_delimiter = ',')]
+        #[arg(long, value_delimiter = ',', value_name = "IDS")]
         tokens: Option<Vec<i64>>,
-        #[arg(long, default_value_t = 16)]
+        /// Tokens per block (vLLM's --block-size) for --tokens.
+        #[arg(long, default_value_t = 16, value_parser = positive)]
         block_size: usize,
         /// Hash granularity when smaller than the block size (vLLM's hash_block_size).
-        #[arg(long)]
+        #[arg(long, value_parser = positive)]
         hash_block_size: Option<usize>,
-        /// --prefix-caching-hash-algo: sha256 or sha256_cbor.
-        #[arg(long, default_value = "sha256")]
+        /// vLLM's --prefix-caching-hash-algo.
+        #[arg(long, default_value = "sha256", value_parser = ["sha256", "sha256_cbor"])]
         algo: String,
         /// PYTHONHASHSEED of the vLLM processes (unset: the release's default seed, if it has one).
         #[arg(long)]
         pythonhashseed: Option<String>,
+        /// LoRA adapter name of the request (with --lora-path): part of the block hash.
         #[arg(long, requires = "lora_path")]
         lora_name: Option<String>,
+        /// LoRA adapter path of the request (with --lora-name).
         #[arg(long, requires = "lora_name")]
         lora_path: Option<String>,
+        /// The request's cache_salt: part of the first block's hash.
         #[arg(long)]
         cache_salt: Option<String>,
+        /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
     /// Parse a key into its fields. Free text (model name, cache prefix) may contain '@': give known parts as
-    /// --hint FIELD=VALUE when the key has several readings.
+    /// --hint FIELD=VALUE (the same names as `key build`) when the key has several readings.
+    #[command(after_help = "Exit codes: 0 = one reading; 1 = the key does not fit (the message names the field and byte) or has several readings; 2 = bad usage.\n\nExample:\n  mooncake-conformance key parse --release 0.33.0 'teamA@Qwen@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0@ab' --hint cache_prefix=teamA")]
     Parse {
         #[command(flatten)]
         target: KeyTarget,
         /// Try every grammar of a family: vllm, vllm-ascend or lmcache.
         #[arg(long)]
         family: Option<String>,
+        /// The key to parse.
         key: String,
-        #[arg(long = "hint")]
+        /// A known field, FIELD=VALUE (repeatable): narrows the readings of a key with free text.
+        #[arg(long = "hint", value_name = "FIELD=VALUE")]
         hints: Vec<String>,
+        /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
     /// List the key grammars of spec/store-keys/.
+    #[command(after_help = "Exit codes: 0 = listed.\n\nExample:\n  mooncake-conformance key grammars --format json")]
     Grammars {
+        /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
@@ -249,9 +427,11 @@ enum HashCmd {
     /// sha256(json.dumps(value, sort_keys=True)) exactly as vLLM's hash_factors computes it. The file holds one
     /// JSON value; tuples, bytes, sets, non-finite floats, big ints and non-string keys use the tags of
     /// conformance/vectors/GOLDEN.md. Exit 1 when Python would raise (the exception is printed).
+    #[command(after_help = "Exit codes: 0 = hashed; 1 = Python would raise for this value; 2 = bad usage or input.\n\nExample:\n  echo '{\"a\": [1, 2]}' | mooncake-conformance hash factors -")]
     Factors {
-        /// JSON file, or `-` for stdin.
+        /// JSON file, or `-` for standard input.
         file: PathBuf,
+        /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
@@ -259,234 +439,540 @@ enum HashCmd {
     /// JSON file ({model, dtype, num_kv_heads, head_size, num_hidden_layers, cache_dtype, attn_backend_name,
     /// disable_hybrid_kv_cache_manager?, transfer_mode?, speculative_config?, cross_layers_blocks?}); with
     /// --engine, the P2P connectors' hash for that transfer engine (mooncake).
+    #[command(after_help = "Exit codes: 0 = hashed; 2 = bad usage or input (a release without the hash, a config lacking an attribute).\n\nExample:\n  mooncake-conformance hash nixl --release 0.33.0 config.json --engine mooncake")]
     Nixl {
+        /// The vLLM release (any form `hash wire` takes: 0.33.0, v0.33.0, vllm-0.33.0).
         #[arg(long)]
         release: String,
+        /// JSON file of the config attributes.
         file: PathBuf,
+        /// A P2P connector's transfer engine (mooncake): its wrapper hash around NIXL's.
         #[arg(long)]
         engine: Option<String>,
+        /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
     /// The wire fingerprint (spec/README.md, "Wire fingerprint") of one revision, or of every revision.
+    #[command(after_help = "Exit codes: 0 = done; 2 = an unknown revision.\n\nExample:\n  mooncake-conformance hash wire --revision 0.33.0")]
     Wire {
-        /// A revision name (vllm-0.25.0..0.29.0) or a vLLM release (0.27.1).
+        /// A revision name (vllm-0.25.0..0.29.0), a vLLM release (0.27.1, v0.27.1, vllm-0.27.1) or a
+        /// project-qualified one (ascend:0.18.0, vllm-ascend-0.18.0).
         #[arg(long)]
         revision: Option<String>,
+        /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
     /// Whether two revisions (names or releases) are wire-compatible, and which structs and fields differ.
+    #[command(after_help = "Exit codes: 0 = compatible; 1 = incompatible; 2 = an unknown revision.\n\nExample:\n  mooncake-conformance hash check 0.18.0 0.18.1")]
     Check {
+        /// The first revision or release (any form `hash wire` takes).
         a: String,
+        /// The second revision or release.
         b: String,
+        /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
-}
-
-/// Runs the cases and writes the reports; exit 0 only if every non-expected case passed.
-fn execute(cfg: RunConfig, format: Format, junit: Option<PathBuf>, markdown: Option<PathBuf>) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => return report::usage_error(&e.to_string()),
-    };
-    let rep = match rt.block_on(mooncake_conformance::run::run(cfg)) {
-        Ok(r) => r,
-        Err(e) => return report::usage_error(&e),
-    };
-    if let Some(p) = junit {
-        if let Err(e) = std::fs::write(&p, report::run_junit(&rep)) {
-            return report::usage_error(&format!("{}: {e}", p.display()));
-        }
-    }
-    if let Some(p) = markdown {
-        if let Err(e) = std::fs::write(&p, report::run_markdown(&rep)) {
-            return report::usage_error(&format!("{}: {e}", p.display()));
-        }
-    }
-    match format {
-        Format::Json => report::print_json(&report::run_json(&rep)),
-        Format::Text => report::run_text(&rep),
-    }
-    ExitCode::from(if rep.ok() { 0 } else { 1 })
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum DiffFormat {
     /// A table ready for a pull-request comment.
     Markdown,
+    /// One JSON document.
     Json,
     /// One line.
     Summary,
 }
 
-/// `--speaks` names or releases → push revision names (`None` when not given).
+// ---- output ----------------------------------------------------------------------------------------------
+
+/// Writes to standard output or error. A closed pipe (`… | head -1`) ends the program quietly with status 0,
+/// as `cat` and `rg` do; any other write error is an environment failure.
+fn write_or_exit(mut w: impl Write, text: &str) {
+    if let Err(e) = w.write_all(text.as_bytes()).and_then(|_| w.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        let _ = writeln!(std::io::stderr(), "error: writing output: {e}");
+        std::process::exit(ENVIRONMENT as i32);
+    }
+}
+
+/// Standard output text, as given.
+fn out(text: &str) {
+    write_or_exit(std::io::stdout().lock(), text);
+}
+
+/// Text on standard error, as given.
+fn err(text: &str) {
+    write_or_exit(std::io::stderr().lock(), text);
+}
+
+/// Prints what a command produced and returns its exit code.
+fn emit(o: Outcome) -> ExitCode {
+    out(&o.stdout);
+    for e in &o.errors {
+        err(&format!("error: {e}\n"));
+    }
+    ExitCode::from(o.code)
+}
+
+/// A usage or input error (exit 2).
+fn usage(msg: &str) -> ExitCode {
+    emit(Outcome::usage(msg))
+}
+
+// ---- argument checks -------------------------------------------------------------------------------------
+
+/// A whole number above zero (block sizes).
+fn positive(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{s}` is not a whole number")),
+    }
+}
+
+/// `--speaks` names or releases → push revision names (`None` when not given), through the spec's resolver.
 fn resolve_revisions(given: &[String]) -> Result<Option<Vec<String>>, String> {
     if given.is_empty() {
         return Ok(None);
     }
-    let push = mooncake_wire::spec::Spec::builtin().push();
+    let spec = mooncake_wire::spec::Spec::builtin();
     given
         .iter()
-        .map(|g| {
-            push.revision(g)
-                .or_else(|| push.for_release(g.trim_start_matches("vllm-")))
-                .map(|r| r.revision.clone())
-                .ok_or_else(|| format!("--speaks {g}: no such revision or release (see spec/push/)"))
+        .map(|g| match spec.resolve(g) {
+            Ok(r) if r.revision.family == "push" => Ok(r.revision.revision.clone()),
+            Ok(r) => Err(format!("--speaks {g}: {} is of the {} family; the runner plays push-family traces", r.revision.revision, r.revision.family)),
+            Err(e) => Err(format!("--speaks {e}")),
         })
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
 }
 
-fn bundled(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(rel)
+fn seconds(v: f64, option: &str) -> Result<std::time::Duration, String> {
+    std::time::Duration::try_from_secs_f64(v).map_err(|_| format!("{option} must be a non-negative number of seconds"))
+}
+
+/// The report files, opened (created) before anything runs so that a bad path costs nothing.
+struct ReportFiles {
+    junit: Option<(PathBuf, File)>,
+    markdown: Option<(PathBuf, File)>,
+    json: Option<(PathBuf, File)>,
+}
+
+impl ReportFiles {
+    fn open(o: &RunOpts) -> Result<ReportFiles, String> {
+        let mut seen: Vec<PathBuf> = vec![];
+        let mut open = |p: &Option<PathBuf>, option: &str| -> Result<Option<(PathBuf, File)>, String> {
+            let Some(p) = p else { return Ok(None) };
+            if seen.contains(p) {
+                return Err(format!("{option} {}: the same file as another report", p.display()));
+            }
+            seen.push(p.clone());
+            if p.is_dir() {
+                return Err(format!("{option} {}: a directory, not a file", p.display()));
+            }
+            let f = File::create(p).map_err(|e| format!("{option} {}: {e}", p.display()))?;
+            Ok(Some((p.clone(), f)))
+        };
+        Ok(ReportFiles { junit: open(&o.junit, "--junit")?, markdown: open(&o.markdown, "--markdown")?, json: open(&o.json, "--json")? })
+    }
+}
+
+/// Progress on standard error: a bar on a terminal, one line per finished case otherwise.
+fn progress_printer(mode: ProgressMode) -> Option<Box<dyn FnMut(Progress<'_>) + Send>> {
+    let bar = match mode {
+        ProgressMode::Off => return None,
+        ProgressMode::Bar => true,
+        ProgressMode::Lines => false,
+        ProgressMode::Auto => std::io::stderr().is_terminal(),
+    };
+    let mut failed_so_far = 0;
+    Some(Box::new(move |p: Progress<'_>| match (bar, p) {
+        (true, Progress::Started { index, total, id }) => {
+            let done = index * 24 / total.max(1);
+            err(&format!("\r[{}{}] {:>3}/{total} {failed_so_far} failed  {:<56}", "#".repeat(done), "-".repeat(24 - done), index + 1, id));
+        }
+        (true, Progress::Finished { index, total, failed, .. }) => {
+            failed_so_far = failed;
+            if index + 1 == total {
+                err(&format!("\r{:<120}\r", ""));
+            }
+        }
+        (false, Progress::Finished { index, total, result, failed }) => {
+            let w = total.to_string().len();
+            err(&format!("[{:>w$}/{total}] {:<5} {} ({} ms){}\n", index + 1, result.status.word(), result.id, result.duration_ms, if failed > 0 { format!(" — {failed} failed so far") } else { String::new() }));
+        }
+        _ => {}
+    }))
+}
+
+/// Runs the cases and writes the reports.
+fn execute(cfg: RunConfig, opts: &RunOpts, files: ReportFiles) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return emit(Outcome { stdout: String::new(), errors: vec![format!("starting the runtime: {e}")], code: ENVIRONMENT }),
+    };
+    let allow_empty = cfg.allow_empty;
+    let rep = match rt.block_on(mooncake_conformance::run::run(cfg)) {
+        Ok(r) => r,
+        Err(e) => return emit(Outcome { stdout: String::new(), errors: vec![e.message], code: e.code }),
+    };
+    let mut errors = vec![];
+    let writes = [
+        (files.junit, report::run_junit(&rep)),
+        (files.markdown, report::run_markdown(&rep)),
+        (files.json, report::json_text(&report::run_json(&rep))),
+    ];
+    for (f, text) in writes {
+        if let Some((p, mut f)) = f {
+            if let Err(e) = f.write_all(text.as_bytes()) {
+                errors.push(format!("{}: {e}", p.display()));
+            }
+        }
+    }
+    let text = match opts.format {
+        Format::Json => report::json_text(&report::run_json(&rep)),
+        Format::Text => report::run_text(&rep),
+    };
+    // A report file that could not be written after the run (a full disk): the environment failed.
+    let code = if errors.is_empty() { rep.exit_code(allow_empty) } else { ENVIRONMENT };
+    errors.extend(rep.problems(allow_empty));
+    emit(Outcome { stdout: text, errors, code })
+}
+
+/// `tap`: records until --duration, SIGINT or SIGTERM; findings on standard output as they happen.
+fn tap(cfg: mooncake_conformance::tap::TapConfig, duration: Option<std::time::Duration>) -> ExitCode {
+    use mooncake_conformance::tap::{finding_line, Say, Tap};
+    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return emit(Outcome { stdout: String::new(), errors: vec![format!("starting the runtime: {e}")], code: ENVIRONMENT }),
+    };
+    rt.block_on(async move {
+        let out_path = cfg.out.display().to_string();
+        let say = Box::new(|s: Say<'_>| match s {
+            Say::Finding(f) => out(&format!("{}\n", finding_line(f))),
+            Say::Note(n) => err(&format!("tap: {n}\n")),
+        });
+        let t = match Tap::start(cfg, say).await {
+            Ok(t) => t,
+            Err(e) => return emit(Outcome { stdout: String::new(), errors: vec![e.message], code: e.code }),
+        };
+        err(&format!("tap: bootstrap server at {} ({}); recording to {out_path}; Ctrl-C stops\n", t.url(), t.mode));
+        wait_for_stop(duration).await;
+        let rep = t.finish().await;
+        emit(Outcome { stdout: format!("{}\n", rep.summary()), errors: rep.troubles.clone(), code: rep.exit_code() })
+    })
+}
+
+/// Until `duration` has passed, or SIGINT or SIGTERM arrives.
+async fn wait_for_stop(duration: Option<std::time::Duration>) {
+    let timer = async {
+        match duration {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (mut int, mut term) = match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+            (Ok(i), Ok(t)) => (i, t),
+            _ => {
+                tokio::select! { _ = timer => {}, _ = tokio::signal::ctrl_c() => {} }
+                return;
+            }
+        };
+        tokio::select! { _ = timer => {}, _ = int.recv() => {}, _ = term.recv() => {} }
+    }
+    #[cfg(not(unix))]
+    tokio::select! { _ = timer => {}, _ = tokio::signal::ctrl_c() => {} }
+}
+
+/// What `run` and `replay` share: data, scenarios, testee, options → a run configuration.
+fn configure(inputs: Vec<Input>, testee: Option<&str>, o: &RunOpts, data: &Data) -> Result<RunConfig, String> {
+    let speaks = resolve_revisions(&o.speaks)?;
+    let scenarios = match &o.scenarios {
+        Some(p) => data.scenarios()?.overlay_file(p)?,
+        None => data.scenarios()?,
+    };
+    let testee = match testee {
+        Some(t) => {
+            split_command(t)?;
+            TesteeSpec::Command(t.to_string())
+        }
+        None => TesteeSpec::Builtin,
+    };
+    let mut cfg = RunConfig::new(inputs, testee);
+    cfg.scenarios = scenarios;
+    cfg.slack = seconds(o.slack, "--slack")?;
+    cfg.speaks = speaks;
+    cfg.fail_fast = o.fail_fast;
+    cfg.allow_empty = o.allow_empty;
+    cfg.testee_log = o.testee_log.clone();
+    if let Some(d) = &o.testee_log {
+        if d.exists() && !d.is_dir() {
+            return Err(format!("--testee-log {}: not a directory", d.display()));
+        }
+    }
+    cfg.progress = progress_printer(o.progress);
+    Ok(cfg)
+}
+
+/// The traces named on the command line; zero files is an error naming the paths (unless `allow_empty`).
+fn trace_inputs(paths: &[PathBuf], allow_empty: bool) -> Result<Vec<Input>, String> {
+    let inputs = Input::files(paths)?;
+    if inputs.is_empty() && !allow_empty {
+        let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        return Err(format!("no trace files (*.jsonl) in {}: nothing to check (--allow-empty accepts that)", shown.join(", ")));
+    }
+    Ok(inputs)
+}
+
+fn data_of(d: &Option<PathBuf>) -> Result<Data, String> {
+    match d {
+        Some(dir) => Data::check(dir),
+        None => Ok(Data::Embedded),
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Run { paths, testee, role, case, scenarios, expected_failures, format, junit, markdown, slack, speaks } => {
-            let speaks = match resolve_revisions(&speaks) {
-                Ok(s) => s,
-                Err(e) => return report::usage_error(&e),
+        Cmd::Run { paths, testee, role, case, list, expected_failures, opts } => {
+            let data = match data_of(&opts.data) {
+                Ok(d) => d,
+                Err(e) => return usage(&e),
             };
-            let roles = match role.iter().map(|r| Role::parse(r).ok_or(r.clone())).collect::<Result<Vec<_>, _>>() {
+            let inputs = if paths.is_empty() { data.traces("traces") } else { trace_inputs(&paths, opts.allow_empty) };
+            let inputs = match inputs {
+                Ok(i) => i,
+                Err(e) => return usage(&e),
+            };
+            let mut cfg = match configure(inputs, testee.as_deref(), &opts, &data) {
+                Ok(c) => c,
+                Err(e) => return usage(&e),
+            };
+            cfg.roles = match role.iter().map(|r| Role::parse(r.trim()).ok_or(r.clone())).collect::<Result<Vec<_>, _>>() {
                 Ok(r) => r,
-                Err(r) => return report::usage_error(&format!("unknown role {r:?} (prefiller, decoder, bootstrap)")),
+                Err(r) => return usage(&format!("--role {r}: prefiller, decoder or bootstrap")),
             };
-            let scenarios = match scenarios {
-                Some(p) => match Scenarios::load(&p) {
-                    Ok(s) => s,
-                    Err(e) => return report::usage_error(&e),
-                },
-                None => Scenarios::bundled(),
-            };
+            cfg.cases = case.into_iter().map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect();
+            if list {
+                return match mooncake_conformance::run::select_cases(&cfg) {
+                    Ok(cases) => {
+                        let text = match opts.format {
+                            Format::Json => report::json_text(&report::list_json(&cases)),
+                            Format::Text => report::list_text(&cases),
+                        };
+                        emit(Outcome { stdout: text, errors: vec![], code: AGREE })
+                    }
+                    Err(e) => emit(Outcome { stdout: String::new(), errors: vec![e.message], code: e.code }),
+                };
+            }
             let expected = match (&expected_failures, &testee) {
                 (Some(p), _) => ExpectedFailures::load(p),
-                (None, None) => ExpectedFailures::load(&bundled("expected-failures.toml")),
+                (None, None) => data.expected_failures(),
                 (None, Some(_)) => Ok(ExpectedFailures::default()),
             };
-            let expected = match expected {
+            cfg.expected = match expected {
                 Ok(e) => e,
-                Err(e) => return report::usage_error(&e),
+                Err(e) => return usage(&e),
             };
-            let slack = match std::time::Duration::try_from_secs_f64(slack) {
-                Ok(d) => d,
-                Err(_) => return report::usage_error("--slack must be a non-negative number of seconds"),
+            let files = match ReportFiles::open(&opts) {
+                Ok(f) => f,
+                Err(e) => return usage(&e),
             };
-            let cfg = RunConfig {
-                paths: if paths.is_empty() { vec![bundled("traces")] } else { paths },
-                testee: testee.map(TesteeSpec::Command).unwrap_or(TesteeSpec::Builtin),
-                roles,
-                filter: case,
-                scenarios,
-                expected,
-                slack,
-                progress: format == Format::Text && std::io::IsTerminal::is_terminal(&std::io::stderr()),
-                external: External::None,
-                speaks,
-            };
-            execute(cfg, format, junit, markdown)
+            execute(cfg, &opts, files)
         }
-        Cmd::Replay { paths, play, peer, listen, bootstrap_bind, timeout, testee, scenarios, format, junit, markdown, slack, speaks } => {
-            let speaks = match resolve_revisions(&speaks) {
-                Ok(s) => s,
-                Err(e) => return report::usage_error(&e),
+        Cmd::Replay { paths, play, peer, listen, bootstrap_bind, timeout, testee, opts } => {
+            let role = match play {
+                PlaySide::Decoder => Role::Prefiller,
+                PlaySide::Prefiller => Role::Decoder,
+                PlaySide::Client => Role::Bootstrap,
             };
-            let role = match play.as_str() {
-                "decoder" => Role::Prefiller,
-                "prefiller" => Role::Decoder,
-                "client" | "bootstrap-client" => Role::Bootstrap,
-                other => return report::usage_error(&format!("--play {other:?}: decoder, prefiller or client")),
-            };
-            let timeout = match std::time::Duration::try_from_secs_f64(timeout) {
+            let timeout = match seconds(timeout, "--timeout") {
                 Ok(d) => d,
-                Err(_) => return report::usage_error("--timeout must be a non-negative number of seconds"),
+                Err(e) => return usage(&e),
             };
             let external = match (role, peer, listen, &testee) {
                 (_, None, None, Some(_)) => External::None,
                 (Role::Prefiller, Some(p), None, None) => External::Prefillers(p.split(',').map(|s| s.trim().to_string()).collect()),
                 (Role::Decoder, None, Some(l), None) => External::Listen { endpoint: l, bootstrap: bootstrap_bind, timeout },
                 (Role::Bootstrap, Some(p), None, None) => External::Bootstrap(p),
-                _ => return report::usage_error("give --testee CMD, or --peer (with --play decoder or client), or --listen (with --play prefiller)"),
+                _ => return usage("give --testee COMMAND, or --peer (with --play decoder or client), or --listen (with --play prefiller)"),
             };
-            let scenarios = match scenarios {
-                Some(p) => match Scenarios::load(&p) {
-                    Ok(s) => s,
-                    Err(e) => return report::usage_error(&e),
-                },
-                None => Scenarios::bundled(),
-            };
-            let slack = match std::time::Duration::try_from_secs_f64(slack) {
+            let data = match data_of(&opts.data) {
                 Ok(d) => d,
-                Err(_) => return report::usage_error("--slack must be a non-negative number of seconds"),
+                Err(e) => return usage(&e),
             };
-            let cfg = RunConfig {
-                paths,
-                testee: testee.map(TesteeSpec::Command).unwrap_or(TesteeSpec::Builtin),
-                roles: vec![role],
-                filter: None,
-                scenarios,
-                expected: ExpectedFailures::default(),
-                slack,
-                progress: format == Format::Text && std::io::IsTerminal::is_terminal(&std::io::stderr()),
-                external,
-                speaks,
+            let inputs = match trace_inputs(&paths, opts.allow_empty) {
+                Ok(i) => i,
+                Err(e) => return usage(&e),
             };
-            execute(cfg, format, junit, markdown)
+            let mut cfg = match configure(inputs, testee.as_deref(), &opts, &data) {
+                Ok(c) => c,
+                Err(e) => return usage(&e),
+            };
+            cfg.roles = vec![role];
+            cfg.external = external;
+            // Endpoint syntax is a usage error before anything else (the run checks reachability, exit 3).
+            if let Err(e) = mooncake_conformance::run::preflight_syntax(&cfg.external) {
+                return emit(Outcome { stdout: String::new(), errors: vec![e.message], code: e.code });
+            }
+            let files = match ReportFiles::open(&opts) {
+                Ok(f) => f,
+                Err(e) => return usage(&e),
+            };
+            execute(cfg, &opts, files)
         }
-        Cmd::Vectors { paths, format, all } => {
+        Cmd::Tap { bootstrap_bind, upstream, out, duration, revision, scenario, zmq_host, reply_timeout } => {
+            let duration = match duration.map(|d| seconds(d, "--duration")).transpose() {
+                Ok(d) => d,
+                Err(e) => return usage(&e),
+            };
+            let mut cfg = mooncake_conformance::tap::TapConfig::new(&bootstrap_bind, out);
+            cfg.upstream = upstream;
+            cfg.revision = revision;
+            cfg.scenario = scenario;
+            cfg.zmq_host = zmq_host;
+            cfg.reply_timeout = match reply_timeout.map(|d| seconds(d, "--reply-timeout")).transpose() {
+                Ok(d) => d,
+                Err(e) => return usage(&e),
+            };
+            tap(cfg, duration)
+        }
+        Cmd::Vectors { paths, format, all, allow_empty } => {
             let files = match mooncake_conformance::jsonl::expand(&paths) {
                 Ok(f) => f,
-                Err(e) => return report::usage_error(&e),
+                Err(e) => return usage(&e),
             };
+            if files.is_empty() && !allow_empty {
+                let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+                return usage(&format!("no vector files (*.jsonl, revisions.json) in {}: nothing to check (--allow-empty accepts that)", shown.join(", ")));
+            }
             let reps: Vec<_> = files.iter().map(|f| vectors::check_file(f)).collect();
-            let ok = reps.iter().all(|r| r.ok());
-            match format {
-                Format::Json => report::print_json(&report::vectors_json(&reps)),
+            let text = match format {
+                Format::Json => report::json_text(&report::vectors_json(&reps)),
                 Format::Text => report::vectors_text(&reps, all),
-            }
-            ExitCode::from(if ok { 0 } else { 1 })
-        }
-        Cmd::Validate { paths, format } => {
-            let files = match mooncake_conformance::jsonl::expand(&paths) {
-                Ok(f) => f,
-                Err(e) => return report::usage_error(&e),
             };
-            let reps: Vec<_> = files.iter().map(|f| validate::validate_file(f)).collect();
-            let ok = reps.iter().all(|r| r.ok());
-            match format {
-                Format::Json => report::print_json(&report::validate_json(&reps)),
+            emit(Outcome { stdout: text, errors: vectors::input_problems(&reps, allow_empty), code: vectors::exit_code(&reps, allow_empty) })
+        }
+        Cmd::Validate { paths, format, data, allow_empty } => {
+            let inputs = if paths.is_empty() {
+                data_of(&data).and_then(|d| Ok([d.traces("traces")?, d.traces("traces-pull")?].concat()))
+            } else {
+                trace_inputs(&paths, allow_empty)
+            };
+            let inputs = match inputs {
+                Ok(i) => i,
+                Err(e) => return usage(&e),
+            };
+            let reps: Vec<_> = inputs.iter().map(validate::validate_input).collect();
+            let text = match format {
+                Format::Json => report::json_text(&report::validate_json(&reps)),
                 Format::Text => report::validate_text(&reps),
+            };
+            let problems: Vec<String> = reps
+                .iter()
+                .flat_map(|r| r.findings.iter().filter(|f| validate::INPUT_CHECKS.contains(&f.check) && (f.check != "TRACE-EMPTY" || !allow_empty)).map(move |f| (r, f)))
+                .map(|(r, f)| if f.detail.starts_with(&r.path) { f.detail.clone() } else { format!("{}: {}", r.path, f.detail) })
+                .collect();
+            emit(Outcome { stdout: text, errors: problems, code: validate::exit_code(&reps, allow_empty) })
+        }
+        Cmd::Matrix { paths, out, check, revision, abort_ms, jobs, format, data } => {
+            let data = match data_of(&data) {
+                Ok(d) => d,
+                Err(e) => return usage(&e),
+            };
+            let inputs = if paths.is_empty() { data.traces("traces") } else { trace_inputs(&paths, false) };
+            let (inputs, scenarios) = match (inputs, data.scenarios()) {
+                (Ok(i), Ok(s)) => (i, s),
+                (Err(e), _) | (_, Err(e)) => return usage(&e),
+            };
+            let traces = match mooncake_conformance::matrix::load_traces(&inputs) {
+                Ok(t) => t,
+                Err(e) => return usage(&e),
+            };
+            let mut only = vec![];
+            for r in &revision {
+                match mooncake_wire::spec::Spec::builtin().resolve(r) {
+                    Ok(x) => only.push(x.revision.revision.clone()),
+                    Err(e) => return usage(&format!("--revision {e}")),
+                }
             }
-            ExitCode::from(if ok { 0 } else { 1 })
+            let cfg = mooncake_conformance::matrix::MatrixConfig {
+                scenarios: std::sync::Arc::new(scenarios),
+                abort: std::time::Duration::from_millis(abort_ms.max(50)),
+                jobs,
+                only,
+                progress: Some(std::sync::Arc::new(|l: &str| eprintln!("{l}"))),
+            };
+            let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+                Ok(r) => r,
+                Err(e) => return emit(Outcome { stdout: String::new(), errors: vec![e.to_string()], code: mooncake_conformance::outcome::ENVIRONMENT }),
+            };
+            let m = rt.block_on(mooncake_conformance::matrix::build(&traces, &cfg));
+            let md = mooncake_conformance::matrix::render::markdown(&m);
+            let mut code = if m.disagreements().is_empty() { AGREE } else { DISAGREE };
+            let mut errors = vec![];
+            if let Some(f) = &out {
+                if let Err(e) = std::fs::write(f, &md) {
+                    return usage(&format!("--out {}: {e}", f.display()));
+                }
+            }
+            if let Some(f) = &check {
+                match std::fs::read_to_string(f) {
+                    Ok(t) if t == md => {}
+                    Ok(_) => {
+                        errors.push(format!("{} is stale: regenerate it with `mooncake-conformance matrix --out {}`", f.display(), f.display()));
+                        code = DISAGREE;
+                    }
+                    Err(e) => return usage(&format!("--check {}: {e}", f.display())),
+                }
+            }
+            let summary = format!(
+                "matrix: {} revisions, {} ordered pairs, {} work, {} break in some scenario, {} disagreements with diff — {}",
+                m.revisions.len(),
+                m.cells.iter().filter(|c| c.decoder != c.prefiller).count(),
+                m.cells.iter().filter(|c| c.decoder != c.prefiller && !c.scenarios.is_empty() && c.works()).count(),
+                m.cells.iter().filter(|c| c.decoder != c.prefiller && !c.works()).count(),
+                m.disagreements().len(),
+                if code == AGREE { "OK" } else { "FAILED" }
+            );
+            let stdout = match format {
+                Format::Json => report::json_text(&mooncake_conformance::matrix::render::json(&m)),
+                _ => format!("{md}\n{summary}\n"),
+            };
+            emit(Outcome { stdout, errors, code })
         }
         Cmd::Diff { old, new, format, allow_breaking } => {
             let (old, new) = match (spec_source::resolve(&old), spec_source::resolve(&new)) {
                 (Ok(a), Ok(b)) => (a, b),
-                (Err(e), _) | (_, Err(e)) => return report::usage_error(&e),
+                (Err(e), _) | (_, Err(e)) => return usage(&e),
             };
-            let r = mooncake_wire::diff::diff(&old, &new);
-            match format {
-                DiffFormat::Markdown => print!("{}", mooncake_wire::diff::render::markdown(&r)),
-                DiffFormat::Json => report::print_json(&mooncake_wire::diff::render::json(&r)),
-                DiffFormat::Summary => println!("{}", r.summary),
+            if old.family != new.family {
+                return usage(&format!(
+                    "{} is of the {} family and {} of the {} family: a diff compares revisions of one protocol family",
+                    old.revision, old.family, new.revision, new.family
+                ));
             }
-            ExitCode::from(if r.is_breaking() && !allow_breaking { 1 } else { 0 })
+            let r = mooncake_wire::diff::diff(&old, &new);
+            let text = match format {
+                DiffFormat::Markdown => mooncake_wire::diff::render::markdown(&r),
+                DiffFormat::Json => report::json_text(&mooncake_wire::diff::render::json(&r)),
+                DiffFormat::Summary => format!("{}\n", r.summary),
+            };
+            emit(Outcome { stdout: text, errors: vec![], code: if r.is_breaking() && !allow_breaking { DISAGREE } else { AGREE } })
         }
-        Cmd::Key { cmd } => match cmd {
+        Cmd::Key { cmd } => emit(match cmd {
             KeyCmd::Build { target, fields, tokens, block_size, hash_block_size, algo, pythonhashseed, lora_name, lora_path, cache_salt, format } => {
                 let t = keycmd::Target { release: target.release, grammar: target.grammar, family: None };
-                let tokens = tokens.map(|tokens| keycmd::TokenOptions {
-                    tokens,
-                    block_size,
-                    hash_block_size,
-                    algo,
-                    pythonhashseed,
-                    lora: lora_name.zip(lora_path),
-                    cache_salt,
-                });
+                let tokens = tokens.map(|tokens| keycmd::TokenOptions { tokens, block_size, hash_block_size, algo, pythonhashseed, lora: lora_name.zip(lora_path), cache_salt });
                 keycmd::build(&t, &fields, tokens, format == Format::Json)
             }
             KeyCmd::Parse { target, family, key, hints, format } => {
@@ -494,12 +980,55 @@ fn main() -> ExitCode {
                 keycmd::parse(&t, &key, &hints, format == Format::Json)
             }
             KeyCmd::Grammars { format } => keycmd::list(format == Format::Json),
-        },
-        Cmd::Hash { cmd } => match cmd {
+        }),
+        Cmd::Hash { cmd } => emit(match cmd {
             HashCmd::Factors { file, format } => hashcmd::factors(&file, format == Format::Json),
             HashCmd::Wire { revision, format } => hashcmd::wire(revision.as_deref(), format == Format::Json),
             HashCmd::Check { a, b, format } => hashcmd::check(&a, &b, format == Format::Json),
             HashCmd::Nixl { release, file, engine, format } => hashcmd::nixl(&release, &file, engine.as_deref(), format == Format::Json),
-        },
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every option and argument of every subcommand has help text, and every subcommand's help states the exit
+    /// codes and ends with an example.
+    #[test]
+    fn every_option_has_help_and_every_command_an_example() {
+        fn walk(c: &clap::Command, path: &str, problems: &mut Vec<String>) {
+            let here = format!("{path} {}", c.get_name());
+            for a in c.get_arguments() {
+                let id = a.get_id().as_str();
+                if matches!(id, "help" | "version") {
+                    continue;
+                }
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    problems.push(format!("{here}: --{id} has no help text"));
+                }
+            }
+            if c.get_subcommands().next().is_none() || c.get_name() != "mooncake-conformance" {
+                let after = c.get_after_help().map(|s| s.to_string()).unwrap_or_default();
+                if !after.contains("Exit codes") {
+                    problems.push(format!("{here}: its help does not state the exit codes"));
+                }
+                let last = after.trim_end().lines().last().unwrap_or("").trim_start();
+                if !after.contains("Example") || !last.starts_with("mooncake-conformance") && !last.starts_with("echo") {
+                    problems.push(format!("{here}: its help does not end with an example"));
+                }
+            }
+            for s in c.get_subcommands() {
+                if s.get_name() != "help" {
+                    walk(s, &here, problems);
+                }
+            }
+        }
+        let mut problems = vec![];
+        walk(&Cli::command(), "", &mut problems);
+        assert!(problems.is_empty(), "{problems:#?}");
+        Cli::command().debug_assert();
     }
 }

@@ -1,19 +1,15 @@
 //! Text and JSON output of the subcommands.
 
-use std::process::ExitCode;
+use std::fmt::Write as _;
 
 use serde_json::json;
 
 use crate::validate::TraceReport;
 use crate::vectors::FileReport;
 
-pub fn usage_error(msg: &str) -> ExitCode {
-    eprintln!("error: {msg}");
-    ExitCode::from(2)
-}
-
-pub fn print_json(v: &serde_json::Value) {
-    println!("{}", serde_json::to_string_pretty(v).expect("JSON"));
+/// A JSON document, pretty-printed, with a final newline.
+pub fn json_text(v: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(v).expect("JSON values serialize") + "\n"
 }
 
 pub fn vectors_json(reps: &[FileReport]) -> serde_json::Value {
@@ -34,37 +30,41 @@ pub fn vectors_json(reps: &[FileReport]) -> serde_json::Value {
     })
 }
 
-pub fn vectors_text(reps: &[FileReport], all: bool) {
+pub fn vectors_text(reps: &[FileReport], all: bool) -> String {
+    let mut o = String::new();
     for r in reps {
         let status = if r.ok() { "ok  " } else { "FAIL" };
         match &r.not_checked {
-            Some(why) => println!("{status} {}  not checked: {why}", r.path),
+            Some(why) => {
+                let _ = writeln!(o, "{status} {}  not checked: {why}", r.path);
+            }
             None => {
                 let extra = if r.error_text_differs > 0 { format!(" ({} error texts differ from msgspec)", r.error_text_differs) } else { String::new() };
-                println!("{status} {:<48} {}/{} cases{extra}  [{}]", r.subject, r.passed, r.cases, r.path);
+                let _ = writeln!(o, "{status} {:<48} {}/{} cases{extra}  [{}]", r.subject, r.passed, r.cases, r.path);
             }
         }
         for n in &r.notes {
-            println!("       note: {n}");
+            let _ = writeln!(o, "       note: {n}");
         }
         let shown = if all { r.failures.len() } else { 5 };
         for f in r.failures.iter().take(shown) {
-            println!("       line {} {}: {}", f.line, f.id, f.problem);
+            let _ = writeln!(o, "       line {} {}: {}", f.line, f.id, f.problem);
         }
         if r.failures.len() > shown {
-            println!("       … {} more (use --all)", r.failures.len() - shown);
+            let _ = writeln!(o, "       … {} more (use --all)", r.failures.len() - shown);
         }
     }
     let cases: usize = reps.iter().map(|r| r.cases).sum();
     let passed: usize = reps.iter().map(|r| r.passed).sum();
     let bad = reps.iter().filter(|r| !r.ok()).count();
-    println!(
+    let _ = writeln!(o, 
         "vectors: {} files, {cases} cases, {passed} agree, {} disagree, {} files not checked — {}",
         reps.len(),
         reps.iter().map(|r| r.failures.len()).sum::<usize>(),
         reps.iter().filter(|r| r.not_checked.is_some()).count(),
         if bad == 0 { "OK" } else { "FAILED" }
     );
+    o
 }
 
 pub fn validate_json(reps: &[TraceReport]) -> serde_json::Value {
@@ -81,10 +81,11 @@ pub fn validate_json(reps: &[TraceReport]) -> serde_json::Value {
     })
 }
 
-pub fn validate_text(reps: &[TraceReport]) {
+pub fn validate_text(reps: &[TraceReport]) -> String {
+    let mut o = String::new();
     for r in reps {
         let status = if r.ok() { "ok  " } else { "FAIL" };
-        println!(
+        let _ = writeln!(o, 
             "{status} {:<28} {:<12} {:<22} {} zmq, {} http  [{}]",
             r.scenario,
             format!("{} {}", r.project, r.vllm_version),
@@ -93,6 +94,9 @@ pub fn validate_text(reps: &[TraceReport]) {
             r.http_events,
             r.path
         );
+        if !r.unobserved.is_empty() {
+            let _ = writeln!(o, "       not observed by the recording: {} (the checks that need them do not apply)", r.unobserved.join(", "));
+        }
         for f in &r.findings {
             let at = match (f.seq, f.line) {
                 (Some(s), Some(l)) => format!("seq {s} (line {l})"),
@@ -100,11 +104,11 @@ pub fn validate_text(reps: &[TraceReport]) {
                 _ => String::new(),
             };
             let msg = f.message.as_deref().map(|m| format!(" {m}")).unwrap_or_default();
-            println!("       [{}] {at}{msg}: {}", f.check, f.detail);
+            let _ = writeln!(o, "       [{}] {at}{msg}: {}", f.check, f.detail);
         }
     }
     let bad = reps.iter().filter(|r| !r.ok()).count();
-    println!(
+    let _ = writeln!(o, 
         "validate: {} traces, {} zmq payloads, {} http events, {} findings — {}",
         reps.len(),
         reps.iter().map(|r| r.zmq_payloads).sum::<usize>(),
@@ -112,6 +116,7 @@ pub fn validate_text(reps: &[TraceReport]) {
         reps.iter().map(|r| r.findings.len()).sum::<usize>(),
         if bad == 0 { "OK" } else { "FAILED" }
     );
+    o
 }
 
 // ---- run reports ------------------------------------------------------------------------------------------
@@ -125,6 +130,7 @@ fn status_word(s: &Status) -> &'static str {
         Status::Fail => "FAIL",
         Status::Xfail => "xfail",
         Status::Skip => "skip",
+        Status::Error => "ERROR",
     }
 }
 
@@ -136,16 +142,47 @@ fn cross_count(r: &RunReport) -> usize {
 /// The note of a case: why it was skipped or expected to fail, or its first finding; cross-version cases
 /// say so first.
 fn case_note(c: &CaseResult, findings: impl FnOnce(&CaseResult) -> String) -> String {
-    let note = c.reason.clone().unwrap_or_else(|| findings(c));
+    let mut note = c.reason.clone().unwrap_or_else(|| findings(c));
+    if note.is_empty() && !c.not_applicable.is_empty() && c.status != Status::Skip {
+        note = not_applicable_note(c);
+    }
     match &c.testee_revision {
         Some(t) => format!("cross-version: testee at {t}{}{note}", if note.is_empty() { "" } else { "; " }),
         None => note,
     }
 }
 
+/// Cases whose setup was derived from their trace, and those of them that could not be set up.
+pub fn derived_count(r: &RunReport) -> (usize, usize) {
+    let d: Vec<&CaseResult> = r.results.iter().filter(|c| c.setup == Some(crate::derive::Source::Derived)).collect();
+    (d.len(), d.iter().filter(|c| c.findings.iter().any(|f| f.check == "CASE-SETUP")).count())
+}
+
+/// `not applicable: TE-CALLS, P-FINISHED-SENDING (not observed by the recording: transfer_engine_calls, …)`.
+fn not_applicable_note(c: &CaseResult) -> String {
+    let checks: Vec<&str> = c.not_applicable.iter().map(|n| n.check).collect();
+    let mut missing: Vec<&str> = c.not_applicable.iter().map(|n| n.unobserved).collect();
+    missing.dedup();
+    format!("not applicable: {} (not observed by the recording: {})", checks.join(", "), missing.join(", "))
+}
+
+/// (trace revision, cases passed, cases) per revision, in spec order.
+pub fn per_revision(r: &RunReport) -> Vec<(String, usize, usize)> {
+    let order = |rev: &str| mooncake_wire::spec::Spec::builtin().push().revisions.iter().position(|x| x.revision == rev).unwrap_or(usize::MAX);
+    let mut m: std::collections::BTreeMap<(usize, String), (usize, usize)> = std::collections::BTreeMap::new();
+    for c in &r.results {
+        let e = m.entry((order(&c.revision), c.revision.clone())).or_default();
+        e.1 += 1;
+        if c.status == Status::Pass {
+            e.0 += 1;
+        }
+    }
+    m.into_iter().map(|((_, rev), (p, n))| (rev, p, n)).collect()
+}
+
 pub fn run_summary(r: &RunReport) -> String {
     format!(
-        "conformance: {} cases{} against {} — {} passed, {} failed, {} expected failures, {} skipped{} — {}",
+        "conformance: {} cases{} against {} — {} passed, {} failed, {} expected failures, {} skipped{}{}{}{} — {}",
         r.results.len(),
         match cross_count(r) {
             0 => String::new(),
@@ -156,28 +193,71 @@ pub fn run_summary(r: &RunReport) -> String {
         r.count(Status::Fail),
         r.count(Status::Xfail),
         r.count(Status::Skip),
+        match r.count(Status::Error) {
+            0 => String::new(),
+            n => format!(", {n} errors (the environment failed)"),
+        },
         if r.stale.is_empty() { String::new() } else { format!(", {} stale expected failures", r.stale.len()) },
-        if r.ok() { "OK" } else { "FAILED" }
+        if r.not_run == 0 { String::new() } else { format!(", {} not run (--fail-fast)", r.not_run) },
+        match r.not_applicable() {
+            0 => String::new(),
+            n => format!(", {n} checks not applicable (not observed by the recording)"),
+        },
+        if !r.ok() {
+            "FAILED"
+        } else if r.results.iter().all(|c| c.status == Status::Skip) {
+            // Exit 2 unless --allow-empty (`RunReport::exit_code`): not an OK.
+            "NOTHING CHECKED"
+        } else {
+            "OK"
+        }
     )
 }
 
-pub fn run_text(r: &RunReport) {
-    println!("{:<6} {:<52} {:>8}  notes", "status", "case", "ms");
+pub fn run_text(r: &RunReport) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{:<6} {:<52} {:>8}  notes", "status", "case", "ms");
     for c in &r.results {
         let note = case_note(c, |c| c.findings.first().map(|f| format!("[{}] {}", f.check, f.detail)).unwrap_or_default());
         let note: String = note.chars().take(110).collect();
-        println!("{:<6} {:<52} {:>8}  {note}", status_word(&c.status), c.id, c.duration_ms);
-        if c.status == Status::Fail {
+        let _ = writeln!(o, "{:<6} {:<52} {:>8}  {note}", status_word(&c.status), c.id, c.duration_ms);
+        for n in &c.notes {
+            let _ = writeln!(o, "         note: {n}");
+        }
+        if matches!(c.status, Status::Fail | Status::Error) {
             for f in &c.findings {
                 let at = f.seq.map(|s| format!("seq {s}: ")).unwrap_or_default();
-                println!("         [{}] {at}{}{}", f.check, f.message.as_deref().map(|m| format!("{m}: ")).unwrap_or_default(), f.detail);
+                let _ = writeln!(o, "         [{}] {at}{}{}", f.check, f.message.as_deref().map(|m| format!("{m}: ")).unwrap_or_default(), f.detail);
+            }
+            if !c.testee_stderr.is_empty() {
+                let _ = writeln!(o, "         testee standard error, last {} lines:", c.testee_stderr.len());
+                for l in &c.testee_stderr {
+                    let _ = writeln!(o, "           | {l}");
+                }
             }
         }
     }
     for s in &r.stale {
-        println!("STALE  {s}");
+        let _ = writeln!(o, "STALE  {s}");
     }
-    println!("{}", run_summary(r));
+    if r.not_run > 0 {
+        let _ = writeln!(o, "stopped after the first failure (--fail-fast): {} cases not run", r.not_run);
+    }
+    let (derived, unset) = derived_count(r);
+    if derived > 0 {
+        let _ = writeln!(
+            o,
+            "setup derived from the trace (no scenario entry): {derived} case{}{}",
+            if derived == 1 { "" } else { "s" },
+            if unset == 0 { String::new() } else { format!(", {unset} of them could not be set up (CASE-SETUP: the entry to add is printed above)") }
+        );
+    }
+    let per = per_revision(r);
+    if per.len() > 1 {
+        let _ = writeln!(o, "per revision: {}", per.iter().map(|(rev, pass, all)| format!("{rev} {pass}/{all}")).collect::<Vec<_>>().join(", "));
+    }
+    let _ = writeln!(o, "{}", run_summary(r));
+    o
 }
 
 pub fn run_json(r: &RunReport) -> serde_json::Value {
@@ -191,7 +271,13 @@ pub fn run_json(r: &RunReport) -> serde_json::Value {
             "failed": r.count(Status::Fail),
             "expected_failures": r.count(Status::Xfail),
             "skipped": r.count(Status::Skip),
+            "errors": r.count(Status::Error),
+            "not_run": r.not_run,
+            "not_applicable": r.not_applicable(),
             "cross_version": cross_count(r),
+            "derived_setup": derived_count(r).0,
+            "derived_setup_failed": derived_count(r).1,
+            "per_revision": per_revision(r).into_iter().map(|(rev, p, n)| json!({"revision": rev, "passed": p, "cases": n})).collect::<Vec<_>>(),
             "ok": r.ok(),
         }
     })
@@ -204,9 +290,10 @@ fn xml(s: &str) -> String {
 pub fn run_junit(r: &RunReport) -> String {
     let mut o = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     o.push_str(&format!(
-        "<testsuite name=\"mooncake-conformance\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n",
+        "<testsuite name=\"mooncake-conformance\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">\n",
         r.results.len() + r.stale.len(),
         r.count(Status::Fail) + r.stale.len(),
+        r.count(Status::Error),
         r.count(Status::Skip) + r.count(Status::Xfail)
     ));
     for c in &r.results {
@@ -217,8 +304,18 @@ pub fn run_junit(r: &RunReport) -> String {
                 let detail: Vec<String> = c.findings.iter().map(|f| format!("[{}] {}{}", f.check, f.message.as_deref().map(|m| format!("{m}: ")).unwrap_or_default(), f.detail)).collect();
                 o.push_str(&format!("<failure message=\"{}\">{}</failure>", xml(&detail.first().cloned().unwrap_or_default()), xml(&detail.join("\n"))));
             }
+            Status::Error => {
+                let why = c.reason.clone().unwrap_or_default();
+                o.push_str(&format!("<error message=\"{}\">{}</error>", xml(why.lines().next().unwrap_or("")), xml(&why)));
+            }
             Status::Skip | Status::Xfail => o.push_str(&format!("<skipped message=\"{}\"/>", xml(c.reason.as_deref().unwrap_or("")))),
             Status::Pass => {}
+        }
+        if !c.not_applicable.is_empty() && c.status != Status::Skip {
+            o.push_str(&format!("<system-out>{}</system-out>", xml(&not_applicable_note(c))));
+        }
+        if !c.testee_stderr.is_empty() {
+            o.push_str(&format!("<system-err>{}</system-err>", xml(&c.testee_stderr.join("\n"))));
         }
         o.push_str("</testcase>\n");
     }
@@ -240,4 +337,13 @@ pub fn run_markdown(r: &RunReport) -> String {
         o.push_str(&format!("| stale expected failure | FAIL | {} |\n", s.replace('|', "\\|")));
     }
     o
+}
+
+/// `run --list`: one case id a line (text), or the cases with their role, revision and trace (JSON).
+pub fn list_text(cases: &[crate::play::Case]) -> String {
+    cases.iter().map(|c| format!("{}\n", c.id)).collect()
+}
+
+pub fn list_json(cases: &[crate::play::Case]) -> serde_json::Value {
+    serde_json::Value::Array(cases.iter().map(|c| json!({ "id": c.id, "role": c.role, "revision": c.model.revision.revision, "trace": c.model.trace.path })).collect())
 }

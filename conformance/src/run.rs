@@ -1,7 +1,6 @@
 //! `mooncake-conformance run`: every case of every given trace against a testee, with expected failures,
 //! progress, and reports.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +9,7 @@ use serde::Deserialize;
 
 use crate::play::{cases_of, play, CaseResult, PlayOptions, Role, Status};
 use crate::scenarios::Scenarios;
+use crate::jsonl::Input;
 use crate::testee::{Testee, TesteeSpec};
 use crate::trace::Trace;
 use crate::trace_model::TraceModel;
@@ -35,25 +35,98 @@ pub struct ExpectedFailures {
 impl ExpectedFailures {
     pub fn load(p: &Path) -> Result<ExpectedFailures, String> {
         let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        toml::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))
+        Self::parse(&text).map_err(|e| format!("{}: {e}", p.display()))
+    }
+    pub fn parse(text: &str) -> Result<ExpectedFailures, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
     }
 }
 
+/// One step of a run, for progress output (the library prints nothing itself).
+pub enum Progress<'a> {
+    /// Case `index` (0-based) of `total` is about to run.
+    Started { index: usize, total: usize, id: &'a str },
+    /// It finished; `failed` counts the failed cases so far.
+    Finished { index: usize, total: usize, result: &'a CaseResult, failed: usize },
+}
+
 pub struct RunConfig {
-    pub paths: Vec<PathBuf>,
+    /// The traces (files on disk or bundled).
+    pub inputs: Vec<Input>,
     pub testee: TesteeSpec,
+    /// Only cases of these roles (none: every role).
     pub roles: Vec<Role>,
-    pub filter: Option<String>,
+    /// Only cases whose id contains one of these texts (none: every case).
+    pub cases: Vec<String>,
     pub scenarios: Scenarios,
     pub expected: ExpectedFailures,
     pub slack: Duration,
-    /// Progress lines on standard error.
-    pub progress: bool,
+    /// Called before and after each case (progress bars, one line per case).
+    pub progress: Option<Box<dyn FnMut(Progress<'_>) + Send>>,
     /// An implementation that is already running (`replay --peer` / `--listen`), instead of a testee.
     pub external: crate::play::External,
     /// Take the testee to speak only these of the revisions it declares (`--speaks`): the others' traces
     /// run as cross-version cases or are skipped.
     pub speaks: Option<Vec<String>>,
+    /// Stop after the first case that fails or errs.
+    pub fail_fast: bool,
+    /// Zero cases, or every case skipped, is not an error.
+    pub allow_empty: bool,
+    /// Write each case's testee standard error to `DIR/<case id>.log`.
+    pub testee_log: Option<PathBuf>,
+}
+
+impl RunConfig {
+    /// Every case of `inputs` against `testee`, with the bundled scenarios and nothing else set.
+    pub fn new(inputs: Vec<Input>, testee: TesteeSpec) -> RunConfig {
+        RunConfig {
+            inputs,
+            testee,
+            roles: vec![],
+            cases: vec![],
+            scenarios: Scenarios::bundled(),
+            expected: ExpectedFailures::default(),
+            slack: Duration::from_secs(3),
+            progress: None,
+            external: crate::play::External::None,
+            speaks: None,
+            fail_fast: false,
+            allow_empty: false,
+            testee_log: None,
+        }
+    }
+    /// The traces under these paths (files, or directories searched for `*.jsonl`).
+    pub fn paths(paths: &[PathBuf], testee: TesteeSpec) -> Result<RunConfig, String> {
+        Ok(RunConfig::new(Input::files(paths)?, testee))
+    }
+}
+
+/// Why a run could not produce a report, with its exit code (2 usage or input, 3 environment).
+#[derive(Clone, Debug)]
+pub struct RunError {
+    pub code: u8,
+    pub message: String,
+}
+
+impl RunError {
+    pub fn usage(message: impl Into<String>) -> RunError {
+        RunError { code: crate::outcome::USAGE, message: message.into() }
+    }
+    pub fn environment(message: impl Into<String>) -> RunError {
+        RunError { code: crate::outcome::ENVIRONMENT, message: message.into() }
+    }
+}
+
+impl From<String> for RunError {
+    fn from(message: String) -> RunError {
+        RunError::usage(message)
+    }
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 pub struct RunReport {
@@ -61,44 +134,195 @@ pub struct RunReport {
     pub results: Vec<CaseResult>,
     /// Expected-failure entries whose case passed or does not exist (they fail the run).
     pub stale: Vec<String>,
+    /// Cases left out by `--fail-fast` after the first failure.
+    pub not_run: usize,
 }
 
 impl RunReport {
     pub fn ok(&self) -> bool {
-        self.stale.is_empty() && self.results.iter().all(|r| r.status != Status::Fail)
+        self.stale.is_empty() && self.results.iter().all(|r| r.status != Status::Fail && r.status != Status::Error)
     }
     pub fn count(&self, s: Status) -> usize {
         self.results.iter().filter(|r| r.status == s).count()
     }
+    /// Checks left out of the cases that ran because their traces could not observe what they compare with.
+    pub fn not_applicable(&self) -> usize {
+        self.results.iter().filter(|r| !matches!(r.status, Status::Skip)).map(|r| r.not_applicable.len()).sum()
+    }
+    /// 3 when the environment failed (a testee died), 1 on a failure or a stale expected failure, 2 when
+    /// every case was skipped (unless `allow_empty`), 0 otherwise.
+    pub fn exit_code(&self, allow_empty: bool) -> u8 {
+        if self.count(Status::Error) > 0 {
+            crate::outcome::ENVIRONMENT
+        } else if !self.ok() {
+            crate::outcome::DISAGREE
+        } else if !allow_empty && self.count(Status::Skip) == self.results.len() {
+            crate::outcome::USAGE
+        } else {
+            crate::outcome::AGREE
+        }
+    }
+    /// Why the exit code is not 0 when that is not a failed case: every case skipped, a testee died.
+    pub fn problems(&self, allow_empty: bool) -> Vec<String> {
+        let mut out = vec![];
+        if let Some(e) = self.results.iter().find(|r| r.status == Status::Error) {
+            out.push(format!("{}: {}", e.id, e.reason.as_deref().unwrap_or("the environment failed")));
+        }
+        if !allow_empty && !self.results.is_empty() && self.count(Status::Skip) == self.results.len() {
+            let why = self.results[0].reason.as_deref().unwrap_or("");
+            out.push(format!("every case was skipped, nothing was checked (the first: {why}); --allow-empty accepts that"));
+        }
+        out
+    }
 }
 
-pub fn load_cases(paths: &[PathBuf]) -> Result<Vec<crate::play::Case>, String> {
-    let files = crate::jsonl::expand(paths)?;
+/// The cases of the traces (each trace: one case per role it exercises), sorted by id. A trace with no events
+/// after its header yields none, which is an error unless `allow_empty`.
+pub fn load_cases(inputs: &[Input], allow_empty: bool) -> Result<Vec<crate::play::Case>, String> {
     let mut out = vec![];
-    for f in files {
-        let trace = Trace::load(&f)?;
-        let model = TraceModel::new(trace).map_err(|e| format!("{}: {e}", f.display()))?;
+    for f in inputs {
+        let trace = Trace::load_input(f)?;
+        if trace.events.is_empty() && !allow_empty {
+            return Err(format!("{}: no events after the header line: nothing to play (--allow-empty accepts that)", f.name()));
+        }
+        let model = TraceModel::new(trace).map_err(|e| format!("{}: {e}", f.name()))?;
         out.extend(cases_of(Arc::new(model)));
     }
     out.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(out)
 }
 
-pub async fn run(cfg: RunConfig) -> Result<RunReport, String> {
-    let cases: Vec<_> = load_cases(&cfg.paths)?
+/// The cases a run would play: the traces' cases narrowed by `--role` and `--case`. Zero is an error naming
+/// what was looked for (unless `allow_empty`).
+pub fn select_cases(cfg: &RunConfig) -> Result<Vec<crate::play::Case>, RunError> {
+    if cfg.inputs.is_empty() && !cfg.allow_empty {
+        return Err(RunError::usage("no trace files (*.jsonl) to run (--allow-empty accepts that)"));
+    }
+    let all = load_cases(&cfg.inputs, cfg.allow_empty)?;
+    let n = all.len();
+    let cases: Vec<_> = all
         .into_iter()
         .filter(|c| cfg.roles.is_empty() || cfg.roles.contains(&c.role))
-        .filter(|c| cfg.filter.as_ref().is_none_or(|f| c.id.contains(f.as_str())))
+        .filter(|c| cfg.cases.is_empty() || cfg.cases.iter().any(|f| c.id.contains(f.as_str())))
         .collect();
+    if cases.is_empty() && !cfg.allow_empty {
+        let mut asked = vec![];
+        if !cfg.cases.is_empty() {
+            asked.push(format!("--case {}", cfg.cases.join(",")));
+        }
+        if !cfg.roles.is_empty() {
+            asked.push(format!("--role {}", cfg.roles.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(",")));
+        }
+        return Err(RunError::usage(if asked.is_empty() {
+            format!("the {} trace files yield no case (--allow-empty accepts that)", cfg.inputs.len())
+        } else {
+            format!("no case matches {} (of {n} cases in {} traces; `run --list` lists them)", asked.join(" "), cfg.inputs.len())
+        }));
+    }
+    Ok(cases)
+}
+
+/// `tcp://HOST:PORT` → `HOST:PORT` (IPv6 literals bracketed), or why it is not one.
+fn tcp_endpoint(ep: &str, option: &str) -> Result<String, RunError> {
+    let hp = ep.strip_prefix("tcp://").ok_or_else(|| RunError::usage(format!("{option} {ep}: a ZeroMQ endpoint tcp://HOST:PORT")))?;
+    match hp.rsplit_once(':') {
+        Some((h, p)) if !h.is_empty() && (p.parse::<u16>().is_ok() || p == "*") => Ok(hp.to_string()),
+        _ => Err(RunError::usage(format!("{option} {ep}: a ZeroMQ endpoint tcp://HOST:PORT"))),
+    }
+}
+
+/// `http://HOST:PORT[/…]` → `HOST:PORT`, or why it is not one.
+pub(crate) fn http_host(url: &str, option: &str) -> Result<String, RunError> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| RunError::usage(format!("{option} {url}: a bootstrap server URL http://HOST:PORT")))?;
+    let hp = rest.split('/').next().unwrap_or("");
+    if hp.is_empty() {
+        return Err(RunError::usage(format!("{option} {url}: a bootstrap server URL http://HOST:PORT")));
+    }
+    Ok(if hp.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) { hp.to_string() } else { format!("{hp}:80") })
+}
+
+/// Something listens at `host:port` (a TCP connect within 2 s), or an environment error saying what is not.
+pub(crate) fn reachable(hp: &str, shown: &str) -> Result<(), RunError> {
+    use std::net::ToSocketAddrs;
+    let addrs: Vec<_> = hp.to_socket_addrs().map_err(|e| RunError::usage(format!("{shown}: {e}")))?.collect();
+    let mut last = None;
+    for a in addrs {
+        match std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2)) {
+            Ok(_) => return Ok(()),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(RunError::environment(format!("nothing is listening at {shown} ({})", last.map(|e| e.to_string()).unwrap_or_else(|| "no address".into()))))
+}
+
+/// The address is free to listen on, or an environment error (a port in use).
+fn bindable(hp: &str, shown: &str) -> Result<(), RunError> {
+    if hp.ends_with(":*") || hp.ends_with(":0") {
+        return Ok(());
+    }
+    match std::net::TcpListener::bind(hp) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(RunError::environment(format!("cannot listen at {shown}: the port is in use"))),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => Err(RunError::usage(format!("cannot listen at {shown}: {e}"))),
+        Err(e) => Err(RunError::environment(format!("cannot listen at {shown}: {e}"))),
+    }
+}
+
+/// Checks an already-running implementation before any case: endpoint syntax (exit 2), something listening
+/// at `--peer` and `--listen`'s ports free (exit 3). Without this a wrong scheme waited out every case's
+/// timeout and a dead peer read as missing replies.
+pub fn preflight(external: &crate::play::External) -> Result<(), RunError> {
+    use crate::play::External;
+    preflight_syntax(external)?;
+    match external {
+        External::None => Ok(()),
+        External::Prefillers(eps) => {
+            for ep in eps {
+                let hp = tcp_endpoint(ep, "--peer")?;
+                reachable(&hp, ep)?;
+            }
+            Ok(())
+        }
+        External::Bootstrap(url) => reachable(&http_host(url, "--peer")?, url),
+        External::Listen { endpoint, bootstrap, .. } => {
+            let hp = tcp_endpoint(endpoint, "--listen")?;
+            bindable(&hp, endpoint)?;
+            bindable(bootstrap, &format!("--bootstrap-bind {bootstrap}"))
+        }
+    }
+}
+
+/// The endpoint syntax of an already-running implementation (exit 2 when wrong), checked before anything runs.
+pub fn preflight_syntax(external: &crate::play::External) -> Result<(), RunError> {
+    use crate::play::External;
+    match external {
+        External::None => Ok(()),
+        External::Prefillers(eps) => eps.iter().try_for_each(|ep| tcp_endpoint(ep, "--peer").map(|_| ())),
+        External::Bootstrap(url) => http_host(url, "--peer").map(|_| ()),
+        External::Listen { endpoint, .. } => tcp_endpoint(endpoint, "--listen").map(|_| ()),
+    }
+}
+
+/// A file name for a case's testee log: the id with `/` as `__`.
+pub fn log_file_name(id: &str) -> String {
+    format!("{}.log", id.replace('/', "__"))
+}
+
+pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
+    preflight(&cfg.external)?;
+    let cases = select_cases(&cfg)?;
     // What the testee speaks (an external peer is taken at its word: any revision, the roles asked for).
     let hello = match &cfg.external {
         crate::play::External::None => {
-            let (probe, hello) = Testee::start(&cfg.testee).await?;
+            let log = crate::testee::TesteeLog::default();
+            let (probe, hello) = Testee::start_logged(&cfg.testee, Some(&log))
+                .await
+                .map_err(|e| if e.environment { RunError::environment(e.message) } else { RunError::usage(e.message) })?;
             probe.stop().await;
             hello
         }
         e => crate::testee::Hello {
-            name: format!("external peer {e:?}"),
+            name: e.describe(),
             revisions: mooncake_wire::spec::Spec::builtin().push().revisions.iter().map(|r| r.revision.clone()).collect(),
             roles: vec!["prefiller".into(), "decoder".into(), "bootstrap".into()],
         },
@@ -107,22 +331,33 @@ pub async fn run(cfg: RunConfig) -> Result<RunReport, String> {
     if let Some(only) = &cfg.speaks {
         hello.revisions.retain(|r| only.contains(r));
         if hello.revisions.is_empty() {
-            return Err(format!("--speaks {}: the testee declares none of these revisions", only.join(",")));
+            return Err(RunError::usage(format!("--speaks {}: the testee declares none of these revisions", only.join(","))));
         }
     }
-    let mut opts = PlayOptions::new(cfg.testee.clone(), cfg.scenarios, cfg.slack);
+    if let Some(dir) = &cfg.testee_log {
+        std::fs::create_dir_all(dir).map_err(|e| RunError::usage(format!("--testee-log {}: {e}", dir.display())))?;
+    }
+    let mut opts = PlayOptions::new(cfg.testee.clone(), cfg.scenarios.clone(), cfg.slack);
     opts.external = cfg.external.clone();
-    let mut results = vec![];
+    let mut results: Vec<CaseResult> = vec![];
     let n = cases.len();
+    let mut not_run = 0;
     for (i, case) in cases.iter().enumerate() {
-        if cfg.progress {
-            let done = i * 24 / n.max(1);
-            let failed = results.iter().filter(|r: &&CaseResult| r.status == Status::Fail).count();
-            eprint!("\r[{}{}] {:>3}/{n} {failed} failed  {:<56}", "#".repeat(done), "-".repeat(24 - done), i + 1, case.id);
-            let _ = std::io::stderr().flush();
+        if cfg.fail_fast && results.iter().any(|r| r.status == Status::Fail || r.status == Status::Error) {
+            not_run = n - i;
+            break;
         }
+        if let Some(p) = cfg.progress.as_mut() {
+            p(Progress::Started { index: i, total: n, id: &case.id });
+        }
+        let log = match (&cfg.testee_log, &cfg.testee) {
+            (Some(dir), TesteeSpec::Command(_)) => crate::testee::TesteeLog::to_file(&dir.join(log_file_name(&case.id))).map_err(RunError::usage)?,
+            _ => crate::testee::TesteeLog::default(),
+        };
+        let mut case_opts = opts.clone();
+        case_opts.testee_log = Some(log.clone());
         let mut r = if hello.roles.iter().any(|x| x == case.role.as_str()) {
-            play(case, &opts, &hello.revisions).await
+            play(case, &case_opts, &hello.revisions).await
         } else {
             CaseResult {
                 id: case.id.clone(),
@@ -134,8 +369,19 @@ pub async fn run(cfg: RunConfig) -> Result<RunReport, String> {
                 reason: Some(format!("the testee does not take the {} role", case.role.as_str())),
                 findings: vec![],
                 duration_ms: 0,
+                testee_stderr: vec![],
+                setup: None,
+                notes: vec![],
+                not_applicable: vec![],
             }
         };
+        if let Some(why) = log.died() {
+            r.status = Status::Error;
+            r.reason = Some(why);
+        }
+        if matches!(r.status, Status::Fail | Status::Error) {
+            r.testee_stderr = log.tail(10);
+        }
         let listed: Vec<&ExpectedFailure> = cfg.expected.cases.iter().filter(|e| e.id == r.id).collect();
         if r.status == Status::Fail && !listed.is_empty() {
             let covered = r.findings.iter().all(|f| listed.iter().any(|e| e.check.as_deref().is_none_or(|c| c == f.check)));
@@ -145,20 +391,22 @@ pub async fn run(cfg: RunConfig) -> Result<RunReport, String> {
             }
         }
         results.push(r);
+        if let Some(p) = cfg.progress.as_mut() {
+            let failed = results.iter().filter(|r| matches!(r.status, Status::Fail | Status::Error)).count();
+            p(Progress::Finished { index: i, total: n, result: results.last().expect("pushed"), failed });
+        }
     }
-    if cfg.progress {
-        eprint!("\r{:<120}\r", "");
-    }
+    let narrowed = !cfg.cases.is_empty() || !cfg.roles.is_empty() || not_run > 0;
     let stale = cfg
         .expected
         .cases
         .iter()
         .filter(|e| !results.iter().any(|r| r.id == e.id && r.status == Status::Xfail))
-        .filter(|e| results.iter().any(|r| r.id == e.id) || cfg.filter.is_none())
+        .filter(|e| results.iter().any(|r| r.id == e.id) || !narrowed)
         .map(|e| format!("{} ({}): listed as an expected failure, but {}", e.id, e.reason, match results.iter().find(|r| r.id == e.id) {
-            Some(r) => format!("it is {:?}", r.status).to_lowercase(),
+            Some(r) => format!("it is {}", r.status.word()),
             None => "no such case ran".to_string(),
         }))
         .collect();
-    Ok(RunReport { testee: hello.name, results, stale })
+    Ok(RunReport { testee: hello.name, results, stale, not_run })
 }

@@ -1,5 +1,8 @@
 //! `conformance/scenarios.toml`: what a trace cannot show about its scenario (prefiller request ids and
-//! blocks, when each becomes ready, injected faults), and the recorded model.
+//! blocks, when each becomes ready, injected faults), and the recorded model. The recorder (`tools/record`)
+//! reads the same file and also needs the keys only recording uses (the decoder's pulls, TP sizes, which
+//! generations and releases a scenario applies to); they are parsed here so that one file serves both and a
+//! misspelt key is an error on both sides.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,7 +17,22 @@ pub struct Model {
     pub block_size: u64,
     pub dtype_bytes: u64,
     pub num_blocks: u64,
+    /// Layers of the model (one KV-cache group over all of them unless a scenario says otherwise).
+    #[serde(default = "two")]
+    pub num_layers: u64,
     pub abort_timeout_s: f64,
+    /// The recordings' attention KV caches are blocks-first (`[blocks, 2, block, heads, head]`, or from 0.26.0
+    /// `[blocks, heads, block, 2·head]`): a prefiller of a revision that splits K/V halves does.
+    #[serde(default)]
+    pub blocks_first: bool,
+}
+
+fn two() -> u64 {
+    2
+}
+
+fn one() -> u64 {
+    1
 }
 
 impl Model {
@@ -60,7 +78,28 @@ pub struct Transfer {
     pub ready: Ready,
 }
 
-#[derive(Clone, Debug, Deserialize, Default)]
+/// One request of a decoder pull batch (recording only).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pull {
+    pub d_req_id: String,
+    pub transfer_id: String,
+    /// The decoder's destination blocks, one list per KV-cache group.
+    pub blocks: Vec<Vec<u64>>,
+}
+
+/// A KV-cache group of the recorded model (recording only).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvGroup {
+    /// `"full"` or `"sliding_window"`.
+    pub kind: String,
+    pub layers: Vec<u64>,
+    #[serde(default)]
+    pub sliding_window: Option<u64>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     #[serde(default)]
@@ -69,6 +108,50 @@ pub struct Scenario {
     pub fail_transfers: usize,
     #[serde(default)]
     pub forget_layouts_after_reply: Option<usize>,
+    // Recording only (tools/record); the replay ignores these.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Connector generations the scenario exists in; empty means every generation.
+    #[serde(default)]
+    pub generations: Vec<u32>,
+    /// First release that can produce the scenario.
+    #[serde(default)]
+    pub since: Option<String>,
+    #[serde(default = "one")]
+    pub prefiller_tp: u64,
+    #[serde(default = "one")]
+    pub decoder_tp: u64,
+    #[serde(default)]
+    pub decoder_head_size: Option<u64>,
+    #[serde(default)]
+    pub kv_groups: Vec<KvGroup>,
+    /// Decoder pull batches, in order.
+    #[serde(default)]
+    pub pulls: Vec<Vec<Pull>>,
+    #[serde(default)]
+    pub duplicate_register_tp_rank: Option<u64>,
+    #[serde(default)]
+    pub query_only: bool,
+}
+
+impl Default for Scenario {
+    fn default() -> Self {
+        Scenario {
+            transfers: Vec::new(),
+            fail_transfers: 0,
+            forget_layouts_after_reply: None,
+            description: None,
+            generations: Vec::new(),
+            since: None,
+            prefiller_tp: 1,
+            decoder_tp: 1,
+            decoder_head_size: None,
+            kv_groups: Vec::new(),
+            pulls: Vec::new(),
+            duplicate_register_tp_rank: None,
+            query_only: false,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -94,8 +177,97 @@ impl Scenarios {
         }
         Ok(s)
     }
+    /// `text` (a `--scenarios` file) over these scenarios: its `[scenario.NAME]` entries are added, replacing
+    /// an entry of the same name; its `[model]`, when it has one, replaces the model. `format` may be left out
+    /// (a file holding just the entry a `CASE-SETUP` finding prints is enough).
+    pub fn overlay(mut self, text: &str) -> Result<Scenarios, String> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Overlay {
+            #[serde(default)]
+            format: Option<String>,
+            #[serde(default)]
+            model: Option<Model>,
+            #[serde(default)]
+            scenario: BTreeMap<String, Scenario>,
+        }
+        let o: Overlay = toml::from_str(text).map_err(|e| e.to_string())?;
+        if let Some(f) = o.format.filter(|f| f != FORMAT) {
+            return Err(format!("format {f:?}, expected {FORMAT:?}"));
+        }
+        if let Some(m) = o.model {
+            self.model = m;
+        }
+        self.scenario.extend(o.scenario);
+        Ok(self)
+    }
+    /// [`Scenarios::overlay`] with a file.
+    pub fn overlay_file(self, path: &Path) -> Result<Scenarios, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("--scenarios {}: {e}", path.display()))?;
+        self.overlay(&text).map_err(|e| format!("--scenarios {}: {e}", path.display()))
+    }
     /// The bundled file.
     pub fn bundled() -> Scenarios {
-        Self::parse(include_str!("../scenarios.toml")).expect("the bundled scenarios parse (tested)")
+        crate::bundled::Data::Embedded.scenarios().expect("the bundled scenarios parse (tested)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bundled_file_parses_with_recording_keys() {
+        let s = Scenarios::bundled();
+        assert_eq!(s.model.num_layers, 2);
+        let d1 = &s.scenario["d1_hetero_tp_d2_p1"];
+        assert_eq!((d1.prefiller_tp, d1.decoder_tp), (1, 2));
+        assert_eq!(d1.pulls.len(), 1);
+        assert_eq!(d1.pulls[0][0].d_req_id, "d-req-1");
+        let h1 = &s.scenario["h1_layout_reuse_and_miss"];
+        assert_eq!(h1.since.as_deref(), Some("0.33.0"));
+        assert_eq!(h1.pulls.len(), 3);
+        assert_eq!(s.scenario["h2_layout_mismatch_error"].decoder_head_size, Some(16));
+        assert_eq!(s.scenario["c_multigroup_hybrid"].kv_groups.len(), 2);
+        assert_eq!(s.scenario["d0_gen1_homogeneous_tp2"].generations, vec![1]);
+        assert!(s.scenario["i_bootstrap_register_query"].query_only);
+        // Every scenario the recorder drives says what it is and where it applies.
+        for (name, sc) in &s.scenario {
+            assert!(sc.description.is_some(), "{name}: no description");
+            assert!(!sc.generations.is_empty(), "{name}: no generations");
+            assert!(sc.query_only || !sc.pulls.is_empty(), "{name}: no pulls");
+        }
+    }
+
+    #[test]
+    fn a_scenarios_file_adds_to_the_bundled_entries() {
+        let base = Scenarios::bundled();
+        let n = base.scenario.len();
+        let s = base.clone().overlay("[scenario.mine]\ntransfers = [{ p_req_id = \"p\", transfer_id = \"t\", blocks = [[1, 2]], ready = \"after_reply:1\" }]\n").unwrap();
+        assert_eq!(s.scenario.len(), n + 1);
+        assert_eq!(s.scenario["mine"].transfers[0].ready, Ready::AfterReply(1));
+        assert_eq!(s.model.num_blocks, base.model.num_blocks, "the model stays without a [model]");
+        // Same name: replaced; a [model]: replaced; a wrong format or key: refused.
+        let s = base.clone().overlay("[scenario.a_single_success]\nfail_transfers = 3\n").unwrap();
+        assert_eq!(s.scenario["a_single_success"].fail_transfers, 3);
+        assert!(s.scenario["a_single_success"].transfers.is_empty());
+        let m = "[model]\ntotal_num_kv_heads = 8\nhead_size = 8\nblock_size = 16\ndtype_bytes = 2\nnum_blocks = 64\nabort_timeout_s = 2\n";
+        assert_eq!(base.clone().overlay(m).unwrap().model.num_blocks, 64);
+        assert!(base.clone().overlay("format = \"other/1\"\n").is_err());
+        assert!(base.clone().overlay("[scenario.x]\ntransferz = []\n").is_err());
+    }
+
+    #[test]
+    fn unknown_scenario_keys_are_rejected() {
+        let base = "format = \"mooncake-conformance-scenarios/1\"\n[model]\ntotal_num_kv_heads = 4\nhead_size = 8\n\
+                    block_size = 16\ndtype_bytes = 2\nnum_blocks = 32\nabort_timeout_s = 2\n";
+        let ok = format!("{base}[scenario.x]\ndecoder_tp = 2\n");
+        let parsed = Scenarios::parse(&ok).unwrap();
+        assert_eq!(parsed.model.num_layers, 2, "num_layers defaults to 2");
+        assert_eq!(parsed.scenario["x"].prefiller_tp, 1);
+        let bad = format!("{base}[scenario.x]\ndecoder_tpp = 2\n");
+        assert!(Scenarios::parse(&bad).is_err());
+        let bad_pull = format!("{base}[scenario.x]\npulls = [[{{ d_req_id = \"a\", transfer_id = \"b\", blocks = [[1]], x = 1 }}]]\n");
+        assert!(Scenarios::parse(&bad_pull).is_err());
     }
 }

@@ -1,6 +1,7 @@
 //! One side of `mooncake-conformance diff`: where a revision comes from.
 //!
-//! * `vllm-0.33.0` — a revision of the built-in spec (a release such as `0.27.1` finds its revision);
+//! * `vllm-0.33.0` — a revision of the built-in spec, by any name its resolver takes (`0.27.1`, `v0.27.1`,
+//!   `vllm-0.27.1`, `ascend:0.18.0`: [`mooncake_wire::spec::Spec::resolve`]);
 //! * `path/to/file.toml` — the revision that file defines, resolved with the other files of its directory
 //!   (and, for a base they do not hold, the built-in spec);
 //! * `path/to/dir` — every spec file under it; the newest revision of its push family (or of its only family);
@@ -34,25 +35,13 @@ pub fn resolve(arg: &str) -> Result<Arc<Revision>, String> {
     if pick.is_some() {
         return Err(format!("{arg}: `{src}` is neither a directory nor a git:REF"));
     }
-    let builtin = Spec::builtin();
-    builtin
-        .revision(arg)
-        .or_else(|| builtin.families.iter().find_map(|f| f.for_release(arg)))
-        .cloned()
-        .ok_or_else(|| {
-            let names: Vec<&str> = builtin.push().revisions.iter().map(|r| r.revision.as_str()).collect();
-            format!("`{arg}` is not a revision, release, spec file, directory or git:REF (revisions: {})", names.join(", "))
-        })
+    Spec::builtin().resolve(arg).map(|r| r.revision).map_err(|e| format!("{e} (or give a spec file, a directory or git:REF)"))
 }
 
 /// The named revision, or the newest of the push family (or of the only family).
 fn select(spec: &Spec, pick: Option<&str>, arg: &str) -> Result<Arc<Revision>, String> {
     if let Some(p) = pick {
-        return spec
-            .revision(p)
-            .or_else(|| spec.families.iter().find_map(|f| f.for_release(p)))
-            .cloned()
-            .ok_or_else(|| format!("{arg}: no revision `{p}` there"));
+        return spec.resolve(p).map(|r| r.revision).map_err(|e| format!("{arg}: {e}"));
     }
     let fam = spec.family("push").or(if spec.families.len() == 1 { spec.families.first() } else { None });
     fam.and_then(|f| f.newest()).cloned().ok_or_else(|| format!("{arg}: no push family (say which revision with `#REVISION`)"))

@@ -62,11 +62,43 @@ pub struct Header {
     pub transfer_engine_calls: Vec<TeCall>,
     #[serde(default)]
     pub error: Option<String>,
+    /// What the recorder could not see (a tap sees only the wire): any of [`UNOBSERVABLE`]. The matching
+    /// header values are empty, and the checks that need them do not apply to the trace.
+    #[serde(default)]
+    pub unobserved: Vec<String>,
 }
+
+/// What a recording can leave out, declared in the header's `unobserved`: the transfer-engine calls (a tap
+/// sees no memory traffic) and the connector APIs' outcomes (a tap sees no scheduler).
+pub const UNOBSERVABLE: [&str; 2] = ["transfer_engine_calls", "observed_outcome"];
 
 impl Header {
     pub fn generation(&self) -> u32 {
         self.connector_generation.unwrap_or(2)
+    }
+    /// The recording saw `what` (one of [`UNOBSERVABLE`]).
+    pub fn observed(&self, what: &str) -> bool {
+        !self.unobserved.iter().any(|u| u == what)
+    }
+    /// `unobserved` names only known items, and their values are empty.
+    fn check_unobserved(&self) -> Result<(), String> {
+        for u in &self.unobserved {
+            if !UNOBSERVABLE.contains(&u.as_str()) {
+                return Err(format!("unobserved: {u:?} is none of {UNOBSERVABLE:?}"));
+            }
+        }
+        if !self.observed("transfer_engine_calls") && !self.transfer_engine_calls.is_empty() {
+            return Err("unobserved names transfer_engine_calls, but the header lists some".into());
+        }
+        let empty = match &self.observed_outcome {
+            J::Null => true,
+            J::Object(m) => m.is_empty(),
+            _ => false,
+        };
+        if !self.observed("observed_outcome") && !empty {
+            return Err("unobserved names observed_outcome, but the header has one".into());
+        }
+        Ok(())
     }
 }
 
@@ -179,16 +211,24 @@ impl Trace {
         Self::from_lines(&path.display().to_string(), lines)
     }
 
+    /// A trace on disk or bundled into the binary.
+    pub fn load_input(input: &jsonl::Input) -> Result<Trace, String> {
+        Self::from_lines(&input.name(), input.lines()?)
+    }
+
     pub fn from_lines(path: &str, lines: Vec<jsonl::Line>) -> Result<Trace, String> {
         let mut it = lines.into_iter();
-        let first = it.next().ok_or_else(|| format!("{path}: empty trace"))?;
-        let header: Header = serde_json::from_value(first.value).map_err(|e| format!("{path}:{}: header: {e}", first.no))?;
-        if header.format != FORMAT {
-            return Err(format!("{path}:{}: header: format is {:?}, expected {FORMAT:?}", first.no, header.format));
+        let first = it.next().ok_or_else(|| format!("{path}: an empty file, not a trace (its first line must be the trace header)"))?;
+        let header_format = first.value.get("format").and_then(J::as_str).map(String::from);
+        if let Some(f) = header_format.as_deref().filter(|f| *f != FORMAT) {
+            let hint = if f.starts_with("mooncake-vectors") || f.starts_with("mooncake-golden") { " (a vector file: check it with `vectors`)" } else { "" };
+            return Err(format!("{path}:{}: not a trace: the header's format is `{f}`, expected `{FORMAT}`{hint}", first.no));
         }
+        let header: Header = serde_json::from_value(first.value).map_err(|e| format!("{path}:{}: header: {e}", first.no))?;
         if header.format_version != 1 {
             return Err(format!("{path}:{}: header: format_version {} is not supported (1)", first.no, header.format_version));
         }
+        header.check_unobserved().map_err(|e| format!("{path}:{}: header: {e}", first.no))?;
         let mut events = Vec::new();
         let mut last_seq = 0;
         for l in it {
@@ -252,5 +292,29 @@ impl Trace {
             Event::Http(h) => Some(h),
             _ => None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(header: &str) -> Result<Trace, String> {
+        let lines = vec![crate::jsonl::Line { no: 1, value: serde_json::from_str(header).unwrap() }];
+        Trace::from_lines("t.jsonl", lines)
+    }
+
+    #[test]
+    fn unobserved_names_known_items_whose_values_are_empty() {
+        let base = r#""format": "mooncake-trace", "format_version": 1, "vllm_version": "0.33.0", "connector": "c", "scenario": "s", "roles": {}"#;
+        let t = parse(&format!(r#"{{{base}, "unobserved": ["transfer_engine_calls", "observed_outcome"], "observed_outcome": {{}}}}"#)).unwrap();
+        assert!(!t.header.observed("transfer_engine_calls") && !t.header.observed("observed_outcome"));
+        assert!(parse(&format!("{{{base}}}")).unwrap().header.observed("observed_outcome"));
+        let e = parse(&format!(r#"{{{base}, "unobserved": ["memory"]}}"#)).unwrap_err();
+        assert!(e.contains("unobserved: \"memory\" is none of"), "{e}");
+        let e = parse(&format!(r#"{{{base}, "unobserved": ["transfer_engine_calls"], "transfer_engine_calls": [{{"session": "a:1", "n": 1, "bytes": 8}}]}}"#)).unwrap_err();
+        assert!(e.contains("lists some"), "{e}");
+        let e = parse(&format!(r#"{{{base}, "unobserved": ["observed_outcome"], "observed_outcome": {{"finished_sending": {{}}}}}}"#)).unwrap_err();
+        assert!(e.contains("has one"), "{e}");
     }
 }

@@ -65,8 +65,10 @@ pub struct TraceModel {
 
 impl TraceModel {
     pub fn new(trace: Trace) -> Result<TraceModel, String> {
-        let revision = crate::validate::revision_for(Spec::builtin(), &trace.header.vllm_version)
-            .ok_or_else(|| format!("no spec revision covers vLLM {}", trace.header.vllm_version))?;
+        if let Some(f) = trace.header.family.as_deref().filter(|f| *f != "push") {
+            return Err(format!("a trace of the {f} family: the runner plays push-family traces only (`validate` checks it)"));
+        }
+        let revision = crate::validate::revision_for(Spec::builtin(), &trace.header.vllm_version).map_err(|e| format!("vllm_version: {e}"))?;
         let profile = WireProfile::new(revision.clone(), mooncake_wire::codec::Codec::builtin(&revision.revision).expect("built-in")).ok();
         let mut http = vec![];
         let mut pending: Option<HttpEvent> = None;
@@ -104,6 +106,18 @@ impl TraceModel {
                 tp_size: 1,
                 register: reg,
             });
+        }
+        // A recording with no ZeroMQ traffic names no endpoints: pair the remaining workers with the remaining
+        // registrations in order (the recorder starts them in that order).
+        let spare: Vec<&J> = registers.iter().copied().filter(|b| !prefillers.iter().any(|p| p.register.as_ref() == Some(*b))).collect();
+        let mut spare = spare.into_iter();
+        for p in prefillers.iter_mut().filter(|p| p.register.is_none() && p.endpoint.is_empty()) {
+            let Some(reg) = spare.next() else { break };
+            let g = |k: &str| reg.get(k).and_then(J::as_i64).unwrap_or(0);
+            p.endpoint = reg.get("addr").and_then(J::as_str).unwrap_or("").to_string();
+            p.engine_id = reg.get("engine_id").and_then(J::as_str).unwrap_or("").to_string();
+            (p.dp_rank, p.tp_rank, p.pp_rank) = (g("dp_rank"), g("tp_rank"), g("pp_rank"));
+            p.register = Some(reg.clone());
         }
         let tp_sizes: BTreeMap<String, i64> = prefillers.iter().fold(BTreeMap::new(), |mut m, p| {
             let e = m.entry(p.engine_id.clone()).or_insert(0);

@@ -34,6 +34,9 @@ pub struct TraceReport {
     pub revision: Option<String>,
     pub zmq_payloads: usize,
     pub http_events: usize,
+    /// What the recording could not observe (header `unobserved`; a tap's trace).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unobserved: Vec<String>,
     pub findings: Vec<Finding>,
 }
 
@@ -43,9 +46,9 @@ impl TraceReport {
     }
 }
 
-/// The revision a trace was recorded with.
-pub fn revision_for(spec: &Spec, vllm_version: &str) -> Option<Arc<Revision>> {
-    spec.push().for_release(vllm_version).cloned()
+/// The revision a push trace was recorded with (its header's vLLM release), through the spec's resolver.
+pub fn revision_for(spec: &Spec, vllm_version: &str) -> Result<Arc<Revision>, String> {
+    spec.resolve_in_family("push", vllm_version).map(|r| r.revision).map_err(|e| e.to_string())
 }
 
 /// Which role sent the message an event carries.
@@ -57,17 +60,39 @@ pub fn sender(z: &ZmqEvent) -> Role {
     }
 }
 
+/// Checks whose findings mean the file could not be checked at all (bad input: exit 2, not 1).
+pub const INPUT_CHECKS: [&str; 3] = ["TRACE-FORMAT", "TRACE-EMPTY", "TRACE-REVISION"];
+
+/// The exit code of a validation: 2 when some file is not a checkable trace (an empty trace only without
+/// `allow_empty`), 1 when some trace has findings, 0 otherwise.
+pub fn exit_code(reps: &[TraceReport], allow_empty: bool) -> u8 {
+    let input = |f: &Finding| INPUT_CHECKS.contains(&f.check) && (f.check != "TRACE-EMPTY" || !allow_empty);
+    if reps.iter().any(|r| r.findings.iter().any(input)) {
+        crate::outcome::USAGE
+    } else if reps.iter().any(|r| r.findings.iter().any(|f| f.check != "TRACE-EMPTY")) {
+        crate::outcome::DISAGREE
+    } else {
+        crate::outcome::AGREE
+    }
+}
+
 pub fn validate_file(path: &Path) -> TraceReport {
-    match Trace::load(path) {
+    validate_input(&crate::jsonl::Input::File(path.to_path_buf()))
+}
+
+/// [`validate_file`] for a file on disk or bundled into the binary.
+pub fn validate_input(input: &crate::jsonl::Input) -> TraceReport {
+    match Trace::load_input(input) {
         Ok(t) => validate(&t),
         Err(e) => TraceReport {
-            path: path.display().to_string(),
+            path: input.name(),
             scenario: String::new(),
             project: String::new(),
             vllm_version: String::new(),
             revision: None,
             zmq_payloads: 0,
             http_events: 0,
+            unobserved: vec![],
             findings: vec![Finding { check: "TRACE-FORMAT", seq: None, line: None, message: None, detail: e }],
         },
     }
@@ -122,20 +147,22 @@ pub fn validate(t: &Trace) -> TraceReport {
         revision: None,
         zmq_payloads: 0,
         http_events: 0,
+        unobserved: t.header.unobserved.clone(),
         findings: vec![],
     };
+    if t.events.is_empty() {
+        rep.findings.push(Finding { check: "TRACE-EMPTY", seq: None, line: Some(1), message: None, detail: "no events after the header line: nothing to check".into() });
+        return rep;
+    }
     if t.header.family.as_deref() == Some("pull") {
         return crate::validate_pull::validate(t, rep);
     }
-    let Some(rev) = revision_for(Spec::builtin(), &t.header.vllm_version) else {
-        rep.findings.push(Finding {
-            check: "TRACE-REVISION",
-            seq: None,
-            line: Some(1),
-            message: None,
-            detail: format!("no spec revision covers vLLM {}", t.header.vllm_version),
-        });
-        return rep;
+    let rev = match revision_for(Spec::builtin(), &t.header.vllm_version) {
+        Ok(r) => r,
+        Err(e) => {
+            rep.findings.push(Finding { check: "TRACE-REVISION", seq: None, line: Some(1), message: None, detail: format!("vllm_version: {e}") });
+            return rep;
+        }
     };
     rep.revision = Some(rev.revision.clone());
     if rev.generation != t.header.generation() {
@@ -147,29 +174,56 @@ pub fn validate(t: &Trace) -> TraceReport {
             detail: format!("header says connector generation {}, {} is generation {}", t.header.generation(), rev.revision, rev.generation),
         });
     }
-    let codec = Codec::builtin(&rev.revision).expect("built-in revision");
-    let mut boot = BootstrapSpec::new(rev.clone()).map(|r| r.expect("built-in bootstrap models compile"));
+    let mut checker = EventChecker::new(rev.clone());
     for ev in &t.events {
         match ev {
-            Event::Zmq(z) => {
-                rep.zmq_payloads += 1;
-                check_zmq(&rev, &codec, z, &mut rep.findings);
-            }
+            Event::Zmq(_) => rep.zmq_payloads += 1,
+            Event::Http(_) => rep.http_events += 1,
+        }
+        rep.findings.extend(checker.check(ev));
+    }
+    protocol_checks(t, &rev, &mut rep.findings);
+    rep
+}
+
+/// The checks of one event on its own (socket, frames, decoding and re-encoding of a ZeroMQ payload; route
+/// and bodies of an HTTP event): what `validate` runs on every event of a trace, and the tap on every event
+/// as it happens.
+pub struct EventChecker {
+    rev: Arc<Revision>,
+    codec: Arc<Codec>,
+    boot: Option<BootstrapSpec>,
+}
+
+impl EventChecker {
+    pub fn new(rev: Arc<Revision>) -> EventChecker {
+        let codec = Codec::builtin(&rev.revision).expect("built-in revision");
+        let boot = BootstrapSpec::new(rev.clone()).map(|r| r.expect("built-in bootstrap models compile"));
+        EventChecker { rev, codec, boot }
+    }
+
+    pub fn revision(&self) -> &Arc<Revision> {
+        &self.rev
+    }
+
+    pub fn check(&mut self, ev: &Event) -> Vec<Finding> {
+        let mut out = vec![];
+        match ev {
+            Event::Zmq(z) => check_zmq(&self.rev, &self.codec, z, &mut out),
             Event::Http(h) => {
-                rep.http_events += 1;
                 let find = |detail: String| Finding { check: "HTTP-BODY", seq: Some(h.seq), line: Some(h.line), message: Some(format!("{} {}", h.method, h.path)), detail };
-                let Some(b) = boot.as_mut() else {
-                    rep.findings.push(Finding { check: "HTTP-ROUTE", ..find(format!("{} has no bootstrap server", rev.revision)) });
-                    continue;
+                let Some(b) = self.boot.as_mut() else {
+                    out.push(Finding { check: "HTTP-ROUTE", ..find(format!("{} has no bootstrap server", self.rev.revision)) });
+                    return out;
                 };
                 if b.route(&h.method, &h.path).is_none() {
-                    rep.findings.push(Finding { check: "HTTP-ROUTE", ..find(format!("{} {} is not a bootstrap route", h.method, h.path)) });
-                    continue;
+                    out.push(Finding { check: "HTTP-ROUTE", ..find(format!("{} {} is not a bootstrap route", h.method, h.path)) });
+                    return out;
                 }
                 // The exact body text must parse to the recorded body.
                 let raw: Option<serde_json::Value> = if h.body_raw.is_empty() { None } else { serde_json::from_str(&h.body_raw).ok() };
                 if raw.as_ref() != h.body.as_ref().filter(|b| !b.is_null()) {
-                    rep.findings.push(Finding { check: "HTTP-BODY-RAW", ..find("body_raw does not parse to body".into()) });
+                    out.push(Finding { check: "HTTP-BODY-RAW", ..find("body_raw does not parse to body".into()) });
                 }
                 let r = match h.dir {
                     HttpDir::Request => b.check_request(&h.method, &h.path, h.body.as_ref()),
@@ -179,13 +233,12 @@ pub fn validate(t: &Trace) -> TraceReport {
                     },
                 };
                 if let Err(e) = r {
-                    rep.findings.push(find(e));
+                    out.push(find(e));
                 }
             }
         }
+        out
     }
-    protocol_checks(t, &rev, &mut rep.findings);
-    rep
 }
 
 fn check_zmq(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>) {

@@ -15,18 +15,20 @@ use crate::trace::{Event, Trace, ZmqEvent};
 use crate::validate::{sender, Finding, TraceReport};
 
 /// The pull revision of a trace: the one covering its `vllm_version` (a vllm-ascend release), or for an
-/// unreleased revision the one named `vllm-ascend-<vllm_version>` (`main@3e486e317`).
-pub fn revision_for(spec: &Spec, version: &str) -> Option<Arc<Revision>> {
-    let fam = spec.pull();
-    fam.for_release(version).or_else(|| fam.revision(&format!("vllm-ascend-{version}"))).cloned()
+/// unreleased revision the one named `<project>-<vllm_version>` (`main@3e486e317`) — the spec's resolver.
+pub fn revision_for(spec: &Spec, version: &str) -> Result<Arc<Revision>, String> {
+    spec.resolve_in_family("pull", version).map(|r| r.revision).map_err(|e| e.to_string())
 }
 
 pub fn validate(t: &Trace, mut rep: TraceReport) -> TraceReport {
     // Which project `vllm_version` belongs to is known only from the revision that covers it.
     rep.project = "pull".into();
-    let Some(rev) = revision_for(Spec::builtin(), &t.header.vllm_version) else {
-        rep.findings.push(Finding { check: "TRACE-REVISION", seq: None, line: Some(1), message: None, detail: format!("no pull revision covers {}", t.header.vllm_version) });
-        return rep;
+    let rev = match revision_for(Spec::builtin(), &t.header.vllm_version) {
+        Ok(r) => r,
+        Err(e) => {
+            rep.findings.push(Finding { check: "TRACE-REVISION", seq: None, line: Some(1), message: None, detail: format!("vllm_version: {e}") });
+            return rep;
+        }
     };
     rep.revision = Some(rev.revision.clone());
     rep.project = match rev.project() {

@@ -35,6 +35,32 @@ pub struct FileReport {
     /// Why the file could not be checked at all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_checked: Option<String>,
+    /// The file is not a vector file this tool reads (unreadable, empty, no or an unknown `format`): bad input.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub bad_input: bool,
+}
+
+/// The exit code of `vectors`: 2 when a file is not a vector file, or holds no case (unless `allow_empty`);
+/// 1 when a case disagrees or a file could not be checked; 0 otherwise.
+pub fn exit_code(reps: &[FileReport], allow_empty: bool) -> u8 {
+    if reps.iter().any(|r| r.bad_input || (r.cases == 0 && r.not_checked.is_none() && !allow_empty)) {
+        crate::outcome::USAGE
+    } else if reps.iter().all(|r| r.ok()) {
+        crate::outcome::AGREE
+    } else {
+        crate::outcome::DISAGREE
+    }
+}
+
+/// Why a report makes the run a usage error, for the message on standard error.
+pub fn input_problems(reps: &[FileReport], allow_empty: bool) -> Vec<String> {
+    reps.iter()
+        .filter_map(|r| match (&r.not_checked, r.bad_input) {
+            (Some(why), true) => Some(format!("{}: {why}", r.path)),
+            (None, _) if r.cases == 0 && !allow_empty => Some(format!("{}: no cases after the header line (nothing checked; --allow-empty accepts that)", r.path)),
+            _ => None,
+        })
+        .collect()
 }
 
 impl FileReport {
@@ -57,6 +83,7 @@ pub fn check_file(path: &Path) -> FileReport {
         error_text_differs: 0,
         notes: vec![],
         not_checked: None,
+        bad_input: false,
     };
     if path.extension().and_then(|e| e.to_str()) == Some("json") {
         check_revision_table(path, &mut rep);
@@ -66,18 +93,28 @@ pub fn check_file(path: &Path) -> FileReport {
         Ok(l) => l,
         Err(e) => {
             rep.not_checked = Some(e);
+            rep.bad_input = true;
             return rep;
         }
     };
     let Some((header, cases)) = lines.split_first() else {
-        rep.not_checked = Some("empty file".into());
+        rep.not_checked = Some("an empty file, not a vector file".into());
+        rep.bad_input = true;
         return rep;
     };
     rep.cases = cases.len();
     match s(&header.value, "format") {
         Some("mooncake-vectors") => check_codec_vectors(&header.value, cases, &mut rep),
         Some("mooncake-golden") => golden::check_file(&header.value, cases, &mut rep),
-        other => rep.not_checked = Some(format!("unknown format {other:?} (expected mooncake-vectors or mooncake-golden)")),
+        Some(other) => {
+            let hint = if other == crate::trace::FORMAT { " (a trace: check it with `validate`)" } else { "" };
+            rep.not_checked = Some(format!("not a vector file: the header's format is `{other}`, expected mooncake-vectors or mooncake-golden{hint}"));
+            rep.bad_input = true;
+        }
+        None => {
+            rep.not_checked = Some("not a vector file: its first line has no `format` (expected mooncake-vectors or mooncake-golden)".into());
+            rep.bad_input = true;
+        }
     }
     rep
 }
@@ -88,7 +125,18 @@ fn check_codec_vectors(header: &J, cases: &[jsonl::Line], rep: &mut FileReport) 
         return;
     };
     rep.subject = format!("{revision} {message}");
-    let Some(codec) = Codec::builtin(revision) else {
+    let releases: Vec<String> =
+        header.get("vllm_releases").and_then(J::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
+    let codec = match wire_unit("push", revision, &releases) {
+        Ok((rev, note)) => {
+            if let Some(n) = note {
+                rep.notes.push(n);
+            }
+            Codec::builtin(&rev.revision)
+        }
+        Err(_) => Codec::builtin(revision),
+    };
+    let Some(codec) = codec else {
         rep.not_checked = Some(format!("revision {revision} is not in the spec"));
         return;
     };
@@ -164,13 +212,25 @@ fn check_revision_table(path: &Path, rep: &mut FileReport) {
         rep.cases += 1;
         let name = s(r, "revision").unwrap_or("?").to_string();
         let mut problems = vec![];
-        match push.revision(&name) {
-            None => problems.push("not in the spec".to_string()),
-            Some(rev) => {
+        let releases: Vec<String> = r.get("releases").and_then(J::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
+        let unit = wire_unit(family_name, &name, &releases);
+        if let Ok((_, Some(n))) = &unit {
+            notes.push(n.clone());
+        }
+        match unit.map(|(rev, _)| rev) {
+            Err(e) => problems.push(e),
+            Ok(rev) if rev.revision != name => {
+                // Split in the spec for behaviour: the wire unit's facts are those of the revisions covering it.
+                let covering: Vec<_> = push.revisions.iter().filter(|x| x.releases.iter().any(|rl| releases.contains(rl))).collect();
+                let spec_releases: Vec<String> = covering.iter().flat_map(|x| x.releases.clone()).collect();
+                if releases != spec_releases {
+                    problems.push(format!("releases {releases:?} vs spec {spec_releases:?}"));
+                }
+            }
+            Ok(rev) => {
                 if r.get("generation").and_then(J::as_u64) != Some(rev.generation as u64) {
                     problems.push(format!("generation {:?} vs spec {}", r.get("generation"), rev.generation));
                 }
-                let releases: Vec<String> = r.get("releases").and_then(J::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
                 if releases != rev.releases {
                     problems.push(format!("releases {releases:?} vs spec {:?}", rev.releases));
                 }
@@ -215,10 +275,41 @@ fn check_revision_table(path: &Path, rep: &mut FileReport) {
         }
     }
     for rev in &push.revisions {
-        if !listed.iter().any(|r| s(r, "revision") == Some(rev.revision.as_str())) {
+        let listed_by_release = listed.iter().any(|r| {
+            r.get("releases").and_then(J::as_array).is_some_and(|a| a.iter().any(|x| x.as_str().is_some_and(|x| rev.covers_release(x))))
+        });
+        if !listed.iter().any(|r| s(r, "revision") == Some(rev.revision.as_str())) && !listed_by_release {
             rep.cases += 1;
             rep.failures.push(Failure { id: rev.revision.clone(), line: 0, problem: "spec revision missing from the table".into() });
         }
     }
     rep.notes = notes;
+}
+
+/// The spec revision a vector unit (a revision name as the vectors were generated, with its releases) is
+/// checked against: the revision of that name, or — when the spec has since split that range for behaviour —
+/// the first of the revisions covering its releases, provided they all have one wire (fingerprint). The second
+/// value says when a split was followed.
+pub fn wire_unit(family: &str, name: &str, releases: &[String]) -> Result<(std::sync::Arc<mooncake_wire::spec::Revision>, Option<String>), String> {
+    let spec = mooncake_wire::spec::Spec::builtin();
+    if let Some(r) = spec.revision(name) {
+        return Ok((r.clone(), None));
+    }
+    // Only the push family's names are release ranges (`vllm-0.25.0..0.29.0`) that the spec may have split.
+    let push_name = name.strip_prefix("vllm-").is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()));
+    if family != "push" || !push_name {
+        return Err("not in the spec".to_string());
+    }
+    let fam = spec.push();
+    let covering: Vec<_> = fam.revisions.iter().filter(|r| r.releases.iter().any(|x| releases.contains(x))).cloned().collect();
+    let Some(first) = covering.first() else {
+        return Err("not in the spec".to_string());
+    };
+    let fp = |r: &mooncake_wire::spec::Revision| mooncake_wire::hash::fingerprint::wire_fingerprint(r).unwrap_or_default();
+    let want = fp(first);
+    if let Some(other) = covering.iter().find(|r| fp(r) != want) {
+        return Err(format!("not in the spec, and its releases span revisions of different wires ({} and {})", first.revision, other.revision));
+    }
+    let names: Vec<&str> = covering.iter().map(|r| r.revision.as_str()).collect();
+    Ok((first.clone(), Some(format!("{name} is split in the spec into {} (one wire; checked as {})", names.join(", "), first.revision))))
 }

@@ -44,7 +44,7 @@ fn message(keys: &[K]) -> Vec<u8> {
 }
 
 fn codec() -> Codec {
-    let text = r#"format = "mooncake-wire-spec/1"
+    let text = r#"format = "mooncake-wire-spec/2"
 family = "test"
 revision = "t"
 generation = 2

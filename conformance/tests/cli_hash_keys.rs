@@ -55,12 +55,16 @@ fn wire_and_check() {
     assert_eq!(code, 0);
     let all: J = serde_json::from_str(&out).unwrap();
     let all = all.as_array().unwrap();
-    assert_eq!(all.len(), 10);
+    assert_eq!(all.len(), mooncake_wire::spec::Spec::builtin().push().revisions.len());
     let (code, out) = run(&["hash", "wire", "--revision", "0.27.1", "--format", "json"], None);
     assert_eq!(code, 0);
     let one: J = serde_json::from_str(&out).unwrap();
-    assert_eq!(one["revision"], "vllm-0.25.0..0.29.0");
-    assert_eq!(one["fingerprint"], all[5]["fingerprint"]);
+    assert_eq!(one["revision"], "vllm-0.26.0..0.28.0");
+    let pos = all.iter().position(|r| r["revision"] == "vllm-0.26.0..0.28.0").unwrap();
+    assert_eq!(one["fingerprint"], all[pos]["fingerprint"]);
+    // The behaviour split of 0.25.0-0.29.0 keeps one wire.
+    assert_eq!(all[pos - 1]["fingerprint"], all[pos]["fingerprint"]);
+    assert_eq!(all[pos + 1]["fingerprint"], all[pos]["fingerprint"]);
     assert_eq!(one["document"]["format"], "mooncake-wire-fingerprint/1");
 
     let (code, out) = run(&["hash", "check", "vllm-0.32.0", "0.33.0", "--format", "json"], None);
@@ -70,10 +74,18 @@ fn wire_and_check() {
     let items: Vec<&str> = v["differences"].as_array().unwrap().iter().map(|d| d["item"].as_str().unwrap()).collect();
     assert!(items.contains(&"struct MooncakeXferMetadata field layout_id"), "{items:?}");
 
+    // One wire, but re-registering a slot with the same address answers 400 from a 0.30.0 server: `diff` calls
+    // that breaking, and so does `hash check`.
     let (code, out) = run(&["hash", "check", "0.30.0", "0.31.0"], None);
-    assert_eq!(code, 0, "{out}");
-    assert!(out.starts_with("compatible"), "{out}");
+    assert_eq!(code, 1, "{out}");
+    assert!(out.starts_with("incompatible") && out.contains("same wire fingerprint"), "{out}");
     assert!(out.contains("bootstrap.duplicate_registration"), "{out}");
+    let (dcode, dout) = run(&["diff", "0.30.0", "0.31.0"], None);
+    assert_eq!(dcode, 1, "{dout}");
+    // Split for behaviour, one wire, and a break the diff knows: K/V halves in 0.25.x against whole blocks.
+    let (code, out) = run(&["hash", "check", "0.25.1", "0.26.0"], None);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("behaviour.kv_half_split"), "{out}");
     let (code, out) = run(&["hash", "check", "0.22.0", "0.22.1"], None);
     assert_eq!(code, 0, "{out}");
     let (code, out) = run(&["hash", "check", "0.15.1", "0.16.0"], None);
@@ -113,17 +125,18 @@ fn key_build_and_parse() {
     let (concat, last) = (chunk("0.22.0"), chunk("0.24.0"));
     assert_eq!(concat.len(), 128);
     assert_eq!(&concat[64..], last);
-    // 0.21–0.28 have no default seed: without PYTHONHASHSEED the chain cannot be reproduced.
+    // 0.21–0.28 have no default seed: without PYTHONHASHSEED the chain cannot be reproduced (a missing option:
+    // exit 2, as every usage mistake).
     let (code, out) = run(&["key", "build", "--release", "0.28.0", "model_name=m", "--tokens", "1,2"], None);
-    assert_eq!(code, 1, "{out}");
+    assert_eq!(code, 2, "{out}");
     assert!(out.contains("PYTHONHASHSEED"), "{out}");
 
     let (code, out) = run(&["key", "build", "--grammar", "lmcache-key", "model_name=m", "world_size=1", "worker_id=0", "chunk_hash=1f", "dtype=half", r#"tags=[["u","v"]]"#], None);
     assert_eq!((code, out.trim()), (0, "m@1@0@1f@half@u%v"));
     let (code, _) = run(&["key", "build", "--grammar", "lmcache-key", "model_name=m"], None);
-    assert_eq!(code, 1, "missing fields");
+    assert_eq!(code, 2, "missing fields (building takes input, checks nothing: every mistake is exit 2)");
     let (code, _) = run(&["key", "build", "--release", "0.21.0", "model_name=m", "chunk_hash=ab", "group_id=1"], None);
-    assert_eq!(code, 1, "0.21 keys have no group");
+    assert_eq!(code, 2, "0.21 keys have no group");
     let (code, _) = run(&["key", "build", "--release", "0.9.0", "model_name=m"], None);
     assert_eq!(code, 2);
 
@@ -161,7 +174,7 @@ fn nixl_hash_of_a_release() {
     assert_eq!(code, 0);
     assert!(out.starts_with("cde24c489ad7"), "{out}");
     let (code, _) = run(&["hash", "nixl", "--release", "0.24.0", &cfg.display().to_string()], None);
-    assert_eq!(code, 1, "0.24.0 needs cross_layers_blocks");
+    assert_eq!(code, 2, "0.24.0 needs cross_layers_blocks (the config file lacks an input: exit 2)");
     let (code, _) = run(&["hash", "nixl", "--release", "0.12.0", &cfg.display().to_string()], None);
     assert_eq!(code, 2, "no hash in 0.12.0");
     std::fs::remove_dir_all(&dir).unwrap();

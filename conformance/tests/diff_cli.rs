@@ -40,7 +40,7 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// A proposed vLLM 0.34.0 revision that adds a required field to the request.
-const PROPOSED: &str = r#"format = "mooncake-wire-spec/1"
+const PROPOSED: &str = r#"format = "mooncake-wire-spec/2"
 family = "push"
 revision = "vllm-0.34.0"
 base = "vllm-0.33.0"
@@ -62,7 +62,10 @@ fn exit_codes_follow_breaking_changes() {
     assert_eq!(o.status.code(), Some(1), "LAYOUT_MISS breaks when sent");
     assert!(stdout(&o).contains("| `MooncakeXferResponseStatus.LAYOUT_MISS` |"), "{}", stdout(&o));
     assert_eq!(run(&["diff", "--allow-breaking", "vllm-0.32.0", "vllm-0.33.0"], None).status.code(), Some(0));
-    assert_eq!(run(&["diff", "vllm-0.25.0..0.29.0", "vllm-0.30.0"], None).status.code(), Some(0), "0.30.0 only adds remote_pp_size = 1");
+    assert_eq!(run(&["diff", "vllm-0.30.0", "vllm-0.30.0"], None).status.code(), Some(0), "a revision against itself");
+    let o = run(&["diff", "vllm-0.29.0", "vllm-0.30.0"], None);
+    assert_eq!(o.status.code(), Some(1), "0.30.0 skips layers across PP sizes");
+    assert!(stdout(&o).contains("`behaviour.region_alignment`"), "{}", stdout(&o));
     let o = run(&["diff", "vllm-0.32.0", "no-such-revision"], None);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no-such-revision"));
@@ -73,11 +76,11 @@ fn formats() {
     let o = run(&["diff", "--format", "summary", "0.19.1", "0.20.0"], None);
     let line = stdout(&o);
     assert_eq!(line.lines().count(), 1);
-    assert_eq!(line.trim(), "vllm-0.19.0..0.19.1 → vllm-0.20.0..0.23.0: 1 change — 1 breaks always, 0 break only when sent, 0 to review, 0 compatible; unchanged messages keep their bytes.");
+    assert_eq!(line.trim(), "vllm-0.19.0..0.19.1 → vllm-0.20.0..0.23.0: 3 changes — 1 breaks always, 1 breaks only when sent, 0 to review, 1 compatible; unchanged messages keep their bytes.");
     let o = run(&["diff", "--format", "json", "vllm-0.16.0..0.18.1", "vllm-0.19.0..0.19.1"], None);
     assert_eq!(o.status.code(), Some(1));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(j["counts"]["breaks"], 1);
+    assert_eq!(j["counts"]["breaks"], 2, "block_lens, and equal_length_fields naming it");
     let c = j["changes"].as_array().unwrap().iter().find(|c| c["subject"] == "MooncakeXferMetadata.block_lens").unwrap();
     assert_eq!(c["new_reads_old"]["effect"], "breaks");
     assert_eq!(c["new_reads_old"]["example"], "Object missing required field `block_lens`");
@@ -139,9 +142,9 @@ fn git_revisions_of_this_repository() {
     let o = run(&["diff", "git:main", "spec"], Some(&repo));
     assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(stdout(&o).contains("## Wire diff: `vllm-0.33.0` → `vllm-0.34.0`"));
-    let o = run(&["diff", "--format", "summary", "git:main#vllm-0.24.0", "git:HEAD#vllm-0.25.0..0.29.0"], Some(&repo));
+    let o = run(&["diff", "--format", "summary", "git:main#vllm-0.24.0", "git:HEAD#vllm-0.25.0..0.25.1"], Some(&repo));
     assert_eq!(o.status.code(), Some(1));
-    assert!(stdout(&o).starts_with("vllm-0.24.0 → vllm-0.25.0..0.29.0: 5 changes — 2 break always"), "{}", stdout(&o));
+    assert!(stdout(&o).starts_with("vllm-0.24.0 → vllm-0.25.0..0.25.1: ") && stdout(&o).contains(" 2 break always"), "{}", stdout(&o));
     let o = run(&["diff", "git:no-such-branch", "spec"], Some(&repo));
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no such commit"));
@@ -183,16 +186,16 @@ fn ci_script_reports_only_when_the_spec_changed() {
     git(&repo, &["add", "spec"]);
     git(&repo, &["commit", "-q", "-m", "0.34.0"]);
     git(&repo, &["branch", "-f", "main", "HEAD"]);
-    let p = repo.join("spec/push/vllm-0.30.0.toml");
-    let t = std::fs::read_to_string(&p).unwrap().replace("value = \"LBHNC\"", "value = \"NHD\"");
+    let p = repo.join("spec/push/vllm-0.29.0.toml");
+    let t = std::fs::read_to_string(&p).unwrap().replace("value = \"LBHNC\"", "value = \"HND\"");
     std::fs::write(&p, t).unwrap();
     let (code, out, _) = script(&repo);
     assert_eq!(code, Some(0));
-    assert!(out.contains("## Wire diff: `vllm-0.30.0` → `vllm-0.30.0`") && out.contains("`behaviour.required_kv_layout`"), "{out}");
+    assert!(out.contains("## Wire diff: `vllm-0.29.0` → `vllm-0.29.0`") && out.contains("`behaviour.required_kv_layout`"), "{out}");
     assert!(!out.contains("vllm-0.33.0` → `vllm-0.34.0"), "files unchanged since main are not reported again: {out}");
 
     // A spec that does not load is a real error.
-    std::fs::write(&p, "format = \"mooncake-wire-spec/1\"\nrevision = 3\n").unwrap();
+    std::fs::write(&p, "format = \"mooncake-wire-spec/2\"\nrevision = 3\n").unwrap();
     let (code, _, err) = script(&repo);
     assert_ne!(code, Some(0), "{err}");
     let _ = std::fs::remove_dir_all(&repo);

@@ -2,12 +2,14 @@
 //! test peer (`tests/peer/`, pyzmq + msgspec from the pinned venv), every recorded scenario, both directions;
 //! and every conformance case against the Python peer as the testee.
 
+mod common;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use mooncake_conformance::play::{as_prefiller, cases_of, PlayOptions, Role, Status};
-use mooncake_conformance::run::{run, ExpectedFailures, RunConfig};
+use mooncake_conformance::run::{run, RunConfig};
 use mooncake_conformance::scenarios::Scenarios;
 use mooncake_conformance::testee::TesteeSpec;
 use mooncake_conformance::trace::Trace;
@@ -28,21 +30,13 @@ fn rt() -> tokio::runtime::Runtime {
 
 #[test]
 fn every_case_passes_against_the_python_peer() {
-    let cfg = RunConfig {
-        paths: vec![root().join("conformance/traces")],
-        testee: python_peer(),
-        roles: vec![],
-        filter: None,
-        scenarios: Scenarios::bundled(),
-        expected: ExpectedFailures::default(),
-        slack: Duration::from_secs(3),
-        progress: false,
-        external: mooncake_conformance::play::External::None,
-        speaks: None,
-    };
+    // The revisions the Python peer declares (its hello): vllm-0.32.0 and vllm-0.33.0.
+    let dirs = [root().join("conformance/traces/vllm-0.32.0"), root().join("conformance/traces/vllm-0.33.0")];
+    let cfg = RunConfig::paths(&dirs, python_peer()).unwrap();
     let r = rt().block_on(run(cfg)).unwrap();
     let failed: Vec<String> = r.results.iter().filter(|c| c.status == Status::Fail).map(|c| format!("{}: {:?}", c.id, c.findings)).collect();
-    assert_eq!(r.results.len(), 59);
+    assert_eq!(r.results.len(), dirs.iter().map(|d| common::expected_cases(d)).sum::<usize>());
+    assert!(r.results.iter().all(|c| c.status == Status::Pass), "{failed:#?}");
     assert!(r.ok(), "{failed:#?}");
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mooncake_conformance::play::{setup, External, Role, Status};
-use mooncake_conformance::run::{run, ExpectedFailures, RunConfig};
+use mooncake_conformance::run::{run, RunConfig};
 use mooncake_conformance::scenarios::Scenarios;
 use mooncake_conformance::testee::TesteeSpec;
 use mooncake_conformance::trace::Trace;
@@ -19,18 +19,11 @@ fn trace(name: &str) -> PathBuf {
 }
 
 fn cfg(path: PathBuf, role: Role, external: External) -> RunConfig {
-    RunConfig {
-        paths: vec![path],
-        testee: TesteeSpec::Builtin,
-        roles: vec![role],
-        filter: None,
-        scenarios: Scenarios::bundled(),
-        expected: ExpectedFailures::default(),
-        slack: Duration::from_secs(2),
-        progress: false,
-        external,
-        speaks: None,
-    }
+    let mut c = RunConfig::paths(&[path], TesteeSpec::Builtin).unwrap();
+    c.roles = vec![role];
+    c.slack = Duration::from_secs(2);
+    c.external = external;
+    c
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

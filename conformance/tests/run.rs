@@ -2,13 +2,14 @@
 //! against the `mooncake-peer testee` process; and proof that the runner catches each kind of deviation, by
 //! running it against a reference peer that injects one fault.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
 use mooncake_conformance::play::{Role, Status};
-use mooncake_conformance::run::{run, ExpectedFailures, RunConfig, RunReport};
-use mooncake_conformance::scenarios::Scenarios;
+use mooncake_conformance::run::{run, RunConfig, RunReport};
 use mooncake_conformance::testee::TesteeSpec;
 
 fn here() -> PathBuf {
@@ -16,18 +17,11 @@ fn here() -> PathBuf {
 }
 
 fn cfg(testee: TesteeSpec, filter: Option<&str>, roles: Vec<Role>) -> RunConfig {
-    RunConfig {
-        paths: vec![here().join("traces")],
-        testee,
-        roles,
-        filter: filter.map(String::from),
-        scenarios: Scenarios::bundled(),
-        expected: ExpectedFailures::default(),
-        slack: Duration::from_secs(2),
-        progress: false,
-        external: mooncake_conformance::play::External::None,
-        speaks: None,
-    }
+    let mut c = RunConfig::paths(&[here().join("traces")], testee).unwrap();
+    c.roles = roles;
+    c.cases = filter.map(String::from).into_iter().collect();
+    c.slack = Duration::from_secs(2);
+    c
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -41,7 +35,12 @@ fn failures(r: &RunReport) -> Vec<String> {
 #[test]
 fn every_bundled_case_passes_against_the_reference_peer() {
     let r = rt().block_on(run(cfg(TesteeSpec::Builtin, None, vec![]))).unwrap();
-    assert_eq!(r.results.len(), 59, "3 roles × 19 traces with ZMQ traffic + 2 bootstrap-only traces");
+    assert_eq!(r.results.len(), common::expected_cases(&common::traces_dir()), "a prefiller and a decoder case per trace with ZeroMQ traffic, a bootstrap case per trace with HTTP");
+    // Every revision of the spec, both generations, has bundled recordings.
+    let revisions: std::collections::BTreeSet<&str> = r.results.iter().map(|c| c.revision.as_str()).collect();
+    for rev in &mooncake_wire::spec::Spec::builtin().push().revisions {
+        assert!(revisions.contains(rev.revision.as_str()), "no bundled recording of {}", rev.revision);
+    }
     assert!(r.ok(), "{:#?}", failures(&r));
     for role in ["prefiller", "decoder", "bootstrap"] {
         let n = r.results.iter().filter(|c| c.role.as_str() == role && c.status == Status::Pass).count();
@@ -158,5 +157,50 @@ fn cross_version_cases_catch_faults() {
         let r = rt().block_on(run(c)).unwrap();
         assert_eq!(r.results[0].testee_revision.as_deref(), Some("vllm-0.33.0"));
         assert_eq!(r.results[0].status, Status::Fail, "{fault} went unnoticed: {:?}", r.results[0]);
+    }
+}
+
+/// A bundled trace with its transfer-engine calls and outcomes taken out and declared `unobserved`, as a tap
+/// writes it.
+fn unobserved_copy(tag: &str, declare: bool) -> PathBuf {
+    let src = here().join("traces/vllm-0.33.0/a_single_success.jsonl");
+    let text = std::fs::read_to_string(src).unwrap();
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    let mut h: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    h["observed_outcome"] = serde_json::json!({});
+    h["transfer_engine_calls"] = serde_json::json!([]);
+    if declare {
+        h["unobserved"] = serde_json::json!(["transfer_engine_calls", "observed_outcome"]);
+    }
+    lines[0] = h.to_string();
+    let dir = std::env::temp_dir().join(format!("mooncake-unobserved-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("a_single_success.jsonl");
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    p
+}
+
+#[test]
+fn checks_of_what_a_recording_did_not_observe_are_not_applicable_and_counted() {
+    let p = unobserved_copy("declared", true);
+    let r = rt().block_on(run(RunConfig::paths(&[p.clone()], TesteeSpec::Builtin).unwrap())).unwrap();
+    assert!(r.ok(), "{:#?}", failures(&r));
+    let na = |role: &str| -> Vec<&str> { r.results.iter().find(|c| c.role.as_str() == role).unwrap().not_applicable.iter().map(|n| n.check).collect() };
+    assert_eq!(na("prefiller"), ["TE-CALLS", "P-FINISHED-SENDING"]);
+    assert_eq!(na("decoder"), ["D-OUTCOME"]);
+    assert!(na("bootstrap").is_empty());
+    assert_eq!(r.not_applicable(), 3);
+    let text = mooncake_conformance::report::run_text(&r);
+    assert!(text.contains("3 checks not applicable"), "{text}");
+    assert!(text.contains("not applicable: TE-CALLS, P-FINISHED-SENDING"), "{text}");
+    assert_eq!(mooncake_conformance::report::run_json(&r)["summary"]["not_applicable"], 3);
+    // The same empty values without the declaration are a recording that saw nothing: those checks fail.
+    let q = unobserved_copy("undeclared", false);
+    let r = rt().block_on(run(RunConfig::paths(&[q.clone()], TesteeSpec::Builtin).unwrap())).unwrap();
+    let checks: Vec<&str> = r.results.iter().flat_map(|c| c.findings.iter().map(|f| f.check)).collect();
+    assert!(checks.contains(&"TE-CALLS") && checks.contains(&"D-OUTCOME"), "{checks:?}");
+    assert_eq!(r.not_applicable(), 0);
+    for f in [p, q] {
+        let _ = std::fs::remove_dir_all(f.parent().unwrap());
     }
 }

@@ -101,6 +101,7 @@ fn bundled_traces_follow_the_schema() {
         r#"{"seq": 1, "kind": "zmq", "side": "router", "conn": "d", "socket": "DEALER", "endpoint": "x", "bound": false, "dir": "send", "frames": []}"#,
         r#"{"seq": 1, "kind": "http", "conn": "b", "dir": "request", "method": "GET"}"#,
         r#"{"format": "mooncake-trace", "format_version": 2, "vllm_version": "0.33.0", "connector": "c", "scenario": "s", "roles": {}}"#,
+        r#"{"format": "mooncake-trace", "format_version": 1, "vllm_version": "0.33.0", "connector": "c", "scenario": "s", "roles": {}, "unobserved": ["memory"]}"#,
     ] {
         let v: J = serde_json::from_str(bad).unwrap();
         assert!(valid(&schema, &defs, &v).is_err(), "{bad}");

@@ -248,6 +248,7 @@ fn producer_config(w: &J) -> Result<ProducerConfig, String> {
         use_mla: boolean(w, "use_mla")?,
         groups: group_kinds(w)?,
         physical_blocks_per_logical: opt_int(w, "physical_blocks_per_logical")?.unwrap_or(1),
+        blocks_first: false,
     })
 }
 
@@ -320,7 +321,15 @@ fn producer(p: &J) -> Result<Producer, String> {
         .map(|(n, &g)| (n.clone(), g))
         .collect();
     let has_opaque_packed_row = plan::has_opaque_packed_row(&layout.registered_row_offsets, &layout.kv_block_lens, &layout.block_lens);
-    Ok(Producer { config, layout, has_opaque_packed_row, layer_groups, layer_specs })
+    Ok(Producer {
+        config,
+        layout,
+        has_opaque_packed_row,
+        layer_groups,
+        layer_specs,
+        rules: mooncake_wire::plan::PlanRules::newest(),
+        column_check: mooncake_wire::plan::PlanRules::newest_column_check(),
+    })
 }
 
 fn pull(x: &J) -> Result<plan::Pull, String> {

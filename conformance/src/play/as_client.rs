@@ -15,7 +15,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
     let t = &case.model;
     let mut testee = match &opts.external {
         super::External::Bootstrap(_) => None,
-        _ => Some(Testee::start(&opts.testee).await?.0),
+        _ => Some(Testee::start_logged(&opts.testee, opts.testee_log.as_ref()).await?.0),
     };
     let r = async {
         let url = match (&opts.external, testee.as_mut()) {

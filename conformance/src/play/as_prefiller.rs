@@ -5,22 +5,23 @@
 //! mapped). Then it checks the decoder's outcomes against vLLM's, the bytes that landed in its memory, and that
 //! no state is left behind.
 
+use std::fmt::Write as _;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mooncake_reference::backend::Backend;
-use mooncake_reference::config::{producer, LayoutConfig, ModelConfig};
 use mooncake_reference::http::BootstrapServer;
 use mooncake_reference::prefiller::{PrefillerConfig, PrefillerPeer};
 use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::codec::Codec;
 use mooncake_wire::msgpack::WireInt;
+use crate::trace_model::TraceModel;
 use mooncake_wire::proto::{Registry, WireProfile};
 use mooncake_wire::typed::MooncakeXferMetadata;
 use serde_json::{json, Value as J};
 
-use super::setup::{check_landed, decoder_layout, expected_blocks, prefiller_layout};
+use super::setup::{check_landed, decoder_layout, expected_blocks_scaled, prefiller_planner, stride_scale};
 use super::{bounded, Case, PlayOptions};
 use crate::checks::{check_exchanges, Xchg};
 use crate::jsonl::first_difference;
@@ -34,7 +35,7 @@ fn f(check: &'static str, message: impl Into<String>, detail: impl Into<String>)
 
 /// The pulls of a decoder conn, in order: consecutive requests with the same `req_blocks` (a fan-out to
 /// several prefillers, or a resend after LAYOUT_MISS) are one pull.
-fn pull_steps(t: &crate::trace_model::TraceModel, conn: &str) -> Vec<MooncakeXferMetadata> {
+pub(crate) fn pull_steps(t: &crate::trace_model::TraceModel, conn: &str) -> Vec<MooncakeXferMetadata> {
     let mut steps: Vec<MooncakeXferMetadata> = vec![];
     for x in t.exchanges.iter().filter(|x| x.decoder == conn) {
         let Some(m) = t.decode_request(&x.request) else { continue };
@@ -118,7 +119,7 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
     let t = &case.model;
     let profile = t.profile.clone().ok_or("the trace's revision has no generation-2 profile")?;
     let sc = &opts.scenarios;
-    let scenario = sc.scenario.get(t.scenario()).cloned().unwrap_or_default();
+    let scenario = opts.scenario_for(t);
     let model = &sc.model;
     let abort = Duration::from_secs_f64(model.abort_timeout_s);
     let mut out = vec![];
@@ -136,9 +137,7 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
             let p = &t.prefillers[i];
             let mut side = match p_spec {
                 None => {
-                    let layout: LayoutConfig = serde_json::from_value(prefiller_layout(t, p, model)?).map_err(|e| e.to_string())?;
-                    let m = ModelConfig { total_num_kv_heads: model.total_num_kv_heads as i64, use_mla: false, group_kinds: vec![], physical_blocks_per_logical: 1, layer_groups: Default::default(), padded_pages: false };
-                    let planner = producer(p.tp_rank, p.tp_size, 1, &m, &layout)?;
+                    let (layout, planner) = prefiller_planner(t, p, model, &profile)?;
                     let memory = Arc::new(Mutex::new(layout.memory(true)));
                     let cfg = PrefillerConfig {
                         bind: "tcp://127.0.0.1:*".into(),
@@ -155,7 +154,7 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
                     PSide::Ours(PrefillerPeer::start(&ctx, cfg, WireProfile::new(t.revision.clone(), codec)?, planner, memory, Backend::Tcp).await?)
                 }
                 Some(spec) => {
-                    let (mut te, _) = Testee::start(spec).await?;
+                    let (mut te, _) = Testee::start_logged(spec, opts.testee_log.as_ref()).await?;
                     let cfg = super::setup::prefiller_config(t, p, model, &boot.url())?;
                     te.cmd(json!({"cmd": "start", "role": "prefiller", "revision": t.revision.revision, "config": cfg})).await.map_err(|e| format!("starting prefiller testee {}: {e}", p.conn))?;
                     PSide::Testee(te)
@@ -176,7 +175,7 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
         let mut sessions: HashMap<String, String> = HashMap::new();
         for d in &t.decoders {
             let Some(req) = &d.layout_request else { continue };
-            let (mut testee, _) = Testee::start(&opts.testee).await?;
+            let (mut testee, _) = Testee::start_logged(&opts.testee, opts.testee_log.as_ref()).await?;
             let cfg = json!({
                 "tp_rank": req.remote_tp_rank.as_u64(), "tp_size": req.remote_tp_size.as_u64(), "pp_rank": 0,
                 "pp_size": req.remote_pp_size.as_u64(), "layout_id": req.layout_id.as_u64(),
@@ -192,7 +191,20 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
         let max_steps = steps.iter().map(|(_, s)| s.len()).max().unwrap_or(0);
         let mut done_actions: Vec<String> = vec![];
         for k in 0..max_steps {
-            for (conn, s) in &steps {
+            // Decoders pull in the order the recording shows: each next one once our prefiller has the pull
+            // of the one before (vLLM's decoder workers of one engine step do not race in the recordings).
+            let mut order: Vec<&(String, Vec<MooncakeXferMetadata>)> = steps.iter().filter(|(_, s)| s.len() > k).collect();
+            order.sort_by_key(|(conn, st)| {
+                t.exchanges.iter().filter(|x| &x.decoder == conn).find(|x| t.decode_request(&x.request).is_some_and(|m| m.req_blocks == st[k].req_blocks)).map(|x| x.send_seq).unwrap_or(u64::MAX)
+            });
+            let inbound_base = inbound_count(&prefillers).await;
+            for (n, (conn, s)) in order.into_iter().enumerate() {
+                if let (true, Some(base)) = (n > 0, inbound_base) {
+                    let until = tokio::time::Instant::now() + Duration::from_secs(2) + opts.slack;
+                    while tokio::time::Instant::now() < until && inbound_count(&prefillers).await.is_some_and(|c| c < base + n) {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                }
                 let Some(m) = s.get(k) else { continue };
                 let Some((_, te)) = testees.iter_mut().find(|(c, _)| c == conn) else { continue };
                 let reqs: Vec<J> = m
@@ -208,18 +220,50 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
                 // Whether every decoder settled, read before the replies below: a reply that settled a pull
                 // is in the wire log by then, so the actions it triggers fire before the next step starts.
                 let mut settled = true;
+                // Whether replies the recording shows for the pulls so far are still to come from our prefiller.
+                let mut wait_replies = false;
+                {
+                    let mut sent_now = 0;
+                    let mut known = true;
+                    for (_, p) in &prefillers {
+                        match p.wire().await {
+                            Some(w) => sent_now += w.iter().filter(|(inbound, _)| !inbound).count(),
+                            None => known = false,
+                        }
+                    }
+                    if known && sent_now < recorded_replies_through(t, &steps, k) {
+                        wait_replies = true;
+                    }
+                }
                 for (conn, te) in testees.iter_mut() {
                     let s = te.cmd(json!({"cmd": "status"})).await?;
-                    if s.get("pending_pulls").and_then(J::as_u64) != Some(0) || s.get("open_exchanges").and_then(J::as_u64) != Some(0) {
+                    // Requests vLLM's decoder never reported may stay pending in the testee, as in vLLM.
+                    let stuck = recorded_stuck(t, conn);
+                    if s.get("pending_pulls").and_then(J::as_u64).unwrap_or(u64::MAX) > stuck.len() as u64 || s.get("open_exchanges").and_then(J::as_u64) != Some(0) {
                         settled = false;
                     }
-                    // Every request of this step that has blocks must have an outcome.
+                    // Every request of this step that has blocks must have an outcome (or none, as recorded).
                     let done: Vec<String> = s.get("finished").and_then(J::as_array).into_iter().flatten().filter_map(|x| x.as_str().map(String::from))
                         .chain(s.get("failed").and_then(J::as_array).into_iter().flatten().filter_map(|x| x.get("d_req_id").and_then(J::as_str).map(String::from)))
                         .collect();
+                    // A request vLLM left waiting is settled once the testee says it gave up on it (`unsettled`),
+                    // or, for a testee that does not say, once the recorded replies have all been sent.
+                    let given_up: Option<Vec<String>> = s.get("unsettled").and_then(J::as_array).map(|a| {
+                        a.iter().filter_map(|x| x.get("d_req_id").and_then(J::as_str).or(x.as_str()).map(String::from)).collect()
+                    });
                     if let Some(m) = steps.iter().find(|(c, _)| c == conn).and_then(|(_, s)| s.get(k)) {
-                        if m.req_blocks.iter().any(|(d, rb)| rb.blocks.iter().any(|g| !g.is_empty()) && !done.contains(d)) {
-                            settled = false;
+                        for (d, rb) in &m.req_blocks {
+                            if !rb.blocks.iter().any(|g| !g.is_empty()) || done.contains(d) {
+                                continue;
+                            }
+                            let ok = stuck.contains(d)
+                                && match &given_up {
+                                    Some(g) => g.contains(d),
+                                    None => !wait_replies,
+                                };
+                            if !ok {
+                                settled = false;
+                            }
                         }
                     }
                 }
@@ -279,7 +323,8 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
         }
         out.extend(compare_requests(t, &profile, pairing, &wires, Some(&sessions))?);
 
-        // Outcomes against vLLM's.
+        // Outcomes against vLLM's (where the recording saw them).
+        let outcomes = super::applies(&t.trace.header, "D-OUTCOME");
         for (conn, te) in testees.iter_mut() {
             let s = te.cmd(json!({"cmd": "status"})).await?;
             let outcome = t.trace.header.observed_outcome.get(conn.as_str()).cloned().unwrap_or_else(|| t.trace.header.observed_outcome.clone());
@@ -292,7 +337,7 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
             let mut got_fin = list(s.get("finished"));
             want_fin.sort();
             got_fin.sort();
-            if got_fin != want_fin {
+            if outcomes && got_fin != want_fin {
                 out.push(f("D-OUTCOME", conn.clone(), format!("finished {got_fin:?}, vLLM's decoder finished {want_fin:?}")));
             }
             let mut want_invalid: Vec<u64> = outcome.get("load_errors").and_then(|o| o.get(conn.as_str())).and_then(|o| o.get("invalid_block_ids")).and_then(J::as_array).map(|a| a.iter().filter_map(J::as_u64).collect()).unwrap_or_default();
@@ -310,18 +355,19 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
             want_invalid.sort();
             got_invalid.sort();
             got_invalid.dedup();
-            if got_invalid != want_invalid {
+            if outcomes && got_invalid != want_invalid {
                 out.push(f("D-OUTCOME", conn.clone(), format!("blocks reported invalid {got_invalid:?}, vLLM reported {want_invalid:?}")));
             }
-            if s.get("pending_pulls").and_then(J::as_u64) != Some(0) || s.get("open_exchanges").and_then(J::as_u64) != Some(0) {
-                out.push(f("D-STATE-LEAK", conn.clone(), format!("{} pulls and {} exchanges still open", s["pending_pulls"], s["open_exchanges"])));
+            let stuck = recorded_stuck(t, conn);
+            if s.get("pending_pulls").and_then(J::as_u64).unwrap_or(u64::MAX) > stuck.len() as u64 || s.get("open_exchanges").and_then(J::as_u64) != Some(0) {
+                out.push(f("D-STATE-LEAK", conn.clone(), format!("{} pulls and {} exchanges still open ({} left waiting by vLLM)", s["pending_pulls"], s["open_exchanges"], stuck.len())));
             }
             // Bytes in the decoder's memory.
             let Some(req) = t.decoders.iter().find(|d| &d.conn == conn).and_then(|d| d.layout_request.clone()) else { continue };
             let mut expected = vec![];
             for step in steps.iter().filter(|(c, _)| c == conn).flat_map(|(_, s)| s) {
                 for d in got_fin.iter().filter(|d| !s.get("failed").and_then(J::as_array).is_some_and(|a| a.iter().any(|x| x.get("d_req_id").and_then(J::as_str) == Some(d.as_str())))) {
-                    if let Some(e) = expected_blocks(&req, step, d, &scenario) {
+                    if let Some(e) = expected_blocks_scaled(&req, step, d, &scenario, profile.rules.plan.block_groups, stride_scale(&profile, &req, model, t)) {
                         expected.extend(e.blocks);
                     }
                 }
@@ -329,8 +375,9 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
             let p_tp = t.prefillers.first().map(|p| p.tp_size).unwrap_or(1);
             let same_tp = req.remote_tp_size == WireInt::from(p_tp as u64);
             let mut mem: HashMap<(usize, u64), Vec<u8>> = HashMap::new();
+            let cols = super::setup::columns(&req, model);
             for r in 0..req.kv_caches_base_addr.len() {
-                let (Some(base), Some(bl)) = (req.kv_caches_base_addr[r].as_u64(), req.block_lens.get(r).and_then(|b| b.as_u64())) else { continue };
+                let (Some(&base), Some(&bl)) = (cols.base.get(r), cols.block_lens.get(r)) else { continue };
                 if let Ok(a) = te.cmd(json!({"cmd": "read_memory", "addr": base, "len": bl * model.num_blocks})).await {
                     if let Some(bytes) = a.get("hex").and_then(J::as_str).and_then(|h| hex::decode(h).ok()) {
                         for b in 0..model.num_blocks {
@@ -356,7 +403,7 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
                     let mut want = want.clone();
                     got.sort();
                     want.sort();
-                    if got != want {
+                    if got != want && super::applies(&t.trace.header, "P-FINISHED-SENDING") {
                         out.push(f("P-FINISHED-SENDING", conn.clone(), format!("freed {got:?}, vLLM freed {want:?}")));
                     }
                     if !idle {
@@ -480,16 +527,14 @@ async fn play_listen(case: &Case, opts: &PlayOptions, endpoint: &str, bootstrap:
     let t = &case.model;
     let profile = t.profile.clone().ok_or("the trace's revision has no generation-2 profile")?;
     let sc = &opts.scenarios;
-    let scenario = sc.scenario.get(t.scenario()).cloned().unwrap_or_default();
+    let scenario = opts.scenario_for(t);
     let model = &sc.model;
     let [p] = t.prefillers.as_slice() else {
         return Err(format!("--listen serves traces with one prefiller; {} has {}", t.scenario(), t.prefillers.len()));
     };
     let spec = BootstrapSpec::new(t.revision.clone()).ok_or("no bootstrap in this revision")??;
     let boot = BootstrapServer::start(bootstrap, Registry::new(spec)).await?;
-    let layout: LayoutConfig = serde_json::from_value(prefiller_layout(t, p, model)?).map_err(|e| e.to_string())?;
-    let m = ModelConfig { total_num_kv_heads: model.total_num_kv_heads as i64, use_mla: false, group_kinds: vec![], physical_blocks_per_logical: 1, layer_groups: Default::default(), padded_pages: false };
-    let planner = producer(p.tp_rank, p.tp_size, 1, &m, &layout)?;
+    let (layout, planner) = prefiller_planner(t, p, model, &profile)?;
     let cfg = PrefillerConfig {
         bind: endpoint.to_string(),
         engine_id: p.engine_id.clone(),
@@ -513,13 +558,17 @@ async fn play_listen(case: &Case, opts: &PlayOptions, endpoint: &str, bootstrap:
     if scenario.fail_transfers > 0 {
         peer.fail_next_writes(scenario.fail_transfers, -1);
     }
-    eprintln!("{}: prefiller {} (engine {}) registered with {}; waiting up to {timeout:?} for the decoder to pull:", case.id, peer.endpoint, p.engine_id, boot.url());
+    let mut say = String::new();
+    let _ = writeln!(say, "{}: prefiller {} (engine {}) registered with {}; waiting up to {} for the decoder to pull:", case.id, peer.endpoint, p.engine_id, boot.url(), super::secs(timeout));
     for d in &t.decoders {
         for step in pull_steps(t, &d.conn) {
-            let reqs: Vec<String> = step.req_blocks.iter().map(|(d, rb)| format!("{d} ({}, blocks {:?})", rb.transfer_id, rb.blocks.iter().map(|g| g.iter().map(|b| b.as_u64().unwrap_or(0)).collect::<Vec<_>>()).collect::<Vec<_>>())).collect();
-            eprintln!("  {}: pull {}", d.conn, reqs.join(", "));
+            let blocks = |rb: &mooncake_wire::typed::ReqBlocks| serde_json::to_string(&rb.blocks.iter().map(|g| g.iter().map(|b| b.as_u64().unwrap_or(0)).collect::<Vec<_>>()).collect::<Vec<_>>()).unwrap_or_default();
+            let reqs: Vec<String> = step.req_blocks.iter().map(|(d, rb)| format!("{d} ({}, blocks {})", rb.transfer_id, blocks(rb))).collect();
+            let _ = writeln!(say, "  {}: pull {}", d.conn, reqs.join(", "));
         }
     }
+    // Instructions the person driving the decoder needs while the runner waits (a closed stderr is ignored).
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), say.as_bytes());
     let want = t.exchanges.len();
     let deadline = tokio::time::Instant::now() + timeout;
     let mut done: Vec<String> = vec![];
@@ -547,4 +596,48 @@ async fn play_listen(case: &Case, opts: &PlayOptions, endpoint: &str, bootstrap:
     }
     let wire = peer.status().await?.wire;
     compare_requests(t, &profile, &crate::crossver::Pairing::same(&t.revision), &[(p.conn.clone(), wire)], None)
+}
+
+/// The requests of a decoder conn that vLLM's decoder never reported (`observed_outcome.not_finished`,
+/// `"conn:req"` entries, at the top level or in a per-decoder or per-pull object).
+fn recorded_stuck(t: &TraceModel, conn: &str) -> Vec<String> {
+    let mut out = vec![];
+    let mut visit = |o: &J| {
+        for e in o.get("not_finished").and_then(J::as_array).into_iter().flatten().filter_map(J::as_str) {
+            if let Some((c, r)) = e.split_once(':') {
+                if c == conn && !out.contains(&r.to_string()) {
+                    out.push(r.to_string());
+                }
+            }
+        }
+    };
+    let o = &t.trace.header.observed_outcome;
+    visit(o);
+    if let Some(m) = o.as_object() {
+        for v in m.values().filter(|v| v.is_object()) {
+            visit(v);
+        }
+    }
+    out
+}
+
+/// Replies the recording shows for the exchanges of pull steps `0..=k` (of every decoder).
+fn recorded_replies_through(t: &TraceModel, steps: &[(String, Vec<MooncakeXferMetadata>)], k: usize) -> usize {
+    t.exchanges
+        .iter()
+        .filter(|x| {
+            let Some(m) = t.decode_request(&x.request) else { return false };
+            steps.iter().filter(|(c, _)| *c == x.decoder).any(|(_, st)| st.iter().take(k + 1).any(|s| s.req_blocks == m.req_blocks))
+        })
+        .map(|x| x.replies.len())
+        .sum()
+}
+
+/// Pulls our prefillers have received so far (from their wire logs); `None` when one is another testee.
+async fn inbound_count(prefillers: &[(String, PSide)]) -> Option<usize> {
+    let mut n = 0;
+    for (_, p) in prefillers {
+        n += p.wire().await?.iter().filter(|(inbound, _)| *inbound).count();
+    }
+    Some(n)
 }

@@ -7,6 +7,7 @@
 pub mod as_client;
 pub mod as_decoder;
 pub mod as_prefiller;
+pub mod gen1;
 pub mod setup;
 
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::scenarios::Scenarios;
+use crate::scenarios::{Scenario, Scenarios};
 use crate::testee::TesteeSpec;
 use crate::trace_model::TraceModel;
 use crate::validate::Finding;
@@ -25,6 +26,19 @@ pub enum Role {
     Prefiller,
     Decoder,
     Bootstrap,
+}
+
+impl Status {
+    /// The word reports use: pass, fail, xfail, skip, error.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Fail => "fail",
+            Status::Xfail => "xfail",
+            Status::Skip => "skip",
+            Status::Error => "error",
+        }
+    }
 }
 
 impl Role {
@@ -53,6 +67,8 @@ pub enum Status {
     /// Failed as `expected-failures.toml` says it does.
     Xfail,
     Skip,
+    /// Could not run because the environment failed (a testee died): exit 3.
+    Error,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -71,7 +87,60 @@ pub struct CaseResult {
     pub reason: Option<String>,
     pub findings: Vec<Finding>,
     pub duration_ms: u64,
+    /// The last lines the testee wrote on standard error, kept when the case failed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub testee_stderr: Vec<String>,
+    /// Where the prefiller-side setup came from: the scenarios file, or derived from the trace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub setup: Option<crate::derive::Source>,
+    /// What the report says under the case (how a setup was derived, where it differs from the file's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Checks of this role that did not run because the trace does not hold what they compare with.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_applicable: Vec<NotApplicable>,
 }
+
+/// A check left out of a case because the recording could not observe what it compares with (a tap's trace
+/// has no transfer-engine calls and no connector outcomes: header `unobserved`).
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct NotApplicable {
+    pub check: &'static str,
+    /// The header item it compares with, which the recording declares `unobserved`.
+    pub unobserved: &'static str,
+}
+
+/// Which check needs which header item, in which role's cases.
+const NEEDS: [(&str, &str, Role); 4] = [
+    ("TE-CALLS", "transfer_engine_calls", Role::Prefiller),
+    ("P-FINISHED-SENDING", "observed_outcome", Role::Prefiller),
+    ("D-OUTCOME", "observed_outcome", Role::Decoder),
+    // Two testees against each other (`as_prefiller::play_pair`) also compare the prefiller's completions.
+    ("P-FINISHED-SENDING", "observed_outcome", Role::Decoder),
+];
+
+/// Whether `check` can run on this trace: false when it compares with something the header declares
+/// `unobserved`.
+pub fn applies(header: &crate::trace::Header, check: &str) -> bool {
+    NEEDS.iter().filter(|(c, _, _)| *c == check).all(|(_, what, _)| header.observed(what))
+}
+
+/// The checks of a `role` case that do not apply to this trace, each with the header item it needs.
+pub fn not_applicable(header: &crate::trace::Header, role: Role) -> Vec<NotApplicable> {
+    let mut out: Vec<NotApplicable> = vec![];
+    for (check, what, r) in NEEDS {
+        // A decoder case compares the prefiller's completions only with two testees.
+        if r != role || header.observed(what) || (role == Role::Decoder && check == "P-FINISHED-SENDING") {
+            continue;
+        }
+        out.push(NotApplicable { check, unobserved: what });
+    }
+    out
+}
+
+/// The start of the layout check's error (`src/plan/validate.rs`), whose region lengths follow the answering
+/// prefiller's planning.
+pub const REGION_MISMATCH: &str = "Mooncake KV region length mismatch";
 
 /// One case to run.
 #[derive(Clone)]
@@ -90,6 +159,13 @@ pub struct PlayOptions {
     pub slack: Duration,
     /// A peer the runner does not start or control (`replay`): see [`External`].
     pub external: External,
+    /// Where the case's testee processes write their standard error (set per case by the runner).
+    pub testee_log: Option<crate::testee::TesteeLog>,
+    /// The case's prefiller-side setup (set per case by [`play`]: the scenarios file's entry, or derived from
+    /// the trace).
+    pub setup: Option<Arc<Scenario>>,
+    /// Setups derived from the run's traces.
+    pub derived: crate::derive::Cache,
 }
 
 /// An implementation already running somewhere (`replay --peer` / `--listen`). The runner cannot prepare its
@@ -106,9 +182,44 @@ pub enum External {
     Bootstrap(String),
 }
 
+impl External {
+    /// How reports name the implementation under test.
+    pub fn describe(&self) -> String {
+        match self {
+            External::None => "the testee".into(),
+            External::Prefillers(eps) => format!("prefiller at {}", eps.join(", ")),
+            External::Listen { endpoint, .. } => format!("decoder pulling from {endpoint}"),
+            External::Bootstrap(url) => format!("bootstrap server at {url}"),
+        }
+    }
+}
+
+/// A duration as people read it: `3s`, `2.5s`, `250ms`.
+pub fn secs(d: Duration) -> String {
+    if d.as_millis() < 1000 {
+        format!("{}ms", d.as_millis())
+    } else if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
 impl PlayOptions {
     pub fn new(testee: TesteeSpec, scenarios: Scenarios, slack: Duration) -> Self {
-        PlayOptions { testee, scenarios: Arc::new(scenarios), slack, external: External::None }
+        PlayOptions { testee, scenarios: Arc::new(scenarios), slack, external: External::None, testee_log: None, setup: None, derived: Default::default() }
+    }
+
+    /// The prefiller-side setup of a case on `t`: the one [`play`] resolved, else the scenarios file's entry,
+    /// else the setup derived from the trace (as far as it goes).
+    pub fn scenario_for(&self, t: &TraceModel) -> Scenario {
+        if let Some(s) = &self.setup {
+            return (**s).clone();
+        }
+        match self.scenarios.scenario.get(t.scenario()) {
+            Some(s) => s.clone(),
+            None => self.derived.get(t, &self.scenarios.model).scenario.clone(),
+        }
     }
 }
 
@@ -141,6 +252,10 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
         reason: None,
         findings: vec![],
         duration_ms: 0,
+        testee_stderr: vec![],
+        setup: None,
+        notes: vec![],
+        not_applicable: not_applicable(&case.model.trace.header, case.role),
     };
     let pairing = match crate::crossver::choose(&case.model, case.role, testee_revisions) {
         Ok(p) => p,
@@ -153,7 +268,36 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
     if pairing.is_cross() {
         r.testee_revision = Some(pairing.testee.revision.clone());
     }
+    let planning = pairing.planning_differs();
+    if case.role == Role::Prefiller && !planning.is_empty() {
+        r.notes.push(format!(
+            "TE-CALLS not compared: {} plans copies differently from {} (behaviour.{}); where the bytes land is checked with its rules",
+            pairing.testee.revision,
+            pairing.runner.revision,
+            planning.join(", behaviour.")
+        ));
+    }
+    // The prefiller-side setup: the scenarios file's entry, or derived from the trace. What the trace does not
+    // show fails the case here, naming the entry to add, before any testee runs.
+    let setup = match crate::derive::case_setup(&case.id, &case.model, &opts.scenarios, case.role, &opts.derived) {
+        Ok(s) => s,
+        Err(e) => {
+            r.status = Status::Fail;
+            r.setup = Some(crate::derive::Source::Derived);
+            r.findings.push(Finding { check: "CASE-SETUP", seq: None, line: None, message: None, detail: e });
+            r.duration_ms = start.elapsed().as_millis() as u64;
+            return r;
+        }
+    };
+    r.setup = setup.source;
+    r.notes.extend(setup.notes);
+    let mut opts = opts.clone();
+    opts.setup = Some(Arc::new(setup.scenario));
+    let opts = &opts;
+    let gen1 = case.model.revision.generation == 1;
     let outcome = match case.role {
+        Role::Prefiller if gen1 => gen1::as_decoder(case, opts, &pairing).await,
+        Role::Decoder if gen1 => gen1::as_prefiller(case, opts, &pairing).await,
         Role::Prefiller => as_decoder::play(case, opts, &pairing).await,
         Role::Decoder => as_prefiller::play(case, opts, &pairing).await,
         Role::Bootstrap => as_client::play(case, opts, &pairing).await,
@@ -174,5 +318,5 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
 
 /// `f(…)` with a bound in time: a testee that hangs fails the check instead of the run.
 pub async fn bounded<T>(d: Duration, what: &str, f: impl std::future::Future<Output = T>) -> Result<T, String> {
-    tokio::time::timeout(d, f).await.map_err(|_| format!("{what}: no answer within {d:?}"))
+    tokio::time::timeout(d, f).await.map_err(|_| format!("{what}: no answer within {}", secs(d)))
 }

@@ -1,7 +1,11 @@
 //! What a case derives from a trace and its scenario: the prefiller's layout (from the recorded model and the
 //! decoder's registered layers), the decoder's layout (as it sent it), and the check of landed bytes.
 
+use mooncake_reference::config::{producer, LayoutConfig, ModelConfig};
+use mooncake_wire::plan::Producer;
 use mooncake_wire::proto::memory::decode_provenance;
+use mooncake_wire::proto::WireProfile;
+use mooncake_wire::spec::behaviour::BlockGroups;
 use mooncake_wire::typed::MooncakeXferMetadata;
 use serde_json::{json, Value as J};
 
@@ -9,42 +13,99 @@ use crate::scenarios::{Model, Scenario};
 use crate::trace_model::{PrefillerConn, TraceModel};
 
 /// Base of the prefiller's (synthetic) region addresses.
-const P_BASE: u64 = 0x7100_0000_0000;
+pub(crate) const P_BASE: u64 = 0x7100_0000_0000;
+/// Base of a (synthetic) decoder's region addresses, where the runner or the matrix makes one up.
+pub(crate) const D_BASE: u64 = 0x5100_0000_0000;
+
+/// The reference planner's view of the recorded model: no MLA, one physical block per logical one, no padding.
+pub fn model_config(model: &Model) -> ModelConfig {
+    ModelConfig {
+        total_num_kv_heads: model.total_num_kv_heads as i64,
+        use_mla: false,
+        group_kinds: vec![],
+        physical_blocks_per_logical: 1,
+        layer_groups: Default::default(),
+        padded_pages: false,
+        blocks_first: model.blocks_first,
+    }
+}
+
+/// The layout ([`prefiller_layout`]) and planner of a reference prefiller standing in for recorded worker `p`.
+pub fn prefiller_planner(t: &TraceModel, p: &PrefillerConn, model: &Model, profile: &WireProfile) -> Result<(LayoutConfig, Producer), String> {
+    let layout: LayoutConfig = serde_json::from_value(prefiller_layout(t, p, model)?).map_err(|e| e.to_string())?;
+    let planner = producer(p.tp_rank, p.tp_size, 1, &model_config(model), &layout, profile)?;
+    Ok((layout, planner))
+}
+
+/// The layout columns of a layout-carrying request, completed for revisions that send fewer of them: block
+/// lengths from the recorded model (the decoder's TP size), `kv_block_lens` = `block_lens`, layer names and
+/// indices by position.
+pub struct Columns {
+    pub base: Vec<u64>,
+    pub block_lens: Vec<u64>,
+    pub kv_block_lens: Vec<u64>,
+    pub names: Vec<String>,
+    pub indices: Vec<i64>,
+    pub groups: Vec<i64>,
+    pub shared: Vec<Vec<i64>>,
+    pub rows: Vec<i64>,
+}
+
+pub fn columns(req: &MooncakeXferMetadata, model: &Model) -> Columns {
+    let u = |v: &[mooncake_wire::msgpack::WireInt]| v.iter().map(|x| x.as_u64().unwrap_or(0)).collect::<Vec<_>>();
+    let i = |v: &[mooncake_wire::msgpack::WireInt]| v.iter().map(|x| x.as_i64().unwrap_or(0)).collect::<Vec<_>>();
+    let base = u(&req.kv_caches_base_addr);
+    let n = base.len();
+    let block_lens = if req.block_lens.len() == n { u(&req.block_lens) } else { vec![model.block_bytes(req.remote_tp_size.as_u64().unwrap_or(1)); n] };
+    let kv_block_lens = if req.kv_block_lens.len() == n { u(&req.kv_block_lens) } else { block_lens.clone() };
+    let names = if req.registered_layer_names.len() == n { req.registered_layer_names.clone() } else { (0..n).map(|k| format!("region.{k}")).collect() };
+    let indices = if req.registered_layer_indices.len() == n { i(&req.registered_layer_indices) } else { (0..n as i64).collect() };
+    Columns {
+        base,
+        block_lens,
+        kv_block_lens,
+        names,
+        indices,
+        groups: i(&req.registered_group_indices),
+        shared: req.registered_shared_group_ids.iter().map(|g| i(g)).collect(),
+        rows: i(&req.registered_row_offsets),
+    }
+}
 
 /// The decoder's registered layout as its layout-carrying request states it.
 pub fn decoder_layout(req: &MooncakeXferMetadata, model: &Model) -> J {
-    let u = |v: &[mooncake_wire::msgpack::WireInt]| v.iter().map(|x| x.as_u64().unwrap_or(0)).collect::<Vec<_>>();
-    let i = |v: &[mooncake_wire::msgpack::WireInt]| v.iter().map(|x| x.as_i64().unwrap_or(0)).collect::<Vec<_>>();
+    let c = columns(req, model);
     json!({
-        "kv_caches_base_addr": u(&req.kv_caches_base_addr),
-        "block_lens": u(&req.block_lens),
-        "kv_block_lens": u(&req.kv_block_lens),
-        "registered_layer_names": req.registered_layer_names,
-        "registered_layer_indices": i(&req.registered_layer_indices),
-        "registered_group_indices": i(&req.registered_group_indices),
-        "registered_shared_group_ids": req.registered_shared_group_ids.iter().map(|g| i(g)).collect::<Vec<_>>(),
-        "registered_row_offsets": i(&req.registered_row_offsets),
+        "kv_caches_base_addr": c.base,
+        "block_lens": c.block_lens,
+        "kv_block_lens": c.kv_block_lens,
+        "registered_layer_names": c.names,
+        "registered_layer_indices": c.indices,
+        "registered_group_indices": c.groups,
+        "registered_shared_group_ids": c.shared,
+        "registered_row_offsets": c.rows,
         "num_blocks": model.num_blocks,
     })
 }
 
 /// The prefiller worker's layout: the decoder's layers, with the prefiller's own bytes per block for its TP
-/// size (the recorded model), at synthetic addresses.
+/// size (the recorded model; the payload share of a block as the decoder states it), at synthetic addresses.
 pub fn prefiller_layout(t: &TraceModel, p: &PrefillerConn, model: &Model) -> Result<J, String> {
     let req = t.decoders.iter().find_map(|d| d.layout_request.clone()).ok_or("the trace has no layout-carrying request")?;
-    let n = req.registered_layer_names.len();
+    let c = columns(&req, model);
+    let n = c.base.len();
     let bytes = model.block_bytes(p.tp_size as u64);
     let span = (bytes * model.num_blocks).next_power_of_two();
-    let i = |v: &[mooncake_wire::msgpack::WireInt]| v.iter().map(|x| x.as_i64().unwrap_or(0)).collect::<Vec<_>>();
+    let kv: Vec<u64> = c.block_lens.iter().zip(&c.kv_block_lens).map(|(b, k)| if *b == 0 { bytes } else { bytes * k / b }).collect();
     Ok(json!({
         "kv_caches_base_addr": (0..n as u64).map(|r| P_BASE + (p.tp_rank as u64) * span * 64 + r * span).collect::<Vec<_>>(),
         "block_lens": vec![bytes; n],
-        "kv_block_lens": vec![bytes; n],
-        "registered_layer_names": req.registered_layer_names,
-        "registered_layer_indices": i(&req.registered_layer_indices),
-        "registered_group_indices": i(&req.registered_group_indices),
-        "registered_shared_group_ids": req.registered_shared_group_ids.iter().map(|g| i(g)).collect::<Vec<_>>(),
-        "registered_row_offsets": i(&req.registered_row_offsets),
+        "kv_block_lens": kv,
+        "registered_layer_names": c.names,
+        "registered_layer_indices": c.indices,
+        "registered_group_indices": c.groups,
+        "registered_shared_group_ids": c.shared,
+        "registered_row_offsets": c.rows,
         "num_blocks": model.num_blocks,
     }))
 }
@@ -53,7 +114,7 @@ pub fn prefiller_config(t: &TraceModel, p: &PrefillerConn, model: &Model, bootst
     Ok(json!({
         "engine_id": p.engine_id, "dp_rank": p.dp_rank, "tp_rank": p.tp_rank, "tp_size": p.tp_size,
         "pp_rank": p.pp_rank, "pp_size": 1, "bootstrap": bootstrap, "abort_timeout_s": model.abort_timeout_s,
-        "model": {"total_num_kv_heads": model.total_num_kv_heads},
+        "model": {"total_num_kv_heads": model.total_num_kv_heads, "blocks_first": model.blocks_first},
         "layout": prefiller_layout(t, p, model)?,
     }))
 }
@@ -68,10 +129,46 @@ pub struct Expected {
 /// Destination/source block pairs of a request, region by region: a region of group `g` receives the
 /// request's group-`g` blocks, the i-th destination block from the i-th source block.
 /// `layout` is the decoder's registered layout (a layout-less pull does not repeat it).
-pub fn expected_blocks(layout: &MooncakeXferMetadata, req: &MooncakeXferMetadata, d_req_id: &str, scenario: &Scenario) -> Option<Expected> {
+pub fn expected_blocks(layout: &MooncakeXferMetadata, req: &MooncakeXferMetadata, d_req_id: &str, scenario: &Scenario, groups: BlockGroups) -> Option<Expected> {
+    expected_blocks_scaled(layout, req, d_req_id, scenario, groups, 1)
+}
+
+/// As [`expected_blocks`], for a prefiller that places blocks by its own block length (`destination_stride =
+/// producer-block-len`) `scale` times the decoder's: decoder block `b` of the request then receives into
+/// blocks `b·scale … b·scale+scale-1` (what vLLM 0.16.0-0.18.1 do when TP sizes differ).
+pub fn expected_blocks_scaled(
+    layout: &MooncakeXferMetadata,
+    req: &MooncakeXferMetadata,
+    d_req_id: &str,
+    scenario: &Scenario,
+    groups: BlockGroups,
+    scale: u64,
+) -> Option<Expected> {
+    let mut e = expected_blocks_of(layout, req, d_req_id, scenario, groups)?;
+    if scale > 1 {
+        e.blocks = e.blocks.into_iter().flat_map(|(r, d, p)| (0..scale).map(move |j| (r, d * scale + j, p))).collect();
+    }
+    Some(e)
+}
+
+fn expected_blocks_of(layout: &MooncakeXferMetadata, req: &MooncakeXferMetadata, d_req_id: &str, scenario: &Scenario, groups: BlockGroups) -> Option<Expected> {
     let (_, rb) = req.req_blocks.iter().find(|(k, _)| k == d_req_id)?;
     let t = scenario.transfers.iter().find(|t| t.transfer_id == rb.transfer_id)?;
     let mut blocks = vec![];
+    if groups == BlockGroups::Flattened {
+        // Every region receives every group's blocks of the request (vLLM 0.20.0-0.24.0).
+        let d: Vec<u64> = rb.blocks.iter().flatten().map(|b| b.as_u64().unwrap_or(0)).collect();
+        let p: Vec<u64> = rb.blocks.iter().enumerate().flat_map(|(g, dg)| {
+            let pg = t.blocks.get(g).cloned().unwrap_or_default();
+            if dg.is_empty() { pg } else { pg[pg.len().saturating_sub(dg.len())..].to_vec() }
+        }).collect();
+        for r in 0..layout.kv_caches_base_addr.len() {
+            for (db, pb) in d.iter().zip(&p) {
+                blocks.push((r, *db, *pb));
+            }
+        }
+        return Some(Expected { blocks });
+    }
     for r in 0..layout.kv_caches_base_addr.len() {
         let g = layout.registered_group_indices.get(r).and_then(|g| g.as_i64()).unwrap_or(0).max(0) as usize;
         let (Some(d), Some(p)) = (rb.blocks.get(g), t.blocks.get(g)) else { continue };
@@ -85,8 +182,8 @@ pub fn expected_blocks(layout: &MooncakeXferMetadata, req: &MooncakeXferMetadata
 /// Checks a decoder's memory (read with `read(region, block) -> bytes of that block`) against the provenance
 /// pattern: each expected block carries only words of its source region and block (and, with the same TP on
 /// both sides, at the same offsets); every other block of the regions is still zero.
-pub fn check_landed(
-    layout: &MooncakeXferMetadata,
+pub fn check_landed_regions(
+    regions: usize,
     num_blocks: u64,
     expected: &[(usize, u64, u64)],
     same_tp: bool,
@@ -98,7 +195,7 @@ pub fn check_landed(
     for (r, b, src) in expected {
         last.insert((*r, *b), *src);
     }
-    for r in 0..layout.kv_caches_base_addr.len() {
+    for r in 0..regions {
         for b in 0..num_blocks {
             let Some(bytes) = read(r, b) else {
                 problems.push(format!("region {r} block {b}: cannot read the decoder's memory"));
@@ -130,4 +227,43 @@ pub fn check_landed(
         }
     }
     problems
+}
+
+/// How many decoder blocks one prefiller block covers when the revision places blocks by the prefiller's block
+/// length (`destination_stride = producer-block-len`); 1 otherwise.
+pub fn stride_scale(profile: &mooncake_wire::proto::WireProfile, req: &MooncakeXferMetadata, model: &Model, t: &TraceModel) -> u64 {
+    use mooncake_wire::spec::behaviour::DestinationStride;
+    if profile.rules.plan.destination_stride != DestinationStride::ProducerBlockLen {
+        return 1;
+    }
+    let p_tp = t.prefillers.first().map(|p| p.tp_size as u64).unwrap_or(1);
+    let p_bl = model.block_bytes(p_tp);
+    let d_bl = columns(req, model).block_lens.first().copied().unwrap_or(p_bl);
+    if d_bl == 0 || p_bl <= d_bl {
+        1
+    } else {
+        p_bl / d_bl
+    }
+}
+
+/// [`check_landed_regions`] over a decoder's registered layout (its request's regions).
+pub fn check_landed(
+    layout: &MooncakeXferMetadata,
+    num_blocks: u64,
+    expected: &[(usize, u64, u64)],
+    same_tp: bool,
+    read: impl FnMut(usize, u64) -> Option<Vec<u8>>,
+) -> Vec<String> {
+    check_landed_regions(layout.kv_caches_base_addr.len(), num_blocks, expected, same_tp, read)
+}
+
+/// [`check_landed_regions`] over a layout's columns.
+pub fn check_landed_columns(
+    cols: &Columns,
+    num_blocks: u64,
+    expected: &[(usize, u64, u64)],
+    same_tp: bool,
+    read: impl FnMut(usize, u64) -> Option<Vec<u8>>,
+) -> Vec<String> {
+    check_landed_regions(cols.base.len(), num_blocks, expected, same_tp, read)
 }

@@ -1,0 +1,769 @@
+//! The prefiller-side setup of a trace, derived from the trace itself: what a case needs that the wire does
+//! not carry directly — which transfers exist and when each becomes ready, the prefiller's block ids, the
+//! transfer-engine failures the recording injected and when the prefiller forgot the decoder's layout. A
+//! scenario with an entry in the scenarios file (`conformance/scenarios.toml`, or `--scenarios FILE`) uses that
+//! entry; a trace whose scenario has none (a user's own recording, a renamed scenario) uses this derivation.
+//!
+//! What the recording shows, and what is taken from it:
+//!
+//! * **transfers** — every transfer the decoder pulls (generation 2: the `req_blocks` values' transfer ids;
+//!   generation 1: the request ids, the same on both sides). A transfer is ready before the pull when the reply
+//!   that settles it is the exchange's first; after the N-th reply of the case when a CONTINUE came before it
+//!   on its exchange (N counts every reply the decoder side received, in recorded order); allocated but never
+//!   ready when nothing answers its pull; not scheduled at all when the reply is the timeout
+//!   (`Timeout waiting for P side ready.`) or generation 1's `trans_done` to an unknown id (no write).
+//! * **prefiller block ids** — never on the wire, but they decide how many copy descriptors each write has
+//!   (contiguous runs coalesce), which `transfer_engine_calls` records. The decoder's own block ids are taken
+//!   when they reproduce the recorded calls, else non-contiguous ids (one descriptor per block), else a mix,
+//!   transfer by transfer — each candidate checked by a dry run of the reference prefiller with the planner of
+//!   the trace's revision ([`dry_run`]).
+//! * **injected failures** — a reply `Mooncake transfer engine returned -1` (generation 1: `trans_error` after
+//!   a recorded transfer-engine call) is a failed write: `fail_transfers`.
+//! * **forgotten layouts** — a LAYOUT_MISS that answers a layout-less pull the same prefiller had acknowledged
+//!   (echoed its `layout_id`) means the prefiller forgot it: `forget_layouts_after_reply` = the replies received
+//!   before that pull was sent.
+//! * **prefiller request ids** — named after the ids vLLM reported freed (`observed_outcome.finished_sending`):
+//!   a shared trailing number pairs `p-req-2` with `xfer-2`; the rest go, in order, to the transfers the dry
+//!   run freed; an id the recording does not constrain is the transfer id.
+//!
+//! The derived setup is then dry-run once more; whatever it does not reproduce is reported as
+//! [`Unresolved`], with the case roles whose checks it would fail. A case of such a role fails with one
+//! `CASE-SETUP` finding that prints the `[scenario.NAME]` entry to add (see [`snippet`]) instead of blaming the
+//! testee.
+
+pub mod dry_run;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use mooncake_wire::msgpack::WireInt;
+use mooncake_wire::proto::gen1::Gen1Profile;
+use mooncake_wire::typed::Status;
+use serde_json::Value as J;
+
+pub use dry_run::{dry_run, DryRun};
+
+use crate::play::gen1::{messages, transfers_by_id};
+use crate::play::Role;
+use crate::scenarios::{Model, Ready, Scenario, Scenarios, Transfer};
+use crate::trace::{Event, Role as TraceRole, ZmqDir};
+use crate::trace_model::TraceModel;
+
+/// The reply of a prefiller that waited the abort timeout for a transfer that never became ready (vLLM
+/// `send_kv_to_decode`; `src/proto/prefiller.rs`).
+pub const TIMEOUT_MSG: &str = "Timeout waiting for P side ready.";
+/// The start of the reply to a failed transfer-engine write (`Mooncake transfer engine returned {ret}`).
+pub const TE_FAILED: &str = "Mooncake transfer engine returned ";
+/// The first of the non-contiguous prefiller block ids handed out (then every other block: 10, 12, 14, …).
+const SPREAD_FROM: u64 = 10;
+/// At most this many transfers are tried block-choice by block-choice (2^n dry runs).
+const MAX_MIXED: usize = 8;
+
+/// Something the trace does not show, and what it would fail.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unresolved {
+    /// What cannot be inferred and why (one sentence).
+    pub what: String,
+    /// The case roles whose checks it would fail.
+    pub roles: Vec<Role>,
+}
+
+/// A setup derived from a trace.
+#[derive(Clone, Debug)]
+pub struct Derived {
+    /// The setup, as a scenarios-file entry would give it.
+    pub scenario: Scenario,
+    /// How each part was inferred, one line each.
+    pub how: Vec<String>,
+    pub unresolved: Vec<Unresolved>,
+}
+
+impl Derived {
+    /// What was not inferred and would fail a case of `role`.
+    pub fn blocking(&self, role: Role) -> Vec<&Unresolved> {
+        self.unresolved.iter().filter(|u| u.roles.contains(&role)).collect()
+    }
+}
+
+/// Derives the setup of `t` (prepared with the scenarios file's `[model]`).
+pub fn derive(t: &TraceModel, model: &Model) -> Derived {
+    let r = if t.revision.generation == 1 { derive_gen1(t, model) } else { derive_gen2(t, model) };
+    r.unwrap_or_else(|e| Derived {
+        scenario: Scenario::default(),
+        how: vec![],
+        unresolved: vec![Unresolved { what: format!("the trace cannot be read as a conversation: {e}"), roles: vec![Role::Prefiller, Role::Decoder] }],
+    })
+}
+
+/// Readiness order: before the pulls first, then by the reply it waits for.
+fn earlier(a: &Ready, b: &Ready) -> bool {
+    let k = |r: &Ready| match r {
+        Ready::Before => 0,
+        Ready::AfterReply(n) => *n,
+        Ready::Never => usize::MAX,
+    };
+    k(a) < k(b)
+}
+
+/// A transfer as the pulls show it.
+#[derive(Clone, Debug)]
+struct Seen {
+    transfer_id: String,
+    /// The decoder's block ids, per KV group, of the first pull that names it.
+    blocks: Vec<Vec<u64>>,
+    /// Readiness the replies show (the earliest).
+    ready: Option<Ready>,
+    /// Only an ERROR reply answered its pull (ready or not cannot be told; ready is what the recordings show).
+    refused: bool,
+    /// Its pull was answered with the timeout.
+    timeout: bool,
+}
+
+impl Seen {
+    fn mark(&mut self, r: Ready) {
+        if self.ready.as_ref().is_none_or(|old| earlier(&r, old)) {
+            self.ready = Some(r);
+        }
+    }
+}
+
+#[derive(Default)]
+struct Pulled {
+    order: Vec<Seen>,
+}
+
+impl Pulled {
+    fn get(&mut self, transfer_id: &str, blocks: Vec<Vec<u64>>) -> &mut Seen {
+        if let Some(i) = self.order.iter().position(|s| s.transfer_id == transfer_id) {
+            return &mut self.order[i];
+        }
+        self.order.push(Seen { transfer_id: transfer_id.to_string(), blocks, ready: None, refused: false, timeout: false });
+        self.order.last_mut().expect("pushed")
+    }
+}
+
+fn wire_blocks(b: &[Vec<WireInt>]) -> Vec<Vec<u64>> {
+    b.iter().map(|g| g.iter().map(|x| x.as_u64().unwrap_or(0)).collect()).collect()
+}
+
+/// 1-based index of each reply the decoder side received, in recorded order (the count the players key
+/// `after_reply:N` on).
+fn reply_index(t: &TraceModel) -> BTreeMap<u64, usize> {
+    let recorded: HashSet<u64> = t.exchanges.iter().flat_map(|x| x.replies.iter().map(|(_, s, _)| *s)).collect();
+    let mut out = BTreeMap::new();
+    for ev in t.events() {
+        if let Event::Zmq(z) = ev {
+            if z.side == TraceRole::Decoder && z.dir == ZmqDir::Recv && recorded.contains(&z.seq) {
+                let n = out.len() + 1;
+                out.insert(z.seq, n);
+            }
+        }
+    }
+    out
+}
+
+fn derive_gen2(t: &TraceModel, model: &Model) -> Result<Derived, String> {
+    let index = reply_index(t);
+    let mut pulled = Pulled::default();
+    let mut unresolved = vec![];
+    let mut failed_rounds: BTreeMap<String, usize> = BTreeMap::new();
+    let mut forget: Vec<usize> = vec![];
+    let mut unanswered: Vec<String> = vec![];
+    // (prefiller endpoint, decoder conn, layout_id) a CONTINUE/FINISH echoed.
+    let mut acked: HashSet<(String, String, WireInt)> = HashSet::new();
+    for x in &t.exchanges {
+        let Some(m) = t.decode_request(&x.request) else {
+            unresolved.push(Unresolved { what: format!("exchange {}: the recorded request does not decode at {}", x.index + 1, t.revision.revision), roles: vec![Role::Prefiller, Role::Decoder] });
+            continue;
+        };
+        for (_, rb) in &m.req_blocks {
+            pulled.get(&rb.transfer_id, wire_blocks(&rb.blocks));
+        }
+        let tid = |d: &str| m.req_blocks.iter().find(|(k, _)| k == d).map(|(_, rb)| rb.transfer_id.clone());
+        if x.replies.is_empty() {
+            for (_, rb) in &m.req_blocks {
+                if !unanswered.contains(&rb.transfer_id) {
+                    unanswered.push(rb.transfer_id.clone());
+                }
+            }
+        }
+        let mut prev: Option<usize> = None;
+        for (bytes, seq, _) in &x.replies {
+            let n = index.get(seq).copied();
+            let Some(r) = t.decode_reply(bytes) else { continue };
+            let when = prev.map(Ready::AfterReply).unwrap_or(Ready::Before);
+            for d in r.ok_reqs.iter().flatten() {
+                if let Some(id) = tid(d) {
+                    pulled.get(&id, vec![]).mark(when.clone());
+                }
+            }
+            let msg = r.err_msg.as_deref().unwrap_or("");
+            for d in r.err_reqs.iter().flatten() {
+                let Some(id) = tid(d) else { continue };
+                let s = pulled.get(&id, vec![]);
+                if msg == TIMEOUT_MSG {
+                    s.timeout = true;
+                } else {
+                    s.mark(when.clone());
+                }
+            }
+            if r.err_reqs.as_ref().is_some_and(|e| !e.is_empty()) && msg.starts_with(TE_FAILED) {
+                *failed_rounds.entry(x.prefiller.clone().unwrap_or_default()).or_default() += 1;
+            }
+            if r.status == Status::ERROR {
+                for (_, rb) in &m.req_blocks {
+                    pulled.get(&rb.transfer_id, vec![]).refused = true;
+                }
+            }
+            if r.status == Status::LAYOUT_MISS && m.kv_caches_base_addr.is_empty() && acked.contains(&(x.endpoint.clone(), x.decoder.clone(), m.layout_id)) {
+                forget.push(index.range(..x.send_seq).count());
+            }
+            if (r.status == Status::CONTINUE || r.status == Status::FINISH) && r.layout_id != WireInt::ZERO {
+                acked.insert((x.endpoint.clone(), x.decoder.clone(), r.layout_id));
+            }
+            if n.is_some() {
+                prev = n;
+            }
+        }
+    }
+
+    let mut how = vec![];
+    let mut transfers = vec![];
+    let (mut later, mut never, mut dropped) = (vec![], vec![], vec![]);
+    for s in &pulled.order {
+        let ready = match (&s.ready, s.timeout, s.refused, unanswered.contains(&s.transfer_id)) {
+            (Some(r), _, _, _) => r.clone(),
+            (None, true, _, _) => {
+                dropped.push(s.transfer_id.clone());
+                continue;
+            }
+            (None, false, true, _) => Ready::Before,
+            (None, false, false, true) => Ready::Never,
+            (None, false, false, false) => Ready::Before,
+        };
+        match &ready {
+            Ready::AfterReply(n) => later.push(format!("{} after reply {n}", s.transfer_id)),
+            Ready::Never => never.push(s.transfer_id.clone()),
+            Ready::Before => {}
+        }
+        transfers.push(Transfer { p_req_id: s.transfer_id.clone(), transfer_id: s.transfer_id.clone(), blocks: s.blocks.clone(), ready });
+    }
+    how.push(transfers_how(&transfers, &later, &never, &dropped, "the timeout"));
+    let fail = failed_rounds.values().copied().max().unwrap_or(0);
+    if fail > 0 {
+        how.push(format!("{fail} failed write{} injected (replies `{TE_FAILED}-1`)", if fail == 1 { "" } else { "s" }));
+    }
+    if forget.len() > 1 {
+        unresolved.push(Unresolved {
+            what: format!("the prefiller forgot the decoder's layout {} times (LAYOUT_MISS after acknowledged pulls, after replies {forget:?}); a scenario forgets layouts once", forget.len()),
+            roles: vec![Role::Prefiller, Role::Decoder],
+        });
+    }
+    if let Some(n) = forget.first() {
+        how.push(format!("layouts forgotten after reply {n} (a LAYOUT_MISS answers a pull the prefiller had acknowledged)"));
+    }
+    let scenario = Scenario { transfers, fail_transfers: fail, forget_layouts_after_reply: forget.first().copied(), ..Scenario::default() };
+    Ok(finish(t, model, scenario, how, unresolved))
+}
+
+fn transfers_how(transfers: &[Transfer], later: &[String], never: &[String], dropped: &[String], why_dropped: &str) -> String {
+    let mut s = format!(
+        "transfers {} from the pulls",
+        if transfers.is_empty() { "none".to_string() } else { transfers.iter().map(|t| t.transfer_id.as_str()).collect::<Vec<_>>().join(", ") }
+    );
+    if !later.is_empty() {
+        s += &format!("; readied {} (a CONTINUE came first)", later.join(", "));
+    }
+    if !never.is_empty() {
+        s += &format!("; never ready: {} (no reply settles the pull)", never.join(", "));
+    }
+    if !dropped.is_empty() {
+        s += &format!("; not scheduled: {} (the reply is {why_dropped})", dropped.join(", "));
+    }
+    s
+}
+
+fn derive_gen1(t: &TraceModel, model: &Model) -> Result<Derived, String> {
+    let profile = Gen1Profile::new(t.revision.clone())?;
+    let msgs = messages(t, &profile)?;
+    let mut unresolved = vec![];
+    // Ids in first-named order, the blocks of the first message naming them.
+    let mut ids: Vec<(String, Vec<Vec<u64>>)> = vec![];
+    for m in &msgs {
+        for (d, b) in m.meta.request_ids.iter().zip(m.meta.block_ids.iter().map(Some).chain(std::iter::repeat(None))) {
+            if !ids.iter().any(|(x, _)| x == d) {
+                ids.push((d.clone(), vec![b.cloned().unwrap_or_default()]));
+            }
+        }
+    }
+    let answered = |d: &str, skip: &[usize]| msgs.iter().enumerate().any(|(k, m)| !skip.contains(&k) && m.reply.is_some() && m.meta.request_ids.iter().any(|x| x == d));
+    let worker_of = |m: &crate::play::gen1::Msg| m.endpoint.clone();
+    let build = |unknown: &[usize], no_write_errors: &[usize]| -> Scenario {
+        let mut transfers = vec![];
+        for (d, blocks) in &ids {
+            let in_unknown = unknown.iter().any(|k| msgs[*k].meta.request_ids.contains(d));
+            if in_unknown && !answered(d, unknown) {
+                continue;
+            }
+            let ready = if answered(d, &[]) { Ready::Before } else { Ready::Never };
+            transfers.push(Transfer { p_req_id: d.clone(), transfer_id: d.clone(), blocks: blocks.clone(), ready });
+        }
+        let mut fails: BTreeMap<String, usize> = BTreeMap::new();
+        for (k, m) in msgs.iter().enumerate() {
+            if m.reply.as_ref() == Some(&profile.error) && !no_write_errors.contains(&k) {
+                *fails.entry(worker_of(m)).or_default() += 1;
+            }
+        }
+        Scenario { transfers, fail_transfers: fails.values().copied().max().unwrap_or(0), ..Scenario::default() }
+    };
+    // Messages answered without a write: as many per decoder session as the recorded calls are fewer than the
+    // answered messages; which ones, the dry run decides (an unknown id's `trans_done`, or a `trans_error`
+    // before any write).
+    let session = |m: &crate::play::gen1::Msg| format!("{}:{}", m.meta.remote_hostname, m.meta.remote_port);
+    let mut sessions: Vec<String> = vec![];
+    for m in &msgs {
+        if !sessions.contains(&session(m)) {
+            sessions.push(session(m));
+        }
+    }
+    let mut unknown: Vec<usize> = vec![];
+    let mut no_write_errors: Vec<usize> = vec![];
+    if !t.trace.header.observed("transfer_engine_calls") {
+        // Without the calls, which messages were answered without a write cannot be told.
+        sessions.clear();
+    }
+    for s in &sessions {
+        let answered_here: Vec<usize> = msgs.iter().enumerate().filter(|(_, m)| session(m) == *s && m.reply.is_some()).map(|(k, _)| k).collect();
+        let calls = t.trace.header.transfer_engine_calls.iter().filter(|c| c.session == *s).count();
+        let excess = answered_here.len().saturating_sub(calls);
+        if excess == 0 {
+            continue;
+        }
+        let mut found = false;
+        for pick in combinations(&answered_here, excess, 256) {
+            let (u, e): (Vec<usize>, Vec<usize>) = pick.iter().partition(|k| msgs[**k].reply.as_ref() == Some(&profile.done));
+            let (mut u2, mut e2) = (unknown.clone(), no_write_errors.clone());
+            u2.extend(u);
+            e2.extend(e);
+            let sc = build(&u2, &e2);
+            if let Ok(run) = dry_run(t, model, &sc) {
+                let n = run.writes.iter().filter(|w| w.0 == *s).count();
+                if n == calls && run.replies.is_empty() {
+                    unknown = u2;
+                    no_write_errors = e2;
+                    found = true;
+                    break;
+                }
+            }
+        }
+        if !found {
+            unresolved.push(Unresolved {
+                what: format!("{} messages of decoder session {s} were answered and {calls} transfer-engine calls recorded: which were answered without a write, no choice reproduces", answered_here.len()),
+                roles: vec![Role::Prefiller, Role::Decoder],
+            });
+        }
+    }
+    let scenario = build(&unknown, &no_write_errors);
+    let dropped: Vec<String> = ids.iter().map(|(d, _)| d.clone()).filter(|d| !scenario.transfers.iter().any(|t| &t.transfer_id == d)).collect();
+    let never: Vec<String> = scenario.transfers.iter().filter(|t| t.ready == Ready::Never).map(|t| t.transfer_id.clone()).collect();
+    let mut how = vec![transfers_how(&scenario.transfers, &[], &never, &dropped, "`trans_done` with no write: an id the prefiller did not hold")];
+    if scenario.fail_transfers > 0 {
+        how.push(format!("{} failed write{} injected (`trans_error` after a recorded transfer-engine call)", scenario.fail_transfers, if scenario.fail_transfers == 1 { "" } else { "s" }));
+    }
+    Ok(finish(t, model, scenario, how, unresolved))
+}
+
+/// Up to `cap` subsets of `items` of size `k`, in lexicographic order.
+fn combinations(items: &[usize], k: usize, cap: usize) -> Vec<Vec<usize>> {
+    let mut out = vec![];
+    fn go(items: &[usize], k: usize, start: usize, cur: &mut Vec<usize>, out: &mut Vec<Vec<usize>>, cap: usize) {
+        if out.len() >= cap {
+            return;
+        }
+        if cur.len() == k {
+            out.push(cur.clone());
+            return;
+        }
+        for i in start..items.len() {
+            cur.push(items[i]);
+            go(items, k, i + 1, cur, out, cap);
+            cur.pop();
+        }
+    }
+    if k <= items.len() {
+        go(items, k, 0, &mut vec![], &mut out, cap);
+    }
+    out
+}
+
+/// Whether some group of these block ids has two consecutive ids next to each other (a run the planner could
+/// coalesce).
+fn has_run(blocks: &[Vec<u64>]) -> bool {
+    blocks.iter().any(|g| g.windows(2).any(|w| w[1] == w[0] + 1))
+}
+
+/// `base` with the transfers whose `spread` flag is set given non-contiguous prefiller block ids (every other
+/// block from [`SPREAD_FROM`], continuing from one transfer to the next, wrapping within the model's blocks).
+fn with_blocks(base: &Scenario, spread: &[bool], decoder_blocks: &[Vec<Vec<u64>>], model: &Model) -> Scenario {
+    let slots: Vec<u64> = (0..model.num_blocks.max(2)).step_by(2).collect();
+    let mut next = slots.iter().position(|b| *b >= SPREAD_FROM).unwrap_or(0);
+    let mut sc = base.clone();
+    for (i, tr) in sc.transfers.iter_mut().enumerate() {
+        tr.blocks = decoder_blocks[i].clone();
+        if spread[i] {
+            for g in tr.blocks.iter_mut() {
+                for b in g.iter_mut() {
+                    *b = slots[next % slots.len()];
+                    next += 1;
+                }
+            }
+        }
+    }
+    sc
+}
+
+/// Chooses the prefiller block ids, names the prefiller requests, and checks the whole setup with a dry run.
+fn finish(t: &TraceModel, model: &Model, mut scenario: Scenario, mut how: Vec<String>, mut unresolved: Vec<Unresolved>) -> Derived {
+    let decoder_blocks: Vec<Vec<Vec<u64>>> = scenario.transfers.iter().map(|t| t.blocks.clone()).collect();
+    let n = scenario.transfers.len();
+    let variable: Vec<usize> = (0..n).filter(|i| has_run(&decoder_blocks[*i])).collect();
+    let mut candidates: Vec<Vec<bool>> = vec![vec![false; n]];
+    if !variable.is_empty() {
+        let all: Vec<bool> = (0..n).map(|i| variable.contains(&i)).collect();
+        candidates.push(all);
+        if variable.len() > 1 && variable.len() <= MAX_MIXED {
+            for mask in 1..(1u32 << variable.len()) - 1 {
+                let mut c = vec![false; n];
+                for (bit, i) in variable.iter().enumerate() {
+                    c[*i] = mask & (1 << bit) != 0;
+                }
+                candidates.push(c);
+            }
+        }
+    }
+    // A recording that could not observe the transfer-engine calls (a tap's) does not constrain the prefiller's
+    // block ids: the decoder's own are taken, and TE-CALLS does not apply to its cases.
+    let te_observed = t.trace.header.observed("transfer_engine_calls");
+    if !te_observed {
+        candidates.truncate(1);
+        how.push("prefiller blocks: the decoder's own ids (the recording did not observe transfer-engine calls, so nothing constrains them)".into());
+    }
+    let mut chosen: Option<(Vec<bool>, DryRun)> = None;
+    let mut tried: Vec<(Vec<bool>, DryRun)> = vec![];
+    for c in &candidates {
+        let sc = with_blocks(&scenario, c, &decoder_blocks, model);
+        match dry_run(t, model, &sc) {
+            Ok(run) => {
+                if run.writes_match() || !te_observed {
+                    chosen = Some((c.clone(), run));
+                    break;
+                }
+                tried.push((c.clone(), run));
+            }
+            Err(e) => {
+                unresolved.push(Unresolved { what: format!("the reference prefiller cannot be set up for this trace: {e}"), roles: vec![Role::Prefiller, Role::Decoder] });
+                return Derived { scenario, how, unresolved };
+            }
+        }
+    }
+    let calls = t.trace.header.transfer_engine_calls.len();
+    let (spread, run) = match chosen {
+        Some((c, run)) => {
+            let spread_n = c.iter().filter(|x| **x).count();
+            if calls > 0 && te_observed {
+                how.push(if spread_n == 0 {
+                    format!("prefiller blocks: the decoder's own ids (reproduce the {calls} recorded transfer-engine call{})", if calls == 1 { "" } else { "s" })
+                } else if spread_n == variable.len() {
+                    format!("prefiller blocks: non-contiguous ids, one descriptor per block (reproduce the {calls} recorded transfer-engine call{})", if calls == 1 { "" } else { "s" })
+                } else {
+                    format!("prefiller blocks: non-contiguous ids for {spread_n} transfers, the decoder's own for the others (reproduce the {calls} recorded transfer-engine calls)")
+                });
+            }
+            (c, run)
+        }
+        None => {
+            let (c, run) = tried.first().cloned().expect("one candidate at least");
+            let counts = |w: &[(String, u64, u64)]| w.iter().map(|x| (x.0.clone(), x.1)).collect::<Vec<_>>();
+            let what = if run.writes.len() == run.recorded_writes.len() && counts(&run.writes) == counts(&run.recorded_writes) {
+                format!(
+                    "the model: the recorded transfer-engine calls (session, descriptors, bytes) {:?} move other byte counts than the scenarios file's [model] gives ({:?}); give the recording's model (heads, head size, block size, dtype) as [model] in the --scenarios file",
+                    run.recorded_writes, run.writes
+                )
+            } else {
+                let spread = tried.iter().find(|(c, _)| c.iter().filter(|x| **x).count() == variable.len() && !variable.is_empty()).map(|(_, r)| format!(", nor by non-contiguous ones ({:?})", r.writes)).unwrap_or_default();
+                format!(
+                    "prefiller block ids: the recorded transfer-engine calls (session, descriptors, bytes) {:?} are reproduced neither by the decoder's own block ids ({:?}){spread}; fill in each transfer's `blocks` with the prefiller's block ids (a run of consecutive ids on both sides is one descriptor per region)",
+                    run.recorded_writes, run.writes
+                )
+            };
+            unresolved.push(Unresolved { what, roles: vec![Role::Prefiller] });
+            (c, run)
+        }
+    };
+    scenario = with_blocks(&scenario, &spread, &decoder_blocks, model);
+    if !run.replies.is_empty() {
+        unresolved.push(Unresolved {
+            what: format!("the reference prefiller, prepared as derived, does not answer as recorded: {}", run.replies.join("; ")),
+            roles: vec![Role::Prefiller, Role::Decoder],
+        });
+    }
+    // Prefiller request ids, after what vLLM reported freed.
+    if t.revision.generation != 1 {
+        if let Some(named) = name_requests(t, &scenario, &run) {
+            for tr in scenario.transfers.iter_mut() {
+                if let Some(p) = named.get(&tr.transfer_id) {
+                    tr.p_req_id = p.clone();
+                }
+            }
+            if named.iter().any(|(t, p)| t != p) {
+                how.push(format!(
+                    "prefiller request ids from observed_outcome.finished_sending: {}",
+                    scenario.transfers.iter().filter(|t| t.p_req_id != t.transfer_id).map(|t| format!("{} = {}", t.p_req_id, t.transfer_id)).collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+    }
+    match dry_run(t, model, &scenario) {
+        Ok(run) => {
+            let p = run.finished_sending_problems(t);
+            if !p.is_empty() {
+                unresolved.push(Unresolved { what: format!("what the prefiller frees: {}", p.join("; ")), roles: vec![Role::Prefiller] });
+            }
+        }
+        Err(e) => unresolved.push(Unresolved { what: e, roles: vec![Role::Prefiller, Role::Decoder] }),
+    }
+    Derived { scenario, how, unresolved }
+}
+
+/// The trailing decimal number of an id (`p-req-12` → 12).
+fn trailing_number(s: &str) -> Option<u64> {
+    let digits: String = s.chars().rev().take_while(|c| c.is_ascii_digit()).collect::<Vec<_>>().into_iter().rev().collect();
+    digits.parse().ok()
+}
+
+/// Prefiller request ids per transfer id, from the ids vLLM reported freed; `None` when it reported none.
+fn name_requests(t: &TraceModel, scenario: &Scenario, run: &DryRun) -> Option<HashMap<String, String>> {
+    let fs = t.trace.header.observed_outcome.get("finished_sending").and_then(J::as_object)?;
+    let mut want: Vec<String> = vec![];
+    for ids in fs.values() {
+        for id in ids.as_array().into_iter().flatten().filter_map(J::as_str) {
+            if !want.iter().any(|w| w == id) {
+                want.push(id.to_string());
+            }
+        }
+    }
+    if want.is_empty() {
+        return None;
+    }
+    let mut named: HashMap<String, String> = HashMap::new();
+    let mut used: HashSet<String> = HashSet::new();
+    // A shared trailing number, where it is unique on both sides.
+    for tr in &scenario.transfers {
+        let Some(n) = trailing_number(&tr.transfer_id) else { continue };
+        if scenario.transfers.iter().filter(|o| trailing_number(&o.transfer_id) == Some(n)).count() != 1 {
+            continue;
+        }
+        let same: Vec<&String> = want.iter().filter(|w| trailing_number(w) == Some(n)).collect();
+        if let [p] = same.as_slice() {
+            named.insert(tr.transfer_id.clone(), (*p).clone());
+            used.insert((*p).clone());
+        }
+    }
+    // The rest in order, to what the dry run freed (after delivery first).
+    let mut freed: Vec<String> = vec![];
+    for f in run.freed.values() {
+        for (_, tid) in f.delivered.iter().chain(&f.expired) {
+            if !freed.contains(tid) {
+                freed.push(tid.clone());
+            }
+        }
+    }
+    let mut rest = want.iter().filter(|w| !used.contains(*w));
+    let unnamed: Vec<String> = freed.into_iter().filter(|tid| !named.contains_key(tid)).collect();
+    for tid in &unnamed {
+        match rest.next() {
+            Some(p) => {
+                named.insert(tid.clone(), p.clone());
+            }
+            None => break,
+        }
+    }
+    Some(named)
+}
+
+// ---- a setup per case ---------------------------------------------------------------------------------
+
+/// Where a case's setup came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// The scenarios file's entry for the trace's scenario.
+    Scenarios,
+    /// Derived from the trace (no entry).
+    Derived,
+}
+
+/// The setup a case runs with.
+#[derive(Clone, Debug)]
+pub struct CaseSetup {
+    pub scenario: Scenario,
+    pub source: Option<Source>,
+    /// Said in the report under the case.
+    pub notes: Vec<String>,
+}
+
+/// Derivations of the traces of one run, computed once per trace.
+#[derive(Clone, Default)]
+pub struct Cache(Arc<Mutex<HashMap<String, Arc<Derived>>>>);
+
+impl Cache {
+    pub fn get(&self, t: &TraceModel, model: &Model) -> Arc<Derived> {
+        let key = format!("{}\u{0}{}", t.trace.path, t.scenario());
+        if let Some(d) = self.0.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            return d.clone();
+        }
+        let d = Arc::new(derive(t, model));
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(key, d.clone());
+        d
+    }
+}
+
+/// The setup of a case of `role` on trace `t`: the scenarios file's entry for its scenario (cross-checked with
+/// the derivation: a difference is a note), else the derivation — or, when the trace does not show something
+/// a case of this role needs, the `CASE-SETUP` text naming the entry to add.
+pub fn case_setup(case_id: &str, t: &TraceModel, scenarios: &Scenarios, role: Role, cache: &Cache) -> Result<CaseSetup, String> {
+    let name = t.scenario();
+    if role == Role::Bootstrap {
+        return Ok(CaseSetup { scenario: scenarios.scenario.get(name).cloned().unwrap_or_default(), source: None, notes: vec![] });
+    }
+    let derived = cache.get(t, &scenarios.model);
+    if let Some(given) = scenarios.scenario.get(name) {
+        let diffs = differences(t, given, &derived.scenario);
+        let mut notes = vec![];
+        if !diffs.is_empty() {
+            notes.push(format!("the scenarios file's [scenario.{}] differs from the setup derived from the trace ({}); the file's entry is used", key(name), diffs.join("; ")));
+        }
+        return Ok(CaseSetup { scenario: given.clone(), source: Some(Source::Scenarios), notes });
+    }
+    let blocking = derived.blocking(role);
+    if !blocking.is_empty() {
+        return Err(format!(
+            "{case_id}: the scenarios file has no [scenario.{k}] entry, and the trace does not show everything this case needs: {}. \
+             Put this entry in a TOML file and pass it with --scenarios FILE (it adds to the bundled scenarios), with what the comments ask filled in:\n\n{}",
+            blocking.iter().map(|u| u.what.as_str()).collect::<Vec<_>>().join("; "),
+            snippet(name, &derived),
+            k = key(name),
+        ));
+    }
+    let mut notes = vec![format!("no [scenario.{}] entry: setup derived from the trace — {}", key(name), derived.how.join("; "))];
+    for u in derived.unresolved.iter().filter(|u| !u.roles.contains(&role)) {
+        notes.push(format!("not inferred (not checked by this case): {}", u.what));
+    }
+    Ok(CaseSetup { scenario: derived.scenario.clone(), source: Some(Source::Derived), notes })
+}
+
+/// What differs between two setups of `t` in what the cases use: the transfers (by transfer id; generation 1:
+/// by the request id each stands for), their blocks and readiness, the prefiller request ids where the
+/// recording names them, the failures and the forgotten layouts.
+pub fn differences(t: &TraceModel, a: &Scenario, b: &Scenario) -> Vec<String> {
+    let mut out = vec![];
+    let show = |tr: Option<&Transfer>| tr.map(|t| format!("blocks {:?}, {}", t.blocks, ready_text(&t.ready))).unwrap_or_else(|| "none".into());
+    if t.revision.generation == 1 {
+        let Ok(profile) = Gen1Profile::new(t.revision.clone()) else { return out };
+        let Ok(msgs) = messages(t, &profile) else { return out };
+        let (ma, mb) = (transfers_by_id(a, &msgs), transfers_by_id(b, &msgs));
+        let ids: std::collections::BTreeSet<&String> = ma.keys().chain(mb.keys()).collect();
+        for id in ids {
+            let (x, y) = (ma.get(id), mb.get(id));
+            if x.map(|t| (&t.blocks, &t.ready)) != y.map(|t| (&t.blocks, &t.ready)) {
+                out.push(format!("request {id}: {} vs derived {}", show(x), show(y)));
+            }
+        }
+    } else {
+        let freed: HashSet<String> = t
+            .trace
+            .header
+            .observed_outcome
+            .get("finished_sending")
+            .and_then(J::as_object)
+            .into_iter()
+            .flat_map(|o| o.values())
+            .flat_map(|v| v.as_array().cloned().unwrap_or_default())
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect();
+        let mut ids: Vec<&String> = a.transfers.iter().chain(&b.transfers).map(|t| &t.transfer_id).collect();
+        ids.dedup();
+        let mut seen = HashSet::new();
+        for id in ids {
+            if !seen.insert(id) {
+                continue;
+            }
+            let (x, y) = (a.transfers.iter().find(|t| &t.transfer_id == id), b.transfers.iter().find(|t| &t.transfer_id == id));
+            if x.map(|t| (&t.blocks, &t.ready)) != y.map(|t| (&t.blocks, &t.ready)) {
+                out.push(format!("transfer {id}: {} vs derived {}", show(x), show(y)));
+            }
+            if let (Some(x), Some(y)) = (x, y) {
+                if x.p_req_id != y.p_req_id && (freed.contains(&x.p_req_id) || freed.contains(&y.p_req_id)) {
+                    out.push(format!("transfer {id}: prefiller request {} vs derived {}", x.p_req_id, y.p_req_id));
+                }
+            }
+        }
+    }
+    if a.fail_transfers != b.fail_transfers {
+        out.push(format!("fail_transfers {} vs derived {}", a.fail_transfers, b.fail_transfers));
+    }
+    if a.forget_layouts_after_reply != b.forget_layouts_after_reply {
+        out.push(format!("forget_layouts_after_reply {:?} vs derived {:?}", a.forget_layouts_after_reply, b.forget_layouts_after_reply));
+    }
+    out
+}
+
+fn ready_text(r: &Ready) -> String {
+    match r {
+        Ready::Before => "before".into(),
+        Ready::AfterReply(n) => format!("after_reply:{n}"),
+        Ready::Never => "never".into(),
+    }
+}
+
+/// A scenario name as a TOML key: bare where TOML allows, quoted otherwise.
+pub fn key(name: &str) -> String {
+    if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        name.to_string()
+    } else {
+        toml_str(name)
+    }
+}
+
+/// A TOML basic string (JSON's escapes are TOML's).
+fn toml_str(s: &str) -> String {
+    serde_json::to_string(s).expect("a string serializes")
+}
+
+/// The `[scenario.NAME]` entry of a derived setup, with what could not be inferred as comments.
+pub fn snippet(name: &str, d: &Derived) -> String {
+    let sc = &d.scenario;
+    let mut o = String::new();
+    for u in &d.unresolved {
+        o.push_str(&format!("# TO FILL IN: {}\n", u.what.replace('\n', " ")));
+    }
+    o.push_str(&format!("[scenario.{}]\n", key(name)));
+    if sc.transfers.is_empty() {
+        o.push_str("transfers = []\n");
+    } else {
+        o.push_str("transfers = [\n");
+        for t in &sc.transfers {
+            let ready = if t.ready == Ready::Before { String::new() } else { format!(", ready = {}", toml_str(&ready_text(&t.ready))) };
+            let blocks = format!("[{}]", t.blocks.iter().map(|g| format!("[{}]", g.iter().map(|b| b.to_string()).collect::<Vec<_>>().join(", "))).collect::<Vec<_>>().join(", "));
+            o.push_str(&format!("  {{ p_req_id = {}, transfer_id = {}, blocks = {blocks}{ready} }},\n", toml_str(&t.p_req_id), toml_str(&t.transfer_id)));
+        }
+        o.push_str("]\n");
+    }
+    if sc.fail_transfers > 0 {
+        o.push_str(&format!("fail_transfers = {}\n", sc.fail_transfers));
+    }
+    if let Some(n) = sc.forget_layouts_after_reply {
+        o.push_str(&format!("forget_layouts_after_reply = {n}\n"));
+    }
+    o
+}

@@ -1,0 +1,275 @@
+//! `mooncake-conformance matrix`: the compatibility matrix, observed. For every ordered pair of spec
+//! revisions (decoder at D, prefiller at P) and every scenario both have a recording of, the reference
+//! decoder at D pulls from the reference prefiller at P over real ZeroMQ, HTTP and TCP ([`run`]); a cell
+//! works for a scenario when each side ends as it does with a peer of its own revision (the decoder reports
+//! and receives what it does against a prefiller of D, the prefiller frees and writes what it does for a
+//! decoder of P). The observation is compared with what `diff D P` predicts for that direction
+//! ([`mod@predict`]); any disagreement is a finding. What "compatible" means: `spec/PROTOCOL.md`, "Compatibility".
+
+pub mod predict;
+pub mod render;
+pub mod run;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::scenarios::Scenarios;
+use crate::trace::Trace;
+use crate::trace_model::TraceModel;
+use predict::{predict, Prediction};
+use run::{observe, DOutcome, Observation, POutcome, Side};
+
+/// What happened in one scenario of one cell.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScenarioResult {
+    pub scenario: String,
+    /// `None`: it works (each side ends as with a peer of its own revision). Otherwise how it breaks.
+    pub observed: Option<String>,
+    pub predicted: Prediction,
+    /// Observation and prediction agree.
+    pub agree: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Cell {
+    pub decoder: String,
+    pub prefiller: String,
+    pub scenarios: Vec<ScenarioResult>,
+}
+
+impl Cell {
+    pub fn works(&self) -> bool {
+        self.scenarios.iter().all(|s| s.observed.is_none())
+    }
+    pub fn agrees(&self) -> bool {
+        self.scenarios.iter().all(|s| s.agree)
+    }
+    /// Scenarios that break.
+    pub fn broken(&self) -> Vec<&str> {
+        self.scenarios.iter().filter(|s| s.observed.is_some()).map(|s| s.scenario.as_str()).collect()
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Matrix {
+    /// Revisions in spec order, each with the release its recordings come from.
+    pub revisions: Vec<(String, String)>,
+    pub cells: Vec<Cell>,
+    /// Scenarios left out, and why.
+    pub left_out: Vec<String>,
+}
+
+impl Matrix {
+    pub fn disagreements(&self) -> Vec<(&Cell, &ScenarioResult)> {
+        self.cells.iter().flat_map(|c| c.scenarios.iter().filter(|s| !s.agree).map(move |s| (c, s))).collect()
+    }
+    pub fn cell(&self, d: &str, p: &str) -> Option<&Cell> {
+        self.cells.iter().find(|c| c.decoder == d && c.prefiller == p)
+    }
+}
+
+#[derive(Clone)]
+pub struct MatrixConfig {
+    pub scenarios: Arc<Scenarios>,
+    /// `VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT` of every peer (short: it only sets the pace).
+    pub abort: Duration,
+    /// Runs at once.
+    pub jobs: usize,
+    /// Only these revisions (all when empty).
+    pub only: Vec<String>,
+    /// Progress, one line per finished cell.
+    pub progress: Option<Arc<dyn Fn(&str) + Send + Sync>>,
+}
+
+/// The recordings per (revision, scenario): the newest release's where a revision has several.
+pub fn sides(traces: &[Arc<TraceModel>]) -> BTreeMap<(String, String), Side> {
+    let mut out: BTreeMap<(String, String), (Vec<u64>, Side)> = BTreeMap::new();
+    for t in traces {
+        let key = (t.revision.revision.clone(), t.scenario().to_string());
+        let v = mooncake_wire::spec::version_key(&t.trace.header.vllm_version);
+        if out.get(&key).is_none_or(|(old, _)| v > *old) {
+            out.insert(key, (v, Side { trace: t.clone() }));
+        }
+    }
+    out.into_iter().map(|(k, (_, s))| (k, s)).collect()
+}
+
+pub fn load_traces(inputs: &[crate::jsonl::Input]) -> Result<Vec<Arc<TraceModel>>, String> {
+    let mut out = vec![];
+    for f in inputs {
+        let t = Trace::load_input(f)?;
+        if t.header.family.as_deref().is_some_and(|f| f != "push") {
+            continue;
+        }
+        out.push(Arc::new(TraceModel::new(t)?));
+    }
+    Ok(out)
+}
+
+/// How an observation differs from the baselines: the decoder's side against the decoder's revision with
+/// itself, the prefiller's against the prefiller's revision with itself.
+fn compare(mixed: &Observation, d_base: &Observation, p_base: &Observation) -> Option<String> {
+    if let Some(e) = &mixed.error {
+        return Some(format!("not run: {e}"));
+    }
+    let mut out = vec![];
+    let d_keys: Vec<&String> = mixed.decoders.keys().collect();
+    for k in d_keys {
+        let (m, b) = (&mixed.decoders[k], d_base.decoders.get(k).cloned().unwrap_or_default());
+        if let Some(d) = d_diff(m, &b) {
+            out.push(format!("decoder {k}: {d}"));
+        }
+    }
+    for (k, m) in &mixed.prefillers {
+        let b = p_base.prefillers.get(k).cloned().unwrap_or_default();
+        if let Some(d) = p_diff(m, &b) {
+            out.push(format!("prefiller {k}: {d}"));
+        }
+    }
+    (!out.is_empty()).then(|| out.join("; "))
+}
+
+fn set(s: &std::collections::BTreeSet<String>) -> String {
+    format!("[{}]", s.iter().cloned().collect::<Vec<_>>().join(", "))
+}
+
+fn d_diff(m: &DOutcome, b: &DOutcome) -> Option<String> {
+    let mut d = vec![];
+    if m.finished != b.finished {
+        d.push(format!("finished {} (with its own prefiller {})", set(&m.finished), set(&b.finished)));
+    }
+    if m.failed != b.failed {
+        d.push(format!("failed {} ({})", set(&m.failed), set(&b.failed)));
+    }
+    if m.unsettled != b.unsettled {
+        d.push(format!("left waiting {} ({})", set(&m.unsettled), set(&b.unsettled)));
+    }
+    if m.invalid_blocks != b.invalid_blocks {
+        d.push(format!("invalid blocks {:?} ({:?})", m.invalid_blocks, b.invalid_blocks));
+    }
+    if !m.landed.is_empty() && b.landed.is_empty() {
+        d.push(format!("wrong bytes: {}", m.landed.first().cloned().unwrap_or_default()));
+    }
+    (!d.is_empty()).then(|| d.join(", "))
+}
+
+fn p_diff(m: &POutcome, b: &POutcome) -> Option<String> {
+    let mut d = vec![];
+    if m.freed != b.freed {
+        d.push(format!("freed {} (with its own decoder {})", set(&m.freed), set(&b.freed)));
+    }
+    if m.bytes != b.bytes {
+        d.push(format!("wrote {} bytes ({})", m.bytes, b.bytes));
+    }
+    if m.replies != b.replies {
+        let only: Vec<&String> = m.replies.iter().filter(|r| !b.replies.contains(r)).collect();
+        d.push(format!("replied {} ({} with its own decoder)", if only.is_empty() { "less".to_string() } else { only.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ") }, b.replies.len()));
+    }
+    (!d.is_empty()).then(|| d.join(", "))
+}
+
+/// Builds the matrix from recordings (`traces`: every push trace, any directory layout).
+pub async fn build(traces: &[Arc<TraceModel>], cfg: &MatrixConfig) -> Matrix {
+    let sides = sides(traces);
+    let spec = mooncake_wire::spec::Spec::builtin();
+    let mut revisions: Vec<(String, String)> = vec![];
+    for r in &spec.push().revisions {
+        if !cfg.only.is_empty() && !cfg.only.contains(&r.revision) {
+            continue;
+        }
+        if let Some(((_, _), s)) = sides.iter().find(|((rev, _), _)| rev == &r.revision) {
+            revisions.push((r.revision.clone(), s.trace.trace.header.vllm_version.clone()));
+        }
+    }
+    let mut left_out = vec![];
+    // Scenarios with decoder pulls; the bootstrap-only one belongs to the prefiller side alone (its server
+    // and its registering workers are one deployment), so it never mixes revisions.
+    let runnable = |name: &str| cfg.scenarios.scenario.get(name).is_some_and(|s| !s.pulls.is_empty() && !s.query_only);
+    for name in sides.keys().map(|(_, s)| s.clone()).collect::<std::collections::BTreeSet<_>>() {
+        if !runnable(&name) {
+            left_out.push(format!("{name}: no decoder pulls (bootstrap only: the server and the workers registering with it are the prefiller side)"));
+        }
+    }
+    let model = cfg.scenarios.model.clone();
+    let sem = Arc::new(tokio::sync::Semaphore::new(cfg.jobs.max(1)));
+    // Baselines: every revision with itself.
+    let mut jobs = vec![];
+    for ((rev, name), side) in &sides {
+        if !revisions.iter().any(|(r, _)| r == rev) || !runnable(name) {
+            continue;
+        }
+        let (side, sc, model, sem, abort) = (side.clone(), cfg.scenarios.scenario[name].clone(), model.clone(), sem.clone(), cfg.abort);
+        let key = (rev.clone(), rev.clone(), name.clone());
+        jobs.push(tokio::spawn(async move {
+            let _permit = sem.acquire().await;
+            (key, observe(&side, &side, &sc, &model, abort).await)
+        }));
+    }
+    let mut observed: BTreeMap<(String, String, String), Observation> = BTreeMap::new();
+    for j in jobs {
+        if let Ok((k, o)) = j.await {
+            observed.insert(k, o);
+        }
+    }
+    if let Some(p) = &cfg.progress {
+        p(&format!("matrix: {} baselines observed", observed.len()));
+    }
+    let mut cells = vec![];
+    for (d_rev, _) in &revisions {
+        let mut jobs = vec![];
+        for (p_rev, _) in &revisions {
+            if d_rev == p_rev {
+                continue;
+            }
+            for ((rev, name), d_side) in sides.iter().filter(|((r, n), _)| r == d_rev && runnable(n)) {
+                let Some(p_side) = sides.get(&(p_rev.clone(), name.clone())) else { continue };
+                let _ = rev;
+                let (d_side, p_side, sc, model, sem, abort) = (d_side.clone(), p_side.clone(), cfg.scenarios.scenario[name].clone(), model.clone(), sem.clone(), cfg.abort);
+                let key = (d_rev.clone(), p_rev.clone(), name.clone());
+                jobs.push(tokio::spawn(async move {
+                    let _permit = sem.acquire().await;
+                    (key, observe(&d_side, &p_side, &sc, &model, abort).await)
+                }));
+            }
+        }
+        for j in jobs {
+            if let Ok((k, o)) = j.await {
+                observed.insert(k, o);
+            }
+        }
+        for (p_rev, _) in &revisions {
+            let mut scenarios = vec![];
+            for ((rev, name), d_side) in sides.iter().filter(|((r, n), _)| r == d_rev && runnable(n)) {
+                let _ = rev;
+                let Some(p_side) = sides.get(&(p_rev.clone(), name.clone())) else { continue };
+                let predicted = predict(&d_side.trace, &p_side.trace, &cfg.scenarios.scenario[name], &model);
+                let observed_break = if d_rev == p_rev {
+                    None
+                } else {
+                    let none = Observation::default();
+                    let m = observed.get(&(d_rev.clone(), p_rev.clone(), name.clone())).unwrap_or(&none);
+                    let db = observed.get(&(d_rev.clone(), d_rev.clone(), name.clone())).unwrap_or(&none);
+                    let pb = observed.get(&(p_rev.clone(), p_rev.clone(), name.clone())).unwrap_or(&none);
+                    compare(m, db, pb)
+                };
+                let agree = observed_break.is_none() == predicted.works() && !observed_break.as_deref().is_some_and(|o| o.starts_with("not run"));
+                scenarios.push(ScenarioResult { scenario: name.clone(), observed: observed_break, predicted, agree });
+            }
+            let cell = Cell { decoder: d_rev.clone(), prefiller: p_rev.clone(), scenarios };
+            if let Some(p) = &cfg.progress {
+                p(&format!(
+                    "matrix: D {} × P {}: {}{}",
+                    cell.decoder,
+                    cell.prefiller,
+                    if cell.works() { "works".to_string() } else { format!("breaks ({})", cell.broken().join(", ")) },
+                    if cell.agrees() { "" } else { " — DISAGREES with diff" }
+                ));
+            }
+            cells.push(cell);
+        }
+    }
+    Matrix { revisions, cells, left_out }
+}

@@ -1,0 +1,161 @@
+//! What `diff` predicts for one cell and scenario: the rows of `mooncake-conformance diff` that concern a
+//! decoder at one revision and a prefiller at another, and — for a row that breaks only when something is
+//! sent or happens — whether the scenario sends it (judged on each side's own recording of the scenario).
+
+use mooncake_wire::codec::Codec;
+use mooncake_wire::diff::{diff, Change, Effect, Verdict};
+use mooncake_wire::spec::behaviour::TpBytePlan;
+use mooncake_wire::spec::{Revision, Spec};
+use serde::Serialize;
+
+use crate::scenarios::{Model, Scenario};
+use crate::trace_model::TraceModel;
+
+/// The prediction for one scenario of one cell.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Prediction {
+    /// Rows that break this scenario (subject: why).
+    pub breaks: Vec<String>,
+    /// Rows that break only what the peers cannot observe on the wire (the KV layout in memory).
+    pub silent: Vec<String>,
+    /// Rows whose effect the spec leaves to a reviewer.
+    pub review: Vec<String>,
+}
+
+impl Prediction {
+    pub fn works(&self) -> bool {
+        self.breaks.is_empty()
+    }
+}
+
+/// Rows whose break changes only the meaning of bytes in KV memory, which no peer reads.
+const SILENT: &[&str] = &["behaviour.required_kv_layout"];
+
+/// Whether a verdict's peers (`new D → old P`, `old server → new client`) describe a decoder whose revision is
+/// `d_new` (newer than the prefiller's) and a prefiller that is the other one. The bootstrap server is the
+/// prefiller side; the client a decoder queries with.
+fn concerns(v: &Verdict, d_new: bool) -> bool {
+    v.peers.split(" → ").all(|end| {
+        let mut w = end.split_whitespace();
+        let (Some(age), Some(label)) = (w.next(), w.next()) else { return true };
+        let new = age == "new";
+        match label {
+            "D" | "client" => new == d_new,
+            "P" | "server" => new != d_new,
+            _ => true,
+        }
+    })
+}
+
+/// The message of a wire row, and whether the prefiller sends it (else the decoder).
+fn message_of(c: &Change) -> (&'static str, bool) {
+    if c.subject.starts_with("MooncakeXferResponse") {
+        ("MooncakeXferResponse", true)
+    } else {
+        ("MooncakeXferMetadata", false)
+    }
+}
+
+/// Every message of `message` the sender's recording holds decodes under the reader's revision to what the
+/// sender meant, on the fields both have. `Err` names the first that does not.
+fn survive(sender: &TraceModel, reader: &Revision, message: &str, replies: bool) -> Result<(), String> {
+    let (Some(sc), Some(rc)) = (Codec::builtin(&sender.revision.revision), Codec::builtin(&reader.revision)) else {
+        return Err("no codec".into());
+    };
+    let fields = |r: &Revision| -> Vec<String> { r.structs.get(message).map(|s| s.fields.iter().map(|f| f.name.clone()).collect()).unwrap_or_default() };
+    let common: Vec<String> = fields(reader).into_iter().filter(|f| fields(&sender.revision).contains(f)).collect();
+    for x in &sender.exchanges {
+        let bytes: Vec<&Vec<u8>> = if replies { x.replies.iter().map(|(b, _, _)| b).collect() } else { vec![&x.request] };
+        for b in bytes {
+            let Ok(mine) = sc.decode(message, b) else { continue };
+            let theirs = rc.decode(message, b).map_err(|e| e.msgspec_message())?;
+            let pick = |v: &mooncake_wire::codec::Value| {
+                let mut j = Codec::to_json(v);
+                if let Some(o) = j.as_object_mut() {
+                    o.retain(|k, _| common.contains(k));
+                }
+                j
+            };
+            if pick(&mine) != pick(&theirs) {
+                return Err(format!("the {message} reads as {} there", pick(&theirs)));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether the scenario exercises a row that breaks only when something happens.
+fn exercised(c: &Change, d: &TraceModel, p: &TraceModel, scenario: &Scenario, model: &Model) -> bool {
+    let tp_differs = scenario.decoder_tp != scenario.prefiller_tp;
+    if let Some(key) = c.subject.strip_prefix("behaviour.") {
+        return match key {
+            "pairing_check" | "heterogeneous_tp" => tp_differs,
+            // Between two sender plans only head re-sharding differs, which needs a TP size above the head count.
+            "tp_byte_plan" => {
+                let whole = |r: &Revision| r.behaviour.tp_byte_plan.as_ref().is_some_and(|i| i.value == TpBytePlan::WholeBlock);
+                if whole(&d.revision) || whole(&p.revision) {
+                    tp_differs
+                } else {
+                    tp_differs && scenario.prefiller_tp.max(scenario.decoder_tp) > model.total_num_kv_heads
+                }
+            }
+            "replicated_producer" => tp_differs && scenario.prefiller_tp.max(scenario.decoder_tp) >= model.total_num_kv_heads,
+            // No scenario runs PP > 1 or a Mamba-hybrid model.
+            "region_alignment" | "need_send" | "kv_half_split" | "decoder_pp_targets" => false,
+            "minus_one_sentinels" => d.exchanges.iter().filter_map(|x| d.decode_request(&x.request)).any(|m| {
+                m.registered_group_indices.iter().chain(&m.registered_row_offsets).any(|v| v.as_i64() == Some(-1))
+            }),
+            "layout_caching" => d.exchanges.iter().filter_map(|x| d.decode_request(&x.request)).any(|m| m.layout_id.as_u64() != Some(0) && m.kv_caches_base_addr.is_empty()),
+            "unreported_after_finish" => p.exchanges.iter().any(|x| {
+                let Some(m) = p.decode_request(&x.request) else { return false };
+                let replies: Vec<_> = x.replies.iter().filter_map(|(b, _, _)| p.decode_reply(b)).collect();
+                let reported = |id: &str| replies.iter().any(|r| r.ok_reqs.iter().chain(r.err_reqs.iter()).flatten().any(|x| x == id));
+                replies.last().is_some_and(|r| r.status == mooncake_wire::typed::Status::FINISH) && m.req_blocks.iter().any(|(id, _)| !reported(id))
+            }),
+            // A conditional row without a rule here is taken as exercised, so the matrix shows the gap.
+            _ => true,
+        };
+    }
+    if c.subject.starts_with("bootstrap.") || c.subject.starts_with("kv_transfer_params") {
+        // Scenarios never re-register a slot with the same address, call another route, or set router keys
+        // the other revision reads differently.
+        return false;
+    }
+    let (message, from_prefiller) = message_of(c);
+    let (sender, reader) = if from_prefiller { (p, &d.revision) } else { (d, &p.revision) };
+    survive(sender, reader, message, from_prefiller).is_err()
+}
+
+/// The prediction for a decoder at `d`'s revision and a prefiller at `p`'s, in `scenario`.
+pub fn predict(d: &TraceModel, p: &TraceModel, scenario: &Scenario, model: &Model) -> Prediction {
+    let (dr, pr) = (&d.revision, &p.revision);
+    let mut out = Prediction::default();
+    if dr.revision == pr.revision {
+        return out;
+    }
+    if dr.generation != pr.generation {
+        out.breaks.push(format!("generation: {} is generation {}, {} generation {}: the decoder cannot reach the prefiller", dr.revision, dr.generation, pr.revision, pr.generation));
+        return out;
+    }
+    let push = &Spec::builtin().push().revisions;
+    let pos = |r: &Revision| push.iter().position(|x| x.revision == r.revision).unwrap_or(0);
+    let d_new = pos(dr) > pos(pr);
+    let (old, new) = if d_new { (pr.clone(), dr.clone()) } else { (dr.clone(), pr.clone()) };
+    for c in &diff(&old, &new).changes {
+        for v in [&c.old_reads_new, &c.new_reads_old] {
+            if !concerns(v, d_new) {
+                continue;
+            }
+            let row = format!("`{}` ({}): {}", c.subject, v.peers, v.reason);
+            match &v.effect {
+                Effect::Breaks { .. } if SILENT.contains(&c.subject.as_str()) => out.silent.push(row),
+                Effect::Breaks { .. } => out.breaks.push(row),
+                Effect::BreaksWhenSent { when } if exercised(c, d, p, scenario, model) => out.breaks.push(format!("{row} (when {when})")),
+                Effect::BreaksWhenSent { .. } | Effect::Compatible => {}
+                Effect::Review => out.review.push(row),
+            }
+        }
+    }
+    out.breaks.dedup();
+    out
+}

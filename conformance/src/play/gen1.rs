@@ -1,0 +1,561 @@
+//! Cases of generation-1 traces (vLLM 0.13.0 – 0.15.1): REQ → ROUTER at fixed ports, `MooncakeAgentMetadata`,
+//! raw `trans_done` / `trans_error` replies, no bootstrap server.
+//!
+//! * `…/prefiller`: the runner plays the recorded decoder worker(s) — a REQ per recorded message, to the live
+//!   prefiller testee that stands for the recorded endpoint — and compares each raw reply, the
+//!   transfer-engine writes, the landed bytes, what the prefiller freed and what it keeps.
+//! * `…/decoder`: the runner plays the prefiller worker(s) with the reference generation-1 core, bound at
+//!   consecutive ports (a decoder finds worker `r` at base port + r), hands the decoder testee the recorded
+//!   pulls, and compares the requests it sends and what it reports.
+//!
+//! Requests are known by one id on both sides in this generation: the prefiller's requests are readied under
+//! the recorded request ids, with the scenario's blocks (`conformance/scenarios.toml`, matched through its
+//! `pulls`, or by position when the recording used other ids).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mooncake_reference::backend::{serve_tcp, Backend};
+use mooncake_reference::config::{producer_with, LayoutConfig};
+use mooncake_reference::prefiller::{PrefillerConfig, PrefillerPeer};
+use mooncake_reference::reactor::{Incoming, Reactor};
+use mooncake_wire::proto::gen1::{AgentMetadata, Gen1Prefiller, Gen1Profile};
+use serde_json::{json, Value as J};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+use super::setup::{check_landed_columns, model_config, Columns, D_BASE, P_BASE};
+
+/// How far apart the synthetic regions of two TP ranks of one side start.
+const RANK_SPAN: u64 = 0x10_0000_0000;
+use super::{bounded, Case, PlayOptions};
+use crate::scenarios::{Model, Ready, Scenario};
+use crate::testee::Testee;
+use crate::trace::{Role as TraceRole, ZmqDir};
+use crate::trace_model::TraceModel;
+use crate::validate::Finding;
+
+fn f(check: &'static str, seq: Option<u64>, line: Option<usize>, message: impl Into<String>, detail: impl Into<String>) -> Finding {
+    Finding { check, seq, line, message: Some(message.into()), detail: detail.into() }
+}
+
+/// One recorded message of a decoder worker and its reply.
+pub(crate) struct Msg {
+    pub(crate) decoder: String,
+    pub(crate) endpoint: String,
+    pub(crate) meta: AgentMetadata,
+    pub(crate) reply: Option<Vec<u8>>,
+    pub(crate) seq: u64,
+    pub(crate) line: usize,
+}
+
+pub(crate) fn messages(t: &TraceModel, profile: &Gen1Profile) -> Result<Vec<Msg>, String> {
+    let mut out: Vec<Msg> = vec![];
+    for z in t.trace.zmq().filter(|z| z.side == TraceRole::Decoder) {
+        match z.dir {
+            ZmqDir::Send => {
+                let bytes = z.frames.last().cloned().unwrap_or_default();
+                let meta = profile.decode_request(&bytes).map_err(|e| format!("line {}: the recorded request does not decode: {e}", z.line))?;
+                out.push(Msg { decoder: z.conn.clone(), endpoint: z.endpoint.clone(), meta, reply: None, seq: z.seq, line: z.line });
+            }
+            ZmqDir::Recv => {
+                if let Some(m) = out.iter_mut().rev().find(|m| m.decoder == z.conn && m.endpoint == z.endpoint && m.reply.is_none()) {
+                    m.reply = Some(z.frames.last().cloned().unwrap_or_default());
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The scenario's transfer (blocks, readiness) behind each recorded request id: the transfer named by that id
+/// (how a setup derived from the trace names them), else through the scenario's `pulls` when the recording
+/// used its ids, else by position.
+pub(crate) fn transfers_by_id(scenario: &Scenario, msgs: &[Msg]) -> BTreeMap<String, crate::scenarios::Transfer> {
+    let mut ids: Vec<String> = vec![];
+    for m in msgs {
+        for d in &m.meta.request_ids {
+            if !ids.contains(d) {
+                ids.push(d.clone());
+            }
+        }
+    }
+    let pulls: Vec<&crate::scenarios::Pull> = scenario.pulls.iter().flatten().collect();
+    let mut out = BTreeMap::new();
+    for (i, d) in ids.iter().enumerate() {
+        if let Some(tr) = scenario.transfers.iter().find(|t| &t.transfer_id == d) {
+            out.insert(d.clone(), tr.clone());
+            continue;
+        }
+        let tid = pulls.iter().find(|p| &p.d_req_id == d).or_else(|| pulls.get(i)).map(|p| p.transfer_id.clone());
+        if let Some(tr) = tid.and_then(|tid| scenario.transfers.iter().find(|t| t.transfer_id == tid)) {
+            out.insert(d.clone(), tr.clone());
+        }
+    }
+    out
+}
+
+/// A worker's layout as this generation registers it: as many regions as the decoder's request names, each
+/// of the model's bytes per block for `tp_size`, at synthetic addresses from `base` (`P_BASE` or `D_BASE`),
+/// each TP rank's regions [`RANK_SPAN`] apart.
+pub(crate) fn layout(regions: usize, model: &Model, tp_size: u64, base: u64, rank: u64) -> LayoutConfig {
+    let bytes = model.block_bytes(tp_size);
+    let span = (bytes * model.num_blocks).next_power_of_two();
+    let base = base + rank * RANK_SPAN;
+    LayoutConfig {
+        kv_caches_base_addr: (0..regions as u64).map(|r| base + r * span).collect(),
+        block_lens: vec![bytes; regions],
+        kv_block_lens: vec![bytes; regions],
+        registered_layer_names: (0..regions).map(|r| format!("region.{r}")).collect(),
+        registered_layer_indices: (0..regions as i64).collect(),
+        registered_group_indices: vec![],
+        registered_shared_group_ids: vec![],
+        registered_row_offsets: vec![],
+        num_blocks: model.num_blocks,
+    }
+}
+
+fn columns_of(l: &LayoutConfig) -> Columns {
+    Columns {
+        base: l.kv_caches_base_addr.clone(),
+        block_lens: l.block_lens.clone(),
+        kv_block_lens: l.kv_block_lens.clone(),
+        names: l.registered_layer_names.clone(),
+        indices: l.registered_layer_indices.clone(),
+        groups: vec![],
+        shared: vec![],
+        rows: vec![],
+    }
+}
+
+/// TP rank of each recorded prefiller worker: its port's offset from the lowest port (base + dp·tp + rank).
+pub(crate) fn ranks(t: &TraceModel) -> Vec<(String, String, u64)> {
+    let port = |ep: &str| ep.rsplit(':').next().and_then(|p| p.parse::<u64>().ok()).unwrap_or(0);
+    let low = t.prefillers.iter().map(|p| port(&p.endpoint)).min().unwrap_or(0);
+    let mut v: Vec<(String, String, u64)> = t.prefillers.iter().map(|p| (p.conn.clone(), p.endpoint.clone(), port(&p.endpoint) - low)).collect();
+    v.sort_by_key(|x| x.2);
+    v
+}
+
+/// What landed for a done message: (region, decoder block, prefiller block), one decoder block per
+/// prefiller block's worth of bytes (`scale` decoder blocks when the prefiller's blocks are larger).
+fn expected(m: &Msg, by_id: &BTreeMap<String, crate::scenarios::Transfer>, regions: usize, scale: u64) -> Vec<(usize, u64, u64)> {
+    let mut out = vec![];
+    for (d, dst) in m.meta.request_ids.iter().zip(&m.meta.block_ids) {
+        let Some(tr) = by_id.get(d) else { continue };
+        let src: Vec<u64> = tr.blocks.iter().flatten().copied().collect();
+        let src = &src[src.len().saturating_sub(dst.len())..];
+        for r in 0..regions {
+            for (db, pb) in dst.iter().zip(src) {
+                for j in 0..scale {
+                    out.push((r, db * scale + j, *pb));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What a generation-1 case, and its dry run, read off the trace and its setup before anything starts.
+pub(crate) struct Gen1Setup {
+    pub(crate) profile: Gen1Profile,
+    pub(crate) abort: Duration,
+    /// The recorded messages, in order.
+    pub(crate) msgs: Vec<Msg>,
+    pub(crate) by_id: BTreeMap<String, crate::scenarios::Transfer>,
+    /// Regions per worker: as many as the recorded requests name.
+    pub(crate) regions: usize,
+    /// (conn, endpoint, TP rank) of each recorded prefiller worker ([`ranks`]).
+    pub(crate) workers: Vec<(String, String, u64)>,
+    pub(crate) p_tp: u64,
+    pub(crate) d_conns: Vec<String>,
+    pub(crate) d_tp: u64,
+}
+
+impl Gen1Setup {
+    pub(crate) fn new(t: &TraceModel, model: &Model, scenario: &Scenario) -> Result<Gen1Setup, String> {
+        let profile = Gen1Profile::new(t.revision.clone())?;
+        let msgs = messages(t, &profile)?;
+        let by_id = transfers_by_id(scenario, &msgs);
+        let regions = msgs.first().map(|m| m.meta.kv_caches_base_addr.len()).unwrap_or(0);
+        let workers = ranks(t);
+        let p_tp = workers.len().max(1) as u64;
+        let d_conns: Vec<String> = t.decoders.iter().map(|d| d.conn.clone()).collect();
+        let d_tp = d_conns.len().max(1) as u64;
+        Ok(Gen1Setup { profile, abort: Duration::from_secs_f64(model.abort_timeout_s), msgs, by_id, regions, workers, p_tp, d_conns, d_tp })
+    }
+}
+
+/// The runner plays the decoder(s); the testees are prefiller workers.
+pub async fn as_decoder(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pairing) -> Result<Vec<Finding>, String> {
+    let t = &case.model;
+    let scenario = opts.scenario_for(t);
+    let model = &opts.scenarios.model;
+    let Gen1Setup { profile, abort, msgs, by_id, regions, workers, p_tp, d_conns, d_tp } = Gen1Setup::new(t, model, &scenario)?;
+    let mut out = vec![];
+    let mut testees: Vec<(String, Testee)> = vec![];
+    let result = async {
+        let mut endpoint_map: HashMap<String, String> = HashMap::new();
+        for (conn, endpoint, rank) in &workers {
+            let (mut te, _) = Testee::start_logged(&opts.testee, opts.testee_log.as_ref()).await?;
+            let cfg = json!({
+                "tp_rank": rank, "tp_size": p_tp, "bootstrap": null, "abort_timeout_s": model.abort_timeout_s,
+                "model": {"total_num_kv_heads": model.total_num_kv_heads, "blocks_first": model.blocks_first},
+                "layout": layout(regions, model, p_tp, P_BASE, *rank),
+            });
+            let a = te.cmd(json!({"cmd": "start", "role": "prefiller", "revision": pairing.testee.revision, "config": cfg})).await.map_err(|e| format!("starting prefiller testee {conn}: {e}"))?;
+            let live = a.get("endpoint").and_then(J::as_str).ok_or("the prefiller testee did not say its endpoint")?.to_string();
+            endpoint_map.insert(endpoint.clone(), live);
+            for (id, tr) in &by_id {
+                te.cmd(json!({"cmd": "allocate", "p_req_id": id, "transfer_id": id})).await?;
+                if tr.ready == Ready::Before {
+                    te.cmd(json!({"cmd": "ready", "p_req_id": id, "transfer_id": id, "blocks": tr.blocks})).await?;
+                }
+            }
+            if scenario.fail_transfers > 0 {
+                te.cmd(json!({"cmd": "fail_next_transfer", "count": scenario.fail_transfers, "ret": -1})).await?;
+            }
+            testees.push((conn.clone(), te));
+        }
+        // Our decoder workers: memory and a transfer-engine server each.
+        let mut sessions: HashMap<String, (String, String, Arc<Mutex<mooncake_wire::proto::memory::Memory>>, LayoutConfig)> = HashMap::new();
+        let mut servers = vec![];
+        for (i, conn) in d_conns.iter().enumerate() {
+            let l = layout(regions, model, d_tp, D_BASE, i as u64);
+            let memory = Arc::new(Mutex::new(l.memory(false)));
+            let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
+            let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+            servers.push(tokio::spawn(serve_tcp(listener, memory.clone())));
+            let recorded = msgs.iter().find(|m| &m.decoder == conn).map(|m| format!("{}:{}", m.meta.remote_hostname, m.meta.remote_port)).unwrap_or_default();
+            sessions.insert(conn.clone(), (format!("127.0.0.1:{port}"), recorded, memory, l));
+        }
+        // Replay every message on a REQ of its own, in recorded order.
+        let ctx = zmq::Context::new();
+        let (in_tx, mut in_rx) = mpsc::unbounded_channel();
+        let reactor = Reactor::start(&ctx, in_tx)?;
+        let mut replies_seen = 0usize;
+        let mut done_msgs: Vec<usize> = vec![];
+        for (k, m) in msgs.iter().enumerate() {
+            let live_ep = endpoint_map.get(&m.endpoint).cloned().ok_or_else(|| format!("no live prefiller for {}", m.endpoint))?;
+            let (session, _, _, l) = &sessions[&m.decoder];
+            let (host, port) = session.rsplit_once(':').expect("host:port");
+            let mut meta = m.meta.clone();
+            meta.remote_hostname = host.to_string();
+            meta.remote_port = port.parse().expect("port");
+            meta.kv_caches_base_addr = l.kv_caches_base_addr.clone();
+            reactor.open_req(k as u64, &live_ep, profile.encode_request(&meta)?);
+            let msg = format!("message {} ({} → {})", k + 1, m.decoder, m.endpoint);
+            let got = loop {
+                match tokio::time::timeout(abort * 2 + opts.slack, in_rx.recv()).await {
+                    Ok(Some(Incoming::Dealer { id, frames })) if id == k as u64 => break Some(frames),
+                    Ok(Some(Incoming::DealerError { error, .. })) => {
+                        out.push(f("ZMQ-CONNECT", Some(m.seq), Some(m.line), msg.clone(), error));
+                        break None;
+                    }
+                    Ok(Some(_)) => {}
+                    _ => break None,
+                }
+            };
+            reactor.close_dealer(k as u64);
+            match (got, &m.reply) {
+                (None, Some(want)) => out.push(f("REPLY-MISSING", Some(m.seq), Some(m.line), msg, format!("no reply (recorded: {})", String::from_utf8_lossy(want)))),
+                (Some(_), None) => out.push(f("REPLY-EXTRA", Some(m.seq), Some(m.line), msg, "a reply where vLLM's prefiller sent none")),
+                (None, None) => {}
+                (Some(frames), Some(want)) => {
+                    replies_seen += 1;
+                    if frames.len() != 1 {
+                        out.push(f("ZMQ-FRAMES", Some(m.seq), Some(m.line), msg.clone(), format!("{} frames at the REQ; the prefiller must send [routing_id, \"\", reply]", frames.len())));
+                    }
+                    let got = frames.last().cloned().unwrap_or_default();
+                    if ![&profile.done, &profile.error].contains(&&got) {
+                        out.push(f("ZMQ-RAW", Some(m.seq), Some(m.line), msg.clone(), format!("reply {:?} is none of the spec's constants", String::from_utf8_lossy(&got))));
+                    }
+                    if &got != want {
+                        out.push(f("REPLY-DIFF", Some(m.seq), Some(m.line), msg, format!("{:?} vs recorded {:?}", String::from_utf8_lossy(&got), String::from_utf8_lossy(want))));
+                    } else if got == profile.done {
+                        done_msgs.push(k);
+                    }
+                }
+            }
+            for (id, tr) in &by_id {
+                if tr.ready == Ready::AfterReply(replies_seen) {
+                    for (_, te) in testees.iter_mut() {
+                        te.cmd(json!({"cmd": "ready", "p_req_id": id, "transfer_id": id, "blocks": tr.blocks})).await?;
+                    }
+                }
+            }
+        }
+        drop(reactor);
+
+        // Transfer-engine writes, as a multiset of (recorded session, descriptors, bytes).
+        let mut got_writes: Vec<(String, u64, u64)> = vec![];
+        for (_, te) in testees.iter_mut() {
+            let s = te.cmd(json!({"cmd": "status"})).await?;
+            for w in s.get("writes").and_then(J::as_array).cloned().unwrap_or_default() {
+                let session = w.get("session").and_then(J::as_str).unwrap_or("").to_string();
+                let recorded = sessions.values().find(|x| x.0 == session).map(|x| x.1.clone()).unwrap_or(session);
+                got_writes.push((recorded, w.get("descriptors").and_then(J::as_u64).unwrap_or(0), w.get("bytes").and_then(J::as_u64).unwrap_or(0)));
+            }
+        }
+        let mut want_writes: Vec<(String, u64, u64)> = t.trace.header.transfer_engine_calls.iter().map(|c| (c.session.clone(), c.n, c.bytes)).collect();
+        got_writes.sort();
+        want_writes.sort();
+        if got_writes != want_writes && super::applies(&t.trace.header, "TE-CALLS") {
+            out.push(f("TE-CALLS", None, None, "transfer-engine writes", format!("(session, descriptors, bytes) {got_writes:?} vs recorded {want_writes:?}")));
+        }
+
+        // Landed bytes of the messages answered done.
+        let scale = (model.block_bytes(p_tp) / model.block_bytes(d_tp).max(1)).max(1);
+        for conn in &d_conns {
+            let (_, _, memory, l) = &sessions[conn];
+            let exp: Vec<(usize, u64, u64)> = done_msgs.iter().map(|k| &msgs[*k]).filter(|m| &m.decoder == conn).flat_map(|m| expected(m, &by_id, regions, scale)).collect();
+            let mem = memory.lock().expect("memory");
+            let cols = columns_of(l);
+            for p in check_landed_columns(&cols, model.num_blocks, &exp, p_tp == d_tp, |r, b| {
+                let bl = *cols.block_lens.get(r)?;
+                mem.read(cols.base.get(r)? + b * bl, bl).map(|s| s.to_vec())
+            })
+            .into_iter()
+            .take(5)
+            {
+                out.push(f("LANDED", None, None, format!("memory of {conn}"), p));
+            }
+        }
+
+        // Once every timeout has passed: what the prefiller freed, and what it keeps.
+        tokio::time::sleep(abort + Duration::from_millis(200)).await;
+        let kept: u64 = msgs
+            .iter()
+            .filter(|m| m.reply.as_ref() == Some(&profile.error))
+            .map(|m| m.meta.request_ids.len() as u64)
+            .sum::<u64>()
+            * matches!(profile.transfer_failure, mooncake_wire::spec::behaviour::TransferFailure::KeptForever) as u64;
+        let want_all = t.trace.header.observed_outcome.get("finished_sending").and_then(J::as_object).cloned().unwrap_or_default();
+        for (conn, te) in testees.iter_mut() {
+            let s = te.cmd(json!({"cmd": "status"})).await?;
+            let all = s.get("finished_sending").and_then(J::as_array).cloned().unwrap_or_default();
+            let of = |expired: bool| -> Vec<String> {
+                all.iter().filter(|x| (x.get("expired") == Some(&J::Bool(true))) == expired).filter_map(|x| x.get("p_req_id").and_then(J::as_str).map(String::from)).collect()
+            };
+            let (delivered, expired) = (of(false), of(true));
+            let want: Vec<String> = want_all.get(conn).and_then(J::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
+            let differs = delivered.iter().any(|d| !want.contains(d)) || want.iter().any(|w| !delivered.contains(w) && !expired.contains(w));
+            if differs && super::applies(&t.trace.header, "P-FINISHED-SENDING") {
+                out.push(f("P-FINISHED-SENDING", None, None, conn.clone(), format!("freed {delivered:?} after delivery and {expired:?} on expiry; vLLM freed {want:?}")));
+            }
+            let (tr, ex) = (s.get("tracked_transfers").and_then(J::as_u64), s.get("open_exchanges").and_then(J::as_u64));
+            if tr.is_none_or(|n| n > kept) || ex != Some(0) {
+                out.push(f("P-STATE-LEAK", None, None, conn.clone(), format!("{tr:?} transfers and {ex:?} exchanges tracked after the abort timeout ({kept} kept forever by design)")));
+            }
+        }
+        for s in servers {
+            s.abort();
+        }
+        Ok::<(), String>(())
+    };
+    let r = bounded(Duration::from_secs(120) + abort * 4, "the case", result).await.and_then(|x| x);
+    for (_, te) in testees {
+        te.stop().await;
+    }
+    r.map(|_| out)
+}
+
+/// Binds one generation-1 prefiller per rank at consecutive ports on 127.0.0.1 (base + rank), trying a few
+/// bases.
+pub(crate) async fn bind_workers(
+    ctx: &zmq::Context,
+    profile: &Gen1Profile,
+    ranks: u64,
+    regions: usize,
+    model: &Model,
+    abort: Duration,
+) -> Result<(u64, Vec<PrefillerPeer>), String> {
+    let mut last = String::new();
+    for attempt in 0..32u64 {
+        let base = 20_000 + (std::process::id() as u64 * 7919 + attempt * 104_729) % 40_000;
+        let mut peers = vec![];
+        let mut ok = true;
+        for r in 0..ranks {
+            let l = layout(regions, model, ranks, P_BASE, r);
+            let planner = producer_with(r as i64, ranks as i64, 1, &model_config(model), &l, profile.plan_rules()?, None)?;
+            let mut core = Gen1Prefiller::new(profile.clone(), planner);
+            core.set_abort_timeout(abort);
+            let cfg = PrefillerConfig {
+                bind: format!("tcp://127.0.0.1:{}", base + r),
+                engine_id: String::new(),
+                dp_rank: 0,
+                tp_rank: r as i64,
+                pp_rank: 0,
+                bootstrap: None,
+                abort_timeout: None,
+                record_wire: true,
+                faults: vec![],
+            };
+            match PrefillerPeer::start_machine(ctx, cfg, core, Arc::new(Mutex::new(l.memory(true))), Backend::Tcp).await {
+                Ok(p) => peers.push(p),
+                Err(e) => {
+                    last = e;
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        if ok {
+            return Ok((base, peers));
+        }
+    }
+    Err(format!("no free run of {ranks} consecutive ports on 127.0.0.1: {last}"))
+}
+
+/// The runner plays the prefiller worker(s); the testees are decoder workers.
+pub async fn as_prefiller(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pairing) -> Result<Vec<Finding>, String> {
+    let t = &case.model;
+    let scenario = opts.scenario_for(t);
+    let model = &opts.scenarios.model;
+    let Gen1Setup { profile, abort, msgs, by_id, regions, workers, p_tp, d_conns, d_tp } = Gen1Setup::new(t, model, &scenario)?;
+    let ctx = zmq::Context::new();
+    let (base, peers) = bind_workers(&ctx, &profile, p_tp, regions, model, abort).await?;
+    for p in &peers {
+        for (id, tr) in &by_id {
+            p.allocated(id, id);
+            if tr.ready == Ready::Before {
+                p.finished(id, id, tr.blocks.clone());
+            }
+        }
+        if scenario.fail_transfers > 0 {
+            p.fail_next_writes(scenario.fail_transfers, -1);
+        }
+    }
+    let mut out = vec![];
+    let mut testees: Vec<(String, Testee, LayoutConfig)> = vec![];
+    let result = async {
+        for (rank, conn) in d_conns.iter().enumerate() {
+            let (mut te, _) = Testee::start_logged(&opts.testee, opts.testee_log.as_ref()).await?;
+            let l = layout(regions, model, d_tp, D_BASE, rank as u64);
+            let cfg = json!({"tp_rank": rank, "tp_size": d_tp, "recv_timeout_s": (abort * 2 + opts.slack).as_secs_f64(), "layout": l});
+            te.cmd(json!({"cmd": "start", "role": "decoder", "revision": pairing.testee.revision, "config": cfg})).await.map_err(|e| format!("starting decoder testee {conn}: {e}"))?;
+            testees.push((conn.clone(), te, l));
+        }
+        // Each recorded message is one scheduler step of its decoder worker.
+        let mut sent_by: HashMap<String, usize> = HashMap::new();
+        for m in &msgs {
+            let Some((_, te, _)) = testees.iter_mut().find(|(c, _, _)| *c == m.decoder) else { continue };
+            let reqs: Vec<J> = m
+                .meta
+                .request_ids
+                .iter()
+                .zip(&m.meta.block_ids)
+                .map(|(d, b)| json!({"d_req_id": d, "blocks": if b.is_empty() { json!([]) } else { json!([b]) }, "remote_host": "127.0.0.1", "remote_port": base}))
+                .collect();
+            te.cmd(json!({"cmd": "pull", "requests": reqs})).await?;
+            *sent_by.entry(m.decoder.clone()).or_default() += 1;
+            // Settled: no exchange open.
+            let until = tokio::time::Instant::now() + abort * 2 + opts.slack * 2;
+            loop {
+                let s = te.cmd(json!({"cmd": "status"})).await?;
+                if s.get("open_exchanges").and_then(J::as_u64) == Some(0) {
+                    break;
+                }
+                if tokio::time::Instant::now() >= until {
+                    out.push(f("D-SETTLE", Some(m.seq), Some(m.line), format!("{} message", m.decoder), "the decoder did not settle its pull in time"));
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+
+        // What each prefiller worker received, against the recording.
+        let mut got: Vec<(String, Vec<Vec<u8>>)> = vec![];
+        for (i, p) in peers.iter().enumerate() {
+            let s = p.status().await?;
+            let conn = workers.get(i).map(|w| w.0.clone()).unwrap_or_default();
+            got.extend(s.wire.into_iter().filter(|(inbound, _)| *inbound).map(|(_, fr)| (conn.clone(), fr)));
+        }
+        let want: Vec<&Msg> = msgs.iter().collect();
+        if got.len() != want.len() {
+            out.push(f("REQUEST-COUNT", None, None, "requests", format!("{} requests arrived, vLLM's decoder sent {}", got.len(), want.len())));
+        }
+        for (k, (conn, frames)) in got.iter().enumerate() {
+            let msg = format!("request {} at {conn}", k + 1);
+            if frames.len() != 3 || !frames[1].is_empty() {
+                out.push(f("ZMQ-FRAMES", None, None, msg.clone(), format!("{} frames at the ROUTER; a REQ sends [routing_id, \"\", payload]", frames.len())));
+            }
+            let Some(bytes) = frames.last() else { continue };
+            match profile.decode_request(bytes) {
+                Err(e) => out.push(f("REQUEST-DECODE", None, None, msg, e)),
+                Ok(live) => {
+                    let canonical = profile.encode_request(&live).ok().as_deref() == Some(bytes.as_slice());
+                    if !canonical {
+                        out.push(f("WIRE-CANONICAL", None, None, msg.clone(), format!("{} is not msgspec's encoding of that value", hex::encode(bytes))));
+                    }
+                    let Some(w) = want.iter().find(|w| w.meta.request_ids == live.request_ids && ranks(t).iter().any(|r| &r.0 == conn && r.1 == w.endpoint)) else {
+                        out.push(f("REQUEST-DIFF", None, None, msg, format!("request ids {:?}: no such request recorded at this worker", live.request_ids)));
+                        continue;
+                    };
+                    let mut d = vec![];
+                    if live.block_ids != w.meta.block_ids {
+                        d.push(format!("$.block_ids: {:?} vs recorded {:?}", live.block_ids, w.meta.block_ids));
+                    }
+                    if live.kv_caches_base_addr.len() != w.meta.kv_caches_base_addr.len() {
+                        d.push(format!("$.kv_caches_base_addr: {} regions vs recorded {}", live.kv_caches_base_addr.len(), w.meta.kv_caches_base_addr.len()));
+                    }
+                    if !d.is_empty() {
+                        out.push(f("REQUEST-DIFF", Some(w.seq), Some(w.line), msg, d.join("; ")));
+                    }
+                }
+            }
+        }
+
+        // Outcomes against vLLM's.
+        let outcome = &t.trace.header.observed_outcome;
+        let scale = (model.block_bytes(p_tp) / model.block_bytes(d_tp).max(1)).max(1);
+        for (conn, te, l) in testees.iter_mut() {
+            let s = te.cmd(json!({"cmd": "status"})).await?;
+            let o = outcome.get(conn.as_str()).filter(|o| o.get("finished_recving").is_some()).unwrap_or(outcome);
+            let list = |v: Option<&J>| -> Vec<String> { v.and_then(J::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default() };
+            let mut want_fin = list(o.get("finished_recving").and_then(|x| x.get(conn.as_str())));
+            let mut got_fin = list(s.get("finished"));
+            want_fin.sort();
+            got_fin.sort();
+            if got_fin != want_fin && super::applies(&t.trace.header, "D-OUTCOME") {
+                out.push(f("D-OUTCOME", None, None, conn.clone(), format!("finished {got_fin:?}, vLLM's decoder finished {want_fin:?}")));
+            }
+            if s.get("failed").and_then(J::as_array).is_some_and(|a| !a.is_empty()) {
+                out.push(f("D-OUTCOME", None, None, conn.clone(), "reported failed requests; a generation-1 decoder reports none"));
+            }
+            if s.get("open_exchanges").and_then(J::as_u64) != Some(0) {
+                out.push(f("D-STATE-LEAK", None, None, conn.clone(), format!("{} exchanges still open", s["open_exchanges"])));
+            }
+            // Landed bytes of the requests it finished.
+            let exp: Vec<(usize, u64, u64)> = msgs
+                .iter()
+                .filter(|m| &m.decoder == conn && m.meta.request_ids.iter().all(|d| got_fin.contains(d)))
+                .flat_map(|m| expected(m, &by_id, regions, scale))
+                .collect();
+            let cols = columns_of(l);
+            let mut mem: HashMap<(usize, u64), Vec<u8>> = HashMap::new();
+            for r in 0..cols.base.len() {
+                let (base, bl) = (cols.base[r], cols.block_lens[r]);
+                if let Ok(a) = te.cmd(json!({"cmd": "read_memory", "addr": base, "len": bl * model.num_blocks})).await {
+                    if let Some(bytes) = a.get("hex").and_then(J::as_str).and_then(|h| hex::decode(h).ok()) {
+                        for b in 0..model.num_blocks {
+                            mem.insert((r, b), bytes[(b * bl) as usize..((b + 1) * bl) as usize].to_vec());
+                        }
+                    }
+                }
+            }
+            for p in check_landed_columns(&cols, model.num_blocks, &exp, p_tp == d_tp, |r, b| mem.get(&(r, b)).cloned()).into_iter().take(5) {
+                out.push(f("LANDED", None, None, format!("memory of {conn}"), p));
+            }
+        }
+        Ok::<(), String>(())
+    };
+    let r = bounded(Duration::from_secs(120) + abort * 4, "the case", result).await.and_then(|x| x);
+    for (_, te, _) in testees {
+        te.stop().await;
+    }
+    drop(peers);
+    r.map(|_| out)
+}

@@ -1,0 +1,382 @@
+//! Turns what the tap saw into trace events — both sides of every ZeroMQ message, with the real prefiller
+//! endpoints, so that the trace reads as if no tap had been there — writes them, checks them, and keeps the
+//! header up to date (roles, endpoints, revision).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use mooncake_wire::codec::{Codec, TyId};
+use mooncake_wire::spec::{Revision, Spec};
+use serde_json::{json, Value as J};
+
+use super::live::{revisions_fitting, ConnKey, Live};
+use super::relay::Obs;
+use super::workers::Workers;
+use super::writer::{http_json, zmq_json, TraceWriter};
+use super::{HttpSeen, Printer, Say, Seen, TapReport};
+use crate::checks::{HttpX, Xchg};
+use crate::trace::{Event, HttpDir, HttpEvent, Role, ZmqDir, ZmqEvent, UNOBSERVABLE};
+use crate::validate::Finding;
+
+/// Where the trace's revision came from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RevisionFrom {
+    /// `--revision`, resolved to this release.
+    Given(String),
+    /// Read off the first pull request: the newest revision whose rules give back its bytes, and the others
+    /// that would too.
+    Wire(Vec<String>),
+    /// Nothing told yet: the newest generation-2 revision is assumed.
+    Assumed,
+}
+
+/// What the header says about the tap itself (informational fields; readers ignore them).
+pub struct Setup {
+    pub scenario: String,
+    pub bootstrap_url: String,
+    pub upstream: Option<String>,
+}
+
+pub struct Recorder {
+    writer: TraceWriter,
+    live: Live,
+    workers: Arc<Workers>,
+    say: Printer,
+    setup: Setup,
+    started: i64,
+    seq: u64,
+    zmq: u64,
+    http: u64,
+    /// Pull requests seen (each opens an exchange).
+    requests: usize,
+    rev: Arc<Revision>,
+    release: String,
+    rev_from: RevisionFrom,
+    /// Decoder conn of each connection, and of each decoder's transfer-engine session.
+    conn_of_key: HashMap<ConnKey, String>,
+    conn_of_session: HashMap<String, String>,
+    decoders: Vec<String>,
+    endpoints: HashMap<String, Vec<String>>,
+    any: (Codec, TyId),
+    findings: Vec<Finding>,
+    finding_count: u64,
+    notes: Vec<String>,
+    troubles: Vec<String>,
+}
+
+/// Findings and notes kept for the report (all are printed as they happen): a long tap next to a chatty rogue
+/// peer must not grow without bound.
+const KEPT: usize = 10_000;
+
+fn newest_gen2() -> Arc<Revision> {
+    Spec::builtin().push().revisions.iter().rev().find(|r| r.generation == 2).cloned().expect("the spec has generation-2 revisions")
+}
+
+impl Recorder {
+    /// `revision`: from `--revision` (revision and release), or none (read off the wire).
+    pub fn new(writer: TraceWriter, live: Live, workers: Arc<Workers>, say: Printer, setup: Setup, revision: Option<(Arc<Revision>, String)>) -> Result<Recorder, String> {
+        let newest = newest_gen2();
+        let mut any_codec = Codec::new(newest.clone()).map_err(|e| e.to_string())?;
+        let any_ty = any_codec.type_of("any")?;
+        let (rev, release, rev_from) = match revision {
+            Some((r, rel)) => (r, rel.clone(), RevisionFrom::Given(rel)),
+            None => (newest.clone(), newest.releases.last().cloned().unwrap_or_default(), RevisionFrom::Assumed),
+        };
+        let mut r = Recorder {
+            writer,
+            live,
+            workers,
+            say,
+            setup,
+            started: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0),
+            seq: 0,
+            zmq: 0,
+            http: 0,
+            requests: 0,
+            rev: rev.clone(),
+            release,
+            rev_from: rev_from.clone(),
+            conn_of_key: HashMap::new(),
+            conn_of_session: HashMap::new(),
+            decoders: vec![],
+            endpoints: HashMap::new(),
+            any: (any_codec, any_ty),
+            findings: vec![],
+            finding_count: 0,
+            notes: vec![],
+            troubles: vec![],
+        };
+        if matches!(rev_from, RevisionFrom::Given(_)) {
+            let f = r.live.set_revision(rev)?;
+            r.found(f);
+        }
+        let h = r.header();
+        r.writer.set_header(h);
+        r.writer.sync_header()?;
+        Ok(r)
+    }
+
+    fn note(&mut self, text: String) {
+        (self.say)(Say::Note(&text));
+        if self.notes.len() < KEPT {
+            self.notes.push(text);
+        }
+    }
+
+    fn found(&mut self, fs: Vec<Finding>) {
+        for f in fs {
+            (self.say)(Say::Finding(&f));
+            self.finding_count += 1;
+            if self.findings.len() < KEPT {
+                self.findings.push(f);
+            }
+        }
+    }
+
+    fn trouble(&mut self, environment: bool, text: String) {
+        if environment {
+            (self.say)(Say::Note(&format!("environment: {text}")));
+            self.troubles.push(text);
+        } else {
+            self.note(text);
+        }
+    }
+
+    /// The header as it stands.
+    fn header(&self) -> J {
+        let mut roles = serde_json::Map::new();
+        let mut eps = serde_json::Map::new();
+        if self.http > 0 {
+            roles.insert("bootstrap".into(), json!("bootstrap"));
+        }
+        for w in self.workers.all() {
+            roles.insert(w.conn.clone(), json!("prefiller"));
+            eps.insert(w.conn.clone(), json!([w.real]));
+        }
+        for d in &self.decoders {
+            roles.insert(d.clone(), json!("decoder"));
+            eps.insert(d.clone(), json!(self.endpoints.get(d).cloned().unwrap_or_default()));
+        }
+        let (from, why) = match &self.rev_from {
+            RevisionFrom::Given(_) => ("--revision".to_string(), String::new()),
+            RevisionFrom::Wire(c) => (
+                "the wire".to_string(),
+                format!(" The revision was read off the first pull request ({}); --revision pins it.", if c.len() > 1 { format!("its bytes also fit {}", c[1..].join(", ")) } else { "no other revision fits its bytes".into() }),
+            ),
+            RevisionFrom::Assumed => ("assumed: the newest generation-2 revision (no pull request decoded)".to_string(), " No pull request told the revision: the newest generation-2 revision is assumed; --revision pins it.".into()),
+        };
+        json!({
+            "format": crate::trace::FORMAT,
+            "format_version": 1,
+            "vllm_version": self.release,
+            "connector": "MooncakeConnector",
+            "connector_generation": 2,
+            "scenario": self.setup.scenario,
+            "description": format!("Live traffic of a deployment, recorded by a tap between its decoders and prefillers. A tap sees only the wire: it cannot see transfer-engine calls or scheduler outcomes (`unobserved`).{why}"),
+            "recorded_by": format!("mooncake-conformance tap {}", env!("CARGO_PKG_VERSION")),
+            "roles": roles,
+            "conn_endpoints": eps,
+            "recorded_at_unix": self.started,
+            "observed_outcome": {},
+            "transfer_engine_calls": [],
+            "error": if self.troubles.is_empty() { J::Null } else { json!(self.troubles.join("; ")) },
+            "unobserved": UNOBSERVABLE,
+            "tap": {
+                "bootstrap": self.setup.bootstrap_url,
+                "upstream": self.setup.upstream,
+                "revision": self.rev.revision,
+                "revision_from": from,
+                "endpoints": self.workers.all().iter().map(|w| (w.real.clone(), json!(w.tap))).collect::<serde_json::Map<_, _>>(),
+            },
+        })
+    }
+
+    /// Untyped decode of a payload (as the recorder's `msgspec.msgpack.decode`), or its text.
+    fn decoded(&self, payload: &[u8]) -> (Option<J>, Option<String>) {
+        match self.any.0.decode_type(self.any.1, payload) {
+            Ok(v) => (Some(Codec::to_json(&v)), None),
+            Err(_) => (None, std::str::from_utf8(payload).ok().filter(|t| !t.is_empty()).map(String::from)),
+        }
+    }
+
+    /// The decoder conn of a connection: the first message names it by the decoder's transfer-engine session
+    /// (`remote_hostname:remote_port`), so one decoder worker's connections share a conn; a connection whose
+    /// first message does not say gets a conn of its own.
+    fn decoder_conn(&mut self, key: &ConnKey, decoded: Option<&J>) -> String {
+        if let Some(c) = self.conn_of_key.get(key) {
+            return c.clone();
+        }
+        let session = decoded.and_then(|d| Some(format!("{}:{}", d.get("remote_hostname")?.as_str()?, d.get("remote_port")?.as_u64()?)));
+        let conn = match session.as_ref().and_then(|s| self.conn_of_session.get(s)) {
+            Some(c) => c.clone(),
+            None => {
+                let c = format!("decoder{}", self.decoders.len());
+                self.decoders.push(c.clone());
+                if let Some(s) = session {
+                    self.conn_of_session.insert(s, c.clone());
+                }
+                c
+            }
+        };
+        self.conn_of_key.insert(key.clone(), conn.clone());
+        conn
+    }
+
+    fn next_seq(&mut self) -> (u64, usize) {
+        self.seq += 1;
+        (self.seq, self.seq as usize + 1)
+    }
+
+    fn write(&mut self, ev: Event) {
+        let line = match &ev {
+            Event::Zmq(z) => zmq_json(z),
+            Event::Http(h) => http_json(h),
+        };
+        if let Err(e) = self.writer.append(&line) {
+            self.trouble(true, format!("writing the trace: {e}"));
+        }
+        let f = self.live.event(ev);
+        self.found(f);
+    }
+
+    pub fn handle(&mut self, s: Seen) {
+        match s {
+            Seen::Zmq(Obs::Request { worker, rid, frames }) => self.request(worker, rid, frames),
+            Seen::Zmq(Obs::Reply { worker, rid, frames, delivered }) => self.reply(worker, rid, frames, delivered),
+            // Forgotten with its connection, so that a long tap's memory stays bounded.
+            Seen::Zmq(Obs::Closed { worker, rid }) => {
+                self.conn_of_key.remove(&(worker, rid));
+            }
+            // The tap could not do its job (a socket it could not open): its surroundings failed.
+            Seen::Zmq(Obs::Trouble(t)) => self.trouble(true, t),
+            Seen::Http(h) => self.http_exchange(h),
+            Seen::Trouble { environment, text } => self.trouble(environment, text),
+        }
+    }
+
+    fn worker(&self, worker: usize) -> (String, String) {
+        self.workers.get(worker).map(|w| (w.conn, w.real)).unwrap_or_else(|| (format!("prefiller{worker}"), String::new()))
+    }
+
+    fn request(&mut self, worker: usize, rid: Vec<u8>, frames: Vec<Vec<u8>>) {
+        let (pconn, real) = self.worker(worker);
+        let payload = frames.last().cloned().unwrap_or_default();
+        if self.rev_from == RevisionFrom::Assumed {
+            let fits = revisions_fitting(&payload);
+            if let Some(first) = fits.first().cloned() {
+                self.rev = first.clone();
+                self.release = first.releases.last().cloned().unwrap_or_default();
+                self.rev_from = RevisionFrom::Wire(fits.iter().map(|r| r.revision.clone()).collect());
+                let also = if fits.len() > 1 { format!("; its bytes also fit {}", fits[1..].iter().map(|r| r.revision.as_str()).collect::<Vec<_>>().join(", ")) } else { String::new() };
+                self.note(format!("revision read off the first pull request: {}{also} (--revision pins it)", first.revision));
+                match self.live.set_revision(first) {
+                    Ok(f) => self.found(f),
+                    Err(e) => self.note(format!("cannot check {}: {e}", self.rev.revision)),
+                }
+            }
+        }
+        let (decoded, text) = self.decoded(&payload);
+        let key = (worker, rid.clone());
+        let dconn = self.decoder_conn(&key, decoded.as_ref());
+        let eps = self.endpoints.entry(dconn.clone()).or_default();
+        if !eps.contains(&real) {
+            eps.push(real.clone());
+        }
+        let (seq, line) = self.next_seq();
+        let d = ZmqEvent { seq, line, side: Role::Decoder, conn: dconn.clone(), socket: "DEALER".into(), endpoint: real.clone(), bound: false, dir: ZmqDir::Send, frames: frames.clone(), decoded: decoded.clone(), payload_text: text.clone() };
+        self.write(Event::Zmq(d));
+        let (pseq, pline) = self.next_seq();
+        let mut pf = vec![rid];
+        pf.extend(frames);
+        let p = ZmqEvent { seq: pseq, line: pline, side: Role::Prefiller, conn: pconn, socket: "ROUTER".into(), endpoint: real.clone(), bound: true, dir: ZmqDir::Recv, frames: pf, decoded, payload_text: text };
+        self.write(Event::Zmq(p));
+        self.zmq += 2;
+        let x = Xchg { index: self.requests, decoder: dconn, endpoint: real, request: payload, replies: vec![], seq: Some(seq), line: Some(line) };
+        self.requests += 1;
+        let f = self.live.request(key, x);
+        self.found(f);
+    }
+
+    fn reply(&mut self, worker: usize, rid: Vec<u8>, frames: Vec<Vec<u8>>, delivered: bool) {
+        let (pconn, real) = self.worker(worker);
+        let key = (worker, rid.clone());
+        let payload = frames.last().cloned().unwrap_or_default();
+        let (decoded, text) = self.decoded(&payload);
+        let dconn = self.decoder_conn(&key, None);
+        let (pseq, pline) = self.next_seq();
+        let mut pf = vec![rid];
+        pf.extend(frames.iter().cloned());
+        let p = ZmqEvent { seq: pseq, line: pline, side: Role::Prefiller, conn: pconn, socket: "ROUTER".into(), endpoint: real.clone(), bound: true, dir: ZmqDir::Send, frames: pf, decoded: decoded.clone(), payload_text: text.clone() };
+        self.write(Event::Zmq(p));
+        self.zmq += 1;
+        if !delivered {
+            // The decoder never received it: there is no decoder event to record.
+            self.note(format!("seq {pseq}: a reply of {} to {dconn} could not be delivered: that decoder connection is gone (libzmq drops it, as it would have without the tap)", real));
+            return;
+        }
+        let (seq, line) = self.next_seq();
+        let d = ZmqEvent { seq, line, side: Role::Decoder, conn: dconn, socket: "DEALER".into(), endpoint: real, bound: false, dir: ZmqDir::Recv, frames, decoded, payload_text: text };
+        self.write(Event::Zmq(d));
+        self.zmq += 1;
+        let f = self.live.reply(key, payload, seq, line);
+        self.found(f);
+    }
+
+    fn http_exchange(&mut self, h: HttpSeen) {
+        let body = |raw: &[u8]| -> Option<J> { if raw.is_empty() { None } else { serde_json::from_slice(raw).ok() } };
+        let text = |raw: &[u8]| String::from_utf8_lossy(raw).into_owned();
+        let (qseq, qline) = self.next_seq();
+        let req = HttpEvent { seq: qseq, line: qline, conn: "bootstrap".into(), dir: HttpDir::Request, method: h.method.clone(), path: h.path.clone(), status: None, body: body(&h.request), body_raw: text(&h.request) };
+        let (rseq, rline) = self.next_seq();
+        let resp = HttpEvent { seq: rseq, line: rline, conn: "bootstrap".into(), dir: HttpDir::Response, method: h.method.clone(), path: h.path.clone(), status: Some(h.status), body: body(&h.response), body_raw: text(&h.response) };
+        self.http += 2;
+        let x = HttpX { method: h.method, path: h.path, request: req.body.clone(), status: h.status, response: resp.body.clone(), seq: Some(rseq), line: Some(rline) };
+        self.write(Event::Http(req));
+        self.write(Event::Http(resp));
+        let f = self.live.http(x);
+        self.found(f);
+    }
+
+    /// Once a second: exchanges past the reply timeout are checked; the header catches up with what traffic
+    /// told.
+    pub fn tick(&mut self) {
+        let f = self.live.tick();
+        self.found(f);
+        self.sync_header();
+    }
+
+    fn sync_header(&mut self) {
+        let h = self.header();
+        self.writer.set_header(h);
+        if let Err(e) = self.writer.sync_header() {
+            self.trouble(true, format!("rewriting the trace header: {e}"));
+        }
+    }
+
+    /// The tap stopped: the last checks, the final header.
+    pub fn finish(mut self) -> TapReport {
+        let live = std::mem::replace(&mut self.live, Live::new(None));
+        let (f, notes, checked) = live.finish();
+        self.found(f);
+        for n in notes {
+            self.note(n);
+        }
+        if self.rev_from == RevisionFrom::Assumed && self.zmq > 0 {
+            self.note(format!("no pull request told the revision: the trace says {} (the newest generation-2 revision); --revision pins it", self.rev.revision));
+        }
+        self.sync_header();
+        TapReport {
+            path: self.writer.path().to_path_buf(),
+            events: self.seq,
+            zmq: self.zmq,
+            http: self.http,
+            exchanges: checked,
+            requests: self.requests as u64,
+            revision: self.rev.revision.clone(),
+            findings: self.findings,
+            finding_count: self.finding_count,
+            notes: self.notes,
+            troubles: self.troubles,
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! The tap's ZeroMQ relay: a thread that owns, for every tapped prefiller worker, a ROUTER of the tap's own
+//! (the endpoint decoders are handed), and for every decoder connection on it a DEALER to the real prefiller.
+//! It forwards every message both ways unchanged — frame boundaries, frame bytes and order — and reports each
+//! one after forwarding it.
+//!
+//! The DEALER of a decoder connection takes that connection's routing id (`ZMQ_ROUTING_ID`) as its own, so
+//! the prefiller's ROUTER sees one peer per decoder connection, under the id the tap's ROUTER saw: each
+//! decoder keeps its own routing identity on the prefiller side, and a recorded `frames[0]` is what the
+//! prefiller really saw.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use mooncake_wire::limits;
+use tokio::sync::oneshot;
+
+/// A DEALER that carried nothing either way for this long is closed (the decoder opened a new connection per
+/// exchange, as vLLM does, or went away).
+pub const LEG_IDLE: Duration = Duration::from_secs(120);
+
+/// At most this many decoder connections are relayed at once; past that the least recently used is closed.
+pub const MAX_LEGS: usize = 4096;
+
+/// What the relay forwarded, or could not.
+#[derive(Debug)]
+pub enum Obs {
+    /// A decoder's message on the tap's ROUTER of `worker`, forwarded to the real prefiller: the routing id
+    /// the ROUTER gave the decoder's connection, and the frames after it.
+    Request { worker: usize, rid: Vec<u8>, frames: Vec<Vec<u8>> },
+    /// The prefiller's message on the DEALER of that connection, forwarded to the decoder; `delivered` is false
+    /// when the decoder's connection was gone (libzmq would have dropped the reply too).
+    Reply { worker: usize, rid: Vec<u8>, frames: Vec<Vec<u8>>, delivered: bool },
+    /// The relay closed the DEALER of a decoder connection (idle for [`LEG_IDLE`], or the oldest of too many).
+    Closed { worker: usize, rid: Vec<u8> },
+    /// Something the relay could not do (connect, send); the message it concerns was not forwarded.
+    Trouble(String),
+}
+
+enum Cmd {
+    Add { worker: usize, real: String, reply: oneshot::Sender<Result<String, String>> },
+    Shutdown,
+}
+
+/// The relay thread. Dropping it stops the thread and closes every socket.
+pub struct Relay {
+    cmds: mpsc::Sender<Cmd>,
+    wake: Mutex<zmq::Socket>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+impl Relay {
+    /// Starts the thread. Its ROUTERs bind `tcp://<host>:*`; `emit` hears of every message forwarded.
+    pub fn start(host: &str, emit: Box<dyn FnMut(Obs) + Send>) -> Result<Relay, String> {
+        let ctx = zmq::Context::new();
+        let wake_addr = format!("inproc://mooncake-tap-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        let pull = ctx.socket(zmq::PULL).map_err(|e| e.to_string())?;
+        pull.bind(&wake_addr).map_err(|e| e.to_string())?;
+        let push = ctx.socket(zmq::PUSH).map_err(|e| e.to_string())?;
+        push.connect(&wake_addr).map_err(|e| e.to_string())?;
+        let (tx, rx) = mpsc::channel();
+        let host = host.to_string();
+        let thread = std::thread::Builder::new()
+            .name("mooncake-tap".into())
+            .spawn(move || Thread { ctx, host, fronts: vec![], legs: HashMap::new(), emit }.run(pull, rx))
+            .map_err(|e| e.to_string())?;
+        Ok(Relay { cmds: tx, wake: Mutex::new(push), thread: Mutex::new(Some(thread)) })
+    }
+
+    fn send(&self, c: Cmd) {
+        if self.cmds.send(c).is_ok() {
+            if let Ok(w) = self.wake.lock() {
+                let _ = w.send(&[0u8][..], zmq::DONTWAIT);
+            }
+        }
+    }
+
+    /// Taps the prefiller worker at `real`: binds a ROUTER of the tap's own and returns its endpoint.
+    pub async fn add(&self, worker: usize, real: &str) -> Result<String, String> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Cmd::Add { worker, real: real.to_string(), reply: tx });
+        rx.await.map_err(|_| "the tap's ZeroMQ thread stopped".to_string())?
+    }
+}
+
+impl Relay {
+    /// Stops the thread and closes every socket; once this returns, everything forwarded has been reported.
+    pub fn stop(&self) {
+        let t = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(t) = t {
+            self.send(Cmd::Shutdown);
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A tapped worker: the tap's ROUTER and the real endpoint behind it.
+struct Front {
+    worker: usize,
+    router: zmq::Socket,
+    real: String,
+}
+
+/// One decoder connection, relayed: the DEALER to the real prefiller.
+struct Leg {
+    dealer: zmq::Socket,
+    last: Instant,
+}
+
+struct Thread {
+    ctx: zmq::Context,
+    host: String,
+    fronts: Vec<Front>,
+    /// (front index, routing id) → leg.
+    legs: HashMap<(usize, Vec<u8>), Leg>,
+    emit: Box<dyn FnMut(Obs) + Send>,
+}
+
+fn v6(addr: &str) -> bool {
+    addr.strip_prefix("tcp://").is_some_and(|r| r.starts_with('['))
+}
+
+impl Thread {
+    fn run(mut self, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>) {
+        let mut last_sweep = Instant::now();
+        loop {
+            let keys: Vec<(usize, Vec<u8>)> = self.legs.keys().cloned().collect();
+            let (wake_ready, fronts_ready, legs_ready) = {
+                let mut items = vec![wake.as_poll_item(zmq::POLLIN)];
+                items.extend(self.fronts.iter().map(|f| f.router.as_poll_item(zmq::POLLIN)));
+                items.extend(keys.iter().map(|k| self.legs[k].dealer.as_poll_item(zmq::POLLIN)));
+                if zmq::poll(&mut items, 1000).is_err() {
+                    return;
+                }
+                let n = self.fronts.len();
+                (
+                    items[0].is_readable(),
+                    (0..n).filter(|i| items[1 + i].is_readable()).collect::<Vec<_>>(),
+                    keys.iter().enumerate().filter(|(i, _)| items[1 + n + i].is_readable()).map(|(_, k)| k.clone()).collect::<Vec<_>>(),
+                )
+            };
+            if wake_ready {
+                while wake.recv_bytes(zmq::DONTWAIT).is_ok() {}
+                while let Ok(c) = cmds.try_recv() {
+                    match c {
+                        Cmd::Shutdown => return,
+                        Cmd::Add { worker, real, reply } => {
+                            let _ = reply.send(self.bind_front(worker, real));
+                        }
+                    }
+                }
+            }
+            for f in fronts_ready {
+                while let Ok(msg) = self.fronts[f].router.recv_multipart(zmq::DONTWAIT) {
+                    self.from_decoder(f, msg);
+                }
+            }
+            for k in legs_ready {
+                loop {
+                    let Some(leg) = self.legs.get(&k) else { break };
+                    let Ok(frames) = leg.dealer.recv_multipart(zmq::DONTWAIT) else { break };
+                    self.from_prefiller(&k, frames);
+                }
+            }
+            if last_sweep.elapsed() >= Duration::from_secs(1) {
+                last_sweep = Instant::now();
+                let idle: Vec<(usize, Vec<u8>)> = self.legs.iter().filter(|(_, l)| l.last.elapsed() >= LEG_IDLE).map(|(k, _)| k.clone()).collect();
+                for k in idle {
+                    self.close_leg(&k);
+                }
+            }
+        }
+    }
+
+    fn bind_front(&mut self, worker: usize, real: String) -> Result<String, String> {
+        let s = self.ctx.socket(zmq::ROUTER).map_err(|e| e.to_string())?;
+        s.set_linger(0).map_err(|e| e.to_string())?;
+        s.set_maxmsgsize(limits::MAX_FRAME_BYTES as i64).map_err(|e| e.to_string())?;
+        // Replies to a decoder connection that is gone fail instead of vanishing, so the tap can say so.
+        s.set_router_mandatory(true).map_err(|e| e.to_string())?;
+        s.set_sndhwm(0).map_err(|e| e.to_string())?;
+        let ep = if self.host.contains(':') { format!("tcp://[{}]:*", self.host) } else { format!("tcp://{}:*", self.host) };
+        if v6(&ep) {
+            s.set_ipv6(true).map_err(|e| e.to_string())?;
+        }
+        s.bind(&ep).map_err(|e| format!("bind {ep}: {e}"))?;
+        let bound = s.get_last_endpoint().map_err(|e| e.to_string())?.map_err(|_| "endpoint is not UTF-8".to_string())?;
+        self.fronts.push(Front { worker, router: s, real });
+        Ok(bound)
+    }
+
+    fn open_leg(&self, f: usize, rid: &[u8]) -> Result<zmq::Socket, String> {
+        let real = &self.fronts[f].real;
+        let s = self.ctx.socket(zmq::DEALER).map_err(|e| e.to_string())?;
+        if !rid.is_empty() && rid.len() <= 255 {
+            s.set_identity(rid).map_err(|e| format!("routing id {}: {e}", hex::encode(rid)))?;
+        }
+        // vLLM's decoder DEALER options (make_zmq_socket): no high-water marks, no linger.
+        s.set_linger(0).map_err(|e| e.to_string())?;
+        s.set_sndhwm(0).map_err(|e| e.to_string())?;
+        s.set_rcvhwm(0).map_err(|e| e.to_string())?;
+        s.set_maxmsgsize(limits::MAX_FRAME_BYTES as i64).map_err(|e| e.to_string())?;
+        if v6(real) {
+            s.set_ipv6(true).map_err(|e| e.to_string())?;
+        }
+        s.connect(real).map_err(|e| format!("connect {real}: {e}"))?;
+        Ok(s)
+    }
+
+    fn close_leg(&mut self, k: &(usize, Vec<u8>)) {
+        if self.legs.remove(k).is_some() {
+            (self.emit)(Obs::Closed { worker: self.fronts[k.0].worker, rid: k.1.clone() });
+        }
+    }
+
+    fn from_decoder(&mut self, f: usize, mut msg: Vec<Vec<u8>>) {
+        if msg.is_empty() {
+            return;
+        }
+        let rid = msg.remove(0);
+        let key = (f, rid.clone());
+        if !self.legs.contains_key(&key) {
+            if self.legs.len() >= MAX_LEGS {
+                if let Some(oldest) = self.legs.iter().min_by_key(|(_, l)| l.last).map(|(k, _)| k.clone()) {
+                    self.close_leg(&oldest);
+                }
+            }
+            match self.open_leg(f, &rid) {
+                Ok(dealer) => {
+                    self.legs.insert(key.clone(), Leg { dealer, last: Instant::now() });
+                }
+                Err(e) => {
+                    (self.emit)(Obs::Trouble(format!("cannot relay a decoder connection to {}: {e}", self.fronts[f].real)));
+                    return;
+                }
+            }
+        }
+        let leg = self.legs.get_mut(&key).expect("opened above");
+        leg.last = Instant::now();
+        if let Err(e) = leg.dealer.send_multipart(msg.iter(), zmq::DONTWAIT) {
+            (self.emit)(Obs::Trouble(format!("cannot forward a decoder's message to {}: {e}", self.fronts[f].real)));
+            return;
+        }
+        (self.emit)(Obs::Request { worker: self.fronts[f].worker, rid, frames: msg });
+    }
+
+    fn from_prefiller(&mut self, key: &(usize, Vec<u8>), frames: Vec<Vec<u8>>) {
+        if let Some(l) = self.legs.get_mut(key) {
+            l.last = Instant::now();
+        }
+        let front = &self.fronts[key.0];
+        let mut out = Vec::with_capacity(frames.len() + 1);
+        out.push(key.1.clone());
+        out.extend(frames.iter().cloned());
+        let delivered = front.router.send_multipart(out, zmq::DONTWAIT).is_ok();
+        (self.emit)(Obs::Reply { worker: front.worker, rid: key.1.clone(), frames, delivered });
+    }
+}

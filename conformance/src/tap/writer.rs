@@ -1,0 +1,125 @@
+//! The trace file a tap writes (`conformance/traces/README.md`, format_version 1): the header line, then one
+//! event per line appended as it happens and flushed at once, so that nothing recorded is lost when the tap is
+//! stopped. The header only becomes complete as traffic shows who is who (roles, endpoints, the revision);
+//! it is rewritten in place (a copy renamed over the file) when it changed, at most once per `sync_header`.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value as J};
+
+use crate::trace::{HttpDir, HttpEvent, Role, ZmqDir, ZmqEvent};
+
+pub struct TraceWriter {
+    path: PathBuf,
+    file: File,
+    header: J,
+    dirty: bool,
+}
+
+fn io(path: &Path, e: std::io::Error) -> String {
+    format!("{}: {e}", path.display())
+}
+
+impl TraceWriter {
+    /// Creates (or truncates) `path` and writes `header` as its first line.
+    pub fn create(path: &Path, header: J) -> Result<TraceWriter, String> {
+        let mut file = File::create(path).map_err(|e| io(path, e))?;
+        file.write_all(format!("{header}\n").as_bytes()).map_err(|e| io(path, e))?;
+        Ok(TraceWriter { path: path.to_path_buf(), file, header, dirty: false })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one event line; it is on disk (in the kernel's hands) when this returns.
+    pub fn append(&mut self, event: &J) -> Result<(), String> {
+        self.file.write_all(format!("{event}\n").as_bytes()).map_err(|e| io(&self.path, e))
+    }
+
+    /// The header the file should have; written by the next [`TraceWriter::sync_header`].
+    pub fn set_header(&mut self, header: J) {
+        if header != self.header {
+            self.header = header;
+            self.dirty = true;
+        }
+    }
+
+    /// Rewrites the header line if it changed: the file is copied behind the new header and the copy renamed
+    /// over it, so a reader never sees a half-written file.
+    pub fn sync_header(&mut self) -> Result<(), String> {
+        if !self.dirty {
+            return Ok(());
+        }
+        self.file.flush().map_err(|e| io(&self.path, e))?;
+        let name = self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = self.path.with_file_name(format!(".{name}.tap-tmp"));
+        {
+            let mut old = BufReader::new(File::open(&self.path).map_err(|e| io(&self.path, e))?);
+            let mut first = vec![];
+            old.read_until(b'\n', &mut first).map_err(|e| io(&self.path, e))?;
+            let mut out = File::create(&tmp).map_err(|e| io(&tmp, e))?;
+            out.write_all(format!("{}\n", self.header).as_bytes()).map_err(|e| io(&tmp, e))?;
+            std::io::copy(&mut old, &mut out).map_err(|e| io(&tmp, e))?;
+            out.flush().map_err(|e| io(&tmp, e))?;
+        }
+        std::fs::rename(&tmp, &self.path).map_err(|e| io(&self.path, e))?;
+        self.file = OpenOptions::new().append(true).open(&self.path).map_err(|e| io(&self.path, e))?;
+        self.dirty = false;
+        Ok(())
+    }
+}
+
+/// A ZeroMQ event as a trace line (the recorder's key order).
+pub fn zmq_json(z: &ZmqEvent) -> J {
+    let mut e = json!({
+        "seq": z.seq, "kind": "zmq", "side": z.side.as_str(), "conn": z.conn, "socket": z.socket,
+        "endpoint": z.endpoint, "bound": z.bound, "dir": match z.dir { ZmqDir::Send => "send", ZmqDir::Recv => "recv" },
+        "frames": z.frames.iter().map(hex::encode).collect::<Vec<_>>(),
+    });
+    if let Some(d) = &z.decoded {
+        e["decoded"] = d.clone();
+    }
+    if z.side == Role::Prefiller && z.bound {
+        e["note"] = json!("frame 0 is the ZMQ routing id seen by the ROUTER (not a ZMTP payload frame)");
+    }
+    if let Some(t) = &z.payload_text {
+        e["payload_text"] = json!(t);
+    }
+    e
+}
+
+/// An HTTP event as a trace line.
+pub fn http_json(h: &HttpEvent) -> J {
+    let mut e = json!({"seq": h.seq, "kind": "http", "conn": h.conn, "dir": match h.dir { HttpDir::Request => "request", HttpDir::Response => "response" }, "method": h.method, "path": h.path});
+    if let Some(s) = h.status {
+        e["status"] = json!(s);
+    }
+    e["body"] = h.body.clone().unwrap_or(J::Null);
+    e["body_raw"] = json!(h.body_raw);
+    e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_header_is_rewritten_in_place_and_appending_goes_on() {
+        let dir = std::env::temp_dir().join(format!("tap-writer-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("t.jsonl");
+        let mut w = TraceWriter::create(&p, json!({"h": 1})).unwrap();
+        w.append(&json!({"seq": 1})).unwrap();
+        w.set_header(json!({"h": 2, "longer": "header line"}));
+        w.sync_header().unwrap();
+        w.append(&json!({"seq": 2})).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "{\"h\":2,\"longer\":\"header line\"}\n{\"seq\":1}\n{\"seq\":2}\n");
+        // Unchanged: no rewrite.
+        w.set_header(json!({"h": 2, "longer": "header line"}));
+        assert!(!w.dirty);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

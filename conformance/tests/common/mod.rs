@@ -1,0 +1,53 @@
+//! What the bundled traces hold, counted from the files themselves (not through the runner), so tests can
+//! check the runner's case counts without repeating a number that changes whenever a recording is added.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+pub fn traces_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("traces")
+}
+
+/// Every `*.jsonl` under `dir`, sorted.
+pub fn trace_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![];
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "jsonl") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Per trace: (has ZeroMQ events, has HTTP events, ZeroMQ events, HTTP events).
+pub fn kinds(p: &Path) -> (bool, bool, usize, usize) {
+    let text = std::fs::read_to_string(p).unwrap();
+    let mut zmq = 0;
+    let mut http = 0;
+    for l in text.lines().skip(1).filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        match v["kind"].as_str() {
+            Some("zmq") => zmq += 1,
+            Some("http") => http += 1,
+            _ => {}
+        }
+    }
+    (zmq > 0, http > 0, zmq, http)
+}
+
+/// The cases the bundled traces of `dir` make: a prefiller and a decoder case for a trace with ZeroMQ
+/// traffic, a bootstrap case for one with HTTP traffic.
+pub fn expected_cases(dir: &Path) -> usize {
+    trace_files(dir).iter().map(|p| {
+        let (z, h, _, _) = kinds(p);
+        2 * z as usize + h as usize
+    }).sum()
+}
