@@ -1,0 +1,673 @@
+#!/usr/bin/env python3
+"""Coordinator of a recording: starts vLLM's bootstrap server and every connector worker of a scenario as separate
+processes on 127.0.0.1 (peer.py), drives them as the scenario in conformance/scenarios.toml says, merges the events
+all of them tapped into one `seq` order, and writes one trace per scenario in the format of
+conformance/traces/README.md.
+
+Needs only the standard library (Python 3.11+); the peers run under the interpreter given with --python, with the
+release's vLLM first on PYTHONPATH (--vllm-path).
+"""
+
+import argparse
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import shutil
+import tempfile
+import tomllib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+RECORDED_BY = "tools/record (mooncake-wire)"
+ENGINE_P = "engine-prefill-0"
+ENGINE_D = "engine-decode-0"
+FIRST_RPC_PORT = 17001
+POLL_S = 0.02
+VERBOSE = bool(os.environ.get("MOONCAKE_RECORD_VERBOSE"))
+_T0 = time.monotonic()
+
+
+def trace_step(msg):
+    if VERBOSE:
+        print(f"    [{time.monotonic() - _T0:7.2f}] {msg}", flush=True)
+
+
+class RecordError(Exception):
+    pass
+
+
+def version_tuple(v):
+    out = []
+    for part in v.split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        out.append(int(digits) if digits else 0)
+    return tuple(out)
+
+
+def free_port(consecutive=1):
+    """A port (and the `consecutive - 1` after it) that nothing on 127.0.0.1 listens on right now."""
+    for _ in range(200):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        base = s.getsockname()[1]
+        s.close()
+        if base + consecutive > 65535:
+            continue
+        ok = True
+        for p in range(base, base + consecutive):
+            t = socket.socket()
+            try:
+                t.bind(("127.0.0.1", p))
+            except OSError:
+                ok = False
+            finally:
+                t.close()
+        if ok:
+            return base
+    raise RecordError("no free port on 127.0.0.1")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Peer processes
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def kill_group(pid):
+    """SIGTERM, then SIGKILL, to a peer's session (its process group); bounded."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            if not alive(pid):
+                return
+            time.sleep(0.05)
+
+
+class Channel:
+    """Line-delimited JSON answers read on a thread of their own; every wait is bounded and notices a dead pid."""
+
+    def __init__(self, stream, name):
+        self.name = name
+        self.pid = None
+        self.q = queue.Queue()
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream):
+        try:
+            for line in stream:
+                try:
+                    self.q.put(json.loads(line))
+                except ValueError:
+                    self.q.put({"garbage": line})
+        except (OSError, ValueError):
+            pass
+        self.q.put(None)
+
+    def get(self, timeout, what, on_dead=""):
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                msg = self.q.get(timeout=0.5)
+            except queue.Empty:
+                if self.pid is not None and not alive(self.pid):
+                    raise RecordError(f"{self.name}: process exited during {what}{on_dead}")
+                if time.monotonic() > deadline:
+                    raise RecordError(f"{self.name}: no answer to {what} within {timeout:.0f} s{on_dead}")
+                continue
+            if msg is None:
+                raise RecordError(f"{self.name}: channel closed during {what}{on_dead}")
+            return msg
+
+
+class Zygote:
+    """`peer.py zygote`: imports vLLM once per release, forks the peers."""
+
+    def __init__(self, python, env, log_dir):
+        self.log_path = os.path.join(log_dir, "zygote.log")
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([python, "-u", os.path.join(HERE, "peer.py"), "zygote"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True, env=env, cwd=HERE,
+                                     start_new_session=True)
+        self.chan = Channel(self.proc.stdout, "zygote")
+        self.chan.pid = self.proc.pid
+        self.lock = threading.Lock()
+
+    def wait_ready(self, timeout=600):
+        try:
+            msg = self.chan.get(timeout, "start-up (importing vLLM)", f" (log: {self.log_path}){tail(self.log_path)}")
+        except RecordError:
+            raise
+        if not msg.get("ready"):
+            raise RecordError(f"zygote: unexpected start-up line {msg}")
+        return msg
+
+    def spawn(self, role, conn, cmd_fifo, reply_fifo, log, env):
+        with self.lock:
+            self.proc.stdin.write(json.dumps({"cmd": "spawn", "role": role, "conn": conn, "cmd_fifo": cmd_fifo,
+                                              "reply_fifo": reply_fifo, "log": log, "env": env}) + "\n")
+            self.proc.stdin.flush()
+            msg = self.chan.get(30, f"spawn {conn}")
+        if "pid" not in msg:
+            raise RecordError(f"zygote: cannot spawn {conn}: {msg}")
+        return msg["pid"]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(json.dumps({"cmd": "quit"}) + "\n")
+                self.proc.stdin.flush()
+                self.proc.wait(timeout=5)
+            except Exception:
+                pass
+        if self.proc.poll() is None:
+            kill_group(self.proc.pid)
+            try:
+                self.proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                pass
+        self.log.close()
+
+
+def tail(path, n=12):
+    try:
+        with open(path, errors="replace") as f:
+            lines = f.read().splitlines()[-n:]
+        return "\n    " + "\n    ".join(lines) if lines else ""
+    except OSError:
+        return ""
+
+
+class Peer:
+    """One recorder process, forked by the zygote, talked to over two FIFOs. stop() ends it and its session."""
+
+    def __init__(self, run, role, conn):
+        self.run, self.role, self.conn = run, role, conn
+        self.log_path = os.path.join(run.log_dir, f"{conn}.log")
+        cmd_fifo = os.path.join(run.fifo_dir, f"{conn}.cmd")
+        reply_fifo = os.path.join(run.fifo_dir, f"{conn}.reply")
+        os.mkfifo(cmd_fifo)
+        os.mkfifo(reply_fifo)
+        # O_RDWR never blocks on a FIFO; the peer opens the other ends.
+        self.w = os.fdopen(os.open(cmd_fifo, os.O_RDWR), "w", buffering=1)
+        r = os.fdopen(os.open(reply_fifo, os.O_RDWR), "r")
+        self.chan = Channel(r, conn)
+        self.pid = None
+        run.peers.append(self)
+        self.pid = self.chan.pid = run.rec.zygote.spawn(role, conn, cmd_fifo, reply_fifo, self.log_path, run.env)
+        self.next_id = 0
+
+    def _get(self, timeout, what):
+        return self.chan.get(timeout, what, f" (log: {self.log_path}){tail(self.log_path)}")
+
+    def wait_ready(self, timeout=60):
+        msg = self._get(timeout, "start-up")
+        if not msg.get("ready"):
+            raise RecordError(f"{self.conn}: unexpected start-up line {msg}")
+
+    def send(self, cmd, **kw):
+        self.next_id += 1
+        try:
+            self.w.write(json.dumps({"id": self.next_id, "cmd": cmd, **kw}) + "\n")
+            self.w.flush()
+        except OSError as e:
+            raise RecordError(f"{self.conn}: cannot send {cmd}: {e}")
+        return self.next_id
+
+    def result(self, mid, cmd, timeout):
+        msg = self._get(timeout, cmd)
+        if msg.get("id") != mid:
+            raise RecordError(f"{self.conn}: answer out of order for {cmd}: {msg}")
+        if not msg.get("ok"):
+            raise PeerError(self.conn, cmd, msg.get("error"))
+        return msg.get("result")
+
+    def cmd(self, cmd, timeout=30, **kw):
+        return self.result(self.send(cmd, **kw), cmd, timeout)
+
+    def ask_quit(self):
+        """vLLM's own shutdown, bounded (it can block on a context term with open sockets)."""
+        if self.pid is not None and alive(self.pid):
+            try:
+                self.send("quit", timeout=1)
+            except RecordError:
+                pass
+
+    def stop(self, grace=3.0):
+        if self.pid is not None:
+            deadline = time.monotonic() + grace
+            while alive(self.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            # Whatever is left of the peer or its session goes too.
+            kill_group(self.pid)
+        self.w.close()
+
+
+class PeerError(RecordError):
+    def __init__(self, conn, cmd, error):
+        super().__init__(f"{conn}: {cmd} failed: {error}")
+        self.conn, self.cmd, self.error = conn, cmd, error
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# One scenario
+
+
+def names(role, tp):
+    return [f"{role}0"] if tp == 1 else [f"{role}_tp{r}" for r in range(tp)]
+
+
+class ScenarioRun:
+    def __init__(self, rec, name, sc):
+        self.rec, self.name, self.sc = rec, name, sc
+        self.python = rec.python
+        self.log_dir = os.path.join(rec.log_dir, name)
+        os.makedirs(self.log_dir, exist_ok=True)
+        self.fifo_dir = tempfile.mkdtemp(prefix="fifo-", dir=self.log_dir)
+        self.peers = []
+        self.model = dict(rec.model)
+        self.abort_timeout = float(self.model["abort_timeout_s"])
+        self.settle_timeout = self.abort_timeout + rec.settle_extra
+
+    def run(self):
+        started = int(time.time())
+        outcome, error = None, None
+        events = []
+        try:
+            try:
+                outcome = self.drive()
+            except RecordError as e:
+                error = str(e)
+            for p in self.peers:
+                if p.pid is not None and alive(p.pid):
+                    try:
+                        events += p.cmd("events", timeout=10)
+                    except RecordError as e:
+                        error = error or str(e)
+        finally:
+            # Every process this scenario started ends here, also on an error or Ctrl-C.
+            for p in self.peers:
+                p.ask_quit()
+            for p in reversed(self.peers):
+                p.stop()
+            shutil.rmtree(self.fifo_dir, ignore_errors=True)
+        return self.trace(started, outcome, error, events)
+
+    # -- set-up ---------------------------------------------------------------------------------------------
+
+    def drive(self):
+        sc, gen = self.sc, self.rec.generation
+        ptp, dtp = sc.get("prefiller_tp", 1), sc.get("decoder_tp", 1)
+        self.prefillers = names("prefiller", ptp)
+        self.decoders = names("decoder", dtp)
+        dup = sc.get("duplicate_register_tp_rank")
+        self.dup = f"prefiller_tp{dup}_dup" if dup is not None else None
+
+        env = {}
+        if gen == 2:
+            self.bootstrap_port = free_port()
+            env["VLLM_MOONCAKE_BOOTSTRAP_PORT"] = str(self.bootstrap_port)
+            self.bootstrap_addr = f"http://127.0.0.1:{self.bootstrap_port}"
+        else:
+            # Generation 1: prefiller rank r listens at base + r (base = VLLM_MOONCAKE_BOOTSTRAP_PORT).
+            self.side_port = free_port(ptp)
+            env["VLLM_MOONCAKE_BOOTSTRAP_PORT"] = str(self.side_port)
+            self.bootstrap_port, self.bootstrap_addr = None, None
+        self.env = env
+
+        # Every process is started at once (imports take the time); workers are created and registered in order.
+        self.bootstrap = Peer(self, "bootstrap", "bootstrap") if gen == 2 else None
+        p_list = [(n, r) for r, n in enumerate(self.prefillers)]
+        if self.dup is not None:
+            p_list.append((self.dup, dup))
+        self.p = {n: Peer(self, "prefiller", n) for n, _ in p_list}
+        self.d = {n: Peer(self, "decoder", n) for n in self.decoders}
+        trace_step("peers started")
+        for peer in self.peers:
+            peer.wait_ready()
+        trace_step("peers ready")
+        init_ids = []
+        if self.bootstrap:
+            init_ids.append((self.bootstrap, self.bootstrap.send("init", args={"port": self.bootstrap_port})))
+
+        rpc = FIRST_RPC_PORT
+        for n, r in p_list:
+            init_ids.append((self.p[n], self.p[n].send("init", args=self.worker_args("kv_producer", ENGINE_P, r, ptp, rpc))))
+            rpc += 1
+        for r, n in enumerate(self.decoders):
+            head = sc.get("decoder_head_size")
+            init_ids.append((self.d[n], self.d[n].send("init", args=self.worker_args("kv_consumer", ENGINE_D, r, dtp, rpc, head))))
+            rpc += 1
+        for peer, mid in init_ids:
+            peer.result(mid, "init", 180)
+        trace_step("workers created")
+
+        self.dup_error = None
+        for n, _ in p_list:
+            limit = self.rec.dup_register_timeout if n == self.dup else self.rec.register_timeout
+            try:
+                self.p[n].cmd("register", timeout=limit + 10, limit=limit)
+            except RecordError as e:
+                if n != self.dup:
+                    raise
+                self.dup_error = e.error if isinstance(e, PeerError) else str(e)
+        for n in self.decoders:
+            self.d[n].cmd("register", timeout=self.rec.register_timeout + 10, limit=self.rec.register_timeout)
+        trace_step("KV caches registered")
+
+        if sc.get("query_only"):
+            agents = self.d[self.decoders[0]].cmd("query", timeout=30, bootstrap_addr=self.bootstrap_addr)
+            return {"duplicate_register_error": self.dup_error, "decoder_remote_agents": agents}
+        return self.run_pulls()
+
+    def worker_args(self, role, engine, rank, tp, rpc, head=None):
+        a = {"kv_role": role, "engine_id": engine, "tp_rank": rank, "tp_size": tp, "rpc_port": rpc,
+             "model": self.model, "bootstrap_port": self.bootstrap_port}
+        if head:
+            a["head_size"] = head
+        if self.sc.get("kv_groups"):
+            a["kv_groups"] = self.sc["kv_groups"]
+        return a
+
+    # -- the scenario ---------------------------------------------------------------------------------------
+
+    def p_req_id(self, t):
+        """Generation 1 has no transfer id: the prefiller knows the request by the decoder's request id."""
+        if self.rec.generation == 2:
+            return t["p_req_id"]
+        for batch in self.sc.get("pulls", []):
+            for r in batch:
+                if r["transfer_id"] == t["transfer_id"]:
+                    return r["d_req_id"]
+        return t["p_req_id"]
+
+    def make_ready(self, transfers):
+        reqs = [[self.p_req_id(t), t["transfer_id"], t["blocks"]] for t in transfers]
+        if reqs:
+            for n in self.prefillers:
+                self.p[n].cmd("send_reqs", reqs=reqs)
+
+    def run_pulls(self):
+        sc = self.sc
+        transfers = sc.get("transfers", [])
+        if sc.get("fail_transfers"):
+            for n in self.prefillers:
+                self.p[n].cmd("fail_writes", count=sc["fail_transfers"], ret=-1)
+        # The prefiller's scheduler: every request is allocated first (no blocks), then the ready ones finish.
+        for n in self.prefillers:
+            alloc = [[self.p_req_id(t), t["transfer_id"], []] for t in transfers if t.get("ready", "before") != "never"]
+            if alloc:
+                self.p[n].cmd("send_reqs", reqs=alloc)
+        self.make_ready([t for t in transfers if t.get("ready", "before") == "before"])
+        self.pending_ready = {}
+        for t in transfers:
+            rd = t.get("ready", "before")
+            if rd.startswith("after_reply:"):
+                self.pending_ready.setdefault(int(rd.split(":", 1)[1]), []).append(t)
+        self.forget_after = sc.get("forget_layouts_after_reply")
+
+        pulls = sc.get("pulls", [])
+        per_pull = []
+        for i, batch in enumerate(pulls):
+            per_dec = {}
+            for dn in self.decoders:
+                per_dec[dn] = self.pull_and_settle(dn, batch)
+            per_pull.append(per_dec)
+
+        trace_step("pulls settled")
+        sending = {}
+        for n in self.prefillers:
+            sending[n] = self.p[n].cmd("poll")["sending"]
+
+        def shape(per_dec):
+            if len(per_dec) == 1:
+                return next(iter(per_dec.values()))
+            return dict(per_dec)
+
+        if len(per_pull) == 1:
+            out = shape(per_pull[0])
+            out = dict(out)
+        else:
+            out = {f"pull{i + 1}": shape(pd) for i, pd in enumerate(per_pull)}
+        out["finished_sending"] = sending
+        return out
+
+    def total_replies(self):
+        return sum(self.d[n].cmd("replies") for n in self.decoders)
+
+    def triggers(self):
+        if not self.pending_ready and self.forget_after is None:
+            return
+        seen = self.total_replies()
+        for n in sorted(k for k in self.pending_ready if k <= seen):
+            self.make_ready(self.pending_ready.pop(n))
+        if self.forget_after is not None and seen >= self.forget_after:
+            for n in self.prefillers:
+                self.p[n].cmd("forget_layouts")
+            self.forget_after = None
+
+    def pull_and_settle(self, dn, batch):
+        d = self.d[dn]
+        reqs = [[r["d_req_id"], r["transfer_id"], r["blocks"]] for r in batch]
+        d.cmd("pull", reqs=reqs, bootstrap_addr=self.bootstrap_addr, remote_engine_id=ENGINE_P,
+              side_channel_port=getattr(self, "side_port", None))
+        want = {r["d_req_id"] for r in batch}
+        recving, failed = set(), set()
+        deadline = time.monotonic() + self.settle_timeout
+        while True:
+            self.triggers()
+            got = d.cmd("poll")
+            recving.update(got["recving"])
+            failed.update(got["failed"])
+            if want <= (recving | failed) or time.monotonic() > deadline:
+                break
+            time.sleep(POLL_S)
+        self.triggers()
+        invalid = d.cmd("load_errors")
+        load_errors = {}
+        if invalid or failed:
+            load_errors[dn] = {"invalid_block_ids": invalid, "failed_reqs": sorted(failed)}
+        return {
+            "finished_recving": {dn: sorted(recving)},
+            "not_finished": [f"{dn}:{r}" for r in sorted(want - recving - failed)],
+            "load_errors": load_errors,
+        }
+
+    # -- the trace ------------------------------------------------------------------------------------------
+
+    def trace(self, started, outcome, error, events):
+        events.sort(key=lambda e: e["t"])
+        te = [{"session": e["session"], "n": e["n"], "bytes": e["bytes"]} for e in events if e["kind"] == "te"]
+        wire = [e for e in events if e["kind"] in ("zmq", "http")]
+        endpoints = {}
+        lines = []
+        for seq, e in enumerate(wire, 1):
+            e = {k: v for k, v in e.items() if k != "t"}
+            if e["kind"] == "zmq":
+                eps = endpoints.setdefault(e["conn"], [])
+                if e["endpoint"] not in eps:
+                    eps.append(e["endpoint"])
+            lines.append({"seq": seq, **e})
+        roles = {}
+        if self.rec.generation == 2:
+            roles["bootstrap"] = "bootstrap"
+        for p in getattr(self, "p", {}):
+            roles[p] = "prefiller"
+        for d in getattr(self, "d", {}):
+            roles[d] = "decoder"
+        header = {
+            "format": "mooncake-trace",
+            "format_version": 1,
+            "vllm_version": self.rec.release,
+            "connector": "MooncakeConnector",
+            "connector_generation": self.rec.generation,
+            "scenario": self.name,
+            "description": self.sc.get("description", ""),
+            "recorded_by": RECORDED_BY,
+            "roles": roles,
+            "conn_endpoints": endpoints,
+            "recorded_at_unix": started,
+            "observed_outcome": outcome if outcome is not None else {},
+            "transfer_engine_calls": te,
+            "error": error,
+        }
+        return header, lines
+
+
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class Recorder:
+    def __init__(self, a):
+        self.release = a.release
+        self.python = a.python
+        self.out = a.out or os.path.join("recordings", f"vllm-{a.release}")
+        self.settle_extra = a.settle_extra
+        self.register_timeout = a.register_timeout
+        self.dup_register_timeout = a.dup_register_timeout
+        with open(a.scenarios, "rb") as f:
+            doc = tomllib.load(f)
+        self.model = doc["model"]
+        self.model.setdefault("num_layers", 2)
+        self.scenarios = doc.get("scenario", {})
+        self.log_dir = a.log_dir or os.path.join("/tmp", f"mooncake-record-logs-{os.getpid()}", f"vllm-{a.release}")
+        os.makedirs(self.log_dir, exist_ok=True)
+        pp = [os.path.join(HERE)]
+        if a.vllm_path:
+            pp.insert(0, a.vllm_path)
+        if os.environ.get("PYTHONPATH"):
+            pp.append(os.environ["PYTHONPATH"])
+        self.base_env = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join(pp),
+            VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT=str(int(self.model["abort_timeout_s"])),
+            VLLM_HOST_IP="127.0.0.1",
+            VLLM_LOGGING_LEVEL=os.environ.get("VLLM_LOGGING_LEVEL", "DEBUG"),
+            VLLM_TARGET_DEVICE="cpu",
+            CUDA_VISIBLE_DEVICES="",
+            TOKENIZERS_PARALLELISM="false",
+            PYTHONUNBUFFERED="1",
+            OMP_NUM_THREADS="1",
+        )
+        self.zygote = None
+
+    def start(self):
+        """The zygote imports the release's vLLM once; it tells which release and generation it found."""
+        t0 = time.monotonic()
+        self.zygote = Zygote(self.python, self.base_env, self.log_dir)
+        info = self.zygote.wait_ready()
+        version, gen = info["vllm_version"], info["generation"]
+        if version != self.release:
+            raise RecordError(f"{self.python} (PYTHONPATH {self.base_env['PYTHONPATH']}) imports vLLM {version}, "
+                              f"not {self.release}")
+        self.generation = gen
+        trace_step(f"zygote ready in {time.monotonic() - t0:.1f} s")
+
+    def stop(self):
+        if self.zygote is not None:
+            self.zygote.stop()
+
+    def applies(self, sc):
+        gens = sc.get("generations") or [1, 2]
+        if self.generation not in gens:
+            return False, f"generation {self.generation} (scenario: {gens})"
+        since = sc.get("since")
+        if since and version_tuple(self.release) < version_tuple(since):
+            return False, f"needs {since}+"
+        return True, ""
+
+    def run(self, wanted):
+        os.makedirs(self.out, exist_ok=True)
+        names_ = wanted or list(self.scenarios)
+        unknown = [n for n in names_ if n not in self.scenarios]
+        if unknown:
+            raise RecordError(f"unknown scenario(s): {', '.join(unknown)}")
+        failures = 0
+        t_all = time.monotonic()
+        for name in names_:
+            sc = self.scenarios[name]
+            ok, why = self.applies(sc)
+            if not ok:
+                print(f"  skip   {name}: {why}", flush=True)
+                continue
+            t0 = time.monotonic()
+            header, lines = ScenarioRun(self, name, sc).run()
+            path = os.path.join(self.out, f"{name}.jsonl")
+            with open(path, "w") as f:
+                f.write(json.dumps(header) + "\n")
+                for line in lines:
+                    f.write(json.dumps(line) + "\n")
+            took = time.monotonic() - t0
+            if header["error"]:
+                failures += 1
+                print(f"  ERROR  {name} ({took:.1f} s): {header['error']}", flush=True)
+            else:
+                print(f"  ok     {name} ({took:.1f} s, {len(lines)} events) -> {path}", flush=True)
+        print(f"vLLM {self.release}: {time.monotonic() - t_all:.1f} s, logs in {self.log_dir}", flush=True)
+        return failures
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--release", required=True)
+    ap.add_argument("--scenario", action="append", default=[])
+    ap.add_argument("--out")
+    ap.add_argument("--python", default=sys.executable, help="interpreter of an environment with vLLM's dependencies")
+    ap.add_argument("--vllm-path", help="directory holding the release's `vllm` package, put first on PYTHONPATH")
+    ap.add_argument("--scenarios", default=os.path.join(REPO, "conformance", "scenarios.toml"))
+    ap.add_argument("--log-dir")
+    ap.add_argument("--settle-extra", type=float, default=4.0,
+                    help="a decoder that has not reported a pull within abort timeout + this many seconds is "
+                         "recorded in not_finished")
+    ap.add_argument("--register-timeout", type=float, default=20.0,
+                    help="bound on a worker's register_kv_caches (bootstrap registration included)")
+    ap.add_argument("--dup-register-timeout", type=float, default=5.0,
+                    help="bound on register_kv_caches of the worker that registers a TP rank twice (releases that "
+                         "wait for their listener without a timeout never return from it)")
+    a = ap.parse_args(argv)
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt
+
+    # Ctrl-C and SIGTERM end the run the same way (also when started in the background, where SIGINT arrives
+    # ignored): every process started so far is stopped on the way out.
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    rec = None
+    try:
+        rec = Recorder(a)
+        rec.start()
+        print(f"vLLM {a.release} (connector generation {rec.generation}) with {a.python}", flush=True)
+        failures = rec.run(a.scenario)
+    except RecordError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if rec is not None:
+            rec.stop()
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
