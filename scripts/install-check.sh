@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The binaries as users install them: `cargo install --path conformance` and `cargo install --path
+# reference-impl` from a copy of the source tree into a temporary root, the copy then deleted, and the installed
+# mooncake-conformance run from an empty directory. It must run the same cases as the binary of this tree
+# (bundled traces, scenarios and expected failures are embedded), and pass them; `--testee` with the installed
+# mooncake-peer must pass too. Reuses the test build's artifacts (`--profile test`, this target directory), so
+# only the workspace's own crates are compiled again.
+#
+# Usage: scripts/install-check.sh [TREE_BINARY]   (default target/debug/mooncake-conformance)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tree_bin=$(realpath "${1:-target/debug/mooncake-conformance}")
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/src" "$tmp/empty"
+# The tree as a clone would have it (tracked and new files, nothing ignored).
+git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do
+  [ -e "$f" ] && { mkdir -p "$tmp/src/$(dirname "$f")"; cp -p "$f" "$tmp/src/$f"; }
+done
+for pkg in conformance reference-impl; do
+  cargo install --quiet --locked --profile test --path "$tmp/src/$pkg" --root "$tmp/root" 2> "$tmp/install-$pkg.txt" \
+    || { cat "$tmp/install-$pkg.txt"; echo "install-check: cargo install --path $pkg FAILED"; exit 1; }
+done
+rm -rf "$tmp/src"
+cd "$tmp/empty"
+installed="$tmp/root/bin/mooncake-conformance"
+want=$("$tree_bin" run --list | wc -l)
+got=$("$installed" run --list | wc -l)
+if [ "$want" != "$got" ] || [ "$got" -eq 0 ]; then
+  echo "install-check: the installed binary lists $got cases, the tree's $want"; exit 1
+fi
+summary=$("$installed" run --progress off | tail -1)
+echo "installed, from an empty directory: $summary"
+case "$summary" in *"conformance: $want cases"*"— OK") ;; *) echo "install-check: the installed run did not pass $want cases"; exit 1 ;; esac
+peer="$tmp/root/bin/mooncake-peer"
+summary=$("$installed" run --progress off --case vllm-0.33.0/a_single_success --testee "'$peer' --log error testee" | tail -1)
+echo "installed, with the installed mooncake-peer as testee: $summary"
+case "$summary" in *"— OK") ;; *) echo "install-check: the installed mooncake-peer did not pass"; exit 1 ;; esac
+[ -z "$(ls -A "$tmp/empty")" ] || { echo "install-check: the run left files in the working directory"; ls -A "$tmp/empty"; exit 1; }
+echo "install-check: OK ($got cases, same as the tree)"
