@@ -17,6 +17,11 @@ fi
 export MOONCAKE_PYTHON="$PWD/.venv/bin/python"
 
 # 2. Every Rust test in the workspace (unit, integration, differential against msgspec, generated files).
+step "cargo fmt --check (rustfmt.toml; the fuzz and bench workspaces too)"
+for dir in . fuzz bench; do
+  (cd "$dir" && cargo fmt --all --check > /dev/null) || { (cd "$dir" && cargo fmt --all --check | head -40); echo "SUMMARY: not formatted (run: cargo fmt --all, also in fuzz/ and bench/)"; exit 1; }
+done
+
 step "cargo test"
 mkdir -p target
 # No incremental caches for a one-shot run (they doubled the target directory of a clean clone).

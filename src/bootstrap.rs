@@ -27,7 +27,12 @@ impl BootstrapSpec {
     /// The route for a method and a path (a query string is ignored).
     pub fn route(&self, method: &str, path: &str) -> Option<&Route> {
         let path = path.split('?').next().unwrap_or(path);
-        self.revision().bootstrap.as_ref()?.routes.iter().find(|r| r.method.eq_ignore_ascii_case(method) && r.path == path)
+        self.revision()
+            .bootstrap
+            .as_ref()?
+            .routes
+            .iter()
+            .find(|r| r.method.eq_ignore_ascii_case(method) && r.path == path)
     }
 
     /// Checks a JSON body against a model name or a type expression over models (`dict[int, EngineEntry]`).
@@ -72,7 +77,9 @@ impl BootstrapSpec {
 
     /// Checks a request body for a route.
     pub fn check_request(&mut self, method: &str, path: &str, body: Option<&J>) -> Result<(), String> {
-        let route = self.route(method, path).ok_or_else(|| format!("{method} {path} is not a bootstrap route of {}", self.revision().revision))?;
+        let route = self
+            .route(method, path)
+            .ok_or_else(|| format!("{method} {path} is not a bootstrap route of {}", self.revision().revision))?;
         match (route.request.clone(), body) {
             (Some(model), Some(b)) => self.check_body(&model, b).map(|_| ()).map_err(|e| format!("{model}: {e}")),
             (Some(model), None) => Err(format!("{method} {path} needs a JSON {model} body")),
@@ -84,12 +91,21 @@ impl BootstrapSpec {
 
     /// Checks a response: the status must be one the route documents, the body must fit that response.
     /// Returns the documented response that matched.
-    pub fn check_response(&mut self, method: &str, path: &str, status: u16, body: Option<&J>) -> Result<RouteResponse, String> {
-        let route = self.route(method, path).ok_or_else(|| format!("{method} {path} is not a bootstrap route"))?.clone();
+    pub fn check_response(
+        &mut self,
+        method: &str,
+        path: &str,
+        status: u16,
+        body: Option<&J>,
+    ) -> Result<RouteResponse, String> {
+        let route =
+            self.route(method, path).ok_or_else(|| format!("{method} {path} is not a bootstrap route"))?.clone();
         let candidates: Vec<&RouteResponse> = route.responses.iter().filter(|r| r.status == status).collect();
         if candidates.is_empty() {
             let known: Vec<u16> = route.responses.iter().map(|r| r.status).collect();
-            return Err(format!("status {status} is not a documented response of {method} {path} (documented: {known:?})"));
+            return Err(format!(
+                "status {status} is not a documented response of {method} {path} (documented: {known:?})"
+            ));
         }
         let mut problems = vec![];
         for c in &candidates {

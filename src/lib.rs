@@ -13,18 +13,18 @@
 //! * [`diff`] — the wire-aware diff of two revisions (what breaks, in which direction);
 //! * [`lookup`] — MooncakeStoreConnector's scheduler ⇄ worker lookup frames of every release.
 
-pub mod limits;
-pub mod msgpack;
-pub mod spec;
 pub mod bootstrap;
 pub mod codec;
-pub mod typed;
+pub mod diff;
 pub mod generate;
-pub mod render;
-pub mod schema;
-pub mod proto;
-pub mod plan;
 pub mod hash;
 pub mod keys;
-pub mod diff;
+pub mod limits;
 pub mod lookup;
+pub mod msgpack;
+pub mod plan;
+pub mod proto;
+pub mod render;
+pub mod schema;
+pub mod spec;
+pub mod typed;

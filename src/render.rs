@@ -82,10 +82,14 @@ pub fn revision_table(rev: &Revision) -> String {
     let _ = writeln!(o, "<!-- Generated from spec/ by mooncake-wire. Do not edit: regenerate with `BLESS=1 cargo test --test generated`. -->\n");
     let _ = writeln!(o, "# `{}` — {} wire, generation {}\n", rev.revision, rev.family, rev.generation);
     let _ = writeln!(o, "**Summary:** {}\n", esc(&rev.summary));
-    let commits: Vec<String> = rev.releases.iter().map(|r| match rev.build_commits.get(r) {
-        Some(c) => format!("{r} (`{c}`)"),
-        None => r.clone(),
-    }).collect();
+    let commits: Vec<String> = rev
+        .releases
+        .iter()
+        .map(|r| match rev.build_commits.get(r) {
+            Some(c) => format!("{r} (`{c}`)"),
+            None => r.clone(),
+        })
+        .collect();
     match &rev.commit {
         Some(c) if rev.releases.is_empty() => {
             let _ = writeln!(o, "- **Releases:** none (unreleased; read at `{c}`)");
@@ -106,7 +110,11 @@ pub fn revision_table(rev: &Revision) -> String {
                     ("insert", Some(item), _) => format!(
                         "insert {}{}",
                         code(item.get("name").and_then(|n| n.as_str()).unwrap_or("?")),
-                        e.after.as_ref().map(|a| format!(" after {}", code(a))).or(e.before.as_ref().map(|b| format!(" before {}", code(b)))).unwrap_or_else(|| " at the end".into())
+                        e.after
+                            .as_ref()
+                            .map(|a| format!(" after {}", code(a)))
+                            .or(e.before.as_ref().map(|b| format!(" before {}", code(b))))
+                            .unwrap_or_else(|| " at the end".into())
                     ),
                     ("set", _, Some(v)) => format!("set to {}", code(&v.to_string())),
                     (op, _, _) => op.to_string(),
@@ -155,13 +163,18 @@ pub fn revision_table(rev: &Revision) -> String {
     o.push('\n');
 
     for (name, s) in &rev.structs {
-        let _ = writeln!(o, "## `{name}` ({}; {} declared fields)\n", match s.kind {
-            crate::spec::StructKind::MsgspecStruct => "msgspec.Struct",
-            crate::spec::StructKind::Dataclass => "dataclass",
-            crate::spec::StructKind::Tuple => "tuple",
-            crate::spec::StructKind::Pydantic => "pydantic model",
-            crate::spec::StructKind::Json => "JSON",
-        }, s.fields.len());
+        let _ = writeln!(
+            o,
+            "## `{name}` ({}; {} declared fields)\n",
+            match s.kind {
+                crate::spec::StructKind::MsgspecStruct => "msgspec.Struct",
+                crate::spec::StructKind::Dataclass => "dataclass",
+                crate::spec::StructKind::Tuple => "tuple",
+                crate::spec::StructKind::Pydantic => "pydantic model",
+                crate::spec::StructKind::Json => "JSON",
+            },
+            s.fields.len()
+        );
         let _ = writeln!(o, "{}\n\nOptions: {}. Source: {}.\n", esc(&s.doc), options(s), s.source);
         if s.fields.len() >= 16 && s.kind == crate::spec::StructKind::MsgspecStruct {
             o.push_str("**16 or more declared fields: msgspec writes a `map16` header (`de 00 NN`).**\n\n");
@@ -178,7 +191,14 @@ pub fn revision_table(rev: &Revision) -> String {
                 Some(false) => "no",
                 None => "",
             };
-            let _ = writeln!(o, "| `{}` | {} | {term} | {} | {} |", m.name, m.value, since(&m.since, &m.changed_in, this), esc(&m.doc));
+            let _ = writeln!(
+                o,
+                "| `{}` | {} | {term} | {} | {} |",
+                m.name,
+                m.value,
+                since(&m.since, &m.changed_in, this),
+                esc(&m.doc)
+            );
         }
         o.push('\n');
     }
@@ -195,8 +215,17 @@ pub fn revision_table(rev: &Revision) -> String {
         o.push_str("## Behaviour visible on the wire\n\nEach item's values are the closed set of `src/spec/behaviour.rs`; prose in `spec/PROTOCOL.md`.\n\n| Item | This revision | Since | Source |\n|---|---|---|---|\n");
     }
     for (name, value, source) in rows {
-        let since = serde_json::to_value(&rev.behaviour).ok().and_then(|v| v.get(name)?.get("since")?.as_str().map(str::to_string)).unwrap_or_default();
-        let _ = writeln!(o, "| `{name}` | {} | {} | {} |", esc(&behaviour_value(&value)), since_mark(&since, this), esc(&source));
+        let since = serde_json::to_value(&rev.behaviour)
+            .ok()
+            .and_then(|v| v.get(name)?.get("since")?.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "| `{name}` | {} | {} | {} |",
+            esc(&behaviour_value(&value)),
+            since_mark(&since, this),
+            esc(&source)
+        );
     }
     if !rev.behaviour.rows().is_empty() {
         o.push('\n');
@@ -209,7 +238,11 @@ pub fn revision_table(rev: &Revision) -> String {
         for r in &bs.routes {
             for (i, resp) in r.responses.iter().enumerate() {
                 let route = if i == 0 { format!("`{} {}`", r.method, r.path) } else { String::new() };
-                let req = if i == 0 { r.request.as_deref().map(code).unwrap_or_else(|| "none".into()) } else { String::new() };
+                let req = if i == 0 {
+                    r.request.as_deref().map(code).unwrap_or_else(|| "none".into())
+                } else {
+                    String::new()
+                };
                 let body = match (&resp.body, &resp.detail) {
                     (Some(b), Some(d)) => format!("{} — detail {}", code(b), code(d)),
                     (Some(b), None) => code(b),
@@ -219,15 +252,24 @@ pub fn revision_table(rev: &Revision) -> String {
             }
         }
         if !bs.framework_routes.is_empty() {
-            let _ = writeln!(o, "\nAlso served by the framework: {}.", bs.framework_routes.iter().map(|r| code(r)).collect::<Vec<_>>().join(", "));
+            let _ = writeln!(
+                o,
+                "\nAlso served by the framework: {}.",
+                bs.framework_routes.iter().map(|r| code(r)).collect::<Vec<_>>().join(", ")
+            );
         }
         o.push('\n');
         for (name, m) in &bs.models {
-            let _ = writeln!(o, "### `{name}` ({})\n\n{}\n", match m.kind {
-                crate::spec::StructKind::Pydantic => "pydantic model",
-                crate::spec::StructKind::Dataclass => "dataclass",
-                _ => "JSON",
-            }, esc(&m.doc));
+            let _ = writeln!(
+                o,
+                "### `{name}` ({})\n\n{}\n",
+                match m.kind {
+                    crate::spec::StructKind::Pydantic => "pydantic model",
+                    crate::spec::StructKind::Dataclass => "dataclass",
+                    _ => "JSON",
+                },
+                esc(&m.doc)
+            );
             field_rows(&mut o, &m.fields, this);
             o.push('\n');
         }
@@ -236,7 +278,16 @@ pub fn revision_table(rev: &Revision) -> String {
         let _ = writeln!(o, "## `kv_transfer_params`\n\n{}\n", esc(&kv.doc));
         o.push_str("| Key | Type | To | Since | Meaning |\n|---|---|---|---|---|\n");
         for k in &kv.keys {
-            let _ = writeln!(o, "| `{}` | {} | {}{} | {} | {} |", k.name, code(&k.ty.python()), k.to, if k.internal { " (internal)" } else { "" }, since(&k.since, &k.changed_in, this), esc(&k.doc));
+            let _ = writeln!(
+                o,
+                "| `{}` | {} | {}{} | {} | {} |",
+                k.name,
+                code(&k.ty.python()),
+                k.to,
+                if k.internal { " (internal)" } else { "" },
+                since(&k.since, &k.changed_in, this),
+                esc(&k.doc)
+            );
         }
         o.push('\n');
     }
@@ -257,14 +308,35 @@ pub fn family_index(family: &crate::spec::Family) -> String {
     let _ = writeln!(o, "# `{}` wire revisions\n", family.name);
     o.push_str("| Revision | Gen | Releases | Messages | Summary |\n|---|---|---|---|---|\n");
     for r in &family.revisions {
-        let msgs: Vec<String> = r.structs.iter().map(|(n, s)| format!("[`{n}`]({}/{n}.schema.json) ({})", r.revision, s.fields.len())).collect();
-        let _ = writeln!(o, "| [`{}`]({}.md) | {} | {} | {} | {} |", r.revision, r.revision, r.generation, if r.releases.is_empty() { "unreleased".to_string() } else { r.releases.join(", ") }, msgs.join(", "), esc(&r.summary));
+        let msgs: Vec<String> = r
+            .structs
+            .iter()
+            .map(|(n, s)| format!("[`{n}`]({}/{n}.schema.json) ({})", r.revision, s.fields.len()))
+            .collect();
+        let _ = writeln!(
+            o,
+            "| [`{}`]({}.md) | {} | {} | {} | {} |",
+            r.revision,
+            r.revision,
+            r.generation,
+            if r.releases.is_empty() { "unreleased".to_string() } else { r.releases.join(", ") },
+            msgs.join(", "),
+            esc(&r.summary)
+        );
     }
     if family.revisions.len() > 1 {
         o.push_str("\n## Wire diffs of consecutive revisions\n\nWhat each change does to mixed deployments under msgspec's decoding rules (`mooncake-conformance diff`):\n\n");
         for w in family.revisions.windows(2) {
             let r = crate::diff::diff(&w[0], &w[1]);
-            let _ = writeln!(o, "- [`{}` → `{}`](diff/{}__{}.md): {}", r.old, r.new, r.old, r.new, esc(r.summary.split_once(": ").map_or(&r.summary, |(_, s)| s)));
+            let _ = writeln!(
+                o,
+                "- [`{}` → `{}`](diff/{}__{}.md): {}",
+                r.old,
+                r.new,
+                r.old,
+                r.new,
+                esc(r.summary.split_once(": ").map_or(&r.summary, |(_, s)| s))
+            );
         }
     }
     o
@@ -277,7 +349,9 @@ fn behaviour_value(v: &serde_json::Value) -> String {
         serde_json::Value::Bool(b) => format!("`{b}`"),
         serde_json::Value::Array(a) if a.is_empty() => "none".into(),
         serde_json::Value::Array(a) => a.iter().map(behaviour_value).collect::<Vec<_>>().join(", "),
-        serde_json::Value::Object(m) => m.iter().map(|(k, v)| format!("{k}: {}", behaviour_value(v))).collect::<Vec<_>>().join("; "),
+        serde_json::Value::Object(m) => {
+            m.iter().map(|(k, v)| format!("{k}: {}", behaviour_value(v))).collect::<Vec<_>>().join("; ")
+        }
         other => format!("`{other}`"),
     }
 }

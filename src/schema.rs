@@ -75,10 +75,13 @@ impl Gen<'_> {
             Ty::Enum(e) => {
                 let en = &self.plan.enums[*e as usize];
                 if !self.defs.iter().any(|(n, _)| n == &en.name) {
-                    let mut body = json!({"title": en.name, "enum": en.members.iter().map(|(_, v)| *v).collect::<Vec<_>>()});
+                    let mut body =
+                        json!({"title": en.name, "enum": en.members.iter().map(|(_, v)| *v).collect::<Vec<_>>()});
                     if let Some(d) = self.rev.enums.get(&en.name) {
-                        let names: Vec<String> = d.members.iter().map(|m| format!("{} = {}", m.name, m.value)).collect();
-                        body["description"] = json!(format!("{} Members: {}.", d.doc, names.join(", ")).trim().to_string());
+                        let names: Vec<String> =
+                            d.members.iter().map(|m| format!("{} = {}", m.name, m.value)).collect();
+                        body["description"] =
+                            json!(format!("{} Members: {}.", d.doc, names.join(", ")).trim().to_string());
                     }
                     self.defs.push((en.name.clone(), body));
                 }
@@ -91,7 +94,9 @@ impl Gen<'_> {
                     // Reserve the slot first: first-reference order, as msgspec lists $defs.
                     let slot = self.defs.len();
                     self.defs.push((name.clone(), J::Null));
-                    let docs = self.doc_of_struct(&name).map(|(d, f)| (d.to_string(), f.into_iter().map(str::to_string).collect::<Vec<_>>()));
+                    let docs = self
+                        .doc_of_struct(&name)
+                        .map(|(d, f)| (d.to_string(), f.into_iter().map(str::to_string).collect::<Vec<_>>()));
                     let mut body = Map::new();
                     body.insert("title".into(), json!(name));
                     if let Some((d, _)) = &docs {

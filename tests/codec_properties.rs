@@ -3,9 +3,11 @@
 
 use mooncake_wire::codec::testgen::{mutate, noncanonical, random_value, Rng, Size};
 use mooncake_wire::codec::Codec;
-use mooncake_wire::spec::Spec;
 use mooncake_wire::msgpack::Writer;
-use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferMetadataRef, MooncakeXferResponse, MooncakeXferResponseRef};
+use mooncake_wire::spec::Spec;
+use mooncake_wire::typed::{
+    MooncakeXferMetadata, MooncakeXferMetadataRef, MooncakeXferResponse, MooncakeXferResponseRef,
+};
 
 fn unhex(s: &str) -> Vec<u8> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
@@ -49,12 +51,21 @@ fn random_values_round_trip_in_every_revision() {
             for _ in 0..300 {
                 let v = random_value(codec.plan(), ty, &mut rng, Size(4));
                 let bytes = codec.encode(message, &v).unwrap();
-                let back = codec.decode(message, &bytes).unwrap_or_else(|e| panic!("{} {message}: {e}\n{v}", rev.revision));
+                let back =
+                    codec.decode(message, &bytes).unwrap_or_else(|e| panic!("{} {message}: {e}\n{v}", rev.revision));
                 assert_eq!(back, v, "{} {message}", rev.revision);
                 // Any valid non-canonical encoding decodes to the same value and re-encodes canonically.
                 let nc = noncanonical(codec.plan(), ty, &v, &mut rng);
-                let back = codec.decode(message, &nc).unwrap_or_else(|e| panic!("{} {message}: {e}\n{}", rev.revision, hex(&nc)));
-                assert_eq!(codec.encode(message, &back).unwrap(), bytes, "{} {message} from {}", rev.revision, hex(&nc));
+                let back = codec
+                    .decode(message, &nc)
+                    .unwrap_or_else(|e| panic!("{} {message}: {e}\n{}", rev.revision, hex(&nc)));
+                assert_eq!(
+                    codec.encode(message, &back).unwrap(),
+                    bytes,
+                    "{} {message} from {}",
+                    rev.revision,
+                    hex(&nc)
+                );
                 cases += 2;
             }
         }
@@ -95,9 +106,14 @@ fn typed_and_spec_decoders_agree_on_mutated_inputs() {
         let message = if i % 2 == 0 { "MooncakeXferMetadata" } else { "MooncakeXferResponse" };
         let ty = codec.message_type(message).unwrap();
         let v = random_value(codec.plan(), ty, &mut rng, Size(3));
-        let base = if rng.chance(50) { codec.encode(message, &v).unwrap() } else { noncanonical(codec.plan(), ty, &v, &mut rng) };
+        let base = if rng.chance(50) {
+            codec.encode(message, &v).unwrap()
+        } else {
+            noncanonical(codec.plan(), ty, &v, &mut rng)
+        };
         let input = mutate(&base, &mut rng);
-        let spec = codec.decode(message, &input).map(|v| codec.encode(message, &v).unwrap()).map_err(|e| e.msgspec_message());
+        let spec =
+            codec.decode(message, &input).map(|v| codec.encode(message, &v).unwrap()).map_err(|e| e.msgspec_message());
         let t = typed(message, &input);
         assert_eq!(t, spec, "{message} input {}", hex(&input));
         rejected += spec.is_err() as usize;
@@ -171,7 +187,13 @@ fn large_dicts_with_duplicate_keys() {
     let t = MooncakeXferMetadata::decode(&full).unwrap();
     assert_eq!(t.req_blocks.len(), 40);
     for (i, (k, rb)) in t.req_blocks.iter().enumerate() {
-        assert_eq!((k.as_str(), rb.transfer_id.as_str()), (format!("req-{i}").as_str(), format!("x{}", last_n(i)).as_str()));
+        assert_eq!(
+            (k.as_str(), rb.transfer_id.as_str()),
+            (format!("req-{i}").as_str(), format!("x{}", last_n(i)).as_str())
+        );
     }
-    assert_eq!(typed("MooncakeXferMetadata", &full), Ok(codec.encode("MooncakeXferMetadata", &codec.decode("MooncakeXferMetadata", &full).unwrap()).unwrap()));
+    assert_eq!(
+        typed("MooncakeXferMetadata", &full),
+        Ok(codec.encode("MooncakeXferMetadata", &codec.decode("MooncakeXferMetadata", &full).unwrap()).unwrap())
+    );
 }

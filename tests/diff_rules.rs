@@ -49,6 +49,11 @@ fn every_rule_fires_and_is_confirmed_by_the_codecs() {
     let spec = Spec::load_dir(&spec_dir).unwrap();
     let old = spec.family("diff-rules").unwrap().revision("rules-old").unwrap();
     for name in old.structs.keys().filter(|n| !n.starts_with("Uses")) {
-        assert!(r.changes.iter().any(|c| c.subject.starts_with(&format!("{name}.")) || c.subject.starts_with(&format!("{name} ")) || &c.subject == name), "no row for {name}");
+        assert!(
+            r.changes.iter().any(|c| c.subject.starts_with(&format!("{name}."))
+                || c.subject.starts_with(&format!("{name} "))
+                || &c.subject == name),
+            "no row for {name}"
+        );
     }
 }

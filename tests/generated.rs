@@ -22,7 +22,8 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 /// Files under `schema/` made by another generator, with the check that keeps each fresh: the compatibility
 /// matrix is observed by running reference peers against each other (`mooncake-conformance matrix`), which
 /// this crate cannot do; `scripts/test.sh` runs `matrix --check` on it.
-const OTHER_GENERATORS: [(&str, &str); 1] = [("schema/push/compat-matrix.md", "mooncake-conformance matrix --check (scripts/test.sh)")];
+const OTHER_GENERATORS: [(&str, &str); 1] =
+    [("schema/push/compat-matrix.md", "mooncake-conformance matrix --check (scripts/test.sh)")];
 
 #[test]
 fn generated_files_are_fresh() {
@@ -57,7 +58,11 @@ fn generated_files_are_fresh() {
     if bless {
         println!("regenerated {} files", stale.len());
     } else {
-        assert!(stale.is_empty(), "generated files are stale; run `BLESS=1 cargo test --test generated` and commit:\n{}", stale.join("\n"));
+        assert!(
+            stale.is_empty(),
+            "generated files are stale; run `BLESS=1 cargo test --test generated` and commit:\n{}",
+            stale.join("\n")
+        );
     }
 }
 
@@ -66,7 +71,13 @@ fn generated_files_are_fresh() {
 fn files_of_other_generators_exist() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     for (f, by) in OTHER_GENERATORS {
-        assert!(root.join(f).is_file(), "{f} (made by {by}) is missing; remove it from OTHER_GENERATORS or regenerate it");
-        assert!(!artefacts(Spec::builtin()).contains_key(f), "{f} is generated from the spec now; drop it from OTHER_GENERATORS");
+        assert!(
+            root.join(f).is_file(),
+            "{f} (made by {by}) is missing; remove it from OTHER_GENERATORS or regenerate it"
+        );
+        assert!(
+            !artefacts(Spec::builtin()).contains_key(f),
+            "{f} is generated from the spec now; drop it from OTHER_GENERATORS"
+        );
     }
 }

@@ -19,10 +19,14 @@ use std::time::{Duration, Instant};
 use mooncake_wire::codec::{Codec, DecodeErrorKind, Value};
 use mooncake_wire::keys::grammar::{Fields, KeyParseError};
 use mooncake_wire::keys::spec::StoreKeySpec;
-use mooncake_wire::limits::{self, MAX_DEPTH, MAX_FRAME_BYTES, MAX_PREALLOC_ELEMENTS, MAX_STORE_KEY_BYTES, MAX_STORE_KEY_SEPARATORS};
+use mooncake_wire::limits::{
+    self, MAX_DEPTH, MAX_FRAME_BYTES, MAX_PREALLOC_ELEMENTS, MAX_STORE_KEY_BYTES, MAX_STORE_KEY_SEPARATORS,
+};
 use mooncake_wire::msgpack::{WireInt, Writer};
 use mooncake_wire::plan::{GroupKind, LayerSpec, Producer, ProducerConfig, RegisteredLayout};
-use mooncake_wire::proto::{DecoderConfig, DecoderCore, DecoderEvent, EngineTable, PeerId, PrefillerCore, PullRequest, WireProfile};
+use mooncake_wire::proto::{
+    DecoderConfig, DecoderCore, DecoderEvent, EngineTable, PeerId, PrefillerCore, PullRequest, WireProfile,
+};
 use mooncake_wire::spec::Spec;
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse, ReqBlocks, Status};
 
@@ -99,7 +103,10 @@ const PREALLOC_ELEMENT: usize = 128;
 
 /// What preallocation alone may cost: `MAX_PREALLOC_ELEMENTS` elements in each open container.
 fn prealloc_bound() -> usize {
-    assert!(std::mem::size_of::<(Value, Value)>() <= PREALLOC_ELEMENT && std::mem::size_of::<(String, ReqBlocks)>() <= PREALLOC_ELEMENT);
+    assert!(
+        std::mem::size_of::<(Value, Value)>() <= PREALLOC_ELEMENT
+            && std::mem::size_of::<(String, ReqBlocks)>() <= PREALLOC_ELEMENT
+    );
     TYPE_DEPTH * MAX_PREALLOC_ELEMENTS * PREALLOC_ELEMENT + FIXED
 }
 
@@ -191,7 +198,8 @@ fn huge_declared_lengths_cost_nothing() {
     warm_up();
     let mut cases = 0;
     let meta_fields = mooncake_wire::typed::METADATA_FIELDS.iter().chain(["unknown_field"].iter());
-    let mut frames: Vec<(String, Vec<u8>)> = HUGE_HEADS.iter().map(|(k, h)| (format!("{k} frame"), h.to_vec())).collect();
+    let mut frames: Vec<(String, Vec<u8>)> =
+        HUGE_HEADS.iter().map(|(k, h)| (format!("{k} frame"), h.to_vec())).collect();
     for f in meta_fields {
         for (k, h) in HUGE_HEADS {
             frames.push((format!("{k} as MooncakeXferMetadata.{f}"), metadata_with(f, h)));
@@ -232,12 +240,20 @@ fn declared_lengths_larger_than_the_data_cost_only_the_data() {
     let mut worst = 0usize;
     decode_everywhere(&frame, |who, r, peak| {
         assert!(r.is_err(), "{who}");
-        assert!(peak <= linear_bound(frame.len()), "{who}: {peak} bytes for {} input bytes (bound {})", frame.len(), linear_bound(frame.len()));
+        assert!(
+            peak <= linear_bound(frame.len()),
+            "{who}: {peak} bytes for {} input bytes (bound {})",
+            frame.len(),
+            linear_bound(frame.len())
+        );
         worst = worst.max(peak);
     });
     // A tight check of the same: a few values' worth per input byte, far below what 2^32-1 elements would take.
     assert!(worst < 4 * std::mem::size_of::<Value>() * frame.len(), "{worst} bytes");
-    println!("2^32-1 declared, {n} present: at most {worst} bytes ({:.1} per input byte)", worst as f64 / frame.len() as f64);
+    println!(
+        "2^32-1 declared, {n} present: at most {worst} bytes ({:.1} per input byte)",
+        worst as f64 / frame.len() as f64
+    );
 }
 
 // ---- nesting ---------------------------------------------------------------------------------------------
@@ -409,7 +425,13 @@ fn many_requests_cost_linear_memory() {
     }
     let frame = metadata_with("req_blocks", w.as_bytes());
     let (t, peak) = peak_of(|| MooncakeXferMetadata::decode(&frame).unwrap());
-    assert_eq!(t.req_blocks, vec![("d".to_string(), ReqBlocks { transfer_id: "t".into(), blocks: vec![vec![WireInt::from((n - 1) as u64)]] })]);
+    assert_eq!(
+        t.req_blocks,
+        vec![(
+            "d".to_string(),
+            ReqBlocks { transfer_id: "t".into(), blocks: vec![vec![WireInt::from((n - 1) as u64)]] }
+        )]
+    );
     // What it may cost is the preallocation for the 200,000 entries the map declares (capped), not 200,000.
     assert!(peak <= prealloc_bound(), "typed: {peak} bytes for one request sent {n} times");
     let (_, peak) = peak_of(|| c.decode("MooncakeXferMetadata", &frame).unwrap());
@@ -419,7 +441,16 @@ fn many_requests_cost_linear_memory() {
 fn prefiller() -> PrefillerCore<Producer> {
     let names = vec!["model.layers.0.self_attn".to_string()];
     let producer = Producer {
-        config: ProducerConfig { tp_rank: 0, tp_size: 1, pp_size: 1, total_num_kv_heads: 8, use_mla: false, groups: vec![GroupKind::Attention], physical_blocks_per_logical: 1, blocks_first: false },
+        config: ProducerConfig {
+            tp_rank: 0,
+            tp_size: 1,
+            pp_size: 1,
+            total_num_kv_heads: 8,
+            use_mla: false,
+            groups: vec![GroupKind::Attention],
+            physical_blocks_per_logical: 1,
+            blocks_first: false,
+        },
         layout: RegisteredLayout {
             kv_caches_base_addr: vec![0x1000_0000],
             block_lens: vec![4096],
@@ -497,7 +528,9 @@ fn a_flood_of_pulls_stops_at_the_exchange_limits() {
     let mut p = prefiller();
     let now = Instant::now();
     let one = WireInt::from(1u64);
-    let payloads: Vec<Vec<u8>> = (0..=limits::MAX_PREFILLER_EXCHANGES).map(|i| pull(&format!("d{i}"), one, WireInt::ZERO, one).encode()).collect();
+    let payloads: Vec<Vec<u8>> = (0..=limits::MAX_PREFILLER_EXCHANGES)
+        .map(|i| pull(&format!("d{i}"), one, WireInt::ZERO, one).encode())
+        .collect();
     for (i, b) in payloads.into_iter().enumerate() {
         p.handle_frames(now, vec![format!("peer{i}").into_bytes(), b]);
     }
@@ -505,7 +538,10 @@ fn a_flood_of_pulls_stops_at_the_exchange_limits() {
     let t = p.poll_transmit().expect("the pull over the limit is answered");
     assert_eq!(t.peer, PeerId(format!("peer{}", limits::MAX_PREFILLER_EXCHANGES).into_bytes()));
     let r = MooncakeXferResponse::decode(&t.payload).unwrap();
-    assert_eq!((r.status, r.err_msg.as_deref()), (Status::ERROR, Some("Mooncake prefiller is serving 65536 pulls already; retry later.")));
+    assert_eq!(
+        (r.status, r.err_msg.as_deref()),
+        (Status::ERROR, Some("Mooncake prefiller is serving 65536 pulls already; retry later."))
+    );
     assert!(p.poll_transmit().is_none());
     p.handle_timeout(now + Duration::from_secs(480));
     let mut timeouts = 0;
@@ -516,10 +552,27 @@ fn a_flood_of_pulls_stops_at_the_exchange_limits() {
     assert_eq!((p.open_exchanges(), p.tracked_transfers()), (0, 0));
 
     // Decoder: at most MAX_DECODER_EXCHANGES open; requests beyond fail locally (and are still settled).
-    let cfg = DecoderConfig { hostname: "10.0.0.9".into(), te_port: 17001, tp_rank: 0, tp_size: 1, pp_rank: 0, pp_size: 1, layout: Default::default(), layout_id: 0 };
+    let cfg = DecoderConfig {
+        hostname: "10.0.0.9".into(),
+        te_port: 17001,
+        tp_rank: 0,
+        tp_size: 1,
+        pp_rank: 0,
+        pp_size: 1,
+        layout: Default::default(),
+        layout_id: 0,
+    };
     let mut d = DecoderCore::new(WireProfile::builtin("vllm-0.33.0").unwrap(), cfg);
-    let table: EngineTable = [(0usize, [(0usize, "tcp://p:1".to_string())].into_iter().collect())].into_iter().collect();
-    let req = |i: usize| PullRequest { d_req_id: format!("d{i}"), transfer_id: format!("t{i}"), local_blocks: vec![vec![1]], engine_id: "e".into(), bootstrap_addr: "http://b".into(), remote: None };
+    let table: EngineTable =
+        [(0usize, [(0usize, "tcp://p:1".to_string())].into_iter().collect())].into_iter().collect();
+    let req = |i: usize| PullRequest {
+        d_req_id: format!("d{i}"),
+        transfer_id: format!("t{i}"),
+        local_blocks: vec![vec![1]],
+        engine_id: "e".into(),
+        bootstrap_addr: "http://b".into(),
+        remote: None,
+    };
     d.pull(now, vec![req(0)]);
     d.query_result(now, "http://b", Ok([("e".to_string(), table)].into_iter().collect()));
     for i in 1..=limits::MAX_DECODER_EXCHANGES {
@@ -529,7 +582,9 @@ fn a_flood_of_pulls_stops_at_the_exchange_limits() {
     let events: Vec<DecoderEvent> = std::iter::from_fn(|| d.poll_event()).collect();
     let failed: Vec<&DecoderEvent> = events.iter().filter(|e| matches!(e, DecoderEvent::Failed { .. })).collect();
     assert_eq!(failed.len(), 1);
-    assert!(matches!(failed[0], DecoderEvent::Failed { d_req_id, reason, .. } if *d_req_id == format!("d{}", limits::MAX_DECODER_EXCHANGES) && reason == "transfer failed: too many pulls in flight"));
+    assert!(
+        matches!(failed[0], DecoderEvent::Failed { d_req_id, reason, .. } if *d_req_id == format!("d{}", limits::MAX_DECODER_EXCHANGES) && reason == "transfer failed: too many pulls in flight")
+    );
 }
 
 // ---- store keys ------------------------------------------------------------------------------------------
@@ -543,7 +598,10 @@ fn store_keys_are_bounded_in_length_separators_readings_and_time() {
     assert_eq!(r, Err(KeyParseError::TooLong { len: MAX_STORE_KEY_BYTES + 1 }));
     assert!(peak <= TIGHT);
     let seps = "@".repeat(MAX_STORE_KEY_SEPARATORS + 1);
-    assert_eq!(g.parse(&seps, &Fields::new()), Err(KeyParseError::TooManySeparators { count: MAX_STORE_KEY_SEPARATORS + 1 }));
+    assert_eq!(
+        g.parse(&seps, &Fields::new()),
+        Err(KeyParseError::TooManySeparators { count: MAX_STORE_KEY_SEPARATORS + 1 })
+    );
     // The worst key under the limits: every separator could end a free-text field.
     for g in &spec.grammars {
         for key in [

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 
 use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::plan::{
-    Descriptor, GroupKind, LayerSpec, PreparedRegions, Producer, ProducerConfig, Pull, ReadyRequest, Refusal, RegisteredLayout,
+    Descriptor, GroupKind, LayerSpec, PreparedRegions, Producer, ProducerConfig, Pull, ReadyRequest, Refusal,
+    RegisteredLayout,
 };
 use mooncake_wire::typed::{MooncakeXferMetadata, ReqBlocks};
 
@@ -164,7 +165,10 @@ fn refusals_carry_vllms_error_texts() {
 
     // Homogeneous TP with a longer decoder payload.
     let r = p.admit(&pull(0, 1, &layout(&[0x9000, 0xA000], 512, 512), &[1])).unwrap_err();
-    assert_eq!(r.err_msg(), "Mooncake KV region length mismatch for homogeneous TP at region 0: local=256, remote=512.");
+    assert_eq!(
+        r.err_msg(),
+        "Mooncake KV region length mismatch for homogeneous TP at region 0: local=256, remote=512."
+    );
 
     // A decoder layout without layer indices: vLLM's assertion text becomes the err_msg.
     let mut theirs = layout(&[0x9000, 0xA000], 256, 256);
@@ -190,8 +194,13 @@ fn stored_regions_are_validated_again_and_block_mismatches_fail_only_their_reque
     assert!(p.admit_stored(&pl, &PreparedRegions::default()).is_ok(), "no regions: nothing to compare");
 
     let ok = ReadyRequest { d_req_id: "ok".into(), local_block_ids: vec![vec![5]], remote_block_ids: vec![vec![6]] };
-    let few = ReadyRequest { d_req_id: "few".into(), local_block_ids: vec![vec![5]], remote_block_ids: vec![vec![6, 7]] };
-    let groups = ReadyRequest { d_req_id: "groups".into(), local_block_ids: vec![vec![5], vec![]], remote_block_ids: vec![vec![6]] };
+    let few =
+        ReadyRequest { d_req_id: "few".into(), local_block_ids: vec![vec![5]], remote_block_ids: vec![vec![6, 7]] };
+    let groups = ReadyRequest {
+        d_req_id: "groups".into(),
+        local_block_ids: vec![vec![5], vec![]],
+        remote_block_ids: vec![vec![6]],
+    };
     let batch = p.build(&stored, &pl, &[few, ok, groups]).unwrap();
     assert_eq!(batch.descriptors, vec![d(0x1000 + 5 * 256, 0x9000 + 6 * 256, 256)]);
     assert_eq!(batch.err_reqs, vec!["few".to_string(), "groups".to_string()]);

@@ -8,12 +8,24 @@ use mooncake_wire::plan::{GroupKind, Producer, ProducerConfig, RegisteredLayout}
 use mooncake_wire::proto::gen1::{AgentMetadata, Gen1Decoder, Gen1DecoderConfig, Gen1Prefiller, Gen1Profile};
 use mooncake_wire::proto::{DecoderEvent, PrefillerEvent, PullRequest};
 
-
 fn producer(profile: &Gen1Profile) -> Producer {
     let rules = profile.plan_rules().unwrap();
     Producer {
-        config: ProducerConfig { tp_rank: 0, tp_size: 1, pp_size: 1, total_num_kv_heads: 4, use_mla: false, groups: vec![GroupKind::Attention], physical_blocks_per_logical: 1, blocks_first: true },
-        layout: RegisteredLayout { kv_caches_base_addr: vec![0x1000_0000, 0x2000_0000], block_lens: vec![2048, 2048], ..Default::default() },
+        config: ProducerConfig {
+            tp_rank: 0,
+            tp_size: 1,
+            pp_size: 1,
+            total_num_kv_heads: 4,
+            use_mla: false,
+            groups: vec![GroupKind::Attention],
+            physical_blocks_per_logical: 1,
+            blocks_first: true,
+        },
+        layout: RegisteredLayout {
+            kv_caches_base_addr: vec![0x1000_0000, 0x2000_0000],
+            block_lens: vec![2048, 2048],
+            ..Default::default()
+        },
         has_opaque_packed_row: false,
         layer_groups: HashMap::new(),
         layer_specs: HashMap::new(),
@@ -68,9 +80,17 @@ fn success_unknown_and_failure_follow_generation_1() {
 fn the_decoder_finishes_only_on_trans_done() {
     let p = Gen1Profile::builtin("vllm-0.13.0..0.15.1").unwrap();
     let now = Instant::now();
-    let cfg = Gen1DecoderConfig { hostname: "127.0.0.1".into(), te_port: 17002, tp_rank: 1, kv_caches_base_addr: vec![1, 2] };
+    let cfg =
+        Gen1DecoderConfig { hostname: "127.0.0.1".into(), te_port: 17002, tp_rank: 1, kv_caches_base_addr: vec![1, 2] };
     let mut d = Gen1Decoder::new(p.clone(), cfg);
-    let req = |id: &str| PullRequest { d_req_id: id.into(), transfer_id: String::new(), local_blocks: vec![vec![3]], engine_id: String::new(), bootstrap_addr: String::new(), remote: Some(("10.0.0.1".into(), 8998)) };
+    let req = |id: &str| PullRequest {
+        d_req_id: id.into(),
+        transfer_id: String::new(),
+        local_blocks: vec![vec![3]],
+        engine_id: String::new(),
+        bootstrap_addr: String::new(),
+        remote: Some(("10.0.0.1".into(), 8998)),
+    };
     d.pull(now, vec![req("a"), req("b")]);
     let Some(DecoderEvent::Open { id, addr, payload }) = d.poll_event() else { panic!("open") };
     assert_eq!(addr, "tcp://10.0.0.1:8999");

@@ -34,7 +34,8 @@ impl SenderPlanner for ToyPlanner {
         Ok(m.clone())
     }
     fn check(&self, m: &MooncakeXferMetadata) -> Result<Vec<usize>, String> {
-        let topo = mooncake_wire::plan::TransferTopology::new(self.tp_rank as i64, self.tp_size as i64, 1, false, 1).map_err(|e| e.err_msg().to_string())?;
+        let topo = mooncake_wire::plan::TransferTopology::new(self.tp_rank as i64, self.tp_size as i64, 1, false, 1)
+            .map_err(|e| e.err_msg().to_string())?;
         let ranks: Vec<usize> = topo
             .handshake_target_ranks(m.remote_tp_size.as_i64().unwrap(), 1)
             .map_err(|e| e.err_msg().to_string())?
@@ -43,7 +44,10 @@ impl SenderPlanner for ToyPlanner {
             .collect();
         let rank = m.remote_tp_rank.as_usize().unwrap();
         if !ranks.contains(&rank) {
-            return Err(format!("This D tp_rank {rank} is not paired with P tp_rank {}; expected one of {ranks:?}.", self.tp_rank));
+            return Err(format!(
+                "This D tp_rank {rank} is not paired with P tp_rank {}; expected one of {ranks:?}.",
+                self.tp_rank
+            ));
         }
         Ok(ranks)
     }
@@ -63,7 +67,12 @@ impl SenderPlanner for ToyPlanner {
             false => Ok(()),
         }
     }
-    fn build(&self, _: &MooncakeXferMetadata, remote: &Vec<u64>, ready: &[ReadyReq<'_>]) -> Result<TransferBatch, String> {
+    fn build(
+        &self,
+        _: &MooncakeXferMetadata,
+        remote: &Vec<u64>,
+        ready: &[ReadyReq<'_>],
+    ) -> Result<TransferBatch, String> {
         let mut out = TransferBatch::default();
         for r in ready {
             if r.local_blocks.len() != r.remote_blocks.len() && !r.remote_blocks.is_empty() {
@@ -117,11 +126,23 @@ fn d_memory() -> Memory {
 fn net(p_rev: &str, d_rev: &str, layout_id: u64) -> Net<ToyPlanner> {
     let reg = Registry::new(BootstrapSpec::new(Spec::builtin().revision(p_rev).unwrap().clone()).unwrap().unwrap());
     let mut n = Net::new(reg, "http://127.0.0.1:8998", std::time::Instant::now());
-    let p = PrefillerCore::new(WireProfile::builtin(p_rev).unwrap(), ToyPlanner { tp_rank: 0, tp_size: 1, prepares: 0.into() });
+    let p = PrefillerCore::new(
+        WireProfile::builtin(p_rev).unwrap(),
+        ToyPlanner { tp_rank: 0, tp_size: 1, prepares: 0.into() },
+    );
     n.add_prefiller(p, "tcp://127.0.0.1:5000", p_memory());
     let body = serde_json::json!({"engine_id": "engine-p", "dp_rank": 0, "tp_rank": 0, "pp_rank": 0, "addr": "tcp://127.0.0.1:5000"});
     assert_eq!(n.registry.handle("POST", "/register", Some(&body)).status, 200);
-    let cfg = DecoderConfig { hostname: "127.0.0.1".into(), te_port: 17001, tp_rank: 0, tp_size: 1, pp_rank: 0, pp_size: 1, layout: layout(), layout_id };
+    let cfg = DecoderConfig {
+        hostname: "127.0.0.1".into(),
+        te_port: 17001,
+        tp_rank: 0,
+        tp_size: 1,
+        pp_rank: 0,
+        pp_size: 1,
+        layout: layout(),
+        layout_id,
+    };
     n.add_decoder(DecoderCore::new(WireProfile::builtin(d_rev).unwrap(), cfg), "127.0.0.1:17001", d_memory());
     n
 }
@@ -216,10 +237,17 @@ fn an_unknown_transfer_times_out_and_leaves_nothing_behind() {
     assert!(n.decoders[0].received.is_empty(), "not before the abort timeout");
     n.sleep(Duration::from_secs(1));
     let r = MooncakeXferResponse::decode(&n.decoders[0].received[0].1).unwrap();
-    assert_eq!((r.status, r.err_reqs.clone(), r.err_msg.as_deref()), (Status::FINISH, Some(vec!["d-1".into()]), Some("Timeout waiting for P side ready.")));
+    assert_eq!(
+        (r.status, r.err_reqs.clone(), r.err_msg.as_deref()),
+        (Status::FINISH, Some(vec!["d-1".into()]), Some("Timeout waiting for P side ready."))
+    );
     assert_eq!(r.layout_id, WireInt::from(0x77u64), "the timeout FINISH echoes the layout id");
     assert_eq!(n.decoders[0].failed, vec![("d-1".to_string(), "Timeout waiting for P side ready.".to_string())]);
-    assert_eq!(n.decoders[0].finished, vec!["d-1"], "a failed request is still reported finished (its blocks are invalid)");
+    assert_eq!(
+        n.decoders[0].finished,
+        vec!["d-1"],
+        "a failed request is still reported finished (its blocks are invalid)"
+    );
     assert_empty(&n);
 }
 
@@ -246,12 +274,16 @@ fn layout_is_cached_missed_and_resent() {
     round(&mut n);
     n.prefillers[0].core.clear_layout_cache();
     round(&mut n);
-    let sent: Vec<MooncakeXferMetadata> = n.decoders[0].sent.iter().map(|(_, _, b)| MooncakeXferMetadata::decode(b).unwrap()).collect();
+    let sent: Vec<MooncakeXferMetadata> =
+        n.decoders[0].sent.iter().map(|(_, _, b)| MooncakeXferMetadata::decode(b).unwrap()).collect();
     let layout_less: Vec<bool> = sent.iter().map(|m| m.is_layout_less()).collect();
     assert_eq!(layout_less, vec![false, true, true, false], "full, cached, missed, resent with the layout");
     assert_eq!(statuses(&n), vec![Status::FINISH, Status::FINISH, Status::LAYOUT_MISS, Status::FINISH]);
     let miss = MooncakeXferResponse::decode(&n.decoders[0].received[2].1).unwrap();
-    assert_eq!(miss.err_msg.as_deref(), Some("Mooncake KV layout 0x123456789abcdef from 127.0.0.1:17001 is not cached."));
+    assert_eq!(
+        miss.err_msg.as_deref(),
+        Some("Mooncake KV layout 0x123456789abcdef from 127.0.0.1:17001 is not cached.")
+    );
     assert_eq!(miss.layout_id, WireInt::ZERO);
     assert_ne!(n.decoders[0].sent[2].0, n.decoders[0].sent[3].0, "the resend uses a new DEALER");
     assert_eq!(n.decoders[0].finished, vec!["d-1", "d-2", "d-3"]);
@@ -264,7 +296,8 @@ fn layout_is_cached_missed_and_resent() {
 fn each_distinct_layout_is_prepared_once() {
     // layout_id 0: every pull carries the full layout, and none is cached by id.
     let mut n = net("vllm-0.33.0", "vllm-0.33.0", 0);
-    let prepares = |n: &Net<ToyPlanner>| n.prefillers[0].core.planner().prepares.load(std::sync::atomic::Ordering::Relaxed);
+    let prepares =
+        |n: &Net<ToyPlanner>| n.prefillers[0].core.planner().prepares.load(std::sync::atomic::Ordering::Relaxed);
     for t in 1..=2 {
         ready_and_pull(&mut n, t);
     }
@@ -355,7 +388,10 @@ fn faults_get_a_clear_answer_and_the_prefiller_keeps_serving() {
     n.prefillers[0].core.handle_frames(now, vec![b"id".to_vec(), vec![0xc1]]);
     let t = n.prefillers[0].core.poll_transmit().unwrap();
     let r = MooncakeXferResponse::decode(&t.payload).unwrap();
-    assert_eq!((r.status, r.err_msg.as_deref()), (Status::ERROR, Some("MessagePack data is malformed: invalid opcode '\\xc1' (byte 0)")));
+    assert_eq!(
+        (r.status, r.err_msg.as_deref()),
+        (Status::ERROR, Some("MessagePack data is malformed: invalid opcode '\\xc1' (byte 0)"))
+    );
     // A 0.18-style request without block_lens/kv_block_lens.
     let old = mooncake_wire::codec::Codec::builtin("vllm-0.16.0..0.18.1").unwrap();
     let v = old
@@ -368,13 +404,23 @@ fn faults_get_a_clear_answer_and_the_prefiller_keeps_serving() {
     let r = MooncakeXferResponse::decode(&n.prefillers[0].core.poll_transmit().unwrap().payload).unwrap();
     assert_eq!(r.err_msg.as_deref(), Some("Object missing required field `block_lens`"));
     // A decoder of the wrong TP rank.
-    let mut m = MooncakeXferMetadata { remote_hostname: "h".into(), remote_tp_size: 2u64.into(), remote_tp_rank: 5u64.into(), ..Default::default() };
+    let mut m = MooncakeXferMetadata {
+        remote_hostname: "h".into(),
+        remote_tp_size: 2u64.into(),
+        remote_tp_rank: 5u64.into(),
+        ..Default::default()
+    };
     m.kv_caches_base_addr = layout().kv_caches_base_addr;
     n.prefillers[0].core.handle_frames(now, vec![b"id".to_vec(), m.encode()]);
     let r = MooncakeXferResponse::decode(&n.prefillers[0].core.poll_transmit().unwrap().payload).unwrap();
     assert_eq!(r.err_msg.as_deref(), Some("This D tp_rank 5 is not paired with P tp_rank 0; expected one of [0, 1]."));
     // An empty pull is answered with nothing, as vLLM does.
-    let empty = MooncakeXferMetadata { remote_hostname: "h".into(), kv_caches_base_addr: layout().kv_caches_base_addr, block_lens: layout().block_lens, ..Default::default() };
+    let empty = MooncakeXferMetadata {
+        remote_hostname: "h".into(),
+        kv_caches_base_addr: layout().kv_caches_base_addr,
+        block_lens: layout().block_lens,
+        ..Default::default()
+    };
     n.prefillers[0].core.handle_frames(now, vec![b"id".to_vec(), empty.encode()]);
     assert!(n.prefillers[0].core.poll_transmit().is_none());
     // The prefiller still serves a normal pull.
@@ -395,7 +441,10 @@ fn a_prefiller_that_never_answers_fails_the_pull_after_the_receive_timeout() {
     n.settle();
     assert!(n.decoders[0].finished.is_empty());
     n.sleep(Duration::from_secs(480 + 60));
-    assert_eq!(n.decoders[0].failed, vec![("d-1".to_string(), "transfer failed: Resource temporarily unavailable".to_string())]);
+    assert_eq!(
+        n.decoders[0].failed,
+        vec![("d-1".to_string(), "transfer failed: Resource temporarily unavailable".to_string())]
+    );
     assert_eq!(n.decoders[0].core.pending_pulls(), 0);
 }
 
@@ -407,7 +456,10 @@ fn an_unknown_engine_fails_every_request_of_the_batch() {
     r.engine_id = "ghost".into();
     n.decoders[0].core.pull(now, vec![r]);
     n.settle();
-    assert_eq!(n.decoders[0].failed[0].1, "remote engine_id ghost not found from bootstrap server http://127.0.0.1:8998");
+    assert_eq!(
+        n.decoders[0].failed[0].1,
+        "remote engine_id ghost not found from bootstrap server http://127.0.0.1:8998"
+    );
     assert_eq!(n.decoders[0].finished, vec!["d-1"]);
 }
 

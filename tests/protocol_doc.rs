@@ -28,7 +28,7 @@ fn citations(text: &str) -> Vec<String> {
     while let Some(i) = rest.find("PROTOCOL.md") {
         rest = &rest[i + "PROTOCOL.md".len()..];
         let tail: String = rest.chars().take(20).collect();
-        let skip = tail.chars().take_while(|c| matches!(c, '`' | ')' | ',' | ' ' | '(' | '§' | '\\' )).count();
+        let skip = tail.chars().take_while(|c| matches!(c, '`' | ')' | ',' | ' ' | '(' | '§' | '\\')).count();
         let after: String = rest.chars().skip(skip).collect();
         let after = after.trim_start_matches('\\');
         if let Some(q) = after.strip_prefix('"') {
@@ -43,7 +43,8 @@ fn citations(text: &str) -> Vec<String> {
 #[test]
 fn every_protocol_citation_names_a_heading() {
     let doc = std::fs::read_to_string(root().join("spec/PROTOCOL.md")).unwrap();
-    let headings: Vec<String> = doc.lines().filter(|l| l.starts_with('#')).map(|l| l.trim_start_matches('#').trim().to_string()).collect();
+    let headings: Vec<String> =
+        doc.lines().filter(|l| l.starts_with('#')).map(|l| l.trim_start_matches('#').trim().to_string()).collect();
     let mut all = vec![];
     files(&root(), &mut all);
     let mut checked = 0;
@@ -51,7 +52,11 @@ fn every_protocol_citation_names_a_heading() {
         let Ok(text) = std::fs::read_to_string(&f) else { continue };
         for c in citations(&text) {
             checked += 1;
-            assert!(headings.contains(&c), "{}: cites spec/PROTOCOL.md \"{c}\", which is no heading (headings: {headings:?})", f.display());
+            assert!(
+                headings.contains(&c),
+                "{}: cites spec/PROTOCOL.md \"{c}\", which is no heading (headings: {headings:?})",
+                f.display()
+            );
         }
     }
     assert!(checked >= 3, "only {checked} citations found: the scan is broken");

@@ -17,7 +17,8 @@ const FORBIDDEN_IN_SOURCE: &[&str] = &[
     "getrandom",
     "std::env",
 ];
-const FORBIDDEN_CRATES: &[&str] = &["tokio", "zmq", "zeromq", "axum", "hyper", "mio", "async-std", "rand", "getrandom", "reqwest", "socket2"];
+const FORBIDDEN_CRATES: &[&str] =
+    &["tokio", "zmq", "zeromq", "axum", "hyper", "mio", "async-std", "rand", "getrandom", "reqwest", "socket2"];
 
 fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {

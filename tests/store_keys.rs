@@ -6,7 +6,10 @@
 use mooncake_wire::codec::testgen::Rng;
 use mooncake_wire::keys::grammar::{Fields, KeyParseError};
 use mooncake_wire::keys::spec::StoreKeySpec;
-use mooncake_wire::keys::typed::{AscendMooncakeKey, AscendMooncakeLayerKey, AscendStoreKey, AscendStoreLayerKey, LmcacheKey, LmcacheLayerKey, TypedKey};
+use mooncake_wire::keys::typed::{
+    AscendMooncakeKey, AscendMooncakeLayerKey, AscendStoreKey, AscendStoreLayerKey, LmcacheKey, LmcacheLayerKey,
+    TypedKey,
+};
 use mooncake_wire::keys::vllm_key::{KeyError, KeyHints, VllmStoreKey};
 
 const TEXT: &[&str] = &["", "Qwen2.5-7B-Instruct", "m@odd", "名前", "a@b@c", "@", "x:1@tp_rank:2", "teamA", "ns/é"];
@@ -38,7 +41,9 @@ fn vllm_keys_round_trip_in_every_release() {
     let (mut unique, mut ambiguous) = (0, 0);
     for release in spec.vllm_releases() {
         let g = spec.vllm_grammar(release).unwrap();
-        let has = |f: &str| g.parts.iter().any(|p| matches!(p, mooncake_wire::keys::grammar::Part::Field { name, .. } if name == f));
+        let has = |f: &str| {
+            g.parts.iter().any(|p| matches!(p, mooncake_wire::keys::grammar::Part::Field { name, .. } if name == f))
+        };
         for _ in 0..300 {
             let k = VllmStoreKey {
                 cache_prefix: if has("cache_prefix") { rng.pick(TEXT).to_string() } else { String::new() },
@@ -97,8 +102,25 @@ fn other_families_round_trip() {
     let mut unique = 0;
     for _ in 0..400 {
         let model = rng.pick(TEXT).to_string();
-        unique += check(AscendMooncakeKey { model_name: model.clone(), world_size: rank(&mut rng), worker_id: rank(&mut rng), chunk_hash: hash(&mut rng) }, &["model_name"]) as usize;
-        check(AscendMooncakeLayerKey { model_name: model.clone(), world_size: rank(&mut rng), worker_id: rank(&mut rng), chunk_hash: hash(&mut rng), layer_id: rank(&mut rng) }, &["model_name"]);
+        unique += check(
+            AscendMooncakeKey {
+                model_name: model.clone(),
+                world_size: rank(&mut rng),
+                worker_id: rank(&mut rng),
+                chunk_hash: hash(&mut rng),
+            },
+            &["model_name"],
+        ) as usize;
+        check(
+            AscendMooncakeLayerKey {
+                model_name: model.clone(),
+                world_size: rank(&mut rng),
+                worker_id: rank(&mut rng),
+                chunk_hash: hash(&mut rng),
+                layer_id: rank(&mut rng),
+            },
+            &["model_name"],
+        );
         check(
             AscendStoreKey {
                 model_name: model.clone(),
@@ -127,10 +149,32 @@ fn other_families_round_trip() {
             },
             &["model_name"],
         );
-        let tags: Vec<(String, String)> = (0..rng.below(3)).map(|i| (format!("t{i}"), ["v", "a%b", "", "x:y"][rng.below(4)].to_string())).collect();
+        let tags: Vec<(String, String)> =
+            (0..rng.below(3)).map(|i| (format!("t{i}"), ["v", "a%b", "", "x:y"][rng.below(4)].to_string())).collect();
         let signed = if rng.chance(20) { format!("-{}", hash(&mut rng)) } else { hash(&mut rng) };
-        check(LmcacheKey { model_name: model.clone(), world_size: rank(&mut rng), worker_id: rank(&mut rng), chunk_hash: signed.clone(), dtype: rng.pick(&dtypes).to_string(), tags: tags.clone() }, &["model_name"]);
-        check(LmcacheLayerKey { model_name: model, world_size: rank(&mut rng), worker_id: rank(&mut rng), chunk_hash: signed, dtype: rng.pick(&dtypes).to_string(), layer_id: rank(&mut rng), tags }, &["model_name"]);
+        check(
+            LmcacheKey {
+                model_name: model.clone(),
+                world_size: rank(&mut rng),
+                worker_id: rank(&mut rng),
+                chunk_hash: signed.clone(),
+                dtype: rng.pick(&dtypes).to_string(),
+                tags: tags.clone(),
+            },
+            &["model_name"],
+        );
+        check(
+            LmcacheLayerKey {
+                model_name: model,
+                world_size: rank(&mut rng),
+                worker_id: rank(&mut rng),
+                chunk_hash: signed,
+                dtype: rng.pick(&dtypes).to_string(),
+                layer_id: rank(&mut rng),
+                tags,
+            },
+            &["model_name"],
+        );
     }
     assert!(unique > 100);
 }
@@ -144,5 +188,8 @@ fn a_key_of_one_release_is_not_read_as_another_shape() {
     assert!(r.is_err() || r.unwrap().model_name != "m", "0.22 key read as a 0.21 key with model m");
     // A 0.21 key (no group part) is not a 0.22 key.
     let k0 = VllmStoreKey { group_id: 0, ..k };
-    assert!(matches!(VllmStoreKey::parse(&k0.build("0.21.0").unwrap(), "0.22.0", &KeyHints::default()), Err(KeyError::Parse(KeyParseError::NoMatch { .. }))));
+    assert!(matches!(
+        VllmStoreKey::parse(&k0.build("0.21.0").unwrap(), "0.22.0", &KeyHints::default()),
+        Err(KeyError::Parse(KeyParseError::NoMatch { .. }))
+    ));
 }

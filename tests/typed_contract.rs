@@ -117,7 +117,11 @@ fn contract(message: &str, typed_fields: &[&str], typed: TypedRoundTrip) -> Vec<
             problems.push(format!("absent: typed {t:?} vs spec {s:?}"));
         }
         if f.required() != s.is_err() {
-            problems.push(format!("spec says required={}, the spec codec {}", f.required(), if s.is_err() { "rejects" } else { "accepts" }));
+            problems.push(format!(
+                "spec says required={}, the spec codec {}",
+                f.required(),
+                if s.is_err() { "rejects" } else { "accepts" }
+            ));
         }
         // Type: every other kind of value in this field's place.
         for (kind, raw) in WRONG_KINDS {
@@ -138,15 +142,37 @@ fn contract(message: &str, typed_fields: &[&str], typed: TypedRoundTrip) -> Vec<
             }
         }
         row(
-            vec![(i + 1).to_string(), format!("`{}`", f.name), format!("`{}`", f.ty), f.default_display(), problems.join("; ")],
+            vec![
+                (i + 1).to_string(),
+                format!("`{}`", f.name),
+                format!("`{}`", f.ty),
+                f.default_display(),
+                problems.join("; "),
+            ],
             problems.is_empty(),
         );
     }
     // Struct options: header width from the declared count, omit_defaults on the all-default value.
     let minimal = map_of(&codec, message, &entries_with(None, None));
-    let options_ok = typed(&minimal).ok() == spec_rt(&minimal).ok() && st.declared == typed_fields.len() && st.omit_defaults && !st.array_like && st.tag.is_none();
-    row(vec!["—".into(), "(struct options)".into(), format!("{:?}", def.options), format!("{} declared", st.declared), String::new()], options_ok);
-    println!("\n{message} ({}):\n| # | field | type | default | notes | result |\n|---|---|---|---|---|---|", typed::REVISION);
+    let options_ok = typed(&minimal).ok() == spec_rt(&minimal).ok()
+        && st.declared == typed_fields.len()
+        && st.omit_defaults
+        && !st.array_like
+        && st.tag.is_none();
+    row(
+        vec![
+            "—".into(),
+            "(struct options)".into(),
+            format!("{:?}", def.options),
+            format!("{} declared", st.declared),
+            String::new(),
+        ],
+        options_ok,
+    );
+    println!(
+        "\n{message} ({}):\n| # | field | type | default | notes | result |\n|---|---|---|---|---|---|",
+        typed::REVISION
+    );
     for r in &rows {
         println!("{r}");
     }
@@ -178,7 +204,10 @@ fn status_constants_match_the_spec_enum() {
     }
     // An unknown value is representable, prints, and round-trips when asked to.
     let b = typed::MooncakeXferResponse::new(typed::Status(7)).encode();
-    assert_eq!(typed::MooncakeXferResponse::decode(&b).unwrap_err().msgspec_message(), "Invalid enum value 7 - at `$.status`");
+    assert_eq!(
+        typed::MooncakeXferResponse::decode(&b).unwrap_err().msgspec_message(),
+        "Invalid enum value 7 - at `$.status`"
+    );
     let open = typed::MooncakeXferResponse::decode_with(&b, typed::Strictness::OpenStatus).unwrap();
     assert_eq!(open.status.to_string(), "Status(7)");
     assert_eq!(open.encode(), b);

@@ -205,7 +205,11 @@ fn contract(t: &Typed) -> Vec<String> {
         let without = message_bytes(&codec, t, &entries_with(None, Some(i)));
         let s = agree(&mut problems, "absent", &without);
         if f.required() != s.is_err() {
-            problems.push(format!("spec says required={}, the spec codec {}", f.required(), if s.is_err() { "rejects" } else { "accepts" }));
+            problems.push(format!(
+                "spec says required={}, the spec codec {}",
+                f.required(),
+                if s.is_err() { "rejects" } else { "accepts" }
+            ));
         }
         // Type: every other kind of value in this field's place.
         for (kind, raw) in WRONG_KINDS {
@@ -224,7 +228,9 @@ fn contract(t: &Typed) -> Vec<String> {
             } else {
                 problems.push("a const field in a map-shaped typed struct".into());
             }
-            for other in [&b"other_msg"[..], b"", b"get_meta_msg\x00", b"done_recving_msg", b"get_meta_msg", b"it's \"q\"\n\xff"] {
+            for other in
+                [&b"other_msg"[..], b"", b"get_meta_msg\x00", b"done_recving_msg", b"get_meta_msg", b"it's \"q\"\n\xff"]
+            {
                 let b = message_bytes(&codec, t, &entries_with(Some((i, enc(i, &Value::Bytes(other.to_vec())))), None));
                 let _ = agree(&mut problems, &format!("tag {}", py_bytes_repr(other)), &b);
             }
@@ -233,24 +239,39 @@ fn contract(t: &Typed) -> Vec<String> {
             Some(c) => format!("const {c}"),
             None => f.default_display(),
         };
-        row(vec![(i + 1).to_string(), format!("`{}`", f.name), format!("`{}`", f.ty), default, problems.join("; ")], problems.is_empty());
+        row(
+            vec![(i + 1).to_string(), format!("`{}`", f.name), format!("`{}`", f.ty), default, problems.join("; ")],
+            problems.is_empty(),
+        );
     }
     // Struct options.
     let options_ok = def.kind == t.kind
         && st.declared == t.fields.len()
         && st.tag.is_none()
         && match t.shape {
-            Shape::Map { omit_defaults } => st.omit_defaults == omit_defaults && !st.array_like && !st.forbid_unknown_fields,
+            Shape::Map { omit_defaults } => {
+                st.omit_defaults == omit_defaults && !st.array_like && !st.forbid_unknown_fields
+            }
             Shape::Tuple { .. } => st.array_like && st.exact_len && st.forbid_unknown_fields,
         };
     row(
-        vec!["—".into(), "(struct options)".into(), format!("{:?} {:?}", def.kind, def.options), format!("{} declared", st.declared), match t.shape {
-            Shape::Map { omit_defaults } => format!("typed: map, omit_defaults={omit_defaults}"),
-            Shape::Tuple { tag } => format!("typed: array of {}, tag {}", t.fields.len(), py_bytes_repr(tag)),
-        }],
+        vec![
+            "—".into(),
+            "(struct options)".into(),
+            format!("{:?} {:?}", def.kind, def.options),
+            format!("{} declared", st.declared),
+            match t.shape {
+                Shape::Map { omit_defaults } => format!("typed: map, omit_defaults={omit_defaults}"),
+                Shape::Tuple { tag } => format!("typed: array of {}, tag {}", t.fields.len(), py_bytes_repr(tag)),
+            },
+        ],
         options_ok,
     );
-    println!("\n{} ({}):\n| # | field | type | default | notes | result |\n|---|---|---|---|---|---|", t.message, pull::REVISION);
+    println!(
+        "\n{} ({}):\n| # | field | type | default | notes | result |\n|---|---|---|---|---|---|",
+        t.message,
+        pull::REVISION
+    );
     for r in &rows {
         println!("{r}");
     }
@@ -284,7 +305,11 @@ fn ack_is_the_spec_constant() {
     // The tags are the spec's constants too, and name their messages.
     for (tag, message) in pull::ControlTag::KNOWN {
         let codec = Codec::builtin(pull::REVISION).unwrap();
-        assert_eq!(codec.message_struct(message).unwrap().fields[0].const_value, Some(Value::Bytes(tag.as_bytes().to_vec())), "{message}");
+        assert_eq!(
+            codec.message_struct(message).unwrap().fields[0].const_value,
+            Some(Value::Bytes(tag.as_bytes().to_vec())),
+            "{message}"
+        );
         assert_eq!(tag.message(), Some(message));
     }
     assert_eq!(pull::ControlTag(b"other"[..].to_vec().into()).message(), None);
@@ -310,7 +335,10 @@ fn typed_and_spec_decoders_agree_on_random_and_mutated_inputs() {
         assert_eq!((t.round_trip)(&nc), Ok(hex(&canonical)), "{} from {}", t.message, hex(&nc));
         let base = if rng.chance(50) { canonical } else { nc };
         let input = mutate(&base, &mut rng);
-        let spec = codec.decode(t.message, &input).map(|v| hex(&codec.encode(t.message, &v).unwrap())).map_err(|e| e.msgspec_message());
+        let spec = codec
+            .decode(t.message, &input)
+            .map(|v| hex(&codec.encode(t.message, &v).unwrap()))
+            .map_err(|e| e.msgspec_message());
         assert_eq!((t.round_trip)(&input), spec, "{} input {}", t.message, hex(&input));
         rejected += spec.is_err() as usize;
     }
@@ -356,7 +384,10 @@ fn untyped_values_follow_the_spec_codec() {
             w.raw(&value);
         }
         let b = w.into_bytes();
-        let spec = codec.decode("MooncakeAgentMetadata", &b).map(|v| hex(&codec.encode("MooncakeAgentMetadata", &v).unwrap())).map_err(|e| e.msgspec_message());
+        let spec = codec
+            .decode("MooncakeAgentMetadata", &b)
+            .map(|v| hex(&codec.encode("MooncakeAgentMetadata", &v).unwrap()))
+            .map_err(|e| e.msgspec_message());
         let typed = MooncakeAgentMetadata::decode(&b).map(|v| hex(&v.encode())).map_err(|e| e.msgspec_message());
         assert_eq!(typed, spec, "{what}");
     }

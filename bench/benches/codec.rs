@@ -7,7 +7,9 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferMetadataRef, MooncakeXferResponse, MooncakeXferResponseRef};
+use mooncake_wire::typed::{
+    MooncakeXferMetadata, MooncakeXferMetadataRef, MooncakeXferResponse, MooncakeXferResponseRef,
+};
 use mooncake_wire_bench::{all, codec, METADATA};
 
 fn codec_benches(c: &mut Criterion) {
@@ -19,12 +21,16 @@ fn codec_benches(c: &mut Criterion) {
         if p.message == METADATA {
             let typed = MooncakeXferMetadata::decode(bytes).unwrap();
             g.bench_function("typed_decode", |b| b.iter(|| MooncakeXferMetadata::decode(black_box(bytes)).unwrap()));
-            g.bench_function("typed_ref_decode", |b| b.iter(|| MooncakeXferMetadataRef::decode(black_box(bytes)).unwrap()));
+            g.bench_function("typed_ref_decode", |b| {
+                b.iter(|| MooncakeXferMetadataRef::decode(black_box(bytes)).unwrap())
+            });
             g.bench_function("typed_encode", |b| b.iter(|| black_box(&typed).encode()));
         } else {
             let typed = MooncakeXferResponse::decode(bytes).unwrap();
             g.bench_function("typed_decode", |b| b.iter(|| MooncakeXferResponse::decode(black_box(bytes)).unwrap()));
-            g.bench_function("typed_ref_decode", |b| b.iter(|| MooncakeXferResponseRef::decode(black_box(bytes)).unwrap()));
+            g.bench_function("typed_ref_decode", |b| {
+                b.iter(|| MooncakeXferResponseRef::decode(black_box(bytes)).unwrap())
+            });
             g.bench_function("typed_encode", |b| b.iter(|| black_box(&typed).encode()));
         }
         g.bench_function("spec_decode", |b| b.iter(|| codec.decode(p.message, black_box(bytes)).unwrap()));

@@ -136,7 +136,12 @@ pub fn payload(message: &'static str, size: Size) -> Payload {
     let bytes = if message == METADATA { metadata(size).encode() } else { response(size).encode() };
     let codec = codec();
     let value = codec.decode(message, &bytes).unwrap_or_else(|e| panic!("{message}/{}: {e}", size.name));
-    assert_eq!(codec.encode(message, &value).unwrap(), bytes, "{message}/{}: spec-driven re-encoding differs", size.name);
+    assert_eq!(
+        codec.encode(message, &value).unwrap(),
+        bytes,
+        "{message}/{}: spec-driven re-encoding differs",
+        size.name
+    );
     Payload { message, size, bytes, value }
 }
 

@@ -50,7 +50,9 @@ impl Data {
                 .ok_or_else(|| format!("{name} is not bundled")),
             Data::Dir(d) => {
                 let p: PathBuf = d.join(name);
-                std::fs::read_to_string(&p).map(|t| (p.display().to_string(), t)).map_err(|e| format!("--data {}: {name}: {e}", d.display()))
+                std::fs::read_to_string(&p)
+                    .map(|t| (p.display().to_string(), t))
+                    .map_err(|e| format!("--data {}: {name}: {e}", d.display()))
             }
         }
     }

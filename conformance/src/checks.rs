@@ -38,7 +38,13 @@ pub struct HttpX {
 }
 
 fn finding(check: &'static str, x: &Xchg, message: &str, detail: String) -> Finding {
-    Finding { check, seq: x.seq, line: x.line, message: Some(format!("exchange {} ({} → {}) {message}", x.index + 1, x.decoder, x.endpoint)), detail }
+    Finding {
+        check,
+        seq: x.seq,
+        line: x.line,
+        message: Some(format!("exchange {} ({} → {}) {message}", x.index + 1, x.decoder, x.endpoint)),
+        detail,
+    }
 }
 
 fn ids(l: &Option<Vec<String>>) -> Vec<String> {
@@ -69,8 +75,15 @@ pub struct ExchangeChecker {
 
 impl ExchangeChecker {
     pub fn new(profile: &WireProfile) -> Self {
-        let omit_empty = profile.revision.behaviour.empty_id_lists.as_ref().map(|i| i.value) == Some(mooncake_wire::spec::behaviour::EmptyIdLists::Omitted);
-        ExchangeChecker { profile: profile.clone(), omit_empty, acked: HashSet::new(), awaiting_resend: vec![], previous: None }
+        let omit_empty = profile.revision.behaviour.empty_id_lists.as_ref().map(|i| i.value)
+            == Some(mooncake_wire::spec::behaviour::EmptyIdLists::Omitted);
+        ExchangeChecker {
+            profile: profile.clone(),
+            omit_empty,
+            acked: HashSet::new(),
+            awaiting_resend: vec![],
+            previous: None,
+        }
     }
 
     /// Checks the next exchange (its request and every reply it got); returns the findings it settles.
@@ -82,7 +95,12 @@ impl ExchangeChecker {
             if a.decoder == x.decoder && a.endpoint != x.endpoint {
                 if let (Ok(ra), Ok(rb)) = (profile.decode_metadata(&a.request), profile.decode_metadata(&x.request)) {
                     if ra.req_blocks == rb.req_blocks && a.request != x.request && ra.layout_id == WireInt::ZERO {
-                        out.push(finding("FAN-OUT-SAME-BYTES", x, "request", "the same pull to another prefiller differs in bytes".into()));
+                        out.push(finding(
+                            "FAN-OUT-SAME-BYTES",
+                            x,
+                            "request",
+                            "the same pull to another prefiller differs in bytes".into(),
+                        ));
                     }
                 }
             }
@@ -96,7 +114,12 @@ impl ExchangeChecker {
             }
             match profile.decode_metadata(&x.request) {
                 Ok(m) if !m.kv_caches_base_addr.is_empty() && m.req_blocks == req.req_blocks => {}
-                Ok(_) => out.push(finding("LAYOUT-MISS-RESEND", x, "request", "the request after LAYOUT_MISS is not the same pull with the layout".into())),
+                Ok(_) => out.push(finding(
+                    "LAYOUT-MISS-RESEND",
+                    x,
+                    "request",
+                    "the request after LAYOUT_MISS is not the same pull with the layout".into(),
+                )),
                 Err(_) => {}
             }
         }
@@ -104,8 +127,16 @@ impl ExchangeChecker {
         let Ok(req) = profile.decode_metadata(&x.request) else { return out };
         let keys: HashSet<&str> = req.req_blocks.iter().map(|(k, _)| k.as_str()).collect();
         let layout_less = req.layout_id != WireInt::ZERO && req.kv_caches_base_addr.is_empty();
-        if layout_less && profile.layout_caching.is_some() && !self.acked.contains(&(x.decoder.clone(), x.endpoint.clone(), req.layout_id)) {
-            out.push(finding("LAYOUT-LESS-AFTER-ACK", x, "request", format!("a layout-less pull (layout_id {:#x}) to an endpoint that never echoed that id", req.layout_id)));
+        if layout_less
+            && profile.layout_caching.is_some()
+            && !self.acked.contains(&(x.decoder.clone(), x.endpoint.clone(), req.layout_id))
+        {
+            out.push(finding(
+                "LAYOUT-LESS-AFTER-ACK",
+                x,
+                "request",
+                format!("a layout-less pull (layout_id {:#x}) to an endpoint that never echoed that id", req.layout_id),
+            ));
         }
         let mut settled: BTreeMap<String, usize> = BTreeMap::new();
         let mut terminal_at: Option<usize> = None;
@@ -120,16 +151,34 @@ impl ExchangeChecker {
             }
             for l in [&r.ok_reqs, &r.err_reqs] {
                 if self.omit_empty && l.as_ref().is_some_and(|v| v.is_empty()) {
-                    out.push(finding("EMPTY-LISTS", x, &what, format!("{} writes an empty id list; vLLM {} omits it", r.status, profile.name())));
+                    out.push(finding(
+                        "EMPTY-LISTS",
+                        x,
+                        &what,
+                        format!("{} writes an empty id list; vLLM {} omits it", r.status, profile.name()),
+                    ));
                 }
             }
             let (ok, err) = (ids(&r.ok_reqs), ids(&r.err_reqs));
             for d in ok.iter().chain(&err) {
                 if !keys.contains(d.as_str()) {
-                    out.push(finding("REQS-SUBSET", x, &what, format!("{d:?} is not a request of this pull (req_blocks keys {:?})", req.req_blocks.iter().map(|(k, _)| k).collect::<Vec<_>>())));
+                    out.push(finding(
+                        "REQS-SUBSET",
+                        x,
+                        &what,
+                        format!(
+                            "{d:?} is not a request of this pull (req_blocks keys {:?})",
+                            req.req_blocks.iter().map(|(k, _)| k).collect::<Vec<_>>()
+                        ),
+                    ));
                 }
                 if let Some(prev) = settled.insert(d.clone(), i) {
-                    out.push(finding("REQS-ONCE", x, &what, format!("{d:?} is reported again (already in reply {})", prev + 1)));
+                    out.push(finding(
+                        "REQS-ONCE",
+                        x,
+                        &what,
+                        format!("{d:?} is reported again (already in reply {})", prev + 1),
+                    ));
                 }
             }
             match r.status {
@@ -138,11 +187,21 @@ impl ExchangeChecker {
                         out.push(finding("ERROR-SHAPE", x, &what, format!("{s} must carry err_msg and no id lists")));
                     }
                     if r.layout_id != WireInt::ZERO {
-                        out.push(finding("LAYOUT-ECHO", x, &what, format!("{s} echoes layout_id {:#x}; vLLM never does", r.layout_id)));
+                        out.push(finding(
+                            "LAYOUT-ECHO",
+                            x,
+                            &what,
+                            format!("{s} echoes layout_id {:#x}; vLLM never does", r.layout_id),
+                        ));
                     }
                     if s == Status::LAYOUT_MISS {
                         if !layout_less {
-                            out.push(finding("LAYOUT-MISS-CAUSE", x, &what, "LAYOUT_MISS answers a pull that carried its layout (or had layout_id 0)".into()));
+                            out.push(finding(
+                                "LAYOUT-MISS-CAUSE",
+                                x,
+                                &what,
+                                "LAYOUT_MISS answers a pull that carried its layout (or had layout_id 0)".into(),
+                            ));
                         } else {
                             self.awaiting_resend.push((x.clone(), req.clone()));
                         }
@@ -151,7 +210,12 @@ impl ExchangeChecker {
                 }
                 _ => {
                     if r.layout_id != WireInt::ZERO && r.layout_id != req.layout_id {
-                        out.push(finding("LAYOUT-ECHO", x, &what, format!("layout_id {:#x} is not the pull's {:#x}", r.layout_id, req.layout_id)));
+                        out.push(finding(
+                            "LAYOUT-ECHO",
+                            x,
+                            &what,
+                            format!("layout_id {:#x} is not the pull's {:#x}", r.layout_id, req.layout_id),
+                        ));
                     }
                     if req.layout_id != WireInt::ZERO && r.layout_id == req.layout_id {
                         self.acked.insert((x.decoder.clone(), x.endpoint.clone(), req.layout_id));
@@ -160,14 +224,33 @@ impl ExchangeChecker {
             }
         }
         if terminal_at.is_none() {
-            out.push(finding("SEQ-TERMINAL", x, "replies", format!("{} replies and no terminal status (FINISH, ERROR{})", x.replies.len(), if profile.layout_caching.is_some() { " or LAYOUT_MISS" } else { "" })));
+            out.push(finding(
+                "SEQ-TERMINAL",
+                x,
+                "replies",
+                format!(
+                    "{} replies and no terminal status (FINISH, ERROR{})",
+                    x.replies.len(),
+                    if profile.layout_caching.is_some() { " or LAYOUT_MISS" } else { "" }
+                ),
+            ));
         }
         out
     }
 
     /// The end of the transcript: a LAYOUT_MISS whose resend never came.
     pub fn finish(self) -> Vec<Finding> {
-        self.awaiting_resend.iter().map(|(x, _)| finding("LAYOUT-MISS-RESEND", x, "after LAYOUT_MISS", "the decoder never resent the pull with its layout".into())).collect()
+        self.awaiting_resend
+            .iter()
+            .map(|(x, _)| {
+                finding(
+                    "LAYOUT-MISS-RESEND",
+                    x,
+                    "after LAYOUT_MISS",
+                    "the decoder never resent the pull with its layout".into(),
+                )
+            })
+            .collect()
     }
 }
 
@@ -190,21 +273,45 @@ impl HttpChecker {
 
     pub fn push(&mut self, h: &HttpX) -> Vec<Finding> {
         let mut out = vec![];
-        let f = |check: &'static str, detail: String| Finding { check, seq: h.seq, line: h.line, message: Some(format!("{} {}", h.method, h.path)), detail };
+        let f = |check: &'static str, detail: String| Finding {
+            check,
+            seq: h.seq,
+            line: h.line,
+            message: Some(format!("{} {}", h.method, h.path)),
+            detail,
+        };
         let want = self.reg.handle(&h.method, &h.path, h.request.as_ref());
         match (h.method.as_str(), h.path.split('?').next().unwrap_or("")) {
             ("POST", "/register") => {
                 if h.status != want.status {
-                    out.push(f("REGISTER-STATUS", format!("answered {}, the revision's registry answers {} ({})", h.status, want.status, want.body)));
+                    out.push(f(
+                        "REGISTER-STATUS",
+                        format!(
+                            "answered {}, the revision's registry answers {} ({})",
+                            h.status, want.status, want.body
+                        ),
+                    ));
                 } else if want.status != 422 && h.response.as_ref() != Some(&want.body) {
-                    out.push(f("REGISTER-STATUS", format!("body {} differs from {}", h.response.as_ref().map(J::to_string).unwrap_or_default(), want.body)));
+                    out.push(f(
+                        "REGISTER-STATUS",
+                        format!(
+                            "body {} differs from {}",
+                            h.response.as_ref().map(J::to_string).unwrap_or_default(),
+                            want.body
+                        ),
+                    ));
                 }
             }
             ("GET", "/query") => {
                 if h.status != 200 || h.response.as_ref() != Some(&want.body) {
                     out.push(f(
                         "QUERY-REFLECTS-REGISTER",
-                        format!("answered {} {}, the registered workers are {}", h.status, h.response.as_ref().map(J::to_string).unwrap_or_default(), want.body),
+                        format!(
+                            "answered {} {}, the registered workers are {}",
+                            h.status,
+                            h.response.as_ref().map(J::to_string).unwrap_or_default(),
+                            want.body
+                        ),
                     ));
                 }
             }
@@ -216,6 +323,11 @@ impl HttpChecker {
 
 /// Reply lists compared as sets: vLLM orders ids by readiness, which varies between runs.
 pub fn same_reply(a: &MooncakeXferResponse, b: &MooncakeXferResponse) -> bool {
-    let set = |l: &Option<Vec<String>>| l.as_ref().map(|v| v.iter().cloned().collect::<std::collections::BTreeSet<_>>());
-    a.status == b.status && set(&a.ok_reqs) == set(&b.ok_reqs) && set(&a.err_reqs) == set(&b.err_reqs) && a.err_msg == b.err_msg && a.layout_id == b.layout_id
+    let set =
+        |l: &Option<Vec<String>>| l.as_ref().map(|v| v.iter().cloned().collect::<std::collections::BTreeSet<_>>());
+    a.status == b.status
+        && set(&a.ok_reqs) == set(&b.ok_reqs)
+        && set(&a.err_reqs) == set(&b.err_reqs)
+        && a.err_msg == b.err_msg
+        && a.layout_id == b.layout_id
 }

@@ -122,10 +122,15 @@ pub fn choose(model: &TraceModel, role: Role, testee_revisions: &[String]) -> Re
     let family = &Spec::builtin().push().revisions;
     let pos = |name: &str| family.iter().position(|x| x.revision == name);
     let here = pos(&r.revision).ok_or_else(|| format!("{} is not a push revision", r.revision))?;
-    let mut candidates: Vec<&Arc<Revision>> = testee_revisions.iter().filter_map(|t| pos(t).map(|i| &family[i])).collect();
+    let mut candidates: Vec<&Arc<Revision>> =
+        testee_revisions.iter().filter_map(|t| pos(t).map(|i| &family[i])).collect();
     candidates.sort_by_key(|t| (pos(&t.revision).unwrap_or(0) as i64 - here as i64).unsigned_abs());
     if candidates.is_empty() {
-        return Err(format!("the testee does not speak {} and speaks no other push revision ({})", r.revision, testee_revisions.join(", ")));
+        return Err(format!(
+            "the testee does not speak {} and speaks no other push revision ({})",
+            r.revision,
+            testee_revisions.join(", ")
+        ));
     }
     let mut reasons = vec![];
     for t in candidates {
@@ -192,9 +197,19 @@ fn eligible(model: &TraceModel, role: Role, t: &Arc<Revision>) -> Result<(), Str
         }
         if let Some(key) = c.subject.strip_prefix("behaviour.") {
             match exercised(model, key, role, conditional, (&old.behaviour, &new.behaviour)) {
-                Some(Some(evidence)) => return Err(format!("the trace relies on `behaviour.{key}` ({evidence}), which differs: {}", c.what)),
+                Some(Some(evidence)) => {
+                    return Err(format!(
+                        "the trace relies on `behaviour.{key}` ({evidence}), which differs: {}",
+                        c.what
+                    ))
+                }
                 Some(None) => {}
-                None => return Err(format!("the trace may rely on `behaviour.{key}` ({}), and the runner cannot tell", c.what)),
+                None => {
+                    return Err(format!(
+                        "the trace may rely on `behaviour.{key}` ({}), and the runner cannot tell",
+                        c.what
+                    ))
+                }
             }
         }
     }
@@ -213,9 +228,14 @@ fn messages_survive(model: &TraceModel, t: &Arc<Revision>, role: Role) -> Result
     let rc = Codec::builtin(&r.revision).ok_or("no codec for the trace revision")?;
     let tc = Codec::builtin(&t.revision).ok_or("no codec for the testee revision")?;
     let check = |message: &str, bytes: &[u8], line: usize| -> Result<(), String> {
-        let under_r = rc.decode(message, bytes).map_err(|e| format!("line {line}: the recorded {message} does not decode under {}: {}", r.revision, e.msgspec_message()))?;
-        let under_t = tc.decode(message, bytes).map_err(|e| format!("line {line}: {} rejects the recorded {message}: {}", t.revision, e.msgspec_message()))?;
-        let common: Vec<String> = field_names(t, message).into_iter().filter(|f| field_names(r, message).contains(f)).collect();
+        let under_r = rc.decode(message, bytes).map_err(|e| {
+            format!("line {line}: the recorded {message} does not decode under {}: {}", r.revision, e.msgspec_message())
+        })?;
+        let under_t = tc.decode(message, bytes).map_err(|e| {
+            format!("line {line}: {} rejects the recorded {message}: {}", t.revision, e.msgspec_message())
+        })?;
+        let common: Vec<String> =
+            field_names(t, message).into_iter().filter(|f| field_names(r, message).contains(f)).collect();
         let pick = |v: &Value| -> J {
             let mut j = Codec::to_json(v);
             if let Some(o) = j.as_object_mut() {
@@ -225,7 +245,10 @@ fn messages_survive(model: &TraceModel, t: &Arc<Revision>, role: Role) -> Result
         };
         let (a, b) = (pick(&under_r), pick(&under_t));
         if a != b {
-            return Err(format!("line {line}: {} reads the recorded {message} as {b}, {} as {a}", t.revision, r.revision));
+            return Err(format!(
+                "line {line}: {} reads the recorded {message} as {b}, {} as {a}",
+                t.revision, r.revision
+            ));
         }
         Ok(())
     };
@@ -248,30 +271,55 @@ const DECODER_OUTCOME: &[&str] = &["failure_report", "failure_finish", "free_onl
 
 /// Behaviour items that decide how a prefiller plans its copies: the same bytes land, in other descriptors, so
 /// a cross-version prefiller case compares the transfer-engine bytes and not the descriptor counts.
-pub const PLANNING: &[&str] = &["region_alignment", "kv_half_split", "block_groups", "destination_stride", "tp_byte_plan", "replicated_producer", "region_coalescing"];
+pub const PLANNING: &[&str] = &[
+    "region_alignment",
+    "kv_half_split",
+    "block_groups",
+    "destination_stride",
+    "tp_byte_plan",
+    "replicated_producer",
+    "region_coalescing",
+];
 
 /// Whether the recorded conversation exercises a behaviour that differs between the trace's revision and the
 /// testee's: `Some(Some(evidence))` yes, `Some(None)` no, `None` when the runner has no detector for the key.
 /// `conditional`: the diff says the difference breaks a mixed pair only when something happens.
-fn exercised(model: &TraceModel, key: &str, role: Role, conditional: bool, values: (&Behaviour, &Behaviour)) -> Option<Option<String>> {
+fn exercised(
+    model: &TraceModel,
+    key: &str,
+    role: Role,
+    conditional: bool,
+    values: (&Behaviour, &Behaviour),
+) -> Option<Option<String>> {
     let requests = || model.exchanges.iter().filter_map(|x| model.decode_request(&x.request).map(|m| (x, m)));
     if DECODER_OUTCOME.contains(&key) {
         if role != Role::Decoder {
             return Some(None);
         }
         let failure = model.exchanges.iter().find_map(|x| {
-            let replies: Vec<MooncakeXferResponse> = x.replies.iter().filter_map(|(b, _, _)| model.decode_reply(b)).collect();
+            let replies: Vec<MooncakeXferResponse> =
+                x.replies.iter().filter_map(|(b, _, _)| model.decode_reply(b)).collect();
             match replies.last() {
                 None => Some(format!("line {}: a pull without a reply", x.send_line)),
-                Some(r) if r.status != Status::FINISH && r.status != Status::CONTINUE => Some(format!("line {}: status {}", x.send_line, r.status)),
-                _ => replies.iter().find(|r| r.err_reqs.as_ref().is_some_and(|e| !e.is_empty())).map(|_| format!("line {}: err_reqs", x.send_line)),
+                Some(r) if r.status != Status::FINISH && r.status != Status::CONTINUE => {
+                    Some(format!("line {}: status {}", x.send_line, r.status))
+                }
+                _ => replies
+                    .iter()
+                    .find(|r| r.err_reqs.as_ref().is_some_and(|e| !e.is_empty()))
+                    .map(|_| format!("line {}: err_reqs", x.send_line)),
             }
         });
-        let free_only = || requests().find(|(_, m)| m.req_blocks.iter().any(|(_, b)| b.blocks.iter().all(|g| g.is_empty()))).map(|(x, _)| format!("line {}: a free-only pull", x.send_line));
+        let free_only = || {
+            requests()
+                .find(|(_, m)| m.req_blocks.iter().any(|(_, b)| b.blocks.iter().all(|g| g.is_empty())))
+                .map(|(x, _)| format!("line {}: a free-only pull", x.send_line))
+        };
         // Several prefiller workers settle one request (heterogeneous TP fan-out).
         let fan_out = || {
             model.decoders.iter().any(|d| {
-                let eps: std::collections::BTreeSet<&str> = model.exchanges.iter().filter(|x| x.decoder == d.conn).map(|x| x.endpoint.as_str()).collect();
+                let eps: std::collections::BTreeSet<&str> =
+                    model.exchanges.iter().filter(|x| x.decoder == d.conn).map(|x| x.endpoint.as_str()).collect();
                 eps.len() > 1
             })
         };
@@ -307,37 +355,60 @@ fn exercised(model: &TraceModel, key: &str, role: Role, conditional: bool, value
         })
     };
     let found = match key {
-        "pairing_check" | "heterogeneous_tp" | "tp_byte_plan" => tp_differs().map(|(x, _)| format!("line {}: prefiller and decoder TP sizes differ", x.send_line)).or_else(|| {
-            // A decoder that refused the pairing before sending anything: the recorded worker counts differ.
-            let decoders = model.trace.header.roles.values().filter(|r| **r == crate::trace::Role::Decoder).count() as i64;
-            model.prefillers.iter().find(|p| p.tp_size != decoders).map(|p| format!("{} decoder workers and prefiller TP size {}", decoders, p.tp_size))
-        }),
+        "pairing_check" | "heterogeneous_tp" | "tp_byte_plan" => tp_differs()
+            .map(|(x, _)| format!("line {}: prefiller and decoder TP sizes differ", x.send_line))
+            .or_else(|| {
+                // A decoder that refused the pairing before sending anything: the recorded worker counts differ.
+                let decoders =
+                    model.trace.header.roles.values().filter(|r| **r == crate::trace::Role::Decoder).count() as i64;
+                model
+                    .prefillers
+                    .iter()
+                    .find(|p| p.tp_size != decoders)
+                    .map(|p| format!("{} decoder workers and prefiller TP size {}", decoders, p.tp_size))
+            }),
         "replicated_producer" => tp_differs()
             .filter(|_| model.prefillers.iter().any(|p| p.tp_size >= 4))
             .map(|(x, _)| format!("line {}: TP sizes differ with a prefiller TP size at the head count", x.send_line)),
-        "region_alignment" | "need_send" => requests().find(|(_, m)| m.remote_pp_size.as_i64().is_some_and(|pp| pp > 1)).map(|(x, _)| format!("line {}: decoder PP > 1", x.send_line)),
+        "region_alignment" | "need_send" => requests()
+            .find(|(_, m)| m.remote_pp_size.as_i64().is_some_and(|pp| pp > 1))
+            .map(|(x, _)| format!("line {}: decoder PP > 1", x.send_line)),
         "kv_half_split" => None,
-        "decoder_pp_targets" => model.prefillers.iter().find(|p| p.pp_rank > 0).map(|p| format!("{} is PP rank {}", p.conn, p.pp_rank)),
+        "decoder_pp_targets" => {
+            model.prefillers.iter().find(|p| p.pp_rank > 0).map(|p| format!("{} is PP rank {}", p.conn, p.pp_rank))
+        }
         // A pull that leaves its layout out, relying on the prefiller's cache.
         "layout_caching" => requests()
             .find(|(_, m)| m.layout_id.as_u64() != Some(0) && m.kv_caches_base_addr.is_empty())
             .map(|(x, _)| format!("line {}: a layout-less pull", x.send_line))
             .or_else(|| {
-                model.exchanges.iter().flat_map(|x| &x.replies).find(|(b, _, _)| model.decode_reply(b).is_some_and(|r| r.status == Status::LAYOUT_MISS)).map(|(_, _, l)| format!("line {l}: LAYOUT_MISS"))
+                model
+                    .exchanges
+                    .iter()
+                    .flat_map(|x| &x.replies)
+                    .find(|(b, _, _)| model.decode_reply(b).is_some_and(|r| r.status == Status::LAYOUT_MISS))
+                    .map(|(_, _, l)| format!("line {l}: LAYOUT_MISS"))
             }),
         // A FINISH that leaves a request of its message unreported.
         "unreported_after_finish" => model.exchanges.iter().find_map(|x| {
             let m = model.decode_request(&x.request)?;
-            let replies: Vec<MooncakeXferResponse> = x.replies.iter().filter_map(|(b, _, _)| model.decode_reply(b)).collect();
+            let replies: Vec<MooncakeXferResponse> =
+                x.replies.iter().filter_map(|(b, _, _)| model.decode_reply(b)).collect();
             if replies.last()?.status != Status::FINISH {
                 return None;
             }
-            let reported = |id: &str| replies.iter().any(|r| r.ok_reqs.iter().chain(r.err_reqs.iter()).flatten().any(|x| x == id));
-            m.req_blocks.iter().find(|(id, _)| !reported(id)).map(|(id, _)| format!("line {}: {id} is left unreported", x.send_line))
+            let reported =
+                |id: &str| replies.iter().any(|r| r.ok_reqs.iter().chain(r.err_reqs.iter()).flatten().any(|x| x == id));
+            m.req_blocks
+                .iter()
+                .find(|(id, _)| !reported(id))
+                .map(|(id, _)| format!("line {}: {id} is left unreported", x.send_line))
         }),
         // -1 in the group index or row offset of a region.
         "minus_one_sentinels" => requests()
-            .find(|(_, m)| m.registered_group_indices.iter().chain(&m.registered_row_offsets).any(|v| v.as_i64() == Some(-1)))
+            .find(|(_, m)| {
+                m.registered_group_indices.iter().chain(&m.registered_row_offsets).any(|v| v.as_i64() == Some(-1))
+            })
             .map(|(x, _)| format!("line {}: a -1 sentinel", x.send_line)),
         // Compatible for this deployment and without effect on anything a case compares.
         _ if !conditional => None,
@@ -406,7 +477,13 @@ mod tests {
         let r = Spec::builtin().revision("vllm-0.33.0").unwrap();
         let t = Spec::builtin().revision("vllm-0.32.0").unwrap();
         let p = Pairing { runner: r.clone(), testee: t.clone(), testee_profile: profile(t) };
-        let reply = MooncakeXferResponse { status: Status::FINISH, ok_reqs: Some(vec!["a".into()]), err_reqs: None, err_msg: None, layout_id: 7u64.into() };
+        let reply = MooncakeXferResponse {
+            status: Status::FINISH,
+            ok_reqs: Some(vec!["a".into()]),
+            err_reqs: None,
+            err_msg: None,
+            layout_id: 7u64.into(),
+        };
         let got = p.project_reply(&reply);
         assert_eq!(got.layout_id.as_u64(), Some(0));
         assert_eq!(got.ok_reqs, reply.ok_reqs);

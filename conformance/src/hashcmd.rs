@@ -174,15 +174,35 @@ pub fn check(a: &str, b: &str, json_out: bool) -> Outcome {
     };
     // Same wire is necessary, not sufficient: behaviour and bootstrap rows of the spec diff can break a mixed
     // pair too, and `hash check` must agree with `diff` (and with the observed compatibility matrix).
-    let (old, new) = if mooncake_wire::spec::version_key(ra.first_release()) <= mooncake_wire::spec::version_key(rb.first_release()) { (ra, rb) } else { (rb, ra) };
+    let (old, new) = if mooncake_wire::spec::version_key(ra.first_release())
+        <= mooncake_wire::spec::version_key(rb.first_release())
+    {
+        (ra, rb)
+    } else {
+        (rb, ra)
+    };
     let arc = |r: &Revision| Spec::builtin().revision(&r.revision).cloned();
-    let (Some(old), Some(new)) = (arc(old), arc(new)) else { return Outcome::usage("revision not in the built-in spec".to_string()) };
+    let (Some(old), Some(new)) = (arc(old), arc(new)) else {
+        return Outcome::usage("revision not in the built-in spec".to_string());
+    };
     let report = mooncake_wire::diff::diff(&old, &new);
     let breaking: Vec<String> = report
         .changes
         .iter()
         .filter(|c| c.is_breaking())
-        .map(|c| format!("{}: {} ({})", c.subject, c.what, [&c.old_reads_new, &c.new_reads_old].iter().filter(|v| v.effect.is_breaking()).map(|v| format!("{}: {}", v.peers, effect_word(&v.effect))).collect::<Vec<_>>().join("; ")))
+        .map(|c| {
+            format!(
+                "{}: {} ({})",
+                c.subject,
+                c.what,
+                [&c.old_reads_new, &c.new_reads_old]
+                    .iter()
+                    .filter(|v| v.effect.is_breaking())
+                    .map(|v| format!("{}: {}", v.peers, effect_word(&v.effect)))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        })
         .collect();
     let compatible = fa == fb && breaking.is_empty();
     let other = outside_fingerprint(ra, rb);
@@ -197,13 +217,31 @@ pub fn check(a: &str, b: &str, json_out: bool) -> Outcome {
         }));
     } else {
         if compatible && ra.revision == rb.revision {
-            o.say(format!("compatible: {} and {} are the same revision (wire fingerprint {fa})", na.describe(), nb.describe()));
+            o.say(format!(
+                "compatible: {} and {} are the same revision (wire fingerprint {fa})",
+                na.describe(),
+                nb.describe()
+            ));
         } else if compatible {
-            o.say(format!("compatible: {} and {} have the same wire fingerprint {fa} and the spec diff breaks nothing", na.describe(), nb.describe()));
+            o.say(format!(
+                "compatible: {} and {} have the same wire fingerprint {fa} and the spec diff breaks nothing",
+                na.describe(),
+                nb.describe()
+            ));
         } else if fa == fb {
-            o.say(format!("incompatible: {} and {} have the same wire fingerprint {fa}, but the spec diff breaks a mixed pair:", na.describe(), nb.describe()));
+            o.say(format!(
+                "incompatible: {} and {} have the same wire fingerprint {fa}, but the spec diff breaks a mixed pair:",
+                na.describe(),
+                nb.describe()
+            ));
         } else {
-            o.say(format!("incompatible: {} ({}) and {} ({}) differ on the msgspec wire:", na.describe(), &fa[..12], nb.describe(), &fb[..12]));
+            o.say(format!(
+                "incompatible: {} ({}) and {} ({}) differ on the msgspec wire:",
+                na.describe(),
+                &fa[..12],
+                nb.describe(),
+                &fb[..12]
+            ));
             for d in &diffs {
                 o.say(format!("  {}: {}", d.item, d.change));
             }

@@ -28,7 +28,10 @@ pub fn read_from(name: &str, mut r: impl BufRead) -> Result<Vec<Line>, String> {
     loop {
         buf.clear();
         no += 1;
-        let n = (&mut r).take(MAX_JSONL_LINE_BYTES as u64 + 1).read_until(b'\n', &mut buf).map_err(|e| format!("{name}:{no}: {e}"))?;
+        let n = (&mut r)
+            .take(MAX_JSONL_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| format!("{name}:{no}: {e}"))?;
         if n == 0 {
             break;
         }
@@ -40,7 +43,8 @@ pub fn read_from(name: &str, mut r: impl BufRead) -> Result<Vec<Line>, String> {
             continue;
         }
         let wide = mooncake_wire::hash::tagged::tag_wide_integers(text);
-        let value = serde_json::from_str(wide.as_deref().unwrap_or(text)).map_err(|e| format!("{name}:{no}: not JSON: {e}"))?;
+        let value =
+            serde_json::from_str(wide.as_deref().unwrap_or(text)).map_err(|e| format!("{name}:{no}: not JSON: {e}"))?;
         out.push(Line { no, value });
     }
     Ok(out)
@@ -124,7 +128,9 @@ impl Input {
 pub fn eq_ordered(a: &serde_json::Value, b: &serde_json::Value) -> bool {
     use serde_json::Value as J;
     match (a, b) {
-        (J::Object(x), J::Object(y)) => x.len() == y.len() && x.iter().zip(y).all(|((ka, va), (kb, vb))| ka == kb && eq_ordered(va, vb)),
+        (J::Object(x), J::Object(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|((ka, va), (kb, vb))| ka == kb && eq_ordered(va, vb))
+        }
         (J::Array(x), J::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| eq_ordered(p, q)),
         _ => a == b,
     }

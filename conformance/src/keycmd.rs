@@ -4,7 +4,6 @@
 //! Exit codes: 0 = done; 1 = the fields do not make a key of that grammar / the key does not parse (or has
 //! several readings); 2 = bad usage.
 
-
 use serde_json::{json, Value as J};
 
 use mooncake_wire::hash::{hex, PyInt};
@@ -26,7 +25,9 @@ fn grammars(t: &Target) -> Result<Vec<&'static Grammar>, String> {
     let spec = StoreKeySpec::builtin();
     match (&t.release, &t.grammar, &t.family) {
         (Some(r), None, None) => Ok(vec![spec.vllm_grammar(&release_of(r)?)?]),
-        (None, Some(g), None) => Ok(vec![spec.grammar(g).ok_or_else(|| format!("no grammar {g:?}; `key grammars` lists them"))?]),
+        (None, Some(g), None) => {
+            Ok(vec![spec.grammar(g).ok_or_else(|| format!("no grammar {g:?}; `key grammars` lists them"))?])
+        }
         (None, None, Some(f)) => {
             let v: Vec<_> = spec.grammars.iter().filter(|g| &g.family == f).collect();
             if v.is_empty() {
@@ -51,7 +52,11 @@ fn release_of(name: &str) -> Result<String, String> {
 /// the key's `model_name`). `what` names the option in errors (`--hint`, or nothing for build's arguments).
 fn parse_assignments(g: &Grammar, items: &[String], vllm: bool, what: &str) -> Result<Fields, String> {
     let defaults = if vllm { VllmStoreKey::default().to_fields() } else { Fields::new() };
-    let mut names: Vec<String> = g.parts.iter().filter_map(|p| if let Part::Field { name, .. } = p { Some(name.clone()) } else { None }).collect();
+    let mut names: Vec<String> = g
+        .parts
+        .iter()
+        .filter_map(|p| if let Part::Field { name, .. } = p { Some(name.clone()) } else { None })
+        .collect();
     for k in defaults.keys() {
         if !names.contains(k) {
             names.push(k.clone());
@@ -76,7 +81,9 @@ fn parse_assignments(g: &Grammar, items: &[String], vllm: bool, what: &str) -> R
         let int = |v: &str| v.parse().map_err(|_| format!("{what}{k} must be an integer, got `{v}`"));
         let value = match (ty, defaults.get(k)) {
             (Some(FieldType::Int), _) | (None, Some(FieldValue::Int(_))) => FieldValue::Int(int(&v)?),
-            (Some(FieldType::Tags), _) => FieldValue::Tags(serde_json::from_str(&v).map_err(|e| format!("{what}{k}: a JSON array of [name, value] pairs: {e}"))?),
+            (Some(FieldType::Tags), _) => FieldValue::Tags(
+                serde_json::from_str(&v).map_err(|e| format!("{what}{k}: a JSON array of [name, value] pairs: {e}"))?,
+            ),
             _ => FieldValue::Text(v),
         };
         out.insert(k.to_string(), value);
@@ -108,7 +115,10 @@ pub fn build(target: &Target, assignments: &[String], tokens: Option<TokenOption
         Err(e) => return Outcome::usage(e),
     };
     if assignments.is_empty() && tokens.is_none() {
-        return Outcome::usage(format!("nothing to build: give FIELD=VALUE pairs (the fields of {}: `key grammars` shows them) or --tokens", g.name));
+        return Outcome::usage(format!(
+            "nothing to build: give FIELD=VALUE pairs (the fields of {}: `key grammars` shows them) or --tokens",
+            g.name
+        ));
     }
     let mut fields = match parse_assignments(g, assignments, target.release.is_some(), "") {
         Ok(f) => f,
@@ -116,8 +126,13 @@ pub fn build(target: &Target, assignments: &[String], tokens: Option<TokenOption
     };
     // vLLM keys: unspecified parts take KeyMetadata's defaults.
     if let Some(release) = &target.release {
-        if tokens.is_none() && !fields.contains_key("chunk_hash") && g.parts.iter().any(|p| matches!(p, Part::Field { name, .. } if name == "chunk_hash")) {
-            return Outcome::usage("no chunk_hash: give chunk_hash=HEX, or --tokens to hash token ids into one key per block");
+        if tokens.is_none()
+            && !fields.contains_key("chunk_hash")
+            && g.parts.iter().any(|p| matches!(p, Part::Field { name, .. } if name == "chunk_hash"))
+        {
+            return Outcome::usage(
+                "no chunk_hash: give chunk_hash=HEX, or --tokens to hash token ids into one key per block",
+            );
         }
         let mut base = VllmStoreKey::default().to_fields();
         for (k, v) in fields {
@@ -160,11 +175,18 @@ fn build_from_tokens(release: &str, g: &Grammar, fields: Fields, t: TokenOptions
         let none_hash = block_hash::none_hash(algo, seed)?;
         let hbs = t.hash_block_size.unwrap_or(t.block_size);
         if hbs == 0 || t.block_size == 0 || t.block_size % hbs != 0 {
-            return Err(format!("block size {} must be a positive multiple of the hash block size {hbs}", t.block_size));
+            return Err(format!(
+                "block size {} must be a positive multiple of the hash block size {hbs}",
+                t.block_size
+            ));
         }
         let rule = &spec.chunk_hash_rule(release)?.rule;
         let hash_size = if rule == "block" { t.block_size } else { hbs };
-        let req = TextRequest { token_ids: t.tokens.iter().map(|x| PyInt::from(*x)).collect(), lora: t.lora.clone(), cache_salt: t.cache_salt.clone() };
+        let req = TextRequest {
+            token_ids: t.tokens.iter().map(|x| PyInt::from(*x)).collect(),
+            lora: t.lora.clone(),
+            cache_salt: t.cache_salt.clone(),
+        };
         let blocks = block_hash::request_block_hashes(rules, algo, &none_hash, hash_size, &req)?;
         let per_chunk = t.block_size / hash_size;
         let mut out = vec![];
@@ -179,7 +201,9 @@ fn build_from_tokens(release: &str, g: &Grammar, fields: Fields, t: TokenOptions
             let mut f = fields.clone();
             f.insert("chunk_hash".into(), FieldValue::Text(hex(&hash)));
             let key = g.render(&f).map_err(|e| e.to_string())?;
-            out.push(json!({ "start": i * t.block_size, "end": (i + 1) * t.block_size, "hash": hex(&hash), "key": key }));
+            out.push(
+                json!({ "start": i * t.block_size, "end": (i + 1) * t.block_size, "hash": hex(&hash), "key": key }),
+            );
         }
         Ok(out)
     };
@@ -231,7 +255,11 @@ pub fn parse(target: &Target, key: &str, hints: &[String], json_out: bool) -> Ou
         }));
     } else {
         for (g, f) in &found {
-            o.say(format!("{} ({})", g.name, if g.releases.is_empty() { g.source.clone() } else { format!("vLLM {}", g.releases.join(", ")) }));
+            o.say(format!(
+                "{} ({})",
+                g.name,
+                if g.releases.is_empty() { g.source.clone() } else { format!("vLLM {}", g.releases.join(", ")) }
+            ));
             for (k, v) in f {
                 o.say(format!("  {k} = {v}"));
             }

@@ -360,7 +360,9 @@ enum KeyCmd {
     /// Build a key from FIELD=VALUE pairs (vLLM: unspecified parts default as in KeyMetadata; `model=` takes
     /// the configured model and keeps its last path component, `model_name=` the key's part itself), or one
     /// key per full block of --tokens.
-    #[command(after_help = "Exit codes: 0 = built; 2 = bad usage or input (an unknown field, a value the grammar cannot hold).\n\nExample:\n  mooncake-conformance key build --release 0.33.0 model_name=Qwen --tokens 1,2,3,4 --block-size 2 --pythonhashseed 0")]
+    #[command(
+        after_help = "Exit codes: 0 = built; 2 = bad usage or input (an unknown field, a value the grammar cannot hold).\n\nExample:\n  mooncake-conformance key build --release 0.33.0 model_name=Qwen --tokens 1,2,3,4 --block-size 2 --pythonhashseed 0"
+    )]
     Build {
         #[command(flatten)]
         target: KeyTarget,
@@ -397,7 +399,9 @@ enum KeyCmd {
     },
     /// Parse a key into its fields. Free text (model name, cache prefix) may contain '@': give known parts as
     /// --hint FIELD=VALUE (the same names as `key build`) when the key has several readings.
-    #[command(after_help = "Exit codes: 0 = one reading; 1 = the key does not fit (the message names the field and byte) or has several readings; 2 = bad usage.\n\nExample:\n  mooncake-conformance key parse --release 0.33.0 'teamA@Qwen@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0@ab' --hint cache_prefix=teamA")]
+    #[command(
+        after_help = "Exit codes: 0 = one reading; 1 = the key does not fit (the message names the field and byte) or has several readings; 2 = bad usage.\n\nExample:\n  mooncake-conformance key parse --release 0.33.0 'teamA@Qwen@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0@ab' --hint cache_prefix=teamA"
+    )]
     Parse {
         #[command(flatten)]
         target: KeyTarget,
@@ -427,7 +431,9 @@ enum HashCmd {
     /// sha256(json.dumps(value, sort_keys=True)) exactly as vLLM's hash_factors computes it. The file holds one
     /// JSON value; tuples, bytes, sets, non-finite floats, big ints and non-string keys use the tags of
     /// conformance/vectors/GOLDEN.md. Exit 1 when Python would raise (the exception is printed).
-    #[command(after_help = "Exit codes: 0 = hashed; 1 = Python would raise for this value; 2 = bad usage or input.\n\nExample:\n  echo '{\"a\": [1, 2]}' | mooncake-conformance hash factors -")]
+    #[command(
+        after_help = "Exit codes: 0 = hashed; 1 = Python would raise for this value; 2 = bad usage or input.\n\nExample:\n  echo '{\"a\": [1, 2]}' | mooncake-conformance hash factors -"
+    )]
     Factors {
         /// JSON file, or `-` for standard input.
         file: PathBuf,
@@ -439,7 +445,9 @@ enum HashCmd {
     /// JSON file ({model, dtype, num_kv_heads, head_size, num_hidden_layers, cache_dtype, attn_backend_name,
     /// disable_hybrid_kv_cache_manager?, transfer_mode?, speculative_config?, cross_layers_blocks?}); with
     /// --engine, the P2P connectors' hash for that transfer engine (mooncake).
-    #[command(after_help = "Exit codes: 0 = hashed; 2 = bad usage or input (a release without the hash, a config lacking an attribute).\n\nExample:\n  mooncake-conformance hash nixl --release 0.33.0 config.json --engine mooncake")]
+    #[command(
+        after_help = "Exit codes: 0 = hashed; 2 = bad usage or input (a release without the hash, a config lacking an attribute).\n\nExample:\n  mooncake-conformance hash nixl --release 0.33.0 config.json --engine mooncake"
+    )]
     Nixl {
         /// The vLLM release (any form `hash wire` takes: 0.33.0, v0.33.0, vllm-0.33.0).
         #[arg(long)]
@@ -454,7 +462,9 @@ enum HashCmd {
         format: Format,
     },
     /// The wire fingerprint (spec/README.md, "Wire fingerprint") of one revision, or of every revision.
-    #[command(after_help = "Exit codes: 0 = done; 2 = an unknown revision.\n\nExample:\n  mooncake-conformance hash wire --revision 0.33.0")]
+    #[command(
+        after_help = "Exit codes: 0 = done; 2 = an unknown revision.\n\nExample:\n  mooncake-conformance hash wire --revision 0.33.0"
+    )]
     Wire {
         /// A revision name (vllm-0.25.0..0.29.0), a vLLM release (0.27.1, v0.27.1, vllm-0.27.1) or a
         /// project-qualified one (ascend:0.18.0, vllm-ascend-0.18.0).
@@ -465,7 +475,9 @@ enum HashCmd {
         format: Format,
     },
     /// Whether two revisions (names or releases) are wire-compatible, and which structs and fields differ.
-    #[command(after_help = "Exit codes: 0 = compatible; 1 = incompatible; 2 = an unknown revision.\n\nExample:\n  mooncake-conformance hash check 0.18.0 0.18.1")]
+    #[command(
+        after_help = "Exit codes: 0 = compatible; 1 = incompatible; 2 = an unknown revision.\n\nExample:\n  mooncake-conformance hash check 0.18.0 0.18.1"
+    )]
     Check {
         /// The first revision or release (any form `hash wire` takes).
         a: String,
@@ -546,7 +558,10 @@ fn resolve_revisions(given: &[String]) -> Result<Option<Vec<String>>, String> {
         .iter()
         .map(|g| match spec.resolve(g) {
             Ok(r) if r.revision.family == "push" => Ok(r.revision.revision.clone()),
-            Ok(r) => Err(format!("--speaks {g}: {} is of the {} family; the runner plays push-family traces", r.revision.revision, r.revision.family)),
+            Ok(r) => Err(format!(
+                "--speaks {g}: {} is of the {} family; the runner plays push-family traces",
+                r.revision.revision, r.revision.family
+            )),
             Err(e) => Err(format!("--speaks {e}")),
         })
         .collect::<Result<Vec<_>, _>>()
@@ -579,7 +594,11 @@ impl ReportFiles {
             let f = File::create(p).map_err(|e| format!("{option} {}: {e}", p.display()))?;
             Ok(Some((p.clone(), f)))
         };
-        Ok(ReportFiles { junit: open(&o.junit, "--junit")?, markdown: open(&o.markdown, "--markdown")?, json: open(&o.json, "--json")? })
+        Ok(ReportFiles {
+            junit: open(&o.junit, "--junit")?,
+            markdown: open(&o.markdown, "--markdown")?,
+            json: open(&o.json, "--json")?,
+        })
     }
 }
 
@@ -595,7 +614,13 @@ fn progress_printer(mode: ProgressMode) -> Option<Box<dyn FnMut(Progress<'_>) + 
     Some(Box::new(move |p: Progress<'_>| match (bar, p) {
         (true, Progress::Started { index, total, id }) => {
             let done = index * 24 / total.max(1);
-            err(&format!("\r[{}{}] {:>3}/{total} {failed_so_far} failed  {:<56}", "#".repeat(done), "-".repeat(24 - done), index + 1, id));
+            err(&format!(
+                "\r[{}{}] {:>3}/{total} {failed_so_far} failed  {:<56}",
+                "#".repeat(done),
+                "-".repeat(24 - done),
+                index + 1,
+                id
+            ));
         }
         (true, Progress::Finished { index, total, failed, .. }) => {
             failed_so_far = failed;
@@ -605,7 +630,14 @@ fn progress_printer(mode: ProgressMode) -> Option<Box<dyn FnMut(Progress<'_>) + 
         }
         (false, Progress::Finished { index, total, result, failed }) => {
             let w = total.to_string().len();
-            err(&format!("[{:>w$}/{total}] {:<5} {} ({} ms){}\n", index + 1, result.status.word(), result.id, result.duration_ms, if failed > 0 { format!(" — {failed} failed so far") } else { String::new() }));
+            err(&format!(
+                "[{:>w$}/{total}] {:<5} {} ({} ms){}\n",
+                index + 1,
+                result.status.word(),
+                result.id,
+                result.duration_ms,
+                if failed > 0 { format!(" — {failed} failed so far") } else { String::new() }
+            ));
         }
         _ => {}
     }))
@@ -615,7 +647,13 @@ fn progress_printer(mode: ProgressMode) -> Option<Box<dyn FnMut(Progress<'_>) + 
 fn execute(cfg: RunConfig, opts: &RunOpts, files: ReportFiles) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
-        Err(e) => return emit(Outcome { stdout: String::new(), errors: vec![format!("starting the runtime: {e}")], code: ENVIRONMENT }),
+        Err(e) => {
+            return emit(Outcome {
+                stdout: String::new(),
+                errors: vec![format!("starting the runtime: {e}")],
+                code: ENVIRONMENT,
+            })
+        }
     };
     let allow_empty = cfg.allow_empty;
     let rep = match rt.block_on(mooncake_conformance::run::run(cfg)) {
@@ -650,7 +688,13 @@ fn tap(cfg: mooncake_conformance::tap::TapConfig, duration: Option<std::time::Du
     use mooncake_conformance::tap::{finding_line, Say, Tap};
     let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
-        Err(e) => return emit(Outcome { stdout: String::new(), errors: vec![format!("starting the runtime: {e}")], code: ENVIRONMENT }),
+        Err(e) => {
+            return emit(Outcome {
+                stdout: String::new(),
+                errors: vec![format!("starting the runtime: {e}")],
+                code: ENVIRONMENT,
+            })
+        }
     };
     rt.block_on(async move {
         let out_path = cfg.out.display().to_string();
@@ -728,7 +772,10 @@ fn trace_inputs(paths: &[PathBuf], allow_empty: bool) -> Result<Vec<Input>, Stri
     let inputs = Input::files(paths)?;
     if inputs.is_empty() && !allow_empty {
         let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-        return Err(format!("no trace files (*.jsonl) in {}: nothing to check (--allow-empty accepts that)", shown.join(", ")));
+        return Err(format!(
+            "no trace files (*.jsonl) in {}: nothing to check (--allow-empty accepts that)",
+            shown.join(", ")
+        ));
     }
     Ok(inputs)
 }
@@ -757,7 +804,8 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(e) => return usage(&e),
             };
-            cfg.roles = match role.iter().map(|r| Role::parse(r.trim()).ok_or(r.clone())).collect::<Result<Vec<_>, _>>() {
+            cfg.roles = match role.iter().map(|r| Role::parse(r.trim()).ok_or(r.clone())).collect::<Result<Vec<_>, _>>()
+            {
                 Ok(r) => r,
                 Err(r) => return usage(&format!("--role {r}: prefiller, decoder or bootstrap")),
             };
@@ -853,14 +901,21 @@ fn main() -> ExitCode {
             };
             if files.is_empty() && !allow_empty {
                 let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-                return usage(&format!("no vector files (*.jsonl, revisions.json) in {}: nothing to check (--allow-empty accepts that)", shown.join(", ")));
+                return usage(&format!(
+                    "no vector files (*.jsonl, revisions.json) in {}: nothing to check (--allow-empty accepts that)",
+                    shown.join(", ")
+                ));
             }
             let reps: Vec<_> = files.iter().map(|f| vectors::check_file(f)).collect();
             let text = match format {
                 Format::Json => report::json_text(&report::vectors_json(&reps)),
                 Format::Text => report::vectors_text(&reps, all),
             };
-            emit(Outcome { stdout: text, errors: vectors::input_problems(&reps, allow_empty), code: vectors::exit_code(&reps, allow_empty) })
+            emit(Outcome {
+                stdout: text,
+                errors: vectors::input_problems(&reps, allow_empty),
+                code: vectors::exit_code(&reps, allow_empty),
+            })
         }
         Cmd::Validate { paths, format, data, allow_empty } => {
             let inputs = if paths.is_empty() {
@@ -877,11 +932,24 @@ fn main() -> ExitCode {
                 Format::Json => report::json_text(&report::validate_json(&reps)),
                 Format::Text => report::validate_text(&reps),
             };
-            let problems: Vec<String> = reps
-                .iter()
-                .flat_map(|r| r.findings.iter().filter(|f| validate::INPUT_CHECKS.contains(&f.check) && (f.check != "TRACE-EMPTY" || !allow_empty)).map(move |f| (r, f)))
-                .map(|(r, f)| if f.detail.starts_with(&r.path) { f.detail.clone() } else { format!("{}: {}", r.path, f.detail) })
-                .collect();
+            let problems: Vec<String> =
+                reps.iter()
+                    .flat_map(|r| {
+                        r.findings
+                            .iter()
+                            .filter(|f| {
+                                validate::INPUT_CHECKS.contains(&f.check) && (f.check != "TRACE-EMPTY" || !allow_empty)
+                            })
+                            .map(move |f| (r, f))
+                    })
+                    .map(|(r, f)| {
+                        if f.detail.starts_with(&r.path) {
+                            f.detail.clone()
+                        } else {
+                            format!("{}: {}", r.path, f.detail)
+                        }
+                    })
+                    .collect();
             emit(Outcome { stdout: text, errors: problems, code: validate::exit_code(&reps, allow_empty) })
         }
         Cmd::Matrix { paths, out, check, revision, abort_ms, jobs, format, data } => {
@@ -914,7 +982,13 @@ fn main() -> ExitCode {
             };
             let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
                 Ok(r) => r,
-                Err(e) => return emit(Outcome { stdout: String::new(), errors: vec![e.to_string()], code: mooncake_conformance::outcome::ENVIRONMENT }),
+                Err(e) => {
+                    return emit(Outcome {
+                        stdout: String::new(),
+                        errors: vec![e.to_string()],
+                        code: mooncake_conformance::outcome::ENVIRONMENT,
+                    })
+                }
             };
             let m = rt.block_on(mooncake_conformance::matrix::build(&traces, &cfg));
             let md = mooncake_conformance::matrix::render::markdown(&m);
@@ -929,7 +1003,11 @@ fn main() -> ExitCode {
                 match std::fs::read_to_string(f) {
                     Ok(t) if t == md => {}
                     Ok(_) => {
-                        errors.push(format!("{} is stale: regenerate it with `mooncake-conformance matrix --out {}`", f.display(), f.display()));
+                        errors.push(format!(
+                            "{} is stale: regenerate it with `mooncake-conformance matrix --out {}`",
+                            f.display(),
+                            f.display()
+                        ));
                         code = DISAGREE;
                     }
                     Err(e) => return usage(&format!("--check {}: {e}", f.display())),
@@ -967,12 +1045,36 @@ fn main() -> ExitCode {
                 DiffFormat::Json => report::json_text(&mooncake_wire::diff::render::json(&r)),
                 DiffFormat::Summary => format!("{}\n", r.summary),
             };
-            emit(Outcome { stdout: text, errors: vec![], code: if r.is_breaking() && !allow_breaking { DISAGREE } else { AGREE } })
+            emit(Outcome {
+                stdout: text,
+                errors: vec![],
+                code: if r.is_breaking() && !allow_breaking { DISAGREE } else { AGREE },
+            })
         }
         Cmd::Key { cmd } => emit(match cmd {
-            KeyCmd::Build { target, fields, tokens, block_size, hash_block_size, algo, pythonhashseed, lora_name, lora_path, cache_salt, format } => {
+            KeyCmd::Build {
+                target,
+                fields,
+                tokens,
+                block_size,
+                hash_block_size,
+                algo,
+                pythonhashseed,
+                lora_name,
+                lora_path,
+                cache_salt,
+                format,
+            } => {
                 let t = keycmd::Target { release: target.release, grammar: target.grammar, family: None };
-                let tokens = tokens.map(|tokens| keycmd::TokenOptions { tokens, block_size, hash_block_size, algo, pythonhashseed, lora: lora_name.zip(lora_path), cache_salt });
+                let tokens = tokens.map(|tokens| keycmd::TokenOptions {
+                    tokens,
+                    block_size,
+                    hash_block_size,
+                    algo,
+                    pythonhashseed,
+                    lora: lora_name.zip(lora_path),
+                    cache_salt,
+                });
                 keycmd::build(&t, &fields, tokens, format == Format::Json)
             }
             KeyCmd::Parse { target, family, key, hints, format } => {
@@ -985,7 +1087,9 @@ fn main() -> ExitCode {
             HashCmd::Factors { file, format } => hashcmd::factors(&file, format == Format::Json),
             HashCmd::Wire { revision, format } => hashcmd::wire(revision.as_deref(), format == Format::Json),
             HashCmd::Check { a, b, format } => hashcmd::check(&a, &b, format == Format::Json),
-            HashCmd::Nixl { release, file, engine, format } => hashcmd::nixl(&release, &file, engine.as_deref(), format == Format::Json),
+            HashCmd::Nixl { release, file, engine, format } => {
+                hashcmd::nixl(&release, &file, engine.as_deref(), format == Format::Json)
+            }
         }),
     }
 }
@@ -1016,7 +1120,8 @@ mod tests {
                     problems.push(format!("{here}: its help does not state the exit codes"));
                 }
                 let last = after.trim_end().lines().last().unwrap_or("").trim_start();
-                if !after.contains("Example") || !last.starts_with("mooncake-conformance") && !last.starts_with("echo") {
+                if !after.contains("Example") || !last.starts_with("mooncake-conformance") && !last.starts_with("echo")
+                {
                     problems.push(format!("{here}: its help does not end with an example"));
                 }
             }

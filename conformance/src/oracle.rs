@@ -32,7 +32,9 @@ fn workspace_root() -> PathBuf {
 
 /// The Python interpreter of the test venv: `$MOONCAKE_PYTHON`, else `<workspace>/.venv/bin/python`.
 pub fn python() -> Result<PathBuf, String> {
-    let p = std::env::var_os("MOONCAKE_PYTHON").map(PathBuf::from).unwrap_or_else(|| workspace_root().join(".venv/bin/python"));
+    let p = std::env::var_os("MOONCAKE_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".venv/bin/python"));
     if p.exists() {
         Ok(p)
     } else {
@@ -44,7 +46,9 @@ pub fn python() -> Result<PathBuf, String> {
 }
 
 pub fn script() -> PathBuf {
-    std::env::var_os("MOONCAKE_ORACLE_SCRIPT").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("tests/oracle/msgspec_oracle.py"))
+    std::env::var_os("MOONCAKE_ORACLE_SCRIPT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("tests/oracle/msgspec_oracle.py"))
 }
 
 impl Oracle {
@@ -77,7 +81,8 @@ impl Oracle {
             let writer = s.spawn(move || -> std::io::Result<()> {
                 let mut w = std::io::BufWriter::new(stdin);
                 for (i, (message, bytes)) in batch.iter().enumerate() {
-                    let req = json!({"id": i, "message": message, "hex": hex::encode(bytes), "flush": i + 1 == batch.len()});
+                    let req =
+                        json!({"id": i, "message": message, "hex": hex::encode(bytes), "flush": i + 1 == batch.len()});
                     writeln!(w, "{req}")?;
                 }
                 w.flush()
@@ -107,7 +112,10 @@ impl Oracle {
                     }
                 };
                 out.push(if r["ok"] == J::Bool(true) {
-                    Answer::Accept { value: r["value"].clone(), canonical_hex: r["canonical_hex"].as_str().unwrap_or_default().to_string() }
+                    Answer::Accept {
+                        value: r["value"].clone(),
+                        canonical_hex: r["canonical_hex"].as_str().unwrap_or_default().to_string(),
+                    }
                 } else {
                     Answer::Reject {
                         error: r["error"].as_str().unwrap_or_default().to_string(),
@@ -143,7 +151,8 @@ pub fn disagreement(codec: &Codec, message: &str, input: &[u8], answer: &Answer,
                 None
             }
         }
-        (Answer::Reject { error, .. }, Err(e)) => (e.msgspec_message() != *error).then(|| format!("error text: ours {:?} vs msgspec {error:?}", e.msgspec_message())),
+        (Answer::Reject { error, .. }, Err(e)) => (e.msgspec_message() != *error)
+            .then(|| format!("error text: ours {:?} vs msgspec {error:?}", e.msgspec_message())),
         (Answer::Accept { .. }, Err(e)) => Some(format!("msgspec accepts, we reject: {}", e.msgspec_message())),
         (Answer::Reject { error, .. }, Ok(_)) => Some(format!("msgspec rejects ({error}), we accept")),
     };
@@ -168,7 +177,9 @@ pub fn disagreement(codec: &Codec, message: &str, input: &[u8], answer: &Answer,
 impl Oracle {
     /// `msgspec.json.schema` of a message's class.
     pub fn schema(&mut self, message: &str) -> Result<J, String> {
-        writeln!(self.stdin, "{}", json!({"cmd": "schema", "message": message})).and_then(|_| self.stdin.flush()).map_err(|e| format!("oracle: {e}"))?;
+        writeln!(self.stdin, "{}", json!({"cmd": "schema", "message": message}))
+            .and_then(|_| self.stdin.flush())
+            .map_err(|e| format!("oracle: {e}"))?;
         let mut line = String::new();
         self.stdout.read_line(&mut line).map_err(|e| format!("oracle: {e}"))?;
         let r: J = serde_json::from_str(&line).map_err(|e| format!("oracle answer {line:?}: {e}"))?;

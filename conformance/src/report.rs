@@ -39,7 +39,11 @@ pub fn vectors_text(reps: &[FileReport], all: bool) -> String {
                 let _ = writeln!(o, "{status} {}  not checked: {why}", r.path);
             }
             None => {
-                let extra = if r.error_text_differs > 0 { format!(" ({} error texts differ from msgspec)", r.error_text_differs) } else { String::new() };
+                let extra = if r.error_text_differs > 0 {
+                    format!(" ({} error texts differ from msgspec)", r.error_text_differs)
+                } else {
+                    String::new()
+                };
                 let _ = writeln!(o, "{status} {:<48} {}/{} cases{extra}  [{}]", r.subject, r.passed, r.cases, r.path);
             }
         }
@@ -57,7 +61,8 @@ pub fn vectors_text(reps: &[FileReport], all: bool) -> String {
     let cases: usize = reps.iter().map(|r| r.cases).sum();
     let passed: usize = reps.iter().map(|r| r.passed).sum();
     let bad = reps.iter().filter(|r| !r.ok()).count();
-    let _ = writeln!(o, 
+    let _ = writeln!(
+        o,
         "vectors: {} files, {cases} cases, {passed} agree, {} disagree, {} files not checked — {}",
         reps.len(),
         reps.iter().map(|r| r.failures.len()).sum::<usize>(),
@@ -85,7 +90,8 @@ pub fn validate_text(reps: &[TraceReport]) -> String {
     let mut o = String::new();
     for r in reps {
         let status = if r.ok() { "ok  " } else { "FAIL" };
-        let _ = writeln!(o, 
+        let _ = writeln!(
+            o,
             "{status} {:<28} {:<12} {:<22} {} zmq, {} http  [{}]",
             r.scenario,
             format!("{} {}", r.project, r.vllm_version),
@@ -95,7 +101,11 @@ pub fn validate_text(reps: &[TraceReport]) -> String {
             r.path
         );
         if !r.unobserved.is_empty() {
-            let _ = writeln!(o, "       not observed by the recording: {} (the checks that need them do not apply)", r.unobserved.join(", "));
+            let _ = writeln!(
+                o,
+                "       not observed by the recording: {} (the checks that need them do not apply)",
+                r.unobserved.join(", ")
+            );
         }
         for f in &r.findings {
             let at = match (f.seq, f.line) {
@@ -108,7 +118,8 @@ pub fn validate_text(reps: &[TraceReport]) -> String {
         }
     }
     let bad = reps.iter().filter(|r| !r.ok()).count();
-    let _ = writeln!(o, 
+    let _ = writeln!(
+        o,
         "validate: {} traces, {} zmq payloads, {} http events, {} findings — {}",
         reps.len(),
         reps.iter().map(|r| r.zmq_payloads).sum::<usize>(),
@@ -168,7 +179,14 @@ fn not_applicable_note(c: &CaseResult) -> String {
 
 /// (trace revision, cases passed, cases) per revision, in spec order.
 pub fn per_revision(r: &RunReport) -> Vec<(String, usize, usize)> {
-    let order = |rev: &str| mooncake_wire::spec::Spec::builtin().push().revisions.iter().position(|x| x.revision == rev).unwrap_or(usize::MAX);
+    let order = |rev: &str| {
+        mooncake_wire::spec::Spec::builtin()
+            .push()
+            .revisions
+            .iter()
+            .position(|x| x.revision == rev)
+            .unwrap_or(usize::MAX)
+    };
     let mut m: std::collections::BTreeMap<(usize, String), (usize, usize)> = std::collections::BTreeMap::new();
     for c in &r.results {
         let e = m.entry((order(&c.revision), c.revision.clone())).or_default();
@@ -218,7 +236,8 @@ pub fn run_text(r: &RunReport) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "{:<6} {:<52} {:>8}  notes", "status", "case", "ms");
     for c in &r.results {
-        let note = case_note(c, |c| c.findings.first().map(|f| format!("[{}] {}", f.check, f.detail)).unwrap_or_default());
+        let note =
+            case_note(c, |c| c.findings.first().map(|f| format!("[{}] {}", f.check, f.detail)).unwrap_or_default());
         let note: String = note.chars().take(110).collect();
         let _ = writeln!(o, "{:<6} {:<52} {:>8}  {note}", status_word(&c.status), c.id, c.duration_ms);
         for n in &c.notes {
@@ -227,7 +246,13 @@ pub fn run_text(r: &RunReport) -> String {
         if matches!(c.status, Status::Fail | Status::Error) {
             for f in &c.findings {
                 let at = f.seq.map(|s| format!("seq {s}: ")).unwrap_or_default();
-                let _ = writeln!(o, "         [{}] {at}{}{}", f.check, f.message.as_deref().map(|m| format!("{m}: ")).unwrap_or_default(), f.detail);
+                let _ = writeln!(
+                    o,
+                    "         [{}] {at}{}{}",
+                    f.check,
+                    f.message.as_deref().map(|m| format!("{m}: ")).unwrap_or_default(),
+                    f.detail
+                );
             }
             if !c.testee_stderr.is_empty() {
                 let _ = writeln!(o, "         testee standard error, last {} lines:", c.testee_stderr.len());
@@ -249,12 +274,20 @@ pub fn run_text(r: &RunReport) -> String {
             o,
             "setup derived from the trace (no scenario entry): {derived} case{}{}",
             if derived == 1 { "" } else { "s" },
-            if unset == 0 { String::new() } else { format!(", {unset} of them could not be set up (CASE-SETUP: the entry to add is printed above)") }
+            if unset == 0 {
+                String::new()
+            } else {
+                format!(", {unset} of them could not be set up (CASE-SETUP: the entry to add is printed above)")
+            }
         );
     }
     let per = per_revision(r);
     if per.len() > 1 {
-        let _ = writeln!(o, "per revision: {}", per.iter().map(|(rev, pass, all)| format!("{rev} {pass}/{all}")).collect::<Vec<_>>().join(", "));
+        let _ = writeln!(
+            o,
+            "per revision: {}",
+            per.iter().map(|(rev, pass, all)| format!("{rev} {pass}/{all}")).collect::<Vec<_>>().join(", ")
+        );
     }
     let _ = writeln!(o, "{}", run_summary(r));
     o
@@ -298,17 +331,43 @@ pub fn run_junit(r: &RunReport) -> String {
     ));
     for c in &r.results {
         let (class, name) = c.id.rsplit_once('/').unwrap_or(("", &c.id));
-        o.push_str(&format!("  <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\">", xml(class), xml(name), c.duration_ms as f64 / 1000.0));
+        o.push_str(&format!(
+            "  <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\">",
+            xml(class),
+            xml(name),
+            c.duration_ms as f64 / 1000.0
+        ));
         match c.status {
             Status::Fail => {
-                let detail: Vec<String> = c.findings.iter().map(|f| format!("[{}] {}{}", f.check, f.message.as_deref().map(|m| format!("{m}: ")).unwrap_or_default(), f.detail)).collect();
-                o.push_str(&format!("<failure message=\"{}\">{}</failure>", xml(&detail.first().cloned().unwrap_or_default()), xml(&detail.join("\n"))));
+                let detail: Vec<String> = c
+                    .findings
+                    .iter()
+                    .map(|f| {
+                        format!(
+                            "[{}] {}{}",
+                            f.check,
+                            f.message.as_deref().map(|m| format!("{m}: ")).unwrap_or_default(),
+                            f.detail
+                        )
+                    })
+                    .collect();
+                o.push_str(&format!(
+                    "<failure message=\"{}\">{}</failure>",
+                    xml(&detail.first().cloned().unwrap_or_default()),
+                    xml(&detail.join("\n"))
+                ));
             }
             Status::Error => {
                 let why = c.reason.clone().unwrap_or_default();
-                o.push_str(&format!("<error message=\"{}\">{}</error>", xml(why.lines().next().unwrap_or("")), xml(&why)));
+                o.push_str(&format!(
+                    "<error message=\"{}\">{}</error>",
+                    xml(why.lines().next().unwrap_or("")),
+                    xml(&why)
+                ));
             }
-            Status::Skip | Status::Xfail => o.push_str(&format!("<skipped message=\"{}\"/>", xml(c.reason.as_deref().unwrap_or("")))),
+            Status::Skip | Status::Xfail => {
+                o.push_str(&format!("<skipped message=\"{}\"/>", xml(c.reason.as_deref().unwrap_or(""))))
+            }
             Status::Pass => {}
         }
         if !c.not_applicable.is_empty() && c.status != Status::Skip {
@@ -320,7 +379,10 @@ pub fn run_junit(r: &RunReport) -> String {
         o.push_str("</testcase>\n");
     }
     for s in &r.stale {
-        o.push_str(&format!("  <testcase classname=\"expected-failures\" name=\"stale\"><failure message=\"{}\"/></testcase>\n", xml(s)));
+        o.push_str(&format!(
+            "  <testcase classname=\"expected-failures\" name=\"stale\"><failure message=\"{}\"/></testcase>\n",
+            xml(s)
+        ));
     }
     o.push_str("</testsuite>\n");
     o
@@ -330,8 +392,15 @@ pub fn run_markdown(r: &RunReport) -> String {
     let mut o = format!("### mooncake-conformance: {}\n\n{}\n\n", r.testee, run_summary(r));
     o.push_str("| Case | Status | Notes |\n|---|---|---|\n");
     for c in &r.results {
-        let note = case_note(c, |c| c.findings.iter().map(|f| format!("`{}` {}", f.check, f.detail)).collect::<Vec<_>>().join("<br>"));
-        o.push_str(&format!("| `{}` | {} | {} |\n", c.id, status_word(&c.status), note.replace('|', "\\|").replace('\n', " ")));
+        let note = case_note(c, |c| {
+            c.findings.iter().map(|f| format!("`{}` {}", f.check, f.detail)).collect::<Vec<_>>().join("<br>")
+        });
+        o.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            c.id,
+            status_word(&c.status),
+            note.replace('|', "\\|").replace('\n', " ")
+        ));
     }
     for s in &r.stale {
         o.push_str(&format!("| stale expected failure | FAIL | {} |\n", s.replace('|', "\\|")));

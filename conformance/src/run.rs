@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::jsonl::Input;
 use crate::play::{cases_of, play, CaseResult, PlayOptions, Role, Status};
 use crate::scenarios::Scenarios;
-use crate::jsonl::Input;
 use crate::testee::{Testee, TesteeSpec};
 use crate::trace::Trace;
 use crate::trace_model::TraceModel;
@@ -170,7 +170,9 @@ impl RunReport {
         }
         if !allow_empty && !self.results.is_empty() && self.count(Status::Skip) == self.results.len() {
             let why = self.results[0].reason.as_deref().unwrap_or("");
-            out.push(format!("every case was skipped, nothing was checked (the first: {why}); --allow-empty accepts that"));
+            out.push(format!(
+                "every case was skipped, nothing was checked (the first: {why}); --allow-empty accepts that"
+            ));
         }
         out
     }
@@ -183,7 +185,10 @@ pub fn load_cases(inputs: &[Input], allow_empty: bool) -> Result<Vec<crate::play
     for f in inputs {
         let trace = Trace::load_input(f)?;
         if trace.events.is_empty() && !allow_empty {
-            return Err(format!("{}: no events after the header line: nothing to play (--allow-empty accepts that)", f.name()));
+            return Err(format!(
+                "{}: no events after the header line: nothing to play (--allow-empty accepts that)",
+                f.name()
+            ));
         }
         let model = TraceModel::new(trace).map_err(|e| format!("{}: {e}", f.name()))?;
         out.extend(cases_of(Arc::new(model)));
@@ -216,7 +221,11 @@ pub fn select_cases(cfg: &RunConfig) -> Result<Vec<crate::play::Case>, RunError>
         return Err(RunError::usage(if asked.is_empty() {
             format!("the {} trace files yield no case (--allow-empty accepts that)", cfg.inputs.len())
         } else {
-            format!("no case matches {} (of {n} cases in {} traces; `run --list` lists them)", asked.join(" "), cfg.inputs.len())
+            format!(
+                "no case matches {} (of {n} cases in {} traces; `run --list` lists them)",
+                asked.join(" "),
+                cfg.inputs.len()
+            )
         }));
     }
     Ok(cases)
@@ -224,7 +233,9 @@ pub fn select_cases(cfg: &RunConfig) -> Result<Vec<crate::play::Case>, RunError>
 
 /// `tcp://HOST:PORT` → `HOST:PORT` (IPv6 literals bracketed), or why it is not one.
 fn tcp_endpoint(ep: &str, option: &str) -> Result<String, RunError> {
-    let hp = ep.strip_prefix("tcp://").ok_or_else(|| RunError::usage(format!("{option} {ep}: a ZeroMQ endpoint tcp://HOST:PORT")))?;
+    let hp = ep
+        .strip_prefix("tcp://")
+        .ok_or_else(|| RunError::usage(format!("{option} {ep}: a ZeroMQ endpoint tcp://HOST:PORT")))?;
     match hp.rsplit_once(':') {
         Some((h, p)) if !h.is_empty() && (p.parse::<u16>().is_ok() || p == "*") => Ok(hp.to_string()),
         _ => Err(RunError::usage(format!("{option} {ep}: a ZeroMQ endpoint tcp://HOST:PORT"))),
@@ -233,12 +244,18 @@ fn tcp_endpoint(ep: &str, option: &str) -> Result<String, RunError> {
 
 /// `http://HOST:PORT[/…]` → `HOST:PORT`, or why it is not one.
 pub(crate) fn http_host(url: &str, option: &str) -> Result<String, RunError> {
-    let rest = url.strip_prefix("http://").ok_or_else(|| RunError::usage(format!("{option} {url}: a bootstrap server URL http://HOST:PORT")))?;
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| RunError::usage(format!("{option} {url}: a bootstrap server URL http://HOST:PORT")))?;
     let hp = rest.split('/').next().unwrap_or("");
     if hp.is_empty() {
         return Err(RunError::usage(format!("{option} {url}: a bootstrap server URL http://HOST:PORT")));
     }
-    Ok(if hp.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) { hp.to_string() } else { format!("{hp}:80") })
+    Ok(if hp.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+        hp.to_string()
+    } else {
+        format!("{hp}:80")
+    })
 }
 
 /// Something listens at `host:port` (a TCP connect within 2 s), or an environment error saying what is not.
@@ -252,7 +269,10 @@ pub(crate) fn reachable(hp: &str, shown: &str) -> Result<(), RunError> {
             Err(e) => last = Some(e),
         }
     }
-    Err(RunError::environment(format!("nothing is listening at {shown} ({})", last.map(|e| e.to_string()).unwrap_or_else(|| "no address".into()))))
+    Err(RunError::environment(format!(
+        "nothing is listening at {shown} ({})",
+        last.map(|e| e.to_string()).unwrap_or_else(|| "no address".into())
+    )))
 }
 
 /// The address is free to listen on, or an environment error (a port in use).
@@ -262,8 +282,12 @@ fn bindable(hp: &str, shown: &str) -> Result<(), RunError> {
     }
     match std::net::TcpListener::bind(hp) {
         Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(RunError::environment(format!("cannot listen at {shown}: the port is in use"))),
-        Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => Err(RunError::usage(format!("cannot listen at {shown}: {e}"))),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            Err(RunError::environment(format!("cannot listen at {shown}: the port is in use")))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => {
+            Err(RunError::usage(format!("cannot listen at {shown}: {e}")))
+        }
         Err(e) => Err(RunError::environment(format!("cannot listen at {shown}: {e}"))),
     }
 }
@@ -315,15 +339,24 @@ pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
     let hello = match &cfg.external {
         crate::play::External::None => {
             let log = crate::testee::TesteeLog::default();
-            let (probe, hello) = Testee::start_logged(&cfg.testee, Some(&log))
-                .await
-                .map_err(|e| if e.environment { RunError::environment(e.message) } else { RunError::usage(e.message) })?;
+            let (probe, hello) = Testee::start_logged(&cfg.testee, Some(&log)).await.map_err(|e| {
+                if e.environment {
+                    RunError::environment(e.message)
+                } else {
+                    RunError::usage(e.message)
+                }
+            })?;
             probe.stop().await;
             hello
         }
         e => crate::testee::Hello {
             name: e.describe(),
-            revisions: mooncake_wire::spec::Spec::builtin().push().revisions.iter().map(|r| r.revision.clone()).collect(),
+            revisions: mooncake_wire::spec::Spec::builtin()
+                .push()
+                .revisions
+                .iter()
+                .map(|r| r.revision.clone())
+                .collect(),
             roles: vec!["prefiller".into(), "decoder".into(), "bootstrap".into()],
         },
     };
@@ -331,7 +364,10 @@ pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
     if let Some(only) = &cfg.speaks {
         hello.revisions.retain(|r| only.contains(r));
         if hello.revisions.is_empty() {
-            return Err(RunError::usage(format!("--speaks {}: the testee declares none of these revisions", only.join(","))));
+            return Err(RunError::usage(format!(
+                "--speaks {}: the testee declares none of these revisions",
+                only.join(",")
+            )));
         }
     }
     if let Some(dir) = &cfg.testee_log {
@@ -351,7 +387,9 @@ pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
             p(Progress::Started { index: i, total: n, id: &case.id });
         }
         let log = match (&cfg.testee_log, &cfg.testee) {
-            (Some(dir), TesteeSpec::Command(_)) => crate::testee::TesteeLog::to_file(&dir.join(log_file_name(&case.id))).map_err(RunError::usage)?,
+            (Some(dir), TesteeSpec::Command(_)) => {
+                crate::testee::TesteeLog::to_file(&dir.join(log_file_name(&case.id))).map_err(RunError::usage)?
+            }
             _ => crate::testee::TesteeLog::default(),
         };
         let mut case_opts = opts.clone();
@@ -384,7 +422,8 @@ pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
         }
         let listed: Vec<&ExpectedFailure> = cfg.expected.cases.iter().filter(|e| e.id == r.id).collect();
         if r.status == Status::Fail && !listed.is_empty() {
-            let covered = r.findings.iter().all(|f| listed.iter().any(|e| e.check.as_deref().is_none_or(|c| c == f.check)));
+            let covered =
+                r.findings.iter().all(|f| listed.iter().any(|e| e.check.as_deref().is_none_or(|c| c == f.check)));
             if covered {
                 r.status = Status::Xfail;
                 r.reason = Some(listed.iter().map(|e| e.reason.as_str()).collect::<Vec<_>>().join("; "));
@@ -403,10 +442,17 @@ pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
         .iter()
         .filter(|e| !results.iter().any(|r| r.id == e.id && r.status == Status::Xfail))
         .filter(|e| results.iter().any(|r| r.id == e.id) || !narrowed)
-        .map(|e| format!("{} ({}): listed as an expected failure, but {}", e.id, e.reason, match results.iter().find(|r| r.id == e.id) {
-            Some(r) => format!("it is {}", r.status.word()),
-            None => "no such case ran".to_string(),
-        }))
+        .map(|e| {
+            format!(
+                "{} ({}): listed as an expected failure, but {}",
+                e.id,
+                e.reason,
+                match results.iter().find(|r| r.id == e.id) {
+                    Some(r) => format!("it is {}", r.status.word()),
+                    None => "no such case ran".to_string(),
+                }
+            )
+        })
         .collect();
     Ok(RunReport { testee: hello.name, results, stale, not_run })
 }

@@ -55,11 +55,11 @@ impl<'de> Deserialize<'de> for Ready {
         match s.as_str() {
             "before" => Ok(Ready::Before),
             "never" => Ok(Ready::Never),
-            _ => s
-                .strip_prefix("after_reply:")
-                .and_then(|n| n.parse().ok())
-                .map(Ready::AfterReply)
-                .ok_or_else(|| serde::de::Error::custom(format!("ready: {s:?} is not before, never or after_reply:N"))),
+            _ => {
+                s.strip_prefix("after_reply:").and_then(|n| n.parse().ok()).map(Ready::AfterReply).ok_or_else(|| {
+                    serde::de::Error::custom(format!("ready: {s:?} is not before, never or after_reply:N"))
+                })
+            }
         }
     }
 }
@@ -267,7 +267,9 @@ mod tests {
         assert_eq!(parsed.scenario["x"].prefiller_tp, 1);
         let bad = format!("{base}[scenario.x]\ndecoder_tpp = 2\n");
         assert!(Scenarios::parse(&bad).is_err());
-        let bad_pull = format!("{base}[scenario.x]\npulls = [[{{ d_req_id = \"a\", transfer_id = \"b\", blocks = [[1]], x = 1 }}]]\n");
+        let bad_pull = format!(
+            "{base}[scenario.x]\npulls = [[{{ d_req_id = \"a\", transfer_id = \"b\", blocks = [[1]], x = 1 }}]]\n"
+        );
         assert!(Scenarios::parse(&bad_pull).is_err());
     }
 }

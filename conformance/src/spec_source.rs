@@ -35,7 +35,10 @@ pub fn resolve(arg: &str) -> Result<Arc<Revision>, String> {
     if pick.is_some() {
         return Err(format!("{arg}: `{src}` is neither a directory nor a git:REF"));
     }
-    Spec::builtin().resolve(arg).map(|r| r.revision).map_err(|e| format!("{e} (or give a spec file, a directory or git:REF)"))
+    Spec::builtin()
+        .resolve(arg)
+        .map(|r| r.revision)
+        .map_err(|e| format!("{e} (or give a spec file, a directory or git:REF)"))
 }
 
 /// The named revision, or the newest of the push family (or of the only family).
@@ -44,7 +47,9 @@ fn select(spec: &Spec, pick: Option<&str>, arg: &str) -> Result<Arc<Revision>, S
         return spec.resolve(p).map(|r| r.revision).map_err(|e| format!("{arg}: {e}"));
     }
     let fam = spec.family("push").or(if spec.families.len() == 1 { spec.families.first() } else { None });
-    fam.and_then(|f| f.newest()).cloned().ok_or_else(|| format!("{arg}: no push family (say which revision with `#REVISION`)"))
+    fam.and_then(|f| f.newest())
+        .cloned()
+        .ok_or_else(|| format!("{arg}: no push family (say which revision with `#REVISION`)"))
 }
 
 /// The revision a file defines. Its directory's other spec files come along (a derived file needs its base);
@@ -61,7 +66,9 @@ fn file_revision(path: &Path, pick: Option<&str>) -> Result<Arc<Revision>, Strin
     let mut local: Vec<(String, String)> = vec![];
     for e in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?.flatten() {
         let p = e.path();
-        if p.extension().and_then(|x| x.to_str()) == Some("toml") && std::fs::canonicalize(&p).ok().as_ref() != Some(&me) {
+        if p.extension().and_then(|x| x.to_str()) == Some("toml")
+            && std::fs::canonicalize(&p).ok().as_ref() != Some(&me)
+        {
             if let Ok(t) = std::fs::read_to_string(&p) {
                 local.push((p.display().to_string(), t));
             }
@@ -105,7 +112,8 @@ fn git(top: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
 fn git_spec(reference: &str) -> Result<Spec, String> {
     let top = git(Path::new("."), &["rev-parse", "--show-toplevel"])?;
     let top = PathBuf::from(String::from_utf8_lossy(&top).trim());
-    git(&top, &["rev-parse", "--verify", "--quiet", &format!("{reference}^{{commit}}")]).map_err(|_| format!("git:{reference}: no such commit"))?;
+    git(&top, &["rev-parse", "--verify", "--quiet", &format!("{reference}^{{commit}}")])
+        .map_err(|_| format!("git:{reference}: no such commit"))?;
     let list = git(&top, &["ls-tree", "-r", "-z", "--name-only", reference, "--", "spec"])?;
     let mut files = vec![];
     for p in list.split(|b| *b == 0).filter(|p| !p.is_empty()) {

@@ -138,8 +138,17 @@ fn parse_hello(h: &J) -> Result<Hello, String> {
         let v = h.get("protocol").map(|p| p.to_string()).unwrap_or_else(|| "(none given)".into());
         return Err(format!("the testee speaks protocol {v}, the runner speaks 1 (conformance/TESTEE.md)"));
     }
-    let list = |k: &str| h.get(k).and_then(J::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
-    Ok(Hello { name: h.get("name").and_then(J::as_str).unwrap_or("?").to_string(), revisions: list("revisions"), roles: list("roles") })
+    let list = |k: &str| {
+        h.get(k)
+            .and_then(J::as_array)
+            .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+            .unwrap_or_default()
+    };
+    Ok(Hello {
+        name: h.get("name").and_then(J::as_str).unwrap_or("?").to_string(),
+        revisions: list("revisions"),
+        roles: list("roles"),
+    })
 }
 
 /// `status` with the last lines of standard error, for messages about a testee that stopped.
@@ -175,8 +184,14 @@ impl Testee {
     pub async fn start_logged(spec: &TesteeSpec, log: Option<&TesteeLog>) -> Result<(Testee, Hello), StartError> {
         let usage = |message: String| StartError { environment: false, message };
         match spec {
-            TesteeSpec::Builtin => Ok((Testee::Builtin(Box::default(), vec![]), parse_hello(&mooncake_reference::testee::hello()).map_err(usage)?)),
-            TesteeSpec::BuiltinWithFaults(f) => Ok((Testee::Builtin(Box::default(), f.clone()), parse_hello(&mooncake_reference::testee::hello()).map_err(usage)?)),
+            TesteeSpec::Builtin => Ok((
+                Testee::Builtin(Box::default(), vec![]),
+                parse_hello(&mooncake_reference::testee::hello()).map_err(usage)?,
+            )),
+            TesteeSpec::BuiltinWithFaults(f) => Ok((
+                Testee::Builtin(Box::default(), f.clone()),
+                parse_hello(&mooncake_reference::testee::hello()).map_err(usage)?,
+            )),
             TesteeSpec::Command(cmd) => {
                 let log = log.cloned().unwrap_or_default();
                 let argv = split_command(cmd).map_err(usage)?;
@@ -204,10 +219,20 @@ impl Testee {
                     StartError { environment: true, message: with_tail(message, log) }
                 };
                 let line = match tokio::time::timeout(ANSWER_TIMEOUT, lines.next_line()).await {
-                    Err(_) => return Err(env(format!("testee `{cmd}` sent no hello within {}", crate::play::secs(ANSWER_TIMEOUT)), &log)),
+                    Err(_) => {
+                        return Err(env(
+                            format!("testee `{cmd}` sent no hello within {}", crate::play::secs(ANSWER_TIMEOUT)),
+                            &log,
+                        ))
+                    }
                     Ok(Err(e)) => return Err(env(format!("testee `{cmd}`: reading its standard output: {e}"), &log)),
                     Ok(Ok(None)) => {
-                        let st = tokio::time::timeout(Duration::from_secs(2), child.wait()).await.ok().and_then(|r| r.ok()).map(exit_text).unwrap_or_else(|| "still running".into());
+                        let st = tokio::time::timeout(Duration::from_secs(2), child.wait())
+                            .await
+                            .ok()
+                            .and_then(|r| r.ok())
+                            .map(exit_text)
+                            .unwrap_or_else(|| "still running".into());
                         // Let the stderr reader catch up with what the process wrote before it went.
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         return Err(env(format!("testee `{cmd}` exited before its hello ({st})"), &log));
@@ -249,14 +274,20 @@ impl Testee {
                         .map_err(|e| format!("reading the testee's answer to `{what}`: {e}"))?,
                 };
                 let Some(line) = line else {
-                    let st = tokio::time::timeout(Duration::from_secs(2), child.wait()).await.ok().and_then(|r| r.ok()).map(exit_text).unwrap_or_else(|| "still running".into());
+                    let st = tokio::time::timeout(Duration::from_secs(2), child.wait())
+                        .await
+                        .ok()
+                        .and_then(|r| r.ok())
+                        .map(exit_text)
+                        .unwrap_or_else(|| "still running".into());
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     // The report shows the last lines of standard error under the case: not repeated here.
                     let msg = format!("the testee died during `{what}` ({st})");
                     log.mark_died(&msg);
                     return Err(msg);
                 };
-                serde_json::from_str(&line).map_err(|e| format!("the testee's answer to `{what}` is not JSON ({e}): {line}"))?
+                serde_json::from_str(&line)
+                    .map_err(|e| format!("the testee's answer to `{what}` is not JSON ({e}): {line}"))?
             }
         };
         if answer.get("ok") == Some(&J::Bool(true)) {

@@ -218,15 +218,28 @@ impl Trace {
 
     pub fn from_lines(path: &str, lines: Vec<jsonl::Line>) -> Result<Trace, String> {
         let mut it = lines.into_iter();
-        let first = it.next().ok_or_else(|| format!("{path}: an empty file, not a trace (its first line must be the trace header)"))?;
+        let first = it
+            .next()
+            .ok_or_else(|| format!("{path}: an empty file, not a trace (its first line must be the trace header)"))?;
         let header_format = first.value.get("format").and_then(J::as_str).map(String::from);
         if let Some(f) = header_format.as_deref().filter(|f| *f != FORMAT) {
-            let hint = if f.starts_with("mooncake-vectors") || f.starts_with("mooncake-golden") { " (a vector file: check it with `vectors`)" } else { "" };
-            return Err(format!("{path}:{}: not a trace: the header's format is `{f}`, expected `{FORMAT}`{hint}", first.no));
+            let hint = if f.starts_with("mooncake-vectors") || f.starts_with("mooncake-golden") {
+                " (a vector file: check it with `vectors`)"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "{path}:{}: not a trace: the header's format is `{f}`, expected `{FORMAT}`{hint}",
+                first.no
+            ));
         }
-        let header: Header = serde_json::from_value(first.value).map_err(|e| format!("{path}:{}: header: {e}", first.no))?;
+        let header: Header =
+            serde_json::from_value(first.value).map_err(|e| format!("{path}:{}: header: {e}", first.no))?;
         if header.format_version != 1 {
-            return Err(format!("{path}:{}: header: format_version {} is not supported (1)", first.no, header.format_version));
+            return Err(format!(
+                "{path}:{}: header: format_version {} is not supported (1)",
+                first.no, header.format_version
+            ));
         }
         header.check_unobserved().map_err(|e| format!("{path}:{}: header: {e}", first.no))?;
         let mut events = Vec::new();
@@ -235,7 +248,8 @@ impl Trace {
             let kind = l.value.get("kind").and_then(J::as_str).unwrap_or("").to_string();
             let ev = match kind.as_str() {
                 "zmq" => {
-                    let r: RawZmq = serde_json::from_value(l.value).map_err(|e| format!("{path}:{}: zmq event: {e}", l.no))?;
+                    let r: RawZmq =
+                        serde_json::from_value(l.value).map_err(|e| format!("{path}:{}: zmq event: {e}", l.no))?;
                     let frames = r
                         .frames
                         .iter()
@@ -257,7 +271,8 @@ impl Trace {
                     })
                 }
                 "http" => {
-                    let r: RawHttp = serde_json::from_value(l.value).map_err(|e| format!("{path}:{}: http event: {e}", l.no))?;
+                    let r: RawHttp =
+                        serde_json::from_value(l.value).map_err(|e| format!("{path}:{}: http event: {e}", l.no))?;
                     Event::Http(HttpEvent {
                         seq: r.seq,
                         line: l.no,
@@ -307,14 +322,20 @@ mod tests {
     #[test]
     fn unobserved_names_known_items_whose_values_are_empty() {
         let base = r#""format": "mooncake-trace", "format_version": 1, "vllm_version": "0.33.0", "connector": "c", "scenario": "s", "roles": {}"#;
-        let t = parse(&format!(r#"{{{base}, "unobserved": ["transfer_engine_calls", "observed_outcome"], "observed_outcome": {{}}}}"#)).unwrap();
+        let t = parse(&format!(
+            r#"{{{base}, "unobserved": ["transfer_engine_calls", "observed_outcome"], "observed_outcome": {{}}}}"#
+        ))
+        .unwrap();
         assert!(!t.header.observed("transfer_engine_calls") && !t.header.observed("observed_outcome"));
         assert!(parse(&format!("{{{base}}}")).unwrap().header.observed("observed_outcome"));
         let e = parse(&format!(r#"{{{base}, "unobserved": ["memory"]}}"#)).unwrap_err();
         assert!(e.contains("unobserved: \"memory\" is none of"), "{e}");
         let e = parse(&format!(r#"{{{base}, "unobserved": ["transfer_engine_calls"], "transfer_engine_calls": [{{"session": "a:1", "n": 1, "bytes": 8}}]}}"#)).unwrap_err();
         assert!(e.contains("lists some"), "{e}");
-        let e = parse(&format!(r#"{{{base}, "unobserved": ["observed_outcome"], "observed_outcome": {{"finished_sending": {{}}}}}}"#)).unwrap_err();
+        let e = parse(&format!(
+            r#"{{{base}, "unobserved": ["observed_outcome"], "observed_outcome": {{"finished_sending": {{}}}}}}"#
+        ))
+        .unwrap_err();
         assert!(e.contains("has one"), "{e}");
     }
 }

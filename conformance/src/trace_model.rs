@@ -66,10 +66,17 @@ pub struct TraceModel {
 impl TraceModel {
     pub fn new(trace: Trace) -> Result<TraceModel, String> {
         if let Some(f) = trace.header.family.as_deref().filter(|f| *f != "push") {
-            return Err(format!("a trace of the {f} family: the runner plays push-family traces only (`validate` checks it)"));
+            return Err(format!(
+                "a trace of the {f} family: the runner plays push-family traces only (`validate` checks it)"
+            ));
         }
-        let revision = crate::validate::revision_for(Spec::builtin(), &trace.header.vllm_version).map_err(|e| format!("vllm_version: {e}"))?;
-        let profile = WireProfile::new(revision.clone(), mooncake_wire::codec::Codec::builtin(&revision.revision).expect("built-in")).ok();
+        let revision = crate::validate::revision_for(Spec::builtin(), &trace.header.vllm_version)
+            .map_err(|e| format!("vllm_version: {e}"))?;
+        let profile = WireProfile::new(
+            revision.clone(),
+            mooncake_wire::codec::Codec::builtin(&revision.revision).expect("built-in"),
+        )
+        .ok();
         let mut http = vec![];
         let mut pending: Option<HttpEvent> = None;
         for h in trace.http() {
@@ -87,14 +94,21 @@ impl TraceModel {
             http.push((p, None));
         }
         // Prefillers: conns with the prefiller role, their endpoint, and their /register body (by address).
-        let registers: Vec<&J> = http.iter().filter(|(r, _)| r.method == "POST" && r.path == "/register").filter_map(|(r, _)| r.body.as_ref()).collect();
+        let registers: Vec<&J> = http
+            .iter()
+            .filter(|(r, _)| r.method == "POST" && r.path == "/register")
+            .filter_map(|(r, _)| r.body.as_ref())
+            .collect();
         let mut prefillers = vec![];
         for (conn, role) in &trace.header.roles {
             if *role != Role::Prefiller {
                 continue;
             }
             let endpoint = trace.header.conn_endpoints.get(conn).and_then(|e| e.first()).cloned().unwrap_or_default();
-            let reg = registers.iter().find(|b| b.get("addr").and_then(J::as_str) == Some(endpoint.as_str())).map(|b| (*b).clone());
+            let reg = registers
+                .iter()
+                .find(|b| b.get("addr").and_then(J::as_str) == Some(endpoint.as_str()))
+                .map(|b| (*b).clone());
             let g = |k: &str| reg.as_ref().and_then(|b| b.get(k)).and_then(J::as_i64).unwrap_or(0);
             prefillers.push(PrefillerConn {
                 conn: conn.clone(),
@@ -109,7 +123,8 @@ impl TraceModel {
         }
         // A recording with no ZeroMQ traffic names no endpoints: pair the remaining workers with the remaining
         // registrations in order (the recorder starts them in that order).
-        let spare: Vec<&J> = registers.iter().copied().filter(|b| !prefillers.iter().any(|p| p.register.as_ref() == Some(*b))).collect();
+        let spare: Vec<&J> =
+            registers.iter().copied().filter(|b| !prefillers.iter().any(|p| p.register.as_ref() == Some(*b))).collect();
         let mut spare = spare.into_iter();
         for p in prefillers.iter_mut().filter(|p| p.register.is_none() && p.endpoint.is_empty()) {
             let Some(reg) = spare.next() else { break };
@@ -150,14 +165,18 @@ impl TraceModel {
                 }
                 ZmqDir::Recv => {
                     let bytes = z.frames.last().cloned().unwrap_or_default();
-                    if let Some(pos) = open.iter().position(|&i| exchanges[i].decoder == z.conn && exchanges[i].endpoint == z.endpoint) {
+                    if let Some(pos) =
+                        open.iter().position(|&i| exchanges[i].decoder == z.conn && exchanges[i].endpoint == z.endpoint)
+                    {
                         let i = open[pos];
                         let terminal = profile.as_ref().map(|p| is_terminal(p, &bytes)).unwrap_or(true);
                         exchanges[i].replies.push((bytes, z.seq, z.line));
                         if terminal {
                             open.remove(pos);
                         }
-                    } else if let Some(x) = exchanges.iter_mut().rev().find(|x| x.decoder == z.conn && x.endpoint == z.endpoint) {
+                    } else if let Some(x) =
+                        exchanges.iter_mut().rev().find(|x| x.decoder == z.conn && x.endpoint == z.endpoint)
+                    {
                         // A reply after the terminal one: keep it with its exchange so the checks see it.
                         x.replies.push((bytes, z.seq, z.line));
                     }
@@ -169,7 +188,9 @@ impl TraceModel {
         for z in trace.zmq().filter(|z| z.side == Role::Prefiller && z.dir == ZmqDir::Recv) {
             let payload = z.frames.last();
             if let Some(i) = (0..exchanges.len()).find(|&i| {
-                !used[i] && Some(&exchanges[i].request) == payload && exchanges[i].prefiller.as_deref() == Some(z.conn.as_str())
+                !used[i]
+                    && Some(&exchanges[i].request) == payload
+                    && exchanges[i].prefiller.as_deref() == Some(z.conn.as_str())
             }) {
                 used[i] = true;
                 exchanges[i].routing_id = z.frames.first().cloned();

@@ -151,7 +151,13 @@ pub fn validate(t: &Trace) -> TraceReport {
         findings: vec![],
     };
     if t.events.is_empty() {
-        rep.findings.push(Finding { check: "TRACE-EMPTY", seq: None, line: Some(1), message: None, detail: "no events after the header line: nothing to check".into() });
+        rep.findings.push(Finding {
+            check: "TRACE-EMPTY",
+            seq: None,
+            line: Some(1),
+            message: None,
+            detail: "no events after the header line: nothing to check".into(),
+        });
         return rep;
     }
     if t.header.family.as_deref() == Some("pull") {
@@ -160,7 +166,13 @@ pub fn validate(t: &Trace) -> TraceReport {
     let rev = match revision_for(Spec::builtin(), &t.header.vllm_version) {
         Ok(r) => r,
         Err(e) => {
-            rep.findings.push(Finding { check: "TRACE-REVISION", seq: None, line: Some(1), message: None, detail: format!("vllm_version: {e}") });
+            rep.findings.push(Finding {
+                check: "TRACE-REVISION",
+                seq: None,
+                line: Some(1),
+                message: None,
+                detail: format!("vllm_version: {e}"),
+            });
             return rep;
         }
     };
@@ -171,7 +183,12 @@ pub fn validate(t: &Trace) -> TraceReport {
             seq: None,
             line: Some(1),
             message: None,
-            detail: format!("header says connector generation {}, {} is generation {}", t.header.generation(), rev.revision, rev.generation),
+            detail: format!(
+                "header says connector generation {}, {} is generation {}",
+                t.header.generation(),
+                rev.revision,
+                rev.generation
+            ),
         });
     }
     let mut checker = EventChecker::new(rev.clone());
@@ -211,17 +228,30 @@ impl EventChecker {
         match ev {
             Event::Zmq(z) => check_zmq(&self.rev, &self.codec, z, &mut out),
             Event::Http(h) => {
-                let find = |detail: String| Finding { check: "HTTP-BODY", seq: Some(h.seq), line: Some(h.line), message: Some(format!("{} {}", h.method, h.path)), detail };
+                let find = |detail: String| Finding {
+                    check: "HTTP-BODY",
+                    seq: Some(h.seq),
+                    line: Some(h.line),
+                    message: Some(format!("{} {}", h.method, h.path)),
+                    detail,
+                };
                 let Some(b) = self.boot.as_mut() else {
-                    out.push(Finding { check: "HTTP-ROUTE", ..find(format!("{} has no bootstrap server", self.rev.revision)) });
+                    out.push(Finding {
+                        check: "HTTP-ROUTE",
+                        ..find(format!("{} has no bootstrap server", self.rev.revision))
+                    });
                     return out;
                 };
                 if b.route(&h.method, &h.path).is_none() {
-                    out.push(Finding { check: "HTTP-ROUTE", ..find(format!("{} {} is not a bootstrap route", h.method, h.path)) });
+                    out.push(Finding {
+                        check: "HTTP-ROUTE",
+                        ..find(format!("{} {} is not a bootstrap route", h.method, h.path))
+                    });
                     return out;
                 }
                 // The exact body text must parse to the recorded body.
-                let raw: Option<serde_json::Value> = if h.body_raw.is_empty() { None } else { serde_json::from_str(&h.body_raw).ok() };
+                let raw: Option<serde_json::Value> =
+                    if h.body_raw.is_empty() { None } else { serde_json::from_str(&h.body_raw).ok() };
                 if raw.as_ref() != h.body.as_ref().filter(|b| !b.is_null()) {
                     out.push(Finding { check: "HTTP-BODY-RAW", ..find("body_raw does not parse to body".into()) });
                 }
@@ -244,30 +274,55 @@ impl EventChecker {
 fn check_zmq(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>) {
     let from = sender(z);
     let Some(msg) = rev.message_from(from.as_str()) else {
-        out.push(Finding { check: "ZMQ-FRAMES", seq: Some(z.seq), line: Some(z.line), message: None, detail: format!("{} sends nothing in {}", from.as_str(), rev.revision) });
+        out.push(Finding {
+            check: "ZMQ-FRAMES",
+            seq: Some(z.seq),
+            line: Some(z.line),
+            message: None,
+            detail: format!("{} sends nothing in {}", from.as_str(), rev.revision),
+        });
         return;
     };
-    let find = |check: &'static str, detail: String| Finding { check, seq: Some(z.seq), line: Some(z.line), message: Some(msg.name.clone()), detail };
+    let find = |check: &'static str, detail: String| Finding {
+        check,
+        seq: Some(z.seq),
+        line: Some(z.line),
+        message: Some(msg.name.clone()),
+        detail,
+    };
     // Socket type of this side.
     if let Some(sock) = rev.transport.sockets.get(z.side.as_str()) {
         if sock.socket_type != z.socket {
-            out.push(find("ZMQ-SOCKET", format!("{} uses a {} socket, the spec says {}", z.side.as_str(), z.socket, sock.socket_type)));
+            out.push(find(
+                "ZMQ-SOCKET",
+                format!("{} uses a {} socket, the spec says {}", z.side.as_str(), z.socket, sock.socket_type),
+            ));
         }
         if sock.binds != z.bound {
-            out.push(find("ZMQ-SOCKET", format!("{} bound={}, the spec says binds={}", z.side.as_str(), z.bound, sock.binds)));
+            out.push(find(
+                "ZMQ-SOCKET",
+                format!("{} bound={}, the spec says binds={}", z.side.as_str(), z.bound, sock.binds),
+            ));
         }
     }
     // Frame layout as seen by this side.
     let layout = if z.side == from { &msg.frames_sent } else { &msg.frames_received };
     if z.frames.len() != layout.len() {
-        out.push(find("ZMQ-FRAMES", format!("{} frames, the spec says {} ({})", z.frames.len(), layout.len(), layout.join(", "))));
+        out.push(find(
+            "ZMQ-FRAMES",
+            format!("{} frames, the spec says {} ({})", z.frames.len(), layout.len(), layout.join(", ")),
+        ));
         return;
     }
     let mut payload: &[u8] = &[];
     for (i, (f, name)) in z.frames.iter().zip(layout).enumerate() {
         match name.as_str() {
-            "empty" if !f.is_empty() => out.push(find("ZMQ-FRAMES", format!("frame {i} should be the empty delimiter, has {} bytes", f.len()))),
-            "routing_id" if f.is_empty() => out.push(find("ZMQ-FRAMES", format!("frame {i} should be a routing id, is empty"))),
+            "empty" if !f.is_empty() => {
+                out.push(find("ZMQ-FRAMES", format!("frame {i} should be the empty delimiter, has {} bytes", f.len())))
+            }
+            "routing_id" if f.is_empty() => {
+                out.push(find("ZMQ-FRAMES", format!("frame {i} should be a routing id, is empty")))
+            }
             "payload" => payload = f,
             _ => {}
         }
@@ -276,14 +331,24 @@ fn check_zmq(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>
         "raw" => {
             if !msg.constants.iter().any(|c| c.bytes.as_bytes() == payload) {
                 let names: Vec<_> = msg.constants.iter().map(|c| c.name.as_str()).collect();
-                out.push(find("ZMQ-RAW", format!("payload {:?} is none of {names:?}", String::from_utf8_lossy(payload))));
+                out.push(find(
+                    "ZMQ-RAW",
+                    format!("payload {:?} is none of {names:?}", String::from_utf8_lossy(payload)),
+                ));
             }
         }
         _ => match codec.decode(&msg.name, payload) {
             Err(e) => out.push(find("ZMQ-DECODE", e.msgspec_message())),
             Ok(v) => match codec.encode(&msg.name, &v) {
                 Ok(b) if b == payload => {}
-                Ok(b) => out.push(find("ZMQ-REENCODE", format!("re-encoding differs from the recorded bytes: ours {} vs recorded {}", hex::encode(b), hex::encode(payload)))),
+                Ok(b) => out.push(find(
+                    "ZMQ-REENCODE",
+                    format!(
+                        "re-encoding differs from the recorded bytes: ours {} vs recorded {}",
+                        hex::encode(b),
+                        hex::encode(payload)
+                    ),
+                )),
                 Err(e) => out.push(find("ZMQ-REENCODE", e.to_string())),
             },
         },

@@ -26,7 +26,13 @@ pub fn validate(t: &Trace, mut rep: TraceReport) -> TraceReport {
     let rev = match revision_for(Spec::builtin(), &t.header.vllm_version) {
         Ok(r) => r,
         Err(e) => {
-            rep.findings.push(Finding { check: "TRACE-REVISION", seq: None, line: Some(1), message: None, detail: format!("vllm_version: {e}") });
+            rep.findings.push(Finding {
+                check: "TRACE-REVISION",
+                seq: None,
+                line: Some(1),
+                message: None,
+                detail: format!("vllm_version: {e}"),
+            });
             return rep;
         }
     };
@@ -36,7 +42,12 @@ pub fn validate(t: &Trace, mut rep: TraceReport) -> TraceReport {
         p => p.into(),
     };
     if rev.generation != t.header.generation() {
-        let detail = format!("header says connector generation {}, {} is generation {}", t.header.generation(), rev.revision, rev.generation);
+        let detail = format!(
+            "header says connector generation {}, {} is generation {}",
+            t.header.generation(),
+            rev.revision,
+            rev.generation
+        );
         rep.findings.push(Finding { check: "TRACE-REVISION", seq: None, line: Some(1), message: None, detail });
     }
     let codec = Codec::builtin(&rev.revision).expect("built-in revision");
@@ -52,7 +63,13 @@ pub fn validate(t: &Trace, mut rep: TraceReport) -> TraceReport {
             }
             Event::Http(h) => {
                 rep.http_events += 1;
-                rep.findings.push(Finding { check: "HTTP-ROUTE", seq: Some(h.seq), line: Some(h.line), message: None, detail: format!("{} has no HTTP server", rev.revision) });
+                rep.findings.push(Finding {
+                    check: "HTTP-ROUTE",
+                    seq: Some(h.seq),
+                    line: Some(h.line),
+                    message: None,
+                    detail: format!("{} has no HTTP server", rev.revision),
+                });
             }
         }
     }
@@ -62,15 +79,29 @@ pub fn validate(t: &Trace, mut rep: TraceReport) -> TraceReport {
 /// Socket, frames and payload of one event; the message it carries, when one fits.
 fn check_event(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>) -> Option<String> {
     let from = sender(z);
-    let find = |check: &'static str, message: Option<&str>, detail: String| Finding { check, seq: Some(z.seq), line: Some(z.line), message: message.map(str::to_string), detail };
-    let candidates: Vec<&TransportMessage> = rev.transport.messages.iter().filter(|m| m.from == from.as_str()).collect();
+    let find = |check: &'static str, message: Option<&str>, detail: String| Finding {
+        check,
+        seq: Some(z.seq),
+        line: Some(z.line),
+        message: message.map(str::to_string),
+        detail,
+    };
+    let candidates: Vec<&TransportMessage> =
+        rev.transport.messages.iter().filter(|m| m.from == from.as_str()).collect();
     if candidates.is_empty() {
         out.push(find("ZMQ-FRAMES", None, format!("{} sends nothing in {}", from.as_str(), rev.revision)));
         return None;
     }
     if let Some(sock) = rev.transport.sockets.get(z.side.as_str()) {
         if sock.socket_type != z.socket || sock.binds != z.bound {
-            let detail = format!("{}: a {} socket with bound={}, the spec says {} with binds={}", z.side.as_str(), z.socket, z.bound, sock.socket_type, sock.binds);
+            let detail = format!(
+                "{}: a {} socket with bound={}, the spec says {} with binds={}",
+                z.side.as_str(),
+                z.socket,
+                z.bound,
+                sock.socket_type,
+                sock.binds
+            );
             out.push(find("ZMQ-SOCKET", None, detail));
         }
     }
@@ -78,14 +109,24 @@ fn check_event(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Findin
     let m0 = candidates[0];
     let layout = if z.side == from { &m0.frames_sent } else { &m0.frames_received };
     if z.frames.len() != layout.len() {
-        out.push(find("ZMQ-FRAMES", None, format!("{} frames, the spec says {} ({})", z.frames.len(), layout.len(), layout.join(", "))));
+        out.push(find(
+            "ZMQ-FRAMES",
+            None,
+            format!("{} frames, the spec says {} ({})", z.frames.len(), layout.len(), layout.join(", ")),
+        ));
         return None;
     }
     let mut payload: &[u8] = &[];
     for (i, (f, name)) in z.frames.iter().zip(layout).enumerate() {
         match name.as_str() {
-            "empty" if !f.is_empty() => out.push(find("ZMQ-FRAMES", None, format!("frame {i} should be the empty delimiter, has {} bytes", f.len()))),
-            "routing_id" if f.is_empty() => out.push(find("ZMQ-FRAMES", None, format!("frame {i} should be a routing id, is empty"))),
+            "empty" if !f.is_empty() => out.push(find(
+                "ZMQ-FRAMES",
+                None,
+                format!("frame {i} should be the empty delimiter, has {} bytes", f.len()),
+            )),
+            "routing_id" if f.is_empty() => {
+                out.push(find("ZMQ-FRAMES", None, format!("frame {i} should be a routing id, is empty")))
+            }
             "payload" => payload = f,
             _ => {}
         }
@@ -96,12 +137,24 @@ fn check_event(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Findin
     for m in &candidates {
         match m.encoding.as_str() {
             "raw" if m.constants.iter().any(|c| c.bytes.as_bytes() == payload) => return Some(m.name.clone()),
-            "raw" => errors.push(format!("{}: none of {:?}", m.name, m.constants.iter().map(|c| c.name.as_str()).collect::<Vec<_>>())),
+            "raw" => errors.push(format!(
+                "{}: none of {:?}",
+                m.name,
+                m.constants.iter().map(|c| c.name.as_str()).collect::<Vec<_>>()
+            )),
             _ => match codec.decode(&m.name, payload) {
                 Ok(v) => match codec.encode(&m.name, &v) {
                     Ok(b) if b == payload => return Some(m.name.clone()),
                     Ok(b) => {
-                        out.push(find("ZMQ-REENCODE", Some(&m.name), format!("re-encoding differs from the recorded bytes: ours {} vs recorded {}", hex::encode(b), hex::encode(payload))));
+                        out.push(find(
+                            "ZMQ-REENCODE",
+                            Some(&m.name),
+                            format!(
+                                "re-encoding differs from the recorded bytes: ours {} vs recorded {}",
+                                hex::encode(b),
+                                hex::encode(payload)
+                            ),
+                        ));
                         return Some(m.name.clone());
                     }
                     Err(e) => errors.push(format!("{}: {e}", m.name)),
@@ -110,14 +163,30 @@ fn check_event(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Findin
             },
         }
     }
-    out.push(find("ZMQ-DECODE", None, format!("the payload is none of {}'s messages — {}", from.as_str(), errors.join("; "))));
+    out.push(find(
+        "ZMQ-DECODE",
+        None,
+        format!("the payload is none of {}'s messages — {}", from.as_str(), errors.join("; ")),
+    ));
     None
 }
 
 /// A reply must answer the request its connection sent last; a request must not overtake an unanswered one.
-fn pair(rev: &Revision, z: &ZmqEvent, msg: &str, pending: &mut HashMap<(String, String), String>, out: &mut Vec<Finding>) {
+fn pair(
+    rev: &Revision,
+    z: &ZmqEvent,
+    msg: &str,
+    pending: &mut HashMap<(String, String), String>,
+    out: &mut Vec<Finding>,
+) {
     let Some(m) = rev.message(msg) else { return };
-    let find = |detail: String| Finding { check: "PULL-PAIRING", seq: Some(z.seq), line: Some(z.line), message: Some(msg.to_string()), detail };
+    let find = |detail: String| Finding {
+        check: "PULL-PAIRING",
+        seq: Some(z.seq),
+        line: Some(z.line),
+        message: Some(msg.to_string()),
+        detail,
+    };
     // Pair on the decoder's own events (its REQ connection is one conversation); the prefiller's ROUTER events
     // interleave every decoder and are checked by decoding only.
     if z.side.as_str() != "decoder" {

@@ -57,7 +57,10 @@ pub fn input_problems(reps: &[FileReport], allow_empty: bool) -> Vec<String> {
     reps.iter()
         .filter_map(|r| match (&r.not_checked, r.bad_input) {
             (Some(why), true) => Some(format!("{}: {why}", r.path)),
-            (None, _) if r.cases == 0 && !allow_empty => Some(format!("{}: no cases after the header line (nothing checked; --allow-empty accepts that)", r.path)),
+            (None, _) if r.cases == 0 && !allow_empty => Some(format!(
+                "{}: no cases after the header line (nothing checked; --allow-empty accepts that)",
+                r.path
+            )),
             _ => None,
         })
         .collect()
@@ -112,7 +115,10 @@ pub fn check_file(path: &Path) -> FileReport {
             rep.bad_input = true;
         }
         None => {
-            rep.not_checked = Some("not a vector file: its first line has no `format` (expected mooncake-vectors or mooncake-golden)".into());
+            rep.not_checked = Some(
+                "not a vector file: its first line has no `format` (expected mooncake-vectors or mooncake-golden)"
+                    .into(),
+            );
             rep.bad_input = true;
         }
     }
@@ -125,8 +131,11 @@ fn check_codec_vectors(header: &J, cases: &[jsonl::Line], rep: &mut FileReport) 
         return;
     };
     rep.subject = format!("{revision} {message}");
-    let releases: Vec<String> =
-        header.get("vllm_releases").and_then(J::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
+    let releases: Vec<String> = header
+        .get("vllm_releases")
+        .and_then(J::as_array)
+        .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+        .unwrap_or_default();
     let codec = match wire_unit("push", revision, &releases) {
         Ok((rev, note)) => {
             if let Some(n) = note {
@@ -147,7 +156,9 @@ fn check_codec_vectors(header: &J, cases: &[jsonl::Line], rep: &mut FileReport) 
     for line in cases {
         let c = &line.value;
         let id = s(c, "id").unwrap_or("?").to_string();
-        let fail = |rep: &mut FileReport, problem: String| rep.failures.push(Failure { id: id.clone(), line: line.no, problem });
+        let fail = |rep: &mut FileReport, problem: String| {
+            rep.failures.push(Failure { id: id.clone(), line: line.no, problem })
+        };
         let Some(bytes) = s(c, "hex").and_then(|h| hex::decode(h).ok()) else {
             fail(rep, "missing or malformed `hex`".into());
             continue;
@@ -171,7 +182,9 @@ fn check_codec_vectors(header: &J, cases: &[jsonl::Line], rep: &mut FileReport) 
                 }
             }
             (Some("accept"), Err(e)) => fail(rep, format!("msgspec accepts, we reject: {}", e.msgspec_message())),
-            (Some("reject"), Ok(v)) => fail(rep, format!("msgspec rejects ({}), we accept: {v}", s(c, "error").unwrap_or("?"))),
+            (Some("reject"), Ok(v)) => {
+                fail(rep, format!("msgspec rejects ({}), we accept: {v}", s(c, "error").unwrap_or("?")))
+            }
             (Some("reject"), Err(e)) => {
                 rep.passed += 1;
                 if s(c, "error").is_some_and(|want| want != e.msgspec_message()) {
@@ -189,7 +202,10 @@ fn check_codec_vectors(header: &J, cases: &[jsonl::Line], rep: &mut FileReport) 
 /// vector files next to the table for information only (the bundled files may hold a subset).
 fn check_revision_table(path: &Path, rep: &mut FileReport) {
     rep.subject = "revision table".into();
-    let table: J = match std::fs::read_to_string(path).map_err(|e| e.to_string()).and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string())) {
+    let table: J = match std::fs::read_to_string(path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+    {
         Ok(t) => t,
         Err(e) => {
             rep.not_checked = Some(format!("{}: {e}", path.display()));
@@ -212,7 +228,11 @@ fn check_revision_table(path: &Path, rep: &mut FileReport) {
         rep.cases += 1;
         let name = s(r, "revision").unwrap_or("?").to_string();
         let mut problems = vec![];
-        let releases: Vec<String> = r.get("releases").and_then(J::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
+        let releases: Vec<String> = r
+            .get("releases")
+            .and_then(J::as_array)
+            .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+            .unwrap_or_default();
         let unit = wire_unit(family_name, &name, &releases);
         if let Ok((_, Some(n))) = &unit {
             notes.push(n.clone());
@@ -221,7 +241,8 @@ fn check_revision_table(path: &Path, rep: &mut FileReport) {
             Err(e) => problems.push(e),
             Ok(rev) if rev.revision != name => {
                 // Split in the spec for behaviour: the wire unit's facts are those of the revisions covering it.
-                let covering: Vec<_> = push.revisions.iter().filter(|x| x.releases.iter().any(|rl| releases.contains(rl))).collect();
+                let covering: Vec<_> =
+                    push.revisions.iter().filter(|x| x.releases.iter().any(|rl| releases.contains(rl))).collect();
                 let spec_releases: Vec<String> = covering.iter().flat_map(|x| x.releases.clone()).collect();
                 if releases != spec_releases {
                     problems.push(format!("releases {releases:?} vs spec {spec_releases:?}"));
@@ -240,7 +261,8 @@ fn check_revision_table(path: &Path, rep: &mut FileReport) {
                 if let Some(bc) = r.get("build_commits").and_then(J::as_object) {
                     for (rel, c) in bc {
                         if rev.build_commits.get(rel).map(String::as_str) != c.as_str() {
-                            problems.push(format!("build commit of {rel}: {c} vs spec {:?}", rev.build_commits.get(rel)));
+                            problems
+                                .push(format!("build commit of {rel}: {c} vs spec {:?}", rev.build_commits.get(rel)));
                         }
                     }
                 }
@@ -249,7 +271,8 @@ fn check_revision_table(path: &Path, rep: &mut FileReport) {
                         problems.push(format!("connector {conn} is not the spec's source file"));
                     }
                 }
-                let msgs: Vec<&String> = r.get("messages").and_then(J::as_object).map(|m| m.keys().collect()).unwrap_or_default();
+                let msgs: Vec<&String> =
+                    r.get("messages").and_then(J::as_object).map(|m| m.keys().collect()).unwrap_or_default();
                 let spec_msgs: Vec<&String> = rev.structs.keys().collect();
                 if msgs != spec_msgs {
                     problems.push(format!("messages {msgs:?} vs spec {spec_msgs:?}"));
@@ -258,10 +281,14 @@ fn check_revision_table(path: &Path, rep: &mut FileReport) {
                 if let (Some(dir), Some(m)) = (path.parent(), r.get("messages").and_then(J::as_object)) {
                     for (msg, counts) in m {
                         let f = dir.join(&name).join(format!("{msg}.jsonl"));
-                        if let (Ok(text), Some(total)) = (std::fs::read_to_string(&f), counts.get("total").and_then(J::as_u64)) {
+                        if let (Ok(text), Some(total)) =
+                            (std::fs::read_to_string(&f), counts.get("total").and_then(J::as_u64))
+                        {
                             let held = text.lines().filter(|l| !l.trim().is_empty()).count().saturating_sub(1) as u64;
                             if held != total {
-                                notes.push(format!("{name} {msg}: table declares {total} cases, the bundled file holds {held}"));
+                                notes.push(format!(
+                                    "{name} {msg}: table declares {total} cases, the bundled file holds {held}"
+                                ));
                             }
                         }
                     }
@@ -276,11 +303,17 @@ fn check_revision_table(path: &Path, rep: &mut FileReport) {
     }
     for rev in &push.revisions {
         let listed_by_release = listed.iter().any(|r| {
-            r.get("releases").and_then(J::as_array).is_some_and(|a| a.iter().any(|x| x.as_str().is_some_and(|x| rev.covers_release(x))))
+            r.get("releases")
+                .and_then(J::as_array)
+                .is_some_and(|a| a.iter().any(|x| x.as_str().is_some_and(|x| rev.covers_release(x))))
         });
         if !listed.iter().any(|r| s(r, "revision") == Some(rev.revision.as_str())) && !listed_by_release {
             rep.cases += 1;
-            rep.failures.push(Failure { id: rev.revision.clone(), line: 0, problem: "spec revision missing from the table".into() });
+            rep.failures.push(Failure {
+                id: rev.revision.clone(),
+                line: 0,
+                problem: "spec revision missing from the table".into(),
+            });
         }
     }
     rep.notes = notes;
@@ -290,7 +323,11 @@ fn check_revision_table(path: &Path, rep: &mut FileReport) {
 /// checked against: the revision of that name, or — when the spec has since split that range for behaviour —
 /// the first of the revisions covering its releases, provided they all have one wire (fingerprint). The second
 /// value says when a split was followed.
-pub fn wire_unit(family: &str, name: &str, releases: &[String]) -> Result<(std::sync::Arc<mooncake_wire::spec::Revision>, Option<String>), String> {
+pub fn wire_unit(
+    family: &str,
+    name: &str,
+    releases: &[String],
+) -> Result<(std::sync::Arc<mooncake_wire::spec::Revision>, Option<String>), String> {
     let spec = mooncake_wire::spec::Spec::builtin();
     if let Some(r) = spec.revision(name) {
         return Ok((r.clone(), None));
@@ -301,15 +338,27 @@ pub fn wire_unit(family: &str, name: &str, releases: &[String]) -> Result<(std::
         return Err("not in the spec".to_string());
     }
     let fam = spec.push();
-    let covering: Vec<_> = fam.revisions.iter().filter(|r| r.releases.iter().any(|x| releases.contains(x))).cloned().collect();
+    let covering: Vec<_> =
+        fam.revisions.iter().filter(|r| r.releases.iter().any(|x| releases.contains(x))).cloned().collect();
     let Some(first) = covering.first() else {
         return Err("not in the spec".to_string());
     };
-    let fp = |r: &mooncake_wire::spec::Revision| mooncake_wire::hash::fingerprint::wire_fingerprint(r).unwrap_or_default();
+    let fp =
+        |r: &mooncake_wire::spec::Revision| mooncake_wire::hash::fingerprint::wire_fingerprint(r).unwrap_or_default();
     let want = fp(first);
     if let Some(other) = covering.iter().find(|r| fp(r) != want) {
-        return Err(format!("not in the spec, and its releases span revisions of different wires ({} and {})", first.revision, other.revision));
+        return Err(format!(
+            "not in the spec, and its releases span revisions of different wires ({} and {})",
+            first.revision, other.revision
+        ));
     }
     let names: Vec<&str> = covering.iter().map(|r| r.revision.as_str()).collect();
-    Ok((first.clone(), Some(format!("{name} is split in the spec into {} (one wire; checked as {})", names.join(", "), first.revision))))
+    Ok((
+        first.clone(),
+        Some(format!(
+            "{name} is split in the spec into {} (one wire; checked as {})",
+            names.join(", "),
+            first.revision
+        )),
+    ))
 }

@@ -70,7 +70,13 @@ fn msgspec_reencode(messages: &[Vec<u8>]) -> Vec<String> {
     let script = "import sys, typing, msgspec\n\
 class A(msgspec.Struct):\n    m: typing.Any\n\
 for line in sys.stdin:\n    print(msgspec.msgpack.encode(msgspec.msgpack.decode(bytes.fromhex(line.strip()), type=A)).hex())\n";
-    let mut child = Command::new(python().unwrap()).arg("-c").arg(script).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut child = Command::new(python().unwrap())
+        .arg("-c")
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     {
         let mut stdin = child.stdin.take().unwrap();
         for m in messages {

@@ -17,14 +17,16 @@ fn here() -> PathBuf {
 
 fn run_json(args: &[&str]) -> (i32, serde_json::Value) {
     let out = bin().args(args).output().unwrap();
-    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let v =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
     (out.status.code().unwrap(), v)
 }
 
 #[test]
 fn every_bundled_msgspec_vector_agrees() {
     let dir = here().join("vectors");
-    let mut args: Vec<String> = vec!["vectors".into(), "--format".into(), "json".into(), dir.join("revisions.json").display().to_string()];
+    let mut args: Vec<String> =
+        vec!["vectors".into(), "--format".into(), "json".into(), dir.join("revisions.json").display().to_string()];
     for e in std::fs::read_dir(&dir).unwrap() {
         let p = e.unwrap().path();
         if p.is_dir() && p.file_name().unwrap().to_string_lossy().starts_with("vllm-") {
@@ -47,7 +49,8 @@ fn every_bundled_trace_validates() {
     assert_eq!(code, 0, "{v}");
     let files = common::trace_files(&common::traces_dir());
     assert_eq!(s["traces"], files.len());
-    let (zmq, http): (usize, usize) = files.iter().map(|p| common::kinds(p)).fold((0, 0), |(z, h), k| (z + k.2, h + k.3));
+    let (zmq, http): (usize, usize) =
+        files.iter().map(|p| common::kinds(p)).fold((0, 0), |(z, h), k| (z + k.2, h + k.3));
     assert_eq!(s["http_events"], http);
     // Every ZeroMQ payload is checked, except generation 1's raw replies (one per recorded reply, two events).
     let payloads = s["zmq_payloads"].as_u64().unwrap() as usize;
@@ -75,7 +78,8 @@ fn a_wrong_vector_fails_the_run_and_says_which() {
 
 #[test]
 fn golden_files_without_a_checker_are_not_passed_silently() {
-    let (code, v) = run_json(&["vectors", "--format", "json", here().join("vectors/plan/get_tp_ratio.jsonl").to_str().unwrap()]);
+    let (code, v) =
+        run_json(&["vectors", "--format", "json", here().join("vectors/plan/get_tp_ratio.jsonl").to_str().unwrap()]);
     // Until a checker exists the run must not report success for it.
     if v["files"][0]["not_checked"].is_string() {
         assert_eq!(code, 1);
@@ -94,7 +98,11 @@ fn usage_errors_exit_2() {
 }
 
 fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mooncake-conformance-{tag}-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let d = std::env::temp_dir().join(format!(
+        "mooncake-conformance-{tag}-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -155,7 +163,10 @@ fn validation_catches_corrupted_payloads_frames_and_bodies() {
         if let mooncake_conformance::trace::Event::Zmq(z) = e {
             if z.socket == "ROUTER" && z.dir == mooncake_conformance::trace::ZmqDir::Send {
                 // {status: 3, err_msg: "x"}
-                z.frames[1] = vec![0x82, 0xa6, b's', b't', b'a', b't', b'u', b's', 0x03, 0xa7, b'e', b'r', b'r', b'_', b'm', b's', b'g', 0xa1, b'x'];
+                z.frames[1] = vec![
+                    0x82, 0xa6, b's', b't', b'a', b't', b'u', b's', 0x03, 0xa7, b'e', b'r', b'r', b'_', b'm', b's',
+                    b'g', 0xa1, b'x',
+                ];
             }
         }
     }
@@ -224,70 +235,98 @@ fn protocol_checks_catch_each_violation() {
         // The FINISH never comes.
         ("SEQ-TERMINAL", Box::new(|i, _| i == 0)),
         // An id the pull never named.
-        ("REQS-SUBSET", Box::new(|i, r| {
-            if i == 1 {
-                r.ok_reqs = Some(vec!["d-req-9".into()]);
-            }
-            true
-        })),
+        (
+            "REQS-SUBSET",
+            Box::new(|i, r| {
+                if i == 1 {
+                    r.ok_reqs = Some(vec!["d-req-9".into()]);
+                }
+                true
+            }),
+        ),
         // A duplicated completion.
-        ("REQS-ONCE", Box::new(|i, r| {
-            if i == 1 {
-                r.ok_reqs = Some(vec!["d-req-2".into(), "d-req-1".into()]);
-            }
-            true
-        })),
+        (
+            "REQS-ONCE",
+            Box::new(|i, r| {
+                if i == 1 {
+                    r.ok_reqs = Some(vec!["d-req-2".into(), "d-req-1".into()]);
+                }
+                true
+            }),
+        ),
         // Both lists name the same id.
-        ("REQS-ONCE", Box::new(|i, r| {
-            if i == 1 {
-                r.err_reqs = Some(vec!["d-req-2".into()]);
-                r.err_msg = Some("x".into());
-            }
-            true
-        })),
+        (
+            "REQS-ONCE",
+            Box::new(|i, r| {
+                if i == 1 {
+                    r.err_reqs = Some(vec!["d-req-2".into()]);
+                    r.err_msg = Some("x".into());
+                }
+                true
+            }),
+        ),
         // An ERROR echoing the layout id and carrying ids.
-        ("ERROR-SHAPE", Box::new(|i, r| {
-            if i == 1 {
-                r.status = Status::ERROR;
-                r.err_msg = None;
-            }
-            true
-        })),
-        ("LAYOUT-ECHO", Box::new(|i, r| {
-            if i == 0 {
-                r.layout_id = 7u64.into();
-            }
-            true
-        })),
+        (
+            "ERROR-SHAPE",
+            Box::new(|i, r| {
+                if i == 1 {
+                    r.status = Status::ERROR;
+                    r.err_msg = None;
+                }
+                true
+            }),
+        ),
+        (
+            "LAYOUT-ECHO",
+            Box::new(|i, r| {
+                if i == 0 {
+                    r.layout_id = 7u64.into();
+                }
+                true
+            }),
+        ),
         // Something after the terminal reply: make the CONTINUE a FINISH.
-        ("SEQ-TERMINAL", Box::new(|i, r| {
-            if i == 0 {
-                r.status = Status::FINISH;
-            }
-            true
-        })),
+        (
+            "SEQ-TERMINAL",
+            Box::new(|i, r| {
+                if i == 0 {
+                    r.status = Status::FINISH;
+                }
+                true
+            }),
+        ),
         // An empty list where 0.33.0 omits it.
-        ("EMPTY-LISTS", Box::new(|i, r| {
-            if i == 1 {
-                r.err_reqs = Some(vec![]);
-            }
-            true
-        })),
+        (
+            "EMPTY-LISTS",
+            Box::new(|i, r| {
+                if i == 1 {
+                    r.err_reqs = Some(vec![]);
+                }
+                true
+            }),
+        ),
         // LAYOUT_MISS for a pull that carried its layout.
-        ("LAYOUT-MISS-CAUSE", Box::new(|i, r| {
-            if i == 1 {
-                *r = mooncake_wire::typed::MooncakeXferResponse::new(Status::LAYOUT_MISS);
-                r.err_msg = Some("x".into());
-            }
-            true
-        })),
+        (
+            "LAYOUT-MISS-CAUSE",
+            Box::new(|i, r| {
+                if i == 1 {
+                    *r = mooncake_wire::typed::MooncakeXferResponse::new(Status::LAYOUT_MISS);
+                    r.err_msg = Some("x".into());
+                }
+                true
+            }),
+        ),
     ];
     for (want, f) in cases {
         let mut t = g.clone();
         mutate_replies(&mut t, f);
         let c = checks(&t);
         let m = mooncake_conformance::trace_model::TraceModel::new(t.clone()).unwrap();
-        assert!(c.contains(&want), "{want}: got {c:?}; exchanges {:?}", m.exchanges.iter().map(|x| x.replies.len()).collect::<Vec<_>>());
+        assert!(
+            c.contains(&want),
+            "{want}: got {c:?}; exchanges {:?}",
+            m.exchanges.iter().map(|x| x.replies.len()).collect::<Vec<_>>()
+        );
     }
     // h1: a layout-less pull never resent after LAYOUT_MISS.
     let mut h1 = load("vllm-0.33.0/h1_layout_reuse_and_miss.jsonl");
@@ -307,4 +346,3 @@ fn protocol_checks_catch_each_violation() {
     }
     assert!(checks(&i).contains(&"QUERY-REFLECTS-REGISTER"));
 }
-

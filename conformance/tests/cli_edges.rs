@@ -32,7 +32,11 @@ impl Out {
 
 fn run(args: &[&str]) -> Out {
     let o = bin().args(args).stdin(Stdio::null()).output().unwrap();
-    Out { code: o.status.code().unwrap_or(-1), stdout: String::from_utf8_lossy(&o.stdout).into(), stderr: String::from_utf8_lossy(&o.stderr).into() }
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into(),
+        stderr: String::from_utf8_lossy(&o.stderr).into(),
+    }
 }
 
 /// Asserts the exit code and that stdout or stderr contains `text`.
@@ -40,7 +44,12 @@ fn run(args: &[&str]) -> Out {
 fn expect(args: &[&str], code: i32, text: &str) -> Out {
     let o = run(args);
     assert_eq!(o.code, code, "{args:?}\nstdout: {}\nstderr: {}", o.stdout, o.stderr);
-    assert!(o.stdout.contains(text) || o.stderr.contains(text), "{args:?}: no {text:?} in\nstdout: {}\nstderr: {}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains(text) || o.stderr.contains(text),
+        "{args:?}: no {text:?} in\nstdout: {}\nstderr: {}",
+        o.stdout,
+        o.stderr
+    );
     o
 }
 
@@ -73,21 +82,31 @@ fn hash_check_of_two_releases_of_one_revision_is_compatible() {
 
 #[test]
 fn diff_of_two_vllm_releases_stays_in_the_push_family() {
-    let o = expect(&["diff", "0.18.0", "0.19.0", "--format", "summary"], 1, "vllm-0.16.0..0.18.1 → vllm-0.19.0..0.19.1");
+    let o =
+        expect(&["diff", "0.18.0", "0.19.0", "--format", "summary"], 1, "vllm-0.16.0..0.18.1 → vllm-0.19.0..0.19.1");
     assert!(!o.stdout.contains("ascend"));
     expect(&["diff", "0.33.0", "ascend:0.18.0"], 2, "a diff compares revisions of one protocol family");
 }
 
 #[test]
 fn diff_and_hash_check_take_the_same_names() {
-    expect(&["diff", "vllm-0.19.1", "vllm-0.20.0", "--format", "summary"], 1, "vllm-0.19.0..0.19.1 → vllm-0.20.0..0.23.0");
+    expect(
+        &["diff", "vllm-0.19.1", "vllm-0.20.0", "--format", "summary"],
+        1,
+        "vllm-0.19.0..0.19.1 → vllm-0.20.0..0.23.0",
+    );
     expect(&["hash", "check", "vllm-0.19.1", "vllm-0.20.0"], 1, "incompatible");
     expect(&["diff", "vllm:0.32.0", "v0.33.0", "--format", "summary"], 1, "vllm-0.32.0 → vllm-0.33.0");
 }
 
 #[test]
 fn near_misses_get_did_you_mean() {
-    for cmd in [&["hash", "check", "vllm-0.33", "0.33.0"][..], &["hash", "wire", "--revision", "0.33"], &["diff", "0.32.0", "0.33"], &["run", "--speaks", "0.33"]] {
+    for cmd in [
+        &["hash", "check", "vllm-0.33", "0.33.0"][..],
+        &["hash", "wire", "--revision", "0.33"],
+        &["diff", "0.32.0", "0.33"],
+        &["run", "--speaks", "0.33"],
+    ] {
         expect(cmd, 2, "did you mean `0.33.0`?");
     }
     expect(&["key", "build", "--release", "0.33", "model_name=m"], 2, "did you mean `0.33.0`?");
@@ -100,7 +119,8 @@ fn near_misses_get_did_you_mean() {
 /// line): exit 0, nothing on standard error (no panic, no backtrace).
 #[track_caller]
 fn closed_pipe(args: &[&str]) {
-    let mut child = bin().args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child =
+        bin().args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     drop(child.stdout.take());
     let mut err = String::new();
     child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
@@ -128,28 +148,51 @@ fn validate_vectors_hash_and_run_into_a_closed_pipe() {
 fn key_build_usage_mistakes_exit_2() {
     expect(&["key", "build", "--release", "0.33.0"], 2, "nothing to build: give FIELD=VALUE pairs");
     expect(&["key", "build", "--release", "0.33.0", "bogus=1"], 2, "`bogus` is not a field of vllm-0.30 keys");
-    expect(&["key", "build", "--release", "0.33.0", "--algo", "md5", "--tokens", "1,2"], 2, "invalid value 'md5' for '--algo");
+    expect(
+        &["key", "build", "--release", "0.33.0", "--algo", "md5", "--tokens", "1,2"],
+        2,
+        "invalid value 'md5' for '--algo",
+    );
     expect(&["key", "build", "--release", "0.33.0", "--block-size", "0", "--tokens", "1,2"], 2, "must be at least 1");
     expect(&["key", "build", "--release", "0.33.0", "model_name=m"], 2, "no chunk_hash");
-    expect(&["key", "build", "--release", "0.33.0", "model_name=m", "chunk_hash=abcd"], 0, "m@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0@abcd");
+    expect(
+        &["key", "build", "--release", "0.33.0", "model_name=m", "chunk_hash=abcd"],
+        0,
+        "m@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0@abcd",
+    );
 }
 
 #[test]
 fn key_parse_names_the_field_and_byte_that_do_not_fit() {
-    let o = expect(&["key", "parse", "--release", "0.33.0", "Qwen@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0@zzzz"], 1, "at byte 43 expected `chunk_hash`");
+    let o = expect(
+        &["key", "parse", "--release", "0.33.0", "Qwen@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0@zzzz"],
+        1,
+        "at byte 43 expected `chunk_hash`",
+    );
     assert!(o.stdout.contains("found `zzzz`"), "{}", o.stdout);
     assert!(!o.stdout.contains("store_namespace"), "{}", o.stdout);
-    expect(&["key", "parse", "--release", "0.33.0", "Qwen@tp_rank:x@pcp0@dcp0@pp_rank:0@group:0@ab"], 1, "at byte 13 expected `tp_rank`");
+    expect(
+        &["key", "parse", "--release", "0.33.0", "Qwen@tp_rank:x@pcp0@dcp0@pp_rank:0@group:0@ab"],
+        1,
+        "at byte 13 expected `tp_rank`",
+    );
 }
 
 #[test]
 fn key_build_and_key_parse_take_the_same_field_names() {
     // `model=` (the configured model; its last path component) and `model_name=` work in both.
-    let key = expect(&["key", "build", "--release", "0.33.0", "model=/models/Qwen", "chunk_hash=ab"], 0, "Qwen@").stdout.trim().to_string();
+    let key = expect(&["key", "build", "--release", "0.33.0", "model=/models/Qwen", "chunk_hash=ab"], 0, "Qwen@")
+        .stdout
+        .trim()
+        .to_string();
     expect(&["key", "build", "--release", "0.33.0", "model_name=Qwen", "chunk_hash=ab"], 0, &key);
     expect(&["key", "parse", "--release", "0.33.0", &key, "--hint", "model=/models/Qwen"], 0, "model_name = \"Qwen\"");
     expect(&["key", "parse", "--release", "0.33.0", &key, "--hint", "model_name=Qwen"], 0, "model_name = \"Qwen\"");
-    expect(&["key", "parse", "--release", "0.33.0", &key, "--hint", "bogus=1"], 2, "--hint `bogus` is not a field of vllm-0.30 keys");
+    expect(
+        &["key", "parse", "--release", "0.33.0", &key, "--hint", "bogus=1"],
+        2,
+        "--hint `bogus` is not a field of vllm-0.30 keys",
+    );
 }
 
 // ---- nothing to do is an error ------------------------------------------------------------------------
@@ -165,7 +208,8 @@ fn an_empty_directory_is_nothing_to_check() {
 
 #[test]
 fn a_case_filter_that_matches_nothing_says_what_was_looked_for() {
-    let (cases, traces) = (common::expected_cases(&common::traces_dir()), common::trace_files(&common::traces_dir()).len());
+    let (cases, traces) =
+        (common::expected_cases(&common::traces_dir()), common::trace_files(&common::traces_dir()).len());
     expect(&["run", "--case", "typo"], 2, &format!("no case matches --case typo (of {cases} cases in {traces} traces"));
     expect(&["run", "--case", "typo", "--list"], 2, "no case matches --case typo");
 }
@@ -229,12 +273,21 @@ fn script_testee(tag: &str, revisions: &str, on_start: &str) -> PathBuf {
 
 #[test]
 fn a_testee_command_line_is_split_as_a_shell_would() {
-    let f = script_testee("quote", "[\"vllm-0.33.0\"]", "echo 'cannot start: out of memory' >&2; echo '{\"ok\": false, \"error\": \"no\"}'");
+    let f = script_testee(
+        "quote",
+        "[\"vllm-0.33.0\"]",
+        "echo 'cannot start: out of memory' >&2; echo '{\"ok\": false, \"error\": \"no\"}'",
+    );
     let testee = format!("'{}' 'a b'", f.display());
     // The hello's name is the script's first argument: one argument with a space in it.
-    let o = expect(&["run", "--testee", &testee, "--case", "vllm-0.33.0/a_single_success/bootstrap"], 1, "against a b —");
+    let o =
+        expect(&["run", "--testee", &testee, "--case", "vllm-0.33.0/a_single_success/bootstrap"], 1, "against a b —");
     // A failed case shows the last lines of the testee's standard error.
-    assert!(o.stdout.contains("testee standard error") && o.stdout.contains("| cannot start: out of memory"), "{}", o.stdout);
+    assert!(
+        o.stdout.contains("testee standard error") && o.stdout.contains("| cannot start: out of memory"),
+        "{}",
+        o.stdout
+    );
     expect(&["run", "--testee", "'unclosed", "--list"], 2, "--testee `'unclosed`");
 }
 
@@ -242,7 +295,19 @@ fn a_testee_command_line_is_split_as_a_shell_would() {
 fn a_testee_that_dies_is_an_environment_failure_with_its_stderr() {
     let f = script_testee("dies", "[\"vllm-0.33.0\"]", "echo 'thread main panicked: boom' >&2; exit 7");
     let logs = tempdir("logs");
-    let o = expect(&["run", "--testee", &format!("'{}' x", f.display()), "--case", "vllm-0.33.0/a_single_success/bootstrap", "--testee-log", p(&logs)], 3, "the testee died during `start` (exit status 7)");
+    let o = expect(
+        &[
+            "run",
+            "--testee",
+            &format!("'{}' x", f.display()),
+            "--case",
+            "vllm-0.33.0/a_single_success/bootstrap",
+            "--testee-log",
+            p(&logs),
+        ],
+        3,
+        "the testee died during `start` (exit status 7)",
+    );
     assert!(o.stdout.contains("ERROR") && o.stdout.contains("thread main panicked: boom"), "{}", o.stdout);
     let log = std::fs::read_to_string(logs.join("vllm-0.33.0__a_single_success__bootstrap.log")).unwrap();
     assert!(log.contains("thread main panicked: boom") && log.contains("testee starting as x"), "{log}");
@@ -255,7 +320,11 @@ fn a_testee_that_exits_before_its_hello_shows_why() {
     std::fs::write(&f, "#!/bin/sh\necho 'error while loading shared libraries: libzmq.so.5' >&2\nexit 127\n").unwrap();
     Command::new("chmod").arg("755").arg(&f).status().unwrap();
     expect(&["run", "--testee", p(&f), "--case", "a_single_success"], 3, "libzmq.so.5");
-    expect(&["run", "--testee", "/no/such/peer", "--case", "a_single_success"], 2, "cannot start testee `/no/such/peer`");
+    expect(
+        &["run", "--testee", "/no/such/peer", "--case", "a_single_success"],
+        2,
+        "cannot start testee `/no/such/peer`",
+    );
 }
 
 #[test]
@@ -263,10 +332,22 @@ fn a_testee_that_speaks_none_of_the_revisions_is_not_a_pass() {
     // Generation 1 only: no recorded (generation 2) case can run, so every case is skipped.
     let f = script_testee("norev", "[\"vllm-0.13.0..0.15.1\"]", "echo '{\"ok\": true}'");
     let testee = format!("'{}'", f.display());
-    let o = expect(&["run", "--testee", &testee, "--case", "vllm-0.33.0/a_single_success/prefiller"], 2, "every case was skipped, nothing was checked");
+    let o = expect(
+        &["run", "--testee", &testee, "--case", "vllm-0.33.0/a_single_success/prefiller"],
+        2,
+        "every case was skipped, nothing was checked",
+    );
     assert!(o.stdout.contains("1 skipped"), "{}", o.stdout);
-    assert!(o.stdout.contains("NOTHING CHECKED") && !o.stdout.contains("— OK"), "the summary line must not say OK: {}", o.stdout);
-    expect(&["run", "--testee", &testee, "--case", "vllm-0.33.0/a_single_success/prefiller", "--allow-empty"], 0, "1 skipped");
+    assert!(
+        o.stdout.contains("NOTHING CHECKED") && !o.stdout.contains("— OK"),
+        "the summary line must not say OK: {}",
+        o.stdout
+    );
+    expect(
+        &["run", "--testee", &testee, "--case", "vllm-0.33.0/a_single_success/prefiller", "--allow-empty"],
+        0,
+        "1 skipped",
+    );
 }
 
 // ---- replay: endpoints, nothing listening, ports in use ------------------------------------------------
@@ -275,8 +356,16 @@ fn a_testee_that_speaks_none_of_the_revisions_is_not_a_pass() {
 fn replay_endpoints_are_checked_before_anything_runs() {
     let trace = here().join("traces/vllm-0.33.0/i_bootstrap_register_query.jsonl");
     let t0 = std::time::Instant::now();
-    expect(&["replay", "--play", "client", "--peer", "tcp://127.0.0.1:8998", p(&trace)], 2, "a bootstrap server URL http://HOST:PORT");
-    expect(&["replay", "--play", "decoder", "--peer", "http://127.0.0.1:5555", p(&trace)], 2, "a ZeroMQ endpoint tcp://HOST:PORT");
+    expect(
+        &["replay", "--play", "client", "--peer", "tcp://127.0.0.1:8998", p(&trace)],
+        2,
+        "a bootstrap server URL http://HOST:PORT",
+    );
+    expect(
+        &["replay", "--play", "decoder", "--peer", "http://127.0.0.1:5555", p(&trace)],
+        2,
+        "a ZeroMQ endpoint tcp://HOST:PORT",
+    );
     assert!(t0.elapsed() < std::time::Duration::from_secs(3), "no waiting on a wrong scheme");
 }
 
@@ -286,8 +375,16 @@ fn nothing_listening_at_peer_is_an_environment_failure() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let a = here().join("traces/vllm-0.33.0/a_single_success.jsonl");
     let i = here().join("traces/vllm-0.33.0/i_bootstrap_register_query.jsonl");
-    expect(&["replay", "--play", "decoder", "--peer", &format!("tcp://127.0.0.1:{port}"), p(&a)], 3, &format!("nothing is listening at tcp://127.0.0.1:{port}"));
-    expect(&["replay", "--play", "client", "--peer", &format!("http://127.0.0.1:{port}"), p(&i)], 3, &format!("nothing is listening at http://127.0.0.1:{port}"));
+    expect(
+        &["replay", "--play", "decoder", "--peer", &format!("tcp://127.0.0.1:{port}"), p(&a)],
+        3,
+        &format!("nothing is listening at tcp://127.0.0.1:{port}"),
+    );
+    expect(
+        &["replay", "--play", "client", "--peer", &format!("http://127.0.0.1:{port}"), p(&i)],
+        3,
+        &format!("nothing is listening at http://127.0.0.1:{port}"),
+    );
 }
 
 #[test]
@@ -295,9 +392,26 @@ fn a_port_in_use_is_an_environment_failure() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
     let a = here().join("traces/vllm-0.33.0/a_single_success.jsonl");
-    expect(&["replay", "--play", "prefiller", "--listen", &format!("tcp://127.0.0.1:{port}"), p(&a)], 3, "the port is in use");
+    expect(
+        &["replay", "--play", "prefiller", "--listen", &format!("tcp://127.0.0.1:{port}"), p(&a)],
+        3,
+        "the port is in use",
+    );
     let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    expect(&["replay", "--play", "prefiller", "--listen", &format!("tcp://127.0.0.1:{free}"), "--bootstrap-bind", &format!("127.0.0.1:{port}"), p(&a)], 3, "the port is in use");
+    expect(
+        &[
+            "replay",
+            "--play",
+            "prefiller",
+            "--listen",
+            &format!("tcp://127.0.0.1:{free}"),
+            "--bootstrap-bind",
+            &format!("127.0.0.1:{port}"),
+            p(&a),
+        ],
+        3,
+        "the port is in use",
+    );
 }
 
 // ---- reports, progress, selection --------------------------------------------------------------------
@@ -312,7 +426,11 @@ fn report_paths_are_checked_before_the_run() {
     expect(&["run", "--json", "/nonexistent/dir/r.json"], 2, "--json /nonexistent/dir/r.json");
     let d = tempdir("reports");
     let j = d.join("r.json");
-    expect(&["run", "--case", "vllm-0.33.0/a_single_success/bootstrap", "--json", p(&j), "--junit", p(&d.join("r.xml"))], 0, "1 passed");
+    expect(
+        &["run", "--case", "vllm-0.33.0/a_single_success/bootstrap", "--json", p(&j), "--junit", p(&d.join("r.xml"))],
+        0,
+        "1 passed",
+    );
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
     assert_eq!(v["summary"]["passed"], 1);
 }
@@ -329,10 +447,28 @@ fn piped_output_shows_one_line_per_finished_case() {
 
 #[test]
 fn run_list_and_repeatable_comma_separated_filters() {
-    let o = expect(&["run", "--list", "--case", "vllm-0.33.0/a_single_success,vllm-0.32.0/b_batch", "--role", "bootstrap", "--role", "decoder"], 0, "vllm-0.33.0/a_single_success/bootstrap");
+    let o = expect(
+        &[
+            "run",
+            "--list",
+            "--case",
+            "vllm-0.33.0/a_single_success,vllm-0.32.0/b_batch",
+            "--role",
+            "bootstrap",
+            "--role",
+            "decoder",
+        ],
+        0,
+        "vllm-0.33.0/a_single_success/bootstrap",
+    );
     assert_eq!(
         o.stdout.lines().collect::<Vec<_>>(),
-        ["vllm-0.32.0/b_batch_success/bootstrap", "vllm-0.32.0/b_batch_success/decoder", "vllm-0.33.0/a_single_success/bootstrap", "vllm-0.33.0/a_single_success/decoder"]
+        [
+            "vllm-0.32.0/b_batch_success/bootstrap",
+            "vllm-0.32.0/b_batch_success/decoder",
+            "vllm-0.33.0/a_single_success/bootstrap",
+            "vllm-0.33.0/a_single_success/decoder"
+        ]
     );
     assert_eq!(run(&["run", "--list"]).stdout.lines().count(), common::expected_cases(&common::traces_dir()));
     expect(&["run", "--list", "--role", "prefiler"], 2, "--role prefiler: prefiller, decoder or bootstrap");
@@ -341,7 +477,11 @@ fn run_list_and_repeatable_comma_separated_filters() {
 #[test]
 fn fail_fast_stops_after_the_first_failure() {
     let f = script_testee("failfast", "[\"vllm-0.33.0\"]", "echo '{\"ok\": false, \"error\": \"not today\"}'");
-    let o = expect(&["run", "--testee", &format!("'{}'", f.display()), "--case", "vllm-0.33.0/a_single_success", "--fail-fast"], 1, "2 cases not run");
+    let o = expect(
+        &["run", "--testee", &format!("'{}'", f.display()), "--case", "vllm-0.33.0/a_single_success", "--fail-fast"],
+        1,
+        "2 cases not run",
+    );
     assert!(o.stdout.contains("1 failed") && o.stdout.contains("2 not run (--fail-fast)"), "{}", o.stdout);
 }
 
@@ -360,8 +500,16 @@ fn messages_carry_no_rust_debug_formatting() {
     let a = here().join("traces/vllm-0.33.0/a_single_success.jsonl");
     let outs = [
         expect(&["run", "--testee", p(&hello_bad), "--list"], 0, ""),
-        expect(&["run", "--testee", p(&hello_bad), "--case", "a_single"], 2, "the testee speaks protocol 2, the runner speaks 1"),
-        expect(&["replay", "--play", "decoder", "--peer", &format!("tcp://127.0.0.1:{port}"), p(&a)], 3, "nothing is listening"),
+        expect(
+            &["run", "--testee", p(&hello_bad), "--case", "a_single"],
+            2,
+            "the testee speaks protocol 2, the runner speaks 1",
+        ),
+        expect(
+            &["replay", "--play", "decoder", "--peer", &format!("tcp://127.0.0.1:{port}"), p(&a)],
+            3,
+            "nothing is listening",
+        ),
         expect(&["vectors", p(&a)], 2, "not a vector file"),
         expect(&["hash", "check", "0.33", "0.32"], 2, "did you mean"),
     ];
@@ -374,7 +522,17 @@ fn messages_carry_no_rust_debug_formatting() {
 
 #[test]
 fn every_subcommand_help_states_exit_codes_and_ends_with_an_example() {
-    for cmd in [&["run"][..], &["replay"], &["validate"], &["vectors"], &["diff"], &["hash", "wire"], &["hash", "check"], &["key", "build"], &["key", "parse"]] {
+    for cmd in [
+        &["run"][..],
+        &["replay"],
+        &["validate"],
+        &["vectors"],
+        &["diff"],
+        &["hash", "wire"],
+        &["hash", "check"],
+        &["key", "build"],
+        &["key", "parse"],
+    ] {
         let mut args = cmd.to_vec();
         args.push("--help");
         let o = expect(&args, 0, "Exit codes:");

@@ -12,7 +12,8 @@ fn bin() -> Command {
 }
 
 fn run(args: &[&str], stdin: Option<&str>) -> (i32, String) {
-    let mut child = bin().args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child =
+        bin().args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     child.stdin.take().unwrap().write_all(stdin.unwrap_or("").as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap() + &String::from_utf8(out.stderr).unwrap())
@@ -99,7 +100,16 @@ fn wire_and_check() {
 #[test]
 fn every_hash_and_key_vector_agrees() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("vectors");
-    let (code, out) = run(&["vectors", "--format", "json", &dir.join("hash").display().to_string(), &dir.join("keys").display().to_string()], None);
+    let (code, out) = run(
+        &[
+            "vectors",
+            "--format",
+            "json",
+            &dir.join("hash").display().to_string(),
+            &dir.join("keys").display().to_string(),
+        ],
+        None,
+    );
     let v: J = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert_eq!(code, 0, "{}", v["summary"]);
     assert_eq!(v["summary"]["files"], 12);
@@ -111,14 +121,46 @@ fn every_hash_and_key_vector_agrees() {
 fn key_build_and_parse() {
     // shared/reference/store-keys.md §1.4: tokens 0..31, block 16, sha256, default seed.
     let tokens: Vec<String> = (0..32).map(|i| i.to_string()).collect();
-    let (code, out) = run(&["key", "build", "--release", "0.33.0", "model=Qwen/Qwen2.5-7B-Instruct", "--tokens", &tokens.join(","), "--format", "json"], None);
+    let (code, out) = run(
+        &[
+            "key",
+            "build",
+            "--release",
+            "0.33.0",
+            "model=Qwen/Qwen2.5-7B-Instruct",
+            "--tokens",
+            &tokens.join(","),
+            "--format",
+            "json",
+        ],
+        None,
+    );
     assert_eq!(code, 0, "{out}");
     let v: J = serde_json::from_str(&out).unwrap();
     assert_eq!(v["keys"][1]["key"], "Qwen2.5-7B-Instruct@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0@8be7aaa33831156d316f1f463ae57e643deb63f42e633e2d631df88815cc4629");
     // 0.22/0.23 key a 32-token chunk hashed every 16 tokens by the concatenation of both sub-hashes; 0.24+
     // by the last one.
     let chunk = |release: &str| {
-        let (code, out) = run(&["key", "build", "--release", release, "model_name=m", "--tokens", &tokens.join(","), "--block-size", "32", "--hash-block-size", "16", "--pythonhashseed", "0", "--format", "json"], None);
+        let (code, out) = run(
+            &[
+                "key",
+                "build",
+                "--release",
+                release,
+                "model_name=m",
+                "--tokens",
+                &tokens.join(","),
+                "--block-size",
+                "32",
+                "--hash-block-size",
+                "16",
+                "--pythonhashseed",
+                "0",
+                "--format",
+                "json",
+            ],
+            None,
+        );
         assert_eq!(code, 0, "{out}");
         serde_json::from_str::<J>(&out).unwrap()["keys"][0]["hash"].as_str().unwrap().to_string()
     };
@@ -131,7 +173,21 @@ fn key_build_and_parse() {
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("PYTHONHASHSEED"), "{out}");
 
-    let (code, out) = run(&["key", "build", "--grammar", "lmcache-key", "model_name=m", "world_size=1", "worker_id=0", "chunk_hash=1f", "dtype=half", r#"tags=[["u","v"]]"#], None);
+    let (code, out) = run(
+        &[
+            "key",
+            "build",
+            "--grammar",
+            "lmcache-key",
+            "model_name=m",
+            "world_size=1",
+            "worker_id=0",
+            "chunk_hash=1f",
+            "dtype=half",
+            r#"tags=[["u","v"]]"#,
+        ],
+        None,
+    );
     assert_eq!((code, out.trim()), (0, "m@1@0@1f@half@u%v"));
     let (code, _) = run(&["key", "build", "--grammar", "lmcache-key", "model_name=m"], None);
     assert_eq!(code, 2, "missing fields (building takes input, checks nothing: every mistake is exit 2)");
@@ -143,12 +199,22 @@ fn key_build_and_parse() {
     let key = "teamA@Qwen2.5-7B-Instruct@tp_rank:3@pcp0@dcp3@pp_rank:0@group:0@ab";
     let (code, out) = run(&["key", "parse", "--release", "0.33.0", key, "--format", "json"], None);
     assert_eq!(code, 1, "two readings without a hint: {out}");
-    let (code, out) = run(&["key", "parse", "--release", "0.33.0", key, "--hint", "cache_prefix=teamA", "--format", "json"], None);
+    let (code, out) =
+        run(&["key", "parse", "--release", "0.33.0", key, "--hint", "cache_prefix=teamA", "--format", "json"], None);
     assert_eq!(code, 0, "{out}");
     let v: J = serde_json::from_str(&out).unwrap();
     assert_eq!(v["readings"][0]["fields"]["model_name"], "Qwen2.5-7B-Instruct");
     assert_eq!(v["readings"][0]["fields"]["dcp_rank"], 3);
-    let (code, out) = run(&["key", "parse", "--family", "vllm-ascend", "llama@pcp0@dcp0@head_or_tp_rank:1@pp_rank:0@group:0@cache_role:kv@cache_family:default@ff"], None);
+    let (code, out) = run(
+        &[
+            "key",
+            "parse",
+            "--family",
+            "vllm-ascend",
+            "llama@pcp0@dcp0@head_or_tp_rank:1@pp_rank:0@group:0@cache_role:kv@cache_family:default@ff",
+        ],
+        None,
+    );
     assert_eq!(code, 0, "{out}");
     assert!(out.starts_with("ascend-store-key"), "{out}");
     let (code, _) = run(&["key", "parse", "--family", "lmcache", "not-a-key"], None);
@@ -165,12 +231,14 @@ fn nixl_hash_of_a_release() {
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = dir.join("cfg.json");
     std::fs::write(&cfg, r#"{"model": "Qwen/Qwen3-0.6B", "dtype": "torch.bfloat16", "num_kv_heads": 8, "head_size": 128, "num_hidden_layers": 28, "cache_dtype": "auto", "attn_backend_name": "FLASH_ATTN"}"#).unwrap();
-    let (code, out) = run(&["hash", "nixl", "--release", "0.33.0", &cfg.display().to_string(), "--format", "json"], None);
+    let (code, out) =
+        run(&["hash", "nixl", "--release", "0.33.0", &cfg.display().to_string(), "--format", "json"], None);
     assert_eq!(code, 0, "{out}");
     let v: J = serde_json::from_str(&out).unwrap();
     assert_eq!(v["hash"], "cde24c489ad71bfdbccb1b829551f03719b0fe359a22fe635ec9986a6f36e549");
     assert_eq!(v["nixl_connector_version"], 15);
-    let (code, out) = run(&["hash", "nixl", "--release", "0.33.0", &cfg.display().to_string(), "--engine", "nixl"], None);
+    let (code, out) =
+        run(&["hash", "nixl", "--release", "0.33.0", &cfg.display().to_string(), "--engine", "nixl"], None);
     assert_eq!(code, 0);
     assert!(out.starts_with("cde24c489ad7"), "{out}");
     let (code, _) = run(&["hash", "nixl", "--release", "0.24.0", &cfg.display().to_string()], None);

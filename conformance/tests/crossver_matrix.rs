@@ -33,7 +33,8 @@ fn here() -> PathBuf {
 /// The committed matrix's cells, off the diagonal.
 fn cells() -> Vec<Cell> {
     let text = std::fs::read_to_string(here().join("../schema/push/compat-matrix.md")).unwrap();
-    let split = |l: &str| -> Vec<String> { l.trim().trim_matches('|').split('|').map(|c| c.trim().to_string()).collect() };
+    let split =
+        |l: &str| -> Vec<String> { l.trim().trim_matches('|').split('|').map(|c| c.trim().to_string()).collect() };
     let header = text.lines().find(|l| l.starts_with("| decoder")).expect("the matrix table");
     let cols: Vec<String> = split(header)[1..].iter().map(|c| format!("vllm-{c}")).collect();
     let mut out = vec![];
@@ -44,8 +45,17 @@ fn cells() -> Vec<Cell> {
             if c == "=" {
                 continue;
             }
-            let broken = c.strip_prefix('✗').map(|r| r.split_whitespace().filter(|w| *w != "⚠").map(String::from).collect()).unwrap_or_default();
-            out.push(Cell { decoder: decoder.clone(), prefiller: prefiller.clone(), works: c.starts_with('✓'), silent: c.contains('⚠'), broken });
+            let broken = c
+                .strip_prefix('✗')
+                .map(|r| r.split_whitespace().filter(|w| *w != "⚠").map(String::from).collect())
+                .unwrap_or_default();
+            out.push(Cell {
+                decoder: decoder.clone(),
+                prefiller: prefiller.clone(),
+                works: c.starts_with('✓'),
+                silent: c.contains('⚠'),
+                broken,
+            });
         }
     }
     assert_eq!(out.len(), 132, "12 revisions, every ordered pair");
@@ -56,7 +66,11 @@ fn cells() -> Vec<Cell> {
 fn traces() -> BTreeMap<String, Vec<TraceModel>> {
     let mut out: BTreeMap<String, Vec<TraceModel>> = BTreeMap::new();
     for d in std::fs::read_dir(here().join("traces")).unwrap().flatten().filter(|d| d.path().is_dir()) {
-        for f in std::fs::read_dir(d.path()).unwrap().flatten().filter(|f| f.path().extension().is_some_and(|e| e == "jsonl")) {
+        for f in std::fs::read_dir(d.path())
+            .unwrap()
+            .flatten()
+            .filter(|f| f.path().extension().is_some_and(|e| e == "jsonl"))
+        {
             let m = TraceModel::new(Trace::load(&f.path()).unwrap()).unwrap();
             out.entry(m.revision.revision.clone()).or_default().push(m);
         }
@@ -76,7 +90,9 @@ fn cross_version_cases_follow_the_observed_matrix() {
     let (mut offered, mut refused) = (0, 0);
     for c in cells() {
         // (trace revision, testee revision, testee role) of the pair's two kinds of case.
-        for (trace_rev, testee_rev, role) in [(&c.decoder, &c.prefiller, Role::Prefiller), (&c.prefiller, &c.decoder, Role::Decoder)] {
+        for (trace_rev, testee_rev, role) in
+            [(&c.decoder, &c.prefiller, Role::Prefiller), (&c.prefiller, &c.decoder, Role::Decoder)]
+        {
             for m in &traces[trace_rev] {
                 let scenario = m.trace.header.scenario.clone();
                 if scenario.starts_with('i') {

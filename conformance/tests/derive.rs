@@ -64,7 +64,15 @@ fn derived_setups_equal_scenarios_toml_for_every_bundled_trace() {
         let given = &sc.scenario[t.scenario()];
         // The file's entry reproduces the recording in a dry run (the dry run is faithful to the players)...
         let run = dry_run(&t, &sc.model, given).unwrap();
-        assert!(run.reproduces(&t), "{}: scenarios.toml's entry in a dry run: {:?} {:?} vs {:?} {:?}", p.display(), run.replies, run.writes, run.recorded_writes, run.finished_sending_problems(&t));
+        assert!(
+            run.reproduces(&t),
+            "{}: scenarios.toml's entry in a dry run: {:?} {:?} vs {:?} {:?}",
+            p.display(),
+            run.replies,
+            run.writes,
+            run.recorded_writes,
+            run.finished_sending_problems(&t)
+        );
         // ... and the trace alone gives the same setup, which reproduces it too.
         let d = derive(&t, &sc.model);
         assert!(d.unresolved.is_empty(), "{}: {:?}", p.display(), d.unresolved);
@@ -82,7 +90,10 @@ fn what_the_derivation_reads_from_each_kind_of_trace() {
     let at = |rel: &str| derive(&model(&common::traces_dir().join(rel)), &sc.model).scenario;
     // CONTINUE before the reply that settles xfer-2: ready after the first reply.
     let g = at("vllm-0.33.0/g_continue_then_finish.jsonl");
-    assert_eq!(g.transfers.iter().map(|t| (t.transfer_id.as_str(), t.ready.clone())).collect::<Vec<_>>(), [("xfer-1", Ready::Before), ("xfer-2", Ready::AfterReply(1))]);
+    assert_eq!(
+        g.transfers.iter().map(|t| (t.transfer_id.as_str(), t.ready.clone())).collect::<Vec<_>>(),
+        [("xfer-1", Ready::Before), ("xfer-2", Ready::AfterReply(1))]
+    );
     // The timeout: never scheduled.
     assert!(at("vllm-0.33.0/f_unknown_request.jsonl").transfers.is_empty());
     assert!(at("vllm-0.13.0/f_unknown_request.jsonl").transfers.is_empty(), "generation 1: trans_done without a write");
@@ -92,10 +103,19 @@ fn what_the_derivation_reads_from_each_kind_of_trace() {
     // LAYOUT_MISS after an acknowledged pull; non-contiguous blocks (one descriptor per block was recorded).
     let h1 = at("vllm-0.33.0/h1_layout_reuse_and_miss.jsonl");
     assert_eq!(h1.forget_layouts_after_reply, Some(2));
-    assert_eq!(h1.transfers.iter().map(|t| t.blocks.clone()).collect::<Vec<_>>(), [vec![vec![10, 12]], vec![vec![14, 16]], vec![vec![18, 20]]]);
+    assert_eq!(
+        h1.transfers.iter().map(|t| t.blocks.clone()).collect::<Vec<_>>(),
+        [vec![vec![10, 12]], vec![vec![14, 16]], vec![vec![18, 20]]]
+    );
     // Prefiller request ids from what vLLM freed; generation 1 knows a request by the decoder's id.
-    assert_eq!(at("vllm-0.33.0/b_batch_success.jsonl").transfers.iter().map(|t| t.p_req_id.as_str()).collect::<Vec<_>>(), ["p-req-1", "p-req-2", "p-req-3"]);
-    assert_eq!(at("vllm-0.13.0/b_batch_success.jsonl").transfers.iter().map(|t| t.transfer_id.as_str()).collect::<Vec<_>>(), ["d-req-1", "d-req-2", "d-req-3"]);
+    assert_eq!(
+        at("vllm-0.33.0/b_batch_success.jsonl").transfers.iter().map(|t| t.p_req_id.as_str()).collect::<Vec<_>>(),
+        ["p-req-1", "p-req-2", "p-req-3"]
+    );
+    assert_eq!(
+        at("vllm-0.13.0/b_batch_success.jsonl").transfers.iter().map(|t| t.transfer_id.as_str()).collect::<Vec<_>>(),
+        ["d-req-1", "d-req-2", "d-req-3"]
+    );
 }
 
 #[test]
@@ -104,7 +124,10 @@ fn a_dry_run_notices_a_setup_that_does_not_reproduce_the_recording() {
     let t = model(&common::traces_dir().join("vllm-0.33.0/g_continue_then_finish.jsonl"));
     let mut s = sc.scenario["g_continue_then_finish"].clone();
     s.transfers[1].ready = Ready::Before;
-    assert!(!dry_run(&t, &sc.model, &s).unwrap().replies.is_empty(), "both ready at once: one FINISH, not CONTINUE + FINISH");
+    assert!(
+        !dry_run(&t, &sc.model, &s).unwrap().replies.is_empty(),
+        "both ready at once: one FINISH, not CONTINUE + FINISH"
+    );
     let t = model(&common::traces_dir().join("vllm-0.33.0/h1_layout_reuse_and_miss.jsonl"));
     let mut s = sc.scenario["h1_layout_reuse_and_miss"].clone();
     s.transfers[0].blocks = vec![vec![1, 2]];
@@ -157,7 +180,12 @@ fn every_bundled_trace_replays_with_its_scenario_renamed() {
     for (d, (n, pass, unset)) in &per {
         println!("{d}: {n} cases with the scenario renamed, {pass} pass, {unset} could not be set up");
     }
-    let bad: Vec<String> = r.results.iter().filter(|c| c.status != Status::Pass && !setup_failed.contains(&c.id)).map(|c| format!("{}: {:?}", c.id, c.findings)).collect();
+    let bad: Vec<String> = r
+        .results
+        .iter()
+        .filter(|c| c.status != Status::Pass && !setup_failed.contains(&c.id))
+        .map(|c| format!("{}: {:?}", c.id, c.findings))
+        .collect();
     assert!(bad.is_empty(), "{bad:#?}");
     // Every bundled trace's setup can be read from it.
     assert_eq!(setup_failed, Vec::<String>::new());
@@ -189,7 +217,12 @@ fn what_the_trace_does_not_show_is_asked_for_by_name() {
     assert_eq!(f["check"], "CASE-SETUP", "{pc}");
     assert_eq!(pc["findings"].as_array().unwrap().len(), 1, "the testee is not blamed: {pc}");
     let detail = f["detail"].as_str().unwrap();
-    assert!(detail.contains("[scenario.my_own_recording]") && detail.contains("--scenarios") && detail.contains("prefiller block ids"), "{detail}");
+    assert!(
+        detail.contains("[scenario.my_own_recording]")
+            && detail.contains("--scenarios")
+            && detail.contains("prefiller block ids"),
+        "{detail}"
+    );
     let dc = case("vllm-0.33.0/my_own_recording/decoder");
     assert_eq!(dc["status"], "pass", "{dc}");
     assert!(dc["notes"].to_string().contains("not checked by this case"), "{dc}");
@@ -204,12 +237,18 @@ fn what_the_trace_does_not_show_is_asked_for_by_name() {
     // Filled in: the prefiller's real blocks. Now the file's entry is used and the case passes.
     let file = dir.join("mine.toml");
     std::fs::write(&file, snippet.replace("blocks = [[3, 4, 5]]", "blocks = [[3, 4, 9]]")).unwrap();
-    let out = Command::new(bin).args(["run", "--progress", "off", "--format", "json", "--scenarios"]).arg(&file).arg(&p).output().unwrap();
+    let out = Command::new(bin)
+        .args(["run", "--progress", "off", "--format", "json", "--scenarios"])
+        .arg(&file)
+        .arg(&p)
+        .output()
+        .unwrap();
     let v: J = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", serde_json::to_string_pretty(&v["cases"]).unwrap());
     assert_eq!(v["summary"]["derived_setup"], 0);
     // The file's entry differs from what the trace alone suggests: a note, not a failure.
-    let pc = v["cases"].as_array().unwrap().iter().find(|c| c["id"] == "vllm-0.33.0/my_own_recording/prefiller").unwrap();
+    let pc =
+        v["cases"].as_array().unwrap().iter().find(|c| c["id"] == "vllm-0.33.0/my_own_recording/prefiller").unwrap();
     assert_eq!(pc["setup"], "scenarios");
     assert!(pc["notes"].to_string().contains("differs from the setup derived from the trace"), "{pc}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -228,9 +267,15 @@ fn unshown_parts_are_named_with_the_roles_they_affect() {
     assert!(d.unresolved[0].what.starts_with("the model:"), "{:?}", d.unresolved);
     assert_eq!(d.unresolved[0].roles, [Role::Prefiller]);
     // vLLM freed a request the trace never pulls: which transfer it was cannot be told.
-    let p = copy_with(&src, &dir, |h| h["observed_outcome"]["finished_sending"]["prefiller0"] = serde_json::json!(["p-req-1", "p-req-7"]));
+    let p = copy_with(&src, &dir, |h| {
+        h["observed_outcome"]["finished_sending"]["prefiller0"] = serde_json::json!(["p-req-1", "p-req-7"])
+    });
     let d = derive(&model(&p), &sc.model);
-    assert!(d.unresolved.iter().any(|u| u.what.starts_with("what the prefiller frees") && u.roles == [Role::Prefiller]), "{:?}", d.unresolved);
+    assert!(
+        d.unresolved.iter().any(|u| u.what.starts_with("what the prefiller frees") && u.roles == [Role::Prefiller]),
+        "{:?}",
+        d.unresolved
+    );
     assert_eq!(d.scenario.transfers[0].p_req_id, "p-req-1");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -240,10 +285,17 @@ fn unshown_parts_are_named_with_the_roles_they_affect() {
 fn the_report_says_a_setup_was_derived() {
     let dir = temp("text");
     let p = copy_with(&common::traces_dir().join("vllm-0.33.0/g_continue_then_finish.jsonl"), &dir, rename);
-    let out = Command::new(env!("CARGO_BIN_EXE_mooncake-conformance")).args(["run", "--progress", "off", "--role", "prefiller"]).arg(&p).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mooncake-conformance"))
+        .args(["run", "--progress", "off", "--role", "prefiller"])
+        .arg(&p)
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
-    assert!(text.contains("note: no [scenario.mine_g_continue_then_finish] entry: setup derived from the trace"), "{text}");
+    assert!(
+        text.contains("note: no [scenario.mine_g_continue_then_finish] entry: setup derived from the trace"),
+        "{text}"
+    );
     assert!(text.contains("readied xfer-2 after reply 1"), "{text}");
     assert!(text.contains("setup derived from the trace (no scenario entry): 1 case"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);

@@ -81,7 +81,8 @@ fn formats() {
     assert_eq!(o.status.code(), Some(1));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["counts"]["breaks"], 2, "block_lens, and equal_length_fields naming it");
-    let c = j["changes"].as_array().unwrap().iter().find(|c| c["subject"] == "MooncakeXferMetadata.block_lens").unwrap();
+    let c =
+        j["changes"].as_array().unwrap().iter().find(|c| c["subject"] == "MooncakeXferMetadata.block_lens").unwrap();
     assert_eq!(c["new_reads_old"]["effect"], "breaks");
     assert_eq!(c["new_reads_old"]["example"], "Object missing required field `block_lens`");
     assert_eq!(c["old_reads_new"]["effect"], "compatible");
@@ -96,7 +97,11 @@ fn a_spec_file_a_directory_and_a_proposal() {
     let by_file = stdout(&run(&["diff", "vllm-0.32.0", file.to_str().unwrap()], None));
     assert_eq!(by_name, by_file);
     let dir = spec_dir();
-    assert_eq!(stdout(&run(&["diff", "vllm-0.32.0", dir.to_str().unwrap()], None)), by_name, "a directory means its newest revision");
+    assert_eq!(
+        stdout(&run(&["diff", "vllm-0.32.0", dir.to_str().unwrap()], None)),
+        by_name,
+        "a directory means its newest revision"
+    );
     let pick = format!("{}#vllm-0.32.0", dir.display());
     assert_eq!(run(&["diff", &pick, "vllm-0.32.0"], None).status.code(), Some(0));
 
@@ -107,7 +112,11 @@ fn a_spec_file_a_directory_and_a_proposal() {
     let o = run(&["diff", "vllm-0.33.0", p.to_str().unwrap()], None);
     assert_eq!(o.status.code(), Some(1));
     let md = stdout(&o);
-    assert!(md.contains("`MooncakeXferMetadata.remote_dp_rank`") && md.contains("Object missing required field `remote_dp_rank`"), "{md}");
+    assert!(
+        md.contains("`MooncakeXferMetadata.remote_dp_rank`")
+            && md.contains("Object missing required field `remote_dp_rank`"),
+        "{md}"
+    );
     // One more declared field: 16, so the map header changes for every request.
     assert!(md.contains("| `MooncakeXferMetadata` | map header: 15 → 16 declared map entries |"), "{md}");
     // Given relative to the current directory.
@@ -144,7 +153,11 @@ fn git_revisions_of_this_repository() {
     assert!(stdout(&o).contains("## Wire diff: `vllm-0.33.0` → `vllm-0.34.0`"));
     let o = run(&["diff", "--format", "summary", "git:main#vllm-0.24.0", "git:HEAD#vllm-0.25.0..0.25.1"], Some(&repo));
     assert_eq!(o.status.code(), Some(1));
-    assert!(stdout(&o).starts_with("vllm-0.24.0 → vllm-0.25.0..0.25.1: ") && stdout(&o).contains(" 2 break always"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).starts_with("vllm-0.24.0 → vllm-0.25.0..0.25.1: ") && stdout(&o).contains(" 2 break always"),
+        "{}",
+        stdout(&o)
+    );
     let o = run(&["diff", "git:no-such-branch", "spec"], Some(&repo));
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no such commit"));
@@ -160,7 +173,12 @@ fn ci_script_reports_only_when_the_spec_changed() {
     std::fs::create_dir_all(repo.join("scripts")).unwrap();
     std::fs::copy(spec_dir().join("../scripts/spec-diff.sh"), repo.join("scripts/spec-diff.sh")).unwrap();
     let script = |repo: &Path| {
-        let o = Command::new("bash").arg(repo.join("scripts/spec-diff.sh")).arg(env!("CARGO_BIN_EXE_mooncake-conformance")).env_remove("SPEC_DIFF_BASE").output().unwrap();
+        let o = Command::new("bash")
+            .arg(repo.join("scripts/spec-diff.sh"))
+            .arg(env!("CARGO_BIN_EXE_mooncake-conformance"))
+            .env_remove("SPEC_DIFF_BASE")
+            .output()
+            .unwrap();
         (o.status.code(), stdout(&o), String::from_utf8_lossy(&o.stderr).to_string())
     };
     git(&repo, &["init", "-q", "-b", "work"]);
@@ -179,7 +197,11 @@ fn ci_script_reports_only_when_the_spec_changed() {
     std::fs::write(repo.join("spec/push/vllm-0.34.0.toml"), PROPOSED).unwrap();
     let (code, out, err) = script(&repo);
     assert_eq!(code, Some(0), "a breaking change is reported, not failed: {out}{err}");
-    assert!(out.contains("## Wire diff: `vllm-0.33.0` → `vllm-0.34.0`") && out.contains("Object missing required field `remote_dp_rank`"), "{out}");
+    assert!(
+        out.contains("## Wire diff: `vllm-0.33.0` → `vllm-0.34.0`")
+            && out.contains("Object missing required field `remote_dp_rank`"),
+        "{out}"
+    );
     assert!(std::fs::read_to_string(repo.join("target/spec-diff.md")).unwrap().contains("remote_dp_rank"));
 
     // An edit of an existing revision is diffed against that revision on main.
@@ -191,7 +213,10 @@ fn ci_script_reports_only_when_the_spec_changed() {
     std::fs::write(&p, t).unwrap();
     let (code, out, _) = script(&repo);
     assert_eq!(code, Some(0));
-    assert!(out.contains("## Wire diff: `vllm-0.29.0` → `vllm-0.29.0`") && out.contains("`behaviour.required_kv_layout`"), "{out}");
+    assert!(
+        out.contains("## Wire diff: `vllm-0.29.0` → `vllm-0.29.0`") && out.contains("`behaviour.required_kv_layout`"),
+        "{out}"
+    );
     assert!(!out.contains("vllm-0.33.0` → `vllm-0.34.0"), "files unchanged since main are not reported again: {out}");
 
     // A spec that does not load is a real error.

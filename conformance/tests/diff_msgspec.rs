@@ -13,7 +13,9 @@ use std::sync::Arc;
 
 use mooncake_conformance::oracle::python;
 use mooncake_wire::codec::Codec;
-use mooncake_wire::diff::witness::{agrees, bytes_agree, confounded, counterpart, defaults, faithful, reader_value, write, Observed, Outcome, Run};
+use mooncake_wire::diff::witness::{
+    agrees, bytes_agree, confounded, counterpart, defaults, faithful, reader_value, write, Observed, Outcome, Run,
+};
 use mooncake_wire::diff::{diff, Probe, Report};
 use mooncake_wire::spec::{Revision, Spec};
 use serde_json::{json, Value as J};
@@ -63,7 +65,16 @@ struct Side<'a> {
 
 #[allow(clippy::too_many_arguments)]
 /// msgspec's run of one probe message: the writer's classes encode, the reader's decode.
-fn msgspec_run(o: &mut Cross, w: &Side, ws: &str, r: &Side, rs: &str, renames: &[(String, String)], value: &J, problems: &mut Vec<String>) -> Run {
+fn msgspec_run(
+    o: &mut Cross,
+    w: &Side,
+    ws: &str,
+    r: &Side,
+    rs: &str,
+    renames: &[(String, String)],
+    value: &J,
+    problems: &mut Vec<String>,
+) -> Run {
     let (bytes, wj) = write(w.codec, ws, value).unwrap_or_else(|e| panic!("{e}"));
     let a = o.ask(&json!({"cmd": "cross", "writer": w.name, "write": ws, "read": rs, "hex": hex::encode(&bytes)}));
     if let Some(e) = a.get("writer_error") {
@@ -81,7 +92,8 @@ fn msgspec_run(o: &mut Cross, w: &Side, ws: &str, r: &Side, rs: &str, renames: &
     } else {
         Outcome::Rejected(a["error"].as_str().unwrap_or_default().to_string())
     };
-    let reader_fields: Vec<String> = r.codec.message_struct(rs).map(|s| s.fields.iter().map(|f| f.name.clone()).collect()).unwrap_or_default();
+    let reader_fields: Vec<String> =
+        r.codec.message_struct(rs).map(|s| s.fields.iter().map(|f| f.name.clone()).collect()).unwrap_or_default();
     let same_bytes = counterpart(&wj, &defaults(w.codec, ws), &reader_fields, renames)
         .filter(|j| reader_value(r.codec, rs, j).is_some())
         .map(|j| {
@@ -92,7 +104,16 @@ fn msgspec_run(o: &mut Cross, w: &Side, ws: &str, r: &Side, rs: &str, renames: &
 }
 
 #[allow(clippy::too_many_arguments)]
-fn msgspec_observe(o: &mut Cross, w: &Side, ws: &str, r: &Side, rs: &str, renames: &[(String, String)], p: &Probe, problems: &mut Vec<String>) -> Observed {
+fn msgspec_observe(
+    o: &mut Cross,
+    w: &Side,
+    ws: &str,
+    r: &Side,
+    rs: &str,
+    renames: &[(String, String)],
+    p: &Probe,
+    problems: &mut Vec<String>,
+) -> Observed {
     Observed {
         plain: msgspec_run(o, w, ws, r, rs, renames, &p.plain, problems),
         using: p.using.as_ref().map(|u| msgspec_run(o, w, ws, r, rs, renames, u, problems)),
@@ -124,8 +145,10 @@ fn check(old: &Arc<Revision>, new: &Arc<Revision>) -> (Report, usize, Vec<String
         checked += 1;
         let mut p = vec![];
         let to_old: Vec<(String, String)> = w.renames.iter().map(|(a, b)| (b.clone(), a.clone())).collect();
-        let orn = msgspec_observe(&mut oracle, &sn, &w.new_struct, &so, &w.old_struct, &to_old, &w.old_reads_new, &mut p);
-        let nro = msgspec_observe(&mut oracle, &so, &w.old_struct, &sn, &w.new_struct, &w.renames, &w.new_reads_old, &mut p);
+        let orn =
+            msgspec_observe(&mut oracle, &sn, &w.new_struct, &so, &w.old_struct, &to_old, &w.old_reads_new, &mut p);
+        let nro =
+            msgspec_observe(&mut oracle, &so, &w.old_struct, &sn, &w.new_struct, &w.renames, &w.new_reads_old, &mut p);
         if !skip.old_reads_new && !agrees(&c.old_reads_new.effect, &orn) {
             p.push(format!("old reads new: verdict {:?}, msgspec {orn:?}", c.old_reads_new.effect));
         }

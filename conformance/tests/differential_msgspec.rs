@@ -33,7 +33,11 @@ fn run(rev: Arc<Revision>, codec: &Codec, per_message: usize, seed: u64) -> usiz
                 0 => codec.encode(message, &v).unwrap(),
                 1 => noncanonical(codec.plan(), ty, &v, &mut rng),
                 _ => {
-                    let base = if rng.chance(50) { codec.encode(message, &v).unwrap() } else { noncanonical(codec.plan(), ty, &v, &mut rng) };
+                    let base = if rng.chance(50) {
+                        codec.encode(message, &v).unwrap()
+                    } else {
+                        noncanonical(codec.plan(), ty, &v, &mut rng)
+                    };
                     mutate(&base, &mut rng)
                 }
             });
@@ -54,8 +58,17 @@ fn run(rev: Arc<Revision>, codec: &Codec, per_message: usize, seed: u64) -> usiz
                 }
             }
         }
-        println!("{revision} {message}: {} cases ({accepted} accepted, {rejected} rejected by both), {} disagreements", inputs.len(), disagreements.len());
-        assert!(disagreements.is_empty(), "{} disagreements with msgspec, first:\n{}", disagreements.len(), disagreements[..disagreements.len().min(10)].join("\n"));
+        println!(
+            "{revision} {message}: {} cases ({accepted} accepted, {rejected} rejected by both), {} disagreements",
+            inputs.len(),
+            disagreements.len()
+        );
+        assert!(
+            disagreements.is_empty(),
+            "{} disagreements with msgspec, first:\n{}",
+            disagreements.len(),
+            disagreements[..disagreements.len().min(10)].join("\n")
+        );
         assert!(accepted > per_message / 2 && rejected > per_message / 10, "the inputs must exercise both verdicts");
         total += inputs.len();
     }

@@ -50,8 +50,35 @@ pub fn ask_python(requests: &[J]) -> Vec<J> {
 }
 
 const CHARS: &[char] = &[
-    'a', 'Z', '0', ' ', '_', '"', '\\', '/', '\n', '\r', '\t', '\u{8}', '\u{c}', '\u{0}', '\u{1f}', '\u{7f}', '\u{80}', 'é', 'É',
-    '\u{ff}', '名', '\u{2028}', '\u{d7ff}', '\u{e000}', '\u{fffe}', '\u{ffff}', '😀', '\u{10000}', '\u{10ffff}',
+    'a',
+    'Z',
+    '0',
+    ' ',
+    '_',
+    '"',
+    '\\',
+    '/',
+    '\n',
+    '\r',
+    '\t',
+    '\u{8}',
+    '\u{c}',
+    '\u{0}',
+    '\u{1f}',
+    '\u{7f}',
+    '\u{80}',
+    'é',
+    'É',
+    '\u{ff}',
+    '名',
+    '\u{2028}',
+    '\u{d7ff}',
+    '\u{e000}',
+    '\u{fffe}',
+    '\u{ffff}',
+    '😀',
+    '\u{10000}',
+    '\u{10ffff}',
 ];
 
 fn random_string(rng: &mut Rng) -> String {
@@ -61,7 +88,22 @@ fn random_string(rng: &mut Rng) -> String {
 
 fn random_float(rng: &mut Rng) -> f64 {
     match rng.below(10) {
-        0 => *rng.pick(&[0.0, -0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, f64::MAX, f64::MIN_POSITIVE, 5e-324, 1e16, 1e15, 9999999999999998.0, 1e-4, 1e-5, 0.1]),
+        0 => *rng.pick(&[
+            0.0,
+            -0.0,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            5e-324,
+            1e16,
+            1e15,
+            9999999999999998.0,
+            1e-4,
+            1e-5,
+            0.1,
+        ]),
         1..=3 => {
             // Any finite double (random bit pattern).
             loop {
@@ -85,7 +127,17 @@ fn random_float(rng: &mut Rng) -> f64 {
 
 fn random_int(rng: &mut Rng) -> PyInt {
     match rng.below(8) {
-        0 => PyInt::from(*rng.pick(&[0i128, 1, -1, i64::MAX as i128, i64::MIN as i128, u64::MAX as i128, 1 << 53, (1 << 53) + 1, -(1 << 63) - 1])),
+        0 => PyInt::from(*rng.pick(&[
+            0i128,
+            1,
+            -1,
+            i64::MAX as i128,
+            i64::MIN as i128,
+            u64::MAX as i128,
+            1 << 53,
+            (1 << 53) + 1,
+            -(1 << 63) - 1,
+        ])),
         1 => {
             let digits: String = (0..1 + rng.below(60)).map(|_| char::from(b'0' + rng.below(10) as u8)).collect();
             PyInt::parse(&format!("{}{digits}", if rng.chance(50) { "-" } else { "" })).unwrap()
@@ -178,7 +230,14 @@ fn sort_probe(rng: &mut Rng) -> PyValue {
                 0 => PyValue::Float(p),
                 1 => PyValue::Int(PyInt::parse(&format!("{p:.0}")).unwrap()),
                 2 => PyValue::Float(f64::from_bits(p.to_bits() + 1)),
-                _ => PyValue::Int(PyInt::parse(&format!("{}{}", if rng.chance(50) { "-" } else { "" }, "9".repeat(30 + rng.below(300)))).unwrap()),
+                _ => PyValue::Int(
+                    PyInt::parse(&format!(
+                        "{}{}",
+                        if rng.chance(50) { "-" } else { "" },
+                        "9".repeat(30 + rng.below(300))
+                    ))
+                    .unwrap(),
+                ),
             };
         }
     }
@@ -201,7 +260,9 @@ fn sort_probe(rng: &mut Rng) -> PyValue {
 #[test]
 fn json_dumps_sort_keys_agrees_with_cpython() {
     let mut rng = Rng::new(20260534);
-    let mut values: Vec<PyValue> = (0..6000).map(|_| str_dict((0..rng.below(5)).map(|_| (random_string(&mut rng), random_value(&mut rng, 4))).collect())).collect();
+    let mut values: Vec<PyValue> = (0..6000)
+        .map(|_| str_dict((0..rng.below(5)).map(|_| (random_string(&mut rng), random_value(&mut rng, 4))).collect()))
+        .collect();
     values.extend((0..1500).map(|_| random_value(&mut rng, 3)));
     values.extend((0..1500).map(|_| sort_probe(&mut rng)));
     let requests: Vec<J> = values.iter().map(|v| json!({"op": "dumps", "value": to_tagged_json(v)})).collect();
@@ -222,8 +283,17 @@ fn json_dumps_sort_keys_agrees_with_cpython() {
             bad.push(format!("{}\n  ours   {:?}\n  python {:?}", to_tagged_json(v), ours, theirs));
         }
     }
-    println!("json.dumps differential: {} values ({ok} encoded, {err} raised in both), {} disagreements", values.len(), bad.len());
-    assert!(bad.is_empty(), "{} disagreements with CPython json.dumps; first:\n{}", bad.len(), bad[..bad.len().min(5)].join("\n"));
+    println!(
+        "json.dumps differential: {} values ({ok} encoded, {err} raised in both), {} disagreements",
+        values.len(),
+        bad.len()
+    );
+    assert!(
+        bad.is_empty(),
+        "{} disagreements with CPython json.dumps; first:\n{}",
+        bad.len(),
+        bad[..bad.len().min(5)].join("\n")
+    );
     assert!(ok > values.len() / 2 && err > values.len() / 20, "the values must exercise both outcomes");
 }
 
@@ -270,8 +340,13 @@ fn pickle_protocol_5_agrees_with_cpython() {
             _ => rng.below(80),
         };
         let small = i % 40 == 0;
-        let tokens: Vec<PyValue> = (0..n).map(|_| if small { PyValue::int(rng.below(256) as i64) } else { random_token(&mut rng) }).collect();
-        let parent = if rng.chance(10) { PyValue::Bytes(vec![]) } else { PyValue::Bytes((0..32).map(|_| rng.below(256) as u8).collect()) };
+        let tokens: Vec<PyValue> =
+            (0..n).map(|_| if small { PyValue::int(rng.below(256) as i64) } else { random_token(&mut rng) }).collect();
+        let parent = if rng.chance(10) {
+            PyValue::Bytes(vec![])
+        } else {
+            PyValue::Bytes((0..32).map(|_| rng.below(256) as u8).collect())
+        };
         let extra = if rng.chance(30) { PyValue::None } else { random_extra(&mut rng, 3) };
         values.push(PyValue::Tuple(vec![parent, PyValue::Tuple(tokens), extra]));
     }
@@ -286,10 +361,23 @@ fn pickle_protocol_5_agrees_with_cpython() {
         let ours = pickle::dumps(v).map(|b| hex(&b)).map_err(|e| e.to_string());
         let theirs = a.get("ok").and_then(J::as_str).map(str::to_string).ok_or_else(|| a.to_string());
         if ours != theirs {
-            let first = ours.as_ref().ok().zip(theirs.as_ref().ok()).and_then(|(x, y)| x.bytes().zip(y.bytes()).position(|(p, q)| p != q));
-            bad.push(format!("first difference at hex offset {first:?}, lengths {:?} vs {:?}", ours.as_ref().map(String::len), theirs.as_ref().map(String::len)));
+            let first = ours
+                .as_ref()
+                .ok()
+                .zip(theirs.as_ref().ok())
+                .and_then(|(x, y)| x.bytes().zip(y.bytes()).position(|(p, q)| p != q));
+            bad.push(format!(
+                "first difference at hex offset {first:?}, lengths {:?} vs {:?}",
+                ours.as_ref().map(String::len),
+                theirs.as_ref().map(String::len)
+            ));
         }
     }
     println!("pickle differential: {} values, {} disagreements", values.len(), bad.len());
-    assert!(bad.is_empty(), "{} disagreements with CPython pickle; first: {}", bad.len(), bad[..bad.len().min(5)].join("; "));
+    assert!(
+        bad.is_empty(),
+        "{} disagreements with CPython pickle; first: {}",
+        bad.len(),
+        bad[..bad.len().min(5)].join("; ")
+    );
 }

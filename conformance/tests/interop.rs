@@ -34,7 +34,8 @@ fn every_case_passes_against_the_python_peer() {
     let dirs = [root().join("conformance/traces/vllm-0.32.0"), root().join("conformance/traces/vllm-0.33.0")];
     let cfg = RunConfig::paths(&dirs, python_peer()).unwrap();
     let r = rt().block_on(run(cfg)).unwrap();
-    let failed: Vec<String> = r.results.iter().filter(|c| c.status == Status::Fail).map(|c| format!("{}: {:?}", c.id, c.findings)).collect();
+    let failed: Vec<String> =
+        r.results.iter().filter(|c| c.status == Status::Fail).map(|c| format!("{}: {:?}", c.id, c.findings)).collect();
     assert_eq!(r.results.len(), dirs.iter().map(|d| common::expected_cases(d)).sum::<usize>());
     assert!(r.results.iter().all(|c| c.status == Status::Pass), "{failed:#?}");
     assert!(r.ok(), "{failed:#?}");
@@ -49,8 +50,13 @@ fn rust_and_python_interoperate_in_both_directions() {
         let model = Arc::new(TraceModel::new(Trace::load(&f).unwrap()).unwrap());
         for case in cases_of(model).into_iter().filter(|c| c.role == Role::Decoder) {
             // Python prefiller serving the Rust decoder, and the Rust prefiller serving the Python decoder.
-            for (p, d, label) in [(python_peer(), TesteeSpec::Builtin, "python P ↔ rust D"), (TesteeSpec::Builtin, python_peer(), "rust P ↔ python D")] {
-                let findings = rt.block_on(as_prefiller::play_pair(&case, &opts(d), &p)).unwrap_or_else(|e| panic!("{} ({label}): {e}", case.id));
+            for (p, d, label) in [
+                (python_peer(), TesteeSpec::Builtin, "python P ↔ rust D"),
+                (TesteeSpec::Builtin, python_peer(), "rust P ↔ python D"),
+            ] {
+                let findings = rt
+                    .block_on(as_prefiller::play_pair(&case, &opts(d), &p))
+                    .unwrap_or_else(|e| panic!("{} ({label}): {e}", case.id));
                 assert!(findings.is_empty(), "{} ({label}): {findings:#?}", case.id);
                 ran += 1;
             }

@@ -16,8 +16,15 @@ fn observed_cells_agree_with_diff() {
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("traces");
     let inputs = mooncake_conformance::jsonl::Input::files(&[dir]).unwrap();
     let traces = load_traces(&inputs).unwrap();
-    let only: Vec<String> = ["vllm-0.24.0", "vllm-0.25.0..0.25.1", "vllm-0.32.0", "vllm-0.33.0"].iter().map(|s| s.to_string()).collect();
-    let cfg = MatrixConfig { scenarios: Arc::new(Scenarios::bundled()), abort: Duration::from_millis(400), jobs: 2, only, progress: None };
+    let only: Vec<String> =
+        ["vllm-0.24.0", "vllm-0.25.0..0.25.1", "vllm-0.32.0", "vllm-0.33.0"].iter().map(|s| s.to_string()).collect();
+    let cfg = MatrixConfig {
+        scenarios: Arc::new(Scenarios::bundled()),
+        abort: Duration::from_millis(400),
+        jobs: 2,
+        only,
+        progress: None,
+    };
     let m = rt().block_on(build(&traces, &cfg));
     assert_eq!(m.disagreements().len(), 0, "{}", mooncake_conformance::matrix::render::markdown(&m));
     // 0.32.0 and 0.33.0 interoperate both ways (layout caching only starts after an echo of layout_id).
@@ -26,7 +33,15 @@ fn observed_cells_agree_with_diff() {
     // A 0.24.0 decoder does not send the kv_block_lens a 0.25.0 prefiller requires: every pull fails...
     let c = m.cell("vllm-0.24.0", "vllm-0.25.0..0.25.1").unwrap();
     assert!(c.broken().contains(&"a_single_success"), "{c:?}");
-    assert!(c.scenarios.iter().find(|s| s.scenario == "a_single_success").unwrap().predicted.breaks.iter().any(|b| b.contains("kv_block_lens")));
+    assert!(c
+        .scenarios
+        .iter()
+        .find(|s| s.scenario == "a_single_success")
+        .unwrap()
+        .predicted
+        .breaks
+        .iter()
+        .any(|b| b.contains("kv_block_lens")));
     // ...while a 0.25.0 decoder's extra fields are ignored by a 0.24.0 prefiller.
     assert!(m.cell("vllm-0.25.0..0.25.1", "vllm-0.24.0").unwrap().works());
     // Every pair ran every scenario both revisions recorded, except the bootstrap-only one.

@@ -15,7 +15,8 @@ fn run(paths: &[&Path]) -> (i32, serde_json::Value) {
         .args(paths)
         .output()
         .unwrap();
-    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let v =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
     (out.status.code().unwrap(), v)
 }
 
@@ -81,7 +82,9 @@ fn a_changed_descriptor_error_text_or_region_is_caught_and_named() {
     let (code, v) = run(&[&build, &ratio, &pipe]);
     assert_ne!(code, 0);
     let files = v["files"].as_array().unwrap();
-    for (f, id, what) in [(&files[0], build_id, "src_ptrs"), (&files[1], ratio_id, "error differs"), (&files[2], pipe_id, "row_offset")] {
+    for (f, id, what) in
+        [(&files[0], build_id, "src_ptrs"), (&files[1], ratio_id, "error differs"), (&files[2], pipe_id, "row_offset")]
+    {
         let failures = f["failures"].as_array().unwrap();
         assert_eq!(failures.len(), 1, "{f}");
         assert_eq!(failures[0]["id"], id.as_str());

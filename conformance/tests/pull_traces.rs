@@ -29,16 +29,28 @@ fn committed_pull_traces_validate() {
         assert!(r.zmq_payloads >= 8, "{}", f.display());
         revisions.insert(r.revision.unwrap());
     }
-    assert_eq!(revisions.into_iter().collect::<Vec<_>>(), ["vllm-ascend-0.18.0", "vllm-ascend-0.23.0.post1", "vllm-ascend-main@3e486e317"]);
+    assert_eq!(
+        revisions.into_iter().collect::<Vec<_>>(),
+        ["vllm-ascend-0.18.0", "vllm-ascend-0.23.0.post1", "vllm-ascend-main@3e486e317"]
+    );
 }
 
 #[test]
 fn freshly_recorded_pull_traces_validate() {
     let dir = std::env::temp_dir().join(format!("mooncake-pull-traces-{}", std::process::id()));
-    let st = Command::new(python().unwrap_or_else(|e| panic!("{e}"))).arg(root().join("tests/pull/record_pull_traces.py")).arg(&dir).status().unwrap();
+    let st = Command::new(python().unwrap_or_else(|e| panic!("{e}")))
+        .arg(root().join("tests/pull/record_pull_traces.py"))
+        .arg(&dir)
+        .status()
+        .unwrap();
     assert!(st.success());
     let fs = files(&dir);
-    let bad: Vec<_> = fs.iter().map(|f| validate_file(f)).filter(|r| !r.ok()).map(|r| format!("{}: {:?}", r.path, r.findings)).collect();
+    let bad: Vec<_> = fs
+        .iter()
+        .map(|f| validate_file(f))
+        .filter(|r| !r.ok())
+        .map(|r| format!("{}: {:?}", r.path, r.findings))
+        .collect();
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(fs.len(), 6);
     assert!(bad.is_empty(), "{bad:#?}");
@@ -50,7 +62,8 @@ fn checks_after(rel: &str, edit: impl Fn(&mut Vec<J>)) -> Vec<&'static str> {
     let mut lines: Vec<J> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     edit(&mut lines);
     let out: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    let p = std::env::temp_dir().join(format!("mooncake-pull-mut-{}-{}.jsonl", std::process::id(), rel.replace('/', "_")));
+    let p =
+        std::env::temp_dir().join(format!("mooncake-pull-mut-{}-{}.jsonl", std::process::id(), rel.replace('/', "_")));
     std::fs::write(&p, out).unwrap();
     let t = Trace::load(&p).unwrap();
     let _ = std::fs::remove_file(&p);
@@ -67,7 +80,9 @@ fn ev(lines: &mut [J], seq: u64) -> &mut J {
 #[test]
 fn broken_pull_traces_are_caught() {
     // The decoder receives something that is not "ACK" for its completion.
-    let c = checks_after("vllm-ascend-0.18.0/a_meta_then_done.jsonl", |l| ev(l, 8)["frames"][0] = J::from(hex::encode("NAK")));
+    let c = checks_after("vllm-ascend-0.18.0/a_meta_then_done.jsonl", |l| {
+        ev(l, 8)["frames"][0] = J::from(hex::encode("NAK"))
+    });
     assert_eq!(c, ["ZMQ-DECODE"]);
     // A str tag instead of bin: msgspec-valid MessagePack, but no message of the decoder.
     let c = checks_after("vllm-ascend-main@3e486e317/a_meta_then_done.jsonl", |l| {
@@ -75,9 +90,12 @@ fn broken_pull_traces_are_caught() {
     });
     assert_eq!(c, ["ZMQ-DECODE", "PULL-PAIRING"], "and the metadata then answers no request");
     // A 0.18.0 metadata reply in a 0.23.0.post1 trace (fields missing).
-    let v18 = std::fs::read_to_string(root().join("conformance/traces-pull/vllm-ascend-0.18.0/a_meta_then_done.jsonl")).unwrap();
+    let v18 = std::fs::read_to_string(root().join("conformance/traces-pull/vllm-ascend-0.18.0/a_meta_then_done.jsonl"))
+        .unwrap();
     let meta18: J = serde_json::from_str(v18.lines().nth(4).unwrap()).unwrap();
-    let c = checks_after("vllm-ascend-0.23.0.post1/a_meta_then_done.jsonl", |l| ev(l, 4)["frames"] = meta18["frames"].clone());
+    let c = checks_after("vllm-ascend-0.23.0.post1/a_meta_then_done.jsonl", |l| {
+        ev(l, 4)["frames"] = meta18["frames"].clone()
+    });
     assert_eq!(c, ["ZMQ-DECODE", "PULL-PAIRING"], "and the completion is sent before the query was answered");
     // The decoder's replies swapped: the query answered by ACK, the completion by metadata.
     let c = checks_after("vllm-ascend-0.23.0.post1/a_meta_then_done.jsonl", |l| {
@@ -91,9 +109,18 @@ fn broken_pull_traces_are_caught() {
         ev(l, 2)["frames"].as_array_mut().unwrap().remove(0);
     });
     assert_eq!(c, ["ZMQ-FRAMES"]);
-    assert_eq!(checks_after("vllm-ascend-0.18.0/a_meta_then_done.jsonl", |l| ev(l, 1)["socket"] = J::from("DEALER")), ["ZMQ-SOCKET"]);
-    assert_eq!(checks_after("vllm-ascend-0.18.0/a_meta_then_done.jsonl", |l| l[0]["connector_generation"] = J::from(2)), ["TRACE-REVISION"]);
-    assert_eq!(checks_after("vllm-ascend-0.18.0/a_meta_then_done.jsonl", |l| l[0]["vllm_version"] = J::from("0.19.0")), ["TRACE-REVISION"]);
+    assert_eq!(
+        checks_after("vllm-ascend-0.18.0/a_meta_then_done.jsonl", |l| ev(l, 1)["socket"] = J::from("DEALER")),
+        ["ZMQ-SOCKET"]
+    );
+    assert_eq!(
+        checks_after("vllm-ascend-0.18.0/a_meta_then_done.jsonl", |l| l[0]["connector_generation"] = J::from(2)),
+        ["TRACE-REVISION"]
+    );
+    assert_eq!(
+        checks_after("vllm-ascend-0.18.0/a_meta_then_done.jsonl", |l| l[0]["vllm_version"] = J::from("0.19.0")),
+        ["TRACE-REVISION"]
+    );
 }
 
 /// `validate`'s text names the project a trace's version belongs to: a vllm-ascend release is not a vLLM one.
@@ -110,7 +137,10 @@ fn validate_text_names_the_project() {
     for want in ["vllm-ascend 0.18.0 ", "vllm-ascend 0.23.0.post1 ", "vllm-ascend main@3e486e317 ", "vLLM 0.33.0 "] {
         assert!(text.contains(want), "no `{want}` in:\n{text}");
     }
-    assert!(!text.contains("vLLM 0.18.0") && !text.contains("vLLM 0.23.0.post1") && !text.contains("vLLM main@"), "{text}");
+    assert!(
+        !text.contains("vLLM 0.18.0") && !text.contains("vLLM 0.23.0.post1") && !text.contains("vLLM main@"),
+        "{text}"
+    );
     // The JSON report carries the project too.
     let r = validate_file(&root().join("conformance/traces-pull/vllm-ascend-0.23.0.post1/a_meta_then_done.jsonl"));
     assert_eq!((r.project.as_str(), r.vllm_version.as_str()), ("vllm-ascend", "0.23.0.post1"));

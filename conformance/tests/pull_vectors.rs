@@ -52,7 +52,10 @@ fn committed_vectors_are_the_generators_output() {
             n += 1;
         }
     }
-    assert_eq!(std::fs::read_to_string(committed.join("revisions.json")).unwrap(), std::fs::read_to_string(tmp.join("revisions.json")).unwrap());
+    assert_eq!(
+        std::fs::read_to_string(committed.join("revisions.json")).unwrap(),
+        std::fs::read_to_string(tmp.join("revisions.json")).unwrap()
+    );
     let _ = std::fs::remove_dir_all(&tmp);
     assert_eq!(n, 13);
 }
@@ -74,7 +77,15 @@ fn reference_bytes() {
     // A str tag is not the bin tag the prefiller compares with.
     let str_tag = hex::decode("91ac6765745f6d6574615f6d7367").unwrap();
     assert!(c.decode("GetMetaMsg", &str_tag).is_err());
-    assert_eq!(c.encode("GetMetaMsg", &c.decode("GetMetaMsg", &hex::decode("91c40c6765745f6d6574615f6d7367").unwrap()).unwrap()).unwrap().len(), 15);
+    assert_eq!(
+        c.encode(
+            "GetMetaMsg",
+            &c.decode("GetMetaMsg", &hex::decode("91c40c6765745f6d6574615f6d7367").unwrap()).unwrap()
+        )
+        .unwrap()
+        .len(),
+        15
+    );
     let ack = &Spec::builtin().revision("vllm-ascend-main@3e486e317").unwrap().message("Ack").unwrap().constants[0];
     assert_eq!(ack.bytes.as_bytes(), &hex::decode("41434b").unwrap()[..]);
 }

@@ -33,7 +33,11 @@ async fn replays_against_a_running_prefiller() {
     let sc = Scenarios::bundled();
     // A prefiller someone else started, registered with some bootstrap server, transfers prepared by hand.
     let mut boot = Testee::default();
-    let url = boot.handle(&json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await["url"].as_str().unwrap().to_string();
+    let url = boot.handle(&json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await
+        ["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let mut p = Testee::default();
     let conf = setup::prefiller_config(&model, &model.prefillers[0], &sc.model, &url).unwrap();
     let a = p.handle(&json!({"cmd": "start", "role": "prefiller", "revision": "vllm-0.33.0", "config": conf})).await;
@@ -50,14 +54,21 @@ async fn replays_against_a_running_prefiller() {
     assert!(c.findings.iter().any(|f| f.detail.contains("Timeout waiting for P side ready.")), "{:?}", c.findings);
     // Both transfers ready before the pull (a second prefiller, with its own bootstrap server).
     let mut boot2 = Testee::default();
-    let url2 = boot2.handle(&json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await["url"].as_str().unwrap().to_string();
+    let url2 = boot2
+        .handle(&json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}}))
+        .await["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let mut p2 = Testee::default();
     let a = p2.handle(&json!({"cmd": "start", "role": "prefiller", "revision": "vllm-0.33.0", "config": setup::prefiller_config(&model, &model.prefillers[0], &sc.model, &url2).unwrap()})).await;
     let endpoint = a["endpoint"].as_str().unwrap().to_string();
     for (pr, t, b) in [("p-req-1", "xfer-1", json!([[3, 4]])), ("p-req-2", "xfer-2", json!([[5, 6, 7]]))] {
         p2.handle(&json!({"cmd": "ready", "p_req_id": pr, "transfer_id": t, "blocks": b})).await;
     }
-    let r = run(cfg(trace("g_continue_then_finish.jsonl"), Role::Prefiller, External::Prefillers(vec![endpoint]))).await.unwrap();
+    let r = run(cfg(trace("g_continue_then_finish.jsonl"), Role::Prefiller, External::Prefillers(vec![endpoint])))
+        .await
+        .unwrap();
     // Both ready at once: vLLM's prefiller answers with one FINISH listing both, which differs from the
     // recording's CONTINUE + FINISH; the runner reports exactly that.
     let c = &r.results[0];
@@ -73,7 +84,11 @@ async fn listens_for_a_decoder_it_does_not_control() {
         l.local_addr().unwrap().port()
     };
     let boot_bind = format!("127.0.0.1:{port}");
-    let ext = External::Listen { endpoint: "tcp://127.0.0.1:*".into(), bootstrap: boot_bind.clone(), timeout: Duration::from_secs(20) };
+    let ext = External::Listen {
+        endpoint: "tcp://127.0.0.1:*".into(),
+        bootstrap: boot_bind.clone(),
+        timeout: Duration::from_secs(20),
+    };
     let runner = tokio::spawn(run(cfg(path, Role::Decoder, ext)));
     // The decoder under test, configured as recorded, pulls from the runner's bootstrap server.
     let req = model.decoders[0].layout_request.clone().unwrap();
@@ -83,7 +98,10 @@ async fn listens_for_a_decoder_it_does_not_control() {
     assert_eq!(a["ok"], true, "{a}");
     let url = format!("http://{boot_bind}");
     for _ in 0..200 {
-        if mooncake_reference::http::query(&url, Duration::from_secs(1)).await.is_ok_and(|q| q.as_object().is_some_and(|o| !o.is_empty())) {
+        if mooncake_reference::http::query(&url, Duration::from_secs(1))
+            .await
+            .is_ok_and(|q| q.as_object().is_some_and(|o| !o.is_empty()))
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -99,16 +117,27 @@ async fn listens_for_a_decoder_it_does_not_control() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replays_http_against_a_running_bootstrap_server() {
     let mut boot = Testee::default();
-    let url = boot.handle(&json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await["url"].as_str().unwrap().to_string();
-    let r = run(cfg(trace("i_bootstrap_register_query.jsonl"), Role::Bootstrap, External::Bootstrap(url.clone()))).await.unwrap();
+    let url = boot.handle(&json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await
+        ["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = run(cfg(trace("i_bootstrap_register_query.jsonl"), Role::Bootstrap, External::Bootstrap(url.clone())))
+        .await
+        .unwrap();
     assert_eq!(r.results[0].status, Status::Pass, "{:?}", r.results[0].findings);
     // A server with 0.30.0 semantics that already holds the registrations: the identical re-registrations the
     // recording expects to succeed are refused (0.30.0 has no idempotent /register).
     let mut old = Testee::default();
-    let url = old.handle(&json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.30.0", "config": {}})).await["url"].as_str().unwrap().to_string();
+    let url = old.handle(&json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.30.0", "config": {}})).await
+        ["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let first = json!({"engine_id": "engine-prefill-0", "dp_rank": 0, "tp_rank": 0, "pp_rank": 0, "addr": "tcp://127.0.0.1:37175"});
     mooncake_reference::http::register(&url, &first, Duration::from_secs(5)).await.unwrap();
-    let r = run(cfg(trace("i_bootstrap_register_query.jsonl"), Role::Bootstrap, External::Bootstrap(url))).await.unwrap();
+    let r =
+        run(cfg(trace("i_bootstrap_register_query.jsonl"), Role::Bootstrap, External::Bootstrap(url))).await.unwrap();
     let checks: Vec<&str> = r.results[0].findings.iter().map(|f| f.check).collect();
     assert!(checks.contains(&"BOOT-STATUS"), "{:?}", r.results[0].findings);
 }

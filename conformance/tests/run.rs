@@ -35,7 +35,11 @@ fn failures(r: &RunReport) -> Vec<String> {
 #[test]
 fn every_bundled_case_passes_against_the_reference_peer() {
     let r = rt().block_on(run(cfg(TesteeSpec::Builtin, None, vec![]))).unwrap();
-    assert_eq!(r.results.len(), common::expected_cases(&common::traces_dir()), "a prefiller and a decoder case per trace with ZeroMQ traffic, a bootstrap case per trace with HTTP");
+    assert_eq!(
+        r.results.len(),
+        common::expected_cases(&common::traces_dir()),
+        "a prefiller and a decoder case per trace with ZeroMQ traffic, a bootstrap case per trace with HTTP"
+    );
     // Every revision of the spec, both generations, has bundled recordings.
     let revisions: std::collections::BTreeSet<&str> = r.results.iter().map(|c| c.revision.as_str()).collect();
     for rev in &mooncake_wire::spec::Spec::builtin().push().revisions {
@@ -60,7 +64,8 @@ fn the_peer_binary_passes_as_an_external_testee() {
         .args(["run", "--format", "json", "--case", "vllm-0.33.0", "--testee", &format!("{peer} --log error testee")])
         .output()
         .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
     assert_eq!(out.status.code(), Some(0), "{}", serde_json::to_string_pretty(&v["cases"]).unwrap());
     assert_eq!(v["summary"]["passed"], 31);
 }
@@ -98,7 +103,12 @@ fn the_runner_catches_each_fault_of_a_prefiller() {
 #[test]
 fn the_runner_catches_each_fault_of_a_decoder() {
     let case = "vllm-0.33.0/a_single_success";
-    for (fault, want) in [("wrong_id", "REQUEST-DIFF"), ("extra_field", "WIRE-CANONICAL"), ("extra_frame", "ZMQ-FRAMES"), ("flip_byte", "REQUEST-DIFF")] {
+    for (fault, want) in [
+        ("wrong_id", "REQUEST-DIFF"),
+        ("extra_field", "WIRE-CANONICAL"),
+        ("extra_frame", "ZMQ-FRAMES"),
+        ("flip_byte", "REQUEST-DIFF"),
+    ] {
         let c = caught(fault, case, Role::Decoder);
         assert!(c.contains(&want), "{fault}: expected {want}, the runner reported {c:?}");
         println!("decoder fault {fault}: caught by {c:?}");
@@ -108,14 +118,20 @@ fn the_runner_catches_each_fault_of_a_decoder() {
 #[test]
 fn stale_expected_failures_fail_the_run() {
     let mut c = cfg(TesteeSpec::Builtin, Some("vllm-0.33.0/a_single_success"), vec![Role::Bootstrap]);
-    c.expected = toml::from_str("[[case]]\nid = \"vllm-0.33.0/a_single_success/bootstrap\"\nreason = \"was broken\"\n").unwrap();
+    c.expected =
+        toml::from_str("[[case]]\nid = \"vllm-0.33.0/a_single_success/bootstrap\"\nreason = \"was broken\"\n").unwrap();
     let r = rt().block_on(run(c)).unwrap();
     assert_eq!(r.results[0].status, Status::Pass);
     assert_eq!(r.stale.len(), 1);
     assert!(!r.ok());
     // And a listed failure that does fail is an expected failure, not a failed run.
-    let mut c = cfg(TesteeSpec::BuiltinWithFaults(vec!["wrong_status".into()]), Some("vllm-0.33.0/a_single_success"), vec![Role::Prefiller]);
-    c.expected = toml::from_str("[[case]]\nid = \"vllm-0.33.0/a_single_success/prefiller\"\nreason = \"known\"\n").unwrap();
+    let mut c = cfg(
+        TesteeSpec::BuiltinWithFaults(vec!["wrong_status".into()]),
+        Some("vllm-0.33.0/a_single_success"),
+        vec![Role::Prefiller],
+    );
+    c.expected =
+        toml::from_str("[[case]]\nid = \"vllm-0.33.0/a_single_success/prefiller\"\nreason = \"known\"\n").unwrap();
     let r = rt().block_on(run(c)).unwrap();
     assert_eq!(r.results[0].status, Status::Xfail, "{:?}", r.results[0]);
     assert!(r.ok());
@@ -133,7 +149,11 @@ fn traces_of_another_revision_run_as_cross_version_cases() {
     let r = rt().block_on(run(c)).unwrap();
     assert_eq!(r.results.len(), 28);
     assert!(r.ok(), "{:#?}", failures(&r));
-    assert!(r.results.iter().all(|x| x.status == Status::Pass && x.testee_revision.as_deref() == Some("vllm-0.33.0")), "{:#?}", r.results);
+    assert!(
+        r.results.iter().all(|x| x.status == Status::Pass && x.testee_revision.as_deref() == Some("vllm-0.33.0")),
+        "{:#?}",
+        r.results
+    );
 
     // Only 0.32.0: the 0.33.0 trace built on layout caching cannot be replayed to a 0.32.0 peer; the others run.
     let mut c = cfg(TesteeSpec::Builtin, Some("vllm-0.33.0"), vec![]);
@@ -141,18 +161,30 @@ fn traces_of_another_revision_run_as_cross_version_cases() {
     let r = rt().block_on(run(c)).unwrap();
     assert!(r.ok(), "{:#?}", failures(&r));
     let skipped: Vec<&str> = r.results.iter().filter(|x| x.status == Status::Skip).map(|x| x.id.as_str()).collect();
-    assert_eq!(skipped, ["vllm-0.33.0/h1_layout_reuse_and_miss/decoder", "vllm-0.33.0/h1_layout_reuse_and_miss/prefiller"]);
+    assert_eq!(
+        skipped,
+        ["vllm-0.33.0/h1_layout_reuse_and_miss/decoder", "vllm-0.33.0/h1_layout_reuse_and_miss/prefiller"]
+    );
     for x in r.results.iter().filter(|x| x.status == Status::Skip) {
         assert!(x.reason.as_deref().unwrap_or("").contains("behaviour.layout_caching"), "{x:?}");
     }
-    assert_eq!(r.results.iter().filter(|x| x.status == Status::Pass && x.testee_revision.as_deref() == Some("vllm-0.32.0")).count(), 29);
+    assert_eq!(
+        r.results
+            .iter()
+            .filter(|x| x.status == Status::Pass && x.testee_revision.as_deref() == Some("vllm-0.32.0"))
+            .count(),
+        29
+    );
 }
 
 /// A cross-version case is a real case: a faulty testee fails it.
 #[test]
 fn cross_version_cases_catch_faults() {
-    for (fault, role) in [("wrong_status", Role::Prefiller), ("extra_field", Role::Prefiller), ("wrong_id", Role::Decoder)] {
-        let mut c = cfg(TesteeSpec::BuiltinWithFaults(vec![fault.into()]), Some("vllm-0.32.0/a_single_success"), vec![role]);
+    for (fault, role) in
+        [("wrong_status", Role::Prefiller), ("extra_field", Role::Prefiller), ("wrong_id", Role::Decoder)]
+    {
+        let mut c =
+            cfg(TesteeSpec::BuiltinWithFaults(vec![fault.into()]), Some("vllm-0.32.0/a_single_success"), vec![role]);
         c.speaks = Some(vec!["vllm-0.33.0".into()]);
         let r = rt().block_on(run(c)).unwrap();
         assert_eq!(r.results[0].testee_revision.as_deref(), Some("vllm-0.33.0"));
@@ -185,7 +217,9 @@ fn checks_of_what_a_recording_did_not_observe_are_not_applicable_and_counted() {
     let p = unobserved_copy("declared", true);
     let r = rt().block_on(run(RunConfig::paths(&[p.clone()], TesteeSpec::Builtin).unwrap())).unwrap();
     assert!(r.ok(), "{:#?}", failures(&r));
-    let na = |role: &str| -> Vec<&str> { r.results.iter().find(|c| c.role.as_str() == role).unwrap().not_applicable.iter().map(|n| n.check).collect() };
+    let na = |role: &str| -> Vec<&str> {
+        r.results.iter().find(|c| c.role.as_str() == role).unwrap().not_applicable.iter().map(|n| n.check).collect()
+    };
     assert_eq!(na("prefiller"), ["TE-CALLS", "P-FINISHED-SENDING"]);
     assert_eq!(na("decoder"), ["D-OUTCOME"]);
     assert!(na("bootstrap").is_empty());

@@ -15,8 +15,8 @@ use mooncake_wire::lookup::{self, LookupVersion, Reply, Request, TailBoundary};
 use serde_json::{json, Value as J};
 
 const RELEASES: &[&str] = &[
-    "0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0",
-    "0.32.0", "0.33.0",
+    "0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0",
+    "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
 ];
 const CASES: usize = 8;
 const TIMEOUT_MS: i32 = 10_000;
@@ -33,7 +33,11 @@ impl TmpDir {
     /// release's own so that no two sockets ever share a file.
     fn endpoint(&self, v: &LookupVersion, rel: &str) -> String {
         let name = v.path.rsplit('/').next().unwrap();
-        let name = name.replace("{lookup_rpc_port}", "0").replace("{uid}", "1000").replace("{hostname}", "testhost").replace("{dp_rank}", "0");
+        let name = name
+            .replace("{lookup_rpc_port}", "0")
+            .replace("{uid}", "1000")
+            .replace("{hostname}", "testhost")
+            .replace("{dp_rank}", "0");
         let d = self.0.join(rel);
         std::fs::create_dir_all(&d).unwrap();
         format!("ipc://{}/{name}", d.display())
@@ -108,7 +112,9 @@ fn case(rng: &mut Rng, rel: &str, i: usize) -> (Request, Reply) {
     let hashes: Vec<Vec<u8>> = (0..n).map(|_| (0..len).map(|_| rng.next_u64() as u8).collect()).collect();
     let num_tokens = [0u32, 16, 70_000, u32::MAX][rng.below(4)];
     let tail = if minor(rel) >= 29 {
-        (0..rng.below(3)).map(|_| TailBoundary { group_id: rng.below(4) as u32, boundary_tokens: rng.next_u64() as u32 }).collect()
+        (0..rng.below(3))
+            .map(|_| TailBoundary { group_id: rng.below(4) as u32, boundary_tokens: rng.next_u64() as u32 })
+            .collect()
     } else {
         vec![]
     };
@@ -117,7 +123,9 @@ fn case(rng: &mut Rng, rel: &str, i: usize) -> (Request, Reply) {
 
 fn request_json(r: &Request) -> J {
     match r {
-        Request::Lookup { num_tokens, hashes } => json!({"request": "lookup", "num_tokens": num_tokens, "hashes": hashes.iter().map(hex::encode).collect::<Vec<_>>()}),
+        Request::Lookup { num_tokens, hashes } => {
+            json!({"request": "lookup", "num_tokens": num_tokens, "hashes": hashes.iter().map(hex::encode).collect::<Vec<_>>()})
+        }
         Request::Reset => json!({"request": "reset"}),
     }
 }
@@ -228,7 +236,12 @@ fn neighbouring_releases_do_not_mix() {
     let mut py = Py::start(&["client"]);
     py.say(&json!({"release": "0.28.0", "endpoint": endpoint, "request": "lookup", "num_tokens": 64, "hashes": []}));
     let _ = rep.recv_multipart(0).unwrap();
-    let with_tail = lookup::encode_reply(v29, "lookup", &Reply::Hits { hit_tokens: 32, tail_boundaries: vec![TailBoundary { group_id: 1, boundary_tokens: 40 }] }).unwrap();
+    let with_tail = lookup::encode_reply(
+        v29,
+        "lookup",
+        &Reply::Hits { hit_tokens: 32, tail_boundaries: vec![TailBoundary { group_id: 1, boundary_tokens: 40 }] },
+    )
+    .unwrap();
     rep.send(&with_tail, 0).unwrap();
     assert_ne!(py.hear()["reply"]["hit_tokens"], json!(32), "int.from_bytes of 12 bytes is not 32");
     assert!(lookup::decode_reply(v28, "lookup", &with_tail).is_err());

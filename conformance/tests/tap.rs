@@ -49,7 +49,8 @@ fn tempdir(tag: &str) -> PathBuf {
 
 /// The bundled recording whose deployment the tests rebuild.
 fn recording() -> TraceModel {
-    TraceModel::new(Trace::load(&root().join("conformance/traces/vllm-0.33.0/a_single_success.jsonl")).unwrap()).unwrap()
+    TraceModel::new(Trace::load(&root().join("conformance/traces/vllm-0.33.0/a_single_success.jsonl")).unwrap())
+        .unwrap()
 }
 
 /// A deployment's two workers, as the recording configured them, each keeping its wire.
@@ -70,7 +71,10 @@ impl Deployment {
         let mut cfg = prefiller_config(&t, pc, &sc.model, bootstrap).unwrap();
         cfg["record_wire"] = json!(true);
         let (mut prefiller, _) = Testee::start(p).await.unwrap();
-        let a = prefiller.cmd(json!({"cmd": "start", "role": "prefiller", "revision": REVISION, "config": cfg})).await.unwrap();
+        let a = prefiller
+            .cmd(json!({"cmd": "start", "role": "prefiller", "revision": REVISION, "config": cfg}))
+            .await
+            .unwrap();
         let endpoint = a["endpoint"].as_str().unwrap().to_string();
         let req = t.decoders[0].layout_request.clone().unwrap();
         let (mut decoder, _) = Testee::start(d).await.unwrap();
@@ -87,8 +91,14 @@ impl Deployment {
     /// The scenario's transfer becomes pullable (again).
     async fn ready(&mut self) {
         let tr = &Scenarios::bundled().scenario["a_single_success"].transfers[0];
-        self.prefiller.cmd(json!({"cmd": "allocate", "p_req_id": tr.p_req_id, "transfer_id": tr.transfer_id})).await.unwrap();
-        self.prefiller.cmd(json!({"cmd": "ready", "p_req_id": tr.p_req_id, "transfer_id": tr.transfer_id, "blocks": tr.blocks})).await.unwrap();
+        self.prefiller
+            .cmd(json!({"cmd": "allocate", "p_req_id": tr.p_req_id, "transfer_id": tr.transfer_id}))
+            .await
+            .unwrap();
+        self.prefiller
+            .cmd(json!({"cmd": "ready", "p_req_id": tr.p_req_id, "transfer_id": tr.transfer_id, "blocks": tr.blocks}))
+            .await
+            .unwrap();
     }
 
     /// The decoder pulls the transfer from `engine` as `bootstrap` lists it, and settles it; returns the
@@ -100,7 +110,7 @@ impl Deployment {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             let s = self.decoder.cmd(json!({"cmd": "status"})).await.unwrap();
-                let done = s["pending_pulls"] == 0 && s["open_exchanges"] == 0;
+            let done = s["pending_pulls"] == 0 && s["open_exchanges"] == 0;
             if done && self.wire(false).await.len() > d0 {
                 break;
             }
@@ -110,7 +120,13 @@ impl Deployment {
         let failed = self.decoder.cmd(json!({"cmd": "status"})).await.unwrap()["failed"].clone();
         assert_eq!(failed, json!([]), "the pull through {bootstrap} failed");
         let inbound = |w: Vec<J>, from: usize| -> Vec<Vec<Vec<u8>>> {
-            w[from..].iter().filter(|e| e["dir"] == "in").map(|e| e["frames"].as_array().unwrap().iter().map(|f| hex::decode(f.as_str().unwrap()).unwrap()).collect()).collect()
+            w[from..]
+                .iter()
+                .filter(|e| e["dir"] == "in")
+                .map(|e| {
+                    e["frames"].as_array().unwrap().iter().map(|f| hex::decode(f.as_str().unwrap()).unwrap()).collect()
+                })
+                .collect()
         };
         (inbound(self.wire(true).await, p0), inbound(self.wire(false).await, d0))
     }
@@ -176,7 +192,12 @@ fn trace_holds(path: &std::path::Path) {
     std::fs::write(&unnamed, format!("{}\n{rest}", serde_json::to_string(&h).unwrap())).unwrap();
     let r = rt().block_on(run(RunConfig::paths(&[unnamed.clone()], TesteeSpec::Builtin).unwrap())).unwrap();
     assert!(r.ok(), "{:#?}", r.results.iter().map(|c| (&c.id, &c.findings)).collect::<Vec<_>>());
-    assert_eq!(mooncake_conformance::report::derived_count(&r), (2, 0), "the prefiller and decoder cases, derived: {:#?}", r.results.iter().map(|c| (&c.id, &c.notes)).collect::<Vec<_>>());
+    assert_eq!(
+        mooncake_conformance::report::derived_count(&r),
+        (2, 0),
+        "the prefiller and decoder cases, derived: {:#?}",
+        r.results.iter().map(|c| (&c.id, &c.notes)).collect::<Vec<_>>()
+    );
     assert_eq!(r.not_applicable(), 3);
     let _ = std::fs::remove_file(&unnamed);
 }
@@ -202,7 +223,10 @@ fn transparent(p: TesteeSpec, d: TesteeSpec, upstream_mode: bool, tag: &str) -> 
         let direct = BootstrapServer::start("127.0.0.1:0", Registry::new(bootstrap_spec())).await.unwrap();
         let mut body = dep.register.clone();
         body["engine_id"] = json!("engine-direct");
-        let (st, _) = mooncake_reference::http::request("POST", &format!("{}/register", direct.url()), Some(&body), WAIT).await.unwrap();
+        let (st, _) =
+            mooncake_reference::http::request("POST", &format!("{}/register", direct.url()), Some(&body), WAIT)
+                .await
+                .unwrap();
         assert_eq!(st, 200);
         let (p_direct, d_direct) = dep.pull(&direct.url(), "engine-direct").await;
         // The prefiller receives the same frames (its routing ids aside: libzmq draws them per connection).
@@ -220,7 +244,8 @@ fn transparent(p: TesteeSpec, d: TesteeSpec, upstream_mode: bool, tag: &str) -> 
         dep.stop().await;
         // The trace shows, as the prefiller's ROUTER, the frames (and routing id) the prefiller really saw.
         let t = Trace::load(&out).unwrap();
-        let recv: Vec<&Vec<Vec<u8>>> = t.zmq().filter(|z| z.side == Role::Prefiller && z.dir == ZmqDir::Recv).map(|z| &z.frames).collect();
+        let recv: Vec<&Vec<Vec<u8>>> =
+            t.zmq().filter(|z| z.side == Role::Prefiller && z.dir == ZmqDir::Recv).map(|z| &z.frames).collect();
         assert_eq!(recv, p_tapped.iter().collect::<Vec<_>>());
         assert_eq!(t.header.conn_endpoints["prefiller0"], [endpoint]);
         let said = said.lock().unwrap().clone();
@@ -233,7 +258,9 @@ fn transparent(p: TesteeSpec, d: TesteeSpec, upstream_mode: bool, tag: &str) -> 
     for e in &t.events {
         match e {
             Event::Zmq(z) => assert_eq!(z.endpoint, real_ep),
-            Event::Http(h) => assert!(!h.body_raw.contains("tcp://") || h.body_raw.contains(real_ep.as_str()), "{}", h.body_raw),
+            Event::Http(h) => {
+                assert!(!h.body_raw.contains("tcp://") || h.body_raw.contains(real_ep.as_str()), "{}", h.body_raw)
+            }
         }
     }
     assert_eq!(t.header.unobserved, ["transfer_engine_calls", "observed_outcome"]);
@@ -251,7 +278,11 @@ fn reference_peers_through_the_tap_receive_what_they_receive_without_it() {
     assert_eq!(r.exit_code(), 0, "{said:#?}");
     assert!(r.findings.is_empty(), "{said:#?}");
     assert_eq!((r.requests, r.exchanges), (1, 1), "one pull through the tap, checked");
-    assert!(r.summary().contains("0 findings") && r.summary().ends_with(&format!("OK; trace {}", r.path.display())), "{}", r.summary());
+    assert!(
+        r.summary().contains("0 findings") && r.summary().ends_with(&format!("OK; trace {}", r.path.display())),
+        "{}",
+        r.summary()
+    );
 }
 
 #[test]
@@ -291,7 +322,12 @@ async fn until_said(said: &Arc<Mutex<Vec<String>>>, what: &str) {
 /// The tap's endpoint for `engine` in a `/query` answer it gives.
 async fn tapped_endpoint(tap: &str, engine: &str) -> String {
     let q = mooncake_reference::http::query(tap, WAIT).await.unwrap();
-    let e = q.as_object().unwrap().values().find(|e| e["engine_id"] == engine).unwrap_or_else(|| panic!("{engine} not in {q}"));
+    let e = q
+        .as_object()
+        .unwrap()
+        .values()
+        .find(|e| e["engine_id"] == engine)
+        .unwrap_or_else(|| panic!("{engine} not in {q}"));
     e["worker_addr"]["0"]["0"].as_str().unwrap().to_string()
 }
 
@@ -329,11 +365,24 @@ fn rogue_peers_are_reported_as_their_traffic_passes_unchanged_and_the_tap_keeps_
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
-        let frames = |e: &J| -> Vec<String> { e["frames"].as_array().unwrap()[1..].iter().map(|f| f.as_str().unwrap().to_string()).collect() };
-        assert_eq!(got.iter().map(frames).collect::<Vec<_>>(), [vec![hex::encode("garbage")], vec!["81".into(), hex::encode("two"), hex::encode("three")]]);
+        let frames = |e: &J| -> Vec<String> {
+            e["frames"].as_array().unwrap()[1..].iter().map(|f| f.as_str().unwrap().to_string()).collect()
+        };
+        assert_eq!(
+            got.iter().map(frames).collect::<Vec<_>>(),
+            [vec![hex::encode("garbage")], vec!["81".into(), hex::encode("two"), hex::encode("three")]]
+        );
 
         // A bootstrap request that is not JSON: answered (422) and recorded, nothing else.
-        let r = mooncake_reference::http::request_raw("POST", &format!("{}/register", tap.url()), Some("application/json"), Some(b"not json"), WAIT).await.unwrap();
+        let r = mooncake_reference::http::request_raw(
+            "POST",
+            &format!("{}/register", tap.url()),
+            Some("application/json"),
+            Some(b"not json"),
+            WAIT,
+        )
+        .await
+        .unwrap();
         assert_eq!(r.status, 422);
 
         // A rogue prefiller (a raw ROUTER, another engine): answers with two frames of garbage, then vanishes.
@@ -342,7 +391,9 @@ fn rogue_peers_are_reported_as_their_traffic_passes_unchanged_and_the_tap_keeps_
         rogue_p.bind("tcp://127.0.0.1:*").unwrap();
         let rogue_ep = rogue_p.get_last_endpoint().unwrap().unwrap();
         let body = json!({"engine_id": "engine-rogue", "dp_rank": 1, "tp_rank": 0, "pp_rank": 0, "addr": rogue_ep});
-        let (st, _) = mooncake_reference::http::request("POST", &format!("{}/register", tap.url()), Some(&body), WAIT).await.unwrap();
+        let (st, _) = mooncake_reference::http::request("POST", &format!("{}/register", tap.url()), Some(&body), WAIT)
+            .await
+            .unwrap();
         assert_eq!(st, 200);
         let bad = tapped_endpoint(&tap.url(), "engine-rogue").await;
         let d = ctx.socket(zmq::DEALER).unwrap();
@@ -469,7 +520,10 @@ fn the_cli_records_until_interrupted_and_its_trace_validates_and_replays() {
     assert_eq!(t.header.recorded_by, format!("mooncake-conformance tap {}", env!("CARGO_PKG_VERSION")));
     assert_eq!(t.header.vllm_version, "0.33.0");
     assert_eq!(t.header.scenario, "a_single_success");
-    assert_eq!(t.header.roles.iter().map(|(c, r)| (c.as_str(), r.as_str())).collect::<Vec<_>>(), [("bootstrap", "bootstrap"), ("prefiller0", "prefiller"), ("decoder0", "decoder")]);
+    assert_eq!(
+        t.header.roles.iter().map(|(c, r)| (c.as_str(), r.as_str())).collect::<Vec<_>>(),
+        [("bootstrap", "bootstrap"), ("prefiller0", "prefiller"), ("decoder0", "decoder")]
+    );
     let v = Command::new(BIN).arg("validate").arg(&out).output().unwrap();
     let vtext = String::from_utf8_lossy(&v.stdout);
     assert_eq!(v.status.code(), Some(0), "{vtext}");

@@ -85,7 +85,8 @@ fn valid(schema: &J, defs: &J, v: &J) -> Result<(), String> {
 
 #[test]
 fn bundled_traces_follow_the_schema() {
-    let schema: J = serde_json::from_str(&std::fs::read_to_string(root().join("schema/trace.schema.json")).unwrap()).unwrap();
+    let schema: J =
+        serde_json::from_str(&std::fs::read_to_string(root().join("schema/trace.schema.json")).unwrap()).unwrap();
     let defs = schema["$defs"].clone();
     let mut lines = 0;
     for f in mooncake_conformance::jsonl::expand(&[root().join("conformance/traces")]).unwrap() {

@@ -11,7 +11,9 @@ use mooncake_conformance::trace::{Event, Trace};
 use mooncake_conformance::validate::sender;
 use mooncake_wire::codec::{Codec, Value};
 use mooncake_wire::msgpack::WireInt;
-use mooncake_wire::typed::pull::{self, DoneRecvingMsg, GetMetaMsg, MooncakeAgentMetadata, RemotePortInfo, Request, Untyped};
+use mooncake_wire::typed::pull::{
+    self, DoneRecvingMsg, GetMetaMsg, MooncakeAgentMetadata, RemotePortInfo, Request, Untyped,
+};
 use serde_json::{json, Map, Value as J};
 
 fn root() -> PathBuf {
@@ -84,8 +86,12 @@ fn done_json(m: &DoneRecvingMsg) -> J {
 fn typed(message: &str, b: &[u8]) -> Result<(J, String), String> {
     let err = |e: mooncake_wire::codec::DecodeError| e.msgspec_message();
     match message {
-        "MooncakeAgentMetadata" => MooncakeAgentMetadata::decode(b).map(|v| (metadata_json(&v), hex::encode(v.encode()))).map_err(err),
-        "RemotePortInfo" => RemotePortInfo::decode(b).map(|v| (port_info_json(&v), hex::encode(v.encode()))).map_err(err),
+        "MooncakeAgentMetadata" => {
+            MooncakeAgentMetadata::decode(b).map(|v| (metadata_json(&v), hex::encode(v.encode()))).map_err(err)
+        }
+        "RemotePortInfo" => {
+            RemotePortInfo::decode(b).map(|v| (port_info_json(&v), hex::encode(v.encode()))).map_err(err)
+        }
         "GetMetaMsg" => GetMetaMsg::decode(b).map(|v| (get_meta_json(&v), hex::encode(v.encode()))).map_err(err),
         "DoneRecvingMsg" => DoneRecvingMsg::decode(b).map(|v| (done_json(&v), hex::encode(v.encode()))).map_err(err),
         m => panic!("no typed struct for {m}"),
@@ -95,7 +101,9 @@ fn typed(message: &str, b: &[u8]) -> Result<(J, String), String> {
 #[test]
 fn typed_pull_structs_agree_with_every_msgspec_vector() {
     let dir = root().join("conformance/vectors/pull").join(pull::REVISION);
-    let table: J = serde_json::from_str(&std::fs::read_to_string(root().join("conformance/vectors/pull/revisions.json")).unwrap()).unwrap();
+    let table: J =
+        serde_json::from_str(&std::fs::read_to_string(root().join("conformance/vectors/pull/revisions.json")).unwrap())
+            .unwrap();
     let rev = table["revisions"].as_array().unwrap().iter().find(|r| r["revision"] == pull::REVISION).unwrap();
     let mut total = 0;
     let mut summary = vec![];
@@ -110,7 +118,8 @@ fn typed_pull_structs_agree_with_every_msgspec_vector() {
             let id = c["id"].as_str().unwrap();
             let got = typed(message, &hex::decode(c["hex"].as_str().unwrap()).unwrap());
             if c["expect"] == "accept" {
-                let (value, canonical) = got.unwrap_or_else(|e| panic!("{message} {id}: msgspec accepts, typed rejects: {e}"));
+                let (value, canonical) =
+                    got.unwrap_or_else(|e| panic!("{message} {id}: msgspec accepts, typed rejects: {e}"));
                 assert_eq!(canonical, c["canonical_hex"].as_str().unwrap(), "{message} {id}: canonical bytes");
                 assert_eq!(value, c["value"], "{message} {id}: decoded value");
                 accepted += 1;
@@ -119,7 +128,11 @@ fn typed_pull_structs_agree_with_every_msgspec_vector() {
                 rejected += 1;
             }
         }
-        assert_eq!((accepted, rejected), (counts["accept"].as_u64().unwrap(), counts["reject"].as_u64().unwrap()), "{message}");
+        assert_eq!(
+            (accepted, rejected),
+            (counts["accept"].as_u64().unwrap(), counts["reject"].as_u64().unwrap()),
+            "{message}"
+        );
         summary.push(format!("{message}: {accepted} accepted, {rejected} rejected"));
         total += accepted + rejected;
     }
@@ -179,7 +192,8 @@ fn typed_pull_structs_decode_every_trace_payload() {
 /// The typed structs are those of one revision: vllm-ascend 0.18.0's metadata (flat address list) is refused, while its control tuples, unchanged in 0.23.0.post1, decode.
 #[test]
 fn older_metadata_is_refused() {
-    let files = mooncake_conformance::jsonl::expand(&[root().join("conformance/traces-pull/vllm-ascend-0.18.0")]).unwrap();
+    let files =
+        mooncake_conformance::jsonl::expand(&[root().join("conformance/traces-pull/vllm-ascend-0.18.0")]).unwrap();
     let t = Trace::load(&files[0]).unwrap();
     let e = decode_trace(&t).unwrap_err();
     // 0.18.0 sends one flat address list where 0.23.0.post1 expects one list per layer.

@@ -31,7 +31,10 @@ fn python_fingerprints(revs: &[&Revision]) -> Vec<J> {
             writeln!(stdin, "{}", serde_json::to_string(r).unwrap()).unwrap();
         }
     }
-    let out: Vec<J> = BufReader::new(child.stdout.take().unwrap()).lines().map(|l| serde_json::from_str(&l.unwrap()).unwrap()).collect();
+    let out: Vec<J> = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
     assert!(child.wait().unwrap().success());
     out
 }
@@ -64,9 +67,14 @@ fn rust_and_msgspec_inspect_agree_on_every_revision() {
 /// are not in the fingerprint), and `spec/README.md` states it.
 #[test]
 fn pull_revisions_agree_with_the_vector_generators_classes() {
-    let out = Command::new(python().unwrap_or_else(|e| panic!("{e}"))).arg(script()).arg("--pull").output().expect("start wire_fingerprint.py");
+    let out = Command::new(python().unwrap_or_else(|e| panic!("{e}")))
+        .arg(script())
+        .arg("--pull")
+        .output()
+        .expect("start wire_fingerprint.py");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let answers: Vec<J> = String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let answers: Vec<J> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let spec = Spec::builtin();
     let revs = &spec.pull().revisions;
     let names = |v: Vec<&str>| v.into_iter().map(String::from).collect::<Vec<_>>();
@@ -75,7 +83,9 @@ fn pull_revisions_agree_with_the_vector_generators_classes() {
         names(revs.iter().map(|r| r.revision.as_str()).collect()),
         "the generator and the spec describe the same pull revisions"
     );
-    let readme = std::fs::read_to_string(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../spec/README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../spec/README.md"))
+            .unwrap();
     for (rev, a) in revs.iter().zip(&answers) {
         let ours = wire_fingerprint(rev).unwrap();
         let doc = to_tagged_json(&wire_document(rev).unwrap());
@@ -86,7 +96,11 @@ fn pull_revisions_agree_with_the_vector_generators_classes() {
             jsonl::first_difference(&doc, &a["document"], "$").unwrap_or_default()
         );
         assert_eq!(ours, a["fingerprint"].as_str().unwrap(), "{}", rev.revision);
-        assert!(readme.contains(&format!("| {} (pull) | `{ours}` |", rev.revision)), "spec/README.md does not list {} = {ours}", rev.revision);
+        assert!(
+            readme.contains(&format!("| {} (pull) | `{ours}` |", rev.revision)),
+            "spec/README.md does not list {} = {ours}",
+            rev.revision
+        );
         println!("{:<28} {ours}", rev.revision);
     }
 }

@@ -29,7 +29,11 @@ pub struct LayoutConfig {
 impl LayoutConfig {
     pub fn check(&self) -> Result<(), String> {
         let n = self.kv_caches_base_addr.len();
-        if self.block_lens.len() != n || self.kv_block_lens.len() != n || self.registered_layer_names.len() != n || self.registered_layer_indices.len() != n {
+        if self.block_lens.len() != n
+            || self.kv_block_lens.len() != n
+            || self.registered_layer_names.len() != n
+            || self.registered_layer_indices.len() != n
+        {
             return Err(format!("layout: kv_caches_base_addr, block_lens, kv_block_lens, registered_layer_names and registered_layer_indices need {n} entries each"));
         }
         if self.num_blocks == 0 || self.block_lens.iter().any(|b| *b == 0) {
@@ -37,7 +41,9 @@ impl LayoutConfig {
         }
         let total: u64 = self.block_lens.iter().map(|b| b.saturating_mul(self.num_blocks)).sum();
         if total > mooncake_wire::limits::MAX_TRANSFER_BYTES as u64 {
-            return Err(format!("layout: {total} bytes of registered memory is more than the reference peer allocates"));
+            return Err(format!(
+                "layout: {total} bytes of registered memory is more than the reference peer allocates"
+            ));
         }
         Ok(())
     }
@@ -118,7 +124,14 @@ fn one() -> i64 {
 }
 
 /// The prefiller's planner for its identity, model and layout.
-pub fn producer(tp_rank: i64, tp_size: i64, pp_size: i64, model: &ModelConfig, layout: &LayoutConfig, profile: &WireProfile) -> Result<Producer, String> {
+pub fn producer(
+    tp_rank: i64,
+    tp_size: i64,
+    pp_size: i64,
+    model: &ModelConfig,
+    layout: &LayoutConfig,
+    profile: &WireProfile,
+) -> Result<Producer, String> {
     producer_with(tp_rank, tp_size, pp_size, model, layout, profile.rules.plan, profile.rules.equal_length.clone())
 }
 
@@ -133,7 +146,8 @@ pub fn producer_with(
     column_check: Option<mooncake_wire::spec::behaviour::EqualLengthFields>,
 ) -> Result<Producer, String> {
     layout.check()?;
-    let groups_seen = layout.registered_group_indices.iter().copied().filter(|g| *g >= 0).max().map(|m| m + 1).unwrap_or(1);
+    let groups_seen =
+        layout.registered_group_indices.iter().copied().filter(|g| *g >= 0).max().map(|m| m + 1).unwrap_or(1);
     let kinds: Vec<GroupKind> = if model.group_kinds.is_empty() {
         vec![GroupKind::Attention; groups_seen as usize]
     } else {
@@ -156,7 +170,11 @@ pub fn producer_with(
             }
         }
     }
-    let spec = if kinds.contains(&GroupKind::Mamba) { LayerSpec::Other } else { LayerSpec::Attention { padded: model.padded_pages, nvfp4: false } };
+    let spec = if kinds.contains(&GroupKind::Mamba) {
+        LayerSpec::Other
+    } else {
+        LayerSpec::Attention { padded: model.padded_pages, nvfp4: false }
+    };
     let layer_specs = reg.registered_layer_names.iter().map(|n| (n.clone(), spec.clone())).collect();
     Ok(Producer {
         config: ProducerConfig {

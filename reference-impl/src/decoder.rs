@@ -44,7 +44,12 @@ impl DecoderPeer {
     }
 
     /// With deliberate faults in the requests it sends (tests of the conformance runner only).
-    pub fn start_with_faults(ctx: &zmq::Context, core: impl DecoderMachine, memory: SharedMemory, faults: Vec<crate::faults::Fault>) -> Result<DecoderPeer, String> {
+    pub fn start_with_faults(
+        ctx: &zmq::Context,
+        core: impl DecoderMachine,
+        memory: SharedMemory,
+        faults: Vec<crate::faults::Fault>,
+    ) -> Result<DecoderPeer, String> {
         let (in_tx, in_rx) = mpsc::unbounded_channel();
         let reactor = Reactor::start(ctx, in_tx)?;
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
@@ -68,7 +73,9 @@ impl DecoderPeer {
         loop {
             let s = self.status().await?;
             let done = ids.iter().all(|id| {
-                s.finished.iter().any(|f| f == id) || s.unsettled.iter().any(|f| f.0 == *id) || (s.failed.iter().any(|f| f.0 == *id) && s.pending_pulls == 0)
+                s.finished.iter().any(|f| f == id)
+                    || s.unsettled.iter().any(|f| f.0 == *id)
+                    || (s.failed.iter().any(|f| f.0 == *id) && s.pending_pulls == 0)
             });
             if done {
                 return Ok(s);
@@ -87,7 +94,13 @@ impl Drop for DecoderPeer {
     }
 }
 
-async fn run(mut core: impl DecoderMachine, reactor: Reactor, mut incoming: mpsc::UnboundedReceiver<Incoming>, mut cmds: mpsc::UnboundedReceiver<Cmd>, faults: Vec<crate::faults::Fault>) {
+async fn run(
+    mut core: impl DecoderMachine,
+    reactor: Reactor,
+    mut incoming: mpsc::UnboundedReceiver<Incoming>,
+    mut cmds: mpsc::UnboundedReceiver<Cmd>,
+    faults: Vec<crate::faults::Fault>,
+) {
     let (q_tx, mut q_rx) = mpsc::unbounded_channel::<(String, Result<BTreeMap<String, EngineTable>, String>)>();
     let mut status = DecoderStatus::default();
     loop {
@@ -99,7 +112,9 @@ async fn run(mut core: impl DecoderMachine, reactor: Reactor, mut incoming: mpsc
                         // vLLM 0.32.0+: 3 attempts, 0.1 s apart.
                         let mut r = Err(String::new());
                         for _ in 0..3 {
-                            r = crate::http::query(&bootstrap_addr, Duration::from_secs(30)).await.and_then(|j| mooncake_wire::proto::decoder::parse_query(&j));
+                            r = crate::http::query(&bootstrap_addr, Duration::from_secs(30))
+                                .await
+                                .and_then(|j| mooncake_wire::proto::decoder::parse_query(&j));
                             if r.is_ok() {
                                 break;
                             }

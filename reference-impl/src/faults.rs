@@ -66,7 +66,15 @@ pub fn apply_to_reply(faults: &[Fault], rid: Vec<u8>, payload: Vec<u8>) -> Vec<V
     let terminal = r.status.is_terminal();
     for f in faults {
         match f {
-            Fault::WrongStatus => r.status = if r.status == Status::FINISH { Status::CONTINUE } else if r.status == Status::CONTINUE { Status::FINISH } else { r.status },
+            Fault::WrongStatus => {
+                r.status = if r.status == Status::FINISH {
+                    Status::CONTINUE
+                } else if r.status == Status::CONTINUE {
+                    Status::FINISH
+                } else {
+                    r.status
+                }
+            }
             Fault::MissingField => r.ok_reqs = None,
             Fault::WrongId => {
                 if let Some(id) = r.ok_reqs.as_mut().and_then(|v| v.first_mut()) {

@@ -34,20 +34,27 @@ struct AppState {
 
 async fn handle(State(st): State<AppState>, method: Method, uri: Uri, body: Bytes) -> Response {
     let path = uri.path().to_string();
-    let parsed: Result<Option<J>, String> = if body.is_empty() {
-        Ok(None)
-    } else {
-        serde_json::from_slice(&body).map(Some).map_err(|e| e.to_string())
-    };
+    let parsed: Result<Option<J>, String> =
+        if body.is_empty() { Ok(None) } else { serde_json::from_slice(&body).map(Some).map_err(|e| e.to_string()) };
     let (status, response, request) = match parsed {
-        Err(e) => (422, serde_json::json!({"detail": [{"type": "json_invalid", "loc": ["body"], "msg": format!("JSON decode error: {e}")}]}), None),
+        Err(e) => (
+            422,
+            serde_json::json!({"detail": [{"type": "json_invalid", "loc": ["body"], "msg": format!("JSON decode error: {e}")}]}),
+            None,
+        ),
         Ok(b) => {
             let r = st.registry.lock().expect("registry").handle(method.as_str(), &path, b.as_ref());
             (r.status, r.body, b)
         }
     };
     tracing::debug!(%method, %path, status, "bootstrap");
-    st.log.lock().expect("log").push(Exchange { method: method.to_string(), path, request, status, response: response.clone() });
+    st.log.lock().expect("log").push(Exchange {
+        method: method.to_string(),
+        path,
+        request,
+        status,
+        response: response.clone(),
+    });
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (code, [("content-type", "application/json")], response.to_string()).into_response()
 }
@@ -101,7 +108,9 @@ fn split_url(url: &str) -> Result<(String, String), String> {
 pub async fn request(method: &str, url: &str, body: Option<&J>, timeout: Duration) -> Result<(u16, Vec<u8>), String> {
     let payload = body.map(|b| b.to_string());
     let content_type = body.map(|_| "application/json");
-    request_raw(method, url, content_type, payload.as_deref().map(str::as_bytes), timeout).await.map(|r| (r.status, r.body))
+    request_raw(method, url, content_type, payload.as_deref().map(str::as_bytes), timeout)
+        .await
+        .map(|r| (r.status, r.body))
 }
 
 /// An HTTP answer as it came: status, `Content-Type` (if any) and body bytes.
@@ -114,7 +123,13 @@ pub struct RawResponse {
 
 /// One HTTP/1.1 request with these exact body bytes (`None`: no body), `Connection: close`. Bounded in time and
 /// size. `url` may carry a query string.
-pub async fn request_raw(method: &str, url: &str, content_type: Option<&str>, body: Option<&[u8]>, timeout: Duration) -> Result<RawResponse, String> {
+pub async fn request_raw(
+    method: &str,
+    url: &str,
+    content_type: Option<&str>,
+    body: Option<&[u8]>,
+    timeout: Duration,
+) -> Result<RawResponse, String> {
     let (hostport, path) = split_url(url)?;
     let io = async {
         let mut s = TcpStream::connect(&hostport).await.map_err(|e| format!("connect {hostport}: {e}"))?;
@@ -130,7 +145,11 @@ pub async fn request_raw(method: &str, url: &str, content_type: Option<&str>, bo
         bytes.extend_from_slice(body.unwrap_or_default());
         s.write_all(&bytes).await.map_err(|e| e.to_string())?;
         let mut resp = Vec::new();
-        (&mut s).take(limits::MAX_HTTP_BODY_BYTES as u64 + 16 * 1024).read_to_end(&mut resp).await.map_err(|e| e.to_string())?;
+        (&mut s)
+            .take(limits::MAX_HTTP_BODY_BYTES as u64 + 16 * 1024)
+            .read_to_end(&mut resp)
+            .await
+            .map_err(|e| e.to_string())?;
         parse_response(&resp)
     };
     tokio::time::timeout(timeout, io).await.map_err(|_| format!("{method} {url}: timed out"))?
@@ -141,17 +160,28 @@ fn parse_response(resp: &[u8]) -> Result<RawResponse, String> {
     let head = std::str::from_utf8(&resp[..end]).map_err(|_| "HTTP headers are not UTF-8")?;
     let status: u16 = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or("bad HTTP status line")?;
     let body = &resp[end + 4..];
-    let header = |name: &str| head.lines().skip(1).find_map(|l| l.split_once(':').filter(|(k, _)| k.trim().eq_ignore_ascii_case(name)).map(|(_, v)| v.trim().to_string()));
+    let header = |name: &str| {
+        head.lines().skip(1).find_map(|l| {
+            l.split_once(':').filter(|(k, _)| k.trim().eq_ignore_ascii_case(name)).map(|(_, v)| v.trim().to_string())
+        })
+    };
     let chunked = header("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
-    Ok(RawResponse { status, content_type: header("content-type"), body: if chunked { dechunk(body)? } else { body.to_vec() } })
+    Ok(RawResponse {
+        status,
+        content_type: header("content-type"),
+        body: if chunked { dechunk(body)? } else { body.to_vec() },
+    })
 }
 
 fn dechunk(mut b: &[u8]) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     loop {
         let nl = b.windows(2).position(|w| w == b"\r\n").ok_or("bad chunk")?;
-        let n = usize::from_str_radix(std::str::from_utf8(&b[..nl]).map_err(|_| "bad chunk size")?.split(';').next().unwrap_or("").trim(), 16)
-            .map_err(|_| "bad chunk size")?;
+        let n = usize::from_str_radix(
+            std::str::from_utf8(&b[..nl]).map_err(|_| "bad chunk size")?.split(';').next().unwrap_or("").trim(),
+            16,
+        )
+        .map_err(|_| "bad chunk size")?;
         b = &b[nl + 2..];
         if n == 0 {
             return Ok(out);

@@ -64,7 +64,9 @@ struct Parallel {
 #[derive(Subcommand, Clone)]
 enum Role {
     /// Run a bootstrap server (`POST /register`, `GET /query`) with the revision's semantics.
-    #[command(after_help = "Exit codes: 0 = stopped; 2 = bad usage or input.\n\nExample:\n  mooncake-peer bootstrap --revision 0.33.0 --bind 127.0.0.1:8998")]
+    #[command(
+        after_help = "Exit codes: 0 = stopped; 2 = bad usage or input.\n\nExample:\n  mooncake-peer bootstrap --revision 0.33.0 --bind 127.0.0.1:8998"
+    )]
     Bootstrap {
         #[command(flatten)]
         common: Common,
@@ -73,7 +75,9 @@ enum Role {
         bind: String,
     },
     /// Run a prefiller worker: bind a ROUTER, register with the bootstrap server, serve pulls.
-    #[command(after_help = "Exit codes: 0 = stopped; 2 = bad usage or input.\n\nExample:\n  mooncake-peer prefiller --engine-id p0 --layout layout.json --bootstrap http://127.0.0.1:8998")]
+    #[command(
+        after_help = "Exit codes: 0 = stopped; 2 = bad usage or input.\n\nExample:\n  mooncake-peer prefiller --engine-id p0 --layout layout.json --bootstrap http://127.0.0.1:8998"
+    )]
     Prefiller {
         #[command(flatten)]
         common: Common,
@@ -99,7 +103,9 @@ enum Role {
         mla: bool,
     },
     /// Run a decoder worker: serve transfer-engine writes into its memory; pull when told on standard input.
-    #[command(after_help = "Exit codes: 0 = stopped; 2 = bad usage or input.\n\nExample:\n  mooncake-peer decoder --layout layout.json --revision 0.33.0")]
+    #[command(
+        after_help = "Exit codes: 0 = stopped; 2 = bad usage or input.\n\nExample:\n  mooncake-peer decoder --layout layout.json --revision 0.33.0"
+    )]
     Decoder {
         #[command(flatten)]
         common: Common,
@@ -113,7 +119,9 @@ enum Role {
         layout_id: Option<u64>,
     },
     /// Speak the testee control protocol only: the role comes with the first `start` command.
-    #[command(after_help = "Exit codes: 0 = stopped on end of input or `stop`.\n\nExample:\n  mooncake-conformance run --testee \"mooncake-peer --log error testee\"")]
+    #[command(
+        after_help = "Exit codes: 0 = stopped on end of input or `stop`.\n\nExample:\n  mooncake-conformance run --testee \"mooncake-peer --log error testee\""
+    )]
     Testee,
 }
 
@@ -124,7 +132,8 @@ fn read_layout(p: &PathBuf) -> Result<J, String> {
 
 /// An odd 63-bit id, as vLLM draws `secrets.randbits(63) | 1`.
 fn random_layout_id() -> u64 {
-    let mut seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
+    let mut seed =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
     seed ^= (std::process::id() as u64) << 32;
     let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -137,7 +146,10 @@ fn revision_name(given: &str) -> Result<String, String> {
     let r = mooncake_wire::spec::Spec::builtin().resolve(given).map_err(|e| format!("--revision {e}"))?;
     let name = r.revision.revision.clone();
     if !mooncake_reference::testee::revisions().contains(&name) {
-        return Err(format!("--revision {given}: the reference peer does not speak {name} (it speaks {})", mooncake_reference::testee::revisions().join(", ")));
+        return Err(format!(
+            "--revision {given}: the reference peer does not speak {name} (it speaks {})",
+            mooncake_reference::testee::revisions().join(", ")
+        ));
     }
     Ok(name)
 }
@@ -146,12 +158,16 @@ fn start_command(role: &Role) -> Result<Option<J>, String> {
     let mut role = role.clone();
     match &mut role {
         Role::Testee => {}
-        Role::Bootstrap { common, .. } | Role::Prefiller { common, .. } | Role::Decoder { common, .. } => common.revision = revision_name(&common.revision)?,
+        Role::Bootstrap { common, .. } | Role::Prefiller { common, .. } | Role::Decoder { common, .. } => {
+            common.revision = revision_name(&common.revision)?
+        }
     }
     let role = &role;
     Ok(Some(match role {
         Role::Testee => return Ok(None),
-        Role::Bootstrap { common, bind } => json!({"cmd": "start", "role": "bootstrap", "revision": common.revision, "config": {"bind": bind}}),
+        Role::Bootstrap { common, bind } => {
+            json!({"cmd": "start", "role": "bootstrap", "revision": common.revision, "config": {"bind": bind}})
+        }
         Role::Prefiller { common, parallel, bind, engine_id, dp_rank, bootstrap, kv_heads, mla } => json!({
             "cmd": "start", "role": "prefiller", "revision": common.revision,
             "config": {

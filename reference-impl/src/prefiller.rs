@@ -4,7 +4,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mooncake_wire::proto::{PrefillerCore, PrefillerEvent, PrefillerMachine, PrefillerStats, SenderPlanner, WireProfile};
+use mooncake_wire::proto::{
+    PrefillerCore, PrefillerEvent, PrefillerMachine, PrefillerStats, SenderPlanner, WireProfile,
+};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot, Notify};
 
@@ -66,7 +68,14 @@ pub struct PrefillerPeer {
 }
 
 impl PrefillerPeer {
-    pub async fn start<P>(ctx: &zmq::Context, cfg: PrefillerConfig, profile: WireProfile, planner: P, memory: SharedMemory, backend: Backend) -> Result<PrefillerPeer, String>
+    pub async fn start<P>(
+        ctx: &zmq::Context,
+        cfg: PrefillerConfig,
+        profile: WireProfile,
+        planner: P,
+        memory: SharedMemory,
+        backend: Backend,
+    ) -> Result<PrefillerPeer, String>
     where
         P: SenderPlanner + Send + 'static,
         P::Prepared: Send,
@@ -77,7 +86,13 @@ impl PrefillerPeer {
     }
 
     /// With any prefiller state machine (the generation-1 one, say).
-    pub async fn start_machine<M: PrefillerMachine>(ctx: &zmq::Context, cfg: PrefillerConfig, mut core: M, memory: SharedMemory, backend: Backend) -> Result<PrefillerPeer, String> {
+    pub async fn start_machine<M: PrefillerMachine>(
+        ctx: &zmq::Context,
+        cfg: PrefillerConfig,
+        mut core: M,
+        memory: SharedMemory,
+        backend: Backend,
+    ) -> Result<PrefillerPeer, String> {
         if let Some(t) = cfg.abort_timeout {
             core.set_abort_timeout(t);
         }
@@ -198,7 +213,11 @@ where
     fn pump(&mut self) -> Vec<Vec<Vec<u8>>> {
         let mut batch = vec![];
         while let Some(t) = self.core.poll_transmit() {
-            let messages = if self.faults.is_empty() || t.delimiter { vec![t.frames()] } else { crate::faults::apply_to_reply(&self.faults, t.peer.0, t.payload) };
+            let messages = if self.faults.is_empty() || t.delimiter {
+                vec![t.frames()]
+            } else {
+                crate::faults::apply_to_reply(&self.faults, t.peer.0, t.payload)
+            };
             for frames in messages {
                 if self.record_wire {
                     record(&mut self.status.wire, (false, frames.clone()));

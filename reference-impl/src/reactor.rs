@@ -52,7 +52,11 @@ impl Reactor {
     }
 
     /// Starts the thread with ROUTER messages going to `handler` instead of `incoming`.
-    pub fn start_with(ctx: &zmq::Context, incoming: tmpsc::UnboundedSender<Incoming>, handler: Option<RouterHandler>) -> Result<Reactor, String> {
+    pub fn start_with(
+        ctx: &zmq::Context,
+        incoming: tmpsc::UnboundedSender<Incoming>,
+        handler: Option<RouterHandler>,
+    ) -> Result<Reactor, String> {
         let wake_addr = format!("inproc://mooncake-reactor-{}", NEXT.fetch_add(1, Ordering::Relaxed));
         let pull = ctx.socket(zmq::PULL).map_err(|e| e.to_string())?;
         pull.bind(&wake_addr).map_err(|e| e.to_string())?;
@@ -130,7 +134,13 @@ fn recv_all(s: &zmq::Socket) -> Option<Vec<Vec<u8>>> {
     }
 }
 
-fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmpsc::UnboundedSender<Incoming>, mut handler: Option<RouterHandler>) {
+fn run(
+    ctx: zmq::Context,
+    wake: zmq::Socket,
+    cmds: mpsc::Receiver<Cmd>,
+    out: tmpsc::UnboundedSender<Incoming>,
+    mut handler: Option<RouterHandler>,
+) {
     let mut router: Option<zmq::Socket> = None;
     let mut dealers: HashMap<u64, zmq::Socket> = HashMap::new();
     loop {
@@ -150,7 +160,11 @@ fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmp
             (
                 items[0].is_readable(),
                 router.is_some() && items[1].is_readable(),
-                ids.iter().enumerate().filter(|(i, _)| items[off + i].is_readable()).map(|(_, id)| *id).collect::<Vec<_>>(),
+                ids.iter()
+                    .enumerate()
+                    .filter(|(i, _)| items[off + i].is_readable())
+                    .map(|(_, id)| *id)
+                    .collect::<Vec<_>>(),
             )
         };
         if wake_ready {
@@ -168,7 +182,10 @@ fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmp
                                 s.set_ipv6(true).map_err(|e| e.to_string())?;
                             }
                             s.bind(&endpoint).map_err(|e| format!("bind {endpoint}: {e}"))?;
-                            let ep = s.get_last_endpoint().map_err(|e| e.to_string())?.map_err(|_| "endpoint is not UTF-8".to_string())?;
+                            let ep = s
+                                .get_last_endpoint()
+                                .map_err(|e| e.to_string())?
+                                .map_err(|_| "endpoint is not UTF-8".to_string())?;
                             Ok((s, ep))
                         })();
                         match r {

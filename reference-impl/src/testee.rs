@@ -151,7 +151,9 @@ fn localhost() -> String {
 fn secs(v: Option<f64>, what: &str) -> Result<Option<Duration>, String> {
     match v {
         None => Ok(None),
-        Some(x) => Duration::try_from_secs_f64(x).map(Some).map_err(|_| format!("{what}: {x} is not a duration in seconds")),
+        Some(x) => {
+            Duration::try_from_secs_f64(x).map(Some).map_err(|_| format!("{what}: {x} is not a duration in seconds"))
+        }
     }
 }
 
@@ -205,7 +207,8 @@ impl Testee {
         match role.as_str() {
             "bootstrap" => {
                 let bind = config.get("bind").and_then(J::as_str).unwrap_or("127.0.0.1:0").to_string();
-                let spec = mooncake_wire::bootstrap::BootstrapSpec::new(rev).ok_or("no bootstrap server in this revision")??;
+                let spec = mooncake_wire::bootstrap::BootstrapSpec::new(rev)
+                    .ok_or("no bootstrap server in this revision")??;
                 let s = BootstrapServer::start(&bind, Registry::new(spec)).await?;
                 let url = s.url();
                 self.role = Some(Role::Bootstrap(s));
@@ -239,12 +242,19 @@ impl Testee {
                 let c: DecoderStart = serde_json::from_value(config).map_err(|e| format!("config: {e}"))?;
                 c.layout.check()?;
                 let memory = Arc::new(Mutex::new(c.layout.memory(false)));
-                let listener = TcpListener::bind((c.hostname.as_str(), 0)).await.map_err(|e| format!("transfer-engine listener: {e}"))?;
+                let listener = TcpListener::bind((c.hostname.as_str(), 0))
+                    .await
+                    .map_err(|e| format!("transfer-engine listener: {e}"))?;
                 let port = listener.local_addr().map_err(|e| e.to_string())?.port();
                 let server = tokio::spawn(serve_tcp(listener, memory.clone()));
                 if rev.generation == 1 {
                     let profile = Gen1Profile::builtin(&revision)?;
-                    let cfg = Gen1DecoderConfig { hostname: c.hostname.clone(), te_port: port as u64, tp_rank: c.tp_rank as u64, kv_caches_base_addr: c.layout.kv_caches_base_addr.clone() };
+                    let cfg = Gen1DecoderConfig {
+                        hostname: c.hostname.clone(),
+                        te_port: port as u64,
+                        tp_rank: c.tp_rank as u64,
+                        kv_caches_base_addr: c.layout.kv_caches_base_addr.clone(),
+                    };
                     let mut core = Gen1Decoder::new(profile, cfg);
                     if let Some(t) = secs(c.recv_timeout_s, "recv_timeout_s")? {
                         core.set_recv_timeout(t);
@@ -317,7 +327,11 @@ impl Testee {
                 Ok(json!({}))
             }
             (Some(Role::Prefiller(p, _)), "ready") => {
-                p.finished(&field::<String>(cmd, "p_req_id")?, &field::<String>(cmd, "transfer_id")?, field(cmd, "blocks")?);
+                p.finished(
+                    &field::<String>(cmd, "p_req_id")?,
+                    &field::<String>(cmd, "transfer_id")?,
+                    field(cmd, "blocks")?,
+                );
                 Ok(json!({}))
             }
             (Some(Role::Prefiller(p, _)), "abort") => {
@@ -379,7 +393,9 @@ impl Testee {
                     let mut w = vec![];
                     for (id, addr, payload) in &s.sent {
                         w.push(wire_entry(false, std::slice::from_ref(payload), Some(addr)));
-                        w.extend(s.received.iter().filter(|(r, _)| r == id).map(|(_, f)| wire_entry(true, f, Some(addr))));
+                        w.extend(
+                            s.received.iter().filter(|(r, _)| r == id).map(|(_, f)| wire_entry(true, f, Some(addr))),
+                        );
                     }
                     a["wire"] = J::Array(w);
                 }

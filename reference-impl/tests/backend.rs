@@ -30,7 +30,8 @@ fn same(dst: &SharedMemory, want: &[u8], what: &str) {
 
 /// Runs the same writes through `backend` into `dst` (reachable as `session`).
 async fn exercise(backend: Backend, session: &str, src: &SharedMemory, dst: &SharedMemory) {
-    let ds = [Descriptor { src: SRC + 10, dst: DST + 1000, len: 300 }, Descriptor { src: SRC + 2000, dst: DST, len: 17 }];
+    let ds =
+        [Descriptor { src: SRC + 10, dst: DST + 1000, len: 300 }, Descriptor { src: SRC + 2000, dst: DST, len: 17 }];
     assert_eq!(backend.write(src, session, &ds).await, 0);
     let mut want = vec![0u8; LEN];
     for d in &ds {
@@ -41,7 +42,8 @@ async fn exercise(backend: Backend, session: &str, src: &SharedMemory, dst: &Sha
     same(dst, &want, "exactly the described bytes, nothing else");
 
     // One descriptor past the end of the registered region: the whole write fails and nothing changes.
-    let bad = [Descriptor { src: SRC, dst: DST + 3000, len: 8 }, Descriptor { src: SRC, dst: DST + LEN as u64 - 4, len: 8 }];
+    let bad =
+        [Descriptor { src: SRC, dst: DST + 3000, len: 8 }, Descriptor { src: SRC, dst: DST + LEN as u64 - 4, len: 8 }];
     assert_eq!(backend.write(src, session, &bad).await, -1);
     same(dst, &want, "unchanged after a failed write");
     // A source range the prefiller did not register.
@@ -58,7 +60,10 @@ async fn the_in_process_fabric_moves_exactly_the_described_bytes() {
     // An unknown session (a decoder that went away) is an error, not a panic.
     fabric.unregister("127.0.0.1:17001");
     let before = dst.lock().unwrap().region(DST).unwrap().to_vec();
-    assert_eq!(Backend::InProcess(fabric).write(&src, "127.0.0.1:17001", &[Descriptor { src: SRC, dst: DST, len: 8 }]).await, -1);
+    assert_eq!(
+        Backend::InProcess(fabric).write(&src, "127.0.0.1:17001", &[Descriptor { src: SRC, dst: DST, len: 8 }]).await,
+        -1
+    );
     assert_eq!(dst.lock().unwrap().region(DST).unwrap(), &before[..]);
 }
 
@@ -71,6 +76,11 @@ async fn the_tcp_backend_moves_exactly_the_described_bytes() {
     exercise(Backend::Tcp, &session, &src, &dst).await;
     server.abort();
     // Nobody listening any more: -1 within the backend's timeout.
-    let r = tokio::time::timeout(std::time::Duration::from_secs(40), Backend::Tcp.write(&src, &session, &[Descriptor { src: SRC, dst: DST, len: 8 }])).await.unwrap();
+    let r = tokio::time::timeout(
+        std::time::Duration::from_secs(40),
+        Backend::Tcp.write(&src, &session, &[Descriptor { src: SRC, dst: DST, len: 8 }]),
+    )
+    .await
+    .unwrap();
     assert_eq!(r, -1);
 }

@@ -39,7 +39,12 @@ struct Setup {
 
 async fn setup(rev: &str, abort_s: f64, layout_id: u64) -> Setup {
     let mut boot = Testee::default();
-    let url = ok(&mut boot, json!({"cmd": "start", "role": "bootstrap", "revision": rev, "config": {"bind": "127.0.0.1:0"}})).await["url"].as_str().unwrap().to_string();
+    let url =
+        ok(&mut boot, json!({"cmd": "start", "role": "bootstrap", "revision": rev, "config": {"bind": "127.0.0.1:0"}}))
+            .await["url"]
+            .as_str()
+            .unwrap()
+            .to_string();
     let mut pre = Testee::default();
     let endpoint = ok(
         &mut pre,
@@ -59,7 +64,9 @@ async fn setup(rev: &str, abort_s: f64, layout_id: u64) -> Setup {
 async fn wait_decoder(dec: &mut Testee, n: usize) -> J {
     for _ in 0..2000 {
         let s = ok(dec, json!({"cmd": "status"})).await;
-        if s["finished"].as_array().unwrap().len() + s["unsettled"].as_array().unwrap().len() >= n && s["pending_pulls"] == 0 {
+        if s["finished"].as_array().unwrap().len() + s["unsettled"].as_array().unwrap().len() >= n
+            && s["pending_pulls"] == 0
+        {
             return s;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -76,18 +83,26 @@ fn pull(d: &str, t: &str, blocks: Vec<u64>, url: &str) -> J {
 async fn check_landed(dec: &mut Testee, expect: &[(u64, u64)]) {
     for layer in 0..2u64 {
         let base = 0x2000_0000 + layer * BLOCK * NBLOCKS;
-        let hex = ok(dec, json!({"cmd": "read_memory", "addr": base, "len": BLOCK * NBLOCKS})).await["hex"].as_str().unwrap().to_string();
+        let hex = ok(dec, json!({"cmd": "read_memory", "addr": base, "len": BLOCK * NBLOCKS})).await["hex"]
+            .as_str()
+            .unwrap()
+            .to_string();
         let mem = hex::decode(hex).unwrap();
         for b in 0..NBLOCKS {
-            let words: Vec<Option<(u64, u64, u64)>> =
-                mem[(b * BLOCK) as usize..((b + 1) * BLOCK) as usize].chunks(8).map(|w| decode_provenance(u64::from_le_bytes(w.try_into().unwrap()))).collect();
+            let words: Vec<Option<(u64, u64, u64)>> = mem[(b * BLOCK) as usize..((b + 1) * BLOCK) as usize]
+                .chunks(8)
+                .map(|w| decode_provenance(u64::from_le_bytes(w.try_into().unwrap())))
+                .collect();
             match expect.iter().find(|(d, _)| *d == b) {
                 Some((_, src)) => {
                     for (k, w) in words.iter().enumerate() {
                         assert_eq!(*w, Some((layer, *src, k as u64 * 8)), "layer {layer} block {b} word {k}");
                     }
                 }
-                None => assert!(mem[(b * BLOCK) as usize..((b + 1) * BLOCK) as usize].iter().all(|x| *x == 0), "layer {layer} block {b} must be untouched"),
+                None => assert!(
+                    mem[(b * BLOCK) as usize..((b + 1) * BLOCK) as usize].iter().all(|x| *x == 0),
+                    "layer {layer} block {b} must be untouched"
+                ),
             }
         }
     }
@@ -153,7 +168,10 @@ async fn misbehaving_clients_cannot_break_the_prefiller() {
     .unwrap();
     assert!(frames_ok && !req_reply);
     let r = MooncakeXferResponse::decode(&garbage_reply).unwrap();
-    assert_eq!((r.status, r.err_msg.as_deref()), (Status::ERROR, Some("MessagePack data is malformed: invalid opcode '\\xc1' (byte 0)")));
+    assert_eq!(
+        (r.status, r.err_msg.as_deref()),
+        (Status::ERROR, Some("MessagePack data is malformed: invalid opcode '\\xc1' (byte 0)"))
+    );
     // An unknown transfer id: FINISH with err_reqs after the abort timeout.
     ok(&mut s.dec, json!({"cmd": "pull", "requests": [pull("d-404", "nope", vec![3], &s.url)]})).await;
     let st = wait_decoder(&mut s.dec, 1).await;
@@ -166,7 +184,10 @@ async fn misbehaving_clients_cannot_break_the_prefiller() {
         let m = MooncakeXferMetadata {
             remote_hostname: "127.0.0.1".into(),
             remote_port: 1u64.into(),
-            req_blocks: vec![("d-gone".into(), mooncake_wire::typed::ReqBlocks { transfer_id: "x-gone".into(), blocks: vec![vec![1u64.into()]] })],
+            req_blocks: vec![(
+                "d-gone".into(),
+                mooncake_wire::typed::ReqBlocks { transfer_id: "x-gone".into(), blocks: vec![vec![1u64.into()]] },
+            )],
             kv_caches_base_addr: vec![0x3000_0000u64.into(), 0x3001_0000u64.into()],
             block_lens: vec![BLOCK.into(); 2],
             kv_block_lens: vec![BLOCK.into(); 2],
@@ -194,7 +215,11 @@ async fn misbehaving_clients_cannot_break_the_prefiller() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prefiller_that_never_answers_fails_the_pull_on_time() {
     let mut boot = Testee::default();
-    let url = ok(&mut boot, json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await["url"].as_str().unwrap().to_string();
+    let url = ok(&mut boot, json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}}))
+        .await["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
     // A ROUTER that registers and then never answers.
     let ctx = zmq::Context::new();
     let router = ctx.socket(zmq::ROUTER).unwrap();
@@ -218,14 +243,21 @@ async fn a_prefiller_that_never_answers_fails_the_pull_on_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn registration_conflicts_are_refused_and_identical_retries_accepted() {
     let mut boot = Testee::default();
-    let url = ok(&mut boot, json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await["url"].as_str().unwrap().to_string();
+    let url = ok(&mut boot, json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}}))
+        .await["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let body = |addr: &str| json!({"engine_id": "e", "dp_rank": 0, "tp_rank": 0, "pp_rank": 0, "addr": addr});
     let t = Duration::from_secs(5);
     mooncake_reference::http::register(&url, &body("tcp://127.0.0.1:1"), t).await.unwrap();
     mooncake_reference::http::register(&url, &body("tcp://127.0.0.1:1"), t).await.unwrap();
     let e = mooncake_reference::http::register(&url, &body("tcp://127.0.0.1:2"), t).await.unwrap_err();
     assert!(e.contains("400") && e.contains("is already registered at tcp://127.0.0.1:1"), "{e}");
-    let (status, _) = mooncake_reference::http::request("POST", &format!("{url}/register"), Some(&json!({"engine_id": 1})), t).await.unwrap();
+    let (status, _) =
+        mooncake_reference::http::request("POST", &format!("{url}/register"), Some(&json!({"engine_id": 1})), t)
+            .await
+            .unwrap();
     assert_eq!(status, 422);
     let (status, body) = mooncake_reference::http::request("GET", &format!("{url}/nope"), None, t).await.unwrap();
     assert_eq!((status, String::from_utf8(body).unwrap()), (404, "{\"detail\":\"Not Found\"}".to_string()));

@@ -263,7 +263,10 @@ impl<'a> Compiler<'a> {
         let min_array_len = fields.iter().take_while(|f| f.default.is_none()).count() + tag.is_some() as usize;
         let tuple = def.kind == StructKind::Tuple;
         Ok(CStruct {
-            meta: Arc::new(StructMeta { name: name.to_string(), field_names: fields.iter().map(|f| f.name.clone()).collect() }),
+            meta: Arc::new(StructMeta {
+                name: name.to_string(),
+                field_names: fields.iter().map(|f| f.name.clone()).collect(),
+            }),
             declared: fields.len() + tag.is_some() as usize,
             omit_defaults: msgspec && o.omit_defaults && !o.array_like,
             array_like: (msgspec && o.array_like) || tuple,

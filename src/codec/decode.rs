@@ -242,7 +242,8 @@ impl<'a, 'p> Decoder<'a, 'p> {
             }
             Obj::Map(n) => {
                 self.enter()?;
-                let mut out: Vec<(Value, Value)> = Vec::with_capacity(n.min(self.r.remaining() / 2).min(limits::MAX_PREALLOC_ELEMENTS));
+                let mut out: Vec<(Value, Value)> =
+                    Vec::with_capacity(n.min(self.r.remaining() / 2).min(limits::MAX_PREALLOC_ELEMENTS));
                 // Earlier keys by their identity under Python equality (hashed: a hostile map of many keys
                 // costs linear time).
                 let mut seen: HashMap<PyKey<'a>, usize> = HashMap::new();
@@ -251,7 +252,10 @@ impl<'a, 'p> Decoder<'a, 'p> {
                     let id = Identity::of(&ko);
                     let k = self.any(ko)?;
                     if matches!(k, Value::List(_) | Value::Dict(_)) {
-                        return Err(self.key_err(K::Expected { expected: "hashable".into(), got: if matches!(k, Value::List(_)) { "array" } else { "object" } }));
+                        return Err(self.key_err(K::Expected {
+                            expected: "hashable".into(),
+                            got: if matches!(k, Value::List(_)) { "array" } else { "object" },
+                        }));
                     }
                     self.path.push(Seg::DictValue);
                     let vo = self.r.read_obj().map_err(|e| self.raw(e))?;
@@ -285,7 +289,8 @@ impl<'a, 'p> Decoder<'a, 'p> {
     }
 
     fn dict(&mut self, n: usize, kty: TyId, vty: TyId) -> Result<Value, DecodeError> {
-        let mut out: Vec<(Value, Value)> = Vec::with_capacity(n.min(self.r.remaining() / 2).min(limits::MAX_PREALLOC_ELEMENTS));
+        let mut out: Vec<(Value, Value)> =
+            Vec::with_capacity(n.min(self.r.remaining() / 2).min(limits::MAX_PREALLOC_ELEMENTS));
         // Every hashable key seen, with its entry's position, for "last value wins, first position stays" (a
         // Python dict). Str keys are held as their bytes in the input (no copy). Small dicts are scanned; the
         // hash index is built once a dict outgrows that.
@@ -298,7 +303,9 @@ impl<'a, 'p> Decoder<'a, 'p> {
                 Ok(k) => k,
                 Err(mut e) => {
                     // Errors about the key itself are reported "at `key` in" the dict's path.
-                    if !matches!(e.kind, K::Truncated | K::InvalidOpcode { .. } | K::InvalidUtf8 | K::TooDeep) && e.path == self.render_path() {
+                    if !matches!(e.kind, K::Truncated | K::InvalidOpcode { .. } | K::InvalidUtf8 | K::TooDeep)
+                        && e.path == self.render_path()
+                    {
                         e.in_key = true;
                         // msgspec names nil `None` for dict keys (and `null` for struct keys).
                     }
@@ -310,7 +317,11 @@ impl<'a, 'p> Decoder<'a, 'p> {
             self.path.pop();
             match Identity::of(&kobj) {
                 Identity::Key(dk) => {
-                    let seen = if keys.len() < SCAN { keys.iter().find(|(k, _)| *k == dk).map(|(_, i)| *i) } else { index.get(&dk).copied() };
+                    let seen = if keys.len() < SCAN {
+                        keys.iter().find(|(k, _)| *k == dk).map(|(_, i)| *i)
+                    } else {
+                        index.get(&dk).copied()
+                    };
                     match seen {
                         Some(i) => out[i].1 = val,
                         None => {

@@ -11,22 +11,41 @@ pub enum DecodeErrorKind {
     /// The input ended inside a value.
     Truncated,
     /// A complete value was followed by more bytes, starting at this offset.
-    Trailing { offset: usize },
+    Trailing {
+        offset: usize,
+    },
     /// The reserved opcode `0xc1`.
-    InvalidOpcode { op: u8, offset: usize },
+    InvalidOpcode {
+        op: u8,
+        offset: usize,
+    },
     /// Nesting deeper than [`limits::MAX_DEPTH`] (msgspec: Python's recursion limit).
     TooDeep,
     InvalidUtf8,
     /// The frame is larger than [`limits::MAX_FRAME_BYTES`] (a limit of ours; msgspec has none).
-    FrameTooLarge { len: usize },
+    FrameTooLarge {
+        len: usize,
+    },
     /// A value of the wrong kind: `expected` is msgspec's type name (`int`, `array | null`, ...).
-    Expected { expected: String, got: &'static str },
+    Expected {
+        expected: String,
+        got: &'static str,
+    },
     /// A tuple of the wrong arity.
-    ArrayLength { expected: usize, got: usize },
+    ArrayLength {
+        expected: usize,
+        got: usize,
+    },
     /// An `array_like` struct with too few elements.
-    ArrayMinLength { min: usize, got: usize },
+    ArrayMinLength {
+        min: usize,
+        got: usize,
+    },
     /// An `array_like` struct with `forbid_unknown_fields` and too many elements.
-    ArrayMaxLength { max: usize, got: usize },
+    ArrayMaxLength {
+        max: usize,
+        got: usize,
+    },
     MissingField(String),
     UnknownField(String),
     InvalidEnum(WireInt),
@@ -66,14 +85,19 @@ impl DecodeError {
         use DecodeErrorKind::*;
         let body = match &self.kind {
             Truncated => return "Input data was truncated".into(),
-            Trailing { offset } => return format!("MessagePack data is malformed: trailing characters (byte {offset})"),
+            Trailing { offset } => {
+                return format!("MessagePack data is malformed: trailing characters (byte {offset})")
+            }
             InvalidOpcode { op, offset } => {
                 return format!("MessagePack data is malformed: invalid opcode '\\x{op:02x}' (byte {offset})")
             }
             TooDeep => return "maximum recursion depth exceeded while deserializing an object".into(),
             InvalidUtf8 => return "Invalid UTF-8 encoded string".into(),
             FrameTooLarge { len } => {
-                return format!("frame of {len} bytes exceeds the limit of {} bytes (limits::MAX_FRAME_BYTES)", limits::MAX_FRAME_BYTES)
+                return format!(
+                    "frame of {len} bytes exceeds the limit of {} bytes (limits::MAX_FRAME_BYTES)",
+                    limits::MAX_FRAME_BYTES
+                )
             }
             Expected { expected, got } => format!("Expected `{expected}`, got `{got}`"),
             ArrayLength { expected, got } => format!("Expected `array` of length {expected}, got {got}"),

@@ -57,7 +57,16 @@ pub fn to_json(v: &Value) -> J {
         // JSON has no NaN or infinities: tagged as in the golden files (`{"$float": "inf"}`).
         Value::Float(x) => Number::from_f64(*x).map(J::Number).unwrap_or_else(|| {
             let mut m = Map::new();
-            m.insert("$float".into(), J::String(if x.is_nan() { "nan".into() } else if *x > 0.0 { "inf".into() } else { "-inf".into() }));
+            m.insert(
+                "$float".into(),
+                J::String(if x.is_nan() {
+                    "nan".into()
+                } else if *x > 0.0 {
+                    "inf".into()
+                } else {
+                    "-inf".into()
+                }),
+            );
             J::Object(m)
         }),
         Value::Str(s) => J::String(s.clone()),
@@ -130,10 +139,16 @@ pub fn from_json(plan: &Plan, ty: TyId, j: &J, path: &str) -> Result<Value, Stri
             Value::Enum(super::value::EnumValue { name: n.clone(), value: *v })
         }
         (Ty::List(elem), J::Array(xs)) => Value::List(
-            xs.iter().enumerate().map(|(i, x)| from_json(plan, *elem, x, &format!("{path}[{i}]"))).collect::<Result<_, _>>()?,
+            xs.iter()
+                .enumerate()
+                .map(|(i, x)| from_json(plan, *elem, x, &format!("{path}[{i}]")))
+                .collect::<Result<_, _>>()?,
         ),
         (Ty::VarTuple(elem), J::Array(xs)) => Value::Tuple(
-            xs.iter().enumerate().map(|(i, x)| from_json(plan, *elem, x, &format!("{path}[{i}]"))).collect::<Result<_, _>>()?,
+            xs.iter()
+                .enumerate()
+                .map(|(i, x)| from_json(plan, *elem, x, &format!("{path}[{i}]")))
+                .collect::<Result<_, _>>()?,
         ),
         (Ty::Any, _) => any_from_json(j),
         (Ty::Tuple(elems), J::Array(xs)) => {

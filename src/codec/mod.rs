@@ -17,11 +17,11 @@ mod encode;
 mod error;
 mod json;
 pub(crate) mod pykey;
-mod value;
 pub mod testgen;
+mod value;
 
-pub use compile::{CField, CStruct, Plan, TagValue, Ty, TyId};
 pub(crate) use compile::rename as rename_field;
+pub use compile::{CField, CStruct, Plan, TagValue, Ty, TyId};
 pub use error::{DecodeError, DecodeErrorKind, EncodeError};
 pub use value::{py_bytes_repr, EnumValue, StructMeta, StructValue, Value};
 
@@ -29,9 +29,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::spec::{Revision, Spec, SpecError, TypeExpr};
-pub use compile::Scope;
 pub(crate) use compile::rename;
 use compile::Compiler;
+pub use compile::Scope;
 
 /// A revision's messages, compiled for decoding and encoding.
 #[derive(Debug)]
@@ -108,7 +108,10 @@ impl Codec {
     }
 
     fn unknown(&self, message: &str) -> DecodeError {
-        let mut e = DecodeError::new(DecodeErrorKind::Expected { expected: format!("a message of {}", self.revision.revision), got: "unknown message" });
+        let mut e = DecodeError::new(DecodeErrorKind::Expected {
+            expected: format!("a message of {}", self.revision.revision),
+            got: "unknown message",
+        });
         e.message = Some(message.to_string());
         e
     }
@@ -129,9 +132,10 @@ impl Codec {
 
     /// Encodes a value of `message` as msgspec would.
     pub fn encode(&self, message: &str, v: &Value) -> Result<Vec<u8>, EncodeError> {
-        let ty = self
-            .message_type(message)
-            .ok_or_else(|| EncodeError { path: "$".into(), msg: format!("{} has no message {message}", self.revision.revision) })?;
+        let ty = self.message_type(message).ok_or_else(|| EncodeError {
+            path: "$".into(),
+            msg: format!("{} has no message {message}", self.revision.revision),
+        })?;
         self.encode_type(ty, v)
     }
 

@@ -69,5 +69,4 @@ mod tests {
         assert_ne!(key(Obj::Str(b"a")), key(Obj::Bin(b"a")));
         assert_eq!(key(Obj::Array(0)), Identity::Other);
     }
-
 }

@@ -70,7 +70,26 @@ pub fn random_int(rng: &mut Rng) -> WireInt {
     }
 }
 
-const CHARS: &[&str] = &["a", "z", "0", "-", "_", ".", " ", "é", "ß", "한", "文", "🚀", "\u{2028}", "\u{feff}", "\u{7f}", "\u{10fffd}", "\"", "\\"];
+const CHARS: &[&str] = &[
+    "a",
+    "z",
+    "0",
+    "-",
+    "_",
+    ".",
+    " ",
+    "é",
+    "ß",
+    "한",
+    "文",
+    "🚀",
+    "\u{2028}",
+    "\u{feff}",
+    "\u{7f}",
+    "\u{10fffd}",
+    "\"",
+    "\\",
+];
 
 pub fn random_str(rng: &mut Rng) -> String {
     let len = match rng.below(10) {
@@ -128,9 +147,13 @@ fn random_value_depth(plan: &Plan, ty: TyId, rng: &mut Rng, size: Size, depth: u
                 random_value_depth(plan, *t, rng, size, depth)
             }
         }
-        Ty::List(t) => Value::List((0..coll_len(rng, small)).map(|_| random_value_depth(plan, *t, rng, small, depth + 1)).collect()),
+        Ty::List(t) => Value::List(
+            (0..coll_len(rng, small)).map(|_| random_value_depth(plan, *t, rng, small, depth + 1)).collect(),
+        ),
         Ty::Tuple(ts) => Value::Tuple(ts.iter().map(|t| random_value_depth(plan, *t, rng, small, depth + 1)).collect()),
-        Ty::VarTuple(t) => Value::Tuple((0..coll_len(rng, small)).map(|_| random_value_depth(plan, *t, rng, small, depth + 1)).collect()),
+        Ty::VarTuple(t) => Value::Tuple(
+            (0..coll_len(rng, small)).map(|_| random_value_depth(plan, *t, rng, small, depth + 1)).collect(),
+        ),
         Ty::Any => random_any(rng, depth),
         Ty::Dict(k, v) => {
             let n = coll_len(rng, small);
@@ -396,23 +419,32 @@ fn nc_value(plan: &Plan, ty: TyId, v: &Value, rng: &mut Rng, w: &mut Writer) {
                     // A duplicate whose first value is valid too (msgspec decodes every occurrence).
                     let first = random_value(plan, ft, rng, Size(1));
                     let n2 = name.clone();
-                    sub(&move |w: &mut Writer, rng: &mut Rng| {
-                        nc_str(w, rng, &n2);
-                        nc_value(plan, ft, &first, rng, w);
-                    }, rng);
+                    sub(
+                        &move |w: &mut Writer, rng: &mut Rng| {
+                            nc_str(w, rng, &n2);
+                            nc_value(plan, ft, &first, rng, w);
+                        },
+                        rng,
+                    );
                 }
-                sub(&move |w: &mut Writer, rng: &mut Rng| {
-                    nc_str(w, rng, &name);
-                    nc_value(plan, ft, &xv, rng, w);
-                }, rng);
+                sub(
+                    &move |w: &mut Writer, rng: &mut Rng| {
+                        nc_str(w, rng, &name);
+                        nc_value(plan, ft, &xv, rng, w);
+                    },
+                    rng,
+                );
             }
             if !forbid(st) {
                 for _ in 0..rng.below(3) {
-                    sub(&|w: &mut Writer, rng: &mut Rng| {
-                        let k = format!("zz_unknown_{}", rng.below(1000));
-                        nc_str(w, rng, &k);
-                        junk(w, rng, 0);
-                    }, rng);
+                    sub(
+                        &|w: &mut Writer, rng: &mut Rng| {
+                            let k = format!("zz_unknown_{}", rng.below(1000));
+                            nc_str(w, rng, &k);
+                            junk(w, rng, 0);
+                        },
+                        rng,
+                    );
                 }
             }
             // Shuffle, but keep each duplicate's two occurrences in order (the later one must win).
@@ -508,7 +540,10 @@ fn stable_fix_duplicates(order: &mut [usize], entries: &[Vec<u8>]) {
 /// or append trailing bytes. Most results are invalid; some stay valid.
 pub fn mutate(bytes: &[u8], rng: &mut Rng) -> Vec<u8> {
     let mut b = bytes.to_vec();
-    const MARKERS: &[u8] = &[0xc0, 0xc1, 0xc2, 0xc3, 0xcc, 0xcd, 0xcf, 0xd3, 0xca, 0xcb, 0xa1, 0xd9, 0xc4, 0x90, 0x91, 0xdc, 0xdd, 0x80, 0x81, 0xde, 0xdf, 0xd4, 0xc7, 0xff, 0x00, 0x7f];
+    const MARKERS: &[u8] = &[
+        0xc0, 0xc1, 0xc2, 0xc3, 0xcc, 0xcd, 0xcf, 0xd3, 0xca, 0xcb, 0xa1, 0xd9, 0xc4, 0x90, 0x91, 0xdc, 0xdd, 0x80,
+        0x81, 0xde, 0xdf, 0xd4, 0xc7, 0xff, 0x00, 0x7f,
+    ];
     for _ in 0..1 + rng.below(2) {
         if b.is_empty() {
             b.push(*rng.pick(MARKERS));

@@ -17,8 +17,14 @@ fn round_trip(message: &str, hex: &str) -> Value {
 #[test]
 fn reference_responses() {
     let v = round_trip("MooncakeXferResponse", "82a673746174757300a76f6b5f7265717391a7642d7265712d31");
-    assert_eq!(v.to_string(), "MooncakeXferResponse(status=FINISH, ok_reqs=[\"d-req-1\"], err_reqs=None, err_msg=None, layout_id=0)");
-    round_trip("MooncakeXferResponse", "83a673746174757300a76f6b5f7265717391a7642d7265712d31a96c61796f75745f6964cf1234567890abcdef");
+    assert_eq!(
+        v.to_string(),
+        "MooncakeXferResponse(status=FINISH, ok_reqs=[\"d-req-1\"], err_reqs=None, err_msg=None, layout_id=0)"
+    );
+    round_trip(
+        "MooncakeXferResponse",
+        "83a673746174757300a76f6b5f7265717391a7642d7265712d31a96c61796f75745f6964cf1234567890abcdef",
+    );
     round_trip("MooncakeXferResponse", "81a673746174757301");
     round_trip("MooncakeXferResponse", "82a673746174757302a76572725f6d7367a4626f6f6d");
     round_trip("MooncakeXferResponse", "82a673746174757303a76572725f6d7367a178");
@@ -45,16 +51,28 @@ fn errors_read_like_msgspec() {
     assert_eq!(err(r, m, "81a673746174757304"), "Invalid enum value 4 - at `$.status`");
     assert_eq!(err("vllm-0.32.0", m, "81a673746174757303"), "Invalid enum value 3 - at `$.status`");
     assert_eq!(err(r, m, "80"), "Object missing required field `status`");
-    assert_eq!(err(r, m, "82a673746174757300a76f6b5f7265717301"), "Expected `array | null`, got `int` - at `$.ok_reqs`");
+    assert_eq!(
+        err(r, m, "82a673746174757300a76f6b5f7265717301"),
+        "Expected `array | null`, got `int` - at `$.ok_reqs`"
+    );
     assert_eq!(err(r, m, "81c0"), "Expected `str`, got `null` - at `key` in `$`");
     assert_eq!(err(r, m, "81a673746174757300c0"), "MessagePack data is malformed: trailing characters (byte 9)");
     assert_eq!(err(r, m, "81a6737461747573c1"), "MessagePack data is malformed: invalid opcode '\\xc1' (byte 8)");
     let md = "MooncakeXferMetadata";
     // req_blocks values are 2-tuples; their second element is per-group lists from 0.20.0 on.
     let base = "85af72656d6f74655f686f73746e616d65a161ab72656d6f74655f706f727401ae72656d6f74655f74705f73697a6501ae72656d6f74655f74705f72616e6b00aa7265715f626c6f636b7381a172";
-    assert_eq!(err("vllm-0.20.0..0.23.0", md, &format!("{base}92a1789101")), "Expected `array`, got `int` - at `$.req_blocks[...][1][0]`");
-    assert_eq!(err("vllm-0.16.0..0.18.1", md, &format!("{base}92a178919101")), "Expected `int`, got `array` - at `$.req_blocks[...][1][0]`");
-    assert_eq!(err(r, md, &format!("{base}93a1789001")), "Expected `array` of length 2, got 3 - at `$.req_blocks[...]`");
+    assert_eq!(
+        err("vllm-0.20.0..0.23.0", md, &format!("{base}92a1789101")),
+        "Expected `array`, got `int` - at `$.req_blocks[...][1][0]`"
+    );
+    assert_eq!(
+        err("vllm-0.16.0..0.18.1", md, &format!("{base}92a178919101")),
+        "Expected `int`, got `array` - at `$.req_blocks[...][1][0]`"
+    );
+    assert_eq!(
+        err(r, md, &format!("{base}93a1789001")),
+        "Expected `array` of length 2, got 3 - at `$.req_blocks[...]`"
+    );
     assert_eq!(err(r, md, "81a1ff01"), "Object missing required field `remote_hostname`");
 }
 
@@ -62,7 +80,8 @@ fn errors_read_like_msgspec() {
 fn duplicate_keys_last_wins_first_position_stays() {
     let c = Codec::builtin("vllm-0.33.0").unwrap();
     // {status: 0, ok_reqs: ["a"], status: 1}
-    let v = c.decode("MooncakeXferResponse", &h("83a673746174757300a76f6b5f726571739161a1a673746174757301")).unwrap_err();
+    let v =
+        c.decode("MooncakeXferResponse", &h("83a673746174757300a76f6b5f726571739161a1a673746174757301")).unwrap_err();
     assert_eq!(v.msgspec_message(), "Expected `str`, got `int` - at `$.ok_reqs[0]`");
     let v = c.decode("MooncakeXferResponse", &h("83a673746174757300a76f6b5f7265717391a161a673746174757301")).unwrap();
     assert_eq!(v.field("status").unwrap().to_string(), "CONTINUE");

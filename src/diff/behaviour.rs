@@ -6,11 +6,19 @@
 use super::model::{Area, Bytes, Change, Effect, Kind, Verdict};
 use super::structs::Peers;
 use crate::spec::behaviour::{
-    EmptyIdLists, HeterogeneousTp, Item, KvHalfSplit, KvLayout, RegionAlignment, ReplicatedProducer, TpBytePlan, UnreportedAfterFinish,
+    EmptyIdLists, HeterogeneousTp, Item, KvHalfSplit, KvLayout, RegionAlignment, ReplicatedProducer, TpBytePlan,
+    UnreportedAfterFinish,
 };
 use crate::spec::{Behaviour, Revision, StructDef, TransportMessage, TypeExpr};
 
-fn row(subject: &str, what: String, peers: &Peers, orn: (Effect, String), nro: (Effect, String), bytes: Bytes) -> Change {
+fn row(
+    subject: &str,
+    what: String,
+    peers: &Peers,
+    orn: (Effect, String),
+    nro: (Effect, String),
+    bytes: Bytes,
+) -> Change {
     Change::new(
         Area::Behaviour,
         Kind::Behaviour,
@@ -63,7 +71,10 @@ const LOCAL: &[(&str, &str)] = &[
     ("need_send", "the delivery count is the prefiller's; an older decoder never sends a PP size above 1"),
     ("empty_write", "whether the prefiller calls its own transfer engine for an empty round"),
     ("region_coalescing", "merged regions move the same bytes in fewer descriptors"),
-    ("destination_stride", "placing blocks by each side's block length needs `block_lens`, whose own row covers the wire"),
+    (
+        "destination_stride",
+        "placing blocks by each side's block length needs `block_lens`, whose own row covers the wire",
+    ),
     ("failure_report", "what the decoder reports to its own scheduler"),
     ("failure_finish", "when the decoder reports a failed request finished, to its own scheduler"),
     ("free_only_success", "what the decoder reports to its own scheduler for a free-only pull"),
@@ -90,15 +101,26 @@ pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
         // `[]` and an absent key both read back when the id lists are `list | None` defaulting to None.
         let nullable = |s: Option<&StructDef>| {
             s.is_some_and(|s| {
-                ["ok_reqs", "err_reqs"].iter().all(|n| s.fields.iter().any(|f| &f.name == n && matches!(f.ty, TypeExpr::Optional(_)) && f.default.as_deref() == Some("None")))
+                ["ok_reqs", "err_reqs"].iter().all(|n| {
+                    s.fields.iter().any(|f| {
+                        &f.name == n && matches!(f.ty, TypeExpr::Optional(_)) && f.default.as_deref() == Some("None")
+                    })
+                })
             })
         };
-        let (orn, nro) = if known(&bo.empty_id_lists) && known(&bn.empty_id_lists) && nullable(resp_old) && nullable(resp_new) {
-            let c = (Effect::Compatible, "`ok_reqs`/`err_reqs` are `list | None`: an empty array and an absent key both decode".to_string());
-            (c.clone(), c)
-        } else {
-            (review("the spec does not say how the decoder treats the other form"), review("the spec does not say how the decoder treats the other form"))
-        };
+        let (orn, nro) =
+            if known(&bo.empty_id_lists) && known(&bn.empty_id_lists) && nullable(resp_old) && nullable(resp_new) {
+                let c = (
+                    Effect::Compatible,
+                    "`ok_reqs`/`err_reqs` are `list | None`: an empty array and an absent key both decode".to_string(),
+                );
+                (c.clone(), c)
+            } else {
+                (
+                    review("the spec does not say how the decoder treats the other form"),
+                    review("the spec does not say how the decoder treats the other form"),
+                )
+            };
         out.push(row(
             "empty_id_lists",
             format!("empty `ok_reqs`/`err_reqs`: `{}` → `{}`", show(&bo.empty_id_lists), show(&bn.empty_id_lists)),
@@ -127,12 +149,23 @@ pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
         let nro = if added.is_empty() {
             (Effect::Compatible, "the new prefiller checks fewer lengths".to_string())
         } else {
-            let never: Vec<String> = added.iter().filter(|f| !req_old.is_some_and(|s| s.fields.iter().any(|x| &x.name == *f))).cloned().collect();
-            let maybe_empty: Vec<String> = added.iter().filter(|f| req_old.is_some_and(|s| s.fields.iter().any(|x| &x.name == *f && !x.required()))).cloned().collect();
+            let never: Vec<String> = added
+                .iter()
+                .filter(|f| !req_old.is_some_and(|s| s.fields.iter().any(|x| &x.name == *f)))
+                .cloned()
+                .collect();
+            let maybe_empty: Vec<String> = added
+                .iter()
+                .filter(|f| req_old.is_some_and(|s| s.fields.iter().any(|x| &x.name == *f && !x.required())))
+                .cloned()
+                .collect();
             if !never.is_empty() {
                 // A field that is also newly required fails decoding first; say so rather than hide the row.
-                let required_now: Vec<String> =
-                    never.iter().filter(|f| req_new.is_some_and(|s| s.fields.iter().any(|x| &x.name == *f && x.required()))).cloned().collect();
+                let required_now: Vec<String> = never
+                    .iter()
+                    .filter(|f| req_new.is_some_and(|s| s.fields.iter().any(|x| &x.name == *f && x.required())))
+                    .cloned()
+                    .collect();
                 (
                     Effect::always(),
                     format!(
@@ -152,7 +185,10 @@ pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
         let orn = if removed.is_empty() {
             (Effect::Compatible, "an old prefiller does not check the added fields' lengths".to_string())
         } else {
-            review(&format!("new senders may send {} with other lengths, which an old prefiller rejects", list(&removed)))
+            review(&format!(
+                "new senders may send {} with other lengths, which an old prefiller rejects",
+                list(&removed)
+            ))
         };
         out.push(row(
             "equal_length_fields",
@@ -168,7 +204,8 @@ pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
     if mos_o != mos_n {
         let added: Vec<String> = mos_n.iter().filter(|f| !mos_o.contains(f)).cloned().collect();
         let removed: Vec<String> = mos_o.iter().filter(|f| !mos_n.contains(f)).cloned().collect();
-        let known_old: Vec<String> = added.iter().filter(|f| req_old.is_some_and(|s| s.fields.iter().any(|x| &x.name == *f))).cloned().collect();
+        let known_old: Vec<String> =
+            added.iter().filter(|f| req_old.is_some_and(|s| s.fields.iter().any(|x| &x.name == *f))).cloned().collect();
         let unknown_old: Vec<String> = added.iter().filter(|f| !known_old.contains(f)).cloned().collect();
         let orn = if known_old.is_empty() {
             (Effect::Compatible, "old receivers do not know these fields: they ignore them".to_string())
@@ -178,15 +215,26 @@ pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
                 format!(
                     "old receivers know {} but not -1 as a sentinel there{}",
                     list(&known_old),
-                    if unknown_old.is_empty() { String::new() } else { format!(" ({} is unknown to them and ignored)", list(&unknown_old)) }
+                    if unknown_old.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({} is unknown to them and ignored)", list(&unknown_old))
+                    }
                 ),
             )
         };
-        let known_new: Vec<String> = removed.iter().filter(|f| req_new.is_some_and(|s| s.fields.iter().any(|x| &x.name == *f))).cloned().collect();
+        let known_new: Vec<String> = removed
+            .iter()
+            .filter(|f| req_new.is_some_and(|s| s.fields.iter().any(|x| &x.name == *f)))
+            .cloned()
+            .collect();
         let nro = if known_new.is_empty() {
             (Effect::Compatible, "old senders never send -1 where new receivers do not expect it".to_string())
         } else {
-            (Effect::when(format!("an old sender sends -1 in {}", list(&known_new))), "new receivers no longer take -1 as a sentinel there".to_string())
+            (
+                Effect::when(format!("an old sender sends -1 in {}", list(&known_new))),
+                "new receivers no longer take -1 as a sentinel there".to_string(),
+            )
         };
         out.push(row(
             "minus_one_sentinels",
@@ -200,15 +248,28 @@ pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
     if value(&bo.pairing_check) != value(&bn.pairing_check) {
         // With equal TP sizes every rank pairs with its own; the rules differ only across TP sizes, where the
         // heterogeneous-TP row decides.
-        let e = (Effect::when("the prefiller and decoder TP sizes differ"), "the ranks a prefiller accepts differ between the two rules only when TP sizes differ".to_string());
-        out.push(row("pairing_check", format!("`{}` → `{}`", show(&bo.pairing_check), show(&bn.pairing_check)), &req_peers, e.clone(), e, Bytes::Same));
+        let e = (
+            Effect::when("the prefiller and decoder TP sizes differ"),
+            "the ranks a prefiller accepts differ between the two rules only when TP sizes differ".to_string(),
+        );
+        out.push(row(
+            "pairing_check",
+            format!("`{}` → `{}`", show(&bo.pairing_check), show(&bn.pairing_check)),
+            &req_peers,
+            e.clone(),
+            e,
+            Bytes::Same,
+        ));
     }
     if value(&bo.heterogeneous_tp) != value(&bn.heterogeneous_tp) {
         let what = format!("heterogeneous TP: `{}` → `{}`", show(&bo.heterogeneous_tp), show(&bn.heterogeneous_tp));
         match (value(&bo.heterogeneous_tp), value(&bn.heterogeneous_tp)) {
             (Some(a), Some(_)) => {
                 let side = if a == HeterogeneousTp::Supported { "new" } else { "old" };
-                let e = (Effect::when("the prefiller and decoder TP sizes differ"), format!("the {side} peer does not support heterogeneous TP"));
+                let e = (
+                    Effect::when("the prefiller and decoder TP sizes differ"),
+                    format!("the {side} peer does not support heterogeneous TP"),
+                );
                 out.push(row("heterogeneous_tp", what, &req_peers, e.clone(), e, Bytes::Same));
             }
             _ => {
@@ -230,14 +291,25 @@ pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
         out.push(row("required_kv_layout", format!("`{a}` → `{b}`"), &req_peers, orn, nro, Bytes::Same));
     }
     if value(&bo.unreported_after_finish) != value(&bn.unreported_after_finish) {
-        let what = format!("requests a FINISH left unreported: `{}` → `{}`", show(&bo.unreported_after_finish), show(&bn.unreported_after_finish));
+        let what = format!(
+            "requests a FINISH left unreported: `{}` → `{}`",
+            show(&bo.unreported_after_finish),
+            show(&bn.unreported_after_finish)
+        );
         let strict = |v: &Option<Item<UnreportedAfterFinish>>| value(v) == Some(UnreportedAfterFinish::Failed);
         let lenient = |v: &Option<Item<UnreportedAfterFinish>>| value(v) == Some(UnreportedAfterFinish::Ignored);
-        let finishes = |who: &str| Effect::when(format!("{who} prefiller's FINISH leaves a request of the message unreported"));
+        let finishes =
+            |who: &str| Effect::when(format!("{who} prefiller's FINISH leaves a request of the message unreported"));
         let (orn, nro) = if lenient(&bo.unreported_after_finish) && strict(&bn.unreported_after_finish) {
-            ((Effect::Compatible, "the old decoder ignores unreported requests".to_string()), (finishes("an old"), "the new decoder fails such a request".to_string()))
+            (
+                (Effect::Compatible, "the old decoder ignores unreported requests".to_string()),
+                (finishes("an old"), "the new decoder fails such a request".to_string()),
+            )
         } else if strict(&bo.unreported_after_finish) && lenient(&bn.unreported_after_finish) {
-            ((finishes("a new"), "the old decoder fails such a request".to_string()), (Effect::Compatible, "the new decoder ignores unreported requests".to_string()))
+            (
+                (finishes("a new"), "the old decoder fails such a request".to_string()),
+                (Effect::Compatible, "the new decoder ignores unreported requests".to_string()),
+            )
         } else {
             (review("recorded for one revision only"), review("recorded for one revision only"))
         };
@@ -248,8 +320,13 @@ pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
         (None, Some(lc)) => {
             // The id the cache is keyed by, echoed in the new answer but unknown to the old one: a decoder can
             // only learn that a prefiller caches layouts from that echo.
-            let echo = lc.cache_key.iter().find(|k| resp_new.is_some_and(|s| s.fields.iter().any(|f| &f.name == *k)) && !resp_old.is_some_and(|s| s.fields.iter().any(|f| &f.name == *k)));
-            let req_id_default = echo.and_then(|k| req_new.and_then(|s| s.fields.iter().find(|f| &f.name == k))).map(|f| f.default_display());
+            let echo = lc.cache_key.iter().find(|k| {
+                resp_new.is_some_and(|s| s.fields.iter().any(|f| &f.name == *k))
+                    && !resp_old.is_some_and(|s| s.fields.iter().any(|f| &f.name == *k))
+            });
+            let req_id_default = echo
+                .and_then(|k| req_new.and_then(|s| s.fields.iter().find(|f| &f.name == k)))
+                .map(|f| f.default_display());
             let resp_name = resp_n.map(|m| m.name.as_str()).unwrap_or("reply");
             let orn = match echo {
                 Some(k) => (
@@ -258,10 +335,14 @@ pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
                 ),
                 None => review("the spec shows no echo by which a decoder learns that the prefiller caches layouts"),
             };
-            let nro = match (echo, req_old.is_some_and(|s| echo.is_some_and(|k| s.fields.iter().any(|f| &f.name == k)))) {
+            let nro = match (echo, req_old.is_some_and(|s| echo.is_some_and(|k| s.fields.iter().any(|f| &f.name == k))))
+            {
                 (Some(k), false) => (
                     Effect::Compatible,
-                    format!("old decoders never send `{k}` (read as its default `{}`) and always carry the layout", req_id_default.unwrap_or_default()),
+                    format!(
+                        "old decoders never send `{k}` (read as its default `{}`) and always carry the layout",
+                        req_id_default.unwrap_or_default()
+                    ),
                 ),
                 _ => review("old decoders may already send the cache key"),
             };
@@ -280,7 +361,10 @@ pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
                 )),
             );
             if let Some(k) = echo {
-                for c in out.iter_mut().filter(|c| c.kind == Kind::EnumValueAdded && c.subject.ends_with(&format!(".{}", lc.miss_status))) {
+                for c in out
+                    .iter_mut()
+                    .filter(|c| c.kind == Kind::EnumValueAdded && c.subject.ends_with(&format!(".{}", lc.miss_status)))
+                {
                     c.notes.push(format!(
                         "a new prefiller sends `{}` only in answer to a layout-less pull, which a new decoder sends only to a prefiller that echoed `{k}`: a mixed pair never sees it",
                         lc.miss_status
@@ -298,73 +382,151 @@ pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
             let changed_only_size = serde_json::to_value(&same).ok() == serde_json::to_value(b).ok();
             if serde_json::to_value(a).ok() != serde_json::to_value(b).ok() {
                 let e = if changed_only_size {
-                    (Effect::Compatible, "the cache size is local to the prefiller; a miss is answered either way".to_string())
+                    (
+                        Effect::Compatible,
+                        "the cache size is local to the prefiller; a miss is answered either way".to_string(),
+                    )
                 } else {
                     review("the cache key, the layout fields or the miss answer changed")
                 };
-                out.push(row("layout_caching", format!("{} → {} peer layouts", a.max_peer_layouts, b.max_peer_layouts), &req_peers, e.clone(), e, Bytes::Same));
+                out.push(row(
+                    "layout_caching",
+                    format!("{} → {} peer layouts", a.max_peer_layouts, b.max_peer_layouts),
+                    &req_peers,
+                    e.clone(),
+                    e,
+                    Bytes::Same,
+                ));
             }
         }
     }
     // Planning rules: what the prefiller copies for a pull.
     if value(&bo.region_alignment) != value(&bn.region_alignment) {
         let partial = |v: Option<RegionAlignment>| {
-            matches!(v, Some(RegionAlignment::ByLayerNamePartialAcrossDecoderPp | RegionAlignment::ByLayerNamePartialAcrossPp))
+            matches!(
+                v,
+                Some(RegionAlignment::ByLayerNamePartialAcrossDecoderPp | RegionAlignment::ByLayerNamePartialAcrossPp)
+            )
         };
         let (o, n) = (value(&bo.region_alignment), value(&bn.region_alignment));
         let e = if partial(o) != partial(n) || (partial(o) && partial(n)) {
-            (Effect::when("the prefiller and decoder PP sizes differ"), "layers one PP stage lacks are skipped by one rule and refused by the other".to_string())
+            (
+                Effect::when("the prefiller and decoder PP sizes differ"),
+                "layers one PP stage lacks are skipped by one rule and refused by the other".to_string(),
+            )
         } else {
-            (Effect::Compatible, "the layout columns each rule needs are checked by the field and equal-length rows".to_string())
+            (
+                Effect::Compatible,
+                "the layout columns each rule needs are checked by the field and equal-length rows".to_string(),
+            )
         };
-        out.push(row("region_alignment", format!("`{}` → `{}`", show(&bo.region_alignment), show(&bn.region_alignment)), &req_peers, e.clone(), e, Bytes::Same));
+        out.push(row(
+            "region_alignment",
+            format!("`{}` → `{}`", show(&bo.region_alignment), show(&bn.region_alignment)),
+            &req_peers,
+            e.clone(),
+            e,
+            Bytes::Same,
+        ));
     }
     if value(&bo.kv_half_split) != value(&bn.kv_half_split) {
         // Where `kv_block_lens` travels, each side states its own (half or whole) block length and the prefiller
         // compares them; before that the prefiller halves both sides by its own rule, moving the same bytes.
         let blocks_first = |v: Option<KvHalfSplit>| v == Some(KvHalfSplit::WhenBlocksFirst);
-        let states_lengths = |s: Option<&StructDef>| s.is_some_and(|s| s.fields.iter().any(|f| f.name == "kv_block_lens"));
+        let states_lengths =
+            |s: Option<&StructDef>| s.is_some_and(|s| s.fields.iter().any(|f| f.name == "kv_block_lens"));
         let e = if blocks_first(value(&bo.kv_half_split)) == blocks_first(value(&bn.kv_half_split)) {
-            (Effect::when("the model is Mamba-hybrid"), "the two rules split differently only for Mamba-hybrid models".to_string())
+            (
+                Effect::when("the model is Mamba-hybrid"),
+                "the two rules split differently only for Mamba-hybrid models".to_string(),
+            )
         } else if states_lengths(req_old) && states_lengths(req_new) {
             (
                 Effect::always(),
                 "one side registers each attention block as K and V halves (`kv_block_lens` half the stride) and the other as a whole: the prefiller answers ERROR \"Mooncake KV region length mismatch ...\"".to_string(),
             )
         } else {
-            (Effect::Compatible, "the prefiller splits both sides by its own rule: the same bytes move, in halves or whole blocks".to_string())
+            (
+                Effect::Compatible,
+                "the prefiller splits both sides by its own rule: the same bytes move, in halves or whole blocks"
+                    .to_string(),
+            )
         };
-        out.push(row("kv_half_split", format!("K/V halves: `{}` → `{}`", show(&bo.kv_half_split), show(&bn.kv_half_split)), &req_peers, e.clone(), e, Bytes::Same));
+        out.push(row(
+            "kv_half_split",
+            format!("K/V halves: `{}` → `{}`", show(&bo.kv_half_split), show(&bn.kv_half_split)),
+            &req_peers,
+            e.clone(),
+            e,
+            Bytes::Same,
+        ));
     }
     if value(&bo.block_groups) != value(&bn.block_groups) {
         let c = (
             Effect::Compatible,
             "a flattening prefiller also copies the request's other groups' blocks into each region; they belong to the same request and are unused by that region's layers".to_string(),
         );
-        out.push(row("block_groups", format!("blocks per region: `{}` → `{}`", show(&bo.block_groups), show(&bn.block_groups)), &req_peers, c.clone(), c, Bytes::Same));
+        out.push(row(
+            "block_groups",
+            format!("blocks per region: `{}` → `{}`", show(&bo.block_groups), show(&bn.block_groups)),
+            &req_peers,
+            c.clone(),
+            c,
+            Bytes::Same,
+        ));
     }
     if value(&bo.tp_byte_plan) != value(&bn.tp_byte_plan) {
         let head = |v: Option<TpBytePlan>| v == Some(TpBytePlan::SenderPlanHeadResharding);
-        let e = if head(value(&bo.tp_byte_plan)) != head(value(&bn.tp_byte_plan)) && value(&bo.tp_byte_plan) != Some(TpBytePlan::WholeBlock) {
-            (Effect::when("one side's TP size exceeds the number of KV heads and the other's does not"), "only one rule re-shards KV heads".to_string())
+        let e = if head(value(&bo.tp_byte_plan)) != head(value(&bn.tp_byte_plan))
+            && value(&bo.tp_byte_plan) != Some(TpBytePlan::WholeBlock)
+        {
+            (
+                Effect::when("one side's TP size exceeds the number of KV heads and the other's does not"),
+                "only one rule re-shards KV heads".to_string(),
+            )
         } else {
-            (Effect::when("the prefiller and decoder TP sizes differ"), "the rules slice blocks differently across TP sizes".to_string())
+            (
+                Effect::when("the prefiller and decoder TP sizes differ"),
+                "the rules slice blocks differently across TP sizes".to_string(),
+            )
         };
-        out.push(row("tp_byte_plan", format!("`{}` → `{}`", show(&bo.tp_byte_plan), show(&bn.tp_byte_plan)), &req_peers, e.clone(), e, Bytes::Same));
+        out.push(row(
+            "tp_byte_plan",
+            format!("`{}` → `{}`", show(&bo.tp_byte_plan), show(&bn.tp_byte_plan)),
+            &req_peers,
+            e.clone(),
+            e,
+            Bytes::Same,
+        ));
     }
     if value(&bo.replicated_producer) != value(&bn.replicated_producer) {
         let e = if value(&bo.replicated_producer) == Some(ReplicatedProducer::NotConsidered) {
-            (Effect::when("the prefiller and decoder TP sizes differ"), "one rule has no notion of a replicated cache".to_string())
+            (
+                Effect::when("the prefiller and decoder TP sizes differ"),
+                "one rule has no notion of a replicated cache".to_string(),
+            )
         } else {
-            (Effect::when("the prefiller's TP size reaches the number of KV heads"), "the rules disagree on whether the prefiller's cache is replicated".to_string())
+            (
+                Effect::when("the prefiller's TP size reaches the number of KV heads"),
+                "the rules disagree on whether the prefiller's cache is replicated".to_string(),
+            )
         };
-        out.push(row("replicated_producer", format!("`{}` → `{}`", show(&bo.replicated_producer), show(&bn.replicated_producer)), &req_peers, e.clone(), e, Bytes::Same));
+        out.push(row(
+            "replicated_producer",
+            format!("`{}` → `{}`", show(&bo.replicated_producer), show(&bn.replicated_producer)),
+            &req_peers,
+            e.clone(),
+            e,
+            Bytes::Same,
+        ));
     }
     for (name, why) in LOCAL {
         let (o, n) = (item_value(bo, name), item_value(bn, name));
         if o != n {
             let c = (Effect::Compatible, why.to_string());
-            let peers = if name.starts_with("failure_") || ["free_only_success", "unknown_ok_id", "decoder_pp_targets", "decoder_addressing"].contains(name) {
+            let peers = if name.starts_with("failure_")
+                || ["free_only_success", "unknown_ok_id", "decoder_pp_targets", "decoder_addressing"].contains(name)
+            {
                 &resp_peers
             } else {
                 &req_peers
@@ -372,7 +534,6 @@ pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
             out.push(row(name, format!("`{}` → `{}`", plain(&o), plain(&n)), peers, c.clone(), c, Bytes::Same));
         }
     }
-
 }
 
 /// An item's value as JSON (`null` when absent).

@@ -4,13 +4,29 @@
 //! have no MessagePack witness. Their types are compared with msgspec's strict rules; pydantic's lax mode also
 //! accepts some other forms (numeric strings for ints), so a type row there may over-report.
 
-use crate::spec::behaviour::DuplicateRegistration;
 use super::model::{Area, Bytes, Change, Effect, Kind, Verdict};
 use super::structs::{diff_struct, Ctx, Peers, Side};
+use crate::spec::behaviour::DuplicateRegistration;
 use crate::spec::{Bootstrap, Revision};
 
-fn row(kind: Kind, subject: String, what: String, peers: &Peers, orn: (Effect, String), nro: (Effect, String), bytes: Bytes) -> Change {
-    Change::new(Area::Bootstrap, kind, subject, what, Verdict::new(orn.0, &peers.old_reads_new, orn.1), Verdict::new(nro.0, &peers.new_reads_old, nro.1), bytes)
+fn row(
+    kind: Kind,
+    subject: String,
+    what: String,
+    peers: &Peers,
+    orn: (Effect, String),
+    nro: (Effect, String),
+    bytes: Bytes,
+) -> Change {
+    Change::new(
+        Area::Bootstrap,
+        kind,
+        subject,
+        what,
+        Verdict::new(orn.0, &peers.old_reads_new, orn.1),
+        Verdict::new(nro.0, &peers.new_reads_old, nro.1),
+        bytes,
+    )
 }
 
 fn client_server() -> Peers {
@@ -61,14 +77,25 @@ pub fn diff_bootstrap(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
     };
     if bo.kind != bn.kind {
         let b = (Effect::always(), "another kind of server".to_string());
-        out.push(row(Kind::BootstrapServer, "bootstrap.kind".into(), format!("`{}` → `{}`", bo.kind, bn.kind), &client_server(), b.clone(), b, Bytes::NotApplicable("different servers".into())));
+        out.push(row(
+            Kind::BootstrapServer,
+            "bootstrap.kind".into(),
+            format!("`{}` → `{}`", bo.kind, bn.kind),
+            &client_server(),
+            b.clone(),
+            b,
+            Bytes::NotApplicable("different servers".into()),
+        ));
     }
     if bo.default_port != bn.default_port || bo.bind != bn.bind {
         let r = (Effect::Review, "only deployments that rely on the default address notice; the router passes the bootstrap address explicitly".to_string());
         out.push(row(
             Kind::BootstrapServer,
             "bootstrap.bind".into(),
-            format!("`{}` (default port {}) → `{}` (default port {})", bo.bind, bo.default_port, bn.bind, bn.default_port),
+            format!(
+                "`{}` (default port {}) → `{}` (default port {})",
+                bo.bind, bo.default_port, bn.bind, bn.default_port
+            ),
             &client_server(),
             r.clone(),
             r,
@@ -81,18 +108,27 @@ pub fn diff_bootstrap(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
         let lenient = |d: DuplicateRegistration| d == DuplicateRegistration::AcceptIdentical;
         let verdict = |server: DuplicateRegistration, client_is_new: bool| -> (Effect, String) {
             if lenient(server) {
-                (Effect::Compatible, "an identical re-registration now succeeds; a different address still answers 400".into())
+                (
+                    Effect::Compatible,
+                    "an identical re-registration now succeeds; a different address still answers 400".into(),
+                )
             } else {
                 (
                     Effect::when("a worker re-registers its slot with the same address"),
-                    format!("the server answers 400 (`reject`) where {} server would answer 200", if client_is_new { "a new" } else { "an old" }),
+                    format!(
+                        "the server answers 400 (`reject`) where {} server would answer 200",
+                        if client_is_new { "a new" } else { "an old" }
+                    ),
                 )
             }
         };
         out.push(row(
             Kind::DuplicateRegistration,
             "bootstrap.duplicate_registration".into(),
-            format!("`POST /register` of a taken slot: `{}` → `{}`", bo.duplicate_registration, bn.duplicate_registration),
+            format!(
+                "`POST /register` of a taken slot: `{}` → `{}`",
+                bo.duplicate_registration, bn.duplicate_registration
+            ),
             &client_server(),
             verdict(bo.duplicate_registration, true),
             verdict(bn.duplicate_registration, false),
@@ -123,15 +159,33 @@ pub fn diff_bootstrap(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
                 format!("`{} {}` removed", ro.method, ro.path),
                 &client_server(),
                 (Effect::Compatible, "new clients do not call it".into()),
-                (Effect::when(format!("an old client calls `{} {}`", ro.method, ro.path)), "the new server answers 404".into()),
+                (
+                    Effect::when(format!("an old client calls `{} {}`", ro.method, ro.path)),
+                    "the new server answers 404".into(),
+                ),
                 Bytes::Same,
             )),
             Some(rn) => {
                 if ro.request != rn.request {
                     let b = (Effect::always(), "the request body is another model".to_string());
-                    out.push(row(Kind::Route, subject.clone(), format!("request body {:?} → {:?}", ro.request, rn.request), &client_server(), b.clone(), b, Bytes::NotApplicable("different bodies".into())));
+                    out.push(row(
+                        Kind::Route,
+                        subject.clone(),
+                        format!("request body {:?} → {:?}", ro.request, rn.request),
+                        &client_server(),
+                        b.clone(),
+                        b,
+                        Bytes::NotApplicable("different bodies".into()),
+                    ));
                 }
-                let show = |r: &crate::spec::RouteResponse| format!("{} {}{}", r.status, r.body.as_deref().unwrap_or(""), r.detail.as_ref().map(|d| format!(" `{d}`")).unwrap_or_default());
+                let show = |r: &crate::spec::RouteResponse| {
+                    format!(
+                        "{} {}{}",
+                        r.status,
+                        r.body.as_deref().unwrap_or(""),
+                        r.detail.as_ref().map(|d| format!(" `{d}`")).unwrap_or_default()
+                    )
+                };
                 let so: Vec<String> = ro.responses.iter().map(show).collect();
                 let sn: Vec<String> = rn.responses.iter().map(show).collect();
                 if so != sn {
@@ -157,7 +211,10 @@ pub fn diff_bootstrap(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
             format!("bootstrap.routes.{} {}", rn.method, rn.path),
             format!("`{} {}` added", rn.method, rn.path),
             &client_server(),
-            (Effect::when(format!("a new client calls `{} {}`", rn.method, rn.path)), "the old server answers 404".into()),
+            (
+                Effect::when(format!("a new client calls `{} {}`", rn.method, rn.path)),
+                "the old server answers 404".into(),
+            ),
             (Effect::Compatible, "old clients do not call it".into()),
             Bytes::Same,
         ));

@@ -17,7 +17,9 @@ fn site<'a>(writer: &'a Revision, reader: &Revision, enum_name: &str) -> Option<
         for f in &s.fields {
             let mut names = vec![];
             f.ty.names(&mut names);
-            let hit = names.iter().any(|n| n == enum_name || writer.aliases.get(n).is_some_and(|a| a.ty.to_string().contains(enum_name)));
+            let hit = names
+                .iter()
+                .any(|n| n == enum_name || writer.aliases.get(n).is_some_and(|a| a.ty.to_string().contains(enum_name)));
             if hit && rs.fields.iter().any(|g| g.name == f.name) {
                 return Some((sname, &f.name));
             }
@@ -27,7 +29,13 @@ fn site<'a>(writer: &'a Revision, reader: &Revision, enum_name: &str) -> Option<
 }
 
 /// Writer values with the enum field holding a common member (plain) and `value` (using).
-fn probe(writer: &Revision, reader: &Revision, enum_name: &str, common: Option<i64>, value: i64) -> Option<(String, Probe)> {
+fn probe(
+    writer: &Revision,
+    reader: &Revision,
+    enum_name: &str,
+    common: Option<i64>,
+    value: i64,
+) -> Option<(String, Probe)> {
     let (sname, field) = site(writer, reader, enum_name)?;
     let s = &writer.structs[sname];
     let f = s.fields.iter().find(|f| f.name == field)?;
@@ -57,15 +65,30 @@ fn peers(old: &Revision, new: &Revision, enum_name: &str) -> Peers {
 
 pub fn diff_enum(name: &str, old: &Revision, eo: &EnumDef, new: &Revision, en: &EnumDef, out: &mut Vec<Change>) {
     let p = peers(old, new, name);
-    let common: Option<i64> = eo.members.iter().find(|m| en.members.iter().any(|n| n.value == m.value && n.name == m.name)).map(|m| m.value);
+    let common: Option<i64> =
+        eo.members.iter().find(|m| en.members.iter().any(|n| n.value == m.value && n.name == m.name)).map(|m| m.value);
     let row = |kind, subject: String, what: String, orn: (Effect, String), nro: (Effect, String), bytes| {
-        Change::new(Area::Enum, kind, subject, what, Verdict::new(orn.0, &p.old_reads_new, orn.1), Verdict::new(nro.0, &p.new_reads_old, nro.1), bytes)
+        Change::new(
+            Area::Enum,
+            kind,
+            subject,
+            what,
+            Verdict::new(orn.0, &p.old_reads_new, orn.1),
+            Verdict::new(nro.0, &p.new_reads_old, nro.1),
+            bytes,
+        )
     };
     // A witness where `writer` sends `value`.
     let wit = |orn: Option<i64>, nro: Option<i64>| -> Option<Witness> {
         let a = orn.map_or_else(|| probe(new, old, name, common, common?), |v| probe(new, old, name, common, v))?;
         let b = nro.map_or_else(|| probe(old, new, name, common, common?), |v| probe(old, new, name, common, v))?;
-        (a.0 == b.0).then(|| Witness { old_struct: a.0.clone(), new_struct: a.0, renames: vec![], old_reads_new: a.1, new_reads_old: b.1 })
+        (a.0 == b.0).then(|| Witness {
+            old_struct: a.0.clone(),
+            new_struct: a.0,
+            renames: vec![],
+            old_reads_new: a.1,
+            new_reads_old: b.1,
+        })
     };
 
     for m in &en.members {
@@ -81,8 +104,14 @@ pub fn diff_enum(name: &str, old: &Revision, eo: &EnumDef, new: &Revision, en: &
                         Kind::EnumValueChanged,
                         subject,
                         format!("`{}` = {} → {}", m.name, o.value, m.value),
-                        (Effect::when(format!("`{}` ({}) is sent", m.name, m.value)), format!("old {}", reads(m.value, eo))),
-                        (Effect::when(format!("`{}` ({}) is sent", o.name, o.value)), format!("new {}", reads(o.value, en))),
+                        (
+                            Effect::when(format!("`{}` ({}) is sent", m.name, m.value)),
+                            format!("old {}", reads(m.value, eo)),
+                        ),
+                        (
+                            Effect::when(format!("`{}` ({}) is sent", o.name, o.value)),
+                            format!("new {}", reads(o.value, en)),
+                        ),
                         Bytes::DifferWhen(format!("messages that carry `{}`", m.name)),
                     )
                     .witness(wit(Some(m.value), Some(o.value))),
@@ -100,35 +129,53 @@ pub fn diff_enum(name: &str, old: &Revision, eo: &EnumDef, new: &Revision, en: &
                         Kind::EnumTerminal,
                         subject,
                         format!("`{}`: {} → {}", m.name, show(o.terminal), show(m.terminal)),
-                        (e.clone(), "the old decoder and the new sender disagree on whether the reply stream ends there".into()),
-                        (e, "the new decoder and the old sender disagree on whether the reply stream ends there".into()),
+                        (
+                            e.clone(),
+                            "the old decoder and the new sender disagree on whether the reply stream ends there".into(),
+                        ),
+                        (
+                            e,
+                            "the new decoder and the old sender disagree on whether the reply stream ends there".into(),
+                        ),
                         Bytes::Same,
                     ));
                 }
             }
-            None => match eo.members.iter().find(|o| o.value == m.value && !en.members.iter().any(|n| n.name == o.name)) {
-                Some(o) => {
-                    let c = (Effect::Compatible, "IntEnum members travel as their values; names are not on the wire".to_string());
-                    out.push(
-                        row(Kind::EnumMemberRenamed, subject, format!("`{}` ({}) renamed to `{}`", o.name, o.value, m.name), c.clone(), c, Bytes::Same)
+            None => {
+                match eo.members.iter().find(|o| o.value == m.value && !en.members.iter().any(|n| n.name == o.name)) {
+                    Some(o) => {
+                        let c = (
+                            Effect::Compatible,
+                            "IntEnum members travel as their values; names are not on the wire".to_string(),
+                        );
+                        out.push(
+                            row(
+                                Kind::EnumMemberRenamed,
+                                subject,
+                                format!("`{}` ({}) renamed to `{}`", o.name, o.value, m.name),
+                                c.clone(),
+                                c,
+                                Bytes::Same,
+                            )
                             .witness(wit(Some(m.value), Some(o.value))),
-                    );
+                        );
+                    }
+                    None => out.push(
+                        row(
+                            Kind::EnumValueAdded,
+                            subject,
+                            format!("added `{}` = {}", m.name, m.value),
+                            (
+                                Effect::when(format!("`{}` ({}) is sent", m.name, m.value)),
+                                format!("{} is not a member of the old enum", m.value),
+                            ),
+                            (Effect::Compatible, "old senders never send it".into()),
+                            Bytes::Same,
+                        )
+                        .witness(wit(Some(m.value), None)),
+                    ),
                 }
-                None => out.push(
-                    row(
-                        Kind::EnumValueAdded,
-                        subject,
-                        format!("added `{}` = {}", m.name, m.value),
-                        (
-                            Effect::when(format!("`{}` ({}) is sent", m.name, m.value)),
-                            format!("{} is not a member of the old enum", m.value),
-                        ),
-                        (Effect::Compatible, "old senders never send it".into()),
-                        Bytes::Same,
-                    )
-                    .witness(wit(Some(m.value), None)),
-                ),
-            },
+            }
         }
     }
     for o in &eo.members {
@@ -142,7 +189,10 @@ pub fn diff_enum(name: &str, old: &Revision, eo: &EnumDef, new: &Revision, en: &
                 format!("{name}.{}", o.name),
                 format!("removed `{}` = {}", o.name, o.value),
                 (Effect::Compatible, "new senders never send it".into()),
-                (Effect::when(format!("`{}` ({}) is sent", o.name, o.value)), format!("{} is not a member of the new enum", o.value)),
+                (
+                    Effect::when(format!("`{}` ({}) is sent", o.name, o.value)),
+                    format!("{} is not a member of the new enum", o.value),
+                ),
                 Bytes::Same,
             )
             .witness(wit(None, Some(o.value))),

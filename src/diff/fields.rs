@@ -31,7 +31,8 @@ pub(super) fn field_only_in(cx: &Ctx, which: Which, idx: usize, map: bool, at_en
     // The revision that has the field writes, the other reads.
     let present_writes: (Effect, String) = if map {
         if forbids(absent.def) {
-            let e = if sent { Effect::always() } else { Effect::when(format!("`{}` is sent (not its default)", f.name)) };
+            let e =
+                if sent { Effect::always() } else { Effect::when(format!("`{}` is sent (not its default)", f.name)) };
             (e, format!("the decoder forbids unknown fields and `{key}` is unknown to it"))
         } else {
             (Effect::Compatible, format!("`{key}` is an unknown key to the decoder: ignored"))
@@ -48,7 +49,10 @@ pub(super) fn field_only_in(cx: &Ctx, which: Which, idx: usize, map: bool, at_en
         if f.required() {
             (Effect::always(), format!("senders without `{}` never send it, and the decoder requires it", f.name))
         } else {
-            (Effect::Compatible, format!("senders without `{}` never send it: the default `{}` is used", f.name, f.default_display()))
+            (
+                Effect::Compatible,
+                format!("senders without `{}` never send it: the default `{}` is used", f.name, f.default_display()),
+            )
         }
     } else {
         (Effect::always(), "array positions of the following fields shift".into())
@@ -77,14 +81,24 @@ pub(super) fn field_only_in(cx: &Ctx, which: Which, idx: usize, map: bool, at_en
     let (kind, what, orn, nro, w) = match which {
         Which::New => (
             Kind::FieldAdded,
-            format!("added {}{}, {}", field_desc(f), if f.required() { ", required" } else { "" }, position(present.def, idx)),
+            format!(
+                "added {}{}, {}",
+                field_desc(f),
+                if f.required() { ", required" } else { "" },
+                position(present.def, idx)
+            ),
             present_writes,
             absent_writes,
             cx.witness(present_probe, absent_probe, vec![]),
         ),
         Which::Old => (
             Kind::FieldRemoved,
-            format!("removed {}{} (was {})", field_desc(f), if f.required() { ", required" } else { "" }, position(present.def, idx)),
+            format!(
+                "removed {}{} (was {})",
+                field_desc(f),
+                if f.required() { ", required" } else { "" },
+                position(present.def, idx)
+            ),
             absent_writes,
             present_writes,
             cx.witness(absent_probe, present_probe, vec![]),
@@ -123,7 +137,13 @@ pub(super) fn field_renamed(cx: &Ctx, a: &FieldDef, b: &FieldDef, map: bool, out
         );
         return;
     }
-    let dir = |writer: &StructDef, wf: &FieldDef, wk: &str, reader: &StructDef, rf: &FieldDef, rk: &str| -> (Effect, String) {
+    let dir = |writer: &StructDef,
+               wf: &FieldDef,
+               wk: &str,
+               reader: &StructDef,
+               rf: &FieldDef,
+               rk: &str|
+     -> (Effect, String) {
         if rf.required() {
             (Effect::always(), format!("the decoder requires `{rk}`, which is now sent as `{wk}`"))
         } else if forbids(reader) && always_written(writer, wf) {
@@ -131,7 +151,10 @@ pub(super) fn field_renamed(cx: &Ctx, a: &FieldDef, b: &FieldDef, map: bool, out
         } else {
             (
                 Effect::when(format!("`{wk}` holds a non-default value")),
-                format!("`{wk}` is an unknown key to the decoder{}, which reads `{rk}` as its default", if forbids(reader) { " (forbidden)" } else { "" }),
+                format!(
+                    "`{wk}` is an unknown key to the decoder{}, which reads `{rk}` as its default",
+                    if forbids(reader) { " (forbidden)" } else { "" }
+                ),
             )
         }
     };
@@ -148,8 +171,10 @@ pub(super) fn field_renamed(cx: &Ctx, a: &FieldDef, b: &FieldDef, map: bool, out
 /// Common fields whose relative order changed (those outside the longest common subsequence).
 pub(super) fn reordered(cx: &Ctx, map: bool, out: &mut Vec<Change>) {
     let (so, sn) = (cx.old.def, cx.new.def);
-    let old_order: Vec<&str> = so.fields.iter().map(|f| f.name.as_str()).filter(|n| sn.fields.iter().any(|f| f.name == *n)).collect();
-    let new_order: Vec<&str> = sn.fields.iter().map(|f| f.name.as_str()).filter(|n| so.fields.iter().any(|f| f.name == *n)).collect();
+    let old_order: Vec<&str> =
+        so.fields.iter().map(|f| f.name.as_str()).filter(|n| sn.fields.iter().any(|f| f.name == *n)).collect();
+    let new_order: Vec<&str> =
+        sn.fields.iter().map(|f| f.name.as_str()).filter(|n| so.fields.iter().any(|f| f.name == *n)).collect();
     if old_order == new_order {
         return;
     }
@@ -174,7 +199,11 @@ pub(super) fn reordered(cx: &Ctx, map: bool, out: &mut Vec<Change>) {
         }
     }
     let moved: Vec<&str> = new_order.iter().copied().filter(|x| !keep.contains(x)).collect();
-    let what = format!("moved {} (order now {})", moved.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "), new_order.join(", "));
+    let what = format!(
+        "moved {} (order now {})",
+        moved.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "),
+        new_order.join(", ")
+    );
     let (go, gn) = (Gen::new(cx.old.rev), Gen::new(cx.new.rev));
     let w = cx.witness(
         Probe::using(obj(gn.baseline(sn)), obj(gn.full(sn))),
@@ -183,10 +212,12 @@ pub(super) fn reordered(cx: &Ctx, map: bool, out: &mut Vec<Change>) {
     );
     let (orn, nro, bytes) = if map {
         let always = |name: &str| {
-            so.fields.iter().any(|f| f.name == name && always_written(so, f)) && sn.fields.iter().any(|f| f.name == name && always_written(sn, f))
+            so.fields.iter().any(|f| f.name == name && always_written(so, f))
+                && sn.fields.iter().any(|f| f.name == name && always_written(sn, f))
         };
         let moved_always = moved.iter().any(|x| always(x));
-        let others_always = new_order.iter().any(|x| !moved.contains(x) && always(x)) || moved.iter().filter(|x| always(x)).count() > 1;
+        let others_always =
+            new_order.iter().any(|x| !moved.contains(x) && always(x)) || moved.iter().filter(|x| always(x)).count() > 1;
         let bytes = if moved_always && others_always {
             Bytes::Differ("the key order of every message changes".into())
         } else {
@@ -211,7 +242,14 @@ fn empty_text(key: &str, container: &str) -> String {
 }
 
 /// The verdict of a type change in one direction, from the writer's point of view.
-fn type_verdict(writer: &StructDef, wf: &FieldDef, key: &str, inc: &Option<Incompat>, wty: &str, rty: &str) -> (Effect, String) {
+fn type_verdict(
+    writer: &StructDef,
+    wf: &FieldDef,
+    key: &str,
+    inc: &Option<Incompat>,
+    wty: &str,
+    rty: &str,
+) -> (Effect, String) {
     match inc {
         None => (Effect::Compatible, format!("every `{wty}` value reads as `{rty}`")),
         Some(i) if i.shape && always_written(writer, wf) => (
@@ -221,8 +259,13 @@ fn type_verdict(writer: &StructDef, wf: &FieldDef, key: &str, inc: &Option<Incom
                 None => format!("a `{wty}` value does not read as `{rty}`"),
             },
         ),
-        Some(i) if i.shape => (Effect::when(format!("`{}` is sent (not its default)", wf.name)), format!("a `{wty}` value does not read as `{rty}`")),
-        Some(i) => (Effect::when(format!("`$.{key}{}` {}", i.at, i.when)), format!("only some `{wty}` values read as `{rty}`")),
+        Some(i) if i.shape => (
+            Effect::when(format!("`{}` is sent (not its default)", wf.name)),
+            format!("a `{wty}` value does not read as `{rty}`"),
+        ),
+        Some(i) => {
+            (Effect::when(format!("`$.{key}{}` {}", i.at, i.when)), format!("only some `{wty}` values read as `{rty}`"))
+        }
     }
 }
 
@@ -272,7 +315,15 @@ pub(super) fn field_type(cx: &Ctx, fo: &FieldDef, fnew: &FieldDef, out: &mut Vec
     let (go, gn) = (Gen::new(cx.old.rev), Gen::new(cx.new.rev));
     let w = cx.witness(type_probe(&gn, cx.new.def, fnew, &orn_i), type_probe(&go, cx.old.def, fo, &nro_i), vec![]);
     let (kind, what) = match arity {
-        Some((a, b)) => (Kind::TupleArity, format!("`{}`: `{to}` → `{tn}` ({} → {} elements)", fo.name, if orn_i.is_some() { b } else { a }, if orn_i.is_some() { a } else { b })),
+        Some((a, b)) => (
+            Kind::TupleArity,
+            format!(
+                "`{}`: `{to}` → `{tn}` ({} → {} elements)",
+                fo.name,
+                if orn_i.is_some() { b } else { a },
+                if orn_i.is_some() { a } else { b }
+            ),
+        ),
         None => (Kind::FieldType, format!("`{}`: `{to}` → `{tn}`", fo.name)),
     };
     out.push(cx.change(kind, &cx.subject(&fo.name), what, orn, nro, bytes).witness(w));
@@ -293,62 +344,124 @@ pub(super) fn field_default(cx: &Ctx, fo: &FieldDef, fnew: &FieldDef, out: &mut 
             }
             let (dd_old, dd_new) = (fo.default_display(), fnew.default_display());
             let orn = if omits(sn) {
-                (Effect::when(format!("`{}` holds the new default `{dd_new}`", fnew.name)), format!("new senders omit it, and old decoders fill in `{dd_old}`"))
+                (
+                    Effect::when(format!("`{}` holds the new default `{dd_new}`", fnew.name)),
+                    format!("new senders omit it, and old decoders fill in `{dd_old}`"),
+                )
             } else {
                 (Effect::Compatible, "new senders write every field".into())
             };
             let nro = if omits(so) {
-                (Effect::when(format!("`{}` holds the old default `{dd_old}`", fo.name)), format!("old senders omit it, and new decoders fill in `{dd_new}`"))
+                (
+                    Effect::when(format!("`{}` holds the old default `{dd_old}`", fo.name)),
+                    format!("old senders omit it, and new decoders fill in `{dd_new}`"),
+                )
             } else {
                 (Effect::Compatible, "old senders write every field".into())
             };
-            let bytes = if omits(so) || omits(sn) { Bytes::DifferWhen(format!("messages where `{key}` holds one of the two defaults")) } else { Bytes::Same };
+            let bytes = if omits(so) || omits(sn) {
+                Bytes::DifferWhen(format!("messages where `{key}` holds one of the two defaults"))
+            } else {
+                Bytes::Same
+            };
             let avoid: Vec<&J> = d_old.iter().chain(d_new.iter()).collect();
             let w = if same_type {
                 let probe = |g: &Gen, s: &StructDef, f: &FieldDef, d: &Option<J>| {
                     let base = g.baseline(s);
-                    Probe::using(with(base.clone(), &f.name, g.typical_not(&f.ty, &avoid)), with(base, &f.name, d.clone().unwrap_or(J::Null)))
+                    Probe::using(
+                        with(base.clone(), &f.name, g.typical_not(&f.ty, &avoid)),
+                        with(base, &f.name, d.clone().unwrap_or(J::Null)),
+                    )
                 };
                 cx.witness(probe(&gn, sn, fnew, &d_new), probe(&go, so, fo, &d_old), vec![])
             } else {
                 None
             };
-            out.push(cx.change(Kind::FieldDefault, &cx.subject(&fo.name), format!("`{}` default `{dd_old}` → `{dd_new}`", fo.name), orn, nro, bytes).witness(w));
+            out.push(
+                cx.change(
+                    Kind::FieldDefault,
+                    &cx.subject(&fo.name),
+                    format!("`{}` default `{dd_old}` → `{dd_new}`", fo.name),
+                    orn,
+                    nro,
+                    bytes,
+                )
+                .witness(w),
+            );
         }
         (true, false) => {
             let dd = fnew.default_display();
             let orn = if omits(sn) {
-                (Effect::when(format!("`{}` holds its new default `{dd}`", fnew.name)), "new senders then omit it, and old decoders require it".to_string())
+                (
+                    Effect::when(format!("`{}` holds its new default `{dd}`", fnew.name)),
+                    "new senders then omit it, and old decoders require it".to_string(),
+                )
             } else {
                 (Effect::Compatible, "new senders write every field".to_string())
             };
             let nro = (Effect::Compatible, "old senders always send it".to_string());
-            let bytes = if omits(sn) { Bytes::DifferWhen(format!("messages where `{key}` holds its new default `{dd}`")) } else { Bytes::Same };
+            let bytes = if omits(sn) {
+                Bytes::DifferWhen(format!("messages where `{key}` holds its new default `{dd}`"))
+            } else {
+                Bytes::Same
+            };
             let avoid: Vec<&J> = d_new.iter().collect();
             let w = same_type.then(|| {
                 let base = gn.baseline(sn);
-                let orn_p = Probe::using(with(base.clone(), &fnew.name, gn.typical_not(&fnew.ty, &avoid)), with(base, &fnew.name, d_new.clone().unwrap_or(J::Null)));
+                let orn_p = Probe::using(
+                    with(base.clone(), &fnew.name, gn.typical_not(&fnew.ty, &avoid)),
+                    with(base, &fnew.name, d_new.clone().unwrap_or(J::Null)),
+                );
                 cx.witness(orn_p, Probe::plain(obj(go.baseline(so))), vec![])
             });
-            out.push(cx.change(Kind::FieldRequired, &cx.subject(&fo.name), format!("`{}` required → default `{dd}`", fo.name), orn, nro, bytes).witness(w.flatten()));
+            out.push(
+                cx.change(
+                    Kind::FieldRequired,
+                    &cx.subject(&fo.name),
+                    format!("`{}` required → default `{dd}`", fo.name),
+                    orn,
+                    nro,
+                    bytes,
+                )
+                .witness(w.flatten()),
+            );
         }
         (false, true) => {
             let dd = fo.default_display();
             let orn = (Effect::Compatible, "new senders always send it".to_string());
             let nro = if omits(so) {
-                (Effect::when(format!("`{}` holds its old default `{dd}`", fo.name)), "old senders then omit it, and new decoders require it".to_string())
+                (
+                    Effect::when(format!("`{}` holds its old default `{dd}`", fo.name)),
+                    "old senders then omit it, and new decoders require it".to_string(),
+                )
             } else {
                 (Effect::Compatible, "old senders write every field".to_string())
             };
-            let bytes = if omits(so) { Bytes::DifferWhen(format!("messages where `{key}` holds its old default `{dd}`")) } else { Bytes::Same };
+            let bytes = if omits(so) {
+                Bytes::DifferWhen(format!("messages where `{key}` holds its old default `{dd}`"))
+            } else {
+                Bytes::Same
+            };
             let avoid: Vec<&J> = d_old.iter().collect();
             let w = same_type.then(|| {
                 let base = go.baseline(so);
-                let nro_p = Probe::using(with(base.clone(), &fo.name, go.typical_not(&fo.ty, &avoid)), with(base, &fo.name, d_old.clone().unwrap_or(J::Null)));
+                let nro_p = Probe::using(
+                    with(base.clone(), &fo.name, go.typical_not(&fo.ty, &avoid)),
+                    with(base, &fo.name, d_old.clone().unwrap_or(J::Null)),
+                );
                 cx.witness(Probe::plain(obj(gn.baseline(sn))), nro_p, vec![])
             });
-            out.push(cx.change(Kind::FieldRequired, &cx.subject(&fo.name), format!("`{}` default `{dd}` → required", fo.name), orn, nro, bytes).witness(w.flatten()));
+            out.push(
+                cx.change(
+                    Kind::FieldRequired,
+                    &cx.subject(&fo.name),
+                    format!("`{}` default `{dd}` → required", fo.name),
+                    orn,
+                    nro,
+                    bytes,
+                )
+                .witness(w.flatten()),
+            );
         }
     }
 }
-

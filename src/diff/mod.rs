@@ -57,7 +57,10 @@ pub fn diff(old: &Arc<Revision>, new: &Arc<Revision>) -> Report {
     let mut notes: Vec<String> = vec![];
 
     if old.generation != new.generation {
-        let why = format!("generation {} and generation {} peers share no socket pattern, message or rendezvous (rows below)", old.generation, new.generation);
+        let why = format!(
+            "generation {} and generation {} peers share no socket pattern, message or rendezvous (rows below)",
+            old.generation, new.generation
+        );
         changes.push(Change::new(
             Area::Generation,
             Kind::Generation,
@@ -88,8 +91,14 @@ pub fn diff(old: &Arc<Revision>, new: &Arc<Revision>) -> Report {
         }
         let dir = |w: Typed, r: Typed| match incompat(w, r) {
             None => (Effect::Compatible, "every value reads as the other type".to_string()),
-            Some(i) if i.shape => (Effect::always(), "values do not read as the other type (the field rows say when they are sent)".into()),
-            Some(i) => (Effect::when(format!("a `{name}`{} {}", i.at, i.when)), "only some values read as the other type".into()),
+            Some(i) if i.shape => (
+                Effect::always(),
+                "values do not read as the other type (the field rows say when they are sent)".into(),
+            ),
+            Some(i) => (
+                Effect::when(format!("a `{name}`{} {}", i.at, i.when)),
+                "only some values read as the other type".into(),
+            ),
         };
         let orn = dir(Typed { rev: new, ty: &an.ty }, Typed { rev: old, ty: &ao.ty });
         let nro = dir(Typed { rev: old, ty: &ao.ty }, Typed { rev: new, ty: &an.ty });
@@ -114,7 +123,10 @@ pub fn diff(old: &Arc<Revision>, new: &Arc<Revision>) -> Report {
     if old.generation == new.generation {
         behaviour::diff_behaviour(old, new, &mut changes);
     } else {
-        notes.push("Behaviour is not compared across generations: no message of one generation reaches the other's logic.".into());
+        notes.push(
+            "Behaviour is not compared across generations: no message of one generation reaches the other's logic."
+                .into(),
+        );
     }
     if new.base.as_deref() == Some(old.revision.as_str()) {
         attach_why(new, &mut changes);
@@ -126,12 +138,16 @@ pub fn diff(old: &Arc<Revision>, new: &Arc<Revision>) -> Report {
                 witness::confirm(&co, &cn, c, skip);
             }
         }
-        (a, b) => notes.push(format!("witnesses not run: {}", [a.err(), b.err()].into_iter().flatten().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))),
+        (a, b) => notes.push(format!(
+            "witnesses not run: {}",
+            [a.err(), b.err()].into_iter().flatten().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")
+        )),
     }
     for (name, s) in &new.structs {
         let tagged = s.options.tag.as_ref().is_some_and(|t| !matches!(t, crate::spec::Tag::Bool(false)));
         let declared = s.fields.len() + tagged as usize;
-        if s.kind == StructKind::MsgspecStruct && !s.options.array_like && declared == 15 && new.message(name).is_some() {
+        if s.kind == StructKind::MsgspecStruct && !s.options.array_like && declared == 15 && new.message(name).is_some()
+        {
             notes.push(format!(
                 "`{name}` declares 15 map entries: one more and msgspec writes every {name} header as map16 (`de 00 NN`) instead of fixmap (`8N`)."
             ));
@@ -177,7 +193,8 @@ fn edit_subject(e: &crate::spec::Edit) -> String {
             at = format!("{at}.{n}");
         }
     }
-    let at = at.strip_prefix("structs.").or_else(|| at.strip_prefix("enums.")).map(str::to_string).unwrap_or(at.clone());
+    let at =
+        at.strip_prefix("structs.").or_else(|| at.strip_prefix("enums.")).map(str::to_string).unwrap_or(at.clone());
     at.replace(".fields.", ".").replace(".members.", ".").replace("kv_transfer_params.keys.", "kv_transfer_params.")
 }
 
@@ -186,7 +203,9 @@ fn attach_why(new: &Revision, changes: &mut [Change]) {
     for e in &new.edits {
         let Some(why) = &e.why else { continue };
         let target = edit_subject(e);
-        if let Some(c) = changes.iter_mut().find(|c| target == c.subject || target.starts_with(&format!("{}.", c.subject))) {
+        if let Some(c) =
+            changes.iter_mut().find(|c| target == c.subject || target.starts_with(&format!("{}.", c.subject)))
+        {
             c.notes.push(format!("spec: {why}"));
         }
     }

@@ -238,7 +238,15 @@ pub struct Change {
 }
 
 impl Change {
-    pub fn new(area: Area, kind: Kind, subject: impl Into<String>, what: impl Into<String>, old_reads_new: Verdict, new_reads_old: Verdict, bytes: Bytes) -> Change {
+    pub fn new(
+        area: Area,
+        kind: Kind,
+        subject: impl Into<String>,
+        what: impl Into<String>,
+        old_reads_new: Verdict,
+        new_reads_old: Verdict,
+        bytes: Bytes,
+    ) -> Change {
         Change {
             area,
             kind,

@@ -8,8 +8,24 @@ use super::model::{Area, Bytes, Change, Effect, Kind, Verdict};
 use super::types::{incompat, Typed};
 use crate::spec::Revision;
 
-fn row(area: Area, kind: Kind, subject: String, what: String, peers: (&str, &str), orn: (Effect, String), nro: (Effect, String)) -> Change {
-    Change::new(area, kind, subject, what, Verdict::new(orn.0, peers.0, orn.1), Verdict::new(nro.0, peers.1, nro.1), Bytes::Same)
+fn row(
+    area: Area,
+    kind: Kind,
+    subject: String,
+    what: String,
+    peers: (&str, &str),
+    orn: (Effect, String),
+    nro: (Effect, String),
+) -> Change {
+    Change::new(
+        area,
+        kind,
+        subject,
+        what,
+        Verdict::new(orn.0, peers.0, orn.1),
+        Verdict::new(nro.0, peers.1, nro.1),
+        Bytes::Same,
+    )
 }
 
 const ROUTER: (&str, &str) = ("params for new connectors → old connector", "params for old connectors → new connector");

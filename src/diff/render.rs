@@ -56,7 +56,11 @@ fn verdict(v: &Verdict) -> String {
         Effect::Breaks { except: Some(e) } => format!("**breaks** (except when {e})"),
         Effect::Review => "review".to_string(),
     };
-    let mut s = if v.peers.is_empty() { format!("{head}: {}", v.reason) } else { format!("{head} — {}: {}", v.peers, v.reason) };
+    let mut s = if v.peers.is_empty() {
+        format!("{head}: {}", v.reason)
+    } else {
+        format!("{head} — {}: {}", v.peers, v.reason)
+    };
     if let Some(e) = &v.example {
         let _ = write!(s, "; msgspec: {}", code(e));
     }
@@ -95,7 +99,8 @@ pub fn markdown(r: &Report) -> String {
         }
         o.push('\n');
     }
-    let row_notes: Vec<(usize, &String)> = r.changes.iter().enumerate().flat_map(|(i, c)| c.notes.iter().map(move |n| (i + 1, n))).collect();
+    let row_notes: Vec<(usize, &String)> =
+        r.changes.iter().enumerate().flat_map(|(i, c)| c.notes.iter().map(move |n| (i + 1, n))).collect();
     if !row_notes.is_empty() || !r.notes.is_empty() {
         o.push_str("Notes:\n\n");
         for (i, n) in row_notes {
@@ -106,9 +111,19 @@ pub fn markdown(r: &Report) -> String {
         }
         o.push('\n');
     }
-    let unconfirmed: Vec<String> = r.changes.iter().enumerate().filter(|(_, c)| c.confirmed == Some(false)).map(|(i, _)| (i + 1).to_string()).collect();
+    let unconfirmed: Vec<String> = r
+        .changes
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.confirmed == Some(false))
+        .map(|(i, _)| (i + 1).to_string())
+        .collect();
     if !unconfirmed.is_empty() {
-        let _ = writeln!(o, "**Warning: the witness messages of rows {} do not behave as their verdicts say.**\n", unconfirmed.join(", "));
+        let _ = writeln!(
+            o,
+            "**Warning: the witness messages of rows {} do not behave as their verdicts say.**\n",
+            unconfirmed.join(", ")
+        );
     }
     let confirmed = r.changes.iter().filter(|c| c.confirmed == Some(true)).count();
     let _ = writeln!(

@@ -15,8 +15,8 @@
 use serde_json::{Map, Value as J};
 
 use super::model::{Area, Bytes, Change, Effect, Kind, Probe, Verdict, Witness};
-use super::{fields, options};
 use super::types::{default_json, resolve, Gen};
+use super::{fields, options};
 use crate::spec::{FieldDef, Revision, StructDef, StructKind, Tag};
 
 /// One revision's definition of a struct.
@@ -87,7 +87,9 @@ pub(super) fn tag(name: &str, s: &StructDef) -> Option<(String, String)> {
 /// The MessagePack key of a field.
 pub(super) fn wire_name(s: &StructDef, f: &FieldDef) -> String {
     match (&s.kind, s.options.rename.as_deref()) {
-        (StructKind::MsgspecStruct, Some(mode)) => crate::codec::rename(&f.name, mode).unwrap_or_else(|_| f.name.clone()),
+        (StructKind::MsgspecStruct, Some(mode)) => {
+            crate::codec::rename(&f.name, mode).unwrap_or_else(|_| f.name.clone())
+        }
         _ => f.name.clone(),
     }
 }
@@ -127,7 +129,15 @@ pub(super) fn trailing(s: &StructDef, i: usize, only: &[&str]) -> bool {
 }
 
 impl Ctx<'_> {
-    pub(super) fn change(&self, kind: Kind, subject: &str, what: String, orn: (Effect, String), nro: (Effect, String), bytes: Bytes) -> Change {
+    pub(super) fn change(
+        &self,
+        kind: Kind,
+        subject: &str,
+        what: String,
+        orn: (Effect, String),
+        nro: (Effect, String),
+        bytes: Bytes,
+    ) -> Change {
         Change::new(
             self.area,
             kind,
@@ -139,7 +149,12 @@ impl Ctx<'_> {
         )
     }
 
-    pub(super) fn witness(&self, orn: Probe, nro: Probe, renames: Vec<(String, String)>) -> Option<super::model::Witness> {
+    pub(super) fn witness(
+        &self,
+        orn: Probe,
+        nro: Probe,
+        renames: Vec<(String, String)>,
+    ) -> Option<super::model::Witness> {
         self.witnesses.then(|| Witness {
             old_struct: self.old.name.to_string(),
             new_struct: self.new.name.to_string(),
@@ -164,7 +179,10 @@ pub fn diff_struct(cx: &Ctx, out: &mut Vec<Change>) {
             Kind::StructKind,
             &cx.prefix,
             format!("{:?} → {:?}", so.kind, sn.kind),
-            (Effect::Compatible, "both encode as a map of field names; the option rows below say what else changes".into()),
+            (
+                Effect::Compatible,
+                "both encode as a map of field names; the option rows below say what else changes".into(),
+            ),
             (Effect::Compatible, "both encode as a map of field names".into()),
             Bytes::Same,
         ));
@@ -189,8 +207,10 @@ pub fn diff_struct(cx: &Ctx, out: &mut Vec<Change>) {
 
     // Match fields by name; a removed and an added field at the same index with the same type and default are
     // a rename.
-    let added: Vec<usize> = (0..sn.fields.len()).filter(|&i| !so.fields.iter().any(|f| f.name == sn.fields[i].name)).collect();
-    let removed: Vec<usize> = (0..so.fields.len()).filter(|&i| !sn.fields.iter().any(|f| f.name == so.fields[i].name)).collect();
+    let added: Vec<usize> =
+        (0..sn.fields.len()).filter(|&i| !so.fields.iter().any(|f| f.name == sn.fields[i].name)).collect();
+    let removed: Vec<usize> =
+        (0..so.fields.len()).filter(|&i| !sn.fields.iter().any(|f| f.name == so.fields[i].name)).collect();
     let mut renames: Vec<(usize, usize)> = vec![];
     for &i in &removed {
         let (a, b) = (&so.fields[i], sn.fields.get(i));
@@ -238,7 +258,12 @@ pub fn aggregate(rows: &[Change], prefix: &str, dir: impl Fn(&Change) -> &Verdic
         None => (Effect::Compatible, "the two structs declare the same fields".into()),
         Some(c) => {
             let v = dir(c);
-            let what = c.subject.strip_prefix(prefix).and_then(|s| s.strip_prefix('.')).map(|f| format!("`{f}`")).unwrap_or_else(|| c.subject.clone());
+            let what = c
+                .subject
+                .strip_prefix(prefix)
+                .and_then(|s| s.strip_prefix('.'))
+                .map(|f| format!("`{f}`"))
+                .unwrap_or_else(|| c.subject.clone());
             (v.effect.clone(), format!("{what} ({}): {}", c.kind.label(), v.reason))
         }
     }

@@ -9,7 +9,10 @@ fn pair(a: &str, b: &str) -> Report {
 }
 
 fn row<'a>(r: &'a Report, subject: &str) -> &'a Change {
-    r.changes.iter().find(|c| c.subject == subject).unwrap_or_else(|| panic!("no row {subject} in {}", render::markdown(r)))
+    r.changes
+        .iter()
+        .find(|c| c.subject == subject)
+        .unwrap_or_else(|| panic!("no row {subject} in {}", render::markdown(r)))
 }
 
 #[test]
@@ -51,14 +54,26 @@ const KNOWN: &[(&str, &str, Expect)] = &[
         &[("MooncakeXferMetadata.kv_block_lens", '-', 'B'), ("behaviour.equal_length_fields", '-', 'B')],
     ),
     ("vllm-0.25.0..0.25.1", "vllm-0.26.0..0.28.0", &[("behaviour.kv_half_split", 'B', 'B')]),
-    ("vllm-0.26.0..0.28.0", "vllm-0.29.0", &[("behaviour.required_kv_layout", 'B', 'B'), ("behaviour.kv_half_split", 'S', 'S')]),
+    (
+        "vllm-0.26.0..0.28.0",
+        "vllm-0.29.0",
+        &[("behaviour.required_kv_layout", 'B', 'B'), ("behaviour.kv_half_split", 'S', 'S')],
+    ),
     (
         "vllm-0.29.0",
         "vllm-0.30.0",
-        &[("behaviour.region_alignment", 'S', 'S'), ("behaviour.tp_byte_plan", 'S', 'S'), ("behaviour.replicated_producer", 'S', 'S')],
+        &[
+            ("behaviour.region_alignment", 'S', 'S'),
+            ("behaviour.tp_byte_plan", 'S', 'S'),
+            ("behaviour.replicated_producer", 'S', 'S'),
+        ],
     ),
     ("vllm-0.30.0", "vllm-0.31.0", &[("bootstrap.duplicate_registration", 'S', '-')]),
-    ("vllm-0.31.0", "vllm-0.32.0", &[("behaviour.minus_one_sentinels", 'S', '-'), ("behaviour.region_alignment", 'S', 'S')]),
+    (
+        "vllm-0.31.0",
+        "vllm-0.32.0",
+        &[("behaviour.minus_one_sentinels", 'S', '-'), ("behaviour.region_alignment", 'S', 'S')],
+    ),
     (
         "vllm-0.32.0",
         "vllm-0.33.0",
@@ -77,7 +92,11 @@ fn letter(e: &Effect) -> char {
 #[test]
 fn known_breaks_and_nothing_else() {
     let push = Spec::builtin().push();
-    assert_eq!(KNOWN.len() + 1, push.revisions.len() - 1, "every consecutive pair after the generation change is listed");
+    assert_eq!(
+        KNOWN.len() + 1,
+        push.revisions.len() - 1,
+        "every consecutive pair after the generation change is listed"
+    );
     for (a, b, expect) in KNOWN {
         let r = pair(a, b);
         let got: Vec<(String, char, char)> = r
@@ -112,7 +131,10 @@ fn known_breaks_quote_msgspec() {
     assert!(c.witness.as_ref().unwrap().old_reads_new.exception.is_some());
 
     let r = pair("vllm-0.24.0", "vllm-0.25.0..0.25.1");
-    assert_eq!(row(&r, "MooncakeXferMetadata.kv_block_lens").new_reads_old.example.as_deref(), Some("Object missing required field `kv_block_lens`"));
+    assert_eq!(
+        row(&r, "MooncakeXferMetadata.kv_block_lens").new_reads_old.example.as_deref(),
+        Some("Object missing required field `kv_block_lens`")
+    );
 
     let r = pair("vllm-0.32.0", "vllm-0.33.0");
     let c = row(&r, "MooncakeXferResponseStatus.LAYOUT_MISS");
@@ -126,9 +148,22 @@ fn known_breaks_quote_msgspec() {
 fn generation_change_breaks_everything() {
     let r = pair("vllm-0.13.0..0.15.1", "vllm-0.16.0..0.18.1");
     let g = row(&r, "generation");
-    assert!(matches!(g.old_reads_new.effect, Effect::Breaks { .. }) && matches!(g.new_reads_old.effect, Effect::Breaks { .. }));
-    for s in ["transport", "transport.sockets.decoder", "transport.messages.MooncakeAgentMetadata → MooncakeXferMetadata", "transport.messages.TransferReply → MooncakeXferResponse"] {
-        assert!(r.changes.iter().any(|c| c.subject == s && matches!(c.old_reads_new.effect, Effect::Breaks { .. }) && matches!(c.new_reads_old.effect, Effect::Breaks { .. })), "{s}");
+    assert!(
+        matches!(g.old_reads_new.effect, Effect::Breaks { .. })
+            && matches!(g.new_reads_old.effect, Effect::Breaks { .. })
+    );
+    for s in [
+        "transport",
+        "transport.sockets.decoder",
+        "transport.messages.MooncakeAgentMetadata → MooncakeXferMetadata",
+        "transport.messages.TransferReply → MooncakeXferResponse",
+    ] {
+        assert!(
+            r.changes.iter().any(|c| c.subject == s
+                && matches!(c.old_reads_new.effect, Effect::Breaks { .. })
+                && matches!(c.new_reads_old.effect, Effect::Breaks { .. })),
+            "{s}"
+        );
     }
     let m = r.changes.iter().find(|c| c.kind == Kind::MessageReplaced).unwrap();
     assert_eq!(m.old_reads_new.example.as_deref(), Some("Object missing required field `request_ids`"));
@@ -139,7 +174,12 @@ fn generation_change_breaks_everything() {
 fn unchanged_messages_keep_their_bytes_except_where_said() {
     for (a, b, _) in KNOWN {
         let r = pair(a, b);
-        let changed: Vec<&str> = r.changes.iter().filter(|c| matches!(c.bytes, Bytes::Differ(_) | Bytes::DifferWhen(_))).map(|c| c.subject.as_str()).collect();
+        let changed: Vec<&str> = r
+            .changes
+            .iter()
+            .filter(|c| matches!(c.bytes, Bytes::Differ(_) | Bytes::DifferWhen(_)))
+            .map(|c| c.subject.as_str())
+            .collect();
         let want: &[&str] = if *a == "vllm-0.16.0..0.18.1" { &["behaviour.empty_id_lists"] } else { &[] };
         assert_eq!(changed, want, "{a} → {b}");
     }
@@ -150,7 +190,12 @@ fn identical_revisions_have_no_change() {
     let push = Spec::builtin().push();
     for rev in &push.revisions {
         let r = diff(rev, rev);
-        assert!(r.changes.is_empty(), "{}: {:?}", rev.revision, r.changes.iter().map(|c| &c.subject).collect::<Vec<_>>());
+        assert!(
+            r.changes.is_empty(),
+            "{}: {:?}",
+            rev.revision,
+            r.changes.iter().map(|c| &c.subject).collect::<Vec<_>>()
+        );
         assert!(!r.is_breaking());
     }
 }
@@ -177,7 +222,9 @@ fn transport_bootstrap_and_parameter_rules() {
     use crate::spec::{KvParamKey, RawConstant, Route, TypeExpr};
     use std::sync::Arc;
     let push = Spec::builtin().push();
-    let find = |r: &Report, s: &str| r.changes.iter().find(|c| c.subject == s).cloned().unwrap_or_else(|| panic!("no {s}: {}", render::markdown(r)));
+    let find = |r: &Report, s: &str| {
+        r.changes.iter().find(|c| c.subject == s).cloned().unwrap_or_else(|| panic!("no {s}: {}", render::markdown(r)))
+    };
 
     // Generation 1: a raw reply constant added, one changed.
     let g1 = push.revision("vllm-0.13.0..0.15.1").unwrap().clone();
@@ -187,9 +234,15 @@ fn transport_bootstrap_and_parameter_rules() {
     reply.constants[1].bytes = "trans_err".into();
     let r = diff(&g1, &Arc::new(g1b));
     let added = find(&r, "transport.messages.TransferReply.trans_retry");
-    assert!(matches!(added.old_reads_new.effect, Effect::BreaksWhenSent { .. }) && added.new_reads_old.effect == Effect::Compatible);
+    assert!(
+        matches!(added.old_reads_new.effect, Effect::BreaksWhenSent { .. })
+            && added.new_reads_old.effect == Effect::Compatible
+    );
     let changed = find(&r, "transport.messages.TransferReply.trans_error");
-    assert!(matches!(changed.old_reads_new.effect, Effect::BreaksWhenSent { .. }) && matches!(changed.new_reads_old.effect, Effect::BreaksWhenSent { .. }));
+    assert!(
+        matches!(changed.old_reads_new.effect, Effect::BreaksWhenSent { .. })
+            && matches!(changed.new_reads_old.effect, Effect::BreaksWhenSent { .. })
+    );
 
     // Generation 2: a route added and one removed, a request model field added, a kv param retyped, an env
     // default changed, the socket options changed.
@@ -197,7 +250,14 @@ fn transport_bootstrap_and_parameter_rules() {
     let mut b = (*a).clone();
     let bs = b.bootstrap.as_mut().unwrap();
     bs.routes.retain(|r| r.path != "/query");
-    bs.routes.push(Route { method: "GET".into(), path: "/health".into(), request: None, responses: vec![], since: String::new(), changed_in: vec![] });
+    bs.routes.push(Route {
+        method: "GET".into(),
+        path: "/health".into(),
+        request: None,
+        responses: vec![],
+        since: String::new(),
+        changed_in: vec![],
+    });
     let mut f = bs.models["RegisterWorkerPayload"].fields[0].clone();
     f.name = "role".into();
     bs.models.get_mut("RegisterWorkerPayload").unwrap().fields.push(f);
@@ -209,16 +269,24 @@ fn transport_bootstrap_and_parameter_rules() {
     let r = diff(&a, &Arc::new(b));
     let q = find(&r, "bootstrap.routes.GET /query");
     assert_eq!(q.old_reads_new.effect, Effect::Compatible);
-    assert!(matches!(q.new_reads_old.effect, Effect::BreaksWhenSent { .. }), "an old client calling a removed route gets 404");
+    assert!(
+        matches!(q.new_reads_old.effect, Effect::BreaksWhenSent { .. }),
+        "an old client calling a removed route gets 404"
+    );
     let h = find(&r, "bootstrap.routes.GET /health");
-    assert!(matches!(h.old_reads_new.effect, Effect::BreaksWhenSent { .. }) && h.new_reads_old.effect == Effect::Compatible);
+    assert!(
+        matches!(h.old_reads_new.effect, Effect::BreaksWhenSent { .. }) && h.new_reads_old.effect == Effect::Compatible
+    );
     let role = find(&r, "bootstrap.RegisterWorkerPayload.role");
     assert_eq!(role.old_reads_new.effect, Effect::Compatible, "the old server ignores an unknown key");
     assert!(matches!(role.new_reads_old.effect, Effect::Breaks { .. }), "the new server requires it (422)");
     assert_eq!(role.old_reads_new.peers, "new client → old server");
     assert_eq!(role.confirmed, None, "JSON bodies have no MessagePack witness");
     let t = find(&r, "kv_transfer_params.transfer_id");
-    assert!(matches!(t.old_reads_new.effect, Effect::BreaksWhenSent { .. }) && matches!(t.new_reads_old.effect, Effect::BreaksWhenSent { .. }));
+    assert!(
+        matches!(t.old_reads_new.effect, Effect::BreaksWhenSent { .. })
+            && matches!(t.new_reads_old.effect, Effect::BreaksWhenSent { .. })
+    );
     assert_eq!(find(&r, "env.VLLM_MOONCAKE_BOOTSTRAP_PORT").old_reads_new.effect, Effect::Review);
     assert_eq!(find(&r, "transport.sockets.decoder").worst(), &Effect::Compatible, "socket options are local");
 

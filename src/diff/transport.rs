@@ -7,8 +7,24 @@ use super::model::{Area, Bytes, Change, Effect, Kind, Verdict};
 use super::structs::{aggregate, diff_struct, replacement_witness, Ctx, Peers, Side};
 use crate::spec::{Revision, TransportMessage};
 
-fn row(kind: Kind, subject: String, what: String, peers: &Peers, orn: (Effect, String), nro: (Effect, String), bytes: Bytes) -> Change {
-    Change::new(Area::Transport, kind, subject, what, Verdict::new(orn.0, &peers.old_reads_new, orn.1), Verdict::new(nro.0, &peers.new_reads_old, nro.1), bytes)
+fn row(
+    kind: Kind,
+    subject: String,
+    what: String,
+    peers: &Peers,
+    orn: (Effect, String),
+    nro: (Effect, String),
+    bytes: Bytes,
+) -> Change {
+    Change::new(
+        Area::Transport,
+        kind,
+        subject,
+        what,
+        Verdict::new(orn.0, &peers.old_reads_new, orn.1),
+        Verdict::new(nro.0, &peers.new_reads_old, nro.1),
+        bytes,
+    )
 }
 
 fn both(why: &str) -> ((Effect, String), (Effect, String)) {
@@ -35,14 +51,31 @@ pub fn diff_transport(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
         ));
     }
     if to.heartbeats != tn.heartbeats {
-        let r = (Effect::Review, "heartbeats changed; the spec does not say how a peer without them reacts".to_string());
-        out.push(row(Kind::TransportPattern, "transport.heartbeats".into(), format!("`{}` → `{}`", to.heartbeats, tn.heartbeats), &any, r.clone(), r, Bytes::Same));
+        let r =
+            (Effect::Review, "heartbeats changed; the spec does not say how a peer without them reacts".to_string());
+        out.push(row(
+            Kind::TransportPattern,
+            "transport.heartbeats".into(),
+            format!("`{}` → `{}`", to.heartbeats, tn.heartbeats),
+            &any,
+            r.clone(),
+            r,
+            Bytes::Same,
+        ));
     }
     for (role, so) in &to.sockets {
         let subject = format!("transport.sockets.{role}");
         let Some(sn) = tn.sockets.get(role) else {
             let (a, b) = both("a socket role of the old revision is gone");
-            out.push(row(Kind::Socket, subject, format!("`{role}` socket removed"), &any, a, b, Bytes::NotApplicable("different transports".into())));
+            out.push(row(
+                Kind::Socket,
+                subject,
+                format!("`{role}` socket removed"),
+                &any,
+                a,
+                b,
+                Bytes::NotApplicable("different transports".into()),
+            ));
             continue;
         };
         if so.socket_type != sn.socket_type || so.binds != sn.binds {
@@ -50,7 +83,13 @@ pub fn diff_transport(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
             out.push(row(
                 Kind::Socket,
                 subject.clone(),
-                format!("`{role}`: {} {} → {} {}", so.socket_type, if so.binds { "bind" } else { "connect" }, sn.socket_type, if sn.binds { "bind" } else { "connect" }),
+                format!(
+                    "`{role}`: {} {} → {} {}",
+                    so.socket_type,
+                    if so.binds { "bind" } else { "connect" },
+                    sn.socket_type,
+                    if sn.binds { "bind" } else { "connect" }
+                ),
                 &any,
                 a,
                 b,
@@ -59,7 +98,15 @@ pub fn diff_transport(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
         }
         if so.address != sn.address {
             let (a, b) = both("the peers find each other's sockets differently");
-            out.push(row(Kind::Socket, subject.clone(), format!("`{role}` address: {} → {}", so.address, sn.address), &any, a, b, Bytes::Same));
+            out.push(row(
+                Kind::Socket,
+                subject.clone(),
+                format!("`{role}` address: {} → {}", so.address, sn.address),
+                &any,
+                a,
+                b,
+                Bytes::Same,
+            ));
         }
         if so.options != sn.options || so.per != sn.per {
             let changed: Vec<String> = so
@@ -77,12 +124,28 @@ pub fn diff_transport(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
                 what.push(format!("lifetime `{}` → `{}`", so.per, sn.per));
             }
             let c = (Effect::Compatible, "local socket options and lifetime: nothing on the wire".to_string());
-            out.push(row(Kind::Socket, subject, format!("`{role}`: {}", what.join("; ")), &any, c.clone(), c, Bytes::Same));
+            out.push(row(
+                Kind::Socket,
+                subject,
+                format!("`{role}`: {}", what.join("; ")),
+                &any,
+                c.clone(),
+                c,
+                Bytes::Same,
+            ));
         }
     }
     for role in tn.sockets.keys().filter(|r| !to.sockets.contains_key(*r)) {
         let (a, b) = both("a socket role the old revision does not have");
-        out.push(row(Kind::Socket, format!("transport.sockets.{role}"), format!("`{role}` socket added"), &any, a, b, Bytes::NotApplicable("different transports".into())));
+        out.push(row(
+            Kind::Socket,
+            format!("transport.sockets.{role}"),
+            format!("`{role}` socket added"),
+            &any,
+            a,
+            b,
+            Bytes::NotApplicable("different transports".into()),
+        ));
     }
 
     // Messages: by name, then the unmatched ones by (from, to) slot.
@@ -106,7 +169,10 @@ pub fn diff_transport(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
                 format!("`{}` ({} → {}) removed", mo.name, mo.from, mo.to),
                 &peers,
                 (Effect::always(), format!("old {} peers expect `{}`; new peers never send it", mo.to, mo.name)),
-                (Effect::when(format!("an old {} sends `{}`", mo.from, mo.name)), "new peers do not know the message".into()),
+                (
+                    Effect::when(format!("an old {} sends `{}`", mo.from, mo.name)),
+                    "new peers do not know the message".into(),
+                ),
                 Bytes::NotApplicable("the message is gone".into()),
             )),
         }
@@ -118,7 +184,10 @@ pub fn diff_transport(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
             format!("transport.messages.{}", mn.name),
             format!("`{}` ({} → {}) added", mn.name, mn.from, mn.to),
             &peers,
-            (Effect::when(format!("a new {} sends `{}`", mn.from, mn.name)), "old peers do not know the message".into()),
+            (
+                Effect::when(format!("a new {} sends `{}`", mn.from, mn.name)),
+                "old peers do not know the message".into(),
+            ),
             (Effect::Review, format!("whether new peers need `{}` from old peers, which never send it", mn.name)),
             Bytes::NotApplicable("a new message".into()),
         ));
@@ -126,21 +195,44 @@ pub fn diff_transport(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
 }
 
 /// One message slot now carries another message.
-fn replaced(old: &Revision, mo: &TransportMessage, new: &Revision, mn: &TransportMessage, peers: &Peers, out: &mut Vec<Change>) {
+fn replaced(
+    old: &Revision,
+    mo: &TransportMessage,
+    new: &Revision,
+    mn: &TransportMessage,
+    peers: &Peers,
+    out: &mut Vec<Change>,
+) {
     let subject = format!("transport.messages.{} → {}", mo.name, mn.name);
-    let what = format!("{} → {}: `{}` ({}) replaced by `{}` ({})", mo.from, mo.to, mo.name, mo.encoding, mn.name, mn.encoding);
+    let what =
+        format!("{} → {}: `{}` ({}) replaced by `{}` ({})", mo.from, mo.to, mo.name, mo.encoding, mn.name, mn.encoding);
     if mo.encoding == "msgpack" && mn.encoding == "msgpack" {
         let (Some(so), Some(sn)) = (old.structs.get(&mo.name), new.structs.get(&mn.name)) else { return };
         let (o, n) = (Side { rev: old, name: &mo.name, def: so }, Side { rev: new, name: &mn.name, def: sn });
-        let cx = Ctx { old: o, new: n, peers: peers.clone(), witnesses: false, area: Area::Transport, prefix: format!("{} → {}", mo.name, mn.name) };
+        let cx = Ctx {
+            old: o,
+            new: n,
+            peers: peers.clone(),
+            witnesses: false,
+            area: Area::Transport,
+            prefix: format!("{} → {}", mo.name, mn.name),
+        };
         let mut rows = vec![];
         diff_struct(&cx, &mut rows);
         let orn = aggregate(&rows, &cx.prefix, |c| &c.old_reads_new);
         let nro = aggregate(&rows, &cx.prefix, |c| &c.new_reads_old);
         out.push(
-            row(Kind::MessageReplaced, subject, what, peers, orn, nro, Bytes::NotApplicable("different messages".into()))
-                .note(format!("{} field-level differences between the two structs", rows.len()))
-                .witness(Some(replacement_witness(o, n))),
+            row(
+                Kind::MessageReplaced,
+                subject,
+                what,
+                peers,
+                orn,
+                nro,
+                Bytes::NotApplicable("different messages".into()),
+            )
+            .note(format!("{} field-level differences between the two structs", rows.len()))
+            .witness(Some(replacement_witness(o, n))),
         );
     } else {
         let why = format!("the payload encoding changes ({} → {})", mo.encoding, mn.encoding);
@@ -153,10 +245,22 @@ fn replaced(old: &Revision, mo: &TransportMessage, new: &Revision, mn: &Transpor
 /// messages occupying the same slot).
 fn message_pair(_old: &Revision, mo: &TransportMessage, _new: &Revision, mn: &TransportMessage, out: &mut Vec<Change>) {
     let peers = Peers::of(&mn.from, &mn.to);
-    let subject = if mo.name == mn.name { format!("transport.messages.{}", mn.name) } else { format!("transport.messages.{} → {}", mo.name, mn.name) };
+    let subject = if mo.name == mn.name {
+        format!("transport.messages.{}", mn.name)
+    } else {
+        format!("transport.messages.{} → {}", mo.name, mn.name)
+    };
     if mo.name == mn.name && mo.encoding != mn.encoding {
         let (a, b) = both("the payload encoding changes");
-        out.push(row(Kind::Encoding, subject.clone(), format!("`{}` → `{}`", mo.encoding, mn.encoding), &peers, a, b, Bytes::NotApplicable("different encodings".into())));
+        out.push(row(
+            Kind::Encoding,
+            subject.clone(),
+            format!("`{}` → `{}`", mo.encoding, mn.encoding),
+            &peers,
+            a,
+            b,
+            Bytes::NotApplicable("different encodings".into()),
+        ));
     }
     if mo.frames_sent != mn.frames_sent || mo.frames_received != mn.frames_received {
         let why = format!(
@@ -167,13 +271,23 @@ fn message_pair(_old: &Revision, mo: &TransportMessage, _new: &Revision, mn: &Tr
         let (orn, nro) = if mo.frames_received != mn.frames_received {
             ((Effect::always(), why.clone()), (Effect::always(), why))
         } else {
-            let why = format!("senders write other frames: old ones {}, new ones {}", frames(&mo.frames_sent), frames(&mn.frames_sent));
+            let why = format!(
+                "senders write other frames: old ones {}, new ones {}",
+                frames(&mo.frames_sent),
+                frames(&mn.frames_sent)
+            );
             ((Effect::always(), why.clone()), (Effect::always(), why))
         };
         out.push(row(
             Kind::FrameLayout,
             subject.clone(),
-            format!("sent {} → {}; received {} → {}", frames(&mo.frames_sent), frames(&mn.frames_sent), frames(&mo.frames_received), frames(&mn.frames_received)),
+            format!(
+                "sent {} → {}; received {} → {}",
+                frames(&mo.frames_sent),
+                frames(&mn.frames_sent),
+                frames(&mo.frames_received),
+                frames(&mn.frames_received)
+            ),
             &peers,
             orn,
             nro,
@@ -183,11 +297,27 @@ fn message_pair(_old: &Revision, mo: &TransportMessage, _new: &Revision, mn: &Tr
     if mo.sequence != mn.sequence {
         let show = |s: &Option<String>| s.clone().unwrap_or_else(|| "—".into());
         let (a, b) = both("the receiver expects another number of replies");
-        out.push(row(Kind::ReplySequence, subject.clone(), format!("sequence `{}` → `{}`", show(&mo.sequence), show(&mn.sequence)), &peers, a, b, Bytes::Same));
+        out.push(row(
+            Kind::ReplySequence,
+            subject.clone(),
+            format!("sequence `{}` → `{}`", show(&mo.sequence), show(&mn.sequence)),
+            &peers,
+            a,
+            b,
+            Bytes::Same,
+        ));
     }
     if mo.name == mn.name && mo.answered_by != mn.answered_by {
         let (a, b) = both("the request is answered by another message");
-        out.push(row(Kind::ReplySequence, subject.clone(), format!("answered by {:?} → {:?}", mo.answered_by, mn.answered_by), &peers, a, b, Bytes::Same));
+        out.push(row(
+            Kind::ReplySequence,
+            subject.clone(),
+            format!("answered by {:?} → {:?}", mo.answered_by, mn.answered_by),
+            &peers,
+            a,
+            b,
+            Bytes::Same,
+        ));
     }
     if mo.encoding == "raw" && mn.encoding == "raw" {
         for c in &mn.constants {
@@ -220,7 +350,10 @@ fn message_pair(_old: &Revision, mo: &TransportMessage, _new: &Revision, mn: &Tr
                 format!("removed `{}` = `{}`", o.name, o.bytes),
                 &peers,
                 (Effect::Compatible, "new senders never send it".into()),
-                (Effect::when(format!("an old sender sends `{}`", o.bytes)), "new receivers do not know these bytes".into()),
+                (
+                    Effect::when(format!("an old sender sends `{}`", o.bytes)),
+                    "new receivers do not know these bytes".into(),
+                ),
                 Bytes::Same,
             ));
         }

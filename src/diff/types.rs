@@ -147,7 +147,9 @@ impl<'a> Gen<'a> {
             TypeExpr::Float => vec![json!(3.5), json!(4.5), json!(-1.5)],
             TypeExpr::Str => ["y", "z", "w"].iter().map(|s| json!(s)).collect(),
             TypeExpr::Bool => vec![json!(false), json!(true)],
-            TypeExpr::Named(n) => self.rev.enums.get(n).map(|e| e.members.iter().map(|m| json!(m.value)).collect()).unwrap_or_default(),
+            TypeExpr::Named(n) => {
+                self.rev.enums.get(n).map(|e| e.members.iter().map(|m| json!(m.value)).collect()).unwrap_or_default()
+            }
             _ => vec![],
         };
         candidates.into_iter().find(|c| !avoid.contains(&c)).unwrap_or(first)
@@ -210,10 +212,28 @@ pub struct Incompat {
 
 impl Incompat {
     fn shape(value: J, at: &str) -> Incompat {
-        Incompat { value, at: at.into(), shape: true, when: String::new(), safe: None, container: None, exception: None, arity: None }
+        Incompat {
+            value,
+            at: at.into(),
+            shape: true,
+            when: String::new(),
+            safe: None,
+            container: None,
+            exception: None,
+            arity: None,
+        }
     }
     fn only(value: J, safe: J, at: &str, when: String) -> Incompat {
-        Incompat { value, at: at.into(), shape: false, when, safe: Some(safe), container: None, exception: None, arity: None }
+        Incompat {
+            value,
+            at: at.into(),
+            shape: false,
+            when,
+            safe: Some(safe),
+            container: None,
+            exception: None,
+            arity: None,
+        }
     }
     /// Wraps the inner break into a container value built by `make`; `empty` is that container empty.
     fn wrap(mut self, at: &str, make: impl Fn(J) -> J, empty: Option<J>) -> Incompat {
@@ -283,7 +303,12 @@ fn walk(wr: &Revision, w: &TypeExpr, rr: &Revision, r: &TypeExpr, at: &str) -> O
             let wm = &wr.enums[a].members;
             let bad = wm.iter().find(|m| !rv.contains(&m.value))?;
             let safe = wm.iter().find(|m| rv.contains(&m.value)).map(|m| json!(m.value)).unwrap_or(J::Null);
-            Some(Incompat::only(json!(bad.value), safe, at, format!("holds `{a}.{}` ({}), not a `{b}` value", bad.name, bad.value)))
+            Some(Incompat::only(
+                json!(bad.value),
+                safe,
+                at,
+                format!("holds `{a}.{}` ({}), not a `{b}` value", bad.name, bad.value),
+            ))
         }
         (TypeExpr::List(a), TypeExpr::List(b)) => {
             let sub = format!("{at}[0]");
@@ -295,7 +320,8 @@ fn walk(wr: &Revision, w: &TypeExpr, rr: &Revision, r: &TypeExpr, at: &str) -> O
                 return Some(i.wrap(at, |k| J::Object(Map::from_iter([(key_string(&k), v.clone())])), Some(json!({}))));
             }
             let k = key_string(&gw.typical(ka));
-            walk(wr, va, rr, vb, &format!("{at}[...]")).map(|i| i.wrap(at, |v| J::Object(Map::from_iter([(k.clone(), v)])), Some(json!({}))))
+            walk(wr, va, rr, vb, &format!("{at}[...]"))
+                .map(|i| i.wrap(at, |v| J::Object(Map::from_iter([(k.clone(), v)])), Some(json!({}))))
         }
         (TypeExpr::Tuple(a), TypeExpr::Tuple(b)) if a.len() != b.len() => {
             let mut i = Incompat::shape(gw.typical(w), at);
@@ -309,11 +335,20 @@ fn walk(wr: &Revision, w: &TypeExpr, rr: &Revision, r: &TypeExpr, at: &str) -> O
                 if let Some(i) = walk(wr, a, rr, e, &format!("{at}[{k}]")) {
                     let n = b.len();
                     let t = gw.typical(a);
-                    return Some(i.wrap(at, |v| J::Array((0..n).map(|j| if j == k { v.clone() } else { t.clone() }).collect()), None));
+                    return Some(i.wrap(
+                        at,
+                        |v| J::Array((0..n).map(|j| if j == k { v.clone() } else { t.clone() }).collect()),
+                        None,
+                    ));
                 }
             }
             let t = gw.typical(a);
-            Some(Incompat::only(J::Array(vec![t.clone(); b.len() + 1]), J::Array(vec![t; b.len()]), at, format!("does not hold exactly {} elements", b.len())))
+            Some(Incompat::only(
+                J::Array(vec![t.clone(); b.len() + 1]),
+                J::Array(vec![t; b.len()]),
+                at,
+                format!("does not hold exactly {} elements", b.len()),
+            ))
         }
         _ => Some(Incompat::shape(gw.typical(w), at)),
     }
@@ -324,7 +359,11 @@ fn tuple_elements(wr: &Revision, a: &[TypeExpr], rr: &Revision, b: Vec<&TypeExpr
     for (k, (x, y)) in a.iter().zip(b).enumerate() {
         if let Some(i) = walk(wr, x, rr, y, &format!("{at}[{k}]")) {
             let typ: Vec<J> = a.iter().map(|t| gw.typical(t)).collect();
-            return Some(i.wrap(at, |v| J::Array(typ.iter().enumerate().map(|(j, t)| if j == k { v.clone() } else { t.clone() }).collect()), None));
+            return Some(i.wrap(
+                at,
+                |v| J::Array(typ.iter().enumerate().map(|(j, t)| if j == k { v.clone() } else { t.clone() }).collect()),
+                None,
+            ));
         }
     }
     None
@@ -336,14 +375,22 @@ pub fn same_encoding(wr: &Revision, w: &TypeExpr, rr: &Revision, r: &TypeExpr) -
     let (w, r) = (resolve(wr, w), resolve(rr, r));
     fn go(wr: &Revision, w: &TypeExpr, rr: &Revision, r: &TypeExpr) -> bool {
         match (w, r) {
-            (TypeExpr::Optional(a), b) | (b, TypeExpr::Optional(a)) if !matches!(b, TypeExpr::Optional(_)) => go(wr, a, rr, b),
+            (TypeExpr::Optional(a), b) | (b, TypeExpr::Optional(a)) if !matches!(b, TypeExpr::Optional(_)) => {
+                go(wr, a, rr, b)
+            }
             (TypeExpr::Optional(a), TypeExpr::Optional(b)) => go(wr, a, rr, b),
             (TypeExpr::Int, TypeExpr::Float) | (TypeExpr::Float, TypeExpr::Int) => false,
             (TypeExpr::List(a) | TypeExpr::Optional(a), TypeExpr::List(b)) => go(wr, a, rr, b),
             (TypeExpr::Dict(ka, va), TypeExpr::Dict(kb, vb)) => go(wr, ka, rr, kb) && go(wr, va, rr, vb),
-            (TypeExpr::Tuple(a), TypeExpr::Tuple(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| go(wr, x, rr, y)),
-            (TypeExpr::Tuple(a), TypeExpr::List(b)) | (TypeExpr::List(b), TypeExpr::Tuple(a)) => a.iter().all(|x| go(wr, x, rr, b)),
-            (TypeExpr::Named(a), TypeExpr::Int) | (TypeExpr::Int, TypeExpr::Named(a)) => wr.enums.contains_key(a) || rr.enums.contains_key(a),
+            (TypeExpr::Tuple(a), TypeExpr::Tuple(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| go(wr, x, rr, y))
+            }
+            (TypeExpr::Tuple(a), TypeExpr::List(b)) | (TypeExpr::List(b), TypeExpr::Tuple(a)) => {
+                a.iter().all(|x| go(wr, x, rr, b))
+            }
+            (TypeExpr::Named(a), TypeExpr::Int) | (TypeExpr::Int, TypeExpr::Named(a)) => {
+                wr.enums.contains_key(a) || rr.enums.contains_key(a)
+            }
             _ => true,
         }
     }
@@ -385,7 +432,8 @@ mod tests {
     fn req_blocks_flat_to_grouped_breaks_except_empty_block_lists() {
         let push = Spec::builtin().push();
         let (a, b) = (push.revision("vllm-0.19.0..0.19.1").unwrap(), push.revision("vllm-0.20.0..0.23.0").unwrap());
-        let (ta, tb) = (&a.structs["MooncakeXferMetadata"].fields[4].ty, &b.structs["MooncakeXferMetadata"].fields[4].ty);
+        let (ta, tb) =
+            (&a.structs["MooncakeXferMetadata"].fields[4].ty, &b.structs["MooncakeXferMetadata"].fields[4].ty);
         let i = incompat(Typed { rev: b, ty: tb }, Typed { rev: a, ty: ta }).unwrap();
         assert!(i.shape);
         assert_eq!(i.at, "[...][1][0]");

@@ -54,14 +54,21 @@ pub fn same_json(a: &J, b: &J) -> bool {
     match (a, b) {
         (J::Number(x), J::Number(y)) => x == y || x.as_f64().is_some_and(|x| y.as_f64() == Some(x)),
         (J::Array(x), J::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same_json(a, b)),
-        (J::Object(x), J::Object(y)) => x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w))),
+        (J::Object(x), J::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
         _ => a == b,
     }
 }
 
 /// Whether the reader's value holds what the writer's value holds, field by field (through `renames`, given
 /// as (writer name, reader name)). Returns the first difference.
-pub fn faithful(writer: &J, reader: &J, reader_defaults: &serde_json::Map<String, J>, renames: &[(String, String)]) -> Result<(), String> {
+pub fn faithful(
+    writer: &J,
+    reader: &J,
+    reader_defaults: &serde_json::Map<String, J>,
+    renames: &[(String, String)],
+) -> Result<(), String> {
     let (Some(w), Some(r)) = (writer.as_object(), reader.as_object()) else { return Err("not a struct".into()) };
     for (k, got) in r {
         let wk = renames.iter().find(|(_, rn)| rn == k).map(|(wn, _)| wn.as_str()).unwrap_or(k);
@@ -86,13 +93,20 @@ pub fn write(codec: &Codec, message: &str, value: &J) -> Result<(Vec<u8>, J), St
 pub fn defaults(codec: &Codec, message: &str) -> serde_json::Map<String, J> {
     codec
         .message_struct(message)
-        .map(|s| s.fields.iter().filter_map(|f| f.default.as_ref().map(|d| (f.name.clone(), Codec::to_json(d)))).collect())
+        .map(|s| {
+            s.fields.iter().filter_map(|f| f.default.as_ref().map(|d| (f.name.clone(), Codec::to_json(d)))).collect()
+        })
         .unwrap_or_default()
 }
 
 /// The writer's content as a value of the reader's struct: fields by name (through `renames`), a field the
 /// reader lacks only if it holds the writer's default. `None` when the reader cannot hold the content.
-pub fn counterpart(writer: &J, writer_defaults: &serde_json::Map<String, J>, reader_fields: &[String], renames: &[(String, String)]) -> Option<J> {
+pub fn counterpart(
+    writer: &J,
+    writer_defaults: &serde_json::Map<String, J>,
+    reader_fields: &[String],
+    renames: &[(String, String)],
+) -> Option<J> {
     let mut out = serde_json::Map::new();
     for (k, v) in writer.as_object()? {
         let rk = renames.iter().find(|(w, _)| w == k).map(|(_, r)| r.as_str()).unwrap_or(k);
@@ -135,7 +149,8 @@ fn run(wc: &Codec, ws: &str, rc: &Codec, rs: &str, renames: &[(String, String)],
             Ok(()) => Outcome::Faithful,
         },
     };
-    let reader_fields: Vec<String> = rc.message_struct(rs).map(|s| s.fields.iter().map(|f| f.name.clone()).collect()).unwrap_or_default();
+    let reader_fields: Vec<String> =
+        rc.message_struct(rs).map(|s| s.fields.iter().map(|f| f.name.clone()).collect()).unwrap_or_default();
     let same_bytes = counterpart(&wj, &defaults(wc, ws), &reader_fields, renames)
         .and_then(|j| reader_value(rc, rs, &j))
         .and_then(|v| rc.encode(rs, &v).ok())
@@ -143,7 +158,14 @@ fn run(wc: &Codec, ws: &str, rc: &Codec, rs: &str, renames: &[(String, String)],
     Ok(Run { outcome, same_bytes })
 }
 
-fn observe_probe(wc: &Codec, ws: &str, rc: &Codec, rs: &str, renames: &[(String, String)], p: &Probe) -> Result<Observed, String> {
+fn observe_probe(
+    wc: &Codec,
+    ws: &str,
+    rc: &Codec,
+    rs: &str,
+    renames: &[(String, String)],
+    p: &Probe,
+) -> Result<Observed, String> {
     Ok(Observed {
         plain: run(wc, ws, rc, rs, renames, &p.plain)?,
         using: p.using.as_ref().map(|u| run(wc, ws, rc, rs, renames, u)).transpose()?,
@@ -214,10 +236,17 @@ pub fn confounded(changes: &[Change]) -> Vec<Confounded> {
         .enumerate()
         .map(|(i, c)| {
             let Some(k) = key(c) else { return Confounded::default() };
-            let others: Vec<&Change> = changes.iter().enumerate().filter(|(j, o)| *j != i && key(o).as_ref() == Some(&k)).map(|(_, o)| o).collect();
+            let others: Vec<&Change> = changes
+                .iter()
+                .enumerate()
+                .filter(|(j, o)| *j != i && key(o).as_ref() == Some(&k))
+                .map(|(_, o)| o)
+                .collect();
             Confounded {
-                old_reads_new: !always(&c.old_reads_new.effect) && others.iter().any(|o| always(&o.old_reads_new.effect)),
-                new_reads_old: !always(&c.new_reads_old.effect) && others.iter().any(|o| always(&o.new_reads_old.effect)),
+                old_reads_new: !always(&c.old_reads_new.effect)
+                    && others.iter().any(|o| always(&o.old_reads_new.effect)),
+                new_reads_old: !always(&c.new_reads_old.effect)
+                    && others.iter().any(|o| always(&o.new_reads_old.effect)),
                 bytes: others.iter().any(|o| matches!(o.bytes, Bytes::Differ(_) | Bytes::NotApplicable(_))),
             }
         })
@@ -241,16 +270,22 @@ pub fn confirm(old: &Codec, new: &Codec, c: &mut Change, skip: Confounded) {
             if skip != Confounded::default() {
                 c.notes.push(format!(
                     "witness checked without {}: another change of this struct affects every message there",
-                    [(skip.old_reads_new, "old reads new"), (skip.new_reads_old, "new reads old"), (skip.bytes, "bytes")]
-                        .iter()
-                        .filter(|(s, _)| *s)
-                        .map(|(_, n)| *n)
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    [
+                        (skip.old_reads_new, "old reads new"),
+                        (skip.new_reads_old, "new reads old"),
+                        (skip.bytes, "bytes")
+                    ]
+                    .iter()
+                    .filter(|(s, _)| *s)
+                    .map(|(_, n)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
                 ));
             }
             if !ok {
-                c.notes.push(format!("the codecs disagree with this verdict: old reads new {orn:?}; new reads old {nro:?}"));
+                c.notes.push(format!(
+                    "the codecs disagree with this verdict: old reads new {orn:?}; new reads old {nro:?}"
+                ));
             }
             c.confirmed = Some(ok);
         }

@@ -171,7 +171,8 @@ const KNOWN_FACTORS: &[&str] = &[
     "speculative_config",
     "transfer_mode",
 ];
-const KNOWN_SPECULATIVE: &[&str] = &["method", "model", "revision", "code_revision", "parallel_drafting", "kv_cache_dtype", "auxiliary_layer_ids"];
+const KNOWN_SPECULATIVE: &[&str] =
+    &["method", "model", "revision", "code_revision", "parallel_drafting", "kv_cache_dtype", "auxiliary_layer_ids"];
 
 impl CompatHashSpec {
     /// Parses and checks one data file.
@@ -220,7 +221,9 @@ impl CompatHashSpec {
             for k in &w.keys {
                 match (k.from.as_deref(), k.value) {
                     (Some("inner_hash" | "engine"), None) | (None, Some(_)) => {}
-                    _ => return Err(format!("wrapper key `{}`: needs `from` (inner_hash or engine) or `value`", k.name)),
+                    _ => {
+                        return Err(format!("wrapper key `{}`: needs `from` (inner_hash or engine) or `value`", k.name))
+                    }
                 }
             }
         }
@@ -274,7 +277,8 @@ impl NixlFactorSet {
                 "attn_backend_name" => PyValue::str(&cfg.attn_backend_name),
                 "cache_dtype" => PyValue::str(&cfg.cache_dtype),
                 "cross_layers_blocks" => PyValue::Bool(
-                    cfg.cross_layers_blocks.ok_or_else(|| format!("{}: the cross_layers_blocks argument is required", self.signature))?,
+                    cfg.cross_layers_blocks
+                        .ok_or_else(|| format!("{}: the cross_layers_blocks argument is required", self.signature))?,
                 ),
                 "is_hma_enabled" => PyValue::Bool(!cfg.disable_hybrid_kv_cache_manager),
                 "speculative_config" => speculative_factors(&spec.speculative, cfg)?,
@@ -307,7 +311,9 @@ fn speculative_factors(def: &SpeculativeDef, cfg: &NixlConfig) -> Result<PyValue
             "code_revision" => conv(&s.code_revision)?,
             "parallel_drafting" => conv(&s.parallel_drafting)?,
             // `speculative_config.kv_cache_dtype or cache_config.cache_dtype`: None and "" are falsy.
-            "kv_cache_dtype" => PyValue::str(s.kv_cache_dtype.clone().filter(|d| !d.is_empty()).unwrap_or_else(|| cfg.cache_dtype.clone())),
+            "kv_cache_dtype" => PyValue::str(
+                s.kv_cache_dtype.clone().filter(|d| !d.is_empty()).unwrap_or_else(|| cfg.cache_dtype.clone()),
+            ),
             "auxiliary_layer_ids" => match &s.aux {
                 None => PyValue::None,
                 Some(ids) => PyValue::Tuple(ids.iter().map(conv).collect::<Result<_, _>>()?),
@@ -364,12 +370,21 @@ mod tests {
         // shared/reference/compat-hash.md §6.
         let set = NixlFactorSet::for_release("0.33.0").unwrap();
         assert_eq!(set.connector_version, 15);
-        assert_eq!(set.hash(&qwen(), "0.33.0").unwrap(), "cde24c489ad71bfdbccb1b829551f03719b0fe359a22fe635ec9986a6f36e549");
+        assert_eq!(
+            set.hash(&qwen(), "0.33.0").unwrap(),
+            "cde24c489ad71bfdbccb1b829551f03719b0fe359a22fe635ec9986a6f36e549"
+        );
         let push = NixlConfig { transfer_mode: Some("push".into()), ..qwen() };
-        assert_eq!(set.hash(&push, "0.33.0").unwrap(), "f6ec60046eb1686a44b0b27f624a8997cdd33753b2c1be52faae80f42c236cbc");
+        assert_eq!(
+            set.hash(&push, "0.33.0").unwrap(),
+            "f6ec60046eb1686a44b0b27f624a8997cdd33753b2c1be52faae80f42c236cbc"
+        );
         let old = NixlFactorSet::for_release("0.15.0").unwrap();
         let cfg = NixlConfig { vllm_version: Some("0.15.0".into()), ..qwen() };
-        assert_eq!(old.hash(&cfg, "0.15.0").unwrap(), "bc8921256fe8081bc30ea08fdf3a5dd3f0a7f92a8d8c93e2affc742794fa7174");
+        assert_eq!(
+            old.hash(&cfg, "0.15.0").unwrap(),
+            "bc8921256fe8081bc30ea08fdf3a5dd3f0a7f92a8d8c93e2affc742794fa7174"
+        );
         // Vector 7: the fork's Mooncake wrapper over vector 1.
         assert_eq!(
             wrapper_hash("391ee869bad56b408c8ac3d1e21c06df90b0c5a61bbed8b524bba8b168d1d863", "mooncake").unwrap(),

@@ -27,10 +27,19 @@ mod tests {
     #[test]
     fn reference_vectors() {
         // shared/reference/compat-hash.md §6, vector 8.
-        assert_eq!(hash_factors(&PyValue::Dict(vec![])).unwrap().digest, "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a");
+        assert_eq!(
+            hash_factors(&PyValue::Dict(vec![])).unwrap().digest,
+            "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+        );
         let d = PyValue::str_dict([("b", PyValue::int(1)), ("a", PyValue::str("x"))]);
-        assert_eq!(hash_factors(&d).unwrap().digest, "385820f0096fd558f4091319e7fa742cebf877dc3baca180981889f1c40eca84");
+        assert_eq!(
+            hash_factors(&d).unwrap().digest,
+            "385820f0096fd558f4091319e7fa742cebf877dc3baca180981889f1c40eca84"
+        );
         let d = PyValue::str_dict([("model", PyValue::str("modèle/é"))]);
-        assert_eq!(hash_factors(&d).unwrap().digest, "208d5c9535a64fa961db8d01015a980b7f513b24c484fe88ae88d6609f61d9cf");
+        assert_eq!(
+            hash_factors(&d).unwrap().digest,
+            "208d5c9535a64fa961db8d01015a980b7f513b24c484fe88ae88d6609f61d9cf"
+        );
     }
 }

@@ -23,7 +23,10 @@ pub fn wire_document(rev: &Revision) -> Result<PyValue, String> {
     for (name, def) in &rev.structs {
         if def.kind == StructKind::Dataclass {
             // A dataclass: every field, always written; no options.
-            dataclasses.push((name.as_str(), PyValue::str_dict([("fields", PyValue::List(field_entries(name, def, rev, None)?))])));
+            dataclasses.push((
+                name.as_str(),
+                PyValue::str_dict([("fields", PyValue::List(field_entries(name, def, rev, None)?))]),
+            ));
             continue;
         }
         if def.kind != StructKind::MsgspecStruct {
@@ -58,8 +61,15 @@ pub fn wire_document(rev: &Revision) -> Result<PyValue, String> {
         .enums
         .iter()
         .map(|(name, e)| {
-            let members = e.members.iter().map(|m| PyValue::List(vec![PyValue::str(m.name.as_str()), PyValue::int(m.value)])).collect();
-            (name.as_str(), PyValue::str_dict([("kind", PyValue::str(e.kind.as_str())), ("members", PyValue::List(members))]))
+            let members = e
+                .members
+                .iter()
+                .map(|m| PyValue::List(vec![PyValue::str(m.name.as_str()), PyValue::int(m.value)]))
+                .collect();
+            (
+                name.as_str(),
+                PyValue::str_dict([("kind", PyValue::str(e.kind.as_str())), ("members", PyValue::List(members))]),
+            )
         })
         .collect::<Vec<_>>();
     let mut doc = vec![
@@ -76,7 +86,12 @@ pub fn wire_document(rev: &Revision) -> Result<PyValue, String> {
 }
 
 /// The `fields` list of a struct or dataclass entry.
-fn field_entries(name: &str, def: &crate::spec::StructDef, rev: &Revision, rename: Option<&str>) -> Result<Vec<PyValue>, String> {
+fn field_entries(
+    name: &str,
+    def: &crate::spec::StructDef,
+    rev: &Revision,
+    rename: Option<&str>,
+) -> Result<Vec<PyValue>, String> {
     let mut fields = Vec::new();
     for f in &def.fields {
         let encode_name = match rename {
@@ -149,7 +164,10 @@ fn type_text_in(t: &TypeExpr, rev: &Revision, seen: &mut BTreeSet<String>) -> Re
         TypeExpr::List(x) => format!("list[{}]", type_text_in(x, rev, seen)?),
         TypeExpr::Dict(k, v) => format!("dict[{}, {}]", type_text_in(k, rev, seen)?, type_text_in(v, rev, seen)?),
         TypeExpr::Tuple(xs) => {
-            format!("tuple[{}]", xs.iter().map(|x| type_text_in(x, rev, seen)).collect::<Result<Vec<_>, _>>()?.join(", "))
+            format!(
+                "tuple[{}]",
+                xs.iter().map(|x| type_text_in(x, rev, seen)).collect::<Result<Vec<_>, _>>()?.join(", ")
+            )
         }
         TypeExpr::Optional(x) => format!("optional[{}]", type_text_in(x, rev, seen)?),
         TypeExpr::VarTuple(x) => format!("tuple[{}, ...]", type_text_in(x, rev, seen)?),
@@ -186,20 +204,24 @@ pub struct WireDifference {
 pub fn compare(a: &Revision, b: &Revision) -> Result<Vec<WireDifference>, String> {
     let (da, db) = (wire_document(a)?, wire_document(b)?);
     let mut out = Vec::new();
-    let section = |d: &PyValue, name: &str| -> Vec<(String, PyValue)> {
-        get(d, name).map(dict_entries).unwrap_or_default()
-    };
+    let section =
+        |d: &PyValue, name: &str| -> Vec<(String, PyValue)> { get(d, name).map(dict_entries).unwrap_or_default() };
     for (kind, sec) in [("struct", "structs"), ("enum", "enums"), ("dataclass", "dataclasses")] {
         let (sa, sb) = (section(&da, sec), section(&db, sec));
         for (name, va) in &sa {
             let item = format!("{kind} {name}");
             match sb.iter().find(|(n, _)| n == name) {
                 None => out.push(WireDifference { item, change: format!("only in {}", a.revision) }),
-                Some((_, vb)) if kind == "struct" || kind == "dataclass" => compare_struct(&item, va, vb, a, b, &mut out),
+                Some((_, vb)) if kind == "struct" || kind == "dataclass" => {
+                    compare_struct(&item, va, vb, a, b, &mut out)
+                }
                 Some((_, vb)) => {
                     let (ma, mb) = (get(va, "members").map(show), get(vb, "members").map(show));
                     if ma != mb {
-                        out.push(WireDifference { item, change: format!("members: {} → {}", ma.unwrap_or_default(), mb.unwrap_or_default()) });
+                        out.push(WireDifference {
+                            item,
+                            change: format!("members: {} → {}", ma.unwrap_or_default(), mb.unwrap_or_default()),
+                        });
                     }
                 }
             }
@@ -217,7 +239,10 @@ fn compare_struct(item: &str, va: &PyValue, vb: &PyValue, a: &Revision, b: &Revi
     for opt in ["omit_defaults", "array_like", "forbid_unknown_fields", "tag_field", "tag"] {
         let (x, y) = (get(va, opt).map(show), get(vb, opt).map(show));
         if x != y {
-            out.push(WireDifference { item: item.to_string(), change: format!("option {opt}: {} → {}", x.unwrap_or_default(), y.unwrap_or_default()) });
+            out.push(WireDifference {
+                item: item.to_string(),
+                change: format!("option {opt}: {} → {}", x.unwrap_or_default(), y.unwrap_or_default()),
+            });
         }
     }
     let fields = |v: &PyValue| -> Vec<PyValue> {
@@ -240,7 +265,10 @@ fn compare_struct(item: &str, va: &PyValue, vb: &PyValue, a: &Revision, b: &Revi
                     let (x, y) = (get(f, key).map(show), get(&fb[j], key).map(show));
                     if x != y {
                         let s = |v: Option<String>| v.unwrap_or_else(|| "(none)".into());
-                        out.push(WireDifference { item: field_item.clone(), change: format!("{key}: {} → {}", s(x), s(y)) });
+                        out.push(WireDifference {
+                            item: field_item.clone(),
+                            change: format!("{key}: {} → {}", s(x), s(y)),
+                        });
                     }
                 }
             }
@@ -254,7 +282,10 @@ fn compare_struct(item: &str, va: &PyValue, vb: &PyValue, a: &Revision, b: &Revi
     let common_a: Vec<&String> = names_a.iter().filter(|n| names_b.contains(n)).collect();
     let common_b: Vec<&String> = names_b.iter().filter(|n| names_a.contains(n)).collect();
     if common_a != common_b {
-        out.push(WireDifference { item: item.to_string(), change: format!("field order: {common_a:?} → {common_b:?}") });
+        out.push(WireDifference {
+            item: item.to_string(),
+            change: format!("field order: {common_a:?} → {common_b:?}"),
+        });
     }
 }
 
@@ -267,7 +298,10 @@ fn get<'a>(d: &'a PyValue, key: &str) -> Option<&'a PyValue> {
 
 fn dict_entries(d: &PyValue) -> Vec<(String, PyValue)> {
     match d {
-        PyValue::Dict(items) => items.iter().filter_map(|(k, v)| if let PyValue::Str(s) = k { Some((s.clone(), v.clone())) } else { None }).collect(),
+        PyValue::Dict(items) => items
+            .iter()
+            .filter_map(|(k, v)| if let PyValue::Str(s) = k { Some((s.clone(), v.clone())) } else { None })
+            .collect(),
         _ => vec![],
     }
 }
@@ -297,8 +331,15 @@ mod tests {
         assert!(compare(newest, newest).unwrap().is_empty());
         let prev = &revs[revs.len() - 2];
         let diff = compare(prev, newest).unwrap();
-        assert!(diff.iter().any(|d| d.item == "struct MooncakeXferMetadata field layout_id" && d.change == format!("only in {}", newest.revision)), "{diff:?}");
-        assert!(diff.iter().any(|d| d.item == "enum MooncakeXferResponseStatus" && d.change.contains("LAYOUT_MISS")), "{diff:?}");
+        assert!(
+            diff.iter().any(|d| d.item == "struct MooncakeXferMetadata field layout_id"
+                && d.change == format!("only in {}", newest.revision)),
+            "{diff:?}"
+        );
+        assert!(
+            diff.iter().any(|d| d.item == "enum MooncakeXferResponseStatus" && d.change.contains("LAYOUT_MISS")),
+            "{diff:?}"
+        );
     }
 
     #[test]

@@ -80,7 +80,10 @@ fn encode(v: &PyValue, out: &mut String, depth: usize) -> Result<(), PyError> {
                         i.to_string()
                     }
                     other => {
-                        return Err(PyError::type_error(format!("keys must be str, int, float, bool or None, not {}", other.type_name())))
+                        return Err(PyError::type_error(format!(
+                            "keys must be str, int, float, bool or None, not {}",
+                            other.type_name()
+                        )))
                     }
                 };
                 encode_str(&key, out);
@@ -98,7 +101,10 @@ fn encode(v: &PyValue, out: &mut String, depth: usize) -> Result<(), PyError> {
 
 fn enter(depth: usize) -> Result<usize, PyError> {
     if depth >= MAX_HASHED_VALUE_DEPTH {
-        return Err(PyError { kind: "RecursionError", message: "maximum recursion depth exceeded while encoding a JSON object".into() });
+        return Err(PyError {
+            kind: "RecursionError",
+            message: "maximum recursion depth exceeded while encoding a JSON object".into(),
+        });
     }
     Ok(depth + 1)
 }
@@ -174,7 +180,10 @@ mod tests {
         assert_eq!(dumps_sorted(&d).unwrap(), r#"{"a": "x", "b": 1}"#);
         assert_eq!(dumps_sorted(&PyValue::Dict(vec![])).unwrap(), "{}");
         let d = PyValue::str_dict([("model", s("modèle/é")), ("e", s("😀\u{7f}\u{0}\n\"\\/"))]);
-        assert_eq!(dumps_sorted(&d).unwrap(), r#"{"e": "\ud83d\ude00\u007f\u0000\n\"\\/", "model": "mod\u00e8le/\u00e9"}"#);
+        assert_eq!(
+            dumps_sorted(&d).unwrap(),
+            r#"{"e": "\ud83d\ude00\u007f\u0000\n\"\\/", "model": "mod\u00e8le/\u00e9"}"#
+        );
         let d = PyValue::dict(vec![
             (PyValue::Float(1.5), PyValue::Tuple(vec![PyValue::None, PyValue::Bool(true)])),
             (PyValue::int(1), PyValue::List(vec![])),
@@ -187,13 +196,25 @@ mod tests {
     #[test]
     fn errors_like_python() {
         let mixed = PyValue::dict(vec![(PyValue::int(1), s("a")), (s("b"), PyValue::int(2))]).unwrap();
-        assert_eq!(dumps_sorted(&mixed).unwrap_err().to_string(), "TypeError: '<' not supported between instances of 'str' and 'int'");
+        assert_eq!(
+            dumps_sorted(&mixed).unwrap_err().to_string(),
+            "TypeError: '<' not supported between instances of 'str' and 'int'"
+        );
         let bytes = PyValue::str_dict([("b", PyValue::Bytes(vec![0, 1]))]);
-        assert_eq!(dumps_sorted(&bytes).unwrap_err().to_string(), "TypeError: Object of type bytes is not JSON serializable");
+        assert_eq!(
+            dumps_sorted(&bytes).unwrap_err().to_string(),
+            "TypeError: Object of type bytes is not JSON serializable"
+        );
         let tuple_key = PyValue::dict(vec![(PyValue::Tuple(vec![]), PyValue::None)]).unwrap();
-        assert_eq!(dumps_sorted(&tuple_key).unwrap_err().to_string(), "TypeError: keys must be str, int, float, bool or None, not tuple");
+        assert_eq!(
+            dumps_sorted(&tuple_key).unwrap_err().to_string(),
+            "TypeError: keys must be str, int, float, bool or None, not tuple"
+        );
         let huge = PyValue::Int(PyInt::parse(&"9".repeat(4301)).unwrap());
-        assert!(dumps_sorted(&huge).unwrap_err().to_string().starts_with("ValueError: Exceeds the limit (4300 digits)"));
+        assert!(dumps_sorted(&huge)
+            .unwrap_err()
+            .to_string()
+            .starts_with("ValueError: Exceeds the limit (4300 digits)"));
         assert!(dumps_sorted(&PyValue::Int(PyInt::parse(&"9".repeat(4300)).unwrap())).is_ok());
         // Nesting: CPython (called from module level) encodes a dict holding 993 nested lists, not 994.
         let nest = |n: usize| (0..n).fold(PyValue::List(vec![]), |v, _| PyValue::List(vec![v]));

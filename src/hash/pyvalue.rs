@@ -17,7 +17,10 @@ pub struct PyInt(IntRepr);
 enum IntRepr {
     Small(i128),
     /// Always outside the `i128` range.
-    Big { neg: bool, digits: String },
+    Big {
+        neg: bool,
+        digits: String,
+    },
 }
 
 impl PyInt {
@@ -71,8 +74,20 @@ impl PyInt {
     pub fn cmp_int(&self, other: &PyInt) -> Ordering {
         match (&self.0, &other.0) {
             (IntRepr::Small(a), IntRepr::Small(b)) => a.cmp(b),
-            (IntRepr::Small(_), IntRepr::Big { neg, .. }) => if *neg { Ordering::Greater } else { Ordering::Less },
-            (IntRepr::Big { neg, .. }, IntRepr::Small(_)) => if *neg { Ordering::Less } else { Ordering::Greater },
+            (IntRepr::Small(_), IntRepr::Big { neg, .. }) => {
+                if *neg {
+                    Ordering::Greater
+                } else {
+                    Ordering::Less
+                }
+            }
+            (IntRepr::Big { neg, .. }, IntRepr::Small(_)) => {
+                if *neg {
+                    Ordering::Less
+                } else {
+                    Ordering::Greater
+                }
+            }
             (IntRepr::Big { neg: na, digits: da }, IntRepr::Big { neg: nb, digits: db }) => match (na, nb) {
                 (false, true) => Ordering::Greater,
                 (true, false) => Ordering::Less,
@@ -396,19 +411,37 @@ mod tests {
         let t = PyValue::Bool(true);
         assert!(py_eq(&t, &PyValue::int(1)) && py_eq(&t, &PyValue::Float(1.0)));
         assert!(!py_eq(&PyValue::Float(f64::NAN), &PyValue::Float(f64::NAN)));
-        assert_eq!(py_lt(&PyValue::str("b"), &PyValue::int(1)).unwrap_err().to_string(), "TypeError: '<' not supported between instances of 'str' and 'int'");
+        assert_eq!(
+            py_lt(&PyValue::str("b"), &PyValue::int(1)).unwrap_err().to_string(),
+            "TypeError: '<' not supported between instances of 'str' and 'int'"
+        );
         assert!(py_lt(&PyValue::str("Z"), &PyValue::str("a")).unwrap());
         assert!(py_lt(&PyValue::str("\u{ffff}"), &PyValue::str("\u{1f600}")).unwrap());
         let tup = |v: Vec<PyValue>| PyValue::Tuple(v);
         assert!(py_lt(&tup(vec![PyValue::int(1), PyValue::None]), &tup(vec![PyValue::int(2), PyValue::None])).unwrap());
-        assert!(py_lt(&tup(vec![PyValue::int(1), PyValue::None]), &tup(vec![PyValue::int(1), PyValue::str("x")])).is_err());
-        let d = PyValue::dict(vec![(PyValue::int(1), PyValue::str("a")), (PyValue::Bool(true), PyValue::str("b"))]).unwrap();
+        assert!(
+            py_lt(&tup(vec![PyValue::int(1), PyValue::None]), &tup(vec![PyValue::int(1), PyValue::str("x")])).is_err()
+        );
+        let d = PyValue::dict(vec![(PyValue::int(1), PyValue::str("a")), (PyValue::Bool(true), PyValue::str("b"))])
+            .unwrap();
         assert_eq!(d, PyValue::Dict(vec![(PyValue::int(1), PyValue::str("b"))]));
-        assert_eq!(PyValue::dict(vec![(PyValue::List(vec![]), PyValue::None)]).unwrap_err().message, "unhashable type: 'list'");
+        assert_eq!(
+            PyValue::dict(vec![(PyValue::List(vec![]), PyValue::None)]).unwrap_err().message,
+            "unhashable type: 'list'"
+        );
         // Equal keys of different types merge; NaNs never do; -0.0 == 0.
-        let keys = vec![PyValue::Float(-0.0), PyValue::int(0), PyValue::Float(f64::NAN), PyValue::Float(f64::NAN), PyValue::Float(2.5), PyValue::Float(2.5),
-            PyValue::Tuple(vec![PyValue::int(1), PyValue::str("a")]), PyValue::Tuple(vec![PyValue::Bool(true), PyValue::str("a")]), PyValue::Float(1e300),
-            PyValue::Int(PyInt::parse(&format!("{:.0}", 1e300)).unwrap())];
+        let keys = vec![
+            PyValue::Float(-0.0),
+            PyValue::int(0),
+            PyValue::Float(f64::NAN),
+            PyValue::Float(f64::NAN),
+            PyValue::Float(2.5),
+            PyValue::Float(2.5),
+            PyValue::Tuple(vec![PyValue::int(1), PyValue::str("a")]),
+            PyValue::Tuple(vec![PyValue::Bool(true), PyValue::str("a")]),
+            PyValue::Float(1e300),
+            PyValue::Int(PyInt::parse(&format!("{:.0}", 1e300)).unwrap()),
+        ];
         let PyValue::Dict(d) = PyValue::dict(keys.into_iter().map(|k| (k, PyValue::None))).unwrap() else { panic!() };
         assert_eq!(d.len(), 6);
     }

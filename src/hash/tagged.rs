@@ -36,10 +36,14 @@ fn convert(v: &J, path: &str) -> Result<PyValue, String> {
                 match tag.as_str() {
                     "$tuple" => return Ok(PyValue::Tuple(seq(array(body, &at)?, &at)?)),
                     "$set" => return Ok(PyValue::Set(seq(array(body, &at)?, &at)?)),
-                    "$bytes" => return Ok(PyValue::Bytes(unhex(string(body, &at)?).ok_or_else(|| format!("{at}: not hex"))?)),
+                    "$bytes" => {
+                        return Ok(PyValue::Bytes(unhex(string(body, &at)?).ok_or_else(|| format!("{at}: not hex"))?))
+                    }
                     "$int" => {
                         let text = string(body, &at)?;
-                        return Ok(PyValue::Int(PyInt::parse(text).ok_or_else(|| format!("{at}: {text:?} is not a decimal integer"))?));
+                        return Ok(PyValue::Int(
+                            PyInt::parse(text).ok_or_else(|| format!("{at}: {text:?} is not a decimal integer"))?,
+                        ));
                     }
                     "$float" => {
                         return Ok(PyValue::Float(match string(body, &at)? {
@@ -54,7 +58,9 @@ fn convert(v: &J, path: &str) -> Result<PyValue, String> {
                         for (i, pair) in array(body, &at)?.iter().enumerate() {
                             let p = format!("{at}[{i}]");
                             match pair.as_array().map(Vec::as_slice) {
-                                Some([k, v]) => items.push((convert(k, &format!("{p}[0]"))?, convert(v, &format!("{p}[1]"))?)),
+                                Some([k, v]) => {
+                                    items.push((convert(k, &format!("{p}[0]"))?, convert(v, &format!("{p}[1]"))?))
+                                }
                                 _ => return Err(format!("{p}: expected a [key, value] pair")),
                             }
                         }
@@ -63,7 +69,11 @@ fn convert(v: &J, path: &str) -> Result<PyValue, String> {
                     _ => {}
                 }
             }
-            PyValue::Dict(map.iter().map(|(k, v)| Ok((PyValue::Str(k.clone()), convert(v, &format!("{path}.{k}"))?))).collect::<Result<_, String>>()?)
+            PyValue::Dict(
+                map.iter()
+                    .map(|(k, v)| Ok((PyValue::Str(k.clone()), convert(v, &format!("{path}.{k}"))?)))
+                    .collect::<Result<_, String>>()?,
+            )
         }
     })
 }
@@ -166,7 +176,9 @@ fn to_json(v: &PyValue, tag_tuples: bool) -> J {
             }
             J::Object(m)
         }
-        PyValue::Dict(items) => serde_json::json!({ "$dict_items": items.iter().map(|(k, v)| J::Array(vec![to_tagged_json(k), to_tagged_json(v)])).collect::<Vec<_>>() }),
+        PyValue::Dict(items) => {
+            serde_json::json!({ "$dict_items": items.iter().map(|(k, v)| J::Array(vec![to_tagged_json(k), to_tagged_json(v)])).collect::<Vec<_>>() })
+        }
     }
 }
 
@@ -178,10 +190,14 @@ mod tests {
     fn wide_integers_are_tagged() {
         assert_eq!(tag_wide_integers(r#"[1, -9223372036854775808, 18446744073709551615, 1.5e300]"#), None);
         assert_eq!(
-            tag_wide_integers(r#"{"a": [18446744073709551621, "99999999999999999999"], "b": -9223372036854775809}"#).unwrap(),
+            tag_wide_integers(r#"{"a": [18446744073709551621, "99999999999999999999"], "b": -9223372036854775809}"#)
+                .unwrap(),
             r#"{"a": [{"$int": "18446744073709551621"}, "99999999999999999999"], "b": {"$int": "-9223372036854775809"}}"#
         );
-        assert_eq!(tag_wide_integers(r#"["\"", 123456789012345678901]"#).unwrap(), r#"["\"", {"$int": "123456789012345678901"}]"#);
+        assert_eq!(
+            tag_wide_integers(r#"["\"", 123456789012345678901]"#).unwrap(),
+            r#"["\"", {"$int": "123456789012345678901"}]"#
+        );
     }
 
     #[test]
@@ -192,6 +208,9 @@ mod tests {
         assert_eq!(items[3].1, PyValue::Float(1.0));
         assert_eq!(to_tagged_json(&v), j);
         assert!(from_tagged_json(&serde_json::json!({"$int": "1.5"})).unwrap_err().contains("$.$int"));
-        assert_eq!(from_tagged_json(&serde_json::json!({"$dict_items": [[[1], 2]]})).unwrap_err(), "TypeError: unhashable type: 'list'");
+        assert_eq!(
+            from_tagged_json(&serde_json::json!({"$dict_items": [[[1], 2]]})).unwrap_err(),
+            "TypeError: unhashable type: 'list'"
+        );
     }
 }

@@ -462,7 +462,12 @@ impl<T: Copy, E> State<'_, T, E> {
 
 /// CPython's `gallop_left`: the leftmost position in sorted `a` where `key` belongs (`a[k-1] < key <= a[k]`),
 /// searching outward from `hint`.
-fn gallop_left_in<T: Copy, E>(a: &[T], key: T, hint: usize, lt: &mut dyn FnMut(&T, &T) -> Result<bool, E>) -> Result<usize, E> {
+fn gallop_left_in<T: Copy, E>(
+    a: &[T],
+    key: T,
+    hint: usize,
+    lt: &mut dyn FnMut(&T, &T) -> Result<bool, E>,
+) -> Result<usize, E> {
     let n = a.len();
     let mut lastofs = 0;
     let mut ofs = 1;
@@ -508,7 +513,12 @@ fn gallop_left_in<T: Copy, E>(a: &[T], key: T, hint: usize, lt: &mut dyn FnMut(&
 
 /// CPython's `gallop_right`: the rightmost position in sorted `a` where `key` belongs (`a[k-1] <= key < a[k]`),
 /// searching outward from `hint`.
-fn gallop_right_in<T: Copy, E>(a: &[T], key: T, hint: usize, lt: &mut dyn FnMut(&T, &T) -> Result<bool, E>) -> Result<usize, E> {
+fn gallop_right_in<T: Copy, E>(
+    a: &[T],
+    key: T,
+    hint: usize,
+    lt: &mut dyn FnMut(&T, &T) -> Result<bool, E>,
+) -> Result<usize, E> {
     let n = a.len();
     let mut lastofs = 0;
     let mut ofs = 1;
@@ -584,6 +594,9 @@ mod tests {
     #[test]
     fn errors_propagate() {
         let mut v = vec![3, 1, 2];
-        assert_eq!(list_sort(&mut v, &mut |a: &i32, b: &i32| if *a == 2 || *b == 2 { Err("boom") } else { Ok(a < b) }), Err("boom"));
+        assert_eq!(
+            list_sort(&mut v, &mut |a: &i32, b: &i32| if *a == 2 || *b == 2 { Err("boom") } else { Ok(a < b) }),
+            Err("boom")
+        );
     }
 }

@@ -61,7 +61,13 @@ pub struct HashedBlock {
 }
 
 /// `hash_block_tokens(hash_fn, parent, tokens, extra_keys)`: a missing or empty parent means `NONE_HASH`.
-pub fn hash_block_tokens(algo: HashAlgo, none_hash: &[u8], parent: Option<&[u8]>, tokens: &[PyInt], extra_keys: &PyValue) -> Result<HashedBlock, String> {
+pub fn hash_block_tokens(
+    algo: HashAlgo,
+    none_hash: &[u8],
+    parent: Option<&[u8]>,
+    tokens: &[PyInt],
+    extra_keys: &PyValue,
+) -> Result<HashedBlock, String> {
     let parent = match parent {
         Some(p) if !p.is_empty() => p,
         _ => none_hash,
@@ -108,7 +114,10 @@ impl BlockHashRules {
         match (pythonhashseed, &self.default_seed) {
             (Some(s), _) => Ok(s),
             (None, Some(d)) => Ok(d),
-            (None, None) => Err(format!("vLLM {} uses os.urandom(32) as NONE_HASH when PYTHONHASHSEED is unset; set it to reproduce the chain", self.releases.join("/"))),
+            (None, None) => Err(format!(
+                "vLLM {} uses os.urandom(32) as NONE_HASH when PYTHONHASHSEED is unset; set it to reproduce the chain",
+                self.releases.join("/")
+            )),
         }
     }
 
@@ -124,11 +133,17 @@ impl BlockHashRules {
                 .map(|k| match (k, tagged) {
                     (ExtraKey::Lora { name, path }, true) => PyValue::Tuple(vec![s("lora"), s(name), s(path)]),
                     (ExtraKey::Lora { name, .. }, false) => s(name),
-                    (ExtraKey::Mm { identifier, offset }, true) => PyValue::Tuple(vec![s("mm"), s(identifier), PyValue::int(*offset)]),
-                    (ExtraKey::Mm { identifier, offset }, false) => PyValue::Tuple(vec![s(identifier), PyValue::int(*offset)]),
+                    (ExtraKey::Mm { identifier, offset }, true) => {
+                        PyValue::Tuple(vec![s("mm"), s(identifier), PyValue::int(*offset)])
+                    }
+                    (ExtraKey::Mm { identifier, offset }, false) => {
+                        PyValue::Tuple(vec![s(identifier), PyValue::int(*offset)])
+                    }
                     (ExtraKey::CacheSalt(salt), true) => PyValue::Tuple(vec![s("cache_salt"), s(salt)]),
                     (ExtraKey::CacheSalt(salt), false) => s(salt),
-                    (ExtraKey::PromptEmbeds(d), true) => PyValue::Tuple(vec![s("prompt_embeds"), PyValue::Bytes(d.clone())]),
+                    (ExtraKey::PromptEmbeds(d), true) => {
+                        PyValue::Tuple(vec![s("prompt_embeds"), PyValue::Bytes(d.clone())])
+                    }
                     (ExtraKey::PromptEmbeds(d), false) => PyValue::Bytes(d.clone()),
                 })
                 .collect(),
@@ -155,7 +170,13 @@ pub struct ChainBlock {
 }
 
 /// The hashes of every full `block_size` block of a request, chained from NONE_HASH.
-pub fn request_block_hashes(rules: &BlockHashRules, algo: HashAlgo, none_hash: &[u8], block_size: usize, req: &TextRequest) -> Result<Vec<ChainBlock>, String> {
+pub fn request_block_hashes(
+    rules: &BlockHashRules,
+    algo: HashAlgo,
+    none_hash: &[u8],
+    block_size: usize,
+    req: &TextRequest,
+) -> Result<Vec<ChainBlock>, String> {
     if block_size == 0 {
         return Err("block_size must be positive".into());
     }
@@ -172,7 +193,13 @@ pub fn request_block_hashes(rules: &BlockHashRules, algo: HashAlgo, none_hash: &
         }
         let extra_keys = rules.extra_keys_value(&keys);
         let parent = out.last().map(|b| b.hashed.hash);
-        let hashed = hash_block_tokens(algo, none_hash, parent.as_ref().map(|p| &p[..]), &req.token_ids[start..end], &extra_keys)?;
+        let hashed = hash_block_tokens(
+            algo,
+            none_hash,
+            parent.as_ref().map(|p| &p[..]),
+            &req.token_ids[start..end],
+            &extra_keys,
+        )?;
         out.push(ChainBlock { tokens_start: start, tokens_end: end, extra_keys, hashed });
         start = end;
     }
@@ -207,7 +234,13 @@ mod tests {
     use crate::hash::hex;
 
     fn rules_033() -> BlockHashRules {
-        BlockHashRules { releases: vec!["0.33.0".into()], source: String::new(), default_seed: Some("vllm-none-hash".into()), extra_keys: "tagged".into(), doc: String::new() }
+        BlockHashRules {
+            releases: vec!["0.33.0".into()],
+            source: String::new(),
+            default_seed: Some("vllm-none-hash".into()),
+            extra_keys: "tagged".into(),
+            doc: String::new(),
+        }
     }
 
     #[test]
@@ -215,7 +248,10 @@ mod tests {
         // shared/reference/store-keys.md §1.4.
         let nh = none_hash(HashAlgo::Sha256, "vllm-none-hash").unwrap();
         assert_eq!(hex(&nh), "066b1e8987e027138e98701c46128929378935f9b6cd1549105ae6b4f0d71198");
-        assert_eq!(hex(&none_hash(HashAlgo::Sha256, "0").unwrap()), "1973e23848344dc43a988a9b478663803cfffe1243480253f9a3cf004b14aa7c");
+        assert_eq!(
+            hex(&none_hash(HashAlgo::Sha256, "0").unwrap()),
+            "1973e23848344dc43a988a9b478663803cfffe1243480253f9a3cf004b14aa7c"
+        );
         let req = TextRequest { token_ids: (0..32).map(PyInt::from).collect(), ..Default::default() };
         let blocks = request_block_hashes(&rules_033(), HashAlgo::Sha256, &nh, 16, &req).unwrap();
         assert_eq!(hex(&blocks[0].hashed.hash), "fe8fa5dda3210d0ca2031e37cbe3b001186773cd1c710beb2d45fcb51d434798");

@@ -82,7 +82,7 @@ fn encode_int(i: &PyInt, out: &mut Vec<u8>) {
     // Bignum: tag 2 with the big-endian magnitude, or tag 3 with that of -1 - n.
     let (tag, mag) = if i.is_negative() {
         let n = crate::keys::pickle::encode_long(i); // two's complement, little-endian
-        // -1 - n for negative n is the bitwise complement of n's two's complement.
+                                                     // -1 - n for negative n is the bitwise complement of n's two's complement.
         let mut m: Vec<u8> = n.iter().map(|b| !b).collect();
         while m.last() == Some(&0) {
             m.pop();
@@ -155,7 +155,20 @@ mod tests {
     fn matches_cbor2_canonical() {
         let c = |v: PyValue| hex(&dumps(&v).unwrap());
         assert_eq!(c(PyValue::str("vllm-none-hash")), "6e766c6c6d2d6e6f6e652d68617368");
-        assert_eq!(c(PyValue::Tuple(vec![PyValue::Bytes(vec![0; 2]), PyValue::Tuple(vec![PyValue::int(0), PyValue::int(23), PyValue::int(24), PyValue::int(-1), PyValue::int(-25)]), PyValue::None])), "8342000085001718182038" .to_string() + "18f6");
+        assert_eq!(
+            c(PyValue::Tuple(vec![
+                PyValue::Bytes(vec![0; 2]),
+                PyValue::Tuple(vec![
+                    PyValue::int(0),
+                    PyValue::int(23),
+                    PyValue::int(24),
+                    PyValue::int(-1),
+                    PyValue::int(-25)
+                ]),
+                PyValue::None
+            ])),
+            "8342000085001718182038".to_string() + "18f6"
+        );
         assert_eq!(c(PyValue::int(u64::MAX)), "1bffffffffffffffff");
         assert_eq!(c(PyValue::Int(PyInt::parse("18446744073709551616").unwrap())), "c249010000000000000000");
         assert_eq!(c(PyValue::Int(PyInt::parse("-18446744073709551616").unwrap())), "3bffffffffffffffff");

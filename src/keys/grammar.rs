@@ -96,18 +96,34 @@ pub struct Grammar {
 /// Building a key failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KeyBuildError {
-    MissingField { grammar: String, field: String },
+    MissingField {
+        grammar: String,
+        field: String,
+    },
     /// A field the grammar does not have holds a non-default value.
-    NotInGrammar { grammar: String, field: String, value: String },
-    WrongType { grammar: String, field: String, expected: String, value: String },
+    NotInGrammar {
+        grammar: String,
+        field: String,
+        value: String,
+    },
+    WrongType {
+        grammar: String,
+        field: String,
+        expected: String,
+        value: String,
+    },
 }
 
 impl fmt::Display for KeyBuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             KeyBuildError::MissingField { grammar, field } => write!(f, "{grammar}: field `{field}` is missing"),
-            KeyBuildError::NotInGrammar { grammar, field, value } => write!(f, "{grammar}: keys have no `{field}` part, but it is {value}"),
-            KeyBuildError::WrongType { grammar, field, expected, value } => write!(f, "{grammar}: `{field}` must be {expected}, got {value}"),
+            KeyBuildError::NotInGrammar { grammar, field, value } => {
+                write!(f, "{grammar}: keys have no `{field}` part, but it is {value}")
+            }
+            KeyBuildError::WrongType { grammar, field, expected, value } => {
+                write!(f, "{grammar}: `{field}` must be {expected}, got {value}")
+            }
         }
     }
 }
@@ -116,21 +132,35 @@ impl std::error::Error for KeyBuildError {}
 /// Parsing a key failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KeyParseError {
-    TooLong { len: usize },
-    TooManySeparators { count: usize },
+    TooLong {
+        len: usize,
+    },
+    TooManySeparators {
+        count: usize,
+    },
     /// No reading fits; `matched` is the longest prefix of the key some reading accounted for.
     /// `matched` bytes fit the grammar up to the part `expected`; `found` is what the key has there (up to
     /// its next separator).
-    NoMatch { grammar: String, matched: usize, expected: String, found: String },
+    NoMatch {
+        grammar: String,
+        matched: usize,
+        expected: String,
+        found: String,
+    },
     /// More than one reading fits (after hints); each candidate is listed.
-    Ambiguous { grammar: String, readings: Vec<Fields> },
+    Ambiguous {
+        grammar: String,
+        readings: Vec<Fields>,
+    },
 }
 
 impl fmt::Display for KeyParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             KeyParseError::TooLong { len } => write!(f, "key of {len} bytes is longer than {MAX_STORE_KEY_BYTES}"),
-            KeyParseError::TooManySeparators { count } => write!(f, "key has {count} separators, more than {MAX_STORE_KEY_SEPARATORS}"),
+            KeyParseError::TooManySeparators { count } => {
+                write!(f, "key has {count} separators, more than {MAX_STORE_KEY_SEPARATORS}")
+            }
             KeyParseError::NoMatch { grammar, matched, expected, found } => {
                 write!(f, "not a {grammar} key: at byte {matched} expected {expected}")?;
                 match found.as_str() {
@@ -158,7 +188,11 @@ fn is_hex(s: &str, signed: bool) -> bool {
 
 fn canonical_int(s: &str) -> Option<i64> {
     let body = s.strip_prefix('-').unwrap_or(s);
-    if body.is_empty() || !body.bytes().all(|b| b.is_ascii_digit()) || (body.len() > 1 && body.starts_with('0')) || s == "-0" {
+    if body.is_empty()
+        || !body.bytes().all(|b| b.is_ascii_digit())
+        || (body.len() > 1 && body.starts_with('0'))
+        || s == "-0"
+    {
         return None;
     }
     s.parse().ok()
@@ -166,7 +200,12 @@ fn canonical_int(s: &str) -> Option<i64> {
 
 impl Grammar {
     fn type_error(&self, field: &str, expected: &str, value: &FieldValue) -> KeyBuildError {
-        KeyBuildError::WrongType { grammar: self.name.clone(), field: field.into(), expected: expected.into(), value: value.to_string() }
+        KeyBuildError::WrongType {
+            grammar: self.name.clone(),
+            field: field.into(),
+            expected: expected.into(),
+            value: value.to_string(),
+        }
     }
 
     /// The key for these field values. Fields the grammar does not have must be absent or hold their
@@ -183,9 +222,15 @@ impl Grammar {
     fn render_parts(&self, fields: &Fields, upto: usize) -> Result<String, KeyBuildError> {
         for (name, v) in fields {
             let known = self.parts.iter().any(|p| matches!(p, Part::Field { name: n, .. } if n == name));
-            let default = matches!(v, FieldValue::Int(0)) || matches!(v, FieldValue::Text(t) if t.is_empty()) || matches!(v, FieldValue::Tags(t) if t.is_empty());
+            let default = matches!(v, FieldValue::Int(0))
+                || matches!(v, FieldValue::Text(t) if t.is_empty())
+                || matches!(v, FieldValue::Tags(t) if t.is_empty());
             if !known && !default {
-                return Err(KeyBuildError::NotInGrammar { grammar: self.name.clone(), field: name.clone(), value: v.to_string() });
+                return Err(KeyBuildError::NotInGrammar {
+                    grammar: self.name.clone(),
+                    field: name.clone(),
+                    value: v.to_string(),
+                });
             }
         }
         let mut out = String::new();
@@ -197,14 +242,23 @@ impl Grammar {
                 }
                 Part::Field { name, ty, omit_empty, suffix } => (name, ty, *omit_empty, suffix),
             };
-            let v = fields.get(name).ok_or_else(|| KeyBuildError::MissingField { grammar: self.name.clone(), field: name.clone() })?;
+            let v = fields
+                .get(name)
+                .ok_or_else(|| KeyBuildError::MissingField { grammar: self.name.clone(), field: name.clone() })?;
             match (ty, v) {
                 (FieldType::Int, FieldValue::Int(i)) => out.push_str(&i.to_string()),
                 (FieldType::Int, _) => return Err(self.type_error(name, "an integer", v)),
                 (FieldType::Tags, FieldValue::Tags(tags)) => {
                     for (k, val) in tags {
-                        if k.contains(['%']) || k.contains(self.separator.as_str()) || val.contains(self.separator.as_str()) {
-                            return Err(self.type_error(name, "tags whose names hold no '%' or separator and values no separator", v));
+                        if k.contains(['%'])
+                            || k.contains(self.separator.as_str())
+                            || val.contains(self.separator.as_str())
+                        {
+                            return Err(self.type_error(
+                                name,
+                                "tags whose names hold no '%' or separator and values no separator",
+                                v,
+                            ));
                         }
                         out.push_str(&format!("{}{k}%{val}", self.separator));
                     }
@@ -247,16 +301,33 @@ impl Grammar {
         }
         // A one-byte separator's positions, found once: where free text may end (searching the rest of the key
         // again at every position a field may start cost a scan per start).
-        let sep_positions = (self.separator.len() == 1).then(|| key.match_indices(self.separator.as_str()).map(|(j, _)| j).collect());
-        let mut st = MatchState { readings: vec![], furthest: None, hints, seps: sep_positions, dead: DeadStates::new(self.parts.len() + 1, key.len() + 1) };
+        let sep_positions =
+            (self.separator.len() == 1).then(|| key.match_indices(self.separator.as_str()).map(|(j, _)| j).collect());
+        let mut st = MatchState {
+            readings: vec![],
+            furthest: None,
+            hints,
+            seps: sep_positions,
+            dead: DeadStates::new(self.parts.len() + 1, key.len() + 1),
+        };
         self.match_parts(key, 0, 0, &mut Vec::new(), &mut st);
         match st.readings.len() {
             0 => {
                 let (matched, part) = st.furthest.unwrap_or((0, 0));
-                let expected = self.parts.get(part).map(|p| describe_part(p, &self.separator)).unwrap_or_else(|| "the end of the key".into());
+                let expected = self
+                    .parts
+                    .get(part)
+                    .map(|p| describe_part(p, &self.separator))
+                    .unwrap_or_else(|| "the end of the key".into());
                 let rest = &key[matched..];
-                let found = rest.get(1..).and_then(|r| r.find(self.separator.as_str())).map_or(rest, |j| &rest[..j + 1]);
-                Err(KeyParseError::NoMatch { grammar: self.name.clone(), matched, expected, found: found.chars().take(40).collect() })
+                let found =
+                    rest.get(1..).and_then(|r| r.find(self.separator.as_str())).map_or(rest, |j| &rest[..j + 1]);
+                Err(KeyParseError::NoMatch {
+                    grammar: self.name.clone(),
+                    matched,
+                    expected,
+                    found: found.chars().take(40).collect(),
+                })
             }
             1 => Ok(st.readings.remove(0)),
             _ => Err(KeyParseError::Ambiguous { grammar: self.name.clone(), readings: st.readings }),
@@ -273,7 +344,14 @@ impl Grammar {
     /// and per way of entering it that leads to a reading — not one visit per combination of the free-text
     /// fields' ends before it, which grew with the product of the separators each could end at. A dead
     /// state also cannot move `furthest`: its first visit already recorded every position it reaches.
-    fn match_parts<'g>(&'g self, key: &str, i: usize, pos: usize, acc: &mut Vec<(&'g str, FieldValue)>, st: &mut MatchState<'_>) -> bool {
+    fn match_parts<'g>(
+        &'g self,
+        key: &str,
+        i: usize,
+        pos: usize,
+        acc: &mut Vec<(&'g str, FieldValue)>,
+        st: &mut MatchState<'_>,
+    ) -> bool {
         if st.readings.len() > MAX_STORE_KEY_READINGS {
             return false;
         }
@@ -368,12 +446,17 @@ impl Grammar {
         let sep = self.separator.as_str();
         match ty {
             FieldType::Int => {
-                let n = rest.bytes().enumerate().take_while(|(j, b)| b.is_ascii_digit() || (*j == 0 && *b == b'-')).count();
+                let n =
+                    rest.bytes().enumerate().take_while(|(j, b)| b.is_ascii_digit() || (*j == 0 && *b == b'-')).count();
                 (1..=n.min(21)).map(|l| pos + l).collect()
             }
             FieldType::Hex | FieldType::SignedHex => {
                 let signed = *ty == FieldType::SignedHex;
-                let n = rest.bytes().enumerate().take_while(|(j, b)| matches!(b, b'0'..=b'9' | b'a'..=b'f') || (signed && *j == 0 && *b == b'-')).count();
+                let n = rest
+                    .bytes()
+                    .enumerate()
+                    .take_while(|(j, b)| matches!(b, b'0'..=b'9' | b'a'..=b'f') || (signed && *j == 0 && *b == b'-'))
+                    .count();
                 // A value holds at least one digit: the sign alone is not hex (`f'{i:x}'` never writes it, and
                 // `render` refuses it). Found by the store_keys fuzz target (FUZZING.md).
                 let sign = usize::from(signed && rest.starts_with('-'));
@@ -394,7 +477,9 @@ impl Grammar {
                 };
                 (0..=n).filter(|l| rest.is_char_boundary(*l)).map(|l| pos + l).collect()
             }
-            FieldType::Choice(set) => set.iter().filter(|w| rest.starts_with(w.as_str())).map(|w| pos + w.len()).collect(),
+            FieldType::Choice(set) => {
+                set.iter().filter(|w| rest.starts_with(w.as_str())).map(|w| pos + w.len()).collect()
+            }
             FieldType::Pattern(forms) => {
                 let mut out = vec![];
                 for form in forms {
@@ -408,8 +493,14 @@ impl Grammar {
                                         next.push(p + t.len());
                                     }
                                 }
-                                PatternItem::Int => next.extend(self.match_field(&FieldType::Int, key, p, None).into_iter().filter(|e| canonical_int(&key[p..*e]).is_some())),
-                                PatternItem::Set(words) => next.extend(words.iter().filter(|w| key[p..].starts_with(w.as_str())).map(|w| p + w.len())),
+                                PatternItem::Int => next.extend(
+                                    self.match_field(&FieldType::Int, key, p, None)
+                                        .into_iter()
+                                        .filter(|e| canonical_int(&key[p..*e]).is_some()),
+                                ),
+                                PatternItem::Set(words) => next.extend(
+                                    words.iter().filter(|w| key[p..].starts_with(w.as_str())).map(|w| p + w.len()),
+                                ),
                             }
                         }
                         at = next;
@@ -573,7 +664,9 @@ fn compile_pattern(form: &str, sets: &IndexMap<String, Vec<String>>) -> Result<V
         let hole = &rest[open + 1..close];
         out.push(match hole {
             "int" => PatternItem::Int,
-            name => PatternItem::Set(sets.get(name).cloned().ok_or_else(|| format!("pattern {form:?}: no set `{name}`"))?),
+            name => {
+                PatternItem::Set(sets.get(name).cloned().ok_or_else(|| format!("pattern {form:?}: no set `{name}`"))?)
+            }
         });
         rest = &rest[close + 1..];
     }
@@ -634,9 +727,12 @@ impl StoreKeysFile {
                                 FieldType::Choice(self.sets.get(set).cloned().ok_or(format!("{at}: no set `{set}`"))?)
                             }
                             Some("pattern") => {
-                                let name = p.pattern.as_ref().ok_or(format!("{at}: a pattern field needs `pattern`"))?;
+                                let name =
+                                    p.pattern.as_ref().ok_or(format!("{at}: a pattern field needs `pattern`"))?;
                                 let forms = self.patterns.get(name).ok_or(format!("{at}: no pattern list `{name}`"))?;
-                                FieldType::Pattern(forms.iter().map(|f| compile_pattern(f, &self.sets)).collect::<Result<_, _>>()?)
+                                FieldType::Pattern(
+                                    forms.iter().map(|f| compile_pattern(f, &self.sets)).collect::<Result<_, _>>()?,
+                                )
                             }
                             other => return Err(format!("{at}: unknown type {other:?}")),
                         };
@@ -646,7 +742,12 @@ impl StoreKeysFile {
                         if parts.iter().any(|q| matches!(q, Part::Field { name: n, .. } if n == name)) {
                             return Err(format!("{at}: field `{name}` appears twice"));
                         }
-                        parts.push(Part::Field { name: name.clone(), ty, omit_empty: p.omit_empty, suffix: p.suffix.clone().unwrap_or_default() });
+                        parts.push(Part::Field {
+                            name: name.clone(),
+                            ty,
+                            omit_empty: p.omit_empty,
+                            suffix: p.suffix.clone().unwrap_or_default(),
+                        });
                     }
                     _ => return Err(format!("{at}: a part is either {{ text }} or {{ field, type }}")),
                 }
@@ -667,7 +768,10 @@ impl StoreKeysFile {
                         }
                     };
                     if !next_ok {
-                        return Err(format!("grammar {}: free-text field `{name}` must be followed by the separator", g.name));
+                        return Err(format!(
+                            "grammar {}: free-text field `{name}` must be followed by the separator",
+                            g.name
+                        ));
                     }
                 }
             }
@@ -725,18 +829,36 @@ parts = [
     #[test]
     fn render_and_parse_round_trip() {
         let g = grammar(DATA, "g");
-        let f = fields(&[("prefix", t("")), ("model", t("m")), ("ns", t("@x:3_ABC")), ("rank", FieldValue::Int(-2)), ("hash", t("0a")), ("tags", FieldValue::Tags(vec![("k".into(), "v%w".into())]))]);
+        let f = fields(&[
+            ("prefix", t("")),
+            ("model", t("m")),
+            ("ns", t("@x:3_ABC")),
+            ("rank", FieldValue::Int(-2)),
+            ("hash", t("0a")),
+            ("tags", FieldValue::Tags(vec![("k".into(), "v%w".into())])),
+        ]);
         let key = g.render(&f).unwrap();
         assert_eq!(key, "m@x:3_ABC@r:-2@0a@k%v%w");
         assert_eq!(g.render_prefix(&f).unwrap(), "m@x:3_ABC@r:-2");
         // Free text may hold the separator: without hints the key has three readings (the namespace may be
         // part of the model name, and the model may be a cache prefix).
-        assert!(matches!(g.parse(&key, &Fields::new()), Err(KeyParseError::Ambiguous { ref readings, .. }) if readings.len() == 3));
+        assert!(
+            matches!(g.parse(&key, &Fields::new()), Err(KeyParseError::Ambiguous { ref readings, .. }) if readings.len() == 3)
+        );
         assert_eq!(g.parse(&key, &fields(&[("prefix", t("")), ("model", t("m"))])).unwrap(), f);
         // A model containing the separator: two readings until the prefix is known.
-        let f2 = fields(&[("prefix", t("")), ("model", t("a@b")), ("ns", t("")), ("rank", FieldValue::Int(0)), ("hash", t("ff")), ("tags", FieldValue::Tags(vec![]))]);
+        let f2 = fields(&[
+            ("prefix", t("")),
+            ("model", t("a@b")),
+            ("ns", t("")),
+            ("rank", FieldValue::Int(0)),
+            ("hash", t("ff")),
+            ("tags", FieldValue::Tags(vec![])),
+        ]);
         let key = g.render(&f2).unwrap();
-        assert!(matches!(g.parse(&key, &Fields::new()), Err(KeyParseError::Ambiguous { ref readings, .. }) if readings.len() == 2));
+        assert!(
+            matches!(g.parse(&key, &Fields::new()), Err(KeyParseError::Ambiguous { ref readings, .. }) if readings.len() == 2)
+        );
         assert_eq!(g.parse(&key, &fields(&[("prefix", t(""))])).unwrap(), f2);
         assert_eq!(g.parse(&key, &fields(&[("prefix", t("a"))])).unwrap()["model"], t("b"));
     }
@@ -744,7 +866,14 @@ parts = [
     #[test]
     fn rejects_what_the_grammar_cannot_write() {
         let g = grammar(DATA, "g");
-        let base = fields(&[("prefix", t("")), ("model", t("m")), ("ns", t("")), ("rank", FieldValue::Int(1)), ("hash", t("ab")), ("tags", FieldValue::Tags(vec![]))]);
+        let base = fields(&[
+            ("prefix", t("")),
+            ("model", t("m")),
+            ("ns", t("")),
+            ("rank", FieldValue::Int(1)),
+            ("hash", t("ab")),
+            ("tags", FieldValue::Tags(vec![])),
+        ]);
         let mut bad = base.clone();
         bad.insert("hash".into(), t("AB"));
         assert!(matches!(g.render(&bad), Err(KeyBuildError::WrongType { .. })));
@@ -769,7 +898,11 @@ parts = [
     fn a_sign_alone_is_not_signed_hex() {
         let g = grammar(&DATA.replace("type = \"hex\"", "type = \"signed_hex\""), "g");
         for key in ["m@r:1@-", "m@r:1@-@k%v", "m@r:1@--1"] {
-            assert!(matches!(g.parse(key, &Fields::new()), Err(KeyParseError::NoMatch { .. })), "{key}: {:?}", g.parse(key, &Fields::new()));
+            assert!(
+                matches!(g.parse(key, &Fields::new()), Err(KeyParseError::NoMatch { .. })),
+                "{key}: {:?}",
+                g.parse(key, &Fields::new())
+            );
         }
         for (key, hash) in [("m@r:1@-1f", "-1f"), ("m@r:1@0", "0")] {
             let f = g.parse(key, &fields(&[("prefix", t(""))])).unwrap();
@@ -780,7 +913,10 @@ parts = [
 
     #[test]
     fn data_checks() {
-        let bad = DATA.replace("{ field = \"model\", type = \"str\" },\n  { field = \"ns\", type = \"pattern\", pattern = \"ns\" },", "{ field = \"model\", type = \"str\" },\n  { field = \"m2\", type = \"int\" },");
+        let bad = DATA.replace(
+            "{ field = \"model\", type = \"str\" },\n  { field = \"ns\", type = \"pattern\", pattern = \"ns\" },",
+            "{ field = \"model\", type = \"str\" },\n  { field = \"m2\", type = \"int\" },",
+        );
         assert!(StoreKeysFile::parse("t", &bad).unwrap_err().contains("followed by the separator"));
         assert!(StoreKeysFile::parse("t", &DATA.replace("type = \"hex\"", "type = \"hexx\"")).is_err());
         assert!(StoreKeysFile::parse("t", &DATA.replace("{layout}", "{nope}")).is_err());

@@ -84,7 +84,8 @@ struct Pickler {
 
 /// `pickle.dumps(value, protocol=5)`.
 pub fn dumps(value: &PyValue) -> Result<Vec<u8>, PickleError> {
-    let mut p = Pickler { out: vec![op::PROTO, 5], frame: Some(Vec::new()), memo: HashMap::new(), memo_len: 0, depth: 0 };
+    let mut p =
+        Pickler { out: vec![op::PROTO, 5], frame: Some(Vec::new()), memo: HashMap::new(), memo_len: 0, depth: 0 };
     p.save(value)?;
     p.write(&[op::STOP]);
     p.commit_frame(true);
@@ -320,7 +321,17 @@ mod tests {
 
     #[test]
     fn encode_long_matches_python() {
-        for (v, want) in [("0", ""), ("255", "ff00"), ("32767", "ff7f"), ("-256", "00ff"), ("-32768", "0080"), ("-128", "80"), ("127", "7f"), ("18446744073709551621", "050000000000000001"), ("-1", "ff")] {
+        for (v, want) in [
+            ("0", ""),
+            ("255", "ff00"),
+            ("32767", "ff7f"),
+            ("-256", "00ff"),
+            ("-32768", "0080"),
+            ("-128", "80"),
+            ("127", "7f"),
+            ("18446744073709551621", "050000000000000001"),
+            ("-1", "ff"),
+        ] {
             assert_eq!(hex(&encode_long(&PyInt::parse(v).unwrap())), want, "{v}");
         }
     }
@@ -328,7 +339,10 @@ mod tests {
     #[test]
     fn documented_pickles() {
         // shared/reference/store-keys.md §1.4: the seed string; an empty tuple has no frame.
-        assert_eq!(hex(&dumps(&PyValue::str("vllm-none-hash")).unwrap()), "80059512000000000000008c0e766c6c6d2d6e6f6e652d68617368942e");
+        assert_eq!(
+            hex(&dumps(&PyValue::str("vllm-none-hash")).unwrap()),
+            "80059512000000000000008c0e766c6c6d2d6e6f6e652d68617368942e"
+        );
         assert_eq!(hex(&dumps(&PyValue::Tuple(vec![])).unwrap()), "8005292e");
         // CPython 3.11 `pickle.dumps(tuple(json.loads('["a","a","ab","ab"]')), 5)`: the one-character string
         // is a singleton fetched from the memo, the two "ab" are distinct objects.
@@ -337,10 +351,19 @@ mod tests {
         assert_eq!(hex(&dumps(&t).unwrap()), "8005951400000000000000288c01619468008c026162948c0261629474942e");
         let big = PyInt::parse("1180591620717411303424").unwrap(); // 2**70
         let t = PyValue::Tuple(vec![
-            PyValue::Bool(true), PyValue::None, PyValue::Float(1.5), PyValue::int(-1), PyValue::int(70000),
-            PyValue::Int(big), PyValue::Bytes(vec![]), PyValue::Bytes(vec![]),
+            PyValue::Bool(true),
+            PyValue::None,
+            PyValue::Float(1.5),
+            PyValue::int(-1),
+            PyValue::int(70000),
+            PyValue::Int(big),
+            PyValue::Bytes(vec![]),
+            PyValue::Bytes(vec![]),
         ]);
-        assert_eq!(hex(&dumps(&t).unwrap()), "800595290000000000000028884e473ff80000000000004affffffff4a701101008a09000000000000000040430094680074942e");
+        assert_eq!(
+            hex(&dumps(&t).unwrap()),
+            "800595290000000000000028884e473ff80000000000004affffffff4a701101008a09000000000000000040430094680074942e"
+        );
         assert!(dumps(&PyValue::List(vec![])).is_err());
     }
 }

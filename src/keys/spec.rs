@@ -34,15 +34,21 @@ impl StoreKeySpec {
 
     /// The grammar of vLLM's store keys in a release (0.21.0 … 0.33.0).
     pub fn vllm_grammar(&self, release: &str) -> Result<&Grammar, String> {
-        self.grammars
-            .iter()
-            .find(|g| g.family == "vllm" && g.releases.iter().any(|r| r == release))
-            .ok_or_else(|| format!("no MooncakeStoreConnector key grammar for vLLM {release} (releases: {})", self.vllm_releases().join(", ")))
+        self.grammars.iter().find(|g| g.family == "vllm" && g.releases.iter().any(|r| r == release)).ok_or_else(|| {
+            format!(
+                "no MooncakeStoreConnector key grammar for vLLM {release} (releases: {})",
+                self.vllm_releases().join(", ")
+            )
+        })
     }
 
     /// Every release with a vLLM key grammar, in data order.
     pub fn vllm_releases(&self) -> Vec<&str> {
-        self.grammars.iter().filter(|g| g.family == "vllm").flat_map(|g| g.releases.iter().map(String::as_str)).collect()
+        self.grammars
+            .iter()
+            .filter(|g| g.family == "vllm")
+            .flat_map(|g| g.releases.iter().map(String::as_str))
+            .collect()
     }
 
     fn vllm_file(&self) -> &StoreKeysFile {
@@ -51,16 +57,28 @@ impl StoreKeySpec {
 
     /// Whether vLLM `release` has a key helper (`PoolKey.build_prefix`, `_make_mooncake_group_id`, ...).
     pub fn has_api(&self, function: &str, release: &str) -> Result<bool, String> {
-        let since = self.vllm_file().api.get(function).ok_or_else(|| format!("spec/store-keys/vllm.toml [api] does not list {function}"))?;
+        let since = self
+            .vllm_file()
+            .api
+            .get(function)
+            .ok_or_else(|| format!("spec/store-keys/vllm.toml [api] does not list {function}"))?;
         Ok(crate::spec::version_key(release) >= crate::spec::version_key(since))
     }
 
     pub fn chunk_hash_rule(&self, release: &str) -> Result<&ChunkHashRule, String> {
-        self.vllm_file().chunk_hash.iter().find(|r| r.releases.iter().any(|x| x == release)).ok_or_else(|| format!("no chunk-hash rule for vLLM {release}"))
+        self.vllm_file()
+            .chunk_hash
+            .iter()
+            .find(|r| r.releases.iter().any(|x| x == release))
+            .ok_or_else(|| format!("no chunk-hash rule for vLLM {release}"))
     }
 
     pub fn block_hash_rules(&self, release: &str) -> Result<&BlockHashRules, String> {
-        self.vllm_file().block_hash.iter().find(|r| r.releases.iter().any(|x| x == release)).ok_or_else(|| format!("no block-hash rules for vLLM {release}"))
+        self.vllm_file()
+            .block_hash
+            .iter()
+            .find(|r| r.releases.iter().any(|x| x == release))
+            .ok_or_else(|| format!("no block-hash rules for vLLM {release}"))
     }
 }
 
@@ -83,7 +101,14 @@ mod tests {
         sorted.dedup();
         assert_eq!(sorted, releases, "each release once, in order");
         assert!(s.vllm_grammar("0.20.0").is_err());
-        for name in ["ascend-mooncake-key", "ascend-mooncake-layer-key", "ascend-store-key", "ascend-store-layer-key", "lmcache-key", "lmcache-layer-key"] {
+        for name in [
+            "ascend-mooncake-key",
+            "ascend-mooncake-layer-key",
+            "ascend-store-key",
+            "ascend-store-layer-key",
+            "lmcache-key",
+            "lmcache-layer-key",
+        ] {
             assert!(s.grammar(name).is_some(), "{name}");
         }
     }

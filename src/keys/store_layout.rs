@@ -105,12 +105,26 @@ pub enum StoreLayout {
     /// The historical layout: one object per (rank namespace, block), shard id 0.
     RankLocal { metadata: VllmStoreKey },
     /// One object per (block, store shard), shared by every local TP size that divides `store_tp_size`.
-    TpSharded { metadata: VllmStoreKey, format: TpSharedFormat, store_tp_size: i64, shard_ids: Vec<i64>, heads_per_store_shard: i64, local_num_kv_heads: i64 },
+    TpSharded {
+        metadata: VllmStoreKey,
+        format: TpSharedFormat,
+        store_tp_size: i64,
+        shard_ids: Vec<i64>,
+        heads_per_store_shard: i64,
+        local_num_kv_heads: i64,
+    },
 }
 
 impl StoreLayout {
     /// `TPShardedStoreLayout.__init__`.
-    pub fn tp_sharded(metadata: VllmStoreKey, format: TpSharedFormat, local_tp_size: i64, store_tp_size: i64, tp_rank: i64, num_kv_heads: i64) -> PyResult<StoreLayout> {
+    pub fn tp_sharded(
+        metadata: VllmStoreKey,
+        format: TpSharedFormat,
+        local_tp_size: i64,
+        store_tp_size: i64,
+        tp_rank: i64,
+        num_kv_heads: i64,
+    ) -> PyResult<StoreLayout> {
         let per_rank = floordiv(store_tp_size, local_tp_size)?;
         let first = tp_rank * per_rank;
         Ok(StoreLayout::TpSharded {
@@ -157,7 +171,10 @@ impl StoreLayout {
     /// `lookup_key_prefixes(rank_namespaces)`.
     pub fn lookup_key_prefixes(&self, namespaces: &[RankNamespace]) -> PyResult<Vec<String>> {
         match self {
-            StoreLayout::RankLocal { metadata } => namespaces.iter().map(|&(t, c, d, p)| build_prefix(metadata, (Some(t), Some(c), Some(d), Some(p)))).collect(),
+            StoreLayout::RankLocal { metadata } => namespaces
+                .iter()
+                .map(|&(t, c, d, p)| build_prefix(metadata, (Some(t), Some(c), Some(d), Some(p))))
+                .collect(),
             StoreLayout::TpSharded { metadata, store_tp_size, .. } => {
                 let mut pp: Vec<i64> = namespaces.iter().map(|n| n.3).collect();
                 pp.sort_unstable();
@@ -175,7 +192,11 @@ impl StoreLayout {
 }
 
 /// `chunk_hashes_for_block_size`: the hash keying each `block_size` chunk (the chunk's last sub-hash).
-pub fn chunk_hashes_for_block_size(block_hashes: &[Vec<u8>], hash_block_size: i64, block_size: i64) -> PyResult<Vec<Vec<u8>>> {
+pub fn chunk_hashes_for_block_size(
+    block_hashes: &[Vec<u8>],
+    hash_block_size: i64,
+    block_size: i64,
+) -> PyResult<Vec<Vec<u8>>> {
     if block_size == hash_block_size {
         return Ok(block_hashes.to_vec());
     }
@@ -220,13 +241,23 @@ impl TokenDatabase {
     pub fn key_for(&self, hash_hex: &str) -> PyResult<String> {
         match &self.layout {
             StoreLayout::RankLocal { .. } => self.layout.key_for(0, hash_hex),
-            StoreLayout::TpSharded { .. } => Err("RuntimeError: This operation requires a rank-local Store layout".into()),
+            StoreLayout::TpSharded { .. } => {
+                Err("RuntimeError: This operation requires a rank-local Store layout".into())
+            }
         }
     }
 
     /// `process_tokens(token_len, block_hashes, mask_num, chunk_mask=, put_step=, put_step_rank=)`, fully
     /// consumed.
-    pub fn process_tokens(&self, token_len: i64, block_hashes: &[Vec<u8>], mask_num: i64, chunk_mask: Option<&[bool]>, put_step: i64, put_step_rank: i64) -> PyResult<Vec<Chunk>> {
+    pub fn process_tokens(
+        &self,
+        token_len: i64,
+        block_hashes: &[Vec<u8>],
+        mask_num: i64,
+        chunk_mask: Option<&[bool]>,
+        put_step: i64,
+        put_step_rank: i64,
+    ) -> PyResult<Vec<Chunk>> {
         let assertion = || "AssertionError: ".to_string();
         if put_step <= 0 {
             return Err(assertion());
@@ -234,7 +265,9 @@ impl TokenDatabase {
         if block_hashes.is_empty() {
             return Ok(vec![]);
         }
-        if pymod(token_len, self.hash_block_size)? != 0 || floordiv(token_len, self.hash_block_size)? > block_hashes.len() as i64 {
+        if pymod(token_len, self.hash_block_size)? != 0
+            || floordiv(token_len, self.hash_block_size)? > block_hashes.len() as i64
+        {
             return Err(assertion());
         }
         let start_chunk = cdiv(mask_num, self.block_size)?.max(0);
@@ -256,7 +289,8 @@ impl TokenDatabase {
             let end = (start + self.block_size).min(token_len);
             let idx = floordiv(end, self.hash_block_size)? - 1;
             let idx = if idx < 0 { idx + block_hashes.len() as i64 } else { idx };
-            let hash = block_hashes.get(idx as usize).ok_or_else(|| "IndexError: list index out of range".to_string())?;
+            let hash =
+                block_hashes.get(idx as usize).ok_or_else(|| "IndexError: list index out of range".to_string())?;
             out.push(Chunk { start, end, hash: hash.clone() });
         }
         Ok(out)
@@ -319,7 +353,11 @@ pub fn resolve_store_tp_size(extra: &serde_json::Map<String, J>) -> Option<i64> 
 
 fn lcm(a: i64, b: i64) -> i64 {
     fn gcd(a: i64, b: i64) -> i64 {
-        if b == 0 { a } else { gcd(b, a % b) }
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
     }
     a / gcd(a, b) * b
 }
@@ -330,7 +368,9 @@ fn py_str(v: &J) -> String {
         J::String(s) => s.clone(),
         J::Bool(b) => if *b { "True" } else { "False" }.into(),
         J::Null => "None".into(),
-        J::Number(n) => n.as_f64().filter(|_| n.is_f64()).map(crate::hash::pyfloat::float_repr).unwrap_or_else(|| n.to_string()),
+        J::Number(n) => {
+            n.as_f64().filter(|_| n.is_f64()).map(crate::hash::pyfloat::float_repr).unwrap_or_else(|| n.to_string())
+        }
         other => other.to_string(),
     }
 }
@@ -345,8 +385,14 @@ pub fn select_store_layout(cfg: &WorkerConfig) -> (Option<i64>, String, Option<T
     }
     let store_tp = resolve_store_tp_size(extra);
     let format = TpSharedFormat::for_cache_layout(&cfg.kv_cache_layout);
-    let cross_layers = extra.get("enable_cross_layers_blocks").map(py_str).unwrap_or_else(|| "False".into()).to_lowercase() == "true";
-    let supports = format.is_some() && cfg.pcp_size == 1 && cfg.dcp_size == 1 && cfg.groups.len() == 1 && cfg.groups[0] == GroupKind::Attention && !cross_layers;
+    let cross_layers =
+        extra.get("enable_cross_layers_blocks").map(py_str).unwrap_or_else(|| "False".into()).to_lowercase() == "true";
+    let supports = format.is_some()
+        && cfg.pcp_size == 1
+        && cfg.dcp_size == 1
+        && cfg.groups.len() == 1
+        && cfg.groups[0] == GroupKind::Attention
+        && !cross_layers;
     if let (Some(s), Some(fmt)) = (store_tp, format) {
         if s >= cfg.tp_size && cfg.tp_size != 0 && s % cfg.tp_size == 0 && supports {
             if cfg.num_kv_heads.rem_euclid(s) == 0 {
@@ -357,7 +403,11 @@ pub fn select_store_layout(cfg: &WorkerConfig) -> (Option<i64>, String, Option<T
             }
         }
     }
-    (None, format!("@store_pp:{}@store_format:rank_local_tp{}_layout_{}", cfg.pp_size, cfg.tp_size, cfg.kv_cache_layout), None)
+    (
+        None,
+        format!("@store_pp:{}@store_format:rank_local_tp{}_layout_{}", cfg.pp_size, cfg.tp_size, cfg.kv_cache_layout),
+        None,
+    )
 }
 
 /// `_compute_group_tp_replication_factors`: byte-identical TP replicas per group.
@@ -439,7 +489,14 @@ pub fn worker_keys(cfg: &WorkerConfig) -> PyResult<WorkerKeys> {
         }
         lookup.push(db.layout.lookup_key_prefixes(&ns)?);
     }
-    Ok(WorkerKeys { store_tp_size, store_namespace, format, replication_factors: factors, databases, lookup_key_prefixes: lookup })
+    Ok(WorkerKeys {
+        store_tp_size,
+        store_namespace,
+        format,
+        replication_factors: factors,
+        databases,
+        lookup_key_prefixes: lookup,
+    })
 }
 
 #[cfg(test)]
@@ -462,8 +519,17 @@ mod tests {
         assert_eq!(resolve_store_tp_size(&m(serde_json::json!({"store_tp_size": 4}))), Some(4));
         assert_eq!(resolve_store_tp_size(&m(serde_json::json!({"store_tp_size": "4"}))), None);
         assert_eq!(resolve_store_tp_size(&m(serde_json::json!({"store_tp_size": true}))), None);
-        assert_eq!(resolve_store_tp_size(&m(serde_json::json!({"enable_store_tp_lcm": true, "prefill_tp_sizes": [4, 6]}))), Some(12));
-        assert_eq!(resolve_store_tp_size(&m(serde_json::json!({"enable_store_tp_lcm": true, "prefill_tp_sizes": [2, 0]}))), None);
-        assert_eq!(resolve_store_tp_size(&m(serde_json::json!({"enable_store_tp_lcm": 1, "store_tp_size": 2}))), Some(2));
+        assert_eq!(
+            resolve_store_tp_size(&m(serde_json::json!({"enable_store_tp_lcm": true, "prefill_tp_sizes": [4, 6]}))),
+            Some(12)
+        );
+        assert_eq!(
+            resolve_store_tp_size(&m(serde_json::json!({"enable_store_tp_lcm": true, "prefill_tp_sizes": [2, 0]}))),
+            None
+        );
+        assert_eq!(
+            resolve_store_tp_size(&m(serde_json::json!({"enable_store_tp_lcm": 1, "store_tp_size": 2}))),
+            Some(2)
+        );
     }
 }

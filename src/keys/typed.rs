@@ -16,13 +16,17 @@ pub trait TypedKey: Sized {
 
     /// The key string.
     fn build(&self) -> Result<String, KeyError> {
-        let g = StoreKeySpec::builtin().grammar(Self::GRAMMAR).ok_or_else(|| KeyError::Release(format!("no grammar {}", Self::GRAMMAR)))?;
+        let g = StoreKeySpec::builtin()
+            .grammar(Self::GRAMMAR)
+            .ok_or_else(|| KeyError::Release(format!("no grammar {}", Self::GRAMMAR)))?;
         g.render(&self.to_fields()).map_err(KeyError::Build)
     }
 
     /// Parses a key; `hints` are known field values (needed when free text contains the separator).
     fn parse(key: &str, hints: &Fields) -> Result<Self, KeyError> {
-        let g = StoreKeySpec::builtin().grammar(Self::GRAMMAR).ok_or_else(|| KeyError::Release(format!("no grammar {}", Self::GRAMMAR)))?;
+        let g = StoreKeySpec::builtin()
+            .grammar(Self::GRAMMAR)
+            .ok_or_else(|| KeyError::Release(format!("no grammar {}", Self::GRAMMAR)))?;
         g.parse(key, hints).map(|f| Self::from_fields(&f)).map_err(KeyError::Parse)
     }
 }
@@ -153,11 +157,29 @@ mod tests {
         let s = k.build().unwrap();
         assert_eq!(s, "llama@pcp0@dcp3@head_or_tp_rank:1@pp_rank:0@group:0@cache_role:kv@cache_family:default@ab12");
         assert_eq!(AscendStoreKey::parse(&s, &Fields::new()).unwrap(), k);
-        let l = AscendStoreLayerKey { model_name: "llama".into(), layer_id: 7, cache_role: "kv".into(), cache_family: "c4".into(), chunk_hash: "ff".into(), ..Default::default() };
-        assert_eq!(l.build().unwrap(), "llama@pcp0@dcp0@head_or_tp_rank:0@group:0@cache_role:kv@cache_family:c4@layer_id:7@ff");
+        let l = AscendStoreLayerKey {
+            model_name: "llama".into(),
+            layer_id: 7,
+            cache_role: "kv".into(),
+            cache_family: "c4".into(),
+            chunk_hash: "ff".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            l.build().unwrap(),
+            "llama@pcp0@dcp0@head_or_tp_rank:0@group:0@cache_role:kv@cache_family:c4@layer_id:7@ff"
+        );
         // A pool key is not a layer key and vice versa.
-        assert!(matches!(AscendStoreLayerKey::parse(&s, &Fields::new()), Err(KeyError::Parse(KeyParseError::NoMatch { .. }))));
-        let m = AscendMooncakeKey { model_name: "/models/Qwen/Qwen3".into(), world_size: 8, worker_id: 3, chunk_hash: "abc".into() };
+        assert!(matches!(
+            AscendStoreLayerKey::parse(&s, &Fields::new()),
+            Err(KeyError::Parse(KeyParseError::NoMatch { .. }))
+        ));
+        let m = AscendMooncakeKey {
+            model_name: "/models/Qwen/Qwen3".into(),
+            world_size: 8,
+            worker_id: 3,
+            chunk_hash: "abc".into(),
+        };
         assert_eq!(m.build().unwrap(), "/models/Qwen/Qwen3@8@3@abc");
         assert_eq!(AscendMooncakeKey::parse("/models/Qwen/Qwen3@8@3@abc", &Fields::new()).unwrap(), m);
         // The layer key's extra part makes it a different shape, never a misread.
@@ -167,11 +189,26 @@ mod tests {
 
     #[test]
     fn lmcache_keys() {
-        let k = LmcacheKey { model_name: "meta-llama/Llama-3.1-8B".into(), world_size: 1, worker_id: 0, chunk_hash: lmcache_int_hash_hex(-0x1f), dtype: "bfloat16".into(), tags: vec![("user".into(), "a%b".into())] };
+        let k = LmcacheKey {
+            model_name: "meta-llama/Llama-3.1-8B".into(),
+            world_size: 1,
+            worker_id: 0,
+            chunk_hash: lmcache_int_hash_hex(-0x1f),
+            dtype: "bfloat16".into(),
+            tags: vec![("user".into(), "a%b".into())],
+        };
         let s = k.build().unwrap();
         assert_eq!(s, "meta-llama/Llama-3.1-8B@1@0@-1f@bfloat16@user%a%b");
         assert_eq!(LmcacheKey::parse(&s, &Fields::new()).unwrap(), k);
-        let l = LmcacheLayerKey { model_name: "m".into(), world_size: 2, worker_id: 1, chunk_hash: "00ff".into(), dtype: "half".into(), layer_id: 3, tags: vec![] };
+        let l = LmcacheLayerKey {
+            model_name: "m".into(),
+            world_size: 2,
+            worker_id: 1,
+            chunk_hash: "00ff".into(),
+            dtype: "half".into(),
+            layer_id: 3,
+            tags: vec![],
+        };
         assert_eq!(l.build().unwrap(), "m@2@1@00ff@half@3");
         assert_eq!(LmcacheLayerKey::parse("m@2@1@00ff@half@3", &Fields::new()).unwrap(), l);
         assert!(LmcacheKey::parse("m@2@1@00ff@half@3", &Fields::new()).is_err(), "a layer key is not a chunk key");

@@ -146,12 +146,25 @@ mod tests {
     fn reference_keys() {
         // shared/reference/store-keys.md §1.4.
         let h = "8be7aaa33831156d316f1f463ae57e643deb63f42e633e2d631df88815cc4629";
-        let k = VllmStoreKey { model_name: model_name_of("Qwen/Qwen2.5-7B-Instruct"), chunk_hash: h.into(), ..Default::default() };
-        assert_eq!(k.build("0.29.0").unwrap(), format!("Qwen2.5-7B-Instruct@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0@{h}"));
+        let k = VllmStoreKey {
+            model_name: model_name_of("Qwen/Qwen2.5-7B-Instruct"),
+            chunk_hash: h.into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            k.build("0.29.0").unwrap(),
+            format!("Qwen2.5-7B-Instruct@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0@{h}")
+        );
         assert_eq!(k.build("0.21.0").unwrap(), format!("Qwen2.5-7B-Instruct@tp_rank:0@pcp0@dcp0@pp_rank:0@{h}"));
         let p = VllmStoreKey { cache_prefix: "teamA".into(), ..k.clone() };
-        assert_eq!(p.build("0.24.0").unwrap(), format!("teamA@Qwen2.5-7B-Instruct@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0@{h}"));
-        assert!(matches!(p.build("0.23.0"), Err(KeyError::Build(KeyBuildError::NotInGrammar { .. }))), "0.23 has no cache prefix");
+        assert_eq!(
+            p.build("0.24.0").unwrap(),
+            format!("teamA@Qwen2.5-7B-Instruct@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0@{h}")
+        );
+        assert!(
+            matches!(p.build("0.23.0"), Err(KeyError::Build(KeyBuildError::NotInGrammar { .. }))),
+            "0.23 has no cache prefix"
+        );
         let g = VllmStoreKey { group_id: 2, ..k.clone() };
         assert!(g.build("0.21.0").is_err(), "0.21 has no group");
         // Round trip for every release.

@@ -81,7 +81,10 @@ pub fn encode_request(v: &LookupVersion, r: &Request) -> Result<Vec<Vec<u8>>, Lo
         frames.push(match f.kind {
             FrameKind::Const => f.bytes.clone().unwrap_or_default().into_bytes(),
             FrameKind::U32 => num_tokens.to_be_bytes().to_vec(),
-            FrameKind::U16 => u16::try_from(hash_len).map_err(|_| err(at, format!("hash length {hash_len} exceeds u16")))?.to_be_bytes().to_vec(),
+            FrameKind::U16 => u16::try_from(hash_len)
+                .map_err(|_| err(at, format!("hash length {hash_len} exceeds u16")))?
+                .to_be_bytes()
+                .to_vec(),
             FrameKind::Msgpack => {
                 // msgspec's encoding of list[str]: the digests as lowercase hex.
                 let mut w = Writer::new();
@@ -103,7 +106,8 @@ pub fn encode_request(v: &LookupVersion, r: &Request) -> Result<Vec<Vec<u8>>, Lo
 pub fn decode_request(v: &LookupVersion, frames: &[&[u8]]) -> Result<Request, LookupError> {
     let def = if v.tagged() {
         let tag = frames.first().ok_or_else(|| err(None, "no frames"))?;
-        v.request_by_tag(tag).ok_or_else(|| err(Some("tag"), format!("unknown tag {:?}", String::from_utf8_lossy(tag))))?
+        v.request_by_tag(tag)
+            .ok_or_else(|| err(Some("tag"), format!("unknown tag {:?}", String::from_utf8_lossy(tag))))?
     } else {
         &v.requests[0]
     };
@@ -146,10 +150,17 @@ fn fixed<const N: usize>(f: &FrameDef, data: &[u8]) -> Result<[u8; N], LookupErr
 fn split_hashes(f: &FrameDef, data: &[u8], n: usize) -> Result<Vec<Vec<u8>>, LookupError> {
     let at = Some(f.name.as_str());
     if n == 0 {
-        return if data.is_empty() { Ok(vec![]) } else { Err(err(at, format!("{} bytes with a hash length of 0", data.len()))) };
+        return if data.is_empty() {
+            Ok(vec![])
+        } else {
+            Err(err(at, format!("{} bytes with a hash length of 0", data.len())))
+        };
     }
     if data.len() % n != 0 {
-        return Err(err(at, format!("{} bytes is not a whole number of {n}-byte hashes (vLLM ignores the rest)", data.len())));
+        return Err(err(
+            at,
+            format!("{} bytes is not a whole number of {n}-byte hashes (vLLM ignores the rest)", data.len()),
+        ));
     }
     Ok(data.chunks(n).map(<[u8]>::to_vec).collect())
 }
@@ -181,8 +192,12 @@ pub fn encode_reply(v: &LookupVersion, request: &str, reply: &Reply) -> Result<V
     let f = &def.reply[0];
     let at = Some(f.name.as_str());
     Ok(match (f.kind, reply) {
-        (FrameKind::U32, Reply::Hits { hit_tokens, tail_boundaries }) if tail_boundaries.is_empty() => hit_tokens.to_be_bytes().to_vec(),
-        (FrameKind::U32, Reply::Hits { .. }) => return Err(err(at, "releases before 0.29.0 carry no tail-key boundaries")),
+        (FrameKind::U32, Reply::Hits { hit_tokens, tail_boundaries }) if tail_boundaries.is_empty() => {
+            hit_tokens.to_be_bytes().to_vec()
+        }
+        (FrameKind::U32, Reply::Hits { .. }) => {
+            return Err(err(at, "releases before 0.29.0 carry no tail-key boundaries"))
+        }
         (FrameKind::Lookup, Reply::Hits { hit_tokens, tail_boundaries }) => {
             let mut out = hit_tokens.to_be_bytes().to_vec();
             for b in tail_boundaries {
@@ -208,7 +223,10 @@ pub fn decode_reply(v: &LookupVersion, request: &str, data: &[u8]) -> Result<Rep
                 return Err(err(at, format!("{} bytes: a lookup result is 4 + 8k bytes", data.len())));
             }
             let be = |i: usize| u32::from_be_bytes([data[i], data[i + 1], data[i + 2], data[i + 3]]);
-            let tail_boundaries = (4..data.len()).step_by(8).map(|o| TailBoundary { group_id: be(o), boundary_tokens: be(o + 4) }).collect();
+            let tail_boundaries = (4..data.len())
+                .step_by(8)
+                .map(|o| TailBoundary { group_id: be(o), boundary_tokens: be(o + 4) })
+                .collect();
             Reply::Hits { hit_tokens: be(0), tail_boundaries }
         }
         FrameKind::Status => match data {
@@ -284,13 +302,17 @@ mod tests {
 
     #[test]
     fn replies_by_release() {
-        let with_tail = Reply::Hits { hit_tokens: 40, tail_boundaries: vec![TailBoundary { group_id: 1, boundary_tokens: 37 }] };
+        let with_tail =
+            Reply::Hits { hit_tokens: 40, tail_boundaries: vec![TailBoundary { group_id: 1, boundary_tokens: 37 }] };
         let v33 = for_release("0.33.0").unwrap();
         let b = encode_reply(v33, "lookup", &with_tail).unwrap();
         assert_eq!(b, [0, 0, 0, 40, 0, 0, 0, 1, 0, 0, 0, 37]);
         assert!(encode_reply(for_release("0.28.0").unwrap(), "lookup", &with_tail).is_err());
         assert!(decode_reply(v33, "lookup", &[0, 0, 0, 40, 0]).is_err());
-        assert!(decode_reply(for_release("0.24.0").unwrap(), "lookup", &b).is_err(), "a 0.24 scheduler reads exactly 4 bytes");
+        assert!(
+            decode_reply(for_release("0.24.0").unwrap(), "lookup", &b).is_err(),
+            "a 0.24 scheduler reads exactly 4 bytes"
+        );
         assert_eq!(decode_reply(v33, "reset", &[1]).unwrap(), Reply::Status { ok: true });
         assert!(decode_reply(v33, "reset", &[2]).is_err());
     }

@@ -8,5 +8,7 @@
 pub mod codec;
 pub mod spec;
 
-pub use codec::{decode_reply, decode_request, encode_reply, encode_request, LookupError, Reply, Request, TailBoundary};
+pub use codec::{
+    decode_reply, decode_request, encode_reply, encode_request, LookupError, Reply, Request, TailBoundary,
+};
 pub use spec::{for_release, FrameKind, LookupVersion};

@@ -116,7 +116,11 @@ pub enum FrameKind {
 impl LookupVersion {
     /// The request a tag frame selects (`None` for an unknown tag).
     pub fn request_by_tag(&self, tag: &[u8]) -> Option<&RequestDef> {
-        self.requests.iter().find(|r| r.frames.first().is_some_and(|f| f.kind == FrameKind::Const && f.bytes.as_deref().map(str::as_bytes) == Some(tag)))
+        self.requests.iter().find(|r| {
+            r.frames
+                .first()
+                .is_some_and(|f| f.kind == FrameKind::Const && f.bytes.as_deref().map(str::as_bytes) == Some(tag))
+        })
     }
     pub fn request(&self, name: &str) -> Option<&RequestDef> {
         self.requests.iter().find(|r| r.name == name)
@@ -133,7 +137,8 @@ impl LookupFile {
         if raw.format != FORMAT {
             return Err(format!("{path}: format must be {FORMAT}"));
         }
-        let f = LookupFile { name: raw.name, doc: raw.doc, source: raw.source, versions: resolve(path, &raw.versions)? };
+        let f =
+            LookupFile { name: raw.name, doc: raw.doc, source: raw.source, versions: resolve(path, &raw.versions)? };
         let mut seen = std::collections::HashSet::new();
         for v in &f.versions {
             let at = |m: String| format!("{path}: version {}: {m}", v.name);
@@ -146,7 +151,10 @@ impl LookupFile {
                 return Err(at("several requests need a tag frame each".into()));
             }
             if !["status-error", "n/a"].contains(&v.unknown_tag.as_str()) || (v.unknown_tag == "n/a") == v.tagged() {
-                return Err(at(format!("unknown_tag `{}`: `status-error` for tagged versions, `n/a` otherwise", v.unknown_tag)));
+                return Err(at(format!(
+                    "unknown_tag `{}`: `status-error` for tagged versions, `n/a` otherwise",
+                    v.unknown_tag
+                )));
             }
             for r in &v.requests {
                 let mut earlier: Vec<&FrameDef> = vec![];
@@ -170,12 +178,19 @@ fn resolve(path: &str, raw: &[toml::Table]) -> Result<Vec<LookupVersion>, String
     let mut done: Vec<(String, toml::Table)> = Vec::new();
     let mut out = Vec::new();
     for own in raw {
-        let name = own.get("name").and_then(Value::as_str).ok_or_else(|| format!("{path}: a version without a `name`"))?.to_string();
+        let name = own
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("{path}: a version without a `name`"))?
+            .to_string();
         let at = |m: String| format!("{path}: version {name}: {m}");
         let source = own.get("source").and_then(Value::as_str).unwrap_or_default().to_string();
         let edits: Vec<toml::Table> = match own.get("edit") {
             None => vec![],
-            Some(Value::Array(a)) => a.iter().map(|e| e.as_table().cloned().ok_or_else(|| at("each edit must be a table".into()))).collect::<Result<_, _>>()?,
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|e| e.as_table().cloned().ok_or_else(|| at("each edit must be a table".into())))
+                .collect::<Result<_, _>>()?,
             Some(_) => return Err(at("`edit` must be an array of tables".into())),
         };
         let mut t = match own.get("base") {
@@ -183,21 +198,27 @@ fn resolve(path: &str, raw: &[toml::Table]) -> Result<Vec<LookupVersion>, String
             None => own.clone(),
             Some(base) => {
                 let base = base.as_str().ok_or_else(|| at("`base` must be a string".into()))?;
-                let (_, bt) = done.iter().find(|(n, _)| n == base).ok_or_else(|| at(format!("base `{base}` is not an earlier version")))?;
+                let (_, bt) = done
+                    .iter()
+                    .find(|(n, _)| n == base)
+                    .ok_or_else(|| at(format!("base `{base}` is not an earlier version")))?;
                 let mut t = bt.clone();
                 for k in OWN_KEYS {
                     t.remove(*k);
                 }
                 for (k, v) in own {
                     if !OWN_KEYS.contains(&k.as_str()) {
-                        return Err(at(format!("a derived version may only set {OWN_KEYS:?} directly; change `{k}` with an edit")));
+                        return Err(at(format!(
+                            "a derived version may only set {OWN_KEYS:?} directly; change `{k}` with an edit"
+                        )));
                     }
                     if k != "edit" {
                         t.insert(k.clone(), v.clone());
                     }
                 }
                 for (i, e) in edits.iter().enumerate() {
-                    crate::spec::tree::apply_edit(&mut t, e, &name, &source).map_err(|m| at(format!("edit #{}: {m}", i + 1)))?;
+                    crate::spec::tree::apply_edit(&mut t, e, &name, &source)
+                        .map_err(|m| at(format!("edit #{}: {m}", i + 1)))?;
                 }
                 t
             }
@@ -255,7 +276,17 @@ mod tests {
     fn versions_resolve_from_their_edits() {
         let f = builtin();
         let order: Vec<&str> = f.versions.iter().map(|v| v.name.as_str()).collect();
-        assert_eq!(order, ["vllm-0.21.0", "vllm-0.22.0..0.22.1", "vllm-0.23.0", "vllm-0.24.0..0.26.0", "vllm-0.27.0..0.28.0", "vllm-0.29.0..0.33.0"]);
+        assert_eq!(
+            order,
+            [
+                "vllm-0.21.0",
+                "vllm-0.22.0..0.22.1",
+                "vllm-0.23.0",
+                "vllm-0.24.0..0.26.0",
+                "vllm-0.27.0..0.28.0",
+                "vllm-0.29.0..0.33.0"
+            ]
+        );
         assert_eq!(names(for_release("0.21.0").unwrap(), "lookup"), ["token_len", "block_hashes"]);
         assert!(for_release("0.21.0").unwrap().path.contains("_uid{uid}_"));
         assert!(for_release("0.22.1").unwrap().path.contains("_host_{hostname}_"));

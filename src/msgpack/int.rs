@@ -155,7 +155,8 @@ mod tests {
 
     #[test]
     fn representation_is_canonical_and_ordered_by_value() {
-        let vals: [i128; 9] = [i64::MIN as i128, -(1 << 32), -1, 0, 1, i64::MAX as i128, i64::MAX as i128 + 1, 1 << 63, u64::MAX as i128];
+        let vals: [i128; 9] =
+            [i64::MIN as i128, -(1 << 32), -1, 0, 1, i64::MAX as i128, i64::MAX as i128 + 1, 1 << 63, u64::MAX as i128];
         for (i, &a) in vals.iter().enumerate() {
             let w = WireInt::new(a).unwrap();
             assert_eq!(w.get(), a);
@@ -173,6 +174,9 @@ mod tests {
         assert_eq!(WireInt::new(u64::MAX as i128 + 1), Err(IntRangeError(u64::MAX as i128 + 1)));
         assert_eq!(WireInt::new(i64::MIN as i128 - 1), Err(IntRangeError(i64::MIN as i128 - 1)));
         assert_eq!(std::mem::size_of::<WireInt>(), 9);
-        assert_eq!(format!("{} {:?} {:x}", WireInt::MIN, WireInt::MAX, WireInt::from_u64(255)), "-9223372036854775808 18446744073709551615 ff");
+        assert_eq!(
+            format!("{} {:?} {:x}", WireInt::MIN, WireInt::MAX, WireInt::from_u64(255)),
+            "-9223372036854775808 18446744073709551615 ff"
+        );
     }
 }

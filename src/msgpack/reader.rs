@@ -372,7 +372,11 @@ mod tests {
                     for x in b[1..].iter_mut().take(4) {
                         *x = 0;
                     }
-                    if let Some(last) = b.get_mut(match op { 0xd9 => 1, 0xda | 0xdc => 2, _ => 4 }) {
+                    if let Some(last) = b.get_mut(match op {
+                        0xd9 => 1,
+                        0xda | 0xdc => 2,
+                        _ => 4,
+                    }) {
                         *last = 2;
                     }
                 }

@@ -57,7 +57,8 @@ pub fn align_transfer_regions(
                 l.group_index, r.group_index
             ));
         }
-        if !l.shared_group_ids.is_empty() && !r.shared_group_ids.is_empty() && l.shared_group_ids != r.shared_group_ids {
+        if !l.shared_group_ids.is_empty() && !r.shared_group_ids.is_empty() && l.shared_group_ids != r.shared_group_ids
+        {
             return Err(format!(
                 "Mooncake shared-group set mismatch for {name}: producer={}, consumer={}.",
                 tuple_repr(&l.shared_group_ids),

@@ -20,7 +20,11 @@ pub enum GroupKind {
 
 /// The ids of a region: its group's ids, or for a shared region ([`SHARED_REGION_GROUP_ID`]) the ids of every
 /// group in `shared_group_ids`, in that order (Python indexing: a negative group id counts from the end).
-pub fn block_ids_for_region(by_group: &[Vec<i64>], group_index: i64, shared_group_ids: &[i64]) -> Result<Vec<i64>, PlanError> {
+pub fn block_ids_for_region(
+    by_group: &[Vec<i64>],
+    group_index: i64,
+    shared_group_ids: &[i64],
+) -> Result<Vec<i64>, PlanError> {
     if group_index == SHARED_REGION_GROUP_ID {
         if shared_group_ids.is_empty() {
             return Err(PlanError::assertion("Shared packed region is missing its group ids."));
@@ -93,7 +97,11 @@ pub fn match_request_blocks(
 /// Logical → kernel block ids when one logical block spans `n` kernel blocks: attention block `k` becomes
 /// `k*n .. k*n+n-1`; Mamba groups are unchanged. `n == 1` is the identity; `n <= 0` empties attention groups
 /// (numpy's empty `arange`). int64 arithmetic wraps like numpy's.
-pub fn logical_to_kernel_block_ids(kinds: &[GroupKind], by_group: Vec<Vec<i64>>, n: i64) -> Result<Vec<Vec<i64>>, PlanError> {
+pub fn logical_to_kernel_block_ids(
+    kinds: &[GroupKind],
+    by_group: Vec<Vec<i64>>,
+    n: i64,
+) -> Result<Vec<Vec<i64>>, PlanError> {
     if n == 1 {
         return Ok(by_group);
     }
@@ -121,7 +129,10 @@ mod tests {
         let by_group = vec![vec![1, 2], vec![7], vec![]];
         assert_eq!(block_ids_for_region(&by_group, -1, &[1, 0]).unwrap(), vec![7, 1, 2]);
         assert_eq!(block_ids_for_region(&by_group, -1, &[-3]).unwrap(), vec![1, 2]);
-        assert_eq!(block_ids_for_region(&by_group, -1, &[3]).unwrap_err().to_string(), "IndexError: list index out of range");
+        assert_eq!(
+            block_ids_for_region(&by_group, -1, &[3]).unwrap_err().to_string(),
+            "IndexError: list index out of range"
+        );
         assert_eq!(
             block_ids_for_region(&by_group, -1, &[]).unwrap_err().to_string(),
             "AssertionError: Shared packed region is missing its group ids."
@@ -133,17 +144,27 @@ mod tests {
 
     #[test]
     fn prefix_hits_send_the_tail_and_mamba_drops_null_blocks() {
-        let (l, r) = match_request_blocks(&[Attention, Mamba], &[vec![1, 2, 3], vec![0, 4, 0, 5]], &[vec![9], vec![6, 0, 8]])
-            .unwrap()
-            .unwrap();
+        let (l, r) =
+            match_request_blocks(&[Attention, Mamba], &[vec![1, 2, 3], vec![0, 4, 0, 5]], &[vec![9], vec![6, 0, 8]])
+                .unwrap()
+                .unwrap();
         assert_eq!(l, vec![vec![3], vec![4, 5]]);
         assert_eq!(r, vec![vec![9], vec![6, 8]]);
         // The consumer wants nothing from group 0: nothing is sent from it.
         let (l, _) = match_request_blocks(&[Attention], &[vec![1, 2]], &[vec![]]).unwrap().unwrap();
         assert_eq!(l, vec![Vec::<i64>::new()]);
-        assert_eq!(match_request_blocks(&[Attention], &[vec![1]], &[vec![1, 2]]).unwrap(), Err(BlockMismatch::ProducerHasFewer));
-        assert_eq!(match_request_blocks(&[Attention], &[vec![1]], &[vec![1], vec![]]).unwrap(), Err(BlockMismatch::GroupCount));
-        assert!(match_request_blocks(&[Attention], &[vec![1], vec![2]], &[vec![1], vec![2]]).is_err(), "more groups than kinds");
+        assert_eq!(
+            match_request_blocks(&[Attention], &[vec![1]], &[vec![1, 2]]).unwrap(),
+            Err(BlockMismatch::ProducerHasFewer)
+        );
+        assert_eq!(
+            match_request_blocks(&[Attention], &[vec![1]], &[vec![1], vec![]]).unwrap(),
+            Err(BlockMismatch::GroupCount)
+        );
+        assert!(
+            match_request_blocks(&[Attention], &[vec![1], vec![2]], &[vec![1], vec![2]]).is_err(),
+            "more groups than kinds"
+        );
     }
 
     #[test]

@@ -159,7 +159,8 @@ mod tests {
         let l = view("a", 0, 0, 100);
         let mut r = view("a", 0, 0, 100);
         r.row_offset = -1;
-        let (pl, _) = coalesce_contiguous_transfer_regions(std::slice::from_ref(&l), std::slice::from_ref(&r), true).unwrap();
+        let (pl, _) =
+            coalesce_contiguous_transfer_regions(std::slice::from_ref(&l), std::slice::from_ref(&r), true).unwrap();
         assert_eq!(pl[0].kv_block_len, 100);
         r.row_offset = 0;
         r.block_len = 2000;

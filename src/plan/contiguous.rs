@@ -33,7 +33,11 @@ fn split(ids: &[i64], cuts: &[usize]) -> Vec<Vec<i64>> {
         .windows(2)
         .map(|w| {
             let (start, end) = (w[0].min(n), w[1].min(n));
-            if start < end { ids[start..end].to_vec() } else { Vec::new() }
+            if start < end {
+                ids[start..end].to_vec()
+            } else {
+                Vec::new()
+            }
         })
         .collect()
 }

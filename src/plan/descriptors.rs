@@ -4,13 +4,13 @@
 //! failed and the first failure's message.
 
 use super::blocks::{block_ids_for_region, logical_to_kernel_block_ids, match_request_blocks, BlockMismatch};
-use super::rules::PlanRules;
-use crate::spec::behaviour::{BlockGroups, TpBytePlan};
 use super::contiguous::group_concurrent_contiguous;
 use super::error::PlanError;
 use super::producer::ProducerConfig;
 use super::region::TransferRegion;
+use super::rules::PlanRules;
 use super::sender_plan::{can_coalesce_block_transfers, compute_sender_transfer_plan, SenderPlanInput};
+use crate::spec::behaviour::{BlockGroups, TpBytePlan};
 
 /// One request whose producer blocks are ready: the consumer's request id, the producer's block ids per KV
 /// group, and the consumer's (from `req_blocks[d_req_id]` of the pull).
@@ -74,7 +74,11 @@ enum RequestBlocks {
     Flat(Vec<i64>, Vec<i64>),
 }
 
-fn request_blocks(config: &ProducerConfig, rules: &PlanRules, req: &ReadyRequest) -> Result<Result<Option<RequestBlocks>, BlockMismatch>, PlanError> {
+fn request_blocks(
+    config: &ProducerConfig,
+    rules: &PlanRules,
+    req: &ReadyRequest,
+) -> Result<Result<Option<RequestBlocks>, BlockMismatch>, PlanError> {
     let kinds = &config.groups;
     match rules.block_groups {
         BlockGroups::PerGroup => {
@@ -86,7 +90,10 @@ fn request_blocks(config: &ProducerConfig, rules: &PlanRules, req: &ReadyRequest
                 return Ok(Ok(None));
             }
             let n = config.physical_blocks_per_logical;
-            Ok(Ok(Some(RequestBlocks::PerGroup(logical_to_kernel_block_ids(kinds, l, n)?, logical_to_kernel_block_ids(kinds, r, n)?))))
+            Ok(Ok(Some(RequestBlocks::PerGroup(
+                logical_to_kernel_block_ids(kinds, l, n)?,
+                logical_to_kernel_block_ids(kinds, r, n)?,
+            ))))
         }
         BlockGroups::Single => {
             let l = req.local_block_ids.first().cloned().unwrap_or_default();
@@ -105,7 +112,11 @@ fn request_blocks(config: &ProducerConfig, rules: &PlanRules, req: &ReadyRequest
                 return Ok(Err(BlockMismatch::ProducerHasFewer));
             }
             // vLLM trims with `ids[-n:]`: a group the consumer wants nothing of keeps all its producer ids.
-            let l: Vec<i64> = local.iter().zip(remote).flat_map(|(l, r)| if r.is_empty() { l.clone() } else { l[l.len() - r.len()..].to_vec() }).collect();
+            let l: Vec<i64> = local
+                .iter()
+                .zip(remote)
+                .flat_map(|(l, r)| if r.is_empty() { l.clone() } else { l[l.len() - r.len()..].to_vec() })
+                .collect();
             let r: Vec<i64> = remote.iter().flatten().copied().collect();
             Ok(Ok(Some(RequestBlocks::Flat(l, r))))
         }
@@ -140,19 +151,23 @@ pub fn build_transfer_params_by(
         };
         for (l, r) in local.iter().zip(remote) {
             if per_group && l.group_index != r.group_index {
-                return Err(PlanError::assertion("Aligned Mooncake transfer regions must belong to the same KV group."));
+                return Err(PlanError::assertion(
+                    "Aligned Mooncake transfer regions must belong to the same KV group.",
+                ));
             }
             let (l_blocks, r_blocks) = match &blocks {
-                RequestBlocks::PerGroup(lg, rg) => {
-                    (block_ids_for_region(lg, l.group_index, &l.shared_group_ids)?, block_ids_for_region(rg, r.group_index, &l.shared_group_ids)?)
-                }
+                RequestBlocks::PerGroup(lg, rg) => (
+                    block_ids_for_region(lg, l.group_index, &l.shared_group_ids)?,
+                    block_ids_for_region(rg, r.group_index, &l.shared_group_ids)?,
+                ),
                 RequestBlocks::Flat(lf, rf) => (lf.clone(), rf.clone()),
             };
             if l_blocks.is_empty() {
                 continue;
             }
             let (l_runs, r_runs) = group_concurrent_contiguous(&l_blocks, &r_blocks)?;
-            let heads = if rules.tp_byte_plan == TpBytePlan::SenderPlanHeadResharding { config.known_kv_heads() } else { None };
+            let heads =
+                if rules.tp_byte_plan == TpBytePlan::SenderPlanHeadResharding { config.known_kv_heads() } else { None };
             let plan = compute_sender_transfer_plan(&SenderPlanInput {
                 local_tp_rank: config.tp_rank,
                 local_tp_size: config.tp_size,
@@ -177,8 +192,13 @@ pub fn build_transfer_params_by(
                     "Computed destination transfer region exceeds remote KV block size."
                 }));
             }
-            let whole_blocks =
-                can_coalesce_block_transfers(l.block_len, r.block_len, plan.src_offset, plan.dst_offset, plan.transfer_len);
+            let whole_blocks = can_coalesce_block_transfers(
+                l.block_len,
+                r.block_len,
+                plan.src_offset,
+                plan.dst_offset,
+                plan.transfer_len,
+            );
             for (l_run, r_run) in l_runs.iter().zip(&r_runs) {
                 if whole_blocks {
                     let (Some(&lb), Some(&rb)) = (l_run.first(), r_run.first()) else {
@@ -207,7 +227,11 @@ pub fn build_transfer_params_by(
 /// Copies before 0.19.0 (`destination_stride = producer-block-len`): for each region pair, one descriptor per
 /// run of blocks consecutive on both sides, whole blocks of the producer's block length on both sides. A
 /// request whose producer holds fewer blocks than the consumer asks for fails; with more, the last ones go.
-pub fn build_whole_blocks(local: &[TransferRegion], remote: &[TransferRegion], requests: &[ReadyRequest]) -> TransferBatch {
+pub fn build_whole_blocks(
+    local: &[TransferRegion],
+    remote: &[TransferRegion],
+    requests: &[ReadyRequest],
+) -> TransferBatch {
     let mut out = TransferBatch::default();
     for req in requests {
         let r = req.remote_block_ids.first().cloned().unwrap_or_default();
@@ -225,9 +249,11 @@ pub fn build_whole_blocks(local: &[TransferRegion], remote: &[TransferRegion], r
         for (lr, rr) in local.iter().zip(remote) {
             let b = lr.block_len as i128;
             for (lb, rb, n) in &runs {
-                let (Ok(src), Ok(dst), Ok(len)) =
-                    (u64::try_from(lr.base_addr as i128 + *lb as i128 * b), u64::try_from(rr.base_addr as i128 + *rb as i128 * b), u64::try_from(b * *n as i128))
-                else {
+                let (Ok(src), Ok(dst), Ok(len)) = (
+                    u64::try_from(lr.base_addr as i128 + *lb as i128 * b),
+                    u64::try_from(rr.base_addr as i128 + *rb as i128 * b),
+                    u64::try_from(b * *n as i128),
+                ) else {
                     continue;
                 };
                 out.descriptors.push(Descriptor { src, dst, len });
@@ -255,7 +281,16 @@ mod tests {
     use crate::plan::GroupKind;
 
     fn config(tp_rank: i64, tp_size: i64, groups: Vec<GroupKind>) -> ProducerConfig {
-        ProducerConfig { tp_rank, tp_size, pp_size: 1, total_num_kv_heads: 8, use_mla: false, groups, physical_blocks_per_logical: 1, blocks_first: false }
+        ProducerConfig {
+            tp_rank,
+            tp_size,
+            pp_size: 1,
+            total_num_kv_heads: 8,
+            use_mla: false,
+            groups,
+            physical_blocks_per_logical: 1,
+            blocks_first: false,
+        }
     }
 
     fn region(base: i64, stride: i64, kv: i64, group: i64) -> TransferRegion {
@@ -278,13 +313,30 @@ mod tests {
     #[test]
     fn impossible_pairings_raise_vllms_assertions() {
         let cfg = config(0, 1, vec![GroupKind::Attention, GroupKind::Attention]);
-        let e = build_transfer_params(&cfg, &[region(0, 64, 64, 0)], &[region(0, 64, 64, 1)], 0, 1, &[req(vec![vec![1], vec![2]], vec![vec![3], vec![4]])])
-            .unwrap_err();
-        assert_eq!(e.to_string(), "AssertionError: Aligned Mooncake transfer regions must belong to the same KV group.");
+        let e = build_transfer_params(
+            &cfg,
+            &[region(0, 64, 64, 0)],
+            &[region(0, 64, 64, 1)],
+            0,
+            1,
+            &[req(vec![vec![1], vec![2]], vec![vec![3], vec![4]])],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "AssertionError: Aligned Mooncake transfer regions must belong to the same KV group."
+        );
         // P tp 2 rank 1 writes at +64 into a decoder block that only holds 64 bytes.
         let cfg = config(1, 2, vec![GroupKind::Attention]);
-        let e = build_transfer_params(&cfg, &[region(0, 64, 64, 0)], &[region(0, 64, 64, 0)], 0, 1, &[req(vec![vec![1]], vec![vec![3]])])
-            .unwrap_err();
+        let e = build_transfer_params(
+            &cfg,
+            &[region(0, 64, 64, 0)],
+            &[region(0, 64, 64, 0)],
+            0,
+            1,
+            &[req(vec![vec![1]], vec![vec![3]])],
+        )
+        .unwrap_err();
         assert_eq!(e.to_string(), "AssertionError: Destination transfer region exceeds remote KV block size.");
     }
 
@@ -295,11 +347,22 @@ mod tests {
         cfg.physical_blocks_per_logical = 2;
         let local = [region(1000, 10, 10, 0), region(5000, 100, 100, 1)];
         let remote = [region(2000, 10, 10, 0), region(9000, 100, 100, 1)];
-        let b = build_transfer_params(&cfg, &local, &remote, 0, 1, &[req(vec![vec![3], vec![0, 4]], vec![vec![7], vec![6, 0]])]).unwrap();
+        let b = build_transfer_params(
+            &cfg,
+            &local,
+            &remote,
+            0,
+            1,
+            &[req(vec![vec![3], vec![0, 4]], vec![vec![7], vec![6, 0]])],
+        )
+        .unwrap();
         // Logical 3 → kernel 6,7 (one run of 20 bytes) to logical 7 → kernel 14,15; Mamba 4 → 6.
         assert_eq!(
             b.descriptors,
-            vec![Descriptor { src: 1000 + 60, dst: 2000 + 140, len: 20 }, Descriptor { src: 5000 + 400, dst: 9000 + 600, len: 100 }]
+            vec![
+                Descriptor { src: 1000 + 60, dst: 2000 + 140, len: 20 },
+                Descriptor { src: 5000 + 400, dst: 9000 + 600, len: 100 }
+            ]
         );
     }
 }

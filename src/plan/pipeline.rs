@@ -19,7 +19,9 @@ use super::pyfmt::list_repr;
 use super::region::{TransferRegion, SHARED_REGION_GROUP_ID};
 use super::topology::tp_ratio;
 use super::validate::{validate_asymmetric_region_lengths, validate_head_resharding_layout};
-use crate::spec::behaviour::{DestinationStride, NeedSend, PairingCheck, RegionAlignment, RegionCoalescing, ReplicatedProducer, TpBytePlan};
+use crate::spec::behaviour::{
+    DestinationStride, NeedSend, PairingCheck, RegionAlignment, RegionCoalescing, ReplicatedProducer, TpBytePlan,
+};
 
 /// Producer and consumer regions paired index by index, ready for [`Producer::build`]. They depend only on
 /// the two layouts, so a caller may keep them per peer layout (vLLM does, keyed by the layout fields and by
@@ -91,7 +93,8 @@ fn regions_of(
 ) -> Result<Vec<TransferRegion>, PlanError> {
     let fallback: Vec<i64>;
     let groups = if layout.registered_group_indices.is_empty() {
-        fallback = layout.registered_layer_names.iter().map(|n| producer.layer_groups.get(n).copied().unwrap_or(0)).collect();
+        fallback =
+            layout.registered_layer_names.iter().map(|n| producer.layer_groups.get(n).copied().unwrap_or(0)).collect();
         &fallback[..]
     } else {
         &layout.registered_group_indices[..]
@@ -123,10 +126,14 @@ impl Producer {
     pub fn check_pairing(&self, pull: &Pull) -> Result<Vec<i64>, Refusal> {
         let expected = self.handshake_target_ranks(pull.remote_tp_size)?;
         match self.rules.pairing_check {
-            PairingCheck::Remote if !expected.contains(&pull.remote_tp_rank) => {
-                Err(Refusal::NotPaired { remote_tp_rank: pull.remote_tp_rank, local_tp_rank: self.config.tp_rank, expected })
+            PairingCheck::Remote if !expected.contains(&pull.remote_tp_rank) => Err(Refusal::NotPaired {
+                remote_tp_rank: pull.remote_tp_rank,
+                local_tp_rank: self.config.tp_rank,
+                expected,
+            }),
+            PairingCheck::Own if !expected.contains(&self.config.tp_rank) => {
+                Err(Refusal::NotPairedOwn { local_tp_rank: self.config.tp_rank, expected })
             }
-            PairingCheck::Own if !expected.contains(&self.config.tp_rank) => Err(Refusal::NotPairedOwn { local_tp_rank: self.config.tp_rank, expected }),
             _ => Ok(expected),
         }
     }
@@ -167,7 +174,12 @@ impl Producer {
             ));
         }
         self.check_columns(own)?;
-        let local = self.halves(regions_of(self, &self.with_kv_lens(own), own_shared, per_layer(&own.registered_row_offsets, own))?);
+        let local = self.halves(regions_of(
+            self,
+            &self.with_kv_lens(own),
+            own_shared,
+            per_layer(&own.registered_row_offsets, own),
+        )?);
         self.check_columns(&pull.layout)?;
         let peer = &self.with_kv_lens(&pull.layout);
         let remote = self.halves(regions_of(
@@ -193,7 +205,9 @@ impl Producer {
                 return Err(Refusal::Layout(msg));
             }
         }
-        if self.rules.region_coalescing == RegionCoalescing::AdjacentInRow && (tp_ratio(cfg.tp_size, pull.remote_tp_size)? == 1 || cfg.cache_replicated()) {
+        if self.rules.region_coalescing == RegionCoalescing::AdjacentInRow
+            && (tp_ratio(cfg.tp_size, pull.remote_tp_size)? == 1 || cfg.cache_replicated())
+        {
             let covered_both_sides = local.len() == local_count && remote.len() == remote_count;
             let (local, remote) = coalesce_contiguous_transfer_regions(&local, &remote, covered_both_sides)?;
             return Ok(PreparedRegions { local, remote });
@@ -208,7 +222,11 @@ impl Producer {
             // Before 0.19.0 nothing is checked: the lists are zipped.
             return Ok(());
         }
-        let heads = if self.rules.replicated_producer == ReplicatedProducer::ClampedToHeads { cfg.known_kv_heads() } else { None };
+        let heads = if self.rules.replicated_producer == ReplicatedProducer::ClampedToHeads {
+            cfg.known_kv_heads()
+        } else {
+            None
+        };
         match validate_asymmetric_region_lengths(
             &regions.local,
             &regions.remote,
@@ -222,10 +240,17 @@ impl Producer {
         }
     }
 
-    fn admit_with(&self, pull: &Pull, prepare: impl FnOnce() -> Result<PreparedRegions, Refusal>) -> Result<Admission, Refusal> {
+    fn admit_with(
+        &self,
+        pull: &Pull,
+        prepare: impl FnOnce() -> Result<PreparedRegions, Refusal>,
+    ) -> Result<Admission, Refusal> {
         let target_ranks = self.check_pairing(pull)?;
         if self.pp_mismatch_hides_packed_layers(pull) {
-            return Err(Refusal::PpMismatchHidesPackedLayers { local_pp_size: self.config.pp_size, remote_pp_size: pull.remote_pp_size });
+            return Err(Refusal::PpMismatchHidesPackedLayers {
+                local_pp_size: self.config.pp_size,
+                remote_pp_size: pull.remote_pp_size,
+            });
         }
         let regions = prepare()?;
         self.validate(&regions, pull.remote_tp_size)?;
@@ -245,18 +270,34 @@ impl Producer {
     }
 
     /// Descriptors for one round of ready requests (`_build_transfer_params`).
-    pub fn build(&self, regions: &PreparedRegions, pull: &Pull, ready: &[ReadyRequest]) -> Result<TransferBatch, PlanError> {
+    pub fn build(
+        &self,
+        regions: &PreparedRegions,
+        pull: &Pull,
+        ready: &[ReadyRequest],
+    ) -> Result<TransferBatch, PlanError> {
         if self.rules.destination_stride == DestinationStride::ProducerBlockLen {
             return Ok(build_whole_blocks(&regions.local, &regions.remote, ready));
         }
-        build_transfer_params_by(&self.config, &self.rules, &regions.local, &regions.remote, pull.remote_tp_rank, pull.remote_tp_size, ready)
+        build_transfer_params_by(
+            &self.config,
+            &self.rules,
+            &regions.local,
+            &regions.remote,
+            pull.remote_tp_rank,
+            pull.remote_tp_size,
+            ready,
+        )
     }
 
     /// How many decoder workers must settle a request before the producer may free it (`resolve_need_send`):
     /// one per paired TP rank, times the decoder's PP size when that differs from ours and exceeds 1.
     pub fn need_send(&self, target_ranks: &[i64], remote_pp_size: i64) -> i64 {
         let n = target_ranks.len() as i64;
-        if self.rules.need_send == NeedSend::TpTargetsTimesDecoderPp && remote_pp_size > 1 && remote_pp_size != self.config.pp_size {
+        if self.rules.need_send == NeedSend::TpTargetsTimesDecoderPp
+            && remote_pp_size > 1
+            && remote_pp_size != self.config.pp_size
+        {
             n.saturating_mul(remote_pp_size)
         } else {
             n
@@ -312,7 +353,8 @@ impl Producer {
         let stated = self.column_check.as_ref().is_some_and(|c| c.fields.iter().any(|f| f == "kv_block_lens"));
         let mut out = Vec::with_capacity(regions.len() * 2);
         for r in regions {
-            let mamba = usize::try_from(r.group_index).ok().and_then(|g| cfg.groups.get(g)) == Some(&super::blocks::GroupKind::Mamba);
+            let mamba = usize::try_from(r.group_index).ok().and_then(|g| cfg.groups.get(g))
+                == Some(&super::blocks::GroupKind::Mamba);
             if mamba {
                 out.push(r);
                 continue;

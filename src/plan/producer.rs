@@ -6,11 +6,11 @@
 use std::collections::HashMap;
 
 use super::blocks::GroupKind;
-use super::rules::PlanRules;
-use crate::spec::behaviour::{EqualLengthFields, ReplicatedProducer};
 use super::error::PlanError;
+use super::rules::PlanRules;
 use super::topology::TransferTopology;
 use super::validate::LayerSpec;
+use crate::spec::behaviour::{EqualLengthFields, ReplicatedProducer};
 
 /// The producer worker's identity and model facts.
 #[derive(Clone, Debug, PartialEq, Eq)]

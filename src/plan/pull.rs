@@ -95,7 +95,9 @@ impl TryFrom<&MooncakeXferMetadata> for Pull {
                 registered_layer_names: m.registered_layer_names.clone(),
                 registered_layer_indices: ints(&m.registered_layer_indices, &|| "registered_layer_indices".into())?,
                 registered_group_indices: ints(&m.registered_group_indices, &|| "registered_group_indices".into())?,
-                registered_shared_group_ids: int_lists(&m.registered_shared_group_ids, &|| "registered_shared_group_ids".into())?,
+                registered_shared_group_ids: int_lists(&m.registered_shared_group_ids, &|| {
+                    "registered_shared_group_ids".into()
+                })?,
                 registered_row_offsets: ints(&m.registered_row_offsets, &|| "registered_row_offsets".into())?,
             }),
         })
@@ -112,7 +114,10 @@ mod tests {
         let mut m = MooncakeXferMetadata {
             remote_tp_size: WireInt::from_u64(2),
             remote_tp_rank: WireInt::from_u64(1),
-            req_blocks: vec![("d0".into(), ReqBlocks { transfer_id: "t0".into(), blocks: vec![vec![WireInt::from_u64(4)]] })],
+            req_blocks: vec![(
+                "d0".into(),
+                ReqBlocks { transfer_id: "t0".into(), blocks: vec![vec![WireInt::from_u64(4)]] },
+            )],
             kv_caches_base_addr: vec![WireInt::from_u64(4096)],
             block_lens: vec![WireInt::from_u64(64)],
             kv_block_lens: vec![WireInt::from_u64(32)],

@@ -36,11 +36,14 @@ impl PlanRules {
     }
 }
 
-
 impl PlanRules {
     /// The newest revision's layout column check (`behaviour.equal_length_fields`), to go with [`Self::newest`].
     pub fn newest_column_check() -> Option<EqualLengthFields> {
-        crate::spec::Spec::builtin().push().newest().and_then(|r| r.behaviour.equal_length_fields.as_ref()).map(|i| i.value.clone())
+        crate::spec::Spec::builtin()
+            .push()
+            .newest()
+            .and_then(|r| r.behaviour.equal_length_fields.as_ref())
+            .map(|i| i.value.clone())
     }
 
     /// Whether layers the decoder lacks may be skipped for this pull (`allow_partial_layers`).
@@ -56,7 +59,9 @@ impl PlanRules {
     pub fn by_layer_name(&self) -> bool {
         matches!(
             self.region_alignment,
-            RegionAlignment::ByLayerName | RegionAlignment::ByLayerNamePartialAcrossDecoderPp | RegionAlignment::ByLayerNamePartialAcrossPp
+            RegionAlignment::ByLayerName
+                | RegionAlignment::ByLayerNamePartialAcrossDecoderPp
+                | RegionAlignment::ByLayerNamePartialAcrossPp
         )
     }
 

@@ -36,7 +36,8 @@ pub struct SenderPlan {
 /// shifted by the head distance between the two ranks.
 pub fn compute_sender_transfer_plan(p: &SenderPlanInput) -> Result<SenderPlan, PlanError> {
     let ratio = tp_ratio(p.local_tp_size, p.remote_tp_size)? as i128;
-    let (ltr, lts, rtr, rts) = (p.local_tp_rank as i128, p.local_tp_size as i128, p.remote_tp_rank as i128, p.remote_tp_size as i128);
+    let (ltr, lts, rtr, rts) =
+        (p.local_tp_rank as i128, p.local_tp_size as i128, p.remote_tp_rank as i128, p.remote_tp_size as i128);
     let (lkv, rkv) = (p.local_kv_block_len as i128, p.remote_kv_block_len as i128);
     let plan = |send: bool, src: i128, dst: i128, len: i128| -> Result<SenderPlan, PlanError> {
         Ok(SenderPlan {

@@ -43,7 +43,13 @@ pub struct TransferTopology {
 
 impl TransferTopology {
     /// Fails like vLLM's constructor when `tp_size` is 0.
-    pub fn new(tp_rank: i64, tp_size: i64, total_num_kv_heads: i64, is_mla: bool, dcp_size: i64) -> Result<Self, PlanError> {
+    pub fn new(
+        tp_rank: i64,
+        tp_size: i64,
+        total_num_kv_heads: i64,
+        is_mla: bool,
+        dcp_size: i64,
+    ) -> Result<Self, PlanError> {
         let heads = floordiv(total_num_kv_heads as i128, tp_size as i128)?.max(1);
         Ok(TransferTopology {
             tp_rank,

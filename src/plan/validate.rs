@@ -120,14 +120,19 @@ mod tests {
     #[test]
     fn lengths_follow_the_clamped_ratio() {
         // P tp 2 → D tp 4 with 8 heads: ratio -2, so P regions are twice D's.
-        assert_eq!(validate_asymmetric_region_lengths(&regions(&[200]), &regions(&[100]), 2, 4, false, Some(8)), Ok(None));
+        assert_eq!(
+            validate_asymmetric_region_lengths(&regions(&[200]), &regions(&[100]), 2, 4, false, Some(8)),
+            Ok(None)
+        );
         assert_eq!(
             validate_asymmetric_region_lengths(&regions(&[200, 200]), &regions(&[100, 90]), 2, 4, false, Some(8)).unwrap().unwrap(),
             "Mooncake source KV region length does not match the consumer TP ratio at region 1: local=200, remote=90, tp_ratio=-2."
         );
         // Only 2 heads: both sides clamp to 2, so lengths must be equal.
         assert_eq!(
-            validate_asymmetric_region_lengths(&regions(&[200]), &regions(&[100]), 2, 4, false, Some(2)).unwrap().unwrap(),
+            validate_asymmetric_region_lengths(&regions(&[200]), &regions(&[100]), 2, 4, false, Some(2))
+                .unwrap()
+                .unwrap(),
             "Mooncake KV region length mismatch for homogeneous TP at region 0: local=200, remote=100."
         );
         // P tp 4 → D tp 1: D regions are 4× P's.
@@ -137,9 +142,13 @@ mod tests {
         );
         // Unknown heads and a replicated producer: only the count matters.
         assert_eq!(validate_asymmetric_region_lengths(&regions(&[100]), &regions(&[7]), 4, 1, true, None), Ok(None));
-        assert!(validate_asymmetric_region_lengths(&regions(&[100]), &regions(&[]), 4, 1, true, None).unwrap().is_some());
+        assert!(validate_asymmetric_region_lengths(&regions(&[100]), &regions(&[]), 4, 1, true, None)
+            .unwrap()
+            .is_some());
         assert_eq!(
-            validate_asymmetric_region_lengths(&regions(&[1]), &regions(&[1]), 3, 2, false, None).unwrap_err().to_string(),
+            validate_asymmetric_region_lengths(&regions(&[1]), &regions(&[1]), 3, 2, false, None)
+                .unwrap_err()
+                .to_string(),
             "AssertionError: Local tensor parallel size 3 is not divisible by remote tensor parallel size 2."
         );
     }
@@ -148,14 +157,21 @@ mod tests {
     fn padded_pages_block_head_resharding_only_when_heads_split_differently() {
         let padded = LayerSpec::Attention { padded: true, nvfp4: false };
         let r = regions(&[10, 10]);
-        assert_eq!(validate_head_resharding_layout(2, 1, 8, false, &r, |_| Some(&padded)).unwrap().unwrap(),
-            "Mooncake KV-head re-sharding is not supported for padded KV pages (layer l0).");
+        assert_eq!(
+            validate_head_resharding_layout(2, 1, 8, false, &r, |_| Some(&padded)).unwrap().unwrap(),
+            "Mooncake KV-head re-sharding is not supported for padded KV pages (layer l0)."
+        );
         // 2 heads: min(4, 2) == min(2, 2), nothing is re-sharded.
         assert_eq!(validate_head_resharding_layout(4, 2, 2, false, &r, |_| Some(&padded)), Ok(None));
         assert_eq!(validate_head_resharding_layout(2, 1, 8, true, &r, |_| Some(&padded)), Ok(None));
         let nvfp4 = LayerSpec::Attention { padded: false, nvfp4: true };
-        assert_eq!(validate_head_resharding_layout(2, 1, 8, false, &r, |_| Some(&nvfp4)).unwrap().unwrap(),
-            "Mooncake KV-head re-sharding is not supported for NVFP4 KV cache.");
-        assert_eq!(validate_head_resharding_layout(2, 1, 8, false, &r, |_| None).unwrap_err().to_string(), "KeyError: 'l0'");
+        assert_eq!(
+            validate_head_resharding_layout(2, 1, 8, false, &r, |_| Some(&nvfp4)).unwrap().unwrap(),
+            "Mooncake KV-head re-sharding is not supported for NVFP4 KV cache."
+        );
+        assert_eq!(
+            validate_head_resharding_layout(2, 1, 8, false, &r, |_| None).unwrap_err().to_string(),
+            "KeyError: 'l0'"
+        );
     }
 }

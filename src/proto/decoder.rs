@@ -15,9 +15,12 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::profile::WireProfile;
-use crate::spec::behaviour::{DecoderPpTargets, FailureFinish, FailureReport, FreeOnlySuccess, HeterogeneousTp, UnknownOkId, UnreportedAfterFinish};
 use crate::limits;
 use crate::msgpack::WireInt;
+use crate::spec::behaviour::{
+    DecoderPpTargets, FailureFinish, FailureReport, FreeOnlySuccess, HeterogeneousTp, UnknownOkId,
+    UnreportedAfterFinish,
+};
 use crate::typed::{MooncakeXferMetadata, MooncakeXferResponse, ReqBlocks, Status};
 
 /// The decoder worker's registered KV layout (what a layout-carrying pull sends).
@@ -106,7 +109,13 @@ impl PullState {
 
     /// The `Failed` event of this pull, when it had blocks and the revision reports failures at all: its
     /// blocks as invalid, or none when the failure goes to `failed_recving`.
-    fn failed_event(&self, d_req_id: &str, reason: &str, failed_recving: bool, report: FailureReport) -> Option<DecoderEvent> {
+    fn failed_event(
+        &self,
+        d_req_id: &str,
+        reason: &str,
+        failed_recving: bool,
+        report: FailureReport,
+    ) -> Option<DecoderEvent> {
         if !self.has_blocks() || report == FailureReport::None {
             return None;
         }
@@ -203,7 +212,12 @@ impl DecoderCore {
     }
 
     /// The answer to a `/query`: the parsed table, or why it failed. Engines are cached and never refreshed.
-    pub fn query_result(&mut self, now: Instant, bootstrap_addr: &str, result: Result<BTreeMap<String, EngineTable>, String>) {
+    pub fn query_result(
+        &mut self,
+        now: Instant,
+        bootstrap_addr: &str,
+        result: Result<BTreeMap<String, EngineTable>, String>,
+    ) {
         if let Ok(table) = result {
             for (engine, t) in table {
                 self.engines.insert(engine, t);
@@ -247,7 +261,8 @@ impl DecoderCore {
 
     /// With several KV groups, 0.31.0 on report a failed request in `failed_recving`, not by its blocks.
     fn reports_failed_recving(&self) -> bool {
-        let groups: std::collections::BTreeSet<i64> = self.cfg.layout.registered_group_indices.iter().filter_map(|g| g.as_i64()).filter(|g| *g >= 0).collect();
+        let groups: std::collections::BTreeSet<i64> =
+            self.cfg.layout.registered_group_indices.iter().filter_map(|g| g.as_i64()).filter(|g| *g >= 0).collect();
         self.profile.rules.failure_report == FailureReport::InvalidBlocksOrFailedRecving && groups.len() > 1
     }
 
@@ -258,14 +273,23 @@ impl DecoderCore {
         if self.profile.rules.heterogeneous_tp == HeterogeneousTp::RefusedWhenReady && remote_tp > self.cfg.tp_size {
             return Err("Mooncake: Heterogeneous TP is not supported yet.".into());
         }
-        let topo = crate::plan::TransferTopology::new(self.cfg.tp_rank as i64, self.cfg.tp_size as i64, 1, false, 1).map_err(|e| e.err_msg().to_string())?;
-        let ranks: Vec<usize> =
-            topo.handshake_target_ranks(remote_tp as i64, 1).map_err(|e| e.err_msg().to_string())?.into_iter().map(|r| r as usize).collect();
+        let topo = crate::plan::TransferTopology::new(self.cfg.tp_rank as i64, self.cfg.tp_size as i64, 1, false, 1)
+            .map_err(|e| e.err_msg().to_string())?;
+        let ranks: Vec<usize> = topo
+            .handshake_target_ranks(remote_tp as i64, 1)
+            .map_err(|e| e.err_msg().to_string())?
+            .into_iter()
+            .map(|r| r as usize)
+            .collect();
         let mut addrs = vec![];
         for r in ranks {
             let pp = table.get(&r).ok_or_else(|| format!("remote engine {engine} has no TP rank {r}"))?;
             if self.profile.rules.decoder_pp_targets == DecoderPpTargets::PpRankZero {
-                addrs.push(pp.get(&0).ok_or_else(|| format!("remote engine {engine} has no PP rank 0 at TP rank {r}"))?.clone());
+                addrs.push(
+                    pp.get(&0)
+                        .ok_or_else(|| format!("remote engine {engine} has no PP rank 0 at TP rank {r}"))?
+                        .clone(),
+                );
             } else if self.cfg.pp_size == pp.len() && pp.contains_key(&self.cfg.pp_rank) {
                 addrs.push(pp[&self.cfg.pp_rank].clone());
             } else {
@@ -281,7 +305,10 @@ impl DecoderCore {
             Err(e) => {
                 // vLLM raises while choosing prefiller workers, before any report: the requests wait forever.
                 for r in reqs {
-                    self.events.push_back(DecoderEvent::Unsettled { d_req_id: r.d_req_id, reason: format!("no prefiller worker can be chosen: {e}") });
+                    self.events.push_back(DecoderEvent::Unsettled {
+                        d_req_id: r.d_req_id,
+                        reason: format!("no prefiller worker can be chosen: {e}"),
+                    });
                 }
                 return;
             }
@@ -294,7 +321,15 @@ impl DecoderCore {
         }
         let ids: Vec<String> = reqs.iter().map(|r| r.d_req_id.clone()).collect();
         for r in reqs {
-            self.pulls.insert(r.d_req_id, PullState { transfer_id: r.transfer_id, local_blocks: r.local_blocks, tasks_left: addrs.len(), failed: false });
+            self.pulls.insert(
+                r.d_req_id,
+                PullState {
+                    transfer_id: r.transfer_id,
+                    local_blocks: r.local_blocks,
+                    tasks_left: addrs.len(),
+                    failed: false,
+                },
+            );
         }
         for addr in addrs {
             let include_layout = self.cfg.layout_id == 0 || !self.acked.contains(&addr);
@@ -362,7 +397,8 @@ impl DecoderCore {
         let id = ExchangeId(self.next_exchange);
         self.next_exchange += 1;
         self.events.push_back(DecoderEvent::Open { id, addr: addr.clone(), payload });
-        self.exchanges.insert(id, Exchange { addr, all: reqs.clone(), reqs, include_layout, deadline: now + self.recv_timeout });
+        self.exchanges
+            .insert(id, Exchange { addr, all: reqs.clone(), reqs, include_layout, deadline: now + self.recv_timeout });
     }
 
     /// A frame received on an exchange's DEALER.
@@ -471,7 +507,11 @@ impl DecoderCore {
     /// message.
     fn fail_exchange(&mut self, id: ExchangeId, reason: &str) {
         let Some(x) = self.exchanges.get(&id) else { return };
-        let ids = if self.profile.rules.failure_finish == FailureFinish::WhenEveryPeerSettled { x.reqs.clone() } else { x.all.clone() };
+        let ids = if self.profile.rules.failure_finish == FailureFinish::WhenEveryPeerSettled {
+            x.reqs.clone()
+        } else {
+            x.all.clone()
+        };
         self.fail_reqs(id, &ids, reason);
         self.close(id, reason);
     }
@@ -521,7 +561,8 @@ impl DecoderCore {
         p.tasks_left = p.tasks_left.saturating_sub(1);
         if p.tasks_left == 0 {
             let p = self.pulls.remove(d).expect("present");
-            let report = p.has_blocks() || (!p.failed && self.profile.rules.free_only_success == FreeOnlySuccess::Finished);
+            let report =
+                p.has_blocks() || (!p.failed && self.profile.rules.free_only_success == FreeOnlySuccess::Finished);
             if report {
                 self.events.push_back(DecoderEvent::Finished { d_req_id: d.to_string() });
             }
@@ -582,7 +623,10 @@ pub fn parse_query(body: &serde_json::Value) -> Result<BTreeMap<String, EngineTa
             let tp: usize = tp.parse().map_err(|_| format!("tp rank {tp:?} is not an integer"))?;
             let mut m = BTreeMap::new();
             for (pp, a) in pps.as_object().ok_or("pp table is not an object")? {
-                m.insert(pp.parse().map_err(|_| format!("pp rank {pp:?} is not an integer"))?, a.as_str().ok_or("address is not a string")?.to_string());
+                m.insert(
+                    pp.parse().map_err(|_| format!("pp rank {pp:?} is not an integer"))?,
+                    a.as_str().ok_or("address is not a string")?.to_string(),
+                );
             }
             t.insert(tp, m);
         }

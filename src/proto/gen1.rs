@@ -21,7 +21,9 @@ use super::profile::need;
 use crate::codec::Codec;
 use crate::limits;
 use crate::plan::{build_whole_blocks, Producer, Pull, ReadyRequest, RegisteredLayout};
-use crate::spec::behaviour::{BlockCountFailure, EmptyWrite, FailureReport, FreeOnlySuccess, ReadyWait, TransferFailure, UnknownTransfer};
+use crate::spec::behaviour::{
+    BlockCountFailure, EmptyWrite, FailureReport, FreeOnlySuccess, ReadyWait, TransferFailure, UnknownTransfer,
+};
 
 use crate::spec::{Revision, Spec};
 
@@ -59,7 +61,8 @@ fn rcvtimeo(rev: &Revision) -> Option<Duration> {
 
 impl Gen1Profile {
     pub fn builtin(revision: &str) -> Result<Gen1Profile, String> {
-        let rev = Spec::builtin().revision(revision).ok_or_else(|| format!("no revision {revision} in the spec"))?.clone();
+        let rev =
+            Spec::builtin().revision(revision).ok_or_else(|| format!("no revision {revision} in the spec"))?.clone();
         Self::new(rev)
     }
 
@@ -164,13 +167,24 @@ impl AgentMetadata {
         let u = |v: &J| v.as_u64().ok_or_else(|| format!("{v} is not an unsigned 64-bit integer"));
         let list = |k: &str| j.get(k).and_then(J::as_array).ok_or_else(|| format!("`{k}` is not a list"));
         Ok(AgentMetadata {
-            remote_hostname: j.get("remote_hostname").and_then(J::as_str).ok_or("`remote_hostname` is not a string")?.to_string(),
+            remote_hostname: j
+                .get("remote_hostname")
+                .and_then(J::as_str)
+                .ok_or("`remote_hostname` is not a string")?
+                .to_string(),
             remote_port: u(j.get("remote_port").unwrap_or(&J::Null))?,
-            request_ids: list("request_ids")?.iter().map(|x| x.as_str().map(String::from).ok_or("a request id is not a string")).collect::<Result<_, _>>()?,
+            request_ids: list("request_ids")?
+                .iter()
+                .map(|x| x.as_str().map(String::from).ok_or("a request id is not a string"))
+                .collect::<Result<_, _>>()?,
             kv_caches_base_addr: list("kv_caches_base_addr")?.iter().map(u).collect::<Result<_, _>>()?,
             block_ids: list("block_ids")?
                 .iter()
-                .map(|b| b.as_array().ok_or_else(|| "a block list is not a list".to_string()).and_then(|a| a.iter().map(u).collect()))
+                .map(|b| {
+                    b.as_array()
+                        .ok_or_else(|| "a block list is not a list".to_string())
+                        .and_then(|a| a.iter().map(u).collect())
+                })
                 .collect::<Result<_, _>>()?,
         })
     }
@@ -243,7 +257,10 @@ impl Gen1Prefiller {
         if self.entries.len() >= limits::MAX_PREFILLER_EXCHANGES && !self.entries.contains_key(req_id) {
             return;
         }
-        self.entries.insert(req_id.to_string(), Entry { p_req_id: p_req_id.to_string(), blocks: vec![], ready: false, expire: None });
+        self.entries.insert(
+            req_id.to_string(),
+            Entry { p_req_id: p_req_id.to_string(), blocks: vec![], ready: false, expire: None },
+        );
     }
 
     /// Its blocks are ready: they may be pulled until `now + abort timeout`. vLLM looks the entry up without a
@@ -271,7 +288,10 @@ impl Gen1Prefiller {
             let peer = PeerId(frames.first().cloned().unwrap_or_default());
             self.events.push_back(PrefillerEvent::Rejected {
                 peer,
-                reason: format!("expected [routing_id, \"\", payload] (a REQ socket's 3 frames), got {} frames", frames.len()),
+                reason: format!(
+                    "expected [routing_id, \"\", payload] (a REQ socket's 3 frames), got {} frames",
+                    frames.len()
+                ),
             });
             return;
         }
@@ -310,7 +330,10 @@ impl Gen1Prefiller {
                     return self.reply(peer, true);
                 }
                 None => {
-                    self.entries.insert(id.clone(), Entry { p_req_id: String::new(), blocks: vec![], ready: false, expire: None });
+                    self.entries.insert(
+                        id.clone(),
+                        Entry { p_req_id: String::new(), blocks: vec![], ready: false, expire: None },
+                    );
                     named.push(id.clone());
                 }
             }
@@ -345,7 +368,10 @@ impl Gen1Prefiller {
             remote_tp_rank: 0,
             remote_pp_size: 1,
             req_blocks: vec![],
-            layout: Arc::new(RegisteredLayout { kv_caches_base_addr: x.meta.kv_caches_base_addr.iter().map(|a| *a as i64).collect(), ..Default::default() }),
+            layout: Arc::new(RegisteredLayout {
+                kv_caches_base_addr: x.meta.kv_caches_base_addr.iter().map(|a| *a as i64).collect(),
+                ..Default::default()
+            }),
         };
         let ready: Vec<ReadyRequest> = x
             .named
@@ -409,7 +435,11 @@ impl Gen1Prefiller {
         }
         for d in &x.meta.request_ids {
             if let Some(e) = self.entries.remove(d) {
-                self.events.push_back(PrefillerEvent::FinishedSending { p_req_id: e.p_req_id, transfer_id: d.clone(), expired: false });
+                self.events.push_back(PrefillerEvent::FinishedSending {
+                    p_req_id: e.p_req_id,
+                    transfer_id: d.clone(),
+                    expired: false,
+                });
             }
         }
         self.reply(x.peer, true);
@@ -417,11 +447,20 @@ impl Gen1Prefiller {
 
     /// Expires ready requests nobody named before `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let due: Vec<String> = self.entries.iter().filter(|(_, e)| e.ready && e.expire.is_some_and(|t| t < now)).map(|(k, _)| k.clone()).collect();
+        let due: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.ready && e.expire.is_some_and(|t| t < now))
+            .map(|(k, _)| k.clone())
+            .collect();
         for d in due {
             let e = self.entries.remove(&d).expect("present");
             self.stats.expired += 1;
-            self.events.push_back(PrefillerEvent::FinishedSending { p_req_id: e.p_req_id, transfer_id: d, expired: true });
+            self.events.push_back(PrefillerEvent::FinishedSending {
+                p_req_id: e.p_req_id,
+                transfer_id: d,
+                expired: true,
+            });
         }
     }
 
@@ -476,7 +515,14 @@ pub struct Gen1Decoder {
 
 impl Gen1Decoder {
     pub fn new(profile: Gen1Profile, cfg: Gen1DecoderConfig) -> Self {
-        Gen1Decoder { recv_timeout: profile.recv_timeout, profile, cfg, exchanges: BTreeMap::new(), next_exchange: 1, events: VecDeque::new() }
+        Gen1Decoder {
+            recv_timeout: profile.recv_timeout,
+            profile,
+            cfg,
+            exchanges: BTreeMap::new(),
+            next_exchange: 1,
+            events: VecDeque::new(),
+        }
     }
 
     pub fn set_recv_timeout(&mut self, t: Duration) {
@@ -493,7 +539,10 @@ impl Gen1Decoder {
         let mut groups: Vec<(String, Vec<PullRequest>)> = vec![];
         for r in reqs {
             let Some((host, port)) = r.remote.clone() else {
-                self.events.push_back(DecoderEvent::Unsettled { d_req_id: r.d_req_id, reason: "no remote_host/remote_port to pull from".into() });
+                self.events.push_back(DecoderEvent::Unsettled {
+                    d_req_id: r.d_req_id,
+                    reason: "no remote_host/remote_port to pull from".into(),
+                });
                 continue;
             };
             let addr = if host.contains(':') && !host.starts_with('[') {
@@ -509,7 +558,10 @@ impl Gen1Decoder {
         for (addr, reqs) in groups {
             if self.exchanges.len() >= limits::MAX_DECODER_EXCHANGES {
                 for r in reqs {
-                    self.events.push_back(DecoderEvent::Unsettled { d_req_id: r.d_req_id, reason: "too many pulls in flight".into() });
+                    self.events.push_back(DecoderEvent::Unsettled {
+                        d_req_id: r.d_req_id,
+                        reason: "too many pulls in flight".into(),
+                    });
                 }
                 continue;
             }
@@ -522,7 +574,8 @@ impl Gen1Decoder {
             };
             let id = ExchangeId(self.next_exchange);
             self.next_exchange += 1;
-            let list: Vec<(String, bool)> = reqs.iter().map(|r| (r.d_req_id.clone(), r.local_blocks.iter().any(|g| !g.is_empty()))).collect();
+            let list: Vec<(String, bool)> =
+                reqs.iter().map(|r| (r.d_req_id.clone(), r.local_blocks.iter().any(|g| !g.is_empty()))).collect();
             match self.profile.encode_request(&meta) {
                 Ok(payload) => {
                     self.events.push_back(DecoderEvent::Open { id, addr, payload });
@@ -530,7 +583,10 @@ impl Gen1Decoder {
                 }
                 Err(e) => {
                     for (d, _) in list {
-                        self.events.push_back(DecoderEvent::Unsettled { d_req_id: d, reason: format!("cannot encode the pull: {e}") });
+                        self.events.push_back(DecoderEvent::Unsettled {
+                            d_req_id: d,
+                            reason: format!("cannot encode the pull: {e}"),
+                        });
                     }
                 }
             }
@@ -586,4 +642,3 @@ impl Gen1Decoder {
         self.exchanges.len()
     }
 }
-

@@ -148,7 +148,12 @@ pub trait DecoderMachine: Send + 'static {
     fn socket_kind(&self) -> SocketKind;
     fn pull(&mut self, now: Instant, reqs: Vec<PullRequest>);
     /// The answer to a `/query` the machine asked for (generation 2 only).
-    fn query_result(&mut self, now: Instant, bootstrap_addr: &str, result: Result<BTreeMap<String, EngineTable>, String>);
+    fn query_result(
+        &mut self,
+        now: Instant,
+        bootstrap_addr: &str,
+        result: Result<BTreeMap<String, EngineTable>, String>,
+    );
     fn handle_reply(&mut self, now: Instant, id: ExchangeId, payload: &[u8]);
     fn exchange_failed(&mut self, id: ExchangeId, error: &str);
     fn handle_timeout(&mut self, now: Instant);

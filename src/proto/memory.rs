@@ -54,7 +54,6 @@ pub fn perform_write(src: &Memory, dst: &mut Memory, descriptors: &[Descriptor])
     0
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

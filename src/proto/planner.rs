@@ -3,8 +3,8 @@
 //! counting, replying, the layout cache). [`crate::plan::Producer`] implements it as vLLM 0.33.0 does
 //! (`vllm.rs`); tests may use simpler planners.
 
-pub use crate::plan::{Descriptor, TransferBatch};
 use crate::msgpack::WireInt;
+pub use crate::plan::{Descriptor, TransferBatch};
 use crate::typed::MooncakeXferMetadata;
 
 /// A request whose prefiller blocks are ready, in the round being sent.
@@ -41,7 +41,12 @@ pub trait SenderPlanner {
     fn validate(&self, pull: &Self::Pull, prepared: &Self::Prepared) -> Result<(), String>;
     /// Descriptors for the ready requests of one round. `Err` is an exception vLLM would raise mid-pull
     /// (answered `ERROR`).
-    fn build(&self, pull: &Self::Pull, prepared: &Self::Prepared, ready: &[ReadyReq<'_>]) -> Result<TransferBatch, String>;
+    fn build(
+        &self,
+        pull: &Self::Pull,
+        prepared: &Self::Prepared,
+        ready: &[ReadyReq<'_>],
+    ) -> Result<TransferBatch, String>;
     /// How many decoder workers must settle a request before it is freed (`resolve_need_send`).
     fn need_send(&self, target_ranks: &[usize], remote_pp_size: usize) -> usize;
 }

@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 use super::lru::Lru;
 use super::planner::{Descriptor, ReadyReq, SenderPlanner, TransferBatch};
 use super::profile::WireProfile;
-use crate::spec::behaviour::{BlockCountFailure, EmptyIdLists, HeterogeneousTp, ReplyRounds};
 use crate::limits;
 use crate::msgpack::WireInt;
+use crate::spec::behaviour::{BlockCountFailure, EmptyIdLists, HeterogeneousTp, ReplyRounds};
 use crate::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status};
 
 /// A decoder connection as the ROUTER names it (the routing id: opaque bytes).
@@ -232,7 +232,17 @@ impl<P: SenderPlanner> PrefillerCore<P> {
 
     fn new_entry(&mut self, p_req_id: &str) -> Entry {
         self.next_gen += 1;
-        Entry { gen: self.next_gen, p_req_id: p_req_id.to_string(), local_blocks: vec![], ready: false, expire: None, need_send: 0, sent: 0, sending: 0, waiters: 0 }
+        Entry {
+            gen: self.next_gen,
+            p_req_id: p_req_id.to_string(),
+            local_blocks: vec![],
+            ready: false,
+            expire: None,
+            need_send: 0,
+            sent: 0,
+            sending: 0,
+            waiters: 0,
+        }
     }
 
     /// Forgets every cached peer layout (vLLM does this when the prefiller re-registers its caches).
@@ -280,7 +290,11 @@ impl<P: SenderPlanner> PrefillerCore<P> {
             Err(e) => return self.reply_error(peer, Status::ERROR, e.msgspec_message()),
         };
         if self.exchanges.len() >= limits::MAX_PREFILLER_EXCHANGES {
-            return self.reply_error(peer, Status::ERROR, format!("Mooncake prefiller is serving {} pulls already; retry later.", self.exchanges.len()));
+            return self.reply_error(
+                peer,
+                Status::ERROR,
+                format!("Mooncake prefiller is serving {} pulls already; retry later.", self.exchanges.len()),
+            );
         }
         let pull = match self.planner.pull(&meta) {
             Ok(p) => p,
@@ -298,7 +312,13 @@ impl<P: SenderPlanner> PrefillerCore<P> {
                     None => {
                         self.stats.layout_misses += 1;
                         let lc = self.profile.layout_caching.as_ref().expect("caching is on");
-                        let status = self.profile.statuses.iter().map(|(s, _)| *s).find(|s| s.name() == Some(lc.miss_status.as_str())).unwrap_or(Status::LAYOUT_MISS);
+                        let status = self
+                            .profile
+                            .statuses
+                            .iter()
+                            .map(|(s, _)| *s)
+                            .find(|s| s.name() == Some(lc.miss_status.as_str()))
+                            .unwrap_or(Status::LAYOUT_MISS);
                         let msg = miss_message(&lc.miss_message, &meta);
                         return self.reply_error(peer, status, msg);
                     }
@@ -339,7 +359,8 @@ impl<P: SenderPlanner> PrefillerCore<P> {
         }
         let deadline = now + self.abort_timeout;
         self.deadlines.insert((deadline, id));
-        self.exchanges.insert(id, Exchange { peer, meta, pull, prepared, target_ranks, pending, deadline, round: None });
+        self.exchanges
+            .insert(id, Exchange { peer, meta, pull, prepared, target_ranks, pending, deadline, round: None });
         self.drive_ids(now, &[id]);
     }
 
@@ -391,7 +412,8 @@ impl<P: SenderPlanner> PrefillerCore<P> {
                 break;
             }
             self.expiries.pop_first();
-            let due = self.entries.get(&tid).is_some_and(|e| e.gen == gen && !e.p_req_id.is_empty() && e.expire == Some(t));
+            let due =
+                self.entries.get(&tid).is_some_and(|e| e.gen == gen && !e.p_req_id.is_empty() && e.expire == Some(t));
             if !due {
                 continue;
             }
@@ -401,7 +423,11 @@ impl<P: SenderPlanner> PrefillerCore<P> {
             }
             let e = self.entries.remove(&tid).expect("checked");
             self.stats.expired += 1;
-            self.events.push_back(PrefillerEvent::FinishedSending { p_req_id: e.p_req_id, transfer_id: tid, expired: true });
+            self.events.push_back(PrefillerEvent::FinishedSending {
+                p_req_id: e.p_req_id,
+                transfer_id: tid,
+                expired: true,
+            });
         }
     }
 
@@ -444,7 +470,9 @@ impl<P: SenderPlanner> PrefillerCore<P> {
     fn drive_ids(&mut self, now: Instant, ids: &[u64]) {
         for &id in ids {
             let ready_idx: Vec<usize> = match self.exchanges.get(&id) {
-                Some(x) if x.round.is_none() => x.pending.iter().enumerate().filter(|(_, p)| self.is_ready(p)).map(|(i, _)| i).collect(),
+                Some(x) if x.round.is_none() => {
+                    x.pending.iter().enumerate().filter(|(_, p)| self.is_ready(p)).map(|(i, _)| i).collect()
+                }
                 _ => continue,
             };
             if !ready_idx.is_empty() {
@@ -477,7 +505,11 @@ impl<P: SenderPlanner> PrefillerCore<P> {
                     // vLLM raises in the round: ERROR, the pull ends, and the entries of the round stay marked
                     // as being sent (they never expire); a later pull of the same transfer is served.
                     self.release_waiters(ex_id, &ex.pending);
-                    return self.reply_error(ex.peer, Status::ERROR, "Mooncake: Heterogeneous TP is not supported yet.".into());
+                    return self.reply_error(
+                        ex.peer,
+                        Status::ERROR,
+                        "Mooncake: Heterogeneous TP is not supported yet.".into(),
+                    );
                 }
             }
             sendable.push(p);
@@ -509,7 +541,8 @@ impl<P: SenderPlanner> PrefillerCore<P> {
         };
         // err-then-ok lists every ready id in the ok reply, the failed ones too.
         let err_then_ok = self.profile.rules.reply_rounds == ReplyRounds::ErrThenOk;
-        let ok: Vec<String> = sendable.iter().map(|p| p.d_req_id.clone()).filter(|d| err_then_ok || !err_reqs.contains(d)).collect();
+        let ok: Vec<String> =
+            sendable.iter().map(|p| p.d_req_id.clone()).filter(|d| err_then_ok || !err_reqs.contains(d)).collect();
         let write = if descriptors.is_empty() {
             None
         } else {
@@ -556,7 +589,12 @@ impl<P: SenderPlanner> PrefillerCore<P> {
                 r.err_msg = Some(te);
             } else {
                 r.ok_reqs = Some(round.ok.clone());
-                delivered = round.ready.iter().map(|p| p.d_req_id.clone()).filter(|d| counts_block_failures || !round.err_reqs.contains(d)).collect();
+                delivered = round
+                    .ready
+                    .iter()
+                    .map(|p| p.d_req_id.clone())
+                    .filter(|d| counts_block_failures || !round.err_reqs.contains(d))
+                    .collect();
             }
             replies.push(r);
         } else {
@@ -594,7 +632,11 @@ impl<P: SenderPlanner> PrefillerCore<P> {
             e.sent += 1;
             if e.sent == e.need_send {
                 let e = self.entries.remove(&p.transfer_id).expect("present");
-                self.events.push_back(PrefillerEvent::FinishedSending { p_req_id: e.p_req_id, transfer_id: p.transfer_id.clone(), expired: false });
+                self.events.push_back(PrefillerEvent::FinishedSending {
+                    p_req_id: e.p_req_id,
+                    transfer_id: p.transfer_id.clone(),
+                    expired: false,
+                });
             }
         }
         for mut r in replies {

@@ -97,14 +97,18 @@ impl Rules {
 impl WireProfile {
     /// The profile of a built-in revision (`vllm-0.33.0`).
     pub fn builtin(revision: &str) -> Result<WireProfile, String> {
-        let rev = Spec::builtin().revision(revision).ok_or_else(|| format!("no revision {revision} in the spec"))?.clone();
+        let rev =
+            Spec::builtin().revision(revision).ok_or_else(|| format!("no revision {revision} in the spec"))?.clone();
         let codec = Codec::builtin(revision).expect("built-in");
         Self::new(rev, codec)
     }
 
     pub fn new(rev: Arc<Revision>, codec: Arc<Codec>) -> Result<WireProfile, String> {
         if rev.generation != 2 {
-            return Err(format!("{} is generation {}; the state machines speak generation 2", rev.revision, rev.generation));
+            return Err(format!(
+                "{} is generation {}; the state machines speak generation 2",
+                rev.revision, rev.generation
+            ));
         }
         for m in ["MooncakeXferMetadata", "MooncakeXferResponse"] {
             if codec.message_type(m).is_none() {
@@ -122,7 +126,8 @@ impl WireProfile {
         Ok(WireProfile {
             rules,
             layout_caching: rev.behaviour.layout_caching().cloned(),
-            fail_unreported_after_finish: rev.behaviour.unreported_after_finish.as_ref().map(|i| i.value) == Some(UnreportedAfterFinish::Failed),
+            fail_unreported_after_finish: rev.behaviour.unreported_after_finish.as_ref().map(|i| i.value)
+                == Some(UnreportedAfterFinish::Failed),
             abort_timeout: Duration::from_secs(abort),
             statuses,
             codec,
@@ -210,6 +215,9 @@ mod tests {
         assert!(p32.encode_response(&r).unwrap_err().contains("layout_id"));
         let miss = MooncakeXferResponse::new(Status::LAYOUT_MISS);
         assert!(p32.encode_response(&miss).is_err(), "0.32.0 has no LAYOUT_MISS");
-        assert_eq!(p32.decode_response(&miss.encode()).unwrap_err().msgspec_message(), "Invalid enum value 3 - at `$.status`");
+        assert_eq!(
+            p32.decode_response(&miss.encode()).unwrap_err().msgspec_message(),
+            "Invalid enum value 3 - at `$.status`"
+        );
     }
 }

@@ -30,7 +30,9 @@ pub struct Registry {
 impl Registry {
     /// `None` for a revision without a bootstrap server.
     pub fn new(spec: BootstrapSpec) -> Registry {
-        let accept_identical = spec.revision().bootstrap.as_ref().is_some_and(|b| b.duplicate_registration == crate::spec::behaviour::DuplicateRegistration::AcceptIdentical);
+        let accept_identical = spec.revision().bootstrap.as_ref().is_some_and(|b| {
+            b.duplicate_registration == crate::spec::behaviour::DuplicateRegistration::AcceptIdentical
+        });
         Registry { spec, accept_identical, engines: vec![] }
     }
 
@@ -57,14 +59,21 @@ impl Registry {
             return invalid("body", &e);
         }
         let engine_id = body["engine_id"].as_str().unwrap_or_default().to_string();
-        let (dp, tp, pp) = (body["dp_rank"].as_i64().unwrap_or(0), body["tp_rank"].as_i64().unwrap_or(0), body["pp_rank"].as_i64().unwrap_or(0));
+        let (dp, tp, pp) = (
+            body["dp_rank"].as_i64().unwrap_or(0),
+            body["tp_rank"].as_i64().unwrap_or(0),
+            body["pp_rank"].as_i64().unwrap_or(0),
+        );
         let addr = body["addr"].as_str().unwrap_or_default().to_string();
         if !self.engines.iter().any(|(d, _)| *d == dp) {
             self.engines.push((dp, Engine { engine_id: engine_id.clone(), workers: vec![] }));
         }
         let e = &mut self.engines.iter_mut().find(|(d, _)| *d == dp).expect("just ensured").1;
         if e.engine_id != engine_id {
-            return Reply { status: 400, body: json!({"detail": format!("Engine ID mismatch for dp_rank={dp}: expected {}, got {engine_id}", e.engine_id)}) };
+            return Reply {
+                status: 400,
+                body: json!({"detail": format!("Engine ID mismatch for dp_rank={dp}: expected {}, got {engine_id}", e.engine_id)}),
+            };
         }
         if !e.workers.iter().any(|(t, _)| *t == tp) {
             e.workers.push((tp, vec![]));
@@ -129,7 +138,10 @@ mod tests {
         assert_eq!(r.handle("POST", "/register", Some(&body("e", 0, 1, "tcp://a:1"))).status, 200);
         assert_eq!(r.handle("POST", "/register", Some(&body("e", 0, 0, "tcp://a:2"))).status, 200);
         let q = r.handle("GET", "/query", None).body;
-        assert_eq!(q.to_string(), r#"{"0":{"engine_id":"e","worker_addr":{"1":{"0":"tcp://a:1"},"0":{"0":"tcp://a:2"}}}}"#);
+        assert_eq!(
+            q.to_string(),
+            r#"{"0":{"engine_id":"e","worker_addr":{"1":{"0":"tcp://a:1"},"0":{"0":"tcp://a:2"}}}}"#
+        );
         let mismatch = r.handle("POST", "/register", Some(&body("other", 0, 0, "tcp://a:2")));
         assert_eq!(mismatch.status, 400);
         assert_eq!(mismatch.body["detail"], "Engine ID mismatch for dp_rank=0: expected e, got other");
@@ -141,7 +153,9 @@ mod tests {
     #[test]
     fn duplicate_registration_follows_the_revision() {
         // 0.31.0 and later accept an identical retry; 0.30.0 and earlier refuse it.
-        for (rev, identical) in [("vllm-0.33.0", 200), ("vllm-0.31.0", 200), ("vllm-0.30.0", 400), ("vllm-0.16.0..0.18.1", 400)] {
+        for (rev, identical) in
+            [("vllm-0.33.0", 200), ("vllm-0.31.0", 200), ("vllm-0.30.0", 400), ("vllm-0.16.0..0.18.1", 400)]
+        {
             let mut r = reg(rev);
             assert_eq!(r.handle("POST", "/register", Some(&body("e", 0, 0, "tcp://a:1"))).status, 200);
             assert_eq!(r.handle("POST", "/register", Some(&body("e", 0, 0, "tcp://a:1"))).status, identical, "{rev}");

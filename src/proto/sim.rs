@@ -66,7 +66,14 @@ impl<P: SenderPlanner> Net<P> {
     }
 
     pub fn add_prefiller(&mut self, core: PrefillerCore<P>, addr: &str, memory: Memory) -> usize {
-        self.prefillers.push(SimPrefiller { core, addr: addr.into(), memory, writes: vec![], write_result: 0, finished_sending: vec![] });
+        self.prefillers.push(SimPrefiller {
+            core,
+            addr: addr.into(),
+            memory,
+            writes: vec![],
+            write_result: 0,
+            finished_sending: vec![],
+        });
         self.prefillers.len() - 1
     }
 

@@ -19,7 +19,11 @@ impl SenderPlanner for Producer {
     fn check(&self, pull: &Pull) -> Result<Vec<usize>, String> {
         let ranks = self.check_pairing(pull).map_err(|r| r.err_msg())?;
         if self.pp_mismatch_hides_packed_layers(pull) {
-            return Err(Refusal::PpMismatchHidesPackedLayers { local_pp_size: self.config.pp_size, remote_pp_size: pull.remote_pp_size }.err_msg());
+            return Err(Refusal::PpMismatchHidesPackedLayers {
+                local_pp_size: self.config.pp_size,
+                remote_pp_size: pull.remote_pp_size,
+            }
+            .err_msg());
         }
         Ok(ranks.into_iter().map(|r| r as usize).collect())
     }
@@ -36,13 +40,22 @@ impl SenderPlanner for Producer {
         Producer::validate(self, prepared, pull.remote_tp_size).map_err(|r| r.err_msg())
     }
 
-    fn build(&self, pull: &Pull, prepared: &Arc<PreparedRegions>, ready: &[ReadyReq<'_>]) -> Result<TransferBatch, String> {
+    fn build(
+        &self,
+        pull: &Pull,
+        prepared: &Arc<PreparedRegions>,
+        ready: &[ReadyReq<'_>],
+    ) -> Result<TransferBatch, String> {
         let reqs: Vec<ReadyRequest> = ready
             .iter()
             .map(|r| ReadyRequest {
                 d_req_id: r.d_req_id.to_string(),
                 local_block_ids: r.local_blocks.iter().map(|g| g.iter().map(|b| *b as i64).collect()).collect(),
-                remote_block_ids: r.remote_blocks.iter().map(|g| g.iter().map(|b| b.as_i64().unwrap_or(i64::MAX)).collect()).collect(),
+                remote_block_ids: r
+                    .remote_blocks
+                    .iter()
+                    .map(|g| g.iter().map(|b| b.as_i64().unwrap_or(i64::MAX)).collect())
+                    .collect(),
             })
             .collect();
         Producer::build(self, prepared, pull, &reqs).map_err(|e| e.err_msg().to_string())

@@ -523,7 +523,11 @@ impl Behaviour {
             .iter()
             .filter_map(|k| {
                 let it = obj.get(*k)?;
-                Some((*k, it.get("value").cloned().unwrap_or_default(), it.get("source").and_then(|s| s.as_str()).unwrap_or_default().to_string()))
+                Some((
+                    *k,
+                    it.get("value").cloned().unwrap_or_default(),
+                    it.get("source").and_then(|s| s.as_str()).unwrap_or_default().to_string(),
+                ))
             })
             .collect()
     }
@@ -619,9 +623,17 @@ mod tests {
 
     #[test]
     fn a_typo_is_not_a_value() {
-        let e = serde_json::from_value::<Item<ReplyRounds>>(serde_json::json!({"value": "one-per-rounds", "source": "s"})).unwrap_err();
-        assert!(e.to_string().contains("unknown variant `one-per-rounds`, expected `err-then-ok` or `one-per-round`"), "{e}");
-        let e = serde_json::from_value::<Behaviour>(serde_json::json!({"reply_round": {"value": "one-per-round", "source": "s"}})).unwrap_err();
+        let e =
+            serde_json::from_value::<Item<ReplyRounds>>(serde_json::json!({"value": "one-per-rounds", "source": "s"}))
+                .unwrap_err();
+        assert!(
+            e.to_string().contains("unknown variant `one-per-rounds`, expected `err-then-ok` or `one-per-round`"),
+            "{e}"
+        );
+        let e = serde_json::from_value::<Behaviour>(
+            serde_json::json!({"reply_round": {"value": "one-per-round", "source": "s"}}),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("unknown field `reply_round`"), "{e}");
     }
 

@@ -12,8 +12,8 @@ mod types;
 
 pub use behaviour::{Behaviour, Item, LayoutCaching, LayoutCachingSpec};
 pub use literal::Literal;
-pub use resolve::{ResolveError, Resolved};
 pub use model::*;
+pub use resolve::{ResolveError, Resolved};
 pub use types::{TypeExpr, TypeParseError};
 
 use std::collections::HashSet;
@@ -100,7 +100,13 @@ impl Spec {
     }
 
     pub fn from_files(files: impl IntoIterator<Item = (String, String)>) -> Result<Spec, SpecError> {
-        let raw: Vec<_> = files.into_iter().map(|(p, t)| tree::parse_file(&p, &t)).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect();
+        let raw: Vec<_> = files
+            .into_iter()
+            .map(|(p, t)| tree::parse_file(&p, &t))
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .flatten()
+            .collect();
         let resolved = tree::resolve_all(&raw)?;
         let mut families: Vec<Family> = Vec::new();
         for ((family, _), r) in resolved {
@@ -178,10 +184,17 @@ fn check_revision(rev: &Revision) -> Result<(), String> {
     // The name states the project and the release range (or, unreleased, the commit).
     let project = match rev.family.as_str() {
         "push" => "vllm".to_string(),
-        _ => rev.revision.split('-').next().map(|p| if rev.revision.starts_with("vllm-ascend-") { "vllm-ascend".to_string() } else { p.to_string() }).unwrap_or_default(),
+        _ => rev
+            .revision
+            .split('-')
+            .next()
+            .map(|p| if rev.revision.starts_with("vllm-ascend-") { "vllm-ascend".to_string() } else { p.to_string() })
+            .unwrap_or_default(),
     };
     let want = match (rev.releases.first(), rev.releases.last(), &rev.commit) {
-        (Some(_), _, Some(_)) => return Err("a released revision has no `commit` (its build commits go in `build_commits`)".into()),
+        (Some(_), _, Some(_)) => {
+            return Err("a released revision has no `commit` (its build commits go in `build_commits`)".into())
+        }
         (Some(a), Some(b), None) if a == b => format!("{project}-{a}"),
         (Some(a), Some(b), None) => format!("{project}-{a}..{b}"),
         (None, _, Some(c)) if rev.family != "push" => {
@@ -246,7 +259,11 @@ fn check_revision(rev: &Revision) -> Result<(), String> {
     }
     let missing = rev.behaviour.missing(&rev.family, rev.generation);
     if !missing.is_empty() {
-        return Err(format!("[behaviour] does not state {} (every generation-{} revision must)", missing.join(", "), rev.generation));
+        return Err(format!(
+            "[behaviour] does not state {} (every generation-{} revision must)",
+            missing.join(", "),
+            rev.generation
+        ));
     }
     if let Some(Item { value: LayoutCachingSpec::Off(true), .. }) = &rev.behaviour.layout_caching {
         return Err("behaviour.layout_caching is `false` or a table".into());
@@ -363,7 +380,8 @@ summary = "x"
 kind = "msgspec.Struct"
 fields = []
 "#;
-        let err = Spec::from_files([(base.0.to_string(), base.1.to_string()), ("bad.toml".into(), bad.into())]).unwrap_err();
+        let err =
+            Spec::from_files([(base.0.to_string(), base.1.to_string()), ("bad.toml".into(), bad.into())]).unwrap_err();
         assert!(err.msg.contains("change `structs` with an [[edit]]"), "{err}");
     }
 
@@ -384,7 +402,8 @@ at = "structs.MooncakeXferMetadata.fields"
 after = "no_such_field"
 item = { name = "x", type = "int" }
 "#;
-        let err = Spec::from_files([(base.0.to_string(), base.1.to_string()), ("bad.toml".into(), bad.into())]).unwrap_err();
+        let err =
+            Spec::from_files([(base.0.to_string(), base.1.to_string()), ("bad.toml".into(), bad.into())]).unwrap_err();
         assert_eq!(err.path, "bad.toml");
         assert!(err.msg.contains("edit #1") && err.msg.contains("no_such_field"), "{err}");
     }

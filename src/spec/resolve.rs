@@ -29,7 +29,9 @@ impl Resolved {
     /// `0.18.1 (vllm-0.16.0..0.18.1)` for a release, the revision name otherwise.
     pub fn describe(&self) -> String {
         match &self.release {
-            Some(r) if *r != self.revision.revision => format!("{} {r} ({})", project_label(self.revision.project()), self.revision.revision),
+            Some(r) if *r != self.revision.revision => {
+                format!("{} {r} ({})", project_label(self.revision.project()), self.revision.revision)
+            }
             _ => self.revision.revision.clone(),
         }
     }
@@ -103,7 +105,11 @@ impl Spec {
     pub fn resolve(&self, name: &str) -> Result<Resolved, ResolveError> {
         let name = name.trim();
         if name.is_empty() {
-            return Err(ResolveError { name: name.into(), message: "an empty revision name".into(), suggestions: vec![] });
+            return Err(ResolveError {
+                name: name.into(),
+                message: "an empty revision name".into(),
+                suggestions: vec![],
+            });
         }
         if let Some(r) = self.revision(name) {
             return Ok(Resolved { revision: r.clone(), release: None });
@@ -112,7 +118,9 @@ impl Spec {
         if let Some((q, rest)) = name.split_once(':') {
             let q = q.trim().to_ascii_lowercase();
             let rest = strip_v(rest.trim());
-            if let Some(p) = self.projects().into_iter().find(|p| *p == q || p.strip_prefix("vllm-") == Some(q.as_str())) {
+            if let Some(p) =
+                self.projects().into_iter().find(|p| *p == q || p.strip_prefix("vllm-") == Some(q.as_str()))
+            {
                 return self.resolve_in(name, |r| r.project() == p, &p, rest);
             }
             if self.family(&q).is_some() {
@@ -131,7 +139,9 @@ impl Spec {
         // `project-rest` (`vllm-0.19.1`, `vllm-ascend-0.18.0`), longest project first.
         for p in self.projects() {
             if let Some(rest) = name.strip_prefix(&format!("{p}-")) {
-                if rest.starts_with(|c: char| c.is_ascii_digit() || c == 'v') || self.revision(&format!("{p}-{rest}")).is_some() {
+                if rest.starts_with(|c: char| c.is_ascii_digit() || c == 'v')
+                    || self.revision(&format!("{p}-{rest}")).is_some()
+                {
                     return self.resolve_in(name, |r| r.project() == p, &p, strip_v(rest));
                 }
             }
@@ -143,7 +153,10 @@ impl Spec {
         Err(ResolveError {
             name: name.into(),
             message: format!("`{name}` is not a revision or release of the spec ({})", self.coverage()),
-            suggestions: nearest(name, self.all_revisions().map(|r| r.revision.as_str())).into_iter().map(String::from).collect(),
+            suggestions: nearest(name, self.all_revisions().map(|r| r.revision.as_str()))
+                .into_iter()
+                .map(String::from)
+                .collect(),
         })
     }
 
@@ -172,13 +185,23 @@ impl Spec {
     /// `<project>-<version>` name of an unreleased one (`main@3e486e317`).
     pub fn resolve_in_family(&self, family: &str, version: &str) -> Result<Resolved, ResolveError> {
         if self.family(family).is_none() {
-            return Err(ResolveError { name: version.into(), message: format!("the spec has no `{family}` family"), suggestions: vec![] });
+            return Err(ResolveError {
+                name: version.into(),
+                message: format!("the spec has no `{family}` family"),
+                suggestions: vec![],
+            });
         }
         self.resolve_in(version, |r| r.family == family, family, strip_v(version.trim()))
     }
 
     /// `rest` (a release, or what follows `<project>-` in a revision name) among the revisions `keep` selects.
-    fn resolve_in(&self, name: &str, keep: impl Fn(&Revision) -> bool, scope: &str, rest: &str) -> Result<Resolved, ResolveError> {
+    fn resolve_in(
+        &self,
+        name: &str,
+        keep: impl Fn(&Revision) -> bool,
+        scope: &str,
+        rest: &str,
+    ) -> Result<Resolved, ResolveError> {
         let revs: Vec<&Arc<Revision>> = self.all_revisions().filter(|r| keep(r)).collect();
         let mut hits: Vec<Resolved> = vec![];
         for r in &revs {
@@ -368,7 +391,10 @@ mod tests {
     fn trace_versions_resolve_within_their_family() {
         let s = Spec::builtin();
         assert_eq!(s.resolve_in_family("pull", "0.18.0").unwrap().revision.revision, "vllm-ascend-0.18.0");
-        assert_eq!(s.resolve_in_family("pull", "main@3e486e317").unwrap().revision.revision, "vllm-ascend-main@3e486e317");
+        assert_eq!(
+            s.resolve_in_family("pull", "main@3e486e317").unwrap().revision.revision,
+            "vllm-ascend-main@3e486e317"
+        );
         assert_eq!(s.resolve_in_family("push", "0.18.0").unwrap().revision.revision, "vllm-0.16.0..0.18.1");
         assert!(s.resolve_in_family("push", "0.99.0").is_err());
     }

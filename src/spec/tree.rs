@@ -10,7 +10,8 @@ use toml::{Table, Value};
 use super::SpecError;
 
 /// Keys each revision file states for itself; never inherited from the base.
-const OWN_KEYS: &[&str] = &["format", "family", "revision", "base", "generation", "releases", "commit", "build_commits", "source", "summary"];
+const OWN_KEYS: &[&str] =
+    &["format", "family", "revision", "base", "generation", "releases", "commit", "build_commits", "source", "summary"];
 /// Arrays whose items are named tables; edits address their items by `name`.
 const NAMED_ARRAYS: &[&str] = &["fields", "members", "keys", "routes", "messages"];
 /// Version 2: `[behaviour]` items are typed `{ value, source, doc }` tables (version 1 had plain values).
@@ -108,7 +109,10 @@ fn resolve_one(
         Some(Value::String(base)) => {
             let bkey = (key.0.clone(), base.clone());
             if !files.contains_key(&bkey) {
-                return Err(SpecError::new(&file.path, format!("base revision `{base}` not found in family `{}`", key.0)));
+                return Err(SpecError::new(
+                    &file.path,
+                    format!("base revision `{base}` not found in family `{}`", key.0),
+                ));
             }
             resolve_one(&bkey, files, done, visiting)?;
             let mut t = done[&bkey].table.clone();
@@ -120,7 +124,9 @@ fn resolve_one(
                     if !OWN_KEYS.contains(&k.as_str()) {
                         return Err(SpecError::new(
                             &file.path,
-                            format!("a derived revision may only set {OWN_KEYS:?} directly; change `{k}` with an [[edit]]"),
+                            format!(
+                                "a derived revision may only set {OWN_KEYS:?} directly; change `{k}` with an [[edit]]"
+                            ),
                         ));
                     }
                     t.insert(k.clone(), v.clone());
@@ -207,7 +213,10 @@ fn walk<'a>(root: &'a mut Table, segs: &[&str], mark: Option<&str>) -> Result<&'
         cur = match cur {
             Value::Table(t) => t.get_mut(*seg).ok_or_else(|| format!("no key `{seg}`"))?,
             Value::Array(items) => {
-                let it = items.iter_mut().find(|v| item_name(v) == Some(*seg)).ok_or_else(|| format!("no item named `{seg}`"))?;
+                let it = items
+                    .iter_mut()
+                    .find(|v| item_name(v) == Some(*seg))
+                    .ok_or_else(|| format!("no item named `{seg}`"))?;
                 if let (Some(rev), Value::Table(t)) = (mark, &mut *it) {
                     let ch = t.entry("changed_in").or_insert_with(|| Value::Array(vec![]));
                     if let Value::Array(a) = ch {
@@ -251,8 +260,13 @@ pub(crate) fn apply_edit(t: &mut Table, e: &Table, revision: &str, rev_source: &
             }
             let idx = match (e.get("after").and_then(Value::as_str), e.get("before").and_then(Value::as_str)) {
                 (Some(_), Some(_)) => return Err("give `after` or `before`, not both".into()),
-                (Some(a), None) => arr.iter().position(|v| item_name(v) == Some(a)).ok_or(format!("no item `{a}` to insert after"))? + 1,
-                (None, Some(b)) => arr.iter().position(|v| item_name(v) == Some(b)).ok_or(format!("no item `{b}` to insert before"))?,
+                (Some(a), None) => {
+                    arr.iter().position(|v| item_name(v) == Some(a)).ok_or(format!("no item `{a}` to insert after"))?
+                        + 1
+                }
+                (None, Some(b)) => {
+                    arr.iter().position(|v| item_name(v) == Some(b)).ok_or(format!("no item `{b}` to insert before"))?
+                }
                 (None, None) => arr.len(),
             };
             arr.insert(idx, item);
@@ -263,7 +277,11 @@ pub(crate) fn apply_edit(t: &mut Table, e: &Table, revision: &str, rev_source: &
                 value = behaviour_item(value, e, revision, rev_source);
             }
             let (last, parent) = segs.split_last().ok_or("empty path")?;
-            let parent = if parent.is_empty() { t } else { walk(t, parent, Some(revision))?.as_table_mut().ok_or("parent of `at` must be a table")? };
+            let parent = if parent.is_empty() {
+                t
+            } else {
+                walk(t, parent, Some(revision))?.as_table_mut().ok_or("parent of `at` must be a table")?
+            };
             parent.insert(last.to_string(), value);
         }
         "replace" => {

@@ -144,7 +144,13 @@ impl<'a> Parser<'a> {
                 match (var, out.len()) {
                     (false, _) => TypeExpr::Tuple(out),
                     (true, 1) => TypeExpr::VarTuple(Box::new(out.remove(0))),
-                    (true, _) => return Err(TypeParseError { input: self.s.to_string(), at, msg: "`...` follows exactly one element type: `tuple[T, ...]`".into() }),
+                    (true, _) => {
+                        return Err(TypeParseError {
+                            input: self.s.to_string(),
+                            at,
+                            msg: "`...` follows exactly one element type: `tuple[T, ...]`".into(),
+                        })
+                    }
                 }
             }
             "None" => return self.err("`None` is only allowed as `T | None`"),

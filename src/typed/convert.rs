@@ -31,7 +31,14 @@ fn str_list(v: &J, path: &str) -> Result<Vec<String>, String> {
 }
 
 /// Puts `value` under `key` if the target struct has that field; otherwise it must equal `default`.
-fn put(m: &mut Map<String, J>, fields: &[String], key: &str, value: J, default: J, revision: &str) -> Result<(), String> {
+fn put(
+    m: &mut Map<String, J>,
+    fields: &[String],
+    key: &str,
+    value: J,
+    default: J,
+    revision: &str,
+) -> Result<(), String> {
     if fields.iter().any(|f| f == key) {
         m.insert(key.into(), value);
         Ok(())
@@ -49,11 +56,14 @@ impl MooncakeXferMetadata {
         let st = codec.message_struct("MooncakeXferMetadata").ok_or(format!("{rev} has no MooncakeXferMetadata"))?;
         let fields: Vec<String> = st.fields.iter().map(|f| f.name.clone()).collect();
         // Flat block lists before 0.20.0: `tuple[TransferId, list[int]]`.
-        let flat = codec.plan().types[st.fields.iter().find(|f| f.name == "req_blocks").map(|f| f.ty).ok_or("no req_blocks")? as usize]
+        let flat = codec.plan().types
+            [st.fields.iter().find(|f| f.name == "req_blocks").map(|f| f.ty).ok_or("no req_blocks")? as usize]
             .clone();
         let flat = match flat {
             crate::codec::Ty::Dict(_, v) => match &codec.plan().types[v as usize] {
-                crate::codec::Ty::Tuple(ts) => matches!(codec.plan().types[ts[1] as usize], crate::codec::Ty::List(e) if matches!(codec.plan().types[e as usize], crate::codec::Ty::Int)),
+                crate::codec::Ty::Tuple(ts) => {
+                    matches!(codec.plan().types[ts[1] as usize], crate::codec::Ty::List(e) if matches!(codec.plan().types[e as usize], crate::codec::Ty::Int))
+                }
                 _ => false,
             },
             _ => false,
@@ -64,7 +74,12 @@ impl MooncakeXferMetadata {
                 match b.blocks.as_slice() {
                     [] => json!([]),
                     [one] => ints(one),
-                    _ => return Err(format!("{rev} carries one block list per request; {k} has {} groups", b.blocks.len())),
+                    _ => {
+                        return Err(format!(
+                            "{rev} carries one block list per request; {k} has {} groups",
+                            b.blocks.len()
+                        ))
+                    }
                 }
             } else {
                 J::Array(b.blocks.iter().map(|g| ints(g)).collect())
@@ -112,14 +127,17 @@ impl MooncakeXferMetadata {
             let p = pair.as_array().ok_or("req_blocks value")?;
             let transfer_id = p[0].as_str().ok_or("transfer id")?.to_string();
             let blocks = match p[1].as_array() {
-                Some(a) if a.iter().all(|x| x.is_array()) => a.iter().map(|g| int_list(g, "blocks")).collect::<Result<_, _>>()?,
+                Some(a) if a.iter().all(|x| x.is_array()) => {
+                    a.iter().map(|g| int_list(g, "blocks")).collect::<Result<_, _>>()?
+                }
                 Some(a) if a.is_empty() => vec![],
                 Some(_) => vec![int_list(&p[1], "blocks")?],
                 None => return Err("blocks".into()),
             };
             out.req_blocks.push((k.clone(), ReqBlocks { transfer_id, blocks }));
         }
-        out.kv_caches_base_addr = int_list(get("kv_caches_base_addr").ok_or("kv_caches_base_addr")?, "kv_caches_base_addr")?;
+        out.kv_caches_base_addr =
+            int_list(get("kv_caches_base_addr").ok_or("kv_caches_base_addr")?, "kv_caches_base_addr")?;
         if let Some(x) = get("block_lens") {
             out.block_lens = int_list(x, "block_lens")?;
         }
@@ -136,8 +154,12 @@ impl MooncakeXferMetadata {
             out.registered_group_indices = int_list(x, "registered_group_indices")?;
         }
         if let Some(x) = get("registered_shared_group_ids") {
-            out.registered_shared_group_ids =
-                x.as_array().ok_or("registered_shared_group_ids")?.iter().map(|g| int_list(g, "shared")).collect::<Result<_, _>>()?;
+            out.registered_shared_group_ids = x
+                .as_array()
+                .ok_or("registered_shared_group_ids")?
+                .iter()
+                .map(|g| int_list(g, "shared"))
+                .collect::<Result<_, _>>()?;
         }
         if let Some(x) = get("registered_row_offsets") {
             out.registered_row_offsets = int_list(x, "registered_row_offsets")?;

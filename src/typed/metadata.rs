@@ -139,7 +139,9 @@ impl MooncakeXferMetadataRef<'_> {
             req_blocks: self
                 .req_blocks
                 .iter()
-                .map(|(k, b)| (k.to_string(), ReqBlocks { transfer_id: b.transfer_id.to_owned(), blocks: b.blocks.clone() }))
+                .map(|(k, b)| {
+                    (k.to_string(), ReqBlocks { transfer_id: b.transfer_id.to_owned(), blocks: b.blocks.clone() })
+                })
                 .collect(),
             kv_caches_base_addr: self.kv_caches_base_addr.clone(),
             block_lens: self.block_lens.clone(),
@@ -170,7 +172,13 @@ impl<S: AsRef<str>> MooncakeXferMetadataOf<S> {
 
     fn encoded_len_hint(&self) -> usize {
         let ints = |v: &[WireInt]| 5 + 9 * v.len();
-        let blocks: usize = self.req_blocks.iter().map(|(k, b)| k.as_ref().len() + b.transfer_id.as_ref().len() + 12 + b.blocks.iter().map(|g| ints(g)).sum::<usize>()).sum();
+        let blocks: usize = self
+            .req_blocks
+            .iter()
+            .map(|(k, b)| {
+                k.as_ref().len() + b.transfer_id.as_ref().len() + 12 + b.blocks.iter().map(|g| ints(g)).sum::<usize>()
+            })
+            .sum();
         let names: usize = self.registered_layer_names.iter().map(|s| s.as_ref().len() + 3).sum();
         320 + self.remote_hostname.as_ref().len()
             + blocks

@@ -1,7 +1,7 @@
 //! `MooncakeXferResponse` of vLLM 0.33.0 (`spec/push/vllm-0.16.0..0.18.1.toml` + `vllm-0.33.0.toml`).
 
 use super::de::{De, WireStr, R};
-use super::{Strictness, Status};
+use super::{Status, Strictness};
 use crate::codec::{DecodeError, DecodeErrorKind};
 use crate::msgpack::{WireInt, Writer};
 
@@ -89,7 +89,8 @@ impl<S: AsRef<str>> MooncakeXferResponseOf<S> {
     }
 
     fn encoded_len_hint(&self) -> usize {
-        let list = |l: &Option<Vec<S>>| l.as_ref().map_or(0, |v| 10 + v.iter().map(|s| s.as_ref().len() + 5).sum::<usize>());
+        let list =
+            |l: &Option<Vec<S>>| l.as_ref().map_or(0, |v| 10 + v.iter().map(|s| s.as_ref().len() + 5).sum::<usize>());
         48 + list(&self.ok_reqs) + list(&self.err_reqs) + self.err_msg.as_ref().map_or(0, |s| s.as_ref().len() + 14)
     }
 

@@ -19,8 +19,12 @@ impl Status {
     pub const LAYOUT_MISS: Status = Status(3);
 
     /// Members defined by vLLM 0.33.0, in declaration order.
-    pub const KNOWN: [(Status, &'static str); 4] =
-        [(Status::FINISH, "FINISH"), (Status::CONTINUE, "CONTINUE"), (Status::ERROR, "ERROR"), (Status::LAYOUT_MISS, "LAYOUT_MISS")];
+    pub const KNOWN: [(Status, &'static str); 4] = [
+        (Status::FINISH, "FINISH"),
+        (Status::CONTINUE, "CONTINUE"),
+        (Status::ERROR, "ERROR"),
+        (Status::LAYOUT_MISS, "LAYOUT_MISS"),
+    ];
 
     pub fn name(self) -> Option<&'static str> {
         Self::KNOWN.iter().find(|(s, _)| *s == self).map(|(_, n)| *n)

@@ -7,7 +7,9 @@
 use std::hint::black_box;
 
 use mooncake_wire::codec::{Codec, Value};
-use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferMetadataRef, MooncakeXferResponse, MooncakeXferResponseRef};
+use mooncake_wire::typed::{
+    MooncakeXferMetadata, MooncakeXferMetadataRef, MooncakeXferResponse, MooncakeXferResponseRef,
+};
 use mooncake_wire_bench::{codec, payload, MESSAGES, METADATA, SIZES};
 
 #[inline(never)]
@@ -46,7 +48,11 @@ fn run_spec_encode(c: &Codec, message: &str, v: &Value) -> usize {
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     let (op, id, n) = (a[1].as_str(), a[2].as_str(), a[3].parse::<usize>().unwrap());
-    let p = SIZES.iter().flat_map(|s| MESSAGES.iter().map(move |m| (m, s))).map(|(m, s)| payload(m, *s)).find(|p| p.id() == id);
+    let p = SIZES
+        .iter()
+        .flat_map(|s| MESSAGES.iter().map(move |m| (m, s)))
+        .map(|(m, s)| payload(m, *s))
+        .find(|p| p.id() == id);
     let p = p.expect("payload id");
     let codec = codec();
     let meta = p.message == METADATA;

@@ -16,10 +16,14 @@ fn main() {
     for p in all() {
         let file = format!("{}.msgpack", p.id());
         std::fs::write(dir.join(&file), &p.bytes).expect("write a payload");
-        manifest.push(json!({"id": p.id(), "message": p.message, "size": p.size.name, "file": file, "bytes": p.bytes.len()}));
+        manifest.push(
+            json!({"id": p.id(), "message": p.message, "size": p.size.name, "file": file, "bytes": p.bytes.len()}),
+        );
     }
     let rev = Spec::builtin().revision(typed::REVISION).expect("built-in revision").clone();
-    std::fs::write(dir.join("revision.json"), serde_json::to_string(&*rev).expect("revision serializes")).expect("write revision.json");
-    std::fs::write(dir.join("manifest.json"), serde_json::to_string_pretty(&manifest).unwrap()).expect("write manifest.json");
+    std::fs::write(dir.join("revision.json"), serde_json::to_string(&*rev).expect("revision serializes"))
+        .expect("write revision.json");
+    std::fs::write(dir.join("manifest.json"), serde_json::to_string_pretty(&manifest).unwrap())
+        .expect("write manifest.json");
     println!("{} payloads in {}", manifest.len(), dir.display());
 }

@@ -50,7 +50,9 @@ impl DryRun {
     /// freed, and everything vLLM freed after a delivery or on expiry.
     pub fn finished_sending_problems(&self, t: &TraceModel) -> Vec<String> {
         let mut out = vec![];
-        let Some(want) = t.trace.header.observed_outcome.get("finished_sending").and_then(J::as_object) else { return out };
+        let Some(want) = t.trace.header.observed_outcome.get("finished_sending").and_then(J::as_object) else {
+            return out;
+        };
         for (conn, ids) in want {
             let Some(f) = self.freed.get(conn) else { continue };
             let want: Vec<&str> = ids.as_array().map(|a| a.iter().filter_map(J::as_str).collect()).unwrap_or_default();
@@ -59,7 +61,9 @@ impl DryRun {
             let extra: Vec<&&str> = delivered.iter().filter(|d| !want.contains(d)).collect();
             let missing: Vec<&&str> = want.iter().filter(|w| !delivered.contains(w) && !expired.contains(w)).collect();
             if !extra.is_empty() || !missing.is_empty() {
-                out.push(format!("{conn} freed {delivered:?} after delivery and {expired:?} on expiry; vLLM freed {want:?}"));
+                out.push(format!(
+                    "{conn} freed {delivered:?} after delivery and {expired:?} on expiry; vLLM freed {want:?}"
+                ));
             }
         }
         out
@@ -87,7 +91,15 @@ impl Sim {
     fn new(machines: Vec<(String, Box<dyn PrefillerMachine>)>, fail: usize) -> Sim {
         let n = machines.len();
         let (conns, machines) = machines.into_iter().unzip();
-        Sim { now: Instant::now(), machines, conns, fail_left: vec![fail; n], queues: HashMap::new(), writes: vec![], freed: vec![Freed::default(); n] }
+        Sim {
+            now: Instant::now(),
+            machines,
+            conns,
+            fail_left: vec![fail; n],
+            queues: HashMap::new(),
+            writes: vec![],
+            freed: vec![Freed::default(); n],
+        }
     }
 
     /// Takes what machine `i` wants sent and done; writes complete at once (failed while the budget lasts).
@@ -164,12 +176,23 @@ impl Sim {
     }
 
     /// Runs every deadline up to `limit` (expiries), then reports what was left unanswered.
-    fn finish(mut self, limit: Duration, recorded_writes: Vec<(String, u64, u64)>, mut replies: Vec<String>, describe: impl Fn(&[u8]) -> String) -> DryRun {
+    fn finish(
+        mut self,
+        limit: Duration,
+        recorded_writes: Vec<(String, u64, u64)>,
+        mut replies: Vec<String>,
+        describe: impl Fn(&[u8]) -> String,
+    ) -> DryRun {
         // A reply nobody recorded, before any later deadline (the players look for extra replies at once).
-        let mut extra: Vec<(Vec<u8>, Vec<u8>)> = self.queues.iter().flat_map(|(rid, q)| q.iter().map(|p| (rid.clone(), p.clone()))).collect();
+        let mut extra: Vec<(Vec<u8>, Vec<u8>)> =
+            self.queues.iter().flat_map(|(rid, q)| q.iter().map(|p| (rid.clone(), p.clone()))).collect();
         extra.sort();
         for (rid, p) in extra {
-            replies.push(format!("{}: a reply after the recorded ones: {}", String::from_utf8_lossy(&rid), describe(&p)));
+            replies.push(format!(
+                "{}: a reply after the recorded ones: {}",
+                String::from_utf8_lossy(&rid),
+                describe(&p)
+            ));
         }
         let until = self.now + limit;
         for _ in 0..10_000 {
@@ -221,8 +244,13 @@ fn dry_run_gen2(t: &TraceModel, model: &Model, scenario: &Scenario) -> Result<Dr
     sim.pump_all();
     let rid = |k: usize| format!("exchange {}", k + 1).into_bytes();
     let sends: HashMap<u64, usize> = t.exchanges.iter().map(|x| (x.send_seq, x.index)).collect();
-    let recorded: HashMap<u64, (usize, usize)> = t.exchanges.iter().flat_map(|x| x.replies.iter().enumerate().map(move |(j, (_, seq, _))| (*seq, (x.index, j)))).collect();
-    let show = |b: &[u8]| t.decode_reply(b).map(|r| crate::play::as_decoder::show_reply(&r)).unwrap_or_else(|| hex::encode(b));
+    let recorded: HashMap<u64, (usize, usize)> = t
+        .exchanges
+        .iter()
+        .flat_map(|x| x.replies.iter().enumerate().map(move |(j, (_, seq, _))| (*seq, (x.index, j))))
+        .collect();
+    let show =
+        |b: &[u8]| t.decode_reply(b).map(|r| crate::play::as_decoder::show_reply(&r)).unwrap_or_else(|| hex::encode(b));
     let mut problems = vec![];
     let mut dead: Vec<usize> = vec![];
     let mut replies_seen = 0usize;
@@ -236,7 +264,11 @@ fn dry_run_gen2(t: &TraceModel, model: &Model, scenario: &Scenario) -> Result<Dr
                 let Some(&k) = sends.get(&z.seq) else { continue };
                 let x = &t.exchanges[k];
                 let Some(i) = x.prefiller.as_ref().and_then(|c| sim.conns.iter().position(|m| m == c)) else {
-                    problems.push(format!("exchange {}: sent to {}, which no recorded prefiller listens at", k + 1, x.endpoint));
+                    problems.push(format!(
+                        "exchange {}: sent to {}, which no recorded prefiller listens at",
+                        k + 1,
+                        x.endpoint
+                    ));
                     dead.push(k);
                     continue;
                 };
@@ -258,8 +290,19 @@ fn dry_run_gen2(t: &TraceModel, model: &Model, scenario: &Scenario) -> Result<Dr
                 replies_seen += 1;
                 match (t.decode_reply(&got), t.decode_reply(want)) {
                     (Some(g), Some(w)) if crate::checks::same_reply(&g, &w) => {}
-                    (Some(g), Some(w)) => problems.push(format!("exchange {} reply {}: {}", k + 1, j + 1, crate::play::as_decoder::reply_diff(&g, &w))),
-                    _ => problems.push(format!("exchange {} reply {}: {} vs recorded {}", k + 1, j + 1, hex::encode(&got), hex::encode(want))),
+                    (Some(g), Some(w)) => problems.push(format!(
+                        "exchange {} reply {}: {}",
+                        k + 1,
+                        j + 1,
+                        crate::play::as_decoder::reply_diff(&g, &w)
+                    )),
+                    _ => problems.push(format!(
+                        "exchange {} reply {}: {} vs recorded {}",
+                        k + 1,
+                        j + 1,
+                        hex::encode(&got),
+                        hex::encode(want)
+                    )),
                 }
                 // The scenario's actions keyed on the replies so far, as the players take them.
                 let now = sim.now;
@@ -283,11 +326,13 @@ fn dry_run_gen2(t: &TraceModel, model: &Model, scenario: &Scenario) -> Result<Dr
 }
 
 fn dry_run_gen1(t: &TraceModel, model: &Model, scenario: &Scenario) -> Result<DryRun, String> {
-    let Gen1Setup { profile, abort, msgs, by_id, regions, workers, p_tp, d_conns, d_tp } = Gen1Setup::new(t, model, scenario)?;
+    let Gen1Setup { profile, abort, msgs, by_id, regions, workers, p_tp, d_conns, d_tp } =
+        Gen1Setup::new(t, model, scenario)?;
     let mut machines: Vec<(String, Box<dyn PrefillerMachine>)> = vec![];
     for (conn, _, rank) in &workers {
         let l = layout(regions, model, p_tp, P_BASE, *rank);
-        let planner = producer_with(*rank as i64, p_tp as i64, 1, &model_config(model), &l, profile.plan_rules()?, None)?;
+        let planner =
+            producer_with(*rank as i64, p_tp as i64, 1, &model_config(model), &l, profile.plan_rules()?, None)?;
         let mut core = Gen1Prefiller::new(profile.clone(), planner);
         core.set_abort_timeout(abort);
         machines.push((conn.clone(), Box::new(core)));
@@ -321,8 +366,12 @@ fn dry_run_gen1(t: &TraceModel, model: &Model, scenario: &Scenario) -> Result<Dr
         let got = sim.reply(&rid, abort * 2);
         match (&got, &m.reply) {
             (None, Some(want)) => problems.push(format!("message {}: no reply (recorded: {})", k + 1, text(want))),
-            (Some(g), None) => problems.push(format!("message {}: {} where vLLM's prefiller sent no reply", k + 1, text(g))),
-            (Some(g), Some(w)) if g != w => problems.push(format!("message {}: {} vs recorded {}", k + 1, text(g), text(w))),
+            (Some(g), None) => {
+                problems.push(format!("message {}: {} where vLLM's prefiller sent no reply", k + 1, text(g)))
+            }
+            (Some(g), Some(w)) if g != w => {
+                problems.push(format!("message {}: {} vs recorded {}", k + 1, text(g), text(w)))
+            }
             _ => {}
         }
         if got.is_some() {

@@ -91,7 +91,10 @@ pub fn derive(t: &TraceModel, model: &Model) -> Derived {
     r.unwrap_or_else(|e| Derived {
         scenario: Scenario::default(),
         how: vec![],
-        unresolved: vec![Unresolved { what: format!("the trace cannot be read as a conversation: {e}"), roles: vec![Role::Prefiller, Role::Decoder] }],
+        unresolved: vec![Unresolved {
+            what: format!("the trace cannot be read as a conversation: {e}"),
+            roles: vec![Role::Prefiller, Role::Decoder],
+        }],
     })
 }
 
@@ -137,7 +140,13 @@ impl Pulled {
         if let Some(i) = self.order.iter().position(|s| s.transfer_id == transfer_id) {
             return &mut self.order[i];
         }
-        self.order.push(Seen { transfer_id: transfer_id.to_string(), blocks, ready: None, refused: false, timeout: false });
+        self.order.push(Seen {
+            transfer_id: transfer_id.to_string(),
+            blocks,
+            ready: None,
+            refused: false,
+            timeout: false,
+        });
         self.order.last_mut().expect("pushed")
     }
 }
@@ -173,7 +182,14 @@ fn derive_gen2(t: &TraceModel, model: &Model) -> Result<Derived, String> {
     let mut acked: HashSet<(String, String, WireInt)> = HashSet::new();
     for x in &t.exchanges {
         let Some(m) = t.decode_request(&x.request) else {
-            unresolved.push(Unresolved { what: format!("exchange {}: the recorded request does not decode at {}", x.index + 1, t.revision.revision), roles: vec![Role::Prefiller, Role::Decoder] });
+            unresolved.push(Unresolved {
+                what: format!(
+                    "exchange {}: the recorded request does not decode at {}",
+                    x.index + 1,
+                    t.revision.revision
+                ),
+                roles: vec![Role::Prefiller, Role::Decoder],
+            });
             continue;
         };
         for (_, rb) in &m.req_blocks {
@@ -215,7 +231,10 @@ fn derive_gen2(t: &TraceModel, model: &Model) -> Result<Derived, String> {
                     pulled.get(&rb.transfer_id, vec![]).refused = true;
                 }
             }
-            if r.status == Status::LAYOUT_MISS && m.kv_caches_base_addr.is_empty() && acked.contains(&(x.endpoint.clone(), x.decoder.clone(), m.layout_id)) {
+            if r.status == Status::LAYOUT_MISS
+                && m.kv_caches_base_addr.is_empty()
+                && acked.contains(&(x.endpoint.clone(), x.decoder.clone(), m.layout_id))
+            {
                 forget.push(index.range(..x.send_seq).count());
             }
             if (r.status == Status::CONTINUE || r.status == Status::FINISH) && r.layout_id != WireInt::ZERO {
@@ -246,7 +265,12 @@ fn derive_gen2(t: &TraceModel, model: &Model) -> Result<Derived, String> {
             Ready::Never => never.push(s.transfer_id.clone()),
             Ready::Before => {}
         }
-        transfers.push(Transfer { p_req_id: s.transfer_id.clone(), transfer_id: s.transfer_id.clone(), blocks: s.blocks.clone(), ready });
+        transfers.push(Transfer {
+            p_req_id: s.transfer_id.clone(),
+            transfer_id: s.transfer_id.clone(),
+            blocks: s.blocks.clone(),
+            ready,
+        });
     }
     how.push(transfers_how(&transfers, &later, &never, &dropped, "the timeout"));
     let fail = failed_rounds.values().copied().max().unwrap_or(0);
@@ -260,16 +284,33 @@ fn derive_gen2(t: &TraceModel, model: &Model) -> Result<Derived, String> {
         });
     }
     if let Some(n) = forget.first() {
-        how.push(format!("layouts forgotten after reply {n} (a LAYOUT_MISS answers a pull the prefiller had acknowledged)"));
+        how.push(format!(
+            "layouts forgotten after reply {n} (a LAYOUT_MISS answers a pull the prefiller had acknowledged)"
+        ));
     }
-    let scenario = Scenario { transfers, fail_transfers: fail, forget_layouts_after_reply: forget.first().copied(), ..Scenario::default() };
+    let scenario = Scenario {
+        transfers,
+        fail_transfers: fail,
+        forget_layouts_after_reply: forget.first().copied(),
+        ..Scenario::default()
+    };
     Ok(finish(t, model, scenario, how, unresolved))
 }
 
-fn transfers_how(transfers: &[Transfer], later: &[String], never: &[String], dropped: &[String], why_dropped: &str) -> String {
+fn transfers_how(
+    transfers: &[Transfer],
+    later: &[String],
+    never: &[String],
+    dropped: &[String],
+    why_dropped: &str,
+) -> String {
     let mut s = format!(
         "transfers {} from the pulls",
-        if transfers.is_empty() { "none".to_string() } else { transfers.iter().map(|t| t.transfer_id.as_str()).collect::<Vec<_>>().join(", ") }
+        if transfers.is_empty() {
+            "none".to_string()
+        } else {
+            transfers.iter().map(|t| t.transfer_id.as_str()).collect::<Vec<_>>().join(", ")
+        }
     );
     if !later.is_empty() {
         s += &format!("; readied {} (a CONTINUE came first)", later.join(", "));
@@ -296,7 +337,11 @@ fn derive_gen1(t: &TraceModel, model: &Model) -> Result<Derived, String> {
             }
         }
     }
-    let answered = |d: &str, skip: &[usize]| msgs.iter().enumerate().any(|(k, m)| !skip.contains(&k) && m.reply.is_some() && m.meta.request_ids.iter().any(|x| x == d));
+    let answered = |d: &str, skip: &[usize]| {
+        msgs.iter()
+            .enumerate()
+            .any(|(k, m)| !skip.contains(&k) && m.reply.is_some() && m.meta.request_ids.iter().any(|x| x == d))
+    };
     let worker_of = |m: &crate::play::gen1::Msg| m.endpoint.clone();
     let build = |unknown: &[usize], no_write_errors: &[usize]| -> Scenario {
         let mut transfers = vec![];
@@ -333,7 +378,8 @@ fn derive_gen1(t: &TraceModel, model: &Model) -> Result<Derived, String> {
         sessions.clear();
     }
     for s in &sessions {
-        let answered_here: Vec<usize> = msgs.iter().enumerate().filter(|(_, m)| session(m) == *s && m.reply.is_some()).map(|(k, _)| k).collect();
+        let answered_here: Vec<usize> =
+            msgs.iter().enumerate().filter(|(_, m)| session(m) == *s && m.reply.is_some()).map(|(k, _)| k).collect();
         let calls = t.trace.header.transfer_engine_calls.iter().filter(|c| c.session == *s).count();
         let excess = answered_here.len().saturating_sub(calls);
         if excess == 0 {
@@ -341,7 +387,8 @@ fn derive_gen1(t: &TraceModel, model: &Model) -> Result<Derived, String> {
         }
         let mut found = false;
         for pick in combinations(&answered_here, excess, 256) {
-            let (u, e): (Vec<usize>, Vec<usize>) = pick.iter().partition(|k| msgs[**k].reply.as_ref() == Some(&profile.done));
+            let (u, e): (Vec<usize>, Vec<usize>) =
+                pick.iter().partition(|k| msgs[**k].reply.as_ref() == Some(&profile.done));
             let (mut u2, mut e2) = (unknown.clone(), no_write_errors.clone());
             u2.extend(u);
             e2.extend(e);
@@ -364,11 +411,26 @@ fn derive_gen1(t: &TraceModel, model: &Model) -> Result<Derived, String> {
         }
     }
     let scenario = build(&unknown, &no_write_errors);
-    let dropped: Vec<String> = ids.iter().map(|(d, _)| d.clone()).filter(|d| !scenario.transfers.iter().any(|t| &t.transfer_id == d)).collect();
-    let never: Vec<String> = scenario.transfers.iter().filter(|t| t.ready == Ready::Never).map(|t| t.transfer_id.clone()).collect();
-    let mut how = vec![transfers_how(&scenario.transfers, &[], &never, &dropped, "`trans_done` with no write: an id the prefiller did not hold")];
+    let dropped: Vec<String> = ids
+        .iter()
+        .map(|(d, _)| d.clone())
+        .filter(|d| !scenario.transfers.iter().any(|t| &t.transfer_id == d))
+        .collect();
+    let never: Vec<String> =
+        scenario.transfers.iter().filter(|t| t.ready == Ready::Never).map(|t| t.transfer_id.clone()).collect();
+    let mut how = vec![transfers_how(
+        &scenario.transfers,
+        &[],
+        &never,
+        &dropped,
+        "`trans_done` with no write: an id the prefiller did not hold",
+    )];
     if scenario.fail_transfers > 0 {
-        how.push(format!("{} failed write{} injected (`trans_error` after a recorded transfer-engine call)", scenario.fail_transfers, if scenario.fail_transfers == 1 { "" } else { "s" }));
+        how.push(format!(
+            "{} failed write{} injected (`trans_error` after a recorded transfer-engine call)",
+            scenario.fail_transfers,
+            if scenario.fail_transfers == 1 { "" } else { "s" }
+        ));
     }
     Ok(finish(t, model, scenario, how, unresolved))
 }
@@ -423,7 +485,13 @@ fn with_blocks(base: &Scenario, spread: &[bool], decoder_blocks: &[Vec<Vec<u64>>
 }
 
 /// Chooses the prefiller block ids, names the prefiller requests, and checks the whole setup with a dry run.
-fn finish(t: &TraceModel, model: &Model, mut scenario: Scenario, mut how: Vec<String>, mut unresolved: Vec<Unresolved>) -> Derived {
+fn finish(
+    t: &TraceModel,
+    model: &Model,
+    mut scenario: Scenario,
+    mut how: Vec<String>,
+    mut unresolved: Vec<Unresolved>,
+) -> Derived {
     let decoder_blocks: Vec<Vec<Vec<u64>>> = scenario.transfers.iter().map(|t| t.blocks.clone()).collect();
     let n = scenario.transfers.len();
     let variable: Vec<usize> = (0..n).filter(|i| has_run(&decoder_blocks[*i])).collect();
@@ -461,7 +529,10 @@ fn finish(t: &TraceModel, model: &Model, mut scenario: Scenario, mut how: Vec<St
                 tried.push((c.clone(), run));
             }
             Err(e) => {
-                unresolved.push(Unresolved { what: format!("the reference prefiller cannot be set up for this trace: {e}"), roles: vec![Role::Prefiller, Role::Decoder] });
+                unresolved.push(Unresolved {
+                    what: format!("the reference prefiller cannot be set up for this trace: {e}"),
+                    roles: vec![Role::Prefiller, Role::Decoder],
+                });
                 return Derived { scenario, how, unresolved };
             }
         }
@@ -484,13 +555,19 @@ fn finish(t: &TraceModel, model: &Model, mut scenario: Scenario, mut how: Vec<St
         None => {
             let (c, run) = tried.first().cloned().expect("one candidate at least");
             let counts = |w: &[(String, u64, u64)]| w.iter().map(|x| (x.0.clone(), x.1)).collect::<Vec<_>>();
-            let what = if run.writes.len() == run.recorded_writes.len() && counts(&run.writes) == counts(&run.recorded_writes) {
+            let what = if run.writes.len() == run.recorded_writes.len()
+                && counts(&run.writes) == counts(&run.recorded_writes)
+            {
                 format!(
                     "the model: the recorded transfer-engine calls (session, descriptors, bytes) {:?} move other byte counts than the scenarios file's [model] gives ({:?}); give the recording's model (heads, head size, block size, dtype) as [model] in the --scenarios file",
                     run.recorded_writes, run.writes
                 )
             } else {
-                let spread = tried.iter().find(|(c, _)| c.iter().filter(|x| **x).count() == variable.len() && !variable.is_empty()).map(|(_, r)| format!(", nor by non-contiguous ones ({:?})", r.writes)).unwrap_or_default();
+                let spread = tried
+                    .iter()
+                    .find(|(c, _)| c.iter().filter(|x| **x).count() == variable.len() && !variable.is_empty())
+                    .map(|(_, r)| format!(", nor by non-contiguous ones ({:?})", r.writes))
+                    .unwrap_or_default();
                 format!(
                     "prefiller block ids: the recorded transfer-engine calls (session, descriptors, bytes) {:?} are reproduced neither by the decoder's own block ids ({:?}){spread}; fill in each transfer's `blocks` with the prefiller's block ids (a run of consecutive ids on both sides is one descriptor per region)",
                     run.recorded_writes, run.writes
@@ -503,7 +580,10 @@ fn finish(t: &TraceModel, model: &Model, mut scenario: Scenario, mut how: Vec<St
     scenario = with_blocks(&scenario, &spread, &decoder_blocks, model);
     if !run.replies.is_empty() {
         unresolved.push(Unresolved {
-            what: format!("the reference prefiller, prepared as derived, does not answer as recorded: {}", run.replies.join("; ")),
+            what: format!(
+                "the reference prefiller, prepared as derived, does not answer as recorded: {}",
+                run.replies.join("; ")
+            ),
             roles: vec![Role::Prefiller, Role::Decoder],
         });
     }
@@ -518,7 +598,13 @@ fn finish(t: &TraceModel, model: &Model, mut scenario: Scenario, mut how: Vec<St
             if named.iter().any(|(t, p)| t != p) {
                 how.push(format!(
                     "prefiller request ids from observed_outcome.finished_sending: {}",
-                    scenario.transfers.iter().filter(|t| t.p_req_id != t.transfer_id).map(|t| format!("{} = {}", t.p_req_id, t.transfer_id)).collect::<Vec<_>>().join(", ")
+                    scenario
+                        .transfers
+                        .iter()
+                        .filter(|t| t.p_req_id != t.transfer_id)
+                        .map(|t| format!("{} = {}", t.p_req_id, t.transfer_id))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ));
             }
         }
@@ -527,7 +613,10 @@ fn finish(t: &TraceModel, model: &Model, mut scenario: Scenario, mut how: Vec<St
         Ok(run) => {
             let p = run.finished_sending_problems(t);
             if !p.is_empty() {
-                unresolved.push(Unresolved { what: format!("what the prefiller frees: {}", p.join("; ")), roles: vec![Role::Prefiller] });
+                unresolved.push(Unresolved {
+                    what: format!("what the prefiller frees: {}", p.join("; ")),
+                    roles: vec![Role::Prefiller],
+                });
             }
         }
         Err(e) => unresolved.push(Unresolved { what: e, roles: vec![Role::Prefiller, Role::Decoder] }),
@@ -537,7 +626,8 @@ fn finish(t: &TraceModel, model: &Model, mut scenario: Scenario, mut how: Vec<St
 
 /// The trailing decimal number of an id (`p-req-12` → 12).
 fn trailing_number(s: &str) -> Option<u64> {
-    let digits: String = s.chars().rev().take_while(|c| c.is_ascii_digit()).collect::<Vec<_>>().into_iter().rev().collect();
+    let digits: String =
+        s.chars().rev().take_while(|c| c.is_ascii_digit()).collect::<Vec<_>>().into_iter().rev().collect();
     digits.parse().ok()
 }
 
@@ -631,10 +721,20 @@ impl Cache {
 /// The setup of a case of `role` on trace `t`: the scenarios file's entry for its scenario (cross-checked with
 /// the derivation: a difference is a note), else the derivation — or, when the trace does not show something
 /// a case of this role needs, the `CASE-SETUP` text naming the entry to add.
-pub fn case_setup(case_id: &str, t: &TraceModel, scenarios: &Scenarios, role: Role, cache: &Cache) -> Result<CaseSetup, String> {
+pub fn case_setup(
+    case_id: &str,
+    t: &TraceModel,
+    scenarios: &Scenarios,
+    role: Role,
+    cache: &Cache,
+) -> Result<CaseSetup, String> {
     let name = t.scenario();
     if role == Role::Bootstrap {
-        return Ok(CaseSetup { scenario: scenarios.scenario.get(name).cloned().unwrap_or_default(), source: None, notes: vec![] });
+        return Ok(CaseSetup {
+            scenario: scenarios.scenario.get(name).cloned().unwrap_or_default(),
+            source: None,
+            notes: vec![],
+        });
     }
     let derived = cache.get(t, &scenarios.model);
     if let Some(given) = scenarios.scenario.get(name) {
@@ -655,7 +755,8 @@ pub fn case_setup(case_id: &str, t: &TraceModel, scenarios: &Scenarios, role: Ro
             k = key(name),
         ));
     }
-    let mut notes = vec![format!("no [scenario.{}] entry: setup derived from the trace — {}", key(name), derived.how.join("; "))];
+    let mut notes =
+        vec![format!("no [scenario.{}] entry: setup derived from the trace — {}", key(name), derived.how.join("; "))];
     for u in derived.unresolved.iter().filter(|u| !u.roles.contains(&role)) {
         notes.push(format!("not inferred (not checked by this case): {}", u.what));
     }
@@ -667,7 +768,9 @@ pub fn case_setup(case_id: &str, t: &TraceModel, scenarios: &Scenarios, role: Ro
 /// recording names them, the failures and the forgotten layouts.
 pub fn differences(t: &TraceModel, a: &Scenario, b: &Scenario) -> Vec<String> {
     let mut out = vec![];
-    let show = |tr: Option<&Transfer>| tr.map(|t| format!("blocks {:?}, {}", t.blocks, ready_text(&t.ready))).unwrap_or_else(|| "none".into());
+    let show = |tr: Option<&Transfer>| {
+        tr.map(|t| format!("blocks {:?}, {}", t.blocks, ready_text(&t.ready))).unwrap_or_else(|| "none".into())
+    };
     if t.revision.generation == 1 {
         let Ok(profile) = Gen1Profile::new(t.revision.clone()) else { return out };
         let Ok(msgs) = messages(t, &profile) else { return out };
@@ -698,7 +801,8 @@ pub fn differences(t: &TraceModel, a: &Scenario, b: &Scenario) -> Vec<String> {
             if !seen.insert(id) {
                 continue;
             }
-            let (x, y) = (a.transfers.iter().find(|t| &t.transfer_id == id), b.transfers.iter().find(|t| &t.transfer_id == id));
+            let (x, y) =
+                (a.transfers.iter().find(|t| &t.transfer_id == id), b.transfers.iter().find(|t| &t.transfer_id == id));
             if x.map(|t| (&t.blocks, &t.ready)) != y.map(|t| (&t.blocks, &t.ready)) {
                 out.push(format!("transfer {id}: {} vs derived {}", show(x), show(y)));
             }
@@ -713,7 +817,10 @@ pub fn differences(t: &TraceModel, a: &Scenario, b: &Scenario) -> Vec<String> {
         out.push(format!("fail_transfers {} vs derived {}", a.fail_transfers, b.fail_transfers));
     }
     if a.forget_layouts_after_reply != b.forget_layouts_after_reply {
-        out.push(format!("forget_layouts_after_reply {:?} vs derived {:?}", a.forget_layouts_after_reply, b.forget_layouts_after_reply));
+        out.push(format!(
+            "forget_layouts_after_reply {:?} vs derived {:?}",
+            a.forget_layouts_after_reply, b.forget_layouts_after_reply
+        ));
     }
     out
 }
@@ -753,9 +860,24 @@ pub fn snippet(name: &str, d: &Derived) -> String {
     } else {
         o.push_str("transfers = [\n");
         for t in &sc.transfers {
-            let ready = if t.ready == Ready::Before { String::new() } else { format!(", ready = {}", toml_str(&ready_text(&t.ready))) };
-            let blocks = format!("[{}]", t.blocks.iter().map(|g| format!("[{}]", g.iter().map(|b| b.to_string()).collect::<Vec<_>>().join(", "))).collect::<Vec<_>>().join(", "));
-            o.push_str(&format!("  {{ p_req_id = {}, transfer_id = {}, blocks = {blocks}{ready} }},\n", toml_str(&t.p_req_id), toml_str(&t.transfer_id)));
+            let ready = if t.ready == Ready::Before {
+                String::new()
+            } else {
+                format!(", ready = {}", toml_str(&ready_text(&t.ready)))
+            };
+            let blocks = format!(
+                "[{}]",
+                t.blocks
+                    .iter()
+                    .map(|g| format!("[{}]", g.iter().map(|b| b.to_string()).collect::<Vec<_>>().join(", ")))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            o.push_str(&format!(
+                "  {{ p_req_id = {}, transfer_id = {}, blocks = {blocks}{ready} }},\n",
+                toml_str(&t.p_req_id),
+                toml_str(&t.transfer_id)
+            ));
         }
         o.push_str("]\n");
     }

@@ -10,7 +10,9 @@ use super::Checker;
 pub fn checker(function: &str) -> Option<Checker> {
     match function {
         "vllm.config.utils.hash_factors" => Some(hash_factors),
-        "vllm.distributed.kv_transfer.kv_connector.v1.nixl.metadata.compute_nixl_compatibility_hash" => Some(nixl_compatibility_hash),
+        "vllm.distributed.kv_transfer.kv_connector.v1.nixl.metadata.compute_nixl_compatibility_hash" => {
+            Some(nixl_compatibility_hash)
+        }
         _ => None,
     }
 }
@@ -30,9 +32,12 @@ fn hash_factors(_header: &J, input: &J) -> Result<J, String> {
 /// `compute_nixl_compatibility_hash` of the release in the header, from the config attributes it reads.
 fn nixl_compatibility_hash(header: &J, input: &J) -> Result<J, String> {
     let release = header.get("vllm_version").and_then(J::as_str).ok_or("header has no vllm_version")?;
-    let set = hash::compat::NixlFactorSet::for_release(release).ok_or_else(|| format!("no NIXL factor set for vLLM {release}"))?;
+    let set = hash::compat::NixlFactorSet::for_release(release)
+        .ok_or_else(|| format!("no NIXL factor set for vLLM {release}"))?;
     let cfg: hash::compat::NixlConfig = serde_json::from_value(input.clone()).map_err(|e| format!("input: {e}"))?;
     let factors = set.factors(&cfg, release)?;
     let h = hash::hash_factors(&factors).map_err(|e| e.to_string())?;
-    Ok(json!({ "hash": h.digest, "factors": tagged::to_output_json(&factors), "hash_factors_of_factors": factors_output(&factors)? }))
+    Ok(
+        json!({ "hash": h.digest, "factors": tagged::to_output_json(&factors), "hash_factors_of_factors": factors_output(&factors)? }),
+    )
 }

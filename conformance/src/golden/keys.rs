@@ -5,7 +5,9 @@ use serde_json::{json, Map, Value as J};
 use mooncake_wire::hash::{hex, tagged, PyInt, PyValue};
 use mooncake_wire::keys::block_hash::{self, HashAlgo, TextRequest};
 use mooncake_wire::keys::spec::StoreKeySpec;
-use mooncake_wire::keys::store_layout::{self as sl, GroupKind, RankNamespace, StoreLayout, TokenDatabase, TpSharedFormat, WorkerConfig};
+use mooncake_wire::keys::store_layout::{
+    self as sl, GroupKind, RankNamespace, StoreLayout, TokenDatabase, TpSharedFormat, WorkerConfig,
+};
 use mooncake_wire::keys::vllm_key::{KeyHints, VllmStoreKey};
 
 use super::Checker;
@@ -28,7 +30,12 @@ pub fn checker(function: &str) -> Option<Checker> {
 }
 
 fn release(header: &J) -> Result<String, String> {
-    header.get("source_release").or_else(|| header.get("vllm_version")).and_then(J::as_str).map(str::to_string).ok_or_else(|| "header names no release".into())
+    header
+        .get("source_release")
+        .or_else(|| header.get("vllm_version"))
+        .and_then(J::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| "header names no release".into())
 }
 
 fn get<'a>(v: &'a J, k: &str) -> Result<&'a J, String> {
@@ -108,7 +115,10 @@ fn pool_key(header: &J, input: &J) -> Result<J, String> {
         let o = |k: &str| ov.get(k).and_then(J::as_i64);
         let meta = VllmStoreKey { chunk_hash: String::new(), ..key.clone() };
         let prefix = sl::build_prefix(&meta, (None, None, None, None))?;
-        out.insert("build_prefix_overridden".into(), json!(sl::build_prefix(&meta, (o("tp_rank"), o("pcp_rank"), o("dcp_rank"), o("pp_rank")))?));
+        out.insert(
+            "build_prefix_overridden".into(),
+            json!(sl::build_prefix(&meta, (o("tp_rank"), o("pcp_rank"), o("dcp_rank"), o("pp_rank")))?),
+        );
         out.insert("build_key_string".into(), json!(sl::build_key_string(&prefix, &hash_hex)));
         let layout = StoreLayout::RankLocal { metadata: meta };
         out.insert("rank_local_key_for".into(), json!(layout.key_for(0, &hex(&unhex(&hash_hex)?))?));
@@ -125,7 +135,14 @@ fn tp_sharded_layout(_header: &J, input: &J) -> Result<J, String> {
     let class = text(input, "class")?;
     let format = TpSharedFormat::from_class(&class).ok_or_else(|| format!("unknown layout class {class}"))?;
     let store_tp = int(input, "store_tp_size")?;
-    let layout = StoreLayout::tp_sharded(metadata(input)?, format, int(input, "local_tp_size")?, store_tp, int(input, "tp_rank")?, int(input, "num_kv_heads")?)?;
+    let layout = StoreLayout::tp_sharded(
+        metadata(input)?,
+        format,
+        int(input, "local_tp_size")?,
+        store_tp,
+        int(input, "tp_rank")?,
+        int(input, "num_kv_heads")?,
+    )?;
     let StoreLayout::TpSharded { heads_per_store_shard, local_num_kv_heads, .. } = &layout else { unreachable!() };
     let hash_hex = hex(&unhex(&text(input, "hash_hex")?)?);
     let mut key_for = Map::new();
@@ -150,9 +167,18 @@ fn process_tokens(_header: &J, input: &J) -> Result<J, String> {
     let hashes: Vec<Vec<u8>> = (0..int(input, "num_block_hashes")?).map(|i| vec![(i % 256) as u8; 32]).collect();
     let mask: Option<Vec<bool>> = match input.get("chunk_mask") {
         None | Some(J::Null) => None,
-        Some(m) => Some(m.as_array().ok_or("`chunk_mask` is not an array")?.iter().map(|b| b.as_bool().unwrap_or(false)).collect()),
+        Some(m) => Some(
+            m.as_array().ok_or("`chunk_mask` is not an array")?.iter().map(|b| b.as_bool().unwrap_or(false)).collect(),
+        ),
     };
-    let chunks = db.process_tokens(int(input, "token_len")?, &hashes, int(input, "mask_num")?, mask.as_deref(), int(input, "put_step")?, int(input, "put_step_rank")?)?;
+    let chunks = db.process_tokens(
+        int(input, "token_len")?,
+        &hashes,
+        int(input, "mask_num")?,
+        mask.as_deref(),
+        int(input, "put_step")?,
+        int(input, "put_step_rank")?,
+    )?;
     let chunks: Vec<J> = chunks
         .iter()
         .map(|c| Ok(json!({"start": c.start, "end": c.end, "hash": hex(&c.hash), "key": db.key_for(&hex(&c.hash))?})))
@@ -175,7 +201,12 @@ fn store_worker_keys(_header: &J, input: &J) -> Result<J, String> {
         dcp_rank: int(input, "dcp_rank")?,
         num_kv_heads: int(input, "num_kv_heads")?,
         kv_cache_layout: text(input, "kv_cache_layout")?,
-        groups: get(input, "group_kinds")?.as_array().ok_or("`group_kinds` is not an array")?.iter().map(|g| GroupKind::parse(g.as_str().unwrap_or(""))).collect::<Result<_, _>>()?,
+        groups: get(input, "group_kinds")?
+            .as_array()
+            .ok_or("`group_kinds` is not an array")?
+            .iter()
+            .map(|g| GroupKind::parse(g.as_str().unwrap_or("")))
+            .collect::<Result<_, _>>()?,
         model_name: text(input, "model_name")?,
         block_size: int(input, "block_size")?,
         hash_block_size: int(input, "hash_block_size")?,
@@ -215,7 +246,10 @@ fn block_hash_chain(header: &J, input: &J) -> Result<J, String> {
     let seed = rules.seed(pyhashseed)?;
     // The vectors also record the seed vLLM used and its serialization: ours must agree.
     if input.get("none_hash_seed").and_then(J::as_str) != Some(seed) {
-        return Err(format!("we derive the NONE_HASH seed {seed:?}, the vector used {:?}", input.get("none_hash_seed")));
+        return Err(format!(
+            "we derive the NONE_HASH seed {seed:?}, the vector used {:?}",
+            input.get("none_hash_seed")
+        ));
     }
     let serialized_seed = hex(&algo.serialize(&PyValue::str(seed))?);
     if input.get("none_hash_seed_serialized_hex").and_then(J::as_str) != Some(serialized_seed.as_str()) {
@@ -226,7 +260,11 @@ fn block_hash_chain(header: &J, input: &J) -> Result<J, String> {
         None | Some(J::Null) => None,
         Some(l) => Some((text(l, "lora_name")?, text(l, "lora_path")?)),
     };
-    let req = TextRequest { token_ids: tokens(input)?, lora, cache_salt: input.get("cache_salt").and_then(J::as_str).map(str::to_string) };
+    let req = TextRequest {
+        token_ids: tokens(input)?,
+        lora,
+        cache_salt: input.get("cache_salt").and_then(J::as_str).map(str::to_string),
+    };
     let blocks = block_hash::request_block_hashes(rules, algo, &none_hash, int(input, "block_size")? as usize, &req)?;
     Ok(json!({
         "none_hash": hex(&none_hash),

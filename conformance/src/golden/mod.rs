@@ -33,7 +33,9 @@ pub fn check_file(header: &J, cases: &[jsonl::Line], rep: &mut FileReport) {
         let input = c.get("input").cloned().unwrap_or(J::Null);
         let problem = match (check(header, &input), c.get("output"), c.get("error").and_then(J::as_str)) {
             (Ok(got), Some(want), _) if jsonl::eq_ordered(&got, want) => None,
-            (Ok(got), Some(want), _) => Some(format!("output differs: {}", jsonl::first_difference(&got, want, "$").unwrap_or_default())),
+            (Ok(got), Some(want), _) => {
+                Some(format!("output differs: {}", jsonl::first_difference(&got, want, "$").unwrap_or_default()))
+            }
             (Err(got), _, Some(want)) if got == want => None,
             (Err(got), _, Some(want)) => Some(format!("error differs: ours {got:?} vs vLLM {want:?}")),
             (Ok(got), None, Some(want)) => Some(format!("vLLM raised {want:?}, we returned {got}")),

@@ -4,13 +4,16 @@
 
 use std::collections::HashMap;
 
-use mooncake_wire::plan::{self, GroupKind, LayerSpec, PlanError, Producer, ProducerConfig, RegisteredLayout, TransferRegion};
+use mooncake_wire::plan::{
+    self, GroupKind, LayerSpec, PlanError, Producer, ProducerConfig, RegisteredLayout, TransferRegion,
+};
 use serde_json::{json, Value as J};
 
 use super::Checker;
 
 const MC: &str = "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector.";
-const WORKER: &str = "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector.MooncakeConnectorWorker.";
+const WORKER: &str =
+    "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector.MooncakeConnectorWorker.";
 
 /// The checker for a fully qualified vLLM function name, if we implement it.
 pub fn checker(function: &str) -> Option<Checker> {
@@ -139,18 +142,24 @@ fn can_coalesce_block_transfers(_: &J, i: &J) -> Result<J, String> {
 }
 
 fn group_concurrent_contiguous(_: &J, i: &J) -> Result<J, String> {
-    let (s, d) = plan::group_concurrent_contiguous(&ints(i, "src_indices")?, &ints(i, "dst_indices")?).map_err(raised)?;
+    let (s, d) =
+        plan::group_concurrent_contiguous(&ints(i, "src_indices")?, &ints(i, "dst_indices")?).map_err(raised)?;
     Ok(json!([s, d]))
 }
 
 fn block_ids_for_region(_: &J, i: &J) -> Result<J, String> {
-    plan::block_ids_for_region(&int_lists(i, "block_ids_by_group")?, int(i, "group_index")?, &ints(i, "shared_group_ids")?)
-        .map(|v| json!(v))
-        .map_err(raised)
+    plan::block_ids_for_region(
+        &int_lists(i, "block_ids_by_group")?,
+        int(i, "group_index")?,
+        &ints(i, "shared_group_ids")?,
+    )
+    .map(|v| json!(v))
+    .map_err(raised)
 }
 
 fn expand_transfer_regions(_: &J, i: &J) -> Result<J, String> {
-    let (base_addrs, block_lens, kv_block_lens) = (ints(i, "base_addrs")?, ints(i, "block_lens")?, ints(i, "kv_block_lens")?);
+    let (base_addrs, block_lens, kv_block_lens) =
+        (ints(i, "base_addrs")?, ints(i, "block_lens")?, ints(i, "kv_block_lens")?);
     let (layer_names, layer_indices) = (strings(i, "layer_names")?, ints(i, "layer_indices")?);
     let group_indices = opt(i, "group_indices", ints)?;
     let shared_group_ids = opt(i, "shared_group_ids", int_lists)?;
@@ -183,7 +192,11 @@ fn validate_asymmetric_region_lengths(_: &J, i: &J) -> Result<J, String> {
 }
 
 fn align_transfer_regions(_: &J, i: &J) -> Result<J, String> {
-    let r = plan::align_transfer_regions(&regions(i, "local_regions")?, &regions(i, "remote_regions")?, boolean(i, "allow_partial_layers")?);
+    let r = plan::align_transfer_regions(
+        &regions(i, "local_regions")?,
+        &regions(i, "remote_regions")?,
+        boolean(i, "allow_partial_layers")?,
+    );
     Ok(match r {
         Ok((l, r)) => json!([regions_json(&l), regions_json(&r), null]),
         Err(e) => json!([[], [], e]),
@@ -201,7 +214,11 @@ fn coalesce_contiguous_transfer_regions(_: &J, i: &J) -> Result<J, String> {
 }
 
 fn has_opaque_packed_row(_: &J, i: &J) -> Result<J, String> {
-    Ok(J::Bool(plan::has_opaque_packed_row(&ints(i, "row_offsets")?, &ints(i, "kv_block_lens")?, &ints(i, "block_lens")?)))
+    Ok(J::Bool(plan::has_opaque_packed_row(
+        &ints(i, "row_offsets")?,
+        &ints(i, "kv_block_lens")?,
+        &ints(i, "block_lens")?,
+    )))
 }
 
 fn pp_mismatch_hides_packed_layers(_: &J, i: &J) -> Result<J, String> {
@@ -320,7 +337,8 @@ fn producer(p: &J) -> Result<Producer, String> {
         .filter(|(_, &g)| g >= 0)
         .map(|(n, &g)| (n.clone(), g))
         .collect();
-    let has_opaque_packed_row = plan::has_opaque_packed_row(&layout.registered_row_offsets, &layout.kv_block_lens, &layout.block_lens);
+    let has_opaque_packed_row =
+        plan::has_opaque_packed_row(&layout.registered_row_offsets, &layout.kv_block_lens, &layout.block_lens);
     Ok(Producer {
         config,
         layout,
@@ -367,13 +385,18 @@ const PIPELINE_STAGES: [&str; 5] = [
 /// [`Producer::admit`], an unpaired rank or a PP mismatch does not stop the run (GOLDEN.md); a prepare or
 /// validation error does, and an exception fails the whole case.
 fn sender_pipeline(header: &J, i: &J) -> Result<J, String> {
-    let stages: Vec<&str> = header.get("stages").and_then(J::as_array).map(|a| a.iter().filter_map(J::as_str).collect()).unwrap_or_default();
+    let stages: Vec<&str> = header
+        .get("stages")
+        .and_then(J::as_array)
+        .map(|a| a.iter().filter_map(J::as_str).collect())
+        .unwrap_or_default();
     if stages != PIPELINE_STAGES {
         return Err(format!("header: unexpected pipeline stages {stages:?}"));
     }
     let p = producer(field(i, "producer")?)?;
     let pull = pull(field(i, "xfer_metadata")?)?;
-    let ready_blocks = field(i, "producer_block_ids")?.as_object().ok_or("bad input: `producer_block_ids` is not an object")?;
+    let ready_blocks =
+        field(i, "producer_block_ids")?.as_object().ok_or("bad input: `producer_block_ids` is not an object")?;
 
     let targets = p.handshake_target_ranks(pull.remote_tp_size).map_err(raised)?;
     let mut out = serde_json::Map::new();
@@ -406,7 +429,8 @@ fn sender_pipeline(header: &J, i: &J) -> Result<J, String> {
     }
     let mut ready = Vec::new();
     for r in &pull.req_blocks {
-        let blocks = ready_blocks.get(&r.d_req_id).ok_or_else(|| format!("bad input: no producer blocks for {}", r.d_req_id))?;
+        let blocks =
+            ready_blocks.get(&r.d_req_id).ok_or_else(|| format!("bad input: no producer blocks for {}", r.d_req_id))?;
         ready.extend(pull.ready_request(&r.d_req_id, int_lists_of(blocks, "producer_block_ids")?));
     }
     let batch = p.build(&prepared, &pull, &ready).map_err(raised)?;

@@ -166,7 +166,15 @@ fn p_diff(m: &POutcome, b: &POutcome) -> Option<String> {
     }
     if m.replies != b.replies {
         let only: Vec<&String> = m.replies.iter().filter(|r| !b.replies.contains(r)).collect();
-        d.push(format!("replied {} ({} with its own decoder)", if only.is_empty() { "less".to_string() } else { only.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ") }, b.replies.len()));
+        d.push(format!(
+            "replied {} ({} with its own decoder)",
+            if only.is_empty() {
+                "less".to_string()
+            } else {
+                only.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
+            },
+            b.replies.len()
+        ));
     }
     (!d.is_empty()).then(|| d.join(", "))
 }
@@ -201,7 +209,8 @@ pub async fn build(traces: &[Arc<TraceModel>], cfg: &MatrixConfig) -> Matrix {
         if !revisions.iter().any(|(r, _)| r == rev) || !runnable(name) {
             continue;
         }
-        let (side, sc, model, sem, abort) = (side.clone(), cfg.scenarios.scenario[name].clone(), model.clone(), sem.clone(), cfg.abort);
+        let (side, sc, model, sem, abort) =
+            (side.clone(), cfg.scenarios.scenario[name].clone(), model.clone(), sem.clone(), cfg.abort);
         let key = (rev.clone(), rev.clone(), name.clone());
         jobs.push(tokio::spawn(async move {
             let _permit = sem.acquire().await;
@@ -227,7 +236,14 @@ pub async fn build(traces: &[Arc<TraceModel>], cfg: &MatrixConfig) -> Matrix {
             for ((rev, name), d_side) in sides.iter().filter(|((r, n), _)| r == d_rev && runnable(n)) {
                 let Some(p_side) = sides.get(&(p_rev.clone(), name.clone())) else { continue };
                 let _ = rev;
-                let (d_side, p_side, sc, model, sem, abort) = (d_side.clone(), p_side.clone(), cfg.scenarios.scenario[name].clone(), model.clone(), sem.clone(), cfg.abort);
+                let (d_side, p_side, sc, model, sem, abort) = (
+                    d_side.clone(),
+                    p_side.clone(),
+                    cfg.scenarios.scenario[name].clone(),
+                    model.clone(),
+                    sem.clone(),
+                    cfg.abort,
+                );
                 let key = (d_rev.clone(), p_rev.clone(), name.clone());
                 jobs.push(tokio::spawn(async move {
                     let _permit = sem.acquire().await;
@@ -255,7 +271,8 @@ pub async fn build(traces: &[Arc<TraceModel>], cfg: &MatrixConfig) -> Matrix {
                     let pb = observed.get(&(p_rev.clone(), p_rev.clone(), name.clone())).unwrap_or(&none);
                     compare(m, db, pb)
                 };
-                let agree = observed_break.is_none() == predicted.works() && !observed_break.as_deref().is_some_and(|o| o.starts_with("not run"));
+                let agree = observed_break.is_none() == predicted.works()
+                    && !observed_break.as_deref().is_some_and(|o| o.starts_with("not run"));
                 scenarios.push(ScenarioResult { scenario: name.clone(), observed: observed_break, predicted, agree });
             }
             let cell = Cell { decoder: d_rev.clone(), prefiller: p_rev.clone(), scenarios };

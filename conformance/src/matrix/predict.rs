@@ -62,10 +62,13 @@ fn survive(sender: &TraceModel, reader: &Revision, message: &str, replies: bool)
     let (Some(sc), Some(rc)) = (Codec::builtin(&sender.revision.revision), Codec::builtin(&reader.revision)) else {
         return Err("no codec".into());
     };
-    let fields = |r: &Revision| -> Vec<String> { r.structs.get(message).map(|s| s.fields.iter().map(|f| f.name.clone()).collect()).unwrap_or_default() };
+    let fields = |r: &Revision| -> Vec<String> {
+        r.structs.get(message).map(|s| s.fields.iter().map(|f| f.name.clone()).collect()).unwrap_or_default()
+    };
     let common: Vec<String> = fields(reader).into_iter().filter(|f| fields(&sender.revision).contains(f)).collect();
     for x in &sender.exchanges {
-        let bytes: Vec<&Vec<u8>> = if replies { x.replies.iter().map(|(b, _, _)| b).collect() } else { vec![&x.request] };
+        let bytes: Vec<&Vec<u8>> =
+            if replies { x.replies.iter().map(|(b, _, _)| b).collect() } else { vec![&x.request] };
         for b in bytes {
             let Ok(mine) = sc.decode(message, b) else { continue };
             let theirs = rc.decode(message, b).map_err(|e| e.msgspec_message())?;
@@ -92,25 +95,35 @@ fn exercised(c: &Change, d: &TraceModel, p: &TraceModel, scenario: &Scenario, mo
             "pairing_check" | "heterogeneous_tp" => tp_differs,
             // Between two sender plans only head re-sharding differs, which needs a TP size above the head count.
             "tp_byte_plan" => {
-                let whole = |r: &Revision| r.behaviour.tp_byte_plan.as_ref().is_some_and(|i| i.value == TpBytePlan::WholeBlock);
+                let whole =
+                    |r: &Revision| r.behaviour.tp_byte_plan.as_ref().is_some_and(|i| i.value == TpBytePlan::WholeBlock);
                 if whole(&d.revision) || whole(&p.revision) {
                     tp_differs
                 } else {
                     tp_differs && scenario.prefiller_tp.max(scenario.decoder_tp) > model.total_num_kv_heads
                 }
             }
-            "replicated_producer" => tp_differs && scenario.prefiller_tp.max(scenario.decoder_tp) >= model.total_num_kv_heads,
+            "replicated_producer" => {
+                tp_differs && scenario.prefiller_tp.max(scenario.decoder_tp) >= model.total_num_kv_heads
+            }
             // No scenario runs PP > 1 or a Mamba-hybrid model.
             "region_alignment" | "need_send" | "kv_half_split" | "decoder_pp_targets" => false,
             "minus_one_sentinels" => d.exchanges.iter().filter_map(|x| d.decode_request(&x.request)).any(|m| {
                 m.registered_group_indices.iter().chain(&m.registered_row_offsets).any(|v| v.as_i64() == Some(-1))
             }),
-            "layout_caching" => d.exchanges.iter().filter_map(|x| d.decode_request(&x.request)).any(|m| m.layout_id.as_u64() != Some(0) && m.kv_caches_base_addr.is_empty()),
+            "layout_caching" => d
+                .exchanges
+                .iter()
+                .filter_map(|x| d.decode_request(&x.request))
+                .any(|m| m.layout_id.as_u64() != Some(0) && m.kv_caches_base_addr.is_empty()),
             "unreported_after_finish" => p.exchanges.iter().any(|x| {
                 let Some(m) = p.decode_request(&x.request) else { return false };
                 let replies: Vec<_> = x.replies.iter().filter_map(|(b, _, _)| p.decode_reply(b)).collect();
-                let reported = |id: &str| replies.iter().any(|r| r.ok_reqs.iter().chain(r.err_reqs.iter()).flatten().any(|x| x == id));
-                replies.last().is_some_and(|r| r.status == mooncake_wire::typed::Status::FINISH) && m.req_blocks.iter().any(|(id, _)| !reported(id))
+                let reported = |id: &str| {
+                    replies.iter().any(|r| r.ok_reqs.iter().chain(r.err_reqs.iter()).flatten().any(|x| x == id))
+                };
+                replies.last().is_some_and(|r| r.status == mooncake_wire::typed::Status::FINISH)
+                    && m.req_blocks.iter().any(|(id, _)| !reported(id))
             }),
             // A conditional row without a rule here is taken as exercised, so the matrix shows the gap.
             _ => true,
@@ -134,7 +147,10 @@ pub fn predict(d: &TraceModel, p: &TraceModel, scenario: &Scenario, model: &Mode
         return out;
     }
     if dr.generation != pr.generation {
-        out.breaks.push(format!("generation: {} is generation {}, {} generation {}: the decoder cannot reach the prefiller", dr.revision, dr.generation, pr.revision, pr.generation));
+        out.breaks.push(format!(
+            "generation: {} is generation {}, {} generation {}: the decoder cannot reach the prefiller",
+            dr.revision, dr.generation, pr.revision, pr.generation
+        ));
         return out;
     }
     let push = &Spec::builtin().push().revisions;
@@ -150,7 +166,9 @@ pub fn predict(d: &TraceModel, p: &TraceModel, scenario: &Scenario, model: &Mode
             match &v.effect {
                 Effect::Breaks { .. } if SILENT.contains(&c.subject.as_str()) => out.silent.push(row),
                 Effect::Breaks { .. } => out.breaks.push(row),
-                Effect::BreaksWhenSent { when } if exercised(c, d, p, scenario, model) => out.breaks.push(format!("{row} (when {when})")),
+                Effect::BreaksWhenSent { when } if exercised(c, d, p, scenario, model) => {
+                    out.breaks.push(format!("{row} (when {when})"))
+                }
                 Effect::BreaksWhenSent { .. } | Effect::Compatible => {}
                 Effect::Review => out.review.push(row),
             }

@@ -27,7 +27,11 @@ pub fn markdown(m: &Matrix) -> String {
          requests and writes the same bytes. The prediction is `mooncake-conformance diff` for that direction, its conditional rows \
          judged on the scenario's own messages.\n\n",
     );
-    let _ = writeln!(o, "Recordings: {}.\n", m.revisions.iter().map(|(r, rel)| format!("`{}` from vLLM {rel}", r)).collect::<Vec<_>>().join(", "));
+    let _ = writeln!(
+        o,
+        "Recordings: {}.\n",
+        m.revisions.iter().map(|(r, rel)| format!("`{}` from vLLM {rel}", r)).collect::<Vec<_>>().join(", ")
+    );
     o.push_str("Legend: `=` same revision; `✓` every common scenario works; `✗ a b …` those scenarios break (first letter of the scenario id); `!` observation and `diff` disagree; `⚠` the KV cache layouts the two sides require differ, which no peer can observe: bytes land where asked but mean something else (below).\n\n");
     let _ = write!(o, "| decoder ↓ / prefiller → |");
     for (r, _) in &m.revisions {
@@ -51,7 +55,14 @@ pub fn markdown(m: &Matrix) -> String {
                         let mut t = if c.works() {
                             "✓".to_string()
                         } else {
-                            format!("✗ {}", c.broken().iter().map(|s| s.split('_').next().unwrap_or(s)).collect::<Vec<_>>().join(" "))
+                            format!(
+                                "✗ {}",
+                                c.broken()
+                                    .iter()
+                                    .map(|s| s.split('_').next().unwrap_or(s))
+                                    .collect::<Vec<_>>()
+                                    .join(" ")
+                            )
                         };
                         if !c.agrees() {
                             t.push_str(" !");
@@ -72,10 +83,16 @@ pub fn markdown(m: &Matrix) -> String {
     let both = m
         .cells
         .iter()
-        .filter(|c| c.decoder != c.prefiller && !c.works() && m.cell(&c.prefiller, &c.decoder).is_some_and(|r| !r.works()))
+        .filter(|c| {
+            c.decoder != c.prefiller && !c.works() && m.cell(&c.prefiller, &c.decoder).is_some_and(|r| !r.works())
+        })
         .count()
         / 2;
-    let works_silently_broken = m.cells.iter().filter(|c| c.decoder != c.prefiller && !c.scenarios.is_empty() && c.works() && silently_broken(c)).count();
+    let works_silently_broken = m
+        .cells
+        .iter()
+        .filter(|c| c.decoder != c.prefiller && !c.scenarios.is_empty() && c.works() && silently_broken(c))
+        .count();
     let _ = writeln!(
         o,
         "\n{} ordered pairs: {works} work in every common scenario ({works_silently_broken} of them with KV cache layouts that differ, `⚠`), {broken} break in some ({both} pairs of revisions break in both directions); {} disagreements with `diff`.\n",
@@ -93,7 +110,12 @@ pub fn markdown(m: &Matrix) -> String {
         .cells
         .iter()
         .filter(|c| c.decoder < c.prefiller)
-        .filter_map(|c| c.scenarios.first().filter(|s| !s.predicted.silent.is_empty()).map(|s| format!("`{}` × `{}`: {}", c.decoder, c.prefiller, s.predicted.silent.join("; "))))
+        .filter_map(|c| {
+            c.scenarios
+                .first()
+                .filter(|s| !s.predicted.silent.is_empty())
+                .map(|s| format!("`{}` × `{}`: {}", c.decoder, c.prefiller, s.predicted.silent.join("; ")))
+        })
         .collect();
     if !silent.is_empty() {
         o.push_str("## Breaks no peer can observe\n\nThe KV cache layout each side requires differs: bytes move and land where asked, but mean something else. The matrix cannot see it; `diff` says it breaks always.\n\n");
@@ -106,7 +128,13 @@ pub fn markdown(m: &Matrix) -> String {
     for c in m.cells.iter().filter(|c| c.decoder != c.prefiller && !c.works()) {
         let _ = writeln!(o, "### decoder `{}` × prefiller `{}`\n", c.decoder, c.prefiller);
         for s in c.scenarios.iter().filter(|s| s.observed.is_some() || !s.agree) {
-            let _ = writeln!(o, "- `{}`{}: {}", s.scenario, if s.agree { "" } else { " **(disagrees with diff)**" }, esc(s.observed.as_deref().unwrap_or("works")));
+            let _ = writeln!(
+                o,
+                "- `{}`{}: {}",
+                s.scenario,
+                if s.agree { "" } else { " **(disagrees with diff)**" },
+                esc(s.observed.as_deref().unwrap_or("works"))
+            );
             for b in &s.predicted.breaks {
                 let _ = writeln!(o, "  - predicted by {}", esc(b));
             }

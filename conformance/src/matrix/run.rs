@@ -91,7 +91,13 @@ impl Prefillers {
     }
 }
 
-async fn start_prefillers(ctx: &zmq::Context, p: &Side, d: &Side, model: &Model, abort: Duration) -> Result<Prefillers, String> {
+async fn start_prefillers(
+    ctx: &zmq::Context,
+    p: &Side,
+    d: &Side,
+    model: &Model,
+    abort: Duration,
+) -> Result<Prefillers, String> {
     let t = &p.trace;
     if p.gen() == 1 {
         let profile = Gen1Profile::new(t.revision.clone())?;
@@ -106,16 +112,26 @@ async fn start_prefillers(ctx: &zmq::Context, p: &Side, d: &Side, model: &Model,
     let spec = BootstrapSpec::new(rev).ok_or("no bootstrap in this revision")??;
     let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await?;
     let url = boot.url();
-    let profile = WireProfile::new(t.revision.clone(), mooncake_wire::codec::Codec::builtin(&t.revision.revision).ok_or("no codec")?)?;
+    let profile = WireProfile::new(
+        t.revision.clone(),
+        mooncake_wire::codec::Codec::builtin(&t.revision.revision).ok_or("no codec")?,
+    )?;
     let mut order: Vec<usize> = (0..t.prefillers.len()).collect();
-    order.sort_by_key(|&i| t.http.iter().position(|(r, _)| t.prefillers[i].register.is_some() && r.body == t.prefillers[i].register).unwrap_or(usize::MAX));
+    order.sort_by_key(|&i| {
+        t.http
+            .iter()
+            .position(|(r, _)| t.prefillers[i].register.is_some() && r.body == t.prefillers[i].register)
+            .unwrap_or(usize::MAX)
+    });
     let mut peers = vec![];
     for i in order {
         let pc = &t.prefillers[i];
         // A recording without a layout-carrying pull (a decoder that refused to pull): the model's layers.
         let layout: LayoutConfig = match prefiller_layout(t, pc, model) {
             Ok(l) => serde_json::from_value(l).map_err(|e| e.to_string())?,
-            Err(_) => gen1::layout(model.num_layers as usize, model, pc.tp_size.max(1) as u64, P_BASE, pc.tp_rank as u64),
+            Err(_) => {
+                gen1::layout(model.num_layers as usize, model, pc.tp_size.max(1) as u64, P_BASE, pc.tp_rank as u64)
+            }
         };
         let planner = producer(pc.tp_rank, pc.tp_size, 1, &model_config(model), &layout, &profile)?;
         let cfg = PrefillerConfig {
@@ -129,7 +145,15 @@ async fn start_prefillers(ctx: &zmq::Context, p: &Side, d: &Side, model: &Model,
             record_wire: true,
             faults: vec![],
         };
-        let peer = PrefillerPeer::start(ctx, cfg, profile.clone(), planner, Arc::new(Mutex::new(layout.memory(true))), Backend::Tcp).await?;
+        let peer = PrefillerPeer::start(
+            ctx,
+            cfg,
+            profile.clone(),
+            planner,
+            Arc::new(Mutex::new(layout.memory(true))),
+            Backend::Tcp,
+        )
+        .await?;
         peers.push((pc.conn.clone(), peer));
     }
     let engine = t.prefillers.first().map(|p| p.engine_id.clone()).unwrap_or_default();
@@ -149,10 +173,20 @@ struct Dec {
 
 /// The scenario's pulls as a decoder step list: (d_req_id, transfer_id, blocks per group).
 fn scenario_steps(scenario: &Scenario) -> Vec<Vec<(String, String, Vec<Vec<u64>>)>> {
-    scenario.pulls.iter().map(|batch| batch.iter().map(|p| (p.d_req_id.clone(), p.transfer_id.clone(), p.blocks.clone())).collect()).collect()
+    scenario
+        .pulls
+        .iter()
+        .map(|batch| batch.iter().map(|p| (p.d_req_id.clone(), p.transfer_id.clone(), p.blocks.clone())).collect())
+        .collect()
 }
 
-async fn start_decoders(ctx: &zmq::Context, d: &Side, scenario: &Scenario, model: &Model, abort: Duration) -> Result<Vec<Dec>, String> {
+async fn start_decoders(
+    ctx: &zmq::Context,
+    d: &Side,
+    scenario: &Scenario,
+    model: &Model,
+    abort: Duration,
+) -> Result<Vec<Dec>, String> {
     let t = &d.trace;
     let mut out = vec![];
     let ranks = scenario.decoder_tp.max(1);
@@ -167,14 +201,22 @@ async fn start_decoders(ctx: &zmq::Context, d: &Side, scenario: &Scenario, model
     };
     if d.gen() == 1 {
         let profile = Gen1Profile::new(t.revision.clone())?;
-        let regions = gen1::messages(t, &profile)?.first().map(|m| m.meta.kv_caches_base_addr.len()).unwrap_or(model.num_layers as usize);
+        let regions = gen1::messages(t, &profile)?
+            .first()
+            .map(|m| m.meta.kv_caches_base_addr.len())
+            .unwrap_or(model.num_layers as usize);
         for rank in 0..ranks {
             let layout = gen1::layout(regions, model, ranks, D_BASE, rank);
             let memory = Arc::new(Mutex::new(layout.memory(false)));
             let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
             let port = listener.local_addr().map_err(|e| e.to_string())?.port();
             let server = tokio::spawn(serve_tcp(listener, memory.clone()));
-            let cfg = Gen1DecoderConfig { hostname: "127.0.0.1".into(), te_port: port as u64, tp_rank: rank, kv_caches_base_addr: layout.kv_caches_base_addr.clone() };
+            let cfg = Gen1DecoderConfig {
+                hostname: "127.0.0.1".into(),
+                te_port: port as u64,
+                tp_rank: rank,
+                kv_caches_base_addr: layout.kv_caches_base_addr.clone(),
+            };
             let mut core = Gen1Decoder::new(profile.clone(), cfg);
             core.set_recv_timeout(abort * 2 + Duration::from_secs(1));
             let peer = DecoderPeer::start(ctx, core, memory.clone())?;
@@ -182,7 +224,10 @@ async fn start_decoders(ctx: &zmq::Context, d: &Side, scenario: &Scenario, model
         }
         return Ok(out);
     }
-    let profile = WireProfile::new(t.revision.clone(), mooncake_wire::codec::Codec::builtin(&t.revision.revision).ok_or("no codec")?)?;
+    let profile = WireProfile::new(
+        t.revision.clone(),
+        mooncake_wire::codec::Codec::builtin(&t.revision.revision).ok_or("no codec")?,
+    )?;
     for rank in 0..ranks {
         // The layout this revision's worker of that rank registered (any recorded rank, else the model's).
         let req = t
@@ -218,7 +263,13 @@ async fn start_decoders(ctx: &zmq::Context, d: &Side, scenario: &Scenario, model
     Ok(out)
 }
 
-async fn observe_inner(d: &Side, p: &Side, scenario: &Scenario, model: &Model, abort: Duration) -> Result<Observation, String> {
+async fn observe_inner(
+    d: &Side,
+    p: &Side,
+    scenario: &Scenario,
+    model: &Model,
+    abort: Duration,
+) -> Result<Observation, String> {
     let ctx = zmq::Context::new();
     let prefillers = start_prefillers(&ctx, p, d, model, abort).await?;
     // Generation 1 knows a request by one id on both sides: ready the prefiller's requests under the
@@ -231,7 +282,15 @@ async fn observe_inner(d: &Side, p: &Side, scenario: &Scenario, model: &Model, a
         .transfers
         .iter()
         .map(|tr| {
-            let key = if p.gen() == 1 { pulls.iter().find(|x| x.transfer_id == tr.transfer_id).map(|x| x.d_req_id.clone()).unwrap_or_else(|| tr.transfer_id.clone()) } else { tr.transfer_id.clone() };
+            let key = if p.gen() == 1 {
+                pulls
+                    .iter()
+                    .find(|x| x.transfer_id == tr.transfer_id)
+                    .map(|x| x.d_req_id.clone())
+                    .unwrap_or_else(|| tr.transfer_id.clone())
+            } else {
+                tr.transfer_id.clone()
+            };
             (key, tr.clone())
         })
         .collect();
@@ -259,12 +318,24 @@ async fn observe_inner(d: &Side, p: &Side, scenario: &Scenario, model: &Model, a
                     let (engine_id, bootstrap_addr, remote) = match &prefillers {
                         Prefillers::Gen2 { url, engine, peers, .. } => {
                             // A generation-1 decoder addresses the worker by port arithmetic.
-                            let port = peers.first().and_then(|(_, x)| x.endpoint.rsplit(':').next()?.parse::<u64>().ok()).unwrap_or(0);
+                            let port = peers
+                                .first()
+                                .and_then(|(_, x)| x.endpoint.rsplit(':').next()?.parse::<u64>().ok())
+                                .unwrap_or(0);
                             (engine.clone(), url.clone(), Some(("127.0.0.1".to_string(), port)))
                         }
-                        Prefillers::Gen1 { base, .. } => (String::new(), String::new(), Some(("127.0.0.1".to_string(), *base))),
+                        Prefillers::Gen1 { base, .. } => {
+                            (String::new(), String::new(), Some(("127.0.0.1".to_string(), *base)))
+                        }
                     };
-                    PullRequest { d_req_id: id.clone(), transfer_id: tid.clone(), local_blocks: blocks.clone(), engine_id, bootstrap_addr, remote }
+                    PullRequest {
+                        d_req_id: id.clone(),
+                        transfer_id: tid.clone(),
+                        local_blocks: blocks.clone(),
+                        engine_id,
+                        bootstrap_addr,
+                        remote,
+                    }
                 })
                 .collect();
             dec.peer.pull(reqs);
@@ -276,8 +347,18 @@ async fn observe_inner(d: &Side, p: &Side, scenario: &Scenario, model: &Model, a
             let mut settled = true;
             for dec in &decoders {
                 let s = dec.peer.status().await?;
-                let known: BTreeSet<&str> = s.finished.iter().map(String::as_str).chain(s.failed.iter().map(|f| f.0.as_str())).chain(s.unsettled.iter().map(|u| u.0.as_str())).collect();
-                if s.open_exchanges > 0 || dec.steps.get(k).is_some_and(|st| st.iter().any(|(id, _, b)| b.iter().any(|g| !g.is_empty()) && !known.contains(id.as_str()))) {
+                let known: BTreeSet<&str> = s
+                    .finished
+                    .iter()
+                    .map(String::as_str)
+                    .chain(s.failed.iter().map(|f| f.0.as_str()))
+                    .chain(s.unsettled.iter().map(|u| u.0.as_str()))
+                    .collect();
+                if s.open_exchanges > 0
+                    || dec.steps.get(k).is_some_and(|st| {
+                        st.iter().any(|(id, _, b)| b.iter().any(|g| !g.is_empty()) && !known.contains(id.as_str()))
+                    })
+                {
                     settled = false;
                 }
             }
@@ -315,7 +396,13 @@ async fn observe_inner(d: &Side, p: &Side, scenario: &Scenario, model: &Model, a
     let mut obs = Observation::default();
     for (conn, peer) in prefillers.peers() {
         let s = peer.status().await?;
-        let mut replies: Vec<String> = s.wire.iter().filter(|(inbound, _)| !inbound).filter_map(|(_, fr)| fr.last()).map(|b| reply_summary(p, b)).collect();
+        let mut replies: Vec<String> = s
+            .wire
+            .iter()
+            .filter(|(inbound, _)| !inbound)
+            .filter_map(|(_, fr)| fr.last())
+            .map(|b| reply_summary(p, b))
+            .collect();
         replies.sort();
         obs.prefillers.insert(
             conn.clone(),
@@ -354,10 +441,18 @@ fn reply_summary(p: &Side, bytes: &[u8]) -> String {
     }
     match p.trace.decode_reply(bytes) {
         Some(r) => {
-            let ids = |v: &Option<Vec<String>>| v.as_ref().map(|v| v.iter().cloned().collect::<BTreeSet<_>>().into_iter().collect::<Vec<_>>().join(",")).unwrap_or_default();
+            let ids = |v: &Option<Vec<String>>| {
+                v.as_ref()
+                    .map(|v| v.iter().cloned().collect::<BTreeSet<_>>().into_iter().collect::<Vec<_>>().join(","))
+                    .unwrap_or_default()
+            };
             let msg = r.err_msg.unwrap_or_default();
             // An address or a layout id in the text varies per run.
-            let msg: String = msg.split_whitespace().map(|w| if w.contains("127.0.0.1:") || w.starts_with("0x") { "…" } else { w }).collect::<Vec<_>>().join(" ");
+            let msg: String = msg
+                .split_whitespace()
+                .map(|w| if w.contains("127.0.0.1:") || w.starts_with("0x") { "…" } else { w })
+                .collect::<Vec<_>>()
+                .join(" ");
             format!("status {} ok [{}] err [{}] {msg}", r.status, ids(&r.ok_reqs), ids(&r.err_reqs))
         }
         None => format!("undecodable {}", hex::encode(bytes)),
@@ -388,7 +483,13 @@ fn region_groups(layout: &LayoutConfig, scenario: &Scenario) -> Vec<usize> {
 
 /// Every requested block of a finished (not failed) request holds words of its source block, and nothing
 /// was written into a block no finished request owns.
-fn check_landed(dec: &Dec, finished: &BTreeSet<String>, failed: &BTreeSet<String>, transfers: &[(String, crate::scenarios::Transfer)], scenario: &Scenario) -> Vec<String> {
+fn check_landed(
+    dec: &Dec,
+    finished: &BTreeSet<String>,
+    failed: &BTreeSet<String>,
+    transfers: &[(String, crate::scenarios::Transfer)],
+    scenario: &Scenario,
+) -> Vec<String> {
     let mut problems = vec![];
     let groups = region_groups(&dec.layout, scenario);
     let mut want: HashMap<(usize, u64), u64> = HashMap::new();
@@ -398,9 +499,14 @@ fn check_landed(dec: &Dec, finished: &BTreeSet<String>, failed: &BTreeSet<String
             continue;
         }
         owned.extend(blocks.iter().flatten().copied());
-        let Some((_, tr)) = transfers.iter().find(|(k, t)| k == tid || k == id || &t.transfer_id == tid) else { continue };
+        let Some((_, tr)) = transfers.iter().find(|(k, t)| k == tid || k == id || &t.transfer_id == tid) else {
+            continue;
+        };
         for (r, g) in groups.iter().enumerate() {
-            let (Some(dst), Some(src)) = (blocks.get(*g).or(blocks.first()), tr.blocks.get(*g).or(tr.blocks.first())) else { continue };
+            let (Some(dst), Some(src)) = (blocks.get(*g).or(blocks.first()), tr.blocks.get(*g).or(tr.blocks.first()))
+            else {
+                continue;
+            };
             let src = &src[src.len().saturating_sub(dst.len())..];
             for (db, pb) in dst.iter().zip(src) {
                 want.insert((r, *db), *pb);
@@ -412,10 +518,15 @@ fn check_landed(dec: &Dec, finished: &BTreeSet<String>, failed: &BTreeSet<String
     for r in 0..cols.base.len() {
         for b in 0..dec.layout.num_blocks {
             let Some(bytes) = mem.read(cols.base[r] + b * cols.block_lens[r], cols.block_lens[r]) else { continue };
-            let words: Vec<u64> = bytes.chunks(8).filter(|c| c.len() == 8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+            let words: Vec<u64> = bytes
+                .chunks(8)
+                .filter(|c| c.len() == 8)
+                .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect();
             match want.get(&(r, b)) {
                 Some(src) => {
-                    if let Some(w) = words.iter().find(|w| !decode_provenance(**w).is_some_and(|(_, sb, _)| sb == *src)) {
+                    if let Some(w) = words.iter().find(|w| !decode_provenance(**w).is_some_and(|(_, sb, _)| sb == *src))
+                    {
                         problems.push(format!("region {r} block {b}: word {w:#x} is not from source block {src}"));
                     }
                 }

@@ -26,7 +26,13 @@ use crate::testee::Testee;
 use crate::trace::{Event, Role as TraceRole, ZmqDir};
 use crate::validate::Finding;
 
-fn f(check: &'static str, seq: Option<u64>, line: Option<usize>, message: impl Into<String>, detail: impl Into<String>) -> Finding {
+fn f(
+    check: &'static str,
+    seq: Option<u64>,
+    line: Option<usize>,
+    message: impl Into<String>,
+    detail: impl Into<String>,
+) -> Finding {
     Finding { check, seq, line, message: Some(message.into()), detail: detail.into() }
 }
 
@@ -53,7 +59,8 @@ pub(crate) fn show_reply(r: &MooncakeXferResponse) -> String {
 /// Field-level differences between two replies (ok/err ids compared as sets).
 pub(crate) fn reply_diff(live: &MooncakeXferResponse, want: &MooncakeXferResponse) -> String {
     let mut d = vec![];
-    let set = |l: &Option<Vec<String>>| l.as_ref().map(|v| v.iter().cloned().collect::<std::collections::BTreeSet<_>>());
+    let set =
+        |l: &Option<Vec<String>>| l.as_ref().map(|v| v.iter().cloned().collect::<std::collections::BTreeSet<_>>());
     if live.status != want.status {
         d.push(format!("$.status: {} vs recorded {}", live.status, want.status));
     }
@@ -95,7 +102,12 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
     let spec = BootstrapSpec::new(t.revision.clone()).ok_or("no bootstrap in this revision")??;
     let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await?;
     let mut order: Vec<usize> = (0..t.prefillers.len()).collect();
-    let reg_pos = |p: &crate::trace_model::PrefillerConn| t.http.iter().position(|(r, _)| r.body.as_ref() == p.register.as_ref() && p.register.is_some()).unwrap_or(usize::MAX);
+    let reg_pos = |p: &crate::trace_model::PrefillerConn| {
+        t.http
+            .iter()
+            .position(|(r, _)| r.body.as_ref() == p.register.as_ref() && p.register.is_some())
+            .unwrap_or(usize::MAX)
+    };
     order.sort_by_key(|&i| reg_pos(&t.prefillers[i]));
     let mut testees: Vec<(String, Testee)> = vec![];
     let mut endpoint_map: HashMap<String, String> = HashMap::new();
@@ -108,7 +120,12 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
             let p = &t.prefillers[i];
             if let Some(eps) = &external {
                 // Already running and not ours to prepare: only its endpoint is known.
-                let ep = eps.get(n).ok_or_else(|| format!("the trace has {} prefillers; give an endpoint for each (--peer a,b,...)", t.prefillers.len()))?;
+                let ep = eps.get(n).ok_or_else(|| {
+                    format!(
+                        "the trace has {} prefillers; give an endpoint for each (--peer a,b,...)",
+                        t.prefillers.len()
+                    )
+                })?;
                 endpoint_map.insert(p.endpoint.clone(), ep.clone());
                 continue;
             }
@@ -118,17 +135,46 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                 .cmd(json!({"cmd": "start", "role": "prefiller", "revision": pairing.testee.revision, "config": cfg}))
                 .await
                 .map_err(|e| format!("starting prefiller testee {}: {e}", p.conn))?;
-            let live = a.get("endpoint").and_then(J::as_str).ok_or("the prefiller testee did not say its endpoint")?.to_string();
+            let live = a
+                .get("endpoint")
+                .and_then(J::as_str)
+                .ok_or("the prefiller testee did not say its endpoint")?
+                .to_string();
             endpoint_map.insert(p.endpoint.clone(), live.clone());
             // Its registration must be the recorded one, with its own address.
             if let Some(want) = &p.register {
-                let got = boot.log.lock().expect("log").iter().rev().find(|x| x.path == "/register" && x.request.as_ref().and_then(|b| b.get("addr")).and_then(J::as_str) == Some(live.as_str())).map(|x| x.request.clone());
+                let got = boot
+                    .log
+                    .lock()
+                    .expect("log")
+                    .iter()
+                    .rev()
+                    .find(|x| {
+                        x.path == "/register"
+                            && x.request.as_ref().and_then(|b| b.get("addr")).and_then(J::as_str) == Some(live.as_str())
+                    })
+                    .map(|x| x.request.clone());
                 let mut want = want.clone();
                 want["addr"] = json!(live);
                 match got {
                     Some(Some(g)) if g == want => {}
-                    Some(g) => out.push(f("REGISTER-BODY", None, None, format!("{} POST /register", p.conn), format!("body {} differs from the recorded {want}", g.map(|x| x.to_string()).unwrap_or_default()))),
-                    None => out.push(f("REGISTER-BODY", None, None, format!("{} POST /register", p.conn), "the prefiller never registered its endpoint")),
+                    Some(g) => out.push(f(
+                        "REGISTER-BODY",
+                        None,
+                        None,
+                        format!("{} POST /register", p.conn),
+                        format!(
+                            "body {} differs from the recorded {want}",
+                            g.map(|x| x.to_string()).unwrap_or_default()
+                        ),
+                    )),
+                    None => out.push(f(
+                        "REGISTER-BODY",
+                        None,
+                        None,
+                        format!("{} POST /register", p.conn),
+                        "the prefiller never registered its endpoint",
+                    )),
                 }
             }
             // The scenario's transfers.
@@ -148,12 +194,21 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         let mut decoders: HashMap<String, LiveDecoder> = HashMap::new();
         for d in &t.decoders {
             let Some(req) = &d.layout_request else { continue };
-            let layout: mooncake_reference::config::LayoutConfig = serde_json::from_value(decoder_layout(req, model)).map_err(|e| e.to_string())?;
+            let layout: mooncake_reference::config::LayoutConfig =
+                serde_json::from_value(decoder_layout(req, model)).map_err(|e| e.to_string())?;
             let memory = Arc::new(Mutex::new(layout.memory(false)));
             let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
             let port = listener.local_addr().map_err(|e| e.to_string())?.port();
             let server = tokio::spawn(serve_tcp(listener, memory.clone()));
-            decoders.insert(d.conn.clone(), LiveDecoder { session: format!("127.0.0.1:{port}"), recorded_session: format!("{}:{}", req.remote_hostname, req.remote_port), memory, server });
+            decoders.insert(
+                d.conn.clone(),
+                LiveDecoder {
+                    session: format!("127.0.0.1:{port}"),
+                    recorded_session: format!("{}:{}", req.remote_hostname, req.remote_port),
+                    memory,
+                    server,
+                },
+            );
         }
 
         // Replay the decoder side in recorded order.
@@ -164,7 +219,11 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         let mut live: BTreeMap<usize, Xchg> = BTreeMap::new();
         let mut replies_seen = 0usize;
         let mut dead: Vec<usize> = vec![];
-        let recorded_replies: HashMap<u64, (usize, usize)> = t.exchanges.iter().flat_map(|x| x.replies.iter().enumerate().map(move |(j, (_, seq, _))| (*seq, (x.index, j)))).collect();
+        let recorded_replies: HashMap<u64, (usize, usize)> = t
+            .exchanges
+            .iter()
+            .flat_map(|x| x.replies.iter().enumerate().map(move |(j, (_, seq, _))| (*seq, (x.index, j))))
+            .collect();
         let sends: HashMap<u64, usize> = t.exchanges.iter().map(|x| (x.send_seq, x.index)).collect();
         for ev in t.events() {
             let Event::Zmq(z) = ev else { continue };
@@ -175,15 +234,30 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                 ZmqDir::Send => {
                     let Some(&k) = sends.get(&z.seq) else { continue };
                     let x = &t.exchanges[k];
-                    let live_ep = endpoint_map.get(&x.endpoint).cloned().ok_or_else(|| format!("no live prefiller for {}", x.endpoint))?;
-                    let mut m = profile.decode_metadata(&x.request).map_err(|e| format!("recorded request {k}: {e}"))?;
+                    let live_ep = endpoint_map
+                        .get(&x.endpoint)
+                        .cloned()
+                        .ok_or_else(|| format!("no live prefiller for {}", x.endpoint))?;
+                    let mut m =
+                        profile.decode_metadata(&x.request).map_err(|e| format!("recorded request {k}: {e}"))?;
                     let dec = decoders.get(&x.decoder).ok_or_else(|| format!("no layout for decoder {}", x.decoder))?;
                     let (host, port) = dec.session.rsplit_once(':').expect("host:port");
                     m.remote_hostname = host.to_string();
                     m.remote_port = port.parse::<u64>().expect("port").into();
                     let payload = profile.encode_metadata(&m)?;
                     reactor.open_dealer(k as u64, &live_ep, payload.clone());
-                    live.insert(k, Xchg { index: k, decoder: x.decoder.clone(), endpoint: live_ep, request: payload, replies: vec![], seq: Some(x.send_seq), line: Some(x.send_line) });
+                    live.insert(
+                        k,
+                        Xchg {
+                            index: k,
+                            decoder: x.decoder.clone(),
+                            endpoint: live_ep,
+                            request: payload,
+                            replies: vec![],
+                            seq: Some(x.send_seq),
+                            line: Some(x.send_line),
+                        },
+                    );
                 }
                 ZmqDir::Recv => {
                     let Some(&(k, j)) = recorded_replies.get(&z.seq) else { continue };
@@ -201,7 +275,13 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                         match tokio::time::timeout(wait, in_rx.recv()).await {
                             Ok(Some(Incoming::Dealer { id, frames })) => buffered.entry(id).or_default().push(frames),
                             Ok(Some(Incoming::DealerError { id, error })) => {
-                                out.push(f("ZMQ-CONNECT", Some(z.seq), Some(z.line), format!("exchange {}", id + 1), error));
+                                out.push(f(
+                                    "ZMQ-CONNECT",
+                                    Some(z.seq),
+                                    Some(z.line),
+                                    format!("exchange {}", id + 1),
+                                    error,
+                                ));
                             }
                             Ok(_) => {}
                             Err(_) => break None,
@@ -210,13 +290,32 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                     let (want_bytes, _, _) = &x.replies[j];
                     let msg = format!("exchange {} reply {}", k + 1, j + 1);
                     let Some(frames) = frames else {
-                        out.push(f("REPLY-MISSING", Some(z.seq), Some(z.line), msg, format!("no reply within {} (recorded: {})", super::secs(wait), t.decode_reply(want_bytes).map(|r| show_reply(&r)).unwrap_or_default())));
+                        out.push(f(
+                            "REPLY-MISSING",
+                            Some(z.seq),
+                            Some(z.line),
+                            msg,
+                            format!(
+                                "no reply within {} (recorded: {})",
+                                super::secs(wait),
+                                t.decode_reply(want_bytes).map(|r| show_reply(&r)).unwrap_or_default()
+                            ),
+                        ));
                         dead.push(k);
                         continue;
                     };
                     replies_seen += 1;
                     if frames.len() != 1 {
-                        out.push(f("ZMQ-FRAMES", Some(z.seq), Some(z.line), msg.clone(), format!("{} frames at the DEALER; the prefiller must send [routing_id, payload]", frames.len())));
+                        out.push(f(
+                            "ZMQ-FRAMES",
+                            Some(z.seq),
+                            Some(z.line),
+                            msg.clone(),
+                            format!(
+                                "{} frames at the DEALER; the prefiller must send [routing_id, payload]",
+                                frames.len()
+                            ),
+                        ));
                     }
                     // The payload is the first frame; any other frame was already reported.
                     let bytes = frames.first().cloned().unwrap_or_default();
@@ -224,10 +323,22 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                         lx.replies.push(bytes.clone());
                     }
                     match profile.decode_response(&bytes) {
-                        Err(e) => out.push(f("REPLY-DECODE", Some(z.seq), Some(z.line), msg, format!("{} (bytes {})", e.msgspec_message(), hex::encode(&bytes)))),
+                        Err(e) => out.push(f(
+                            "REPLY-DECODE",
+                            Some(z.seq),
+                            Some(z.line),
+                            msg,
+                            format!("{} (bytes {})", e.msgspec_message(), hex::encode(&bytes)),
+                        )),
                         Ok(got) => {
                             if !pairing.canonical_for_testee("MooncakeXferResponse", &bytes) {
-                                out.push(f("WIRE-CANONICAL", Some(z.seq), Some(z.line), msg.clone(), format!("{} is not msgspec's encoding of that value", hex::encode(&bytes))));
+                                out.push(f(
+                                    "WIRE-CANONICAL",
+                                    Some(z.seq),
+                                    Some(z.line),
+                                    msg.clone(),
+                                    format!("{} is not msgspec's encoding of that value", hex::encode(&bytes)),
+                                ));
                             }
                             let mut want = t.decode_reply(want_bytes).ok_or("recorded reply does not decode")?;
                             // The LAYOUT_MISS message names the decoder's session: map recorded → live.
@@ -268,7 +379,17 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         for (id, q) in &buffered {
             for frames in q {
                 let r = frames.last().and_then(|b| t.decode_reply(b));
-                out.push(f("REPLY-EXTRA", None, None, format!("exchange {}", id + 1), format!("a reply after the recorded ones: {}", r.map(|r| show_reply(&r)).unwrap_or_else(|| hex::encode(frames.last().cloned().unwrap_or_default())))));
+                out.push(f(
+                    "REPLY-EXTRA",
+                    None,
+                    None,
+                    format!("exchange {}", id + 1),
+                    format!(
+                        "a reply after the recorded ones: {}",
+                        r.map(|r| show_reply(&r))
+                            .unwrap_or_else(|| hex::encode(frames.last().cloned().unwrap_or_default()))
+                    ),
+                ));
             }
         }
         drop(reactor);
@@ -284,19 +405,48 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
             let s = te.cmd(json!({"cmd": "status"})).await?;
             for w in s.get("writes").and_then(J::as_array).cloned().unwrap_or_default() {
                 let session = w.get("session").and_then(J::as_str).unwrap_or("").to_string();
-                let recorded = decoders.values().find(|d| d.session == session).map(|d| d.recorded_session.clone()).unwrap_or(session);
-                got_writes.push((recorded, w.get("descriptors").and_then(J::as_u64).unwrap_or(0), w.get("bytes").and_then(J::as_u64).unwrap_or(0)));
+                let recorded = decoders
+                    .values()
+                    .find(|d| d.session == session)
+                    .map(|d| d.recorded_session.clone())
+                    .unwrap_or(session);
+                got_writes.push((
+                    recorded,
+                    w.get("descriptors").and_then(J::as_u64).unwrap_or(0),
+                    w.get("bytes").and_then(J::as_u64).unwrap_or(0),
+                ));
             }
-            finished.insert(conn.clone(), s.get("finished_sending").and_then(J::as_array).cloned().unwrap_or_default().iter().filter(|x| x.get("expired") != Some(&J::Bool(true))).filter_map(|x| x.get("p_req_id").and_then(J::as_str).map(String::from)).collect());
+            finished.insert(
+                conn.clone(),
+                s.get("finished_sending")
+                    .and_then(J::as_array)
+                    .cloned()
+                    .unwrap_or_default()
+                    .iter()
+                    .filter(|x| x.get("expired") != Some(&J::Bool(true)))
+                    .filter_map(|x| x.get("p_req_id").and_then(J::as_str).map(String::from))
+                    .collect(),
+            );
         }
-        let mut want_writes: Vec<(String, u64, u64)> = t.trace.header.transfer_engine_calls.iter().map(|c| (c.session.clone(), c.n, c.bytes)).collect();
+        let mut want_writes: Vec<(String, u64, u64)> =
+            t.trace.header.transfer_engine_calls.iter().map(|c| (c.session.clone(), c.n, c.bytes)).collect();
         got_writes.sort();
         want_writes.sort();
         // A testee whose revision plans copies differently takes other descriptors: where its bytes land is
         // checked below instead (with its own planning rules).
         let planned_alike = pairing.planning_differs().is_empty();
-        if external.is_none() && planned_alike && super::applies(&t.trace.header, "TE-CALLS") && got_writes != want_writes {
-            out.push(f("TE-CALLS", None, None, "transfer-engine writes", format!("(session, descriptors, bytes) {got_writes:?} vs recorded {want_writes:?}")));
+        if external.is_none()
+            && planned_alike
+            && super::applies(&t.trace.header, "TE-CALLS")
+            && got_writes != want_writes
+        {
+            out.push(f(
+                "TE-CALLS",
+                None,
+                None,
+                "transfer-engine writes",
+                format!("(session, descriptors, bytes) {got_writes:?} vs recorded {want_writes:?}"),
+            ));
         }
 
         // The bytes that landed in our memory, where the testee's planning puts them.
@@ -308,7 +458,14 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                 let Some(m) = t.decode_request(&x.request) else { continue };
                 for (bytes, _, _) in &x.replies {
                     for ok in t.decode_reply(bytes).and_then(|r| r.ok_reqs).unwrap_or_default() {
-                        if let Some(e) = expected_blocks_scaled(req, &m, &ok, &scenario, planner.rules.plan.block_groups, super::setup::stride_scale(planner, req, model, t)) {
+                        if let Some(e) = expected_blocks_scaled(
+                            req,
+                            &m,
+                            &ok,
+                            &scenario,
+                            planner.rules.plan.block_groups,
+                            super::setup::stride_scale(planner, req, model, t),
+                        ) {
                             expected.extend(e.blocks);
                         }
                     }
@@ -334,12 +491,19 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
             let deadline = tokio::time::Instant::now() + abort + opts.slack;
             loop {
                 let s = te.cmd(json!({"cmd": "status"})).await?;
-                let (tr, ex) = (s.get("tracked_transfers").and_then(J::as_u64), s.get("open_exchanges").and_then(J::as_u64));
+                let (tr, ex) =
+                    (s.get("tracked_transfers").and_then(J::as_u64), s.get("open_exchanges").and_then(J::as_u64));
                 if tr.is_some_and(|n| n <= kept) && ex == Some(0) {
                     break;
                 }
                 if tokio::time::Instant::now() >= deadline {
-                    out.push(f("P-STATE-LEAK", None, None, conn.clone(), format!("{tr:?} transfers and {ex:?} exchanges still tracked after the abort timeout")));
+                    out.push(f(
+                        "P-STATE-LEAK",
+                        None,
+                        None,
+                        conn.clone(),
+                        format!("{tr:?} transfers and {ex:?} exchanges still tracked after the abort timeout"),
+                    ));
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -348,19 +512,30 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         // Completions, once every timeout has passed: the prefiller freed by delivery only what vLLM freed, and
         // everything vLLM freed by delivery or by expiry (a recording cannot tell the two apart; a recorder
         // that waits longer than the abort timeout for a decoder that never settles sees expiries).
-        let outcome = if super::applies(&t.trace.header, "P-FINISHED-SENDING") { t.trace.header.observed_outcome.get("finished_sending").and_then(J::as_object) } else { None };
+        let outcome = if super::applies(&t.trace.header, "P-FINISHED-SENDING") {
+            t.trace.header.observed_outcome.get("finished_sending").and_then(J::as_object)
+        } else {
+            None
+        };
         if let (None, Some(want)) = (&external, outcome) {
             for (conn, ids) in want {
-                let want: Vec<String> = ids.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
+                let want: Vec<String> = ids
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+                    .unwrap_or_default();
                 let Some((_, te)) = testees.iter_mut().find(|(c, _)| c == conn) else { continue };
                 let s = te.cmd(json!({"cmd": "status"})).await?;
                 let all = s.get("finished_sending").and_then(J::as_array).cloned().unwrap_or_default();
                 let of = |expired: bool| -> Vec<String> {
-                    all.iter().filter(|x| (x.get("expired") == Some(&J::Bool(true))) == expired).filter_map(|x| x.get("p_req_id").and_then(J::as_str).map(String::from)).collect()
+                    all.iter()
+                        .filter(|x| (x.get("expired") == Some(&J::Bool(true))) == expired)
+                        .filter_map(|x| x.get("p_req_id").and_then(J::as_str).map(String::from))
+                        .collect()
                 };
                 let (delivered, expired) = (of(false), of(true));
                 let extra: Vec<&String> = delivered.iter().filter(|d| !want.contains(d)).collect();
-                let missing: Vec<&String> = want.iter().filter(|w| !delivered.contains(w) && !expired.contains(w)).collect();
+                let missing: Vec<&String> =
+                    want.iter().filter(|w| !delivered.contains(w) && !expired.contains(w)).collect();
                 if !extra.is_empty() || !missing.is_empty() {
                     out.push(f(
                         "P-FINISHED-SENDING",
@@ -388,10 +563,15 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
 
 /// Transfers a prefiller of this revision keeps forever in this trace: where heterogeneous TP is refused once a
 /// request becomes ready, the refused round's requests stay marked as being sent and never expire.
-fn kept_forever(t: &crate::trace_model::TraceModel, profile: &mooncake_wire::proto::WireProfile, scenario: &crate::scenarios::Scenario) -> u64 {
+fn kept_forever(
+    t: &crate::trace_model::TraceModel,
+    profile: &mooncake_wire::proto::WireProfile,
+    scenario: &crate::scenarios::Scenario,
+) -> u64 {
     use mooncake_wire::spec::behaviour::HeterogeneousTp;
     let p_tp = t.prefillers.first().map(|p| p.tp_size).unwrap_or(1);
-    let tp_differs = t.decoders.iter().filter_map(|d| d.layout_request.as_ref()).any(|m| m.remote_tp_size.as_i64() != Some(p_tp));
+    let tp_differs =
+        t.decoders.iter().filter_map(|d| d.layout_request.as_ref()).any(|m| m.remote_tp_size.as_i64() != Some(p_tp));
     if profile.rules.heterogeneous_tp == HeterogeneousTp::RefusedWhenReady && tp_differs {
         scenario.transfers.len() as u64
     } else {

@@ -5,18 +5,18 @@
 //! mapped). Then it checks the decoder's outcomes against vLLM's, the bytes that landed in its memory, and that
 //! no state is left behind.
 
-use std::fmt::Write as _;
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::trace_model::TraceModel;
 use mooncake_reference::backend::Backend;
 use mooncake_reference::http::BootstrapServer;
 use mooncake_reference::prefiller::{PrefillerConfig, PrefillerPeer};
 use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::codec::Codec;
 use mooncake_wire::msgpack::WireInt;
-use crate::trace_model::TraceModel;
 use mooncake_wire::proto::{Registry, WireProfile};
 use mooncake_wire::typed::MooncakeXferMetadata;
 use serde_json::{json, Value as J};
@@ -108,11 +108,20 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
 /// Two testees against each other: `prefiller` serves the pulls of `opts.testee` (the decoder). Wire-level
 /// comparisons need the runner's own prefiller and are left out; outcomes, landed bytes and state are checked
 /// on both sides.
-pub async fn play_pair(case: &Case, opts: &PlayOptions, prefiller: &crate::testee::TesteeSpec) -> Result<Vec<Finding>, String> {
+pub async fn play_pair(
+    case: &Case,
+    opts: &PlayOptions,
+    prefiller: &crate::testee::TesteeSpec,
+) -> Result<Vec<Finding>, String> {
     play_with(case, opts, Some(prefiller), &crate::crossver::Pairing::same(&case.model.revision)).await
 }
 
-async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::testee::TesteeSpec>, pairing: &crate::crossver::Pairing) -> Result<Vec<Finding>, String> {
+async fn play_with(
+    case: &Case,
+    opts: &PlayOptions,
+    p_spec: Option<&crate::testee::TesteeSpec>,
+    pairing: &crate::crossver::Pairing,
+) -> Result<Vec<Finding>, String> {
     if let super::External::Listen { endpoint, bootstrap, timeout } = &opts.external {
         return play_listen(case, opts, endpoint, bootstrap, *timeout).await;
     }
@@ -132,7 +141,12 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
     let result = async {
         // Our prefillers, registered in the recorded order.
         let mut order: Vec<usize> = (0..t.prefillers.len()).collect();
-        order.sort_by_key(|&i| t.http.iter().position(|(r, _)| t.prefillers[i].register.is_some() && r.body == t.prefillers[i].register).unwrap_or(usize::MAX));
+        order.sort_by_key(|&i| {
+            t.http
+                .iter()
+                .position(|(r, _)| t.prefillers[i].register.is_some() && r.body == t.prefillers[i].register)
+                .unwrap_or(usize::MAX)
+        });
         for &i in &order {
             let p = &t.prefillers[i];
             let mut side = match p_spec {
@@ -151,12 +165,26 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
                         faults: vec![],
                     };
                     let codec = Codec::builtin(&t.revision.revision).expect("built-in");
-                    PSide::Ours(PrefillerPeer::start(&ctx, cfg, WireProfile::new(t.revision.clone(), codec)?, planner, memory, Backend::Tcp).await?)
+                    PSide::Ours(
+                        PrefillerPeer::start(
+                            &ctx,
+                            cfg,
+                            WireProfile::new(t.revision.clone(), codec)?,
+                            planner,
+                            memory,
+                            Backend::Tcp,
+                        )
+                        .await?,
+                    )
                 }
                 Some(spec) => {
                     let (mut te, _) = Testee::start_logged(spec, opts.testee_log.as_ref()).await?;
                     let cfg = super::setup::prefiller_config(t, p, model, &boot.url())?;
-                    te.cmd(json!({"cmd": "start", "role": "prefiller", "revision": t.revision.revision, "config": cfg})).await.map_err(|e| format!("starting prefiller testee {}: {e}", p.conn))?;
+                    te.cmd(
+                        json!({"cmd": "start", "role": "prefiller", "revision": t.revision.revision, "config": cfg}),
+                    )
+                    .await
+                    .map_err(|e| format!("starting prefiller testee {}: {e}", p.conn))?;
                     PSide::Testee(te)
                 }
             };
@@ -181,27 +209,39 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
                 "pp_size": req.remote_pp_size.as_u64(), "layout_id": req.layout_id.as_u64(),
                 "abort_timeout_s": model.abort_timeout_s, "layout": decoder_layout(req, model),
             });
-            let a = testee.cmd(json!({"cmd": "start", "role": "decoder", "revision": pairing.testee.revision, "config": cfg})).await.map_err(|e| format!("starting decoder testee {}: {e}", d.conn))?;
+            let a = testee
+                .cmd(json!({"cmd": "start", "role": "decoder", "revision": pairing.testee.revision, "config": cfg}))
+                .await
+                .map_err(|e| format!("starting decoder testee {}: {e}", d.conn))?;
             sessions.insert(d.conn.clone(), a.get("session").and_then(J::as_str).unwrap_or("").to_string());
             testees.push((d.conn.clone(), testee));
         }
         let engine = t.prefillers.first().map(|p| p.engine_id.clone()).unwrap_or_default();
         // Pull step by step; after each step, the scenario's actions that the replies so far trigger.
-        let steps: Vec<(String, Vec<MooncakeXferMetadata>)> = t.decoders.iter().map(|d| (d.conn.clone(), pull_steps(t, &d.conn))).collect();
+        let steps: Vec<(String, Vec<MooncakeXferMetadata>)> =
+            t.decoders.iter().map(|d| (d.conn.clone(), pull_steps(t, &d.conn))).collect();
         let max_steps = steps.iter().map(|(_, s)| s.len()).max().unwrap_or(0);
         let mut done_actions: Vec<String> = vec![];
         for k in 0..max_steps {
             // Decoders pull in the order the recording shows: each next one once our prefiller has the pull
             // of the one before (vLLM's decoder workers of one engine step do not race in the recordings).
-            let mut order: Vec<&(String, Vec<MooncakeXferMetadata>)> = steps.iter().filter(|(_, s)| s.len() > k).collect();
+            let mut order: Vec<&(String, Vec<MooncakeXferMetadata>)> =
+                steps.iter().filter(|(_, s)| s.len() > k).collect();
             order.sort_by_key(|(conn, st)| {
-                t.exchanges.iter().filter(|x| &x.decoder == conn).find(|x| t.decode_request(&x.request).is_some_and(|m| m.req_blocks == st[k].req_blocks)).map(|x| x.send_seq).unwrap_or(u64::MAX)
+                t.exchanges
+                    .iter()
+                    .filter(|x| &x.decoder == conn)
+                    .find(|x| t.decode_request(&x.request).is_some_and(|m| m.req_blocks == st[k].req_blocks))
+                    .map(|x| x.send_seq)
+                    .unwrap_or(u64::MAX)
             });
             let inbound_base = inbound_count(&prefillers).await;
             for (n, (conn, s)) in order.into_iter().enumerate() {
                 if let (true, Some(base)) = (n > 0, inbound_base) {
                     let until = tokio::time::Instant::now() + Duration::from_secs(2) + opts.slack;
-                    while tokio::time::Instant::now() < until && inbound_count(&prefillers).await.is_some_and(|c| c < base + n) {
+                    while tokio::time::Instant::now() < until
+                        && inbound_count(&prefillers).await.is_some_and(|c| c < base + n)
+                    {
                         tokio::time::sleep(Duration::from_millis(5)).await;
                     }
                 }
@@ -239,17 +279,32 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
                     let s = te.cmd(json!({"cmd": "status"})).await?;
                     // Requests vLLM's decoder never reported may stay pending in the testee, as in vLLM.
                     let stuck = recorded_stuck(t, conn);
-                    if s.get("pending_pulls").and_then(J::as_u64).unwrap_or(u64::MAX) > stuck.len() as u64 || s.get("open_exchanges").and_then(J::as_u64) != Some(0) {
+                    if s.get("pending_pulls").and_then(J::as_u64).unwrap_or(u64::MAX) > stuck.len() as u64
+                        || s.get("open_exchanges").and_then(J::as_u64) != Some(0)
+                    {
                         settled = false;
                     }
                     // Every request of this step that has blocks must have an outcome (or none, as recorded).
-                    let done: Vec<String> = s.get("finished").and_then(J::as_array).into_iter().flatten().filter_map(|x| x.as_str().map(String::from))
-                        .chain(s.get("failed").and_then(J::as_array).into_iter().flatten().filter_map(|x| x.get("d_req_id").and_then(J::as_str).map(String::from)))
+                    let done: Vec<String> = s
+                        .get("finished")
+                        .and_then(J::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|x| x.as_str().map(String::from))
+                        .chain(
+                            s.get("failed")
+                                .and_then(J::as_array)
+                                .into_iter()
+                                .flatten()
+                                .filter_map(|x| x.get("d_req_id").and_then(J::as_str).map(String::from)),
+                        )
                         .collect();
                     // A request vLLM left waiting is settled once the testee says it gave up on it (`unsettled`),
                     // or, for a testee that does not say, once the recorded replies have all been sent.
                     let given_up: Option<Vec<String>> = s.get("unsettled").and_then(J::as_array).map(|a| {
-                        a.iter().filter_map(|x| x.get("d_req_id").and_then(J::as_str).or(x.as_str()).map(String::from)).collect()
+                        a.iter()
+                            .filter_map(|x| x.get("d_req_id").and_then(J::as_str).or(x.as_str()).map(String::from))
+                            .collect()
                     });
                     if let Some(m) = steps.iter().find(|(c, _)| c == conn).and_then(|(_, s)| s.get(k)) {
                         for (d, rb) in &m.req_blocks {
@@ -281,7 +336,8 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
                     sent = 0;
                     for (_, te) in testees.iter_mut() {
                         let s = te.cmd(json!({"cmd": "status"})).await?;
-                        sent += s.get("finished").and_then(J::as_array).map(|a| a.len()).unwrap_or(0) + s.get("failed").and_then(J::as_array).map(|a| a.len()).unwrap_or(0);
+                        sent += s.get("finished").and_then(J::as_array).map(|a| a.len()).unwrap_or(0)
+                            + s.get("failed").and_then(J::as_array).map(|a| a.len()).unwrap_or(0);
                     }
                 }
                 for tr in &scenario.transfers {
@@ -327,10 +383,25 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
         let outcomes = super::applies(&t.trace.header, "D-OUTCOME");
         for (conn, te) in testees.iter_mut() {
             let s = te.cmd(json!({"cmd": "status"})).await?;
-            let outcome = t.trace.header.observed_outcome.get(conn.as_str()).cloned().unwrap_or_else(|| t.trace.header.observed_outcome.clone());
-            let list = |v: Option<&J>| -> Vec<String> { v.and_then(J::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default() };
+            let outcome = t
+                .trace
+                .header
+                .observed_outcome
+                .get(conn.as_str())
+                .cloned()
+                .unwrap_or_else(|| t.trace.header.observed_outcome.clone());
+            let list = |v: Option<&J>| -> Vec<String> {
+                v.and_then(J::as_array)
+                    .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+                    .unwrap_or_default()
+            };
             let mut want_fin: Vec<String> = if outcome.get("pull1").is_some() {
-                ["pull1", "pull2", "pull3"].iter().flat_map(|p| list(outcome.get(*p).and_then(|o| o.get("finished_recving")).and_then(|o| o.get(conn.as_str())))).collect()
+                ["pull1", "pull2", "pull3"]
+                    .iter()
+                    .flat_map(|p| {
+                        list(outcome.get(*p).and_then(|o| o.get("finished_recving")).and_then(|o| o.get(conn.as_str())))
+                    })
+                    .collect()
             } else {
                 list(outcome.get("finished_recving").and_then(|o| o.get(conn.as_str())))
             };
@@ -338,12 +409,28 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
             want_fin.sort();
             got_fin.sort();
             if outcomes && got_fin != want_fin {
-                out.push(f("D-OUTCOME", conn.clone(), format!("finished {got_fin:?}, vLLM's decoder finished {want_fin:?}")));
+                out.push(f(
+                    "D-OUTCOME",
+                    conn.clone(),
+                    format!("finished {got_fin:?}, vLLM's decoder finished {want_fin:?}"),
+                ));
             }
-            let mut want_invalid: Vec<u64> = outcome.get("load_errors").and_then(|o| o.get(conn.as_str())).and_then(|o| o.get("invalid_block_ids")).and_then(J::as_array).map(|a| a.iter().filter_map(J::as_u64).collect()).unwrap_or_default();
+            let mut want_invalid: Vec<u64> = outcome
+                .get("load_errors")
+                .and_then(|o| o.get(conn.as_str()))
+                .and_then(|o| o.get("invalid_block_ids"))
+                .and_then(J::as_array)
+                .map(|a| a.iter().filter_map(J::as_u64).collect())
+                .unwrap_or_default();
             // The blocks of the failed requests (TESTEE.md reports failed request ids; their blocks are what
             // vLLM reports invalid).
-            let failed_ids: Vec<String> = s.get("failed").and_then(J::as_array).into_iter().flatten().filter_map(|x| x.get("d_req_id").and_then(J::as_str).map(String::from)).collect();
+            let failed_ids: Vec<String> = s
+                .get("failed")
+                .and_then(J::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|x| x.get("d_req_id").and_then(J::as_str).map(String::from))
+                .collect();
             let mut got_invalid: Vec<u64> = steps
                 .iter()
                 .filter(|(c, _)| c == conn)
@@ -356,18 +443,46 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
             got_invalid.sort();
             got_invalid.dedup();
             if outcomes && got_invalid != want_invalid {
-                out.push(f("D-OUTCOME", conn.clone(), format!("blocks reported invalid {got_invalid:?}, vLLM reported {want_invalid:?}")));
+                out.push(f(
+                    "D-OUTCOME",
+                    conn.clone(),
+                    format!("blocks reported invalid {got_invalid:?}, vLLM reported {want_invalid:?}"),
+                ));
             }
             let stuck = recorded_stuck(t, conn);
-            if s.get("pending_pulls").and_then(J::as_u64).unwrap_or(u64::MAX) > stuck.len() as u64 || s.get("open_exchanges").and_then(J::as_u64) != Some(0) {
-                out.push(f("D-STATE-LEAK", conn.clone(), format!("{} pulls and {} exchanges still open ({} left waiting by vLLM)", s["pending_pulls"], s["open_exchanges"], stuck.len())));
+            if s.get("pending_pulls").and_then(J::as_u64).unwrap_or(u64::MAX) > stuck.len() as u64
+                || s.get("open_exchanges").and_then(J::as_u64) != Some(0)
+            {
+                out.push(f(
+                    "D-STATE-LEAK",
+                    conn.clone(),
+                    format!(
+                        "{} pulls and {} exchanges still open ({} left waiting by vLLM)",
+                        s["pending_pulls"],
+                        s["open_exchanges"],
+                        stuck.len()
+                    ),
+                ));
             }
             // Bytes in the decoder's memory.
-            let Some(req) = t.decoders.iter().find(|d| &d.conn == conn).and_then(|d| d.layout_request.clone()) else { continue };
+            let Some(req) = t.decoders.iter().find(|d| &d.conn == conn).and_then(|d| d.layout_request.clone()) else {
+                continue;
+            };
             let mut expected = vec![];
             for step in steps.iter().filter(|(c, _)| c == conn).flat_map(|(_, s)| s) {
-                for d in got_fin.iter().filter(|d| !s.get("failed").and_then(J::as_array).is_some_and(|a| a.iter().any(|x| x.get("d_req_id").and_then(J::as_str) == Some(d.as_str())))) {
-                    if let Some(e) = expected_blocks_scaled(&req, step, d, &scenario, profile.rules.plan.block_groups, stride_scale(&profile, &req, model, t)) {
+                for d in got_fin.iter().filter(|d| {
+                    !s.get("failed")
+                        .and_then(J::as_array)
+                        .is_some_and(|a| a.iter().any(|x| x.get("d_req_id").and_then(J::as_str) == Some(d.as_str())))
+                }) {
+                    if let Some(e) = expected_blocks_scaled(
+                        &req,
+                        step,
+                        d,
+                        &scenario,
+                        profile.rules.plan.block_groups,
+                        stride_scale(&profile, &req, model, t),
+                    ) {
                         expected.extend(e.blocks);
                     }
                 }
@@ -386,19 +501,38 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
                     }
                 }
             }
-            for p in check_landed(&req, model.num_blocks, &expected, same_tp, |r, b| mem.get(&(r, b)).cloned()).into_iter().take(5) {
+            for p in check_landed(&req, model.num_blocks, &expected, same_tp, |r, b| mem.get(&(r, b)).cloned())
+                .into_iter()
+                .take(5)
+            {
                 out.push(f("LANDED", format!("memory of {conn}"), p));
             }
         }
         // With a prefiller testee: its completions and its tables too.
         for (conn, p) in prefillers.iter_mut() {
             let PSide::Testee(te) = p else { continue };
-            let want: Vec<String> = t.trace.header.observed_outcome.get("finished_sending").and_then(|o| o.get(conn.as_str())).and_then(J::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
+            let want: Vec<String> = t
+                .trace
+                .header
+                .observed_outcome
+                .get("finished_sending")
+                .and_then(|o| o.get(conn.as_str()))
+                .and_then(J::as_array)
+                .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+                .unwrap_or_default();
             let deadline = tokio::time::Instant::now() + abort + opts.slack;
             loop {
                 let s = te.cmd(json!({"cmd": "status"})).await?;
-                let mut got: Vec<String> = s.get("finished_sending").and_then(J::as_array).into_iter().flatten().filter(|x| x.get("expired") != Some(&J::Bool(true))).filter_map(|x| x.get("p_req_id").and_then(J::as_str).map(String::from)).collect();
-                let idle = s.get("tracked_transfers").and_then(J::as_u64) == Some(0) && s.get("open_exchanges").and_then(J::as_u64) == Some(0);
+                let mut got: Vec<String> = s
+                    .get("finished_sending")
+                    .and_then(J::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter(|x| x.get("expired") != Some(&J::Bool(true)))
+                    .filter_map(|x| x.get("p_req_id").and_then(J::as_str).map(String::from))
+                    .collect();
+                let idle = s.get("tracked_transfers").and_then(J::as_u64) == Some(0)
+                    && s.get("open_exchanges").and_then(J::as_u64) == Some(0);
                 if idle || tokio::time::Instant::now() >= deadline {
                     let mut want = want.clone();
                     got.sort();
@@ -407,7 +541,14 @@ async fn play_with(case: &Case, opts: &PlayOptions, p_spec: Option<&crate::teste
                         out.push(f("P-FINISHED-SENDING", conn.clone(), format!("freed {got:?}, vLLM freed {want:?}")));
                     }
                     if !idle {
-                        out.push(f("P-STATE-LEAK", conn.clone(), format!("{} transfers and {} exchanges still tracked", s["tracked_transfers"], s["open_exchanges"])));
+                        out.push(f(
+                            "P-STATE-LEAK",
+                            conn.clone(),
+                            format!(
+                                "{} transfers and {} exchanges still tracked",
+                                s["tracked_transfers"], s["open_exchanges"]
+                            ),
+                        ));
                     }
                     break;
                 }
@@ -444,9 +585,14 @@ pub fn compare_requests(
     let mut live_xs: Vec<Xchg> = vec![];
     for (conn, wire) in wires {
         let inbound: Vec<&Vec<Vec<u8>>> = wire.iter().filter(|(i, _)| *i).map(|(_, f)| f).collect();
-        let recorded: Vec<&crate::trace_model::Exchange> = t.exchanges.iter().filter(|x| x.prefiller.as_deref() == Some(conn.as_str())).collect();
+        let recorded: Vec<&crate::trace_model::Exchange> =
+            t.exchanges.iter().filter(|x| x.prefiller.as_deref() == Some(conn.as_str())).collect();
         if inbound.len() != recorded.len() {
-            out.push(f("REQUEST-COUNT", conn.clone(), format!("{} requests arrived, vLLM's decoder sent {}", inbound.len(), recorded.len())));
+            out.push(f(
+                "REQUEST-COUNT",
+                conn.clone(),
+                format!("{} requests arrived, vLLM's decoder sent {}", inbound.len(), recorded.len()),
+            ));
         }
         // Pair each arriving request with a recorded one from the same decoder (decoders pull concurrently,
         // so arrival order across decoders is not the recorded order); within one decoder, in order.
@@ -457,7 +603,9 @@ pub fn compare_requests(
                 let s = format!("{}:{}", m.remote_hostname, m.remote_port);
                 sessions.and_then(|ss| ss.iter().find(|(_, v)| **v == s).map(|(k, _)| k.clone()))
             });
-            let pick = (0..recorded.len()).find(|&i| !used[i] && from.as_ref().is_none_or(|d| *d == recorded[i].decoder)).or_else(|| (0..recorded.len()).find(|&i| !used[i]));
+            let pick = (0..recorded.len())
+                .find(|&i| !used[i] && from.as_ref().is_none_or(|d| *d == recorded[i].decoder))
+                .or_else(|| (0..recorded.len()).find(|&i| !used[i]));
             if let Some(i) = pick {
                 used[i] = true;
                 pairs.push((*frames, recorded[i]));
@@ -466,7 +614,11 @@ pub fn compare_requests(
         for (n, (frames, rx)) in pairs.into_iter().enumerate() {
             let msg = format!("{conn} request {}", n + 1);
             if frames.len() != 2 {
-                out.push(f("ZMQ-FRAMES", msg.clone(), format!("{} frames at the ROUTER; a decoder sends exactly one frame", frames.len())));
+                out.push(f(
+                    "ZMQ-FRAMES",
+                    msg.clone(),
+                    format!("{} frames at the ROUTER; a decoder sends exactly one frame", frames.len()),
+                ));
             }
             // [routing_id, payload]: any other frame was already reported.
             let bytes = frames.get(1).cloned().unwrap_or_default();
@@ -474,7 +626,11 @@ pub fn compare_requests(
                 Err(e) => out.push(f("REQUEST-DECODE", msg, e.msgspec_message())),
                 Ok(mut got) => {
                     if !pairing.canonical_for_testee("MooncakeXferMetadata", &bytes) {
-                        out.push(f("WIRE-CANONICAL", msg.clone(), format!("{} is not msgspec's encoding of that value", hex::encode(&bytes))));
+                        out.push(f(
+                            "WIRE-CANONICAL",
+                            msg.clone(),
+                            format!("{} is not msgspec's encoding of that value", hex::encode(&bytes)),
+                        ));
                     }
                     let want = t.decode_request(&rx.request).ok_or("recorded request does not decode")?;
                     // The decoder's own address and transfer-engine port differ per run.
@@ -512,8 +668,20 @@ pub fn compare_requests(
         // The live conversation, for the protocol checks (replies by routing id).
         for frames in &inbound {
             let rid = frames.first().cloned().unwrap_or_default();
-            let replies: Vec<Vec<u8>> = wire.iter().filter(|(i, f2)| !*i && f2.first() == Some(&rid)).filter_map(|(_, f2)| f2.get(1).cloned()).collect();
-            live_xs.push(Xchg { index: live_xs.len(), decoder: "decoder".into(), endpoint: conn.clone(), request: frames.get(1).cloned().unwrap_or_default(), replies, seq: None, line: None });
+            let replies: Vec<Vec<u8>> = wire
+                .iter()
+                .filter(|(i, f2)| !*i && f2.first() == Some(&rid))
+                .filter_map(|(_, f2)| f2.get(1).cloned())
+                .collect();
+            live_xs.push(Xchg {
+                index: live_xs.len(),
+                decoder: "decoder".into(),
+                endpoint: conn.clone(),
+                request: frames.get(1).cloned().unwrap_or_default(),
+                replies,
+                seq: None,
+                line: None,
+            });
         }
     }
     out.extend(check_exchanges(profile, &live_xs));
@@ -523,7 +691,13 @@ pub fn compare_requests(
 /// `replay --play prefiller --listen`: the runner's prefiller listens where an external decoder (started and
 /// driven by the user) will pull, registered with the runner's bootstrap server; the decoder's requests are
 /// compared with the recording (its own addresses and layout id mapped). Its outcomes cannot be read.
-async fn play_listen(case: &Case, opts: &PlayOptions, endpoint: &str, bootstrap: &str, timeout: Duration) -> Result<Vec<Finding>, String> {
+async fn play_listen(
+    case: &Case,
+    opts: &PlayOptions,
+    endpoint: &str,
+    bootstrap: &str,
+    timeout: Duration,
+) -> Result<Vec<Finding>, String> {
     let t = &case.model;
     let profile = t.profile.clone().ok_or("the trace's revision has no generation-2 profile")?;
     let sc = &opts.scenarios;
@@ -548,7 +722,15 @@ async fn play_listen(case: &Case, opts: &PlayOptions, endpoint: &str, bootstrap:
     };
     let ctx = zmq::Context::new();
     let codec = Codec::builtin(&t.revision.revision).expect("built-in");
-    let peer = PrefillerPeer::start(&ctx, cfg, WireProfile::new(t.revision.clone(), codec)?, planner, Arc::new(Mutex::new(layout.memory(true))), Backend::Tcp).await?;
+    let peer = PrefillerPeer::start(
+        &ctx,
+        cfg,
+        WireProfile::new(t.revision.clone(), codec)?,
+        planner,
+        Arc::new(Mutex::new(layout.memory(true))),
+        Backend::Tcp,
+    )
+    .await?;
     for tr in &scenario.transfers {
         peer.allocated(&tr.p_req_id, &tr.transfer_id);
         if tr.ready == Ready::Before {
@@ -559,11 +741,31 @@ async fn play_listen(case: &Case, opts: &PlayOptions, endpoint: &str, bootstrap:
         peer.fail_next_writes(scenario.fail_transfers, -1);
     }
     let mut say = String::new();
-    let _ = writeln!(say, "{}: prefiller {} (engine {}) registered with {}; waiting up to {} for the decoder to pull:", case.id, peer.endpoint, p.engine_id, boot.url(), super::secs(timeout));
+    let _ = writeln!(
+        say,
+        "{}: prefiller {} (engine {}) registered with {}; waiting up to {} for the decoder to pull:",
+        case.id,
+        peer.endpoint,
+        p.engine_id,
+        boot.url(),
+        super::secs(timeout)
+    );
     for d in &t.decoders {
         for step in pull_steps(t, &d.conn) {
-            let blocks = |rb: &mooncake_wire::typed::ReqBlocks| serde_json::to_string(&rb.blocks.iter().map(|g| g.iter().map(|b| b.as_u64().unwrap_or(0)).collect::<Vec<_>>()).collect::<Vec<_>>()).unwrap_or_default();
-            let reqs: Vec<String> = step.req_blocks.iter().map(|(d, rb)| format!("{d} ({}, blocks {})", rb.transfer_id, blocks(rb))).collect();
+            let blocks = |rb: &mooncake_wire::typed::ReqBlocks| {
+                serde_json::to_string(
+                    &rb.blocks
+                        .iter()
+                        .map(|g| g.iter().map(|b| b.as_u64().unwrap_or(0)).collect::<Vec<_>>())
+                        .collect::<Vec<_>>(),
+                )
+                .unwrap_or_default()
+            };
+            let reqs: Vec<String> = step
+                .req_blocks
+                .iter()
+                .map(|(d, rb)| format!("{d} ({}, blocks {})", rb.transfer_id, blocks(rb)))
+                .collect();
             let _ = writeln!(say, "  {}: pull {}", d.conn, reqs.join(", "));
         }
     }
@@ -627,7 +829,10 @@ fn recorded_replies_through(t: &TraceModel, steps: &[(String, Vec<MooncakeXferMe
         .iter()
         .filter(|x| {
             let Some(m) = t.decode_request(&x.request) else { return false };
-            steps.iter().filter(|(c, _)| *c == x.decoder).any(|(_, st)| st.iter().take(k + 1).any(|s| s.req_blocks == m.req_blocks))
+            steps
+                .iter()
+                .filter(|(c, _)| *c == x.decoder)
+                .any(|(_, st)| st.iter().take(k + 1).any(|s| s.req_blocks == m.req_blocks))
         })
         .map(|x| x.replies.len())
         .sum()

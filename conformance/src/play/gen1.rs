@@ -36,7 +36,13 @@ use crate::trace::{Role as TraceRole, ZmqDir};
 use crate::trace_model::TraceModel;
 use crate::validate::Finding;
 
-fn f(check: &'static str, seq: Option<u64>, line: Option<usize>, message: impl Into<String>, detail: impl Into<String>) -> Finding {
+fn f(
+    check: &'static str,
+    seq: Option<u64>,
+    line: Option<usize>,
+    message: impl Into<String>,
+    detail: impl Into<String>,
+) -> Finding {
     Finding { check, seq, line, message: Some(message.into()), detail: detail.into() }
 }
 
@@ -56,11 +62,22 @@ pub(crate) fn messages(t: &TraceModel, profile: &Gen1Profile) -> Result<Vec<Msg>
         match z.dir {
             ZmqDir::Send => {
                 let bytes = z.frames.last().cloned().unwrap_or_default();
-                let meta = profile.decode_request(&bytes).map_err(|e| format!("line {}: the recorded request does not decode: {e}", z.line))?;
-                out.push(Msg { decoder: z.conn.clone(), endpoint: z.endpoint.clone(), meta, reply: None, seq: z.seq, line: z.line });
+                let meta = profile
+                    .decode_request(&bytes)
+                    .map_err(|e| format!("line {}: the recorded request does not decode: {e}", z.line))?;
+                out.push(Msg {
+                    decoder: z.conn.clone(),
+                    endpoint: z.endpoint.clone(),
+                    meta,
+                    reply: None,
+                    seq: z.seq,
+                    line: z.line,
+                });
             }
             ZmqDir::Recv => {
-                if let Some(m) = out.iter_mut().rev().find(|m| m.decoder == z.conn && m.endpoint == z.endpoint && m.reply.is_none()) {
+                if let Some(m) =
+                    out.iter_mut().rev().find(|m| m.decoder == z.conn && m.endpoint == z.endpoint && m.reply.is_none())
+                {
                     m.reply = Some(z.frames.last().cloned().unwrap_or_default());
                 }
             }
@@ -133,14 +150,20 @@ fn columns_of(l: &LayoutConfig) -> Columns {
 pub(crate) fn ranks(t: &TraceModel) -> Vec<(String, String, u64)> {
     let port = |ep: &str| ep.rsplit(':').next().and_then(|p| p.parse::<u64>().ok()).unwrap_or(0);
     let low = t.prefillers.iter().map(|p| port(&p.endpoint)).min().unwrap_or(0);
-    let mut v: Vec<(String, String, u64)> = t.prefillers.iter().map(|p| (p.conn.clone(), p.endpoint.clone(), port(&p.endpoint) - low)).collect();
+    let mut v: Vec<(String, String, u64)> =
+        t.prefillers.iter().map(|p| (p.conn.clone(), p.endpoint.clone(), port(&p.endpoint) - low)).collect();
     v.sort_by_key(|x| x.2);
     v
 }
 
 /// What landed for a done message: (region, decoder block, prefiller block), one decoder block per
 /// prefiller block's worth of bytes (`scale` decoder blocks when the prefiller's blocks are larger).
-fn expected(m: &Msg, by_id: &BTreeMap<String, crate::scenarios::Transfer>, regions: usize, scale: u64) -> Vec<(usize, u64, u64)> {
+fn expected(
+    m: &Msg,
+    by_id: &BTreeMap<String, crate::scenarios::Transfer>,
+    regions: usize,
+    scale: u64,
+) -> Vec<(usize, u64, u64)> {
     let mut out = vec![];
     for (d, dst) in m.meta.request_ids.iter().zip(&m.meta.block_ids) {
         let Some(tr) = by_id.get(d) else { continue };
@@ -183,16 +206,31 @@ impl Gen1Setup {
         let p_tp = workers.len().max(1) as u64;
         let d_conns: Vec<String> = t.decoders.iter().map(|d| d.conn.clone()).collect();
         let d_tp = d_conns.len().max(1) as u64;
-        Ok(Gen1Setup { profile, abort: Duration::from_secs_f64(model.abort_timeout_s), msgs, by_id, regions, workers, p_tp, d_conns, d_tp })
+        Ok(Gen1Setup {
+            profile,
+            abort: Duration::from_secs_f64(model.abort_timeout_s),
+            msgs,
+            by_id,
+            regions,
+            workers,
+            p_tp,
+            d_conns,
+            d_tp,
+        })
     }
 }
 
 /// The runner plays the decoder(s); the testees are prefiller workers.
-pub async fn as_decoder(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pairing) -> Result<Vec<Finding>, String> {
+pub async fn as_decoder(
+    case: &Case,
+    opts: &PlayOptions,
+    pairing: &crate::crossver::Pairing,
+) -> Result<Vec<Finding>, String> {
     let t = &case.model;
     let scenario = opts.scenario_for(t);
     let model = &opts.scenarios.model;
-    let Gen1Setup { profile, abort, msgs, by_id, regions, workers, p_tp, d_conns, d_tp } = Gen1Setup::new(t, model, &scenario)?;
+    let Gen1Setup { profile, abort, msgs, by_id, regions, workers, p_tp, d_conns, d_tp } =
+        Gen1Setup::new(t, model, &scenario)?;
     let mut out = vec![];
     let mut testees: Vec<(String, Testee)> = vec![];
     let result = async {
@@ -204,8 +242,15 @@ pub async fn as_decoder(case: &Case, opts: &PlayOptions, pairing: &crate::crossv
                 "model": {"total_num_kv_heads": model.total_num_kv_heads, "blocks_first": model.blocks_first},
                 "layout": layout(regions, model, p_tp, P_BASE, *rank),
             });
-            let a = te.cmd(json!({"cmd": "start", "role": "prefiller", "revision": pairing.testee.revision, "config": cfg})).await.map_err(|e| format!("starting prefiller testee {conn}: {e}"))?;
-            let live = a.get("endpoint").and_then(J::as_str).ok_or("the prefiller testee did not say its endpoint")?.to_string();
+            let a = te
+                .cmd(json!({"cmd": "start", "role": "prefiller", "revision": pairing.testee.revision, "config": cfg}))
+                .await
+                .map_err(|e| format!("starting prefiller testee {conn}: {e}"))?;
+            let live = a
+                .get("endpoint")
+                .and_then(J::as_str)
+                .ok_or("the prefiller testee did not say its endpoint")?
+                .to_string();
             endpoint_map.insert(endpoint.clone(), live);
             for (id, tr) in &by_id {
                 te.cmd(json!({"cmd": "allocate", "p_req_id": id, "transfer_id": id})).await?;
@@ -219,7 +264,10 @@ pub async fn as_decoder(case: &Case, opts: &PlayOptions, pairing: &crate::crossv
             testees.push((conn.clone(), te));
         }
         // Our decoder workers: memory and a transfer-engine server each.
-        let mut sessions: HashMap<String, (String, String, Arc<Mutex<mooncake_wire::proto::memory::Memory>>, LayoutConfig)> = HashMap::new();
+        let mut sessions: HashMap<
+            String,
+            (String, String, Arc<Mutex<mooncake_wire::proto::memory::Memory>>, LayoutConfig),
+        > = HashMap::new();
         let mut servers = vec![];
         for (i, conn) in d_conns.iter().enumerate() {
             let l = layout(regions, model, d_tp, D_BASE, i as u64);
@@ -227,7 +275,11 @@ pub async fn as_decoder(case: &Case, opts: &PlayOptions, pairing: &crate::crossv
             let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
             let port = listener.local_addr().map_err(|e| e.to_string())?.port();
             servers.push(tokio::spawn(serve_tcp(listener, memory.clone())));
-            let recorded = msgs.iter().find(|m| &m.decoder == conn).map(|m| format!("{}:{}", m.meta.remote_hostname, m.meta.remote_port)).unwrap_or_default();
+            let recorded = msgs
+                .iter()
+                .find(|m| &m.decoder == conn)
+                .map(|m| format!("{}:{}", m.meta.remote_hostname, m.meta.remote_port))
+                .unwrap_or_default();
             sessions.insert(conn.clone(), (format!("127.0.0.1:{port}"), recorded, memory, l));
         }
         // Replay every message on a REQ of its own, in recorded order.
@@ -237,7 +289,10 @@ pub async fn as_decoder(case: &Case, opts: &PlayOptions, pairing: &crate::crossv
         let mut replies_seen = 0usize;
         let mut done_msgs: Vec<usize> = vec![];
         for (k, m) in msgs.iter().enumerate() {
-            let live_ep = endpoint_map.get(&m.endpoint).cloned().ok_or_else(|| format!("no live prefiller for {}", m.endpoint))?;
+            let live_ep = endpoint_map
+                .get(&m.endpoint)
+                .cloned()
+                .ok_or_else(|| format!("no live prefiller for {}", m.endpoint))?;
             let (session, _, _, l) = &sessions[&m.decoder];
             let (host, port) = session.rsplit_once(':').expect("host:port");
             let mut meta = m.meta.clone();
@@ -259,20 +314,57 @@ pub async fn as_decoder(case: &Case, opts: &PlayOptions, pairing: &crate::crossv
             };
             reactor.close_dealer(k as u64);
             match (got, &m.reply) {
-                (None, Some(want)) => out.push(f("REPLY-MISSING", Some(m.seq), Some(m.line), msg, format!("no reply (recorded: {})", String::from_utf8_lossy(want)))),
-                (Some(_), None) => out.push(f("REPLY-EXTRA", Some(m.seq), Some(m.line), msg, "a reply where vLLM's prefiller sent none")),
+                (None, Some(want)) => out.push(f(
+                    "REPLY-MISSING",
+                    Some(m.seq),
+                    Some(m.line),
+                    msg,
+                    format!("no reply (recorded: {})", String::from_utf8_lossy(want)),
+                )),
+                (Some(_), None) => out.push(f(
+                    "REPLY-EXTRA",
+                    Some(m.seq),
+                    Some(m.line),
+                    msg,
+                    "a reply where vLLM's prefiller sent none",
+                )),
                 (None, None) => {}
                 (Some(frames), Some(want)) => {
                     replies_seen += 1;
                     if frames.len() != 1 {
-                        out.push(f("ZMQ-FRAMES", Some(m.seq), Some(m.line), msg.clone(), format!("{} frames at the REQ; the prefiller must send [routing_id, \"\", reply]", frames.len())));
+                        out.push(f(
+                            "ZMQ-FRAMES",
+                            Some(m.seq),
+                            Some(m.line),
+                            msg.clone(),
+                            format!(
+                                "{} frames at the REQ; the prefiller must send [routing_id, \"\", reply]",
+                                frames.len()
+                            ),
+                        ));
                     }
                     let got = frames.last().cloned().unwrap_or_default();
                     if ![&profile.done, &profile.error].contains(&&got) {
-                        out.push(f("ZMQ-RAW", Some(m.seq), Some(m.line), msg.clone(), format!("reply {:?} is none of the spec's constants", String::from_utf8_lossy(&got))));
+                        out.push(f(
+                            "ZMQ-RAW",
+                            Some(m.seq),
+                            Some(m.line),
+                            msg.clone(),
+                            format!("reply {:?} is none of the spec's constants", String::from_utf8_lossy(&got)),
+                        ));
                     }
                     if &got != want {
-                        out.push(f("REPLY-DIFF", Some(m.seq), Some(m.line), msg, format!("{:?} vs recorded {:?}", String::from_utf8_lossy(&got), String::from_utf8_lossy(want))));
+                        out.push(f(
+                            "REPLY-DIFF",
+                            Some(m.seq),
+                            Some(m.line),
+                            msg,
+                            format!(
+                                "{:?} vs recorded {:?}",
+                                String::from_utf8_lossy(&got),
+                                String::from_utf8_lossy(want)
+                            ),
+                        ));
                     } else if got == profile.done {
                         done_msgs.push(k);
                     }
@@ -295,21 +387,37 @@ pub async fn as_decoder(case: &Case, opts: &PlayOptions, pairing: &crate::crossv
             for w in s.get("writes").and_then(J::as_array).cloned().unwrap_or_default() {
                 let session = w.get("session").and_then(J::as_str).unwrap_or("").to_string();
                 let recorded = sessions.values().find(|x| x.0 == session).map(|x| x.1.clone()).unwrap_or(session);
-                got_writes.push((recorded, w.get("descriptors").and_then(J::as_u64).unwrap_or(0), w.get("bytes").and_then(J::as_u64).unwrap_or(0)));
+                got_writes.push((
+                    recorded,
+                    w.get("descriptors").and_then(J::as_u64).unwrap_or(0),
+                    w.get("bytes").and_then(J::as_u64).unwrap_or(0),
+                ));
             }
         }
-        let mut want_writes: Vec<(String, u64, u64)> = t.trace.header.transfer_engine_calls.iter().map(|c| (c.session.clone(), c.n, c.bytes)).collect();
+        let mut want_writes: Vec<(String, u64, u64)> =
+            t.trace.header.transfer_engine_calls.iter().map(|c| (c.session.clone(), c.n, c.bytes)).collect();
         got_writes.sort();
         want_writes.sort();
         if got_writes != want_writes && super::applies(&t.trace.header, "TE-CALLS") {
-            out.push(f("TE-CALLS", None, None, "transfer-engine writes", format!("(session, descriptors, bytes) {got_writes:?} vs recorded {want_writes:?}")));
+            out.push(f(
+                "TE-CALLS",
+                None,
+                None,
+                "transfer-engine writes",
+                format!("(session, descriptors, bytes) {got_writes:?} vs recorded {want_writes:?}"),
+            ));
         }
 
         // Landed bytes of the messages answered done.
         let scale = (model.block_bytes(p_tp) / model.block_bytes(d_tp).max(1)).max(1);
         for conn in &d_conns {
             let (_, _, memory, l) = &sessions[conn];
-            let exp: Vec<(usize, u64, u64)> = done_msgs.iter().map(|k| &msgs[*k]).filter(|m| &m.decoder == conn).flat_map(|m| expected(m, &by_id, regions, scale)).collect();
+            let exp: Vec<(usize, u64, u64)> = done_msgs
+                .iter()
+                .map(|k| &msgs[*k])
+                .filter(|m| &m.decoder == conn)
+                .flat_map(|m| expected(m, &by_id, regions, scale))
+                .collect();
             let mem = memory.lock().expect("memory");
             let cols = columns_of(l);
             for p in check_landed_columns(&cols, model.num_blocks, &exp, p_tp == d_tp, |r, b| {
@@ -331,20 +439,36 @@ pub async fn as_decoder(case: &Case, opts: &PlayOptions, pairing: &crate::crossv
             .map(|m| m.meta.request_ids.len() as u64)
             .sum::<u64>()
             * matches!(profile.transfer_failure, mooncake_wire::spec::behaviour::TransferFailure::KeptForever) as u64;
-        let want_all = t.trace.header.observed_outcome.get("finished_sending").and_then(J::as_object).cloned().unwrap_or_default();
+        let want_all =
+            t.trace.header.observed_outcome.get("finished_sending").and_then(J::as_object).cloned().unwrap_or_default();
         for (conn, te) in testees.iter_mut() {
             let s = te.cmd(json!({"cmd": "status"})).await?;
             let all = s.get("finished_sending").and_then(J::as_array).cloned().unwrap_or_default();
             let of = |expired: bool| -> Vec<String> {
-                all.iter().filter(|x| (x.get("expired") == Some(&J::Bool(true))) == expired).filter_map(|x| x.get("p_req_id").and_then(J::as_str).map(String::from)).collect()
+                all.iter()
+                    .filter(|x| (x.get("expired") == Some(&J::Bool(true))) == expired)
+                    .filter_map(|x| x.get("p_req_id").and_then(J::as_str).map(String::from))
+                    .collect()
             };
             let (delivered, expired) = (of(false), of(true));
-            let want: Vec<String> = want_all.get(conn).and_then(J::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
-            let differs = delivered.iter().any(|d| !want.contains(d)) || want.iter().any(|w| !delivered.contains(w) && !expired.contains(w));
+            let want: Vec<String> = want_all
+                .get(conn)
+                .and_then(J::as_array)
+                .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+                .unwrap_or_default();
+            let differs = delivered.iter().any(|d| !want.contains(d))
+                || want.iter().any(|w| !delivered.contains(w) && !expired.contains(w));
             if differs && super::applies(&t.trace.header, "P-FINISHED-SENDING") {
-                out.push(f("P-FINISHED-SENDING", None, None, conn.clone(), format!("freed {delivered:?} after delivery and {expired:?} on expiry; vLLM freed {want:?}")));
+                out.push(f(
+                    "P-FINISHED-SENDING",
+                    None,
+                    None,
+                    conn.clone(),
+                    format!("freed {delivered:?} after delivery and {expired:?} on expiry; vLLM freed {want:?}"),
+                ));
             }
-            let (tr, ex) = (s.get("tracked_transfers").and_then(J::as_u64), s.get("open_exchanges").and_then(J::as_u64));
+            let (tr, ex) =
+                (s.get("tracked_transfers").and_then(J::as_u64), s.get("open_exchanges").and_then(J::as_u64));
             if tr.is_none_or(|n| n > kept) || ex != Some(0) {
                 out.push(f("P-STATE-LEAK", None, None, conn.clone(), format!("{tr:?} transfers and {ex:?} exchanges tracked after the abort timeout ({kept} kept forever by design)")));
             }
@@ -378,7 +502,8 @@ pub(crate) async fn bind_workers(
         let mut ok = true;
         for r in 0..ranks {
             let l = layout(regions, model, ranks, P_BASE, r);
-            let planner = producer_with(r as i64, ranks as i64, 1, &model_config(model), &l, profile.plan_rules()?, None)?;
+            let planner =
+                producer_with(r as i64, ranks as i64, 1, &model_config(model), &l, profile.plan_rules()?, None)?;
             let mut core = Gen1Prefiller::new(profile.clone(), planner);
             core.set_abort_timeout(abort);
             let cfg = PrefillerConfig {
@@ -392,7 +517,8 @@ pub(crate) async fn bind_workers(
                 record_wire: true,
                 faults: vec![],
             };
-            match PrefillerPeer::start_machine(ctx, cfg, core, Arc::new(Mutex::new(l.memory(true))), Backend::Tcp).await {
+            match PrefillerPeer::start_machine(ctx, cfg, core, Arc::new(Mutex::new(l.memory(true))), Backend::Tcp).await
+            {
                 Ok(p) => peers.push(p),
                 Err(e) => {
                     last = e;
@@ -409,11 +535,16 @@ pub(crate) async fn bind_workers(
 }
 
 /// The runner plays the prefiller worker(s); the testees are decoder workers.
-pub async fn as_prefiller(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pairing) -> Result<Vec<Finding>, String> {
+pub async fn as_prefiller(
+    case: &Case,
+    opts: &PlayOptions,
+    pairing: &crate::crossver::Pairing,
+) -> Result<Vec<Finding>, String> {
     let t = &case.model;
     let scenario = opts.scenario_for(t);
     let model = &opts.scenarios.model;
-    let Gen1Setup { profile, abort, msgs, by_id, regions, workers, p_tp, d_conns, d_tp } = Gen1Setup::new(t, model, &scenario)?;
+    let Gen1Setup { profile, abort, msgs, by_id, regions, workers, p_tp, d_conns, d_tp } =
+        Gen1Setup::new(t, model, &scenario)?;
     let ctx = zmq::Context::new();
     let (base, peers) = bind_workers(&ctx, &profile, p_tp, regions, model, abort).await?;
     for p in &peers {
@@ -434,7 +565,9 @@ pub async fn as_prefiller(case: &Case, opts: &PlayOptions, pairing: &crate::cros
             let (mut te, _) = Testee::start_logged(&opts.testee, opts.testee_log.as_ref()).await?;
             let l = layout(regions, model, d_tp, D_BASE, rank as u64);
             let cfg = json!({"tp_rank": rank, "tp_size": d_tp, "recv_timeout_s": (abort * 2 + opts.slack).as_secs_f64(), "layout": l});
-            te.cmd(json!({"cmd": "start", "role": "decoder", "revision": pairing.testee.revision, "config": cfg})).await.map_err(|e| format!("starting decoder testee {conn}: {e}"))?;
+            te.cmd(json!({"cmd": "start", "role": "decoder", "revision": pairing.testee.revision, "config": cfg}))
+                .await
+                .map_err(|e| format!("starting decoder testee {conn}: {e}"))?;
             testees.push((conn.clone(), te, l));
         }
         // Each recorded message is one scheduler step of its decoder worker.
@@ -458,7 +591,13 @@ pub async fn as_prefiller(case: &Case, opts: &PlayOptions, pairing: &crate::cros
                     break;
                 }
                 if tokio::time::Instant::now() >= until {
-                    out.push(f("D-SETTLE", Some(m.seq), Some(m.line), format!("{} message", m.decoder), "the decoder did not settle its pull in time"));
+                    out.push(f(
+                        "D-SETTLE",
+                        Some(m.seq),
+                        Some(m.line),
+                        format!("{} message", m.decoder),
+                        "the decoder did not settle its pull in time",
+                    ));
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -475,12 +614,24 @@ pub async fn as_prefiller(case: &Case, opts: &PlayOptions, pairing: &crate::cros
         }
         let want: Vec<&Msg> = msgs.iter().collect();
         if got.len() != want.len() {
-            out.push(f("REQUEST-COUNT", None, None, "requests", format!("{} requests arrived, vLLM's decoder sent {}", got.len(), want.len())));
+            out.push(f(
+                "REQUEST-COUNT",
+                None,
+                None,
+                "requests",
+                format!("{} requests arrived, vLLM's decoder sent {}", got.len(), want.len()),
+            ));
         }
         for (k, (conn, frames)) in got.iter().enumerate() {
             let msg = format!("request {} at {conn}", k + 1);
             if frames.len() != 3 || !frames[1].is_empty() {
-                out.push(f("ZMQ-FRAMES", None, None, msg.clone(), format!("{} frames at the ROUTER; a REQ sends [routing_id, \"\", payload]", frames.len())));
+                out.push(f(
+                    "ZMQ-FRAMES",
+                    None,
+                    None,
+                    msg.clone(),
+                    format!("{} frames at the ROUTER; a REQ sends [routing_id, \"\", payload]", frames.len()),
+                ));
             }
             let Some(bytes) = frames.last() else { continue };
             match profile.decode_request(bytes) {
@@ -488,10 +639,25 @@ pub async fn as_prefiller(case: &Case, opts: &PlayOptions, pairing: &crate::cros
                 Ok(live) => {
                     let canonical = profile.encode_request(&live).ok().as_deref() == Some(bytes.as_slice());
                     if !canonical {
-                        out.push(f("WIRE-CANONICAL", None, None, msg.clone(), format!("{} is not msgspec's encoding of that value", hex::encode(bytes))));
+                        out.push(f(
+                            "WIRE-CANONICAL",
+                            None,
+                            None,
+                            msg.clone(),
+                            format!("{} is not msgspec's encoding of that value", hex::encode(bytes)),
+                        ));
                     }
-                    let Some(w) = want.iter().find(|w| w.meta.request_ids == live.request_ids && ranks(t).iter().any(|r| &r.0 == conn && r.1 == w.endpoint)) else {
-                        out.push(f("REQUEST-DIFF", None, None, msg, format!("request ids {:?}: no such request recorded at this worker", live.request_ids)));
+                    let Some(w) = want.iter().find(|w| {
+                        w.meta.request_ids == live.request_ids
+                            && ranks(t).iter().any(|r| &r.0 == conn && r.1 == w.endpoint)
+                    }) else {
+                        out.push(f(
+                            "REQUEST-DIFF",
+                            None,
+                            None,
+                            msg,
+                            format!("request ids {:?}: no such request recorded at this worker", live.request_ids),
+                        ));
                         continue;
                     };
                     let mut d = vec![];
@@ -499,7 +665,11 @@ pub async fn as_prefiller(case: &Case, opts: &PlayOptions, pairing: &crate::cros
                         d.push(format!("$.block_ids: {:?} vs recorded {:?}", live.block_ids, w.meta.block_ids));
                     }
                     if live.kv_caches_base_addr.len() != w.meta.kv_caches_base_addr.len() {
-                        d.push(format!("$.kv_caches_base_addr: {} regions vs recorded {}", live.kv_caches_base_addr.len(), w.meta.kv_caches_base_addr.len()));
+                        d.push(format!(
+                            "$.kv_caches_base_addr: {} regions vs recorded {}",
+                            live.kv_caches_base_addr.len(),
+                            w.meta.kv_caches_base_addr.len()
+                        ));
                     }
                     if !d.is_empty() {
                         out.push(f("REQUEST-DIFF", Some(w.seq), Some(w.line), msg, d.join("; ")));
@@ -514,19 +684,41 @@ pub async fn as_prefiller(case: &Case, opts: &PlayOptions, pairing: &crate::cros
         for (conn, te, l) in testees.iter_mut() {
             let s = te.cmd(json!({"cmd": "status"})).await?;
             let o = outcome.get(conn.as_str()).filter(|o| o.get("finished_recving").is_some()).unwrap_or(outcome);
-            let list = |v: Option<&J>| -> Vec<String> { v.and_then(J::as_array).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default() };
+            let list = |v: Option<&J>| -> Vec<String> {
+                v.and_then(J::as_array)
+                    .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+                    .unwrap_or_default()
+            };
             let mut want_fin = list(o.get("finished_recving").and_then(|x| x.get(conn.as_str())));
             let mut got_fin = list(s.get("finished"));
             want_fin.sort();
             got_fin.sort();
             if got_fin != want_fin && super::applies(&t.trace.header, "D-OUTCOME") {
-                out.push(f("D-OUTCOME", None, None, conn.clone(), format!("finished {got_fin:?}, vLLM's decoder finished {want_fin:?}")));
+                out.push(f(
+                    "D-OUTCOME",
+                    None,
+                    None,
+                    conn.clone(),
+                    format!("finished {got_fin:?}, vLLM's decoder finished {want_fin:?}"),
+                ));
             }
             if s.get("failed").and_then(J::as_array).is_some_and(|a| !a.is_empty()) {
-                out.push(f("D-OUTCOME", None, None, conn.clone(), "reported failed requests; a generation-1 decoder reports none"));
+                out.push(f(
+                    "D-OUTCOME",
+                    None,
+                    None,
+                    conn.clone(),
+                    "reported failed requests; a generation-1 decoder reports none",
+                ));
             }
             if s.get("open_exchanges").and_then(J::as_u64) != Some(0) {
-                out.push(f("D-STATE-LEAK", None, None, conn.clone(), format!("{} exchanges still open", s["open_exchanges"])));
+                out.push(f(
+                    "D-STATE-LEAK",
+                    None,
+                    None,
+                    conn.clone(),
+                    format!("{} exchanges still open", s["open_exchanges"]),
+                ));
             }
             // Landed bytes of the requests it finished.
             let exp: Vec<(usize, u64, u64)> = msgs
@@ -546,7 +738,10 @@ pub async fn as_prefiller(case: &Case, opts: &PlayOptions, pairing: &crate::cros
                     }
                 }
             }
-            for p in check_landed_columns(&cols, model.num_blocks, &exp, p_tp == d_tp, |r, b| mem.get(&(r, b)).cloned()).into_iter().take(5) {
+            for p in check_landed_columns(&cols, model.num_blocks, &exp, p_tp == d_tp, |r, b| mem.get(&(r, b)).cloned())
+                .into_iter()
+                .take(5)
+            {
                 out.push(f("LANDED", None, None, format!("memory of {conn}"), p));
             }
         }

@@ -207,7 +207,15 @@ pub fn secs(d: Duration) -> String {
 
 impl PlayOptions {
     pub fn new(testee: TesteeSpec, scenarios: Scenarios, slack: Duration) -> Self {
-        PlayOptions { testee, scenarios: Arc::new(scenarios), slack, external: External::None, testee_log: None, setup: None, derived: Default::default() }
+        PlayOptions {
+            testee,
+            scenarios: Arc::new(scenarios),
+            slack,
+            external: External::None,
+            testee_log: None,
+            setup: None,
+            derived: Default::default(),
+        }
     }
 
     /// The prefiller-side setup of a case on `t`: the one [`play`] resolved, else the scenarios file's entry,

@@ -31,7 +31,12 @@ pub fn model_config(model: &Model) -> ModelConfig {
 }
 
 /// The layout ([`prefiller_layout`]) and planner of a reference prefiller standing in for recorded worker `p`.
-pub fn prefiller_planner(t: &TraceModel, p: &PrefillerConn, model: &Model, profile: &WireProfile) -> Result<(LayoutConfig, Producer), String> {
+pub fn prefiller_planner(
+    t: &TraceModel,
+    p: &PrefillerConn,
+    model: &Model,
+    profile: &WireProfile,
+) -> Result<(LayoutConfig, Producer), String> {
     let layout: LayoutConfig = serde_json::from_value(prefiller_layout(t, p, model)?).map_err(|e| e.to_string())?;
     let planner = producer(p.tp_rank, p.tp_size, 1, &model_config(model), &layout, profile)?;
     Ok((layout, planner))
@@ -56,10 +61,22 @@ pub fn columns(req: &MooncakeXferMetadata, model: &Model) -> Columns {
     let i = |v: &[mooncake_wire::msgpack::WireInt]| v.iter().map(|x| x.as_i64().unwrap_or(0)).collect::<Vec<_>>();
     let base = u(&req.kv_caches_base_addr);
     let n = base.len();
-    let block_lens = if req.block_lens.len() == n { u(&req.block_lens) } else { vec![model.block_bytes(req.remote_tp_size.as_u64().unwrap_or(1)); n] };
+    let block_lens = if req.block_lens.len() == n {
+        u(&req.block_lens)
+    } else {
+        vec![model.block_bytes(req.remote_tp_size.as_u64().unwrap_or(1)); n]
+    };
     let kv_block_lens = if req.kv_block_lens.len() == n { u(&req.kv_block_lens) } else { block_lens.clone() };
-    let names = if req.registered_layer_names.len() == n { req.registered_layer_names.clone() } else { (0..n).map(|k| format!("region.{k}")).collect() };
-    let indices = if req.registered_layer_indices.len() == n { i(&req.registered_layer_indices) } else { (0..n as i64).collect() };
+    let names = if req.registered_layer_names.len() == n {
+        req.registered_layer_names.clone()
+    } else {
+        (0..n).map(|k| format!("region.{k}")).collect()
+    };
+    let indices = if req.registered_layer_indices.len() == n {
+        i(&req.registered_layer_indices)
+    } else {
+        (0..n as i64).collect()
+    };
     Columns {
         base,
         block_lens,
@@ -91,12 +108,14 @@ pub fn decoder_layout(req: &MooncakeXferMetadata, model: &Model) -> J {
 /// The prefiller worker's layout: the decoder's layers, with the prefiller's own bytes per block for its TP
 /// size (the recorded model; the payload share of a block as the decoder states it), at synthetic addresses.
 pub fn prefiller_layout(t: &TraceModel, p: &PrefillerConn, model: &Model) -> Result<J, String> {
-    let req = t.decoders.iter().find_map(|d| d.layout_request.clone()).ok_or("the trace has no layout-carrying request")?;
+    let req =
+        t.decoders.iter().find_map(|d| d.layout_request.clone()).ok_or("the trace has no layout-carrying request")?;
     let c = columns(&req, model);
     let n = c.base.len();
     let bytes = model.block_bytes(p.tp_size as u64);
     let span = (bytes * model.num_blocks).next_power_of_two();
-    let kv: Vec<u64> = c.block_lens.iter().zip(&c.kv_block_lens).map(|(b, k)| if *b == 0 { bytes } else { bytes * k / b }).collect();
+    let kv: Vec<u64> =
+        c.block_lens.iter().zip(&c.kv_block_lens).map(|(b, k)| if *b == 0 { bytes } else { bytes * k / b }).collect();
     Ok(json!({
         "kv_caches_base_addr": (0..n as u64).map(|r| P_BASE + (p.tp_rank as u64) * span * 64 + r * span).collect::<Vec<_>>(),
         "block_lens": vec![bytes; n],
@@ -129,7 +148,13 @@ pub struct Expected {
 /// Destination/source block pairs of a request, region by region: a region of group `g` receives the
 /// request's group-`g` blocks, the i-th destination block from the i-th source block.
 /// `layout` is the decoder's registered layout (a layout-less pull does not repeat it).
-pub fn expected_blocks(layout: &MooncakeXferMetadata, req: &MooncakeXferMetadata, d_req_id: &str, scenario: &Scenario, groups: BlockGroups) -> Option<Expected> {
+pub fn expected_blocks(
+    layout: &MooncakeXferMetadata,
+    req: &MooncakeXferMetadata,
+    d_req_id: &str,
+    scenario: &Scenario,
+    groups: BlockGroups,
+) -> Option<Expected> {
     expected_blocks_scaled(layout, req, d_req_id, scenario, groups, 1)
 }
 
@@ -151,17 +176,32 @@ pub fn expected_blocks_scaled(
     Some(e)
 }
 
-fn expected_blocks_of(layout: &MooncakeXferMetadata, req: &MooncakeXferMetadata, d_req_id: &str, scenario: &Scenario, groups: BlockGroups) -> Option<Expected> {
+fn expected_blocks_of(
+    layout: &MooncakeXferMetadata,
+    req: &MooncakeXferMetadata,
+    d_req_id: &str,
+    scenario: &Scenario,
+    groups: BlockGroups,
+) -> Option<Expected> {
     let (_, rb) = req.req_blocks.iter().find(|(k, _)| k == d_req_id)?;
     let t = scenario.transfers.iter().find(|t| t.transfer_id == rb.transfer_id)?;
     let mut blocks = vec![];
     if groups == BlockGroups::Flattened {
         // Every region receives every group's blocks of the request (vLLM 0.20.0-0.24.0).
         let d: Vec<u64> = rb.blocks.iter().flatten().map(|b| b.as_u64().unwrap_or(0)).collect();
-        let p: Vec<u64> = rb.blocks.iter().enumerate().flat_map(|(g, dg)| {
-            let pg = t.blocks.get(g).cloned().unwrap_or_default();
-            if dg.is_empty() { pg } else { pg[pg.len().saturating_sub(dg.len())..].to_vec() }
-        }).collect();
+        let p: Vec<u64> = rb
+            .blocks
+            .iter()
+            .enumerate()
+            .flat_map(|(g, dg)| {
+                let pg = t.blocks.get(g).cloned().unwrap_or_default();
+                if dg.is_empty() {
+                    pg
+                } else {
+                    pg[pg.len().saturating_sub(dg.len())..].to_vec()
+                }
+            })
+            .collect();
         for r in 0..layout.kv_caches_base_addr.len() {
             for (db, pb) in d.iter().zip(&p) {
                 blocks.push((r, *db, *pb));
@@ -201,7 +241,11 @@ pub fn check_landed_regions(
                 problems.push(format!("region {r} block {b}: cannot read the decoder's memory"));
                 continue;
             };
-            let words: Vec<u64> = bytes.chunks(8).filter(|c| c.len() == 8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+            let words: Vec<u64> = bytes
+                .chunks(8)
+                .filter(|c| c.len() == 8)
+                .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect();
             match last.get(&(r, b)).map(|src| (r, b, *src)).as_ref() {
                 None => {
                     if bytes.iter().any(|x| *x != 0) {
@@ -211,13 +255,16 @@ pub fn check_landed_regions(
                 Some((_, _, src)) => {
                     for (k, w) in words.iter().enumerate() {
                         match decode_provenance(*w) {
-                            Some((sr, sb, so)) if sr as usize == r && sb == *src && (!same_tp || so == k as u64 * 8) => {}
+                            Some((sr, sb, so))
+                                if sr as usize == r && sb == *src && (!same_tp || so == k as u64 * 8) => {}
                             Some((sr, sb, so)) => {
                                 problems.push(format!("region {r} block {b} word {k}: holds source region {sr} block {sb} offset {so}, expected region {r} block {src}{}", if same_tp { format!(" offset {}", k * 8) } else { String::new() }));
                                 break;
                             }
                             None => {
-                                problems.push(format!("region {r} block {b} word {k}: not written (expected source block {src})"));
+                                problems.push(format!(
+                                    "region {r} block {b} word {k}: not written (expected source block {src})"
+                                ));
                                 break;
                             }
                         }
@@ -231,7 +278,12 @@ pub fn check_landed_regions(
 
 /// How many decoder blocks one prefiller block covers when the revision places blocks by the prefiller's block
 /// length (`destination_stride = producer-block-len`); 1 otherwise.
-pub fn stride_scale(profile: &mooncake_wire::proto::WireProfile, req: &MooncakeXferMetadata, model: &Model, t: &TraceModel) -> u64 {
+pub fn stride_scale(
+    profile: &mooncake_wire::proto::WireProfile,
+    req: &MooncakeXferMetadata,
+    model: &Model,
+    t: &TraceModel,
+) -> u64 {
     use mooncake_wire::spec::behaviour::DestinationStride;
     if profile.rules.plan.destination_stride != DestinationStride::ProducerBlockLen {
         return 1;

@@ -51,15 +51,28 @@ pub struct Front {
 
 impl Front {
     /// Binds `bind` (a port in use is an environment failure) and serves until dropped.
-    pub async fn start(bind: &str, answer: Answerer, workers: Arc<Workers>, relay: Arc<Relay>, seen: UnboundedSender<Seen>) -> Result<Front, RunError> {
+    pub async fn start(
+        bind: &str,
+        answer: Answerer,
+        workers: Arc<Workers>,
+        relay: Arc<Relay>,
+        seen: UnboundedSender<Seen>,
+    ) -> Result<Front, RunError> {
         let listener = TcpListener::bind(bind).await.map_err(|e| match e.kind() {
-            std::io::ErrorKind::AddrInUse => RunError::environment(format!("--bootstrap-bind {bind}: the port is in use")),
-            std::io::ErrorKind::AddrNotAvailable | std::io::ErrorKind::InvalidInput => RunError::usage(format!("--bootstrap-bind {bind}: {e}")),
+            std::io::ErrorKind::AddrInUse => {
+                RunError::environment(format!("--bootstrap-bind {bind}: the port is in use"))
+            }
+            std::io::ErrorKind::AddrNotAvailable | std::io::ErrorKind::InvalidInput => {
+                RunError::usage(format!("--bootstrap-bind {bind}: {e}"))
+            }
             _ => RunError::environment(format!("--bootstrap-bind {bind}: {e}")),
         })?;
         let addr = listener.local_addr().map_err(|e| RunError::environment(e.to_string()))?;
         let st = St { answer: Arc::new(answer), workers, relay, seen };
-        let app = Router::new().fallback(handle).layer(axum::extract::DefaultBodyLimit::max(limits::MAX_HTTP_BODY_BYTES)).with_state(st);
+        let app = Router::new()
+            .fallback(handle)
+            .layer(axum::extract::DefaultBodyLimit::max(limits::MAX_HTTP_BODY_BYTES))
+            .with_state(st);
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -79,9 +92,13 @@ impl Drop for Front {
 
 /// The registry's answer, as the reference bootstrap server gives it (a body that is not JSON: 422).
 fn registry_answer(reg: &Mutex<Registry>, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
-    let parsed: Result<Option<J>, String> = if body.is_empty() { Ok(None) } else { serde_json::from_slice(body).map(Some).map_err(|e| e.to_string()) };
+    let parsed: Result<Option<J>, String> =
+        if body.is_empty() { Ok(None) } else { serde_json::from_slice(body).map(Some).map_err(|e| e.to_string()) };
     let (status, answer) = match parsed {
-        Err(e) => (422, json!({"detail": [{"type": "json_invalid", "loc": ["body"], "msg": format!("JSON decode error: {e}")}]})),
+        Err(e) => (
+            422,
+            json!({"detail": [{"type": "json_invalid", "loc": ["body"], "msg": format!("JSON decode error: {e}")}]}),
+        ),
         Ok(b) => {
             let r = reg.lock().unwrap_or_else(|p| p.into_inner()).handle(method, path, b.as_ref());
             (r.status, r.body)
@@ -104,8 +121,16 @@ async fn handle(State(st): State<St>, method: Method, uri: Uri, headers: HeaderM
             match mooncake_reference::http::request_raw(method.as_str(), &url, ct, sent, UPSTREAM_TIMEOUT).await {
                 Ok(r) => (r.status, r.content_type.unwrap_or_else(|| "application/json".into()), r.body),
                 Err(e) => {
-                    let _ = st.seen.send(Seen::Trouble { environment: true, text: format!("the upstream bootstrap server did not answer {method} {path}: {e}") });
-                    return (StatusCode::BAD_GATEWAY, [("content-type", "application/json")], json!({"detail": format!("mooncake tap: upstream {url}: {e}")}).to_string()).into_response();
+                    let _ = st.seen.send(Seen::Trouble {
+                        environment: true,
+                        text: format!("the upstream bootstrap server did not answer {method} {path}: {e}"),
+                    });
+                    return (
+                        StatusCode::BAD_GATEWAY,
+                        [("content-type", "application/json")],
+                        json!({"detail": format!("mooncake tap: upstream {url}: {e}")}).to_string(),
+                    )
+                        .into_response();
                 }
             }
         }
@@ -117,17 +142,25 @@ async fn handle(State(st): State<St>, method: Method, uri: Uri, headers: HeaderM
     if status == 200 {
         match route {
             ("POST", "/register") => {
-                if let Some(a) = serde_json::from_slice::<J>(&body).ok().and_then(|b| b.get("addr").and_then(J::as_str).map(String::from)) {
+                if let Some(a) = serde_json::from_slice::<J>(&body)
+                    .ok()
+                    .and_then(|b| b.get("addr").and_then(J::as_str).map(String::from))
+                {
                     reals.push(a);
                 }
             }
-            ("GET", "/query") => reals.extend(serde_json::from_slice::<J>(&answer).map(|v| endpoints_in(&v)).unwrap_or_default()),
+            ("GET", "/query") => {
+                reals.extend(serde_json::from_slice::<J>(&answer).map(|v| endpoints_in(&v)).unwrap_or_default())
+            }
             _ => {}
         }
     }
     for real in reals {
         if let Err(e) = st.workers.tap(&real, &st.relay).await {
-            let _ = st.seen.send(Seen::Trouble { environment: false, text: format!("cannot tap the worker at {real}: {e} (decoders are handed its own address)") });
+            let _ = st.seen.send(Seen::Trouble {
+                environment: false,
+                text: format!("cannot tap the worker at {real}: {e} (decoders are handed its own address)"),
+            });
         }
     }
     let handed = if route == ("GET", "/query") {
@@ -139,7 +172,13 @@ async fn handle(State(st): State<St>, method: Method, uri: Uri, headers: HeaderM
         answer.clone()
     };
     // Recorded before the answer leaves, so the trace has it before anything the answer leads to.
-    let _ = st.seen.send(Seen::Http(HttpSeen { method: method.to_string(), path, request: body.to_vec(), status, response: answer }));
+    let _ = st.seen.send(Seen::Http(HttpSeen {
+        method: method.to_string(),
+        path,
+        request: body.to_vec(),
+        status,
+        response: answer,
+    }));
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (code, [("content-type", content_type)], handed).into_response()
 }

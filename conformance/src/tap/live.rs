@@ -64,7 +64,10 @@ pub fn revisions_fitting(request: &[u8]) -> Vec<Arc<Revision>> {
         .filter(|r| r.generation == 2)
         .filter(|r| {
             let Some(c) = Codec::builtin(&r.revision) else { return false };
-            c.decode("MooncakeXferMetadata", request).ok().and_then(|v| c.encode("MooncakeXferMetadata", &v).ok()).is_some_and(|b| b == request)
+            c.decode("MooncakeXferMetadata", request)
+                .ok()
+                .and_then(|v| c.encode("MooncakeXferMetadata", &v).ok())
+                .is_some_and(|b| b == request)
         })
         .cloned()
         .collect();
@@ -76,7 +79,14 @@ impl Live {
     /// `reply_timeout`: how long an exchange may wait for its terminal reply before it is checked as it is
     /// (default: the revision's abort timeout plus vLLM's 60 s of decoder patience).
     pub fn new(reply_timeout: Option<Duration>) -> Live {
-        Live { checkers: None, backlog: vec![], open: VecDeque::new(), quiet: HashSet::new(), reply_timeout, exchanges: 0 }
+        Live {
+            checkers: None,
+            backlog: vec![],
+            open: VecDeque::new(),
+            quiet: HashSet::new(),
+            reply_timeout,
+            exchanges: 0,
+        }
     }
 
     pub fn revision(&self) -> Option<&Arc<Revision>> {
@@ -90,7 +100,8 @@ impl Live {
         }
         let profile = WireProfile::new(rev.clone(), Codec::builtin(&rev.revision).ok_or("not a built-in revision")?)?;
         let http = BootstrapSpec::new(rev.clone()).transpose()?.map(HttpChecker::new);
-        self.checkers = Some(Checkers { events: EventChecker::new(rev), http, exchanges: ExchangeChecker::new(&profile), profile });
+        self.checkers =
+            Some(Checkers { events: EventChecker::new(rev), http, exchanges: ExchangeChecker::new(&profile), profile });
         let mut out = vec![];
         for (item, at) in std::mem::take(&mut self.backlog) {
             out.extend(self.feed(item, at));
@@ -203,7 +214,12 @@ impl Live {
         if self.checkers.is_none() && !self.backlog.is_empty() {
             notes.push(format!("{} events were not checked: the revision never became known (no pull request decoded; give --revision)", self.backlog.len()));
         }
-        let waiting: Vec<Open> = self.open.iter().filter(|o| !o.ended).map(|o| Open { key: o.key.clone(), x: o.x.clone(), sent: o.sent, ended: false }).collect();
+        let waiting: Vec<Open> = self
+            .open
+            .iter()
+            .filter(|o| !o.ended)
+            .map(|o| Open { key: o.key.clone(), x: o.x.clone(), sent: o.sent, ended: false })
+            .collect();
         self.open.retain(|o| o.ended);
         for o in &waiting {
             notes.push(format!(
@@ -229,13 +245,24 @@ mod tests {
 
     /// The request and the reply of the bundled 0.33.0 single pull.
     fn pull() -> (Vec<u8>, Vec<u8>) {
-        let t = Trace::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/vllm-0.33.0/a_single_success.jsonl")).unwrap();
+        let t = Trace::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/vllm-0.33.0/a_single_success.jsonl"),
+        )
+        .unwrap();
         let d = |dir| t.zmq().find(|z| z.side == Role::Decoder && z.dir == dir).unwrap().frames[0].clone();
         (d(ZmqDir::Send), d(ZmqDir::Recv))
     }
 
     fn x(index: usize, request: &[u8]) -> Xchg {
-        Xchg { index, decoder: "decoder0".into(), endpoint: "tcp://127.0.0.1:1".into(), request: request.to_vec(), replies: vec![], seq: Some(1), line: Some(2) }
+        Xchg {
+            index,
+            decoder: "decoder0".into(),
+            endpoint: "tcp://127.0.0.1:1".into(),
+            request: request.to_vec(),
+            replies: vec![],
+            seq: Some(1),
+            line: Some(2),
+        }
     }
 
     fn checks(f: &[Finding]) -> Vec<&str> {

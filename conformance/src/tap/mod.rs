@@ -51,7 +51,15 @@ pub struct TapConfig {
 
 impl TapConfig {
     pub fn new(bootstrap_bind: &str, out: PathBuf) -> TapConfig {
-        TapConfig { bootstrap_bind: bootstrap_bind.into(), upstream: None, out, revision: None, scenario: "tap".into(), zmq_host: "127.0.0.1".into(), reply_timeout: None }
+        TapConfig {
+            bootstrap_bind: bootstrap_bind.into(),
+            upstream: None,
+            out,
+            revision: None,
+            scenario: "tap".into(),
+            zmq_host: "127.0.0.1".into(),
+            reply_timeout: None,
+        }
     }
 }
 
@@ -61,7 +69,10 @@ pub enum Seen {
     Zmq(relay::Obs),
     Http(HttpSeen),
     /// `environment`: the tap's own surroundings failed (the upstream server, the disk).
-    Trouble { environment: bool, text: String },
+    Trouble {
+        environment: bool,
+        text: String,
+    },
 }
 
 /// One bootstrap exchange as the real server saw it.
@@ -125,7 +136,11 @@ impl TapReport {
             n(self.exchanges, "exchange checked", "exchanges checked"),
             self.revision,
             n(self.finding_count, "finding", "findings"),
-            if self.troubles.is_empty() { String::new() } else { format!(", {}", n(self.troubles.len() as u64, "environment failure", "environment failures")) },
+            if self.troubles.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", n(self.troubles.len() as u64, "environment failure", "environment failures"))
+            },
             if self.exit_code() == 0 { "OK" } else { "FAILED" },
             self.path.display()
         )
@@ -177,8 +192,13 @@ impl Tap {
                 (front::Answerer::Upstream(u.trim_end_matches('/').to_string()), format!("forwarding to {u}"))
             }
             (None, Some((rev, _))) => {
-                let spec = BootstrapSpec::new(rev.clone()).ok_or_else(|| RunError::usage(format!("{} has no bootstrap server", rev.revision)))?.map_err(RunError::usage)?;
-                (front::Answerer::Registry(Mutex::new(Registry::new(spec))), format!("answering as {}'s bootstrap server", rev.revision))
+                let spec = BootstrapSpec::new(rev.clone())
+                    .ok_or_else(|| RunError::usage(format!("{} has no bootstrap server", rev.revision)))?
+                    .map_err(RunError::usage)?;
+                (
+                    front::Answerer::Registry(Mutex::new(Registry::new(spec))),
+                    format!("answering as {}'s bootstrap server", rev.revision),
+                )
             }
             (None, None) => {
                 return Err(RunError::usage("without --upstream the tap is the bootstrap server, with a revision's registry semantics: give --revision (or --upstream URL to forward to the real server)"));
@@ -197,9 +217,16 @@ impl Tap {
         let relay = Arc::new(relay::Relay::start(&cfg.zmq_host, emit).map_err(RunError::environment)?);
         let workers = Arc::new(workers::Workers::default());
         let front = front::Front::start(&cfg.bootstrap_bind, answer, workers.clone(), relay.clone(), tx).await?;
-        let writer = writer::TraceWriter::create(&cfg.out, serde_json::json!({})).map_err(|e| RunError::usage(format!("--out {e}")))?;
-        let setup = recorder::Setup { scenario: cfg.scenario.clone(), bootstrap_url: front.url(), upstream: cfg.upstream.clone() };
-        let mut rec = recorder::Recorder::new(writer, live::Live::new(cfg.reply_timeout), workers, say, setup, revision).map_err(RunError::environment)?;
+        let writer = writer::TraceWriter::create(&cfg.out, serde_json::json!({}))
+            .map_err(|e| RunError::usage(format!("--out {e}")))?;
+        let setup = recorder::Setup {
+            scenario: cfg.scenario.clone(),
+            bootstrap_url: front.url(),
+            upstream: cfg.upstream.clone(),
+        };
+        let mut rec =
+            recorder::Recorder::new(writer, live::Live::new(cfg.reply_timeout), workers, say, setup, revision)
+                .map_err(RunError::environment)?;
         let (stop, mut stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(1));

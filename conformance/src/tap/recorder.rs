@@ -69,12 +69,26 @@ pub struct Recorder {
 const KEPT: usize = 10_000;
 
 fn newest_gen2() -> Arc<Revision> {
-    Spec::builtin().push().revisions.iter().rev().find(|r| r.generation == 2).cloned().expect("the spec has generation-2 revisions")
+    Spec::builtin()
+        .push()
+        .revisions
+        .iter()
+        .rev()
+        .find(|r| r.generation == 2)
+        .cloned()
+        .expect("the spec has generation-2 revisions")
 }
 
 impl Recorder {
     /// `revision`: from `--revision` (revision and release), or none (read off the wire).
-    pub fn new(writer: TraceWriter, live: Live, workers: Arc<Workers>, say: Printer, setup: Setup, revision: Option<(Arc<Revision>, String)>) -> Result<Recorder, String> {
+    pub fn new(
+        writer: TraceWriter,
+        live: Live,
+        workers: Arc<Workers>,
+        say: Printer,
+        setup: Setup,
+        revision: Option<(Arc<Revision>, String)>,
+    ) -> Result<Recorder, String> {
         let newest = newest_gen2();
         let mut any_codec = Codec::new(newest.clone()).map_err(|e| e.to_string())?;
         let any_ty = any_codec.type_of("any")?;
@@ -88,7 +102,10 @@ impl Recorder {
             workers,
             say,
             setup,
-            started: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0),
+            started: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs() as i64)
+                .unwrap_or(0),
             seq: 0,
             zmq: 0,
             http: 0,
@@ -161,9 +178,20 @@ impl Recorder {
             RevisionFrom::Given(_) => ("--revision".to_string(), String::new()),
             RevisionFrom::Wire(c) => (
                 "the wire".to_string(),
-                format!(" The revision was read off the first pull request ({}); --revision pins it.", if c.len() > 1 { format!("its bytes also fit {}", c[1..].join(", ")) } else { "no other revision fits its bytes".into() }),
+                format!(
+                    " The revision was read off the first pull request ({}); --revision pins it.",
+                    if c.len() > 1 {
+                        format!("its bytes also fit {}", c[1..].join(", "))
+                    } else {
+                        "no other revision fits its bytes".into()
+                    }
+                ),
             ),
-            RevisionFrom::Assumed => ("assumed: the newest generation-2 revision (no pull request decoded)".to_string(), " No pull request told the revision: the newest generation-2 revision is assumed; --revision pins it.".into()),
+            RevisionFrom::Assumed => (
+                "assumed: the newest generation-2 revision (no pull request decoded)".to_string(),
+                " No pull request told the revision: the newest generation-2 revision is assumed; --revision pins it."
+                    .into(),
+            ),
         };
         json!({
             "format": crate::trace::FORMAT,
@@ -206,7 +234,8 @@ impl Recorder {
         if let Some(c) = self.conn_of_key.get(key) {
             return c.clone();
         }
-        let session = decoded.and_then(|d| Some(format!("{}:{}", d.get("remote_hostname")?.as_str()?, d.get("remote_port")?.as_u64()?)));
+        let session = decoded
+            .and_then(|d| Some(format!("{}:{}", d.get("remote_hostname")?.as_str()?, d.get("remote_port")?.as_u64()?)));
         let conn = match session.as_ref().and_then(|s| self.conn_of_session.get(s)) {
             Some(c) => c.clone(),
             None => {
@@ -255,7 +284,10 @@ impl Recorder {
     }
 
     fn worker(&self, worker: usize) -> (String, String) {
-        self.workers.get(worker).map(|w| (w.conn, w.real)).unwrap_or_else(|| (format!("prefiller{worker}"), String::new()))
+        self.workers
+            .get(worker)
+            .map(|w| (w.conn, w.real))
+            .unwrap_or_else(|| (format!("prefiller{worker}"), String::new()))
     }
 
     fn request(&mut self, worker: usize, rid: Vec<u8>, frames: Vec<Vec<u8>>) {
@@ -267,8 +299,18 @@ impl Recorder {
                 self.rev = first.clone();
                 self.release = first.releases.last().cloned().unwrap_or_default();
                 self.rev_from = RevisionFrom::Wire(fits.iter().map(|r| r.revision.clone()).collect());
-                let also = if fits.len() > 1 { format!("; its bytes also fit {}", fits[1..].iter().map(|r| r.revision.as_str()).collect::<Vec<_>>().join(", ")) } else { String::new() };
-                self.note(format!("revision read off the first pull request: {}{also} (--revision pins it)", first.revision));
+                let also = if fits.len() > 1 {
+                    format!(
+                        "; its bytes also fit {}",
+                        fits[1..].iter().map(|r| r.revision.as_str()).collect::<Vec<_>>().join(", ")
+                    )
+                } else {
+                    String::new()
+                };
+                self.note(format!(
+                    "revision read off the first pull request: {}{also} (--revision pins it)",
+                    first.revision
+                ));
                 match self.live.set_revision(first) {
                     Ok(f) => self.found(f),
                     Err(e) => self.note(format!("cannot check {}: {e}", self.rev.revision)),
@@ -283,15 +325,47 @@ impl Recorder {
             eps.push(real.clone());
         }
         let (seq, line) = self.next_seq();
-        let d = ZmqEvent { seq, line, side: Role::Decoder, conn: dconn.clone(), socket: "DEALER".into(), endpoint: real.clone(), bound: false, dir: ZmqDir::Send, frames: frames.clone(), decoded: decoded.clone(), payload_text: text.clone() };
+        let d = ZmqEvent {
+            seq,
+            line,
+            side: Role::Decoder,
+            conn: dconn.clone(),
+            socket: "DEALER".into(),
+            endpoint: real.clone(),
+            bound: false,
+            dir: ZmqDir::Send,
+            frames: frames.clone(),
+            decoded: decoded.clone(),
+            payload_text: text.clone(),
+        };
         self.write(Event::Zmq(d));
         let (pseq, pline) = self.next_seq();
         let mut pf = vec![rid];
         pf.extend(frames);
-        let p = ZmqEvent { seq: pseq, line: pline, side: Role::Prefiller, conn: pconn, socket: "ROUTER".into(), endpoint: real.clone(), bound: true, dir: ZmqDir::Recv, frames: pf, decoded, payload_text: text };
+        let p = ZmqEvent {
+            seq: pseq,
+            line: pline,
+            side: Role::Prefiller,
+            conn: pconn,
+            socket: "ROUTER".into(),
+            endpoint: real.clone(),
+            bound: true,
+            dir: ZmqDir::Recv,
+            frames: pf,
+            decoded,
+            payload_text: text,
+        };
         self.write(Event::Zmq(p));
         self.zmq += 2;
-        let x = Xchg { index: self.requests, decoder: dconn, endpoint: real, request: payload, replies: vec![], seq: Some(seq), line: Some(line) };
+        let x = Xchg {
+            index: self.requests,
+            decoder: dconn,
+            endpoint: real,
+            request: payload,
+            replies: vec![],
+            seq: Some(seq),
+            line: Some(line),
+        };
         self.requests += 1;
         let f = self.live.request(key, x);
         self.found(f);
@@ -306,7 +380,19 @@ impl Recorder {
         let (pseq, pline) = self.next_seq();
         let mut pf = vec![rid];
         pf.extend(frames.iter().cloned());
-        let p = ZmqEvent { seq: pseq, line: pline, side: Role::Prefiller, conn: pconn, socket: "ROUTER".into(), endpoint: real.clone(), bound: true, dir: ZmqDir::Send, frames: pf, decoded: decoded.clone(), payload_text: text.clone() };
+        let p = ZmqEvent {
+            seq: pseq,
+            line: pline,
+            side: Role::Prefiller,
+            conn: pconn,
+            socket: "ROUTER".into(),
+            endpoint: real.clone(),
+            bound: true,
+            dir: ZmqDir::Send,
+            frames: pf,
+            decoded: decoded.clone(),
+            payload_text: text.clone(),
+        };
         self.write(Event::Zmq(p));
         self.zmq += 1;
         if !delivered {
@@ -315,7 +401,19 @@ impl Recorder {
             return;
         }
         let (seq, line) = self.next_seq();
-        let d = ZmqEvent { seq, line, side: Role::Decoder, conn: dconn, socket: "DEALER".into(), endpoint: real, bound: false, dir: ZmqDir::Recv, frames, decoded, payload_text: text };
+        let d = ZmqEvent {
+            seq,
+            line,
+            side: Role::Decoder,
+            conn: dconn,
+            socket: "DEALER".into(),
+            endpoint: real,
+            bound: false,
+            dir: ZmqDir::Recv,
+            frames,
+            decoded,
+            payload_text: text,
+        };
         self.write(Event::Zmq(d));
         self.zmq += 1;
         let f = self.live.reply(key, payload, seq, line);
@@ -323,14 +421,48 @@ impl Recorder {
     }
 
     fn http_exchange(&mut self, h: HttpSeen) {
-        let body = |raw: &[u8]| -> Option<J> { if raw.is_empty() { None } else { serde_json::from_slice(raw).ok() } };
+        let body = |raw: &[u8]| -> Option<J> {
+            if raw.is_empty() {
+                None
+            } else {
+                serde_json::from_slice(raw).ok()
+            }
+        };
         let text = |raw: &[u8]| String::from_utf8_lossy(raw).into_owned();
         let (qseq, qline) = self.next_seq();
-        let req = HttpEvent { seq: qseq, line: qline, conn: "bootstrap".into(), dir: HttpDir::Request, method: h.method.clone(), path: h.path.clone(), status: None, body: body(&h.request), body_raw: text(&h.request) };
+        let req = HttpEvent {
+            seq: qseq,
+            line: qline,
+            conn: "bootstrap".into(),
+            dir: HttpDir::Request,
+            method: h.method.clone(),
+            path: h.path.clone(),
+            status: None,
+            body: body(&h.request),
+            body_raw: text(&h.request),
+        };
         let (rseq, rline) = self.next_seq();
-        let resp = HttpEvent { seq: rseq, line: rline, conn: "bootstrap".into(), dir: HttpDir::Response, method: h.method.clone(), path: h.path.clone(), status: Some(h.status), body: body(&h.response), body_raw: text(&h.response) };
+        let resp = HttpEvent {
+            seq: rseq,
+            line: rline,
+            conn: "bootstrap".into(),
+            dir: HttpDir::Response,
+            method: h.method.clone(),
+            path: h.path.clone(),
+            status: Some(h.status),
+            body: body(&h.response),
+            body_raw: text(&h.response),
+        };
         self.http += 2;
-        let x = HttpX { method: h.method, path: h.path, request: req.body.clone(), status: h.status, response: resp.body.clone(), seq: Some(rseq), line: Some(rline) };
+        let x = HttpX {
+            method: h.method,
+            path: h.path,
+            request: req.body.clone(),
+            status: h.status,
+            response: resp.body.clone(),
+            seq: Some(rseq),
+            line: Some(rline),
+        };
         self.write(Event::Http(req));
         self.write(Event::Http(resp));
         let f = self.live.http(x);

@@ -146,7 +146,11 @@ impl Thread {
                 (
                     items[0].is_readable(),
                     (0..n).filter(|i| items[1 + i].is_readable()).collect::<Vec<_>>(),
-                    keys.iter().enumerate().filter(|(i, _)| items[1 + n + i].is_readable()).map(|(_, k)| k.clone()).collect::<Vec<_>>(),
+                    keys.iter()
+                        .enumerate()
+                        .filter(|(i, _)| items[1 + n + i].is_readable())
+                        .map(|(_, k)| k.clone())
+                        .collect::<Vec<_>>(),
                 )
             };
             if wake_ready {
@@ -174,7 +178,8 @@ impl Thread {
             }
             if last_sweep.elapsed() >= Duration::from_secs(1) {
                 last_sweep = Instant::now();
-                let idle: Vec<(usize, Vec<u8>)> = self.legs.iter().filter(|(_, l)| l.last.elapsed() >= LEG_IDLE).map(|(k, _)| k.clone()).collect();
+                let idle: Vec<(usize, Vec<u8>)> =
+                    self.legs.iter().filter(|(_, l)| l.last.elapsed() >= LEG_IDLE).map(|(k, _)| k.clone()).collect();
                 for k in idle {
                     self.close_leg(&k);
                 }
@@ -189,12 +194,14 @@ impl Thread {
         // Replies to a decoder connection that is gone fail instead of vanishing, so the tap can say so.
         s.set_router_mandatory(true).map_err(|e| e.to_string())?;
         s.set_sndhwm(0).map_err(|e| e.to_string())?;
-        let ep = if self.host.contains(':') { format!("tcp://[{}]:*", self.host) } else { format!("tcp://{}:*", self.host) };
+        let ep =
+            if self.host.contains(':') { format!("tcp://[{}]:*", self.host) } else { format!("tcp://{}:*", self.host) };
         if v6(&ep) {
             s.set_ipv6(true).map_err(|e| e.to_string())?;
         }
         s.bind(&ep).map_err(|e| format!("bind {ep}: {e}"))?;
-        let bound = s.get_last_endpoint().map_err(|e| e.to_string())?.map_err(|_| "endpoint is not UTF-8".to_string())?;
+        let bound =
+            s.get_last_endpoint().map_err(|e| e.to_string())?.map_err(|_| "endpoint is not UTF-8".to_string())?;
         self.fronts.push(Front { worker, router: s, real });
         Ok(bound)
     }
@@ -240,7 +247,10 @@ impl Thread {
                     self.legs.insert(key.clone(), Leg { dealer, last: Instant::now() });
                 }
                 Err(e) => {
-                    (self.emit)(Obs::Trouble(format!("cannot relay a decoder connection to {}: {e}", self.fronts[f].real)));
+                    (self.emit)(Obs::Trouble(format!(
+                        "cannot relay a decoder connection to {}: {e}",
+                        self.fronts[f].real
+                    )));
                     return;
                 }
             }

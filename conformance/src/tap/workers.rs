@@ -26,7 +26,9 @@ pub struct Workers {
 
 /// Whether `s` is a ZeroMQ TCP endpoint a worker could have registered (`tcp://host:port`).
 pub fn is_endpoint(s: &str) -> bool {
-    s.strip_prefix("tcp://").and_then(|r| r.rsplit_once(':')).is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
+    s.strip_prefix("tcp://")
+        .and_then(|r| r.rsplit_once(':'))
+        .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
 }
 
 impl Workers {
@@ -41,7 +43,11 @@ impl Workers {
         }
         let index = self.list.lock().expect("workers").len();
         let tap = relay.add(index, real).await?;
-        self.list.lock().expect("workers").push(Worker { conn: format!("prefiller{index}"), real: real.to_string(), tap: tap.clone() });
+        self.list.lock().expect("workers").push(Worker {
+            conn: format!("prefiller{index}"),
+            real: real.to_string(),
+            tap: tap.clone(),
+        });
         Ok(tap)
     }
 
@@ -97,8 +103,15 @@ mod tests {
         assert!(!is_endpoint("tcp://127.0.0.1"));
         assert!(!is_endpoint("engine-prefill-0"));
         let w = Workers::default();
-        w.list.lock().unwrap().push(Worker { conn: "prefiller0".into(), real: "tcp://127.0.0.1:5000".into(), tap: "tcp://127.0.0.1:6000".into() });
-        assert_eq!(w.rewrite(r#"{"a":"tcp://127.0.0.1:5000","b":"tcp://127.0.0.1:50001"}"#), r#"{"a":"tcp://127.0.0.1:6000","b":"tcp://127.0.0.1:50001"}"#);
+        w.list.lock().unwrap().push(Worker {
+            conn: "prefiller0".into(),
+            real: "tcp://127.0.0.1:5000".into(),
+            tap: "tcp://127.0.0.1:6000".into(),
+        });
+        assert_eq!(
+            w.rewrite(r#"{"a":"tcp://127.0.0.1:5000","b":"tcp://127.0.0.1:50001"}"#),
+            r#"{"a":"tcp://127.0.0.1:6000","b":"tcp://127.0.0.1:50001"}"#
+        );
         assert_eq!(w.rewrite(r#"{"a":"tcp:\/\/127.0.0.1:5000"}"#), r#"{"a":"tcp:\/\/127.0.0.1:6000"}"#);
     }
 }

@@ -116,7 +116,10 @@ mod tests {
         w.set_header(json!({"h": 2, "longer": "header line"}));
         w.sync_header().unwrap();
         w.append(&json!({"seq": 2})).unwrap();
-        assert_eq!(std::fs::read_to_string(&p).unwrap(), "{\"h\":2,\"longer\":\"header line\"}\n{\"seq\":1}\n{\"seq\":2}\n");
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "{\"h\":2,\"longer\":\"header line\"}\n{\"seq\":1}\n{\"seq\":2}\n"
+        );
         // Unchanged: no rewrite.
         w.set_header(json!({"h": 2, "longer": "header line"}));
         assert!(!w.dirty);

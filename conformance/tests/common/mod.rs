@@ -46,8 +46,11 @@ pub fn kinds(p: &Path) -> (bool, bool, usize, usize) {
 /// The cases the bundled traces of `dir` make: a prefiller and a decoder case for a trace with ZeroMQ
 /// traffic, a bootstrap case for one with HTTP traffic.
 pub fn expected_cases(dir: &Path) -> usize {
-    trace_files(dir).iter().map(|p| {
-        let (z, h, _, _) = kinds(p);
-        2 * z as usize + h as usize
-    }).sum()
+    trace_files(dir)
+        .iter()
+        .map(|p| {
+            let (z, h, _, _) = kinds(p);
+            2 * z as usize + h as usize
+        })
+        .sum()
 }

@@ -22,7 +22,8 @@ pub fn entries() -> &'static [Entry] {
     static ALL: OnceLock<Vec<Entry>> = OnceLock::new();
     ALL.get_or_init(|| {
         let mut revs: Vec<Arc<Revision>> = Spec::builtin().push().revisions.clone();
-        let synthetic = Spec::from_files([("struct-options.toml".to_string(), STRUCT_OPTIONS_TOML.to_string())]).expect("synthetic spec loads");
+        let synthetic = Spec::from_files([("struct-options.toml".to_string(), STRUCT_OPTIONS_TOML.to_string())])
+            .expect("synthetic spec loads");
         revs.push(synthetic.revision("struct-options").expect("struct-options revision").clone());
         revs.into_iter()
             .map(|rev| {
@@ -59,7 +60,8 @@ mod tests {
         let mut n = 0;
         for e in entries() {
             for m in &e.messages {
-                let s = selector(&e.revision.revision, m).unwrap_or_else(|| panic!("{} {m} has no selector byte", e.revision.revision));
+                let s = selector(&e.revision.revision, m)
+                    .unwrap_or_else(|| panic!("{} {m} has no selector byte", e.revision.revision));
                 let (e2, m2) = select(s);
                 assert_eq!((e2.revision.revision.as_str(), m2), (e.revision.revision.as_str(), m.as_str()));
                 n += 1;

@@ -175,12 +175,22 @@ pub fn run(cases: usize, seed: u64, corpus_dirs: &[PathBuf]) -> Result<Report, S
                     accepted.push(c.clone());
                 }
             }
-            let mut lane = LaneReport { revision: entry.revision.revision.clone(), message: message.clone(), corpus_start: corpus.len(), ..Default::default() };
+            let mut lane = LaneReport {
+                revision: entry.revision.revision.clone(),
+                message: message.clone(),
+                corpus_start: corpus.len(),
+                ..Default::default()
+            };
             while lane.cases < per_message {
                 let n = BATCH.min(per_message - lane.cases);
                 let inputs: Vec<Vec<u8>> = (0..n)
                     .map(|_| {
-                        let parent = if !accepted.is_empty() && rng.chance(70) { rng.pick(&accepted) } else { rng.pick(&corpus) }.clone();
+                        let parent = if !accepted.is_empty() && rng.chance(70) {
+                            rng.pick(&accepted)
+                        } else {
+                            rng.pick(&corpus)
+                        }
+                        .clone();
                         mutate::mutate(&mut rng, &parent, &corpus, &dict, MAX_LEN)
                     })
                     .collect();
@@ -197,14 +207,19 @@ pub fn run(cases: usize, seed: u64, corpus_dirs: &[PathBuf]) -> Result<Report, S
                     }
                     if let Some(p) = oracle::disagreement(&entry.codec, message, &input, &answer, check_typed) {
                         if !depth_band(&entry.codec, message, &input, &answer) {
-                            lane.disagreements.push(format!("{} {message} {}: {p}", entry.revision.revision, hex::encode(&input)));
+                            lane.disagreements.push(format!(
+                                "{} {message} {}: {p}",
+                                entry.revision.revision,
+                                hex::encode(&input)
+                            ));
                         }
                     }
                     let outcome = match &answer {
                         Answer::Accept { .. } => Ok(()),
                         Answer::Reject { error, .. } => Err(error.clone()),
                     };
-                    let fresh: Vec<u64> = features(lane_id, &input, &outcome).into_iter().filter(|f| !seen.contains(f)).collect();
+                    let fresh: Vec<u64> =
+                        features(lane_id, &input, &outcome).into_iter().filter(|f| !seen.contains(f)).collect();
                     if !fresh.is_empty() {
                         seen.extend(fresh);
                         if outcome.is_ok() {

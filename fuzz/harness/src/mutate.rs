@@ -56,7 +56,25 @@ fn scan(data: &[u8], pos: usize, depth: usize, out: &mut Vec<Span>) -> Option<us
 }
 
 /// Byte strings libFuzzer's `ChangeBinaryInteger` and our edge values use.
-const INTERESTING: &[u64] = &[0, 1, 0x7f, 0x80, 0xff, 0x100, 0x7fff, 0x8000, 0xffff, 0x1_0000, 0x7fff_ffff, 0x8000_0000, 0xffff_ffff, 0x1_0000_0000, i64::MAX as u64, 1 << 63, u64::MAX];
+const INTERESTING: &[u64] = &[
+    0,
+    1,
+    0x7f,
+    0x80,
+    0xff,
+    0x100,
+    0x7fff,
+    0x8000,
+    0xffff,
+    0x1_0000,
+    0x7fff_ffff,
+    0x8000_0000,
+    0xffff_ffff,
+    0x1_0000_0000,
+    i64::MAX as u64,
+    1 << 63,
+    u64::MAX,
+];
 
 fn rand_range(rng: &mut Rng, len: usize) -> (usize, usize) {
     let a = rng.below(len + 1);
@@ -232,7 +250,11 @@ fn structural(rng: &mut Rng, d: &mut Vec<u8>, corpus: &[Vec<u8>], dict: &[Vec<u8
         // Drop or duplicate one element of a container and fix its count.
         1 | 2 if matches!(s.kind, Kind::Array | Kind::Map) && s.count > 0 => {
             let per = if s.kind == Kind::Map { 2 } else { 1 };
-            let children: Vec<Span> = sp.iter().filter(|c| c.depth == s.depth + 1 && c.start >= s.head_end && c.end <= s.end).copied().collect();
+            let children: Vec<Span> = sp
+                .iter()
+                .filter(|c| c.depth == s.depth + 1 && c.start >= s.head_end && c.end <= s.end)
+                .copied()
+                .collect();
             if children.len() < per * s.count {
                 return;
             }
@@ -282,12 +304,33 @@ fn structural(rng: &mut Rng, d: &mut Vec<u8>, corpus: &[Vec<u8>], dict: &[Vec<u8
                 _ => None,
             };
             if let Some(v) = widened {
-                d.splice(s.start..s.head_end.max(if matches!(s.kind, Kind::Str | Kind::Bin | Kind::Int) { s.end } else { s.head_end }), v);
+                d.splice(
+                    s.start..s.head_end.max(if matches!(s.kind, Kind::Str | Kind::Bin | Kind::Int) {
+                        s.end
+                    } else {
+                        s.head_end
+                    }),
+                    v,
+                );
             }
         }
         // Set a declared length to an edge value, keeping the head's width.
         4 if matches!(s.kind, Kind::Array | Kind::Map | Kind::Str | Kind::Bin) => {
-            let n = *rng.pick(&[0usize, 1, s.count.saturating_sub(1), s.count + 1, 15, 16, 31, 32, 255, 256, 0xffff, 0x1_0000, u32::MAX as usize]);
+            let n = *rng.pick(&[
+                0usize,
+                1,
+                s.count.saturating_sub(1),
+                s.count + 1,
+                15,
+                16,
+                31,
+                32,
+                255,
+                256,
+                0xffff,
+                0x1_0000,
+                u32::MAX as usize,
+            ]);
             let v = head(s.kind, n, head_width(d[s.start]));
             d.splice(s.start..s.head_end, v);
         }

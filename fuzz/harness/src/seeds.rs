@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 
 use mooncake_wire::codec::testgen::{noncanonical, random_value, Rng, Size};
 use mooncake_wire::keys::spec::StoreKeySpec;
-use mooncake_wire::keys::typed::{AscendMooncakeKey, AscendMooncakeLayerKey, AscendStoreKey, AscendStoreLayerKey, LmcacheKey, LmcacheLayerKey, TypedKey};
+use mooncake_wire::keys::typed::{
+    AscendMooncakeKey, AscendMooncakeLayerKey, AscendStoreKey, AscendStoreLayerKey, LmcacheKey, LmcacheLayerKey,
+    TypedKey,
+};
 use mooncake_wire::msgpack::{WireInt, Writer};
 use mooncake_wire::spec::Spec;
 use serde_json::Value as J;
@@ -76,7 +79,10 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
             out
         }
         "decode_typed" => {
-            let e = catalog::entries().iter().find(|e| e.revision.revision == mooncake_wire::typed::REVISION).expect("typed revision");
+            let e = catalog::entries()
+                .iter()
+                .find(|e| e.revision.revision == mooncake_wire::typed::REVISION)
+                .expect("typed revision");
             let mut out = vec![];
             for m in ["MooncakeXferMetadata", "MooncakeXferResponse"] {
                 out.extend(vector_inputs(&e.revision.revision, m));
@@ -97,7 +103,8 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
 }
 
 fn bootstrap_seeds() -> Vec<Vec<u8>> {
-    let revs: Vec<String> = Spec::builtin().push().revisions.iter().filter(|r| r.bootstrap.is_some()).map(|r| r.revision.clone()).collect();
+    let revs: Vec<String> =
+        Spec::builtin().push().revisions.iter().filter(|r| r.bootstrap.is_some()).map(|r| r.revision.clone()).collect();
     let mut out = vec![];
     for p in trace_files() {
         let lines = jsonl(&p);
@@ -111,7 +118,13 @@ fn bootstrap_seeds() -> Vec<Vec<u8>> {
                 continue;
             }
             let body = serde_json::to_vec(&l["body"]).expect("JSON");
-            let route = b.routes.iter().position(|r| Some(r.method.as_str()) == l["method"].as_str() && Some(r.path.as_str()) == l["path"].as_str()).unwrap_or(0);
+            let route = b
+                .routes
+                .iter()
+                .position(|r| {
+                    Some(r.method.as_str()) == l["method"].as_str() && Some(r.path.as_str()) == l["path"].as_str()
+                })
+                .unwrap_or(0);
             let op: u8 = if l["dir"] == "request" { 1 } else { 2 };
             out.push([&[ri as u8, op | (route as u8) << 2][..], &body].concat());
             for t in 0..4u8 {
@@ -145,23 +158,82 @@ fn key_seeds() -> Vec<Vec<u8>> {
         }
     }
     let typed: Vec<(&str, Option<String>)> = vec![
-        (AscendMooncakeKey::GRAMMAR, AscendMooncakeKey { model_name: "/models/Qwen/Qwen3".into(), world_size: 8, worker_id: 3, chunk_hash: "abc".into() }.build().ok()),
-        (AscendMooncakeLayerKey::GRAMMAR, AscendMooncakeLayerKey { model_name: "m@x".into(), world_size: 2, worker_id: 1, chunk_hash: "ff".into(), layer_id: 4 }.build().ok()),
+        (
+            AscendMooncakeKey::GRAMMAR,
+            AscendMooncakeKey {
+                model_name: "/models/Qwen/Qwen3".into(),
+                world_size: 8,
+                worker_id: 3,
+                chunk_hash: "abc".into(),
+            }
+            .build()
+            .ok(),
+        ),
+        (
+            AscendMooncakeLayerKey::GRAMMAR,
+            AscendMooncakeLayerKey {
+                model_name: "m@x".into(),
+                world_size: 2,
+                worker_id: 1,
+                chunk_hash: "ff".into(),
+                layer_id: 4,
+            }
+            .build()
+            .ok(),
+        ),
         (
             AscendStoreKey::GRAMMAR,
-            AscendStoreKey { model_name: "llama".into(), dcp_rank: 3, head_or_tp_rank: 1, cache_role: "kv".into(), cache_family: "default".into(), chunk_hash: "ab12".into(), ..Default::default() }.build().ok(),
+            AscendStoreKey {
+                model_name: "llama".into(),
+                dcp_rank: 3,
+                head_or_tp_rank: 1,
+                cache_role: "kv".into(),
+                cache_family: "default".into(),
+                chunk_hash: "ab12".into(),
+                ..Default::default()
+            }
+            .build()
+            .ok(),
         ),
         (
             AscendStoreLayerKey::GRAMMAR,
-            AscendStoreLayerKey { model_name: "llama".into(), layer_id: 7, cache_role: "kv".into(), cache_family: "c4".into(), chunk_hash: "ff".into(), ..Default::default() }.build().ok(),
+            AscendStoreLayerKey {
+                model_name: "llama".into(),
+                layer_id: 7,
+                cache_role: "kv".into(),
+                cache_family: "c4".into(),
+                chunk_hash: "ff".into(),
+                ..Default::default()
+            }
+            .build()
+            .ok(),
         ),
         (
             LmcacheKey::GRAMMAR,
-            LmcacheKey { model_name: "meta-llama/Llama-3.1-8B".into(), world_size: 1, worker_id: 0, chunk_hash: "-1f".into(), dtype: "bfloat16".into(), tags: vec![("user".into(), "a%b".into())] }.build().ok(),
+            LmcacheKey {
+                model_name: "meta-llama/Llama-3.1-8B".into(),
+                world_size: 1,
+                worker_id: 0,
+                chunk_hash: "-1f".into(),
+                dtype: "bfloat16".into(),
+                tags: vec![("user".into(), "a%b".into())],
+            }
+            .build()
+            .ok(),
         ),
         (
             LmcacheLayerKey::GRAMMAR,
-            LmcacheLayerKey { model_name: "m".into(), world_size: 2, worker_id: 1, chunk_hash: "00ff".into(), dtype: "half".into(), layer_id: 3, tags: vec![] }.build().ok(),
+            LmcacheLayerKey {
+                model_name: "m".into(),
+                world_size: 2,
+                worker_id: 1,
+                chunk_hash: "00ff".into(),
+                dtype: "half".into(),
+                layer_id: 3,
+                tags: vec![],
+            }
+            .build()
+            .ok(),
         ),
     ];
     keys.extend(typed.into_iter().filter_map(|(g, k)| Some((g.to_string(), k?))));
@@ -250,11 +322,53 @@ pub fn msgpack_dict() -> Vec<Vec<u8>> {
 /// bootstrap models' field names and the routes, as JSON text.
 pub fn json_dict() -> Vec<Vec<u8>> {
     let mut words: Vec<String> = [
-        "format", "format_version", "vllm_version", "connector", "connector_generation", "scenario", "roles", "conn_endpoints",
-        "transfer_engine_calls", "observed_outcome", "kind", "seq", "side", "conn", "socket", "endpoint", "bound", "dir", "frames",
-        "decoded", "payload_text", "method", "path", "status", "body", "body_raw", "mooncake-trace", "zmq", "http", "send", "recv",
-        "request", "response", "decoder", "prefiller", "bootstrap", "DEALER", "ROUTER", "GET", "POST", "0.33.0", "0.32.0", "0.18.1",
-        "MooncakeConnector", "session", "n", "bytes",
+        "format",
+        "format_version",
+        "vllm_version",
+        "connector",
+        "connector_generation",
+        "scenario",
+        "roles",
+        "conn_endpoints",
+        "transfer_engine_calls",
+        "observed_outcome",
+        "kind",
+        "seq",
+        "side",
+        "conn",
+        "socket",
+        "endpoint",
+        "bound",
+        "dir",
+        "frames",
+        "decoded",
+        "payload_text",
+        "method",
+        "path",
+        "status",
+        "body",
+        "body_raw",
+        "mooncake-trace",
+        "zmq",
+        "http",
+        "send",
+        "recv",
+        "request",
+        "response",
+        "decoder",
+        "prefiller",
+        "bootstrap",
+        "DEALER",
+        "ROUTER",
+        "GET",
+        "POST",
+        "0.33.0",
+        "0.32.0",
+        "0.18.1",
+        "MooncakeConnector",
+        "session",
+        "n",
+        "bytes",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -270,7 +384,25 @@ pub fn json_dict() -> Vec<Vec<u8>> {
     words.sort();
     words.dedup();
     let mut out: Vec<Vec<u8>> = words.iter().map(|w| serde_json::to_vec(w).expect("JSON")).collect();
-    for t in ["{", "}", "[", "]", ":", ",", "null", "true", "false", "-1", "18446744073709551615", "-9223372036854775809", "1e999", "1.0", r"\u0000", r"\ud800", r"\n"] {
+    for t in [
+        "{",
+        "}",
+        "[",
+        "]",
+        ":",
+        ",",
+        "null",
+        "true",
+        "false",
+        "-1",
+        "18446744073709551615",
+        "-9223372036854775809",
+        "1e999",
+        "1.0",
+        r"\u0000",
+        r"\ud800",
+        r"\n",
+    ] {
         out.push(t.as_bytes().to_vec());
     }
     out
@@ -305,7 +437,11 @@ pub fn keys_dict() -> Vec<Vec<u8>> {
             }
         }
     }
-    words.extend(["%", "-", "0", "-1", "9223372036854775807", "-9223372036854775808", "99999999999999999999", "ff", "é"].iter().map(|s| s.to_string()));
+    words.extend(
+        ["%", "-", "0", "-1", "9223372036854775807", "-9223372036854775808", "99999999999999999999", "ff", "é"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
     words.retain(|w| !w.is_empty());
     words.sort();
     words.dedup();
@@ -324,7 +460,8 @@ pub fn dicts() -> Vec<(&'static str, Vec<Vec<u8>>, &'static str)> {
 /// A dictionary in libFuzzer's format (`-dict=`): one quoted token per line, bytes outside printable ASCII
 /// as `\xNN`.
 pub fn dict_file(tokens: &[Vec<u8>], title: &str) -> String {
-    let mut s = format!("# {title}\n# Generated by `scripts/fuzz-seeds.sh` (fuzz/harness/src/seeds.rs); do not edit.\n");
+    let mut s =
+        format!("# {title}\n# Generated by `scripts/fuzz-seeds.sh` (fuzz/harness/src/seeds.rs); do not edit.\n");
     for t in tokens {
         s.push('"');
         for &b in t {

@@ -6,9 +6,17 @@ use mooncake_wire::codec::Value;
 pub fn same(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Float(x), Value::Float(y)) => x.to_bits() == y.to_bits(),
-        (Value::List(x), Value::List(y)) | (Value::Tuple(x), Value::Tuple(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q)),
-        (Value::Dict(x), Value::Dict(y)) => x.len() == y.len() && x.iter().zip(y).all(|((k1, v1), (k2, v2))| same(k1, k2) && same(v1, v2)),
-        (Value::Struct(x), Value::Struct(y)) => x.meta == y.meta && x.fields.len() == y.fields.len() && x.fields.iter().zip(&y.fields).all(|(p, q)| same(p, q)),
+        (Value::List(x), Value::List(y)) | (Value::Tuple(x), Value::Tuple(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q))
+        }
+        (Value::Dict(x), Value::Dict(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|((k1, v1), (k2, v2))| same(k1, k2) && same(v1, v2))
+        }
+        (Value::Struct(x), Value::Struct(y)) => {
+            x.meta == y.meta
+                && x.fields.len() == y.fields.len()
+                && x.fields.iter().zip(&y.fields).all(|(p, q)| same(p, q))
+        }
         _ => a == b,
     }
 }

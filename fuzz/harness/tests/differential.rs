@@ -44,6 +44,9 @@ fn mutated_inputs_agree_with_msgspec() {
     let d = report.disagreements();
     assert!(d.is_empty(), "{} disagreements with msgspec, first:\n{}", d.len(), d[..d.len().min(10)].join("\n"));
     assert!(total >= cases * 9 / 10, "{total} cases run of {cases}");
-    assert!(accepted > total / 10 && accepted < total * 9 / 10, "the mutants must exercise both verdicts: {accepted} of {total} accepted");
+    assert!(
+        accepted > total / 10 && accepted < total * 9 / 10,
+        "the mutants must exercise both verdicts: {accepted} of {total} accepted"
+    );
     assert!(grown * 2 >= report.lanes.len(), "the feedback must grow the corpus in most lanes");
 }

@@ -5,9 +5,9 @@
 //! Every crash the fuzzers found is replayed first (`fuzz/regressions/<target>/`).
 //! `MOONCAKE_FUZZ_SMOKE_INPUTS` overrides the number of derived inputs per target.
 
-use mooncake_wire::codec::testgen::Rng;
 use mooncake_fuzz_harness::targets::{self, Target};
 use mooncake_fuzz_harness::{mutate, seeds};
+use mooncake_wire::codec::testgen::Rng;
 
 fn derived_inputs() -> usize {
     std::env::var("MOONCAKE_FUZZ_SMOKE_INPUTS").ok().and_then(|v| v.parse().ok()).unwrap_or(3000)
@@ -15,7 +15,11 @@ fn derived_inputs() -> usize {
 
 fn committed(target: &str) -> Vec<Vec<u8>> {
     let dir = seeds::repo_root().join("fuzz/seeds").join(target);
-    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).flatten().map(|f| f.path()).collect();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .map(|f| f.path())
+        .collect();
     files.sort();
     files.iter().map(|p| std::fs::read(p).unwrap()).collect()
 }
@@ -91,7 +95,12 @@ fn decoder() {
 fn cargo_fuzz_targets_match_the_bodies() {
     let root = seeds::repo_root();
     let manifest = std::fs::read_to_string(root.join("fuzz/Cargo.toml")).unwrap();
-    let bins: Vec<&str> = manifest.lines().filter_map(|l| l.strip_prefix("name = \"")).filter_map(|l| l.strip_suffix('"')).filter(|n| *n != "mooncake-wire-fuzz").collect();
+    let bins: Vec<&str> = manifest
+        .lines()
+        .filter_map(|l| l.strip_prefix("name = \""))
+        .filter_map(|l| l.strip_suffix('"'))
+        .filter(|n| *n != "mooncake-wire-fuzz")
+        .collect();
     let bodies: Vec<&str> = targets::ALL.iter().map(|t| t.name).collect();
     assert_eq!(bins, bodies, "fuzz/Cargo.toml [[bin]] names vs targets::ALL");
     for t in targets::ALL {
@@ -100,7 +109,10 @@ fn cargo_fuzz_targets_match_the_bodies() {
     }
     for (file, tokens, title) in seeds::dicts() {
         let committed = std::fs::read_to_string(root.join("fuzz/dict").join(file)).unwrap_or_default();
-        assert!(committed == seeds::dict_file(&tokens, title), "fuzz/dict/{file} is stale: run scripts/fuzz-seeds.sh --update");
+        assert!(
+            committed == seeds::dict_file(&tokens, title),
+            "fuzz/dict/{file} is stale: run scripts/fuzz-seeds.sh --update"
+        );
     }
     for t in targets::ALL {
         assert!(seeds::dicts().iter().any(|(f, _, _)| *f == t.dict), "{}: no dictionary {}", t.name, t.dict);

@@ -159,7 +159,9 @@ impl ZmtpLoad {
             let t = Instant::now();
             let mut back = vec![];
             for task in tasks {
-                back.push(tokio::time::timeout(Duration::from_secs(120), task).await.expect("no progress for 120 s").unwrap());
+                back.push(
+                    tokio::time::timeout(Duration::from_secs(120), task).await.expect("no progress for 120 s").unwrap(),
+                );
             }
             (t.elapsed(), back)
         });
@@ -169,7 +171,8 @@ impl ZmtpLoad {
 }
 
 fn python() -> Option<String> {
-    let p = std::env::var("MOONCAKE_PYTHON").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv/bin/python").into());
+    let p = std::env::var("MOONCAKE_PYTHON")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv/bin/python").into());
     std::path::Path::new(&p).exists().then_some(p)
 }
 
@@ -183,7 +186,12 @@ struct Peer {
 
 impl Peer {
     fn start(mut command: Command) -> Peer {
-        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("start the testee");
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the testee");
         let stdin = child.stdin.take().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let mut p = Peer { child, stdin, lines, endpoint: String::new() };
@@ -235,7 +243,8 @@ impl Peer {
         for _ in 0..PER_CLIENT / WAVE {
             let ids: Vec<usize> = (*off..*off + k * WAVE).collect();
             self.ready(&ids);
-            let reqs: Vec<Vec<Vec<u8>>> = (0..k).map(|c| (0..WAVE).map(|j| request(*off + c * WAVE + j)).collect()).collect();
+            let reqs: Vec<Vec<Vec<u8>>> =
+                (0..k).map(|c| (0..WAVE).map(|j| request(*off + c * WAVE + j)).collect()).collect();
             *off += k * WAVE;
             let before = self.cpu();
             busy += match (&mut zmtp_load, &mut zmq_load) {
@@ -255,7 +264,10 @@ impl Peer {
         let mut out = vec![];
         for &k in levels {
             let row = [self.measure_one(k, 0, &mut off), self.measure_one(k, 1, &mut off)];
-            eprintln!("{who} {k}: zmtp {:.0}/s ({:.1} µs CPU each), libzmq {:.0}/s ({:.1} µs CPU each)", row[0].0, row[0].1, row[1].0, row[1].1);
+            eprintln!(
+                "{who} {k}: zmtp {:.0}/s ({:.1} µs CPU each), libzmq {:.0}/s ({:.1} µs CPU each)",
+                row[0].0, row[0].1, row[1].0, row[1].1
+            );
             out.push(row);
         }
         out
@@ -269,22 +281,35 @@ impl Peer {
 
 /// A comma-separated list from the environment, or the default.
 fn env_list(name: &str, default: &str) -> Vec<String> {
-    std::env::var(name).unwrap_or_else(|_| default.into()).split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect()
+    std::env::var(name)
+        .unwrap_or_else(|_| default.into())
+        .split(',')
+        .map(|x| x.trim().to_string())
+        .filter(|x| !x.is_empty())
+        .collect()
 }
 
 fn main() {
     // MOONCAKE_BENCH_LEVELS / MOONCAKE_BENCH_PEERS narrow a run while investigating (defaults: the full table).
-    let levels: Vec<usize> = env_list("MOONCAKE_BENCH_LEVELS", "1,8,64").iter().map(|x| x.parse().expect("MOONCAKE_BENCH_LEVELS: numbers")).collect();
+    let levels: Vec<usize> = env_list("MOONCAKE_BENCH_LEVELS", "1,8,64")
+        .iter()
+        .map(|x| x.parse().expect("MOONCAKE_BENCH_LEVELS: numbers"))
+        .collect();
     let peers = env_list("MOONCAKE_BENCH_PEERS", "rust,python");
     // The load generator and the prefiller under test each get a CPU of their own (`taskset`): CPU 0 and 1 by
     // default on a machine with two or more, MOONCAKE_BENCH_PIN=G:P to choose, MOONCAKE_BENCH_PIN=off to let
     // the scheduler place them.
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let pin_spec = std::env::var("MOONCAKE_BENCH_PIN").unwrap_or_else(|_| if cores >= 2 { "0:1".into() } else { "off".into() });
+    let pin_spec =
+        std::env::var("MOONCAKE_BENCH_PIN").unwrap_or_else(|_| if cores >= 2 { "0:1".into() } else { "off".into() });
     let pin = (pin_spec != "off")
         .then(|| {
             let (g, p) = pin_spec.split_once(':').expect("MOONCAKE_BENCH_PIN=GEN_CPU:PREFILLER_CPU or off");
-            let ok = Command::new("taskset").args(["-a", "-p", "-c", g, &std::process::id().to_string()]).stdout(Stdio::null()).status().is_ok_and(|s| s.success());
+            let ok = Command::new("taskset")
+                .args(["-a", "-p", "-c", g, &std::process::id().to_string()])
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
             if !ok {
                 eprintln!("warning: taskset could not pin the load generator to CPU {g}; running unpinned");
             }
@@ -321,20 +346,27 @@ fn main() {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("| Load generator | Concurrent decoders | Rust prefiller (round trips/s) | Python test peer (round trips/s) | Ratio | Prefiller CPU per round trip, Rust / Python | CPU ratio |");
     println!("|---|---|---|---|---|---|---|");
-    for (g, name) in ["minimal ZMTP DEALERs, one tokio thread", "libzmq DEALERs, one polling thread"].iter().enumerate() {
+    for (g, name) in ["minimal ZMTP DEALERs, one tokio thread", "libzmq DEALERs, one polling thread"].iter().enumerate()
+    {
         for (j, &k) in levels.iter().enumerate() {
             let (r, rc) = rust_rates[j][g];
             match py_rates[j] {
                 Some(p) => {
                     let (y, yc) = p[g];
-                    println!("| {name} | {k} | {r:.0} | {y:.0} | {:.1}× | {rc:.1} µs / {yc:.1} µs | {:.1}× |", r / y, yc / rc);
+                    println!(
+                        "| {name} | {k} | {r:.0} | {y:.0} | {:.1}× | {rc:.1} µs / {yc:.1} µs | {:.1}× |",
+                        r / y,
+                        yc / rc
+                    );
                 }
                 None => println!("| {name} | {k} | {r:.0} | not run (no venv) | | {rc:.1} µs / – | |"),
             }
         }
     }
     let placement = match &pin {
-        Some(p) => format!("load generator pinned to CPU {}, prefiller to CPU {p}", pin_spec.split(':').next().unwrap_or("?")),
+        Some(p) => {
+            format!("load generator pinned to CPU {}, prefiller to CPU {p}", pin_spec.split(':').next().unwrap_or("?"))
+        }
         None => "not pinned".to_string(),
     };
     println!(

@@ -24,7 +24,8 @@ impl ControlTag {
     pub const DONE_RECVING: ControlTag = ControlTag(Cow::Borrowed(b"done_recving_msg"));
 
     /// Tags vllm-ascend 0.23.0.post1 defines, with the message each starts.
-    pub const KNOWN: [(ControlTag, &'static str); 2] = [(ControlTag::GET_META, "GetMetaMsg"), (ControlTag::DONE_RECVING, "DoneRecvingMsg")];
+    pub const KNOWN: [(ControlTag, &'static str); 2] =
+        [(ControlTag::GET_META, "GetMetaMsg"), (ControlTag::DONE_RECVING, "DoneRecvingMsg")];
 
     pub fn as_bytes(&self) -> &[u8] {
         &self.0
@@ -133,7 +134,10 @@ impl DoneRecvingMsg {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::with_capacity(24 + self.request_id.len() + self.remote_port_send_num.iter().map(|(_, p)| 24 + p.host.len()).sum::<usize>());
+        let mut w = Writer::with_capacity(
+            24 + self.request_id.len()
+                + self.remote_port_send_num.iter().map(|(_, p)| 24 + p.host.len()).sum::<usize>(),
+        );
         w.array_len(DONE_RECVING_FIELDS.len());
         w.bin(Self::TAG.as_bytes());
         w.str(&self.request_id);

@@ -51,8 +51,12 @@ impl Untyped {
                     let id = Identity::of(&o);
                     let k = Untyped::decode_from(d, o)?;
                     match &k {
-                        Untyped::Array(_) => return Err(d.key_err(K::Expected { expected: "hashable".into(), got: "array" })),
-                        Untyped::Map(_) => return Err(d.key_err(K::Expected { expected: "hashable".into(), got: "object" })),
+                        Untyped::Array(_) => {
+                            return Err(d.key_err(K::Expected { expected: "hashable".into(), got: "array" }))
+                        }
+                        Untyped::Map(_) => {
+                            return Err(d.key_err(K::Expected { expected: "hashable".into(), got: "object" }))
+                        }
                         _ => {}
                     }
                     let v = d.with(Seg::DictValue, |d| {

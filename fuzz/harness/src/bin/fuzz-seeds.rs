@@ -26,7 +26,8 @@ fn main() {
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         for (file, tokens, title) in seeds::dicts() {
             let path = dir.join(file);
-            std::fs::write(&path, seeds::dict_file(&tokens, title)).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            std::fs::write(&path, seeds::dict_file(&tokens, title))
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             println!("wrote {} ({} tokens)", path.display(), tokens.len());
         }
     }

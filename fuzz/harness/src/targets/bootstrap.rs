@@ -43,7 +43,9 @@ fn revisions() -> &'static [(String, Vec<String>)] {
 }
 
 fn spec(revision: &str) -> BootstrapSpec {
-    BootstrapSpec::new(Spec::builtin().revision(revision).expect("built-in").clone()).expect("has bootstrap").expect("compiles")
+    BootstrapSpec::new(Spec::builtin().revision(revision).expect("built-in").clone())
+        .expect("has bootstrap")
+        .expect("compiles")
 }
 
 pub fn run(data: &[u8]) {
@@ -63,7 +65,8 @@ pub fn run(data: &[u8]) {
         2 => {
             let route = &routes[pick % routes.len()];
             let statuses: Vec<u16> = route.responses.iter().map(|x| x.status).collect();
-            let status = if pick / routes.len() % 4 == 3 { 500 } else { statuses[pick / routes.len() % statuses.len()] };
+            let status =
+                if pick / routes.len() % 4 == 3 { 500 } else { statuses[pick / routes.len() % statuses.len()] };
             if let Ok(doc) = b.check_response(&route.method, &route.path, status, Some(&body)) {
                 assert_eq!(doc.status, status, "check_response returned another status's documentation");
             }
@@ -78,7 +81,9 @@ fn check_body(b: &mut BootstrapSpec, ty: &str, body: &J) {
         return;
     }
     let j = Codec::to_json(&v);
-    let back = b.check_body(ty, &j).unwrap_or_else(|e| panic!("{ty}: the to_builtins JSON of an accepted body must be accepted: {e}\n{j}"));
+    let back = b
+        .check_body(ty, &j)
+        .unwrap_or_else(|e| panic!("{ty}: the to_builtins JSON of an accepted body must be accepted: {e}\n{j}"));
     assert!(valeq::same(&back, &v), "{ty}: {body} and its to_builtins JSON {j} read differently");
     assert_eq!(Codec::to_json(&back), j, "{ty}: to_builtins JSON is not a fixed point");
 }
@@ -109,21 +114,35 @@ fn session(revision: &str, b: BootstrapSpec, body: &J) {
                 panic!("{revision}: the registry answered {method} {path} with a reply the spec does not document: {e}\n{} {}", reply.status, reply.body);
             }
         } else {
-            assert!(matches!(reply.status, 404 | 405), "{revision}: {method} {path} is no route, yet answered {}", reply.status);
+            assert!(
+                matches!(reply.status, 404 | 405),
+                "{revision}: {method} {path} is no route, yet answered {}",
+                reply.status
+            );
         }
         let query = reg.handle("GET", "/query", None);
         assert_eq!(query.status, 200);
         if method == "POST" && path.split('?').next() == Some("/register") && reply.status == 200 {
             let req = req.expect("registered with a body");
-            let ranks: Vec<i128> = ["dp_rank", "tp_rank", "pp_rank"].iter().map(|k| int(&req[*k]).expect("validated int")).collect();
+            let ranks: Vec<i128> =
+                ["dp_rank", "tp_rank", "pp_rank"].iter().map(|k| int(&req[*k]).expect("validated int")).collect();
             unsigned_ranks &= ranks.iter().all(|r| *r >= 0);
             let ranks: Vec<String> = ranks.iter().map(i128::to_string).collect();
             let entry = &query.body[&ranks[0]];
-            assert_eq!(entry["engine_id"], req["engine_id"], "{revision}: /query lost the engine of {req}: {}", query.body);
-            assert_eq!(entry["worker_addr"][&ranks[1]][&ranks[2]], req["addr"], "{revision}: /query does not list {req} under its ranks: {}", query.body);
+            assert_eq!(
+                entry["engine_id"], req["engine_id"],
+                "{revision}: /query lost the engine of {req}: {}",
+                query.body
+            );
+            assert_eq!(
+                entry["worker_addr"][&ranks[1]][&ranks[2]], req["addr"],
+                "{revision}: /query does not list {req} under its ranks: {}",
+                query.body
+            );
         }
         if unsigned_ranks {
-            mooncake_wire::proto::decoder::parse_query(&query.body).unwrap_or_else(|e| panic!("{revision}: a decoder cannot read /query: {e}\n{}", query.body));
+            mooncake_wire::proto::decoder::parse_query(&query.body)
+                .unwrap_or_else(|e| panic!("{revision}: a decoder cannot read /query: {e}\n{}", query.body));
         }
     }
 }

@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 use arbitrary::{Arbitrary, Unstructured};
 use mooncake_wire::limits;
 use mooncake_wire::msgpack::WireInt;
-use mooncake_wire::proto::{DecoderConfig, DecoderCore, DecoderEvent, DecoderLayout, EngineTable, ExchangeId, PullRequest, WireProfile};
+use mooncake_wire::proto::{
+    DecoderConfig, DecoderCore, DecoderEvent, DecoderLayout, EngineTable, ExchangeId, PullRequest, WireProfile,
+};
 use mooncake_wire::spec::behaviour::{FailureReport, FreeOnlySuccess};
 use mooncake_wire::typed::{MooncakeXferResponse, Status};
 
@@ -139,7 +141,11 @@ pub fn execute(input: &Input) {
         layout_id: layout_id(s.layout_id),
     };
     let mut core = DecoderCore::new(profile.clone(), cfg);
-    let recv = if s.recv_secs == 0 { profile.abort_timeout + Duration::from_secs(60) } else { Duration::from_secs(s.recv_secs as u64) };
+    let recv = if s.recv_secs == 0 {
+        profile.abort_timeout + Duration::from_secs(60)
+    } else {
+        Duration::from_secs(s.recv_secs as u64)
+    };
     core.set_recv_timeout(recv);
     let layout_id = core.layout_id();
     let mut h = Harness {
@@ -166,7 +172,8 @@ fn tables(spec: &[(u8, u8, u8)]) -> BTreeMap<String, EngineTable> {
     for (e, tp_log, pp) in spec.iter().take(4) {
         let engine = ENGINES[*e as usize % ENGINES.len()];
         let (tp, pp) = (1usize << (tp_log % 4), 1 + *pp as usize % 3);
-        let t: EngineTable = (0..tp).map(|r| (r, (0..pp).map(|p| (p, format!("tcp://{engine}-{r}-{p}:5555"))).collect())).collect();
+        let t: EngineTable =
+            (0..tp).map(|r| (r, (0..pp).map(|p| (p, format!("tcp://{engine}-{r}-{p}:5555"))).collect())).collect();
         out.insert(engine.to_string(), t);
     }
     out
@@ -181,8 +188,12 @@ impl Harness {
                 for (t, blocks, route) in batch.iter().take(16) {
                     self.next_req += 1;
                     let d = format!("r{}", self.next_req);
-                    let local_blocks: Vec<Vec<u64>> = blocks.iter().take(3).map(|g| g.iter().take(16).map(|b| *b as u64).collect()).collect();
-                    self.reqs.insert(d.clone(), Req { blocks: local_blocks.iter().flatten().copied().collect(), ..Default::default() });
+                    let local_blocks: Vec<Vec<u64>> =
+                        blocks.iter().take(3).map(|g| g.iter().take(16).map(|b| *b as u64).collect()).collect();
+                    self.reqs.insert(
+                        d.clone(),
+                        Req { blocks: local_blocks.iter().flatten().copied().collect(), ..Default::default() },
+                    );
                     reqs.push(PullRequest {
                         d_req_id: d,
                         transfer_id: format!("t{t}"),
@@ -205,7 +216,9 @@ impl Harness {
                 }
             }
             Op::Reply { which, reply } => {
-                let Some((&id, x)) = self.exchanges.iter().nth(*which as usize % self.exchanges.len().max(1)) else { return };
+                let Some((&id, x)) = self.exchanges.iter().nth(*which as usize % self.exchanges.len().max(1)) else {
+                    return;
+                };
                 let addr = x.addr.clone();
                 let payload = match reply {
                     ReplySpec::Raw(b) => b.clone(),
@@ -226,8 +239,14 @@ impl Harness {
                 if was_open && self.profile.layout_caching.is_some() {
                     if let Ok(r) = self.profile.decode_response(&payload) {
                         if r.status == Status::LAYOUT_MISS {
-                            assert!(!self.core.is_acked(&addr), "a LAYOUT_MISS must forget the acknowledgement of {addr}");
-                        } else if r.status != Status::ERROR && self.layout_id != 0 && r.layout_id == WireInt::from_u64(self.layout_id) {
+                            assert!(
+                                !self.core.is_acked(&addr),
+                                "a LAYOUT_MISS must forget the acknowledgement of {addr}"
+                            );
+                        } else if r.status != Status::ERROR
+                            && self.layout_id != 0
+                            && r.layout_id == WireInt::from_u64(self.layout_id)
+                        {
                             assert!(self.core.is_acked(&addr), "an echo of the layout id must be recorded for {addr}");
                         }
                     }
@@ -239,7 +258,8 @@ impl Harness {
                 }
             }
             Op::Advance { secs, nanos } => {
-                self.now += Duration::from_secs(*secs as u64 % 1024) + Duration::from_nanos(*nanos as u64 % 1_000_000_000);
+                self.now +=
+                    Duration::from_secs(*secs as u64 % 1024) + Duration::from_nanos(*nanos as u64 % 1_000_000_000);
                 self.service();
             }
             Op::ToNextTimeout => {
@@ -277,12 +297,20 @@ impl Harness {
         while let Some(ev) = self.core.poll_event() {
             match ev {
                 DecoderEvent::Query { bootstrap_addr } => {
-                    assert!(!self.queries.contains(&bootstrap_addr), "a second /query to {bootstrap_addr} while one is pending");
+                    assert!(
+                        !self.queries.contains(&bootstrap_addr),
+                        "a second /query to {bootstrap_addr} while one is pending"
+                    );
                     self.queries.push(bootstrap_addr);
                 }
                 DecoderEvent::Open { id, addr, payload } => {
-                    assert!(!self.exchanges.contains_key(&id) && !self.closed_unopened.contains(&id), "exchange id {id:?} reused");
-                    let m = self.profile.decode_metadata(&payload).unwrap_or_else(|e| panic!("an Open payload that does not decode in {}: {e}", self.profile.name()));
+                    assert!(
+                        !self.exchanges.contains_key(&id) && !self.closed_unopened.contains(&id),
+                        "exchange id {id:?} reused"
+                    );
+                    let m = self.profile.decode_metadata(&payload).unwrap_or_else(|e| {
+                        panic!("an Open payload that does not decode in {}: {e}", self.profile.name())
+                    });
                     let reqs: Vec<String> = m.req_blocks.iter().map(|(d, _)| d.clone()).collect();
                     for d in &reqs {
                         let r = self.reqs.get(d).unwrap_or_else(|| panic!("{d} was never pulled"));
@@ -299,18 +327,32 @@ impl Harness {
                     None => assert!(self.closed_unopened.insert(id), "exchange {id:?} closed twice"),
                 },
                 DecoderEvent::Failed { d_req_id, invalid_blocks, failed_recving, .. } => {
-                    let r = self.reqs.get_mut(&d_req_id).unwrap_or_else(|| panic!("{d_req_id} failed but was never pulled"));
+                    let r = self
+                        .reqs
+                        .get_mut(&d_req_id)
+                        .unwrap_or_else(|| panic!("{d_req_id} failed but was never pulled"));
                     assert!(!r.failed && !r.finished && !r.unsettled, "{d_req_id} failed twice or after it settled");
-                    assert_ne!(self.profile.rules.failure_report, FailureReport::None, "{d_req_id}: a failure reported by a revision that reports none");
+                    assert_ne!(
+                        self.profile.rules.failure_report,
+                        FailureReport::None,
+                        "{d_req_id}: a failure reported by a revision that reports none"
+                    );
                     if failed_recving {
                         assert!(invalid_blocks.is_empty(), "{d_req_id}: failed_recving with invalid blocks");
                     } else {
-                        assert!(!invalid_blocks.is_empty() && invalid_blocks == r.blocks, "{d_req_id}: invalid blocks {invalid_blocks:?} are not its blocks {:?}", r.blocks);
+                        assert!(
+                            !invalid_blocks.is_empty() && invalid_blocks == r.blocks,
+                            "{d_req_id}: invalid blocks {invalid_blocks:?} are not its blocks {:?}",
+                            r.blocks
+                        );
                     }
                     r.failed = true;
                 }
                 DecoderEvent::Finished { d_req_id } => {
-                    let r = self.reqs.get_mut(&d_req_id).unwrap_or_else(|| panic!("{d_req_id} finished but was never pulled"));
+                    let r = self
+                        .reqs
+                        .get_mut(&d_req_id)
+                        .unwrap_or_else(|| panic!("{d_req_id} finished but was never pulled"));
                     assert!(!r.finished && !r.unsettled, "{d_req_id} finished twice");
                     assert!(
                         !r.blocks.is_empty() || self.profile.rules.free_only_success == FreeOnlySuccess::Finished,
@@ -319,7 +361,10 @@ impl Harness {
                     r.finished = true;
                 }
                 DecoderEvent::Unsettled { d_req_id, .. } => {
-                    let r = self.reqs.get_mut(&d_req_id).unwrap_or_else(|| panic!("{d_req_id} unsettled but was never pulled"));
+                    let r = self
+                        .reqs
+                        .get_mut(&d_req_id)
+                        .unwrap_or_else(|| panic!("{d_req_id} unsettled but was never pulled"));
                     assert!(!r.finished && !r.unsettled, "{d_req_id} settled twice");
                     r.unsettled = true;
                 }

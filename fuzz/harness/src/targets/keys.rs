@@ -25,8 +25,12 @@ pub fn run(data: &[u8]) {
     let hints = if flags & 1 == 1 { first_field_hint(grammar, &key) } else { Fields::new() };
     match grammar.parse(&key, &hints) {
         Err(KeyParseError::TooLong { len }) => assert!(len == key.len() && len > MAX_STORE_KEY_BYTES),
-        Err(KeyParseError::TooManySeparators { count }) => assert!(count == seps && count > MAX_STORE_KEY_SEPARATORS && key.len() <= MAX_STORE_KEY_BYTES),
-        Err(KeyParseError::NoMatch { matched, .. }) => assert!(matched <= key.len(), "{name}: matched {matched} of {} bytes", key.len()),
+        Err(KeyParseError::TooManySeparators { count }) => {
+            assert!(count == seps && count > MAX_STORE_KEY_SEPARATORS && key.len() <= MAX_STORE_KEY_BYTES)
+        }
+        Err(KeyParseError::NoMatch { matched, .. }) => {
+            assert!(matched <= key.len(), "{name}: matched {matched} of {} bytes", key.len())
+        }
         Ok(fields) => {
             within_limits(&key, seps);
             assert_renders(grammar, &fields, &key);
@@ -36,13 +40,21 @@ pub fn run(data: &[u8]) {
         }
         Err(KeyParseError::Ambiguous { readings, .. }) => {
             within_limits(&key, seps);
-            assert!(readings.len() >= 2 && readings.len() <= MAX_STORE_KEY_READINGS + 1, "{name}: {} readings", readings.len());
+            assert!(
+                readings.len() >= 2 && readings.len() <= MAX_STORE_KEY_READINGS + 1,
+                "{name}: {} readings",
+                readings.len()
+            );
             for (i, r) in readings.iter().enumerate() {
                 assert!(!readings[..i].contains(r), "{name}: the same reading twice");
                 assert_renders(grammar, r, &key);
             }
             let r = &readings[*flags as usize / 2 % readings.len()];
-            assert_eq!(grammar.parse(&key, r).as_ref(), Ok(r), "{name}: a reading given as hints must be the one parsed");
+            assert_eq!(
+                grammar.parse(&key, r).as_ref(),
+                Ok(r),
+                "{name}: a reading given as hints must be the one parsed"
+            );
         }
     }
     // One release per input (the selector byte's high part picks it; the fuzzer explores the others): parsing
@@ -50,7 +62,11 @@ pub fn run(data: &[u8]) {
     if grammar.family == "vllm" && !grammar.releases.is_empty() {
         let release = &grammar.releases[*g as usize / spec.grammars.len() % grammar.releases.len()];
         if let Ok(k) = VllmStoreKey::parse(&key, release, &KeyHints::default()) {
-            assert_eq!(k.build(release).as_deref(), Ok(&*key), "vLLM {release}: a parsed key must build back to itself");
+            assert_eq!(
+                k.build(release).as_deref(),
+                Ok(&*key),
+                "vLLM {release}: a parsed key must build back to itself"
+            );
         }
     }
 }
@@ -60,7 +76,9 @@ fn within_limits(key: &str, seps: usize) {
 }
 
 fn assert_renders(g: &mooncake_wire::keys::grammar::Grammar, fields: &Fields, key: &str) {
-    let rendered = g.render(fields).unwrap_or_else(|e| panic!("{}: a parsed reading must render: {e}\n{key:?} {fields:?}", g.name));
+    let rendered = g
+        .render(fields)
+        .unwrap_or_else(|e| panic!("{}: a parsed reading must render: {e}\n{key:?} {fields:?}", g.name));
     assert_eq!(rendered, key, "{}: reading {fields:?} renders to another key", g.name);
     if g.prefix_len.is_some() {
         let prefix = g.render_prefix(fields).unwrap_or_else(|e| panic!("{}: prefix of a parsed reading: {e}", g.name));

@@ -31,7 +31,9 @@ use mooncake_wire::typed::{MooncakeXferMetadata, ReqBlocks, Status};
 /// Generation-2 revisions the cores speak.
 pub fn profiles() -> &'static [WireProfile] {
     static P: OnceLock<Vec<WireProfile>> = OnceLock::new();
-    P.get_or_init(|| Spec::builtin().push().revisions.iter().filter_map(|r| WireProfile::builtin(&r.revision).ok()).collect())
+    P.get_or_init(|| {
+        Spec::builtin().push().revisions.iter().filter_map(|r| WireProfile::builtin(&r.revision).ok()).collect()
+    })
 }
 
 const LOCAL_BASE: i64 = 0x1000_0000;
@@ -82,7 +84,16 @@ pub enum LayoutSpec {
     /// No layout (a cached-layout pull).
     Without,
     /// Each column from the fuzzer.
-    Columns { bases: Vec<u32>, lens: Vec<i16>, kv_lens: Vec<i16>, names: Vec<u8>, indices: Vec<i8>, groups: Vec<i8>, shared: Vec<Vec<i8>>, rows: Vec<i16> },
+    Columns {
+        bases: Vec<u32>,
+        lens: Vec<i16>,
+        kv_lens: Vec<i16>,
+        names: Vec<u8>,
+        indices: Vec<i8>,
+        groups: Vec<i8>,
+        shared: Vec<Vec<i8>>,
+        rows: Vec<i16>,
+    },
 }
 
 #[derive(Arbitrary, Debug)]
@@ -159,7 +170,11 @@ pub fn execute(input: &Input) {
     let planner = producer(&input.setup, &profile);
     let local = planner.clone();
     let mut core = PrefillerCore::new(profile.clone(), planner);
-    let abort = if input.setup.abort_secs == 0 { profile.abort_timeout } else { Duration::from_secs(input.setup.abort_secs as u64) };
+    let abort = if input.setup.abort_secs == 0 {
+        profile.abort_timeout
+    } else {
+        Duration::from_secs(input.setup.abort_secs as u64)
+    };
     core.set_abort_timeout(abort);
     let max_layouts = profile.layout_caching.as_ref().map_or(0, |l| l.max_peer_layouts);
     let mut h = Harness {
@@ -196,7 +211,8 @@ impl Harness {
             Op::Finish { p, t, blocks } => {
                 let t = format!("t{t}");
                 let p = format!("p{p}");
-                let blocks: Vec<Vec<u64>> = blocks.iter().take(4).map(|g| g.iter().take(32).map(|b| *b as u64).collect()).collect();
+                let blocks: Vec<Vec<u64>> =
+                    blocks.iter().take(4).map(|g| g.iter().take(32).map(|b| *b as u64).collect()).collect();
                 self.allocated.remove(&t);
                 self.ready.insert(t.clone(), (p.clone(), now));
                 self.core.request_finished(now, &p, &t, blocks);
@@ -240,7 +256,8 @@ impl Harness {
                 }
             }
             Op::Advance { secs, nanos } => {
-                self.now += Duration::from_secs(*secs as u64 % 1024) + Duration::from_nanos(*nanos as u64 % 1_000_000_000);
+                self.now +=
+                    Duration::from_secs(*secs as u64 % 1024) + Duration::from_nanos(*nanos as u64 % 1_000_000_000);
                 self.service();
             }
             Op::ToNextTimeout => {
@@ -258,7 +275,8 @@ impl Harness {
     fn send(&mut self, payload: Vec<u8>) {
         self.next_peer += 1;
         let peer = PeerId([&[0u8][..], &self.next_peer.to_be_bytes()].concat());
-        let reqs = self.profile.decode_metadata(&payload).ok().map(|m| m.req_blocks.iter().map(|(d, _)| d.clone()).collect());
+        let reqs =
+            self.profile.decode_metadata(&payload).ok().map(|m| m.req_blocks.iter().map(|(d, _)| d.clone()).collect());
         self.pulls.insert(peer.clone(), PullRecord { reqs, reported: HashSet::new(), terminal: false });
         self.core.handle_frames(self.now, vec![peer.0, payload]);
     }
@@ -277,18 +295,30 @@ impl Harness {
             assert!(t > self.now, "poll_timeout is in the past after servicing: {:?} before now", self.now - t);
         }
         assert!(self.core.open_exchanges() <= limits::MAX_PREFILLER_EXCHANGES);
-        assert!(self.core.cached_layouts() <= self.max_layouts, "{} cached layouts, limit {}", self.core.cached_layouts(), self.max_layouts);
+        assert!(
+            self.core.cached_layouts() <= self.max_layouts,
+            "{} cached layouts, limit {}",
+            self.core.cached_layouts(),
+            self.max_layouts
+        );
     }
 
     fn drain(&mut self) {
         while let Some(t) = self.core.poll_transmit() {
-            let r = self.profile.decode_response(&t.payload).unwrap_or_else(|e| panic!("a reply that does not decode in {}: {e}", self.profile.name()));
+            let r = self
+                .profile
+                .decode_response(&t.payload)
+                .unwrap_or_else(|e| panic!("a reply that does not decode in {}: {e}", self.profile.name()));
             assert!(self.profile.knows_status(r.status), "status {:?} is not one of {}", r.status, self.profile.name());
-            let rec = self.pulls.get_mut(&t.peer).unwrap_or_else(|| panic!("a reply to {:?}, which sent nothing", t.peer));
+            let rec =
+                self.pulls.get_mut(&t.peer).unwrap_or_else(|| panic!("a reply to {:?}, which sent nothing", t.peer));
             assert!(!rec.terminal, "a reply after the terminal one: {r:?}");
             rec.terminal = self.profile.is_terminal(r.status);
             for d in r.ok_reqs.iter().flatten().chain(r.err_reqs.iter().flatten()) {
-                let reqs = rec.reqs.as_ref().unwrap_or_else(|| panic!("requests reported for a pull that does not decode: {r:?}"));
+                let reqs = rec
+                    .reqs
+                    .as_ref()
+                    .unwrap_or_else(|| panic!("requests reported for a pull that does not decode: {r:?}"));
                 assert!(reqs.contains(d), "{d} is not a request of this pull: {r:?}");
                 assert!(rec.reported.insert(d.clone()), "{d} reported twice in one pull: {r:?}");
             }
@@ -304,13 +334,18 @@ impl Harness {
                     self.writes.push(id);
                 }
                 PrefillerEvent::FinishedSending { p_req_id, transfer_id, expired } => {
-                    let (owner, at) = self.ready.remove(&transfer_id).unwrap_or_else(|| panic!("{transfer_id} freed but not finished (or freed twice)"));
+                    let (owner, at) = self
+                        .ready
+                        .remove(&transfer_id)
+                        .unwrap_or_else(|| panic!("{transfer_id} freed but not finished (or freed twice)"));
                     assert_eq!(p_req_id, owner, "{transfer_id} freed for the wrong request");
                     if expired {
                         assert!(self.now > at + self.abort, "{transfer_id} expired before the abort timeout");
                     }
                 }
-                PrefillerEvent::Rejected { peer, .. } => assert!(!self.pulls.contains_key(&peer), "a well-formed message was rejected without a reply"),
+                PrefillerEvent::Rejected { peer, .. } => {
+                    assert!(!self.pulls.contains_key(&peer), "a well-formed message was rejected without a reply")
+                }
             }
         }
     }
@@ -368,7 +403,14 @@ fn pull_message(s: &PullSpec, local: &Producer) -> MooncakeXferMetadata {
     };
     for (d, t, blocks) in s.reqs.iter().take(16) {
         let key = format!("d{d}");
-        let value = ReqBlocks { transfer_id: format!("t{t}"), blocks: blocks.iter().take(4).map(|g| g.iter().take(32).map(|b| WireInt::from_u64(*b as u64)).collect()).collect() };
+        let value = ReqBlocks {
+            transfer_id: format!("t{t}"),
+            blocks: blocks
+                .iter()
+                .take(4)
+                .map(|g| g.iter().take(32).map(|b| WireInt::from_u64(*b as u64)).collect())
+                .collect(),
+        };
         // A dict: the last value wins, the first position stays.
         match m.req_blocks.iter_mut().find(|(k, _)| *k == key) {
             Some(slot) => slot.1 = value,
@@ -395,10 +437,12 @@ fn pull_message(s: &PullSpec, local: &Producer) -> MooncakeXferMetadata {
             m.kv_caches_base_addr = bases.iter().take(8).map(|b| WireInt::from_u64(*b as u64)).collect();
             m.block_lens = wire(lens.iter().take(8).map(|x| *x as i64));
             m.kv_block_lens = wire(kv_lens.iter().take(8).map(|x| *x as i64));
-            m.registered_layer_names = names.iter().take(8).map(|x| format!("model.layers.{}.self_attn", x % 4)).collect();
+            m.registered_layer_names =
+                names.iter().take(8).map(|x| format!("model.layers.{}.self_attn", x % 4)).collect();
             m.registered_layer_indices = wire(indices.iter().take(8).map(|x| *x as i64));
             m.registered_group_indices = wire(groups.iter().take(8).map(|x| *x as i64));
-            m.registered_shared_group_ids = shared.iter().take(8).map(|g| wire(g.iter().take(4).map(|x| *x as i64))).collect();
+            m.registered_shared_group_ids =
+                shared.iter().take(8).map(|g| wire(g.iter().take(4).map(|x| *x as i64))).collect();
             m.registered_row_offsets = wire(rows.iter().take(8).map(|x| *x as i64));
         }
     }

@@ -35,15 +35,24 @@ pub fn check(codec: &Codec, message: &str, frame: &[u8]) -> Option<Value> {
             return None;
         }
     };
-    let canon = codec.encode(message, &v).unwrap_or_else(|e| panic!("{rev} {message}: a decoded value must encode: {e}\n{v}"));
-    let again = codec.decode(message, &canon).unwrap_or_else(|e| panic!("{rev} {message}: the canonical encoding must decode: {e}\n{}", hex::encode(&canon)));
+    let canon =
+        codec.encode(message, &v).unwrap_or_else(|e| panic!("{rev} {message}: a decoded value must encode: {e}\n{v}"));
+    let again = codec.decode(message, &canon).unwrap_or_else(|e| {
+        panic!("{rev} {message}: the canonical encoding must decode: {e}\n{}", hex::encode(&canon))
+    });
     assert!(valeq::same(&again, &v), "{rev} {message}: decode(encode(v)) != v\n{v}\n{again}");
-    assert_eq!(codec.encode(message, &again).unwrap(), canon, "{rev} {message}: canonical bytes must re-encode identically");
+    assert_eq!(
+        codec.encode(message, &again).unwrap(),
+        canon,
+        "{rev} {message}: canonical bytes must re-encode identically"
+    );
 
     for cut in [frame.len() - 1, frame.len() / 2] {
         match codec.decode(message, &frame[..cut]) {
             Err(e) if e.kind == DecodeErrorKind::Truncated => {}
-            other => panic!("{rev} {message}: the first {cut} of {} bytes must be truncated, got {other:?}", frame.len()),
+            other => {
+                panic!("{rev} {message}: the first {cut} of {} bytes must be truncated, got {other:?}", frame.len())
+            }
         }
     }
     let mut longer = frame.to_vec();
@@ -55,7 +64,9 @@ pub fn check(codec: &Codec, message: &str, frame: &[u8]) -> Option<Value> {
 
     if !valeq::has_nonfinite(&v) {
         let j = Codec::to_json(&v);
-        let back = codec.from_json(message, &j).unwrap_or_else(|e| panic!("{rev} {message}: to_builtins JSON must read back: {e}\n{j}"));
+        let back = codec
+            .from_json(message, &j)
+            .unwrap_or_else(|e| panic!("{rev} {message}: to_builtins JSON must read back: {e}\n{j}"));
         assert!(valeq::same(&back, &v), "{rev} {message}: from_json(to_json(v)) != v\n{v}\n{back}");
     }
     Some(v)

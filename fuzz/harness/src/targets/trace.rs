@@ -44,8 +44,10 @@ pub fn run(data: &[u8]) {
     }
 
     let printed = print(header.as_ref().expect("a parsed trace has a header"), &trace);
-    let lines2 = jsonl::read_from("printed", printed.as_bytes()).unwrap_or_else(|e| panic!("a printed trace must read: {e}\n{printed}"));
-    let again = Trace::from_lines("fuzz", lines2).unwrap_or_else(|e| panic!("a printed trace must parse: {e}\n{printed}"));
+    let lines2 = jsonl::read_from("printed", printed.as_bytes())
+        .unwrap_or_else(|e| panic!("a printed trace must read: {e}\n{printed}"));
+    let again =
+        Trace::from_lines("fuzz", lines2).unwrap_or_else(|e| panic!("a printed trace must parse: {e}\n{printed}"));
     assert_eq!(print(header.as_ref().unwrap(), &again), printed, "parse(print(trace)) != trace");
 
     let report = validate::validate(&trace);
@@ -53,7 +55,8 @@ pub fn run(data: &[u8]) {
         assert!(!f.check.is_empty() && !f.detail.is_empty(), "a finding names its check and says what is wrong");
     }
     assert!(report.zmq_payloads + report.http_events <= trace.events.len());
-    let key = |r: &validate::TraceReport| r.findings.iter().map(|f| (f.check, f.seq, f.message.clone())).collect::<Vec<_>>();
+    let key =
+        |r: &validate::TraceReport| r.findings.iter().map(|f| (f.check, f.seq, f.message.clone())).collect::<Vec<_>>();
     assert_eq!(key(&validate::validate(&again)), key(&report), "validating the printed trace gives other findings");
     let _ = TraceModel::new(trace);
 }

@@ -24,16 +24,38 @@ pub fn run(data: &[u8]) {
     response(&codec, data);
 }
 
-fn agree<T>(message: &str, data: &[u8], typed: &Result<T, mooncake_wire::codec::DecodeError>, spec: &Result<mooncake_wire::codec::Value, mooncake_wire::codec::DecodeError>) {
+fn agree<T>(
+    message: &str,
+    data: &[u8],
+    typed: &Result<T, mooncake_wire::codec::DecodeError>,
+    spec: &Result<mooncake_wire::codec::Value, mooncake_wire::codec::DecodeError>,
+) {
     match (typed, spec) {
         (Ok(_), Ok(_)) => {}
-        (Err(a), Err(b)) => assert_eq!(a.msgspec_message(), b.msgspec_message(), "{message}: typed and spec decoders give different errors for {}", hex::encode(data)),
-        (Ok(_), Err(e)) => panic!("{message}: the typed decoder accepts what the spec decoder rejects ({}): {}", e.msgspec_message(), hex::encode(data)),
-        (Err(e), Ok(_)) => panic!("{message}: the typed decoder rejects ({}) what the spec decoder accepts: {}", e.msgspec_message(), hex::encode(data)),
+        (Err(a), Err(b)) => assert_eq!(
+            a.msgspec_message(),
+            b.msgspec_message(),
+            "{message}: typed and spec decoders give different errors for {}",
+            hex::encode(data)
+        ),
+        (Ok(_), Err(e)) => panic!(
+            "{message}: the typed decoder accepts what the spec decoder rejects ({}): {}",
+            e.msgspec_message(),
+            hex::encode(data)
+        ),
+        (Err(e), Ok(_)) => panic!(
+            "{message}: the typed decoder rejects ({}) what the spec decoder accepts: {}",
+            e.msgspec_message(),
+            hex::encode(data)
+        ),
     }
 }
 
-fn truncations_fail<T: std::fmt::Debug>(message: &str, data: &[u8], decode: impl Fn(&[u8]) -> Result<T, mooncake_wire::codec::DecodeError>) {
+fn truncations_fail<T: std::fmt::Debug>(
+    message: &str,
+    data: &[u8],
+    decode: impl Fn(&[u8]) -> Result<T, mooncake_wire::codec::DecodeError>,
+) {
     for cut in [data.len() - 1, data.len() / 2] {
         match decode(&data[..cut]) {
             Err(e) if e.kind == DecodeErrorKind::Truncated => {}
@@ -48,14 +70,22 @@ fn metadata(codec: &Codec, data: &[u8]) {
     agree(META, data, &t, &s);
     let (Ok(t), Ok(v)) = (t, s) else { return };
     let bytes = t.encode();
-    assert_eq!(hex::encode(&bytes), hex::encode(codec.encode(META, &v).unwrap()), "{META}: typed and spec encodings differ");
+    assert_eq!(
+        hex::encode(&bytes),
+        hex::encode(codec.encode(META, &v).unwrap()),
+        "{META}: typed and spec encodings differ"
+    );
     let back = MooncakeXferMetadata::decode(&bytes).unwrap_or_else(|e| panic!("{META}: own encoding must decode: {e}"));
     assert_eq!(back, t, "{META}: decode(encode(x)) != x");
     assert_eq!(back.encode(), bytes, "{META}: encoding is not a fixed point");
     truncations_fail(META, data, |b| MooncakeXferMetadata::decode(b));
     let as_value = t.to_revision(codec).unwrap_or_else(|e| panic!("{META}: to_revision of a decoded message: {e}"));
     assert!(valeq::same(&as_value, &v), "{META}: to_revision differs from the spec decoder's value");
-    assert_eq!(MooncakeXferMetadata::from_revision(&v).as_ref(), Ok(&t), "{META}: from_revision differs from the typed decoder");
+    assert_eq!(
+        MooncakeXferMetadata::from_revision(&v).as_ref(),
+        Ok(&t),
+        "{META}: from_revision differs from the typed decoder"
+    );
 }
 
 fn response(codec: &Codec, data: &[u8]) {
@@ -68,7 +98,11 @@ fn response(codec: &Codec, data: &[u8]) {
     }
     if let Ok(o) = &open {
         let b = o.encode();
-        assert_eq!(MooncakeXferResponse::decode_with(&b, Strictness::OpenStatus).as_ref(), Ok(o), "{RESP}: OpenStatus round trip");
+        assert_eq!(
+            MooncakeXferResponse::decode_with(&b, Strictness::OpenStatus).as_ref(),
+            Ok(o),
+            "{RESP}: OpenStatus round trip"
+        );
         if !o.status.is_known() {
             match MooncakeXferResponse::decode(&b) {
                 Err(e) if matches!(e.kind, DecodeErrorKind::InvalidEnum(_)) => {}
@@ -78,12 +112,20 @@ fn response(codec: &Codec, data: &[u8]) {
     }
     let (Ok(t), Ok(v)) = (t, s) else { return };
     let bytes = t.encode();
-    assert_eq!(hex::encode(&bytes), hex::encode(codec.encode(RESP, &v).unwrap()), "{RESP}: typed and spec encodings differ");
+    assert_eq!(
+        hex::encode(&bytes),
+        hex::encode(codec.encode(RESP, &v).unwrap()),
+        "{RESP}: typed and spec encodings differ"
+    );
     let back = MooncakeXferResponse::decode(&bytes).unwrap_or_else(|e| panic!("{RESP}: own encoding must decode: {e}"));
     assert_eq!(back, t, "{RESP}: decode(encode(x)) != x");
     assert_eq!(back.encode(), bytes, "{RESP}: encoding is not a fixed point");
     truncations_fail(RESP, data, |b| MooncakeXferResponse::decode(b));
     let as_value = t.to_revision(codec).unwrap_or_else(|e| panic!("{RESP}: to_revision of a decoded message: {e}"));
     assert!(valeq::same(&as_value, &v), "{RESP}: to_revision differs from the spec decoder's value");
-    assert_eq!(MooncakeXferResponse::from_revision(&v).as_ref(), Ok(&t), "{RESP}: from_revision differs from the typed decoder");
+    assert_eq!(
+        MooncakeXferResponse::from_revision(&v).as_ref(),
+        Ok(&t),
+        "{RESP}: from_revision differs from the typed decoder"
+    );
 }
