@@ -64,7 +64,7 @@ bin=target/debug/mooncake-conformance
 $bin vectors conformance/vectors | tail -1
 $bin validate conformance/traces | tail -1
 $bin validate conformance/traces-pull | tail -1
-$bin run --progress off | tail -2
+$bin run --progress off --jobs 4 | tail -2
 
 # 4'. The compatibility matrix, observed (every ordered pair of revisions, every common scenario, reference
 #     peers over 127.0.0.1): it must agree with `diff` and with the committed schema/push/compat-matrix.md.

@@ -104,6 +104,11 @@ struct RunOpts {
     /// Stop after the first case that fails (the report says how many were not run).
     #[arg(long)]
     fail_fast: bool,
+    /// Cases run at once, each against a testee of its own (default: the number of CPUs; 1 runs them one
+    /// after another; an already-running peer of `replay` always serves one case at a time). Reports list the
+    /// cases in the same order whatever the number.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    jobs: Option<u16>,
     /// Zero cases, or every case skipped, is not an error (exit 0 instead of 2).
     #[arg(long)]
     allow_empty: bool,
@@ -756,6 +761,7 @@ fn configure(inputs: Vec<Input>, testee: Option<&str>, o: &RunOpts, data: &Data)
     cfg.slack = seconds(o.slack, "--slack")?;
     cfg.speaks = speaks;
     cfg.fail_fast = o.fail_fast;
+    cfg.jobs = o.jobs.map(usize::from).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     cfg.allow_empty = o.allow_empty;
     cfg.testee_log = o.testee_log.clone();
     if let Some(d) = &o.testee_log {

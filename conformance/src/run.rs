@@ -68,8 +68,10 @@ pub struct RunConfig {
     /// Take the testee to speak only these of the revisions it declares (`--speaks`): the others' traces
     /// run as cross-version cases or are skipped.
     pub speaks: Option<Vec<String>>,
-    /// Stop after the first case that fails or errs.
+    /// Stop after the first case that fails or errs (cases already running finish and are reported).
     pub fail_fast: bool,
+    /// Cases run at once, each against its own testee (an already-running implementation: always one).
+    pub jobs: usize,
     /// Zero cases, or every case skipped, is not an error.
     pub allow_empty: bool,
     /// Write each case's testee standard error to `DIR/<case id>.log`.
@@ -91,6 +93,7 @@ impl RunConfig {
             external: crate::play::External::None,
             speaks: None,
             fail_fast: false,
+            jobs: 1,
             allow_empty: false,
             testee_log: None,
         }
@@ -332,6 +335,43 @@ pub fn log_file_name(id: &str) -> String {
     format!("{}.log", id.replace('/', "__"))
 }
 
+/// One case against a fresh testee (or skipped when the testee does not take its role), with the testee's
+/// death and the last lines of its standard error recorded.
+async fn run_case(
+    case: &crate::play::Case,
+    opts: &PlayOptions,
+    hello: &crate::testee::Hello,
+    log: &crate::testee::TesteeLog,
+) -> CaseResult {
+    let mut r = if hello.roles.iter().any(|x| x == case.role.as_str()) {
+        play(case, opts, &hello.revisions).await
+    } else {
+        CaseResult {
+            id: case.id.clone(),
+            trace: case.model.trace.path.clone(),
+            role: case.role,
+            revision: case.model.revision.revision.clone(),
+            testee_revision: None,
+            status: Status::Skip,
+            reason: Some(format!("the testee does not take the {} role", case.role.as_str())),
+            findings: vec![],
+            duration_ms: 0,
+            testee_stderr: vec![],
+            setup: None,
+            notes: vec![],
+            not_applicable: vec![],
+        }
+    };
+    if let Some(why) = log.died() {
+        r.status = Status::Error;
+        r.reason = Some(why);
+    }
+    if matches!(r.status, Status::Fail | Status::Error) {
+        r.testee_stderr = log.tail(10);
+    }
+    r
+}
+
 pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
     preflight(&cfg.external)?;
     let cases = select_cases(&cfg)?;
@@ -375,51 +415,36 @@ pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
     }
     let mut opts = PlayOptions::new(cfg.testee.clone(), cfg.scenarios.clone(), cfg.slack);
     opts.external = cfg.external.clone();
+    // An implementation the runner does not start serves one case at a time; testees are started per case,
+    // each on its own ports, so up to `jobs` of them run at once. Results are collected in case order.
+    let jobs = if matches!(cfg.external, crate::play::External::None) { cfg.jobs.max(1) } else { 1 };
+    let hello = Arc::new(hello);
     let mut results: Vec<CaseResult> = vec![];
     let n = cases.len();
-    let mut not_run = 0;
-    for (i, case) in cases.iter().enumerate() {
-        if cfg.fail_fast && results.iter().any(|r| r.status == Status::Fail || r.status == Status::Error) {
-            not_run = n - i;
-            break;
-        }
-        if let Some(p) = cfg.progress.as_mut() {
-            p(Progress::Started { index: i, total: n, id: &case.id });
-        }
-        let log = match (&cfg.testee_log, &cfg.testee) {
-            (Some(dir), TesteeSpec::Command(_)) => {
-                crate::testee::TesteeLog::to_file(&dir.join(log_file_name(&case.id))).map_err(RunError::usage)?
+    let mut in_flight = std::collections::VecDeque::new();
+    let mut next = 0;
+    let mut stopped = false;
+    loop {
+        while !stopped && next < n && in_flight.len() < jobs {
+            let case = cases[next].clone();
+            if let Some(p) = cfg.progress.as_mut() {
+                p(Progress::Started { index: next, total: n, id: &case.id });
             }
-            _ => crate::testee::TesteeLog::default(),
-        };
-        let mut case_opts = opts.clone();
-        case_opts.testee_log = Some(log.clone());
-        let mut r = if hello.roles.iter().any(|x| x == case.role.as_str()) {
-            play(case, &case_opts, &hello.revisions).await
-        } else {
-            CaseResult {
-                id: case.id.clone(),
-                trace: case.model.trace.path.clone(),
-                role: case.role,
-                revision: case.model.revision.revision.clone(),
-                testee_revision: None,
-                status: Status::Skip,
-                reason: Some(format!("the testee does not take the {} role", case.role.as_str())),
-                findings: vec![],
-                duration_ms: 0,
-                testee_stderr: vec![],
-                setup: None,
-                notes: vec![],
-                not_applicable: vec![],
-            }
-        };
-        if let Some(why) = log.died() {
-            r.status = Status::Error;
-            r.reason = Some(why);
+            let log = match (&cfg.testee_log, &cfg.testee) {
+                (Some(dir), TesteeSpec::Command(_)) => {
+                    crate::testee::TesteeLog::to_file(&dir.join(log_file_name(&case.id))).map_err(RunError::usage)?
+                }
+                _ => crate::testee::TesteeLog::default(),
+            };
+            let mut case_opts = opts.clone();
+            case_opts.testee_log = Some(log.clone());
+            let hello = hello.clone();
+            in_flight.push_back(tokio::spawn(async move { run_case(&case, &case_opts, &hello, &log).await }));
+            next += 1;
         }
-        if matches!(r.status, Status::Fail | Status::Error) {
-            r.testee_stderr = log.tail(10);
-        }
+        let Some(handle) = in_flight.pop_front() else { break };
+        let i = results.len();
+        let mut r = handle.await.map_err(|e| RunError::environment(format!("case {}: {e}", cases[i].id)))?;
         let listed: Vec<&ExpectedFailure> = cfg.expected.cases.iter().filter(|e| e.id == r.id).collect();
         if r.status == Status::Fail && !listed.is_empty() {
             let covered =
@@ -429,12 +454,16 @@ pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
                 r.reason = Some(listed.iter().map(|e| e.reason.as_str()).collect::<Vec<_>>().join("; "));
             }
         }
+        if cfg.fail_fast && matches!(r.status, Status::Fail | Status::Error) {
+            stopped = true;
+        }
         results.push(r);
         if let Some(p) = cfg.progress.as_mut() {
             let failed = results.iter().filter(|r| matches!(r.status, Status::Fail | Status::Error)).count();
             p(Progress::Finished { index: i, total: n, result: results.last().expect("pushed"), failed });
         }
     }
+    let not_run = n - results.len();
     let narrowed = !cfg.cases.is_empty() || !cfg.roles.is_empty() || not_run > 0;
     let stale = cfg
         .expected
@@ -454,5 +483,5 @@ pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
             )
         })
         .collect();
-    Ok(RunReport { testee: hello.name, results, stale, not_run })
+    Ok(RunReport { testee: hello.name.clone(), results, stale, not_run })
 }

@@ -21,6 +21,8 @@ fn cfg(testee: TesteeSpec, filter: Option<&str>, roles: Vec<Role>) -> RunConfig 
     c.roles = roles;
     c.cases = filter.map(String::from).into_iter().collect();
     c.slack = Duration::from_secs(2);
+    // Cases are mostly waiting on timeouts; four at once keep the suite short (each has its own testee).
+    c.jobs = 4;
     c
 }
 
@@ -50,6 +52,27 @@ fn every_bundled_case_passes_against_the_reference_peer() {
         let n = r.results.iter().filter(|c| c.role.as_str() == role && c.status == Status::Pass).count();
         println!("{role}: {n} cases pass");
     }
+}
+
+/// Cases run at once report exactly what they report one after another, in the same order.
+#[test]
+fn cases_run_at_once_report_as_cases_run_one_by_one() {
+    let outcome = |jobs: usize| {
+        let mut c = cfg(TesteeSpec::Builtin, Some("vllm-0.32.0/"), vec![]);
+        c.jobs = jobs;
+        let r = rt().block_on(run(c)).unwrap();
+        r.results.iter().map(|c| (c.id.clone(), c.status.word().to_string(), c.findings.len())).collect::<Vec<_>>()
+    };
+    let serial = outcome(1);
+    assert!(serial.len() >= 20, "{serial:?}");
+    assert_eq!(outcome(5), serial);
+    // With a fault, --fail-fast stops scheduling: the cases already running finish, the rest are not run.
+    let mut c = cfg(TesteeSpec::BuiltinWithFaults(vec!["flip_byte".into()]), Some("vllm-0.32.0/"), vec![]);
+    c.fail_fast = true;
+    c.jobs = 3;
+    let r = rt().block_on(run(c)).unwrap();
+    assert!(!r.ok());
+    assert!(r.results.len() < serial.len() && r.results.len() + r.not_run == serial.len(), "{}", r.results.len());
 }
 
 #[test]
