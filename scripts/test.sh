@@ -22,10 +22,14 @@ for dir in . fuzz bench; do
   (cd "$dir" && cargo fmt --all --check > /dev/null) || { (cd "$dir" && cargo fmt --all --check | head -40); echo "SUMMARY: not formatted (run: cargo fmt --all, also in fuzz/ and bench/)"; exit 1; }
 done
 
-step "cargo test"
 mkdir -p target
 # No incremental caches for a one-shot run (they doubled the target directory of a clean clone).
 export CARGO_INCREMENTAL=0
+
+step "cargo clippy, warnings denied (the workspace's [lints] in Cargo.toml)"
+cargo clippy --workspace --all-targets --locked --quiet -- -D warnings > target/clippy.txt 2>&1 || { head -80 target/clippy.txt; echo "SUMMARY: clippy FAILED (cargo clippy --workspace --all-targets -- -D warnings)"; exit 1; }
+
+step "cargo test"
 set +e
 cargo test --workspace --locked -- --show-output > target/test-output.txt 2>&1
 status=$?

@@ -159,7 +159,8 @@ fn large_dicts_with_duplicate_keys() {
     // The typed decoders, on a whole message.
     let mut m = Writer::new();
     m.map_len(6);
-    for (name, val) in [("remote_hostname", "h")] {
+    {
+        let (name, val) = ("remote_hostname", "h");
         m.str(name);
         m.str(val);
     }

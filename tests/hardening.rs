@@ -1,3 +1,6 @@
+// The counting global allocator below is the only unsafe code of the workspace (`unsafe_code` is denied
+// everywhere else): it forwards every call to the system allocator.
+#![allow(unsafe_code)]
 //! Hostile inputs are refused, or handled within the limits of `src/limits.rs`, with the heap they cost
 //! measured: this test binary counts every allocation of the thread that decodes (a counting global allocator)
 //! and asserts the peak stays under a bound derived from the limits and the input's own length — never from a

@@ -142,13 +142,13 @@ fn contract(t: &Typed) -> Vec<String> {
     let required: Vec<usize> = (0..st.fields.len()).filter(|&i| st.fields[i].default.is_none()).collect();
     let entries_with = |extra: Option<(usize, Vec<u8>)>, skip: Option<usize>| -> Vec<Entry> {
         let mut out = vec![];
-        for i in 0..st.fields.len() {
+        for (i, sample) in samples.iter().enumerate() {
             if Some(i) == skip {
                 continue;
             }
             match &extra {
                 Some((j, raw)) if *j == i => out.push((i, raw.clone())),
-                _ if required.contains(&i) => out.push((i, enc(i, &samples[i]))),
+                _ if required.contains(&i) => out.push((i, enc(i, sample))),
                 _ => {}
             }
         }

@@ -302,18 +302,16 @@ impl HttpChecker {
                     ));
                 }
             }
-            ("GET", "/query") => {
-                if h.status != 200 || h.response.as_ref() != Some(&want.body) {
-                    out.push(f(
-                        "QUERY-REFLECTS-REGISTER",
-                        format!(
-                            "answered {} {}, the registered workers are {}",
-                            h.status,
-                            h.response.as_ref().map(J::to_string).unwrap_or_default(),
-                            want.body
-                        ),
-                    ));
-                }
+            ("GET", "/query") if (h.status != 200 || h.response.as_ref() != Some(&want.body)) => {
+                out.push(f(
+                    "QUERY-REFLECTS-REGISTER",
+                    format!(
+                        "answered {} {}, the registered workers are {}",
+                        h.status,
+                        h.response.as_ref().map(J::to_string).unwrap_or_default(),
+                        want.body
+                    ),
+                ));
             }
             _ => {}
         }

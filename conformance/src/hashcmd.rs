@@ -61,7 +61,7 @@ pub fn factors(file: &Path, json_out: bool) -> Outcome {
             if json_out {
                 o.json(&json!({ "digest": h.digest, "hashed_utf8": h.hashed, "hashed_hex": hash::hex(h.hashed.as_bytes()) }));
             } else {
-                o.say(format!("{}", h.digest));
+                o.say(&h.digest);
                 o.say(format!("hashed: {}", h.hashed));
             }
             o.done(AGREE)
@@ -253,7 +253,7 @@ pub fn check(a: &str, b: &str, json_out: bool) -> Outcome {
             }
         }
         if !other.is_empty() {
-            o.say(format!("outside the fingerprint (bootstrap, transport, behaviour, parameters):"));
+            o.say("outside the fingerprint (bootstrap, transport, behaviour, parameters):");
             for x in &other {
                 o.say(format!("  {x}"));
             }
@@ -301,7 +301,7 @@ pub fn nixl(release: &str, file: &Path, engine: Option<&str>, json_out: bool) ->
                     "wrapped_hash": wrapped,
                 }));
             } else {
-                o.say(format!("{}", wrapped.as_deref().unwrap_or(&h.digest)));
+                o.say(wrapped.as_deref().unwrap_or(&h.digest));
                 o.say(format!("nixl_connector_version {}; hashed: {}", set.connector_version, h.hashed));
             }
             o.done(AGREE)

@@ -154,7 +154,7 @@ pub fn build(target: &Target, assignments: &[String], tokens: Option<TokenOption
             if json_out {
                 o.json(&json!({ "grammar": g.name, "key": key, "fields": fields_json(&fields) }));
             } else {
-                o.say(format!("{key}"));
+                o.say(&key);
             }
             o.done(AGREE)
         }
@@ -174,7 +174,7 @@ fn build_from_tokens(release: &str, g: &Grammar, fields: Fields, t: TokenOptions
         let seed = rules.seed(t.pythonhashseed.as_deref())?;
         let none_hash = block_hash::none_hash(algo, seed)?;
         let hbs = t.hash_block_size.unwrap_or(t.block_size);
-        if hbs == 0 || t.block_size == 0 || t.block_size % hbs != 0 {
+        if hbs == 0 || t.block_size == 0 || !t.block_size.is_multiple_of(hbs) {
             return Err(format!(
                 "block size {} must be a positive multiple of the hash block size {hbs}",
                 t.block_size
@@ -213,7 +213,7 @@ fn build_from_tokens(release: &str, g: &Grammar, fields: Fields, t: TokenOptions
                 o.json(&json!({ "release": release, "grammar": g.name, "keys": keys }));
             } else {
                 for k in &keys {
-                    o.say(format!("{}", k["key"].as_str().unwrap_or("")));
+                    o.say(k["key"].as_str().unwrap_or(""));
                 }
             }
             o.done(AGREE)

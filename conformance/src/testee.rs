@@ -123,6 +123,7 @@ impl From<StartError> for String {
     }
 }
 
+#[allow(clippy::large_enum_variant)] // one per case, never moved in a loop
 pub enum Testee {
     Builtin(Box<mooncake_reference::testee::Testee>, Vec<String>),
     Process { child: Child, stdin: ChildStdin, lines: Lines<BufReader<ChildStdout>>, log: TesteeLog },

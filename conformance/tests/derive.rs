@@ -152,7 +152,7 @@ fn every_bundled_trace_replays_with_its_scenario_renamed() {
     for p in &files {
         copy_with(p, &dir, rename);
     }
-    let mut c = RunConfig::paths(&[dir.clone()], TesteeSpec::Builtin).unwrap();
+    let mut c = RunConfig::paths(std::slice::from_ref(&dir), TesteeSpec::Builtin).unwrap();
     // Bootstrap cases use no setup.
     c.roles = vec![Role::Prefiller, Role::Decoder];
     c.slack = Duration::from_secs(2);

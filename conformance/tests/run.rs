@@ -238,7 +238,7 @@ fn unobserved_copy(tag: &str, declare: bool) -> PathBuf {
 #[test]
 fn checks_of_what_a_recording_did_not_observe_are_not_applicable_and_counted() {
     let p = unobserved_copy("declared", true);
-    let r = rt().block_on(run(RunConfig::paths(&[p.clone()], TesteeSpec::Builtin).unwrap())).unwrap();
+    let r = rt().block_on(run(RunConfig::paths(std::slice::from_ref(&p), TesteeSpec::Builtin).unwrap())).unwrap();
     assert!(r.ok(), "{:#?}", failures(&r));
     let na = |role: &str| -> Vec<&str> {
         r.results.iter().find(|c| c.role.as_str() == role).unwrap().not_applicable.iter().map(|n| n.check).collect()
@@ -253,7 +253,7 @@ fn checks_of_what_a_recording_did_not_observe_are_not_applicable_and_counted() {
     assert_eq!(mooncake_conformance::report::run_json(&r)["summary"]["not_applicable"], 3);
     // The same empty values without the declaration are a recording that saw nothing: those checks fail.
     let q = unobserved_copy("undeclared", false);
-    let r = rt().block_on(run(RunConfig::paths(&[q.clone()], TesteeSpec::Builtin).unwrap())).unwrap();
+    let r = rt().block_on(run(RunConfig::paths(std::slice::from_ref(&q), TesteeSpec::Builtin).unwrap())).unwrap();
     let checks: Vec<&str> = r.results.iter().flat_map(|c| c.findings.iter().map(|f| f.check)).collect();
     assert!(checks.contains(&"TE-CALLS") && checks.contains(&"D-OUTCOME"), "{checks:?}");
     assert_eq!(r.not_applicable(), 0);

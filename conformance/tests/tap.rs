@@ -190,7 +190,7 @@ fn trace_holds(path: &std::path::Path) {
     h["scenario"] = J::from("tap");
     let unnamed = path.with_file_name("unnamed.jsonl");
     std::fs::write(&unnamed, format!("{}\n{rest}", serde_json::to_string(&h).unwrap())).unwrap();
-    let r = rt().block_on(run(RunConfig::paths(&[unnamed.clone()], TesteeSpec::Builtin).unwrap())).unwrap();
+    let r = rt().block_on(run(RunConfig::paths(std::slice::from_ref(&unnamed), TesteeSpec::Builtin).unwrap())).unwrap();
     assert!(r.ok(), "{:#?}", r.results.iter().map(|c| (&c.id, &c.findings)).collect::<Vec<_>>());
     assert_eq!(
         mooncake_conformance::report::derived_count(&r),
@@ -407,7 +407,7 @@ fn rogue_peers_are_reported_as_their_traffic_passes_unchanged_and_the_tap_keeps_
         })
         .await
         .unwrap();
-        assert_eq!(req[1..], [recorded_request.clone()], "the request arrives unchanged");
+        assert_eq!(req[1..], *std::slice::from_ref(&recorded_request), "the request arrives unchanged");
         let (d, reply) = tokio::task::spawn_blocking(move || {
             let r = recv_within(&d, WAIT);
             (d, r)

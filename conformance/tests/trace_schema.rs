@@ -56,7 +56,7 @@ fn valid(schema: &J, defs: &J, v: &J) -> Result<(), String> {
     if let Some(p) = schema.get("pattern").and_then(J::as_str) {
         assert_eq!(p, "^([0-9a-f]{2})*$", "the test validator knows only the hex pattern");
         let s = v.as_str().unwrap_or("");
-        if s.len() % 2 != 0 || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        if !s.len().is_multiple_of(2) || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
             return Err(format!("{s:?} is not lowercase hex"));
         }
     }

@@ -36,7 +36,7 @@ impl LayoutConfig {
         {
             return Err(format!("layout: kv_caches_base_addr, block_lens, kv_block_lens, registered_layer_names and registered_layer_indices need {n} entries each"));
         }
-        if self.num_blocks == 0 || self.block_lens.iter().any(|b| *b == 0) {
+        if self.num_blocks == 0 || self.block_lens.contains(&0) {
             return Err("layout: num_blocks and every block length must be positive".into());
         }
         let total: u64 = self.block_lens.iter().map(|b| b.saturating_mul(self.num_blocks)).sum();
@@ -175,7 +175,7 @@ pub fn producer_with(
     } else {
         LayerSpec::Attention { padded: model.padded_pages, nvfp4: false }
     };
-    let layer_specs = reg.registered_layer_names.iter().map(|n| (n.clone(), spec.clone())).collect();
+    let layer_specs = reg.registered_layer_names.iter().map(|n| (n.clone(), spec)).collect();
     Ok(Producer {
         config: ProducerConfig {
             tp_rank,

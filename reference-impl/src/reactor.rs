@@ -128,10 +128,7 @@ impl Drop for Reactor {
 }
 
 fn recv_all(s: &zmq::Socket) -> Option<Vec<Vec<u8>>> {
-    match s.recv_multipart(zmq::DONTWAIT) {
-        Ok(f) => Some(f),
-        Err(_) => None,
-    }
+    s.recv_multipart(zmq::DONTWAIT).ok()
 }
 
 fn run(

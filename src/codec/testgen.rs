@@ -219,6 +219,7 @@ pub fn noncanonical(plan: &Plan, ty: TyId, v: &Value, rng: &mut Rng) -> Vec<u8> 
     w.into_bytes()
 }
 
+#[allow(clippy::too_many_arguments)] // one per msgpack length form, read in the order the format lists them
 fn nc_len(w: &mut Writer, rng: &mut Rng, n: usize, fix: u8, fix_max: usize, op16: u8, op32: u8, op8: Option<u8>) {
     let choice = rng.below(4);
     if choice == 0 && n <= fix_max {

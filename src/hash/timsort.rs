@@ -202,7 +202,10 @@ impl<T: Copy, E> State<'_, T, E> {
                 break 'outer;
             }
             if na == 1 {
-                return Ok(self.copy_b_lo(&tmp, ia, dest, ib, nb));
+                {
+                    self.copy_b_lo(&tmp, ia, dest, ib, nb);
+                    return Ok(());
+                }
             }
             let mut min_gallop = self.min_gallop;
             loop {
@@ -236,7 +239,10 @@ impl<T: Copy, E> State<'_, T, E> {
                             bcount = 0;
                             na -= 1;
                             if na == 1 {
-                                return Ok(self.copy_b_lo(&tmp, ia, dest, ib, nb));
+                                {
+                                    self.copy_b_lo(&tmp, ia, dest, ib, nb);
+                                    return Ok(());
+                                }
                             }
                             if acount >= min_gallop {
                                 break;
@@ -262,7 +268,10 @@ impl<T: Copy, E> State<'_, T, E> {
                         ia += k;
                         na -= k;
                         if na == 1 {
-                            return Ok(self.copy_b_lo(&tmp, ia, dest, ib, nb));
+                            {
+                                self.copy_b_lo(&tmp, ia, dest, ib, nb);
+                                return Ok(());
+                            }
                         }
                         if na == 0 {
                             break 'outer;
@@ -297,7 +306,10 @@ impl<T: Copy, E> State<'_, T, E> {
                     ia += 1;
                     na -= 1;
                     if na == 1 {
-                        return Ok(self.copy_b_lo(&tmp, ia, dest, ib, nb));
+                        {
+                            self.copy_b_lo(&tmp, ia, dest, ib, nb);
+                            return Ok(());
+                        }
                     }
                     if !(acount >= MIN_GALLOP || bcount >= MIN_GALLOP) {
                         break;
@@ -339,7 +351,10 @@ impl<T: Copy, E> State<'_, T, E> {
                 break 'outer;
             }
             if nb == 1 {
-                return Ok(self.copy_a_hi(&tmp, dest, ia, na));
+                {
+                    self.copy_a_hi(&tmp, dest, ia, na);
+                    return Ok(());
+                }
             }
             let mut min_gallop = self.min_gallop;
             loop {
@@ -373,7 +388,10 @@ impl<T: Copy, E> State<'_, T, E> {
                             acount = 0;
                             nb -= 1;
                             if nb == 1 {
-                                return Ok(self.copy_a_hi(&tmp, dest, ia, na));
+                                {
+                                    self.copy_a_hi(&tmp, dest, ia, na);
+                                    return Ok(());
+                                }
                             }
                             if bcount >= min_gallop {
                                 break;
@@ -408,7 +426,10 @@ impl<T: Copy, E> State<'_, T, E> {
                     self.v[dest] = tmp[ib];
                     nb -= 1;
                     if nb == 1 {
-                        return Ok(self.copy_a_hi(&tmp, dest, ia, na));
+                        {
+                            self.copy_a_hi(&tmp, dest, ia, na);
+                            return Ok(());
+                        }
                     }
                     let k = match gallop_left_in(&tmp[..nb], self.v[ia - 1], nb - 1, self.lt) {
                         Ok(k) => k,
@@ -425,7 +446,10 @@ impl<T: Copy, E> State<'_, T, E> {
                         self.v[dest..dest + k].copy_from_slice(&tmp[ib..ib + k]);
                         nb -= k;
                         if nb == 1 {
-                            return Ok(self.copy_a_hi(&tmp, dest, ia, na));
+                            {
+                                self.copy_a_hi(&tmp, dest, ia, na);
+                                return Ok(());
+                            }
                         }
                         if nb == 0 {
                             break 'outer;

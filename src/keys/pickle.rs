@@ -164,7 +164,7 @@ impl Pickler {
                 } else {
                     [&[op::BINUNICODE][..], &(n as u32).to_le_bytes()].concat()
                 };
-                if n > 0xff && n >= FRAME_SIZE_TARGET {
+                if n >= FRAME_SIZE_TARGET {
                     self.write_large(&header, data);
                 } else {
                     self.write(&header);
@@ -186,7 +186,7 @@ impl Pickler {
                 } else {
                     [&[op::BINBYTES][..], &(n as u32).to_le_bytes()].concat()
                 };
-                if n > 0xff && n >= FRAME_SIZE_TARGET {
+                if n >= FRAME_SIZE_TARGET {
                     self.write_large(&header, data);
                 } else {
                     self.write(&header);
@@ -267,7 +267,7 @@ fn shared_str(s: &str) -> Option<Shared> {
 /// pickle's `encode_long`: two's complement little-endian in `(bit_length >> 3) + 1` bytes, with one
 /// redundant `0xff` sign byte dropped for negative numbers; `0` is empty.
 pub fn encode_long(i: &PyInt) -> Vec<u8> {
-    let mut mag = decimal_to_le_bytes(&i.to_string().trim_start_matches('-'));
+    let mut mag = decimal_to_le_bytes(i.to_string().trim_start_matches('-'));
     while mag.last() == Some(&0) {
         mag.pop();
     }

@@ -161,7 +161,7 @@ impl<'a> Reader<'a> {
                 let n = self.len32()?;
                 Obj::Bin(self.take(n)?)
             }
-            0xc7 | 0xc8 | 0xc9 => {
+            0xc7..=0xc9 => {
                 let n = match op {
                     0xc7 => self.len8()?,
                     0xc8 => self.len16()?,
@@ -368,7 +368,7 @@ mod tests {
                 let mut b = vec![op];
                 b.extend((0..len).map(|i| (i as u8).wrapping_mul(37).wrapping_add(op)));
                 // Make lengths of str/array heads small so that the body may fit.
-                if matches!(op, 0xd9 | 0xda | 0xdb | 0xdc | 0xdd) && len > 0 {
+                if matches!(op, 0xd9..=0xdd) && len > 0 {
                     for x in b[1..].iter_mut().take(4) {
                         *x = 0;
                     }

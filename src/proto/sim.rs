@@ -138,17 +138,14 @@ impl<P: SenderPlanner> Net<P> {
             }
             DecoderEvent::Open { id, addr, payload } => {
                 self.decoders[di].sent.push((id, addr.clone(), payload.clone()));
-                match self.prefillers.iter().position(|p| p.addr == addr) {
-                    Some(pi) => {
-                        let mut rid = vec![0u8];
-                        rid.extend_from_slice(&self.next_routing.to_be_bytes());
-                        self.next_routing += 1;
-                        let peer = PeerId(rid);
-                        self.routes.insert((di, id), (pi, peer.clone()));
-                        self.prefillers[pi].core.handle_frames(now, vec![peer.0, payload]);
-                    }
-                    // libzmq connects in the background: a DEALER to nowhere just never gets an answer.
-                    None => {}
+                // libzmq connects in the background: a DEALER to nowhere just never gets an answer.
+                if let Some(pi) = self.prefillers.iter().position(|p| p.addr == addr) {
+                    let mut rid = vec![0u8];
+                    rid.extend_from_slice(&self.next_routing.to_be_bytes());
+                    self.next_routing += 1;
+                    let peer = PeerId(rid);
+                    self.routes.insert((di, id), (pi, peer.clone()));
+                    self.prefillers[pi].core.handle_frames(now, vec![peer.0, payload]);
                 }
             }
             DecoderEvent::Close { id } => {

@@ -525,8 +525,7 @@ fn check_landed(
                 .collect();
             match want.get(&(r, b)) {
                 Some(src) => {
-                    if let Some(w) = words.iter().find(|w| !decode_provenance(**w).is_some_and(|(_, sb, _)| sb == *src))
-                    {
+                    if let Some(w) = words.iter().find(|w| decode_provenance(**w).is_none_or(|(_, sb, _)| sb != *src)) {
                         problems.push(format!("region {r} block {b}: word {w:#x} is not from source block {src}"));
                     }
                 }

@@ -48,6 +48,7 @@ pub(crate) fn pull_steps(t: &crate::trace_model::TraceModel, conn: &str) -> Vec<
 
 /// The prefiller side of a decoder case: the runner's own reference prefiller (whose wire log lets it compare
 /// every request), or another testee (interoperability of two implementations).
+#[allow(clippy::large_enum_variant)] // one per case, never moved in a loop
 enum PSide {
     Ours(PrefillerPeer),
     Testee(Testee),

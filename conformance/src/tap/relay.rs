@@ -166,14 +166,13 @@ impl Thread {
             }
             for f in fronts_ready {
                 while let Ok(msg) = self.fronts[f].router.recv_multipart(zmq::DONTWAIT) {
-                    self.from_decoder(f, msg);
+                    self.on_decoder_frames(f, msg);
                 }
             }
             for k in legs_ready {
-                loop {
-                    let Some(leg) = self.legs.get(&k) else { break };
+                while let Some(leg) = self.legs.get(&k) {
                     let Ok(frames) = leg.dealer.recv_multipart(zmq::DONTWAIT) else { break };
-                    self.from_prefiller(&k, frames);
+                    self.on_prefiller_frames(&k, frames);
                 }
             }
             if last_sweep.elapsed() >= Duration::from_secs(1) {
@@ -230,7 +229,7 @@ impl Thread {
         }
     }
 
-    fn from_decoder(&mut self, f: usize, mut msg: Vec<Vec<u8>>) {
+    fn on_decoder_frames(&mut self, f: usize, mut msg: Vec<Vec<u8>>) {
         if msg.is_empty() {
             return;
         }
@@ -264,7 +263,7 @@ impl Thread {
         (self.emit)(Obs::Request { worker: self.fronts[f].worker, rid, frames: msg });
     }
 
-    fn from_prefiller(&mut self, key: &(usize, Vec<u8>), frames: Vec<Vec<u8>>) {
+    fn on_prefiller_frames(&mut self, key: &(usize, Vec<u8>), frames: Vec<Vec<u8>>) {
         if let Some(l) = self.legs.get_mut(key) {
             l.last = Instant::now();
         }

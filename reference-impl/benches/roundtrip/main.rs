@@ -111,7 +111,7 @@ impl LibzmqLoad {
 
 /// Every 64th reply is decoded: a benchmark of replies that are not FINISH would measure nothing.
 fn check(n: usize, reply: &[u8]) {
-    if n % 64 == 0 {
+    if n.is_multiple_of(64) {
         let r = MooncakeXferResponse::decode(reply).expect("a MooncakeXferResponse");
         assert_eq!(r.status, Status::FINISH, "{r:?}");
     }

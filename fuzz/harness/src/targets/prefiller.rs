@@ -53,6 +53,7 @@ pub struct Setup {
 }
 
 #[derive(Arbitrary, Debug)]
+#[allow(clippy::large_enum_variant)] // fuzz input, built once per operation
 pub enum Op {
     Allocate { p: u8, t: u8 },
     Finish { p: u8, t: u8, blocks: Vec<Vec<u8>> },
