@@ -1,0 +1,345 @@
+//! `extract` and `diff` on vLLM source, without wheels: a Python module is written from each bundled push
+//! revision (the facts of the spec spelled as vLLM declares them: msgspec.Struct classes with their keywords,
+//! IntEnums, module-level aliases, a FastAPI bootstrap server with pydantic/dataclass models) and read back by
+//! the bundled script. Every revision must come back with its own wire fingerprint and no edit; a copy with a
+//! field removed, a default changed and a status added must give the same classified changes as the same three
+//! edits written by hand as a spec file. The same mutations on the real 0.33.0 source run when its wheel is
+//! cached (else `SKIPPED`). Needs only `python3` (standard library).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use mooncake_conformance::extract;
+use mooncake_wire::hash::fingerprint::wire_fingerprint;
+use mooncake_wire::spec::{Revision, Spec, StructDef};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_mooncake-conformance")
+}
+
+fn python_ok() -> bool {
+    let ok = Command::new(extract::default_python()).arg("--version").output().is_ok_and(|o| o.status.success());
+    if !ok {
+        println!("SKIPPED: extract tests — no {} to run the extraction script", extract::default_python());
+    }
+    ok
+}
+
+struct TempDir(PathBuf);
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "mooncake-extract-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn class(name: &str, s: &StructDef, base: &str, out: &mut String) {
+    let o = &s.options;
+    let mut kw = String::new();
+    for (k, on) in [
+        ("omit_defaults", o.omit_defaults),
+        ("array_like", o.array_like),
+        ("forbid_unknown_fields", o.forbid_unknown_fields),
+        ("dict", o.dict),
+        ("frozen", o.frozen),
+    ] {
+        if on {
+            kw.push_str(&format!(", {k}=True"));
+        }
+    }
+    if base.is_empty() {
+        out.push_str(&format!("@dataclass\nclass {name}:\n"));
+    } else {
+        out.push_str(&format!("class {name}({base}{kw}):\n"));
+    }
+    for f in &s.fields {
+        let d = match (&f.default, &f.default_factory) {
+            (Some(d), _) => format!(" = {d}"),
+            (None, Some(fac)) => format!(" = msgspec.field(default_factory={fac})"),
+            _ => String::new(),
+        };
+        out.push_str(&format!("    {}: {}{d}\n", f.name, f.ty.python()));
+    }
+    out.push_str("    pass\n\n");
+}
+
+/// The revision's declarations as vLLM writes them (one module).
+fn python_source(r: &Revision) -> String {
+    let mut s = String::from(
+        "import msgspec\nfrom dataclasses import dataclass\nfrom enum import IntEnum\n\
+         from fastapi import FastAPI, HTTPException\nfrom pydantic import BaseModel\n\n",
+    );
+    for (n, a) in &r.aliases {
+        s.push_str(&format!("{n} = {}\n", a.ty.python()));
+    }
+    s.push('\n');
+    for (n, e) in &r.enums {
+        s.push_str(&format!("class {n}(IntEnum):\n"));
+        for m in &e.members {
+            s.push_str(&format!("    {} = {}\n", m.name, m.value));
+        }
+        s.push('\n');
+    }
+    for (n, st) in &r.structs {
+        class(n, st, "msgspec.Struct", &mut s);
+    }
+    let Some(b) = &r.bootstrap else { return s };
+    for (n, m) in &b.models {
+        match m.kind {
+            mooncake_wire::spec::StructKind::Pydantic => class(n, m, "BaseModel", &mut s),
+            mooncake_wire::spec::StructKind::Dataclass => class(n, m, "", &mut s),
+            _ => {}
+        }
+    }
+    s.push_str("class BootstrapServer:\n    def __init__(self):\n        self.app = FastAPI()\n");
+    for (i, rt) in b.routes.iter().enumerate() {
+        let model = rt.responses.iter().find(|x| x.status == 200 && x.body.as_deref().is_some_and(|b| b.contains('[')));
+        let rm = model.map(|m| format!(", response_model={}", m.body.as_deref().unwrap())).unwrap_or_default();
+        s.push_str(&format!("        self.app.{}({:?}{rm})(self.handler{i})\n", rt.method.to_lowercase(), rt.path));
+    }
+    for (i, rt) in b.routes.iter().enumerate() {
+        let arg = rt.request.as_ref().map(|q| format!(", payload: {q}")).unwrap_or_default();
+        s.push_str(&format!("\n    async def handler{i}(self{arg}):\n"));
+        let ok = rt.responses.iter().find_map(|x| {
+            let m = b.models.get(x.body.as_deref()?)?;
+            let kv: Vec<String> =
+                m.fields.iter().filter_map(|f| Some(format!("{:?}: {:?}", f.name, f.const_value.as_ref()?))).collect();
+            (x.status == 200 && !kv.is_empty()).then(|| format!("{{{}}}", kv.join(", ")))
+        });
+        let ok = ok.unwrap_or_else(|| "self.table".into());
+        if rt.request.is_some() && b.duplicate_registration.to_string() == "accept-identical" {
+            s.push_str(&format!("        if self.existing == payload.addr:\n            return {ok}\n"));
+        }
+        for x in rt.responses.iter().filter(|x| x.status >= 400 && x.detail.is_some()) {
+            let detail = x.detail.as_deref().unwrap().replace('{', "{payload.");
+            s.push_str(&format!(
+                "        if self.check():\n            raise HTTPException(status_code={}, detail=f{:?})\n",
+                x.status, detail
+            ));
+        }
+        s.push_str(&format!("        return {ok}\n"));
+    }
+    s
+}
+
+/// A checkout holding `source` where the revision's generation keeps its connector.
+fn checkout(r: &Revision, source: &str) -> TempDir {
+    let d = TempDir::new("src");
+    let v1 = d.0.join("vllm/distributed/kv_transfer/kv_connector/v1");
+    let file =
+        if r.generation == 1 { v1.join("mooncake_connector.py") } else { v1.join("mooncake/mooncake_connector.py") };
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(file, source).unwrap();
+    d
+}
+
+#[test]
+fn every_revision_written_as_python_extracts_to_itself() {
+    if !python_ok() {
+        return;
+    }
+    let push = Spec::builtin().push();
+    for r in &push.revisions {
+        let src = checkout(r, &python_source(r));
+        let d = extract::derive(&src.0, &extract::default_python(), None)
+            .unwrap_or_else(|e| panic!("{}: {}", r.revision, e.message));
+        assert_eq!(d.edits, 0, "{}: {} edits on {}:\n{}", r.revision, d.edits, d.base, d.text);
+        assert_eq!(
+            wire_fingerprint(&d.revision).unwrap(),
+            wire_fingerprint(r).unwrap(),
+            "{}: fingerprint (base {})",
+            r.revision,
+            d.base
+        );
+        // Without a release to prefer, a tie goes to the newest revision with the same facts.
+        let base = push.revision(&d.base).unwrap();
+        assert_eq!(wire_fingerprint(base).unwrap(), wire_fingerprint(r).unwrap(), "{}", r.revision);
+        assert_eq!(d.revision.generation, r.generation);
+    }
+}
+
+#[test]
+fn explicit_base_gives_the_edits_of_the_release() {
+    if !python_ok() {
+        return;
+    }
+    // vllm-0.33.0's declarations derived on vllm-0.32.0: exactly the three wire edits of spec/push/vllm-0.33.0.toml.
+    let spec = Spec::builtin();
+    let r = spec.revision("vllm-0.33.0").unwrap();
+    let src = checkout(r, &python_source(r));
+    let d = extract::derive(&src.0, &extract::default_python(), Some("0.32.0")).unwrap();
+    assert_eq!(d.base, "vllm-0.32.0");
+    assert_eq!(d.edits, 3, "{}", d.text);
+    for want in [
+        "enums.MooncakeXferResponseStatus.members",
+        "structs.MooncakeXferMetadata.fields",
+        "structs.MooncakeXferResponse.fields",
+    ] {
+        assert!(d.text.contains(&format!("at = \"{want}\"")), "{want}:\n{}", d.text);
+    }
+    assert_eq!(wire_fingerprint(&d.revision).unwrap(), wire_fingerprint(r).unwrap());
+    assert!(d.not_derived.iter().any(|n| n.contains("LAYOUT_MISS") && n.contains("terminal")), "{:?}", d.not_derived);
+}
+
+fn diff_json(old: &str, new: &Path) -> serde_json::Value {
+    let out = Command::new(bin())
+        .args(["diff", old])
+        .arg(new)
+        .args(["--format", "json", "--allow-breaking"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "diff {old} {}: {}", new.display(), String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The changes of a diff report without the new side's name (witness messages are the codec's, kept).
+fn changes(v: &serde_json::Value) -> Vec<serde_json::Value> {
+    v["changes"].as_array().unwrap().clone()
+}
+
+const HAND_EDITS: &str = r#"format = "mooncake-wire-spec/2"
+family = "push"
+revision = "vllm-0.33.1"
+base = "vllm-0.33.0"
+generation = 2
+releases = ["0.33.1"]
+source = "test: a deliberately edited 0.33.0"
+summary = "remote_pp_size removed, MooncakeXferResponse.layout_id defaults to 1, status LAYOUT_STALE = 4"
+
+[[edit]]
+op = "remove"
+at = "structs.MooncakeXferMetadata.fields.remote_pp_size"
+
+[[edit]]
+op = "set"
+at = "structs.MooncakeXferResponse.fields.layout_id.default"
+value = "1"
+
+[[edit]]
+op = "insert"
+at = "enums.MooncakeXferResponseStatus.members"
+item = { name = "LAYOUT_STALE", value = 4 }
+"#;
+
+fn hand_written() -> (TempDir, serde_json::Value) {
+    let d = TempDir::new("hand");
+    let f = d.0.join("vllm-0.33.1.toml");
+    std::fs::write(&f, HAND_EDITS).unwrap();
+    let v = diff_json("vllm-0.33.0", &f);
+    (d, v)
+}
+
+fn check_mutated(v: &serde_json::Value, hand: &serde_json::Value, what: &str) {
+    let subjects: Vec<&str> = v["changes"].as_array().unwrap().iter().map(|c| c["subject"].as_str().unwrap()).collect();
+    assert_eq!(
+        subjects,
+        [
+            "MooncakeXferMetadata.remote_pp_size",
+            "MooncakeXferResponse.layout_id",
+            "MooncakeXferResponseStatus.LAYOUT_STALE"
+        ],
+        "{what}: {v:#}"
+    );
+    assert_eq!(changes(v), changes(hand), "{what}: the source's changes are classified as the hand-written edits'");
+    assert_eq!(v["counts"], hand["counts"], "{what}");
+}
+
+#[test]
+fn an_edited_copy_gives_the_hand_written_changes() {
+    if !python_ok() {
+        return;
+    }
+    let mut r = (**Spec::builtin().revision("vllm-0.33.0").unwrap()).clone();
+    r.structs.get_mut("MooncakeXferMetadata").unwrap().fields.retain(|f| f.name != "remote_pp_size");
+    let resp = r.structs.get_mut("MooncakeXferResponse").unwrap();
+    resp.fields.iter_mut().find(|f| f.name == "layout_id").unwrap().default = Some("1".into());
+    let status = r.enums.get_mut("MooncakeXferResponseStatus").unwrap();
+    let mut m = status.members[0].clone();
+    m.name = "LAYOUT_STALE".into();
+    m.value = 4;
+    status.members.push(m);
+    let src = checkout(&r, &python_source(&r));
+    let (_keep, hand) = hand_written();
+    check_mutated(&diff_json("vllm-0.33.0", &src.0), &hand, "written from the spec");
+}
+
+#[test]
+fn an_edited_copy_of_the_real_033_source_gives_the_hand_written_changes() {
+    if !python_ok() {
+        return;
+    }
+    let cache = extract::proof::cache_dir();
+    let Some(wheel) = extract::proof::cached_wheels(&cache)
+        .into_iter()
+        .find(|w| w.file_name().unwrap().to_string_lossy().starts_with("vllm-0.33.0-"))
+    else {
+        println!(
+            "SKIPPED: extract on an edited copy of vLLM 0.33.0's source — no vllm 0.33.0 wheel in {}",
+            cache.display()
+        );
+        return;
+    };
+    // The connector package, copied out of the wheel and edited as a contributor would.
+    let d = TempDir::new("real");
+    let pkg = d.0.join("mooncake");
+    std::fs::create_dir_all(&pkg).unwrap();
+    let list = Command::new(extract::default_python())
+        .args(["-c", "import sys, zipfile\nz = zipfile.ZipFile(sys.argv[1])\nfor n in z.namelist():\n    p = 'vllm/distributed/kv_transfer/kv_connector/v1/mooncake/'\n    if n.startswith(p) and '/' not in n[len(p):] and n.endswith('.py'):\n        open(sys.argv[2] + '/' + n[len(p):], 'wb').write(z.read(n))\n"])
+        .arg(&wheel)
+        .arg(&pkg)
+        .status()
+        .unwrap();
+    assert!(list.success());
+    let file = pkg.join("mooncake_connector.py");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let meta = text.find("class MooncakeXferMetadata(").unwrap();
+    let resp = text.find("class MooncakeXferResponse(").unwrap();
+    let mut edited = text.clone();
+    // MooncakeXferResponse.layout_id: 0 → 1 (its own occurrence, after the class line).
+    let at = resp + edited[resp..].find("layout_id: int = 0").unwrap();
+    edited.replace_range(at..at + "layout_id: int = 0".len(), "layout_id: int = 1");
+    // MooncakeXferMetadata.remote_pp_size removed.
+    let at = meta + edited[meta..].find("    remote_pp_size: int = 1\n").unwrap();
+    edited.replace_range(at..at + "    remote_pp_size: int = 1\n".len(), "");
+    // A status added after LAYOUT_MISS.
+    let at = edited.find("    LAYOUT_MISS = 3\n").unwrap() + "    LAYOUT_MISS = 3\n".len();
+    edited.insert_str(at, "    LAYOUT_STALE = 4\n");
+    assert_ne!(edited, text);
+    std::fs::write(&file, edited).unwrap();
+    let (_keep, hand) = hand_written();
+    check_mutated(&diff_json("vllm-0.33.0", &pkg), &hand, "the real 0.33.0 package, edited");
+}
+
+#[test]
+fn bad_input_is_a_usage_error_and_names_the_path() {
+    if !python_ok() {
+        return;
+    }
+    let d = TempDir::new("bad");
+    let f = d.0.join("not_vllm.py");
+    std::fs::write(&f, "x = 1\n").unwrap();
+    let out = Command::new(bin()).arg("extract").arg(&f).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not_vllm.py") && err.contains("no msgspec.Struct"), "{err}");
+    std::fs::write(&f, "class (:\n").unwrap();
+    let out = Command::new(bin()).arg("extract").arg(&f).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(bin()).args(["extract", "/nonexistent/vllm"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(bin()).args(["extract", "--python", "/nonexistent/python3"]).arg(&f).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+}
