@@ -142,8 +142,11 @@ def open_input(path):
 def version_of(tree, info):
     """(release, build commit) from vllm/_version.py (wheels and built checkouts), else (None, None)."""
     text = tree.read(VERSION_FILE) if tree else None
-    if text is None:
-        return None, None
+    return parse_version_file(text) if text is not None else (None, None)
+
+
+def parse_version_file(text):
+    """(release, build commit such as `g4ba787ec9`) stated by the text of vllm/_version.py; None where absent."""
     v = re.search(r"""__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""", text)
     c = re.search(r"""commit_id\s*=\s*['"](g?[0-9a-f]{7,})['"]""", text) or re.search(r"\+(g[0-9a-f]{7,})", text)
     return (v.group(1) if v else None), (c.group(1) if c else None)
@@ -637,8 +640,8 @@ def extract(path):
     for rel, text in sorted(files):
         digest.update(rel.encode() + b"\0" + text.encode() + b"\0")
     commit = git_head(path) if info["kind"] != "wheel" else None
-    r.note("behaviour (every [behaviour] item): what the code does with the messages, not readable from declarations")
-    r.note("transport (sockets, frames, message directions), kv_transfer_params and env: not read")
+    r.note("behaviour (every [behaviour] item): what the code does with the messages is not readable from declarations")
+    r.note("transport (sockets, frames, message directions), kv_transfer_params and env are not read")
     return {
         "format": FORMAT,
         "input": info,

@@ -160,7 +160,17 @@ pub fn derive_from(facts: Facts, base: Option<&str>) -> Result<Derived, ExtractE
     })?;
     let name = file::revision_name(&facts);
     let revision = loaded.revision(&name).cloned().expect("the derived file defines its revision");
-    let mut not_derived = facts.not_derived.clone();
+    let mut not_derived: Vec<String> = facts
+        .not_derived
+        .iter()
+        .map(|n| {
+            if n.starts_with("behaviour") || n.starts_with("transport") {
+                format!("{n}: kept as {} has it", base_rev.revision)
+            } else {
+                n.clone()
+            }
+        })
+        .collect();
     not_derived.extend(list.notes.iter().cloned());
     Ok(Derived { base: base_rev.revision.clone(), edits: list.edits.len(), text, revision, not_derived, facts })
 }
