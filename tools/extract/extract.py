@@ -153,12 +153,18 @@ def parse_version_file(text):
 
 
 def git_head(path):
+    """The commit a checkout's files were read at: `HEAD`, when no file under PATH differs from it (else None:
+    the revision is named after the files' digest instead)."""
     d = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     try:
         r = subprocess.run(["git", "-C", d, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=20)
+        dirty = subprocess.run(["git", "-C", d, "status", "--porcelain", "--", "."], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return None
-    return r.stdout.strip() if r.returncode == 0 and re.fullmatch(r"[0-9a-f]{40}", r.stdout.strip()) else None
+    head = r.stdout.strip()
+    if r.returncode != 0 or not re.fullmatch(r"[0-9a-f]{40}", head) or dirty.returncode != 0 or dirty.stdout.strip():
+        return None
+    return head
 
 
 # ------------------------------------------------------------------------------------------- type language

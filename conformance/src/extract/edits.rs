@@ -176,7 +176,15 @@ fn structs(facts: &Facts, base: &Revision, source: &str, out: &mut EditList) {
     }
     for (name, d) in &base.structs {
         if d.kind == mooncake_wire::spec::StructKind::MsgspecStruct && !facts.structs.iter().any(|x| &x.name == name) {
-            out.push("remove", &format!("structs.{name}"), |_| {});
+            if base.message(name).is_some() {
+                // The transport (not derived) names it: without it the revision would not load.
+                out.note(format!(
+                    "struct {name}: not in the files read, but {}'s transport sends it: kept from the base",
+                    base.revision
+                ));
+            } else {
+                out.push("remove", &format!("structs.{name}"), |_| {});
+            }
         }
     }
 }
