@@ -225,3 +225,61 @@ fn bad_input_is_a_usage_error_and_names_the_path() {
     let out = Command::new(bin()).args(["extract", "--python", "/nonexistent/python3"]).arg(&f).output().unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn structs_may_live_in_any_file_of_the_package() {
+    if !python_ok() {
+        return;
+    }
+    // 0.33.0's declarations spread as a refactor might: aliases and the request in metadata.py, the status and
+    // the response (through a field-less base struct holding the options) in protocol.py, the bootstrap server
+    // in mooncake_utils.py, and a connector module that only imports them.
+    let r = Spec::builtin().revision("vllm-0.33.0").unwrap();
+    let whole = python_source(r);
+    let cut = |from: &str, to: Option<&str>| -> String {
+        let a = whole.find(from).unwrap();
+        let b = to.map(|t| whole.find(t).unwrap()).unwrap_or(whole.len());
+        whole[a..b].to_string()
+    };
+    let header = "import msgspec\nfrom dataclasses import dataclass\nfrom enum import IntEnum\nfrom fastapi import FastAPI, HTTPException\nfrom pydantic import BaseModel\n";
+    let metadata = format!(
+        "{header}\n{}\n{}",
+        cut("ReqId = ", Some("class MooncakeXferResponseStatus")),
+        cut("class MooncakeXferMetadata(", Some("class MooncakeXferResponse("))
+    );
+    let response = cut("class MooncakeXferResponse(", Some("class RegisterWorkerPayload")).replace(
+        "class MooncakeXferResponse(msgspec.Struct, omit_defaults=True)",
+        "class MooncakeXferResponse(_Message)",
+    );
+    assert!(response.contains("(_Message)"), "{response}");
+    let protocol = format!(
+        "{header}from .metadata import ReqId\n\n{}\nclass _Message(msgspec.Struct, omit_defaults=True):\n    pass\n\n{response}",
+        cut("class MooncakeXferResponseStatus", Some("class MooncakeXferMetadata("))
+    );
+    let utils =
+        format!("{header}from .metadata import EngineId, WorkerAddr\n\n{}", cut("class RegisterWorkerPayload", None));
+    let d = TempDir::new("split");
+    let pkg = d.0.join("vllm/distributed/kv_transfer/kv_connector/v1/mooncake");
+    std::fs::create_dir_all(&pkg).unwrap();
+    for (f, t) in [
+        ("metadata.py", metadata),
+        ("protocol.py", protocol),
+        ("mooncake_utils.py", utils),
+        ("mooncake_connector.py", "from .protocol import MooncakeXferResponse\n".to_string()),
+    ] {
+        std::fs::write(pkg.join(f), t).unwrap();
+    }
+    let got = extract::derive(&d.0, &extract::default_python(), None).unwrap();
+    assert_eq!((got.base.as_str(), got.edits), ("vllm-0.33.0", 0), "{}", got.text);
+    assert_eq!(wire_fingerprint(&got.revision).unwrap(), wire_fingerprint(r).unwrap());
+    assert!(got.not_derived.iter().any(|n| n.contains("_Message") && n.contains("base")), "{:?}", got.not_derived);
+    // The package folder itself and a single file are inputs too.
+    let pkg_only = extract::derive(&pkg, &extract::default_python(), None).unwrap();
+    assert_eq!(wire_fingerprint(&pkg_only.revision).unwrap(), wire_fingerprint(r).unwrap());
+    let one = extract::derive(&pkg.join("protocol.py"), &extract::default_python(), None).unwrap();
+    assert!(
+        one.not_derived.iter().any(|n| n.contains("MooncakeXferMetadata") && n.contains("kept")),
+        "{:?}",
+        one.not_derived
+    );
+}

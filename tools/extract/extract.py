@@ -609,6 +609,11 @@ def extract(path):
                                 "options": r.struct_options(cls, where), "fields": r.struct_fields(m, cls, where)})
             elif any(b.rsplit(".", 1)[-1] in ("IntEnum", "Enum", "IntFlag", "StrEnum") for b in base_names(cls)):
                 enum_classes[name] = (m, cls)
+    # A field-less Struct that others derive from is their common base (shared options), not a message.
+    parents = {b.rsplit(".", 1)[-1] for m in r.modules for c in m.classes.values() if r.is_struct(c) for b in base_names(c)}
+    for st in [x for x in structs if x["name"] in parents and not x["fields"]]:
+        r.note(f"{st['file']}, {st['name']}: a field-less base of other structs, not taken for a message")
+        structs.remove(st)
     if not structs:
         raise Usage(f"{path}: no msgspec.Struct class in {', '.join(rel for rel, _ in files)}")
     boot = r.bootstrap() if gen != 1 else None
