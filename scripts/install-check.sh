@@ -37,5 +37,11 @@ peer="$tmp/root/bin/mooncake-peer"
 summary=$("$installed" run --progress off --case vllm-0.33.0/a_single_success --testee "'$peer' --log error testee" | tail -1)
 echo "installed, with the installed mooncake-peer as testee: $summary"
 case "$summary" in *"— OK") ;; *) echo "install-check: the installed mooncake-peer did not pass"; exit 1 ;; esac
+# extract runs its embedded script: no tools/ directory is needed. A gen-1 request written from the spec's facts.
+mkdir -p "$tmp/py"
+printf 'import msgspec\n\nReqId = str\n\n\nclass MooncakeAgentMetadata(msgspec.Struct, omit_defaults=True, dict=True):\n    remote_hostname: str\n    remote_port: int\n    request_ids: list[ReqId]\n    kv_caches_base_addr: list[int]\n    block_ids: list[list[int]]\n' > "$tmp/py/proto.py"
+line=$("$installed" extract "$tmp/py/proto.py" --format summary 2>/dev/null) || { echo "install-check: the installed extract failed"; exit 1; }
+echo "installed extract, from an empty directory: $line"
+case "$line" in *"closest bundled revision vllm-0.13.0..0.15.1, 0 edits"*) ;; *) echo "install-check: extract did not derive vllm-0.13.0..0.15.1"; exit 1 ;; esac
 [ -z "$(ls -A "$tmp/empty")" ] || { echo "install-check: the run left files in the working directory"; ls -A "$tmp/empty"; exit 1; }
 echo "install-check: OK ($got cases, same as the tree)"

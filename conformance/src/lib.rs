@@ -4,6 +4,8 @@ pub mod bundled;
 pub mod checks;
 pub mod crossver;
 pub mod derive;
+pub mod extract;
+pub mod extractcmd;
 pub mod golden;
 pub mod hashcmd;
 pub mod jsonl;

@@ -21,7 +21,7 @@ use mooncake_conformance::outcome::{Outcome, AGREE, DISAGREE, ENVIRONMENT};
 use mooncake_conformance::play::{External, Role};
 use mooncake_conformance::run::{ExpectedFailures, Progress, RunConfig};
 use mooncake_conformance::testee::{split_command, TesteeSpec};
-use mooncake_conformance::{hashcmd, keycmd, report, spec_source, validate, vectors};
+use mooncake_conformance::{extractcmd, hashcmd, keycmd, report, spec_source, validate, vectors};
 
 #[derive(Parser)]
 #[command(
@@ -172,6 +172,40 @@ enum Cmd {
         /// Exit 0 even when a change breaks a direction.
         #[arg(long)]
         allow_breaking: bool,
+        /// The Python that runs the extraction of a source side (default: $MOONCAKE_PYTHON, else python3).
+        #[arg(long, value_name = "PY")]
+        python: Option<String>,
+    },
+    /// Derive a spec revision from vLLM's source, statically (Python's `ast` through a bundled script; nothing
+    /// of vLLM or torch is imported): every msgspec.Struct (fields in order, types, defaults, struct options),
+    /// every IntEnum on the wire, the aliases they use, the bootstrap server's routes and models. Written as a
+    /// derived spec file: edits on the bundled revision it is closest to; behaviour, transport and docs are that
+    /// revision's, and every fact that cannot be read statically is reported as "not derived: …".
+    #[command(after_help = concat!("Exit codes: 0 = derived (with --proof: every wheel gives the bundled fingerprint, and --check matches); 1 = --proof: a wheel disagrees or --check differs, or the derived revision does not load; 2 = bad usage, or PATH is not vLLM Mooncake source; 3 = the environment failed (no Python).", "\n\nExamples:\n  mooncake-conformance extract ~/vllm --out proposed.toml\n  mooncake-conformance diff vllm-0.33.0 ~/vllm\n  mooncake-conformance extract --proof --out schema/push/extract-proof.md"))]
+    Extract {
+        /// A vLLM source checkout (the directory holding vllm/), the connector's package folder
+        /// (…/kv_connector/v1/mooncake/), one .py file, or a wheel. With --proof: wheels (none: every cached
+        /// wheel, $MOONCAKE_WHEEL_CACHE or ~/.cache/mooncake-wire/wheels).
+        paths: Vec<PathBuf>,
+        /// Write the spec file (with --proof: the Markdown table) here instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Derive from this bundled revision instead of the closest one.
+        #[arg(long, value_name = "REVISION")]
+        base: Option<String>,
+        /// The Python that runs the bundled script (default: $MOONCAKE_PYTHON, else python3).
+        #[arg(long, value_name = "PY")]
+        python: Option<String>,
+        /// Output: the spec file, a JSON document, or one summary line.
+        #[arg(long, value_enum, default_value_t = ExtractFormat::Toml)]
+        format: ExtractFormat,
+        /// The proof on history: each wheel against the bundled revision of its release (wire fingerprint over
+        /// structs and enums), as a Markdown table.
+        #[arg(long)]
+        proof: bool,
+        /// With --proof: compare the table with this committed file (stale: exit 1).
+        #[arg(long)]
+        check: Option<PathBuf>,
     },
     /// The compatibility matrix, observed: the reference decoder at each revision against the reference
     /// prefiller at each other revision, over real ZeroMQ, HTTP and TCP on 127.0.0.1, for every recorded
@@ -495,6 +529,16 @@ enum HashCmd {
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum ExtractFormat {
+    /// The derived spec file.
+    Toml,
+    /// One JSON document.
+    Json,
+    /// One line.
+    Summary,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum DiffFormat {
     /// A table ready for a pull-request comment.
     Markdown,
@@ -1034,10 +1078,13 @@ fn main() -> ExitCode {
             };
             emit(Outcome { stdout, errors, code })
         }
-        Cmd::Diff { old, new, format, allow_breaking } => {
-            let (old, new) = match (spec_source::resolve(&old), spec_source::resolve(&new)) {
+        Cmd::Diff { old, new, format, allow_breaking, python } => {
+            let py = python.unwrap_or_else(mooncake_conformance::extract::default_python);
+            let (old, new) = match (spec_source::resolve_with(&old, &py), spec_source::resolve_with(&new, &py)) {
                 (Ok(a), Ok(b)) => (a, b),
-                (Err(e), _) | (_, Err(e)) => return usage(&e),
+                (Err((code, e)), _) | (_, Err((code, e))) => {
+                    return emit(Outcome { stdout: String::new(), errors: vec![e], code })
+                }
             };
             if old.family != new.family {
                 return usage(&format!(
@@ -1089,6 +1136,26 @@ fn main() -> ExitCode {
             }
             KeyCmd::Grammars { format } => keycmd::list(format == Format::Json),
         }),
+        Cmd::Extract { paths, out, base, python, format, proof, check } => {
+            let py = python.unwrap_or_else(mooncake_conformance::extract::default_python);
+            if proof {
+                return emit(extractcmd::proof(&paths, out.as_ref(), check.as_ref(), &py));
+            }
+            if check.is_some() {
+                return usage("--check goes with --proof");
+            }
+            let [path] = paths.as_slice() else {
+                return usage("extract takes one PATH (a checkout, the package folder, a .py file or a wheel)");
+            };
+            let fmt = match format {
+                ExtractFormat::Toml => extractcmd::Output::Toml,
+                ExtractFormat::Json => extractcmd::Output::Json,
+                ExtractFormat::Summary => extractcmd::Output::Summary,
+            };
+            let (o, notes) = extractcmd::one(path, out.as_ref(), base.as_deref(), &py, fmt);
+            err(&notes);
+            emit(o)
+        }
         Cmd::Hash { cmd } => emit(match cmd {
             HashCmd::Factors { file, format } => hashcmd::factors(&file, format == Format::Json),
             HashCmd::Wire { revision, format } => hashcmd::wire(revision.as_deref(), format == Format::Json),

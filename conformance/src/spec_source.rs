@@ -6,7 +6,9 @@
 //!   (and, for a base they do not hold, the built-in spec);
 //! * `path/to/dir` — every spec file under it; the newest revision of its push family (or of its only family);
 //! * `git:REF` — `spec/` of this repository at REF (read with `git ls-tree` and `git show`); newest revision;
-//! * `DIR#REVISION`, `git:REF#REVISION` — that revision instead of the newest.
+//! * `DIR#REVISION`, `git:REF#REVISION` — that revision instead of the newest;
+//! * vLLM source — a checkout, the connector's package folder, a `.py` file or a wheel: the revision
+//!   `mooncake-conformance extract` derives from it ([`crate::extract`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,6 +18,22 @@ use mooncake_wire::spec::{Revision, Spec};
 
 /// Resolves one side to a revision; the error says why, for a usage error (exit 2).
 pub fn resolve(arg: &str) -> Result<Arc<Revision>, String> {
+    resolve_with(arg, &crate::extract::default_python()).map_err(|e| e.1)
+}
+
+/// [`resolve`], running the extraction of a source side with `python`; the error carries its exit code
+/// (2 bad input, 3 no Python).
+pub fn resolve_with(arg: &str, python: &str) -> Result<Arc<Revision>, (u8, String)> {
+    let path = Path::new(arg);
+    if !arg.starts_with("git:") && crate::extract::is_source(path) {
+        return crate::extract::derive(path, python, None)
+            .map(|d| d.revision)
+            .map_err(|e| (e.code, format!("{arg}: {}", e.message)));
+    }
+    resolve_spec(arg).map_err(|e| (crate::outcome::USAGE, e))
+}
+
+fn resolve_spec(arg: &str) -> Result<Arc<Revision>, String> {
     let (src, pick) = match arg.rsplit_once('#') {
         Some((s, p)) if !p.is_empty() => (s, Some(p)),
         _ => (arg, None),

@@ -197,14 +197,23 @@ fn check_revision(rev: &Revision) -> Result<(), String> {
         }
         (Some(a), Some(b), None) if a == b => format!("{project}-{a}"),
         (Some(a), Some(b), None) => format!("{project}-{a}..{b}"),
-        (None, _, Some(c)) if rev.family != "push" => {
+        (None, _, Some(c)) => {
             let sha = c.rsplit('@').next().unwrap_or_default();
             if sha.len() < 9 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(format!("`commit` must be owner/repo@<hex commit>, found `{c}`"));
             }
-            format!("{project}-main@{}", &sha[..9])
+            // Named `<project>-<label>@<first 9 hex digits>`: `main` for a branch read at a commit, `extracted`
+            // for a revision `mooncake-conformance extract` derived from source.
+            let label = rev
+                .revision
+                .strip_prefix(&format!("{project}-"))
+                .and_then(|r| r.split_once('@'))
+                .map(|(l, _)| l)
+                .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b)))
+                .unwrap_or("main");
+            format!("{project}-{label}@{}", &sha[..9])
         }
-        _ => return Err("`releases` is empty (only an unreleased pull revision may name a `commit` instead)".into()),
+        _ => return Err("`releases` is empty (only an unreleased revision may name a `commit` instead)".into()),
     };
     if ["push", "pull"].contains(&rev.family.as_str()) && rev.revision != want {
         return Err(format!("revision is named `{}` but its releases make it `{want}`", rev.revision));

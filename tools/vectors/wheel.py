@@ -14,11 +14,10 @@ import sys
 import types
 import zipfile
 
-# Where each generation keeps the connector (the module holding the message classes).
-CONNECTOR_PATHS = [
-    "vllm/distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_connector.py",  # generation 2 (0.16.0 on)
-    "vllm/distributed/kv_transfer/kv_connector/v1/mooncake_connector.py",  # generation 1 (0.13.0 - 0.15.1)
-]
+# Where each generation keeps the connector (the module holding the message classes), and how a wheel states
+# its build commit: shared with the spec extractor (tools/extract/extract.py, embedded in mooncake-conformance).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "extract"))
+from extract import CONNECTOR_PATHS, VERSION_FILE, parse_version_file  # noqa: E402
 
 
 def cache_dir():
@@ -52,10 +51,8 @@ def read_connector(wheel):
             if p in names:
                 src = z.read(p).decode("utf-8")
                 commit = None
-                if "vllm/_version.py" in names:
-                    text = z.read("vllm/_version.py").decode("utf-8", "replace")
-                    m = re.search(r"commit_id\s*=\s*['\"](g?[0-9a-f]{7,})['\"]", text) or re.search(r"\+(g[0-9a-f]{7,})", text)
-                    commit = m.group(1) if m else None
+                if VERSION_FILE in names:
+                    commit = parse_version_file(z.read(VERSION_FILE).decode("utf-8", "replace"))[1]
                 return p, src, commit
     raise SystemExit(f"{wheel}: no Mooncake connector module ({', '.join(CONNECTOR_PATHS)})")
 

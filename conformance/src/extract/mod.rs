@@ -1,0 +1,176 @@
+//! `mooncake-conformance extract PATH`: a spec revision derived from vLLM's source.
+//!
+//! The bundled script (`tools/extract/extract.py`, embedded in the binary and run as `python3 - PATH`, so an
+//! installed tool needs no source tree) reads the source statically with Python's `ast` — nothing of vLLM or
+//! torch is imported — and prints its facts ([`facts::Facts`]). Here they become a spec revision file: edits
+//! ([`edits`]) on the bundled push revision they are closest to (fewest edits; ties go to the revision that
+//! covers the source's own release, else to the newest). Everything the source does not state (behaviour,
+//! transport, docs) is the base's, and said so under "not derived".
+
+pub mod edits;
+pub mod facts;
+mod file;
+pub mod proof;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use mooncake_wire::spec::{Revision, Spec};
+
+use crate::outcome::{ENVIRONMENT, USAGE};
+pub use facts::Facts;
+
+/// The extraction script, as bundled.
+pub const SCRIPT: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/extract/extract.py"));
+
+/// A failed extraction: exit code ([`USAGE`]: not a vLLM source; [`ENVIRONMENT`]: no Python) and why.
+#[derive(Clone, Debug)]
+pub struct ExtractError {
+    pub code: u8,
+    pub message: String,
+}
+
+/// A derived revision: the file's text, the revision it resolves to, its base and what was not derived.
+#[derive(Clone, Debug)]
+pub struct Derived {
+    pub facts: Facts,
+    pub base: String,
+    pub edits: usize,
+    pub text: String,
+    pub revision: Arc<Revision>,
+    pub not_derived: Vec<String>,
+}
+
+/// The interpreter that runs the script: `MOONCAKE_PYTHON`, else `python3`.
+pub fn default_python() -> String {
+    std::env::var("MOONCAKE_PYTHON").ok().filter(|p| !p.is_empty()).unwrap_or_else(|| "python3".into())
+}
+
+/// Runs the bundled script on `path`.
+pub fn read_facts(path: &Path, python: &str) -> Result<Facts, ExtractError> {
+    let mut child = Command::new(python)
+        .arg("-")
+        .arg(path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| ExtractError {
+            code: ENVIRONMENT,
+            message: format!("running {python}: {e} (set --python or MOONCAKE_PYTHON)"),
+        })?;
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("piped");
+        stdin
+            .write_all(SCRIPT.as_bytes())
+            .map_err(|e| ExtractError { code: ENVIRONMENT, message: format!("{python}: {e}") })?;
+    }
+    let out =
+        child.wait_with_output().map_err(|e| ExtractError { code: ENVIRONMENT, message: format!("{python}: {e}") })?;
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    match out.status.code() {
+        Some(0) => {}
+        Some(2) => return Err(ExtractError { code: USAGE, message: err }),
+        c => {
+            return Err(ExtractError {
+                code: ENVIRONMENT,
+                message: format!("the extraction script failed ({python}, exit {c:?}): {err}"),
+            })
+        }
+    }
+    let facts: Facts = serde_json::from_slice(&out.stdout)
+        .map_err(|e| ExtractError { code: ENVIRONMENT, message: format!("the extraction script's output: {e}") })?;
+    if facts.format != "mooncake-extract/1" {
+        return Err(ExtractError {
+            code: ENVIRONMENT,
+            message: format!("the script printed format {:?}", facts.format),
+        });
+    }
+    Ok(facts)
+}
+
+/// Whether a `diff` side names vLLM source rather than a spec: a wheel, a `.py` file, or a directory holding
+/// `vllm/distributed` or Python files and no spec files.
+pub fn is_source(path: &Path) -> bool {
+    if path.is_file() {
+        return path.extension().is_some_and(|e| e == "whl" || e == "py" || e == "zip");
+    }
+    if !path.is_dir() {
+        return false;
+    }
+    if path.join("vllm").join("distributed").is_dir() {
+        return true;
+    }
+    let Ok(rd) = std::fs::read_dir(path) else { return false };
+    let exts: Vec<String> =
+        rd.flatten().filter_map(|e| e.path().extension().map(|x| x.to_string_lossy().into_owned())).collect();
+    exts.iter().any(|e| e == "py") && !exts.iter().any(|e| e == "toml")
+}
+
+/// Derives the revision of a source: reads it, picks the closest bundled base and writes the edits.
+pub fn derive(path: &Path, python: &str, base: Option<&str>) -> Result<Derived, ExtractError> {
+    let facts = read_facts(path, python)?;
+    derive_from(facts, base)
+}
+
+/// [`derive`] from facts already read.
+pub fn derive_from(facts: Facts, base: Option<&str>) -> Result<Derived, ExtractError> {
+    let spec = Spec::builtin();
+    let source = file::source_line(&facts);
+    let covering = facts.release.as_deref().and_then(|r| spec.resolve(r).ok()).map(|r| r.revision.revision.clone());
+    let candidates: Vec<Arc<Revision>> = match base {
+        Some(b) => {
+            vec![spec.resolve(b).map_err(|e| ExtractError { code: USAGE, message: format!("--base: {e}") })?.revision]
+        }
+        None => spec
+            .push()
+            .revisions
+            .iter()
+            .filter(|r| facts.generation.is_none_or(|g| g == r.generation))
+            .cloned()
+            .collect(),
+    };
+    let mut best: Option<(Arc<Revision>, edits::EditList)> = None;
+    for cand in candidates.iter().rev() {
+        let e = edits::edits(&facts, cand, &source);
+        let better = match &best {
+            None => true,
+            Some((b, be)) => {
+                e.edits.len() < be.edits.len()
+                    || (e.edits.len() == be.edits.len()
+                        && covering.as_deref() == Some(cand.revision.as_str())
+                        && covering.as_deref() != Some(b.revision.as_str()))
+            }
+        };
+        if better {
+            best = Some((cand.clone(), e));
+        }
+    }
+    let (base_rev, list) =
+        best.ok_or_else(|| ExtractError { code: USAGE, message: "no bundled revision of that generation".into() })?;
+    let text = file::render(&facts, &base_rev, &list, &source);
+    let mut files: Vec<(String, String)> =
+        Spec::builtin_files().iter().map(|(p, t)| (format!("(built-in) {p}"), t.to_string())).collect();
+    files.push(("(extracted)".into(), text.clone()));
+    let loaded = Spec::from_files(files).map_err(|e| ExtractError {
+        code: crate::outcome::DISAGREE,
+        message: format!("the derived revision does not load ({e}); the file was:\n{text}"),
+    })?;
+    let name = file::revision_name(&facts);
+    let revision = loaded.revision(&name).cloned().expect("the derived file defines its revision");
+    let mut not_derived: Vec<String> = facts
+        .not_derived
+        .iter()
+        .map(|n| {
+            if n.starts_with("behaviour") || n.starts_with("transport") {
+                format!("{n}: kept as {} has it", base_rev.revision)
+            } else {
+                n.clone()
+            }
+        })
+        .collect();
+    not_derived.extend(list.notes.iter().cloned());
+    Ok(Derived { base: base_rev.revision.clone(), edits: list.edits.len(), text, revision, not_derived, facts })
+}

@@ -1,0 +1,285 @@
+//! `extract` and `diff` on vLLM source, without wheels: a Python module is written from each bundled push
+//! revision (the facts of the spec spelled as vLLM declares them: msgspec.Struct classes with their keywords,
+//! IntEnums, module-level aliases, a FastAPI bootstrap server with pydantic/dataclass models) and read back by
+//! the bundled script. Every revision must come back with its own wire fingerprint and no edit; a copy with a
+//! field removed, a default changed and a status added must give the same classified changes as the same three
+//! edits written by hand as a spec file. The same mutations on the real 0.33.0 source run when its wheel is
+//! cached (else `SKIPPED`). Needs only `python3` (standard library).
+
+mod extract_src;
+
+use std::path::Path;
+use std::process::Command;
+
+use extract_src::{checkout, python_source, TempDir};
+use mooncake_conformance::extract;
+use mooncake_wire::hash::fingerprint::wire_fingerprint;
+use mooncake_wire::spec::Spec;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_mooncake-conformance")
+}
+
+fn python_ok() -> bool {
+    let ok = Command::new(extract::default_python()).arg("--version").output().is_ok_and(|o| o.status.success());
+    if !ok {
+        println!("SKIPPED: extract tests — no {} to run the extraction script", extract::default_python());
+    }
+    ok
+}
+
+#[test]
+fn every_revision_written_as_python_extracts_to_itself() {
+    if !python_ok() {
+        return;
+    }
+    let push = Spec::builtin().push();
+    for r in &push.revisions {
+        let src = checkout(r, &python_source(r));
+        let d = extract::derive(&src.0, &extract::default_python(), None)
+            .unwrap_or_else(|e| panic!("{}: {}", r.revision, e.message));
+        assert_eq!(d.edits, 0, "{}: {} edits on {}:\n{}", r.revision, d.edits, d.base, d.text);
+        assert_eq!(
+            wire_fingerprint(&d.revision).unwrap(),
+            wire_fingerprint(r).unwrap(),
+            "{}: fingerprint (base {})",
+            r.revision,
+            d.base
+        );
+        // Without a release to prefer, a tie goes to the newest revision with the same facts.
+        let base = push.revision(&d.base).unwrap();
+        assert_eq!(wire_fingerprint(base).unwrap(), wire_fingerprint(r).unwrap(), "{}", r.revision);
+        assert_eq!(d.revision.generation, r.generation);
+    }
+}
+
+#[test]
+fn explicit_base_gives_the_edits_of_the_release() {
+    if !python_ok() {
+        return;
+    }
+    // vllm-0.33.0's declarations derived on vllm-0.32.0: exactly the three wire edits of spec/push/vllm-0.33.0.toml.
+    let spec = Spec::builtin();
+    let r = spec.revision("vllm-0.33.0").unwrap();
+    let src = checkout(r, &python_source(r));
+    let d = extract::derive(&src.0, &extract::default_python(), Some("0.32.0")).unwrap();
+    assert_eq!(d.base, "vllm-0.32.0");
+    assert_eq!(d.edits, 3, "{}", d.text);
+    for want in [
+        "enums.MooncakeXferResponseStatus.members",
+        "structs.MooncakeXferMetadata.fields",
+        "structs.MooncakeXferResponse.fields",
+    ] {
+        assert!(d.text.contains(&format!("at = \"{want}\"")), "{want}:\n{}", d.text);
+    }
+    assert_eq!(wire_fingerprint(&d.revision).unwrap(), wire_fingerprint(r).unwrap());
+    assert!(d.not_derived.iter().any(|n| n.contains("LAYOUT_MISS") && n.contains("terminal")), "{:?}", d.not_derived);
+}
+
+fn diff_json(old: &str, new: &Path) -> serde_json::Value {
+    let out = Command::new(bin())
+        .args(["diff", old])
+        .arg(new)
+        .args(["--format", "json", "--allow-breaking"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "diff {old} {}: {}", new.display(), String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The changes of a diff report without the new side's name (witness messages are the codec's, kept).
+fn changes(v: &serde_json::Value) -> Vec<serde_json::Value> {
+    v["changes"].as_array().unwrap().clone()
+}
+
+const HAND_EDITS: &str = r#"format = "mooncake-wire-spec/2"
+family = "push"
+revision = "vllm-0.33.1"
+base = "vllm-0.33.0"
+generation = 2
+releases = ["0.33.1"]
+source = "test: a deliberately edited 0.33.0"
+summary = "remote_pp_size removed, MooncakeXferResponse.layout_id defaults to 1, status LAYOUT_STALE = 4"
+
+[[edit]]
+op = "remove"
+at = "structs.MooncakeXferMetadata.fields.remote_pp_size"
+
+[[edit]]
+op = "set"
+at = "structs.MooncakeXferResponse.fields.layout_id.default"
+value = "1"
+
+[[edit]]
+op = "insert"
+at = "enums.MooncakeXferResponseStatus.members"
+item = { name = "LAYOUT_STALE", value = 4 }
+"#;
+
+fn hand_written() -> (TempDir, serde_json::Value) {
+    let d = TempDir::new("hand");
+    let f = d.0.join("vllm-0.33.1.toml");
+    std::fs::write(&f, HAND_EDITS).unwrap();
+    let v = diff_json("vllm-0.33.0", &f);
+    (d, v)
+}
+
+fn check_mutated(v: &serde_json::Value, hand: &serde_json::Value, what: &str) {
+    let subjects: Vec<&str> = v["changes"].as_array().unwrap().iter().map(|c| c["subject"].as_str().unwrap()).collect();
+    assert_eq!(
+        subjects,
+        [
+            "MooncakeXferMetadata.remote_pp_size",
+            "MooncakeXferResponse.layout_id",
+            "MooncakeXferResponseStatus.LAYOUT_STALE"
+        ],
+        "{what}: {v:#}"
+    );
+    assert_eq!(changes(v), changes(hand), "{what}: the source's changes are classified as the hand-written edits'");
+    assert_eq!(v["counts"], hand["counts"], "{what}");
+}
+
+#[test]
+fn an_edited_copy_gives_the_hand_written_changes() {
+    if !python_ok() {
+        return;
+    }
+    let mut r = (**Spec::builtin().revision("vllm-0.33.0").unwrap()).clone();
+    r.structs.get_mut("MooncakeXferMetadata").unwrap().fields.retain(|f| f.name != "remote_pp_size");
+    let resp = r.structs.get_mut("MooncakeXferResponse").unwrap();
+    resp.fields.iter_mut().find(|f| f.name == "layout_id").unwrap().default = Some("1".into());
+    let status = r.enums.get_mut("MooncakeXferResponseStatus").unwrap();
+    let mut m = status.members[0].clone();
+    m.name = "LAYOUT_STALE".into();
+    m.value = 4;
+    status.members.push(m);
+    let src = checkout(&r, &python_source(&r));
+    let (_keep, hand) = hand_written();
+    check_mutated(&diff_json("vllm-0.33.0", &src.0), &hand, "written from the spec");
+}
+
+#[test]
+fn an_edited_copy_of_the_real_033_source_gives_the_hand_written_changes() {
+    if !python_ok() {
+        return;
+    }
+    let cache = extract::proof::cache_dir();
+    let Some(wheel) = extract::proof::cached_wheels(&cache)
+        .into_iter()
+        .find(|w| w.file_name().unwrap().to_string_lossy().starts_with("vllm-0.33.0-"))
+    else {
+        println!(
+            "SKIPPED: extract on an edited copy of vLLM 0.33.0's source — no vllm 0.33.0 wheel in {}",
+            cache.display()
+        );
+        return;
+    };
+    // The connector package, copied out of the wheel and edited as a contributor would.
+    let d = TempDir::new("real");
+    let pkg = d.0.join("mooncake");
+    std::fs::create_dir_all(&pkg).unwrap();
+    let list = Command::new(extract::default_python())
+        .args(["-c", "import sys, zipfile\nz = zipfile.ZipFile(sys.argv[1])\nfor n in z.namelist():\n    p = 'vllm/distributed/kv_transfer/kv_connector/v1/mooncake/'\n    if n.startswith(p) and '/' not in n[len(p):] and n.endswith('.py'):\n        open(sys.argv[2] + '/' + n[len(p):], 'wb').write(z.read(n))\n"])
+        .arg(&wheel)
+        .arg(&pkg)
+        .status()
+        .unwrap();
+    assert!(list.success());
+    let file = pkg.join("mooncake_connector.py");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let meta = text.find("class MooncakeXferMetadata(").unwrap();
+    let resp = text.find("class MooncakeXferResponse(").unwrap();
+    let mut edited = text.clone();
+    // MooncakeXferResponse.layout_id: 0 → 1 (its own occurrence, after the class line).
+    let at = resp + edited[resp..].find("layout_id: int = 0").unwrap();
+    edited.replace_range(at..at + "layout_id: int = 0".len(), "layout_id: int = 1");
+    // MooncakeXferMetadata.remote_pp_size removed.
+    let at = meta + edited[meta..].find("    remote_pp_size: int = 1\n").unwrap();
+    edited.replace_range(at..at + "    remote_pp_size: int = 1\n".len(), "");
+    // A status added after LAYOUT_MISS.
+    let at = edited.find("    LAYOUT_MISS = 3\n").unwrap() + "    LAYOUT_MISS = 3\n".len();
+    edited.insert_str(at, "    LAYOUT_STALE = 4\n");
+    assert_ne!(edited, text);
+    std::fs::write(&file, edited).unwrap();
+    let (_keep, hand) = hand_written();
+    check_mutated(&diff_json("vllm-0.33.0", &pkg), &hand, "the real 0.33.0 package, edited");
+}
+
+#[test]
+fn bad_input_is_a_usage_error_and_names_the_path() {
+    if !python_ok() {
+        return;
+    }
+    let d = TempDir::new("bad");
+    let f = d.0.join("not_vllm.py");
+    std::fs::write(&f, "x = 1\n").unwrap();
+    let out = Command::new(bin()).arg("extract").arg(&f).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not_vllm.py") && err.contains("no msgspec.Struct"), "{err}");
+    std::fs::write(&f, "class (:\n").unwrap();
+    let out = Command::new(bin()).arg("extract").arg(&f).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(bin()).args(["extract", "/nonexistent/vllm"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(bin()).args(["extract", "--python", "/nonexistent/python3"]).arg(&f).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn structs_may_live_in_any_file_of_the_package() {
+    if !python_ok() {
+        return;
+    }
+    // 0.33.0's declarations spread as a refactor might: aliases and the request in metadata.py, the status and
+    // the response (through a field-less base struct holding the options) in protocol.py, the bootstrap server
+    // in mooncake_utils.py, and a connector module that only imports them.
+    let r = Spec::builtin().revision("vllm-0.33.0").unwrap();
+    let whole = python_source(r);
+    let cut = |from: &str, to: Option<&str>| -> String {
+        let a = whole.find(from).unwrap();
+        let b = to.map(|t| whole.find(t).unwrap()).unwrap_or(whole.len());
+        whole[a..b].to_string()
+    };
+    let header = "import msgspec\nfrom dataclasses import dataclass\nfrom enum import IntEnum\nfrom fastapi import FastAPI, HTTPException\nfrom pydantic import BaseModel\n";
+    let metadata = format!(
+        "{header}\n{}\n{}",
+        cut("ReqId = ", Some("class MooncakeXferResponseStatus")),
+        cut("class MooncakeXferMetadata(", Some("class MooncakeXferResponse("))
+    );
+    let response = cut("class MooncakeXferResponse(", Some("class RegisterWorkerPayload")).replace(
+        "class MooncakeXferResponse(msgspec.Struct, omit_defaults=True)",
+        "class MooncakeXferResponse(_Message)",
+    );
+    assert!(response.contains("(_Message)"), "{response}");
+    let protocol = format!(
+        "{header}from .metadata import ReqId\n\n{}\nclass _Message(msgspec.Struct, omit_defaults=True):\n    pass\n\n{response}",
+        cut("class MooncakeXferResponseStatus", Some("class MooncakeXferMetadata("))
+    );
+    let utils =
+        format!("{header}from .metadata import EngineId, WorkerAddr\n\n{}", cut("class RegisterWorkerPayload", None));
+    let d = TempDir::new("split");
+    let pkg = d.0.join("vllm/distributed/kv_transfer/kv_connector/v1/mooncake");
+    std::fs::create_dir_all(&pkg).unwrap();
+    for (f, t) in [
+        ("metadata.py", metadata),
+        ("protocol.py", protocol),
+        ("mooncake_utils.py", utils),
+        ("mooncake_connector.py", "from .protocol import MooncakeXferResponse\n".to_string()),
+    ] {
+        std::fs::write(pkg.join(f), t).unwrap();
+    }
+    let got = extract::derive(&d.0, &extract::default_python(), None).unwrap();
+    assert_eq!((got.base.as_str(), got.edits), ("vllm-0.33.0", 0), "{}", got.text);
+    assert_eq!(wire_fingerprint(&got.revision).unwrap(), wire_fingerprint(r).unwrap());
+    assert!(got.not_derived.iter().any(|n| n.contains("_Message") && n.contains("base")), "{:?}", got.not_derived);
+    // The package folder itself and a single file are inputs too.
+    let pkg_only = extract::derive(&pkg, &extract::default_python(), None).unwrap();
+    assert_eq!(wire_fingerprint(&pkg_only.revision).unwrap(), wire_fingerprint(r).unwrap());
+    let one = extract::derive(&pkg.join("protocol.py"), &extract::default_python(), None).unwrap();
+    assert!(
+        one.not_derived.iter().any(|n| n.contains("MooncakeXferMetadata") && n.contains("kept")),
+        "{:?}",
+        one.not_derived
+    );
+}
