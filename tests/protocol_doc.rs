@@ -54,7 +54,10 @@ fn anchor_citations(text: &str) -> Vec<String> {
     while let Some(i) = rest.find("PROTOCOL.md#") {
         rest = &rest[i + "PROTOCOL.md#".len()..];
         let a: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect();
-        out.push(a);
+        // `PROTOCOL.md#{anchor}` in a format string is no citation.
+        if !a.is_empty() {
+            out.push(a);
+        }
     }
     out
 }
