@@ -624,6 +624,17 @@ use crate::typed::de::{{int_lists, str_list, str_list_len, De, EnumMember, WireS
             );
         }
         let _ = writeln!(out, "            _ => return None,\n        }})\n    }}\n");
+        let _ = writeln!(
+            out,
+            "    /// Decodes `bytes` as `message` (owned or borrowed strings) and drops the result: for benchmarks."
+        );
+        let _ = writeln!(out, "    pub fn decode_and_drop(message: &str, bytes: &[u8], borrowed: bool) -> Option<Result<(), DecodeError>> {{");
+        let _ = writeln!(out, "        Some(match (message, borrowed) {{");
+        for s in &structs {
+            let _ = writeln!(out, "            ({}, false) => {s}::decode(bytes).map(drop),", rust_str(s));
+            let _ = writeln!(out, "            ({}, true) => {s}Ref::decode(bytes).map(drop),", rust_str(s));
+        }
+        let _ = writeln!(out, "            _ => return None,\n        }})\n    }}\n");
         let _ = writeln!(out, "    /// The field list of `message`, in declaration order.");
         let _ = writeln!(
             out,
@@ -638,12 +649,12 @@ use crate::typed::de::{{int_lists, str_list, str_list_len, De, EnumMember, WireS
     let newest = &table.last().ok_or("the push family has no revision")?.1;
     let _ = writeln!(out, "/// The newest revision (what `crate::typed` re-exports).\npub use {newest} as newest;\n");
     let _ = writeln!(out, "/// One generated revision: its name, messages and entry points.");
-    let _ = writeln!(out, "pub struct GeneratedRevision {{\n    pub revision: &'static str,\n    pub messages: &'static [&'static str],\n    pub round_trip: fn(&str, &[u8], Strictness) -> Option<Result<Vec<u8>, DecodeError>>,\n    pub fields: fn(&str) -> Option<&'static [&'static str]>,\n}}\n");
+    let _ = writeln!(out, "pub struct GeneratedRevision {{\n    pub revision: &'static str,\n    pub messages: &'static [&'static str],\n    pub round_trip: fn(&str, &[u8], Strictness) -> Option<Result<Vec<u8>, DecodeError>>,\n    pub decode_and_drop: fn(&str, &[u8], bool) -> Option<Result<(), DecodeError>>,\n    pub fields: fn(&str) -> Option<&'static [&'static str]>,\n}}\n");
     let _ = writeln!(out, "/// Every revision of the push family, oldest first.");
     let _ = writeln!(out, "pub const REVISIONS: [GeneratedRevision; {}] = [", table.len());
     for (rev, m, structs) in &table {
         let s: Vec<String> = structs.iter().map(|s| rust_str(s)).collect();
-        let _ = writeln!(out, "    GeneratedRevision {{ revision: {}, messages: &[{}], round_trip: {m}::round_trip, fields: {m}::fields }},", rust_str(rev), s.join(", "));
+        let _ = writeln!(out, "    GeneratedRevision {{ revision: {}, messages: &[{}], round_trip: {m}::round_trip, decode_and_drop: {m}::decode_and_drop, fields: {m}::fields }},", rust_str(rev), s.join(", "));
     }
     let _ = writeln!(out, "];");
     Ok(out)

@@ -227,6 +227,15 @@ pub mod vllm_0_13_0_to_0_15_1 {
         })
     }
 
+    /// Decodes `bytes` as `message` (owned or borrowed strings) and drops the result: for benchmarks.
+    pub fn decode_and_drop(message: &str, bytes: &[u8], borrowed: bool) -> Option<Result<(), DecodeError>> {
+        Some(match (message, borrowed) {
+            ("MooncakeAgentMetadata", false) => MooncakeAgentMetadata::decode(bytes).map(drop),
+            ("MooncakeAgentMetadata", true) => MooncakeAgentMetadataRef::decode(bytes).map(drop),
+            _ => return None,
+        })
+    }
+
     /// The field list of `message`, in declaration order.
     pub fn fields(message: &str) -> Option<&'static [&'static str]> {
         Some(match message {
@@ -531,6 +540,17 @@ pub mod vllm_0_16_0_to_0_18_1 {
         })
     }
 
+    /// Decodes `bytes` as `message` (owned or borrowed strings) and drops the result: for benchmarks.
+    pub fn decode_and_drop(message: &str, bytes: &[u8], borrowed: bool) -> Option<Result<(), DecodeError>> {
+        Some(match (message, borrowed) {
+            ("MooncakeXferMetadata", false) => MooncakeXferMetadata::decode(bytes).map(drop),
+            ("MooncakeXferMetadata", true) => MooncakeXferMetadataRef::decode(bytes).map(drop),
+            ("MooncakeXferResponse", false) => MooncakeXferResponse::decode(bytes).map(drop),
+            ("MooncakeXferResponse", true) => MooncakeXferResponseRef::decode(bytes).map(drop),
+            _ => return None,
+        })
+    }
+
     /// The field list of `message`, in declaration order.
     pub fn fields(message: &str) -> Option<&'static [&'static str]> {
         Some(match message {
@@ -713,6 +733,17 @@ pub mod vllm_0_19_0_to_0_19_1 {
         Some(match message {
             "MooncakeXferMetadata" => MooncakeXferMetadataRef::decode_with(bytes, strictness).map(|v| v.encode()),
             "MooncakeXferResponse" => MooncakeXferResponseRef::decode_with(bytes, strictness).map(|v| v.encode()),
+            _ => return None,
+        })
+    }
+
+    /// Decodes `bytes` as `message` (owned or borrowed strings) and drops the result: for benchmarks.
+    pub fn decode_and_drop(message: &str, bytes: &[u8], borrowed: bool) -> Option<Result<(), DecodeError>> {
+        Some(match (message, borrowed) {
+            ("MooncakeXferMetadata", false) => MooncakeXferMetadata::decode(bytes).map(drop),
+            ("MooncakeXferMetadata", true) => MooncakeXferMetadataRef::decode(bytes).map(drop),
+            ("MooncakeXferResponse", false) => MooncakeXferResponse::decode(bytes).map(drop),
+            ("MooncakeXferResponse", true) => MooncakeXferResponseRef::decode(bytes).map(drop),
             _ => return None,
         })
     }
@@ -902,6 +933,17 @@ pub mod vllm_0_20_0_to_0_23_0 {
         Some(match message {
             "MooncakeXferMetadata" => MooncakeXferMetadataRef::decode_with(bytes, strictness).map(|v| v.encode()),
             "MooncakeXferResponse" => MooncakeXferResponseRef::decode_with(bytes, strictness).map(|v| v.encode()),
+            _ => return None,
+        })
+    }
+
+    /// Decodes `bytes` as `message` (owned or borrowed strings) and drops the result: for benchmarks.
+    pub fn decode_and_drop(message: &str, bytes: &[u8], borrowed: bool) -> Option<Result<(), DecodeError>> {
+        Some(match (message, borrowed) {
+            ("MooncakeXferMetadata", false) => MooncakeXferMetadata::decode(bytes).map(drop),
+            ("MooncakeXferMetadata", true) => MooncakeXferMetadataRef::decode(bytes).map(drop),
+            ("MooncakeXferResponse", false) => MooncakeXferResponse::decode(bytes).map(drop),
+            ("MooncakeXferResponse", true) => MooncakeXferResponseRef::decode(bytes).map(drop),
             _ => return None,
         })
     }
@@ -1111,6 +1153,17 @@ pub mod vllm_0_24_0 {
         Some(match message {
             "MooncakeXferMetadata" => MooncakeXferMetadataRef::decode_with(bytes, strictness).map(|v| v.encode()),
             "MooncakeXferResponse" => MooncakeXferResponseRef::decode_with(bytes, strictness).map(|v| v.encode()),
+            _ => return None,
+        })
+    }
+
+    /// Decodes `bytes` as `message` (owned or borrowed strings) and drops the result: for benchmarks.
+    pub fn decode_and_drop(message: &str, bytes: &[u8], borrowed: bool) -> Option<Result<(), DecodeError>> {
+        Some(match (message, borrowed) {
+            ("MooncakeXferMetadata", false) => MooncakeXferMetadata::decode(bytes).map(drop),
+            ("MooncakeXferMetadata", true) => MooncakeXferMetadataRef::decode(bytes).map(drop),
+            ("MooncakeXferResponse", false) => MooncakeXferResponse::decode(bytes).map(drop),
+            ("MooncakeXferResponse", true) => MooncakeXferResponseRef::decode(bytes).map(drop),
             _ => return None,
         })
     }
@@ -1344,6 +1397,17 @@ pub mod vllm_0_25_0_to_0_25_1 {
         })
     }
 
+    /// Decodes `bytes` as `message` (owned or borrowed strings) and drops the result: for benchmarks.
+    pub fn decode_and_drop(message: &str, bytes: &[u8], borrowed: bool) -> Option<Result<(), DecodeError>> {
+        Some(match (message, borrowed) {
+            ("MooncakeXferMetadata", false) => MooncakeXferMetadata::decode(bytes).map(drop),
+            ("MooncakeXferMetadata", true) => MooncakeXferMetadataRef::decode(bytes).map(drop),
+            ("MooncakeXferResponse", false) => MooncakeXferResponse::decode(bytes).map(drop),
+            ("MooncakeXferResponse", true) => MooncakeXferResponseRef::decode(bytes).map(drop),
+            _ => return None,
+        })
+    }
+
     /// The field list of `message`, in declaration order.
     pub fn fields(message: &str) -> Option<&'static [&'static str]> {
         Some(match message {
@@ -1382,6 +1446,17 @@ pub mod vllm_0_26_0_to_0_28_0 {
         })
     }
 
+    /// Decodes `bytes` as `message` (owned or borrowed strings) and drops the result: for benchmarks.
+    pub fn decode_and_drop(message: &str, bytes: &[u8], borrowed: bool) -> Option<Result<(), DecodeError>> {
+        Some(match (message, borrowed) {
+            ("MooncakeXferMetadata", false) => MooncakeXferMetadata::decode(bytes).map(drop),
+            ("MooncakeXferMetadata", true) => MooncakeXferMetadataRef::decode(bytes).map(drop),
+            ("MooncakeXferResponse", false) => MooncakeXferResponse::decode(bytes).map(drop),
+            ("MooncakeXferResponse", true) => MooncakeXferResponseRef::decode(bytes).map(drop),
+            _ => return None,
+        })
+    }
+
     /// The field list of `message`, in declaration order.
     pub fn fields(message: &str) -> Option<&'static [&'static str]> {
         Some(match message {
@@ -1416,6 +1491,17 @@ pub mod vllm_0_29_0 {
         Some(match message {
             "MooncakeXferMetadata" => MooncakeXferMetadataRef::decode_with(bytes, strictness).map(|v| v.encode()),
             "MooncakeXferResponse" => MooncakeXferResponseRef::decode_with(bytes, strictness).map(|v| v.encode()),
+            _ => return None,
+        })
+    }
+
+    /// Decodes `bytes` as `message` (owned or borrowed strings) and drops the result: for benchmarks.
+    pub fn decode_and_drop(message: &str, bytes: &[u8], borrowed: bool) -> Option<Result<(), DecodeError>> {
+        Some(match (message, borrowed) {
+            ("MooncakeXferMetadata", false) => MooncakeXferMetadata::decode(bytes).map(drop),
+            ("MooncakeXferMetadata", true) => MooncakeXferMetadataRef::decode(bytes).map(drop),
+            ("MooncakeXferResponse", false) => MooncakeXferResponse::decode(bytes).map(drop),
+            ("MooncakeXferResponse", true) => MooncakeXferResponseRef::decode(bytes).map(drop),
             _ => return None,
         })
     }
@@ -1659,6 +1745,17 @@ pub mod vllm_0_30_0 {
         })
     }
 
+    /// Decodes `bytes` as `message` (owned or borrowed strings) and drops the result: for benchmarks.
+    pub fn decode_and_drop(message: &str, bytes: &[u8], borrowed: bool) -> Option<Result<(), DecodeError>> {
+        Some(match (message, borrowed) {
+            ("MooncakeXferMetadata", false) => MooncakeXferMetadata::decode(bytes).map(drop),
+            ("MooncakeXferMetadata", true) => MooncakeXferMetadataRef::decode(bytes).map(drop),
+            ("MooncakeXferResponse", false) => MooncakeXferResponse::decode(bytes).map(drop),
+            ("MooncakeXferResponse", true) => MooncakeXferResponseRef::decode(bytes).map(drop),
+            _ => return None,
+        })
+    }
+
     /// The field list of `message`, in declaration order.
     pub fn fields(message: &str) -> Option<&'static [&'static str]> {
         Some(match message {
@@ -1692,6 +1789,17 @@ pub mod vllm_0_31_0 {
         Some(match message {
             "MooncakeXferMetadata" => MooncakeXferMetadataRef::decode_with(bytes, strictness).map(|v| v.encode()),
             "MooncakeXferResponse" => MooncakeXferResponseRef::decode_with(bytes, strictness).map(|v| v.encode()),
+            _ => return None,
+        })
+    }
+
+    /// Decodes `bytes` as `message` (owned or borrowed strings) and drops the result: for benchmarks.
+    pub fn decode_and_drop(message: &str, bytes: &[u8], borrowed: bool) -> Option<Result<(), DecodeError>> {
+        Some(match (message, borrowed) {
+            ("MooncakeXferMetadata", false) => MooncakeXferMetadata::decode(bytes).map(drop),
+            ("MooncakeXferMetadata", true) => MooncakeXferMetadataRef::decode(bytes).map(drop),
+            ("MooncakeXferResponse", false) => MooncakeXferResponse::decode(bytes).map(drop),
+            ("MooncakeXferResponse", true) => MooncakeXferResponseRef::decode(bytes).map(drop),
             _ => return None,
         })
     }
@@ -1954,6 +2062,17 @@ pub mod vllm_0_32_0 {
         Some(match message {
             "MooncakeXferMetadata" => MooncakeXferMetadataRef::decode_with(bytes, strictness).map(|v| v.encode()),
             "MooncakeXferResponse" => MooncakeXferResponseRef::decode_with(bytes, strictness).map(|v| v.encode()),
+            _ => return None,
+        })
+    }
+
+    /// Decodes `bytes` as `message` (owned or borrowed strings) and drops the result: for benchmarks.
+    pub fn decode_and_drop(message: &str, bytes: &[u8], borrowed: bool) -> Option<Result<(), DecodeError>> {
+        Some(match (message, borrowed) {
+            ("MooncakeXferMetadata", false) => MooncakeXferMetadata::decode(bytes).map(drop),
+            ("MooncakeXferMetadata", true) => MooncakeXferMetadataRef::decode(bytes).map(drop),
+            ("MooncakeXferResponse", false) => MooncakeXferResponse::decode(bytes).map(drop),
+            ("MooncakeXferResponse", true) => MooncakeXferResponseRef::decode(bytes).map(drop),
             _ => return None,
         })
     }
@@ -2371,6 +2490,17 @@ pub mod vllm_0_33_0 {
         })
     }
 
+    /// Decodes `bytes` as `message` (owned or borrowed strings) and drops the result: for benchmarks.
+    pub fn decode_and_drop(message: &str, bytes: &[u8], borrowed: bool) -> Option<Result<(), DecodeError>> {
+        Some(match (message, borrowed) {
+            ("MooncakeXferMetadata", false) => MooncakeXferMetadata::decode(bytes).map(drop),
+            ("MooncakeXferMetadata", true) => MooncakeXferMetadataRef::decode(bytes).map(drop),
+            ("MooncakeXferResponse", false) => MooncakeXferResponse::decode(bytes).map(drop),
+            ("MooncakeXferResponse", true) => MooncakeXferResponseRef::decode(bytes).map(drop),
+            _ => return None,
+        })
+    }
+
     /// The field list of `message`, in declaration order.
     pub fn fields(message: &str) -> Option<&'static [&'static str]> {
         Some(match message {
@@ -2389,21 +2519,22 @@ pub struct GeneratedRevision {
     pub revision: &'static str,
     pub messages: &'static [&'static str],
     pub round_trip: fn(&str, &[u8], Strictness) -> Option<Result<Vec<u8>, DecodeError>>,
+    pub decode_and_drop: fn(&str, &[u8], bool) -> Option<Result<(), DecodeError>>,
     pub fields: fn(&str) -> Option<&'static [&'static str]>,
 }
 
 /// Every revision of the push family, oldest first.
 pub const REVISIONS: [GeneratedRevision; 12] = [
-    GeneratedRevision { revision: "vllm-0.13.0..0.15.1", messages: &["MooncakeAgentMetadata"], round_trip: vllm_0_13_0_to_0_15_1::round_trip, fields: vllm_0_13_0_to_0_15_1::fields },
-    GeneratedRevision { revision: "vllm-0.16.0..0.18.1", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_16_0_to_0_18_1::round_trip, fields: vllm_0_16_0_to_0_18_1::fields },
-    GeneratedRevision { revision: "vllm-0.19.0..0.19.1", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_19_0_to_0_19_1::round_trip, fields: vllm_0_19_0_to_0_19_1::fields },
-    GeneratedRevision { revision: "vllm-0.20.0..0.23.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_20_0_to_0_23_0::round_trip, fields: vllm_0_20_0_to_0_23_0::fields },
-    GeneratedRevision { revision: "vllm-0.24.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_24_0::round_trip, fields: vllm_0_24_0::fields },
-    GeneratedRevision { revision: "vllm-0.25.0..0.25.1", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_25_0_to_0_25_1::round_trip, fields: vllm_0_25_0_to_0_25_1::fields },
-    GeneratedRevision { revision: "vllm-0.26.0..0.28.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_26_0_to_0_28_0::round_trip, fields: vllm_0_26_0_to_0_28_0::fields },
-    GeneratedRevision { revision: "vllm-0.29.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_29_0::round_trip, fields: vllm_0_29_0::fields },
-    GeneratedRevision { revision: "vllm-0.30.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_30_0::round_trip, fields: vllm_0_30_0::fields },
-    GeneratedRevision { revision: "vllm-0.31.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_31_0::round_trip, fields: vllm_0_31_0::fields },
-    GeneratedRevision { revision: "vllm-0.32.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_32_0::round_trip, fields: vllm_0_32_0::fields },
-    GeneratedRevision { revision: "vllm-0.33.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_33_0::round_trip, fields: vllm_0_33_0::fields },
+    GeneratedRevision { revision: "vllm-0.13.0..0.15.1", messages: &["MooncakeAgentMetadata"], round_trip: vllm_0_13_0_to_0_15_1::round_trip, decode_and_drop: vllm_0_13_0_to_0_15_1::decode_and_drop, fields: vllm_0_13_0_to_0_15_1::fields },
+    GeneratedRevision { revision: "vllm-0.16.0..0.18.1", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_16_0_to_0_18_1::round_trip, decode_and_drop: vllm_0_16_0_to_0_18_1::decode_and_drop, fields: vllm_0_16_0_to_0_18_1::fields },
+    GeneratedRevision { revision: "vllm-0.19.0..0.19.1", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_19_0_to_0_19_1::round_trip, decode_and_drop: vllm_0_19_0_to_0_19_1::decode_and_drop, fields: vllm_0_19_0_to_0_19_1::fields },
+    GeneratedRevision { revision: "vllm-0.20.0..0.23.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_20_0_to_0_23_0::round_trip, decode_and_drop: vllm_0_20_0_to_0_23_0::decode_and_drop, fields: vllm_0_20_0_to_0_23_0::fields },
+    GeneratedRevision { revision: "vllm-0.24.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_24_0::round_trip, decode_and_drop: vllm_0_24_0::decode_and_drop, fields: vllm_0_24_0::fields },
+    GeneratedRevision { revision: "vllm-0.25.0..0.25.1", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_25_0_to_0_25_1::round_trip, decode_and_drop: vllm_0_25_0_to_0_25_1::decode_and_drop, fields: vllm_0_25_0_to_0_25_1::fields },
+    GeneratedRevision { revision: "vllm-0.26.0..0.28.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_26_0_to_0_28_0::round_trip, decode_and_drop: vllm_0_26_0_to_0_28_0::decode_and_drop, fields: vllm_0_26_0_to_0_28_0::fields },
+    GeneratedRevision { revision: "vllm-0.29.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_29_0::round_trip, decode_and_drop: vllm_0_29_0::decode_and_drop, fields: vllm_0_29_0::fields },
+    GeneratedRevision { revision: "vllm-0.30.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_30_0::round_trip, decode_and_drop: vllm_0_30_0::decode_and_drop, fields: vllm_0_30_0::fields },
+    GeneratedRevision { revision: "vllm-0.31.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_31_0::round_trip, decode_and_drop: vllm_0_31_0::decode_and_drop, fields: vllm_0_31_0::fields },
+    GeneratedRevision { revision: "vllm-0.32.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_32_0::round_trip, decode_and_drop: vllm_0_32_0::decode_and_drop, fields: vllm_0_32_0::fields },
+    GeneratedRevision { revision: "vllm-0.33.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_33_0::round_trip, decode_and_drop: vllm_0_33_0::decode_and_drop, fields: vllm_0_33_0::fields },
 ];
