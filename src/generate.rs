@@ -1,5 +1,6 @@
-//! Every generated artefact under `schema/`, as (path relative to the repository root, contents): JSON
-//! Schemas and wire tables per revision, and the wire diff of every pair of consecutive revisions.
+//! Every generated artefact, as (path relative to the repository root, contents): under `schema/` the JSON
+//! Schemas and wire tables per revision and the wire diff of every pair of consecutive revisions; under
+//! `src/typed/generated/` the typed layer ([`typed_rs`]).
 //! `tests/generated.rs` fails when the committed files differ; `BLESS=1 cargo test --test generated` rewrites
 //! them.
 
@@ -9,8 +10,13 @@ use crate::codec::{Codec, Scope};
 use crate::spec::Spec;
 use crate::{render, schema};
 
+pub mod typed_rs;
+
 pub fn artefacts(spec: &Spec) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
+    let mut out = match typed_rs::sources(spec) {
+        Ok(m) => m,
+        Err(e) => panic!("the typed layer does not generate: {e}"),
+    };
     for fam in &spec.families {
         out.insert(format!("schema/{}/README.md", fam.name), render::family_index(fam));
         for w in fam.revisions.windows(2) {

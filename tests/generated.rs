@@ -81,3 +81,80 @@ fn files_of_other_generators_exist() {
         );
     }
 }
+
+/// The generated module of each revision in `src/typed/generated/push.rs`, by module name.
+fn modules(text: &str) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for part in text.split("\npub mod ").skip(1) {
+        let name = part.split_whitespace().next().unwrap().to_string();
+        let body = &part[..part.find("\n}\n").map_or(part.len(), |i| i + 3)];
+        out.insert(name, body.to_string());
+    }
+    out
+}
+
+/// The text of `pub struct NAME… { … }` in a module.
+fn struct_text<'a>(module: &'a str, name: &str) -> Option<&'a str> {
+    let start = module.find(&format!("pub struct {name}<S> {{"))?;
+    let end = module[start..].find("\n    }\n")? + start;
+    Some(&module[start..end])
+}
+
+/// Issue 16: removing a field from a revision in `spec/` and regenerating is the only edit the typed layer
+/// needs. The spec is edited in memory — 0.33.0 without the edit that adds `layout_id` to the reply — and the
+/// generator run on it: the reply of 0.33.0 loses the field (struct, field list, encoder), and nothing else of
+/// the generated layer changes.
+#[test]
+fn removing_a_field_from_the_spec_is_the_only_edit_the_typed_layer_needs() {
+    use mooncake_wire::generate::typed_rs::{sources, PUSH_PATH};
+    let drop_edit = |text: &str| -> String {
+        let mut blocks: Vec<&str> = text.split("\n[[edit]]\n").collect();
+        let before = blocks.len();
+        blocks.retain(|b| {
+            !(b.contains("at = \"structs.MooncakeXferResponse.fields\"") && b.contains("name = \"layout_id\""))
+        });
+        assert_eq!(blocks.len() + 1, before, "exactly one edit adds layout_id to the 0.33.0 reply");
+        blocks.join("\n[[edit]]\n")
+    };
+    let files = Spec::builtin_files().iter().map(|(p, t)| {
+        let t = if p.ends_with("push/vllm-0.33.0.toml") { drop_edit(t) } else { t.to_string() };
+        (p.to_string(), t)
+    });
+    let edited = Spec::from_files(files).expect("the edited spec loads");
+    let old = sources(Spec::builtin()).unwrap().remove(PUSH_PATH).unwrap();
+    let new = sources(&edited).unwrap().remove(PUSH_PATH).unwrap();
+    assert_ne!(old, new);
+    let (old_m, new_m) = (modules(&old), modules(&new));
+    assert_eq!(old_m.keys().collect::<Vec<_>>(), new_m.keys().collect::<Vec<_>>());
+    assert!(old_m.len() >= 12, "{} modules: the split is broken", old_m.len());
+    for (name, text) in &old_m {
+        if name != "vllm_0_33_0" {
+            assert_eq!(text, &new_m[name], "{name} changed although its spec did not");
+        }
+    }
+    let (o, n) = (&old_m["vllm_0_33_0"], &new_m["vllm_0_33_0"]);
+    let (o_reply, n_reply) =
+        (struct_text(o, "MooncakeXferResponseOf").unwrap(), struct_text(n, "MooncakeXferResponseOf").unwrap());
+    assert!(o_reply.contains("pub layout_id: WireInt"));
+    assert!(!n_reply.contains("layout_id"), "the reply struct still has layout_id:\n{n_reply}");
+    assert!(o.contains(r#"["status", "ok_reqs", "err_reqs", "err_msg", "layout_id"]"#));
+    assert!(n.contains(r#"["status", "ok_reqs", "err_reqs", "err_msg"]"#));
+    // The pull of the same revision keeps its layout_id.
+    assert_eq!(struct_text(o, "MooncakeXferMetadataOf"), struct_text(n, "MooncakeXferMetadataOf"));
+    // Nothing outside the revision modules (the status newtype, the revision table) changed either.
+    let outside = |t: &str| t.split("\npub mod ").next().unwrap().to_string() + &t[t.rfind("\n}\n").unwrap()..];
+    assert_eq!(outside(&old), outside(&new));
+}
+
+/// The generated directory holds only what the generator writes and its hand-written `mod.rs`.
+#[test]
+fn the_generated_typed_directory_holds_nothing_else() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let want = artefacts(Spec::builtin());
+    let mut have = vec![];
+    walk(&root.join("src/typed/generated"), &mut have);
+    for p in have {
+        let rel = p.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
+        assert!(rel == "src/typed/generated/mod.rs" || want.contains_key(&rel), "{rel} is not generated any more");
+    }
+}

@@ -1,5 +1,6 @@
 //! The sender pipeline of `mooncake_wire::plan` end to end, on small layouts whose descriptors are worked
-//! out by hand from vLLM 0.33.0's rules (push-protocol §5, §11): typed pull → admit → build.
+//! out by hand from vLLM 0.33.0's rules (`spec/PROTOCOL.md#regions`, `spec/PROTOCOL.md#byte-plan`): typed pull →
+//! admit → build.
 
 use std::collections::HashMap;
 

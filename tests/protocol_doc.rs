@@ -1,28 +1,35 @@
-//! Every citation of `spec/PROTOCOL.md` by section title in the code and the documents names a heading of it.
+//! The protocol prose can be followed from everywhere it is cited: every citation of `spec/PROTOCOL.md` in the
+//! code and the documents — by anchor (`spec/PROTOCOL.md#side-channel`) or by section title
+//! (`spec/PROTOCOL.md`, "Generation 1") — names an anchor or a heading of it, and every relative link of
+//! every Markdown document reaches a file (and, into `PROTOCOL.md`, one of its anchors).
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Every file of the repository that can cite the prose: sources, documents, spec files, scripts.
 fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(rd) = std::fs::read_dir(dir) else { return };
     for e in rd.flatten() {
         let p = e.path();
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if p.is_dir() {
-            if !["target", ".git", ".venv", "fuzz", "node_modules"].contains(&name) {
+            if !["target", ".git", ".venv", "node_modules", "corpus", "artifacts", "__pycache__"].contains(&name) {
                 files(&p, out);
             }
-        } else if name != "protocol_doc.rs" && p.extension().is_some_and(|x| x == "rs" || x == "md" || x == "toml") {
+        } else if name != "protocol_doc.rs"
+            && p.extension().is_some_and(|x| ["rs", "md", "toml", "py", "sh"].iter().any(|e| x == *e))
+        {
             out.push(p);
         }
     }
 }
 
 /// The section titles cited after a mention of PROTOCOL.md: `PROTOCOL.md`, "Title" or (§ "Title").
-fn citations(text: &str) -> Vec<String> {
+fn title_citations(text: &str) -> Vec<String> {
     let mut out = vec![];
     let mut rest = text;
     while let Some(i) = rest.find("PROTOCOL.md") {
@@ -40,31 +47,197 @@ fn citations(text: &str) -> Vec<String> {
     out
 }
 
-#[test]
-fn every_protocol_citation_names_a_heading() {
-    let doc = std::fs::read_to_string(root().join("spec/PROTOCOL.md")).unwrap();
-    let headings: Vec<String> =
-        doc.lines().filter(|l| l.starts_with('#')).map(|l| l.trim_start_matches('#').trim().to_string()).collect();
-    let mut all = vec![];
-    files(&root(), &mut all);
-    let mut checked = 0;
-    for f in all {
-        let Ok(text) = std::fs::read_to_string(&f) else { continue };
-        for c in citations(&text) {
-            checked += 1;
-            assert!(
-                headings.contains(&c),
-                "{}: cites spec/PROTOCOL.md \"{c}\", which is no heading (headings: {headings:?})",
-                f.display()
-            );
+/// The anchors cited as `PROTOCOL.md#anchor`.
+fn anchor_citations(text: &str) -> Vec<String> {
+    let mut out = vec![];
+    let mut rest = text;
+    while let Some(i) = rest.find("PROTOCOL.md#") {
+        rest = &rest[i + "PROTOCOL.md#".len()..];
+        let a: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect();
+        // `PROTOCOL.md#{anchor}` in a format string is no citation.
+        if !a.is_empty() {
+            out.push(a);
         }
     }
-    assert!(checked >= 3, "only {checked} citations found: the scan is broken");
+    out
+}
+
+/// GitHub's anchor for a heading: lower case, punctuation dropped, spaces to `-`.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A Markdown document's headings (outside code fences) and anchors (explicit `<a id>` and heading slugs).
+fn headings_and_anchors(doc: &str) -> (Vec<String>, BTreeSet<String>) {
+    let mut headings = vec![];
+    let mut anchors = BTreeSet::new();
+    let mut fenced = false;
+    for line in doc.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        if line.starts_with('#') {
+            let h = line.trim_start_matches('#').trim().to_string();
+            anchors.insert(slug(&h));
+            headings.push(h);
+        }
+        let mut rest = line;
+        while let Some(i) = rest.find("<a id=\"") {
+            rest = &rest[i + 7..];
+            if let Some(end) = rest.find('"') {
+                anchors.insert(rest[..end].to_string());
+            }
+        }
+    }
+    (headings, anchors)
+}
+
+/// The targets of a Markdown document's inline links `[text](target)` outside code fences and code spans.
+fn links(doc: &str) -> Vec<String> {
+    let mut out = vec![];
+    let mut fenced = false;
+    for line in doc.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        // Drop code spans: a link inside backticks is text.
+        let mut plain = String::new();
+        for (i, part) in line.split('`').enumerate() {
+            if i % 2 == 0 {
+                plain.push_str(part);
+            }
+        }
+        let mut rest = plain.as_str();
+        while let Some(i) = rest.find("](") {
+            rest = &rest[i + 2..];
+            let end = rest.find([')', ' ']).unwrap_or(rest.len());
+            out.push(rest[..end].trim_matches(['<', '>']).to_string());
+            rest = &rest[end..];
+        }
+    }
+    out
+}
+
+fn protocol() -> (Vec<String>, BTreeSet<String>) {
+    headings_and_anchors(&std::fs::read_to_string(root().join("spec/PROTOCOL.md")).unwrap())
 }
 
 #[test]
-fn the_scan_finds_citations() {
-    assert_eq!(citations("see `spec/PROTOCOL.md`, \"Generation 1\"."), ["Generation 1"]);
-    assert_eq!(citations("prose: spec/PROTOCOL.md (§ \"Behaviour items\")"), ["Behaviour items"]);
-    assert!(citations("spec/PROTOCOL.md is the prose").is_empty());
+fn every_protocol_citation_names_a_section() {
+    let (headings, anchors) = protocol();
+    let mut all = vec![];
+    files(&root(), &mut all);
+    let (mut by_title, mut by_anchor) = (0, 0);
+    let mut bad = vec![];
+    for f in all {
+        let Ok(text) = std::fs::read_to_string(&f) else { continue };
+        let rel = f.strip_prefix(root()).unwrap().display().to_string();
+        for c in title_citations(&text) {
+            by_title += 1;
+            if !headings.contains(&c) {
+                bad.push(format!("{rel}: cites spec/PROTOCOL.md \"{c}\", which is no heading"));
+            }
+        }
+        for a in anchor_citations(&text) {
+            by_anchor += 1;
+            if !anchors.contains(&a) {
+                bad.push(format!("{rel}: cites spec/PROTOCOL.md#{a}, which is no anchor"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}\n(anchors: {anchors:?})", bad.join("\n"));
+    assert!(by_title >= 3 && by_anchor >= 15, "only {by_title} + {by_anchor} citations found: the scan is broken");
+    println!("{by_title} title citations and {by_anchor} anchor citations of spec/PROTOCOL.md resolve");
+}
+
+#[test]
+fn nothing_cites_the_old_outside_document() {
+    let mut all = vec![];
+    files(&root(), &mut all);
+    let mut bad = vec![];
+    for f in all {
+        let Ok(text) = std::fs::read_to_string(&f) else { continue };
+        for (n, line) in text.lines().enumerate() {
+            if line.contains("push-protocol") {
+                bad.push(format!("{}:{}: {}", f.strip_prefix(root()).unwrap().display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "cite spec/PROTOCOL.md instead of the push-protocol notes:\n{}", bad.join("\n"));
+}
+
+#[test]
+fn every_relative_doc_link_reaches_a_file() {
+    let (_, protocol_anchors) = protocol();
+    let mut all = vec![];
+    files(&root(), &mut all);
+    let mut checked = 0;
+    let mut bad = vec![];
+    for f in all.iter().filter(|f| f.extension().is_some_and(|x| x == "md")) {
+        let text = std::fs::read_to_string(f).unwrap();
+        let (_, own_anchors) = headings_and_anchors(&text);
+        let rel = f.strip_prefix(root()).unwrap().display().to_string();
+        for link in links(&text) {
+            if link.is_empty() || link.contains("://") || link.starts_with("mailto:") {
+                continue;
+            }
+            checked += 1;
+            let (path, frag) = match link.split_once('#') {
+                Some((p, a)) => (p, Some(a)),
+                None => (link.as_str(), None),
+            };
+            let target = if path.is_empty() { f.clone() } else { f.parent().unwrap().join(path) };
+            if !target.exists() {
+                bad.push(format!("{rel}: link to {link}: no such file"));
+                continue;
+            }
+            let Some(frag) = frag else { continue };
+            let anchors = if path.is_empty() {
+                Some(&own_anchors)
+            } else if target.canonicalize().ok() == root().join("spec/PROTOCOL.md").canonicalize().ok() {
+                Some(&protocol_anchors)
+            } else {
+                None
+            };
+            if let Some(anchors) = anchors {
+                if !anchors.contains(frag) {
+                    bad.push(format!("{rel}: link to {link}: no such anchor"));
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "broken links:\n{}", bad.join("\n"));
+    assert!(checked >= 20, "only {checked} relative links found: the scan is broken");
+    println!("{checked} relative links resolve");
+}
+
+#[test]
+fn the_scans_find_what_they_look_for() {
+    assert_eq!(title_citations("see `spec/PROTOCOL.md`, \"Generation 1\"."), ["Generation 1"]);
+    assert_eq!(title_citations("prose: spec/PROTOCOL.md (§ \"Behaviour items\")"), ["Behaviour items"]);
+    assert!(title_citations("spec/PROTOCOL.md is the prose").is_empty());
+    assert_eq!(anchor_citations("(`spec/PROTOCOL.md#byte-plan`, spec/PROTOCOL.md#gen1)"), ["byte-plan", "gen1"]);
+    assert_eq!(slug("Side channel: sockets and frames"), "side-channel-sockets-and-frames");
+    assert_eq!(slug("The pull: `MooncakeXferMetadata`"), "the-pull-mooncakexfermetadata");
+    assert_eq!(links("a [x](../b.md#c) and `[no](link)` [y](d.md)\n```\n[z](e)\n```"), ["../b.md#c", "d.md"]);
+    let (h, a) = headings_and_anchors("<a id=\"one\"></a>\n## Two words\n```\n# not\n```");
+    assert_eq!(h, ["Two words"]);
+    assert_eq!(a.into_iter().collect::<Vec<_>>(), ["one", "two-words"]);
 }

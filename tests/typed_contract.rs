@@ -1,29 +1,25 @@
-//! The wire contract of the typed 0.33.0 structs, checked against `spec/` row by row.
+//! Checks the typed-layer generator (`src/generate/typed_rs.rs`): the generated structs of every push revision,
+//! both generations, against `spec/` and the spec-driven codec of the same revision, row by row.
 //!
-//! For every field the spec declares, the typed struct must: sit at the same position under the same wire
-//! name; encode a non-default value exactly as the spec-driven codec does; decode to the spec default when
-//! absent (and leave it out when encoding); be required exactly when the spec says so; and reject every
-//! wrongly-typed value with the spec codec's error. One more row checks the struct options (map header
-//! from the declared field count, omit_defaults). A failing row prints as the diff.
+//! For every field the spec declares, the generated decoder and encoder must: encode a non-default value
+//! exactly as the spec-driven codec does; decode to the spec default when absent (and leave it out when
+//! encoding); be required exactly when the spec says so; and reject every wrongly-typed value with the spec
+//! codec's error and path. One more row checks the struct options (map header from the declared field count,
+//! omit_defaults), and the field list must be the spec's. A failing row prints as the diff. That the committed
+//! generated code is what the generator makes is `tests/generated.rs`'s job.
 
 use mooncake_wire::codec::testgen::{random_value, Rng, Size};
 use mooncake_wire::codec::{Codec, Value};
 use mooncake_wire::msgpack::Writer;
 use mooncake_wire::spec::Spec;
-use mooncake_wire::typed::{self, MooncakeXferMetadata, MooncakeXferResponse};
+use mooncake_wire::typed::generated::push::{GeneratedRevision, REVISIONS};
+use mooncake_wire::typed::{self, Strictness};
 
 /// Decode then re-encode, as hex, or the error text.
 type Outcome = Result<String, String>;
-type TypedRoundTrip = fn(&[u8]) -> Outcome;
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
-}
-fn typed_metadata(b: &[u8]) -> Outcome {
-    MooncakeXferMetadata::decode(b).map(|v| hex(&v.encode())).map_err(|e| e.msgspec_message())
-}
-fn typed_response(b: &[u8]) -> Outcome {
-    MooncakeXferResponse::decode(b).map(|v| hex(&v.encode())).map_err(|e| e.msgspec_message())
 }
 
 /// Encodes a struct value as a map of the given (name, value) entries, in order (no omission).
@@ -55,11 +51,18 @@ const WRONG_KINDS: &[(&str, &[u8])] = &[
     ("ext", &[0xd4, 0x01, 0x00]),
 ];
 
-fn contract(message: &str, typed_fields: &[&str], typed: TypedRoundTrip) -> Vec<String> {
+fn contract(gen: &GeneratedRevision, message: &str) -> Vec<String> {
     let spec = Spec::builtin();
-    let rev = spec.revision(typed::REVISION).unwrap();
+    let rev = spec.revision(gen.revision).unwrap();
     let def = &rev.structs[message];
-    let codec = Codec::builtin(typed::REVISION).unwrap();
+    let codec = Codec::builtin(gen.revision).unwrap();
+    let typed_fields = (gen.fields)(message).expect("generated message");
+    let typed = |b: &[u8]| -> Outcome {
+        (gen.round_trip)(message, b, Strictness::Msgspec)
+            .expect("generated message")
+            .map(|v| hex(&v))
+            .map_err(|e| e.msgspec_message())
+    };
     let st = codec.message_struct(message).unwrap();
     let spec_rt = |b: &[u8]| -> Outcome {
         codec.decode(message, b).map(|v| hex(&codec.encode(message, &v).unwrap())).map_err(|e| e.msgspec_message())
@@ -171,7 +174,7 @@ fn contract(message: &str, typed_fields: &[&str], typed: TypedRoundTrip) -> Vec<
     );
     println!(
         "\n{message} ({}):\n| # | field | type | default | notes | result |\n|---|---|---|---|---|---|",
-        typed::REVISION
+        gen.revision
     );
     for r in &rows {
         println!("{r}");
@@ -180,35 +183,66 @@ fn contract(message: &str, typed_fields: &[&str], typed: TypedRoundTrip) -> Vec<
 }
 
 #[test]
-fn metadata_matches_the_spec_row_by_row() {
-    let f = contract("MooncakeXferMetadata", &typed::METADATA_FIELDS, typed_metadata);
-    assert!(f.is_empty(), "typed MooncakeXferMetadata differs from spec/:\n{}", f.join("\n"));
-}
-
-#[test]
-fn response_matches_the_spec_row_by_row() {
-    let f = contract("MooncakeXferResponse", &typed::RESPONSE_FIELDS, typed_response);
-    assert!(f.is_empty(), "typed MooncakeXferResponse differs from spec/:\n{}", f.join("\n"));
-}
-
-#[test]
-fn status_constants_match_the_spec_enum() {
-    let rev = Spec::builtin().revision(typed::REVISION).unwrap();
-    let e = &rev.enums["MooncakeXferResponseStatus"];
-    let spec: Vec<(String, i64)> = e.members.iter().map(|m| (m.name.clone(), m.value)).collect();
-    let typed: Vec<(String, i64)> = typed::Status::KNOWN.iter().map(|(s, n)| (n.to_string(), s.0)).collect();
-    assert_eq!(typed, spec);
-    for m in &e.members {
-        let st = typed::Status(m.value);
-        assert_eq!(st.is_terminal(), m.terminal == Some(true), "{}", m.name);
+fn every_generated_message_matches_the_spec_row_by_row() {
+    let spec = Spec::builtin();
+    let push = spec.push();
+    assert_eq!(
+        REVISIONS.iter().map(|g| g.revision).collect::<Vec<_>>(),
+        push.revisions.iter().map(|r| r.revision.as_str()).collect::<Vec<_>>(),
+        "one generated module per push revision"
+    );
+    let mut failures = vec![];
+    let mut checked = 0;
+    for gen in &REVISIONS {
+        let rev = push.revision(gen.revision).unwrap();
+        let msgpack: Vec<&str> =
+            rev.transport.messages.iter().filter(|m| m.encoding == "msgpack").map(|m| m.name.as_str()).collect();
+        assert_eq!(gen.messages, msgpack.as_slice(), "{}: generated messages", gen.revision);
+        for m in msgpack {
+            let names: Vec<&str> = rev.structs[m].fields.iter().map(|f| f.name.as_str()).collect();
+            assert_eq!((gen.fields)(m).unwrap(), names.as_slice(), "{} {m}: field list", gen.revision);
+            failures.extend(contract(gen, m).into_iter().map(|f| format!("{} {m}: {f}", gen.revision)));
+            checked += 1;
+        }
     }
+    assert!(checked >= 23, "only {checked} messages checked");
+    assert!(failures.is_empty(), "generated structs differ from spec/:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn status_members_match_the_spec_enum_in_every_revision() {
+    use typed::generated::push as g;
+    let spec = Spec::builtin();
+    let members = |r: &str| -> Vec<(String, i64, bool)> {
+        spec.revision(r).unwrap().enums["MooncakeXferResponseStatus"]
+            .members
+            .iter()
+            .map(|m| (m.name.clone(), m.value, m.terminal == Some(true)))
+            .collect()
+    };
+    let generated = |list: &[typed::Status]| -> Vec<(String, i64, bool)> {
+        list.iter().map(|s| (s.name().unwrap().to_string(), s.0, s.is_terminal())).collect()
+    };
+    assert_eq!(
+        generated(&g::vllm_0_16_0_to_0_18_1::MOONCAKE_XFER_RESPONSE_STATUS_MEMBERS),
+        members("vllm-0.16.0..0.18.1")
+    );
+    assert_eq!(generated(&g::vllm_0_32_0::MOONCAKE_XFER_RESPONSE_STATUS_MEMBERS), members("vllm-0.32.0"));
+    assert_eq!(generated(&g::vllm_0_33_0::MOONCAKE_XFER_RESPONSE_STATUS_MEMBERS), members("vllm-0.33.0"));
+    // A value 0.32.0 lacks is rejected by its decoder and kept by the newest one.
+    let b = typed::MooncakeXferResponse::new(typed::Status::LAYOUT_MISS).encode();
+    assert_eq!(
+        g::vllm_0_32_0::MooncakeXferResponse::decode(&b).unwrap_err().msgspec_message(),
+        "Invalid enum value 3 - at `$.status`"
+    );
+    assert_eq!(typed::MooncakeXferResponse::decode(&b).unwrap().status, typed::Status::LAYOUT_MISS);
     // An unknown value is representable, prints, and round-trips when asked to.
     let b = typed::MooncakeXferResponse::new(typed::Status(7)).encode();
     assert_eq!(
         typed::MooncakeXferResponse::decode(&b).unwrap_err().msgspec_message(),
         "Invalid enum value 7 - at `$.status`"
     );
-    let open = typed::MooncakeXferResponse::decode_with(&b, typed::Strictness::OpenStatus).unwrap();
-    assert_eq!(open.status.to_string(), "Status(7)");
+    let open = typed::MooncakeXferResponse::decode_with(&b, Strictness::OpenStatus).unwrap();
+    assert_eq!(open.status.to_string(), "MooncakeXferResponseStatus(7)");
     assert_eq!(open.encode(), b);
 }

@@ -1,4 +1,4 @@
-//! Reference encodings from vLLM 0.33.0's own classes (msgspec 0.23.0), push-protocol reference §4.4.
+//! Reference encodings from vLLM 0.33.0's own classes (msgspec 0.23.0), `spec/PROTOCOL.md#reference-encodings`.
 
 use super::*;
 

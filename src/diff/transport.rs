@@ -1,6 +1,6 @@
 //! Transport rules (spec `[transport]`): socket pattern and types, frame layouts, payload encodings, reply
 //! sequences and raw reply constants. A peer whose socket type or frame layout differs cannot exchange a
-//! single message with the other (`/work/shared/reference/zeromq.md`, push-protocol.md §2); socket options
+//! single message with the other (`spec/PROTOCOL.md#side-channel`); socket options
 //! and lifetimes are local.
 
 use super::model::{Area, Bytes, Change, Effect, Kind, Verdict};

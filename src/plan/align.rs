@@ -1,5 +1,5 @@
 //! Pairing producer regions with consumer regions: vLLM 0.33.0 `_align_transfer_regions`
-//! (`mooncake_connector.py`; push-protocol §5 "Alignment on P").
+//! (`mooncake_connector.py`; `spec/PROTOCOL.md#alignment`).
 //!
 //! Regions are keyed by `(layer name, occurrence)`, so a layer registered several times (one region per K/V
 //! half or per head) matches occurrence by occurrence, and PP stages that own different layers still line up.

@@ -1,5 +1,5 @@
 //! Merging aligned regions that are adjacent on both sides: vLLM 0.33.0
-//! `_coalesce_contiguous_transfer_regions` (`mooncake_connector.py`; push-protocol §5 "Coalescing on P").
+//! `_coalesce_contiguous_transfer_regions` (`mooncake_connector.py`; `spec/PROTOCOL.md#coalescing`).
 //!
 //! Per-layer views of one packed block row are registered separately (so PP can align them by name), but copy
 //! as one span. A run may skip page padding between views, never leave the row its first view began, and

@@ -1,6 +1,6 @@
 //! Registered-layout columns → [`TransferRegion`]s: vLLM 0.33.0 `_expand_transfer_regions`
 //! (`mooncake_connector.py`). The layout travels as parallel arrays (fields 6–13 of `MooncakeXferMetadata`,
-//! push-protocol §5); this zips them after the same length checks, with the same assertion texts.
+//! `spec/PROTOCOL.md#regions`); this zips them after the same length checks, with the same assertion texts.
 
 use super::error::PlanError;
 use super::region::{TransferRegion, UNKNOWN_ROW_OFFSET};

@@ -1,5 +1,6 @@
 //! The transfer planner of vLLM 0.33.0's `MooncakeConnector` prefiller, as pure functions: which bytes of
-//! which registered regions a prefiller copies into a decoder for a pull (push-protocol §5, §7, §11).
+//! which registered regions a prefiller copies into a decoder for a pull (`spec/PROTOCOL.md#regions`,
+//! `spec/PROTOCOL.md#errors`, `spec/PROTOCOL.md#tp-fan-out`).
 //!
 //! Source of truth: `vllm/distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_connector.py` and
 //! `TransferTopology` in `vllm/distributed/kv_transfer/kv_connector/utils.py` of the 0.33.0 release. Every

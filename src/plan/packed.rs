@@ -1,5 +1,5 @@
 //! Packed rows that lost their layer names: vLLM 0.33.0 `_has_opaque_packed_row` and
-//! `_pp_mismatch_hides_packed_layers` (`mooncake_connector.py`; push-protocol §7, PP mismatch error).
+//! `_pp_mismatch_hides_packed_layers` (`mooncake_connector.py`; `spec/PROTOCOL.md#pp-mismatch`).
 //!
 //! A packed block row whose layer views are not page-contiguous is registered as one region the size of the
 //! row, at row offset 0, named after its first layer. Such a layout cannot be aligned by layer name against

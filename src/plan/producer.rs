@@ -62,9 +62,9 @@ impl ProducerConfig {
     }
 }
 
-/// One side's registered layout as the parallel columns of `MooncakeXferMetadata` (fields 6–13, push-protocol
-/// §5). The first five columns must have equal lengths (else vLLM's `AssertionError`). Group indices may be
-/// empty (then looked up per layer), otherwise they must match too. Shared group ids and row offsets of any
+/// One side's registered layout as the parallel columns of `MooncakeXferMetadata` (fields 6–13,
+/// `spec/PROTOCOL.md#regions`). The first five columns must have equal lengths (else vLLM's `AssertionError`).
+/// Group indices may be empty (then looked up per layer), otherwise they must match too. Shared group ids and row offsets of any
 /// other length than the layer names count as not sent (except that a producer with a shared region, group
 /// `-1`, then refuses the pull).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]

@@ -1,4 +1,4 @@
-//! The part of a decoder's pull (`MooncakeXferMetadata`, push-protocol §4.1) the prefiller plans with, as
+//! The part of a decoder's pull (`MooncakeXferMetadata`, `spec/PROTOCOL.md#pull-request`) the prefiller plans with, as
 //! plain integers, and its conversion from the typed 0.33.0 message.
 
 use std::fmt;

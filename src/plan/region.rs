@@ -1,5 +1,5 @@
 //! `TransferRegion`: one registered KV buffer as the 0.33.0 prefiller plans copies over it
-//! (`mooncake_connector.py`, dataclass `TransferRegion`; push-protocol §5).
+//! (`mooncake_connector.py`, dataclass `TransferRegion`; `spec/PROTOCOL.md#regions`).
 
 use serde::{Deserialize, Serialize};
 

@@ -1,6 +1,6 @@
 //! Which bytes of a block one producer rank copies to one consumer rank: vLLM 0.33.0
 //! `_compute_sender_transfer_plan` and `_can_coalesce_block_transfers` (`mooncake_connector.py`;
-//! push-protocol §11 "Byte plan").
+//! `spec/PROTOCOL.md#byte-plan`).
 
 use super::error::PlanError;
 use super::pyfmt::{floordiv, modulo, to_i64};
@@ -31,7 +31,7 @@ pub struct SenderPlan {
     pub transfer_len: i64,
 }
 
-/// The byte plan (push-protocol §11 table). When heads are known and producer and consumer disagree on
+/// The byte plan (`spec/PROTOCOL.md#byte-plan`). When heads are known and producer and consumer disagree on
 /// replication, the copy is per KV head: only the first rank of each replica group sends, one head's bytes,
 /// shifted by the head distance between the two ranks.
 pub fn compute_sender_transfer_plan(p: &SenderPlanInput) -> Result<SenderPlan, PlanError> {

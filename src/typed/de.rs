@@ -5,9 +5,36 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 
+use super::Strictness;
 use crate::codec::{DecodeError, DecodeErrorKind as K};
 use crate::limits;
-use crate::msgpack::{Kind, Obj, RawError, Reader, WireInt};
+use crate::msgpack::{Kind, Obj, RawError, Reader, WireInt, Writer};
+
+/// An int enum as the generated structs hold it (an open newtype over `i64`).
+pub(crate) trait EnumMember: Copy + PartialEq {
+    fn from_wire(v: i64) -> Self;
+}
+
+/// Writes a `list[str]`.
+pub(crate) fn str_list<S: AsRef<str>>(w: &mut Writer, v: &[S]) {
+    w.array_len(v.len());
+    for s in v {
+        w.str(s.as_ref());
+    }
+}
+
+/// Writes a `list[list[int]]`.
+pub(crate) fn int_lists(w: &mut Writer, v: &[Vec<WireInt>]) {
+    w.array_len(v.len());
+    for g in v {
+        w.int_list(g);
+    }
+}
+
+/// An upper bound of the encoded size of a `list[str]`.
+pub(crate) fn str_list_len<S: AsRef<str>>(v: &[S]) -> usize {
+    5 + v.iter().map(|s| s.as_ref().len() + 5).sum::<usize>()
+}
 
 #[derive(Clone, Copy)]
 pub(crate) enum Seg {
@@ -354,6 +381,58 @@ impl<'a> De<'a> {
             Obj::Str(b) => Ok(b),
             _ => unreachable!("a str opcode reads as a str"),
         }
+    }
+
+    /// An int enum value: one of `members`, or with [`Strictness::OpenStatus`] any value that fits an `i64`.
+    #[inline]
+    pub fn enum_member<E: EnumMember>(&mut self, members: &[E], strictness: Strictness) -> R<E> {
+        let s = self.int()?;
+        match s.as_i64().map(E::from_wire) {
+            Some(e) if strictness == Strictness::OpenStatus || members.contains(&e) => Ok(e),
+            _ => Err(self.err(K::InvalidEnum(s))),
+        }
+    }
+
+    /// A `dict[str, V]` (`req_blocks`): the last duplicate wins, the first position stays, as a Python dict.
+    /// Keys are borrowed from the input; past a small batch (where a linear scan is cheaper than hashing) their
+    /// positions are found by hashing, so many keys cost linear time.
+    pub fn str_dict<S: WireStr<'a>, V>(&mut self, mut value: impl FnMut(&mut Self) -> R<V>) -> R<Vec<(S, V)>> {
+        let n = match self.obj()? {
+            Obj::Map(n) => n,
+            o => return Err(self.expected("object", o.kind())),
+        };
+        self.enter()?;
+        let mut out: Vec<(S, V)> = Vec::with_capacity(self.cap(n / 2));
+        let mut keys: Vec<&'a str> = Vec::with_capacity(out.capacity());
+        let mut index: HashMap<&'a str, usize> = HashMap::new();
+        for _ in 0..n {
+            let key: &'a str = match self.r.try_str() {
+                Some(b) => Self::utf8_ref(b)?,
+                None => match self.obj()? {
+                    Obj::Str(b) => Self::utf8_ref(b)?,
+                    o => return Err(self.key_err(K::Expected { expected: "str".into(), got: o.kind().msgspec_name() })),
+                },
+            };
+            let v = self.with(Seg::DictValue, &mut value)?;
+            const SCAN: usize = 16;
+            let existing =
+                if keys.len() < SCAN { keys.iter().position(|k| *k == key) } else { index.get(key).copied() };
+            match existing {
+                Some(i) => out[i].1 = v,
+                None => {
+                    if keys.len() + 1 >= SCAN {
+                        if index.is_empty() {
+                            index.extend(keys.iter().enumerate().map(|(i, k)| (*k, i)));
+                        }
+                        index.insert(key, keys.len());
+                    }
+                    keys.push(key);
+                    out.push((S::from_wire(key), v));
+                }
+            }
+        }
+        self.leave();
+        Ok(out)
     }
 
     #[cold]

@@ -1,6 +1,7 @@
 """Decoder role: pulls the way vLLM 0.33.0 (or 0.32.0) does and receives bytes on a TCP transfer-engine port.
 
-Behaviour (push-protocol.md §3, §6, §8.3, §11; vLLM `receive_kv`, `receive_kv_from_single_worker`,
+Behaviour (spec/PROTOCOL.md#side-channel, spec/PROTOCOL.md#sequence,
+spec/PROTOCOL.md#bootstrap-query, spec/PROTOCOL.md#tp-fan-out; vLLM `receive_kv`, `receive_kv_from_single_worker`,
 `_handle_failed_recv`, `process_pulling_result`):
 
 * Requests of one `pull` command are grouped by remote engine id. An unknown engine is looked up with

@@ -1,7 +1,7 @@
 """Bootstrap HTTP: vLLM's registry server (`/register`, `/query`) and the two client calls, stdlib only.
 
 Server semantics follow vLLM 0.31.0+ `MooncakeBootstrapServer` (kv_connector/v1/mooncake/mooncake_utils.py;
-push-protocol.md §8): state `dp_rank -> {engine_id, worker_addr: {tp_rank: {pp_rank: addr}}}` in insertion
+spec/PROTOCOL.md#bootstrap): state `dp_rank -> {engine_id, worker_addr: {tp_rank: {pp_rank: addr}}}` in insertion
 order; an identical re-registration is accepted; an engine-id or address conflict is a 400 whose `detail`
 texts are wire facts; a body that does not validate as `RegisterWorkerPayload` is a 422 shaped like FastAPI's
 validation errors. Responses are compact JSON like Starlette's `JSONResponse`.

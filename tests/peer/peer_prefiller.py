@@ -1,7 +1,8 @@
 """Prefiller role: a ZeroMQ ROUTER serving pulls the way vLLM 0.33.0 (or 0.32.0) does, pushing bytes into the
 decoder over the TCP transfer-engine stand-in.
 
-Behaviour (push-protocol.md §3, §6, §7, §11; vLLM `MooncakeConnectorWorker.send_kv_to_decode` and friends):
+Behaviour (spec/PROTOCOL.md#side-channel, spec/PROTOCOL.md#sequence,
+spec/PROTOCOL.md#errors, spec/PROTOCOL.md#tp-fan-out; vLLM `MooncakeConnectorWorker.send_kv_to_decode` and friends):
 
 * Each ROUTER message must be exactly `[routing id, payload]`; anything else ends the listener for good, as
   vLLM's listener loop does (the 3-frame hazard). The payload is decoded strictly with the revision's request

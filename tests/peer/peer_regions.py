@@ -1,5 +1,5 @@
 """Prefiller-side region logic of vLLM 0.33.0's Mooncake connector, reimplemented from the facts in
-/work/shared/reference/push-protocol.md §5 and §11 and the 0.33.0 wheel (`mooncake_connector.py`:
+spec/PROTOCOL.md#regions and spec/PROTOCOL.md#byte-plan and the 0.33.0 wheel (`mooncake_connector.py`:
 region expansion, alignment by (layer name, occurrence), coalescing, length validation, per-rank byte plan,
 descriptor building). No I/O here.
 
@@ -208,7 +208,7 @@ def pp_mismatch_hides_layers(local_pp: int, remote_pp: int, local_opaque: bool, 
 
 
 def validate_lengths(local, remote, local_tp, remote_tp, replicated: bool, heads: Optional[int]):
-    """Region-count and per-region length rules for the TP ratio (push-protocol.md §11)."""
+    """Region-count and per-region length rules for the TP ratio (spec/PROTOCOL.md#byte-plan)."""
     if len(local) != len(remote):
         return "Mooncake asymmetric TP requires matching KV region counts between producer and consumer."
     if heads is not None:
