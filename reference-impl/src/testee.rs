@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{json, Value as J};
 use tokio::net::TcpListener;
 
-use crate::backend::{serve_tcp, Backend};
+use crate::backend::{serve_engine, Backend};
 use crate::config::{producer, producer_with, LayoutConfig, ModelConfig};
 use crate::decoder::DecoderPeer;
 use crate::http::BootstrapServer;
@@ -233,7 +233,7 @@ impl Testee {
                     record_wire: c.record_wire,
                     faults: c.faults.iter().map(|f| crate::faults::Fault::parse(f)).collect::<Result<_, _>>()?,
                 };
-                let p = PrefillerPeer::start(&self.ctx, cfg, profile, planner, memory, Backend::Tcp).await?;
+                let p = PrefillerPeer::start(&self.ctx, cfg, profile, planner, memory, Backend::tcp_engine()).await?;
                 let endpoint = p.endpoint.clone();
                 self.role = Some(Role::Prefiller(p, c.record_wire));
                 Ok(json!({"endpoint": endpoint}))
@@ -246,7 +246,7 @@ impl Testee {
                     .await
                     .map_err(|e| format!("transfer-engine listener: {e}"))?;
                 let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-                let server = tokio::spawn(serve_tcp(listener, memory.clone()));
+                let server = tokio::spawn(serve_engine(listener, memory.clone()));
                 if rev.generation == 1 {
                     let profile = Gen1Profile::builtin(&revision)?;
                     let cfg = Gen1DecoderConfig {
@@ -313,7 +313,7 @@ impl Testee {
             record_wire: c.record_wire,
             faults: c.faults.iter().map(|f| crate::faults::Fault::parse(f)).collect::<Result<_, _>>()?,
         };
-        let p = PrefillerPeer::start_machine(&self.ctx, cfg, core, memory, Backend::Tcp).await?;
+        let p = PrefillerPeer::start_machine(&self.ctx, cfg, core, memory, Backend::tcp_engine()).await?;
         let endpoint = p.endpoint.clone();
         self.role = Some(Role::Prefiller(p, c.record_wire));
         Ok(json!({"endpoint": endpoint}))

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mooncake_reference::backend::serve_tcp;
+use mooncake_reference::backend::serve_engine;
 use mooncake_reference::http::BootstrapServer;
 use mooncake_reference::reactor::{Incoming, Reactor};
 use mooncake_wire::bootstrap::BootstrapSpec;
@@ -199,7 +199,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
             let memory = Arc::new(Mutex::new(layout.memory(false)));
             let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
             let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-            let server = tokio::spawn(serve_tcp(listener, memory.clone()));
+            let server = tokio::spawn(serve_engine(listener, memory.clone()));
             decoders.insert(
                 d.conn.clone(),
                 LiveDecoder {

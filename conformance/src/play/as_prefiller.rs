@@ -172,7 +172,7 @@ async fn play_with(
                             WireProfile::new(t.revision.clone(), codec)?,
                             planner,
                             memory,
-                            Backend::Tcp,
+                            Backend::tcp_engine(),
                         )
                         .await?,
                     )
@@ -728,7 +728,7 @@ async fn play_listen(
         WireProfile::new(t.revision.clone(), codec)?,
         planner,
         Arc::new(Mutex::new(layout.memory(true))),
-        Backend::Tcp,
+        Backend::tcp_engine(),
     )
     .await?;
     for tr in &scenario.transfers {
