@@ -12,7 +12,7 @@ pub mod client;
 pub mod target;
 
 pub use client::{EngineClient, TransferError};
-pub use target::{serve, EngineTarget};
+pub use target::{serve, serve_logged, EngineTarget, PeerLog};
 
 /// Bound on each handshake exchange (the engine's daemon uses a 5 s receive timeout).
 pub(crate) const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);

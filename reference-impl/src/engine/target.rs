@@ -2,6 +2,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 
 use mooncake_wire::te::data::{range_allowed, Header, Opcode, Status, HEADER_LEN};
 use mooncake_wire::te::handshake::{encode, FrameDecoder};
@@ -13,13 +14,19 @@ use tokio::task::JoinHandle;
 use super::{timestamp, HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, REQUEST_TIMEOUT};
 use crate::backend::SharedMemory;
 
-/// A running target: both servers stop when it is dropped (connections already open finish their request).
+/// What initiators said about themselves in their handshakes: their segment descriptor, or why it is unusable
+/// (the engine ignores it; a replay uses it to reach the initiator's engine).
+pub type PeerLog = Arc<Mutex<Vec<Result<SegmentDesc, String>>>>;
+
+/// A running target: both servers, and every data connection they accepted, stop when it is dropped (as when
+/// an engine process exits).
 pub struct EngineTarget {
     /// The handshake (RPC) address; its `host:port` is the segment name initiators use.
     pub rpc: SocketAddr,
     /// The data server's address, which the descriptor advertises.
     pub data: SocketAddr,
     tasks: Vec<JoinHandle<()>>,
+    connections: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
 }
 
 impl Drop for EngineTarget {
@@ -27,12 +34,25 @@ impl Drop for EngineTarget {
         for t in &self.tasks {
             t.abort();
         }
+        for c in self.connections.lock().expect("connections").drain(..) {
+            c.abort();
+        }
     }
 }
 
 impl EngineTarget {
     /// Serves `mem` with `rpc` as the handshake listener and `data` as the data listener.
     pub fn start(rpc: TcpListener, data: TcpListener, mem: SharedMemory) -> io::Result<EngineTarget> {
+        EngineTarget::start_logged(rpc, data, mem, PeerLog::default())
+    }
+
+    /// [`EngineTarget::start`], keeping every initiator's descriptor in `peers` (at most 64 entries).
+    pub fn start_logged(
+        rpc: TcpListener,
+        data: TcpListener,
+        mem: SharedMemory,
+        peers: PeerLog,
+    ) -> io::Result<EngineTarget> {
         let (rpc_addr, data_addr) = (rpc.local_addr()?, data.local_addr()?);
         let name = format!("{}:{}", rpc_addr.ip(), rpc_addr.port());
         let host = data_addr.ip().to_string();
@@ -42,17 +62,30 @@ impl EngineTarget {
                 let Ok((s, _)) = rpc.accept().await else { continue };
                 let desc = descriptor(&name, &host, data_addr.port(), &m1);
                 // One connection at a time, as the engine's daemon: each exchange is bounded.
-                let _ = tokio::time::timeout(HANDSHAKE_TIMEOUT * 2, answer_handshake(s, desc)).await;
+                let got = tokio::time::timeout(HANDSHAKE_TIMEOUT * 2, answer_handshake(s, desc)).await;
+                let mut log = peers.lock().expect("peer log");
+                if log.len() < 64 {
+                    log.push(match got {
+                        Ok(Ok(body)) => SegmentDesc::parse(&body).map_err(|e| e.to_string()),
+                        Ok(Err(e)) => Err(e),
+                        Err(_) => Err("the handshake did not finish in time".into()),
+                    });
+                }
             }
         });
+        let connections: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
+        let conns = connections.clone();
         let ds = tokio::spawn(async move {
             loop {
                 let Ok((s, _)) = data.accept().await else { continue };
                 let _ = s.set_nodelay(true);
-                tokio::spawn(serve_data(s, m2.clone()));
+                let h = tokio::spawn(serve_data(s, m2.clone()));
+                let mut c = conns.lock().expect("connections");
+                c.retain(|h| !h.is_finished());
+                c.push(h.abort_handle());
             }
         });
-        Ok(EngineTarget { rpc: rpc_addr, data: data_addr, tasks: vec![hs, ds] })
+        Ok(EngineTarget { rpc: rpc_addr, data: data_addr, tasks: vec![hs, ds], connections })
     }
 
     /// Binds both listeners on `host` (`rpc_port` 0: any) and serves `mem`.
@@ -71,12 +104,17 @@ impl EngineTarget {
 /// Serves `mem` with `rpc` as the handshake listener, and a data listener on the same IP (any port), until
 /// the future is dropped.
 pub async fn serve(rpc: TcpListener, mem: SharedMemory) {
+    serve_logged(rpc, mem, PeerLog::default()).await
+}
+
+/// [`serve`], keeping the initiators' descriptors in `peers`.
+pub async fn serve_logged(rpc: TcpListener, mem: SharedMemory, peers: PeerLog) {
     let ip = match rpc.local_addr() {
         Ok(a) => a.ip(),
         Err(_) => return,
     };
     let Ok(data) = TcpListener::bind((ip, 0)).await else { return };
-    let Ok(t) = EngineTarget::start(rpc, data, mem) else { return };
+    let Ok(t) = EngineTarget::start_logged(rpc, data, mem, peers) else { return };
     // Keep the target (its tasks) alive for as long as this future is.
     std::future::pending::<()>().await;
     drop(t);
@@ -103,8 +141,8 @@ pub fn descriptor(name: &str, host: &str, data_port: u16, mem: &SharedMemory) ->
 }
 
 /// One handshake: read a frame, answer with our descriptor in a frame of the same type, shut down the write
-/// side, wait (bounded) for the initiator to close. The initiator's own descriptor is not used.
-async fn answer_handshake(mut s: TcpStream, desc: SegmentDesc) -> Result<(), String> {
+/// side, wait (bounded) for the initiator to close. Returns the initiator's frame body (its descriptor).
+async fn answer_handshake(mut s: TcpStream, desc: SegmentDesc) -> Result<Vec<u8>, String> {
     let mut dec = FrameDecoder::new();
     let frame = loop {
         if let Some(f) = dec.poll().map_err(|e| e.to_string())? {
@@ -124,7 +162,7 @@ async fn answer_handshake(mut s: TcpStream, desc: SegmentDesc) -> Result<(), Str
     s.shutdown().await.map_err(|e| e.to_string())?;
     let mut one = [0u8; 1];
     let _ = tokio::time::timeout(HANDSHAKE_TIMEOUT, s.read(&mut one)).await;
-    Ok(())
+    Ok(frame.body)
 }
 
 /// Requests on one data connection, one after the other, until it closes, idles or misbehaves.
