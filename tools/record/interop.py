@@ -42,11 +42,11 @@ def rust_layout(tp, base):
             "num_blocks": MODEL["num_blocks"]}
 
 
-def provenance_ok(hexbytes, region, src):
+def provenance_ok(hexbytes, region, src, mod, add):
     b = bytes.fromhex(hexbytes)
     for k in range(len(b) // 8):
         w = int.from_bytes(b[8 * k:8 * k + 8], "little")
-        want = (0x4D43 << 48) | (region << 36) | (src << 16) | k
+        want = (0x4D43 << 48) | (region << 36) | (src << 16) | (k % mod + add)
         if w != want:
             return f"region {region} word {k}: {w:#x}, expected {want:#x}"
     return None
@@ -65,6 +65,10 @@ class RustPeer:
                                      stdout=subprocess.PIPE, stderr=self.log, text=True, start_new_session=True)
         self.q = queue.Queue()
         threading.Thread(target=lambda: [self.q.put(l) for l in self.proc.stdout], daemon=True).start()
+        try:
+            self.hello = json.loads(self.q.get(timeout=30))  # the testee's first line (conformance/TESTEE.md)
+        except queue.Empty:
+            raise Fail(f"mooncake-peer did not start (log {log})")
 
     def cmd(self, obj, timeout=30):
         self.proc.stdin.write(json.dumps(obj) + "\n")
@@ -193,6 +197,7 @@ def pairing(ctx, name, p_kind, d_kind, b_kind, p_tp=1, d_tp=1, layout_miss=False
                 run.rust.append(d)
                 d.cmd({"cmd": "start", "role": "decoder", "revision": "vllm-0.33.0", "config": {
                     "hostname": "127.0.0.1", "tp_rank": r, "tp_size": d_tp, "layout_id": 0x1234567 | 1,
+                    "record_wire": True,
                     "abort_timeout_s": MODEL["abort_timeout_s"],
                     "layout": rust_layout(d_tp, 0x6000_0000_0000 + r * 0x1_0000_0000)}})
             decoders.append(d)
@@ -220,23 +225,37 @@ def pairing(ctx, name, p_kind, d_kind, b_kind, p_tp=1, d_tp=1, layout_miss=False
                 # Every word of every pulled block: the source block's provenance.
                 for (_, xfer, dblocks) in batch:
                     sblocks = next(bl for _, x, bl in transfers if x == xfer)[0]
-                    pairs = [[i, b, s] for i in range(2) for b, s in zip(dblocks[0][-len(sblocks):], sblocks)]
-                    if d_tp != p_tp:
-                        pairs = []  # heterogeneous TP: each block holds a slice of several ranks' heads
+                    # Heterogeneous TP (heads split across ranks, heads outermost in a block): with more prefiller
+                    # ranks a decoder block is their blocks side by side (word k = source word k mod the rank's
+                    # block); with more decoder ranks, rank r's block is slice r of the prefiller's block.
+                    dw, pw = block_len(d_tp) // 8, block_len(p_tp) // 8
+                    mod, add = (pw, 0) if p_tp >= d_tp else (dw, (r % (d_tp // p_tp)) * dw)
+                    pairs = [[i, b, s, mod, add] for i in range(2) for b, s in zip(dblocks[0][-len(sblocks):], sblocks)]
                     if d_kind == "vllm":
                         problems += d.cmd("check_blocks", pairs=pairs)
                     else:
                         base = rust_layout(d_tp, 0x6000_0000_0000 + r * 0x1_0000_0000)["kv_caches_base_addr"]
                         bl = block_len(d_tp)
-                        for i, b, s in pairs:
+                        for i, b, s, mod, add in pairs:
                             h = d.cmd({"cmd": "read_memory", "addr": base[i] + b * bl, "len": bl})["hex"]
-                            why = provenance_ok(h, i, s)
+                            why = provenance_ok(h, i, s, mod, add)
                             if why:
                                 problems.append(f"block {b}: {why}")
                     moved += len(pairs)
         if problems:
             raise Fail(f"{len(problems)} blocks wrong, first: {problems[0]}")
-        note = f"{moved} blocks checked word for word" if moved else "requests finished (heterogeneous TP: words not compared)"
+        # Replies each decoder received: one FINISH per pull; with the forgotten layout, the second pull gets
+        # LAYOUT_MISS first and then, re-sent with the layout, its FINISH.
+        want = len(rounds) + (1 if layout_miss else 0)
+        for r, d in enumerate(decoders):
+            if d_kind == "vllm":
+                got = d.cmd("replies")
+            else:
+                got = sum(1 for e in d.cmd({"cmd": "status"}).get("wire", []) if e["dir"] == "in")
+            if got != want:
+                raise Fail(f"decoder {r} received {got} replies, expected {want}"
+                           + (" (FINISH, LAYOUT_MISS, FINISH)" if layout_miss else ""))
+        note = f"{moved} blocks checked word for word, {want} replies per decoder"
         print(f"PASS {name} — {note}", flush=True)
         return True
     except (Fail, record.RecordError) as e:

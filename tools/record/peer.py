@@ -212,15 +212,17 @@ class Worker:
         return None
 
     def check_blocks(self, pairs):
-        """`pairs`: [region, local block, source block]; every word must be the source block's provenance word.
-        Returns the problems (empty: every word of every pulled block arrived)."""
+        """`pairs`: [region, local block, source block, mod, add]: word k must be the source block's provenance
+        word (k % mod) + add (heterogeneous TP: a block holds slices of several ranks' blocks, or one slice of a
+        larger one). Returns the problems (empty: every word of every pulled block arrived)."""
         import torch
 
         names = list(self.kv_caches)
         problems = []
-        for i, b, src in pairs:
+        for i, b, src, mod, add in pairs:
             w = self._words(names[i])[b]
-            want = (0x4D43 << 48) | (i << 36) | (src << 16) | torch.arange(w.shape[0], dtype=torch.int64)
+            k = torch.arange(w.shape[0], dtype=torch.int64) % mod + add
+            want = (0x4D43 << 48) | (i << 36) | (src << 16) | k
             bad = (w != want).nonzero()
             if len(bad):
                 k = int(bad[0][0])
