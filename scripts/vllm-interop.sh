@@ -39,10 +39,11 @@ fi
   || { echo "vllm-interop.sh: $python does not have vLLM 0.33.0" >&2; exit 2; }
 ./scripts/engine-venv.sh "$python"
 "$python" -c 'import mooncake.engine' || { echo "vllm-interop.sh: the engine package is not importable" >&2; exit 3; }
-cargo build --quiet -p mooncake-reference --bin mooncake-peer
+cargo build --quiet -p mooncake-reference --bin mooncake-peer -p mooncake-conformance --bin mooncake-conformance
 start=$(date +%s)
 set +e
-"$python" tools/record/interop.py --python "$python" --peer target/debug/mooncake-peer "${pass[@]}"
+"$python" tools/record/interop.py --python "$python" --peer target/debug/mooncake-peer \
+  --cli target/debug/mooncake-conformance "${pass[@]}"
 status=$?
 set -e
 echo "== $(( $(date +%s) - start )) s (exit $status)"

@@ -246,7 +246,7 @@ def pairing(ctx, name, p_kind, d_kind, b_kind, p_tp=1, d_tp=1, layout_miss=False
             raise Fail(f"{len(problems)} blocks wrong, first: {problems[0]}")
         # Replies each decoder received: one FINISH per pull; with the forgotten layout, the second pull gets
         # LAYOUT_MISS first and then, re-sent with the layout, its FINISH.
-        want = len(rounds) + (1 if layout_miss else 0)
+        want = (len(rounds) + (1 if layout_miss else 0)) * max(1, p_tp // d_tp)
         for r, d in enumerate(decoders):
             if d_kind == "vllm":
                 got = d.cmd("replies")
@@ -262,6 +262,85 @@ def pairing(ctx, name, p_kind, d_kind, b_kind, p_tp=1, d_tp=1, layout_miss=False
         print(f"FAIL {name} — {e} (logs: {run.log_dir})", flush=True)
         return False
     finally:
+        run.stop()
+
+
+def query(url):
+    import urllib.request
+
+    with urllib.request.urlopen(url + "/query", timeout=5) as r:
+        return json.loads(r.read())
+
+
+def replay_peer(ctx, name):
+    """`mooncake-conformance replay --play decoder --peer` against vLLM's prefiller: the recorded decoder pulls,
+    the bytes land in the runner's memory through vLLM's engine and are checked through that engine."""
+    run = Run(ctx.zygote, ctx.log_dir, name, {})
+    try:
+        port = record.free_port()
+        url = f"http://127.0.0.1:{port}"
+        boot = run.vllm("bootstrap", "bootstrap")
+        boot.cmd("init", args={"port": port})
+        p = run.vllm("prefiller", "prefiller0", worker_args("kv_producer", ENGINE_P, 0, 1, port))
+        p.cmd("register", timeout=40, limit=30)
+        p.cmd("fill_provenance")
+        p.cmd("send_reqs", reqs=[["p-req-1", "xfer-1", []]])
+        p.cmd("send_reqs", reqs=[["p-req-1", "xfer-1", [[3, 4, 5]]]])
+        table = json.dumps(query(url))
+        ep = next(x for x in table.replace('"', " ").split() if x.startswith("tcp://"))
+        out = subprocess.run([ctx.cli, "replay", "--play", "decoder", "--peer", ep, "--format", "json",
+                              ctx.trace], capture_output=True, text=True, timeout=120)
+        rep = json.loads(out.stdout) if out.stdout.strip().startswith("{") else {}
+        cases = rep.get("cases") or rep.get("results") or []
+        notes = [n for c in cases for n in c.get("notes", [])]
+        if out.returncode != 0:
+            raise Fail(f"exit {out.returncode}: {out.stdout[-1500:]} {out.stderr[-500:]}")
+        if any("landed bytes" in n for n in notes):
+            raise Fail(f"landed bytes were not checked: {notes}")
+        print(f"PASS {name} — replay --play decoder --peer <vLLM prefiller>: exit 0, landed bytes checked through vLLM's engine ({len(cases)} case)", flush=True)
+        return True
+    except (Fail, record.RecordError, subprocess.TimeoutExpired, StopIteration) as e:
+        print(f"FAIL {name} — {e!r} (logs: {run.log_dir})", flush=True)
+        return False
+    finally:
+        run.stop()
+
+
+def replay_listen(ctx, name):
+    """`mooncake-conformance replay --play prefiller --listen` with vLLM's decoder pulling from the runner."""
+    run = Run(ctx.zygote, ctx.log_dir, name, {})
+    proc = None
+    try:
+        bport, zport = record.free_port(), record.free_port()
+        proc = subprocess.Popen([ctx.cli, "replay", "--play", "prefiller", "--listen", f"tcp://127.0.0.1:{zport}",
+                                 "--bootstrap-bind", f"127.0.0.1:{bport}", "--timeout", "60", ctx.trace],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        url = f"http://127.0.0.1:{bport}"
+        for _ in range(300):
+            try:
+                if query(url):
+                    break
+            except OSError:
+                pass
+            time.sleep(0.1)
+        d = run.vllm("decoder", "decoder0", worker_args("kv_consumer", ENGINE_D, 0, 1, bport))
+        d.cmd("register", timeout=40, limit=30)
+        d.cmd("pull", reqs=[["d-req-1", "xfer-1", [[3, 4, 5]]]], bootstrap_addr=url, remote_engine_id=ENGINE_P)
+        done, failed = settle_vllm(d, ["d-req-1"], MODEL["abort_timeout_s"] + 10)
+        problems = d.cmd("check_blocks", pairs=[[i, b, b, 256, 0] for i in range(2) for b in (3, 4, 5)])
+        out, err = proc.communicate(timeout=90)
+        if proc.returncode != 0:
+            raise Fail(f"exit {proc.returncode}: {out[-1500:]} {err[-500:]}")
+        if "d-req-1" not in done or problems:
+            raise Fail(f"vLLM's decoder: finished {sorted(done)}, failed {sorted(failed)}, {problems[:1]}")
+        print(f"PASS {name} — replay --play prefiller --listen, vLLM decoder pulling: exit 0; vLLM's decoder finished d-req-1, 6 blocks checked word for word", flush=True)
+        return True
+    except (Fail, record.RecordError, subprocess.TimeoutExpired) as e:
+        print(f"FAIL {name} — {e!r} (logs: {run.log_dir})", flush=True)
+        return False
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
         run.stop()
 
 
@@ -281,6 +360,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--python", default=sys.executable, help="interpreter with vLLM and the engine installed")
     ap.add_argument("--peer", required=True, help="the mooncake-peer binary")
+    ap.add_argument("--cli", required=True, help="the mooncake-conformance binary")
     ap.add_argument("--only", action="append", default=[], help="run only this pairing (repeatable)")
     ap.add_argument("--log-dir", default=None)
     a = ap.parse_args()
@@ -296,11 +376,17 @@ def main():
         info = zygote.wait_ready()
         print(f"== vLLM {info['vllm_version']} (real MooncakeConnector, real Transfer Engine over TCP); logs in {log_dir}",
               flush=True)
-        ctx = type("C", (), {"zygote": zygote, "log_dir": log_dir, "binary": a.peer})()
+        trace = os.path.join(HERE, "..", "..", "conformance", "traces", "vllm-0.33.0", "a_single_success.jsonl")
+        ctx = type("C", (), {"zygote": zygote, "log_dir": log_dir, "binary": a.peer, "cli": a.cli,
+                             "trace": os.path.abspath(trace)})()
         for name, kw in PAIRINGS.items():
             if a.only and name not in a.only:
                 continue
             ok &= pairing(ctx, name, **kw)
+        for name, f in (("replay-peer", replay_peer), ("replay-listen", replay_listen)):
+            if a.only and name not in a.only:
+                continue
+            ok &= f(ctx, name)
     finally:
         zygote.stop()
     sys.exit(0 if ok else 1)

@@ -829,6 +829,8 @@ fn runner_deviations(
     use super::as_decoder::show_reply;
     // Recorded decoder session → the live decoder's (from the requests that arrived).
     let mut sessions: Vec<(String, String)> = vec![];
+    // Recorded layout id → the live decoder's (a reply echoes the id of the request it answers).
+    let mut layout_ids: Vec<(WireInt, WireInt)> = vec![];
     let recorded_reqs: Vec<MooncakeXferMetadata> =
         t.exchanges.iter().filter_map(|x| t.decode_request(&x.request)).collect();
     let live_reqs: Vec<MooncakeXferMetadata> = status
@@ -842,6 +844,9 @@ fn runner_deviations(
             (format!("{}:{}", r.remote_hostname, r.remote_port), format!("{}:{}", l.remote_hostname, l.remote_port));
         if !sessions.iter().any(|(x, _)| *x == a) {
             sessions.push((a, b));
+        }
+        if !layout_ids.iter().any(|(x, _)| *x == r.layout_id) {
+            layout_ids.push((r.layout_id, l.layout_id));
         }
     }
     let mut live: Vec<Option<MooncakeXferResponse>> = status
@@ -857,6 +862,9 @@ fn runner_deviations(
                 for (a, b) in &sessions {
                     *m = m.replace(a, b);
                 }
+            }
+            if let Some((_, l)) = layout_ids.iter().find(|(r, _)| *r == want.layout_id) {
+                want.layout_id = *l;
             }
             match live.iter().position(|l| l.as_ref().is_some_and(|l| crate::checks::same_reply(l, &want))) {
                 Some(i) => live[i] = None,
