@@ -15,6 +15,9 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import msgspec, zmq; asse
   .venv/bin/pip install --quiet --disable-pip-version-check -r tests/oracle/requirements.txt
 fi
 export MOONCAKE_PYTHON="$PWD/.venv/bin/python"
+# The pinned Mooncake Transfer Engine for the real-engine interop tests (they print SKIPPED when it is missing).
+step "Transfer Engine package in .venv"
+./scripts/engine-venv.sh "$MOONCAKE_PYTHON"
 
 # 2. Every Rust test in the workspace (unit, integration, differential against msgspec, generated files).
 step "cargo fmt --check (rustfmt.toml; the fuzz and bench workspaces too)"

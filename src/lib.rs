@@ -12,6 +12,7 @@
 //! * [`keys`] — MooncakeStoreConnector keys, vLLM's block-hash chain, vllm-ascend and LMCache key formats;
 //! * [`diff`] — the wire-aware diff of two revisions (what breaks, in which direction);
 //! * [`lookup`] — MooncakeStoreConnector's scheduler ⇄ worker lookup frames of every release.
+//! * [`te`] — Mooncake Transfer Engine's P2P handshake and TCP transport framing (sans-IO).
 
 pub mod bootstrap;
 pub mod codec;
@@ -27,4 +28,5 @@ pub mod proto;
 pub mod render;
 pub mod schema;
 pub mod spec;
+pub mod te;
 pub mod typed;

@@ -66,3 +66,11 @@ pub const MAX_STORE_KEY_SEPARATORS: usize = 256;
 
 /// Most distinct readings of one key the parser collects before it reports the key as ambiguous.
 pub const MAX_STORE_KEY_READINGS: usize = 16;
+
+/// Longest Transfer Engine handshake frame (type byte + JSON) the reference peer reads, in bytes: the engine's
+/// own default cap (`MC_HANDSHAKE_MAX_LENGTH`, 1 MiB; see `spec/transfer-engine/mooncake.toml`).
+pub const MAX_TE_HANDSHAKE_BYTES: usize = 1 << 20;
+
+/// Largest single Transfer Engine TCP request (one header's `size`) the reference peer serves or sends. The
+/// engine has no cap of its own beyond the registered buffer; a write must lie inside registered memory anyway.
+pub const MAX_TE_REQUEST_BYTES: usize = 1 << 30;

@@ -18,7 +18,13 @@ pub enum Output {
 
 /// `extract PATH`: the derived revision file (to `out`, or standard output), and the text for standard
 /// error (the summary line and one "not derived: …" line per fact).
-pub fn one(path: &PathBuf, out: Option<&PathBuf>, base: Option<&str>, python: &str, fmt: Output) -> (Outcome, String) {
+pub fn one(
+    path: &std::path::Path,
+    out: Option<&PathBuf>,
+    base: Option<&str>,
+    python: &str,
+    fmt: Output,
+) -> (Outcome, String) {
     let d = match extract::derive(path, python, base) {
         Ok(d) => d,
         Err(e) => {

@@ -350,6 +350,10 @@ enum Cmd {
         /// Seconds to wait for an external decoder's pulls with --listen.
         #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
         timeout: f64,
+        /// With --listen: make the scenario's transfers ready this many seconds after the start instead of when
+        /// the decoder's first request arrives.
+        #[arg(long, value_name = "SECONDS")]
+        ready_after: Option<f64>,
         /// Start and control the implementation through conformance/TESTEE.md instead (a command line, split
         /// as a shell would).
         #[arg(long, value_name = "COMMAND")]
@@ -887,7 +891,7 @@ fn main() -> ExitCode {
             };
             execute(cfg, &opts, files)
         }
-        Cmd::Replay { paths, play, peer, listen, bootstrap_bind, timeout, testee, opts } => {
+        Cmd::Replay { paths, play, peer, listen, bootstrap_bind, timeout, ready_after, testee, opts } => {
             let role = match play {
                 PlaySide::Decoder => Role::Prefiller,
                 PlaySide::Prefiller => Role::Decoder,
@@ -897,10 +901,14 @@ fn main() -> ExitCode {
                 Ok(d) => d,
                 Err(e) => return usage(&e),
             };
+            let ready_after = match ready_after.map(|s| seconds(s, "--ready-after")).transpose() {
+                Ok(d) => d,
+                Err(e) => return usage(&e),
+            };
             let external = match (role, peer, listen, &testee) {
                 (_, None, None, Some(_)) => External::None,
                 (Role::Prefiller, Some(p), None, None) => External::Prefillers(p.split(',').map(|s| s.trim().to_string()).collect()),
-                (Role::Decoder, None, Some(l), None) => External::Listen { endpoint: l, bootstrap: bootstrap_bind, timeout },
+                (Role::Decoder, None, Some(l), None) => External::Listen { endpoint: l, bootstrap: bootstrap_bind, timeout, ready_after },
                 (Role::Bootstrap, Some(p), None, None) => External::Bootstrap(p),
                 _ => return usage("give --testee COMMAND, or --peer (with --play decoder or client), or --listen (with --play prefiller)"),
             };

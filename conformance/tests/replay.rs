@@ -88,6 +88,7 @@ async fn listens_for_a_decoder_it_does_not_control() {
         endpoint: "tcp://127.0.0.1:*".into(),
         bootstrap: boot_bind.clone(),
         timeout: Duration::from_secs(20),
+        ready_after: None,
     };
     let runner = tokio::spawn(run(cfg(path, Role::Decoder, ext)));
     // The decoder under test, configured as recorded, pulls from the runner's bootstrap server.
@@ -112,6 +113,79 @@ async fn listens_for_a_decoder_it_does_not_control() {
     assert_eq!(r.results[0].status, Status::Pass, "{:?}", r.results[0].findings);
     let s = d.handle(&json!({"cmd": "status"})).await;
     assert_eq!(s["finished"], json!(["d-req-1"]));
+}
+
+/// A prefiller the runner does not control, whose transfer engine the runner cannot reach (the reference
+/// prefiller's initiator names no segment of its own): the case passes, and the report says that landed bytes
+/// were not checked, and why — instead of failing on a provenance pattern only the runner's own prefiller
+/// fills.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_without_a_reachable_engine_passes_with_landed_bytes_not_checked() {
+    let path = trace("a_single_success.jsonl");
+    let model = TraceModel::new(Trace::load(&path).unwrap()).unwrap();
+    let sc = Scenarios::bundled();
+    let mut boot = Testee::default();
+    let url = boot.handle(&json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await
+        ["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut p = Testee::default();
+    let conf = setup::prefiller_config(&model, &model.prefillers[0], &sc.model, &url).unwrap();
+    let a = p.handle(&json!({"cmd": "start", "role": "prefiller", "revision": "vllm-0.33.0", "config": conf})).await;
+    let endpoint = a["endpoint"].as_str().unwrap().to_string();
+    p.handle(&json!({"cmd": "ready", "p_req_id": "p-req-1", "transfer_id": "xfer-1", "blocks": [[3, 4, 5]]})).await;
+    let r = run(cfg(path, Role::Prefiller, External::Prefillers(vec![endpoint]))).await.unwrap();
+    let c = &r.results[0];
+    assert_eq!(c.status, Status::Pass, "{:?}", c.findings);
+    assert!(
+        c.notes.iter().any(|n| n.starts_with("not checked: landed bytes — the peer's engine is not reachable")),
+        "{:?}",
+        c.notes
+    );
+}
+
+/// `--listen` with the transfers made ready long after the decoder pulls (`ready_after`): the runner's
+/// prefiller answers with the abort timeout's error instead of the recorded FINISH. The decoder's request is
+/// exactly the recorded one, yet the case must not pass: it is broken (environment or timing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_run_whose_own_reply_deviates_is_broken() {
+    let path = trace("a_single_success.jsonl");
+    let model = Arc::new(TraceModel::new(Trace::load(&path).unwrap()).unwrap());
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let boot_bind = format!("127.0.0.1:{port}");
+    let ext = External::Listen {
+        endpoint: "tcp://127.0.0.1:*".into(),
+        bootstrap: boot_bind.clone(),
+        timeout: Duration::from_secs(20),
+        ready_after: Some(Duration::from_secs(30)),
+    };
+    let runner = tokio::spawn(run(cfg(path, Role::Decoder, ext)));
+    let req = model.decoders[0].layout_request.clone().unwrap();
+    let mut d = Testee::default();
+    let conf = json!({"layout_id": req.layout_id.as_u64(), "abort_timeout_s": 2.0, "layout": setup::decoder_layout(&req, &Scenarios::bundled().model)});
+    let a = d.handle(&json!({"cmd": "start", "role": "decoder", "revision": "vllm-0.33.0", "config": conf})).await;
+    assert_eq!(a["ok"], true, "{a}");
+    let url = format!("http://{boot_bind}");
+    for _ in 0..200 {
+        if mooncake_reference::http::query(&url, Duration::from_secs(1))
+            .await
+            .is_ok_and(|q| q.as_object().is_some_and(|o| !o.is_empty()))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pulled = d.handle(&json!({"cmd": "pull", "requests": [{"d_req_id": "d-req-1", "transfer_id": "xfer-1", "blocks": [[3, 4, 5]], "engine_id": "engine-prefill-0", "bootstrap_addr": url}]})).await;
+    assert_eq!(pulled["ok"], true);
+    let r = runner.await.unwrap().unwrap();
+    let c = &r.results[0];
+    assert_eq!(c.status, Status::Error, "{:?} {:?}", c.findings, c.reason);
+    assert!(c.findings.iter().any(|f| f.check == "RUNNER-DEVIATION"), "{:?}", c.findings);
+    assert!(c.reason.as_deref().is_some_and(|r| r.starts_with("broken case")), "{:?}", c.reason);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

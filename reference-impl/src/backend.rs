@@ -1,20 +1,18 @@
 //! Transfer backends that really move bytes from the prefiller's registered memory into the decoder's:
-//! in-process (both peers in one process share a fabric) and over TCP on 127.0.0.1 (the decoder runs a small
-//! write server on its "transfer-engine port", which is what it puts on the wire as `remote_port`).
-//!
-//! TCP write protocol (ours; Mooncake's TransferEngine is not reimplemented): request = `b"MCWR"`, u32 count,
-//! then per descriptor u64 dst, u32 len, len bytes; reply = i64 return code (0 = written, -1 = a
-//! destination outside the registered memory, in which case nothing is written). All big-endian.
+//! Mooncake Transfer Engine's TCP transport ([`crate::engine`]; the decoder runs the engine's handshake
+//! server on its "transfer-engine port", the `remote_port` it puts on the wire, and a data server the
+//! handshake names) and, for tests, in-process (both peers in one process share a fabric).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use mooncake_wire::limits;
 use mooncake_wire::proto::memory::{perform_write, Memory};
 use mooncake_wire::proto::Descriptor;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+
+use crate::engine::client::Request;
+use crate::engine::EngineClient;
+
+pub use crate::engine::serve as serve_engine;
 
 pub type SharedMemory = Arc<Mutex<Memory>>;
 
@@ -36,14 +34,23 @@ impl Fabric {
     }
 }
 
+/// How a prefiller's writes reach a decoder.
 #[derive(Clone)]
 pub enum Backend {
+    /// In-process fabric (tests).
     InProcess(Fabric),
-    Tcp,
+    /// Mooncake Transfer Engine's TCP transport (`--transfer tcp-engine`, the default).
+    TcpEngine(EngineClient),
 }
 
 impl Backend {
-    /// Copies `descriptors` from `src` into the decoder `session`; returns the engine's return code.
+    /// The transfer engine's TCP transport with a connection pool of its own.
+    pub fn tcp_engine() -> Backend {
+        Backend::TcpEngine(EngineClient::new())
+    }
+
+    /// Copies `descriptors` from `src` into the decoder `session`; returns the engine's return code (0, or -1
+    /// when anything failed — with the engine, a refused range writes nothing of that request).
     pub async fn write(&self, src: &SharedMemory, session: &str, descriptors: &[Descriptor]) -> i64 {
         match self {
             Backend::InProcess(f) => match f.get(session) {
@@ -54,7 +61,25 @@ impl Backend {
                 }
                 None => -1,
             },
-            Backend::Tcp => tcp_write(src, session, descriptors).await.unwrap_or(-1),
+            Backend::TcpEngine(c) => {
+                let reqs: Option<Vec<Request>> = {
+                    let m = src.lock().expect("memory");
+                    descriptors
+                        .iter()
+                        .map(|d| m.read(d.src, d.len).map(|b| Request::Write { addr: d.dst, data: b.to_vec() }))
+                        .collect()
+                };
+                match reqs {
+                    Some(reqs) => match c.transfer(session, reqs).await {
+                        Ok(_) => 0,
+                        Err(e) => {
+                            tracing::warn!("transfer to {session}: {e}");
+                            -1
+                        }
+                    },
+                    None => -1,
+                }
+            }
         }
     }
 }
@@ -74,76 +99,4 @@ impl CloneView for Memory {
         }
         m
     }
-}
-
-async fn tcp_write(src: &SharedMemory, session: &str, ds: &[Descriptor]) -> Result<i64, String> {
-    let mut buf = Vec::with_capacity(8 + ds.iter().map(|d| 12 + d.len as usize).sum::<usize>());
-    buf.extend_from_slice(b"MCWR");
-    buf.extend_from_slice(&(ds.len() as u32).to_be_bytes());
-    {
-        let m = src.lock().expect("memory");
-        for d in ds {
-            let bytes = m.read(d.src, d.len).ok_or("source range is not registered")?;
-            buf.extend_from_slice(&d.dst.to_be_bytes());
-            buf.extend_from_slice(&(d.len as u32).to_be_bytes());
-            buf.extend_from_slice(bytes);
-        }
-    }
-    let io = async {
-        let mut s = TcpStream::connect(session).await.map_err(|e| e.to_string())?;
-        s.write_all(&buf).await.map_err(|e| e.to_string())?;
-        let mut rc = [0u8; 8];
-        s.read_exact(&mut rc).await.map_err(|e| e.to_string())?;
-        Ok::<i64, String>(i64::from_be_bytes(rc))
-    };
-    tokio::time::timeout(Duration::from_secs(30), io).await.map_err(|_| "transfer timed out".to_string())?
-}
-
-/// Serves writes into `mem` on `listener` until the task is dropped. Malformed or out-of-range requests are
-/// answered -1 and change nothing.
-pub async fn serve_tcp(listener: TcpListener, mem: SharedMemory) {
-    loop {
-        let Ok((mut s, _)) = listener.accept().await else { continue };
-        let mem = mem.clone();
-        tokio::spawn(async move {
-            let rc = match tokio::time::timeout(Duration::from_secs(30), read_request(&mut s, &mem)).await {
-                Ok(Ok(chunks)) => {
-                    let mut m = mem.lock().expect("memory");
-                    for (dst, bytes) in &chunks {
-                        m.write(*dst, bytes);
-                    }
-                    0i64
-                }
-                _ => -1,
-            };
-            let _ = s.write_all(&rc.to_be_bytes()).await;
-        });
-    }
-}
-
-async fn read_request(s: &mut TcpStream, mem: &SharedMemory) -> Result<Vec<(u64, Vec<u8>)>, String> {
-    let mut head = [0u8; 8];
-    s.read_exact(&mut head).await.map_err(|e| e.to_string())?;
-    if &head[..4] != b"MCWR" {
-        return Err("bad magic".into());
-    }
-    let n = u32::from_be_bytes(head[4..].try_into().expect("4 bytes")) as usize;
-    let mut chunks = Vec::new();
-    let mut total = 0usize;
-    for _ in 0..n {
-        let mut d = [0u8; 12];
-        s.read_exact(&mut d).await.map_err(|e| e.to_string())?;
-        let dst = u64::from_be_bytes(d[..8].try_into().expect("8 bytes"));
-        let len = u32::from_be_bytes(d[8..].try_into().expect("4 bytes")) as usize;
-        total += len;
-        // Checked before reading the bytes: the range must be registered, so a declared length cannot make
-        // us allocate more than the registered memory.
-        if total > limits::MAX_TRANSFER_BYTES || mem.lock().expect("memory").locate(dst, len as u64).is_none() {
-            return Err(format!("write of {len} bytes at {dst:#x} is outside the registered memory"));
-        }
-        let mut bytes = vec![0u8; len];
-        s.read_exact(&mut bytes).await.map_err(|e| e.to_string())?;
-        chunks.push((dst, bytes));
-    }
-    Ok(chunks)
 }

@@ -6,6 +6,7 @@
 pub mod backend;
 pub mod config;
 pub mod decoder;
+pub mod engine;
 pub mod faults;
 pub mod http;
 pub mod prefiller;

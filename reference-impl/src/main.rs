@@ -37,6 +37,11 @@ struct Common {
     /// VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT in seconds (default: the revision's, 480).
     #[arg(long)]
     abort_timeout: Option<f64>,
+    /// How KV bytes move: `tcp-engine`, Mooncake Transfer Engine's TCP transport (P2P handshake on the
+    /// decoder's transfer-engine port, data on a port the handshake names), which vLLM's connector speaks with
+    /// `kv_connector_extra_config: {"mooncake_protocol": "tcp"}`. (The in-process fabric is for tests only.)
+    #[arg(long, default_value = "tcp-engine", value_parser = ["tcp-engine"])]
+    transfer: String,
 }
 
 #[derive(Args, Clone)]
@@ -117,6 +122,9 @@ enum Role {
         /// layout_id of this registration (odd; 0 turns layout caching off). Default: random.
         #[arg(long)]
         layout_id: Option<u64>,
+        /// The transfer engine's RPC (handshake) port, sent as remote_port (default: any free port).
+        #[arg(long, default_value_t = 0)]
+        te_port: u16,
     },
     /// Speak the testee control protocol only: the role comes with the first `start` command.
     #[command(
@@ -174,15 +182,17 @@ fn start_command(role: &Role) -> Result<Option<J>, String> {
                 "engine_id": engine_id, "dp_rank": dp_rank, "tp_rank": parallel.tp_rank, "tp_size": parallel.tp_size,
                 "pp_rank": parallel.pp_rank, "pp_size": parallel.pp_size, "bootstrap": bootstrap, "bind": bind,
                 "abort_timeout_s": common.abort_timeout, "model": {"total_num_kv_heads": kv_heads, "use_mla": mla},
+                "transfer": common.transfer,
                 "layout": read_layout(&parallel.layout)?,
             }
         }),
-        Role::Decoder { common, parallel, hostname, layout_id } => json!({
+        Role::Decoder { common, parallel, hostname, layout_id, te_port } => json!({
             "cmd": "start", "role": "decoder", "revision": common.revision,
             "config": {
                 "hostname": hostname, "tp_rank": parallel.tp_rank, "tp_size": parallel.tp_size, "pp_rank": parallel.pp_rank,
                 "pp_size": parallel.pp_size, "layout_id": layout_id.unwrap_or_else(random_layout_id),
                 "abort_timeout_s": common.abort_timeout, "layout": read_layout(&parallel.layout)?,
+                "transfer": common.transfer, "te_port": te_port,
             }
         }),
     }))

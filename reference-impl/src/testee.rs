@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{json, Value as J};
 use tokio::net::TcpListener;
 
-use crate::backend::{serve_tcp, Backend};
+use crate::backend::{serve_engine, Backend};
 use crate::config::{producer, producer_with, LayoutConfig, ModelConfig};
 use crate::decoder::DecoderPeer;
 use crate::http::BootstrapServer;
@@ -60,6 +60,10 @@ pub struct Testee {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PrefillerStart {
+    /// The transfer backend: `tcp-engine` (Mooncake Transfer Engine's TCP transport; the only one a process
+    /// can use — the in-process fabric is a library feature for tests).
+    #[serde(default)]
+    transfer: Option<String>,
     /// Generation 2 only (the engine it registers as).
     #[serde(default)]
     engine_id: String,
@@ -92,6 +96,12 @@ struct PrefillerStart {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DecoderStart {
+    /// The transfer backend (see `PrefillerStart::transfer`).
+    #[serde(default)]
+    transfer: Option<String>,
+    /// The transfer engine's RPC (handshake) port, sent as `remote_port` (0: any free port).
+    #[serde(default)]
+    te_port: u16,
     #[serde(default = "localhost")]
     hostname: String,
     #[serde(default)]
@@ -140,6 +150,14 @@ struct PullCmd {
 fn one() -> i64 {
     1
 }
+/// The transfer backends a process can use: `tcp-engine` (the default).
+fn check_transfer(t: &Option<String>) -> Result<(), String> {
+    match t.as_deref() {
+        None | Some("tcp-engine") => Ok(()),
+        Some(other) => Err(format!("config: transfer `{other}` is not a transfer backend (tcp-engine)")),
+    }
+}
+
 fn one_usize() -> usize {
     1
 }
@@ -216,6 +234,7 @@ impl Testee {
             }
             "prefiller" => {
                 let c: PrefillerStart = serde_json::from_value(config).map_err(|e| format!("config: {e}"))?;
+                check_transfer(&c.transfer)?;
                 if rev.generation == 1 {
                     return self.start_gen1_prefiller(&revision, c).await;
                 }
@@ -233,20 +252,21 @@ impl Testee {
                     record_wire: c.record_wire,
                     faults: c.faults.iter().map(|f| crate::faults::Fault::parse(f)).collect::<Result<_, _>>()?,
                 };
-                let p = PrefillerPeer::start(&self.ctx, cfg, profile, planner, memory, Backend::Tcp).await?;
+                let p = PrefillerPeer::start(&self.ctx, cfg, profile, planner, memory, Backend::tcp_engine()).await?;
                 let endpoint = p.endpoint.clone();
                 self.role = Some(Role::Prefiller(p, c.record_wire));
                 Ok(json!({"endpoint": endpoint}))
             }
             "decoder" => {
                 let c: DecoderStart = serde_json::from_value(config).map_err(|e| format!("config: {e}"))?;
+                check_transfer(&c.transfer)?;
                 c.layout.check()?;
                 let memory = Arc::new(Mutex::new(c.layout.memory(false)));
-                let listener = TcpListener::bind((c.hostname.as_str(), 0))
+                let listener = TcpListener::bind((c.hostname.as_str(), c.te_port))
                     .await
                     .map_err(|e| format!("transfer-engine listener: {e}"))?;
                 let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-                let server = tokio::spawn(serve_tcp(listener, memory.clone()));
+                let server = tokio::spawn(serve_engine(listener, memory.clone()));
                 if rev.generation == 1 {
                     let profile = Gen1Profile::builtin(&revision)?;
                     let cfg = Gen1DecoderConfig {
@@ -313,7 +333,7 @@ impl Testee {
             record_wire: c.record_wire,
             faults: c.faults.iter().map(|f| crate::faults::Fault::parse(f)).collect::<Result<_, _>>()?,
         };
-        let p = PrefillerPeer::start_machine(&self.ctx, cfg, core, memory, Backend::Tcp).await?;
+        let p = PrefillerPeer::start_machine(&self.ctx, cfg, core, memory, Backend::tcp_engine()).await?;
         let endpoint = p.endpoint.clone();
         self.role = Some(Role::Prefiller(p, c.record_wire));
         Ok(json!({"endpoint": endpoint}))

@@ -36,6 +36,10 @@ impl Memory {
     pub fn region(&self, base: u64) -> Option<&[u8]> {
         self.regions.get(&base).map(Vec::as_slice)
     }
+    /// Every registered region as (base address, length), by address.
+    pub fn regions(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.regions.iter().map(|(b, r)| (*b, r.len() as u64))
+    }
 }
 
 /// Copies descriptors from `src` memory into `dst` memory as a transfer engine would; -1 if any address is

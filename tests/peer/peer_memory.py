@@ -7,10 +7,12 @@ Provenance pattern (TESTEE.md): the word at byte offset `o` of block `b` of regi
 `0x4d43 << 48 | i << 36 | b << 16 | o // 8`; a block whose length is not a multiple of 8 ends with the low
 bytes of the next word.
 
-Transfer engine (the project's own TCP write protocol, reference-impl/src/backend.rs): one connection per
-batch write. Request `b"MCWR"`, u32 descriptor count, then per descriptor u64 destination address, u32
-length and the bytes; reply an i64 return code, 0 when everything was written, -1 when any destination was
-outside the registered memory (nothing is written then). All integers big-endian.
+Transfer engine: Mooncake Transfer Engine's P2P handshake and TCP transport (spec/transfer-engine/mooncake.toml),
+written independently of the Rust one. Handshake on the target's RPC port: u64 LE length (type byte + JSON), type
+byte 1 (Metadata), the segment descriptor JSON; the target answers its own descriptor in the same frame type. Data
+on the port the descriptor names: per descriptor a 24-byte header (u64 LE size, u64 LE target address, opcode
+WRITE | 0x80, 7 bytes padding), the payload, then an 8-byte status u64 LE `0x4D435456 << 32 | code` (0 = written,
+1 = outside the registered memory: nothing written, the target closes the connection).
 """
 
 from __future__ import annotations
@@ -114,85 +116,151 @@ class Memory:
         return True
 
 
+HS_METADATA = 1
+HS_MAX = 1 << 20
+HEADER = struct.Struct("<QQB7x")
+STATUS_MAGIC = 0x4D435456 << 32
+OP_READ, OP_WRITE, V2 = 0, 1, 0x80
+
+
+def _frame(body: bytes, ty: int = HS_METADATA) -> bytes:
+    return struct.pack("<Q", len(body) + 1) + bytes([ty]) + body
+
+
+async def _read_frame(reader: asyncio.StreamReader):
+    (n,) = struct.unpack("<Q", await reader.readexactly(8))
+    if n == 0 or n > HS_MAX:
+        raise ValueError(f"handshake frame of {n} bytes")
+    payload = await reader.readexactly(n)
+    if payload[0] <= 3:
+        return payload[0], payload[1:]
+    return None, payload  # the older, type-less frame
+
+
+def _descriptor(name: str, host: str, data_port: int, buffers) -> bytes:
+    import json
+
+    d = {"buffers": [{"addr": a, "length": n, "name": name} for a, n in buffers], "name": name, "protocol": "tcp",
+         "rdma_server_name": "", "tcp_data_host": host, "tcp_data_port": data_port, "tcp_proto_version": 2,
+         "timestamp": ""}
+    return (json.dumps(d, separators=(",", ":")) + "\n").encode()
+
+
 async def te_write(src: Memory, session: str, descriptors) -> int:
-    """Batch write `descriptors` [(src, dst, len)] read from `src` into the peer `session` ("host:port")."""
-    parts = [MAGIC, struct.pack(">I", len(descriptors))]
+    """Batch write `descriptors` [(src, dst, len)] read from `src` into the engine segment `session`
+    ("host:rpc_port"): handshake, then one request per descriptor on one data connection. 0, or -1 on any
+    failure (a refused descriptor writes nothing of itself)."""
+    import json
+
+    reqs = []
     for s, d, n in descriptors:
         data = src.read(s, n)
-        if data is None or d < 0 or d >= 1 << 64 or n >= 1 << 32:
+        if data is None or d < 0 or d >= 1 << 64:
             log.warning("transfer source %#x+%d is not registered (or descriptor out of range)", s, n)
             return -1
-        parts.append(struct.pack(">QI", d, n))
-        parts.append(data)
+        reqs.append((d, bytes(data)))
     host, _, port = session.rpartition(":")
     host = host.strip("[]")
-    writer = None
+    writers = []
     try:
         async def io():
-            nonlocal writer
             reader, writer = await asyncio.open_connection(host, int(port))
-            writer.writelines(parts)
+            writers.append(writer)
+            writer.write(_frame(_descriptor(session, host, 0, [])))
             await writer.drain()
-            return struct.unpack(">q", await reader.readexactly(8))[0]
+            ty, body = await _read_frame(reader)
+            if ty != HS_METADATA:
+                raise ValueError(f"handshake answered with type {ty}")
+            seg = json.loads(body)
+            v2 = int(seg.get("tcp_proto_version", 1)) >= 2
+            dhost = seg.get("tcp_data_host") or seg["name"].rpartition(":")[0]
+            reader, writer = await asyncio.open_connection(dhost, int(seg["tcp_data_port"]))
+            writers.append(writer)
+            for d, data in reqs:
+                if not data:
+                    continue
+                writer.write(HEADER.pack(len(data), d, OP_WRITE | (V2 if v2 else 0)) + data)
+                await writer.drain()
+                if v2:
+                    (st,) = struct.unpack("<Q", await reader.readexactly(8))
+                    if st & 0xFFFFFFFF00000000 != STATUS_MAGIC or st & 0xFFFFFFFF != 0:
+                        log.warning("transfer to %s refused: status %#x", session, st)
+                        return -1
+            return 0
 
         return await asyncio.wait_for(io(), TE_TIMEOUT_S)
-    except (OSError, ValueError, asyncio.TimeoutError, asyncio.IncompleteReadError) as e:
+    except (OSError, ValueError, KeyError, asyncio.TimeoutError, asyncio.IncompleteReadError) as e:
         log.warning("transfer to %s failed: %s", session, e)
         return -1
     finally:
-        if writer is not None:
-            writer.close()
+        for w in writers:
+            w.close()
 
 
 class TeServer:
-    """Serves batch writes into a decoder's memory."""
+    """A transfer-engine target for a decoder's memory: handshake server (the port `start` returns, sent as
+    remote_port) and data server; a request outside the registered memory is refused with status 1."""
 
     def __init__(self, mem: Memory):
         self.mem = mem
         self.server = None
+        self.data = None
         self.writes = 0
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
-        self.server = await asyncio.start_server(self._handle, host, port)
-        return self.server.sockets[0].getsockname()[1]
+        self.data = await asyncio.start_server(self._data, host, 0)
+        self.server = await asyncio.start_server(self._handshake, host, port)
+        rpc = self.server.sockets[0].getsockname()[1]
+        data_port = self.data.sockets[0].getsockname()[1]
+        name = f"{host}:{rpc}"
+        self.desc = _descriptor(name, host, data_port, [(a, len(b)) for a, b in zip(self.mem._starts, self.mem._bufs)])
+        return rpc
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+    async def _handshake(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
         try:
-            try:
-                chunks = await asyncio.wait_for(self._read_request(reader), TE_TIMEOUT_S)
-            except (ValueError, asyncio.TimeoutError, asyncio.IncompleteReadError, OSError) as e:
-                log.warning("rejected transfer: %s", e)
-                rc = -1
-            else:
-                for dst, data in chunks:
-                    self.mem.write(dst, data)
-                self.writes += 1
-                rc = 0
-            writer.write(struct.pack(">q", rc))
+            ty, _ = await asyncio.wait_for(_read_frame(reader), 5)
+            writer.write(_frame(self.desc, ty if ty is not None else 0))
             await writer.drain()
-        except OSError:
+            writer.write_eof()
+            await asyncio.wait_for(reader.read(1), 5)
+        except (ValueError, asyncio.TimeoutError, asyncio.IncompleteReadError, OSError) as e:
+            log.warning("handshake: %s", e)
+        finally:
+            writer.close()
+
+    async def _data(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        try:
+            while True:
+                try:
+                    head = await reader.readexactly(HEADER.size)
+                except asyncio.IncompleteReadError:
+                    return
+                size, addr, op = HEADER.unpack(head)
+                v2, op = bool(op & V2), op & ~V2
+                # Checked before any payload byte is read: nothing is allocated from an unchecked length.
+                if size == 0 or size > MAX_TRANSFER_BYTES or op not in (OP_READ, OP_WRITE) or self.mem.locate(addr, size) is None:
+                    log.warning("rejected transfer of %d bytes at %#x", size, addr)
+                    if v2:
+                        writer.write(struct.pack("<Q", STATUS_MAGIC | 1))
+                        await writer.drain()
+                    return
+                if op == OP_WRITE:
+                    data = await asyncio.wait_for(reader.readexactly(size), TE_TIMEOUT_S)
+                    self.mem.write(addr, data)
+                    self.writes += 1
+                    if v2:
+                        writer.write(struct.pack("<Q", STATUS_MAGIC))
+                else:
+                    if v2:
+                        writer.write(struct.pack("<Q", STATUS_MAGIC))
+                    writer.write(bytes(self.mem.read(addr, size)))
+                await writer.drain()
+        except (asyncio.TimeoutError, OSError):
             pass
         finally:
             writer.close()
 
-    async def _read_request(self, reader: asyncio.StreamReader):
-        head = await reader.readexactly(8)
-        if head[:4] != MAGIC:
-            raise ValueError("bad magic")
-        (count,) = struct.unpack(">I", head[4:])
-        if count > MAX_DESCRIPTORS:
-            raise ValueError(f"{count} descriptors")
-        chunks = []
-        total = 0
-        for _ in range(count):
-            dst, n = struct.unpack(">QI", await reader.readexactly(12))
-            total += n
-            # Every destination is checked before its bytes are read and before anything is written.
-            if total > MAX_TRANSFER_BYTES or self.mem.locate(dst, n) is None:
-                raise ValueError(f"write of {n} bytes at {dst:#x} is outside the registered memory")
-            chunks.append((dst, await reader.readexactly(n)))
-        return chunks
-
     def close(self):
-        if self.server is not None:
-            self.server.close()
+        for s in (self.server, self.data):
+            if s is not None:
+                s.close()

@@ -4,6 +4,7 @@ the newest release). Decisions are made from the release's own code (signatures,
 from version numbers, wherever that is possible.
 """
 
+import os
 import dataclasses
 import inspect
 import sys
@@ -123,6 +124,8 @@ def make_vllm_config(mod, a, model, head_size):
     extra = {}
     if a.get("bootstrap_port"):
         extra["bootstrap_server_address"] = f"127.0.0.1:{a['bootstrap_port']}"
+    if os.environ.get("MOONCAKE_REAL_ENGINE"):
+        extra["mooncake_protocol"] = "tcp"  # tools/record/interop.py: the real engine's TCP transport
     ktc = KVTransferConfig(kv_connector="MooncakeConnector", kv_role=a["kv_role"], engine_id=a["engine_id"],
                            kv_connector_extra_config=extra)
     parallel = types.SimpleNamespace(

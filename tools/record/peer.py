@@ -67,7 +67,9 @@ def _import_connector():
     import importlib
     import importlib.util
 
-    fakes.install_fake_mooncake()
+    # tools/record/interop.py runs the real engine (pip mooncake-transfer-engine-non-cuda, TCP transport).
+    if not os.environ.get("MOONCAKE_REAL_ENGINE"):
+        fakes.install_fake_mooncake()
     compat.before_vllm_import()
     if importlib.util.find_spec("vllm.distributed.kv_transfer.kv_connector.v1.mooncake") is not None:
         return 2, importlib.import_module(GEN2_MODULE)
@@ -191,6 +193,41 @@ class Worker:
                 shape = self.layout.tensor_shape(self.num_blocks, self.block_size, self.heads, self.head_size)
                 caches[f"model.layers.{layer}.self_attn"] = torch.zeros(shape, dtype=torch.float16)
         return caches
+
+    # -- interop (tools/record/interop.py): the KV caches hold the provenance pattern of conformance/TESTEE.md --
+
+    def _words(self, name):
+        t = self.kv_caches[name]
+        return t.view(-1).view(__import__("torch").int64).view(self.num_blocks, -1)
+
+    def fill_provenance(self):
+        """Region i (registration order) block b: 8-byte words 0x4d43 << 48 | i << 36 | b << 16 | word index."""
+        import torch
+
+        for i, name in enumerate(self.kv_caches):
+            w = self._words(name)
+            k = torch.arange(w.shape[1], dtype=torch.int64)
+            for b in range(self.num_blocks):
+                w[b] = (0x4D43 << 48) | (i << 36) | (b << 16) | k
+        return None
+
+    def check_blocks(self, pairs):
+        """`pairs`: [region, local block, source block, mod, add]: word k must be the source block's provenance
+        word (k % mod) + add (heterogeneous TP: a block holds slices of several ranks' blocks, or one slice of a
+        larger one). Returns the problems (empty: every word of every pulled block arrived)."""
+        import torch
+
+        names = list(self.kv_caches)
+        problems = []
+        for i, b, src, mod, add in pairs:
+            w = self._words(names[i])[b]
+            k = torch.arange(w.shape[0], dtype=torch.int64) % mod + add
+            want = (0x4D43 << 48) | (i << 36) | (src << 16) | k
+            bad = (w != want).nonzero()
+            if len(bad):
+                k = int(bad[0][0])
+                problems.append(f"region {i} block {b} word {k}: {int(w[k]) & (2**64 - 1):#x}, expected {int(want[k]):#x}")
+        return problems
 
     def register(self, timeout):
         """register_kv_caches, bounded: some releases wait for their listener without a timeout, and never return
@@ -368,6 +405,10 @@ def serve(commands):
                 fakes.FakeTransferEngine.fail_remaining = msg["count"]
                 fakes.FakeTransferEngine.fail_ret = msg.get("ret", -1)
                 result = None
+            elif cmd == "fill_provenance":
+                result = obj.fill_provenance()
+            elif cmd == "check_blocks":
+                result = obj.check_blocks(msg["pairs"])
             elif cmd == "send_reqs":
                 result = obj.send_reqs(msg["reqs"])
             elif cmd == "pull":

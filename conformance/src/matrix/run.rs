@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mooncake_reference::backend::{serve_tcp, Backend, SharedMemory};
+use mooncake_reference::backend::{serve_engine, Backend, SharedMemory};
 use mooncake_reference::config::{producer, LayoutConfig};
 use mooncake_reference::decoder::DecoderPeer;
 use mooncake_reference::http::BootstrapServer;
@@ -151,7 +151,7 @@ async fn start_prefillers(
             profile.clone(),
             planner,
             Arc::new(Mutex::new(layout.memory(true))),
-            Backend::Tcp,
+            Backend::tcp_engine(),
         )
         .await?;
         peers.push((pc.conn.clone(), peer));
@@ -210,7 +210,7 @@ async fn start_decoders(
             let memory = Arc::new(Mutex::new(layout.memory(false)));
             let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
             let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-            let server = tokio::spawn(serve_tcp(listener, memory.clone()));
+            let server = tokio::spawn(serve_engine(listener, memory.clone()));
             let cfg = Gen1DecoderConfig {
                 hostname: "127.0.0.1".into(),
                 te_port: port as u64,
@@ -244,7 +244,7 @@ async fn start_decoders(
         let memory = Arc::new(Mutex::new(layout.memory(false)));
         let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
         let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-        let server = tokio::spawn(serve_tcp(listener, memory.clone()));
+        let server = tokio::spawn(serve_engine(listener, memory.clone()));
         let cfg = DecoderConfig {
             hostname: "127.0.0.1".into(),
             te_port: port as u64,

@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mooncake_reference::backend::serve_tcp;
+use mooncake_reference::engine::client::Request;
+use mooncake_reference::engine::{serve_logged, EngineClient, PeerLog};
 use mooncake_reference::http::BootstrapServer;
 use mooncake_reference::reactor::{Incoming, Reactor};
 use mooncake_wire::bootstrap::BootstrapSpec;
@@ -84,6 +85,8 @@ struct LiveDecoder {
     recorded_session: String,
     memory: Arc<Mutex<mooncake_wire::proto::memory::Memory>>,
     server: tokio::task::JoinHandle<()>,
+    /// The descriptors the prefillers' engines sent in their handshakes.
+    peers: PeerLog,
 }
 
 /// The testee is started at `pairing.testee`; its replies are read at the trace's revision, as the recorded
@@ -199,7 +202,8 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
             let memory = Arc::new(Mutex::new(layout.memory(false)));
             let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
             let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-            let server = tokio::spawn(serve_tcp(listener, memory.clone()));
+            let peers = PeerLog::default();
+            let server = tokio::spawn(serve_logged(listener, memory.clone(), peers.clone()));
             decoders.insert(
                 d.conn.clone(),
                 LiveDecoder {
@@ -207,6 +211,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                     recorded_session: format!("{}:{}", req.remote_hostname, req.remote_port),
                     memory,
                     server,
+                    peers,
                 },
             );
         }
@@ -474,6 +479,20 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
             let p_tp = t.prefillers.first().map(|p| p.tp_size).unwrap_or(1);
             let same_tp = req.remote_tp_size.as_i64() == Some(p_tp);
             let cols = super::setup::columns(req, model);
+            if external.is_some() {
+                // Not our prefiller: its memory holds whatever it holds. Compare with it through its engine.
+                let problems = match landed_through_engine(dec, &cols, model.num_blocks, &expected, same_tp).await {
+                    Ok(p) => p,
+                    Err(why) => {
+                        opts.sink.not_checked("landed bytes", format!("{} ({})", why, d.conn));
+                        vec![]
+                    }
+                };
+                for p in problems.into_iter().take(5) {
+                    out.push(f("LANDED", None, None, format!("memory of {}", d.conn), p));
+                }
+                continue;
+            }
             let mem = dec.memory.lock().expect("memory");
             let problems = check_landed(req, model.num_blocks, &expected, same_tp, |r, b| {
                 let bl = *cols.block_lens.get(r)?;
@@ -559,6 +578,92 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
     }
     drop(boot);
     r.map(|_| out)
+}
+
+/// Landed bytes of a prefiller the runner does not control, checked through that prefiller's own transfer
+/// engine: the initiator's handshake named its segment; the runner handshakes with it and reads each source
+/// block from its registered buffers (one buffer per region of the layout, in registration order) to compare
+/// with what landed. `Err(why)` when that cannot be done (the report says "not checked: landed bytes — why").
+async fn landed_through_engine(
+    dec: &LiveDecoder,
+    cols: &super::setup::Columns,
+    num_blocks: u64,
+    expected: &[(usize, u64, u64)],
+    same_tp: bool,
+) -> Result<Vec<String>, String> {
+    let log: Vec<_> = dec.peers.lock().expect("peer log").clone();
+    let mut names: Vec<String> = vec![];
+    let mut unusable = None;
+    for e in &log {
+        match e {
+            Ok(d) if !names.contains(&d.name) => names.push(d.name.clone()),
+            Ok(_) => {}
+            Err(why) => unusable = Some(why.clone()),
+        }
+    }
+    let name = match names.as_slice() {
+        [one] => one.clone(),
+        [] => {
+            return Err(match unusable {
+                Some(why) => {
+                    format!("the peer's engine is not reachable: its handshake named no usable segment ({why})")
+                }
+                None => "the peer's engine is not reachable: no transfer-engine handshake reached the runner".into(),
+            })
+        }
+        many => return Err(format!("several engines wrote into one decoder ({})", many.join(", "))),
+    };
+    if !same_tp {
+        return Err("heterogeneous TP: blocks through the peer's engine are not compared".into());
+    }
+    let client = EngineClient::new();
+    let seg = client.segment(&name).await.map_err(|e| format!("the peer's engine is not reachable at {name}: {e}"))?;
+    if seg.buffers.len() != cols.base.len() {
+        return Err(format!(
+            "the peer's engine registers {} buffers, its layout has {} regions",
+            seg.buffers.len(),
+            cols.base.len()
+        ));
+    }
+    let mut last: HashMap<(usize, u64), u64> = HashMap::new();
+    for (r, b, src) in expected {
+        last.insert((*r, *b), *src);
+    }
+    let mut problems = vec![];
+    for r in 0..cols.base.len() {
+        let bl = cols.block_lens[r];
+        let buf = &seg.buffers[r];
+        for b in 0..num_blocks {
+            let ours = dec.memory.lock().expect("memory").read(cols.base[r] + b * bl, bl).map(|s| s.to_vec());
+            let Some(ours) = ours else {
+                problems.push(format!("region {r} block {b}: cannot read the decoder's memory"));
+                continue;
+            };
+            match last.get(&(r, b)) {
+                None if ours.iter().any(|x| *x != 0) => {
+                    problems.push(format!("region {r} block {b}: written, but no successful request targets it"))
+                }
+                None => {}
+                Some(src) => {
+                    let at = buf.addr + src * bl;
+                    if src * bl + bl > buf.length {
+                        return Err(format!("source block {src} lies outside the peer's buffer {r}"));
+                    }
+                    let theirs = client
+                        .transfer(&name, vec![Request::Read { addr: at, len: bl }])
+                        .await
+                        .map_err(|e| format!("reading the peer's block {src} of region {r}: {e}"))?;
+                    if let Some(k) = (0..ours.len()).find(|&k| ours[k] != theirs[0][k]) {
+                        problems.push(format!(
+                            "region {r} block {b} byte {k}: {:#04x}, the peer's source block {src} holds {:#04x}",
+                            ours[k], theirs[0][k]
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(problems)
 }
 
 /// Transfers a prefiller of this revision keeps forever in this trace: where heterogeneous TP is refused once a

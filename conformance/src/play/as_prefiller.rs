@@ -18,7 +18,7 @@ use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::codec::Codec;
 use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::proto::{Registry, WireProfile};
-use mooncake_wire::typed::MooncakeXferMetadata;
+use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse};
 use serde_json::{json, Value as J};
 
 use super::setup::{check_landed, decoder_layout, expected_blocks_scaled, prefiller_planner, stride_scale};
@@ -123,8 +123,8 @@ async fn play_with(
     p_spec: Option<&crate::testee::TesteeSpec>,
     pairing: &crate::crossver::Pairing,
 ) -> Result<Vec<Finding>, String> {
-    if let super::External::Listen { endpoint, bootstrap, timeout } = &opts.external {
-        return play_listen(case, opts, endpoint, bootstrap, *timeout).await;
+    if let super::External::Listen { endpoint, bootstrap, timeout, ready_after } = &opts.external {
+        return play_listen(case, opts, endpoint, bootstrap, *timeout, *ready_after).await;
     }
     let t = &case.model;
     let profile = t.profile.clone().ok_or("the trace's revision has no generation-2 profile")?;
@@ -173,7 +173,7 @@ async fn play_with(
                             WireProfile::new(t.revision.clone(), codec)?,
                             planner,
                             memory,
-                            Backend::Tcp,
+                            Backend::tcp_engine(),
                         )
                         .await?,
                     )
@@ -692,12 +692,18 @@ pub fn compare_requests(
 /// `replay --play prefiller --listen`: the runner's prefiller listens where an external decoder (started and
 /// driven by the user) will pull, registered with the runner's bootstrap server; the decoder's requests are
 /// compared with the recording (its own addresses and layout id mapped). Its outcomes cannot be read.
+///
+/// The scenario's transfers become ready when the decoder's first request arrives (or `ready_after` the
+/// start), so a decoder started after the instructions are printed finds them as vLLM's did. The runner's own
+/// replies and transfer-engine writes are compared with the recording too: when they deviate (the decoder came
+/// too late, its engine was unreachable) the case is broken, whatever the requests looked like.
 async fn play_listen(
     case: &Case,
     opts: &PlayOptions,
     endpoint: &str,
     bootstrap: &str,
     timeout: Duration,
+    ready_after: Option<Duration>,
 ) -> Result<Vec<Finding>, String> {
     let t = &case.model;
     let profile = t.profile.clone().ok_or("the trace's revision has no generation-2 profile")?;
@@ -729,18 +735,17 @@ async fn play_listen(
         WireProfile::new(t.revision.clone(), codec)?,
         planner,
         Arc::new(Mutex::new(layout.memory(true))),
-        Backend::Tcp,
+        Backend::tcp_engine(),
     )
     .await?;
     for tr in &scenario.transfers {
         peer.allocated(&tr.p_req_id, &tr.transfer_id);
-        if tr.ready == Ready::Before {
-            peer.finished(&tr.p_req_id, &tr.transfer_id, tr.blocks.clone());
-        }
     }
     if scenario.fail_transfers > 0 {
         peer.fail_next_writes(scenario.fail_transfers, -1);
     }
+    let started = tokio::time::Instant::now();
+    let mut readied = false;
     let mut say = String::new();
     let _ = writeln!(
         say,
@@ -778,6 +783,17 @@ async fn play_listen(
     loop {
         let wire = peer.status().await?.wire;
         let sent = wire.iter().filter(|(i, _)| !*i).count();
+        let arrived = wire.iter().any(|(i, _)| *i);
+        let due = match ready_after {
+            Some(d) => started.elapsed() >= d,
+            None => arrived,
+        };
+        if due && !readied {
+            readied = true;
+            for tr in scenario.transfers.iter().filter(|tr| tr.ready == Ready::Before) {
+                peer.finished(&tr.p_req_id, &tr.transfer_id, tr.blocks.clone());
+            }
+        }
         for tr in &scenario.transfers {
             if matches!(tr.ready, Ready::AfterReply(n) if sent >= n) && !done.contains(&tr.transfer_id) {
                 done.push(tr.transfer_id.clone());
@@ -797,8 +813,90 @@ async fn play_listen(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let wire = peer.status().await?.wire;
-    compare_requests(t, &profile, &crate::crossver::Pairing::same(&t.revision), &[(p.conn.clone(), wire)], None)
+    let status = peer.status().await?;
+    runner_deviations(t, &profile, &status, &opts.sink);
+    compare_requests(t, &profile, &crate::crossver::Pairing::same(&t.revision), &[(p.conn.clone(), status.wire)], None)
+}
+
+/// The runner's own side in `--listen`: its replies (as a multiset, sessions in error messages mapped to the
+/// live decoder's) and its transfer-engine writes (session, descriptors, bytes) against the recording. Every
+/// deviation is reported to `sink` as breaking the case.
+fn runner_deviations(
+    t: &TraceModel,
+    profile: &WireProfile,
+    status: &mooncake_reference::prefiller::PrefillerStatus,
+    sink: &super::CaseSink,
+) {
+    use super::as_decoder::show_reply;
+    // Recorded decoder session → the live decoder's (from the requests that arrived).
+    let mut sessions: Vec<(String, String)> = vec![];
+    // Recorded layout id → the live decoder's (a reply echoes the id of the request it answers).
+    let mut layout_ids: Vec<(WireInt, WireInt)> = vec![];
+    let recorded_reqs: Vec<MooncakeXferMetadata> =
+        t.exchanges.iter().filter_map(|x| t.decode_request(&x.request)).collect();
+    let live_reqs: Vec<MooncakeXferMetadata> = status
+        .wire
+        .iter()
+        .filter(|(i, _)| *i)
+        .filter_map(|(_, f)| f.get(1).and_then(|b| profile.decode_metadata(b).ok()))
+        .collect();
+    for (r, l) in recorded_reqs.iter().zip(&live_reqs) {
+        let (a, b) =
+            (format!("{}:{}", r.remote_hostname, r.remote_port), format!("{}:{}", l.remote_hostname, l.remote_port));
+        if !sessions.iter().any(|(x, _)| *x == a) {
+            sessions.push((a, b));
+        }
+        if !layout_ids.iter().any(|(x, _)| *x == r.layout_id) {
+            layout_ids.push((r.layout_id, l.layout_id));
+        }
+    }
+    let mut live: Vec<Option<MooncakeXferResponse>> = status
+        .wire
+        .iter()
+        .filter(|(i, _)| !*i)
+        .map(|(_, f)| f.last().and_then(|b| profile.decode_response(b).ok()))
+        .collect();
+    for (k, x) in t.exchanges.iter().enumerate() {
+        for (j, (bytes, _, _)) in x.replies.iter().enumerate() {
+            let Some(mut want) = t.decode_reply(bytes) else { continue };
+            if let Some(m) = &mut want.err_msg {
+                for (a, b) in &sessions {
+                    *m = m.replace(a, b);
+                }
+            }
+            if let Some((_, l)) = layout_ids.iter().find(|(r, _)| *r == want.layout_id) {
+                want.layout_id = *l;
+            }
+            match live.iter().position(|l| l.as_ref().is_some_and(|l| crate::checks::same_reply(l, &want))) {
+                Some(i) => live[i] = None,
+                None => sink.broken(format!(
+                    "the runner's prefiller never sent the recorded reply {} of exchange {} ({}); it sent {}",
+                    j + 1,
+                    k + 1,
+                    show_reply(&want),
+                    live.iter().flatten().map(show_reply).collect::<Vec<_>>().join(", ")
+                )),
+            }
+        }
+    }
+    let extra: Vec<String> = live.iter().flatten().map(show_reply).collect();
+    if !extra.is_empty() {
+        sink.broken(format!("the runner's prefiller sent replies the recording does not have: {}", extra.join(", ")));
+    }
+    if super::applies(&t.trace.header, "TE-CALLS") {
+        let map = |s: &str| sessions.iter().find(|(_, b)| b == s).map(|(a, _)| a.clone()).unwrap_or(s.to_string());
+        let mut got: Vec<(String, u64, u64)> =
+            status.writes.iter().map(|(s, n, b, _)| (map(s), *n as u64, *b)).collect();
+        let mut want: Vec<(String, u64, u64)> =
+            t.trace.header.transfer_engine_calls.iter().map(|c| (c.session.clone(), c.n, c.bytes)).collect();
+        got.sort();
+        want.sort();
+        if got != want {
+            sink.broken(format!(
+                "the runner's transfer-engine writes (session, descriptors, bytes) {got:?} differ from the recorded {want:?}"
+            ));
+        }
+    }
 }
 
 /// The requests of a decoder conn that vLLM's decoder never reported (`observed_outcome.not_finished`,

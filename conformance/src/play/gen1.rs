@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mooncake_reference::backend::{serve_tcp, Backend};
+use mooncake_reference::backend::{serve_engine, Backend};
 use mooncake_reference::config::{producer_with, LayoutConfig};
 use mooncake_reference::prefiller::{PrefillerConfig, PrefillerPeer};
 use mooncake_reference::reactor::{Incoming, Reactor};
@@ -274,7 +274,7 @@ pub async fn as_decoder(
             let memory = Arc::new(Mutex::new(l.memory(false)));
             let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
             let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-            servers.push(tokio::spawn(serve_tcp(listener, memory.clone())));
+            servers.push(tokio::spawn(serve_engine(listener, memory.clone())));
             let recorded = msgs
                 .iter()
                 .find(|m| &m.decoder == conn)
@@ -517,7 +517,14 @@ pub(crate) async fn bind_workers(
                 record_wire: true,
                 faults: vec![],
             };
-            match PrefillerPeer::start_machine(ctx, cfg, core, Arc::new(Mutex::new(l.memory(true))), Backend::Tcp).await
+            match PrefillerPeer::start_machine(
+                ctx,
+                cfg,
+                core,
+                Arc::new(Mutex::new(l.memory(true))),
+                Backend::tcp_engine(),
+            )
+            .await
             {
                 Ok(p) => peers.push(p),
                 Err(e) => {

@@ -166,6 +166,28 @@ pub struct PlayOptions {
     pub setup: Option<Arc<Scenario>>,
     /// Setups derived from the run's traces.
     pub derived: crate::derive::Cache,
+    /// What a player could not check and why, and whether the case broke (set fresh per case by [`play`]).
+    pub sink: CaseSink,
+}
+
+/// Notes a player leaves for its case's report: checks it could not make ("not checked: …"), and reasons the
+/// case is broken rather than passed or failed (the runner's own side deviated from the recording, so the
+/// comparison says nothing about the implementation under test).
+#[derive(Clone, Debug, Default)]
+pub struct CaseSink(Arc<std::sync::Mutex<(Vec<String>, Vec<String>)>>);
+
+impl CaseSink {
+    /// A check that was left out, with why.
+    pub fn not_checked(&self, what: &str, why: impl Into<String>) {
+        self.0.lock().expect("sink").0.push(format!("not checked: {what} — {}", why.into()));
+    }
+    /// The case is broken (environment or timing): reported as an error, never as a pass.
+    pub fn broken(&self, why: impl Into<String>) {
+        self.0.lock().expect("sink").1.push(why.into());
+    }
+    fn take(&self) -> (Vec<String>, Vec<String>) {
+        std::mem::take(&mut *self.0.lock().expect("sink"))
+    }
 }
 
 /// An implementation already running somewhere (`replay --peer` / `--listen`). The runner cannot prepare its
@@ -177,7 +199,8 @@ pub enum External {
     /// Prefiller ROUTER endpoints, in the order the trace's prefillers registered.
     Prefillers(Vec<String>),
     /// Where the runner's prefiller listens for an external decoder, and where its bootstrap server binds.
-    Listen { endpoint: String, bootstrap: String, timeout: Duration },
+    /// Transfers become ready when the decoder's first request arrives, or `ready_after` the start when set.
+    Listen { endpoint: String, bootstrap: String, timeout: Duration, ready_after: Option<Duration> },
     /// A bootstrap server's base URL.
     Bootstrap(String),
 }
@@ -215,6 +238,7 @@ impl PlayOptions {
             testee_log: None,
             setup: None,
             derived: Default::default(),
+            sink: CaseSink::default(),
         }
     }
 
@@ -301,6 +325,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
     r.notes.extend(setup.notes);
     let mut opts = opts.clone();
     opts.setup = Some(Arc::new(setup.scenario));
+    opts.sink = CaseSink::default();
     let opts = &opts;
     let gen1 = case.model.revision.generation == 1;
     let outcome = match case.role {
@@ -318,6 +343,16 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
         Err(e) => {
             r.status = Status::Fail;
             r.findings.push(Finding { check: "CASE-SETUP", seq: None, line: None, message: None, detail: e });
+        }
+    }
+    let (notes, broken) = opts.sink.take();
+    r.notes.extend(notes);
+    if !broken.is_empty() {
+        // The runner's own side did not behave as recorded: whatever the comparison said, it proves nothing.
+        r.status = Status::Error;
+        r.reason = Some(format!("broken case (environment or timing): {}", broken.join("; ")));
+        for b in broken {
+            r.findings.push(Finding { check: "RUNNER-DEVIATION", seq: None, line: None, message: None, detail: b });
         }
     }
     r.duration_ms = start.elapsed().as_millis() as u64;

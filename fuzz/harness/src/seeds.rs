@@ -93,6 +93,7 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
         "trace" => trace_files().iter().filter_map(|p| std::fs::read(p).ok()).collect(),
         "bootstrap" => bootstrap_seeds(),
         "store_keys" => key_seeds(),
+        "transfer_engine" => te_seeds(),
         "prefiller" | "decoder" => {
             // Structured targets read any bytes as operations; random bytes of a few sizes start them off.
             let mut rng = Rng::new(if target == "prefiller" { 1 } else { 2 });
@@ -251,6 +252,28 @@ fn key_seeds() -> Vec<Vec<u8>> {
 
 /// Dictionary tokens for the MessagePack targets: every field and tag name of every revision as a
 /// MessagePack string, the enum values, and heads that declare huge or edge lengths and integers.
+/// Transfer Engine streams: handshake frames with descriptors (fed whole and byte by byte), request headers
+/// and status frames.
+fn te_seeds() -> Vec<Vec<u8>> {
+    use mooncake_wire::te::data::{Header, Opcode, Status};
+    use mooncake_wire::te::handshake::{encode, MsgType};
+    let desc = r#"{"buffers":[{"addr":94720244883792,"length":4096,"name":"127.0.0.1:15195"}],"name":"127.0.0.1:15195","protocol":"tcp","rdma_server_name":"","tcp_data_host":"127.0.0.1","tcp_data_port":16998,"tcp_proto_version":2,"timestamp":"2026-12-01 17:54:16.272098"}"#;
+    let old = r#"{"buffers":[],"name":"10.0.0.2:15001","protocol":"tcp","tcp_data_port":16000}"#;
+    let mut out = vec![];
+    for (chunk, body, ty) in [(0u8, desc, MsgType::Metadata), (1, old, MsgType::Metadata), (7, desc, MsgType::Untyped)]
+    {
+        out.push([&[0, chunk][..], &encode(ty, format!("{body}\n").as_bytes())].concat());
+    }
+    let mut reqs = vec![1u8, 0];
+    for (op, v2) in [(Opcode::Write, true), (Opcode::Read, true), (Opcode::Write, false)] {
+        reqs.extend(Header { size: 4096, addr: 94720244883792, op, v2 }.encode());
+    }
+    reqs.extend(Status::Ok.encode());
+    reqs.extend(Status::AddrRejected.encode());
+    out.push(reqs);
+    out
+}
+
 pub fn msgpack_dict() -> Vec<Vec<u8>> {
     let mut names: Vec<String> = vec![];
     let mut ints: Vec<i64> = vec![];

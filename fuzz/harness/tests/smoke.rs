@@ -69,6 +69,10 @@ fn decode_typed() {
     smoke(targets::by_name("decode_typed").unwrap(), 2);
 }
 #[test]
+fn transfer_engine() {
+    smoke(targets::by_name("transfer_engine").unwrap(), 8);
+}
+#[test]
 fn trace() {
     smoke(targets::by_name("trace").unwrap(), 3);
 }

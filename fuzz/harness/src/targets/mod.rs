@@ -7,6 +7,7 @@ pub mod keys;
 pub mod prefiller;
 pub mod spec_decode;
 pub mod trace;
+pub mod transfer_engine;
 pub mod typed;
 
 /// A target: its name (as in `fuzz/Cargo.toml` and `fuzz/seeds/<name>`) and its body.
@@ -31,6 +32,7 @@ pub const ALL: &[Target] = &[
     Target { name: "store_keys", run: keys::run, structured: false, dict: "keys.dict", max_len: 4096 },
     Target { name: "prefiller", run: prefiller::run, structured: true, dict: "msgpack.dict", max_len: 4096 },
     Target { name: "decoder", run: decoder::run, structured: true, dict: "msgpack.dict", max_len: 4096 },
+    Target { name: "transfer_engine", run: transfer_engine::run, structured: false, dict: "json.dict", max_len: 4096 },
 ];
 
 pub fn by_name(name: &str) -> Option<&'static Target> {

@@ -1,0 +1,267 @@
+//! The initiator side: handshake with a segment (cached), then requests over a pool of data connections.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use mooncake_wire::limits::MAX_TE_REQUEST_BYTES;
+use mooncake_wire::te::data::{Header, Opcode, Status};
+use mooncake_wire::te::handshake::{encode, FrameDecoder, MsgType};
+use mooncake_wire::te::SegmentDesc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::{timestamp, HANDSHAKE_TIMEOUT, REQUEST_TIMEOUT};
+
+/// Connections kept per peer (the engine's default lanes per peer).
+pub const LANES_PER_PEER: usize = 4;
+
+/// Why a transfer failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TransferError {
+    /// The target refused the range (status "address rejected"): nothing was written.
+    Rejected { addr: u64, size: u64 },
+    /// The handshake failed or the descriptor is unusable.
+    Handshake(String),
+    /// A connection failed or the peer broke the protocol.
+    Io(String),
+    /// A request the client refuses to send (larger than the limit).
+    Invalid(String),
+}
+
+impl std::fmt::Display for TransferError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TransferError::Rejected { addr, size } => {
+                write!(f, "the target refused {size} bytes at {addr:#x} (outside its registered memory)")
+            }
+            TransferError::Handshake(m) => write!(f, "handshake: {m}"),
+            TransferError::Io(m) => write!(f, "transfer: {m}"),
+            TransferError::Invalid(m) => write!(f, "transfer: {m}"),
+        }
+    }
+}
+impl std::error::Error for TransferError {}
+
+/// One request: write `data` at the target's `addr`, or read `len` bytes from it.
+#[derive(Clone, Debug)]
+pub enum Request {
+    Write { addr: u64, data: Vec<u8> },
+    Read { addr: u64, len: u64 },
+}
+
+/// An initiator. Cheap to clone (shared caches); descriptors are cached per segment name, idle data
+/// connections per data address (at most [`LANES_PER_PEER`]).
+#[derive(Clone, Default)]
+pub struct EngineClient {
+    segments: Arc<Mutex<HashMap<String, Arc<SegmentDesc>>>>,
+    idle: Arc<Mutex<HashMap<String, Vec<TcpStream>>>>,
+}
+
+impl EngineClient {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The target's descriptor (handshake on first use).
+    pub async fn segment(&self, session: &str) -> Result<Arc<SegmentDesc>, TransferError> {
+        if let Some(d) = self.segments.lock().expect("segments").get(session) {
+            return Ok(d.clone());
+        }
+        let d = Arc::new(handshake(session).await?);
+        self.segments.lock().expect("segments").insert(session.to_string(), d.clone());
+        Ok(d)
+    }
+
+    /// Forgets the descriptor and the idle connections of a segment (the next transfer handshakes again).
+    pub fn forget(&self, session: &str) {
+        if let Some(d) = self.segments.lock().expect("segments").remove(session) {
+            self.idle.lock().expect("pool").remove(&data_addr(&d));
+        }
+    }
+
+    /// Runs `reqs` against `session`, spread over up to [`LANES_PER_PEER`] connections; returns the data of
+    /// the reads in request order (empty for writes). On a connection failure the descriptor is dropped and
+    /// the whole batch retried once (requests are idempotent: same bytes at the same addresses).
+    pub async fn transfer(&self, session: &str, reqs: Vec<Request>) -> Result<Vec<Vec<u8>>, TransferError> {
+        for r in &reqs {
+            let n = match r {
+                Request::Write { data, .. } => data.len() as u64,
+                Request::Read { len, .. } => *len,
+            };
+            if n > MAX_TE_REQUEST_BYTES as u64 {
+                return Err(TransferError::Invalid(format!("a request of {n} bytes is above the limit")));
+            }
+        }
+        let reqs = Arc::new(reqs);
+        match self.transfer_once(session, reqs.clone()).await {
+            Err(TransferError::Io(_)) => {
+                self.forget(session);
+                self.transfer_once(session, reqs).await
+            }
+            other => other,
+        }
+    }
+
+    async fn transfer_once(&self, session: &str, reqs: Arc<Vec<Request>>) -> Result<Vec<Vec<u8>>, TransferError> {
+        let seg = self.segment(session).await?;
+        let addr = data_addr(&seg);
+        let lanes = reqs.len().clamp(1, LANES_PER_PEER);
+        let mut set = tokio::task::JoinSet::new();
+        for lane in 0..lanes {
+            let (me, reqs, addr, v2) = (self.clone(), reqs.clone(), addr.clone(), seg.acknowledged());
+            set.spawn(async move {
+                let mut s = me.connection(&addr).await?;
+                let mut out = vec![];
+                for i in (lane..reqs.len()).step_by(lanes) {
+                    let r = tokio::time::timeout(REQUEST_TIMEOUT, request(&mut s, &reqs[i], v2))
+                        .await
+                        .map_err(|_| TransferError::Io("no answer within the request timeout".into()))??;
+                    out.push((i, r));
+                }
+                me.give_back(&addr, s);
+                Ok::<_, TransferError>(out)
+            });
+        }
+        let mut results = vec![Vec::new(); reqs.len()];
+        let mut first_err = None;
+        while let Some(j) = set.join_next().await {
+            match j.map_err(|e| TransferError::Io(e.to_string())).and_then(|r| r) {
+                Ok(v) => v.into_iter().for_each(|(i, d)| results[i] = d),
+                // A rejection outranks an I/O error (the latter is retried, the former must not be).
+                Err(e @ TransferError::Rejected { .. }) => first_err = Some(e),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(results),
+        }
+    }
+
+    async fn connection(&self, addr: &str) -> Result<TcpStream, TransferError> {
+        if let Some(s) = self.idle.lock().expect("pool").get_mut(addr).and_then(Vec::pop) {
+            return Ok(s);
+        }
+        let s = tokio::time::timeout(HANDSHAKE_TIMEOUT, TcpStream::connect(addr))
+            .await
+            .map_err(|_| TransferError::Io(format!("connecting to {addr} timed out")))?
+            .map_err(|e| TransferError::Io(format!("connecting to {addr}: {e}")))?;
+        let _ = s.set_nodelay(true);
+        Ok(s)
+    }
+
+    fn give_back(&self, addr: &str, s: TcpStream) {
+        let mut idle = self.idle.lock().expect("pool");
+        let v = idle.entry(addr.to_string()).or_default();
+        if v.len() < LANES_PER_PEER {
+            v.push(s);
+        }
+    }
+}
+
+fn data_addr(d: &SegmentDesc) -> String {
+    format!("{}:{}", d.data_host(), d.tcp_data_port)
+}
+
+fn io(e: std::io::Error) -> TransferError {
+    TransferError::Io(e.to_string())
+}
+
+/// One request on a connection. Version 1 targets get no status (a write is done once it is sent).
+async fn request(s: &mut TcpStream, r: &Request, v2: bool) -> Result<Vec<u8>, TransferError> {
+    let (addr, size, op) = match r {
+        Request::Write { addr, data } => (*addr, data.len() as u64, Opcode::Write),
+        Request::Read { addr, len } => (*addr, *len, Opcode::Read),
+    };
+    if size == 0 {
+        return Ok(vec![]); // never on the wire
+    }
+    s.write_all(&Header { size, addr, op, v2 }.encode()).await.map_err(io)?;
+    match r {
+        Request::Write { data, .. } if v2 => {
+            // The target may refuse before reading the payload: send it and watch for the status at once.
+            let mut b = [0u8; 8];
+            let (mut rd, mut wr) = s.split();
+            let send = wr.write_all(data);
+            let recv = rd.read_exact(&mut b);
+            tokio::pin!(send, recv);
+            let (mut sent, mut send_failed) = (false, false);
+            let got = loop {
+                tokio::select! {
+                    r = &mut send, if !sent && !send_failed => match r {
+                        Ok(()) => sent = true,
+                        Err(_) => send_failed = true,
+                    },
+                    r = &mut recv => break r,
+                }
+            };
+            got.map_err(io)?;
+            match decode_status(b, addr, size)? {
+                () if sent => Ok(vec![]),
+                () => Err(TransferError::Io("acknowledged before the payload was sent".into())),
+            }
+        }
+        Request::Write { data, .. } => {
+            s.write_all(data).await.map_err(io)?;
+            Ok(vec![])
+        }
+        Request::Read { .. } => {
+            if v2 {
+                let mut b = [0u8; 8];
+                s.read_exact(&mut b).await.map_err(io)?;
+                decode_status(b, addr, size)?;
+            }
+            let mut data = vec![0u8; size as usize];
+            s.read_exact(&mut data).await.map_err(io)?;
+            Ok(data)
+        }
+    }
+}
+
+fn decode_status(b: [u8; 8], addr: u64, size: u64) -> Result<(), TransferError> {
+    match Status::decode(b) {
+        Some(Status::Ok) => Ok(()),
+        Some(Status::AddrRejected) => Err(TransferError::Rejected { addr, size }),
+        Some(Status::Other(c)) => Err(TransferError::Io(format!("unknown status code {c}"))),
+        None => Err(TransferError::Io(format!("not a status frame: {}", hex::encode(b)))),
+    }
+}
+
+/// Connects to the segment's RPC port, sends a Metadata frame with an (empty) descriptor of ours, reads the
+/// target's.
+async fn handshake(session: &str) -> Result<SegmentDesc, TransferError> {
+    let hs = |m: String| TransferError::Handshake(format!("{session}: {m}"));
+    let exchange = async {
+        let mut s = TcpStream::connect(session).await.map_err(|e| hs(format!("connect: {e}")))?;
+        let local = s.local_addr().map_err(|e| hs(e.to_string()))?;
+        let mine = SegmentDesc {
+            name: format!("{}:{}", local.ip(), local.port()),
+            protocol: "tcp".into(),
+            buffers: vec![],
+            tcp_data_host: None,
+            tcp_data_port: 0,
+            tcp_proto_version: 2,
+            rdma_server_name: String::new(),
+            timestamp: timestamp(),
+        };
+        s.write_all(&encode(MsgType::Metadata, mine.to_json().as_bytes())).await.map_err(|e| hs(e.to_string()))?;
+        let mut dec = FrameDecoder::new();
+        loop {
+            if let Some(f) = dec.poll().map_err(|e| hs(e.to_string()))? {
+                if f.ty != MsgType::Metadata {
+                    return Err(hs(format!("answered with a {:?} frame", f.ty)));
+                }
+                return SegmentDesc::parse(&f.body).map_err(|e| hs(e.to_string()));
+            }
+            let mut buf = vec![0u8; dec.wanted().min(64 * 1024)];
+            let n = s.read(&mut buf).await.map_err(|e| hs(e.to_string()))?;
+            if n == 0 {
+                return Err(hs(dec.at_eof().to_string()));
+            }
+            dec.feed(&buf[..n]);
+        }
+    };
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, exchange).await.map_err(|_| hs("no answer within 5 s".into()))?
+}

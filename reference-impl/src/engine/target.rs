@@ -1,0 +1,218 @@
+//! The target side: the handshake server on the RPC port and the data server on the data port.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use mooncake_wire::te::data::{range_allowed, Header, Opcode, Status, HEADER_LEN};
+use mooncake_wire::te::handshake::{encode, FrameDecoder};
+use mooncake_wire::te::{BufferDesc, SegmentDesc};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+use super::{timestamp, HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, REQUEST_TIMEOUT};
+use crate::backend::SharedMemory;
+
+/// What initiators said about themselves in their handshakes: their segment descriptor, or why it is unusable
+/// (the engine ignores it; a replay uses it to reach the initiator's engine).
+pub type PeerLog = Arc<Mutex<Vec<Result<SegmentDesc, String>>>>;
+
+/// A running target: both servers, and every data connection they accepted, stop when it is dropped (as when
+/// an engine process exits).
+pub struct EngineTarget {
+    /// The handshake (RPC) address; its `host:port` is the segment name initiators use.
+    pub rpc: SocketAddr,
+    /// The data server's address, which the descriptor advertises.
+    pub data: SocketAddr,
+    tasks: Vec<JoinHandle<()>>,
+    connections: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl Drop for EngineTarget {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        for c in self.connections.lock().expect("connections").drain(..) {
+            c.abort();
+        }
+    }
+}
+
+impl EngineTarget {
+    /// Serves `mem` with `rpc` as the handshake listener and `data` as the data listener.
+    pub fn start(rpc: TcpListener, data: TcpListener, mem: SharedMemory) -> io::Result<EngineTarget> {
+        EngineTarget::start_logged(rpc, data, mem, PeerLog::default())
+    }
+
+    /// [`EngineTarget::start`], keeping every initiator's descriptor in `peers` (at most 64 entries).
+    pub fn start_logged(
+        rpc: TcpListener,
+        data: TcpListener,
+        mem: SharedMemory,
+        peers: PeerLog,
+    ) -> io::Result<EngineTarget> {
+        let (rpc_addr, data_addr) = (rpc.local_addr()?, data.local_addr()?);
+        let name = format!("{}:{}", rpc_addr.ip(), rpc_addr.port());
+        let host = data_addr.ip().to_string();
+        let (m1, m2) = (mem.clone(), mem);
+        let hs = tokio::spawn(async move {
+            loop {
+                let Ok((s, _)) = rpc.accept().await else { continue };
+                let desc = descriptor(&name, &host, data_addr.port(), &m1);
+                // One connection at a time, as the engine's daemon: each exchange is bounded.
+                let got = tokio::time::timeout(HANDSHAKE_TIMEOUT * 2, answer_handshake(s, desc)).await;
+                let mut log = peers.lock().expect("peer log");
+                if log.len() < 64 {
+                    log.push(match got {
+                        Ok(Ok(body)) => SegmentDesc::parse(&body).map_err(|e| e.to_string()),
+                        Ok(Err(e)) => Err(e),
+                        Err(_) => Err("the handshake did not finish in time".into()),
+                    });
+                }
+            }
+        });
+        let connections: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
+        let conns = connections.clone();
+        let ds = tokio::spawn(async move {
+            loop {
+                let Ok((s, _)) = data.accept().await else { continue };
+                let _ = s.set_nodelay(true);
+                let h = tokio::spawn(serve_data(s, m2.clone()));
+                let mut c = conns.lock().expect("connections");
+                c.retain(|h| !h.is_finished());
+                c.push(h.abort_handle());
+            }
+        });
+        Ok(EngineTarget { rpc: rpc_addr, data: data_addr, tasks: vec![hs, ds], connections })
+    }
+
+    /// Binds both listeners on `host` (`rpc_port` 0: any) and serves `mem`.
+    pub async fn bind(host: &str, rpc_port: u16, data_port: u16, mem: SharedMemory) -> io::Result<EngineTarget> {
+        let rpc = TcpListener::bind((host, rpc_port)).await?;
+        let data = TcpListener::bind((host, data_port)).await?;
+        EngineTarget::start(rpc, data, mem)
+    }
+
+    /// The segment (session) name: `host:rpc_port`.
+    pub fn session(&self) -> String {
+        format!("{}:{}", self.rpc.ip(), self.rpc.port())
+    }
+}
+
+/// Serves `mem` with `rpc` as the handshake listener, and a data listener on the same IP (any port), until
+/// the future is dropped.
+pub async fn serve(rpc: TcpListener, mem: SharedMemory) {
+    serve_logged(rpc, mem, PeerLog::default()).await
+}
+
+/// [`serve`], keeping the initiators' descriptors in `peers`.
+pub async fn serve_logged(rpc: TcpListener, mem: SharedMemory, peers: PeerLog) {
+    let ip = match rpc.local_addr() {
+        Ok(a) => a.ip(),
+        Err(_) => return,
+    };
+    let Ok(data) = TcpListener::bind((ip, 0)).await else { return };
+    let Ok(t) = EngineTarget::start_logged(rpc, data, mem, peers) else { return };
+    // Keep the target (its tasks) alive for as long as this future is.
+    std::future::pending::<()>().await;
+    drop(t);
+}
+
+/// The descriptor of `mem`: one buffer per registered region, at the addresses the decoder advertises.
+pub fn descriptor(name: &str, host: &str, data_port: u16, mem: &SharedMemory) -> SegmentDesc {
+    let buffers = mem
+        .lock()
+        .expect("memory")
+        .regions()
+        .map(|(addr, length)| BufferDesc { name: name.to_string(), addr, length })
+        .collect();
+    SegmentDesc {
+        name: name.to_string(),
+        protocol: "tcp".into(),
+        buffers,
+        tcp_data_host: Some(host.to_string()),
+        tcp_data_port: data_port,
+        tcp_proto_version: 2,
+        rdma_server_name: String::new(),
+        timestamp: timestamp(),
+    }
+}
+
+/// One handshake: read a frame, answer with our descriptor in a frame of the same type, shut down the write
+/// side, wait (bounded) for the initiator to close. Returns the initiator's frame body (its descriptor).
+async fn answer_handshake(mut s: TcpStream, desc: SegmentDesc) -> Result<Vec<u8>, String> {
+    let mut dec = FrameDecoder::new();
+    let frame = loop {
+        if let Some(f) = dec.poll().map_err(|e| e.to_string())? {
+            break f;
+        }
+        let mut buf = vec![0u8; dec.wanted().min(64 * 1024)];
+        let n = tokio::time::timeout(HANDSHAKE_TIMEOUT, s.read(&mut buf))
+            .await
+            .map_err(|_| "handshake: no frame within the timeout")?
+            .map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err(dec.at_eof().to_string());
+        }
+        dec.feed(&buf[..n]);
+    };
+    s.write_all(&encode(frame.ty, desc.to_json().as_bytes())).await.map_err(|e| e.to_string())?;
+    s.shutdown().await.map_err(|e| e.to_string())?;
+    let mut one = [0u8; 1];
+    let _ = tokio::time::timeout(HANDSHAKE_TIMEOUT, s.read(&mut one)).await;
+    Ok(frame.body)
+}
+
+/// Requests on one data connection, one after the other, until it closes, idles or misbehaves.
+async fn serve_data(mut s: TcpStream, mem: SharedMemory) {
+    loop {
+        let mut hb = [0u8; HEADER_LEN];
+        match tokio::time::timeout(IDLE_TIMEOUT, s.read_exact(&mut hb)).await {
+            Ok(Ok(_)) => {}
+            _ => return,
+        }
+        let Ok(h) = Header::decode(&hb) else { return };
+        match tokio::time::timeout(REQUEST_TIMEOUT, one_request(&mut s, h, &mem)).await {
+            Ok(Ok(true)) => {}
+            _ => return,
+        }
+    }
+}
+
+/// Serves one request; `Ok(false)` when the connection must close (a refused range).
+async fn one_request(s: &mut TcpStream, h: Header, mem: &SharedMemory) -> io::Result<bool> {
+    let allowed = range_allowed(mem.lock().expect("memory").regions(), h.addr, h.size);
+    if !allowed {
+        if h.v2 {
+            s.write_all(&Status::AddrRejected.encode()).await?;
+        }
+        return Ok(false);
+    }
+    let len = h.size as usize;
+    match h.op {
+        Opcode::Write => {
+            // Bounded: the range lies inside a registered region (checked above).
+            let mut payload = vec![0u8; len];
+            s.read_exact(&mut payload).await?;
+            if !mem.lock().expect("memory").write(h.addr, &payload) {
+                return Ok(false);
+            }
+            if h.v2 {
+                s.write_all(&Status::Ok.encode()).await?;
+            }
+        }
+        Opcode::Read => {
+            let data = match mem.lock().expect("memory").read(h.addr, h.size) {
+                Some(d) => d.to_vec(),
+                None => return Ok(false),
+            };
+            if h.v2 {
+                s.write_all(&Status::Ok.encode()).await?;
+            }
+            s.write_all(&data).await?;
+        }
+    }
+    Ok(true)
+}

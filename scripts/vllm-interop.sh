@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# vLLM 0.33.0's own Mooncake connector processes against mooncake-peer, KV bytes moved by the real Mooncake
+# Transfer Engine over TCP (kv_connector_extra_config.mooncake_protocol = "tcp", CPU tensors) on 127.0.0.1;
+# every pulled block checked word for word. Opt-in (not part of ./scripts/test.sh): see tools/record/interop.py.
+#
+#   scripts/vllm-interop.sh [--python PY] [--only PAIRING]...
+#
+# Without --python it uses (and creates once, several GB, ~10 minutes) the recorder's environment,
+# $MOONCAKE_RECORD_CACHE/venv (default ~/.cache/mooncake-wire/record/venv: vLLM 0.33.0 and its dependencies,
+# as scripts/record.sh makes it) and adds the pinned engine package (tests/store/requirements.txt) to it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cache="${MOONCAKE_RECORD_CACHE:-$HOME/.cache/mooncake-wire/record}"
+wheels="${MOONCAKE_WHEELS:-$HOME/.cache/mooncake-wire/wheels}"
+python="" pass=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --python) python="$2"; shift 2 ;;
+    --only|--log-dir) pass+=("$1" "$2"); shift 2 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "vllm-interop.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+if [ -z "$python" ]; then
+  python="$cache/venv/bin/python"
+  if ! "$python" -c 'import importlib.metadata as m; assert m.version("vllm") == "0.33.0"' 2>/dev/null; then
+    echo "== creating $cache/venv with vLLM 0.33.0 (several GB, ~10 minutes)"
+    mkdir -p "$cache" "$wheels"
+    w=$(ls "$wheels"/vllm-0.33.0-*.whl 2>/dev/null | head -1 || true)
+    if [ -z "$w" ]; then
+      python3 -m pip download --quiet --no-deps --only-binary=:all: "vllm==0.33.0" -d "$wheels"
+      w=$(ls "$wheels"/vllm-0.33.0-*.whl | head -1)
+    fi
+    python3 -m venv "$cache/venv"
+    "$cache/venv/bin/pip" install --quiet --disable-pip-version-check "$w"
+  fi
+fi
+"$python" -c 'import importlib.metadata as m; v = m.version("vllm"); assert v == "0.33.0", v' \
+  || { echo "vllm-interop.sh: $python does not have vLLM 0.33.0" >&2; exit 2; }
+./scripts/engine-venv.sh "$python"
+"$python" -c 'import mooncake.engine' || { echo "vllm-interop.sh: the engine package is not importable" >&2; exit 3; }
+cargo build --quiet -p mooncake-reference --bin mooncake-peer -p mooncake-conformance --bin mooncake-conformance
+start=$(date +%s)
+set +e
+"$python" tools/record/interop.py --python "$python" --peer target/debug/mooncake-peer \
+  --cli target/debug/mooncake-conformance "${pass[@]}"
+status=$?
+set -e
+echo "== $(( $(date +%s) - start )) s (exit $status)"
+exit $status
