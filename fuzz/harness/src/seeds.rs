@@ -93,9 +93,13 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
         "trace" => trace_files().iter().filter_map(|p| std::fs::read(p).ok()).collect(),
         "bootstrap" => bootstrap_seeds(),
         "store_keys" => key_seeds(),
-        "prefiller" | "decoder" => {
+        "prefiller" | "decoder" | "cross" => {
             // Structured targets read any bytes as operations; random bytes of a few sizes start them off.
-            let mut rng = Rng::new(if target == "prefiller" { 1 } else { 2 });
+            let mut rng = Rng::new(match target {
+                "prefiller" => 1,
+                "decoder" => 2,
+                _ => 3,
+            });
             (0..32).map(|i| (0..(64 << (i % 6))).map(|_| rng.next_u64() as u8).collect()).collect()
         }
         _ => vec![],
