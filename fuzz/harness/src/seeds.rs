@@ -88,6 +88,12 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
                 out.extend(vector_inputs(&e.revision.revision, m));
                 out.extend(generated(e, m, 32, m.len() as u64));
             }
+            // The other revisions' messages, which the target reads through their spec codecs too.
+            for o in catalog::entries().iter().filter(|o| o.revision.revision != e.revision.revision) {
+                for m in ["MooncakeXferMetadata", "MooncakeXferResponse"] {
+                    out.extend(vector_inputs(&o.revision.revision, m));
+                }
+            }
             out
         }
         "trace" => trace_files().iter().filter_map(|p| std::fs::read(p).ok()).collect(),
