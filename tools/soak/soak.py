@@ -755,6 +755,8 @@ class Soak:
         }
         with open(os.path.join(a.out, "summary.json"), "w") as f:
             json.dump(summary, f, indent=1)
+        with open(os.path.join(a.out, "summary.md"), "w") as f:
+            f.write(render_markdown(summary, self.samples))
         print(json.dumps({k: v for k, v in summary.items() if k != "violations"}, indent=None))
         for v in self.violations[:30]:
             print(f"VIOLATION: {v}")
@@ -762,6 +764,70 @@ class Soak:
         print(f"soak {verdict}: {summary['requests_pulled']} requests over {a.minutes} min, "
               f"{sum(self.faults.values())} faults; results in {a.out}")
         return 0 if not self.violations else 1
+
+
+def render_markdown(summary, samples):
+    """The run's accounting as Markdown (RELIABILITY.md quotes it): pulls, faults by kind, outcomes on both
+    sides, memory check, resources, and RSS over time (sums per role at ten instants)."""
+    s = summary
+    out = [f"Revision `{s['revision']}`, {s['minutes']} min of load (seed {s['seed']}): a bootstrap server, "
+           f"{s['processes']['prefillers']} prefillers and {s['processes']['decoders']} decoders, "
+           f"{s['processes']['incarnations']} processes over the run (restarts included).", ""]
+    out += ["| requests pulled | faults injected | rogue messages sent | prefiller rejections | violations |",
+            "|---:|---:|---:|---:|---:|",
+            f"| {s['requests_pulled']:,} | {sum(s['faults'].values()):,} | {s['rogue_messages']:,} | "
+            f"{s['prefiller_rejections']:,} | {len(s['violations'])} |", ""]
+    out += ["| fault | injected |", "|---|---:|"] + [f"| `{k}` | {v:,} |" for k, v in s["faults"].items()] + [""]
+    d, p = s["decoder_outcomes"], s["prefiller_outcomes"]
+    out += ["| decoder side | requests | prefiller side | transfers |", "|---|---:|---|---:|"]
+    dl, pl = list(d.items()), list(p.items())
+    for i in range(max(len(dl), len(pl))):
+        a = dl[i] if i < len(dl) else ("", "")
+        b = pl[i] if i < len(pl) else ("", "")
+        fa = f"{a[1]:,}" if a[1] != "" else ""
+        fb = f"{b[1]:,}" if b[1] != "" else ""
+        out.append(f"| {a[0]} | {fa} | {b[0]} | {fb} |")
+    out += ["", f"Memory: {s['memory']['decoder_blocks_checked']:,} decoder blocks read back, "
+            f"{s['memory']['decoder_blocks_written']:,} of them written; every non-zero word checked against the "
+            "provenance of the block pulled there.", ""]
+    out += ["| role | processes judged | max RSS after warm-up | max RSS at the end | max RSS growth | max fd growth | not flat |",
+            "|---|---:|---:|---:|---:|---:|---:|"]
+    for k, v in s["resources"].items():
+        out.append(f"| {k} | {v['processes']} | {v['max_rss_after_warmup_kib']:,} KiB | {v['max_rss_at_end_kib']:,} KiB | "
+                   f"{v['max_rss_growth_kib']:,} KiB | {v['max_fd_growth']} | {v['not_flat']} |")
+    if samples:
+        tmin, tmax = min(t for t, *_ in samples), max(t for t, *_ in samples)
+        by_t = {}
+        for t, name, kind, rss, fds in samples:
+            by_t.setdefault(t, {}).setdefault(kind, [0, 0, 0])
+            g = by_t[t][kind]
+            g[0] += rss
+            g[1] += fds
+            g[2] += 1
+        ts = sorted(by_t)
+        out += ["", "RSS over time (sum over the processes of each role at that sample; fds likewise):", "",
+                "| minute | decoders: processes, RSS, fds | prefillers: processes, RSS, fds | bootstrap: RSS, fds |",
+                "|---:|---|---|---|"]
+        for i in range(11):
+            want = tmin + (tmax - tmin) * i / 10
+            t = min(ts, key=lambda x: abs(x - want))
+            g = by_t[t]
+            cell = lambda k: (f"{g[k][2]}, {g[k][0] / 2**20:.1f} MiB, {g[k][1]}" if k in g else "–")
+            boot = f"{g['bootstrap'][0] / 2**20:.1f} MiB, {g['bootstrap'][1]}" if "bootstrap" in g else "–"
+            out.append(f"| {t / 60:.1f} | {cell('decoder')} | {cell('prefiller')} | {boot} |")
+    if s["violations"]:
+        out += ["", "Violations:", ""] + [f"- {v}" for v in s["violations"][:50]]
+    return "\n".join(out) + "\n"
+
+
+def read_samples(path):
+    rows = []
+    with open(path) as f:
+        next(f)
+        for line in f:
+            t, name, kind, rss, fds = line.rstrip("\n").split(",")
+            rows.append((float(t), name, kind, int(rss), int(fds)))
+    return rows
 
 
 def plot(samples, warmup, title):
@@ -832,7 +898,14 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "target", "soak"))
     ap.add_argument("--sabotage", choices=["outcome", "memory"], default=None,
                     help="break the driver's own books once, to prove the accounting catches it (the run must fail)")
+    ap.add_argument("--render", metavar="DIR", help="only write DIR/summary.md from DIR/summary.json and DIR/samples.csv")
     a = ap.parse_args()
+    if a.render:
+        with open(os.path.join(a.render, "summary.json")) as f:
+            summary = json.load(f)
+        with open(os.path.join(a.render, "summary.md"), "w") as f:
+            f.write(render_markdown(summary, read_samples(os.path.join(a.render, "samples.csv"))))
+        return 0
     if a.decoders < 1 or a.prefillers < 1 or a.minutes <= 0:
         ap.error("--decoders, --prefillers and --minutes must be positive")
     if a.warmup is None:
