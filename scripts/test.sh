@@ -91,6 +91,12 @@ tail -1 target/install-check.txt
 #     package on first use; skips only when it cannot be installed).
 step "real store gate"
 if ./scripts/store-gate.sh "$MOONCAKE_PYTHON" "$bin" > target/store-gate.txt; then tail -1 target/store-gate.txt; else cat target/store-gate.txt; echo "SUMMARY: store gate FAILED"; exit 1; fi
+# 4b'. The 1-minute soak: a bootstrap server, 4 prefillers and 64 decoders as processes on 127.0.0.1 under pulls
+#      and random faults, then an accounting of every pull on both sides (scripts/soak.sh; RELIABILITY.md).
+step "soak (1 minute)"
+MOONCAKE_SOAK_NICE=0 MOONCAKE_SOAK_PROFILE=test ./scripts/soak.sh --minutes 1 --out target/soak > target/soak.txt 2>&1 || { grep -E 'VIOLATION|soak' target/soak.txt | head -30; echo "SUMMARY: soak FAILED (results in target/soak)"; exit 1; }
+tail -1 target/soak.txt
+
 # 4c. Optional: every cargo-fuzz target for a few seconds (coverage-guided libFuzzer; builds on stable, needs
 #     cargo-fuzz and a few minutes for the build; FUZZING.md). MOONCAKE_FUZZ_SMOKE=<seconds per target>.
 if [ -n "${MOONCAKE_FUZZ_SMOKE:-}" ]; then

@@ -383,6 +383,12 @@ impl DecoderCore {
     }
 
     fn open(&mut self, now: Instant, addr: String, reqs: Vec<String>, include_layout: bool) {
+        // A request an earlier exchange of the same pull already settled (one that failed before it was sent)
+        // is not pulled from the other workers; with none left there is nothing to open.
+        let reqs: Vec<String> = reqs.into_iter().filter(|r| self.pulls.contains_key(r)).collect();
+        if reqs.is_empty() {
+            return;
+        }
         let payload = match self.profile.encode_metadata(&self.metadata(&reqs, include_layout)) {
             Ok(p) => p,
             Err(e) => {

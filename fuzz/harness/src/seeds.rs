@@ -88,15 +88,25 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
                 out.extend(vector_inputs(&e.revision.revision, m));
                 out.extend(generated(e, m, 32, m.len() as u64));
             }
+            // The other revisions' messages, which the target reads through their spec codecs too.
+            for o in catalog::entries().iter().filter(|o| o.revision.revision != e.revision.revision) {
+                for m in ["MooncakeXferMetadata", "MooncakeXferResponse"] {
+                    out.extend(vector_inputs(&o.revision.revision, m));
+                }
+            }
             out
         }
         "trace" => trace_files().iter().filter_map(|p| std::fs::read(p).ok()).collect(),
         "bootstrap" => bootstrap_seeds(),
         "store_keys" => key_seeds(),
         "transfer_engine" => te_seeds(),
-        "prefiller" | "decoder" => {
+        "prefiller" | "decoder" | "cross" => {
             // Structured targets read any bytes as operations; random bytes of a few sizes start them off.
-            let mut rng = Rng::new(if target == "prefiller" { 1 } else { 2 });
+            let mut rng = Rng::new(match target {
+                "prefiller" => 1,
+                "decoder" => 2,
+                _ => 3,
+            });
             (0..32).map(|i| (0..(64 << (i % 6))).map(|_| rng.next_u64() as u8).collect()).collect()
         }
         _ => vec![],

@@ -2,6 +2,7 @@
 //! and a broken invariant panics with a message that says which one.
 
 pub mod bootstrap;
+pub mod cross;
 pub mod decoder;
 pub mod keys;
 pub mod prefiller;
@@ -33,6 +34,7 @@ pub const ALL: &[Target] = &[
     Target { name: "prefiller", run: prefiller::run, structured: true, dict: "msgpack.dict", max_len: 4096 },
     Target { name: "decoder", run: decoder::run, structured: true, dict: "msgpack.dict", max_len: 4096 },
     Target { name: "transfer_engine", run: transfer_engine::run, structured: false, dict: "json.dict", max_len: 4096 },
+    Target { name: "cross", run: cross::run, structured: true, dict: "msgpack.dict", max_len: 4096 },
 ];
 
 pub fn by_name(name: &str) -> Option<&'static Target> {

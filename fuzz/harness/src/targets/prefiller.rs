@@ -9,8 +9,10 @@
 //! * limits: open pulls ≤ `MAX_PREFILLER_EXCHANGES`, cached layouts ≤ the spec's `max_peer_layouts`;
 //! * `poll_timeout` is never in the past once the core has been serviced;
 //! * every reply decodes in the revision; per pull: `CONTINUE`* then exactly one terminal reply (none only
-//!   for an admitted pull of no requests), nothing after it; a request is reported at most once per pull,
-//!   and only requests of that pull are reported;
+//!   for an admitted pull of no requests), nothing after it — except where the revision's `reply_rounds` is
+//!   `err-then-ok` (0.16.0 – 0.18.1): a last round with per-request failures sends its error `FINISH`, then
+//!   one ok `FINISH` naming the ready requests again; a request is reported at most once per pull in each
+//!   list, in both only as error then ok under `err-then-ok`, and only requests of that pull are reported;
 //! * write ids are fresh; a transfer is freed (`FinishedSending`) at most once per finish, only after the
 //!   scheduler finished it, by the request that owns it, and by expiry only after the abort timeout;
 //! * at the end, after every write completes and time passes the abort timeout, nothing is left: no open
@@ -25,6 +27,7 @@ use mooncake_wire::limits;
 use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::plan::{GroupKind, LayerSpec, Producer, ProducerConfig, RegisteredLayout};
 use mooncake_wire::proto::{PeerId, PrefillerCore, PrefillerEvent, WireProfile, WriteId};
+use mooncake_wire::spec::behaviour::ReplyRounds;
 use mooncake_wire::spec::Spec;
 use mooncake_wire::typed::{MooncakeXferMetadata, ReqBlocks, Status};
 
@@ -112,8 +115,13 @@ pub fn run(data: &[u8]) {
 struct PullRecord {
     /// The request ids of the pull as the prefiller decodes it; `None` when it cannot decode it.
     reqs: Option<Vec<String>>,
-    reported: HashSet<String>,
+    reported_ok: HashSet<String>,
+    reported_err: HashSet<String>,
     terminal: bool,
+    /// The terminal reply named failed requests (under `err-then-ok`, the ok reply of its round follows).
+    terminal_had_errors: bool,
+    /// That ok reply came.
+    second_finish: bool,
 }
 
 struct Harness {
@@ -278,7 +286,17 @@ impl Harness {
         let peer = PeerId([&[0u8][..], &self.next_peer.to_be_bytes()].concat());
         let reqs =
             self.profile.decode_metadata(&payload).ok().map(|m| m.req_blocks.iter().map(|(d, _)| d.clone()).collect());
-        self.pulls.insert(peer.clone(), PullRecord { reqs, reported: HashSet::new(), terminal: false });
+        self.pulls.insert(
+            peer.clone(),
+            PullRecord {
+                reqs,
+                reported_ok: HashSet::new(),
+                reported_err: HashSet::new(),
+                terminal: false,
+                terminal_had_errors: false,
+                second_finish: false,
+            },
+        );
         self.core.handle_frames(self.now, vec![peer.0, payload]);
     }
 
@@ -313,15 +331,41 @@ impl Harness {
             assert!(self.profile.knows_status(r.status), "status {:?} is not one of {}", r.status, self.profile.name());
             let rec =
                 self.pulls.get_mut(&t.peer).unwrap_or_else(|| panic!("a reply to {:?}, which sent nothing", t.peer));
-            assert!(!rec.terminal, "a reply after the terminal one: {r:?}");
-            rec.terminal = self.profile.is_terminal(r.status);
-            for d in r.ok_reqs.iter().flatten().chain(r.err_reqs.iter().flatten()) {
+            let err_then_ok = self.profile.rules.reply_rounds == ReplyRounds::ErrThenOk;
+            let has_errors = r.err_reqs.as_ref().is_some_and(|e| !e.is_empty());
+            if rec.terminal {
+                assert!(
+                    err_then_ok
+                        && rec.terminal_had_errors
+                        && !rec.second_finish
+                        && r.status == Status::FINISH
+                        && !has_errors,
+                    "a reply after the terminal one: {r:?}"
+                );
+                rec.second_finish = true;
+            }
+            if self.profile.is_terminal(r.status) && !rec.terminal {
+                rec.terminal = true;
+                rec.terminal_had_errors = has_errors;
+            }
+            for (d, ok) in
+                r.ok_reqs.iter().flatten().map(|d| (d, true)).chain(r.err_reqs.iter().flatten().map(|d| (d, false)))
+            {
                 let reqs = rec
                     .reqs
                     .as_ref()
                     .unwrap_or_else(|| panic!("requests reported for a pull that does not decode: {r:?}"));
                 assert!(reqs.contains(d), "{d} is not a request of this pull: {r:?}");
-                assert!(rec.reported.insert(d.clone()), "{d} reported twice in one pull: {r:?}");
+                if ok {
+                    assert!(rec.reported_ok.insert(d.clone()), "{d} reported ok twice in one pull: {r:?}");
+                    assert!(
+                        err_then_ok || !rec.reported_err.contains(d),
+                        "{d} reported failed, then ok, in one pull: {r:?}"
+                    );
+                } else {
+                    assert!(rec.reported_err.insert(d.clone()), "{d} reported failed twice in one pull: {r:?}");
+                    assert!(!rec.reported_ok.contains(d), "{d} reported ok, then failed, in one pull: {r:?}");
+                }
             }
             if matches!(r.status, Status::ERROR | Status::LAYOUT_MISS) {
                 assert!(r.err_msg.is_some(), "an {:?} without err_msg", r.status);

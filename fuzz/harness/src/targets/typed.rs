@@ -9,9 +9,17 @@
 //!   spec-driven decoder's value;
 //! * `Strictness::OpenStatus` accepts everything `Msgspec` accepts, with the same value; a status it keeps
 //!   that vLLM does not define is refused again by the strict decoder after a round trip.
+//!
+//! Every other generation-2 revision reaches the typed structs through its spec codec (`WireProfile`, what
+//! the sans-IO cores decode and encode with): one of them per input (the input's length picks it) decodes the
+//! input as both messages, and for accepted input `from_revision` converts, `to_revision` gives back the
+//! decoded value, the profile's decode gives the same struct and its encode the spec codec's canonical bytes.
 
 use mooncake_wire::codec::{Codec, DecodeErrorKind};
+use mooncake_wire::proto::WireProfile;
 use mooncake_wire::typed::{self, MooncakeXferMetadata, MooncakeXferResponse, Strictness};
+
+use super::prefiller::profiles;
 
 use crate::valeq;
 
@@ -22,6 +30,44 @@ pub fn run(data: &[u8]) {
     let codec = Codec::builtin(typed::REVISION).expect("newest revision");
     metadata(&codec, data);
     response(&codec, data);
+    let others: Vec<&WireProfile> = profiles().iter().filter(|p| p.name() != typed::REVISION).collect();
+    if !others.is_empty() {
+        other_revision(others[data.len() % others.len()], data);
+    }
+}
+
+/// The typed view of a revision other than the typed one, through its spec codec.
+fn other_revision(p: &WireProfile, data: &[u8]) {
+    let codec = p.codec();
+    let rev = p.name();
+    if let Ok(v) = codec.decode(META, data) {
+        let t = MooncakeXferMetadata::from_revision(&v)
+            .unwrap_or_else(|e| panic!("{rev} {META}: a decoded value does not convert: {e}: {}", hex::encode(data)));
+        let back = t.to_revision(codec).unwrap_or_else(|e| panic!("{rev} {META}: to_revision: {e}"));
+        assert!(valeq::same(&back, &v), "{rev} {META}: to_revision(from_revision(v)) != v: {}", hex::encode(data));
+        assert_eq!(p.decode_metadata(data).as_ref(), Ok(&t), "{rev} {META}: the profile decodes otherwise");
+        assert_eq!(
+            hex::encode(p.encode_metadata(&t).unwrap_or_else(|e| panic!("{rev} {META}: encode: {e}"))),
+            hex::encode(codec.encode(META, &v).unwrap()),
+            "{rev} {META}: the profile's encoding is not the canonical one"
+        );
+    } else {
+        assert!(p.decode_metadata(data).is_err(), "{rev} {META}: the profile accepts what its codec refuses");
+    }
+    if let Ok(v) = codec.decode(RESP, data) {
+        let t = MooncakeXferResponse::from_revision(&v)
+            .unwrap_or_else(|e| panic!("{rev} {RESP}: a decoded value does not convert: {e}: {}", hex::encode(data)));
+        let back = t.to_revision(codec).unwrap_or_else(|e| panic!("{rev} {RESP}: to_revision: {e}"));
+        assert!(valeq::same(&back, &v), "{rev} {RESP}: to_revision(from_revision(v)) != v: {}", hex::encode(data));
+        assert_eq!(p.decode_response(data).as_ref(), Ok(&t), "{rev} {RESP}: the profile decodes otherwise");
+        assert_eq!(
+            hex::encode(p.encode_response(&t).unwrap_or_else(|e| panic!("{rev} {RESP}: encode: {e}"))),
+            hex::encode(codec.encode(RESP, &v).unwrap()),
+            "{rev} {RESP}: the profile's encoding is not the canonical one"
+        );
+    } else {
+        assert!(p.decode_response(data).is_err(), "{rev} {RESP}: the profile accepts what its codec refuses");
+    }
 }
 
 fn agree<T>(
