@@ -197,6 +197,7 @@ pub fn run(data: &[u8]) {
     execute(&input);
 }
 
+#[allow(clippy::large_enum_variant)] // one per fuzz input
 enum Dec {
     G1(Gen1Decoder),
     G2(DecoderCore),
