@@ -74,6 +74,28 @@ fn explicit_base_gives_the_edits_of_the_release() {
     }
     assert_eq!(wire_fingerprint(&d.revision).unwrap(), wire_fingerprint(r).unwrap());
     assert!(d.not_derived.iter().any(|n| n.contains("LAYOUT_MISS") && n.contains("terminal")), "{:?}", d.not_derived);
+    // The written file is a spec file `diff` reads: its changes are the wire changes of 0.32.0 → 0.33.0,
+    // classified alike (the behaviour rows are not derived: they stay 0.32.0's).
+    let t = TempDir::new("file");
+    let f = t.0.join("proposed.toml");
+    std::fs::write(&f, &d.text).unwrap();
+    let from_file = changes(&diff_json("vllm-0.32.0", &f));
+    let released =
+        Command::new(bin()).args(["diff", "vllm-0.32.0", "vllm-0.33.0", "--format", "json"]).output().unwrap();
+    let released: serde_json::Value = serde_json::from_slice(&released.stdout).unwrap();
+    let wire: Vec<serde_json::Value> =
+        changes(&released).into_iter().filter(|c| c["area"] == "struct" || c["area"] == "enum").collect();
+    assert_eq!(wire.len(), 3);
+    // Notes differ by design: 0.33.0's own notes quote its edits' `why` and its layout caching (behaviour).
+    let strip = |v: Vec<serde_json::Value>| -> Vec<serde_json::Value> {
+        v.into_iter()
+            .map(|mut c| {
+                c.as_object_mut().unwrap().remove("notes");
+                c
+            })
+            .collect()
+    };
+    assert_eq!(strip(from_file), strip(wire));
 }
 
 fn diff_json(old: &str, new: &Path) -> serde_json::Value {
