@@ -305,3 +305,115 @@ fn structs_may_live_in_any_file_of_the_package() {
         one.not_derived
     );
 }
+
+const SPELLINGS: &str = r#"import typing
+from typing import Optional, List, Dict, Tuple, Union
+import msgspec
+from msgspec import Struct
+from enum import IntEnum, auto
+from fastapi import FastAPI, HTTPException
+from pydantic import BaseModel
+
+Id: typing.TypeAlias = str
+
+
+class Kind(IntEnum):
+    A = auto()
+    B = auto()
+    C = 10
+
+
+class Base(Struct, tag=True, array_like=True):
+    pass
+
+
+class Msg(Base, forbid_unknown_fields=True, kw_only=True):
+    a: Optional[List[Id]] = None
+    b: "Dict[str, Tuple[int, ...]]" = msgspec.field(default_factory=dict)
+    c: Union[int, None] = msgspec.field(default=3)
+    d: Kind = Kind.A
+    e: Union[int, str] = 0
+    f: typing.ClassVar[int] = 1
+
+
+app = FastAPI()
+
+
+class Req(BaseModel):
+    id: Id
+
+
+@app.post("/x")
+async def x(req: Req):
+    raise HTTPException(409, f"taken: {req.id}")
+
+
+def y():
+    return {"ok": "yes"}
+
+
+app.add_api_route("/y", y, methods=["GET"])
+"#;
+
+#[test]
+fn the_reader_knows_the_spellings_and_says_what_it_cannot_read() {
+    if !python_ok() {
+        return;
+    }
+    let d = TempDir::new("spell");
+    let f = d.0.join("proto.py");
+    std::fs::write(&f, SPELLINGS).unwrap();
+    let facts = extract::read_facts(&f, &extract::default_python()).unwrap();
+    let kind = facts.enums.iter().find(|e| e.name == "Kind").expect("an enum a field uses");
+    assert_eq!(
+        kind.members.iter().map(|m| (m.name.as_str(), m.value)).collect::<Vec<_>>(),
+        [("A", 1), ("B", 2), ("C", 10)]
+    );
+    assert_eq!(facts.aliases["Id"].ty, "str");
+    let names: Vec<&str> = facts.structs.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["Msg"], "the field-less base is not a message");
+    let msg = &facts.structs[0];
+    let opts = serde_json::Value::Object(msg.options.clone());
+    assert_eq!(
+        opts,
+        serde_json::json!({"tag": true, "array_like": true, "forbid_unknown_fields": true, "kw_only": true})
+    );
+    let fields: Vec<(&str, Option<&str>, Option<Option<&str>>, Option<&str>)> = msg
+        .fields
+        .iter()
+        .map(|f| {
+            (f.name.as_str(), f.ty.as_deref(), f.default.as_ref().map(|d| d.as_deref()), f.default_factory.as_deref())
+        })
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            ("a", Some("optional[list[Id]]"), Some(Some("None")), None),
+            ("b", Some("dict[str, tuple[int, ...]]"), None, Some("dict")),
+            ("c", Some("optional[int]"), Some(Some("3")), None),
+            ("d", Some("Kind"), Some(None), None),
+            ("e", None, Some(Some("0")), None),
+        ]
+    );
+    let nd = facts.not_derived.join("\n");
+    for want in [
+        "Msg.d: default `Kind.A` is not a literal",
+        "Msg.e: type a union other than",
+        "kw_only",
+        "Base: a field-less base",
+    ] {
+        assert!(nd.contains(want), "not derived lacks {want:?}:\n{nd}");
+    }
+    let b = facts.bootstrap.as_ref().expect("the FastAPI routes");
+    let routes: Vec<(&str, &str, Option<&str>)> =
+        b.routes.iter().map(|r| (r.method.as_str(), r.path.as_str(), r.request.as_deref())).collect();
+    assert_eq!(routes, [("POST", "/x", Some("Req")), ("GET", "/y", None)]);
+    let x = &b.routes[0].responses;
+    assert_eq!((x[0].status, x[0].detail.as_deref()), (409, Some("taken: {id}")));
+    assert!(x[1].framework && x[1].status == 422);
+    assert_eq!(b.routes[1].responses[0].json.as_ref().unwrap()["ok"], "yes");
+    assert_eq!(
+        b.models.iter().map(|m| (m.name.as_str(), m.kind.as_str())).collect::<Vec<_>>(),
+        [("Req", "pydantic.BaseModel")]
+    );
+}
