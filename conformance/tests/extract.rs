@@ -417,3 +417,30 @@ fn the_reader_knows_the_spellings_and_says_what_it_cannot_read() {
         [("Req", "pydantic.BaseModel")]
     );
 }
+
+#[test]
+fn moved_and_added_fields_land_where_the_source_has_them() {
+    if !python_ok() {
+        return;
+    }
+    let mut r = (**Spec::builtin().revision("vllm-0.33.0").unwrap()).clone();
+    let meta = r.structs.get_mut("MooncakeXferMetadata").unwrap();
+    meta.fields.swap(2, 3);
+    let moved = meta.fields.remove(5);
+    meta.fields.insert(0, moved);
+    let mut first = meta.fields[1].clone();
+    first.name = "wire_version".into();
+    meta.fields.insert(0, first);
+    let want: Vec<String> = meta.fields.iter().map(|f| f.name.clone()).collect();
+    let src = checkout(&r, &python_source(&r));
+    let d = extract::derive(&src.0, &extract::default_python(), Some("vllm-0.33.0")).unwrap();
+    let got: Vec<String> = d.revision.structs["MooncakeXferMetadata"].fields.iter().map(|f| f.name.clone()).collect();
+    assert_eq!(got, want, "{}", d.text);
+    assert_eq!(wire_fingerprint(&d.revision).unwrap(), wire_fingerprint(&r).unwrap());
+    // Moved fields keep their docs from the base.
+    let doc = |rev: &mooncake_wire::spec::Revision, n: &str| {
+        rev.structs["MooncakeXferMetadata"].fields.iter().find(|f| f.name == n).unwrap().doc.clone()
+    };
+    assert_eq!(doc(&d.revision, "remote_tp_rank"), doc(&r, "remote_tp_rank"));
+    assert!(!doc(&d.revision, "remote_tp_rank").is_empty());
+}
