@@ -93,17 +93,22 @@ pub fn proof(paths: &[PathBuf], out: Option<&PathBuf>, check: Option<&PathBuf>, 
         ));
     }
     let mut rows = vec![];
+    let mut skipped = String::new();
     for w in &wheels {
         match proof::row(w, python) {
             Ok(r) => rows.push(r),
+            // A cached wheel of a release no revision covers (nothing to compare with) is named, not fatal.
+            Err(e) if paths.is_empty() && e.code == USAGE && e.message.contains("is in no revision") => {
+                skipped.push_str(&format!("skipped: {}\n", e.message));
+            }
             Err(e) => {
-                return Outcome {
-                    stdout: String::new(),
-                    errors: vec![format!("{}: {}", w.display(), e.message)],
-                    code: e.code,
-                }
+                let errors = vec![format!("{}: {}", w.display(), e.message)];
+                return Outcome { stdout: String::new(), errors, code: e.code };
             }
         }
+    }
+    if rows.is_empty() {
+        return Outcome::usage(format!("--proof: no cached wheel of a release the spec covers\n{skipped}"));
     }
     let md = proof::markdown(&rows);
     let bad = rows.iter().filter(|r| !r.agrees()).count();
@@ -137,5 +142,5 @@ pub fn proof(paths: &[PathBuf], out: Option<&PathBuf>, check: Option<&PathBuf>, 
     if bad > 0 {
         errors.push(format!("{bad} wheel(s) do not give the bundled fingerprint"));
     }
-    Outcome { stdout: if out.is_some() { String::new() } else { md }, errors, code }
+    Outcome { stdout: if out.is_some() { skipped } else { md + &skipped }, errors, code }
 }

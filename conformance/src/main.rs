@@ -158,11 +158,12 @@ enum Cmd {
     /// old decoder reads new bytes and a new decoder reads old bytes (compatible / breaks only when sent /
     /// breaks), and whether unchanged messages keep their bytes. Exits 1 on a breaking change unless
     /// --allow-breaking.
-    #[command(after_help = concat!("Exit codes: 0 = no change breaks a direction (or --allow-breaking); 1 = a breaking change; 2 = bad usage or an unknown revision; 3 = the environment failed (git).", "\n\nExample:\n  mooncake-conformance diff 0.32.0 0.33.0 --format summary"))]
+    #[command(after_help = concat!("Exit codes: 0 = no change breaks a direction (or --allow-breaking); 1 = a breaking change; 2 = bad usage or an unknown revision; 3 = the environment failed (git, or no Python to read a source side).", "\n\nExample:\n  mooncake-conformance diff 0.32.0 0.33.0 --format summary"))]
     Diff {
         /// The old side: a revision or release (vllm-0.32.0, 0.27.1, v0.27.1, vllm-0.27.1, ascend:0.18.0), a
         /// spec file, a spec directory (its newest revision), or git:REF (spec/ of this repository at REF);
-        /// DIR#REV and git:REF#REV pick a revision.
+        /// DIR#REV and git:REF#REV pick a revision. vLLM source — a checkout, the connector's package folder,
+        /// a .py file or a wheel — is read as `extract` reads it.
         old: String,
         /// The new side, in the same forms as OLD (same protocol family).
         new: String,

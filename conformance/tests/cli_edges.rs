@@ -528,6 +528,7 @@ fn every_subcommand_help_states_exit_codes_and_ends_with_an_example() {
         &["validate"],
         &["vectors"],
         &["diff"],
+        &["extract"],
         &["hash", "wire"],
         &["hash", "check"],
         &["key", "build"],

@@ -74,6 +74,28 @@ fn explicit_base_gives_the_edits_of_the_release() {
     }
     assert_eq!(wire_fingerprint(&d.revision).unwrap(), wire_fingerprint(r).unwrap());
     assert!(d.not_derived.iter().any(|n| n.contains("LAYOUT_MISS") && n.contains("terminal")), "{:?}", d.not_derived);
+    // The written file is a spec file `diff` reads: its changes are the wire changes of 0.32.0 → 0.33.0,
+    // classified alike (the behaviour rows are not derived: they stay 0.32.0's).
+    let t = TempDir::new("file");
+    let f = t.0.join("proposed.toml");
+    std::fs::write(&f, &d.text).unwrap();
+    let from_file = changes(&diff_json("vllm-0.32.0", &f));
+    let released =
+        Command::new(bin()).args(["diff", "vllm-0.32.0", "vllm-0.33.0", "--format", "json"]).output().unwrap();
+    let released: serde_json::Value = serde_json::from_slice(&released.stdout).unwrap();
+    let wire: Vec<serde_json::Value> =
+        changes(&released).into_iter().filter(|c| c["area"] == "struct" || c["area"] == "enum").collect();
+    assert_eq!(wire.len(), 3);
+    // Notes differ by design: 0.33.0's own notes quote its edits' `why` and its layout caching (behaviour).
+    let strip = |v: Vec<serde_json::Value>| -> Vec<serde_json::Value> {
+        v.into_iter()
+            .map(|mut c| {
+                c.as_object_mut().unwrap().remove("notes");
+                c
+            })
+            .collect()
+    };
+    assert_eq!(strip(from_file), strip(wire));
 }
 
 fn diff_json(old: &str, new: &Path) -> serde_json::Value {
@@ -282,4 +304,143 @@ fn structs_may_live_in_any_file_of_the_package() {
         "{:?}",
         one.not_derived
     );
+}
+
+const SPELLINGS: &str = r#"import typing
+from typing import Optional, List, Dict, Tuple, Union
+import msgspec
+from msgspec import Struct
+from enum import IntEnum, auto
+from fastapi import FastAPI, HTTPException
+from pydantic import BaseModel
+
+Id: typing.TypeAlias = str
+
+
+class Kind(IntEnum):
+    A = auto()
+    B = auto()
+    C = 10
+
+
+class Base(Struct, tag=True, array_like=True):
+    pass
+
+
+class Msg(Base, forbid_unknown_fields=True, kw_only=True):
+    a: Optional[List[Id]] = None
+    b: "Dict[str, Tuple[int, ...]]" = msgspec.field(default_factory=dict)
+    c: Union[int, None] = msgspec.field(default=3)
+    d: Kind = Kind.A
+    e: Union[int, str] = 0
+    f: typing.ClassVar[int] = 1
+
+
+app = FastAPI()
+
+
+class Req(BaseModel):
+    id: Id
+
+
+@app.post("/x")
+async def x(req: Req):
+    raise HTTPException(409, f"taken: {req.id}")
+
+
+def y():
+    return {"ok": "yes"}
+
+
+app.add_api_route("/y", y, methods=["GET"])
+"#;
+
+#[test]
+fn the_reader_knows_the_spellings_and_says_what_it_cannot_read() {
+    if !python_ok() {
+        return;
+    }
+    let d = TempDir::new("spell");
+    let f = d.0.join("proto.py");
+    std::fs::write(&f, SPELLINGS).unwrap();
+    let facts = extract::read_facts(&f, &extract::default_python()).unwrap();
+    let kind = facts.enums.iter().find(|e| e.name == "Kind").expect("an enum a field uses");
+    assert_eq!(
+        kind.members.iter().map(|m| (m.name.as_str(), m.value)).collect::<Vec<_>>(),
+        [("A", 1), ("B", 2), ("C", 10)]
+    );
+    assert_eq!(facts.aliases["Id"].ty, "str");
+    let names: Vec<&str> = facts.structs.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["Msg"], "the field-less base is not a message");
+    let msg = &facts.structs[0];
+    let opts = serde_json::Value::Object(msg.options.clone());
+    assert_eq!(
+        opts,
+        serde_json::json!({"tag": true, "array_like": true, "forbid_unknown_fields": true, "kw_only": true})
+    );
+    let fields: Vec<(&str, Option<&str>, Option<Option<&str>>, Option<&str>)> = msg
+        .fields
+        .iter()
+        .map(|f| {
+            (f.name.as_str(), f.ty.as_deref(), f.default.as_ref().map(|d| d.as_deref()), f.default_factory.as_deref())
+        })
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            ("a", Some("optional[list[Id]]"), Some(Some("None")), None),
+            ("b", Some("dict[str, tuple[int, ...]]"), None, Some("dict")),
+            ("c", Some("optional[int]"), Some(Some("3")), None),
+            ("d", Some("Kind"), Some(None), None),
+            ("e", None, Some(Some("0")), None),
+        ]
+    );
+    let nd = facts.not_derived.join("\n");
+    for want in [
+        "Msg.d: default `Kind.A` is not a literal",
+        "Msg.e: type a union other than",
+        "kw_only",
+        "Base: a field-less base",
+    ] {
+        assert!(nd.contains(want), "not derived lacks {want:?}:\n{nd}");
+    }
+    let b = facts.bootstrap.as_ref().expect("the FastAPI routes");
+    let routes: Vec<(&str, &str, Option<&str>)> =
+        b.routes.iter().map(|r| (r.method.as_str(), r.path.as_str(), r.request.as_deref())).collect();
+    assert_eq!(routes, [("POST", "/x", Some("Req")), ("GET", "/y", None)]);
+    let x = &b.routes[0].responses;
+    assert_eq!((x[0].status, x[0].detail.as_deref()), (409, Some("taken: {id}")));
+    assert!(x[1].framework && x[1].status == 422);
+    assert_eq!(b.routes[1].responses[0].json.as_ref().unwrap()["ok"], "yes");
+    assert_eq!(
+        b.models.iter().map(|m| (m.name.as_str(), m.kind.as_str())).collect::<Vec<_>>(),
+        [("Req", "pydantic.BaseModel")]
+    );
+}
+
+#[test]
+fn moved_and_added_fields_land_where_the_source_has_them() {
+    if !python_ok() {
+        return;
+    }
+    let mut r = (**Spec::builtin().revision("vllm-0.33.0").unwrap()).clone();
+    let meta = r.structs.get_mut("MooncakeXferMetadata").unwrap();
+    meta.fields.swap(2, 3);
+    let moved = meta.fields.remove(5);
+    meta.fields.insert(0, moved);
+    let mut first = meta.fields[1].clone();
+    first.name = "wire_version".into();
+    meta.fields.insert(0, first);
+    let want: Vec<String> = meta.fields.iter().map(|f| f.name.clone()).collect();
+    let src = checkout(&r, &python_source(&r));
+    let d = extract::derive(&src.0, &extract::default_python(), Some("vllm-0.33.0")).unwrap();
+    let got: Vec<String> = d.revision.structs["MooncakeXferMetadata"].fields.iter().map(|f| f.name.clone()).collect();
+    assert_eq!(got, want, "{}", d.text);
+    assert_eq!(wire_fingerprint(&d.revision).unwrap(), wire_fingerprint(&r).unwrap());
+    // Moved fields keep their docs from the base.
+    let doc = |rev: &mooncake_wire::spec::Revision, n: &str| {
+        rev.structs["MooncakeXferMetadata"].fields.iter().find(|f| f.name == n).unwrap().doc.clone()
+    };
+    assert_eq!(doc(&d.revision, "remote_tp_rank"), doc(&r, "remote_tp_rank"));
+    assert!(!doc(&d.revision, "remote_tp_rank").is_empty());
 }

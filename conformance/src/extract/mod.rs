@@ -40,6 +40,8 @@ pub struct Derived {
     pub text: String,
     pub revision: Arc<Revision>,
     pub not_derived: Vec<String>,
+    /// Every candidate base with its edit count, fewest first (the chosen base among the fewest).
+    pub ranking: Vec<(String, usize)>,
 }
 
 /// The interpreter that runs the script: `MOONCAKE_PYTHON`, else `python3`.
@@ -133,8 +135,10 @@ pub fn derive_from(facts: Facts, base: Option<&str>) -> Result<Derived, ExtractE
             .collect(),
     };
     let mut best: Option<(Arc<Revision>, edits::EditList)> = None;
+    let mut ranking = vec![];
     for cand in candidates.iter().rev() {
         let e = edits::edits(&facts, cand, &source);
+        ranking.push((cand.revision.clone(), e.edits.len()));
         let better = match &best {
             None => true,
             Some((b, be)) => {
@@ -172,5 +176,14 @@ pub fn derive_from(facts: Facts, base: Option<&str>) -> Result<Derived, ExtractE
         })
         .collect();
     not_derived.extend(list.notes.iter().cloned());
-    Ok(Derived { base: base_rev.revision.clone(), edits: list.edits.len(), text, revision, not_derived, facts })
+    ranking.sort_by_key(|(n, e)| (*e, n != &base_rev.revision));
+    Ok(Derived {
+        base: base_rev.revision.clone(),
+        edits: list.edits.len(),
+        text,
+        revision,
+        not_derived,
+        facts,
+        ranking,
+    })
 }

@@ -20,6 +20,8 @@ pub struct Row {
     /// The closest base the extraction chose, and its edit count.
     pub base: String,
     pub edits: usize,
+    /// The next closest bundled revision and its edit count (how clearly the source picks its revision).
+    pub next: Option<(String, usize)>,
 }
 
 impl Row {
@@ -76,6 +78,7 @@ pub fn row(wheel: &Path, python: &str) -> Result<Row, ExtractError> {
         revision: covering.revision.clone(),
         bundled: fp(&covering)?,
         extracted: fp(&d.revision)?,
+        next: d.ranking.get(1).cloned(),
         base: d.base,
         edits: d.edits,
     })
@@ -89,20 +92,22 @@ pub fn markdown(rows: &[Row]) -> String {
          `mooncake-conformance extract` on each release's wheel (static reading, no vLLM import) against the bundled\n\
          revision covering that release: the wire fingerprint over structs and enums (spec/README.md, \"Wire\n\
          fingerprint\"), and the bundled revision the extraction chose as its closest base with its edit count\n\
-         (0: the source's structs, enums, aliases and bootstrap routes and models are exactly that revision's).\n\n\
-         | Release | Bundled revision | Bundled fingerprint | Extracted fingerprint | Equal | Closest base | Edits |\n\
-         |---|---|---|---|---|---|---|\n",
+         (0: the source's structs, enums, aliases and bootstrap routes and models are exactly that revision's), then the\n\
+         next closest revision with its edit count (0 there too: the same declarations, told apart by the release).\n\n\
+         | Release | Bundled revision | Bundled fingerprint | Extracted fingerprint | Equal | Closest base | Edits | Next closest |\n\
+         |---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         s.push_str(&format!(
-            "| {} | `{}` | `{}` | `{}` | {} | `{}` | {} |\n",
+            "| {} | `{}` | `{}` | `{}` | {} | `{}` | {} | {} |\n",
             r.release,
             r.revision,
             &r.bundled[..16],
             &r.extracted[..16],
             if r.agrees() { "yes" } else { "**no**" },
             r.base,
-            r.edits
+            r.edits,
+            r.next.as_ref().map(|(n, e)| format!("`{n}`: {e}")).unwrap_or_else(|| "—".into())
         ));
     }
     let agree = rows.iter().filter(|r| r.agrees()).count();
