@@ -478,7 +478,16 @@ fn run_list_and_repeatable_comma_separated_filters() {
 fn fail_fast_stops_after_the_first_failure() {
     let f = script_testee("failfast", "[\"vllm-0.33.0\"]", "echo '{\"ok\": false, \"error\": \"not today\"}'");
     let o = expect(
-        &["run", "--testee", &format!("'{}'", f.display()), "--case", "vllm-0.33.0/a_single_success", "--fail-fast"],
+        &[
+            "run",
+            "--testee",
+            &format!("'{}'", f.display()),
+            "--case",
+            "vllm-0.33.0/a_single_success",
+            "--fail-fast",
+            "--jobs",
+            "1",
+        ],
         1,
         "2 cases not run",
     );
