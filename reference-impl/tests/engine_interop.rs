@@ -28,6 +28,18 @@ fn skip() -> bool {
     }
 }
 
+/// A target on ports a dropped one held: its listeners close once its aborted tasks are dropped, which the
+/// runtime does asynchronously, so binding is retried for up to 2 s (as a restarted process would find them).
+async fn bind_again(rpc: u16, data: u16, mem: SharedMemory) -> EngineTarget {
+    for _ in 0..100 {
+        if let Ok(t) = EngineTarget::bind("127.0.0.1", rpc, data, mem.clone()).await {
+            return t;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("ports {rpc}/{data} still in use 2 s after the target was dropped");
+}
+
 fn zeroed() -> SharedMemory {
     let mut m = Memory::default();
     m.register(BASE, LEN, |_| 0);
@@ -138,7 +150,7 @@ async fn the_real_engine_initiator_to_the_rust_target() {
     // The target restarts on the same ports with fresh memory; the engine's next writes land there.
     drop(t);
     let mem2 = zeroed();
-    let t2 = EngineTarget::bind("127.0.0.1", rpc, data, mem2.clone()).await.unwrap();
+    let t2 = bind_again(rpc, data, mem2.clone()).await;
     let mut landed = false;
     for _ in 0..3 {
         // The engine may first see its pooled connection to the old process fail.
@@ -163,9 +175,8 @@ async fn a_restarted_target_is_handshaken_again() {
     let c = EngineClient::new();
     c.transfer(&session, vec![Request::Write { addr: BASE, data: vec![7; 64] }]).await.unwrap();
     drop(t);
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     let mem2 = zeroed();
-    let _t2 = EngineTarget::bind("127.0.0.1", rpc, 0, mem2.clone()).await.unwrap();
+    let _t2 = bind_again(rpc, 0, mem2.clone()).await;
     c.transfer(&session, vec![Request::Write { addr: BASE + 64, data: vec![8; 64] }]).await.unwrap();
     let r = region(&mem2);
     assert!(r[..64].iter().all(|&b| b == 0) && r[64..128].iter().all(|&b| b == 8));

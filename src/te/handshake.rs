@@ -94,7 +94,7 @@ impl FrameDecoder {
     pub fn wanted(&self) -> usize {
         match self.declared() {
             None => 8 - self.buf.len(),
-            Some(n) => (8 + n as usize).saturating_sub(self.buf.len()).max(1),
+            Some(n) => (n.min(MAX_TE_HANDSHAKE_BYTES as u64) as usize + 8).saturating_sub(self.buf.len()).max(1),
         }
     }
     fn declared(&self) -> Option<u64> {
@@ -155,6 +155,7 @@ mod tests {
         assert_eq!(d.poll(), Err(FrameError::Empty));
         let mut d = FrameDecoder::new();
         d.feed(&u64::MAX.to_le_bytes());
+        assert!(d.wanted() > 0, "no overflow on a huge declared length");
         assert!(matches!(d.poll(), Err(FrameError::TooLong { .. })));
         let mut d = FrameDecoder::new();
         d.feed(&[5, 0, 0, 0, 0, 0, 0, 0, 1]);

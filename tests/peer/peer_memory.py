@@ -27,7 +27,6 @@ from array import array
 log = logging.getLogger("peer.memory")
 
 PROVENANCE_TAG = 0x4D43
-MAGIC = b"MCWR"
 # Caps for one batch write on the receiving side (a declared length is checked against the registered
 # memory before any byte is read, so nothing is allocated from an unchecked length).
 MAX_TRANSFER_BYTES = 1 << 30
