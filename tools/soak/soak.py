@@ -680,27 +680,12 @@ class Soak:
             self.violation(f"{d.name}: {bad} words of its memory are not the provenance of the blocks pulled there")
 
     def check_resources(self):
-        """RSS and fds flat after warm-up, for every process that lived through the whole run."""
-        warm = self.a.warmup
-        series = {}
-        for t, name, kind, rss, fds in self.samples:
-            series.setdefault(name, []).append((t, rss, fds))
-        self.resource_rows = []
-        for name, pts in sorted(series.items()):
-            p = self.incarnation[name]
-            after = [x for x in pts if x[0] >= warm]
-            if p.dead or len(after) < 10 or p.started_at - self.t0 > warm:
-                continue
-            n = max(2, len(after) // 5)
-            med = lambda xs: sorted(xs)[len(xs) // 2]
-            rss0, rss1 = med([x[1] for x in after[:n]]), med([x[1] for x in after[-n:]])
-            fd0, fd1 = med([x[2] for x in after[:n]]), med([x[2] for x in after[-n:]])
-            ok_rss = rss1 - rss0 <= max(8 << 20, 0.15 * rss0)
-            ok_fd = fd1 - fd0 <= 4
-            self.resource_rows.append((name, p.kind, rss0, rss1, fd0, fd1, ok_rss and ok_fd))
-            if not ok_rss:
+        """RSS and fds flat after warm-up, for every process incarnation that lived long enough to judge."""
+        self.resource_rows = judge_resources(self.samples, self.a.warmup)
+        for name, kind, rss0, rss1, fd0, fd1, ok in self.resource_rows:
+            if rss1 - rss0 > max(8 << 20, 0.15 * rss0):
                 self.violation(f"{name}: RSS grew from {rss0 >> 10} KiB to {rss1 >> 10} KiB after warm-up")
-            if not ok_fd:
+            if fd1 - fd0 > 4:
                 self.violation(f"{name}: open fds grew from {fd0} to {fd1} after warm-up")
         if not self.resource_rows:
             self.violation("no process lived long enough after warm-up to judge RSS and fds")
@@ -723,15 +708,6 @@ class Soak:
         svg = plot(self.samples, a.warmup, f"mooncake-peer soak, {self.rev}, {a.minutes} min")
         with open(os.path.join(a.out, "rss.svg"), "w") as f:
             f.write(svg)
-        by_kind = {}
-        for name, kind, rss0, rss1, fd0, fd1, ok in self.resource_rows:
-            k = by_kind.setdefault(kind, [0, 0, 0, 0, 0, 0])
-            k[0] += 1
-            k[1] = max(k[1], rss0)
-            k[2] = max(k[2], rss1)
-            k[3] = max(k[3], rss1 - rss0)
-            k[4] = max(k[4], fd1 - fd0)
-            k[5] += 0 if ok else 1
         summary = {
             "revision": self.rev,
             "minutes": a.minutes,
@@ -747,9 +723,7 @@ class Soak:
             "prefiller_outcomes": self.prefiller_outcomes,
             "memory": {"decoder_blocks_checked": getattr(self, "blocks_checked", 0),
                        "decoder_blocks_written": getattr(self, "blocks_written", 0)},
-            "resources": {k: {"processes": v[0], "max_rss_after_warmup_kib": v[1] >> 10,
-                              "max_rss_at_end_kib": v[2] >> 10, "max_rss_growth_kib": v[3] >> 10,
-                              "max_fd_growth": v[4], "not_flat": v[5]} for k, v in by_kind.items()},
+            "resources": resources_by_kind(self.resource_rows),
             "behaviour": {k: self.beh.get(k) for k in ("failure_report", "failure_finish", "unreported_after_finish")},
             "violations": self.violations,
         }
@@ -764,6 +738,43 @@ class Soak:
         print(f"soak {verdict}: {summary['requests_pulled']} requests over {a.minutes} min, "
               f"{sum(self.faults.values())} faults; results in {a.out}")
         return 0 if not self.violations else 1
+
+
+def judge_resources(samples, warmup):
+    """Per process incarnation (restarted processes are new ones) that has at least 10 samples after its own
+    warm-up (`warmup` seconds, or a fifth of its life if shorter): the medians of RSS and fds over the first
+    and the last fifth of those samples, and whether growth stays within max(8 MiB, 15 %) and 4 fds."""
+    series = {}
+    for t, name, kind, rss, fds in samples:
+        series.setdefault((name, kind), []).append((t, rss, fds))
+    rows = []
+    med = lambda xs: sorted(xs)[len(xs) // 2]
+    for (name, kind), pts in sorted(series.items()):
+        t0, t1 = pts[0][0], pts[-1][0]
+        own = min(warmup, (t1 - t0) / 5)
+        after = [x for x in pts if x[0] >= t0 + own]
+        if len(after) < 10:
+            continue
+        n = max(2, len(after) // 5)
+        rss0, rss1 = med([x[1] for x in after[:n]]), med([x[1] for x in after[-n:]])
+        fd0, fd1 = med([x[2] for x in after[:n]]), med([x[2] for x in after[-n:]])
+        ok = rss1 - rss0 <= max(8 << 20, 0.15 * rss0) and fd1 - fd0 <= 4
+        rows.append((name, kind, rss0, rss1, fd0, fd1, ok))
+    return rows
+
+
+def resources_by_kind(rows):
+    by_kind = {}
+    for name, kind, rss0, rss1, fd0, fd1, ok in rows:
+        k = by_kind.setdefault(kind, [0, 0, 0, 0, 0, 0])
+        k[0] += 1
+        k[1] = max(k[1], rss0)
+        k[2] = max(k[2], rss1)
+        k[3] = max(k[3], rss1 - rss0)
+        k[4] = max(k[4], fd1 - fd0)
+        k[5] += 0 if ok else 1
+    return {k: {"processes": v[0], "max_rss_after_warmup_kib": v[1] >> 10, "max_rss_at_end_kib": v[2] >> 10,
+                "max_rss_growth_kib": v[3] >> 10, "max_fd_growth": v[4], "not_flat": v[5]} for k, v in by_kind.items()}
 
 
 def render_markdown(summary, samples):
@@ -795,6 +806,15 @@ def render_markdown(summary, samples):
     for k, v in s["resources"].items():
         out.append(f"| {k} | {v['processes']} | {v['max_rss_after_warmup_kib']:,} KiB | {v['max_rss_at_end_kib']:,} KiB | "
                    f"{v['max_rss_growth_kib']:,} KiB | {v['max_fd_growth']} | {v['not_flat']} |")
+    if "resources_every_incarnation" in s:
+        out += ["", "Judged again from samples.csv by every process incarnation with 10 samples after its own warm-up "
+                "(restarted prefillers and bootstrap servers included; the run itself judged only the processes "
+                "that lived through it):", "",
+                "| role | incarnations judged | max RSS after warm-up | max RSS at the end | max RSS growth | max fd growth | not flat |",
+                "|---|---:|---:|---:|---:|---:|---:|"]
+        for k, v in s["resources_every_incarnation"].items():
+            out.append(f"| {k} | {v['processes']} | {v['max_rss_after_warmup_kib']:,} KiB | {v['max_rss_at_end_kib']:,} KiB | "
+                       f"{v['max_rss_growth_kib']:,} KiB | {v['max_fd_growth']} | {v['not_flat']} |")
     if samples:
         tmin, tmax = min(t for t, *_ in samples), max(t for t, *_ in samples)
         by_t = {}
@@ -903,8 +923,12 @@ def main():
     if a.render:
         with open(os.path.join(a.render, "summary.json")) as f:
             summary = json.load(f)
+        samples = read_samples(os.path.join(a.render, "samples.csv"))
+        rejudged = resources_by_kind(judge_resources(samples, a.warmup if a.warmup is not None else 120.0))
+        if rejudged != summary["resources"]:
+            summary["resources_every_incarnation"] = rejudged
         with open(os.path.join(a.render, "summary.md"), "w") as f:
-            f.write(render_markdown(summary, read_samples(os.path.join(a.render, "samples.csv"))))
+            f.write(render_markdown(summary, samples))
         return 0
     if a.decoders < 1 or a.prefillers < 1 or a.minutes <= 0:
         ap.error("--decoders, --prefillers and --minutes must be positive")
