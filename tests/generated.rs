@@ -22,8 +22,15 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 /// Files under `schema/` made by another generator, with the check that keeps each fresh: the compatibility
 /// matrix is observed by running reference peers against each other (`mooncake-conformance matrix`), which
 /// this crate cannot do; `scripts/test.sh` runs `matrix --check` on it.
-const OTHER_GENERATORS: [(&str, &str); 1] =
-    [("schema/push/compat-matrix.md", "mooncake-conformance matrix --check (scripts/test.sh)")];
+/// The extraction proof is made from released wheels (`mooncake-conformance extract --proof`), which the
+/// default suite may not have; `conformance/tests/extract_proof.rs` checks it when they are cached.
+const OTHER_GENERATORS: [(&str, &str); 2] = [
+    ("schema/push/compat-matrix.md", "mooncake-conformance matrix --check (scripts/test.sh)"),
+    (
+        "schema/push/extract-proof.md",
+        "mooncake-conformance extract --proof --check (conformance/tests/extract_proof.rs)",
+    ),
+];
 
 #[test]
 fn generated_files_are_fresh() {
