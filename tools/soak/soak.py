@@ -27,7 +27,9 @@ Then it stops injecting, lets every timeout pass, and accounts (exit 1 on any vi
   finished holds all of it: no write outside the blocks it was for;
 * resources: resident memory and open file descriptors of every process that lived through the run are flat
   after warm-up (growth of the median of the last fifth over the median of the fifth after warm-up at most
-  max(8 MiB, 15 %) of RSS and 4 descriptors).
+  max(8 MiB, 15 %) of RSS and 4 descriptors). Every new process (the first ones and every restarted or
+  replacing one) first makes one pull with every live peer of the other role, so that the connections it
+  keeps are all open before it is judged; a pool that keeps growing past that leaks.
 
 Writes a JSON summary, a CSV of RSS/fds samples and an SVG plot of RSS over time into --out, and prints a
 summary. Standard library plus pyzmq (the rogue peer), as in tests/oracle/requirements.txt.
@@ -212,6 +214,7 @@ class Soak:
             "prefiller_restart", "bootstrap_restart", "decoder_vanish", "transfer_failure", "rogue_frames",
             "slow_peer", "scheduler_abort")}
         self.rogue_messages = 0
+        self.warming_pulls = 0  # pulls of warm(): one per pair a new process forms
         self.samples = []  # (t, name, kind, rss, fds)
         self.violations = []
         self.t0 = time.time()
@@ -280,15 +283,20 @@ class Soak:
     def live(self, peers):
         return [p for p in peers if not p.dead and not p.paused]
 
-    def one_pull(self, vanish=False):
-        ds, ps = self.live(self.decoders), self.live(self.prefillers)
-        if not ds or not ps:
-            return
-        d, p = self.rng.choice(ds), self.rng.choice(ps)
+    def one_pull(self, vanish=False, pair=None):
+        """A pull of 1-3 requests of 1-4 blocks from a random live prefiller by a random live decoder, or, for
+        `pair` = (decoder, prefiller), one request of 4 blocks between those two (the warming pull)."""
+        if pair is None:
+            ds, ps = self.live(self.decoders), self.live(self.prefillers)
+            if not ds or not ps:
+                return
+            d, p = self.rng.choice(ds), self.rng.choice(ps)
+        else:
+            d, p = pair
         reqs = []
-        for _ in range(self.rng.randint(1, 3)):
+        for _ in range(1 if pair else self.rng.randint(1, 3)):
             self.seq += 1
-            n = self.rng.randint(1, 4)
+            n = 4 if pair else self.rng.randint(1, 4)
             c = self.block_cursor[d.name]
             local = [(c + i) % DECODER_BLOCKS for i in range(n)]
             self.block_cursor[d.name] = (c + n) % DECODER_BLOCKS
@@ -330,6 +338,23 @@ class Soak:
         d.kill()
         self.faults["decoder_vanish"] += 1
         self.decoders[d.slot] = self.start_decoder(d.slot, d.generation + 1)
+        self.warm(self.decoders[d.slot])
+
+    def warm(self, new):
+        """One pull of 4 scattered blocks between a new process and every live peer of the other role, so that
+        the connections it keeps (ZeroMQ sockets, the engine's up to 4 data connections per peer) are all open
+        before its resources are judged: a pool filled lazily by random pulls grows for as long as some pair
+        has not met yet, which on a short run looks exactly like a leak, and growth past a warmed pool is one.
+        These pulls are ordinary pulls, accounted like every other."""
+        if new.dead or new.paused:
+            return
+        if new.kind == "decoder":
+            pairs = [(new, p) for p in self.live(self.prefillers)]
+        else:
+            pairs = [(d, new) for d in self.live(self.decoders)]
+        for pair in pairs:
+            self.one_pull(pair=pair)
+        self.warming_pulls += len(pairs)
 
     def restart_prefiller(self):
         ps = self.live(self.prefillers)
@@ -343,6 +368,7 @@ class Soak:
         p.kill()
         self.faults["prefiller_restart"] += 1
         self.prefillers[p.slot] = self.start_prefiller(p.slot, p.generation + 1)
+        self.warm(self.prefillers[p.slot])
 
     def restart_bootstrap(self):
         self.bootstrap.kill()
@@ -492,9 +518,11 @@ class Soak:
         self.start_bootstrap()
         self.prefillers = [self.start_prefiller(i, 0) for i in range(a.prefillers)]
         self.decoders = [self.start_decoder(i, 0) for i in range(a.decoders)]
+        for d in self.decoders:
+            self.warm(d)
         started = time.time()
-        print(f"soak: {self.rev}: bootstrap, {a.prefillers} prefillers, {a.decoders} decoders up in "
-              f"{started - self.t0:.1f}s; {a.minutes} min at {a.rate} pulls/s, a fault every ~{a.fault_every}s",
+        print(f"soak: {self.rev}: bootstrap, {a.prefillers} prefillers, {a.decoders} decoders up and warmed "
+              f"({self.warming_pulls} pulls, one per pair) in {started - self.t0:.1f}s; {a.minutes} min at {a.rate} pulls/s, a fault every ~{a.fault_every}s",
               flush=True)
         end = started + a.minutes * 60
         next_pull, next_fault, next_sample, next_report = started, started + 2, started, started + 60
@@ -718,6 +746,7 @@ class Soak:
             "requests_pulled": self.seq - self.faults["scheduler_abort"],
             "faults": self.faults,
             "rogue_messages": self.rogue_messages,
+            "warming_pulls": self.warming_pulls,
             "prefiller_rejections": self.rejected,
             "decoder_outcomes": self.outcomes,
             "prefiller_outcomes": self.prefiller_outcomes,

@@ -55,7 +55,13 @@ pub enum Request {
 pub struct EngineClient {
     segments: Arc<Mutex<HashMap<String, Arc<SegmentDesc>>>>,
     idle: Arc<Mutex<HashMap<String, Vec<TcpStream>>>>,
+    /// Whether the task that prunes the idle pool every [`PRUNE_EVERY`] runs (started with the first pooled
+    /// connection; it ends with the last clone of the client).
+    sweeping: Arc<std::sync::atomic::AtomicBool>,
 }
+
+/// How often idle connections are checked for a target that closed them, transfers or not.
+const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl EngineClient {
     pub fn new() -> Self {
@@ -70,6 +76,11 @@ impl EngineClient {
         let d = Arc::new(handshake(session).await?);
         self.segments.lock().expect("segments").insert(session.to_string(), d.clone());
         Ok(d)
+    }
+
+    /// How many data connections sit idle in the pool (every peer together).
+    pub fn idle_connections(&self) -> usize {
+        self.idle.lock().expect("pool").values().map(Vec::len).sum()
     }
 
     /// Forgets the descriptor and the idle connections of a segment (the next transfer handshakes again).
@@ -141,7 +152,12 @@ impl EngineClient {
     }
 
     async fn connection(&self, addr: &str) -> Result<TcpStream, TransferError> {
-        if let Some(s) = self.idle.lock().expect("pool").get_mut(addr).and_then(Vec::pop) {
+        let pooled = {
+            let mut idle = self.idle.lock().expect("pool");
+            prune(&mut idle);
+            idle.get_mut(addr).and_then(Vec::pop)
+        };
+        if let Some(s) = pooled {
             return Ok(s);
         }
         let s = tokio::time::timeout(HANDSHAKE_TIMEOUT, TcpStream::connect(addr))
@@ -153,12 +169,38 @@ impl EngineClient {
     }
 
     fn give_back(&self, addr: &str, s: TcpStream) {
+        if !self.sweeping.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            let pool = Arc::downgrade(&self.idle);
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(PRUNE_EVERY).await;
+                    let Some(pool) = pool.upgrade() else { break };
+                    prune(&mut pool.lock().expect("pool"));
+                }
+            });
+        }
         let mut idle = self.idle.lock().expect("pool");
         let v = idle.entry(addr.to_string()).or_default();
         if v.len() < LANES_PER_PEER {
             v.push(s);
         }
     }
+}
+
+/// Drops the idle connections whose target closed them or sent something unasked (a target that exited, one
+/// that closed an idle connection), and the entries left empty: without it, the pool keeps a dead socket for
+/// every peer that went away, forever. Runs before a connection is taken and every [`PRUNE_EVERY`].
+fn prune(idle: &mut HashMap<String, Vec<TcpStream>>) {
+    idle.retain(|_, conns| {
+        conns.retain(still_open);
+        !conns.is_empty()
+    });
+}
+
+/// An idle connection is usable while reading it would block: no end of stream, no error, no unasked bytes.
+fn still_open(s: &TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    matches!(s.try_read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
 }
 
 fn data_addr(d: &SegmentDesc) -> String {

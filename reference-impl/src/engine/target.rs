@@ -59,7 +59,11 @@ impl EngineTarget {
         let (m1, m2) = (mem.clone(), mem);
         let hs = tokio::spawn(async move {
             loop {
-                let Ok((s, _)) = rpc.accept().await else { continue };
+                let Ok((s, _)) = rpc.accept().await else {
+                    // Out of fds or a transient error: wait instead of spinning on it.
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                };
                 let desc = descriptor(&name, &host, data_addr.port(), &m1);
                 // One connection at a time, as the engine's daemon: each exchange is bounded.
                 let got = tokio::time::timeout(HANDSHAKE_TIMEOUT * 2, answer_handshake(s, desc)).await;
@@ -77,7 +81,11 @@ impl EngineTarget {
         let conns = connections.clone();
         let ds = tokio::spawn(async move {
             loop {
-                let Ok((s, _)) = data.accept().await else { continue };
+                let Ok((s, _)) = data.accept().await else {
+                    // Out of fds or a transient error: wait instead of spinning on it.
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                };
                 let _ = s.set_nodelay(true);
                 let h = tokio::spawn(serve_data(s, m2.clone()));
                 let mut c = conns.lock().expect("connections");

@@ -1,0 +1,68 @@
+//! The initiator's connection pool keeps no connection to a target that went away: a prefiller that wrote to
+//! many decoders over a long run, some of which exited, holds sockets only to the live ones (the soak's fd
+//! check found the pool growing by one dead socket per lane and vanished decoder).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mooncake_reference::backend::SharedMemory;
+use mooncake_reference::engine::client::Request;
+use mooncake_reference::engine::{EngineClient, EngineTarget};
+use mooncake_wire::proto::memory::Memory;
+
+const BASE: u64 = 0x7f00_0000_0000;
+const LEN: usize = 64 * 1024;
+
+fn memory() -> SharedMemory {
+    let mut m = Memory::default();
+    m.register(BASE, LEN, |_| 0);
+    Arc::new(Mutex::new(m))
+}
+
+/// Four writes at once: the client spreads them over four connections, which it then keeps idle.
+fn four_writes() -> Vec<Request> {
+    (0..4).map(|i| Request::Write { addr: BASE + i * 1024, data: vec![i as u8 + 1; 512] }).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_to_a_target_that_exited_leave_the_pool() {
+    let gone = EngineTarget::bind("127.0.0.1", 0, 0, memory()).await.expect("bind");
+    let live = EngineTarget::bind("127.0.0.1", 0, 0, memory()).await.expect("bind");
+    let c = EngineClient::new();
+    c.transfer(&gone.session(), four_writes()).await.expect("writes to the first target");
+    // Up to four lanes (fewer when a lane finished before the last one asked for a connection).
+    let to_gone = c.idle_connections();
+    c.transfer(&live.session(), four_writes()).await.expect("writes to the second target");
+    let to_live = c.idle_connections() - to_gone;
+    assert!((1..=4).contains(&to_gone) && (1..=4).contains(&to_live), "{to_gone} and {to_live} kept idle");
+
+    drop(gone);
+    // The exit reaches the client as an end of stream on each idle socket; the pool is pruned every second,
+    // with no transfer needed (a prefiller whose decoder vanished may make none for a long time): bounded wait.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while c.idle_connections() != to_live {
+        assert!(
+            Instant::now() < deadline,
+            "5 s after the first target exited the pool still holds {} connections ({to_live} to the live one)",
+            c.idle_connections()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // And before a connection is taken: a target closed just now is not handed out.
+    let third = EngineTarget::bind("127.0.0.1", 0, 0, memory()).await.expect("bind");
+    c.transfer(&third.session(), four_writes()).await.expect("writes to the third target");
+    let to_third = c.idle_connections() - to_live;
+    drop(third);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        c.transfer(&live.session(), vec![Request::Write { addr: BASE, data: vec![9; 16] }]).await.expect("write");
+        if c.idle_connections() == to_live {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{} idle, {to_third} of them to a dropped target", c.idle_connections());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The live target's connections were not thrown away with the dead ones: they are still used.
+    c.transfer(&live.session(), four_writes()).await.expect("writes after the pruning");
+    assert!((to_live..=4).contains(&c.idle_connections()), "{} idle", c.idle_connections());
+}
