@@ -28,8 +28,9 @@ Then it stops injecting, lets every timeout pass, and accounts (exit 1 on any vi
 * resources: resident memory and open file descriptors of every process that lived through the run are flat
   after warm-up (growth of the median of the last fifth over the median of the fifth after warm-up at most
   max(8 MiB, 15 %) of RSS and 4 descriptors). Every new process (the first ones and every restarted or
-  replacing one) first makes one pull with every live peer of the other role, so that the connections it
-  keeps are all open before it is judged; a pool that keeps growing past that leaks.
+  replacing one) first makes one pull with every live peer of the other role (a stopped peer, when it
+  continues, with the ones it missed), so that the connections it keeps are all open before it is judged; a
+  pool that keeps growing past that leaks.
 
 Writes a JSON summary, a CSV of RSS/fds samples and an SVG plot of RSS over time into --out, and prints a
 summary. Standard library plus pyzmq (the rogue peer), as in tests/oracle/requirements.txt.
@@ -215,6 +216,7 @@ class Soak:
             "slow_peer", "scheduler_abort")}
         self.rogue_messages = 0
         self.warming_pulls = 0  # pulls of warm(): one per pair a new process forms
+        self.met = set()  # (decoder name, prefiller name) pairs warm() has pulled between
         self.samples = []  # (t, name, kind, rss, fds)
         self.violations = []
         self.t0 = time.time()
@@ -352,8 +354,11 @@ class Soak:
             pairs = [(new, p) for p in self.live(self.prefillers)]
         else:
             pairs = [(d, new) for d in self.live(self.decoders)]
-        for pair in pairs:
-            self.one_pull(pair=pair)
+        # A peer stopped (slow_peer) is met when it continues: resume_due() warms it with what it missed.
+        pairs = [(d, p) for d, p in pairs if (d.name, p.name) not in self.met]
+        for d, p in pairs:
+            self.one_pull(pair=(d, p))
+            self.met.add((d.name, p.name))
         self.warming_pulls += len(pairs)
 
     def restart_prefiller(self):
@@ -472,6 +477,8 @@ class Soak:
                 if not p.dead:
                     os.kill(p.pid, signal.SIGCONT)
                 p.paused = False
+                if not all_:
+                    self.warm(p)
             else:
                 keep.append((until, p))
         self.paused = keep
