@@ -117,11 +117,14 @@ impl EngineClient {
         let seg = self.segment(session).await?;
         let addr = data_addr(&seg);
         let lanes = reqs.len().clamp(1, LANES_PER_PEER);
+        // Every lane's connection is taken before any request goes out, so a batch of N requests always holds
+        // min(N, 4) connections (a lane that finished early would otherwise lend its connection to a later
+        // one, and the pool would fill only over many transfers, which on the fd count looks like a leak).
+        let conns = self.connections(&addr, lanes).await?;
         let mut set = tokio::task::JoinSet::new();
-        for lane in 0..lanes {
+        for (lane, mut s) in conns.into_iter().enumerate() {
             let (me, reqs, addr, v2) = (self.clone(), reqs.clone(), addr.clone(), seg.acknowledged());
             set.spawn(async move {
-                let mut s = me.connection(&addr).await?;
                 let mut out = vec![];
                 for i in (lane..reqs.len()).step_by(lanes) {
                     let r = tokio::time::timeout(REQUEST_TIMEOUT, request(&mut s, &reqs[i], v2))
@@ -148,6 +151,31 @@ impl EngineClient {
         match first_err {
             Some(e) => Err(e),
             None => Ok(results),
+        }
+    }
+
+    /// `n` connections to `addr` at once (pooled or new); on a failure the ones obtained go back to the pool.
+    async fn connections(&self, addr: &str, n: usize) -> Result<Vec<TcpStream>, TransferError> {
+        let mut connecting = tokio::task::JoinSet::new();
+        for _ in 0..n {
+            let (me, addr) = (self.clone(), addr.to_string());
+            connecting.spawn(async move { me.connection(&addr).await });
+        }
+        let (mut conns, mut err) = (Vec::with_capacity(n), None);
+        while let Some(j) = connecting.join_next().await {
+            match j.map_err(|e| TransferError::Io(e.to_string())).and_then(|r| r) {
+                Ok(s) => conns.push(s),
+                Err(e) => {
+                    err.get_or_insert(e);
+                }
+            }
+        }
+        match err {
+            None => Ok(conns),
+            Some(e) => {
+                conns.into_iter().for_each(|s| self.give_back(addr, s));
+                Err(e)
+            }
         }
     }
 
