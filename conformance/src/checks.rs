@@ -10,7 +10,7 @@ use mooncake_wire::proto::{Registry, WireProfile};
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status};
 use serde_json::Value as J;
 
-use crate::validate::Finding;
+use crate::finding::Finding;
 
 /// One exchange of a transcript.
 #[derive(Clone, Debug)]

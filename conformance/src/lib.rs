@@ -6,6 +6,7 @@ pub mod crossver;
 pub mod derive;
 pub mod extract;
 pub mod extractcmd;
+pub mod finding;
 pub mod golden;
 pub mod hashcmd;
 pub mod jsonl;

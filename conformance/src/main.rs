@@ -21,7 +21,7 @@ use mooncake_conformance::outcome::{Outcome, AGREE, DISAGREE, ENVIRONMENT};
 use mooncake_conformance::play::{External, Role};
 use mooncake_conformance::run::{ExpectedFailures, Progress, RunConfig};
 use mooncake_conformance::testee::{split_command, TesteeSpec};
-use mooncake_conformance::{extractcmd, hashcmd, keycmd, report, spec_source, validate, vectors};
+use mooncake_conformance::{extractcmd, finding, hashcmd, keycmd, report, spec_source, validate, vectors};
 
 #[derive(Parser)]
 #[command(
@@ -997,7 +997,7 @@ fn main() -> ExitCode {
                         r.findings
                             .iter()
                             .filter(|f| {
-                                validate::INPUT_CHECKS.contains(&f.check) && (f.check != "TRACE-EMPTY" || !allow_empty)
+                                finding::INPUT_CHECKS.contains(&f.check) && (f.check != "TRACE-EMPTY" || !allow_empty)
                             })
                             .map(move |f| (r, f))
                     })
@@ -1009,7 +1009,7 @@ fn main() -> ExitCode {
                         }
                     })
                     .collect();
-            emit(Outcome { stdout: text, errors: problems, code: validate::exit_code(&reps, allow_empty) })
+            emit(Outcome { stdout: text, errors: problems, code: finding::exit_code(&reps, allow_empty) })
         }
         Cmd::Matrix { paths, out, check, revision, abort_ms, jobs, format, data } => {
             let data = match data_of(&data) {

@@ -4,8 +4,8 @@ use std::fmt::Write as _;
 
 use serde_json::json;
 
-use crate::validate::TraceReport;
-use crate::vectors::FileReport;
+use crate::finding::FileReport;
+use crate::finding::TraceReport;
 
 /// A JSON document, pretty-printed, with a final newline.
 pub fn json_text(v: &serde_json::Value) -> String {

@@ -2,8 +2,10 @@
 //! name the line and field. Unknown fields are ignored, as the format requires.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use indexmap::IndexMap;
+use mooncake_wire::spec::{Revision, Spec};
 use serde::Deserialize;
 use serde_json::Value as J;
 
@@ -307,6 +309,20 @@ impl Trace {
             Event::Http(h) => Some(h),
             _ => None,
         })
+    }
+}
+
+/// The revision a push trace was recorded with (its header's vLLM release), through the spec's resolver.
+pub fn revision_for(spec: &Spec, vllm_version: &str) -> Result<Arc<Revision>, String> {
+    spec.resolve_in_family("push", vllm_version).map(|r| r.revision).map_err(|e| e.to_string())
+}
+
+/// Which role sent the message an event carries.
+pub fn sender(z: &ZmqEvent) -> Role {
+    match (z.side, z.dir) {
+        (side, ZmqDir::Send) => side,
+        (Role::Decoder, ZmqDir::Recv) => Role::Prefiller,
+        (_, ZmqDir::Recv) => Role::Decoder,
     }
 }
 

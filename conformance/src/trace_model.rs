@@ -70,7 +70,7 @@ impl TraceModel {
                 "a trace of the {f} family: the runner plays push-family traces only (`validate` checks it)"
             ));
         }
-        let revision = crate::validate::revision_for(Spec::builtin(), &trace.header.vllm_version)
+        let revision = crate::trace::revision_for(Spec::builtin(), &trace.header.vllm_version)
             .map_err(|e| format!("vllm_version: {e}"))?;
         let profile = WireProfile::new(
             revision.clone(),

@@ -9,72 +9,9 @@ use std::sync::Arc;
 use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::codec::{Codec, Value};
 use mooncake_wire::spec::{Revision, Spec};
-use serde::Serialize;
 
-use crate::trace::{Event, HttpDir, Role, Trace, ZmqDir, ZmqEvent};
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Finding {
-    pub check: &'static str,
-    pub seq: Option<u64>,
-    pub line: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    pub detail: String,
-}
-
-#[derive(Debug, Serialize)]
-pub struct TraceReport {
-    pub path: String,
-    pub scenario: String,
-    /// The project `vllm_version` is a release (or commit) of: `vLLM`, or for a pull trace its revision's
-    /// project (`vllm-ascend`).
-    pub project: String,
-    pub vllm_version: String,
-    pub revision: Option<String>,
-    pub zmq_payloads: usize,
-    pub http_events: usize,
-    /// What the recording could not observe (header `unobserved`; a tap's trace).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub unobserved: Vec<String>,
-    pub findings: Vec<Finding>,
-}
-
-impl TraceReport {
-    pub fn ok(&self) -> bool {
-        self.findings.is_empty()
-    }
-}
-
-/// The revision a push trace was recorded with (its header's vLLM release), through the spec's resolver.
-pub fn revision_for(spec: &Spec, vllm_version: &str) -> Result<Arc<Revision>, String> {
-    spec.resolve_in_family("push", vllm_version).map(|r| r.revision).map_err(|e| e.to_string())
-}
-
-/// Which role sent the message an event carries.
-pub fn sender(z: &ZmqEvent) -> Role {
-    match (z.side, z.dir) {
-        (side, ZmqDir::Send) => side,
-        (Role::Decoder, ZmqDir::Recv) => Role::Prefiller,
-        (_, ZmqDir::Recv) => Role::Decoder,
-    }
-}
-
-/// Checks whose findings mean the file could not be checked at all (bad input: exit 2, not 1).
-pub const INPUT_CHECKS: [&str; 3] = ["TRACE-FORMAT", "TRACE-EMPTY", "TRACE-REVISION"];
-
-/// The exit code of a validation: 2 when some file is not a checkable trace (an empty trace only without
-/// `allow_empty`), 1 when some trace has findings, 0 otherwise.
-pub fn exit_code(reps: &[TraceReport], allow_empty: bool) -> u8 {
-    let input = |f: &Finding| INPUT_CHECKS.contains(&f.check) && (f.check != "TRACE-EMPTY" || !allow_empty);
-    if reps.iter().any(|r| r.findings.iter().any(input)) {
-        crate::outcome::USAGE
-    } else if reps.iter().any(|r| r.findings.iter().any(|f| f.check != "TRACE-EMPTY")) {
-        crate::outcome::DISAGREE
-    } else {
-        crate::outcome::AGREE
-    }
-}
+use crate::finding::{Finding, TraceReport};
+use crate::trace::{revision_for, sender, Event, HttpDir, Trace, ZmqEvent};
 
 pub fn validate_file(path: &Path) -> TraceReport {
     validate_input(&crate::jsonl::Input::File(path.to_path_buf()))

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use mooncake_wire::codec::Codec;
 use mooncake_wire::spec::{Revision, Spec, TransportMessage};
 
-use crate::trace::{Event, Trace, ZmqEvent};
-use crate::validate::{sender, Finding, TraceReport};
+use crate::finding::{Finding, TraceReport};
+use crate::trace::{sender, Event, Trace, ZmqEvent};
 
 /// The pull revision of a trace: the one covering its `vllm_version` (a vllm-ascend release), or for an
 /// unreleased revision the one named `<project>-<vllm_version>` (`main@3e486e317`) — the spec's resolver.

@@ -7,38 +7,10 @@
 use std::path::Path;
 
 use mooncake_wire::codec::Codec;
-use serde::Serialize;
 use serde_json::Value as J;
 
+use crate::finding::{Failure, FileReport};
 use crate::{golden, jsonl};
-
-#[derive(Debug, Serialize)]
-pub struct Failure {
-    pub id: String,
-    pub line: usize,
-    pub problem: String,
-}
-
-#[derive(Debug, Serialize)]
-pub struct FileReport {
-    pub path: String,
-    /// What the file holds: `vllm-0.33.0 MooncakeXferMetadata`, `plan: _get_tp_ratio`, ...
-    pub subject: String,
-    pub cases: usize,
-    pub passed: usize,
-    pub failures: Vec<Failure>,
-    /// Rejected cases whose error text differs from msgspec's (informational: the verdict is what must agree).
-    pub error_text_differs: usize,
-    /// Informational remarks that do not fail the file.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
-    /// Why the file could not be checked at all.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub not_checked: Option<String>,
-    /// The file is not a vector file this tool reads (unreadable, empty, no or an unknown `format`): bad input.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub bad_input: bool,
-}
 
 /// The exit code of `vectors`: 2 when a file is not a vector file, or holds no case (unless `allow_empty`);
 /// 1 when a case disagrees or a file could not be checked; 0 otherwise.
@@ -64,12 +36,6 @@ pub fn input_problems(reps: &[FileReport], allow_empty: bool) -> Vec<String> {
             _ => None,
         })
         .collect()
-}
-
-impl FileReport {
-    pub fn ok(&self) -> bool {
-        self.not_checked.is_none() && self.failures.is_empty() && self.passed == self.cases
-    }
 }
 
 fn s<'a>(v: &'a J, k: &str) -> Option<&'a str> {

@@ -7,8 +7,8 @@
 
 use std::path::PathBuf;
 
+use mooncake_conformance::trace::sender;
 use mooncake_conformance::trace::{Event, Trace};
-use mooncake_conformance::validate::sender;
 use mooncake_wire::codec::{Codec, Value};
 use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::typed::pull::{

@@ -14,7 +14,7 @@ use crate::engine::EngineClient;
 
 pub use crate::engine::serve as serve_engine;
 
-pub type SharedMemory = Arc<Mutex<Memory>>;
+pub use crate::engine::SharedMemory;
 
 /// Decoders' memories by session name (`host:port`), for peers in one process.
 #[derive(Clone, Default)]

@@ -3,8 +3,8 @@
 
 use serde_json::Value as J;
 
+use crate::finding::FileReport;
 use crate::jsonl;
-use crate::vectors::FileReport;
 
 mod hash;
 mod keys;
@@ -44,7 +44,7 @@ pub fn check_file(header: &J, cases: &[jsonl::Line], rep: &mut FileReport) {
         };
         match problem {
             None => rep.passed += 1,
-            Some(p) => rep.failures.push(crate::vectors::Failure { id, line: line.no, problem: p }),
+            Some(p) => rep.failures.push(crate::finding::Failure { id, line: line.no, problem: p }),
         }
     }
 }

@@ -6,9 +6,9 @@ use std::time::Duration;
 use serde_json::{json, Value as J};
 
 use super::{Case, PlayOptions};
+use crate::finding::Finding;
 use crate::testee::Testee;
 use crate::trace::HttpEvent;
-use crate::validate::Finding;
 
 /// `pairing.testee` is the revision the bootstrap testee is started at.
 pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pairing) -> Result<Vec<Finding>, String> {

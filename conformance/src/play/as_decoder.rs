@@ -22,10 +22,10 @@ use tokio::sync::mpsc;
 use super::setup::{check_landed, decoder_layout, expected_blocks_scaled, prefiller_config};
 use super::{bounded, Case, PlayOptions};
 use crate::checks::{check_exchanges, same_reply, Xchg};
+use crate::finding::Finding;
 use crate::scenarios::Ready;
 use crate::testee::Testee;
 use crate::trace::{Event, Role as TraceRole, ZmqDir};
-use crate::validate::Finding;
 
 fn f(
     check: &'static str,

@@ -24,10 +24,10 @@ use serde_json::{json, Value as J};
 use super::setup::{check_landed, decoder_layout, expected_blocks_scaled, prefiller_planner, stride_scale};
 use super::{bounded, Case, PlayOptions};
 use crate::checks::{check_exchanges, Xchg};
+use crate::finding::Finding;
 use crate::jsonl::first_difference;
 use crate::scenarios::Ready;
 use crate::testee::Testee;
-use crate::validate::Finding;
 
 fn f(check: &'static str, message: impl Into<String>, detail: impl Into<String>) -> Finding {
     Finding { check, seq: None, line: None, message: Some(message.into()), detail: detail.into() }

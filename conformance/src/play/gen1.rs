@@ -30,11 +30,11 @@ use super::setup::{check_landed_columns, model_config, Columns, D_BASE, P_BASE};
 /// How far apart the synthetic regions of two TP ranks of one side start.
 const RANK_SPAN: u64 = 0x10_0000_0000;
 use super::{bounded, Case, PlayOptions};
+use crate::finding::Finding;
 use crate::scenarios::{Model, Ready, Scenario};
 use crate::testee::Testee;
 use crate::trace::{Role as TraceRole, ZmqDir};
 use crate::trace_model::TraceModel;
-use crate::validate::Finding;
 
 fn f(
     check: &'static str,

@@ -15,10 +15,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::finding::Finding;
 use crate::scenarios::{Scenario, Scenarios};
 use crate::testee::TesteeSpec;
 use crate::trace_model::TraceModel;
-use crate::validate::Finding;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, PartialOrd, Ord)]
 #[serde(rename_all = "lowercase")]

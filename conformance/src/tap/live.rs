@@ -15,8 +15,9 @@ use mooncake_wire::proto::WireProfile;
 use mooncake_wire::spec::{Revision, Spec};
 
 use crate::checks::{ExchangeChecker, HttpChecker, HttpX, Xchg};
+use crate::finding::Finding;
 use crate::trace::Event;
-use crate::validate::{EventChecker, Finding};
+use crate::validate::EventChecker;
 
 /// A decoder connection: (tapped worker, routing id).
 pub type ConnKey = (usize, Vec<u8>);

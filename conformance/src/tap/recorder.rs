@@ -15,8 +15,8 @@ use super::workers::Workers;
 use super::writer::{http_json, zmq_json, TraceWriter};
 use super::{HttpSeen, Printer, Say, Seen, TapReport};
 use crate::checks::{HttpX, Xchg};
+use crate::finding::Finding;
 use crate::trace::{Event, HttpDir, HttpEvent, Role, ZmqDir, ZmqEvent, UNOBSERVABLE};
-use crate::validate::Finding;
 
 /// Where the trace's revision came from.
 #[derive(Clone, Debug, PartialEq)]

@@ -14,6 +14,9 @@ pub mod target;
 pub use client::{EngineClient, TransferError};
 pub use target::{serve, serve_logged, EngineTarget, PeerLog};
 
+/// A peer's registered memory, shared by the connector core and the engine target that writes into it.
+pub type SharedMemory = std::sync::Arc<std::sync::Mutex<mooncake_wire::proto::memory::Memory>>;
+
 /// Bound on each handshake exchange (the engine's daemon uses a 5 s receive timeout).
 pub(crate) const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Bound on one data request once its header is sent or received.

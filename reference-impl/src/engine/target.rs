@@ -11,8 +11,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
+use super::SharedMemory;
 use super::{timestamp, HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, REQUEST_TIMEOUT};
-use crate::backend::SharedMemory;
 
 /// What initiators said about themselves in their handshakes: their segment descriptor, or why it is unusable
 /// (the engine ignores it; a replay uses it to reach the initiator's engine).

@@ -55,8 +55,9 @@ pub fn run(data: &[u8]) {
         assert!(!f.check.is_empty() && !f.detail.is_empty(), "a finding names its check and says what is wrong");
     }
     assert!(report.zmq_payloads + report.http_events <= trace.events.len());
-    let key =
-        |r: &validate::TraceReport| r.findings.iter().map(|f| (f.check, f.seq, f.message.clone())).collect::<Vec<_>>();
+    let key = |r: &mooncake_conformance::finding::TraceReport| {
+        r.findings.iter().map(|f| (f.check, f.seq, f.message.clone())).collect::<Vec<_>>()
+    };
     assert_eq!(key(&validate::validate(&again)), key(&report), "validating the printed trace gives other findings");
     let _ = TraceModel::new(trace);
 }
