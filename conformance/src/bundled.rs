@@ -3,12 +3,17 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::expected::ExpectedFailures;
 use crate::jsonl::Input;
-use crate::run::ExpectedFailures;
 use crate::scenarios::Scenarios;
 
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/bundled.rs"));
+}
+
+/// The bundled `scenarios.toml` (it parses: `scenarios.rs` tests it).
+pub fn scenarios() -> Scenarios {
+    Data::Embedded.scenarios().expect("the bundled scenarios parse (tested)")
 }
 
 /// Where the bundled data comes from.

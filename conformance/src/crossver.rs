@@ -29,8 +29,12 @@ use mooncake_wire::spec::{Behaviour, Revision, Spec};
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status};
 use serde_json::Value as J;
 
-use crate::play::Role;
+use crate::role::Role;
 use crate::trace_model::TraceModel;
+
+/// The start of the layout check's error (`src/plan/validate.rs`), whose region lengths follow the answering
+/// prefiller's planning.
+pub const REGION_MISMATCH: &str = "Mooncake KV region length mismatch";
 
 /// The revisions a case is played at.
 #[derive(Clone)]
@@ -339,7 +343,7 @@ fn exercised(
     // The layout check's error quotes region lengths, which the planning of the answering revision decides.
     if matches!(key, "kv_half_split" | "region_alignment") {
         let quoted = model.exchanges.iter().flat_map(|x| &x.replies).find(|(b, _, _)| {
-            model.decode_reply(b).and_then(|r| r.err_msg).is_some_and(|m| m.contains(crate::play::REGION_MISMATCH))
+            model.decode_reply(b).and_then(|r| r.err_msg).is_some_and(|m| m.contains(REGION_MISMATCH))
         });
         if let Some((_, _, line)) = quoted {
             return Some(Some(format!("line {line}: an ERROR that quotes region lengths")));

@@ -16,10 +16,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use mooncake_conformance::bundled::Data;
+use mooncake_conformance::expected::ExpectedFailures;
 use mooncake_conformance::jsonl::Input;
 use mooncake_conformance::outcome::{Outcome, AGREE, DISAGREE, ENVIRONMENT};
 use mooncake_conformance::play::{External, Role};
-use mooncake_conformance::run::{ExpectedFailures, Progress, RunConfig};
+use mooncake_conformance::run::{Progress, RunConfig};
 use mooncake_conformance::testee::{split_command, TesteeSpec};
 use mooncake_conformance::{extractcmd, finding, hashcmd, keycmd, report, spec_source, validate, vectors};
 

@@ -1,46 +1,17 @@
 //! `mooncake-conformance run`: every case of every given trace against a testee, with expected failures,
 //! progress, and reports.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
-
+use crate::expected::{ExpectedFailure, ExpectedFailures};
 use crate::jsonl::Input;
 use crate::play::{cases_of, play, CaseResult, PlayOptions, Role, Status};
 use crate::scenarios::Scenarios;
 use crate::testee::{Testee, TesteeSpec};
 use crate::trace::Trace;
 use crate::trace_model::TraceModel;
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ExpectedFailure {
-    /// Case id (`vllm-0.33.0/h1_layout_reuse_and_miss/prefiller`).
-    pub id: String,
-    /// Only findings of this check are expected; others still fail the case.
-    #[serde(default)]
-    pub check: Option<String>,
-    pub reason: String,
-}
-
-#[derive(Clone, Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct ExpectedFailures {
-    #[serde(default, rename = "case")]
-    pub cases: Vec<ExpectedFailure>,
-}
-
-impl ExpectedFailures {
-    pub fn load(p: &Path) -> Result<ExpectedFailures, String> {
-        let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        Self::parse(&text).map_err(|e| format!("{}: {e}", p.display()))
-    }
-    pub fn parse(text: &str) -> Result<ExpectedFailures, String> {
-        toml::from_str(text).map_err(|e| e.to_string())
-    }
-}
 
 /// One step of a run, for progress output (the library prints nothing itself).
 pub enum Progress<'a> {
@@ -86,7 +57,7 @@ impl RunConfig {
             testee,
             roles: vec![],
             cases: vec![],
-            scenarios: Scenarios::bundled(),
+            scenarios: crate::bundled::scenarios(),
             expected: ExpectedFailures::default(),
             slack: Duration::from_secs(3),
             progress: None,

@@ -206,19 +206,20 @@ impl Scenarios {
         let text = std::fs::read_to_string(path).map_err(|e| format!("--scenarios {}: {e}", path.display()))?;
         self.overlay(&text).map_err(|e| format!("--scenarios {}: {e}", path.display()))
     }
-    /// The bundled file.
-    pub fn bundled() -> Scenarios {
-        crate::bundled::Data::Embedded.scenarios().expect("the bundled scenarios parse (tested)")
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// `conformance/scenarios.toml`, read here rather than through `bundled` (which is built on this module).
+    fn bundled() -> Scenarios {
+        Scenarios::parse(include_str!("../scenarios.toml")).expect("conformance/scenarios.toml parses")
+    }
+
     #[test]
     fn bundled_file_parses_with_recording_keys() {
-        let s = Scenarios::bundled();
+        let s = bundled();
         assert_eq!(s.model.num_layers, 2);
         let d1 = &s.scenario["d1_hetero_tp_d2_p1"];
         assert_eq!((d1.prefiller_tp, d1.decoder_tp), (1, 2));
@@ -241,7 +242,7 @@ mod tests {
 
     #[test]
     fn a_scenarios_file_adds_to_the_bundled_entries() {
-        let base = Scenarios::bundled();
+        let base = bundled();
         let n = base.scenario.len();
         let s = base.clone().overlay("[scenario.mine]\ntransfers = [{ p_req_id = \"p\", transfer_id = \"t\", blocks = [[1, 2]], ready = \"after_reply:1\" }]\n").unwrap();
         assert_eq!(s.scenario.len(), n + 1);

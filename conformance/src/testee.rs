@@ -221,10 +221,7 @@ impl Testee {
                 };
                 let line = match tokio::time::timeout(ANSWER_TIMEOUT, lines.next_line()).await {
                     Err(_) => {
-                        return Err(env(
-                            format!("testee `{cmd}` sent no hello within {}", crate::play::secs(ANSWER_TIMEOUT)),
-                            &log,
-                        ))
+                        return Err(env(format!("testee `{cmd}` sent no hello within {}", secs(ANSWER_TIMEOUT)), &log))
                     }
                     Ok(Err(e)) => return Err(env(format!("testee `{cmd}`: reading its standard output: {e}"), &log)),
                     Ok(Ok(None)) => {
@@ -271,7 +268,7 @@ impl Testee {
                     Err(_) => None,
                     Ok(()) => tokio::time::timeout(ANSWER_TIMEOUT, lines.next_line())
                         .await
-                        .map_err(|_| format!("no answer to `{what}` within {}", crate::play::secs(ANSWER_TIMEOUT)))?
+                        .map_err(|_| format!("no answer to `{what}` within {}", secs(ANSWER_TIMEOUT)))?
                         .map_err(|e| format!("reading the testee's answer to `{what}`: {e}"))?,
                 };
                 let Some(line) = line else {
@@ -311,5 +308,16 @@ impl Testee {
                 let _ = child.kill().await;
             }
         }
+    }
+}
+
+/// A duration as people read it: `3s`, `2.5s`, `250ms`.
+pub fn secs(d: Duration) -> String {
+    if d.as_millis() < 1000 {
+        format!("{}ms", d.as_millis())
+    } else if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use mooncake_conformance::derive::{derive, differences, dry_run, Source};
 use mooncake_conformance::play::{Role, Status};
 use mooncake_conformance::run::{run, RunConfig};
-use mooncake_conformance::scenarios::{Ready, Scenarios};
+use mooncake_conformance::scenarios::Ready;
 use mooncake_conformance::testee::TesteeSpec;
 use mooncake_conformance::trace::Trace;
 use mooncake_conformance::trace_model::TraceModel;
@@ -54,7 +54,7 @@ fn rename(h: &mut J) {
 
 #[test]
 fn derived_setups_equal_scenarios_toml_for_every_bundled_trace() {
-    let sc = Scenarios::bundled();
+    let sc = mooncake_conformance::bundled::scenarios();
     let mut checked = 0;
     for p in common::trace_files(&common::traces_dir()) {
         let t = model(&p);
@@ -86,7 +86,7 @@ fn derived_setups_equal_scenarios_toml_for_every_bundled_trace() {
 
 #[test]
 fn what_the_derivation_reads_from_each_kind_of_trace() {
-    let sc = Scenarios::bundled();
+    let sc = mooncake_conformance::bundled::scenarios();
     let at = |rel: &str| derive(&model(&common::traces_dir().join(rel)), &sc.model).scenario;
     // CONTINUE before the reply that settles xfer-2: ready after the first reply.
     let g = at("vllm-0.33.0/g_continue_then_finish.jsonl");
@@ -120,7 +120,7 @@ fn what_the_derivation_reads_from_each_kind_of_trace() {
 
 #[test]
 fn a_dry_run_notices_a_setup_that_does_not_reproduce_the_recording() {
-    let sc = Scenarios::bundled();
+    let sc = mooncake_conformance::bundled::scenarios();
     let t = model(&common::traces_dir().join("vllm-0.33.0/g_continue_then_finish.jsonl"));
     let mut s = sc.scenario["g_continue_then_finish"].clone();
     s.transfers[1].ready = Ready::Before;
@@ -233,7 +233,7 @@ fn what_the_trace_does_not_show_is_asked_for_by_name() {
     // The printed entry is a --scenarios file as it stands (the comments say what to fill in).
     let snippet = detail.split_once("\n\n").unwrap().1;
     assert!(snippet.contains("# TO FILL IN: prefiller block ids"), "{snippet}");
-    let parsed = Scenarios::bundled().overlay(snippet).unwrap();
+    let parsed = mooncake_conformance::bundled::scenarios().overlay(snippet).unwrap();
     assert_eq!(parsed.scenario["my_own_recording"].transfers[0].blocks, vec![vec![3, 4, 5]]);
     // Filled in: the prefiller's real blocks. Now the file's entry is used and the case passes.
     let file = dir.join("mine.toml");
@@ -259,7 +259,7 @@ fn what_the_trace_does_not_show_is_asked_for_by_name() {
 #[test]
 fn unshown_parts_are_named_with_the_roles_they_affect() {
     let dir = temp("unshown-parts");
-    let sc = Scenarios::bundled();
+    let sc = mooncake_conformance::bundled::scenarios();
     let src = common::traces_dir().join("vllm-0.33.0/a_single_success.jsonl");
     // Bytes no [model] block length gives: the recording's model differs.
     let p = copy_with(&src, &dir, |h| h["transfer_engine_calls"][0]["bytes"] = J::from(24576));

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use mooncake_conformance::play::{as_prefiller, cases_of, PlayOptions, Role, Status};
 use mooncake_conformance::run::{run, RunConfig};
-use mooncake_conformance::scenarios::Scenarios;
 use mooncake_conformance::testee::TesteeSpec;
 use mooncake_conformance::trace::Trace;
 use mooncake_conformance::trace_model::TraceModel;
@@ -43,7 +42,9 @@ fn every_case_passes_against_the_python_peer() {
 
 #[test]
 fn rust_and_python_interoperate_in_both_directions() {
-    let opts = |testee: TesteeSpec| PlayOptions::new(testee, Scenarios::bundled(), Duration::from_secs(3));
+    let opts = |testee: TesteeSpec| {
+        PlayOptions::new(testee, mooncake_conformance::bundled::scenarios(), Duration::from_secs(3))
+    };
     let mut ran = 0;
     let rt = rt();
     for f in mooncake_conformance::jsonl::expand(&[root().join("conformance/traces/vllm-0.33.0")]).unwrap() {

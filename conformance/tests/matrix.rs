@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mooncake_conformance::matrix::{build, load_traces, MatrixConfig};
-use mooncake_conformance::scenarios::Scenarios;
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
@@ -19,7 +18,7 @@ fn observed_cells_agree_with_diff() {
     let only: Vec<String> =
         ["vllm-0.24.0", "vllm-0.25.0..0.25.1", "vllm-0.32.0", "vllm-0.33.0"].iter().map(|s| s.to_string()).collect();
     let cfg = MatrixConfig {
-        scenarios: Arc::new(Scenarios::bundled()),
+        scenarios: Arc::new(mooncake_conformance::bundled::scenarios()),
         abort: Duration::from_millis(400),
         jobs: 2,
         only,

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mooncake_conformance::play::{setup, External, Role, Status};
+use mooncake_conformance::play::{External, Role, Status};
 use mooncake_conformance::run::{run, RunConfig};
-use mooncake_conformance::scenarios::Scenarios;
+use mooncake_conformance::setup;
 use mooncake_conformance::testee::TesteeSpec;
 use mooncake_conformance::trace::Trace;
 use mooncake_conformance::trace_model::TraceModel;
@@ -30,7 +30,7 @@ fn cfg(path: PathBuf, role: Role, external: External) -> RunConfig {
 async fn replays_against_a_running_prefiller() {
     let path = trace("g_continue_then_finish.jsonl");
     let model = TraceModel::new(Trace::load(&path).unwrap()).unwrap();
-    let sc = Scenarios::bundled();
+    let sc = mooncake_conformance::bundled::scenarios();
     // A prefiller someone else started, registered with some bootstrap server, transfers prepared by hand.
     let mut boot = Testee::default();
     let url = boot.handle(&json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await
@@ -94,7 +94,7 @@ async fn listens_for_a_decoder_it_does_not_control() {
     // The decoder under test, configured as recorded, pulls from the runner's bootstrap server.
     let req = model.decoders[0].layout_request.clone().unwrap();
     let mut d = Testee::default();
-    let conf = json!({"layout_id": req.layout_id.as_u64(), "abort_timeout_s": 2.0, "layout": setup::decoder_layout(&req, &Scenarios::bundled().model)});
+    let conf = json!({"layout_id": req.layout_id.as_u64(), "abort_timeout_s": 2.0, "layout": setup::decoder_layout(&req, &mooncake_conformance::bundled::scenarios().model)});
     let a = d.handle(&json!({"cmd": "start", "role": "decoder", "revision": "vllm-0.33.0", "config": conf})).await;
     assert_eq!(a["ok"], true, "{a}");
     let url = format!("http://{boot_bind}");
@@ -123,7 +123,7 @@ async fn listens_for_a_decoder_it_does_not_control() {
 async fn a_peer_without_a_reachable_engine_passes_with_landed_bytes_not_checked() {
     let path = trace("a_single_success.jsonl");
     let model = TraceModel::new(Trace::load(&path).unwrap()).unwrap();
-    let sc = Scenarios::bundled();
+    let sc = mooncake_conformance::bundled::scenarios();
     let mut boot = Testee::default();
     let url = boot.handle(&json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await
         ["url"]
@@ -166,7 +166,7 @@ async fn a_listen_run_whose_own_reply_deviates_is_broken() {
     let runner = tokio::spawn(run(cfg(path, Role::Decoder, ext)));
     let req = model.decoders[0].layout_request.clone().unwrap();
     let mut d = Testee::default();
-    let conf = json!({"layout_id": req.layout_id.as_u64(), "abort_timeout_s": 2.0, "layout": setup::decoder_layout(&req, &Scenarios::bundled().model)});
+    let conf = json!({"layout_id": req.layout_id.as_u64(), "abort_timeout_s": 2.0, "layout": setup::decoder_layout(&req, &mooncake_conformance::bundled::scenarios().model)});
     let a = d.handle(&json!({"cmd": "start", "role": "decoder", "revision": "vllm-0.33.0", "config": conf})).await;
     assert_eq!(a["ok"], true, "{a}");
     let url = format!("http://{boot_bind}");

@@ -9,10 +9,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mooncake_conformance::play::setup::{decoder_layout, prefiller_config};
 use mooncake_conformance::play::Status;
 use mooncake_conformance::run::{run, RunConfig};
-use mooncake_conformance::scenarios::Scenarios;
+use mooncake_conformance::setup::{decoder_layout, prefiller_config};
 use mooncake_conformance::tap::{finding_line, Say, Tap, TapConfig, TapReport};
 use mooncake_conformance::testee::{Testee, TesteeSpec};
 use mooncake_conformance::trace::{Event, Role, Trace, ZmqDir};
@@ -66,7 +65,7 @@ impl Deployment {
     /// The prefiller registers with `bootstrap` (the tap); its transfer is ready.
     async fn start(p: &TesteeSpec, d: &TesteeSpec, bootstrap: &str) -> Deployment {
         let t = recording();
-        let sc = Scenarios::bundled();
+        let sc = mooncake_conformance::bundled::scenarios();
         let pc = &t.prefillers[0];
         let mut cfg = prefiller_config(&t, pc, &sc.model, bootstrap).unwrap();
         cfg["record_wire"] = json!(true);
@@ -90,7 +89,7 @@ impl Deployment {
 
     /// The scenario's transfer becomes pullable (again).
     async fn ready(&mut self) {
-        let tr = &Scenarios::bundled().scenario["a_single_success"].transfers[0];
+        let tr = &mooncake_conformance::bundled::scenarios().scenario["a_single_success"].transfers[0];
         self.prefiller
             .cmd(json!({"cmd": "allocate", "p_req_id": tr.p_req_id, "transfer_id": tr.transfer_id}))
             .await

@@ -16,9 +16,9 @@ use mooncake_wire::proto::gen1::Gen1Prefiller;
 use mooncake_wire::proto::{PrefillerCore, PrefillerEvent, PrefillerMachine};
 use serde_json::Value as J;
 
-use crate::play::gen1::{layout, Gen1Setup};
-use crate::play::setup::{model_config, prefiller_planner, D_BASE, P_BASE};
 use crate::scenarios::{Model, Ready, Scenario};
+use crate::setup::gen1::{layout, Gen1Setup};
+use crate::setup::{model_config, prefiller_planner, D_BASE, P_BASE};
 use crate::trace::{Event, Role as TraceRole, ZmqDir};
 use crate::trace_model::TraceModel;
 
@@ -249,8 +249,7 @@ fn dry_run_gen2(t: &TraceModel, model: &Model, scenario: &Scenario) -> Result<Dr
         .iter()
         .flat_map(|x| x.replies.iter().enumerate().map(move |(j, (_, seq, _))| (*seq, (x.index, j))))
         .collect();
-    let show =
-        |b: &[u8]| t.decode_reply(b).map(|r| crate::play::as_decoder::show_reply(&r)).unwrap_or_else(|| hex::encode(b));
+    let show = |b: &[u8]| t.decode_reply(b).map(|r| crate::reply::show_reply(&r)).unwrap_or_else(|| hex::encode(b));
     let mut problems = vec![];
     let mut dead: Vec<usize> = vec![];
     let mut replies_seen = 0usize;
@@ -294,7 +293,7 @@ fn dry_run_gen2(t: &TraceModel, model: &Model, scenario: &Scenario) -> Result<Dr
                         "exchange {} reply {}: {}",
                         k + 1,
                         j + 1,
-                        crate::play::as_decoder::reply_diff(&g, &w)
+                        crate::reply::reply_diff(&g, &w)
                     )),
                     _ => problems.push(format!(
                         "exchange {} reply {}: {} vs recorded {}",

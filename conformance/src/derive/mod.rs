@@ -43,9 +43,9 @@ use serde_json::Value as J;
 
 pub use dry_run::{dry_run, DryRun};
 
-use crate::play::gen1::{messages, transfers_by_id};
-use crate::play::Role;
+use crate::role::Role;
 use crate::scenarios::{Model, Ready, Scenario, Scenarios, Transfer};
+use crate::setup::gen1::{messages, transfers_by_id};
 use crate::trace::{Event, Role as TraceRole, ZmqDir};
 use crate::trace_model::TraceModel;
 
@@ -342,7 +342,7 @@ fn derive_gen1(t: &TraceModel, model: &Model) -> Result<Derived, String> {
             .enumerate()
             .any(|(k, m)| !skip.contains(&k) && m.reply.is_some() && m.meta.request_ids.iter().any(|x| x == d))
     };
-    let worker_of = |m: &crate::play::gen1::Msg| m.endpoint.clone();
+    let worker_of = |m: &crate::setup::gen1::Msg| m.endpoint.clone();
     let build = |unknown: &[usize], no_write_errors: &[usize]| -> Scenario {
         let mut transfers = vec![];
         for (d, blocks) in &ids {
@@ -364,7 +364,7 @@ fn derive_gen1(t: &TraceModel, model: &Model) -> Result<Derived, String> {
     // Messages answered without a write: as many per decoder session as the recorded calls are fewer than the
     // answered messages; which ones, the dry run decides (an unknown id's `trans_done`, or a `trans_error`
     // before any write).
-    let session = |m: &crate::play::gen1::Msg| format!("{}:{}", m.meta.remote_hostname, m.meta.remote_port);
+    let session = |m: &crate::setup::gen1::Msg| format!("{}:{}", m.meta.remote_hostname, m.meta.remote_port);
     let mut sessions: Vec<String> = vec![];
     for m in &msgs {
         if !sessions.contains(&session(m)) {

@@ -21,8 +21,9 @@ use serde_json::json;
 use tokio::net::TcpListener;
 
 use crate::play::gen1;
-use crate::play::setup::{columns, decoder_layout, model_config, prefiller_layout, D_BASE, P_BASE};
 use crate::scenarios::{Model, Ready, Scenario};
+use crate::setup::gen1 as gen1_setup;
+use crate::setup::{columns, decoder_layout, model_config, prefiller_layout, D_BASE, P_BASE};
 use crate::trace_model::TraceModel;
 
 /// What a decoder worker reported and what landed in its memory.
@@ -101,8 +102,8 @@ async fn start_prefillers(
     let t = &p.trace;
     if p.gen() == 1 {
         let profile = Gen1Profile::new(t.revision.clone())?;
-        let regions = gen1::messages(t, &profile)?.first().map(|m| m.meta.kv_caches_base_addr.len()).unwrap_or(0);
-        let ranks = gen1::ranks(t);
+        let regions = gen1_setup::messages(t, &profile)?.first().map(|m| m.meta.kv_caches_base_addr.len()).unwrap_or(0);
+        let ranks = gen1_setup::ranks(t);
         let (base, peers) = gen1::bind_workers(ctx, &profile, ranks.len().max(1) as u64, regions, model, abort).await?;
         let peers = ranks.into_iter().map(|r| r.0).zip(peers).collect();
         return Ok(Prefillers::Gen1 { base, peers });
@@ -129,9 +130,13 @@ async fn start_prefillers(
         // A recording without a layout-carrying pull (a decoder that refused to pull): the model's layers.
         let layout: LayoutConfig = match prefiller_layout(t, pc, model) {
             Ok(l) => serde_json::from_value(l).map_err(|e| e.to_string())?,
-            Err(_) => {
-                gen1::layout(model.num_layers as usize, model, pc.tp_size.max(1) as u64, P_BASE, pc.tp_rank as u64)
-            }
+            Err(_) => gen1_setup::layout(
+                model.num_layers as usize,
+                model,
+                pc.tp_size.max(1) as u64,
+                P_BASE,
+                pc.tp_rank as u64,
+            ),
         };
         let planner = producer(pc.tp_rank, pc.tp_size, 1, &model_config(model), &layout, &profile)?;
         let cfg = PrefillerConfig {
@@ -201,12 +206,12 @@ async fn start_decoders(
     };
     if d.gen() == 1 {
         let profile = Gen1Profile::new(t.revision.clone())?;
-        let regions = gen1::messages(t, &profile)?
+        let regions = gen1_setup::messages(t, &profile)?
             .first()
             .map(|m| m.meta.kv_caches_base_addr.len())
             .unwrap_or(model.num_layers as usize);
         for rank in 0..ranks {
-            let layout = gen1::layout(regions, model, ranks, D_BASE, rank);
+            let layout = gen1_setup::layout(regions, model, ranks, D_BASE, rank);
             let memory = Arc::new(Mutex::new(layout.memory(false)));
             let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
             let port = listener.local_addr().map_err(|e| e.to_string())?.port();
@@ -239,7 +244,7 @@ async fn start_decoders(
             .cloned();
         let layout: LayoutConfig = match &req {
             Some(req) => serde_json::from_value(decoder_layout(req, model)).map_err(|e| e.to_string())?,
-            None => gen1::layout(model.num_layers as usize, model, ranks, D_BASE, rank),
+            None => gen1_setup::layout(model.num_layers as usize, model, ranks, D_BASE, rank),
         };
         let memory = Arc::new(Mutex::new(layout.memory(false)));
         let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
@@ -555,7 +560,7 @@ impl LayoutColumns {
 }
 
 /// The decoder's view, for the cell's notes: the layout columns it sends.
-pub fn decoder_columns(d: &Side, model: &Model) -> Option<crate::play::setup::Columns> {
+pub fn decoder_columns(d: &Side, model: &Model) -> Option<crate::setup::Columns> {
     d.trace.decoders.iter().find_map(|x| x.layout_request.as_ref()).map(|r| columns(r, model))
 }
 

@@ -14,16 +14,16 @@ use mooncake_reference::http::BootstrapServer;
 use mooncake_reference::reactor::{Incoming, Reactor};
 use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::proto::Registry;
-use mooncake_wire::typed::MooncakeXferResponse;
 use serde_json::{json, Value as J};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-use super::setup::{check_landed, decoder_layout, expected_blocks_scaled, prefiller_config};
 use super::{bounded, Case, PlayOptions};
 use crate::checks::{check_exchanges, same_reply, Xchg};
 use crate::finding::Finding;
+use crate::reply::{reply_diff, show_reply};
 use crate::scenarios::Ready;
+use crate::setup::{check_landed, decoder_layout, expected_blocks_scaled, prefiller_config};
 use crate::testee::Testee;
 use crate::trace::{Event, Role as TraceRole, ZmqDir};
 
@@ -35,49 +35,6 @@ fn f(
     detail: impl Into<String>,
 ) -> Finding {
     Finding { check, seq, line, message: Some(message.into()), detail: detail.into() }
-}
-
-/// An optional field as JSON (`absent` when missing).
-fn show<T: serde::Serialize>(v: &Option<T>) -> String {
-    v.as_ref().map(|x| serde_json::to_string(x).unwrap_or_default()).unwrap_or_else(|| "absent".into())
-}
-
-/// A reply as its fields in JSON, for findings.
-pub(crate) fn show_reply(r: &MooncakeXferResponse) -> String {
-    let mut o = serde_json::Map::new();
-    o.insert("status".into(), r.status.to_string().into());
-    for (k, v) in [("ok_reqs", &r.ok_reqs), ("err_reqs", &r.err_reqs)] {
-        if let Some(v) = v {
-            o.insert(k.into(), serde_json::json!(v));
-        }
-    }
-    if let Some(m) = &r.err_msg {
-        o.insert("err_msg".into(), m.clone().into());
-    }
-    serde_json::Value::Object(o).to_string()
-}
-
-/// Field-level differences between two replies (ok/err ids compared as sets).
-pub(crate) fn reply_diff(live: &MooncakeXferResponse, want: &MooncakeXferResponse) -> String {
-    let mut d = vec![];
-    let set =
-        |l: &Option<Vec<String>>| l.as_ref().map(|v| v.iter().cloned().collect::<std::collections::BTreeSet<_>>());
-    if live.status != want.status {
-        d.push(format!("$.status: {} vs recorded {}", live.status, want.status));
-    }
-    if set(&live.ok_reqs) != set(&want.ok_reqs) {
-        d.push(format!("$.ok_reqs: {} vs recorded {}", show(&live.ok_reqs), show(&want.ok_reqs)));
-    }
-    if set(&live.err_reqs) != set(&want.err_reqs) {
-        d.push(format!("$.err_reqs: {} vs recorded {}", show(&live.err_reqs), show(&want.err_reqs)));
-    }
-    if live.err_msg != want.err_msg {
-        d.push(format!("$.err_msg: {} vs recorded {}", show(&live.err_msg), show(&want.err_msg)));
-    }
-    if live.layout_id != want.layout_id {
-        d.push(format!("$.layout_id: {:#x} vs recorded {:#x}", live.layout_id, want.layout_id));
-    }
-    d.join("; ")
 }
 
 struct LiveDecoder {
@@ -469,7 +426,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                             &ok,
                             &scenario,
                             planner.rules.plan.block_groups,
-                            super::setup::stride_scale(planner, req, model, t),
+                            crate::setup::stride_scale(planner, req, model, t),
                         ) {
                             expected.extend(e.blocks);
                         }
@@ -478,7 +435,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
             }
             let p_tp = t.prefillers.first().map(|p| p.tp_size).unwrap_or(1);
             let same_tp = req.remote_tp_size.as_i64() == Some(p_tp);
-            let cols = super::setup::columns(req, model);
+            let cols = crate::setup::columns(req, model);
             if external.is_some() {
                 // Not our prefiller: its memory holds whatever it holds. Compare with it through its engine.
                 let problems = match landed_through_engine(dec, &cols, model.num_blocks, &expected, same_tp).await {
@@ -586,7 +543,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
 /// with what landed. `Err(why)` when that cannot be done (the report says "not checked: landed bytes — why").
 async fn landed_through_engine(
     dec: &LiveDecoder,
-    cols: &super::setup::Columns,
+    cols: &crate::setup::Columns,
     num_blocks: u64,
     expected: &[(usize, u64, u64)],
     same_tp: bool,

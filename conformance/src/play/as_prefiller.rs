@@ -21,12 +21,12 @@ use mooncake_wire::proto::{Registry, WireProfile};
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse};
 use serde_json::{json, Value as J};
 
-use super::setup::{check_landed, decoder_layout, expected_blocks_scaled, prefiller_planner, stride_scale};
 use super::{bounded, Case, PlayOptions};
 use crate::checks::{check_exchanges, Xchg};
 use crate::finding::Finding;
 use crate::jsonl::first_difference;
 use crate::scenarios::Ready;
+use crate::setup::{check_landed, decoder_layout, expected_blocks_scaled, prefiller_planner, stride_scale};
 use crate::testee::Testee;
 
 fn f(check: &'static str, message: impl Into<String>, detail: impl Into<String>) -> Finding {
@@ -180,7 +180,7 @@ async fn play_with(
                 }
                 Some(spec) => {
                     let (mut te, _) = Testee::start_logged(spec, opts.testee_log.as_ref()).await?;
-                    let cfg = super::setup::prefiller_config(t, p, model, &boot.url())?;
+                    let cfg = crate::setup::prefiller_config(t, p, model, &boot.url())?;
                     te.cmd(
                         json!({"cmd": "start", "role": "prefiller", "revision": t.revision.revision, "config": cfg}),
                     )
@@ -491,7 +491,7 @@ async fn play_with(
             let p_tp = t.prefillers.first().map(|p| p.tp_size).unwrap_or(1);
             let same_tp = req.remote_tp_size == WireInt::from(p_tp as u64);
             let mut mem: HashMap<(usize, u64), Vec<u8>> = HashMap::new();
-            let cols = super::setup::columns(&req, model);
+            let cols = crate::setup::columns(&req, model);
             for r in 0..req.kv_caches_base_addr.len() {
                 let (Some(&base), Some(&bl)) = (cols.base.get(r), cols.block_lens.get(r)) else { continue };
                 if let Ok(a) = te.cmd(json!({"cmd": "read_memory", "addr": base, "len": bl * model.num_blocks})).await {
@@ -827,7 +827,7 @@ fn runner_deviations(
     status: &mooncake_reference::prefiller::PrefillerStatus,
     sink: &super::CaseSink,
 ) {
-    use super::as_decoder::show_reply;
+    use crate::reply::show_reply;
     // Recorded decoder session → the live decoder's (from the requests that arrived).
     let mut sessions: Vec<(String, String)> = vec![];
     // Recorded layout id → the live decoder's (a reply echoes the id of the request it answers).

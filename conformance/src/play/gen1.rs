@@ -12,7 +12,7 @@
 //! the recorded request ids, with the scenario's blocks (`conformance/scenarios.toml`, matched through its
 //! `pulls`, or by position when the recording used other ids).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,21 +20,18 @@ use mooncake_reference::backend::{serve_engine, Backend};
 use mooncake_reference::config::{producer_with, LayoutConfig};
 use mooncake_reference::prefiller::{PrefillerConfig, PrefillerPeer};
 use mooncake_reference::reactor::{Incoming, Reactor};
-use mooncake_wire::proto::gen1::{AgentMetadata, Gen1Prefiller, Gen1Profile};
+use mooncake_wire::proto::gen1::{Gen1Prefiller, Gen1Profile};
 use serde_json::{json, Value as J};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-use super::setup::{check_landed_columns, model_config, Columns, D_BASE, P_BASE};
+use crate::setup::gen1::{columns_of, expected, layout, ranks, Gen1Setup, Msg};
+use crate::setup::{check_landed_columns, model_config, D_BASE, P_BASE};
 
-/// How far apart the synthetic regions of two TP ranks of one side start.
-const RANK_SPAN: u64 = 0x10_0000_0000;
 use super::{bounded, Case, PlayOptions};
 use crate::finding::Finding;
-use crate::scenarios::{Model, Ready, Scenario};
+use crate::scenarios::{Model, Ready};
 use crate::testee::Testee;
-use crate::trace::{Role as TraceRole, ZmqDir};
-use crate::trace_model::TraceModel;
 
 fn f(
     check: &'static str,
@@ -44,180 +41,6 @@ fn f(
     detail: impl Into<String>,
 ) -> Finding {
     Finding { check, seq, line, message: Some(message.into()), detail: detail.into() }
-}
-
-/// One recorded message of a decoder worker and its reply.
-pub(crate) struct Msg {
-    pub(crate) decoder: String,
-    pub(crate) endpoint: String,
-    pub(crate) meta: AgentMetadata,
-    pub(crate) reply: Option<Vec<u8>>,
-    pub(crate) seq: u64,
-    pub(crate) line: usize,
-}
-
-pub(crate) fn messages(t: &TraceModel, profile: &Gen1Profile) -> Result<Vec<Msg>, String> {
-    let mut out: Vec<Msg> = vec![];
-    for z in t.trace.zmq().filter(|z| z.side == TraceRole::Decoder) {
-        match z.dir {
-            ZmqDir::Send => {
-                let bytes = z.frames.last().cloned().unwrap_or_default();
-                let meta = profile
-                    .decode_request(&bytes)
-                    .map_err(|e| format!("line {}: the recorded request does not decode: {e}", z.line))?;
-                out.push(Msg {
-                    decoder: z.conn.clone(),
-                    endpoint: z.endpoint.clone(),
-                    meta,
-                    reply: None,
-                    seq: z.seq,
-                    line: z.line,
-                });
-            }
-            ZmqDir::Recv => {
-                if let Some(m) =
-                    out.iter_mut().rev().find(|m| m.decoder == z.conn && m.endpoint == z.endpoint && m.reply.is_none())
-                {
-                    m.reply = Some(z.frames.last().cloned().unwrap_or_default());
-                }
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// The scenario's transfer (blocks, readiness) behind each recorded request id: the transfer named by that id
-/// (how a setup derived from the trace names them), else through the scenario's `pulls` when the recording
-/// used its ids, else by position.
-pub(crate) fn transfers_by_id(scenario: &Scenario, msgs: &[Msg]) -> BTreeMap<String, crate::scenarios::Transfer> {
-    let mut ids: Vec<String> = vec![];
-    for m in msgs {
-        for d in &m.meta.request_ids {
-            if !ids.contains(d) {
-                ids.push(d.clone());
-            }
-        }
-    }
-    let pulls: Vec<&crate::scenarios::Pull> = scenario.pulls.iter().flatten().collect();
-    let mut out = BTreeMap::new();
-    for (i, d) in ids.iter().enumerate() {
-        if let Some(tr) = scenario.transfers.iter().find(|t| &t.transfer_id == d) {
-            out.insert(d.clone(), tr.clone());
-            continue;
-        }
-        let tid = pulls.iter().find(|p| &p.d_req_id == d).or_else(|| pulls.get(i)).map(|p| p.transfer_id.clone());
-        if let Some(tr) = tid.and_then(|tid| scenario.transfers.iter().find(|t| t.transfer_id == tid)) {
-            out.insert(d.clone(), tr.clone());
-        }
-    }
-    out
-}
-
-/// A worker's layout as this generation registers it: as many regions as the decoder's request names, each
-/// of the model's bytes per block for `tp_size`, at synthetic addresses from `base` (`P_BASE` or `D_BASE`),
-/// each TP rank's regions [`RANK_SPAN`] apart.
-pub(crate) fn layout(regions: usize, model: &Model, tp_size: u64, base: u64, rank: u64) -> LayoutConfig {
-    let bytes = model.block_bytes(tp_size);
-    let span = (bytes * model.num_blocks).next_power_of_two();
-    let base = base + rank * RANK_SPAN;
-    LayoutConfig {
-        kv_caches_base_addr: (0..regions as u64).map(|r| base + r * span).collect(),
-        block_lens: vec![bytes; regions],
-        kv_block_lens: vec![bytes; regions],
-        registered_layer_names: (0..regions).map(|r| format!("region.{r}")).collect(),
-        registered_layer_indices: (0..regions as i64).collect(),
-        registered_group_indices: vec![],
-        registered_shared_group_ids: vec![],
-        registered_row_offsets: vec![],
-        num_blocks: model.num_blocks,
-    }
-}
-
-fn columns_of(l: &LayoutConfig) -> Columns {
-    Columns {
-        base: l.kv_caches_base_addr.clone(),
-        block_lens: l.block_lens.clone(),
-        kv_block_lens: l.kv_block_lens.clone(),
-        names: l.registered_layer_names.clone(),
-        indices: l.registered_layer_indices.clone(),
-        groups: vec![],
-        shared: vec![],
-        rows: vec![],
-    }
-}
-
-/// TP rank of each recorded prefiller worker: its port's offset from the lowest port (base + dp·tp + rank).
-pub(crate) fn ranks(t: &TraceModel) -> Vec<(String, String, u64)> {
-    let port = |ep: &str| ep.rsplit(':').next().and_then(|p| p.parse::<u64>().ok()).unwrap_or(0);
-    let low = t.prefillers.iter().map(|p| port(&p.endpoint)).min().unwrap_or(0);
-    let mut v: Vec<(String, String, u64)> =
-        t.prefillers.iter().map(|p| (p.conn.clone(), p.endpoint.clone(), port(&p.endpoint) - low)).collect();
-    v.sort_by_key(|x| x.2);
-    v
-}
-
-/// What landed for a done message: (region, decoder block, prefiller block), one decoder block per
-/// prefiller block's worth of bytes (`scale` decoder blocks when the prefiller's blocks are larger).
-fn expected(
-    m: &Msg,
-    by_id: &BTreeMap<String, crate::scenarios::Transfer>,
-    regions: usize,
-    scale: u64,
-) -> Vec<(usize, u64, u64)> {
-    let mut out = vec![];
-    for (d, dst) in m.meta.request_ids.iter().zip(&m.meta.block_ids) {
-        let Some(tr) = by_id.get(d) else { continue };
-        let src: Vec<u64> = tr.blocks.iter().flatten().copied().collect();
-        let src = &src[src.len().saturating_sub(dst.len())..];
-        for r in 0..regions {
-            for (db, pb) in dst.iter().zip(src) {
-                for j in 0..scale {
-                    out.push((r, db * scale + j, *pb));
-                }
-            }
-        }
-    }
-    out
-}
-
-/// What a generation-1 case, and its dry run, read off the trace and its setup before anything starts.
-pub(crate) struct Gen1Setup {
-    pub(crate) profile: Gen1Profile,
-    pub(crate) abort: Duration,
-    /// The recorded messages, in order.
-    pub(crate) msgs: Vec<Msg>,
-    pub(crate) by_id: BTreeMap<String, crate::scenarios::Transfer>,
-    /// Regions per worker: as many as the recorded requests name.
-    pub(crate) regions: usize,
-    /// (conn, endpoint, TP rank) of each recorded prefiller worker ([`ranks`]).
-    pub(crate) workers: Vec<(String, String, u64)>,
-    pub(crate) p_tp: u64,
-    pub(crate) d_conns: Vec<String>,
-    pub(crate) d_tp: u64,
-}
-
-impl Gen1Setup {
-    pub(crate) fn new(t: &TraceModel, model: &Model, scenario: &Scenario) -> Result<Gen1Setup, String> {
-        let profile = Gen1Profile::new(t.revision.clone())?;
-        let msgs = messages(t, &profile)?;
-        let by_id = transfers_by_id(scenario, &msgs);
-        let regions = msgs.first().map(|m| m.meta.kv_caches_base_addr.len()).unwrap_or(0);
-        let workers = ranks(t);
-        let p_tp = workers.len().max(1) as u64;
-        let d_conns: Vec<String> = t.decoders.iter().map(|d| d.conn.clone()).collect();
-        let d_tp = d_conns.len().max(1) as u64;
-        Ok(Gen1Setup {
-            profile,
-            abort: Duration::from_secs_f64(model.abort_timeout_s),
-            msgs,
-            by_id,
-            regions,
-            workers,
-            p_tp,
-            d_conns,
-            d_tp,
-        })
-    }
 }
 
 /// The runner plays the decoder(s); the testees are prefiller workers.

@@ -8,25 +8,19 @@ pub mod as_client;
 pub mod as_decoder;
 pub mod as_prefiller;
 pub mod gen1;
-pub mod setup;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 
+pub use crate::crossver::REGION_MISMATCH;
 use crate::finding::Finding;
+pub use crate::role::Role;
 use crate::scenarios::{Scenario, Scenarios};
+pub use crate::testee::secs;
 use crate::testee::TesteeSpec;
 use crate::trace_model::TraceModel;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, PartialOrd, Ord)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    Prefiller,
-    Decoder,
-    Bootstrap,
-}
 
 impl Status {
     /// The word reports use: pass, fail, xfail, skip, error.
@@ -37,24 +31,6 @@ impl Status {
             Status::Xfail => "xfail",
             Status::Skip => "skip",
             Status::Error => "error",
-        }
-    }
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Prefiller => "prefiller",
-            Role::Decoder => "decoder",
-            Role::Bootstrap => "bootstrap",
-        }
-    }
-    pub fn parse(s: &str) -> Option<Role> {
-        match s {
-            "prefiller" => Some(Role::Prefiller),
-            "decoder" => Some(Role::Decoder),
-            "bootstrap" => Some(Role::Bootstrap),
-            _ => None,
         }
     }
 }
@@ -138,10 +114,6 @@ pub fn not_applicable(header: &crate::trace::Header, role: Role) -> Vec<NotAppli
     out
 }
 
-/// The start of the layout check's error (`src/plan/validate.rs`), whose region lengths follow the answering
-/// prefiller's planning.
-pub const REGION_MISMATCH: &str = "Mooncake KV region length mismatch";
-
 /// One case to run.
 #[derive(Clone)]
 pub struct Case {
@@ -214,17 +186,6 @@ impl External {
             External::Listen { endpoint, .. } => format!("decoder pulling from {endpoint}"),
             External::Bootstrap(url) => format!("bootstrap server at {url}"),
         }
-    }
-}
-
-/// A duration as people read it: `3s`, `2.5s`, `250ms`.
-pub fn secs(d: Duration) -> String {
-    if d.as_millis() < 1000 {
-        format!("{}ms", d.as_millis())
-    } else if d.subsec_millis() == 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{:.1}s", d.as_secs_f64())
     }
 }
 

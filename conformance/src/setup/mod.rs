@@ -1,6 +1,8 @@
 //! What a case derives from a trace and its scenario: the prefiller's layout (from the recorded model and the
 //! decoder's registered layers), the decoder's layout (as it sent it), and the check of landed bytes.
 
+pub mod gen1;
+
 use mooncake_reference::config::{producer, LayoutConfig, ModelConfig};
 use mooncake_wire::plan::Producer;
 use mooncake_wire::proto::memory::decode_provenance;

@@ -1,0 +1,186 @@
+//! One direction through the layers: in no crate of the workspace does a top-level module import, directly
+//! or through others, from a module that imports it (h2's frame → codec → proto; here trace → conversation →
+//! checks → report → writers). Reads every `crate::…` path in each crate's `src/` (test modules included: a
+//! test that needs a higher layer belongs in `tests/`), builds the graph of top-level modules and fails on
+//! any strongly connected component of more than one module, naming the files behind each edge.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Every member crate's source root (the fuzz harness too).
+const CRATES: [&str; 4] = ["src", "conformance/src", "reference-impl/src", "fuzz/harness/src"];
+
+type Graph = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let p = e.expect("dir entry").path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The text without `//` comments (doc comments name modules they do not import).
+fn code(text: &str) -> String {
+    text.lines().map(|l| l.find("//").map_or(l, |i| &l[..i])).collect::<Vec<_>>().join("\n")
+}
+
+fn ident(s: &str) -> &str {
+    let end = s.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(s.len());
+    &s[..end]
+}
+
+/// The top-level modules a piece of code names through `crate::x` or `crate::{x, y::z}`.
+fn targets(code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("crate::") {
+        // `crate::` inside a longer identifier (`mycrate::`) is not this crate.
+        let before = rest[..i].chars().next_back();
+        rest = &rest[i + "crate::".len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            // Top-level names of the group: those at brace depth 0, each before `::`, `,` or the end.
+            let (mut depth, mut start) = (0usize, true);
+            for (j, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => start = true,
+                    c if start && depth == 0 && (c.is_alphanumeric() || c == '_') => {
+                        out.insert(ident(&group[j..]).to_string());
+                        start = false;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            let name = ident(rest);
+            if !name.is_empty() {
+                out.insert(name.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// module -> module it imports -> files where it does.
+fn graph(src: &Path) -> Graph {
+    let mut files = vec![];
+    rust_files(src, &mut files);
+    let mut g = Graph::new();
+    for f in files {
+        let rel = f.strip_prefix(src).expect("under src").to_string_lossy().replace('\\', "/");
+        let top = rel.split('/').next().expect("a component").trim_end_matches(".rs").to_string();
+        if top == "lib" || top == "main" || top == "bin" {
+            continue; // the crate root and binaries are above every module
+        }
+        let text = std::fs::read_to_string(&f).expect("read");
+        for t in targets(&code(&text)) {
+            if t != top && t != "self" && t != "super" {
+                g.entry(top.clone()).or_default().entry(t).or_default().insert(rel.clone());
+            }
+        }
+    }
+    g
+}
+
+/// The strongly connected components of more than one module (Tarjan), each sorted.
+fn cycles(g: &Graph) -> Vec<Vec<String>> {
+    struct T<'a> {
+        g: &'a Graph,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'a>(t: &mut T<'a>, v: &'a str) {
+        let n = t.index.len();
+        t.index.insert(v, n);
+        t.low.insert(v, n);
+        t.stack.push(v);
+        t.on.insert(v);
+        let g = t.g;
+        for w in g.get(v).into_iter().flat_map(|m| m.keys()) {
+            let w = w.as_str();
+            if !t.index.contains_key(w) {
+                visit(t, w);
+                let lw = t.low[w];
+                let lv = t.low.get_mut(v).expect("visited");
+                *lv = (*lv).min(lw);
+            } else if t.on.contains(w) {
+                let iw = t.index[w];
+                let lv = t.low.get_mut(v).expect("visited");
+                *lv = (*lv).min(iw);
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut comp = vec![];
+            while let Some(w) = t.stack.pop() {
+                t.on.remove(w);
+                comp.push(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                comp.sort();
+                t.out.push(comp);
+            }
+        }
+    }
+    let mut t = T { g, index: BTreeMap::new(), low: BTreeMap::new(), stack: vec![], on: BTreeSet::new(), out: vec![] };
+    let nodes: BTreeSet<&str> =
+        g.iter().flat_map(|(a, m)| std::iter::once(a.as_str()).chain(m.keys().map(String::as_str))).collect();
+    for v in nodes {
+        if !t.index.contains_key(v) {
+            visit(&mut t, v);
+        }
+    }
+    t.out
+}
+
+#[test]
+fn no_crate_has_an_import_cycle_between_its_modules() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut problems = vec![];
+    for krate in CRATES {
+        let g = graph(&root.join(krate));
+        assert!(g.len() > 2, "{krate}: only {} modules import others: the reader found nothing", g.len());
+        for comp in cycles(&g) {
+            let mut why = vec![];
+            for a in &comp {
+                for (b, files) in &g[a] {
+                    if comp.contains(b) {
+                        why.push(format!("    {a} -> {b} ({})", files.iter().cloned().collect::<Vec<_>>().join(", ")));
+                    }
+                }
+            }
+            problems.push(format!("{krate}: {} import each other:\n{}", comp.join(", "), why.join("\n")));
+        }
+    }
+    assert!(problems.is_empty(), "module cycles:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_reader_finds_the_paths_and_cycles_it_is_for() {
+    let t = targets(
+        code("use crate::a::X;\nuse crate::{b, c::{D, e::F}, g::H};\nlet x = crate::h::f(); // crate::z\nmycrate::q")
+            .as_str(),
+    );
+    assert_eq!(t.into_iter().collect::<Vec<_>>(), ["a", "b", "c", "g", "h"]);
+    let mut g = Graph::new();
+    for (a, b) in [("a", "b"), ("b", "c"), ("c", "a"), ("c", "d"), ("d", "e")] {
+        g.entry(a.into()).or_default().entry(b.into()).or_default().insert(format!("{a}.rs"));
+    }
+    assert_eq!(cycles(&g), vec![vec!["a".to_string(), "b".into(), "c".into()]]);
+    g.get_mut("c").expect("c").remove("a");
+    assert!(cycles(&g).is_empty());
+}
