@@ -215,8 +215,7 @@ class Soak:
             "prefiller_restart", "bootstrap_restart", "decoder_vanish", "transfer_failure", "rogue_frames",
             "slow_peer", "scheduler_abort")}
         self.rogue_messages = 0
-        self.warming_pulls = 0  # pulls of warm(): one per pair a new process forms
-        self.met = set()  # (decoder name, prefiller name) pairs warm() has pulled between
+        self.met = set()  # (decoder name, prefiller name) pairs warm() has pulled between: one pull each
         self.samples = []  # (t, name, kind, rss, fds)
         self.violations = []
         self.t0 = time.time()
@@ -359,7 +358,6 @@ class Soak:
         for d, p in pairs:
             self.one_pull(pair=(d, p))
             self.met.add((d.name, p.name))
-        self.warming_pulls += len(pairs)
 
     def restart_prefiller(self):
         ps = self.live(self.prefillers)
@@ -529,7 +527,7 @@ class Soak:
             self.warm(d)
         started = time.time()
         print(f"soak: {self.rev}: bootstrap, {a.prefillers} prefillers, {a.decoders} decoders up and warmed "
-              f"({self.warming_pulls} pulls, one per pair) in {started - self.t0:.1f}s; {a.minutes} min at {a.rate} pulls/s, a fault every ~{a.fault_every}s",
+              f"({len(self.met)} pulls, one per pair) in {started - self.t0:.1f}s; {a.minutes} min at {a.rate} pulls/s, a fault every ~{a.fault_every}s",
               flush=True)
         end = started + a.minutes * 60
         next_pull, next_fault, next_sample, next_report = started, started + 2, started, started + 60
@@ -753,7 +751,7 @@ class Soak:
             "requests_pulled": self.seq - self.faults["scheduler_abort"],
             "faults": self.faults,
             "rogue_messages": self.rogue_messages,
-            "warming_pulls": self.warming_pulls,
+            "warming_pulls": len(self.met),
             "prefiller_rejections": self.rejected,
             "decoder_outcomes": self.outcomes,
             "prefiller_outcomes": self.prefiller_outcomes,

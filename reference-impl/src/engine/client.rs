@@ -154,14 +154,22 @@ impl EngineClient {
         }
     }
 
-    /// `n` connections to `addr` at once (pooled or new); on a failure the ones obtained go back to the pool.
+    /// `n` connections to `addr`: idle ones from the pool (pruned first, so a connection its target closed is
+    /// not handed out), the rest opened at once; on a failure the ones obtained go back to the pool.
     async fn connections(&self, addr: &str, n: usize) -> Result<Vec<TcpStream>, TransferError> {
+        let mut conns: Vec<TcpStream> = {
+            let mut idle = self.idle.lock().expect("pool");
+            prune(&mut idle);
+            match idle.get_mut(addr) {
+                Some(v) => v.drain(v.len().saturating_sub(n)..).collect(),
+                None => vec![],
+            }
+        };
         let mut connecting = tokio::task::JoinSet::new();
-        for _ in 0..n {
-            let (me, addr) = (self.clone(), addr.to_string());
-            connecting.spawn(async move { me.connection(&addr).await });
+        for _ in conns.len()..n {
+            connecting.spawn(connect(addr.to_string()));
         }
-        let (mut conns, mut err) = (Vec::with_capacity(n), None);
+        let mut err = None;
         while let Some(j) = connecting.join_next().await {
             match j.map_err(|e| TransferError::Io(e.to_string())).and_then(|r| r) {
                 Ok(s) => conns.push(s),
@@ -177,23 +185,6 @@ impl EngineClient {
                 Err(e)
             }
         }
-    }
-
-    async fn connection(&self, addr: &str) -> Result<TcpStream, TransferError> {
-        let pooled = {
-            let mut idle = self.idle.lock().expect("pool");
-            prune(&mut idle);
-            idle.get_mut(addr).and_then(Vec::pop)
-        };
-        if let Some(s) = pooled {
-            return Ok(s);
-        }
-        let s = tokio::time::timeout(HANDSHAKE_TIMEOUT, TcpStream::connect(addr))
-            .await
-            .map_err(|_| TransferError::Io(format!("connecting to {addr} timed out")))?
-            .map_err(|e| TransferError::Io(format!("connecting to {addr}: {e}")))?;
-        let _ = s.set_nodelay(true);
-        Ok(s)
     }
 
     fn give_back(&self, addr: &str, s: TcpStream) {
@@ -217,7 +208,7 @@ impl EngineClient {
 
 /// Drops the idle connections whose target closed them or sent something unasked (a target that exited, one
 /// that closed an idle connection), and the entries left empty: without it, the pool keeps a dead socket for
-/// every peer that went away, forever. Runs before a connection is taken and every [`PRUNE_EVERY`].
+/// every peer that went away, forever. Runs before connections are taken and every [`PRUNE_EVERY`].
 fn prune(idle: &mut HashMap<String, Vec<TcpStream>>) {
     idle.retain(|_, conns| {
         conns.retain(still_open);
@@ -229,6 +220,16 @@ fn prune(idle: &mut HashMap<String, Vec<TcpStream>>) {
 fn still_open(s: &TcpStream) -> bool {
     let mut b = [0u8; 1];
     matches!(s.try_read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+}
+
+/// A new data connection to `addr`, bounded by the handshake timeout.
+async fn connect(addr: String) -> Result<TcpStream, TransferError> {
+    let s = tokio::time::timeout(HANDSHAKE_TIMEOUT, TcpStream::connect(&addr))
+        .await
+        .map_err(|_| TransferError::Io(format!("connecting to {addr} timed out")))?
+        .map_err(|e| TransferError::Io(format!("connecting to {addr}: {e}")))?;
+    let _ = s.set_nodelay(true);
+    Ok(s)
 }
 
 fn data_addr(d: &SegmentDesc) -> String {

@@ -59,11 +59,7 @@ impl EngineTarget {
         let (m1, m2) = (mem.clone(), mem);
         let hs = tokio::spawn(async move {
             loop {
-                let Ok((s, _)) = rpc.accept().await else {
-                    // Out of fds or a transient error: wait instead of spinning on it.
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                    continue;
-                };
+                let s = accept(&rpc).await;
                 let desc = descriptor(&name, &host, data_addr.port(), &m1);
                 // One connection at a time, as the engine's daemon: each exchange is bounded.
                 let got = tokio::time::timeout(HANDSHAKE_TIMEOUT * 2, answer_handshake(s, desc)).await;
@@ -81,11 +77,7 @@ impl EngineTarget {
         let conns = connections.clone();
         let ds = tokio::spawn(async move {
             loop {
-                let Ok((s, _)) = data.accept().await else {
-                    // Out of fds or a transient error: wait instead of spinning on it.
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                    continue;
-                };
+                let s = accept(&data).await;
                 let _ = s.set_nodelay(true);
                 let h = tokio::spawn(serve_data(s, m2.clone()));
                 let mut c = conns.lock().expect("connections");
@@ -175,6 +167,17 @@ async fn answer_handshake(mut s: TcpStream, desc: SegmentDesc) -> Result<Vec<u8>
 
 /// How much of a write's payload is read before it is copied into memory.
 const WRITE_SLICE: usize = 1 << 20;
+
+/// The next connection; after a failed accept (out of fds, a transient error) it waits 10 ms instead of
+/// spinning on it.
+async fn accept(l: &TcpListener) -> TcpStream {
+    loop {
+        match l.accept().await {
+            Ok((s, _)) => return s,
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+        }
+    }
+}
 
 /// Requests on one data connection, one after the other, until it closes, idles or misbehaves.
 async fn serve_data(mut s: TcpStream, mem: SharedMemory) {
