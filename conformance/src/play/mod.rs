@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-pub use crate::crossver::REGION_MISMATCH;
 use crate::finding::Finding;
 pub use crate::role::Role;
 use crate::scenarios::{Scenario, Scenarios};
