@@ -1,6 +1,7 @@
 //! `mooncake-conformance run`: every case of every given trace against a testee, with expected failures,
 //! progress, and reports.
 
+use mooncake_testee_protocol::Role as TesteeRole;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -360,16 +361,11 @@ pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
             probe.stop().await;
             hello
         }
-        e => crate::testee::Hello {
-            name: e.describe(),
-            revisions: mooncake_wire::spec::Spec::builtin()
-                .push()
-                .revisions
-                .iter()
-                .map(|r| r.revision.clone())
-                .collect(),
-            roles: vec!["prefiller".into(), "decoder".into(), "bootstrap".into()],
-        },
+        e => crate::testee::Hello::new(
+            e.describe(),
+            mooncake_wire::spec::Spec::builtin().push().revisions.iter().map(|r| r.revision.clone()).collect(),
+            &[TesteeRole::Prefiller, TesteeRole::Decoder, TesteeRole::Bootstrap],
+        ),
     };
     let mut hello = hello;
     if let Some(only) = &cfg.speaks {

@@ -7,9 +7,10 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use mooncake_testee_protocol::{read_answer, Command, Done};
 use serde_json::{json, Value as J};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command as Process};
 
 /// Which implementation to test.
 #[derive(Clone, Debug)]
@@ -41,13 +42,7 @@ pub fn split_command(cmd: &str) -> Result<Vec<String>, String> {
     Ok(argv)
 }
 
-/// What a testee said about itself.
-#[derive(Clone, Debug)]
-pub struct Hello {
-    pub name: String,
-    pub revisions: Vec<String>,
-    pub roles: Vec<String>,
-}
+pub use mooncake_testee_protocol::Hello;
 
 /// The standard error of the testee processes of one case: the last lines in memory (shown when the case
 /// fails), every line in a file with `--testee-log DIR`; and whether a testee died.
@@ -131,27 +126,6 @@ pub enum Testee {
 
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
-fn parse_hello(h: &J) -> Result<Hello, String> {
-    if h.get("hello").and_then(J::as_str) != Some("mooncake-testee") {
-        return Err(format!("the testee's first line is not a mooncake testee hello: {h}"));
-    }
-    if h.get("protocol").and_then(J::as_u64) != Some(1) {
-        let v = h.get("protocol").map(|p| p.to_string()).unwrap_or_else(|| "(none given)".into());
-        return Err(format!("the testee speaks protocol {v}, the runner speaks 1 (conformance/TESTEE.md)"));
-    }
-    let list = |k: &str| {
-        h.get(k)
-            .and_then(J::as_array)
-            .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
-            .unwrap_or_default()
-    };
-    Ok(Hello {
-        name: h.get("name").and_then(J::as_str).unwrap_or("?").to_string(),
-        revisions: list("revisions"),
-        roles: list("roles"),
-    })
-}
-
 /// `status` with the last lines of standard error, for messages about a testee that stopped.
 fn with_tail(msg: String, log: &TesteeLog) -> String {
     let tail = log.tail(5);
@@ -187,16 +161,16 @@ impl Testee {
         match spec {
             TesteeSpec::Builtin => Ok((
                 Testee::Builtin(Box::default(), vec![]),
-                parse_hello(&mooncake_reference::testee::hello()).map_err(usage)?,
+                Ok::<_, String>(mooncake_reference::testee::hello()).map_err(usage)?,
             )),
             TesteeSpec::BuiltinWithFaults(f) => Ok((
                 Testee::Builtin(Box::default(), f.clone()),
-                parse_hello(&mooncake_reference::testee::hello()).map_err(usage)?,
+                Ok::<_, String>(mooncake_reference::testee::hello()).map_err(usage)?,
             )),
             TesteeSpec::Command(cmd) => {
                 let log = log.cloned().unwrap_or_default();
                 let argv = split_command(cmd).map_err(usage)?;
-                let mut child = Command::new(&argv[0])
+                let mut child = Process::new(&argv[0])
                     .args(&argv[1..])
                     .stdin(Stdio::piped())
                     .stdout(Stdio::piped())
@@ -239,15 +213,37 @@ impl Testee {
                 };
                 let hello = serde_json::from_str(&line)
                     .map_err(|e| format!("the testee's hello is not JSON ({e}): {line}"))
-                    .and_then(|h| parse_hello(&h))
+                    .and_then(|h| Hello::parse(&h))
                     .map_err(usage)?;
                 Ok((Testee::Process { child, stdin, lines, log }, hello))
             }
         }
     }
 
-    /// Sends a command; an `{"ok": false}` answer is an `Err` with the testee's error text.
+    /// Sends a command and reads its answer as `T` ([`mooncake_testee_protocol::Done`] for a bare
+    /// `{"ok": true}`); an `{"ok": false}` answer is an `Err` with the testee's error text.
+    pub async fn send<T: serde::de::DeserializeOwned>(&mut self, cmd: &Command) -> Result<T, String> {
+        let v = serde_json::to_value(cmd).map_err(|e| format!("{}: {e}", cmd.name()))?;
+        let answer = self.exchange(v).await?;
+        read_answer(&answer).map_err(|e| format!("`{}`: {e}", cmd.name()))
+    }
+
+    /// A role's `status`, typed by role ([`mooncake_testee_protocol::PrefillerStatus`],
+    /// [`mooncake_testee_protocol::DecoderStatus`]).
+    pub async fn status<T: serde::de::DeserializeOwned>(&mut self) -> Result<T, String> {
+        self.send(&Command::Status).await
+    }
+
+    /// Sends a command given as raw JSON (a test's malformed command, a key a later protocol version adds);
+    /// an `{"ok": false}` answer is an `Err` with the testee's error text. The runner itself uses
+    /// [`Testee::send`].
     pub async fn cmd(&mut self, cmd: J) -> Result<J, String> {
+        let answer = self.exchange(cmd).await?;
+        read_answer::<J>(&answer)
+    }
+
+    /// Sends one command line and returns the testee's answer line as it came (`ok` true or false).
+    async fn exchange(&mut self, cmd: J) -> Result<J, String> {
         let answer = match self {
             Testee::Builtin(t, faults) => {
                 let mut cmd = cmd;
@@ -288,11 +284,7 @@ impl Testee {
                     .map_err(|e| format!("the testee's answer to `{what}` is not JSON ({e}): {line}"))?
             }
         };
-        if answer.get("ok") == Some(&J::Bool(true)) {
-            Ok(answer)
-        } else {
-            Err(answer.get("error").and_then(J::as_str).unwrap_or("the testee refused without a reason").to_string())
-        }
+        Ok(answer)
     }
 
     /// Stops the testee and everything it started.
@@ -302,7 +294,7 @@ impl Testee {
         if let Testee::Process { log, .. } = &mut self {
             *log = TesteeLog::default();
         }
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.cmd(json!({"cmd": "stop"}))).await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.send::<Done>(&Command::Stop)).await;
         if let Testee::Process { mut child, .. } = self {
             if tokio::time::timeout(Duration::from_secs(5), child.wait()).await.is_err() {
                 let _ = child.kill().await;

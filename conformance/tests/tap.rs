@@ -68,7 +68,7 @@ impl Deployment {
         let sc = mooncake_conformance::bundled::scenarios();
         let pc = &t.prefillers[0];
         let mut cfg = prefiller_config(&t, pc, &sc.model, bootstrap).unwrap();
-        cfg["record_wire"] = json!(true);
+        cfg.record_wire = true;
         let (mut prefiller, _) = Testee::start(p).await.unwrap();
         let a = prefiller
             .cmd(json!({"cmd": "start", "role": "prefiller", "revision": REVISION, "config": cfg}))

@@ -1,33 +1,27 @@
 //! Role configurations (the `config` objects of the testee protocol's `start`, also read by `mooncake-peer`
 //! from JSON files), and what they build: planners, decoder layouts, registered memory.
 
-use std::collections::HashMap;
-
 use mooncake_wire::plan::{has_opaque_packed_row, GroupKind, LayerSpec, Producer, ProducerConfig, RegisteredLayout};
 use mooncake_wire::proto::memory::{provenance_bytes, Memory};
 use mooncake_wire::proto::{DecoderLayout, WireProfile};
-use serde::Deserialize;
 
-/// A side's registered KV regions: the layout columns of `MooncakeXferMetadata` plus the block count.
-#[derive(Clone, Debug, Deserialize, serde::Serialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct LayoutConfig {
-    pub kv_caches_base_addr: Vec<u64>,
-    pub block_lens: Vec<u64>,
-    pub kv_block_lens: Vec<u64>,
-    pub registered_layer_names: Vec<String>,
-    pub registered_layer_indices: Vec<i64>,
-    #[serde(default)]
-    pub registered_group_indices: Vec<i64>,
-    #[serde(default)]
-    pub registered_shared_group_ids: Vec<Vec<i64>>,
-    #[serde(default)]
-    pub registered_row_offsets: Vec<i64>,
-    pub num_blocks: u64,
+pub use mooncake_testee_protocol::{LayoutConfig, ModelConfig};
+
+/// What the reference peer builds from a [`LayoutConfig`] (the type is the testee protocol's).
+pub trait LayoutExt {
+    /// Refuses columns of different lengths, empty regions, and more memory than the peer allocates.
+    fn check(&self) -> Result<(), String>;
+    /// Registered memory: a prefiller's regions hold the provenance pattern, a decoder's are zeroed. Regions
+    /// whose ranges coincide (packed views of one row) are registered once.
+    fn memory(&self, provenance: bool) -> Memory;
+    /// The layout as the planner reads it.
+    fn registered(&self) -> RegisteredLayout;
+    /// The layout as a decoder core sends it.
+    fn decoder_layout(&self) -> DecoderLayout;
 }
 
-impl LayoutConfig {
-    pub fn check(&self) -> Result<(), String> {
+impl LayoutExt for LayoutConfig {
+    fn check(&self) -> Result<(), String> {
         let n = self.kv_caches_base_addr.len();
         if self.block_lens.len() != n
             || self.kv_block_lens.len() != n
@@ -48,9 +42,7 @@ impl LayoutConfig {
         Ok(())
     }
 
-    /// Registered memory: a prefiller's regions hold the provenance pattern, a decoder's are zeroed. Regions
-    /// whose ranges coincide (packed views of one row) are registered once.
-    pub fn memory(&self, provenance: bool) -> Memory {
+    fn memory(&self, provenance: bool) -> Memory {
         let mut m = Memory::default();
         for (i, (&base, &bl)) in self.kv_caches_base_addr.iter().zip(&self.block_lens).enumerate() {
             let len = (bl * self.num_blocks) as usize;
@@ -67,7 +59,7 @@ impl LayoutConfig {
         m
     }
 
-    pub fn registered(&self) -> RegisteredLayout {
+    fn registered(&self) -> RegisteredLayout {
         RegisteredLayout {
             kv_caches_base_addr: self.kv_caches_base_addr.iter().map(|x| *x as i64).collect(),
             block_lens: self.block_lens.iter().map(|x| *x as i64).collect(),
@@ -80,7 +72,7 @@ impl LayoutConfig {
         }
     }
 
-    pub fn decoder_layout(&self) -> DecoderLayout {
+    fn decoder_layout(&self) -> DecoderLayout {
         let w = |v: &[i64]| v.iter().map(|x| (*x).into()).collect();
         DecoderLayout {
             kv_caches_base_addr: self.kv_caches_base_addr.iter().map(|x| (*x).into()).collect(),
@@ -93,34 +85,6 @@ impl LayoutConfig {
             registered_row_offsets: w(&self.registered_row_offsets),
         }
     }
-}
-
-/// Model facts a prefiller plans with.
-#[derive(Clone, Debug, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelConfig {
-    pub total_num_kv_heads: i64,
-    #[serde(default)]
-    pub use_mla: bool,
-    /// `attn` or `mamba` per KV transfer group (default: one attention group, or one per group index seen).
-    #[serde(default)]
-    pub group_kinds: Vec<String>,
-    #[serde(default = "one")]
-    pub physical_blocks_per_logical: i64,
-    /// Layer name → KV group, for layouts without group indices (default: from the layout's group indices).
-    #[serde(default)]
-    pub layer_groups: HashMap<String, i64>,
-    /// The attention pages are padded (refuses head re-sharding).
-    #[serde(default)]
-    pub padded_pages: bool,
-    /// The attention KV cache is blocks-first (`[blocks, 2, ...]`): revisions whose `kv_half_split` is
-    /// `when-blocks-first` then copy K and V halves.
-    #[serde(default)]
-    pub blocks_first: bool,
-}
-
-fn one() -> i64 {
-    1
 }
 
 /// The prefiller's planner for its identity, model and layout.

@@ -228,7 +228,7 @@ async fn main() -> std::process::ExitCode {
     let level: tracing::Level = cli.log.parse().unwrap_or(tracing::Level::INFO);
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(level).init();
     let mut testee = Testee::default();
-    if let Err(e) = answer(hello()) {
+    if let Err(e) = answer(serde_json::to_value(hello()).expect("a hello serialises")) {
         eprintln!("error: {e}");
         return std::process::ExitCode::from(2);
     }

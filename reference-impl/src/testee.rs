@@ -5,15 +5,18 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use mooncake_testee_protocol::{
+    self as proto, BootstrapConfig, Command, CommandError, Done, FinishedSending, Hello, Started, WireEntry,
+    WriteRecord,
+};
 use mooncake_wire::proto::gen1::{Gen1Decoder, Gen1DecoderConfig, Gen1Prefiller, Gen1Profile};
 use mooncake_wire::proto::{DecoderConfig, DecoderCore, PullRequest, Registry, WireProfile};
 use mooncake_wire::spec::Spec;
-use serde::Deserialize;
 use serde_json::{json, Value as J};
 use tokio::net::TcpListener;
 
 use crate::backend::{serve_engine, Backend};
-use crate::config::{producer, producer_with, LayoutConfig, ModelConfig};
+use crate::config::{producer, producer_with, LayoutExt};
 use crate::decoder::DecoderPeer;
 use crate::http::BootstrapServer;
 use crate::prefiller::{PrefillerConfig, PrefillerPeer};
@@ -30,9 +33,13 @@ pub fn revisions() -> Vec<String> {
         .collect()
 }
 
-pub fn hello() -> J {
-    json!({"hello": "mooncake-testee", "protocol": 1, "name": format!("mooncake-peer {}", env!("CARGO_PKG_VERSION")),
-           "revisions": revisions(), "roles": ["prefiller", "decoder", "bootstrap"]})
+/// The reference peer's hello.
+pub fn hello() -> Hello {
+    Hello::new(
+        format!("mooncake-peer {}", env!("CARGO_PKG_VERSION")),
+        revisions(),
+        &[proto::Role::Prefiller, proto::Role::Decoder, proto::Role::Bootstrap],
+    )
 }
 
 enum Role {
@@ -44,12 +51,12 @@ enum Role {
 
 /// One message of a `wire` list: `{"dir": "in"|"out", "frames": [hex, ...]}` (plus the endpoint a decoder sent
 /// to).
-fn wire_entry(inbound: bool, frames: &[Vec<u8>], endpoint: Option<&str>) -> J {
-    let mut e = json!({"dir": if inbound { "in" } else { "out" }, "frames": frames.iter().map(hex::encode).collect::<Vec<_>>()});
-    if let Some(ep) = endpoint {
-        e["endpoint"] = json!(ep);
+fn wire_entry(inbound: bool, frames: &[Vec<u8>], endpoint: Option<&str>) -> WireEntry {
+    WireEntry {
+        dir: if inbound { "in" } else { "out" }.into(),
+        frames: frames.iter().map(hex::encode).collect(),
+        endpoint: endpoint.map(String::from),
     }
-    e
 }
 
 pub struct Testee {
@@ -57,112 +64,12 @@ pub struct Testee {
     role: Option<Role>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PrefillerStart {
-    /// The transfer backend: `tcp-engine` (Mooncake Transfer Engine's TCP transport; the only one a process
-    /// can use — the in-process fabric is a library feature for tests).
-    #[serde(default)]
-    transfer: Option<String>,
-    /// Generation 2 only (the engine it registers as).
-    #[serde(default)]
-    engine_id: String,
-    #[serde(default)]
-    dp_rank: i64,
-    #[serde(default)]
-    tp_rank: i64,
-    #[serde(default = "one")]
-    tp_size: i64,
-    #[serde(default)]
-    pp_rank: i64,
-    #[serde(default = "one")]
-    pp_size: i64,
-    #[serde(default)]
-    bootstrap: Option<String>,
-    #[serde(default)]
-    bind: Option<String>,
-    #[serde(default)]
-    abort_timeout_s: Option<f64>,
-    model: ModelConfig,
-    layout: LayoutConfig,
-    /// Deliberate faults (tests of the conformance runner).
-    #[serde(default)]
-    faults: Vec<String>,
-    /// Keep every ZeroMQ message; `status` lists them under `wire`.
-    #[serde(default)]
-    record_wire: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DecoderStart {
-    /// The transfer backend (see `PrefillerStart::transfer`).
-    #[serde(default)]
-    transfer: Option<String>,
-    /// The transfer engine's RPC (handshake) port, sent as `remote_port` (0: any free port).
-    #[serde(default)]
-    te_port: u16,
-    #[serde(default = "localhost")]
-    hostname: String,
-    #[serde(default)]
-    tp_rank: usize,
-    #[serde(default = "one_usize")]
-    tp_size: usize,
-    #[serde(default)]
-    pp_rank: usize,
-    #[serde(default = "one_usize")]
-    pp_size: usize,
-    #[serde(default)]
-    layout_id: u64,
-    #[serde(default)]
-    abort_timeout_s: Option<f64>,
-    /// How long to wait for each reply (vLLM: abort timeout + 60 s).
-    #[serde(default)]
-    recv_timeout_s: Option<f64>,
-    layout: LayoutConfig,
-    #[serde(default)]
-    faults: Vec<String>,
-    /// `status` lists every ZeroMQ message sent and received under `wire`.
-    #[serde(default)]
-    record_wire: bool,
-}
-
-#[derive(Deserialize)]
-struct PullCmd {
-    d_req_id: String,
-    /// Generation 2 (generation 1 has no transfer id).
-    #[serde(default)]
-    transfer_id: String,
-    #[serde(default)]
-    blocks: Vec<Vec<u64>>,
-    /// Generation 2: the prefiller engine and its bootstrap server.
-    #[serde(default)]
-    engine_id: String,
-    #[serde(default)]
-    bootstrap_addr: String,
-    /// Generation 1: `kv_transfer_params` `remote_host` and `remote_port` (the engine's base port).
-    #[serde(default)]
-    remote_host: Option<String>,
-    #[serde(default)]
-    remote_port: Option<u64>,
-}
-
-fn one() -> i64 {
-    1
-}
 /// The transfer backends a process can use: `tcp-engine` (the default).
 fn check_transfer(t: &Option<String>) -> Result<(), String> {
     match t.as_deref() {
         None | Some("tcp-engine") => Ok(()),
         Some(other) => Err(format!("config: transfer `{other}` is not a transfer backend (tcp-engine)")),
     }
-}
-
-fn one_usize() -> usize {
-    1
-}
-fn localhost() -> String {
-    "127.0.0.1".into()
 }
 
 /// Seconds from a control command; negative, infinite or NaN values are refused.
@@ -175,14 +82,6 @@ fn secs(v: Option<f64>, what: &str) -> Result<Option<Duration>, String> {
     }
 }
 
-fn err(e: impl std::fmt::Display) -> J {
-    json!({"ok": false, "error": e.to_string()})
-}
-
-fn field<'a, T: Deserialize<'a>>(cmd: &'a J, k: &str) -> Result<T, String> {
-    T::deserialize(cmd.get(k).ok_or_else(|| format!("missing `{k}`"))?).map_err(|e| format!("`{k}`: {e}"))
-}
-
 impl Default for Testee {
     fn default() -> Self {
         Testee { ctx: zmq::Context::new(), role: None }
@@ -192,53 +91,46 @@ impl Default for Testee {
 impl Testee {
     /// Handles one command; never panics on bad input.
     pub async fn handle(&mut self, cmd: &J) -> J {
-        let name = cmd.get("cmd").and_then(J::as_str).unwrap_or("");
-        let r = match name {
-            "start" => self.start(cmd).await,
-            "stop" => {
+        let r = match Command::parse(cmd) {
+            Err(CommandError::Unsupported(name)) => Err(format!("unsupported: {name}")),
+            Err(e) => Err(e.to_string()),
+            Ok(Command::Start { role, revision, config }) => self.start(role, &revision, config).await,
+            Ok(Command::Stop) => {
                 self.role = None;
-                Ok(json!({}))
+                Ok(proto::ok_answer(&Done {}))
             }
-            _ => self.role_cmd(name, cmd).await,
+            Ok(c) => self.role_cmd(c).await,
         };
-        match r {
-            Ok(J::Object(mut m)) => {
-                m.insert("ok".into(), J::Bool(true));
-                J::Object(m)
-            }
-            Ok(_) => json!({"ok": true}),
-            Err(e) => err(e),
-        }
+        r.unwrap_or_else(proto::error_answer)
     }
 
-    async fn start(&mut self, cmd: &J) -> Result<J, String> {
+    async fn start(&mut self, role: proto::Role, revision: &str, config: J) -> Result<J, String> {
         if self.role.is_some() {
             return Err("this testee already has a role".into());
         }
-        let role: String = field(cmd, "role")?;
-        let revision: String = field(cmd, "revision")?;
-        if !revisions().contains(&revision) {
+        if !revisions().iter().any(|r| r == revision) {
             return Err(format!("unsupported revision {revision}"));
         }
-        let rev = Spec::builtin().revision(&revision).expect("listed").clone();
-        let config = cmd.get("config").cloned().unwrap_or(json!({}));
-        match role.as_str() {
-            "bootstrap" => {
-                let bind = config.get("bind").and_then(J::as_str).unwrap_or("127.0.0.1:0").to_string();
+        let rev = Spec::builtin().revision(revision).expect("listed").clone();
+        let config = if config.is_null() { json!({}) } else { config };
+        match role {
+            proto::Role::Bootstrap => {
+                let c: BootstrapConfig = serde_json::from_value(config).map_err(|e| format!("config: {e}"))?;
+                let bind = c.bind.unwrap_or_else(|| "127.0.0.1:0".into());
                 let spec = mooncake_wire::bootstrap::BootstrapSpec::new(rev)
                     .ok_or("no bootstrap server in this revision")??;
                 let s = BootstrapServer::start(&bind, Registry::new(spec)).await?;
                 let url = s.url();
                 self.role = Some(Role::Bootstrap(s));
-                Ok(json!({"url": url}))
+                Ok(proto::ok_answer(&Started { url: Some(url), ..Default::default() }))
             }
-            "prefiller" => {
-                let c: PrefillerStart = serde_json::from_value(config).map_err(|e| format!("config: {e}"))?;
+            proto::Role::Prefiller => {
+                let c: proto::PrefillerConfig = serde_json::from_value(config).map_err(|e| format!("config: {e}"))?;
                 check_transfer(&c.transfer)?;
                 if rev.generation == 1 {
-                    return self.start_gen1_prefiller(&revision, c).await;
+                    return self.start_gen1_prefiller(revision, c).await;
                 }
-                let profile = WireProfile::builtin(&revision)?;
+                let profile = WireProfile::builtin(revision)?;
                 let planner = producer(c.tp_rank, c.tp_size, c.pp_size, &c.model, &c.layout, &profile)?;
                 let memory = Arc::new(Mutex::new(c.layout.memory(true)));
                 let cfg = PrefillerConfig {
@@ -255,10 +147,10 @@ impl Testee {
                 let p = PrefillerPeer::start(&self.ctx, cfg, profile, planner, memory, Backend::tcp_engine()).await?;
                 let endpoint = p.endpoint.clone();
                 self.role = Some(Role::Prefiller(p, c.record_wire));
-                Ok(json!({"endpoint": endpoint}))
+                Ok(proto::ok_answer(&Started { endpoint: Some(endpoint), ..Default::default() }))
             }
-            "decoder" => {
-                let c: DecoderStart = serde_json::from_value(config).map_err(|e| format!("config: {e}"))?;
+            proto::Role::Decoder => {
+                let c: proto::DecoderConfig = serde_json::from_value(config).map_err(|e| format!("config: {e}"))?;
                 check_transfer(&c.transfer)?;
                 c.layout.check()?;
                 let memory = Arc::new(Mutex::new(c.layout.memory(false)));
@@ -268,7 +160,7 @@ impl Testee {
                 let port = listener.local_addr().map_err(|e| e.to_string())?.port();
                 let server = tokio::spawn(serve_engine(listener, memory.clone()));
                 if rev.generation == 1 {
-                    let profile = Gen1Profile::builtin(&revision)?;
+                    let profile = Gen1Profile::builtin(revision)?;
                     let cfg = Gen1DecoderConfig {
                         hostname: c.hostname.clone(),
                         te_port: port as u64,
@@ -281,9 +173,9 @@ impl Testee {
                     }
                     let d = DecoderPeer::start(&self.ctx, core, memory)?;
                     self.role = Some(Role::Decoder(d, server, c.record_wire));
-                    return Ok(json!({"session": format!("{}:{port}", c.hostname)}));
+                    return Ok(session(&c.hostname, port));
                 }
-                let profile = WireProfile::builtin(&revision)?;
+                let profile = WireProfile::builtin(revision)?;
                 let cfg = DecoderConfig {
                     hostname: c.hostname.clone(),
                     te_port: port as u64,
@@ -304,14 +196,13 @@ impl Testee {
                 let faults = c.faults.iter().map(|f| crate::faults::Fault::parse(f)).collect::<Result<_, _>>()?;
                 let d = DecoderPeer::start_with_faults(&self.ctx, core, memory, faults)?;
                 self.role = Some(Role::Decoder(d, server, c.record_wire));
-                Ok(json!({"session": format!("{}:{port}", c.hostname)}))
+                Ok(session(&c.hostname, port))
             }
-            other => Err(format!("unknown role {other:?}")),
         }
     }
 
     /// A generation-1 prefiller: a ROUTER at `bind`, no bootstrap server, requests known by the decoder's ids.
-    async fn start_gen1_prefiller(&mut self, revision: &str, c: PrefillerStart) -> Result<J, String> {
+    async fn start_gen1_prefiller(&mut self, revision: &str, c: proto::PrefillerConfig) -> Result<J, String> {
         if c.bootstrap.is_some() {
             return Err("generation 1 has no bootstrap server: `bootstrap` must be null".into());
         }
@@ -336,57 +227,63 @@ impl Testee {
         let p = PrefillerPeer::start_machine(&self.ctx, cfg, core, memory, Backend::tcp_engine()).await?;
         let endpoint = p.endpoint.clone();
         self.role = Some(Role::Prefiller(p, c.record_wire));
-        Ok(json!({"endpoint": endpoint}))
+        Ok(proto::ok_answer(&Started { endpoint: Some(endpoint), ..Default::default() }))
     }
 
-    async fn role_cmd(&mut self, name: &str, cmd: &J) -> Result<J, String> {
-        match (&self.role, name) {
-            (None, _) => Err(format!("unsupported: {name} before start")),
-            (Some(Role::Prefiller(p, _)), "allocate") => {
-                p.allocated(&field::<String>(cmd, "p_req_id")?, &field::<String>(cmd, "transfer_id")?);
-                Ok(json!({}))
+    async fn role_cmd(&mut self, cmd: Command) -> Result<J, String> {
+        let done = || Ok(proto::ok_answer(&Done {}));
+        match (&self.role, cmd) {
+            (None, c) => Err(format!("unsupported: {} before start", c.name())),
+            (Some(Role::Prefiller(p, _)), Command::Allocate { p_req_id, transfer_id }) => {
+                p.allocated(&p_req_id, &transfer_id);
+                done()
             }
-            (Some(Role::Prefiller(p, _)), "ready") => {
-                p.finished(
-                    &field::<String>(cmd, "p_req_id")?,
-                    &field::<String>(cmd, "transfer_id")?,
-                    field(cmd, "blocks")?,
-                );
-                Ok(json!({}))
+            (Some(Role::Prefiller(p, _)), Command::Ready { p_req_id, transfer_id, blocks }) => {
+                p.finished(&p_req_id, &transfer_id, blocks);
+                done()
             }
-            (Some(Role::Prefiller(p, _)), "abort") => {
-                p.aborted(&field::<String>(cmd, "transfer_id")?);
-                Ok(json!({}))
+            (Some(Role::Prefiller(p, _)), Command::Abort { transfer_id }) => {
+                p.aborted(&transfer_id);
+                done()
             }
-            (Some(Role::Prefiller(p, _)), "forget_layouts") => {
+            (Some(Role::Prefiller(p, _)), Command::ForgetLayouts) => {
                 p.forget_layouts();
-                Ok(json!({}))
+                done()
             }
-            (Some(Role::Prefiller(p, _)), "fail_next_transfer") => {
-                let count = cmd.get("count").and_then(J::as_u64).unwrap_or(1) as usize;
-                let ret = cmd.get("ret").and_then(J::as_i64).unwrap_or(-1);
-                p.fail_next_writes(count, ret);
-                Ok(json!({}))
+            (Some(Role::Prefiller(p, _)), Command::FailNextTransfer { count, ret }) => {
+                p.fail_next_writes(count as usize, ret);
+                done()
             }
-            (Some(Role::Prefiller(p, wire)), "status") => {
+            (Some(Role::Prefiller(p, wire)), Command::Status) => {
                 let s = p.status().await?;
-                let mut a = json!({
-                    "tracked_transfers": s.tracked_transfers,
-                    "open_exchanges": s.open_exchanges,
-                    "cached_layouts": s.cached_layouts,
-                    "finished_sending": s.finished_sending.iter().map(|(p, t, e)| json!({"p_req_id": p, "transfer_id": t, "expired": e})).collect::<Vec<_>>(),
-                    "writes": s.writes.iter().map(|(sess, n, b, r)| json!({"session": sess, "descriptors": n, "bytes": b, "ret": r})).collect::<Vec<_>>(),
-                    "rejected": s.rejected,
-                });
-                if *wire {
-                    a["wire"] = s.wire.iter().map(|(inbound, f)| wire_entry(*inbound, f, None)).collect();
-                }
-                Ok(a)
+                let status = proto::PrefillerStatus {
+                    tracked_transfers: Some(s.tracked_transfers as u64),
+                    open_exchanges: Some(s.open_exchanges as u64),
+                    cached_layouts: Some(s.cached_layouts as u64),
+                    finished_sending: s
+                        .finished_sending
+                        .iter()
+                        .map(|(p, t, e)| FinishedSending { p_req_id: p.clone(), transfer_id: t.clone(), expired: *e })
+                        .collect(),
+                    writes: s
+                        .writes
+                        .iter()
+                        .map(|(sess, n, b, r)| WriteRecord {
+                            session: sess.clone(),
+                            descriptors: *n as u64,
+                            bytes: *b,
+                            ret: *r,
+                        })
+                        .collect(),
+                    rejected: Some(s.rejected.clone()),
+                    wire: wire.then(|| s.wire.iter().map(|(inbound, f)| wire_entry(*inbound, f, None)).collect()),
+                };
+                Ok(proto::ok_answer(&status))
             }
-            (Some(Role::Decoder(d, _, _)), "pull") => {
-                let reqs: Vec<PullCmd> = field(cmd, "requests")?;
+            (Some(Role::Decoder(d, _, _)), Command::Pull { requests }) => {
                 d.pull(
-                    reqs.into_iter()
+                    requests
+                        .into_iter()
                         .map(|r| PullRequest {
                             remote: r.remote_host.zip(r.remote_port),
                             d_req_id: r.d_req_id,
@@ -397,18 +294,11 @@ impl Testee {
                         })
                         .collect(),
                 );
-                Ok(json!({}))
+                done()
             }
-            (Some(Role::Decoder(d, _, wire)), "status") => {
+            (Some(Role::Decoder(d, _, wire)), Command::Status) => {
                 let s = d.status().await?;
-                let mut a = json!({
-                    "finished": s.finished,
-                    "failed": s.failed.iter().map(|(id, r, b, fr)| json!({"d_req_id": id, "reason": r, "invalid_blocks": b, "failed_recving": fr})).collect::<Vec<_>>(),
-                    "unsettled": s.unsettled.iter().map(|(id, r)| json!({"d_req_id": id, "reason": r})).collect::<Vec<_>>(),
-                    "pending_pulls": s.pending_pulls,
-                    "open_exchanges": s.open_exchanges,
-                });
-                if *wire {
+                let wire = wire.then(|| {
                     // Sent and received in exchange order (each exchange: its request, then its replies).
                     let mut w = vec![];
                     for (id, addr, payload) in &s.sent {
@@ -417,24 +307,50 @@ impl Testee {
                             s.received.iter().filter(|(r, _)| r == id).map(|(_, f)| wire_entry(true, f, Some(addr))),
                         );
                     }
-                    a["wire"] = J::Array(w);
-                }
-                Ok(a)
+                    w
+                });
+                let status = proto::DecoderStatus {
+                    finished: s.finished.clone(),
+                    failed: s
+                        .failed
+                        .iter()
+                        .map(|(id, r, b, fr)| proto::Failed {
+                            d_req_id: id.clone(),
+                            reason: r.clone(),
+                            invalid_blocks: b.clone(),
+                            failed_recving: *fr,
+                        })
+                        .collect(),
+                    unsettled: Some(
+                        s.unsettled
+                            .iter()
+                            .map(|(id, r)| proto::Unsettled { d_req_id: id.clone(), reason: r.clone() })
+                            .collect(),
+                    ),
+                    pending_pulls: Some(s.pending_pulls as u64),
+                    open_exchanges: Some(s.open_exchanges as u64),
+                    wire,
+                };
+                Ok(proto::ok_answer(&status))
             }
-            (Some(Role::Decoder(d, _, _)), "read_memory") => {
-                let addr: u64 = field(cmd, "addr")?;
-                let len: u64 = field(cmd, "len")?;
+            (Some(Role::Decoder(d, _, _)), Command::ReadMemory { addr, len }) => {
                 let m = d.memory.lock().map_err(|_| "memory lock")?;
                 let b = m.read(addr, len).ok_or_else(|| format!("{len} bytes at {addr:#x} are not registered"))?;
-                Ok(json!({"hex": hex::encode(b)}))
+                Ok(proto::ok_answer(&proto::Memory { hex: hex::encode(b) }))
             }
-            (Some(Role::Bootstrap(b)), "status") => {
+            (Some(Role::Bootstrap(b)), Command::Status) => {
                 let r = b.registry.lock().map_err(|_| "registry lock")?;
-                Ok(json!({"workers": r.worker_count(), "table": r.query()}))
+                let table = serde_json::to_value(r.query()).map_err(|e| e.to_string())?;
+                Ok(proto::ok_answer(&proto::BootstrapStatus { workers: r.worker_count() as u64, table }))
             }
-            _ => Err(format!("unsupported: {name}")),
+            (_, c) => Err(format!("unsupported: {}", c.name())),
         }
     }
+}
+
+/// The answer to a decoder's `start`: its transfer-engine endpoint.
+fn session(hostname: &str, port: u16) -> J {
+    proto::ok_answer(&Started { session: Some(format!("{hostname}:{port}")), ..Default::default() })
 }
 
 impl Drop for Testee {

@@ -8,10 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mooncake_reference::backend::{serve_engine, Backend, SharedMemory};
-use mooncake_reference::config::{producer, LayoutConfig};
+use mooncake_reference::config::{producer, LayoutExt};
 use mooncake_reference::decoder::DecoderPeer;
 use mooncake_reference::http::BootstrapServer;
 use mooncake_reference::prefiller::{PrefillerConfig, PrefillerPeer};
+use mooncake_testee_protocol::LayoutConfig;
 use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::proto::gen1::{Gen1Decoder, Gen1DecoderConfig, Gen1Profile};
 use mooncake_wire::proto::memory::decode_provenance;
@@ -129,7 +130,7 @@ async fn start_prefillers(
         let pc = &t.prefillers[i];
         // A recording without a layout-carrying pull (a decoder that refused to pull): the model's layers.
         let layout: LayoutConfig = match prefiller_layout(t, pc, model) {
-            Ok(l) => serde_json::from_value(l).map_err(|e| e.to_string())?,
+            Ok(l) => l,
             Err(_) => gen1_setup::layout(
                 model.num_layers as usize,
                 model,
@@ -243,7 +244,7 @@ async fn start_decoders(
             .or_else(|| t.decoders.iter().find_map(|x| x.layout_request.as_ref()))
             .cloned();
         let layout: LayoutConfig = match &req {
-            Some(req) => serde_json::from_value(decoder_layout(req, model)).map_err(|e| e.to_string())?,
+            Some(req) => decoder_layout(req, model),
             None => gen1_setup::layout(model.num_layers as usize, model, ranks, D_BASE, rank),
         };
         let memory = Arc::new(Mutex::new(layout.memory(false)));

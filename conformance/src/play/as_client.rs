@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value as J};
+use serde_json::Value as J;
 
 use super::{Case, PlayOptions};
 use crate::finding::Finding;
 use crate::testee::Testee;
 use crate::trace::HttpEvent;
+use mooncake_testee_protocol::{BootstrapConfig, Command, RoleConfig, Started};
 
 /// `pairing.testee` is the revision the bootstrap testee is started at.
 pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pairing) -> Result<Vec<Finding>, String> {
@@ -21,17 +22,31 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         let url = match (&opts.external, testee.as_mut()) {
             (super::External::Bootstrap(u), _) => u.trim_end_matches('/').to_string(),
             (_, Some(te)) => {
-                let a = te.cmd(json!({"cmd": "start", "role": "bootstrap", "revision": pairing.testee.revision, "config": {"bind": "127.0.0.1:0"}})).await?;
-                a.get("url").and_then(J::as_str).ok_or("the bootstrap testee did not say its URL")?.to_string()
+                let cfg = RoleConfig::Bootstrap(BootstrapConfig { bind: Some("127.0.0.1:0".into()) });
+                let a: Started = te.send(&Command::start(&pairing.testee.revision, &cfg)).await?;
+                a.url.ok_or("the bootstrap testee did not say its URL")?
             }
             (_, None) => unreachable!("a testee unless external"),
         };
         let mut out = vec![];
         for (req, resp) in &t.http {
             let Some(resp) = resp else { continue };
-            let f = |check: &'static str, detail: String, h: &HttpEvent| Finding { check, seq: Some(h.seq), line: Some(h.line), message: Some(format!("{} {}", req.method, req.path)), detail };
+            let f = |check: &'static str, detail: String, h: &HttpEvent| Finding {
+                check,
+                seq: Some(h.seq),
+                line: Some(h.line),
+                message: Some(format!("{} {}", req.method, req.path)),
+                detail,
+            };
             let body: Option<J> = if req.body_raw.is_empty() { None } else { serde_json::from_str(&req.body_raw).ok() };
-            match mooncake_reference::http::request(&req.method, &format!("{url}{}", req.path), body.as_ref(), Duration::from_secs(10)).await {
+            match mooncake_reference::http::request(
+                &req.method,
+                &format!("{url}{}", req.path),
+                body.as_ref(),
+                Duration::from_secs(10),
+            )
+            .await
+            {
                 Err(e) => out.push(f("BOOT-REPLY", e, resp)),
                 Ok((status, bytes)) => {
                     if Some(status) != resp.status {
@@ -39,7 +54,11 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                     }
                     let got: Option<J> = serde_json::from_slice(&bytes).ok();
                     if got != resp.body {
-                        out.push(f("BOOT-BODY", format!("body {} differs from vLLM's {}", String::from_utf8_lossy(&bytes), resp.body_raw), resp));
+                        out.push(f(
+                            "BOOT-BODY",
+                            format!("body {} differs from vLLM's {}", String::from_utf8_lossy(&bytes), resp.body_raw),
+                            resp,
+                        ));
                     }
                 }
             }

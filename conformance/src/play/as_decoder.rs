@@ -26,6 +26,8 @@ use crate::scenarios::Ready;
 use crate::setup::{check_landed, decoder_layout, expected_blocks_scaled, prefiller_config};
 use crate::testee::Testee;
 use crate::trace::{Event, Role as TraceRole, ZmqDir};
+use mooncake_reference::config::LayoutExt;
+use mooncake_testee_protocol::{Command, Done, PrefillerStatus, RoleConfig, Started};
 
 fn f(
     check: &'static str,
@@ -91,15 +93,11 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
             }
             let (mut testee, _) = Testee::start_logged(&opts.testee, opts.testee_log.as_ref()).await?;
             let cfg = prefiller_config(t, p, model, &boot.url())?;
-            let a = testee
-                .cmd(json!({"cmd": "start", "role": "prefiller", "revision": pairing.testee.revision, "config": cfg}))
+            let a: Started = testee
+                .send(&Command::start(&pairing.testee.revision, &RoleConfig::Prefiller(cfg)))
                 .await
                 .map_err(|e| format!("starting prefiller testee {}: {e}", p.conn))?;
-            let live = a
-                .get("endpoint")
-                .and_then(J::as_str)
-                .ok_or("the prefiller testee did not say its endpoint")?
-                .to_string();
+            let live = a.endpoint.ok_or("the prefiller testee did not say its endpoint")?;
             endpoint_map.insert(p.endpoint.clone(), live.clone());
             // Its registration must be the recorded one, with its own address.
             if let Some(want) = &p.register {
@@ -139,13 +137,26 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
             }
             // The scenario's transfers.
             for tr in &scenario.transfers {
-                testee.cmd(json!({"cmd": "allocate", "p_req_id": tr.p_req_id, "transfer_id": tr.transfer_id})).await?;
+                testee
+                    .send::<Done>(&Command::Allocate {
+                        p_req_id: tr.p_req_id.to_string(),
+                        transfer_id: tr.transfer_id.to_string(),
+                    })
+                    .await?;
                 if tr.ready == Ready::Before {
-                    testee.cmd(json!({"cmd": "ready", "p_req_id": tr.p_req_id, "transfer_id": tr.transfer_id, "blocks": tr.blocks})).await?;
+                    testee
+                        .send::<Done>(&Command::Ready {
+                            p_req_id: tr.p_req_id.to_string(),
+                            transfer_id: tr.transfer_id.to_string(),
+                            blocks: tr.blocks.to_vec(),
+                        })
+                        .await?;
                 }
             }
             if scenario.fail_transfers > 0 {
-                testee.cmd(json!({"cmd": "fail_next_transfer", "count": scenario.fail_transfers, "ret": -1})).await?;
+                testee
+                    .send::<Done>(&Command::FailNextTransfer { count: scenario.fail_transfers as u64, ret: -1 })
+                    .await?;
             }
             testees.push((p.conn.clone(), testee));
         }
@@ -154,8 +165,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         let mut decoders: HashMap<String, LiveDecoder> = HashMap::new();
         for d in &t.decoders {
             let Some(req) = &d.layout_request else { continue };
-            let layout: mooncake_reference::config::LayoutConfig =
-                serde_json::from_value(decoder_layout(req, model)).map_err(|e| e.to_string())?;
+            let layout = decoder_layout(req, model);
             let memory = Arc::new(Mutex::new(layout.memory(false)));
             let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
             let port = listener.local_addr().map_err(|e| e.to_string())?.port();
@@ -317,13 +327,18 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                     for tr in &scenario.transfers {
                         if tr.ready == Ready::AfterReply(replies_seen) {
                             for (_, te) in testees.iter_mut() {
-                                te.cmd(json!({"cmd": "ready", "p_req_id": tr.p_req_id, "transfer_id": tr.transfer_id, "blocks": tr.blocks})).await?;
+                                te.send::<Done>(&Command::Ready {
+                                    p_req_id: tr.p_req_id.to_string(),
+                                    transfer_id: tr.transfer_id.to_string(),
+                                    blocks: tr.blocks.to_vec(),
+                                })
+                                .await?;
                             }
                         }
                     }
                     if scenario.forget_layouts_after_reply == Some(replies_seen) {
                         for (_, te) in testees.iter_mut() {
-                            te.cmd(json!({"cmd": "forget_layouts"})).await?;
+                            te.send::<Done>(&Command::ForgetLayouts).await?;
                         }
                     }
                 }
@@ -364,30 +379,18 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         let mut got_writes: Vec<(String, u64, u64)> = vec![];
         let mut finished: HashMap<String, Vec<String>> = HashMap::new();
         for (conn, te) in testees.iter_mut() {
-            let s = te.cmd(json!({"cmd": "status"})).await?;
-            for w in s.get("writes").and_then(J::as_array).cloned().unwrap_or_default() {
-                let session = w.get("session").and_then(J::as_str).unwrap_or("").to_string();
+            let s: PrefillerStatus = te.status().await?;
+            for w in s.writes {
                 let recorded = decoders
                     .values()
-                    .find(|d| d.session == session)
+                    .find(|d| d.session == w.session)
                     .map(|d| d.recorded_session.clone())
-                    .unwrap_or(session);
-                got_writes.push((
-                    recorded,
-                    w.get("descriptors").and_then(J::as_u64).unwrap_or(0),
-                    w.get("bytes").and_then(J::as_u64).unwrap_or(0),
-                ));
+                    .unwrap_or(w.session);
+                got_writes.push((recorded, w.descriptors, w.bytes));
             }
             finished.insert(
                 conn.clone(),
-                s.get("finished_sending")
-                    .and_then(J::as_array)
-                    .cloned()
-                    .unwrap_or_default()
-                    .iter()
-                    .filter(|x| x.get("expired") != Some(&J::Bool(true)))
-                    .filter_map(|x| x.get("p_req_id").and_then(J::as_str).map(String::from))
-                    .collect(),
+                s.finished_sending.into_iter().filter(|x| !x.expired).map(|x| x.p_req_id).collect(),
             );
         }
         let mut want_writes: Vec<(String, u64, u64)> =
@@ -466,9 +469,8 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         for (conn, te) in testees.iter_mut() {
             let deadline = tokio::time::Instant::now() + abort + opts.slack;
             loop {
-                let s = te.cmd(json!({"cmd": "status"})).await?;
-                let (tr, ex) =
-                    (s.get("tracked_transfers").and_then(J::as_u64), s.get("open_exchanges").and_then(J::as_u64));
+                let s: PrefillerStatus = te.status().await?;
+                let (tr, ex) = (s.tracked_transfers, s.open_exchanges);
                 if tr.is_some_and(|n| n <= kept) && ex == Some(0) {
                     break;
                 }
@@ -500,13 +502,9 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                     .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
                     .unwrap_or_default();
                 let Some((_, te)) = testees.iter_mut().find(|(c, _)| c == conn) else { continue };
-                let s = te.cmd(json!({"cmd": "status"})).await?;
-                let all = s.get("finished_sending").and_then(J::as_array).cloned().unwrap_or_default();
+                let s: PrefillerStatus = te.status().await?;
                 let of = |expired: bool| -> Vec<String> {
-                    all.iter()
-                        .filter(|x| (x.get("expired") == Some(&J::Bool(true))) == expired)
-                        .filter_map(|x| x.get("p_req_id").and_then(J::as_str).map(String::from))
-                        .collect()
+                    s.finished_sending.iter().filter(|x| x.expired == expired).map(|x| x.p_req_id.clone()).collect()
                 };
                 let (delivered, expired) = (of(false), of(true));
                 let extra: Vec<&String> = delivered.iter().filter(|d| !want.contains(d)).collect();

@@ -19,7 +19,7 @@ use mooncake_wire::codec::Codec;
 use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::proto::{Registry, WireProfile};
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse};
-use serde_json::{json, Value as J};
+use serde_json::Value as J;
 
 use super::{bounded, Case, PlayOptions};
 use crate::checks::{check_exchanges, Xchg};
@@ -28,6 +28,10 @@ use crate::jsonl::first_difference;
 use crate::scenarios::Ready;
 use crate::setup::{check_landed, decoder_layout, expected_blocks_scaled, prefiller_planner, stride_scale};
 use crate::testee::Testee;
+use mooncake_reference::config::LayoutExt;
+use mooncake_testee_protocol::{
+    Command, DecoderConfig, DecoderStatus, Done, Memory, PrefillerStatus, Pull, RoleConfig, Started,
+};
 
 fn f(check: &'static str, message: impl Into<String>, detail: impl Into<String>) -> Finding {
     Finding { check, seq: None, line: None, message: Some(message.into()), detail: detail.into() }
@@ -59,7 +63,7 @@ impl PSide {
         match self {
             PSide::Ours(x) => x.allocated(p, t),
             PSide::Testee(x) => {
-                x.cmd(json!({"cmd": "allocate", "p_req_id": p, "transfer_id": t})).await?;
+                x.send::<Done>(&Command::Allocate { p_req_id: p.to_string(), transfer_id: t.to_string() }).await?;
             }
         }
         Ok(())
@@ -68,7 +72,12 @@ impl PSide {
         match self {
             PSide::Ours(x) => x.finished(p, t, blocks.to_vec()),
             PSide::Testee(x) => {
-                x.cmd(json!({"cmd": "ready", "p_req_id": p, "transfer_id": t, "blocks": blocks})).await?;
+                x.send::<Done>(&Command::Ready {
+                    p_req_id: p.to_string(),
+                    transfer_id: t.to_string(),
+                    blocks: blocks.to_vec(),
+                })
+                .await?;
             }
         }
         Ok(())
@@ -77,7 +86,7 @@ impl PSide {
         match self {
             PSide::Ours(x) => x.fail_next_writes(n, -1),
             PSide::Testee(x) => {
-                x.cmd(json!({"cmd": "fail_next_transfer", "count": n, "ret": -1})).await?;
+                x.send::<Done>(&Command::FailNextTransfer { count: n as u64, ret: -1 }).await?;
             }
         }
         Ok(())
@@ -86,7 +95,7 @@ impl PSide {
         match self {
             PSide::Ours(x) => x.forget_layouts(),
             PSide::Testee(x) => {
-                x.cmd(json!({"cmd": "forget_layouts"})).await?;
+                x.send::<Done>(&Command::ForgetLayouts).await?;
             }
         }
         Ok(())
@@ -181,11 +190,9 @@ async fn play_with(
                 Some(spec) => {
                     let (mut te, _) = Testee::start_logged(spec, opts.testee_log.as_ref()).await?;
                     let cfg = crate::setup::prefiller_config(t, p, model, &boot.url())?;
-                    te.cmd(
-                        json!({"cmd": "start", "role": "prefiller", "revision": t.revision.revision, "config": cfg}),
-                    )
-                    .await
-                    .map_err(|e| format!("starting prefiller testee {}: {e}", p.conn))?;
+                    te.send::<Started>(&Command::start(&t.revision.revision, &RoleConfig::Prefiller(cfg)))
+                        .await
+                        .map_err(|e| format!("starting prefiller testee {}: {e}", p.conn))?;
                     PSide::Testee(te)
                 }
             };
@@ -205,16 +212,17 @@ async fn play_with(
         for d in &t.decoders {
             let Some(req) = &d.layout_request else { continue };
             let (mut testee, _) = Testee::start_logged(&opts.testee, opts.testee_log.as_ref()).await?;
-            let cfg = json!({
-                "tp_rank": req.remote_tp_rank.as_u64(), "tp_size": req.remote_tp_size.as_u64(), "pp_rank": 0,
-                "pp_size": req.remote_pp_size.as_u64(), "layout_id": req.layout_id.as_u64(),
-                "abort_timeout_s": model.abort_timeout_s, "layout": decoder_layout(req, model),
-            });
-            let a = testee
-                .cmd(json!({"cmd": "start", "role": "decoder", "revision": pairing.testee.revision, "config": cfg}))
+            let mut cfg = DecoderConfig::new(decoder_layout(req, model));
+            cfg.tp_rank = req.remote_tp_rank.as_u64().unwrap_or(0) as usize;
+            cfg.tp_size = req.remote_tp_size.as_u64().unwrap_or(1) as usize;
+            cfg.pp_size = req.remote_pp_size.as_u64().unwrap_or(1) as usize;
+            cfg.layout_id = req.layout_id.as_u64().unwrap_or(0);
+            cfg.abort_timeout_s = Some(model.abort_timeout_s);
+            let a: Started = testee
+                .send(&Command::start(&pairing.testee.revision, &RoleConfig::Decoder(cfg)))
                 .await
                 .map_err(|e| format!("starting decoder testee {}: {e}", d.conn))?;
-            sessions.insert(d.conn.clone(), a.get("session").and_then(J::as_str).unwrap_or("").to_string());
+            sessions.insert(d.conn.clone(), a.session.unwrap_or_default());
             testees.push((d.conn.clone(), testee));
         }
         let engine = t.prefillers.first().map(|p| p.engine_id.clone()).unwrap_or_default();
@@ -248,12 +256,19 @@ async fn play_with(
                 }
                 let Some(m) = s.get(k) else { continue };
                 let Some((_, te)) = testees.iter_mut().find(|(c, _)| c == conn) else { continue };
-                let reqs: Vec<J> = m
+                let reqs: Vec<Pull> = m
                     .req_blocks
                     .iter()
-                    .map(|(d, rb)| json!({"d_req_id": d, "transfer_id": rb.transfer_id, "blocks": rb.blocks.iter().map(|g| g.iter().map(|b| b.as_u64()).collect::<Vec<_>>()).collect::<Vec<_>>(), "engine_id": engine, "bootstrap_addr": boot.url()}))
+                    .map(|(d, rb)| Pull {
+                        d_req_id: d.clone(),
+                        transfer_id: rb.transfer_id.clone(),
+                        blocks: rb.blocks.iter().map(|g| g.iter().map(|b| b.as_u64().unwrap_or(0)).collect()).collect(),
+                        engine_id: engine.clone(),
+                        bootstrap_addr: boot.url(),
+                        ..Default::default()
+                    })
                     .collect();
-                te.cmd(json!({"cmd": "pull", "requests": reqs})).await?;
+                te.send::<Done>(&Command::Pull { requests: reqs }).await?;
             }
             // Wait until every decoder testee settled this step, firing reply-driven actions meanwhile.
             let deadline = tokio::time::Instant::now() + abort * 2 + opts.slack;
@@ -277,36 +292,19 @@ async fn play_with(
                     }
                 }
                 for (conn, te) in testees.iter_mut() {
-                    let s = te.cmd(json!({"cmd": "status"})).await?;
+                    let s: DecoderStatus = te.status().await?;
                     // Requests vLLM's decoder never reported may stay pending in the testee, as in vLLM.
                     let stuck = recorded_stuck(t, conn);
-                    if s.get("pending_pulls").and_then(J::as_u64).unwrap_or(u64::MAX) > stuck.len() as u64
-                        || s.get("open_exchanges").and_then(J::as_u64) != Some(0)
-                    {
+                    if s.pending_pulls.unwrap_or(u64::MAX) > stuck.len() as u64 || s.open_exchanges != Some(0) {
                         settled = false;
                     }
                     // Every request of this step that has blocks must have an outcome (or none, as recorded).
-                    let done: Vec<String> = s
-                        .get("finished")
-                        .and_then(J::as_array)
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|x| x.as_str().map(String::from))
-                        .chain(
-                            s.get("failed")
-                                .and_then(J::as_array)
-                                .into_iter()
-                                .flatten()
-                                .filter_map(|x| x.get("d_req_id").and_then(J::as_str).map(String::from)),
-                        )
-                        .collect();
+                    let done: Vec<String> =
+                        s.finished.iter().cloned().chain(s.failed.iter().map(|x| x.d_req_id.clone())).collect();
                     // A request vLLM left waiting is settled once the testee says it gave up on it (`unsettled`),
                     // or, for a testee that does not say, once the recorded replies have all been sent.
-                    let given_up: Option<Vec<String>> = s.get("unsettled").and_then(J::as_array).map(|a| {
-                        a.iter()
-                            .filter_map(|x| x.get("d_req_id").and_then(J::as_str).or(x.as_str()).map(String::from))
-                            .collect()
-                    });
+                    let given_up: Option<Vec<String>> =
+                        s.unsettled.as_ref().map(|a| a.iter().map(|x| x.d_req_id.clone()).collect());
                     if let Some(m) = steps.iter().find(|(c, _)| c == conn).and_then(|(_, s)| s.get(k)) {
                         for (d, rb) in &m.req_blocks {
                             if !rb.blocks.iter().any(|g| !g.is_empty()) || done.contains(d) {
@@ -336,9 +334,8 @@ async fn play_with(
                 if !have_wire {
                     sent = 0;
                     for (_, te) in testees.iter_mut() {
-                        let s = te.cmd(json!({"cmd": "status"})).await?;
-                        sent += s.get("finished").and_then(J::as_array).map(|a| a.len()).unwrap_or(0)
-                            + s.get("failed").and_then(J::as_array).map(|a| a.len()).unwrap_or(0);
+                        let s: DecoderStatus = te.status().await?;
+                        sent += s.finished.len() + s.failed.len();
                     }
                 }
                 for tr in &scenario.transfers {
@@ -383,7 +380,7 @@ async fn play_with(
         // Outcomes against vLLM's (where the recording saw them).
         let outcomes = super::applies(&t.trace.header, "D-OUTCOME");
         for (conn, te) in testees.iter_mut() {
-            let s = te.cmd(json!({"cmd": "status"})).await?;
+            let s: DecoderStatus = te.status().await?;
             let outcome = t
                 .trace
                 .header
@@ -406,7 +403,7 @@ async fn play_with(
             } else {
                 list(outcome.get("finished_recving").and_then(|o| o.get(conn.as_str())))
             };
-            let mut got_fin = list(s.get("finished"));
+            let mut got_fin = s.finished.clone();
             want_fin.sort();
             got_fin.sort();
             if outcomes && got_fin != want_fin {
@@ -425,13 +422,7 @@ async fn play_with(
                 .unwrap_or_default();
             // The blocks of the failed requests (TESTEE.md reports failed request ids; their blocks are what
             // vLLM reports invalid).
-            let failed_ids: Vec<String> = s
-                .get("failed")
-                .and_then(J::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|x| x.get("d_req_id").and_then(J::as_str).map(String::from))
-                .collect();
+            let failed_ids: Vec<String> = s.failed.iter().map(|x| x.d_req_id.clone()).collect();
             let mut got_invalid: Vec<u64> = steps
                 .iter()
                 .filter(|(c, _)| c == conn)
@@ -451,16 +442,14 @@ async fn play_with(
                 ));
             }
             let stuck = recorded_stuck(t, conn);
-            if s.get("pending_pulls").and_then(J::as_u64).unwrap_or(u64::MAX) > stuck.len() as u64
-                || s.get("open_exchanges").and_then(J::as_u64) != Some(0)
-            {
+            if s.pending_pulls.unwrap_or(u64::MAX) > stuck.len() as u64 || s.open_exchanges != Some(0) {
                 out.push(f(
                     "D-STATE-LEAK",
                     conn.clone(),
                     format!(
                         "{} pulls and {} exchanges still open ({} left waiting by vLLM)",
-                        s["pending_pulls"],
-                        s["open_exchanges"],
+                        super::count(s.pending_pulls),
+                        super::count(s.open_exchanges),
                         stuck.len()
                     ),
                 ));
@@ -471,11 +460,7 @@ async fn play_with(
             };
             let mut expected = vec![];
             for step in steps.iter().filter(|(c, _)| c == conn).flat_map(|(_, s)| s) {
-                for d in got_fin.iter().filter(|d| {
-                    !s.get("failed")
-                        .and_then(J::as_array)
-                        .is_some_and(|a| a.iter().any(|x| x.get("d_req_id").and_then(J::as_str) == Some(d.as_str())))
-                }) {
+                for d in got_fin.iter().filter(|d| !s.failed.iter().any(|x| &x.d_req_id == *d)) {
                     if let Some(e) = expected_blocks_scaled(
                         &req,
                         step,
@@ -494,8 +479,9 @@ async fn play_with(
             let cols = crate::setup::columns(&req, model);
             for r in 0..req.kv_caches_base_addr.len() {
                 let (Some(&base), Some(&bl)) = (cols.base.get(r), cols.block_lens.get(r)) else { continue };
-                if let Ok(a) = te.cmd(json!({"cmd": "read_memory", "addr": base, "len": bl * model.num_blocks})).await {
-                    if let Some(bytes) = a.get("hex").and_then(J::as_str).and_then(|h| hex::decode(h).ok()) {
+                if let Ok(a) = te.send::<Memory>(&Command::ReadMemory { addr: base, len: bl * model.num_blocks }).await
+                {
+                    if let Ok(bytes) = hex::decode(&a.hex) {
                         for b in 0..model.num_blocks {
                             mem.insert((r, b), bytes[(b * bl) as usize..((b + 1) * bl) as usize].to_vec());
                         }
@@ -523,17 +509,10 @@ async fn play_with(
                 .unwrap_or_default();
             let deadline = tokio::time::Instant::now() + abort + opts.slack;
             loop {
-                let s = te.cmd(json!({"cmd": "status"})).await?;
-                let mut got: Vec<String> = s
-                    .get("finished_sending")
-                    .and_then(J::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter(|x| x.get("expired") != Some(&J::Bool(true)))
-                    .filter_map(|x| x.get("p_req_id").and_then(J::as_str).map(String::from))
-                    .collect();
-                let idle = s.get("tracked_transfers").and_then(J::as_u64) == Some(0)
-                    && s.get("open_exchanges").and_then(J::as_u64) == Some(0);
+                let s: PrefillerStatus = te.status().await?;
+                let mut got: Vec<String> =
+                    s.finished_sending.iter().filter(|x| !x.expired).map(|x| x.p_req_id.clone()).collect();
+                let idle = s.tracked_transfers == Some(0) && s.open_exchanges == Some(0);
                 if idle || tokio::time::Instant::now() >= deadline {
                     let mut want = want.clone();
                     got.sort();
@@ -547,7 +526,8 @@ async fn play_with(
                             conn.clone(),
                             format!(
                                 "{} transfers and {} exchanges still tracked",
-                                s["tracked_transfers"], s["open_exchanges"]
+                                super::count(s.tracked_transfers),
+                                super::count(s.open_exchanges)
                             ),
                         ));
                     }

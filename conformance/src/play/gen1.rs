@@ -17,11 +17,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mooncake_reference::backend::{serve_engine, Backend};
-use mooncake_reference::config::{producer_with, LayoutConfig};
+use mooncake_reference::config::{producer_with, LayoutExt};
 use mooncake_reference::prefiller::{PrefillerConfig, PrefillerPeer};
 use mooncake_reference::reactor::{Incoming, Reactor};
+use mooncake_testee_protocol::LayoutConfig;
 use mooncake_wire::proto::gen1::{Gen1Prefiller, Gen1Profile};
-use serde_json::{json, Value as J};
+use serde_json::Value as J;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
@@ -32,6 +33,9 @@ use super::{bounded, Case, PlayOptions};
 use crate::finding::Finding;
 use crate::scenarios::{Model, Ready};
 use crate::testee::Testee;
+use mooncake_testee_protocol::{
+    self as proto, Command, DecoderConfig, DecoderStatus, Done, Memory, PrefillerStatus, Pull, RoleConfig, Started,
+};
 
 fn f(
     check: &'static str,
@@ -60,29 +64,29 @@ pub async fn as_decoder(
         let mut endpoint_map: HashMap<String, String> = HashMap::new();
         for (conn, endpoint, rank) in &workers {
             let (mut te, _) = Testee::start_logged(&opts.testee, opts.testee_log.as_ref()).await?;
-            let cfg = json!({
-                "tp_rank": rank, "tp_size": p_tp, "bootstrap": null, "abort_timeout_s": model.abort_timeout_s,
-                "model": {"total_num_kv_heads": model.total_num_kv_heads, "blocks_first": model.blocks_first},
-                "layout": layout(regions, model, p_tp, P_BASE, *rank),
-            });
-            let a = te
-                .cmd(json!({"cmd": "start", "role": "prefiller", "revision": pairing.testee.revision, "config": cfg}))
+            let mut cfg = proto::PrefillerConfig::new(model_config(model), layout(regions, model, p_tp, P_BASE, *rank));
+            cfg.tp_rank = *rank as i64;
+            cfg.tp_size = p_tp as i64;
+            cfg.abort_timeout_s = Some(model.abort_timeout_s);
+            let a: Started = te
+                .send(&Command::start(&pairing.testee.revision, &RoleConfig::Prefiller(cfg)))
                 .await
                 .map_err(|e| format!("starting prefiller testee {conn}: {e}"))?;
-            let live = a
-                .get("endpoint")
-                .and_then(J::as_str)
-                .ok_or("the prefiller testee did not say its endpoint")?
-                .to_string();
+            let live = a.endpoint.ok_or("the prefiller testee did not say its endpoint")?;
             endpoint_map.insert(endpoint.clone(), live);
             for (id, tr) in &by_id {
-                te.cmd(json!({"cmd": "allocate", "p_req_id": id, "transfer_id": id})).await?;
+                te.send::<Done>(&Command::Allocate { p_req_id: id.to_string(), transfer_id: id.to_string() }).await?;
                 if tr.ready == Ready::Before {
-                    te.cmd(json!({"cmd": "ready", "p_req_id": id, "transfer_id": id, "blocks": tr.blocks})).await?;
+                    te.send::<Done>(&Command::Ready {
+                        p_req_id: id.to_string(),
+                        transfer_id: id.to_string(),
+                        blocks: tr.blocks.to_vec(),
+                    })
+                    .await?;
                 }
             }
             if scenario.fail_transfers > 0 {
-                te.cmd(json!({"cmd": "fail_next_transfer", "count": scenario.fail_transfers, "ret": -1})).await?;
+                te.send::<Done>(&Command::FailNextTransfer { count: scenario.fail_transfers as u64, ret: -1 }).await?;
             }
             testees.push((conn.clone(), te));
         }
@@ -196,7 +200,12 @@ pub async fn as_decoder(
             for (id, tr) in &by_id {
                 if tr.ready == Ready::AfterReply(replies_seen) {
                     for (_, te) in testees.iter_mut() {
-                        te.cmd(json!({"cmd": "ready", "p_req_id": id, "transfer_id": id, "blocks": tr.blocks})).await?;
+                        te.send::<Done>(&Command::Ready {
+                            p_req_id: id.to_string(),
+                            transfer_id: id.to_string(),
+                            blocks: tr.blocks.to_vec(),
+                        })
+                        .await?;
                     }
                 }
             }
@@ -206,15 +215,10 @@ pub async fn as_decoder(
         // Transfer-engine writes, as a multiset of (recorded session, descriptors, bytes).
         let mut got_writes: Vec<(String, u64, u64)> = vec![];
         for (_, te) in testees.iter_mut() {
-            let s = te.cmd(json!({"cmd": "status"})).await?;
-            for w in s.get("writes").and_then(J::as_array).cloned().unwrap_or_default() {
-                let session = w.get("session").and_then(J::as_str).unwrap_or("").to_string();
-                let recorded = sessions.values().find(|x| x.0 == session).map(|x| x.1.clone()).unwrap_or(session);
-                got_writes.push((
-                    recorded,
-                    w.get("descriptors").and_then(J::as_u64).unwrap_or(0),
-                    w.get("bytes").and_then(J::as_u64).unwrap_or(0),
-                ));
+            let s: PrefillerStatus = te.status().await?;
+            for w in s.writes {
+                let recorded = sessions.values().find(|x| x.0 == w.session).map(|x| x.1.clone()).unwrap_or(w.session);
+                got_writes.push((recorded, w.descriptors, w.bytes));
             }
         }
         let mut want_writes: Vec<(String, u64, u64)> =
@@ -265,13 +269,9 @@ pub async fn as_decoder(
         let want_all =
             t.trace.header.observed_outcome.get("finished_sending").and_then(J::as_object).cloned().unwrap_or_default();
         for (conn, te) in testees.iter_mut() {
-            let s = te.cmd(json!({"cmd": "status"})).await?;
-            let all = s.get("finished_sending").and_then(J::as_array).cloned().unwrap_or_default();
+            let s: PrefillerStatus = te.status().await?;
             let of = |expired: bool| -> Vec<String> {
-                all.iter()
-                    .filter(|x| (x.get("expired") == Some(&J::Bool(true))) == expired)
-                    .filter_map(|x| x.get("p_req_id").and_then(J::as_str).map(String::from))
-                    .collect()
+                s.finished_sending.iter().filter(|x| x.expired == expired).map(|x| x.p_req_id.clone()).collect()
             };
             let (delivered, expired) = (of(false), of(true));
             let want: Vec<String> = want_all
@@ -290,8 +290,7 @@ pub async fn as_decoder(
                     format!("freed {delivered:?} after delivery and {expired:?} on expiry; vLLM freed {want:?}"),
                 ));
             }
-            let (tr, ex) =
-                (s.get("tracked_transfers").and_then(J::as_u64), s.get("open_exchanges").and_then(J::as_u64));
+            let (tr, ex) = (s.tracked_transfers, s.open_exchanges);
             if tr.is_none_or(|n| n > kept) || ex != Some(0) {
                 out.push(f("P-STATE-LEAK", None, None, conn.clone(), format!("{tr:?} transfers and {ex:?} exchanges tracked after the abort timeout ({kept} kept forever by design)")));
             }
@@ -394,8 +393,11 @@ pub async fn as_prefiller(
         for (rank, conn) in d_conns.iter().enumerate() {
             let (mut te, _) = Testee::start_logged(&opts.testee, opts.testee_log.as_ref()).await?;
             let l = layout(regions, model, d_tp, D_BASE, rank as u64);
-            let cfg = json!({"tp_rank": rank, "tp_size": d_tp, "recv_timeout_s": (abort * 2 + opts.slack).as_secs_f64(), "layout": l});
-            te.cmd(json!({"cmd": "start", "role": "decoder", "revision": pairing.testee.revision, "config": cfg}))
+            let mut cfg = DecoderConfig::new(l.clone());
+            cfg.tp_rank = rank;
+            cfg.tp_size = d_tp as usize;
+            cfg.recv_timeout_s = Some((abort * 2 + opts.slack).as_secs_f64());
+            te.send::<Started>(&Command::start(&pairing.testee.revision, &RoleConfig::Decoder(cfg)))
                 .await
                 .map_err(|e| format!("starting decoder testee {conn}: {e}"))?;
             testees.push((conn.clone(), te, l));
@@ -404,20 +406,26 @@ pub async fn as_prefiller(
         let mut sent_by: HashMap<String, usize> = HashMap::new();
         for m in &msgs {
             let Some((_, te, _)) = testees.iter_mut().find(|(c, _, _)| *c == m.decoder) else { continue };
-            let reqs: Vec<J> = m
+            let reqs: Vec<Pull> = m
                 .meta
                 .request_ids
                 .iter()
                 .zip(&m.meta.block_ids)
-                .map(|(d, b)| json!({"d_req_id": d, "blocks": if b.is_empty() { json!([]) } else { json!([b]) }, "remote_host": "127.0.0.1", "remote_port": base}))
+                .map(|(d, b)| Pull {
+                    d_req_id: d.clone(),
+                    blocks: if b.is_empty() { vec![] } else { vec![b.clone()] },
+                    remote_host: Some("127.0.0.1".into()),
+                    remote_port: Some(base),
+                    ..Default::default()
+                })
                 .collect();
-            te.cmd(json!({"cmd": "pull", "requests": reqs})).await?;
+            te.send::<Done>(&Command::Pull { requests: reqs }).await?;
             *sent_by.entry(m.decoder.clone()).or_default() += 1;
             // Settled: no exchange open.
             let until = tokio::time::Instant::now() + abort * 2 + opts.slack * 2;
             loop {
-                let s = te.cmd(json!({"cmd": "status"})).await?;
-                if s.get("open_exchanges").and_then(J::as_u64) == Some(0) {
+                let s: DecoderStatus = te.status().await?;
+                if s.open_exchanges == Some(0) {
                     break;
                 }
                 if tokio::time::Instant::now() >= until {
@@ -512,7 +520,7 @@ pub async fn as_prefiller(
         let outcome = &t.trace.header.observed_outcome;
         let scale = (model.block_bytes(p_tp) / model.block_bytes(d_tp).max(1)).max(1);
         for (conn, te, l) in testees.iter_mut() {
-            let s = te.cmd(json!({"cmd": "status"})).await?;
+            let s: DecoderStatus = te.status().await?;
             let o = outcome.get(conn.as_str()).filter(|o| o.get("finished_recving").is_some()).unwrap_or(outcome);
             let list = |v: Option<&J>| -> Vec<String> {
                 v.and_then(J::as_array)
@@ -520,7 +528,7 @@ pub async fn as_prefiller(
                     .unwrap_or_default()
             };
             let mut want_fin = list(o.get("finished_recving").and_then(|x| x.get(conn.as_str())));
-            let mut got_fin = list(s.get("finished"));
+            let mut got_fin = s.finished.clone();
             want_fin.sort();
             got_fin.sort();
             if got_fin != want_fin && super::applies(&t.trace.header, "D-OUTCOME") {
@@ -532,7 +540,7 @@ pub async fn as_prefiller(
                     format!("finished {got_fin:?}, vLLM's decoder finished {want_fin:?}"),
                 ));
             }
-            if s.get("failed").and_then(J::as_array).is_some_and(|a| !a.is_empty()) {
+            if !s.failed.is_empty() {
                 out.push(f(
                     "D-OUTCOME",
                     None,
@@ -541,13 +549,13 @@ pub async fn as_prefiller(
                     "reported failed requests; a generation-1 decoder reports none",
                 ));
             }
-            if s.get("open_exchanges").and_then(J::as_u64) != Some(0) {
+            if s.open_exchanges != Some(0) {
                 out.push(f(
                     "D-STATE-LEAK",
                     None,
                     None,
                     conn.clone(),
-                    format!("{} exchanges still open", s["open_exchanges"]),
+                    format!("{} exchanges still open", super::count(s.open_exchanges)),
                 ));
             }
             // Landed bytes of the requests it finished.
@@ -560,8 +568,9 @@ pub async fn as_prefiller(
             let mut mem: HashMap<(usize, u64), Vec<u8>> = HashMap::new();
             for r in 0..cols.base.len() {
                 let (base, bl) = (cols.base[r], cols.block_lens[r]);
-                if let Ok(a) = te.cmd(json!({"cmd": "read_memory", "addr": base, "len": bl * model.num_blocks})).await {
-                    if let Some(bytes) = a.get("hex").and_then(J::as_str).and_then(|h| hex::decode(h).ok()) {
+                if let Ok(a) = te.send::<Memory>(&Command::ReadMemory { addr: base, len: bl * model.num_blocks }).await
+                {
+                    if let Ok(bytes) = hex::decode(&a.hex) {
                         for b in 0..model.num_blocks {
                             mem.insert((r, b), bytes[(b * bl) as usize..((b + 1) * bl) as usize].to_vec());
                         }

@@ -94,6 +94,11 @@ const NEEDS: [(&str, &str, Role); 4] = [
     ("P-FINISHED-SENDING", "observed_outcome", Role::Decoder),
 ];
 
+/// A count from a testee's `status` as a message shows it (`null` when the testee did not give it).
+pub(crate) fn count(n: Option<u64>) -> String {
+    n.map_or_else(|| "null".to_string(), |n| n.to_string())
+}
+
 /// Whether `check` can run on this trace: false when it compares with something the header declares
 /// `unobserved`.
 pub fn applies(header: &crate::trace::Header, check: &str) -> bool {

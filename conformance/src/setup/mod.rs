@@ -3,13 +3,13 @@
 
 pub mod gen1;
 
-use mooncake_reference::config::{producer, LayoutConfig, ModelConfig};
+use mooncake_reference::config::producer;
+use mooncake_testee_protocol::{LayoutConfig, ModelConfig, PrefillerConfig};
 use mooncake_wire::plan::Producer;
 use mooncake_wire::proto::memory::decode_provenance;
 use mooncake_wire::proto::WireProfile;
 use mooncake_wire::spec::behaviour::BlockGroups;
 use mooncake_wire::typed::MooncakeXferMetadata;
-use serde_json::{json, Value as J};
 
 use crate::scenarios::{Model, Scenario};
 use crate::trace_model::{PrefillerConn, TraceModel};
@@ -21,15 +21,7 @@ pub(crate) const D_BASE: u64 = 0x5100_0000_0000;
 
 /// The reference planner's view of the recorded model: no MLA, one physical block per logical one, no padding.
 pub fn model_config(model: &Model) -> ModelConfig {
-    ModelConfig {
-        total_num_kv_heads: model.total_num_kv_heads as i64,
-        use_mla: false,
-        group_kinds: vec![],
-        physical_blocks_per_logical: 1,
-        layer_groups: Default::default(),
-        padded_pages: false,
-        blocks_first: model.blocks_first,
-    }
+    ModelConfig { blocks_first: model.blocks_first, ..ModelConfig::new(model.total_num_kv_heads as i64) }
 }
 
 /// The layout ([`prefiller_layout`]) and planner of a reference prefiller standing in for recorded worker `p`.
@@ -39,7 +31,7 @@ pub fn prefiller_planner(
     model: &Model,
     profile: &WireProfile,
 ) -> Result<(LayoutConfig, Producer), String> {
-    let layout: LayoutConfig = serde_json::from_value(prefiller_layout(t, p, model)?).map_err(|e| e.to_string())?;
+    let layout = prefiller_layout(t, p, model)?;
     let planner = producer(p.tp_rank, p.tp_size, 1, &model_config(model), &layout, profile)?;
     Ok((layout, planner))
 }
@@ -92,24 +84,24 @@ pub fn columns(req: &MooncakeXferMetadata, model: &Model) -> Columns {
 }
 
 /// The decoder's registered layout as its layout-carrying request states it.
-pub fn decoder_layout(req: &MooncakeXferMetadata, model: &Model) -> J {
+pub fn decoder_layout(req: &MooncakeXferMetadata, model: &Model) -> LayoutConfig {
     let c = columns(req, model);
-    json!({
-        "kv_caches_base_addr": c.base,
-        "block_lens": c.block_lens,
-        "kv_block_lens": c.kv_block_lens,
-        "registered_layer_names": c.names,
-        "registered_layer_indices": c.indices,
-        "registered_group_indices": c.groups,
-        "registered_shared_group_ids": c.shared,
-        "registered_row_offsets": c.rows,
-        "num_blocks": model.num_blocks,
-    })
+    LayoutConfig {
+        kv_caches_base_addr: c.base,
+        block_lens: c.block_lens,
+        kv_block_lens: c.kv_block_lens,
+        registered_layer_names: c.names,
+        registered_layer_indices: c.indices,
+        registered_group_indices: c.groups,
+        registered_shared_group_ids: c.shared,
+        registered_row_offsets: c.rows,
+        num_blocks: model.num_blocks,
+    }
 }
 
 /// The prefiller worker's layout: the decoder's layers, with the prefiller's own bytes per block for its TP
 /// size (the recorded model; the payload share of a block as the decoder states it), at synthetic addresses.
-pub fn prefiller_layout(t: &TraceModel, p: &PrefillerConn, model: &Model) -> Result<J, String> {
+pub fn prefiller_layout(t: &TraceModel, p: &PrefillerConn, model: &Model) -> Result<LayoutConfig, String> {
     let req =
         t.decoders.iter().find_map(|d| d.layout_request.clone()).ok_or("the trace has no layout-carrying request")?;
     let c = columns(&req, model);
@@ -118,26 +110,35 @@ pub fn prefiller_layout(t: &TraceModel, p: &PrefillerConn, model: &Model) -> Res
     let span = (bytes * model.num_blocks).next_power_of_two();
     let kv: Vec<u64> =
         c.block_lens.iter().zip(&c.kv_block_lens).map(|(b, k)| if *b == 0 { bytes } else { bytes * k / b }).collect();
-    Ok(json!({
-        "kv_caches_base_addr": (0..n as u64).map(|r| P_BASE + (p.tp_rank as u64) * span * 64 + r * span).collect::<Vec<_>>(),
-        "block_lens": vec![bytes; n],
-        "kv_block_lens": kv,
-        "registered_layer_names": c.names,
-        "registered_layer_indices": c.indices,
-        "registered_group_indices": c.groups,
-        "registered_shared_group_ids": c.shared,
-        "registered_row_offsets": c.rows,
-        "num_blocks": model.num_blocks,
-    }))
+    Ok(LayoutConfig {
+        kv_caches_base_addr: (0..n as u64).map(|r| P_BASE + (p.tp_rank as u64) * span * 64 + r * span).collect(),
+        block_lens: vec![bytes; n],
+        kv_block_lens: kv,
+        registered_layer_names: c.names,
+        registered_layer_indices: c.indices,
+        registered_group_indices: c.groups,
+        registered_shared_group_ids: c.shared,
+        registered_row_offsets: c.rows,
+        num_blocks: model.num_blocks,
+    })
 }
 
-pub fn prefiller_config(t: &TraceModel, p: &PrefillerConn, model: &Model, bootstrap: &str) -> Result<J, String> {
-    Ok(json!({
-        "engine_id": p.engine_id, "dp_rank": p.dp_rank, "tp_rank": p.tp_rank, "tp_size": p.tp_size,
-        "pp_rank": p.pp_rank, "pp_size": 1, "bootstrap": bootstrap, "abort_timeout_s": model.abort_timeout_s,
-        "model": {"total_num_kv_heads": model.total_num_kv_heads, "blocks_first": model.blocks_first},
-        "layout": prefiller_layout(t, p, model)?,
-    }))
+/// The `start` configuration of a prefiller testee standing in for recorded worker `p`.
+pub fn prefiller_config(
+    t: &TraceModel,
+    p: &PrefillerConn,
+    model: &Model,
+    bootstrap: &str,
+) -> Result<PrefillerConfig, String> {
+    let mut c = PrefillerConfig::new(model_config(model), prefiller_layout(t, p, model)?);
+    c.engine_id = p.engine_id.clone();
+    c.dp_rank = p.dp_rank;
+    c.tp_rank = p.tp_rank;
+    c.tp_size = p.tp_size;
+    c.pp_rank = p.pp_rank;
+    c.bootstrap = Some(bootstrap.to_string());
+    c.abort_timeout_s = Some(model.abort_timeout_s);
+    Ok(c)
 }
 
 /// What should have landed for one request: destination blocks per region and the prefiller block each
