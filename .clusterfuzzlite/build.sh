@@ -3,8 +3,8 @@
 # base-builder-rust image, with $SRC, $OUT, $WORK, $SANITIZER, $FUZZING_ENGINE, $RUSTFLAGS set) and for
 # scripts/cflite-local.sh, which sets the same environment on a machine without Docker.
 #
-# For each target it leaves in $OUT: the binary, <target>_seed_corpus.zip (fuzz/seeds/<target> and the
-# regression inputs of fuzz/regressions/<target>), <target>.dict and <target>.options (its libFuzzer
+# For each target it leaves in $OUT: the binary, <target>_seed_corpus.zip (fuzz/seeds/<target>, the
+# regression inputs of fuzz/regressions/<target> and the minimised corpus fuzz/corpus-min/<target>.tar.gz), <target>.dict and <target>.options (its libFuzzer
 # -max_len and dictionary, read from fuzz/harness/src/targets/mod.rs, the same source scripts/fuzz-smoke.sh
 # reads).
 #
@@ -36,6 +36,11 @@ for t in $targets; do
   rm -f "$OUT/${t}_seed_corpus.zip"
   seeds=("fuzz/seeds/$t")
   [ -d "fuzz/regressions/$t" ] && seeds+=("fuzz/regressions/$t")
+  if [ -f "fuzz/corpus-min/$t.tar.gz" ]; then
+    mkdir -p "$WORK/corpus-min/$t"
+    tar -xzf "fuzz/corpus-min/$t.tar.gz" -C "$WORK/corpus-min/$t"
+    seeds+=("$WORK/corpus-min/$t")
+  fi
   zip -q -j -r "$OUT/${t}_seed_corpus.zip" "${seeds[@]}"
 done
 echo "build.sh: built $(echo $targets | wc -w) targets into $OUT: $(echo $targets)"

@@ -4,7 +4,8 @@
 # instrumentation), which a stable rustc accepts when RUSTC_BOOTSTRAP=1 is set; this script sets it.
 # No sanitizer (-s none): the code under test has no `unsafe`. Debug assertions are on (-a), so an arithmetic
 # overflow panics. Each target starts from fuzz/corpus/<target> (grown across runs; scripts/fuzz-seeds.sh
-# fills it), the committed seeds fuzz/seeds/<target> and past crashes fuzz/regressions/<target>, with its
+# fills it; an empty one is first filled from the committed minimised corpus fuzz/corpus-min/<target>.tar.gz,
+# see scripts/fuzz-corpus.sh), the committed seeds fuzz/seeds/<target> and past crashes fuzz/regressions/<target>, with its
 # dictionary and -max_len (both from fuzz/harness/src/targets/mod.rs). Prints one stats line per target (exact
 # libFuzzer figures); the full log is target/fuzz-<target>.log. Exits non-zero on a crash (the input is left
 # in fuzz/artifacts/<target>/; copy it to fuzz/regressions/<target>/ once fixed).
@@ -38,6 +39,10 @@ mkdir -p target
 status=0
 for t in "${targets[@]}"; do
   mkdir -p "fuzz/corpus/$t"
+  # A fresh working corpus starts from the minimised one committed (scripts/fuzz-corpus.sh).
+  if [ -z "$(ls -A "fuzz/corpus/$t")" ] && [ -f "fuzz/corpus-min/$t.tar.gz" ]; then
+    tar -xzf "fuzz/corpus-min/$t.tar.gz" -C "fuzz/corpus/$t"
+  fi
   log="target/fuzz-$t.log"
   start=$(date +%s)
   extra=(); [ -d "fuzz/regressions/$t" ] && extra=("fuzz/regressions/$t")
