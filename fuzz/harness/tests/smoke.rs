@@ -2,7 +2,9 @@
 //! seeds (`fuzz/seeds/<target>`), over every seed the generator builds from the vectors and traces, and over
 //! a few thousand inputs derived from them — byte-level and MessagePack-aware mutations for the format
 //! targets, random operation streams for the structured ones. Any broken invariant panics the test.
-//! Every crash the fuzzers found is replayed first (`fuzz/regressions/<target>/`).
+//! Every crash the fuzzers found is replayed first (`fuzz/regressions/<target>/`), then every input of the
+//! committed minimised corpus (`fuzz/corpus-min/<target>.tar.gz`, unpacked with `tar`), so a change that
+//! breaks an invariant on something a long fuzzing run reached fails here.
 //! `MOONCAKE_FUZZ_SMOKE_INPUTS` overrides the number of derived inputs per target.
 
 use mooncake_fuzz_harness::targets::{self, Target};
@@ -33,9 +35,41 @@ fn regressions(target: &str) -> Vec<Vec<u8>> {
     files.iter().map(|p| std::fs::read(p).unwrap()).collect()
 }
 
+/// The inputs of the committed minimised corpus of `target` (none when it has no archive).
+fn corpus_min(target: &str) -> Vec<Vec<u8>> {
+    let archive = seeds::repo_root().join("fuzz/corpus-min").join(format!("{target}.tar.gz"));
+    if !archive.exists() {
+        return vec![];
+    }
+    let dir = std::env::temp_dir().join(format!("mooncake-corpus-min-{target}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let st = std::process::Command::new("tar")
+        .arg("-xzf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&dir)
+        .status()
+        .unwrap_or_else(|e| panic!("tar (to unpack {}): {e}", archive.display()));
+    assert!(st.success(), "tar could not unpack {}", archive.display());
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|f| f.path()).collect();
+    files.sort();
+    let inputs: Vec<Vec<u8>> = files.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!inputs.is_empty(), "{} holds no inputs", archive.display());
+    inputs
+}
+
 fn smoke(t: &Target, seed: u64) {
     for input in regressions(t.name) {
         (t.run)(&input);
+    }
+    let corpus = corpus_min(t.name);
+    for input in &corpus {
+        (t.run)(input);
+    }
+    if !corpus.is_empty() {
+        println!("{}: {} inputs of fuzz/corpus-min, every invariant held", t.name, corpus.len());
     }
     let mut all = committed(t.name);
     assert!(!all.is_empty(), "{}: no committed seeds (run scripts/fuzz-seeds.sh --update)", t.name);
