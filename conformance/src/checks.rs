@@ -10,7 +10,7 @@ use mooncake_wire::proto::{Registry, WireProfile};
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status};
 use serde_json::Value as J;
 
-use crate::finding::Finding;
+use crate::finding::{CheckId, Finding};
 
 /// One exchange of a transcript.
 #[derive(Clone, Debug)]
@@ -37,7 +37,7 @@ pub struct HttpX {
     pub line: Option<usize>,
 }
 
-fn finding(check: &'static str, x: &Xchg, message: &str, detail: String) -> Finding {
+fn finding(check: CheckId, x: &Xchg, message: &str, detail: String) -> Finding {
     Finding {
         check,
         seq: x.seq,
@@ -96,7 +96,7 @@ impl ExchangeChecker {
                 if let (Ok(ra), Ok(rb)) = (profile.decode_metadata(&a.request), profile.decode_metadata(&x.request)) {
                     if ra.req_blocks == rb.req_blocks && a.request != x.request && ra.layout_id == WireInt::ZERO {
                         out.push(finding(
-                            "FAN-OUT-SAME-BYTES",
+                            CheckId::FanOutSameBytes,
                             x,
                             "request",
                             "the same pull to another prefiller differs in bytes".into(),
@@ -115,7 +115,7 @@ impl ExchangeChecker {
             match profile.decode_metadata(&x.request) {
                 Ok(m) if !m.kv_caches_base_addr.is_empty() && m.req_blocks == req.req_blocks => {}
                 Ok(_) => out.push(finding(
-                    "LAYOUT-MISS-RESEND",
+                    CheckId::LayoutMissResend,
                     x,
                     "request",
                     "the request after LAYOUT_MISS is not the same pull with the layout".into(),
@@ -132,7 +132,7 @@ impl ExchangeChecker {
             && !self.acked.contains(&(x.decoder.clone(), x.endpoint.clone(), req.layout_id))
         {
             out.push(finding(
-                "LAYOUT-LESS-AFTER-ACK",
+                CheckId::LayoutLessAfterAck,
                 x,
                 "request",
                 format!("a layout-less pull (layout_id {:#x}) to an endpoint that never echoed that id", req.layout_id),
@@ -144,7 +144,12 @@ impl ExchangeChecker {
             let Ok(r) = profile.decode_response(raw) else { continue };
             let what = format!("reply {}", i + 1);
             if let Some(t) = terminal_at {
-                out.push(finding("SEQ-TERMINAL", x, &what, format!("{} after the terminal reply {}", r.status, t + 1)));
+                out.push(finding(
+                    CheckId::SeqTerminal,
+                    x,
+                    &what,
+                    format!("{} after the terminal reply {}", r.status, t + 1),
+                ));
             }
             if profile.is_terminal(r.status) && terminal_at.is_none() {
                 terminal_at = Some(i);
@@ -152,7 +157,7 @@ impl ExchangeChecker {
             for l in [&r.ok_reqs, &r.err_reqs] {
                 if self.omit_empty && l.as_ref().is_some_and(|v| v.is_empty()) {
                     out.push(finding(
-                        "EMPTY-LISTS",
+                        CheckId::EmptyLists,
                         x,
                         &what,
                         format!("{} writes an empty id list; vLLM {} omits it", r.status, profile.name()),
@@ -163,7 +168,7 @@ impl ExchangeChecker {
             for d in ok.iter().chain(&err) {
                 if !keys.contains(d.as_str()) {
                     out.push(finding(
-                        "REQS-SUBSET",
+                        CheckId::ReqsSubset,
                         x,
                         &what,
                         format!(
@@ -174,7 +179,7 @@ impl ExchangeChecker {
                 }
                 if let Some(prev) = settled.insert(d.clone(), i) {
                     out.push(finding(
-                        "REQS-ONCE",
+                        CheckId::ReqsOnce,
                         x,
                         &what,
                         format!("{d:?} is reported again (already in reply {})", prev + 1),
@@ -184,11 +189,16 @@ impl ExchangeChecker {
             match r.status {
                 s if s == Status::ERROR || (s == Status::LAYOUT_MISS && profile.knows_status(s)) => {
                     if r.err_msg.is_none() || r.ok_reqs.is_some() || r.err_reqs.is_some() {
-                        out.push(finding("ERROR-SHAPE", x, &what, format!("{s} must carry err_msg and no id lists")));
+                        out.push(finding(
+                            CheckId::ErrorShape,
+                            x,
+                            &what,
+                            format!("{s} must carry err_msg and no id lists"),
+                        ));
                     }
                     if r.layout_id != WireInt::ZERO {
                         out.push(finding(
-                            "LAYOUT-ECHO",
+                            CheckId::LayoutEcho,
                             x,
                             &what,
                             format!("{s} echoes layout_id {:#x}; vLLM never does", r.layout_id),
@@ -197,7 +207,7 @@ impl ExchangeChecker {
                     if s == Status::LAYOUT_MISS {
                         if !layout_less {
                             out.push(finding(
-                                "LAYOUT-MISS-CAUSE",
+                                CheckId::LayoutMissCause,
                                 x,
                                 &what,
                                 "LAYOUT_MISS answers a pull that carried its layout (or had layout_id 0)".into(),
@@ -211,7 +221,7 @@ impl ExchangeChecker {
                 _ => {
                     if r.layout_id != WireInt::ZERO && r.layout_id != req.layout_id {
                         out.push(finding(
-                            "LAYOUT-ECHO",
+                            CheckId::LayoutEcho,
                             x,
                             &what,
                             format!("layout_id {:#x} is not the pull's {:#x}", r.layout_id, req.layout_id),
@@ -225,7 +235,7 @@ impl ExchangeChecker {
         }
         if terminal_at.is_none() {
             out.push(finding(
-                "SEQ-TERMINAL",
+                CheckId::SeqTerminal,
                 x,
                 "replies",
                 format!(
@@ -244,7 +254,7 @@ impl ExchangeChecker {
             .iter()
             .map(|(x, _)| {
                 finding(
-                    "LAYOUT-MISS-RESEND",
+                    CheckId::LayoutMissResend,
                     x,
                     "after LAYOUT_MISS",
                     "the decoder never resent the pull with its layout".into(),
@@ -273,7 +283,7 @@ impl HttpChecker {
 
     pub fn push(&mut self, h: &HttpX) -> Vec<Finding> {
         let mut out = vec![];
-        let f = |check: &'static str, detail: String| Finding {
+        let f = |check: CheckId, detail: String| Finding {
             check,
             seq: h.seq,
             line: h.line,
@@ -285,7 +295,7 @@ impl HttpChecker {
             ("POST", "/register") => {
                 if h.status != want.status {
                     out.push(f(
-                        "REGISTER-STATUS",
+                        CheckId::RegisterStatus,
                         format!(
                             "answered {}, the revision's registry answers {} ({})",
                             h.status, want.status, want.body
@@ -293,7 +303,7 @@ impl HttpChecker {
                     ));
                 } else if want.status != 422 && h.response.as_ref() != Some(&want.body) {
                     out.push(f(
-                        "REGISTER-STATUS",
+                        CheckId::RegisterStatus,
                         format!(
                             "body {} differs from {}",
                             h.response.as_ref().map(J::to_string).unwrap_or_default(),
@@ -304,7 +314,7 @@ impl HttpChecker {
             }
             ("GET", "/query") if (h.status != 200 || h.response.as_ref() != Some(&want.body)) => {
                 out.push(f(
-                    "QUERY-REFLECTS-REGISTER",
+                    CheckId::QueryReflectsRegister,
                     format!(
                         "answered {} {}, the registered workers are {}",
                         h.status,

@@ -10,7 +10,7 @@ use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::codec::{Codec, Value};
 use mooncake_wire::spec::{Revision, Spec};
 
-use crate::finding::{Finding, TraceReport};
+use crate::finding::{CheckId, Finding, TraceReport};
 use crate::trace::{revision_for, sender, Event, HttpDir, Trace, ZmqEvent};
 
 pub fn validate_file(path: &Path) -> TraceReport {
@@ -30,7 +30,7 @@ pub fn validate_input(input: &crate::jsonl::Input) -> TraceReport {
             zmq_payloads: 0,
             http_events: 0,
             unobserved: vec![],
-            findings: vec![Finding { check: "TRACE-FORMAT", seq: None, line: None, message: None, detail: e }],
+            findings: vec![Finding { check: CheckId::TraceFormat, seq: None, line: None, message: None, detail: e }],
         },
     }
 }
@@ -89,7 +89,7 @@ pub fn validate(t: &Trace) -> TraceReport {
     };
     if t.events.is_empty() {
         rep.findings.push(Finding {
-            check: "TRACE-EMPTY",
+            check: CheckId::TraceEmpty,
             seq: None,
             line: Some(1),
             message: None,
@@ -104,7 +104,7 @@ pub fn validate(t: &Trace) -> TraceReport {
         Ok(r) => r,
         Err(e) => {
             rep.findings.push(Finding {
-                check: "TRACE-REVISION",
+                check: CheckId::TraceRevision,
                 seq: None,
                 line: Some(1),
                 message: None,
@@ -116,7 +116,7 @@ pub fn validate(t: &Trace) -> TraceReport {
     rep.revision = Some(rev.revision.clone());
     if rev.generation != t.header.generation() {
         rep.findings.push(Finding {
-            check: "TRACE-REVISION",
+            check: CheckId::TraceRevision,
             seq: None,
             line: Some(1),
             message: None,
@@ -166,7 +166,7 @@ impl EventChecker {
             Event::Zmq(z) => check_zmq(&self.rev, &self.codec, z, &mut out),
             Event::Http(h) => {
                 let find = |detail: String| Finding {
-                    check: "HTTP-BODY",
+                    check: CheckId::HttpBody,
                     seq: Some(h.seq),
                     line: Some(h.line),
                     message: Some(format!("{} {}", h.method, h.path)),
@@ -174,14 +174,14 @@ impl EventChecker {
                 };
                 let Some(b) = self.boot.as_mut() else {
                     out.push(Finding {
-                        check: "HTTP-ROUTE",
+                        check: CheckId::HttpRoute,
                         ..find(format!("{} has no bootstrap server", self.rev.revision))
                     });
                     return out;
                 };
                 if b.route(&h.method, &h.path).is_none() {
                     out.push(Finding {
-                        check: "HTTP-ROUTE",
+                        check: CheckId::HttpRoute,
                         ..find(format!("{} {} is not a bootstrap route", h.method, h.path))
                     });
                     return out;
@@ -190,7 +190,7 @@ impl EventChecker {
                 let raw: Option<serde_json::Value> =
                     if h.body_raw.is_empty() { None } else { serde_json::from_str(&h.body_raw).ok() };
                 if raw.as_ref() != h.body.as_ref().filter(|b| !b.is_null()) {
-                    out.push(Finding { check: "HTTP-BODY-RAW", ..find("body_raw does not parse to body".into()) });
+                    out.push(Finding { check: CheckId::HttpBodyRaw, ..find("body_raw does not parse to body".into()) });
                 }
                 let r = match h.dir {
                     HttpDir::Request => b.check_request(&h.method, &h.path, h.body.as_ref()),
@@ -212,7 +212,7 @@ fn check_zmq(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>
     let from = sender(z);
     let Some(msg) = rev.message_from(from.as_str()) else {
         out.push(Finding {
-            check: "ZMQ-FRAMES",
+            check: CheckId::ZmqFrames,
             seq: Some(z.seq),
             line: Some(z.line),
             message: None,
@@ -220,7 +220,7 @@ fn check_zmq(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>
         });
         return;
     };
-    let find = |check: &'static str, detail: String| Finding {
+    let find = |check: CheckId, detail: String| Finding {
         check,
         seq: Some(z.seq),
         line: Some(z.line),
@@ -231,13 +231,13 @@ fn check_zmq(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>
     if let Some(sock) = rev.transport.sockets.get(z.side.as_str()) {
         if sock.socket_type != z.socket {
             out.push(find(
-                "ZMQ-SOCKET",
+                CheckId::ZmqSocket,
                 format!("{} uses a {} socket, the spec says {}", z.side.as_str(), z.socket, sock.socket_type),
             ));
         }
         if sock.binds != z.bound {
             out.push(find(
-                "ZMQ-SOCKET",
+                CheckId::ZmqSocket,
                 format!("{} bound={}, the spec says binds={}", z.side.as_str(), z.bound, sock.binds),
             ));
         }
@@ -246,7 +246,7 @@ fn check_zmq(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>
     let layout = if z.side == from { &msg.frames_sent } else { &msg.frames_received };
     if z.frames.len() != layout.len() {
         out.push(find(
-            "ZMQ-FRAMES",
+            CheckId::ZmqFrames,
             format!("{} frames, the spec says {} ({})", z.frames.len(), layout.len(), layout.join(", ")),
         ));
         return;
@@ -254,11 +254,12 @@ fn check_zmq(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>
     let mut payload: &[u8] = &[];
     for (i, (f, name)) in z.frames.iter().zip(layout).enumerate() {
         match name.as_str() {
-            "empty" if !f.is_empty() => {
-                out.push(find("ZMQ-FRAMES", format!("frame {i} should be the empty delimiter, has {} bytes", f.len())))
-            }
+            "empty" if !f.is_empty() => out.push(find(
+                CheckId::ZmqFrames,
+                format!("frame {i} should be the empty delimiter, has {} bytes", f.len()),
+            )),
             "routing_id" if f.is_empty() => {
-                out.push(find("ZMQ-FRAMES", format!("frame {i} should be a routing id, is empty")))
+                out.push(find(CheckId::ZmqFrames, format!("frame {i} should be a routing id, is empty")))
             }
             "payload" => payload = f,
             _ => {}
@@ -269,24 +270,24 @@ fn check_zmq(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>
             if !msg.constants.iter().any(|c| c.bytes.as_bytes() == payload) {
                 let names: Vec<_> = msg.constants.iter().map(|c| c.name.as_str()).collect();
                 out.push(find(
-                    "ZMQ-RAW",
+                    CheckId::ZmqRaw,
                     format!("payload {:?} is none of {names:?}", String::from_utf8_lossy(payload)),
                 ));
             }
         }
         _ => match codec.decode(&msg.name, payload) {
-            Err(e) => out.push(find("ZMQ-DECODE", e.msgspec_message())),
+            Err(e) => out.push(find(CheckId::ZmqDecode, e.msgspec_message())),
             Ok(v) => match codec.encode(&msg.name, &v) {
                 Ok(b) if b == payload => {}
                 Ok(b) => out.push(find(
-                    "ZMQ-REENCODE",
+                    CheckId::ZmqReencode,
                     format!(
                         "re-encoding differs from the recorded bytes: ours {} vs recorded {}",
                         hex::encode(b),
                         hex::encode(payload)
                     ),
                 )),
-                Err(e) => out.push(find("ZMQ-REENCODE", e.to_string())),
+                Err(e) => out.push(find(CheckId::ZmqReencode, e.to_string())),
             },
         },
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::{json, Value as J};
 
 use super::{Case, PlayOptions};
-use crate::finding::Finding;
+use crate::finding::{CheckId, Finding};
 use crate::testee::Testee;
 use crate::trace::HttpEvent;
 
@@ -29,17 +29,17 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         let mut out = vec![];
         for (req, resp) in &t.http {
             let Some(resp) = resp else { continue };
-            let f = |check: &'static str, detail: String, h: &HttpEvent| Finding { check, seq: Some(h.seq), line: Some(h.line), message: Some(format!("{} {}", req.method, req.path)), detail };
+            let f = |check: CheckId, detail: String, h: &HttpEvent| Finding { check, seq: Some(h.seq), line: Some(h.line), message: Some(format!("{} {}", req.method, req.path)), detail };
             let body: Option<J> = if req.body_raw.is_empty() { None } else { serde_json::from_str(&req.body_raw).ok() };
             match mooncake_reference::http::request(&req.method, &format!("{url}{}", req.path), body.as_ref(), Duration::from_secs(10)).await {
-                Err(e) => out.push(f("BOOT-REPLY", e, resp)),
+                Err(e) => out.push(f(CheckId::BootReply, e, resp)),
                 Ok((status, bytes)) => {
                     if Some(status) != resp.status {
-                        out.push(f("BOOT-STATUS", format!("answered {status}, vLLM answered {:?}", resp.status), resp));
+                        out.push(f(CheckId::BootStatus, format!("answered {status}, vLLM answered {:?}", resp.status), resp));
                     }
                     let got: Option<J> = serde_json::from_slice(&bytes).ok();
                     if got != resp.body {
-                        out.push(f("BOOT-BODY", format!("body {} differs from vLLM's {}", String::from_utf8_lossy(&bytes), resp.body_raw), resp));
+                        out.push(f(CheckId::BootBody, format!("body {} differs from vLLM's {}", String::from_utf8_lossy(&bytes), resp.body_raw), resp));
                     }
                 }
             }

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 
 use super::{bounded, Case, PlayOptions};
 use crate::checks::{check_exchanges, same_reply, Xchg};
-use crate::finding::Finding;
+use crate::finding::{CheckId, Finding};
 use crate::reply::{reply_diff, show_reply};
 use crate::scenarios::Ready;
 use crate::setup::{check_landed, decoder_layout, expected_blocks_scaled, prefiller_config};
@@ -28,7 +28,7 @@ use crate::testee::Testee;
 use crate::trace::{Event, Role as TraceRole, ZmqDir};
 
 fn f(
-    check: &'static str,
+    check: CheckId,
     seq: Option<u64>,
     line: Option<usize>,
     message: impl Into<String>,
@@ -119,7 +119,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                 match got {
                     Some(Some(g)) if g == want => {}
                     Some(g) => out.push(f(
-                        "REGISTER-BODY",
+                        CheckId::RegisterBody,
                         None,
                         None,
                         format!("{} POST /register", p.conn),
@@ -129,7 +129,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                         ),
                     )),
                     None => out.push(f(
-                        "REGISTER-BODY",
+                        CheckId::RegisterBody,
                         None,
                         None,
                         format!("{} POST /register", p.conn),
@@ -238,7 +238,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                             Ok(Some(Incoming::Dealer { id, frames })) => buffered.entry(id).or_default().push(frames),
                             Ok(Some(Incoming::DealerError { id, error })) => {
                                 out.push(f(
-                                    "ZMQ-CONNECT",
+                                    CheckId::ZmqConnect,
                                     Some(z.seq),
                                     Some(z.line),
                                     format!("exchange {}", id + 1),
@@ -253,7 +253,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                     let msg = format!("exchange {} reply {}", k + 1, j + 1);
                     let Some(frames) = frames else {
                         out.push(f(
-                            "REPLY-MISSING",
+                            CheckId::ReplyMissing,
                             Some(z.seq),
                             Some(z.line),
                             msg,
@@ -269,7 +269,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                     replies_seen += 1;
                     if frames.len() != 1 {
                         out.push(f(
-                            "ZMQ-FRAMES",
+                            CheckId::ZmqFrames,
                             Some(z.seq),
                             Some(z.line),
                             msg.clone(),
@@ -286,7 +286,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                     }
                     match profile.decode_response(&bytes) {
                         Err(e) => out.push(f(
-                            "REPLY-DECODE",
+                            CheckId::ReplyDecode,
                             Some(z.seq),
                             Some(z.line),
                             msg,
@@ -295,7 +295,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                         Ok(got) => {
                             if !pairing.canonical_for_testee("MooncakeXferResponse", &bytes) {
                                 out.push(f(
-                                    "WIRE-CANONICAL",
+                                    CheckId::WireCanonical,
                                     Some(z.seq),
                                     Some(z.line),
                                     msg.clone(),
@@ -309,7 +309,13 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                             }
                             let (got, want) = (pairing.project_reply(&got), pairing.project_reply(&want));
                             if !same_reply(&got, &want) {
-                                out.push(f("REPLY-DIFF", Some(z.seq), Some(z.line), msg, reply_diff(&got, &want)));
+                                out.push(f(
+                                    CheckId::ReplyDiff,
+                                    Some(z.seq),
+                                    Some(z.line),
+                                    msg,
+                                    reply_diff(&got, &want),
+                                ));
                             }
                         }
                     }
@@ -342,7 +348,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
             for frames in q {
                 let r = frames.last().and_then(|b| t.decode_reply(b));
                 out.push(f(
-                    "REPLY-EXTRA",
+                    CheckId::ReplyExtra,
                     None,
                     None,
                     format!("exchange {}", id + 1),
@@ -399,11 +405,11 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         let planned_alike = pairing.planning_differs().is_empty();
         if external.is_none()
             && planned_alike
-            && super::applies(&t.trace.header, "TE-CALLS")
+            && super::applies(&t.trace.header, CheckId::TeCalls)
             && got_writes != want_writes
         {
             out.push(f(
-                "TE-CALLS",
+                CheckId::TeCalls,
                 None,
                 None,
                 "transfer-engine writes",
@@ -446,7 +452,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                     }
                 };
                 for p in problems.into_iter().take(5) {
-                    out.push(f("LANDED", None, None, format!("memory of {}", d.conn), p));
+                    out.push(f(CheckId::Landed, None, None, format!("memory of {}", d.conn), p));
                 }
                 continue;
             }
@@ -457,7 +463,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                 mem.read(base + b * bl, bl).map(|s| s.to_vec())
             });
             for p in problems.into_iter().take(5) {
-                out.push(f("LANDED", None, None, format!("memory of {}", d.conn), p));
+                out.push(f(CheckId::Landed, None, None, format!("memory of {}", d.conn), p));
             }
         }
 
@@ -474,7 +480,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                 }
                 if tokio::time::Instant::now() >= deadline {
                     out.push(f(
-                        "P-STATE-LEAK",
+                        CheckId::PStateLeak,
                         None,
                         None,
                         conn.clone(),
@@ -488,7 +494,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         // Completions, once every timeout has passed: the prefiller freed by delivery only what vLLM freed, and
         // everything vLLM freed by delivery or by expiry (a recording cannot tell the two apart; a recorder
         // that waits longer than the abort timeout for a decoder that never settles sees expiries).
-        let outcome = if super::applies(&t.trace.header, "P-FINISHED-SENDING") {
+        let outcome = if super::applies(&t.trace.header, CheckId::PFinishedSending) {
             t.trace.header.observed_outcome.get("finished_sending").and_then(J::as_object)
         } else {
             None
@@ -514,7 +520,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                     want.iter().filter(|w| !delivered.contains(w) && !expired.contains(w)).collect();
                 if !extra.is_empty() || !missing.is_empty() {
                     out.push(f(
-                        "P-FINISHED-SENDING",
+                        CheckId::PFinishedSending,
                         None,
                         None,
                         conn.clone(),

@@ -23,13 +23,13 @@ use serde_json::{json, Value as J};
 
 use super::{bounded, Case, PlayOptions};
 use crate::checks::{check_exchanges, Xchg};
-use crate::finding::Finding;
+use crate::finding::{CheckId, Finding};
 use crate::jsonl::first_difference;
 use crate::scenarios::Ready;
 use crate::setup::{check_landed, decoder_layout, expected_blocks_scaled, prefiller_planner, stride_scale};
 use crate::testee::Testee;
 
-fn f(check: &'static str, message: impl Into<String>, detail: impl Into<String>) -> Finding {
+fn f(check: CheckId, message: impl Into<String>, detail: impl Into<String>) -> Finding {
     Finding { check, seq: None, line: None, message: Some(message.into()), detail: detail.into() }
 }
 
@@ -363,7 +363,11 @@ async fn play_with(
                     break;
                 }
                 if tokio::time::Instant::now() >= deadline {
-                    out.push(f("D-SETTLE", format!("pull {}", k + 1), "the decoder did not settle its pulls in time"));
+                    out.push(f(
+                        CheckId::DSettle,
+                        format!("pull {}", k + 1),
+                        "the decoder did not settle its pulls in time",
+                    ));
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -381,7 +385,7 @@ async fn play_with(
         out.extend(compare_requests(t, &profile, pairing, &wires, Some(&sessions))?);
 
         // Outcomes against vLLM's (where the recording saw them).
-        let outcomes = super::applies(&t.trace.header, "D-OUTCOME");
+        let outcomes = super::applies(&t.trace.header, CheckId::DOutcome);
         for (conn, te) in testees.iter_mut() {
             let s = te.cmd(json!({"cmd": "status"})).await?;
             let outcome = t
@@ -411,7 +415,7 @@ async fn play_with(
             got_fin.sort();
             if outcomes && got_fin != want_fin {
                 out.push(f(
-                    "D-OUTCOME",
+                    CheckId::DOutcome,
                     conn.clone(),
                     format!("finished {got_fin:?}, vLLM's decoder finished {want_fin:?}"),
                 ));
@@ -445,7 +449,7 @@ async fn play_with(
             got_invalid.dedup();
             if outcomes && got_invalid != want_invalid {
                 out.push(f(
-                    "D-OUTCOME",
+                    CheckId::DOutcome,
                     conn.clone(),
                     format!("blocks reported invalid {got_invalid:?}, vLLM reported {want_invalid:?}"),
                 ));
@@ -455,7 +459,7 @@ async fn play_with(
                 || s.get("open_exchanges").and_then(J::as_u64) != Some(0)
             {
                 out.push(f(
-                    "D-STATE-LEAK",
+                    CheckId::DStateLeak,
                     conn.clone(),
                     format!(
                         "{} pulls and {} exchanges still open ({} left waiting by vLLM)",
@@ -506,7 +510,7 @@ async fn play_with(
                 .into_iter()
                 .take(5)
             {
-                out.push(f("LANDED", format!("memory of {conn}"), p));
+                out.push(f(CheckId::Landed, format!("memory of {conn}"), p));
             }
         }
         // With a prefiller testee: its completions and its tables too.
@@ -538,12 +542,16 @@ async fn play_with(
                     let mut want = want.clone();
                     got.sort();
                     want.sort();
-                    if got != want && super::applies(&t.trace.header, "P-FINISHED-SENDING") {
-                        out.push(f("P-FINISHED-SENDING", conn.clone(), format!("freed {got:?}, vLLM freed {want:?}")));
+                    if got != want && super::applies(&t.trace.header, CheckId::PFinishedSending) {
+                        out.push(f(
+                            CheckId::PFinishedSending,
+                            conn.clone(),
+                            format!("freed {got:?}, vLLM freed {want:?}"),
+                        ));
                     }
                     if !idle {
                         out.push(f(
-                            "P-STATE-LEAK",
+                            CheckId::PStateLeak,
                             conn.clone(),
                             format!(
                                 "{} transfers and {} exchanges still tracked",
@@ -590,7 +598,7 @@ pub fn compare_requests(
             t.exchanges.iter().filter(|x| x.prefiller.as_deref() == Some(conn.as_str())).collect();
         if inbound.len() != recorded.len() {
             out.push(f(
-                "REQUEST-COUNT",
+                CheckId::RequestCount,
                 conn.clone(),
                 format!("{} requests arrived, vLLM's decoder sent {}", inbound.len(), recorded.len()),
             ));
@@ -616,7 +624,7 @@ pub fn compare_requests(
             let msg = format!("{conn} request {}", n + 1);
             if frames.len() != 2 {
                 out.push(f(
-                    "ZMQ-FRAMES",
+                    CheckId::ZmqFrames,
                     msg.clone(),
                     format!("{} frames at the ROUTER; a decoder sends exactly one frame", frames.len()),
                 ));
@@ -624,11 +632,11 @@ pub fn compare_requests(
             // [routing_id, payload]: any other frame was already reported.
             let bytes = frames.get(1).cloned().unwrap_or_default();
             match profile.decode_metadata(&bytes) {
-                Err(e) => out.push(f("REQUEST-DECODE", msg, e.msgspec_message())),
+                Err(e) => out.push(f(CheckId::RequestDecode, msg, e.msgspec_message())),
                 Ok(mut got) => {
                     if !pairing.canonical_for_testee("MooncakeXferMetadata", &bytes) {
                         out.push(f(
-                            "WIRE-CANONICAL",
+                            CheckId::WireCanonical,
                             msg.clone(),
                             format!("{} is not msgspec's encoding of that value", hex::encode(&bytes)),
                         ));
@@ -638,7 +646,7 @@ pub fn compare_requests(
                     let live_session = format!("{}:{}", got.remote_hostname, got.remote_port);
                     match sessions {
                         Some(sessions) if sessions.get(&rx.decoder) != Some(&live_session) => out.push(f(
-                            "REQUEST-SESSION",
+                            CheckId::RequestSession,
                             msg.clone(),
                             format!("remote_hostname:remote_port {live_session} is not the decoder's transfer-engine endpoint {:?}", sessions.get(&rx.decoder)),
                         )),
@@ -660,7 +668,7 @@ pub fn compare_requests(
                     if let (Ok(gv), Ok(wv)) = (gv, wv) {
                         let (gj, wj) = (Codec::to_json(&gv), Codec::to_json(&wv));
                         if !crate::jsonl::eq_ordered(&gj, &wj) {
-                            out.push(f("REQUEST-DIFF", msg, first_difference(&gj, &wj, "$").unwrap_or_default()));
+                            out.push(f(CheckId::RequestDiff, msg, first_difference(&gj, &wj, "$").unwrap_or_default()));
                         }
                     }
                 }
@@ -883,7 +891,7 @@ fn runner_deviations(
     if !extra.is_empty() {
         sink.broken(format!("the runner's prefiller sent replies the recording does not have: {}", extra.join(", ")));
     }
-    if super::applies(&t.trace.header, "TE-CALLS") {
+    if super::applies(&t.trace.header, CheckId::TeCalls) {
         let map = |s: &str| sessions.iter().find(|(_, b)| b == s).map(|(a, _)| a.clone()).unwrap_or(s.to_string());
         let mut got: Vec<(String, u64, u64)> =
             status.writes.iter().map(|(s, n, b, _)| (map(s), *n as u64, *b)).collect();

@@ -15,7 +15,7 @@ use mooncake_wire::proto::WireProfile;
 use mooncake_wire::spec::{Revision, Spec};
 
 use crate::checks::{ExchangeChecker, HttpChecker, HttpX, Xchg};
-use crate::finding::Finding;
+use crate::finding::{CheckId, Finding};
 use crate::trace::Event;
 use crate::validate::EventChecker;
 
@@ -170,7 +170,7 @@ impl Live {
                         Some(o) => o.x.replies.push(bytes),
                         None if self.quiet.contains(&key) => {}
                         None => out.push(Finding {
-                            check: "SEQ-TERMINAL",
+                            check: CheckId::SeqTerminal,
                             seq: Some(seq),
                             line: Some(line),
                             message: Some("reply".into()),
@@ -266,7 +266,7 @@ mod tests {
         }
     }
 
-    fn checks(f: &[Finding]) -> Vec<&str> {
+    fn checks(f: &[Finding]) -> Vec<CheckId> {
         f.iter().map(|f| f.check).collect()
     }
 
@@ -286,9 +286,9 @@ mod tests {
         assert!(live.request((0, vec![2]), x(1, &req)).is_empty());
         assert!(live.tick().is_empty());
         std::thread::sleep(Duration::from_millis(60));
-        assert_eq!(checks(&live.tick()), ["SEQ-TERMINAL"]);
+        assert_eq!(checks(&live.tick()), [CheckId::SeqTerminal]);
         // A reply after the terminal one, its exchange already judged.
-        assert_eq!(checks(&live.reply((0, vec![1]), reply.clone(), 5, 6)), ["SEQ-TERMINAL"]);
+        assert_eq!(checks(&live.reply((0, vec![1]), reply.clone(), 5, 6)), [CheckId::SeqTerminal]);
         // Something that is no pull holds nothing back, and what answers it is not judged.
         assert!(live.request((0, vec![3]), x(2, b"garbage")).is_empty());
         assert!(live.reply((0, vec![3]), reply.clone(), 7, 8).is_empty());
