@@ -39,20 +39,7 @@ pub fn validate_input(input: &crate::jsonl::Input) -> TraceReport {
 fn protocol_checks(t: &Trace, rev: &Arc<Revision>, out: &mut Vec<Finding>) {
     let Ok(model) = crate::trace_model::TraceModel::new(t.clone()) else { return };
     if let Some(profile) = &model.profile {
-        let xs: Vec<crate::checks::Xchg> = model
-            .exchanges
-            .iter()
-            .map(|x| crate::checks::Xchg {
-                index: x.index,
-                decoder: x.decoder.clone(),
-                endpoint: x.endpoint.clone(),
-                request: x.request.clone(),
-                replies: x.replies.iter().map(|(b, _, _)| b.clone()).collect(),
-                seq: Some(x.send_seq),
-                line: Some(x.send_line),
-            })
-            .collect();
-        out.extend(crate::checks::check_exchanges(profile, &xs));
+        out.extend(crate::checks::check_exchanges(profile, &model.exchanges));
     }
     if let Some(Ok(spec)) = BootstrapSpec::new(rev.clone()) {
         let log: Vec<crate::checks::HttpX> = model
@@ -275,7 +262,7 @@ fn check_zmq(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>
                 ));
             }
         }
-        _ => match codec.decode(&msg.name, payload) {
+        _ => match spec_decode(codec, &msg.name, payload) {
             Err(e) => out.push(find(CheckId::ZmqDecode, e.msgspec_message())),
             Ok(v) => match codec.encode(&msg.name, &v) {
                 Ok(b) if b == payload => {}
@@ -293,12 +280,81 @@ fn check_zmq(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>
     }
 }
 
-/// Decodes the payload of a ZMQ event as the message its direction implies, for other modules.
-pub fn decode_event(rev: &Revision, codec: &Codec, z: &ZmqEvent) -> Option<(String, Value)> {
-    let msg = rev.message_from(sender(z).as_str())?;
-    if msg.encoding != "msgpack" {
-        return None;
+/// The per-event decode of a payload with the spec codec (once per ZeroMQ payload of a trace).
+fn spec_decode(codec: &Codec, message: &str, payload: &[u8]) -> Result<Value, mooncake_wire::codec::DecodeError> {
+    #[cfg(test)]
+    tests::SPEC_DECODES.with(|d| d.set(d.get() + 1));
+    codec.decode(message, payload)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::trace::Role;
+
+    thread_local! {
+        /// Spec-codec decodes on this thread so far (`spec_decode`).
+        pub(super) static SPEC_DECODES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     }
-    let payload = z.frames.last()?;
-    codec.decode(&msg.name, payload).ok().map(|v| (msg.name.clone(), v))
+
+    fn traces(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                traces(&p, out);
+            } else if p.extension().is_some_and(|x| x == "jsonl") {
+                out.push(p);
+            }
+        }
+    }
+
+    /// `validate` decodes each payload of a trace once: the per-event checks each ZeroMQ payload with the
+    /// spec codec, the conversation each payload a decoder sent or received with the revision's profile —
+    /// and the protocol checks none (they read the conversation's messages).
+    #[test]
+    fn validate_decodes_each_payload_once() {
+        let mut files = vec![];
+        traces(&Path::new(env!("CARGO_MANIFEST_DIR")).join("traces"), &mut files);
+        files.sort();
+        let (mut checked, mut typed_total) = (0, 0);
+        for f in &files {
+            let t = Trace::load(f).unwrap();
+            let (typed0, spec0) = (crate::conversation::decodes(), SPEC_DECODES.with(|d| d.get()));
+            let rep = validate(&t);
+            let (typed, spec) = (crate::conversation::decodes() - typed0, SPEC_DECODES.with(|d| d.get()) - spec0);
+            assert!(rep.ok(), "{}: {:?}", f.display(), rep.findings);
+            let rev = revision_for(Spec::builtin(), &t.header.vllm_version).unwrap();
+            let msgpack = |z: &&ZmqEvent| rev.message_from(sender(z).as_str()).is_some_and(|m| m.encoding == "msgpack");
+            assert_eq!(spec, t.zmq().filter(msgpack).count(), "{}: spec-codec decodes", f.display());
+            assert_eq!(spec, rep.zmq_payloads - t.zmq().filter(|z| !msgpack(z)).count());
+            // The conversation: every request and reply of the decoders, once (generation 1 has no profile).
+            let decoder_side = t.zmq().filter(|z| z.side == Role::Decoder).count();
+            let model = crate::trace_model::TraceModel::new(t.clone()).unwrap();
+            let in_conversation: usize = model.exchanges.iter().map(|x| 1 + x.replies.len()).sum();
+            if model.profile.is_some() {
+                assert_eq!(in_conversation, decoder_side, "{}", f.display());
+                assert_eq!(typed, decoder_side, "{}: typed decodes, one per decoder-side payload", f.display());
+                checked += 1;
+                typed_total += typed;
+            } else {
+                assert_eq!(typed, 0, "{}", f.display());
+            }
+        }
+        assert!(checked > 100 && typed_total > 200, "{checked} traces, {typed_total} payloads");
+    }
+
+    /// The protocol checks hold a revision's rules, not its codec: nothing in them decodes.
+    #[test]
+    fn the_protocol_checks_decode_nothing() {
+        let code: String = include_str!("checks.rs")
+            .lines()
+            .map(|l| l.find("//").map_or(l, |i| &l[..i]))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for call in ["decode_metadata", "decode_response", "decode(", "decode_with", "Codec", "Payload::"] {
+            assert!(!code.contains(call), "checks.rs calls {call}");
+        }
+    }
 }

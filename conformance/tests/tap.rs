@@ -334,7 +334,7 @@ async fn tapped_endpoint(tap: &str, engine: &str) -> String {
 fn rogue_peers_are_reported_as_their_traffic_passes_unchanged_and_the_tap_keeps_serving() {
     let dir = tempdir("rogue");
     let out = dir.join("tap.jsonl");
-    let recorded_request = recording().exchanges[0].request.clone();
+    let recorded_request = recording().exchanges[0].request.bytes.clone();
     let report = rt().block_on(async {
         let (say, said) = collector();
         let mut cfg = tap_config(out.clone(), None);

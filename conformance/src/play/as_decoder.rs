@@ -19,7 +19,8 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use super::{bounded, Case, PlayOptions};
-use crate::checks::{check_exchanges, same_reply, Xchg};
+use crate::checks::{check_exchanges, same_reply};
+use crate::conversation::{Exchange, Payload, Sent};
 use crate::finding::{CheckId, Finding};
 use crate::reply::{reply_diff, show_reply};
 use crate::scenarios::Ready;
@@ -178,15 +179,15 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         let (in_tx, mut in_rx) = mpsc::unbounded_channel();
         let reactor = Reactor::start(&ctx, in_tx)?;
         let mut buffered: BTreeMap<u64, Vec<Vec<Vec<u8>>>> = BTreeMap::new();
-        let mut live: BTreeMap<usize, Xchg> = BTreeMap::new();
+        let mut live: BTreeMap<usize, Exchange> = BTreeMap::new();
         let mut replies_seen = 0usize;
         let mut dead: Vec<usize> = vec![];
         let recorded_replies: HashMap<u64, (usize, usize)> = t
             .exchanges
             .iter()
-            .flat_map(|x| x.replies.iter().enumerate().map(move |(j, (_, seq, _))| (*seq, (x.index, j))))
+            .flat_map(|x| x.replies.iter().enumerate().map(move |(j, r)| (r.seq.unwrap_or(0), (x.index, j))))
             .collect();
-        let sends: HashMap<u64, usize> = t.exchanges.iter().map(|x| (x.send_seq, x.index)).collect();
+        let sends: HashMap<u64, usize> = t.exchanges.iter().map(|x| (x.send_seq(), x.index)).collect();
         for ev in t.events() {
             let Event::Zmq(z) = ev else { continue };
             if z.side != TraceRole::Decoder {
@@ -200,26 +201,26 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                         .get(&x.endpoint)
                         .cloned()
                         .ok_or_else(|| format!("no live prefiller for {}", x.endpoint))?;
-                    let mut m =
-                        profile.decode_metadata(&x.request).map_err(|e| format!("recorded request {k}: {e}"))?;
+                    let mut m = match &x.request.decoded {
+                        Some(Ok(m)) => m.clone(),
+                        Some(Err(e)) => return Err(format!("recorded request {k}: {e}")),
+                        None => return Err(format!("recorded request {k}: no profile to decode it")),
+                    };
                     let dec = decoders.get(&x.decoder).ok_or_else(|| format!("no layout for decoder {}", x.decoder))?;
                     let (host, port) = dec.session.rsplit_once(':').expect("host:port");
                     m.remote_hostname = host.to_string();
                     m.remote_port = port.parse::<u64>().expect("port").into();
                     let payload = profile.encode_metadata(&m)?;
                     reactor.open_dealer(k as u64, &live_ep, payload.clone());
-                    live.insert(
-                        k,
-                        Xchg {
-                            index: k,
-                            decoder: x.decoder.clone(),
-                            endpoint: live_ep,
-                            request: payload,
-                            replies: vec![],
-                            seq: Some(x.send_seq),
-                            line: Some(x.send_line),
-                        },
-                    );
+                    let sent = Sent {
+                        index: k,
+                        decoder: x.decoder.clone(),
+                        endpoint: live_ep,
+                        request: payload,
+                        seq: x.seq,
+                        line: x.line,
+                    };
+                    live.insert(k, Exchange::new(Some(&profile), sent));
                 }
                 ZmqDir::Recv => {
                     let Some(&(k, j)) = recorded_replies.get(&z.seq) else { continue };
@@ -249,7 +250,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                             Err(_) => break None,
                         }
                     };
-                    let (want_bytes, _, _) = &x.replies[j];
+                    let want_reply = x.replies[j].payload.value();
                     let msg = format!("exchange {} reply {}", k + 1, j + 1);
                     let Some(frames) = frames else {
                         out.push(f(
@@ -260,7 +261,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                             format!(
                                 "no reply within {} (recorded: {})",
                                 super::secs(wait),
-                                t.decode_reply(want_bytes).map(|r| show_reply(&r)).unwrap_or_default()
+                                want_reply.map(show_reply).unwrap_or_default()
                             ),
                         ));
                         dead.push(k);
@@ -281,10 +282,16 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                     }
                     // The payload is the first frame; any other frame was already reported.
                     let bytes = frames.first().cloned().unwrap_or_default();
-                    if let Some(lx) = live.get_mut(&k) {
-                        lx.replies.push(bytes.clone());
-                    }
-                    match profile.decode_response(&bytes) {
+                    // Decoded once, as the live conversation's reply.
+                    let decoded = match live.get_mut(&k) {
+                        Some(lx) => lx
+                            .push_reply(Some(&profile), bytes.clone(), Some(z.seq), Some(z.line))
+                            .payload
+                            .decoded
+                            .clone(),
+                        None => Payload::reply(Some(&profile), bytes.clone()).decoded,
+                    };
+                    match decoded.expect("decoded with the trace's profile") {
                         Err(e) => out.push(f(
                             CheckId::ReplyDecode,
                             Some(z.seq),
@@ -302,7 +309,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                                     format!("{} is not msgspec's encoding of that value", hex::encode(&bytes)),
                                 ));
                             }
-                            let mut want = t.decode_reply(want_bytes).ok_or("recorded reply does not decode")?;
+                            let mut want = want_reply.cloned().ok_or("recorded reply does not decode")?;
                             // The LAYOUT_MISS message names the decoder's session: map recorded → live.
                             if let (Some(m), Some(dec)) = (&mut want.err_msg, decoders.get(&x.decoder)) {
                                 *m = m.replace(&dec.recorded_session, &dec.session);
@@ -363,7 +370,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         drop(reactor);
 
         // Protocol checks on what really went over the wire.
-        let xs: Vec<Xchg> = live.into_values().collect();
+        let xs: Vec<Exchange> = live.into_values().collect();
         out.extend(check_exchanges(&profile, &xs));
 
         // Transfer-engine writes: the same (session, descriptors, bytes) as recorded, as a multiset.
@@ -423,12 +430,12 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
             let (Some(req), Some(dec)) = (&d.layout_request, decoders.get(&d.conn)) else { continue };
             let mut expected = vec![];
             for x in t.exchanges.iter().filter(|x| x.decoder == d.conn) {
-                let Some(m) = t.decode_request(&x.request) else { continue };
-                for (bytes, _, _) in &x.replies {
-                    for ok in t.decode_reply(bytes).and_then(|r| r.ok_reqs).unwrap_or_default() {
+                let Some(m) = x.request.value() else { continue };
+                for r in &x.replies {
+                    for ok in r.payload.value().and_then(|r| r.ok_reqs.clone()).unwrap_or_default() {
                         if let Some(e) = expected_blocks_scaled(
                             req,
-                            &m,
+                            m,
                             &ok,
                             &scenario,
                             planner.rules.plan.block_groups,

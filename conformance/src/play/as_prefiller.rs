@@ -22,7 +22,8 @@ use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse};
 use serde_json::{json, Value as J};
 
 use super::{bounded, Case, PlayOptions};
-use crate::checks::{check_exchanges, Xchg};
+use crate::checks::check_exchanges;
+use crate::conversation::{Exchange, Sent};
 use crate::finding::{CheckId, Finding};
 use crate::jsonl::first_difference;
 use crate::scenarios::Ready;
@@ -38,9 +39,9 @@ fn f(check: CheckId, message: impl Into<String>, detail: impl Into<String>) -> F
 pub(crate) fn pull_steps(t: &crate::trace_model::TraceModel, conn: &str) -> Vec<MooncakeXferMetadata> {
     let mut steps: Vec<MooncakeXferMetadata> = vec![];
     for x in t.exchanges.iter().filter(|x| x.decoder == conn) {
-        let Some(m) = t.decode_request(&x.request) else { continue };
+        let Some(m) = x.request.value() else { continue };
         if steps.last().is_none_or(|s| s.req_blocks != m.req_blocks) {
-            steps.push(m);
+            steps.push(m.clone());
         }
     }
     steps
@@ -232,8 +233,8 @@ async fn play_with(
                 t.exchanges
                     .iter()
                     .filter(|x| &x.decoder == conn)
-                    .find(|x| t.decode_request(&x.request).is_some_and(|m| m.req_blocks == st[k].req_blocks))
-                    .map(|x| x.send_seq)
+                    .find(|x| x.request.value().is_some_and(|m| m.req_blocks == st[k].req_blocks))
+                    .map(|x| x.send_seq())
                     .unwrap_or(u64::MAX)
             });
             let inbound_base = inbound_count(&prefillers).await;
@@ -591,9 +592,31 @@ pub fn compare_requests(
     sessions: Option<&HashMap<String, String>>,
 ) -> Result<Vec<Finding>, String> {
     let mut out = vec![];
-    let mut live_xs: Vec<Xchg> = vec![];
+    let mut live_xs: Vec<Exchange> = vec![];
     for (conn, wire) in wires {
         let inbound: Vec<&Vec<Vec<u8>>> = wire.iter().filter(|(i, _)| *i).map(|(_, f)| f).collect();
+        // The live conversation of this prefiller, each payload decoded once (replies by routing id): what
+        // the comparisons below and the protocol checks read.
+        let first = live_xs.len();
+        for frames in &inbound {
+            let rid = frames.first().cloned().unwrap_or_default();
+            let sent = Sent {
+                index: live_xs.len(),
+                decoder: "decoder".into(),
+                endpoint: conn.clone(),
+                request: frames.get(1).cloned().unwrap_or_default(),
+                seq: None,
+                line: None,
+            };
+            let mut x = Exchange::new(Some(profile), sent);
+            for (_, f2) in wire.iter().filter(|(i, f2)| !*i && f2.first() == Some(&rid)) {
+                if let Some(b) = f2.get(1) {
+                    x.push_reply(Some(profile), b.clone(), None, None);
+                }
+            }
+            live_xs.push(x);
+        }
+        let arrived = &live_xs[first..];
         let recorded: Vec<&crate::trace_model::Exchange> =
             t.exchanges.iter().filter(|x| x.prefiller.as_deref() == Some(conn.as_str())).collect();
         if inbound.len() != recorded.len() {
@@ -607,8 +630,8 @@ pub fn compare_requests(
         // so arrival order across decoders is not the recorded order); within one decoder, in order.
         let mut used = vec![false; recorded.len()];
         let mut pairs = vec![];
-        for frames in &inbound {
-            let from = frames.get(1).and_then(|b| profile.decode_metadata(b).ok()).and_then(|m| {
+        for (frames, lx) in inbound.iter().zip(arrived) {
+            let from = lx.request.value().and_then(|m| {
                 let s = format!("{}:{}", m.remote_hostname, m.remote_port);
                 sessions.and_then(|ss| ss.iter().find(|(_, v)| **v == s).map(|(k, _)| k.clone()))
             });
@@ -617,10 +640,10 @@ pub fn compare_requests(
                 .or_else(|| (0..recorded.len()).find(|&i| !used[i]));
             if let Some(i) = pick {
                 used[i] = true;
-                pairs.push((*frames, recorded[i]));
+                pairs.push((*frames, lx, recorded[i]));
             }
         }
-        for (n, (frames, rx)) in pairs.into_iter().enumerate() {
+        for (n, (frames, lx, rx)) in pairs.into_iter().enumerate() {
             let msg = format!("{conn} request {}", n + 1);
             if frames.len() != 2 {
                 out.push(f(
@@ -630,18 +653,18 @@ pub fn compare_requests(
                 ));
             }
             // [routing_id, payload]: any other frame was already reported.
-            let bytes = frames.get(1).cloned().unwrap_or_default();
-            match profile.decode_metadata(&bytes) {
+            let bytes = &lx.request.bytes;
+            match lx.request.decoded.clone().expect("decoded with the trace's profile") {
                 Err(e) => out.push(f(CheckId::RequestDecode, msg, e.msgspec_message())),
                 Ok(mut got) => {
-                    if !pairing.canonical_for_testee("MooncakeXferMetadata", &bytes) {
+                    if !pairing.canonical_for_testee("MooncakeXferMetadata", bytes) {
                         out.push(f(
                             CheckId::WireCanonical,
                             msg.clone(),
-                            format!("{} is not msgspec's encoding of that value", hex::encode(&bytes)),
+                            format!("{} is not msgspec's encoding of that value", hex::encode(bytes)),
                         ));
                     }
-                    let want = t.decode_request(&rx.request).ok_or("recorded request does not decode")?;
+                    let want = rx.request.value().ok_or("recorded request does not decode")?;
                     // The decoder's own address and transfer-engine port differ per run.
                     let live_session = format!("{}:{}", got.remote_hostname, got.remote_port);
                     match sessions {
@@ -663,7 +686,7 @@ pub fn compare_requests(
                     }
                     got.remote_hostname = want.remote_hostname.clone();
                     got.remote_port = want.remote_port;
-                    let (got, want) = (pairing.project_request(&got), pairing.project_request(&want));
+                    let (got, want) = (pairing.project_request(&got), pairing.project_request(want));
                     let (gv, wv) = (got.to_revision(profile.codec()), want.to_revision(profile.codec()));
                     if let (Ok(gv), Ok(wv)) = (gv, wv) {
                         let (gj, wj) = (Codec::to_json(&gv), Codec::to_json(&wv));
@@ -673,24 +696,6 @@ pub fn compare_requests(
                     }
                 }
             }
-        }
-        // The live conversation, for the protocol checks (replies by routing id).
-        for frames in &inbound {
-            let rid = frames.first().cloned().unwrap_or_default();
-            let replies: Vec<Vec<u8>> = wire
-                .iter()
-                .filter(|(i, f2)| !*i && f2.first() == Some(&rid))
-                .filter_map(|(_, f2)| f2.get(1).cloned())
-                .collect();
-            live_xs.push(Xchg {
-                index: live_xs.len(),
-                decoder: "decoder".into(),
-                endpoint: conn.clone(),
-                request: frames.get(1).cloned().unwrap_or_default(),
-                replies,
-                seq: None,
-                line: None,
-            });
         }
     }
     out.extend(check_exchanges(profile, &live_xs));
@@ -841,7 +846,7 @@ fn runner_deviations(
     // Recorded layout id → the live decoder's (a reply echoes the id of the request it answers).
     let mut layout_ids: Vec<(WireInt, WireInt)> = vec![];
     let recorded_reqs: Vec<MooncakeXferMetadata> =
-        t.exchanges.iter().filter_map(|x| t.decode_request(&x.request)).collect();
+        t.exchanges.iter().filter_map(|x| x.request.value().cloned()).collect();
     let live_reqs: Vec<MooncakeXferMetadata> = status
         .wire
         .iter()
@@ -865,8 +870,8 @@ fn runner_deviations(
         .map(|(_, f)| f.last().and_then(|b| profile.decode_response(b).ok()))
         .collect();
     for (k, x) in t.exchanges.iter().enumerate() {
-        for (j, (bytes, _, _)) in x.replies.iter().enumerate() {
-            let Some(mut want) = t.decode_reply(bytes) else { continue };
+        for (j, reply) in x.replies.iter().enumerate() {
+            let Some(mut want) = reply.payload.value().cloned() else { continue };
             if let Some(m) = &mut want.err_msg {
                 for (a, b) in &sessions {
                     *m = m.replace(a, b);
@@ -935,7 +940,7 @@ fn recorded_replies_through(t: &TraceModel, steps: &[(String, Vec<MooncakeXferMe
     t.exchanges
         .iter()
         .filter(|x| {
-            let Some(m) = t.decode_request(&x.request) else { return false };
+            let Some(m) = x.request.value() else { return false };
             steps
                 .iter()
                 .filter(|(c, _)| *c == x.decoder)
