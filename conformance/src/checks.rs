@@ -1,29 +1,19 @@
 //! Protocol checks with stable ids (documented in `conformance/CHECKS.md`). They run on recorded traces
-//! (`validate`) and on live transcripts (`replay`, `run`): a transcript is a list of exchanges (request and
-//! replies, as the decoder saw them) plus the bootstrap HTTP log.
+//! (`validate`), on live transcripts (`replay`, `run`) and on tapped traffic (`tap`): a transcript is a list
+//! of exchanges (request and replies, as the decoder saw them, each decoded once by
+//! [`crate::conversation`]) plus the bootstrap HTTP log. The checks read those decoded messages; they hold
+//! a revision's rules, not its codec.
 
 use std::collections::{BTreeMap, HashSet};
 
 use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::proto::{Registry, WireProfile};
-use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status};
+use mooncake_wire::typed::{MooncakeXferResponse, Status};
 use serde_json::Value as J;
 
-use crate::finding::Finding;
-
-/// One exchange of a transcript.
-#[derive(Clone, Debug)]
-pub struct Xchg {
-    pub index: usize,
-    pub decoder: String,
-    pub endpoint: String,
-    pub request: Vec<u8>,
-    pub replies: Vec<Vec<u8>>,
-    /// Where to point a finding (trace seq and line of the request), when known.
-    pub seq: Option<u64>,
-    pub line: Option<usize>,
-}
+use crate::conversation::Exchange;
+use crate::finding::{CheckId, Finding};
 
 /// One bootstrap HTTP exchange.
 #[derive(Clone, Debug)]
@@ -37,7 +27,7 @@ pub struct HttpX {
     pub line: Option<usize>,
 }
 
-fn finding(check: &'static str, x: &Xchg, message: &str, detail: String) -> Finding {
+fn finding(check: CheckId, x: &Exchange, message: &str, detail: String) -> Finding {
     Finding {
         check,
         seq: x.seq,
@@ -52,7 +42,7 @@ fn ids(l: &Option<Vec<String>>) -> Vec<String> {
 }
 
 /// Checks every exchange of a transcript against the protocol rules of `profile`'s revision.
-pub fn check_exchanges(profile: &WireProfile, xs: &[Xchg]) -> Vec<Finding> {
+pub fn check_exchanges(profile: &WireProfile, xs: &[Exchange]) -> Vec<Finding> {
     let mut c = ExchangeChecker::new(profile);
     let mut out: Vec<Finding> = xs.iter().flat_map(|x| c.push(x)).collect();
     out.extend(c.finish());
@@ -64,39 +54,60 @@ pub fn check_exchanges(profile: &WireProfile, xs: &[Xchg]) -> Vec<Finding> {
 /// needs a later exchange (the resend after LAYOUT_MISS) is decided when that exchange is pushed, or by
 /// [`ExchangeChecker::finish`] when none came.
 pub struct ExchangeChecker {
-    profile: WireProfile,
-    omit_empty: bool,
+    rules: Rules,
     /// Endpoints that echoed each decoder's layout id, in transcript order.
     acked: HashSet<(String, String, WireInt)>,
     /// Layout-less pulls answered with LAYOUT_MISS whose resend is still to come.
-    awaiting_resend: Vec<(Xchg, MooncakeXferMetadata)>,
-    previous: Option<Xchg>,
+    awaiting_resend: Vec<Exchange>,
+    previous: Option<Exchange>,
+}
+
+/// What the checks need of a revision: its rules, not its codec. The checks read the messages the
+/// conversation decoded ([`Exchange`]); they have nothing to decode with.
+struct Rules {
+    name: String,
+    /// Status → terminal, for the statuses the revision knows.
+    statuses: Vec<(Status, bool)>,
+    layout_caching: bool,
+    omit_empty: bool,
+}
+
+impl Rules {
+    fn is_terminal(&self, s: Status) -> bool {
+        self.statuses.iter().any(|(x, t)| *x == s && *t)
+    }
+    fn knows_status(&self, s: Status) -> bool {
+        self.statuses.iter().any(|(x, _)| *x == s)
+    }
 }
 
 impl ExchangeChecker {
     pub fn new(profile: &WireProfile) -> Self {
         let omit_empty = profile.revision.behaviour.empty_id_lists.as_ref().map(|i| i.value)
             == Some(mooncake_wire::spec::behaviour::EmptyIdLists::Omitted);
-        ExchangeChecker {
-            profile: profile.clone(),
+        let rules = Rules {
+            name: profile.name().to_string(),
+            statuses: profile.statuses.clone(),
+            layout_caching: profile.layout_caching.is_some(),
             omit_empty,
-            acked: HashSet::new(),
-            awaiting_resend: vec![],
-            previous: None,
-        }
+        };
+        ExchangeChecker { rules, acked: HashSet::new(), awaiting_resend: vec![], previous: None }
     }
 
     /// Checks the next exchange (its request and every reply it got); returns the findings it settles.
-    pub fn push(&mut self, x: &Xchg) -> Vec<Finding> {
-        let profile = &self.profile;
+    pub fn push(&mut self, x: &Exchange) -> Vec<Finding> {
+        let rules = &self.rules;
         let mut out = vec![];
         // A pull sent to several prefillers (one scheduler step) carries the same bytes to each.
         if let Some(a) = self.previous.replace(x.clone()) {
             if a.decoder == x.decoder && a.endpoint != x.endpoint {
-                if let (Ok(ra), Ok(rb)) = (profile.decode_metadata(&a.request), profile.decode_metadata(&x.request)) {
-                    if ra.req_blocks == rb.req_blocks && a.request != x.request && ra.layout_id == WireInt::ZERO {
+                if let (Some(ra), Some(rb)) = (a.request.value(), x.request.value()) {
+                    if ra.req_blocks == rb.req_blocks
+                        && a.request.bytes != x.request.bytes
+                        && ra.layout_id == WireInt::ZERO
+                    {
                         out.push(finding(
-                            "FAN-OUT-SAME-BYTES",
+                            CheckId::FanOutSameBytes,
                             x,
                             "request",
                             "the same pull to another prefiller differs in bytes".into(),
@@ -107,32 +118,33 @@ impl ExchangeChecker {
         }
         // The resend a LAYOUT_MISS before asked for: this decoder's next request to that endpoint.
         let mut still = vec![];
-        for (miss, req) in std::mem::take(&mut self.awaiting_resend) {
+        for miss in std::mem::take(&mut self.awaiting_resend) {
             if miss.decoder != x.decoder || miss.endpoint != x.endpoint {
-                still.push((miss, req));
+                still.push(miss);
                 continue;
             }
-            match profile.decode_metadata(&x.request) {
-                Ok(m) if !m.kv_caches_base_addr.is_empty() && m.req_blocks == req.req_blocks => {}
-                Ok(_) => out.push(finding(
-                    "LAYOUT-MISS-RESEND",
+            let req = miss.request.value().expect("only a decoded pull awaits its resend");
+            match x.request.value() {
+                Some(m) if !m.kv_caches_base_addr.is_empty() && m.req_blocks == req.req_blocks => {}
+                Some(_) => out.push(finding(
+                    CheckId::LayoutMissResend,
                     x,
                     "request",
                     "the request after LAYOUT_MISS is not the same pull with the layout".into(),
                 )),
-                Err(_) => {}
+                None => {}
             }
         }
         self.awaiting_resend = still;
-        let Ok(req) = profile.decode_metadata(&x.request) else { return out };
+        let Some(req) = x.request.value() else { return out };
         let keys: HashSet<&str> = req.req_blocks.iter().map(|(k, _)| k.as_str()).collect();
         let layout_less = req.layout_id != WireInt::ZERO && req.kv_caches_base_addr.is_empty();
         if layout_less
-            && profile.layout_caching.is_some()
+            && rules.layout_caching
             && !self.acked.contains(&(x.decoder.clone(), x.endpoint.clone(), req.layout_id))
         {
             out.push(finding(
-                "LAYOUT-LESS-AFTER-ACK",
+                CheckId::LayoutLessAfterAck,
                 x,
                 "request",
                 format!("a layout-less pull (layout_id {:#x}) to an endpoint that never echoed that id", req.layout_id),
@@ -140,22 +152,27 @@ impl ExchangeChecker {
         }
         let mut settled: BTreeMap<String, usize> = BTreeMap::new();
         let mut terminal_at: Option<usize> = None;
-        for (i, raw) in x.replies.iter().enumerate() {
-            let Ok(r) = profile.decode_response(raw) else { continue };
+        for (i, reply) in x.replies.iter().enumerate() {
+            let Some(r) = reply.payload.value() else { continue };
             let what = format!("reply {}", i + 1);
             if let Some(t) = terminal_at {
-                out.push(finding("SEQ-TERMINAL", x, &what, format!("{} after the terminal reply {}", r.status, t + 1)));
+                out.push(finding(
+                    CheckId::SeqTerminal,
+                    x,
+                    &what,
+                    format!("{} after the terminal reply {}", r.status, t + 1),
+                ));
             }
-            if profile.is_terminal(r.status) && terminal_at.is_none() {
+            if rules.is_terminal(r.status) && terminal_at.is_none() {
                 terminal_at = Some(i);
             }
             for l in [&r.ok_reqs, &r.err_reqs] {
-                if self.omit_empty && l.as_ref().is_some_and(|v| v.is_empty()) {
+                if rules.omit_empty && l.as_ref().is_some_and(|v| v.is_empty()) {
                     out.push(finding(
-                        "EMPTY-LISTS",
+                        CheckId::EmptyLists,
                         x,
                         &what,
-                        format!("{} writes an empty id list; vLLM {} omits it", r.status, profile.name()),
+                        format!("{} writes an empty id list; vLLM {} omits it", r.status, rules.name),
                     ));
                 }
             }
@@ -163,7 +180,7 @@ impl ExchangeChecker {
             for d in ok.iter().chain(&err) {
                 if !keys.contains(d.as_str()) {
                     out.push(finding(
-                        "REQS-SUBSET",
+                        CheckId::ReqsSubset,
                         x,
                         &what,
                         format!(
@@ -174,7 +191,7 @@ impl ExchangeChecker {
                 }
                 if let Some(prev) = settled.insert(d.clone(), i) {
                     out.push(finding(
-                        "REQS-ONCE",
+                        CheckId::ReqsOnce,
                         x,
                         &what,
                         format!("{d:?} is reported again (already in reply {})", prev + 1),
@@ -182,13 +199,18 @@ impl ExchangeChecker {
                 }
             }
             match r.status {
-                s if s == Status::ERROR || (s == Status::LAYOUT_MISS && profile.knows_status(s)) => {
+                s if s == Status::ERROR || (s == Status::LAYOUT_MISS && rules.knows_status(s)) => {
                     if r.err_msg.is_none() || r.ok_reqs.is_some() || r.err_reqs.is_some() {
-                        out.push(finding("ERROR-SHAPE", x, &what, format!("{s} must carry err_msg and no id lists")));
+                        out.push(finding(
+                            CheckId::ErrorShape,
+                            x,
+                            &what,
+                            format!("{s} must carry err_msg and no id lists"),
+                        ));
                     }
                     if r.layout_id != WireInt::ZERO {
                         out.push(finding(
-                            "LAYOUT-ECHO",
+                            CheckId::LayoutEcho,
                             x,
                             &what,
                             format!("{s} echoes layout_id {:#x}; vLLM never does", r.layout_id),
@@ -197,13 +219,13 @@ impl ExchangeChecker {
                     if s == Status::LAYOUT_MISS {
                         if !layout_less {
                             out.push(finding(
-                                "LAYOUT-MISS-CAUSE",
+                                CheckId::LayoutMissCause,
                                 x,
                                 &what,
                                 "LAYOUT_MISS answers a pull that carried its layout (or had layout_id 0)".into(),
                             ));
                         } else {
-                            self.awaiting_resend.push((x.clone(), req.clone()));
+                            self.awaiting_resend.push(x.clone());
                         }
                         self.acked.remove(&(x.decoder.clone(), x.endpoint.clone(), req.layout_id));
                     }
@@ -211,7 +233,7 @@ impl ExchangeChecker {
                 _ => {
                     if r.layout_id != WireInt::ZERO && r.layout_id != req.layout_id {
                         out.push(finding(
-                            "LAYOUT-ECHO",
+                            CheckId::LayoutEcho,
                             x,
                             &what,
                             format!("layout_id {:#x} is not the pull's {:#x}", r.layout_id, req.layout_id),
@@ -225,13 +247,13 @@ impl ExchangeChecker {
         }
         if terminal_at.is_none() {
             out.push(finding(
-                "SEQ-TERMINAL",
+                CheckId::SeqTerminal,
                 x,
                 "replies",
                 format!(
                     "{} replies and no terminal status (FINISH, ERROR{})",
                     x.replies.len(),
-                    if profile.layout_caching.is_some() { " or LAYOUT_MISS" } else { "" }
+                    if rules.layout_caching { " or LAYOUT_MISS" } else { "" }
                 ),
             ));
         }
@@ -242,9 +264,9 @@ impl ExchangeChecker {
     pub fn finish(self) -> Vec<Finding> {
         self.awaiting_resend
             .iter()
-            .map(|(x, _)| {
+            .map(|x| {
                 finding(
-                    "LAYOUT-MISS-RESEND",
+                    CheckId::LayoutMissResend,
                     x,
                     "after LAYOUT_MISS",
                     "the decoder never resent the pull with its layout".into(),
@@ -273,7 +295,7 @@ impl HttpChecker {
 
     pub fn push(&mut self, h: &HttpX) -> Vec<Finding> {
         let mut out = vec![];
-        let f = |check: &'static str, detail: String| Finding {
+        let f = |check: CheckId, detail: String| Finding {
             check,
             seq: h.seq,
             line: h.line,
@@ -285,7 +307,7 @@ impl HttpChecker {
             ("POST", "/register") => {
                 if h.status != want.status {
                     out.push(f(
-                        "REGISTER-STATUS",
+                        CheckId::RegisterStatus,
                         format!(
                             "answered {}, the revision's registry answers {} ({})",
                             h.status, want.status, want.body
@@ -293,7 +315,7 @@ impl HttpChecker {
                     ));
                 } else if want.status != 422 && h.response.as_ref() != Some(&want.body) {
                     out.push(f(
-                        "REGISTER-STATUS",
+                        CheckId::RegisterStatus,
                         format!(
                             "body {} differs from {}",
                             h.response.as_ref().map(J::to_string).unwrap_or_default(),
@@ -304,7 +326,7 @@ impl HttpChecker {
             }
             ("GET", "/query") if (h.status != 200 || h.response.as_ref() != Some(&want.body)) => {
                 out.push(f(
-                    "QUERY-REFLECTS-REGISTER",
+                    CheckId::QueryReflectsRegister,
                     format!(
                         "answered {} {}, the registered workers are {}",
                         h.status,

@@ -258,11 +258,11 @@ fn messages_survive(model: &TraceModel, t: &Arc<Revision>, role: Role) -> Result
     };
     for x in &model.exchanges {
         if role == Role::Prefiller {
-            check("MooncakeXferMetadata", &x.request, x.send_line)?;
+            check("MooncakeXferMetadata", &x.request.bytes, x.send_line())?;
         }
         if role == Role::Decoder {
-            for (bytes, _, line) in &x.replies {
-                check("MooncakeXferResponse", bytes, *line)?;
+            for r in &x.replies {
+                check("MooncakeXferResponse", &r.payload.bytes, r.line.unwrap_or(0))?;
             }
         }
     }
@@ -295,29 +295,29 @@ fn exercised(
     conditional: bool,
     values: (&Behaviour, &Behaviour),
 ) -> Option<Option<String>> {
-    let requests = || model.exchanges.iter().filter_map(|x| model.decode_request(&x.request).map(|m| (x, m)));
+    let requests = || model.exchanges.iter().filter_map(|x| x.request.value().map(|m| (x, m)));
     if DECODER_OUTCOME.contains(&key) {
         if role != Role::Decoder {
             return Some(None);
         }
         let failure = model.exchanges.iter().find_map(|x| {
             let replies: Vec<MooncakeXferResponse> =
-                x.replies.iter().filter_map(|(b, _, _)| model.decode_reply(b)).collect();
+                x.replies.iter().filter_map(|r| r.payload.value().cloned()).collect();
             match replies.last() {
-                None => Some(format!("line {}: a pull without a reply", x.send_line)),
+                None => Some(format!("line {}: a pull without a reply", x.send_line())),
                 Some(r) if r.status != Status::FINISH && r.status != Status::CONTINUE => {
-                    Some(format!("line {}: status {}", x.send_line, r.status))
+                    Some(format!("line {}: status {}", x.send_line(), r.status))
                 }
                 _ => replies
                     .iter()
                     .find(|r| r.err_reqs.as_ref().is_some_and(|e| !e.is_empty()))
-                    .map(|_| format!("line {}: err_reqs", x.send_line)),
+                    .map(|_| format!("line {}: err_reqs", x.send_line())),
             }
         });
         let free_only = || {
             requests()
                 .find(|(_, m)| m.req_blocks.iter().any(|(_, b)| b.blocks.iter().all(|g| g.is_empty())))
-                .map(|(x, _)| format!("line {}: a free-only pull", x.send_line))
+                .map(|(x, _)| format!("line {}: a free-only pull", x.send_line()))
         };
         // Several prefiller workers settle one request (heterogeneous TP fan-out).
         let fan_out = || {
@@ -342,11 +342,11 @@ fn exercised(
     }
     // The layout check's error quotes region lengths, which the planning of the answering revision decides.
     if matches!(key, "kv_half_split" | "region_alignment") {
-        let quoted = model.exchanges.iter().flat_map(|x| &x.replies).find(|(b, _, _)| {
-            model.decode_reply(b).and_then(|r| r.err_msg).is_some_and(|m| m.contains(REGION_MISMATCH))
+        let quoted = model.exchanges.iter().flat_map(|x| &x.replies).find(|r| {
+            r.payload.value().and_then(|r| r.err_msg.as_deref()).is_some_and(|m| m.contains(REGION_MISMATCH))
         });
-        if let Some((_, _, line)) = quoted {
-            return Some(Some(format!("line {line}: an ERROR that quotes region lengths")));
+        if let Some(r) = quoted {
+            return Some(Some(format!("line {}: an ERROR that quotes region lengths", r.line.unwrap_or(0))));
         }
     }
     if PLANNING.contains(&key) && !conditional {
@@ -360,7 +360,7 @@ fn exercised(
     };
     let found = match key {
         "pairing_check" | "heterogeneous_tp" | "tp_byte_plan" => tp_differs()
-            .map(|(x, _)| format!("line {}: prefiller and decoder TP sizes differ", x.send_line))
+            .map(|(x, _)| format!("line {}: prefiller and decoder TP sizes differ", x.send_line()))
             .or_else(|| {
                 // A decoder that refused the pairing before sending anything: the recorded worker counts differ.
                 let decoders =
@@ -371,12 +371,14 @@ fn exercised(
                     .find(|p| p.tp_size != decoders)
                     .map(|p| format!("{} decoder workers and prefiller TP size {}", decoders, p.tp_size))
             }),
-        "replicated_producer" => tp_differs()
-            .filter(|_| model.prefillers.iter().any(|p| p.tp_size >= 4))
-            .map(|(x, _)| format!("line {}: TP sizes differ with a prefiller TP size at the head count", x.send_line)),
+        "replicated_producer" => {
+            tp_differs().filter(|_| model.prefillers.iter().any(|p| p.tp_size >= 4)).map(|(x, _)| {
+                format!("line {}: TP sizes differ with a prefiller TP size at the head count", x.send_line())
+            })
+        }
         "region_alignment" | "need_send" => requests()
             .find(|(_, m)| m.remote_pp_size.as_i64().is_some_and(|pp| pp > 1))
-            .map(|(x, _)| format!("line {}: decoder PP > 1", x.send_line)),
+            .map(|(x, _)| format!("line {}: decoder PP > 1", x.send_line())),
         "kv_half_split" => None,
         "decoder_pp_targets" => {
             model.prefillers.iter().find(|p| p.pp_rank > 0).map(|p| format!("{} is PP rank {}", p.conn, p.pp_rank))
@@ -384,20 +386,20 @@ fn exercised(
         // A pull that leaves its layout out, relying on the prefiller's cache.
         "layout_caching" => requests()
             .find(|(_, m)| m.layout_id.as_u64() != Some(0) && m.kv_caches_base_addr.is_empty())
-            .map(|(x, _)| format!("line {}: a layout-less pull", x.send_line))
+            .map(|(x, _)| format!("line {}: a layout-less pull", x.send_line()))
             .or_else(|| {
                 model
                     .exchanges
                     .iter()
                     .flat_map(|x| &x.replies)
-                    .find(|(b, _, _)| model.decode_reply(b).is_some_and(|r| r.status == Status::LAYOUT_MISS))
-                    .map(|(_, _, l)| format!("line {l}: LAYOUT_MISS"))
+                    .find(|r| r.payload.value().is_some_and(|r| r.status == Status::LAYOUT_MISS))
+                    .map(|r| format!("line {}: LAYOUT_MISS", r.line.unwrap_or(0)))
             }),
         // A FINISH that leaves a request of its message unreported.
         "unreported_after_finish" => model.exchanges.iter().find_map(|x| {
-            let m = model.decode_request(&x.request)?;
+            let m = x.request.value()?;
             let replies: Vec<MooncakeXferResponse> =
-                x.replies.iter().filter_map(|(b, _, _)| model.decode_reply(b)).collect();
+                x.replies.iter().filter_map(|r| r.payload.value().cloned()).collect();
             if replies.last()?.status != Status::FINISH {
                 return None;
             }
@@ -406,14 +408,14 @@ fn exercised(
             m.req_blocks
                 .iter()
                 .find(|(id, _)| !reported(id))
-                .map(|(id, _)| format!("line {}: {id} is left unreported", x.send_line))
+                .map(|(id, _)| format!("line {}: {id} is left unreported", x.send_line()))
         }),
         // -1 in the group index or row offset of a region.
         "minus_one_sentinels" => requests()
             .find(|(_, m)| {
                 m.registered_group_indices.iter().chain(&m.registered_row_offsets).any(|v| v.as_i64() == Some(-1))
             })
-            .map(|(x, _)| format!("line {}: a -1 sentinel", x.send_line)),
+            .map(|(x, _)| format!("line {}: a -1 sentinel", x.send_line())),
         // Compatible for this deployment and without effect on anything a case compares.
         _ if !conditional => None,
         _ => return None,

@@ -1,14 +1,108 @@
 //! What a check found, the report of one trace and of one vector file: the leaf every layer of the pipeline shares (trace →
 //! conversation → checks → report → writers); of this crate it uses only the exit codes of `outcome`.
 //!
-//! Check ids are documented in `conformance/CHECKS.md`.
+//! Check ids are a closed list, [`CheckId`], each documented in `conformance/CHECKS.md`
+//! (`conformance/tests/check_ids.rs` holds the enum and the document to each other).
 
 use serde::Serialize;
+
+/// Declares [`CheckId`]: each variant with its stable id string.
+macro_rules! check_ids {
+    ($($variant:ident => $id:literal,)*) => {
+        /// The id of a check: one variant per id of `conformance/CHECKS.md` (a test holds the two to each
+        /// other), written as its id string (`TRACE-FORMAT`) in every output.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum CheckId {
+            $($variant,)*
+        }
+
+        impl CheckId {
+            /// Every check, in the order of `conformance/CHECKS.md`.
+            pub const ALL: &'static [CheckId] = &[$(CheckId::$variant,)*];
+
+            /// The stable id string (`ZMQ-DECODE`).
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(CheckId::$variant => $id,)*
+                }
+            }
+        }
+    };
+}
+
+check_ids! {
+    TraceFormat => "TRACE-FORMAT",
+    TraceEmpty => "TRACE-EMPTY",
+    TraceRevision => "TRACE-REVISION",
+    ZmqSocket => "ZMQ-SOCKET",
+    ZmqFrames => "ZMQ-FRAMES",
+    ZmqDecode => "ZMQ-DECODE",
+    ZmqReencode => "ZMQ-REENCODE",
+    ZmqRaw => "ZMQ-RAW",
+    PullPairing => "PULL-PAIRING",
+    ZmqConnect => "ZMQ-CONNECT",
+    WireCanonical => "WIRE-CANONICAL",
+    ReplyDecode => "REPLY-DECODE",
+    RequestDecode => "REQUEST-DECODE",
+    SeqTerminal => "SEQ-TERMINAL",
+    ReqsSubset => "REQS-SUBSET",
+    ReqsOnce => "REQS-ONCE",
+    ErrorShape => "ERROR-SHAPE",
+    LayoutEcho => "LAYOUT-ECHO",
+    LayoutMissCause => "LAYOUT-MISS-CAUSE",
+    LayoutMissResend => "LAYOUT-MISS-RESEND",
+    LayoutLessAfterAck => "LAYOUT-LESS-AFTER-ACK",
+    EmptyLists => "EMPTY-LISTS",
+    FanOutSameBytes => "FAN-OUT-SAME-BYTES",
+    HttpRoute => "HTTP-ROUTE",
+    HttpBody => "HTTP-BODY",
+    HttpBodyRaw => "HTTP-BODY-RAW",
+    RegisterStatus => "REGISTER-STATUS",
+    QueryReflectsRegister => "QUERY-REFLECTS-REGISTER",
+    RegisterBody => "REGISTER-BODY",
+    BootStatus => "BOOT-STATUS",
+    BootBody => "BOOT-BODY",
+    BootReply => "BOOT-REPLY",
+    ReplyDiff => "REPLY-DIFF",
+    ReplyMissing => "REPLY-MISSING",
+    ReplyExtra => "REPLY-EXTRA",
+    TeCalls => "TE-CALLS",
+    PFinishedSending => "P-FINISHED-SENDING",
+    PStateLeak => "P-STATE-LEAK",
+    RequestCount => "REQUEST-COUNT",
+    RequestDiff => "REQUEST-DIFF",
+    RequestSession => "REQUEST-SESSION",
+    DSettle => "D-SETTLE",
+    DOutcome => "D-OUTCOME",
+    DStateLeak => "D-STATE-LEAK",
+    Landed => "LANDED",
+    CaseSetup => "CASE-SETUP",
+    RunnerDeviation => "RUNNER-DEVIATION",
+}
+
+impl CheckId {
+    /// The check of an id string, if it is one.
+    pub fn parse(id: &str) -> Option<CheckId> {
+        CheckId::ALL.iter().copied().find(|c| c.as_str() == id)
+    }
+}
+
+impl std::fmt::Display for CheckId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for CheckId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
 
 /// One finding of a check, where it was seen (event `seq`, line of the file) and what it says.
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
-    pub check: &'static str,
+    pub check: CheckId,
     pub seq: Option<u64>,
     pub line: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -40,15 +134,15 @@ impl TraceReport {
 }
 
 /// Checks whose findings mean the file could not be checked at all (bad input: exit 2, not 1).
-pub const INPUT_CHECKS: [&str; 3] = ["TRACE-FORMAT", "TRACE-EMPTY", "TRACE-REVISION"];
+pub const INPUT_CHECKS: [CheckId; 3] = [CheckId::TraceFormat, CheckId::TraceEmpty, CheckId::TraceRevision];
 
 /// The exit code of a validation: 2 when some file is not a checkable trace (an empty trace only without
 /// `allow_empty`), 1 when some trace has findings, 0 otherwise.
 pub fn exit_code(reps: &[TraceReport], allow_empty: bool) -> u8 {
-    let input = |f: &Finding| INPUT_CHECKS.contains(&f.check) && (f.check != "TRACE-EMPTY" || !allow_empty);
+    let input = |f: &Finding| INPUT_CHECKS.contains(&f.check) && (f.check != CheckId::TraceEmpty || !allow_empty);
     if reps.iter().any(|r| r.findings.iter().any(input)) {
         crate::outcome::USAGE
-    } else if reps.iter().any(|r| r.findings.iter().any(|f| f.check != "TRACE-EMPTY")) {
+    } else if reps.iter().any(|r| r.findings.iter().any(|f| f.check != CheckId::TraceEmpty)) {
         crate::outcome::DISAGREE
     } else {
         crate::outcome::AGREE

@@ -2,6 +2,7 @@
 
 pub mod bundled;
 pub mod checks;
+pub mod conversation;
 pub mod crossver;
 pub mod derive;
 pub mod expected;

@@ -17,6 +17,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use mooncake_conformance::bundled::Data;
 use mooncake_conformance::expected::ExpectedFailures;
+use mooncake_conformance::finding::CheckId;
 use mooncake_conformance::jsonl::Input;
 use mooncake_conformance::outcome::{Outcome, AGREE, DISAGREE, ENVIRONMENT};
 use mooncake_conformance::play::{External, Role};
@@ -998,7 +999,8 @@ fn main() -> ExitCode {
                         r.findings
                             .iter()
                             .filter(|f| {
-                                finding::INPUT_CHECKS.contains(&f.check) && (f.check != "TRACE-EMPTY" || !allow_empty)
+                                finding::INPUT_CHECKS.contains(&f.check)
+                                    && (f.check != CheckId::TraceEmpty || !allow_empty)
                             })
                             .map(move |f| (r, f))
                     })

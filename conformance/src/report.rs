@@ -4,8 +4,8 @@ use std::fmt::Write as _;
 
 use serde_json::json;
 
-use crate::finding::FileReport;
 use crate::finding::TraceReport;
+use crate::finding::{CheckId, FileReport};
 
 /// A JSON document, pretty-printed, with a final newline.
 pub fn json_text(v: &serde_json::Value) -> String {
@@ -166,12 +166,12 @@ fn case_note(c: &CaseResult, findings: impl FnOnce(&CaseResult) -> String) -> St
 /// Cases whose setup was derived from their trace, and those of them that could not be set up.
 pub fn derived_count(r: &RunReport) -> (usize, usize) {
     let d: Vec<&CaseResult> = r.results.iter().filter(|c| c.setup == Some(crate::derive::Source::Derived)).collect();
-    (d.len(), d.iter().filter(|c| c.findings.iter().any(|f| f.check == "CASE-SETUP")).count())
+    (d.len(), d.iter().filter(|c| c.findings.iter().any(|f| f.check == CheckId::CaseSetup)).count())
 }
 
 /// `not applicable: TE-CALLS, P-FINISHED-SENDING (not observed by the recording: transfer_engine_calls, …)`.
 fn not_applicable_note(c: &CaseResult) -> String {
-    let checks: Vec<&str> = c.not_applicable.iter().map(|n| n.check).collect();
+    let checks: Vec<&str> = c.not_applicable.iter().map(|n| n.check.as_str()).collect();
     let mut missing: Vec<&str> = c.not_applicable.iter().map(|n| n.unobserved).collect();
     missing.dedup();
     format!("not applicable: {} (not observed by the recording: {})", checks.join(", "), missing.join(", "))

@@ -414,8 +414,10 @@ pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
         let mut r = handle.await.map_err(|e| RunError::environment(format!("case {}: {e}", cases[i].id)))?;
         let listed: Vec<&ExpectedFailure> = cfg.expected.cases.iter().filter(|e| e.id == r.id).collect();
         if r.status == Status::Fail && !listed.is_empty() {
-            let covered =
-                r.findings.iter().all(|f| listed.iter().any(|e| e.check.as_deref().is_none_or(|c| c == f.check)));
+            let covered = r
+                .findings
+                .iter()
+                .all(|f| listed.iter().any(|e| e.check.as_deref().is_none_or(|c| c == f.check.as_str())));
             if covered {
                 r.status = Status::Xfail;
                 r.reason = Some(listed.iter().map(|e| e.reason.as_str()).collect::<Vec<_>>().join("; "));

@@ -1,5 +1,6 @@
 //! A trace read as a conversation: who registered where, which decoder sent what to which prefiller, and
-//! the replies of each exchange. Built once per trace; the protocol checks and the players work on it.
+//! the replies of each exchange ([`crate::conversation::Exchange`], each payload decoded once, here). Built
+//! once per trace; the protocol checks and the players work on it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,6 +10,8 @@ use mooncake_wire::spec::{Revision, Spec};
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse};
 use serde_json::Value as J;
 
+pub use crate::conversation::Exchange;
+use crate::conversation::{ends_exchange, Sent};
 use crate::trace::{Event, HttpDir, HttpEvent, Role, Trace, ZmqDir, ZmqEvent};
 
 /// A prefiller worker of the trace.
@@ -32,23 +35,6 @@ pub struct DecoderConn {
     pub conn: String,
     /// Its first request that carries a layout (the layout the decoder registered).
     pub layout_request: Option<MooncakeXferMetadata>,
-}
-
-/// One DEALER exchange: a request and its replies, as both sides recorded them.
-#[derive(Clone, Debug)]
-pub struct Exchange {
-    pub index: usize,
-    pub decoder: String,
-    /// The prefiller conn the request went to (by endpoint), if known.
-    pub prefiller: Option<String>,
-    pub endpoint: String,
-    pub request: Vec<u8>,
-    pub send_seq: u64,
-    pub send_line: usize,
-    /// Replies as the decoder received them, in order: (bytes, seq, line).
-    pub replies: Vec<(Vec<u8>, u64, usize)>,
-    /// The same exchange at the ROUTER: routing id, and frames as received.
-    pub routing_id: Option<Vec<u8>>,
 }
 
 #[derive(Clone, Debug)]
@@ -142,43 +128,42 @@ impl TraceModel {
         for p in &mut prefillers {
             p.tp_size = tp_sizes.get(&p.engine_id).copied().unwrap_or(1);
         }
-        // Exchanges from the decoder's side; replies attach to the oldest unfinished exchange of the same
-        // conn and endpoint.
+        // Exchanges from the decoder's side, each payload decoded once; replies attach to the oldest unfinished
+        // exchange of the same conn and endpoint.
         let mut exchanges: Vec<Exchange> = vec![];
         let mut open: Vec<usize> = vec![];
         for z in trace.zmq().filter(|z| z.side == Role::Decoder) {
+            let bytes = z.frames.last().cloned().unwrap_or_default();
             match z.dir {
                 ZmqDir::Send => {
-                    let prefiller = prefillers.iter().find(|p| p.endpoint == z.endpoint).map(|p| p.conn.clone());
-                    exchanges.push(Exchange {
+                    let sent = Sent {
                         index: exchanges.len(),
                         decoder: z.conn.clone(),
-                        prefiller,
                         endpoint: z.endpoint.clone(),
-                        request: z.frames.last().cloned().unwrap_or_default(),
-                        send_seq: z.seq,
-                        send_line: z.line,
-                        replies: vec![],
-                        routing_id: None,
-                    });
+                        request: bytes,
+                        seq: Some(z.seq),
+                        line: Some(z.line),
+                    };
+                    let mut x = Exchange::new(profile.as_ref(), sent);
+                    x.prefiller = prefillers.iter().find(|p| p.endpoint == z.endpoint).map(|p| p.conn.clone());
+                    exchanges.push(x);
                     open.push(exchanges.len() - 1);
                 }
                 ZmqDir::Recv => {
-                    let bytes = z.frames.last().cloned().unwrap_or_default();
+                    let (seq, line) = (Some(z.seq), Some(z.line));
                     if let Some(pos) =
                         open.iter().position(|&i| exchanges[i].decoder == z.conn && exchanges[i].endpoint == z.endpoint)
                     {
                         let i = open[pos];
-                        let terminal = profile.as_ref().map(|p| is_terminal(p, &bytes)).unwrap_or(true);
-                        exchanges[i].replies.push((bytes, z.seq, z.line));
-                        if terminal {
+                        let r = exchanges[i].push_reply(profile.as_ref(), bytes, seq, line);
+                        if ends_exchange(profile.as_ref(), &r.payload) {
                             open.remove(pos);
                         }
                     } else if let Some(x) =
                         exchanges.iter_mut().rev().find(|x| x.decoder == z.conn && x.endpoint == z.endpoint)
                     {
                         // A reply after the terminal one: keep it with its exchange so the checks see it.
-                        x.replies.push((bytes, z.seq, z.line));
+                        x.push_reply(profile.as_ref(), bytes, seq, line);
                     }
                 }
             }
@@ -189,7 +174,7 @@ impl TraceModel {
             let payload = z.frames.last();
             if let Some(i) = (0..exchanges.len()).find(|&i| {
                 !used[i]
-                    && Some(&exchanges[i].request) == payload
+                    && Some(&exchanges[i].request.bytes) == payload
                     && exchanges[i].prefiller.as_deref() == Some(z.conn.as_str())
             }) {
                 used[i] = true;
@@ -206,8 +191,9 @@ impl TraceModel {
                 layout_request: exchanges
                     .iter()
                     .filter(|x| &x.decoder == conn)
-                    .filter_map(|x| profile.as_ref()?.decode_metadata(&x.request).ok())
-                    .find(|m| !m.kv_caches_base_addr.is_empty()),
+                    .filter_map(|x| x.request.value())
+                    .find(|m| !m.kv_caches_base_addr.is_empty())
+                    .cloned(),
             })
             .collect();
         Ok(TraceModel { trace, revision, profile, prefillers, decoders, exchanges, http })
@@ -217,9 +203,12 @@ impl TraceModel {
         &self.trace.header.scenario
     }
 
+    /// Decodes a request that is not one of the trace's own (those are decoded in [`TraceModel::exchanges`]):
+    /// what a live peer sent.
     pub fn decode_request(&self, b: &[u8]) -> Option<MooncakeXferMetadata> {
         self.profile.as_ref()?.decode_metadata(b).ok()
     }
+    /// Decodes a reply that is not one of the trace's own: what a live peer sent.
     pub fn decode_reply(&self, b: &[u8]) -> Option<MooncakeXferResponse> {
         self.profile.as_ref()?.decode_response(b).ok()
     }
@@ -238,12 +227,5 @@ impl TraceModel {
     /// The events in seq order (both kinds).
     pub fn events(&self) -> &[Event] {
         &self.trace.events
-    }
-}
-
-fn is_terminal(p: &WireProfile, reply: &[u8]) -> bool {
-    match p.decode_response(reply) {
-        Ok(r) => p.is_terminal(r.status),
-        Err(_) => true,
     }
 }

@@ -10,7 +10,7 @@ use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::codec::{Codec, Value};
 use mooncake_wire::spec::{Revision, Spec};
 
-use crate::finding::{Finding, TraceReport};
+use crate::finding::{CheckId, Finding, TraceReport};
 use crate::trace::{revision_for, sender, Event, HttpDir, Trace, ZmqEvent};
 
 pub fn validate_file(path: &Path) -> TraceReport {
@@ -30,7 +30,7 @@ pub fn validate_input(input: &crate::jsonl::Input) -> TraceReport {
             zmq_payloads: 0,
             http_events: 0,
             unobserved: vec![],
-            findings: vec![Finding { check: "TRACE-FORMAT", seq: None, line: None, message: None, detail: e }],
+            findings: vec![Finding { check: CheckId::TraceFormat, seq: None, line: None, message: None, detail: e }],
         },
     }
 }
@@ -39,20 +39,7 @@ pub fn validate_input(input: &crate::jsonl::Input) -> TraceReport {
 fn protocol_checks(t: &Trace, rev: &Arc<Revision>, out: &mut Vec<Finding>) {
     let Ok(model) = crate::trace_model::TraceModel::new(t.clone()) else { return };
     if let Some(profile) = &model.profile {
-        let xs: Vec<crate::checks::Xchg> = model
-            .exchanges
-            .iter()
-            .map(|x| crate::checks::Xchg {
-                index: x.index,
-                decoder: x.decoder.clone(),
-                endpoint: x.endpoint.clone(),
-                request: x.request.clone(),
-                replies: x.replies.iter().map(|(b, _, _)| b.clone()).collect(),
-                seq: Some(x.send_seq),
-                line: Some(x.send_line),
-            })
-            .collect();
-        out.extend(crate::checks::check_exchanges(profile, &xs));
+        out.extend(crate::checks::check_exchanges(profile, &model.exchanges));
     }
     if let Some(Ok(spec)) = BootstrapSpec::new(rev.clone()) {
         let log: Vec<crate::checks::HttpX> = model
@@ -89,7 +76,7 @@ pub fn validate(t: &Trace) -> TraceReport {
     };
     if t.events.is_empty() {
         rep.findings.push(Finding {
-            check: "TRACE-EMPTY",
+            check: CheckId::TraceEmpty,
             seq: None,
             line: Some(1),
             message: None,
@@ -104,7 +91,7 @@ pub fn validate(t: &Trace) -> TraceReport {
         Ok(r) => r,
         Err(e) => {
             rep.findings.push(Finding {
-                check: "TRACE-REVISION",
+                check: CheckId::TraceRevision,
                 seq: None,
                 line: Some(1),
                 message: None,
@@ -116,7 +103,7 @@ pub fn validate(t: &Trace) -> TraceReport {
     rep.revision = Some(rev.revision.clone());
     if rev.generation != t.header.generation() {
         rep.findings.push(Finding {
-            check: "TRACE-REVISION",
+            check: CheckId::TraceRevision,
             seq: None,
             line: Some(1),
             message: None,
@@ -166,7 +153,7 @@ impl EventChecker {
             Event::Zmq(z) => check_zmq(&self.rev, &self.codec, z, &mut out),
             Event::Http(h) => {
                 let find = |detail: String| Finding {
-                    check: "HTTP-BODY",
+                    check: CheckId::HttpBody,
                     seq: Some(h.seq),
                     line: Some(h.line),
                     message: Some(format!("{} {}", h.method, h.path)),
@@ -174,14 +161,14 @@ impl EventChecker {
                 };
                 let Some(b) = self.boot.as_mut() else {
                     out.push(Finding {
-                        check: "HTTP-ROUTE",
+                        check: CheckId::HttpRoute,
                         ..find(format!("{} has no bootstrap server", self.rev.revision))
                     });
                     return out;
                 };
                 if b.route(&h.method, &h.path).is_none() {
                     out.push(Finding {
-                        check: "HTTP-ROUTE",
+                        check: CheckId::HttpRoute,
                         ..find(format!("{} {} is not a bootstrap route", h.method, h.path))
                     });
                     return out;
@@ -190,7 +177,7 @@ impl EventChecker {
                 let raw: Option<serde_json::Value> =
                     if h.body_raw.is_empty() { None } else { serde_json::from_str(&h.body_raw).ok() };
                 if raw.as_ref() != h.body.as_ref().filter(|b| !b.is_null()) {
-                    out.push(Finding { check: "HTTP-BODY-RAW", ..find("body_raw does not parse to body".into()) });
+                    out.push(Finding { check: CheckId::HttpBodyRaw, ..find("body_raw does not parse to body".into()) });
                 }
                 let r = match h.dir {
                     HttpDir::Request => b.check_request(&h.method, &h.path, h.body.as_ref()),
@@ -212,7 +199,7 @@ fn check_zmq(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>
     let from = sender(z);
     let Some(msg) = rev.message_from(from.as_str()) else {
         out.push(Finding {
-            check: "ZMQ-FRAMES",
+            check: CheckId::ZmqFrames,
             seq: Some(z.seq),
             line: Some(z.line),
             message: None,
@@ -220,7 +207,7 @@ fn check_zmq(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>
         });
         return;
     };
-    let find = |check: &'static str, detail: String| Finding {
+    let find = |check: CheckId, detail: String| Finding {
         check,
         seq: Some(z.seq),
         line: Some(z.line),
@@ -231,13 +218,13 @@ fn check_zmq(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>
     if let Some(sock) = rev.transport.sockets.get(z.side.as_str()) {
         if sock.socket_type != z.socket {
             out.push(find(
-                "ZMQ-SOCKET",
+                CheckId::ZmqSocket,
                 format!("{} uses a {} socket, the spec says {}", z.side.as_str(), z.socket, sock.socket_type),
             ));
         }
         if sock.binds != z.bound {
             out.push(find(
-                "ZMQ-SOCKET",
+                CheckId::ZmqSocket,
                 format!("{} bound={}, the spec says binds={}", z.side.as_str(), z.bound, sock.binds),
             ));
         }
@@ -246,7 +233,7 @@ fn check_zmq(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>
     let layout = if z.side == from { &msg.frames_sent } else { &msg.frames_received };
     if z.frames.len() != layout.len() {
         out.push(find(
-            "ZMQ-FRAMES",
+            CheckId::ZmqFrames,
             format!("{} frames, the spec says {} ({})", z.frames.len(), layout.len(), layout.join(", ")),
         ));
         return;
@@ -254,11 +241,12 @@ fn check_zmq(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>
     let mut payload: &[u8] = &[];
     for (i, (f, name)) in z.frames.iter().zip(layout).enumerate() {
         match name.as_str() {
-            "empty" if !f.is_empty() => {
-                out.push(find("ZMQ-FRAMES", format!("frame {i} should be the empty delimiter, has {} bytes", f.len())))
-            }
+            "empty" if !f.is_empty() => out.push(find(
+                CheckId::ZmqFrames,
+                format!("frame {i} should be the empty delimiter, has {} bytes", f.len()),
+            )),
             "routing_id" if f.is_empty() => {
-                out.push(find("ZMQ-FRAMES", format!("frame {i} should be a routing id, is empty")))
+                out.push(find(CheckId::ZmqFrames, format!("frame {i} should be a routing id, is empty")))
             }
             "payload" => payload = f,
             _ => {}
@@ -269,35 +257,104 @@ fn check_zmq(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>
             if !msg.constants.iter().any(|c| c.bytes.as_bytes() == payload) {
                 let names: Vec<_> = msg.constants.iter().map(|c| c.name.as_str()).collect();
                 out.push(find(
-                    "ZMQ-RAW",
+                    CheckId::ZmqRaw,
                     format!("payload {:?} is none of {names:?}", String::from_utf8_lossy(payload)),
                 ));
             }
         }
-        _ => match codec.decode(&msg.name, payload) {
-            Err(e) => out.push(find("ZMQ-DECODE", e.msgspec_message())),
+        _ => match spec_decode(codec, &msg.name, payload) {
+            Err(e) => out.push(find(CheckId::ZmqDecode, e.msgspec_message())),
             Ok(v) => match codec.encode(&msg.name, &v) {
                 Ok(b) if b == payload => {}
                 Ok(b) => out.push(find(
-                    "ZMQ-REENCODE",
+                    CheckId::ZmqReencode,
                     format!(
                         "re-encoding differs from the recorded bytes: ours {} vs recorded {}",
                         hex::encode(b),
                         hex::encode(payload)
                     ),
                 )),
-                Err(e) => out.push(find("ZMQ-REENCODE", e.to_string())),
+                Err(e) => out.push(find(CheckId::ZmqReencode, e.to_string())),
             },
         },
     }
 }
 
-/// Decodes the payload of a ZMQ event as the message its direction implies, for other modules.
-pub fn decode_event(rev: &Revision, codec: &Codec, z: &ZmqEvent) -> Option<(String, Value)> {
-    let msg = rev.message_from(sender(z).as_str())?;
-    if msg.encoding != "msgpack" {
-        return None;
+/// The per-event decode of a payload with the spec codec (once per ZeroMQ payload of a trace).
+fn spec_decode(codec: &Codec, message: &str, payload: &[u8]) -> Result<Value, mooncake_wire::codec::DecodeError> {
+    #[cfg(test)]
+    tests::SPEC_DECODES.with(|d| d.set(d.get() + 1));
+    codec.decode(message, payload)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::trace::Role;
+
+    thread_local! {
+        /// Spec-codec decodes on this thread so far (`spec_decode`).
+        pub(super) static SPEC_DECODES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     }
-    let payload = z.frames.last()?;
-    codec.decode(&msg.name, payload).ok().map(|v| (msg.name.clone(), v))
+
+    fn traces(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                traces(&p, out);
+            } else if p.extension().is_some_and(|x| x == "jsonl") {
+                out.push(p);
+            }
+        }
+    }
+
+    /// `validate` decodes each payload of a trace once: the per-event checks each ZeroMQ payload with the
+    /// spec codec, the conversation each payload a decoder sent or received with the revision's profile —
+    /// and the protocol checks none (they read the conversation's messages).
+    #[test]
+    fn validate_decodes_each_payload_once() {
+        let mut files = vec![];
+        traces(&Path::new(env!("CARGO_MANIFEST_DIR")).join("traces"), &mut files);
+        files.sort();
+        let (mut checked, mut typed_total) = (0, 0);
+        for f in &files {
+            let t = Trace::load(f).unwrap();
+            let (typed0, spec0) = (crate::conversation::decodes(), SPEC_DECODES.with(|d| d.get()));
+            let rep = validate(&t);
+            let (typed, spec) = (crate::conversation::decodes() - typed0, SPEC_DECODES.with(|d| d.get()) - spec0);
+            assert!(rep.ok(), "{}: {:?}", f.display(), rep.findings);
+            let rev = revision_for(Spec::builtin(), &t.header.vllm_version).unwrap();
+            let msgpack = |z: &&ZmqEvent| rev.message_from(sender(z).as_str()).is_some_and(|m| m.encoding == "msgpack");
+            assert_eq!(spec, t.zmq().filter(msgpack).count(), "{}: spec-codec decodes", f.display());
+            assert_eq!(spec, rep.zmq_payloads - t.zmq().filter(|z| !msgpack(z)).count());
+            // The conversation: every request and reply of the decoders, once (generation 1 has no profile).
+            let decoder_side = t.zmq().filter(|z| z.side == Role::Decoder).count();
+            let model = crate::trace_model::TraceModel::new(t.clone()).unwrap();
+            let in_conversation: usize = model.exchanges.iter().map(|x| 1 + x.replies.len()).sum();
+            if model.profile.is_some() {
+                assert_eq!(in_conversation, decoder_side, "{}", f.display());
+                assert_eq!(typed, decoder_side, "{}: typed decodes, one per decoder-side payload", f.display());
+                checked += 1;
+                typed_total += typed;
+            } else {
+                assert_eq!(typed, 0, "{}", f.display());
+            }
+        }
+        assert!(checked > 100 && typed_total > 200, "{checked} traces, {typed_total} payloads");
+    }
+
+    /// The protocol checks hold a revision's rules, not its codec: nothing in them decodes.
+    #[test]
+    fn the_protocol_checks_decode_nothing() {
+        let code: String = include_str!("checks.rs")
+            .lines()
+            .map(|l| l.find("//").map_or(l, |i| &l[..i]))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for call in ["decode_metadata", "decode_response", "decode(", "decode_with", "Codec", "Payload::"] {
+            assert!(!code.contains(call), "checks.rs calls {call}");
+        }
+    }
 }

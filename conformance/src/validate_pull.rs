@@ -11,7 +11,7 @@ use std::sync::Arc;
 use mooncake_wire::codec::Codec;
 use mooncake_wire::spec::{Revision, Spec, TransportMessage};
 
-use crate::finding::{Finding, TraceReport};
+use crate::finding::{CheckId, Finding, TraceReport};
 use crate::trace::{sender, Event, Trace, ZmqEvent};
 
 /// The pull revision of a trace: the one covering its `vllm_version` (a vllm-ascend release), or for an
@@ -27,7 +27,7 @@ pub fn validate(t: &Trace, mut rep: TraceReport) -> TraceReport {
         Ok(r) => r,
         Err(e) => {
             rep.findings.push(Finding {
-                check: "TRACE-REVISION",
+                check: CheckId::TraceRevision,
                 seq: None,
                 line: Some(1),
                 message: None,
@@ -48,7 +48,7 @@ pub fn validate(t: &Trace, mut rep: TraceReport) -> TraceReport {
             rev.revision,
             rev.generation
         );
-        rep.findings.push(Finding { check: "TRACE-REVISION", seq: None, line: Some(1), message: None, detail });
+        rep.findings.push(Finding { check: CheckId::TraceRevision, seq: None, line: Some(1), message: None, detail });
     }
     let codec = Codec::builtin(&rev.revision).expect("built-in revision");
     // Per (conn, endpoint): the request the connection sent last, still unanswered.
@@ -64,7 +64,7 @@ pub fn validate(t: &Trace, mut rep: TraceReport) -> TraceReport {
             Event::Http(h) => {
                 rep.http_events += 1;
                 rep.findings.push(Finding {
-                    check: "HTTP-ROUTE",
+                    check: CheckId::HttpRoute,
                     seq: Some(h.seq),
                     line: Some(h.line),
                     message: None,
@@ -79,7 +79,7 @@ pub fn validate(t: &Trace, mut rep: TraceReport) -> TraceReport {
 /// Socket, frames and payload of one event; the message it carries, when one fits.
 fn check_event(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>) -> Option<String> {
     let from = sender(z);
-    let find = |check: &'static str, message: Option<&str>, detail: String| Finding {
+    let find = |check: CheckId, message: Option<&str>, detail: String| Finding {
         check,
         seq: Some(z.seq),
         line: Some(z.line),
@@ -89,7 +89,7 @@ fn check_event(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Findin
     let candidates: Vec<&TransportMessage> =
         rev.transport.messages.iter().filter(|m| m.from == from.as_str()).collect();
     if candidates.is_empty() {
-        out.push(find("ZMQ-FRAMES", None, format!("{} sends nothing in {}", from.as_str(), rev.revision)));
+        out.push(find(CheckId::ZmqFrames, None, format!("{} sends nothing in {}", from.as_str(), rev.revision)));
         return None;
     }
     if let Some(sock) = rev.transport.sockets.get(z.side.as_str()) {
@@ -102,7 +102,7 @@ fn check_event(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Findin
                 sock.socket_type,
                 sock.binds
             );
-            out.push(find("ZMQ-SOCKET", None, detail));
+            out.push(find(CheckId::ZmqSocket, None, detail));
         }
     }
     // Every message of one sender has the same frame layout on each side.
@@ -110,7 +110,7 @@ fn check_event(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Findin
     let layout = if z.side == from { &m0.frames_sent } else { &m0.frames_received };
     if z.frames.len() != layout.len() {
         out.push(find(
-            "ZMQ-FRAMES",
+            CheckId::ZmqFrames,
             None,
             format!("{} frames, the spec says {} ({})", z.frames.len(), layout.len(), layout.join(", ")),
         ));
@@ -120,12 +120,12 @@ fn check_event(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Findin
     for (i, (f, name)) in z.frames.iter().zip(layout).enumerate() {
         match name.as_str() {
             "empty" if !f.is_empty() => out.push(find(
-                "ZMQ-FRAMES",
+                CheckId::ZmqFrames,
                 None,
                 format!("frame {i} should be the empty delimiter, has {} bytes", f.len()),
             )),
             "routing_id" if f.is_empty() => {
-                out.push(find("ZMQ-FRAMES", None, format!("frame {i} should be a routing id, is empty")))
+                out.push(find(CheckId::ZmqFrames, None, format!("frame {i} should be a routing id, is empty")))
             }
             "payload" => payload = f,
             _ => {}
@@ -147,7 +147,7 @@ fn check_event(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Findin
                     Ok(b) if b == payload => return Some(m.name.clone()),
                     Ok(b) => {
                         out.push(find(
-                            "ZMQ-REENCODE",
+                            CheckId::ZmqReencode,
                             Some(&m.name),
                             format!(
                                 "re-encoding differs from the recorded bytes: ours {} vs recorded {}",
@@ -164,7 +164,7 @@ fn check_event(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Findin
         }
     }
     out.push(find(
-        "ZMQ-DECODE",
+        CheckId::ZmqDecode,
         None,
         format!("the payload is none of {}'s messages — {}", from.as_str(), errors.join("; ")),
     ));
@@ -181,7 +181,7 @@ fn pair(
 ) {
     let Some(m) = rev.message(msg) else { return };
     let find = |detail: String| Finding {
-        check: "PULL-PAIRING",
+        check: CheckId::PullPairing,
         seq: Some(z.seq),
         line: Some(z.line),
         message: Some(msg.to_string()),

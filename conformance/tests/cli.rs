@@ -113,7 +113,7 @@ fn load(rel: &str) -> Trace {
 }
 
 fn checks(t: &Trace) -> Vec<&'static str> {
-    validate::validate(t).findings.iter().map(|f| f.check).collect()
+    validate::validate(t).findings.iter().map(|f| f.check.as_str()).collect()
 }
 
 #[test]
@@ -171,7 +171,7 @@ fn validation_catches_corrupted_payloads_frames_and_bodies() {
         }
     }
     let rep = validate::validate(&t);
-    let f = rep.findings.iter().find(|f| f.check == "ZMQ-DECODE").unwrap();
+    let f = rep.findings.iter().find(|f| f.check.as_str() == "ZMQ-DECODE").unwrap();
     assert_eq!(f.detail, "Invalid enum value 3 - at `$.status`");
     assert_eq!(f.message.as_deref(), Some("MooncakeXferResponse"));
     assert!(f.seq.is_some() && f.line.is_some());

@@ -171,7 +171,7 @@ fn every_bundled_trace_replays_with_its_scenario_renamed() {
         if c.status == Status::Pass {
             e.1 += 1;
         }
-        if let Some(f) = c.findings.iter().find(|f| f.check == "CASE-SETUP") {
+        if let Some(f) = c.findings.iter().find(|f| f.check.as_str() == "CASE-SETUP") {
             e.2 += 1;
             let scen = c.id.split('/').nth(1).unwrap();
             assert!(f.detail.contains(&format!("[scenario.{scen}]")), "{}: {}", c.id, f.detail);

@@ -48,7 +48,7 @@ async fn replays_against_a_running_prefiller() {
     assert_eq!(r.results.len(), 1);
     let c = &r.results[0];
     assert_eq!(c.status, Status::Fail);
-    let checks: Vec<&str> = c.findings.iter().map(|f| f.check).collect();
+    let checks: Vec<&str> = c.findings.iter().map(|f| f.check.as_str()).collect();
     // The CONTINUE matches; the FINISH is the timeout's, not the recorded one.
     assert!(checks.contains(&"REPLY-DIFF"), "{:?}", c.findings);
     assert!(c.findings.iter().any(|f| f.detail.contains("Timeout waiting for P side ready.")), "{:?}", c.findings);
@@ -72,7 +72,7 @@ async fn replays_against_a_running_prefiller() {
     // Both ready at once: vLLM's prefiller answers with one FINISH listing both, which differs from the
     // recording's CONTINUE + FINISH; the runner reports exactly that.
     let c = &r.results[0];
-    assert!(c.findings.iter().all(|f| ["REPLY-DIFF", "REPLY-MISSING"].contains(&f.check)), "{:?}", c.findings);
+    assert!(c.findings.iter().all(|f| ["REPLY-DIFF", "REPLY-MISSING"].contains(&f.check.as_str())), "{:?}", c.findings);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -184,7 +184,7 @@ async fn a_listen_run_whose_own_reply_deviates_is_broken() {
     let r = runner.await.unwrap().unwrap();
     let c = &r.results[0];
     assert_eq!(c.status, Status::Error, "{:?} {:?}", c.findings, c.reason);
-    assert!(c.findings.iter().any(|f| f.check == "RUNNER-DEVIATION"), "{:?}", c.findings);
+    assert!(c.findings.iter().any(|f| f.check.as_str() == "RUNNER-DEVIATION"), "{:?}", c.findings);
     assert!(c.reason.as_deref().is_some_and(|r| r.starts_with("broken case")), "{:?}", c.reason);
 }
 
@@ -212,6 +212,6 @@ async fn replays_http_against_a_running_bootstrap_server() {
     mooncake_reference::http::register(&url, &first, Duration::from_secs(5)).await.unwrap();
     let r =
         run(cfg(trace("i_bootstrap_register_query.jsonl"), Role::Bootstrap, External::Bootstrap(url))).await.unwrap();
-    let checks: Vec<&str> = r.results[0].findings.iter().map(|f| f.check).collect();
+    let checks: Vec<&str> = r.results[0].findings.iter().map(|f| f.check.as_str()).collect();
     assert!(checks.contains(&"BOOT-STATUS"), "{:?}", r.results[0].findings);
 }

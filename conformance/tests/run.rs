@@ -98,7 +98,7 @@ fn caught(fault: &str, case: &str, role: Role) -> Vec<&'static str> {
     let r = rt().block_on(run(cfg(TesteeSpec::BuiltinWithFaults(vec![fault.into()]), Some(case), vec![role]))).unwrap();
     assert!(!r.results.is_empty());
     assert!(!r.ok(), "the runner missed the fault {fault} in {case}/{role:?}");
-    let mut c: Vec<&'static str> = r.results.iter().flat_map(|x| x.findings.iter().map(|f| f.check)).collect();
+    let mut c: Vec<&'static str> = r.results.iter().flat_map(|x| x.findings.iter().map(|f| f.check.as_str())).collect();
     c.sort();
     c.dedup();
     c
@@ -241,7 +241,14 @@ fn checks_of_what_a_recording_did_not_observe_are_not_applicable_and_counted() {
     let r = rt().block_on(run(RunConfig::paths(std::slice::from_ref(&p), TesteeSpec::Builtin).unwrap())).unwrap();
     assert!(r.ok(), "{:#?}", failures(&r));
     let na = |role: &str| -> Vec<&str> {
-        r.results.iter().find(|c| c.role.as_str() == role).unwrap().not_applicable.iter().map(|n| n.check).collect()
+        r.results
+            .iter()
+            .find(|c| c.role.as_str() == role)
+            .unwrap()
+            .not_applicable
+            .iter()
+            .map(|n| n.check.as_str())
+            .collect()
     };
     assert_eq!(na("prefiller"), ["TE-CALLS", "P-FINISHED-SENDING"]);
     assert_eq!(na("decoder"), ["D-OUTCOME"]);
@@ -254,7 +261,7 @@ fn checks_of_what_a_recording_did_not_observe_are_not_applicable_and_counted() {
     // The same empty values without the declaration are a recording that saw nothing: those checks fail.
     let q = unobserved_copy("undeclared", false);
     let r = rt().block_on(run(RunConfig::paths(std::slice::from_ref(&q), TesteeSpec::Builtin).unwrap())).unwrap();
-    let checks: Vec<&str> = r.results.iter().flat_map(|c| c.findings.iter().map(|f| f.check)).collect();
+    let checks: Vec<&str> = r.results.iter().flat_map(|c| c.findings.iter().map(|f| f.check.as_str())).collect();
     assert!(checks.contains(&"TE-CALLS") && checks.contains(&"D-OUTCOME"), "{checks:?}");
     assert_eq!(r.not_applicable(), 0);
     for f in [p, q] {

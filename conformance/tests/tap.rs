@@ -334,7 +334,7 @@ async fn tapped_endpoint(tap: &str, engine: &str) -> String {
 fn rogue_peers_are_reported_as_their_traffic_passes_unchanged_and_the_tap_keeps_serving() {
     let dir = tempdir("rogue");
     let out = dir.join("tap.jsonl");
-    let recorded_request = recording().exchanges[0].request.clone();
+    let recorded_request = recording().exchanges[0].request.bytes.clone();
     let report = rt().block_on(async {
         let (say, said) = collector();
         let mut cfg = tap_config(out.clone(), None);
@@ -428,13 +428,13 @@ fn rogue_peers_are_reported_as_their_traffic_passes_unchanged_and_the_tap_keeps_
         report
     });
     assert_eq!(report.exit_code(), 1);
-    let checks: std::collections::BTreeSet<&str> = report.findings.iter().map(|f| f.check).collect();
+    let checks: std::collections::BTreeSet<&str> = report.findings.iter().map(|f| f.check.as_str()).collect();
     for c in ["ZMQ-DECODE", "ZMQ-FRAMES", "SEQ-TERMINAL"] {
         assert!(checks.contains(c), "{c} not in {checks:?}");
     }
     // The trace holds everything that went through, and validate finds what the tap found.
     let rep = mooncake_conformance::validate::validate_file(&out);
-    let vchecks: std::collections::BTreeSet<&str> = rep.findings.iter().map(|f| f.check).collect();
+    let vchecks: std::collections::BTreeSet<&str> = rep.findings.iter().map(|f| f.check.as_str()).collect();
     assert!(!vchecks.contains("TRACE-FORMAT"), "{:#?}", rep.findings);
     for c in ["ZMQ-DECODE", "ZMQ-FRAMES", "SEQ-TERMINAL"] {
         assert!(vchecks.contains(c), "validate: {c} not in {vchecks:?}");

@@ -243,11 +243,11 @@ fn dry_run_gen2(t: &TraceModel, model: &Model, scenario: &Scenario) -> Result<Dr
     }
     sim.pump_all();
     let rid = |k: usize| format!("exchange {}", k + 1).into_bytes();
-    let sends: HashMap<u64, usize> = t.exchanges.iter().map(|x| (x.send_seq, x.index)).collect();
+    let sends: HashMap<u64, usize> = t.exchanges.iter().map(|x| (x.send_seq(), x.index)).collect();
     let recorded: HashMap<u64, (usize, usize)> = t
         .exchanges
         .iter()
-        .flat_map(|x| x.replies.iter().enumerate().map(move |(j, (_, seq, _))| (*seq, (x.index, j))))
+        .flat_map(|x| x.replies.iter().enumerate().map(move |(j, r)| (r.seq.unwrap_or(0), (x.index, j))))
         .collect();
     let show = |b: &[u8]| t.decode_reply(b).map(|r| crate::reply::show_reply(&r)).unwrap_or_else(|| hex::encode(b));
     let mut problems = vec![];
@@ -272,7 +272,7 @@ fn dry_run_gen2(t: &TraceModel, model: &Model, scenario: &Scenario) -> Result<Dr
                     continue;
                 };
                 let now = sim.now;
-                sim.machines[i].handle_frames(now, vec![rid(k), x.request.clone()]);
+                sim.machines[i].handle_frames(now, vec![rid(k), x.request.bytes.clone()]);
                 sim.pump(i);
             }
             ZmqDir::Recv => {
@@ -280,7 +280,7 @@ fn dry_run_gen2(t: &TraceModel, model: &Model, scenario: &Scenario) -> Result<Dr
                 if dead.contains(&k) {
                     continue;
                 }
-                let want = &t.exchanges[k].replies[j].0;
+                let want = &t.exchanges[k].replies[j].payload.bytes;
                 let Some(got) = sim.reply(&rid(k), abort * 2) else {
                     problems.push(format!("exchange {} reply {}: no reply (recorded: {})", k + 1, j + 1, show(want)));
                     dead.push(k);

@@ -158,7 +158,8 @@ fn wire_blocks(b: &[Vec<WireInt>]) -> Vec<Vec<u64>> {
 /// 1-based index of each reply the decoder side received, in recorded order (the count the players key
 /// `after_reply:N` on).
 fn reply_index(t: &TraceModel) -> BTreeMap<u64, usize> {
-    let recorded: HashSet<u64> = t.exchanges.iter().flat_map(|x| x.replies.iter().map(|(_, s, _)| *s)).collect();
+    let recorded: HashSet<u64> =
+        t.exchanges.iter().flat_map(|x| x.replies.iter().map(|r| r.seq.unwrap_or(0))).collect();
     let mut out = BTreeMap::new();
     for ev in t.events() {
         if let Event::Zmq(z) = ev {
@@ -181,7 +182,7 @@ fn derive_gen2(t: &TraceModel, model: &Model) -> Result<Derived, String> {
     // (prefiller endpoint, decoder conn, layout_id) a CONTINUE/FINISH echoed.
     let mut acked: HashSet<(String, String, WireInt)> = HashSet::new();
     for x in &t.exchanges {
-        let Some(m) = t.decode_request(&x.request) else {
+        let Some(m) = x.request.value() else {
             unresolved.push(Unresolved {
                 what: format!(
                     "exchange {}: the recorded request does not decode at {}",
@@ -204,9 +205,9 @@ fn derive_gen2(t: &TraceModel, model: &Model) -> Result<Derived, String> {
             }
         }
         let mut prev: Option<usize> = None;
-        for (bytes, seq, _) in &x.replies {
-            let n = index.get(seq).copied();
-            let Some(r) = t.decode_reply(bytes) else { continue };
+        for reply in &x.replies {
+            let n = reply.seq.and_then(|seq| index.get(&seq).copied());
+            let Some(r) = reply.payload.value() else { continue };
             let when = prev.map(Ready::AfterReply).unwrap_or(Ready::Before);
             for d in r.ok_reqs.iter().flatten() {
                 if let Some(id) = tid(d) {
@@ -235,7 +236,7 @@ fn derive_gen2(t: &TraceModel, model: &Model) -> Result<Derived, String> {
                 && m.kv_caches_base_addr.is_empty()
                 && acked.contains(&(x.endpoint.clone(), x.decoder.clone(), m.layout_id))
             {
-                forget.push(index.range(..x.send_seq).count());
+                forget.push(index.range(..x.send_seq()).count());
             }
             if (r.status == Status::CONTINUE || r.status == Status::FINISH) && r.layout_id != WireInt::ZERO {
                 acked.insert((x.endpoint.clone(), x.decoder.clone(), r.layout_id));

@@ -68,7 +68,7 @@ fn survive(sender: &TraceModel, reader: &Revision, message: &str, replies: bool)
     let common: Vec<String> = fields(reader).into_iter().filter(|f| fields(&sender.revision).contains(f)).collect();
     for x in &sender.exchanges {
         let bytes: Vec<&Vec<u8>> =
-            if replies { x.replies.iter().map(|(b, _, _)| b).collect() } else { vec![&x.request] };
+            if replies { x.replies.iter().map(|r| &r.payload.bytes).collect() } else { vec![&x.request.bytes] };
         for b in bytes {
             let Ok(mine) = sc.decode(message, b) else { continue };
             let theirs = rc.decode(message, b).map_err(|e| e.msgspec_message())?;
@@ -108,17 +108,17 @@ fn exercised(c: &Change, d: &TraceModel, p: &TraceModel, scenario: &Scenario, mo
             }
             // No scenario runs PP > 1 or a Mamba-hybrid model.
             "region_alignment" | "need_send" | "kv_half_split" | "decoder_pp_targets" => false,
-            "minus_one_sentinels" => d.exchanges.iter().filter_map(|x| d.decode_request(&x.request)).any(|m| {
+            "minus_one_sentinels" => d.exchanges.iter().filter_map(|x| x.request.value()).any(|m| {
                 m.registered_group_indices.iter().chain(&m.registered_row_offsets).any(|v| v.as_i64() == Some(-1))
             }),
             "layout_caching" => d
                 .exchanges
                 .iter()
-                .filter_map(|x| d.decode_request(&x.request))
+                .filter_map(|x| x.request.value())
                 .any(|m| m.layout_id.as_u64() != Some(0) && m.kv_caches_base_addr.is_empty()),
             "unreported_after_finish" => p.exchanges.iter().any(|x| {
-                let Some(m) = p.decode_request(&x.request) else { return false };
-                let replies: Vec<_> = x.replies.iter().filter_map(|(b, _, _)| p.decode_reply(b)).collect();
+                let Some(m) = x.request.value() else { return false };
+                let replies: Vec<_> = x.replies.iter().filter_map(|r| r.payload.value()).collect();
                 let reported = |id: &str| {
                     replies.iter().any(|r| r.ok_reqs.iter().chain(r.err_reqs.iter()).flatten().any(|x| x == id))
                 };

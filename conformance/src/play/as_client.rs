@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::Value as J;
 
 use super::{Case, PlayOptions};
-use crate::finding::Finding;
+use crate::finding::{CheckId, Finding};
 use crate::testee::Testee;
 use crate::trace::HttpEvent;
 use mooncake_testee_protocol::{BootstrapConfig, Command, RoleConfig, Started};
@@ -31,7 +31,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         let mut out = vec![];
         for (req, resp) in &t.http {
             let Some(resp) = resp else { continue };
-            let f = |check: &'static str, detail: String, h: &HttpEvent| Finding {
+            let f = |check: CheckId, detail: String, h: &HttpEvent| Finding {
                 check,
                 seq: Some(h.seq),
                 line: Some(h.line),
@@ -47,15 +47,19 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
             )
             .await
             {
-                Err(e) => out.push(f("BOOT-REPLY", e, resp)),
+                Err(e) => out.push(f(CheckId::BootReply, e, resp)),
                 Ok((status, bytes)) => {
                     if Some(status) != resp.status {
-                        out.push(f("BOOT-STATUS", format!("answered {status}, vLLM answered {:?}", resp.status), resp));
+                        out.push(f(
+                            CheckId::BootStatus,
+                            format!("answered {status}, vLLM answered {:?}", resp.status),
+                            resp,
+                        ));
                     }
                     let got: Option<J> = serde_json::from_slice(&bytes).ok();
                     if got != resp.body {
                         out.push(f(
-                            "BOOT-BODY",
+                            CheckId::BootBody,
                             format!("body {} differs from vLLM's {}", String::from_utf8_lossy(&bytes), resp.body_raw),
                             resp,
                         ));

@@ -19,8 +19,9 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use super::{bounded, Case, PlayOptions};
-use crate::checks::{check_exchanges, same_reply, Xchg};
-use crate::finding::Finding;
+use crate::checks::{check_exchanges, same_reply};
+use crate::conversation::{Exchange, Payload, Sent};
+use crate::finding::{CheckId, Finding};
 use crate::reply::{reply_diff, show_reply};
 use crate::scenarios::Ready;
 use crate::setup::{check_landed, decoder_layout, expected_blocks_scaled, prefiller_config};
@@ -30,7 +31,7 @@ use mooncake_reference::config::LayoutExt;
 use mooncake_testee_protocol::{Command, Done, PrefillerStatus, RoleConfig, Started};
 
 fn f(
-    check: &'static str,
+    check: CheckId,
     seq: Option<u64>,
     line: Option<usize>,
     message: impl Into<String>,
@@ -117,7 +118,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                 match got {
                     Some(Some(g)) if g == want => {}
                     Some(g) => out.push(f(
-                        "REGISTER-BODY",
+                        CheckId::RegisterBody,
                         None,
                         None,
                         format!("{} POST /register", p.conn),
@@ -127,7 +128,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                         ),
                     )),
                     None => out.push(f(
-                        "REGISTER-BODY",
+                        CheckId::RegisterBody,
                         None,
                         None,
                         format!("{} POST /register", p.conn),
@@ -188,15 +189,15 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         let (in_tx, mut in_rx) = mpsc::unbounded_channel();
         let reactor = Reactor::start(&ctx, in_tx)?;
         let mut buffered: BTreeMap<u64, Vec<Vec<Vec<u8>>>> = BTreeMap::new();
-        let mut live: BTreeMap<usize, Xchg> = BTreeMap::new();
+        let mut live: BTreeMap<usize, Exchange> = BTreeMap::new();
         let mut replies_seen = 0usize;
         let mut dead: Vec<usize> = vec![];
         let recorded_replies: HashMap<u64, (usize, usize)> = t
             .exchanges
             .iter()
-            .flat_map(|x| x.replies.iter().enumerate().map(move |(j, (_, seq, _))| (*seq, (x.index, j))))
+            .flat_map(|x| x.replies.iter().enumerate().map(move |(j, r)| (r.seq.unwrap_or(0), (x.index, j))))
             .collect();
-        let sends: HashMap<u64, usize> = t.exchanges.iter().map(|x| (x.send_seq, x.index)).collect();
+        let sends: HashMap<u64, usize> = t.exchanges.iter().map(|x| (x.send_seq(), x.index)).collect();
         for ev in t.events() {
             let Event::Zmq(z) = ev else { continue };
             if z.side != TraceRole::Decoder {
@@ -210,26 +211,26 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                         .get(&x.endpoint)
                         .cloned()
                         .ok_or_else(|| format!("no live prefiller for {}", x.endpoint))?;
-                    let mut m =
-                        profile.decode_metadata(&x.request).map_err(|e| format!("recorded request {k}: {e}"))?;
+                    let mut m = match &x.request.decoded {
+                        Some(Ok(m)) => m.clone(),
+                        Some(Err(e)) => return Err(format!("recorded request {k}: {e}")),
+                        None => return Err(format!("recorded request {k}: no profile to decode it")),
+                    };
                     let dec = decoders.get(&x.decoder).ok_or_else(|| format!("no layout for decoder {}", x.decoder))?;
                     let (host, port) = dec.session.rsplit_once(':').expect("host:port");
                     m.remote_hostname = host.to_string();
                     m.remote_port = port.parse::<u64>().expect("port").into();
                     let payload = profile.encode_metadata(&m)?;
                     reactor.open_dealer(k as u64, &live_ep, payload.clone());
-                    live.insert(
-                        k,
-                        Xchg {
-                            index: k,
-                            decoder: x.decoder.clone(),
-                            endpoint: live_ep,
-                            request: payload,
-                            replies: vec![],
-                            seq: Some(x.send_seq),
-                            line: Some(x.send_line),
-                        },
-                    );
+                    let sent = Sent {
+                        index: k,
+                        decoder: x.decoder.clone(),
+                        endpoint: live_ep,
+                        request: payload,
+                        seq: x.seq,
+                        line: x.line,
+                    };
+                    live.insert(k, Exchange::new(Some(&profile), sent));
                 }
                 ZmqDir::Recv => {
                     let Some(&(k, j)) = recorded_replies.get(&z.seq) else { continue };
@@ -248,7 +249,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                             Ok(Some(Incoming::Dealer { id, frames })) => buffered.entry(id).or_default().push(frames),
                             Ok(Some(Incoming::DealerError { id, error })) => {
                                 out.push(f(
-                                    "ZMQ-CONNECT",
+                                    CheckId::ZmqConnect,
                                     Some(z.seq),
                                     Some(z.line),
                                     format!("exchange {}", id + 1),
@@ -259,18 +260,18 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                             Err(_) => break None,
                         }
                     };
-                    let (want_bytes, _, _) = &x.replies[j];
+                    let want_reply = x.replies[j].payload.value();
                     let msg = format!("exchange {} reply {}", k + 1, j + 1);
                     let Some(frames) = frames else {
                         out.push(f(
-                            "REPLY-MISSING",
+                            CheckId::ReplyMissing,
                             Some(z.seq),
                             Some(z.line),
                             msg,
                             format!(
                                 "no reply within {} (recorded: {})",
                                 super::secs(wait),
-                                t.decode_reply(want_bytes).map(|r| show_reply(&r)).unwrap_or_default()
+                                want_reply.map(show_reply).unwrap_or_default()
                             ),
                         ));
                         dead.push(k);
@@ -279,7 +280,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                     replies_seen += 1;
                     if frames.len() != 1 {
                         out.push(f(
-                            "ZMQ-FRAMES",
+                            CheckId::ZmqFrames,
                             Some(z.seq),
                             Some(z.line),
                             msg.clone(),
@@ -291,12 +292,18 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                     }
                     // The payload is the first frame; any other frame was already reported.
                     let bytes = frames.first().cloned().unwrap_or_default();
-                    if let Some(lx) = live.get_mut(&k) {
-                        lx.replies.push(bytes.clone());
-                    }
-                    match profile.decode_response(&bytes) {
+                    // Decoded once, as the live conversation's reply.
+                    let decoded = match live.get_mut(&k) {
+                        Some(lx) => lx
+                            .push_reply(Some(&profile), bytes.clone(), Some(z.seq), Some(z.line))
+                            .payload
+                            .decoded
+                            .clone(),
+                        None => Payload::reply(Some(&profile), bytes.clone()).decoded,
+                    };
+                    match decoded.expect("decoded with the trace's profile") {
                         Err(e) => out.push(f(
-                            "REPLY-DECODE",
+                            CheckId::ReplyDecode,
                             Some(z.seq),
                             Some(z.line),
                             msg,
@@ -305,21 +312,27 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                         Ok(got) => {
                             if !pairing.canonical_for_testee("MooncakeXferResponse", &bytes) {
                                 out.push(f(
-                                    "WIRE-CANONICAL",
+                                    CheckId::WireCanonical,
                                     Some(z.seq),
                                     Some(z.line),
                                     msg.clone(),
                                     format!("{} is not msgspec's encoding of that value", hex::encode(&bytes)),
                                 ));
                             }
-                            let mut want = t.decode_reply(want_bytes).ok_or("recorded reply does not decode")?;
+                            let mut want = want_reply.cloned().ok_or("recorded reply does not decode")?;
                             // The LAYOUT_MISS message names the decoder's session: map recorded → live.
                             if let (Some(m), Some(dec)) = (&mut want.err_msg, decoders.get(&x.decoder)) {
                                 *m = m.replace(&dec.recorded_session, &dec.session);
                             }
                             let (got, want) = (pairing.project_reply(&got), pairing.project_reply(&want));
                             if !same_reply(&got, &want) {
-                                out.push(f("REPLY-DIFF", Some(z.seq), Some(z.line), msg, reply_diff(&got, &want)));
+                                out.push(f(
+                                    CheckId::ReplyDiff,
+                                    Some(z.seq),
+                                    Some(z.line),
+                                    msg,
+                                    reply_diff(&got, &want),
+                                ));
                             }
                         }
                     }
@@ -357,7 +370,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
             for frames in q {
                 let r = frames.last().and_then(|b| t.decode_reply(b));
                 out.push(f(
-                    "REPLY-EXTRA",
+                    CheckId::ReplyExtra,
                     None,
                     None,
                     format!("exchange {}", id + 1),
@@ -372,7 +385,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         drop(reactor);
 
         // Protocol checks on what really went over the wire.
-        let xs: Vec<Xchg> = live.into_values().collect();
+        let xs: Vec<Exchange> = live.into_values().collect();
         out.extend(check_exchanges(&profile, &xs));
 
         // Transfer-engine writes: the same (session, descriptors, bytes) as recorded, as a multiset.
@@ -402,11 +415,11 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         let planned_alike = pairing.planning_differs().is_empty();
         if external.is_none()
             && planned_alike
-            && super::applies(&t.trace.header, "TE-CALLS")
+            && super::applies(&t.trace.header, CheckId::TeCalls)
             && got_writes != want_writes
         {
             out.push(f(
-                "TE-CALLS",
+                CheckId::TeCalls,
                 None,
                 None,
                 "transfer-engine writes",
@@ -420,12 +433,12 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
             let (Some(req), Some(dec)) = (&d.layout_request, decoders.get(&d.conn)) else { continue };
             let mut expected = vec![];
             for x in t.exchanges.iter().filter(|x| x.decoder == d.conn) {
-                let Some(m) = t.decode_request(&x.request) else { continue };
-                for (bytes, _, _) in &x.replies {
-                    for ok in t.decode_reply(bytes).and_then(|r| r.ok_reqs).unwrap_or_default() {
+                let Some(m) = x.request.value() else { continue };
+                for r in &x.replies {
+                    for ok in r.payload.value().and_then(|r| r.ok_reqs.clone()).unwrap_or_default() {
                         if let Some(e) = expected_blocks_scaled(
                             req,
-                            &m,
+                            m,
                             &ok,
                             &scenario,
                             planner.rules.plan.block_groups,
@@ -449,7 +462,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                     }
                 };
                 for p in problems.into_iter().take(5) {
-                    out.push(f("LANDED", None, None, format!("memory of {}", d.conn), p));
+                    out.push(f(CheckId::Landed, None, None, format!("memory of {}", d.conn), p));
                 }
                 continue;
             }
@@ -460,7 +473,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                 mem.read(base + b * bl, bl).map(|s| s.to_vec())
             });
             for p in problems.into_iter().take(5) {
-                out.push(f("LANDED", None, None, format!("memory of {}", d.conn), p));
+                out.push(f(CheckId::Landed, None, None, format!("memory of {}", d.conn), p));
             }
         }
 
@@ -476,7 +489,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                 }
                 if tokio::time::Instant::now() >= deadline {
                     out.push(f(
-                        "P-STATE-LEAK",
+                        CheckId::PStateLeak,
                         None,
                         None,
                         conn.clone(),
@@ -490,7 +503,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         // Completions, once every timeout has passed: the prefiller freed by delivery only what vLLM freed, and
         // everything vLLM freed by delivery or by expiry (a recording cannot tell the two apart; a recorder
         // that waits longer than the abort timeout for a decoder that never settles sees expiries).
-        let outcome = if super::applies(&t.trace.header, "P-FINISHED-SENDING") {
+        let outcome = if super::applies(&t.trace.header, CheckId::PFinishedSending) {
             t.trace.header.observed_outcome.get("finished_sending").and_then(J::as_object)
         } else {
             None
@@ -512,7 +525,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                     want.iter().filter(|w| !delivered.contains(w) && !expired.contains(w)).collect();
                 if !extra.is_empty() || !missing.is_empty() {
                     out.push(f(
-                        "P-FINISHED-SENDING",
+                        CheckId::PFinishedSending,
                         None,
                         None,
                         conn.clone(),

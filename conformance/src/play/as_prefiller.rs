@@ -22,8 +22,9 @@ use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse};
 use serde_json::Value as J;
 
 use super::{bounded, Case, PlayOptions};
-use crate::checks::{check_exchanges, Xchg};
-use crate::finding::Finding;
+use crate::checks::check_exchanges;
+use crate::conversation::{Exchange, Sent};
+use crate::finding::{CheckId, Finding};
 use crate::jsonl::first_difference;
 use crate::scenarios::Ready;
 use crate::setup::{check_landed, decoder_layout, expected_blocks_scaled, prefiller_planner, stride_scale};
@@ -33,7 +34,7 @@ use mooncake_testee_protocol::{
     Command, DecoderConfig, DecoderStatus, Done, Memory, PrefillerStatus, Pull, RoleConfig, Started,
 };
 
-fn f(check: &'static str, message: impl Into<String>, detail: impl Into<String>) -> Finding {
+fn f(check: CheckId, message: impl Into<String>, detail: impl Into<String>) -> Finding {
     Finding { check, seq: None, line: None, message: Some(message.into()), detail: detail.into() }
 }
 
@@ -42,9 +43,9 @@ fn f(check: &'static str, message: impl Into<String>, detail: impl Into<String>)
 pub(crate) fn pull_steps(t: &crate::trace_model::TraceModel, conn: &str) -> Vec<MooncakeXferMetadata> {
     let mut steps: Vec<MooncakeXferMetadata> = vec![];
     for x in t.exchanges.iter().filter(|x| x.decoder == conn) {
-        let Some(m) = t.decode_request(&x.request) else { continue };
+        let Some(m) = x.request.value() else { continue };
         if steps.last().is_none_or(|s| s.req_blocks != m.req_blocks) {
-            steps.push(m);
+            steps.push(m.clone());
         }
     }
     steps
@@ -240,8 +241,8 @@ async fn play_with(
                 t.exchanges
                     .iter()
                     .filter(|x| &x.decoder == conn)
-                    .find(|x| t.decode_request(&x.request).is_some_and(|m| m.req_blocks == st[k].req_blocks))
-                    .map(|x| x.send_seq)
+                    .find(|x| x.request.value().is_some_and(|m| m.req_blocks == st[k].req_blocks))
+                    .map(|x| x.send_seq())
                     .unwrap_or(u64::MAX)
             });
             let inbound_base = inbound_count(&prefillers).await;
@@ -360,7 +361,11 @@ async fn play_with(
                     break;
                 }
                 if tokio::time::Instant::now() >= deadline {
-                    out.push(f("D-SETTLE", format!("pull {}", k + 1), "the decoder did not settle its pulls in time"));
+                    out.push(f(
+                        CheckId::DSettle,
+                        format!("pull {}", k + 1),
+                        "the decoder did not settle its pulls in time",
+                    ));
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -378,7 +383,7 @@ async fn play_with(
         out.extend(compare_requests(t, &profile, pairing, &wires, Some(&sessions))?);
 
         // Outcomes against vLLM's (where the recording saw them).
-        let outcomes = super::applies(&t.trace.header, "D-OUTCOME");
+        let outcomes = super::applies(&t.trace.header, CheckId::DOutcome);
         for (conn, te) in testees.iter_mut() {
             let s: DecoderStatus = te.status().await?;
             let outcome = t
@@ -408,7 +413,7 @@ async fn play_with(
             got_fin.sort();
             if outcomes && got_fin != want_fin {
                 out.push(f(
-                    "D-OUTCOME",
+                    CheckId::DOutcome,
                     conn.clone(),
                     format!("finished {got_fin:?}, vLLM's decoder finished {want_fin:?}"),
                 ));
@@ -436,7 +441,7 @@ async fn play_with(
             got_invalid.dedup();
             if outcomes && got_invalid != want_invalid {
                 out.push(f(
-                    "D-OUTCOME",
+                    CheckId::DOutcome,
                     conn.clone(),
                     format!("blocks reported invalid {got_invalid:?}, vLLM reported {want_invalid:?}"),
                 ));
@@ -444,7 +449,7 @@ async fn play_with(
             let stuck = recorded_stuck(t, conn);
             if s.pending_pulls.unwrap_or(u64::MAX) > stuck.len() as u64 || s.open_exchanges != Some(0) {
                 out.push(f(
-                    "D-STATE-LEAK",
+                    CheckId::DStateLeak,
                     conn.clone(),
                     format!(
                         "{} pulls and {} exchanges still open ({} left waiting by vLLM)",
@@ -492,7 +497,7 @@ async fn play_with(
                 .into_iter()
                 .take(5)
             {
-                out.push(f("LANDED", format!("memory of {conn}"), p));
+                out.push(f(CheckId::Landed, format!("memory of {conn}"), p));
             }
         }
         // With a prefiller testee: its completions and its tables too.
@@ -517,12 +522,16 @@ async fn play_with(
                     let mut want = want.clone();
                     got.sort();
                     want.sort();
-                    if got != want && super::applies(&t.trace.header, "P-FINISHED-SENDING") {
-                        out.push(f("P-FINISHED-SENDING", conn.clone(), format!("freed {got:?}, vLLM freed {want:?}")));
+                    if got != want && super::applies(&t.trace.header, CheckId::PFinishedSending) {
+                        out.push(f(
+                            CheckId::PFinishedSending,
+                            conn.clone(),
+                            format!("freed {got:?}, vLLM freed {want:?}"),
+                        ));
                     }
                     if !idle {
                         out.push(f(
-                            "P-STATE-LEAK",
+                            CheckId::PStateLeak,
                             conn.clone(),
                             format!(
                                 "{} transfers and {} exchanges still tracked",
@@ -563,14 +572,36 @@ pub fn compare_requests(
     sessions: Option<&HashMap<String, String>>,
 ) -> Result<Vec<Finding>, String> {
     let mut out = vec![];
-    let mut live_xs: Vec<Xchg> = vec![];
+    let mut live_xs: Vec<Exchange> = vec![];
     for (conn, wire) in wires {
         let inbound: Vec<&Vec<Vec<u8>>> = wire.iter().filter(|(i, _)| *i).map(|(_, f)| f).collect();
+        // The live conversation of this prefiller, each payload decoded once (replies by routing id): what
+        // the comparisons below and the protocol checks read.
+        let first = live_xs.len();
+        for frames in &inbound {
+            let rid = frames.first().cloned().unwrap_or_default();
+            let sent = Sent {
+                index: live_xs.len(),
+                decoder: "decoder".into(),
+                endpoint: conn.clone(),
+                request: frames.get(1).cloned().unwrap_or_default(),
+                seq: None,
+                line: None,
+            };
+            let mut x = Exchange::new(Some(profile), sent);
+            for (_, f2) in wire.iter().filter(|(i, f2)| !*i && f2.first() == Some(&rid)) {
+                if let Some(b) = f2.get(1) {
+                    x.push_reply(Some(profile), b.clone(), None, None);
+                }
+            }
+            live_xs.push(x);
+        }
+        let arrived = &live_xs[first..];
         let recorded: Vec<&crate::trace_model::Exchange> =
             t.exchanges.iter().filter(|x| x.prefiller.as_deref() == Some(conn.as_str())).collect();
         if inbound.len() != recorded.len() {
             out.push(f(
-                "REQUEST-COUNT",
+                CheckId::RequestCount,
                 conn.clone(),
                 format!("{} requests arrived, vLLM's decoder sent {}", inbound.len(), recorded.len()),
             ));
@@ -579,8 +610,8 @@ pub fn compare_requests(
         // so arrival order across decoders is not the recorded order); within one decoder, in order.
         let mut used = vec![false; recorded.len()];
         let mut pairs = vec![];
-        for frames in &inbound {
-            let from = frames.get(1).and_then(|b| profile.decode_metadata(b).ok()).and_then(|m| {
+        for (frames, lx) in inbound.iter().zip(arrived) {
+            let from = lx.request.value().and_then(|m| {
                 let s = format!("{}:{}", m.remote_hostname, m.remote_port);
                 sessions.and_then(|ss| ss.iter().find(|(_, v)| **v == s).map(|(k, _)| k.clone()))
             });
@@ -589,36 +620,36 @@ pub fn compare_requests(
                 .or_else(|| (0..recorded.len()).find(|&i| !used[i]));
             if let Some(i) = pick {
                 used[i] = true;
-                pairs.push((*frames, recorded[i]));
+                pairs.push((*frames, lx, recorded[i]));
             }
         }
-        for (n, (frames, rx)) in pairs.into_iter().enumerate() {
+        for (n, (frames, lx, rx)) in pairs.into_iter().enumerate() {
             let msg = format!("{conn} request {}", n + 1);
             if frames.len() != 2 {
                 out.push(f(
-                    "ZMQ-FRAMES",
+                    CheckId::ZmqFrames,
                     msg.clone(),
                     format!("{} frames at the ROUTER; a decoder sends exactly one frame", frames.len()),
                 ));
             }
             // [routing_id, payload]: any other frame was already reported.
-            let bytes = frames.get(1).cloned().unwrap_or_default();
-            match profile.decode_metadata(&bytes) {
-                Err(e) => out.push(f("REQUEST-DECODE", msg, e.msgspec_message())),
+            let bytes = &lx.request.bytes;
+            match lx.request.decoded.clone().expect("decoded with the trace's profile") {
+                Err(e) => out.push(f(CheckId::RequestDecode, msg, e.msgspec_message())),
                 Ok(mut got) => {
-                    if !pairing.canonical_for_testee("MooncakeXferMetadata", &bytes) {
+                    if !pairing.canonical_for_testee("MooncakeXferMetadata", bytes) {
                         out.push(f(
-                            "WIRE-CANONICAL",
+                            CheckId::WireCanonical,
                             msg.clone(),
-                            format!("{} is not msgspec's encoding of that value", hex::encode(&bytes)),
+                            format!("{} is not msgspec's encoding of that value", hex::encode(bytes)),
                         ));
                     }
-                    let want = t.decode_request(&rx.request).ok_or("recorded request does not decode")?;
+                    let want = rx.request.value().ok_or("recorded request does not decode")?;
                     // The decoder's own address and transfer-engine port differ per run.
                     let live_session = format!("{}:{}", got.remote_hostname, got.remote_port);
                     match sessions {
                         Some(sessions) if sessions.get(&rx.decoder) != Some(&live_session) => out.push(f(
-                            "REQUEST-SESSION",
+                            CheckId::RequestSession,
                             msg.clone(),
                             format!("remote_hostname:remote_port {live_session} is not the decoder's transfer-engine endpoint {:?}", sessions.get(&rx.decoder)),
                         )),
@@ -635,34 +666,16 @@ pub fn compare_requests(
                     }
                     got.remote_hostname = want.remote_hostname.clone();
                     got.remote_port = want.remote_port;
-                    let (got, want) = (pairing.project_request(&got), pairing.project_request(&want));
+                    let (got, want) = (pairing.project_request(&got), pairing.project_request(want));
                     let (gv, wv) = (got.to_revision(profile.codec()), want.to_revision(profile.codec()));
                     if let (Ok(gv), Ok(wv)) = (gv, wv) {
                         let (gj, wj) = (Codec::to_json(&gv), Codec::to_json(&wv));
                         if !crate::jsonl::eq_ordered(&gj, &wj) {
-                            out.push(f("REQUEST-DIFF", msg, first_difference(&gj, &wj, "$").unwrap_or_default()));
+                            out.push(f(CheckId::RequestDiff, msg, first_difference(&gj, &wj, "$").unwrap_or_default()));
                         }
                     }
                 }
             }
-        }
-        // The live conversation, for the protocol checks (replies by routing id).
-        for frames in &inbound {
-            let rid = frames.first().cloned().unwrap_or_default();
-            let replies: Vec<Vec<u8>> = wire
-                .iter()
-                .filter(|(i, f2)| !*i && f2.first() == Some(&rid))
-                .filter_map(|(_, f2)| f2.get(1).cloned())
-                .collect();
-            live_xs.push(Xchg {
-                index: live_xs.len(),
-                decoder: "decoder".into(),
-                endpoint: conn.clone(),
-                request: frames.get(1).cloned().unwrap_or_default(),
-                replies,
-                seq: None,
-                line: None,
-            });
         }
     }
     out.extend(check_exchanges(profile, &live_xs));
@@ -813,7 +826,7 @@ fn runner_deviations(
     // Recorded layout id → the live decoder's (a reply echoes the id of the request it answers).
     let mut layout_ids: Vec<(WireInt, WireInt)> = vec![];
     let recorded_reqs: Vec<MooncakeXferMetadata> =
-        t.exchanges.iter().filter_map(|x| t.decode_request(&x.request)).collect();
+        t.exchanges.iter().filter_map(|x| x.request.value().cloned()).collect();
     let live_reqs: Vec<MooncakeXferMetadata> = status
         .wire
         .iter()
@@ -837,8 +850,8 @@ fn runner_deviations(
         .map(|(_, f)| f.last().and_then(|b| profile.decode_response(b).ok()))
         .collect();
     for (k, x) in t.exchanges.iter().enumerate() {
-        for (j, (bytes, _, _)) in x.replies.iter().enumerate() {
-            let Some(mut want) = t.decode_reply(bytes) else { continue };
+        for (j, reply) in x.replies.iter().enumerate() {
+            let Some(mut want) = reply.payload.value().cloned() else { continue };
             if let Some(m) = &mut want.err_msg {
                 for (a, b) in &sessions {
                     *m = m.replace(a, b);
@@ -863,7 +876,7 @@ fn runner_deviations(
     if !extra.is_empty() {
         sink.broken(format!("the runner's prefiller sent replies the recording does not have: {}", extra.join(", ")));
     }
-    if super::applies(&t.trace.header, "TE-CALLS") {
+    if super::applies(&t.trace.header, CheckId::TeCalls) {
         let map = |s: &str| sessions.iter().find(|(_, b)| b == s).map(|(a, _)| a.clone()).unwrap_or(s.to_string());
         let mut got: Vec<(String, u64, u64)> =
             status.writes.iter().map(|(s, n, b, _)| (map(s), *n as u64, *b)).collect();
@@ -907,7 +920,7 @@ fn recorded_replies_through(t: &TraceModel, steps: &[(String, Vec<MooncakeXferMe
     t.exchanges
         .iter()
         .filter(|x| {
-            let Some(m) = t.decode_request(&x.request) else { return false };
+            let Some(m) = x.request.value() else { return false };
             steps
                 .iter()
                 .filter(|(c, _)| *c == x.decoder)

@@ -30,7 +30,7 @@ use crate::setup::gen1::{columns_of, expected, layout, ranks, Gen1Setup, Msg};
 use crate::setup::{check_landed_columns, model_config, D_BASE, P_BASE};
 
 use super::{bounded, Case, PlayOptions};
-use crate::finding::Finding;
+use crate::finding::{CheckId, Finding};
 use crate::scenarios::{Model, Ready};
 use crate::testee::Testee;
 use mooncake_testee_protocol::{
@@ -38,7 +38,7 @@ use mooncake_testee_protocol::{
 };
 
 fn f(
-    check: &'static str,
+    check: CheckId,
     seq: Option<u64>,
     line: Option<usize>,
     message: impl Into<String>,
@@ -132,7 +132,7 @@ pub async fn as_decoder(
                 match tokio::time::timeout(abort * 2 + opts.slack, in_rx.recv()).await {
                     Ok(Some(Incoming::Dealer { id, frames })) if id == k as u64 => break Some(frames),
                     Ok(Some(Incoming::DealerError { error, .. })) => {
-                        out.push(f("ZMQ-CONNECT", Some(m.seq), Some(m.line), msg.clone(), error));
+                        out.push(f(CheckId::ZmqConnect, Some(m.seq), Some(m.line), msg.clone(), error));
                         break None;
                     }
                     Ok(Some(_)) => {}
@@ -142,14 +142,14 @@ pub async fn as_decoder(
             reactor.close_dealer(k as u64);
             match (got, &m.reply) {
                 (None, Some(want)) => out.push(f(
-                    "REPLY-MISSING",
+                    CheckId::ReplyMissing,
                     Some(m.seq),
                     Some(m.line),
                     msg,
                     format!("no reply (recorded: {})", String::from_utf8_lossy(want)),
                 )),
                 (Some(_), None) => out.push(f(
-                    "REPLY-EXTRA",
+                    CheckId::ReplyExtra,
                     Some(m.seq),
                     Some(m.line),
                     msg,
@@ -160,7 +160,7 @@ pub async fn as_decoder(
                     replies_seen += 1;
                     if frames.len() != 1 {
                         out.push(f(
-                            "ZMQ-FRAMES",
+                            CheckId::ZmqFrames,
                             Some(m.seq),
                             Some(m.line),
                             msg.clone(),
@@ -173,7 +173,7 @@ pub async fn as_decoder(
                     let got = frames.last().cloned().unwrap_or_default();
                     if ![&profile.done, &profile.error].contains(&&got) {
                         out.push(f(
-                            "ZMQ-RAW",
+                            CheckId::ZmqRaw,
                             Some(m.seq),
                             Some(m.line),
                             msg.clone(),
@@ -182,7 +182,7 @@ pub async fn as_decoder(
                     }
                     if &got != want {
                         out.push(f(
-                            "REPLY-DIFF",
+                            CheckId::ReplyDiff,
                             Some(m.seq),
                             Some(m.line),
                             msg,
@@ -225,9 +225,9 @@ pub async fn as_decoder(
             t.trace.header.transfer_engine_calls.iter().map(|c| (c.session.clone(), c.n, c.bytes)).collect();
         got_writes.sort();
         want_writes.sort();
-        if got_writes != want_writes && super::applies(&t.trace.header, "TE-CALLS") {
+        if got_writes != want_writes && super::applies(&t.trace.header, CheckId::TeCalls) {
             out.push(f(
-                "TE-CALLS",
+                CheckId::TeCalls,
                 None,
                 None,
                 "transfer-engine writes",
@@ -254,7 +254,7 @@ pub async fn as_decoder(
             .into_iter()
             .take(5)
             {
-                out.push(f("LANDED", None, None, format!("memory of {conn}"), p));
+                out.push(f(CheckId::Landed, None, None, format!("memory of {conn}"), p));
             }
         }
 
@@ -281,9 +281,9 @@ pub async fn as_decoder(
                 .unwrap_or_default();
             let differs = delivered.iter().any(|d| !want.contains(d))
                 || want.iter().any(|w| !delivered.contains(w) && !expired.contains(w));
-            if differs && super::applies(&t.trace.header, "P-FINISHED-SENDING") {
+            if differs && super::applies(&t.trace.header, CheckId::PFinishedSending) {
                 out.push(f(
-                    "P-FINISHED-SENDING",
+                    CheckId::PFinishedSending,
                     None,
                     None,
                     conn.clone(),
@@ -292,7 +292,7 @@ pub async fn as_decoder(
             }
             let (tr, ex) = (s.tracked_transfers, s.open_exchanges);
             if tr.is_none_or(|n| n > kept) || ex != Some(0) {
-                out.push(f("P-STATE-LEAK", None, None, conn.clone(), format!("{tr:?} transfers and {ex:?} exchanges tracked after the abort timeout ({kept} kept forever by design)")));
+                out.push(f(CheckId::PStateLeak, None, None, conn.clone(), format!("{tr:?} transfers and {ex:?} exchanges tracked after the abort timeout ({kept} kept forever by design)")));
             }
         }
         for s in servers {
@@ -430,7 +430,7 @@ pub async fn as_prefiller(
                 }
                 if tokio::time::Instant::now() >= until {
                     out.push(f(
-                        "D-SETTLE",
+                        CheckId::DSettle,
                         Some(m.seq),
                         Some(m.line),
                         format!("{} message", m.decoder),
@@ -453,7 +453,7 @@ pub async fn as_prefiller(
         let want: Vec<&Msg> = msgs.iter().collect();
         if got.len() != want.len() {
             out.push(f(
-                "REQUEST-COUNT",
+                CheckId::RequestCount,
                 None,
                 None,
                 "requests",
@@ -464,7 +464,7 @@ pub async fn as_prefiller(
             let msg = format!("request {} at {conn}", k + 1);
             if frames.len() != 3 || !frames[1].is_empty() {
                 out.push(f(
-                    "ZMQ-FRAMES",
+                    CheckId::ZmqFrames,
                     None,
                     None,
                     msg.clone(),
@@ -473,12 +473,12 @@ pub async fn as_prefiller(
             }
             let Some(bytes) = frames.last() else { continue };
             match profile.decode_request(bytes) {
-                Err(e) => out.push(f("REQUEST-DECODE", None, None, msg, e)),
+                Err(e) => out.push(f(CheckId::RequestDecode, None, None, msg, e)),
                 Ok(live) => {
                     let canonical = profile.encode_request(&live).ok().as_deref() == Some(bytes.as_slice());
                     if !canonical {
                         out.push(f(
-                            "WIRE-CANONICAL",
+                            CheckId::WireCanonical,
                             None,
                             None,
                             msg.clone(),
@@ -490,7 +490,7 @@ pub async fn as_prefiller(
                             && ranks(t).iter().any(|r| &r.0 == conn && r.1 == w.endpoint)
                     }) else {
                         out.push(f(
-                            "REQUEST-DIFF",
+                            CheckId::RequestDiff,
                             None,
                             None,
                             msg,
@@ -510,7 +510,7 @@ pub async fn as_prefiller(
                         ));
                     }
                     if !d.is_empty() {
-                        out.push(f("REQUEST-DIFF", Some(w.seq), Some(w.line), msg, d.join("; ")));
+                        out.push(f(CheckId::RequestDiff, Some(w.seq), Some(w.line), msg, d.join("; ")));
                     }
                 }
             }
@@ -531,9 +531,9 @@ pub async fn as_prefiller(
             let mut got_fin = s.finished.clone();
             want_fin.sort();
             got_fin.sort();
-            if got_fin != want_fin && super::applies(&t.trace.header, "D-OUTCOME") {
+            if got_fin != want_fin && super::applies(&t.trace.header, CheckId::DOutcome) {
                 out.push(f(
-                    "D-OUTCOME",
+                    CheckId::DOutcome,
                     None,
                     None,
                     conn.clone(),
@@ -542,7 +542,7 @@ pub async fn as_prefiller(
             }
             if !s.failed.is_empty() {
                 out.push(f(
-                    "D-OUTCOME",
+                    CheckId::DOutcome,
                     None,
                     None,
                     conn.clone(),
@@ -551,7 +551,7 @@ pub async fn as_prefiller(
             }
             if s.open_exchanges != Some(0) {
                 out.push(f(
-                    "D-STATE-LEAK",
+                    CheckId::DStateLeak,
                     None,
                     None,
                     conn.clone(),
@@ -581,7 +581,7 @@ pub async fn as_prefiller(
                 .into_iter()
                 .take(5)
             {
-                out.push(f("LANDED", None, None, format!("memory of {conn}"), p));
+                out.push(f(CheckId::Landed, None, None, format!("memory of {conn}"), p));
             }
         }
         Ok::<(), String>(())

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::finding::Finding;
+use crate::finding::{CheckId, Finding};
 pub use crate::role::Role;
 use crate::scenarios::{Scenario, Scenarios};
 pub use crate::testee::secs;
@@ -80,18 +80,18 @@ pub struct CaseResult {
 /// has no transfer-engine calls and no connector outcomes: header `unobserved`).
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct NotApplicable {
-    pub check: &'static str,
+    pub check: CheckId,
     /// The header item it compares with, which the recording declares `unobserved`.
     pub unobserved: &'static str,
 }
 
 /// Which check needs which header item, in which role's cases.
-const NEEDS: [(&str, &str, Role); 4] = [
-    ("TE-CALLS", "transfer_engine_calls", Role::Prefiller),
-    ("P-FINISHED-SENDING", "observed_outcome", Role::Prefiller),
-    ("D-OUTCOME", "observed_outcome", Role::Decoder),
+const NEEDS: [(CheckId, &str, Role); 4] = [
+    (CheckId::TeCalls, "transfer_engine_calls", Role::Prefiller),
+    (CheckId::PFinishedSending, "observed_outcome", Role::Prefiller),
+    (CheckId::DOutcome, "observed_outcome", Role::Decoder),
     // Two testees against each other (`as_prefiller::play_pair`) also compare the prefiller's completions.
-    ("P-FINISHED-SENDING", "observed_outcome", Role::Decoder),
+    (CheckId::PFinishedSending, "observed_outcome", Role::Decoder),
 ];
 
 /// A count from a testee's `status` as a message shows it (`null` when the testee did not give it).
@@ -101,7 +101,7 @@ pub(crate) fn count(n: Option<u64>) -> String {
 
 /// Whether `check` can run on this trace: false when it compares with something the header declares
 /// `unobserved`.
-pub fn applies(header: &crate::trace::Header, check: &str) -> bool {
+pub fn applies(header: &crate::trace::Header, check: CheckId) -> bool {
     NEEDS.iter().filter(|(c, _, _)| *c == check).all(|(_, what, _)| header.observed(what))
 }
 
@@ -110,7 +110,7 @@ pub fn not_applicable(header: &crate::trace::Header, role: Role) -> Vec<NotAppli
     let mut out: Vec<NotApplicable> = vec![];
     for (check, what, r) in NEEDS {
         // A decoder case compares the prefiller's completions only with two testees.
-        if r != role || header.observed(what) || (role == Role::Decoder && check == "P-FINISHED-SENDING") {
+        if r != role || header.observed(what) || (role == Role::Decoder && check == CheckId::PFinishedSending) {
             continue;
         }
         out.push(NotApplicable { check, unobserved: what });
@@ -281,7 +281,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
         Err(e) => {
             r.status = Status::Fail;
             r.setup = Some(crate::derive::Source::Derived);
-            r.findings.push(Finding { check: "CASE-SETUP", seq: None, line: None, message: None, detail: e });
+            r.findings.push(Finding { check: CheckId::CaseSetup, seq: None, line: None, message: None, detail: e });
             r.duration_ms = start.elapsed().as_millis() as u64;
             return r;
         }
@@ -307,7 +307,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
         }
         Err(e) => {
             r.status = Status::Fail;
-            r.findings.push(Finding { check: "CASE-SETUP", seq: None, line: None, message: None, detail: e });
+            r.findings.push(Finding { check: CheckId::CaseSetup, seq: None, line: None, message: None, detail: e });
         }
     }
     let (notes, broken) = opts.sink.take();
@@ -317,7 +317,13 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
         r.status = Status::Error;
         r.reason = Some(format!("broken case (environment or timing): {}", broken.join("; ")));
         for b in broken {
-            r.findings.push(Finding { check: "RUNNER-DEVIATION", seq: None, line: None, message: None, detail: b });
+            r.findings.push(Finding {
+                check: CheckId::RunnerDeviation,
+                seq: None,
+                line: None,
+                message: None,
+                detail: b,
+            });
         }
     }
     r.duration_ms = start.elapsed().as_millis() as u64;

@@ -14,8 +14,9 @@ use mooncake_wire::codec::Codec;
 use mooncake_wire::proto::WireProfile;
 use mooncake_wire::spec::{Revision, Spec};
 
-use crate::checks::{ExchangeChecker, HttpChecker, HttpX, Xchg};
-use crate::finding::Finding;
+use crate::checks::{ExchangeChecker, HttpChecker, HttpX};
+use crate::conversation::{ends_exchange, Exchange, Sent};
+use crate::finding::{CheckId, Finding};
 use crate::trace::Event;
 use crate::validate::EventChecker;
 
@@ -25,13 +26,13 @@ pub type ConnKey = (usize, Vec<u8>);
 enum Item {
     Event(Event),
     Http(HttpX),
-    Request(ConnKey, Xchg),
+    Request(ConnKey, Sent),
     Reply(ConnKey, Vec<u8>, u64, usize),
 }
 
 struct Open {
     key: ConnKey,
-    x: Xchg,
+    x: Exchange,
     sent: Instant,
     ended: bool,
 }
@@ -124,9 +125,9 @@ impl Live {
     pub fn http(&mut self, h: HttpX) -> Vec<Finding> {
         self.feed(Item::Http(h), Instant::now())
     }
-    /// A decoder sent `x.request` on connection `key`.
-    pub fn request(&mut self, key: ConnKey, x: Xchg) -> Vec<Finding> {
-        self.feed(Item::Request(key, x), Instant::now())
+    /// A decoder sent `sent.request` on connection `key` (decoded once the revision is known).
+    pub fn request(&mut self, key: ConnKey, sent: Sent) -> Vec<Finding> {
+        self.feed(Item::Request(key, sent), Instant::now())
     }
     /// The prefiller answered on connection `key` (event `seq`, `line`).
     pub fn reply(&mut self, key: ConnKey, bytes: Vec<u8>, seq: u64, line: usize) -> Vec<Finding> {
@@ -146,31 +147,31 @@ impl Live {
                     out.extend(hc.push(&h));
                 }
             }
-            Item::Request(key, x) => {
+            Item::Request(key, sent) => {
+                let x = Exchange::new(Some(&c.profile), sent);
                 // A request that is no pull (its own finding already) has nothing to wait for: it must not hold
                 // back the checks of the exchanges after it, and whatever answers it is not judged.
-                let pull = c.profile.decode_metadata(&x.request).is_ok();
+                let pull = x.request.value().is_some();
                 if !pull {
                     self.quiet.insert(key.clone());
                 }
                 self.open.push_back(Open { key, x, sent: at, ended: !pull });
             }
             Item::Reply(key, bytes, seq, line) => {
-                let terminal = match c.profile.decode_response(&bytes) {
-                    Ok(r) => c.profile.is_terminal(r.status),
-                    Err(_) => true,
-                };
+                let p = Some(&c.profile);
                 match self.open.iter_mut().find(|o| o.key == key && !o.ended) {
                     Some(o) => {
-                        o.x.replies.push(bytes);
-                        o.ended = terminal;
+                        let r = o.x.push_reply(p, bytes, Some(seq), Some(line));
+                        o.ended = ends_exchange(p, &r.payload);
                     }
                     None => match self.open.iter_mut().rev().find(|o| o.key == key) {
                         // After the terminal reply, before the exchange was checked: the checks see it.
-                        Some(o) => o.x.replies.push(bytes),
+                        Some(o) => {
+                            o.x.push_reply(p, bytes, Some(seq), Some(line));
+                        }
                         None if self.quiet.contains(&key) => {}
                         None => out.push(Finding {
-                            check: "SEQ-TERMINAL",
+                            check: CheckId::SeqTerminal,
                             seq: Some(seq),
                             line: Some(line),
                             message: Some("reply".into()),
@@ -254,19 +255,18 @@ mod tests {
         (d(ZmqDir::Send), d(ZmqDir::Recv))
     }
 
-    fn x(index: usize, request: &[u8]) -> Xchg {
-        Xchg {
+    fn x(index: usize, request: &[u8]) -> Sent {
+        Sent {
             index,
             decoder: "decoder0".into(),
             endpoint: "tcp://127.0.0.1:1".into(),
             request: request.to_vec(),
-            replies: vec![],
             seq: Some(1),
             line: Some(2),
         }
     }
 
-    fn checks(f: &[Finding]) -> Vec<&str> {
+    fn checks(f: &[Finding]) -> Vec<CheckId> {
         f.iter().map(|f| f.check).collect()
     }
 
@@ -276,6 +276,7 @@ mod tests {
         assert_eq!(revisions_fitting(&req).first().map(|r| r.revision.as_str()), Some("vllm-0.33.0"));
         assert!(revisions_fitting(b"garbage").is_empty());
         let mut live = Live::new(Some(Duration::from_millis(50)));
+        let decodes = crate::conversation::decodes();
         // Before the revision is known nothing is judged; then the backlog is.
         assert!(live.request((0, vec![1]), x(0, &req)).is_empty());
         assert!(live.reply((0, vec![1]), reply.clone(), 3, 4).is_empty());
@@ -286,15 +287,18 @@ mod tests {
         assert!(live.request((0, vec![2]), x(1, &req)).is_empty());
         assert!(live.tick().is_empty());
         std::thread::sleep(Duration::from_millis(60));
-        assert_eq!(checks(&live.tick()), ["SEQ-TERMINAL"]);
+        assert_eq!(checks(&live.tick()), [CheckId::SeqTerminal]);
         // A reply after the terminal one, its exchange already judged.
-        assert_eq!(checks(&live.reply((0, vec![1]), reply.clone(), 5, 6)), ["SEQ-TERMINAL"]);
+        assert_eq!(checks(&live.reply((0, vec![1]), reply.clone(), 5, 6)), [CheckId::SeqTerminal]);
         // Something that is no pull holds nothing back, and what answers it is not judged.
         assert!(live.request((0, vec![3]), x(2, b"garbage")).is_empty());
         assert!(live.reply((0, vec![3]), reply.clone(), 7, 8).is_empty());
         assert_eq!(live.exchanges, 3);
         // The tap stops while a pull waits: nothing to judge, a note says so.
         assert!(live.request((0, vec![4]), x(3, &req)).is_empty());
+        // Each payload that reached an exchange was decoded once, when it did: the four requests and the
+        // first reply (the backlog, once the revision was known); the replies no exchange waited for, never.
+        assert_eq!(crate::conversation::decodes() - decodes, 5);
         let (f, notes, n) = live.finish();
         assert!(f.is_empty(), "{f:?}");
         assert_eq!(notes.len(), 1, "{notes:?}");

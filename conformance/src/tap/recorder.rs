@@ -14,7 +14,8 @@ use super::relay::Obs;
 use super::workers::Workers;
 use super::writer::{http_json, zmq_json, TraceWriter};
 use super::{HttpSeen, Printer, Say, Seen, TapReport};
-use crate::checks::{HttpX, Xchg};
+use crate::checks::HttpX;
+use crate::conversation::Sent;
 use crate::finding::Finding;
 use crate::trace::{Event, HttpDir, HttpEvent, Role, ZmqDir, ZmqEvent, UNOBSERVABLE};
 
@@ -357,12 +358,11 @@ impl Recorder {
         };
         self.write(Event::Zmq(p));
         self.zmq += 2;
-        let x = Xchg {
+        let x = Sent {
             index: self.requests,
             decoder: dconn,
             endpoint: real,
             request: payload,
-            replies: vec![],
             seq: Some(seq),
             line: Some(line),
         };

@@ -52,7 +52,10 @@ pub fn run(data: &[u8]) {
 
     let report = validate::validate(&trace);
     for f in &report.findings {
-        assert!(!f.check.is_empty() && !f.detail.is_empty(), "a finding names its check and says what is wrong");
+        assert!(
+            !f.check.as_str().is_empty() && !f.detail.is_empty(),
+            "a finding names its check and says what is wrong"
+        );
     }
     assert!(report.zmq_payloads + report.http_events <= trace.events.len());
     let key = |r: &mooncake_conformance::finding::TraceReport| {
