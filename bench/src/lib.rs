@@ -8,6 +8,8 @@
 //! requests. Shapes follow vLLM 0.33.0 `mooncake_connector.py` (`MooncakeXferMetadata`: one entry per region
 //! in every `registered_*` list, one block-id list per KV-cache group in `req_blocks`).
 
+pub mod heap;
+
 use mooncake_wire::codec::{Codec, Value};
 use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::typed::{self, MooncakeXferMetadata, MooncakeXferResponse, ReqBlocks, Status};
