@@ -34,8 +34,13 @@ pub(crate) fn int_lists(w: &mut Writer, v: &[Vec<WireInt>]) {
 /// Writes a `list[str]` held as a [`StrList`].
 pub(crate) fn write_str_list(w: &mut Writer, v: &StrList) {
     w.array_len(v.len());
-    for s in v {
-        w.str(s);
+    // Byte slices of the buffer at element ends: no char-boundary check per element (the list holds UTF-8
+    // elements by construction).
+    let text = v.concatenated().as_bytes();
+    let mut start = 0;
+    for &end in v.ends() {
+        w.str_bytes(&text[start..end as usize]);
+        start = end as usize;
     }
 }
 

@@ -34,6 +34,11 @@ impl StrList {
         StrList { text, ends }
     }
 
+    /// The end offset of each element in [`StrList::concatenated`].
+    pub(crate) fn ends(&self) -> &[u32] {
+        &self.ends
+    }
+
     /// Appends an element.
     ///
     /// # Panics
