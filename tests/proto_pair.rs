@@ -219,8 +219,8 @@ fn continue_then_finish_when_requests_become_ready_one_by_one() {
     n.settle();
     assert_eq!(statuses(&n), vec![Status::CONTINUE, Status::FINISH]);
     let r: Vec<_> = n.decoders[0].received.iter().map(|(_, b)| MooncakeXferResponse::decode(b).unwrap()).collect();
-    assert_eq!(r[0].ok_reqs, Some(vec!["d-1".into()]));
-    assert_eq!(r[1].ok_reqs, Some(vec!["d-2".into()]));
+    assert_eq!(r[0].ok_reqs, Some(["d-1"].into()));
+    assert_eq!(r[1].ok_reqs, Some(["d-2"].into()));
     assert_eq!(n.decoders[0].finished, vec!["d-1", "d-2"]);
     assert_empty(&n);
 }
@@ -239,7 +239,7 @@ fn an_unknown_transfer_times_out_and_leaves_nothing_behind() {
     let r = MooncakeXferResponse::decode(&n.decoders[0].received[0].1).unwrap();
     assert_eq!(
         (r.status, r.err_reqs.clone(), r.err_msg.as_deref()),
-        (Status::FINISH, Some(vec!["d-1".into()]), Some("Timeout waiting for P side ready."))
+        (Status::FINISH, Some(["d-1"].into()), Some("Timeout waiting for P side ready."))
     );
     assert_eq!(r.layout_id, WireInt::from(0x77u64), "the timeout FINISH echoes the layout id");
     assert_eq!(n.decoders[0].failed, vec![("d-1".to_string(), "Timeout waiting for P side ready.".to_string())]);
@@ -325,7 +325,7 @@ fn a_transfer_engine_failure_is_a_finish_with_err_reqs() {
     n.settle();
     let r = MooncakeXferResponse::decode(&n.decoders[0].received[0].1).unwrap();
     assert_eq!(r.status, Status::FINISH);
-    assert_eq!(r.err_reqs, Some(vec!["d-1".to_string(), "d-2".to_string()]));
+    assert_eq!(r.err_reqs, Some(["d-1", "d-2"].into()));
     assert_eq!(r.err_msg.as_deref(), Some("Mooncake transfer engine returned -1"));
     assert_eq!(r.ok_reqs, None);
     assert_eq!(n.decoders[0].failed.len(), 2);
@@ -345,7 +345,7 @@ fn a_free_only_pull_is_ok_without_a_write() {
     n.decoders[0].core.pull(now, vec![pull("d-1", "x-1", vec![])]);
     n.settle();
     let r = MooncakeXferResponse::decode(&n.decoders[0].received[0].1).unwrap();
-    assert_eq!((r.status, r.ok_reqs), (Status::FINISH, Some(vec!["d-1".into()])));
+    assert_eq!((r.status, r.ok_reqs), (Status::FINISH, Some(["d-1"].into())));
     assert!(n.prefillers[0].writes.is_empty());
     assert_eq!(n.prefillers[0].finished_sending, vec!["p-1"]);
     assert!(n.decoders[0].finished.is_empty(), "a request without local blocks is settled silently");

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashSet};
 use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::proto::{Registry, WireProfile};
-use mooncake_wire::typed::{MooncakeXferResponse, Status};
+use mooncake_wire::typed::{MooncakeXferResponse, Status, StrList};
 use serde_json::Value as J;
 
 use crate::conversation::Exchange;
@@ -37,8 +37,8 @@ fn finding(check: CheckId, x: &Exchange, message: &str, detail: String) -> Findi
     }
 }
 
-fn ids(l: &Option<Vec<String>>) -> Vec<String> {
-    l.clone().unwrap_or_default()
+fn ids(l: &Option<StrList>) -> Vec<String> {
+    l.iter().flatten().map(String::from).collect()
 }
 
 /// Checks every exchange of a transcript against the protocol rules of `profile`'s revision.
@@ -344,7 +344,7 @@ impl HttpChecker {
 /// Reply lists compared as sets: vLLM orders ids by readiness, which varies between runs.
 pub fn same_reply(a: &MooncakeXferResponse, b: &MooncakeXferResponse) -> bool {
     let set =
-        |l: &Option<Vec<String>>| l.as_ref().map(|v| v.iter().cloned().collect::<std::collections::BTreeSet<_>>());
+        |l: &Option<StrList>| l.as_ref().map(|v| v.iter().map(String::from).collect::<std::collections::BTreeSet<_>>());
     a.status == b.status
         && set(&a.ok_reqs) == set(&b.ok_reqs)
         && set(&a.err_reqs) == set(&b.err_reqs)

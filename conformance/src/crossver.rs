@@ -485,7 +485,7 @@ mod tests {
         let p = Pairing { runner: r.clone(), testee: t.clone(), testee_profile: profile(t) };
         let reply = MooncakeXferResponse {
             status: Status::FINISH,
-            ok_reqs: Some(vec!["a".into()]),
+            ok_reqs: Some(["a"].into()),
             err_reqs: None,
             err_msg: None,
             layout_id: 7u64.into(),

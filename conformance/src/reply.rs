@@ -1,6 +1,6 @@
 //! How findings show a recorded or live reply, and how two replies differ, field by field.
 
-use mooncake_wire::typed::MooncakeXferResponse;
+use mooncake_wire::typed::{MooncakeXferResponse, StrList};
 
 /// An optional field as JSON (`absent` when missing).
 fn show<T: serde::Serialize>(v: &Option<T>) -> String {
@@ -26,7 +26,7 @@ pub fn show_reply(r: &MooncakeXferResponse) -> String {
 pub fn reply_diff(live: &MooncakeXferResponse, want: &MooncakeXferResponse) -> String {
     let mut d = vec![];
     let set =
-        |l: &Option<Vec<String>>| l.as_ref().map(|v| v.iter().cloned().collect::<std::collections::BTreeSet<_>>());
+        |l: &Option<StrList>| l.as_ref().map(|v| v.iter().map(String::from).collect::<std::collections::BTreeSet<_>>());
     if live.status != want.status {
         d.push(format!("$.status: {} vs recorded {}", live.status, want.status));
     }

@@ -239,7 +239,7 @@ fn protocol_checks_catch_each_violation() {
             "REQS-SUBSET",
             Box::new(|i, r| {
                 if i == 1 {
-                    r.ok_reqs = Some(vec!["d-req-9".into()]);
+                    r.ok_reqs = Some(["d-req-9"].into());
                 }
                 true
             }),
@@ -249,7 +249,7 @@ fn protocol_checks_catch_each_violation() {
             "REQS-ONCE",
             Box::new(|i, r| {
                 if i == 1 {
-                    r.ok_reqs = Some(vec!["d-req-2".into(), "d-req-1".into()]);
+                    r.ok_reqs = Some(["d-req-2", "d-req-1"].into());
                 }
                 true
             }),
@@ -259,7 +259,7 @@ fn protocol_checks_catch_each_violation() {
             "REQS-ONCE",
             Box::new(|i, r| {
                 if i == 1 {
-                    r.err_reqs = Some(vec!["d-req-2".into()]);
+                    r.err_reqs = Some(["d-req-2"].into());
                     r.err_msg = Some("x".into());
                 }
                 true
@@ -300,7 +300,7 @@ fn protocol_checks_catch_each_violation() {
             "EMPTY-LISTS",
             Box::new(|i, r| {
                 if i == 1 {
-                    r.err_reqs = Some(vec![]);
+                    r.err_reqs = Some(Default::default());
                 }
                 true
             }),

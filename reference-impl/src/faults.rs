@@ -77,8 +77,9 @@ pub fn apply_to_reply(faults: &[Fault], rid: Vec<u8>, payload: Vec<u8>) -> Vec<V
             }
             Fault::MissingField => r.ok_reqs = None,
             Fault::WrongId => {
-                if let Some(id) = r.ok_reqs.as_mut().and_then(|v| v.first_mut()) {
-                    id.push_str("-x");
+                if let Some(ids) = r.ok_reqs.as_mut().filter(|v| !v.is_empty()) {
+                    let id = format!("{}-x", &ids[0]);
+                    ids.set(0, &id);
                 }
             }
             _ => {}

@@ -3,6 +3,8 @@
 
 use super::compile::{Plan, TagValue, Ty, TyId};
 use super::error::EncodeError;
+use std::sync::Arc;
+
 use super::value::Value;
 use crate::msgpack::{WireInt, Writer};
 
@@ -15,21 +17,46 @@ enum Seg<'p> {
     Field(&'p str),
 }
 
+/// An error on its way up: the path is collected as it propagates (innermost step first), so the happy path
+/// keeps no path at all.
+struct Fail<'p> {
+    segs: Vec<Seg<'p>>,
+    msg: String,
+}
+
+type R<'p> = Result<(), Box<Fail<'p>>>;
+
+#[cold]
+fn fail<'p>(msg: String) -> Box<Fail<'p>> {
+    Box::new(Fail { segs: vec![], msg })
+}
+
+/// Adds the step `seg` to an error coming up from below it.
+#[inline]
+fn at<'p>(seg: Seg<'p>) -> impl FnOnce(Box<Fail<'p>>) -> Box<Fail<'p>> {
+    move |mut f| {
+        f.segs.push(seg);
+        f
+    }
+}
+
 pub struct Encoder<'p> {
     pub w: Writer,
     plan: &'p Plan,
-    path: Vec<Seg<'p>>,
 }
 
 impl<'p> Encoder<'p> {
-    pub fn new(plan: &'p Plan) -> Self {
-        Encoder { w: Writer::with_capacity(256), plan, path: vec![] }
+    /// An encoder whose output starts with room for `v` (an estimate from the tree's shape: strings and
+    /// bytes by their length, an int list at 3 bytes per element without visiting it), so that writing
+    /// seldom grows the buffer.
+    pub fn for_value(plan: &'p Plan, v: &Value) -> Self {
+        Encoder { w: Writer::with_capacity(size_hint(v, 0).min(crate::limits::MAX_FRAME_BYTES)), plan }
     }
 
     #[cold]
-    fn err(&self, msg: String) -> EncodeError {
+    fn render(f: Fail<'_>) -> EncodeError {
         let mut path = String::from("$");
-        for seg in &self.path {
+        for seg in f.segs.iter().rev() {
             match seg {
                 Seg::Index(i) => path.push_str(&format!("[{i}]")),
                 Seg::Key => path.push_str("[key]"),
@@ -40,7 +67,12 @@ impl<'p> Encoder<'p> {
                 }
             }
         }
-        EncodeError { path, msg }
+        EncodeError { path, msg: f.msg }
+    }
+
+    /// Writes `v` as a value of `ty`.
+    pub fn value(&mut self, ty: TyId, v: &Value) -> Result<(), EncodeError> {
+        self.val(ty, v).map_err(|f| Self::render(*f))
     }
 
     fn kind_name(v: &Value) -> &'static str {
@@ -59,11 +91,11 @@ impl<'p> Encoder<'p> {
         }
     }
 
-    pub fn value(&mut self, ty: TyId, v: &Value) -> Result<(), EncodeError> {
+    fn val(&mut self, ty: TyId, v: &Value) -> R<'p> {
         let plan = self.plan;
         match (&plan.types[ty as usize], v) {
             (Ty::Optional(_), Value::None) => self.w.nil(),
-            (Ty::Optional(inner), v) => return self.value(*inner, v),
+            (Ty::Optional(inner), v) => return self.val(*inner, v),
             (Ty::Int, Value::Int(i)) => self.w.int(*i),
             (Ty::Float, Value::Float(x)) => self.w.f64(*x),
             (Ty::Bool, Value::Bool(b)) => self.w.bool(*b),
@@ -71,7 +103,7 @@ impl<'p> Encoder<'p> {
             (Ty::Bytes, Value::Bytes(b)) => self.w.bin(b),
             (Ty::Enum(e), Value::Enum(m)) => {
                 if !plan.enums[*e as usize].members.iter().any(|(_, x)| *x == m.value) {
-                    return Err(self.err(format!("{} is not a member of {}", m.value, plan.enums[*e as usize].name)));
+                    return Err(fail(format!("{} is not a member of {}", m.value, plan.enums[*e as usize].name)));
                 }
                 self.w.sint(m.value)
             }
@@ -89,47 +121,49 @@ impl<'p> Encoder<'p> {
                     return Ok(());
                 }
                 self.w.array_len(xs.len());
+                if matches!(plan.types[*elem as usize], Ty::Str) {
+                    // `list[str]`: strings are written in place; anything else takes the general path.
+                    for (i, x) in xs.iter().enumerate() {
+                        match x {
+                            Value::Str(s) => self.w.str(s),
+                            x => self.val(*elem, x).map_err(at(Seg::Index(i)))?,
+                        }
+                    }
+                    return Ok(());
+                }
                 for (i, x) in xs.iter().enumerate() {
-                    self.path.push(Seg::Index(i));
-                    self.value(*elem, x)?;
-                    self.path.pop();
+                    self.val(*elem, x).map_err(at(Seg::Index(i)))?;
                 }
             }
             (Ty::VarTuple(elem), Value::Tuple(xs) | Value::List(xs)) => {
                 self.w.array_len(xs.len());
                 for (i, x) in xs.iter().enumerate() {
-                    self.path.push(Seg::Index(i));
-                    self.value(*elem, x)?;
-                    self.path.pop();
+                    self.val(*elem, x).map_err(at(Seg::Index(i)))?;
                 }
             }
             (Ty::Any, v) => self.any(v)?,
             (Ty::Tuple(elems), Value::Tuple(xs) | Value::List(xs)) => {
                 if xs.len() != elems.len() {
-                    return Err(self.err(format!("expected a tuple of {} elements, found {}", elems.len(), xs.len())));
+                    return Err(fail(format!("expected a tuple of {} elements, found {}", elems.len(), xs.len())));
                 }
                 self.w.array_len(xs.len());
                 for (i, (e, x)) in elems.iter().zip(xs).enumerate() {
-                    self.path.push(Seg::Index(i));
-                    self.value(*e, x)?;
-                    self.path.pop();
+                    self.val(*e, x).map_err(at(Seg::Index(i)))?;
                 }
             }
             (Ty::Dict(kt, vt), Value::Dict(entries)) => {
                 self.w.map_len(entries.len());
                 for (k, x) in entries {
-                    self.path.push(Seg::Key);
-                    self.value(*kt, k)?;
-                    self.path.pop();
-                    self.path.push(Seg::DictValue);
-                    self.value(*vt, x)?;
-                    self.path.pop();
+                    self.val(*kt, k).map_err(at(Seg::Key))?;
+                    self.val(*vt, x).map_err(at(Seg::DictValue))?;
                 }
             }
             (Ty::Struct(sid), Value::Struct(sv)) => {
                 let st = &plan.structs[*sid as usize];
-                if sv.meta.name != st.meta.name || sv.fields.len() != st.fields.len() {
-                    return Err(self.err(format!("expected a {} value, found {}", st.meta.name, sv.meta.name)));
+                if !(Arc::ptr_eq(&sv.meta, &st.meta) || sv.meta.name == st.meta.name)
+                    || sv.fields.len() != st.fields.len()
+                {
+                    return Err(fail(format!("expected a {} value, found {}", st.meta.name, sv.meta.name)));
                 }
                 if st.array_like {
                     self.w.array_len(st.declared);
@@ -137,12 +171,11 @@ impl<'p> Encoder<'p> {
                         self.tag(t);
                     }
                     for (f, x) in st.fields.iter().zip(&sv.fields) {
-                        self.path.push(Seg::Field(&f.wire_name));
                         if f.const_value.as_ref().is_some_and(|c| c != x) {
-                            return Err(self.err("this field holds one constant value".into()));
+                            return Err(fail("this field holds one constant value".into()))
+                                .map_err(at(Seg::Field(&f.wire_name)));
                         }
-                        self.value(f.ty, x)?;
-                        self.path.pop();
+                        self.val(f.ty, x).map_err(at(Seg::Field(&f.wire_name)))?;
                     }
                 } else {
                     let header = self.w.begin_struct_map(st.declared);
@@ -157,9 +190,7 @@ impl<'p> Encoder<'p> {
                             continue;
                         }
                         self.w.str(&f.wire_name);
-                        self.path.push(Seg::Field(&f.wire_name));
-                        self.value(f.ty, x)?;
-                        self.path.pop();
+                        self.val(f.ty, x).map_err(at(Seg::Field(&f.wire_name)))?;
                         written += 1;
                     }
                     self.w.finish_struct_map(header, written);
@@ -167,14 +198,14 @@ impl<'p> Encoder<'p> {
             }
             (_, v) => {
                 let want = super::decode::Decoder::expected_name(plan, ty);
-                return Err(self.err(format!("expected {want}, found {}", Self::kind_name(v))));
+                return Err(fail(format!("expected {want}, found {}", Self::kind_name(v))));
             }
         }
         Ok(())
     }
 
     /// An untyped value, as msgspec writes the Python object (enum members as their value, structs refused).
-    fn any(&mut self, v: &Value) -> Result<(), EncodeError> {
+    fn any(&mut self, v: &Value) -> R<'p> {
         match v {
             Value::None => self.w.nil(),
             Value::Bool(b) => self.w.bool(*b),
@@ -186,21 +217,17 @@ impl<'p> Encoder<'p> {
             Value::List(xs) | Value::Tuple(xs) => {
                 self.w.array_len(xs.len());
                 for (i, x) in xs.iter().enumerate() {
-                    self.path.push(Seg::Index(i));
-                    self.any(x)?;
-                    self.path.pop();
+                    self.any(x).map_err(at(Seg::Index(i)))?;
                 }
             }
             Value::Dict(entries) => {
                 self.w.map_len(entries.len());
                 for (k, x) in entries {
                     self.any(k)?;
-                    self.path.push(Seg::DictValue);
-                    self.any(x)?;
-                    self.path.pop();
+                    self.any(x).map_err(at(Seg::DictValue))?;
                 }
             }
-            Value::Struct(s) => return Err(self.err(format!("a {} value in an `any` field", s.name()))),
+            Value::Struct(s) => return Err(fail(format!("a {} value in an `any` field", s.name()))),
         }
         Ok(())
     }
@@ -209,6 +236,30 @@ impl<'p> Encoder<'p> {
         match t {
             TagValue::Str(s) => self.w.str(s),
             TagValue::Int(i) => self.w.sint(*i),
+        }
+    }
+}
+
+/// An estimate of the encoded size of `v` (exact for most shapes; a lone int counts 9 bytes, its largest, an int list 3 per element). Deep
+/// trees are cut off (their rest counted as nothing; the writer grows as needed).
+fn size_hint(v: &Value, depth: usize) -> usize {
+    if depth > 8 {
+        return 0;
+    }
+    match v {
+        Value::None | Value::Bool(_) => 1,
+        Value::Int(_) | Value::Float(_) | Value::Enum(_) => 9,
+        Value::Str(s) => 5 + s.len(),
+        Value::Bytes(b) => 5 + b.len(),
+        Value::List(xs) | Value::Tuple(xs) => match xs.first() {
+            // Block ids and the like: mostly 16-bit (3 bytes); a longer list grows the buffer once.
+            Some(Value::Int(_)) => 5 + 3 * xs.len(),
+            _ => 5 + xs.iter().map(|x| size_hint(x, depth + 1)).sum::<usize>(),
+        },
+        Value::Dict(d) => 5 + d.iter().map(|(k, x)| size_hint(k, depth + 1) + size_hint(x, depth + 1)).sum::<usize>(),
+        Value::Struct(s) => {
+            5 + s.meta.field_names.iter().map(|n| 5 + n.len()).sum::<usize>()
+                + s.fields.iter().map(|x| size_hint(x, depth + 1)).sum::<usize>()
         }
     }
 }

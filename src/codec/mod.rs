@@ -140,9 +140,14 @@ impl Codec {
     }
 
     pub fn encode_type(&self, ty: TyId, v: &Value) -> Result<Vec<u8>, EncodeError> {
-        let mut e = encode::Encoder::new(&self.plan);
+        let mut e = encode::Encoder::for_value(&self.plan, v);
         e.value(ty, v)?;
-        Ok(e.w.into_bytes())
+        let mut out = e.w.into_bytes();
+        // The size estimate can be well above the encoding (ints written short): give back what is far more.
+        if out.capacity() > 2 * out.len() + 4096 {
+            out.shrink_to_fit();
+        }
+        Ok(out)
     }
 
     /// `msgspec.to_builtins` of a value.

@@ -93,7 +93,7 @@ impl Shape {
             Shape::ListStr => "Vec<S>".into(),
             Shape::ListListInt => "Vec<Vec<WireInt>>".into(),
             Shape::OptStr => "Option<S>".into(),
-            Shape::OptListStr => "Option<Vec<S>>".into(),
+            Shape::OptListStr => "Option<StrList>".into(),
             Shape::Enum(n) => n.clone(),
             Shape::ReqBlocks => "Vec<(S, ReqBlocksOf<S>)>".into(),
             Shape::FlatReqBlocks => "Vec<(S, FlatReqBlocksOf<S>)>".into(),
@@ -107,7 +107,7 @@ impl Shape {
             Shape::ListStr => "d.list_str()?".into(),
             Shape::ListListInt => "d.list_list_int()?".into(),
             Shape::OptStr => "d.opt_str()?".into(),
-            Shape::OptListStr => "d.opt_list_str()?".into(),
+            Shape::OptListStr => "d.opt_str_list()?".into(),
             Shape::Enum(_) => unreachable!("enums are decoded with their members"),
             Shape::ReqBlocks => "d.str_dict(De::req_blocks)?".into(),
             Shape::FlatReqBlocks => "d.str_dict(De::flat_req_blocks)?".into(),
@@ -122,7 +122,7 @@ impl Shape {
             Shape::ListStr => format!("str_list(w, &{v});"),
             Shape::ListListInt => format!("int_lists(w, &{v});"),
             Shape::OptStr => format!("if let Some(s) = &{v} {{ w.str(s.as_ref()) }} else {{ w.nil() }}"),
-            Shape::OptListStr => format!("if let Some(l) = &{v} {{ str_list(w, l) }} else {{ w.nil() }}"),
+            Shape::OptListStr => format!("if let Some(l) = &{v} {{ write_str_list(w, l) }} else {{ w.nil() }}"),
             Shape::Enum(_) => format!("w.sint({v}.0);"),
             Shape::ReqBlocks | Shape::FlatReqBlocks => format!("encode_req_blocks(w, &{v});"),
         }
@@ -136,7 +136,7 @@ impl Shape {
             Shape::ListStr => format!("str_list_len(&{v})"),
             Shape::ListListInt => format!("5 + {v}.iter().map(|g| 5 + 9 * g.len()).sum::<usize>()"),
             Shape::OptStr => format!("{v}.as_ref().map_or(1, |s| s.as_ref().len() + 5)"),
-            Shape::OptListStr => format!("{v}.as_ref().map_or(1, |l| str_list_len(l))"),
+            Shape::OptListStr => format!("{v}.as_ref().map_or(1, str_list_buf_len)"),
             Shape::ReqBlocks | Shape::FlatReqBlocks => format!("req_blocks_len(&{v})"),
         }
     }
@@ -148,7 +148,7 @@ impl Shape {
             Shape::ListInt | Shape::ListListInt => format!("{v}.clone()"),
             Shape::ListStr => format!("{v}.iter().map(|s| s.to_string()).collect()"),
             Shape::OptStr => format!("{v}.map(str::to_string)"),
-            Shape::OptListStr => format!("{v}.as_ref().map(|l| l.iter().map(|s| s.to_string()).collect())"),
+            Shape::OptListStr => format!("{v}.clone()"),
             Shape::ReqBlocks | Shape::FlatReqBlocks => {
                 format!("{v}.iter().map(|(k, b)| (k.to_string(), b.to_owned_blocks())).collect()")
             }
@@ -538,9 +538,9 @@ fn push_family(fam: &Family) -> Result<String, String> {
     let _ = writeln!(
         out,
         "use crate::typed::blocks::{{encode_req_blocks, req_blocks_len}};
-use crate::typed::de::{{int_lists, str_list, str_list_len, De, EnumMember, WireStr}};"
+use crate::typed::de::{{int_lists, str_list, str_list_buf_len, str_list_len, write_str_list, De, EnumMember, WireStr}};"
     );
-    let _ = writeln!(out, "use crate::typed::{{FlatReqBlocksOf, ReqBlocksOf, Strictness}};");
+    let _ = writeln!(out, "use crate::typed::{{FlatReqBlocksOf, ReqBlocksOf, StrList, Strictness}};");
     let _ = writeln!(out, "use crate::codec::DecodeError;\nuse crate::msgpack::{{WireInt, Writer}};\n");
     for (name, e) in &enums {
         write_enum(&mut out, name, e);

@@ -186,12 +186,18 @@ impl Writer {
 
     #[inline]
     pub fn str(&mut self, s: &str) {
+        self.str_bytes(s.as_bytes());
+    }
+
+    /// A str from bytes the caller knows to be UTF-8 (a slice of a checked buffer, at element bounds).
+    #[inline]
+    pub(crate) fn str_bytes(&mut self, s: &[u8]) {
         match s.len() {
             n @ 0..=31 => self.buf.push(0xa0 | n as u8),
             n @ 32..=255 => self.buf.extend_from_slice(&[0xd9, n as u8]),
             n => self.head(0xa0, 31, Some(0xd9), 0xda, 0xdb, n),
         }
-        self.buf.extend_from_slice(s.as_bytes());
+        self.buf.extend_from_slice(s);
     }
     pub fn bin(&mut self, b: &[u8]) {
         let n = b.len();

@@ -467,6 +467,7 @@ impl DecoderCore {
             self.settle_err(id, r);
         }
         for d in r.ok_reqs.iter().flatten() {
+            let d = &d.to_owned();
             if !all.contains(d) {
                 match rules.unknown_ok_id {
                     UnknownOkId::Ignored => continue,
@@ -495,7 +496,7 @@ impl DecoderCore {
         if let Some(err) = &r.err_reqs {
             let reason = r.err_msg.clone().unwrap_or_else(|| "unknown error".into());
             let all = &self.exchanges[&id].all;
-            let mine: Vec<String> = err.iter().filter(|d| all.contains(d)).cloned().collect();
+            let mine: Vec<String> = err.iter().filter(|d| all.iter().any(|a| a == d)).map(String::from).collect();
             self.fail_reqs(id, &mine, &reason);
         }
     }

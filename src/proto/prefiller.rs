@@ -21,7 +21,7 @@ use super::profile::WireProfile;
 use crate::limits;
 use crate::msgpack::WireInt;
 use crate::spec::behaviour::{BlockCountFailure, EmptyIdLists, HeterogeneousTp, ReplyRounds};
-use crate::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status};
+use crate::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status, StrList};
 
 /// A decoder connection as the ROUTER names it (the routing id: opaque bytes).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -579,7 +579,7 @@ impl<P: SenderPlanner> PrefillerCore<P> {
             // error reply naming every ready id).
             if !round.err_reqs.is_empty() {
                 let mut r = MooncakeXferResponse::new(round.status);
-                r.err_reqs = Some(round.err_reqs.clone());
+                r.err_reqs = Some(round.err_reqs.iter().collect());
                 r.err_msg = round.err_msg.clone();
                 replies.push(r);
             }
@@ -588,7 +588,7 @@ impl<P: SenderPlanner> PrefillerCore<P> {
                 r.err_reqs = Some(round.ready.iter().map(|p| p.d_req_id.clone()).collect());
                 r.err_msg = Some(te);
             } else {
-                r.ok_reqs = Some(round.ok.clone());
+                r.ok_reqs = Some(round.ok.iter().collect());
                 delivered = round
                     .ready
                     .iter()
@@ -610,8 +610,8 @@ impl<P: SenderPlanner> PrefillerCore<P> {
             }
             let mut r = MooncakeXferResponse::new(round.status);
             let keep_empty = rules.empty_id_lists == EmptyIdLists::EmptyArray;
-            r.ok_reqs = Some(ok).filter(|v| keep_empty || !v.is_empty());
-            r.err_reqs = Some(err_reqs).filter(|v| !v.is_empty());
+            r.ok_reqs = Some(ok.into()).filter(|v: &StrList| keep_empty || !v.is_empty());
+            r.err_reqs = Some(err_reqs.into()).filter(|v: &StrList| !v.is_empty());
             r.err_msg = err_msg;
             replies.push(r);
         }

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value as J};
 
-use super::{MooncakeXferMetadata, MooncakeXferResponse, ReqBlocks, Status};
+use super::{MooncakeXferMetadata, MooncakeXferResponse, ReqBlocks, Status, StrList};
 use crate::codec::{Codec, Value};
 use crate::msgpack::WireInt;
 
@@ -182,7 +182,7 @@ impl MooncakeXferResponse {
         let fields: Vec<String> = st.fields.iter().map(|f| f.name.clone()).collect();
         let mut m = Map::new();
         m.insert("status".into(), json!(self.status.0));
-        let opt_list = |l: &Option<Vec<String>>| l.as_ref().map(|v| json!(v)).unwrap_or(J::Null);
+        let opt_list = |l: &Option<StrList>| l.as_ref().map(|v| json!(v)).unwrap_or(J::Null);
         m.insert("ok_reqs".into(), opt_list(&self.ok_reqs));
         m.insert("err_reqs".into(), opt_list(&self.err_reqs));
         m.insert("err_msg".into(), self.err_msg.as_ref().map(|s| json!(s)).unwrap_or(J::Null));
@@ -200,8 +200,8 @@ impl MooncakeXferResponse {
         };
         Ok(MooncakeXferResponse {
             status: Status(j.get("status").and_then(J::as_i64).ok_or("status")?),
-            ok_reqs: list("ok_reqs")?,
-            err_reqs: list("err_reqs")?,
+            ok_reqs: list("ok_reqs")?.map(StrList::from),
+            err_reqs: list("err_reqs")?.map(StrList::from),
             err_msg: j.get("err_msg").and_then(J::as_str).map(String::from),
             layout_id: match j.get("layout_id") {
                 Some(x) => int(x, "layout_id")?,

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 
-use super::Strictness;
+use super::{StrList, Strictness};
 use crate::codec::{DecodeError, DecodeErrorKind as K};
 use crate::limits;
 use crate::msgpack::{Kind, Obj, RawError, Reader, WireInt, Writer};
@@ -29,6 +29,24 @@ pub(crate) fn int_lists(w: &mut Writer, v: &[Vec<WireInt>]) {
     for g in v {
         w.int_list(g);
     }
+}
+
+/// Writes a `list[str]` held as a [`StrList`].
+pub(crate) fn write_str_list(w: &mut Writer, v: &StrList) {
+    w.array_len(v.len());
+    // Byte slices of the buffer at element ends: no char-boundary check per element (the list holds UTF-8
+    // elements by construction).
+    let text = v.concatenated().as_bytes();
+    let mut start = 0;
+    for &end in v.ends() {
+        w.str_bytes(&text[start..end as usize]);
+        start = end as usize;
+    }
+}
+
+/// An upper bound of the encoded size of a [`StrList`].
+pub(crate) fn str_list_buf_len(v: &StrList) -> usize {
+    5 + v.concatenated().len() + 5 * v.len()
 }
 
 /// An upper bound of the encoded size of a `list[str]`.
@@ -271,15 +289,58 @@ impl<'a> De<'a> {
         Ok(out)
     }
 
-    pub fn opt_list_str<S: WireStr<'a>>(&mut self) -> R<Option<Vec<S>>> {
+    /// `list[str] | None` into one buffer ([`StrList`]): elements are copied whole and UTF-8 is checked once
+    /// over the buffer (with each element end a char boundary, which is the same as checking every element).
+    /// Errors are those of checking element by element: an error at element `i` is reported only if
+    /// elements `0..i` are valid UTF-8, else that is the error.
+    pub fn opt_str_list(&mut self) -> R<Option<StrList>> {
         if let Some(n) = self.r.try_array() {
-            return self.strs(n).map(Some);
+            return self.str_list_buf(n).map(Some);
         }
         match self.obj()? {
             Obj::Nil => Ok(None),
-            Obj::Array(n) => self.strs(n).map(Some),
+            Obj::Array(n) => self.str_list_buf(n).map(Some),
             o => Err(self.expected("array | null", o.kind())),
         }
+    }
+
+    fn str_list_buf(&mut self, n: usize) -> R<StrList> {
+        self.enter()?;
+        let mut text: Vec<u8> = Vec::new();
+        let mut ends: Vec<u32> = Vec::with_capacity(self.cap(n));
+        for i in 0..n {
+            let b = match self.r.try_str() {
+                Some(b) => b,
+                None => match self.with(Seg::Index(i), |d| d.str_ref()) {
+                    Ok(s) => s.as_bytes(),
+                    Err(e) => return Err(if Self::checked(text, &ends).is_none() { Self::bad_utf8() } else { e }),
+                },
+            };
+            if i == 0 {
+                // Ids of one list are about the same length: room for `n` of the first, at most the input left.
+                text.reserve(b.len().saturating_mul(n).min(self.r.remaining() + b.len()));
+            }
+            text.extend_from_slice(b);
+            // A frame is at most `limits::MAX_FRAME_BYTES` (64 MiB), so any end fits a u32.
+            ends.push(text.len() as u32);
+        }
+        self.leave();
+        Self::checked(text, &ends).map(|t| StrList::from_parts(t, ends)).ok_or_else(Self::bad_utf8)
+    }
+
+    /// The buffer as a `String` if it is UTF-8 and every element end is a char boundary.
+    fn checked(text: Vec<u8>, ends: &[u32]) -> Option<String> {
+        let s = String::from_utf8(text).ok()?;
+        if ends.iter().all(|&e| s.is_char_boundary(e as usize)) {
+            Some(s)
+        } else {
+            None
+        }
+    }
+
+    #[cold]
+    fn bad_utf8() -> DecodeError {
+        DecodeError::new(K::InvalidUtf8)
     }
 
     pub fn list_list_int(&mut self) -> R<Vec<Vec<WireInt>>> {

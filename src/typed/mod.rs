@@ -16,6 +16,7 @@ mod convert;
 mod de;
 mod ext;
 pub mod generated;
+mod strlist;
 
 pub mod pull;
 
@@ -27,6 +28,7 @@ pub use generated::push::newest::{
 };
 /// The reply status, an open newtype over every member any revision defines.
 pub use generated::push::MooncakeXferResponseStatus as Status;
+pub use strlist::{Iter as StrListIter, StrList};
 
 /// Wire names of the newest `MooncakeXferMetadata`, in declaration order.
 pub const METADATA_FIELDS: &[&str] = &MooncakeXferMetadata::FIELDS;

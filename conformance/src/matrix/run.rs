@@ -447,9 +447,9 @@ fn reply_summary(p: &Side, bytes: &[u8]) -> String {
     }
     match p.trace.decode_reply(bytes) {
         Some(r) => {
-            let ids = |v: &Option<Vec<String>>| {
+            let ids = |v: &Option<mooncake_wire::typed::StrList>| {
                 v.as_ref()
-                    .map(|v| v.iter().cloned().collect::<BTreeSet<_>>().into_iter().collect::<Vec<_>>().join(","))
+                    .map(|v| v.iter().collect::<BTreeSet<_>>().into_iter().collect::<Vec<_>>().join(","))
                     .unwrap_or_default()
             };
             let msg = r.err_msg.unwrap_or_default();

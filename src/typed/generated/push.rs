@@ -8,8 +8,8 @@
 use std::fmt;
 
 use crate::typed::blocks::{encode_req_blocks, req_blocks_len};
-use crate::typed::de::{int_lists, str_list, str_list_len, De, EnumMember, WireStr};
-use crate::typed::{FlatReqBlocksOf, ReqBlocksOf, Strictness};
+use crate::typed::de::{int_lists, str_list, str_list_buf_len, str_list_len, write_str_list, De, EnumMember, WireStr};
+use crate::typed::{FlatReqBlocksOf, ReqBlocksOf, StrList, Strictness};
 use crate::codec::DecodeError;
 use crate::msgpack::{WireInt, Writer};
 
@@ -410,9 +410,9 @@ pub mod vllm_0_16_0_to_0_18_1 {
         /// See the status enum. Required.
         pub status: MooncakeXferResponseStatus,
         /// Decoder request ids written (or with nothing to write) in this round. Default `None`.
-        pub ok_reqs: Option<Vec<S>>,
+        pub ok_reqs: Option<StrList>,
         /// Decoder request ids that failed in this round. Default `None`.
-        pub err_reqs: Option<Vec<S>>,
+        pub err_reqs: Option<StrList>,
         /// Free-text reason. Default `None`.
         pub err_msg: Option<S>,
     }
@@ -463,8 +463,8 @@ pub mod vllm_0_16_0_to_0_18_1 {
                 seen |= 1 << i;
                 match i {
                     0 => v.status = d.enum_member(&MOONCAKE_XFER_RESPONSE_STATUS_MEMBERS, strictness)?,
-                    1 => v.ok_reqs = d.opt_list_str()?,
-                    2 => v.err_reqs = d.opt_list_str()?,
+                    1 => v.ok_reqs = d.opt_str_list()?,
+                    2 => v.err_reqs = d.opt_str_list()?,
                     _ => v.err_msg = d.opt_str()?,
                 }
                 Ok(())
@@ -483,8 +483,8 @@ pub mod vllm_0_16_0_to_0_18_1 {
         pub fn to_owned_message(&self) -> MooncakeXferResponse {
             MooncakeXferResponseOf {
                 status: self.status,
-                ok_reqs: self.ok_reqs.as_ref().map(|l| l.iter().map(|s| s.to_string()).collect()),
-                err_reqs: self.err_reqs.as_ref().map(|l| l.iter().map(|s| s.to_string()).collect()),
+                ok_reqs: self.ok_reqs.clone(),
+                err_reqs: self.err_reqs.clone(),
                 err_msg: self.err_msg.map(str::to_string),
             }
         }
@@ -500,8 +500,8 @@ pub mod vllm_0_16_0_to_0_18_1 {
 
         fn encoded_len_hint(&self) -> usize {
             5 + 7 + 9
-                + 8 + self.ok_reqs.as_ref().map_or(1, |l| str_list_len(l))
-                + 9 + self.err_reqs.as_ref().map_or(1, |l| str_list_len(l))
+                + 8 + self.ok_reqs.as_ref().map_or(1, str_list_buf_len)
+                + 9 + self.err_reqs.as_ref().map_or(1, str_list_buf_len)
                 + 8 + self.err_msg.as_ref().map_or(1, |s| s.as_ref().len() + 5)
         }
 
@@ -514,12 +514,12 @@ pub mod vllm_0_16_0_to_0_18_1 {
             n += 1;
             if !(self.ok_reqs.is_none()) {
                 w.str("ok_reqs");
-                if let Some(l) = &self.ok_reqs { str_list(w, l) } else { w.nil() }
+                if let Some(l) = &self.ok_reqs { write_str_list(w, l) } else { w.nil() }
                 n += 1;
             }
             if !(self.err_reqs.is_none()) {
                 w.str("err_reqs");
-                if let Some(l) = &self.err_reqs { str_list(w, l) } else { w.nil() }
+                if let Some(l) = &self.err_reqs { write_str_list(w, l) } else { w.nil() }
                 n += 1;
             }
             if !(self.err_msg.is_none()) {
@@ -2348,9 +2348,9 @@ pub mod vllm_0_33_0 {
         /// See the status enum. Required.
         pub status: MooncakeXferResponseStatus,
         /// Decoder request ids written (or with nothing to write) in this round. Default `None`.
-        pub ok_reqs: Option<Vec<S>>,
+        pub ok_reqs: Option<StrList>,
         /// Decoder request ids that failed in this round. Default `None`.
-        pub err_reqs: Option<Vec<S>>,
+        pub err_reqs: Option<StrList>,
         /// Free-text reason. Default `None`.
         pub err_msg: Option<S>,
         /// Echo of the request's layout_id in CONTINUE/FINISH once the layout is cached; absent in
@@ -2405,8 +2405,8 @@ pub mod vllm_0_33_0 {
                 seen |= 1 << i;
                 match i {
                     0 => v.status = d.enum_member(&MOONCAKE_XFER_RESPONSE_STATUS_MEMBERS, strictness)?,
-                    1 => v.ok_reqs = d.opt_list_str()?,
-                    2 => v.err_reqs = d.opt_list_str()?,
+                    1 => v.ok_reqs = d.opt_str_list()?,
+                    2 => v.err_reqs = d.opt_str_list()?,
                     3 => v.err_msg = d.opt_str()?,
                     _ => v.layout_id = d.int()?,
                 }
@@ -2426,8 +2426,8 @@ pub mod vllm_0_33_0 {
         pub fn to_owned_message(&self) -> MooncakeXferResponse {
             MooncakeXferResponseOf {
                 status: self.status,
-                ok_reqs: self.ok_reqs.as_ref().map(|l| l.iter().map(|s| s.to_string()).collect()),
-                err_reqs: self.err_reqs.as_ref().map(|l| l.iter().map(|s| s.to_string()).collect()),
+                ok_reqs: self.ok_reqs.clone(),
+                err_reqs: self.err_reqs.clone(),
                 err_msg: self.err_msg.map(str::to_string),
                 layout_id: self.layout_id,
             }
@@ -2444,8 +2444,8 @@ pub mod vllm_0_33_0 {
 
         fn encoded_len_hint(&self) -> usize {
             5 + 7 + 9
-                + 8 + self.ok_reqs.as_ref().map_or(1, |l| str_list_len(l))
-                + 9 + self.err_reqs.as_ref().map_or(1, |l| str_list_len(l))
+                + 8 + self.ok_reqs.as_ref().map_or(1, str_list_buf_len)
+                + 9 + self.err_reqs.as_ref().map_or(1, str_list_buf_len)
                 + 8 + self.err_msg.as_ref().map_or(1, |s| s.as_ref().len() + 5)
                 + 10 + 9
         }
@@ -2459,12 +2459,12 @@ pub mod vllm_0_33_0 {
             n += 1;
             if !(self.ok_reqs.is_none()) {
                 w.str("ok_reqs");
-                if let Some(l) = &self.ok_reqs { str_list(w, l) } else { w.nil() }
+                if let Some(l) = &self.ok_reqs { write_str_list(w, l) } else { w.nil() }
                 n += 1;
             }
             if !(self.err_reqs.is_none()) {
                 w.str("err_reqs");
-                if let Some(l) = &self.err_reqs { str_list(w, l) } else { w.nil() }
+                if let Some(l) = &self.err_reqs { write_str_list(w, l) } else { w.nil() }
                 n += 1;
             }
             if !(self.err_msg.is_none()) {

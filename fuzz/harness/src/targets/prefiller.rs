@@ -368,6 +368,7 @@ impl Harness {
             for (d, ok) in
                 r.ok_reqs.iter().flatten().map(|d| (d, true)).chain(r.err_reqs.iter().flatten().map(|d| (d, false)))
             {
+                let d = &d.to_owned();
                 let reqs = rec
                     .reqs
                     .as_ref()
