@@ -1,7 +1,6 @@
 //! `mooncake-conformance run`: every case of every given trace against a testee, with expected failures,
 //! progress, and reports.
 
-use mooncake_testee_protocol::Role as TesteeRole;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -364,7 +363,7 @@ pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
         e => crate::testee::Hello::new(
             e.describe(),
             mooncake_wire::spec::Spec::builtin().push().revisions.iter().map(|r| r.revision.clone()).collect(),
-            &[TesteeRole::Prefiller, TesteeRole::Decoder, TesteeRole::Bootstrap],
+            &[crate::role::Role::Prefiller, crate::role::Role::Decoder, crate::role::Role::Bootstrap],
         ),
     };
     let mut hello = hello;

@@ -91,8 +91,8 @@ impl Hello {
     }
 }
 
-/// A role a testee takes (one per process).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// A role a testee takes (one per process); also the role of a conformance case (`…/prefiller`, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// A prefill worker: a ROUTER that answers pulls and writes KV blocks.
@@ -111,6 +111,11 @@ impl Role {
             Role::Decoder => "decoder",
             Role::Bootstrap => "bootstrap",
         }
+    }
+
+    /// The role of a wire name.
+    pub fn parse(s: &str) -> Option<Role> {
+        [Role::Prefiller, Role::Decoder, Role::Bootstrap].into_iter().find(|r| r.as_str() == s)
     }
 }
 
