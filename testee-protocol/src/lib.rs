@@ -278,26 +278,13 @@ pub enum RoleConfig {
     Decoder(DecoderConfig),
 }
 
-fn is_false(b: &bool) -> bool {
-    !*b
+/// A key at its type's default is left out (`0`, `false`, empty).
+fn is_default<T: Default + PartialEq>(x: &T) -> bool {
+    *x == T::default()
 }
-fn is_zero_u16(x: &u16) -> bool {
-    *x == 0
-}
-fn is_zero_u64(x: &u64) -> bool {
-    *x == 0
-}
-fn is_zero_i64(x: &i64) -> bool {
-    *x == 0
-}
-fn is_one_i64(x: &i64) -> bool {
-    *x == 1
-}
-fn is_one_usize(x: &usize) -> bool {
-    *x == 1
-}
-fn is_zero_usize(x: &usize) -> bool {
-    *x == 0
+/// A size at its default of 1 is left out.
+fn is_one<T: From<u8> + PartialEq>(x: &T) -> bool {
+    *x == T::from(1)
 }
 fn one_i64() -> i64 {
     1
@@ -333,19 +320,19 @@ pub struct PrefillerConfig {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub engine_id: String,
     /// Its data-parallel rank.
-    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub dp_rank: i64,
     /// Its tensor-parallel rank.
-    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub tp_rank: i64,
     /// Its engine's tensor-parallel size.
-    #[serde(default = "one_i64", skip_serializing_if = "is_one_i64")]
+    #[serde(default = "one_i64", skip_serializing_if = "is_one")]
     pub tp_size: i64,
     /// Its pipeline-parallel rank.
-    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub pp_rank: i64,
     /// Its engine's pipeline-parallel size.
-    #[serde(default = "one_i64", skip_serializing_if = "is_one_i64")]
+    #[serde(default = "one_i64", skip_serializing_if = "is_one")]
     pub pp_size: i64,
     /// The bootstrap server's URL to register with (none in generation 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -364,7 +351,7 @@ pub struct PrefillerConfig {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<String>,
     /// Keep every ZeroMQ message; `status` lists them under `wire`.
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub record_wire: bool,
 }
 
@@ -398,25 +385,25 @@ pub struct DecoderConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transfer: Option<String>,
     /// The transfer engine's handshake port, sent as `remote_port` (0: any free port).
-    #[serde(default, skip_serializing_if = "is_zero_u16")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub te_port: u16,
     /// The host it advertises (default `127.0.0.1`).
     #[serde(default = "localhost", skip_serializing_if = "is_localhost")]
     pub hostname: String,
     /// Its tensor-parallel rank.
-    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub tp_rank: usize,
     /// Its engine's tensor-parallel size.
-    #[serde(default = "one_usize", skip_serializing_if = "is_one_usize")]
+    #[serde(default = "one_usize", skip_serializing_if = "is_one")]
     pub tp_size: usize,
     /// Its pipeline-parallel rank.
-    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub pp_rank: usize,
     /// Its engine's pipeline-parallel size.
-    #[serde(default = "one_usize", skip_serializing_if = "is_one_usize")]
+    #[serde(default = "one_usize", skip_serializing_if = "is_one")]
     pub pp_size: usize,
     /// Its layout id (0: no layout caching).
-    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub layout_id: u64,
     /// vLLM's abort timeout, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -430,7 +417,7 @@ pub struct DecoderConfig {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<String>,
     /// `status` lists every ZeroMQ message sent and received under `wire`.
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub record_wire: bool,
 }
 
@@ -490,22 +477,22 @@ pub struct ModelConfig {
     /// KV heads of the whole model.
     pub total_num_kv_heads: i64,
     /// Multi-head latent attention (one KV copy for every TP rank).
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub use_mla: bool,
     /// `attn` or `mamba` per KV transfer group (default: one attention group, or one per group index seen).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub group_kinds: Vec<String>,
     /// Physical blocks per logical block.
-    #[serde(default = "one_i64", skip_serializing_if = "is_one_i64")]
+    #[serde(default = "one_i64", skip_serializing_if = "is_one")]
     pub physical_blocks_per_logical: i64,
     /// Layer name → KV group, for layouts without group indices (default: from the layout's group indices).
     #[serde(default, skip_serializing_if = "HashMap::is_empty")]
     pub layer_groups: HashMap<String, i64>,
     /// The attention pages are padded (refuses head re-sharding).
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub padded_pages: bool,
     /// The attention KV cache is blocks-first (`[blocks, 2, ...]`).
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub blocks_first: bool,
 }
 
@@ -677,6 +664,13 @@ impl From<UnsettledRepr> for Unsettled {
             UnsettledRepr::Id(d_req_id) => Unsettled { d_req_id, reason: String::new() },
             UnsettledRepr::Entry { d_req_id, reason } => Unsettled { d_req_id, reason },
         }
+    }
+}
+
+impl PrefillerStatus {
+    /// The `p_req_id`s of the transfers freed on expiry (`expired`) or after delivery (not `expired`).
+    pub fn freed(&self, expired: bool) -> Vec<String> {
+        self.finished_sending.iter().filter(|x| x.expired == expired).map(|x| x.p_req_id.clone()).collect()
     }
 }
 

@@ -393,6 +393,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         let mut finished: HashMap<String, Vec<String>> = HashMap::new();
         for (conn, te) in testees.iter_mut() {
             let s: PrefillerStatus = te.status().await?;
+            finished.insert(conn.clone(), s.freed(false));
             for w in s.writes {
                 let recorded = decoders
                     .values()
@@ -401,10 +402,6 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                     .unwrap_or(w.session);
                 got_writes.push((recorded, w.descriptors, w.bytes));
             }
-            finished.insert(
-                conn.clone(),
-                s.finished_sending.into_iter().filter(|x| !x.expired).map(|x| x.p_req_id).collect(),
-            );
         }
         let mut want_writes: Vec<(String, u64, u64)> =
             t.trace.header.transfer_engine_calls.iter().map(|c| (c.session.clone(), c.n, c.bytes)).collect();
@@ -516,10 +513,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                     .unwrap_or_default();
                 let Some((_, te)) = testees.iter_mut().find(|(c, _)| c == conn) else { continue };
                 let s: PrefillerStatus = te.status().await?;
-                let of = |expired: bool| -> Vec<String> {
-                    s.finished_sending.iter().filter(|x| x.expired == expired).map(|x| x.p_req_id.clone()).collect()
-                };
-                let (delivered, expired) = (of(false), of(true));
+                let (delivered, expired) = (s.freed(false), s.freed(true));
                 let extra: Vec<&String> = delivered.iter().filter(|d| !want.contains(d)).collect();
                 let missing: Vec<&String> =
                     want.iter().filter(|w| !delivered.contains(w) && !expired.contains(w)).collect();

@@ -515,8 +515,7 @@ async fn play_with(
             let deadline = tokio::time::Instant::now() + abort + opts.slack;
             loop {
                 let s: PrefillerStatus = te.status().await?;
-                let mut got: Vec<String> =
-                    s.finished_sending.iter().filter(|x| !x.expired).map(|x| x.p_req_id.clone()).collect();
+                let mut got = s.freed(false);
                 let idle = s.tracked_transfers == Some(0) && s.open_exchanges == Some(0);
                 if idle || tokio::time::Instant::now() >= deadline {
                     let mut want = want.clone();

@@ -270,10 +270,7 @@ pub async fn as_decoder(
             t.trace.header.observed_outcome.get("finished_sending").and_then(J::as_object).cloned().unwrap_or_default();
         for (conn, te) in testees.iter_mut() {
             let s: PrefillerStatus = te.status().await?;
-            let of = |expired: bool| -> Vec<String> {
-                s.finished_sending.iter().filter(|x| x.expired == expired).map(|x| x.p_req_id.clone()).collect()
-            };
-            let (delivered, expired) = (of(false), of(true));
+            let (delivered, expired) = (s.freed(false), s.freed(true));
             let want: Vec<String> = want_all
                 .get(conn)
                 .and_then(J::as_array)

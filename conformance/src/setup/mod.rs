@@ -50,6 +50,23 @@ pub struct Columns {
     pub rows: Vec<i64>,
 }
 
+impl Columns {
+    /// The columns as a registered layout of `num_blocks` blocks per region.
+    pub fn into_layout(self, num_blocks: u64) -> LayoutConfig {
+        LayoutConfig {
+            kv_caches_base_addr: self.base,
+            block_lens: self.block_lens,
+            kv_block_lens: self.kv_block_lens,
+            registered_layer_names: self.names,
+            registered_layer_indices: self.indices,
+            registered_group_indices: self.groups,
+            registered_shared_group_ids: self.shared,
+            registered_row_offsets: self.rows,
+            num_blocks,
+        }
+    }
+}
+
 pub fn columns(req: &MooncakeXferMetadata, model: &Model) -> Columns {
     let u = |v: &[mooncake_wire::msgpack::WireInt]| v.iter().map(|x| x.as_u64().unwrap_or(0)).collect::<Vec<_>>();
     let i = |v: &[mooncake_wire::msgpack::WireInt]| v.iter().map(|x| x.as_i64().unwrap_or(0)).collect::<Vec<_>>();
@@ -85,18 +102,7 @@ pub fn columns(req: &MooncakeXferMetadata, model: &Model) -> Columns {
 
 /// The decoder's registered layout as its layout-carrying request states it.
 pub fn decoder_layout(req: &MooncakeXferMetadata, model: &Model) -> LayoutConfig {
-    let c = columns(req, model);
-    LayoutConfig {
-        kv_caches_base_addr: c.base,
-        block_lens: c.block_lens,
-        kv_block_lens: c.kv_block_lens,
-        registered_layer_names: c.names,
-        registered_layer_indices: c.indices,
-        registered_group_indices: c.groups,
-        registered_shared_group_ids: c.shared,
-        registered_row_offsets: c.rows,
-        num_blocks: model.num_blocks,
-    }
+    columns(req, model).into_layout(model.num_blocks)
 }
 
 /// The prefiller worker's layout: the decoder's layers, with the prefiller's own bytes per block for its TP
@@ -114,12 +120,7 @@ pub fn prefiller_layout(t: &TraceModel, p: &PrefillerConn, model: &Model) -> Res
         kv_caches_base_addr: (0..n as u64).map(|r| P_BASE + (p.tp_rank as u64) * span * 64 + r * span).collect(),
         block_lens: vec![bytes; n],
         kv_block_lens: kv,
-        registered_layer_names: c.names,
-        registered_layer_indices: c.indices,
-        registered_group_indices: c.groups,
-        registered_shared_group_ids: c.shared,
-        registered_row_offsets: c.rows,
-        num_blocks: model.num_blocks,
+        ..c.into_layout(model.num_blocks)
     })
 }
 
