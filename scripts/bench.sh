@@ -17,14 +17,7 @@ start=$(date +%s)
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 
-if [ -z "${MOONCAKE_PYTHON:-}" ]; then
-  if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import msgspec; assert msgspec.__version__ == "0.23.0"' 2>/dev/null; then
-    echo "== setting up .venv (tests/oracle/requirements.txt)"
-    python3 -m venv .venv
-    .venv/bin/pip install --quiet --disable-pip-version-check -r tests/oracle/requirements.txt
-  fi
-  MOONCAKE_PYTHON="$root/.venv/bin/python"
-fi
+[ -n "${MOONCAKE_PYTHON:-}" ] || MOONCAKE_PYTHON=$(scripts/oracle-venv.sh)
 export CARGO_TARGET_DIR="$root/target" CRITERION_HOME="$root/target/criterion"
 out=target/bench
 rm -rf "$out" "$CRITERION_HOME"

@@ -16,14 +16,7 @@ root=$PWD
 start=$(date +%s)
 quick=()
 [ "${1:-}" = "--quick" ] && quick=(--quick)
-if [ -z "${MOONCAKE_PYTHON:-}" ]; then
-  if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import msgspec; assert msgspec.__version__ == "0.23.0"' 2>/dev/null; then
-    echo "== setting up .venv (tests/oracle/requirements.txt)"
-    python3 -m venv .venv
-    .venv/bin/pip install --quiet --disable-pip-version-check -r tests/oracle/requirements.txt
-  fi
-  MOONCAKE_PYTHON="$root/.venv/bin/python"
-fi
+[ -n "${MOONCAKE_PYTHON:-}" ] || MOONCAKE_PYTHON=$(scripts/oracle-venv.sh)
 export CARGO_TARGET_DIR="$root/target"
 out=target/scale-bench
 rm -rf "$out"

@@ -9,12 +9,9 @@ start=$(date +%s)
 step() { echo "== $* (at $(( $(date +%s) - start ))s)"; }
 
 # 1. Python venv with the pinned cross-implementation oracle (idempotent).
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import msgspec, zmq; assert msgspec.__version__ == "0.23.0"' 2>/dev/null; then
-  step "setting up .venv (tests/oracle/requirements.txt)"
-  python3 -m venv .venv
-  .venv/bin/pip install --quiet --disable-pip-version-check -r tests/oracle/requirements.txt
-fi
-export MOONCAKE_PYTHON="$PWD/.venv/bin/python"
+step "Python oracle venv"
+MOONCAKE_PYTHON=$(./scripts/oracle-venv.sh)
+export MOONCAKE_PYTHON
 # The pinned Mooncake Transfer Engine for the real-engine interop tests (they print SKIPPED when it is missing).
 step "Transfer Engine package in .venv"
 ./scripts/engine-venv.sh "$MOONCAKE_PYTHON"
