@@ -18,11 +18,16 @@ use crate::spec::{EnumDef, Family, FieldDef, Literal, Revision, Spec, StructDef,
 
 /// Where the generated push layer is written, relative to the repository root.
 pub const PUSH_PATH: &str = "src/typed/generated/push.rs";
+/// Where the conversions between each push revision and the newest are written (`from_newest`, `to_newest`,
+/// the `…_VIA_NEWEST` codecs the sans-IO cores use): apart from `push.rs`, so a change to the newest revision
+/// shows in the older revisions' conversions only.
+pub const VIA_NEWEST_PATH: &str = "src/typed/generated/via_newest.rs";
 
 /// Every generated typed source, as (path relative to the repository root, contents).
 pub fn sources(spec: &Spec) -> Result<BTreeMap<String, String>, String> {
     let push = spec.family("push").ok_or("the spec has no push family")?;
-    Ok(BTreeMap::from([(PUSH_PATH.to_string(), push_family(push)?)]))
+    let (types, via) = push_family(push)?;
+    Ok(BTreeMap::from([(PUSH_PATH.to_string(), types), (VIA_NEWEST_PATH.to_string(), via)]))
 }
 
 /// The Rust shape of one field's spec type.
@@ -189,6 +194,14 @@ impl Shape {
             ) => format!("{v}.is_empty()"),
             (Shape::OptStr | Shape::OptListStr, Literal::None) => format!("{v}.is_none()"),
             (s, d) => return Err(format!("unsupported default {d:?} for a field of shape {s:?}")),
+        })
+    }
+    /// Whether `v` holds the neutral value of a required field (`default_value` without a default).
+    fn neutral_check(&self, v: &str, name: &str, enums: &BTreeMap<String, EnumDef>) -> Result<String, String> {
+        Ok(match self {
+            Shape::Int | Shape::Enum(_) => format!("{v} == {}", self.default_value(name, None, enums)?),
+            Shape::OptStr | Shape::OptListStr => format!("{v}.is_none()"),
+            _ => format!("{v}.is_empty()"),
         })
     }
     fn has_strings(&self) -> bool {
@@ -437,15 +450,101 @@ impl<'a> Message<'a> {
     }
 }
 
-fn enum_members_const(e: &str) -> String {
+impl Message<'_> {
+    /// `from_newest` and `to_newest`: this revision's struct from and to the newest revision's, field by field
+    /// by name. A field only the newest has must hold its default (or, required there, its neutral value) to
+    /// be said here; an enum value must be one this revision defines; grouped block lists become flat ones
+    /// when this revision's are flat. A pair of shapes with no rule is an error naming the field.
+    fn write_via_newest(
+        &self,
+        out: &mut String,
+        newest: &Message,
+        rev: &Revision,
+        enums: &BTreeMap<String, EnumDef>,
+    ) -> Result<(), String> {
+        let n = self.name;
+        let ctx = |f: &str| format!("{}: {n}.{f}", rev.revision);
+        let _ = writeln!(out, "    impl {n} {{");
+        doc(out, "        ", &format!("This revision's `{n}` holding what the newest revision's `n` holds. `Err` names what cannot be said here: a field this revision lacks that is off its default, an enum value it does not define, more than one block group where block lists are flat."));
+        let _ = writeln!(out, "        pub fn from_newest(n: &newest::{n}) -> Result<Self, String> {{");
+        for (f, s, d) in &newest.fields {
+            if self.fields.iter().any(|(g, _, _)| g.name == f.name) {
+                continue;
+            }
+            let v = format!("n.{}", f.name);
+            let check = match d {
+                Some(lit) => s.is_default(&v, lit),
+                None => s.neutral_check(&v, &f.name, enums),
+            }
+            .map_err(|e| format!("{}: {e}", ctx(&f.name)))?;
+            let _ = writeln!(out, "            if !({check}) {{");
+            let _ = writeln!(
+                out,
+                "                return Err(format!(\"no field `{}`, so {{:?}} cannot be sent\", {v}));",
+                f.name
+            );
+            let _ = writeln!(out, "            }}");
+        }
+        for (f, s, _) in &self.fields {
+            if let Shape::Enum(e) = s {
+                if newest.fields.iter().any(|(g, _, _)| g.name == f.name) {
+                    let _ = writeln!(out, "            if !{}.contains(&n.{}) {{", enum_members_const(e), f.name);
+                    let _ = writeln!(out, "                return Err(format!(\"no {e} member {{}}\", n.{}));", f.name);
+                    let _ = writeln!(out, "            }}");
+                }
+            }
+        }
+        let _ = writeln!(out, "            Ok({n}Of {{");
+        for (f, s, d) in &self.fields {
+            let expr = match newest.fields.iter().find(|(g, _, _)| g.name == f.name) {
+                None => s.default_value(&f.name, d.as_ref(), enums)?,
+                Some((_, w, _)) => {
+                    convert(w, s, &format!("n.{}", f.name), true).map_err(|e| format!("{}: {e}", ctx(&f.name)))?
+                }
+            };
+            let _ = writeln!(out, "                {}: {expr},", f.name);
+        }
+        let _ = writeln!(out, "            }})\n        }}\n");
+        doc(out, "        ", &format!("The newest revision's `{n}` holding this message's values; the fields this revision lacks at their defaults."));
+        let _ = writeln!(out, "        pub fn to_newest(&self) -> newest::{n} {{");
+        let _ = writeln!(out, "            let mut m = newest::{n}::default();");
+        for (f, s, _) in &self.fields {
+            if let Some((_, w, _)) = newest.fields.iter().find(|(g, _, _)| g.name == f.name) {
+                let expr =
+                    convert(s, w, &format!("self.{}", f.name), false).map_err(|e| format!("{}: {e}", ctx(&f.name)))?;
+                let _ = writeln!(out, "            m.{} = {expr};", f.name);
+            }
+        }
+        let _ = writeln!(out, "            m\n        }}\n    }}\n");
+        Ok(())
+    }
+}
+
+/// The expression turning `v` (owned strings, shape `from`) into shape `to`; `fallible` adds `?` where the
+/// conversion can fail.
+fn convert(from: &Shape, to: &Shape, v: &str, fallible: bool) -> Result<String, String> {
+    Ok(match (from, to) {
+        (Shape::Enum(a), Shape::Enum(b)) if a == b => v.to_string(),
+        (a, b) if a == b => format!("{v}.clone()"),
+        (Shape::ReqBlocks, Shape::FlatReqBlocks) if fallible => format!("flatten_req_blocks(&{v})?"),
+        (Shape::FlatReqBlocks, Shape::ReqBlocks) => format!("group_req_blocks(&{v})"),
+        (a, b) => return Err(format!("no conversion from {a:?} to {b:?}")),
+    })
+}
+
+fn upper_snake(name: &str) -> String {
     let mut s = String::new();
-    for (i, c) in e.chars().enumerate() {
+    for (i, c) in name.chars().enumerate() {
         if c.is_ascii_uppercase() && i > 0 {
             s.push('_');
         }
         s.push(c.to_ascii_uppercase());
     }
-    s + "_MEMBERS"
+    s
+}
+
+fn enum_members_const(e: &str) -> String {
+    upper_snake(e) + "_MEMBERS"
 }
 
 /// Every enum of the family, merged over its revisions (newest doc wins; a value keeps one name).
@@ -524,9 +623,17 @@ fn write_enum(out: &mut String, name: &str, e: &EnumDef) {
     );
 }
 
-fn push_family(fam: &Family) -> Result<String, String> {
+fn push_family(fam: &Family) -> Result<(String, String), String> {
     let enums = family_enums(fam)?;
     let mut out = String::new();
+    let mut via_out = String::new();
+    let _ = writeln!(
+        via_out,
+        "// @generated from spec/push/ by mooncake-wire (src/generate/typed_rs.rs). Do not edit: change spec/ and\n// regenerate with `BLESS=1 cargo test --test generated`.\n"
+    );
+    let _ = writeln!(via_out, "//! Every push revision's messages to and from the newest revision's (generated from `spec/push/`): the\n//! conversions, and per revision the codecs the sans-IO cores speak it with.\n");
+    let _ = writeln!(via_out, "#![allow(clippy::all, missing_docs)]\n");
+    let _ = writeln!(via_out, "use super::push::*;\nuse crate::typed::blocks::{{flatten_req_blocks, group_req_blocks}};\nuse crate::typed::ViaNewest;\nuse crate::msgpack::WireInt;\n");
     let _ = writeln!(
         out,
         "// @generated from spec/push/ by mooncake-wire (src/generate/typed_rs.rs). Do not edit: change spec/ and\n// regenerate with `BLESS=1 cargo test --test generated`.\n"
@@ -548,6 +655,18 @@ use crate::typed::de::{{int_lists, str_list, str_list_buf_len, str_list_len, wri
     // Revisions: each struct written once, where its shape first appears; later revisions re-export it.
     let mut first_seen: BTreeMap<String, String> = BTreeMap::new();
     let mut table = vec![];
+    let newest_rev = fam.revisions.last().ok_or("the push family has no revision")?;
+    let newest_msgs: Vec<Message> = newest_rev
+        .transport
+        .messages
+        .iter()
+        .filter(|t| t.encoding == "msgpack")
+        .map(|t| Message::new(newest_rev, &t.name))
+        .collect::<Result<_, _>>()?;
+    let newest_of = |name: &str| newest_msgs.iter().find(|m| m.name == name);
+    // (message, revision, module) for every message the newest revision also has.
+    let mut via = vec![];
+    let mut via_body = String::new();
     for rev in &fam.revisions {
         let m = module_name(&rev.revision);
         let msgs: Vec<&str> =
@@ -604,10 +723,36 @@ use crate::typed::de::{{int_lists, str_list, str_list_buf_len, str_list_len, wri
                 }
                 None => {
                     msg.write(&mut out, rev, &enums)?;
+                    if let Some(newest) = newest_of(name) {
+                        msg.write_via_newest(&mut via_body, newest, rev, &enums)?;
+                    }
                     first_seen.insert(key, rev.revision.clone());
                 }
             }
             structs.push(name.to_string());
+        }
+        let with_newest: Vec<&&str> = msgs.iter().filter(|n| newest_of(n).is_some()).collect();
+        if !with_newest.is_empty() {
+            doc(&mut via_out, "", &format!("`{}` through the newest revision's structs.", rev.revision));
+            let _ = writeln!(via_out, "pub mod {m} {{\n    use super::*;\n    use super::super::push::{m}::*;\n");
+            via_out.push_str(&via_body);
+        }
+        via_body.clear();
+        for name in with_newest {
+            doc(&mut via_out, "    ", &format!("`{name}` of this revision through the newest revision's struct (what the sans-IO cores hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`."));
+            let _ = writeln!(
+                via_out,
+                "    pub const {}_VIA_NEWEST: ViaNewest<newest::{name}> = ViaNewest {{",
+                upper_snake(name)
+            );
+            let _ = writeln!(via_out, "        revision: REVISION,");
+            let _ = writeln!(via_out, "        decode: |b| {name}::decode(b).map(|m| m.to_newest()),");
+            let _ = writeln!(via_out, "        encode: |n| {name}::from_newest(n).map(|m| m.encode()).map_err(|e| format!(\"{{REVISION}}: {{e}}\")),");
+            let _ = writeln!(via_out, "    }};\n");
+            via.push((name.to_string(), rev.revision.clone(), m.clone()));
+        }
+        if via.iter().any(|(_, r, _)| *r == rev.revision) {
+            let _ = writeln!(via_out, "}}\n");
         }
         // Decode then encode, by message name, for checks that run over every revision.
         let _ = writeln!(
@@ -657,5 +802,20 @@ use crate::typed::de::{{int_lists, str_list, str_list_buf_len, str_list_len, wri
         let _ = writeln!(out, "    GeneratedRevision {{ revision: {}, messages: &[{}], round_trip: {m}::round_trip, decode_and_drop: {m}::decode_and_drop, fields: {m}::fields }},", rust_str(rev), s.join(", "));
     }
     let _ = writeln!(out, "];");
-    Ok(out)
+    let out_via = &mut via_out;
+    for msg in &newest_msgs {
+        let n = msg.name;
+        let _ = writeln!(out_via, "/// `{n}` of `revision` through the newest revision's struct (`None`: no generated revision of that name has it).");
+        let _ = writeln!(
+            out_via,
+            "pub fn {}_via_newest(revision: &str) -> Option<ViaNewest<newest::{n}>> {{",
+            upper_snake(n).to_ascii_lowercase()
+        );
+        let _ = writeln!(out_via, "    Some(match revision {{");
+        for (_, rev, m) in via.iter().filter(|(x, _, _)| x == n) {
+            let _ = writeln!(out_via, "        {} => {m}::{}_VIA_NEWEST,", rust_str(rev), upper_snake(n));
+        }
+        let _ = writeln!(out_via, "        _ => return None,\n    }})\n}}\n");
+    }
+    Ok((out, via_out))
 }

@@ -8,7 +8,8 @@ use crate::codec::{Codec, DecodeError};
 use crate::plan::PlanRules;
 use crate::spec::behaviour::*;
 use crate::spec::{Behaviour, LayoutCaching, Revision, Spec};
-use crate::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status};
+use crate::typed::generated::via_newest;
+use crate::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status, ViaNewest};
 
 /// A generation-2 revision, as the prefiller and decoder cores use it.
 #[derive(Clone, Debug)]
@@ -25,6 +26,31 @@ pub struct WireProfile {
     pub rules: Rules,
     /// Default of `VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT` (`[env]`).
     pub abort_timeout: Duration,
+    /// The generated codecs of this revision, when it is a built-in one (`src/typed/generated/via_newest.rs`);
+    /// `None` for a revision from a spec given at run time, which goes through the spec-driven codec.
+    generated: Option<Generated>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Generated {
+    metadata: ViaNewest<MooncakeXferMetadata>,
+    response: ViaNewest<MooncakeXferResponse>,
+}
+
+impl Generated {
+    /// The generated codecs of `codec`'s revision if that revision is the built-in one of its name: the
+    /// generated code holds the built-in spec's rules, a revision loaded from elsewhere may differ.
+    fn of(codec: &Codec) -> Option<Generated> {
+        let rev = codec.revision();
+        let builtin = Spec::builtin().revision(&rev.revision)?;
+        if !Arc::ptr_eq(builtin, rev) {
+            return None;
+        }
+        Some(Generated {
+            metadata: via_newest::mooncake_xfer_metadata_via_newest(&rev.revision)?,
+            response: via_newest::mooncake_xfer_response_via_newest(&rev.revision)?,
+        })
+    }
 }
 
 /// The behaviour values a generation-2 core consults (spec `[behaviour]`, `src/spec/behaviour.rs`). Built from
@@ -124,6 +150,7 @@ impl WireProfile {
             .ok_or("no VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT default in [env]")?;
         let rules = Rules::of(&rev.behaviour).map_err(|e| format!("{}: {e}", rev.revision))?;
         Ok(WireProfile {
+            generated: Generated::of(&codec),
             rules,
             layout_caching: rev.behaviour.layout_caching().cloned(),
             fail_unreported_after_finish: rev.behaviour.unreported_after_finish.as_ref().map(|i| i.value)
@@ -140,6 +167,13 @@ impl WireProfile {
         self.revision.structs.get("MooncakeXferMetadata").is_some_and(|s| s.fields.iter().any(|f| f.name == name))
     }
 
+    /// Whether messages go through the generated code of this revision (a built-in revision) rather than the
+    /// spec-driven codec (a revision from a spec loaded at run time). Both give the same bytes and errors
+    /// (`tests/via_newest.rs`).
+    pub fn is_generated(&self) -> bool {
+        self.generated.is_some()
+    }
+
     pub fn name(&self) -> &str {
         &self.revision.revision
     }
@@ -152,14 +186,16 @@ impl WireProfile {
     pub fn is_terminal(&self, s: Status) -> bool {
         self.statuses.iter().any(|(x, t)| *x == s && *t)
     }
+    /// The newest revision, built in: its typed structs are the cores' own, used as they are (an open status
+    /// value is encoded, not refused).
     fn is_typed(&self) -> bool {
-        self.revision.revision == crate::typed::REVISION
+        self.revision.revision == crate::typed::REVISION && self.generated.is_some()
     }
 
     /// Decodes a pull request as this revision's decoder does (msgspec rules of this revision).
     pub fn decode_metadata(&self, bytes: &[u8]) -> Result<MooncakeXferMetadata, DecodeError> {
-        if self.is_typed() {
-            return MooncakeXferMetadata::decode(bytes);
+        if let Some(g) = &self.generated {
+            return (g.metadata.decode)(bytes);
         }
         let v = self.codec.decode("MooncakeXferMetadata", bytes)?;
         Ok(MooncakeXferMetadata::from_revision(&v).expect("a decoded metadata value converts"))
@@ -169,13 +205,16 @@ impl WireProfile {
         if self.is_typed() {
             return Ok(m.encode());
         }
+        if let Some(g) = &self.generated {
+            return (g.metadata.encode)(m);
+        }
         let v = m.to_revision(&self.codec)?;
         self.codec.encode("MooncakeXferMetadata", &v).map_err(|e| e.to_string())
     }
 
     pub fn decode_response(&self, bytes: &[u8]) -> Result<MooncakeXferResponse, DecodeError> {
-        if self.is_typed() {
-            return MooncakeXferResponse::decode(bytes);
+        if let Some(g) = &self.generated {
+            return (g.response.decode)(bytes);
         }
         let v = self.codec.decode("MooncakeXferResponse", bytes)?;
         Ok(MooncakeXferResponse::from_revision(&v).expect("a decoded response value converts"))
@@ -184,6 +223,9 @@ impl WireProfile {
     pub fn encode_response(&self, r: &MooncakeXferResponse) -> Result<Vec<u8>, String> {
         if self.is_typed() {
             return Ok(r.encode());
+        }
+        if let Some(g) = &self.generated {
+            return (g.response.encode)(r);
         }
         let v = r.to_revision(&self.codec)?;
         self.codec.encode("MooncakeXferResponse", &v).map_err(|e| e.to_string())

@@ -112,3 +112,31 @@ pub(crate) fn encode_req_blocks<S: AsRef<str>, B: BlocksValue>(w: &mut Writer, v
 pub(crate) fn req_blocks_len<S: AsRef<str>, B: BlocksValue>(v: &[(S, B)]) -> usize {
     5 + v.iter().map(|(k, b)| k.as_ref().len() + b.transfer_id().len() + 12 + b.len_hint()).sum::<usize>()
 }
+
+/// Grouped block lists as a revision with flat lists (before 0.20.0) carries them: no group stays `[]`, one
+/// group is that group's list, more than one cannot be said (`Err` names the request).
+pub(crate) fn flatten_req_blocks(
+    grouped: &[(String, ReqBlocks)],
+) -> Result<Vec<(String, FlatReqBlocksOf<String>)>, String> {
+    grouped
+        .iter()
+        .map(|(k, b)| {
+            let blocks = match b.blocks.as_slice() {
+                [] => vec![],
+                [one] => one.clone(),
+                more => return Err(format!("one block list per request is carried; {k} has {} groups", more.len())),
+            };
+            Ok((k.clone(), FlatReqBlocksOf { transfer_id: b.transfer_id.clone(), blocks }))
+        })
+        .collect()
+}
+
+/// Flat block lists as grouped ones: an empty list is no group, any other is the one group.
+pub(crate) fn group_req_blocks(flat: &[(String, FlatReqBlocksOf<String>)]) -> Vec<(String, ReqBlocks)> {
+    flat.iter()
+        .map(|(k, b)| {
+            let blocks = if b.blocks.is_empty() { vec![] } else { vec![b.blocks.clone()] };
+            (k.clone(), ReqBlocksOf { transfer_id: b.transfer_id.clone(), blocks })
+        })
+        .collect()
+}

@@ -46,3 +46,29 @@ pub enum Strictness {
     /// Keep an unknown status value (for reports about what a peer sent).
     OpenStatus,
 }
+
+/// One revision's message seen through the newest revision's struct, which is what the sans-IO cores hold:
+/// that revision's generated decoder followed by `to_newest`, and `from_newest` followed by its generated
+/// encoder. Generated for every revision and message the newest revision also has
+/// (`generated::push::mooncake_xfer_metadata_via_newest`, …).
+pub struct ViaNewest<N: 'static> {
+    /// The spec revision.
+    pub revision: &'static str,
+    /// Decodes as that revision's msgspec class does.
+    pub decode: fn(&[u8]) -> Result<N, crate::codec::DecodeError>,
+    /// Encodes as that revision does; `Err` says what the revision cannot carry.
+    pub encode: fn(&N) -> Result<Vec<u8>, String>,
+}
+
+impl<N> Clone for ViaNewest<N> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<N> Copy for ViaNewest<N> {}
+
+impl<N> std::fmt::Debug for ViaNewest<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ViaNewest").field("revision", &self.revision).finish_non_exhaustive()
+    }
+}

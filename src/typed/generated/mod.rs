@@ -3,3 +3,5 @@
 
 #[rustfmt::skip]
 pub mod push;
+#[rustfmt::skip]
+pub mod via_newest;
