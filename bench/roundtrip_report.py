@@ -81,6 +81,7 @@ def main():
     # ---- targets ----
     md.append("### Targets (issue 17, item 2)")
     md.append("")
+    bounds = []
     md.append("| target | load generator | measured | threshold | met |")
     md.append("| --- | --- | ---: | ---: | --- |")
     for g, gname in generators:
@@ -95,11 +96,28 @@ def main():
             md.append(f"| one decoder: round trips/s against the Python peer | {gname} | "
                       f"{fmt_rate(r1['rate'])} / {fmt_rate(p1['rate'])} = {ratio:.2f}× | ≥ {PYTHON_FACTOR:g}× | "
                       f"{'yes' if ratio >= PYTHON_FACTOR else 'no'} |")
+            # One decoder is ping-pong: the generator's own CPU per round trip is in every round trip, so even
+            # a server that cost nothing could not go faster than this.
+            bound = 1e6 / r1["generator_cpu_us"]
+            bounds.append(f"- {gname}: the generator spends {r1['generator_cpu_us']:.0f} µs of CPU on each round "
+                          f"trip, so a server that cost nothing would reach at most {fmt_rate(bound)} round trips/s "
+                          f"= {bound / p1['rate']:.1f}× the Python peer; the Rust prefiller spends "
+                          f"{r1['cpu_us']:.0f} µs (the Python peer {p1['cpu_us']:.0f} µs, the floor "
+                          f"{f1['cpu_us']:.0f} µs)." if f1 else "")
         rc = have.get(("rust", g, CAPACITY_LEVEL))
         if rc:
             md.append(f"| {CAPACITY_LEVEL} decoders: round trips/s | {gname} | {fmt_rate(rc['rate'])} | "
                       f"≥ {fmt_rate(CAPACITY)} | {'yes' if rc['rate'] >= CAPACITY else 'no'} |")
+            implied = 1e6 / rc["cpu_us"]
+            md.append(f"| {CAPACITY_LEVEL} decoders: capacity its CPU per round trip allows, 10⁶ / "
+                      f"{rc['cpu_us']:.1f} µs (information) | {gname} | {fmt_rate(implied)} | "
+                      f"(≥ {fmt_rate(CAPACITY)}) | ({'yes' if implied >= CAPACITY else 'no'}) |")
     md.append("")
+    if bounds:
+        md.append("What one decoder can show at best on this machine:")
+        md.append("")
+        md.extend(b for b in bounds if b)
+        md.append("")
 
     # ---- one decoder ----
     md.append("### One decoder: what a user waits for")

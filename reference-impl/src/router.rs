@@ -479,10 +479,8 @@ impl Server {
 
     fn read(&mut self, token: Token, scratch: &mut [u8], parsed: &mut Vec<Parsed>) {
         let Some(conn) = self.conns.get_mut(&token) else { return };
-        let (open, more) = match conn.fill(scratch) {
-            Ok(x) => x,
-            Err(_) => (false, false),
-        };
+        // A read error closes the connection like an end of stream: (false, false).
+        let (open, more) = conn.fill(scratch).unwrap_or_default();
         loop {
             let Some(conn) = self.conns.get_mut(&token) else { return };
             let peer = conn.peer;
