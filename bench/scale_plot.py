@@ -58,8 +58,9 @@ def fmt_b(n):
     return f"{n} B"
 
 
-def svg(title, xlabel, ylabel, series, path, fits=None):
-    """series: [(name, colour, [(x, y)])]; log-log axes; fits: {name: (a, b)} drawn as lines."""
+def svg(title, xlabel, ylabel, series, path, fits=None, fit_label="dashed: t = a + b·x"):
+    """series: [(name, colour, [(x, y)])]; log-log axes; fits: {name: (a, b) or a function x → y (None: not
+    drawn there)} drawn as dashed lines, clipped to the plot."""
     w, h, l, r, t, b = 720, 420, 80, 170, 40, 50
     pts = [p for _, _, s in series for p in s if p[1] > 0]
     x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
@@ -96,9 +97,11 @@ def svg(title, xlabel, ylabel, series, path, fits=None):
         if not s:
             continue
         if fits and name in fits:
-            a, bb = fits[name]
+            f = fits[name]
+            model = f if callable(f) else (lambda x, a=f[0], bb=f[1]: a + bb * x)
             xs = [10 ** (math.log10(x0) + k * (math.log10(x1) - math.log10(x0)) / 40) for k in range(41)]
-            line = [(x, a + bb * x) for x in xs if a + bb * x > 0]
+            line = [(x, model(x)) for x in xs]
+            line = [(x, y) for x, y in line if y is not None and 10 ** ly0 <= y <= 10 ** ly1]
             if line:
                 d = " ".join(f"{X(x):.1f},{Y(y):.1f}" for x, y in line)
                 o.append(f'<polyline points="{d}" fill="none" stroke="{colour}" stroke-dasharray="4 3"/>')
@@ -109,7 +112,7 @@ def svg(title, xlabel, ylabel, series, path, fits=None):
         o.append(f'<circle cx="{w - r + 15}" cy="{t + 15 + i * 18}" r="4" fill="{colour}"/>')
         o.append(f'<text x="{w - r + 25}" y="{t + 19 + i * 18}">{name}</text>')
     if fits:
-        o.append(f'<text x="{w - r + 10}" y="{t + 25 + len(series) * 18}" fill="#555">dashed: t = a + b·x</text>')
+        o.append(f'<text x="{w - r + 10}" y="{t + 25 + len(series) * 18}" fill="#555">{fit_label}</text>')
     o.append("</svg>")
     with open(path, "w") as f:
         f.write("\n".join(o) + "\n")

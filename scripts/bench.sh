@@ -9,7 +9,9 @@
 # shared payloads, time msgspec on them, run the criterion benches (codec, trace validation), time msgspec
 # again (the best of both runs is used), measure heap per decoded message, profile the production operations
 # (perf, if it works here), and render the report. The
-# machine's load average is sampled at each step and printed in the report.
+# machine's load average is sampled at each step and printed in the report. Last step: round trips through the
+# reference prefiller against the libzmq floor and the Python peer (scripts/roundtrip-bench.sh, its own section
+# between the roundtrip-bench markers and benchmarks/roundtrip-*.svg; about 5 more minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -74,3 +76,7 @@ fi
   --alloc "$out/alloc.json" --manifest "$out/payloads/manifest.json" --load "${loads[@]}" \
   --duration "$(( $(date +%s) - start )) s$([ $quick = 1 ] && echo ', --quick' || true)" --out BENCHMARKS.md --json "$out/results.json" "${profiles[@]}"
 echo "BENCHMARKS.md written ($(( $(date +%s) - start )) s)"
+
+echo "== round trips through the reference prefiller"
+MOONCAKE_PYTHON="$MOONCAKE_PYTHON" scripts/roundtrip-bench.sh $([ $quick = 1 ] && echo --quick || true)
+echo "bench.sh done ($(( $(date +%s) - start )) s)"

@@ -47,13 +47,5 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
   cat "$out/section.md"
   echo "<!-- scale-bench:end -->"
 } > "$out/block.md"
-"$MOONCAKE_PYTHON" - "$out/block.md" <<'PY'
-import sys, re
-block = open(sys.argv[1]).read().rstrip("\n")
-path = "BENCHMARKS.md"
-text = open(path).read()
-pat = re.compile(r"<!-- scale-bench:begin -->.*?<!-- scale-bench:end -->", re.S)
-text = pat.sub(lambda m: block, text) if pat.search(text) else text.rstrip("\n") + "\n\n" + block + "\n"
-open(path, "w").write(text)
-PY
+"$MOONCAKE_PYTHON" bench/put_section.py scale-bench "$out/block.md"
 echo "SUMMARY: scale bench written to BENCHMARKS.md and benchmarks/ in $(( $(date +%s) - start ))s"

@@ -163,7 +163,6 @@ async fn run(
                     }
                 }
                 Some(Incoming::DealerError { id, error }) => core.exchange_failed(ExchangeId(id), &error),
-                Some(Incoming::Router(_)) => {}
                 None => return,
             },
             c = cmds.recv() => match c {

@@ -1,6 +1,7 @@
 //! `mooncake-reference`: the reference Mooncake connector peer. The protocol lives in the sans-IO cores of
-//! `mooncake_wire::proto`; this crate drives them over real ZeroMQ (libzmq via the `zmq` crate), HTTP (axum)
-//! and a transfer backend that moves bytes, and is the only part of the project that touches sockets,
+//! `mooncake_wire::proto`; this crate drives them over real ZeroMQ (a decoder's DEALERs through libzmq and
+//! the `zmq` crate, a prefiller's ROUTER through its own ZMTP 3 server on one thread, [`router`]), HTTP
+//! (axum) and a transfer backend that moves bytes, and is the only part of the project that touches sockets,
 //! threads and clocks.
 
 pub mod backend;
@@ -12,4 +13,6 @@ pub mod http;
 pub mod prefiller;
 pub mod reactor;
 pub mod records;
+pub mod router;
 pub mod testee;
+pub mod zmtp;

@@ -1,5 +1,7 @@
-//! The prefiller peer: a [`PrefillerCore`] driven by tokio over a real ROUTER socket, with a transfer backend
-//! that moves the bytes, and registration with the bootstrap server.
+//! The prefiller peer: a [`PrefillerCore`] behind a ZeroMQ ROUTER ([`Router`], its own thread), with a
+//! transfer backend that moves the bytes on tokio, and registration with the bootstrap server. Pulls are
+//! answered on the router's thread (one wake-up per round trip); commands, write completions and timeouts
+//! come through a tokio task.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,8 +13,8 @@ use serde_json::json;
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::backend::{Backend, SharedMemory};
-use crate::reactor::Reactor;
 use crate::records::record;
+use crate::router::Router;
 
 #[derive(Clone, Debug)]
 pub struct PrefillerConfig {
@@ -61,7 +63,7 @@ pub struct PrefillerPeer {
     /// The bound ROUTER endpoint (`tcp://127.0.0.1:PORT`), as registered.
     pub endpoint: String,
     pub memory: SharedMemory,
-    /// Applies a command to the core before returning (pulls are answered on the ZeroMQ thread, so a command
+    /// Applies a command to the core before returning (pulls are answered on the router's thread, so a command
     /// queued for the task could lose a race with a pull sent after the command was acknowledged).
     apply: Box<dyn Fn(Cmd) + Send + Sync>,
     task: tokio::task::JoinHandle<()>,
@@ -69,7 +71,6 @@ pub struct PrefillerPeer {
 
 impl PrefillerPeer {
     pub async fn start<P>(
-        ctx: &zmq::Context,
         cfg: PrefillerConfig,
         profile: WireProfile,
         planner: P,
@@ -82,12 +83,11 @@ impl PrefillerPeer {
         P::Pull: Send,
         P::PrepareKey: Send,
     {
-        Self::start_machine(ctx, cfg, PrefillerCore::new(profile, planner), memory, backend).await
+        Self::start_machine(cfg, PrefillerCore::new(profile, planner), memory, backend).await
     }
 
     /// With any prefiller state machine (the generation-1 one, say).
     pub async fn start_machine<M: PrefillerMachine>(
-        ctx: &zmq::Context,
         cfg: PrefillerConfig,
         mut core: M,
         memory: SharedMemory,
@@ -109,7 +109,7 @@ impl PrefillerPeer {
             rt: tokio::runtime::Handle::current(),
         }));
         let wake = Arc::new(Notify::new());
-        // Pulls are answered on the ZeroMQ thread; the task below only hears of new deadlines.
+        // Pulls are answered on the router's thread; the task below only hears of new deadlines.
         let handler = {
             let (shared, wake) = (shared.clone(), wake.clone());
             Box::new(move |frames: Vec<Vec<u8>>| {
@@ -125,9 +125,8 @@ impl PrefillerPeer {
                 out
             })
         };
-        let (in_tx, _) = mpsc::unbounded_channel();
-        let reactor = Reactor::start_with(ctx, in_tx, Some(handler))?;
-        let endpoint = reactor.bind_router(&cfg.bind).await?;
+        let router = Router::bind(&cfg.bind, handler).map_err(|e| e.to_string())?;
+        let endpoint = router.endpoint().to_string();
         if let Some(b) = &cfg.bootstrap {
             let payload = json!({"engine_id": cfg.engine_id, "dp_rank": cfg.dp_rank, "tp_rank": cfg.tp_rank, "pp_rank": cfg.pp_rank, "addr": endpoint});
             crate::http::register(b, &payload, Duration::from_secs(30)).await?;
@@ -140,7 +139,7 @@ impl PrefillerPeer {
                 wake.notify_one();
             })
         };
-        let task = tokio::spawn(run(shared, reactor, wake, done_rx));
+        let task = tokio::spawn(run(shared, router, wake, done_rx));
         tracing::info!(%endpoint, engine = %cfg.engine_id, "prefiller listening");
         Ok(PrefillerPeer { endpoint, memory, apply, task })
     }
@@ -179,7 +178,7 @@ impl Drop for PrefillerPeer {
 /// A write the backend finished: (id, return code, session, descriptors, bytes).
 type WriteDone = (mooncake_wire::proto::WriteId, i64, String, usize, u64);
 
-/// The core and what the peer records, shared by the ZeroMQ thread (pulls) and the task (commands, write
+/// The core and what the peer records, shared by the router's thread (pulls) and the task (commands, write
 /// completions, timeouts).
 struct Shared<P> {
     core: P,
@@ -261,7 +260,7 @@ where
 
 async fn run<P>(
     shared: Arc<Mutex<Shared<P>>>,
-    reactor: Reactor,
+    router: Router,
     wake: Arc<Notify>,
     mut done_rx: mpsc::UnboundedReceiver<WriteDone>,
 ) where
@@ -273,7 +272,7 @@ async fn run<P>(
             (s.pump(), s.core.poll_timeout())
         };
         if !batch.is_empty() {
-            reactor.router_send_batch(batch);
+            router.send_batch(batch);
         }
         let sleep = async {
             match deadline {
@@ -282,7 +281,7 @@ async fn run<P>(
             }
         };
         tokio::select! {
-            // A pull on the ZeroMQ thread set an earlier deadline.
+            // A pull on the router's thread set an earlier deadline.
             _ = wake.notified() => {}
             Some((id, ret, session, n, bytes)) = done_rx.recv() => {
                 let mut s = lock(&shared);

@@ -1,6 +1,6 @@
 //! A thread that owns libzmq sockets (the `zmq` crate is blocking) and bridges them to tokio: commands come
 //! in on a channel plus an inproc wake-up socket, received frames go out on a tokio channel. One reactor
-//! serves a prefiller's ROUTER or a decoder's many short-lived DEALERs.
+//! serves a decoder's many short-lived DEALERs (a prefiller's ROUTER is [`crate::router`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,13 +8,11 @@ use std::sync::{mpsc, Mutex};
 use std::thread::JoinHandle;
 
 use mooncake_wire::limits;
-use tokio::sync::{mpsc as tmpsc, oneshot};
+use tokio::sync::mpsc as tmpsc;
 
 /// What the reactor received.
 #[derive(Debug)]
 pub enum Incoming {
-    /// A message on the ROUTER: `[routing_id, frames...]`.
-    Router(Vec<Vec<u8>>),
     /// A message on an exchange's DEALER (normally one frame).
     Dealer { id: u64, frames: Vec<Vec<u8>> },
     /// A DEALER could not be opened or used.
@@ -22,16 +20,10 @@ pub enum Incoming {
 }
 
 enum Cmd {
-    BindRouter { endpoint: String, reply: oneshot::Sender<Result<String, String>> },
-    RouterSend(Vec<Vec<Vec<u8>>>),
     OpenDealer { id: u64, addr: String, frames: Vec<Vec<u8>>, req: bool },
     CloseDealer(u64),
     Shutdown,
 }
-
-/// Handles a ROUTER message on the reactor thread itself and returns the messages to send in answer — the
-/// fast path of a prefiller, which saves two thread hops per round trip.
-pub type RouterHandler = Box<dyn FnMut(Vec<Vec<u8>>) -> Vec<Vec<Vec<u8>>> + Send>;
 
 pub struct Reactor {
     cmds: mpsc::Sender<Cmd>,
@@ -48,15 +40,6 @@ fn is_v6_literal(addr: &str) -> bool {
 impl Reactor {
     /// Starts the thread; `incoming` receives everything the sockets receive.
     pub fn start(ctx: &zmq::Context, incoming: tmpsc::UnboundedSender<Incoming>) -> Result<Reactor, String> {
-        Self::start_with(ctx, incoming, None)
-    }
-
-    /// Starts the thread with ROUTER messages going to `handler` instead of `incoming`.
-    pub fn start_with(
-        ctx: &zmq::Context,
-        incoming: tmpsc::UnboundedSender<Incoming>,
-        handler: Option<RouterHandler>,
-    ) -> Result<Reactor, String> {
         let wake_addr = format!("inproc://mooncake-reactor-{}", NEXT.fetch_add(1, Ordering::Relaxed));
         let pull = ctx.socket(zmq::PULL).map_err(|e| e.to_string())?;
         pull.bind(&wake_addr).map_err(|e| e.to_string())?;
@@ -66,7 +49,7 @@ impl Reactor {
         let ctx = ctx.clone();
         let thread = std::thread::Builder::new()
             .name("mooncake-zmq".into())
-            .spawn(move || run(ctx, pull, rx, incoming, handler))
+            .spawn(move || run(ctx, pull, rx, incoming))
             .map_err(|e| e.to_string())?;
         Ok(Reactor { cmds: tx, wake: Mutex::new(push), thread: Some(thread) })
     }
@@ -77,24 +60,6 @@ impl Reactor {
                 let _ = w.send(&[0u8][..], zmq::DONTWAIT);
             }
         }
-    }
-
-    /// Binds a ROUTER (`tcp://ip:*` picks a free port, as vLLM's `bind_to_random_port`); returns the bound
-    /// endpoint.
-    pub async fn bind_router(&self, endpoint: &str) -> Result<String, String> {
-        let (tx, rx) = oneshot::channel();
-        self.send(Cmd::BindRouter { endpoint: endpoint.to_string(), reply: tx });
-        rx.await.map_err(|_| "the ZeroMQ thread stopped".to_string())?
-    }
-
-    /// Sends `[routing_id, payload]` on the ROUTER.
-    pub fn router_send(&self, frames: Vec<Vec<u8>>) {
-        self.send(Cmd::RouterSend(vec![frames]));
-    }
-
-    /// Sends several messages on the ROUTER with one wake-up of the thread.
-    pub fn router_send_batch(&self, messages: Vec<Vec<Vec<u8>>>) {
-        self.send(Cmd::RouterSend(messages));
     }
 
     /// Opens a new DEALER to `addr` and sends `payload` as one frame.
@@ -131,32 +96,21 @@ fn recv_all(s: &zmq::Socket) -> Option<Vec<Vec<u8>>> {
     s.recv_multipart(zmq::DONTWAIT).ok()
 }
 
-fn run(
-    ctx: zmq::Context,
-    wake: zmq::Socket,
-    cmds: mpsc::Receiver<Cmd>,
-    out: tmpsc::UnboundedSender<Incoming>,
-    mut handler: Option<RouterHandler>,
-) {
-    let mut router: Option<zmq::Socket> = None;
+fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmpsc::UnboundedSender<Incoming>) {
     let mut dealers: HashMap<u64, zmq::Socket> = HashMap::new();
     loop {
         let ids: Vec<u64> = dealers.keys().copied().collect();
-        let (wake_ready, router_ready, dealer_ready) = {
+        let (wake_ready, dealer_ready) = {
             let mut items = vec![wake.as_poll_item(zmq::POLLIN)];
-            if let Some(r) = &router {
-                items.push(r.as_poll_item(zmq::POLLIN));
-            }
             for id in &ids {
                 items.push(dealers[id].as_poll_item(zmq::POLLIN));
             }
             if zmq::poll(&mut items, -1).is_err() {
                 return;
             }
-            let off = 1 + router.is_some() as usize;
+            let off = 1;
             (
                 items[0].is_readable(),
-                router.is_some() && items[1].is_readable(),
                 ids.iter()
                     .enumerate()
                     .filter(|(i, _)| items[off + i].is_readable())
@@ -169,40 +123,6 @@ fn run(
             while let Ok(c) = cmds.try_recv() {
                 match c {
                     Cmd::Shutdown => return,
-                    Cmd::BindRouter { endpoint, reply } => {
-                        let r = (|| -> Result<(zmq::Socket, String), String> {
-                            // vLLM creates its ROUTER with no options; we add a frame-size cap.
-                            let s = ctx.socket(zmq::ROUTER).map_err(|e| e.to_string())?;
-                            s.set_maxmsgsize(limits::MAX_FRAME_BYTES as i64).map_err(|e| e.to_string())?;
-                            s.set_linger(0).map_err(|e| e.to_string())?;
-                            if is_v6_literal(&endpoint) {
-                                s.set_ipv6(true).map_err(|e| e.to_string())?;
-                            }
-                            s.bind(&endpoint).map_err(|e| format!("bind {endpoint}: {e}"))?;
-                            let ep = s
-                                .get_last_endpoint()
-                                .map_err(|e| e.to_string())?
-                                .map_err(|_| "endpoint is not UTF-8".to_string())?;
-                            Ok((s, ep))
-                        })();
-                        match r {
-                            Ok((s, ep)) => {
-                                router = Some(s);
-                                let _ = reply.send(Ok(ep));
-                            }
-                            Err(e) => {
-                                let _ = reply.send(Err(e));
-                            }
-                        }
-                    }
-                    Cmd::RouterSend(messages) => {
-                        if let Some(r) = &router {
-                            // An unknown routing id is silently dropped by libzmq, as for vLLM's prefiller.
-                            for frames in messages {
-                                let _ = r.send_multipart(frames, zmq::DONTWAIT);
-                            }
-                        }
-                    }
                     Cmd::OpenDealer { id, addr, frames, req } => {
                         let r = (|| -> Result<zmq::Socket, String> {
                             let s = ctx.socket(if req { zmq::REQ } else { zmq::DEALER }).map_err(|e| e.to_string())?;
@@ -232,30 +152,6 @@ fn run(
                     Cmd::CloseDealer(id) => {
                         dealers.remove(&id);
                     }
-                }
-            }
-        }
-        if router_ready {
-            if let Some(r) = &router {
-                let mut replies = vec![];
-                while let Some(f) = recv_all(r) {
-                    match handler.as_mut() {
-                        Some(h) => replies.extend(h(f)),
-                        None => {
-                            if out.send(Incoming::Router(f)).is_err() {
-                                return;
-                            }
-                        }
-                    }
-                    // Answer in batches, but never hold replies back for long under a flood.
-                    if replies.len() >= 64 {
-                        for frames in replies.drain(..) {
-                            let _ = r.send_multipart(frames, zmq::DONTWAIT);
-                        }
-                    }
-                }
-                for frames in replies {
-                    let _ = r.send_multipart(frames, zmq::DONTWAIT);
                 }
             }
         }

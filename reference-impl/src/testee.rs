@@ -144,7 +144,7 @@ impl Testee {
                     record_wire: c.record_wire,
                     faults: c.faults.iter().map(|f| crate::faults::Fault::parse(f)).collect::<Result<_, _>>()?,
                 };
-                let p = PrefillerPeer::start(&self.ctx, cfg, profile, planner, memory, Backend::tcp_engine()).await?;
+                let p = PrefillerPeer::start(cfg, profile, planner, memory, Backend::tcp_engine()).await?;
                 let endpoint = p.endpoint.clone();
                 self.role = Some(Role::Prefiller(p, c.record_wire));
                 Ok(proto::ok_answer(&Started { endpoint: Some(endpoint), ..Default::default() }))
@@ -224,7 +224,7 @@ impl Testee {
             record_wire: c.record_wire,
             faults: c.faults.iter().map(|f| crate::faults::Fault::parse(f)).collect::<Result<_, _>>()?,
         };
-        let p = PrefillerPeer::start_machine(&self.ctx, cfg, core, memory, Backend::tcp_engine()).await?;
+        let p = PrefillerPeer::start_machine(cfg, core, memory, Backend::tcp_engine()).await?;
         let endpoint = p.endpoint.clone();
         self.role = Some(Role::Prefiller(p, c.record_wire));
         Ok(proto::ok_answer(&Started { endpoint: Some(endpoint), ..Default::default() }))

@@ -93,19 +93,13 @@ impl Prefillers {
     }
 }
 
-async fn start_prefillers(
-    ctx: &zmq::Context,
-    p: &Side,
-    d: &Side,
-    model: &Model,
-    abort: Duration,
-) -> Result<Prefillers, String> {
+async fn start_prefillers(p: &Side, d: &Side, model: &Model, abort: Duration) -> Result<Prefillers, String> {
     let t = &p.trace;
     if p.gen() == 1 {
         let profile = Gen1Profile::new(t.revision.clone())?;
         let regions = gen1_setup::messages(t, &profile)?.first().map(|m| m.meta.kv_caches_base_addr.len()).unwrap_or(0);
         let ranks = gen1_setup::ranks(t);
-        let (base, peers) = gen1::bind_workers(ctx, &profile, ranks.len().max(1) as u64, regions, model, abort).await?;
+        let (base, peers) = gen1::bind_workers(&profile, ranks.len().max(1) as u64, regions, model, abort).await?;
         let peers = ranks.into_iter().map(|r| r.0).zip(peers).collect();
         return Ok(Prefillers::Gen1 { base, peers });
     }
@@ -152,7 +146,6 @@ async fn start_prefillers(
             faults: vec![],
         };
         let peer = PrefillerPeer::start(
-            ctx,
             cfg,
             profile.clone(),
             planner,
@@ -277,7 +270,7 @@ async fn observe_inner(
     abort: Duration,
 ) -> Result<Observation, String> {
     let ctx = zmq::Context::new();
-    let prefillers = start_prefillers(&ctx, p, d, model, abort).await?;
+    let prefillers = start_prefillers(p, d, model, abort).await?;
     // Generation 1 knows a request by one id on both sides: ready the prefiller's requests under the
     // decoder's ids (what the recording did); generation 2 under the transfer ids.
     let decoders = start_decoders(&ctx, d, scenario, model, abort).await?;

@@ -146,7 +146,6 @@ async fn play_with(
 
     let spec = BootstrapSpec::new(t.revision.clone()).ok_or("no bootstrap in this revision")??;
     let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await?;
-    let ctx = zmq::Context::new();
     let mut prefillers: Vec<(String, PSide)> = vec![];
     let mut testees: Vec<(String, Testee)> = vec![];
     let result = async {
@@ -178,7 +177,6 @@ async fn play_with(
                     let codec = Codec::builtin(&t.revision.revision).expect("built-in");
                     PSide::Ours(
                         PrefillerPeer::start(
-                            &ctx,
                             cfg,
                             WireProfile::new(t.revision.clone(), codec)?,
                             planner,
@@ -719,10 +717,8 @@ async fn play_listen(
         record_wire: true,
         faults: vec![],
     };
-    let ctx = zmq::Context::new();
     let codec = Codec::builtin(&t.revision.revision).expect("built-in");
     let peer = PrefillerPeer::start(
-        &ctx,
         cfg,
         WireProfile::new(t.revision.clone(), codec)?,
         planner,

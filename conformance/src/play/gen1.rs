@@ -307,7 +307,6 @@ pub async fn as_decoder(
 /// Binds one generation-1 prefiller per rank at consecutive ports on 127.0.0.1 (base + rank), trying a few
 /// bases.
 pub(crate) async fn bind_workers(
-    ctx: &zmq::Context,
     profile: &Gen1Profile,
     ranks: u64,
     regions: usize,
@@ -336,14 +335,8 @@ pub(crate) async fn bind_workers(
                 record_wire: true,
                 faults: vec![],
             };
-            match PrefillerPeer::start_machine(
-                ctx,
-                cfg,
-                core,
-                Arc::new(Mutex::new(l.memory(true))),
-                Backend::tcp_engine(),
-            )
-            .await
+            match PrefillerPeer::start_machine(cfg, core, Arc::new(Mutex::new(l.memory(true))), Backend::tcp_engine())
+                .await
             {
                 Ok(p) => peers.push(p),
                 Err(e) => {
@@ -371,8 +364,7 @@ pub async fn as_prefiller(
     let model = &opts.scenarios.model;
     let Gen1Setup { profile, abort, msgs, by_id, regions, workers, p_tp, d_conns, d_tp } =
         Gen1Setup::new(t, model, &scenario)?;
-    let ctx = zmq::Context::new();
-    let (base, peers) = bind_workers(&ctx, &profile, p_tp, regions, model, abort).await?;
+    let (base, peers) = bind_workers(&profile, p_tp, regions, model, abort).await?;
     for p in &peers {
         for (id, tr) in &by_id {
             p.allocated(id, id);

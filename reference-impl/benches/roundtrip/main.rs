@@ -1,32 +1,45 @@
-//! Metadata round trips per second through a prefiller on loopback: K concurrent decoders (1, 8, 64), each a
-//! DEALER sending free-only pulls (no blocks to copy, so the prefiller answers FINISH as soon as it has
-//! matched the ready transfer) and waiting for each reply. Runs the Rust reference prefiller and the Python
-//! test peer's prefiller in one invocation and prints a Markdown table with the ratio, once per load
-//! generator: libzmq DEALERs polled from one thread, and a minimal ZMTP DEALER on a single-threaded tokio
-//! runtime ([`zmtp`]), which leaves more of a small machine's CPU to the prefiller being measured.
-//! Both prefillers run as testee processes (`mooncake-peer testee`, `tests/peer/mooncake_test_peer.py`), so
-//! the CPU time each one uses per round trip is read from `/proc` and reported next to the throughput.
-//! Each decoder's pulls go in waves of [`WAVE`]: before a wave, untimed, the prefiller is told that the
-//! wave's transfers are ready, so its table holds what a busy prefiller holds (thousands of transfers), not
-//! every transfer of the run at once.
+//! Metadata round trips through a prefiller on loopback: K concurrent decoders (1, 8, 64 by default; 1 → 256
+//! in `scripts/bench.sh`), each a DEALER sending free-only pulls (no blocks to copy, so the prefiller answers
+//! FINISH as soon as it has matched the ready transfer) and waiting for each reply. One invocation measures
+//! three servers the same way:
 //!
-//! The load generator and the prefiller under test run pinned to CPUs 0 and 1 (`MOONCAKE_BENCH_PIN`).
+//! * `floor`: a libzmq ROUTER that answers every pull with a fixed FINISH reply of the same size from a
+//!   blocking receive-and-send loop ([`floor`]) — the transport's floor on this machine;
+//! * `rust`: the reference prefiller (`mooncake-peer testee`);
+//! * `python`: the Python test peer's prefiller (`tests/peer/`, pyzmq asyncio + msgspec).
+//!
+//! Each runs as a process of its own, so the CPU time it uses per round trip is read from `/proc` and reported
+//! next to the round trips per second and the latency of each round trip (p50, p99). Two load generators:
+//! libzmq DEALERs polled from one thread (what a vLLM decoder is), and a minimal ZMTP DEALER on a
+//! single-threaded tokio runtime ([`zmtp`]). Each decoder's pulls go in waves: before a wave, untimed, the
+//! prefiller is told that the wave's transfers are ready, so its table holds what a busy prefiller holds
+//! (thousands of transfers), not every transfer of the run at once.
+//!
+//! The load generator and the server under test run pinned to CPUs 0 and 1 (`MOONCAKE_BENCH_PIN`).
 //!
 //! `cargo bench -p mooncake-reference --bench roundtrip` (needs the test venv for the Python peer:
-//! `$MOONCAKE_PYTHON` or `.venv/bin/python`). Not a test: nothing here asserts a speed.
+//! `$MOONCAKE_PYTHON` or `.venv/bin/python`). Environment: `MOONCAKE_BENCH_LEVELS` (decoder counts),
+//! `MOONCAKE_BENCH_PEERS` (`floor,rust,python`), `MOONCAKE_BENCH_GENERATORS` (`libzmq,zmtp`),
+//! `MOONCAKE_BENCH_PULLS` (round trips per level and generator, 16000), `MOONCAKE_BENCH_JSON` (also write the
+//! results there, for `bench/roundtrip_report.py`), `MOONCAKE_BENCH_DUMP` (a directory: every round trip's
+//! latency in ns, in order, one file per level, generator and server — where the tail comes from). Not a
+//! test: nothing here asserts a speed.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod floor;
 mod zmtp;
 
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse, ReqBlocks, Status};
 use serde_json::{json, Value as J};
 
-const PER_CLIENT: usize = 2000;
-/// Pulls per decoder between two rounds of `ready` commands.
-const WAVE: usize = 250;
+/// Transfers made ready before each wave (about): what a busy prefiller's table holds.
+const READY_PER_WAVE: usize = 4000;
+/// Pulls per decoder in one wave, at most and at least.
+const WAVE_MAX: usize = 250;
+const WAVE_MIN: usize = 16;
 
 fn layout() -> J {
     json!({
@@ -54,6 +67,12 @@ fn request(i: usize) -> Vec<u8> {
     m.encode()
 }
 
+/// What one timed wave gives back: its wall time and the latency of every round trip in it.
+struct Wave {
+    elapsed: Duration,
+    latencies: Vec<Duration>,
+}
+
 /// K decoders, each a DEALER with one pull in flight at a time, driven by one polling thread so that the
 /// load generator costs little CPU next to the prefiller under test.
 struct LibzmqLoad {
@@ -76,36 +95,40 @@ impl LibzmqLoad {
     }
 
     /// Sends each decoder's requests one after the other; returns the time from the first send to the
-    /// last reply.
-    fn run(&mut self, reqs: &[Vec<Vec<u8>>]) -> Duration {
+    /// last reply, and each round trip's.
+    fn run(&mut self, reqs: &[Vec<Vec<u8>>]) -> Wave {
         let clients = self.sockets.len();
         let per = reqs[0].len();
         let mut sent = vec![0usize; clients];
-        let mut done = 0usize;
+        let mut sent_at = vec![Instant::now(); clients];
+        let mut latencies = Vec::with_capacity(clients * per);
         let t = Instant::now();
         for (c, s) in self.sockets.iter().enumerate() {
+            sent_at[c] = Instant::now();
             s.send(&reqs[c][0][..], 0).unwrap();
             sent[c] = 1;
         }
         let deadline = Instant::now() + Duration::from_secs(120);
-        while done < clients * per {
-            assert!(Instant::now() < deadline, "no progress: {done} replies");
-            let mut items: Vec<zmq::PollItem> = self.sockets.iter().map(|s| s.as_poll_item(zmq::POLLIN)).collect();
+        let mut items: Vec<zmq::PollItem> = self.sockets.iter().map(|s| s.as_poll_item(zmq::POLLIN)).collect();
+        while latencies.len() < clients * per {
+            assert!(Instant::now() < deadline, "no progress: {} replies", latencies.len());
             zmq::poll(&mut items, 30_000).unwrap();
-            let ready: Vec<usize> = items.iter().enumerate().filter(|(_, i)| i.is_readable()).map(|(c, _)| c).collect();
-            drop(items);
-            for c in ready {
+            for c in 0..clients {
+                if !items[c].is_readable() {
+                    continue;
+                }
                 while let Ok(reply) = self.sockets[c].recv_bytes(zmq::DONTWAIT) {
-                    check(done, &reply);
-                    done += 1;
+                    latencies.push(sent_at[c].elapsed());
+                    check(latencies.len(), &reply);
                     if sent[c] < per {
+                        sent_at[c] = Instant::now();
                         self.sockets[c].send(&reqs[c][sent[c]][..], 0).unwrap();
                         sent[c] += 1;
                     }
                 }
             }
         }
-        t.elapsed()
+        Wave { elapsed: t.elapsed(), latencies }
     }
 }
 
@@ -136,23 +159,26 @@ impl ZmtpLoad {
         ZmtpLoad { rt, dealers }
     }
 
-    fn run(&mut self, reqs: &[Vec<Vec<u8>>]) -> Duration {
+    fn run(&mut self, reqs: &[Vec<Vec<u8>>]) -> Wave {
         let framed: Vec<Vec<Vec<u8>>> = reqs.iter().map(|r| r.iter().map(|m| zmtp::frame(m)).collect()).collect();
         let dealers = std::mem::take(&mut self.dealers);
-        let (elapsed, dealers) = self.rt.block_on(async move {
+        let (elapsed, back) = self.rt.block_on(async move {
             let start = std::sync::Arc::new(tokio::sync::Barrier::new(dealers.len() + 1));
             let mut tasks = vec![];
             for (mut d, framed) in dealers.into_iter().zip(framed) {
                 let start = start.clone();
                 tasks.push(tokio::spawn(async move {
                     start.wait().await;
+                    let mut latencies = Vec::with_capacity(framed.len());
                     for (k, f) in framed.iter().enumerate() {
+                        let t = Instant::now();
                         d.send_framed(f).await.expect("send");
                         let frames = d.recv().await.expect("reply");
+                        latencies.push(t.elapsed());
                         assert_eq!(frames.len(), 1, "a DEALER receives one frame per reply");
                         check(k, &frames[0]);
                     }
-                    d
+                    (d, latencies)
                 }));
             }
             start.wait().await;
@@ -165,8 +191,55 @@ impl ZmtpLoad {
             }
             (t.elapsed(), back)
         });
-        self.dealers = dealers;
-        elapsed
+        let mut latencies = vec![];
+        for (d, l) in back {
+            self.dealers.push(d);
+            latencies.extend(l);
+        }
+        Wave { elapsed, latencies }
+    }
+}
+
+/// The two load generators.
+#[derive(Clone, Copy, PartialEq)]
+enum Generator {
+    Libzmq,
+    Zmtp,
+}
+
+impl Generator {
+    fn id(self) -> &'static str {
+        match self {
+            Generator::Libzmq => "libzmq",
+            Generator::Zmtp => "zmtp",
+        }
+    }
+    fn description(self) -> &'static str {
+        match self {
+            Generator::Libzmq => "libzmq DEALERs, one polling thread",
+            Generator::Zmtp => "minimal ZMTP DEALERs, one tokio thread",
+        }
+    }
+}
+
+/// Connected decoders of one generator.
+enum Load {
+    Libzmq(LibzmqLoad),
+    Zmtp(ZmtpLoad),
+}
+
+impl Load {
+    fn connect(g: Generator, endpoint: &str, k: usize) -> Load {
+        match g {
+            Generator::Libzmq => Load::Libzmq(LibzmqLoad::connect(endpoint, k)),
+            Generator::Zmtp => Load::Zmtp(ZmtpLoad::connect(endpoint, k)),
+        }
+    }
+    fn run(&mut self, reqs: &[Vec<Vec<u8>>]) -> Wave {
+        match self {
+            Load::Libzmq(l) => l.run(reqs),
+            Load::Zmtp(l) => l.run(reqs),
+        }
     }
 }
 
@@ -176,7 +249,44 @@ fn python() -> Option<String> {
     std::path::Path::new(&p).exists().then_some(p)
 }
 
-/// A prefiller testee process (`conformance/TESTEE.md`).
+/// One measured row: a server, a generator, a number of decoders.
+#[derive(Clone, Copy)]
+struct Row {
+    round_trips: usize,
+    rate: f64,
+    cpu_us: f64,
+    /// The load generator's CPU per round trip (this process).
+    gen_cpu_us: f64,
+    p50_us: f64,
+    p99_us: f64,
+    mean_us: f64,
+}
+
+/// The `q` quantile of sorted samples (nearest rank).
+fn quantile(sorted: &[Duration], q: f64) -> Duration {
+    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
+
+/// Pulls per decoder in a wave and in all, for `k` decoders and about `total` round trips.
+fn plan(k: usize, total: usize) -> (usize, usize) {
+    let wave = (READY_PER_WAVE / k).clamp(WAVE_MIN, WAVE_MAX);
+    let per = total.div_ceil(k).div_ceil(wave).max(1) * wave;
+    (wave, per)
+}
+
+/// CPU time a process's threads have used, user and system: the sum of the first field of
+/// `/proc/PID/task/*/schedstat` (`self` for this process; no thread of a testee ends while it is measured).
+fn process_cpu(pid: &str) -> Duration {
+    let mut ns = 0u64;
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+        let s = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
+        ns += s.split_whitespace().next().and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+    }
+    Duration::from_nanos(ns)
+}
+
+/// A server under test as a testee process (`conformance/TESTEE.md`).
 struct Peer {
     child: std::process::Child,
     stdin: std::process::ChildStdin,
@@ -223,52 +333,65 @@ impl Peer {
         a
     }
 
-    /// CPU time the process's threads have used, user and system, in nanoseconds: the sum of the first field
-    /// of `/proc/PID/task/*/schedstat` (no thread of a testee ends while it is measured).
     fn cpu(&self) -> Duration {
-        let mut ns = 0u64;
-        for t in std::fs::read_dir(format!("/proc/{}/task", self.child.id())).into_iter().flatten().flatten() {
-            let s = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
-            ns += s.split_whitespace().next().and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
-        }
-        Duration::from_nanos(ns)
+        process_cpu(&self.child.id().to_string())
     }
 
-    /// One level with one load generator, in waves: round trips per second and the prefiller's CPU µs per
-    /// round trip, both over the timed parts only.
-    fn measure_one(&mut self, k: usize, g: usize, off: &mut usize) -> (f64, f64) {
-        let mut zmtp_load = (g == 0).then(|| ZmtpLoad::connect(&self.endpoint, k));
-        let mut zmq_load = (g == 1).then(|| LibzmqLoad::connect(&self.endpoint, k));
-        let (mut busy, mut cpu) = (Duration::ZERO, Duration::ZERO);
-        for _ in 0..PER_CLIENT / WAVE {
-            let ids: Vec<usize> = (*off..*off + k * WAVE).collect();
+    /// One level with one load generator, in waves: round trips per second and the server's CPU µs per round
+    /// trip, both over the timed parts only, and the latency quantiles of every round trip.
+    fn measure_one(&mut self, k: usize, g: Generator, total: usize, off: &mut usize) -> Row {
+        let mut load = Load::connect(g, &self.endpoint, k);
+        let (wave, per) = plan(k, total);
+        let (mut busy, mut cpu, mut gen_cpu, mut latencies) = (Duration::ZERO, Duration::ZERO, Duration::ZERO, vec![]);
+        for _ in 0..per / wave {
+            let ids: Vec<usize> = (*off..*off + k * wave).collect();
             self.ready(&ids);
             let reqs: Vec<Vec<Vec<u8>>> =
-                (0..k).map(|c| (0..WAVE).map(|j| request(*off + c * WAVE + j)).collect()).collect();
-            *off += k * WAVE;
-            let before = self.cpu();
-            busy += match (&mut zmtp_load, &mut zmq_load) {
-                (Some(l), _) => l.run(&reqs),
-                (_, Some(l)) => l.run(&reqs),
-                _ => unreachable!(),
-            };
+                (0..k).map(|c| (0..wave).map(|j| request(*off + c * wave + j)).collect()).collect();
+            *off += k * wave;
+            let (before, gen_before) = (self.cpu(), process_cpu("self"));
+            let w = load.run(&reqs);
             cpu += self.cpu() - before;
+            gen_cpu += process_cpu("self") - gen_before;
+            busy += w.elapsed;
+            latencies.extend(w.latencies);
         }
-        let n = (k * (PER_CLIENT / WAVE) * WAVE) as f64;
-        (n / busy.as_secs_f64(), cpu.as_secs_f64() * 1e6 / n)
+        if let Ok(dir) = std::env::var("MOONCAKE_BENCH_DUMP") {
+            let text: String = latencies.iter().map(|d| format!("{}\n", d.as_nanos())).collect();
+            let _ = std::fs::write(format!("{dir}/{k}-{}-{}.txt", g.id(), self.child.id()), text);
+        }
+        latencies.sort_unstable();
+        let n = latencies.len();
+        let us = |d: Duration| d.as_secs_f64() * 1e6;
+        Row {
+            round_trips: n,
+            rate: n as f64 / busy.as_secs_f64(),
+            cpu_us: us(cpu) / n as f64,
+            gen_cpu_us: us(gen_cpu) / n as f64,
+            p50_us: us(quantile(&latencies, 0.5)),
+            p99_us: us(quantile(&latencies, 0.99)),
+            mean_us: us(latencies.iter().sum::<Duration>()) / n as f64,
+        }
     }
 
-    /// Every level with both load generators.
-    fn measure(&mut self, levels: &[usize], who: &str) -> Vec<[(f64, f64); 2]> {
+    /// Every level with every load generator: `rows[generator][level]`.
+    fn measure(&mut self, levels: &[usize], generators: &[Generator], total: usize, who: &str) -> Vec<Vec<Row>> {
         let mut off = 0;
-        let mut out = vec![];
+        let mut out = vec![vec![]; generators.len()];
         for &k in levels {
-            let row = [self.measure_one(k, 0, &mut off), self.measure_one(k, 1, &mut off)];
-            eprintln!(
-                "{who} {k}: zmtp {:.0}/s ({:.1} µs CPU each), libzmq {:.0}/s ({:.1} µs CPU each)",
-                row[0].0, row[0].1, row[1].0, row[1].1
-            );
-            out.push(row);
+            for (gi, &g) in generators.iter().enumerate() {
+                let r = self.measure_one(k, g, total, &mut off);
+                eprintln!(
+                    "{who} {k} {}: {:.0}/s, p50 {:.1} µs, p99 {:.1} µs, {:.1} µs CPU each (generator {:.1} µs)",
+                    g.id(),
+                    r.rate,
+                    r.p50_us,
+                    r.p99_us,
+                    r.cpu_us,
+                    r.gen_cpu_us
+                );
+                out[gi].push(r);
+            }
         }
         out
     }
@@ -289,14 +412,45 @@ fn env_list(name: &str, default: &str) -> Vec<String> {
         .collect()
 }
 
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The servers the bench knows, in the order they run.
+const SERVERS: [(&str, &str); 3] =
+    [("floor", "libzmq ROUTER floor"), ("rust", "Rust prefiller"), ("python", "Python test peer")];
+
+fn cell(r: Option<&Row>) -> String {
+    match r {
+        Some(r) => format!("{:.0} | {:.1} | {:.1}", r.rate, r.p50_us, r.p99_us),
+        None => "– | – | –".into(),
+    }
+}
+
 fn main() {
-    // MOONCAKE_BENCH_LEVELS / MOONCAKE_BENCH_PEERS narrow a run while investigating (defaults: the full table).
+    if std::env::var_os(floor::FLOOR_ENV).is_some() {
+        return floor::serve();
+    }
     let levels: Vec<usize> = env_list("MOONCAKE_BENCH_LEVELS", "1,8,64")
         .iter()
         .map(|x| x.parse().expect("MOONCAKE_BENCH_LEVELS: numbers"))
         .collect();
-    let peers = env_list("MOONCAKE_BENCH_PEERS", "rust,python");
-    // The load generator and the prefiller under test each get a CPU of their own (`taskset`): CPU 0 and 1 by
+    let peers = env_list("MOONCAKE_BENCH_PEERS", "floor,rust,python");
+    let generators: Vec<Generator> = env_list("MOONCAKE_BENCH_GENERATORS", "libzmq,zmtp")
+        .iter()
+        .map(|g| match g.as_str() {
+            "libzmq" => Generator::Libzmq,
+            "zmtp" => Generator::Zmtp,
+            other => panic!("MOONCAKE_BENCH_GENERATORS: unknown generator {other} (libzmq, zmtp)"),
+        })
+        .collect();
+    let total: usize = std::env::var("MOONCAKE_BENCH_PULLS").ok().map_or(16000, |v| v.parse().expect("a number"));
+    // The load generator and the server under test each get a CPU of their own (`taskset`): CPU 0 and 1 by
     // default on a machine with two or more, MOONCAKE_BENCH_PIN=G:P to choose, MOONCAKE_BENCH_PIN=off to let
     // the scheduler place them.
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
@@ -324,53 +478,90 @@ fn main() {
         }
         None => Command::new(program),
     };
-    // Both prefillers run as testee processes, so each one's CPU time is its own.
-    let mut rust_rates = vec![[(f64::NAN, f64::NAN); 2]; levels.len()];
-    if peers.iter().any(|p| p == "rust") {
-        let mut rust_cmd = command(env!("CARGO_BIN_EXE_mooncake-peer"));
-        rust_cmd.arg("testee");
-        let mut rust = Peer::start(rust_cmd);
-        rust_rates = rust.measure(&levels, "rust");
-        rust.stop();
-    }
-    let mut py_rates = vec![None; levels.len()];
-    if let (true, Some(py)) = (peers.iter().any(|p| p == "python"), python()) {
-        let mut py_cmd = command(&py);
-        py_cmd.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/peer/mooncake_test_peer.py"));
-        let mut p = Peer::start(py_cmd);
-        for (j, r) in p.measure(&levels, "python").into_iter().enumerate() {
-            py_rates[j] = Some(r);
+    let load_start = loadavg();
+    let started = Instant::now();
+    // results[server][generator][level]
+    let mut results: Vec<Option<Vec<Vec<Row>>>> = vec![None; SERVERS.len()];
+    for (si, (id, _)) in SERVERS.iter().enumerate() {
+        if !peers.iter().any(|p| p == id) {
+            continue;
         }
+        let cmd = match *id {
+            "floor" => {
+                let mut c = command(std::env::current_exe().expect("the bench binary").to_str().expect("UTF-8"));
+                c.env(floor::FLOOR_ENV, "1");
+                c
+            }
+            "rust" => {
+                let mut c = command(env!("CARGO_BIN_EXE_mooncake-peer"));
+                c.arg("testee");
+                c
+            }
+            _ => match python() {
+                Some(py) => {
+                    let mut c = command(&py);
+                    c.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/peer/mooncake_test_peer.py"));
+                    c
+                }
+                None => {
+                    eprintln!("python: not run (no venv: set MOONCAKE_PYTHON)");
+                    continue;
+                }
+            },
+        };
+        let mut p = Peer::start(cmd);
+        results[si] = Some(p.measure(&levels, &generators, total, id));
         p.stop();
     }
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!("| Load generator | Concurrent decoders | Rust prefiller (round trips/s) | Python test peer (round trips/s) | Ratio | Prefiller CPU per round trip, Rust / Python | CPU ratio |");
-    println!("|---|---|---|---|---|---|---|");
-    for (g, name) in ["minimal ZMTP DEALERs, one tokio thread", "libzmq DEALERs, one polling thread"].iter().enumerate()
-    {
-        for (j, &k) in levels.iter().enumerate() {
-            let (r, rc) = rust_rates[j][g];
-            match py_rates[j] {
-                Some(p) => {
-                    let (y, yc) = p[g];
-                    println!(
-                        "| {name} | {k} | {r:.0} | {y:.0} | {:.1}× | {rc:.1} µs / {yc:.1} µs | {:.1}× |",
-                        r / y,
-                        yc / rc
-                    );
-                }
-                None => println!("| {name} | {k} | {r:.0} | not run (no venv) | | {rc:.1} µs / – | |"),
-            }
+    let load_end = loadavg();
+    let row = |s: usize, g: usize, l: usize| results[s].as_ref().map(|r| &r[g][l]);
+    for (gi, g) in generators.iter().enumerate() {
+        println!("\n{}:\n", g.description());
+        println!("| Decoders | Floor (round trips/s, p50 µs, p99 µs) | | | Rust prefiller | | | Python test peer | | | Rust p50 ÷ floor p50 | Rust ÷ Python (round trips/s) | CPU per round trip, floor / Rust / Python |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        for (li, k) in levels.iter().enumerate() {
+            let (f, r, p) = (row(0, gi, li), row(1, gi, li), row(2, gi, li));
+            let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                (Some(a), Some(b)) => format!("{:.2}×", a / b),
+                _ => "–".into(),
+            };
+            let cpu = [f, r, p].map(|x| x.map_or("–".into(), |x| format!("{:.1} µs", x.cpu_us))).join(" / ");
+            println!(
+                "| {k} | {} | {} | {} | {} | {} | {cpu} |",
+                cell(f),
+                cell(r),
+                cell(p),
+                ratio(r.map(|x| x.p50_us), f.map(|x| x.p50_us)),
+                ratio(r.map(|x| x.rate), p.map(|x| x.rate)),
+            );
         }
     }
     let placement = match &pin {
         Some(p) => {
-            format!("load generator pinned to CPU {}, prefiller to CPU {p}", pin_spec.split(':').next().unwrap_or("?"))
+            format!("load generator pinned to CPU {}, server to CPU {p}", pin_spec.split(':').next().unwrap_or("?"))
         }
         None => "not pinned".to_string(),
     };
     println!(
-        "\n{PER_CLIENT} free-only pulls per decoder in waves of {WAVE}, one DEALER each, 127.0.0.1; {cores} cores, {placement}; load average at the end: {}",
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        "\nAbout {total} free-only pulls per level and generator (waves of ≤ {WAVE_MAX} per decoder, ~{READY_PER_WAVE} transfers ready per wave), one DEALER per decoder, 127.0.0.1; {cores} cores, {placement}; load average {load_start} at the start, {load_end} at the end; {:.0} s",
+        started.elapsed().as_secs_f64()
     );
+    if let Ok(path) = std::env::var("MOONCAKE_BENCH_JSON") {
+        let mut rows = vec![];
+        for (si, (id, name)) in SERVERS.iter().enumerate() {
+            for (gi, g) in generators.iter().enumerate() {
+                for (li, k) in levels.iter().enumerate() {
+                    if let Some(r) = row(si, gi, li) {
+                        rows.push(json!({"server": id, "server_name": name, "generator": g.id(), "generator_name": g.description(),
+                            "decoders": k, "round_trips": r.round_trips, "rate": r.rate, "cpu_us": r.cpu_us, "generator_cpu_us": r.gen_cpu_us,
+                            "p50_us": r.p50_us, "p99_us": r.p99_us, "mean_us": r.mean_us}));
+                    }
+                }
+            }
+        }
+        let doc = json!({"rows": rows, "pulls_per_level": total, "cores": cores, "placement": placement,
+            "load_start": load_start, "load_end": load_end, "seconds": started.elapsed().as_secs_f64(),
+            "ready_per_wave": READY_PER_WAVE, "wave_max": WAVE_MAX});
+        std::fs::write(&path, serde_json::to_string_pretty(&doc).expect("JSON")).expect("write MOONCAKE_BENCH_JSON");
+    }
 }

@@ -9,48 +9,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
-const FLAG_MORE: u8 = 0x01;
-const FLAG_LONG: u8 = 0x02;
-const FLAG_COMMAND: u8 = 0x04;
+use mooncake_reference::zmtp::{self, FLAG_COMMAND, FLAG_LONG, FLAG_MORE, GREETING_LEN};
 
 pub struct Dealer {
     rx: BufReader<OwnedReadHalf>,
     tx: OwnedWriteHalf,
 }
 
-/// One frame as ZMTP 3.0 writes it: short frames with a one-byte size, long ones with eight.
-pub fn frame(body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(body.len() + 9);
-    if body.len() <= 255 {
-        out.extend([0, body.len() as u8]);
-    } else {
-        out.push(FLAG_LONG);
-        out.extend((body.len() as u64).to_be_bytes());
-    }
-    out.extend_from_slice(body);
-    out
-}
-
-fn greeting() -> [u8; 64] {
-    let mut g = [0u8; 64];
-    g[0] = 0xFF;
-    g[9] = 0x7F;
-    g[10] = 3; // version 3.0
-    g[12..16].copy_from_slice(b"NULL");
-    g // as-server = 0, filler zeros
-}
-
-fn ready() -> Vec<u8> {
-    let mut body = vec![5];
-    body.extend(b"READY");
-    body.push(11);
-    body.extend(b"Socket-Type");
-    body.extend(6u32.to_be_bytes());
-    body.extend(b"DEALER");
-    let mut out = vec![FLAG_COMMAND, body.len() as u8];
-    out.extend(body);
-    out
-}
+pub use zmtp::frame;
 
 impl Dealer {
     /// Connects to `tcp://host:port` and completes the handshake.
@@ -60,13 +26,13 @@ impl Dealer {
         s.set_nodelay(true)?;
         let (r, mut tx) = s.into_split();
         let mut rx = BufReader::new(r);
-        tx.write_all(&greeting()).await?;
-        let mut peer = [0u8; 64];
+        tx.write_all(&zmtp::greeting()).await?;
+        let mut peer = [0u8; GREETING_LEN];
         rx.read_exact(&mut peer).await?;
         if peer[0] != 0xFF || peer[9] != 0x7F || peer[10] < 3 {
             return Err(io::Error::other("the peer does not speak ZMTP 3"));
         }
-        tx.write_all(&ready()).await?;
+        tx.write_all(&zmtp::ready("DEALER", &[])).await?;
         let mut d = Dealer { rx, tx };
         let (flags, _) = d.read_frame().await?;
         if flags & FLAG_COMMAND == 0 {

@@ -1,0 +1,595 @@
+//! A ZeroMQ ROUTER served by one thread of its own: ZMTP 3 (RFC 23 and 37, NULL mechanism) over non-blocking
+//! TCP, with no libzmq I/O thread in between. A decoder's pull is read, handed to the [`RouterHandler`] and
+//! answered by the same thread in one wake-up; with libzmq the same round trip wakes its I/O thread, the
+//! socket's user and the I/O thread again (the floor measured in BENCHMARKS.md).
+//!
+//! What a decoder sees is what a libzmq ROUTER (vLLM's prefiller) shows it: the greeting (ZMTP 3.1, NULL), a
+//! READY with `Socket-Type: ROUTER`, and replies as whole messages. Peers may be DEALER, REQ or ROUTER sockets;
+//! a peer's `Identity` property becomes its routing id, otherwise it gets five bytes (a zero, then a counter)
+//! as libzmq makes them; a second peer with an identity already in use is refused. Like vLLM's ROUTER, a
+//! message to a routing id that is not connected is dropped. Frames over [`limits::MAX_FRAME_BYTES`] close the
+//! connection (libzmq's ZMQ_MAXMSGSIZE); so do peers that do not speak ZMTP 3 with the NULL mechanism.
+//! A PING (ZMTP 3.1 heartbeat) is answered with a PONG.
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+use mooncake_wire::limits;
+
+use crate::zmtp::{self, Truncated, FLAG_COMMAND, FLAG_LONG, FLAG_MORE, GREETING_LEN};
+
+/// Handles one message (`[routing_id, frames...]`) on the router's thread and returns the messages to send
+/// in answer, each `[routing_id, frames...]`.
+pub type RouterHandler = Box<dyn FnMut(Vec<Vec<u8>>) -> Vec<Vec<Vec<u8>>> + Send>;
+
+/// Why a router could not start.
+#[derive(Debug)]
+pub enum RouterError {
+    /// Not a `tcp://host:port` endpoint (`*` for any host or a free port).
+    Endpoint(String),
+    /// Binding or starting the thread failed.
+    Io { what: String, source: io::Error },
+}
+
+impl std::fmt::Display for RouterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RouterError::Endpoint(e) => write!(f, "endpoint {e}: not tcp://HOST:PORT (HOST or PORT may be *)"),
+            RouterError::Io { what, source } => write!(f, "{what}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for RouterError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RouterError::Endpoint(_) => None,
+            RouterError::Io { source, .. } => Some(source),
+        }
+    }
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> RouterError {
+    let what = what.into();
+    move |source| RouterError::Io { what, source }
+}
+
+/// A bound ROUTER and its thread; dropping it closes every connection.
+pub struct Router {
+    endpoint: String,
+    outbox: Arc<Mutex<Vec<Vec<Vec<u8>>>>>,
+    stop: Arc<AtomicBool>,
+    waker: Arc<Waker>,
+    thread: Option<JoinHandle<()>>,
+}
+
+const LISTENER: Token = Token(0);
+const WAKER: Token = Token(1);
+const FIRST_CONN: usize = 2;
+
+/// The address a `tcp://` endpoint names, as libzmq reads it for a bind (`*` = any address, any port).
+fn parse_endpoint(endpoint: &str) -> Result<SocketAddr, RouterError> {
+    let bad = || RouterError::Endpoint(endpoint.to_string());
+    let rest = endpoint.strip_prefix("tcp://").ok_or_else(bad)?;
+    let (host, port) = rest.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = if port == "*" { 0 } else { port.parse().map_err(|_| bad())? };
+    let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    let host = if host == "*" { "0.0.0.0" } else { host };
+    (host, port).to_socket_addrs().map_err(|_| bad())?.next().ok_or_else(bad)
+}
+
+fn endpoint_of(addr: SocketAddr) -> String {
+    format!("tcp://{addr}")
+}
+
+impl Router {
+    /// Binds `endpoint` (`tcp://127.0.0.1:*` picks a free port, as vLLM's `bind_to_random_port`) and serves it
+    /// on a new thread, every message going to `handler`.
+    pub fn bind(endpoint: &str, handler: RouterHandler) -> Result<Router, RouterError> {
+        let addr = parse_endpoint(endpoint)?;
+        let mut listener = TcpListener::bind(addr).map_err(io_err(format!("bind {endpoint}")))?;
+        let bound = listener.local_addr().map_err(io_err("local address"))?;
+        let poll = Poll::new().map_err(io_err("poll"))?;
+        poll.registry().register(&mut listener, LISTENER, Interest::READABLE).map_err(io_err("register"))?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(io_err("waker"))?);
+        let (outbox, stop) = (Arc::new(Mutex::new(Vec::new())), Arc::new(AtomicBool::new(false)));
+        let mut server = Server {
+            poll,
+            listener,
+            handler,
+            outbox: outbox.clone(),
+            stop: stop.clone(),
+            conns: HashMap::new(),
+            routes: HashMap::new(),
+            next_token: FIRST_CONN,
+            next_id: first_routing_id(),
+            dirty: vec![],
+            backlog: vec![],
+        };
+        let thread = std::thread::Builder::new()
+            .name("mooncake-router".into())
+            .spawn(move || server.run())
+            .map_err(io_err("start the router thread"))?;
+        Ok(Router { endpoint: endpoint_of(bound), outbox, stop, waker, thread: Some(thread) })
+    }
+
+    /// The bound endpoint, `tcp://IP:PORT` (libzmq's ZMQ_LAST_ENDPOINT).
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// Sends these messages (each `[routing_id, frames...]`) with one wake-up of the thread.
+    pub fn send_batch(&self, messages: Vec<Vec<Vec<u8>>>) {
+        if messages.is_empty() {
+            return;
+        }
+        lock(&self.outbox).extend(messages);
+        let _ = self.waker.wake();
+    }
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = self.waker.wake();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// libzmq starts its generated routing ids at a random number.
+fn first_routing_id() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(std::process::id() as u64);
+    h.finish() as u32
+}
+
+// ---- connections ---------------------------------------------------------------------------------------
+
+/// Most frames one message may have (libzmq has no limit; a Mooncake message has at most three).
+const MAX_FRAMES: usize = 1024;
+/// Bytes queued for one peer beyond which further messages to it are dropped, as a libzmq ROUTER drops at its
+/// send high-water mark.
+const MAX_QUEUED_BYTES: usize = 64 * 1024 * 1024;
+/// Bytes read from one connection per wake-up before the others get their turn.
+const READ_BUDGET: usize = 1024 * 1024;
+
+/// Why a connection is closed.
+#[derive(Debug)]
+enum ConnError {
+    NotZmtp3,
+    Mechanism,
+    Handshake(&'static str),
+    Truncated(Truncated),
+    SocketType(String),
+    DuplicateIdentity,
+    FrameTooLarge(u64),
+    TooManyFrames,
+    ReservedFlags(u8),
+}
+
+impl std::fmt::Display for ConnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnError::NotZmtp3 => write!(f, "the peer does not speak ZMTP 3"),
+            ConnError::Mechanism => write!(f, "the peer's security mechanism is not NULL"),
+            ConnError::Handshake(what) => write!(f, "bad handshake: {what}"),
+            ConnError::Truncated(t) => write!(f, "bad command: {t}"),
+            ConnError::SocketType(t) => write!(f, "a ROUTER does not talk to a {t} socket"),
+            ConnError::DuplicateIdentity => write!(f, "another peer already uses this identity"),
+            ConnError::FrameTooLarge(n) => write!(f, "a frame of {n} bytes is over {} bytes", limits::MAX_FRAME_BYTES),
+            ConnError::TooManyFrames => write!(f, "a message of more than {MAX_FRAMES} frames"),
+            ConnError::ReservedFlags(b) => write!(f, "frame flags {b:#04x} set reserved bits"),
+        }
+    }
+}
+
+enum State {
+    /// Waiting for the peer's 64-byte greeting.
+    Greeting,
+    /// Greeting exchanged, waiting for the peer's READY.
+    Handshake,
+    /// Messages flow; the peer's routing id.
+    Open(Vec<u8>),
+}
+
+struct Conn {
+    stream: TcpStream,
+    peer: Option<SocketAddr>,
+    state: State,
+    /// Bytes read and not parsed yet.
+    rbuf: Vec<u8>,
+    /// Bytes to write from `wpos` on.
+    wbuf: Vec<u8>,
+    wpos: usize,
+    /// The frames of the message being received.
+    frames: Vec<Vec<u8>>,
+}
+
+/// What parsing a connection's input gave.
+enum Parsed {
+    /// A whole message, routing id first.
+    Message(Vec<Vec<u8>>),
+    /// The peer is ready under this routing id (it is not registered yet).
+    Ready(Option<Vec<u8>>),
+}
+
+impl Conn {
+    fn queue(&mut self, message: &[Vec<u8>]) {
+        if self.wbuf.len() - self.wpos > MAX_QUEUED_BYTES {
+            return;
+        }
+        for (i, f) in message.iter().enumerate() {
+            zmtp::put_frame(&mut self.wbuf, if i + 1 < message.len() { FLAG_MORE } else { 0 }, f);
+        }
+    }
+
+    /// Writes what is queued; `Ok(false)`: the peer is gone.
+    fn flush(&mut self) -> io::Result<bool> {
+        while self.wpos < self.wbuf.len() {
+            match self.stream.write(&self.wbuf[self.wpos..]) {
+                Ok(0) => return Ok(false),
+                Ok(n) => self.wpos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if self.wpos == self.wbuf.len() {
+            self.wbuf.clear();
+            self.wpos = 0;
+        }
+        Ok(true)
+    }
+
+    /// Reads what is there, up to the budget; `Ok((open, more))`: whether the peer is still there and whether
+    /// there may be more to read. A read that fills less than `scratch` took all there was: data that arrives
+    /// later raises a new edge (Linux calls the epoll callback on every arrival), so the read that would only
+    /// say "would block" is saved — one system call of three on a round trip.
+    fn fill(&mut self, scratch: &mut [u8]) -> io::Result<(bool, bool)> {
+        let mut taken = 0;
+        while taken < READ_BUDGET {
+            match self.stream.read(scratch) {
+                Ok(0) => return Ok((false, false)),
+                Ok(n) => {
+                    self.rbuf.extend_from_slice(&scratch[..n]);
+                    taken += n;
+                    if n < scratch.len() {
+                        return Ok((true, false));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok((true, false)),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((true, true))
+    }
+
+    /// Parses the whole frames in `rbuf`, answering the handshake and PINGs itself.
+    fn parse(&mut self, out: &mut Vec<Parsed>) -> Result<(), ConnError> {
+        let mut at = 0;
+        let r = self.parse_from(&mut at, out);
+        self.rbuf.drain(..at);
+        r
+    }
+
+    fn parse_from(&mut self, at: &mut usize, out: &mut Vec<Parsed>) -> Result<(), ConnError> {
+        loop {
+            let buf = &self.rbuf[*at..];
+            if let State::Greeting = self.state {
+                if buf.len() < GREETING_LEN {
+                    // Refuse what is not ZMTP 3 as soon as the signature and version show it.
+                    if buf.first().is_some_and(|&b| b != 0xFF) || buf.len() > 10 && (buf[9] & 1 == 0 || buf[10] < 3) {
+                        return Err(ConnError::NotZmtp3);
+                    }
+                    return Ok(());
+                }
+                if buf[0] != 0xFF || buf[9] & 1 == 0 || buf[10] < 3 {
+                    return Err(ConnError::NotZmtp3);
+                }
+                let mech = &buf[12..32];
+                if !(mech.starts_with(b"NULL") && mech[4..].iter().all(|&b| b == 0)) {
+                    return Err(ConnError::Mechanism);
+                }
+                *at += GREETING_LEN;
+                self.state = State::Handshake;
+                // libzmq's ROUTER sends an empty Identity of its own.
+                self.wbuf.extend(zmtp::ready("ROUTER", &[("Identity", b"")]));
+                continue;
+            }
+            let Some(&flags) = buf.first() else { return Ok(()) };
+            if flags & !(FLAG_MORE | FLAG_LONG | FLAG_COMMAND) != 0 {
+                return Err(ConnError::ReservedFlags(flags));
+            }
+            let (head, len) = if flags & FLAG_LONG != 0 {
+                let Some(b) = buf.get(1..9) else { return Ok(()) };
+                (9, u64::from_be_bytes(b.try_into().expect("eight bytes")))
+            } else {
+                let Some(&b) = buf.get(1) else { return Ok(()) };
+                (2, b as u64)
+            };
+            if len > limits::MAX_FRAME_BYTES as u64 {
+                return Err(ConnError::FrameTooLarge(len));
+            }
+            let len = len as usize;
+            let Some(body) = buf.get(head..head + len) else { return Ok(()) };
+            *at += head + len;
+            if flags & FLAG_COMMAND != 0 {
+                let (name, data) = zmtp::split_command(body).map_err(ConnError::Truncated)?;
+                match &self.state {
+                    State::Handshake => {
+                        if name != b"READY" {
+                            return Err(ConnError::Handshake("the first command is not READY"));
+                        }
+                        let props = zmtp::properties(data).map_err(ConnError::Truncated)?;
+                        let socket_type = props
+                            .iter()
+                            .find(|(n, _)| n.eq_ignore_ascii_case(b"Socket-Type"))
+                            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+                            .ok_or(ConnError::Handshake("READY without Socket-Type"))?;
+                        if !["DEALER", "REQ", "ROUTER"].contains(&socket_type.as_str()) {
+                            return Err(ConnError::SocketType(socket_type));
+                        }
+                        let identity = props
+                            .iter()
+                            .find(|(n, _)| n.eq_ignore_ascii_case(b"Identity"))
+                            .map(|(_, v)| v.to_vec())
+                            .filter(|v| !v.is_empty());
+                        out.push(Parsed::Ready(identity));
+                        // The server names the routing id before anything else is parsed.
+                        return Ok(());
+                    }
+                    State::Open(_) if name == b"PING" => {
+                        // TTL (two bytes), then up to 16 bytes of context that the PONG carries back.
+                        let context = data.get(2..).unwrap_or_default();
+                        self.wbuf.extend(zmtp::command(b"PONG", &context[..context.len().min(16)]));
+                    }
+                    // PONG, ERROR and commands of later revisions: nothing to do.
+                    _ => {}
+                }
+                continue;
+            }
+            let State::Open(id) = &self.state else {
+                return Err(ConnError::Handshake("a message before READY"));
+            };
+            if self.frames.len() >= MAX_FRAMES {
+                return Err(ConnError::TooManyFrames);
+            }
+            if self.frames.is_empty() {
+                self.frames.push(id.clone());
+            }
+            self.frames.push(body.to_vec());
+            if flags & FLAG_MORE == 0 {
+                out.push(Parsed::Message(std::mem::take(&mut self.frames)));
+            }
+        }
+    }
+}
+
+struct Server {
+    poll: Poll,
+    listener: TcpListener,
+    handler: RouterHandler,
+    outbox: Arc<Mutex<Vec<Vec<Vec<u8>>>>>,
+    stop: Arc<AtomicBool>,
+    conns: HashMap<Token, Conn>,
+    routes: HashMap<Vec<u8>, Token>,
+    next_token: usize,
+    next_id: u32,
+    /// Connections with output queued since the last flush.
+    dirty: Vec<Token>,
+    /// Connections that had more to read when their budget ran out.
+    backlog: Vec<Token>,
+}
+
+impl Server {
+    fn run(&mut self) {
+        let mut events = Events::with_capacity(256);
+        let mut scratch = vec![0u8; 64 * 1024];
+        let mut parsed = vec![];
+        loop {
+            let timeout = (!self.backlog.is_empty()).then_some(std::time::Duration::ZERO);
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                tracing::error!(error = %e, "router poll failed; the router stops");
+                return;
+            }
+            let mut ready: Vec<(Token, bool, bool)> =
+                events.iter().map(|e| (e.token(), e.is_readable() || e.is_read_closed(), e.is_writable())).collect();
+            ready.extend(std::mem::take(&mut self.backlog).into_iter().map(|t| (t, true, false)));
+            for (token, readable, writable) in ready {
+                match token {
+                    LISTENER => self.accept(),
+                    WAKER => {
+                        if self.stop.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        let batch = std::mem::take(&mut *lock(&self.outbox));
+                        for m in batch {
+                            self.route(&m);
+                        }
+                    }
+                    t => {
+                        if writable {
+                            self.dirty.push(t);
+                        }
+                        if readable {
+                            self.read(t, &mut scratch, &mut parsed);
+                        }
+                        // Answer now, not after the other connections of this wake-up: the decoder gets its
+                        // reply while the rest are served.
+                        self.flush_dirty();
+                    }
+                }
+            }
+            self.flush_dirty();
+        }
+    }
+
+    fn accept(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((mut stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    let token = Token(self.next_token);
+                    self.next_token += 1;
+                    if let Err(e) =
+                        self.poll.registry().register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)
+                    {
+                        tracing::warn!(error = %e, "router: could not register a connection");
+                        continue;
+                    }
+                    let conn = Conn {
+                        stream,
+                        peer: Some(peer),
+                        state: State::Greeting,
+                        rbuf: vec![],
+                        wbuf: zmtp::greeting().to_vec(),
+                        wpos: 0,
+                        frames: vec![],
+                    };
+                    self.conns.insert(token, conn);
+                    self.dirty.push(token);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    // Out of descriptors, say: the connection waits in the backlog until one is closed.
+                    tracing::warn!(error = %e, "router: accept failed");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn read(&mut self, token: Token, scratch: &mut [u8], parsed: &mut Vec<Parsed>) {
+        let Some(conn) = self.conns.get_mut(&token) else { return };
+        // A read error closes the connection like an end of stream: (false, false).
+        let (open, more) = conn.fill(scratch).unwrap_or_default();
+        loop {
+            let Some(conn) = self.conns.get_mut(&token) else { return };
+            let peer = conn.peer;
+            if let Err(e) = conn.parse(parsed) {
+                tracing::warn!(?peer, error = %e, "router: connection closed");
+                return self.close(token);
+            }
+            if parsed.is_empty() {
+                break;
+            }
+            let mut again = false;
+            for p in parsed.drain(..) {
+                match p {
+                    Parsed::Ready(identity) => {
+                        let id = match identity {
+                            Some(id) if self.routes.contains_key(&id) => {
+                                let e = ConnError::DuplicateIdentity;
+                                tracing::warn!(?peer, error = %e, "router: connection closed");
+                                return self.close(token);
+                            }
+                            Some(id) => id,
+                            None => {
+                                self.next_id = self.next_id.wrapping_add(1);
+                                let mut id = vec![0];
+                                id.extend(self.next_id.to_be_bytes());
+                                id
+                            }
+                        };
+                        let conn = self.conns.get_mut(&token).expect("present");
+                        conn.state = State::Open(id.clone());
+                        self.routes.insert(id, token);
+                        // The rest of the input is parsed now that the routing id is known.
+                        again = true;
+                    }
+                    Parsed::Message(frames) => {
+                        for reply in (self.handler)(frames) {
+                            self.route(&reply);
+                        }
+                    }
+                }
+            }
+            self.dirty.push(token);
+            if !again {
+                break;
+            }
+        }
+        if !open {
+            // Send what is queued for it first (a peer may shut its side down and still read).
+            if let Some(c) = self.conns.get_mut(&token) {
+                let _ = c.flush();
+            }
+            return self.close(token);
+        }
+        if more {
+            self.backlog.push(token);
+        }
+    }
+
+    /// Queues `[routing_id, frames...]` for its peer; an unknown routing id is dropped.
+    fn route(&mut self, message: &[Vec<u8>]) {
+        let Some((id, frames)) = message.split_first() else { return };
+        let Some(&token) = self.routes.get(id) else { return };
+        if let Some(conn) = self.conns.get_mut(&token) {
+            conn.queue(frames);
+            self.dirty.push(token);
+        }
+    }
+
+    fn flush_dirty(&mut self) {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        dirty.sort_unstable();
+        dirty.dedup();
+        for token in dirty.drain(..) {
+            let Some(conn) = self.conns.get_mut(&token) else { continue };
+            match conn.flush() {
+                Ok(true) => {}
+                Ok(false) => self.close(token),
+                Err(e) => {
+                    tracing::debug!(peer = ?conn.peer, error = %e, "router: write failed");
+                    self.close(token);
+                }
+            }
+        }
+        self.dirty = dirty;
+    }
+
+    fn close(&mut self, token: Token) {
+        if let Some(mut conn) = self.conns.remove(&token) {
+            let _ = self.poll.registry().deregister(&mut conn.stream);
+            if let State::Open(id) = conn.state {
+                if self.routes.get(&id) == Some(&token) {
+                    self.routes.remove(&id);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints() {
+        assert_eq!(parse_endpoint("tcp://127.0.0.1:*").unwrap(), "127.0.0.1:0".parse().unwrap());
+        assert_eq!(parse_endpoint("tcp://*:5555").unwrap(), "0.0.0.0:5555".parse().unwrap());
+        assert_eq!(parse_endpoint("tcp://[::1]:7").unwrap(), "[::1]:7".parse().unwrap());
+        for bad in ["ipc:///tmp/x", "tcp://127.0.0.1", "tcp://127.0.0.1:x", "127.0.0.1:5"] {
+            assert!(matches!(parse_endpoint(bad), Err(RouterError::Endpoint(_))), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! The prefiller's ROUTER (`mooncake_reference::router`) against libzmq peers (the `zmq` crate, as vLLM's
+//! decoder) and against raw TCP peers that break the protocol. Everything binds 127.0.0.1, every wait is
+//! bounded, and every router is dropped (its thread joined) at the end of its test.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use mooncake_reference::router::{Router, RouterError, RouterHandler};
+use mooncake_reference::zmtp::{self, FLAG_COMMAND, FLAG_LONG, GREETING_LEN};
+use mooncake_wire::limits;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A router whose handler reports every message on a channel and answers `[id, frames reversed...]`.
+fn echo_router() -> (Router, mpsc::Receiver<Vec<Vec<u8>>>) {
+    let (tx, rx) = mpsc::channel();
+    let handler: RouterHandler = Box::new(move |frames: Vec<Vec<u8>>| {
+        let _ = tx.send(frames.clone());
+        let mut reply = vec![frames[0].clone()];
+        reply.extend(frames[1..].iter().map(|f| f.iter().rev().copied().collect::<Vec<u8>>()));
+        vec![reply]
+    });
+    (Router::bind("tcp://127.0.0.1:*", handler).expect("bind"), rx)
+}
+
+fn dealer(ctx: &zmq::Context, endpoint: &str, identity: Option<&[u8]>) -> zmq::Socket {
+    let s = ctx.socket(zmq::DEALER).unwrap();
+    s.set_linger(0).unwrap();
+    s.set_rcvtimeo(WAIT.as_millis() as i32).unwrap();
+    if let Some(id) = identity {
+        s.set_identity(id).unwrap();
+    }
+    s.connect(endpoint).unwrap();
+    s
+}
+
+/// A raw TCP peer that has sent `greeting` and read the router's.
+fn raw(endpoint: &str, greeting: &[u8]) -> TcpStream {
+    let mut s = TcpStream::connect(endpoint.strip_prefix("tcp://").unwrap()).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    s.write_all(greeting).unwrap();
+    s
+}
+
+/// Reads one frame: (flags, body).
+fn read_frame(s: &mut TcpStream) -> (u8, Vec<u8>) {
+    let mut head = [0u8; 2];
+    s.read_exact(&mut head).unwrap();
+    let len = if head[0] & FLAG_LONG != 0 {
+        let mut rest = [0u8; 7];
+        s.read_exact(&mut rest).unwrap();
+        let mut b = [head[1], 0, 0, 0, 0, 0, 0, 0];
+        b[1..].copy_from_slice(&rest);
+        u64::from_be_bytes(b) as usize
+    } else {
+        head[1] as usize
+    };
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).unwrap();
+    (head[0], body)
+}
+
+/// True when the router closed the connection (end of stream or reset) within the wait.
+fn closed(s: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// A raw DEALER through the handshake: greeting and READY both ways.
+fn raw_dealer(endpoint: &str) -> TcpStream {
+    let mut s = raw(endpoint, &zmtp::greeting());
+    let mut g = [0u8; GREETING_LEN];
+    s.read_exact(&mut g).unwrap();
+    assert_eq!((g[0], g[9] & 1, g[10]), (0xFF, 1, 3), "a ZMTP 3 greeting");
+    assert_eq!(&g[12..16], b"NULL");
+    s.write_all(&zmtp::ready("DEALER", &[])).unwrap();
+    let (flags, body) = read_frame(&mut s);
+    assert_eq!(flags, FLAG_COMMAND);
+    let (name, data) = zmtp::split_command(&body).unwrap();
+    assert_eq!(name, b"READY");
+    assert!(zmtp::properties(data).unwrap().contains(&(&b"Socket-Type"[..], &b"ROUTER"[..])));
+    s
+}
+
+#[test]
+fn a_libzmq_dealer_gets_its_reply_under_a_generated_routing_id() {
+    let (router, seen) = echo_router();
+    let ctx = zmq::Context::new();
+    let d = dealer(&ctx, router.endpoint(), None);
+    for i in 0..3u8 {
+        d.send(&[1, 2, 3, i][..], 0).unwrap();
+        assert_eq!(d.recv_bytes(0).unwrap(), vec![i, 3, 2, 1]);
+    }
+    let frames = seen.recv_timeout(WAIT).unwrap();
+    assert_eq!(frames.len(), 2);
+    assert_eq!((frames[0].len(), frames[0][0]), (5, 0), "libzmq's form: a zero, then four bytes");
+    // A long frame (eight-byte size) both ways, and a multipart message.
+    let big: Vec<u8> = (0..70_000u32).map(|i| i as u8).collect();
+    d.send_multipart([&b"a"[..], &big[..]], 0).unwrap();
+    let back = d.recv_multipart(0).unwrap();
+    assert_eq!(back[0], b"a");
+    assert_eq!(back[1], big.iter().rev().copied().collect::<Vec<u8>>());
+    drop(router);
+}
+
+#[test]
+fn an_identity_becomes_the_routing_id_and_a_duplicate_is_refused() {
+    let (router, seen) = echo_router();
+    let ctx = zmq::Context::new();
+    let a = dealer(&ctx, router.endpoint(), Some(b"decoder-a"));
+    a.send(&b"x"[..], 0).unwrap();
+    assert_eq!(a.recv_bytes(0).unwrap(), b"x");
+    assert_eq!(seen.recv_timeout(WAIT).unwrap()[0], b"decoder-a");
+    let dup = dealer(&ctx, router.endpoint(), Some(b"decoder-a"));
+    dup.set_rcvtimeo(300).unwrap();
+    dup.send(&b"y"[..], 0).unwrap();
+    assert!(dup.recv_bytes(0).is_err(), "the second decoder-a got an answer");
+    assert!(seen.try_recv().is_err(), "the handler saw the duplicate's message");
+    // The first one is still served.
+    a.send(&b"z"[..], 0).unwrap();
+    assert_eq!(a.recv_bytes(0).unwrap(), b"z");
+    drop(router);
+}
+
+#[test]
+fn a_req_socket_sends_its_delimiter_and_gets_the_reply_without_it() {
+    let (router, seen) = echo_router();
+    let ctx = zmq::Context::new();
+    let req = ctx.socket(zmq::REQ).unwrap();
+    req.set_linger(0).unwrap();
+    req.set_rcvtimeo(WAIT.as_millis() as i32).unwrap();
+    req.connect(router.endpoint()).unwrap();
+    req.send(&b"pull"[..], 0).unwrap();
+    assert_eq!(req.recv_bytes(0).unwrap(), b"llup");
+    let frames = seen.recv_timeout(WAIT).unwrap();
+    assert_eq!(frames[1..], [b"".to_vec(), b"pull".to_vec()]);
+    drop(router);
+}
+
+#[test]
+fn messages_sent_from_another_thread_reach_their_peer_and_unknown_ids_are_dropped() {
+    let (tx, rx) = mpsc::channel();
+    let handler: RouterHandler = Box::new(move |frames: Vec<Vec<u8>>| {
+        let _ = tx.send(frames[0].clone());
+        vec![]
+    });
+    let router = Router::bind("tcp://127.0.0.1:*", handler).unwrap();
+    let ctx = zmq::Context::new();
+    let d = dealer(&ctx, router.endpoint(), None);
+    d.send(&b"hello"[..], 0).unwrap();
+    let id = rx.recv_timeout(WAIT).unwrap();
+    router.send_batch(vec![vec![b"nobody".to_vec(), b"lost".to_vec()], vec![id.clone(), b"later".to_vec()]]);
+    assert_eq!(d.recv_bytes(0).unwrap(), b"later");
+    drop(router);
+}
+
+#[test]
+fn peers_that_break_the_protocol_are_disconnected_and_the_router_keeps_serving() {
+    let (router, seen) = echo_router();
+    let ep = router.endpoint().to_string();
+    // Not ZMTP at all.
+    let mut http = raw(&ep, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(closed(&mut http), "an HTTP client stayed connected");
+    // ZMTP 2 (version byte 1).
+    let mut old = zmtp::greeting();
+    old[10] = 1;
+    assert!(closed(&mut raw(&ep, &old)), "a ZMTP 2 peer stayed connected");
+    // Another mechanism.
+    let mut plain = zmtp::greeting();
+    plain[12..17].copy_from_slice(b"PLAIN");
+    assert!(closed(&mut raw(&ep, &plain)), "a PLAIN peer stayed connected");
+    // A socket type a ROUTER does not talk to.
+    let mut s = raw(&ep, &zmtp::greeting());
+    s.write_all(&zmtp::ready("PUB", &[])).unwrap();
+    assert!(closed(&mut s), "a PUB peer stayed connected");
+    // A message before READY.
+    let mut s = raw(&ep, &zmtp::greeting());
+    s.write_all(&zmtp::frame(b"early")).unwrap();
+    assert!(closed(&mut s), "a message before READY was accepted");
+    // A frame over the limit, announced and never sent.
+    let mut s = raw_dealer(&ep);
+    let mut head = vec![FLAG_LONG];
+    head.extend((limits::MAX_FRAME_BYTES as u64 + 1).to_be_bytes());
+    s.write_all(&head).unwrap();
+    assert!(closed(&mut s), "an oversized frame was accepted");
+    // Reserved flag bits.
+    let mut s = raw_dealer(&ep);
+    s.write_all(&[0x80, 1, 0]).unwrap();
+    assert!(closed(&mut s), "reserved flags were accepted");
+    // A truncated READY.
+    let mut s = raw(&ep, &zmtp::greeting());
+    let mut r = zmtp::ready("DEALER", &[]);
+    r[1] -= 3;
+    r.truncate(r.len() - 3);
+    s.write_all(&r).unwrap();
+    assert!(closed(&mut s), "a truncated READY was accepted");
+    assert!(seen.try_recv().is_err(), "the handler saw a message from a broken peer");
+    // Still serving.
+    let ctx = zmq::Context::new();
+    let d = dealer(&ctx, &ep, None);
+    d.send(&b"ok"[..], 0).unwrap();
+    assert_eq!(d.recv_bytes(0).unwrap(), b"ko");
+    drop(router);
+}
+
+#[test]
+fn a_ping_is_answered_with_a_pong_carrying_its_context() {
+    let (router, _seen) = echo_router();
+    let mut s = raw_dealer(router.endpoint());
+    let mut ping = vec![0, 10];
+    ping.extend(b"ctx-123");
+    s.write_all(&zmtp::command(b"PING", &ping)).unwrap();
+    let (flags, body) = read_frame(&mut s);
+    assert_eq!(flags, FLAG_COMMAND);
+    assert_eq!(zmtp::split_command(&body).unwrap(), (&b"PONG"[..], &b"ctx-123"[..]));
+    // Then messages still flow.
+    s.write_all(&zmtp::frame(b"abc")).unwrap();
+    assert_eq!(read_frame(&mut s), (0, b"cba".to_vec()));
+    drop(router);
+}
+
+#[test]
+fn dropping_the_router_closes_its_connections() {
+    let (router, _seen) = echo_router();
+    let mut s = raw_dealer(router.endpoint());
+    drop(router);
+    assert!(closed(&mut s), "the connection outlived the router");
+}
+
+#[test]
+fn endpoints_that_are_not_tcp_are_refused_with_a_typed_error() {
+    for bad in ["ipc:///tmp/x", "tcp://127.0.0.1", "tcp://127.0.0.1:port", "127.0.0.1:5"] {
+        let r = Router::bind(bad, Box::new(|_| vec![]));
+        assert!(matches!(r, Err(RouterError::Endpoint(_))), "{bad}");
+    }
+    let taken = Router::bind("tcp://127.0.0.1:*", Box::new(|_| vec![])).unwrap();
+    let again = Router::bind(taken.endpoint(), Box::new(|_| vec![]));
+    assert!(matches!(again, Err(RouterError::Io { .. })), "binding a port in use");
+}
