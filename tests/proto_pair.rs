@@ -167,6 +167,10 @@ fn assert_empty(n: &Net<ToyPlanner>) {
     assert_eq!(n.prefillers[0].core.open_exchanges(), 0, "prefiller exchanges left");
     assert_eq!(n.decoders[0].core.pending_pulls(), 0, "decoder pulls left");
     assert_eq!(n.decoders[0].core.open_exchanges(), 0, "decoder exchanges left");
+    // Nothing tracked, so nothing to wake for: a timer left behind by a finished pull or a freed transfer
+    // would live until the abort timeout (one per pull, so millions on a busy prefiller).
+    assert_eq!(n.prefillers[0].core.poll_timeout(), None, "prefiller timers left");
+    assert_eq!(n.decoders[0].core.poll_timeout(), None, "decoder timers left");
 }
 
 #[test]

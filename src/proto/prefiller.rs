@@ -214,9 +214,11 @@ impl<P: SenderPlanner> PrefillerCore<P> {
             self.entries.insert(transfer_id.to_string(), e);
         }
         let e = self.entries.get_mut(transfer_id).expect("just ensured");
+        if let Some(old) = e.expire.replace(expire) {
+            self.expiries.remove(&(old, e.gen, transfer_id.to_string()));
+        }
         e.p_req_id = p_req_id.to_string();
         e.local_blocks = blocks;
-        e.expire = Some(expire);
         e.ready = true;
         let gen = e.gen;
         self.expiries.insert((expire, gen, transfer_id.to_string()));
@@ -226,7 +228,7 @@ impl<P: SenderPlanner> PrefillerCore<P> {
 
     /// The request ended without a transfer (aborted, error): forget it. A waiting pull times out.
     pub fn request_aborted(&mut self, now: Instant, transfer_id: &str) {
-        self.entries.remove(transfer_id);
+        self.remove_entry(transfer_id);
         let _ = now;
     }
 
@@ -484,6 +486,9 @@ impl<P: SenderPlanner> PrefillerCore<P> {
     fn start_round(&mut self, now: Instant, ex_id: u64, ready_idx: &[usize]) {
         self.stats.rounds += 1;
         let mut ex = self.exchanges.remove(&ex_id).expect("exists");
+        // A round has begun: the exchange no longer waits, so its wait deadline goes (it gets a new one if
+        // the round ends in CONTINUE).
+        self.deadlines.remove(&(ex.deadline, ex_id));
         let mut ready = Vec::with_capacity(ready_idx.len());
         for &i in ready_idx.iter().rev() {
             ready.push(ex.pending.remove(i));
@@ -631,7 +636,7 @@ impl<P: SenderPlanner> PrefillerCore<P> {
             }
             e.sent += 1;
             if e.sent == e.need_send {
-                let e = self.entries.remove(&p.transfer_id).expect("present");
+                let e = self.remove_entry(&p.transfer_id).expect("present");
                 self.events.push_back(PrefillerEvent::FinishedSending {
                     p_req_id: e.p_req_id,
                     transfer_id: p.transfer_id.clone(),
@@ -654,6 +659,15 @@ impl<P: SenderPlanner> PrefillerCore<P> {
         }
     }
 
+    /// Forgets a transfer and its pending expiry, so no timer outlives what it was for.
+    fn remove_entry(&mut self, transfer_id: &str) -> Option<Entry> {
+        let e = self.entries.remove(transfer_id)?;
+        if let Some(t) = e.expire {
+            self.expiries.remove(&(t, e.gen, transfer_id.to_string()));
+        }
+        Some(e)
+    }
+
     /// An exchange stopped waiting on these: drop placeholder entries nobody owns or waits on any more
     /// (vLLM keeps them forever, vllm-project/vllm#51236; the wire does not see the difference).
     fn release_waiters(&mut self, ex_id: u64, pending: &[Pending]) {
@@ -667,7 +681,7 @@ impl<P: SenderPlanner> PrefillerCore<P> {
                 _ => false,
             };
             if remove {
-                self.entries.remove(&p.transfer_id);
+                self.remove_entry(&p.transfer_id);
             }
         }
     }

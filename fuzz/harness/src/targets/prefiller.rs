@@ -7,7 +7,8 @@
 //!
 //! Invariants:
 //! * limits: open pulls ≤ `MAX_PREFILLER_EXCHANGES`, cached layouts ≤ the spec's `max_peer_layouts`;
-//! * `poll_timeout` is never in the past once the core has been serviced;
+//! * `poll_timeout` is never in the past once the core has been serviced, and is `None` while nothing is
+//!   tracked (no open exchange, no transfer);
 //! * every reply decodes in the revision; per pull: `CONTINUE`* then exactly one terminal reply (none only
 //!   for an admitted pull of no requests), nothing after it — except where the revision's `reply_rounds` is
 //!   `err-then-ok` (0.16.0 – 0.18.1): a last round with per-request failures sends its error `FINISH`, then
@@ -331,6 +332,11 @@ impl Harness {
             assert!(t > self.now, "poll_timeout is in the past after servicing: {:?} before now", self.now - t);
         }
         assert!(self.core.open_exchanges() <= limits::MAX_PREFILLER_EXCHANGES);
+        // A timer is only ever kept for something tracked: one left by a finished pull or a freed transfer
+        // would live until the abort timeout, one per pull.
+        if self.core.open_exchanges() == 0 && self.core.tracked_transfers() == 0 {
+            assert_eq!(self.core.poll_timeout(), None, "a timer outlives every exchange and transfer");
+        }
         assert!(
             self.core.cached_layouts() <= self.max_layouts,
             "{} cached layouts, limit {}",
