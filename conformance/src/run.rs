@@ -5,13 +5,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::conversation::Conversation;
 use crate::expected::{ExpectedFailure, ExpectedFailures};
 use crate::jsonl::Input;
 use crate::play::{cases_of, play, CaseResult, PlayOptions, Role, Status};
 use crate::scenarios::Scenarios;
 use crate::testee::{Testee, TesteeSpec};
 use crate::trace::Trace;
-use crate::trace_model::TraceModel;
 
 /// One step of a run, for progress output (the library prints nothing itself).
 pub enum Progress<'a> {
@@ -164,7 +164,7 @@ pub fn load_cases(inputs: &[Input], allow_empty: bool) -> Result<Vec<crate::play
                 f.name()
             ));
         }
-        let model = TraceModel::new(trace).map_err(|e| format!("{}: {e}", f.name()))?;
+        let model = Conversation::new(trace).map_err(|e| format!("{}: {e}", f.name()))?;
         out.extend(cases_of(Arc::new(model)));
     }
     out.sort_by(|a, b| a.id.cmp(&b.id));

@@ -142,7 +142,10 @@ fn check_event(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Findin
                 m.name,
                 m.constants.iter().map(|c| c.name.as_str()).collect::<Vec<_>>()
             )),
-            _ => match codec.decode(&m.name, payload) {
+            _ => match {
+                crate::conversation::decode_count::count(Some(z.seq));
+                codec.decode(&m.name, payload)
+            } {
                 Ok(v) => match codec.encode(&m.name, &v) {
                     Ok(b) if b == payload => return Some(m.name.clone()),
                     Ok(b) => {

@@ -9,13 +9,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use mooncake_conformance::conversation::Conversation;
 use mooncake_conformance::play::Status;
 use mooncake_conformance::run::{run, RunConfig};
 use mooncake_conformance::setup::{decoder_layout, prefiller_config};
 use mooncake_conformance::tap::{finding_line, Say, Tap, TapConfig, TapReport};
 use mooncake_conformance::testee::{Testee, TesteeSpec};
 use mooncake_conformance::trace::{Event, Role, Trace, ZmqDir};
-use mooncake_conformance::trace_model::TraceModel;
 use mooncake_reference::http::BootstrapServer;
 use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::proto::Registry;
@@ -47,8 +47,8 @@ fn tempdir(tag: &str) -> PathBuf {
 }
 
 /// The bundled recording whose deployment the tests rebuild.
-fn recording() -> TraceModel {
-    TraceModel::new(Trace::load(&root().join("conformance/traces/vllm-0.33.0/a_single_success.jsonl")).unwrap())
+fn recording() -> Conversation {
+    Conversation::new(Trace::load(&root().join("conformance/traces/vllm-0.33.0/a_single_success.jsonl")).unwrap())
         .unwrap()
 }
 
