@@ -35,11 +35,6 @@ impl Payload<MooncakeXferMetadata> {
         });
         Payload { bytes, decoded }
     }
-
-    /// Re-encodes the decoded request with `profile`: what `ZMQ-REENCODE` compares with the bytes.
-    pub fn reencode(&self, profile: &WireProfile) -> Option<Result<Vec<u8>, String>> {
-        Some(profile.encode_metadata(self.value()?))
-    }
 }
 
 impl Payload<MooncakeXferResponse> {
@@ -50,11 +45,6 @@ impl Payload<MooncakeXferResponse> {
             p.decode_response(&bytes)
         });
         Payload { bytes, decoded }
-    }
-
-    /// Re-encodes the decoded reply with `profile`: what `ZMQ-REENCODE` compares with the bytes.
-    pub fn reencode(&self, profile: &WireProfile) -> Option<Result<Vec<u8>, String>> {
-        Some(profile.encode_response(self.value()?))
     }
 }
 
