@@ -29,7 +29,7 @@ enum Item {
     Http(HttpX),
     /// A decoder's request, the events that recorded it (decoder and prefiller side) and its decode, if the
     /// revision was read off it.
-    Request(ConnKey, Sent, Vec<Event>, Option<MooncakeXferMetadata>),
+    Request(ConnKey, Sent, Vec<Event>, Option<Box<MooncakeXferMetadata>>),
     /// A prefiller's reply (bytes, seq and line of the decoder's event) and the events that recorded it.
     Reply(ConnKey, Vec<u8>, u64, usize, Vec<Event>),
 }
@@ -152,7 +152,7 @@ impl Live {
         events: Vec<Event>,
         decoded: Option<MooncakeXferMetadata>,
     ) -> Vec<Finding> {
-        self.feed(Item::Request(key, sent, events, decoded), Instant::now())
+        self.feed(Item::Request(key, sent, events, decoded.map(Box::new)), Instant::now())
     }
     /// The prefiller answered on connection `key` (the decoder's event `seq`, `line`), recorded as `events`:
     /// decoded once, and the events checked with that decode.
@@ -175,7 +175,7 @@ impl Live {
             }
             Item::Request(key, sent, events, decoded) => {
                 let x = match decoded {
-                    Some(m) => Exchange::decoded(sent, Some(Ok(m))),
+                    Some(m) => Exchange::decoded(sent, Some(Ok(*m))),
                     None => Exchange::new(Some(&c.profile), sent),
                 };
                 for ev in &events {
