@@ -99,7 +99,7 @@ async fn listens_for_a_decoder_it_does_not_control() {
     assert_eq!(a["ok"], true, "{a}");
     let url = format!("http://{boot_bind}");
     for _ in 0..200 {
-        if mooncake_reference::http::query(&url, Duration::from_secs(1))
+        if mooncake_io::http::query(&url, Duration::from_secs(1))
             .await
             .is_ok_and(|q| q.as_object().is_some_and(|o| !o.is_empty()))
         {
@@ -171,7 +171,7 @@ async fn a_listen_run_whose_own_reply_deviates_is_broken() {
     assert_eq!(a["ok"], true, "{a}");
     let url = format!("http://{boot_bind}");
     for _ in 0..200 {
-        if mooncake_reference::http::query(&url, Duration::from_secs(1))
+        if mooncake_io::http::query(&url, Duration::from_secs(1))
             .await
             .is_ok_and(|q| q.as_object().is_some_and(|o| !o.is_empty()))
         {
@@ -209,7 +209,7 @@ async fn replays_http_against_a_running_bootstrap_server() {
         .unwrap()
         .to_string();
     let first = json!({"engine_id": "engine-prefill-0", "dp_rank": 0, "tp_rank": 0, "pp_rank": 0, "addr": "tcp://127.0.0.1:37175"});
-    mooncake_reference::http::register(&url, &first, Duration::from_secs(5)).await.unwrap();
+    mooncake_io::http::register(&url, &first, Duration::from_secs(5)).await.unwrap();
     let r =
         run(cfg(trace("i_bootstrap_register_query.jsonl"), Role::Bootstrap, External::Bootstrap(url))).await.unwrap();
     let checks: Vec<&str> = r.results[0].findings.iter().map(|f| f.check.as_str()).collect();

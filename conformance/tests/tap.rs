@@ -16,7 +16,7 @@ use mooncake_conformance::setup::{decoder_layout, prefiller_config};
 use mooncake_conformance::tap::{finding_line, Say, Tap, TapConfig, TapReport};
 use mooncake_conformance::testee::{Testee, TesteeSpec};
 use mooncake_conformance::trace::{Event, Role, Trace, ZmqDir};
-use mooncake_reference::http::BootstrapServer;
+use mooncake_io::http::BootstrapServer;
 use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::proto::Registry;
 use mooncake_wire::spec::Spec;
@@ -223,9 +223,7 @@ fn transparent(p: TesteeSpec, d: TesteeSpec, upstream_mode: bool, tag: &str) -> 
         let mut body = dep.register.clone();
         body["engine_id"] = json!("engine-direct");
         let (st, _) =
-            mooncake_reference::http::request("POST", &format!("{}/register", direct.url()), Some(&body), WAIT)
-                .await
-                .unwrap();
+            mooncake_io::http::request("POST", &format!("{}/register", direct.url()), Some(&body), WAIT).await.unwrap();
         assert_eq!(st, 200);
         let (p_direct, d_direct) = dep.pull(&direct.url(), "engine-direct").await;
         // The prefiller receives the same frames (its routing ids aside: libzmq draws them per connection).
@@ -320,7 +318,7 @@ async fn until_said(said: &Arc<Mutex<Vec<String>>>, what: &str) {
 
 /// The tap's endpoint for `engine` in a `/query` answer it gives.
 async fn tapped_endpoint(tap: &str, engine: &str) -> String {
-    let q = mooncake_reference::http::query(tap, WAIT).await.unwrap();
+    let q = mooncake_io::http::query(tap, WAIT).await.unwrap();
     let e = q
         .as_object()
         .unwrap()
@@ -373,7 +371,7 @@ fn rogue_peers_are_reported_as_their_traffic_passes_unchanged_and_the_tap_keeps_
         );
 
         // A bootstrap request that is not JSON: answered (422) and recorded, nothing else.
-        let r = mooncake_reference::http::request_raw(
+        let r = mooncake_io::http::request_raw(
             "POST",
             &format!("{}/register", tap.url()),
             Some("application/json"),
@@ -390,9 +388,8 @@ fn rogue_peers_are_reported_as_their_traffic_passes_unchanged_and_the_tap_keeps_
         rogue_p.bind("tcp://127.0.0.1:*").unwrap();
         let rogue_ep = rogue_p.get_last_endpoint().unwrap().unwrap();
         let body = json!({"engine_id": "engine-rogue", "dp_rank": 1, "tp_rank": 0, "pp_rank": 0, "addr": rogue_ep});
-        let (st, _) = mooncake_reference::http::request("POST", &format!("{}/register", tap.url()), Some(&body), WAIT)
-            .await
-            .unwrap();
+        let (st, _) =
+            mooncake_io::http::request("POST", &format!("{}/register", tap.url()), Some(&body), WAIT).await.unwrap();
         assert_eq!(st, 200);
         let bad = tapped_endpoint(&tap.url(), "engine-rogue").await;
         let d = ctx.socket(zmq::DEALER).unwrap();

@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mooncake_reference::backend::{serve_engine, Backend, SharedMemory};
+use mooncake_io::backend::{serve_engine, Backend, SharedMemory};
+use mooncake_io::http::BootstrapServer;
 use mooncake_reference::config::{producer, LayoutExt};
 use mooncake_reference::decoder::DecoderPeer;
-use mooncake_reference::http::BootstrapServer;
 use mooncake_reference::prefiller::{PrefillerConfig, PrefillerPeer};
 use mooncake_testee_protocol::LayoutConfig;
 use mooncake_wire::bootstrap::BootstrapSpec;

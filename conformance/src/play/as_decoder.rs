@@ -8,10 +8,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mooncake_reference::engine::client::Request;
-use mooncake_reference::engine::{serve_logged, EngineClient, PeerLog};
-use mooncake_reference::http::BootstrapServer;
-use mooncake_reference::reactor::{Incoming, Reactor};
+use mooncake_io::engine::client::Request;
+use mooncake_io::engine::{serve_logged, EngineClient, PeerLog};
+use mooncake_io::http::BootstrapServer;
+use mooncake_io::reactor::{Incoming, Reactor};
 use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::proto::Registry;
 use serde_json::{json, Value as J};

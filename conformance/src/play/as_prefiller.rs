@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::conversation::Conversation;
-use mooncake_reference::backend::Backend;
-use mooncake_reference::http::BootstrapServer;
+use mooncake_io::backend::Backend;
+use mooncake_io::http::BootstrapServer;
 use mooncake_reference::prefiller::{PrefillerConfig, PrefillerPeer};
 use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::codec::Codec;
