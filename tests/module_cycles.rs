@@ -8,7 +8,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Every member crate's source root (the fuzz harness too), but `testee-protocol`: one file, no modules to loop.
-const CRATES: [&str; 4] = ["src", "conformance/src", "reference-impl/src", "fuzz/harness/src"];
+/// With, for each, how many of its modules at least import another (what shows the reader found the imports):
+/// `io` is four modules of which one (backend) imports another (engine).
+const CRATES: [(&str, usize); 5] =
+    [("src", 3), ("conformance/src", 3), ("reference-impl/src", 3), ("io/src", 1), ("fuzz/harness/src", 3)];
 
 type Graph = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
 
@@ -151,9 +154,9 @@ fn cycles(g: &Graph) -> Vec<Vec<String>> {
 fn no_crate_has_an_import_cycle_between_its_modules() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut problems = vec![];
-    for krate in CRATES {
+    for (krate, least) in CRATES {
         let g = graph(&root.join(krate));
-        assert!(g.len() > 2, "{krate}: only {} modules import others: the reader found nothing", g.len());
+        assert!(g.len() >= least, "{krate}: only {} modules import others: the reader found nothing", g.len());
         for comp in cycles(&g) {
             let mut why = vec![];
             for a in &comp {

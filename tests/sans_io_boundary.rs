@@ -1,6 +1,6 @@
 //! The protocol cores are sans-IO: no sockets, runtime, clock, thread, file or randomness inside the
 //! `mooncake-wire` library's `proto` and `plan` modules, and no I/O crate among the library's dependencies.
-//! Only `reference-impl/` touches those.
+//! Only `io/` (mooncake-io) and `reference-impl/` touch those.
 
 use std::path::Path;
 

@@ -29,8 +29,8 @@ use mooncake_wire::spec::{Behaviour, Revision, Spec};
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status};
 use serde_json::Value as J;
 
+use crate::conversation::Conversation;
 use crate::role::Role;
-use crate::trace_model::TraceModel;
 
 /// The start of the layout check's error (`src/plan/validate.rs`), whose region lengths follow the answering
 /// prefiller's planning.
@@ -118,7 +118,7 @@ fn field_names(rev: &Revision, message: &str) -> Vec<String> {
 
 /// Chooses the revision to start the testee at: the trace's own if the testee speaks it, else the nearest
 /// revision it speaks that passes the rules above. `Err` is the skip reason.
-pub fn choose(model: &TraceModel, role: Role, testee_revisions: &[String]) -> Result<Pairing, String> {
+pub fn choose(model: &Conversation, role: Role, testee_revisions: &[String]) -> Result<Pairing, String> {
     let r = &model.revision;
     if testee_revisions.contains(&r.revision) {
         return Ok(Pairing::same(r));
@@ -171,7 +171,7 @@ fn concerns(v: &Verdict, role: Role, testee_is_new: bool) -> bool {
     })
 }
 
-fn eligible(model: &TraceModel, role: Role, t: &Arc<Revision>) -> Result<(), String> {
+fn eligible(model: &Conversation, role: Role, t: &Arc<Revision>) -> Result<(), String> {
     let r = &model.revision;
     if r.generation != t.generation {
         return Err(format!("generation {} and generation {} do not interoperate", r.generation, t.generation));
@@ -227,7 +227,7 @@ fn eligible(model: &TraceModel, role: Role, t: &Arc<Revision>) -> Result<(), Str
 /// revision, on common fields: the requests in a prefiller case, the replies in a decoder case. What the testee
 /// sends is its own revision's and is read by the runner at the trace's (rule 1 covers that direction), so the
 /// recorded messages of the other direction need not decode under `t`.
-fn messages_survive(model: &TraceModel, t: &Arc<Revision>, role: Role) -> Result<(), String> {
+fn messages_survive(model: &Conversation, t: &Arc<Revision>, role: Role) -> Result<(), String> {
     let r = &model.revision;
     let rc = Codec::builtin(&r.revision).ok_or("no codec for the trace revision")?;
     let tc = Codec::builtin(&t.revision).ok_or("no codec for the testee revision")?;
@@ -289,7 +289,7 @@ pub const PLANNING: &[&str] = &[
 /// testee's: `Some(Some(evidence))` yes, `Some(None)` no, `None` when the runner has no detector for the key.
 /// `conditional`: the diff says the difference breaks a mixed pair only when something happens.
 fn exercised(
-    model: &TraceModel,
+    model: &Conversation,
     key: &str,
     role: Role,
     conditional: bool,
@@ -427,9 +427,9 @@ fn exercised(
 mod tests {
     use super::*;
 
-    fn model(name: &str) -> TraceModel {
+    fn model(name: &str) -> Conversation {
         let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("traces").join(name);
-        TraceModel::new(crate::trace::Trace::load(&p).unwrap()).unwrap()
+        Conversation::new(crate::trace::Trace::load(&p).unwrap()).unwrap()
     }
 
     #[test]

@@ -1,9 +1,13 @@
-//! `mooncake-conformance extract`: the command around [`crate::extract`].
+//! `mooncake-conformance extract`: the command around [`crate::extract`]. It returns the derived revision
+//! (or the proof table) as a typed result; the writers write it to any `impl Write`, and the CLI writes the
+//! files `--out` and `--check` name.
 
-use std::path::PathBuf;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 
-use crate::extract::{self, proof};
-use crate::outcome::{Outcome, AGREE, DISAGREE, USAGE};
+use crate::extract::{self, proof, Derived};
+use crate::outcome::{CmdError, ErrorKind};
+use crate::report::write_json;
 
 /// What `extract` prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,81 +20,94 @@ pub enum Output {
     Summary,
 }
 
-/// `extract PATH`: the derived revision file (to `out`, or standard output), and the text for standard
-/// error (the summary line and one "not derived: …" line per fact).
-pub fn one(
-    path: &std::path::Path,
-    out: Option<&PathBuf>,
-    base: Option<&str>,
-    python: &str,
-    fmt: Output,
-) -> (Outcome, String) {
-    let d = match extract::derive(path, python, base) {
-        Ok(d) => d,
-        Err(e) => {
-            let o = Outcome {
-                stdout: String::new(),
-                errors: vec![format!("{}: {}", path.display(), e.message)],
-                code: e.code,
-            };
-            return (o, String::new());
-        }
-    };
-    let fp = mooncake_wire::hash::fingerprint::wire_fingerprint(&d.revision).unwrap_or_else(|e| format!("({e})"));
+/// A revision derived from one vLLM source, with its wire fingerprint and the summary line.
+#[derive(Clone, Debug)]
+pub struct Extraction {
+    pub path: PathBuf,
+    pub derived: Derived,
+    /// The wire fingerprint, or why there is none (in parentheses).
+    pub fingerprint: String,
+    /// `PATH: REVISION — closest bundled revision …; N facts not derived`.
+    pub line: String,
+}
+
+/// `extract PATH`: the revision derived from the source at `path` (a failure names the path).
+pub fn one(path: &Path, base: Option<&str>, python: &str) -> Result<Extraction, CmdError> {
+    let derived = extract::derive(path, python, base)
+        .map_err(|e| CmdError { kind: e.kind, message: format!("{}: {}", path.display(), e.message) })?;
+    let fingerprint =
+        mooncake_wire::hash::fingerprint::wire_fingerprint(&derived.revision).unwrap_or_else(|e| format!("({e})"));
+    let n = derived.not_derived.len();
     let line = format!(
         "{}: {} — closest bundled revision {}, {} edit{}; wire fingerprint {}; {} fact{} not derived",
         path.display(),
-        d.revision.revision,
-        d.base,
-        d.edits,
-        if d.edits == 1 { "" } else { "s" },
-        fp,
-        d.not_derived.len(),
-        if d.not_derived.len() == 1 { "" } else { "s" }
+        derived.revision.revision,
+        derived.base,
+        derived.edits,
+        if derived.edits == 1 { "" } else { "s" },
+        fingerprint,
+        n,
+        if n == 1 { "" } else { "s" }
     );
-    let mut notes = String::new();
-    for n in &d.not_derived {
-        notes.push_str(&format!("not derived: {n}\n"));
+    Ok(Extraction { path: path.to_path_buf(), derived, fingerprint, line })
+}
+
+/// Writes what `extract` prints on standard output: the spec file (nothing when it goes to a file,
+/// `to_file`), the JSON document or the summary line.
+pub fn write_extraction(w: &mut impl Write, x: &Extraction, fmt: Output, to_file: bool) -> io::Result<()> {
+    let d = &x.derived;
+    match fmt {
+        Output::Toml if to_file => Ok(()),
+        Output::Toml => w.write_all(d.text.as_bytes()),
+        Output::Summary => writeln!(w, "{}", x.line),
+        Output::Json => write_json(
+            w,
+            &serde_json::json!({
+                "path": x.path.display().to_string(),
+                "revision": d.revision.revision,
+                "base": d.base,
+                "edits": d.edits,
+                "release": d.facts.release,
+                "files": d.facts.files,
+                "wire_fingerprint": x.fingerprint,
+                "not_derived": d.not_derived,
+                "file": d.text,
+            }),
+        ),
     }
-    let stdout = match fmt {
-        Output::Toml if out.is_some() => String::new(),
-        Output::Toml => d.text.clone(),
-        Output::Summary => format!("{line}\n"),
-        Output::Json => crate::report::json_text(&serde_json::json!({
-            "path": path.display().to_string(),
-            "revision": d.revision.revision,
-            "base": d.base,
-            "edits": d.edits,
-            "release": d.facts.release,
-            "files": d.facts.files,
-            "wire_fingerprint": fp,
-            "not_derived": d.not_derived,
-            "file": d.text,
-        })),
-    };
-    if let Some(o) = out {
-        if let Err(e) = std::fs::write(o, &d.text) {
-            let o =
-                Outcome { stdout, errors: vec![format!("{}: {e}", o.display())], code: crate::outcome::ENVIRONMENT };
-            return (o, String::new());
-        }
+}
+
+/// Writes what `extract` says on standard error: the summary line (with the spec file) and one
+/// "not derived: …" line per fact (not with JSON).
+pub fn write_notes(w: &mut impl Write, x: &Extraction, fmt: Output) -> io::Result<()> {
+    if fmt == Output::Json {
+        return Ok(());
     }
-    let stderr = match fmt {
-        Output::Toml => format!("{line}\n{notes}"),
-        Output::Summary => notes,
-        Output::Json => String::new(),
-    };
-    (Outcome { stdout, errors: vec![], code: AGREE }, stderr)
+    if fmt == Output::Toml {
+        writeln!(w, "{}", x.line)?;
+    }
+    x.derived.not_derived.iter().try_for_each(|n| writeln!(w, "not derived: {n}"))
+}
+
+/// The proof on history: one row per wheel, the wheels skipped (cached ones of releases no revision covers).
+#[derive(Clone, Debug)]
+pub struct Proof {
+    /// The Markdown table.
+    pub markdown: String,
+    /// `skipped: …` lines.
+    pub skipped: String,
+    /// Wheels whose fingerprint is not the bundled revision's.
+    pub disagreeing: usize,
 }
 
 /// `extract --proof [WHEEL...]`: the proof table over the wheels given, or every cached one.
-pub fn proof(paths: &[PathBuf], out: Option<&PathBuf>, check: Option<&PathBuf>, python: &str) -> Outcome {
+pub fn proof(paths: &[PathBuf], python: &str) -> Result<Proof, CmdError> {
     let wheels = if paths.is_empty() { proof::cached_wheels(&proof::cache_dir()) } else { paths.to_vec() };
     if wheels.is_empty() {
-        return Outcome::usage(format!(
+        return Err(CmdError::usage(format!(
             "--proof: no wheels given and none cached in {} (pip download --no-deps vllm==X -d that directory)",
             proof::cache_dir().display()
-        ));
+        )));
     }
     let mut rows = vec![];
     let mut skipped = String::new();
@@ -98,49 +115,14 @@ pub fn proof(paths: &[PathBuf], out: Option<&PathBuf>, check: Option<&PathBuf>, 
         match proof::row(w, python) {
             Ok(r) => rows.push(r),
             // A cached wheel of a release no revision covers (nothing to compare with) is named, not fatal.
-            Err(e) if paths.is_empty() && e.code == USAGE && e.message.contains("is in no revision") => {
+            Err(e) if paths.is_empty() && e.kind == ErrorKind::Usage && e.message.contains("is in no revision") => {
                 skipped.push_str(&format!("skipped: {}\n", e.message));
             }
-            Err(e) => {
-                let errors = vec![format!("{}: {}", w.display(), e.message)];
-                return Outcome { stdout: String::new(), errors, code: e.code };
-            }
+            Err(e) => return Err(CmdError { kind: e.kind, message: format!("{}: {}", w.display(), e.message) }),
         }
     }
     if rows.is_empty() {
-        return Outcome::usage(format!("--proof: no cached wheel of a release the spec covers\n{skipped}"));
+        return Err(CmdError::usage(format!("--proof: no cached wheel of a release the spec covers\n{skipped}")));
     }
-    let md = proof::markdown(&rows);
-    let bad = rows.iter().filter(|r| !r.agrees()).count();
-    let mut errors = vec![];
-    let mut code = if bad == 0 { AGREE } else { DISAGREE };
-    if let Some(o) = out {
-        if let Err(e) = std::fs::write(o, &md) {
-            return Outcome {
-                stdout: String::new(),
-                errors: vec![format!("{}: {e}", o.display())],
-                code: crate::outcome::ENVIRONMENT,
-            };
-        }
-    }
-    if let Some(c) = check {
-        match std::fs::read_to_string(c) {
-            Ok(t) if t == md => {}
-            Ok(_) => {
-                errors.push(format!(
-                    "{} is stale: regenerate with `mooncake-conformance extract --proof --out {}`",
-                    c.display(),
-                    c.display()
-                ));
-                code = DISAGREE;
-            }
-            Err(e) => {
-                return Outcome { stdout: String::new(), errors: vec![format!("{}: {e}", c.display())], code: USAGE }
-            }
-        }
-    }
-    if bad > 0 {
-        errors.push(format!("{bad} wheel(s) do not give the bundled fingerprint"));
-    }
-    Outcome { stdout: if out.is_some() { skipped } else { md + &skipped }, errors, code }
+    Ok(Proof { markdown: proof::markdown(&rows), skipped, disagreeing: rows.iter().filter(|r| !r.agrees()).count() })
 }

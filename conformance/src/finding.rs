@@ -1,5 +1,5 @@
-//! What a check found, the report of one trace and of one vector file: the leaf every layer of the pipeline shares (trace →
-//! conversation → checks → report → writers); of this crate it uses only the exit codes of `outcome`.
+//! What a check found, the report of one trace and of one vector file: the leaf every layer of the pipeline
+//! shares (trace → conversation → checks → report → writers); it imports nothing of the crate.
 //!
 //! Check ids are a closed list, [`CheckId`], each documented in `conformance/CHECKS.md`
 //! (`conformance/tests/check_ids.rs` holds the enum and the document to each other).
@@ -133,21 +133,8 @@ impl TraceReport {
     }
 }
 
-/// Checks whose findings mean the file could not be checked at all (bad input: exit 2, not 1).
+/// Checks whose findings mean the file could not be checked at all (bad input, not a disagreement).
 pub const INPUT_CHECKS: [CheckId; 3] = [CheckId::TraceFormat, CheckId::TraceEmpty, CheckId::TraceRevision];
-
-/// The exit code of a validation: 2 when some file is not a checkable trace (an empty trace only without
-/// `allow_empty`), 1 when some trace has findings, 0 otherwise.
-pub fn exit_code(reps: &[TraceReport], allow_empty: bool) -> u8 {
-    let input = |f: &Finding| INPUT_CHECKS.contains(&f.check) && (f.check != CheckId::TraceEmpty || !allow_empty);
-    if reps.iter().any(|r| r.findings.iter().any(input)) {
-        crate::outcome::USAGE
-    } else if reps.iter().any(|r| r.findings.iter().any(|f| f.check != CheckId::TraceEmpty)) {
-        crate::outcome::DISAGREE
-    } else {
-        crate::outcome::AGREE
-    }
-}
 
 /// A case of a vector file that did not agree.
 #[derive(Debug, Serialize)]

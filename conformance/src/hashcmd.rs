@@ -1,9 +1,8 @@
 //! `mooncake-conformance hash ...`: vLLM's `hash_factors` of a JSON file, the wire fingerprint of a revision,
-//! and whether two revisions are wire-compatible.
-//!
-//! Exit codes: 0 = done / compatible; 1 = Python would raise for this value / incompatible; 2 = bad usage
-//! or unreadable input.
+//! and whether two revisions are wire-compatible. Each command returns its typed result (or a
+//! [`CmdError`]: bad usage or input); the writers write a result as text or JSON to any `impl Write`.
 
+use std::io::{self, Write};
 use std::path::Path;
 
 use serde_json::{json, Value as J};
@@ -12,11 +11,12 @@ use mooncake_wire::hash::fingerprint::{compare, wire_document, wire_fingerprint}
 use mooncake_wire::hash::{self, tagged};
 use mooncake_wire::spec::{Resolved, Revision, Spec};
 
-use crate::outcome::{Outcome, AGREE, DISAGREE, USAGE};
+use crate::outcome::CmdError;
+use crate::report::write_json;
 
 /// A revision by any name the spec's resolver takes (`vllm-0.25.0..0.29.0`, `0.27.1`, `ascend:0.18.0`).
-pub fn find_revision(name: &str) -> Result<Resolved, String> {
-    Spec::builtin().resolve(name).map_err(|e| e.to_string())
+pub fn find_revision(name: &str) -> Result<Resolved, CmdError> {
+    Spec::builtin().resolve(name).map_err(|e| CmdError::usage(e.to_string()))
 }
 
 /// A vLLM release for the per-release tables (store keys, NIXL hashes), named in any form the spec's resolver
@@ -31,82 +31,96 @@ pub fn vllm_release(name: &str, known: impl Fn(&str) -> bool) -> Result<String, 
     }
 }
 
+/// What `hash factors` gives: the hash, or the exception Python's `hash_factors` would raise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Factors {
+    /// The digest, and the text that was hashed.
+    Hashed { digest: String, hashed: String },
+    /// Python would raise this.
+    Raises(String),
+}
+
 /// `hash factors FILE.json` (`-` reads stdin).
-pub fn factors(file: &Path, json_out: bool) -> Outcome {
-    let mut o = Outcome::default();
+pub fn factors(file: &Path) -> Result<Factors, CmdError> {
     let text = if file == Path::new("-") {
         let mut s = String::new();
-        match std::io::Read::read_to_string(&mut std::io::stdin(), &mut s) {
-            Ok(_) => s,
-            Err(e) => return Outcome::usage(format!("stdin: {e}")),
-        }
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| format!("stdin: {e}"))?;
+        s
     } else {
-        match std::fs::read_to_string(file) {
-            Ok(s) => s,
-            Err(e) => return Outcome::usage(format!("{}: {e}", file.display())),
-        }
+        std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?
     };
     // Integers beyond 64 bits stay exact (as Python's json.load keeps them).
     let text = tagged::tag_wide_integers(&text).unwrap_or(text);
-    let value: J = match serde_json::from_str(&text) {
-        Ok(v) => v,
-        Err(e) => return Outcome::usage(format!("{}: not JSON: {e}", file.display())),
-    };
-    let py = match tagged::from_tagged_json(&value) {
-        Ok(v) => v,
-        Err(e) => return Outcome::usage(format!("{}: {e}", file.display())),
-    };
-    match hash::hash_factors(&py) {
-        Ok(h) => {
-            if json_out {
-                o.json(&json!({ "digest": h.digest, "hashed_utf8": h.hashed, "hashed_hex": hash::hex(h.hashed.as_bytes()) }));
-            } else {
-                o.say(&h.digest);
-                o.say(format!("hashed: {}", h.hashed));
-            }
-            o.done(AGREE)
-        }
-        Err(e) => {
-            if json_out {
-                o.json(&json!({ "error": e.to_string() }));
-            } else {
-                o.say(format!("Python raises {e}"));
-            }
-            o.done(DISAGREE)
-        }
+    let value: J = serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", file.display()))?;
+    let py = tagged::from_tagged_json(&value).map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok(match hash::hash_factors(&py) {
+        Ok(h) => Factors::Hashed { digest: h.digest, hashed: h.hashed },
+        Err(e) => Factors::Raises(e.to_string()),
+    })
+}
+
+/// Writes a `hash factors` result, as text or JSON.
+pub fn write_factors(w: &mut impl Write, f: &Factors, json_out: bool) -> io::Result<()> {
+    match (f, json_out) {
+        (Factors::Hashed { digest, hashed }, true) => write_json(
+            w,
+            &json!({ "digest": digest, "hashed_utf8": hashed, "hashed_hex": hash::hex(hashed.as_bytes()) }),
+        ),
+        (Factors::Hashed { digest, hashed }, false) => writeln!(w, "{digest}\nhashed: {hashed}"),
+        (Factors::Raises(e), true) => write_json(w, &json!({ "error": e })),
+        (Factors::Raises(e), false) => writeln!(w, "Python raises {e}"),
     }
 }
 
-/// `hash wire [--revision R]`: one revision's fingerprint, or every revision's.
-pub fn wire(revision: Option<&str>, json_out: bool) -> Outcome {
-    let mut o = Outcome::default();
+/// The wire fingerprint of one revision (`hash wire`); with its fingerprinted document when one revision
+/// was asked for.
+#[derive(Debug, Clone)]
+pub struct WireEntry {
+    pub revision: String,
+    pub releases: Vec<String>,
+    pub fingerprint: String,
+    /// The document the fingerprint hashes (tagged JSON), for `--revision`.
+    pub document: Option<J>,
+}
+
+/// `hash wire [--revision R]`: one revision's fingerprint (with its document), or every revision's.
+pub fn wire(revision: Option<&str>) -> Result<Vec<WireEntry>, CmdError> {
     let revs: Vec<&Revision> = match revision {
-        Some(r) => match find_revision(r) {
-            Ok(r) => vec![Spec::builtin().revision(&r.revision.revision).expect("resolved").as_ref()],
-            Err(e) => return Outcome::usage(e),
-        },
+        Some(r) => vec![Spec::builtin().revision(&find_revision(r)?.revision.revision).expect("resolved").as_ref()],
         None => Spec::builtin().push().revisions.iter().map(|r| r.as_ref()).collect(),
     };
-    let mut out = vec![];
-    for r in &revs {
-        let fp = match wire_fingerprint(r) {
-            Ok(f) => f,
-            Err(e) => return Outcome::usage(format!("{}: {e}", r.revision)),
-        };
-        let mut entry = json!({ "revision": r.revision, "releases": r.releases, "fingerprint": fp });
-        if revision.is_some() {
-            entry["document"] = tagged::to_tagged_json(&wire_document(r).expect("fingerprinted above"));
+    revs.into_iter()
+        .map(|r| {
+            let fingerprint = wire_fingerprint(r).map_err(|e| format!("{}: {e}", r.revision))?;
+            Ok(WireEntry {
+                revision: r.revision.clone(),
+                releases: r.releases.clone(),
+                fingerprint,
+                document: revision.map(|_| tagged::to_tagged_json(&wire_document(r).expect("fingerprinted above"))),
+            })
+        })
+        .collect()
+}
+
+/// Writes `hash wire`: one line per revision, or JSON (one object for `--revision`, else an array).
+pub fn write_wire(w: &mut impl Write, entries: &[WireEntry], json_out: bool) -> io::Result<()> {
+    if !json_out {
+        for e in entries {
+            writeln!(w, "{}  {}", e.fingerprint, e.revision)?;
         }
-        out.push(entry);
+        return Ok(());
     }
-    if json_out {
-        o.json(&if revision.is_some() { out.remove(0) } else { J::Array(out) });
-    } else {
-        for e in &out {
-            o.say(format!("{}  {}", e["fingerprint"].as_str().unwrap_or(""), e["revision"].as_str().unwrap_or("")));
+    let one = |e: &WireEntry| {
+        let mut v = json!({ "revision": e.revision, "releases": e.releases, "fingerprint": e.fingerprint });
+        if let Some(d) = &e.document {
+            v["document"] = d.clone();
         }
+        v
+    };
+    match entries {
+        [e] if e.document.is_some() => write_json(w, &one(e)),
+        _ => write_json(w, &J::Array(entries.iter().map(one).collect())),
     }
-    o.done(AGREE)
 }
 
 /// Sections of a resolved revision outside the fingerprint that still differ (bootstrap HTTP, transport,
@@ -159,18 +173,31 @@ fn effect_word(e: &mooncake_wire::diff::Effect) -> String {
     }
 }
 
+/// What `hash check A B` found: compatible exactly when the wire fingerprints are equal and the spec diff of
+/// the two revisions has no breaking row in either direction.
+#[derive(Debug, Clone)]
+pub struct Compatibility {
+    pub compatible: bool,
+    /// Each side: the revision, how it was named, its fingerprint.
+    pub a: (String, String, String),
+    pub b: (String, String, String),
+    /// Struct and field differences on the msgspec wire (item, change).
+    pub differences: Vec<(String, String)>,
+    /// The breaking rows of `diff OLD NEW`, and the two revisions in that order.
+    pub breaking: Vec<String>,
+    pub diffed: (String, String),
+    /// Differences outside the fingerprint (bootstrap, transport, behaviour, parameters), as paths.
+    pub outside_fingerprint: Vec<String>,
+}
+
 /// `hash check A B`: compatible exactly when the wire fingerprints are equal and the spec diff of the two
 /// revisions has no breaking row in either direction.
-pub fn check(a: &str, b: &str, json_out: bool) -> Outcome {
-    let mut o = Outcome::default();
-    let (na, nb) = match (find_revision(a), find_revision(b)) {
-        (Ok(x), Ok(y)) => (x, y),
-        (Err(e), _) | (_, Err(e)) => return Outcome::usage(e),
-    };
+pub fn check(a: &str, b: &str) -> Result<Compatibility, CmdError> {
+    let (na, nb) = (find_revision(a)?, find_revision(b)?);
     let (ra, rb) = (na.revision.as_ref(), nb.revision.as_ref());
     let (fa, fb, diffs) = match (wire_fingerprint(ra), wire_fingerprint(rb), compare(ra, rb)) {
         (Ok(x), Ok(y), Ok(d)) => (x, y, d),
-        (Err(e), ..) | (_, Err(e), _) | (.., Err(e)) => return Outcome::usage(e),
+        (Err(e), ..) | (_, Err(e), _) | (.., Err(e)) => return Err(CmdError::usage(e)),
     };
     // Same wire is necessary, not sufficient: behaviour and bootstrap rows of the spec diff can break a mixed
     // pair too, and `hash check` must agree with `diff` (and with the observed compatibility matrix).
@@ -183,7 +210,7 @@ pub fn check(a: &str, b: &str, json_out: bool) -> Outcome {
     };
     let arc = |r: &Revision| Spec::builtin().revision(&r.revision).cloned();
     let (Some(old), Some(new)) = (arc(old), arc(new)) else {
-        return Outcome::usage("revision not in the built-in spec".to_string());
+        return Err(CmdError::usage("revision not in the built-in spec"));
     };
     let report = mooncake_wire::diff::diff(&old, &new);
     let breaking: Vec<String> = report
@@ -204,111 +231,118 @@ pub fn check(a: &str, b: &str, json_out: bool) -> Outcome {
             )
         })
         .collect();
-    let compatible = fa == fb && breaking.is_empty();
-    let other = outside_fingerprint(ra, rb);
+    Ok(Compatibility {
+        compatible: fa == fb && breaking.is_empty(),
+        a: (ra.revision.clone(), na.describe(), fa),
+        b: (rb.revision.clone(), nb.describe(), fb),
+        differences: diffs.into_iter().map(|d| (d.item, d.change)).collect(),
+        breaking,
+        diffed: (old.revision.clone(), new.revision.clone()),
+        outside_fingerprint: outside_fingerprint(ra, rb),
+    })
+}
+
+/// Writes a `hash check` result, as text or JSON.
+pub fn write_check(w: &mut impl Write, c: &Compatibility, json_out: bool) -> io::Result<()> {
+    let ((ra, da, fa), (rb, db, fb)) = (&c.a, &c.b);
     if json_out {
-        o.json(&json!({
-            "compatible": compatible,
-            "a": { "revision": ra.revision, "fingerprint": fa },
-            "b": { "revision": rb.revision, "fingerprint": fb },
-            "differences": diffs.iter().map(|d| json!({ "item": d.item, "change": d.change })).collect::<Vec<_>>(),
-            "breaking": breaking,
-            "outside_fingerprint": other,
-        }));
+        return write_json(
+            w,
+            &json!({
+                "compatible": c.compatible,
+                "a": { "revision": ra, "fingerprint": fa },
+                "b": { "revision": rb, "fingerprint": fb },
+                "differences": c.differences.iter().map(|(item, change)| json!({ "item": item, "change": change })).collect::<Vec<_>>(),
+                "breaking": c.breaking,
+                "outside_fingerprint": c.outside_fingerprint,
+            }),
+        );
+    }
+    if c.compatible && ra == rb {
+        writeln!(w, "compatible: {da} and {db} are the same revision (wire fingerprint {fa})")?;
+    } else if c.compatible {
+        writeln!(w, "compatible: {da} and {db} have the same wire fingerprint {fa} and the spec diff breaks nothing")?;
+    } else if fa == fb {
+        writeln!(
+            w,
+            "incompatible: {da} and {db} have the same wire fingerprint {fa}, but the spec diff breaks a mixed pair:"
+        )?;
     } else {
-        if compatible && ra.revision == rb.revision {
-            o.say(format!(
-                "compatible: {} and {} are the same revision (wire fingerprint {fa})",
-                na.describe(),
-                nb.describe()
-            ));
-        } else if compatible {
-            o.say(format!(
-                "compatible: {} and {} have the same wire fingerprint {fa} and the spec diff breaks nothing",
-                na.describe(),
-                nb.describe()
-            ));
-        } else if fa == fb {
-            o.say(format!(
-                "incompatible: {} and {} have the same wire fingerprint {fa}, but the spec diff breaks a mixed pair:",
-                na.describe(),
-                nb.describe()
-            ));
-        } else {
-            o.say(format!(
-                "incompatible: {} ({}) and {} ({}) differ on the msgspec wire:",
-                na.describe(),
-                &fa[..12],
-                nb.describe(),
-                &fb[..12]
-            ));
-            for d in &diffs {
-                o.say(format!("  {}: {}", d.item, d.change));
-            }
-        }
-        if !breaking.is_empty() {
-            o.say(format!("breaking rows of `diff {} {}`:", old.revision, new.revision));
-            for b in &breaking {
-                o.say(format!("  {b}"));
-            }
-        }
-        if !other.is_empty() {
-            o.say("outside the fingerprint (bootstrap, transport, behaviour, parameters):");
-            for x in &other {
-                o.say(format!("  {x}"));
-            }
+        writeln!(w, "incompatible: {da} ({}) and {db} ({}) differ on the msgspec wire:", &fa[..12], &fb[..12])?;
+        for (item, change) in &c.differences {
+            writeln!(w, "  {item}: {change}")?;
         }
     }
-    o.done(if compatible { AGREE } else { DISAGREE })
+    if !c.breaking.is_empty() {
+        writeln!(w, "breaking rows of `diff {} {}`:", c.diffed.0, c.diffed.1)?;
+        for b in &c.breaking {
+            writeln!(w, "  {b}")?;
+        }
+    }
+    if !c.outside_fingerprint.is_empty() {
+        writeln!(w, "outside the fingerprint (bootstrap, transport, behaviour, parameters):")?;
+        for x in &c.outside_fingerprint {
+            writeln!(w, "  {x}")?;
+        }
+    }
+    Ok(())
+}
+
+/// NIXL's compatibility hash of a release for a config (`hash nixl`), and the P2P wrapper's for an engine.
+#[derive(Debug, Clone)]
+pub struct NixlHash {
+    pub release: String,
+    pub connector_version: i64,
+    /// The factors hashed, as output JSON.
+    pub factors: J,
+    pub hashed: String,
+    pub digest: String,
+    pub engine: Option<String>,
+    pub wrapped: Option<String>,
 }
 
 /// `hash nixl --release R CONFIG.json [--engine E]`: the NIXL compatibility hash of a release for the config
 /// attributes in the file (the golden vectors' input shape), and the P2P wrapper's hash for a transfer engine.
-pub fn nixl(release: &str, file: &Path, engine: Option<&str>, json_out: bool) -> Outcome {
-    let mut o = Outcome::default();
+pub fn nixl(release: &str, file: &Path, engine: Option<&str>) -> Result<NixlHash, CmdError> {
     use mooncake_wire::hash::compat::{wrapper_hash, NixlConfig, NixlFactorSet};
-    let release = match vllm_release(release, |r| NixlFactorSet::for_release(r).is_some()) {
-        Ok(r) => r,
-        Err(e) => return Outcome::usage(format!("--release {e}")),
-    };
+    let release = vllm_release(release, |r| NixlFactorSet::for_release(r).is_some())
+        .map_err(|e| CmdError::usage(format!("--release {e}")))?;
     let release = release.as_str();
-    let Some(set) = NixlFactorSet::for_release(release) else {
-        return Outcome::usage(format!("vLLM {release} has no NIXL compatibility hash in spec/compat-hash/nixl.toml"));
-    };
-    let text = match std::fs::read_to_string(file) {
-        Ok(s) => s,
-        Err(e) => return Outcome::usage(format!("{}: {e}", file.display())),
-    };
-    let cfg: NixlConfig = match serde_json::from_str(&text) {
-        Ok(c) => c,
-        Err(e) => return Outcome::usage(format!("{}: {e}", file.display())),
-    };
-    let result = set.factors(&cfg, release).and_then(|f| {
-        let h = hash::hash_factors(&f).map_err(|e| e.to_string())?;
-        let wrapped = engine.map(|e| wrapper_hash(&h.digest, e)).transpose()?;
-        Ok((f, h, wrapped))
-    });
-    match result {
-        Ok((factors, h, wrapped)) => {
-            if json_out {
-                o.json(&json!({
-                    "release": release,
-                    "nixl_connector_version": set.connector_version,
-                    "factors": tagged::to_output_json(&factors),
-                    "hashed_utf8": h.hashed,
-                    "hash": h.digest,
-                    "engine": engine,
-                    "wrapped_hash": wrapped,
-                }));
-            } else {
-                o.say(wrapped.as_deref().unwrap_or(&h.digest));
-                o.say(format!("nixl_connector_version {}; hashed: {}", set.connector_version, h.hashed));
-            }
-            o.done(AGREE)
-        }
-        Err(e) => {
-            o.error(e.to_string());
-            o.done(USAGE)
-        }
+    let set = NixlFactorSet::for_release(release).ok_or_else(|| {
+        CmdError::usage(format!("vLLM {release} has no NIXL compatibility hash in spec/compat-hash/nixl.toml"))
+    })?;
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let cfg: NixlConfig = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+    let factors = set.factors(&cfg, release)?;
+    let h = hash::hash_factors(&factors).map_err(|e| e.to_string())?;
+    let wrapped = engine.map(|e| wrapper_hash(&h.digest, e)).transpose()?;
+    Ok(NixlHash {
+        release: release.to_string(),
+        connector_version: set.connector_version,
+        factors: tagged::to_output_json(&factors),
+        hashed: h.hashed,
+        digest: h.digest,
+        engine: engine.map(str::to_string),
+        wrapped,
+    })
+}
+
+/// Writes a `hash nixl` result, as text or JSON.
+pub fn write_nixl(w: &mut impl Write, n: &NixlHash, json_out: bool) -> io::Result<()> {
+    if json_out {
+        return write_json(
+            w,
+            &json!({
+                "release": n.release,
+                "nixl_connector_version": n.connector_version,
+                "factors": n.factors,
+                "hashed_utf8": n.hashed,
+                "hash": n.digest,
+                "engine": n.engine,
+                "wrapped_hash": n.wrapped,
+            }),
+        );
     }
+    writeln!(w, "{}", n.wrapped.as_deref().unwrap_or(&n.digest))?;
+    writeln!(w, "nixl_connector_version {}; hashed: {}", n.connector_version, n.hashed)
 }

@@ -1,8 +1,9 @@
 //! `mooncake-conformance key build|parse|grammars`: store keys of a vLLM release (or of another family's
 //! grammar), from fields or from token ids through vLLM's block-hash chain, and keys read back into fields.
-//!
-//! Exit codes: 0 = done; 1 = the fields do not make a key of that grammar / the key does not parse (or has
-//! several readings); 2 = bad usage.
+//! Each command returns its typed result (or a [`CmdError`]: bad usage or input); the writers write a result
+//! as text or JSON to any `impl Write`.
+
+use std::io::{self, Write};
 
 use serde_json::{json, Value as J};
 
@@ -12,7 +13,8 @@ use mooncake_wire::keys::grammar::{FieldType, FieldValue, Fields, Grammar, KeyPa
 use mooncake_wire::keys::spec::StoreKeySpec;
 use mooncake_wire::keys::vllm_key::{model_name_of, VllmStoreKey};
 
-use crate::outcome::{Outcome, AGREE, DISAGREE, USAGE};
+use crate::outcome::CmdError;
+use crate::report::write_json;
 
 /// Which grammar: a vLLM release's, a named one, or (parse only) any of a family's.
 pub struct Target {
@@ -21,29 +23,30 @@ pub struct Target {
     pub family: Option<String>,
 }
 
-fn grammars(t: &Target) -> Result<Vec<&'static Grammar>, String> {
+fn grammars(t: &Target) -> Result<Vec<&'static Grammar>, CmdError> {
     let spec = StoreKeySpec::builtin();
     match (&t.release, &t.grammar, &t.family) {
         (Some(r), None, None) => Ok(vec![spec.vllm_grammar(&release_of(r)?)?]),
-        (None, Some(g), None) => {
-            Ok(vec![spec.grammar(g).ok_or_else(|| format!("no grammar {g:?}; `key grammars` lists them"))?])
-        }
+        (None, Some(g), None) => Ok(vec![spec
+            .grammar(g)
+            .ok_or_else(|| CmdError::usage(format!("no grammar {g:?}; `key grammars` lists them")))?]),
         (None, None, Some(f)) => {
             let v: Vec<_> = spec.grammars.iter().filter(|g| &g.family == f).collect();
             if v.is_empty() {
-                Err(format!("no key family {f:?} (vllm, vllm-ascend, lmcache)"))
+                Err(CmdError::usage(format!("no key family {f:?} (vllm, vllm-ascend, lmcache)")))
             } else {
                 Ok(v)
             }
         }
-        _ => Err("give exactly one of --release, --grammar, --family".into()),
+        _ => Err(CmdError::usage("give exactly one of --release, --grammar, --family")),
     }
 }
 
 /// `--release` in any form the spec's resolver takes, as the release the key tables list.
-fn release_of(name: &str) -> Result<String, String> {
+fn release_of(name: &str) -> Result<String, CmdError> {
     let spec = StoreKeySpec::builtin();
-    crate::hashcmd::vllm_release(name, |r| spec.vllm_releases().contains(&r)).map_err(|e| format!("--release {e}"))
+    crate::hashcmd::vllm_release(name, |r| spec.vllm_releases().contains(&r))
+        .map_err(|e| CmdError::usage(format!("--release {e}")))
 }
 
 /// `FIELD=VALUE` typed by the grammar (ints as decimal, tags as a JSON array of `[name, value]` pairs). The same
@@ -106,33 +109,44 @@ fn fields_json(f: &Fields) -> J {
     J::Object(f.iter().map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or(J::Null))).collect())
 }
 
+/// What `key build` built: one key from fields, or one key per full block of token ids.
+#[derive(Debug, Clone)]
+pub enum Built {
+    Key {
+        grammar: String,
+        key: String,
+        fields: Fields,
+    },
+    /// Per block: `{start, end, hash, key}`.
+    Keys {
+        release: String,
+        grammar: String,
+        keys: Vec<J>,
+    },
+}
+
 /// `key build`.
-pub fn build(target: &Target, assignments: &[String], tokens: Option<TokenOptions>, json_out: bool) -> Outcome {
-    let mut o = Outcome::default();
-    let g = match grammars(target) {
-        Ok(g) if g.len() == 1 => g[0],
-        Ok(_) => return Outcome::usage("key build needs --release or --grammar, not --family"),
-        Err(e) => return Outcome::usage(e),
+pub fn build(target: &Target, assignments: &[String], tokens: Option<TokenOptions>) -> Result<Built, CmdError> {
+    let g = match grammars(target)?.as_slice() {
+        [g] => *g,
+        _ => return Err(CmdError::usage("key build needs --release or --grammar, not --family")),
     };
     if assignments.is_empty() && tokens.is_none() {
-        return Outcome::usage(format!(
+        return Err(CmdError::usage(format!(
             "nothing to build: give FIELD=VALUE pairs (the fields of {}: `key grammars` shows them) or --tokens",
             g.name
-        ));
+        )));
     }
-    let mut fields = match parse_assignments(g, assignments, target.release.is_some(), "") {
-        Ok(f) => f,
-        Err(e) => return Outcome::usage(e),
-    };
+    let mut fields = parse_assignments(g, assignments, target.release.is_some(), "")?;
     // vLLM keys: unspecified parts take KeyMetadata's defaults.
     if let Some(release) = &target.release {
         if tokens.is_none()
             && !fields.contains_key("chunk_hash")
             && g.parts.iter().any(|p| matches!(p, Part::Field { name, .. } if name == "chunk_hash"))
         {
-            return Outcome::usage(
+            return Err(CmdError::usage(
                 "no chunk_hash: give chunk_hash=HEX, or --tokens to hash token ids into one key per block",
-            );
+            ));
         }
         let mut base = VllmStoreKey::default().to_fields();
         for (k, v) in fields {
@@ -140,146 +154,141 @@ pub fn build(target: &Target, assignments: &[String], tokens: Option<TokenOption
         }
         fields = base;
         if let Some(t) = tokens {
-            let release = match release_of(release) {
-                Ok(r) => r,
-                Err(e) => return Outcome::usage(e),
-            };
-            return build_from_tokens(&release, g, fields, t, json_out);
+            let release = release_of(release)?;
+            let keys = build_from_tokens(&release, g, fields, t)?;
+            return Ok(Built::Keys { release, grammar: g.name.clone(), keys });
         }
     } else if tokens.is_some() {
-        return Outcome::usage("--tokens needs --release (the block-hash chain is vLLM's)");
+        return Err(CmdError::usage("--tokens needs --release (the block-hash chain is vLLM's)"));
     }
-    match g.render(&fields) {
-        Ok(key) => {
-            if json_out {
-                o.json(&json!({ "grammar": g.name, "key": key, "fields": fields_json(&fields) }));
-            } else {
-                o.say(&key);
-            }
-            o.done(AGREE)
+    let key = g.render(&fields).map_err(|e| CmdError::usage(e.to_string()))?;
+    Ok(Built::Key { grammar: g.name.clone(), key, fields })
+}
+
+/// Writes what `key build` built: the key(s) one a line, or JSON.
+pub fn write_built(w: &mut impl Write, b: &Built, json_out: bool) -> io::Result<()> {
+    match (b, json_out) {
+        (Built::Key { grammar, key, fields }, true) => {
+            write_json(w, &json!({ "grammar": grammar, "key": key, "fields": fields_json(fields) }))
         }
-        Err(e) => {
-            o.error(e.to_string());
-            o.done(USAGE)
+        (Built::Key { key, .. }, false) => writeln!(w, "{key}"),
+        (Built::Keys { release, grammar, keys }, true) => {
+            write_json(w, &json!({ "release": release, "grammar": grammar, "keys": keys }))
+        }
+        (Built::Keys { keys, .. }, false) => {
+            for k in keys {
+                writeln!(w, "{}", k["key"].as_str().unwrap_or(""))?;
+            }
+            Ok(())
         }
     }
 }
 
-fn build_from_tokens(release: &str, g: &Grammar, fields: Fields, t: TokenOptions, json_out: bool) -> Outcome {
-    let mut o = Outcome::default();
+fn build_from_tokens(release: &str, g: &Grammar, fields: Fields, t: TokenOptions) -> Result<Vec<J>, String> {
     let spec = StoreKeySpec::builtin();
-    let run = || -> Result<Vec<J>, String> {
-        let rules = spec.block_hash_rules(release)?;
-        let algo = HashAlgo::parse(&t.algo)?;
-        let seed = rules.seed(t.pythonhashseed.as_deref())?;
-        let none_hash = block_hash::none_hash(algo, seed)?;
-        let hbs = t.hash_block_size.unwrap_or(t.block_size);
-        if hbs == 0 || t.block_size == 0 || !t.block_size.is_multiple_of(hbs) {
-            return Err(format!(
-                "block size {} must be a positive multiple of the hash block size {hbs}",
-                t.block_size
-            ));
-        }
-        let rule = &spec.chunk_hash_rule(release)?.rule;
-        let hash_size = if rule == "block" { t.block_size } else { hbs };
-        let req = TextRequest {
-            token_ids: t.tokens.iter().map(|x| PyInt::from(*x)).collect(),
-            lora: t.lora.clone(),
-            cache_salt: t.cache_salt.clone(),
-        };
-        let blocks = block_hash::request_block_hashes(rules, algo, &none_hash, hash_size, &req)?;
-        let per_chunk = t.block_size / hash_size;
-        let mut out = vec![];
-        for (i, chunk) in blocks.chunks(per_chunk).enumerate() {
-            if chunk.len() < per_chunk {
-                break;
-            }
-            let hash: Vec<u8> = match rule.as_str() {
-                "concat" => chunk.iter().flat_map(|b| b.hashed.hash).collect(),
-                _ => chunk.last().expect("non-empty").hashed.hash.to_vec(),
-            };
-            let mut f = fields.clone();
-            f.insert("chunk_hash".into(), FieldValue::Text(hex(&hash)));
-            let key = g.render(&f).map_err(|e| e.to_string())?;
-            out.push(
-                json!({ "start": i * t.block_size, "end": (i + 1) * t.block_size, "hash": hex(&hash), "key": key }),
-            );
-        }
-        Ok(out)
+    let rules = spec.block_hash_rules(release)?;
+    let algo = HashAlgo::parse(&t.algo)?;
+    let seed = rules.seed(t.pythonhashseed.as_deref())?;
+    let none_hash = block_hash::none_hash(algo, seed)?;
+    let hbs = t.hash_block_size.unwrap_or(t.block_size);
+    if hbs == 0 || t.block_size == 0 || !t.block_size.is_multiple_of(hbs) {
+        return Err(format!("block size {} must be a positive multiple of the hash block size {hbs}", t.block_size));
+    }
+    let rule = &spec.chunk_hash_rule(release)?.rule;
+    let hash_size = if rule == "block" { t.block_size } else { hbs };
+    let req = TextRequest {
+        token_ids: t.tokens.iter().map(|x| PyInt::from(*x)).collect(),
+        lora: t.lora.clone(),
+        cache_salt: t.cache_salt.clone(),
     };
-    match run() {
-        Ok(keys) => {
-            if json_out {
-                o.json(&json!({ "release": release, "grammar": g.name, "keys": keys }));
-            } else {
-                for k in &keys {
-                    o.say(k["key"].as_str().unwrap_or(""));
-                }
-            }
-            o.done(AGREE)
+    let blocks = block_hash::request_block_hashes(rules, algo, &none_hash, hash_size, &req)?;
+    let per_chunk = t.block_size / hash_size;
+    let mut out = vec![];
+    for (i, chunk) in blocks.chunks(per_chunk).enumerate() {
+        if chunk.len() < per_chunk {
+            break;
         }
-        Err(e) => {
-            o.error(e.to_string());
-            o.done(USAGE)
-        }
+        let hash: Vec<u8> = match rule.as_str() {
+            "concat" => chunk.iter().flat_map(|b| b.hashed.hash).collect(),
+            _ => chunk.last().expect("non-empty").hashed.hash.to_vec(),
+        };
+        let mut f = fields.clone();
+        f.insert("chunk_hash".into(), FieldValue::Text(hex(&hash)));
+        let key = g.render(&f).map_err(|e| e.to_string())?;
+        out.push(json!({ "start": i * t.block_size, "end": (i + 1) * t.block_size, "hash": hex(&hash), "key": key }));
+    }
+    Ok(out)
+}
+
+/// What `key parse` read: the readings under each grammar tried, and the grammars the key does not fit.
+#[derive(Debug, Clone)]
+pub struct Parsed {
+    pub key: String,
+    pub readings: Vec<(&'static Grammar, Fields)>,
+    /// Per grammar the key does not fit: the error, and whether it is that the key has several readings.
+    pub errors: Vec<(&'static Grammar, KeyParseError, bool)>,
+}
+
+impl Parsed {
+    /// One reading, and no grammar with several.
+    pub fn ok(&self) -> bool {
+        self.readings.len() == 1 && !self.errors.iter().any(|(_, _, ambiguous)| *ambiguous)
     }
 }
 
 /// `key parse`: the key's fields under the grammar(s); with a family, every grammar of it is tried.
-pub fn parse(target: &Target, key: &str, hints: &[String], json_out: bool) -> Outcome {
-    let mut o = Outcome::default();
-    let gs = match grammars(target) {
-        Ok(g) => g,
-        Err(e) => return Outcome::usage(e),
-    };
-    let mut found = vec![];
-    let mut errors = vec![];
-    for g in gs {
-        let h = match parse_assignments(g, hints, g.family == "vllm", "--hint ") {
-            Ok(h) => h,
-            Err(e) => return Outcome::usage(e),
-        };
+pub fn parse(target: &Target, key: &str, hints: &[String]) -> Result<Parsed, CmdError> {
+    let mut p = Parsed { key: key.to_string(), readings: vec![], errors: vec![] };
+    for g in grammars(target)? {
+        let h = parse_assignments(g, hints, g.family == "vllm", "--hint ")?;
         match g.parse(key, &h) {
-            Ok(f) => found.push((g, f)),
-            Err(e @ KeyParseError::Ambiguous { .. }) => errors.push((g, e, true)),
-            Err(e) => errors.push((g, e, false)),
+            Ok(f) => p.readings.push((g, f)),
+            Err(e @ KeyParseError::Ambiguous { .. }) => p.errors.push((g, e, true)),
+            Err(e) => p.errors.push((g, e, false)),
         }
     }
-    let ok = found.len() == 1 && !errors.iter().any(|(_, _, ambiguous)| *ambiguous);
-    if json_out {
-        o.json(&json!({
-            "key": key,
-            "ok": ok,
-            "readings": found.iter().map(|(g, f)| json!({ "grammar": g.name, "releases": g.releases, "fields": fields_json(f) })).collect::<Vec<_>>(),
-            "errors": errors.iter().map(|(g, e, _)| json!({ "grammar": g.name, "error": e.to_string() })).collect::<Vec<_>>(),
-        }));
-    } else {
-        for (g, f) in &found {
-            o.say(format!(
-                "{} ({})",
-                g.name,
-                if g.releases.is_empty() { g.source.clone() } else { format!("vLLM {}", g.releases.join(", ")) }
-            ));
-            for (k, v) in f {
-                o.say(format!("  {k} = {v}"));
-            }
-        }
-        if !ok {
-            for (_, e, _) in &errors {
-                o.say(format!("{e}"));
-            }
-            if found.len() > 1 {
-                o.say(format!("the key fits {} grammars", found.len()));
-            }
-        }
-    }
-    o.done(if ok { AGREE } else { DISAGREE })
+    Ok(p)
 }
 
-/// `key grammars`: every grammar, its releases and its key shape.
-pub fn list(json_out: bool) -> Outcome {
-    let mut o = Outcome::default();
-    let spec = StoreKeySpec::builtin();
+/// Writes what `key parse` read, as text or JSON.
+pub fn write_parsed(w: &mut impl Write, p: &Parsed, json_out: bool) -> io::Result<()> {
+    let ok = p.ok();
+    if json_out {
+        return write_json(
+            w,
+            &json!({
+                "key": p.key,
+                "ok": ok,
+                "readings": p.readings.iter().map(|(g, f)| json!({ "grammar": g.name, "releases": g.releases, "fields": fields_json(f) })).collect::<Vec<_>>(),
+                "errors": p.errors.iter().map(|(g, e, _)| json!({ "grammar": g.name, "error": e.to_string() })).collect::<Vec<_>>(),
+            }),
+        );
+    }
+    for (g, f) in &p.readings {
+        let from = if g.releases.is_empty() { g.source.clone() } else { format!("vLLM {}", g.releases.join(", ")) };
+        writeln!(w, "{} ({from})", g.name)?;
+        for (k, v) in f {
+            writeln!(w, "  {k} = {v}")?;
+        }
+    }
+    if !ok {
+        for (_, e, _) in &p.errors {
+            writeln!(w, "{e}")?;
+        }
+        if p.readings.len() > 1 {
+            writeln!(w, "the key fits {} grammars", p.readings.len())?;
+        }
+    }
+    Ok(())
+}
+
+/// `key grammars`: every grammar of spec/store-keys/.
+pub fn grammar_list() -> &'static [Grammar] {
+    &StoreKeySpec::builtin().grammars
+}
+
+/// Writes `key grammars`: each grammar, its releases and its key shape, as text or JSON.
+pub fn write_grammars(w: &mut impl Write, grammars: &[Grammar], json_out: bool) -> io::Result<()> {
     let shape = |g: &Grammar| -> String {
         g.parts
             .iter()
@@ -292,12 +301,14 @@ pub fn list(json_out: bool) -> Outcome {
             .collect()
     };
     if json_out {
-        o.json(&J::Array(spec.grammars.iter().map(|g| json!({ "name": g.name, "family": g.family, "releases": g.releases, "shape": shape(g), "source": g.source })).collect()));
-    } else {
-        for g in &spec.grammars {
-            let rel = if g.releases.is_empty() { String::new() } else { format!(" (vLLM {})", g.releases.join(", ")) };
-            o.say(format!("{:<26} {}{rel}", g.name, shape(g)));
-        }
+        return write_json(
+            w,
+            &J::Array(grammars.iter().map(|g| json!({ "name": g.name, "family": g.family, "releases": g.releases, "shape": shape(g), "source": g.source })).collect()),
+        );
     }
-    o.done(AGREE)
+    for g in grammars {
+        let rel = if g.releases.is_empty() { String::new() } else { format!(" (vLLM {})", g.releases.join(", ")) };
+        writeln!(w, "{:<26} {}{rel}", g.name, shape(g))?;
+    }
+    Ok(())
 }

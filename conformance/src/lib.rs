@@ -27,7 +27,6 @@ pub mod spec_source;
 pub mod tap;
 pub mod testee;
 pub mod trace;
-pub mod trace_model;
 pub mod validate;
 pub mod validate_pull;
 pub mod vectors;

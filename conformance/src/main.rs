@@ -5,8 +5,9 @@
 //! nothing to check); 3 = the environment failed (nothing listening, a port in use, a testee that died). A
 //! closed output pipe ends the program quietly with 0.
 //!
-//! The library modules print nothing: each command returns its output ([`Outcome`], reports, progress
-//! events) and this file writes it.
+//! The library modules print nothing and decide no exit code: each command returns a typed result or a
+//! typed error ([`CmdError`]), reports and progress events; this file writes them (through the library's
+//! writers) and maps each to its exit code.
 
 use std::fs::File;
 use std::io::{IsTerminal, Write};
@@ -17,13 +18,23 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use mooncake_conformance::bundled::Data;
 use mooncake_conformance::expected::ExpectedFailures;
-use mooncake_conformance::finding::CheckId;
+use mooncake_conformance::finding::{CheckId, FileReport, TraceReport, INPUT_CHECKS};
 use mooncake_conformance::jsonl::Input;
-use mooncake_conformance::outcome::{Outcome, AGREE, DISAGREE, ENVIRONMENT};
-use mooncake_conformance::play::{External, Role};
-use mooncake_conformance::run::{Progress, RunConfig};
+use mooncake_conformance::outcome::{CmdError, ErrorKind};
+use mooncake_conformance::play::{External, Role, Status};
+use mooncake_conformance::report::write_json;
+use mooncake_conformance::run::{Progress, RunConfig, RunReport};
 use mooncake_conformance::testee::{split_command, TesteeSpec};
-use mooncake_conformance::{extractcmd, finding, hashcmd, keycmd, report, spec_source, validate, vectors};
+use mooncake_conformance::{extractcmd, hashcmd, keycmd, report, spec_source, validate, vectors};
+
+/// Everything checked agrees (or the command did what it was asked).
+const AGREE: u8 = 0;
+/// At least one disagreement: a failed case, a finding, a breaking change, incompatible revisions.
+const DISAGREE: u8 = 1;
+/// Bad usage or bad input: unknown names, unreadable or wrong-format files, nothing to check.
+const USAGE: u8 = 2;
+/// The environment failed: nothing listening, a port in use, a testee that died or never said hello.
+const ENVIRONMENT: u8 = 3;
 
 #[derive(Parser)]
 #[command(
@@ -559,8 +570,8 @@ enum DiffFormat {
 
 /// Writes to standard output or error. A closed pipe (`… | head -1`) ends the program quietly with status 0,
 /// as `cat` and `rg` do; any other write error is an environment failure.
-fn write_or_exit(mut w: impl Write, text: &str) {
-    if let Err(e) = w.write_all(text.as_bytes()).and_then(|_| w.flush()) {
+fn write_or_exit<W: Write>(mut w: W, write: impl FnOnce(&mut W) -> std::io::Result<()>) {
+    if let Err(e) = write(&mut w).and_then(|_| w.flush()) {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }
@@ -569,28 +580,115 @@ fn write_or_exit(mut w: impl Write, text: &str) {
     }
 }
 
+/// Standard output, written by a writer.
+fn out_with(write: impl FnOnce(&mut std::io::StdoutLock<'static>) -> std::io::Result<()>) {
+    write_or_exit(std::io::stdout().lock(), write);
+}
+
 /// Standard output text, as given.
 fn out(text: &str) {
-    write_or_exit(std::io::stdout().lock(), text);
+    out_with(|w| w.write_all(text.as_bytes()));
 }
 
 /// Text on standard error, as given.
 fn err(text: &str) {
-    write_or_exit(std::io::stderr().lock(), text);
+    write_or_exit(std::io::stderr().lock(), |w| w.write_all(text.as_bytes()));
 }
 
-/// Prints what a command produced and returns its exit code.
-fn emit(o: Outcome) -> ExitCode {
-    out(&o.stdout);
-    for e in &o.errors {
+/// Standard error's `error: …` lines, then the exit code.
+fn finish(errors: &[String], code: u8) -> ExitCode {
+    for e in errors {
         err(&format!("error: {e}\n"));
     }
-    ExitCode::from(o.code)
+    ExitCode::from(code)
+}
+
+/// The exit code of a kind of failure.
+fn code_of(kind: ErrorKind) -> u8 {
+    match kind {
+        ErrorKind::Usage => USAGE,
+        ErrorKind::Disagreement => DISAGREE,
+        ErrorKind::Environment => ENVIRONMENT,
+    }
+}
+
+/// A command that failed: its error on standard error, the exit code of its kind.
+fn fail(e: CmdError) -> ExitCode {
+    finish(&[e.message], code_of(e.kind))
 }
 
 /// A usage or input error (exit 2).
 fn usage(msg: &str) -> ExitCode {
-    emit(Outcome::usage(msg))
+    finish(&[msg.to_string()], USAGE)
+}
+
+/// A command's result written to standard output by `write` (text or JSON), with `code`; its error, failed.
+fn show<T>(
+    result: Result<T, CmdError>,
+    write: impl FnOnce(&mut std::io::StdoutLock<'static>, &T) -> std::io::Result<()>,
+    code: impl FnOnce(&T) -> u8,
+) -> ExitCode {
+    match result {
+        Ok(r) => {
+            out_with(|w| write(w, &r));
+            ExitCode::from(code(&r))
+        }
+        Err(e) => fail(e),
+    }
+}
+
+// ---- exit codes of the reports -----------------------------------------------------------------------------
+
+/// `validate`: 2 when some file is not a checkable trace (an empty trace only without `allow_empty`), 1 when
+/// some trace has findings, 0 otherwise.
+fn validate_code(reps: &[TraceReport], allow_empty: bool) -> u8 {
+    let input = |f: &mooncake_conformance::finding::Finding| {
+        INPUT_CHECKS.contains(&f.check) && (f.check != CheckId::TraceEmpty || !allow_empty)
+    };
+    if reps.iter().any(|r| r.findings.iter().any(input)) {
+        USAGE
+    } else if reps.iter().any(|r| r.findings.iter().any(|f| f.check != CheckId::TraceEmpty)) {
+        DISAGREE
+    } else {
+        AGREE
+    }
+}
+
+/// `vectors`: 2 when a file is not a vector file, or holds no case (unless `allow_empty`); 1 when a case
+/// disagrees or a file could not be checked; 0 otherwise.
+fn vectors_code(reps: &[FileReport], allow_empty: bool) -> u8 {
+    if reps.iter().any(|r| r.bad_input || (r.cases == 0 && r.not_checked.is_none() && !allow_empty)) {
+        USAGE
+    } else if reps.iter().all(|r| r.ok()) {
+        AGREE
+    } else {
+        DISAGREE
+    }
+}
+
+/// `run` and `replay`: 3 when the environment failed (a testee died), 1 on a failure or a stale expected
+/// failure, 2 when every case was skipped (unless `allow_empty`), 0 otherwise.
+fn run_code(r: &RunReport, allow_empty: bool) -> u8 {
+    if r.count(Status::Error) > 0 {
+        ENVIRONMENT
+    } else if !r.ok() {
+        DISAGREE
+    } else if !allow_empty && r.nothing_checked() {
+        USAGE
+    } else {
+        AGREE
+    }
+}
+
+/// `tap`: 3 when its surroundings failed, 1 on a finding, 0 otherwise.
+fn tap_code(r: &mooncake_conformance::tap::TapReport) -> u8 {
+    if !r.troubles.is_empty() {
+        ENVIRONMENT
+    } else if r.finding_count > 0 {
+        DISAGREE
+    } else {
+        AGREE
+    }
 }
 
 // ---- argument checks -------------------------------------------------------------------------------------
@@ -701,56 +799,49 @@ fn progress_printer(mode: ProgressMode) -> Option<Box<dyn FnMut(Progress<'_>) + 
 
 /// Runs the cases and writes the reports.
 fn execute(cfg: RunConfig, opts: &RunOpts, files: ReportFiles) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let rt = match runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            return emit(Outcome {
-                stdout: String::new(),
-                errors: vec![format!("starting the runtime: {e}")],
-                code: ENVIRONMENT,
-            })
-        }
+        Err(e) => return finish(&[format!("starting the runtime: {e}")], ENVIRONMENT),
     };
     let allow_empty = cfg.allow_empty;
     let rep = match rt.block_on(mooncake_conformance::run::run(cfg)) {
         Ok(r) => r,
-        Err(e) => return emit(Outcome { stdout: String::new(), errors: vec![e.message], code: e.code }),
+        Err(e) => return fail(e),
     };
     let mut errors = vec![];
-    let writes = [
-        (files.junit, report::run_junit(&rep)),
-        (files.markdown, report::run_markdown(&rep)),
-        (files.json, report::json_text(&report::run_json(&rep))),
-    ];
-    for (f, text) in writes {
-        if let Some((p, mut f)) = f {
-            if let Err(e) = f.write_all(text.as_bytes()) {
-                errors.push(format!("{}: {e}", p.display()));
+    let mut write_file =
+        |f: Option<(PathBuf, File)>, write: &dyn Fn(&mut std::io::BufWriter<File>) -> std::io::Result<()>| {
+            if let Some((p, f)) = f {
+                let mut w = std::io::BufWriter::new(f);
+                if let Err(e) = write(&mut w).and_then(|_| w.flush()) {
+                    errors.push(format!("{}: {e}", p.display()));
+                }
             }
-        }
-    }
-    let text = match opts.format {
-        Format::Json => report::json_text(&report::run_json(&rep)),
-        Format::Text => report::run_text(&rep),
-    };
+        };
+    write_file(files.junit, &|w| report::write_run_junit(w, &rep));
+    write_file(files.markdown, &|w| report::write_run_markdown(w, &rep));
+    write_file(files.json, &|w| write_json(w, &report::run_json(&rep)));
     // A report file that could not be written after the run (a full disk): the environment failed.
-    let code = if errors.is_empty() { rep.exit_code(allow_empty) } else { ENVIRONMENT };
+    let code = if errors.is_empty() { run_code(&rep, allow_empty) } else { ENVIRONMENT };
     errors.extend(rep.problems(allow_empty));
-    emit(Outcome { stdout: text, errors, code })
+    out_with(|w| match opts.format {
+        Format::Json => write_json(w, &report::run_json(&rep)),
+        Format::Text => report::write_run_text(w, &rep),
+    });
+    finish(&errors, code)
+}
+
+/// The runtime of the commands that do I/O.
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()
 }
 
 /// `tap`: records until --duration, SIGINT or SIGTERM; findings on standard output as they happen.
 fn tap(cfg: mooncake_conformance::tap::TapConfig, duration: Option<std::time::Duration>) -> ExitCode {
     use mooncake_conformance::tap::{finding_line, Say, Tap};
-    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let rt = match runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            return emit(Outcome {
-                stdout: String::new(),
-                errors: vec![format!("starting the runtime: {e}")],
-                code: ENVIRONMENT,
-            })
-        }
+        Err(e) => return finish(&[format!("starting the runtime: {e}")], ENVIRONMENT),
     };
     rt.block_on(async move {
         let out_path = cfg.out.display().to_string();
@@ -760,12 +851,13 @@ fn tap(cfg: mooncake_conformance::tap::TapConfig, duration: Option<std::time::Du
         });
         let t = match Tap::start(cfg, say).await {
             Ok(t) => t,
-            Err(e) => return emit(Outcome { stdout: String::new(), errors: vec![e.message], code: e.code }),
+            Err(e) => return fail(e),
         };
         err(&format!("tap: bootstrap server at {} ({}); recording to {out_path}; Ctrl-C stops\n", t.url(), t.mode));
         wait_for_stop(duration).await;
         let rep = t.finish().await;
-        emit(Outcome { stdout: format!("{}\n", rep.summary()), errors: rep.troubles.clone(), code: rep.exit_code() })
+        out(&format!("{}\n", rep.summary()));
+        finish(&rep.troubles, tap_code(&rep))
     })
 }
 
@@ -870,13 +962,13 @@ fn main() -> ExitCode {
             if list {
                 return match mooncake_conformance::run::select_cases(&cfg) {
                     Ok(cases) => {
-                        let text = match opts.format {
-                            Format::Json => report::json_text(&report::list_json(&cases)),
-                            Format::Text => report::list_text(&cases),
-                        };
-                        emit(Outcome { stdout: text, errors: vec![], code: AGREE })
+                        out_with(|w| match opts.format {
+                            Format::Json => write_json(w, &report::list_json(&cases)),
+                            Format::Text => report::write_list_text(w, &cases),
+                        });
+                        ExitCode::from(AGREE)
                     }
-                    Err(e) => emit(Outcome { stdout: String::new(), errors: vec![e.message], code: e.code }),
+                    Err(e) => fail(e),
                 };
             }
             let expected = match (&expected_failures, &testee) {
@@ -931,7 +1023,7 @@ fn main() -> ExitCode {
             cfg.external = external;
             // Endpoint syntax is a usage error before anything else (the run checks reachability, exit 3).
             if let Err(e) = mooncake_conformance::run::preflight_syntax(&cfg.external) {
-                return emit(Outcome { stdout: String::new(), errors: vec![e.message], code: e.code });
+                return fail(e);
             }
             let files = match ReportFiles::open(&opts) {
                 Ok(f) => f,
@@ -968,15 +1060,11 @@ fn main() -> ExitCode {
                 ));
             }
             let reps: Vec<_> = files.iter().map(|f| vectors::check_file(f)).collect();
-            let text = match format {
-                Format::Json => report::json_text(&report::vectors_json(&reps)),
-                Format::Text => report::vectors_text(&reps, all),
-            };
-            emit(Outcome {
-                stdout: text,
-                errors: vectors::input_problems(&reps, allow_empty),
-                code: vectors::exit_code(&reps, allow_empty),
-            })
+            out_with(|w| match format {
+                Format::Json => write_json(w, &report::vectors_json(&reps)),
+                Format::Text => report::write_vectors_text(w, &reps, all),
+            });
+            finish(&vectors::input_problems(&reps, allow_empty), vectors_code(&reps, allow_empty))
         }
         Cmd::Validate { paths, format, data, allow_empty } => {
             let inputs = if paths.is_empty() {
@@ -989,30 +1077,29 @@ fn main() -> ExitCode {
                 Err(e) => return usage(&e),
             };
             let reps: Vec<_> = inputs.iter().map(validate::validate_input).collect();
-            let text = match format {
-                Format::Json => report::json_text(&report::validate_json(&reps)),
-                Format::Text => report::validate_text(&reps),
-            };
-            let problems: Vec<String> =
-                reps.iter()
-                    .flat_map(|r| {
-                        r.findings
-                            .iter()
-                            .filter(|f| {
-                                finding::INPUT_CHECKS.contains(&f.check)
-                                    && (f.check != CheckId::TraceEmpty || !allow_empty)
-                            })
-                            .map(move |f| (r, f))
-                    })
-                    .map(|(r, f)| {
+            out_with(|w| match format {
+                Format::Json => write_json(w, &report::validate_json(&reps)),
+                Format::Text => report::write_validate_text(w, &reps),
+            });
+            let problems: Vec<String> = reps
+                .iter()
+                .flat_map(|r| {
+                    r.findings
+                        .iter()
+                        .filter(|f| INPUT_CHECKS.contains(&f.check) && (f.check != CheckId::TraceEmpty || !allow_empty))
+                        .map(move |f| (r, f))
+                })
+                .map(
+                    |(r, f)| {
                         if f.detail.starts_with(&r.path) {
                             f.detail.clone()
                         } else {
                             format!("{}: {}", r.path, f.detail)
                         }
-                    })
-                    .collect();
-            emit(Outcome { stdout: text, errors: problems, code: finding::exit_code(&reps, allow_empty) })
+                    },
+                )
+                .collect();
+            finish(&problems, validate_code(&reps, allow_empty))
         }
         Cmd::Matrix { paths, out, check, revision, abort_ms, jobs, format, data } => {
             let data = match data_of(&data) {
@@ -1042,15 +1129,9 @@ fn main() -> ExitCode {
                 only,
                 progress: Some(std::sync::Arc::new(|l: &str| eprintln!("{l}"))),
             };
-            let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+            let rt = match runtime() {
                 Ok(r) => r,
-                Err(e) => {
-                    return emit(Outcome {
-                        stdout: String::new(),
-                        errors: vec![e.to_string()],
-                        code: mooncake_conformance::outcome::ENVIRONMENT,
-                    })
-                }
+                Err(e) => return finish(&[e.to_string()], ENVIRONMENT),
             };
             let m = rt.block_on(mooncake_conformance::matrix::build(&traces, &cfg));
             let md = mooncake_conformance::matrix::render::markdown(&m);
@@ -1084,19 +1165,17 @@ fn main() -> ExitCode {
                 m.disagreements().len(),
                 if code == AGREE { "OK" } else { "FAILED" }
             );
-            let stdout = match format {
-                Format::Json => report::json_text(&mooncake_conformance::matrix::render::json(&m)),
-                _ => format!("{md}\n{summary}\n"),
-            };
-            emit(Outcome { stdout, errors, code })
+            out_with(|w| match format {
+                Format::Json => write_json(w, &mooncake_conformance::matrix::render::json(&m)),
+                _ => write!(w, "{md}\n{summary}\n"),
+            });
+            finish(&errors, code)
         }
         Cmd::Diff { old, new, format, allow_breaking, python } => {
             let py = python.unwrap_or_else(mooncake_conformance::extract::default_python);
             let (old, new) = match (spec_source::resolve_with(&old, &py), spec_source::resolve_with(&new, &py)) {
                 (Ok(a), Ok(b)) => (a, b),
-                (Err((code, e)), _) | (_, Err((code, e))) => {
-                    return emit(Outcome { stdout: String::new(), errors: vec![e], code })
-                }
+                (Err(e), _) | (_, Err(e)) => return fail(e),
             };
             if old.family != new.family {
                 return usage(&format!(
@@ -1105,18 +1184,14 @@ fn main() -> ExitCode {
                 ));
             }
             let r = mooncake_wire::diff::diff(&old, &new);
-            let text = match format {
-                DiffFormat::Markdown => mooncake_wire::diff::render::markdown(&r),
-                DiffFormat::Json => report::json_text(&mooncake_wire::diff::render::json(&r)),
-                DiffFormat::Summary => format!("{}\n", r.summary),
-            };
-            emit(Outcome {
-                stdout: text,
-                errors: vec![],
-                code: if r.is_breaking() && !allow_breaking { DISAGREE } else { AGREE },
-            })
+            out_with(|w| match format {
+                DiffFormat::Markdown => w.write_all(mooncake_wire::diff::render::markdown(&r).as_bytes()),
+                DiffFormat::Json => write_json(w, &mooncake_wire::diff::render::json(&r)),
+                DiffFormat::Summary => writeln!(w, "{}", r.summary),
+            });
+            ExitCode::from(if r.is_breaking() && !allow_breaking { DISAGREE } else { AGREE })
         }
-        Cmd::Key { cmd } => emit(match cmd {
+        Cmd::Key { cmd } => match cmd {
             KeyCmd::Build {
                 target,
                 fields,
@@ -1140,18 +1215,29 @@ fn main() -> ExitCode {
                     lora: lora_name.zip(lora_path),
                     cache_salt,
                 });
-                keycmd::build(&t, &fields, tokens, format == Format::Json)
+                show(
+                    keycmd::build(&t, &fields, tokens),
+                    |w, b| keycmd::write_built(w, b, format == Format::Json),
+                    |_| AGREE,
+                )
             }
             KeyCmd::Parse { target, family, key, hints, format } => {
                 let t = keycmd::Target { release: target.release, grammar: target.grammar, family };
-                keycmd::parse(&t, &key, &hints, format == Format::Json)
+                show(
+                    keycmd::parse(&t, &key, &hints),
+                    |w, p| keycmd::write_parsed(w, p, format == Format::Json),
+                    |p| if p.ok() { AGREE } else { DISAGREE },
+                )
             }
-            KeyCmd::Grammars { format } => keycmd::list(format == Format::Json),
-        }),
+            KeyCmd::Grammars { format } => {
+                out_with(|w| keycmd::write_grammars(w, keycmd::grammar_list(), format == Format::Json));
+                ExitCode::from(AGREE)
+            }
+        },
         Cmd::Extract { paths, out, base, python, format, proof, check } => {
             let py = python.unwrap_or_else(mooncake_conformance::extract::default_python);
             if proof {
-                return emit(extractcmd::proof(&paths, out.as_ref(), check.as_ref(), &py));
+                return extract_proof(&paths, out.as_ref(), check.as_ref(), &py);
             }
             if check.is_some() {
                 return usage("--check goes with --proof");
@@ -1164,19 +1250,82 @@ fn main() -> ExitCode {
                 ExtractFormat::Json => extractcmd::Output::Json,
                 ExtractFormat::Summary => extractcmd::Output::Summary,
             };
-            let (o, notes) = extractcmd::one(path, out.as_ref(), base.as_deref(), &py, fmt);
-            err(&notes);
-            emit(o)
-        }
-        Cmd::Hash { cmd } => emit(match cmd {
-            HashCmd::Factors { file, format } => hashcmd::factors(&file, format == Format::Json),
-            HashCmd::Wire { revision, format } => hashcmd::wire(revision.as_deref(), format == Format::Json),
-            HashCmd::Check { a, b, format } => hashcmd::check(&a, &b, format == Format::Json),
-            HashCmd::Nixl { release, file, engine, format } => {
-                hashcmd::nixl(&release, &file, engine.as_deref(), format == Format::Json)
+            let x = match extractcmd::one(path, base.as_deref(), &py) {
+                Ok(x) => x,
+                Err(e) => return fail(e),
+            };
+            let written =
+                out.as_ref().map(|o| std::fs::write(o, &x.derived.text).map_err(|e| format!("{}: {e}", o.display())));
+            if let Some(Err(e)) = written {
+                out_with(|w| extractcmd::write_extraction(w, &x, fmt, true));
+                return finish(&[e], ENVIRONMENT);
             }
-        }),
+            write_or_exit(std::io::stderr().lock(), |w| extractcmd::write_notes(w, &x, fmt));
+            out_with(|w| extractcmd::write_extraction(w, &x, fmt, out.is_some()));
+            ExitCode::from(AGREE)
+        }
+        Cmd::Hash { cmd } => match cmd {
+            HashCmd::Factors { file, format } => show(
+                hashcmd::factors(&file),
+                |w, f| hashcmd::write_factors(w, f, format == Format::Json),
+                |f| if matches!(f, hashcmd::Factors::Raises(_)) { DISAGREE } else { AGREE },
+            ),
+            HashCmd::Wire { revision, format } => show(
+                hashcmd::wire(revision.as_deref()),
+                |w, e| hashcmd::write_wire(w, e, format == Format::Json),
+                |_| AGREE,
+            ),
+            HashCmd::Check { a, b, format } => show(
+                hashcmd::check(&a, &b),
+                |w, c| hashcmd::write_check(w, c, format == Format::Json),
+                |c| if c.compatible { AGREE } else { DISAGREE },
+            ),
+            HashCmd::Nixl { release, file, engine, format } => show(
+                hashcmd::nixl(&release, &file, engine.as_deref()),
+                |w, n| hashcmd::write_nixl(w, n, format == Format::Json),
+                |_| AGREE,
+            ),
+        },
     }
+}
+
+/// `extract --proof`: the table (to standard output, or `--out`), compared with `--check`.
+fn extract_proof(paths: &[PathBuf], out: Option<&PathBuf>, check: Option<&PathBuf>, python: &str) -> ExitCode {
+    let p = match extractcmd::proof(paths, python) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    let mut errors = vec![];
+    let mut code = if p.disagreeing == 0 { AGREE } else { DISAGREE };
+    if let Some(o) = out {
+        if let Err(e) = std::fs::write(o, &p.markdown) {
+            return finish(&[format!("{}: {e}", o.display())], ENVIRONMENT);
+        }
+    }
+    if let Some(c) = check {
+        match std::fs::read_to_string(c) {
+            Ok(t) if t == p.markdown => {}
+            Ok(_) => {
+                errors.push(format!(
+                    "{} is stale: regenerate with `mooncake-conformance extract --proof --out {}`",
+                    c.display(),
+                    c.display()
+                ));
+                code = DISAGREE;
+            }
+            Err(e) => return finish(&[format!("{}: {e}", c.display())], USAGE),
+        }
+    }
+    if p.disagreeing > 0 {
+        errors.push(format!("{} wheel(s) do not give the bundled fingerprint", p.disagreeing));
+    }
+    out_with(|w| {
+        if out.is_none() {
+            w.write_all(p.markdown.as_bytes())?;
+        }
+        w.write_all(p.skipped.as_bytes())
+    });
+    finish(&errors, code)
 }
 
 #[cfg(test)]

@@ -1,46 +1,52 @@
-//! What a command produced, for `main` to print: the library modules print nothing themselves, so one place
-//! decides how output is written (a closed pipe ends the program quietly) and which exit code it gets.
-//!
-//! Exit codes, everywhere: [`AGREE`] 0, [`DISAGREE`] 1, [`USAGE`] 2, [`ENVIRONMENT`] 3.
+//! How the library's commands fail: a typed error with its [`ErrorKind`]. The library prints nothing and
+//! decides no exit code: each command returns a typed result (or a [`CmdError`]), the writers write results
+//! to any `impl std::io::Write`, and `main.rs` (the CLI layer) prints them and maps every result and every
+//! error kind to the exit code its help states.
 
-/// Everything checked agrees (or the command did what it was asked).
-pub const AGREE: u8 = 0;
-/// At least one disagreement: a failed case, a finding, a breaking change, incompatible revisions.
-pub const DISAGREE: u8 = 1;
-/// Bad usage or bad input: unknown names, unreadable or wrong-format files, nothing to check.
-pub const USAGE: u8 = 2;
-/// The environment failed: nothing listening, a port in use, a testee that died or never said hello.
-pub const ENVIRONMENT: u8 = 3;
-
-/// Standard output text, error lines (printed as `error: …` on standard error) and the exit code.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Outcome {
-    pub stdout: String,
-    pub errors: Vec<String>,
-    pub code: u8,
+/// What kind of failure a [`CmdError`] is (the CLI maps each to an exit code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Bad usage or bad input: unknown names, unreadable or wrong-format files, nothing to check.
+    Usage,
+    /// What was checked does not hold, so there is no result to show (a derived revision that does not load).
+    Disagreement,
+    /// The environment failed: nothing listening, a port in use, a testee that died, no Python, a full disk.
+    Environment,
 }
 
-impl Outcome {
-    /// A usage or input error: exit 2.
-    pub fn usage(msg: impl Into<String>) -> Outcome {
-        Outcome { stdout: String::new(), errors: vec![msg.into()], code: USAGE }
+/// A command that could not produce its result: what kind of failure, and what to tell the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CmdError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl CmdError {
+    /// Bad usage or input.
+    pub fn usage(message: impl Into<String>) -> CmdError {
+        CmdError { kind: ErrorKind::Usage, message: message.into() }
     }
-    /// One line of standard output.
-    pub fn say(&mut self, line: impl AsRef<str>) {
-        self.stdout.push_str(line.as_ref());
-        self.stdout.push('\n');
+    /// What was checked does not hold.
+    pub fn disagreement(message: impl Into<String>) -> CmdError {
+        CmdError { kind: ErrorKind::Disagreement, message: message.into() }
     }
-    /// A JSON document on standard output, pretty-printed.
-    pub fn json(&mut self, v: &serde_json::Value) {
-        self.say(serde_json::to_string_pretty(v).expect("JSON values serialize"));
-    }
-    /// An error line for standard error (the code is set separately).
-    pub fn error(&mut self, msg: impl Into<String>) {
-        self.errors.push(msg.into());
-    }
-    /// Sets the exit code and returns the outcome.
-    pub fn done(mut self, code: u8) -> Outcome {
-        self.code = code;
-        self
+    /// The environment failed.
+    pub fn environment(message: impl Into<String>) -> CmdError {
+        CmdError { kind: ErrorKind::Environment, message: message.into() }
     }
 }
+
+/// A bare message is bad usage or input (what most checks of arguments and files give).
+impl From<String> for CmdError {
+    fn from(message: String) -> CmdError {
+        CmdError::usage(message)
+    }
+}
+
+impl std::fmt::Display for CmdError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CmdError {}

@@ -1,17 +1,21 @@
-//! Text and JSON output of the subcommands.
+//! The writers: text, JSON, JUnit and Markdown output of the reports, each written to any `impl Write` (the
+//! CLI gives standard output or a report file). The last layer of the pipeline trace → conversation →
+//! checks → report → writers; nothing here decides an exit code.
 
-use std::fmt::Write as _;
+use std::io::{self, Write};
 
 use serde_json::json;
 
 use crate::finding::TraceReport;
 use crate::finding::{CheckId, FileReport};
 
-/// A JSON document, pretty-printed, with a final newline.
-pub fn json_text(v: &serde_json::Value) -> String {
-    serde_json::to_string_pretty(v).expect("JSON values serialize") + "\n"
+/// Writes a JSON document, pretty-printed, with a final newline.
+pub fn write_json(w: &mut impl Write, v: &serde_json::Value) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *w, v)?;
+    writeln!(w)
 }
 
+/// The `vectors` report as one JSON document.
 pub fn vectors_json(reps: &[FileReport]) -> serde_json::Value {
     let cases: usize = reps.iter().map(|r| r.cases).sum();
     let passed: usize = reps.iter().map(|r| r.passed).sum();
@@ -30,13 +34,13 @@ pub fn vectors_json(reps: &[FileReport]) -> serde_json::Value {
     })
 }
 
-pub fn vectors_text(reps: &[FileReport], all: bool) -> String {
-    let mut o = String::new();
+/// Writes the `vectors` report as text: a line per file, its notes and (the first) failing cases, a summary.
+pub fn write_vectors_text(w: &mut impl Write, reps: &[FileReport], all: bool) -> io::Result<()> {
     for r in reps {
         let status = if r.ok() { "ok  " } else { "FAIL" };
         match &r.not_checked {
             Some(why) => {
-                let _ = writeln!(o, "{status} {}  not checked: {why}", r.path);
+                writeln!(w, "{status} {}  not checked: {why}", r.path)?;
             }
             None => {
                 let extra = if r.error_text_differs > 0 {
@@ -44,34 +48,34 @@ pub fn vectors_text(reps: &[FileReport], all: bool) -> String {
                 } else {
                     String::new()
                 };
-                let _ = writeln!(o, "{status} {:<48} {}/{} cases{extra}  [{}]", r.subject, r.passed, r.cases, r.path);
+                writeln!(w, "{status} {:<48} {}/{} cases{extra}  [{}]", r.subject, r.passed, r.cases, r.path)?;
             }
         }
         for n in &r.notes {
-            let _ = writeln!(o, "       note: {n}");
+            writeln!(w, "       note: {n}")?;
         }
         let shown = if all { r.failures.len() } else { 5 };
         for f in r.failures.iter().take(shown) {
-            let _ = writeln!(o, "       line {} {}: {}", f.line, f.id, f.problem);
+            writeln!(w, "       line {} {}: {}", f.line, f.id, f.problem)?;
         }
         if r.failures.len() > shown {
-            let _ = writeln!(o, "       … {} more (use --all)", r.failures.len() - shown);
+            writeln!(w, "       … {} more (use --all)", r.failures.len() - shown)?;
         }
     }
     let cases: usize = reps.iter().map(|r| r.cases).sum();
     let passed: usize = reps.iter().map(|r| r.passed).sum();
     let bad = reps.iter().filter(|r| !r.ok()).count();
-    let _ = writeln!(
-        o,
+    writeln!(
+        w,
         "vectors: {} files, {cases} cases, {passed} agree, {} disagree, {} files not checked — {}",
         reps.len(),
         reps.iter().map(|r| r.failures.len()).sum::<usize>(),
         reps.iter().filter(|r| r.not_checked.is_some()).count(),
         if bad == 0 { "OK" } else { "FAILED" }
-    );
-    o
+    )
 }
 
+/// The `validate` report as one JSON document.
 pub fn validate_json(reps: &[TraceReport]) -> serde_json::Value {
     json!({
         "traces": reps,
@@ -86,12 +90,12 @@ pub fn validate_json(reps: &[TraceReport]) -> serde_json::Value {
     })
 }
 
-pub fn validate_text(reps: &[TraceReport]) -> String {
-    let mut o = String::new();
+/// Writes the `validate` report as text: a line per trace and its findings, a summary.
+pub fn write_validate_text(w: &mut impl Write, reps: &[TraceReport]) -> io::Result<()> {
     for r in reps {
         let status = if r.ok() { "ok  " } else { "FAIL" };
-        let _ = writeln!(
-            o,
+        writeln!(
+            w,
             "{status} {:<28} {:<12} {:<22} {} zmq, {} http  [{}]",
             r.scenario,
             format!("{} {}", r.project, r.vllm_version),
@@ -99,13 +103,13 @@ pub fn validate_text(reps: &[TraceReport]) -> String {
             r.zmq_payloads,
             r.http_events,
             r.path
-        );
+        )?;
         if !r.unobserved.is_empty() {
-            let _ = writeln!(
-                o,
+            writeln!(
+                w,
                 "       not observed by the recording: {} (the checks that need them do not apply)",
                 r.unobserved.join(", ")
-            );
+            )?;
         }
         for f in &r.findings {
             let at = match (f.seq, f.line) {
@@ -114,20 +118,19 @@ pub fn validate_text(reps: &[TraceReport]) -> String {
                 _ => String::new(),
             };
             let msg = f.message.as_deref().map(|m| format!(" {m}")).unwrap_or_default();
-            let _ = writeln!(o, "       [{}] {at}{msg}: {}", f.check, f.detail);
+            writeln!(w, "       [{}] {at}{msg}: {}", f.check, f.detail)?;
         }
     }
     let bad = reps.iter().filter(|r| !r.ok()).count();
-    let _ = writeln!(
-        o,
+    writeln!(
+        w,
         "validate: {} traces, {} zmq payloads, {} http events, {} findings — {}",
         reps.len(),
         reps.iter().map(|r| r.zmq_payloads).sum::<usize>(),
         reps.iter().map(|r| r.http_events).sum::<usize>(),
         reps.iter().map(|r| r.findings.len()).sum::<usize>(),
         if bad == 0 { "OK" } else { "FAILED" }
-    );
-    o
+    )
 }
 
 // ---- run reports ------------------------------------------------------------------------------------------
@@ -198,6 +201,7 @@ pub fn per_revision(r: &RunReport) -> Vec<(String, usize, usize)> {
     m.into_iter().map(|((_, rev), (p, n))| (rev, p, n)).collect()
 }
 
+/// The summary line of a run.
 pub fn run_summary(r: &RunReport) -> String {
     format!(
         "conformance: {} cases{} against {} — {} passed, {} failed, {} expected failures, {} skipped{}{}{}{} — {}",
@@ -224,7 +228,7 @@ pub fn run_summary(r: &RunReport) -> String {
         if !r.ok() {
             "FAILED"
         } else if r.results.iter().all(|c| c.status == Status::Skip) {
-            // Exit 2 unless --allow-empty (`RunReport::exit_code`): not an OK.
+            // Exit 2 unless --allow-empty (`RunReport::nothing_checked`): not an OK.
             "NOTHING CHECKED"
         } else {
             "OK"
@@ -232,46 +236,46 @@ pub fn run_summary(r: &RunReport) -> String {
     )
 }
 
-pub fn run_text(r: &RunReport) -> String {
-    let mut o = String::new();
-    let _ = writeln!(o, "{:<6} {:<52} {:>8}  notes", "status", "case", "ms");
+/// Writes the `run` report as text: a line per case (findings of failed ones), then the summary.
+pub fn write_run_text(w: &mut impl Write, r: &RunReport) -> io::Result<()> {
+    writeln!(w, "{:<6} {:<52} {:>8}  notes", "status", "case", "ms")?;
     for c in &r.results {
         let note =
             case_note(c, |c| c.findings.first().map(|f| format!("[{}] {}", f.check, f.detail)).unwrap_or_default());
         let note: String = note.chars().take(110).collect();
-        let _ = writeln!(o, "{:<6} {:<52} {:>8}  {note}", status_word(&c.status), c.id, c.duration_ms);
+        writeln!(w, "{:<6} {:<52} {:>8}  {note}", status_word(&c.status), c.id, c.duration_ms)?;
         for n in &c.notes {
-            let _ = writeln!(o, "         note: {n}");
+            writeln!(w, "         note: {n}")?;
         }
         if matches!(c.status, Status::Fail | Status::Error) {
             for f in &c.findings {
                 let at = f.seq.map(|s| format!("seq {s}: ")).unwrap_or_default();
-                let _ = writeln!(
-                    o,
+                writeln!(
+                    w,
                     "         [{}] {at}{}{}",
                     f.check,
                     f.message.as_deref().map(|m| format!("{m}: ")).unwrap_or_default(),
                     f.detail
-                );
+                )?;
             }
             if !c.testee_stderr.is_empty() {
-                let _ = writeln!(o, "         testee standard error, last {} lines:", c.testee_stderr.len());
+                writeln!(w, "         testee standard error, last {} lines:", c.testee_stderr.len())?;
                 for l in &c.testee_stderr {
-                    let _ = writeln!(o, "           | {l}");
+                    writeln!(w, "           | {l}")?;
                 }
             }
         }
     }
     for s in &r.stale {
-        let _ = writeln!(o, "STALE  {s}");
+        writeln!(w, "STALE  {s}")?;
     }
     if r.not_run > 0 {
-        let _ = writeln!(o, "stopped after the first failure (--fail-fast): {} cases not run", r.not_run);
+        writeln!(w, "stopped after the first failure (--fail-fast): {} cases not run", r.not_run)?;
     }
     let (derived, unset) = derived_count(r);
     if derived > 0 {
-        let _ = writeln!(
-            o,
+        writeln!(
+            w,
             "setup derived from the trace (no scenario entry): {derived} case{}{}",
             if derived == 1 { "" } else { "s" },
             if unset == 0 {
@@ -279,20 +283,20 @@ pub fn run_text(r: &RunReport) -> String {
             } else {
                 format!(", {unset} of them could not be set up (CASE-SETUP: the entry to add is printed above)")
             }
-        );
+        )?;
     }
     let per = per_revision(r);
     if per.len() > 1 {
-        let _ = writeln!(
-            o,
+        writeln!(
+            w,
             "per revision: {}",
             per.iter().map(|(rev, pass, all)| format!("{rev} {pass}/{all}")).collect::<Vec<_>>().join(", ")
-        );
+        )?;
     }
-    let _ = writeln!(o, "{}", run_summary(r));
-    o
+    writeln!(w, "{}", run_summary(r))
 }
 
+/// The `run` report as one JSON document.
 pub fn run_json(r: &RunReport) -> serde_json::Value {
     json!({
         "testee": r.testee,
@@ -320,23 +324,26 @@ fn xml(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-pub fn run_junit(r: &RunReport) -> String {
-    let mut o = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    o.push_str(&format!(
-        "<testsuite name=\"mooncake-conformance\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">\n",
+/// Writes the `run` report as JUnit XML.
+pub fn write_run_junit(w: &mut impl Write, r: &RunReport) -> io::Result<()> {
+    w.write_all(b"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n")?;
+    writeln!(
+        w,
+        "<testsuite name=\"mooncake-conformance\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">",
         r.results.len() + r.stale.len(),
         r.count(Status::Fail) + r.stale.len(),
         r.count(Status::Error),
         r.count(Status::Skip) + r.count(Status::Xfail)
-    ));
+    )?;
     for c in &r.results {
         let (class, name) = c.id.rsplit_once('/').unwrap_or(("", &c.id));
-        o.push_str(&format!(
+        write!(
+            w,
             "  <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\">",
             xml(class),
             xml(name),
             c.duration_ms as f64 / 1000.0
-        ));
+        )?;
         match c.status {
             Status::Fail => {
                 let detail: Vec<String> = c
@@ -351,68 +358,62 @@ pub fn run_junit(r: &RunReport) -> String {
                         )
                     })
                     .collect();
-                o.push_str(&format!(
+                write!(
+                    w,
                     "<failure message=\"{}\">{}</failure>",
                     xml(&detail.first().cloned().unwrap_or_default()),
                     xml(&detail.join("\n"))
-                ));
+                )?;
             }
             Status::Error => {
                 let why = c.reason.clone().unwrap_or_default();
-                o.push_str(&format!(
-                    "<error message=\"{}\">{}</error>",
-                    xml(why.lines().next().unwrap_or("")),
-                    xml(&why)
-                ));
+                write!(w, "<error message=\"{}\">{}</error>", xml(why.lines().next().unwrap_or("")), xml(&why))?;
             }
             Status::Skip | Status::Xfail => {
-                o.push_str(&format!("<skipped message=\"{}\"/>", xml(c.reason.as_deref().unwrap_or(""))))
+                write!(w, "<skipped message=\"{}\"/>", xml(c.reason.as_deref().unwrap_or("")))?
             }
             Status::Pass => {}
         }
         if !c.not_applicable.is_empty() && c.status != Status::Skip {
-            o.push_str(&format!("<system-out>{}</system-out>", xml(&not_applicable_note(c))));
+            write!(w, "<system-out>{}</system-out>", xml(&not_applicable_note(c)))?;
         }
         if !c.testee_stderr.is_empty() {
-            o.push_str(&format!("<system-err>{}</system-err>", xml(&c.testee_stderr.join("\n"))));
+            write!(w, "<system-err>{}</system-err>", xml(&c.testee_stderr.join("\n")))?;
         }
-        o.push_str("</testcase>\n");
+        w.write_all(b"</testcase>\n")?;
     }
     for s in &r.stale {
-        o.push_str(&format!(
-            "  <testcase classname=\"expected-failures\" name=\"stale\"><failure message=\"{}\"/></testcase>\n",
+        writeln!(
+            w,
+            "  <testcase classname=\"expected-failures\" name=\"stale\"><failure message=\"{}\"/></testcase>",
             xml(s)
-        ));
+        )?;
     }
-    o.push_str("</testsuite>\n");
-    o
+    w.write_all(b"</testsuite>\n")
 }
 
-pub fn run_markdown(r: &RunReport) -> String {
-    let mut o = format!("### mooncake-conformance: {}\n\n{}\n\n", r.testee, run_summary(r));
-    o.push_str("| Case | Status | Notes |\n|---|---|---|\n");
+/// Writes the `run` report as Markdown (for a pull-request comment).
+pub fn write_run_markdown(w: &mut impl Write, r: &RunReport) -> io::Result<()> {
+    write!(w, "### mooncake-conformance: {}\n\n{}\n\n", r.testee, run_summary(r))?;
+    w.write_all(b"| Case | Status | Notes |\n|---|---|---|\n")?;
     for c in &r.results {
         let note = case_note(c, |c| {
             c.findings.iter().map(|f| format!("`{}` {}", f.check, f.detail)).collect::<Vec<_>>().join("<br>")
         });
-        o.push_str(&format!(
-            "| `{}` | {} | {} |\n",
-            c.id,
-            status_word(&c.status),
-            note.replace('|', "\\|").replace('\n', " ")
-        ));
+        writeln!(w, "| `{}` | {} | {} |", c.id, status_word(&c.status), note.replace('|', "\\|").replace('\n', " "))?;
     }
     for s in &r.stale {
-        o.push_str(&format!("| stale expected failure | FAIL | {} |\n", s.replace('|', "\\|")));
+        writeln!(w, "| stale expected failure | FAIL | {} |", s.replace('|', "\\|"))?;
     }
-    o
+    Ok(())
 }
 
-/// `run --list`: one case id a line (text), or the cases with their role, revision and trace (JSON).
-pub fn list_text(cases: &[crate::play::Case]) -> String {
-    cases.iter().map(|c| format!("{}\n", c.id)).collect()
+/// Writes `run --list` as text: one case id a line.
+pub fn write_list_text(w: &mut impl Write, cases: &[crate::play::Case]) -> io::Result<()> {
+    cases.iter().try_for_each(|c| writeln!(w, "{}", c.id))
 }
 
+/// `run --list` as JSON: the cases with their role, revision and trace.
 pub fn list_json(cases: &[crate::play::Case]) -> serde_json::Value {
     serde_json::Value::Array(cases.iter().map(|c| json!({ "id": c.id, "role": c.role, "revision": c.model.revision.revision, "trace": c.model.trace.path })).collect())
 }

@@ -5,13 +5,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::conversation::Conversation;
 use crate::expected::{ExpectedFailure, ExpectedFailures};
 use crate::jsonl::Input;
 use crate::play::{cases_of, play, CaseResult, PlayOptions, Role, Status};
 use crate::scenarios::Scenarios;
 use crate::testee::{Testee, TesteeSpec};
 use crate::trace::Trace;
-use crate::trace_model::TraceModel;
 
 /// One step of a run, for progress output (the library prints nothing itself).
 pub enum Progress<'a> {
@@ -75,33 +75,8 @@ impl RunConfig {
     }
 }
 
-/// Why a run could not produce a report, with its exit code (2 usage or input, 3 environment).
-#[derive(Clone, Debug)]
-pub struct RunError {
-    pub code: u8,
-    pub message: String,
-}
-
-impl RunError {
-    pub fn usage(message: impl Into<String>) -> RunError {
-        RunError { code: crate::outcome::USAGE, message: message.into() }
-    }
-    pub fn environment(message: impl Into<String>) -> RunError {
-        RunError { code: crate::outcome::ENVIRONMENT, message: message.into() }
-    }
-}
-
-impl From<String> for RunError {
-    fn from(message: String) -> RunError {
-        RunError::usage(message)
-    }
-}
-
-impl std::fmt::Display for RunError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
+/// Why a run could not produce a report: bad usage or input, or the environment failed.
+pub type RunError = crate::outcome::CmdError;
 
 pub struct RunReport {
     pub testee: String,
@@ -123,20 +98,12 @@ impl RunReport {
     pub fn not_applicable(&self) -> usize {
         self.results.iter().filter(|r| !matches!(r.status, Status::Skip)).map(|r| r.not_applicable.len()).sum()
     }
-    /// 3 when the environment failed (a testee died), 1 on a failure or a stale expected failure, 2 when
-    /// every case was skipped (unless `allow_empty`), 0 otherwise.
-    pub fn exit_code(&self, allow_empty: bool) -> u8 {
-        if self.count(Status::Error) > 0 {
-            crate::outcome::ENVIRONMENT
-        } else if !self.ok() {
-            crate::outcome::DISAGREE
-        } else if !allow_empty && self.count(Status::Skip) == self.results.len() {
-            crate::outcome::USAGE
-        } else {
-            crate::outcome::AGREE
-        }
+    /// Every case was skipped: nothing was checked.
+    pub fn nothing_checked(&self) -> bool {
+        self.count(Status::Skip) == self.results.len()
     }
-    /// Why the exit code is not 0 when that is not a failed case: every case skipped, a testee died.
+    /// What went wrong besides failed cases, for standard error: a testee died, every case skipped (unless
+    /// `allow_empty`).
     pub fn problems(&self, allow_empty: bool) -> Vec<String> {
         let mut out = vec![];
         if let Some(e) = self.results.iter().find(|r| r.status == Status::Error) {
@@ -164,7 +131,7 @@ pub fn load_cases(inputs: &[Input], allow_empty: bool) -> Result<Vec<crate::play
                 f.name()
             ));
         }
-        let model = TraceModel::new(trace).map_err(|e| format!("{}: {e}", f.name()))?;
+        let model = Conversation::new(trace).map_err(|e| format!("{}: {e}", f.name()))?;
         out.extend(cases_of(Arc::new(model)));
     }
     out.sort_by(|a, b| a.id.cmp(&b.id));

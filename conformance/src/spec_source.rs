@@ -16,21 +16,23 @@ use std::sync::Arc;
 
 use mooncake_wire::spec::{Revision, Spec};
 
+use crate::outcome::CmdError;
+
 /// Resolves one side to a revision; the error says why, for a usage error (exit 2).
 pub fn resolve(arg: &str) -> Result<Arc<Revision>, String> {
-    resolve_with(arg, &crate::extract::default_python()).map_err(|e| e.1)
+    resolve_with(arg, &crate::extract::default_python()).map_err(|e| e.message)
 }
 
-/// [`resolve`], running the extraction of a source side with `python`; the error carries its exit code
-/// (2 bad input, 3 no Python).
-pub fn resolve_with(arg: &str, python: &str) -> Result<Arc<Revision>, (u8, String)> {
+/// [`resolve`], running the extraction of a source side with `python`; the error says what kind of failure
+/// it is (bad input, no Python).
+pub fn resolve_with(arg: &str, python: &str) -> Result<Arc<Revision>, CmdError> {
     let path = Path::new(arg);
     if !arg.starts_with("git:") && crate::extract::is_source(path) {
         return crate::extract::derive(path, python, None)
             .map(|d| d.revision)
-            .map_err(|e| (e.code, format!("{arg}: {}", e.message)));
+            .map_err(|e| CmdError { kind: e.kind, message: format!("{arg}: {}", e.message) });
     }
-    resolve_spec(arg).map_err(|e| (crate::outcome::USAGE, e))
+    resolve_spec(arg).map_err(CmdError::usage)
 }
 
 fn resolve_spec(arg: &str) -> Result<Arc<Revision>, String> {

@@ -7,9 +7,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use mooncake_wire::bootstrap::BootstrapSpec;
-use mooncake_wire::codec::{Codec, Value};
+use mooncake_wire::codec::Codec;
+use mooncake_wire::proto::WireProfile;
 use mooncake_wire::spec::{Revision, Spec};
 
+use crate::conversation::{decode_count, Conversation, Decoded, Reading};
 use crate::finding::{CheckId, Finding, TraceReport};
 use crate::trace::{revision_for, sender, Event, HttpDir, Trace, ZmqEvent};
 
@@ -20,7 +22,7 @@ pub fn validate_file(path: &Path) -> TraceReport {
 /// [`validate_file`] for a file on disk or bundled into the binary.
 pub fn validate_input(input: &crate::jsonl::Input) -> TraceReport {
     match Trace::load_input(input) {
-        Ok(t) => validate(&t),
+        Ok(t) => validate(t),
         Err(e) => TraceReport {
             path: input.name(),
             scenario: String::new(),
@@ -35,14 +37,13 @@ pub fn validate_input(input: &crate::jsonl::Input) -> TraceReport {
     }
 }
 
-/// The protocol checks of `checks.rs` over a recorded trace.
-fn protocol_checks(t: &Trace, rev: &Arc<Revision>, out: &mut Vec<Finding>) {
-    let Ok(model) = crate::trace_model::TraceModel::new(t.clone()) else { return };
-    if let Some(profile) = &model.profile {
-        out.extend(crate::checks::check_exchanges(profile, &model.exchanges));
+/// The protocol checks of `checks.rs` over the conversation of a recorded trace.
+fn protocol_checks(c: &Conversation, out: &mut Vec<Finding>) {
+    if let Some(profile) = &c.profile {
+        out.extend(crate::checks::check_exchanges(profile, &c.exchanges));
     }
-    if let Some(Ok(spec)) = BootstrapSpec::new(rev.clone()) {
-        let log: Vec<crate::checks::HttpX> = model
+    if let Some(Ok(spec)) = BootstrapSpec::new(c.revision.clone()) {
+        let log: Vec<crate::checks::HttpX> = c
             .http
             .iter()
             .filter_map(|(req, resp)| {
@@ -62,7 +63,10 @@ fn protocol_checks(t: &Trace, rev: &Arc<Revision>, out: &mut Vec<Finding>) {
     }
 }
 
-pub fn validate(t: &Trace) -> TraceReport {
+/// Validates a trace: the checks of each event ([`EventChecker`]), then the protocol checks of its
+/// conversation. Each ZeroMQ payload is decoded once: those of the decoders' exchanges by the conversation
+/// (whose decode the per-event checks read), the others by the per-event checks.
+pub fn validate(t: Trace) -> TraceReport {
     let mut rep = TraceReport {
         path: t.path.clone(),
         scenario: t.header.scenario.clone(),
@@ -85,7 +89,7 @@ pub fn validate(t: &Trace) -> TraceReport {
         return rep;
     }
     if t.header.family.as_deref() == Some("pull") {
-        return crate::validate_pull::validate(t, rep);
+        return crate::validate_pull::validate(&t, rep);
     }
     let rev = match revision_for(Spec::builtin(), &t.header.vllm_version) {
         Ok(r) => r,
@@ -115,15 +119,22 @@ pub fn validate(t: &Trace) -> TraceReport {
             ),
         });
     }
-    let mut checker = EventChecker::new(rev.clone());
-    for ev in &t.events {
-        match ev {
-            Event::Zmq(_) => rep.zmq_payloads += 1,
-            Event::Http(_) => rep.http_events += 1,
-        }
-        rep.findings.extend(checker.check(ev));
+    let c = Conversation::with_revision(t, rev.clone());
+    let mut checker = EventChecker::new(rev);
+    for ev in &c.trace.events {
+        let decoded = match ev {
+            Event::Zmq(z) => {
+                rep.zmq_payloads += 1;
+                c.profile.as_ref().zip(c.decoded_at(z.seq))
+            }
+            Event::Http(_) => {
+                rep.http_events += 1;
+                None
+            }
+        };
+        rep.findings.extend(checker.check_decoded(ev, decoded));
     }
-    protocol_checks(t, &rev, &mut rep.findings);
+    protocol_checks(&c, &mut rep.findings);
     rep
 }
 
@@ -147,10 +158,17 @@ impl EventChecker {
         &self.rev
     }
 
+    /// The checks of an event whose payload nothing decoded yet (it is decoded here, if it has one).
     pub fn check(&mut self, ev: &Event) -> Vec<Finding> {
+        self.check_decoded(ev, None)
+    }
+
+    /// The checks of an event; `decoded`: the decode of its payload the conversation already made (and the
+    /// profile it was made with), which the ZeroMQ checks then read instead of decoding the payload again.
+    pub fn check_decoded(&mut self, ev: &Event, decoded: Option<(&WireProfile, Decoded<'_>)>) -> Vec<Finding> {
         let mut out = vec![];
         match ev {
-            Event::Zmq(z) => check_zmq(&self.rev, &self.codec, z, &mut out),
+            Event::Zmq(z) => check_zmq(&self.rev, &self.codec, z, decoded, &mut out),
             Event::Http(h) => {
                 let find = |detail: String| Finding {
                     check: CheckId::HttpBody,
@@ -195,7 +213,13 @@ impl EventChecker {
     }
 }
 
-fn check_zmq(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>) {
+fn check_zmq(
+    rev: &Revision,
+    codec: &Codec,
+    z: &ZmqEvent,
+    decoded: Option<(&WireProfile, Decoded<'_>)>,
+    out: &mut Vec<Finding>,
+) {
     let from = sender(z);
     let Some(msg) = rev.message_from(from.as_str()) else {
         out.push(Finding {
@@ -262,11 +286,16 @@ fn check_zmq(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>
                 ));
             }
         }
-        _ => match spec_decode(codec, &msg.name, payload) {
-            Err(e) => out.push(find(CheckId::ZmqDecode, e.msgspec_message())),
-            Ok(v) => match codec.encode(&msg.name, &v) {
-                Ok(b) if b == payload => {}
-                Ok(b) => out.push(find(
+        _ => {
+            // The conversation's decode of these bytes as this message, if it made one; else the spec codec's.
+            let reading = decoded
+                .filter(|(_, d)| d.message() == msg.name && d.bytes() == payload)
+                .and_then(|(profile, d)| d.reading(profile))
+                .unwrap_or_else(|| spec_reading(codec, &msg.name, payload, z.seq));
+            match reading {
+                Err(e) => out.push(find(CheckId::ZmqDecode, e.msgspec_message())),
+                Ok(Ok(b)) if b == payload => {}
+                Ok(Ok(b)) => out.push(find(
                     CheckId::ZmqReencode,
                     format!(
                         "re-encoding differs from the recorded bytes: ours {} vs recorded {}",
@@ -274,30 +303,26 @@ fn check_zmq(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>
                         hex::encode(payload)
                     ),
                 )),
-                Err(e) => out.push(find(CheckId::ZmqReencode, e.to_string())),
-            },
-        },
+                Ok(Err(e)) => out.push(find(CheckId::ZmqReencode, e)),
+            }
+        }
     }
 }
 
-/// The per-event decode of a payload with the spec codec (once per ZeroMQ payload of a trace).
-fn spec_decode(codec: &Codec, message: &str, payload: &[u8]) -> Result<Value, mooncake_wire::codec::DecodeError> {
-    #[cfg(test)]
-    tests::SPEC_DECODES.with(|d| d.set(d.get() + 1));
-    codec.decode(message, payload)
+/// The spec codec's reading of a payload no one decoded yet: its decode, and the re-encoding of the value.
+fn spec_reading(codec: &Codec, message: &str, payload: &[u8], seq: u64) -> Reading {
+    decode_count::count(Some(seq));
+    let v = codec.decode(message, payload)?;
+    Ok(codec.encode(message, &v).map_err(|e| e.to_string()))
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
     use std::path::Path;
 
     use super::*;
     use crate::trace::Role;
-
-    thread_local! {
-        /// Spec-codec decodes on this thread so far (`spec_decode`).
-        pub(super) static SPEC_DECODES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-    }
 
     fn traces(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
         for e in std::fs::read_dir(dir).unwrap() {
@@ -310,39 +335,70 @@ mod tests {
         }
     }
 
-    /// `validate` decodes each payload of a trace once: the per-event checks each ZeroMQ payload with the
-    /// spec codec, the conversation each payload a decoder sent or received with the revision's profile —
-    /// and the protocol checks none (they read the conversation's messages).
+    /// The decodes `validate` makes of each event's payload, typed (the conversation's) and spec-driven (the
+    /// per-event checks') alike, by event seq; `None` counts decodes no event is behind.
+    fn decodes_per_event(t: Trace) -> (TraceReport, BTreeMap<Option<u64>, usize>) {
+        decode_count::take();
+        let rep = validate(t);
+        (rep, decode_count::take())
+    }
+
+    /// `validate` decodes each payload of a trace once, overall: every msgpack ZeroMQ payload exactly once
+    /// (the decoders' through the conversation, typed, whose decode the per-event checks and the protocol
+    /// checks read; the others by the per-event checks), no payload twice, nothing that is no payload.
     #[test]
     fn validate_decodes_each_payload_once() {
         let mut files = vec![];
-        traces(&Path::new(env!("CARGO_MANIFEST_DIR")).join("traces"), &mut files);
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        traces(&root.join("traces"), &mut files);
+        traces(&root.join("traces-pull"), &mut files);
         files.sort();
-        let (mut checked, mut typed_total) = (0, 0);
+        let (mut payloads, mut typed_traces) = (0, 0);
         for f in &files {
             let t = Trace::load(f).unwrap();
-            let (typed0, spec0) = (crate::conversation::decodes(), SPEC_DECODES.with(|d| d.get()));
-            let rep = validate(&t);
-            let (typed, spec) = (crate::conversation::decodes() - typed0, SPEC_DECODES.with(|d| d.get()) - spec0);
-            assert!(rep.ok(), "{}: {:?}", f.display(), rep.findings);
-            let rev = revision_for(Spec::builtin(), &t.header.vllm_version).unwrap();
-            let msgpack = |z: &&ZmqEvent| rev.message_from(sender(z).as_str()).is_some_and(|m| m.encoding == "msgpack");
-            assert_eq!(spec, t.zmq().filter(msgpack).count(), "{}: spec-codec decodes", f.display());
-            assert_eq!(spec, rep.zmq_payloads - t.zmq().filter(|z| !msgpack(z)).count());
-            // The conversation: every request and reply of the decoders, once (generation 1 has no profile).
-            let decoder_side = t.zmq().filter(|z| z.side == Role::Decoder).count();
-            let model = crate::trace_model::TraceModel::new(t.clone()).unwrap();
-            let in_conversation: usize = model.exchanges.iter().map(|x| 1 + x.replies.len()).sum();
-            if model.profile.is_some() {
-                assert_eq!(in_conversation, decoder_side, "{}", f.display());
-                assert_eq!(typed, decoder_side, "{}: typed decodes, one per decoder-side payload", f.display());
-                checked += 1;
-                typed_total += typed;
+            let pull = t.header.family.as_deref() == Some("pull");
+            let rev = if pull {
+                crate::validate_pull::revision_for(Spec::builtin(), &t.header.vllm_version).unwrap()
             } else {
-                assert_eq!(typed, 0, "{}", f.display());
+                revision_for(Spec::builtin(), &t.header.vllm_version).unwrap()
+            };
+            let msgpack: Vec<u64> = t
+                .zmq()
+                .filter(|z| rev.message_from(sender(z).as_str()).is_some_and(|m| m.encoding == "msgpack"))
+                .map(|z| z.seq)
+                .collect();
+            let c = Conversation::new(t.clone()).ok();
+            let c_trace = t.clone();
+            let (rep, per_event) = decodes_per_event(t.clone());
+            assert!(rep.ok(), "{}: {:?}", f.display(), rep.findings);
+            // A pull-family payload is matched to one of its sender's messages by content: it is decoded as
+            // each msgpack message of its sender in turn until one reads it back (at most once per message).
+            let most = |seq: u64| {
+                let z = c_trace.zmq().find(|z| z.seq == seq).expect("a decode of an event");
+                let from = sender(z);
+                let candidates = rev.transport.messages.iter().filter(|m| m.from == from.as_str());
+                if pull {
+                    candidates.filter(|m| m.encoding == "msgpack").count()
+                } else {
+                    1
+                }
+            };
+            let twice: Vec<_> =
+                per_event.iter().filter(|(s, n)| s.is_none() || **n != 1 && **n > most(s.unwrap())).collect();
+            assert!(twice.is_empty(), "{}: payloads decoded more than once (seq, decodes): {twice:?}", f.display());
+            let decoded: Vec<u64> = per_event.keys().map(|s| s.expect("every decode is of an event")).collect();
+            if !pull {
+                assert_eq!(decoded, msgpack, "{}: the msgpack payloads and the payloads decoded", f.display());
+            }
+            payloads += decoded.len();
+            // Generation 2: every payload a decoder sent or received is in the conversation, decoded there.
+            if let Some(c) = c.filter(|c| c.profile.is_some()) {
+                let decoder_side: Vec<u64> = t.zmq().filter(|z| z.side == Role::Decoder).map(|z| z.seq).collect();
+                assert!(decoder_side.iter().all(|s| c.decoded_at(*s).is_some()), "{}", f.display());
+                typed_traces += 1;
             }
         }
-        assert!(checked > 100 && typed_total > 200, "{checked} traces, {typed_total} payloads");
+        assert!(typed_traces > 100 && payloads > 500, "{typed_traces} generation-2 traces, {payloads} payloads");
     }
 
     /// The protocol checks hold a revision's rules, not its codec: nothing in them decodes.

@@ -134,6 +134,10 @@ fn check_event(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Findin
     // The message is the one candidate the payload is: a raw constant, or a msgpack value that decodes and
     // re-encodes to the same bytes.
     let mut errors = vec![];
+    let decode = |message: &str| {
+        crate::conversation::decode_count::count(Some(z.seq));
+        codec.decode(message, payload)
+    };
     for m in &candidates {
         match m.encoding.as_str() {
             "raw" if m.constants.iter().any(|c| c.bytes.as_bytes() == payload) => return Some(m.name.clone()),
@@ -142,7 +146,7 @@ fn check_event(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Findin
                 m.name,
                 m.constants.iter().map(|c| c.name.as_str()).collect::<Vec<_>>()
             )),
-            _ => match codec.decode(&m.name, payload) {
+            _ => match decode(&m.name) {
                 Ok(v) => match codec.encode(&m.name, &v) {
                     Ok(b) if b == payload => return Some(m.name.clone()),
                     Ok(b) => {

@@ -12,19 +12,7 @@ use serde_json::Value as J;
 use crate::finding::{Failure, FileReport};
 use crate::{golden, jsonl};
 
-/// The exit code of `vectors`: 2 when a file is not a vector file, or holds no case (unless `allow_empty`);
-/// 1 when a case disagrees or a file could not be checked; 0 otherwise.
-pub fn exit_code(reps: &[FileReport], allow_empty: bool) -> u8 {
-    if reps.iter().any(|r| r.bad_input || (r.cases == 0 && r.not_checked.is_none() && !allow_empty)) {
-        crate::outcome::USAGE
-    } else if reps.iter().all(|r| r.ok()) {
-        crate::outcome::AGREE
-    } else {
-        crate::outcome::DISAGREE
-    }
-}
-
-/// Why a report makes the run a usage error, for the message on standard error.
+/// The files that are bad input (not a vector file; no case, unless `allow_empty`), for standard error.
 pub fn input_problems(reps: &[FileReport], allow_empty: bool) -> Vec<String> {
     reps.iter()
         .filter_map(|r| match (&r.not_checked, r.bad_input) {

@@ -113,7 +113,7 @@ fn load(rel: &str) -> Trace {
 }
 
 fn checks(t: &Trace) -> Vec<&'static str> {
-    validate::validate(t).findings.iter().map(|f| f.check.as_str()).collect()
+    validate::validate(t.clone()).findings.iter().map(|f| f.check.as_str()).collect()
 }
 
 #[test]
@@ -170,7 +170,7 @@ fn validation_catches_corrupted_payloads_frames_and_bodies() {
             }
         }
     }
-    let rep = validate::validate(&t);
+    let rep = validate::validate(t.clone());
     let f = rep.findings.iter().find(|f| f.check.as_str() == "ZMQ-DECODE").unwrap();
     assert_eq!(f.detail, "Invalid enum value 3 - at `$.status`");
     assert_eq!(f.message.as_deref(), Some("MooncakeXferResponse"));
@@ -321,7 +321,7 @@ fn protocol_checks_catch_each_violation() {
         let mut t = g.clone();
         mutate_replies(&mut t, f);
         let c = checks(&t);
-        let m = mooncake_conformance::trace_model::TraceModel::new(t.clone()).unwrap();
+        let m = mooncake_conformance::conversation::Conversation::new(t.clone()).unwrap();
         assert!(
             c.contains(&want),
             "{want}: got {c:?}; exchanges {:?}",

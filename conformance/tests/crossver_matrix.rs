@@ -10,12 +10,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use mooncake_conformance::conversation::Conversation;
 use mooncake_conformance::crossver::choose;
 use mooncake_conformance::play::{Role, Status};
 use mooncake_conformance::run::{run, RunConfig};
 use mooncake_conformance::testee::TesteeSpec;
 use mooncake_conformance::trace::Trace;
-use mooncake_conformance::trace_model::TraceModel;
 
 struct Cell {
     decoder: String,
@@ -63,15 +63,15 @@ fn cells() -> Vec<Cell> {
 }
 
 /// Every bundled push trace, by revision.
-fn traces() -> BTreeMap<String, Vec<TraceModel>> {
-    let mut out: BTreeMap<String, Vec<TraceModel>> = BTreeMap::new();
+fn traces() -> BTreeMap<String, Vec<Conversation>> {
+    let mut out: BTreeMap<String, Vec<Conversation>> = BTreeMap::new();
     for d in std::fs::read_dir(here().join("traces")).unwrap().flatten().filter(|d| d.path().is_dir()) {
         for f in std::fs::read_dir(d.path())
             .unwrap()
             .flatten()
             .filter(|f| f.path().extension().is_some_and(|e| e == "jsonl"))
         {
-            let m = TraceModel::new(Trace::load(&f.path()).unwrap()).unwrap();
+            let m = Conversation::new(Trace::load(&f.path()).unwrap()).unwrap();
             out.entry(m.revision.revision.clone()).or_default().push(m);
         }
     }

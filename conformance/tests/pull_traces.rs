@@ -67,7 +67,7 @@ fn checks_after(rel: &str, edit: impl Fn(&mut Vec<J>)) -> Vec<&'static str> {
     std::fs::write(&p, out).unwrap();
     let t = Trace::load(&p).unwrap();
     let _ = std::fs::remove_file(&p);
-    let mut c: Vec<_> = validate(&t).findings.iter().map(|f| f.check.as_str()).collect();
+    let mut c: Vec<_> = validate(t).findings.iter().map(|f| f.check.as_str()).collect();
     c.dedup();
     c
 }

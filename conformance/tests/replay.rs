@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use mooncake_conformance::conversation::Conversation;
 use mooncake_conformance::play::{External, Role, Status};
 use mooncake_conformance::run::{run, RunConfig};
 use mooncake_conformance::setup;
 use mooncake_conformance::testee::TesteeSpec;
 use mooncake_conformance::trace::Trace;
-use mooncake_conformance::trace_model::TraceModel;
 use mooncake_reference::testee::Testee;
 use serde_json::json;
 
@@ -29,7 +29,7 @@ fn cfg(path: PathBuf, role: Role, external: External) -> RunConfig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replays_against_a_running_prefiller() {
     let path = trace("g_continue_then_finish.jsonl");
-    let model = TraceModel::new(Trace::load(&path).unwrap()).unwrap();
+    let model = Conversation::new(Trace::load(&path).unwrap()).unwrap();
     let sc = mooncake_conformance::bundled::scenarios();
     // A prefiller someone else started, registered with some bootstrap server, transfers prepared by hand.
     let mut boot = Testee::default();
@@ -78,7 +78,7 @@ async fn replays_against_a_running_prefiller() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listens_for_a_decoder_it_does_not_control() {
     let path = trace("a_single_success.jsonl");
-    let model = Arc::new(TraceModel::new(Trace::load(&path).unwrap()).unwrap());
+    let model = Arc::new(Conversation::new(Trace::load(&path).unwrap()).unwrap());
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
@@ -99,7 +99,7 @@ async fn listens_for_a_decoder_it_does_not_control() {
     assert_eq!(a["ok"], true, "{a}");
     let url = format!("http://{boot_bind}");
     for _ in 0..200 {
-        if mooncake_reference::http::query(&url, Duration::from_secs(1))
+        if mooncake_io::http::query(&url, Duration::from_secs(1))
             .await
             .is_ok_and(|q| q.as_object().is_some_and(|o| !o.is_empty()))
         {
@@ -122,7 +122,7 @@ async fn listens_for_a_decoder_it_does_not_control() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_without_a_reachable_engine_passes_with_landed_bytes_not_checked() {
     let path = trace("a_single_success.jsonl");
-    let model = TraceModel::new(Trace::load(&path).unwrap()).unwrap();
+    let model = Conversation::new(Trace::load(&path).unwrap()).unwrap();
     let sc = mooncake_conformance::bundled::scenarios();
     let mut boot = Testee::default();
     let url = boot.handle(&json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await
@@ -151,7 +151,7 @@ async fn a_peer_without_a_reachable_engine_passes_with_landed_bytes_not_checked(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listen_run_whose_own_reply_deviates_is_broken() {
     let path = trace("a_single_success.jsonl");
-    let model = Arc::new(TraceModel::new(Trace::load(&path).unwrap()).unwrap());
+    let model = Arc::new(Conversation::new(Trace::load(&path).unwrap()).unwrap());
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
@@ -171,7 +171,7 @@ async fn a_listen_run_whose_own_reply_deviates_is_broken() {
     assert_eq!(a["ok"], true, "{a}");
     let url = format!("http://{boot_bind}");
     for _ in 0..200 {
-        if mooncake_reference::http::query(&url, Duration::from_secs(1))
+        if mooncake_io::http::query(&url, Duration::from_secs(1))
             .await
             .is_ok_and(|q| q.as_object().is_some_and(|o| !o.is_empty()))
         {
@@ -209,7 +209,7 @@ async fn replays_http_against_a_running_bootstrap_server() {
         .unwrap()
         .to_string();
     let first = json!({"engine_id": "engine-prefill-0", "dp_rank": 0, "tp_rank": 0, "pp_rank": 0, "addr": "tcp://127.0.0.1:37175"});
-    mooncake_reference::http::register(&url, &first, Duration::from_secs(5)).await.unwrap();
+    mooncake_io::http::register(&url, &first, Duration::from_secs(5)).await.unwrap();
     let r =
         run(cfg(trace("i_bootstrap_register_query.jsonl"), Role::Bootstrap, External::Bootstrap(url))).await.unwrap();
     let checks: Vec<&str> = r.results[0].findings.iter().map(|f| f.check.as_str()).collect();

@@ -1,17 +1,16 @@
 //! `mooncake-reference`: the reference Mooncake connector peer. The protocol lives in the sans-IO cores of
 //! `mooncake_wire::proto`; this crate drives them over real ZeroMQ (a decoder's DEALERs through libzmq and
 //! the `zmq` crate, a prefiller's ROUTER through its own ZMTP 3 server on one thread, [`router`]), HTTP
-//! (axum) and a transfer backend that moves bytes, and is the only part of the project that touches sockets,
-//! threads and clocks.
+//! (axum) and a transfer backend that moves bytes — the I/O of `mooncake-io`, which it shares with the
+//! conformance runner — and is the only part of the project that touches sockets, threads and clocks.
 
-pub mod backend;
+// The I/O modules live in `mooncake-io` (shared with the conformance runner); re-exported at their old paths.
+pub use mooncake_io::{backend, engine, http, reactor};
+
 pub mod config;
 pub mod decoder;
-pub mod engine;
 pub mod faults;
-pub mod http;
 pub mod prefiller;
-pub mod reactor;
 pub mod records;
 pub mod router;
 pub mod testee;

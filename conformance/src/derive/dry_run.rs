@@ -16,11 +16,11 @@ use mooncake_wire::proto::gen1::Gen1Prefiller;
 use mooncake_wire::proto::{PrefillerCore, PrefillerEvent, PrefillerMachine};
 use serde_json::Value as J;
 
+use crate::conversation::Conversation;
 use crate::scenarios::{Model, Ready, Scenario};
 use crate::setup::gen1::{layout, Gen1Setup};
 use crate::setup::{model_config, prefiller_planner, D_BASE, P_BASE};
 use crate::trace::{Event, Role as TraceRole, ZmqDir};
-use crate::trace_model::TraceModel;
 
 /// What a dry run produced, next to what the recording shows.
 #[derive(Clone, Debug, Default)]
@@ -48,7 +48,7 @@ impl DryRun {
 
     /// The rule of `P-FINISHED-SENDING` on the dry run: a prefiller frees after a delivery only what vLLM
     /// freed, and everything vLLM freed after a delivery or on expiry.
-    pub fn finished_sending_problems(&self, t: &TraceModel) -> Vec<String> {
+    pub fn finished_sending_problems(&self, t: &Conversation) -> Vec<String> {
         let mut out = vec![];
         let Some(want) = t.trace.header.observed_outcome.get("finished_sending").and_then(J::as_object) else {
             return out;
@@ -70,7 +70,7 @@ impl DryRun {
     }
 
     /// Whether the dry run reproduced the recording in everything the prefiller case checks.
-    pub fn reproduces(&self, t: &TraceModel) -> bool {
+    pub fn reproduces(&self, t: &Conversation) -> bool {
         self.replies.is_empty() && self.writes_match() && self.finished_sending_problems(t).is_empty()
     }
 }
@@ -208,12 +208,12 @@ impl Sim {
     }
 }
 
-fn recorded_writes(t: &TraceModel) -> Vec<(String, u64, u64)> {
+fn recorded_writes(t: &Conversation) -> Vec<(String, u64, u64)> {
     t.trace.header.transfer_engine_calls.iter().map(|c| (c.session.clone(), c.n, c.bytes)).collect()
 }
 
 /// Dry-runs the trace's prefiller side prepared as `scenario` says.
-pub fn dry_run(t: &TraceModel, model: &Model, scenario: &Scenario) -> Result<DryRun, String> {
+pub fn dry_run(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<DryRun, String> {
     if t.revision.generation == 1 {
         dry_run_gen1(t, model, scenario)
     } else {
@@ -221,7 +221,7 @@ pub fn dry_run(t: &TraceModel, model: &Model, scenario: &Scenario) -> Result<Dry
     }
 }
 
-fn dry_run_gen2(t: &TraceModel, model: &Model, scenario: &Scenario) -> Result<DryRun, String> {
+fn dry_run_gen2(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<DryRun, String> {
     let profile = t.profile.clone().ok_or("the trace's revision has no generation-2 profile")?;
     let abort = Duration::from_secs_f64(model.abort_timeout_s);
     let mut machines: Vec<(String, Box<dyn PrefillerMachine>)> = vec![];
@@ -324,7 +324,7 @@ fn dry_run_gen2(t: &TraceModel, model: &Model, scenario: &Scenario) -> Result<Dr
     Ok(sim.finish(abort * 4, recorded_writes(t), problems, show))
 }
 
-fn dry_run_gen1(t: &TraceModel, model: &Model, scenario: &Scenario) -> Result<DryRun, String> {
+fn dry_run_gen1(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<DryRun, String> {
     let Gen1Setup { profile, abort, msgs, by_id, regions, workers, p_tp, d_conns, d_tp } =
         Gen1Setup::new(t, model, scenario)?;
     let mut machines: Vec<(String, Box<dyn PrefillerMachine>)> = vec![];

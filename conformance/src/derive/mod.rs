@@ -43,11 +43,11 @@ use serde_json::Value as J;
 
 pub use dry_run::{dry_run, DryRun};
 
+use crate::conversation::Conversation;
 use crate::role::Role;
 use crate::scenarios::{Model, Ready, Scenario, Scenarios, Transfer};
 use crate::setup::gen1::{messages, transfers_by_id};
 use crate::trace::{Event, Role as TraceRole, ZmqDir};
-use crate::trace_model::TraceModel;
 
 /// The reply of a prefiller that waited the abort timeout for a transfer that never became ready (vLLM
 /// `send_kv_to_decode`; `src/proto/prefiller.rs`).
@@ -86,7 +86,7 @@ impl Derived {
 }
 
 /// Derives the setup of `t` (prepared with the scenarios file's `[model]`).
-pub fn derive(t: &TraceModel, model: &Model) -> Derived {
+pub fn derive(t: &Conversation, model: &Model) -> Derived {
     let r = if t.revision.generation == 1 { derive_gen1(t, model) } else { derive_gen2(t, model) };
     r.unwrap_or_else(|e| Derived {
         scenario: Scenario::default(),
@@ -157,7 +157,7 @@ fn wire_blocks(b: &[Vec<WireInt>]) -> Vec<Vec<u64>> {
 
 /// 1-based index of each reply the decoder side received, in recorded order (the count the players key
 /// `after_reply:N` on).
-fn reply_index(t: &TraceModel) -> BTreeMap<u64, usize> {
+fn reply_index(t: &Conversation) -> BTreeMap<u64, usize> {
     let recorded: HashSet<u64> =
         t.exchanges.iter().flat_map(|x| x.replies.iter().map(|r| r.seq.unwrap_or(0))).collect();
     let mut out = BTreeMap::new();
@@ -172,7 +172,7 @@ fn reply_index(t: &TraceModel) -> BTreeMap<u64, usize> {
     out
 }
 
-fn derive_gen2(t: &TraceModel, model: &Model) -> Result<Derived, String> {
+fn derive_gen2(t: &Conversation, model: &Model) -> Result<Derived, String> {
     let index = reply_index(t);
     let mut pulled = Pulled::default();
     let mut unresolved = vec![];
@@ -325,7 +325,7 @@ fn transfers_how(
     s
 }
 
-fn derive_gen1(t: &TraceModel, model: &Model) -> Result<Derived, String> {
+fn derive_gen1(t: &Conversation, model: &Model) -> Result<Derived, String> {
     let profile = Gen1Profile::new(t.revision.clone())?;
     let msgs = messages(t, &profile)?;
     let mut unresolved = vec![];
@@ -487,7 +487,7 @@ fn with_blocks(base: &Scenario, spread: &[bool], decoder_blocks: &[Vec<Vec<u64>>
 
 /// Chooses the prefiller block ids, names the prefiller requests, and checks the whole setup with a dry run.
 fn finish(
-    t: &TraceModel,
+    t: &Conversation,
     model: &Model,
     mut scenario: Scenario,
     mut how: Vec<String>,
@@ -633,7 +633,7 @@ fn trailing_number(s: &str) -> Option<u64> {
 }
 
 /// Prefiller request ids per transfer id, from the ids vLLM reported freed; `None` when it reported none.
-fn name_requests(t: &TraceModel, scenario: &Scenario, run: &DryRun) -> Option<HashMap<String, String>> {
+fn name_requests(t: &Conversation, scenario: &Scenario, run: &DryRun) -> Option<HashMap<String, String>> {
     let fs = t.trace.header.observed_outcome.get("finished_sending").and_then(J::as_object)?;
     let mut want: Vec<String> = vec![];
     for ids in fs.values() {
@@ -708,7 +708,7 @@ pub struct CaseSetup {
 pub struct Cache(Arc<Mutex<HashMap<String, Arc<Derived>>>>);
 
 impl Cache {
-    pub fn get(&self, t: &TraceModel, model: &Model) -> Arc<Derived> {
+    pub fn get(&self, t: &Conversation, model: &Model) -> Arc<Derived> {
         let key = format!("{}\u{0}{}", t.trace.path, t.scenario());
         if let Some(d) = self.0.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
             return d.clone();
@@ -724,7 +724,7 @@ impl Cache {
 /// a case of this role needs, the `CASE-SETUP` text naming the entry to add.
 pub fn case_setup(
     case_id: &str,
-    t: &TraceModel,
+    t: &Conversation,
     scenarios: &Scenarios,
     role: Role,
     cache: &Cache,
@@ -767,7 +767,7 @@ pub fn case_setup(
 /// What differs between two setups of `t` in what the cases use: the transfers (by transfer id; generation 1:
 /// by the request id each stands for), their blocks and readiness, the prefiller request ids where the
 /// recording names them, the failures and the forgotten layouts.
-pub fn differences(t: &TraceModel, a: &Scenario, b: &Scenario) -> Vec<String> {
+pub fn differences(t: &Conversation, a: &Scenario, b: &Scenario) -> Vec<String> {
     let mut out = vec![];
     let show = |tr: Option<&Transfer>| {
         tr.map(|t| format!("blocks {:?}, {}", t.blocks, ready_text(&t.ready))).unwrap_or_else(|| "none".into())

@@ -18,18 +18,14 @@ use std::sync::Arc;
 
 use mooncake_wire::spec::{Revision, Spec};
 
-use crate::outcome::{ENVIRONMENT, USAGE};
 pub use facts::Facts;
 
 /// The extraction script, as bundled.
 pub const SCRIPT: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/extract/extract.py"));
 
-/// A failed extraction: exit code ([`USAGE`]: not a vLLM source; [`ENVIRONMENT`]: no Python) and why.
-#[derive(Clone, Debug)]
-pub struct ExtractError {
-    pub code: u8,
-    pub message: String,
-}
+/// A failed extraction: bad input ([`ErrorKind::Usage`](crate::outcome::ErrorKind): not a vLLM source), the
+/// environment (no Python), or a derived revision that does not load.
+pub type ExtractError = crate::outcome::CmdError;
 
 /// A derived revision: the file's text, the revision it resolves to, its base and what was not derived.
 #[derive(Clone, Debug)]
@@ -58,37 +54,27 @@ pub fn read_facts(path: &Path, python: &str) -> Result<Facts, ExtractError> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| ExtractError {
-            code: ENVIRONMENT,
-            message: format!("running {python}: {e} (set --python or MOONCAKE_PYTHON)"),
-        })?;
+        .map_err(|e| ExtractError::environment(format!("running {python}: {e} (set --python or MOONCAKE_PYTHON)")))?;
     {
         use std::io::Write;
         let mut stdin = child.stdin.take().expect("piped");
-        stdin
-            .write_all(SCRIPT.as_bytes())
-            .map_err(|e| ExtractError { code: ENVIRONMENT, message: format!("{python}: {e}") })?;
+        stdin.write_all(SCRIPT.as_bytes()).map_err(|e| ExtractError::environment(format!("{python}: {e}")))?;
     }
-    let out =
-        child.wait_with_output().map_err(|e| ExtractError { code: ENVIRONMENT, message: format!("{python}: {e}") })?;
+    let out = child.wait_with_output().map_err(|e| ExtractError::environment(format!("{python}: {e}")))?;
     let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
     match out.status.code() {
         Some(0) => {}
-        Some(2) => return Err(ExtractError { code: USAGE, message: err }),
+        Some(2) => return Err(ExtractError::usage(err)),
         c => {
-            return Err(ExtractError {
-                code: ENVIRONMENT,
-                message: format!("the extraction script failed ({python}, exit {c:?}): {err}"),
-            })
+            return Err(ExtractError::environment(format!(
+                "the extraction script failed ({python}, exit {c:?}): {err}"
+            )))
         }
     }
     let facts: Facts = serde_json::from_slice(&out.stdout)
-        .map_err(|e| ExtractError { code: ENVIRONMENT, message: format!("the extraction script's output: {e}") })?;
+        .map_err(|e| ExtractError::environment(format!("the extraction script's output: {e}")))?;
     if facts.format != "mooncake-extract/1" {
-        return Err(ExtractError {
-            code: ENVIRONMENT,
-            message: format!("the script printed format {:?}", facts.format),
-        });
+        return Err(ExtractError::environment(format!("the script printed format {:?}", facts.format)));
     }
     Ok(facts)
 }
@@ -124,7 +110,7 @@ pub fn derive_from(facts: Facts, base: Option<&str>) -> Result<Derived, ExtractE
     let covering = facts.release.as_deref().and_then(|r| spec.resolve(r).ok()).map(|r| r.revision.revision.clone());
     let candidates: Vec<Arc<Revision>> = match base {
         Some(b) => {
-            vec![spec.resolve(b).map_err(|e| ExtractError { code: USAGE, message: format!("--base: {e}") })?.revision]
+            vec![spec.resolve(b).map_err(|e| ExtractError::usage(format!("--base: {e}")))?.revision]
         }
         None => spec
             .push()
@@ -152,15 +138,13 @@ pub fn derive_from(facts: Facts, base: Option<&str>) -> Result<Derived, ExtractE
             best = Some((cand.clone(), e));
         }
     }
-    let (base_rev, list) =
-        best.ok_or_else(|| ExtractError { code: USAGE, message: "no bundled revision of that generation".into() })?;
+    let (base_rev, list) = best.ok_or_else(|| ExtractError::usage("no bundled revision of that generation"))?;
     let text = file::render(&facts, &base_rev, &list, &source);
     let mut files: Vec<(String, String)> =
         Spec::builtin_files().iter().map(|(p, t)| (format!("(built-in) {p}"), t.to_string())).collect();
     files.push(("(extracted)".into(), text.clone()));
-    let loaded = Spec::from_files(files).map_err(|e| ExtractError {
-        code: crate::outcome::DISAGREE,
-        message: format!("the derived revision does not load ({e}); the file was:\n{text}"),
+    let loaded = Spec::from_files(files).map_err(|e| {
+        ExtractError::disagreement(format!("the derived revision does not load ({e}); the file was:\n{text}"))
     })?;
     let name = file::revision_name(&facts);
     let revision = loaded.revision(&name).cloned().expect("the derived file defines its revision");

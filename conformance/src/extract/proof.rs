@@ -68,10 +68,10 @@ pub fn row(wheel: &Path, python: &str) -> Result<Row, ExtractError> {
     let release = facts.release.clone().unwrap_or_else(|| release_of_name(wheel));
     let covering = Spec::builtin()
         .resolve(&release)
-        .map_err(|e| ExtractError { code: crate::outcome::USAGE, message: format!("{}: {e}", wheel.display()) })?
+        .map_err(|e| ExtractError::usage(format!("{}: {e}", wheel.display())))?
         .revision;
     let d = derive_from(facts, None)?;
-    let fp = |r| wire_fingerprint(r).map_err(|e| ExtractError { code: crate::outcome::DISAGREE, message: e });
+    let fp = |r| wire_fingerprint(r).map_err(ExtractError::disagreement);
     Ok(Row {
         wheel: wheel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         release,

@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::conversation::Conversation;
 use crate::scenarios::Scenarios;
 use crate::trace::Trace;
-use crate::trace_model::TraceModel;
 use predict::{predict, Prediction};
 use run::{observe, DOutcome, Observation, POutcome, Side};
 
@@ -85,7 +85,7 @@ pub struct MatrixConfig {
 }
 
 /// The recordings per (revision, scenario): the newest release's where a revision has several.
-pub fn sides(traces: &[Arc<TraceModel>]) -> BTreeMap<(String, String), Side> {
+pub fn sides(traces: &[Arc<Conversation>]) -> BTreeMap<(String, String), Side> {
     let mut out: BTreeMap<(String, String), (Vec<u64>, Side)> = BTreeMap::new();
     for t in traces {
         let key = (t.revision.revision.clone(), t.scenario().to_string());
@@ -97,14 +97,14 @@ pub fn sides(traces: &[Arc<TraceModel>]) -> BTreeMap<(String, String), Side> {
     out.into_iter().map(|(k, (_, s))| (k, s)).collect()
 }
 
-pub fn load_traces(inputs: &[crate::jsonl::Input]) -> Result<Vec<Arc<TraceModel>>, String> {
+pub fn load_traces(inputs: &[crate::jsonl::Input]) -> Result<Vec<Arc<Conversation>>, String> {
     let mut out = vec![];
     for f in inputs {
         let t = Trace::load_input(f)?;
         if t.header.family.as_deref().is_some_and(|f| f != "push") {
             continue;
         }
-        out.push(Arc::new(TraceModel::new(t)?));
+        out.push(Arc::new(Conversation::new(t)?));
     }
     Ok(out)
 }
@@ -180,7 +180,7 @@ fn p_diff(m: &POutcome, b: &POutcome) -> Option<String> {
 }
 
 /// Builds the matrix from recordings (`traces`: every push trace, any directory layout).
-pub async fn build(traces: &[Arc<TraceModel>], cfg: &MatrixConfig) -> Matrix {
+pub async fn build(traces: &[Arc<Conversation>], cfg: &MatrixConfig) -> Matrix {
     let sides = sides(traces);
     let spec = mooncake_wire::spec::Spec::builtin();
     let mut revisions: Vec<(String, String)> = vec![];

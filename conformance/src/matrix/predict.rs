@@ -8,8 +8,8 @@ use mooncake_wire::spec::behaviour::TpBytePlan;
 use mooncake_wire::spec::{Revision, Spec};
 use serde::Serialize;
 
+use crate::conversation::Conversation;
 use crate::scenarios::{Model, Scenario};
-use crate::trace_model::TraceModel;
 
 /// The prediction for one scenario of one cell.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -58,7 +58,7 @@ fn message_of(c: &Change) -> (&'static str, bool) {
 
 /// Every message of `message` the sender's recording holds decodes under the reader's revision to what the
 /// sender meant, on the fields both have. `Err` names the first that does not.
-fn survive(sender: &TraceModel, reader: &Revision, message: &str, replies: bool) -> Result<(), String> {
+fn survive(sender: &Conversation, reader: &Revision, message: &str, replies: bool) -> Result<(), String> {
     let (Some(sc), Some(rc)) = (Codec::builtin(&sender.revision.revision), Codec::builtin(&reader.revision)) else {
         return Err("no codec".into());
     };
@@ -88,7 +88,7 @@ fn survive(sender: &TraceModel, reader: &Revision, message: &str, replies: bool)
 }
 
 /// Whether the scenario exercises a row that breaks only when something happens.
-fn exercised(c: &Change, d: &TraceModel, p: &TraceModel, scenario: &Scenario, model: &Model) -> bool {
+fn exercised(c: &Change, d: &Conversation, p: &Conversation, scenario: &Scenario, model: &Model) -> bool {
     let tp_differs = scenario.decoder_tp != scenario.prefiller_tp;
     if let Some(key) = c.subject.strip_prefix("behaviour.") {
         return match key {
@@ -140,7 +140,7 @@ fn exercised(c: &Change, d: &TraceModel, p: &TraceModel, scenario: &Scenario, mo
 }
 
 /// The prediction for a decoder at `d`'s revision and a prefiller at `p`'s, in `scenario`.
-pub fn predict(d: &TraceModel, p: &TraceModel, scenario: &Scenario, model: &Model) -> Prediction {
+pub fn predict(d: &Conversation, p: &Conversation, scenario: &Scenario, model: &Model) -> Prediction {
     let (dr, pr) = (&d.revision, &p.revision);
     let mut out = Prediction::default();
     if dr.revision == pr.revision {

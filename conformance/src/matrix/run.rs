@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mooncake_reference::backend::{serve_engine, Backend, SharedMemory};
+use mooncake_io::backend::{serve_engine, Backend, SharedMemory};
+use mooncake_io::http::BootstrapServer;
 use mooncake_reference::config::{producer, LayoutExt};
 use mooncake_reference::decoder::DecoderPeer;
-use mooncake_reference::http::BootstrapServer;
 use mooncake_reference::prefiller::{PrefillerConfig, PrefillerPeer};
 use mooncake_testee_protocol::LayoutConfig;
 use mooncake_wire::bootstrap::BootstrapSpec;
@@ -21,11 +21,11 @@ use serde::Serialize;
 use serde_json::json;
 use tokio::net::TcpListener;
 
+use crate::conversation::Conversation;
 use crate::play::gen1;
 use crate::scenarios::{Model, Ready, Scenario};
 use crate::setup::gen1 as gen1_setup;
 use crate::setup::{columns, decoder_layout, model_config, prefiller_layout, D_BASE, P_BASE};
-use crate::trace_model::TraceModel;
 
 /// What a decoder worker reported and what landed in its memory.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -62,7 +62,7 @@ pub struct Observation {
 /// A side of a cell: its revision's recording of the scenario.
 #[derive(Clone)]
 pub struct Side {
-    pub trace: Arc<TraceModel>,
+    pub trace: Arc<Conversation>,
 }
 
 impl Side {

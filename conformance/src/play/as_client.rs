@@ -39,7 +39,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                 detail,
             };
             let body: Option<J> = if req.body_raw.is_empty() { None } else { serde_json::from_str(&req.body_raw).ok() };
-            match mooncake_reference::http::request(
+            match mooncake_io::http::request(
                 &req.method,
                 &format!("{url}{}", req.path),
                 body.as_ref(),

@@ -8,10 +8,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mooncake_reference::engine::client::Request;
-use mooncake_reference::engine::{serve_logged, EngineClient, PeerLog};
-use mooncake_reference::http::BootstrapServer;
-use mooncake_reference::reactor::{Incoming, Reactor};
+use mooncake_io::engine::client::Request;
+use mooncake_io::engine::{serve_logged, EngineClient, PeerLog};
+use mooncake_io::http::BootstrapServer;
+use mooncake_io::reactor::{Incoming, Reactor};
 use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::proto::Registry;
 use serde_json::{json, Value as J};
@@ -65,7 +65,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
     let spec = BootstrapSpec::new(t.revision.clone()).ok_or("no bootstrap in this revision")??;
     let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await?;
     let mut order: Vec<usize> = (0..t.prefillers.len()).collect();
-    let reg_pos = |p: &crate::trace_model::PrefillerConn| {
+    let reg_pos = |p: &crate::conversation::PrefillerConn| {
         t.http
             .iter()
             .position(|(r, _)| r.body.as_ref() == p.register.as_ref() && p.register.is_some())
@@ -299,7 +299,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                             .payload
                             .decoded
                             .clone(),
-                        None => Payload::reply(Some(&profile), bytes.clone()).decoded,
+                        None => Payload::reply(Some(&profile), bytes.clone(), None).decoded,
                     };
                     match decoded.expect("decoded with the trace's profile") {
                         Err(e) => out.push(f(
@@ -631,7 +631,7 @@ async fn landed_through_engine(
 /// Transfers a prefiller of this revision keeps forever in this trace: where heterogeneous TP is refused once a
 /// request becomes ready, the refused round's requests stay marked as being sent and never expire.
 fn kept_forever(
-    t: &crate::trace_model::TraceModel,
+    t: &crate::conversation::Conversation,
     profile: &mooncake_wire::proto::WireProfile,
     scenario: &crate::scenarios::Scenario,
 ) -> u64 {

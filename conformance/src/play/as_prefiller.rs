@@ -10,9 +10,9 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::trace_model::TraceModel;
-use mooncake_reference::backend::Backend;
-use mooncake_reference::http::BootstrapServer;
+use crate::conversation::Conversation;
+use mooncake_io::backend::Backend;
+use mooncake_io::http::BootstrapServer;
 use mooncake_reference::prefiller::{PrefillerConfig, PrefillerPeer};
 use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::codec::Codec;
@@ -40,7 +40,7 @@ fn f(check: CheckId, message: impl Into<String>, detail: impl Into<String>) -> F
 
 /// The pulls of a decoder conn, in order: consecutive requests with the same `req_blocks` (a fan-out to
 /// several prefillers, or a resend after LAYOUT_MISS) are one pull.
-pub(crate) fn pull_steps(t: &crate::trace_model::TraceModel, conn: &str) -> Vec<MooncakeXferMetadata> {
+pub(crate) fn pull_steps(t: &crate::conversation::Conversation, conn: &str) -> Vec<MooncakeXferMetadata> {
     let mut steps: Vec<MooncakeXferMetadata> = vec![];
     for x in t.exchanges.iter().filter(|x| x.decoder == conn) {
         let Some(m) = x.request.value() else { continue };
@@ -562,7 +562,7 @@ async fn play_with(
 /// decoder's transfer-engine session; `None` for an external decoder, whose own addresses and `layout_id`
 /// are mapped too (only their count and presence are compared).
 pub fn compare_requests(
-    t: &crate::trace_model::TraceModel,
+    t: &crate::conversation::Conversation,
     profile: &WireProfile,
     pairing: &crate::crossver::Pairing,
     wires: &[(String, Vec<(bool, Vec<Vec<u8>>)>)],
@@ -594,7 +594,7 @@ pub fn compare_requests(
             live_xs.push(x);
         }
         let arrived = &live_xs[first..];
-        let recorded: Vec<&crate::trace_model::Exchange> =
+        let recorded: Vec<&crate::conversation::Exchange> =
             t.exchanges.iter().filter(|x| x.prefiller.as_deref() == Some(conn.as_str())).collect();
         if inbound.len() != recorded.len() {
             out.push(f(
@@ -810,7 +810,7 @@ async fn play_listen(
 /// live decoder's) and its transfer-engine writes (session, descriptors, bytes) against the recording. Every
 /// deviation is reported to `sink` as breaking the case.
 fn runner_deviations(
-    t: &TraceModel,
+    t: &Conversation,
     profile: &WireProfile,
     status: &mooncake_reference::prefiller::PrefillerStatus,
     sink: &super::CaseSink,
@@ -889,7 +889,7 @@ fn runner_deviations(
 
 /// The requests of a decoder conn that vLLM's decoder never reported (`observed_outcome.not_finished`,
 /// `"conn:req"` entries, at the top level or in a per-decoder or per-pull object).
-fn recorded_stuck(t: &TraceModel, conn: &str) -> Vec<String> {
+fn recorded_stuck(t: &Conversation, conn: &str) -> Vec<String> {
     let mut out = vec![];
     let mut visit = |o: &J| {
         for e in o.get("not_finished").and_then(J::as_array).into_iter().flatten().filter_map(J::as_str) {
@@ -911,7 +911,7 @@ fn recorded_stuck(t: &TraceModel, conn: &str) -> Vec<String> {
 }
 
 /// Replies the recording shows for the exchanges of pull steps `0..=k` (of every decoder).
-fn recorded_replies_through(t: &TraceModel, steps: &[(String, Vec<MooncakeXferMetadata>)], k: usize) -> usize {
+fn recorded_replies_through(t: &Conversation, steps: &[(String, Vec<MooncakeXferMetadata>)], k: usize) -> usize {
     t.exchanges
         .iter()
         .filter(|x| {

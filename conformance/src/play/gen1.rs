@@ -16,10 +16,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mooncake_reference::backend::{serve_engine, Backend};
+use mooncake_io::backend::{serve_engine, Backend};
+use mooncake_io::reactor::{Incoming, Reactor};
 use mooncake_reference::config::{producer_with, LayoutExt};
 use mooncake_reference::prefiller::{PrefillerConfig, PrefillerPeer};
-use mooncake_reference::reactor::{Incoming, Reactor};
 use mooncake_testee_protocol::LayoutConfig;
 use mooncake_wire::proto::gen1::{Gen1Prefiller, Gen1Profile};
 use serde_json::Value as J;

@@ -14,12 +14,12 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::conversation::Conversation;
 use crate::finding::{CheckId, Finding};
 pub use crate::role::Role;
 use crate::scenarios::{Scenario, Scenarios};
 pub use crate::testee::secs;
 use crate::testee::TesteeSpec;
-use crate::trace_model::TraceModel;
 
 impl Status {
     /// The word reports use: pass, fail, xfail, skip, error.
@@ -123,7 +123,7 @@ pub fn not_applicable(header: &crate::trace::Header, role: Role) -> Vec<NotAppli
 pub struct Case {
     pub id: String,
     pub role: Role,
-    pub model: Arc<TraceModel>,
+    pub model: Arc<Conversation>,
 }
 
 /// Options shared by the players.
@@ -209,7 +209,7 @@ impl PlayOptions {
 
     /// The prefiller-side setup of a case on `t`: the one [`play`] resolved, else the scenarios file's entry,
     /// else the setup derived from the trace (as far as it goes).
-    pub fn scenario_for(&self, t: &TraceModel) -> Scenario {
+    pub fn scenario_for(&self, t: &Conversation) -> Scenario {
         if let Some(s) = &self.setup {
             return (**s).clone();
         }
@@ -221,7 +221,7 @@ impl PlayOptions {
 }
 
 /// The cases a trace yields: one per role it exercises.
-pub fn cases_of(model: Arc<TraceModel>) -> Vec<Case> {
+pub fn cases_of(model: Arc<Conversation>) -> Vec<Case> {
     let mut out = vec![];
     let base = format!("{}/{}", model.revision.revision, model.scenario());
     if !model.exchanges.is_empty() && !model.prefillers.is_empty() {

@@ -9,9 +9,9 @@ use mooncake_reference::config::LayoutConfig;
 use mooncake_wire::proto::gen1::{AgentMetadata, Gen1Profile};
 
 use super::Columns;
+use crate::conversation::Conversation;
 use crate::scenarios::{Model, Scenario};
 use crate::trace::{Role as TraceRole, ZmqDir};
-use crate::trace_model::TraceModel;
 
 /// How far apart the synthetic regions of two TP ranks of one side start.
 const RANK_SPAN: u64 = 0x10_0000_0000;
@@ -26,7 +26,7 @@ pub(crate) struct Msg {
     pub(crate) line: usize,
 }
 
-pub(crate) fn messages(t: &TraceModel, profile: &Gen1Profile) -> Result<Vec<Msg>, String> {
+pub(crate) fn messages(t: &Conversation, profile: &Gen1Profile) -> Result<Vec<Msg>, String> {
     let mut out: Vec<Msg> = vec![];
     for z in t.trace.zmq().filter(|z| z.side == TraceRole::Decoder) {
         match z.dir {
@@ -117,7 +117,7 @@ pub(crate) fn columns_of(l: &LayoutConfig) -> Columns {
 }
 
 /// TP rank of each recorded prefiller worker: its port's offset from the lowest port (base + dp·tp + rank).
-pub(crate) fn ranks(t: &TraceModel) -> Vec<(String, String, u64)> {
+pub(crate) fn ranks(t: &Conversation) -> Vec<(String, String, u64)> {
     let port = |ep: &str| ep.rsplit(':').next().and_then(|p| p.parse::<u64>().ok()).unwrap_or(0);
     let low = t.prefillers.iter().map(|p| port(&p.endpoint)).min().unwrap_or(0);
     let mut v: Vec<(String, String, u64)> =
@@ -167,7 +167,7 @@ pub(crate) struct Gen1Setup {
 }
 
 impl Gen1Setup {
-    pub(crate) fn new(t: &TraceModel, model: &Model, scenario: &Scenario) -> Result<Gen1Setup, String> {
+    pub(crate) fn new(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<Gen1Setup, String> {
         let profile = Gen1Profile::new(t.revision.clone())?;
         let msgs = messages(t, &profile)?;
         let by_id = transfers_by_id(scenario, &msgs);

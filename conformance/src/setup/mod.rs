@@ -11,8 +11,8 @@ use mooncake_wire::proto::WireProfile;
 use mooncake_wire::spec::behaviour::BlockGroups;
 use mooncake_wire::typed::MooncakeXferMetadata;
 
+use crate::conversation::{Conversation, PrefillerConn};
 use crate::scenarios::{Model, Scenario};
-use crate::trace_model::{PrefillerConn, TraceModel};
 
 /// Base of the prefiller's (synthetic) region addresses.
 pub(crate) const P_BASE: u64 = 0x7100_0000_0000;
@@ -26,7 +26,7 @@ pub fn model_config(model: &Model) -> ModelConfig {
 
 /// The layout ([`prefiller_layout`]) and planner of a reference prefiller standing in for recorded worker `p`.
 pub fn prefiller_planner(
-    t: &TraceModel,
+    t: &Conversation,
     p: &PrefillerConn,
     model: &Model,
     profile: &WireProfile,
@@ -107,7 +107,7 @@ pub fn decoder_layout(req: &MooncakeXferMetadata, model: &Model) -> LayoutConfig
 
 /// The prefiller worker's layout: the decoder's layers, with the prefiller's own bytes per block for its TP
 /// size (the recorded model; the payload share of a block as the decoder states it), at synthetic addresses.
-pub fn prefiller_layout(t: &TraceModel, p: &PrefillerConn, model: &Model) -> Result<LayoutConfig, String> {
+pub fn prefiller_layout(t: &Conversation, p: &PrefillerConn, model: &Model) -> Result<LayoutConfig, String> {
     let req =
         t.decoders.iter().find_map(|d| d.layout_request.clone()).ok_or("the trace has no layout-carrying request")?;
     let c = columns(&req, model);
@@ -126,7 +126,7 @@ pub fn prefiller_layout(t: &TraceModel, p: &PrefillerConn, model: &Model) -> Res
 
 /// The `start` configuration of a prefiller testee standing in for recorded worker `p`.
 pub fn prefiller_config(
-    t: &TraceModel,
+    t: &Conversation,
     p: &PrefillerConn,
     model: &Model,
     bootstrap: &str,
@@ -286,7 +286,7 @@ pub fn stride_scale(
     profile: &mooncake_wire::proto::WireProfile,
     req: &MooncakeXferMetadata,
     model: &Model,
-    t: &TraceModel,
+    t: &Conversation,
 ) -> u64 {
     use mooncake_wire::spec::behaviour::DestinationStride;
     if profile.rules.plan.destination_stride != DestinationStride::ProducerBlockLen {

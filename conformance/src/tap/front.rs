@@ -118,7 +118,7 @@ async fn handle(State(st): State<St>, method: Method, uri: Uri, headers: HeaderM
             let url = format!("{}{path}", base.trim_end_matches('/'));
             let ct = headers.get("content-type").and_then(|v| v.to_str().ok());
             let sent = if body.is_empty() { None } else { Some(&body[..]) };
-            match mooncake_reference::http::request_raw(method.as_str(), &url, ct, sent, UPSTREAM_TIMEOUT).await {
+            match mooncake_io::http::request_raw(method.as_str(), &url, ct, sent, UPSTREAM_TIMEOUT).await {
                 Ok(r) => (r.status, r.content_type.unwrap_or_else(|| "application/json".into()), r.body),
                 Err(e) => {
                     let _ = st.seen.send(Seen::Trouble {

@@ -13,9 +13,10 @@ use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::codec::Codec;
 use mooncake_wire::proto::WireProfile;
 use mooncake_wire::spec::{Revision, Spec};
+use mooncake_wire::typed::MooncakeXferMetadata;
 
 use crate::checks::{ExchangeChecker, HttpChecker, HttpX};
-use crate::conversation::{ends_exchange, Exchange, Sent};
+use crate::conversation::{decode_count, ends_exchange, Decoded, Exchange, Payload, Sent};
 use crate::finding::{CheckId, Finding};
 use crate::trace::Event;
 use crate::validate::EventChecker;
@@ -26,8 +27,11 @@ pub type ConnKey = (usize, Vec<u8>);
 enum Item {
     Event(Event),
     Http(HttpX),
-    Request(ConnKey, Sent),
-    Reply(ConnKey, Vec<u8>, u64, usize),
+    /// A decoder's request, the events that recorded it (decoder and prefiller side) and its decode, if the
+    /// revision was read off it.
+    Request(ConnKey, Sent, Vec<Event>, Option<Box<MooncakeXferMetadata>>),
+    /// A prefiller's reply (bytes, seq and line of the decoder's event) and the events that recorded it.
+    Reply(ConnKey, Vec<u8>, u64, usize, Vec<Event>),
 }
 
 struct Open {
@@ -56,25 +60,39 @@ pub struct Live {
     pub exchanges: u64,
 }
 
-/// The generation-2 revisions whose msgspec rules read this pull request and write it back byte for byte,
-/// newest first — what the wire says about the deployment's release.
-pub fn revisions_fitting(request: &[u8]) -> Vec<Arc<Revision>> {
-    let mut out: Vec<Arc<Revision>> = Spec::builtin()
+/// What a pull request says about the deployment's revision: the generation-2 revisions whose msgspec rules
+/// read it and write it back byte for byte, newest first, and the request as the first of them reads it.
+pub struct Fit {
+    pub revisions: Vec<Arc<Revision>>,
+    /// The request, decoded: the conversation's decode of it (it is not decoded again).
+    pub request: MooncakeXferMetadata,
+}
+
+/// The revisions a pull request fits (see [`Fit`]), or `None` when none reads it back. The request is decoded
+/// once per revision, newest first, until one reads it back; whether an older revision fits too is then
+/// whether it writes that message to the same bytes (what its decode would have to give back), so it is
+/// not decoded again. `seq`: the trace event of the request.
+pub fn revisions_fitting(request: &[u8], seq: Option<u64>) -> Option<Fit> {
+    let profiles: Vec<WireProfile> = Spec::builtin()
         .push()
         .revisions
         .iter()
+        .rev()
         .filter(|r| r.generation == 2)
-        .filter(|r| {
-            let Some(c) = Codec::builtin(&r.revision) else { return false };
-            c.decode("MooncakeXferMetadata", request)
-                .ok()
-                .and_then(|v| c.encode("MooncakeXferMetadata", &v).ok())
-                .is_some_and(|b| b == request)
-        })
-        .cloned()
+        .filter_map(|r| WireProfile::builtin(&r.revision).ok())
         .collect();
-    out.reverse();
-    out
+    let (first, m) = profiles.iter().enumerate().find_map(|(i, p)| {
+        decode_count::count(seq);
+        let m = p.decode_metadata(request).ok()?;
+        (p.encode_metadata(&m).ok()? == request).then_some((i, m))
+    })?;
+    let revisions = profiles[first..]
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| *i == 0 || p.encode_metadata(&m).is_ok_and(|b| b == request))
+        .map(|(_, p)| p.revision.clone())
+        .collect();
+    Some(Fit { revisions, request: m })
 }
 
 impl Live {
@@ -125,13 +143,21 @@ impl Live {
     pub fn http(&mut self, h: HttpX) -> Vec<Finding> {
         self.feed(Item::Http(h), Instant::now())
     }
-    /// A decoder sent `sent.request` on connection `key` (decoded once the revision is known).
-    pub fn request(&mut self, key: ConnKey, sent: Sent) -> Vec<Finding> {
-        self.feed(Item::Request(key, sent), Instant::now())
+    /// A decoder sent `sent.request` on connection `key`, recorded as `events`: decoded once the revision is
+    /// known (unless `decoded`: the decode that told the revision), and the events checked with that decode.
+    pub fn request(
+        &mut self,
+        key: ConnKey,
+        sent: Sent,
+        events: Vec<Event>,
+        decoded: Option<MooncakeXferMetadata>,
+    ) -> Vec<Finding> {
+        self.feed(Item::Request(key, sent, events, decoded.map(Box::new)), Instant::now())
     }
-    /// The prefiller answered on connection `key` (event `seq`, `line`).
-    pub fn reply(&mut self, key: ConnKey, bytes: Vec<u8>, seq: u64, line: usize) -> Vec<Finding> {
-        self.feed(Item::Reply(key, bytes, seq, line), Instant::now())
+    /// The prefiller answered on connection `key` (the decoder's event `seq`, `line`), recorded as `events`:
+    /// decoded once, and the events checked with that decode.
+    pub fn reply(&mut self, key: ConnKey, bytes: Vec<u8>, seq: u64, line: usize, events: Vec<Event>) -> Vec<Finding> {
+        self.feed(Item::Reply(key, bytes, seq, line, events), Instant::now())
     }
 
     fn feed(&mut self, item: Item, at: Instant) -> Vec<Finding> {
@@ -147,8 +173,14 @@ impl Live {
                     out.extend(hc.push(&h));
                 }
             }
-            Item::Request(key, sent) => {
-                let x = Exchange::new(Some(&c.profile), sent);
+            Item::Request(key, sent, events, decoded) => {
+                let x = match decoded {
+                    Some(m) => Exchange::decoded(sent, Some(Ok(*m))),
+                    None => Exchange::new(Some(&c.profile), sent),
+                };
+                for ev in &events {
+                    out.extend(c.events.check_decoded(ev, Some((&c.profile, Decoded::Request(&x.request)))));
+                }
                 // A request that is no pull (its own finding already) has nothing to wait for: it must not hold
                 // back the checks of the exchanges after it, and whatever answers it is not judged.
                 let pull = x.request.value().is_some();
@@ -157,27 +189,43 @@ impl Live {
                 }
                 self.open.push_back(Open { key, x, sent: at, ended: !pull });
             }
-            Item::Reply(key, bytes, seq, line) => {
+            Item::Reply(key, bytes, seq, line, events) => {
                 let p = Some(&c.profile);
-                match self.open.iter_mut().find(|o| o.key == key && !o.ended) {
+                let open = match self.open.iter_mut().find(|o| o.key == key && !o.ended) {
+                    Some(o) => Some(o),
+                    // After the terminal reply, before the exchange was checked: the checks see it.
+                    None => self.open.iter_mut().rev().find(|o| o.key == key),
+                };
+                // The reply is decoded once: into its exchange, or on its own (for its events' checks) when no
+                // exchange waits for it.
+                let alone;
+                let mut missing = false;
+                let payload = match open {
                     Some(o) => {
+                        let ended = o.ended;
                         let r = o.x.push_reply(p, bytes, Some(seq), Some(line));
-                        o.ended = ends_exchange(p, &r.payload);
-                    }
-                    None => match self.open.iter_mut().rev().find(|o| o.key == key) {
-                        // After the terminal reply, before the exchange was checked: the checks see it.
-                        Some(o) => {
-                            o.x.push_reply(p, bytes, Some(seq), Some(line));
+                        if !ended {
+                            o.ended = ends_exchange(p, &r.payload);
                         }
-                        None if self.quiet.contains(&key) => {}
-                        None => out.push(Finding {
-                            check: CheckId::SeqTerminal,
-                            seq: Some(seq),
-                            line: Some(line),
-                            message: Some("reply".into()),
-                            detail: "a reply on a connection with no pull waiting for one (after the terminal reply, or before any request)".into(),
-                        }),
-                    },
+                        Some(&r.payload)
+                    }
+                    None => {
+                        missing = !self.quiet.contains(&key);
+                        alone = (!events.is_empty()).then(|| Payload::reply(p, bytes, Some(seq)));
+                        alone.as_ref()
+                    }
+                };
+                for (ev, payload) in events.iter().zip(std::iter::repeat(payload)) {
+                    out.extend(c.events.check_decoded(ev, payload.map(|d| (&c.profile, Decoded::Reply(d)))));
+                }
+                if missing {
+                    out.push(Finding {
+                        check: CheckId::SeqTerminal,
+                        seq: Some(seq),
+                        line: Some(line),
+                        message: Some("reply".into()),
+                        detail: "a reply on a connection with no pull waiting for one (after the terminal reply, or before any request)".into(),
+                    });
                 }
             }
         }
@@ -214,7 +262,16 @@ impl Live {
         let mut notes = vec![];
         let mut out = vec![];
         if self.checkers.is_none() && !self.backlog.is_empty() {
-            notes.push(format!("{} events were not checked: the revision never became known (no pull request decoded; give --revision)", self.backlog.len()));
+            let events: usize = self
+                .backlog
+                .iter()
+                .map(|(item, _)| match item {
+                    Item::Event(_) => 1,
+                    Item::Http(_) => 0,
+                    Item::Request(_, _, events, _) | Item::Reply(_, _, _, _, events) => events.len(),
+                })
+                .sum();
+            notes.push(format!("{events} events were not checked: the revision never became known (no pull request decoded; give --revision)"));
         }
         let waiting: Vec<Open> = self
             .open
@@ -273,36 +330,168 @@ mod tests {
     #[test]
     fn exchanges_are_checked_once_they_ended_or_waited_too_long() {
         let (req, reply) = pull();
-        assert_eq!(revisions_fitting(&req).first().map(|r| r.revision.as_str()), Some("vllm-0.33.0"));
-        assert!(revisions_fitting(b"garbage").is_empty());
+        assert_eq!(
+            revisions_fitting(&req, None).map(|f| f.revisions[0].revision.clone()).as_deref(),
+            Some("vllm-0.33.0")
+        );
+        assert!(revisions_fitting(b"garbage", None).is_none());
         let mut live = Live::new(Some(Duration::from_millis(50)));
         let decodes = crate::conversation::decodes();
         // Before the revision is known nothing is judged; then the backlog is.
-        assert!(live.request((0, vec![1]), x(0, &req)).is_empty());
-        assert!(live.reply((0, vec![1]), reply.clone(), 3, 4).is_empty());
+        assert!(live.request((0, vec![1]), x(0, &req), vec![], None).is_empty());
+        assert!(live.reply((0, vec![1]), reply.clone(), 3, 4, vec![]).is_empty());
         assert_eq!(live.exchanges, 0);
         assert!(live.set_revision(Spec::builtin().revision("vllm-0.33.0").unwrap().clone()).unwrap().is_empty());
         assert_eq!(live.exchanges, 1, "a pull and its FINISH");
         // A pull nobody answers is judged once the reply timeout has passed.
-        assert!(live.request((0, vec![2]), x(1, &req)).is_empty());
+        assert!(live.request((0, vec![2]), x(1, &req), vec![], None).is_empty());
         assert!(live.tick().is_empty());
         std::thread::sleep(Duration::from_millis(60));
         assert_eq!(checks(&live.tick()), [CheckId::SeqTerminal]);
         // A reply after the terminal one, its exchange already judged.
-        assert_eq!(checks(&live.reply((0, vec![1]), reply.clone(), 5, 6)), [CheckId::SeqTerminal]);
+        assert_eq!(checks(&live.reply((0, vec![1]), reply.clone(), 5, 6, vec![])), [CheckId::SeqTerminal]);
         // Something that is no pull holds nothing back, and what answers it is not judged.
-        assert!(live.request((0, vec![3]), x(2, b"garbage")).is_empty());
-        assert!(live.reply((0, vec![3]), reply.clone(), 7, 8).is_empty());
+        assert!(live.request((0, vec![3]), x(2, b"garbage"), vec![], None).is_empty());
+        assert!(live.reply((0, vec![3]), reply.clone(), 7, 8, vec![]).is_empty());
         assert_eq!(live.exchanges, 3);
         // The tap stops while a pull waits: nothing to judge, a note says so.
-        assert!(live.request((0, vec![4]), x(3, &req)).is_empty());
+        assert!(live.request((0, vec![4]), x(3, &req), vec![], None).is_empty());
         // Each payload that reached an exchange was decoded once, when it did: the four requests and the
-        // first reply (the backlog, once the revision was known); the replies no exchange waited for, never.
+        // first reply (the backlog, once the revision was known); the replies no exchange waited for and no
+        // event needs, never.
         assert_eq!(crate::conversation::decodes() - decodes, 5);
         let (f, notes, n) = live.finish();
         assert!(f.is_empty(), "{f:?}");
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(notes[0].contains("still waiting for its terminal reply"));
         assert_eq!(n, 3);
+    }
+
+    fn bundled_traces() -> Vec<Trace> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces");
+        let mut out = vec![];
+        for d in std::fs::read_dir(root).unwrap() {
+            let d = d.unwrap().path();
+            if !d.is_dir() {
+                continue;
+            }
+            for f in std::fs::read_dir(d).unwrap() {
+                let t = Trace::load(&f.unwrap().path()).unwrap();
+                if t.header.generation() == 2 && t.zmq().any(|z| z.side == Role::Decoder) {
+                    out.push(t);
+                }
+            }
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        out
+    }
+
+    /// The revisions a request fits, by the spec codec's decode and re-encode under each revision: what
+    /// [`revisions_fitting`] gives with one decode (of the typed layer) per revision tried.
+    fn fitting_by_spec_codec(request: &[u8]) -> Vec<String> {
+        let mut out: Vec<String> = Spec::builtin()
+            .push()
+            .revisions
+            .iter()
+            .filter(|r| r.generation == 2)
+            .filter(|r| {
+                let c = Codec::builtin(&r.revision).unwrap();
+                c.decode("MooncakeXferMetadata", request)
+                    .ok()
+                    .and_then(|v| c.encode("MooncakeXferMetadata", &v).ok())
+                    .is_some_and(|b| b == request)
+            })
+            .map(|r| r.revision.clone())
+            .collect();
+        out.reverse();
+        out
+    }
+
+    #[test]
+    fn the_revision_read_off_a_request_is_the_spec_codecs() {
+        let mut requests = 0;
+        for t in bundled_traces() {
+            for z in t.zmq().filter(|z| z.side == Role::Decoder && z.dir == ZmqDir::Send) {
+                let want = fitting_by_spec_codec(&z.frames[0]);
+                let got = revisions_fitting(&z.frames[0], None);
+                let got: Vec<String> =
+                    got.map(|f| f.revisions.iter().map(|r| r.revision.clone()).collect()).unwrap_or_default();
+                assert_eq!(got, want, "{} seq {}", t.path, z.seq);
+                requests += 1;
+            }
+        }
+        assert!(requests > 100, "{requests}");
+    }
+
+    /// The tap decodes each payload once: a request's decode (the one that told the revision, for the
+    /// first) serves its exchange and the checks of both its events, a reply's likewise. Reading the revision
+    /// off the first request decodes it once per newer revision that does not read it back.
+    #[test]
+    fn the_tap_decodes_each_payload_once() {
+        for t in bundled_traces() {
+            let mut live = Live::new(Some(Duration::from_secs(600)));
+            let prefiller_side: Vec<&crate::trace::ZmqEvent> = t.zmq().filter(|z| z.side == Role::Prefiller).collect();
+            let mut used = vec![false; prefiller_side.len()];
+            let mut counterpart = |z: &crate::trace::ZmqEvent| {
+                let dir = if z.dir == ZmqDir::Send { ZmqDir::Recv } else { ZmqDir::Send };
+                let i = (0..prefiller_side.len()).find(|&i| {
+                    !used[i] && prefiller_side[i].dir == dir && prefiller_side[i].frames.last() == z.frames.last()
+                })?;
+                used[i] = true;
+                Some(Event::Zmq(prefiller_side[i].clone()))
+            };
+            crate::conversation::decode_count::take();
+            let (mut first, mut findings, mut tried) = (None, vec![], 0);
+            for (n, z) in t.zmq().filter(|z| z.side == Role::Decoder).enumerate() {
+                let key = (0, z.conn.as_bytes().to_vec());
+                let payload = z.frames.last().unwrap().clone();
+                let p = counterpart(z);
+                if z.dir == ZmqDir::Send {
+                    let fit = if live.revision().is_none() {
+                        let fit = revisions_fitting(&payload, Some(z.seq)).unwrap();
+                        tried = crate::conversation::decode_count::take()[&Some(z.seq)];
+                        findings.extend(live.set_revision(fit.revisions[0].clone()).unwrap());
+                        first = Some(z.seq);
+                        Some(fit.request)
+                    } else {
+                        None
+                    };
+                    let sent = Sent {
+                        index: n,
+                        decoder: z.conn.clone(),
+                        endpoint: z.endpoint.clone(),
+                        request: payload,
+                        seq: Some(z.seq),
+                        line: Some(z.line),
+                    };
+                    let events = [Some(Event::Zmq(z.clone())), p].into_iter().flatten().collect();
+                    findings.extend(live.request(key, sent, events, fit));
+                } else {
+                    let events = [p, Some(Event::Zmq(z.clone()))].into_iter().flatten().collect();
+                    findings.extend(live.reply(key, payload, z.seq, z.line, events));
+                }
+            }
+            let per_event = crate::conversation::decode_count::take();
+            let (f, _, _) = live.finish();
+            findings.extend(f);
+            assert!(findings.is_empty(), "{}: {findings:?}", t.path);
+            let decoder_side: Vec<Option<u64>> =
+                t.zmq().filter(|z| z.side == Role::Decoder).map(|z| Some(z.seq)).filter(|s| *s != first).collect();
+            assert_eq!(per_event.keys().copied().collect::<Vec<_>>(), decoder_side, "{}", t.path);
+            let twice: Vec<_> = per_event.iter().filter(|(_, n)| **n != 1).collect();
+            assert!(twice.is_empty(), "{}: payloads decoded more than once: {twice:?}", t.path);
+            // The first request: one decode per revision tried, newest first, until one read it back.
+            let rev = crate::trace::revision_for(Spec::builtin(), &t.header.vllm_version).unwrap();
+            let newer = Spec::builtin()
+                .push()
+                .revisions
+                .iter()
+                .rev()
+                .filter(|r| r.generation == 2)
+                .position(|r| r.revision == rev.revision)
+                .unwrap();
+            assert!(tried >= 1 && tried <= newer + 1, "{}: {tried} decodes of the first request", t.path);
+            assert_eq!(per_event.get(&first).copied().unwrap_or(0), 0, "{}: the first request decoded again", t.path);
+        }
     }
 }

@@ -114,15 +114,9 @@ pub struct TapReport {
 }
 
 impl TapReport {
-    /// 3 when the surroundings failed, 1 on a finding, 0 otherwise.
-    pub fn exit_code(&self) -> u8 {
-        if !self.troubles.is_empty() {
-            crate::outcome::ENVIRONMENT
-        } else if self.finding_count > 0 {
-            crate::outcome::DISAGREE
-        } else {
-            crate::outcome::AGREE
-        }
+    /// No finding, and the tap's surroundings did not fail.
+    pub fn ok(&self) -> bool {
+        self.troubles.is_empty() && self.finding_count == 0
     }
 
     pub fn summary(&self) -> String {
@@ -141,7 +135,7 @@ impl TapReport {
             } else {
                 format!(", {}", n(self.troubles.len() as u64, "environment failure", "environment failures"))
             },
-            if self.exit_code() == 0 { "OK" } else { "FAILED" },
+            if self.ok() { "OK" } else { "FAILED" },
             self.path.display()
         )
     }

@@ -9,7 +9,7 @@ use mooncake_wire::codec::{Codec, TyId};
 use mooncake_wire::spec::{Revision, Spec};
 use serde_json::{json, Value as J};
 
-use super::live::{revisions_fitting, ConnKey, Live};
+use super::live::{revisions_fitting, ConnKey, Fit, Live};
 use super::relay::Obs;
 use super::workers::Workers;
 use super::writer::{http_json, zmq_json, TraceWriter};
@@ -257,16 +257,22 @@ impl Recorder {
         (self.seq, self.seq as usize + 1)
     }
 
+    /// Appends an event to the trace and checks it.
     fn write(&mut self, ev: Event) {
-        let line = match &ev {
+        self.record(&ev);
+        let f = self.live.event(ev);
+        self.found(f);
+    }
+
+    /// Appends an event to the trace (its checks come with the request or reply it carries).
+    fn record(&mut self, ev: &Event) {
+        let line = match ev {
             Event::Zmq(z) => zmq_json(z),
             Event::Http(h) => http_json(h),
         };
         if let Err(e) = self.writer.append(&line) {
             self.trouble(true, format!("writing the trace: {e}"));
         }
-        let f = self.live.event(ev);
-        self.found(f);
     }
 
     pub fn handle(&mut self, s: Seen) {
@@ -294,28 +300,29 @@ impl Recorder {
     fn request(&mut self, worker: usize, rid: Vec<u8>, frames: Vec<Vec<u8>>) {
         let (pconn, real) = self.worker(worker);
         let payload = frames.last().cloned().unwrap_or_default();
-        if self.rev_from == RevisionFrom::Assumed {
-            let fits = revisions_fitting(&payload);
-            if let Some(first) = fits.first().cloned() {
-                self.rev = first.clone();
-                self.release = first.releases.last().cloned().unwrap_or_default();
-                self.rev_from = RevisionFrom::Wire(fits.iter().map(|r| r.revision.clone()).collect());
-                let also = if fits.len() > 1 {
-                    format!(
-                        "; its bytes also fit {}",
-                        fits[1..].iter().map(|r| r.revision.as_str()).collect::<Vec<_>>().join(", ")
-                    )
-                } else {
-                    String::new()
-                };
-                self.note(format!(
-                    "revision read off the first pull request: {}{also} (--revision pins it)",
-                    first.revision
-                ));
-                match self.live.set_revision(first) {
-                    Ok(f) => self.found(f),
-                    Err(e) => self.note(format!("cannot check {}: {e}", self.rev.revision)),
-                }
+        // The revision read off the first pull request: the decode that tells it is the request's decode.
+        let fit =
+            if self.rev_from == RevisionFrom::Assumed { revisions_fitting(&payload, Some(self.seq + 1)) } else { None };
+        if let Some(Fit { revisions: fits, .. }) = &fit {
+            let first = fits[0].clone();
+            self.rev = first.clone();
+            self.release = first.releases.last().cloned().unwrap_or_default();
+            self.rev_from = RevisionFrom::Wire(fits.iter().map(|r| r.revision.clone()).collect());
+            let also = if fits.len() > 1 {
+                format!(
+                    "; its bytes also fit {}",
+                    fits[1..].iter().map(|r| r.revision.as_str()).collect::<Vec<_>>().join(", ")
+                )
+            } else {
+                String::new()
+            };
+            self.note(format!(
+                "revision read off the first pull request: {}{also} (--revision pins it)",
+                first.revision
+            ));
+            match self.live.set_revision(first) {
+                Ok(f) => self.found(f),
+                Err(e) => self.note(format!("cannot check {}: {e}", self.rev.revision)),
             }
         }
         let (decoded, text) = self.decoded(&payload);
@@ -339,7 +346,8 @@ impl Recorder {
             decoded: decoded.clone(),
             payload_text: text.clone(),
         };
-        self.write(Event::Zmq(d));
+        let d = Event::Zmq(d);
+        self.record(&d);
         let (pseq, pline) = self.next_seq();
         let mut pf = vec![rid];
         pf.extend(frames);
@@ -356,7 +364,8 @@ impl Recorder {
             decoded,
             payload_text: text,
         };
-        self.write(Event::Zmq(p));
+        let p = Event::Zmq(p);
+        self.record(&p);
         self.zmq += 2;
         let x = Sent {
             index: self.requests,
@@ -367,7 +376,7 @@ impl Recorder {
             line: Some(line),
         };
         self.requests += 1;
-        let f = self.live.request(key, x);
+        let f = self.live.request(key, x, vec![d, p], fit.map(|f| f.request));
         self.found(f);
     }
 
@@ -393,13 +402,15 @@ impl Recorder {
             decoded: decoded.clone(),
             payload_text: text.clone(),
         };
-        self.write(Event::Zmq(p));
         self.zmq += 1;
         if !delivered {
+            self.write(Event::Zmq(p));
             // The decoder never received it: there is no decoder event to record.
             self.note(format!("seq {pseq}: a reply of {} to {dconn} could not be delivered: that decoder connection is gone (libzmq drops it, as it would have without the tap)", real));
             return;
         }
+        let p = Event::Zmq(p);
+        self.record(&p);
         let (seq, line) = self.next_seq();
         let d = ZmqEvent {
             seq,
@@ -414,9 +425,10 @@ impl Recorder {
             decoded,
             payload_text: text,
         };
-        self.write(Event::Zmq(d));
+        let d = Event::Zmq(d);
+        self.record(&d);
         self.zmq += 1;
-        let f = self.live.reply(key, payload, seq, line);
+        let f = self.live.reply(key, payload, seq, line, vec![p, d]);
         self.found(f);
     }
 

@@ -8,9 +8,9 @@
 //!   nothing it keeps), and validating both gives the same findings;
 //! * the trace model and the validator never panic, and every finding names a check.
 
+use mooncake_conformance::conversation::Conversation;
 use mooncake_conformance::jsonl;
 use mooncake_conformance::trace::{Event, HttpDir, Role, Trace, ZmqDir};
-use mooncake_conformance::trace_model::TraceModel;
 use mooncake_conformance::validate;
 use serde_json::{json, Value as J};
 
@@ -50,7 +50,7 @@ pub fn run(data: &[u8]) {
         Trace::from_lines("fuzz", lines2).unwrap_or_else(|e| panic!("a printed trace must parse: {e}\n{printed}"));
     assert_eq!(print(header.as_ref().unwrap(), &again), printed, "parse(print(trace)) != trace");
 
-    let report = validate::validate(&trace);
+    let report = validate::validate(trace.clone());
     for f in &report.findings {
         assert!(
             !f.check.as_str().is_empty() && !f.detail.is_empty(),
@@ -61,8 +61,8 @@ pub fn run(data: &[u8]) {
     let key = |r: &mooncake_conformance::finding::TraceReport| {
         r.findings.iter().map(|f| (f.check, f.seq, f.message.clone())).collect::<Vec<_>>()
     };
-    assert_eq!(key(&validate::validate(&again)), key(&report), "validating the printed trace gives other findings");
-    let _ = TraceModel::new(trace);
+    assert_eq!(key(&validate::validate(again)), key(&report), "validating the printed trace gives other findings");
+    let _ = Conversation::new(trace);
 }
 
 fn role(r: Role) -> &'static str {

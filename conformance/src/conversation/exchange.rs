@@ -1,10 +1,9 @@
-//! The conversation the checks read: decoder exchanges (a pull request and the replies it got), each payload
+//! The exchanges of a conversation: decoder exchanges (a pull request and the replies it got), each payload
 //! decoded once, when the exchange is built, with the revision's profile. A recorded trace
-//! ([`crate::trace_model`]), the tap and the live runner build their exchanges here alike, so what the
+//! ([`super::Conversation`]), the tap and the live runner build their exchanges here alike, so what the
 //! protocol checks see was decoded the way every other reader of the conversation sees it, and only once.
 //!
-//! This module is a leaf of the pipeline (trace → conversation → checks → report): it imports nothing of the
-//! crate.
+//! This module is a leaf: it imports nothing of the crate.
 
 use mooncake_wire::codec::DecodeError;
 use mooncake_wire::proto::WireProfile;
@@ -27,10 +26,11 @@ impl<T> Payload<T> {
 }
 
 impl Payload<MooncakeXferMetadata> {
-    /// A pull request, decoded with `profile` (when there is one).
-    pub fn request(profile: Option<&WireProfile>, bytes: Vec<u8>) -> Self {
+    /// A pull request, decoded with `profile` (when there is one); `seq`: the trace event it was seen as,
+    /// when known.
+    pub fn request(profile: Option<&WireProfile>, bytes: Vec<u8>, seq: Option<u64>) -> Self {
         let decoded = profile.map(|p| {
-            counter::count();
+            decode_count::count(seq);
             p.decode_metadata(&bytes)
         });
         Payload { bytes, decoded }
@@ -38,10 +38,10 @@ impl Payload<MooncakeXferMetadata> {
 }
 
 impl Payload<MooncakeXferResponse> {
-    /// A reply, decoded with `profile` (when there is one).
-    pub fn reply(profile: Option<&WireProfile>, bytes: Vec<u8>) -> Self {
+    /// A reply, decoded with `profile` (when there is one); `seq` as for [`Payload::request`].
+    pub fn reply(profile: Option<&WireProfile>, bytes: Vec<u8>, seq: Option<u64>) -> Self {
         let decoded = profile.map(|p| {
-            counter::count();
+            decode_count::count(seq);
             p.decode_response(&bytes)
         });
         Payload { bytes, decoded }
@@ -86,14 +86,21 @@ pub struct Sent {
 }
 
 impl Exchange {
-    /// The exchange of a request: the one constructor, which decodes the request (once).
+    /// The exchange of a request: the constructor, which decodes the request (once).
     pub fn new(profile: Option<&WireProfile>, sent: Sent) -> Exchange {
+        let Payload { bytes, decoded } = Payload::request(profile, sent.request, sent.seq);
+        Exchange::decoded(Sent { request: bytes, ..sent }, decoded)
+    }
+
+    /// The exchange of a request someone already decoded (the tap, which read the revision off it): that
+    /// decode is the exchange's, the request is not decoded again.
+    pub fn decoded(sent: Sent, decoded: Option<Result<MooncakeXferMetadata, DecodeError>>) -> Exchange {
         Exchange {
             index: sent.index,
             decoder: sent.decoder,
             endpoint: sent.endpoint,
             prefiller: None,
-            request: Payload::request(profile, sent.request),
+            request: Payload { bytes: sent.request, decoded },
             replies: vec![],
             seq: sent.seq,
             line: sent.line,
@@ -109,7 +116,7 @@ impl Exchange {
         seq: Option<u64>,
         line: Option<usize>,
     ) -> &Reply {
-        self.replies.push(Reply { payload: Payload::reply(profile, bytes), seq, line });
+        self.replies.push(Reply { payload: Payload::reply(profile, bytes, seq), seq, line });
         self.replies.last().expect("just pushed")
     }
 
@@ -132,26 +139,42 @@ pub fn ends_exchange(profile: Option<&WireProfile>, reply: &Payload<MooncakeXfer
     }
 }
 
-/// Counts the payload decodes of this module, on the thread that makes them, in the crate's unit tests only
-/// (a production build has no counter): what lets a test prove each payload is decoded once.
-mod counter {
+/// Counts payload decodes, typed and spec-driven, per trace event (`seq`; `None` for traffic no trace event
+/// names), on the thread that makes them, in the crate's unit tests only (a production build counts
+/// nothing): what lets a test prove that every payload of a trace is decoded once. Every decode of a payload
+/// in the pipeline calls [`decode_count::count`].
+pub(crate) mod decode_count {
     #[cfg(test)]
     thread_local! {
-        static DECODES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+        static DECODES: std::cell::RefCell<std::collections::BTreeMap<Option<u64>, usize>> =
+            const { std::cell::RefCell::new(std::collections::BTreeMap::new()) };
+        static TOTAL: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     }
 
+    /// One decode of the payload of event `seq`.
     #[inline]
-    pub(super) fn count() {
+    pub(crate) fn count(seq: Option<u64>) {
         #[cfg(test)]
-        DECODES.with(|d| d.set(d.get() + 1));
+        {
+            DECODES.with(|d| *d.borrow_mut().entry(seq).or_default() += 1);
+            TOTAL.with(|t| t.set(t.get() + 1));
+        }
+        #[cfg(not(test))]
+        let _ = seq;
     }
 
-    /// Payloads this thread decoded so far.
+    /// Payloads this thread decoded so far, in all.
     #[cfg(test)]
     pub(crate) fn decodes() -> usize {
-        DECODES.with(|d| d.get())
+        TOTAL.with(|t| t.get())
+    }
+
+    /// Decodes per event since the last call, and forgets them.
+    #[cfg(test)]
+    pub(crate) fn take() -> std::collections::BTreeMap<Option<u64>, usize> {
+        DECODES.with(|d| std::mem::take(&mut *d.borrow_mut()))
     }
 }
 
 #[cfg(test)]
-pub(crate) use counter::decodes;
+pub(crate) use decode_count::decodes;

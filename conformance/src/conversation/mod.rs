@@ -1,6 +1,11 @@
-//! A trace read as a conversation: who registered where, which decoder sent what to which prefiller, and
-//! the replies of each exchange ([`crate::conversation::Exchange`], each payload decoded once, here). Built
-//! once per trace; the protocol checks and the players work on it.
+//! The conversation of a trace: who registered where, which decoder sent what to which prefiller, and the
+//! replies of each exchange ([`Exchange`], each payload decoded once, when it is built). The second layer of
+//! the one-direction pipeline trace → conversation → checks → report → writers: it reads a [`Trace`] (a
+//! recording, or the trace a tap wrote) and nothing above it; the checks, the players, `validate` and the
+//! reports read it. A live conversation (a replay's, a tap's) is made of the same [`Exchange`]s, built by the
+//! same constructors as the traffic arrives.
+
+mod exchange;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,9 +15,11 @@ use mooncake_wire::spec::{Revision, Spec};
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse};
 use serde_json::Value as J;
 
-pub use crate::conversation::Exchange;
-use crate::conversation::{ends_exchange, Sent};
 use crate::trace::{Event, HttpDir, HttpEvent, Role, Trace, ZmqDir, ZmqEvent};
+pub(crate) use exchange::decode_count;
+#[cfg(test)]
+pub(crate) use exchange::decodes;
+pub use exchange::{ends_exchange, Exchange, Payload, Reply, Sent};
 
 /// A prefiller worker of the trace.
 #[derive(Clone, Debug)]
@@ -37,8 +44,10 @@ pub struct DecoderConn {
     pub layout_request: Option<MooncakeXferMetadata>,
 }
 
+/// A trace as a conversation: its prefillers, decoders, decoder exchanges (each payload decoded once) and
+/// bootstrap HTTP exchanges, with the revision (and, for generation 2, the profile) they were read with.
 #[derive(Clone, Debug)]
-pub struct TraceModel {
+pub struct Conversation {
     pub trace: Trace,
     pub revision: Arc<Revision>,
     pub profile: Option<WireProfile>,
@@ -47,10 +56,57 @@ pub struct TraceModel {
     pub exchanges: Vec<Exchange>,
     /// (request, response) pairs in order.
     pub http: Vec<(HttpEvent, Option<HttpEvent>)>,
+    /// The exchange (and reply, if it is one) each decoded ZeroMQ event's payload is in, by event seq.
+    at_seq: BTreeMap<u64, (usize, Option<usize>)>,
 }
 
-impl TraceModel {
-    pub fn new(trace: Trace) -> Result<TraceModel, String> {
+/// The decode of one event's payload the conversation made: a request or a reply of an exchange.
+#[derive(Clone, Copy, Debug)]
+pub enum Decoded<'a> {
+    Request(&'a Payload<MooncakeXferMetadata>),
+    Reply(&'a Payload<MooncakeXferResponse>),
+}
+
+/// What `ZMQ-DECODE` and `ZMQ-REENCODE` judge of a payload: the error that refused it, or its re-encoding
+/// (or why it could not be re-encoded).
+pub type Reading = Result<Result<Vec<u8>, String>, mooncake_wire::codec::DecodeError>;
+
+impl Decoded<'_> {
+    /// The payload's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Decoded::Request(p) => &p.bytes,
+            Decoded::Reply(p) => &p.bytes,
+        }
+    }
+
+    /// The message the payload was decoded as (`MooncakeXferMetadata`, `MooncakeXferResponse`).
+    pub fn message(&self) -> &'static str {
+        match self {
+            Decoded::Request(_) => "MooncakeXferMetadata",
+            Decoded::Reply(_) => "MooncakeXferResponse",
+        }
+    }
+
+    /// The decode's verdict and the re-encoding with `profile` (the profile it was decoded with); `None`
+    /// when it was not decoded (no profile).
+    pub fn reading(&self, profile: &WireProfile) -> Option<Reading> {
+        fn of<T>(p: &Payload<T>, reencode: impl FnOnce(&T) -> Result<Vec<u8>, String>) -> Option<Reading> {
+            match p.decoded.as_ref()? {
+                Ok(v) => Some(Ok(reencode(v))),
+                Err(e) => Some(Err(e.clone())),
+            }
+        }
+        match self {
+            Decoded::Request(p) => of(p, |m| profile.encode_metadata(m)),
+            Decoded::Reply(p) => of(p, |r| profile.encode_response(r)),
+        }
+    }
+}
+
+impl Conversation {
+    /// The conversation of a push-family trace, read with the revision of its `vllm_version`.
+    pub fn new(trace: Trace) -> Result<Conversation, String> {
         if let Some(f) = trace.header.family.as_deref().filter(|f| *f != "push") {
             return Err(format!(
                 "a trace of the {f} family: the runner plays push-family traces only (`validate` checks it)"
@@ -58,6 +114,11 @@ impl TraceModel {
         }
         let revision = crate::trace::revision_for(Spec::builtin(), &trace.header.vllm_version)
             .map_err(|e| format!("vllm_version: {e}"))?;
+        Ok(Conversation::with_revision(trace, revision))
+    }
+
+    /// The conversation of a push-family trace, read with `revision` (what its `vllm_version` resolves to).
+    pub fn with_revision(trace: Trace, revision: Arc<Revision>) -> Conversation {
         let profile = WireProfile::new(
             revision.clone(),
             mooncake_wire::codec::Codec::builtin(&revision.revision).expect("built-in"),
@@ -196,21 +257,41 @@ impl TraceModel {
                     .cloned(),
             })
             .collect();
-        Ok(TraceModel { trace, revision, profile, prefillers, decoders, exchanges, http })
+        let mut at_seq = BTreeMap::new();
+        for (i, x) in exchanges.iter().enumerate() {
+            at_seq.extend(x.seq.map(|s| (s, (i, None))));
+            at_seq.extend(x.replies.iter().enumerate().filter_map(|(j, r)| Some((r.seq?, (i, Some(j))))));
+        }
+        Conversation { trace, revision, profile, prefillers, decoders, exchanges, http, at_seq }
+    }
+
+    /// The decode of the payload of ZeroMQ event `seq`, if the conversation made one (the requests and
+    /// replies of its exchanges): what the per-event checks read instead of decoding the payload again.
+    pub fn decoded_at(&self, seq: u64) -> Option<Decoded<'_>> {
+        let &(i, reply) = self.at_seq.get(&seq)?;
+        let x = &self.exchanges[i];
+        Some(match reply {
+            None => Decoded::Request(&x.request),
+            Some(j) => Decoded::Reply(&x.replies[j].payload),
+        })
     }
 
     pub fn scenario(&self) -> &str {
         &self.trace.header.scenario
     }
 
-    /// Decodes a request that is not one of the trace's own (those are decoded in [`TraceModel::exchanges`]):
+    /// Decodes a request that is not one of the trace's own (those are decoded in [`Conversation::exchanges`]):
     /// what a live peer sent.
     pub fn decode_request(&self, b: &[u8]) -> Option<MooncakeXferMetadata> {
-        self.profile.as_ref()?.decode_metadata(b).ok()
+        let p = self.profile.as_ref()?;
+        decode_count::count(None);
+        p.decode_metadata(b).ok()
     }
     /// Decodes a reply that is not one of the trace's own: what a live peer sent.
     pub fn decode_reply(&self, b: &[u8]) -> Option<MooncakeXferResponse> {
-        self.profile.as_ref()?.decode_response(b).ok()
+        let p = self.profile.as_ref()?;
+        decode_count::count(None);
+        p.decode_response(b).ok()
     }
 
     /// ZMQ events of a conn, for checks on raw frames.

@@ -1,0 +1,11 @@
+//! `mooncake-io`: the I/O both sides of a conformance case need, and no connector logic: the Mooncake
+//! Transfer Engine's TCP transport ([`engine`]: initiator and target), the transfer backends over it
+//! ([`backend`]), the bootstrap HTTP server and client ([`http`]) and the ZeroMQ reactor ([`reactor`]). The
+//! reference peer (`mooncake-reference`) drives the sans-IO cores of `mooncake_wire::proto` with them; the
+//! conformance runner is to build its side of a case from the same cores and these pieces, without linking
+//! the peer it judges.
+
+pub mod backend;
+pub mod engine;
+pub mod http;
+pub mod reactor;
