@@ -297,6 +297,7 @@ fn generated_code_agrees_with_every_bundled_msgspec_vector() {
                 files += 1;
                 let mut lines = text.lines();
                 let header: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+                assert_eq!(header["message"].as_str(), Some(*m), "{}", p.display());
                 for line in lines {
                     let c: serde_json::Value = serde_json::from_str(line).unwrap();
                     let b: Vec<u8> = (0..c["hex"].as_str().unwrap().len())

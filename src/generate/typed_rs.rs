@@ -1335,6 +1335,14 @@ use crate::typed::de::{{first_bin_in_array, int_lists, str_list, str_list_buf_le
         .map(|r| module_name(&r.revision))
         .ok_or(format!("the {f} family has no released revision"))?;
     let _ = writeln!(out, "/// The newest revision.\npub use {newest} as newest;\n");
+    let mut generations: Vec<u32> = fam.revisions.iter().map(|r| r.generation).collect();
+    generations.dedup();
+    for g in generations {
+        let last = fam.revisions.iter().rev().find(|r| r.generation == g).map(|r| module_name(&r.revision));
+        if let Some(m) = last {
+            let _ = writeln!(out, "/// The newest revision of generation {g}.\npub use {m} as newest_gen{g};\n");
+        }
+    }
     let _ = writeln!(out, "/// The newest revision with a release (what a user of released software speaks).\npub use {released} as newest_released;\n");
     let _ = writeln!(out, "/// Every revision of the {f} family, oldest first.");
     let _ = writeln!(out, "pub const REVISIONS: [GeneratedRevision; {}] = [", table.len());

@@ -240,27 +240,31 @@ impl WireProfile {
     /// The pull request as a spec-driven value of this revision (for reports and field-by-field comparisons):
     /// its encoding in this revision, read by the spec codec. `Err` says what the revision cannot carry.
     pub fn metadata_value(&self, m: &MooncakeXferMetadata) -> Result<Value, String> {
-        let b = self.encode_metadata(m)?;
-        self.codec.decode("MooncakeXferMetadata", &b).map_err(|e| e.to_string())
+        self.value_of("MooncakeXferMetadata", self.encode_metadata(m)?)
     }
 
     /// A spec-driven value of this revision's pull request as the cores' struct (the inverse of
     /// [`WireProfile::metadata_value`]).
     pub fn metadata_from_value(&self, v: &Value) -> Result<MooncakeXferMetadata, String> {
-        let b = self.codec.encode("MooncakeXferMetadata", v).map_err(|e| e.to_string())?;
-        self.decode_metadata(&b).map_err(|e| e.to_string())
+        self.decode_metadata(&self.bytes_of("MooncakeXferMetadata", v)?).map_err(|e| e.to_string())
     }
 
     /// The reply as a spec-driven value of this revision (see [`WireProfile::metadata_value`]).
     pub fn response_value(&self, r: &MooncakeXferResponse) -> Result<Value, String> {
-        let b = self.encode_response(r)?;
-        self.codec.decode("MooncakeXferResponse", &b).map_err(|e| e.to_string())
+        self.value_of("MooncakeXferResponse", self.encode_response(r)?)
     }
 
     /// A spec-driven value of this revision's reply as the cores' struct.
     pub fn response_from_value(&self, v: &Value) -> Result<MooncakeXferResponse, String> {
-        let b = self.codec.encode("MooncakeXferResponse", v).map_err(|e| e.to_string())?;
-        self.decode_response(&b).map_err(|e| e.to_string())
+        self.decode_response(&self.bytes_of("MooncakeXferResponse", v)?).map_err(|e| e.to_string())
+    }
+
+    fn value_of(&self, message: &str, bytes: Vec<u8>) -> Result<Value, String> {
+        self.codec.decode(message, &bytes).map_err(|e| e.to_string())
+    }
+
+    fn bytes_of(&self, message: &str, v: &Value) -> Result<Vec<u8>, String> {
+        self.codec.encode(message, v).map_err(|e| e.to_string())
     }
 
     /// A revision from a spec given at run time: this revision's spec-driven decoder, the value converted into

@@ -1729,6 +1729,12 @@ pub mod vllm_ascend_main_3e486e317 {
 /// The newest revision.
 pub use vllm_ascend_main_3e486e317 as newest;
 
+/// The newest revision of generation 1.
+pub use vllm_ascend_0_23_0_post1 as newest_gen1;
+
+/// The newest revision of generation 2.
+pub use vllm_ascend_main_3e486e317 as newest_gen2;
+
 /// The newest revision with a release (what a user of released software speaks).
 pub use vllm_ascend_0_23_0_post1 as newest_released;
 

@@ -2699,6 +2699,12 @@ pub mod vllm_0_33_0 {
 /// The newest revision.
 pub use vllm_0_33_0 as newest;
 
+/// The newest revision of generation 1.
+pub use vllm_0_13_0_to_0_15_1 as newest_gen1;
+
+/// The newest revision of generation 2.
+pub use vllm_0_33_0 as newest_gen2;
+
 /// The newest revision with a release (what a user of released software speaks).
 pub use vllm_0_33_0 as newest_released;
 

@@ -20,7 +20,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use mooncake_wire::codec::{Codec, DecodeError, DecodeErrorKind};
+use mooncake_wire::codec::{Codec, DecodeError, DecodeErrorKind, Value};
 use mooncake_wire::proto::WireProfile;
 use mooncake_wire::spec::Spec;
 use mooncake_wire::typed::{self, MooncakeXferMetadata, MooncakeXferResponse, Strictness};
@@ -79,36 +79,49 @@ fn same<T: PartialEq + std::fmt::Debug>(
     }
 }
 
+/// One message's entry points on a profile.
+struct Ops<T> {
+    name: &'static str,
+    decode: fn(&WireProfile, &[u8]) -> Result<T, DecodeError>,
+    encode: fn(&WireProfile, &T) -> Result<Vec<u8>, String>,
+    value: fn(&WireProfile, &T) -> Result<Value, String>,
+    from_value: fn(&WireProfile, &Value) -> Result<T, String>,
+}
+
+const META_OPS: Ops<MooncakeXferMetadata> = Ops {
+    name: META,
+    decode: WireProfile::decode_metadata,
+    encode: WireProfile::encode_metadata,
+    value: WireProfile::metadata_value,
+    from_value: WireProfile::metadata_from_value,
+};
+
+const RESP_OPS: Ops<MooncakeXferResponse> = Ops {
+    name: RESP,
+    decode: WireProfile::decode_response,
+    encode: WireProfile::encode_response,
+    value: WireProfile::response_value,
+    from_value: WireProfile::response_from_value,
+};
+
 /// A revision other than the newest, through its generated conversions and through the spec-driven path.
 fn other_revision(p: &WireProfile, s: &WireProfile, data: &[u8]) {
-    let codec = p.codec();
-    let rev = p.name();
-    let t = p.decode_metadata(data);
-    same(&format!("{rev} {META} generated vs spec-driven"), data, &t, &s.decode_metadata(data));
-    agree(META, data, &t, &codec.decode(META, data));
-    if let (Ok(t), Ok(v)) = (&t, codec.decode(META, data)) {
-        let back = p
-            .metadata_value(t)
-            .unwrap_or_else(|e| panic!("{rev} {META}: a decoded message does not convert back: {e}"));
-        assert!(valeq::same(&back, &v), "{rev} {META}: from_newest(to_newest(x)) != x: {}", hex::encode(data));
-        assert_eq!(p.metadata_from_value(&v).as_ref(), Ok(t), "{rev} {META}: from the spec value");
-        let canonical = hex::encode(codec.encode(META, &v).unwrap());
-        assert_eq!(hex::encode(p.encode_metadata(t).unwrap()), canonical, "{rev} {META}: generated encoding");
-        assert_eq!(hex::encode(s.encode_metadata(t).unwrap()), canonical, "{rev} {META}: spec-driven encoding");
-    }
-    let t = p.decode_response(data);
-    same(&format!("{rev} {RESP} generated vs spec-driven"), data, &t, &s.decode_response(data));
-    agree(RESP, data, &t, &codec.decode(RESP, data));
-    if let (Ok(t), Ok(v)) = (&t, codec.decode(RESP, data)) {
-        let back = p
-            .response_value(t)
-            .unwrap_or_else(|e| panic!("{rev} {RESP}: a decoded message does not convert back: {e}"));
-        assert!(valeq::same(&back, &v), "{rev} {RESP}: from_newest(to_newest(x)) != x: {}", hex::encode(data));
-        assert_eq!(p.response_from_value(&v).as_ref(), Ok(t), "{rev} {RESP}: from the spec value");
-        let canonical = hex::encode(codec.encode(RESP, &v).unwrap());
-        assert_eq!(hex::encode(p.encode_response(t).unwrap()), canonical, "{rev} {RESP}: generated encoding");
-        assert_eq!(hex::encode(s.encode_response(t).unwrap()), canonical, "{rev} {RESP}: spec-driven encoding");
-    }
+    other_message(&META_OPS, p, s, data);
+    other_message(&RESP_OPS, p, s, data);
+}
+
+fn other_message<T: PartialEq + std::fmt::Debug>(ops: &Ops<T>, p: &WireProfile, s: &WireProfile, data: &[u8]) {
+    let (codec, rev, m) = (p.codec(), p.name(), ops.name);
+    let t = (ops.decode)(p, data);
+    same(&format!("{rev} {m} generated vs spec-driven"), data, &t, &(ops.decode)(s, data));
+    agree(m, data, &t, &codec.decode(m, data));
+    let (Ok(t), Ok(v)) = (&t, codec.decode(m, data)) else { return };
+    let back = (ops.value)(p, t).unwrap_or_else(|e| panic!("{rev} {m}: a decoded message does not convert back: {e}"));
+    assert!(valeq::same(&back, &v), "{rev} {m}: from_newest(to_newest(x)) != x: {}", hex::encode(data));
+    assert_eq!((ops.from_value)(p, &v).as_ref(), Ok(t), "{rev} {m}: from the spec value");
+    let canonical = hex::encode(codec.encode(m, &v).unwrap());
+    assert_eq!(hex::encode((ops.encode)(p, t).unwrap()), canonical, "{rev} {m}: generated encoding");
+    assert_eq!(hex::encode((ops.encode)(s, t).unwrap()), canonical, "{rev} {m}: spec-driven encoding");
 }
 
 fn agree<T>(
