@@ -90,39 +90,13 @@ fn duplicate_keys_last_wins_first_position_stays() {
 #[test]
 fn sixteen_declared_fields_switch_to_map16() {
     // A spec with a 16-field struct, 15 fields at their defaults: msgspec writes `de 00 01`.
-    let mut fields = String::new();
-    for i in 0..16 {
-        fields.push_str(&format!("  {{ name = \"f{i}\", type = \"int\", default = \"0\" }},\n"));
-    }
-    let text = format!(
-        r#"format = "mooncake-wire-spec/2"
-family = "test"
-revision = "t"
-generation = 2
-releases = ["1.0"]
-source = "test"
-summary = "test"
-[structs.Big]
-kind = "msgspec.Struct"
-options = {{ omit_defaults = true }}
-fields = [
-{fields}]
-[transport]
-kind = "zmq"
-pattern = "x"
-source = "x"
-sockets = {{ a = {{ type = "DEALER", binds = false, address = "x" }} }}
-messages = [ {{ name = "Big", from = "a", to = "a", encoding = "msgpack", frames_sent = ["payload"], frames_received = ["payload"] }} ]
-"#
-    );
-    let spec = crate::spec::Spec::from_files([("t.toml".to_string(), text)]).unwrap();
-    let c = Codec::new(spec.revision("t").unwrap().clone()).unwrap();
+    let c = big_struct_codec(16, true, true);
     let v = c.decode("Big", &h("81a2663501")).unwrap();
     assert_eq!(c.encode("Big", &v).unwrap(), h("de0001a2663501"));
 }
 
-/// A spec of one msgspec struct `Big` with `n` fields `f0…`, each `int`, required unless `defaults`.
-fn big_struct_codec(n: usize, defaults: bool) -> Codec {
+/// A spec of one msgspec struct `Big` with `n` fields `f0…`, each `int`, required unless `defaults` (then 0).
+fn big_struct_codec(n: usize, defaults: bool, omit_defaults: bool) -> Codec {
     let mut fields = String::new();
     for i in 0..n {
         let default = if defaults { ", default = \"0\"" } else { "" };
@@ -138,6 +112,7 @@ source = "test"
 summary = "test"
 [structs.Big]
 kind = "msgspec.Struct"
+options = {{ omit_defaults = {omit_defaults} }}
 fields = [
 {fields}]
 [transport]
@@ -166,7 +141,7 @@ fn big_map(order: &[usize]) -> Vec<u8> {
 #[test]
 fn structs_of_more_than_64_fields_track_every_field() {
     // Past 64 fields the decoder's record of which fields it saw spills out of one word.
-    let c = big_struct_codec(70, false);
+    let c = big_struct_codec(70, false, false);
     let all: Vec<usize> = (0..70).collect();
     let v = c.decode("Big", &big_map(&all)).unwrap();
     assert_eq!(v.field("f69").unwrap().as_int().unwrap().as_u64(), Some(69));
@@ -181,7 +156,7 @@ fn structs_of_more_than_64_fields_track_every_field() {
         assert_eq!(e, format!("Object missing required field `f{first}`"), "without f{missing} and f68");
     }
     // With defaults, any subset decodes, the rest at 0.
-    let c = big_struct_codec(70, true);
+    let c = big_struct_codec(70, true, false);
     let v = c.decode("Big", &big_map(&[66, 2])).unwrap();
     assert_eq!(v.field("f66").unwrap().as_int().unwrap().as_u64(), Some(66));
     assert_eq!(v.field("f65").unwrap().as_int().unwrap().as_u64(), Some(0));

@@ -64,8 +64,11 @@ impl PartialEq for Value {
 /// [`Value::List`] or [`Value::Tuple`], made on the fly from the packed forms.
 #[derive(Clone)]
 pub enum Items<'a> {
+    /// Of a [`Value::List`] or [`Value::Tuple`].
     Values(std::slice::Iter<'a, Value>),
+    /// Of a [`Value::IntList`], each a [`Value::Int`].
     Ints(std::slice::Iter<'a, WireInt>),
+    /// Of a [`Value::StrList`], each a [`Value::Str`].
     Strs(StrListIter<'a>),
 }
 

@@ -330,28 +330,28 @@ impl<'a> Reader<'a> {
     /// Fast path for array heads, like [`Reader::try_int`].
     #[inline(always)]
     pub fn try_array(&mut self) -> Option<usize> {
-        let rest = self.buf.get(self.pos..)?;
-        let (&op, after) = rest.split_first()?;
-        let (n, head) = match op {
-            0x90..=0x9f => ((op & 0x0f) as usize, 1),
-            0xdc => (u16::from_be_bytes(*after.first_chunk()?) as usize, 3),
-            0xdd => (u32::from_be_bytes(*after.first_chunk()?) as usize, 5),
-            _ => return None,
-        };
-        self.pos += head;
-        Some(n)
+        self.try_head(0x90, 0xdc, 0xdd)
     }
 
     /// Fast path for map heads, like [`Reader::try_int`].
     #[inline(always)]
     pub fn try_map(&mut self) -> Option<usize> {
+        self.try_head(0x80, 0xde, 0xdf)
+    }
+
+    /// A container head: the fix form (`fix` to `fix + 15`), or the 16- or 32-bit one.
+    #[inline(always)]
+    fn try_head(&mut self, fix: u8, op16: u8, op32: u8) -> Option<usize> {
         let rest = self.buf.get(self.pos..)?;
         let (&op, after) = rest.split_first()?;
-        let (n, head) = match op {
-            0x80..=0x8f => ((op & 0x0f) as usize, 1),
-            0xde => (u16::from_be_bytes(*after.first_chunk()?) as usize, 3),
-            0xdf => (u32::from_be_bytes(*after.first_chunk()?) as usize, 5),
-            _ => return None,
+        let (n, head) = if op & 0xf0 == fix {
+            ((op & 0x0f) as usize, 1)
+        } else if op == op16 {
+            (u16::from_be_bytes(*after.first_chunk()?) as usize, 3)
+        } else if op == op32 {
+            (u32::from_be_bytes(*after.first_chunk()?) as usize, 5)
+        } else {
+            return None;
         };
         self.pos += head;
         Some(n)
