@@ -7,7 +7,7 @@ mod writer;
 
 pub use int::{IntRangeError, WireInt};
 pub use reader::{Obj, RawError, Reader};
-pub use writer::Writer;
+pub use writer::{Key, Writer};
 
 /// The kind of a MessagePack object, named as msgspec names it in its error messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

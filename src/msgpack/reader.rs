@@ -65,6 +65,29 @@ fn first_int(b: &[u8]) -> Option<(WireInt, usize)> {
     })
 }
 
+/// `a == b` for slices of the same length, compared 8 bytes at a time in place (struct keys are short: a call
+/// to `memcmp` would cost more than the compare). The first word settles most misses (a str head is first).
+#[inline(always)]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().unwrap_or([0; 8]));
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if n < 8 {
+        return a == b;
+    }
+    let mut at = 0;
+    while at + 8 < n {
+        if word(a, at) != word(b, at) {
+            return false;
+        }
+        at += 8;
+    }
+    // The last 8 bytes, overlapping the previous word.
+    word(a, n - 8) == word(b, n - 8)
+}
+
 /// The opcode bytes of four consecutive 3-byte objects in a little-endian 16-byte load, and their value when
 /// all four are `uint16` (`0xcd`).
 const QUAD_OPS_MASK: u128 = 0xff | 0xff << 24 | 0xff << 48 | 0xff << 72;
@@ -221,6 +244,16 @@ impl<'a> Reader<'a> {
     #[inline]
     pub fn read_int_run(&mut self, max: usize, out: &mut Vec<WireInt>) -> usize {
         const CHUNK: usize = 32;
+        if max < CHUNK / 2 {
+            // A short list: element by element, without setting up the chunk.
+            for k in 0..max {
+                match self.try_int() {
+                    Some(v) => out.push(v),
+                    None => return k,
+                }
+            }
+            return max;
+        }
         let mut rest = self.buf.get(self.pos..).unwrap_or_default();
         let mut chunk = [WireInt::ZERO; CHUNK];
         let mut k = 0;
@@ -284,16 +317,41 @@ impl<'a> Reader<'a> {
         Some(s)
     }
 
+    /// Consumes `bytes` if the input continues with exactly them (a struct key as encoders write it).
+    #[inline(always)]
+    pub fn eat(&mut self, bytes: &[u8]) -> bool {
+        let hit = self.buf.get(self.pos..self.pos + bytes.len()).is_some_and(|rest| same_bytes(rest, bytes));
+        if hit {
+            self.pos += bytes.len();
+        }
+        hit
+    }
+
     /// Fast path for array heads, like [`Reader::try_int`].
     #[inline(always)]
     pub fn try_array(&mut self) -> Option<usize> {
+        self.try_head(0x90, 0xdc, 0xdd)
+    }
+
+    /// Fast path for map heads, like [`Reader::try_int`].
+    #[inline(always)]
+    pub fn try_map(&mut self) -> Option<usize> {
+        self.try_head(0x80, 0xde, 0xdf)
+    }
+
+    /// A container head: the fix form (`fix` to `fix + 15`), or the 16- or 32-bit one.
+    #[inline(always)]
+    fn try_head(&mut self, fix: u8, op16: u8, op32: u8) -> Option<usize> {
         let rest = self.buf.get(self.pos..)?;
         let (&op, after) = rest.split_first()?;
-        let (n, head) = match op {
-            0x90..=0x9f => ((op & 0x0f) as usize, 1),
-            0xdc => (u16::from_be_bytes(*after.first_chunk()?) as usize, 3),
-            0xdd => (u32::from_be_bytes(*after.first_chunk()?) as usize, 5),
-            _ => return None,
+        let (n, head) = if op & 0xf0 == fix {
+            ((op & 0x0f) as usize, 1)
+        } else if op == op16 {
+            (u16::from_be_bytes(*after.first_chunk()?) as usize, 3)
+        } else if op == op32 {
+            (u32::from_be_bytes(*after.first_chunk()?) as usize, 5)
+        } else {
+            return None;
         };
         self.pos += head;
         Some(n)
@@ -404,6 +462,39 @@ mod tests {
                     (Some(_), _) => panic!("try_array read a non-array: {b:02x?}"),
                     (None, _) => assert_eq!(r.pos(), 0),
                 }
+                let mut r = Reader::new(&b);
+                match (r.try_map(), want) {
+                    (Some(n), Ok(Obj::Map(w))) => assert_eq!((n, r.pos()), (w, full.pos()), "{b:02x?}"),
+                    (None, Ok(Obj::Map(_))) => panic!("try_map missed a map: {b:02x?}"),
+                    (Some(_), _) => panic!("try_map read a non-map: {b:02x?}"),
+                    (None, _) => assert_eq!(r.pos(), 0),
+                }
+            }
+        }
+    }
+
+    /// `eat` consumes exactly a matching prefix, whatever its length (the word-wise compare of `same_bytes`
+    /// around 8 and 16 bytes), and nothing on a mismatch in any byte or on input too short.
+    #[test]
+    fn eat_matches_exact_prefixes() {
+        for n in 0..40usize {
+            let key: Vec<u8> = (0..n as u8).map(|i| i.wrapping_mul(29).wrapping_add(3)).collect();
+            let mut input = key.clone();
+            input.extend_from_slice(b"tail");
+            let mut r = Reader::new(&input);
+            assert!(r.eat(&key), "{n}");
+            assert_eq!(r.pos(), n);
+            for flip in 0..n {
+                let mut other = input.clone();
+                other[flip] ^= 0x40;
+                let mut r = Reader::new(&other);
+                assert!(!r.eat(&key), "{n} bytes, byte {flip} differs");
+                assert_eq!(r.pos(), 0);
+            }
+            if n > 0 {
+                let mut r = Reader::new(&key[..n - 1]);
+                assert!(!r.eat(&key), "{n}: input too short");
+                assert_eq!(r.pos(), 0);
             }
         }
     }
