@@ -132,7 +132,7 @@ impl BootstrapSpec {
 }
 
 /// Whether `text` reads like `template`, where each `{placeholder}` stands for any text.
-pub fn template_matches(template: &str, text: &str) -> bool {
+pub(crate) fn template_matches(template: &str, text: &str) -> bool {
     let mut pieces = Vec::new();
     let mut rest = template;
     while let Some(open) = rest.find('{') {

@@ -25,7 +25,7 @@ pub mod lookup;
 pub mod msgpack;
 pub mod plan;
 pub mod proto;
-pub mod render;
+pub(crate) mod render;
 pub mod schema;
 pub mod spec;
 pub mod te;

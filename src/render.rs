@@ -76,7 +76,7 @@ fn field_rows(out: &mut String, fields: &[FieldDef], this: &str) {
 }
 
 /// The wire table of one revision.
-pub fn revision_table(rev: &Revision) -> String {
+pub(crate) fn revision_table(rev: &Revision) -> String {
     let this = rev.revision.as_str();
     let mut o = String::new();
     let _ = writeln!(o, "<!-- Generated from spec/ by mooncake-wire. Do not edit: regenerate with `BLESS=1 cargo test --test generated`. -->\n");
@@ -302,7 +302,7 @@ pub fn revision_table(rev: &Revision) -> String {
 }
 
 /// The index of a family's revisions.
-pub fn family_index(family: &crate::spec::Family) -> String {
+pub(crate) fn family_index(family: &crate::spec::Family) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "<!-- Generated from spec/ by mooncake-wire. Do not edit: regenerate with `BLESS=1 cargo test --test generated`. -->\n");
     let _ = writeln!(o, "# `{}` wire revisions\n", family.name);

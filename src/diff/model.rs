@@ -31,7 +31,7 @@ impl Effect {
         matches!(self, Effect::Breaks { .. } | Effect::BreaksWhenSent { .. })
     }
     /// Worse effects rank higher: Breaks > BreaksWhenSent > Review > Compatible.
-    pub fn rank(&self) -> u8 {
+    pub(crate) fn rank(&self) -> u8 {
         match self {
             Effect::Compatible => 0,
             Effect::Review => 1,
@@ -39,10 +39,10 @@ impl Effect {
             Effect::Breaks { .. } => 3,
         }
     }
-    pub fn when(w: impl Into<String>) -> Effect {
+    pub(crate) fn when(w: impl Into<String>) -> Effect {
         Effect::BreaksWhenSent { when: w.into() }
     }
-    pub fn always() -> Effect {
+    pub(crate) fn always() -> Effect {
         Effect::Breaks { except: None }
     }
 }
@@ -136,7 +136,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Kind::Generation => "generation",
             Kind::FieldAdded => "field added",
@@ -206,10 +206,10 @@ pub struct Probe {
 }
 
 impl Probe {
-    pub fn plain(v: serde_json::Value) -> Probe {
+    pub(crate) fn plain(v: serde_json::Value) -> Probe {
         Probe { plain: v, using: None, exception: None }
     }
-    pub fn using(plain: serde_json::Value, using: serde_json::Value) -> Probe {
+    pub(crate) fn using(plain: serde_json::Value, using: serde_json::Value) -> Probe {
         Probe { plain, using: Some(using), exception: None }
     }
 }
@@ -238,7 +238,7 @@ pub struct Change {
 }
 
 impl Change {
-    pub fn new(
+    pub(crate) fn new(
         area: Area,
         kind: Kind,
         subject: impl Into<String>,
@@ -260,16 +260,16 @@ impl Change {
             confirmed: None,
         }
     }
-    pub fn note(mut self, n: impl Into<String>) -> Change {
+    pub(crate) fn note(mut self, n: impl Into<String>) -> Change {
         self.notes.push(n.into());
         self
     }
-    pub fn witness(mut self, w: Option<Witness>) -> Change {
+    pub(crate) fn witness(mut self, w: Option<Witness>) -> Change {
         self.witness = w;
         self
     }
     /// The worse of the two directions.
-    pub fn worst(&self) -> &Effect {
+    pub(crate) fn worst(&self) -> &Effect {
         if self.old_reads_new.effect.rank() >= self.new_reads_old.effect.rank() {
             &self.old_reads_new.effect
         } else {

@@ -16,51 +16,51 @@ use super::tagged;
 use crate::spec::Spec;
 
 /// The `format` of compatibility-hash data files.
-pub const FORMAT: &str = "mooncake-compat-hash/1";
+pub(crate) const FORMAT: &str = "mooncake-compat-hash/1";
 
 /// One `spec/compat-hash/*.toml` file.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct CompatHashSpec {
-    pub format: String,
-    pub name: String,
-    pub function: String,
+pub(crate) struct CompatHashSpec {
+    pub(crate) format: String,
+    pub(crate) name: String,
+    pub(crate) function: String,
     /// `hash_factors`: SHA-256 over `json.dumps(factors, sort_keys=True)`.
-    pub algorithm: String,
-    pub doc: String,
-    pub source: String,
+    pub(crate) algorithm: String,
+    pub(crate) doc: String,
+    pub(crate) source: String,
     #[serde(default)]
-    pub no_hash_releases: Vec<String>,
-    pub factors: IndexMap<String, FactorDef>,
-    pub speculative: SpeculativeDef,
-    pub versions: Vec<NixlFactorSet>,
+    pub(crate) no_hash_releases: Vec<String>,
+    pub(crate) factors: IndexMap<String, FactorDef>,
+    pub(crate) speculative: SpeculativeDef,
+    pub(crate) versions: Vec<NixlFactorSet>,
     #[serde(default)]
-    pub wrapper: Option<WrapperDef>,
+    pub(crate) wrapper: Option<WrapperDef>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct FactorDef {
+pub(crate) struct FactorDef {
     /// The Python expression vLLM evaluates.
-    pub python: String,
+    pub(crate) python: String,
     #[serde(rename = "type")]
-    pub ty: String,
+    pub(crate) ty: String,
     #[serde(default)]
-    pub doc: String,
+    pub(crate) doc: String,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct SpeculativeDef {
-    pub source: String,
-    pub keys: Vec<NamedExpr>,
+pub(crate) struct SpeculativeDef {
+    pub(crate) source: String,
+    pub(crate) keys: Vec<NamedExpr>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct NamedExpr {
-    pub name: String,
-    pub python: String,
+pub(crate) struct NamedExpr {
+    pub(crate) name: String,
+    pub(crate) python: String,
 }
 
 /// The factors of one run of releases.
@@ -79,27 +79,27 @@ pub struct NixlFactorSet {
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct WrapperDef {
-    pub name: String,
-    pub function: String,
-    pub source: String,
+pub(crate) struct WrapperDef {
+    pub(crate) name: String,
+    pub(crate) function: String,
+    pub(crate) source: String,
     /// The engine for which the wrapper returns the inner hash unchanged.
-    pub passthrough_engine: String,
-    pub keys: Vec<WrapperKey>,
+    pub(crate) passthrough_engine: String,
+    pub(crate) keys: Vec<WrapperKey>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct WrapperKey {
-    pub name: String,
+pub(crate) struct WrapperKey {
+    pub(crate) name: String,
     /// `inner_hash` or `engine`; absent for a constant.
     #[serde(default)]
-    pub from: Option<String>,
+    pub(crate) from: Option<String>,
     /// A constant (integer).
     #[serde(default)]
-    pub value: Option<i64>,
+    pub(crate) value: Option<i64>,
     #[serde(default)]
-    pub doc: String,
+    pub(crate) doc: String,
 }
 
 /// The config attributes `compute_nixl_compatibility_hash` reads (the golden vectors' input shape).
@@ -176,7 +176,7 @@ const KNOWN_SPECULATIVE: &[&str] =
 
 impl CompatHashSpec {
     /// Parses and checks one data file.
-    pub fn parse(path: &str, text: &str) -> Result<CompatHashSpec, String> {
+    pub(crate) fn parse(path: &str, text: &str) -> Result<CompatHashSpec, String> {
         let spec: CompatHashSpec = toml::from_str(text).map_err(|e| format!("{path}: {e}"))?;
         spec.check().map_err(|e| format!("{path}: {e}"))?;
         Ok(spec)
@@ -231,7 +231,7 @@ impl CompatHashSpec {
     }
 
     /// Every compatibility-hash file of the built-in spec.
-    pub fn builtin() -> &'static [CompatHashSpec] {
+    pub(crate) fn builtin() -> &'static [CompatHashSpec] {
         static ALL: OnceLock<Vec<CompatHashSpec>> = OnceLock::new();
         ALL.get_or_init(|| {
             Spec::builtin_files()
@@ -243,13 +243,13 @@ impl CompatHashSpec {
     }
 
     /// The built-in NIXL file.
-    pub fn nixl() -> &'static CompatHashSpec {
+    pub(crate) fn nixl() -> &'static CompatHashSpec {
         Self::builtin().iter().find(|s| s.name == "nixl").expect("spec/compat-hash/nixl.toml is embedded")
     }
 }
 
 /// The `format` key of a TOML data file, if it has one.
-pub fn data_format(text: &str) -> Option<String> {
+pub(crate) fn data_format(text: &str) -> Option<String> {
     let v: toml::Table = toml::from_str(text).ok()?;
     v.get("format")?.as_str().map(str::to_string)
 }

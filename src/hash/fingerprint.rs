@@ -14,7 +14,7 @@ use super::tagged::to_tagged_json;
 use crate::spec::{Literal, Revision, StructKind, Tag, TypeExpr};
 
 /// Version of the document layout, part of the document.
-pub const FORMAT: &str = "mooncake-wire-fingerprint/1";
+pub(crate) const FORMAT: &str = "mooncake-wire-fingerprint/1";
 
 /// The canonical document of a revision's wire.
 pub fn wire_document(rev: &Revision) -> Result<PyValue, String> {
@@ -150,7 +150,7 @@ fn json_to_py(j: &serde_json::Value) -> PyValue {
 }
 
 /// A type with aliases resolved, in the fingerprint's type grammar (`spec/README.md`).
-pub fn type_text(t: &TypeExpr, rev: &Revision) -> Result<String, String> {
+pub(crate) fn type_text(t: &TypeExpr, rev: &Revision) -> Result<String, String> {
     type_text_in(t, rev, &mut BTreeSet::new())
 }
 

@@ -4,13 +4,13 @@
 //! revision (defined in `spec/README.md`, "Wire fingerprint").
 
 pub mod compat;
-pub mod factors;
+pub(crate) mod factors;
 pub mod fingerprint;
-pub mod pyfloat;
+pub(crate) mod pyfloat;
 pub mod pyjson;
-pub mod pyvalue;
+pub(crate) mod pyvalue;
 pub mod tagged;
-pub mod timsort;
+pub(crate) mod timsort;
 
 pub use factors::{hash_factors, FactorsHash};
 pub use pyvalue::{PyError, PyInt, PyValue};
@@ -29,11 +29,11 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 /// SHA-256 of `bytes`, raw.
-pub fn sha256(bytes: &[u8]) -> [u8; 32] {
+pub(crate) fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
 /// SHA-256 of `bytes` as 64 lowercase hex digits (`hashlib.sha256(b).hexdigest()`).
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex(&sha256(bytes))
 }

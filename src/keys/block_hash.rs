@@ -28,12 +28,6 @@ impl HashAlgo {
             other => Err(format!("ValueError: Unsupported hash function: {other}")),
         }
     }
-    pub fn name(self) -> &'static str {
-        match self {
-            HashAlgo::Sha256 => "sha256",
-            HashAlgo::Sha256Cbor => "sha256_cbor",
-        }
-    }
     /// The exact bytes vLLM hashes for a value.
     pub fn serialize(self, value: &PyValue) -> Result<Vec<u8>, String> {
         match self {
@@ -42,7 +36,7 @@ impl HashAlgo {
         }
     }
     /// `hash_fn(value)`: 32 raw bytes.
-    pub fn hash(self, value: &PyValue) -> Result<[u8; 32], String> {
+    pub(crate) fn hash(self, value: &PyValue) -> Result<[u8; 32], String> {
         Ok(sha256(&self.serialize(value)?))
     }
 }
@@ -85,26 +79,24 @@ pub fn hash_block_tokens(
 #[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BlockHashRules {
-    pub releases: Vec<String>,
-    pub source: String,
+    pub(crate) releases: Vec<String>,
+    pub(crate) source: String,
     /// The seed when PYTHONHASHSEED is unset, for sha256 and sha256_cbor; `None`: 32 random bytes are used
     /// directly as NONE_HASH, so processes agree only with an identical PYTHONHASHSEED.
     #[serde(default)]
-    pub default_seed: Option<String>,
+    pub(crate) default_seed: Option<String>,
     /// `untagged` (`lora_name`, `(mm_id, offset)`, `cache_salt`, prompt-embeds digest) or `tagged`
     /// (`("lora", name, path)`, `("mm", id, offset)`, `("cache_salt", salt)`, `("prompt_embeds", digest)`).
-    pub extra_keys: String,
+    pub(crate) extra_keys: String,
     #[serde(default)]
-    pub doc: String,
+    pub(crate) doc: String,
 }
 
 /// One extra key of a block, in vLLM's order: LoRA, multimodal features, cache salt (block 0), prompt embeds.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ExtraKey {
+pub(crate) enum ExtraKey {
     Lora { name: String, path: String },
-    Mm { identifier: String, offset: i64 },
     CacheSalt(String),
-    PromptEmbeds(Vec<u8>),
 }
 
 impl BlockHashRules {
@@ -122,7 +114,7 @@ impl BlockHashRules {
     }
 
     /// The `extra_keys` value for a block: `None` when there are none, else a tuple in the release's style.
-    pub fn extra_keys_value(&self, keys: &[ExtraKey]) -> PyValue {
+    pub(crate) fn extra_keys_value(&self, keys: &[ExtraKey]) -> PyValue {
         if keys.is_empty() {
             return PyValue::None;
         }
@@ -133,18 +125,8 @@ impl BlockHashRules {
                 .map(|k| match (k, tagged) {
                     (ExtraKey::Lora { name, path }, true) => PyValue::Tuple(vec![s("lora"), s(name), s(path)]),
                     (ExtraKey::Lora { name, .. }, false) => s(name),
-                    (ExtraKey::Mm { identifier, offset }, true) => {
-                        PyValue::Tuple(vec![s("mm"), s(identifier), PyValue::int(*offset)])
-                    }
-                    (ExtraKey::Mm { identifier, offset }, false) => {
-                        PyValue::Tuple(vec![s(identifier), PyValue::int(*offset)])
-                    }
                     (ExtraKey::CacheSalt(salt), true) => PyValue::Tuple(vec![s("cache_salt"), s(salt)]),
                     (ExtraKey::CacheSalt(salt), false) => s(salt),
-                    (ExtraKey::PromptEmbeds(d), true) => {
-                        PyValue::Tuple(vec![s("prompt_embeds"), PyValue::Bytes(d.clone())])
-                    }
-                    (ExtraKey::PromptEmbeds(d), false) => PyValue::Bytes(d.clone()),
                 })
                 .collect(),
         )

@@ -8,7 +8,7 @@ use crate::hash::{PyInt, PyValue};
 
 /// A value this encoder does not write (vLLM never hashes one).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CborError(pub String);
+pub(crate) struct CborError(pub String);
 
 impl std::fmt::Display for CborError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -18,7 +18,7 @@ impl std::fmt::Display for CborError {
 impl std::error::Error for CborError {}
 
 /// Canonical CBOR of a Python value.
-pub fn dumps(value: &PyValue) -> Result<Vec<u8>, CborError> {
+pub(crate) fn dumps(value: &PyValue) -> Result<Vec<u8>, CborError> {
     let mut out = Vec::new();
     encode(value, &mut out, 0)?;
     Ok(out)

@@ -588,58 +588,58 @@ fn describe_part(p: &Part, sep: &str) -> String {
 // The data files.
 
 /// The `format` of store-key data files.
-pub const FORMAT: &str = "mooncake-store-keys/1";
+pub(crate) const FORMAT: &str = "mooncake-store-keys/1";
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct StoreKeysFile {
-    pub format: String,
-    pub family: String,
-    pub doc: String,
-    pub separator: String,
+pub(crate) struct StoreKeysFile {
+    pub(crate) format: String,
+    pub(crate) family: String,
+    pub(crate) doc: String,
+    pub(crate) separator: String,
     /// Helper function → the first release that has it.
     #[serde(default)]
-    pub api: IndexMap<String, String>,
+    pub(crate) api: IndexMap<String, String>,
     #[serde(default)]
-    pub sets: IndexMap<String, Vec<String>>,
+    pub(crate) sets: IndexMap<String, Vec<String>>,
     #[serde(default)]
-    pub patterns: IndexMap<String, Vec<String>>,
-    pub grammars: Vec<GrammarDef>,
+    pub(crate) patterns: IndexMap<String, Vec<String>>,
+    pub(crate) grammars: Vec<GrammarDef>,
     #[serde(default)]
-    pub chunk_hash: Vec<ChunkHashRule>,
+    pub(crate) chunk_hash: Vec<ChunkHashRule>,
     #[serde(default)]
-    pub block_hash: Vec<super::block_hash::BlockHashRules>,
+    pub(crate) block_hash: Vec<super::block_hash::BlockHashRules>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct GrammarDef {
-    pub name: String,
+pub(crate) struct GrammarDef {
+    pub(crate) name: String,
     #[serde(default)]
-    pub releases: Vec<String>,
-    pub source: String,
-    pub parts: Vec<PartDef>,
+    pub(crate) releases: Vec<String>,
+    pub(crate) source: String,
+    pub(crate) parts: Vec<PartDef>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct PartDef {
+pub(crate) struct PartDef {
     #[serde(default)]
-    pub text: Option<String>,
+    pub(crate) text: Option<String>,
     #[serde(default)]
-    pub field: Option<String>,
+    pub(crate) field: Option<String>,
     #[serde(default, rename = "type")]
-    pub ty: Option<String>,
+    pub(crate) ty: Option<String>,
     #[serde(default)]
-    pub omit_empty: bool,
+    pub(crate) omit_empty: bool,
     #[serde(default)]
-    pub suffix: Option<String>,
+    pub(crate) suffix: Option<String>,
     #[serde(default)]
-    pub prefix_end: bool,
+    pub(crate) prefix_end: bool,
     #[serde(default)]
-    pub set: Option<String>,
+    pub(crate) set: Option<String>,
     #[serde(default)]
-    pub pattern: Option<String>,
+    pub(crate) pattern: Option<String>,
 }
 
 /// How a release keys a `block_size` chunk from `hash_block_size` hashes: `block`, `concat` or `last`.
@@ -677,7 +677,7 @@ fn compile_pattern(form: &str, sets: &IndexMap<String, Vec<String>>) -> Result<V
 }
 
 impl StoreKeysFile {
-    pub fn parse(path: &str, text: &str) -> Result<StoreKeysFile, String> {
+    pub(crate) fn parse(path: &str, text: &str) -> Result<StoreKeysFile, String> {
         let f: StoreKeysFile = toml::from_str(text).map_err(|e| format!("{path}: {e}"))?;
         if f.format != FORMAT {
             return Err(format!("{path}: format must be {FORMAT:?}"));
@@ -699,7 +699,7 @@ impl StoreKeysFile {
     /// The compiled grammars. Checks: parts are a text or a typed field; names are unique; every `str`
     /// field is followed by text starting with the separator (or ends the key), which is what lets the
     /// parser find where free text ends.
-    pub fn grammars(&self) -> Result<Vec<Grammar>, String> {
+    pub(crate) fn grammars(&self) -> Result<Vec<Grammar>, String> {
         let mut out: Vec<Grammar> = vec![];
         for g in &self.grammars {
             if out.iter().any(|o| o.name == g.name) {

@@ -4,7 +4,7 @@
 //! `spec/store-keys/` (format `mooncake-store-keys/1`, documented in `spec/README.md`, "Store keys").
 
 pub mod block_hash;
-pub mod cbor;
+pub(crate) mod cbor;
 pub mod grammar;
 pub mod pickle;
 pub mod spec;

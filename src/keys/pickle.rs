@@ -20,39 +20,39 @@ use std::collections::HashMap;
 use crate::hash::{PyInt, PyValue};
 
 /// Extra-key tag names vLLM writes as string literals (0.31.0+, `kv_cache_utils.py`), hence interned.
-pub const INTERNED_TAGS: &[&str] = &["lora", "mm", "cache_salt", "prompt_embeds"];
+pub(crate) const INTERNED_TAGS: &[&str] = &["lora", "mm", "cache_salt", "prompt_embeds"];
 
 const FRAME_SIZE_TARGET: usize = 64 * 1024;
 const FRAME_SIZE_MIN: usize = 4;
 
 mod op {
-    pub const PROTO: u8 = 0x80;
-    pub const FRAME: u8 = 0x95;
-    pub const STOP: u8 = b'.';
-    pub const NONE: u8 = b'N';
-    pub const NEWTRUE: u8 = 0x88;
-    pub const NEWFALSE: u8 = 0x89;
-    pub const BININT1: u8 = b'K';
-    pub const BININT2: u8 = b'M';
-    pub const BININT: u8 = b'J';
-    pub const LONG1: u8 = 0x8a;
-    pub const LONG4: u8 = 0x8b;
-    pub const BINFLOAT: u8 = b'G';
-    pub const SHORT_BINUNICODE: u8 = 0x8c;
-    pub const BINUNICODE: u8 = b'X';
-    pub const BINUNICODE8: u8 = 0x8d;
-    pub const SHORT_BINBYTES: u8 = b'C';
-    pub const BINBYTES: u8 = b'B';
-    pub const BINBYTES8: u8 = 0x8e;
-    pub const EMPTY_TUPLE: u8 = b')';
-    pub const MARK: u8 = b'(';
-    pub const TUPLE: u8 = b't';
-    pub const TUPLE1: u8 = 0x85;
-    pub const TUPLE2: u8 = 0x86;
-    pub const TUPLE3: u8 = 0x87;
-    pub const MEMOIZE: u8 = 0x94;
-    pub const BINGET: u8 = b'h';
-    pub const LONG_BINGET: u8 = b'j';
+    pub(crate) const PROTO: u8 = 0x80;
+    pub(crate) const FRAME: u8 = 0x95;
+    pub(crate) const STOP: u8 = b'.';
+    pub(crate) const NONE: u8 = b'N';
+    pub(crate) const NEWTRUE: u8 = 0x88;
+    pub(crate) const NEWFALSE: u8 = 0x89;
+    pub(crate) const BININT1: u8 = b'K';
+    pub(crate) const BININT2: u8 = b'M';
+    pub(crate) const BININT: u8 = b'J';
+    pub(crate) const LONG1: u8 = 0x8a;
+    pub(crate) const LONG4: u8 = 0x8b;
+    pub(crate) const BINFLOAT: u8 = b'G';
+    pub(crate) const SHORT_BINUNICODE: u8 = 0x8c;
+    pub(crate) const BINUNICODE: u8 = b'X';
+    pub(crate) const BINUNICODE8: u8 = 0x8d;
+    pub(crate) const SHORT_BINBYTES: u8 = b'C';
+    pub(crate) const BINBYTES: u8 = b'B';
+    pub(crate) const BINBYTES8: u8 = 0x8e;
+    pub(crate) const EMPTY_TUPLE: u8 = b')';
+    pub(crate) const MARK: u8 = b'(';
+    pub(crate) const TUPLE: u8 = b't';
+    pub(crate) const TUPLE1: u8 = 0x85;
+    pub(crate) const TUPLE2: u8 = 0x86;
+    pub(crate) const TUPLE3: u8 = 0x87;
+    pub(crate) const MEMOIZE: u8 = 0x94;
+    pub(crate) const BINGET: u8 = b'h';
+    pub(crate) const LONG_BINGET: u8 = b'j';
 }
 
 /// A value this pickler does not write (vLLM never hashes one).
@@ -266,7 +266,7 @@ fn shared_str(s: &str) -> Option<Shared> {
 
 /// pickle's `encode_long`: two's complement little-endian in `(bit_length >> 3) + 1` bytes, with one
 /// redundant `0xff` sign byte dropped for negative numbers; `0` is empty.
-pub fn encode_long(i: &PyInt) -> Vec<u8> {
+pub(crate) fn encode_long(i: &PyInt) -> Vec<u8> {
     let mut mag = decimal_to_le_bytes(i.to_string().trim_start_matches('-'));
     while mag.last() == Some(&0) {
         mag.pop();

@@ -9,7 +9,7 @@ use crate::spec::Spec;
 
 /// Every store-key file and its compiled grammars.
 pub struct StoreKeySpec {
-    pub files: Vec<StoreKeysFile>,
+    pub(crate) files: Vec<StoreKeysFile>,
     pub grammars: Vec<Grammar>,
 }
 

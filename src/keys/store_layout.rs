@@ -11,22 +11,22 @@ use serde_json::Value as J;
 use super::vllm_key::{KeyError, VllmStoreKey};
 
 /// The release these functions reproduce.
-pub const RELEASE: &str = "0.33.0";
+pub(crate) const RELEASE: &str = "0.33.0";
 
 /// `(tp_rank, pcp_rank, dcp_rank, pp_rank)` encoded in a rank-local key.
 pub type RankNamespace = (i64, i64, i64, i64);
 
 /// A Python exception from the reproduced code (`"AssertionError: "`, `"ValueError: ..."`).
-pub type PyResult<T> = Result<T, String>;
+pub(crate) type PyResult<T> = Result<T, String>;
 
-pub fn floordiv(a: i64, b: i64) -> PyResult<i64> {
+pub(crate) fn floordiv(a: i64, b: i64) -> PyResult<i64> {
     if b == 0 {
         return Err("ZeroDivisionError: integer division or modulo by zero".into());
     }
     Ok(a.div_euclid(b) - if b < 0 && a.rem_euclid(b) != 0 { 1 } else { 0 })
 }
 
-pub fn pymod(a: i64, b: i64) -> PyResult<i64> {
+pub(crate) fn pymod(a: i64, b: i64) -> PyResult<i64> {
     Ok(a - b * floordiv(a, b)?)
 }
 
@@ -79,14 +79,14 @@ impl TpSharedFormat {
         }
     }
     /// `store_format` (the namespace's last part).
-    pub fn store_format(self) -> &'static str {
+    pub(crate) fn store_format(self) -> &'static str {
         match self {
             TpSharedFormat::Lbhnc => "tp_shared_lbhnc",
             TpSharedFormat::Lbnhc => "tp_shared_lbnhc",
         }
     }
     /// The KV-cache layout that selects it.
-    pub fn for_cache_layout(layout: &str) -> Option<TpSharedFormat> {
+    pub(crate) fn for_cache_layout(layout: &str) -> Option<TpSharedFormat> {
         match layout {
             "LBHNC" => Some(TpSharedFormat::Lbhnc),
             "LBNHC" => Some(TpSharedFormat::Lbnhc),
@@ -135,12 +135,6 @@ impl StoreLayout {
             heads_per_store_shard: floordiv(num_kv_heads, store_tp_size)?,
             local_num_kv_heads: floordiv(num_kv_heads, local_tp_size)?,
         })
-    }
-
-    pub fn metadata(&self) -> &VllmStoreKey {
-        match self {
-            StoreLayout::RankLocal { metadata } | StoreLayout::TpSharded { metadata, .. } => metadata,
-        }
     }
 
     pub fn local_shard_ids(&self) -> Vec<i64> {
@@ -376,7 +370,7 @@ fn py_str(v: &J) -> String {
 }
 
 /// `_select_store_layout`: `(store_tp_size, store_namespace, TP-shared format)`.
-pub fn select_store_layout(cfg: &WorkerConfig) -> (Option<i64>, String, Option<TpSharedFormat>) {
+pub(crate) fn select_store_layout(cfg: &WorkerConfig) -> (Option<i64>, String, Option<TpSharedFormat>) {
     let extra = &cfg.extra_config;
     let lcm_enabled = extra.get("enable_store_tp_lcm") == Some(&J::Bool(true));
     let requested = lcm_enabled || extra.get("store_tp_size").is_some_and(|v| !v.is_null());
@@ -411,7 +405,7 @@ pub fn select_store_layout(cfg: &WorkerConfig) -> (Option<i64>, String, Option<T
 }
 
 /// `_compute_group_tp_replication_factors`: byte-identical TP replicas per group.
-pub fn group_tp_replication_factors(cfg: &WorkerConfig) -> PyResult<Vec<i64>> {
+pub(crate) fn group_tp_replication_factors(cfg: &WorkerConfig) -> PyResult<Vec<i64>> {
     cfg.groups
         .iter()
         .map(|g| {

@@ -5,8 +5,8 @@
 //!
 //! The codec is driven by the frame list of the release; no release has code of its own.
 
-pub mod codec;
-pub mod spec;
+pub(crate) mod codec;
+pub(crate) mod spec;
 
 pub use codec::{
     decode_reply, decode_request, encode_reply, encode_request, LookupError, Reply, Request, TailBoundary,

@@ -11,11 +11,13 @@ use serde::Deserialize;
 use crate::hash::compat::data_format;
 use crate::spec::Spec;
 
-pub const FORMAT: &str = "mooncake-store-lookup/1";
+pub(crate) const FORMAT: &str = "mooncake-store-lookup/1";
 
-/// The file as written: versions are raw tables until their edits are applied.
+/// The file as written: versions are raw tables until their edits are applied. `name`, `doc` and `source`
+/// are required of the file but read by nothing.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[allow(dead_code)]
 struct RawFile {
     format: String,
     name: String,
@@ -26,11 +28,8 @@ struct RawFile {
 
 /// The file with every version resolved.
 #[derive(Clone, Debug)]
-pub struct LookupFile {
-    pub name: String,
-    pub doc: String,
-    pub source: String,
-    pub versions: Vec<LookupVersion>,
+pub(crate) struct LookupFile {
+    pub(crate) versions: Vec<LookupVersion>,
 }
 
 /// Keys a version states for itself; never inherited from its base.
@@ -115,7 +114,7 @@ pub enum FrameKind {
 
 impl LookupVersion {
     /// The request a tag frame selects (`None` for an unknown tag).
-    pub fn request_by_tag(&self, tag: &[u8]) -> Option<&RequestDef> {
+    pub(crate) fn request_by_tag(&self, tag: &[u8]) -> Option<&RequestDef> {
         self.requests.iter().find(|r| {
             r.frames
                 .first()
@@ -132,13 +131,12 @@ impl LookupVersion {
 }
 
 impl LookupFile {
-    pub fn parse(path: &str, text: &str) -> Result<LookupFile, String> {
+    pub(crate) fn parse(path: &str, text: &str) -> Result<LookupFile, String> {
         let raw: RawFile = toml::from_str(text).map_err(|e| format!("{path}: {e}"))?;
         if raw.format != FORMAT {
             return Err(format!("{path}: format must be {FORMAT}"));
         }
-        let f =
-            LookupFile { name: raw.name, doc: raw.doc, source: raw.source, versions: resolve(path, &raw.versions)? };
+        let f = LookupFile { versions: resolve(path, &raw.versions)? };
         let mut seen = std::collections::HashSet::new();
         for v in &f.versions {
             let at = |m: String| format!("{path}: version {}: {m}", v.name);
@@ -248,7 +246,7 @@ fn check_frame(f: &FrameDef, earlier: &[&FrameDef]) -> Result<(), String> {
 }
 
 /// The built-in lookup data.
-pub fn builtin() -> &'static LookupFile {
+pub(crate) fn builtin() -> &'static LookupFile {
     static F: OnceLock<LookupFile> = OnceLock::new();
     F.get_or_init(|| {
         let (p, t) = Spec::builtin_files()

@@ -27,7 +27,7 @@ pub enum Kind {
 
 impl Kind {
     /// Classifies an opcode without reading anything after it.
-    pub fn of_opcode(op: u8) -> Kind {
+    pub(crate) fn of_opcode(op: u8) -> Kind {
         match op {
             0x00..=0x7f | 0xe0..=0xff | 0xcc..=0xd3 => Kind::Int,
             0x80..=0x8f | 0xde | 0xdf => Kind::Map,
@@ -43,7 +43,7 @@ impl Kind {
     }
 
     /// msgspec's name for a value of this kind (`None` for nil in value position).
-    pub fn msgspec_name(self) -> &'static str {
+    pub(crate) fn msgspec_name(self) -> &'static str {
         match self {
             Kind::Nil => "None",
             Kind::Bool => "bool",

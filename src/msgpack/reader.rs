@@ -93,7 +93,7 @@ impl<'a> Reader<'a> {
 
     /// The next opcode, not consumed.
     #[inline]
-    pub fn peek_op(&self) -> Result<u8, RawError> {
+    pub(crate) fn peek_op(&self) -> Result<u8, RawError> {
         self.buf.get(self.pos).copied().ok_or(RawError::Truncated)
     }
 
@@ -105,7 +105,7 @@ impl<'a> Reader<'a> {
     }
 
     #[inline]
-    pub fn take(&mut self, n: usize) -> Result<&'a [u8], RawError> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], RawError> {
         if n > self.remaining() {
             return Err(RawError::Truncated);
         }
@@ -208,7 +208,7 @@ impl<'a> Reader<'a> {
     /// integer, reads it; otherwise consumes nothing and returns `None` (the caller then takes the general
     /// path, which reports the exact error). Accepts exactly the opcodes `read_obj` reads as `Obj::Int`.
     #[inline(always)]
-    pub fn try_int(&mut self) -> Option<WireInt> {
+    pub(crate) fn try_int(&mut self) -> Option<WireInt> {
         let (v, n) = first_int(self.buf.get(self.pos..)?)?;
         self.pos += n;
         Some(v)
@@ -219,7 +219,7 @@ impl<'a> Reader<'a> {
     /// path). The hot loop of `list[int]`: values are gathered in a small local array (cursor and position stay
     /// in registers, no capacity check per element) and appended to `out` a chunk at a time.
     #[inline]
-    pub fn read_int_run(&mut self, max: usize, out: &mut Vec<WireInt>) -> usize {
+    pub(crate) fn read_int_run(&mut self, max: usize, out: &mut Vec<WireInt>) -> usize {
         const CHUNK: usize = 32;
         let mut rest = self.buf.get(self.pos..).unwrap_or_default();
         let mut chunk = [WireInt::ZERO; CHUNK];
@@ -269,7 +269,7 @@ impl<'a> Reader<'a> {
     /// Fast path for strings, like [`Reader::try_int`]: the raw bytes of a whole str object (UTF-8 not
     /// checked), or `None` with nothing consumed.
     #[inline(always)]
-    pub fn try_str(&mut self) -> Option<&'a [u8]> {
+    pub(crate) fn try_str(&mut self) -> Option<&'a [u8]> {
         let rest = self.buf.get(self.pos..)?;
         let (&op, after) = rest.split_first()?;
         let (len, head): (usize, usize) = match op {
@@ -286,7 +286,7 @@ impl<'a> Reader<'a> {
 
     /// Fast path for array heads, like [`Reader::try_int`].
     #[inline(always)]
-    pub fn try_array(&mut self) -> Option<usize> {
+    pub(crate) fn try_array(&mut self) -> Option<usize> {
         let rest = self.buf.get(self.pos..)?;
         let (&op, after) = rest.split_first()?;
         let (n, head) = match op {
@@ -301,7 +301,7 @@ impl<'a> Reader<'a> {
 
     /// Skips one whole value. `depth` is the number of containers already open around it; the value may open
     /// containers up to a total of `max_depth`. Iterative: the Rust stack does not grow with the input.
-    pub fn skip_value(&mut self, depth: usize, max_depth: usize) -> Result<(), RawError> {
+    pub(crate) fn skip_value(&mut self, depth: usize, max_depth: usize) -> Result<(), RawError> {
         // Number of values still to skip at each open level, innermost last. Bounded by max_depth.
         let mut pending: Vec<usize> = Vec::new();
         let mut todo: usize = 1;

@@ -96,7 +96,7 @@ impl Writer {
     }
 
     /// The elements of [`Writer::int_list`] without the array head (for a list written in pieces).
-    pub fn ints(&mut self, v: &[WireInt]) {
+    pub(crate) fn ints(&mut self, v: &[WireInt]) {
         const CHUNK: usize = 512;
         let mut chunk = [0u8; CHUNK + 16];
         let mut at = 0usize;
@@ -212,7 +212,7 @@ impl Writer {
         }
         self.buf.extend_from_slice(b);
     }
-    pub fn ext(&mut self, tag: i8, data: &[u8]) {
+    pub(crate) fn ext(&mut self, tag: i8, data: &[u8]) {
         let n = data.len();
         match n {
             1 => self.buf.push(0xd4),
@@ -248,7 +248,7 @@ impl Writer {
 
     /// Starts a struct written as a map whose header width is chosen, as msgspec does, from the number of
     /// *declared* entries; the entry count is patched by [`Writer::finish_struct_map`].
-    pub fn begin_struct_map(&mut self, declared: usize) -> StructHeader {
+    pub(crate) fn begin_struct_map(&mut self, declared: usize) -> StructHeader {
         let at = self.buf.len();
         let width = if declared < 16 {
             self.buf.push(0x80);
@@ -262,7 +262,7 @@ impl Writer {
         };
         StructHeader { at, width }
     }
-    pub fn finish_struct_map(&mut self, h: StructHeader, written: usize) {
+    pub(crate) fn finish_struct_map(&mut self, h: StructHeader, written: usize) {
         match h.width {
             HeaderWidth::Fix => self.buf[h.at] = 0x80 | written as u8,
             HeaderWidth::W16 => self.buf[h.at + 1..h.at + 3].copy_from_slice(&(written as u16).to_be_bytes()),
@@ -287,7 +287,7 @@ enum HeaderWidth {
 /// Where a struct's map header sits, for patching its entry count.
 #[derive(Clone, Copy, Debug)]
 #[must_use]
-pub struct StructHeader {
+pub(crate) struct StructHeader {
     at: usize,
     width: HeaderWidth,
 }

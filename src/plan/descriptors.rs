@@ -125,7 +125,7 @@ fn request_blocks(
 
 /// [`build_transfer_params`] under a revision's planning rules (`behaviour.block_groups`, `tp_byte_plan`,
 /// `replicated_producer`).
-pub fn build_transfer_params_by(
+pub(crate) fn build_transfer_params_by(
     config: &ProducerConfig,
     rules: &PlanRules,
     local: &[TransferRegion],
@@ -227,7 +227,7 @@ pub fn build_transfer_params_by(
 /// Copies before 0.19.0 (`destination_stride = producer-block-len`): for each region pair, one descriptor per
 /// run of blocks consecutive on both sides, whole blocks of the producer's block length on both sides. A
 /// request whose producer holds fewer blocks than the consumer asks for fails; with more, the last ones go.
-pub fn build_whole_blocks(
+pub(crate) fn build_whole_blocks(
     local: &[TransferRegion],
     remote: &[TransferRegion],
     requests: &[ReadyRequest],

@@ -32,7 +32,7 @@ pub struct ProducerConfig {
 
 impl ProducerConfig {
     /// Whether some transfer group holds Mamba state (vLLM `kv_cache_config.has_mamba_layers`).
-    pub fn has_mamba_layers(&self) -> bool {
+    pub(crate) fn has_mamba_layers(&self) -> bool {
         self.groups.contains(&GroupKind::Mamba)
     }
 
@@ -48,7 +48,7 @@ impl ProducerConfig {
     }
 
     /// The same, by a revision's rule (0.19.x counted a TP size equal to the head count as replicated).
-    pub fn cache_replicated_by(&self, rule: ReplicatedProducer) -> bool {
+    pub(crate) fn cache_replicated_by(&self, rule: ReplicatedProducer) -> bool {
         match rule {
             ReplicatedProducer::NotConsidered => false,
             ReplicatedProducer::TpAtLeastHeads => self.use_mla || self.tp_size >= self.total_num_kv_heads,
@@ -57,7 +57,7 @@ impl ProducerConfig {
     }
 
     /// The worker's `TransferTopology` (DCP size 1, as the Mooncake worker builds it).
-    pub fn topology(&self) -> Result<TransferTopology, PlanError> {
+    pub(crate) fn topology(&self) -> Result<TransferTopology, PlanError> {
         TransferTopology::new(self.tp_rank, self.tp_size, self.total_num_kv_heads, self.use_mla, 1)
     }
 }

@@ -32,7 +32,7 @@ pub struct TransferRegion {
 
 impl TransferRegion {
     /// The same region with another payload length (vLLM's `span` helper of the coalescer).
-    pub fn with_kv_block_len(&self, kv_block_len: i64) -> TransferRegion {
+    pub(crate) fn with_kv_block_len(&self, kv_block_len: i64) -> TransferRegion {
         TransferRegion { kv_block_len, ..self.clone() }
     }
 }

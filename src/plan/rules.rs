@@ -47,7 +47,7 @@ impl PlanRules {
     }
 
     /// Whether layers the decoder lacks may be skipped for this pull (`allow_partial_layers`).
-    pub fn partial_layers(&self, local_pp: i64, remote_pp: i64) -> bool {
+    pub(crate) fn partial_layers(&self, local_pp: i64, remote_pp: i64) -> bool {
         match self.region_alignment {
             RegionAlignment::ByLayerNamePartialAcrossDecoderPp => remote_pp > 1 && remote_pp != local_pp,
             RegionAlignment::ByLayerNamePartialAcrossPp => remote_pp != local_pp,
@@ -55,18 +55,8 @@ impl PlanRules {
         }
     }
 
-    /// Whether regions are paired by layer name (0.24.0 on), not by position.
-    pub fn by_layer_name(&self) -> bool {
-        matches!(
-            self.region_alignment,
-            RegionAlignment::ByLayerName
-                | RegionAlignment::ByLayerNamePartialAcrossDecoderPp
-                | RegionAlignment::ByLayerNamePartialAcrossPp
-        )
-    }
-
     /// Whether a producer with this configuration splits attention regions into K and V halves.
-    pub fn splits_halves(&self, blocks_first: bool, has_mamba: bool) -> bool {
+    pub(crate) fn splits_halves(&self, blocks_first: bool, has_mamba: bool) -> bool {
         match self.kv_half_split {
             KvHalfSplit::Never => false,
             KvHalfSplit::WhenBlocksFirst => blocks_first,

@@ -68,7 +68,7 @@ pub enum LayerSpec {
 /// Refuses padded pages and NVFP4 caches when the producer and consumer split KV heads differently
 /// (`min(tp, heads)` differs). Skipped for MLA and for models with Mamba layers (`skip`). The first region
 /// (in order) whose spec forbids it gives the message. A region whose layer has no spec is a `KeyError`.
-pub fn validate_head_resharding_layout<'s>(
+pub(crate) fn validate_head_resharding_layout<'s>(
     local_tp_size: i64,
     remote_tp_size: i64,
     total_num_kv_heads: i64,

@@ -358,7 +358,7 @@ pub struct EqualLengthFields {
 
 impl EqualLengthFields {
     /// The error text for these lengths (one per field).
-    pub fn message_for(&self, lens: &[usize]) -> String {
+    pub(crate) fn message_for(&self, lens: &[usize]) -> String {
         let mut s = self.message.clone();
         for (i, n) in lens.iter().enumerate() {
             s = s.replace(&format!("{{{i}}}"), &n.to_string());
@@ -394,7 +394,7 @@ impl Default for LayoutCachingSpec {
 }
 
 impl LayoutCachingSpec {
-    pub fn get(&self) -> Option<&LayoutCaching> {
+    pub(crate) fn get(&self) -> Option<&LayoutCaching> {
         match self {
             LayoutCachingSpec::On(l) => Some(l),
             LayoutCachingSpec::Off(_) => None,
@@ -495,7 +495,7 @@ const PUSH_GEN2_OPTIONAL: &[&str] = &["equal_length_fields", "minus_one_sentinel
 
 impl Behaviour {
     /// The items a revision of this family and generation must state but does not.
-    pub fn missing(&self, family: &str, generation: u32) -> Vec<&'static str> {
+    pub(crate) fn missing(&self, family: &str, generation: u32) -> Vec<&'static str> {
         let want: Vec<&str> = match (family, generation) {
             ("push", 1) => PUSH_GEN1.to_vec(),
             ("push", _) => ITEM_NAMES.iter().copied().filter(|k| !PUSH_GEN2_OPTIONAL.contains(k)).collect(),
@@ -506,12 +506,12 @@ impl Behaviour {
     }
 
     /// Names of the items this revision states.
-    pub fn present(&self) -> Vec<&'static str> {
+    pub(crate) fn present(&self) -> Vec<&'static str> {
         self.rows().into_iter().map(|(k, _, _)| k).collect()
     }
 
     /// `layout_caching`, when on.
-    pub fn layout_caching(&self) -> Option<&LayoutCaching> {
+    pub(crate) fn layout_caching(&self) -> Option<&LayoutCaching> {
         self.layout_caching.as_ref().and_then(|i| i.value.get())
     }
 
@@ -534,7 +534,7 @@ impl Behaviour {
 }
 
 /// Every item name, in declaration order (the keys of [`Behaviour`]).
-pub const ITEM_NAMES: &[&str] = &[
+pub(crate) const ITEM_NAMES: &[&str] = &[
     "reply_rounds",
     "empty_id_lists",
     "pairing_check",

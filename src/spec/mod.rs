@@ -10,7 +10,8 @@ mod resolve;
 pub(crate) mod tree;
 mod types;
 
-pub use behaviour::{Behaviour, Item, LayoutCaching, LayoutCachingSpec};
+pub use behaviour::Behaviour;
+pub(crate) use behaviour::{Item, LayoutCaching, LayoutCachingSpec};
 pub use literal::Literal;
 pub use model::*;
 pub use resolve::{ResolveError, Resolved};
@@ -28,12 +29,12 @@ mod embedded {
 /// A problem in a spec file, with the file it is in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SpecError {
-    pub path: String,
-    pub msg: String,
+    pub(crate) path: String,
+    pub(crate) msg: String,
 }
 
 impl SpecError {
-    pub fn new(path: &str, msg: impl Into<String>) -> Self {
+    pub(crate) fn new(path: &str, msg: impl Into<String>) -> Self {
         SpecError { path: path.to_string(), msg: msg.into() }
     }
 }

@@ -194,7 +194,7 @@ impl FieldDef {
         self.default.is_none() && self.default_factory.is_none()
     }
     /// The default value, if the field has one.
-    pub fn default_literal(&self) -> Result<Option<Literal>, String> {
+    pub(crate) fn default_literal(&self) -> Result<Option<Literal>, String> {
         match (&self.default, &self.default_factory) {
             (Some(_), Some(_)) => Err(format!("field `{}` has both default and default_factory", self.name)),
             (Some(d), None) => Literal::parse(d).map(Some),
@@ -403,7 +403,7 @@ impl Revision {
         at.map_or(n.as_str(), |i| &n[..i])
     }
     /// Whether this revision is in no release (read at a commit).
-    pub fn unreleased(&self) -> bool {
+    pub(crate) fn unreleased(&self) -> bool {
         self.releases.is_empty()
     }
     pub fn covers_release(&self, release: &str) -> bool {
@@ -418,7 +418,7 @@ impl Revision {
         self.transport.messages.iter().find(|m| m.from == role)
     }
     /// Statuses that end a reply stream, from the status enum's `terminal` flags.
-    pub fn status_enum(&self) -> Option<(&str, &EnumDef)> {
+    pub(crate) fn status_enum(&self) -> Option<(&str, &EnumDef)> {
         self.enums.iter().find(|(_, e)| e.members.iter().any(|m| m.terminal.is_some())).map(|(n, e)| (n.as_str(), e))
     }
 }

@@ -40,10 +40,10 @@ impl Resolved {
 /// A name that resolves to no revision, or to several.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResolveError {
-    pub name: String,
-    pub message: String,
+    pub(crate) name: String,
+    pub(crate) message: String,
     /// Names that would resolve, nearest first (at most a few).
-    pub suggestions: Vec<String>,
+    pub(crate) suggestions: Vec<String>,
 }
 
 impl fmt::Display for ResolveError {
@@ -275,7 +275,7 @@ impl Spec {
     }
 
     /// What the spec covers, per project: `vLLM 0.13.0 … 0.33.0; vllm-ascend 0.18.0 … 0.23.0.post1, …`.
-    pub fn coverage(&self) -> String {
+    pub(crate) fn coverage(&self) -> String {
         self.projects()
             .iter()
             .rev()

@@ -26,9 +26,9 @@ pub enum TypeExpr {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TypeParseError {
-    pub input: String,
-    pub at: usize,
-    pub msg: String,
+    pub(crate) input: String,
+    pub(crate) at: usize,
+    pub(crate) msg: String,
 }
 
 impl fmt::Display for TypeParseError {
@@ -195,7 +195,7 @@ impl TypeExpr {
     }
 
     /// Every name this type mentions.
-    pub fn names(&self, out: &mut Vec<String>) {
+    pub(crate) fn names(&self, out: &mut Vec<String>) {
         match self {
             TypeExpr::Named(n) => out.push(n.clone()),
             TypeExpr::List(t) | TypeExpr::Optional(t) | TypeExpr::VarTuple(t) => t.names(out),

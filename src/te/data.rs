@@ -7,9 +7,9 @@ use crate::limits::MAX_TE_REQUEST_BYTES;
 /// Header length on the wire.
 pub const HEADER_LEN: usize = 24;
 /// The opcode flag that asks for the acknowledged (version 2) exchange.
-pub const V2_FLAG: u8 = 0x80;
+pub(crate) const V2_FLAG: u8 = 0x80;
 /// High 32 bits of every status frame.
-pub const STATUS_MAGIC: u64 = 0x4D43_5456 << 32;
+pub(crate) const STATUS_MAGIC: u64 = 0x4D43_5456 << 32;
 
 /// The request's operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,7 +16,7 @@ pub enum MsgType {
 
 impl MsgType {
     /// The byte on the wire (`None` for [`MsgType::Untyped`], which has none).
-    pub fn byte(self) -> Option<u8> {
+    pub(crate) fn byte(self) -> Option<u8> {
         match self {
             MsgType::Connection => Some(0),
             MsgType::Metadata => Some(1),
