@@ -1,6 +1,8 @@
 //! MessagePack at the byte level: a bounds-checked cursor that reads one object head at a time, and a writer
 //! that picks the encodings msgspec picks. Nothing here knows about structs or the spec.
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod int;
 mod reader;
 mod writer;
@@ -12,14 +14,23 @@ pub use writer::Writer;
 /// The kind of a MessagePack object, named as msgspec names it in its error messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// `nil` (`0xc0`).
     Nil,
+    /// `true` / `false` (`0xc3` / `0xc2`).
     Bool,
+    /// Any integer: fixints, `uint8`..`uint64`, `int8`..`int64`.
     Int,
+    /// `float32` or `float64`.
     Float,
+    /// A string (fixstr, `str8`..`str32`).
     Str,
+    /// A binary (`bin8`..`bin32`).
     Bin,
+    /// An array (fixarray, `array16`, `array32`).
     Array,
+    /// A map (fixmap, `map16`, `map32`).
     Map,
+    /// An extension (fixext, `ext8`..`ext32`).
     Ext,
     /// The reserved opcode `0xc1`.
     Reserved,

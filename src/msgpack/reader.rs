@@ -7,19 +7,28 @@ use super::{Kind, WireInt};
 /// length, as msgspec does before it checks the type.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Obj<'a> {
+    /// `nil`.
     Nil,
+    /// A boolean.
     Bool(bool),
+    /// An integer of any width.
     Int(WireInt),
+    /// A float; a `float32` is widened to `f64`.
     Float(f64),
     /// Raw string bytes, UTF-8 not yet checked.
     Str(&'a [u8]),
+    /// Binary bytes.
     Bin(&'a [u8]),
+    /// An array head: its declared element count (the elements follow).
     Array(usize),
+    /// A map head: its declared pair count (the keys and values follow).
     Map(usize),
+    /// An extension: its type tag and data.
     Ext(i8, &'a [u8]),
 }
 
 impl Obj<'_> {
+    /// The kind of this object.
     pub fn kind(&self) -> Kind {
         match self {
             Obj::Nil => Kind::Nil,
@@ -41,7 +50,12 @@ pub enum RawError {
     /// The input ended inside an object.
     Truncated,
     /// The reserved opcode `0xc1` at this offset.
-    InvalidOpcode { op: u8, offset: usize },
+    InvalidOpcode {
+        /// The opcode byte.
+        op: u8,
+        /// Its offset in the buffer.
+        offset: usize,
+    },
     /// Containers nested deeper than allowed.
     TooDeep,
 }
@@ -70,6 +84,7 @@ fn first_int(b: &[u8]) -> Option<(WireInt, usize)> {
 const QUAD_OPS_MASK: u128 = 0xff | 0xff << 24 | 0xff << 48 | 0xff << 72;
 const QUAD_OPS_UINT16: u128 = 0xcd | 0xcd << 24 | 0xcd << 48 | 0xcd << 72;
 
+/// A cursor over one MessagePack buffer; see the module documentation.
 #[derive(Clone, Debug)]
 pub struct Reader<'a> {
     buf: &'a [u8],
@@ -77,6 +92,7 @@ pub struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// A cursor at the start of `buf`.
     pub fn new(buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0 }
     }
@@ -84,9 +100,11 @@ impl<'a> Reader<'a> {
     pub fn pos(&self) -> usize {
         self.pos
     }
+    /// Bytes not yet read.
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
+    /// Whether every byte has been read.
     pub fn is_empty(&self) -> bool {
         self.pos >= self.buf.len()
     }

@@ -3,41 +3,53 @@
 
 use super::WireInt;
 
+/// A growing MessagePack buffer; each method appends one object (or a container head) as msgspec encodes it.
 #[derive(Default, Debug, Clone)]
 pub struct Writer {
     buf: Vec<u8>,
 }
 
 impl Writer {
+    /// An empty writer.
     pub fn new() -> Self {
         Writer { buf: Vec::new() }
     }
+    /// An empty writer with room for `n` bytes.
     pub fn with_capacity(n: usize) -> Self {
         Writer { buf: Vec::with_capacity(n) }
     }
+    /// The bytes written.
     pub fn into_bytes(self) -> Vec<u8> {
         self.buf
     }
+    /// The bytes written so far.
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf
     }
+    /// Number of bytes written so far.
     pub fn len(&self) -> usize {
         self.buf.len()
     }
+    /// Whether nothing has been written.
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
+    /// Appends bytes as they are (an object encoded elsewhere).
     pub fn raw(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
     }
 
+    /// `nil`.
     pub fn nil(&mut self) {
         self.buf.push(0xc0);
     }
+    /// A boolean.
     pub fn bool(&mut self, v: bool) {
         self.buf.push(if v { 0xc3 } else { 0xc2 });
     }
 
+    /// A non-negative integer in the smallest encoding: positive fixint, then `uint8`, `uint16`, `uint32`,
+    /// `uint64`.
     #[inline]
     pub fn uint(&mut self, v: u64) {
         if v < 0x80 {
@@ -56,6 +68,8 @@ impl Writer {
         }
     }
 
+    /// A signed integer: a non-negative one as [`Writer::uint`] writes it, a negative one as negative fixint or the
+    /// smallest of `int8`..`int64`.
     #[inline]
     pub fn sint(&mut self, v: i64) {
         if v >= 0 {
@@ -76,6 +90,7 @@ impl Writer {
         }
     }
 
+    /// A wire integer, as [`Writer::uint`] or [`Writer::sint`] writes it.
     #[inline]
     pub fn int(&mut self, v: WireInt) {
         match v.as_u64() {
@@ -87,8 +102,8 @@ impl Writer {
 
     /// A `list[int]`: the array head, then the elements gathered in a small local buffer (cursor in a
     /// register, no capacity check per element) that is appended a chunk at a time. Four 16-bit values in a
-    /// row (block ids) are written after one range check as four overlapping 4-byte stores of their 12 bytes; other values that fit 32 bits as one
-    /// 8-byte store cut back to their length.
+    /// row (block ids) are written after one range check as four overlapping 4-byte stores of their 12 bytes;
+    /// other values that fit 32 bits as one 8-byte store cut back to their length.
     #[inline]
     pub fn int_list(&mut self, v: &[WireInt]) {
         self.array_len(v.len());
@@ -165,6 +180,7 @@ impl Writer {
         self.buf.extend_from_slice(&chunk[..at]);
     }
 
+    /// A float, always as `float64` (`0xcb`), as msgspec writes every Python float.
     pub fn f64(&mut self, v: f64) {
         self.buf.push(0xcb);
         self.buf.extend_from_slice(&v.to_be_bytes());
@@ -184,6 +200,7 @@ impl Writer {
         }
     }
 
+    /// A string in the smallest head (fixstr up to 31 bytes, then `str8`, `str16`, `str32`).
     #[inline]
     pub fn str(&mut self, s: &str) {
         self.str_bytes(s.as_bytes());
@@ -199,6 +216,7 @@ impl Writer {
         }
         self.buf.extend_from_slice(s);
     }
+    /// A binary in the smallest head (`bin8`, `bin16`, `bin32`).
     pub fn bin(&mut self, b: &[u8]) {
         let n = b.len();
         if n <= u8::MAX as usize {
@@ -233,6 +251,7 @@ impl Writer {
         self.buf.push(tag as u8);
         self.buf.extend_from_slice(data);
     }
+    /// An array head for `n` elements (fixarray up to 15, then `array16`, `array32`); the elements follow.
     #[inline]
     pub fn array_len(&mut self, n: usize) {
         if n <= 15 {
@@ -241,6 +260,7 @@ impl Writer {
             self.head(0x90, 15, None, 0xdc, 0xdd, n);
         }
     }
+    /// A map head for `n` pairs (fixmap up to 15, then `map16`, `map32`); the pairs follow.
     #[inline]
     pub fn map_len(&mut self, n: usize) {
         self.head(0x80, 15, None, 0xde, 0xdf, n);
