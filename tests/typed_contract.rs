@@ -18,10 +18,6 @@ use mooncake_wire::typed::{self, Strictness};
 /// Decode then re-encode, as hex, or the error text.
 type Outcome = Result<String, String>;
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// Encodes a struct value as a map of the given (name, value) entries, in order (no omission).
 fn map_of(codec: &Codec, message: &str, entries: &[(String, Value)]) -> Vec<u8> {
     let st = codec.message_struct(message).unwrap();
@@ -60,12 +56,15 @@ fn contract(gen: &GeneratedRevision, message: &str) -> Vec<String> {
     let typed = |b: &[u8]| -> Outcome {
         (gen.round_trip)(message, b, Strictness::Msgspec)
             .expect("generated message")
-            .map(|v| hex(&v))
+            .map(|v| hex::encode(&v))
             .map_err(|e| e.msgspec_message())
     };
     let st = codec.message_struct(message).unwrap();
     let spec_rt = |b: &[u8]| -> Outcome {
-        codec.decode(message, b).map(|v| hex(&codec.encode(message, &v).unwrap())).map_err(|e| e.msgspec_message())
+        codec
+            .decode(message, b)
+            .map(|v| hex::encode(&codec.encode(message, &v).unwrap()))
+            .map_err(|e| e.msgspec_message())
     };
     let mut rng = Rng::new(20261129);
     // One non-default sample per field, and the required fields' samples as the base of every probe.
@@ -109,7 +108,7 @@ fn contract(gen: &GeneratedRevision, message: &str) -> Vec<String> {
         if f.default.is_some() || f.default_factory.is_some() {
             let minimal = map_of(&codec, message, &entries_with(None, None));
             match (typed(&minimal), spec_rt(&minimal)) {
-                (Ok(a), Ok(b)) if a == b && a == hex(&minimal) => {}
+                (Ok(a), Ok(b)) if a == b && a == hex::encode(&minimal) => {}
                 (a, b) => problems.push(format!("default: typed {a:?} vs spec {b:?}")),
             }
         }

@@ -19,10 +19,6 @@ use mooncake_wire::typed::pull::{self, DoneRecvingMsg, GetMetaMsg, MooncakeAgent
 type Outcome = Result<String, String>;
 type TypedRoundTrip = fn(&[u8]) -> Outcome;
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// How the typed struct writes itself: what the options row expects of the spec.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Shape {
@@ -47,28 +43,34 @@ fn typed_messages() -> Vec<Typed> {
             kind: StructKind::MsgspecStruct,
             fields: &pull::AGENT_METADATA_FIELDS,
             shape: Shape::Map { omit_defaults: true },
-            round_trip: |b| MooncakeAgentMetadata::decode(b).map(|v| hex(&v.encode())).map_err(|e| e.msgspec_message()),
+            round_trip: |b| {
+                MooncakeAgentMetadata::decode(b).map(|v| hex::encode(&v.encode())).map_err(|e| e.msgspec_message())
+            },
         },
         Typed {
             message: "RemotePortInfo",
             kind: StructKind::Dataclass,
             fields: &pull::REMOTE_PORT_INFO_FIELDS,
             shape: Shape::Map { omit_defaults: false },
-            round_trip: |b| RemotePortInfo::decode(b).map(|v| hex(&v.encode())).map_err(|e| e.msgspec_message()),
+            round_trip: |b| {
+                RemotePortInfo::decode(b).map(|v| hex::encode(&v.encode())).map_err(|e| e.msgspec_message())
+            },
         },
         Typed {
             message: "GetMetaMsg",
             kind: StructKind::Tuple,
             fields: &pull::GET_META_FIELDS,
             shape: Shape::Tuple { tag: GetMetaMsg::TAG.0.as_ref() },
-            round_trip: |b| GetMetaMsg::decode(b).map(|v| hex(&v.encode())).map_err(|e| e.msgspec_message()),
+            round_trip: |b| GetMetaMsg::decode(b).map(|v| hex::encode(&v.encode())).map_err(|e| e.msgspec_message()),
         },
         Typed {
             message: "DoneRecvingMsg",
             kind: StructKind::Tuple,
             fields: &pull::DONE_RECVING_FIELDS,
             shape: Shape::Tuple { tag: DoneRecvingMsg::TAG.0.as_ref() },
-            round_trip: |b| DoneRecvingMsg::decode(b).map(|v| hex(&v.encode())).map_err(|e| e.msgspec_message()),
+            round_trip: |b| {
+                DoneRecvingMsg::decode(b).map(|v| hex::encode(&v.encode())).map_err(|e| e.msgspec_message())
+            },
         },
     ]
 }
@@ -122,7 +124,10 @@ fn contract(t: &Typed) -> Vec<String> {
     let codec = Codec::builtin(pull::REVISION).unwrap();
     let st = codec.message_struct(t.message).unwrap();
     let spec_rt = |b: &[u8]| -> Outcome {
-        codec.decode(t.message, b).map(|v| hex(&codec.encode(t.message, &v).unwrap())).map_err(|e| e.msgspec_message())
+        codec
+            .decode(t.message, b)
+            .map(|v| hex::encode(&codec.encode(t.message, &v).unwrap()))
+            .map_err(|e| e.msgspec_message())
     };
     let typed = t.round_trip;
     let enc = |i: usize, v: &Value| codec.encode_type(st.fields[i].ty, v).unwrap();
@@ -191,13 +196,13 @@ fn contract(t: &Typed) -> Vec<String> {
         if let Some(d) = &st.fields[i].default {
             let minimal = message_bytes(&codec, t, &entries_with(None, None));
             let r = agree(&mut problems, "default absent", &minimal);
-            if r != Ok(hex(&minimal)) {
+            if r != Ok(hex::encode(&minimal)) {
                 problems.push(format!("default absent: spec {r:?}"));
             }
             let explicit = message_bytes(&codec, t, &entries_with(Some((i, enc(i, d))), None));
             let r = agree(&mut problems, "default explicit", &explicit);
             let dropped = matches!(t.shape, Shape::Map { omit_defaults: true });
-            if dropped && r != Ok(hex(&minimal)) {
+            if dropped && r != Ok(hex::encode(&minimal)) {
                 problems.push(format!("default explicit: spec {r:?}, not the minimal encoding"));
             }
         }
@@ -330,16 +335,16 @@ fn typed_and_spec_decoders_agree_on_random_and_mutated_inputs() {
         let ty = codec.message_type(t.message).unwrap();
         let v = random_value(codec.plan(), ty, &mut rng, Size(3));
         let canonical = codec.encode(t.message, &v).unwrap();
-        assert_eq!((t.round_trip)(&canonical), Ok(hex(&canonical)), "{} canonical", t.message);
+        assert_eq!((t.round_trip)(&canonical), Ok(hex::encode(&canonical)), "{} canonical", t.message);
         let nc = noncanonical(codec.plan(), ty, &v, &mut rng);
-        assert_eq!((t.round_trip)(&nc), Ok(hex(&canonical)), "{} from {}", t.message, hex(&nc));
+        assert_eq!((t.round_trip)(&nc), Ok(hex::encode(&canonical)), "{} from {}", t.message, hex::encode(&nc));
         let base = if rng.chance(50) { canonical } else { nc };
         let input = mutate(&base, &mut rng);
         let spec = codec
             .decode(t.message, &input)
-            .map(|v| hex(&codec.encode(t.message, &v).unwrap()))
+            .map(|v| hex::encode(&codec.encode(t.message, &v).unwrap()))
             .map_err(|e| e.msgspec_message());
-        assert_eq!((t.round_trip)(&input), spec, "{} input {}", t.message, hex(&input));
+        assert_eq!((t.round_trip)(&input), spec, "{} input {}", t.message, hex::encode(&input));
         rejected += spec.is_err() as usize;
     }
     assert!(rejected > n / 4 && rejected < n, "rejected {rejected} of {n}");
@@ -386,9 +391,10 @@ fn untyped_values_follow_the_spec_codec() {
         let b = w.into_bytes();
         let spec = codec
             .decode("MooncakeAgentMetadata", &b)
-            .map(|v| hex(&codec.encode("MooncakeAgentMetadata", &v).unwrap()))
+            .map(|v| hex::encode(&codec.encode("MooncakeAgentMetadata", &v).unwrap()))
             .map_err(|e| e.msgspec_message());
-        let typed = MooncakeAgentMetadata::decode(&b).map(|v| hex(&v.encode())).map_err(|e| e.msgspec_message());
+        let typed =
+            MooncakeAgentMetadata::decode(&b).map(|v| hex::encode(&v.encode())).map_err(|e| e.msgspec_message());
         assert_eq!(typed, spec, "{what}");
     }
 }

@@ -59,7 +59,7 @@ pub fn factors(file: &Path, json_out: bool) -> Outcome {
     match hash::hash_factors(&py) {
         Ok(h) => {
             if json_out {
-                o.json(&json!({ "digest": h.digest, "hashed_utf8": h.hashed, "hashed_hex": hash::hex(h.hashed.as_bytes()) }));
+                o.json(&json!({ "digest": h.digest, "hashed_utf8": h.hashed, "hashed_hex": hex::encode(h.hashed.as_bytes()) }));
             } else {
                 o.say(&h.digest);
                 o.say(format!("hashed: {}", h.hashed));

@@ -6,7 +6,8 @@
 
 use serde_json::{json, Value as J};
 
-use mooncake_wire::hash::{hex, PyInt};
+use hex::encode as hex;
+use mooncake_wire::hash::PyInt;
 use mooncake_wire::keys::block_hash::{self, HashAlgo, TextRequest};
 use mooncake_wire::keys::grammar::{FieldType, FieldValue, Fields, Grammar, KeyParseError, Part};
 use mooncake_wire::keys::spec::StoreKeySpec;

@@ -17,17 +17,6 @@ pub use pyvalue::{PyError, PyInt, PyValue};
 
 use sha2::{Digest, Sha256};
 
-/// Lowercase hex of bytes.
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
-    }
-    s
-}
-
 /// SHA-256 of `bytes`, raw.
 pub(crate) fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
@@ -35,5 +24,5 @@ pub(crate) fn sha256(bytes: &[u8]) -> [u8; 32] {
 
 /// SHA-256 of `bytes` as 64 lowercase hex digits (`hashlib.sha256(b).hexdigest()`).
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&sha256(bytes))
+    hex::encode(sha256(bytes))
 }

@@ -286,7 +286,7 @@ fn equality_class(v: &PyValue) -> Option<String> {
         PyValue::Float(f) if f.is_finite() && f.fract() == 0.0 => format!("i{f:.0}").replace("i-0", "i0"),
         PyValue::Float(f) => format!("f{}", f.to_bits()),
         PyValue::Str(s) => format!("s{s}"),
-        PyValue::Bytes(b) => format!("b{}", super::hex(b)),
+        PyValue::Bytes(b) => format!("b{}", hex::encode(b)),
         PyValue::Tuple(items) => {
             let mut out = String::from("t(");
             for x in items {

@@ -37,7 +37,9 @@ fn convert(v: &J, path: &str) -> Result<PyValue, String> {
                     "$tuple" => return Ok(PyValue::Tuple(seq(array(body, &at)?, &at)?)),
                     "$set" => return Ok(PyValue::Set(seq(array(body, &at)?, &at)?)),
                     "$bytes" => {
-                        return Ok(PyValue::Bytes(unhex(string(body, &at)?).ok_or_else(|| format!("{at}: not hex"))?))
+                        return Ok(PyValue::Bytes(
+                            hex::decode(string(body, &at)?).map_err(|_| format!("{at}: not hex"))?,
+                        ))
                     }
                     "$int" => {
                         let text = string(body, &at)?;
@@ -132,14 +134,6 @@ pub fn tag_wide_integers(text: &str) -> Option<String> {
     })
 }
 
-/// Lowercase or uppercase hex → bytes.
-pub fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
-        return None;
-    }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
-}
-
 /// Python values back to tagged JSON (the inverse of [`from_tagged_json`]); ints outside ±2^53 use `$int`.
 pub fn to_tagged_json(v: &PyValue) -> J {
     to_json(v, true)
@@ -162,7 +156,7 @@ fn to_json(v: &PyValue, tag_tuples: bool) -> J {
         PyValue::Float(f) if f.is_finite() => J::from(*f),
         PyValue::Float(f) => serde_json::json!({ "$float": super::pyfloat::float_repr(*f) }),
         PyValue::Str(s) => J::String(s.clone()),
-        PyValue::Bytes(b) => serde_json::json!({ "$bytes": super::hex(b) }),
+        PyValue::Bytes(b) => serde_json::json!({ "$bytes": hex::encode(b) }),
         PyValue::List(items) => J::Array(items.iter().map(to_tagged_json).collect()),
         PyValue::Tuple(items) if !tag_tuples => J::Array(items.iter().map(to_tagged_json).collect()),
         PyValue::Tuple(items) => serde_json::json!({ "$tuple": items.iter().map(to_tagged_json).collect::<Vec<_>>() }),

@@ -213,7 +213,7 @@ pub fn ascend_chunk_hashes(tokens: &[i64], chunk_size: usize) -> Result<Vec<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hash::hex;
+    use hex::encode as hex;
 
     fn rules_033() -> BlockHashRules {
         BlockHashRules {

@@ -149,7 +149,7 @@ fn f16_exact(x: f64) -> Option<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hash::hex;
+    use hex::encode as hex;
 
     #[test]
     fn matches_cbor2_canonical() {

@@ -317,7 +317,7 @@ fn decimal_to_le_bytes(digits: &str) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hash::hex;
+    use hex::encode as hex;
 
     #[test]
     fn encode_long_matches_python() {

@@ -90,7 +90,7 @@ pub fn encode_request(v: &LookupVersion, r: &Request) -> Result<Vec<Vec<u8>>, Lo
                 let mut w = Writer::new();
                 w.array_len(hashes.len());
                 for h in hashes {
-                    w.str(&hex_lower(h));
+                    w.str(&hex::encode(h));
                 }
                 w.into_bytes()
             }
@@ -232,26 +232,18 @@ pub fn decode_reply(v: &LookupVersion, request: &str, data: &[u8]) -> Result<Rep
         FrameKind::Status => match data {
             [1] => Reply::Status { ok: true },
             [0] => Reply::Status { ok: false },
-            _ => return Err(err(at, format!("expected the byte 01 or 00, found {}", hex_lower(data)))),
+            _ => return Err(err(at, format!("expected the byte 01 or 00, found {}", hex::encode(data)))),
         },
         k => return Err(err(at, format!("{k:?} is not a reply kind"))),
     })
 }
 
-fn hex_lower(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
+/// Lowercase hex (what `bytes.hex()` writes) to bytes; uppercase digits are refused.
 fn hex_decode(s: &[u8]) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if s.iter().any(u8::is_ascii_uppercase) {
         return None;
     }
-    let nib = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
-    s.chunks(2).map(|p| Some(nib(p[0])? << 4 | nib(p[1])?)).collect()
+    hex::decode(s).ok()
 }
 
 #[cfg(test)]

@@ -350,7 +350,7 @@ mod tests {
     use super::*;
 
     fn h(s: &str) -> Vec<u8> {
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+        hex::decode(s).unwrap()
     }
 
     #[test]

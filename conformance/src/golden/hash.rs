@@ -20,7 +20,7 @@ pub fn checker(function: &str) -> Option<Checker> {
 /// The `{digest, hashed_utf8, hashed_hex}` output of `hash_factors` for a Python value.
 fn factors_output(items: &hash::PyValue) -> Result<J, String> {
     let h = hash::hash_factors(items).map_err(|e| e.to_string())?;
-    Ok(json!({ "digest": h.digest, "hashed_utf8": h.hashed, "hashed_hex": hash::hex(h.hashed.as_bytes()) }))
+    Ok(json!({ "digest": h.digest, "hashed_utf8": h.hashed, "hashed_hex": hex::encode(h.hashed.as_bytes()) }))
 }
 
 /// `hash_factors({items})` with the GOLDEN.md value tags.

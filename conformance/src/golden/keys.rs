@@ -2,7 +2,8 @@
 
 use serde_json::{json, Map, Value as J};
 
-use mooncake_wire::hash::{hex, tagged, PyInt, PyValue};
+use hex::encode as hex;
+use mooncake_wire::hash::{tagged, PyInt, PyValue};
 use mooncake_wire::keys::block_hash::{self, HashAlgo, TextRequest};
 use mooncake_wire::keys::spec::StoreKeySpec;
 use mooncake_wire::keys::store_layout::{
@@ -59,7 +60,7 @@ fn tokens(v: &J) -> Result<Vec<PyInt>, String> {
         .collect()
 }
 fn unhex(s: &str) -> Result<Vec<u8>, String> {
-    tagged::unhex(s).ok_or_else(|| format!("{s:?} is not hex"))
+    hex::decode(s).map_err(|_| format!("{s:?} is not hex"))
 }
 
 /// `KeyMetadata` from the vectors' `key_metadata` (only the fields the release has).
