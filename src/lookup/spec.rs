@@ -39,13 +39,17 @@ const OWN_KEYS: &[&str] = &["name", "base", "releases", "build_commits", "source
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LookupVersion {
+    /// The version's name, after its releases (`vllm-0.22.0..0.22.1`).
     pub name: String,
     /// The version this one edits (absent for the first).
     #[serde(default)]
     pub base: Option<String>,
+    /// The vLLM releases that speak this version.
     pub releases: Vec<String>,
+    /// The build commit of each release (as in its wheel's version string).
     #[serde(default)]
     pub build_commits: IndexMap<String, String>,
+    /// Where the version was read (wheel and file).
     pub source: String,
     /// This version's own edits, as written (for the wire table and the diff between versions).
     #[serde(default)]
@@ -54,15 +58,21 @@ pub struct LookupVersion {
     pub path: String,
     /// What the server answers to an unknown tag: `status-error`, or `n/a` (untagged versions).
     pub unknown_tag: String,
+    /// Every request the scheduler can send, with its reply.
     pub requests: Vec<RequestDef>,
 }
 
+/// One request of a version: its frames, in order, and the worker's reply frames.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestDef {
+    /// The request's name (`lookup`, `reset`).
     pub name: String,
+    /// The frames of the multipart request, in order; a tagged version starts with a `const` tag frame.
     pub frames: Vec<FrameDef>,
+    /// The reply's frames (one in every release).
     pub reply: Vec<FrameDef>,
+    /// Where the request was introduced and changed.
     #[serde(flatten)]
     pub history: History,
 }
@@ -72,18 +82,24 @@ pub struct RequestDef {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct History {
+    /// The version that introduced the item (absent on the first version's own items).
     #[serde(default)]
     pub since: Option<String>,
+    /// Where the introducing version's behaviour was read.
     #[serde(default)]
     pub source: Option<String>,
+    /// Later versions whose edits changed the item.
     #[serde(default)]
     pub changed_in: Vec<String>,
 }
 
+/// One frame of a request or reply.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FrameDef {
+    /// The frame's name, unique within its request (`token_len`, `block_hashes`).
     pub name: String,
+    /// How the frame's bytes are laid out.
     pub kind: FrameKind,
     /// `const`: the exact bytes, as ASCII text.
     #[serde(default)]
@@ -94,21 +110,32 @@ pub struct FrameDef {
     /// `hashes`: the frame whose value is the length of each digest.
     #[serde(default)]
     pub item_len: Option<String>,
+    /// What the frame carries, in vLLM's terms.
     #[serde(default)]
     pub doc: String,
+    /// Where the frame was introduced and changed.
     #[serde(flatten)]
     pub history: History,
 }
 
+/// How a frame's bytes are laid out (the `kind` of the spec file).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FrameKind {
+    /// Exactly the bytes of [`FrameDef::bytes`]: a message tag, only as a request's first frame.
     Const,
+    /// Exactly 2 bytes, a big-endian unsigned integer.
     U16,
+    /// Exactly 4 bytes, a big-endian unsigned integer.
     U32,
+    /// One MessagePack object of the type [`FrameDef::ty`] (`list[str]`: vLLM's encoder applied to the hex digests).
     Msgpack,
+    /// Raw digests back to back, each as long as the value of the frame [`FrameDef::item_len`] names.
     Hashes,
+    /// A big-endian `u32` hit count, then zero or more 8-byte (`u32` group id, `u32` boundary tokens) tail
+    /// boundaries.
     Lookup,
+    /// One byte: 1 for success, 0 for failure.
     Status,
 }
 
@@ -121,6 +148,7 @@ impl LookupVersion {
                 .is_some_and(|f| f.kind == FrameKind::Const && f.bytes.as_deref().map(str::as_bytes) == Some(tag))
         })
     }
+    /// A request by name.
     pub fn request(&self, name: &str) -> Option<&RequestDef> {
         self.requests.iter().find(|r| r.name == name)
     }
