@@ -170,7 +170,7 @@ pub fn check(a: &str, b: &str, json_out: bool) -> Outcome {
     let (ra, rb) = (na.revision.as_ref(), nb.revision.as_ref());
     let (fa, fb, diffs) = match (wire_fingerprint(ra), wire_fingerprint(rb), compare(ra, rb)) {
         (Ok(x), Ok(y), Ok(d)) => (x, y, d),
-        (Err(e), ..) | (_, Err(e), _) | (.., Err(e)) => return Outcome::usage(e),
+        (Err(e), ..) | (_, Err(e), _) | (.., Err(e)) => return Outcome::usage(e.to_string()),
     };
     // Same wire is necessary, not sufficient: behaviour and bootstrap rows of the spec diff can break a mixed
     // pair too, and `hash check` must agree with `diff` (and with the observed compatibility matrix).
@@ -284,7 +284,7 @@ pub fn nixl(release: &str, file: &Path, engine: Option<&str>, json_out: bool) ->
         Err(e) => return Outcome::usage(format!("{}: {e}", file.display())),
     };
     let result = set.factors(&cfg, release).and_then(|f| {
-        let h = hash::hash_factors(&f).map_err(|e| e.to_string())?;
+        let h = hash::hash_factors(&f)?;
         let wrapped = engine.map(|e| wrapper_hash(&h.digest, e)).transpose()?;
         Ok((f, h, wrapped))
     });

@@ -176,13 +176,21 @@ impl From<u128> for PyInt {
 /// A Python value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PyValue {
+    /// `None`.
     None,
+    /// `True` / `False`.
     Bool(bool),
+    /// An `int` of any size.
     Int(PyInt),
+    /// A `float`.
     Float(f64),
+    /// A `str`.
     Str(String),
+    /// A `bytes`.
     Bytes(Vec<u8>),
+    /// A `list`.
     List(Vec<PyValue>),
+    /// A `tuple`.
     Tuple(Vec<PyValue>),
     /// Items in insertion order; keys are distinct under Python `==` (see [`PyValue::dict`]).
     Dict(Vec<(PyValue, PyValue)>),
@@ -194,7 +202,9 @@ pub enum PyValue {
 /// `TypeError: Object of type bytes is not JSON serializable`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PyError {
+    /// The exception class (`TypeError`, `ValueError`).
     pub kind: &'static str,
+    /// `str(exception)`.
     pub message: String,
 }
 
@@ -215,9 +225,11 @@ impl fmt::Display for PyError {
 impl std::error::Error for PyError {}
 
 impl PyValue {
+    /// An `int`.
     pub fn int(v: impl Into<PyInt>) -> PyValue {
         PyValue::Int(v.into())
     }
+    /// A `str`.
     pub fn str(s: impl Into<String>) -> PyValue {
         PyValue::Str(s.into())
     }

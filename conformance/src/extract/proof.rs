@@ -71,7 +71,8 @@ pub fn row(wheel: &Path, python: &str) -> Result<Row, ExtractError> {
         .map_err(|e| ExtractError { code: crate::outcome::USAGE, message: format!("{}: {e}", wheel.display()) })?
         .revision;
     let d = derive_from(facts, None)?;
-    let fp = |r| wire_fingerprint(r).map_err(|e| ExtractError { code: crate::outcome::DISAGREE, message: e });
+    let fp =
+        |r| wire_fingerprint(r).map_err(|e| ExtractError { code: crate::outcome::DISAGREE, message: e.to_string() });
     Ok(Row {
         wheel: wheel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         release,

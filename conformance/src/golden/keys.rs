@@ -53,7 +53,7 @@ fn tokens(v: &J) -> Result<Vec<PyInt>, String> {
         .as_array()
         .ok_or("`token_ids` is not an array")?
         .iter()
-        .map(|t| match tagged::from_tagged_json(t)? {
+        .map(|t| match tagged::from_tagged_json(t).map_err(|e| e.to_string())? {
             PyValue::Int(i) => Ok(i),
             other => Err(format!("token {other:?} is not an int")),
         })
@@ -287,7 +287,7 @@ fn hash_block_tokens(_header: &J, input: &J) -> Result<J, String> {
         None | Some(J::Null) => None,
         Some(p) => Some(unhex(p.as_str().ok_or("`parent` is not a string")?)?),
     };
-    let extra = tagged::from_tagged_json(input.get("extra_keys").unwrap_or(&J::Null))?;
+    let extra = tagged::from_tagged_json(input.get("extra_keys").unwrap_or(&J::Null)).map_err(|e| e.to_string())?;
     let b = block_hash::hash_block_tokens(algo, &none_hash, parent.as_deref(), &tokens(input)?, &extra)?;
     Ok(json!({ "serialized_hex": hex(&b.serialized), "hash": hex(&b.hash) }))
 }
