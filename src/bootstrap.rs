@@ -31,7 +31,10 @@ pub enum BootstrapError {
         found: String,
     },
     /// No route of the revision has this method and path.
-    #[error("{method} {path} is not a bootstrap route{}", revision.as_ref().map(|r| format!(" of {r}")).unwrap_or_default())]
+    #[error(
+        "{method} {path} is not a bootstrap route{}",
+        revision.as_ref().map(|r| format!(" of {r}")).unwrap_or_default()
+    )]
     NoRoute {
         /// The HTTP method.
         method: String,

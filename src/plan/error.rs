@@ -47,6 +47,7 @@ impl ExceptionKind {
 /// An exception raised by one of vLLM's planning functions, with the exact message it carries.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanError {
+    /// The exception class.
     pub kind: ExceptionKind,
     /// `str(exception)`: what vLLM puts in `err_msg` when this escapes `send_kv_to_decode`.
     pub message: String,

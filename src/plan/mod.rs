@@ -18,6 +18,8 @@
 //! numpy broadcasting in [`group_concurrent_contiguous`], and the exception texts ([`PlanError`]) that vLLM's
 //! generic handler sends as `err_msg`.
 
+#![warn(missing_docs, unreachable_pub, unnameable_types)]
+
 mod align;
 mod blocks;
 mod coalesce;
@@ -36,7 +38,7 @@ mod sender_plan;
 mod topology;
 mod validate;
 
-pub use align::{align_transfer_regions, AlignedRegions};
+pub use align::{align_transfer_regions, AlignError, AlignedRegions};
 pub use blocks::{block_ids_for_region, GroupKind};
 pub use coalesce::coalesce_contiguous_transfer_regions;
 pub use contiguous::{group_concurrent_contiguous, BlockRuns};

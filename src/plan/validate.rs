@@ -60,7 +60,12 @@ pub fn validate_asymmetric_region_lengths(
 pub enum LayerSpec {
     /// An `AttentionSpec`: `padded` when its page size exceeds the unpadded page size, `nvfp4` when its KV
     /// quantisation mode is NVFP4.
-    Attention { padded: bool, nvfp4: bool },
+    Attention {
+        /// The page size exceeds the unpadded page size.
+        padded: bool,
+        /// The KV quantisation mode is NVFP4.
+        nvfp4: bool,
+    },
     /// Any other spec (Mamba, ...): never blocks re-sharding.
     Other,
 }
