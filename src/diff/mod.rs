@@ -16,6 +16,8 @@
 //! [`transport`], [`bootstrap`], [`params`], [`behaviour`]); [`model`] is what they produce; [`witness`] confirms each schema verdict by encoding a witness message with one revision's
 //! codec and decoding it with the other's; [`render`] writes the Markdown, JSON and one-line reports.
 
+#![warn(missing_docs, unreachable_pub, unnameable_types)]
+
 pub(crate) mod behaviour;
 pub(crate) mod bootstrap;
 pub(crate) mod enums;
@@ -33,8 +35,8 @@ pub mod witness;
 #[cfg(not(feature = "testing"))]
 mod witness;
 
-pub use model::Area;
-pub(crate) use model::Bytes;
+pub use model::{Area, Bytes};
+
 pub use model::{Change, Counts, Effect, Kind, Probe, Report, Verdict, Witness};
 
 use std::sync::Arc;

@@ -27,6 +27,7 @@ impl Outcome {
     pub(crate) fn ok(&self) -> bool {
         matches!(self, Outcome::Faithful)
     }
+    /// The verdict's example text: msgspec's error, or what was misread (`None` when faithful).
     pub fn text(&self) -> Option<String> {
         match self {
             Outcome::Faithful => None,
@@ -40,15 +41,20 @@ impl Outcome {
 /// to the same bytes (`None`: the reader cannot hold that content).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Run {
+    /// What the reader made of it.
     pub outcome: Outcome,
+    /// Whether the reader re-encodes the content to the writer's bytes (`None`: the reader cannot hold it).
     pub same_bytes: Option<bool>,
 }
 
 /// The runs of one direction's probe.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Observed {
+    /// The run of the message that does not use the change.
     pub plain: Run,
+    /// The run of the message that uses it.
     pub using: Option<Run>,
+    /// The run of the message `Breaks { except }` exempts.
     pub exception: Option<Run>,
 }
 
@@ -225,8 +231,11 @@ fn example(v: &mut Verdict, o: &Observed) {
 /// every message in that direction, or changes the bytes of every message.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Confounded {
+    /// The old-reads-new direction cannot be shown.
     pub old_reads_new: bool,
+    /// The new-reads-old direction cannot be shown.
     pub new_reads_old: bool,
+    /// The bytes verdict cannot be shown.
     pub bytes: bool,
 }
 
