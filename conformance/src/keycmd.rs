@@ -25,7 +25,7 @@ pub struct Target {
 fn grammars(t: &Target) -> Result<Vec<&'static Grammar>, String> {
     let spec = StoreKeySpec::builtin();
     match (&t.release, &t.grammar, &t.family) {
-        (Some(r), None, None) => Ok(vec![spec.vllm_grammar(&release_of(r)?)?]),
+        (Some(r), None, None) => Ok(vec![spec.vllm_grammar(&release_of(r)?).map_err(|e| e.to_string())?]),
         (None, Some(g), None) => {
             Ok(vec![spec.grammar(g).ok_or_else(|| format!("no grammar {g:?}; `key grammars` lists them"))?])
         }
@@ -170,10 +170,10 @@ fn build_from_tokens(release: &str, g: &Grammar, fields: Fields, t: TokenOptions
     let mut o = Outcome::default();
     let spec = StoreKeySpec::builtin();
     let run = || -> Result<Vec<J>, String> {
-        let rules = spec.block_hash_rules(release)?;
-        let algo = HashAlgo::parse(&t.algo)?;
-        let seed = rules.seed(t.pythonhashseed.as_deref())?;
-        let none_hash = block_hash::none_hash(algo, seed)?;
+        let rules = spec.block_hash_rules(release).map_err(|e| e.to_string())?;
+        let algo = HashAlgo::parse(&t.algo).map_err(|e| e.to_string())?;
+        let seed = rules.seed(t.pythonhashseed.as_deref()).map_err(|e| e.to_string())?;
+        let none_hash = block_hash::none_hash(algo, seed).map_err(|e| e.to_string())?;
         let hbs = t.hash_block_size.unwrap_or(t.block_size);
         if hbs == 0 || t.block_size == 0 || !t.block_size.is_multiple_of(hbs) {
             return Err(format!(
@@ -181,14 +181,15 @@ fn build_from_tokens(release: &str, g: &Grammar, fields: Fields, t: TokenOptions
                 t.block_size
             ));
         }
-        let rule = &spec.chunk_hash_rule(release)?.rule;
+        let rule = &spec.chunk_hash_rule(release).map_err(|e| e.to_string())?.rule;
         let hash_size = if rule == "block" { t.block_size } else { hbs };
         let req = TextRequest {
             token_ids: t.tokens.iter().map(|x| PyInt::from(*x)).collect(),
             lora: t.lora.clone(),
             cache_salt: t.cache_salt.clone(),
         };
-        let blocks = block_hash::request_block_hashes(rules, algo, &none_hash, hash_size, &req)?;
+        let blocks =
+            block_hash::request_block_hashes(rules, algo, &none_hash, hash_size, &req).map_err(|e| e.to_string())?;
         let per_chunk = t.block_size / hash_size;
         let mut out = vec![];
         for (i, chunk) in blocks.chunks(per_chunk).enumerate() {

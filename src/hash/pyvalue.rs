@@ -209,6 +209,9 @@ pub struct PyError {
 }
 
 impl PyError {
+    pub(crate) fn new(kind: &'static str, message: impl Into<String>) -> PyError {
+        PyError { kind, message: message.into() }
+    }
     pub(crate) fn type_error(message: impl Into<String>) -> PyError {
         PyError { kind: "TypeError", message: message.into() }
     }

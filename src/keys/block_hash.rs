@@ -7,7 +7,8 @@
 //! Which seed, and how extra keys are shaped, differ by release: `spec/store-keys/vllm.toml`
 //! (`[[block_hash]]`) holds that, read through [`BlockHashRules`].
 
-use crate::hash::{sha256, PyInt, PyValue};
+use super::KeysError;
+use crate::hash::{sha256, PyError, PyInt, PyValue};
 
 /// `--prefix-caching-hash-algo` values this crate computes. (`xxhash` / `xxhash_cbor` use the same
 /// serializations through xxh3-128 and a random seed unless PYTHONHASHSEED is set; not implemented.)
@@ -20,29 +21,30 @@ pub enum HashAlgo {
 }
 
 impl HashAlgo {
-    pub fn parse(name: &str) -> Result<HashAlgo, String> {
+    /// The algorithm of vLLM's `prefix_caching_hash_algo` option (`sha256`, `sha256_cbor`).
+    pub fn parse(name: &str) -> Result<HashAlgo, KeysError> {
         match name {
             "sha256" => Ok(HashAlgo::Sha256),
             "sha256_cbor" => Ok(HashAlgo::Sha256Cbor),
-            "xxhash" | "xxhash_cbor" => Err(format!("hash algorithm {name} (xxh3-128) is not implemented")),
-            other => Err(format!("ValueError: Unsupported hash function: {other}")),
+            "xxhash" | "xxhash_cbor" => Err(KeysError::UnimplementedHash(name.to_string())),
+            other => Err(PyError::value_error(format!("Unsupported hash function: {other}")).into()),
         }
     }
     /// The exact bytes vLLM hashes for a value.
-    pub fn serialize(self, value: &PyValue) -> Result<Vec<u8>, String> {
+    pub fn serialize(self, value: &PyValue) -> Result<Vec<u8>, KeysError> {
         match self {
-            HashAlgo::Sha256 => super::pickle::dumps(value).map_err(|e| e.to_string()),
-            HashAlgo::Sha256Cbor => super::cbor::dumps(value).map_err(|e| e.to_string()),
+            HashAlgo::Sha256 => super::pickle::dumps(value).map_err(|e| KeysError::Serialize(e.to_string())),
+            HashAlgo::Sha256Cbor => super::cbor::dumps(value).map_err(|e| KeysError::Serialize(e.to_string())),
         }
     }
     /// `hash_fn(value)`: 32 raw bytes.
-    pub(crate) fn hash(self, value: &PyValue) -> Result<[u8; 32], String> {
+    pub(crate) fn hash(self, value: &PyValue) -> Result<[u8; 32], KeysError> {
         Ok(sha256(&self.serialize(value)?))
     }
 }
 
 /// `NONE_HASH` = `hash_fn(seed)` for a seed string.
-pub fn none_hash(algo: HashAlgo, seed: &str) -> Result<[u8; 32], String> {
+pub fn none_hash(algo: HashAlgo, seed: &str) -> Result<[u8; 32], KeysError> {
     algo.hash(&PyValue::str(seed))
 }
 
@@ -51,6 +53,7 @@ pub fn none_hash(algo: HashAlgo, seed: &str) -> Result<[u8; 32], String> {
 pub struct HashedBlock {
     /// The bytes hashed (pickle or CBOR).
     pub serialized: Vec<u8>,
+    /// SHA-256 of `serialized`.
     pub hash: [u8; 32],
 }
 
@@ -61,7 +64,7 @@ pub fn hash_block_tokens(
     parent: Option<&[u8]>,
     tokens: &[PyInt],
     extra_keys: &PyValue,
-) -> Result<HashedBlock, String> {
+) -> Result<HashedBlock, KeysError> {
     let parent = match parent {
         Some(p) if !p.is_empty() => p,
         _ => none_hash,
@@ -102,14 +105,11 @@ pub(crate) enum ExtraKey {
 impl BlockHashRules {
     /// The NONE_HASH seed: PYTHONHASHSEED when set, else the release's default (an error when the release
     /// uses random bytes, which no other process can reproduce).
-    pub fn seed<'a>(&'a self, pythonhashseed: Option<&'a str>) -> Result<&'a str, String> {
+    pub fn seed<'a>(&'a self, pythonhashseed: Option<&'a str>) -> Result<&'a str, KeysError> {
         match (pythonhashseed, &self.default_seed) {
             (Some(s), _) => Ok(s),
             (None, Some(d)) => Ok(d),
-            (None, None) => Err(format!(
-                "vLLM {} uses os.urandom(32) as NONE_HASH when PYTHONHASHSEED is unset; set it to reproduce the chain",
-                self.releases.join("/")
-            )),
+            (None, None) => Err(KeysError::RandomSeed { releases: self.releases.join("/") }),
         }
     }
 
@@ -136,18 +136,24 @@ impl BlockHashRules {
 /// A text-only request as `get_request_block_hasher` sees it (no multimodal features, no prompt embeds).
 #[derive(Clone, Debug, Default)]
 pub struct TextRequest {
+    /// The prompt's token ids.
     pub token_ids: Vec<PyInt>,
     /// `(lora_name, lora_path)` of the request's LoRA adapter.
     pub lora: Option<(String, String)>,
+    /// The request's `cache_salt`, hashed into block 0 only.
     pub cache_salt: Option<String>,
 }
 
 /// One full block of a request's chain.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChainBlock {
+    /// Index of the block's first token.
     pub tokens_start: usize,
+    /// Index after the block's last token.
     pub tokens_end: usize,
+    /// The block's extra keys as vLLM hashes them (`None` when there are none).
     pub extra_keys: PyValue,
+    /// The hash input and the hash.
     pub hashed: HashedBlock,
 }
 
@@ -158,9 +164,9 @@ pub fn request_block_hashes(
     none_hash: &[u8],
     block_size: usize,
     req: &TextRequest,
-) -> Result<Vec<ChainBlock>, String> {
+) -> Result<Vec<ChainBlock>, KeysError> {
     if block_size == 0 {
-        return Err("block_size must be positive".into());
+        return Err(KeysError::NotPositive("block_size"));
     }
     let mut out: Vec<ChainBlock> = Vec::new();
     let mut start = 0;
@@ -192,16 +198,17 @@ pub fn request_block_hashes(
 /// `vllm_ascend/distributed/mooncake/config_data.py`, `ChunkedTokenDatabase._hash`): the hex digest of
 /// SHA-256 over the previous hex digest (ASCII, `""` for the first chunk) followed by the chunk's tokens as
 /// native unsigned 32-bit ints (`array("I", tokens)`, little-endian on the x86 and Arm hosts it runs on).
-pub fn ascend_chunk_hashes(tokens: &[i64], chunk_size: usize) -> Result<Vec<String>, String> {
+pub fn ascend_chunk_hashes(tokens: &[i64], chunk_size: usize) -> Result<Vec<String>, KeysError> {
     if chunk_size == 0 {
-        return Err("chunk size must be positive".into());
+        return Err(KeysError::NotPositive("chunk size"));
     }
     let mut prefix = String::new();
     let mut out = Vec::new();
     for chunk in tokens.chunks(chunk_size) {
         let mut data = prefix.clone().into_bytes();
         for t in chunk {
-            let v = u32::try_from(*t).map_err(|_| format!("OverflowError: token {t} does not fit array('I')"))?;
+            let v = u32::try_from(*t)
+                .map_err(|_| PyError::new("OverflowError", format!("token {t} does not fit array('I')")))?;
             data.extend_from_slice(&v.to_le_bytes());
         }
         prefix = crate::hash::sha256_hex(&data);

@@ -20,7 +20,9 @@ use crate::limits::{MAX_STORE_KEY_BYTES, MAX_STORE_KEY_READINGS, MAX_STORE_KEY_S
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum FieldValue {
+    /// An integer part.
     Int(i64),
+    /// A text part (hex digests included).
     Text(String),
     /// LMCache tags: `(name, value)` pairs written `@name%value`.
     Tags(Vec<(String, String)>),
@@ -60,21 +62,31 @@ pub enum FieldType {
     Tags,
 }
 
+/// One piece of a [`FieldType::Pattern`] form.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PatternItem {
+    /// Literal text.
     Text(String),
+    /// An `{int}` hole: a Python int in decimal.
     Int,
+    /// A `{<set>}` hole: one of the set's words.
     Set(Vec<String>),
 }
 
+/// One part of a key grammar, in key order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Part {
+    /// Literal text (the separator between fields is not a part).
     Text(String),
+    /// A field.
     Field {
+        /// The field's name (`model_name`, `tp_rank`).
         name: String,
+        /// What text the field holds.
         ty: FieldType,
         /// Written only when not empty (then followed by `suffix`).
         omit_empty: bool,
+        /// Text written after a non-empty `omit_empty` field.
         suffix: String,
     },
 }
@@ -82,12 +94,17 @@ pub enum Part {
 /// A compiled grammar.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Grammar {
+    /// The grammar's name (`vllm-0.30`, `lmcache-key`).
     pub name: String,
+    /// The file's family (`vllm`, `vllm-ascend`, `lmcache`).
     pub family: String,
     /// The releases that write keys with this grammar (vLLM only).
     pub releases: Vec<String>,
+    /// Where the format was read (release and file).
     pub source: String,
+    /// The text between parts (`@`).
     pub separator: String,
+    /// The parts, in key order.
     pub parts: Vec<Part>,
     /// Number of leading parts that form the key prefix (`PoolKey.build_prefix`), when the data marks one.
     pub prefix_len: Option<usize>,
@@ -96,20 +113,31 @@ pub struct Grammar {
 /// Building a key failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KeyBuildError {
+    /// A part of the grammar has no value.
     MissingField {
+        /// The grammar.
         grammar: String,
+        /// The part.
         field: String,
     },
     /// A field the grammar does not have holds a non-default value.
     NotInGrammar {
+        /// The grammar.
         grammar: String,
+        /// The field.
         field: String,
+        /// Its value, as displayed.
         value: String,
     },
+    /// A value the part's type cannot write.
     WrongType {
+        /// The grammar.
         grammar: String,
+        /// The part.
         field: String,
+        /// What the part holds, in words.
         expected: String,
+        /// The value, as displayed.
         value: String,
     },
 }
@@ -132,24 +160,34 @@ impl std::error::Error for KeyBuildError {}
 /// Parsing a key failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KeyParseError {
+    /// The key is longer than [`MAX_STORE_KEY_BYTES`].
     TooLong {
+        /// Its length in bytes.
         len: usize,
     },
+    /// The key has more separators than [`MAX_STORE_KEY_SEPARATORS`].
     TooManySeparators {
+        /// How many.
         count: usize,
     },
     /// No reading fits; `matched` is the longest prefix of the key some reading accounted for.
     /// `matched` bytes fit the grammar up to the part `expected`; `found` is what the key has there (up to
     /// its next separator).
     NoMatch {
+        /// The grammar.
         grammar: String,
+        /// Bytes of the key some reading accounted for.
         matched: usize,
+        /// The part expected there.
         expected: String,
+        /// What the key has there.
         found: String,
     },
     /// More than one reading fits (after hints); each candidate is listed.
     Ambiguous {
+        /// The grammar.
         grammar: String,
+        /// Every reading that fits.
         readings: Vec<Fields>,
     },
 }
@@ -646,10 +684,14 @@ pub(crate) struct PartDef {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChunkHashRule {
+    /// The vLLM releases of the rule.
     pub releases: Vec<String>,
+    /// `block` (the block's own hash), `concat` (the sub-block hashes concatenated) or `last` (the last one).
     pub rule: String,
+    /// What the rule means, in words.
     #[serde(default)]
     pub doc: String,
+    /// Where it was read (release and file).
     pub source: String,
 }
 
