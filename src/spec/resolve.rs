@@ -20,6 +20,7 @@ use super::{version_key, Revision, Spec};
 /// What a name resolved to.
 #[derive(Clone, Debug)]
 pub struct Resolved {
+    /// The revision.
     pub revision: Arc<Revision>,
     /// The release the name picked (`0.18.1` of `vllm-0.16.0..0.18.1`); `None` when it named the revision.
     pub release: Option<String>,
@@ -40,10 +41,12 @@ impl Resolved {
 /// A name that resolves to no revision, or to several.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResolveError {
-    pub(crate) name: String,
-    pub(crate) message: String,
+    /// The name asked for.
+    pub name: String,
+    /// Why it does not resolve.
+    pub message: String,
     /// Names that would resolve, nearest first (at most a few).
-    pub(crate) suggestions: Vec<String>,
+    pub suggestions: Vec<String>,
 }
 
 impl fmt::Display for ResolveError {
