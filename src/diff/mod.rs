@@ -12,9 +12,10 @@
 //! assert_eq!(c.new_reads_old.example.as_deref(), Some("Object missing required field `kv_block_lens`"));
 //! ```
 //!
-//! The rules live in one file per area ([`structs`], [`fields`], [`options`], [`types`], [`enums`],
-//! [`transport`], [`bootstrap`], [`params`], [`behaviour`]); [`model`] is what they produce; [`witness`] confirms each schema verdict by encoding a witness message with one revision's
-//! codec and decoding it with the other's; [`render`] writes the Markdown, JSON and one-line reports.
+//! The rules live in one file per area (`structs`, `fields`, `options`, `types`, `enums`, `transport`,
+//! `bootstrap`, `params`, `behaviour`); `model` is what they produce ([`Report`], [`Change`]); `witness`
+//! confirms each schema verdict by encoding a witness message with one revision's codec and decoding it with
+//! the other's; [`render`] writes the Markdown, JSON and one-line reports.
 
 #![warn(missing_docs, unreachable_pub, unnameable_types)]
 

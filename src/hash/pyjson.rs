@@ -1,7 +1,7 @@
 //! CPython's `json.dumps(obj, sort_keys=True)` with every other option at its default: separators `", "` and
 //! `": "`, `ensure_ascii=True`, `allow_nan=True` (C encoder `Modules/_json.c`, CPython 3.11).
 //!
-//! * A dict's items are sorted with `list.sort()` on `(key, value)` tuples ([`super::timsort`]), so keys of
+//! * A dict's items are sorted with `list.sort()` on `(key, value)` tuples (`timsort`), so keys of
 //!   types that do not order raise `TypeError: '<' not supported between instances of ...`; an empty dict is
 //!   written `{}` without sorting.
 //! * Keys may be `str`, `float` (its repr), `bool`/`None` (`true`, `false`, `null`) or `int` (decimal);

@@ -3,7 +3,7 @@
 //! `generate_block_hash_extra_keys`; `vllm/utils/hashing.py`: `sha256`, `sha256_cbor`).
 //!
 //! `h_i = H((h_{i-1} or NONE_HASH, tuple(tokens of block i), extra_keys))` where `H` is SHA-256 of the value's
-//! pickle (protocol 5, [`super::pickle`]) or canonical CBOR ([`super::cbor`]), and `NONE_HASH = H(seed)`.
+//! pickle (protocol 5, [`super::pickle`]) or canonical CBOR (`cbor`), and `NONE_HASH = H(seed)`.
 //! Which seed, and how extra keys are shaped, differ by release: `spec/store-keys/vllm.toml`
 //! (`[[block_hash]]`) holds that, read through [`BlockHashRules`].
 

@@ -413,7 +413,7 @@ impl LayoutCachingSpec {
 }
 
 /// Every behaviour item a revision may state. Which ones a revision must state depends on its family and
-/// generation ([`Behaviour::missing`]).
+/// generation (`Behaviour::missing`).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Behaviour {
