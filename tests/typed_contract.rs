@@ -63,7 +63,7 @@ fn contract(gen: &GeneratedRevision, message: &str) -> Vec<String> {
     let spec_rt = |b: &[u8]| -> Outcome {
         codec
             .decode(message, b)
-            .map(|v| hex::encode(&codec.encode(message, &v).unwrap()))
+            .map(|v| hex::encode(codec.encode(message, &v).unwrap()))
             .map_err(|e| e.msgspec_message())
     };
     let mut rng = Rng::new(20261129);

@@ -44,7 +44,7 @@ fn typed_messages() -> Vec<Typed> {
             fields: &pull::AGENT_METADATA_FIELDS,
             shape: Shape::Map { omit_defaults: true },
             round_trip: |b| {
-                MooncakeAgentMetadata::decode(b).map(|v| hex::encode(&v.encode())).map_err(|e| e.msgspec_message())
+                MooncakeAgentMetadata::decode(b).map(|v| hex::encode(v.encode())).map_err(|e| e.msgspec_message())
             },
         },
         Typed {
@@ -52,25 +52,21 @@ fn typed_messages() -> Vec<Typed> {
             kind: StructKind::Dataclass,
             fields: &pull::REMOTE_PORT_INFO_FIELDS,
             shape: Shape::Map { omit_defaults: false },
-            round_trip: |b| {
-                RemotePortInfo::decode(b).map(|v| hex::encode(&v.encode())).map_err(|e| e.msgspec_message())
-            },
+            round_trip: |b| RemotePortInfo::decode(b).map(|v| hex::encode(v.encode())).map_err(|e| e.msgspec_message()),
         },
         Typed {
             message: "GetMetaMsg",
             kind: StructKind::Tuple,
             fields: &pull::GET_META_FIELDS,
             shape: Shape::Tuple { tag: GetMetaMsg::TAG.0.as_ref() },
-            round_trip: |b| GetMetaMsg::decode(b).map(|v| hex::encode(&v.encode())).map_err(|e| e.msgspec_message()),
+            round_trip: |b| GetMetaMsg::decode(b).map(|v| hex::encode(v.encode())).map_err(|e| e.msgspec_message()),
         },
         Typed {
             message: "DoneRecvingMsg",
             kind: StructKind::Tuple,
             fields: &pull::DONE_RECVING_FIELDS,
             shape: Shape::Tuple { tag: DoneRecvingMsg::TAG.0.as_ref() },
-            round_trip: |b| {
-                DoneRecvingMsg::decode(b).map(|v| hex::encode(&v.encode())).map_err(|e| e.msgspec_message())
-            },
+            round_trip: |b| DoneRecvingMsg::decode(b).map(|v| hex::encode(v.encode())).map_err(|e| e.msgspec_message()),
         },
     ]
 }
@@ -126,7 +122,7 @@ fn contract(t: &Typed) -> Vec<String> {
     let spec_rt = |b: &[u8]| -> Outcome {
         codec
             .decode(t.message, b)
-            .map(|v| hex::encode(&codec.encode(t.message, &v).unwrap()))
+            .map(|v| hex::encode(codec.encode(t.message, &v).unwrap()))
             .map_err(|e| e.msgspec_message())
     };
     let typed = t.round_trip;
@@ -342,7 +338,7 @@ fn typed_and_spec_decoders_agree_on_random_and_mutated_inputs() {
         let input = mutate(&base, &mut rng);
         let spec = codec
             .decode(t.message, &input)
-            .map(|v| hex::encode(&codec.encode(t.message, &v).unwrap()))
+            .map(|v| hex::encode(codec.encode(t.message, &v).unwrap()))
             .map_err(|e| e.msgspec_message());
         assert_eq!((t.round_trip)(&input), spec, "{} input {}", t.message, hex::encode(&input));
         rejected += spec.is_err() as usize;
@@ -391,10 +387,9 @@ fn untyped_values_follow_the_spec_codec() {
         let b = w.into_bytes();
         let spec = codec
             .decode("MooncakeAgentMetadata", &b)
-            .map(|v| hex::encode(&codec.encode("MooncakeAgentMetadata", &v).unwrap()))
+            .map(|v| hex::encode(codec.encode("MooncakeAgentMetadata", &v).unwrap()))
             .map_err(|e| e.msgspec_message());
-        let typed =
-            MooncakeAgentMetadata::decode(&b).map(|v| hex::encode(&v.encode())).map_err(|e| e.msgspec_message());
+        let typed = MooncakeAgentMetadata::decode(&b).map(|v| hex::encode(v.encode())).map_err(|e| e.msgspec_message());
         assert_eq!(typed, spec, "{what}");
     }
 }

@@ -76,7 +76,7 @@ fn generated_codecs_agree_with_the_spec_driven_path_in_every_revision() {
             let m = g.decode_metadata(&bytes).unwrap();
             same_encode(&what, g.encode_metadata(&m), s.encode_metadata(&m));
             assert_eq!(
-                hex::encode(&g.encode_metadata(&m).unwrap()),
+                hex::encode(g.encode_metadata(&m).unwrap()),
                 hex::encode(&bytes),
                 "{what}: not the canonical bytes"
             );
@@ -86,7 +86,7 @@ fn generated_codecs_agree_with_the_spec_driven_path_in_every_revision() {
             assert!(same_decode(&what, &rbytes, g.decode_response(&rbytes), s.decode_response(&rbytes)));
             let r = g.decode_response(&rbytes).unwrap();
             assert_eq!(
-                hex::encode(&g.encode_response(&r).unwrap()),
+                hex::encode(g.encode_response(&r).unwrap()),
                 hex::encode(&rbytes),
                 "{what}: not the canonical bytes"
             );

@@ -236,19 +236,19 @@ mod tests {
     fn reference_worked_example() {
         // shared/reference/store-keys.md §1.4.
         let nh = none_hash(HashAlgo::Sha256, "vllm-none-hash").unwrap();
-        assert_eq!(hex(&nh), "066b1e8987e027138e98701c46128929378935f9b6cd1549105ae6b4f0d71198");
+        assert_eq!(hex(nh), "066b1e8987e027138e98701c46128929378935f9b6cd1549105ae6b4f0d71198");
         assert_eq!(
-            hex(&none_hash(HashAlgo::Sha256, "0").unwrap()),
+            hex(none_hash(HashAlgo::Sha256, "0").unwrap()),
             "1973e23848344dc43a988a9b478663803cfffe1243480253f9a3cf004b14aa7c"
         );
         let req = TextRequest { token_ids: (0..32).map(PyInt::from).collect(), ..Default::default() };
         let blocks = request_block_hashes(&rules_033(), HashAlgo::Sha256, &nh, 16, &req).unwrap();
-        assert_eq!(hex(&blocks[0].hashed.hash), "fe8fa5dda3210d0ca2031e37cbe3b001186773cd1c710beb2d45fcb51d434798");
-        assert_eq!(hex(&blocks[1].hashed.hash), "8be7aaa33831156d316f1f463ae57e643deb63f42e633e2d631df88815cc4629");
+        assert_eq!(hex(blocks[0].hashed.hash), "fe8fa5dda3210d0ca2031e37cbe3b001186773cd1c710beb2d45fcb51d434798");
+        assert_eq!(hex(blocks[1].hashed.hash), "8be7aaa33831156d316f1f463ae57e643deb63f42e633e2d631df88815cc4629");
         let nh = none_hash(HashAlgo::Sha256Cbor, "vllm-none-hash").unwrap();
         let blocks = request_block_hashes(&rules_033(), HashAlgo::Sha256Cbor, &nh, 16, &req).unwrap();
-        assert_eq!(hex(&blocks[0].hashed.hash), "dc918a88b139e5afe60b88eda27508d4aee16c10fdc354791efea06206ac0749");
-        assert_eq!(hex(&blocks[1].hashed.hash), "c300ec275d7bf08af8fc63e76cdc0086911bbc7091e03c5cf892553bef84ef0c");
+        assert_eq!(hex(blocks[0].hashed.hash), "dc918a88b139e5afe60b88eda27508d4aee16c10fdc354791efea06206ac0749");
+        assert_eq!(hex(blocks[1].hashed.hash), "c300ec275d7bf08af8fc63e76cdc0086911bbc7091e03c5cf892553bef84ef0c");
         assert!(rules_033().seed(None).is_ok());
         let old = BlockHashRules { default_seed: None, ..rules_033() };
         assert!(old.seed(None).is_err());

@@ -153,7 +153,7 @@ mod tests {
 
     #[test]
     fn matches_cbor2_canonical() {
-        let c = |v: PyValue| hex(&dumps(&v).unwrap());
+        let c = |v: PyValue| hex(dumps(&v).unwrap());
         assert_eq!(c(PyValue::str("vllm-none-hash")), "6e766c6c6d2d6e6f6e652d68617368");
         assert_eq!(
             c(PyValue::Tuple(vec![

@@ -332,7 +332,7 @@ mod tests {
             ("18446744073709551621", "050000000000000001"),
             ("-1", "ff"),
         ] {
-            assert_eq!(hex(&encode_long(&PyInt::parse(v).unwrap())), want, "{v}");
+            assert_eq!(hex(encode_long(&PyInt::parse(v).unwrap())), want, "{v}");
         }
     }
 
@@ -340,15 +340,15 @@ mod tests {
     fn documented_pickles() {
         // shared/reference/store-keys.md §1.4: the seed string; an empty tuple has no frame.
         assert_eq!(
-            hex(&dumps(&PyValue::str("vllm-none-hash")).unwrap()),
+            hex(dumps(&PyValue::str("vllm-none-hash")).unwrap()),
             "80059512000000000000008c0e766c6c6d2d6e6f6e652d68617368942e"
         );
-        assert_eq!(hex(&dumps(&PyValue::Tuple(vec![])).unwrap()), "8005292e");
+        assert_eq!(hex(dumps(&PyValue::Tuple(vec![])).unwrap()), "8005292e");
         // CPython 3.11 `pickle.dumps(tuple(json.loads('["a","a","ab","ab"]')), 5)`: the one-character string
         // is a singleton fetched from the memo, the two "ab" are distinct objects.
         let s = |x: &str| PyValue::str(x);
         let t = PyValue::Tuple(vec![s("a"), s("a"), s("ab"), s("ab")]);
-        assert_eq!(hex(&dumps(&t).unwrap()), "8005951400000000000000288c01619468008c026162948c0261629474942e");
+        assert_eq!(hex(dumps(&t).unwrap()), "8005951400000000000000288c01619468008c026162948c0261629474942e");
         let big = PyInt::parse("1180591620717411303424").unwrap(); // 2**70
         let t = PyValue::Tuple(vec![
             PyValue::Bool(true),
@@ -361,7 +361,7 @@ mod tests {
             PyValue::Bytes(vec![]),
         ]);
         assert_eq!(
-            hex(&dumps(&t).unwrap()),
+            hex(dumps(&t).unwrap()),
             "800595290000000000000028884e473ff80000000000004affffffff4a701101008a09000000000000000040430094680074942e"
         );
         assert!(dumps(&PyValue::List(vec![])).is_err());

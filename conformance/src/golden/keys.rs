@@ -197,7 +197,7 @@ fn process_tokens(_header: &J, input: &J) -> Result<J, String> {
         .collect::<Result<_, String>>()?;
     let compact =
         sl::chunk_hashes_for_block_size(&hashes, db.hash_block_size, block_size).map_err(|e| e.to_string())?;
-    Ok(json!({ "chunks": chunks, "chunk_hashes_for_block_size": compact.iter().map(|h| hex(h)).collect::<Vec<_>>() }))
+    Ok(json!({ "chunks": chunks, "chunk_hashes_for_block_size": compact.iter().map(hex).collect::<Vec<_>>() }))
 }
 
 /// The store worker's stages: store TP, layout and namespace, replication factors, lookup prefixes, keys.
@@ -282,13 +282,13 @@ fn block_hash_chain(header: &J, input: &J) -> Result<J, String> {
     let blocks = block_hash::request_block_hashes(rules, algo, &none_hash, int(input, "block_size")? as usize, &req)
         .map_err(|e| e.to_string())?;
     Ok(json!({
-        "none_hash": hex(&none_hash),
+        "none_hash": hex(none_hash),
         "blocks": blocks.iter().map(|b| json!({
             "tokens_start": b.tokens_start,
             "tokens_end": b.tokens_end,
             "extra_keys": tagged::to_tagged_json(&b.extra_keys),
             "serialized_hex": hex(&b.hashed.serialized),
-            "hash": hex(&b.hashed.hash),
+            "hash": hex(b.hashed.hash),
         })).collect::<Vec<_>>(),
     }))
 }
@@ -304,5 +304,5 @@ fn hash_block_tokens(_header: &J, input: &J) -> Result<J, String> {
     let extra = tagged::from_tagged_json(input.get("extra_keys").unwrap_or(&J::Null)).map_err(|e| e.to_string())?;
     let b = block_hash::hash_block_tokens(algo, &none_hash, parent.as_deref(), &tokens(input)?, &extra)
         .map_err(|e| e.to_string())?;
-    Ok(json!({ "serialized_hex": hex(&b.serialized), "hash": hex(&b.hash) }))
+    Ok(json!({ "serialized_hex": hex(&b.serialized), "hash": hex(b.hash) }))
 }
