@@ -34,7 +34,13 @@ macro_rules! closed_enum {
         $(#[$m])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]
         pub enum $name {
-            $($(#[$vm])* #[doc = ""] #[doc = concat!("Written `", $s, "` in the spec files.")] #[serde(rename = $s)] $v,)+
+            $(
+                $(#[$vm])*
+                #[doc = ""]
+                #[doc = concat!("Written `", $s, "` in the spec files.")]
+                #[serde(rename = $s)]
+                $v,
+            )+
         }
         impl $name {
             /// Every variant, in declaration order.
@@ -433,7 +439,8 @@ pub struct Behaviour {
     /// What a prefiller does with a pulled request whose transfer-engine write failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transfer_failure: Option<Item<TransferFailure>>,
-    /// What a prefiller does with a request whose block counts do not fit (`P num blocks less than D`, `KV group count mismatch`).
+    /// What a prefiller does with a request whose block counts do not fit (`P num blocks less than D`,
+    /// `KV group count mismatch`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_count_failure: Option<Item<BlockCountFailure>>,
     /// What a prefiller does with a pulled transfer it does not know, or that is not ready yet.
@@ -451,13 +458,14 @@ pub struct Behaviour {
     /// KV-cache layout `get_required_kvcache_layout` asks of both sides (non-MLA models).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub required_kv_layout: Option<Item<KvLayout>>,
-    /// The layout fields a prefiller requires to have equal lengths whenever a layout is carried, and the error it answers otherwise (`{field}` placeholders take each field's length, in list order.
+    /// The layout fields a prefiller requires to have equal lengths whenever a layout is carried, and the error
+    /// it answers otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub equal_length_fields: Option<Item<EqualLengthFields>>,
     /// Fields in which `-1` is a sentinel, not an index.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub minus_one_sentinels: Option<Item<Vec<String>>>,
-    /// `layout_caching`.
+    /// `layout_id` caching (0.33.0): off, or the cache (`spec/PROTOCOL.md`, "Layout caching (0.33.0)").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layout_caching: Option<Item<LayoutCachingSpec>>,
     // prefiller, planning
@@ -486,7 +494,8 @@ pub struct Behaviour {
     /// How a decoder addresses prefiller workers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decoder_addressing: Option<Item<DecoderAddressing>>,
-    /// What a decoder reports for a request whose pull failed (err_reqs, ERROR, a socket error, a timeout, an engine missing from `/query`).
+    /// What a decoder reports for a request whose pull failed (`err_reqs`, `ERROR`, a socket error, a timeout,
+    /// an engine missing from `/query`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_report: Option<Item<FailureReport>>,
     /// When a decoder reports a failed request as finished receiving.
