@@ -2,8 +2,7 @@
 //!
 //! The executable specification of the wire protocol spoken by vLLM's Mooncake KV-transfer connectors: a
 //! prefiller and a decoder exchange MessagePack messages over ZeroMQ, find each other through a bootstrap HTTP
-//! server, and move KV blocks with Mooncake's transfer engine (the prose: `spec/PROTOCOL.md`, "Roles and
-//! channels").
+//! server, and move KV blocks with Mooncake's transfer engine (the prose: `spec/PROTOCOL.md#roles`).
 //!
 //! * [`spec`] — the machine-readable spec of every wire revision vLLM shipped (`spec/` in the repository);
 //! * [`codec`] — a MessagePack codec driven by that spec, byte-identical to Python msgspec, for any revision
