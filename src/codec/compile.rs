@@ -244,7 +244,7 @@ impl<'a> Compiler<'a> {
         let mut fields = Vec::new();
         for f in &def.fields {
             let ty = self.compile(&f.ty)?;
-            let default = match f.default_literal()? {
+            let default = match f.default_literal().map_err(|e| e.to_string())? {
                 None => None,
                 Some(l) => Some(literal_value(&l, ty, &self.plan).map_err(|e| format!("{name}.{}: {e}", f.name))?),
             };

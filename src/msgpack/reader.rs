@@ -7,19 +7,28 @@ use super::{Kind, WireInt};
 /// length, as msgspec does before it checks the type.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Obj<'a> {
+    /// `nil`.
     Nil,
+    /// A boolean.
     Bool(bool),
+    /// An integer of any width.
     Int(WireInt),
+    /// A float; a `float32` is widened to `f64`.
     Float(f64),
     /// Raw string bytes, UTF-8 not yet checked.
     Str(&'a [u8]),
+    /// Binary bytes.
     Bin(&'a [u8]),
+    /// An array head: its declared element count (the elements follow).
     Array(usize),
+    /// A map head: its declared pair count (the keys and values follow).
     Map(usize),
+    /// An extension: its type tag and data.
     Ext(i8, &'a [u8]),
 }
 
 impl Obj<'_> {
+    /// The kind of this object.
     pub fn kind(&self) -> Kind {
         match self {
             Obj::Nil => Kind::Nil,
@@ -41,7 +50,12 @@ pub enum RawError {
     /// The input ended inside an object.
     Truncated,
     /// The reserved opcode `0xc1` at this offset.
-    InvalidOpcode { op: u8, offset: usize },
+    InvalidOpcode {
+        /// The opcode byte.
+        op: u8,
+        /// Its offset in the buffer.
+        offset: usize,
+    },
     /// Containers nested deeper than allowed.
     TooDeep,
 }
@@ -93,6 +107,7 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 const QUAD_OPS_MASK: u128 = 0xff | 0xff << 24 | 0xff << 48 | 0xff << 72;
 const QUAD_OPS_UINT16: u128 = 0xcd | 0xcd << 24 | 0xcd << 48 | 0xcd << 72;
 
+/// A cursor over one MessagePack buffer; see the module documentation.
 #[derive(Clone, Debug)]
 pub struct Reader<'a> {
     buf: &'a [u8],
@@ -100,6 +115,7 @@ pub struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// A cursor at the start of `buf`.
     pub fn new(buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0 }
     }
@@ -107,16 +123,18 @@ impl<'a> Reader<'a> {
     pub fn pos(&self) -> usize {
         self.pos
     }
+    /// Bytes not yet read.
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
+    /// Whether every byte has been read.
     pub fn is_empty(&self) -> bool {
         self.pos >= self.buf.len()
     }
 
     /// The next opcode, not consumed.
     #[inline]
-    pub fn peek_op(&self) -> Result<u8, RawError> {
+    pub(crate) fn peek_op(&self) -> Result<u8, RawError> {
         self.buf.get(self.pos).copied().ok_or(RawError::Truncated)
     }
 
@@ -128,7 +146,7 @@ impl<'a> Reader<'a> {
     }
 
     #[inline]
-    pub fn take(&mut self, n: usize) -> Result<&'a [u8], RawError> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], RawError> {
         if n > self.remaining() {
             return Err(RawError::Truncated);
         }
@@ -231,7 +249,7 @@ impl<'a> Reader<'a> {
     /// integer, reads it; otherwise consumes nothing and returns `None` (the caller then takes the general
     /// path, which reports the exact error). Accepts exactly the opcodes `read_obj` reads as `Obj::Int`.
     #[inline(always)]
-    pub fn try_int(&mut self) -> Option<WireInt> {
+    pub(crate) fn try_int(&mut self) -> Option<WireInt> {
         let (v, n) = first_int(self.buf.get(self.pos..)?)?;
         self.pos += n;
         Some(v)
@@ -242,7 +260,7 @@ impl<'a> Reader<'a> {
     /// path). The hot loop of `list[int]`: values are gathered in a small local array (cursor and position stay
     /// in registers, no capacity check per element) and appended to `out` a chunk at a time.
     #[inline]
-    pub fn read_int_run(&mut self, max: usize, out: &mut Vec<WireInt>) -> usize {
+    pub(crate) fn read_int_run(&mut self, max: usize, out: &mut Vec<WireInt>) -> usize {
         const CHUNK: usize = 32;
         if max < CHUNK / 2 {
             // A short list: element by element, without setting up the chunk.
@@ -302,7 +320,7 @@ impl<'a> Reader<'a> {
     /// Fast path for strings, like [`Reader::try_int`]: the raw bytes of a whole str object (UTF-8 not
     /// checked), or `None` with nothing consumed.
     #[inline(always)]
-    pub fn try_str(&mut self) -> Option<&'a [u8]> {
+    pub(crate) fn try_str(&mut self) -> Option<&'a [u8]> {
         let rest = self.buf.get(self.pos..)?;
         let (&op, after) = rest.split_first()?;
         let (len, head): (usize, usize) = match op {
@@ -319,7 +337,7 @@ impl<'a> Reader<'a> {
 
     /// Consumes `bytes` if the input continues with exactly them (a struct key as encoders write it).
     #[inline(always)]
-    pub fn eat(&mut self, bytes: &[u8]) -> bool {
+    pub(crate) fn eat(&mut self, bytes: &[u8]) -> bool {
         let hit = self.buf.get(self.pos..self.pos + bytes.len()).is_some_and(|rest| same_bytes(rest, bytes));
         if hit {
             self.pos += bytes.len();
@@ -329,13 +347,13 @@ impl<'a> Reader<'a> {
 
     /// Fast path for array heads, like [`Reader::try_int`].
     #[inline(always)]
-    pub fn try_array(&mut self) -> Option<usize> {
+    pub(crate) fn try_array(&mut self) -> Option<usize> {
         self.try_head(0x90, 0xdc, 0xdd)
     }
 
     /// Fast path for map heads, like [`Reader::try_int`].
     #[inline(always)]
-    pub fn try_map(&mut self) -> Option<usize> {
+    pub(crate) fn try_map(&mut self) -> Option<usize> {
         self.try_head(0x80, 0xde, 0xdf)
     }
 
@@ -359,7 +377,7 @@ impl<'a> Reader<'a> {
 
     /// Skips one whole value. `depth` is the number of containers already open around it; the value may open
     /// containers up to a total of `max_depth`. Iterative: the Rust stack does not grow with the input.
-    pub fn skip_value(&mut self, depth: usize, max_depth: usize) -> Result<(), RawError> {
+    pub(crate) fn skip_value(&mut self, depth: usize, max_depth: usize) -> Result<(), RawError> {
         // Number of values still to skip at each open level, innermost last. Bounded by max_depth.
         let mut pending: Vec<usize> = Vec::new();
         let mut todo: usize = 1;
@@ -390,7 +408,7 @@ mod tests {
     use super::*;
 
     fn h(s: &str) -> Vec<u8> {
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+        hex::decode(s).unwrap()
     }
 
     #[test]
