@@ -138,8 +138,8 @@ def main():
     md.append("Waiting for a CPU is the time the process's threads were runnable but not running "
               "(`/proc/PID/task/*/schedstat`, second field), per round trip: with one decoder every round trip "
               "waits for the server, so the mean's excess over the p50 that this explains is the scheduler's, "
-              "not the server's code (on this shared 2-core machine a woken thread can wait for the next "
-              "250 Hz tick, 4 ms, before the task running on its CPU is preempted).")
+              "not the server's code (a woken thread can wait for the next scheduler tick, 4 ms at 250 Hz, "
+              "before a task already running on its CPU is preempted).")
     md.append("")
 
     # ---- decoders axis ----
