@@ -122,15 +122,24 @@ def main():
     # ---- one decoder ----
     md.append("### One decoder: what a user waits for")
     md.append("")
-    md.append("| load generator | server | round trips/s | p50 | p99 | server CPU per round trip | "
-              "generator CPU per round trip |")
-    md.append("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    md.append("| load generator | server | round trips/s | p50 | p99 | mean | server CPU per round trip | "
+              "generator CPU per round trip | server waiting for a CPU per round trip | generator waiting |")
+    md.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for g, gname in generators:
         for s, sname, _ in SERVERS:
             r = have.get((s, g, 1))
             if r:
+                # Older result files have no scheduler wait.
+                wait = [f"{r[k]:.1f} µs" if k in r else "–" for k in ("wait_us", "generator_wait_us")]
                 md.append(f"| {gname} | {sname} | {fmt_rate(r['rate'])} | {r['p50_us']:.1f} µs | {r['p99_us']:.1f} µs | "
-                          f"{r['cpu_us']:.1f} µs | {r['generator_cpu_us']:.1f} µs |")
+                          f"{r['mean_us']:.1f} µs | {r['cpu_us']:.1f} µs | {r['generator_cpu_us']:.1f} µs | "
+                          f"{wait[0]} | {wait[1]} |")
+    md.append("")
+    md.append("Waiting for a CPU is the time the process's threads were runnable but not running "
+              "(`/proc/PID/task/*/schedstat`, second field), per round trip: with one decoder every round trip "
+              "waits for the server, so the mean's excess over the p50 that this explains is the scheduler's, "
+              "not the server's code (a woken thread can wait for the next scheduler tick, 4 ms at 250 Hz, "
+              "before a task already running on its CPU is preempted).")
     md.append("")
 
     # ---- decoders axis ----

@@ -246,3 +246,32 @@ fn endpoints_that_are_not_tcp_are_refused_with_a_typed_error() {
     let again = Router::bind(taken.endpoint(), Box::new(|_| vec![]));
     assert!(matches!(again, Err(RouterError::Io { .. })), "binding a port in use");
 }
+
+/// A burst larger than the router's read buffer (64 KiB) and its per-wake-up read budget (1 MiB), written at
+/// once by one peer and then nothing more: with edge-triggered readiness no later arrival raises a new event,
+/// so every byte already in the socket must be read, and every reply written (most of them after a write that
+/// would block), without another wake-up. A byte left in the socket would be served by nothing: the reads
+/// below would time out.
+#[test]
+fn a_burst_larger_than_the_read_buffer_is_served_in_full_with_no_later_traffic() {
+    let (router, _rx) = echo_router();
+    let mut s = raw_dealer(router.endpoint());
+    const MESSAGES: usize = 3 * 1024;
+    let body = |i: usize| -> Vec<u8> { (0..1024).map(|j| (i * 7 + j) as u8).collect() };
+    let mut burst = Vec::with_capacity(MESSAGES * (9 + 1024));
+    for i in 0..MESSAGES {
+        zmtp::put_frame(&mut burst, 0, &body(i));
+    }
+    assert!(burst.len() > 3 * (1 << 20), "the burst is larger than three read budgets");
+    let mut writer = s.try_clone().unwrap();
+    let sent = std::thread::spawn(move || writer.write_all(&burst));
+    let started = std::time::Instant::now();
+    for i in 0..MESSAGES {
+        let (flags, reply) = read_frame(&mut s);
+        assert_eq!(flags, FLAG_LONG, "reply {i}: one frame of over 255 bytes, the last");
+        assert!(reply.iter().eq(body(i).iter().rev()), "reply {i} answers message {i}");
+    }
+    sent.join().unwrap().unwrap();
+    assert!(started.elapsed() < WAIT, "served in {:?}", started.elapsed());
+    drop(router);
+}

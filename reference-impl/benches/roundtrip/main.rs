@@ -257,6 +257,11 @@ struct Row {
     cpu_us: f64,
     /// The load generator's CPU per round trip (this process).
     gen_cpu_us: f64,
+    /// Time the server's threads were runnable but waiting for a CPU, per round trip: a stall that is the
+    /// scheduler's (a woken thread not yet run), not the server's code.
+    wait_us: f64,
+    /// The same for the load generator.
+    gen_wait_us: f64,
     p50_us: f64,
     p99_us: f64,
     mean_us: f64,
@@ -275,15 +280,39 @@ fn plan(k: usize, total: usize) -> (usize, usize) {
     (wave, per)
 }
 
-/// CPU time a process's threads have used, user and system: the sum of the first field of
-/// `/proc/PID/task/*/schedstat` (`self` for this process; no thread of a testee ends while it is measured).
-fn process_cpu(pid: &str) -> Duration {
-    let mut ns = 0u64;
+/// What the scheduler reports of a process's threads, summed over `/proc/PID/task/*/schedstat` (`self` for
+/// this process; no thread of a testee ends while it is measured).
+#[derive(Clone, Copy, Default)]
+struct Sched {
+    /// CPU time used, user and system (the first field).
+    cpu: Duration,
+    /// Time runnable on a run queue but not running (the second field): how long wake-ups waited for a CPU.
+    wait: Duration,
+}
+
+impl std::ops::Sub for Sched {
+    type Output = Sched;
+    fn sub(self, o: Sched) -> Sched {
+        Sched { cpu: self.cpu.saturating_sub(o.cpu), wait: self.wait.saturating_sub(o.wait) }
+    }
+}
+
+impl std::ops::AddAssign for Sched {
+    fn add_assign(&mut self, o: Sched) {
+        self.cpu += o.cpu;
+        self.wait += o.wait;
+    }
+}
+
+fn process_sched(pid: &str) -> Sched {
+    let mut ns = [0u64; 2];
     for t in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
         let s = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
-        ns += s.split_whitespace().next().and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+        for (total, x) in ns.iter_mut().zip(s.split_whitespace()) {
+            *total += x.parse::<u64>().unwrap_or(0);
+        }
     }
-    Duration::from_nanos(ns)
+    Sched { cpu: Duration::from_nanos(ns[0]), wait: Duration::from_nanos(ns[1]) }
 }
 
 /// A server under test as a testee process (`conformance/TESTEE.md`).
@@ -333,8 +362,8 @@ impl Peer {
         a
     }
 
-    fn cpu(&self) -> Duration {
-        process_cpu(&self.child.id().to_string())
+    fn sched(&self) -> Sched {
+        process_sched(&self.child.id().to_string())
     }
 
     /// One level with one load generator, in waves: round trips per second and the server's CPU µs per round
@@ -342,17 +371,18 @@ impl Peer {
     fn measure_one(&mut self, k: usize, g: Generator, total: usize, off: &mut usize) -> Row {
         let mut load = Load::connect(g, &self.endpoint, k);
         let (wave, per) = plan(k, total);
-        let (mut busy, mut cpu, mut gen_cpu, mut latencies) = (Duration::ZERO, Duration::ZERO, Duration::ZERO, vec![]);
+        let (mut busy, mut server, mut generator, mut latencies) =
+            (Duration::ZERO, Sched::default(), Sched::default(), vec![]);
         for _ in 0..per / wave {
             let ids: Vec<usize> = (*off..*off + k * wave).collect();
             self.ready(&ids);
             let reqs: Vec<Vec<Vec<u8>>> =
                 (0..k).map(|c| (0..wave).map(|j| request(*off + c * wave + j)).collect()).collect();
             *off += k * wave;
-            let (before, gen_before) = (self.cpu(), process_cpu("self"));
+            let (before, gen_before) = (self.sched(), process_sched("self"));
             let w = load.run(&reqs);
-            cpu += self.cpu() - before;
-            gen_cpu += process_cpu("self") - gen_before;
+            server += self.sched() - before;
+            generator += process_sched("self") - gen_before;
             busy += w.elapsed;
             latencies.extend(w.latencies);
         }
@@ -366,8 +396,10 @@ impl Peer {
         Row {
             round_trips: n,
             rate: n as f64 / busy.as_secs_f64(),
-            cpu_us: us(cpu) / n as f64,
-            gen_cpu_us: us(gen_cpu) / n as f64,
+            cpu_us: us(server.cpu) / n as f64,
+            gen_cpu_us: us(generator.cpu) / n as f64,
+            wait_us: us(server.wait) / n as f64,
+            gen_wait_us: us(generator.wait) / n as f64,
             p50_us: us(quantile(&latencies, 0.5)),
             p99_us: us(quantile(&latencies, 0.99)),
             mean_us: us(latencies.iter().sum::<Duration>()) / n as f64,
@@ -382,13 +414,17 @@ impl Peer {
             for (gi, &g) in generators.iter().enumerate() {
                 let r = self.measure_one(k, g, total, &mut off);
                 eprintln!(
-                    "{who} {k} {}: {:.0}/s, p50 {:.1} µs, p99 {:.1} µs, {:.1} µs CPU each (generator {:.1} µs)",
+                    "{who} {k} {}: {:.0}/s, p50 {:.1} µs, p99 {:.1} µs, mean {:.1} µs, {:.1} µs CPU each (generator {:.1} µs), \
+                     {:.1} µs waiting for a CPU each (generator {:.1} µs)",
                     g.id(),
                     r.rate,
                     r.p50_us,
                     r.p99_us,
+                    r.mean_us,
                     r.cpu_us,
-                    r.gen_cpu_us
+                    r.gen_cpu_us,
+                    r.wait_us,
+                    r.gen_wait_us
                 );
                 out[gi].push(r);
             }
@@ -554,6 +590,7 @@ fn main() {
                     if let Some(r) = row(si, gi, li) {
                         rows.push(json!({"server": id, "server_name": name, "generator": g.id(), "generator_name": g.description(),
                             "decoders": k, "round_trips": r.round_trips, "rate": r.rate, "cpu_us": r.cpu_us, "generator_cpu_us": r.gen_cpu_us,
+                            "wait_us": r.wait_us, "generator_wait_us": r.gen_wait_us,
                             "p50_us": r.p50_us, "p99_us": r.p99_us, "mean_us": r.mean_us}));
                     }
                 }
