@@ -1,11 +1,13 @@
 //! `mooncake-io`: the I/O both sides of a conformance case need, and no connector logic: the Mooncake
 //! Transfer Engine's TCP transport ([`engine`]: initiator and target), the transfer backends over it
-//! ([`backend`]), the bootstrap HTTP server and client ([`http`]) and the ZeroMQ reactor ([`reactor`]). The
-//! reference peer (`mooncake-reference`) drives the sans-IO cores of `mooncake_wire::proto` with them; the
-//! conformance runner is to build its side of a case from the same cores and these pieces, without linking
-//! the peer it judges.
+//! ([`backend`]), the bootstrap HTTP server and client ([`http`]), the ZeroMQ reactor ([`reactor`]: DEALERs,
+//! REQs and a libzmq ROUTER), and what a worker builds from the layout of its role configuration
+//! ([`layout`]: registered memory, a decoder's layout, a prefiller's planner). The reference peer
+//! (`mooncake-reference`) drives the sans-IO cores of `mooncake_wire::proto` with them; the conformance runner
+//! builds its side of a case from the same cores and these pieces, without linking the peer it judges.
 
 pub mod backend;
 pub mod engine;
 pub mod http;
+pub mod layout;
 pub mod reactor;

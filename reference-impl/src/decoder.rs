@@ -163,6 +163,8 @@ async fn run(
                     }
                 }
                 Some(Incoming::DealerError { id, error }) => core.exchange_failed(ExchangeId(id), &error),
+                // A decoder's reactor binds no ROUTER.
+                Some(Incoming::Router(_)) => {}
                 None => return,
             },
             c = cmds.recv() => match c {

@@ -16,7 +16,7 @@ use serde_json::{json, Value as J};
 use tokio::net::TcpListener;
 
 use crate::backend::{serve_engine, Backend};
-use crate::config::{producer, producer_with, LayoutExt};
+use mooncake_io::layout::{producer, producer_with, LayoutExt};
 use crate::decoder::DecoderPeer;
 use crate::http::BootstrapServer;
 use crate::prefiller::{PrefillerConfig, PrefillerPeer};

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use mooncake_reference::config::LayoutConfig;
+use mooncake_testee_protocol::LayoutConfig;
 use mooncake_wire::proto::gen1::{AgentMetadata, Gen1Profile};
 
 use super::Columns;
