@@ -9,13 +9,18 @@ use mooncake_conformance::conversation::Conversation;
 use mooncake_conformance::play::{External, Role, Status};
 use mooncake_conformance::run::{run, RunConfig};
 use mooncake_conformance::setup;
-use mooncake_conformance::testee::TesteeSpec;
+use mooncake_conformance::testee::{Testee, TesteeSpec};
 use mooncake_conformance::trace::Trace;
-use mooncake_reference::testee::Testee;
 use serde_json::json;
 
 fn trace(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("traces/vllm-0.33.0").join(name)
+}
+
+/// A `mooncake-peer testee` process (the built-in testee), driven by hand: an implementation the runner
+/// does not control.
+async fn peer() -> Testee {
+    Testee::start(&TesteeSpec::Builtin).await.map_err(|e| e.message).unwrap().0
 }
 
 fn cfg(path: PathBuf, role: Role, external: External) -> RunConfig {
@@ -32,18 +37,18 @@ async fn replays_against_a_running_prefiller() {
     let model = Conversation::new(Trace::load(&path).unwrap()).unwrap();
     let sc = mooncake_conformance::bundled::scenarios();
     // A prefiller someone else started, registered with some bootstrap server, transfers prepared by hand.
-    let mut boot = Testee::default();
-    let url = boot.handle(&json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await
+    let mut boot = peer().await;
+    let url = boot.cmd(json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await.unwrap()
         ["url"]
         .as_str()
         .unwrap()
         .to_string();
-    let mut p = Testee::default();
+    let mut p = peer().await;
     let conf = setup::prefiller_config(&model, &model.prefillers[0], &sc.model, &url).unwrap();
-    let a = p.handle(&json!({"cmd": "start", "role": "prefiller", "revision": "vllm-0.33.0", "config": conf})).await;
+    let a = p.cmd(json!({"cmd": "start", "role": "prefiller", "revision": "vllm-0.33.0", "config": conf})).await.unwrap();
     let endpoint = a["endpoint"].as_str().unwrap().to_string();
     // Only the first transfer is ready: the second never becomes ready, so the pull times out.
-    p.handle(&json!({"cmd": "ready", "p_req_id": "p-req-1", "transfer_id": "xfer-1", "blocks": [[3, 4]]})).await;
+    p.cmd(json!({"cmd": "ready", "p_req_id": "p-req-1", "transfer_id": "xfer-1", "blocks": [[3, 4]]})).await.unwrap();
     let r = run(cfg(path, Role::Prefiller, External::Prefillers(vec![endpoint]))).await.unwrap();
     assert_eq!(r.results.len(), 1);
     let c = &r.results[0];
@@ -53,18 +58,18 @@ async fn replays_against_a_running_prefiller() {
     assert!(checks.contains(&"REPLY-DIFF"), "{:?}", c.findings);
     assert!(c.findings.iter().any(|f| f.detail.contains("Timeout waiting for P side ready.")), "{:?}", c.findings);
     // Both transfers ready before the pull (a second prefiller, with its own bootstrap server).
-    let mut boot2 = Testee::default();
+    let mut boot2 = peer().await;
     let url2 = boot2
-        .handle(&json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}}))
-        .await["url"]
+        .cmd(json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}}))
+        .await.unwrap()["url"]
         .as_str()
         .unwrap()
         .to_string();
-    let mut p2 = Testee::default();
-    let a = p2.handle(&json!({"cmd": "start", "role": "prefiller", "revision": "vllm-0.33.0", "config": setup::prefiller_config(&model, &model.prefillers[0], &sc.model, &url2).unwrap()})).await;
+    let mut p2 = peer().await;
+    let a = p2.cmd(json!({"cmd": "start", "role": "prefiller", "revision": "vllm-0.33.0", "config": setup::prefiller_config(&model, &model.prefillers[0], &sc.model, &url2).unwrap()})).await.unwrap();
     let endpoint = a["endpoint"].as_str().unwrap().to_string();
     for (pr, t, b) in [("p-req-1", "xfer-1", json!([[3, 4]])), ("p-req-2", "xfer-2", json!([[5, 6, 7]]))] {
-        p2.handle(&json!({"cmd": "ready", "p_req_id": pr, "transfer_id": t, "blocks": b})).await;
+        p2.cmd(json!({"cmd": "ready", "p_req_id": pr, "transfer_id": t, "blocks": b})).await.unwrap();
     }
     let r = run(cfg(trace("g_continue_then_finish.jsonl"), Role::Prefiller, External::Prefillers(vec![endpoint])))
         .await
@@ -93,10 +98,10 @@ async fn listens_for_a_decoder_it_does_not_control() {
     let runner = tokio::spawn(run(cfg(path, Role::Decoder, ext)));
     // The decoder under test, configured as recorded, pulls from the runner's bootstrap server.
     let req = model.decoders[0].layout_request.clone().unwrap();
-    let mut d = Testee::default();
+    let mut d = peer().await;
     let conf = json!({"layout_id": req.layout_id.as_u64(), "abort_timeout_s": 2.0, "layout": setup::decoder_layout(&req, &mooncake_conformance::bundled::scenarios().model)});
-    let a = d.handle(&json!({"cmd": "start", "role": "decoder", "revision": "vllm-0.33.0", "config": conf})).await;
-    assert_eq!(a["ok"], true, "{a}");
+    let a = d.cmd(json!({"cmd": "start", "role": "decoder", "revision": "vllm-0.33.0", "config": conf})).await.unwrap();
+    assert_eq!(a["ok"], true);
     let url = format!("http://{boot_bind}");
     for _ in 0..200 {
         if mooncake_io::http::query(&url, Duration::from_secs(1))
@@ -107,11 +112,11 @@ async fn listens_for_a_decoder_it_does_not_control() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let pulled = d.handle(&json!({"cmd": "pull", "requests": [{"d_req_id": "d-req-1", "transfer_id": "xfer-1", "blocks": [[3, 4, 5]], "engine_id": "engine-prefill-0", "bootstrap_addr": url}]})).await;
+    let pulled = d.cmd(json!({"cmd": "pull", "requests": [{"d_req_id": "d-req-1", "transfer_id": "xfer-1", "blocks": [[3, 4, 5]], "engine_id": "engine-prefill-0", "bootstrap_addr": url}]})).await.unwrap();
     assert_eq!(pulled["ok"], true);
     let r = runner.await.unwrap().unwrap();
     assert_eq!(r.results[0].status, Status::Pass, "{:?}", r.results[0].findings);
-    let s = d.handle(&json!({"cmd": "status"})).await;
+    let s = d.cmd(json!({"cmd": "status"})).await.unwrap();
     assert_eq!(s["finished"], json!(["d-req-1"]));
 }
 
@@ -124,17 +129,17 @@ async fn a_peer_without_a_reachable_engine_passes_with_landed_bytes_not_checked(
     let path = trace("a_single_success.jsonl");
     let model = Conversation::new(Trace::load(&path).unwrap()).unwrap();
     let sc = mooncake_conformance::bundled::scenarios();
-    let mut boot = Testee::default();
-    let url = boot.handle(&json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await
+    let mut boot = peer().await;
+    let url = boot.cmd(json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await.unwrap()
         ["url"]
         .as_str()
         .unwrap()
         .to_string();
-    let mut p = Testee::default();
+    let mut p = peer().await;
     let conf = setup::prefiller_config(&model, &model.prefillers[0], &sc.model, &url).unwrap();
-    let a = p.handle(&json!({"cmd": "start", "role": "prefiller", "revision": "vllm-0.33.0", "config": conf})).await;
+    let a = p.cmd(json!({"cmd": "start", "role": "prefiller", "revision": "vllm-0.33.0", "config": conf})).await.unwrap();
     let endpoint = a["endpoint"].as_str().unwrap().to_string();
-    p.handle(&json!({"cmd": "ready", "p_req_id": "p-req-1", "transfer_id": "xfer-1", "blocks": [[3, 4, 5]]})).await;
+    p.cmd(json!({"cmd": "ready", "p_req_id": "p-req-1", "transfer_id": "xfer-1", "blocks": [[3, 4, 5]]})).await.unwrap();
     let r = run(cfg(path, Role::Prefiller, External::Prefillers(vec![endpoint]))).await.unwrap();
     let c = &r.results[0];
     assert_eq!(c.status, Status::Pass, "{:?}", c.findings);
@@ -165,10 +170,10 @@ async fn a_listen_run_whose_own_reply_deviates_is_broken() {
     };
     let runner = tokio::spawn(run(cfg(path, Role::Decoder, ext)));
     let req = model.decoders[0].layout_request.clone().unwrap();
-    let mut d = Testee::default();
+    let mut d = peer().await;
     let conf = json!({"layout_id": req.layout_id.as_u64(), "abort_timeout_s": 2.0, "layout": setup::decoder_layout(&req, &mooncake_conformance::bundled::scenarios().model)});
-    let a = d.handle(&json!({"cmd": "start", "role": "decoder", "revision": "vllm-0.33.0", "config": conf})).await;
-    assert_eq!(a["ok"], true, "{a}");
+    let a = d.cmd(json!({"cmd": "start", "role": "decoder", "revision": "vllm-0.33.0", "config": conf})).await.unwrap();
+    assert_eq!(a["ok"], true);
     let url = format!("http://{boot_bind}");
     for _ in 0..200 {
         if mooncake_io::http::query(&url, Duration::from_secs(1))
@@ -179,7 +184,7 @@ async fn a_listen_run_whose_own_reply_deviates_is_broken() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let pulled = d.handle(&json!({"cmd": "pull", "requests": [{"d_req_id": "d-req-1", "transfer_id": "xfer-1", "blocks": [[3, 4, 5]], "engine_id": "engine-prefill-0", "bootstrap_addr": url}]})).await;
+    let pulled = d.cmd(json!({"cmd": "pull", "requests": [{"d_req_id": "d-req-1", "transfer_id": "xfer-1", "blocks": [[3, 4, 5]], "engine_id": "engine-prefill-0", "bootstrap_addr": url}]})).await.unwrap();
     assert_eq!(pulled["ok"], true);
     let r = runner.await.unwrap().unwrap();
     let c = &r.results[0];
@@ -190,8 +195,8 @@ async fn a_listen_run_whose_own_reply_deviates_is_broken() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replays_http_against_a_running_bootstrap_server() {
-    let mut boot = Testee::default();
-    let url = boot.handle(&json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await
+    let mut boot = peer().await;
+    let url = boot.cmd(json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await.unwrap()
         ["url"]
         .as_str()
         .unwrap()
@@ -202,8 +207,8 @@ async fn replays_http_against_a_running_bootstrap_server() {
     assert_eq!(r.results[0].status, Status::Pass, "{:?}", r.results[0].findings);
     // A server with 0.30.0 semantics that already holds the registrations: the identical re-registrations the
     // recording expects to succeed are refused (0.30.0 has no idempotent /register).
-    let mut old = Testee::default();
-    let url = old.handle(&json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.30.0", "config": {}})).await
+    let mut old = peer().await;
+    let url = old.cmd(json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.30.0", "config": {}})).await.unwrap()
         ["url"]
         .as_str()
         .unwrap()

@@ -1,6 +1,6 @@
 //! The testee control protocol (`conformance/TESTEE.md`): one command in, one answer out. `mooncake-peer
-//! testee` runs it over standard input and output; the conformance runner uses it in-process as its built-in
-//! reference peer.
+//! testee` runs it over standard input and output, and is the conformance runner's built-in testee (a process
+//! the runner finds next to its own executable; the runner does not link this crate).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
