@@ -251,9 +251,7 @@ impl Testee {
             StartError { environment: true, message: with_tail(message, log) }
         };
         let line = match tokio::time::timeout(ANSWER_TIMEOUT, lines.next_line()).await {
-            Err(_) => {
-                return Err(env(format!("testee `{cmd}` sent no hello within {}", secs(ANSWER_TIMEOUT)), &log))
-            }
+            Err(_) => return Err(env(format!("testee `{cmd}` sent no hello within {}", secs(ANSWER_TIMEOUT)), &log)),
             Ok(Err(e)) => return Err(env(format!("testee `{cmd}`: reading its standard output: {e}"), &log)),
             Ok(Ok(None)) => {
                 let st = ended(&mut child).await;

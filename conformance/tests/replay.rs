@@ -38,14 +38,16 @@ async fn replays_against_a_running_prefiller() {
     let sc = mooncake_conformance::bundled::scenarios();
     // A prefiller someone else started, registered with some bootstrap server, transfers prepared by hand.
     let mut boot = peer().await;
-    let url = boot.cmd(json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await.unwrap()
-        ["url"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let url =
+        boot.cmd(json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await.unwrap()
+            ["url"]
+            .as_str()
+            .unwrap()
+            .to_string();
     let mut p = peer().await;
     let conf = setup::prefiller_config(&model, &model.prefillers[0], &sc.model, &url).unwrap();
-    let a = p.cmd(json!({"cmd": "start", "role": "prefiller", "revision": "vllm-0.33.0", "config": conf})).await.unwrap();
+    let a =
+        p.cmd(json!({"cmd": "start", "role": "prefiller", "revision": "vllm-0.33.0", "config": conf})).await.unwrap();
     let endpoint = a["endpoint"].as_str().unwrap().to_string();
     // Only the first transfer is ready: the second never becomes ready, so the pull times out.
     p.cmd(json!({"cmd": "ready", "p_req_id": "p-req-1", "transfer_id": "xfer-1", "blocks": [[3, 4]]})).await.unwrap();
@@ -59,12 +61,12 @@ async fn replays_against_a_running_prefiller() {
     assert!(c.findings.iter().any(|f| f.detail.contains("Timeout waiting for P side ready.")), "{:?}", c.findings);
     // Both transfers ready before the pull (a second prefiller, with its own bootstrap server).
     let mut boot2 = peer().await;
-    let url2 = boot2
-        .cmd(json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}}))
-        .await.unwrap()["url"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let url2 =
+        boot2.cmd(json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await.unwrap()
+            ["url"]
+            .as_str()
+            .unwrap()
+            .to_string();
     let mut p2 = peer().await;
     let a = p2.cmd(json!({"cmd": "start", "role": "prefiller", "revision": "vllm-0.33.0", "config": setup::prefiller_config(&model, &model.prefillers[0], &sc.model, &url2).unwrap()})).await.unwrap();
     let endpoint = a["endpoint"].as_str().unwrap().to_string();
@@ -130,16 +132,20 @@ async fn a_peer_without_a_reachable_engine_passes_with_landed_bytes_not_checked(
     let model = Conversation::new(Trace::load(&path).unwrap()).unwrap();
     let sc = mooncake_conformance::bundled::scenarios();
     let mut boot = peer().await;
-    let url = boot.cmd(json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await.unwrap()
-        ["url"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let url =
+        boot.cmd(json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await.unwrap()
+            ["url"]
+            .as_str()
+            .unwrap()
+            .to_string();
     let mut p = peer().await;
     let conf = setup::prefiller_config(&model, &model.prefillers[0], &sc.model, &url).unwrap();
-    let a = p.cmd(json!({"cmd": "start", "role": "prefiller", "revision": "vllm-0.33.0", "config": conf})).await.unwrap();
+    let a =
+        p.cmd(json!({"cmd": "start", "role": "prefiller", "revision": "vllm-0.33.0", "config": conf})).await.unwrap();
     let endpoint = a["endpoint"].as_str().unwrap().to_string();
-    p.cmd(json!({"cmd": "ready", "p_req_id": "p-req-1", "transfer_id": "xfer-1", "blocks": [[3, 4, 5]]})).await.unwrap();
+    p.cmd(json!({"cmd": "ready", "p_req_id": "p-req-1", "transfer_id": "xfer-1", "blocks": [[3, 4, 5]]}))
+        .await
+        .unwrap();
     let r = run(cfg(path, Role::Prefiller, External::Prefillers(vec![endpoint]))).await.unwrap();
     let c = &r.results[0];
     assert_eq!(c.status, Status::Pass, "{:?}", c.findings);
@@ -196,11 +202,12 @@ async fn a_listen_run_whose_own_reply_deviates_is_broken() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replays_http_against_a_running_bootstrap_server() {
     let mut boot = peer().await;
-    let url = boot.cmd(json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await.unwrap()
-        ["url"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let url =
+        boot.cmd(json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.33.0", "config": {}})).await.unwrap()
+            ["url"]
+            .as_str()
+            .unwrap()
+            .to_string();
     let r = run(cfg(trace("i_bootstrap_register_query.jsonl"), Role::Bootstrap, External::Bootstrap(url.clone())))
         .await
         .unwrap();
@@ -208,11 +215,12 @@ async fn replays_http_against_a_running_bootstrap_server() {
     // A server with 0.30.0 semantics that already holds the registrations: the identical re-registrations the
     // recording expects to succeed are refused (0.30.0 has no idempotent /register).
     let mut old = peer().await;
-    let url = old.cmd(json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.30.0", "config": {}})).await.unwrap()
-        ["url"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let url =
+        old.cmd(json!({"cmd": "start", "role": "bootstrap", "revision": "vllm-0.30.0", "config": {}})).await.unwrap()
+            ["url"]
+            .as_str()
+            .unwrap()
+            .to_string();
     let first = json!({"engine_id": "engine-prefill-0", "dp_rank": 0, "tp_rank": 0, "pp_rank": 0, "addr": "tcp://127.0.0.1:37175"});
     mooncake_io::http::register(&url, &first, Duration::from_secs(5)).await.unwrap();
     let r =

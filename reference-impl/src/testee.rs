@@ -16,10 +16,10 @@ use serde_json::{json, Value as J};
 use tokio::net::TcpListener;
 
 use crate::backend::{serve_engine, Backend};
-use mooncake_io::layout::{producer, producer_with, LayoutExt};
 use crate::decoder::DecoderPeer;
 use crate::http::BootstrapServer;
 use crate::prefiller::{PrefillerConfig, PrefillerPeer};
+use mooncake_io::layout::{producer, producer_with, LayoutExt};
 
 /// Revisions the reference peer speaks: every generation-2 revision with per-group block lists whose layout
 /// fields the typed structs carry.

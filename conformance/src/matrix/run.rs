@@ -328,7 +328,8 @@ async fn observe_inner(
             (key, tr.clone())
         })
         .collect();
-    let pid = |key: &str, tr: &crate::scenarios::Transfer| if p.gen() == 1 { key.to_string() } else { tr.p_req_id.clone() };
+    let pid =
+        |key: &str, tr: &crate::scenarios::Transfer| if p.gen() == 1 { key.to_string() } else { tr.p_req_id.clone() };
     let ready = |key: &str, tr: &crate::scenarios::Transfer| Command::Ready {
         p_req_id: pid(key, tr),
         transfer_id: key.to_string(),
