@@ -5,9 +5,8 @@
 //! conformance runner. The runner does not link this crate: it runs `mooncake-peer testee` as its built-in
 //! testee and plays its own side of a case with the same cores and `mooncake-io`.
 
-// The I/O modules and the layout helpers live in `mooncake-io` (shared with the conformance runner);
-// re-exported at their old paths (`config` is `mooncake_io::layout`).
-pub use mooncake_io::layout as config;
+// The I/O modules live in `mooncake-io` (shared with the conformance runner); re-exported at their old paths.
+// The layout helpers that were `config` are `mooncake_io::layout`.
 pub use mooncake_io::{backend, engine, http, reactor};
 
 pub mod decoder;

@@ -4,7 +4,8 @@
 //! * `…/prefiller`: the runner plays the recorded decoder worker(s) — a REQ per recorded message, to the live
 //!   prefiller testee that stands for the recorded endpoint — and compares each raw reply, the
 //!   transfer-engine writes, the landed bytes, what the prefiller freed and what it keeps.
-//! * `…/decoder`: the runner plays the prefiller worker(s) with the reference generation-1 core, bound at
+//! * `…/decoder`: the runner plays the prefiller worker(s) with the spec's generation-1 core
+//!   ([`crate::counterpart`]), bound at
 //!   consecutive ports (a decoder finds worker `r` at base port + r), hands the decoder testee the recorded
 //!   pulls, and compares the requests it sends and what it reports.
 //!
@@ -16,16 +17,16 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mooncake_io::backend::{serve_engine, Backend};
+use mooncake_io::backend::serve_engine;
+use mooncake_io::layout::{producer_with, LayoutExt};
 use mooncake_io::reactor::{Incoming, Reactor};
-use mooncake_reference::config::{producer_with, LayoutExt};
-use mooncake_reference::prefiller::{PrefillerConfig, PrefillerPeer};
 use mooncake_testee_protocol::LayoutConfig;
 use mooncake_wire::proto::gen1::{Gen1Prefiller, Gen1Profile};
 use serde_json::Value as J;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
+use crate::counterpart::{OwnConfig, OwnPrefiller};
 use crate::setup::gen1::{columns_of, expected, layout, ranks, Gen1Setup, Msg};
 use crate::setup::{check_landed_columns, model_config, D_BASE, P_BASE};
 
@@ -304,15 +305,15 @@ pub async fn as_decoder(
     r.map(|_| out)
 }
 
-/// Binds one generation-1 prefiller per rank at consecutive ports on 127.0.0.1 (base + rank), trying a few
-/// bases.
-pub(crate) async fn bind_workers(
+/// Binds one generation-1 prefiller of the runner's own per rank at consecutive ports on 127.0.0.1 (base +
+/// rank), trying a few bases.
+async fn bind_workers(
     profile: &Gen1Profile,
     ranks: u64,
     regions: usize,
     model: &Model,
     abort: Duration,
-) -> Result<(u64, Vec<PrefillerPeer>), String> {
+) -> Result<(u64, Vec<OwnPrefiller>), String> {
     let mut last = String::new();
     for attempt in 0..32u64 {
         let base = 20_000 + (std::process::id() as u64 * 7919 + attempt * 104_729) % 40_000;
@@ -324,20 +325,8 @@ pub(crate) async fn bind_workers(
                 producer_with(r as i64, ranks as i64, 1, &model_config(model), &l, profile.plan_rules()?, None)?;
             let mut core = Gen1Prefiller::new(profile.clone(), planner);
             core.set_abort_timeout(abort);
-            let cfg = PrefillerConfig {
-                bind: format!("tcp://127.0.0.1:{}", base + r),
-                engine_id: String::new(),
-                dp_rank: 0,
-                tp_rank: r as i64,
-                pp_rank: 0,
-                bootstrap: None,
-                abort_timeout: None,
-                record_wire: true,
-                faults: vec![],
-            };
-            match PrefillerPeer::start_machine(cfg, core, Arc::new(Mutex::new(l.memory(true))), Backend::tcp_engine())
-                .await
-            {
+            let cfg = OwnConfig { bind: format!("tcp://127.0.0.1:{}", base + r), register: None };
+            match OwnPrefiller::start(cfg, core, Arc::new(Mutex::new(l.memory(true)))).await {
                 Ok(p) => peers.push(p),
                 Err(e) => {
                     last = e;
