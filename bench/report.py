@@ -69,8 +69,10 @@ def manifest_bytes(manifest, pid):
     return next(p["bytes"] for p in manifest if p["id"] == pid)
 
 
-def splice(path, section):
-    """Replaces the text between BEGIN and END in `path` by `section` (markers kept), leaving the rest as is."""
+def splice(path, section, begin=BEGIN, end=END):
+    """Replaces the text between `begin` and `end` (default: this section's markers) in `path` by `section`
+    (markers kept), leaving the rest as is."""
+    BEGIN, END = begin, end
     block = f"{BEGIN}\n{section.rstrip()}\n{END}"
     try:
         with open(path, encoding="utf-8") as f:

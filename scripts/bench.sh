@@ -77,6 +77,26 @@ fi
   --duration "$(( $(date +%s) - start )) s$([ $quick = 1 ] && echo ', --quick' || true)" --out BENCHMARKS.md --json "$out/results.json" "${profiles[@]}"
 echo "BENCHMARKS.md written ($(( $(date +%s) - start )) s)"
 
+# Issue 16: the generated typed decode of the production pull in every generation-2 revision against msgspec
+# with that revision's class (its own section of BENCHMARKS.md, between the typed-revisions-bench markers).
+echo "== typed decode per revision"
+rstart=$(date +%s)
+rloads=("start: $(cut -d' ' -f1-3 /proc/loadavg)")
+"$root/target/release/revision_payloads" "$out/revisions"
+"$MOONCAKE_PYTHON" bench/msgspec_revisions.py "$out/revisions" "$out/msgspec-revisions-1.json" "${py[@]}"
+rloads+=("criterion: $(cut -d' ' -f1-3 /proc/loadavg)")
+(cd bench && cargo bench --locked --bench revisions -- "${crit[@]}") > "$out/criterion-revisions.txt"
+grep -E "^[a-z_0-9]+/|time:" "$out/criterion-revisions.txt" | paste - - | awk '{printf "%-48s %s %s\n", $1, $5, $6}'
+rloads+=("msgspec again: $(cut -d' ' -f1-3 /proc/loadavg)")
+"$MOONCAKE_PYTHON" bench/msgspec_revisions.py "$out/revisions" "$out/msgspec-revisions-2.json" "${py[@]}"
+rloads+=("end: $(cut -d' ' -f1-3 /proc/loadavg)")
+(cd bench && "$MOONCAKE_PYTHON" revisions_report.py --criterion "$CRITERION_HOME" \
+  --msgspec "$root/$out/msgspec-revisions-1.json" "$root/$out/msgspec-revisions-2.json" \
+  --manifest "$root/$out/revisions/manifest.json" --load "${rloads[@]}" \
+  --duration "$(( $(date +%s) - rstart )) s$([ $quick = 1 ] && echo ', --quick' || true)" \
+  --out "$root/BENCHMARKS.md" --json "$root/$out/revisions-results.json")
+echo "BENCHMARKS.md: per-revision section written ($(( $(date +%s) - rstart )) s)"
+
 echo "== round trips through the reference prefiller"
 MOONCAKE_PYTHON="$MOONCAKE_PYTHON" scripts/roundtrip-bench.sh $([ $quick = 1 ] && echo --quick || true)
 echo "bench.sh done ($(( $(date +%s) - start )) s)"

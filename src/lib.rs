@@ -4,7 +4,8 @@
 //!
 //! * [`spec`] — the machine-readable spec of every wire revision vLLM shipped (`spec/` in the repository);
 //! * [`codec`] — a MessagePack codec driven by that spec, byte-identical to Python msgspec;
-//! * [`typed`] — hand-optimised structs for the newest revision, proven equal to the spec by a test;
+//! * [`typed`] — structs for every revision of both families, generated from the spec ([`generate`]) and proven
+//!   equal to the spec-driven codec by a test;
 //! * [`msgpack`] — the byte-level reader and writer underneath;
 //! * [`limits`] — every resource limit of the decoder;
 //! * [`plan`] — the 0.33.0 prefiller's transfer planner (regions, TP byte plan, descriptors);

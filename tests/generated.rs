@@ -89,7 +89,7 @@ fn files_of_other_generators_exist() {
     }
 }
 
-/// The generated module of each revision in `src/typed/generated/push.rs`, by module name.
+/// The generated module of each revision in a generated family file, by module name.
 fn modules(text: &str) -> std::collections::BTreeMap<String, String> {
     let mut out = std::collections::BTreeMap::new();
     for part in text.split("\npub mod ").skip(1) {
@@ -100,57 +100,173 @@ fn modules(text: &str) -> std::collections::BTreeMap<String, String> {
     out
 }
 
-/// The text of `pub struct NAME… { … }` in a module.
-fn struct_text<'a>(module: &'a str, name: &str) -> Option<&'a str> {
-    let start = module.find(&format!("pub struct {name}<S> {{"))?;
-    let end = module[start..].find("\n    }\n")? + start;
-    Some(&module[start..end])
+/// The generated code of one message in a module: from its `pub struct` to the next item of the module
+/// (struct, impls, everything the generator writes for it).
+fn message_section<'a>(module: &'a str, name: &str) -> Option<&'a str> {
+    let start =
+        module.find(&format!("pub struct {name}Of<S> {{")).or_else(|| module.find(&format!("pub struct {name} {{")))?;
+    let rest = &module[start + 1..];
+    let end = ["\n    pub struct ", "\n    /// Unchanged since", "\n    pub enum ", "\n    pub fn round_trip"]
+        .iter()
+        .filter_map(|m| rest.find(m))
+        .min()
+        .unwrap_or(rest.len());
+    // Back up to the doc comment of the next item.
+    let end = rest[..end].rfind("\n\n").unwrap_or(end);
+    Some(&module[start..start + 1 + end])
+}
+
+/// The built-in spec with `edit` applied to the file whose path ends with `file`.
+fn edited_spec(file: &str, edit: impl Fn(&str) -> String) -> Spec {
+    let mut hit = 0;
+    let files = Spec::builtin_files().iter().map(|(p, t)| {
+        let t = if p.ends_with(file) {
+            hit += 1;
+            edit(t)
+        } else {
+            t.to_string()
+        };
+        (p.to_string(), t)
+    });
+    let spec = Spec::from_files(files.collect::<Vec<_>>()).expect("the edited spec loads");
+    assert_eq!(hit, 1, "one spec file ends with {file}");
+    spec
+}
+
+/// Drops the one `[[edit]]` block of a revision file that contains every one of `needles`.
+fn drop_edit(text: &str, needles: &[&str]) -> String {
+    let mut blocks: Vec<&str> = text.split("\n[[edit]]\n").collect();
+    let before = blocks.len();
+    blocks.retain(|b| !needles.iter().all(|n| b.contains(n)));
+    assert_eq!(blocks.len() + 1, before, "exactly one edit matches {needles:?}");
+    blocks.join("\n[[edit]]\n")
 }
 
 /// Issue 16: removing a field from a revision in `spec/` and regenerating is the only edit the typed layer
-/// needs. The spec is edited in memory — 0.33.0 without the edit that adds `layout_id` to the reply — and the
-/// generator run on it: the reply of 0.33.0 loses the field (struct, field list, encoder), and nothing else of
-/// the generated layer changes.
-#[test]
-fn removing_a_field_from_the_spec_is_the_only_edit_the_typed_layer_needs() {
-    use mooncake_wire::generate::typed_rs::{sources, PUSH_PATH};
-    let drop_edit = |text: &str| -> String {
-        let mut blocks: Vec<&str> = text.split("\n[[edit]]\n").collect();
-        let before = blocks.len();
-        blocks.retain(|b| {
-            !(b.contains("at = \"structs.MooncakeXferResponse.fields\"") && b.contains("name = \"layout_id\""))
-        });
-        assert_eq!(blocks.len() + 1, before, "exactly one edit adds layout_id to the 0.33.0 reply");
-        blocks.join("\n[[edit]]\n")
-    };
-    let files = Spec::builtin_files().iter().map(|(p, t)| {
-        let t = if p.ends_with("push/vllm-0.33.0.toml") { drop_edit(t) } else { t.to_string() };
-        (p.to_string(), t)
-    });
-    let edited = Spec::from_files(files).expect("the edited spec loads");
-    let old = sources(Spec::builtin()).unwrap().remove(PUSH_PATH).unwrap();
-    let new = sources(&edited).unwrap().remove(PUSH_PATH).unwrap();
-    assert_ne!(old, new);
+/// needs. The generator runs on the built-in spec with one field removed, and the generated code of exactly
+/// the revisions whose spec changed loses the field — struct, field list, required mask, decoder, encoder —
+/// while every other module and everything outside the revision modules stays byte for byte the same.
+/// (`the_hand_written_typed_layer_names_no_field` below is the other half: nothing else has to follow.)
+fn removing_a_field(spec: &Spec, path: &str, revisions: &[&str], message: &str, field: &str) {
+    use mooncake_wire::generate::typed_rs::{module_name, sources};
+    let old = sources(Spec::builtin()).unwrap().remove(path).unwrap();
+    let new = sources(spec).unwrap().remove(path).unwrap();
     let (old_m, new_m) = (modules(&old), modules(&new));
     assert_eq!(old_m.keys().collect::<Vec<_>>(), new_m.keys().collect::<Vec<_>>());
-    assert!(old_m.len() >= 12, "{} modules: the split is broken", old_m.len());
+    assert!(old_m.len() >= 3, "{} modules: the split is broken", old_m.len());
+    let changed: Vec<String> = revisions.iter().map(|r| module_name(r)).collect();
     for (name, text) in &old_m {
-        if name != "vllm_0_33_0" {
+        if !changed.contains(name) {
             assert_eq!(text, &new_m[name], "{name} changed although its spec did not");
         }
     }
-    let (o, n) = (&old_m["vllm_0_33_0"], &new_m["vllm_0_33_0"]);
-    let (o_reply, n_reply) =
-        (struct_text(o, "MooncakeXferResponseOf").unwrap(), struct_text(n, "MooncakeXferResponseOf").unwrap());
-    assert!(o_reply.contains("pub layout_id: WireInt"));
-    assert!(!n_reply.contains("layout_id"), "the reply struct still has layout_id:\n{n_reply}");
-    assert!(o.contains(r#"["status", "ok_reqs", "err_reqs", "err_msg", "layout_id"]"#));
-    assert!(n.contains(r#"["status", "ok_reqs", "err_reqs", "err_msg"]"#));
-    // The pull of the same revision keeps its layout_id.
-    assert_eq!(struct_text(o, "MooncakeXferMetadataOf"), struct_text(n, "MooncakeXferMetadataOf"));
-    // Nothing outside the revision modules (the status newtype, the revision table) changed either.
+    for r in revisions {
+        let m = module_name(r);
+        let (o, n) = (message_section(&old_m[&m], message).unwrap(), message_section(&new_m[&m], message).unwrap());
+        let def = &spec.revision(r).unwrap().structs[message];
+        assert!(def.fields.iter().all(|f| f.name != field), "{r}: the edit did not remove {field}");
+        for (what, text) in [("before", o), ("after", n)] {
+            let names: Vec<String> = def.fields.iter().map(|f| format!("{:?}", f.name)).collect();
+            let mask = def.fields.iter().enumerate().filter(|(_, f)| f.required()).fold(0u64, |a, (i, _)| a | 1 << i);
+            // A needle not followed by more of an identifier (`self.block_size` is not `self.block_size_scale`).
+            let has = |needle: &str| {
+                text.match_indices(needle).any(|(i, _)| {
+                    !text[i + needle.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+                })
+            };
+            let gone = [
+                format!("pub {field}:"),
+                format!("\"{field}\""),
+                format!("v.{field} ="),
+                format!("let {field} ="),
+                format!("self.{field}"),
+            ];
+            if what == "before" {
+                assert!(has(&gone[0]) && has(&gone[1]) && has(&gone[4]), "{r} {message}: the field was there before");
+            } else {
+                for g in &gone {
+                    assert!(!has(g), "{r} {message}: `{g}` is still generated:\n{text}");
+                }
+                assert!(
+                    has(&format!("FIELDS: [&'static str; {}] = [{}];", names.len(), names.join(", "))),
+                    "{r} {message}: the field list is not the edited spec's:\n{text}"
+                );
+                assert!(
+                    has(&format!("REQUIRED: u64 = {mask:#b};")),
+                    "{r} {message}: the required mask is not {mask:#b}"
+                );
+            }
+        }
+    }
+    // Nothing outside the revision modules (enums, tags, the revision table) changed either.
     let outside = |t: &str| t.split("\npub mod ").next().unwrap().to_string() + &t[t.rfind("\n}\n").unwrap()..];
     assert_eq!(outside(&old), outside(&new));
+}
+
+#[test]
+fn removing_a_field_from_the_spec_is_the_only_edit_the_typed_layer_needs() {
+    use mooncake_wire::generate::typed_rs::{PULL_PATH, PUSH_PATH};
+    // An optional field added by an edit: 0.33.0's reply without `layout_id`.
+    let spec = edited_spec("push/vllm-0.33.0.toml", |t| {
+        drop_edit(t, &["at = \"structs.MooncakeXferResponse.fields\"", "name = \"layout_id\""])
+    });
+    removing_a_field(&spec, PUSH_PATH, &["vllm-0.33.0"], "MooncakeXferResponse", "layout_id");
+    // A required field added by an edit: vllm-ascend 0.23.0.post1's metadata without `block_size` (the
+    // required mask shrinks and shifts).
+    let spec = edited_spec("pull/vllm-ascend-0.23.0.post1.toml", |t| {
+        drop_edit(t, &["at = \"structs.MooncakeAgentMetadata.fields\"", "name = \"block_size\""])
+    });
+    removing_a_field(&spec, PULL_PATH, &["vllm-ascend-0.23.0.post1"], "MooncakeAgentMetadata", "block_size");
+    // A field of a full revision file: vllm-ascend 0.18.0's `local_ip`, which 0.23.0.post1 inherits — both
+    // revisions' structs lose it, main@'s (a full file of its own) keeps its own `local_ip`.
+    let spec = edited_spec("pull/vllm-ascend-0.18.0.toml", |t| {
+        let line = t.lines().find(|l| l.contains("{ name = \"local_ip\"")).expect("the local_ip line");
+        t.replace(&format!("{line}\n"), "")
+    });
+    removing_a_field(
+        &spec,
+        PULL_PATH,
+        &["vllm-ascend-0.18.0", "vllm-ascend-0.23.0.post1"],
+        "MooncakeAgentMetadata",
+        "local_ip",
+    );
+}
+
+/// The other half of the claim: the hand-written typed layer — everything under `src/typed/` except the
+/// generated files, and the spec-driven conversion `src/codec/convert.rs` — names no field of any message of
+/// any revision (as an identifier or a string in code), so no hand edit follows a field's removal. Comments
+/// may name fields; code may not.
+#[test]
+fn the_hand_written_typed_layer_names_no_field() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut fields = std::collections::BTreeSet::new();
+    for fam in &Spec::builtin().families {
+        for rev in &fam.revisions {
+            for s in rev.structs.values() {
+                fields.extend(s.fields.iter().map(|f| f.name.clone()));
+            }
+        }
+    }
+    assert!(fields.contains("remote_tp_rank") && fields.contains("kv_group2layeridx"), "{fields:?}");
+    let mut files = vec![];
+    walk(&root.join("src/typed"), &mut files);
+    files.retain(|p| !p.starts_with(root.join("src/typed/generated")));
+    files.push(root.join("src/codec/convert.rs"));
+    for must in ["src/typed/de.rs", "src/typed/mod.rs", "src/typed/blocks.rs", "src/codec/convert.rs"] {
+        assert!(files.contains(&root.join(must)), "{must} is not scanned: {files:?}");
+    }
+    let mut hits = vec![];
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (no, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap();
+            let words = code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+            for w in words.filter(|w| fields.contains(*w)) {
+                hits.push(format!("{}:{}: `{w}`", f.strip_prefix(root).unwrap().display(), no + 1));
+            }
+        }
+    }
+    assert!(hits.is_empty(), "the hand-written typed layer names message fields:\n{}", hits.join("\n"));
 }
 
 /// The generated directory holds only what the generator writes and its hand-written `mod.rs`.

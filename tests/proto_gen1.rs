@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::plan::{GroupKind, Producer, ProducerConfig, RegisteredLayout};
 use mooncake_wire::proto::gen1::{AgentMetadata, Gen1Decoder, Gen1DecoderConfig, Gen1Prefiller, Gen1Profile};
 use mooncake_wire::proto::{DecoderEvent, PrefillerEvent, PullRequest};
@@ -35,12 +36,13 @@ fn producer(profile: &Gen1Profile) -> Producer {
 }
 
 fn pull(p: &Gen1Profile, ids: &[&str], blocks: &[&[u64]]) -> Vec<Vec<u8>> {
+    let u = WireInt::from_u64;
     let m = AgentMetadata {
         remote_hostname: "127.0.0.1".into(),
-        remote_port: 17002,
+        remote_port: u(17002),
         request_ids: ids.iter().map(|s| s.to_string()).collect(),
-        kv_caches_base_addr: vec![0x5000_0000, 0x6000_0000],
-        block_ids: blocks.iter().map(|b| b.to_vec()).collect(),
+        kv_caches_base_addr: vec![u(0x5000_0000), u(0x6000_0000)],
+        block_ids: blocks.iter().map(|b| b.iter().map(|x| u(*x)).collect()).collect(),
     };
     vec![b"id".to_vec(), vec![], p.encode_request(&m).unwrap()]
 }

@@ -1,19 +1,29 @@
-//! Checks the typed-layer generator (`src/generate/typed_rs.rs`): the generated structs of every push revision,
-//! both generations, against `spec/` and the spec-driven codec of the same revision, row by row.
+//! Checks the typed-layer generator (`src/generate/typed_rs.rs`): the generated code of every revision of both
+//! families (`typed::generated::push`, `typed::generated::pull`) against `spec/` and the spec-driven codec of
+//! the same revision. Nothing here lists a revision's fields: every expectation comes from the spec or the
+//! spec-driven codec, so the test follows a change to `spec/` as the generated code does.
 //!
-//! For every field the spec declares, the generated decoder and encoder must: encode a non-default value
-//! exactly as the spec-driven codec does; decode to the spec default when absent (and leave it out when
-//! encoding); be required exactly when the spec says so; and reject every wrongly-typed value with the spec
-//! codec's error and path. One more row checks the struct options (map header from the declared field count,
-//! omit_defaults), and the field list must be the spec's. A failing row prints as the diff. That the committed
-//! generated code is what the generator makes is `tests/generated.rs`'s job.
+//! * the generated revisions, messages, field lists and required masks are the spec's;
+//! * row by row, for every field of every message: a non-default value decodes and re-encodes as the spec
+//!   codec does; absent, it takes its default and stays absent (written explicitly, it is dropped again under
+//!   `omit_defaults`); it is required exactly when the spec says so; every wrongly-typed value is refused
+//!   with the spec codec's error and path; a tuple's tag holds the spec's constant;
+//! * every bundled msgspec vector of every revision (`conformance/vectors/`): accepted input re-encodes to
+//!   msgspec's canonical bytes, rejected input is refused with msgspec's error text;
+//! * random valid messages, non-canonical encodings and mutations: the same verdict, error and bytes;
+//! * the open enums (status members and terminal flags), the control tags and the raw constants are the
+//!   spec's.
+//!
+//! That the committed generated code is what the generator makes is `tests/generated.rs`'s job.
 
-use mooncake_wire::codec::testgen::{random_value, Rng, Size};
-use mooncake_wire::codec::{Codec, Value};
+use std::path::PathBuf;
+
+use mooncake_wire::codec::testgen::{mutate, noncanonical, random_value, Rng, Size};
+use mooncake_wire::codec::{py_bytes_repr, Codec, Value};
 use mooncake_wire::msgpack::Writer;
-use mooncake_wire::spec::Spec;
-use mooncake_wire::typed::generated::push::{GeneratedRevision, REVISIONS};
-use mooncake_wire::typed::{self, Strictness};
+use mooncake_wire::spec::{Family, Spec};
+use mooncake_wire::typed::generated::{pull, push};
+use mooncake_wire::typed::{self, GeneratedRevision, Strictness};
 
 /// Decode then re-encode, as hex, or the error text.
 type Outcome = Result<String, String>;
@@ -22,17 +32,51 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// Encodes a struct value as a map of the given (name, value) entries, in order (no omission).
-fn map_of(codec: &Codec, message: &str, entries: &[(String, Value)]) -> Vec<u8> {
-    let st = codec.message_struct(message).unwrap();
-    let mut w = Writer::new();
-    w.map_len(entries.len());
-    for (name, v) in entries {
-        w.str(name);
-        let f = st.fields.iter().find(|f| &f.wire_name == name).unwrap();
-        w.raw(&codec.encode_type(f.ty, v).unwrap());
+fn families() -> Vec<(&'static Family, &'static [GeneratedRevision])> {
+    let spec = Spec::builtin();
+    vec![(spec.push(), &push::REVISIONS[..]), (spec.pull(), &pull::REVISIONS[..])]
+}
+
+fn typed_rt(gen: &GeneratedRevision, message: &str, b: &[u8]) -> Outcome {
+    (gen.round_trip)(message, b, Strictness::Msgspec)
+        .expect("a generated message")
+        .map(|v| hex(&v))
+        .map_err(|e| e.msgspec_message())
+}
+
+fn spec_rt(codec: &Codec, message: &str, b: &[u8]) -> Outcome {
+    codec.decode(message, b).map(|v| hex(&codec.encode(message, &v).unwrap())).map_err(|e| e.msgspec_message())
+}
+
+#[test]
+fn generated_revisions_messages_fields_and_masks_are_the_specs() {
+    let mut messages = 0;
+    for (fam, revisions) in families() {
+        assert_eq!(
+            revisions.iter().map(|g| g.revision).collect::<Vec<_>>(),
+            fam.revisions.iter().map(|r| r.revision.as_str()).collect::<Vec<_>>(),
+            "one generated module per {} revision",
+            fam.name
+        );
+        for gen in revisions {
+            let rev = fam.revision(gen.revision).unwrap();
+            let mut want: Vec<&str> = rev.structs.keys().map(String::as_str).collect();
+            let mut have = gen.messages.to_vec();
+            want.sort();
+            have.sort();
+            assert_eq!(have, want, "{}: generated messages", gen.revision);
+            for (m, def) in &rev.structs {
+                let names: Vec<&str> = def.fields.iter().map(|f| f.name.as_str()).collect();
+                assert_eq!((gen.fields)(m).unwrap(), names.as_slice(), "{} {m}: field list", gen.revision);
+                let mask =
+                    def.fields.iter().enumerate().filter(|(_, f)| f.required()).fold(0u64, |a, (i, _)| a | 1 << i);
+                assert_eq!((gen.required)(m), Some(mask), "{} {m}: required mask", gen.revision);
+                messages += 1;
+            }
+            assert_eq!((gen.fields)("NoSuchMessage"), None);
+        }
     }
-    w.into_bytes()
+    assert!(messages >= 36, "only {messages} messages");
 }
 
 /// Raw MessagePack values of every kind, to put where a field's value belongs.
@@ -48,28 +92,47 @@ const WRONG_KINDS: &[(&str, &[u8])] = &[
     ("array of str", &[0x91, 0xa1, 0x78]),
     ("empty array", &[0x90]),
     ("map", &[0x81, 0xa1, 0x6b, 0x05]),
+    ("map with int key", &[0x81, 0x07, 0x81, 0xa1, 0x6b, 0x05]),
     ("ext", &[0xd4, 0x01, 0x00]),
 ];
 
+/// One encoded entry: a field (by index) with its value already encoded.
+type Entry = (usize, Vec<u8>);
+
+/// The message from entries: a map of (wire name, value) in the given order, or (array-like) an array of
+/// the values.
+fn message_bytes(codec: &Codec, message: &str, entries: &[Entry]) -> Vec<u8> {
+    let st = codec.message_struct(message).unwrap();
+    let mut w = Writer::new();
+    if st.array_like {
+        w.array_len(entries.len());
+        for (_, v) in entries {
+            w.raw(v);
+        }
+    } else {
+        w.map_len(entries.len());
+        for (i, v) in entries {
+            w.str(&st.fields[*i].wire_name);
+            w.raw(v);
+        }
+    }
+    w.into_bytes()
+}
+
+/// The rows of one message; returns the failures.
 fn contract(gen: &GeneratedRevision, message: &str) -> Vec<String> {
-    let spec = Spec::builtin();
-    let rev = spec.revision(gen.revision).unwrap();
+    let rev = Spec::builtin().revision(gen.revision).unwrap();
     let def = &rev.structs[message];
     let codec = Codec::builtin(gen.revision).unwrap();
-    let typed_fields = (gen.fields)(message).expect("generated message");
-    let typed = |b: &[u8]| -> Outcome {
-        (gen.round_trip)(message, b, Strictness::Msgspec)
-            .expect("generated message")
-            .map(|v| hex(&v))
-            .map_err(|e| e.msgspec_message())
-    };
     let st = codec.message_struct(message).unwrap();
-    let spec_rt = |b: &[u8]| -> Outcome {
-        codec.decode(message, b).map(|v| hex(&codec.encode(message, &v).unwrap())).map_err(|e| e.msgspec_message())
-    };
+    let enc = |i: usize, v: &Value| codec.encode_type(st.fields[i].ty, v).unwrap();
     let mut rng = Rng::new(20261129);
-    // One non-default sample per field, and the required fields' samples as the base of every probe.
+    // One non-default sample per field (the constant for a tag), and the required fields' samples as the
+    // base of every probe.
     let sample = |i: usize, rng: &mut Rng| loop {
+        if let Some(c) = &st.fields[i].const_value {
+            return c.clone();
+        }
         let v = random_value(codec.plan(), st.fields[i].ty, rng, Size(3));
         if st.fields[i].default.as_ref() != Some(&v) {
             return v;
@@ -77,48 +140,55 @@ fn contract(gen: &GeneratedRevision, message: &str) -> Vec<String> {
     };
     let samples: Vec<Value> = (0..st.fields.len()).map(|i| sample(i, &mut rng)).collect();
     let required: Vec<usize> = (0..st.fields.len()).filter(|&i| st.fields[i].default.is_none()).collect();
-    let entries_with = |extra: Option<usize>, skip: Option<usize>| -> Vec<(String, Value)> {
-        (0..st.fields.len())
-            .filter(|i| (required.contains(i) || Some(*i) == extra) && Some(*i) != skip)
-            .map(|i| (st.fields[i].wire_name.clone(), samples[i].clone()))
-            .collect()
+    let entries_with = |extra: Option<(usize, Vec<u8>)>, skip: Option<usize>| -> Vec<Entry> {
+        let mut out = vec![];
+        for (i, sample) in samples.iter().enumerate() {
+            if Some(i) == skip {
+                continue;
+            }
+            match &extra {
+                Some((j, raw)) if *j == i => out.push((i, raw.clone())),
+                _ if required.contains(&i) => out.push((i, enc(i, sample))),
+                _ => {}
+            }
+        }
+        // A map takes an extra entry for a skipped field at its end, as a late key.
+        if let (Some((j, raw)), false) = (&extra, st.array_like) {
+            if skip == Some(*j) {
+                out.push((*j, raw.clone()));
+            }
+        }
+        out
     };
-
     let mut rows = vec![];
     let mut failures = vec![];
-    let mut row = |cells: Vec<String>, ok: bool| {
-        let line = format!("| {} | {} |", cells.join(" | "), if ok { "ok" } else { "MISMATCH" });
-        if !ok {
-            failures.push(line.clone());
+    let agree = |problems: &mut Vec<String>, what: &str, b: &[u8]| {
+        let (x, y) = (typed_rt(gen, message, b), spec_rt(&codec, message, b));
+        if x != y {
+            problems.push(format!("{what}: typed {x:?} vs spec {y:?}"));
         }
-        rows.push(line);
+        y
     };
     for (i, f) in def.fields.iter().enumerate() {
         let mut problems = vec![];
-        // Position and name.
-        if typed_fields.get(i) != Some(&f.name.as_str()) {
-            problems.push(format!("typed field {i} is {:?}", typed_fields.get(i)));
+        let full = message_bytes(&codec, message, &entries_with(Some((i, enc(i, &samples[i]))), None));
+        if agree(&mut problems, "non-default value", &full).is_err() {
+            problems.push("the spec codec rejects a well-typed value".into());
         }
-        // Encoding of a non-default value.
-        let full = map_of(&codec, message, &entries_with(Some(i), None));
-        match (typed(&full), spec_rt(&full)) {
-            (Ok(a), Ok(b)) if a == b => {}
-            (a, b) => problems.push(format!("non-default value: typed {a:?} vs spec {b:?}")),
-        }
-        // Default: absent on the wire decodes to the default and is left out again.
-        if f.default.is_some() || f.default_factory.is_some() {
-            let minimal = map_of(&codec, message, &entries_with(None, None));
-            match (typed(&minimal), spec_rt(&minimal)) {
-                (Ok(a), Ok(b)) if a == b && a == hex(&minimal) => {}
-                (a, b) => problems.push(format!("default: typed {a:?} vs spec {b:?}")),
+        if let Some(d) = &st.fields[i].default {
+            let minimal = message_bytes(&codec, message, &entries_with(None, None));
+            let r = agree(&mut problems, "default absent", &minimal);
+            if r != Ok(hex(&minimal)) {
+                problems.push(format!("default absent: spec {r:?}"));
+            }
+            let explicit = message_bytes(&codec, message, &entries_with(Some((i, enc(i, d))), None));
+            let r = agree(&mut problems, "default explicit", &explicit);
+            if st.omit_defaults && r != Ok(hex(&minimal)) {
+                problems.push(format!("default explicit: spec {r:?}, not the minimal encoding"));
             }
         }
-        // Required-ness.
-        let without = map_of(&codec, message, &entries_with(None, Some(i)));
-        let (t, s) = (typed(&without), spec_rt(&without));
-        if t != s {
-            problems.push(format!("absent: typed {t:?} vs spec {s:?}"));
-        }
+        let without = message_bytes(&codec, message, &entries_with(None, Some(i)));
+        let s = agree(&mut problems, "absent", &without);
         if f.required() != s.is_err() {
             problems.push(format!(
                 "spec says required={}, the spec codec {}",
@@ -126,52 +196,41 @@ fn contract(gen: &GeneratedRevision, message: &str) -> Vec<String> {
                 if s.is_err() { "rejects" } else { "accepts" }
             ));
         }
-        // Type: every other kind of value in this field's place.
         for (kind, raw) in WRONG_KINDS {
-            let mut w = Writer::new();
-            let entries = entries_with(None, Some(i));
-            w.map_len(entries.len() + 1);
-            for (name, v) in &entries {
-                w.str(name);
-                let ff = st.fields.iter().find(|x| &x.wire_name == name).unwrap();
-                w.raw(&codec.encode_type(ff.ty, v).unwrap());
-            }
-            w.str(&f.name);
-            w.raw(raw);
-            let b = w.into_bytes();
-            let (t, s) = (typed(&b), spec_rt(&b));
-            if t != s {
-                problems.push(format!("{kind}: typed {t:?} vs spec {s:?}"));
+            // In a map the wrong value comes as the last key; in an array it takes the element's place.
+            let skip = (!st.array_like).then_some(i);
+            let b = message_bytes(&codec, message, &entries_with(Some((i, raw.to_vec())), skip));
+            let _ = agree(&mut problems, kind, &b);
+        }
+        if f.const_value.is_some() {
+            for other in
+                [&b"other_msg"[..], b"", b"get_meta_msg\x00", b"done_recving_msg", b"get_meta_msg", b"it's \"q\"\n\xff"]
+            {
+                let b = message_bytes(
+                    &codec,
+                    message,
+                    &entries_with(Some((i, enc(i, &Value::Bytes(other.to_vec())))), None),
+                );
+                let _ = agree(&mut problems, &format!("tag {}", py_bytes_repr(other)), &b);
             }
         }
-        row(
-            vec![
-                (i + 1).to_string(),
-                format!("`{}`", f.name),
-                format!("`{}`", f.ty),
-                f.default_display(),
-                problems.join("; "),
-            ],
-            problems.is_empty(),
+        let default = match &f.const_value {
+            Some(c) => format!("const {c}"),
+            None => f.default_display(),
+        };
+        let line = format!(
+            "| {} | `{}` | `{}` | {default} | {} | {} |",
+            i + 1,
+            f.name,
+            f.ty,
+            problems.join("; "),
+            if problems.is_empty() { "ok" } else { "MISMATCH" }
         );
+        if !problems.is_empty() {
+            failures.push(line.clone());
+        }
+        rows.push(line);
     }
-    // Struct options: header width from the declared count, omit_defaults on the all-default value.
-    let minimal = map_of(&codec, message, &entries_with(None, None));
-    let options_ok = typed(&minimal).ok() == spec_rt(&minimal).ok()
-        && st.declared == typed_fields.len()
-        && st.omit_defaults
-        && !st.array_like
-        && st.tag.is_none();
-    row(
-        vec![
-            "—".into(),
-            "(struct options)".into(),
-            format!("{:?}", def.options),
-            format!("{} declared", st.declared),
-            String::new(),
-        ],
-        options_ok,
-    );
     println!(
         "\n{message} ({}):\n| # | field | type | default | notes | result |\n|---|---|---|---|---|---|",
         gen.revision
@@ -183,52 +242,211 @@ fn contract(gen: &GeneratedRevision, message: &str) -> Vec<String> {
 }
 
 #[test]
-fn every_generated_message_matches_the_spec_row_by_row() {
-    let spec = Spec::builtin();
-    let push = spec.push();
-    assert_eq!(
-        REVISIONS.iter().map(|g| g.revision).collect::<Vec<_>>(),
-        push.revisions.iter().map(|r| r.revision.as_str()).collect::<Vec<_>>(),
-        "one generated module per push revision"
-    );
+fn every_generated_message_matches_the_spec_codec_row_by_row() {
     let mut failures = vec![];
     let mut checked = 0;
-    for gen in &REVISIONS {
-        let rev = push.revision(gen.revision).unwrap();
-        let msgpack: Vec<&str> =
-            rev.transport.messages.iter().filter(|m| m.encoding == "msgpack").map(|m| m.name.as_str()).collect();
-        assert_eq!(gen.messages, msgpack.as_slice(), "{}: generated messages", gen.revision);
-        for m in msgpack {
-            let names: Vec<&str> = rev.structs[m].fields.iter().map(|f| f.name.as_str()).collect();
-            assert_eq!((gen.fields)(m).unwrap(), names.as_slice(), "{} {m}: field list", gen.revision);
-            failures.extend(contract(gen, m).into_iter().map(|f| format!("{} {m}: {f}", gen.revision)));
-            checked += 1;
+    for (fam, revisions) in families() {
+        for gen in revisions {
+            for m in fam.revision(gen.revision).unwrap().structs.keys() {
+                failures.extend(contract(gen, m).into_iter().map(|f| format!("{} {m}: {f}", gen.revision)));
+                checked += 1;
+            }
         }
     }
-    assert!(checked >= 23, "only {checked} messages checked");
+    assert!(checked >= 36, "only {checked} messages checked");
     assert!(failures.is_empty(), "generated structs differ from spec/:\n{}", failures.join("\n"));
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The bundled vectors of a revision: `conformance/vectors/pull/<revision>/`, or for the push family the
+/// directory of the vector revision (`conformance/vectors/revisions.json`) that covers the revision's first
+/// release (one vector revision can cover several spec revisions that differ only in behaviour).
+fn vector_dir(family: &str, revision: &str) -> PathBuf {
+    let base = root().join("conformance/vectors");
+    if family != "push" {
+        return base.join(family).join(revision);
+    }
+    let table: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(base.join("revisions.json")).unwrap()).unwrap();
+    let first = Spec::builtin().revision(revision).unwrap().first_release().to_string();
+    let dir = table["revisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["releases"].as_array().unwrap().iter().any(|x| x.as_str() == Some(first.as_str())))
+        .and_then(|r| r["revision"].as_str())
+        .unwrap_or(revision);
+    base.join(dir)
+}
+
+#[test]
+fn generated_code_agrees_with_every_bundled_msgspec_vector() {
+    let (mut accepted, mut rejected, mut files) = (0, 0, 0);
+    let mut missing = vec![];
+    for (fam, revisions) in families() {
+        for gen in revisions {
+            for m in gen.messages {
+                let p = vector_dir(&fam.name, gen.revision).join(format!("{m}.jsonl"));
+                let Ok(text) = std::fs::read_to_string(&p) else {
+                    missing.push(format!("{}/{m}", gen.revision));
+                    continue;
+                };
+                files += 1;
+                let mut lines = text.lines();
+                let header: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+                assert_eq!(header["message"].as_str(), Some(*m), "{}", p.display());
+                for line in lines {
+                    let c: serde_json::Value = serde_json::from_str(line).unwrap();
+                    let b: Vec<u8> = (0..c["hex"].as_str().unwrap().len())
+                        .step_by(2)
+                        .map(|i| u8::from_str_radix(&c["hex"].as_str().unwrap()[i..i + 2], 16).unwrap())
+                        .collect();
+                    let got = typed_rt(gen, m, &b);
+                    let id = c["id"].as_str().unwrap();
+                    if c["expect"] == "accept" {
+                        assert_eq!(
+                            got.as_deref(),
+                            Ok(c["canonical_hex"].as_str().unwrap()),
+                            "{} {m} {id}",
+                            gen.revision
+                        );
+                        accepted += 1;
+                    } else {
+                        assert_eq!(
+                            got.as_ref().err().map(String::as_str),
+                            c["error"].as_str(),
+                            "{} {m} {id}",
+                            gen.revision
+                        );
+                        rejected += 1;
+                    }
+                }
+            }
+        }
+    }
+    println!("{files} vector files: {accepted} accepted, {rejected} rejected; no vectors for {missing:?}");
+    // Every message of every revision has vectors (a file going missing must not pass silently).
+    assert!(missing.is_empty(), "no vector file for {missing:?}");
+    assert!(files >= 36 && accepted > 5_000 && rejected > 5_000, "{files} files, {accepted}/{rejected}");
+}
+
+/// Random well-typed values, their non-canonical encodings and mutations of both, for every message of every
+/// revision: typed and spec decoders give the same verdict, error text and re-encoding.
+#[test]
+fn typed_and_spec_decoders_agree_on_random_and_mutated_inputs() {
+    let mut rng = Rng::new(23);
+    let (mut n, mut rejected) = (0, 0);
+    for (fam, revisions) in families() {
+        for gen in revisions {
+            let codec = Codec::builtin(gen.revision).unwrap();
+            for m in fam.revision(gen.revision).unwrap().structs.keys() {
+                let ty = codec.message_type(m).unwrap();
+                for k in 0..150 {
+                    let v = random_value(codec.plan(), ty, &mut rng, Size(1 + k % 4));
+                    let canonical = codec.encode(m, &v).unwrap();
+                    assert_eq!(typed_rt(gen, m, &canonical), Ok(hex(&canonical)), "{} {m} canonical", gen.revision);
+                    let nc = noncanonical(codec.plan(), ty, &v, &mut rng);
+                    assert_eq!(typed_rt(gen, m, &nc), Ok(hex(&canonical)), "{} {m} from {}", gen.revision, hex(&nc));
+                    let base = if rng.chance(50) { canonical } else { nc };
+                    let input = mutate(&base, &mut rng);
+                    let spec = spec_rt(&codec, m, &input);
+                    assert_eq!(typed_rt(gen, m, &input), spec, "{} {m} input {}", gen.revision, hex(&input));
+                    rejected += spec.is_err() as usize;
+                    n += 1;
+                }
+            }
+        }
+    }
+    assert!(rejected > n / 4 && rejected < n, "rejected {rejected} of {n}");
+}
+
+/// `any` values (`typed::Untyped`) keep Python's dict rules as the spec codec does: `0.0` and `-0.0` are one
+/// key, two NaN keys are two, an int and a float are different keys here, a list key is refused, an ext
+/// value is refused. Built by hand into every `dict[str, any]` of every pull message, since random values
+/// rarely hit these cases; the message around it is the spec's required fields at their fallback values.
+#[test]
+fn untyped_values_follow_the_spec_codec() {
+    let f64b = |x: f64| [&[0xcb][..], &x.to_be_bytes()].concat();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("zero and minus zero", [&[0x83][..], &f64b(0.0), &[0x01], &f64b(-0.0), &[0x02], &[0xa1, 0x78, 0x03]].concat()),
+        ("two NaNs", [&[0x82][..], &f64b(f64::NAN), &[0x01], &f64b(f64::NAN), &[0x02]].concat()),
+        ("int and float", [&[0x82][..], &[0x01, 0x01], &f64b(1.0), &[0x02]].concat()),
+        ("duplicate str", vec![0x83, 0xa1, 0x61, 0x01, 0xa1, 0x62, 0x02, 0xa1, 0x61, 0x03]),
+        ("duplicate bytes and nil", vec![0x84, 0xc4, 0x01, 0x61, 0x01, 0xc0, 0x02, 0xc4, 0x01, 0x61, 0x03, 0xc0, 0x04]),
+        ("list key", vec![0x81, 0x91, 0x01, 0x02]),
+        ("map key", vec![0x81, 0x81, 0x01, 0x01, 0x02]),
+        ("ext value", vec![0x81, 0x01, 0xd4, 0x01, 0x00]),
+        ("float32", vec![0x91, 0xca, 0x3f, 0xc0, 0x00, 0x00]),
+        ("nested", vec![0x92, 0x81, 0xa1, 0x6b, 0x92, 0xc3, 0xc2, 0x90]),
+        ("invalid utf-8", vec![0x91, 0xa1, 0xff]),
+    ];
+    let mut checked = 0;
+    for gen in &pull::REVISIONS {
+        let rev = Spec::builtin().revision(gen.revision).unwrap();
+        let codec = Codec::builtin(gen.revision).unwrap();
+        for (m, def) in &rev.structs {
+            let st = codec.message_struct(m).unwrap();
+            // The fields holding `dict[int, tuple[dict[str, any], list[int]]]` (vllm-ascend's group table).
+            for (i, f) in def.fields.iter().enumerate() {
+                if f.ty.to_string() != "dict[int, tuple[dict[str, any], list[int]]]" || st.array_like {
+                    continue;
+                }
+                for (what, any) in &cases {
+                    let mut w = Writer::new();
+                    let required: Vec<usize> = (0..def.fields.len()).filter(|&j| def.fields[j].required()).collect();
+                    w.map_len(required.len());
+                    for &j in &required {
+                        w.str(&def.fields[j].name);
+                        if j == i {
+                            // {7: ({"k": <any>}, [])}
+                            w.raw(&[&[0x81, 0x07, 0x92, 0x81, 0xa1, 0x6b][..], any, &[0x90]].concat());
+                        } else {
+                            let lit = rev.fallback_value(&def.fields[j]).unwrap().unwrap();
+                            let v =
+                                mooncake_wire::codec::Codec::from_json_type(&codec, st.fields[j].ty, &lit_json(&lit))
+                                    .unwrap();
+                            w.raw(&codec.encode_type(st.fields[j].ty, &v).unwrap());
+                        }
+                    }
+                    let b = w.into_bytes();
+                    assert_eq!(typed_rt(gen, m, &b), spec_rt(&codec, m, &b), "{} {m} {what}", gen.revision);
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked >= 11, "only {checked} cases: no pull message holds the group table any more");
+}
+
+/// A fallback literal as `msgspec.to_builtins` JSON.
+fn lit_json(l: &mooncake_wire::spec::Literal) -> serde_json::Value {
+    use mooncake_wire::spec::Literal as L;
+    match l {
+        L::Int(i) => serde_json::json!(*i as i64),
+        L::Str(s) => serde_json::json!(s),
+        L::Bool(b) => serde_json::json!(b),
+        L::EmptyList => serde_json::json!([]),
+        L::EmptyDict => serde_json::json!({}),
+        L::None => serde_json::Value::Null,
+        other => panic!("no JSON for {other:?}"),
+    }
 }
 
 #[test]
 fn status_members_match_the_spec_enum_in_every_revision() {
-    use typed::generated::push as g;
-    let spec = Spec::builtin();
-    let members = |r: &str| -> Vec<(String, i64, bool)> {
-        spec.revision(r).unwrap().enums["MooncakeXferResponseStatus"]
-            .members
-            .iter()
-            .map(|m| (m.name.clone(), m.value, m.terminal == Some(true)))
-            .collect()
-    };
-    let generated = |list: &[typed::Status]| -> Vec<(String, i64, bool)> {
-        list.iter().map(|s| (s.name().unwrap().to_string(), s.0, s.is_terminal())).collect()
-    };
-    assert_eq!(
-        generated(&g::vllm_0_16_0_to_0_18_1::MOONCAKE_XFER_RESPONSE_STATUS_MEMBERS),
-        members("vllm-0.16.0..0.18.1")
-    );
-    assert_eq!(generated(&g::vllm_0_32_0::MOONCAKE_XFER_RESPONSE_STATUS_MEMBERS), members("vllm-0.32.0"));
-    assert_eq!(generated(&g::vllm_0_33_0::MOONCAKE_XFER_RESPONSE_STATUS_MEMBERS), members("vllm-0.33.0"));
+    for gen in &push::REVISIONS {
+        let rev = Spec::builtin().revision(gen.revision).unwrap();
+        let Some(e) = rev.enums.get("MooncakeXferResponseStatus") else { continue };
+        for m in &e.members {
+            let s = typed::Status(m.value);
+            assert_eq!(s.name(), Some(m.name.as_str()), "{} {}", gen.revision, m.name);
+            assert_eq!(s.is_terminal(), m.terminal == Some(true), "{} {}: terminal", gen.revision, m.name);
+        }
+    }
+    use push as g;
     // A value 0.32.0 lacks is rejected by its decoder and kept by the newest one.
     let b = typed::MooncakeXferResponse::new(typed::Status::LAYOUT_MISS).encode();
     assert_eq!(
@@ -245,4 +463,57 @@ fn status_members_match_the_spec_enum_in_every_revision() {
     let open = typed::MooncakeXferResponse::decode_with(&b, Strictness::OpenStatus).unwrap();
     assert_eq!(open.status.to_string(), "MooncakeXferResponseStatus(7)");
     assert_eq!(open.encode(), b);
+}
+
+/// The control tags and the raw replies are the spec's constants, in every pull revision.
+#[test]
+fn tags_and_raw_constants_are_the_specs() {
+    use pull::ControlTag;
+    let mut tagged = 0;
+    for rev in &Spec::builtin().pull().revisions {
+        let codec = Codec::builtin(&rev.revision).unwrap();
+        for (tag, message) in ControlTag::ALL {
+            if let Some(st) = codec.message_struct(message) {
+                assert_eq!(
+                    st.fields[0].const_value,
+                    Some(Value::Bytes(tag.as_bytes().to_vec())),
+                    "{} {message}",
+                    rev.revision
+                );
+                assert_eq!(tag.message(), Some(message));
+                tagged += 1;
+            }
+        }
+        let ack = rev.message("Ack").unwrap();
+        assert_eq!(ack.constants[0].bytes.as_bytes(), typed::pull::ACK, "{}", rev.revision);
+    }
+    assert_eq!(tagged, 6, "two control tuples in each of the three revisions");
+    assert_eq!(ControlTag(b"other"[..].to_vec().into()).message(), None);
+    assert_eq!(ControlTag::GET_META_MSG.to_string(), "b'get_meta_msg'");
+    // Matched by element 0, as the prefiller does; an unknown tag decodes as the first tuple, whose error
+    // names the tag.
+    let done = typed::pull::DoneRecvingMsg { request_id: "r1".into(), remote_port_send_num: vec![] };
+    assert_eq!(
+        typed::pull::ControlMsg::decode(&done.encode()).unwrap(),
+        typed::pull::ControlMsg::DoneRecvingMsg(done.clone())
+    );
+    let other = [0x92, 0xc4, 0x01, 0x78, 0xa0];
+    assert_eq!(
+        typed::pull::ControlMsg::decode(&other).unwrap_err().msgspec_message(),
+        "Invalid value b'x' - at `$[0]`"
+    );
+}
+
+/// The tag in an "Invalid value" error is Python's `repr()` of the bytes (values printed by CPython 3).
+#[test]
+fn bytes_repr_is_pythons() {
+    for (b, want) in [
+        (&b"other_msg"[..], r#"b'other_msg'"#),
+        (b"", r#"b''"#),
+        (b"it's", r#"b"it's""#),
+        (b"\x00\\'\"", r#"b'\x00\\\'"'"#),
+        (b"\t\n\r\x7f\x80\xff ~", r#"b'\t\n\r\x7f\x80\xff ~'"#),
+    ] {
+        assert_eq!(py_bytes_repr(b), want);
+    }
 }

@@ -9,6 +9,7 @@
 //! in every `registered_*` list, one block-id list per KV-cache group in `req_blocks`).
 
 pub mod heap;
+pub mod revisions;
 
 use mooncake_wire::codec::{Codec, Value};
 use mooncake_wire::msgpack::WireInt;

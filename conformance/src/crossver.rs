@@ -21,6 +21,7 @@
 
 use std::sync::Arc;
 
+use mooncake_wire::codec::convert::{convert, Lacking};
 use mooncake_wire::codec::{Codec, Value};
 use mooncake_wire::diff::{diff, Effect, Verdict};
 use mooncake_wire::proto::WireProfile;
@@ -60,11 +61,7 @@ impl Pairing {
         if !self.is_cross() {
             return r.clone();
         }
-        let Some(rc) = Codec::builtin(&self.runner.revision) else { return r.clone() };
-        r.to_revision(&rc)
-            .ok()
-            .and_then(|v| self.project_value(&rc, "MooncakeXferResponse", &v))
-            .and_then(|v| MooncakeXferResponse::from_revision(&v).ok())
+        self.project("MooncakeXferResponse", |p| p.response_value(r), |p, v| p.response_from_value(v))
             .unwrap_or_else(|| r.clone())
     }
 
@@ -73,20 +70,25 @@ impl Pairing {
         if !self.is_cross() {
             return m.clone();
         }
-        let Some(rc) = Codec::builtin(&self.runner.revision) else { return m.clone() };
-        m.to_revision(&rc)
-            .ok()
-            .and_then(|v| self.project_value(&rc, "MooncakeXferMetadata", &v))
-            .and_then(|v| MooncakeXferMetadata::from_revision(&v).ok())
+        self.project("MooncakeXferMetadata", |p| p.metadata_value(m), |p, v| p.metadata_from_value(v))
             .unwrap_or_else(|| m.clone())
     }
 
-    /// `v` (a value of R's `message`) with the fields T's struct lacks reset to R's defaults.
-    fn project_value(&self, rc: &Codec, message: &str, v: &Value) -> Option<Value> {
-        let keep = field_names(&self.testee, message);
-        let mut j = Codec::to_json(v);
-        j.as_object_mut()?.retain(|k, _| keep.iter().any(|f| f == k));
-        rc.from_json(message, &j).ok()
+    /// A message as R's value, carried through T's struct (the fields T lacks dropped, so at R's fallback
+    /// values again) and read back: spec-driven, by the two revisions' field lists
+    /// ([`mooncake_wire::codec::convert`]). `None` when R or T cannot say it.
+    fn project<M>(
+        &self,
+        message: &str,
+        to_value: impl FnOnce(&WireProfile) -> Result<Value, String>,
+        from_value: impl FnOnce(&WireProfile, &Value) -> Result<M, String>,
+    ) -> Option<M> {
+        let rp = profile(&self.runner)?;
+        let tc = Codec::builtin(&self.testee.revision)?;
+        let v = to_value(&rp).ok()?;
+        let in_t = convert(rp.codec(), &tc, message, &v, Lacking::Drop).ok()?;
+        let back = convert(&tc, rp.codec(), message, &in_t, Lacking::MustBeDefault).ok()?;
+        from_value(&rp, &back).ok()
     }
 
     /// The planning behaviours (`PLANNING`) on which the testee's revision differs from the trace's: its copies

@@ -5,17 +5,14 @@ use std::collections::HashMap;
 
 use super::compile::{CStruct, Plan, TagValue, Ty, TyId};
 use super::error::{DecodeError, DecodeErrorKind as K};
+use super::path;
 use super::pykey::{Identity, PyKey};
 use super::value::{StructValue, Value};
 use crate::limits;
 use crate::msgpack::{Kind, Obj, RawError, Reader, WireInt};
 
-#[derive(Clone, Copy)]
-enum Seg {
-    Field(u32, u32),
-    Index(usize),
-    DictValue,
-}
+/// A path step; a field is (struct, field) in the plan.
+type Seg = path::Seg<(u32, u32)>;
 
 pub struct Decoder<'a, 'p> {
     r: Reader<'a>,
@@ -44,43 +41,21 @@ impl<'a, 'p> Decoder<'a, 'p> {
     }
 
     fn render_path(&self) -> String {
-        let mut s = String::from("$");
-        for seg in &self.path {
-            match *seg {
-                Seg::Field(st, f) => {
-                    s.push('.');
-                    s.push_str(&self.plan.structs[st as usize].fields[f as usize].wire_name);
-                }
-                Seg::Index(i) => {
-                    s.push('[');
-                    s.push_str(&i.to_string());
-                    s.push(']');
-                }
-                Seg::DictValue => s.push_str("[...]"),
-            }
-        }
-        s
+        let structs = &self.plan.structs;
+        path::render(&self.path, |&(st, f)| structs[st as usize].fields[f as usize].wire_name.as_str())
     }
 
     #[cold]
     fn err(&self, kind: K) -> DecodeError {
-        let mut e = DecodeError::new(kind);
-        e.path = self.render_path();
-        e
+        path::at(kind, self.render_path())
     }
     #[cold]
     fn key_err(&self, kind: K) -> DecodeError {
-        let mut e = self.err(kind);
-        e.in_key = true;
-        e
+        path::in_key(kind, self.render_path())
     }
     #[cold]
     fn raw(&self, e: RawError) -> DecodeError {
-        DecodeError::new(match e {
-            RawError::Truncated => K::Truncated,
-            RawError::InvalidOpcode { op, offset } => K::InvalidOpcode { op, offset },
-            RawError::TooDeep => K::TooDeep,
-        })
+        path::raw(e)
     }
 
     /// msgspec's name for what a type expects.
@@ -355,10 +330,8 @@ impl<'a, 'p> Decoder<'a, 'p> {
             return Ok(b);
         }
         let op = self.r.peek_op().map_err(|e| self.raw(e))?;
-        let kind = Kind::of_opcode(op);
-        if kind != Kind::Str {
-            let got = if kind == Kind::Nil { "null" } else { kind.msgspec_name() };
-            return Err(self.key_err(K::Expected { expected: "str".into(), got }));
+        if let Some(k) = path::struct_key_mismatch(Kind::of_opcode(op)) {
+            return Err(self.key_err(k));
         }
         match self.r.read_obj().map_err(|e| self.raw(e))? {
             Obj::Str(b) => Ok(b),
@@ -371,13 +344,12 @@ impl<'a, 'p> Decoder<'a, 'p> {
     fn check_tag(&mut self, st: &CStruct, field_for_path: &str) -> Result<(), DecodeError> {
         let (_, want) = st.tag.as_ref().expect("tagged");
         let fail = |d: &Self, kind: K| {
-            let mut e = DecodeError::new(kind);
-            e.path = d.render_path();
+            let mut p = d.render_path();
             if !field_for_path.is_empty() {
-                e.path.push('.');
-                e.path.push_str(field_for_path);
+                p.push('.');
+                p.push_str(field_for_path);
             }
-            e
+            path::at(kind, p)
         };
         let op = self.r.peek_op().map_err(|e| self.raw(e))?;
         let kind = Kind::of_opcode(op);
@@ -421,7 +393,7 @@ impl<'a, 'p> Decoder<'a, 'p> {
             match found {
                 Some(i) => {
                     guess = i + 1;
-                    self.path.push(Seg::Field(sid, i as u32));
+                    self.path.push(Seg::Field((sid, i as u32)));
                     let v = self.value(st.fields[i].ty)?;
                     self.path.pop();
                     slots[i] = Some(v);

@@ -12,10 +12,12 @@
 //! ```
 
 mod compile;
+pub mod convert;
 mod decode;
 mod encode;
 mod error;
 mod json;
+pub(crate) mod path;
 pub(crate) mod pykey;
 pub mod testgen;
 mod value;

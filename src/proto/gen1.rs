@@ -13,19 +13,20 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value as J};
-
 use super::decoder::{DecoderEvent, ExchangeId, PullRequest};
 use super::prefiller::{PeerId, PrefillerEvent, PrefillerStats, Transmit, WriteId};
 use super::profile::need;
-use crate::codec::Codec;
+use crate::codec::convert::{convert, Lacking};
+use crate::codec::{Codec, Value};
 use crate::limits;
+use crate::msgpack::WireInt;
 use crate::plan::{build_whole_blocks, Producer, Pull, ReadyRequest, RegisteredLayout};
 use crate::spec::behaviour::{
     BlockCountFailure, EmptyWrite, FailureReport, FreeOnlySuccess, ReadyWait, TransferFailure, UnknownTransfer,
 };
 
 use crate::spec::{Revision, Spec};
+use crate::typed::generated::push::newest_gen1;
 
 /// The message the decoder sends.
 pub const REQUEST: &str = "MooncakeAgentMetadata";
@@ -130,65 +131,51 @@ impl Gen1Profile {
         &self.codec
     }
 
-    /// Decodes a request with this revision's msgspec rules.
+    /// Decodes a request with this revision's msgspec rules (its spec codec), as the newest generation-1
+    /// revision's generated struct (the value carried over by [`convert`], by the two specs' field lists). The
+    /// core holds ports, addresses and block ids unsigned: a negative int anywhere refuses the request.
     pub fn decode_request(&self, bytes: &[u8]) -> Result<AgentMetadata, String> {
         let v = self.codec.decode(REQUEST, bytes).map_err(|e| e.msgspec_message())?;
-        AgentMetadata::from_json(&Codec::to_json(&v))
+        unsigned(&v)?;
+        let gen1 = gen1_codec();
+        let v = convert(&self.codec, &gen1, REQUEST, &v, Lacking::MustBeDefault)?;
+        AgentMetadata::decode(&gen1.encode(REQUEST, &v).map_err(|e| e.to_string())?).map_err(|e| e.msgspec_message())
     }
 
+    /// Encodes a request as this revision does.
     pub fn encode_request(&self, m: &AgentMetadata) -> Result<Vec<u8>, String> {
-        let v = self.codec.from_json(REQUEST, &m.to_json())?;
+        let gen1 = gen1_codec();
+        let v = gen1.decode(REQUEST, &m.encode()).map_err(|e| e.to_string())?;
+        let v = convert(&gen1, &self.codec, REQUEST, &v, Lacking::MustBeDefault)?;
         self.codec.encode(REQUEST, &v).map_err(|e| e.to_string())
     }
 }
 
-/// `MooncakeAgentMetadata`: the generation-1 pull.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct AgentMetadata {
-    pub remote_hostname: String,
-    pub remote_port: u64,
-    pub request_ids: Vec<String>,
-    pub kv_caches_base_addr: Vec<u64>,
-    pub block_ids: Vec<Vec<u64>>,
+/// The codec of the revision whose generated struct the core holds.
+fn gen1_codec() -> Arc<Codec> {
+    Codec::builtin(newest_gen1::REVISION).expect("the newest generation-1 revision is built in")
 }
 
-impl AgentMetadata {
-    pub fn to_json(&self) -> J {
-        json!({
-            "remote_hostname": self.remote_hostname,
-            "remote_port": self.remote_port,
-            "request_ids": self.request_ids,
-            "kv_caches_base_addr": self.kv_caches_base_addr,
-            "block_ids": self.block_ids,
-        })
-    }
-
-    pub fn from_json(j: &J) -> Result<AgentMetadata, String> {
-        let u = |v: &J| v.as_u64().ok_or_else(|| format!("{v} is not an unsigned 64-bit integer"));
-        let list = |k: &str| j.get(k).and_then(J::as_array).ok_or_else(|| format!("`{k}` is not a list"));
-        Ok(AgentMetadata {
-            remote_hostname: j
-                .get("remote_hostname")
-                .and_then(J::as_str)
-                .ok_or("`remote_hostname` is not a string")?
-                .to_string(),
-            remote_port: u(j.get("remote_port").unwrap_or(&J::Null))?,
-            request_ids: list("request_ids")?
-                .iter()
-                .map(|x| x.as_str().map(String::from).ok_or("a request id is not a string"))
-                .collect::<Result<_, _>>()?,
-            kv_caches_base_addr: list("kv_caches_base_addr")?.iter().map(u).collect::<Result<_, _>>()?,
-            block_ids: list("block_ids")?
-                .iter()
-                .map(|b| {
-                    b.as_array()
-                        .ok_or_else(|| "a block list is not a list".to_string())
-                        .and_then(|a| a.iter().map(u).collect())
-                })
-                .collect::<Result<_, _>>()?,
-        })
+/// Every int of `v` is unsigned (fits a `u64`).
+fn unsigned(v: &Value) -> Result<(), String> {
+    match v {
+        Value::Int(i) if i.as_u64().is_none() => Err(format!("{i} is not an unsigned 64-bit integer")),
+        Value::List(xs) | Value::Tuple(xs) => xs.iter().try_for_each(unsigned),
+        Value::Dict(es) => es.iter().try_for_each(|(k, x)| unsigned(k).and_then(|()| unsigned(x))),
+        Value::Struct(s) => s.fields.iter().try_for_each(unsigned),
+        _ => Ok(()),
     }
 }
+
+/// An int of a decoded request as the core holds it (decoded requests are unsigned, see
+/// [`Gen1Profile::decode_request`]).
+pub fn unsigned_int(i: WireInt) -> u64 {
+    i.as_u64().unwrap_or_default()
+}
+
+/// `MooncakeAgentMetadata`: the generation-1 pull, as the newest generation-1 revision's generated struct
+/// (`crate::typed::generated::push`).
+pub type AgentMetadata = newest_gen1::MooncakeAgentMetadata;
 
 // ---- prefiller ----------------------------------------------------------------------------------------------
 
@@ -369,7 +356,7 @@ impl Gen1Prefiller {
             remote_pp_size: 1,
             req_blocks: vec![],
             layout: Arc::new(RegisteredLayout {
-                kv_caches_base_addr: x.meta.kv_caches_base_addr.iter().map(|a| *a as i64).collect(),
+                kv_caches_base_addr: x.meta.kv_caches_base_addr.iter().map(|a| unsigned_int(*a) as i64).collect(),
                 ..Default::default()
             }),
         };
@@ -380,7 +367,7 @@ impl Gen1Prefiller {
             .map(|(d, remote)| ReadyRequest {
                 d_req_id: d.clone(),
                 local_block_ids: vec![self.entries[d].blocks.iter().flatten().map(|b| *b as i64).collect()],
-                remote_block_ids: vec![remote.iter().map(|b| *b as i64).collect()],
+                remote_block_ids: vec![remote.iter().map(|b| unsigned_int(*b) as i64).collect()],
             })
             .collect();
         let regions = match self.planner.prepare(&pull) {
@@ -567,10 +554,13 @@ impl Gen1Decoder {
             }
             let meta = AgentMetadata {
                 remote_hostname: self.cfg.hostname.clone(),
-                remote_port: self.cfg.te_port,
+                remote_port: WireInt::from_u64(self.cfg.te_port),
                 request_ids: reqs.iter().map(|r| r.d_req_id.clone()).collect(),
-                kv_caches_base_addr: self.cfg.kv_caches_base_addr.clone(),
-                block_ids: reqs.iter().map(|r| r.local_blocks.iter().flatten().copied().collect()).collect(),
+                kv_caches_base_addr: self.cfg.kv_caches_base_addr.iter().map(|a| WireInt::from_u64(*a)).collect(),
+                block_ids: reqs
+                    .iter()
+                    .map(|r| r.local_blocks.iter().flatten().map(|b| WireInt::from_u64(*b)).collect())
+                    .collect(),
             };
             let id = ExchangeId(self.next_exchange);
             self.next_exchange += 1;

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::codec::{Codec, DecodeError};
+use crate::codec::convert::{self, Lacking};
+use crate::codec::{Codec, DecodeError, DecodeErrorKind, Value};
 use crate::plan::PlanRules;
 use crate::spec::behaviour::*;
 use crate::spec::{Behaviour, LayoutCaching, Revision, Spec};
@@ -27,7 +28,8 @@ pub struct WireProfile {
     /// Default of `VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT` (`[env]`).
     pub abort_timeout: Duration,
     /// The generated codecs of this revision, when it is a built-in one (`src/typed/generated/via_newest.rs`);
-    /// `None` for a revision from a spec given at run time, which goes through the spec-driven codec.
+    /// `None` for a revision from a spec given at run time, which goes through its spec-driven codec and the
+    /// spec-driven conversion to the newest revision ([`convert`]).
     generated: Option<Generated>,
 }
 
@@ -149,8 +151,16 @@ impl WireProfile {
             .and_then(|e| e.default.parse::<u64>().ok())
             .ok_or("no VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT default in [env]")?;
         let rules = Rules::of(&rev.behaviour).map_err(|e| format!("{}: {e}", rev.revision))?;
+        let generated = Generated::of(&codec);
+        if generated.is_none() {
+            let newest = newest_codec();
+            for m in ["MooncakeXferMetadata", "MooncakeXferResponse"] {
+                convert::check(&codec, &newest, m)?;
+                convert::check(&newest, &codec, m)?;
+            }
+        }
         Ok(WireProfile {
-            generated: Generated::of(&codec),
+            generated,
             rules,
             layout_caching: rev.behaviour.layout_caching().cloned(),
             fail_unreported_after_finish: rev.behaviour.unreported_after_finish.as_ref().map(|i| i.value)
@@ -197,8 +207,7 @@ impl WireProfile {
         if let Some(g) = &self.generated {
             return (g.metadata.decode)(bytes);
         }
-        let v = self.codec.decode("MooncakeXferMetadata", bytes)?;
-        Ok(MooncakeXferMetadata::from_revision(&v).expect("a decoded metadata value converts"))
+        self.decode_via_spec("MooncakeXferMetadata", bytes, |b| MooncakeXferMetadata::decode(b))
     }
 
     pub fn encode_metadata(&self, m: &MooncakeXferMetadata) -> Result<Vec<u8>, String> {
@@ -208,16 +217,14 @@ impl WireProfile {
         if let Some(g) = &self.generated {
             return (g.metadata.encode)(m);
         }
-        let v = m.to_revision(&self.codec)?;
-        self.codec.encode("MooncakeXferMetadata", &v).map_err(|e| e.to_string())
+        self.encode_via_spec("MooncakeXferMetadata", &m.encode())
     }
 
     pub fn decode_response(&self, bytes: &[u8]) -> Result<MooncakeXferResponse, DecodeError> {
         if let Some(g) = &self.generated {
             return (g.response.decode)(bytes);
         }
-        let v = self.codec.decode("MooncakeXferResponse", bytes)?;
-        Ok(MooncakeXferResponse::from_revision(&v).expect("a decoded response value converts"))
+        self.decode_via_spec("MooncakeXferResponse", bytes, |b| MooncakeXferResponse::decode(b))
     }
 
     pub fn encode_response(&self, r: &MooncakeXferResponse) -> Result<Vec<u8>, String> {
@@ -227,9 +234,85 @@ impl WireProfile {
         if let Some(g) = &self.generated {
             return (g.response.encode)(r);
         }
-        let v = r.to_revision(&self.codec)?;
-        self.codec.encode("MooncakeXferResponse", &v).map_err(|e| e.to_string())
+        self.encode_via_spec("MooncakeXferResponse", &r.encode())
     }
+
+    /// The pull request as a spec-driven value of this revision (for reports and field-by-field comparisons):
+    /// its encoding in this revision, read by the spec codec. `Err` says what the revision cannot carry.
+    pub fn metadata_value(&self, m: &MooncakeXferMetadata) -> Result<Value, String> {
+        self.value_of("MooncakeXferMetadata", self.encode_metadata(m)?)
+    }
+
+    /// A spec-driven value of this revision's pull request as the cores' struct (the inverse of
+    /// [`WireProfile::metadata_value`]).
+    pub fn metadata_from_value(&self, v: &Value) -> Result<MooncakeXferMetadata, String> {
+        self.decode_metadata(&self.bytes_of("MooncakeXferMetadata", v)?).map_err(|e| e.to_string())
+    }
+
+    /// The reply as a spec-driven value of this revision (see [`WireProfile::metadata_value`]).
+    pub fn response_value(&self, r: &MooncakeXferResponse) -> Result<Value, String> {
+        self.value_of("MooncakeXferResponse", self.encode_response(r)?)
+    }
+
+    /// A spec-driven value of this revision's reply as the cores' struct.
+    pub fn response_from_value(&self, v: &Value) -> Result<MooncakeXferResponse, String> {
+        self.decode_response(&self.bytes_of("MooncakeXferResponse", v)?).map_err(|e| e.to_string())
+    }
+
+    fn value_of(&self, message: &str, bytes: Vec<u8>) -> Result<Value, String> {
+        self.codec.decode(message, &bytes).map_err(|e| e.to_string())
+    }
+
+    fn bytes_of(&self, message: &str, v: &Value) -> Result<Vec<u8>, String> {
+        self.codec.encode(message, v).map_err(|e| e.to_string())
+    }
+
+    /// A revision from a spec given at run time: this revision's spec-driven decoder, the value converted into
+    /// the newest revision's ([`convert`], by the two specs' field lists), and the newest revision's generated
+    /// decoder over the newest revision's encoding of it.
+    fn decode_via_spec<T>(
+        &self,
+        message: &str,
+        bytes: &[u8],
+        decode: fn(&[u8]) -> Result<T, DecodeError>,
+    ) -> Result<T, DecodeError> {
+        let v = self.codec.decode(message, bytes)?;
+        let newest = newest_codec();
+        let cannot = |e: String| {
+            DecodeError::new(DecodeErrorKind::Expected {
+                expected: format!("a {message} the newest revision can hold ({e})"),
+                got: "one it cannot",
+            })
+        };
+        let n = convert::convert(&self.codec, &newest, message, &v, Lacking::MustBeDefault).map_err(cannot)?;
+        let b = newest.encode(message, &n).map_err(|e| cannot(e.to_string()))?;
+        decode(&b)
+    }
+
+    /// The other way: the newest revision's encoding read by its spec-driven decoder, the value converted into
+    /// this revision's, and this revision's spec-driven encoder.
+    fn encode_via_spec(&self, message: &str, newest_bytes: &[u8]) -> Result<Vec<u8>, String> {
+        let newest = newest_codec();
+        let n = newest.decode(message, newest_bytes).map_err(|e| e.to_string())?;
+        let v = convert::convert(&newest, &self.codec, message, &n, Lacking::MustBeDefault)
+            .map_err(|e| format!("{}: {e}", self.revision.revision))?;
+        self.codec.encode(message, &v).map_err(|e| e.to_string())
+    }
+}
+
+/// What the typed pull means beyond its wire shape (a protocol rule of the cores, not part of the generated
+/// typed layer).
+impl<S: AsRef<str>> crate::typed::MooncakeXferMetadataOf<S> {
+    /// Whether this pull carries no layout (0.33.0 layout caching, `spec/PROTOCOL.md#layout-caching`: a
+    /// nonzero `layout_id`, no base addresses).
+    pub fn is_layout_less(&self) -> bool {
+        self.layout_id != crate::msgpack::WireInt::ZERO && self.kv_caches_base_addr.is_empty()
+    }
+}
+
+/// The newest revision's codec (what the typed structs the cores hold are).
+fn newest_codec() -> Arc<Codec> {
+    Codec::builtin(crate::typed::REVISION).expect("the newest revision is built in")
 }
 
 #[cfg(test)]

@@ -417,6 +417,37 @@ impl Revision {
     pub fn message_from(&self, role: &str) -> Option<&TransportMessage> {
         self.transport.messages.iter().find(|m| m.from == role)
     }
+    /// The value field `f` (of a struct of this revision) stands at when it is not there: its default, or for
+    /// a required field the neutral value of its type — empty for a string, list or dict, `None` for an
+    /// optional, `False`, the first member of an enum, 0 for an int (1 for a `…_size`, the neutral size).
+    /// One rule for every place that needs it: a generated struct's `Default`, and a conversion between
+    /// revisions (a field one revision lacks reads as this value in the other, and must hold it to be said in
+    /// the one lacking it). `None`: the type has no such value (a struct, a tuple, `bytes`, `any`).
+    pub fn fallback_value(&self, f: &FieldDef) -> Result<Option<Literal>, String> {
+        if let Some(d) = f.default_literal()? {
+            return Ok(Some(d));
+        }
+        let mut t = &f.ty;
+        while let TypeExpr::Named(n) = t {
+            match self.aliases.get(n) {
+                Some(a) => t = &a.ty,
+                None => break,
+            }
+        }
+        Ok(match t {
+            TypeExpr::Str => Some(Literal::Str(String::new())),
+            TypeExpr::Int if f.name.ends_with("_size") => Some(Literal::Int(1)),
+            TypeExpr::Int => Some(Literal::Int(0)),
+            TypeExpr::Bool => Some(Literal::Bool(false)),
+            TypeExpr::List(_) | TypeExpr::VarTuple(_) => Some(Literal::EmptyList),
+            TypeExpr::Dict(..) => Some(Literal::EmptyDict),
+            TypeExpr::Optional(_) => Some(Literal::None),
+            TypeExpr::Named(n) => {
+                self.enums.get(n).and_then(|e| e.members.first()).map(|m| Literal::Int(m.value.into()))
+            }
+            _ => None,
+        })
+    }
     /// Statuses that end a reply stream, from the status enum's `terminal` flags.
     pub fn status_enum(&self) -> Option<(&str, &EnumDef)> {
         self.enums.iter().find(|(_, e)| e.members.iter().any(|m| m.terminal.is_some())).map(|(n, e)| (n.as_str(), e))

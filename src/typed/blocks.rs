@@ -2,6 +2,7 @@
 //! generated structs hold it, with its decoder and encoder.
 
 use super::de::{De, Seg, WireStr, R};
+use crate::codec::convert::{flatten_one, group_one};
 use crate::codec::DecodeErrorKind as K;
 use crate::msgpack::{WireInt, Writer};
 
@@ -85,13 +86,13 @@ impl<'a> De<'a> {
     }
 
     /// A `req_blocks` value with one block list per group.
-    pub(crate) fn req_blocks<S: WireStr<'a>>(d: &mut Self) -> R<ReqBlocksOf<S>> {
+    pub(crate) fn blocks_value<S: WireStr<'a>>(d: &mut Self) -> R<ReqBlocksOf<S>> {
         let (transfer_id, blocks) = d.pair(|d| d.list_list_int())?;
         Ok(ReqBlocksOf { transfer_id, blocks })
     }
 
     /// A `req_blocks` value with one flat block list.
-    pub(crate) fn flat_req_blocks<S: WireStr<'a>>(d: &mut Self) -> R<FlatReqBlocksOf<S>> {
+    pub(crate) fn flat_blocks_value<S: WireStr<'a>>(d: &mut Self) -> R<FlatReqBlocksOf<S>> {
         let (transfer_id, blocks) = d.pair(|d| d.list_int())?;
         Ok(FlatReqBlocksOf { transfer_id, blocks })
     }
@@ -114,18 +115,16 @@ pub(crate) fn req_blocks_len<S: AsRef<str>, B: BlocksValue>(v: &[(S, B)]) -> usi
 }
 
 /// Grouped block lists as a revision with flat lists (before 0.20.0) carries them: no group stays `[]`, one
-/// group is that group's list, more than one cannot be said (`Err` names the request).
+/// group is that group's list, more than one cannot be said (`Err` names the request). The rule is the
+/// spec-driven conversion's ([`crate::codec::convert`]).
 pub(crate) fn flatten_req_blocks(
     grouped: &[(String, ReqBlocks)],
 ) -> Result<Vec<(String, FlatReqBlocksOf<String>)>, String> {
     grouped
         .iter()
         .map(|(k, b)| {
-            let blocks = match b.blocks.as_slice() {
-                [] => vec![],
-                [one] => one.clone(),
-                more => return Err(format!("one block list per request is carried; {k} has {} groups", more.len())),
-            };
+            let blocks = flatten_one(&b.blocks)
+                .map_err(|n| format!("one block list per request is carried; {k} has {n} groups"))?;
             Ok((k.clone(), FlatReqBlocksOf { transfer_id: b.transfer_id.clone(), blocks }))
         })
         .collect()
@@ -134,9 +133,6 @@ pub(crate) fn flatten_req_blocks(
 /// Flat block lists as grouped ones: an empty list is no group, any other is the one group.
 pub(crate) fn group_req_blocks(flat: &[(String, FlatReqBlocksOf<String>)]) -> Vec<(String, ReqBlocks)> {
     flat.iter()
-        .map(|(k, b)| {
-            let blocks = if b.blocks.is_empty() { vec![] } else { vec![b.blocks.clone()] };
-            (k.clone(), ReqBlocksOf { transfer_id: b.transfer_id.clone(), blocks })
-        })
+        .map(|(k, b)| (k.clone(), ReqBlocksOf { transfer_id: b.transfer_id.clone(), blocks: group_one(&b.blocks) }))
         .collect()
 }

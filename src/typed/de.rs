@@ -1,11 +1,12 @@
-//! A small toolkit for hand-written typed decoders that follow exactly the rules of the spec-driven decoder
-//! (same acceptance, same error texts and paths); the contract test in `tests/typed_contract.rs` checks that
-//! they do.
+//! The runtime of the generated typed decoders (`src/typed/generated/`): reads each value as the spec-driven
+//! decoder does (same acceptance, same error texts and paths — both build their errors with
+//! `crate::codec::path`); `tests/typed_contract.rs` checks that the generated code agrees with it.
 
 use std::collections::HashMap;
 use std::hash::Hash;
 
-use super::{StrList, Strictness};
+use super::{StrList, Strictness, Untyped};
+use crate::codec::path;
 use crate::codec::{DecodeError, DecodeErrorKind as K};
 use crate::limits;
 use crate::msgpack::{Kind, Obj, RawError, Reader, WireInt, Writer};
@@ -54,12 +55,8 @@ pub(crate) fn str_list_len<S: AsRef<str>>(v: &[S]) -> usize {
     5 + v.iter().map(|s| s.as_ref().len() + 5).sum::<usize>()
 }
 
-#[derive(Clone, Copy)]
-pub(crate) enum Seg {
-    Field(&'static str),
-    Index(usize),
-    DictValue,
-}
+/// A path step; a field is named by its wire name.
+pub(crate) type Seg = path::Seg<&'static str>;
 
 pub(crate) struct De<'a> {
     pub r: Reader<'a>,
@@ -110,44 +107,16 @@ impl<'a> De<'a> {
     }
 
     #[cold]
-    fn path_string(&self) -> String {
-        let mut s = String::from("$");
-        for seg in &self.path {
-            match seg {
-                Seg::Field(f) => {
-                    s.push('.');
-                    s.push_str(f);
-                }
-                Seg::Index(i) => {
-                    s.push('[');
-                    s.push_str(&i.to_string());
-                    s.push(']');
-                }
-                Seg::DictValue => s.push_str("[...]"),
-            }
-        }
-        s
-    }
-
-    #[cold]
     pub fn err(&self, kind: K) -> DecodeError {
-        let mut e = DecodeError::new(kind);
-        e.path = self.path_string();
-        e
+        path::at(kind, path::render(&self.path, |f| *f))
     }
     #[cold]
     pub fn key_err(&self, kind: K) -> DecodeError {
-        let mut e = self.err(kind);
-        e.in_key = true;
-        e
+        path::in_key(kind, path::render(&self.path, |f| *f))
     }
     #[cold]
     pub fn raw(e: RawError) -> DecodeError {
-        DecodeError::new(match e {
-            RawError::Truncated => K::Truncated,
-            RawError::InvalidOpcode { op, offset } => K::InvalidOpcode { op, offset },
-            RawError::TooDeep => K::TooDeep,
-        })
+        path::raw(e)
     }
     #[cold]
     pub fn expected(&self, expected: &str, got: Kind) -> DecodeError {
@@ -380,7 +349,9 @@ impl<'a> De<'a> {
         Ok(())
     }
 
+    /// A `bytes` value (generated for a `bytes` field; no revision has one today, only `bytes` constants).
     #[inline]
+    #[allow(dead_code)]
     pub fn bytes(&mut self) -> R<Vec<u8>> {
         match self.obj()? {
             Obj::Bin(b) => Ok(b.to_vec()),
@@ -433,10 +404,8 @@ impl<'a> De<'a> {
     #[cold]
     fn struct_key_slow(&mut self) -> R<&'a [u8]> {
         let op = self.r.peek_op().map_err(Self::raw)?;
-        let kind = Kind::of_opcode(op);
-        if kind != Kind::Str {
-            let got = if kind == Kind::Nil { "null" } else { kind.msgspec_name() };
-            return Err(self.key_err(K::Expected { expected: "str".into(), got }));
+        if let Some(k) = path::struct_key_mismatch(Kind::of_opcode(op)) {
+            return Err(self.key_err(k));
         }
         match self.obj()? {
             Obj::Str(b) => Ok(b),
@@ -499,5 +468,85 @@ impl<'a> De<'a> {
     #[cold]
     pub fn missing(&self, name: &str) -> DecodeError {
         self.err(K::MissingField(name.to_string()))
+    }
+
+    /// A bool.
+    pub fn bool(&mut self) -> R<bool> {
+        match self.obj()? {
+            Obj::Bool(b) => Ok(b),
+            o => Err(self.expected("bool", o.kind())),
+        }
+    }
+
+    /// An untyped value (`any`).
+    pub fn any(&mut self) -> R<Untyped> {
+        let o = self.obj()?;
+        Untyped::decode_from(self, o)
+    }
+
+    /// A `list[T]` (or `tuple[T, ...]`) of any element type: `elem` reads one element under `[i]`.
+    pub fn list_of<T>(&mut self, elem: impl FnMut(&mut Self) -> R<T>) -> R<Vec<T>> {
+        let n = self.array("array")?;
+        self.list(n, elem)
+    }
+
+    /// Element `i` of a tuple, read by `f` under `[i]`.
+    #[inline]
+    pub fn item<T>(&mut self, i: usize, f: impl FnOnce(&mut Self) -> R<T>) -> R<T> {
+        self.with(Seg::Index(i), f)
+    }
+
+    /// A fixed-length tuple type (`tuple[A, B]`): exactly `len` elements, read by `f` (with [`De::item`]).
+    pub fn tuple<T>(&mut self, len: usize, f: impl FnOnce(&mut Self) -> R<T>) -> R<T> {
+        self.tuple_len(len)?;
+        self.enter()?;
+        let v = f(self)?;
+        self.leave();
+        Ok(v)
+    }
+
+    /// The array header of a tuple message (a struct encoded as an array of exactly `len` elements), entered:
+    /// the caller reads the elements with [`De::item`] and then calls [`De::leave`]. As the spec codec reads an
+    /// array-like struct: the depth is counted before the length is checked.
+    pub fn tuple_struct(&mut self, len: usize) -> R<()> {
+        let n = self.array("array")?;
+        self.enter()?;
+        if n != len {
+            return Err(self.err(K::ArrayLength { expected: len, got: n }));
+        }
+        Ok(())
+    }
+
+    /// A `bytes` element that must equal `want` (a tuple's tag): msgspec's type check first, then the
+    /// receiver's comparison, reported as the spec codec reports a constant mismatch (Python's repr).
+    pub fn const_bytes(&mut self, want: &[u8]) -> R<()> {
+        let b = match self.obj()? {
+            Obj::Bin(b) => b,
+            o => return Err(self.expected("bytes", o.kind())),
+        };
+        if b != want {
+            return Err(self.err(K::InvalidTag(crate::codec::py_bytes_repr(b))));
+        }
+        Ok(())
+    }
+
+    /// A `dict[int, V]`: keys are ints (else msgspec's error at `key`), values read by `value` under `[...]`.
+    pub fn int_dict<V>(&mut self, value: impl FnMut(&mut Self) -> R<V>) -> R<Vec<(WireInt, V)>> {
+        self.dict(
+            |d, o| match o {
+                Obj::Int(i) => Ok(i),
+                o => Err(d.key_err(K::Expected { expected: "int".into(), got: o.kind().msgspec_name() })),
+            },
+            value,
+        )
+    }
+}
+
+/// Element 0 of `bytes` when they start with a non-empty array whose first element is a bin.
+pub(crate) fn first_bin_in_array(bytes: &[u8]) -> Option<&[u8]> {
+    let mut r = Reader::new(bytes);
+    match (r.read_obj().ok()?, r.read_obj().ok()?) {
+        (Obj::Array(n), Obj::Bin(b)) if n > 0 => Some(b),
+        _ => None,
     }
 }

@@ -1,7 +1,7 @@
 //! Typed messages, generated from `spec/` (`src/typed/generated/`, made by [`crate::generate::typed_rs`]):
-//! for every push revision, both generations, one struct per side-channel message with its field list,
+//! for every revision of both families, one struct per MessagePack struct of the spec with its field list,
 //! required mask, defaults, decoder and encoder, byte-identical to the spec-driven codec and as fast as the
-//! hand-written 0.33.0 decoder they replace. `tests/typed_contract.rs` checks the generated decoders of every
+//! hand-written 0.33.0 decoder they replace. `tests/typed_contract.rs` checks the generated code of every
 //! revision against the spec-driven codec.
 //!
 //! The crate root re-exports the newest revision (vLLM 0.33.0); every revision is in [`generated::push`]
@@ -9,14 +9,14 @@
 //! iterate). Each message exists with owned strings (`MooncakeXferMetadata`) and with strings borrowed from the
 //! decoded bytes (`MooncakeXferMetadataRef`); both are the one generic struct (`…Of<S>`).
 //!
-//! The pull family's typed messages (vllm-ascend 0.23.0.post1) are in [`pull`] (hand-written).
+//! The pull family's typed messages (vllm-ascend) are in [`generated::pull`]; [`pull`] re-exports the newest
+//! released revision.
 
 mod blocks;
-mod convert;
 mod de;
-mod ext;
 pub mod generated;
 mod strlist;
+mod untyped;
 
 pub mod pull;
 
@@ -29,6 +29,7 @@ pub use generated::push::newest::{
 /// The reply status, an open newtype over every member any revision defines.
 pub use generated::push::MooncakeXferResponseStatus as Status;
 pub use strlist::{Iter as StrListIter, StrList};
+pub use untyped::Untyped;
 
 /// Wire names of the newest `MooncakeXferMetadata`, in declaration order.
 pub const METADATA_FIELDS: &[&str] = &MooncakeXferMetadata::FIELDS;
@@ -71,4 +72,22 @@ impl<N> std::fmt::Debug for ViaNewest<N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ViaNewest").field("revision", &self.revision).finish_non_exhaustive()
     }
+}
+
+/// One generated revision of a family: its name, messages and entry points by message name
+/// (`generated::push::REVISIONS`, `generated::pull::REVISIONS`).
+#[derive(Clone, Copy, Debug)]
+pub struct GeneratedRevision {
+    /// The spec revision.
+    pub revision: &'static str,
+    /// Every struct of the revision: its MessagePack messages in transport order, then the structs they hold.
+    pub messages: &'static [&'static str],
+    /// Decodes `bytes` as the message and encodes the result again (`None`: no such message).
+    pub round_trip: fn(&str, &[u8], Strictness) -> Option<Result<Vec<u8>, crate::codec::DecodeError>>,
+    /// Decodes with owned (`false`) or borrowed (`true`) strings and drops the result (for benchmarks).
+    pub decode_and_drop: fn(&str, &[u8], bool) -> Option<Result<(), crate::codec::DecodeError>>,
+    /// The message's wire names in declaration order.
+    pub fields: fn(&str) -> Option<&'static [&'static str]>,
+    /// The message's required mask (bit `i` set: field `i` must be on the wire).
+    pub required: fn(&str) -> Option<u64>,
 }

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use mooncake_io::layout::producer_with;
+use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::proto::gen1::Gen1Prefiller;
 use mooncake_wire::proto::{PrefillerCore, PrefillerEvent, PrefillerMachine};
 use serde_json::Value as J;
@@ -357,7 +358,8 @@ fn dry_run_gen1(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<
         };
         let d = d_conns.iter().position(|c| *c == m.decoder).unwrap_or(0) as u64;
         let mut meta = m.meta.clone();
-        meta.kv_caches_base_addr = layout(regions, model, d_tp, D_BASE, d).kv_caches_base_addr;
+        meta.kv_caches_base_addr =
+            layout(regions, model, d_tp, D_BASE, d).kv_caches_base_addr.into_iter().map(WireInt::from_u64).collect();
         let rid = format!("message {}", k + 1).into_bytes();
         let now = sim.now;
         sim.machines[i].handle_frames(now, vec![rid.clone(), vec![], profile.encode_request(&meta)?]);

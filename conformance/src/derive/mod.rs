@@ -37,7 +37,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use mooncake_wire::msgpack::WireInt;
-use mooncake_wire::proto::gen1::Gen1Profile;
+use mooncake_wire::proto::gen1::{unsigned_int, Gen1Profile};
 use mooncake_wire::typed::Status;
 use serde_json::Value as J;
 
@@ -334,7 +334,10 @@ fn derive_gen1(t: &Conversation, model: &Model) -> Result<Derived, String> {
     for m in &msgs {
         for (d, b) in m.meta.request_ids.iter().zip(m.meta.block_ids.iter().map(Some).chain(std::iter::repeat(None))) {
             if !ids.iter().any(|(x, _)| x == d) {
-                ids.push((d.clone(), vec![b.cloned().unwrap_or_default()]));
+                ids.push((
+                    d.clone(),
+                    vec![b.map(|b| b.iter().map(|x| unsigned_int(*x)).collect()).unwrap_or_default()],
+                ));
             }
         }
     }

@@ -663,7 +663,7 @@ pub fn compare_requests(
                     got.remote_hostname = want.remote_hostname.clone();
                     got.remote_port = want.remote_port;
                     let (got, want) = (pairing.project_request(&got), pairing.project_request(want));
-                    let (gv, wv) = (got.to_revision(profile.codec()), want.to_revision(profile.codec()));
+                    let (gv, wv) = (profile.metadata_value(&got), profile.metadata_value(&want));
                     if let (Ok(gv), Ok(wv)) = (gv, wv) {
                         let (gj, wj) = (Codec::to_json(&gv), Codec::to_json(&wv));
                         if !crate::jsonl::eq_ordered(&gj, &wj) {

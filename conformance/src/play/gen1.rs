@@ -21,7 +21,8 @@ use mooncake_io::backend::serve_engine;
 use mooncake_io::layout::{producer_with, LayoutExt};
 use mooncake_io::reactor::{Incoming, Reactor};
 use mooncake_testee_protocol::LayoutConfig;
-use mooncake_wire::proto::gen1::{Gen1Prefiller, Gen1Profile};
+use mooncake_wire::msgpack::WireInt;
+use mooncake_wire::proto::gen1::{unsigned_int, Gen1Prefiller, Gen1Profile};
 use serde_json::Value as J;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -125,8 +126,8 @@ pub async fn as_decoder(
             let (host, port) = session.rsplit_once(':').expect("host:port");
             let mut meta = m.meta.clone();
             meta.remote_hostname = host.to_string();
-            meta.remote_port = port.parse().expect("port");
-            meta.kv_caches_base_addr = l.kv_caches_base_addr.clone();
+            meta.remote_port = WireInt::from_u64(port.parse().expect("port"));
+            meta.kv_caches_base_addr = l.kv_caches_base_addr.iter().map(|a| WireInt::from_u64(*a)).collect();
             reactor.open_req(k as u64, &live_ep, profile.encode_request(&meta)?);
             let msg = format!("message {} ({} → {})", k + 1, m.decoder, m.endpoint);
             let got = loop {
@@ -391,7 +392,7 @@ pub async fn as_prefiller(
                 .zip(&m.meta.block_ids)
                 .map(|(d, b)| Pull {
                     d_req_id: d.clone(),
-                    blocks: if b.is_empty() { vec![] } else { vec![b.clone()] },
+                    blocks: if b.is_empty() { vec![] } else { vec![b.iter().map(|x| unsigned_int(*x)).collect()] },
                     remote_host: Some("127.0.0.1".into()),
                     remote_port: Some(base),
                     ..Default::default()

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use mooncake_testee_protocol::LayoutConfig;
-use mooncake_wire::proto::gen1::{AgentMetadata, Gen1Profile};
+use mooncake_wire::proto::gen1::{unsigned_int, AgentMetadata, Gen1Profile};
 
 use super::Columns;
 use crate::conversation::Conversation;
@@ -142,7 +142,7 @@ pub(crate) fn expected(
         for r in 0..regions {
             for (db, pb) in dst.iter().zip(src) {
                 for j in 0..scale {
-                    out.push((r, db * scale + j, *pb));
+                    out.push((r, unsigned_int(*db) * scale + j, *pb));
                 }
             }
         }

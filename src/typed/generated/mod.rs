@@ -5,3 +5,5 @@
 pub mod push;
 #[rustfmt::skip]
 pub mod via_newest;
+#[rustfmt::skip]
+pub mod pull;

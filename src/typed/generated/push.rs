@@ -3,14 +3,15 @@
 
 //! The push family's typed messages, one module per revision (generated from `spec/push/`).
 
-#![allow(clippy::all, missing_docs, unused_variables, unused_mut)]
+#![allow(clippy::all, missing_docs, unused_variables, unused_mut, unused_imports, unused_parens)]
 
+use std::borrow::Cow;
 use std::fmt;
 
 use crate::typed::blocks::{encode_req_blocks, req_blocks_len};
-use crate::typed::de::{int_lists, str_list, str_list_buf_len, str_list_len, write_str_list, De, EnumMember, WireStr};
-use crate::typed::{FlatReqBlocksOf, ReqBlocksOf, StrList, Strictness};
-use crate::codec::DecodeError;
+use crate::typed::de::{first_bin_in_array, int_lists, str_list, str_list_buf_len, str_list_len, write_str_list, De, EnumMember, WireStr};
+use crate::typed::{FlatReqBlocksOf, GeneratedRevision, ReqBlocksOf, StrList, Strictness, Untyped};
+use crate::codec::{py_bytes_repr, DecodeError};
 use crate::msgpack::{WireInt, Writer};
 
 /// Status of one prefiller reply. Terminal members end the reply stream of one request message. An open newtype:
@@ -71,7 +72,7 @@ impl EnumMember for MooncakeXferResponseStatus {
     }
 }
 
-/// `vllm-0.13.0..0.15.1` (vLLM 0.13.0, 0.14.0, 0.14.1, 0.15.0, 0.15.1): REQ → ROUTER at fixed ports,
+/// `vllm-0.13.0..0.15.1` (0.13.0, 0.14.0, 0.14.1, 0.15.0, 0.15.1): REQ → ROUTER at fixed ports,
 /// MooncakeAgentMetadata request, raw trans_done / trans_error reply; no bootstrap server.
 pub mod vllm_0_13_0_to_0_15_1 {
     use super::*;
@@ -121,7 +122,7 @@ pub mod vllm_0_13_0_to_0_15_1 {
         fn default() -> Self {
             MooncakeAgentMetadataOf {
                 remote_hostname: S::default(),
-                remote_port: WireInt::ZERO,
+                remote_port: WireInt::from_u64(0),
                 request_ids: Vec::new(),
                 kv_caches_base_addr: Vec::new(),
                 block_ids: Vec::new(),
@@ -145,6 +146,13 @@ pub mod vllm_0_13_0_to_0_15_1 {
         /// Decodes; with [`Strictness::OpenStatus`] an enum value the revision lacks is kept instead of rejected.
         pub fn decode_with(bytes: &'a [u8], strictness: Strictness) -> Result<Self, DecodeError> {
             let mut d = De::new(bytes)?;
+            let v = Self::decode_in(&mut d, strictness)?;
+            d.finish()?;
+            Ok(v)
+        }
+
+        /// Decodes one value at the reader's position (inside a frame).
+        pub(crate) fn decode_in(d: &mut De<'a>, strictness: Strictness) -> Result<Self, DecodeError> {
             let mut v = Self::default();
             let mut seen = 0u64;
             d.struct_map(&Self::FIELDS, |d, i| {
@@ -162,7 +170,6 @@ pub mod vllm_0_13_0_to_0_15_1 {
             if missing != 0 {
                 return Err(d.missing(Self::FIELDS[missing.trailing_zeros() as usize]));
             }
-            d.finish()?;
             Ok(v)
         }
     }
@@ -188,8 +195,9 @@ pub mod vllm_0_13_0_to_0_15_1 {
             w.into_bytes()
         }
 
-        fn encoded_len_hint(&self) -> usize {
-            5 + 16 + self.remote_hostname.as_ref().len() + 5
+        pub(crate) fn encoded_len_hint(&self) -> usize {
+            5
+                + 16 + self.remote_hostname.as_ref().len() + 5
                 + 12 + 9
                 + 12 + str_list_len(&self.request_ids)
                 + 20 + 5 + 9 * self.kv_caches_base_addr.len()
@@ -243,9 +251,17 @@ pub mod vllm_0_13_0_to_0_15_1 {
             _ => return None,
         })
     }
+
+    /// The required mask of `message` (bit `i` set: field `i` must be on the wire).
+    pub fn required(message: &str) -> Option<u64> {
+        Some(match message {
+            "MooncakeAgentMetadata" => MooncakeAgentMetadata::REQUIRED,
+            _ => return None,
+        })
+    }
 }
 
-/// `vllm-0.16.0..0.18.1` (vLLM 0.16.0, 0.17.0, 0.17.1, 0.18.0, 0.18.1): Bootstrap server and DEALER→ROUTER side
+/// `vllm-0.16.0..0.18.1` (0.16.0, 0.17.0, 0.17.1, 0.18.0, 0.18.1): Bootstrap server and DEALER→ROUTER side
 /// channel; MooncakeXferMetadata with 6 fields and flat block lists; MooncakeXferResponse with
 /// FINISH/CONTINUE/ERROR.
 pub mod vllm_0_16_0_to_0_18_1 {
@@ -296,9 +312,9 @@ pub mod vllm_0_16_0_to_0_18_1 {
         fn default() -> Self {
             MooncakeXferMetadataOf {
                 remote_hostname: S::default(),
-                remote_port: WireInt::ZERO,
+                remote_port: WireInt::from_u64(0),
                 remote_tp_size: WireInt::from_u64(1),
-                remote_tp_rank: WireInt::ZERO,
+                remote_tp_rank: WireInt::from_u64(0),
                 req_blocks: Vec::new(),
                 kv_caches_base_addr: Vec::new(),
             }
@@ -321,6 +337,13 @@ pub mod vllm_0_16_0_to_0_18_1 {
         /// Decodes; with [`Strictness::OpenStatus`] an enum value the revision lacks is kept instead of rejected.
         pub fn decode_with(bytes: &'a [u8], strictness: Strictness) -> Result<Self, DecodeError> {
             let mut d = De::new(bytes)?;
+            let v = Self::decode_in(&mut d, strictness)?;
+            d.finish()?;
+            Ok(v)
+        }
+
+        /// Decodes one value at the reader's position (inside a frame).
+        pub(crate) fn decode_in(d: &mut De<'a>, strictness: Strictness) -> Result<Self, DecodeError> {
             let mut v = Self::default();
             let mut seen = 0u64;
             d.struct_map(&Self::FIELDS, |d, i| {
@@ -330,7 +353,7 @@ pub mod vllm_0_16_0_to_0_18_1 {
                     1 => v.remote_port = d.int()?,
                     2 => v.remote_tp_size = d.int()?,
                     3 => v.remote_tp_rank = d.int()?,
-                    4 => v.req_blocks = d.str_dict(De::flat_req_blocks)?,
+                    4 => v.req_blocks = d.str_dict(De::flat_blocks_value)?,
                     _ => v.kv_caches_base_addr = d.list_int()?,
                 }
                 Ok(())
@@ -339,7 +362,6 @@ pub mod vllm_0_16_0_to_0_18_1 {
             if missing != 0 {
                 return Err(d.missing(Self::FIELDS[missing.trailing_zeros() as usize]));
             }
-            d.finish()?;
             Ok(v)
         }
     }
@@ -366,8 +388,9 @@ pub mod vllm_0_16_0_to_0_18_1 {
             w.into_bytes()
         }
 
-        fn encoded_len_hint(&self) -> usize {
-            5 + 16 + self.remote_hostname.as_ref().len() + 5
+        pub(crate) fn encoded_len_hint(&self) -> usize {
+            5
+                + 16 + self.remote_hostname.as_ref().len() + 5
                 + 12 + 9
                 + 15 + 9
                 + 15 + 9
@@ -457,6 +480,13 @@ pub mod vllm_0_16_0_to_0_18_1 {
         /// Decodes; with [`Strictness::OpenStatus`] an enum value the revision lacks is kept instead of rejected.
         pub fn decode_with(bytes: &'a [u8], strictness: Strictness) -> Result<Self, DecodeError> {
             let mut d = De::new(bytes)?;
+            let v = Self::decode_in(&mut d, strictness)?;
+            d.finish()?;
+            Ok(v)
+        }
+
+        /// Decodes one value at the reader's position (inside a frame).
+        pub(crate) fn decode_in(d: &mut De<'a>, strictness: Strictness) -> Result<Self, DecodeError> {
             let mut v = Self::default();
             let mut seen = 0u64;
             d.struct_map(&Self::FIELDS, |d, i| {
@@ -473,7 +503,6 @@ pub mod vllm_0_16_0_to_0_18_1 {
             if missing != 0 {
                 return Err(d.missing(Self::FIELDS[missing.trailing_zeros() as usize]));
             }
-            d.finish()?;
             Ok(v)
         }
     }
@@ -498,8 +527,9 @@ pub mod vllm_0_16_0_to_0_18_1 {
             w.into_bytes()
         }
 
-        fn encoded_len_hint(&self) -> usize {
-            5 + 7 + 9
+        pub(crate) fn encoded_len_hint(&self) -> usize {
+            5
+                + 7 + 9
                 + 8 + self.ok_reqs.as_ref().map_or(1, str_list_buf_len)
                 + 9 + self.err_reqs.as_ref().map_or(1, str_list_buf_len)
                 + 8 + self.err_msg.as_ref().map_or(1, |s| s.as_ref().len() + 5)
@@ -559,9 +589,18 @@ pub mod vllm_0_16_0_to_0_18_1 {
             _ => return None,
         })
     }
+
+    /// The required mask of `message` (bit `i` set: field `i` must be on the wire).
+    pub fn required(message: &str) -> Option<u64> {
+        Some(match message {
+            "MooncakeXferMetadata" => MooncakeXferMetadata::REQUIRED,
+            "MooncakeXferResponse" => MooncakeXferResponse::REQUIRED,
+            _ => return None,
+        })
+    }
 }
 
-/// `vllm-0.19.0..0.19.1` (vLLM 0.19.0, 0.19.1): + required block_lens (7 fields); one reply per round, empty
+/// `vllm-0.19.0..0.19.1` (0.19.0, 0.19.1): + required block_lens (7 fields); one reply per round, empty
 /// ok_reqs/err_reqs omitted; heterogeneous TP; HND KV layout.
 pub mod vllm_0_19_0_to_0_19_1 {
     use super::*;
@@ -613,9 +652,9 @@ pub mod vllm_0_19_0_to_0_19_1 {
         fn default() -> Self {
             MooncakeXferMetadataOf {
                 remote_hostname: S::default(),
-                remote_port: WireInt::ZERO,
+                remote_port: WireInt::from_u64(0),
                 remote_tp_size: WireInt::from_u64(1),
-                remote_tp_rank: WireInt::ZERO,
+                remote_tp_rank: WireInt::from_u64(0),
                 req_blocks: Vec::new(),
                 kv_caches_base_addr: Vec::new(),
                 block_lens: Vec::new(),
@@ -639,6 +678,13 @@ pub mod vllm_0_19_0_to_0_19_1 {
         /// Decodes; with [`Strictness::OpenStatus`] an enum value the revision lacks is kept instead of rejected.
         pub fn decode_with(bytes: &'a [u8], strictness: Strictness) -> Result<Self, DecodeError> {
             let mut d = De::new(bytes)?;
+            let v = Self::decode_in(&mut d, strictness)?;
+            d.finish()?;
+            Ok(v)
+        }
+
+        /// Decodes one value at the reader's position (inside a frame).
+        pub(crate) fn decode_in(d: &mut De<'a>, strictness: Strictness) -> Result<Self, DecodeError> {
             let mut v = Self::default();
             let mut seen = 0u64;
             d.struct_map(&Self::FIELDS, |d, i| {
@@ -648,7 +694,7 @@ pub mod vllm_0_19_0_to_0_19_1 {
                     1 => v.remote_port = d.int()?,
                     2 => v.remote_tp_size = d.int()?,
                     3 => v.remote_tp_rank = d.int()?,
-                    4 => v.req_blocks = d.str_dict(De::flat_req_blocks)?,
+                    4 => v.req_blocks = d.str_dict(De::flat_blocks_value)?,
                     5 => v.kv_caches_base_addr = d.list_int()?,
                     _ => v.block_lens = d.list_int()?,
                 }
@@ -658,7 +704,6 @@ pub mod vllm_0_19_0_to_0_19_1 {
             if missing != 0 {
                 return Err(d.missing(Self::FIELDS[missing.trailing_zeros() as usize]));
             }
-            d.finish()?;
             Ok(v)
         }
     }
@@ -686,8 +731,9 @@ pub mod vllm_0_19_0_to_0_19_1 {
             w.into_bytes()
         }
 
-        fn encoded_len_hint(&self) -> usize {
-            5 + 16 + self.remote_hostname.as_ref().len() + 5
+        pub(crate) fn encoded_len_hint(&self) -> usize {
+            5
+                + 16 + self.remote_hostname.as_ref().len() + 5
                 + 12 + 9
                 + 15 + 9
                 + 15 + 9
@@ -756,12 +802,21 @@ pub mod vllm_0_19_0_to_0_19_1 {
             _ => return None,
         })
     }
+
+    /// The required mask of `message` (bit `i` set: field `i` must be on the wire).
+    pub fn required(message: &str) -> Option<u64> {
+        Some(match message {
+            "MooncakeXferMetadata" => MooncakeXferMetadata::REQUIRED,
+            "MooncakeXferResponse" => MooncakeXferResponse::REQUIRED,
+            _ => return None,
+        })
+    }
 }
 
-/// `vllm-0.20.0..0.23.0` (vLLM 0.20.0, 0.20.1, 0.20.2, 0.21.0, 0.22.0, 0.22.1, 0.23.0): req_blocks values carry
-/// one block list per KV-cache group (list\[list\[int\]\]). Note: 0.23.0's FlashAttention backend becomes
-/// blocks-first, so a FlashAttention deployment of 0.23.0 registers one region per layer where 0.20.0-0.22.1
-/// registered K and V apart; the connector's rules are unchanged, the spec does not model attention backends.
+/// `vllm-0.20.0..0.23.0` (0.20.0, 0.20.1, 0.20.2, 0.21.0, 0.22.0, 0.22.1, 0.23.0): req_blocks values carry one
+/// block list per KV-cache group (list\[list\[int\]\]). Note: 0.23.0's FlashAttention backend becomes blocks-first,
+/// so a FlashAttention deployment of 0.23.0 registers one region per layer where 0.20.0-0.22.1 registered K and V
+/// apart; the connector's rules are unchanged, the spec does not model attention backends.
 pub mod vllm_0_20_0_to_0_23_0 {
     use super::*;
 
@@ -813,9 +868,9 @@ pub mod vllm_0_20_0_to_0_23_0 {
         fn default() -> Self {
             MooncakeXferMetadataOf {
                 remote_hostname: S::default(),
-                remote_port: WireInt::ZERO,
+                remote_port: WireInt::from_u64(0),
                 remote_tp_size: WireInt::from_u64(1),
-                remote_tp_rank: WireInt::ZERO,
+                remote_tp_rank: WireInt::from_u64(0),
                 req_blocks: Vec::new(),
                 kv_caches_base_addr: Vec::new(),
                 block_lens: Vec::new(),
@@ -839,6 +894,13 @@ pub mod vllm_0_20_0_to_0_23_0 {
         /// Decodes; with [`Strictness::OpenStatus`] an enum value the revision lacks is kept instead of rejected.
         pub fn decode_with(bytes: &'a [u8], strictness: Strictness) -> Result<Self, DecodeError> {
             let mut d = De::new(bytes)?;
+            let v = Self::decode_in(&mut d, strictness)?;
+            d.finish()?;
+            Ok(v)
+        }
+
+        /// Decodes one value at the reader's position (inside a frame).
+        pub(crate) fn decode_in(d: &mut De<'a>, strictness: Strictness) -> Result<Self, DecodeError> {
             let mut v = Self::default();
             let mut seen = 0u64;
             d.struct_map(&Self::FIELDS, |d, i| {
@@ -848,7 +910,7 @@ pub mod vllm_0_20_0_to_0_23_0 {
                     1 => v.remote_port = d.int()?,
                     2 => v.remote_tp_size = d.int()?,
                     3 => v.remote_tp_rank = d.int()?,
-                    4 => v.req_blocks = d.str_dict(De::req_blocks)?,
+                    4 => v.req_blocks = d.str_dict(De::blocks_value)?,
                     5 => v.kv_caches_base_addr = d.list_int()?,
                     _ => v.block_lens = d.list_int()?,
                 }
@@ -858,7 +920,6 @@ pub mod vllm_0_20_0_to_0_23_0 {
             if missing != 0 {
                 return Err(d.missing(Self::FIELDS[missing.trailing_zeros() as usize]));
             }
-            d.finish()?;
             Ok(v)
         }
     }
@@ -886,8 +947,9 @@ pub mod vllm_0_20_0_to_0_23_0 {
             w.into_bytes()
         }
 
-        fn encoded_len_hint(&self) -> usize {
-            5 + 16 + self.remote_hostname.as_ref().len() + 5
+        pub(crate) fn encoded_len_hint(&self) -> usize {
+            5
+                + 16 + self.remote_hostname.as_ref().len() + 5
                 + 12 + 9
                 + 15 + 9
                 + 15 + 9
@@ -956,10 +1018,19 @@ pub mod vllm_0_20_0_to_0_23_0 {
             _ => return None,
         })
     }
+
+    /// The required mask of `message` (bit `i` set: field `i` must be on the wire).
+    pub fn required(message: &str) -> Option<u64> {
+        Some(match message {
+            "MooncakeXferMetadata" => MooncakeXferMetadata::REQUIRED,
+            "MooncakeXferResponse" => MooncakeXferResponse::REQUIRED,
+            _ => return None,
+        })
+    }
 }
 
-/// `vllm-0.24.0` (vLLM 0.24.0): + defaulted registered_layer_names, registered_layer_indices (9 fields), which
-/// the prefiller requires in practice.
+/// `vllm-0.24.0` (0.24.0): + defaulted registered_layer_names, registered_layer_indices (9 fields), which the
+/// prefiller requires in practice.
 pub mod vllm_0_24_0 {
     use super::*;
 
@@ -1015,9 +1086,9 @@ pub mod vllm_0_24_0 {
         fn default() -> Self {
             MooncakeXferMetadataOf {
                 remote_hostname: S::default(),
-                remote_port: WireInt::ZERO,
+                remote_port: WireInt::from_u64(0),
                 remote_tp_size: WireInt::from_u64(1),
-                remote_tp_rank: WireInt::ZERO,
+                remote_tp_rank: WireInt::from_u64(0),
                 req_blocks: Vec::new(),
                 kv_caches_base_addr: Vec::new(),
                 block_lens: Vec::new(),
@@ -1043,6 +1114,13 @@ pub mod vllm_0_24_0 {
         /// Decodes; with [`Strictness::OpenStatus`] an enum value the revision lacks is kept instead of rejected.
         pub fn decode_with(bytes: &'a [u8], strictness: Strictness) -> Result<Self, DecodeError> {
             let mut d = De::new(bytes)?;
+            let v = Self::decode_in(&mut d, strictness)?;
+            d.finish()?;
+            Ok(v)
+        }
+
+        /// Decodes one value at the reader's position (inside a frame).
+        pub(crate) fn decode_in(d: &mut De<'a>, strictness: Strictness) -> Result<Self, DecodeError> {
             let mut v = Self::default();
             let mut seen = 0u64;
             d.struct_map(&Self::FIELDS, |d, i| {
@@ -1052,7 +1130,7 @@ pub mod vllm_0_24_0 {
                     1 => v.remote_port = d.int()?,
                     2 => v.remote_tp_size = d.int()?,
                     3 => v.remote_tp_rank = d.int()?,
-                    4 => v.req_blocks = d.str_dict(De::req_blocks)?,
+                    4 => v.req_blocks = d.str_dict(De::blocks_value)?,
                     5 => v.kv_caches_base_addr = d.list_int()?,
                     6 => v.block_lens = d.list_int()?,
                     7 => v.registered_layer_names = d.list_str()?,
@@ -1064,7 +1142,6 @@ pub mod vllm_0_24_0 {
             if missing != 0 {
                 return Err(d.missing(Self::FIELDS[missing.trailing_zeros() as usize]));
             }
-            d.finish()?;
             Ok(v)
         }
     }
@@ -1094,8 +1171,9 @@ pub mod vllm_0_24_0 {
             w.into_bytes()
         }
 
-        fn encoded_len_hint(&self) -> usize {
-            5 + 16 + self.remote_hostname.as_ref().len() + 5
+        pub(crate) fn encoded_len_hint(&self) -> usize {
+            5
+                + 16 + self.remote_hostname.as_ref().len() + 5
                 + 12 + 9
                 + 15 + 9
                 + 15 + 9
@@ -1176,10 +1254,19 @@ pub mod vllm_0_24_0 {
             _ => return None,
         })
     }
+
+    /// The required mask of `message` (bit `i` set: field `i` must be on the wire).
+    pub fn required(message: &str) -> Option<u64> {
+        Some(match message {
+            "MooncakeXferMetadata" => MooncakeXferMetadata::REQUIRED,
+            "MooncakeXferResponse" => MooncakeXferResponse::REQUIRED,
+            _ => return None,
+        })
+    }
 }
 
-/// `vllm-0.25.0..0.25.1` (vLLM 0.25.0, 0.25.1): + required kv_block_lens (before the defaulted fields), +
-/// defaulted registered_group_indices (11 fields).
+/// `vllm-0.25.0..0.25.1` (0.25.0, 0.25.1): + required kv_block_lens (before the defaulted fields), + defaulted
+/// registered_group_indices (11 fields).
 pub mod vllm_0_25_0_to_0_25_1 {
     use super::*;
 
@@ -1239,9 +1326,9 @@ pub mod vllm_0_25_0_to_0_25_1 {
         fn default() -> Self {
             MooncakeXferMetadataOf {
                 remote_hostname: S::default(),
-                remote_port: WireInt::ZERO,
+                remote_port: WireInt::from_u64(0),
                 remote_tp_size: WireInt::from_u64(1),
-                remote_tp_rank: WireInt::ZERO,
+                remote_tp_rank: WireInt::from_u64(0),
                 req_blocks: Vec::new(),
                 kv_caches_base_addr: Vec::new(),
                 block_lens: Vec::new(),
@@ -1269,6 +1356,13 @@ pub mod vllm_0_25_0_to_0_25_1 {
         /// Decodes; with [`Strictness::OpenStatus`] an enum value the revision lacks is kept instead of rejected.
         pub fn decode_with(bytes: &'a [u8], strictness: Strictness) -> Result<Self, DecodeError> {
             let mut d = De::new(bytes)?;
+            let v = Self::decode_in(&mut d, strictness)?;
+            d.finish()?;
+            Ok(v)
+        }
+
+        /// Decodes one value at the reader's position (inside a frame).
+        pub(crate) fn decode_in(d: &mut De<'a>, strictness: Strictness) -> Result<Self, DecodeError> {
             let mut v = Self::default();
             let mut seen = 0u64;
             d.struct_map(&Self::FIELDS, |d, i| {
@@ -1278,7 +1372,7 @@ pub mod vllm_0_25_0_to_0_25_1 {
                     1 => v.remote_port = d.int()?,
                     2 => v.remote_tp_size = d.int()?,
                     3 => v.remote_tp_rank = d.int()?,
-                    4 => v.req_blocks = d.str_dict(De::req_blocks)?,
+                    4 => v.req_blocks = d.str_dict(De::blocks_value)?,
                     5 => v.kv_caches_base_addr = d.list_int()?,
                     6 => v.block_lens = d.list_int()?,
                     7 => v.kv_block_lens = d.list_int()?,
@@ -1292,7 +1386,6 @@ pub mod vllm_0_25_0_to_0_25_1 {
             if missing != 0 {
                 return Err(d.missing(Self::FIELDS[missing.trailing_zeros() as usize]));
             }
-            d.finish()?;
             Ok(v)
         }
     }
@@ -1324,8 +1417,9 @@ pub mod vllm_0_25_0_to_0_25_1 {
             w.into_bytes()
         }
 
-        fn encoded_len_hint(&self) -> usize {
-            5 + 16 + self.remote_hostname.as_ref().len() + 5
+        pub(crate) fn encoded_len_hint(&self) -> usize {
+            5
+                + 16 + self.remote_hostname.as_ref().len() + 5
                 + 12 + 9
                 + 15 + 9
                 + 15 + 9
@@ -1416,10 +1510,19 @@ pub mod vllm_0_25_0_to_0_25_1 {
             _ => return None,
         })
     }
+
+    /// The required mask of `message` (bit `i` set: field `i` must be on the wire).
+    pub fn required(message: &str) -> Option<u64> {
+        Some(match message {
+            "MooncakeXferMetadata" => MooncakeXferMetadata::REQUIRED,
+            "MooncakeXferResponse" => MooncakeXferResponse::REQUIRED,
+            _ => return None,
+        })
+    }
 }
 
-/// `vllm-0.26.0..0.28.0` (vLLM 0.26.0, 0.27.0, 0.27.1, 0.28.0): Wire unchanged; attention regions are no longer
-/// split into K and V halves (one region per layer, whole blocks).
+/// `vllm-0.26.0..0.28.0` (0.26.0, 0.27.0, 0.27.1, 0.28.0): Wire unchanged; attention regions are no longer split
+/// into K and V halves (one region per layer, whole blocks).
 pub mod vllm_0_26_0_to_0_28_0 {
     use super::*;
 
@@ -1465,9 +1568,18 @@ pub mod vllm_0_26_0_to_0_28_0 {
             _ => return None,
         })
     }
+
+    /// The required mask of `message` (bit `i` set: field `i` must be on the wire).
+    pub fn required(message: &str) -> Option<u64> {
+        Some(match message {
+            "MooncakeXferMetadata" => MooncakeXferMetadata::REQUIRED,
+            "MooncakeXferResponse" => MooncakeXferResponse::REQUIRED,
+            _ => return None,
+        })
+    }
 }
 
-/// `vllm-0.29.0` (vLLM 0.29.0): Wire unchanged; required KV layout LBHNC instead of HND; no K/V halves at all
+/// `vllm-0.29.0` (0.29.0): Wire unchanged; required KV layout LBHNC instead of HND; no K/V halves at all
 /// (per-head regions for non-dense blocks).
 pub mod vllm_0_29_0 {
     use super::*;
@@ -1514,9 +1626,18 @@ pub mod vllm_0_29_0 {
             _ => return None,
         })
     }
+
+    /// The required mask of `message` (bit `i` set: field `i` must be on the wire).
+    pub fn required(message: &str) -> Option<u64> {
+        Some(match message {
+            "MooncakeXferMetadata" => MooncakeXferMetadata::REQUIRED,
+            "MooncakeXferResponse" => MooncakeXferResponse::REQUIRED,
+            _ => return None,
+        })
+    }
 }
 
-/// `vllm-0.30.0` (vLLM 0.30.0): + remote_pp_size: int = 1 (12 fields).
+/// `vllm-0.30.0` (0.30.0): + remote_pp_size: int = 1 (12 fields).
 pub mod vllm_0_30_0 {
     use super::*;
 
@@ -1578,9 +1699,9 @@ pub mod vllm_0_30_0 {
         fn default() -> Self {
             MooncakeXferMetadataOf {
                 remote_hostname: S::default(),
-                remote_port: WireInt::ZERO,
+                remote_port: WireInt::from_u64(0),
                 remote_tp_size: WireInt::from_u64(1),
-                remote_tp_rank: WireInt::ZERO,
+                remote_tp_rank: WireInt::from_u64(0),
                 req_blocks: Vec::new(),
                 kv_caches_base_addr: Vec::new(),
                 block_lens: Vec::new(),
@@ -1609,6 +1730,13 @@ pub mod vllm_0_30_0 {
         /// Decodes; with [`Strictness::OpenStatus`] an enum value the revision lacks is kept instead of rejected.
         pub fn decode_with(bytes: &'a [u8], strictness: Strictness) -> Result<Self, DecodeError> {
             let mut d = De::new(bytes)?;
+            let v = Self::decode_in(&mut d, strictness)?;
+            d.finish()?;
+            Ok(v)
+        }
+
+        /// Decodes one value at the reader's position (inside a frame).
+        pub(crate) fn decode_in(d: &mut De<'a>, strictness: Strictness) -> Result<Self, DecodeError> {
             let mut v = Self::default();
             let mut seen = 0u64;
             d.struct_map(&Self::FIELDS, |d, i| {
@@ -1618,7 +1746,7 @@ pub mod vllm_0_30_0 {
                     1 => v.remote_port = d.int()?,
                     2 => v.remote_tp_size = d.int()?,
                     3 => v.remote_tp_rank = d.int()?,
-                    4 => v.req_blocks = d.str_dict(De::req_blocks)?,
+                    4 => v.req_blocks = d.str_dict(De::blocks_value)?,
                     5 => v.kv_caches_base_addr = d.list_int()?,
                     6 => v.block_lens = d.list_int()?,
                     7 => v.kv_block_lens = d.list_int()?,
@@ -1633,7 +1761,6 @@ pub mod vllm_0_30_0 {
             if missing != 0 {
                 return Err(d.missing(Self::FIELDS[missing.trailing_zeros() as usize]));
             }
-            d.finish()?;
             Ok(v)
         }
     }
@@ -1666,8 +1793,9 @@ pub mod vllm_0_30_0 {
             w.into_bytes()
         }
 
-        fn encoded_len_hint(&self) -> usize {
-            5 + 16 + self.remote_hostname.as_ref().len() + 5
+        pub(crate) fn encoded_len_hint(&self) -> usize {
+            5
+                + 16 + self.remote_hostname.as_ref().len() + 5
                 + 12 + 9
                 + 15 + 9
                 + 15 + 9
@@ -1764,9 +1892,18 @@ pub mod vllm_0_30_0 {
             _ => return None,
         })
     }
+
+    /// The required mask of `message` (bit `i` set: field `i` must be on the wire).
+    pub fn required(message: &str) -> Option<u64> {
+        Some(match message {
+            "MooncakeXferMetadata" => MooncakeXferMetadata::REQUIRED,
+            "MooncakeXferResponse" => MooncakeXferResponse::REQUIRED,
+            _ => return None,
+        })
+    }
 }
 
-/// `vllm-0.31.0` (vLLM 0.31.0): Side channel unchanged; POST /register accepts an identical re-registration.
+/// `vllm-0.31.0` (0.31.0): Side channel unchanged; POST /register accepts an identical re-registration.
 pub mod vllm_0_31_0 {
     use super::*;
 
@@ -1812,10 +1949,19 @@ pub mod vllm_0_31_0 {
             _ => return None,
         })
     }
+
+    /// The required mask of `message` (bit `i` set: field `i` must be on the wire).
+    pub fn required(message: &str) -> Option<u64> {
+        Some(match message {
+            "MooncakeXferMetadata" => MooncakeXferMetadata::REQUIRED,
+            "MooncakeXferResponse" => MooncakeXferResponse::REQUIRED,
+            _ => return None,
+        })
+    }
 }
 
-/// `vllm-0.32.0` (vLLM 0.32.0): + defaulted registered_shared_group_ids, registered_row_offsets before
-/// remote_pp_size (14 fields).
+/// `vllm-0.32.0` (0.32.0): + defaulted registered_shared_group_ids, registered_row_offsets before remote_pp_size
+/// (14 fields).
 pub mod vllm_0_32_0 {
     use super::*;
 
@@ -1881,9 +2027,9 @@ pub mod vllm_0_32_0 {
         fn default() -> Self {
             MooncakeXferMetadataOf {
                 remote_hostname: S::default(),
-                remote_port: WireInt::ZERO,
+                remote_port: WireInt::from_u64(0),
                 remote_tp_size: WireInt::from_u64(1),
-                remote_tp_rank: WireInt::ZERO,
+                remote_tp_rank: WireInt::from_u64(0),
                 req_blocks: Vec::new(),
                 kv_caches_base_addr: Vec::new(),
                 block_lens: Vec::new(),
@@ -1914,6 +2060,13 @@ pub mod vllm_0_32_0 {
         /// Decodes; with [`Strictness::OpenStatus`] an enum value the revision lacks is kept instead of rejected.
         pub fn decode_with(bytes: &'a [u8], strictness: Strictness) -> Result<Self, DecodeError> {
             let mut d = De::new(bytes)?;
+            let v = Self::decode_in(&mut d, strictness)?;
+            d.finish()?;
+            Ok(v)
+        }
+
+        /// Decodes one value at the reader's position (inside a frame).
+        pub(crate) fn decode_in(d: &mut De<'a>, strictness: Strictness) -> Result<Self, DecodeError> {
             let mut v = Self::default();
             let mut seen = 0u64;
             d.struct_map(&Self::FIELDS, |d, i| {
@@ -1923,7 +2076,7 @@ pub mod vllm_0_32_0 {
                     1 => v.remote_port = d.int()?,
                     2 => v.remote_tp_size = d.int()?,
                     3 => v.remote_tp_rank = d.int()?,
-                    4 => v.req_blocks = d.str_dict(De::req_blocks)?,
+                    4 => v.req_blocks = d.str_dict(De::blocks_value)?,
                     5 => v.kv_caches_base_addr = d.list_int()?,
                     6 => v.block_lens = d.list_int()?,
                     7 => v.kv_block_lens = d.list_int()?,
@@ -1940,7 +2093,6 @@ pub mod vllm_0_32_0 {
             if missing != 0 {
                 return Err(d.missing(Self::FIELDS[missing.trailing_zeros() as usize]));
             }
-            d.finish()?;
             Ok(v)
         }
     }
@@ -1975,8 +2127,9 @@ pub mod vllm_0_32_0 {
             w.into_bytes()
         }
 
-        fn encoded_len_hint(&self) -> usize {
-            5 + 16 + self.remote_hostname.as_ref().len() + 5
+        pub(crate) fn encoded_len_hint(&self) -> usize {
+            5
+                + 16 + self.remote_hostname.as_ref().len() + 5
                 + 12 + 9
                 + 15 + 9
                 + 15 + 9
@@ -2085,10 +2238,19 @@ pub mod vllm_0_32_0 {
             _ => return None,
         })
     }
+
+    /// The required mask of `message` (bit `i` set: field `i` must be on the wire).
+    pub fn required(message: &str) -> Option<u64> {
+        Some(match message {
+            "MooncakeXferMetadata" => MooncakeXferMetadata::REQUIRED,
+            "MooncakeXferResponse" => MooncakeXferResponse::REQUIRED,
+            _ => return None,
+        })
+    }
 }
 
-/// `vllm-0.33.0` (vLLM 0.33.0): + layout_id on request (15 fields) and response (5 fields); + status LAYOUT_MISS
-/// = 3; layout caching.
+/// `vllm-0.33.0` (0.33.0): + layout_id on request (15 fields) and response (5 fields); + status LAYOUT_MISS = 3;
+/// layout caching.
 pub mod vllm_0_33_0 {
     use super::*;
 
@@ -2157,9 +2319,9 @@ pub mod vllm_0_33_0 {
         fn default() -> Self {
             MooncakeXferMetadataOf {
                 remote_hostname: S::default(),
-                remote_port: WireInt::ZERO,
+                remote_port: WireInt::from_u64(0),
                 remote_tp_size: WireInt::from_u64(1),
-                remote_tp_rank: WireInt::ZERO,
+                remote_tp_rank: WireInt::from_u64(0),
                 req_blocks: Vec::new(),
                 kv_caches_base_addr: Vec::new(),
                 block_lens: Vec::new(),
@@ -2191,6 +2353,13 @@ pub mod vllm_0_33_0 {
         /// Decodes; with [`Strictness::OpenStatus`] an enum value the revision lacks is kept instead of rejected.
         pub fn decode_with(bytes: &'a [u8], strictness: Strictness) -> Result<Self, DecodeError> {
             let mut d = De::new(bytes)?;
+            let v = Self::decode_in(&mut d, strictness)?;
+            d.finish()?;
+            Ok(v)
+        }
+
+        /// Decodes one value at the reader's position (inside a frame).
+        pub(crate) fn decode_in(d: &mut De<'a>, strictness: Strictness) -> Result<Self, DecodeError> {
             let mut v = Self::default();
             let mut seen = 0u64;
             d.struct_map(&Self::FIELDS, |d, i| {
@@ -2200,7 +2369,7 @@ pub mod vllm_0_33_0 {
                     1 => v.remote_port = d.int()?,
                     2 => v.remote_tp_size = d.int()?,
                     3 => v.remote_tp_rank = d.int()?,
-                    4 => v.req_blocks = d.str_dict(De::req_blocks)?,
+                    4 => v.req_blocks = d.str_dict(De::blocks_value)?,
                     5 => v.kv_caches_base_addr = d.list_int()?,
                     6 => v.block_lens = d.list_int()?,
                     7 => v.kv_block_lens = d.list_int()?,
@@ -2218,7 +2387,6 @@ pub mod vllm_0_33_0 {
             if missing != 0 {
                 return Err(d.missing(Self::FIELDS[missing.trailing_zeros() as usize]));
             }
-            d.finish()?;
             Ok(v)
         }
     }
@@ -2254,8 +2422,9 @@ pub mod vllm_0_33_0 {
             w.into_bytes()
         }
 
-        fn encoded_len_hint(&self) -> usize {
-            5 + 16 + self.remote_hostname.as_ref().len() + 5
+        pub(crate) fn encoded_len_hint(&self) -> usize {
+            5
+                + 16 + self.remote_hostname.as_ref().len() + 5
                 + 12 + 9
                 + 15 + 9
                 + 15 + 9
@@ -2399,6 +2568,13 @@ pub mod vllm_0_33_0 {
         /// Decodes; with [`Strictness::OpenStatus`] an enum value the revision lacks is kept instead of rejected.
         pub fn decode_with(bytes: &'a [u8], strictness: Strictness) -> Result<Self, DecodeError> {
             let mut d = De::new(bytes)?;
+            let v = Self::decode_in(&mut d, strictness)?;
+            d.finish()?;
+            Ok(v)
+        }
+
+        /// Decodes one value at the reader's position (inside a frame).
+        pub(crate) fn decode_in(d: &mut De<'a>, strictness: Strictness) -> Result<Self, DecodeError> {
             let mut v = Self::default();
             let mut seen = 0u64;
             d.struct_map(&Self::FIELDS, |d, i| {
@@ -2416,7 +2592,6 @@ pub mod vllm_0_33_0 {
             if missing != 0 {
                 return Err(d.missing(Self::FIELDS[missing.trailing_zeros() as usize]));
             }
-            d.finish()?;
             Ok(v)
         }
     }
@@ -2442,8 +2617,9 @@ pub mod vllm_0_33_0 {
             w.into_bytes()
         }
 
-        fn encoded_len_hint(&self) -> usize {
-            5 + 7 + 9
+        pub(crate) fn encoded_len_hint(&self) -> usize {
+            5
+                + 7 + 9
                 + 8 + self.ok_reqs.as_ref().map_or(1, str_list_buf_len)
                 + 9 + self.err_reqs.as_ref().map_or(1, str_list_buf_len)
                 + 8 + self.err_msg.as_ref().map_or(1, |s| s.as_ref().len() + 5)
@@ -2509,32 +2685,41 @@ pub mod vllm_0_33_0 {
             _ => return None,
         })
     }
+
+    /// The required mask of `message` (bit `i` set: field `i` must be on the wire).
+    pub fn required(message: &str) -> Option<u64> {
+        Some(match message {
+            "MooncakeXferMetadata" => MooncakeXferMetadata::REQUIRED,
+            "MooncakeXferResponse" => MooncakeXferResponse::REQUIRED,
+            _ => return None,
+        })
+    }
 }
 
-/// The newest revision (what `crate::typed` re-exports).
+/// The newest revision.
 pub use vllm_0_33_0 as newest;
 
-/// One generated revision: its name, messages and entry points.
-pub struct GeneratedRevision {
-    pub revision: &'static str,
-    pub messages: &'static [&'static str],
-    pub round_trip: fn(&str, &[u8], Strictness) -> Option<Result<Vec<u8>, DecodeError>>,
-    pub decode_and_drop: fn(&str, &[u8], bool) -> Option<Result<(), DecodeError>>,
-    pub fields: fn(&str) -> Option<&'static [&'static str]>,
-}
+/// The newest revision of generation 1.
+pub use vllm_0_13_0_to_0_15_1 as newest_gen1;
+
+/// The newest revision of generation 2.
+pub use vllm_0_33_0 as newest_gen2;
+
+/// The newest revision with a release (what a user of released software speaks).
+pub use vllm_0_33_0 as newest_released;
 
 /// Every revision of the push family, oldest first.
 pub const REVISIONS: [GeneratedRevision; 12] = [
-    GeneratedRevision { revision: "vllm-0.13.0..0.15.1", messages: &["MooncakeAgentMetadata"], round_trip: vllm_0_13_0_to_0_15_1::round_trip, decode_and_drop: vllm_0_13_0_to_0_15_1::decode_and_drop, fields: vllm_0_13_0_to_0_15_1::fields },
-    GeneratedRevision { revision: "vllm-0.16.0..0.18.1", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_16_0_to_0_18_1::round_trip, decode_and_drop: vllm_0_16_0_to_0_18_1::decode_and_drop, fields: vllm_0_16_0_to_0_18_1::fields },
-    GeneratedRevision { revision: "vllm-0.19.0..0.19.1", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_19_0_to_0_19_1::round_trip, decode_and_drop: vllm_0_19_0_to_0_19_1::decode_and_drop, fields: vllm_0_19_0_to_0_19_1::fields },
-    GeneratedRevision { revision: "vllm-0.20.0..0.23.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_20_0_to_0_23_0::round_trip, decode_and_drop: vllm_0_20_0_to_0_23_0::decode_and_drop, fields: vllm_0_20_0_to_0_23_0::fields },
-    GeneratedRevision { revision: "vllm-0.24.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_24_0::round_trip, decode_and_drop: vllm_0_24_0::decode_and_drop, fields: vllm_0_24_0::fields },
-    GeneratedRevision { revision: "vllm-0.25.0..0.25.1", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_25_0_to_0_25_1::round_trip, decode_and_drop: vllm_0_25_0_to_0_25_1::decode_and_drop, fields: vllm_0_25_0_to_0_25_1::fields },
-    GeneratedRevision { revision: "vllm-0.26.0..0.28.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_26_0_to_0_28_0::round_trip, decode_and_drop: vllm_0_26_0_to_0_28_0::decode_and_drop, fields: vllm_0_26_0_to_0_28_0::fields },
-    GeneratedRevision { revision: "vllm-0.29.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_29_0::round_trip, decode_and_drop: vllm_0_29_0::decode_and_drop, fields: vllm_0_29_0::fields },
-    GeneratedRevision { revision: "vllm-0.30.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_30_0::round_trip, decode_and_drop: vllm_0_30_0::decode_and_drop, fields: vllm_0_30_0::fields },
-    GeneratedRevision { revision: "vllm-0.31.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_31_0::round_trip, decode_and_drop: vllm_0_31_0::decode_and_drop, fields: vllm_0_31_0::fields },
-    GeneratedRevision { revision: "vllm-0.32.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_32_0::round_trip, decode_and_drop: vllm_0_32_0::decode_and_drop, fields: vllm_0_32_0::fields },
-    GeneratedRevision { revision: "vllm-0.33.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_33_0::round_trip, decode_and_drop: vllm_0_33_0::decode_and_drop, fields: vllm_0_33_0::fields },
+    GeneratedRevision { revision: "vllm-0.13.0..0.15.1", messages: &["MooncakeAgentMetadata"], round_trip: vllm_0_13_0_to_0_15_1::round_trip, decode_and_drop: vllm_0_13_0_to_0_15_1::decode_and_drop, fields: vllm_0_13_0_to_0_15_1::fields, required: vllm_0_13_0_to_0_15_1::required },
+    GeneratedRevision { revision: "vllm-0.16.0..0.18.1", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_16_0_to_0_18_1::round_trip, decode_and_drop: vllm_0_16_0_to_0_18_1::decode_and_drop, fields: vllm_0_16_0_to_0_18_1::fields, required: vllm_0_16_0_to_0_18_1::required },
+    GeneratedRevision { revision: "vllm-0.19.0..0.19.1", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_19_0_to_0_19_1::round_trip, decode_and_drop: vllm_0_19_0_to_0_19_1::decode_and_drop, fields: vllm_0_19_0_to_0_19_1::fields, required: vllm_0_19_0_to_0_19_1::required },
+    GeneratedRevision { revision: "vllm-0.20.0..0.23.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_20_0_to_0_23_0::round_trip, decode_and_drop: vllm_0_20_0_to_0_23_0::decode_and_drop, fields: vllm_0_20_0_to_0_23_0::fields, required: vllm_0_20_0_to_0_23_0::required },
+    GeneratedRevision { revision: "vllm-0.24.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_24_0::round_trip, decode_and_drop: vllm_0_24_0::decode_and_drop, fields: vllm_0_24_0::fields, required: vllm_0_24_0::required },
+    GeneratedRevision { revision: "vllm-0.25.0..0.25.1", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_25_0_to_0_25_1::round_trip, decode_and_drop: vllm_0_25_0_to_0_25_1::decode_and_drop, fields: vllm_0_25_0_to_0_25_1::fields, required: vllm_0_25_0_to_0_25_1::required },
+    GeneratedRevision { revision: "vllm-0.26.0..0.28.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_26_0_to_0_28_0::round_trip, decode_and_drop: vllm_0_26_0_to_0_28_0::decode_and_drop, fields: vllm_0_26_0_to_0_28_0::fields, required: vllm_0_26_0_to_0_28_0::required },
+    GeneratedRevision { revision: "vllm-0.29.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_29_0::round_trip, decode_and_drop: vllm_0_29_0::decode_and_drop, fields: vllm_0_29_0::fields, required: vllm_0_29_0::required },
+    GeneratedRevision { revision: "vllm-0.30.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_30_0::round_trip, decode_and_drop: vllm_0_30_0::decode_and_drop, fields: vllm_0_30_0::fields, required: vllm_0_30_0::required },
+    GeneratedRevision { revision: "vllm-0.31.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_31_0::round_trip, decode_and_drop: vllm_0_31_0::decode_and_drop, fields: vllm_0_31_0::fields, required: vllm_0_31_0::required },
+    GeneratedRevision { revision: "vllm-0.32.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_32_0::round_trip, decode_and_drop: vllm_0_32_0::decode_and_drop, fields: vllm_0_32_0::fields, required: vllm_0_32_0::required },
+    GeneratedRevision { revision: "vllm-0.33.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_33_0::round_trip, decode_and_drop: vllm_0_33_0::decode_and_drop, fields: vllm_0_33_0::fields, required: vllm_0_33_0::required },
 ];

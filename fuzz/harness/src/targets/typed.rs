@@ -1,22 +1,28 @@
-//! The typed 0.33.0 decoders (`mooncake_wire::typed`): every input is decoded as both messages.
+//! The typed decoders (`mooncake_wire::typed`, generated from the spec): every input is decoded as both
+//! messages.
 //!
 //! Invariants:
-//! * the typed decoder and the spec-driven decoder of `vllm-0.33.0` agree: same verdict, same msgspec error
-//!   text (path included), and for accepted input the same canonical bytes;
+//! * the typed decoder and the spec-driven decoder of the newest revision agree: same verdict, same msgspec
+//!   error text (path included), and for accepted input the same canonical bytes;
 //! * typed round trip: `decode(encode(x)) == x` and the encoding is a fixed point;
 //! * every proper prefix of an accepted input is rejected as truncated;
-//! * the conversions to and from spec values (`to_revision` / `from_revision`) are inverse and agree with the
-//!   spec-driven decoder's value;
+//! * the typed struct and the spec-driven value are the same message both ways (`WireProfile::metadata_value`
+//!   / `metadata_from_value`: through the generated encoder and decoder, no field list of their own);
 //! * `Strictness::OpenStatus` accepts everything `Msgspec` accepts, with the same value; a status it keeps
 //!   that vLLM does not define is refused again by the strict decoder after a round trip.
 //!
-//! Every other generation-2 revision reaches the typed structs through its spec codec (`WireProfile`, what
-//! the sans-IO cores decode and encode with): one of them per input (the input's length picks it) decodes the
-//! input as both messages, and for accepted input `from_revision` converts, `to_revision` gives back the
-//! decoded value, the profile's decode gives the same struct and its encode the spec codec's canonical bytes.
+//! Every other generation-2 revision reaches the typed structs through its generated conversions
+//! (`to_newest` / `from_newest`, what `WireProfile` decodes and encodes with for a built-in revision): one of
+//! them per input (the input's length picks it) decodes the input as both messages, and the generated path
+//! must agree with the spec codec (same verdict and error; the struct converts back to the spec codec's value
+//! and its canonical bytes, so `from_newest` undoes `to_newest`) and with the spec-driven path a revision
+//! loaded at run time takes (`mooncake_wire::codec::convert`: same struct or same error, same bytes).
 
-use mooncake_wire::codec::{Codec, DecodeErrorKind};
+use std::sync::{Arc, OnceLock};
+
+use mooncake_wire::codec::{Codec, DecodeError, DecodeErrorKind, Value};
 use mooncake_wire::proto::WireProfile;
+use mooncake_wire::spec::Spec;
 use mooncake_wire::typed::{self, MooncakeXferMetadata, MooncakeXferResponse, Strictness};
 
 use super::prefiller::profiles;
@@ -28,46 +34,94 @@ const RESP: &str = "MooncakeXferResponse";
 
 pub fn run(data: &[u8]) {
     let codec = Codec::builtin(typed::REVISION).expect("newest revision");
-    metadata(&codec, data);
-    response(&codec, data);
-    let others: Vec<&WireProfile> = profiles().iter().filter(|p| p.name() != typed::REVISION).collect();
+    let newest = profiles().iter().find(|p| p.name() == typed::REVISION).expect("the newest revision's profile");
+    metadata(newest, &codec, data);
+    response(newest, &codec, data);
+    let others: Vec<(&WireProfile, &WireProfile)> =
+        profiles().iter().zip(spec_driven()).filter(|(p, _)| p.name() != typed::REVISION).collect();
     if !others.is_empty() {
-        other_revision(others[data.len() % others.len()], data);
+        let (p, s) = others[data.len() % others.len()];
+        other_revision(p, s, data);
     }
 }
 
-/// The typed view of a revision other than the typed one, through its spec codec.
-fn other_revision(p: &WireProfile, data: &[u8]) {
-    let codec = p.codec();
-    let rev = p.name();
-    if let Ok(v) = codec.decode(META, data) {
-        let t = MooncakeXferMetadata::from_revision(&v)
-            .unwrap_or_else(|e| panic!("{rev} {META}: a decoded value does not convert: {e}: {}", hex::encode(data)));
-        let back = t.to_revision(codec).unwrap_or_else(|e| panic!("{rev} {META}: to_revision: {e}"));
-        assert!(valeq::same(&back, &v), "{rev} {META}: to_revision(from_revision(v)) != v: {}", hex::encode(data));
-        assert_eq!(p.decode_metadata(data).as_ref(), Ok(&t), "{rev} {META}: the profile decodes otherwise");
-        assert_eq!(
-            hex::encode(p.encode_metadata(&t).unwrap_or_else(|e| panic!("{rev} {META}: encode: {e}"))),
-            hex::encode(codec.encode(META, &v).unwrap()),
-            "{rev} {META}: the profile's encoding is not the canonical one"
-        );
-    } else {
-        assert!(p.decode_metadata(data).is_err(), "{rev} {META}: the profile accepts what its codec refuses");
+/// For each profile of [`profiles`], a profile of the same revision loaded as a copy (not the built-in one):
+/// the spec-driven path a revision from a spec given at run time takes.
+fn spec_driven() -> &'static [WireProfile] {
+    static P: OnceLock<Vec<WireProfile>> = OnceLock::new();
+    P.get_or_init(|| {
+        profiles()
+            .iter()
+            .map(|p| {
+                let copy = Arc::new((**Spec::builtin().revision(p.name()).expect("built in")).clone());
+                let s = WireProfile::new(copy.clone(), Arc::new(Codec::new(copy).expect("compiles")))
+                    .expect("a copied revision has a profile");
+                assert!(p.is_generated() && !s.is_generated(), "{}: one generated, one spec-driven", p.name());
+                s
+            })
+            .collect()
+    })
+}
+
+/// The same verdict and error, or the same struct.
+fn same<T: PartialEq + std::fmt::Debug>(
+    what: &str,
+    data: &[u8],
+    a: &Result<T, DecodeError>,
+    b: &Result<T, DecodeError>,
+) {
+    match (a, b) {
+        (Ok(x), Ok(y)) => assert_eq!(x, y, "{what}: decoded differently: {}", hex::encode(data)),
+        (Err(x), Err(y)) => {
+            assert_eq!(x.msgspec_message(), y.msgspec_message(), "{what}: errors differ: {}", hex::encode(data))
+        }
+        _ => panic!("{what}: {a:?} vs {b:?}: {}", hex::encode(data)),
     }
-    if let Ok(v) = codec.decode(RESP, data) {
-        let t = MooncakeXferResponse::from_revision(&v)
-            .unwrap_or_else(|e| panic!("{rev} {RESP}: a decoded value does not convert: {e}: {}", hex::encode(data)));
-        let back = t.to_revision(codec).unwrap_or_else(|e| panic!("{rev} {RESP}: to_revision: {e}"));
-        assert!(valeq::same(&back, &v), "{rev} {RESP}: to_revision(from_revision(v)) != v: {}", hex::encode(data));
-        assert_eq!(p.decode_response(data).as_ref(), Ok(&t), "{rev} {RESP}: the profile decodes otherwise");
-        assert_eq!(
-            hex::encode(p.encode_response(&t).unwrap_or_else(|e| panic!("{rev} {RESP}: encode: {e}"))),
-            hex::encode(codec.encode(RESP, &v).unwrap()),
-            "{rev} {RESP}: the profile's encoding is not the canonical one"
-        );
-    } else {
-        assert!(p.decode_response(data).is_err(), "{rev} {RESP}: the profile accepts what its codec refuses");
-    }
+}
+
+/// One message's entry points on a profile.
+struct Ops<T> {
+    name: &'static str,
+    decode: fn(&WireProfile, &[u8]) -> Result<T, DecodeError>,
+    encode: fn(&WireProfile, &T) -> Result<Vec<u8>, String>,
+    value: fn(&WireProfile, &T) -> Result<Value, String>,
+    from_value: fn(&WireProfile, &Value) -> Result<T, String>,
+}
+
+const META_OPS: Ops<MooncakeXferMetadata> = Ops {
+    name: META,
+    decode: WireProfile::decode_metadata,
+    encode: WireProfile::encode_metadata,
+    value: WireProfile::metadata_value,
+    from_value: WireProfile::metadata_from_value,
+};
+
+const RESP_OPS: Ops<MooncakeXferResponse> = Ops {
+    name: RESP,
+    decode: WireProfile::decode_response,
+    encode: WireProfile::encode_response,
+    value: WireProfile::response_value,
+    from_value: WireProfile::response_from_value,
+};
+
+/// A revision other than the newest, through its generated conversions and through the spec-driven path.
+fn other_revision(p: &WireProfile, s: &WireProfile, data: &[u8]) {
+    other_message(&META_OPS, p, s, data);
+    other_message(&RESP_OPS, p, s, data);
+}
+
+fn other_message<T: PartialEq + std::fmt::Debug>(ops: &Ops<T>, p: &WireProfile, s: &WireProfile, data: &[u8]) {
+    let (codec, rev, m) = (p.codec(), p.name(), ops.name);
+    let t = (ops.decode)(p, data);
+    same(&format!("{rev} {m} generated vs spec-driven"), data, &t, &(ops.decode)(s, data));
+    agree(m, data, &t, &codec.decode(m, data));
+    let (Ok(t), Ok(v)) = (&t, codec.decode(m, data)) else { return };
+    let back = (ops.value)(p, t).unwrap_or_else(|e| panic!("{rev} {m}: a decoded message does not convert back: {e}"));
+    assert!(valeq::same(&back, &v), "{rev} {m}: from_newest(to_newest(x)) != x: {}", hex::encode(data));
+    assert_eq!((ops.from_value)(p, &v).as_ref(), Ok(t), "{rev} {m}: from the spec value");
+    let canonical = hex::encode(codec.encode(m, &v).unwrap());
+    assert_eq!(hex::encode((ops.encode)(p, t).unwrap()), canonical, "{rev} {m}: generated encoding");
+    assert_eq!(hex::encode((ops.encode)(s, t).unwrap()), canonical, "{rev} {m}: spec-driven encoding");
 }
 
 fn agree<T>(
@@ -110,7 +164,7 @@ fn truncations_fail<T: std::fmt::Debug>(
     }
 }
 
-fn metadata(codec: &Codec, data: &[u8]) {
+fn metadata(p: &WireProfile, codec: &Codec, data: &[u8]) {
     let t = MooncakeXferMetadata::decode(data);
     let s = codec.decode(META, data);
     agree(META, data, &t, &s);
@@ -125,16 +179,12 @@ fn metadata(codec: &Codec, data: &[u8]) {
     assert_eq!(back, t, "{META}: decode(encode(x)) != x");
     assert_eq!(back.encode(), bytes, "{META}: encoding is not a fixed point");
     truncations_fail(META, data, |b| MooncakeXferMetadata::decode(b));
-    let as_value = t.to_revision(codec).unwrap_or_else(|e| panic!("{META}: to_revision of a decoded message: {e}"));
-    assert!(valeq::same(&as_value, &v), "{META}: to_revision differs from the spec decoder's value");
-    assert_eq!(
-        MooncakeXferMetadata::from_revision(&v).as_ref(),
-        Ok(&t),
-        "{META}: from_revision differs from the typed decoder"
-    );
+    let as_value = p.metadata_value(&t).unwrap_or_else(|e| panic!("{META}: a decoded message as a value: {e}"));
+    assert!(valeq::same(&as_value, &v), "{META}: the typed message differs from the spec decoder's value");
+    assert_eq!(p.metadata_from_value(&v).as_ref(), Ok(&t), "{META}: the spec value differs from the typed decoder's");
 }
 
-fn response(codec: &Codec, data: &[u8]) {
+fn response(p: &WireProfile, codec: &Codec, data: &[u8]) {
     let t = MooncakeXferResponse::decode(data);
     let s = codec.decode(RESP, data);
     agree(RESP, data, &t, &s);
@@ -167,11 +217,7 @@ fn response(codec: &Codec, data: &[u8]) {
     assert_eq!(back, t, "{RESP}: decode(encode(x)) != x");
     assert_eq!(back.encode(), bytes, "{RESP}: encoding is not a fixed point");
     truncations_fail(RESP, data, |b| MooncakeXferResponse::decode(b));
-    let as_value = t.to_revision(codec).unwrap_or_else(|e| panic!("{RESP}: to_revision of a decoded message: {e}"));
-    assert!(valeq::same(&as_value, &v), "{RESP}: to_revision differs from the spec decoder's value");
-    assert_eq!(
-        MooncakeXferResponse::from_revision(&v).as_ref(),
-        Ok(&t),
-        "{RESP}: from_revision differs from the typed decoder"
-    );
+    let as_value = p.response_value(&t).unwrap_or_else(|e| panic!("{RESP}: a decoded message as a value: {e}"));
+    assert!(valeq::same(&as_value, &v), "{RESP}: the typed message differs from the spec decoder's value");
+    assert_eq!(p.response_from_value(&v).as_ref(), Ok(&t), "{RESP}: the spec value differs from the typed decoder's");
 }

@@ -1,7 +1,5 @@
-//! Python's `Any` in a pull message: the values of `MooncakeAgentMetadata.kv_group2layeridx`'s spec
-//! description (`dict[str, any]`, vllm-ascend 0.23.0.post1 sdist,
-//! `vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_connector.py`; `spec/pull/vllm-ascend-0.23.0.post1.toml`).
-//! msgspec decodes them untyped; the rules here are the spec codec's for the type `any` (`src/codec/decode.rs`):
+//! Python's `Any` in a typed message (a spec type `any`, e.g. the values of vllm-ascend 0.23.0.post1's
+//! `MooncakeAgentMetadata.kv_group2layeridx` spec description, `dict[str, any]`). msgspec decodes them untyped; the rules here are the spec codec's for the type `any` (`src/codec/decode.rs`):
 //! arrays become lists, maps keep the last duplicate at the first position (keys equal as in Python:
 //! [`crate::codec::pykey`]), a list or map as a key is refused
 //! ("hashable"), an ext value is refused.

@@ -1,0 +1,247 @@
+//! A value of one revision's message as a value of the same message in another revision, driven by the two
+//! revisions' specs alone (their field lists and types): fields are matched by name; a field the source lacks
+//! takes the target's fallback value (`Revision::fallback_value`: its default, else the neutral value of its
+//! type); a field the target lacks must stand at the source's fallback value to be said there (or is dropped,
+//! [`Lacking::Drop`]); an enum value must be a member of the target's enum; a flat list becomes one group of
+//! a list of groups (none when empty) and back (more than one group cannot be said). These are the rules the
+//! generated conversions (`from_newest` / `to_newest`, `src/typed/generated/via_newest.rs`) compile for the
+//! built-in revisions; this is how a revision known only at run time (a spec loaded at run time) is spoken.
+
+use super::compile::{literal_value, Plan, Ty, TyId};
+use super::value::{StructValue, Value};
+use super::Codec;
+use crate::msgpack::WireInt;
+
+/// What happens to a field of the source that the target's struct lacks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lacking {
+    /// It must stand at its fallback value, else the message cannot be said in the target (`Err`).
+    MustBeDefault,
+    /// It is dropped whatever it holds (a projection onto what the target can say).
+    Drop,
+}
+
+/// `v`, a value of `message` in `from`'s revision, as a value of `message` in `to`'s revision. `Err` says what
+/// cannot be said in the target.
+pub fn convert(from: &Codec, to: &Codec, message: &str, v: &Value, lacking: Lacking) -> Result<Value, String> {
+    let ft = from.message_type(message).ok_or_else(|| format!("{} has no {message}", from.revision().revision))?;
+    let tt = to.message_type(message).ok_or_else(|| format!("{} has no {message}", to.revision().revision))?;
+    Conv { from, to, lacking }.value(ft, tt, v)
+}
+
+/// Whether every value of `message` in `from` has a counterpart in `to` by these rules, as far as the types
+/// say (an enum value outside the target's enum, or more than one group where the target's list is flat, can
+/// still fail one value): `Err` names the first field whose types have no rule, or a field of one side with
+/// no fallback value that the other side lacks.
+pub fn check(from: &Codec, to: &Codec, message: &str) -> Result<(), String> {
+    let ft = from.message_type(message).ok_or_else(|| format!("{} has no {message}", from.revision().revision))?;
+    let tt = to.message_type(message).ok_or_else(|| format!("{} has no {message}", to.revision().revision))?;
+    let c = Conv { from, to, lacking: Lacking::MustBeDefault };
+    if c.convertible(ft, tt, 0) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{message} of {} has no field-by-field counterpart in {}",
+            from.revision().revision,
+            to.revision().revision
+        ))
+    }
+}
+
+/// One list as a list of groups: none for an empty list, else the list as the one group.
+pub(crate) fn group_one<T: Clone>(flat: &[T]) -> Vec<Vec<T>> {
+    if flat.is_empty() {
+        vec![]
+    } else {
+        vec![flat.to_vec()]
+    }
+}
+
+/// A list of groups as one list: no group is the empty list, one group is its list; more cannot be said
+/// (`Err`: how many there are).
+pub(crate) fn flatten_one<T: Clone>(groups: &[Vec<T>]) -> Result<Vec<T>, usize> {
+    match groups {
+        [] => Ok(vec![]),
+        [one] => Ok(one.clone()),
+        more => Err(more.len()),
+    }
+}
+
+struct Conv<'c> {
+    from: &'c Codec,
+    to: &'c Codec,
+    lacking: Lacking,
+}
+
+/// How a list of the source becomes a list of the target.
+enum ListRule {
+    Elementwise,
+    Group,
+    Flatten,
+}
+
+/// Nesting beyond which types are taken as not convertible (recursive structs).
+const MAX_TYPE_DEPTH: usize = 32;
+
+impl Conv<'_> {
+    fn fp(&self) -> &Plan {
+        self.from.plan()
+    }
+    fn tp(&self) -> &Plan {
+        self.to.plan()
+    }
+
+    fn list_rule(&self, fe: TyId, te: TyId, depth: usize) -> Option<ListRule> {
+        if self.convertible(fe, te, depth + 1) {
+            return Some(ListRule::Elementwise);
+        }
+        match (&self.fp().types[fe as usize], &self.tp().types[te as usize]) {
+            (_, Ty::List(te2)) if self.convertible(fe, *te2, depth + 1) => Some(ListRule::Group),
+            (Ty::List(fe2), _) if self.convertible(*fe2, te, depth + 1) => Some(ListRule::Flatten),
+            _ => None,
+        }
+    }
+
+    fn convertible(&self, ft: TyId, tt: TyId, depth: usize) -> bool {
+        if depth > MAX_TYPE_DEPTH {
+            return false;
+        }
+        let d = depth + 1;
+        match (&self.fp().types[ft as usize], &self.tp().types[tt as usize]) {
+            (Ty::Int, Ty::Int)
+            | (Ty::Str, Ty::Str)
+            | (Ty::Bool, Ty::Bool)
+            | (Ty::Float, Ty::Float)
+            | (Ty::Bytes, Ty::Bytes)
+            | (Ty::Any, Ty::Any)
+            | (Ty::Enum(_), Ty::Enum(_)) => true,
+            (Ty::Optional(a), Ty::Optional(b)) | (Ty::VarTuple(a), Ty::VarTuple(b)) => self.convertible(*a, *b, d),
+            (Ty::List(a), Ty::List(b)) => self.list_rule(*a, *b, depth).is_some(),
+            (Ty::Dict(ka, va), Ty::Dict(kb, vb)) => self.convertible(*ka, *kb, d) && self.convertible(*va, *vb, d),
+            (Ty::Tuple(a), Ty::Tuple(b)) => {
+                a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| self.convertible(*x, *y, d))
+            }
+            (Ty::Struct(a), Ty::Struct(b)) => {
+                let (fs, ts) = (&self.fp().structs[*a as usize], &self.tp().structs[*b as usize]);
+                let fields_ok = ts.fields.iter().all(|tf| match fs.fields.iter().find(|f| f.name == tf.name) {
+                    Some(ff) => self.convertible(ff.ty, tf.ty, d),
+                    None => self.fallback(self.to, &ts.meta.name, &tf.name, tf.ty).is_ok(),
+                });
+                let lacking_ok = self.lacking == Lacking::Drop
+                    || fs.fields.iter().all(|ff| {
+                        ts.fields.iter().any(|tf| tf.name == ff.name)
+                            || self.fallback(self.from, &fs.meta.name, &ff.name, ff.ty).is_ok()
+                    });
+                fields_ok && lacking_ok
+            }
+            _ => false,
+        }
+    }
+
+    /// The fallback value of field `field` of struct `st` in `codec`'s revision, as a value of type `ty`.
+    fn fallback(&self, codec: &Codec, st: &str, field: &str, ty: TyId) -> Result<Value, String> {
+        let rev = codec.revision();
+        let def = rev
+            .structs
+            .get(st)
+            .and_then(|s| s.fields.iter().find(|f| f.name == field))
+            .ok_or_else(|| format!("{}: no field {st}.{field}", rev.revision))?;
+        let lit = rev
+            .fallback_value(def)?
+            .ok_or_else(|| format!("{}: {st}.{field} has no value it stands at when absent", rev.revision))?;
+        literal_value(&lit, ty, codec.plan())
+    }
+
+    fn value(&self, ft: TyId, tt: TyId, v: &Value) -> Result<Value, String> {
+        let (fty, tty) = (&self.fp().types[ft as usize], &self.tp().types[tt as usize]);
+        Ok(match (fty, tty, v) {
+            (Ty::Optional(_), Ty::Optional(_), Value::None) => Value::None,
+            (Ty::Optional(a), Ty::Optional(b), v) => self.value(*a, *b, v)?,
+            (Ty::Int, Ty::Int, _)
+            | (Ty::Str, Ty::Str, _)
+            | (Ty::Bool, Ty::Bool, _)
+            | (Ty::Float, Ty::Float, _)
+            | (Ty::Bytes, Ty::Bytes, _)
+            | (Ty::Any, Ty::Any, _) => v.clone(),
+            (Ty::Enum(_), Ty::Enum(e), Value::Enum(m)) => {
+                let te = &self.tp().enums[*e as usize];
+                Value::Enum(
+                    te.member(WireInt::from_i64(m.value))
+                        .ok_or_else(|| format!("no {} member {}", te.name, m.value))?,
+                )
+            }
+            (Ty::List(a), Ty::List(b), Value::List(xs)) => match self.list_rule(*a, *b, 0) {
+                Some(ListRule::Elementwise) => Value::List(self.each(*a, *b, xs)?),
+                Some(ListRule::Group) => {
+                    let Ty::List(b2) = &self.tp().types[*b as usize] else { unreachable!("a group rule") };
+                    let converted = self.each(*a, *b2, xs)?;
+                    Value::List(group_one(&converted).into_iter().map(Value::List).collect())
+                }
+                Some(ListRule::Flatten) => {
+                    let Ty::List(a2) = &self.fp().types[*a as usize] else { unreachable!("a flatten rule") };
+                    let groups: Vec<Vec<Value>> = xs
+                        .iter()
+                        .map(|g| g.as_seq().map(<[Value]>::to_vec).ok_or("a group is not a list"))
+                        .collect::<Result<_, _>>()?;
+                    let flat =
+                        flatten_one(&groups).map_err(|n| format!("one list is carried where {n} groups are given"))?;
+                    Value::List(self.each(*a2, *b, &flat)?)
+                }
+                None => return Err(self.no_rule(ft, tt)),
+            },
+            (Ty::VarTuple(a), Ty::VarTuple(b), Value::Tuple(xs)) => Value::Tuple(self.each(*a, *b, xs)?),
+            (Ty::Tuple(a), Ty::Tuple(b), Value::Tuple(xs)) if a.len() == b.len() && xs.len() == a.len() => {
+                Value::Tuple(
+                    xs.iter()
+                        .zip(a.iter().zip(b.iter()))
+                        .map(|(x, (p, q))| self.value(*p, *q, x))
+                        .collect::<Result<_, _>>()?,
+                )
+            }
+            (Ty::Dict(ka, va), Ty::Dict(kb, vb), Value::Dict(es)) => Value::Dict(
+                es.iter()
+                    .map(|(k, x)| Ok((self.value(*ka, *kb, k)?, self.value(*va, *vb, x)?)))
+                    .collect::<Result<_, String>>()?,
+            ),
+            (Ty::Struct(a), Ty::Struct(b), Value::Struct(sv)) => self.structure(*a, *b, sv)?,
+            _ => return Err(self.no_rule(ft, tt)),
+        })
+    }
+
+    fn each(&self, a: TyId, b: TyId, xs: &[Value]) -> Result<Vec<Value>, String> {
+        xs.iter().map(|x| self.value(a, b, x)).collect()
+    }
+
+    #[cold]
+    fn no_rule(&self, ft: TyId, tt: TyId) -> String {
+        format!("no conversion from `{}` to `{}`", self.from.expected_name(ft), self.to.expected_name(tt))
+    }
+
+    fn structure(&self, a: u32, b: u32, sv: &StructValue) -> Result<Value, String> {
+        let (fs, ts) = (&self.fp().structs[a as usize], &self.tp().structs[b as usize]);
+        if sv.fields.len() != fs.fields.len() {
+            return Err(format!("a {} value with {} fields", fs.meta.name, sv.fields.len()));
+        }
+        if self.lacking == Lacking::MustBeDefault {
+            for (ff, x) in fs.fields.iter().zip(&sv.fields) {
+                if ts.fields.iter().any(|tf| tf.name == ff.name) {
+                    continue;
+                }
+                if self.fallback(self.from, &fs.meta.name, &ff.name, ff.ty)? != *x {
+                    return Err(format!("no field `{}`, so {x} cannot be sent", ff.name));
+                }
+            }
+        }
+        let mut fields = Vec::with_capacity(ts.fields.len());
+        for tf in &ts.fields {
+            let x = match fs.fields.iter().position(|ff| ff.name == tf.name) {
+                Some(i) => {
+                    self.value(fs.fields[i].ty, tf.ty, &sv.fields[i]).map_err(|e| format!("{}: {e}", tf.name))?
+                }
+                None => self.fallback(self.to, &ts.meta.name, &tf.name, tf.ty)?,
+            };
+            fields.push(x);
+        }
+        Ok(Value::Struct(StructValue { meta: ts.meta.clone(), fields }))
+    }
+}
