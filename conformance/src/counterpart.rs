@@ -10,9 +10,9 @@
 
 use std::time::{Duration, Instant};
 
-use mooncake_io::backend::{Backend, SharedMemory};
+use mooncake_io::backend::{Backend, SharedMemory, Writer};
 use mooncake_io::reactor::{Incoming, Reactor};
-use mooncake_wire::proto::{PrefillerEvent, PrefillerMachine, WriteId};
+use mooncake_wire::proto::{PrefillerEvent, PrefillerMachine};
 use tokio::sync::{mpsc, oneshot};
 
 /// How the runner's prefiller starts: where it binds and whom it registers with.
@@ -112,9 +112,6 @@ impl Drop for OwnPrefiller {
     }
 }
 
-/// A finished write: (id, return code, session, descriptors, bytes).
-type Done = (WriteId, i64, String, usize, u64);
-
 async fn run<M: PrefillerMachine>(
     mut core: M,
     memory: SharedMemory,
@@ -122,10 +119,8 @@ async fn run<M: PrefillerMachine>(
     mut incoming: mpsc::UnboundedReceiver<Incoming>,
     mut cmds: mpsc::UnboundedReceiver<Cmd>,
 ) {
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Done>();
-    let backend = Backend::tcp_engine();
+    let (mut writer, mut done_rx) = Writer::new(Backend::tcp_engine(), memory);
     let mut status = OwnStatus::default();
-    let mut fail_next: (usize, i64) = (0, 0);
     loop {
         let mut out = vec![];
         while let Some(t) = core.poll_transmit() {
@@ -136,21 +131,7 @@ async fn run<M: PrefillerMachine>(
         reactor.router_send_batch(out);
         while let Some(ev) = core.poll_event() {
             match ev {
-                PrefillerEvent::Write { id, session, descriptors } => {
-                    let (n, bytes) = (descriptors.len(), descriptors.iter().map(|d| d.len).sum::<u64>());
-                    let forced = (fail_next.0 > 0).then(|| {
-                        fail_next.0 -= 1;
-                        fail_next.1
-                    });
-                    let (backend, memory, done) = (backend.clone(), memory.clone(), done_tx.clone());
-                    tokio::spawn(async move {
-                        let ret = match forced {
-                            Some(r) => r,
-                            None => backend.write(&memory, &session, &descriptors).await,
-                        };
-                        let _ = done.send((id, ret, session, n, bytes));
-                    });
-                }
+                PrefillerEvent::Write { id, session, descriptors } => writer.start(id, session, descriptors),
                 PrefillerEvent::FinishedSending { p_req_id, transfer_id, expired } => {
                     status.finished_sending.push((p_req_id, transfer_id, expired))
                 }
@@ -158,12 +139,7 @@ async fn run<M: PrefillerMachine>(
             }
         }
         let deadline = core.poll_timeout();
-        let sleep = async {
-            match deadline {
-                Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
-                None => std::future::pending().await,
-            }
-        };
+        let sleep = mooncake_io::sleep_until(deadline);
         tokio::select! {
             biased;
             c = cmds.recv() => {
@@ -173,15 +149,15 @@ async fn run<M: PrefillerMachine>(
                     Some(Cmd::Allocated(p, t)) => core.request_allocated(now, &p, &t),
                     Some(Cmd::Finished(p, t, b)) => core.request_finished(now, &p, &t, b),
                     Some(Cmd::ForgetLayouts) => core.clear_layout_cache(),
-                    Some(Cmd::FailNextWrites(n, r)) => fail_next = (n, r),
+                    Some(Cmd::FailNextWrites(n, r)) => writer.fail_next(n, r),
                     Some(Cmd::Status(tx)) => {
                         let _ = tx.send(status.clone());
                     }
                 }
             }
-            Some((id, ret, session, n, bytes)) = done_rx.recv() => {
-                status.writes.push((session, n, bytes, ret));
-                core.write_complete(Instant::now(), id, ret);
+            Some(w) = done_rx.recv() => {
+                status.writes.push((w.session, w.descriptors, w.bytes, w.ret));
+                core.write_complete(Instant::now(), w.id, w.ret);
             }
             m = incoming.recv() => match m {
                 Some(Incoming::Router(frames)) => {

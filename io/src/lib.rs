@@ -11,3 +11,12 @@ pub mod engine;
 pub mod http;
 pub mod layout;
 pub mod reactor;
+
+/// Sleeps until a sans-IO core's next deadline (its `poll_timeout`), or forever when it has none: the timer
+/// branch of the loop that drives a core.
+pub async fn sleep_until(deadline: Option<std::time::Instant>) {
+    match deadline {
+        Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
+        None => std::future::pending().await,
+    }
+}
