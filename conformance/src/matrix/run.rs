@@ -184,29 +184,12 @@ async fn start_prefillers(
 /// Generation-1 prefiller workers at consecutive ports on 127.0.0.1 (a decoder finds worker `r` at base + r),
 /// trying a few bases.
 async fn bind_consecutive(revision: &str, configs: Vec<PrefillerConfig>) -> Result<(u64, Vec<Testee>), String> {
-    let mut last = String::new();
-    for attempt in 0..32u64 {
-        let base = 20_000 + (std::process::id() as u64 * 7919 + attempt * 104_729) % 40_000;
-        let mut started = vec![];
-        for (r, c) in configs.iter().enumerate() {
-            let mut c = c.clone();
-            c.bind = Some(format!("tcp://127.0.0.1:{}", base + r as u64));
-            match worker(revision, RoleConfig::Prefiller(c)).await {
-                Ok((w, _)) => started.push(w),
-                Err(e) => {
-                    last = e;
-                    break;
-                }
-            }
-        }
-        if started.len() == configs.len() {
-            return Ok((base, started));
-        }
-        for w in started {
-            w.stop().await;
-        }
-    }
-    Err(format!("no free run of {} consecutive ports on 127.0.0.1: {last}", configs.len()))
+    gen1_setup::at_consecutive_ports(configs.len() as u64, |r, bind| {
+        let mut c = configs[r as usize].clone();
+        c.bind = Some(bind);
+        async move { worker(revision, RoleConfig::Prefiller(c)).await.map(|(w, _)| w) }
+    })
+    .await
 }
 
 /// A decoder worker of the cell, its layout and what it pulls.

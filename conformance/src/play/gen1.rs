@@ -28,7 +28,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use crate::counterpart::{OwnConfig, OwnPrefiller};
-use crate::setup::gen1::{columns_of, expected, layout, ranks, Gen1Setup, Msg};
+use crate::setup::gen1::{at_consecutive_ports, columns_of, expected, layout, ranks, Gen1Setup, Msg};
 use crate::setup::{check_landed_columns, model_config, D_BASE, P_BASE};
 
 use super::{bounded, Case, PlayOptions};
@@ -315,32 +315,18 @@ async fn bind_workers(
     model: &Model,
     abort: Duration,
 ) -> Result<(u64, Vec<OwnPrefiller>), String> {
-    let mut last = String::new();
-    for attempt in 0..32u64 {
-        let base = 20_000 + (std::process::id() as u64 * 7919 + attempt * 104_729) % 40_000;
-        let mut peers = vec![];
-        let mut ok = true;
-        for r in 0..ranks {
-            let l = layout(regions, model, ranks, P_BASE, r);
-            let planner =
-                producer_with(r as i64, ranks as i64, 1, &model_config(model), &l, profile.plan_rules()?, None)?;
-            let mut core = Gen1Prefiller::new(profile.clone(), planner);
+    let plan_rules = profile.plan_rules()?;
+    at_consecutive_ports(ranks, |r, bind| {
+        let l = layout(regions, model, ranks, P_BASE, r);
+        let planner = producer_with(r as i64, ranks as i64, 1, &model_config(model), &l, plan_rules, None);
+        let profile = profile.clone();
+        async move {
+            let mut core = Gen1Prefiller::new(profile, planner?);
             core.set_abort_timeout(abort);
-            let cfg = OwnConfig { bind: format!("tcp://127.0.0.1:{}", base + r), register: None };
-            match OwnPrefiller::start(cfg, core, Arc::new(Mutex::new(l.memory(true)))).await {
-                Ok(p) => peers.push(p),
-                Err(e) => {
-                    last = e;
-                    ok = false;
-                    break;
-                }
-            }
+            OwnPrefiller::start(OwnConfig { bind, register: None }, core, Arc::new(Mutex::new(l.memory(true)))).await
         }
-        if ok {
-            return Ok((base, peers));
-        }
-    }
-    Err(format!("no free run of {ranks} consecutive ports on 127.0.0.1: {last}"))
+    })
+    .await
 }
 
 /// The runner plays the prefiller worker(s); the testees are decoder workers.
