@@ -22,7 +22,7 @@ fn main() {
     for (_, abs) in &files {
         println!("cargo:rerun-if-changed={abs}");
     }
-    let mut code = String::from("pub static FILES: &[(&str, &str)] = &[\n");
+    let mut code = String::from("pub(crate) static FILES: &[(&str, &str)] = &[\n");
     for (rel, abs) in &files {
         code.push_str(&format!("    ({rel:?}, include_str!({abs:?})),\n"));
     }

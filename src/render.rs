@@ -1,6 +1,8 @@
 //! Markdown wire tables of a revision, generated from the spec and committed under `schema/`, so a pull
 //! request that changes the wire shows a readable diff.
 
+#![warn(missing_docs, unreachable_pub, unnameable_types)]
+
 use std::fmt::Write;
 
 use crate::spec::{FieldDef, Revision, StructDef};
@@ -76,7 +78,7 @@ fn field_rows(out: &mut String, fields: &[FieldDef], this: &str) {
 }
 
 /// The wire table of one revision.
-pub fn revision_table(rev: &Revision) -> String {
+pub(crate) fn revision_table(rev: &Revision) -> String {
     let this = rev.revision.as_str();
     let mut o = String::new();
     let _ = writeln!(o, "<!-- Generated from spec/ by mooncake-wire. Do not edit: regenerate with `BLESS=1 cargo test --test generated`. -->\n");
@@ -302,7 +304,7 @@ pub fn revision_table(rev: &Revision) -> String {
 }
 
 /// The index of a family's revisions.
-pub fn family_index(family: &crate::spec::Family) -> String {
+pub(crate) fn family_index(family: &crate::spec::Family) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "<!-- Generated from spec/ by mooncake-wire. Do not edit: regenerate with `BLESS=1 cargo test --test generated`. -->\n");
     let _ = writeln!(o, "# `{}` wire revisions\n", family.name);

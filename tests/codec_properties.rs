@@ -9,13 +9,6 @@ use mooncake_wire::typed::{
     MooncakeXferMetadata, MooncakeXferMetadataRef, MooncakeXferResponse, MooncakeXferResponseRef,
 };
 
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-}
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// The owned typed decoder's answer (re-encoded), after checking that the borrowed variant gives the same.
 fn typed(message: &str, b: &[u8]) -> Result<Vec<u8>, String> {
     let (owned, borrowed) = match message {
@@ -23,7 +16,7 @@ fn typed(message: &str, b: &[u8]) -> Result<Vec<u8>, String> {
             let o = MooncakeXferMetadata::decode(b).map_err(|e| e.msgspec_message());
             let r = MooncakeXferMetadataRef::decode(b).map_err(|e| e.msgspec_message());
             if let (Ok(o), Ok(r)) = (&o, &r) {
-                assert_eq!(&r.to_owned_message(), o, "borrowed metadata of {}", hex(b));
+                assert_eq!(&r.to_owned_message(), o, "borrowed metadata of {}", hex::encode(b));
             }
             (o.map(|v| v.encode()), r.map(|v| v.encode()))
         }
@@ -31,12 +24,12 @@ fn typed(message: &str, b: &[u8]) -> Result<Vec<u8>, String> {
             let o = MooncakeXferResponse::decode(b).map_err(|e| e.msgspec_message());
             let r = MooncakeXferResponseRef::decode(b).map_err(|e| e.msgspec_message());
             if let (Ok(o), Ok(r)) = (&o, &r) {
-                assert_eq!(&r.to_owned_message(), o, "borrowed response of {}", hex(b));
+                assert_eq!(&r.to_owned_message(), o, "borrowed response of {}", hex::encode(b));
             }
             (o.map(|v| v.encode()), r.map(|v| v.encode()))
         }
     };
-    assert_eq!(owned, borrowed, "owned vs borrowed typed decoder on {}", hex(b));
+    assert_eq!(owned, borrowed, "owned vs borrowed typed decoder on {}", hex::encode(b));
     owned
 }
 
@@ -58,13 +51,13 @@ fn random_values_round_trip_in_every_revision() {
                 let nc = noncanonical(codec.plan(), ty, &v, &mut rng);
                 let back = codec
                     .decode(message, &nc)
-                    .unwrap_or_else(|e| panic!("{} {message}: {e}\n{}", rev.revision, hex(&nc)));
+                    .unwrap_or_else(|e| panic!("{} {message}: {e}\n{}", rev.revision, hex::encode(&nc)));
                 assert_eq!(
                     codec.encode(message, &back).unwrap(),
                     bytes,
                     "{} {message} from {}",
                     rev.revision,
-                    hex(&nc)
+                    hex::encode(&nc)
                 );
                 cases += 2;
             }
@@ -82,11 +75,11 @@ fn typed_decoders_agree_with_msgspec_vectors() {
         for line in text.lines().skip(1) {
             let c: serde_json::Value = serde_json::from_str(line).unwrap();
             let id = c["id"].as_str().unwrap();
-            let got = typed(message, &unhex(c["hex"].as_str().unwrap()));
+            let got = typed(message, &hex::decode(c["hex"].as_str().unwrap()).unwrap());
             match c["expect"].as_str().unwrap() {
                 "accept" => {
                     let want = c.get("canonical_hex").or(c.get("hex")).unwrap().as_str().unwrap();
-                    assert_eq!(got.map(|b| hex(&b)), Ok(want.to_string()), "{message} {id}");
+                    assert_eq!(got.map(|b| hex::encode(&b)), Ok(want.to_string()), "{message} {id}");
                 }
                 _ => assert_eq!(got, Err(c["error"].as_str().unwrap().to_string()), "{message} {id}"),
             }
@@ -115,7 +108,7 @@ fn typed_and_spec_decoders_agree_on_mutated_inputs() {
         let spec =
             codec.decode(message, &input).map(|v| codec.encode(message, &v).unwrap()).map_err(|e| e.msgspec_message());
         let t = typed(message, &input);
-        assert_eq!(t, spec, "{message} input {}", hex(&input));
+        assert_eq!(t, spec, "{message} input {}", hex::encode(&input));
         rejected += spec.is_err() as usize;
     }
     // The mutations must exercise both outcomes.

@@ -105,3 +105,27 @@ fn the_decoder_finishes_only_on_trans_done() {
     d.handle_reply(now, id, b"trans_done");
     assert!(std::iter::from_fn(|| d.poll_event()).any(|e| e == DecoderEvent::Finished { d_req_id: "c".into() }));
 }
+
+/// A negative int anywhere in a request refuses it, whichever form the decoded list takes (a `list[int]` is
+/// held packed since the codec decodes it in place).
+#[test]
+fn a_negative_block_id_or_address_refuses_the_request() {
+    let p = Gen1Profile::builtin("vllm-0.13.0..0.15.1").unwrap();
+    let u = WireInt::from_u64;
+    let good = AgentMetadata {
+        remote_hostname: "127.0.0.1".into(),
+        remote_port: u(17002),
+        request_ids: vec!["r1".into()],
+        kv_caches_base_addr: vec![u(0x5000_0000)],
+        block_ids: vec![vec![u(3), u(4)]],
+    };
+    assert!(p.decode_request(&p.encode_request(&good).unwrap()).is_ok());
+    let mut bad_block = good.clone();
+    bad_block.block_ids[0][1] = WireInt::from_i64(-4);
+    let mut bad_addr = good.clone();
+    bad_addr.kv_caches_base_addr[0] = WireInt::from_i64(-1);
+    for bad in [bad_block, bad_addr] {
+        let err = p.decode_request(&p.encode_request(&bad).unwrap()).unwrap_err();
+        assert!(err.contains("is not an unsigned 64-bit integer"), "{err}");
+    }
+}

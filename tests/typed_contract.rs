@@ -28,10 +28,6 @@ use mooncake_wire::typed::{self, GeneratedRevision, Strictness};
 /// Decode then re-encode, as hex, or the error text.
 type Outcome = Result<String, String>;
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 fn families() -> Vec<(&'static Family, &'static [GeneratedRevision])> {
     let spec = Spec::builtin();
     vec![(spec.push(), &push::REVISIONS[..]), (spec.pull(), &pull::REVISIONS[..])]
@@ -40,12 +36,12 @@ fn families() -> Vec<(&'static Family, &'static [GeneratedRevision])> {
 fn typed_rt(gen: &GeneratedRevision, message: &str, b: &[u8]) -> Outcome {
     (gen.round_trip)(message, b, Strictness::Msgspec)
         .expect("a generated message")
-        .map(|v| hex(&v))
+        .map(hex::encode)
         .map_err(|e| e.msgspec_message())
 }
 
 fn spec_rt(codec: &Codec, message: &str, b: &[u8]) -> Outcome {
-    codec.decode(message, b).map(|v| hex(&codec.encode(message, &v).unwrap())).map_err(|e| e.msgspec_message())
+    codec.decode(message, b).map(|v| hex::encode(codec.encode(message, &v).unwrap())).map_err(|e| e.msgspec_message())
 }
 
 #[test]
@@ -178,12 +174,12 @@ fn contract(gen: &GeneratedRevision, message: &str) -> Vec<String> {
         if let Some(d) = &st.fields[i].default {
             let minimal = message_bytes(&codec, message, &entries_with(None, None));
             let r = agree(&mut problems, "default absent", &minimal);
-            if r != Ok(hex(&minimal)) {
+            if r != Ok(hex::encode(&minimal)) {
                 problems.push(format!("default absent: spec {r:?}"));
             }
             let explicit = message_bytes(&codec, message, &entries_with(Some((i, enc(i, d))), None));
             let r = agree(&mut problems, "default explicit", &explicit);
-            if st.omit_defaults && r != Ok(hex(&minimal)) {
+            if st.omit_defaults && r != Ok(hex::encode(&minimal)) {
                 problems.push(format!("default explicit: spec {r:?}, not the minimal encoding"));
             }
         }
@@ -347,13 +343,24 @@ fn typed_and_spec_decoders_agree_on_random_and_mutated_inputs() {
                 for k in 0..150 {
                     let v = random_value(codec.plan(), ty, &mut rng, Size(1 + k % 4));
                     let canonical = codec.encode(m, &v).unwrap();
-                    assert_eq!(typed_rt(gen, m, &canonical), Ok(hex(&canonical)), "{} {m} canonical", gen.revision);
+                    assert_eq!(
+                        typed_rt(gen, m, &canonical),
+                        Ok(hex::encode(&canonical)),
+                        "{} {m} canonical",
+                        gen.revision
+                    );
                     let nc = noncanonical(codec.plan(), ty, &v, &mut rng);
-                    assert_eq!(typed_rt(gen, m, &nc), Ok(hex(&canonical)), "{} {m} from {}", gen.revision, hex(&nc));
+                    assert_eq!(
+                        typed_rt(gen, m, &nc),
+                        Ok(hex::encode(&canonical)),
+                        "{} {m} from {}",
+                        gen.revision,
+                        hex::encode(&nc)
+                    );
                     let base = if rng.chance(50) { canonical } else { nc };
                     let input = mutate(&base, &mut rng);
                     let spec = spec_rt(&codec, m, &input);
-                    assert_eq!(typed_rt(gen, m, &input), spec, "{} {m} input {}", gen.revision, hex(&input));
+                    assert_eq!(typed_rt(gen, m, &input), spec, "{} {m} input {}", gen.revision, hex::encode(&input));
                     rejected += spec.is_err() as usize;
                     n += 1;
                 }

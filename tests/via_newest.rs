@@ -30,10 +30,6 @@ fn gen2() -> Vec<String> {
     Spec::builtin().push().revisions.iter().filter(|r| r.generation == 2).map(|r| r.revision.clone()).collect()
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// Same verdict from both decoders; the same struct or the same msgspec error.
 fn same_decode<T: PartialEq + std::fmt::Debug>(
     what: &str,
@@ -42,18 +38,18 @@ fn same_decode<T: PartialEq + std::fmt::Debug>(
     b: Result<T, mooncake_wire::codec::DecodeError>,
 ) -> bool {
     match (&a, &b) {
-        (Ok(x), Ok(y)) => assert_eq!(x, y, "{what}: decoded differently: {}", hex(bytes)),
+        (Ok(x), Ok(y)) => assert_eq!(x, y, "{what}: decoded differently: {}", hex::encode(bytes)),
         (Err(x), Err(y)) => {
-            assert_eq!(x.msgspec_message(), y.msgspec_message(), "{what}: different errors: {}", hex(bytes))
+            assert_eq!(x.msgspec_message(), y.msgspec_message(), "{what}: different errors: {}", hex::encode(bytes))
         }
-        _ => panic!("{what}: generated {a:?}, spec-driven {b:?}: {}", hex(bytes)),
+        _ => panic!("{what}: generated {a:?}, spec-driven {b:?}: {}", hex::encode(bytes)),
     }
     a.is_ok()
 }
 
 fn same_encode(what: &str, a: Result<Vec<u8>, String>, b: Result<Vec<u8>, String>) -> bool {
     match (&a, &b) {
-        (Ok(x), Ok(y)) => assert_eq!(hex(x), hex(y), "{what}: encoded differently"),
+        (Ok(x), Ok(y)) => assert_eq!(hex::encode(x), hex::encode(y), "{what}: encoded differently"),
         (Err(_), Err(_)) => {}
         _ => panic!("{what}: generated {a:?}, spec-driven {b:?}"),
     }
@@ -79,13 +75,21 @@ fn generated_codecs_agree_with_the_spec_driven_path_in_every_revision() {
             assert!(same_decode(&what, &bytes, g.decode_metadata(&bytes), s.decode_metadata(&bytes)));
             let m = g.decode_metadata(&bytes).unwrap();
             same_encode(&what, g.encode_metadata(&m), s.encode_metadata(&m));
-            assert_eq!(hex(&g.encode_metadata(&m).unwrap()), hex(&bytes), "{what}: not the canonical bytes");
+            assert_eq!(
+                hex::encode(g.encode_metadata(&m).unwrap()),
+                hex::encode(&bytes),
+                "{what}: not the canonical bytes"
+            );
             let v = random_value(codec.plan(), codec.message_type(RESP).unwrap(), &mut rng, size);
             let rbytes = codec.encode(RESP, &v).unwrap();
             let what = format!("{rev} {RESP} #{i}");
             assert!(same_decode(&what, &rbytes, g.decode_response(&rbytes), s.decode_response(&rbytes)));
             let r = g.decode_response(&rbytes).unwrap();
-            assert_eq!(hex(&g.encode_response(&r).unwrap()), hex(&rbytes), "{what}: not the canonical bytes");
+            assert_eq!(
+                hex::encode(g.encode_response(&r).unwrap()),
+                hex::encode(&rbytes),
+                "{what}: not the canonical bytes"
+            );
             for _ in 0..4 {
                 let bad = mutate(&bytes, &mut rng);
                 let ok = same_decode(

@@ -64,7 +64,7 @@ pub fn write_factors(w: &mut impl Write, f: &Factors, json_out: bool) -> io::Res
     match (f, json_out) {
         (Factors::Hashed { digest, hashed }, true) => write_json(
             w,
-            &json!({ "digest": digest, "hashed_utf8": hashed, "hashed_hex": hash::hex(hashed.as_bytes()) }),
+            &json!({ "digest": digest, "hashed_utf8": hashed, "hashed_hex": hex::encode(hashed.as_bytes()) }),
         ),
         (Factors::Hashed { digest, hashed }, false) => writeln!(w, "{digest}\nhashed: {hashed}"),
         (Factors::Raises(e), true) => write_json(w, &json!({ "error": e })),
@@ -197,7 +197,7 @@ pub fn check(a: &str, b: &str) -> Result<Compatibility, CmdError> {
     let (ra, rb) = (na.revision.as_ref(), nb.revision.as_ref());
     let (fa, fb, diffs) = match (wire_fingerprint(ra), wire_fingerprint(rb), compare(ra, rb)) {
         (Ok(x), Ok(y), Ok(d)) => (x, y, d),
-        (Err(e), ..) | (_, Err(e), _) | (.., Err(e)) => return Err(CmdError::usage(e)),
+        (Err(e), ..) | (_, Err(e), _) | (.., Err(e)) => return Err(CmdError::usage(e.to_string())),
     };
     // Same wire is necessary, not sufficient: behaviour and bootstrap rows of the spec diff can break a mixed
     // pair too, and `hash check` must agree with `diff` (and with the observed compatibility matrix).

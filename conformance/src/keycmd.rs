@@ -7,7 +7,8 @@ use std::io::{self, Write};
 
 use serde_json::{json, Value as J};
 
-use mooncake_wire::hash::{hex, PyInt};
+use hex::encode as hex;
+use mooncake_wire::hash::PyInt;
 use mooncake_wire::keys::block_hash::{self, HashAlgo, TextRequest};
 use mooncake_wire::keys::grammar::{FieldType, FieldValue, Fields, Grammar, KeyParseError, Part};
 use mooncake_wire::keys::spec::StoreKeySpec;
@@ -184,7 +185,7 @@ pub fn write_built(w: &mut impl Write, b: &Built, json_out: bool) -> io::Result<
     }
 }
 
-fn build_from_tokens(release: &str, g: &Grammar, fields: Fields, t: TokenOptions) -> Result<Vec<J>, String> {
+fn build_from_tokens(release: &str, g: &Grammar, fields: Fields, t: TokenOptions) -> Result<Vec<J>, CmdError> {
     let spec = StoreKeySpec::builtin();
     let rules = spec.block_hash_rules(release)?;
     let algo = HashAlgo::parse(&t.algo)?;
@@ -192,7 +193,9 @@ fn build_from_tokens(release: &str, g: &Grammar, fields: Fields, t: TokenOptions
     let none_hash = block_hash::none_hash(algo, seed)?;
     let hbs = t.hash_block_size.unwrap_or(t.block_size);
     if hbs == 0 || t.block_size == 0 || !t.block_size.is_multiple_of(hbs) {
-        return Err(format!("block size {} must be a positive multiple of the hash block size {hbs}", t.block_size));
+        return Err(
+            format!("block size {} must be a positive multiple of the hash block size {hbs}", t.block_size).into()
+        );
     }
     let rule = &spec.chunk_hash_rule(release)?.rule;
     let hash_size = if rule == "block" { t.block_size } else { hbs };

@@ -50,3 +50,16 @@ impl std::fmt::Display for CmdError {
 }
 
 impl std::error::Error for CmdError {}
+
+/// The wire library's typed errors from what a user gave (a factor file, a release, a key's inputs) are bad
+/// usage or input, with the library's text.
+macro_rules! usage_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for CmdError {
+            fn from(e: $t) -> CmdError {
+                CmdError::usage(e.to_string())
+            }
+        }
+    )*};
+}
+usage_from!(mooncake_wire::hash::HashError, mooncake_wire::keys::KeysError, mooncake_wire::keys::spec::NoGrammar);

@@ -198,10 +198,13 @@ impl EventChecker {
                     out.push(Finding { check: CheckId::HttpBodyRaw, ..find("body_raw does not parse to body".into()) });
                 }
                 let r = match h.dir {
-                    HttpDir::Request => b.check_request(&h.method, &h.path, h.body.as_ref()),
+                    HttpDir::Request => b.check_request(&h.method, &h.path, h.body.as_ref()).map_err(|e| e.to_string()),
                     HttpDir::Response => match h.status {
-                        Some(s) => b.check_response(&h.method, &h.path, s, h.body.as_ref()).map(|_| ()),
-                        None => Err("response without a status".into()),
+                        Some(s) => b
+                            .check_response(&h.method, &h.path, s, h.body.as_ref())
+                            .map(|_| ())
+                            .map_err(|e| e.to_string()),
+                        None => Err("response without a status".to_string()),
                     },
                 };
                 if let Err(e) = r {

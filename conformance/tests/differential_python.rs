@@ -13,7 +13,7 @@ use mooncake_conformance::oracle::python;
 use mooncake_wire::codec::testgen::Rng;
 use mooncake_wire::hash::pyjson::dumps_sorted;
 use mooncake_wire::hash::tagged::to_tagged_json;
-use mooncake_wire::hash::{hex, PyInt, PyValue};
+use mooncake_wire::hash::{PyInt, PyValue};
 use mooncake_wire::keys::pickle;
 use serde_json::{json, Value as J};
 
@@ -358,7 +358,7 @@ fn pickle_protocol_5_agrees_with_cpython() {
     let answers = ask_python(&requests);
     let mut bad = vec![];
     for (v, a) in values.iter().zip(&answers) {
-        let ours = pickle::dumps(v).map(|b| hex(&b)).map_err(|e| e.to_string());
+        let ours = pickle::dumps(v).map(hex::encode).map_err(|e| e.to_string());
         let theirs = a.get("ok").and_then(J::as_str).map(str::to_string).ok_or_else(|| a.to_string());
         if ours != theirs {
             let first = ours

@@ -118,7 +118,8 @@ impl Testee {
                 let c: BootstrapConfig = serde_json::from_value(config).map_err(|e| format!("config: {e}"))?;
                 let bind = c.bind.unwrap_or_else(|| "127.0.0.1:0".into());
                 let spec = mooncake_wire::bootstrap::BootstrapSpec::new(rev)
-                    .ok_or("no bootstrap server in this revision")??;
+                    .ok_or("no bootstrap server in this revision")?
+                    .map_err(|e| e.to_string())?;
                 let s = BootstrapServer::start(&bind, Registry::new(spec)).await?;
                 let url = s.url();
                 self.role = Some(Role::Bootstrap(s));

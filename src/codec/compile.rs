@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::value::{EnumValue, StructMeta, Value};
-use crate::msgpack::WireInt;
+use crate::msgpack::{Key, WireInt};
 use crate::spec::{Literal, Revision, StructDef, StructKind, Tag, TypeExpr};
 
 pub type TyId = u32;
@@ -51,6 +51,24 @@ pub struct CField {
     pub default: Option<Value>,
     /// The one value the field may hold (tuple messages' tags).
     pub const_value: Option<Value>,
+    /// The wire name as the encoder writes it (a MessagePack str, head included).
+    pub(crate) key: Key,
+}
+
+impl CField {
+    /// Whether `v` equals the field's default (`omit_defaults` leaves it out): the common defaults are
+    /// compared without the general equality.
+    #[inline]
+    pub(crate) fn is_default(&self, v: &Value) -> bool {
+        match (&self.default, v) {
+            (None, _) => false,
+            (Some(Value::None), v) => v.is_none(),
+            (Some(Value::Int(d)), Value::Int(i)) => d == i,
+            (Some(Value::IntList(d)), Value::IntList(x)) => d == x,
+            (Some(Value::StrList(d)), Value::StrList(x)) => d == x,
+            (Some(d), v) => d == v,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -226,7 +244,7 @@ impl<'a> Compiler<'a> {
         let mut fields = Vec::new();
         for f in &def.fields {
             let ty = self.compile(&f.ty)?;
-            let default = match f.default_literal()? {
+            let default = match f.default_literal().map_err(|e| e.to_string())? {
                 None => None,
                 Some(l) => Some(literal_value(&l, ty, &self.plan).map_err(|e| format!("{name}.{}: {e}", f.name))?),
             };
@@ -245,7 +263,8 @@ impl<'a> Compiler<'a> {
             if def.kind == StructKind::Tuple && default.is_some() {
                 return Err(format!("{name}.{}: a tuple message has no defaults", f.name));
             }
-            fields.push(CField { name: f.name.clone(), wire_name, ty, default, const_value });
+            let key = Key::str(&wire_name);
+            fields.push(CField { name: f.name.clone(), wire_name, ty, default, const_value, key });
         }
         let tag = match (&o.tag, msgspec) {
             (None, _) | (Some(Tag::Bool(false)), _) => None,
@@ -320,7 +339,7 @@ pub fn literal_value(l: &Literal, ty: TyId, plan: &Plan) -> Result<Value, String
         }
         (Literal::Str(s), Ty::Str) => Value::Str(s.clone()),
         (Literal::Bytes(b), Ty::Bytes) => Value::Bytes(b.clone()),
-        (Literal::EmptyList, Ty::List(_)) => Value::List(vec![]),
+        (Literal::EmptyList, Ty::List(e)) => Value::list_of(&plan.types[*e as usize], vec![]),
         (Literal::EmptyTuple | Literal::EmptyList, Ty::Tuple(ts)) if ts.is_empty() => Value::Tuple(vec![]),
         (Literal::EmptyDict, Ty::Dict(..)) => Value::Dict(vec![]),
         _ => return Err(format!("default `{l}` does not fit the field's type")),

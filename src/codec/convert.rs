@@ -11,6 +11,7 @@ use super::compile::{literal_value, Plan, Ty, TyId};
 use super::value::{StructValue, Value};
 use super::Codec;
 use crate::msgpack::WireInt;
+use std::borrow::Cow;
 
 /// What happens to a field of the source that the target's struct lacks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,25 +171,32 @@ impl Conv<'_> {
                         .ok_or_else(|| format!("no {} member {}", te.name, m.value))?,
                 )
             }
-            (Ty::List(a), Ty::List(b), Value::List(xs)) => match self.list_rule(*a, *b, 0) {
-                Some(ListRule::Elementwise) => Value::List(self.each(*a, *b, xs)?),
-                Some(ListRule::Group) => {
-                    let Ty::List(b2) = &self.tp().types[*b as usize] else { unreachable!("a group rule") };
-                    let converted = self.each(*a, *b2, xs)?;
-                    Value::List(group_one(&converted).into_iter().map(Value::List).collect())
+            (Ty::List(a), Ty::List(b), Value::List(_) | Value::IntList(_) | Value::StrList(_)) => {
+                // Any of the three list forms; the result takes the form the target's element type packs to.
+                let xs: Vec<Value> = v.items().into_iter().flatten().map(Cow::into_owned).collect();
+                let list = |elem: TyId, xs: Vec<Value>| Value::list_of(&self.tp().types[elem as usize], xs);
+                match self.list_rule(*a, *b, 0) {
+                    Some(ListRule::Elementwise) => list(*b, self.each(*a, *b, &xs)?),
+                    Some(ListRule::Group) => {
+                        let Ty::List(b2) = &self.tp().types[*b as usize] else { unreachable!("a group rule") };
+                        let converted = self.each(*a, *b2, &xs)?;
+                        Value::List(group_one(&converted).into_iter().map(|g| list(*b2, g)).collect())
+                    }
+                    Some(ListRule::Flatten) => {
+                        let Ty::List(a2) = &self.fp().types[*a as usize] else { unreachable!("a flatten rule") };
+                        let groups: Vec<Vec<Value>> = xs
+                            .iter()
+                            .map(|g| {
+                                g.items().map(|it| it.map(Cow::into_owned).collect()).ok_or("a group is not a list")
+                            })
+                            .collect::<Result<_, _>>()?;
+                        let flat = flatten_one(&groups)
+                            .map_err(|n| format!("one list is carried where {n} groups are given"))?;
+                        list(*b, self.each(*a2, *b, &flat)?)
+                    }
+                    None => return Err(self.no_rule(ft, tt)),
                 }
-                Some(ListRule::Flatten) => {
-                    let Ty::List(a2) = &self.fp().types[*a as usize] else { unreachable!("a flatten rule") };
-                    let groups: Vec<Vec<Value>> = xs
-                        .iter()
-                        .map(|g| g.as_seq().map(<[Value]>::to_vec).ok_or("a group is not a list"))
-                        .collect::<Result<_, _>>()?;
-                    let flat =
-                        flatten_one(&groups).map_err(|n| format!("one list is carried where {n} groups are given"))?;
-                    Value::List(self.each(*a2, *b, &flat)?)
-                }
-                None => return Err(self.no_rule(ft, tt)),
-            },
+            }
             (Ty::VarTuple(a), Ty::VarTuple(b), Value::Tuple(xs)) => Value::Tuple(self.each(*a, *b, xs)?),
             (Ty::Tuple(a), Ty::Tuple(b), Value::Tuple(xs)) if a.len() == b.len() && xs.len() == a.len() => {
                 Value::Tuple(

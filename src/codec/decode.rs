@@ -1,12 +1,14 @@
 //! The spec-driven decoder: one pass over the bytes, guided by the compiled type, with msgspec's rules for
 //! what is accepted, what wins, and which error is reported first.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 
 use super::compile::{CStruct, Plan, TagValue, Ty, TyId};
 use super::error::{DecodeError, DecodeErrorKind as K};
 use super::path;
 use super::pykey::{Identity, PyKey};
+use super::strlist::StrList;
 use super::value::{StructValue, Value};
 use crate::limits;
 use crate::msgpack::{Kind, Obj, RawError, Reader, WireInt};
@@ -19,13 +21,25 @@ pub struct Decoder<'a, 'p> {
     plan: &'p Plan,
     depth: usize,
     path: Vec<Seg>,
-    /// Scratch space for runs of ints, reused by every `list[int]` of the frame.
-    ints: Vec<WireInt>,
+}
+
+thread_local! {
+    /// The path buffer of the thread's last decoder, for the next one: a frame of a few fields would
+    /// otherwise spend one of its few allocations on it.
+    static PATH: Cell<Vec<Seg>> = const { Cell::new(Vec::new()) };
+}
+
+impl Drop for Decoder<'_, '_> {
+    fn drop(&mut self) {
+        let mut path = std::mem::take(&mut self.path);
+        path.clear();
+        PATH.set(path);
+    }
 }
 
 impl<'a, 'p> Decoder<'a, 'p> {
     pub fn new(bytes: &'a [u8], plan: &'p Plan) -> Self {
-        Decoder { r: Reader::new(bytes), plan, depth: 0, path: Vec::with_capacity(8), ints: Vec::new() }
+        Decoder { r: Reader::new(bytes), plan, depth: 0, path: PATH.take() }
     }
 
     /// Decodes one whole frame: exactly one value of type `ty`, nothing after it.
@@ -86,6 +100,92 @@ impl<'a, 'p> Decoder<'a, 'p> {
         self.value_from(obj, ty, ty)
     }
 
+    /// Decodes one value of `ty` onto the end of `out`. The usual shapes are read through the reader's fast
+    /// paths and built in place (see [`push_in_place`]); anything else, and every error, takes the general
+    /// path. `shown` as in `value_from`.
+    fn push_value(&mut self, ty: TyId, shown: TyId, out: &mut Vec<Value>) -> Result<(), DecodeError> {
+        let plan = self.plan;
+        match &plan.types[ty as usize] {
+            Ty::Optional(inner) => {
+                if self.r.eat(&[0xc0]) {
+                    push_in_place(out, || Value::None);
+                    return Ok(());
+                }
+                return self.push_value(*inner, ty, out);
+            }
+            Ty::Int => {
+                if let Some(i) = self.r.try_int() {
+                    push_in_place(out, || Value::Int(i));
+                    return Ok(());
+                }
+            }
+            Ty::Str => {
+                if let Some(b) = self.r.try_str() {
+                    let s = self.utf8(b)?;
+                    push_in_place(out, || Value::Str(s));
+                    return Ok(());
+                }
+            }
+            Ty::Enum(e) => {
+                if let Some(i) = self.r.try_int() {
+                    let m = match plan.enums[*e as usize].member(i) {
+                        Some(m) => m,
+                        None => return Err(self.err(K::InvalidEnum(i))),
+                    };
+                    push_in_place(out, || Value::Enum(m));
+                    return Ok(());
+                }
+            }
+            Ty::List(elem) => {
+                if let Some(n) = self.r.try_array() {
+                    self.enter()?;
+                    self.push_list(n, *elem, out)?;
+                    self.depth -= 1;
+                    return Ok(());
+                }
+            }
+            Ty::Struct(s) if !plan.structs[*s as usize].array_like => {
+                if let Some(n) = self.r.try_map() {
+                    self.enter()?;
+                    let v = self.struct_map(*s, n)?;
+                    out.push(v);
+                    self.depth -= 1;
+                    return Ok(());
+                }
+            }
+            _ => {}
+        }
+        let obj = self.r.read_obj().map_err(|e| self.raw(e))?;
+        let v = self.value_from(obj, ty, shown)?;
+        out.push(v);
+        Ok(())
+    }
+
+    /// A list of `n` elements of `elem` (the array head read) onto the end of `out`: packed for ints and strs.
+    #[inline(always)]
+    fn push_list(&mut self, n: usize, elem: TyId, out: &mut Vec<Value>) -> Result<(), DecodeError> {
+        match self.plan.types[elem as usize] {
+            Ty::Int => {
+                let v = self.int_list(n, elem)?;
+                push_in_place(out, || Value::IntList(v));
+            }
+            Ty::Str => {
+                let v = self.str_list(n, elem)?;
+                push_in_place(out, || Value::StrList(v));
+            }
+            _ => {
+                let mut xs = Vec::with_capacity(self.prealloc(n));
+                for i in 0..n {
+                    self.path.push(Seg::Index(i));
+                    self.push_value(elem, elem, &mut xs)?;
+                    self.path.pop();
+                }
+                push_in_place(out, || Value::List(xs));
+            }
+        }
+        Ok(())
+    }
+
     fn enter(&mut self) -> Result<(), DecodeError> {
         self.depth += 1;
         if self.depth > limits::MAX_DEPTH {
@@ -111,45 +211,20 @@ impl<'a, 'p> Decoder<'a, 'p> {
                 None => return Err(self.err(K::InvalidEnum(i))),
             },
             (Ty::List(elem), Obj::Array(n)) => {
-                let elem = *elem;
+                // Through a list of one (the top of a frame or a dict value: not the hot path).
                 self.enter()?;
-                let mut out = Vec::with_capacity(n.min(self.r.remaining()).min(limits::MAX_PREALLOC_ELEMENTS));
-                let mut i = 0;
-                while i < n {
-                    // Hot loops of `list[int]` and `list[str]`: whole elements are read in place; any other
-                    // element (or one of another type) takes the general path, which reports its error.
-                    match plan.types[elem as usize] {
-                        Ty::Int => {
-                            let k = self.r.read_int_run(n - i, &mut self.ints);
-                            out.extend(self.ints.drain(..).map(Value::Int));
-                            i += k;
-                        }
-                        Ty::Str => {
-                            while i < n {
-                                let Some(b) = self.r.try_str() else { break };
-                                out.push(Value::Str(self.utf8(b)?));
-                                i += 1;
-                            }
-                        }
-                        _ => {}
-                    }
-                    if i < n {
-                        self.path.push(Seg::Index(i));
-                        out.push(self.value(elem)?);
-                        self.path.pop();
-                        i += 1;
-                    }
-                }
+                let mut one = Vec::with_capacity(1);
+                self.push_list(n, *elem, &mut one)?;
                 self.depth -= 1;
-                Value::List(out)
+                one.pop().unwrap_or(Value::None)
             }
             (Ty::VarTuple(elem), Obj::Array(n)) => {
                 let elem = *elem;
                 self.enter()?;
-                let mut out = Vec::with_capacity(n.min(self.r.remaining()).min(limits::MAX_PREALLOC_ELEMENTS));
+                let mut out = Vec::with_capacity(self.prealloc(n));
                 for i in 0..n {
                     self.path.push(Seg::Index(i));
-                    out.push(self.value(elem)?);
+                    self.push_value(elem, elem, &mut out)?;
                     self.path.pop();
                 }
                 self.depth -= 1;
@@ -164,7 +239,7 @@ impl<'a, 'p> Decoder<'a, 'p> {
                 let mut out = Vec::with_capacity(n);
                 for (i, e) in elems.iter().enumerate() {
                     self.path.push(Seg::Index(i));
-                    out.push(self.value(*e)?);
+                    self.push_value(*e, *e, &mut out)?;
                     self.path.pop();
                 }
                 self.depth -= 1;
@@ -255,7 +330,66 @@ impl<'a, 'p> Decoder<'a, 'p> {
         })
     }
 
+    /// Room to reserve for `n` elements: no more than the bytes left could hold, nor than the cap.
     #[inline]
+    fn prealloc(&self, n: usize) -> usize {
+        n.min(self.r.remaining()).min(limits::MAX_PREALLOC_ELEMENTS)
+    }
+
+    /// The elements of a `list[int]` of `n`: runs of whole ints are read in place; an element that is not
+    /// one is read through the general path, which reports its error.
+    #[inline(always)]
+    fn int_list(&mut self, n: usize, elem: TyId) -> Result<Vec<WireInt>, DecodeError> {
+        let mut out = Vec::with_capacity(self.prealloc(n));
+        let mut i = 0;
+        while i < n {
+            i += self.r.read_int_run(n - i, &mut out);
+            if i < n {
+                self.path.push(Seg::Index(i));
+                let obj = self.r.read_obj().map_err(|e| self.raw(e))?;
+                let Obj::Int(x) = obj else { return Err(self.mismatch(elem, obj.kind())) };
+                self.path.pop();
+                out.push(x);
+                i += 1;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The elements of a `list[str]` of `n`, gathered in one buffer and checked as UTF-8 once. An element
+    /// that is not a str is read through the general path; its error is reported unless an earlier element
+    /// was not UTF-8 (which msgspec, checking each in turn, reports first).
+    #[inline(always)]
+    fn str_list(&mut self, n: usize, elem: TyId) -> Result<StrList, DecodeError> {
+        let mut text: Vec<u8> = Vec::new();
+        let mut ends: Vec<u32> = Vec::with_capacity(self.prealloc(n));
+        for i in 0..n {
+            let b = match self.r.try_str() {
+                Some(b) => b,
+                None => {
+                    self.path.push(Seg::Index(i));
+                    let e = match self.r.read_obj() {
+                        Ok(obj) => self.mismatch(elem, obj.kind()),
+                        Err(e) => self.raw(e),
+                    };
+                    return Err(match StrList::from_utf8_parts(text, ends) {
+                        Some(_) => e,
+                        None => DecodeError::new(K::InvalidUtf8),
+                    });
+                }
+            };
+            if i == 0 {
+                // Ids of one list are about the same length: room for `n` of the first, at most the input left.
+                text = Vec::with_capacity(b.len().saturating_mul(n).min(self.r.remaining() + b.len()));
+            }
+            text.extend_from_slice(b);
+            // A frame is at most `limits::MAX_FRAME_BYTES` (64 MiB), so any end fits a u32.
+            ends.push(text.len() as u32);
+        }
+        StrList::from_utf8_parts(text, ends).ok_or_else(|| DecodeError::new(K::InvalidUtf8))
+    }
+
+    #[inline(always)]
     fn utf8(&self, b: &[u8]) -> Result<String, DecodeError> {
         match std::str::from_utf8(b) {
             Ok(s) => Ok(s.to_owned()),
@@ -381,49 +515,89 @@ impl<'a, 'p> Decoder<'a, 'p> {
 
     fn struct_map(&mut self, sid: u32, n: usize) -> Result<Value, DecodeError> {
         let st = &self.plan.structs[sid as usize];
-        let mut slots: Vec<Option<Value>> = (0..st.fields.len()).map(|_| None).collect();
-        // Peers write fields in declaration order: try the one after the last match first.
-        let mut guess = 0usize;
+        // Decoded straight into the struct's field list, in declaration order: a field the map leaves out
+        // gets its default (a placeholder if it is required) once a later one arrives, so a peer's map, in
+        // declaration order, costs one push per field. `seen` says which fields were decoded.
+        let mut fields: Vec<Value> = Vec::with_capacity(st.fields.len());
+        let mut seen = Seen::new(st.fields.len());
         for _ in 0..n {
-            let key = self.struct_key()?;
-            let found = match st.fields.get(guess) {
-                Some(f) if f.wire_name.as_bytes() == key => Some(guess),
-                _ => st.field_index(key),
+            // Peers write fields in declaration order, with the shortest str head: try the keys of the fields
+            // after the last one decoded as the encoder writes them (head and name compared at once), then
+            // read the key and look it up.
+            let next = fields.len();
+            let i = match st.fields[next..].iter().position(|f| self.r.eat(f.key.as_bytes())) {
+                Some(k) => next + k,
+                None => {
+                    let key = self.struct_key()?;
+                    match st.field_index(key) {
+                        Some(i) => i,
+                        None => {
+                            self.unknown_key(st, key)?;
+                            continue;
+                        }
+                    }
+                }
             };
-            match found {
-                Some(i) => {
-                    guess = i + 1;
-                    self.path.push(Seg::Field((sid, i as u32)));
-                    let v = self.value(st.fields[i].ty)?;
-                    self.path.pop();
-                    slots[i] = Some(v);
-                }
-                None if st.tag.as_ref().is_some_and(|(f, _)| f.as_bytes() == key) => {
-                    let tf = st.tag.as_ref().unwrap().0.clone();
-                    self.check_tag(st, &tf)?;
-                }
-                None if st.forbid_unknown_fields => {
-                    // msgspec names the key in its message, so it is decoded (and UTF-8 checked) first.
-                    let name = self.utf8(key)?;
-                    return Err(self.err(K::UnknownField(name)));
-                }
-                None => self.r.skip_value(self.depth, limits::MAX_DEPTH).map_err(|e| self.raw(e))?,
+            if i > fields.len() {
+                Self::pad(st, &mut fields, i);
             }
+            let ty = st.fields[i].ty;
+            self.path.push(Seg::Field((sid, i as u32)));
+            self.push_value(ty, ty, &mut fields)?;
+            self.path.pop();
+            if i + 1 < fields.len() {
+                // Out of order, or a repeated key (the last one wins, as in msgspec).
+                if let Some(v) = fields.pop() {
+                    fields[i] = v;
+                }
+            }
+            seen.set(i);
         }
-        self.finish_struct(sid, slots)
-    }
-
-    fn finish_struct(&self, sid: u32, slots: Vec<Option<Value>>) -> Result<Value, DecodeError> {
-        let st = &self.plan.structs[sid as usize];
-        let mut fields = Vec::with_capacity(slots.len());
-        for (slot, f) in slots.into_iter().zip(&st.fields) {
-            fields.push(match (slot, &f.default) {
-                (Some(v), _) => v,
-                (None, Some(d)) => d.clone(),
-                (None, None) => return Err(self.err(K::MissingField(f.wire_name.clone()))),
-            });
+        Self::pad(st, &mut fields, st.fields.len());
+        if !seen.all() {
+            self.check_required(sid, |i| seen.get(i))?;
         }
         Ok(Value::Struct(StructValue { meta: st.meta.clone(), fields }))
+    }
+
+    /// A struct key that names no field: the tag (checked), else an unknown field (refused, or its value
+    /// skipped).
+    fn unknown_key(&mut self, st: &CStruct, key: &[u8]) -> Result<(), DecodeError> {
+        match &st.tag {
+            Some((f, _)) if f.as_bytes() == key => {
+                let tf = f.clone();
+                self.check_tag(st, &tf)
+            }
+            _ if st.forbid_unknown_fields => {
+                // msgspec names the key in its message, so it is decoded (and UTF-8 checked) first.
+                let name = self.utf8(key)?;
+                Err(self.err(K::UnknownField(name)))
+            }
+            _ => self.r.skip_value(self.depth, limits::MAX_DEPTH).map_err(|e| self.raw(e)),
+        }
+    }
+
+    /// Appends the defaults of the fields from `fields.len()` up to `upto` (a placeholder for a required one,
+    /// which [`Decoder::check_required`] reports unless it is decoded later).
+    #[inline]
+    fn pad(st: &CStruct, fields: &mut Vec<Value>, upto: usize) {
+        for f in &st.fields[fields.len()..upto] {
+            // `None` and ints (most defaults) built in place, without a call.
+            match &f.default {
+                None | Some(Value::None) => push_in_place(fields, || Value::None),
+                Some(Value::Int(i)) => push_in_place(fields, || Value::Int(*i)),
+                Some(d) => fields.push(d.clone()),
+            }
+        }
+    }
+
+    /// Fails on the first required field (in declaration order, as msgspec reports it) not `seen`.
+    fn check_required(&self, sid: u32, seen: impl Fn(usize) -> bool) -> Result<(), DecodeError> {
+        let st = &self.plan.structs[sid as usize];
+        match st.fields.iter().enumerate().find(|(i, f)| f.default.is_none() && !seen(*i)) {
+            Some((_, f)) => Err(self.err(K::MissingField(f.wire_name.clone()))),
+            None => Ok(()),
+        }
     }
 
     fn struct_array(&mut self, sid: u32, n: usize) -> Result<Value, DecodeError> {
@@ -434,7 +608,7 @@ impl<'a, 'p> Decoder<'a, 'p> {
         if n < st.min_array_len {
             return Err(self.err(K::ArrayMinLength { min: st.min_array_len, got: n }));
         }
-        let mut slots: Vec<Option<Value>> = (0..st.fields.len()).map(|_| None).collect();
+        let mut fields = Vec::with_capacity(st.fields.len());
         let mut pos = 0usize;
         if st.tag.is_some() {
             self.path.push(Seg::Index(0));
@@ -446,15 +620,15 @@ impl<'a, 'p> Decoder<'a, 'p> {
         let mut i = 0usize;
         while pos < n && i < st.fields.len() {
             self.path.push(Seg::Index(pos));
-            let v = self.value(st.fields[i].ty)?;
-            if let Some(c) = &st.fields[i].const_value {
-                if *c != v {
+            let ty = st.fields[i].ty;
+            self.push_value(ty, ty, &mut fields)?;
+            if let (Some(c), Some(v)) = (&st.fields[i].const_value, fields.last()) {
+                if c != v {
                     let e = self.err(K::InvalidTag(v.to_string()));
                     self.path.pop();
                     return Err(e);
                 }
             }
-            slots[i] = Some(v);
             self.path.pop();
             pos += 1;
             i += 1;
@@ -468,6 +642,52 @@ impl<'a, 'p> Decoder<'a, 'p> {
                 pos += 1;
             }
         }
-        self.finish_struct(sid, slots)
+        // Fields `..i` were read from the array.
+        self.check_required(sid, |k| k < i)?;
+        Self::pad(st, &mut fields, st.fields.len());
+        Ok(Value::Struct(StructValue { meta: st.meta.clone(), fields }))
     }
+}
+
+/// Which fields of a struct were decoded: a bit per field, inline for up to 64 fields.
+struct Seen {
+    len: usize,
+    small: u64,
+    more: Vec<u64>,
+}
+
+impl Seen {
+    fn new(len: usize) -> Self {
+        let more = if len > 64 { vec![0; (len - 64).div_ceil(64)] } else { Vec::new() };
+        Seen { len, small: 0, more }
+    }
+    #[inline]
+    fn set(&mut self, i: usize) {
+        if i < 64 {
+            self.small |= 1 << i;
+        } else {
+            self.more[(i - 64) / 64] |= 1 << ((i - 64) % 64);
+        }
+    }
+    fn get(&self, i: usize) -> bool {
+        if i < 64 {
+            self.small & 1 << i != 0
+        } else {
+            self.more[(i - 64) / 64] & 1 << ((i - 64) % 64) != 0
+        }
+    }
+    /// Whether every field was decoded.
+    #[inline]
+    fn all(&self) -> bool {
+        let want = if self.len >= 64 { u64::MAX } else { (1u64 << self.len) - 1 };
+        self.small == want && (0..self.len.saturating_sub(64)).all(|i| self.get(64 + i))
+    }
+}
+
+/// Appends the value `f` makes, built in the list's memory. `Vec::push` builds the value on the stack and then
+/// copies it into the list: wide loads of what narrower stores just wrote, which the CPU cannot forward, and
+/// that stall cost more than decoding a small value.
+#[inline(always)]
+fn push_in_place(out: &mut Vec<Value>, f: impl FnOnce() -> Value) {
+    out.extend(std::iter::once_with(f));
 }

@@ -83,7 +83,7 @@ impl<'p> Encoder<'p> {
             Value::Float(_) => "float",
             Value::Str(_) => "str",
             Value::Bytes(_) => "bytes",
-            Value::List(_) => "list",
+            Value::List(_) | Value::IntList(_) | Value::StrList(_) => "list",
             Value::Tuple(_) => "tuple",
             Value::Dict(_) => "dict",
             Value::Enum(_) => "enum member",
@@ -107,48 +107,19 @@ impl<'p> Encoder<'p> {
                 }
                 self.w.sint(m.value)
             }
-            (Ty::List(elem), Value::List(xs)) => {
-                // `list[int]` whose elements are all ints: the writer's bulk path.
-                if matches!(plan.types[*elem as usize], Ty::Int) && xs.iter().all(|x| matches!(x, Value::Int(_))) {
-                    self.w.array_len(xs.len());
-                    let mut ints = [WireInt::ZERO; 128];
-                    for part in xs.chunks(ints.len()) {
-                        for (slot, x) in ints.iter_mut().zip(part) {
-                            *slot = x.as_int().unwrap_or_default();
-                        }
-                        self.w.ints(&ints[..part.len()]);
-                    }
-                    return Ok(());
-                }
-                self.w.array_len(xs.len());
-                if matches!(plan.types[*elem as usize], Ty::Str) {
-                    // `list[str]`: strings are written in place; anything else takes the general path.
-                    for (i, x) in xs.iter().enumerate() {
-                        match x {
-                            Value::Str(s) => self.w.str(s),
-                            x => self.val(*elem, x).map_err(at(Seg::Index(i)))?,
-                        }
-                    }
-                    return Ok(());
-                }
-                for (i, x) in xs.iter().enumerate() {
-                    self.val(*elem, x).map_err(at(Seg::Index(i)))?;
-                }
-            }
-            (Ty::VarTuple(elem), Value::Tuple(xs) | Value::List(xs)) => {
-                self.w.array_len(xs.len());
-                for (i, x) in xs.iter().enumerate() {
-                    self.val(*elem, x).map_err(at(Seg::Index(i)))?;
-                }
+            (Ty::List(elem), xs @ (Value::List(_) | Value::IntList(_) | Value::StrList(_))) => self.list(*elem, xs)?,
+            (Ty::VarTuple(elem), xs @ (Value::Tuple(_) | Value::List(_) | Value::IntList(_) | Value::StrList(_))) => {
+                self.elements(*elem, xs)?
             }
             (Ty::Any, v) => self.any(v)?,
-            (Ty::Tuple(elems), Value::Tuple(xs) | Value::List(xs)) => {
+            (Ty::Tuple(elems), xs @ (Value::Tuple(_) | Value::List(_) | Value::IntList(_) | Value::StrList(_))) => {
+                let xs = xs.items().expect("a list or tuple");
                 if xs.len() != elems.len() {
                     return Err(fail(format!("expected a tuple of {} elements, found {}", elems.len(), xs.len())));
                 }
                 self.w.array_len(xs.len());
                 for (i, (e, x)) in elems.iter().zip(xs).enumerate() {
-                    self.val(*e, x).map_err(at(Seg::Index(i)))?;
+                    self.val(*e, &x).map_err(at(Seg::Index(i)))?;
                 }
             }
             (Ty::Dict(kt, vt), Value::Dict(entries)) => {
@@ -186,10 +157,10 @@ impl<'p> Encoder<'p> {
                         written += 1;
                     }
                     for (f, x) in st.fields.iter().zip(&sv.fields) {
-                        if st.omit_defaults && f.default.as_ref() == Some(x) {
+                        if st.omit_defaults && f.is_default(x) {
                             continue;
                         }
-                        self.w.str(&f.wire_name);
+                        self.w.key(&f.key);
                         self.val(f.ty, x).map_err(at(Seg::Field(&f.wire_name)))?;
                         written += 1;
                     }
@@ -204,6 +175,55 @@ impl<'p> Encoder<'p> {
         Ok(())
     }
 
+    /// A list of `elem` in any of its forms: the packed ones are written whole when they hold the type, the
+    /// general one element by element (with in-place loops for ints and strs).
+    fn list(&mut self, elem: TyId, v: &Value) -> R<'p> {
+        let plan = self.plan;
+        match (&plan.types[elem as usize], v) {
+            (Ty::Int, Value::IntList(xs)) => self.w.int_list(xs),
+            (Ty::Str, Value::StrList(xs)) => xs.write(&mut self.w),
+            // `list[int]` whose elements are all ints: the writer's bulk path.
+            (Ty::Int, Value::List(xs)) if xs.iter().all(|x| matches!(x, Value::Int(_))) => {
+                self.w.array_len(xs.len());
+                let mut ints = [WireInt::ZERO; 128];
+                for part in xs.chunks(ints.len()) {
+                    for (slot, x) in ints.iter_mut().zip(part) {
+                        *slot = x.as_int().unwrap_or_default();
+                    }
+                    self.w.ints(&ints[..part.len()]);
+                }
+            }
+            // `list[str]`: strings are written in place; anything else takes the general path.
+            (Ty::Str, Value::List(xs)) => {
+                self.w.array_len(xs.len());
+                for (i, x) in xs.iter().enumerate() {
+                    match x {
+                        Value::Str(s) => self.w.str(s),
+                        x => self.val(elem, x).map_err(at(Seg::Index(i)))?,
+                    }
+                }
+            }
+            (_, Value::List(xs)) => {
+                self.w.array_len(xs.len());
+                for (i, x) in xs.iter().enumerate() {
+                    self.val(elem, x).map_err(at(Seg::Index(i)))?;
+                }
+            }
+            _ => self.elements(elem, v)?,
+        }
+        Ok(())
+    }
+
+    /// The elements of a list or tuple `v`, each written as a value of `elem`.
+    fn elements(&mut self, elem: TyId, v: &Value) -> R<'p> {
+        let xs = v.items().expect("a list or tuple");
+        self.w.array_len(xs.len());
+        for (i, x) in xs.enumerate() {
+            self.val(elem, &x).map_err(at(Seg::Index(i)))?;
+        }
+        Ok(())
+    }
+
     /// An untyped value, as msgspec writes the Python object (enum members as their value, structs refused).
     fn any(&mut self, v: &Value) -> R<'p> {
         match v {
@@ -214,6 +234,8 @@ impl<'p> Encoder<'p> {
             Value::Str(s) => self.w.str(s),
             Value::Bytes(b) => self.w.bin(b),
             Value::Enum(e) => self.w.sint(e.value),
+            Value::IntList(xs) => self.w.int_list(xs),
+            Value::StrList(xs) => xs.write(&mut self.w),
             Value::List(xs) | Value::Tuple(xs) => {
                 self.w.array_len(xs.len());
                 for (i, x) in xs.iter().enumerate() {
@@ -240,26 +262,37 @@ impl<'p> Encoder<'p> {
     }
 }
 
-/// An estimate of the encoded size of `v` (exact for most shapes; a lone int counts 9 bytes, its largest, an int list 3 per element). Deep
-/// trees are cut off (their rest counted as nothing; the writer grows as needed).
+/// An estimate of the encoded size of `v` (exact for most shapes; a lone int counts 9 bytes, its largest, an
+/// int list 3 per element). Deep trees are cut off (their rest counted as nothing; the writer grows as
+/// needed).
 fn size_hint(v: &Value, depth: usize) -> usize {
-    if depth > 8 {
-        return 0;
+    match v {
+        Value::List(xs) | Value::Tuple(xs) => match xs.first() {
+            // Block ids and the like: mostly 16-bit (3 bytes); a longer list grows the buffer once.
+            Some(Value::Int(_)) => 5 + 3 * xs.len(),
+            _ => 5 + xs.iter().map(|x| child_hint(x, depth)).sum::<usize>(),
+        },
+        Value::Dict(d) => 5 + d.iter().map(|(k, x)| child_hint(k, depth) + child_hint(x, depth)).sum::<usize>(),
+        Value::Struct(s) => {
+            // A key is at most 5 bytes of head more than its name.
+            5 + s.meta.field_names.iter().map(|n| 5 + n.len()).sum::<usize>()
+                + s.fields.iter().map(|x| child_hint(x, depth)).sum::<usize>()
+        }
+        v => child_hint(v, depth),
     }
+}
+
+/// [`size_hint`] of an element at `depth + 1`: leaves here, containers through [`size_hint`].
+#[inline]
+fn child_hint(v: &Value, depth: usize) -> usize {
     match v {
         Value::None | Value::Bool(_) => 1,
         Value::Int(_) | Value::Float(_) | Value::Enum(_) => 9,
         Value::Str(s) => 5 + s.len(),
         Value::Bytes(b) => 5 + b.len(),
-        Value::List(xs) | Value::Tuple(xs) => match xs.first() {
-            // Block ids and the like: mostly 16-bit (3 bytes); a longer list grows the buffer once.
-            Some(Value::Int(_)) => 5 + 3 * xs.len(),
-            _ => 5 + xs.iter().map(|x| size_hint(x, depth + 1)).sum::<usize>(),
-        },
-        Value::Dict(d) => 5 + d.iter().map(|(k, x)| size_hint(k, depth + 1) + size_hint(x, depth + 1)).sum::<usize>(),
-        Value::Struct(s) => {
-            5 + s.meta.field_names.iter().map(|n| 5 + n.len()).sum::<usize>()
-                + s.fields.iter().map(|x| size_hint(x, depth + 1)).sum::<usize>()
-        }
+        Value::IntList(xs) => 5 + 3 * xs.len(),
+        Value::StrList(xs) => 5 + 5 * xs.len() + xs.concatenated().len(),
+        _ if depth >= 8 => 0,
+        v => size_hint(v, depth + 1),
     }
 }

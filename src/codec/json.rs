@@ -72,6 +72,8 @@ pub fn to_json(v: &Value) -> J {
         Value::Str(s) => J::String(s.clone()),
         Value::Bytes(b) => J::String(b64_encode(b)),
         Value::List(xs) | Value::Tuple(xs) => J::Array(xs.iter().map(to_json).collect()),
+        Value::IntList(xs) => J::Array(xs.iter().map(|i| int_json(*i)).collect()),
+        Value::StrList(xs) => J::Array(xs.iter().map(|s| J::String(s.to_owned())).collect()),
         Value::Dict(d) => {
             let mut m = Map::new();
             for (k, x) in d {
@@ -138,7 +140,8 @@ pub fn from_json(plan: &Plan, ty: TyId, j: &J, path: &str) -> Result<Value, Stri
             let (n, v) = en.members.iter().find(|(n, _)| &**n == name).ok_or(format!("{path}: no member {name}"))?;
             Value::Enum(super::value::EnumValue { name: n.clone(), value: *v })
         }
-        (Ty::List(elem), J::Array(xs)) => Value::List(
+        (Ty::List(elem), J::Array(xs)) => Value::list_of(
+            &plan.types[*elem as usize],
             xs.iter()
                 .enumerate()
                 .map(|(i, x)| from_json(plan, *elem, x, &format!("{path}[{i}]")))

@@ -19,13 +19,15 @@ mod error;
 mod json;
 pub(crate) mod path;
 pub(crate) mod pykey;
+mod strlist;
 pub mod testgen;
 mod value;
 
 pub(crate) use compile::rename as rename_field;
 pub use compile::{CField, CStruct, Plan, TagValue, Ty, TyId};
 pub use error::{DecodeError, DecodeErrorKind, EncodeError};
-pub use value::{py_bytes_repr, EnumValue, StructMeta, StructValue, Value};
+pub use strlist::{Iter as StrListIter, StrList};
+pub use value::{py_bytes_repr, EnumValue, Items, StructMeta, StructValue, Value};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};

@@ -147,7 +147,8 @@ fn random_value_depth(plan: &Plan, ty: TyId, rng: &mut Rng, size: Size, depth: u
                 random_value_depth(plan, *t, rng, size, depth)
             }
         }
-        Ty::List(t) => Value::List(
+        Ty::List(t) => Value::list_of(
+            &plan.types[*t as usize],
             (0..coll_len(rng, small)).map(|_| random_value_depth(plan, *t, rng, small, depth + 1)).collect(),
         ),
         Ty::Tuple(ts) => Value::Tuple(ts.iter().map(|t| random_value_depth(plan, *t, rng, small, depth + 1)).collect()),
@@ -349,10 +350,11 @@ fn nc_value(plan: &Plan, ty: TyId, v: &Value, rng: &mut Rng, w: &mut Writer) {
                 w.f64(*x)
             }
         }
-        (Ty::List(t), Value::List(xs)) => {
+        (Ty::List(t), xs @ (Value::List(_) | Value::IntList(_) | Value::StrList(_))) => {
+            let xs = xs.items().expect("a list");
             nc_len(w, rng, xs.len(), 0x90, 15, 0xdc, 0xdd, None);
             for x in xs {
-                nc_value(plan, *t, x, rng, w);
+                nc_value(plan, *t, &x, rng, w);
             }
         }
         (Ty::VarTuple(t), Value::Tuple(xs) | Value::List(xs)) => {
@@ -493,10 +495,11 @@ fn nc_any(w: &mut Writer, rng: &mut Rng, v: &Value) {
         Value::Float(x) => w.f64(*x),
         Value::Str(s) => nc_str(w, rng, s),
         Value::Bytes(b) => w.bin(b),
-        Value::List(xs) | Value::Tuple(xs) => {
+        Value::List(_) | Value::IntList(_) | Value::StrList(_) | Value::Tuple(_) => {
+            let xs = v.items().expect("a list");
             nc_len(w, rng, xs.len(), 0x90, 15, 0xdc, 0xdd, None);
             for x in xs {
-                nc_any(w, rng, x);
+                nc_any(w, rng, &x);
             }
         }
         Value::Dict(d) => {

@@ -90,9 +90,17 @@ fn duplicate_keys_last_wins_first_position_stays() {
 #[test]
 fn sixteen_declared_fields_switch_to_map16() {
     // A spec with a 16-field struct, 15 fields at their defaults: msgspec writes `de 00 01`.
+    let c = big_struct_codec(16, true, true);
+    let v = c.decode("Big", &h("81a2663501")).unwrap();
+    assert_eq!(c.encode("Big", &v).unwrap(), h("de0001a2663501"));
+}
+
+/// A spec of one msgspec struct `Big` with `n` fields `f0…`, each `int`, required unless `defaults` (then 0).
+fn big_struct_codec(n: usize, defaults: bool, omit_defaults: bool) -> Codec {
     let mut fields = String::new();
-    for i in 0..16 {
-        fields.push_str(&format!("  {{ name = \"f{i}\", type = \"int\", default = \"0\" }},\n"));
+    for i in 0..n {
+        let default = if defaults { ", default = \"0\"" } else { "" };
+        fields.push_str(&format!("  {{ name = \"f{i}\", type = \"int\"{default} }},\n"));
     }
     let text = format!(
         r#"format = "mooncake-wire-spec/2"
@@ -104,7 +112,7 @@ source = "test"
 summary = "test"
 [structs.Big]
 kind = "msgspec.Struct"
-options = {{ omit_defaults = true }}
+options = {{ omit_defaults = {omit_defaults} }}
 fields = [
 {fields}]
 [transport]
@@ -116,7 +124,80 @@ messages = [ {{ name = "Big", from = "a", to = "a", encoding = "msgpack", frames
 "#
     );
     let spec = crate::spec::Spec::from_files([("t.toml".to_string(), text)]).unwrap();
-    let c = Codec::new(spec.revision("t").unwrap().clone()).unwrap();
-    let v = c.decode("Big", &h("81a2663501")).unwrap();
-    assert_eq!(c.encode("Big", &v).unwrap(), h("de0001a2663501"));
+    Codec::new(spec.revision("t").unwrap().clone()).unwrap()
+}
+
+/// A map of the fields `f{i}` = `i` for each `i` of `order`.
+fn big_map(order: &[usize]) -> Vec<u8> {
+    let mut w = crate::msgpack::Writer::new();
+    w.map_len(order.len());
+    for &i in order {
+        w.str(&format!("f{i}"));
+        w.uint(i as u64);
+    }
+    w.into_bytes()
+}
+
+#[test]
+fn structs_of_more_than_64_fields_track_every_field() {
+    // Past 64 fields the decoder's record of which fields it saw spills out of one word.
+    let c = big_struct_codec(70, false, false);
+    let all: Vec<usize> = (0..70).collect();
+    let v = c.decode("Big", &big_map(&all)).unwrap();
+    assert_eq!(v.field("f69").unwrap().as_int().unwrap().as_u64(), Some(69));
+    // Out of order (the last field first) and complete.
+    let rev: Vec<usize> = (0..70).rev().collect();
+    assert_eq!(c.decode("Big", &big_map(&rev)).unwrap(), v);
+    // One required field missing, on either side of the 64th: msgspec names the first in declaration order.
+    for missing in [3, 63, 64, 66, 69] {
+        let some: Vec<usize> = (0..70).filter(|&i| i != missing && i != 68).collect();
+        let e = c.decode("Big", &big_map(&some)).unwrap_err().msgspec_message();
+        let first = missing.min(68);
+        assert_eq!(e, format!("Object missing required field `f{first}`"), "without f{missing} and f68");
+    }
+    // With defaults, any subset decodes, the rest at 0.
+    let c = big_struct_codec(70, true, false);
+    let v = c.decode("Big", &big_map(&[66, 2])).unwrap();
+    assert_eq!(v.field("f66").unwrap().as_int().unwrap().as_u64(), Some(66));
+    assert_eq!(v.field("f65").unwrap().as_int().unwrap().as_u64(), Some(0));
+}
+
+#[test]
+fn packed_and_general_lists_are_the_same_value() {
+    let c = Codec::builtin("vllm-0.33.0").unwrap();
+    // ok_reqs = ["d-req-1", "x"]: decoded as one StrList.
+    let bytes = h("82a673746174757300a76f6b5f7265717392a7642d7265712d31a178");
+    let v = c.decode("MooncakeXferResponse", &bytes).unwrap();
+    let ok = v.field("ok_reqs").unwrap();
+    assert_eq!(ok.as_str_list().unwrap(), &vec!["d-req-1", "x"]);
+    // The same list as a general list of strs: equal either way round, encoded to the same bytes.
+    let mut general = v.clone();
+    *s_field(&mut general, "ok_reqs") = Value::List(vec![Value::from("d-req-1"), Value::from("x")]);
+    assert_eq!(general, v);
+    assert_eq!(v, general);
+    assert_eq!(c.encode("MooncakeXferResponse", &general).unwrap(), bytes);
+    // A different element is a different value.
+    *s_field(&mut general, "ok_reqs") = Value::List(vec![Value::from("d-req-1"), Value::from("y")]);
+    assert_ne!(general, v);
+    // Ints: block ids of the reference request decode packed; the general form encodes alike.
+    let md = "89af72656d6f74655f686f73746e616d65a831302e302e302e32ab72656d6f74655f706f7274cd3a98ae72656d6f74655f74705f73697a6501ae72656d6f74655f74705f72616e6b00aa7265715f626c6f636b7381a7642d7265712d3192a6786665722d3191920304b36b765f6361636865735f626173655f6164647290aa626c6f636b5f6c656e7390ad6b765f626c6f636b5f6c656e7390a96c61796f75745f6964cf0123456789abcdef";
+    let v = c.decode("MooncakeXferMetadata", &h(md)).unwrap();
+    let blocks = &v.field("req_blocks").unwrap().as_dict().unwrap()[0].1;
+    let groups = blocks.as_seq().unwrap()[1].as_seq().unwrap();
+    let ints = groups[0].as_int_list().unwrap().to_vec();
+    assert_eq!(ints.iter().map(|i| i.as_u64().unwrap()).collect::<Vec<_>>(), [3, 4]);
+    let general_ints = Value::List(ints.iter().map(|i| Value::Int(*i)).collect());
+    assert_eq!(general_ints, groups[0]);
+    let st = c.message_struct("MooncakeXferMetadata").unwrap();
+    let list_ty = st.fields.iter().find(|f| f.name == "block_lens").unwrap().ty;
+    let packed = Value::from(ints.clone());
+    assert_eq!(c.encode_type(list_ty, &packed).unwrap(), c.encode_type(list_ty, &general_ints).unwrap());
+    // Empty lists of any form are equal.
+    assert_eq!(Value::IntList(vec![]), Value::StrList(StrList::new()));
+    assert_eq!(Value::List(vec![]), Value::IntList(vec![]));
+}
+
+fn s_field<'a>(v: &'a mut Value, name: &str) -> &'a mut Value {
+    let Value::Struct(s) = v else { panic!("a struct") };
+    s.get_mut(name).unwrap()
 }

@@ -1,12 +1,20 @@
 //! The value tree the spec-driven codec decodes into and encodes from.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
+use super::compile::Ty;
+use super::strlist::{Iter as StrListIter, StrList};
 use crate::msgpack::WireInt;
 
 /// A decoded value, shaped by the spec type it was decoded as.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// Lists come in three forms: the decoder makes a `list[int]` an [`Value::IntList`] (the ints packed, 9 bytes
+/// each) and a `list[str]` a [`Value::StrList`] (every element in one buffer), any other list a
+/// [`Value::List`]. The encoder takes either form for those types, and equality does not tell them apart
+/// (`List([Int(1)]) == IntList([1])`); [`Value::items`] walks any of them.
+#[derive(Clone, Debug)]
 pub enum Value {
     None,
     Bool(bool),
@@ -15,12 +23,75 @@ pub enum Value {
     Str(String),
     Bytes(Vec<u8>),
     List(Vec<Value>),
+    /// A `list[int]`, packed.
+    IntList(Vec<WireInt>),
+    /// A `list[str]`, its elements in one buffer.
+    StrList(StrList),
     Tuple(Vec<Value>),
     /// Entries in insertion order (a Python dict's order); keys are unique.
     Dict(Vec<(Value, Value)>),
     Enum(EnumValue),
     Struct(StructValue),
 }
+
+impl PartialEq for Value {
+    /// Structural equality, with a list equal to the same elements in any of the three list forms.
+    fn eq(&self, other: &Value) -> bool {
+        use Value as V;
+        match (self, other) {
+            (V::None, V::None) => true,
+            (V::Bool(a), V::Bool(b)) => a == b,
+            (V::Int(a), V::Int(b)) => a == b,
+            (V::Float(a), V::Float(b)) => a == b,
+            (V::Str(a), V::Str(b)) => a == b,
+            (V::Bytes(a), V::Bytes(b)) => a == b,
+            (V::List(a), V::List(b)) | (V::Tuple(a), V::Tuple(b)) => a == b,
+            (V::IntList(a), V::IntList(b)) => a == b,
+            (V::StrList(a), V::StrList(b)) => a == b,
+            (V::Dict(a), V::Dict(b)) => a == b,
+            (V::Enum(a), V::Enum(b)) => a == b,
+            (V::Struct(a), V::Struct(b)) => a == b,
+            (V::List(_) | V::IntList(_) | V::StrList(_), V::List(_) | V::IntList(_) | V::StrList(_)) => {
+                let (a, b) = (self.items().expect("a list"), other.items().expect("a list"));
+                a.len() == b.len() && a.zip(b).all(|(x, y)| x == y)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The elements of a list in any of its forms, or of a tuple ([`Value::items`]): borrowed from a
+/// [`Value::List`] or [`Value::Tuple`], made on the fly from the packed forms.
+#[derive(Clone)]
+pub enum Items<'a> {
+    /// Of a [`Value::List`] or [`Value::Tuple`].
+    Values(std::slice::Iter<'a, Value>),
+    /// Of a [`Value::IntList`], each a [`Value::Int`].
+    Ints(std::slice::Iter<'a, WireInt>),
+    /// Of a [`Value::StrList`], each a [`Value::Str`].
+    Strs(StrListIter<'a>),
+}
+
+impl<'a> Iterator for Items<'a> {
+    type Item = Cow<'a, Value>;
+    fn next(&mut self) -> Option<Cow<'a, Value>> {
+        match self {
+            Items::Values(it) => it.next().map(Cow::Borrowed),
+            Items::Ints(it) => it.next().map(|i| Cow::Owned(Value::Int(*i))),
+            Items::Strs(it) => it.next().map(|s| Cow::Owned(Value::Str(s.to_owned()))),
+        }
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = match self {
+            Items::Values(it) => it.len(),
+            Items::Ints(it) => it.len(),
+            Items::Strs(it) => it.len(),
+        };
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for Items<'_> {}
 
 /// A member of an enum: its name (from the spec) and its wire value.
 #[derive(Clone, Debug, PartialEq)]
@@ -74,10 +145,33 @@ impl Value {
             _ => None,
         }
     }
-    /// Elements of a list or tuple.
+    /// Elements of a [`Value::List`] or [`Value::Tuple`] (not of the packed list forms: see [`Value::items`]).
     pub fn as_seq(&self) -> Option<&[Value]> {
         match self {
             Value::List(v) | Value::Tuple(v) => Some(v),
+            _ => None,
+        }
+    }
+    /// Elements of a list in any form, or of a tuple.
+    pub fn items(&self) -> Option<Items<'_>> {
+        match self {
+            Value::List(v) | Value::Tuple(v) => Some(Items::Values(v.iter())),
+            Value::IntList(v) => Some(Items::Ints(v.iter())),
+            Value::StrList(v) => Some(Items::Strs(v.iter())),
+            _ => None,
+        }
+    }
+    /// A packed `list[int]`.
+    pub fn as_int_list(&self) -> Option<&[WireInt]> {
+        match self {
+            Value::IntList(v) => Some(v),
+            _ => None,
+        }
+    }
+    /// A packed `list[str]`.
+    pub fn as_str_list(&self) -> Option<&StrList> {
+        match self {
+            Value::StrList(v) => Some(v),
             _ => None,
         }
     }
@@ -99,6 +193,56 @@ impl Value {
     }
     pub fn is_none(&self) -> bool {
         matches!(self, Value::None)
+    }
+}
+
+impl Value {
+    /// The list of `xs` in the form the decoder gives a list of `elem` ([`Value::IntList`] for `int`,
+    /// [`Value::StrList`] for `str`, when every element is one), so that values built elsewhere (from JSON,
+    /// by the test generators) look like decoded ones.
+    pub(crate) fn list_of(elem: &Ty, xs: Vec<Value>) -> Value {
+        match elem {
+            Ty::Int if xs.iter().all(|x| matches!(x, Value::Int(_))) => {
+                Value::IntList(xs.iter().filter_map(Value::as_int).collect())
+            }
+            Ty::Str if xs.iter().all(|x| matches!(x, Value::Str(_))) => {
+                Value::StrList(xs.iter().filter_map(Value::as_str).collect())
+            }
+            _ => Value::List(xs),
+        }
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Value {
+        Value::Str(s.to_owned())
+    }
+}
+impl From<String> for Value {
+    fn from(s: String) -> Value {
+        Value::Str(s)
+    }
+}
+impl From<WireInt> for Value {
+    fn from(i: WireInt) -> Value {
+        Value::Int(i)
+    }
+}
+impl From<bool> for Value {
+    fn from(b: bool) -> Value {
+        Value::Bool(b)
+    }
+}
+/// A packed `list[int]`.
+impl From<Vec<WireInt>> for Value {
+    fn from(v: Vec<WireInt>) -> Value {
+        Value::IntList(v)
+    }
+}
+/// A packed `list[str]`.
+impl From<StrList> for Value {
+    fn from(v: StrList) -> Value {
+        Value::StrList(v)
     }
 }
 
@@ -138,10 +282,10 @@ impl fmt::Display for Value {
             Value::Float(x) => write!(f, "{x:?}"),
             Value::Str(s) => write!(f, "{s:?}"),
             Value::Bytes(b) => f.write_str(&py_bytes_repr(b)),
-            Value::List(v) | Value::Tuple(v) => {
-                let (o, c) = if matches!(self, Value::List(_)) { ("[", "]") } else { ("(", ")") };
+            Value::List(_) | Value::IntList(_) | Value::StrList(_) | Value::Tuple(_) => {
+                let (o, c) = if matches!(self, Value::Tuple(_)) { ("(", ")") } else { ("[", "]") };
                 f.write_str(o)?;
-                for (i, x) in v.iter().enumerate() {
+                for (i, x) in self.items().into_iter().flatten().enumerate() {
                     if i > 0 {
                         f.write_str(", ")?;
                     }

@@ -85,7 +85,7 @@ const LOCAL: &[(&str, &str)] = &[
     ("ready_wait", "how long the prefiller waits for its own requests"),
 ];
 
-pub fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
+pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
     let (bo, bn) = (&old.behaviour, &new.behaviour);
     let (req_n, resp_n) = request(new).or(request(old)).map(|(a, b)| (Some(a), b)).unwrap_or((None, None));
     let req_peers = req_n.map(|m| Peers::of(&m.from, &m.to)).unwrap_or_else(|| Peers::of("decoder", "prefiller"));

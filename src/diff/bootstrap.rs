@@ -46,7 +46,7 @@ fn model_peers(b: &Bootstrap, model: &str) -> Peers {
     }
 }
 
-pub fn diff_bootstrap(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
+pub(crate) fn diff_bootstrap(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
     let (bo, bn) = match (&old.bootstrap, &new.bootstrap) {
         (None, None) => return,
         (None, Some(_)) => {

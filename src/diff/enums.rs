@@ -63,7 +63,7 @@ fn peers(old: &Revision, new: &Revision, enum_name: &str) -> Peers {
     Peers::of("sender", "receiver")
 }
 
-pub fn diff_enum(name: &str, old: &Revision, eo: &EnumDef, new: &Revision, en: &EnumDef, out: &mut Vec<Change>) {
+pub(crate) fn diff_enum(name: &str, old: &Revision, eo: &EnumDef, new: &Revision, en: &EnumDef, out: &mut Vec<Change>) {
     let p = peers(old, new, name);
     let common: Option<i64> =
         eo.members.iter().find(|m| en.members.iter().any(|n| n.value == m.value && n.name == m.name)).map(|m| m.value);

@@ -12,24 +12,34 @@
 //! assert_eq!(c.new_reads_old.example.as_deref(), Some("Object missing required field `kv_block_lens`"));
 //! ```
 //!
-//! The rules live in one file per area ([`structs`], [`fields`], [`options`], [`types`], [`enums`],
-//! [`transport`], [`bootstrap`], [`params`], [`behaviour`]); [`model`] is what they produce; [`witness`] confirms each schema verdict by encoding a witness message with one revision's
-//! codec and decoding it with the other's; [`render`] writes the Markdown, JSON and one-line reports.
+//! The rules live in one file per area (`structs`, `fields`, `options`, `types`, `enums`, `transport`,
+//! `bootstrap`, `params`, `behaviour`); `model` is what they produce ([`Report`], [`Change`]); `witness`
+//! confirms each schema verdict by encoding a witness message with one revision's codec and decoding it with
+//! the other's; [`render`] writes the Markdown, JSON and one-line reports.
 
-pub mod behaviour;
-pub mod bootstrap;
-pub mod enums;
-pub mod fields;
-pub mod model;
-pub mod options;
-pub mod params;
+#![warn(missing_docs, unreachable_pub, unnameable_types)]
+
+pub(crate) mod behaviour;
+pub(crate) mod bootstrap;
+pub(crate) mod enums;
+pub(crate) mod fields;
+pub(crate) mod model;
+pub(crate) mod options;
+pub(crate) mod params;
 pub mod render;
-pub mod structs;
-pub mod transport;
-pub mod types;
+pub(crate) mod structs;
+pub(crate) mod transport;
+pub(crate) mod types;
+/// The witness runs behind each verdict; public only with the `testing` feature, for
+/// `conformance/tests/diff_msgspec.rs`.
+#[cfg(feature = "testing")]
 pub mod witness;
+#[cfg(not(feature = "testing"))]
+mod witness;
 
-pub use model::{Area, Bytes, Change, Counts, Effect, Kind, Probe, Report, Verdict, Witness};
+pub use model::{Area, Bytes};
+
+pub use model::{Change, Counts, Effect, Kind, Probe, Report, Verdict, Witness};
 
 use std::sync::Arc;
 
@@ -39,7 +49,7 @@ use structs::{Ctx, Peers, Side};
 use types::{incompat, mentions, Typed};
 
 /// The peers of a struct: the transport message that is it or contains it (new revision first).
-pub fn struct_peers(old: &Revision, new: &Revision, name: &str) -> Peers {
+pub(crate) fn struct_peers(old: &Revision, new: &Revision, name: &str) -> Peers {
     for rev in [new, old] {
         for m in &rev.transport.messages {
             if m.encoding == "msgpack" && rev.structs.contains_key(&m.name) && mentions(rev, &m.name, name) {
@@ -212,7 +222,8 @@ fn attach_why(new: &Revision, changes: &mut [Change]) {
 }
 
 /// Every pair of consecutive revisions of a family, diffed.
-pub fn consecutive(family: &crate::spec::Family) -> Vec<Report> {
+#[cfg(test)]
+fn consecutive(family: &crate::spec::Family) -> Vec<Report> {
     family.revisions.windows(2).map(|w| diff(&w[0], &w[1])).collect()
 }
 

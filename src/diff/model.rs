@@ -16,9 +16,13 @@ pub enum Effect {
     Compatible,
     /// Only messages that actually carry the new field or value (or the condition in `when`) fail or are
     /// misread; the others decode as before.
-    BreaksWhenSent { when: String },
+    BreaksWhenSent {
+        /// The condition, in words (`` `layout_id` holds a non-default value ``).
+        when: String,
+    },
     /// Every message fails or is misread — except, if `except` says so, degenerate ones.
     Breaks {
+        /// Messages that still decode, in words.
         #[serde(skip_serializing_if = "Option::is_none")]
         except: Option<String>,
     },
@@ -27,11 +31,12 @@ pub enum Effect {
 }
 
 impl Effect {
+    /// Whether the effect breaks some messages ([`Effect::Breaks`] or [`Effect::BreaksWhenSent`]).
     pub fn is_breaking(&self) -> bool {
         matches!(self, Effect::Breaks { .. } | Effect::BreaksWhenSent { .. })
     }
     /// Worse effects rank higher: Breaks > BreaksWhenSent > Review > Compatible.
-    pub fn rank(&self) -> u8 {
+    pub(crate) fn rank(&self) -> u8 {
         match self {
             Effect::Compatible => 0,
             Effect::Review => 1,
@@ -39,10 +44,10 @@ impl Effect {
             Effect::Breaks { .. } => 3,
         }
     }
-    pub fn when(w: impl Into<String>) -> Effect {
+    pub(crate) fn when(w: impl Into<String>) -> Effect {
         Effect::BreaksWhenSent { when: w.into() }
     }
-    pub fn always() -> Effect {
+    pub(crate) fn always() -> Effect {
         Effect::Breaks { except: None }
     }
 }
@@ -50,6 +55,7 @@ impl Effect {
 /// One direction of one change.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Verdict {
+    /// The effect in this direction.
     #[serde(flatten)]
     pub effect: Effect,
     /// Who sends and who reads in this direction: `new D → old P`.
@@ -63,6 +69,7 @@ pub struct Verdict {
 }
 
 impl Verdict {
+    /// A verdict without an example.
     pub fn new(effect: Effect, peers: &str, reason: impl Into<String>) -> Verdict {
         Verdict { effect, peers: peers.to_string(), reason: reason.into(), example: None }
     }
@@ -72,6 +79,7 @@ impl Verdict {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "bytes", content = "why", rename_all = "kebab-case")]
 pub enum Bytes {
+    /// Every such message encodes to the same bytes under both revisions.
     Same,
     /// Some unchanged messages encode differently: those described.
     DifferWhen(String),
@@ -81,17 +89,27 @@ pub enum Bytes {
     NotApplicable(String),
 }
 
+/// Which part of a revision a change is in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Area {
+    /// The generation of the wire.
     Generation,
+    /// A struct (message or nested struct).
     Struct,
+    /// An enum.
     Enum,
+    /// A type alias.
     Alias,
+    /// Sockets, frames and encodings of the side channel.
     Transport,
+    /// The bootstrap HTTP server.
     Bootstrap,
+    /// The `kv_transfer_params` the router sets.
     KvTransferParams,
+    /// A behaviour item.
     Behaviour,
+    /// Environment variables.
     Env,
 }
 
@@ -99,44 +117,78 @@ pub enum Area {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
+    /// The revisions belong to different generations (no peer of one can reach a peer of the other).
     Generation,
+    /// A struct field added.
     FieldAdded,
+    /// A struct field removed.
     FieldRemoved,
+    /// A struct field renamed.
     FieldRenamed,
+    /// Struct fields in another order.
     FieldsReordered,
+    /// A field's type changed.
     FieldType,
+    /// A tuple's number of elements changed.
     TupleArity,
+    /// A field's default changed.
     FieldDefault,
+    /// A field became required or optional.
     FieldRequired,
+    /// A struct option changed (`omit_defaults`, `array_like`, `forbid_unknown_fields`, tag, rename).
     StructOption,
+    /// The kind of a struct changed (msgspec struct, dataclass, tuple, ...).
     StructKind,
+    /// A struct's map header width changed (its field count crossed 16).
     MapHeader,
+    /// A message added.
     MessageAdded,
+    /// A message removed.
     MessageRemoved,
+    /// A message replaced by another struct.
     MessageReplaced,
+    /// An enum value added.
     EnumValueAdded,
+    /// An enum value removed.
     EnumValueRemoved,
+    /// An enum member's value changed.
     EnumValueChanged,
+    /// An enum member renamed (same value).
     EnumMemberRenamed,
+    /// Whether a status member is terminal changed.
     EnumTerminal,
+    /// A type alias's definition changed.
     AliasType,
+    /// The socket pattern of the side channel changed.
     TransportPattern,
+    /// A socket's address or options changed.
     Socket,
+    /// A message's frame layout changed.
     FrameLayout,
+    /// A message's payload encoding changed.
     Encoding,
+    /// The replies a prefiller sends per round changed.
     ReplySequence,
+    /// A raw byte constant on the wire changed.
     RawConstant,
+    /// The bootstrap server appeared, went away or moved.
     BootstrapServer,
+    /// A bootstrap request or response model changed.
     BootstrapModel,
+    /// A bootstrap route added, removed or changed.
     Route,
+    /// How the bootstrap server answers a second registration of a slot changed.
     DuplicateRegistration,
+    /// A `kv_transfer_params` key added, removed or changed.
     KvParam,
+    /// A behaviour item changed.
     Behaviour,
+    /// An environment variable the connector reads changed.
     Env,
 }
 
 impl Kind {
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Kind::Generation => "generation",
             Kind::FieldAdded => "field added",
@@ -180,8 +232,9 @@ impl Kind {
 /// form; omitted fields take their defaults) for each direction.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Witness {
-    /// The struct that is encoded and decoded, in the old and in the new revision.
+    /// The struct that is encoded and decoded, in the old revision…
     pub old_struct: String,
+    /// …and in the new revision.
     pub new_struct: String,
     /// Fields that carry the same value under another name: (old name, new name).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -206,29 +259,36 @@ pub struct Probe {
 }
 
 impl Probe {
-    pub fn plain(v: serde_json::Value) -> Probe {
+    pub(crate) fn plain(v: serde_json::Value) -> Probe {
         Probe { plain: v, using: None, exception: None }
     }
-    pub fn using(plain: serde_json::Value, using: serde_json::Value) -> Probe {
+    pub(crate) fn using(plain: serde_json::Value, using: serde_json::Value) -> Probe {
         Probe { plain, using: Some(using), exception: None }
     }
 }
 
+/// One difference between two revisions, with its verdict for each direction of a mixed deployment.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Change {
+    /// Which part of the revision changed.
     pub area: Area,
+    /// What kind of change it is.
     pub kind: Kind,
     /// Where: `MooncakeXferMetadata.block_lens`, `MooncakeXferResponseStatus.LAYOUT_MISS`, `behaviour.reply_rounds`.
     pub subject: String,
     /// What changed, in a few words (``added `block_lens: list[int]`, required, at 7 of 7``).
     pub what: String,
+    /// An old peer decoding a new peer's messages.
     pub old_reads_new: Verdict,
+    /// A new peer decoding an old peer's messages.
     pub new_reads_old: Verdict,
     /// Bytes of messages that mean the same under both revisions.
     #[serde(flatten)]
     pub bytes: Bytes,
+    /// Further remarks, among them the spec's own `why` of the edit (prefixed `spec:`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Messages that show the verdicts by encoding, when the change is in a decodable struct or enum.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub witness: Option<Witness>,
     /// Whether the witness, run through the codecs of both revisions, behaves as the verdicts say (`None`: no
@@ -238,7 +298,7 @@ pub struct Change {
 }
 
 impl Change {
-    pub fn new(
+    pub(crate) fn new(
         area: Area,
         kind: Kind,
         subject: impl Into<String>,
@@ -260,22 +320,23 @@ impl Change {
             confirmed: None,
         }
     }
-    pub fn note(mut self, n: impl Into<String>) -> Change {
+    pub(crate) fn note(mut self, n: impl Into<String>) -> Change {
         self.notes.push(n.into());
         self
     }
-    pub fn witness(mut self, w: Option<Witness>) -> Change {
+    pub(crate) fn witness(mut self, w: Option<Witness>) -> Change {
         self.witness = w;
         self
     }
     /// The worse of the two directions.
-    pub fn worst(&self) -> &Effect {
+    pub(crate) fn worst(&self) -> &Effect {
         if self.old_reads_new.effect.rank() >= self.new_reads_old.effect.rank() {
             &self.old_reads_new.effect
         } else {
             &self.new_reads_old.effect
         }
     }
+    /// Whether either direction breaks.
     pub fn is_breaking(&self) -> bool {
         self.old_reads_new.effect.is_breaking() || self.new_reads_old.effect.is_breaking()
     }
@@ -284,10 +345,15 @@ impl Change {
 /// Counts for the one-line summary.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Counts {
+    /// Number of changes.
     pub changes: usize,
+    /// Changes whose worse direction breaks every message.
     pub breaks: usize,
+    /// Changes whose worse direction breaks only messages that use the change.
     pub breaks_when_sent: usize,
+    /// Changes a reviewer must judge.
     pub review: usize,
+    /// Changes compatible in both directions.
     pub compatible: usize,
     /// Changes after which some unchanged messages encode to different bytes.
     pub bytes_change: usize,
@@ -296,12 +362,19 @@ pub struct Counts {
 /// The diff of two revisions.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Report {
+    /// The old revision's name.
     pub old: String,
+    /// The new revision's name.
     pub new: String,
+    /// The old revision's generation (1 or 2).
     pub old_generation: u32,
+    /// The new revision's generation.
     pub new_generation: u32,
+    /// The one-line summary (the counts in words).
     pub summary: String,
+    /// The counts behind the summary.
     pub counts: Counts,
+    /// Every change, in spec order.
     pub changes: Vec<Change>,
     /// Observations that are not changes (the 16-field tripwire getting close).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -309,6 +382,7 @@ pub struct Report {
 }
 
 impl Report {
+    /// Whether some change breaks some messages in some direction.
     pub fn is_breaking(&self) -> bool {
         self.changes.iter().any(Change::is_breaking)
     }

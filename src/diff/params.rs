@@ -30,7 +30,7 @@ fn row(
 
 const ROUTER: (&str, &str) = ("params for new connectors → old connector", "params for old connectors → new connector");
 
-pub fn diff_params(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
+pub(crate) fn diff_params(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
     let empty = vec![];
     let ko = old.kv_transfer_params.as_ref().map(|k| &k.keys).unwrap_or(&empty);
     let kn = new.kv_transfer_params.as_ref().map(|k| &k.keys).unwrap_or(&empty);

@@ -24,7 +24,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 
 /// `vllm-0.32.0 → vllm-0.33.0: 7 changes — 0 break always, 1 breaks only when sent, 0 to review, 6 compatible;
 /// unchanged messages keep their bytes.`
-pub fn summary(r: &Report) -> String {
+pub(crate) fn summary(r: &Report) -> String {
     let c = &r.counts;
     if c.changes == 0 {
         return format!("{} → {}: no wire change.", r.old, r.new);

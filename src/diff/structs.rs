@@ -21,29 +21,29 @@ use crate::spec::{FieldDef, Revision, StructDef, StructKind, Tag};
 
 /// One revision's definition of a struct.
 #[derive(Clone, Copy)]
-pub struct Side<'a> {
-    pub rev: &'a Revision,
-    pub name: &'a str,
-    pub def: &'a StructDef,
+pub(crate) struct Side<'a> {
+    pub(crate) rev: &'a Revision,
+    pub(crate) name: &'a str,
+    pub(crate) def: &'a StructDef,
 }
 
 /// Who writes and who reads the struct, in each direction (`new D → old P`, `old D → new P`).
 #[derive(Clone, Debug)]
-pub struct Peers {
-    pub old_reads_new: String,
-    pub new_reads_old: String,
+pub(crate) struct Peers {
+    pub(crate) old_reads_new: String,
+    pub(crate) new_reads_old: String,
 }
 
 impl Peers {
     /// Peers of a message sent from role `from` to role `to`.
-    pub fn of(from: &str, to: &str) -> Peers {
+    pub(crate) fn of(from: &str, to: &str) -> Peers {
         let (f, t) = (abbr(from), abbr(to));
         Peers { old_reads_new: format!("new {f} → old {t}"), new_reads_old: format!("old {f} → new {t}") }
     }
 }
 
 /// `decoder` → `D`, `prefiller` → `P`.
-pub fn abbr(role: &str) -> &str {
+pub(crate) fn abbr(role: &str) -> &str {
     match role {
         "decoder" => "D",
         "prefiller" => "P",
@@ -51,15 +51,15 @@ pub fn abbr(role: &str) -> &str {
     }
 }
 
-pub struct Ctx<'a> {
-    pub old: Side<'a>,
-    pub new: Side<'a>,
-    pub peers: Peers,
+pub(crate) struct Ctx<'a> {
+    pub(crate) old: Side<'a>,
+    pub(crate) new: Side<'a>,
+    pub(crate) peers: Peers,
     /// Build witnesses (MessagePack structs of the revision's `structs`; not for JSON bodies).
-    pub witnesses: bool,
-    pub area: Area,
+    pub(crate) witnesses: bool,
+    pub(crate) area: Area,
     /// How rows name the struct: `MooncakeXferMetadata`, `bootstrap.RegisterWorkerPayload`.
-    pub prefix: String,
+    pub(crate) prefix: String,
 }
 
 pub(super) fn is_map(s: &StructDef) -> bool {
@@ -99,7 +99,7 @@ pub(super) fn declared(name: &str, s: &StructDef) -> usize {
 }
 
 /// `block_lens: list[int]`, `layout_id: int = 0`.
-pub fn field_desc(f: &FieldDef) -> String {
+pub(crate) fn field_desc(f: &FieldDef) -> String {
     if f.required() {
         format!("`{}: {}`", f.name, f.ty.python())
     } else {
@@ -170,7 +170,7 @@ impl Ctx<'_> {
 }
 
 /// Every row for one struct that exists in both revisions.
-pub fn diff_struct(cx: &Ctx, out: &mut Vec<Change>) {
+pub(crate) fn diff_struct(cx: &Ctx, out: &mut Vec<Change>) {
     let (so, sn) = (cx.old.def, cx.new.def);
     let (go, gn) = (Gen::new(cx.old.rev), Gen::new(cx.new.rev));
 
@@ -252,7 +252,7 @@ pub fn diff_struct(cx: &Ctx, out: &mut Vec<Change>) {
 }
 
 /// The worst effect of `rows` per direction: the verdict of replacing one message struct by another.
-pub fn aggregate(rows: &[Change], prefix: &str, dir: impl Fn(&Change) -> &Verdict) -> (Effect, String) {
+pub(crate) fn aggregate(rows: &[Change], prefix: &str, dir: impl Fn(&Change) -> &Verdict) -> (Effect, String) {
     let worst = rows.iter().map(|c| dir(c).effect.rank()).max();
     match rows.iter().find(|c| Some(dir(c).effect.rank()) == worst) {
         None => (Effect::Compatible, "the two structs declare the same fields".into()),
@@ -270,7 +270,7 @@ pub fn aggregate(rows: &[Change], prefix: &str, dir: impl Fn(&Change) -> &Verdic
 }
 
 /// Probes for cross-decoding two different structs: the baseline of each.
-pub fn replacement_witness(old: Side, new: Side) -> Witness {
+pub(crate) fn replacement_witness(old: Side, new: Side) -> Witness {
     let (go, gn) = (Gen::new(old.rev), Gen::new(new.rev));
     Witness {
         old_struct: old.name.to_string(),

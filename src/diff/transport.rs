@@ -35,7 +35,7 @@ fn frames(f: &[String]) -> String {
     format!("`[{}]`", f.join(", "))
 }
 
-pub fn diff_transport(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
+pub(crate) fn diff_transport(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
     let (to, tn) = (&old.transport, &new.transport);
     let any = Peers { old_reads_new: "new → old".into(), new_reads_old: "old → new".into() };
     if to.kind != tn.kind || to.pattern != tn.pattern {

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value as J};
 use crate::spec::{FieldDef, Literal, Revision, StructDef, StructKind, TypeExpr};
 
 /// Aliases inlined, recursively; enum and struct names stay.
-pub fn resolve(rev: &Revision, t: &TypeExpr) -> TypeExpr {
+pub(crate) fn resolve(rev: &Revision, t: &TypeExpr) -> TypeExpr {
     resolve_depth(rev, t, 0)
 }
 
@@ -39,17 +39,17 @@ fn resolve_depth(rev: &Revision, t: &TypeExpr, depth: usize) -> TypeExpr {
 
 /// Whether msgspec omits this struct's defaulted fields when they hold their default (`omit_defaults`;
 /// never for `array_like` structs, dataclasses or JSON bodies).
-pub fn omits(s: &StructDef) -> bool {
+pub(crate) fn omits(s: &StructDef) -> bool {
     s.kind == StructKind::MsgspecStruct && s.options.omit_defaults && !s.options.array_like
 }
 
 /// Whether every message carries the field (required, or nothing is omitted).
-pub fn always_written(s: &StructDef, f: &FieldDef) -> bool {
+pub(crate) fn always_written(s: &StructDef, f: &FieldDef) -> bool {
     f.required() || !omits(s)
 }
 
 /// A default as JSON (`msgspec.to_builtins` form).
-pub fn default_json(f: &FieldDef) -> Option<J> {
+pub(crate) fn default_json(f: &FieldDef) -> Option<J> {
     let l = f.default_literal().ok()??;
     Some(match l {
         Literal::None => J::Null,
@@ -76,19 +76,19 @@ fn b64(b: &[u8]) -> String {
 }
 
 /// Builds typical (non-empty, non-default) values of a revision's types.
-pub struct Gen<'a> {
-    pub rev: &'a Revision,
+pub(crate) struct Gen<'a> {
+    pub(crate) rev: &'a Revision,
     /// Use this member value for this enum instead of its first member.
-    pub pick: Option<(&'a str, i64)>,
+    pub(crate) pick: Option<(&'a str, i64)>,
 }
 
 impl<'a> Gen<'a> {
-    pub fn new(rev: &'a Revision) -> Gen<'a> {
+    pub(crate) fn new(rev: &'a Revision) -> Gen<'a> {
         Gen { rev, pick: None }
     }
 
     /// A typical value: containers hold one element, optionals hold a value, enums their first member.
-    pub fn typical(&self, t: &TypeExpr) -> J {
+    pub(crate) fn typical(&self, t: &TypeExpr) -> J {
         self.typical_depth(t, 0)
     }
 
@@ -132,7 +132,7 @@ impl<'a> Gen<'a> {
     }
 
     /// A typical value that differs from every value in `avoid`.
-    pub fn typical_not(&self, t: &TypeExpr, avoid: &[&J]) -> J {
+    pub(crate) fn typical_not(&self, t: &TypeExpr, avoid: &[&J]) -> J {
         let first = self.typical(t);
         if !avoid.contains(&&first) {
             return first;
@@ -156,7 +156,7 @@ impl<'a> Gen<'a> {
     }
 
     /// A struct value with every required field typical and every defaulted field left out (its default).
-    pub fn baseline(&self, s: &StructDef) -> Map<String, J> {
+    pub(crate) fn baseline(&self, s: &StructDef) -> Map<String, J> {
         self.baseline_depth(s, 0)
     }
 
@@ -171,7 +171,7 @@ impl<'a> Gen<'a> {
     }
 
     /// A struct value with every field holding a typical non-default value.
-    pub fn full(&self, s: &StructDef) -> Map<String, J> {
+    pub(crate) fn full(&self, s: &StructDef) -> Map<String, J> {
         let mut m = Map::new();
         for f in &s.fields {
             let d = default_json(f);
@@ -183,7 +183,7 @@ impl<'a> Gen<'a> {
 }
 
 /// The text of a JSON dict key (`from_json` reads non-str keys back with a JSON parser).
-pub fn key_string(k: &J) -> String {
+pub(crate) fn key_string(k: &J) -> String {
     match k {
         J::String(s) => s.clone(),
         other => other.to_string(),
@@ -192,22 +192,22 @@ pub fn key_string(k: &J) -> String {
 
 /// Writer values a reader of another type rejects or misreads.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Incompat {
+pub(crate) struct Incompat {
     /// A writer value that breaks.
-    pub value: J,
+    pub(crate) value: J,
     /// msgspec path of the break, relative to the field (`[...][1][0]`).
-    pub at: String,
+    pub(crate) at: String,
     /// `true`: every value of this shape breaks (unless a container on the way is empty). `false`: only
     /// values described by `when`; `safe` is a writer value that reads fine.
-    pub shape: bool,
-    pub when: String,
-    pub safe: Option<J>,
+    pub(crate) shape: bool,
+    pub(crate) when: String,
+    pub(crate) safe: Option<J>,
     /// The innermost container on the way (relative path) whose emptiness avoids a shape break, and the
     /// writer value with it empty.
-    pub container: Option<String>,
-    pub exception: Option<J>,
+    pub(crate) container: Option<String>,
+    pub(crate) exception: Option<J>,
     /// Tuple arity (writer, reader) when that is the break.
-    pub arity: Option<(usize, usize)>,
+    pub(crate) arity: Option<(usize, usize)>,
 }
 
 impl Incompat {
@@ -256,15 +256,15 @@ impl Incompat {
 
 /// One side of a type comparison: the revision whose names the type uses.
 #[derive(Clone, Copy)]
-pub struct Typed<'a> {
-    pub rev: &'a Revision,
-    pub ty: &'a TypeExpr,
+pub(crate) struct Typed<'a> {
+    pub(crate) rev: &'a Revision,
+    pub(crate) ty: &'a TypeExpr,
 }
 
 /// The values of the writer's type that the reader's type does not read back faithfully, or `None` when every
 /// value does. Types are compared with aliases inlined; an enum or struct of the same name is the same type
 /// here (its own changes are diffed separately).
-pub fn incompat(w: Typed, r: Typed) -> Option<Incompat> {
+pub(crate) fn incompat(w: Typed, r: Typed) -> Option<Incompat> {
     let wt = resolve(w.rev, w.ty);
     let rt = resolve(r.rev, r.ty);
     walk(w.rev, &wt, r.rev, &rt, "")
@@ -371,7 +371,7 @@ fn tuple_elements(wr: &Revision, a: &[TypeExpr], rr: &Revision, b: Vec<&TypeExpr
 
 /// Whether every value valid under both types encodes to the same bytes under each (an int written as a
 /// float does not: msgspec writes floats as float64).
-pub fn same_encoding(wr: &Revision, w: &TypeExpr, rr: &Revision, r: &TypeExpr) -> bool {
+pub(crate) fn same_encoding(wr: &Revision, w: &TypeExpr, rr: &Revision, r: &TypeExpr) -> bool {
     let (w, r) = (resolve(wr, w), resolve(rr, r));
     fn go(wr: &Revision, w: &TypeExpr, rr: &Revision, r: &TypeExpr) -> bool {
         match (w, r) {
@@ -398,7 +398,7 @@ pub fn same_encoding(wr: &Revision, w: &TypeExpr, rr: &Revision, r: &TypeExpr) -
 }
 
 /// Whether `root` (a struct of `rev`) is or contains a value of `target` (a struct or enum name).
-pub fn mentions(rev: &Revision, root: &str, target: &str) -> bool {
+pub(crate) fn mentions(rev: &Revision, root: &str, target: &str) -> bool {
     fn go(rev: &Revision, t: &TypeExpr, target: &str, seen: &mut Vec<String>) -> bool {
         let mut names = vec![];
         t.names(&mut names);

@@ -3,6 +3,9 @@
 //! reader revision decodes the bytes. The outcome confirms the verdict, and a rejection's text (msgspec's own
 //! error message) becomes the verdict's example.
 
+// Without the `testing` feature the module is private, and the parts only the test uses are unreachable.
+#![cfg_attr(not(feature = "testing"), allow(unreachable_pub, dead_code))]
+
 use serde_json::Value as J;
 
 use super::model::{Bytes, Change, Effect, Probe, Verdict, Witness};
@@ -21,9 +24,10 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub fn ok(&self) -> bool {
+    pub(crate) fn ok(&self) -> bool {
         matches!(self, Outcome::Faithful)
     }
+    /// The verdict's example text: msgspec's error, or what was misread (`None` when faithful).
     pub fn text(&self) -> Option<String> {
         match self {
             Outcome::Faithful => None,
@@ -37,20 +41,25 @@ impl Outcome {
 /// to the same bytes (`None`: the reader cannot hold that content).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Run {
+    /// What the reader made of it.
     pub outcome: Outcome,
+    /// Whether the reader re-encodes the content to the writer's bytes (`None`: the reader cannot hold it).
     pub same_bytes: Option<bool>,
 }
 
 /// The runs of one direction's probe.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Observed {
+    /// The run of the message that does not use the change.
     pub plain: Run,
+    /// The run of the message that uses it.
     pub using: Option<Run>,
+    /// The run of the message `Breaks { except }` exempts.
     pub exception: Option<Run>,
 }
 
 /// Numbers compare by value (an int read as a float is the same number).
-pub fn same_json(a: &J, b: &J) -> bool {
+pub(crate) fn same_json(a: &J, b: &J) -> bool {
     match (a, b) {
         (J::Number(x), J::Number(y)) => x == y || x.as_f64().is_some_and(|x| y.as_f64() == Some(x)),
         (J::Array(x), J::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same_json(a, b)),
@@ -174,7 +183,7 @@ fn observe_probe(
 }
 
 /// Both directions: (old reads new, new reads old).
-pub fn observe(old: &Codec, new: &Codec, w: &Witness) -> Result<(Observed, Observed), String> {
+pub(crate) fn observe(old: &Codec, new: &Codec, w: &Witness) -> Result<(Observed, Observed), String> {
     let to_new: Vec<(String, String)> = w.renames.clone();
     let to_old: Vec<(String, String)> = w.renames.iter().map(|(a, b)| (b.clone(), a.clone())).collect();
     Ok((
@@ -222,8 +231,11 @@ fn example(v: &mut Verdict, o: &Observed) {
 /// every message in that direction, or changes the bytes of every message.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Confounded {
+    /// The old-reads-new direction cannot be shown.
     pub old_reads_new: bool,
+    /// The new-reads-old direction cannot be shown.
     pub new_reads_old: bool,
+    /// The bytes verdict cannot be shown.
     pub bytes: bool,
 }
 
@@ -254,7 +266,7 @@ pub fn confounded(changes: &[Change]) -> Vec<Confounded> {
 }
 
 /// Runs the change's witness, fills in the examples and sets `confirmed` (on the parts `skip` leaves).
-pub fn confirm(old: &Codec, new: &Codec, c: &mut Change, skip: Confounded) {
+pub(crate) fn confirm(old: &Codec, new: &Codec, c: &mut Change, skip: Confounded) {
     let Some(w) = &c.witness else { return };
     match observe(old, new, w) {
         Err(e) => {

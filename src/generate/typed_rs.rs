@@ -589,10 +589,10 @@ impl<'a> Message<'a> {
         for f in &def.fields {
             let ctx = |e: String| format!("{}: {name}.{}: {e}", rev.revision, f.name);
             let shape = shape(rev, &f.ty, stack).map_err(ctx)?;
-            let default = f.default_literal().map_err(ctx)?;
+            let default = f.default_literal().map_err(|e| ctx(e.to_string()))?;
             let constant = match (&f.const_value, kind) {
                 (None, _) => None,
-                (Some(c), Kind::Tuple) => match (Literal::parse(c).map_err(ctx)?, &shape) {
+                (Some(c), Kind::Tuple) => match (Literal::parse(c).map_err(|e| ctx(e.to_string()))?, &shape) {
                     (Literal::Bytes(b), Shape::Gen(Gt::Bytes)) => Some(b),
                     (l, _) => return Err(ctx(format!("a constant {l:?} (only bytes constants are written)"))),
                 },

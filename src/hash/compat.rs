@@ -13,65 +13,68 @@ use serde::{Deserialize, Serialize};
 
 use super::pyvalue::PyValue;
 use super::tagged;
+use super::HashError;
 use crate::spec::Spec;
 
 /// The `format` of compatibility-hash data files.
-pub const FORMAT: &str = "mooncake-compat-hash/1";
+pub(crate) const FORMAT: &str = "mooncake-compat-hash/1";
 
 /// One `spec/compat-hash/*.toml` file.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct CompatHashSpec {
-    pub format: String,
-    pub name: String,
-    pub function: String,
+pub(crate) struct CompatHashSpec {
+    pub(crate) format: String,
+    pub(crate) name: String,
+    pub(crate) function: String,
     /// `hash_factors`: SHA-256 over `json.dumps(factors, sort_keys=True)`.
-    pub algorithm: String,
-    pub doc: String,
-    pub source: String,
+    pub(crate) algorithm: String,
+    pub(crate) doc: String,
+    pub(crate) source: String,
     #[serde(default)]
-    pub no_hash_releases: Vec<String>,
-    pub factors: IndexMap<String, FactorDef>,
-    pub speculative: SpeculativeDef,
-    pub versions: Vec<NixlFactorSet>,
+    pub(crate) no_hash_releases: Vec<String>,
+    pub(crate) factors: IndexMap<String, FactorDef>,
+    pub(crate) speculative: SpeculativeDef,
+    pub(crate) versions: Vec<NixlFactorSet>,
     #[serde(default)]
-    pub wrapper: Option<WrapperDef>,
+    pub(crate) wrapper: Option<WrapperDef>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct FactorDef {
+pub(crate) struct FactorDef {
     /// The Python expression vLLM evaluates.
-    pub python: String,
+    pub(crate) python: String,
     #[serde(rename = "type")]
-    pub ty: String,
+    pub(crate) ty: String,
     #[serde(default)]
-    pub doc: String,
+    pub(crate) doc: String,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct SpeculativeDef {
-    pub source: String,
-    pub keys: Vec<NamedExpr>,
+pub(crate) struct SpeculativeDef {
+    pub(crate) source: String,
+    pub(crate) keys: Vec<NamedExpr>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct NamedExpr {
-    pub name: String,
-    pub python: String,
+pub(crate) struct NamedExpr {
+    pub(crate) name: String,
+    pub(crate) python: String,
 }
 
 /// The factors of one run of releases.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NixlFactorSet {
+    /// The vLLM releases whose `compute_nixl_compatibility_hash` builds this factor dict.
     pub releases: Vec<String>,
     /// `NIXL_CONNECTOR_VERSION` of these releases.
     pub connector_version: i64,
     /// The file in the wheel that defines the function.
     pub file: String,
+    /// The function's signature in those releases.
     pub signature: String,
     /// The factor names, in the order vLLM builds the dict.
     pub keys: Vec<String>,
@@ -79,47 +82,54 @@ pub struct NixlFactorSet {
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct WrapperDef {
-    pub name: String,
-    pub function: String,
-    pub source: String,
+pub(crate) struct WrapperDef {
+    pub(crate) name: String,
+    pub(crate) function: String,
+    pub(crate) source: String,
     /// The engine for which the wrapper returns the inner hash unchanged.
-    pub passthrough_engine: String,
-    pub keys: Vec<WrapperKey>,
+    pub(crate) passthrough_engine: String,
+    pub(crate) keys: Vec<WrapperKey>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct WrapperKey {
-    pub name: String,
+pub(crate) struct WrapperKey {
+    pub(crate) name: String,
     /// `inner_hash` or `engine`; absent for a constant.
     #[serde(default)]
-    pub from: Option<String>,
+    pub(crate) from: Option<String>,
     /// A constant (integer).
     #[serde(default)]
-    pub value: Option<i64>,
+    pub(crate) value: Option<i64>,
     #[serde(default)]
-    pub doc: String,
+    pub(crate) doc: String,
 }
 
 /// The config attributes `compute_nixl_compatibility_hash` reads (the golden vectors' input shape).
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NixlConfig {
+    /// `model_config.model`: the model as given (hub id or path).
     pub model: String,
     /// `str(model_config.dtype)`, e.g. `torch.bfloat16`.
     pub dtype: String,
+    /// `model_config.get_total_num_kv_heads()`.
     pub num_kv_heads: i64,
+    /// `model_config.get_head_size()`.
     pub head_size: i64,
+    /// `model_config.get_total_num_hidden_layers()`.
     pub num_hidden_layers: i64,
     /// `str(cache_config.cache_dtype)`.
     pub cache_dtype: String,
+    /// `scheduler_config.disable_hybrid_kv_cache_manager` (the `is_hma_enabled` factor is its negation).
     #[serde(default)]
     pub disable_hybrid_kv_cache_manager: bool,
+    /// The worker's attention backend name (0.33.0: the comma-joined sorted names for packed PP+HMA caches).
     pub attn_backend_name: String,
     /// `None` means the function's default, `"pull"`.
     #[serde(default)]
     pub transfer_mode: Option<String>,
+    /// The speculative-decoding inputs; `None` without speculative decoding.
     #[serde(default)]
     pub speculative_config: Option<SpeculativeInput>,
     /// The `cross_layers_blocks` argument (0.16.0 … 0.28.0, required there).
@@ -139,12 +149,16 @@ pub struct SpeculativeInput {
     /// Values passed through as they are (tagged JSON, see [`super::tagged`]).
     #[serde(default)]
     pub method: serde_json::Value,
+    /// `draft_model_config.model`.
     #[serde(default)]
     pub model: serde_json::Value,
+    /// `draft_model_config.revision`.
     #[serde(default)]
     pub revision: serde_json::Value,
+    /// `draft_model_config.code_revision`.
     #[serde(default)]
     pub code_revision: serde_json::Value,
+    /// `speculative_config.parallel_drafting`.
     #[serde(default)]
     pub parallel_drafting: serde_json::Value,
     /// The speculative override; `None` or empty inherits the target's `cache_dtype`.
@@ -176,7 +190,7 @@ const KNOWN_SPECULATIVE: &[&str] =
 
 impl CompatHashSpec {
     /// Parses and checks one data file.
-    pub fn parse(path: &str, text: &str) -> Result<CompatHashSpec, String> {
+    pub(crate) fn parse(path: &str, text: &str) -> Result<CompatHashSpec, String> {
         let spec: CompatHashSpec = toml::from_str(text).map_err(|e| format!("{path}: {e}"))?;
         spec.check().map_err(|e| format!("{path}: {e}"))?;
         Ok(spec)
@@ -231,7 +245,7 @@ impl CompatHashSpec {
     }
 
     /// Every compatibility-hash file of the built-in spec.
-    pub fn builtin() -> &'static [CompatHashSpec] {
+    pub(crate) fn builtin() -> &'static [CompatHashSpec] {
         static ALL: OnceLock<Vec<CompatHashSpec>> = OnceLock::new();
         ALL.get_or_init(|| {
             Spec::builtin_files()
@@ -243,13 +257,13 @@ impl CompatHashSpec {
     }
 
     /// The built-in NIXL file.
-    pub fn nixl() -> &'static CompatHashSpec {
+    pub(crate) fn nixl() -> &'static CompatHashSpec {
         Self::builtin().iter().find(|s| s.name == "nixl").expect("spec/compat-hash/nixl.toml is embedded")
     }
 }
 
 /// The `format` key of a TOML data file, if it has one.
-pub fn data_format(text: &str) -> Option<String> {
+pub(crate) fn data_format(text: &str) -> Option<String> {
     let v: toml::Table = toml::from_str(text).ok()?;
     v.get("format")?.as_str().map(str::to_string)
 }
@@ -262,7 +276,7 @@ impl NixlFactorSet {
 
     /// The factors dict vLLM hashes for this config, in vLLM's key order. `release` gives `vllm_version`
     /// unless the config sets it.
-    pub fn factors(&self, cfg: &NixlConfig, release: &str) -> Result<PyValue, String> {
+    pub fn factors(&self, cfg: &NixlConfig, release: &str) -> Result<PyValue, HashError> {
         let spec = CompatHashSpec::nixl();
         let mut items = Vec::with_capacity(self.keys.len());
         for key in &self.keys {
@@ -276,14 +290,13 @@ impl NixlFactorSet {
                 "num_hidden_layers" => PyValue::int(cfg.num_hidden_layers),
                 "attn_backend_name" => PyValue::str(&cfg.attn_backend_name),
                 "cache_dtype" => PyValue::str(&cfg.cache_dtype),
-                "cross_layers_blocks" => PyValue::Bool(
-                    cfg.cross_layers_blocks
-                        .ok_or_else(|| format!("{}: the cross_layers_blocks argument is required", self.signature))?,
-                ),
+                "cross_layers_blocks" => PyValue::Bool(cfg.cross_layers_blocks.ok_or_else(|| {
+                    HashError::MissingArgument { signature: self.signature.clone(), argument: "cross_layers_blocks" }
+                })?),
                 "is_hma_enabled" => PyValue::Bool(!cfg.disable_hybrid_kv_cache_manager),
                 "speculative_config" => speculative_factors(&spec.speculative, cfg)?,
                 "transfer_mode" => PyValue::str(cfg.transfer_mode.clone().unwrap_or_else(|| "pull".into())),
-                other => return Err(format!("factor `{other}` has no implementation")),
+                other => return Err(HashError::Unimplemented { what: "factor", name: other.to_string() }),
             };
             items.push((PyValue::str(key.as_str()), v));
         }
@@ -291,13 +304,13 @@ impl NixlFactorSet {
     }
 
     /// `compute_nixl_compatibility_hash` of this release.
-    pub fn hash(&self, cfg: &NixlConfig, release: &str) -> Result<String, String> {
+    pub fn hash(&self, cfg: &NixlConfig, release: &str) -> Result<String, HashError> {
         let f = self.factors(cfg, release)?;
-        super::hash_factors(&f).map(|h| h.digest).map_err(|e| e.to_string())
+        Ok(super::hash_factors(&f)?.digest)
     }
 }
 
-fn speculative_factors(def: &SpeculativeDef, cfg: &NixlConfig) -> Result<PyValue, String> {
+fn speculative_factors(def: &SpeculativeDef, cfg: &NixlConfig) -> Result<PyValue, HashError> {
     let Some(s) = cfg.speculative_config.as_ref().filter(|s| s.use_eagle) else {
         return Ok(PyValue::None);
     };
@@ -318,7 +331,7 @@ fn speculative_factors(def: &SpeculativeDef, cfg: &NixlConfig) -> Result<PyValue
                 None => PyValue::None,
                 Some(ids) => PyValue::Tuple(ids.iter().map(conv).collect::<Result<_, _>>()?),
             },
-            other => return Err(format!("speculative key `{other}` has no implementation")),
+            other => return Err(HashError::Unimplemented { what: "speculative key", name: other.to_string() }),
         };
         items.push((PyValue::str(k.name.as_str()), v));
     }
@@ -327,8 +340,8 @@ fn speculative_factors(def: &SpeculativeDef, cfg: &NixlConfig) -> Result<PyValue
 
 /// The P2P wrapper's hash over an inner (NIXL) hash for a transfer engine (`mooncake`): the inner hash for
 /// the pass-through engine, else `hash_factors` of the wrapper's dict.
-pub fn wrapper_hash(inner_hash: &str, engine: &str) -> Result<String, String> {
-    let w = CompatHashSpec::nixl().wrapper.as_ref().ok_or("spec/compat-hash/nixl.toml has no [wrapper]")?;
+pub fn wrapper_hash(inner_hash: &str, engine: &str) -> Result<String, HashError> {
+    let w = CompatHashSpec::nixl().wrapper.as_ref().ok_or(HashError::NoWrapper)?;
     if engine == w.passthrough_engine {
         return Ok(inner_hash.to_string());
     }
@@ -345,7 +358,7 @@ pub fn wrapper_hash(inner_hash: &str, engine: &str) -> Result<String, String> {
             (PyValue::str(k.name.as_str()), v)
         })
         .collect();
-    super::hash_factors(&PyValue::Dict(items)).map(|h| h.digest).map_err(|e| e.to_string())
+    Ok(super::hash_factors(&PyValue::Dict(items))?.digest)
 }
 
 #[cfg(test)]
@@ -393,7 +406,7 @@ mod tests {
         assert_eq!(wrapper_hash("abc", "nixl").unwrap(), "abc");
         assert!(NixlFactorSet::for_release("0.12.0").is_none());
         let needs_cross = NixlFactorSet::for_release("0.24.0").unwrap();
-        assert!(needs_cross.hash(&qwen(), "0.24.0").unwrap_err().contains("cross_layers_blocks"));
+        assert!(needs_cross.hash(&qwen(), "0.24.0").unwrap_err().to_string().contains("cross_layers_blocks"));
     }
 
     #[test]

@@ -11,13 +11,14 @@ use std::collections::BTreeSet;
 
 use super::pyvalue::PyValue;
 use super::tagged::to_tagged_json;
+use super::HashError;
 use crate::spec::{Literal, Revision, StructKind, Tag, TypeExpr};
 
 /// Version of the document layout, part of the document.
-pub const FORMAT: &str = "mooncake-wire-fingerprint/1";
+pub(crate) const FORMAT: &str = "mooncake-wire-fingerprint/1";
 
 /// The canonical document of a revision's wire.
-pub fn wire_document(rev: &Revision) -> Result<PyValue, String> {
+pub fn wire_document(rev: &Revision) -> Result<PyValue, HashError> {
     let mut structs = Vec::new();
     let mut dataclasses = Vec::new();
     for (name, def) in &rev.structs {
@@ -91,11 +92,11 @@ fn field_entries(
     def: &crate::spec::StructDef,
     rev: &Revision,
     rename: Option<&str>,
-) -> Result<Vec<PyValue>, String> {
+) -> Result<Vec<PyValue>, HashError> {
     let mut fields = Vec::new();
     for f in &def.fields {
         let encode_name = match rename {
-            Some(mode) => crate::codec::rename_field(&f.name, mode)?,
+            Some(mode) => crate::codec::rename_field(&f.name, mode).map_err(HashError::Rename)?,
             None => f.name.clone(),
         };
         let mut entry = vec![
@@ -104,7 +105,10 @@ fn field_entries(
             ("type", PyValue::str(type_text(&f.ty, rev)?)),
             ("required", PyValue::Bool(f.required())),
         ];
-        if let Some(l) = f.default_literal().map_err(|e| format!("{name}.{}: {e}", f.name))? {
+        if let Some(l) = f
+            .default_literal()
+            .map_err(|e| HashError::Default { field: format!("{name}.{}", f.name), message: e.to_string() })?
+        {
             entry.push(("default", json_to_py(&to_tagged_json(&literal_value(&l)))));
         }
         fields.push(PyValue::str_dict(entry));
@@ -113,8 +117,8 @@ fn field_entries(
 }
 
 /// The wire fingerprint: 64 hex digits.
-pub fn wire_fingerprint(rev: &Revision) -> Result<String, String> {
-    super::hash_factors(&wire_document(rev)?).map(|h| h.digest).map_err(|e| e.to_string())
+pub fn wire_fingerprint(rev: &Revision) -> Result<String, HashError> {
+    Ok(super::hash_factors(&wire_document(rev)?)?.digest)
 }
 
 /// A default as the Python value the class holds (`[]` and `{}` come from `default_factory`).
@@ -150,11 +154,11 @@ fn json_to_py(j: &serde_json::Value) -> PyValue {
 }
 
 /// A type with aliases resolved, in the fingerprint's type grammar (`spec/README.md`).
-pub fn type_text(t: &TypeExpr, rev: &Revision) -> Result<String, String> {
+pub(crate) fn type_text(t: &TypeExpr, rev: &Revision) -> Result<String, HashError> {
     type_text_in(t, rev, &mut BTreeSet::new())
 }
 
-fn type_text_in(t: &TypeExpr, rev: &Revision, seen: &mut BTreeSet<String>) -> Result<String, String> {
+fn type_text_in(t: &TypeExpr, rev: &Revision, seen: &mut BTreeSet<String>) -> Result<String, HashError> {
     Ok(match t {
         TypeExpr::Int => "int".into(),
         TypeExpr::Str => "str".into(),
@@ -175,7 +179,7 @@ fn type_text_in(t: &TypeExpr, rev: &Revision, seen: &mut BTreeSet<String>) -> Re
         TypeExpr::Named(n) => {
             if let Some(a) = rev.aliases.get(n) {
                 if !seen.insert(n.clone()) {
-                    return Err(format!("alias `{n}` refers to itself"));
+                    return Err(HashError::SelfAlias(n.clone()));
                 }
                 let out = type_text_in(&a.ty, rev, seen)?;
                 seen.remove(n);
@@ -185,7 +189,7 @@ fn type_text_in(t: &TypeExpr, rev: &Revision, seen: &mut BTreeSet<String>) -> Re
             } else if rev.structs.contains_key(n) {
                 format!("struct:{n}")
             } else {
-                return Err(format!("unknown type name `{n}`"));
+                return Err(HashError::UnknownType(n.clone()));
             }
         }
     })
@@ -201,7 +205,7 @@ pub struct WireDifference {
 }
 
 /// Every difference between the wire documents of `a` and `b` (empty exactly when the fingerprints agree).
-pub fn compare(a: &Revision, b: &Revision) -> Result<Vec<WireDifference>, String> {
+pub fn compare(a: &Revision, b: &Revision) -> Result<Vec<WireDifference>, HashError> {
     let (da, db) = (wire_document(a)?, wire_document(b)?);
     let mut out = Vec::new();
     let section =

@@ -5,7 +5,7 @@
 //! Non-finite values are `inf`, `-inf`, `nan`; `json.dumps` writes them as `Infinity`, `-Infinity`, `NaN`.
 
 /// `repr(x)` for a finite or non-finite double.
-pub fn float_repr(x: f64) -> String {
+pub(crate) fn float_repr(x: f64) -> String {
     if x.is_nan() {
         return "nan".into();
     }

@@ -1,7 +1,7 @@
 //! CPython's `json.dumps(obj, sort_keys=True)` with every other option at its default: separators `", "` and
 //! `": "`, `ensure_ascii=True`, `allow_nan=True` (C encoder `Modules/_json.c`, CPython 3.11).
 //!
-//! * A dict's items are sorted with `list.sort()` on `(key, value)` tuples ([`super::timsort`]), so keys of
+//! * A dict's items are sorted with `list.sort()` on `(key, value)` tuples (`timsort`), so keys of
 //!   types that do not order raise `TypeError: '<' not supported between instances of ...`; an empty dict is
 //!   written `{}` without sorting.
 //! * Keys may be `str`, `float` (its repr), `bool`/`None` (`true`, `false`, `null`) or `int` (decimal);
@@ -17,7 +17,7 @@ use super::timsort::list_sort;
 use crate::limits::MAX_HASHED_VALUE_DEPTH;
 
 /// CPython's default `sys.get_int_max_str_digits()` (3.11+): converting a longer int to text raises.
-pub const INT_MAX_STR_DIGITS: usize = 4300;
+pub(crate) const INT_MAX_STR_DIGITS: usize = 4300;
 
 /// `json.dumps(value, sort_keys=True)`.
 pub fn dumps_sorted(value: &PyValue) -> Result<String, PyError> {
@@ -131,7 +131,7 @@ fn sorted_item_order(items: &[(PyValue, PyValue)]) -> Result<Vec<usize>, PyError
 }
 
 /// A float as the JSON encoder writes it: `repr`, or `NaN` / `Infinity` / `-Infinity`.
-pub fn float_json(f: f64) -> String {
+pub(crate) fn float_json(f: f64) -> String {
     if f.is_nan() {
         "NaN".into()
     } else if f.is_infinite() {
@@ -142,7 +142,7 @@ pub fn float_json(f: f64) -> String {
 }
 
 /// A string with `ensure_ascii` escapes, in double quotes.
-pub fn encode_str(s: &str, out: &mut String) {
+pub(crate) fn encode_str(s: &str, out: &mut String) {
     out.push('"');
     for c in s.chars() {
         match c {

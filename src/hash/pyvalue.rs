@@ -48,30 +48,30 @@ impl PyInt {
         }
         Some(PyInt(IntRepr::Big { neg, digits: digits.to_string() }))
     }
-    pub fn is_negative(&self) -> bool {
+    pub(crate) fn is_negative(&self) -> bool {
         match &self.0 {
             IntRepr::Small(v) => *v < 0,
             IntRepr::Big { neg, .. } => *neg,
         }
     }
     /// Number of decimal digits of the magnitude (what CPython's `int` → `str` limit counts).
-    pub fn num_digits(&self) -> usize {
+    pub(crate) fn num_digits(&self) -> usize {
         match &self.0 {
             IntRepr::Small(v) => v.unsigned_abs().to_string().len(),
             IntRepr::Big { digits, .. } => digits.len(),
         }
     }
-    pub fn to_i128(&self) -> Option<i128> {
+    pub(crate) fn to_i128(&self) -> Option<i128> {
         match &self.0 {
             IntRepr::Small(v) => Some(*v),
             IntRepr::Big { .. } => None,
         }
     }
-    pub fn to_i64(&self) -> Option<i64> {
+    pub(crate) fn to_i64(&self) -> Option<i64> {
         self.to_i128().and_then(|v| i64::try_from(v).ok())
     }
     /// Exact ordering of two ints.
-    pub fn cmp_int(&self, other: &PyInt) -> Ordering {
+    pub(crate) fn cmp_int(&self, other: &PyInt) -> Ordering {
         match (&self.0, &other.0) {
             (IntRepr::Small(a), IntRepr::Small(b)) => a.cmp(b),
             (IntRepr::Small(_), IntRepr::Big { neg, .. }) => {
@@ -97,7 +97,7 @@ impl PyInt {
         }
     }
     /// Exact ordering against a float, as CPython compares `int` with `float`; `None` when `f` is NaN.
-    pub fn cmp_float(&self, f: f64) -> Option<Ordering> {
+    pub(crate) fn cmp_float(&self, f: f64) -> Option<Ordering> {
         if f.is_nan() {
             return None;
         }
@@ -176,13 +176,21 @@ impl From<u128> for PyInt {
 /// A Python value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PyValue {
+    /// `None`.
     None,
+    /// `True` / `False`.
     Bool(bool),
+    /// An `int` of any size.
     Int(PyInt),
+    /// A `float`.
     Float(f64),
+    /// A `str`.
     Str(String),
+    /// A `bytes`.
     Bytes(Vec<u8>),
+    /// A `list`.
     List(Vec<PyValue>),
+    /// A `tuple`.
     Tuple(Vec<PyValue>),
     /// Items in insertion order; keys are distinct under Python `==` (see [`PyValue::dict`]).
     Dict(Vec<(PyValue, PyValue)>),
@@ -194,15 +202,20 @@ pub enum PyValue {
 /// `TypeError: Object of type bytes is not JSON serializable`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PyError {
+    /// The exception class (`TypeError`, `ValueError`).
     pub kind: &'static str,
+    /// `str(exception)`.
     pub message: String,
 }
 
 impl PyError {
-    pub fn type_error(message: impl Into<String>) -> PyError {
+    pub(crate) fn new(kind: &'static str, message: impl Into<String>) -> PyError {
+        PyError { kind, message: message.into() }
+    }
+    pub(crate) fn type_error(message: impl Into<String>) -> PyError {
         PyError { kind: "TypeError", message: message.into() }
     }
-    pub fn value_error(message: impl Into<String>) -> PyError {
+    pub(crate) fn value_error(message: impl Into<String>) -> PyError {
         PyError { kind: "ValueError", message: message.into() }
     }
 }
@@ -215,9 +228,11 @@ impl fmt::Display for PyError {
 impl std::error::Error for PyError {}
 
 impl PyValue {
+    /// An `int`.
     pub fn int(v: impl Into<PyInt>) -> PyValue {
         PyValue::Int(v.into())
     }
+    /// A `str`.
     pub fn str(s: impl Into<String>) -> PyValue {
         PyValue::Str(s.into())
     }
@@ -244,7 +259,7 @@ impl PyValue {
     }
 
     /// A dict from string keys (always distinct in the caller's map).
-    pub fn str_dict<'a>(items: impl IntoIterator<Item = (&'a str, PyValue)>) -> PyValue {
+    pub(crate) fn str_dict<'a>(items: impl IntoIterator<Item = (&'a str, PyValue)>) -> PyValue {
         PyValue::Dict(items.into_iter().map(|(k, v)| (PyValue::str(k), v)).collect())
     }
 
@@ -259,7 +274,7 @@ impl PyValue {
     }
 
     /// `type(v).__name__`.
-    pub fn type_name(&self) -> &'static str {
+    pub(crate) fn type_name(&self) -> &'static str {
         match self {
             PyValue::None => "NoneType",
             PyValue::Bool(_) => "bool",
@@ -286,7 +301,7 @@ fn equality_class(v: &PyValue) -> Option<String> {
         PyValue::Float(f) if f.is_finite() && f.fract() == 0.0 => format!("i{f:.0}").replace("i-0", "i0"),
         PyValue::Float(f) => format!("f{}", f.to_bits()),
         PyValue::Str(s) => format!("s{s}"),
-        PyValue::Bytes(b) => format!("b{}", super::hex(b)),
+        PyValue::Bytes(b) => format!("b{}", hex::encode(b)),
         PyValue::Tuple(items) => {
             let mut out = String::from("t(");
             for x in items {
@@ -327,7 +342,7 @@ fn num_cmp(a: &Num<'_>, b: &Num<'_>) -> Option<Ordering> {
 
 /// Python `a == b` (never raises for these types; NaN is unequal to everything, itself included, since
 /// values built from input never share one NaN object).
-pub fn py_eq(a: &PyValue, b: &PyValue) -> bool {
+pub(crate) fn py_eq(a: &PyValue, b: &PyValue) -> bool {
     if let (Some(x), Some(y)) = (as_num(a), as_num(b)) {
         return num_cmp(&x, &y) == Some(Ordering::Equal);
     }
@@ -352,7 +367,7 @@ fn unorderable(a: &PyValue, b: &PyValue) -> PyError {
 
 /// Python `a < b`, including the `TypeError` CPython raises for unorderable types. Sequences compare
 /// element-wise: the first pair that is not `==` decides with `<`; otherwise the shorter one is smaller.
-pub fn py_lt(a: &PyValue, b: &PyValue) -> Result<bool, PyError> {
+pub(crate) fn py_lt(a: &PyValue, b: &PyValue) -> Result<bool, PyError> {
     if let (Some(x), Some(y)) = (as_num(a), as_num(b)) {
         return Ok(num_cmp(&x, &y) == Some(Ordering::Less));
     }

@@ -6,15 +6,20 @@
 
 use serde_json::Value as J;
 
-use super::pyvalue::{PyError, PyInt, PyValue};
+use super::pyvalue::{PyInt, PyValue};
+use super::{HashError, TaggedProblem};
 
 /// Converts a tagged JSON value. Errors name the JSON path of the bad tag, or are the `TypeError` Python
 /// raises building the value (an unhashable dict key).
-pub fn from_tagged_json(v: &J) -> Result<PyValue, String> {
+pub fn from_tagged_json(v: &J) -> Result<PyValue, HashError> {
     convert(v, "$")
 }
 
-fn convert(v: &J, path: &str) -> Result<PyValue, String> {
+fn bad<T>(path: &str, problem: TaggedProblem) -> Result<T, HashError> {
+    Err(HashError::Tagged { path: path.to_string(), problem })
+}
+
+fn convert(v: &J, path: &str) -> Result<PyValue, HashError> {
     Ok(match v {
         J::Null => PyValue::None,
         J::Bool(b) => PyValue::Bool(*b),
@@ -24,7 +29,10 @@ fn convert(v: &J, path: &str) -> Result<PyValue, String> {
             } else if let Some(u) = n.as_u64() {
                 PyValue::int(u)
             } else {
-                PyValue::Float(n.as_f64().ok_or_else(|| format!("{path}: number {n} is not representable"))?)
+                match n.as_f64() {
+                    Some(f) => PyValue::Float(f),
+                    None => return bad(path, TaggedProblem::NotRepresentable(n.to_string())),
+                }
             }
         }
         J::String(s) => PyValue::Str(s.clone()),
@@ -37,20 +45,24 @@ fn convert(v: &J, path: &str) -> Result<PyValue, String> {
                     "$tuple" => return Ok(PyValue::Tuple(seq(array(body, &at)?, &at)?)),
                     "$set" => return Ok(PyValue::Set(seq(array(body, &at)?, &at)?)),
                     "$bytes" => {
-                        return Ok(PyValue::Bytes(unhex(string(body, &at)?).ok_or_else(|| format!("{at}: not hex"))?))
+                        return match hex::decode(string(body, &at)?) {
+                            Ok(b) => Ok(PyValue::Bytes(b)),
+                            Err(_) => bad(&at, TaggedProblem::NotHex),
+                        };
                     }
                     "$int" => {
                         let text = string(body, &at)?;
-                        return Ok(PyValue::Int(
-                            PyInt::parse(text).ok_or_else(|| format!("{at}: {text:?} is not a decimal integer"))?,
-                        ));
+                        return match PyInt::parse(text) {
+                            Some(i) => Ok(PyValue::Int(i)),
+                            None => bad(&at, TaggedProblem::NotDecimal(text.to_string())),
+                        };
                     }
                     "$float" => {
                         return Ok(PyValue::Float(match string(body, &at)? {
                             "nan" => f64::NAN,
                             "inf" => f64::INFINITY,
                             "-inf" => f64::NEG_INFINITY,
-                            other => return Err(format!("{at}: {other:?} is not nan, inf or -inf")),
+                            other => return bad(&at, TaggedProblem::NotSpecialFloat(other.to_string())),
                         }))
                     }
                     "$dict_items" => {
@@ -61,10 +73,10 @@ fn convert(v: &J, path: &str) -> Result<PyValue, String> {
                                 Some([k, v]) => {
                                     items.push((convert(k, &format!("{p}[0]"))?, convert(v, &format!("{p}[1]"))?))
                                 }
-                                _ => return Err(format!("{p}: expected a [key, value] pair")),
+                                _ => return bad(&p, TaggedProblem::NotPair),
                             }
                         }
-                        return PyValue::dict(items).map_err(|e: PyError| e.to_string());
+                        return Ok(PyValue::dict(items)?);
                     }
                     _ => {}
                 }
@@ -72,22 +84,22 @@ fn convert(v: &J, path: &str) -> Result<PyValue, String> {
             PyValue::Dict(
                 map.iter()
                     .map(|(k, v)| Ok((PyValue::Str(k.clone()), convert(v, &format!("{path}.{k}"))?)))
-                    .collect::<Result<_, String>>()?,
+                    .collect::<Result<_, HashError>>()?,
             )
         }
     })
 }
 
-fn seq(items: &[J], path: &str) -> Result<Vec<PyValue>, String> {
+fn seq(items: &[J], path: &str) -> Result<Vec<PyValue>, HashError> {
     items.iter().enumerate().map(|(i, x)| convert(x, &format!("{path}[{i}]"))).collect()
 }
 
-fn array<'a>(v: &'a J, path: &str) -> Result<&'a Vec<J>, String> {
-    v.as_array().ok_or_else(|| format!("{path}: expected an array"))
+fn array<'a>(v: &'a J, path: &str) -> Result<&'a Vec<J>, HashError> {
+    v.as_array().map_or_else(|| bad(path, TaggedProblem::NotArray), Ok)
 }
 
-fn string<'a>(v: &'a J, path: &str) -> Result<&'a str, String> {
-    v.as_str().ok_or_else(|| format!("{path}: expected a string"))
+fn string<'a>(v: &'a J, path: &str) -> Result<&'a str, HashError> {
+    v.as_str().map_or_else(|| bad(path, TaggedProblem::NotString), Ok)
 }
 
 /// JSON text with every integer literal outside the 64-bit range rewritten as `{"$int": "<literal>"}`, or `None`
@@ -132,14 +144,6 @@ pub fn tag_wide_integers(text: &str) -> Option<String> {
     })
 }
 
-/// Lowercase or uppercase hex → bytes.
-pub fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
-        return None;
-    }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
-}
-
 /// Python values back to tagged JSON (the inverse of [`from_tagged_json`]); ints outside ±2^53 use `$int`.
 pub fn to_tagged_json(v: &PyValue) -> J {
     to_json(v, true)
@@ -162,7 +166,7 @@ fn to_json(v: &PyValue, tag_tuples: bool) -> J {
         PyValue::Float(f) if f.is_finite() => J::from(*f),
         PyValue::Float(f) => serde_json::json!({ "$float": super::pyfloat::float_repr(*f) }),
         PyValue::Str(s) => J::String(s.clone()),
-        PyValue::Bytes(b) => serde_json::json!({ "$bytes": super::hex(b) }),
+        PyValue::Bytes(b) => serde_json::json!({ "$bytes": hex::encode(b) }),
         PyValue::List(items) => J::Array(items.iter().map(to_tagged_json).collect()),
         PyValue::Tuple(items) if !tag_tuples => J::Array(items.iter().map(to_tagged_json).collect()),
         PyValue::Tuple(items) => serde_json::json!({ "$tuple": items.iter().map(to_tagged_json).collect::<Vec<_>>() }),
@@ -207,9 +211,9 @@ mod tests {
         let PyValue::Dict(items) = &v else { panic!() };
         assert_eq!(items[3].1, PyValue::Float(1.0));
         assert_eq!(to_tagged_json(&v), j);
-        assert!(from_tagged_json(&serde_json::json!({"$int": "1.5"})).unwrap_err().contains("$.$int"));
+        assert!(from_tagged_json(&serde_json::json!({"$int": "1.5"})).unwrap_err().to_string().contains("$.$int"));
         assert_eq!(
-            from_tagged_json(&serde_json::json!({"$dict_items": [[[1], 2]]})).unwrap_err(),
+            from_tagged_json(&serde_json::json!({"$dict_items": [[[1], 2]]})).unwrap_err().to_string(),
             "TypeError: unhashable type: 'list'"
         );
     }

@@ -25,7 +25,7 @@ struct State<'a, T, E> {
 
 /// Sorts `v` in place exactly as CPython 3.11's `list.sort()` would with `lt` as `<`. On an error the slice is
 /// left in some permutation of its elements (as in CPython) and the error is returned.
-pub fn list_sort<T: Copy, E>(v: &mut [T], lt: &mut dyn FnMut(&T, &T) -> Result<bool, E>) -> Result<(), E> {
+pub(crate) fn list_sort<T: Copy, E>(v: &mut [T], lt: &mut dyn FnMut(&T, &T) -> Result<bool, E>) -> Result<(), E> {
     let n = v.len();
     if n < 2 {
         return Ok(());

@@ -3,11 +3,12 @@
 //! `generate_block_hash_extra_keys`; `vllm/utils/hashing.py`: `sha256`, `sha256_cbor`).
 //!
 //! `h_i = H((h_{i-1} or NONE_HASH, tuple(tokens of block i), extra_keys))` where `H` is SHA-256 of the value's
-//! pickle (protocol 5, [`super::pickle`]) or canonical CBOR ([`super::cbor`]), and `NONE_HASH = H(seed)`.
+//! pickle (protocol 5, [`super::pickle`]) or canonical CBOR (`cbor`), and `NONE_HASH = H(seed)`.
 //! Which seed, and how extra keys are shaped, differ by release: `spec/store-keys/vllm.toml`
 //! (`[[block_hash]]`) holds that, read through [`BlockHashRules`].
 
-use crate::hash::{sha256, PyInt, PyValue};
+use super::KeysError;
+use crate::hash::{sha256, PyError, PyInt, PyValue};
 
 /// `--prefix-caching-hash-algo` values this crate computes. (`xxhash` / `xxhash_cbor` use the same
 /// serializations through xxh3-128 and a random seed unless PYTHONHASHSEED is set; not implemented.)
@@ -20,35 +21,30 @@ pub enum HashAlgo {
 }
 
 impl HashAlgo {
-    pub fn parse(name: &str) -> Result<HashAlgo, String> {
+    /// The algorithm of vLLM's `prefix_caching_hash_algo` option (`sha256`, `sha256_cbor`).
+    pub fn parse(name: &str) -> Result<HashAlgo, KeysError> {
         match name {
             "sha256" => Ok(HashAlgo::Sha256),
             "sha256_cbor" => Ok(HashAlgo::Sha256Cbor),
-            "xxhash" | "xxhash_cbor" => Err(format!("hash algorithm {name} (xxh3-128) is not implemented")),
-            other => Err(format!("ValueError: Unsupported hash function: {other}")),
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            HashAlgo::Sha256 => "sha256",
-            HashAlgo::Sha256Cbor => "sha256_cbor",
+            "xxhash" | "xxhash_cbor" => Err(KeysError::UnimplementedHash(name.to_string())),
+            other => Err(PyError::value_error(format!("Unsupported hash function: {other}")).into()),
         }
     }
     /// The exact bytes vLLM hashes for a value.
-    pub fn serialize(self, value: &PyValue) -> Result<Vec<u8>, String> {
+    pub fn serialize(self, value: &PyValue) -> Result<Vec<u8>, KeysError> {
         match self {
-            HashAlgo::Sha256 => super::pickle::dumps(value).map_err(|e| e.to_string()),
-            HashAlgo::Sha256Cbor => super::cbor::dumps(value).map_err(|e| e.to_string()),
+            HashAlgo::Sha256 => super::pickle::dumps(value).map_err(|e| KeysError::Serialize(e.to_string())),
+            HashAlgo::Sha256Cbor => super::cbor::dumps(value).map_err(|e| KeysError::Serialize(e.to_string())),
         }
     }
     /// `hash_fn(value)`: 32 raw bytes.
-    pub fn hash(self, value: &PyValue) -> Result<[u8; 32], String> {
+    pub(crate) fn hash(self, value: &PyValue) -> Result<[u8; 32], KeysError> {
         Ok(sha256(&self.serialize(value)?))
     }
 }
 
 /// `NONE_HASH` = `hash_fn(seed)` for a seed string.
-pub fn none_hash(algo: HashAlgo, seed: &str) -> Result<[u8; 32], String> {
+pub fn none_hash(algo: HashAlgo, seed: &str) -> Result<[u8; 32], KeysError> {
     algo.hash(&PyValue::str(seed))
 }
 
@@ -57,6 +53,7 @@ pub fn none_hash(algo: HashAlgo, seed: &str) -> Result<[u8; 32], String> {
 pub struct HashedBlock {
     /// The bytes hashed (pickle or CBOR).
     pub serialized: Vec<u8>,
+    /// SHA-256 of `serialized`.
     pub hash: [u8; 32],
 }
 
@@ -67,7 +64,7 @@ pub fn hash_block_tokens(
     parent: Option<&[u8]>,
     tokens: &[PyInt],
     extra_keys: &PyValue,
-) -> Result<HashedBlock, String> {
+) -> Result<HashedBlock, KeysError> {
     let parent = match parent {
         Some(p) if !p.is_empty() => p,
         _ => none_hash,
@@ -85,44 +82,39 @@ pub fn hash_block_tokens(
 #[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BlockHashRules {
-    pub releases: Vec<String>,
-    pub source: String,
+    pub(crate) releases: Vec<String>,
+    pub(crate) source: String,
     /// The seed when PYTHONHASHSEED is unset, for sha256 and sha256_cbor; `None`: 32 random bytes are used
     /// directly as NONE_HASH, so processes agree only with an identical PYTHONHASHSEED.
     #[serde(default)]
-    pub default_seed: Option<String>,
+    pub(crate) default_seed: Option<String>,
     /// `untagged` (`lora_name`, `(mm_id, offset)`, `cache_salt`, prompt-embeds digest) or `tagged`
     /// (`("lora", name, path)`, `("mm", id, offset)`, `("cache_salt", salt)`, `("prompt_embeds", digest)`).
-    pub extra_keys: String,
+    pub(crate) extra_keys: String,
     #[serde(default)]
-    pub doc: String,
+    pub(crate) doc: String,
 }
 
 /// One extra key of a block, in vLLM's order: LoRA, multimodal features, cache salt (block 0), prompt embeds.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ExtraKey {
+pub(crate) enum ExtraKey {
     Lora { name: String, path: String },
-    Mm { identifier: String, offset: i64 },
     CacheSalt(String),
-    PromptEmbeds(Vec<u8>),
 }
 
 impl BlockHashRules {
     /// The NONE_HASH seed: PYTHONHASHSEED when set, else the release's default (an error when the release
     /// uses random bytes, which no other process can reproduce).
-    pub fn seed<'a>(&'a self, pythonhashseed: Option<&'a str>) -> Result<&'a str, String> {
+    pub fn seed<'a>(&'a self, pythonhashseed: Option<&'a str>) -> Result<&'a str, KeysError> {
         match (pythonhashseed, &self.default_seed) {
             (Some(s), _) => Ok(s),
             (None, Some(d)) => Ok(d),
-            (None, None) => Err(format!(
-                "vLLM {} uses os.urandom(32) as NONE_HASH when PYTHONHASHSEED is unset; set it to reproduce the chain",
-                self.releases.join("/")
-            )),
+            (None, None) => Err(KeysError::RandomSeed { releases: self.releases.join("/") }),
         }
     }
 
     /// The `extra_keys` value for a block: `None` when there are none, else a tuple in the release's style.
-    pub fn extra_keys_value(&self, keys: &[ExtraKey]) -> PyValue {
+    pub(crate) fn extra_keys_value(&self, keys: &[ExtraKey]) -> PyValue {
         if keys.is_empty() {
             return PyValue::None;
         }
@@ -133,18 +125,8 @@ impl BlockHashRules {
                 .map(|k| match (k, tagged) {
                     (ExtraKey::Lora { name, path }, true) => PyValue::Tuple(vec![s("lora"), s(name), s(path)]),
                     (ExtraKey::Lora { name, .. }, false) => s(name),
-                    (ExtraKey::Mm { identifier, offset }, true) => {
-                        PyValue::Tuple(vec![s("mm"), s(identifier), PyValue::int(*offset)])
-                    }
-                    (ExtraKey::Mm { identifier, offset }, false) => {
-                        PyValue::Tuple(vec![s(identifier), PyValue::int(*offset)])
-                    }
                     (ExtraKey::CacheSalt(salt), true) => PyValue::Tuple(vec![s("cache_salt"), s(salt)]),
                     (ExtraKey::CacheSalt(salt), false) => s(salt),
-                    (ExtraKey::PromptEmbeds(d), true) => {
-                        PyValue::Tuple(vec![s("prompt_embeds"), PyValue::Bytes(d.clone())])
-                    }
-                    (ExtraKey::PromptEmbeds(d), false) => PyValue::Bytes(d.clone()),
                 })
                 .collect(),
         )
@@ -154,18 +136,24 @@ impl BlockHashRules {
 /// A text-only request as `get_request_block_hasher` sees it (no multimodal features, no prompt embeds).
 #[derive(Clone, Debug, Default)]
 pub struct TextRequest {
+    /// The prompt's token ids.
     pub token_ids: Vec<PyInt>,
     /// `(lora_name, lora_path)` of the request's LoRA adapter.
     pub lora: Option<(String, String)>,
+    /// The request's `cache_salt`, hashed into block 0 only.
     pub cache_salt: Option<String>,
 }
 
 /// One full block of a request's chain.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChainBlock {
+    /// Index of the block's first token.
     pub tokens_start: usize,
+    /// Index after the block's last token.
     pub tokens_end: usize,
+    /// The block's extra keys as vLLM hashes them (`None` when there are none).
     pub extra_keys: PyValue,
+    /// The hash input and the hash.
     pub hashed: HashedBlock,
 }
 
@@ -176,9 +164,9 @@ pub fn request_block_hashes(
     none_hash: &[u8],
     block_size: usize,
     req: &TextRequest,
-) -> Result<Vec<ChainBlock>, String> {
+) -> Result<Vec<ChainBlock>, KeysError> {
     if block_size == 0 {
-        return Err("block_size must be positive".into());
+        return Err(KeysError::NotPositive("block_size"));
     }
     let mut out: Vec<ChainBlock> = Vec::new();
     let mut start = 0;
@@ -210,16 +198,17 @@ pub fn request_block_hashes(
 /// `vllm_ascend/distributed/mooncake/config_data.py`, `ChunkedTokenDatabase._hash`): the hex digest of
 /// SHA-256 over the previous hex digest (ASCII, `""` for the first chunk) followed by the chunk's tokens as
 /// native unsigned 32-bit ints (`array("I", tokens)`, little-endian on the x86 and Arm hosts it runs on).
-pub fn ascend_chunk_hashes(tokens: &[i64], chunk_size: usize) -> Result<Vec<String>, String> {
+pub fn ascend_chunk_hashes(tokens: &[i64], chunk_size: usize) -> Result<Vec<String>, KeysError> {
     if chunk_size == 0 {
-        return Err("chunk size must be positive".into());
+        return Err(KeysError::NotPositive("chunk size"));
     }
     let mut prefix = String::new();
     let mut out = Vec::new();
     for chunk in tokens.chunks(chunk_size) {
         let mut data = prefix.clone().into_bytes();
         for t in chunk {
-            let v = u32::try_from(*t).map_err(|_| format!("OverflowError: token {t} does not fit array('I')"))?;
+            let v = u32::try_from(*t)
+                .map_err(|_| PyError::new("OverflowError", format!("token {t} does not fit array('I')")))?;
             data.extend_from_slice(&v.to_le_bytes());
         }
         prefix = crate::hash::sha256_hex(&data);
@@ -231,7 +220,7 @@ pub fn ascend_chunk_hashes(tokens: &[i64], chunk_size: usize) -> Result<Vec<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hash::hex;
+    use hex::encode as hex;
 
     fn rules_033() -> BlockHashRules {
         BlockHashRules {
@@ -247,19 +236,19 @@ mod tests {
     fn reference_worked_example() {
         // shared/reference/store-keys.md §1.4.
         let nh = none_hash(HashAlgo::Sha256, "vllm-none-hash").unwrap();
-        assert_eq!(hex(&nh), "066b1e8987e027138e98701c46128929378935f9b6cd1549105ae6b4f0d71198");
+        assert_eq!(hex(nh), "066b1e8987e027138e98701c46128929378935f9b6cd1549105ae6b4f0d71198");
         assert_eq!(
-            hex(&none_hash(HashAlgo::Sha256, "0").unwrap()),
+            hex(none_hash(HashAlgo::Sha256, "0").unwrap()),
             "1973e23848344dc43a988a9b478663803cfffe1243480253f9a3cf004b14aa7c"
         );
         let req = TextRequest { token_ids: (0..32).map(PyInt::from).collect(), ..Default::default() };
         let blocks = request_block_hashes(&rules_033(), HashAlgo::Sha256, &nh, 16, &req).unwrap();
-        assert_eq!(hex(&blocks[0].hashed.hash), "fe8fa5dda3210d0ca2031e37cbe3b001186773cd1c710beb2d45fcb51d434798");
-        assert_eq!(hex(&blocks[1].hashed.hash), "8be7aaa33831156d316f1f463ae57e643deb63f42e633e2d631df88815cc4629");
+        assert_eq!(hex(blocks[0].hashed.hash), "fe8fa5dda3210d0ca2031e37cbe3b001186773cd1c710beb2d45fcb51d434798");
+        assert_eq!(hex(blocks[1].hashed.hash), "8be7aaa33831156d316f1f463ae57e643deb63f42e633e2d631df88815cc4629");
         let nh = none_hash(HashAlgo::Sha256Cbor, "vllm-none-hash").unwrap();
         let blocks = request_block_hashes(&rules_033(), HashAlgo::Sha256Cbor, &nh, 16, &req).unwrap();
-        assert_eq!(hex(&blocks[0].hashed.hash), "dc918a88b139e5afe60b88eda27508d4aee16c10fdc354791efea06206ac0749");
-        assert_eq!(hex(&blocks[1].hashed.hash), "c300ec275d7bf08af8fc63e76cdc0086911bbc7091e03c5cf892553bef84ef0c");
+        assert_eq!(hex(blocks[0].hashed.hash), "dc918a88b139e5afe60b88eda27508d4aee16c10fdc354791efea06206ac0749");
+        assert_eq!(hex(blocks[1].hashed.hash), "c300ec275d7bf08af8fc63e76cdc0086911bbc7091e03c5cf892553bef84ef0c");
         assert!(rules_033().seed(None).is_ok());
         let old = BlockHashRules { default_seed: None, ..rules_033() };
         assert!(old.seed(None).is_err());

@@ -8,7 +8,7 @@ use crate::hash::{PyInt, PyValue};
 
 /// A value this encoder does not write (vLLM never hashes one).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CborError(pub String);
+pub(crate) struct CborError(pub String);
 
 impl std::fmt::Display for CborError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -18,7 +18,7 @@ impl std::fmt::Display for CborError {
 impl std::error::Error for CborError {}
 
 /// Canonical CBOR of a Python value.
-pub fn dumps(value: &PyValue) -> Result<Vec<u8>, CborError> {
+pub(crate) fn dumps(value: &PyValue) -> Result<Vec<u8>, CborError> {
     let mut out = Vec::new();
     encode(value, &mut out, 0)?;
     Ok(out)
@@ -149,11 +149,11 @@ fn f16_exact(x: f64) -> Option<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hash::hex;
+    use hex::encode as hex;
 
     #[test]
     fn matches_cbor2_canonical() {
-        let c = |v: PyValue| hex(&dumps(&v).unwrap());
+        let c = |v: PyValue| hex(dumps(&v).unwrap());
         assert_eq!(c(PyValue::str("vllm-none-hash")), "6e766c6c6d2d6e6f6e652d68617368");
         assert_eq!(
             c(PyValue::Tuple(vec![

@@ -20,7 +20,9 @@ use crate::limits::{MAX_STORE_KEY_BYTES, MAX_STORE_KEY_READINGS, MAX_STORE_KEY_S
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum FieldValue {
+    /// An integer part.
     Int(i64),
+    /// A text part (hex digests included).
     Text(String),
     /// LMCache tags: `(name, value)` pairs written `@name%value`.
     Tags(Vec<(String, String)>),
@@ -60,21 +62,31 @@ pub enum FieldType {
     Tags,
 }
 
+/// One piece of a [`FieldType::Pattern`] form.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PatternItem {
+    /// Literal text.
     Text(String),
+    /// An `{int}` hole: a Python int in decimal.
     Int,
+    /// A `{<set>}` hole: one of the set's words.
     Set(Vec<String>),
 }
 
+/// One part of a key grammar, in key order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Part {
+    /// Literal text (the separator between fields is not a part).
     Text(String),
+    /// A field.
     Field {
+        /// The field's name (`model_name`, `tp_rank`).
         name: String,
+        /// What text the field holds.
         ty: FieldType,
         /// Written only when not empty (then followed by `suffix`).
         omit_empty: bool,
+        /// Text written after a non-empty `omit_empty` field.
         suffix: String,
     },
 }
@@ -82,12 +94,17 @@ pub enum Part {
 /// A compiled grammar.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Grammar {
+    /// The grammar's name (`vllm-0.30`, `lmcache-key`).
     pub name: String,
+    /// The file's family (`vllm`, `vllm-ascend`, `lmcache`).
     pub family: String,
     /// The releases that write keys with this grammar (vLLM only).
     pub releases: Vec<String>,
+    /// Where the format was read (release and file).
     pub source: String,
+    /// The text between parts (`@`).
     pub separator: String,
+    /// The parts, in key order.
     pub parts: Vec<Part>,
     /// Number of leading parts that form the key prefix (`PoolKey.build_prefix`), when the data marks one.
     pub prefix_len: Option<usize>,
@@ -96,20 +113,31 @@ pub struct Grammar {
 /// Building a key failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KeyBuildError {
+    /// A part of the grammar has no value.
     MissingField {
+        /// The grammar.
         grammar: String,
+        /// The part.
         field: String,
     },
     /// A field the grammar does not have holds a non-default value.
     NotInGrammar {
+        /// The grammar.
         grammar: String,
+        /// The field.
         field: String,
+        /// Its value, as displayed.
         value: String,
     },
+    /// A value the part's type cannot write.
     WrongType {
+        /// The grammar.
         grammar: String,
+        /// The part.
         field: String,
+        /// What the part holds, in words.
         expected: String,
+        /// The value, as displayed.
         value: String,
     },
 }
@@ -132,24 +160,34 @@ impl std::error::Error for KeyBuildError {}
 /// Parsing a key failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KeyParseError {
+    /// The key is longer than [`MAX_STORE_KEY_BYTES`].
     TooLong {
+        /// Its length in bytes.
         len: usize,
     },
+    /// The key has more separators than [`MAX_STORE_KEY_SEPARATORS`].
     TooManySeparators {
+        /// How many.
         count: usize,
     },
     /// No reading fits; `matched` is the longest prefix of the key some reading accounted for.
     /// `matched` bytes fit the grammar up to the part `expected`; `found` is what the key has there (up to
     /// its next separator).
     NoMatch {
+        /// The grammar.
         grammar: String,
+        /// Bytes of the key some reading accounted for.
         matched: usize,
+        /// The part expected there.
         expected: String,
+        /// What the key has there.
         found: String,
     },
     /// More than one reading fits (after hints); each candidate is listed.
     Ambiguous {
+        /// The grammar.
         grammar: String,
+        /// Every reading that fits.
         readings: Vec<Fields>,
     },
 }
@@ -588,68 +626,72 @@ fn describe_part(p: &Part, sep: &str) -> String {
 // The data files.
 
 /// The `format` of store-key data files.
-pub const FORMAT: &str = "mooncake-store-keys/1";
+pub(crate) const FORMAT: &str = "mooncake-store-keys/1";
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct StoreKeysFile {
-    pub format: String,
-    pub family: String,
-    pub doc: String,
-    pub separator: String,
+pub(crate) struct StoreKeysFile {
+    pub(crate) format: String,
+    pub(crate) family: String,
+    pub(crate) doc: String,
+    pub(crate) separator: String,
     /// Helper function → the first release that has it.
     #[serde(default)]
-    pub api: IndexMap<String, String>,
+    pub(crate) api: IndexMap<String, String>,
     #[serde(default)]
-    pub sets: IndexMap<String, Vec<String>>,
+    pub(crate) sets: IndexMap<String, Vec<String>>,
     #[serde(default)]
-    pub patterns: IndexMap<String, Vec<String>>,
-    pub grammars: Vec<GrammarDef>,
+    pub(crate) patterns: IndexMap<String, Vec<String>>,
+    pub(crate) grammars: Vec<GrammarDef>,
     #[serde(default)]
-    pub chunk_hash: Vec<ChunkHashRule>,
+    pub(crate) chunk_hash: Vec<ChunkHashRule>,
     #[serde(default)]
-    pub block_hash: Vec<super::block_hash::BlockHashRules>,
+    pub(crate) block_hash: Vec<super::block_hash::BlockHashRules>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct GrammarDef {
-    pub name: String,
+pub(crate) struct GrammarDef {
+    pub(crate) name: String,
     #[serde(default)]
-    pub releases: Vec<String>,
-    pub source: String,
-    pub parts: Vec<PartDef>,
+    pub(crate) releases: Vec<String>,
+    pub(crate) source: String,
+    pub(crate) parts: Vec<PartDef>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct PartDef {
+pub(crate) struct PartDef {
     #[serde(default)]
-    pub text: Option<String>,
+    pub(crate) text: Option<String>,
     #[serde(default)]
-    pub field: Option<String>,
+    pub(crate) field: Option<String>,
     #[serde(default, rename = "type")]
-    pub ty: Option<String>,
+    pub(crate) ty: Option<String>,
     #[serde(default)]
-    pub omit_empty: bool,
+    pub(crate) omit_empty: bool,
     #[serde(default)]
-    pub suffix: Option<String>,
+    pub(crate) suffix: Option<String>,
     #[serde(default)]
-    pub prefix_end: bool,
+    pub(crate) prefix_end: bool,
     #[serde(default)]
-    pub set: Option<String>,
+    pub(crate) set: Option<String>,
     #[serde(default)]
-    pub pattern: Option<String>,
+    pub(crate) pattern: Option<String>,
 }
 
 /// How a release keys a `block_size` chunk from `hash_block_size` hashes: `block`, `concat` or `last`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChunkHashRule {
+    /// The vLLM releases of the rule.
     pub releases: Vec<String>,
+    /// `block` (the block's own hash), `concat` (the sub-block hashes concatenated) or `last` (the last one).
     pub rule: String,
+    /// What the rule means, in words.
     #[serde(default)]
     pub doc: String,
+    /// Where it was read (release and file).
     pub source: String,
 }
 
@@ -677,7 +719,7 @@ fn compile_pattern(form: &str, sets: &IndexMap<String, Vec<String>>) -> Result<V
 }
 
 impl StoreKeysFile {
-    pub fn parse(path: &str, text: &str) -> Result<StoreKeysFile, String> {
+    pub(crate) fn parse(path: &str, text: &str) -> Result<StoreKeysFile, String> {
         let f: StoreKeysFile = toml::from_str(text).map_err(|e| format!("{path}: {e}"))?;
         if f.format != FORMAT {
             return Err(format!("{path}: format must be {FORMAT:?}"));
@@ -699,7 +741,7 @@ impl StoreKeysFile {
     /// The compiled grammars. Checks: parts are a text or a typed field; names are unique; every `str`
     /// field is followed by text starting with the separator (or ends the key), which is what lets the
     /// parser find where free text ends.
-    pub fn grammars(&self) -> Result<Vec<Grammar>, String> {
+    pub(crate) fn grammars(&self) -> Result<Vec<Grammar>, String> {
         let mut out: Vec<Grammar> = vec![];
         for g in &self.grammars {
             if out.iter().any(|o| o.name == g.name) {

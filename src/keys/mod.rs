@@ -3,11 +3,58 @@
 //! vllm-ascend's and LMCache's key formats — built and parsed through grammars that are data in
 //! `spec/store-keys/` (format `mooncake-store-keys/1`, documented in `spec/README.md`, "Store keys").
 
+#![warn(missing_docs, unreachable_pub, unnameable_types)]
+
 pub mod block_hash;
-pub mod cbor;
+pub(crate) mod cbor;
 pub mod grammar;
 pub mod pickle;
 pub mod spec;
 pub mod store_layout;
 pub mod typed;
 pub mod vllm_key;
+
+use crate::hash::PyError;
+
+/// Why a block hash, a store key or a worker's key layout cannot be computed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum KeysError {
+    /// Python would raise in the reproduced code (`ValueError: ...`, `AssertionError: `, `KeyError: 3`).
+    #[error(transparent)]
+    Python(#[from] PyError),
+    /// A hash algorithm vLLM offers that this crate does not implement.
+    #[error("hash algorithm {0} (xxh3-128) is not implemented")]
+    UnimplementedHash(String),
+    /// A value pickle or CBOR cannot serialize (the serializer's text).
+    #[error("{0}")]
+    Serialize(String),
+    /// The release seeds `NONE_HASH` with random bytes when `PYTHONHASHSEED` is unset.
+    #[error(
+        "vLLM {releases} uses os.urandom(32) as NONE_HASH when PYTHONHASHSEED is unset; set it to reproduce the chain"
+    )]
+    RandomSeed {
+        /// The releases of the rule, `/`-joined.
+        releases: String,
+    },
+    /// The store-key data has no grammar for the release.
+    #[error(transparent)]
+    NoGrammar(#[from] spec::NoGrammar),
+    /// `spec/store-keys/vllm.toml` `[api]` does not list the helper.
+    #[error("spec/store-keys/vllm.toml [api] does not list {0}")]
+    UnknownApi(String),
+    /// The store-key data has no chunk-hash rule for the release.
+    #[error("no chunk-hash rule for vLLM {0}")]
+    NoChunkHashRule(String),
+    /// The store-key data has no block-hash rules for the release.
+    #[error("no block-hash rules for vLLM {0}")]
+    NoBlockHashRules(String),
+    /// A size that must be positive is not.
+    #[error("{0} must be positive")]
+    NotPositive(&'static str),
+    /// A KV-cache group kind other than `attn`, `mla`, `mamba`.
+    #[error("unknown group kind {0:?} (attn, mla, mamba)")]
+    UnknownGroupKind(String),
+    /// A store key that cannot be built or parsed.
+    #[error("key: {0}")]
+    Key(#[from] vllm_key::KeyError),
+}

@@ -20,39 +20,39 @@ use std::collections::HashMap;
 use crate::hash::{PyInt, PyValue};
 
 /// Extra-key tag names vLLM writes as string literals (0.31.0+, `kv_cache_utils.py`), hence interned.
-pub const INTERNED_TAGS: &[&str] = &["lora", "mm", "cache_salt", "prompt_embeds"];
+pub(crate) const INTERNED_TAGS: &[&str] = &["lora", "mm", "cache_salt", "prompt_embeds"];
 
 const FRAME_SIZE_TARGET: usize = 64 * 1024;
 const FRAME_SIZE_MIN: usize = 4;
 
 mod op {
-    pub const PROTO: u8 = 0x80;
-    pub const FRAME: u8 = 0x95;
-    pub const STOP: u8 = b'.';
-    pub const NONE: u8 = b'N';
-    pub const NEWTRUE: u8 = 0x88;
-    pub const NEWFALSE: u8 = 0x89;
-    pub const BININT1: u8 = b'K';
-    pub const BININT2: u8 = b'M';
-    pub const BININT: u8 = b'J';
-    pub const LONG1: u8 = 0x8a;
-    pub const LONG4: u8 = 0x8b;
-    pub const BINFLOAT: u8 = b'G';
-    pub const SHORT_BINUNICODE: u8 = 0x8c;
-    pub const BINUNICODE: u8 = b'X';
-    pub const BINUNICODE8: u8 = 0x8d;
-    pub const SHORT_BINBYTES: u8 = b'C';
-    pub const BINBYTES: u8 = b'B';
-    pub const BINBYTES8: u8 = 0x8e;
-    pub const EMPTY_TUPLE: u8 = b')';
-    pub const MARK: u8 = b'(';
-    pub const TUPLE: u8 = b't';
-    pub const TUPLE1: u8 = 0x85;
-    pub const TUPLE2: u8 = 0x86;
-    pub const TUPLE3: u8 = 0x87;
-    pub const MEMOIZE: u8 = 0x94;
-    pub const BINGET: u8 = b'h';
-    pub const LONG_BINGET: u8 = b'j';
+    pub(crate) const PROTO: u8 = 0x80;
+    pub(crate) const FRAME: u8 = 0x95;
+    pub(crate) const STOP: u8 = b'.';
+    pub(crate) const NONE: u8 = b'N';
+    pub(crate) const NEWTRUE: u8 = 0x88;
+    pub(crate) const NEWFALSE: u8 = 0x89;
+    pub(crate) const BININT1: u8 = b'K';
+    pub(crate) const BININT2: u8 = b'M';
+    pub(crate) const BININT: u8 = b'J';
+    pub(crate) const LONG1: u8 = 0x8a;
+    pub(crate) const LONG4: u8 = 0x8b;
+    pub(crate) const BINFLOAT: u8 = b'G';
+    pub(crate) const SHORT_BINUNICODE: u8 = 0x8c;
+    pub(crate) const BINUNICODE: u8 = b'X';
+    pub(crate) const BINUNICODE8: u8 = 0x8d;
+    pub(crate) const SHORT_BINBYTES: u8 = b'C';
+    pub(crate) const BINBYTES: u8 = b'B';
+    pub(crate) const BINBYTES8: u8 = 0x8e;
+    pub(crate) const EMPTY_TUPLE: u8 = b')';
+    pub(crate) const MARK: u8 = b'(';
+    pub(crate) const TUPLE: u8 = b't';
+    pub(crate) const TUPLE1: u8 = 0x85;
+    pub(crate) const TUPLE2: u8 = 0x86;
+    pub(crate) const TUPLE3: u8 = 0x87;
+    pub(crate) const MEMOIZE: u8 = 0x94;
+    pub(crate) const BINGET: u8 = b'h';
+    pub(crate) const LONG_BINGET: u8 = b'j';
 }
 
 /// A value this pickler does not write (vLLM never hashes one).
@@ -266,7 +266,7 @@ fn shared_str(s: &str) -> Option<Shared> {
 
 /// pickle's `encode_long`: two's complement little-endian in `(bit_length >> 3) + 1` bytes, with one
 /// redundant `0xff` sign byte dropped for negative numbers; `0` is empty.
-pub fn encode_long(i: &PyInt) -> Vec<u8> {
+pub(crate) fn encode_long(i: &PyInt) -> Vec<u8> {
     let mut mag = decimal_to_le_bytes(i.to_string().trim_start_matches('-'));
     while mag.last() == Some(&0) {
         mag.pop();
@@ -317,7 +317,7 @@ fn decimal_to_le_bytes(digits: &str) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hash::hex;
+    use hex::encode as hex;
 
     #[test]
     fn encode_long_matches_python() {
@@ -332,7 +332,7 @@ mod tests {
             ("18446744073709551621", "050000000000000001"),
             ("-1", "ff"),
         ] {
-            assert_eq!(hex(&encode_long(&PyInt::parse(v).unwrap())), want, "{v}");
+            assert_eq!(hex(encode_long(&PyInt::parse(v).unwrap())), want, "{v}");
         }
     }
 
@@ -340,15 +340,15 @@ mod tests {
     fn documented_pickles() {
         // shared/reference/store-keys.md §1.4: the seed string; an empty tuple has no frame.
         assert_eq!(
-            hex(&dumps(&PyValue::str("vllm-none-hash")).unwrap()),
+            hex(dumps(&PyValue::str("vllm-none-hash")).unwrap()),
             "80059512000000000000008c0e766c6c6d2d6e6f6e652d68617368942e"
         );
-        assert_eq!(hex(&dumps(&PyValue::Tuple(vec![])).unwrap()), "8005292e");
+        assert_eq!(hex(dumps(&PyValue::Tuple(vec![])).unwrap()), "8005292e");
         // CPython 3.11 `pickle.dumps(tuple(json.loads('["a","a","ab","ab"]')), 5)`: the one-character string
         // is a singleton fetched from the memo, the two "ab" are distinct objects.
         let s = |x: &str| PyValue::str(x);
         let t = PyValue::Tuple(vec![s("a"), s("a"), s("ab"), s("ab")]);
-        assert_eq!(hex(&dumps(&t).unwrap()), "8005951400000000000000288c01619468008c026162948c0261629474942e");
+        assert_eq!(hex(dumps(&t).unwrap()), "8005951400000000000000288c01619468008c026162948c0261629474942e");
         let big = PyInt::parse("1180591620717411303424").unwrap(); // 2**70
         let t = PyValue::Tuple(vec![
             PyValue::Bool(true),
@@ -361,7 +361,7 @@ mod tests {
             PyValue::Bytes(vec![]),
         ]);
         assert_eq!(
-            hex(&dumps(&t).unwrap()),
+            hex(dumps(&t).unwrap()),
             "800595290000000000000028884e473ff80000000000004affffffff4a701101008a09000000000000000040430094680074942e"
         );
         assert!(dumps(&PyValue::List(vec![])).is_err());

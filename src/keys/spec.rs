@@ -4,16 +4,29 @@ use std::sync::OnceLock;
 
 use super::block_hash::BlockHashRules;
 use super::grammar::{ChunkHashRule, Grammar, StoreKeysFile, FORMAT};
+use super::KeysError;
 use crate::hash::compat::data_format;
 use crate::spec::Spec;
 
+/// A vLLM release the store-key data has no key grammar for.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("no MooncakeStoreConnector key grammar for vLLM {release} (releases: {known})")]
+pub struct NoGrammar {
+    /// The release asked for.
+    pub release: String,
+    /// The releases that have one, `, `-joined.
+    pub known: String,
+}
+
 /// Every store-key file and its compiled grammars.
 pub struct StoreKeySpec {
-    pub files: Vec<StoreKeysFile>,
+    pub(crate) files: Vec<StoreKeysFile>,
+    /// Every grammar of every file, in data order.
     pub grammars: Vec<Grammar>,
 }
 
 impl StoreKeySpec {
+    /// The data embedded from `spec/store-keys/`, parsed once.
     pub fn builtin() -> &'static StoreKeySpec {
         static SPEC: OnceLock<StoreKeySpec> = OnceLock::new();
         SPEC.get_or_init(|| {
@@ -33,13 +46,11 @@ impl StoreKeySpec {
     }
 
     /// The grammar of vLLM's store keys in a release (0.21.0 … 0.33.0).
-    pub fn vllm_grammar(&self, release: &str) -> Result<&Grammar, String> {
-        self.grammars.iter().find(|g| g.family == "vllm" && g.releases.iter().any(|r| r == release)).ok_or_else(|| {
-            format!(
-                "no MooncakeStoreConnector key grammar for vLLM {release} (releases: {})",
-                self.vllm_releases().join(", ")
-            )
-        })
+    pub fn vllm_grammar(&self, release: &str) -> Result<&Grammar, NoGrammar> {
+        self.grammars
+            .iter()
+            .find(|g| g.family == "vllm" && g.releases.iter().any(|r| r == release))
+            .ok_or_else(|| NoGrammar { release: release.to_string(), known: self.vllm_releases().join(", ") })
     }
 
     /// Every release with a vLLM key grammar, in data order.
@@ -56,29 +67,27 @@ impl StoreKeySpec {
     }
 
     /// Whether vLLM `release` has a key helper (`PoolKey.build_prefix`, `_make_mooncake_group_id`, ...).
-    pub fn has_api(&self, function: &str, release: &str) -> Result<bool, String> {
-        let since = self
-            .vllm_file()
-            .api
-            .get(function)
-            .ok_or_else(|| format!("spec/store-keys/vllm.toml [api] does not list {function}"))?;
+    pub fn has_api(&self, function: &str, release: &str) -> Result<bool, KeysError> {
+        let since = self.vllm_file().api.get(function).ok_or_else(|| KeysError::UnknownApi(function.to_string()))?;
         Ok(crate::spec::version_key(release) >= crate::spec::version_key(since))
     }
 
-    pub fn chunk_hash_rule(&self, release: &str) -> Result<&ChunkHashRule, String> {
+    /// How the release derives the chunk hash of a store key from block hashes.
+    pub fn chunk_hash_rule(&self, release: &str) -> Result<&ChunkHashRule, KeysError> {
         self.vllm_file()
             .chunk_hash
             .iter()
             .find(|r| r.releases.iter().any(|x| x == release))
-            .ok_or_else(|| format!("no chunk-hash rule for vLLM {release}"))
+            .ok_or_else(|| KeysError::NoChunkHashRule(release.to_string()))
     }
 
-    pub fn block_hash_rules(&self, release: &str) -> Result<&BlockHashRules, String> {
+    /// How the release seeds its block-hash chain and shapes extra keys.
+    pub fn block_hash_rules(&self, release: &str) -> Result<&BlockHashRules, KeysError> {
         self.vllm_file()
             .block_hash
             .iter()
             .find(|r| r.releases.iter().any(|x| x == release))
-            .ok_or_else(|| format!("no block-hash rules for vLLM {release}"))
+            .ok_or_else(|| KeysError::NoBlockHashRules(release.to_string()))
     }
 }
 

@@ -8,38 +8,36 @@
 
 use serde_json::Value as J;
 
-use super::vllm_key::{KeyError, VllmStoreKey};
+use super::vllm_key::VllmStoreKey;
+use super::KeysError;
+use crate::hash::PyError;
 
 /// The release these functions reproduce.
-pub const RELEASE: &str = "0.33.0";
+pub(crate) const RELEASE: &str = "0.33.0";
 
 /// `(tp_rank, pcp_rank, dcp_rank, pp_rank)` encoded in a rank-local key.
 pub type RankNamespace = (i64, i64, i64, i64);
 
-/// A Python exception from the reproduced code (`"AssertionError: "`, `"ValueError: ..."`).
-pub type PyResult<T> = Result<T, String>;
-
-pub fn floordiv(a: i64, b: i64) -> PyResult<i64> {
+pub(crate) fn floordiv(a: i64, b: i64) -> Result<i64, KeysError> {
     if b == 0 {
-        return Err("ZeroDivisionError: integer division or modulo by zero".into());
+        return Err(PyError::new("ZeroDivisionError", "integer division or modulo by zero").into());
     }
     Ok(a.div_euclid(b) - if b < 0 && a.rem_euclid(b) != 0 { 1 } else { 0 })
 }
 
-pub fn pymod(a: i64, b: i64) -> PyResult<i64> {
+pub(crate) fn pymod(a: i64, b: i64) -> Result<i64, KeysError> {
     Ok(a - b * floordiv(a, b)?)
 }
 
-fn cdiv(a: i64, b: i64) -> PyResult<i64> {
+fn cdiv(a: i64, b: i64) -> Result<i64, KeysError> {
     Ok(-floordiv(a, -b)?)
 }
 
-fn key_err(e: KeyError) -> String {
-    format!("key: {e}")
-}
-
 /// `PoolKey.build_prefix(meta, tp_rank=..., pcp_rank=..., dcp_rank=..., pp_rank=...)`.
-pub fn build_prefix(meta: &VllmStoreKey, ns: (Option<i64>, Option<i64>, Option<i64>, Option<i64>)) -> PyResult<String> {
+pub fn build_prefix(
+    meta: &VllmStoreKey,
+    ns: (Option<i64>, Option<i64>, Option<i64>, Option<i64>),
+) -> Result<String, KeysError> {
     let m = VllmStoreKey {
         tp_rank: ns.0.unwrap_or(meta.tp_rank),
         pcp_rank: ns.1.unwrap_or(meta.pcp_rank),
@@ -47,7 +45,7 @@ pub fn build_prefix(meta: &VllmStoreKey, ns: (Option<i64>, Option<i64>, Option<i
         pp_rank: ns.3.unwrap_or(meta.pp_rank),
         ..meta.clone()
     };
-    m.prefix(RELEASE).map_err(key_err)
+    Ok(m.prefix(RELEASE)?)
 }
 
 /// `PoolKey.build_key_string(prefix, chunk_hash)`.
@@ -65,6 +63,7 @@ pub enum TpSharedFormat {
 }
 
 impl TpSharedFormat {
+    /// The format of a store-layout class name (`LBHNCStoreLayout`).
     pub fn from_class(name: &str) -> Option<TpSharedFormat> {
         match name {
             "LBHNCStoreLayout" => Some(TpSharedFormat::Lbhnc),
@@ -72,6 +71,7 @@ impl TpSharedFormat {
             _ => None,
         }
     }
+    /// The class name.
     pub fn class_name(self) -> &'static str {
         match self {
             TpSharedFormat::Lbhnc => "LBHNCStoreLayout",
@@ -79,14 +79,14 @@ impl TpSharedFormat {
         }
     }
     /// `store_format` (the namespace's last part).
-    pub fn store_format(self) -> &'static str {
+    pub(crate) fn store_format(self) -> &'static str {
         match self {
             TpSharedFormat::Lbhnc => "tp_shared_lbhnc",
             TpSharedFormat::Lbnhc => "tp_shared_lbnhc",
         }
     }
     /// The KV-cache layout that selects it.
-    pub fn for_cache_layout(layout: &str) -> Option<TpSharedFormat> {
+    pub(crate) fn for_cache_layout(layout: &str) -> Option<TpSharedFormat> {
         match layout {
             "LBHNC" => Some(TpSharedFormat::Lbhnc),
             "LBNHC" => Some(TpSharedFormat::Lbnhc),
@@ -103,14 +103,23 @@ impl TpSharedFormat {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StoreLayout {
     /// The historical layout: one object per (rank namespace, block), shard id 0.
-    RankLocal { metadata: VllmStoreKey },
+    RankLocal {
+        /// The key parts shared by every key of the rank.
+        metadata: VllmStoreKey,
+    },
     /// One object per (block, store shard), shared by every local TP size that divides `store_tp_size`.
     TpSharded {
+        /// The key parts shared by every key of the rank.
         metadata: VllmStoreKey,
+        /// How the shards are laid out.
         format: TpSharedFormat,
+        /// Number of store shards.
         store_tp_size: i64,
+        /// The shards this rank writes.
         shard_ids: Vec<i64>,
+        /// KV heads per store shard.
         heads_per_store_shard: i64,
+        /// KV heads on this rank.
         local_num_kv_heads: i64,
     },
 }
@@ -124,7 +133,7 @@ impl StoreLayout {
         store_tp_size: i64,
         tp_rank: i64,
         num_kv_heads: i64,
-    ) -> PyResult<StoreLayout> {
+    ) -> Result<StoreLayout, KeysError> {
         let per_rank = floordiv(store_tp_size, local_tp_size)?;
         let first = tp_rank * per_rank;
         Ok(StoreLayout::TpSharded {
@@ -137,12 +146,7 @@ impl StoreLayout {
         })
     }
 
-    pub fn metadata(&self) -> &VllmStoreKey {
-        match self {
-            StoreLayout::RankLocal { metadata } | StoreLayout::TpSharded { metadata, .. } => metadata,
-        }
-    }
-
+    /// The store shards this layout's rank writes (`[0]` for the rank-local layout).
     pub fn local_shard_ids(&self) -> Vec<i64> {
         match self {
             StoreLayout::RankLocal { .. } => vec![0],
@@ -151,17 +155,17 @@ impl StoreLayout {
     }
 
     /// `key_for(shard_id, chunk_hash)` with the hash as hex.
-    pub fn key_for(&self, shard_id: i64, hash_hex: &str) -> PyResult<String> {
+    pub fn key_for(&self, shard_id: i64, hash_hex: &str) -> Result<String, KeysError> {
         match self {
             StoreLayout::RankLocal { metadata } => {
                 if shard_id != 0 {
-                    return Err("AssertionError: ".into());
+                    return Err(PyError::new("AssertionError", "").into());
                 }
                 Ok(build_key_string(&build_prefix(metadata, (None, None, None, None))?, hash_hex))
             }
             StoreLayout::TpSharded { metadata, shard_ids, .. } => {
                 if !shard_ids.contains(&shard_id) {
-                    return Err(format!("KeyError: {shard_id}"));
+                    return Err(PyError::new("KeyError", shard_id.to_string()).into());
                 }
                 Ok(build_key_string(&build_prefix(metadata, (Some(shard_id), None, None, None))?, hash_hex))
             }
@@ -169,7 +173,7 @@ impl StoreLayout {
     }
 
     /// `lookup_key_prefixes(rank_namespaces)`.
-    pub fn lookup_key_prefixes(&self, namespaces: &[RankNamespace]) -> PyResult<Vec<String>> {
+    pub fn lookup_key_prefixes(&self, namespaces: &[RankNamespace]) -> Result<Vec<String>, KeysError> {
         match self {
             StoreLayout::RankLocal { metadata } => namespaces
                 .iter()
@@ -196,12 +200,12 @@ pub fn chunk_hashes_for_block_size(
     block_hashes: &[Vec<u8>],
     hash_block_size: i64,
     block_size: i64,
-) -> PyResult<Vec<Vec<u8>>> {
+) -> Result<Vec<Vec<u8>>, KeysError> {
     if block_size == hash_block_size {
         return Ok(block_hashes.to_vec());
     }
     if pymod(block_size, hash_block_size)? != 0 {
-        return Err("AssertionError: ".into());
+        return Err(PyError::new("AssertionError", "").into());
     }
     let scale = floordiv(block_size, hash_block_size)?;
     let n = floordiv(block_hashes.len() as i64, scale)?;
@@ -211,38 +215,47 @@ pub fn chunk_hashes_for_block_size(
 /// One chunk `process_tokens` yields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Chunk {
+    /// Index of the chunk's first token.
     pub start: i64,
+    /// Index after its last token.
     pub end: i64,
+    /// The hash that keys it.
     pub hash: Vec<u8>,
 }
 
 /// `ChunkedTokenDatabase(metadata, block_size, hash_block_size)` with a rank-local layout.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TokenDatabase {
+    /// Tokens per stored chunk.
     pub block_size: i64,
+    /// Tokens per block hash (divides `block_size`).
     pub hash_block_size: i64,
+    /// How the chunk's keys are formed.
     pub layout: StoreLayout,
 }
 
 impl TokenDatabase {
     /// `hash_block_size` of `None` or 0 means `block_size`; a block size that is not a multiple raises.
-    pub fn new(layout: StoreLayout, block_size: i64, hash_block_size: Option<i64>) -> PyResult<TokenDatabase> {
+    pub fn new(layout: StoreLayout, block_size: i64, hash_block_size: Option<i64>) -> Result<TokenDatabase, KeysError> {
         let hbs = match hash_block_size {
             Some(h) if h != 0 => h,
             _ => block_size,
         };
         if pymod(block_size, hbs)? != 0 {
-            return Err(format!("ValueError: block_size ({block_size}) must be a multiple of hash_block_size ({hbs})"));
+            return Err(PyError::value_error(format!(
+                "block_size ({block_size}) must be a multiple of hash_block_size ({hbs})"
+            ))
+            .into());
         }
         Ok(TokenDatabase { block_size, hash_block_size: hbs, layout })
     }
 
     /// `ChunkedTokenDatabase.key_for(chunk_hash)` (rank-local layouts only).
-    pub fn key_for(&self, hash_hex: &str) -> PyResult<String> {
+    pub fn key_for(&self, hash_hex: &str) -> Result<String, KeysError> {
         match &self.layout {
             StoreLayout::RankLocal { .. } => self.layout.key_for(0, hash_hex),
             StoreLayout::TpSharded { .. } => {
-                Err("RuntimeError: This operation requires a rank-local Store layout".into())
+                Err(PyError::new("RuntimeError", "This operation requires a rank-local Store layout").into())
             }
         }
     }
@@ -257,8 +270,8 @@ impl TokenDatabase {
         chunk_mask: Option<&[bool]>,
         put_step: i64,
         put_step_rank: i64,
-    ) -> PyResult<Vec<Chunk>> {
-        let assertion = || "AssertionError: ".to_string();
+    ) -> Result<Vec<Chunk>, KeysError> {
+        let assertion = || KeysError::from(PyError::new("AssertionError", ""));
         if put_step <= 0 {
             return Err(assertion());
         }
@@ -290,7 +303,7 @@ impl TokenDatabase {
             let idx = floordiv(end, self.hash_block_size)? - 1;
             let idx = if idx < 0 { idx + block_hashes.len() as i64 } else { idx };
             let hash =
-                block_hashes.get(idx as usize).ok_or_else(|| "IndexError: list index out of range".to_string())?;
+                block_hashes.get(idx as usize).ok_or_else(|| PyError::new("IndexError", "list index out of range"))?;
             out.push(Chunk { start, end, hash: hash.clone() });
         }
         Ok(out)
@@ -309,12 +322,13 @@ pub enum GroupKind {
 }
 
 impl GroupKind {
-    pub fn parse(s: &str) -> Result<GroupKind, String> {
+    /// `attn`, `mla` or `mamba`.
+    pub fn parse(s: &str) -> Result<GroupKind, KeysError> {
         match s {
             "attn" => Ok(GroupKind::Attention),
             "mla" => Ok(GroupKind::Mla),
             "mamba" => Ok(GroupKind::Mamba),
-            other => Err(format!("unknown group kind {other:?} (attn, mla, mamba)")),
+            other => Err(KeysError::UnknownGroupKind(other.to_string())),
         }
     }
 }
@@ -322,21 +336,35 @@ impl GroupKind {
 /// The topology and config a store worker derives its keys from.
 #[derive(Clone, Debug)]
 pub struct WorkerConfig {
+    /// `kv_connector_extra_config`.
     pub extra_config: serde_json::Map<String, J>,
+    /// Tensor-parallel size.
     pub tp_size: i64,
+    /// This worker's tensor-parallel rank.
     pub tp_rank: i64,
+    /// Pipeline-parallel size.
     pub pp_size: i64,
+    /// This worker's pipeline-parallel rank.
     pub pp_rank: i64,
+    /// Prefill context-parallel size.
     pub pcp_size: i64,
+    /// This worker's prefill context-parallel rank.
     pub pcp_rank: i64,
+    /// Decode context-parallel size.
     pub dcp_size: i64,
+    /// This worker's decode context-parallel rank.
     pub dcp_rank: i64,
+    /// The model's KV heads in total.
     pub num_kv_heads: i64,
     /// `KVCacheLayout` member name (`LBHNC`, ...).
     pub kv_cache_layout: String,
+    /// The kind of each KV-cache group, in group order.
     pub groups: Vec<GroupKind>,
+    /// The model name in keys ([`super::vllm_key::model_name_of`]).
     pub model_name: String,
+    /// Tokens per stored chunk.
     pub block_size: i64,
+    /// Tokens per block hash.
     pub hash_block_size: i64,
 }
 
@@ -376,7 +404,7 @@ fn py_str(v: &J) -> String {
 }
 
 /// `_select_store_layout`: `(store_tp_size, store_namespace, TP-shared format)`.
-pub fn select_store_layout(cfg: &WorkerConfig) -> (Option<i64>, String, Option<TpSharedFormat>) {
+pub(crate) fn select_store_layout(cfg: &WorkerConfig) -> (Option<i64>, String, Option<TpSharedFormat>) {
     let extra = &cfg.extra_config;
     let lcm_enabled = extra.get("enable_store_tp_lcm") == Some(&J::Bool(true));
     let requested = lcm_enabled || extra.get("store_tp_size").is_some_and(|v| !v.is_null());
@@ -411,7 +439,7 @@ pub fn select_store_layout(cfg: &WorkerConfig) -> (Option<i64>, String, Option<T
 }
 
 /// `_compute_group_tp_replication_factors`: byte-identical TP replicas per group.
-pub fn group_tp_replication_factors(cfg: &WorkerConfig) -> PyResult<Vec<i64>> {
+pub(crate) fn group_tp_replication_factors(cfg: &WorkerConfig) -> Result<Vec<i64>, KeysError> {
     cfg.groups
         .iter()
         .map(|g| {
@@ -429,17 +457,23 @@ pub fn group_tp_replication_factors(cfg: &WorkerConfig) -> PyResult<Vec<i64>> {
 /// What a store worker derives: its layouts, the prefixes it probes, and its keys for one hash.
 #[derive(Clone, Debug)]
 pub struct WorkerKeys {
+    /// The store TP size of a TP-shared layout, `None` for rank-local keys.
     pub store_tp_size: Option<i64>,
+    /// The namespace written into every key (empty for rank-local keys).
     pub store_namespace: String,
+    /// The TP-shared format, if any.
     pub format: Option<TpSharedFormat>,
+    /// How many TP ranks hold each group's data.
     pub replication_factors: Vec<i64>,
+    /// One token database per KV-cache group.
     pub databases: Vec<TokenDatabase>,
+    /// The key prefixes a lookup probes, per group.
     pub lookup_key_prefixes: Vec<Vec<String>>,
 }
 
 /// `_select_store_layout` → `KeyMetadata` → `_compute_group_tp_replication_factors` →
 /// `_build_token_databases` → `_init_lookup_key_prefixes`.
-pub fn worker_keys(cfg: &WorkerConfig) -> PyResult<WorkerKeys> {
+pub fn worker_keys(cfg: &WorkerConfig) -> Result<WorkerKeys, KeysError> {
     let (store_tp_size, store_namespace, format) = select_store_layout(cfg);
     let cache_prefix = cfg.extra_config.get("cache_prefix").map(py_str).unwrap_or_default();
     let metadata = VllmStoreKey {
@@ -510,7 +544,7 @@ mod tests {
         assert_eq!(floordiv(-7, -2).unwrap(), 3);
         assert_eq!(pymod(-7, 2).unwrap(), 1);
         assert_eq!(cdiv(17, 16).unwrap(), 2);
-        assert!(floordiv(1, 0).unwrap_err().starts_with("ZeroDivisionError"));
+        assert!(floordiv(1, 0).unwrap_err().to_string().starts_with("ZeroDivisionError"));
     }
 
     #[test]

@@ -11,22 +11,20 @@ use super::vllm_key::KeyError;
 pub trait TypedKey: Sized {
     /// The grammar's name in `spec/store-keys/`.
     const GRAMMAR: &'static str;
+    /// The key's parts, by the grammar's field names.
     fn to_fields(&self) -> Fields;
+    /// The key from parsed parts (absent ones take their defaults).
     fn from_fields(f: &Fields) -> Self;
 
     /// The key string.
     fn build(&self) -> Result<String, KeyError> {
-        let g = StoreKeySpec::builtin()
-            .grammar(Self::GRAMMAR)
-            .ok_or_else(|| KeyError::Release(format!("no grammar {}", Self::GRAMMAR)))?;
+        let g = StoreKeySpec::builtin().grammar(Self::GRAMMAR).ok_or(KeyError::NoSuchGrammar(Self::GRAMMAR))?;
         g.render(&self.to_fields()).map_err(KeyError::Build)
     }
 
     /// Parses a key; `hints` are known field values (needed when free text contains the separator).
     fn parse(key: &str, hints: &Fields) -> Result<Self, KeyError> {
-        let g = StoreKeySpec::builtin()
-            .grammar(Self::GRAMMAR)
-            .ok_or_else(|| KeyError::Release(format!("no grammar {}", Self::GRAMMAR)))?;
+        let g = StoreKeySpec::builtin().grammar(Self::GRAMMAR).ok_or(KeyError::NoSuchGrammar(Self::GRAMMAR))?;
         g.parse(key, hints).map(|f| Self::from_fields(&f)).map_err(KeyError::Parse)
     }
 }
@@ -74,7 +72,7 @@ macro_rules! typed_key {
         $(#[$doc])*
         #[derive(Clone, Debug, Default, PartialEq, Eq)]
         pub struct $name {
-            $($(#[$fdoc])* pub $field: $ty,)*
+            $(#[doc = concat!("The key's `", stringify!($field), "` part.")] $(#[$fdoc])* pub $field: $ty,)*
         }
         impl TypedKey for $name {
             const GRAMMAR: &'static str = $grammar;

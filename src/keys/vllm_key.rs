@@ -4,7 +4,7 @@
 //! release comes from its grammar in `spec/store-keys/vllm.toml`; which parts a release has is data there.
 
 use super::grammar::{FieldValue, Fields, KeyBuildError, KeyParseError};
-use super::spec::StoreKeySpec;
+use super::spec::{NoGrammar, StoreKeySpec};
 
 /// `KeyMetadata` plus the chunk hash: every part a vLLM store key can have. A release without a part
 /// (0.21.0 has no `group_id`, 0.21–0.23 no `cache_prefix`, before 0.30 no `store_namespace`) needs its
@@ -17,9 +17,13 @@ pub struct VllmStoreKey {
     pub model_name: String,
     /// Empty, or one of the forms `_select_store_layout` produces (0.30.0+).
     pub store_namespace: String,
+    /// Tensor-parallel rank (or store shard) of the namespace.
     pub tp_rank: i64,
+    /// Prefill context-parallel rank.
     pub pcp_rank: i64,
+    /// Decode context-parallel rank.
     pub dcp_rank: i64,
+    /// Pipeline-parallel rank.
     pub pp_rank: i64,
     /// KV-cache group index (0.22.0+).
     pub group_id: i64,
@@ -30,7 +34,9 @@ pub struct VllmStoreKey {
 /// Known parts of a key, for parsing a key whose free text (cache prefix, model name) contains `@`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KeyHints {
+    /// The key's cache prefix, when known.
     pub cache_prefix: Option<String>,
+    /// The key's model name, when known.
     pub model_name: Option<String>,
 }
 
@@ -53,6 +59,7 @@ pub fn model_name_of(model: &str) -> String {
 }
 
 impl VllmStoreKey {
+    /// The key's parts, by the grammar's field names.
     pub fn to_fields(&self) -> Fields {
         let t = |s: &str| FieldValue::Text(s.to_string());
         [
@@ -122,15 +129,21 @@ impl VllmStoreKey {
 /// Why a key could not be built or parsed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KeyError {
-    Release(String),
+    /// The release has no key grammar.
+    Release(NoGrammar),
+    /// The store-key data has no grammar of this name.
+    NoSuchGrammar(&'static str),
+    /// The key cannot be built from these parts.
     Build(KeyBuildError),
+    /// The text is not a key of the release.
     Parse(KeyParseError),
 }
 
 impl std::fmt::Display for KeyError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            KeyError::Release(e) => f.write_str(e),
+            KeyError::Release(e) => write!(f, "{e}"),
+            KeyError::NoSuchGrammar(g) => write!(f, "no grammar {g}"),
             KeyError::Build(e) => write!(f, "{e}"),
             KeyError::Parse(e) => write!(f, "{e}"),
         }

@@ -16,7 +16,12 @@ use crate::msgpack::{Obj, Reader, Writer};
 pub enum Request {
     /// How many of `num_tokens` prompt tokens the store holds, given every block hash of the request (raw
     /// digests; releases that send hex text carry them hex-encoded).
-    Lookup { num_tokens: u32, hashes: Vec<Vec<u8>> },
+    Lookup {
+        /// The number of prompt tokens asked about.
+        num_tokens: u32,
+        /// The request's block hashes, in order.
+        hashes: Vec<Vec<u8>>,
+    },
     /// Drop every object (`remove_all(force=True)`), 0.23.0 on.
     Reset,
 }
@@ -24,21 +29,36 @@ pub enum Request {
 /// One partial last block a group can load (0.29.0 on).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TailBoundary {
+    /// The KV cache group.
     pub group_id: u32,
+    /// How many tokens of the partial block the group can load.
     pub boundary_tokens: u32,
 }
 
 /// A reply from the worker.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
-    Hits { hit_tokens: u32, tail_boundaries: Vec<TailBoundary> },
-    Status { ok: bool },
+    /// The answer to a lookup.
+    Hits {
+        /// Prompt tokens found in the store (for every rank's namespace).
+        hit_tokens: u32,
+        /// Partial last blocks that can be loaded too (always empty before 0.29.0).
+        tail_boundaries: Vec<TailBoundary>,
+    },
+    /// The answer to a command (`reset`); also what a 0.23.0+ worker answers to an unknown tag (`ok: false`).
+    Status {
+        /// Whether the command succeeded.
+        ok: bool,
+    },
 }
 
+/// A frame that cannot be built from a value or read into one, with the frame it concerns. Displays as
+/// ``frame `name`: problem``.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LookupError {
     /// The frame (by its spec name) the problem is in, if one.
     pub frame: Option<String>,
+    /// What is wrong.
     pub msg: String,
 }
 
@@ -90,7 +110,7 @@ pub fn encode_request(v: &LookupVersion, r: &Request) -> Result<Vec<Vec<u8>>, Lo
                 let mut w = Writer::new();
                 w.array_len(hashes.len());
                 for h in hashes {
-                    w.str(&hex_lower(h));
+                    w.str(&hex::encode(h));
                 }
                 w.into_bytes()
             }
@@ -232,26 +252,18 @@ pub fn decode_reply(v: &LookupVersion, request: &str, data: &[u8]) -> Result<Rep
         FrameKind::Status => match data {
             [1] => Reply::Status { ok: true },
             [0] => Reply::Status { ok: false },
-            _ => return Err(err(at, format!("expected the byte 01 or 00, found {}", hex_lower(data)))),
+            _ => return Err(err(at, format!("expected the byte 01 or 00, found {}", hex::encode(data)))),
         },
         k => return Err(err(at, format!("{k:?} is not a reply kind"))),
     })
 }
 
-fn hex_lower(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
+/// Lowercase hex (what `bytes.hex()` writes) to bytes; uppercase digits are refused.
 fn hex_decode(s: &[u8]) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if s.iter().any(u8::is_ascii_uppercase) {
         return None;
     }
-    let nib = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
-    s.chunks(2).map(|p| Some(nib(p[0])? << 4 | nib(p[1])?)).collect()
+    hex::decode(s).ok()
 }
 
 #[cfg(test)]

@@ -5,10 +5,12 @@
 //!
 //! The codec is driven by the frame list of the release; no release has code of its own.
 
-pub mod codec;
-pub mod spec;
+#![warn(missing_docs, unreachable_pub, unnameable_types)]
+
+pub(crate) mod codec;
+pub(crate) mod spec;
 
 pub use codec::{
     decode_reply, decode_request, encode_reply, encode_request, LookupError, Reply, Request, TailBoundary,
 };
-pub use spec::{for_release, FrameKind, LookupVersion};
+pub use spec::{for_release, FrameDef, FrameKind, History, LookupVersion, RequestDef};

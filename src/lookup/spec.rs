@@ -11,11 +11,13 @@ use serde::Deserialize;
 use crate::hash::compat::data_format;
 use crate::spec::Spec;
 
-pub const FORMAT: &str = "mooncake-store-lookup/1";
+pub(crate) const FORMAT: &str = "mooncake-store-lookup/1";
 
-/// The file as written: versions are raw tables until their edits are applied.
+/// The file as written: versions are raw tables until their edits are applied. `name`, `doc` and `source`
+/// are required of the file but read by nothing.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[allow(dead_code)]
 struct RawFile {
     format: String,
     name: String,
@@ -26,11 +28,8 @@ struct RawFile {
 
 /// The file with every version resolved.
 #[derive(Clone, Debug)]
-pub struct LookupFile {
-    pub name: String,
-    pub doc: String,
-    pub source: String,
-    pub versions: Vec<LookupVersion>,
+pub(crate) struct LookupFile {
+    pub(crate) versions: Vec<LookupVersion>,
 }
 
 /// Keys a version states for itself; never inherited from its base.
@@ -40,13 +39,17 @@ const OWN_KEYS: &[&str] = &["name", "base", "releases", "build_commits", "source
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LookupVersion {
+    /// The version's name, after its releases (`vllm-0.22.0..0.22.1`).
     pub name: String,
     /// The version this one edits (absent for the first).
     #[serde(default)]
     pub base: Option<String>,
+    /// The vLLM releases that speak this version.
     pub releases: Vec<String>,
+    /// The build commit of each release (as in its wheel's version string).
     #[serde(default)]
     pub build_commits: IndexMap<String, String>,
+    /// Where the version was read (wheel and file).
     pub source: String,
     /// This version's own edits, as written (for the wire table and the diff between versions).
     #[serde(default)]
@@ -55,15 +58,21 @@ pub struct LookupVersion {
     pub path: String,
     /// What the server answers to an unknown tag: `status-error`, or `n/a` (untagged versions).
     pub unknown_tag: String,
+    /// Every request the scheduler can send, with its reply.
     pub requests: Vec<RequestDef>,
 }
 
+/// One request of a version: its frames, in order, and the worker's reply frames.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestDef {
+    /// The request's name (`lookup`, `reset`).
     pub name: String,
+    /// The frames of the multipart request, in order; a tagged version starts with a `const` tag frame.
     pub frames: Vec<FrameDef>,
+    /// The reply's frames (one in every release).
     pub reply: Vec<FrameDef>,
+    /// Where the request was introduced and changed.
     #[serde(flatten)]
     pub history: History,
 }
@@ -73,18 +82,24 @@ pub struct RequestDef {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct History {
+    /// The version that introduced the item (absent on the first version's own items).
     #[serde(default)]
     pub since: Option<String>,
+    /// Where the introducing version's behaviour was read.
     #[serde(default)]
     pub source: Option<String>,
+    /// Later versions whose edits changed the item.
     #[serde(default)]
     pub changed_in: Vec<String>,
 }
 
+/// One frame of a request or reply.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FrameDef {
+    /// The frame's name, unique within its request (`token_len`, `block_hashes`).
     pub name: String,
+    /// How the frame's bytes are laid out.
     pub kind: FrameKind,
     /// `const`: the exact bytes, as ASCII text.
     #[serde(default)]
@@ -95,33 +110,45 @@ pub struct FrameDef {
     /// `hashes`: the frame whose value is the length of each digest.
     #[serde(default)]
     pub item_len: Option<String>,
+    /// What the frame carries, in vLLM's terms.
     #[serde(default)]
     pub doc: String,
+    /// Where the frame was introduced and changed.
     #[serde(flatten)]
     pub history: History,
 }
 
+/// How a frame's bytes are laid out (the `kind` of the spec file).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FrameKind {
+    /// Exactly the bytes of [`FrameDef::bytes`]: a message tag, only as a request's first frame.
     Const,
+    /// Exactly 2 bytes, a big-endian unsigned integer.
     U16,
+    /// Exactly 4 bytes, a big-endian unsigned integer.
     U32,
+    /// One MessagePack object of the type [`FrameDef::ty`] (`list[str]`: vLLM's encoder applied to the hex digests).
     Msgpack,
+    /// Raw digests back to back, each as long as the value of the frame [`FrameDef::item_len`] names.
     Hashes,
+    /// A big-endian `u32` hit count, then zero or more 8-byte (`u32` group id, `u32` boundary tokens) tail
+    /// boundaries.
     Lookup,
+    /// One byte: 1 for success, 0 for failure.
     Status,
 }
 
 impl LookupVersion {
     /// The request a tag frame selects (`None` for an unknown tag).
-    pub fn request_by_tag(&self, tag: &[u8]) -> Option<&RequestDef> {
+    pub(crate) fn request_by_tag(&self, tag: &[u8]) -> Option<&RequestDef> {
         self.requests.iter().find(|r| {
             r.frames
                 .first()
                 .is_some_and(|f| f.kind == FrameKind::Const && f.bytes.as_deref().map(str::as_bytes) == Some(tag))
         })
     }
+    /// A request by name.
     pub fn request(&self, name: &str) -> Option<&RequestDef> {
         self.requests.iter().find(|r| r.name == name)
     }
@@ -132,13 +159,12 @@ impl LookupVersion {
 }
 
 impl LookupFile {
-    pub fn parse(path: &str, text: &str) -> Result<LookupFile, String> {
+    pub(crate) fn parse(path: &str, text: &str) -> Result<LookupFile, String> {
         let raw: RawFile = toml::from_str(text).map_err(|e| format!("{path}: {e}"))?;
         if raw.format != FORMAT {
             return Err(format!("{path}: format must be {FORMAT}"));
         }
-        let f =
-            LookupFile { name: raw.name, doc: raw.doc, source: raw.source, versions: resolve(path, &raw.versions)? };
+        let f = LookupFile { versions: resolve(path, &raw.versions)? };
         let mut seen = std::collections::HashSet::new();
         for v in &f.versions {
             let at = |m: String| format!("{path}: version {}: {m}", v.name);
@@ -248,7 +274,7 @@ fn check_frame(f: &FrameDef, earlier: &[&FrameDef]) -> Result<(), String> {
 }
 
 /// The built-in lookup data.
-pub fn builtin() -> &'static LookupFile {
+pub(crate) fn builtin() -> &'static LookupFile {
     static F: OnceLock<LookupFile> = OnceLock::new();
     F.get_or_init(|| {
         let (p, t) = Spec::builtin_files()

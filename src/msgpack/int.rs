@@ -42,18 +42,24 @@ impl fmt::Display for IntRangeError {
 impl std::error::Error for IntRangeError {}
 
 impl WireInt {
+    /// The smallest wire integer, `-2^63` (`int64`, opcode `0xd3`).
     pub const MIN: WireInt = WireInt::from_i64(i64::MIN);
+    /// The largest wire integer, `2^64-1` (`uint64`, opcode `0xcf`).
     pub const MAX: WireInt = WireInt::from_u64(u64::MAX);
+    /// Zero.
     pub const ZERO: WireInt = WireInt::from_u64(0);
 
+    /// A non-negative value.
     #[inline(always)]
     pub const fn from_u64(v: u64) -> Self {
         WireInt { bits: v, neg: false }
     }
+    /// A signed 64-bit value.
     #[inline(always)]
     pub const fn from_i64(v: i64) -> Self {
         WireInt { bits: v as u64, neg: v < 0 }
     }
+    /// Any value in `[-2^63, 2^64-1]`; outside it, the value itself as the error.
     pub fn new(v: i128) -> Result<Self, IntRangeError> {
         if v < i64::MIN as i128 || v > u64::MAX as i128 {
             Err(IntRangeError(v))
@@ -63,6 +69,7 @@ impl WireInt {
             Ok(WireInt::from_u64(v as u64))
         }
     }
+    /// The value, widened to `i128` (which holds the whole range).
     #[inline]
     pub const fn get(self) -> i128 {
         if self.neg {
@@ -71,6 +78,7 @@ impl WireInt {
             self.bits as i128
         }
     }
+    /// The value as `u64`, `None` when negative.
     #[inline]
     pub fn as_u64(self) -> Option<u64> {
         if self.neg {
@@ -79,6 +87,7 @@ impl WireInt {
             Some(self.bits)
         }
     }
+    /// The value as `i64`, `None` above `i64::MAX`.
     #[inline]
     pub fn as_i64(self) -> Option<i64> {
         let b = self.bits;
@@ -88,9 +97,11 @@ impl WireInt {
             None
         }
     }
+    /// The value as `usize` (a length or an index), `None` when negative or too large for this platform.
     pub fn as_usize(self) -> Option<usize> {
         usize::try_from(self.get()).ok()
     }
+    /// Whether the value is below zero.
     pub const fn is_negative(self) -> bool {
         self.neg
     }

@@ -1,25 +1,37 @@
 //! MessagePack at the byte level: a bounds-checked cursor that reads one object head at a time, and a writer
 //! that picks the encodings msgspec picks. Nothing here knows about structs or the spec.
 
+#![warn(missing_docs, unreachable_pub, unnameable_types)]
+
 mod int;
 mod reader;
 mod writer;
 
 pub use int::{IntRangeError, WireInt};
 pub use reader::{Obj, RawError, Reader};
+pub(crate) use writer::Key;
 pub use writer::Writer;
 
 /// The kind of a MessagePack object, named as msgspec names it in its error messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// `nil` (`0xc0`).
     Nil,
+    /// `true` / `false` (`0xc3` / `0xc2`).
     Bool,
+    /// Any integer: fixints, `uint8`..`uint64`, `int8`..`int64`.
     Int,
+    /// `float32` or `float64`.
     Float,
+    /// A string (fixstr, `str8`..`str32`).
     Str,
+    /// A binary (`bin8`..`bin32`).
     Bin,
+    /// An array (fixarray, `array16`, `array32`).
     Array,
+    /// A map (fixmap, `map16`, `map32`).
     Map,
+    /// An extension (fixext, `ext8`..`ext32`).
     Ext,
     /// The reserved opcode `0xc1`.
     Reserved,
@@ -27,7 +39,7 @@ pub enum Kind {
 
 impl Kind {
     /// Classifies an opcode without reading anything after it.
-    pub fn of_opcode(op: u8) -> Kind {
+    pub(crate) fn of_opcode(op: u8) -> Kind {
         match op {
             0x00..=0x7f | 0xe0..=0xff | 0xcc..=0xd3 => Kind::Int,
             0x80..=0x8f | 0xde | 0xdf => Kind::Map,
@@ -43,7 +55,7 @@ impl Kind {
     }
 
     /// msgspec's name for a value of this kind (`None` for nil in value position).
-    pub fn msgspec_name(self) -> &'static str {
+    pub(crate) fn msgspec_name(self) -> &'static str {
         match self {
             Kind::Nil => "None",
             Kind::Bool => "bool",

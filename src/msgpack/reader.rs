@@ -7,19 +7,28 @@ use super::{Kind, WireInt};
 /// length, as msgspec does before it checks the type.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Obj<'a> {
+    /// `nil`.
     Nil,
+    /// A boolean.
     Bool(bool),
+    /// An integer of any width.
     Int(WireInt),
+    /// A float; a `float32` is widened to `f64`.
     Float(f64),
     /// Raw string bytes, UTF-8 not yet checked.
     Str(&'a [u8]),
+    /// Binary bytes.
     Bin(&'a [u8]),
+    /// An array head: its declared element count (the elements follow).
     Array(usize),
+    /// A map head: its declared pair count (the keys and values follow).
     Map(usize),
+    /// An extension: its type tag and data.
     Ext(i8, &'a [u8]),
 }
 
 impl Obj<'_> {
+    /// The kind of this object.
     pub fn kind(&self) -> Kind {
         match self {
             Obj::Nil => Kind::Nil,
@@ -41,7 +50,12 @@ pub enum RawError {
     /// The input ended inside an object.
     Truncated,
     /// The reserved opcode `0xc1` at this offset.
-    InvalidOpcode { op: u8, offset: usize },
+    InvalidOpcode {
+        /// The opcode byte.
+        op: u8,
+        /// Its offset in the buffer.
+        offset: usize,
+    },
     /// Containers nested deeper than allowed.
     TooDeep,
 }
@@ -65,11 +79,35 @@ fn first_int(b: &[u8]) -> Option<(WireInt, usize)> {
     })
 }
 
+/// `a == b` for slices of the same length, compared 8 bytes at a time in place (struct keys are short: a call
+/// to `memcmp` would cost more than the compare). The first word settles most misses (a str head is first).
+#[inline(always)]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().unwrap_or([0; 8]));
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if n < 8 {
+        return a == b;
+    }
+    let mut at = 0;
+    while at + 8 < n {
+        if word(a, at) != word(b, at) {
+            return false;
+        }
+        at += 8;
+    }
+    // The last 8 bytes, overlapping the previous word.
+    word(a, n - 8) == word(b, n - 8)
+}
+
 /// The opcode bytes of four consecutive 3-byte objects in a little-endian 16-byte load, and their value when
 /// all four are `uint16` (`0xcd`).
 const QUAD_OPS_MASK: u128 = 0xff | 0xff << 24 | 0xff << 48 | 0xff << 72;
 const QUAD_OPS_UINT16: u128 = 0xcd | 0xcd << 24 | 0xcd << 48 | 0xcd << 72;
 
+/// A cursor over one MessagePack buffer; see the module documentation.
 #[derive(Clone, Debug)]
 pub struct Reader<'a> {
     buf: &'a [u8],
@@ -77,6 +115,7 @@ pub struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// A cursor at the start of `buf`.
     pub fn new(buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0 }
     }
@@ -84,16 +123,18 @@ impl<'a> Reader<'a> {
     pub fn pos(&self) -> usize {
         self.pos
     }
+    /// Bytes not yet read.
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
+    /// Whether every byte has been read.
     pub fn is_empty(&self) -> bool {
         self.pos >= self.buf.len()
     }
 
     /// The next opcode, not consumed.
     #[inline]
-    pub fn peek_op(&self) -> Result<u8, RawError> {
+    pub(crate) fn peek_op(&self) -> Result<u8, RawError> {
         self.buf.get(self.pos).copied().ok_or(RawError::Truncated)
     }
 
@@ -105,7 +146,7 @@ impl<'a> Reader<'a> {
     }
 
     #[inline]
-    pub fn take(&mut self, n: usize) -> Result<&'a [u8], RawError> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], RawError> {
         if n > self.remaining() {
             return Err(RawError::Truncated);
         }
@@ -208,7 +249,7 @@ impl<'a> Reader<'a> {
     /// integer, reads it; otherwise consumes nothing and returns `None` (the caller then takes the general
     /// path, which reports the exact error). Accepts exactly the opcodes `read_obj` reads as `Obj::Int`.
     #[inline(always)]
-    pub fn try_int(&mut self) -> Option<WireInt> {
+    pub(crate) fn try_int(&mut self) -> Option<WireInt> {
         let (v, n) = first_int(self.buf.get(self.pos..)?)?;
         self.pos += n;
         Some(v)
@@ -219,8 +260,18 @@ impl<'a> Reader<'a> {
     /// path). The hot loop of `list[int]`: values are gathered in a small local array (cursor and position stay
     /// in registers, no capacity check per element) and appended to `out` a chunk at a time.
     #[inline]
-    pub fn read_int_run(&mut self, max: usize, out: &mut Vec<WireInt>) -> usize {
+    pub(crate) fn read_int_run(&mut self, max: usize, out: &mut Vec<WireInt>) -> usize {
         const CHUNK: usize = 32;
+        if max < CHUNK / 2 {
+            // A short list: element by element, without setting up the chunk.
+            for k in 0..max {
+                match self.try_int() {
+                    Some(v) => out.push(v),
+                    None => return k,
+                }
+            }
+            return max;
+        }
         let mut rest = self.buf.get(self.pos..).unwrap_or_default();
         let mut chunk = [WireInt::ZERO; CHUNK];
         let mut k = 0;
@@ -269,7 +320,7 @@ impl<'a> Reader<'a> {
     /// Fast path for strings, like [`Reader::try_int`]: the raw bytes of a whole str object (UTF-8 not
     /// checked), or `None` with nothing consumed.
     #[inline(always)]
-    pub fn try_str(&mut self) -> Option<&'a [u8]> {
+    pub(crate) fn try_str(&mut self) -> Option<&'a [u8]> {
         let rest = self.buf.get(self.pos..)?;
         let (&op, after) = rest.split_first()?;
         let (len, head): (usize, usize) = match op {
@@ -284,16 +335,41 @@ impl<'a> Reader<'a> {
         Some(s)
     }
 
+    /// Consumes `bytes` if the input continues with exactly them (a struct key as encoders write it).
+    #[inline(always)]
+    pub(crate) fn eat(&mut self, bytes: &[u8]) -> bool {
+        let hit = self.buf.get(self.pos..self.pos + bytes.len()).is_some_and(|rest| same_bytes(rest, bytes));
+        if hit {
+            self.pos += bytes.len();
+        }
+        hit
+    }
+
     /// Fast path for array heads, like [`Reader::try_int`].
     #[inline(always)]
-    pub fn try_array(&mut self) -> Option<usize> {
+    pub(crate) fn try_array(&mut self) -> Option<usize> {
+        self.try_head(0x90, 0xdc, 0xdd)
+    }
+
+    /// Fast path for map heads, like [`Reader::try_int`].
+    #[inline(always)]
+    pub(crate) fn try_map(&mut self) -> Option<usize> {
+        self.try_head(0x80, 0xde, 0xdf)
+    }
+
+    /// A container head: the fix form (`fix` to `fix + 15`), or the 16- or 32-bit one.
+    #[inline(always)]
+    fn try_head(&mut self, fix: u8, op16: u8, op32: u8) -> Option<usize> {
         let rest = self.buf.get(self.pos..)?;
         let (&op, after) = rest.split_first()?;
-        let (n, head) = match op {
-            0x90..=0x9f => ((op & 0x0f) as usize, 1),
-            0xdc => (u16::from_be_bytes(*after.first_chunk()?) as usize, 3),
-            0xdd => (u32::from_be_bytes(*after.first_chunk()?) as usize, 5),
-            _ => return None,
+        let (n, head) = if op & 0xf0 == fix {
+            ((op & 0x0f) as usize, 1)
+        } else if op == op16 {
+            (u16::from_be_bytes(*after.first_chunk()?) as usize, 3)
+        } else if op == op32 {
+            (u32::from_be_bytes(*after.first_chunk()?) as usize, 5)
+        } else {
+            return None;
         };
         self.pos += head;
         Some(n)
@@ -301,7 +377,7 @@ impl<'a> Reader<'a> {
 
     /// Skips one whole value. `depth` is the number of containers already open around it; the value may open
     /// containers up to a total of `max_depth`. Iterative: the Rust stack does not grow with the input.
-    pub fn skip_value(&mut self, depth: usize, max_depth: usize) -> Result<(), RawError> {
+    pub(crate) fn skip_value(&mut self, depth: usize, max_depth: usize) -> Result<(), RawError> {
         // Number of values still to skip at each open level, innermost last. Bounded by max_depth.
         let mut pending: Vec<usize> = Vec::new();
         let mut todo: usize = 1;
@@ -332,7 +408,7 @@ mod tests {
     use super::*;
 
     fn h(s: &str) -> Vec<u8> {
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+        hex::decode(s).unwrap()
     }
 
     #[test]
@@ -404,6 +480,39 @@ mod tests {
                     (Some(_), _) => panic!("try_array read a non-array: {b:02x?}"),
                     (None, _) => assert_eq!(r.pos(), 0),
                 }
+                let mut r = Reader::new(&b);
+                match (r.try_map(), want) {
+                    (Some(n), Ok(Obj::Map(w))) => assert_eq!((n, r.pos()), (w, full.pos()), "{b:02x?}"),
+                    (None, Ok(Obj::Map(_))) => panic!("try_map missed a map: {b:02x?}"),
+                    (Some(_), _) => panic!("try_map read a non-map: {b:02x?}"),
+                    (None, _) => assert_eq!(r.pos(), 0),
+                }
+            }
+        }
+    }
+
+    /// `eat` consumes exactly a matching prefix, whatever its length (the word-wise compare of `same_bytes`
+    /// around 8 and 16 bytes), and nothing on a mismatch in any byte or on input too short.
+    #[test]
+    fn eat_matches_exact_prefixes() {
+        for n in 0..40usize {
+            let key: Vec<u8> = (0..n as u8).map(|i| i.wrapping_mul(29).wrapping_add(3)).collect();
+            let mut input = key.clone();
+            input.extend_from_slice(b"tail");
+            let mut r = Reader::new(&input);
+            assert!(r.eat(&key), "{n}");
+            assert_eq!(r.pos(), n);
+            for flip in 0..n {
+                let mut other = input.clone();
+                other[flip] ^= 0x40;
+                let mut r = Reader::new(&other);
+                assert!(!r.eat(&key), "{n} bytes, byte {flip} differs");
+                assert_eq!(r.pos(), 0);
+            }
+            if n > 0 {
+                let mut r = Reader::new(&key[..n - 1]);
+                assert!(!r.eat(&key), "{n}: input too short");
+                assert_eq!(r.pos(), 0);
             }
         }
     }

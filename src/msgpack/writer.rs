@@ -3,59 +3,81 @@
 
 use super::WireInt;
 
+/// A growing MessagePack buffer; each method appends one object (or a container head) as msgspec encodes it.
 #[derive(Default, Debug, Clone)]
 pub struct Writer {
     buf: Vec<u8>,
 }
 
 impl Writer {
+    /// An empty writer.
     pub fn new() -> Self {
         Writer { buf: Vec::new() }
     }
+    /// An empty writer with room for `n` bytes.
     pub fn with_capacity(n: usize) -> Self {
         Writer { buf: Vec::with_capacity(n) }
     }
+    /// The bytes written.
     pub fn into_bytes(self) -> Vec<u8> {
         self.buf
     }
+    /// The bytes written so far.
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf
     }
+    /// Number of bytes written so far.
     pub fn len(&self) -> usize {
         self.buf.len()
     }
+    /// Whether nothing has been written.
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
+    /// Appends bytes as they are (an object encoded elsewhere).
     pub fn raw(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
     }
 
+    /// `nil`.
     pub fn nil(&mut self) {
         self.buf.push(0xc0);
     }
+    /// A boolean.
     pub fn bool(&mut self, v: bool) {
         self.buf.push(if v { 0xc3 } else { 0xc2 });
     }
 
+    /// A non-negative integer in the smallest encoding: positive fixint, then `uint8`, `uint16`, `uint32`,
+    /// `uint64`.
     #[inline]
     pub fn uint(&mut self, v: u64) {
-        if v < 0x80 {
-            self.buf.push(v as u8);
+        // The opcode and the big-endian value in the low bytes of one word, written as one fixed-size copy
+        // and cut back to the encoding's length: no branch per width on the writing side, no call.
+        let (word, n) = if v < 0x80 {
+            (v as u128, 1)
         } else if v <= u8::MAX as u64 {
-            self.buf.extend_from_slice(&[0xcc, v as u8]);
+            (0xcc | (v as u128) << 8, 2)
         } else if v <= u16::MAX as u64 {
-            self.buf.push(0xcd);
-            self.buf.extend_from_slice(&(v as u16).to_be_bytes());
+            (0xcd | ((v as u16).swap_bytes() as u128) << 8, 3)
         } else if v <= u32::MAX as u64 {
-            self.buf.push(0xce);
-            self.buf.extend_from_slice(&(v as u32).to_be_bytes());
+            (0xce | ((v as u32).swap_bytes() as u128) << 8, 5)
         } else {
-            self.buf.push(0xcf);
-            self.buf.extend_from_slice(&v.to_be_bytes());
-        }
+            (0xcf | (v.swap_bytes() as u128) << 8, 9)
+        };
+        self.word(word, n);
     }
 
+    /// The first `n` bytes of `word` (little-endian).
+    #[inline(always)]
+    fn word(&mut self, word: u128, n: usize) {
+        let at = self.buf.len();
+        self.buf.extend_from_slice(&word.to_le_bytes());
+        self.buf.truncate(at + n);
+    }
+
+    /// A signed integer: a non-negative one as [`Writer::uint`] writes it, a negative one as negative fixint or the
+    /// smallest of `int8`..`int64`.
     #[inline]
     pub fn sint(&mut self, v: i64) {
         if v >= 0 {
@@ -76,6 +98,7 @@ impl Writer {
         }
     }
 
+    /// A wire integer, as [`Writer::uint`] or [`Writer::sint`] writes it.
     #[inline]
     pub fn int(&mut self, v: WireInt) {
         match v.as_u64() {
@@ -87,8 +110,8 @@ impl Writer {
 
     /// A `list[int]`: the array head, then the elements gathered in a small local buffer (cursor in a
     /// register, no capacity check per element) that is appended a chunk at a time. Four 16-bit values in a
-    /// row (block ids) are written after one range check as four overlapping 4-byte stores of their 12 bytes; other values that fit 32 bits as one
-    /// 8-byte store cut back to their length.
+    /// row (block ids) are written after one range check as four overlapping 4-byte stores of their 12 bytes;
+    /// other values that fit 32 bits as one 8-byte store cut back to their length.
     #[inline]
     pub fn int_list(&mut self, v: &[WireInt]) {
         self.array_len(v.len());
@@ -96,8 +119,15 @@ impl Writer {
     }
 
     /// The elements of [`Writer::int_list`] without the array head (for a list written in pieces).
-    pub fn ints(&mut self, v: &[WireInt]) {
+    pub(crate) fn ints(&mut self, v: &[WireInt]) {
         const CHUNK: usize = 512;
+        if v.len() < 8 {
+            // A short list: element by element, without setting up the chunk.
+            for &i in v {
+                self.int(i);
+            }
+            return;
+        }
         let mut chunk = [0u8; CHUNK + 16];
         let mut at = 0usize;
         let mut rest = v;
@@ -165,6 +195,7 @@ impl Writer {
         self.buf.extend_from_slice(&chunk[..at]);
     }
 
+    /// A float, always as `float64` (`0xcb`), as msgspec writes every Python float.
     pub fn f64(&mut self, v: f64) {
         self.buf.push(0xcb);
         self.buf.extend_from_slice(&v.to_be_bytes());
@@ -184,6 +215,21 @@ impl Writer {
         }
     }
 
+    /// Writes a [`Key`]: a short one as one fixed-size copy (no call to copy a few bytes), cut back to its
+    /// length.
+    #[inline]
+    pub(crate) fn key(&mut self, k: &Key) {
+        match k {
+            Key::Short(bytes, len) => {
+                let at = self.buf.len();
+                self.buf.extend_from_slice(bytes);
+                self.buf.truncate(at + *len as usize);
+            }
+            Key::Long(bytes) => self.buf.extend_from_slice(bytes),
+        }
+    }
+
+    /// A string in the smallest head (fixstr up to 31 bytes, then `str8`, `str16`, `str32`).
     #[inline]
     pub fn str(&mut self, s: &str) {
         self.str_bytes(s.as_bytes());
@@ -199,6 +245,7 @@ impl Writer {
         }
         self.buf.extend_from_slice(s);
     }
+    /// A binary in the smallest head (`bin8`, `bin16`, `bin32`).
     pub fn bin(&mut self, b: &[u8]) {
         let n = b.len();
         if n <= u8::MAX as usize {
@@ -212,7 +259,7 @@ impl Writer {
         }
         self.buf.extend_from_slice(b);
     }
-    pub fn ext(&mut self, tag: i8, data: &[u8]) {
+    pub(crate) fn ext(&mut self, tag: i8, data: &[u8]) {
         let n = data.len();
         match n {
             1 => self.buf.push(0xd4),
@@ -233,6 +280,7 @@ impl Writer {
         self.buf.push(tag as u8);
         self.buf.extend_from_slice(data);
     }
+    /// An array head for `n` elements (fixarray up to 15, then `array16`, `array32`); the elements follow.
     #[inline]
     pub fn array_len(&mut self, n: usize) {
         if n <= 15 {
@@ -241,6 +289,7 @@ impl Writer {
             self.head(0x90, 15, None, 0xdc, 0xdd, n);
         }
     }
+    /// A map head for `n` pairs (fixmap up to 15, then `map16`, `map32`); the pairs follow.
     #[inline]
     pub fn map_len(&mut self, n: usize) {
         self.head(0x80, 15, None, 0xde, 0xdf, n);
@@ -248,7 +297,7 @@ impl Writer {
 
     /// Starts a struct written as a map whose header width is chosen, as msgspec does, from the number of
     /// *declared* entries; the entry count is patched by [`Writer::finish_struct_map`].
-    pub fn begin_struct_map(&mut self, declared: usize) -> StructHeader {
+    pub(crate) fn begin_struct_map(&mut self, declared: usize) -> StructHeader {
         let at = self.buf.len();
         let width = if declared < 16 {
             self.buf.push(0x80);
@@ -262,11 +311,47 @@ impl Writer {
         };
         StructHeader { at, width }
     }
-    pub fn finish_struct_map(&mut self, h: StructHeader, written: usize) {
+    pub(crate) fn finish_struct_map(&mut self, h: StructHeader, written: usize) {
         match h.width {
             HeaderWidth::Fix => self.buf[h.at] = 0x80 | written as u8,
             HeaderWidth::W16 => self.buf[h.at + 1..h.at + 3].copy_from_slice(&(written as u16).to_be_bytes()),
             HeaderWidth::W32 => self.buf[h.at + 1..h.at + 5].copy_from_slice(&(written as u32).to_be_bytes()),
+        }
+    }
+}
+
+/// A str written often (a struct key), encoded once: up to [`Key::SHORT`] bytes in a fixed-size array, so
+/// that writing it is one copy of a constant size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Key {
+    /// The encoding in the first `.1` bytes, zeros after.
+    Short([u8; Key::SHORT], u8),
+    Long(Box<[u8]>),
+}
+
+impl Key {
+    pub(crate) const SHORT: usize = 32;
+
+    /// The MessagePack encoding of the str `s`.
+    pub(crate) fn str(s: &str) -> Key {
+        let mut w = Writer::new();
+        w.str(s);
+        let b = w.into_bytes();
+        if b.len() <= Key::SHORT {
+            let mut a = [0u8; Key::SHORT];
+            a[..b.len()].copy_from_slice(&b);
+            Key::Short(a, b.len() as u8)
+        } else {
+            Key::Long(b.into_boxed_slice())
+        }
+    }
+
+    /// The encoded bytes.
+    #[inline]
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        match self {
+            Key::Short(a, n) => &a[..*n as usize],
+            Key::Long(b) => b,
         }
     }
 }
@@ -287,7 +372,7 @@ enum HeaderWidth {
 /// Where a struct's map header sits, for patching its entry count.
 #[derive(Clone, Copy, Debug)]
 #[must_use]
-pub struct StructHeader {
+pub(crate) struct StructHeader {
     at: usize,
     width: HeaderWidth,
 }
@@ -296,8 +381,8 @@ pub struct StructHeader {
 mod tests {
     use super::*;
 
-    fn hex(w: &Writer) -> String {
-        w.as_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    fn written(w: &Writer) -> String {
+        hex::encode(w.as_bytes())
     }
 
     #[test]
@@ -327,7 +412,7 @@ mod tests {
         ] {
             let mut w = Writer::new();
             w.int(WireInt::new(v).unwrap());
-            assert_eq!(hex(&w), want, "{v}");
+            assert_eq!(written(&w), want, "{v}");
         }
     }
 
@@ -345,15 +430,24 @@ mod tests {
         vals.push(i64::MIN as i128);
         vals.retain(|v| WireInt::new(*v).is_ok());
         let ints: Vec<WireInt> = vals.iter().cycle().take(vals.len() * 40).map(|v| WireInt::new(*v).unwrap()).collect();
-        for n in [0, 1, 15, 16, 100, ints.len()] {
+        let check = |part: &[WireInt]| {
             let mut want = Writer::new();
-            want.array_len(n);
-            for i in &ints[..n] {
+            want.array_len(part.len());
+            for i in part {
                 want.int(*i);
             }
             let mut got = Writer::new();
-            got.int_list(&ints[..n]);
-            assert_eq!(hex(&got), hex(&want), "{n} elements");
+            got.int_list(part);
+            assert_eq!(written(&got), written(&want), "{} elements: {part:?}", part.len());
+        };
+        for n in [0, 1, 7, 8, 9, 15, 16, 100, ints.len()] {
+            check(&ints[..n]);
+        }
+        // Short lists (written element by element): every run of up to 8, from every position.
+        for n in 0..=8 {
+            for start in 0..vals.len() - n {
+                check(&ints[start..start + n]);
+            }
         }
     }
 
@@ -377,7 +471,28 @@ mod tests {
             }
             let mut got = Writer::new();
             got.int_list(&ints[start..]);
-            assert_eq!(hex(&got), hex(&want), "from {start}");
+            assert_eq!(written(&got), written(&want), "from {start}");
+        }
+    }
+
+    #[test]
+    fn keys_write_what_str_writes() {
+        for n in [0, 1, 30, 31, 32, 40, 300] {
+            let s = "k".repeat(n);
+            let mut want = Writer::new();
+            want.str(&s);
+            let k = Key::str(&s);
+            assert_eq!(k.as_bytes(), want.as_bytes(), "{n}");
+            assert_eq!(matches!(k, Key::Short(..)), want.len() <= Key::SHORT, "{n}");
+            let mut got = Writer::new();
+            got.uint(7);
+            got.key(&k);
+            got.uint(8);
+            let mut want = Writer::new();
+            want.uint(7);
+            want.str(&s);
+            want.uint(8);
+            assert_eq!(written(&got), written(&want), "{n}");
         }
     }
 
@@ -385,26 +500,26 @@ mod tests {
     fn lengths_and_struct_headers() {
         let mut w = Writer::new();
         w.str(&"x".repeat(31));
-        assert_eq!(&hex(&w)[..2], "bf");
+        assert_eq!(&written(&w)[..2], "bf");
         let mut w = Writer::new();
         w.str(&"x".repeat(32));
-        assert_eq!(&hex(&w)[..4], "d920");
+        assert_eq!(&written(&w)[..4], "d920");
         let mut w = Writer::new();
         w.array_len(16);
         w.map_len(16);
-        assert_eq!(hex(&w), "dc0010de0010");
+        assert_eq!(written(&w), "dc0010de0010");
         // 16 declared fields and one written: map16 holding one entry, as msgspec writes it.
         let mut w = Writer::new();
         let h = w.begin_struct_map(16);
         w.str("a");
         w.uint(1);
         w.finish_struct_map(h, 1);
-        assert_eq!(hex(&w), "de0001a16101");
+        assert_eq!(written(&w), "de0001a16101");
         let mut w = Writer::new();
         let h = w.begin_struct_map(15);
         w.str("a");
         w.uint(1);
         w.finish_struct_map(h, 1);
-        assert_eq!(hex(&w), "81a16101");
+        assert_eq!(written(&w), "81a16101");
     }
 }

@@ -12,6 +12,55 @@ use super::region::TransferRegion;
 /// Regions of both sides, paired index by index.
 pub type AlignedRegions = (Vec<TransferRegion>, Vec<TransferRegion>);
 
+/// Why the regions of both sides cannot be paired; the text is vLLM's `err_msg` (`spec/PROTOCOL.md#alignment`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AlignError {
+    /// A producer region whose (layer name, occurrence) the consumer did not register.
+    #[error(
+        "Mooncake producer registered layer has no matching consumer occurrence: {layer} occurrence {occurrence}."
+    )]
+    NoConsumerOccurrence {
+        /// The layer name.
+        layer: String,
+        /// Which registration of that name (0 for the first).
+        occurrence: usize,
+    },
+    /// Paired regions with different layer indices.
+    #[error("Mooncake registered layer index mismatch for {layer}: producer={producer}, consumer={consumer}.")]
+    LayerIndex {
+        /// The layer name.
+        layer: String,
+        /// The producer's index.
+        producer: i64,
+        /// The consumer's index.
+        consumer: i64,
+    },
+    /// Paired regions with different KV group indices.
+    #[error("Mooncake registered group index mismatch for {layer}: producer={producer}, consumer={consumer}.")]
+    GroupIndex {
+        /// The layer name.
+        layer: String,
+        /// The producer's group index.
+        producer: i64,
+        /// The consumer's group index.
+        consumer: i64,
+    },
+    /// Paired shared regions whose sharing groups differ (both sides gave them).
+    #[error(
+        "Mooncake shared-group set mismatch for {layer}: producer={}, consumer={}.",
+        tuple_repr(producer),
+        tuple_repr(consumer)
+    )]
+    SharedGroups {
+        /// The layer name.
+        layer: String,
+        /// The producer's groups.
+        producer: Vec<i64>,
+        /// The consumer's groups.
+        consumer: Vec<i64>,
+    },
+}
+
 fn keyed(regions: &[TransferRegion]) -> Vec<((&str, usize), &TransferRegion)> {
     let mut seen: HashMap<&str, usize> = HashMap::new();
     regions
@@ -32,7 +81,7 @@ pub fn align_transfer_regions(
     local: &[TransferRegion],
     remote: &[TransferRegion],
     allow_partial_layers: bool,
-) -> Result<AlignedRegions, String> {
+) -> Result<AlignedRegions, AlignError> {
     let remote_by_key: HashMap<(&str, usize), &TransferRegion> = keyed(remote).into_iter().collect();
     let mut out_local = Vec::new();
     let mut out_remote = Vec::new();
@@ -41,29 +90,29 @@ pub fn align_transfer_regions(
             if allow_partial_layers && !remote_by_key.contains_key(&(name, 0)) {
                 continue;
             }
-            return Err(format!(
-                "Mooncake producer registered layer has no matching consumer occurrence: {name} occurrence {occurrence}."
-            ));
+            return Err(AlignError::NoConsumerOccurrence { layer: name.to_string(), occurrence });
         };
         if l.layer_index != r.layer_index {
-            return Err(format!(
-                "Mooncake registered layer index mismatch for {name}: producer={}, consumer={}.",
-                l.layer_index, r.layer_index
-            ));
+            return Err(AlignError::LayerIndex {
+                layer: name.to_string(),
+                producer: l.layer_index,
+                consumer: r.layer_index,
+            });
         }
         if l.group_index != r.group_index {
-            return Err(format!(
-                "Mooncake registered group index mismatch for {name}: producer={}, consumer={}.",
-                l.group_index, r.group_index
-            ));
+            return Err(AlignError::GroupIndex {
+                layer: name.to_string(),
+                producer: l.group_index,
+                consumer: r.group_index,
+            });
         }
         if !l.shared_group_ids.is_empty() && !r.shared_group_ids.is_empty() && l.shared_group_ids != r.shared_group_ids
         {
-            return Err(format!(
-                "Mooncake shared-group set mismatch for {name}: producer={}, consumer={}.",
-                tuple_repr(&l.shared_group_ids),
-                tuple_repr(&r.shared_group_ids)
-            ));
+            return Err(AlignError::SharedGroups {
+                layer: name.to_string(),
+                producer: l.shared_group_ids.clone(),
+                consumer: r.shared_group_ids.clone(),
+            });
         }
         out_local.push(l.clone());
         out_remote.push(r.clone());
@@ -104,7 +153,7 @@ mod tests {
         let remote = [region("a", 0, 10)];
         // "c" is absent remotely: skipped with PP mismatch. The second "a" is not: still an error.
         assert_eq!(
-            align_transfer_regions(&local, &remote, true).unwrap_err(),
+            align_transfer_regions(&local, &remote, true).unwrap_err().to_string(),
             "Mooncake producer registered layer has no matching consumer occurrence: a occurrence 1."
         );
         let (l, _) = align_transfer_regions(&local[..1], &remote, true).unwrap();
@@ -121,7 +170,7 @@ mod tests {
         l.shared_group_ids = vec![0, 1];
         r.shared_group_ids = vec![1];
         assert_eq!(
-            align_transfer_regions(&[l.clone()], &[r.clone()], false).unwrap_err(),
+            align_transfer_regions(&[l.clone()], &[r.clone()], false).unwrap_err().to_string(),
             "Mooncake shared-group set mismatch for a: producer=(0, 1), consumer=(1,)."
         );
         r.shared_group_ids.clear();

@@ -7,7 +7,7 @@ use super::pyfmt::index;
 use super::region::SHARED_REGION_GROUP_ID;
 
 /// vLLM's `NULL_BLOCK_ID` (`v1/attention/backends/utils.py`): a Mamba placeholder that carries no state.
-pub const NULL_BLOCK_ID: i64 = 0;
+pub(crate) const NULL_BLOCK_ID: i64 = 0;
 
 /// The kind of a KV transfer group, as far as block-id handling cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,7 +43,7 @@ pub fn block_ids_for_region(
 
 /// Why a request's blocks cannot be copied (vLLM's `err_msg` for the request, sent with `err_reqs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BlockMismatch {
+pub(crate) enum BlockMismatch {
     /// Producer and consumer have a different number of KV groups.
     GroupCount,
     /// In some group, the producer holds fewer blocks than the consumer asks for.
@@ -51,7 +51,7 @@ pub enum BlockMismatch {
 }
 
 impl BlockMismatch {
-    pub fn err_msg(self) -> &'static str {
+    pub(crate) fn err_msg(self) -> &'static str {
         match self {
             BlockMismatch::GroupCount => "KV group count mismatch",
             BlockMismatch::ProducerHasFewer => "P num blocks less than D",
@@ -60,12 +60,12 @@ impl BlockMismatch {
 }
 
 /// Block ids per KV group of the producer and of the consumer, group by group.
-pub type PerGroupBlocks = (Vec<Vec<i64>>, Vec<Vec<i64>>);
+pub(crate) type PerGroupBlocks = (Vec<Vec<i64>>, Vec<Vec<i64>>);
 
 /// Per-group (local, remote) ids to copy for one request: Mamba groups lose their NULL blocks on both sides;
 /// when the producer has more blocks than the consumer wants (a prefix-cache hit on the consumer), only the
 /// producer's last ones are sent. `kinds[g]` is looked up for every group (`IndexError` past the end).
-pub fn match_request_blocks(
+pub(crate) fn match_request_blocks(
     kinds: &[GroupKind],
     local: &[Vec<i64>],
     remote: &[Vec<i64>],
@@ -97,7 +97,7 @@ pub fn match_request_blocks(
 /// Logical → kernel block ids when one logical block spans `n` kernel blocks: attention block `k` becomes
 /// `k*n .. k*n+n-1`; Mamba groups are unchanged. `n == 1` is the identity; `n <= 0` empties attention groups
 /// (numpy's empty `arange`). int64 arithmetic wraps like numpy's.
-pub fn logical_to_kernel_block_ids(
+pub(crate) fn logical_to_kernel_block_ids(
     kinds: &[GroupKind],
     by_group: Vec<Vec<i64>>,
     n: i64,

@@ -16,16 +16,22 @@ use crate::spec::behaviour::{BlockGroups, TpBytePlan};
 /// group, and the consumer's (from `req_blocks[d_req_id]` of the pull).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadyRequest {
+    /// The decoder's request id (the key of `req_blocks`).
     pub d_req_id: String,
+    /// The prefiller's block ids of the request, one list per KV group.
     pub local_block_ids: Vec<Vec<i64>>,
+    /// The decoder's block ids of the request, one list per KV group.
     pub remote_block_ids: Vec<Vec<i64>>,
 }
 
 /// One copy: `len` bytes from local address `src` to remote address `dst`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Descriptor {
+    /// Source address in the prefiller's registered memory.
     pub src: u64,
+    /// Destination address in the decoder's registered memory.
     pub dst: u64,
+    /// Bytes to copy.
     pub len: u64,
 }
 
@@ -33,8 +39,11 @@ pub struct Descriptor {
 /// text (`KV group count mismatch`, `P num blocks less than D`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TransferBatch {
+    /// The copies, in the order the prefiller hands them to the transfer engine.
     pub descriptors: Vec<Descriptor>,
+    /// Requests that failed and are reported in the reply's `err_reqs`.
     pub err_reqs: Vec<String>,
+    /// The reply's `err_msg` when some request failed.
     pub err_msg: Option<String>,
 }
 
@@ -125,7 +134,7 @@ fn request_blocks(
 
 /// [`build_transfer_params`] under a revision's planning rules (`behaviour.block_groups`, `tp_byte_plan`,
 /// `replicated_producer`).
-pub fn build_transfer_params_by(
+pub(crate) fn build_transfer_params_by(
     config: &ProducerConfig,
     rules: &PlanRules,
     local: &[TransferRegion],
@@ -227,7 +236,7 @@ pub fn build_transfer_params_by(
 /// Copies before 0.19.0 (`destination_stride = producer-block-len`): for each region pair, one descriptor per
 /// run of blocks consecutive on both sides, whole blocks of the producer's block length on both sides. A
 /// request whose producer holds fewer blocks than the consumer asks for fails; with more, the last ones go.
-pub fn build_whole_blocks(
+pub(crate) fn build_whole_blocks(
     local: &[TransferRegion],
     remote: &[TransferRegion],
     requests: &[ReadyRequest],

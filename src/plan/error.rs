@@ -47,28 +47,29 @@ impl ExceptionKind {
 /// An exception raised by one of vLLM's planning functions, with the exact message it carries.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanError {
+    /// The exception class.
     pub kind: ExceptionKind,
     /// `str(exception)`: what vLLM puts in `err_msg` when this escapes `send_kv_to_decode`.
     pub message: String,
 }
 
 impl PlanError {
-    pub fn new(kind: ExceptionKind, message: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: ExceptionKind, message: impl Into<String>) -> Self {
         PlanError { kind, message: message.into() }
     }
     /// A failed `assert cond, message`.
-    pub fn assertion(message: impl Into<String>) -> Self {
+    pub(crate) fn assertion(message: impl Into<String>) -> Self {
         Self::new(ExceptionKind::AssertionError, message)
     }
     /// `IndexError: list index out of range`.
-    pub fn list_index() -> Self {
+    pub(crate) fn list_index() -> Self {
         Self::new(ExceptionKind::IndexError, "list index out of range")
     }
     /// `KeyError(key)` for a string key: the message is the key's Python `repr`.
-    pub fn key(key: &str) -> Self {
+    pub(crate) fn key(key: &str) -> Self {
         Self::new(ExceptionKind::KeyError, super::pyfmt::str_repr(key))
     }
-    pub fn out_of_range(what: &str) -> Self {
+    pub(crate) fn out_of_range(what: &str) -> Self {
         Self::new(ExceptionKind::OutOfRange, format!("{what} does not fit the planner's integer range"))
     }
     /// The text vLLM's generic handler sends as `err_msg`.

@@ -9,13 +9,21 @@ use super::region::{TransferRegion, UNKNOWN_ROW_OFFSET};
 /// group 0, no shared groups, [`UNKNOWN_ROW_OFFSET`] for every region.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RegionColumns<'a> {
+    /// `kv_caches_base_addr`: each region's base address.
     pub base_addrs: &'a [i64],
+    /// `block_lens`: each region's stride between blocks.
     pub block_lens: &'a [i64],
+    /// `kv_block_lens`: each region's payload bytes per block.
     pub kv_block_lens: &'a [i64],
+    /// `registered_layer_names`.
     pub layer_names: &'a [String],
+    /// `registered_layer_indices`.
     pub layer_indices: &'a [i64],
+    /// `registered_group_indices`: each region's KV group, or `-1` for a shared region.
     pub group_indices: Option<&'a [i64]>,
+    /// `registered_shared_group_ids`: the groups sharing each region.
     pub shared_group_ids: Option<&'a [Vec<i64>]>,
+    /// `registered_row_offsets`: each region's offset in its packed block row, or `-1`.
     pub row_offsets: Option<&'a [i64]>,
 }
 

@@ -18,6 +18,8 @@
 //! numpy broadcasting in [`group_concurrent_contiguous`], and the exception texts ([`PlanError`]) that vLLM's
 //! generic handler sends as `err_msg`.
 
+#![warn(missing_docs, unreachable_pub, unnameable_types)]
+
 mod align;
 mod blocks;
 mod coalesce;
@@ -36,16 +38,13 @@ mod sender_plan;
 mod topology;
 mod validate;
 
-pub use align::{align_transfer_regions, AlignedRegions};
-pub use blocks::{
-    block_ids_for_region, logical_to_kernel_block_ids, match_request_blocks, BlockMismatch, GroupKind, PerGroupBlocks,
-    NULL_BLOCK_ID,
-};
+pub use align::{align_transfer_regions, AlignError, AlignedRegions};
+pub use blocks::{block_ids_for_region, GroupKind};
 pub use coalesce::coalesce_contiguous_transfer_regions;
 pub use contiguous::{group_concurrent_contiguous, BlockRuns};
-pub use descriptors::{
-    build_transfer_params, build_transfer_params_by, build_whole_blocks, Descriptor, ReadyRequest, TransferBatch,
-};
+pub use descriptors::build_transfer_params;
+pub(crate) use descriptors::build_whole_blocks;
+pub use descriptors::{Descriptor, ReadyRequest, TransferBatch};
 pub use error::{ExceptionKind, PlanError};
 pub use expand::{expand_transfer_regions, RegionColumns};
 pub use packed::{has_opaque_packed_row, pp_mismatch_hides_packed_layers};
@@ -56,4 +55,4 @@ pub use region::{TransferRegion, SHARED_REGION_GROUP_ID, UNKNOWN_ROW_OFFSET};
 pub use rules::PlanRules;
 pub use sender_plan::{can_coalesce_block_transfers, compute_sender_transfer_plan, SenderPlan, SenderPlanInput};
 pub use topology::{tp_ratio, TransferTopology};
-pub use validate::{validate_asymmetric_region_lengths, validate_head_resharding_layout, LayerSpec};
+pub use validate::{validate_asymmetric_region_lengths, LayerSpec};

@@ -28,14 +28,18 @@ use crate::spec::behaviour::{
 /// `layout_id`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PreparedRegions {
+    /// The prefiller's regions.
     pub local: Vec<TransferRegion>,
+    /// The decoder's regions, `remote[i]` paired with `local[i]`.
     pub remote: Vec<TransferRegion>,
 }
 
 /// A pull the producer accepted: the decoder ranks it pairs with and the regions to copy.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Admission {
+    /// The decoder TP ranks this prefiller rank writes to.
     pub target_ranks: Vec<i64>,
+    /// The paired regions.
     pub regions: PreparedRegions,
 }
 
@@ -43,11 +47,28 @@ pub struct Admission {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refusal {
     /// The decoder's TP rank is not one this producer rank pairs with.
-    NotPaired { remote_tp_rank: i64, local_tp_rank: i64, expected: Vec<i64> },
+    NotPaired {
+        /// The decoder's TP rank.
+        remote_tp_rank: i64,
+        /// This producer's TP rank.
+        local_tp_rank: i64,
+        /// The decoder ranks it pairs with.
+        expected: Vec<i64>,
+    },
     /// This producer rank is not among the ranks it computes for the decoder's TP size (`pairing_check = own`).
-    NotPairedOwn { local_tp_rank: i64, expected: Vec<i64> },
+    NotPairedOwn {
+        /// This producer's TP rank.
+        local_tp_rank: i64,
+        /// The producer ranks it computes for the decoder's TP size.
+        expected: Vec<i64>,
+    },
     /// PP sizes differ and a packed row on one side kept only its first layer name.
-    PpMismatchHidesPackedLayers { local_pp_size: i64, remote_pp_size: i64 },
+    PpMismatchHidesPackedLayers {
+        /// The producer's PP size.
+        local_pp_size: i64,
+        /// The decoder's PP size.
+        remote_pp_size: i64,
+    },
     /// The layouts cannot be paired (shared-group metadata, alignment, head re-sharding).
     Layout(String),
     /// Paired regions have lengths the TP ratio does not allow.
@@ -190,7 +211,8 @@ impl Producer {
         )?);
         let (local_count, remote_count) = (local.len(), remote.len());
         let partial = self.rules.partial_layers(self.config.pp_size, pull.remote_pp_size);
-        let (local, remote) = align_transfer_regions(&local, &remote, partial).map_err(Refusal::Layout)?;
+        let (local, remote) =
+            align_transfer_regions(&local, &remote, partial).map_err(|e| Refusal::Layout(e.to_string()))?;
         let cfg = &self.config;
         // Head re-sharding arrived in 0.30.0, region coalescing in 0.32.0.
         if self.rules.tp_byte_plan == TpBytePlan::SenderPlanHeadResharding {

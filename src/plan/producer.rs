@@ -15,11 +15,15 @@ use crate::spec::behaviour::{EqualLengthFields, ReplicatedProducer};
 /// The producer worker's identity and model facts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProducerConfig {
+    /// This worker's tensor-parallel rank.
     pub tp_rank: i64,
+    /// The prefiller's tensor-parallel size.
     pub tp_size: i64,
+    /// The prefiller's pipeline-parallel size.
     pub pp_size: i64,
     /// `model_config.get_total_num_kv_heads()`.
     pub total_num_kv_heads: i64,
+    /// Whether the model uses MLA (one latent KV cache, replicated on every TP rank).
     pub use_mla: bool,
     /// Kind of each KV transfer group, in group order (`kv_cache_config.transfer_groups`).
     pub groups: Vec<GroupKind>,
@@ -32,7 +36,7 @@ pub struct ProducerConfig {
 
 impl ProducerConfig {
     /// Whether some transfer group holds Mamba state (vLLM `kv_cache_config.has_mamba_layers`).
-    pub fn has_mamba_layers(&self) -> bool {
+    pub(crate) fn has_mamba_layers(&self) -> bool {
         self.groups.contains(&GroupKind::Mamba)
     }
 
@@ -48,7 +52,7 @@ impl ProducerConfig {
     }
 
     /// The same, by a revision's rule (0.19.x counted a TP size equal to the head count as replicated).
-    pub fn cache_replicated_by(&self, rule: ReplicatedProducer) -> bool {
+    pub(crate) fn cache_replicated_by(&self, rule: ReplicatedProducer) -> bool {
         match rule {
             ReplicatedProducer::NotConsidered => false,
             ReplicatedProducer::TpAtLeastHeads => self.use_mla || self.tp_size >= self.total_num_kv_heads,
@@ -57,32 +61,40 @@ impl ProducerConfig {
     }
 
     /// The worker's `TransferTopology` (DCP size 1, as the Mooncake worker builds it).
-    pub fn topology(&self) -> Result<TransferTopology, PlanError> {
+    pub(crate) fn topology(&self) -> Result<TransferTopology, PlanError> {
         TransferTopology::new(self.tp_rank, self.tp_size, self.total_num_kv_heads, self.use_mla, 1)
     }
 }
 
 /// One side's registered layout as the parallel columns of `MooncakeXferMetadata` (fields 6–13,
 /// `spec/PROTOCOL.md#regions`). The first five columns must have equal lengths (else vLLM's `AssertionError`).
-/// Group indices may be empty (then looked up per layer), otherwise they must match too. Shared group ids and row offsets of any
-/// other length than the layer names count as not sent (except that a producer with a shared region, group
-/// `-1`, then refuses the pull).
+/// Group indices may be empty (then looked up per layer), otherwise they must match too. Shared group ids and
+/// row offsets of any other length than the layer names count as not sent (except that a producer with a
+/// shared region, group `-1`, then refuses the pull).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct RegisteredLayout {
+    /// Base address of each region.
     pub kv_caches_base_addr: Vec<i64>,
+    /// Stride between consecutive blocks of each region.
     pub block_lens: Vec<i64>,
+    /// Payload bytes per block of each region.
     pub kv_block_lens: Vec<i64>,
+    /// The layer each region belongs to, by name.
     pub registered_layer_names: Vec<String>,
+    /// The layer each region belongs to, by index.
     pub registered_layer_indices: Vec<i64>,
     /// Empty: every region's group comes from the producer's `layer_groups`.
     pub registered_group_indices: Vec<i64>,
+    /// The KV groups sharing each region whose group index is `-1`.
     pub registered_shared_group_ids: Vec<Vec<i64>>,
+    /// Each region's byte offset in its packed block row, `-1` when it is not such a view.
     pub registered_row_offsets: Vec<i64>,
 }
 
 /// Everything the producer side of the planner needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Producer {
+    /// The worker's identity and model facts.
     pub config: ProducerConfig,
     /// This worker's own registered layout.
     pub layout: RegisteredLayout,

@@ -12,16 +12,22 @@ use crate::typed::MooncakeXferMetadata;
 /// One `req_blocks` entry: the decoder's request id, the shared transfer id, the decoder's blocks per group.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PullRequest {
+    /// The decoder's request id.
     pub d_req_id: String,
+    /// The id the router gave both engines for the request (`kv_transfer_params`).
     pub transfer_id: String,
+    /// The decoder's block ids, one list per KV group (empty for a free-only pull).
     pub blocks: Vec<Vec<i64>>,
 }
 
 /// A pull, reduced to what planning reads.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Pull {
+    /// The decoder's tensor-parallel size.
     pub remote_tp_size: i64,
+    /// The decoder worker's tensor-parallel rank.
     pub remote_tp_rank: i64,
+    /// The decoder's pipeline-parallel size (1 before 0.30.0).
     pub remote_pp_size: i64,
     /// In the decoder's order.
     pub req_blocks: Vec<PullRequest>,
@@ -45,6 +51,7 @@ impl Pull {
 pub struct WireRangeError {
     /// Field path, e.g. `block_lens[3]` or `req_blocks["d0"][0][2]`.
     pub field: String,
+    /// The value.
     pub value: i128,
 }
 

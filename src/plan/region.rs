@@ -15,8 +15,11 @@ pub const UNKNOWN_ROW_OFFSET: i64 = -1;
 /// `kv_block_len` (or a TP slice of it). Field order is vLLM's, and is the JSON order of the golden files.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TransferRegion {
+    /// The layer's name (`model.layers.0.self_attn.attn`), as registered.
     pub layer_name: String,
+    /// The layer's index.
     pub layer_index: i64,
+    /// Address of block 0.
     pub base_addr: i64,
     /// Stride between consecutive blocks.
     pub block_len: i64,
@@ -32,7 +35,7 @@ pub struct TransferRegion {
 
 impl TransferRegion {
     /// The same region with another payload length (vLLM's `span` helper of the coalescer).
-    pub fn with_kv_block_len(&self, kv_block_len: i64) -> TransferRegion {
+    pub(crate) fn with_kv_block_len(&self, kv_block_len: i64) -> TransferRegion {
         TransferRegion { kv_block_len, ..self.clone() }
     }
 }

@@ -8,14 +8,23 @@ use crate::spec::behaviour::*;
 /// The planning values (what the prefiller copies for a pull).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PlanRules {
+    /// How regions of both sides are paired (behaviour item `region_alignment`).
     pub region_alignment: RegionAlignment,
+    /// Whether attention regions are split into K and V halves (`kv_half_split`).
     pub kv_half_split: KvHalfSplit,
+    /// Which block ids a region copies (`block_groups`).
     pub block_groups: BlockGroups,
+    /// Which stride places a block in the decoder's region (`destination_stride`).
     pub destination_stride: DestinationStride,
+    /// Which bytes of a block each TP rank copies (`tp_byte_plan`).
     pub tp_byte_plan: TpBytePlan,
+    /// When the prefiller's cache counts as replicated across its TP ranks (`replicated_producer`).
     pub replicated_producer: ReplicatedProducer,
+    /// Whether adjacent copies are merged (`region_coalescing`).
     pub region_coalescing: RegionCoalescing,
+    /// Which TP rank the prefiller tests against the ranks it pairs with (`pairing_check`).
     pub pairing_check: PairingCheck,
+    /// Which requests the prefiller writes at all (`need_send`).
     pub need_send: NeedSend,
 }
 
@@ -47,7 +56,7 @@ impl PlanRules {
     }
 
     /// Whether layers the decoder lacks may be skipped for this pull (`allow_partial_layers`).
-    pub fn partial_layers(&self, local_pp: i64, remote_pp: i64) -> bool {
+    pub(crate) fn partial_layers(&self, local_pp: i64, remote_pp: i64) -> bool {
         match self.region_alignment {
             RegionAlignment::ByLayerNamePartialAcrossDecoderPp => remote_pp > 1 && remote_pp != local_pp,
             RegionAlignment::ByLayerNamePartialAcrossPp => remote_pp != local_pp,
@@ -55,18 +64,8 @@ impl PlanRules {
         }
     }
 
-    /// Whether regions are paired by layer name (0.24.0 on), not by position.
-    pub fn by_layer_name(&self) -> bool {
-        matches!(
-            self.region_alignment,
-            RegionAlignment::ByLayerName
-                | RegionAlignment::ByLayerNamePartialAcrossDecoderPp
-                | RegionAlignment::ByLayerNamePartialAcrossPp
-        )
-    }
-
     /// Whether a producer with this configuration splits attention regions into K and V halves.
-    pub fn splits_halves(&self, blocks_first: bool, has_mamba: bool) -> bool {
+    pub(crate) fn splits_halves(&self, blocks_first: bool, has_mamba: bool) -> bool {
         match self.kv_half_split {
             KvHalfSplit::Never => false,
             KvHalfSplit::WhenBlocksFirst => blocks_first,

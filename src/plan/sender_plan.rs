@@ -9,11 +9,17 @@ use super::topology::tp_ratio;
 /// The producer/consumer pair and the per-block payload lengths of one aligned region pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SenderPlanInput {
+    /// The prefiller's TP rank.
     pub local_tp_rank: i64,
+    /// The prefiller's TP size.
     pub local_tp_size: i64,
+    /// The decoder's TP rank.
     pub remote_tp_rank: i64,
+    /// The decoder's TP size.
     pub remote_tp_size: i64,
+    /// The prefiller region's payload bytes per block.
     pub local_kv_block_len: i64,
+    /// The decoder region's payload bytes per block.
     pub remote_kv_block_len: i64,
     /// The producer's KV cache is replicated (MLA, or more TP ranks than KV heads).
     pub producer_cache_replicated: bool,
@@ -25,9 +31,13 @@ pub struct SenderPlanInput {
 /// and in the remote block, and its length (vLLM's tuple `(should_transfer, src, dst, len)`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SenderPlan {
+    /// Whether this rank sends the block at all (false for all but one rank of a replica group).
     pub should_transfer: bool,
+    /// Offset of the slice in the prefiller's block.
     pub src_offset: i64,
+    /// Offset of the slice in the decoder's block.
     pub dst_offset: i64,
+    /// Length of the slice.
     pub transfer_len: i64,
 }
 

@@ -31,12 +31,12 @@ pub fn tp_ratio(local_tp_size: i64, remote_tp_size: i64) -> Result<i64, PlanErro
 /// The local identity of `TransferTopology` (a worker's TP rank and size, model facts, DCP size).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TransferTopology {
-    pub tp_rank: i64,
-    pub tp_size: i64,
-    pub total_num_kv_heads: i64,
-    pub is_mla: bool,
+    pub(crate) tp_rank: i64,
+    pub(crate) tp_size: i64,
+    pub(crate) total_num_kv_heads: i64,
+    pub(crate) is_mla: bool,
     /// Decode context parallel size; the Mooncake worker leaves vLLM's default of 1.
-    pub dcp_size: i64,
+    pub(crate) dcp_size: i64,
     /// `max(1, total_num_kv_heads // tp_size)`, computed on construction as vLLM's `__post_init__` does.
     pub local_physical_heads: i64,
 }
@@ -72,12 +72,12 @@ impl TransferTopology {
     }
 
     /// `tp_rank % dcp_size`.
-    pub fn dcp_rank(&self) -> Result<i64, PlanError> {
+    pub(crate) fn dcp_rank(&self) -> Result<i64, PlanError> {
         to_i64(modulo(self.tp_rank as i128, self.dcp_size as i128)?, "dcp rank")
     }
 
     /// Remote ranks whose DCP slice overlaps this rank's (`TransferTopology.dcp_source_ranks`).
-    pub fn dcp_source_ranks(&self, remote_tp_size: i64, remote_dcp_size: i64) -> Result<Vec<i64>, PlanError> {
+    pub(crate) fn dcp_source_ranks(&self, remote_tp_size: i64, remote_dcp_size: i64) -> Result<Vec<i64>, PlanError> {
         let local_rank = self.dcp_rank()?;
         if self.dcp_size <= remote_dcp_size {
             // The remote ranks r in 0..remote_tp_size with r % dcp_size == local_rank: one residue class.

@@ -60,7 +60,12 @@ pub fn validate_asymmetric_region_lengths(
 pub enum LayerSpec {
     /// An `AttentionSpec`: `padded` when its page size exceeds the unpadded page size, `nvfp4` when its KV
     /// quantisation mode is NVFP4.
-    Attention { padded: bool, nvfp4: bool },
+    Attention {
+        /// The page size exceeds the unpadded page size.
+        padded: bool,
+        /// The KV quantisation mode is NVFP4.
+        nvfp4: bool,
+    },
     /// Any other spec (Mamba, ...): never blocks re-sharding.
     Other,
 }
@@ -68,7 +73,7 @@ pub enum LayerSpec {
 /// Refuses padded pages and NVFP4 caches when the producer and consumer split KV heads differently
 /// (`min(tp, heads)` differs). Skipped for MLA and for models with Mamba layers (`skip`). The first region
 /// (in order) whose spec forbids it gives the message. A region whose layer has no spec is a `KeyError`.
-pub fn validate_head_resharding_layout<'s>(
+pub(crate) fn validate_head_resharding_layout<'s>(
     local_tp_size: i64,
     remote_tp_size: i64,
     total_num_kv_heads: i64,

@@ -161,6 +161,7 @@ fn unsigned(v: &Value) -> Result<(), String> {
     match v {
         Value::Int(i) if i.as_u64().is_none() => Err(format!("{i} is not an unsigned 64-bit integer")),
         Value::List(xs) | Value::Tuple(xs) => xs.iter().try_for_each(unsigned),
+        Value::IntList(xs) => xs.iter().try_for_each(|i| unsigned(&Value::Int(*i))),
         Value::Dict(es) => es.iter().try_for_each(|(k, x)| unsigned(k).and_then(|()| unsigned(x))),
         Value::Struct(s) => s.fields.iter().try_for_each(unsigned),
         _ => Ok(()),

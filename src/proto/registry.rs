@@ -56,7 +56,7 @@ impl Registry {
             return invalid("body", "Field required");
         };
         if let Err(e) = self.spec.check_request("POST", "/register", Some(body)) {
-            return invalid("body", &e);
+            return invalid("body", &e.to_string());
         }
         let engine_id = body["engine_id"].as_str().unwrap_or_default().to_string();
         let (dp, tp, pp) = (

@@ -14,9 +14,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Item<T> {
+    /// The value the revision states.
     pub value: T,
     /// Release and file (and function) the value was read from.
     pub source: String,
+    /// What the value means for this revision, in words.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub doc: String,
     /// Why a derived revision changed it (from the edit).
@@ -32,7 +34,13 @@ macro_rules! closed_enum {
         $(#[$m])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize, Serialize)]
         pub enum $name {
-            $($(#[$vm])* #[serde(rename = $s)] $v,)+
+            $(
+                $(#[$vm])*
+                #[doc = ""]
+                #[doc = concat!("Written `", $s, "` in the spec files.")]
+                #[serde(rename = $s)]
+                $v,
+            )+
         }
         impl $name {
             /// Every variant, in declaration order.
@@ -352,13 +360,15 @@ closed_enum!(
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct EqualLengthFields {
+    /// The layout fields whose lengths must agree, in message order.
     pub fields: Vec<String>,
+    /// The error text, with `{0}`, `{1}`, … for the fields' lengths.
     pub message: String,
 }
 
 impl EqualLengthFields {
     /// The error text for these lengths (one per field).
-    pub fn message_for(&self, lens: &[usize]) -> String {
+    pub(crate) fn message_for(&self, lens: &[usize]) -> String {
         let mut s = self.message.clone();
         for (i, n) in lens.iter().enumerate() {
             s = s.replace(&format!("{{{i}}}"), &n.to_string());
@@ -371,10 +381,15 @@ impl EqualLengthFields {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LayoutCaching {
+    /// How many aligned layouts a prefiller keeps (emptied when full).
     pub max_peer_layouts: usize,
+    /// The pull fields that key a cached layout (host, port, TP rank, PP size, TP size, `layout_id`).
     pub cache_key: Vec<String>,
+    /// The layout columns a layout-less pull leaves out.
     pub layout_fields: Vec<String>,
+    /// The status that answers a layout-less pull whose layout is not cached (`LAYOUT_MISS`).
     pub miss_status: String,
+    /// Its `err_msg`, with `{layout_id:#x}`, `{host}` and `{port}` placeholders.
     pub miss_message: String,
 }
 
@@ -384,6 +399,7 @@ pub struct LayoutCaching {
 pub enum LayoutCachingSpec {
     /// Must be `false`.
     Off(bool),
+    /// The cache (`spec/PROTOCOL.md`, "Layout caching (0.33.0)").
     On(LayoutCaching),
 }
 
@@ -394,7 +410,7 @@ impl Default for LayoutCachingSpec {
 }
 
 impl LayoutCachingSpec {
-    pub fn get(&self) -> Option<&LayoutCaching> {
+    pub(crate) fn get(&self) -> Option<&LayoutCaching> {
         match self {
             LayoutCachingSpec::On(l) => Some(l),
             LayoutCachingSpec::Off(_) => None,
@@ -403,68 +419,98 @@ impl LayoutCachingSpec {
 }
 
 /// Every behaviour item a revision may state. Which ones a revision must state depends on its family and
-/// generation ([`Behaviour::missing`]).
+/// generation (`Behaviour::missing`).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Behaviour {
     // prefiller, replies and bookkeeping
+    /// How a generation-2 prefiller answers one round of ready requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_rounds: Option<Item<ReplyRounds>>,
+    /// How a prefiller writes an empty `ok_reqs` in an ok reply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub empty_id_lists: Option<Item<EmptyIdLists>>,
+    /// Which TP rank a generation-2 prefiller tests against the ranks it pairs with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pairing_check: Option<Item<PairingCheck>>,
+    /// Whether prefiller and decoder may run different TP sizes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heterogeneous_tp: Option<Item<HeterogeneousTp>>,
+    /// What a prefiller does with a pulled request whose transfer-engine write failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transfer_failure: Option<Item<TransferFailure>>,
+    /// What a prefiller does with a request whose block counts do not fit (`P num blocks less than D`,
+    /// `KV group count mismatch`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_count_failure: Option<Item<BlockCountFailure>>,
+    /// What a prefiller does with a pulled transfer it does not know, or that is not ready yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unknown_transfer: Option<Item<UnknownTransfer>>,
+    /// How long a prefiller waits for requests of a pull to become ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_wait: Option<Item<ReadyWait>>,
+    /// How many deliveries free a prefiller request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub need_send: Option<Item<NeedSend>>,
+    /// Whether the transfer engine is called for a message (or round) with nothing to copy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub empty_write: Option<Item<EmptyWrite>>,
+    /// KV-cache layout `get_required_kvcache_layout` asks of both sides (non-MLA models).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub required_kv_layout: Option<Item<KvLayout>>,
+    /// The layout fields a prefiller requires to have equal lengths whenever a layout is carried, and the error
+    /// it answers otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub equal_length_fields: Option<Item<EqualLengthFields>>,
     /// Fields in which `-1` is a sentinel, not an index.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub minus_one_sentinels: Option<Item<Vec<String>>>,
+    /// `layout_id` caching (0.33.0): off, or the cache (`spec/PROTOCOL.md`, "Layout caching (0.33.0)").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layout_caching: Option<Item<LayoutCachingSpec>>,
     // prefiller, planning
+    /// How a prefiller pairs its registered regions with the decoder's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region_alignment: Option<Item<RegionAlignment>>,
+    /// Whether a prefiller splits each registered region into K and V halves (one descriptor per block).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_half_split: Option<Item<KvHalfSplit>>,
+    /// Which of a request's block ids a region's copies use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_groups: Option<Item<BlockGroups>>,
+    /// Which block length places a block in each side's region.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub destination_stride: Option<Item<DestinationStride>>,
+    /// Which bytes of a block a prefiller rank copies when TP sizes differ.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tp_byte_plan: Option<Item<TpBytePlan>>,
+    /// When a prefiller counts its cache as replicated (every rank holds all KV heads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicated_producer: Option<Item<ReplicatedProducer>>,
+    /// Whether aligned regions adjacent in memory are merged into one span before planning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region_coalescing: Option<Item<RegionCoalescing>>,
     // decoder
+    /// How a decoder addresses prefiller workers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decoder_addressing: Option<Item<DecoderAddressing>>,
+    /// What a decoder reports for a request whose pull failed (`err_reqs`, `ERROR`, a socket error, a timeout,
+    /// an engine missing from `/query`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_report: Option<Item<FailureReport>>,
+    /// When a decoder reports a failed request as finished receiving.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_finish: Option<Item<FailureFinish>>,
+    /// What a decoder reports for a free-only pull (no blocks) that succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub free_only_success: Option<Item<FreeOnlySuccess>>,
+    /// What a decoder does with requests of a pull that a FINISH left unreported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unreported_after_finish: Option<Item<UnreportedAfterFinish>>,
+    /// What a decoder does with an id in `ok_reqs` that is not a request of the pull.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unknown_ok_id: Option<Item<UnknownOkId>>,
+    /// Which prefiller PP ranks a decoder contacts for a target TP rank.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decoder_pp_targets: Option<Item<DecoderPpTargets>>,
 }
@@ -495,7 +541,7 @@ const PUSH_GEN2_OPTIONAL: &[&str] = &["equal_length_fields", "minus_one_sentinel
 
 impl Behaviour {
     /// The items a revision of this family and generation must state but does not.
-    pub fn missing(&self, family: &str, generation: u32) -> Vec<&'static str> {
+    pub(crate) fn missing(&self, family: &str, generation: u32) -> Vec<&'static str> {
         let want: Vec<&str> = match (family, generation) {
             ("push", 1) => PUSH_GEN1.to_vec(),
             ("push", _) => ITEM_NAMES.iter().copied().filter(|k| !PUSH_GEN2_OPTIONAL.contains(k)).collect(),
@@ -506,12 +552,12 @@ impl Behaviour {
     }
 
     /// Names of the items this revision states.
-    pub fn present(&self) -> Vec<&'static str> {
+    pub(crate) fn present(&self) -> Vec<&'static str> {
         self.rows().into_iter().map(|(k, _, _)| k).collect()
     }
 
     /// `layout_caching`, when on.
-    pub fn layout_caching(&self) -> Option<&LayoutCaching> {
+    pub(crate) fn layout_caching(&self) -> Option<&LayoutCaching> {
         self.layout_caching.as_ref().and_then(|i| i.value.get())
     }
 
@@ -534,7 +580,7 @@ impl Behaviour {
 }
 
 /// Every item name, in declaration order (the keys of [`Behaviour`]).
-pub const ITEM_NAMES: &[&str] = &[
+pub(crate) const ITEM_NAMES: &[&str] = &[
     "reply_rounds",
     "empty_id_lists",
     "pairing_check",

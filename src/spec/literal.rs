@@ -4,21 +4,52 @@
 
 use std::fmt;
 
+/// A field's default value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Literal {
+    /// `None`.
     None,
+    /// `True` / `False`.
     Bool(bool),
+    /// An integer.
     Int(i128),
+    /// A float.
     Float(f64),
+    /// A quoted string (no escapes).
     Str(String),
+    /// `b"..."` (no escapes).
     Bytes(Vec<u8>),
+    /// `[]`, or `default_factory = "list"`.
     EmptyList,
+    /// `{}`, or `default_factory = "dict"`.
     EmptyDict,
+    /// `()`.
     EmptyTuple,
 }
 
+/// A default that is not a literal the spec supports.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LiteralError {
+    /// Text that is none of the supported literals.
+    #[error("unsupported default literal `{0}`")]
+    Unsupported(String),
+    /// A `default_factory` other than `list` or `dict`.
+    #[error("unsupported default_factory `{0}` (list or dict)")]
+    UnsupportedFactory(String),
+    /// A string literal without its closing quote.
+    #[error("unterminated string literal {0}")]
+    Unterminated(String),
+    /// A string literal with a backslash or an inner quote.
+    #[error("escapes are not supported in string literals: {0}")]
+    Escape(String),
+    /// A field with both `default` and `default_factory`.
+    #[error("field `{0}` has both default and default_factory")]
+    BothDefaults(String),
+}
+
 impl Literal {
-    pub fn parse(s: &str) -> Result<Literal, String> {
+    /// Reads a Python literal as the spec writes defaults.
+    pub fn parse(s: &str) -> Result<Literal, LiteralError> {
         let t = s.trim();
         Ok(match t {
             "None" => Literal::None,
@@ -35,30 +66,30 @@ impl Literal {
                 } else if let Ok(f) = t.parse::<f64>() {
                     Literal::Float(f)
                 } else {
-                    return Err(format!("unsupported default literal `{s}`"));
+                    return Err(LiteralError::Unsupported(s.to_string()));
                 }
             }
         })
     }
 
     /// The value a `default_factory` produces.
-    pub fn from_factory(name: &str) -> Result<Literal, String> {
+    pub fn from_factory(name: &str) -> Result<Literal, LiteralError> {
         match name {
             "list" => Ok(Literal::EmptyList),
             "dict" => Ok(Literal::EmptyDict),
-            _ => Err(format!("unsupported default_factory `{name}` (list or dict)")),
+            _ => Err(LiteralError::UnsupportedFactory(name.to_string())),
         }
     }
 }
 
-fn unquote(t: &str) -> Result<String, String> {
+fn unquote(t: &str) -> Result<String, LiteralError> {
     let q = t.chars().next().unwrap();
     if t.len() < 2 || !t.ends_with(q) {
-        return Err(format!("unterminated string literal {t}"));
+        return Err(LiteralError::Unterminated(t.to_string()));
     }
     let inner = &t[1..t.len() - 1];
     if inner.contains('\\') || inner.contains(q) {
-        return Err(format!("escapes are not supported in string literals: {t}"));
+        return Err(LiteralError::Escape(t.to_string()));
     }
     Ok(inner.to_string())
 }

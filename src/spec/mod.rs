@@ -3,6 +3,8 @@
 //! The files under `spec/` are embedded at build time; [`Spec::builtin`] returns them resolved.
 //! [`Spec::load_dir`] reads another copy (for `diff` against a branch or a proposed change).
 
+#![warn(missing_docs, unreachable_pub, unnameable_types)]
+
 pub mod behaviour;
 mod literal;
 mod model;
@@ -10,8 +12,9 @@ mod resolve;
 pub(crate) mod tree;
 mod types;
 
-pub use behaviour::{Behaviour, Item, LayoutCaching, LayoutCachingSpec};
-pub use literal::Literal;
+pub use behaviour::Behaviour;
+pub(crate) use behaviour::{Item, LayoutCaching, LayoutCachingSpec};
+pub use literal::{Literal, LiteralError};
 pub use model::*;
 pub use resolve::{ResolveError, Resolved};
 pub use types::{TypeExpr, TypeParseError};
@@ -28,12 +31,14 @@ mod embedded {
 /// A problem in a spec file, with the file it is in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SpecError {
+    /// The file (or directory), relative to `spec/` for the embedded spec.
     pub path: String,
+    /// What is wrong.
     pub msg: String,
 }
 
 impl SpecError {
-    pub fn new(path: &str, msg: impl Into<String>) -> Self {
+    pub(crate) fn new(path: &str, msg: impl Into<String>) -> Self {
         SpecError { path: path.to_string(), msg: msg.into() }
     }
 }
@@ -47,11 +52,14 @@ impl std::error::Error for SpecError {}
 /// All revisions of one protocol family, oldest first.
 #[derive(Clone, Debug)]
 pub struct Family {
+    /// The family's name: `push` or `pull`.
     pub name: String,
+    /// Its revisions: released ones by first release, then unreleased ones by name.
     pub revisions: Vec<Arc<Revision>>,
 }
 
 impl Family {
+    /// A revision by name (`vllm-0.33.0`).
     pub fn revision(&self, name: &str) -> Option<&Arc<Revision>> {
         self.revisions.iter().find(|r| r.revision == name)
     }
@@ -59,13 +67,16 @@ impl Family {
     pub fn for_release(&self, release: &str) -> Option<&Arc<Revision>> {
         self.revisions.iter().find(|r| r.covers_release(release))
     }
+    /// The last revision (released ones sort before unreleased ones).
     pub fn newest(&self) -> Option<&Arc<Revision>> {
         self.revisions.last()
     }
 }
 
+/// Every revision of every family, resolved and checked.
 #[derive(Clone, Debug)]
 pub struct Spec {
+    /// The families, by name.
     pub families: Vec<Family>,
 }
 
@@ -99,6 +110,8 @@ impl Spec {
         Spec::from_files(files)
     }
 
+    /// Reads spec files given as (path relative to `spec/`, text): resolves derived revisions against their
+    /// bases, checks each revision and that the releases of a family do not overlap.
     pub fn from_files(files: impl IntoIterator<Item = (String, String)>) -> Result<Spec, SpecError> {
         let raw: Vec<_> = files
             .into_iter()
@@ -143,6 +156,7 @@ impl Spec {
         Ok(Spec { families })
     }
 
+    /// A family by name.
     pub fn family(&self, name: &str) -> Option<&Family> {
         self.families.iter().find(|f| f.name == name)
     }

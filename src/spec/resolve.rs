@@ -20,6 +20,7 @@ use super::{version_key, Revision, Spec};
 /// What a name resolved to.
 #[derive(Clone, Debug)]
 pub struct Resolved {
+    /// The revision.
     pub revision: Arc<Revision>,
     /// The release the name picked (`0.18.1` of `vllm-0.16.0..0.18.1`); `None` when it named the revision.
     pub release: Option<String>,
@@ -40,7 +41,9 @@ impl Resolved {
 /// A name that resolves to no revision, or to several.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResolveError {
+    /// The name asked for.
     pub name: String,
+    /// Why it does not resolve.
     pub message: String,
     /// Names that would resolve, nearest first (at most a few).
     pub suggestions: Vec<String>,
@@ -275,7 +278,7 @@ impl Spec {
     }
 
     /// What the spec covers, per project: `vLLM 0.13.0 … 0.33.0; vllm-ascend 0.18.0 … 0.23.0.post1, …`.
-    pub fn coverage(&self) -> String {
+    pub(crate) fn coverage(&self) -> String {
         self.projects()
             .iter()
             .rev()

@@ -15,16 +15,16 @@ const OWN_KEYS: &[&str] =
 /// Arrays whose items are named tables; edits address their items by `name`.
 const NAMED_ARRAYS: &[&str] = &["fields", "members", "keys", "routes", "messages"];
 /// Version 2: `[behaviour]` items are typed `{ value, source, doc }` tables (version 1 had plain values).
-pub const FORMAT: &str = "mooncake-wire-spec/2";
+pub(crate) const FORMAT: &str = "mooncake-wire-spec/2";
 
-pub struct RawFile {
-    pub path: String,
-    pub table: Table,
+pub(crate) struct RawFile {
+    pub(crate) path: String,
+    pub(crate) table: Table,
 }
 
 /// Parses a wire-revision file. Files of another `mooncake-*` format (data tables that other modules read,
 /// such as compatibility-hash factor sets) are skipped: `Ok(None)`.
-pub fn parse_file(path: &str, text: &str) -> Result<Option<RawFile>, SpecError> {
+pub(crate) fn parse_file(path: &str, text: &str) -> Result<Option<RawFile>, SpecError> {
     let table: Table = toml::from_str(text).map_err(|e| SpecError::new(path, format!("TOML: {e}")))?;
     match table.get("format").and_then(Value::as_str) {
         Some(FORMAT) => {}
@@ -46,7 +46,7 @@ pub fn parse_file(path: &str, text: &str) -> Result<Option<RawFile>, SpecError> 
 }
 
 /// Resolves every file; returns (family, revision) → resolved table, plus the edits each file applied itself.
-pub fn resolve_all(files: &[RawFile]) -> Result<BTreeMap<(String, String), Resolved>, SpecError> {
+pub(crate) fn resolve_all(files: &[RawFile]) -> Result<BTreeMap<(String, String), Resolved>, SpecError> {
     let mut by_key: BTreeMap<(String, String), &RawFile> = BTreeMap::new();
     for f in files {
         let key = (str_key(&f.table, "family"), str_key(&f.table, "revision"));
@@ -62,11 +62,11 @@ pub fn resolve_all(files: &[RawFile]) -> Result<BTreeMap<(String, String), Resol
 }
 
 #[derive(Clone, Debug)]
-pub struct Resolved {
-    pub path: String,
-    pub table: Table,
+pub(crate) struct Resolved {
+    pub(crate) path: String,
+    pub(crate) table: Table,
     /// This file's own edits, as written (empty for a full revision).
-    pub edits: Vec<Table>,
+    pub(crate) edits: Vec<Table>,
 }
 
 fn str_key(t: &Table, k: &str) -> String {

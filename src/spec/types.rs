@@ -5,18 +5,28 @@
 
 use std::fmt;
 
+/// A type of the spec's type language (see the module documentation).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum TypeExpr {
+    /// `int`: any integer MessagePack carries.
     Int,
+    /// `str`.
     Str,
+    /// `bool`.
     Bool,
+    /// `float`.
     Float,
+    /// `bytes`.
     Bytes,
+    /// `list[T]`.
     List(Box<TypeExpr>),
+    /// `dict[K, V]`.
     Dict(Box<TypeExpr>, Box<TypeExpr>),
+    /// `tuple[A, B, …]`: exactly these elements.
     Tuple(Vec<TypeExpr>),
     /// `tuple[T, ...]`: a tuple of any length (an array on the wire, like a list).
     VarTuple(Box<TypeExpr>),
+    /// `optional[T]` (or `T | None`): `T` or nil.
     Optional(Box<TypeExpr>),
     /// `any`: Python's `typing.Any` — any MessagePack value, decoded untyped.
     Any,
@@ -24,10 +34,14 @@ pub enum TypeExpr {
     Named(String),
 }
 
+/// A type expression that does not parse.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TypeParseError {
+    /// The whole expression.
     pub input: String,
+    /// Byte offset of the problem.
     pub at: usize,
+    /// What is wrong there.
     pub msg: String,
 }
 
@@ -171,6 +185,7 @@ impl<'a> Parser<'a> {
 }
 
 impl TypeExpr {
+    /// Parses a type expression (`optional[list[int]]`).
     pub fn parse(s: &str) -> Result<TypeExpr, TypeParseError> {
         let mut p = Parser { s, pos: 0 };
         let t = p.union()?;
@@ -195,7 +210,7 @@ impl TypeExpr {
     }
 
     /// Every name this type mentions.
-    pub fn names(&self, out: &mut Vec<String>) {
+    pub(crate) fn names(&self, out: &mut Vec<String>) {
         match self {
             TypeExpr::Named(n) => out.push(n.clone()),
             TypeExpr::List(t) | TypeExpr::Optional(t) | TypeExpr::VarTuple(t) => t.names(out),

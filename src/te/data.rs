@@ -7,23 +7,27 @@ use crate::limits::MAX_TE_REQUEST_BYTES;
 /// Header length on the wire.
 pub const HEADER_LEN: usize = 24;
 /// The opcode flag that asks for the acknowledged (version 2) exchange.
-pub const V2_FLAG: u8 = 0x80;
+pub(crate) const V2_FLAG: u8 = 0x80;
 /// High 32 bits of every status frame.
-pub const STATUS_MAGIC: u64 = 0x4D43_5456 << 32;
+pub(crate) const STATUS_MAGIC: u64 = 0x4D43_5456 << 32;
 
 /// The request's operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Opcode {
+    /// Opcode 0: the target sends `size` bytes from `addr`.
     Read,
+    /// Opcode 1: the initiator sends `size` bytes that the target writes at `addr`.
     Write,
 }
 
 /// One request header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// Payload length in bytes.
     pub size: u64,
     /// The target's own address (as registered) of the first byte.
     pub addr: u64,
+    /// Read or write.
     pub op: Opcode,
     /// Whether the initiator asked for the acknowledged exchange.
     pub v2: bool,
@@ -91,6 +95,7 @@ pub enum Status {
 }
 
 impl Status {
+    /// The 8 bytes of the frame: the magic in the high half, the code in the low half, little-endian.
     pub fn encode(self) -> [u8; 8] {
         let code = match self {
             Status::Ok => 0,

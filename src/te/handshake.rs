@@ -6,9 +6,14 @@ use crate::limits::MAX_TE_HANDSHAKE_BYTES;
 /// The handshake message type (the byte after the length).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MsgType {
+    /// Type 0: an RDMA endpoint exchange.
     Connection,
+    /// Type 1: the segment descriptor exchange: the initiator sends its descriptor, the target answers with its
+    /// own.
     Metadata,
+    /// Type 2: a notification.
     Notify,
+    /// Type 3: a probe.
     Probe,
     /// No type byte: the frame predates typed frames; the engine treats it as `Connection`.
     Untyped,
@@ -16,7 +21,7 @@ pub enum MsgType {
 
 impl MsgType {
     /// The byte on the wire (`None` for [`MsgType::Untyped`], which has none).
-    pub fn byte(self) -> Option<u8> {
+    pub(crate) fn byte(self) -> Option<u8> {
         match self {
             MsgType::Connection => Some(0),
             MsgType::Metadata => Some(1),
@@ -53,9 +58,19 @@ pub enum FrameError {
     /// The declared length is 0 (the engine refuses it).
     Empty,
     /// The declared length is above the limit (the engine's default cap, 1 MiB).
-    TooLong { declared: u64, max: usize },
+    TooLong {
+        /// The length the frame declares.
+        declared: u64,
+        /// The largest accepted.
+        max: usize,
+    },
     /// The stream ended inside a frame.
-    Truncated { have: usize, need: u64 },
+    Truncated {
+        /// Bytes of the frame received (length prefix included).
+        have: usize,
+        /// Bytes the frame needs (length prefix included).
+        need: u64,
+    },
 }
 
 impl std::fmt::Display for FrameError {
@@ -76,7 +91,9 @@ impl std::error::Error for FrameError {}
 /// A decoded frame.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Frame {
+    /// The frame's type (`Untyped` for the older format).
     pub ty: MsgType,
+    /// The body without the type byte: JSON text.
     pub body: Vec<u8>,
 }
 
@@ -87,6 +104,7 @@ pub struct FrameDecoder {
 }
 
 impl FrameDecoder {
+    /// A reader with nothing buffered.
     pub fn new() -> Self {
         Self::default()
     }

@@ -6,14 +6,15 @@
 //!   target's data port, which the descriptor names.
 //!
 //! The facts, with their sources (Mooncake release and file), are in `spec/transfer-engine/mooncake.toml`,
-//! loaded by [`spec`]; tests check that the constants here are the spec's. Nothing here touches a socket: the
+//! loaded by a test-only module; tests check that the constants here are the spec's. Nothing here touches a socket: the
 //! reference peer (`mooncake-reference`, module `engine`) drives these types over tokio.
+
+#![warn(missing_docs, unreachable_pub, unnameable_types)]
 
 pub mod data;
 pub mod handshake;
-pub mod segment;
-pub mod spec;
+pub(crate) mod segment;
+#[cfg(test)]
+mod spec;
 
-pub use data::{Header, Opcode, Status};
-pub use handshake::{FrameDecoder, FrameError, MsgType};
 pub use segment::{BufferDesc, SegmentDesc, SegmentError};

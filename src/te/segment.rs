@@ -9,6 +9,7 @@ pub struct BufferDesc {
     pub name: String,
     /// The target's own (virtual) address of the buffer's first byte, as registered.
     pub addr: u64,
+    /// The buffer's length in bytes.
     pub length: u64,
 }
 
@@ -19,13 +20,17 @@ pub struct SegmentDesc {
     pub name: String,
     /// `"tcp"` for the TCP transport.
     pub protocol: String,
+    /// The memory the target registered, which requests must fall inside.
     pub buffers: Vec<BufferDesc>,
     /// Where the data server listens, when the descriptor says (newer engines); else the host part of `name`.
     pub tcp_data_host: Option<String>,
+    /// The data server's port.
     pub tcp_data_port: u16,
     /// 1 when absent (engines before the acknowledged format).
     pub tcp_proto_version: u32,
+    /// Passed through as the engine wrote it (empty for TCP).
     pub rdma_server_name: String,
+    /// Passed through as the engine wrote it.
     pub timestamp: String,
 }
 

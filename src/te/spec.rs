@@ -1,49 +1,53 @@
 //! `spec/transfer-engine/mooncake.toml`: the Transfer Engine's wire facts by engine release, each with its
 //! source. Loaded strictly (unknown keys are errors); a test checks that [`super`]'s constants are the spec's.
+//! Test-only: nothing but that test reads the file.
 
 use serde::Deserialize;
 
 /// The file's `format`.
-pub const FORMAT: &str = "mooncake-transfer-engine/1";
+pub(crate) const FORMAT: &str = "mooncake-transfer-engine/1";
 
 /// The whole file.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct EngineSpec {
-    pub format: String,
-    pub name: String,
-    pub doc: String,
-    pub source: String,
-    pub revisions: Vec<EngineRevision>,
-    pub items: Vec<EngineItem>,
+#[allow(dead_code)] // The provenance fields are required of the file, read by no test.
+pub(crate) struct EngineSpec {
+    pub(crate) format: String,
+    pub(crate) name: String,
+    pub(crate) doc: String,
+    pub(crate) source: String,
+    pub(crate) revisions: Vec<EngineRevision>,
+    pub(crate) items: Vec<EngineItem>,
 }
 
 /// A run of engine releases with one observable wire.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct EngineRevision {
-    pub name: String,
-    pub releases: Vec<String>,
-    pub summary: String,
-    pub source: String,
+#[allow(dead_code)] // The provenance fields are required of the file, read by no test.
+pub(crate) struct EngineRevision {
+    pub(crate) name: String,
+    pub(crate) releases: Vec<String>,
+    pub(crate) summary: String,
+    pub(crate) source: String,
 }
 
 /// One fact.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct EngineItem {
-    pub name: String,
-    pub value: toml::Value,
-    pub since: String,
+#[allow(dead_code)] // The provenance fields are required of the file, read by no test.
+pub(crate) struct EngineItem {
+    pub(crate) name: String,
+    pub(crate) value: toml::Value,
+    pub(crate) since: String,
     #[serde(default)]
-    pub changed_in: Vec<String>,
-    pub source: String,
-    pub doc: String,
+    pub(crate) changed_in: Vec<String>,
+    pub(crate) source: String,
+    pub(crate) doc: String,
 }
 
 impl EngineSpec {
     /// The embedded file.
-    pub fn builtin() -> EngineSpec {
+    pub(crate) fn builtin() -> EngineSpec {
         let text = crate::spec::Spec::builtin_files()
             .iter()
             .find(|(p, _)| *p == "transfer-engine/mooncake.toml")
@@ -54,7 +58,7 @@ impl EngineSpec {
 
     /// Parses and checks a file: format, revision names match their releases, every item's `since` and
     /// `changed_in` name a revision, every item has a source, names are unique.
-    pub fn parse(text: &str) -> Result<EngineSpec, String> {
+    pub(crate) fn parse(text: &str) -> Result<EngineSpec, String> {
         let s: EngineSpec = toml::from_str(text).map_err(|e| e.to_string())?;
         if s.format != FORMAT {
             return Err(format!("format is {:?}, not {FORMAT:?}", s.format));
@@ -94,12 +98,12 @@ impl EngineSpec {
     }
 
     /// An item by name.
-    pub fn item(&self, name: &str) -> Option<&EngineItem> {
+    pub(crate) fn item(&self, name: &str) -> Option<&EngineItem> {
         self.items.iter().find(|i| i.name == name)
     }
 
     /// An integer item's value.
-    pub fn int(&self, name: &str) -> Option<i64> {
+    pub(crate) fn int(&self, name: &str) -> Option<i64> {
         self.item(name).and_then(|i| i.value.as_integer())
     }
 }

@@ -34,15 +34,7 @@ pub(crate) fn int_lists(w: &mut Writer, v: &[Vec<WireInt>]) {
 
 /// Writes a `list[str]` held as a [`StrList`].
 pub(crate) fn write_str_list(w: &mut Writer, v: &StrList) {
-    w.array_len(v.len());
-    // Byte slices of the buffer at element ends: no char-boundary check per element (the list holds UTF-8
-    // elements by construction).
-    let text = v.concatenated().as_bytes();
-    let mut start = 0;
-    for &end in v.ends() {
-        w.str_bytes(&text[start..end as usize]);
-        start = end as usize;
-    }
+    v.write(w);
 }
 
 /// An upper bound of the encoded size of a [`StrList`].
@@ -282,7 +274,9 @@ impl<'a> De<'a> {
                 Some(b) => b,
                 None => match self.with(Seg::Index(i), |d| d.str_ref()) {
                     Ok(s) => s.as_bytes(),
-                    Err(e) => return Err(if Self::checked(text, &ends).is_none() { Self::bad_utf8() } else { e }),
+                    Err(e) => {
+                        return Err(if StrList::from_utf8_parts(text, ends).is_none() { Self::bad_utf8() } else { e })
+                    }
                 },
             };
             if i == 0 {
@@ -294,17 +288,7 @@ impl<'a> De<'a> {
             ends.push(text.len() as u32);
         }
         self.leave();
-        Self::checked(text, &ends).map(|t| StrList::from_parts(t, ends)).ok_or_else(Self::bad_utf8)
-    }
-
-    /// The buffer as a `String` if it is UTF-8 and every element end is a char boundary.
-    fn checked(text: Vec<u8>, ends: &[u32]) -> Option<String> {
-        let s = String::from_utf8(text).ok()?;
-        if ends.iter().all(|&e| s.is_char_boundary(e as usize)) {
-            Some(s)
-        } else {
-            None
-        }
+        StrList::from_utf8_parts(text, ends).ok_or_else(Self::bad_utf8)
     }
 
     #[cold]

@@ -15,11 +15,11 @@
 mod blocks;
 mod de;
 pub mod generated;
-mod strlist;
 mod untyped;
 
 pub mod pull;
 
+pub use crate::codec::{StrList, StrListIter};
 pub use blocks::{FlatReqBlocksOf, ReqBlocks, ReqBlocksOf, ReqBlocksRef};
 pub use de::WireStr;
 pub use generated::push::newest::{
@@ -28,7 +28,6 @@ pub use generated::push::newest::{
 };
 /// The reply status, an open newtype over every member any revision defines.
 pub use generated::push::MooncakeXferResponseStatus as Status;
-pub use strlist::{Iter as StrListIter, StrList};
 pub use untyped::Untyped;
 
 /// Wire names of the newest `MooncakeXferMetadata`, in declaration order.

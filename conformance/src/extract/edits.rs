@@ -4,7 +4,7 @@
 //! everything the source does not say are the base's; what could not be read keeps the base's value and is
 //! reported.
 
-use mooncake_wire::spec::{FieldDef, Literal, Revision, StructDef, StructOptions, TypeExpr};
+use mooncake_wire::spec::{FieldDef, Literal, LiteralError, Revision, StructDef, StructOptions, TypeExpr};
 use toml::{Table, Value};
 
 use super::facts::{BootstrapFact, Facts, FieldFact, ResponseFact};
@@ -220,7 +220,7 @@ fn field_item(f: &FieldFact) -> Table {
 }
 
 /// A field's default as a literal: `None` required, `Some(Err)` present but not a spec literal.
-fn default_of(t: &Table) -> Option<Result<Literal, String>> {
+fn default_of(t: &Table) -> Option<Result<Literal, LiteralError>> {
     match (t.get("default").and_then(Value::as_str), t.get("default_factory").and_then(Value::as_str)) {
         (Some(d), _) => Some(Literal::parse(d)),
         (None, Some(f)) => Some(Literal::from_factory(f)),

@@ -71,7 +71,7 @@ pub fn row(wheel: &Path, python: &str) -> Result<Row, ExtractError> {
         .map_err(|e| ExtractError::usage(format!("{}: {e}", wheel.display())))?
         .revision;
     let d = derive_from(facts, None)?;
-    let fp = |r| wire_fingerprint(r).map_err(ExtractError::disagreement);
+    let fp = |r| wire_fingerprint(r).map_err(|e| ExtractError::disagreement(e.to_string()));
     Ok(Row {
         wheel: wheel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         release,

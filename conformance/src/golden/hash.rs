@@ -20,13 +20,13 @@ pub fn checker(function: &str) -> Option<Checker> {
 /// The `{digest, hashed_utf8, hashed_hex}` output of `hash_factors` for a Python value.
 fn factors_output(items: &hash::PyValue) -> Result<J, String> {
     let h = hash::hash_factors(items).map_err(|e| e.to_string())?;
-    Ok(json!({ "digest": h.digest, "hashed_utf8": h.hashed, "hashed_hex": hash::hex(h.hashed.as_bytes()) }))
+    Ok(json!({ "digest": h.digest, "hashed_utf8": h.hashed, "hashed_hex": hex::encode(h.hashed.as_bytes()) }))
 }
 
 /// `hash_factors({items})` with the GOLDEN.md value tags.
 fn hash_factors(_header: &J, input: &J) -> Result<J, String> {
     let items = input.get("items").ok_or("input has no `items`")?;
-    factors_output(&tagged::from_tagged_json(items)?)
+    factors_output(&tagged::from_tagged_json(items).map_err(|e| e.to_string())?)
 }
 
 /// `compute_nixl_compatibility_hash` of the release in the header, from the config attributes it reads.
@@ -35,7 +35,7 @@ fn nixl_compatibility_hash(header: &J, input: &J) -> Result<J, String> {
     let set = hash::compat::NixlFactorSet::for_release(release)
         .ok_or_else(|| format!("no NIXL factor set for vLLM {release}"))?;
     let cfg: hash::compat::NixlConfig = serde_json::from_value(input.clone()).map_err(|e| format!("input: {e}"))?;
-    let factors = set.factors(&cfg, release)?;
+    let factors = set.factors(&cfg, release).map_err(|e| e.to_string())?;
     let h = hash::hash_factors(&factors).map_err(|e| e.to_string())?;
     Ok(
         json!({ "hash": h.digest, "factors": tagged::to_output_json(&factors), "hash_factors_of_factors": factors_output(&factors)? }),

@@ -2,7 +2,8 @@
 
 use serde_json::{json, Map, Value as J};
 
-use mooncake_wire::hash::{hex, tagged, PyInt, PyValue};
+use hex::encode as hex;
+use mooncake_wire::hash::{tagged, PyInt, PyValue};
 use mooncake_wire::keys::block_hash::{self, HashAlgo, TextRequest};
 use mooncake_wire::keys::spec::StoreKeySpec;
 use mooncake_wire::keys::store_layout::{
@@ -52,14 +53,14 @@ fn tokens(v: &J) -> Result<Vec<PyInt>, String> {
         .as_array()
         .ok_or("`token_ids` is not an array")?
         .iter()
-        .map(|t| match tagged::from_tagged_json(t)? {
+        .map(|t| match tagged::from_tagged_json(t).map_err(|e| e.to_string())? {
             PyValue::Int(i) => Ok(i),
             other => Err(format!("token {other:?} is not an int")),
         })
         .collect()
 }
 fn unhex(s: &str) -> Result<Vec<u8>, String> {
-    tagged::unhex(s).ok_or_else(|| format!("{s:?} is not hex"))
+    hex::decode(s).map_err(|_| format!("{s:?} is not hex"))
 }
 
 /// `KeyMetadata` from the vectors' `key_metadata` (only the fields the release has).
@@ -108,22 +109,29 @@ fn pool_key(header: &J, input: &J) -> Result<J, String> {
     }
     let mut out = Map::new();
     out.insert("to_string".into(), json!(to_string));
-    if spec.has_api("PoolKey.build_prefix", &release)? {
+    if spec.has_api("PoolKey.build_prefix", &release).map_err(|e| e.to_string())? {
         out.insert("build_prefix".into(), json!(key.prefix(&release).map_err(|e| e.to_string())?));
     }
     if let Some(ov) = input.get("build_prefix_overrides") {
         let o = |k: &str| ov.get(k).and_then(J::as_i64);
         let meta = VllmStoreKey { chunk_hash: String::new(), ..key.clone() };
-        let prefix = sl::build_prefix(&meta, (None, None, None, None))?;
+        let prefix = sl::build_prefix(&meta, (None, None, None, None)).map_err(|e| e.to_string())?;
         out.insert(
             "build_prefix_overridden".into(),
-            json!(sl::build_prefix(&meta, (o("tp_rank"), o("pcp_rank"), o("dcp_rank"), o("pp_rank")))?),
+            json!(sl::build_prefix(&meta, (o("tp_rank"), o("pcp_rank"), o("dcp_rank"), o("pp_rank")))
+                .map_err(|e| e.to_string())?),
         );
         out.insert("build_key_string".into(), json!(sl::build_key_string(&prefix, &hash_hex)));
         let layout = StoreLayout::RankLocal { metadata: meta };
-        out.insert("rank_local_key_for".into(), json!(layout.key_for(0, &hex(&unhex(&hash_hex)?))?));
-        out.insert("rank_local_lookup_prefixes".into(), json!(layout.lookup_key_prefixes(&rank_namespaces(input)?)?));
-        if spec.has_api("_make_mooncake_group_id", &release)? {
+        out.insert(
+            "rank_local_key_for".into(),
+            json!(layout.key_for(0, &hex(&unhex(&hash_hex)?)).map_err(|e| e.to_string())?),
+        );
+        out.insert(
+            "rank_local_lookup_prefixes".into(),
+            json!(layout.lookup_key_prefixes(&rank_namespaces(input)?).map_err(|e| e.to_string())?),
+        );
+        if spec.has_api("_make_mooncake_group_id", &release).map_err(|e| e.to_string())? {
             out.insert("mooncake_group_id".into(), json!(key.mooncake_group_id()));
         }
     }
@@ -142,12 +150,13 @@ fn tp_sharded_layout(_header: &J, input: &J) -> Result<J, String> {
         store_tp,
         int(input, "tp_rank")?,
         int(input, "num_kv_heads")?,
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let StoreLayout::TpSharded { heads_per_store_shard, local_num_kv_heads, .. } = &layout else { unreachable!() };
     let hash_hex = hex(&unhex(&text(input, "hash_hex")?)?);
     let mut key_for = Map::new();
     for shard in layout.local_shard_ids() {
-        key_for.insert(shard.to_string(), json!(layout.key_for(shard, &hash_hex)?));
+        key_for.insert(shard.to_string(), json!(layout.key_for(shard, &hash_hex).map_err(|e| e.to_string())?));
     }
     Ok(json!({
         "shared_namespace": format.shared_namespace(store_tp, int(input, "pp_size")?),
@@ -155,7 +164,7 @@ fn tp_sharded_layout(_header: &J, input: &J) -> Result<J, String> {
         "heads_per_store_shard": heads_per_store_shard,
         "local_num_kv_heads": local_num_kv_heads,
         "key_for": key_for,
-        "lookup_key_prefixes": layout.lookup_key_prefixes(&rank_namespaces(input)?)?,
+        "lookup_key_prefixes": layout.lookup_key_prefixes(&rank_namespaces(input)?).map_err(|e| e.to_string())?,
     }))
 }
 
@@ -163,7 +172,8 @@ fn tp_sharded_layout(_header: &J, input: &J) -> Result<J, String> {
 fn process_tokens(_header: &J, input: &J) -> Result<J, String> {
     let block_size = int(input, "block_size")?;
     let hbs = input.get("hash_block_size").and_then(J::as_i64);
-    let db = TokenDatabase::new(StoreLayout::RankLocal { metadata: metadata(input)? }, block_size, hbs)?;
+    let db = TokenDatabase::new(StoreLayout::RankLocal { metadata: metadata(input)? }, block_size, hbs)
+        .map_err(|e| e.to_string())?;
     let hashes: Vec<Vec<u8>> = (0..int(input, "num_block_hashes")?).map(|i| vec![(i % 256) as u8; 32]).collect();
     let mask: Option<Vec<bool>> = match input.get("chunk_mask") {
         None | Some(J::Null) => None,
@@ -171,20 +181,23 @@ fn process_tokens(_header: &J, input: &J) -> Result<J, String> {
             m.as_array().ok_or("`chunk_mask` is not an array")?.iter().map(|b| b.as_bool().unwrap_or(false)).collect(),
         ),
     };
-    let chunks = db.process_tokens(
-        int(input, "token_len")?,
-        &hashes,
-        int(input, "mask_num")?,
-        mask.as_deref(),
-        int(input, "put_step")?,
-        int(input, "put_step_rank")?,
-    )?;
+    let chunks = db
+        .process_tokens(
+            int(input, "token_len")?,
+            &hashes,
+            int(input, "mask_num")?,
+            mask.as_deref(),
+            int(input, "put_step")?,
+            int(input, "put_step_rank")?,
+        )
+        .map_err(|e| e.to_string())?;
     let chunks: Vec<J> = chunks
         .iter()
-        .map(|c| Ok(json!({"start": c.start, "end": c.end, "hash": hex(&c.hash), "key": db.key_for(&hex(&c.hash))?})))
+        .map(|c| Ok(json!({"start": c.start, "end": c.end, "hash": hex(&c.hash), "key": db.key_for(&hex(&c.hash)).map_err(|e| e.to_string())?})))
         .collect::<Result<_, String>>()?;
-    let compact = sl::chunk_hashes_for_block_size(&hashes, db.hash_block_size, block_size)?;
-    Ok(json!({ "chunks": chunks, "chunk_hashes_for_block_size": compact.iter().map(|h| hex(h)).collect::<Vec<_>>() }))
+    let compact =
+        sl::chunk_hashes_for_block_size(&hashes, db.hash_block_size, block_size).map_err(|e| e.to_string())?;
+    Ok(json!({ "chunks": chunks, "chunk_hashes_for_block_size": compact.iter().map(hex).collect::<Vec<_>>() }))
 }
 
 /// The store worker's stages: store TP, layout and namespace, replication factors, lookup prefixes, keys.
@@ -206,12 +219,13 @@ fn store_worker_keys(_header: &J, input: &J) -> Result<J, String> {
             .ok_or("`group_kinds` is not an array")?
             .iter()
             .map(|g| GroupKind::parse(g.as_str().unwrap_or("")))
-            .collect::<Result<_, _>>()?,
+            .collect::<Result<_, _>>()
+            .map_err(|e| e.to_string())?,
         model_name: text(input, "model_name")?,
         block_size: int(input, "block_size")?,
         hash_block_size: int(input, "hash_block_size")?,
     };
-    let w = sl::worker_keys(&cfg)?;
+    let w = sl::worker_keys(&cfg).map_err(|e| e.to_string())?;
     let hash_hex = hex(&unhex(&text(input, "hash_hex")?)?);
     let keys: Vec<J> = w
         .databases
@@ -219,7 +233,7 @@ fn store_worker_keys(_header: &J, input: &J) -> Result<J, String> {
         .map(|db| {
             let mut m = Map::new();
             for shard in db.layout.local_shard_ids() {
-                m.insert(shard.to_string(), json!(db.layout.key_for(shard, &hash_hex)?));
+                m.insert(shard.to_string(), json!(db.layout.key_for(shard, &hash_hex).map_err(|e| e.to_string())?));
             }
             Ok(J::Object(m))
         })
@@ -240,10 +254,10 @@ fn store_worker_keys(_header: &J, input: &J) -> Result<J, String> {
 /// `get_request_block_hasher` over a text request: NONE_HASH from the seed, then every full block.
 fn block_hash_chain(header: &J, input: &J) -> Result<J, String> {
     let release = release(header)?;
-    let rules = StoreKeySpec::builtin().block_hash_rules(&release)?;
-    let algo = HashAlgo::parse(&text(input, "algo")?)?;
+    let rules = StoreKeySpec::builtin().block_hash_rules(&release).map_err(|e| e.to_string())?;
+    let algo = HashAlgo::parse(&text(input, "algo")?).map_err(|e| e.to_string())?;
     let pyhashseed = input.get("pythonhashseed").and_then(J::as_str);
-    let seed = rules.seed(pyhashseed)?;
+    let seed = rules.seed(pyhashseed).map_err(|e| e.to_string())?;
     // The vectors also record the seed vLLM used and its serialization: ours must agree.
     if input.get("none_hash_seed").and_then(J::as_str) != Some(seed) {
         return Err(format!(
@@ -251,11 +265,11 @@ fn block_hash_chain(header: &J, input: &J) -> Result<J, String> {
             input.get("none_hash_seed")
         ));
     }
-    let serialized_seed = hex(&algo.serialize(&PyValue::str(seed))?);
+    let serialized_seed = hex(&algo.serialize(&PyValue::str(seed)).map_err(|e| e.to_string())?);
     if input.get("none_hash_seed_serialized_hex").and_then(J::as_str) != Some(serialized_seed.as_str()) {
         return Err(format!("seed serialization differs: ours {serialized_seed}"));
     }
-    let none_hash = block_hash::none_hash(algo, seed)?;
+    let none_hash = block_hash::none_hash(algo, seed).map_err(|e| e.to_string())?;
     let lora = match input.get("lora") {
         None | Some(J::Null) => None,
         Some(l) => Some((text(l, "lora_name")?, text(l, "lora_path")?)),
@@ -265,28 +279,30 @@ fn block_hash_chain(header: &J, input: &J) -> Result<J, String> {
         lora,
         cache_salt: input.get("cache_salt").and_then(J::as_str).map(str::to_string),
     };
-    let blocks = block_hash::request_block_hashes(rules, algo, &none_hash, int(input, "block_size")? as usize, &req)?;
+    let blocks = block_hash::request_block_hashes(rules, algo, &none_hash, int(input, "block_size")? as usize, &req)
+        .map_err(|e| e.to_string())?;
     Ok(json!({
-        "none_hash": hex(&none_hash),
+        "none_hash": hex(none_hash),
         "blocks": blocks.iter().map(|b| json!({
             "tokens_start": b.tokens_start,
             "tokens_end": b.tokens_end,
             "extra_keys": tagged::to_tagged_json(&b.extra_keys),
             "serialized_hex": hex(&b.hashed.serialized),
-            "hash": hex(&b.hashed.hash),
+            "hash": hex(b.hashed.hash),
         })).collect::<Vec<_>>(),
     }))
 }
 
 /// `hash_block_tokens(hash_fn, parent, token_ids, extra_keys)`.
 fn hash_block_tokens(_header: &J, input: &J) -> Result<J, String> {
-    let algo = HashAlgo::parse(&text(input, "algo")?)?;
+    let algo = HashAlgo::parse(&text(input, "algo")?).map_err(|e| e.to_string())?;
     let none_hash = unhex(&text(input, "none_hash")?)?;
     let parent = match input.get("parent") {
         None | Some(J::Null) => None,
         Some(p) => Some(unhex(p.as_str().ok_or("`parent` is not a string")?)?),
     };
-    let extra = tagged::from_tagged_json(input.get("extra_keys").unwrap_or(&J::Null))?;
-    let b = block_hash::hash_block_tokens(algo, &none_hash, parent.as_deref(), &tokens(input)?, &extra)?;
-    Ok(json!({ "serialized_hex": hex(&b.serialized), "hash": hex(&b.hash) }))
+    let extra = tagged::from_tagged_json(input.get("extra_keys").unwrap_or(&J::Null)).map_err(|e| e.to_string())?;
+    let b = block_hash::hash_block_tokens(algo, &none_hash, parent.as_deref(), &tokens(input)?, &extra)
+        .map_err(|e| e.to_string())?;
+    Ok(json!({ "serialized_hex": hex(&b.serialized), "hash": hex(b.hash) }))
 }

@@ -199,7 +199,7 @@ fn align_transfer_regions(_: &J, i: &J) -> Result<J, String> {
     );
     Ok(match r {
         Ok((l, r)) => json!([regions_json(&l), regions_json(&r), null]),
-        Err(e) => json!([[], [], e]),
+        Err(e) => json!([[], [], e.to_string()]),
     })
 }
 

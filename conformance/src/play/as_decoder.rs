@@ -62,7 +62,8 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
     let mut out = vec![];
 
     // Bootstrap server (ours) and one testee per recorded prefiller worker, registered in recorded order.
-    let spec = BootstrapSpec::new(t.revision.clone()).ok_or("no bootstrap in this revision")??;
+    let spec =
+        BootstrapSpec::new(t.revision.clone()).ok_or("no bootstrap in this revision")?.map_err(|e| e.to_string())?;
     let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await?;
     let mut order: Vec<usize> = (0..t.prefillers.len()).collect();
     let reg_pos = |p: &crate::conversation::PrefillerConn| {

@@ -168,7 +168,8 @@ async fn play_with(
     let abort = Duration::from_secs_f64(model.abort_timeout_s);
     let mut out = vec![];
 
-    let spec = BootstrapSpec::new(t.revision.clone()).ok_or("no bootstrap in this revision")??;
+    let spec =
+        BootstrapSpec::new(t.revision.clone()).ok_or("no bootstrap in this revision")?.map_err(|e| e.to_string())?;
     let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await?;
     let mut prefillers: Vec<(String, PSide)> = vec![];
     let mut testees: Vec<(String, Testee)> = vec![];
@@ -702,7 +703,8 @@ async fn play_listen(
     let [p] = t.prefillers.as_slice() else {
         return Err(format!("--listen serves traces with one prefiller; {} has {}", t.scenario(), t.prefillers.len()));
     };
-    let spec = BootstrapSpec::new(t.revision.clone()).ok_or("no bootstrap in this revision")??;
+    let spec =
+        BootstrapSpec::new(t.revision.clone()).ok_or("no bootstrap in this revision")?.map_err(|e| e.to_string())?;
     let boot = BootstrapServer::start(bootstrap, Registry::new(spec)).await?;
     let peer = own_prefiller(t, p, model, endpoint, boot.url()).await?;
     for tr in &scenario.transfers {

@@ -119,7 +119,7 @@ impl Live {
             return Ok(vec![]);
         }
         let profile = WireProfile::new(rev.clone(), Codec::builtin(&rev.revision).ok_or("not a built-in revision")?)?;
-        let http = BootstrapSpec::new(rev.clone()).transpose()?.map(HttpChecker::new);
+        let http = BootstrapSpec::new(rev.clone()).transpose().map_err(|e| e.to_string())?.map(HttpChecker::new);
         self.checkers =
             Some(Checkers { events: EventChecker::new(rev), http, exchanges: ExchangeChecker::new(&profile), profile });
         let mut out = vec![];

@@ -188,7 +188,7 @@ impl Tap {
             (None, Some((rev, _))) => {
                 let spec = BootstrapSpec::new(rev.clone())
                     .ok_or_else(|| RunError::usage(format!("{} has no bootstrap server", rev.revision)))?
-                    .map_err(RunError::usage)?;
+                    .map_err(|e| RunError::usage(e.to_string()))?;
                 (
                     front::Answerer::Registry(Mutex::new(Registry::new(spec))),
                     format!("answering as {}'s bootstrap server", rev.revision),

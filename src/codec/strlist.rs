@@ -1,11 +1,14 @@
 //! [`StrList`]: a `list[str]` held as one string buffer and the end offset of each element (the reply's
-//! `ok_reqs` / `err_reqs`). A FINISH reply is little else than request ids: holding each id in its own `String`
-//! made decoding one heap allocation (and one free) per id, which cost more than msgspec's whole decode. Here
-//! a list is two allocations whatever its length, its elements are `&str` slices of the buffer, and decoding
-//! checks UTF-8 once over the whole buffer.
+//! `ok_reqs` / `err_reqs`, in the typed messages and in [`Value::StrList`](super::Value::StrList)). A FINISH
+//! reply is little else than request ids: holding each id in its own `String` made decoding one heap
+//! allocation (and one free) per id, which cost more than msgspec's whole decode. Here a list is two
+//! allocations whatever its length, its elements are `&str` slices of the buffer, and decoding checks UTF-8
+//! once over the whole buffer.
 
 use std::fmt;
 use std::ops::Index;
+
+use crate::msgpack::Writer;
 
 /// A list of strings in one buffer: `text` is the elements concatenated, `ends[i]` the end of element `i`.
 /// Elements are `&str` ([`StrList::iter`], [`StrList::get`], `list[i]`); build one from any iterator or `Vec` of
@@ -34,9 +37,30 @@ impl StrList {
         StrList { text, ends }
     }
 
-    /// The end offset of each element in [`StrList::concatenated`].
-    pub(crate) fn ends(&self) -> &[u32] {
-        &self.ends
+    /// Builds a list from the raw bytes of its elements, concatenated, and their ends (ascending, the last one
+    /// `text.len()`), as a decoder gathers them: `None` unless the buffer is UTF-8 and every end is a char
+    /// boundary (so each element is UTF-8 on its own: one check for the whole list).
+    #[inline]
+    pub(crate) fn from_utf8_parts(text: Vec<u8>, ends: Vec<u32>) -> Option<Self> {
+        let s = String::from_utf8(text).ok()?;
+        if ends.iter().all(|&e| s.is_char_boundary(e as usize)) {
+            Some(Self::from_parts(s, ends))
+        } else {
+            None
+        }
+    }
+
+    /// Writes the list as a MessagePack array of str.
+    pub(crate) fn write(&self, w: &mut Writer) {
+        w.array_len(self.len());
+        // Byte slices of the buffer at element ends: no char-boundary check per element (the list holds UTF-8
+        // elements by construction).
+        let text = self.text.as_bytes();
+        let mut start = 0;
+        for &end in &self.ends {
+            w.str_bytes(&text[start..end as usize]);
+            start = end as usize;
+        }
     }
 
     /// Appends an element.
