@@ -2,6 +2,10 @@
 //! `mooncake-conformance` to `mooncake-reference` (the reference peer). The peer is the built-in testee as a
 //! process (`mooncake-peer testee`), driven through the testee protocol like any other; the runner plays its
 //! own side of a case with the spec's cores and `mooncake-io`.
+//!
+//! Dev-dependencies count too: a test that linked the peer could drive it in-process again and judge it
+//! through a side door the runner does not have; and a dev-dependency would not even give the tests the
+//! `mooncake-peer` program (cargo builds a package's own binaries for its tests, not a dependency's).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::process::Command;
