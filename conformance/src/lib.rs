@@ -3,6 +3,7 @@
 pub mod bundled;
 pub mod checks;
 pub mod conversation;
+mod counterpart;
 pub mod crossver;
 pub mod derive;
 pub mod expected;

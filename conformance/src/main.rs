@@ -263,7 +263,8 @@ enum Cmd {
         #[arg(value_name = "PATH")]
         paths: Vec<PathBuf>,
         /// Command line of the implementation to test, split as a shell would ("./peer --name 'a b'");
-        /// default: the built-in reference peer, in-process.
+        /// default: the built-in reference peer, `mooncake-peer --log error testee` (the mooncake-peer next to
+        /// this program, else on PATH).
         #[arg(long, value_name = "COMMAND")]
         testee: Option<String>,
         /// Only cases of these roles: prefiller, decoder, bootstrap (comma-separated or repeated).
@@ -1133,6 +1134,10 @@ fn main() -> ExitCode {
                 Ok(r) => r,
                 Err(e) => return finish(&[e.to_string()], ENVIRONMENT),
             };
+            // The workers are `mooncake-peer testee` processes: a missing program is said once, up front.
+            if let Err(e) = rt.block_on(mooncake_conformance::matrix::preflight()) {
+                return if e.environment { finish(&[e.message], ENVIRONMENT) } else { usage(&e.message) };
+            }
             let m = rt.block_on(mooncake_conformance::matrix::build(&traces, &cfg));
             let md = mooncake_conformance::matrix::render::markdown(&m);
             let mut code = if m.disagreements().is_empty() { AGREE } else { DISAGREE };

@@ -363,11 +363,11 @@ pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
             if let Some(p) = cfg.progress.as_mut() {
                 p(Progress::Started { index: next, total: n, id: &case.id });
             }
-            let log = match (&cfg.testee_log, &cfg.testee) {
-                (Some(dir), TesteeSpec::Command(_)) => {
+            let log = match &cfg.testee_log {
+                Some(dir) => {
                     crate::testee::TesteeLog::to_file(&dir.join(log_file_name(&case.id))).map_err(RunError::usage)?
                 }
-                _ => crate::testee::TesteeLog::default(),
+                None => crate::testee::TesteeLog::default(),
             };
             let mut case_opts = opts.clone();
             case_opts.testee_log = Some(log.clone());

@@ -1,8 +1,10 @@
-//! Connections to testees (`conformance/TESTEE.md`): the built-in reference peer in-process, or any command
-//! that speaks the protocol on its standard input and output.
+//! Connections to testees (`conformance/TESTEE.md`): processes that speak the protocol on their standard
+//! input and output — the built-in one, `mooncake-peer testee` (found next to this program, then on PATH;
+//! the runner does not link it), or any command.
 
 use std::collections::VecDeque;
 use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,11 +17,12 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command as Process};
 /// Which implementation to test.
 #[derive(Clone, Debug)]
 pub enum TesteeSpec {
-    /// `mooncake-peer`, in this process.
+    /// The reference peer, `mooncake-peer --log error testee` ([`builtin_peer`] finds the program).
     Builtin,
     /// A command line, split with shell quoting (`./peer --name 'a b'`); see [`split_command`].
     Command(String),
-    /// The built-in peer with deliberate faults in what it sends (to test the runner itself).
+    /// The built-in peer with deliberate faults in what it sends (to test the runner itself): the runner adds
+    /// them as `faults` to the config of every prefiller and decoder it starts.
     BuiltinWithFaults(Vec<String>),
 }
 
@@ -31,6 +34,52 @@ impl TesteeSpec {
             TesteeSpec::BuiltinWithFaults(f) => format!("built-in reference peer with faults {}", f.join(", ")),
         }
     }
+
+    /// The program and arguments to run, and the faults to add to its start configs.
+    fn argv(&self) -> Result<(Vec<String>, Vec<String>), String> {
+        let builtin = || -> Result<Vec<String>, String> {
+            let peer = builtin_peer()?;
+            Ok(vec![peer.to_string_lossy().into_owned(), "--log".into(), "error".into(), "testee".into()])
+        };
+        Ok(match self {
+            TesteeSpec::Builtin => (builtin()?, vec![]),
+            TesteeSpec::BuiltinWithFaults(f) => (builtin()?, f.clone()),
+            TesteeSpec::Command(c) => (split_command(c)?, vec![]),
+        })
+    }
+}
+
+/// The reference peer's program name.
+const PEER: &str = "mooncake-peer";
+
+/// The built-in testee's program: `mooncake-peer` next to this program (in cargo's target directory also
+/// from a test binary in `deps/`), else on PATH. The error names where it looked and how to get it.
+pub fn builtin_peer() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().ok();
+    builtin_peer_from(exe.as_deref(), std::env::var_os("PATH").as_deref())
+}
+
+/// [`builtin_peer`] for a given program path and PATH value.
+fn builtin_peer_from(exe: Option<&Path>, path: Option<&std::ffi::OsStr>) -> Result<PathBuf, String> {
+    let name = format!("{PEER}{}", std::env::consts::EXE_SUFFIX);
+    let mut dirs: Vec<PathBuf> = vec![];
+    if let Some(dir) = exe.and_then(Path::parent) {
+        dirs.push(dir.to_path_buf());
+        if dir.file_name().is_some_and(|n| n == "deps") {
+            dirs.extend(dir.parent().map(Path::to_path_buf));
+        }
+    }
+    let next_to: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    dirs.extend(path.map(|p| std::env::split_paths(p).collect::<Vec<_>>()).unwrap_or_default());
+    if let Some(found) = dirs.iter().map(|d| d.join(&name)).find(|p| p.is_file()) {
+        return Ok(found);
+    }
+    Err(format!(
+        "the built-in testee `{PEER}` was not found: not next to this program ({}) nor on PATH. Build it with \
+         `cargo build -p mooncake-reference` (or install it with `cargo install --path reference-impl`), or \
+         name a testee with --testee",
+        if next_to.is_empty() { "its location is unknown".to_string() } else { next_to.join(", ") }
+    ))
 }
 
 /// A testee command line as a shell would split it (quotes and backslashes), without running a shell.
@@ -118,10 +167,14 @@ impl From<StartError> for String {
     }
 }
 
-#[allow(clippy::large_enum_variant)] // one per case, never moved in a loop
-pub enum Testee {
-    Builtin(Box<mooncake_reference::testee::Testee>, Vec<String>),
-    Process { child: Child, stdin: ChildStdin, lines: Lines<BufReader<ChildStdout>>, log: TesteeLog },
+/// A running testee process.
+pub struct Testee {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+    log: TesteeLog,
+    /// Added as `faults` to every prefiller's and decoder's start config ([`TesteeSpec::BuiltinWithFaults`]).
+    faults: Vec<String>,
 }
 
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -150,6 +203,19 @@ fn exit_text(st: std::process::ExitStatus) -> String {
     }
 }
 
+/// How a process that closed its output ended (waiting up to 2 s for it), once the standard error reader
+/// has caught up with what it wrote before it went.
+async fn ended(child: &mut Child) -> String {
+    let st = tokio::time::timeout(Duration::from_secs(2), child.wait())
+        .await
+        .ok()
+        .and_then(|r| r.ok())
+        .map(exit_text)
+        .unwrap_or_else(|| "still running".into());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    st
+}
+
 impl Testee {
     pub async fn start(spec: &TesteeSpec) -> Result<(Testee, Hello), StartError> {
         Self::start_logged(spec, None).await
@@ -158,66 +224,46 @@ impl Testee {
     /// Starts a testee; a process's standard error goes to `log` (a log of its own when `None`).
     pub async fn start_logged(spec: &TesteeSpec, log: Option<&TesteeLog>) -> Result<(Testee, Hello), StartError> {
         let usage = |message: String| StartError { environment: false, message };
-        match spec {
-            TesteeSpec::Builtin => Ok((
-                Testee::Builtin(Box::default(), vec![]),
-                Ok::<_, String>(mooncake_reference::testee::hello()).map_err(usage)?,
-            )),
-            TesteeSpec::BuiltinWithFaults(f) => Ok((
-                Testee::Builtin(Box::default(), f.clone()),
-                Ok::<_, String>(mooncake_reference::testee::hello()).map_err(usage)?,
-            )),
-            TesteeSpec::Command(cmd) => {
-                let log = log.cloned().unwrap_or_default();
-                let argv = split_command(cmd).map_err(usage)?;
-                let mut child = Process::new(&argv[0])
-                    .args(&argv[1..])
-                    .stdin(Stdio::piped())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .kill_on_drop(true)
-                    .spawn()
-                    .map_err(|e| usage(format!("cannot start testee `{}`: {e}", argv[0])))?;
-                log.started(cmd);
-                let stderr = child.stderr.take().expect("piped");
-                let sink = log.clone();
-                tokio::spawn(async move {
-                    let mut lines = BufReader::new(stderr).lines();
-                    while let Ok(Some(l)) = lines.next_line().await {
-                        sink.push(l);
-                    }
-                });
-                let stdin = child.stdin.take().expect("piped");
-                let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
-                let env = |message: String, log: &TesteeLog| {
-                    log.mark_died(&message);
-                    StartError { environment: true, message: with_tail(message, log) }
-                };
-                let line = match tokio::time::timeout(ANSWER_TIMEOUT, lines.next_line()).await {
-                    Err(_) => {
-                        return Err(env(format!("testee `{cmd}` sent no hello within {}", secs(ANSWER_TIMEOUT)), &log))
-                    }
-                    Ok(Err(e)) => return Err(env(format!("testee `{cmd}`: reading its standard output: {e}"), &log)),
-                    Ok(Ok(None)) => {
-                        let st = tokio::time::timeout(Duration::from_secs(2), child.wait())
-                            .await
-                            .ok()
-                            .and_then(|r| r.ok())
-                            .map(exit_text)
-                            .unwrap_or_else(|| "still running".into());
-                        // Let the stderr reader catch up with what the process wrote before it went.
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        return Err(env(format!("testee `{cmd}` exited before its hello ({st})"), &log));
-                    }
-                    Ok(Ok(Some(l))) => l,
-                };
-                let hello = serde_json::from_str(&line)
-                    .map_err(|e| format!("the testee's hello is not JSON ({e}): {line}"))
-                    .and_then(|h| Hello::parse(&h))
-                    .map_err(usage)?;
-                Ok((Testee::Process { child, stdin, lines, log }, hello))
+        let (argv, faults) = spec.argv().map_err(usage)?;
+        let cmd = &spec.describe();
+        let log = log.cloned().unwrap_or_default();
+        let mut child = Process::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| usage(format!("cannot start testee `{}`: {e}", argv[0])))?;
+        log.started(cmd);
+        let stderr = child.stderr.take().expect("piped");
+        let sink = log.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(l)) = lines.next_line().await {
+                sink.push(l);
             }
-        }
+        });
+        let stdin = child.stdin.take().expect("piped");
+        let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+        let env = |message: String, log: &TesteeLog| {
+            log.mark_died(&message);
+            StartError { environment: true, message: with_tail(message, log) }
+        };
+        let line = match tokio::time::timeout(ANSWER_TIMEOUT, lines.next_line()).await {
+            Err(_) => return Err(env(format!("testee `{cmd}` sent no hello within {}", secs(ANSWER_TIMEOUT)), &log)),
+            Ok(Err(e)) => return Err(env(format!("testee `{cmd}`: reading its standard output: {e}"), &log)),
+            Ok(Ok(None)) => {
+                let st = ended(&mut child).await;
+                return Err(env(format!("testee `{cmd}` exited before its hello ({st})"), &log));
+            }
+            Ok(Ok(Some(l))) => l,
+        };
+        let hello = serde_json::from_str(&line)
+            .map_err(|e| format!("the testee's hello is not JSON ({e}): {line}"))
+            .and_then(|h| Hello::parse(&h))
+            .map_err(usage)?;
+        Ok((Testee { child, stdin, lines, log, faults }, hello))
     }
 
     /// Sends a command and reads its answer as `T` ([`mooncake_testee_protocol::Done`] for a bare
@@ -243,46 +289,35 @@ impl Testee {
     }
 
     /// Sends one command line and returns the testee's answer line as it came (`ok` true or false).
-    async fn exchange(&mut self, cmd: J) -> Result<J, String> {
-        let answer = match self {
-            Testee::Builtin(t, faults) => {
-                let mut cmd = cmd;
-                let role = cmd.get("role").and_then(J::as_str).unwrap_or("").to_string();
-                if !faults.is_empty() && cmd.get("cmd").and_then(J::as_str) == Some("start") && role != "bootstrap" {
-                    cmd["config"]["faults"] = json!(faults);
-                }
-                t.handle(&cmd).await
+    async fn exchange(&mut self, mut cmd: J) -> Result<J, String> {
+        let Testee { child, stdin, lines, log, faults } = self;
+        let role = cmd.get("role").and_then(J::as_str).unwrap_or("").to_string();
+        if !faults.is_empty() && cmd.get("cmd").and_then(J::as_str) == Some("start") && role != "bootstrap" {
+            cmd["config"]["faults"] = json!(faults);
+        }
+        let answer = {
+            let what = cmd.get("cmd").and_then(J::as_str).unwrap_or("?").to_string();
+            let sent = async {
+                stdin.write_all(format!("{cmd}\n").as_bytes()).await?;
+                stdin.flush().await
             }
-            Testee::Process { child, stdin, lines, log } => {
-                let what = cmd.get("cmd").and_then(J::as_str).unwrap_or("?").to_string();
-                let sent = async {
-                    stdin.write_all(format!("{cmd}\n").as_bytes()).await?;
-                    stdin.flush().await
-                }
-                .await;
-                let line = match sent {
-                    Err(_) => None,
-                    Ok(()) => tokio::time::timeout(ANSWER_TIMEOUT, lines.next_line())
-                        .await
-                        .map_err(|_| format!("no answer to `{what}` within {}", secs(ANSWER_TIMEOUT)))?
-                        .map_err(|e| format!("reading the testee's answer to `{what}`: {e}"))?,
-                };
-                let Some(line) = line else {
-                    let st = tokio::time::timeout(Duration::from_secs(2), child.wait())
-                        .await
-                        .ok()
-                        .and_then(|r| r.ok())
-                        .map(exit_text)
-                        .unwrap_or_else(|| "still running".into());
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    // The report shows the last lines of standard error under the case: not repeated here.
-                    let msg = format!("the testee died during `{what}` ({st})");
-                    log.mark_died(&msg);
-                    return Err(msg);
-                };
-                serde_json::from_str(&line)
-                    .map_err(|e| format!("the testee's answer to `{what}` is not JSON ({e}): {line}"))?
-            }
+            .await;
+            let line = match sent {
+                Err(_) => None,
+                Ok(()) => tokio::time::timeout(ANSWER_TIMEOUT, lines.next_line())
+                    .await
+                    .map_err(|_| format!("no answer to `{what}` within {}", secs(ANSWER_TIMEOUT)))?
+                    .map_err(|e| format!("reading the testee's answer to `{what}`: {e}"))?,
+            };
+            let Some(line) = line else {
+                let st = ended(child).await;
+                // The report shows the last lines of standard error under the case: not repeated here.
+                let msg = format!("the testee died during `{what}` ({st})");
+                log.mark_died(&msg);
+                return Err(msg);
+            };
+            serde_json::from_str(&line)
+                .map_err(|e| format!("the testee's answer to `{what}` is not JSON ({e}): {line}"))?
         };
         Ok(answer)
     }
@@ -291,14 +326,10 @@ impl Testee {
     pub async fn stop(mut self) {
         // A stop is not a death: a testee that exits on `stop` without answering must not count as one that
         // died, so the stop's answer is read with a log of its own.
-        if let Testee::Process { log, .. } = &mut self {
-            *log = TesteeLog::default();
-        }
+        self.log = TesteeLog::default();
         let _ = tokio::time::timeout(Duration::from_secs(5), self.send::<Done>(&Command::Stop)).await;
-        if let Testee::Process { mut child, .. } = self {
-            if tokio::time::timeout(Duration::from_secs(5), child.wait()).await.is_err() {
-                let _ = child.kill().await;
-            }
+        if tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await.is_err() {
+            let _ = self.child.kill().await;
         }
     }
 }
@@ -311,5 +342,60 @@ pub fn secs(d: Duration) -> String {
         format!("{}s", d.as_secs())
     } else {
         format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory of its own under the system's temporary directory, holding the named empty files.
+    fn dir_with(tag: &str, files: &[&str]) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("mooncake-peer-lookup-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        for f in files {
+            let p = d.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, b"").unwrap();
+        }
+        d
+    }
+
+    fn peer_name() -> String {
+        format!("{PEER}{}", std::env::consts::EXE_SUFFIX)
+    }
+
+    #[test]
+    fn the_builtin_peer_is_found_next_to_the_runner_then_above_deps_then_on_path() {
+        let name = peer_name();
+        // Next to the program.
+        let d = dir_with("next", &[&name, "on-path/x"]);
+        let path = std::env::join_paths([d.join("on-path")]).unwrap();
+        let found = builtin_peer_from(Some(&d.join("mooncake-conformance")), Some(&path)).unwrap();
+        assert_eq!(found, d.join(&name));
+        // A test binary in target/<profile>/deps: the program is one directory up.
+        let t = dir_with("deps", &[&name, "deps/run-0123"]);
+        let found = builtin_peer_from(Some(&t.join("deps/run-0123")), None).unwrap();
+        assert_eq!(found, t.join(&name));
+        // Not next to it: the first directory of PATH that has it.
+        let p = dir_with("path", &["bin/mooncake-conformance", &format!("b/{name}"), &format!("c/{name}")]);
+        let path = std::env::join_paths([p.join("a"), p.join("b"), p.join("c")]).unwrap();
+        let found = builtin_peer_from(Some(&p.join("bin/mooncake-conformance")), Some(&path)).unwrap();
+        assert_eq!(found, p.join("b").join(&name));
+        for x in [d, t, p] {
+            std::fs::remove_dir_all(x).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_missing_builtin_peer_says_where_it_looked_and_how_to_build_it() {
+        let d = dir_with("missing", &["deps/run-0123"]);
+        let e = builtin_peer_from(Some(&d.join("deps/run-0123")), Some(std::ffi::OsStr::new(""))).unwrap_err();
+        assert!(e.contains(&d.join("deps").display().to_string()) && e.contains(&d.display().to_string()), "{e}");
+        assert!(e.contains("nor on PATH"), "{e}");
+        assert!(e.contains("cargo build -p mooncake-reference"), "{e}");
+        assert!(e.contains("--testee"), "{e}");
+        std::fs::remove_dir_all(d).unwrap();
     }
 }

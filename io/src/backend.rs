@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use mooncake_wire::proto::memory::{perform_write, Memory};
-use mooncake_wire::proto::Descriptor;
+use mooncake_wire::proto::{Descriptor, WriteId};
+use tokio::sync::mpsc;
 
 use crate::engine::client::Request;
 use crate::engine::EngineClient;
@@ -81,6 +82,64 @@ impl Backend {
                 }
             }
         }
+    }
+}
+
+/// A write a prefiller core asked for ([`mooncake_wire::proto::PrefillerEvent::Write`]), finished.
+#[derive(Clone, Debug)]
+pub struct WriteDone {
+    /// The core's id of the write (for `write_complete`).
+    pub id: WriteId,
+    /// The engine's return code (0, or negative when it failed).
+    pub ret: i64,
+    /// The decoder's session (`host:port`).
+    pub session: String,
+    /// How many descriptors it had.
+    pub descriptors: usize,
+    /// How many bytes they cover.
+    pub bytes: u64,
+}
+
+/// Runs a prefiller core's writes with a [`Backend`] on the tokio runtime it was made on, from the core's
+/// registered memory, and reports each finished write on a channel. For tests of a peer, the next writes can
+/// be made to fail without moving bytes (a failing transfer engine).
+pub struct Writer {
+    backend: Backend,
+    memory: SharedMemory,
+    done: mpsc::UnboundedSender<WriteDone>,
+    rt: tokio::runtime::Handle,
+    /// (writes left to fail, the return code they report).
+    fail_next: (usize, i64),
+}
+
+impl Writer {
+    /// A writer from `memory` through `backend`, and the channel its finished writes arrive on. Must be called
+    /// within a tokio runtime (the writes run on it).
+    pub fn new(backend: Backend, memory: SharedMemory) -> (Writer, mpsc::UnboundedReceiver<WriteDone>) {
+        let (done, rx) = mpsc::unbounded_channel();
+        (Writer { backend, memory, done, rt: tokio::runtime::Handle::current(), fail_next: (0, 0) }, rx)
+    }
+
+    /// The next `n` writes report `ret` without moving bytes.
+    pub fn fail_next(&mut self, n: usize, ret: i64) {
+        self.fail_next = (n, ret);
+    }
+
+    /// Starts a write of `descriptors` into `session`; its [`WriteDone`] comes on the channel.
+    pub fn start(&mut self, id: WriteId, session: String, descriptors: Vec<Descriptor>) {
+        let (n, bytes) = (descriptors.len(), descriptors.iter().map(|d| d.len).sum::<u64>());
+        let forced = (self.fail_next.0 > 0).then(|| {
+            self.fail_next.0 -= 1;
+            self.fail_next.1
+        });
+        let (backend, memory, done) = (self.backend.clone(), self.memory.clone(), self.done.clone());
+        self.rt.spawn(async move {
+            let ret = match forced {
+                Some(r) => r,
+                None => backend.write(&memory, &session, &descriptors).await,
+            };
+            let _ = done.send(WriteDone { id, ret, session, descriptors: n, bytes });
+        });
     }
 }
 

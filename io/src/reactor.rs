@@ -1,6 +1,8 @@
 //! A thread that owns libzmq sockets (the `zmq` crate is blocking) and bridges them to tokio: commands come
 //! in on a channel plus an inproc wake-up socket, received frames go out on a tokio channel. One reactor
-//! serves a decoder's many short-lived DEALERs (a prefiller's ROUTER is [`crate::router`]).
+//! serves a decoder's many short-lived DEALERs (or generation 1's REQs), and at most one libzmq ROUTER: the
+//! conformance runner's own prefiller binds one (the reference peer's prefiller serves its ROUTER with a ZMTP
+//! server of its own, `mooncake_reference::router`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,11 +10,13 @@ use std::sync::{mpsc, Mutex};
 use std::thread::JoinHandle;
 
 use mooncake_wire::limits;
-use tokio::sync::mpsc as tmpsc;
+use tokio::sync::{mpsc as tmpsc, oneshot};
 
 /// What the reactor received.
 #[derive(Debug)]
 pub enum Incoming {
+    /// A message on the ROUTER: `[routing_id, frames...]`.
+    Router(Vec<Vec<u8>>),
     /// A message on an exchange's DEALER (normally one frame).
     Dealer { id: u64, frames: Vec<Vec<u8>> },
     /// A DEALER could not be opened or used.
@@ -20,6 +24,8 @@ pub enum Incoming {
 }
 
 enum Cmd {
+    BindRouter { endpoint: String, reply: oneshot::Sender<Result<String, String>> },
+    RouterSend(Vec<Vec<Vec<u8>>>),
     OpenDealer { id: u64, addr: String, frames: Vec<Vec<u8>>, req: bool },
     CloseDealer(u64),
     Shutdown,
@@ -62,6 +68,22 @@ impl Reactor {
         }
     }
 
+    /// Binds the ROUTER (`tcp://ip:*` picks a free port, as vLLM's `bind_to_random_port`); returns the bound
+    /// endpoint. Its messages arrive as [`Incoming::Router`].
+    pub async fn bind_router(&self, endpoint: &str) -> Result<String, String> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Cmd::BindRouter { endpoint: endpoint.to_string(), reply: tx });
+        rx.await.map_err(|_| "the ZeroMQ thread stopped".to_string())?
+    }
+
+    /// Sends these messages (each `[routing_id, frames...]`) on the ROUTER with one wake-up of the thread; a
+    /// routing id that is not connected is dropped, as libzmq does for vLLM's prefiller.
+    pub fn router_send_batch(&self, messages: Vec<Vec<Vec<u8>>>) {
+        if !messages.is_empty() {
+            self.send(Cmd::RouterSend(messages));
+        }
+    }
+
     /// Opens a new DEALER to `addr` and sends `payload` as one frame.
     pub fn open_dealer(&self, id: u64, addr: &str, payload: Vec<u8>) {
         self.open_dealer_frames(id, addr, vec![payload]);
@@ -97,20 +119,25 @@ fn recv_all(s: &zmq::Socket) -> Option<Vec<Vec<u8>>> {
 }
 
 fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmpsc::UnboundedSender<Incoming>) {
+    let mut router: Option<zmq::Socket> = None;
     let mut dealers: HashMap<u64, zmq::Socket> = HashMap::new();
     loop {
         let ids: Vec<u64> = dealers.keys().copied().collect();
-        let (wake_ready, dealer_ready) = {
+        let (wake_ready, router_ready, dealer_ready) = {
             let mut items = vec![wake.as_poll_item(zmq::POLLIN)];
+            if let Some(r) = &router {
+                items.push(r.as_poll_item(zmq::POLLIN));
+            }
             for id in &ids {
                 items.push(dealers[id].as_poll_item(zmq::POLLIN));
             }
             if zmq::poll(&mut items, -1).is_err() {
                 return;
             }
-            let off = 1;
+            let off = 1 + router.is_some() as usize;
             (
                 items[0].is_readable(),
+                router.is_some() && items[1].is_readable(),
                 ids.iter()
                     .enumerate()
                     .filter(|(i, _)| items[off + i].is_readable())
@@ -123,6 +150,21 @@ fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmp
             while let Ok(c) = cmds.try_recv() {
                 match c {
                     Cmd::Shutdown => return,
+                    Cmd::BindRouter { endpoint, reply } => {
+                        let bound = bind_router(&ctx, &endpoint);
+                        let r = bound.map(|(s, ep)| {
+                            router = Some(s);
+                            ep
+                        });
+                        let _ = reply.send(r);
+                    }
+                    Cmd::RouterSend(messages) => {
+                        if let Some(r) = &router {
+                            for frames in messages {
+                                let _ = r.send_multipart(frames, zmq::DONTWAIT);
+                            }
+                        }
+                    }
                     Cmd::OpenDealer { id, addr, frames, req } => {
                         let r = (|| -> Result<zmq::Socket, String> {
                             let s = ctx.socket(if req { zmq::REQ } else { zmq::DEALER }).map_err(|e| e.to_string())?;
@@ -155,6 +197,13 @@ fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmp
                 }
             }
         }
+        if let Some(r) = router.as_ref().filter(|_| router_ready) {
+            while let Some(frames) = recv_all(r) {
+                if out.send(Incoming::Router(frames)).is_err() {
+                    return;
+                }
+            }
+        }
         for id in dealer_ready {
             if let Some(s) = dealers.get(&id) {
                 while let Some(frames) = recv_all(s) {
@@ -165,4 +214,18 @@ fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmp
             }
         }
     }
+}
+
+/// A ROUTER as vLLM's prefiller creates it (no options), plus a frame-size cap and no linger; returns the
+/// socket and its bound endpoint.
+fn bind_router(ctx: &zmq::Context, endpoint: &str) -> Result<(zmq::Socket, String), String> {
+    let s = ctx.socket(zmq::ROUTER).map_err(|e| e.to_string())?;
+    s.set_maxmsgsize(limits::MAX_FRAME_BYTES as i64).map_err(|e| e.to_string())?;
+    s.set_linger(0).map_err(|e| e.to_string())?;
+    if is_v6_literal(endpoint) {
+        s.set_ipv6(true).map_err(|e| e.to_string())?;
+    }
+    s.bind(endpoint).map_err(|e| format!("bind {endpoint}: {e}"))?;
+    let ep = s.get_last_endpoint().map_err(|e| e.to_string())?.map_err(|_| "endpoint is not UTF-8".to_string())?;
+    Ok((s, ep))
 }

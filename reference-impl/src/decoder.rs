@@ -146,12 +146,7 @@ async fn run(
             }
         }
         let wake = core.poll_timeout();
-        let sleep = async {
-            match wake {
-                Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
-                None => std::future::pending().await,
-            }
-        };
+        let sleep = mooncake_io::sleep_until(wake);
         tokio::select! {
             m = incoming.recv() => match m {
                 Some(Incoming::Dealer { id, frames }) => {
@@ -163,6 +158,8 @@ async fn run(
                     }
                 }
                 Some(Incoming::DealerError { id, error }) => core.exchange_failed(ExchangeId(id), &error),
+                // A decoder's reactor binds no ROUTER.
+                Some(Incoming::Router(_)) => {}
                 None => return,
             },
             c = cmds.recv() => match c {

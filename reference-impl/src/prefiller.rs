@@ -12,7 +12,7 @@ use mooncake_wire::proto::{
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use crate::backend::{Backend, SharedMemory};
+use crate::backend::{Backend, SharedMemory, WriteDone, Writer};
 use crate::records::record;
 use crate::router::Router;
 
@@ -96,17 +96,13 @@ impl PrefillerPeer {
         if let Some(t) = cfg.abort_timeout {
             core.set_abort_timeout(t);
         }
-        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let (writer, done_rx) = Writer::new(backend, memory.clone());
         let shared = Arc::new(Mutex::new(Shared {
             core,
             status: PrefillerStatus::default(),
-            fail_next: None,
             faults: cfg.faults.clone(),
             record_wire: cfg.record_wire,
-            backend,
-            memory: memory.clone(),
-            done_tx,
-            rt: tokio::runtime::Handle::current(),
+            writer,
         }));
         let wake = Arc::new(Notify::new());
         // Pulls are answered on the router's thread; the task below only hears of new deadlines.
@@ -175,21 +171,15 @@ impl Drop for PrefillerPeer {
     }
 }
 
-/// A write the backend finished: (id, return code, session, descriptors, bytes).
-type WriteDone = (mooncake_wire::proto::WriteId, i64, String, usize, u64);
-
 /// The core and what the peer records, shared by the router's thread (pulls) and the task (commands, write
 /// completions, timeouts).
 struct Shared<P> {
     core: P,
     status: PrefillerStatus,
-    fail_next: Option<(usize, i64)>,
     faults: Vec<crate::faults::Fault>,
     record_wire: bool,
-    backend: Backend,
-    memory: SharedMemory,
-    done_tx: mpsc::UnboundedSender<WriteDone>,
-    rt: tokio::runtime::Handle,
+    /// Runs the core's writes (and fails the next ones when told to).
+    writer: Writer,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -226,24 +216,7 @@ where
         }
         while let Some(ev) = self.core.poll_event() {
             match ev {
-                PrefillerEvent::Write { id, session, descriptors } => {
-                    let (n, bytes) = (descriptors.len(), descriptors.iter().map(|d| d.len).sum::<u64>());
-                    let forced = match &mut self.fail_next {
-                        Some((left, ret)) if *left > 0 => {
-                            *left -= 1;
-                            Some(*ret)
-                        }
-                        _ => None,
-                    };
-                    let (backend, memory, done) = (self.backend.clone(), self.memory.clone(), self.done_tx.clone());
-                    self.rt.spawn(async move {
-                        let ret = match forced {
-                            Some(r) => r,
-                            None => backend.write(&memory, &session, &descriptors).await,
-                        };
-                        let _ = done.send((id, ret, session, n, bytes));
-                    });
-                }
+                PrefillerEvent::Write { id, session, descriptors } => self.writer.start(id, session, descriptors),
                 PrefillerEvent::FinishedSending { p_req_id, transfer_id, expired } => {
                     tracing::debug!(%p_req_id, %transfer_id, expired, "finished sending");
                     record(&mut self.status.finished_sending, (p_req_id, transfer_id, expired));
@@ -274,19 +247,14 @@ async fn run<P>(
         if !batch.is_empty() {
             router.send_batch(batch);
         }
-        let sleep = async {
-            match deadline {
-                Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
-                None => std::future::pending().await,
-            }
-        };
+        let sleep = mooncake_io::sleep_until(deadline);
         tokio::select! {
             // A pull on the router's thread set an earlier deadline.
             _ = wake.notified() => {}
-            Some((id, ret, session, n, bytes)) = done_rx.recv() => {
+            Some(w) = done_rx.recv() => {
                 let mut s = lock(&shared);
-                record(&mut s.status.writes, (session, n, bytes, ret));
-                s.core.write_complete(Instant::now(), id, ret);
+                record(&mut s.status.writes, (w.session, w.descriptors, w.bytes, w.ret));
+                s.core.write_complete(Instant::now(), w.id, w.ret);
             }
             _ = sleep => lock(&shared).core.handle_timeout(Instant::now()),
         }
@@ -304,7 +272,7 @@ where
         Cmd::Finished(p, t, b) => s.core.request_finished(now, &p, &t, b),
         Cmd::Aborted(t) => s.core.request_aborted(now, &t),
         Cmd::ForgetLayouts => s.core.clear_layout_cache(),
-        Cmd::FailNextWrites(n, r) => s.fail_next = Some((n, r)),
+        Cmd::FailNextWrites(n, r) => s.writer.fail_next(n, r),
         Cmd::Status(tx) => {
             let mut st = s.status.clone();
             st.tracked_transfers = s.core.tracked_transfers();

@@ -1,6 +1,6 @@
 //! The testee control protocol (`conformance/TESTEE.md`): one command in, one answer out. `mooncake-peer
-//! testee` runs it over standard input and output; the conformance runner uses it in-process as its built-in
-//! reference peer.
+//! testee` runs it over standard input and output, and is the conformance runner's built-in testee (a process
+//! the runner finds next to its own executable; the runner does not link this crate).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,10 +16,10 @@ use serde_json::{json, Value as J};
 use tokio::net::TcpListener;
 
 use crate::backend::{serve_engine, Backend};
-use crate::config::{producer, producer_with, LayoutExt};
 use crate::decoder::DecoderPeer;
 use crate::http::BootstrapServer;
 use crate::prefiller::{PrefillerConfig, PrefillerPeer};
+use mooncake_io::layout::{producer, producer_with, LayoutExt};
 
 /// Revisions the reference peer speaks: every generation-2 revision with per-group block lists whose layout
 /// fields the typed structs carry.

@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use mooncake_reference::config::producer_with;
+use mooncake_io::layout::producer_with;
 use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::proto::gen1::Gen1Prefiller;
 use mooncake_wire::proto::{PrefillerCore, PrefillerEvent, PrefillerMachine};

@@ -84,6 +84,14 @@ pub struct MatrixConfig {
     pub progress: Option<Arc<dyn Fn(&str) + Send + Sync>>,
 }
 
+/// Starts and stops one `mooncake-peer testee` (the program every worker of the matrix runs), so that a
+/// missing or broken program is one clear error instead of a matrix of cells not run.
+pub async fn preflight() -> Result<(), crate::testee::StartError> {
+    let (probe, _) = crate::testee::Testee::start(&crate::testee::TesteeSpec::Builtin).await?;
+    probe.stop().await;
+    Ok(())
+}
+
 /// The recordings per (revision, scenario): the newest release's where a revision has several.
 pub fn sides(traces: &[Arc<Conversation>]) -> BTreeMap<(String, String), Side> {
     let mut out: BTreeMap<(String, String), (Vec<u64>, Side)> = BTreeMap::new();

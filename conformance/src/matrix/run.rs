@@ -1,31 +1,31 @@
 //! One cell of the compatibility matrix, observed: the reference decoder at one revision pulls from the
-//! reference prefiller (and its bootstrap server) at another, over real ZeroMQ, HTTP and TCP on 127.0.0.1, as
-//! a recorded scenario drives them. Each side is configured from its own revision's recording of the scenario
-//! (its layout, TP size, what it pulls), so each behaves as a deployment of its revision would.
+//! reference prefiller (and a bootstrap server) at another, over real ZeroMQ, HTTP and TCP on 127.0.0.1, as
+//! a recorded scenario drives them. Each worker is a `mooncake-peer testee` process driven through the testee
+//! protocol (`conformance/TESTEE.md`), as any testee is: the runner does not link the peer it observes. Each
+//! side is configured from its own revision's recording of the scenario (its layout, TP size, what it pulls),
+//! so each behaves as a deployment of its revision would.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use mooncake_io::backend::{serve_engine, Backend, SharedMemory};
 use mooncake_io::http::BootstrapServer;
-use mooncake_reference::config::{producer, LayoutExt};
-use mooncake_reference::decoder::DecoderPeer;
-use mooncake_reference::prefiller::{PrefillerConfig, PrefillerPeer};
-use mooncake_testee_protocol::LayoutConfig;
+use mooncake_testee_protocol::{
+    Command, DecoderConfig, DecoderStatus, Done, LayoutConfig, Memory, PrefillerConfig, PrefillerStatus, Pull,
+    RoleConfig, Started,
+};
 use mooncake_wire::bootstrap::BootstrapSpec;
-use mooncake_wire::proto::gen1::{Gen1Decoder, Gen1DecoderConfig, Gen1Profile};
+use mooncake_wire::proto::gen1::Gen1Profile;
 use mooncake_wire::proto::memory::decode_provenance;
-use mooncake_wire::proto::{DecoderConfig, DecoderCore, PullRequest, Registry, WireProfile};
+use mooncake_wire::proto::Registry;
 use serde::Serialize;
 use serde_json::json;
-use tokio::net::TcpListener;
 
 use crate::conversation::Conversation;
-use crate::play::gen1;
 use crate::scenarios::{Model, Ready, Scenario};
 use crate::setup::gen1 as gen1_setup;
-use crate::setup::{columns, decoder_layout, model_config, prefiller_layout, D_BASE, P_BASE};
+use crate::setup::{columns, decoder_layout, model_config, prefiller_config_with, prefiller_layout, D_BASE, P_BASE};
+use crate::testee::{Testee, TesteeSpec};
 
 /// What a decoder worker reported and what landed in its memory.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -73,45 +73,77 @@ impl Side {
 
 /// Runs `scenario` with the decoder side of `d` and the prefiller side of `p`.
 pub async fn observe(d: &Side, p: &Side, scenario: &Scenario, model: &Model, abort: Duration) -> Observation {
-    match tokio::time::timeout(abort * 8 + Duration::from_secs(30), observe_inner(d, p, scenario, model, abort)).await {
+    let mut workers = vec![];
+    let r = tokio::time::timeout(
+        abort * 8 + Duration::from_secs(30),
+        observe_inner(d, p, scenario, model, abort, &mut workers),
+    )
+    .await;
+    for w in workers {
+        w.stop().await;
+    }
+    match r {
         Ok(Ok(o)) => o,
         Ok(Err(e)) => Observation { error: Some(e), ..Default::default() },
         Err(_) => Observation { error: Some("the run did not end in time".into()), ..Default::default() },
     }
 }
 
-enum Prefillers {
-    Gen2 { _boot: BootstrapServer, url: String, engine: String, peers: Vec<(String, PrefillerPeer)> },
-    Gen1 { base: u64, peers: Vec<(String, PrefillerPeer)> },
-}
-
-impl Prefillers {
-    fn peers(&self) -> &[(String, PrefillerPeer)] {
-        match self {
-            Prefillers::Gen2 { peers, .. } | Prefillers::Gen1 { peers, .. } => peers,
+/// A `mooncake-peer testee` process in a role.
+async fn worker(revision: &str, role: RoleConfig) -> Result<(Testee, Started), String> {
+    let (mut t, _) = Testee::start(&TesteeSpec::Builtin).await?;
+    match t.send::<Started>(&Command::start(revision, &role)).await {
+        Ok(a) => Ok((t, a)),
+        Err(e) => {
+            t.stop().await;
+            Err(e)
         }
     }
 }
 
-async fn start_prefillers(p: &Side, d: &Side, model: &Model, abort: Duration) -> Result<Prefillers, String> {
+/// The prefiller workers of a cell, by recorded connection, and how a decoder finds them.
+struct Prefillers {
+    /// Generation 2: the bootstrap server (kept running), its URL and the engine id.
+    boot: Option<(BootstrapServer, String, String)>,
+    /// The first worker's ROUTER port (generation 1: the base port, worker `r` at base + r).
+    port: u64,
+    /// (recorded conn, worker index in the testee list).
+    conns: Vec<(String, usize)>,
+}
+
+async fn start_prefillers(
+    p: &Side,
+    d: &Side,
+    model: &Model,
+    abort: Duration,
+    workers: &mut Vec<Testee>,
+) -> Result<Prefillers, String> {
     let t = &p.trace;
+    let rev = &t.revision.revision;
     if p.gen() == 1 {
         let profile = Gen1Profile::new(t.revision.clone())?;
         let regions = gen1_setup::messages(t, &profile)?.first().map(|m| m.meta.kv_caches_base_addr.len()).unwrap_or(0);
         let ranks = gen1_setup::ranks(t);
-        let (base, peers) = gen1::bind_workers(&profile, ranks.len().max(1) as u64, regions, model, abort).await?;
-        let peers = ranks.into_iter().map(|r| r.0).zip(peers).collect();
-        return Ok(Prefillers::Gen1 { base, peers });
+        let n = ranks.len().max(1) as u64;
+        let configs = (0..n).map(|r| {
+            let mut c = PrefillerConfig::new(model_config(model), gen1_setup::layout(regions, model, n, P_BASE, r));
+            c.tp_rank = r as i64;
+            c.tp_size = n as i64;
+            c.abort_timeout_s = Some(abort.as_secs_f64());
+            c.record_wire = true;
+            c
+        });
+        let (base, started) = bind_consecutive(rev, configs.collect()).await?;
+        let first = workers.len();
+        workers.extend(started);
+        let conns = ranks.into_iter().map(|r| r.0).zip(first..).collect();
+        return Ok(Prefillers { boot: None, port: base, conns });
     }
     // The bootstrap server belongs to the prefiller side; a generation-1 decoder never asks it anything.
-    let rev = if d.gen() == 2 || p.gen() == 2 { t.revision.clone() } else { d.trace.revision.clone() };
-    let spec = BootstrapSpec::new(rev).ok_or("no bootstrap in this revision")?.map_err(|e| e.to_string())?;
+    let rev_b = if d.gen() == 2 || p.gen() == 2 { t.revision.clone() } else { d.trace.revision.clone() };
+    let spec = BootstrapSpec::new(rev_b).ok_or("no bootstrap in this revision")?.map_err(|e| e.to_string())?;
     let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await?;
     let url = boot.url();
-    let profile = WireProfile::new(
-        t.revision.clone(),
-        mooncake_wire::codec::Codec::builtin(&t.revision.revision).ok_or("no codec")?,
-    )?;
     let mut order: Vec<usize> = (0..t.prefillers.len()).collect();
     order.sort_by_key(|&i| {
         t.http
@@ -119,7 +151,8 @@ async fn start_prefillers(p: &Side, d: &Side, model: &Model, abort: Duration) ->
             .position(|(r, _)| t.prefillers[i].register.is_some() && r.body == t.prefillers[i].register)
             .unwrap_or(usize::MAX)
     });
-    let mut peers = vec![];
+    let mut conns = vec![];
+    let mut port = 0;
     for i in order {
         let pc = &t.prefillers[i];
         // A recording without a layout-carrying pull (a decoder that refused to pull): the model's layers.
@@ -133,40 +166,39 @@ async fn start_prefillers(p: &Side, d: &Side, model: &Model, abort: Duration) ->
                 pc.tp_rank as u64,
             ),
         };
-        let planner = producer(pc.tp_rank, pc.tp_size, 1, &model_config(model), &layout, &profile)?;
-        let cfg = PrefillerConfig {
-            bind: "tcp://127.0.0.1:*".into(),
-            engine_id: pc.engine_id.clone(),
-            dp_rank: pc.dp_rank,
-            tp_rank: pc.tp_rank,
-            pp_rank: pc.pp_rank,
-            bootstrap: Some(url.clone()),
-            abort_timeout: Some(abort),
-            record_wire: true,
-            faults: vec![],
-        };
-        let peer = PrefillerPeer::start(
-            cfg,
-            profile.clone(),
-            planner,
-            Arc::new(Mutex::new(layout.memory(true))),
-            Backend::tcp_engine(),
-        )
-        .await?;
-        peers.push((pc.conn.clone(), peer));
+        let mut c = prefiller_config_with(pc, model, layout, &url);
+        c.abort_timeout_s = Some(abort.as_secs_f64());
+        c.record_wire = true;
+        let (w, a) = worker(rev, RoleConfig::Prefiller(c)).await?;
+        if port == 0 {
+            // A generation-1 decoder addresses the worker by port arithmetic.
+            port = a.endpoint.as_deref().and_then(|e| e.rsplit(':').next()?.parse().ok()).unwrap_or(0);
+        }
+        conns.push((pc.conn.clone(), workers.len()));
+        workers.push(w);
     }
     let engine = t.prefillers.first().map(|p| p.engine_id.clone()).unwrap_or_default();
-    Ok(Prefillers::Gen2 { _boot: boot, url, engine, peers })
+    Ok(Prefillers { boot: Some((boot, url, engine)), port, conns })
 }
 
-/// A decoder worker of the cell, with its memory and what it pulls.
+/// Generation-1 prefiller workers at consecutive ports on 127.0.0.1 (a decoder finds worker `r` at base + r),
+/// trying a few bases.
+async fn bind_consecutive(revision: &str, configs: Vec<PrefillerConfig>) -> Result<(u64, Vec<Testee>), String> {
+    gen1_setup::at_consecutive_ports(configs.len() as u64, |r, bind| {
+        let mut c = configs[r as usize].clone();
+        c.bind = Some(bind);
+        async move { worker(revision, RoleConfig::Prefiller(c)).await.map(|(w, _)| w) }
+    })
+    .await
+}
+
+/// A decoder worker of the cell, its layout and what it pulls.
 struct Dec {
     conn: String,
-    peer: DecoderPeer,
-    memory: SharedMemory,
+    /// Index in the testee list.
+    worker: usize,
     layout: LayoutConfig,
-    server: tokio::task::JoinHandle<()>,
-    /// Per step: (d_req_id, blocks per group).
+    /// Per step: (d_req_id, transfer_id, blocks per group).
     steps: Vec<Vec<(String, String, Vec<Vec<u64>>)>>,
 }
 
@@ -180,11 +212,11 @@ fn scenario_steps(scenario: &Scenario) -> Vec<Vec<(String, String, Vec<Vec<u64>>
 }
 
 async fn start_decoders(
-    ctx: &zmq::Context,
     d: &Side,
     scenario: &Scenario,
     model: &Model,
     abort: Duration,
+    workers: &mut Vec<Testee>,
 ) -> Result<Vec<Dec>, String> {
     let t = &d.trace;
     let mut out = vec![];
@@ -198,68 +230,56 @@ async fn start_decoders(
             format!("decoder_tp{r}")
         }
     };
-    if d.gen() == 1 {
+    let gen1_regions = if d.gen() == 1 {
         let profile = Gen1Profile::new(t.revision.clone())?;
-        let regions = gen1_setup::messages(t, &profile)?
-            .first()
-            .map(|m| m.meta.kv_caches_base_addr.len())
-            .unwrap_or(model.num_layers as usize);
-        for rank in 0..ranks {
-            let layout = gen1_setup::layout(regions, model, ranks, D_BASE, rank);
-            let memory = Arc::new(Mutex::new(layout.memory(false)));
-            let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
-            let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-            let server = tokio::spawn(serve_engine(listener, memory.clone()));
-            let cfg = Gen1DecoderConfig {
-                hostname: "127.0.0.1".into(),
-                te_port: port as u64,
-                tp_rank: rank,
-                kv_caches_base_addr: layout.kv_caches_base_addr.clone(),
-            };
-            let mut core = Gen1Decoder::new(profile.clone(), cfg);
-            core.set_recv_timeout(abort * 2 + Duration::from_secs(1));
-            let peer = DecoderPeer::start(ctx, core, memory.clone())?;
-            out.push(Dec { conn: conn_of(rank), peer, memory, layout, server, steps: steps.clone() });
-        }
-        return Ok(out);
-    }
-    let profile = WireProfile::new(
-        t.revision.clone(),
-        mooncake_wire::codec::Codec::builtin(&t.revision.revision).ok_or("no codec")?,
-    )?;
+        Some(
+            gen1_setup::messages(t, &profile)?
+                .first()
+                .map(|m| m.meta.kv_caches_base_addr.len())
+                .unwrap_or(model.num_layers as usize),
+        )
+    } else {
+        None
+    };
     for rank in 0..ranks {
-        // The layout this revision's worker of that rank registered (any recorded rank, else the model's).
-        let req = t
-            .decoders
-            .iter()
-            .filter_map(|x| x.layout_request.as_ref())
-            .find(|m| m.remote_tp_rank.as_u64() == Some(rank))
-            .or_else(|| t.decoders.iter().find_map(|x| x.layout_request.as_ref()))
-            .cloned();
-        let layout: LayoutConfig = match &req {
-            Some(req) => decoder_layout(req, model),
-            None => gen1_setup::layout(model.num_layers as usize, model, ranks, D_BASE, rank),
+        let mut c = match gen1_regions {
+            Some(regions) => DecoderConfig::new(gen1_setup::layout(regions, model, ranks, D_BASE, rank)),
+            None => {
+                // The layout this revision's worker of that rank registered (any recorded rank, else the model's).
+                let req = t
+                    .decoders
+                    .iter()
+                    .filter_map(|x| x.layout_request.as_ref())
+                    .find(|m| m.remote_tp_rank.as_u64() == Some(rank))
+                    .or_else(|| t.decoders.iter().find_map(|x| x.layout_request.as_ref()));
+                let mut c = DecoderConfig::new(match req {
+                    Some(req) => decoder_layout(req, model),
+                    None => gen1_setup::layout(model.num_layers as usize, model, ranks, D_BASE, rank),
+                });
+                c.tp_size = ranks as usize;
+                c.pp_size = req.and_then(|r| r.remote_pp_size.as_u64()).unwrap_or(1) as usize;
+                c.layout_id = req.and_then(|r| r.layout_id.as_u64()).unwrap_or(0);
+                c
+            }
         };
-        let memory = Arc::new(Mutex::new(layout.memory(false)));
-        let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
-        let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-        let server = tokio::spawn(serve_engine(listener, memory.clone()));
-        let cfg = DecoderConfig {
-            hostname: "127.0.0.1".into(),
-            te_port: port as u64,
-            tp_rank: rank as usize,
-            tp_size: ranks as usize,
-            pp_rank: 0,
-            pp_size: req.as_ref().and_then(|r| r.remote_pp_size.as_u64()).unwrap_or(1) as usize,
-            layout: layout.decoder_layout(),
-            layout_id: req.as_ref().and_then(|r| r.layout_id.as_u64()).unwrap_or(0),
-        };
-        let mut core = DecoderCore::new(profile.clone(), cfg);
-        core.set_recv_timeout(abort * 2 + Duration::from_secs(1));
-        let peer = DecoderPeer::start(ctx, core, memory.clone())?;
-        out.push(Dec { conn: conn_of(rank), peer, memory, layout, server, steps: steps.clone() });
+        c.tp_rank = rank as usize;
+        c.recv_timeout_s = Some((abort * 2 + Duration::from_secs(1)).as_secs_f64());
+        let layout = c.layout.clone();
+        let (w, _) = worker(&t.revision.revision, RoleConfig::Decoder(c)).await?;
+        out.push(Dec { conn: conn_of(rank), worker: workers.len(), layout, steps: steps.clone() });
+        workers.push(w);
     }
     Ok(out)
+}
+
+/// The replies a prefiller worker sent (the last frame of each outbound message of its wire log).
+fn replies_sent(s: &PrefillerStatus) -> Vec<Vec<u8>> {
+    s.wire
+        .iter()
+        .flatten()
+        .filter(|e| e.dir == "out")
+        .filter_map(|e| e.frames.last().and_then(|h| hex::decode(h).ok()))
+        .collect()
 }
 
 async fn observe_inner(
@@ -268,12 +288,10 @@ async fn observe_inner(
     scenario: &Scenario,
     model: &Model,
     abort: Duration,
+    workers: &mut Vec<Testee>,
 ) -> Result<Observation, String> {
-    let ctx = zmq::Context::new();
-    let prefillers = start_prefillers(p, d, model, abort).await?;
-    // Generation 1 knows a request by one id on both sides: ready the prefiller's requests under the
-    // decoder's ids (what the recording did); generation 2 under the transfer ids.
-    let decoders = start_decoders(&ctx, d, scenario, model, abort).await?;
+    let prefillers = start_prefillers(p, d, model, abort, workers).await?;
+    let decoders = start_decoders(d, scenario, model, abort, workers).await?;
     // Generation 1 knows a request by one id on both sides: a generation-1 prefiller readies its requests
     // under the decoder's ids (what the recordings do); generation 2 under the transfer ids.
     let pulls: Vec<&crate::scenarios::Pull> = scenario.pulls.iter().flatten().collect();
@@ -293,16 +311,23 @@ async fn observe_inner(
             (key, tr.clone())
         })
         .collect();
-    for (_, peer) in prefillers.peers() {
+    let pid =
+        |key: &str, tr: &crate::scenarios::Transfer| if p.gen() == 1 { key.to_string() } else { tr.p_req_id.clone() };
+    let ready = |key: &str, tr: &crate::scenarios::Transfer| Command::Ready {
+        p_req_id: pid(key, tr),
+        transfer_id: key.to_string(),
+        blocks: tr.blocks.clone(),
+    };
+    for (_, i) in &prefillers.conns {
+        let w = &mut workers[*i];
         for (key, tr) in &transfers {
-            let pid = if p.gen() == 1 { key.clone() } else { tr.p_req_id.clone() };
-            peer.allocated(&pid, key);
+            w.send::<Done>(&Command::Allocate { p_req_id: pid(key, tr), transfer_id: key.clone() }).await?;
             if tr.ready == Ready::Before {
-                peer.finished(&pid, key, tr.blocks.clone());
+                w.send::<Done>(&ready(key, tr)).await?;
             }
         }
         if scenario.fail_transfers > 0 {
-            peer.fail_next_writes(scenario.fail_transfers, -1);
+            w.send::<Done>(&Command::FailNextTransfer { count: scenario.fail_transfers as u64, ret: -1 }).await?;
         }
     }
     // Pull step by step, each decoder worker in turn; reply-driven actions as the replies come.
@@ -311,33 +336,23 @@ async fn observe_inner(
     for k in 0..max_steps {
         for dec in &decoders {
             let Some(step) = dec.steps.get(k) else { continue };
-            let reqs = step
+            let (engine_id, bootstrap_addr) = match &prefillers.boot {
+                Some((_, url, engine)) => (engine.clone(), url.clone()),
+                None => (String::new(), String::new()),
+            };
+            let requests = step
                 .iter()
-                .map(|(id, tid, blocks)| {
-                    let (engine_id, bootstrap_addr, remote) = match &prefillers {
-                        Prefillers::Gen2 { url, engine, peers, .. } => {
-                            // A generation-1 decoder addresses the worker by port arithmetic.
-                            let port = peers
-                                .first()
-                                .and_then(|(_, x)| x.endpoint.rsplit(':').next()?.parse::<u64>().ok())
-                                .unwrap_or(0);
-                            (engine.clone(), url.clone(), Some(("127.0.0.1".to_string(), port)))
-                        }
-                        Prefillers::Gen1 { base, .. } => {
-                            (String::new(), String::new(), Some(("127.0.0.1".to_string(), *base)))
-                        }
-                    };
-                    PullRequest {
-                        d_req_id: id.clone(),
-                        transfer_id: tid.clone(),
-                        local_blocks: blocks.clone(),
-                        engine_id,
-                        bootstrap_addr,
-                        remote,
-                    }
+                .map(|(id, tid, blocks)| Pull {
+                    d_req_id: id.clone(),
+                    transfer_id: tid.clone(),
+                    blocks: blocks.clone(),
+                    engine_id: engine_id.clone(),
+                    bootstrap_addr: bootstrap_addr.clone(),
+                    remote_host: Some("127.0.0.1".into()),
+                    remote_port: Some(prefillers.port),
                 })
                 .collect();
-            dec.peer.pull(reqs);
+            workers[dec.worker].send::<Done>(&Command::Pull { requests }).await?;
             // Pulls of one step reach the prefiller in the recorded worker order.
             tokio::time::sleep(Duration::from_millis(30)).await;
         }
@@ -345,15 +360,15 @@ async fn observe_inner(
         loop {
             let mut settled = true;
             for dec in &decoders {
-                let s = dec.peer.status().await?;
+                let s: DecoderStatus = workers[dec.worker].status().await?;
                 let known: BTreeSet<&str> = s
                     .finished
                     .iter()
                     .map(String::as_str)
-                    .chain(s.failed.iter().map(|f| f.0.as_str()))
-                    .chain(s.unsettled.iter().map(|u| u.0.as_str()))
+                    .chain(s.failed.iter().map(|f| f.d_req_id.as_str()))
+                    .chain(s.unsettled.iter().flatten().map(|u| u.d_req_id.as_str()))
                     .collect();
-                if s.open_exchanges > 0
+                if s.open_exchanges != Some(0)
                     || dec.steps.get(k).is_some_and(|st| {
                         st.iter().any(|(id, _, b)| b.iter().any(|g| !g.is_empty()) && !known.contains(id.as_str()))
                     })
@@ -362,16 +377,15 @@ async fn observe_inner(
                 }
             }
             let mut sent = 0;
-            for (_, peer) in prefillers.peers() {
-                sent += peer.status().await?.wire.iter().filter(|(inbound, _)| !inbound).count();
+            for (_, i) in &prefillers.conns {
+                sent += replies_sent(&workers[*i].status().await?).len();
             }
             for (key, tr) in &transfers {
                 if let Ready::AfterReply(n) = tr.ready {
                     if sent >= n && !done_actions.contains(key) {
                         done_actions.push(key.clone());
-                        for (_, peer) in prefillers.peers() {
-                            let pid = if p.gen() == 1 { key.clone() } else { tr.p_req_id.clone() };
-                            peer.finished(&pid, key, tr.blocks.clone());
+                        for (_, i) in &prefillers.conns {
+                            workers[*i].send::<Done>(&ready(key, tr)).await?;
                         }
                     }
                 }
@@ -379,8 +393,8 @@ async fn observe_inner(
             if let Some(n) = scenario.forget_layouts_after_reply {
                 if sent >= n && !done_actions.iter().any(|a| a == "\u{0}forget") {
                     done_actions.push("\u{0}forget".into());
-                    for (_, peer) in prefillers.peers() {
-                        peer.forget_layouts();
+                    for (_, i) in &prefillers.conns {
+                        workers[*i].send::<Done>(&Command::ForgetLayouts).await?;
                     }
                 }
             }
@@ -393,46 +407,51 @@ async fn observe_inner(
     // Expiries, then the outcomes.
     tokio::time::sleep(abort + Duration::from_millis(300)).await;
     let mut obs = Observation::default();
-    for (conn, peer) in prefillers.peers() {
-        let s = peer.status().await?;
-        let mut replies: Vec<String> = s
-            .wire
-            .iter()
-            .filter(|(inbound, _)| !inbound)
-            .filter_map(|(_, fr)| fr.last())
-            .map(|b| reply_summary(p, b))
-            .collect();
+    for (conn, i) in &prefillers.conns {
+        let s: PrefillerStatus = workers[*i].status().await?;
+        let mut replies: Vec<String> = replies_sent(&s).iter().map(|b| reply_summary(p, b)).collect();
         replies.sort();
+        let ok = s.writes.iter().filter(|w| w.ret == 0);
         obs.prefillers.insert(
             conn.clone(),
             POutcome {
-                freed: s.finished_sending.iter().filter(|x| !x.2).map(|x| x.0.clone()).collect(),
-                writes: s.writes.iter().filter(|w| w.3 == 0).count(),
-                bytes: s.writes.iter().filter(|w| w.3 == 0).map(|w| w.2).sum(),
+                freed: s.freed(false).into_iter().collect(),
+                writes: ok.clone().count(),
+                bytes: ok.map(|w| w.bytes).sum(),
                 replies,
             },
         );
     }
     for dec in &decoders {
-        let s = dec.peer.status().await?;
+        let w = &mut workers[dec.worker];
+        let s: DecoderStatus = w.status().await?;
         let finished: BTreeSet<String> = s.finished.iter().cloned().collect();
-        let failed: BTreeSet<String> = s.failed.iter().map(|f| f.0.clone()).collect();
-        let landed = check_landed(dec, &finished, &failed, &transfers, scenario);
+        let failed: BTreeSet<String> = s.failed.iter().map(|f| f.d_req_id.clone()).collect();
+        let memory = read_regions(w, &dec.layout).await;
+        let landed = check_landed(dec, &memory, &finished, &failed, &transfers, scenario);
         obs.decoders.insert(
             dec.conn.clone(),
             DOutcome {
                 finished,
                 failed,
-                invalid_blocks: s.failed.iter().flat_map(|f| f.2.clone()).collect(),
-                unsettled: s.unsettled.iter().map(|u| u.0.clone()).collect(),
+                invalid_blocks: s.failed.iter().flat_map(|f| f.invalid_blocks.clone()).collect(),
+                unsettled: s.unsettled.iter().flatten().map(|u| u.d_req_id.clone()).collect(),
                 landed,
             },
         );
-        dec.server.abort();
     }
     Ok(obs)
 }
 
+/// Every registered region of a decoder worker, read through `read_memory` (`None`: not readable).
+async fn read_regions(w: &mut Testee, layout: &LayoutConfig) -> Vec<Option<Vec<u8>>> {
+    let mut out = vec![];
+    for (base, bl) in layout.kv_caches_base_addr.iter().zip(&layout.block_lens) {
+        let m = w.send::<Memory>(&Command::ReadMemory { addr: *base, len: bl * layout.num_blocks }).await;
+        out.push(m.ok().and_then(|m| hex::decode(&m.hex).ok()));
+    }
+    out
+}
 /// A reply as the prefiller's revision reads it, without what varies between runs (`layout_id`, addresses).
 fn reply_summary(p: &Side, bytes: &[u8]) -> String {
     if p.gen() == 1 {
@@ -481,9 +500,10 @@ fn region_groups(layout: &LayoutConfig, scenario: &Scenario) -> Vec<usize> {
 }
 
 /// Every requested block of a finished (not failed) request holds words of its source block, and nothing
-/// was written into a block no finished request owns.
+/// was written into a block no finished request owns. `memory` holds each region as read (`None`: unreadable).
 fn check_landed(
     dec: &Dec,
+    memory: &[Option<Vec<u8>>],
     finished: &BTreeSet<String>,
     failed: &BTreeSet<String>,
     transfers: &[(String, crate::scenarios::Transfer)],
@@ -512,11 +532,10 @@ fn check_landed(
             }
         }
     }
-    let mem = dec.memory.lock().unwrap_or_else(|p| p.into_inner());
-    let cols = LayoutColumns::of(&dec.layout);
-    for r in 0..cols.base.len() {
+    for (r, region) in memory.iter().enumerate() {
+        let (Some(region), Some(&bl)) = (region, dec.layout.block_lens.get(r)) else { continue };
         for b in 0..dec.layout.num_blocks {
-            let Some(bytes) = mem.read(cols.base[r] + b * cols.block_lens[r], cols.block_lens[r]) else { continue };
+            let Some(bytes) = region.get((b * bl) as usize..((b + 1) * bl) as usize) else { continue };
             let words: Vec<u64> = bytes
                 .chunks(8)
                 .filter(|c| c.len() == 8)
@@ -540,17 +559,6 @@ fn check_landed(
         }
     }
     problems
-}
-
-struct LayoutColumns {
-    base: Vec<u64>,
-    block_lens: Vec<u64>,
-}
-
-impl LayoutColumns {
-    fn of(l: &LayoutConfig) -> LayoutColumns {
-        LayoutColumns { base: l.kv_caches_base_addr.clone(), block_lens: l.block_lens.clone() }
-    }
 }
 
 /// The decoder's view, for the cell's notes: the layout columns it sends.

@@ -27,7 +27,7 @@ use crate::scenarios::Ready;
 use crate::setup::{check_landed, decoder_layout, expected_blocks_scaled, prefiller_config};
 use crate::testee::Testee;
 use crate::trace::{Event, Role as TraceRole, ZmqDir};
-use mooncake_reference::config::LayoutExt;
+use mooncake_io::layout::LayoutExt;
 use mooncake_testee_protocol::{Command, Done, PrefillerStatus, RoleConfig, Started};
 
 fn f(

@@ -1,6 +1,6 @@
 //! The runner plays the recorded prefiller(s) against decoder testee(s): it runs the bootstrap server and one
-//! reference prefiller (the sans-IO core with vLLM's planner) per recorded prefiller worker, registered as
-//! recorded, makes the scenario's transfers ready, tells each decoder testee to pull what the recorded decoder
+//! prefiller of its own (the spec's sans-IO core with vLLM's planner, [`crate::counterpart`]) per recorded
+//! prefiller worker, registered as recorded, makes the scenario's transfers ready, tells each decoder testee to pull what the recorded decoder
 //! pulled, and compares every request the testee sends with the recorded one (its own address and port
 //! mapped). Then it checks the decoder's outcomes against vLLM's, the bytes that landed in its memory, and that
 //! no state is left behind.
@@ -10,14 +10,14 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::conversation::Conversation;
-use mooncake_io::backend::Backend;
+use crate::conversation::{Conversation, PrefillerConn};
+use crate::counterpart::{OwnConfig, OwnPrefiller, OwnStatus, Registration};
 use mooncake_io::http::BootstrapServer;
-use mooncake_reference::prefiller::{PrefillerConfig, PrefillerPeer};
+use mooncake_io::layout::LayoutExt;
 use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::codec::Codec;
 use mooncake_wire::msgpack::WireInt;
-use mooncake_wire::proto::{Registry, WireProfile};
+use mooncake_wire::proto::{PrefillerCore, Registry, WireProfile};
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse};
 use serde_json::Value as J;
 
@@ -26,10 +26,10 @@ use crate::checks::check_exchanges;
 use crate::conversation::{Exchange, Sent};
 use crate::finding::{CheckId, Finding};
 use crate::jsonl::first_difference;
+use crate::scenarios::Model;
 use crate::scenarios::Ready;
 use crate::setup::{check_landed, decoder_layout, expected_blocks_scaled, prefiller_planner, stride_scale};
 use crate::testee::Testee;
-use mooncake_reference::config::LayoutExt;
 use mooncake_testee_protocol::{
     Command, DecoderConfig, DecoderStatus, Done, Memory, PrefillerStatus, Pull, RoleConfig, Started,
 };
@@ -51,11 +51,35 @@ pub(crate) fn pull_steps(t: &crate::conversation::Conversation, conn: &str) -> V
     steps
 }
 
-/// The prefiller side of a decoder case: the runner's own reference prefiller (whose wire log lets it compare
-/// every request), or another testee (interoperability of two implementations).
+/// The runner's own prefiller standing in for recorded worker `p`, bound at `bind` and registered with the
+/// bootstrap server at `bootstrap`, speaking the trace's revision.
+async fn own_prefiller(
+    t: &Conversation,
+    p: &PrefillerConn,
+    model: &Model,
+    bind: &str,
+    bootstrap: String,
+) -> Result<OwnPrefiller, String> {
+    let profile = WireProfile::new(t.revision.clone(), Codec::builtin(&t.revision.revision).expect("built-in"))?;
+    let (layout, planner) = prefiller_planner(t, p, model, &profile)?;
+    let mut core = PrefillerCore::new(profile, planner);
+    core.set_abort_timeout(Duration::from_secs_f64(model.abort_timeout_s));
+    let register = Registration {
+        url: bootstrap,
+        engine_id: p.engine_id.clone(),
+        dp_rank: p.dp_rank,
+        tp_rank: p.tp_rank,
+        pp_rank: p.pp_rank,
+    };
+    let cfg = OwnConfig { bind: bind.to_string(), register: Some(register) };
+    OwnPrefiller::start(cfg, core, Arc::new(Mutex::new(layout.memory(true)))).await
+}
+
+/// The prefiller side of a decoder case: the runner's own prefiller (whose wire log lets it compare every
+/// request), or another testee (interoperability of two implementations).
 #[allow(clippy::large_enum_variant)] // one per case, never moved in a loop
 enum PSide {
-    Ours(PrefillerPeer),
+    Ours(OwnPrefiller),
     Testee(Testee),
 }
 
@@ -110,7 +134,7 @@ impl PSide {
     }
 }
 
-/// Tests a decoder testee against the runner's reference prefiller(s).
+/// Tests a decoder testee against the runner's own prefiller(s).
 /// The testee is started at `pairing.testee`; the runner's prefillers speak the trace's revision.
 pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pairing) -> Result<Vec<Finding>, String> {
     play_with(case, opts, None, pairing).await
@@ -161,32 +185,7 @@ async fn play_with(
         for &i in &order {
             let p = &t.prefillers[i];
             let mut side = match p_spec {
-                None => {
-                    let (layout, planner) = prefiller_planner(t, p, model, &profile)?;
-                    let memory = Arc::new(Mutex::new(layout.memory(true)));
-                    let cfg = PrefillerConfig {
-                        bind: "tcp://127.0.0.1:*".into(),
-                        engine_id: p.engine_id.clone(),
-                        dp_rank: p.dp_rank,
-                        tp_rank: p.tp_rank,
-                        pp_rank: p.pp_rank,
-                        bootstrap: Some(boot.url()),
-                        abort_timeout: Some(abort),
-                        record_wire: true,
-                        faults: vec![],
-                    };
-                    let codec = Codec::builtin(&t.revision.revision).expect("built-in");
-                    PSide::Ours(
-                        PrefillerPeer::start(
-                            cfg,
-                            WireProfile::new(t.revision.clone(), codec)?,
-                            planner,
-                            memory,
-                            Backend::tcp_engine(),
-                        )
-                        .await?,
-                    )
-                }
+                None => PSide::Ours(own_prefiller(t, p, model, "tcp://127.0.0.1:*", boot.url()).await?),
                 Some(spec) => {
                     let (mut te, _) = Testee::start_logged(spec, opts.testee_log.as_ref()).await?;
                     let cfg = crate::setup::prefiller_config(t, p, model, &boot.url())?;
@@ -707,27 +706,7 @@ async fn play_listen(
     let spec =
         BootstrapSpec::new(t.revision.clone()).ok_or("no bootstrap in this revision")?.map_err(|e| e.to_string())?;
     let boot = BootstrapServer::start(bootstrap, Registry::new(spec)).await?;
-    let (layout, planner) = prefiller_planner(t, p, model, &profile)?;
-    let cfg = PrefillerConfig {
-        bind: endpoint.to_string(),
-        engine_id: p.engine_id.clone(),
-        dp_rank: p.dp_rank,
-        tp_rank: p.tp_rank,
-        pp_rank: p.pp_rank,
-        bootstrap: Some(boot.url()),
-        abort_timeout: Some(Duration::from_secs_f64(model.abort_timeout_s)),
-        record_wire: true,
-        faults: vec![],
-    };
-    let codec = Codec::builtin(&t.revision.revision).expect("built-in");
-    let peer = PrefillerPeer::start(
-        cfg,
-        WireProfile::new(t.revision.clone(), codec)?,
-        planner,
-        Arc::new(Mutex::new(layout.memory(true))),
-        Backend::tcp_engine(),
-    )
-    .await?;
+    let peer = own_prefiller(t, p, model, endpoint, boot.url()).await?;
     for tr in &scenario.transfers {
         peer.allocated(&tr.p_req_id, &tr.transfer_id);
     }
@@ -811,12 +790,7 @@ async fn play_listen(
 /// The runner's own side in `--listen`: its replies (as a multiset, sessions in error messages mapped to the
 /// live decoder's) and its transfer-engine writes (session, descriptors, bytes) against the recording. Every
 /// deviation is reported to `sink` as breaking the case.
-fn runner_deviations(
-    t: &Conversation,
-    profile: &WireProfile,
-    status: &mooncake_reference::prefiller::PrefillerStatus,
-    sink: &super::CaseSink,
-) {
+fn runner_deviations(t: &Conversation, profile: &WireProfile, status: &OwnStatus, sink: &super::CaseSink) {
     use crate::reply::show_reply;
     // Recorded decoder session → the live decoder's (from the requests that arrived).
     let mut sessions: Vec<(String, String)> = vec![];

@@ -4,7 +4,8 @@
 //! * `…/prefiller`: the runner plays the recorded decoder worker(s) — a REQ per recorded message, to the live
 //!   prefiller testee that stands for the recorded endpoint — and compares each raw reply, the
 //!   transfer-engine writes, the landed bytes, what the prefiller freed and what it keeps.
-//! * `…/decoder`: the runner plays the prefiller worker(s) with the reference generation-1 core, bound at
+//! * `…/decoder`: the runner plays the prefiller worker(s) with the spec's generation-1 core
+//!   ([`crate::counterpart`]), bound at
 //!   consecutive ports (a decoder finds worker `r` at base port + r), hands the decoder testee the recorded
 //!   pulls, and compares the requests it sends and what it reports.
 //!
@@ -16,10 +17,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mooncake_io::backend::{serve_engine, Backend};
+use mooncake_io::backend::serve_engine;
+use mooncake_io::layout::{producer_with, LayoutExt};
 use mooncake_io::reactor::{Incoming, Reactor};
-use mooncake_reference::config::{producer_with, LayoutExt};
-use mooncake_reference::prefiller::{PrefillerConfig, PrefillerPeer};
 use mooncake_testee_protocol::LayoutConfig;
 use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::proto::gen1::{unsigned_int, Gen1Prefiller, Gen1Profile};
@@ -27,7 +27,8 @@ use serde_json::Value as J;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-use crate::setup::gen1::{columns_of, expected, layout, ranks, Gen1Setup, Msg};
+use crate::counterpart::{OwnConfig, OwnPrefiller};
+use crate::setup::gen1::{at_consecutive_ports, columns_of, expected, layout, ranks, Gen1Setup, Msg};
 use crate::setup::{check_landed_columns, model_config, D_BASE, P_BASE};
 
 use super::{bounded, Case, PlayOptions};
@@ -305,53 +306,27 @@ pub async fn as_decoder(
     r.map(|_| out)
 }
 
-/// Binds one generation-1 prefiller per rank at consecutive ports on 127.0.0.1 (base + rank), trying a few
-/// bases.
-pub(crate) async fn bind_workers(
+/// Binds one generation-1 prefiller of the runner's own per rank at consecutive ports on 127.0.0.1 (base +
+/// rank), trying a few bases.
+async fn bind_workers(
     profile: &Gen1Profile,
     ranks: u64,
     regions: usize,
     model: &Model,
     abort: Duration,
-) -> Result<(u64, Vec<PrefillerPeer>), String> {
-    let mut last = String::new();
-    for attempt in 0..32u64 {
-        let base = 20_000 + (std::process::id() as u64 * 7919 + attempt * 104_729) % 40_000;
-        let mut peers = vec![];
-        let mut ok = true;
-        for r in 0..ranks {
-            let l = layout(regions, model, ranks, P_BASE, r);
-            let planner =
-                producer_with(r as i64, ranks as i64, 1, &model_config(model), &l, profile.plan_rules()?, None)?;
-            let mut core = Gen1Prefiller::new(profile.clone(), planner);
+) -> Result<(u64, Vec<OwnPrefiller>), String> {
+    let plan_rules = profile.plan_rules()?;
+    at_consecutive_ports(ranks, |r, bind| {
+        let l = layout(regions, model, ranks, P_BASE, r);
+        let planner = producer_with(r as i64, ranks as i64, 1, &model_config(model), &l, plan_rules, None);
+        let profile = profile.clone();
+        async move {
+            let mut core = Gen1Prefiller::new(profile, planner?);
             core.set_abort_timeout(abort);
-            let cfg = PrefillerConfig {
-                bind: format!("tcp://127.0.0.1:{}", base + r),
-                engine_id: String::new(),
-                dp_rank: 0,
-                tp_rank: r as i64,
-                pp_rank: 0,
-                bootstrap: None,
-                abort_timeout: None,
-                record_wire: true,
-                faults: vec![],
-            };
-            match PrefillerPeer::start_machine(cfg, core, Arc::new(Mutex::new(l.memory(true))), Backend::tcp_engine())
-                .await
-            {
-                Ok(p) => peers.push(p),
-                Err(e) => {
-                    last = e;
-                    ok = false;
-                    break;
-                }
-            }
+            OwnPrefiller::start(OwnConfig { bind, register: None }, core, Arc::new(Mutex::new(l.memory(true)))).await
         }
-        if ok {
-            return Ok((base, peers));
-        }
-    }
-    Err(format!("no free run of {ranks} consecutive ports on 127.0.0.1: {last}"))
+    })
+    .await
 }
 
 /// The runner plays the prefiller worker(s); the testees are decoder workers.

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use mooncake_reference::config::LayoutConfig;
+use mooncake_testee_protocol::LayoutConfig;
 use mooncake_wire::proto::gen1::{unsigned_int, AgentMetadata, Gen1Profile};
 
 use super::Columns;
@@ -15,6 +15,32 @@ use crate::trace::{Role as TraceRole, ZmqDir};
 
 /// How far apart the synthetic regions of two TP ranks of one side start.
 const RANK_SPAN: u64 = 0x10_0000_0000;
+
+/// Starts `n` workers at consecutive ports on 127.0.0.1 (a generation-1 decoder finds worker `r` at the base
+/// port plus `r`), trying up to 32 bases: `start(r, endpoint)` starts worker `r` bound at `endpoint`. The
+/// workers of a base that did not work out are dropped (which stops them). Returns the base and the workers.
+pub(crate) async fn at_consecutive_ports<W, F, Fut>(n: u64, mut start: F) -> Result<(u64, Vec<W>), String>
+where
+    F: FnMut(u64, String) -> Fut,
+    Fut: std::future::Future<Output = Result<W, String>>,
+{
+    let mut last = String::new();
+    'bases: for attempt in 0..32u64 {
+        let base = 20_000 + (std::process::id() as u64 * 7919 + attempt * 104_729) % 40_000;
+        let mut workers = vec![];
+        for r in 0..n {
+            match start(r, format!("tcp://127.0.0.1:{}", base + r)).await {
+                Ok(w) => workers.push(w),
+                Err(e) => {
+                    last = e;
+                    continue 'bases;
+                }
+            }
+        }
+        return Ok((base, workers));
+    }
+    Err(format!("no free run of {n} consecutive ports on 127.0.0.1: {last}"))
+}
 
 /// One recorded message of a decoder worker and its reply.
 pub(crate) struct Msg {

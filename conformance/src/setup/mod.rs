@@ -3,7 +3,7 @@
 
 pub mod gen1;
 
-use mooncake_reference::config::producer;
+use mooncake_io::layout::producer;
 use mooncake_testee_protocol::{LayoutConfig, ModelConfig, PrefillerConfig};
 use mooncake_wire::plan::Producer;
 use mooncake_wire::proto::memory::decode_provenance;
@@ -24,7 +24,8 @@ pub fn model_config(model: &Model) -> ModelConfig {
     ModelConfig { blocks_first: model.blocks_first, ..ModelConfig::new(model.total_num_kv_heads as i64) }
 }
 
-/// The layout ([`prefiller_layout`]) and planner of a reference prefiller standing in for recorded worker `p`.
+/// The layout ([`prefiller_layout`]) and planner of a prefiller standing in for recorded worker `p` (the
+/// runner's own, or a dry run's).
 pub fn prefiller_planner(
     t: &Conversation,
     p: &PrefillerConn,
@@ -131,7 +132,17 @@ pub fn prefiller_config(
     model: &Model,
     bootstrap: &str,
 ) -> Result<PrefillerConfig, String> {
-    let mut c = PrefillerConfig::new(model_config(model), prefiller_layout(t, p, model)?);
+    Ok(prefiller_config_with(p, model, prefiller_layout(t, p, model)?, bootstrap))
+}
+
+/// [`prefiller_config`] with the layout given.
+pub(crate) fn prefiller_config_with(
+    p: &PrefillerConn,
+    model: &Model,
+    layout: LayoutConfig,
+    bootstrap: &str,
+) -> PrefillerConfig {
+    let mut c = PrefillerConfig::new(model_config(model), layout);
     c.engine_id = p.engine_id.clone();
     c.dp_rank = p.dp_rank;
     c.tp_rank = p.tp_rank;
@@ -139,7 +150,7 @@ pub fn prefiller_config(
     c.pp_rank = p.pp_rank;
     c.bootstrap = Some(bootstrap.to_string());
     c.abort_timeout_s = Some(model.abort_timeout_s);
-    Ok(c)
+    c
 }
 
 /// What should have landed for one request: destination blocks per region and the prefiller block each

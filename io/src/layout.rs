@@ -1,5 +1,8 @@
-//! Role configurations (the `config` objects of the testee protocol's `start`, also read by `mooncake-peer`
-//! from JSON files), and what they build: planners, decoder layouts, registered memory.
+//! What a worker builds from the layout and model of its role configuration (the `config` of the testee
+//! protocol's `start`, `mooncake_testee_protocol::LayoutConfig` and `ModelConfig`): the memory it registers
+//! with its transfer engine, the layout a decoder core sends, and a prefiller's planner. The reference peer
+//! builds its workers with it, and the conformance runner its own side of a case, from the same
+//! configuration types and without linking the peer.
 
 use mooncake_wire::plan::{has_opaque_packed_row, GroupKind, LayerSpec, Producer, ProducerConfig, RegisteredLayout};
 use mooncake_wire::proto::memory::{provenance_bytes, Memory};
@@ -7,7 +10,7 @@ use mooncake_wire::proto::{DecoderLayout, WireProfile};
 
 pub use mooncake_testee_protocol::{LayoutConfig, ModelConfig};
 
-/// What the reference peer builds from a [`LayoutConfig`] (the type is the testee protocol's).
+/// What a worker builds from a [`LayoutConfig`] (the type is the testee protocol's).
 pub trait LayoutExt {
     /// Refuses columns of different lengths, empty regions, and more memory than the peer allocates.
     fn check(&self) -> Result<(), String>;
