@@ -22,6 +22,12 @@ for dir in . fuzz bench; do
   (cd "$dir" && cargo fmt --all --check > /dev/null) || { (cd "$dir" && cargo fmt --all --check | head -40); echo "SUMMARY: not formatted (run: cargo fmt --all, also in fuzz/ and bench/)"; exit 1; }
 done
 
+# The fuzz and bench workspaces are built by their own scripts with --locked: their lock files must follow
+# the workspace's dependencies (they went stale twice when a crate's dependencies changed).
+for dir in fuzz bench; do
+  (cd "$dir" && cargo metadata --locked --format-version 1 > /dev/null 2>&1) || { echo "SUMMARY: $dir/Cargo.lock is stale (run: cd $dir && cargo metadata --format-version 1 > /dev/null, and commit it)"; exit 1; }
+done
+
 mkdir -p target
 # No incremental caches for a one-shot run (they doubled the target directory of a clean clone).
 export CARGO_INCREMENTAL=0
