@@ -34,7 +34,7 @@ pub fn convert(from: &Codec, to: &Codec, message: &str, v: &Value, lacking: Lack
 /// say (an enum value outside the target's enum, or more than one group where the target's list is flat, can
 /// still fail one value): `Err` names the first field whose types have no rule, or a field of one side with
 /// no fallback value that the other side lacks.
-pub fn check(from: &Codec, to: &Codec, message: &str) -> Result<(), String> {
+pub(crate) fn check(from: &Codec, to: &Codec, message: &str) -> Result<(), String> {
     let ft = from.message_type(message).ok_or_else(|| format!("{} has no {message}", from.revision().revision))?;
     let tt = to.message_type(message).ok_or_else(|| format!("{} has no {message}", to.revision().revision))?;
     let c = Conv { from, to, lacking: Lacking::MustBeDefault };

@@ -15,6 +15,7 @@ use crate::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status, ViaNewest
 /// A generation-2 revision, as the prefiller and decoder cores use it.
 #[derive(Clone, Debug)]
 pub struct WireProfile {
+    /// The revision.
     pub revision: Arc<Revision>,
     codec: Arc<Codec>,
     /// `layout_id` caching and `LAYOUT_MISS` (0.33.0): from `behaviour.layout_caching`.
@@ -59,24 +60,43 @@ impl Generated {
 /// the spec only; a core never branches on a revision name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rules {
+    /// `behaviour.reply_rounds`.
     pub reply_rounds: ReplyRounds,
+    /// `behaviour.empty_id_lists`.
     pub empty_id_lists: EmptyIdLists,
+    /// `behaviour.pairing_check`.
     pub pairing_check: PairingCheck,
+    /// `behaviour.heterogeneous_tp`.
     pub heterogeneous_tp: HeterogeneousTp,
+    /// `behaviour.transfer_failure`.
     pub transfer_failure: TransferFailure,
+    /// `behaviour.block_count_failure`.
     pub block_count_failure: BlockCountFailure,
+    /// `behaviour.unknown_transfer`.
     pub unknown_transfer: UnknownTransfer,
+    /// `behaviour.ready_wait`.
     pub ready_wait: ReadyWait,
+    /// `behaviour.need_send`.
     pub need_send: NeedSend,
+    /// `behaviour.empty_write`.
     pub empty_write: EmptyWrite,
+    /// `behaviour.equal_length`: fields that must have equal lengths, if the revision checks any.
     pub equal_length: Option<EqualLengthFields>,
+    /// The transfer planner's rules (from the plan items of `[behaviour]`).
     pub plan: PlanRules,
+    /// `behaviour.decoder_addressing`.
     pub decoder_addressing: DecoderAddressing,
+    /// `behaviour.failure_report`.
     pub failure_report: FailureReport,
+    /// `behaviour.failure_finish`.
     pub failure_finish: FailureFinish,
+    /// `behaviour.free_only_success`.
     pub free_only_success: FreeOnlySuccess,
+    /// `behaviour.unreported_after_finish`.
     pub unreported_after_finish: UnreportedAfterFinish,
+    /// `behaviour.unknown_ok_id`.
     pub unknown_ok_id: UnknownOkId,
+    /// `behaviour.decoder_pp_targets`.
     pub decoder_pp_targets: DecoderPpTargets,
 }
 
@@ -87,7 +107,7 @@ pub(crate) fn need<T: Copy>(i: &Option<Item<T>>, name: &str) -> Result<T, String
 
 impl Rules {
     /// The generation-2 rules of a `[behaviour]`; an item the spec does not state is an error.
-    pub fn of(b: &Behaviour) -> Result<Rules, String> {
+    pub(crate) fn of(b: &Behaviour) -> Result<Rules, String> {
         Ok(Rules {
             reply_rounds: need(&b.reply_rounds, "reply_rounds")?,
             empty_id_lists: need(&b.empty_id_lists, "empty_id_lists")?,
@@ -131,6 +151,7 @@ impl WireProfile {
         Self::new(rev, codec)
     }
 
+    /// The profile of a generation-2 revision compiled as `codec` (an error names the behaviour item the spec lacks).
     pub fn new(rev: Arc<Revision>, codec: Arc<Codec>) -> Result<WireProfile, String> {
         if rev.generation != 2 {
             return Err(format!(
@@ -173,7 +194,7 @@ impl WireProfile {
     }
 
     /// Whether this revision's pull request has the field `name`.
-    pub fn request_has(&self, name: &str) -> bool {
+    pub(crate) fn request_has(&self, name: &str) -> bool {
         self.revision.structs.get("MooncakeXferMetadata").is_some_and(|s| s.fields.iter().any(|f| f.name == name))
     }
 
@@ -184,15 +205,19 @@ impl WireProfile {
         self.generated.is_some()
     }
 
+    /// The revision's name.
     pub fn name(&self) -> &str {
         &self.revision.revision
     }
+    /// The revision's spec-driven codec.
     pub fn codec(&self) -> &Arc<Codec> {
         &self.codec
     }
+    /// Whether the revision's status enum defines `s`.
     pub fn knows_status(&self, s: Status) -> bool {
         self.statuses.iter().any(|(x, _)| *x == s)
     }
+    /// Whether `s` ends a request (its `terminal` flag; an unknown value counts as terminal).
     pub fn is_terminal(&self, s: Status) -> bool {
         self.statuses.iter().any(|(x, t)| *x == s && *t)
     }
@@ -210,6 +235,7 @@ impl WireProfile {
         self.decode_via_spec("MooncakeXferMetadata", bytes, |b| MooncakeXferMetadata::decode(b))
     }
 
+    /// Encodes a pull as this revision does (an error says what the revision cannot carry).
     pub fn encode_metadata(&self, m: &MooncakeXferMetadata) -> Result<Vec<u8>, String> {
         if self.is_typed() {
             return Ok(m.encode());
@@ -220,6 +246,7 @@ impl WireProfile {
         self.encode_via_spec("MooncakeXferMetadata", &m.encode())
     }
 
+    /// Decodes a reply of this revision into the newest struct.
     pub fn decode_response(&self, bytes: &[u8]) -> Result<MooncakeXferResponse, DecodeError> {
         if let Some(g) = &self.generated {
             return (g.response.decode)(bytes);
@@ -227,6 +254,7 @@ impl WireProfile {
         self.decode_via_spec("MooncakeXferResponse", bytes, |b| MooncakeXferResponse::decode(b))
     }
 
+    /// Encodes a reply as this revision does (an error says what the revision cannot carry).
     pub fn encode_response(&self, r: &MooncakeXferResponse) -> Result<Vec<u8>, String> {
         if self.is_typed() {
             return Ok(r.encode());
