@@ -112,7 +112,7 @@ impl StrList {
     }
 
     /// The elements as owned strings.
-    pub(crate) fn to_vec(&self) -> Vec<String> {
+    pub fn to_vec(&self) -> Vec<String> {
         self.iter().map(str::to_owned).collect()
     }
 

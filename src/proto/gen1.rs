@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::decoder::{DecoderEvent, ExchangeId, PullRequest};
 use super::prefiller::{PeerId, PrefillerEvent, PrefillerStats, Transmit, WriteId};
-use super::profile::need;
+use super::profile::{need, ProfileError};
 use crate::codec::convert::{convert, Lacking};
 use crate::codec::{Codec, Value};
 use crate::limits;
@@ -70,48 +70,53 @@ fn rcvtimeo(rev: &Revision) -> Option<Duration> {
 
 impl Gen1Profile {
     /// The profile of a built-in generation-1 revision, by name.
-    pub fn builtin(revision: &str) -> Result<Gen1Profile, String> {
+    pub fn builtin(revision: &str) -> Result<Gen1Profile, ProfileError> {
         let rev =
-            Spec::builtin().revision(revision).ok_or_else(|| format!("no revision {revision} in the spec"))?.clone();
+            Spec::builtin().revision(revision).ok_or_else(|| ProfileError::UnknownRevision(revision.into()))?.clone();
         Self::new(rev)
     }
 
     /// The profile of a generation-1 revision (an error names what the spec lacks).
-    pub fn new(rev: Arc<Revision>) -> Result<Gen1Profile, String> {
+    pub fn new(rev: Arc<Revision>) -> Result<Gen1Profile, ProfileError> {
         if rev.generation != 1 {
-            return Err(format!("{} is generation {}, not 1", rev.revision, rev.generation));
+            return Err(ProfileError::WrongGeneration {
+                revision: rev.revision.clone(),
+                generation: rev.generation,
+                expected: 1,
+            });
         }
-        let codec = Codec::builtin(&rev.revision).ok_or_else(|| format!("no codec for {}", rev.revision))?;
+        let codec = Codec::builtin(&rev.revision).ok_or_else(|| ProfileError::NotBuiltin(rev.revision.clone()))?;
         if codec.message_type(REQUEST).is_none() {
-            return Err(format!("{} has no {REQUEST}", rev.revision));
+            return Err(ProfileError::MissingMessage { revision: rev.revision.clone(), message: REQUEST });
         }
-        let constant = |name: &str| -> Result<Vec<u8>, String> {
+        let constant = |name: &'static str| -> Result<Vec<u8>, ProfileError> {
             rev.transport
                 .messages
                 .iter()
                 .flat_map(|m| &m.constants)
                 .find(|c| c.name == name)
                 .map(|c| c.bytes.as_bytes().to_vec())
-                .ok_or_else(|| format!("{}: no raw constant `{name}`", rev.revision))
+                .ok_or_else(|| ProfileError::MissingConstant { revision: rev.revision.clone(), name })
         };
         let abort = rev
             .env
             .get("VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT")
             .and_then(|e| e.default.parse::<u64>().ok())
-            .ok_or("no VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT default in [env]")?;
+            .ok_or_else(|| ProfileError::NoAbortTimeout(rev.revision.clone()))?;
         let b = &rev.behaviour;
+        let r = &rev.revision;
         Ok(Gen1Profile {
             done: constant("trans_done")?,
             error: constant("trans_error")?,
             abort_timeout: Duration::from_secs(abort),
             recv_timeout: rcvtimeo(&rev).unwrap_or(Duration::from_secs(60)),
-            unknown_transfer: need(&b.unknown_transfer, "unknown_transfer")?,
-            ready_wait: need(&b.ready_wait, "ready_wait")?,
-            transfer_failure: need(&b.transfer_failure, "transfer_failure")?,
-            block_count_failure: need(&b.block_count_failure, "block_count_failure")?,
-            empty_write: need(&b.empty_write, "empty_write")?,
-            failure_report: need(&b.failure_report, "failure_report")?,
-            free_only_success: need(&b.free_only_success, "free_only_success")?,
+            unknown_transfer: need(&b.unknown_transfer, r, "unknown_transfer")?,
+            ready_wait: need(&b.ready_wait, r, "ready_wait")?,
+            transfer_failure: need(&b.transfer_failure, r, "transfer_failure")?,
+            block_count_failure: need(&b.block_count_failure, r, "block_count_failure")?,
+            empty_write: need(&b.empty_write, r, "empty_write")?,
+            failure_report: need(&b.failure_report, r, "failure_report")?,
+            free_only_success: need(&b.free_only_success, r, "free_only_success")?,
             codec,
             revision: rev,
         })
@@ -119,18 +124,19 @@ impl Gen1Profile {
 
     /// The planning rules of this revision (no pairing check in generation 1: the decoder's TP rank is not
     /// on the wire).
-    pub fn plan_rules(&self) -> Result<crate::plan::PlanRules, String> {
+    pub fn plan_rules(&self) -> Result<crate::plan::PlanRules, ProfileError> {
         let b = &self.revision.behaviour;
+        let r = &self.revision.revision;
         Ok(crate::plan::PlanRules {
-            region_alignment: need(&b.region_alignment, "region_alignment")?,
-            kv_half_split: need(&b.kv_half_split, "kv_half_split")?,
-            block_groups: need(&b.block_groups, "block_groups")?,
-            destination_stride: need(&b.destination_stride, "destination_stride")?,
-            tp_byte_plan: need(&b.tp_byte_plan, "tp_byte_plan")?,
-            replicated_producer: need(&b.replicated_producer, "replicated_producer")?,
-            region_coalescing: need(&b.region_coalescing, "region_coalescing")?,
+            region_alignment: need(&b.region_alignment, r, "region_alignment")?,
+            kv_half_split: need(&b.kv_half_split, r, "kv_half_split")?,
+            block_groups: need(&b.block_groups, r, "block_groups")?,
+            destination_stride: need(&b.destination_stride, r, "destination_stride")?,
+            tp_byte_plan: need(&b.tp_byte_plan, r, "tp_byte_plan")?,
+            replicated_producer: need(&b.replicated_producer, r, "replicated_producer")?,
+            region_coalescing: need(&b.region_coalescing, r, "region_coalescing")?,
             pairing_check: crate::spec::behaviour::PairingCheck::Own,
-            need_send: need(&b.need_send, "need_send")?,
+            need_send: need(&b.need_send, r, "need_send")?,
         })
     }
 

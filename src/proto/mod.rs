@@ -19,7 +19,7 @@ mod vllm;
 pub use decoder::{DecoderConfig, DecoderCore, DecoderEvent, DecoderLayout, EngineTable, ExchangeId, PullRequest};
 pub use planner::{Descriptor, ReadyReq, SenderPlanner, TransferBatch};
 pub use prefiller::{PeerId, PrefillerCore, PrefillerEvent, PrefillerStats, Transmit, WriteId};
-pub use profile::{Rules, WireProfile};
+pub use profile::{ProfileError, Rules, WireProfile};
 pub use registry::{Registry, Reply};
 
 mod machine;

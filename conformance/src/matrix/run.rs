@@ -96,7 +96,7 @@ impl Prefillers {
 async fn start_prefillers(p: &Side, d: &Side, model: &Model, abort: Duration) -> Result<Prefillers, String> {
     let t = &p.trace;
     if p.gen() == 1 {
-        let profile = Gen1Profile::new(t.revision.clone())?;
+        let profile = Gen1Profile::new(t.revision.clone()).map_err(|e| e.to_string())?;
         let regions = gen1_setup::messages(t, &profile)?.first().map(|m| m.meta.kv_caches_base_addr.len()).unwrap_or(0);
         let ranks = gen1_setup::ranks(t);
         let (base, peers) = gen1::bind_workers(&profile, ranks.len().max(1) as u64, regions, model, abort).await?;
@@ -111,7 +111,8 @@ async fn start_prefillers(p: &Side, d: &Side, model: &Model, abort: Duration) ->
     let profile = WireProfile::new(
         t.revision.clone(),
         mooncake_wire::codec::Codec::builtin(&t.revision.revision).ok_or("no codec")?,
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let mut order: Vec<usize> = (0..t.prefillers.len()).collect();
     order.sort_by_key(|&i| {
         t.http
@@ -199,7 +200,7 @@ async fn start_decoders(
         }
     };
     if d.gen() == 1 {
-        let profile = Gen1Profile::new(t.revision.clone())?;
+        let profile = Gen1Profile::new(t.revision.clone()).map_err(|e| e.to_string())?;
         let regions = gen1_setup::messages(t, &profile)?
             .first()
             .map(|m| m.meta.kv_caches_base_addr.len())
@@ -226,7 +227,8 @@ async fn start_decoders(
     let profile = WireProfile::new(
         t.revision.clone(),
         mooncake_wire::codec::Codec::builtin(&t.revision.revision).ok_or("no codec")?,
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     for rank in 0..ranks {
         // The layout this revision's worker of that rank registered (any recorded rank, else the model's).
         let req = t

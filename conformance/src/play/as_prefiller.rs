@@ -179,7 +179,7 @@ async fn play_with(
                     PSide::Ours(
                         PrefillerPeer::start(
                             cfg,
-                            WireProfile::new(t.revision.clone(), codec)?,
+                            WireProfile::new(t.revision.clone(), codec).map_err(|e| e.to_string())?,
                             planner,
                             memory,
                             Backend::tcp_engine(),
@@ -722,7 +722,7 @@ async fn play_listen(
     let codec = Codec::builtin(&t.revision.revision).expect("built-in");
     let peer = PrefillerPeer::start(
         cfg,
-        WireProfile::new(t.revision.clone(), codec)?,
+        WireProfile::new(t.revision.clone(), codec).map_err(|e| e.to_string())?,
         planner,
         Arc::new(Mutex::new(layout.memory(true))),
         Backend::tcp_engine(),

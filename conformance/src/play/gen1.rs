@@ -321,8 +321,15 @@ pub(crate) async fn bind_workers(
         let mut ok = true;
         for r in 0..ranks {
             let l = layout(regions, model, ranks, P_BASE, r);
-            let planner =
-                producer_with(r as i64, ranks as i64, 1, &model_config(model), &l, profile.plan_rules()?, None)?;
+            let planner = producer_with(
+                r as i64,
+                ranks as i64,
+                1,
+                &model_config(model),
+                &l,
+                profile.plan_rules().map_err(|e| e.to_string())?,
+                None,
+            )?;
             let mut core = Gen1Prefiller::new(profile.clone(), planner);
             core.set_abort_timeout(abort);
             let cfg = PrefillerConfig {
