@@ -147,7 +147,7 @@ impl Gen1Profile {
         let v = self.codec.decode(REQUEST, bytes).map_err(|e| e.msgspec_message())?;
         unsigned(&v)?;
         let gen1 = gen1_codec();
-        let v = convert(&self.codec, &gen1, REQUEST, &v, Lacking::MustBeDefault)?;
+        let v = convert(&self.codec, &gen1, REQUEST, &v, Lacking::MustBeDefault).map_err(|e| e.to_string())?;
         AgentMetadata::decode(&gen1.encode(REQUEST, &v).map_err(|e| e.to_string())?).map_err(|e| e.msgspec_message())
     }
 
@@ -155,7 +155,7 @@ impl Gen1Profile {
     pub fn encode_request(&self, m: &AgentMetadata) -> Result<Vec<u8>, String> {
         let gen1 = gen1_codec();
         let v = gen1.decode(REQUEST, &m.encode()).map_err(|e| e.to_string())?;
-        let v = convert(&gen1, &self.codec, REQUEST, &v, Lacking::MustBeDefault)?;
+        let v = convert(&gen1, &self.codec, REQUEST, &v, Lacking::MustBeDefault).map_err(|e| e.to_string())?;
         self.codec.encode(REQUEST, &v).map_err(|e| e.to_string())
     }
 }

@@ -370,7 +370,8 @@ impl WireProfile {
                 got: "one it cannot",
             })
         };
-        let n = convert::convert(&self.codec, &newest, message, &v, Lacking::MustBeDefault).map_err(cannot)?;
+        let n = convert::convert(&self.codec, &newest, message, &v, Lacking::MustBeDefault)
+            .map_err(|e| cannot(e.to_string()))?;
         let b = newest.encode(message, &n).map_err(|e| cannot(e.to_string()))?;
         decode(&b)
     }
