@@ -56,8 +56,8 @@
 
 #![warn(missing_docs, unreachable_pub, unnameable_types)]
 
-/// Declares an item `pub` with the `testing` feature and `pub(crate)` without: internals that only tests, the fuzz
-/// harness and the benches' seeds look at (the compiled plan of a codec, for instance).
+/// Declares an item `pub` with the `testing` feature and `pub(crate)` without: internals that only tests and the
+/// fuzz harness look at (the compiled plan of a codec, for instance).
 macro_rules! testing_pub {
     ($(#[$attr:meta])* $kind:ident $($item:tt)*) => {
         #[cfg(feature = "testing")]
