@@ -125,19 +125,8 @@ impl Gen1Profile {
     /// The planning rules of this revision (no pairing check in generation 1: the decoder's TP rank is not
     /// on the wire).
     pub fn plan_rules(&self) -> Result<crate::plan::PlanRules, ProfileError> {
-        let b = &self.revision.behaviour;
-        let r = &self.revision.revision;
-        Ok(crate::plan::PlanRules {
-            region_alignment: need(&b.region_alignment, r, "region_alignment")?,
-            kv_half_split: need(&b.kv_half_split, r, "kv_half_split")?,
-            block_groups: need(&b.block_groups, r, "block_groups")?,
-            destination_stride: need(&b.destination_stride, r, "destination_stride")?,
-            tp_byte_plan: need(&b.tp_byte_plan, r, "tp_byte_plan")?,
-            replicated_producer: need(&b.replicated_producer, r, "replicated_producer")?,
-            region_coalescing: need(&b.region_coalescing, r, "region_coalescing")?,
-            pairing_check: crate::spec::behaviour::PairingCheck::Own,
-            need_send: need(&b.need_send, r, "need_send")?,
-        })
+        let pairing_check = crate::spec::behaviour::PairingCheck::Own;
+        super::profile::plan_rules(&self.revision.revision, &self.revision.behaviour, pairing_check)
     }
 
     /// Decodes a request with this revision's msgspec rules (its spec codec), as the newest generation-1

@@ -162,6 +162,22 @@ pub(crate) fn need<T: Copy>(i: &Option<Item<T>>, revision: &str, item: &'static 
     i.as_ref().map(|i| i.value).ok_or_else(|| ProfileError::NotStated { revision: revision.to_string(), item })
 }
 
+/// The transfer planner's rules of `revision`'s `[behaviour]`, with the pairing check given (generation 1 has
+/// none on the wire: the decoder's TP rank is not sent).
+pub(crate) fn plan_rules(r: &str, b: &Behaviour, pairing_check: PairingCheck) -> Result<PlanRules, ProfileError> {
+    Ok(PlanRules {
+        region_alignment: need(&b.region_alignment, r, "region_alignment")?,
+        kv_half_split: need(&b.kv_half_split, r, "kv_half_split")?,
+        block_groups: need(&b.block_groups, r, "block_groups")?,
+        destination_stride: need(&b.destination_stride, r, "destination_stride")?,
+        tp_byte_plan: need(&b.tp_byte_plan, r, "tp_byte_plan")?,
+        replicated_producer: need(&b.replicated_producer, r, "replicated_producer")?,
+        region_coalescing: need(&b.region_coalescing, r, "region_coalescing")?,
+        pairing_check,
+        need_send: need(&b.need_send, r, "need_send")?,
+    })
+}
+
 impl Rules {
     /// The generation-2 rules of a `[behaviour]`; an item the spec does not state is an error.
     pub(crate) fn of(r: &str, b: &Behaviour) -> Result<Rules, ProfileError> {
@@ -177,17 +193,7 @@ impl Rules {
             need_send: need(&b.need_send, r, "need_send")?,
             empty_write: need(&b.empty_write, r, "empty_write")?,
             equal_length: b.equal_length_fields.as_ref().map(|i| i.value.clone()),
-            plan: PlanRules {
-                region_alignment: need(&b.region_alignment, r, "region_alignment")?,
-                kv_half_split: need(&b.kv_half_split, r, "kv_half_split")?,
-                block_groups: need(&b.block_groups, r, "block_groups")?,
-                destination_stride: need(&b.destination_stride, r, "destination_stride")?,
-                tp_byte_plan: need(&b.tp_byte_plan, r, "tp_byte_plan")?,
-                replicated_producer: need(&b.replicated_producer, r, "replicated_producer")?,
-                region_coalescing: need(&b.region_coalescing, r, "region_coalescing")?,
-                pairing_check: need(&b.pairing_check, r, "pairing_check")?,
-                need_send: need(&b.need_send, r, "need_send")?,
-            },
+            plan: plan_rules(r, b, need(&b.pairing_check, r, "pairing_check")?)?,
             decoder_addressing: need(&b.decoder_addressing, r, "decoder_addressing")?,
             failure_report: need(&b.failure_report, r, "failure_report")?,
             failure_finish: need(&b.failure_finish, r, "failure_finish")?,
