@@ -1,8 +1,6 @@
 //! The bootstrap HTTP surface of a revision (`[bootstrap]` in the spec): checks request and response bodies
 //! against the spec's models and routes, for trace validation, the reference server and the runner.
 
-#![warn(missing_docs, unreachable_pub, unnameable_types)]
-
 use std::sync::Arc;
 
 use serde_json::Value as J;

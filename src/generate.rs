@@ -12,6 +12,7 @@ use crate::{render, schema};
 
 pub mod typed_rs;
 
+/// Every generated artefact of `spec`: repository-relative path → contents (what `tests/generated.rs` compares and rewrites).
 pub fn artefacts(spec: &Spec) -> BTreeMap<String, String> {
     let mut out = match typed_rs::sources(spec) {
         Ok(m) => m,

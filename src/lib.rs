@@ -54,6 +54,19 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#![warn(missing_docs, unreachable_pub, unnameable_types)]
+
+/// Declares an item `pub` with the `testing` feature and `pub(crate)` without: internals that only tests and the
+/// fuzz harness look at (the compiled plan of a codec, for instance).
+macro_rules! testing_pub {
+    ($(#[$attr:meta])* $kind:ident $($item:tt)*) => {
+        #[cfg(feature = "testing")]
+        $(#[$attr])* pub $kind $($item)*
+        #[cfg(not(feature = "testing"))]
+        $(#[$attr])* pub(crate) $kind $($item)*
+    };
+}
+
 pub mod bootstrap;
 pub mod codec;
 pub mod diff;

@@ -5,8 +5,6 @@
 //! input declares without first checking that the rest of the input can hold it: a declared length of
 //! 2^32-1 followed by end of input costs nothing and fails as truncated, as msgspec does.
 
-#![warn(missing_docs, unreachable_pub, unnameable_types)]
-
 /// Largest frame (one ZeroMQ message, one MessagePack document) the decoder accepts, in bytes.
 /// A production `MooncakeXferMetadata` (1,024 requests × 4 groups × 256 blocks) is about 3 MiB.
 /// The reference peer also sets ZMQ_MAXMSGSIZE to this value.

@@ -1,8 +1,6 @@
 //! Markdown wire tables of a revision, generated from the spec and committed under `schema/`, so a pull
 //! request that changes the wire shows a readable diff.
 
-#![warn(missing_docs, unreachable_pub, unnameable_types)]
-
 use std::fmt::Write;
 
 use crate::spec::{FieldDef, Revision, StructDef};

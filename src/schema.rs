@@ -4,8 +4,6 @@
 //! value kinds as its MessagePack encoding. The body is shaped exactly as `msgspec.json.schema` shapes it for
 //! the same class (a test compares the two); we add `description`s from the spec and an `x-mooncake` block.
 
-#![warn(missing_docs, unreachable_pub, unnameable_types)]
-
 use serde_json::{json, Map, Value as J};
 
 use crate::codec::{Codec, Plan, Ty, TyId};

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::msgpack::WireInt;
-use mooncake_wire::proto::sim::{Memory, Net};
+use mooncake_wire::proto::memory::Memory;
+use mooncake_wire::proto::sim::Net;
 use mooncake_wire::proto::*;
 use mooncake_wire::spec::Spec;
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status};

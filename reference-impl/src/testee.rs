@@ -131,7 +131,7 @@ impl Testee {
                 if rev.generation == 1 {
                     return self.start_gen1_prefiller(revision, c).await;
                 }
-                let profile = WireProfile::builtin(revision)?;
+                let profile = WireProfile::builtin(revision).map_err(|e| e.to_string())?;
                 let planner = producer(c.tp_rank, c.tp_size, c.pp_size, &c.model, &c.layout, &profile)?;
                 let memory = Arc::new(Mutex::new(c.layout.memory(true)));
                 let cfg = PrefillerConfig {
@@ -161,7 +161,7 @@ impl Testee {
                 let port = listener.local_addr().map_err(|e| e.to_string())?.port();
                 let server = tokio::spawn(serve_engine(listener, memory.clone()));
                 if rev.generation == 1 {
-                    let profile = Gen1Profile::builtin(revision)?;
+                    let profile = Gen1Profile::builtin(revision).map_err(|e| e.to_string())?;
                     let cfg = Gen1DecoderConfig {
                         hostname: c.hostname.clone(),
                         te_port: port as u64,
@@ -176,7 +176,7 @@ impl Testee {
                     self.role = Some(Role::Decoder(d, server, c.record_wire));
                     return Ok(session(&c.hostname, port));
                 }
-                let profile = WireProfile::builtin(revision)?;
+                let profile = WireProfile::builtin(revision).map_err(|e| e.to_string())?;
                 let cfg = DecoderConfig {
                     hostname: c.hostname.clone(),
                     te_port: port as u64,
@@ -207,8 +207,16 @@ impl Testee {
         if c.bootstrap.is_some() {
             return Err("generation 1 has no bootstrap server: `bootstrap` must be null".into());
         }
-        let profile = Gen1Profile::builtin(revision)?;
-        let planner = producer_with(c.tp_rank, c.tp_size, c.pp_size, &c.model, &c.layout, profile.plan_rules()?, None)?;
+        let profile = Gen1Profile::builtin(revision).map_err(|e| e.to_string())?;
+        let planner = producer_with(
+            c.tp_rank,
+            c.tp_size,
+            c.pp_size,
+            &c.model,
+            &c.layout,
+            profile.plan_rules().map_err(|e| e.to_string())?,
+            None,
+        )?;
         let memory = Arc::new(Mutex::new(c.layout.memory(true)));
         let mut core = Gen1Prefiller::new(profile, planner);
         if let Some(t) = secs(c.abort_timeout_s, "abort_timeout_s")? {

@@ -1,6 +1,10 @@
 //! Compiles a revision's type expressions into a flat arena the decoder and encoder walk without looking
 //! names up: aliases are inlined, enums and structs become indices.
 
+// The plan's types are public with the `testing` feature only (`codec` re-exports them then); without it their
+// `pub` reaches no further than the crate.
+#![cfg_attr(not(feature = "testing"), allow(unreachable_pub))]
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -8,44 +12,61 @@ use super::value::{EnumValue, StructMeta, Value};
 use crate::msgpack::{Key, WireInt};
 use crate::spec::{Literal, Revision, StructDef, StructKind, Tag, TypeExpr};
 
+/// A compiled type: an index into the types of a codec's compiled plan.
 pub type TyId = u32;
 
 #[derive(Clone, Debug)]
+/// A compiled type, its names resolved (aliases inlined, enums and structs by index).
 pub enum Ty {
+    /// `int`.
     Int,
+    /// `str`.
     Str,
+    /// `bool`.
     Bool,
+    /// `float`.
     Float,
+    /// `bytes`.
     Bytes,
+    /// `list[T]`.
     List(TyId),
+    /// `dict[K, V]`.
     Dict(TyId, TyId),
+    /// `tuple[A, B, …]`: exactly these elements.
     Tuple(Box<[TyId]>),
+    /// `T | None`.
     Optional(TyId),
     /// `tuple[T, ...]`: an array of any length, decoded as a tuple.
     VarTuple(TyId),
     /// Python's `Any`: whatever MessagePack holds, decoded untyped.
     Any,
+    /// An int enum: an index into the plan's enums.
     Enum(u32),
+    /// A struct: an index into [`Plan::structs`].
     Struct(u32),
 }
 
 #[derive(Debug)]
-pub struct CEnum {
-    pub name: String,
-    pub members: Vec<(Arc<str>, i64)>,
+pub(crate) struct CEnum {
+    pub(crate) name: String,
+    pub(crate) members: Vec<(Arc<str>, i64)>,
 }
 
 impl CEnum {
-    pub fn member(&self, v: WireInt) -> Option<EnumValue> {
+    pub(crate) fn member(&self, v: WireInt) -> Option<EnumValue> {
         let v = v.as_i64()?;
         self.members.iter().find(|(_, x)| *x == v).map(|(n, x)| EnumValue { name: n.clone(), value: *x })
     }
 }
 
 #[derive(Debug)]
+/// A field of a compiled struct.
 pub struct CField {
+    /// The Python attribute name.
     pub name: String,
+    /// The name on the wire (after `rename`).
     pub wire_name: String,
+    /// Its type.
     pub ty: TyId,
     /// `None` = required.
     pub default: Option<Value>,
@@ -72,19 +93,28 @@ impl CField {
 }
 
 #[derive(Debug, Clone, PartialEq)]
+/// A tagged union's tag value (`tag = "..."` or an int).
 pub enum TagValue {
+    /// A string tag.
     Str(String),
+    /// An int tag.
     Int(i64),
 }
 
 #[derive(Debug)]
+/// A compiled struct: its fields and msgspec's struct options.
 pub struct CStruct {
+    /// Name and field names, shared with the values it decodes to.
     pub meta: Arc<StructMeta>,
+    /// Fields in declaration order.
     pub fields: Vec<CField>,
     /// Omit fields equal to their default (msgspec `omit_defaults`; never for dataclasses).
     pub omit_defaults: bool,
+    /// Encoded as an array instead of a map (msgspec `array_like`).
     pub array_like: bool,
+    /// An unknown map key is an error (msgspec `forbid_unknown_fields`).
     pub forbid_unknown_fields: bool,
+    /// The tag field name and value, for tagged unions.
     pub tag: Option<(String, TagValue)>,
     /// Entries the encoder declares: fields plus the tag. Picks the map header width.
     pub declared: usize,
@@ -97,21 +127,25 @@ pub struct CStruct {
 impl CStruct {
     /// Index of the field whose wire name is `key`, compared as raw bytes (msgspec does not check UTF-8 here).
     #[inline]
-    pub fn field_index(&self, key: &[u8]) -> Option<usize> {
+    pub(crate) fn field_index(&self, key: &[u8]) -> Option<usize> {
         self.fields.iter().position(|f| f.wire_name.as_bytes() == key)
     }
 }
 
 #[derive(Debug, Default)]
+/// A revision's compiled types: the arena the decoder and encoder walk.
 pub struct Plan {
+    /// Every type, by [`TyId`].
     pub types: Vec<Ty>,
-    pub enums: Vec<CEnum>,
+    pub(crate) enums: Vec<CEnum>,
+    /// Every struct, by the index [`Ty::Struct`] holds.
     pub structs: Vec<CStruct>,
+    /// Named types (messages, aliases, structs) by name.
     pub by_name: HashMap<String, TyId>,
 }
 
 /// Where a name points during compilation.
-pub enum NameDef<'a> {
+pub(crate) enum NameDef<'a> {
     Alias(&'a TypeExpr),
     Enum(&'a str, Vec<(String, i64)>),
     Struct(&'a str, &'a StructDef),
@@ -119,7 +153,7 @@ pub enum NameDef<'a> {
 
 /// Which names a codec covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// `structs` and `enums` of the revision (MessagePack on the side channel).
     Wire,
     /// `bootstrap.models` (JSON bodies of the bootstrap HTTP server).
@@ -141,8 +175,8 @@ fn lookup<'a>(rev: &'a Revision, scope: Scope, n: &str) -> Option<NameDef<'a>> {
     }
 }
 
-pub struct Compiler<'a> {
-    pub plan: Plan,
+pub(crate) struct Compiler<'a> {
+    pub(crate) plan: Plan,
     rev: &'a Revision,
     scope: Scope,
     cache: HashMap<TypeExpr, TyId>,
@@ -151,7 +185,7 @@ pub struct Compiler<'a> {
 }
 
 impl<'a> Compiler<'a> {
-    pub fn new(rev: &'a Revision, scope: Scope, plan: Plan) -> Self {
+    pub(crate) fn new(rev: &'a Revision, scope: Scope, plan: Plan) -> Self {
         Compiler { plan, rev, scope, cache: HashMap::new(), struct_ids: HashMap::new(), alias_stack: vec![] }
     }
 
@@ -160,7 +194,7 @@ impl<'a> Compiler<'a> {
         (self.plan.types.len() - 1) as TyId
     }
 
-    pub fn compile(&mut self, t: &TypeExpr) -> Result<TyId, String> {
+    pub(crate) fn compile(&mut self, t: &TypeExpr) -> Result<TyId, String> {
         if let Some(id) = self.cache.get(t) {
             return Ok(*id);
         }
@@ -324,7 +358,7 @@ pub(crate) fn rename(name: &str, mode: &str) -> Result<String, String> {
 }
 
 /// Turns a default literal into the value of the field's type.
-pub fn literal_value(l: &Literal, ty: TyId, plan: &Plan) -> Result<Value, String> {
+pub(crate) fn literal_value(l: &Literal, ty: TyId, plan: &Plan) -> Result<Value, String> {
     let t = &plan.types[ty as usize];
     Ok(match (l, t) {
         (Literal::None, Ty::Optional(_)) => Value::None,

@@ -22,11 +22,85 @@ pub enum Lacking {
     Drop,
 }
 
+/// Why a value cannot be said in the target revision ([`convert`]).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ConvertError {
+    /// One of the two revisions has no such message.
+    #[error("{revision} has no {message}")]
+    NoMessage {
+        /// The revision.
+        revision: String,
+        /// The message asked for.
+        message: String,
+    },
+    /// A field the target lacks holds something other than the value it stands at when absent
+    /// ([`Lacking::MustBeDefault`]).
+    #[error("no field `{field}`, so {value} cannot be sent")]
+    Lacking {
+        /// The field.
+        field: String,
+        /// What it holds, rendered.
+        value: String,
+    },
+    /// An enum value the target's enum does not define.
+    #[error("no {enum_name} member {value}")]
+    NotAMember {
+        /// The target's enum.
+        enum_name: String,
+        /// The value.
+        value: i64,
+    },
+    /// A list of groups with more than one group, where the target's list is flat.
+    #[error("one list is carried where {0} groups are given")]
+    TooManyGroups(usize),
+    /// An element of a list of groups that is not a list.
+    #[error("a group is not a list")]
+    NotAGroup,
+    /// The two types have no conversion rule.
+    #[error("no conversion from `{from}` to `{to}`")]
+    NoRule {
+        /// msgspec's name of the source type.
+        from: String,
+        /// msgspec's name of the target type.
+        to: String,
+    },
+    /// A struct value whose field count is not its struct's.
+    #[error("a {name} value with {fields} fields")]
+    FieldCount {
+        /// The struct.
+        name: String,
+        /// The fields the value has.
+        fields: usize,
+    },
+    /// The spec gives no value a field stands at when absent (or gives one that does not fit its type).
+    #[error("{0}")]
+    NoFallback(String),
+    /// The error is about this field of the target's struct.
+    #[error("{field}: {source}")]
+    InField {
+        /// The field.
+        field: String,
+        /// What is wrong with it.
+        source: Box<ConvertError>,
+    },
+}
+
+impl ConvertError {
+    /// The error under any [`ConvertError::InField`] wrappers.
+    pub fn innermost(&self) -> &ConvertError {
+        match self {
+            ConvertError::InField { source, .. } => source.innermost(),
+            e => e,
+        }
+    }
+}
+
 /// `v`, a value of `message` in `from`'s revision, as a value of `message` in `to`'s revision. `Err` says what
 /// cannot be said in the target.
-pub fn convert(from: &Codec, to: &Codec, message: &str, v: &Value, lacking: Lacking) -> Result<Value, String> {
-    let ft = from.message_type(message).ok_or_else(|| format!("{} has no {message}", from.revision().revision))?;
-    let tt = to.message_type(message).ok_or_else(|| format!("{} has no {message}", to.revision().revision))?;
+pub fn convert(from: &Codec, to: &Codec, message: &str, v: &Value, lacking: Lacking) -> Result<Value, ConvertError> {
+    let no = |c: &Codec| ConvertError::NoMessage { revision: c.revision().revision.clone(), message: message.into() };
+    let ft = from.message_type(message).ok_or_else(|| no(from))?;
+    let tt = to.message_type(message).ok_or_else(|| no(to))?;
     Conv { from, to, lacking }.value(ft, tt, v)
 }
 
@@ -34,7 +108,7 @@ pub fn convert(from: &Codec, to: &Codec, message: &str, v: &Value, lacking: Lack
 /// say (an enum value outside the target's enum, or more than one group where the target's list is flat, can
 /// still fail one value): `Err` names the first field whose types have no rule, or a field of one side with
 /// no fallback value that the other side lacks.
-pub fn check(from: &Codec, to: &Codec, message: &str) -> Result<(), String> {
+pub(crate) fn check(from: &Codec, to: &Codec, message: &str) -> Result<(), String> {
     let ft = from.message_type(message).ok_or_else(|| format!("{} has no {message}", from.revision().revision))?;
     let tt = to.message_type(message).ok_or_else(|| format!("{} has no {message}", to.revision().revision))?;
     let c = Conv { from, to, lacking: Lacking::MustBeDefault };
@@ -140,20 +214,20 @@ impl Conv<'_> {
     }
 
     /// The fallback value of field `field` of struct `st` in `codec`'s revision, as a value of type `ty`.
-    fn fallback(&self, codec: &Codec, st: &str, field: &str, ty: TyId) -> Result<Value, String> {
+    fn fallback(&self, codec: &Codec, st: &str, field: &str, ty: TyId) -> Result<Value, ConvertError> {
         let rev = codec.revision();
         let def = rev
             .structs
             .get(st)
             .and_then(|s| s.fields.iter().find(|f| f.name == field))
-            .ok_or_else(|| format!("{}: no field {st}.{field}", rev.revision))?;
-        let lit = rev
-            .fallback_value(def)?
-            .ok_or_else(|| format!("{}: {st}.{field} has no value it stands at when absent", rev.revision))?;
-        literal_value(&lit, ty, codec.plan())
+            .ok_or_else(|| ConvertError::NoFallback(format!("{}: no field {st}.{field}", rev.revision)))?;
+        let lit = rev.fallback_value(def).map_err(ConvertError::NoFallback)?.ok_or_else(|| {
+            ConvertError::NoFallback(format!("{}: {st}.{field} has no value it stands at when absent", rev.revision))
+        })?;
+        literal_value(&lit, ty, codec.plan()).map_err(ConvertError::NoFallback)
     }
 
-    fn value(&self, ft: TyId, tt: TyId, v: &Value) -> Result<Value, String> {
+    fn value(&self, ft: TyId, tt: TyId, v: &Value) -> Result<Value, ConvertError> {
         let (fty, tty) = (&self.fp().types[ft as usize], &self.tp().types[tt as usize]);
         Ok(match (fty, tty, v) {
             (Ty::Optional(_), Ty::Optional(_), Value::None) => Value::None,
@@ -168,7 +242,7 @@ impl Conv<'_> {
                 let te = &self.tp().enums[*e as usize];
                 Value::Enum(
                     te.member(WireInt::from_i64(m.value))
-                        .ok_or_else(|| format!("no {} member {}", te.name, m.value))?,
+                        .ok_or_else(|| ConvertError::NotAMember { enum_name: te.name.clone(), value: m.value })?,
                 )
             }
             (Ty::List(a), Ty::List(b), Value::List(_) | Value::IntList(_) | Value::StrList(_)) => {
@@ -187,11 +261,10 @@ impl Conv<'_> {
                         let groups: Vec<Vec<Value>> = xs
                             .iter()
                             .map(|g| {
-                                g.items().map(|it| it.map(Cow::into_owned).collect()).ok_or("a group is not a list")
+                                g.items().map(|it| it.map(Cow::into_owned).collect()).ok_or(ConvertError::NotAGroup)
                             })
                             .collect::<Result<_, _>>()?;
-                        let flat = flatten_one(&groups)
-                            .map_err(|n| format!("one list is carried where {n} groups are given"))?;
+                        let flat = flatten_one(&groups).map_err(ConvertError::TooManyGroups)?;
                         list(*b, self.each(*a2, *b, &flat)?)
                     }
                     None => return Err(self.no_rule(ft, tt)),
@@ -209,26 +282,26 @@ impl Conv<'_> {
             (Ty::Dict(ka, va), Ty::Dict(kb, vb), Value::Dict(es)) => Value::Dict(
                 es.iter()
                     .map(|(k, x)| Ok((self.value(*ka, *kb, k)?, self.value(*va, *vb, x)?)))
-                    .collect::<Result<_, String>>()?,
+                    .collect::<Result<_, ConvertError>>()?,
             ),
             (Ty::Struct(a), Ty::Struct(b), Value::Struct(sv)) => self.structure(*a, *b, sv)?,
             _ => return Err(self.no_rule(ft, tt)),
         })
     }
 
-    fn each(&self, a: TyId, b: TyId, xs: &[Value]) -> Result<Vec<Value>, String> {
+    fn each(&self, a: TyId, b: TyId, xs: &[Value]) -> Result<Vec<Value>, ConvertError> {
         xs.iter().map(|x| self.value(a, b, x)).collect()
     }
 
     #[cold]
-    fn no_rule(&self, ft: TyId, tt: TyId) -> String {
-        format!("no conversion from `{}` to `{}`", self.from.expected_name(ft), self.to.expected_name(tt))
+    fn no_rule(&self, ft: TyId, tt: TyId) -> ConvertError {
+        ConvertError::NoRule { from: self.from.expected_name(ft), to: self.to.expected_name(tt) }
     }
 
-    fn structure(&self, a: u32, b: u32, sv: &StructValue) -> Result<Value, String> {
+    fn structure(&self, a: u32, b: u32, sv: &StructValue) -> Result<Value, ConvertError> {
         let (fs, ts) = (&self.fp().structs[a as usize], &self.tp().structs[b as usize]);
         if sv.fields.len() != fs.fields.len() {
-            return Err(format!("a {} value with {} fields", fs.meta.name, sv.fields.len()));
+            return Err(ConvertError::FieldCount { name: fs.meta.name.clone(), fields: sv.fields.len() });
         }
         if self.lacking == Lacking::MustBeDefault {
             for (ff, x) in fs.fields.iter().zip(&sv.fields) {
@@ -236,16 +309,16 @@ impl Conv<'_> {
                     continue;
                 }
                 if self.fallback(self.from, &fs.meta.name, &ff.name, ff.ty)? != *x {
-                    return Err(format!("no field `{}`, so {x} cannot be sent", ff.name));
+                    return Err(ConvertError::Lacking { field: ff.name.clone(), value: x.to_string() });
                 }
             }
         }
         let mut fields = Vec::with_capacity(ts.fields.len());
         for tf in &ts.fields {
             let x = match fs.fields.iter().position(|ff| ff.name == tf.name) {
-                Some(i) => {
-                    self.value(fs.fields[i].ty, tf.ty, &sv.fields[i]).map_err(|e| format!("{}: {e}", tf.name))?
-                }
+                Some(i) => self
+                    .value(fs.fields[i].ty, tf.ty, &sv.fields[i])
+                    .map_err(|e| ConvertError::InField { field: tf.name.clone(), source: Box::new(e) })?,
                 None => self.fallback(self.to, &ts.meta.name, &tf.name, tf.ty)?,
             };
             fields.push(x);

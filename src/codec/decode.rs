@@ -16,7 +16,7 @@ use crate::msgpack::{Kind, Obj, RawError, Reader, WireInt};
 /// A path step; a field is (struct, field) in the plan.
 type Seg = path::Seg<(u32, u32)>;
 
-pub struct Decoder<'a, 'p> {
+pub(crate) struct Decoder<'a, 'p> {
     r: Reader<'a>,
     plan: &'p Plan,
     depth: usize,
@@ -38,12 +38,12 @@ impl Drop for Decoder<'_, '_> {
 }
 
 impl<'a, 'p> Decoder<'a, 'p> {
-    pub fn new(bytes: &'a [u8], plan: &'p Plan) -> Self {
+    pub(crate) fn new(bytes: &'a [u8], plan: &'p Plan) -> Self {
         Decoder { r: Reader::new(bytes), plan, depth: 0, path: PATH.take() }
     }
 
     /// Decodes one whole frame: exactly one value of type `ty`, nothing after it.
-    pub fn frame(mut self, ty: TyId) -> Result<Value, DecodeError> {
+    pub(crate) fn frame(mut self, ty: TyId) -> Result<Value, DecodeError> {
         if self.r.remaining() > limits::MAX_FRAME_BYTES {
             return Err(DecodeError::new(K::FrameTooLarge { len: self.r.remaining() }));
         }
@@ -73,7 +73,7 @@ impl<'a, 'p> Decoder<'a, 'p> {
     }
 
     /// msgspec's name for what a type expects.
-    pub fn expected_name(plan: &Plan, ty: TyId) -> String {
+    pub(crate) fn expected_name(plan: &Plan, ty: TyId) -> String {
         match &plan.types[ty as usize] {
             Ty::Int | Ty::Enum(_) => "int".into(),
             Ty::Str => "str".into(),

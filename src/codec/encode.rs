@@ -40,8 +40,8 @@ fn at<'p>(seg: Seg<'p>) -> impl FnOnce(Box<Fail<'p>>) -> Box<Fail<'p>> {
     }
 }
 
-pub struct Encoder<'p> {
-    pub w: Writer,
+pub(crate) struct Encoder<'p> {
+    pub(crate) w: Writer,
     plan: &'p Plan,
 }
 
@@ -49,7 +49,7 @@ impl<'p> Encoder<'p> {
     /// An encoder whose output starts with room for `v` (an estimate from the tree's shape: strings and
     /// bytes by their length, an int list at 3 bytes per element without visiting it), so that writing
     /// seldom grows the buffer.
-    pub fn for_value(plan: &'p Plan, v: &Value) -> Self {
+    pub(crate) fn for_value(plan: &'p Plan, v: &Value) -> Self {
         Encoder { w: Writer::with_capacity(size_hint(v, 0).min(crate::limits::MAX_FRAME_BYTES)), plan }
     }
 
@@ -71,7 +71,7 @@ impl<'p> Encoder<'p> {
     }
 
     /// Writes `v` as a value of `ty`.
-    pub fn value(&mut self, ty: TyId, v: &Value) -> Result<(), EncodeError> {
+    pub(crate) fn value(&mut self, ty: TyId, v: &Value) -> Result<(), EncodeError> {
         self.val(ty, v).map_err(|f| Self::render(*f))
     }
 

@@ -7,54 +7,73 @@ use crate::limits;
 use crate::msgpack::WireInt;
 
 #[derive(Clone, Debug, PartialEq)]
+/// What went wrong while decoding, with msgspec's meaning.
 pub enum DecodeErrorKind {
     /// The input ended inside a value.
     Truncated,
     /// A complete value was followed by more bytes, starting at this offset.
     Trailing {
+        /// Where the extra bytes start.
         offset: usize,
     },
     /// The reserved opcode `0xc1`.
     InvalidOpcode {
+        /// The opcode byte.
         op: u8,
+        /// Its offset in the input.
         offset: usize,
     },
     /// Nesting deeper than [`limits::MAX_DEPTH`] (msgspec: Python's recursion limit).
     TooDeep,
+    /// A `str` that is not valid UTF-8.
     InvalidUtf8,
     /// The frame is larger than [`limits::MAX_FRAME_BYTES`] (a limit of ours; msgspec has none).
     FrameTooLarge {
+        /// The frame's length in bytes.
         len: usize,
     },
     /// A value of the wrong kind: `expected` is msgspec's type name (`int`, `array | null`, ...).
     Expected {
+        /// msgspec's name of the type expected.
         expected: String,
+        /// The MessagePack kind found.
         got: &'static str,
     },
     /// A tuple of the wrong arity.
     ArrayLength {
+        /// Elements the tuple takes.
         expected: usize,
+        /// Elements found.
         got: usize,
     },
     /// An `array_like` struct with too few elements.
     ArrayMinLength {
+        /// Elements the struct needs at least.
         min: usize,
+        /// Elements found.
         got: usize,
     },
     /// An `array_like` struct with `forbid_unknown_fields` and too many elements.
     ArrayMaxLength {
+        /// Elements the struct takes at most.
         max: usize,
+        /// Elements found.
         got: usize,
     },
+    /// A required field is absent (its wire name).
     MissingField(String),
+    /// A field the struct does not define, with `forbid_unknown_fields` (its name).
     UnknownField(String),
+    /// An int that is no member of the enum.
     InvalidEnum(WireInt),
     /// A tag value that is not this struct's tag, rendered as Python's repr.
     InvalidTag(String),
 }
 
 #[derive(Clone, Debug, PartialEq)]
+/// A decode failure: its kind, where in the value it happened, and (when known) the revision and message.
 pub struct DecodeError {
+    /// What went wrong.
     pub kind: DecodeErrorKind,
     /// msgspec path: `$`, `.field`, `[i]`, `[...]` for dict values. Empty for byte-level errors.
     pub path: String,
@@ -62,22 +81,13 @@ pub struct DecodeError {
     pub in_key: bool,
     /// Revision and message being decoded, when known.
     pub revision: Option<String>,
+    /// The message being decoded, when known.
     pub message: Option<String>,
 }
 
 impl DecodeError {
-    pub fn new(kind: DecodeErrorKind) -> Self {
+    pub(crate) fn new(kind: DecodeErrorKind) -> Self {
         DecodeError { kind, path: String::new(), in_key: false, revision: None, message: None }
-    }
-
-    /// msgspec's exception class for this error.
-    pub fn msgspec_class(&self) -> &'static str {
-        use DecodeErrorKind::*;
-        match self.kind {
-            Truncated | Trailing { .. } | InvalidOpcode { .. } | InvalidUtf8 | FrameTooLarge { .. } => "DecodeError",
-            TooDeep => "RecursionError",
-            _ => "ValidationError",
-        }
     }
 
     /// The text msgspec 0.23.0 raises for the same input.
@@ -133,7 +143,9 @@ impl std::error::Error for DecodeError {}
 /// A value that does not fit the spec type it is encoded as.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EncodeError {
+    /// msgspec path of the value that does not fit (`$.field[0]`).
     pub path: String,
+    /// What is wrong with it.
     pub msg: String,
 }
 

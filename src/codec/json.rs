@@ -49,7 +49,7 @@ fn int_json(i: WireInt) -> J {
 
 /// `msgspec.to_builtins`: structs become objects of every field in order, tuples arrays, enums their value,
 /// bytes base64 text, dict keys their string form.
-pub fn to_json(v: &Value) -> J {
+pub(crate) fn to_json(v: &Value) -> J {
     match v {
         Value::None => J::Null,
         Value::Bool(b) => J::Bool(*b),
@@ -117,7 +117,7 @@ fn any_from_json(j: &J) -> Value {
 
 /// Reads JSON as a value of type `ty`: the inverse of [`to_json`]. Struct objects may leave out defaulted
 /// fields; unknown keys are an error.
-pub fn from_json(plan: &Plan, ty: TyId, j: &J, path: &str) -> Result<Value, String> {
+pub(crate) fn from_json(plan: &Plan, ty: TyId, j: &J, path: &str) -> Result<Value, String> {
     let bad = |what: &str| Err(format!("{path}: expected {what}, found {j}"));
     Ok(match (&plan.types[ty as usize], j) {
         (Ty::Optional(_), J::Null) => Value::None,

@@ -20,11 +20,17 @@ mod json;
 pub(crate) mod path;
 pub(crate) mod pykey;
 mod strlist;
+#[cfg(feature = "testing")]
 pub mod testgen;
 mod value;
 
 pub(crate) use compile::rename as rename_field;
-pub use compile::{CField, CStruct, Plan, TagValue, Ty, TyId};
+pub use compile::TyId;
+testing_pub!(
+    use compile::{CStruct, Plan, TagValue, Ty};
+);
+#[cfg(feature = "testing")]
+pub use compile::CField;
 pub use error::{DecodeError, DecodeErrorKind, EncodeError};
 pub use strlist::{Iter as StrListIter, StrList};
 pub use value::{py_bytes_repr, EnumValue, Items, StructMeta, StructValue, Value};
@@ -35,7 +41,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crate::spec::{Revision, Spec, SpecError, TypeExpr};
 pub(crate) use compile::rename;
 use compile::Compiler;
-pub use compile::Scope;
+pub(crate) use compile::Scope;
 
 /// A revision's messages, compiled for decoding and encoding.
 #[derive(Debug)]
@@ -54,7 +60,7 @@ impl Codec {
         Self::with_scope(rev, Scope::Wire)
     }
 
-    pub fn with_scope(rev: Arc<Revision>, scope: Scope) -> Result<Codec, SpecError> {
+    pub(crate) fn with_scope(rev: Arc<Revision>, scope: Scope) -> Result<Codec, SpecError> {
         let names: Vec<String> = match scope {
             Scope::Wire => rev.structs.keys().cloned().collect(),
             Scope::Bootstrap => rev.bootstrap.as_ref().map(|b| b.models.keys().cloned().collect()).unwrap_or_default(),
@@ -83,18 +89,21 @@ impl Codec {
         Some(c)
     }
 
+    /// The revision this codec was compiled from.
     pub fn revision(&self) -> &Arc<Revision> {
         &self.revision
     }
-    pub fn plan(&self) -> &Plan {
-        &self.plan
-    }
-    pub fn scope(&self) -> Scope {
-        self.scope
-    }
+    testing_pub!(
+        /// The compiled types of the revision (what `codec::testgen` draws values from).
+        fn plan(&self) -> &Plan {
+            &self.plan
+        }
+    );
+    /// The names of the messages (structs) it covers, in spec order.
     pub fn messages(&self) -> impl Iterator<Item = &str> {
         self.messages.iter().map(|(n, _)| n.as_str())
     }
+    /// The compiled type of a message, by name.
     pub fn message_type(&self, message: &str) -> Option<TyId> {
         self.messages.iter().find(|(n, _)| n == message).map(|(_, t)| *t)
     }
@@ -130,6 +139,7 @@ impl Codec {
         })
     }
 
+    /// Decodes one whole frame as the compiled type `ty` (see [`Codec::type_of`]).
     pub fn decode_type(&self, ty: TyId, bytes: &[u8]) -> Result<Value, DecodeError> {
         decode::Decoder::new(bytes, &self.plan).frame(ty)
     }
@@ -143,6 +153,7 @@ impl Codec {
         self.encode_type(ty, v)
     }
 
+    /// Encodes a value as the compiled type `ty`, as msgspec would.
     pub fn encode_type(&self, ty: TyId, v: &Value) -> Result<Vec<u8>, EncodeError> {
         let mut e = encode::Encoder::for_value(&self.plan, v);
         e.value(ty, v)?;
@@ -165,20 +176,23 @@ impl Codec {
         json::from_json(&self.plan, ty, j, "$")
     }
 
+    /// A value of the compiled type `ty` from its `to_builtins` JSON.
     pub fn from_json_type(&self, ty: TyId, j: &serde_json::Value) -> Result<Value, String> {
         json::from_json(&self.plan, ty, j, "$")
     }
 
-    /// The struct behind a message.
-    pub fn message_struct(&self, message: &str) -> Option<&CStruct> {
-        match self.plan.types[self.message_type(message)? as usize] {
-            Ty::Struct(s) => Some(&self.plan.structs[s as usize]),
-            _ => None,
+    testing_pub!(
+        /// The compiled struct behind a message (its fields, defaults and wire options).
+        fn message_struct(&self, message: &str) -> Option<&CStruct> {
+            match self.plan.types[self.message_type(message)? as usize] {
+                Ty::Struct(s) => Some(&self.plan.structs[s as usize]),
+                _ => None,
+            }
         }
-    }
+    );
 
     /// msgspec's name for what a type expects (`array | null`).
-    pub fn expected_name(&self, ty: TyId) -> String {
+    pub(crate) fn expected_name(&self, ty: TyId) -> String {
         decode::Decoder::expected_name(&self.plan, ty)
     }
 }

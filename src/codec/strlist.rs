@@ -21,13 +21,8 @@ pub struct StrList {
 }
 
 impl StrList {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
-    }
-
-    /// Room for `n` elements of `bytes` bytes in all.
-    pub fn with_capacity(n: usize, bytes: usize) -> Self {
-        StrList { text: String::with_capacity(bytes), ends: Vec::with_capacity(n) }
     }
 
     /// Builds a list from a buffer and element ends the decoder has checked (`ends` ascending, each a char
@@ -67,15 +62,17 @@ impl StrList {
     ///
     /// # Panics
     /// If the buffer would exceed 4 GiB (a frame is at most 64 MiB).
-    pub fn push(&mut self, s: &str) {
+    pub(crate) fn push(&mut self, s: &str) {
         self.text.push_str(s);
         self.ends.push(u32::try_from(self.text.len()).expect("a StrList holds at most 4 GiB"));
     }
 
+    /// The number of strings.
     pub fn len(&self) -> usize {
         self.ends.len()
     }
 
+    /// Whether it holds no string.
     pub fn is_empty(&self) -> bool {
         self.ends.is_empty()
     }
@@ -88,24 +85,29 @@ impl StrList {
         }
     }
 
+    /// The `i`-th string, if there is one.
     pub fn get(&self, i: usize) -> Option<&str> {
         let end = *self.ends.get(i)? as usize;
         Some(&self.text[self.start(i)..end])
     }
 
-    pub fn first(&self) -> Option<&str> {
+    #[cfg(test)]
+    pub(crate) fn first(&self) -> Option<&str> {
         self.get(0)
     }
 
-    pub fn last(&self) -> Option<&str> {
+    #[cfg(test)]
+    pub(crate) fn last(&self) -> Option<&str> {
         self.len().checked_sub(1).and_then(|i| self.get(i))
     }
 
+    /// The strings, in order.
     pub fn iter(&self) -> Iter<'_> {
         Iter { list: self, front: 0, back: self.ends.len() }
     }
 
-    pub fn contains(&self, s: &str) -> bool {
+    #[cfg(test)]
+    pub(crate) fn contains(&self, s: &str) -> bool {
         self.iter().any(|x| x == s)
     }
 
@@ -115,7 +117,7 @@ impl StrList {
     }
 
     /// The elements concatenated (what the list holds, in one buffer).
-    pub fn concatenated(&self) -> &str {
+    pub(crate) fn concatenated(&self) -> &str {
         &self.text
     }
 

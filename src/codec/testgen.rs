@@ -12,9 +12,11 @@ use crate::msgpack::{WireInt, Writer};
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator seeded with `seed` (the same seed gives the same sequence).
     pub fn new(seed: u64) -> Self {
         Rng(seed ^ 0x9e37_79b9_7f4a_7c15)
     }
+    /// The next pseudo-random 64-bit number.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
@@ -26,9 +28,11 @@ impl Rng {
     pub fn below(&mut self, n: usize) -> usize {
         (self.next_u64() % n as u64) as usize
     }
+    /// True with the given probability in percent.
     pub fn chance(&mut self, percent: u32) -> bool {
         self.below(100) < percent as usize
     }
+    /// One element of a non-empty slice, uniformly.
     pub fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
         &xs[self.below(xs.len())]
     }
@@ -61,7 +65,7 @@ const INT_EDGES: &[i128] = &[
     -9223372036854775808,
 ];
 
-pub fn random_int(rng: &mut Rng) -> WireInt {
+pub(crate) fn random_int(rng: &mut Rng) -> WireInt {
     match rng.below(4) {
         0 => WireInt::new(*rng.pick(INT_EDGES)).expect("in range"),
         1 => WireInt::from_u64(rng.below(200) as u64),
@@ -91,7 +95,7 @@ const CHARS: &[&str] = &[
     "\\",
 ];
 
-pub fn random_str(rng: &mut Rng) -> String {
+pub(crate) fn random_str(rng: &mut Rng) -> String {
     let len = match rng.below(10) {
         0 => 0,
         1 => *rng.pick(&[31usize, 32, 255, 256]),

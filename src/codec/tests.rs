@@ -201,3 +201,33 @@ fn s_field<'a>(v: &'a mut Value, name: &str) -> &'a mut Value {
     let Value::Struct(s) = v else { panic!("a struct") };
     s.get_mut(name).unwrap()
 }
+
+#[test]
+fn a_conversion_error_says_which_kind() {
+    use super::convert::{convert, ConvertError, Lacking};
+    let (c33, c32) = (Codec::builtin("vllm-0.33.0").unwrap(), Codec::builtin("vllm-0.32.0").unwrap());
+    let reply = |status: u8, layout_id: u8| {
+        c33.decode(
+            "MooncakeXferResponse",
+            &[
+                0x82, 0xa6, b's', b't', b'a', b't', b'u', b's', status, 0xa9, b'l', b'a', b'y', b'o', b'u', b't', b'_',
+                b'i', b'd', layout_id,
+            ],
+        )
+        .unwrap()
+    };
+    // 0.32.0 has no layout_id: a nonzero one cannot be sent, a zero one is dropped.
+    assert_eq!(
+        convert(&c33, &c32, "MooncakeXferResponse", &reply(0, 5), Lacking::MustBeDefault).unwrap_err(),
+        ConvertError::Lacking { field: "layout_id".into(), value: "5".into() }
+    );
+    assert!(convert(&c33, &c32, "MooncakeXferResponse", &reply(0, 0), Lacking::MustBeDefault).is_ok());
+    // LAYOUT_MISS (3) is no member of 0.32.0's status enum: the error is about the field `status`.
+    let e = convert(&c33, &c32, "MooncakeXferResponse", &reply(3, 0), Lacking::MustBeDefault).unwrap_err();
+    assert!(matches!(&e, ConvertError::InField { field, .. } if field == "status"), "{e:?}");
+    assert!(matches!(e.innermost(), ConvertError::NotAMember { value: 3, .. }), "{e:?}");
+    assert_eq!(
+        convert(&c33, &c32, "NoSuchMessage", &reply(0, 0), Lacking::Drop).unwrap_err(),
+        ConvertError::NoMessage { revision: "vllm-0.33.0".into(), message: "NoSuchMessage".into() }
+    );
+}

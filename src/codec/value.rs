@@ -16,21 +16,31 @@ use crate::msgpack::WireInt;
 /// (`List([Int(1)]) == IntList([1])`); [`Value::items`] walks any of them.
 #[derive(Clone, Debug)]
 pub enum Value {
+    /// Python `None` (MessagePack nil).
     None,
+    /// A `bool`.
     Bool(bool),
+    /// An `int`, up to the full unsigned and signed 64-bit range.
     Int(WireInt),
+    /// A `float`.
     Float(f64),
+    /// A `str`.
     Str(String),
+    /// `bytes`.
     Bytes(Vec<u8>),
+    /// A `list` of any element type.
     List(Vec<Value>),
     /// A `list[int]`, packed.
     IntList(Vec<WireInt>),
     /// A `list[str]`, its elements in one buffer.
     StrList(StrList),
+    /// A `tuple` (an array with a fixed arity or `tuple[T, ...]`).
     Tuple(Vec<Value>),
     /// Entries in insertion order (a Python dict's order); keys are unique.
     Dict(Vec<(Value, Value)>),
+    /// An int enum member.
     Enum(EnumValue),
+    /// A struct.
     Struct(StructValue),
 }
 
@@ -96,42 +106,51 @@ impl ExactSizeIterator for Items<'_> {}
 /// A member of an enum: its name (from the spec) and its wire value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EnumValue {
+    /// The member's Python name.
     pub name: Arc<str>,
+    /// Its value on the wire.
     pub value: i64,
 }
 
 /// Names shared by every value of one struct.
 #[derive(Debug, PartialEq, Eq)]
 pub struct StructMeta {
+    /// The struct's class name.
     pub name: String,
+    /// Its field names, in declaration order.
     pub field_names: Vec<String>,
 }
 
 /// A struct value: every declared field, in declaration order, defaults filled in.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StructValue {
+    /// Name and field names, shared by every value of the struct.
     pub meta: Arc<StructMeta>,
+    /// Field values, in declaration order.
     pub fields: Vec<Value>,
 }
 
 impl StructValue {
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.meta.name
     }
+    /// The value of a field, by Python name.
     pub fn get(&self, field: &str) -> Option<&Value> {
         let i = self.meta.field_names.iter().position(|n| n == field)?;
         self.fields.get(i)
     }
-    pub fn get_mut(&mut self, field: &str) -> Option<&mut Value> {
+    #[cfg(test)]
+    pub(crate) fn get_mut(&mut self, field: &str) -> Option<&mut Value> {
         let i = self.meta.field_names.iter().position(|n| n == field)?;
         self.fields.get_mut(i)
     }
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
         self.meta.field_names.iter().map(String::as_str).zip(self.fields.iter())
     }
 }
 
 impl Value {
+    /// The int, if this is one.
     pub fn as_int(&self) -> Option<WireInt> {
         match self {
             Value::Int(i) => Some(*i),
@@ -139,6 +158,7 @@ impl Value {
             _ => None,
         }
     }
+    /// The string, if this is one.
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Value::Str(s) => Some(s),
@@ -162,25 +182,29 @@ impl Value {
         }
     }
     /// A packed `list[int]`.
-    pub fn as_int_list(&self) -> Option<&[WireInt]> {
+    #[cfg(test)]
+    pub(crate) fn as_int_list(&self) -> Option<&[WireInt]> {
         match self {
             Value::IntList(v) => Some(v),
             _ => None,
         }
     }
     /// A packed `list[str]`.
-    pub fn as_str_list(&self) -> Option<&StrList> {
+    #[cfg(test)]
+    pub(crate) fn as_str_list(&self) -> Option<&StrList> {
         match self {
             Value::StrList(v) => Some(v),
             _ => None,
         }
     }
+    /// The struct, if this is one.
     pub fn as_struct(&self) -> Option<&StructValue> {
         match self {
             Value::Struct(s) => Some(s),
             _ => None,
         }
     }
+    /// The entries, if this is a dict.
     pub fn as_dict(&self) -> Option<&[(Value, Value)]> {
         match self {
             Value::Dict(d) => Some(d),
@@ -191,7 +215,7 @@ impl Value {
     pub fn field(&self, name: &str) -> Option<&Value> {
         self.as_struct()?.get(name)
     }
-    pub fn is_none(&self) -> bool {
+    pub(crate) fn is_none(&self) -> bool {
         matches!(self, Value::None)
     }
 }

@@ -17,8 +17,6 @@
 //! confirms each schema verdict by encoding a witness message with one revision's codec and decoding it with
 //! the other's; [`render`] writes the Markdown, JSON and one-line reports.
 
-#![warn(missing_docs, unreachable_pub, unnameable_types)]
-
 pub(crate) mod behaviour;
 pub(crate) mod bootstrap;
 pub(crate) mod enums;

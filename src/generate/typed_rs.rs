@@ -29,7 +29,7 @@ pub const PULL_PATH: &str = "src/typed/generated/pull.rs";
 /// Where the conversions between each push revision and the newest are written (`from_newest`, `to_newest`,
 /// the `…_VIA_NEWEST` codecs the sans-IO cores use): apart from `push.rs`, so a change to the newest revision
 /// shows in the older revisions' conversions only.
-pub const VIA_NEWEST_PATH: &str = "src/typed/generated/via_newest.rs";
+pub(crate) const VIA_NEWEST_PATH: &str = "src/typed/generated/via_newest.rs";
 
 /// Every generated typed source, as (path relative to the repository root, contents).
 pub fn sources(spec: &Spec) -> Result<BTreeMap<String, String>, String> {

@@ -3,8 +3,6 @@
 //! release and the Mooncake wrapper (data in `spec/compat-hash/`), and the wire fingerprint of a spec
 //! revision (defined in `spec/README.md`, "Wire fingerprint").
 
-#![warn(missing_docs, unreachable_pub, unnameable_types)]
-
 pub mod compat;
 pub(crate) mod factors;
 pub mod fingerprint;

@@ -5,8 +5,6 @@
 //!
 //! The codec is driven by the frame list of the release; no release has code of its own.
 
-#![warn(missing_docs, unreachable_pub, unnameable_types)]
-
 pub(crate) mod codec;
 pub(crate) mod spec;
 

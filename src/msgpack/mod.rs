@@ -1,8 +1,6 @@
 //! MessagePack at the byte level: a bounds-checked cursor that reads one object head at a time, and a writer
 //! that picks the encodings msgspec picks. Nothing here knows about structs or the spec.
 
-#![warn(missing_docs, unreachable_pub, unnameable_types)]
-
 mod int;
 mod reader;
 mod writer;

@@ -259,6 +259,7 @@ impl Writer {
         }
         self.buf.extend_from_slice(b);
     }
+    #[cfg(feature = "testing")]
     pub(crate) fn ext(&mut self, tag: i8, data: &[u8]) {
         let n = data.len();
         match n {

@@ -18,8 +18,6 @@
 //! numpy broadcasting in [`group_concurrent_contiguous`], and the exception texts ([`PlanError`]) that vLLM's
 //! generic handler sends as `err_msg`.
 
-#![warn(missing_docs, unreachable_pub, unnameable_types)]
-
 mod align;
 mod blocks;
 mod coalesce;

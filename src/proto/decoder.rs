@@ -26,26 +26,40 @@ use crate::typed::{MooncakeXferMetadata, MooncakeXferResponse, ReqBlocks, Status
 /// The decoder worker's registered KV layout (what a layout-carrying pull sends).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DecoderLayout {
+    /// Base address of each registered KV region.
     pub kv_caches_base_addr: Vec<WireInt>,
+    /// Byte length of one block, per region.
     pub block_lens: Vec<WireInt>,
+    /// Byte length of one block, per KV cache tensor (hybrid layouts).
     pub kv_block_lens: Vec<WireInt>,
+    /// Names of the registered layers.
     pub registered_layer_names: Vec<String>,
+    /// Layer index of each region.
     pub registered_layer_indices: Vec<WireInt>,
+    /// KV group index of each region.
     pub registered_group_indices: Vec<WireInt>,
+    /// Groups sharing their blocks, by shared group id.
     pub registered_shared_group_ids: Vec<Vec<WireInt>>,
+    /// Row offset of each region inside its block.
     pub registered_row_offsets: Vec<WireInt>,
 }
 
 #[derive(Clone, Debug)]
+/// What a decoder worker is: its address, its place in the TP/PP grid and its registered layout.
 pub struct DecoderConfig {
     /// This worker's IP as sent in `remote_hostname`.
     pub hostname: String,
     /// This worker's transfer-engine RPC port (`remote_port`).
     pub te_port: u64,
+    /// This worker's tensor-parallel rank.
     pub tp_rank: usize,
+    /// The decoder's tensor-parallel size.
     pub tp_size: usize,
+    /// This worker's pipeline-parallel rank.
     pub pp_rank: usize,
+    /// The decoder's pipeline-parallel size.
     pub pp_size: usize,
+    /// Its registered KV layout.
     pub layout: DecoderLayout,
     /// The id of this registration (odd, 63-bit; drawn by the driver). 0 turns layout caching off; it is
     /// forced to 0 for revisions without layout caching.
@@ -55,11 +69,15 @@ pub struct DecoderConfig {
 /// One request to pull.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PullRequest {
+    /// The decoder's request id.
     pub d_req_id: String,
+    /// The id the prefiller knows the transfer by (`transfer_id` of `kv_transfer_params`).
     pub transfer_id: String,
     /// Destination block ids per KV group; empty when nothing is to be written (free-only).
     pub local_blocks: Vec<Vec<u64>>,
+    /// The prefiller engine id (`remote_engine_id`).
     pub engine_id: String,
+    /// The prefiller's bootstrap server (`remote_bootstrap_addr`).
     pub bootstrap_addr: String,
     /// Generation 1: `remote_host` and `remote_port` of `kv_transfer_params` (the prefiller engine's base
     /// port); generation 2 ignores it.
@@ -70,26 +88,58 @@ pub struct PullRequest {
 pub type EngineTable = BTreeMap<usize, BTreeMap<usize, String>>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Identifies one DEALER exchange the driver runs for the core (a socket it opens, sends on and closes).
 pub struct ExchangeId(pub u64);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// What the decoder core asks its driver to do, or reports about a request.
 pub enum DecoderEvent {
     /// `GET {bootstrap_addr}/query`, then [`DecoderCore::query_result`].
-    Query { bootstrap_addr: String },
+    Query {
+        /// The bootstrap server to ask.
+        bootstrap_addr: String,
+    },
     /// Open a new DEALER to `addr` and send `payload` as one frame; deliver replies with
     /// [`DecoderCore::handle_reply`].
-    Open { id: ExchangeId, addr: String, payload: Vec<u8> },
+    Open {
+        /// The exchange.
+        id: ExchangeId,
+        /// The prefiller worker's address.
+        addr: String,
+        /// The message to send.
+        payload: Vec<u8>,
+    },
     /// Close that DEALER (linger 0).
-    Close { id: ExchangeId },
+    Close {
+        /// The exchange.
+        id: ExchangeId,
+    },
     /// Loading this request's KV failed; `invalid_blocks` are its destination blocks (empty when the revision
     /// reports the request in `failed_recving` instead: `failed_recving` is then true).
-    Failed { d_req_id: String, reason: String, invalid_blocks: Vec<u64>, failed_recving: bool },
+    Failed {
+        /// The request.
+        d_req_id: String,
+        /// Why it failed.
+        reason: String,
+        /// Destination blocks to report invalid.
+        invalid_blocks: Vec<u64>,
+        /// Report the request in `failed_recving` instead.
+        failed_recving: bool,
+    },
     /// The request is reported finished receiving (also after a failure, where the revision does so).
-    Finished { d_req_id: String },
+    Finished {
+        /// The request.
+        d_req_id: String,
+    },
     /// The request will never be reported: vLLM leaves it waiting for remote KV (a failure where the revision
     /// reports none, a FINISH that left it unmentioned, a prefiller that cannot be chosen). The core drops its
     /// state; `reason` says why.
-    Unsettled { d_req_id: String, reason: String },
+    Unsettled {
+        /// The request.
+        d_req_id: String,
+        /// Why it will not be reported.
+        reason: String,
+    },
 }
 
 #[derive(Debug)]
@@ -139,6 +189,7 @@ struct Exchange {
     deadline: Instant,
 }
 
+/// The generation-2 decoder worker as a sans-IO state machine: pulls in, sockets to open and requests settled out.
 pub struct DecoderCore {
     profile: WireProfile,
     cfg: DecoderConfig,
@@ -154,6 +205,7 @@ pub struct DecoderCore {
 }
 
 impl DecoderCore {
+    /// A decoder for `profile`'s revision with this identity and layout (the layout id is forced to 0 where the revision does not cache layouts).
     pub fn new(profile: WireProfile, mut cfg: DecoderConfig) -> Self {
         if profile.layout_caching.is_none() {
             cfg.layout_id = 0;
@@ -177,9 +229,7 @@ impl DecoderCore {
     pub fn set_recv_timeout(&mut self, t: Duration) {
         self.recv_timeout = t;
     }
-    pub fn profile(&self) -> &WireProfile {
-        &self.profile
-    }
+    /// The layout id this worker sends (0: no caching).
     pub fn layout_id(&self) -> u64 {
         self.cfg.layout_id
     }
@@ -600,9 +650,11 @@ impl DecoderCore {
         }
     }
 
+    /// When [`DecoderCore::handle_timeout`] is next due, if any exchange is open.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.exchanges.values().map(|x| x.deadline).min()
     }
+    /// The next thing to do or report, if any.
     pub fn poll_event(&mut self) -> Option<DecoderEvent> {
         self.events.pop_front()
     }
@@ -611,9 +663,11 @@ impl DecoderCore {
     pub fn pending_pulls(&self) -> usize {
         self.pulls.len() + self.waiting.values().map(Vec::len).sum::<usize>()
     }
+    /// DEALER exchanges open.
     pub fn open_exchanges(&self) -> usize {
         self.exchanges.len()
     }
+    /// Whether the prefiller worker at `addr` has answered a pull (so it has this worker's layout).
     pub fn is_acked(&self, addr: &str) -> bool {
         self.acked.contains(addr)
     }

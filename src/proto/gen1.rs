@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::decoder::{DecoderEvent, ExchangeId, PullRequest};
 use super::prefiller::{PeerId, PrefillerEvent, PrefillerStats, Transmit, WriteId};
-use super::profile::need;
+use super::profile::{need, ProfileError};
 use crate::codec::convert::{convert, Lacking};
 use crate::codec::{Codec, Value};
 use crate::limits;
@@ -29,11 +29,12 @@ use crate::spec::{Revision, Spec};
 use crate::typed::generated::push::newest_gen1;
 
 /// The message the decoder sends.
-pub const REQUEST: &str = "MooncakeAgentMetadata";
+pub(crate) const REQUEST: &str = "MooncakeAgentMetadata";
 
 /// What a generation-1 core needs to know about its revision, from the spec.
 #[derive(Clone, Debug)]
 pub struct Gen1Profile {
+    /// The revision.
     pub revision: Arc<Revision>,
     codec: Arc<Codec>,
     /// The success reply (`trans_done`).
@@ -44,12 +45,19 @@ pub struct Gen1Profile {
     pub abort_timeout: Duration,
     /// The decoder's receive timeout (`RCVTIMEO` of its REQ socket).
     pub recv_timeout: Duration,
+    /// What the prefiller does with a pull for a transfer it does not know (`behaviour.unknown_transfer`).
     pub unknown_transfer: UnknownTransfer,
+    /// How long a pull waits for blocks that are not ready (`behaviour.ready_wait`).
     pub ready_wait: ReadyWait,
+    /// What a failed write does (`behaviour.transfer_failure`).
     pub transfer_failure: TransferFailure,
+    /// What a block-count mismatch does (`behaviour.block_count_failure`).
     pub block_count_failure: BlockCountFailure,
+    /// Whether a write of no blocks is performed (`behaviour.empty_write`).
     pub empty_write: EmptyWrite,
+    /// How a failure is reported to the scheduler (`behaviour.failure_report`).
     pub failure_report: FailureReport,
+    /// Whether a free-only request counts as a success (`behaviour.free_only_success`).
     pub free_only_success: FreeOnlySuccess,
 }
 
@@ -61,74 +69,64 @@ fn rcvtimeo(rev: &Revision) -> Option<Duration> {
 }
 
 impl Gen1Profile {
-    pub fn builtin(revision: &str) -> Result<Gen1Profile, String> {
+    /// The profile of a built-in generation-1 revision, by name.
+    pub fn builtin(revision: &str) -> Result<Gen1Profile, ProfileError> {
         let rev =
-            Spec::builtin().revision(revision).ok_or_else(|| format!("no revision {revision} in the spec"))?.clone();
+            Spec::builtin().revision(revision).ok_or_else(|| ProfileError::UnknownRevision(revision.into()))?.clone();
         Self::new(rev)
     }
 
-    pub fn new(rev: Arc<Revision>) -> Result<Gen1Profile, String> {
+    /// The profile of a generation-1 revision (an error names what the spec lacks).
+    pub fn new(rev: Arc<Revision>) -> Result<Gen1Profile, ProfileError> {
         if rev.generation != 1 {
-            return Err(format!("{} is generation {}, not 1", rev.revision, rev.generation));
+            return Err(ProfileError::WrongGeneration {
+                revision: rev.revision.clone(),
+                generation: rev.generation,
+                expected: 1,
+            });
         }
-        let codec = Codec::builtin(&rev.revision).ok_or_else(|| format!("no codec for {}", rev.revision))?;
+        let codec = Codec::builtin(&rev.revision).ok_or_else(|| ProfileError::NotBuiltin(rev.revision.clone()))?;
         if codec.message_type(REQUEST).is_none() {
-            return Err(format!("{} has no {REQUEST}", rev.revision));
+            return Err(ProfileError::MissingMessage { revision: rev.revision.clone(), message: REQUEST });
         }
-        let constant = |name: &str| -> Result<Vec<u8>, String> {
+        let constant = |name: &'static str| -> Result<Vec<u8>, ProfileError> {
             rev.transport
                 .messages
                 .iter()
                 .flat_map(|m| &m.constants)
                 .find(|c| c.name == name)
                 .map(|c| c.bytes.as_bytes().to_vec())
-                .ok_or_else(|| format!("{}: no raw constant `{name}`", rev.revision))
+                .ok_or_else(|| ProfileError::MissingConstant { revision: rev.revision.clone(), name })
         };
         let abort = rev
             .env
             .get("VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT")
             .and_then(|e| e.default.parse::<u64>().ok())
-            .ok_or("no VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT default in [env]")?;
+            .ok_or_else(|| ProfileError::NoAbortTimeout(rev.revision.clone()))?;
         let b = &rev.behaviour;
+        let r = &rev.revision;
         Ok(Gen1Profile {
             done: constant("trans_done")?,
             error: constant("trans_error")?,
             abort_timeout: Duration::from_secs(abort),
             recv_timeout: rcvtimeo(&rev).unwrap_or(Duration::from_secs(60)),
-            unknown_transfer: need(&b.unknown_transfer, "unknown_transfer")?,
-            ready_wait: need(&b.ready_wait, "ready_wait")?,
-            transfer_failure: need(&b.transfer_failure, "transfer_failure")?,
-            block_count_failure: need(&b.block_count_failure, "block_count_failure")?,
-            empty_write: need(&b.empty_write, "empty_write")?,
-            failure_report: need(&b.failure_report, "failure_report")?,
-            free_only_success: need(&b.free_only_success, "free_only_success")?,
+            unknown_transfer: need(&b.unknown_transfer, r, "unknown_transfer")?,
+            ready_wait: need(&b.ready_wait, r, "ready_wait")?,
+            transfer_failure: need(&b.transfer_failure, r, "transfer_failure")?,
+            block_count_failure: need(&b.block_count_failure, r, "block_count_failure")?,
+            empty_write: need(&b.empty_write, r, "empty_write")?,
+            failure_report: need(&b.failure_report, r, "failure_report")?,
+            free_only_success: need(&b.free_only_success, r, "free_only_success")?,
             codec,
             revision: rev,
         })
     }
 
-    pub fn name(&self) -> &str {
-        &self.revision.revision
-    }
-
     /// The planning rules of this revision (no pairing check in generation 1: the decoder's TP rank is not
     /// on the wire).
-    pub fn plan_rules(&self) -> Result<crate::plan::PlanRules, String> {
-        let b = &self.revision.behaviour;
-        Ok(crate::plan::PlanRules {
-            region_alignment: need(&b.region_alignment, "region_alignment")?,
-            kv_half_split: need(&b.kv_half_split, "kv_half_split")?,
-            block_groups: need(&b.block_groups, "block_groups")?,
-            destination_stride: need(&b.destination_stride, "destination_stride")?,
-            tp_byte_plan: need(&b.tp_byte_plan, "tp_byte_plan")?,
-            replicated_producer: need(&b.replicated_producer, "replicated_producer")?,
-            region_coalescing: need(&b.region_coalescing, "region_coalescing")?,
-            pairing_check: crate::spec::behaviour::PairingCheck::Own,
-            need_send: need(&b.need_send, "need_send")?,
-        })
-    }
-    pub fn codec(&self) -> &Arc<Codec> {
-        &self.codec
+    pub fn plan_rules(&self) -> Result<crate::plan::PlanRules, ProfileError> {
+        let pairing_check = crate::spec::behaviour::PairingCheck::Own;
+        super::profile::plan_rules(&self.revision.revision, &self.revision.behaviour, pairing_check)
     }
 
     /// Decodes a request with this revision's msgspec rules (its spec codec), as the newest generation-1
@@ -138,7 +136,7 @@ impl Gen1Profile {
         let v = self.codec.decode(REQUEST, bytes).map_err(|e| e.msgspec_message())?;
         unsigned(&v)?;
         let gen1 = gen1_codec();
-        let v = convert(&self.codec, &gen1, REQUEST, &v, Lacking::MustBeDefault)?;
+        let v = convert(&self.codec, &gen1, REQUEST, &v, Lacking::MustBeDefault).map_err(|e| e.to_string())?;
         AgentMetadata::decode(&gen1.encode(REQUEST, &v).map_err(|e| e.to_string())?).map_err(|e| e.msgspec_message())
     }
 
@@ -146,7 +144,7 @@ impl Gen1Profile {
     pub fn encode_request(&self, m: &AgentMetadata) -> Result<Vec<u8>, String> {
         let gen1 = gen1_codec();
         let v = gen1.decode(REQUEST, &m.encode()).map_err(|e| e.to_string())?;
-        let v = convert(&gen1, &self.codec, REQUEST, &v, Lacking::MustBeDefault)?;
+        let v = convert(&gen1, &self.codec, REQUEST, &v, Lacking::MustBeDefault).map_err(|e| e.to_string())?;
         self.codec.encode(REQUEST, &v).map_err(|e| e.to_string())
     }
 }
@@ -211,7 +209,7 @@ pub struct Gen1Prefiller {
     next_write: u64,
     transmits: VecDeque<Transmit>,
     events: VecDeque<PrefillerEvent>,
-    pub stats: PrefillerStats,
+    pub(crate) stats: PrefillerStats,
 }
 
 impl Gen1Prefiller {
@@ -232,11 +230,9 @@ impl Gen1Prefiller {
         }
     }
 
+    /// Overrides `VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT`.
     pub fn set_abort_timeout(&mut self, t: Duration) {
         self.abort_timeout = t;
-    }
-    pub fn profile(&self) -> &Gen1Profile {
-        &self.profile
     }
 
     /// The scheduler allocated request `req_id` (`reqs_to_send[id] = []`): a pending entry, which a pull waits
@@ -264,10 +260,7 @@ impl Gen1Prefiller {
 
     /// The request ended without a transfer: vLLM frees its blocks and leaves the pending entry behind, so a
     /// later pull of it waits forever. The reference peer does the same.
-    pub fn request_aborted(&mut self, _now: Instant, _req_id: &str) {}
-
-    /// No layout cache in generation 1.
-    pub fn clear_layout_cache(&mut self) {}
+    pub(crate) fn request_aborted(&mut self, _now: Instant, _req_id: &str) {}
 
     /// A message from the ROUTER: `[routing_id, "", payload]`. Anything else is refused without a reply (vLLM's
     /// listener dies on it; the reference peer keeps serving).
@@ -294,7 +287,7 @@ impl Gen1Prefiller {
     }
 
     /// One pull.
-    pub fn handle_message(&mut self, now: Instant, peer: PeerId, payload: &[u8]) {
+    pub(crate) fn handle_message(&mut self, now: Instant, peer: PeerId, payload: &[u8]) {
         self.stats.messages += 1;
         let meta = match self.profile.decode_request(payload) {
             Ok(m) => m,
@@ -454,19 +447,22 @@ impl Gen1Prefiller {
 
     /// When [`Self::handle_timeout`] should run next (expiry is strict: just after). A pull waits for its
     /// requests without a bound (`ready_wait = unbounded`), so no timer for it.
-    pub fn poll_timeout(&self) -> Option<Instant> {
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         self.entries.values().filter(|e| e.ready).filter_map(|e| e.expire).map(|t| t + Duration::from_nanos(1)).min()
     }
+    /// The next reply to send, if any.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.transmits.pop_front()
     }
+    /// The next thing to do or report, if any.
     pub fn poll_event(&mut self) -> Option<PrefillerEvent> {
         self.events.pop_front()
     }
+    /// Transfers the prefiller tracks.
     pub fn tracked_transfers(&self) -> usize {
         self.entries.len()
     }
-    pub fn open_exchanges(&self) -> usize {
+    pub(crate) fn open_exchanges(&self) -> usize {
         self.exchanges.len()
     }
 }
@@ -480,6 +476,7 @@ pub struct Gen1DecoderConfig {
     pub hostname: String,
     /// Its transfer-engine RPC port (`remote_port`).
     pub te_port: u64,
+    /// This worker's tensor-parallel rank.
     pub tp_rank: u64,
     /// Its registered regions, sent as `kv_caches_base_addr`.
     pub kv_caches_base_addr: Vec<u64>,
@@ -502,6 +499,7 @@ pub struct Gen1Decoder {
 }
 
 impl Gen1Decoder {
+    /// A decoder for `profile`'s revision with this identity.
     pub fn new(profile: Gen1Profile, cfg: Gen1DecoderConfig) -> Self {
         Gen1Decoder {
             recv_timeout: profile.recv_timeout,
@@ -513,11 +511,9 @@ impl Gen1Decoder {
         }
     }
 
+    /// Overrides the receive timeout (the REQ socket's `RCVTIMEO`).
     pub fn set_recv_timeout(&mut self, t: Duration) {
         self.recv_timeout = t;
-    }
-    pub fn profile(&self) -> &Gen1Profile {
-        &self.profile
     }
 
     /// One scheduler step: the requests grouped by prefiller address (`tcp://remote_host:remote_port+tp_rank`,
@@ -606,30 +602,31 @@ impl Gen1Decoder {
         }
     }
 
-    pub fn exchange_failed(&mut self, id: ExchangeId, error: &str) {
+    pub(crate) fn exchange_failed(&mut self, id: ExchangeId, error: &str) {
         if let Some(x) = self.exchanges.remove(&id) {
             self.events.push_back(DecoderEvent::Close { id });
             self.unsettle(x, error);
         }
     }
 
-    pub fn handle_timeout(&mut self, now: Instant) {
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
         let due: Vec<ExchangeId> = self.exchanges.iter().filter(|(_, x)| x.deadline <= now).map(|(k, _)| *k).collect();
         for id in due {
             self.exchange_failed(id, "Resource temporarily unavailable (receive timeout)");
         }
     }
 
-    pub fn poll_timeout(&self) -> Option<Instant> {
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         self.exchanges.values().map(|x| x.deadline).min()
     }
+    /// The next thing to do or report, if any.
     pub fn poll_event(&mut self) -> Option<DecoderEvent> {
         self.events.pop_front()
     }
-    pub fn pending_pulls(&self) -> usize {
+    pub(crate) fn pending_pulls(&self) -> usize {
         self.exchanges.values().map(|x| x.reqs.len()).sum()
     }
-    pub fn open_exchanges(&self) -> usize {
+    pub(crate) fn open_exchanges(&self) -> usize {
         self.exchanges.len()
     }
 }

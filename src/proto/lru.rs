@@ -3,34 +3,31 @@
 use std::collections::VecDeque;
 
 #[derive(Debug, Clone)]
-pub struct Lru<K, V> {
+pub(crate) struct Lru<K, V> {
     cap: usize,
     /// Most recently used last.
     items: VecDeque<(K, V)>,
 }
 
 impl<K: PartialEq, V> Lru<K, V> {
-    pub fn new(cap: usize) -> Self {
+    pub(crate) fn new(cap: usize) -> Self {
         Lru { cap, items: VecDeque::new() }
     }
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.items.len()
     }
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.items.clear();
     }
     /// Looks up and marks as most recently used.
-    pub fn get(&mut self, k: &K) -> Option<&V> {
+    pub(crate) fn get(&mut self, k: &K) -> Option<&V> {
         let i = self.items.iter().position(|(x, _)| x == k)?;
         let item = self.items.remove(i)?;
         self.items.push_back(item);
         self.items.back().map(|(_, v)| v)
     }
     /// Inserts (or replaces) as most recently used, evicting the least recently used past capacity.
-    pub fn put(&mut self, k: K, v: V) {
+    pub(crate) fn put(&mut self, k: K, v: V) {
         if let Some(i) = self.items.iter().position(|(x, _)| *x == k) {
             self.items.remove(i);
         }

@@ -19,18 +19,29 @@ pub trait PrefillerMachine: Send + 'static {
     fn request_allocated(&mut self, now: Instant, p_req_id: &str, transfer_id: &str);
     /// Its blocks are ready.
     fn request_finished(&mut self, now: Instant, p_req_id: &str, transfer_id: &str, blocks: Vec<Vec<u64>>);
+    /// The scheduler aborted the request.
     fn request_aborted(&mut self, now: Instant, transfer_id: &str);
     /// Forgets cached peer layouts (a no-op where the revision caches none).
     fn clear_layout_cache(&mut self);
+    /// A write the core asked for finished with the engine's return code `ret` (0 = success).
     fn write_complete(&mut self, now: Instant, id: WriteId, ret: i64);
+    /// Time has passed: expire what is due (call at [`PrefillerMachine::poll_timeout`]).
     fn handle_timeout(&mut self, now: Instant);
+    /// When `handle_timeout` is next due.
     fn poll_timeout(&self) -> Option<Instant>;
+    /// The next reply to send.
     fn poll_transmit(&mut self) -> Option<Transmit>;
+    /// The next thing to do or report.
     fn poll_event(&mut self) -> Option<PrefillerEvent>;
+    /// Transfers tracked.
     fn tracked_transfers(&self) -> usize;
+    /// Pulls being served.
     fn open_exchanges(&self) -> usize;
+    /// Peer layouts cached.
     fn cached_layouts(&self) -> usize;
+    /// The counters.
     fn stats(&self) -> PrefillerStats;
+    /// Overrides `VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT`.
     fn set_abort_timeout(&mut self, t: Duration);
 }
 
@@ -145,7 +156,9 @@ pub enum SocketKind {
 
 /// A decoder state machine.
 pub trait DecoderMachine: Send + 'static {
+    /// The socket the driver opens per exchange.
     fn socket_kind(&self) -> SocketKind;
+    /// One scheduler step's requests to pull.
     fn pull(&mut self, now: Instant, reqs: Vec<PullRequest>);
     /// The answer to a `/query` the machine asked for (generation 2 only).
     fn query_result(
@@ -154,12 +167,19 @@ pub trait DecoderMachine: Send + 'static {
         bootstrap_addr: &str,
         result: Result<BTreeMap<String, EngineTable>, String>,
     );
+    /// A reply arrived on the exchange `id`.
     fn handle_reply(&mut self, now: Instant, id: ExchangeId, payload: &[u8]);
+    /// The exchange `id` failed (its socket errored or closed); `error` says how.
     fn exchange_failed(&mut self, id: ExchangeId, error: &str);
+    /// Time has passed: expire what is due (call at [`DecoderMachine::poll_timeout`]).
     fn handle_timeout(&mut self, now: Instant);
+    /// When `handle_timeout` is next due.
     fn poll_timeout(&self) -> Option<Instant>;
+    /// The next thing to do or report.
     fn poll_event(&mut self) -> Option<DecoderEvent>;
+    /// Requests not yet settled.
     fn pending_pulls(&self) -> usize;
+    /// Exchanges open.
     fn open_exchanges(&self) -> usize;
 }
 

@@ -12,18 +12,22 @@ pub struct Memory {
 }
 
 impl Memory {
+    /// Registers a region of `len` bytes at `base`, byte `i` set to `fill(i)`.
     pub fn register(&mut self, base: u64, len: usize, fill: impl Fn(usize) -> u8) {
         self.regions.insert(base, (0..len).map(fill).collect());
     }
+    /// The region holding `[addr, addr + len)` whole, as (its base, the offset in it); `None` if no region does.
     pub fn locate(&self, addr: u64, len: u64) -> Option<(u64, usize)> {
         let (&base, r) = self.regions.range(..=addr).next_back()?;
         let off = (addr - base) as usize;
         (off as u64).checked_add(len).is_some_and(|end| end <= r.len() as u64).then_some((base, off))
     }
+    /// The bytes `[addr, addr + len)`, if one region holds them.
     pub fn read(&self, addr: u64, len: u64) -> Option<&[u8]> {
         let (base, off) = self.locate(addr, len)?;
         Some(&self.regions[&base][off..off + len as usize])
     }
+    /// Writes `data` at `addr`; false (and nothing written) if no region holds it whole.
     pub fn write(&mut self, addr: u64, data: &[u8]) -> bool {
         match self.locate(addr, data.len() as u64) {
             Some((base, off)) => {
@@ -33,6 +37,7 @@ impl Memory {
             None => false,
         }
     }
+    /// The region registered at `base`.
     pub fn region(&self, base: u64) -> Option<&[u8]> {
         self.regions.get(&base).map(Vec::as_slice)
     }

@@ -6,19 +6,20 @@
 
 pub mod decoder;
 pub mod gen1;
-pub mod lru;
+mod lru;
 pub mod memory;
-pub mod planner;
-pub mod prefiller;
-pub mod profile;
-pub mod registry;
+pub(crate) mod planner;
+pub(crate) mod prefiller;
+pub(crate) mod profile;
+pub(crate) mod registry;
+#[cfg(feature = "testing")]
 pub mod sim;
 mod vllm;
 
 pub use decoder::{DecoderConfig, DecoderCore, DecoderEvent, DecoderLayout, EngineTable, ExchangeId, PullRequest};
 pub use planner::{Descriptor, ReadyReq, SenderPlanner, TransferBatch};
 pub use prefiller::{PeerId, PrefillerCore, PrefillerEvent, PrefillerStats, Transmit, WriteId};
-pub use profile::WireProfile;
+pub use profile::{ProfileError, Rules, WireProfile};
 pub use registry::{Registry, Reply};
 
 mod machine;

@@ -10,7 +10,9 @@ use crate::typed::MooncakeXferMetadata;
 /// A request whose prefiller blocks are ready, in the round being sent.
 #[derive(Clone, Debug)]
 pub struct ReadyReq<'a> {
+    /// The decoder's request id.
     pub d_req_id: &'a str,
+    /// The id the prefiller knows the transfer by.
     pub transfer_id: &'a str,
     /// The prefiller's block ids per KV group.
     pub local_blocks: &'a [Vec<u64>],
@@ -29,6 +31,7 @@ pub trait SenderPlanner {
     /// [`crate::limits::MAX_PREPARED_LAYOUTS`]).
     type PrepareKey: Eq + std::hash::Hash;
 
+    /// Reads what a pull asks for (its layout, ranks and blocks); an error is the reply's `err_msg`.
     fn pull(&self, meta: &MooncakeXferMetadata) -> Result<Self::Pull, String>;
     /// The decoder TP ranks this prefiller pairs with, after checking the pull's rank is one of them and
     /// that PP sizes allow alignment (vLLM's first two checks).

@@ -30,7 +30,9 @@ pub struct PeerId(pub Vec<u8>);
 /// A reply to send: `[peer, payload]` on the ROUTER.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Transmit {
+    /// The ROUTER routing id of the peer.
     pub peer: PeerId,
+    /// The encoded reply.
     pub payload: Vec<u8>,
     /// Send `[peer, "", payload]` (a REQ peer, generation 1) instead of `[peer, payload]`.
     pub delimiter: bool,
@@ -49,17 +51,37 @@ impl Transmit {
 
 /// Identifies one transfer-engine write the driver performs for the core.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct WriteId(pub u64);
+pub struct WriteId(pub(crate) u64);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// What the prefiller core asks its driver to do, or reports.
 pub enum PrefillerEvent {
     /// Perform these copies into the decoder's memory (`session` = `"host:port"` of its transfer engine), then
     /// call [`PrefillerCore::write_complete`] with the engine's return code (0 = success).
-    Write { id: WriteId, session: String, descriptors: Vec<Descriptor> },
+    Write {
+        /// Identifies the write in [`PrefillerCore::write_complete`].
+        id: WriteId,
+        /// The decoder's transfer-engine session.
+        session: String,
+        /// The copies to perform.
+        descriptors: Vec<Descriptor>,
+    },
     /// The prefiller's blocks of this request can be freed: delivered `need_send` times, or expired.
-    FinishedSending { p_req_id: String, transfer_id: String, expired: bool },
+    FinishedSending {
+        /// The prefiller's request id.
+        p_req_id: String,
+        /// The transfer id.
+        transfer_id: String,
+        /// Freed because the request expired unpulled.
+        expired: bool,
+    },
     /// A message was refused without a reply (wrong frame count); for logs.
-    Rejected { peer: PeerId, reason: String },
+    Rejected {
+        /// The peer.
+        peer: PeerId,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// One transfer the prefiller may be asked for, keyed by `transfer_id`.
@@ -112,14 +134,21 @@ struct Exchange<Pl, Pr> {
 /// Counters for tests and logs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PrefillerStats {
+    /// Messages received.
     pub messages: u64,
+    /// Messages refused or answered with an error.
     pub errors: u64,
+    /// Pulls that named a layout id the cache did not hold.
     pub layout_misses: u64,
+    /// Exchanges that timed out.
     pub timeouts: u64,
+    /// Reply rounds sent.
     pub rounds: u64,
+    /// Requests that expired unpulled.
     pub expired: u64,
 }
 
+/// The generation-2 prefiller worker as a sans-IO state machine: messages and block readiness in, replies and writes out.
 pub struct PrefillerCore<P: SenderPlanner> {
     profile: WireProfile,
     planner: P,
@@ -141,7 +170,7 @@ pub struct PrefillerCore<P: SenderPlanner> {
     expiries: BTreeSet<(Instant, u64, String)>,
     transmits: VecDeque<Transmit>,
     events: VecDeque<PrefillerEvent>,
-    pub stats: PrefillerStats,
+    pub(crate) stats: PrefillerStats,
 }
 
 /// `(remote_hostname, remote_port, remote_tp_rank, remote_pp_size, remote_tp_size, layout_id)`.
@@ -160,6 +189,7 @@ fn miss_message(template: &str, m: &MooncakeXferMetadata) -> String {
 }
 
 impl<P: SenderPlanner> PrefillerCore<P> {
+    /// A prefiller for `profile`'s revision that plans transfers with `planner`.
     pub fn new(profile: WireProfile, planner: P) -> Self {
         let cap = profile.layout_caching.as_ref().map(|l| l.max_peer_layouts).unwrap_or(0);
         PrefillerCore {
@@ -187,9 +217,7 @@ impl<P: SenderPlanner> PrefillerCore<P> {
     pub fn set_abort_timeout(&mut self, t: Duration) {
         self.abort_timeout = t;
     }
-    pub fn profile(&self) -> &WireProfile {
-        &self.profile
-    }
+    /// The planner.
     pub fn planner(&self) -> &P {
         &self.planner
     }
@@ -285,7 +313,7 @@ impl<P: SenderPlanner> PrefillerCore<P> {
     }
 
     /// One pull request from a decoder.
-    pub fn handle_message(&mut self, now: Instant, peer: PeerId, payload: &[u8]) {
+    pub(crate) fn handle_message(&mut self, now: Instant, peer: PeerId, payload: &[u8]) {
         self.stats.messages += 1;
         let meta = match self.profile.decode_metadata(payload) {
             Ok(m) => m,
@@ -441,9 +469,11 @@ impl<P: SenderPlanner> PrefillerCore<P> {
         wait.into_iter().chain(expiry).min()
     }
 
+    /// The next reply to send, if any.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.transmits.pop_front()
     }
+    /// The next thing to do or report, if any.
     pub fn poll_event(&mut self) -> Option<PrefillerEvent> {
         self.events.pop_front()
     }
@@ -458,6 +488,7 @@ impl<P: SenderPlanner> PrefillerCore<P> {
     pub fn open_exchanges(&self) -> usize {
         self.exchanges.len()
     }
+    /// Peer layouts cached (0.33.0's `layout_id`).
     pub fn cached_layouts(&self) -> usize {
         self.layouts.len()
     }

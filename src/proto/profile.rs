@@ -15,6 +15,7 @@ use crate::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status, ViaNewest
 /// A generation-2 revision, as the prefiller and decoder cores use it.
 #[derive(Clone, Debug)]
 pub struct WireProfile {
+    /// The revision.
     pub revision: Arc<Revision>,
     codec: Arc<Codec>,
     /// `layout_id` caching and `LAYOUT_MISS` (0.33.0): from `behaviour.layout_caching`.
@@ -59,104 +60,188 @@ impl Generated {
 /// the spec only; a core never branches on a revision name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rules {
+    /// `behaviour.reply_rounds`.
     pub reply_rounds: ReplyRounds,
+    /// `behaviour.empty_id_lists`.
     pub empty_id_lists: EmptyIdLists,
+    /// `behaviour.pairing_check`.
     pub pairing_check: PairingCheck,
+    /// `behaviour.heterogeneous_tp`.
     pub heterogeneous_tp: HeterogeneousTp,
+    /// `behaviour.transfer_failure`.
     pub transfer_failure: TransferFailure,
+    /// `behaviour.block_count_failure`.
     pub block_count_failure: BlockCountFailure,
+    /// `behaviour.unknown_transfer`.
     pub unknown_transfer: UnknownTransfer,
+    /// `behaviour.ready_wait`.
     pub ready_wait: ReadyWait,
+    /// `behaviour.need_send`.
     pub need_send: NeedSend,
+    /// `behaviour.empty_write`.
     pub empty_write: EmptyWrite,
+    /// `behaviour.equal_length`: fields that must have equal lengths, if the revision checks any.
     pub equal_length: Option<EqualLengthFields>,
+    /// The transfer planner's rules (from the plan items of `[behaviour]`).
     pub plan: PlanRules,
+    /// `behaviour.decoder_addressing`.
     pub decoder_addressing: DecoderAddressing,
+    /// `behaviour.failure_report`.
     pub failure_report: FailureReport,
+    /// `behaviour.failure_finish`.
     pub failure_finish: FailureFinish,
+    /// `behaviour.free_only_success`.
     pub free_only_success: FreeOnlySuccess,
+    /// `behaviour.unreported_after_finish`.
     pub unreported_after_finish: UnreportedAfterFinish,
+    /// `behaviour.unknown_ok_id`.
     pub unknown_ok_id: UnknownOkId,
+    /// `behaviour.decoder_pp_targets`.
     pub decoder_pp_targets: DecoderPpTargets,
 }
 
-/// The value of a behaviour item the rules need, or that it is not stated.
-pub(crate) fn need<T: Copy>(i: &Option<Item<T>>, name: &str) -> Result<T, String> {
-    i.as_ref().map(|i| i.value).ok_or_else(|| format!("behaviour.{name} is not stated"))
+/// Why a revision cannot be spoken by a sans-IO core: what [`WireProfile::new`], `gen1::Gen1Profile::new` and
+/// their `builtin`s return. Each variant names what the spec lacks, so a caller can tell a name that is no
+/// revision from a revision of the other generation or a spec that misses an item.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProfileError {
+    /// The built-in spec has no revision of that name.
+    #[error("no revision {0} in the spec")]
+    UnknownRevision(String),
+    /// The revision is of the other generation than the core's.
+    #[error("{revision} is generation {generation}; this core speaks generation {expected}")]
+    WrongGeneration {
+        /// The revision.
+        revision: String,
+        /// Its generation.
+        generation: u32,
+        /// The generation the core speaks.
+        expected: u32,
+    },
+    /// A generation-1 core speaks built-in revisions only, and this one is not.
+    #[error("no codec for {0}: not a built-in revision")]
+    NotBuiltin(String),
+    /// The revision lacks a message the core exchanges.
+    #[error("{revision} has no {message}")]
+    MissingMessage {
+        /// The revision.
+        revision: String,
+        /// The message.
+        message: &'static str,
+    },
+    /// The revision's reply status enum has no `terminal` flags.
+    #[error("{0}: no status enum with terminal flags")]
+    NoStatusEnum(String),
+    /// `[env]` gives no default for `VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT`.
+    #[error("{0}: no VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT default in [env]")]
+    NoAbortTimeout(String),
+    /// A `[behaviour]` item the core consults is not stated.
+    #[error("{revision}: behaviour.{item} is not stated")]
+    NotStated {
+        /// The revision.
+        revision: String,
+        /// The behaviour item.
+        item: &'static str,
+    },
+    /// A raw reply constant of generation 1 (`trans_done`, `trans_error`) is not in `[transport]`.
+    #[error("{revision}: no raw constant `{name}`")]
+    MissingConstant {
+        /// The revision.
+        revision: String,
+        /// The constant's name.
+        name: &'static str,
+    },
+    /// A message of a revision given at run time has no field-by-field counterpart in the newest revision
+    /// (the cores hold the newest structs); the text names the field.
+    #[error("{0}")]
+    NoCounterpart(String),
+}
+
+/// The value of a behaviour item the rules need, or that `revision` does not state it.
+pub(crate) fn need<T: Copy>(i: &Option<Item<T>>, revision: &str, item: &'static str) -> Result<T, ProfileError> {
+    i.as_ref().map(|i| i.value).ok_or_else(|| ProfileError::NotStated { revision: revision.to_string(), item })
+}
+
+/// The transfer planner's rules of `revision`'s `[behaviour]`, with the pairing check given (generation 1 has
+/// none on the wire: the decoder's TP rank is not sent).
+pub(crate) fn plan_rules(r: &str, b: &Behaviour, pairing_check: PairingCheck) -> Result<PlanRules, ProfileError> {
+    Ok(PlanRules {
+        region_alignment: need(&b.region_alignment, r, "region_alignment")?,
+        kv_half_split: need(&b.kv_half_split, r, "kv_half_split")?,
+        block_groups: need(&b.block_groups, r, "block_groups")?,
+        destination_stride: need(&b.destination_stride, r, "destination_stride")?,
+        tp_byte_plan: need(&b.tp_byte_plan, r, "tp_byte_plan")?,
+        replicated_producer: need(&b.replicated_producer, r, "replicated_producer")?,
+        region_coalescing: need(&b.region_coalescing, r, "region_coalescing")?,
+        pairing_check,
+        need_send: need(&b.need_send, r, "need_send")?,
+    })
 }
 
 impl Rules {
     /// The generation-2 rules of a `[behaviour]`; an item the spec does not state is an error.
-    pub fn of(b: &Behaviour) -> Result<Rules, String> {
+    pub(crate) fn of(r: &str, b: &Behaviour) -> Result<Rules, ProfileError> {
         Ok(Rules {
-            reply_rounds: need(&b.reply_rounds, "reply_rounds")?,
-            empty_id_lists: need(&b.empty_id_lists, "empty_id_lists")?,
-            pairing_check: need(&b.pairing_check, "pairing_check")?,
-            heterogeneous_tp: need(&b.heterogeneous_tp, "heterogeneous_tp")?,
-            transfer_failure: need(&b.transfer_failure, "transfer_failure")?,
-            block_count_failure: need(&b.block_count_failure, "block_count_failure")?,
-            unknown_transfer: need(&b.unknown_transfer, "unknown_transfer")?,
-            ready_wait: need(&b.ready_wait, "ready_wait")?,
-            need_send: need(&b.need_send, "need_send")?,
-            empty_write: need(&b.empty_write, "empty_write")?,
+            reply_rounds: need(&b.reply_rounds, r, "reply_rounds")?,
+            empty_id_lists: need(&b.empty_id_lists, r, "empty_id_lists")?,
+            pairing_check: need(&b.pairing_check, r, "pairing_check")?,
+            heterogeneous_tp: need(&b.heterogeneous_tp, r, "heterogeneous_tp")?,
+            transfer_failure: need(&b.transfer_failure, r, "transfer_failure")?,
+            block_count_failure: need(&b.block_count_failure, r, "block_count_failure")?,
+            unknown_transfer: need(&b.unknown_transfer, r, "unknown_transfer")?,
+            ready_wait: need(&b.ready_wait, r, "ready_wait")?,
+            need_send: need(&b.need_send, r, "need_send")?,
+            empty_write: need(&b.empty_write, r, "empty_write")?,
             equal_length: b.equal_length_fields.as_ref().map(|i| i.value.clone()),
-            plan: PlanRules {
-                region_alignment: need(&b.region_alignment, "region_alignment")?,
-                kv_half_split: need(&b.kv_half_split, "kv_half_split")?,
-                block_groups: need(&b.block_groups, "block_groups")?,
-                destination_stride: need(&b.destination_stride, "destination_stride")?,
-                tp_byte_plan: need(&b.tp_byte_plan, "tp_byte_plan")?,
-                replicated_producer: need(&b.replicated_producer, "replicated_producer")?,
-                region_coalescing: need(&b.region_coalescing, "region_coalescing")?,
-                pairing_check: need(&b.pairing_check, "pairing_check")?,
-                need_send: need(&b.need_send, "need_send")?,
-            },
-            decoder_addressing: need(&b.decoder_addressing, "decoder_addressing")?,
-            failure_report: need(&b.failure_report, "failure_report")?,
-            failure_finish: need(&b.failure_finish, "failure_finish")?,
-            free_only_success: need(&b.free_only_success, "free_only_success")?,
-            unreported_after_finish: need(&b.unreported_after_finish, "unreported_after_finish")?,
-            unknown_ok_id: need(&b.unknown_ok_id, "unknown_ok_id")?,
-            decoder_pp_targets: need(&b.decoder_pp_targets, "decoder_pp_targets")?,
+            plan: plan_rules(r, b, need(&b.pairing_check, r, "pairing_check")?)?,
+            decoder_addressing: need(&b.decoder_addressing, r, "decoder_addressing")?,
+            failure_report: need(&b.failure_report, r, "failure_report")?,
+            failure_finish: need(&b.failure_finish, r, "failure_finish")?,
+            free_only_success: need(&b.free_only_success, r, "free_only_success")?,
+            unreported_after_finish: need(&b.unreported_after_finish, r, "unreported_after_finish")?,
+            unknown_ok_id: need(&b.unknown_ok_id, r, "unknown_ok_id")?,
+            decoder_pp_targets: need(&b.decoder_pp_targets, r, "decoder_pp_targets")?,
         })
     }
 }
 
 impl WireProfile {
     /// The profile of a built-in revision (`vllm-0.33.0`).
-    pub fn builtin(revision: &str) -> Result<WireProfile, String> {
+    pub fn builtin(revision: &str) -> Result<WireProfile, ProfileError> {
         let rev =
-            Spec::builtin().revision(revision).ok_or_else(|| format!("no revision {revision} in the spec"))?.clone();
+            Spec::builtin().revision(revision).ok_or_else(|| ProfileError::UnknownRevision(revision.into()))?.clone();
         let codec = Codec::builtin(revision).expect("built-in");
         Self::new(rev, codec)
     }
 
-    pub fn new(rev: Arc<Revision>, codec: Arc<Codec>) -> Result<WireProfile, String> {
+    /// The profile of a generation-2 revision compiled as `codec` (an error names the behaviour item the spec lacks).
+    pub fn new(rev: Arc<Revision>, codec: Arc<Codec>) -> Result<WireProfile, ProfileError> {
         if rev.generation != 2 {
-            return Err(format!(
-                "{} is generation {}; the state machines speak generation 2",
-                rev.revision, rev.generation
-            ));
+            return Err(ProfileError::WrongGeneration {
+                revision: rev.revision.clone(),
+                generation: rev.generation,
+                expected: 2,
+            });
         }
-        for m in ["MooncakeXferMetadata", "MooncakeXferResponse"] {
-            if codec.message_type(m).is_none() {
-                return Err(format!("{} has no {m}", rev.revision));
+        for message in ["MooncakeXferMetadata", "MooncakeXferResponse"] {
+            if codec.message_type(message).is_none() {
+                return Err(ProfileError::MissingMessage { revision: rev.revision.clone(), message });
             }
         }
-        let (_, status_enum) = rev.status_enum().ok_or("no status enum with terminal flags")?;
+        let (_, status_enum) = rev.status_enum().ok_or_else(|| ProfileError::NoStatusEnum(rev.revision.clone()))?;
         let statuses = status_enum.members.iter().map(|m| (Status(m.value), m.terminal == Some(true))).collect();
         let abort = rev
             .env
             .get("VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT")
             .and_then(|e| e.default.parse::<u64>().ok())
-            .ok_or("no VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT default in [env]")?;
-        let rules = Rules::of(&rev.behaviour).map_err(|e| format!("{}: {e}", rev.revision))?;
+            .ok_or_else(|| ProfileError::NoAbortTimeout(rev.revision.clone()))?;
+        let rules = Rules::of(&rev.revision, &rev.behaviour)?;
         let generated = Generated::of(&codec);
         if generated.is_none() {
             let newest = newest_codec();
             for m in ["MooncakeXferMetadata", "MooncakeXferResponse"] {
-                convert::check(&codec, &newest, m)?;
-                convert::check(&newest, &codec, m)?;
+                convert::check(&codec, &newest, m).map_err(ProfileError::NoCounterpart)?;
+                convert::check(&newest, &codec, m).map_err(ProfileError::NoCounterpart)?;
             }
         }
         Ok(WireProfile {
@@ -173,7 +258,7 @@ impl WireProfile {
     }
 
     /// Whether this revision's pull request has the field `name`.
-    pub fn request_has(&self, name: &str) -> bool {
+    pub(crate) fn request_has(&self, name: &str) -> bool {
         self.revision.structs.get("MooncakeXferMetadata").is_some_and(|s| s.fields.iter().any(|f| f.name == name))
     }
 
@@ -184,15 +269,19 @@ impl WireProfile {
         self.generated.is_some()
     }
 
+    /// The revision's name.
     pub fn name(&self) -> &str {
         &self.revision.revision
     }
+    /// The revision's spec-driven codec.
     pub fn codec(&self) -> &Arc<Codec> {
         &self.codec
     }
+    /// Whether the revision's status enum defines `s`.
     pub fn knows_status(&self, s: Status) -> bool {
         self.statuses.iter().any(|(x, _)| *x == s)
     }
+    /// Whether `s` ends a request (its `terminal` flag; an unknown value counts as terminal).
     pub fn is_terminal(&self, s: Status) -> bool {
         self.statuses.iter().any(|(x, t)| *x == s && *t)
     }
@@ -210,6 +299,7 @@ impl WireProfile {
         self.decode_via_spec("MooncakeXferMetadata", bytes, |b| MooncakeXferMetadata::decode(b))
     }
 
+    /// Encodes a pull as this revision does (an error says what the revision cannot carry).
     pub fn encode_metadata(&self, m: &MooncakeXferMetadata) -> Result<Vec<u8>, String> {
         if self.is_typed() {
             return Ok(m.encode());
@@ -220,6 +310,7 @@ impl WireProfile {
         self.encode_via_spec("MooncakeXferMetadata", &m.encode())
     }
 
+    /// Decodes a reply of this revision into the newest struct.
     pub fn decode_response(&self, bytes: &[u8]) -> Result<MooncakeXferResponse, DecodeError> {
         if let Some(g) = &self.generated {
             return (g.response.decode)(bytes);
@@ -227,6 +318,7 @@ impl WireProfile {
         self.decode_via_spec("MooncakeXferResponse", bytes, |b| MooncakeXferResponse::decode(b))
     }
 
+    /// Encodes a reply as this revision does (an error says what the revision cannot carry).
     pub fn encode_response(&self, r: &MooncakeXferResponse) -> Result<Vec<u8>, String> {
         if self.is_typed() {
             return Ok(r.encode());
@@ -284,7 +376,8 @@ impl WireProfile {
                 got: "one it cannot",
             })
         };
-        let n = convert::convert(&self.codec, &newest, message, &v, Lacking::MustBeDefault).map_err(cannot)?;
+        let n = convert::convert(&self.codec, &newest, message, &v, Lacking::MustBeDefault)
+            .map_err(|e| cannot(e.to_string()))?;
         let b = newest.encode(message, &n).map_err(|e| cannot(e.to_string()))?;
         decode(&b)
     }
@@ -329,6 +422,35 @@ mod tests {
         assert!(p33.fail_unreported_after_finish && !p32.fail_unreported_after_finish);
         assert_eq!(p33.abort_timeout, Duration::from_secs(480));
         assert!(WireProfile::builtin("vllm-0.13.0..0.15.1").is_err());
+    }
+
+    #[test]
+    fn a_profile_error_says_which_kind() {
+        assert_eq!(WireProfile::builtin("vllm-9.9.9").unwrap_err(), ProfileError::UnknownRevision("vllm-9.9.9".into()));
+        let wrong = |revision: &str, generation, expected| ProfileError::WrongGeneration {
+            revision: revision.into(),
+            generation,
+            expected,
+        };
+        assert_eq!(WireProfile::builtin("vllm-0.13.0..0.15.1").unwrap_err(), wrong("vllm-0.13.0..0.15.1", 1, 2));
+        assert_eq!(crate::proto::gen1::Gen1Profile::builtin("vllm-0.33.0").unwrap_err(), wrong("vllm-0.33.0", 2, 1));
+        // A revision given at run time that lacks a behaviour item, or the abort timeout's default.
+        let base = Spec::builtin().revision("vllm-0.33.0").unwrap();
+        let without = |edit: &dyn Fn(&mut Revision)| {
+            let mut rev = Revision::clone(base);
+            edit(&mut rev);
+            let rev = Arc::new(rev);
+            WireProfile::new(rev.clone(), Arc::new(Codec::new(rev).unwrap())).unwrap_err()
+        };
+        let e = without(&|r| r.behaviour.need_send = None);
+        assert_eq!(e, ProfileError::NotStated { revision: "vllm-0.33.0".into(), item: "need_send" });
+        assert_eq!(e.to_string(), "vllm-0.33.0: behaviour.need_send is not stated");
+        assert_eq!(
+            without(&|r| {
+                r.env.shift_remove("VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT");
+            }),
+            ProfileError::NoAbortTimeout("vllm-0.33.0".into())
+        );
     }
 
     #[test]

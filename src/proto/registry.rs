@@ -8,7 +8,9 @@ use crate::bootstrap::BootstrapSpec;
 /// One HTTP answer: status and JSON body.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reply {
+    /// The HTTP status code.
     pub status: u16,
+    /// The JSON body.
     pub body: J,
 }
 
@@ -34,10 +36,6 @@ impl Registry {
             b.duplicate_registration == crate::spec::behaviour::DuplicateRegistration::AcceptIdentical
         });
         Registry { spec, accept_identical, engines: vec![] }
-    }
-
-    pub fn revision(&self) -> &str {
-        &self.spec.revision().revision
     }
 
     /// Handles one request; unknown routes answer 404 and wrong methods 405, as FastAPI does.

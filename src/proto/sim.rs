@@ -6,29 +6,40 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::decoder::{DecoderCore, DecoderEvent, ExchangeId};
-pub use super::memory::{perform_write, Memory};
+use super::memory::{perform_write, Memory};
 use super::planner::SenderPlanner;
 use super::prefiller::{PeerId, PrefillerCore, PrefillerEvent};
 use super::registry::Registry;
 
+/// A prefiller in the simulated network: its core, address and memory, and what it did.
 pub struct SimPrefiller<P: SenderPlanner> {
+    /// The core.
     pub core: PrefillerCore<P>,
+    /// Its ROUTER address.
     pub addr: String,
+    /// Its registered memory.
     pub memory: Memory,
     /// Every write performed: (session, descriptor count, bytes).
     pub writes: Vec<(String, usize, u64)>,
     /// Return code the next writes get (tests set it to -1 to fail the transfer engine).
     pub write_result: i64,
+    /// Requests reported finished sending, in order.
     pub finished_sending: Vec<String>,
 }
 
+/// A decoder in the simulated network: its core, transfer-engine session and memory, and what it saw.
 pub struct SimDecoder {
+    /// The core.
     pub core: DecoderCore,
     /// `host:te_port`, the session name prefillers write to.
     pub session: String,
+    /// Its registered memory (where prefillers write).
     pub memory: Memory,
+    /// Requests reported finished receiving.
     pub finished: Vec<String>,
+    /// Requests failed, with the reason.
     pub failed: Vec<(String, String)>,
+    /// Requests left unsettled.
     pub unsettled: Vec<String>,
     /// Payloads this decoder sent, per exchange, in order.
     pub sent: Vec<(ExchangeId, String, Vec<u8>)>,
@@ -38,10 +49,15 @@ pub struct SimDecoder {
 
 /// The network: a clock, a registry, prefillers by address, decoders by index.
 pub struct Net<P: SenderPlanner> {
+    /// The simulated clock.
     pub now: Instant,
+    /// The bootstrap registry.
     pub registry: Registry,
+    /// The registry's address.
     pub bootstrap_addr: String,
+    /// The prefillers, by index.
     pub prefillers: Vec<SimPrefiller<P>>,
+    /// The decoders, by index.
     pub decoders: Vec<SimDecoder>,
     /// Exchange (decoder index, id) → (prefiller index, routing id).
     routes: HashMap<(usize, ExchangeId), (usize, PeerId)>,
@@ -65,6 +81,7 @@ impl<P: SenderPlanner> Net<P> {
         }
     }
 
+    /// Adds a prefiller at `addr` (registered with the bootstrap registry); returns its index.
     pub fn add_prefiller(&mut self, core: PrefillerCore<P>, addr: &str, memory: Memory) -> usize {
         self.prefillers.push(SimPrefiller {
             core,
@@ -77,6 +94,7 @@ impl<P: SenderPlanner> Net<P> {
         self.prefillers.len() - 1
     }
 
+    /// Adds a decoder whose transfer engine is `session`; returns its index.
     pub fn add_decoder(&mut self, core: DecoderCore, session: &str, memory: Memory) -> usize {
         self.decoders.push(SimDecoder {
             core,
@@ -179,7 +197,7 @@ impl<P: SenderPlanner> Net<P> {
 
     /// Moves the clock to the earliest timeout (at most `limit` ahead) and fires it. Returns false when
     /// nothing is scheduled within the limit.
-    pub fn advance(&mut self, limit: Duration) -> bool {
+    pub(crate) fn advance(&mut self, limit: Duration) -> bool {
         let next = self
             .prefillers
             .iter()

@@ -3,8 +3,6 @@
 //! The files under `spec/` are embedded at build time; [`Spec::builtin`] returns them resolved.
 //! [`Spec::load_dir`] reads another copy (for `diff` against a branch or a proposed change).
 
-#![warn(missing_docs, unreachable_pub, unnameable_types)]
-
 pub mod behaviour;
 mod literal;
 mod model;

@@ -9,8 +9,6 @@
 //! loaded by a test-only module; tests check that the constants here are the spec's. Nothing here touches a socket: the
 //! reference peer (`mooncake-reference`, module `engine`) drives these types over tokio.
 
-#![warn(missing_docs, unreachable_pub, unnameable_types)]
-
 pub mod data;
 pub mod handshake;
 pub(crate) mod segment;

@@ -9,6 +9,7 @@ use crate::msgpack::{WireInt, Writer};
 /// One `req_blocks` value: `(transfer_id, block ids per KV transfer group)`, with its strings held as `S`.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct ReqBlocksOf<S> {
+    /// The transfer id.
     pub transfer_id: S,
     /// `[]` (not `[[]]`) when nothing is to be written.
     pub blocks: Vec<Vec<WireInt>>,
@@ -22,19 +23,21 @@ pub type ReqBlocksRef<'a> = ReqBlocksOf<&'a str>;
 /// One `req_blocks` value of a revision before 0.20.0: `(transfer_id, block ids)`, one flat list.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct FlatReqBlocksOf<S> {
+    /// The transfer id.
     pub transfer_id: S,
+    /// The block ids, flat.
     pub blocks: Vec<WireInt>,
 }
 
 impl ReqBlocksOf<&str> {
     /// The same value with owned strings.
-    pub fn to_owned_blocks(&self) -> ReqBlocks {
+    pub(crate) fn to_owned_blocks(&self) -> ReqBlocks {
         ReqBlocksOf { transfer_id: self.transfer_id.to_owned(), blocks: self.blocks.clone() }
     }
 }
 impl FlatReqBlocksOf<&str> {
     /// The same value with owned strings.
-    pub fn to_owned_blocks(&self) -> FlatReqBlocksOf<String> {
+    pub(crate) fn to_owned_blocks(&self) -> FlatReqBlocksOf<String> {
         FlatReqBlocksOf { transfer_id: self.transfer_id.to_owned(), blocks: self.blocks.clone() }
     }
 }

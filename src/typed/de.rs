@@ -51,7 +51,7 @@ pub(crate) fn str_list_len<S: AsRef<str>>(v: &[S]) -> usize {
 pub(crate) type Seg = path::Seg<&'static str>;
 
 pub(crate) struct De<'a> {
-    pub r: Reader<'a>,
+    pub(crate) r: Reader<'a>,
     depth: usize,
     path: Vec<Seg>,
 }
@@ -59,6 +59,8 @@ pub(crate) struct De<'a> {
 pub(crate) type R<T> = Result<T, DecodeError>;
 
 mod sealed {
+    /// Keeps [`super::WireStr`] to the two string types the generated decoders know.
+    #[allow(unnameable_types, reason = "the sealed-trait pattern: reachable as a bound, never to be named")]
     pub trait Sealed {}
     impl Sealed for String {}
     impl Sealed for &str {}
@@ -67,6 +69,7 @@ mod sealed {
 /// How a typed message holds its strings: owned (`String`, the default) or borrowed from the decoded input
 /// (`&'a str`, no allocation per string).
 pub trait WireStr<'a>: sealed::Sealed + AsRef<str> + Sized {
+    /// The string as this representation holds it (a copy, or the borrowed slice itself).
     fn from_wire(s: &'a str) -> Self;
 }
 impl<'a> WireStr<'a> for String {
@@ -83,14 +86,14 @@ impl<'a> WireStr<'a> for &'a str {
 }
 
 impl<'a> De<'a> {
-    pub fn new(bytes: &'a [u8]) -> R<Self> {
+    pub(crate) fn new(bytes: &'a [u8]) -> R<Self> {
         if bytes.len() > limits::MAX_FRAME_BYTES {
             return Err(DecodeError::new(K::FrameTooLarge { len: bytes.len() }));
         }
         Ok(De { r: Reader::new(bytes), depth: 0, path: Vec::with_capacity(8) })
     }
 
-    pub fn finish(self) -> R<()> {
+    pub(crate) fn finish(self) -> R<()> {
         if self.r.is_empty() {
             Ok(())
         } else {
@@ -99,49 +102,49 @@ impl<'a> De<'a> {
     }
 
     #[cold]
-    pub fn err(&self, kind: K) -> DecodeError {
+    pub(crate) fn err(&self, kind: K) -> DecodeError {
         path::at(kind, path::render(&self.path, |f| *f))
     }
     #[cold]
-    pub fn key_err(&self, kind: K) -> DecodeError {
+    pub(crate) fn key_err(&self, kind: K) -> DecodeError {
         path::in_key(kind, path::render(&self.path, |f| *f))
     }
     #[cold]
-    pub fn raw(e: RawError) -> DecodeError {
+    pub(crate) fn raw(e: RawError) -> DecodeError {
         path::raw(e)
     }
     #[cold]
-    pub fn expected(&self, expected: &str, got: Kind) -> DecodeError {
+    pub(crate) fn expected(&self, expected: &str, got: Kind) -> DecodeError {
         self.err(K::Expected { expected: expected.to_string(), got: got.msgspec_name() })
     }
 
     #[inline]
-    pub fn obj(&mut self) -> R<Obj<'a>> {
+    pub(crate) fn obj(&mut self) -> R<Obj<'a>> {
         self.r.read_obj().map_err(Self::raw)
     }
 
     #[inline]
-    pub fn with<T>(&mut self, seg: Seg, f: impl FnOnce(&mut Self) -> R<T>) -> R<T> {
+    pub(crate) fn with<T>(&mut self, seg: Seg, f: impl FnOnce(&mut Self) -> R<T>) -> R<T> {
         self.path.push(seg);
         let v = f(self)?;
         self.path.pop();
         Ok(v)
     }
 
-    pub fn enter(&mut self) -> R<()> {
+    pub(crate) fn enter(&mut self) -> R<()> {
         self.depth += 1;
         if self.depth > limits::MAX_DEPTH {
             return Err(Self::raw(RawError::TooDeep));
         }
         Ok(())
     }
-    pub fn leave(&mut self) {
+    pub(crate) fn leave(&mut self) {
         self.depth -= 1;
     }
 
     /// An int; the fast path reads it in place, anything else goes through the general reader (and its error).
     #[inline]
-    pub fn int(&mut self) -> R<WireInt> {
+    pub(crate) fn int(&mut self) -> R<WireInt> {
         if let Some(i) = self.r.try_int() {
             return Ok(i);
         }
@@ -152,13 +155,13 @@ impl<'a> De<'a> {
     }
 
     #[inline]
-    pub fn utf8_ref(b: &'a [u8]) -> R<&'a str> {
+    pub(crate) fn utf8_ref(b: &'a [u8]) -> R<&'a str> {
         std::str::from_utf8(b).map_err(|_| DecodeError::new(K::InvalidUtf8))
     }
 
     /// A str, borrowed from the input.
     #[inline]
-    pub fn str_ref(&mut self) -> R<&'a str> {
+    pub(crate) fn str_ref(&mut self) -> R<&'a str> {
         if let Some(b) = self.r.try_str() {
             return Self::utf8_ref(b);
         }
@@ -170,11 +173,11 @@ impl<'a> De<'a> {
 
     /// A str as the message holds it (owned or borrowed).
     #[inline]
-    pub fn str<S: WireStr<'a>>(&mut self) -> R<S> {
+    pub(crate) fn str<S: WireStr<'a>>(&mut self) -> R<S> {
         self.str_ref().map(S::from_wire)
     }
 
-    pub fn opt_str<S: WireStr<'a>>(&mut self) -> R<Option<S>> {
+    pub(crate) fn opt_str<S: WireStr<'a>>(&mut self) -> R<Option<S>> {
         if let Some(b) = self.r.try_str() {
             return Self::utf8_ref(b).map(|s| Some(S::from_wire(s)));
         }
@@ -187,7 +190,7 @@ impl<'a> De<'a> {
 
     /// Array header of a list (`expected` names the type in a mismatch: `array` or `array | null`).
     #[inline]
-    pub fn array(&mut self, expected: &str) -> R<usize> {
+    pub(crate) fn array(&mut self, expected: &str) -> R<usize> {
         if let Some(n) = self.r.try_array() {
             return Ok(n);
         }
@@ -199,11 +202,11 @@ impl<'a> De<'a> {
 
     /// Preallocation that never exceeds what the remaining input could hold.
     #[inline]
-    pub fn cap(&self, n: usize) -> usize {
+    pub(crate) fn cap(&self, n: usize) -> usize {
         n.min(self.r.remaining()).min(limits::MAX_PREALLOC_ELEMENTS)
     }
 
-    pub fn list<T>(&mut self, n: usize, mut elem: impl FnMut(&mut Self) -> R<T>) -> R<Vec<T>> {
+    pub(crate) fn list<T>(&mut self, n: usize, mut elem: impl FnMut(&mut Self) -> R<T>) -> R<Vec<T>> {
         self.enter()?;
         let mut out = Vec::with_capacity(self.cap(n));
         for i in 0..n {
@@ -215,7 +218,7 @@ impl<'a> De<'a> {
 
     /// `list[int]`. The hot loop of every metadata message: elements are read in place and the path is only
     /// pushed for an element that is not a whole int (whose error then comes from the general path).
-    pub fn list_int(&mut self) -> R<Vec<WireInt>> {
+    pub(crate) fn list_int(&mut self) -> R<Vec<WireInt>> {
         let n = self.array("array")?;
         self.enter()?;
         let mut out = Vec::with_capacity(self.cap(n));
@@ -232,7 +235,7 @@ impl<'a> De<'a> {
     }
 
     /// `list[str]`, like [`De::list_int`].
-    pub fn list_str<S: WireStr<'a>>(&mut self) -> R<Vec<S>> {
+    pub(crate) fn list_str<S: WireStr<'a>>(&mut self) -> R<Vec<S>> {
         let n = self.array("array")?;
         self.strs(n)
     }
@@ -254,7 +257,7 @@ impl<'a> De<'a> {
     /// over the buffer (with each element end a char boundary, which is the same as checking every element).
     /// Errors are those of checking element by element: an error at element `i` is reported only if
     /// elements `0..i` are valid UTF-8, else that is the error.
-    pub fn opt_str_list(&mut self) -> R<Option<StrList>> {
+    pub(crate) fn opt_str_list(&mut self) -> R<Option<StrList>> {
         if let Some(n) = self.r.try_array() {
             return self.str_list_buf(n).map(Some);
         }
@@ -296,14 +299,18 @@ impl<'a> De<'a> {
         DecodeError::new(K::InvalidUtf8)
     }
 
-    pub fn list_list_int(&mut self) -> R<Vec<Vec<WireInt>>> {
+    pub(crate) fn list_list_int(&mut self) -> R<Vec<Vec<WireInt>>> {
         let n = self.array("array")?;
         self.list(n, |d| d.list_int())
     }
 
     /// A struct encoded as a map: calls `field(index)` for each known key (last duplicate wins because the
     /// callback overwrites), skips unknown keys, then returns. `names` are the wire names in order.
-    pub fn struct_map(&mut self, names: &[&'static str], mut field: impl FnMut(&mut Self, usize) -> R<()>) -> R<()> {
+    pub(crate) fn struct_map(
+        &mut self,
+        names: &[&'static str],
+        mut field: impl FnMut(&mut Self, usize) -> R<()>,
+    ) -> R<()> {
         let n = match self.obj()? {
             Obj::Map(n) => n,
             o => return Err(self.expected("object", o.kind())),
@@ -336,7 +343,7 @@ impl<'a> De<'a> {
     /// A `bytes` value (generated for a `bytes` field; no revision has one today, only `bytes` constants).
     #[inline]
     #[allow(dead_code)]
-    pub fn bytes(&mut self) -> R<Vec<u8>> {
+    pub(crate) fn bytes(&mut self) -> R<Vec<u8>> {
         match self.obj()? {
             Obj::Bin(b) => Ok(b.to_vec()),
             o => Err(self.expected("bytes", o.kind())),
@@ -346,7 +353,7 @@ impl<'a> De<'a> {
     /// A dict: `key` reads one key from its object head, `value` one value under `[...]`. As a Python dict
     /// (and the spec codec): the last duplicate wins, the first position stays; keys are found by hashing,
     /// so many keys cost linear time.
-    pub fn dict<K: Eq + Hash + Clone, V>(
+    pub(crate) fn dict<K: Eq + Hash + Clone, V>(
         &mut self,
         mut key: impl FnMut(&mut Self, Obj<'a>) -> R<K>,
         mut value: impl FnMut(&mut Self) -> R<V>,
@@ -375,7 +382,7 @@ impl<'a> De<'a> {
     }
 
     /// A fixed-length tuple's array header: exactly `len` elements (msgspec's `tuple[A, B]` rule).
-    pub fn tuple_len(&mut self, len: usize) -> R<()> {
+    pub(crate) fn tuple_len(&mut self, len: usize) -> R<()> {
         let n = self.array("array")?;
         if n != len {
             return Err(self.err(K::ArrayLength { expected: len, got: n }));
@@ -399,7 +406,7 @@ impl<'a> De<'a> {
 
     /// An int enum value: one of `members`, or with [`Strictness::OpenStatus`] any value that fits an `i64`.
     #[inline]
-    pub fn enum_member<E: EnumMember>(&mut self, members: &[E], strictness: Strictness) -> R<E> {
+    pub(crate) fn enum_member<E: EnumMember>(&mut self, members: &[E], strictness: Strictness) -> R<E> {
         let s = self.int()?;
         match s.as_i64().map(E::from_wire) {
             Some(e) if strictness == Strictness::OpenStatus || members.contains(&e) => Ok(e),
@@ -410,7 +417,7 @@ impl<'a> De<'a> {
     /// A `dict[str, V]` (`req_blocks`): the last duplicate wins, the first position stays, as a Python dict.
     /// Keys are borrowed from the input; past a small batch (where a linear scan is cheaper than hashing) their
     /// positions are found by hashing, so many keys cost linear time.
-    pub fn str_dict<S: WireStr<'a>, V>(&mut self, mut value: impl FnMut(&mut Self) -> R<V>) -> R<Vec<(S, V)>> {
+    pub(crate) fn str_dict<S: WireStr<'a>, V>(&mut self, mut value: impl FnMut(&mut Self) -> R<V>) -> R<Vec<(S, V)>> {
         let n = match self.obj()? {
             Obj::Map(n) => n,
             o => return Err(self.expected("object", o.kind())),
@@ -450,12 +457,12 @@ impl<'a> De<'a> {
     }
 
     #[cold]
-    pub fn missing(&self, name: &str) -> DecodeError {
+    pub(crate) fn missing(&self, name: &str) -> DecodeError {
         self.err(K::MissingField(name.to_string()))
     }
 
     /// A bool.
-    pub fn bool(&mut self) -> R<bool> {
+    pub(crate) fn bool(&mut self) -> R<bool> {
         match self.obj()? {
             Obj::Bool(b) => Ok(b),
             o => Err(self.expected("bool", o.kind())),
@@ -463,25 +470,25 @@ impl<'a> De<'a> {
     }
 
     /// An untyped value (`any`).
-    pub fn any(&mut self) -> R<Untyped> {
+    pub(crate) fn any(&mut self) -> R<Untyped> {
         let o = self.obj()?;
         Untyped::decode_from(self, o)
     }
 
     /// A `list[T]` (or `tuple[T, ...]`) of any element type: `elem` reads one element under `[i]`.
-    pub fn list_of<T>(&mut self, elem: impl FnMut(&mut Self) -> R<T>) -> R<Vec<T>> {
+    pub(crate) fn list_of<T>(&mut self, elem: impl FnMut(&mut Self) -> R<T>) -> R<Vec<T>> {
         let n = self.array("array")?;
         self.list(n, elem)
     }
 
     /// Element `i` of a tuple, read by `f` under `[i]`.
     #[inline]
-    pub fn item<T>(&mut self, i: usize, f: impl FnOnce(&mut Self) -> R<T>) -> R<T> {
+    pub(crate) fn item<T>(&mut self, i: usize, f: impl FnOnce(&mut Self) -> R<T>) -> R<T> {
         self.with(Seg::Index(i), f)
     }
 
     /// A fixed-length tuple type (`tuple[A, B]`): exactly `len` elements, read by `f` (with [`De::item`]).
-    pub fn tuple<T>(&mut self, len: usize, f: impl FnOnce(&mut Self) -> R<T>) -> R<T> {
+    pub(crate) fn tuple<T>(&mut self, len: usize, f: impl FnOnce(&mut Self) -> R<T>) -> R<T> {
         self.tuple_len(len)?;
         self.enter()?;
         let v = f(self)?;
@@ -492,7 +499,7 @@ impl<'a> De<'a> {
     /// The array header of a tuple message (a struct encoded as an array of exactly `len` elements), entered:
     /// the caller reads the elements with [`De::item`] and then calls [`De::leave`]. As the spec codec reads an
     /// array-like struct: the depth is counted before the length is checked.
-    pub fn tuple_struct(&mut self, len: usize) -> R<()> {
+    pub(crate) fn tuple_struct(&mut self, len: usize) -> R<()> {
         let n = self.array("array")?;
         self.enter()?;
         if n != len {
@@ -503,7 +510,7 @@ impl<'a> De<'a> {
 
     /// A `bytes` element that must equal `want` (a tuple's tag): msgspec's type check first, then the
     /// receiver's comparison, reported as the spec codec reports a constant mismatch (Python's repr).
-    pub fn const_bytes(&mut self, want: &[u8]) -> R<()> {
+    pub(crate) fn const_bytes(&mut self, want: &[u8]) -> R<()> {
         let b = match self.obj()? {
             Obj::Bin(b) => b,
             o => return Err(self.expected("bytes", o.kind())),
@@ -515,7 +522,7 @@ impl<'a> De<'a> {
     }
 
     /// A `dict[int, V]`: keys are ints (else msgspec's error at `key`), values read by `value` under `[...]`.
-    pub fn int_dict<V>(&mut self, value: impl FnMut(&mut Self) -> R<V>) -> R<Vec<(WireInt, V)>> {
+    pub(crate) fn int_dict<V>(&mut self, value: impl FnMut(&mut Self) -> R<V>) -> R<Vec<(WireInt, V)>> {
         self.dict(
             |d, o| match o {
                 Obj::Int(i) => Ok(i),

@@ -14,13 +14,19 @@ use crate::typed::de::{De, Seg, R};
 /// An untyped MessagePack value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Untyped {
+    /// nil.
     Nil,
+    /// A bool.
     Bool(bool),
+    /// An int.
     Int(WireInt),
     /// Written back as a float64, whatever width it arrived in (as msgspec does).
     Float(f64),
+    /// A str.
     Str(String),
+    /// bin.
     Bytes(Vec<u8>),
+    /// An array.
     Array(Vec<Untyped>),
     /// Entries in insertion order; keys are unique and never an array or a map.
     Map(Vec<(Untyped, Untyped)>),
@@ -81,7 +87,7 @@ impl Untyped {
     }
 
     /// Encodes as msgspec encodes the decoded Python value.
-    pub fn encode_into(&self, w: &mut Writer) {
+    pub(crate) fn encode_into(&self, w: &mut Writer) {
         match self {
             Untyped::Nil => w.nil(),
             Untyped::Bool(b) => w.bool(*b),

@@ -331,8 +331,15 @@ fn dry_run_gen1(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<
     let mut machines: Vec<(String, Box<dyn PrefillerMachine>)> = vec![];
     for (conn, _, rank) in &workers {
         let l = layout(regions, model, p_tp, P_BASE, *rank);
-        let planner =
-            producer_with(*rank as i64, p_tp as i64, 1, &model_config(model), &l, profile.plan_rules()?, None)?;
+        let planner = producer_with(
+            *rank as i64,
+            p_tp as i64,
+            1,
+            &model_config(model),
+            &l,
+            profile.plan_rules().map_err(|e| e.to_string())?,
+            None,
+        )?;
         let mut core = Gen1Prefiller::new(profile.clone(), planner);
         core.set_abort_timeout(abort);
         machines.push((conn.clone(), Box::new(core)));

@@ -326,7 +326,7 @@ fn transfers_how(
 }
 
 fn derive_gen1(t: &Conversation, model: &Model) -> Result<Derived, String> {
-    let profile = Gen1Profile::new(t.revision.clone())?;
+    let profile = Gen1Profile::new(t.revision.clone()).map_err(|e| e.to_string())?;
     let msgs = messages(t, &profile)?;
     let mut unresolved = vec![];
     // Ids in first-named order, the blocks of the first message naming them.

@@ -121,7 +121,7 @@ async fn start_prefillers(
     let t = &p.trace;
     let rev = &t.revision.revision;
     if p.gen() == 1 {
-        let profile = Gen1Profile::new(t.revision.clone())?;
+        let profile = Gen1Profile::new(t.revision.clone()).map_err(|e| e.to_string())?;
         let regions = gen1_setup::messages(t, &profile)?.first().map(|m| m.meta.kv_caches_base_addr.len()).unwrap_or(0);
         let ranks = gen1_setup::ranks(t);
         let n = ranks.len().max(1) as u64;
@@ -231,7 +231,7 @@ async fn start_decoders(
         }
     };
     let gen1_regions = if d.gen() == 1 {
-        let profile = Gen1Profile::new(t.revision.clone())?;
+        let profile = Gen1Profile::new(t.revision.clone()).map_err(|e| e.to_string())?;
         Some(
             gen1_setup::messages(t, &profile)?
                 .first()

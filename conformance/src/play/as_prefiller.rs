@@ -60,7 +60,8 @@ async fn own_prefiller(
     bind: &str,
     bootstrap: String,
 ) -> Result<OwnPrefiller, String> {
-    let profile = WireProfile::new(t.revision.clone(), Codec::builtin(&t.revision.revision).expect("built-in"))?;
+    let profile = WireProfile::new(t.revision.clone(), Codec::builtin(&t.revision.revision).expect("built-in"))
+        .map_err(|e| e.to_string())?;
     let (layout, planner) = prefiller_planner(t, p, model, &profile)?;
     let mut core = PrefillerCore::new(profile, planner);
     core.set_abort_timeout(Duration::from_secs_f64(model.abort_timeout_s));

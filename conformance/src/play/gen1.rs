@@ -315,7 +315,7 @@ async fn bind_workers(
     model: &Model,
     abort: Duration,
 ) -> Result<(u64, Vec<OwnPrefiller>), String> {
-    let plan_rules = profile.plan_rules()?;
+    let plan_rules = profile.plan_rules().map_err(|e| e.to_string())?;
     at_consecutive_ports(ranks, |r, bind| {
         let l = layout(regions, model, ranks, P_BASE, r);
         let planner = producer_with(r as i64, ranks as i64, 1, &model_config(model), &l, plan_rules, None);

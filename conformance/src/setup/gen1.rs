@@ -194,7 +194,7 @@ pub(crate) struct Gen1Setup {
 
 impl Gen1Setup {
     pub(crate) fn new(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<Gen1Setup, String> {
-        let profile = Gen1Profile::new(t.revision.clone())?;
+        let profile = Gen1Profile::new(t.revision.clone()).map_err(|e| e.to_string())?;
         let msgs = messages(t, &profile)?;
         let by_id = transfers_by_id(scenario, &msgs);
         let regions = msgs.first().map(|m| m.meta.kv_caches_base_addr.len()).unwrap_or(0);

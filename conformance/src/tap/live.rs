@@ -118,7 +118,8 @@ impl Live {
         if self.checkers.is_some() {
             return Ok(vec![]);
         }
-        let profile = WireProfile::new(rev.clone(), Codec::builtin(&rev.revision).ok_or("not a built-in revision")?)?;
+        let profile = WireProfile::new(rev.clone(), Codec::builtin(&rev.revision).ok_or("not a built-in revision")?)
+            .map_err(|e| e.to_string())?;
         let http = BootstrapSpec::new(rev.clone()).transpose().map_err(|e| e.to_string())?.map(HttpChecker::new);
         self.checkers =
             Some(Checkers { events: EventChecker::new(rev), http, exchanges: ExchangeChecker::new(&profile), profile });
