@@ -601,7 +601,7 @@ impl<'a> Message<'a> {
             if kind == Kind::Tuple && default.is_some() {
                 return Err(ctx("a tuple has no defaults".into()));
             }
-            let fallback = rev.fallback_value(f).map_err(ctx)?;
+            let fallback = rev.fallback_value(f).map_err(|e| ctx(e.to_string()))?;
             fields.push(Field { def: f, shape, default, fallback, constant });
         }
         Ok(Message { name, def, kind, omit_defaults: def.kind == StructKind::MsgspecStruct && o.omit_defaults, fields })
@@ -985,7 +985,7 @@ impl Message<'_> {
         let theirs = |name: &str| newest.fields.iter().find(|g| g.def.name == name);
         let _ = writeln!(out, "    impl {n} {{");
         doc(out, "        ", &format!("This revision's `{n}` holding what the newest revision's `n` holds. `Err` names what cannot be said here: a field this revision lacks that is off its default, an enum value it does not define, more than one block group where block lists are flat."));
-        let _ = writeln!(out, "        pub fn from_newest(n: &newest::{n}) -> Result<Self, String> {{");
+        let _ = writeln!(out, "        pub fn from_newest(n: &newest::{n}) -> Result<Self, ConvertError> {{");
         for f in &newest.fields {
             if mine(&f.def.name).is_some() {
                 continue;
@@ -999,7 +999,7 @@ impl Message<'_> {
             let _ = writeln!(out, "            if !({check}) {{");
             let _ = writeln!(
                 out,
-                "                return Err(format!(\"no field `{}`, so {{:?}} cannot be sent\", {v}));",
+                "                return Err(ConvertError::Lacking {{ field: \"{}\".into(), value: format!(\"{{:?}}\", {v}) }});",
                 f.def.name
             );
             let _ = writeln!(out, "            }}");
@@ -1009,7 +1009,11 @@ impl Message<'_> {
                 if theirs(&f.def.name).is_some() {
                     let _ = writeln!(out, "            if !{}.contains(&n.{}) {{", enum_members_const(e), f.def.name);
                     let _ =
-                        writeln!(out, "                return Err(format!(\"no {e} member {{}}\", n.{}));", f.def.name);
+                        writeln!(
+                        out,
+                        "                return Err(ConvertError::NotAMember {{ enum_name: \"{e}\".into(), value: n.{}.to_string() }});",
+                        f.def.name
+                    );
                     let _ = writeln!(out, "            }}");
                 }
             }
@@ -1360,7 +1364,7 @@ fn via_newest(fam: &Family) -> Result<String, String> {
     let mut via_out = HEADER.replace("{fam}", &fam.name);
     let _ = writeln!(via_out, "\n//! Every push revision's messages to and from the newest revision's (generated from `spec/push/`): the\n//! conversions, and per revision the codecs the sans-IO cores speak it with.\n");
     let _ = writeln!(via_out, "#![allow(clippy::all, missing_docs)]\n");
-    let _ = writeln!(via_out, "use super::push::*;\nuse crate::typed::blocks::{{flatten_req_blocks, group_req_blocks}};\nuse crate::typed::ViaNewest;\nuse crate::msgpack::WireInt;\n");
+    let _ = writeln!(via_out, "use super::push::*;\nuse crate::codec::convert::ConvertError;\nuse crate::typed::blocks::{{flatten_req_blocks, group_req_blocks}};\nuse crate::typed::ViaNewest;\nuse crate::msgpack::WireInt;\n");
     let newest_rev = fam.revisions.last().ok_or("the push family has no revision")?;
     let newest_msgs: Vec<Message> = newest_rev
         .transport
@@ -1405,7 +1409,10 @@ fn via_newest(fam: &Family) -> Result<String, String> {
             );
             let _ = writeln!(via_out, "        revision: REVISION,");
             let _ = writeln!(via_out, "        decode: |b| {name}::decode(b).map(|m| m.to_newest()),");
-            let _ = writeln!(via_out, "        encode: |n| {name}::from_newest(n).map(|m| m.encode()).map_err(|e| format!(\"{{REVISION}}: {{e}}\")),");
+            let _ = writeln!(
+                via_out,
+                "        encode: |n| {name}::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),"
+            );
             let _ = writeln!(via_out, "    }};\n");
             via.push((name.to_string(), rev.revision.clone(), m.clone()));
         }
