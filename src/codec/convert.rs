@@ -23,7 +23,7 @@ pub enum Lacking {
 }
 
 /// Why a value cannot be said in the target revision ([`convert`]).
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConvertError {
     /// One of the two revisions has no such message.
     #[error("{revision} has no {message}")]
@@ -95,6 +95,17 @@ pub enum ConvertError {
         /// What is wrong with it.
         source: Box<ConvertError>,
     },
+    /// The two revisions' types of a message have no field-by-field rule (a check of the types alone, before
+    /// any value).
+    #[error("{message} of {from} has no field-by-field counterpart in {to}")]
+    NoCounterpart {
+        /// The message.
+        message: String,
+        /// The source revision.
+        from: String,
+        /// The target revision.
+        to: String,
+    },
     /// The error is about saying the message in this revision.
     #[error("{revision}: {source}")]
     InRevision {
@@ -133,18 +144,19 @@ pub fn convert(from: &Codec, to: &Codec, message: &str, v: &Value, lacking: Lack
 /// say (an enum value outside the target's enum, or more than one group where the target's list is flat, can
 /// still fail one value): `Err` names the first field whose types have no rule, or a field of one side with
 /// no fallback value that the other side lacks.
-pub(crate) fn check(from: &Codec, to: &Codec, message: &str) -> Result<(), String> {
-    let ft = from.message_type(message).ok_or_else(|| format!("{} has no {message}", from.revision().revision))?;
-    let tt = to.message_type(message).ok_or_else(|| format!("{} has no {message}", to.revision().revision))?;
+pub(crate) fn check(from: &Codec, to: &Codec, message: &str) -> Result<(), ConvertError> {
+    let no = |c: &Codec| ConvertError::NoMessage { revision: c.revision().revision.clone(), message: message.into() };
+    let ft = from.message_type(message).ok_or_else(|| no(from))?;
+    let tt = to.message_type(message).ok_or_else(|| no(to))?;
     let c = Conv { from, to, lacking: Lacking::MustBeDefault };
     if c.convertible(ft, tt, 0) {
         Ok(())
     } else {
-        Err(format!(
-            "{message} of {} has no field-by-field counterpart in {}",
-            from.revision().revision,
-            to.revision().revision
-        ))
+        Err(ConvertError::NoCounterpart {
+            message: message.to_string(),
+            from: from.revision().revision.clone(),
+            to: to.revision().revision.clone(),
+        })
     }
 }
 

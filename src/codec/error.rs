@@ -160,7 +160,7 @@ impl std::error::Error for EncodeError {}
 /// (reported as a `SpecError` when a codec is built), or a type expression given to [`Codec::type_of`].
 ///
 /// [`Codec::type_of`]: super::Codec::type_of
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CompileError {
     /// A type expression that does not parse.
     #[error(transparent)]

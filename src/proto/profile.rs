@@ -173,9 +173,9 @@ pub enum ProfileError {
         name: &'static str,
     },
     /// A message of a revision given at run time has no field-by-field counterpart in the newest revision
-    /// (the cores hold the newest structs); the text names the field.
+    /// (the cores hold the newest structs).
     #[error("{0}")]
-    NoCounterpart(String),
+    NoCounterpart(convert::ConvertError),
 }
 
 /// The value of a behaviour item the rules need, or that `revision` does not state it.
