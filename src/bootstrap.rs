@@ -12,12 +12,12 @@ use crate::spec::{Revision, Route, RouteResponse, SpecError};
 /// (`spec/PROTOCOL.md`, "Bootstrap HTTP").
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum BootstrapError {
-    /// The type expression names no model of the revision (the codec's text).
+    /// The type expression does not parse or names no model of the revision.
     #[error("{0}")]
-    UnknownType(String),
-    /// The body does not fit the model's types: the codec's text, which starts with the JSON path (`$.field`).
+    UnknownType(crate::codec::CompileError),
+    /// The body does not fit the model's types; its text starts with the JSON path (`$.field`).
     #[error("{0}")]
-    Body(String),
+    Body(crate::codec::FromJsonError),
     /// A field the model fixes to one value holds another.
     #[error("{path}: must be {expected:?}, found {found}")]
     Const {

@@ -28,6 +28,8 @@ struct ToyPlanner {
 }
 
 impl SenderPlanner for ToyPlanner {
+    // A toy planner's refusals are its err_msg texts.
+    type Error = String;
     type Pull = MooncakeXferMetadata;
     type Prepared = Vec<u64>;
     type PrepareKey = Vec<WireInt>;

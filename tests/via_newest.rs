@@ -6,9 +6,10 @@
 
 use std::sync::Arc;
 
+use mooncake_wire::codec::convert::ConvertError;
 use mooncake_wire::codec::testgen::{mutate, random_value, Rng, Size};
 use mooncake_wire::codec::Codec;
-use mooncake_wire::proto::WireProfile;
+use mooncake_wire::proto::{CarryError, WireProfile};
 use mooncake_wire::spec::Spec;
 use mooncake_wire::typed::{self, MooncakeXferMetadata, MooncakeXferResponse};
 
@@ -47,7 +48,7 @@ fn same_decode<T: PartialEq + std::fmt::Debug>(
     a.is_ok()
 }
 
-fn same_encode(what: &str, a: Result<Vec<u8>, String>, b: Result<Vec<u8>, String>) -> bool {
+fn same_encode(what: &str, a: Result<Vec<u8>, CarryError>, b: Result<Vec<u8>, CarryError>) -> bool {
     match (&a, &b) {
         (Ok(x), Ok(y)) => assert_eq!(hex::encode(x), hex::encode(y), "{what}: encoded differently"),
         (Err(_), Err(_)) => {}
@@ -146,19 +147,28 @@ fn what_an_older_revision_cannot_carry_is_named() {
     let (g, _) = both("vllm-0.19.0..0.19.1");
     let mut m = MooncakeXferMetadata { layout_id: 7u64.into(), ..Default::default() };
     let e = g.encode_metadata(&m).unwrap_err();
-    assert_eq!(e, "vllm-0.19.0..0.19.1: no field `layout_id`, so 7 cannot be sent");
+    assert_eq!(e.to_string(), "vllm-0.19.0..0.19.1: no field `layout_id`, so 7 cannot be sent");
+    match &e {
+        CarryError::Convert(ConvertError::InRevision { revision, source }) => {
+            assert_eq!(revision, "vllm-0.19.0..0.19.1");
+            assert!(
+                matches!(&**source, ConvertError::Lacking { field, value } if field == "layout_id" && value == "7")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
     m.layout_id = 0u64.into();
     m.req_blocks.push((
         "r1".into(),
         typed::ReqBlocks { transfer_id: "t".into(), blocks: vec![vec![1u64.into()], vec![2u64.into()]] },
     ));
     assert_eq!(
-        g.encode_metadata(&m).unwrap_err(),
+        g.encode_metadata(&m).unwrap_err().to_string(),
         "vllm-0.19.0..0.19.1: one block list per request is carried; r1 has 2 groups"
     );
     let r = MooncakeXferResponse::new(typed::Status::LAYOUT_MISS);
     assert_eq!(
-        g.encode_response(&r).unwrap_err(),
+        g.encode_response(&r).unwrap_err().to_string(),
         "vllm-0.19.0..0.19.1: no MooncakeXferResponseStatus member LAYOUT_MISS"
     );
 }

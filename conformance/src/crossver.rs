@@ -24,7 +24,7 @@ use std::sync::Arc;
 use mooncake_wire::codec::convert::{convert, Lacking};
 use mooncake_wire::codec::{Codec, Value};
 use mooncake_wire::diff::{diff, Effect, Verdict};
-use mooncake_wire::proto::WireProfile;
+use mooncake_wire::proto::{CarryError, WireProfile};
 use mooncake_wire::spec::behaviour::FailureReport;
 use mooncake_wire::spec::{Behaviour, Revision, Spec};
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status};
@@ -80,8 +80,8 @@ impl Pairing {
     fn project<M>(
         &self,
         message: &str,
-        to_value: impl FnOnce(&WireProfile) -> Result<Value, String>,
-        from_value: impl FnOnce(&WireProfile, &Value) -> Result<M, String>,
+        to_value: impl FnOnce(&WireProfile) -> Result<Value, CarryError>,
+        from_value: impl FnOnce(&WireProfile, &Value) -> Result<M, CarryError>,
     ) -> Option<M> {
         let rp = profile(&self.runner)?;
         let tc = Codec::builtin(&self.testee.revision)?;

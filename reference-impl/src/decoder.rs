@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use mooncake_wire::proto::{DecoderEvent, DecoderMachine, EngineTable, ExchangeId, PullRequest, SocketKind};
+use mooncake_wire::proto::{
+    DecoderEvent, DecoderMachine, EngineTable, ExchangeId, PullRequest, QueryError, SocketKind,
+};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::SharedMemory;
@@ -101,7 +103,7 @@ async fn run(
     mut cmds: mpsc::UnboundedReceiver<Cmd>,
     faults: Vec<crate::faults::Fault>,
 ) {
-    let (q_tx, mut q_rx) = mpsc::unbounded_channel::<(String, Result<BTreeMap<String, EngineTable>, String>)>();
+    let (q_tx, mut q_rx) = mpsc::unbounded_channel::<(String, Result<BTreeMap<String, EngineTable>, QueryError>)>();
     let mut status = DecoderStatus::default();
     loop {
         while let Some(ev) = core.poll_event() {
@@ -110,11 +112,12 @@ async fn run(
                     let tx = q_tx.clone();
                     tokio::spawn(async move {
                         // vLLM 0.32.0+: 3 attempts, 0.1 s apart.
-                        let mut r = Err(String::new());
+                        let mut r = Err(QueryError::Unanswered(String::new()));
                         for _ in 0..3 {
-                            r = crate::http::query(&bootstrap_addr, Duration::from_secs(30))
-                                .await
-                                .and_then(|j| mooncake_wire::proto::decoder::parse_query(&j));
+                            r = match crate::http::query(&bootstrap_addr, Duration::from_secs(30)).await {
+                                Ok(j) => mooncake_wire::proto::decoder::parse_query(&j),
+                                Err(e) => Err(QueryError::Unanswered(e)),
+                            };
                             if r.is_ok() {
                                 break;
                             }

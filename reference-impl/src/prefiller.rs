@@ -82,6 +82,7 @@ impl PrefillerPeer {
         P::Prepared: Send,
         P::Pull: Send,
         P::PrepareKey: Send,
+        P::Error: Send,
     {
         Self::start_machine(cfg, PrefillerCore::new(profile, planner), memory, backend).await
     }

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::error::CompileError;
 use super::value::{EnumValue, StructMeta, Value};
 use crate::msgpack::{Key, WireInt};
 use crate::spec::{Literal, Revision, StructDef, StructKind, Tag, TypeExpr};
@@ -194,7 +195,7 @@ impl<'a> Compiler<'a> {
         (self.plan.types.len() - 1) as TyId
     }
 
-    pub(crate) fn compile(&mut self, t: &TypeExpr) -> Result<TyId, String> {
+    pub(crate) fn compile(&mut self, t: &TypeExpr) -> Result<TyId, CompileError> {
         if let Some(id) = self.cache.get(t) {
             return Ok(*id);
         }
@@ -223,14 +224,14 @@ impl<'a> Compiler<'a> {
         Ok(id)
     }
 
-    fn named(&mut self, n: &str) -> Result<TyId, String> {
+    fn named(&mut self, n: &str) -> Result<TyId, CompileError> {
         if let Some(id) = self.plan.by_name.get(n) {
             return Ok(*id);
         }
-        match lookup(self.rev, self.scope, n).ok_or_else(|| format!("unknown type `{n}`"))? {
+        match lookup(self.rev, self.scope, n).ok_or_else(|| CompileError::UnknownType(n.to_string()))? {
             NameDef::Alias(t) => {
                 if self.alias_stack.iter().any(|a| a == n) {
-                    return Err(format!("alias `{n}` refers to itself"));
+                    return Err(CompileError::SelfAlias(n.to_string()));
                 }
                 self.alias_stack.push(n.to_string());
                 let id = self.compile(t);
@@ -272,15 +273,19 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    fn compile_struct(&mut self, name: &str, def: &StructDef) -> Result<CStruct, String> {
+    fn compile_struct(&mut self, name: &str, def: &StructDef) -> Result<CStruct, CompileError> {
         let o = &def.options;
         let msgspec = def.kind == StructKind::MsgspecStruct;
         let mut fields = Vec::new();
         for f in &def.fields {
             let ty = self.compile(&f.ty)?;
-            let default = match f.default_literal().map_err(|e| e.to_string())? {
+            let default = match f.default_literal()? {
                 None => None,
-                Some(l) => Some(literal_value(&l, ty, &self.plan).map_err(|e| format!("{name}.{}: {e}", f.name))?),
+                Some(l) => Some(literal_value(&l, ty, &self.plan).map_err(|e| CompileError::Default {
+                    owner: name.to_string(),
+                    field: f.name.clone(),
+                    source: Box::new(e),
+                })?),
             };
             let wire_name = match (msgspec, o.rename.as_deref()) {
                 (true, Some(mode)) => rename(&f.name, mode)?,
@@ -289,20 +294,25 @@ impl<'a> Compiler<'a> {
             // JSON models' constants are checked by the bootstrap layer; tuple messages' tags here.
             let const_value = match &f.const_value {
                 Some(c) if def.kind == StructKind::Tuple => {
-                    let l = Literal::parse(c).map_err(|e| format!("{name}.{}: const: {e}", f.name))?;
-                    Some(literal_value(&l, ty, &self.plan).map_err(|e| format!("{name}.{}: const: {e}", f.name))?)
+                    let in_const = |e: CompileError| CompileError::Const {
+                        owner: name.to_string(),
+                        field: f.name.clone(),
+                        source: Box::new(e),
+                    };
+                    let l = Literal::parse(c).map_err(|e| in_const(e.into()))?;
+                    Some(literal_value(&l, ty, &self.plan).map_err(in_const)?)
                 }
                 _ => None,
             };
             if def.kind == StructKind::Tuple && default.is_some() {
-                return Err(format!("{name}.{}: a tuple message has no defaults", f.name));
+                return Err(CompileError::TupleDefault { owner: name.to_string(), field: f.name.clone() });
             }
             let key = Key::str(&wire_name);
             fields.push(CField { name: f.name.clone(), wire_name, ty, default, const_value, key });
         }
         let tag = match (&o.tag, msgspec) {
             (None, _) | (Some(Tag::Bool(false)), _) => None,
-            (Some(_), false) => return Err(format!("{name}: only msgspec structs can be tagged")),
+            (Some(_), false) => return Err(CompileError::TagNotMsgspec(name.to_string())),
             (Some(t), true) => {
                 let field = o.tag_field.clone().unwrap_or_else(|| "type".into());
                 let v = match t {
@@ -333,7 +343,7 @@ impl<'a> Compiler<'a> {
 }
 
 /// msgspec's `rename` modes.
-pub(crate) fn rename(name: &str, mode: &str) -> Result<String, String> {
+pub(crate) fn rename(name: &str, mode: &str) -> Result<String, CompileError> {
     let lead = name.len() - name.trim_start_matches('_').len();
     let (prefix, rest) = name.split_at(lead);
     let parts: Vec<&str> = rest.split('_').filter(|p| !p.is_empty()).collect();
@@ -353,29 +363,29 @@ pub(crate) fn rename(name: &str, mode: &str) -> Result<String, String> {
             s
         }
         "pascal" => format!("{prefix}{}", parts.iter().map(|p| cap(p)).collect::<String>()),
-        other => return Err(format!("unsupported rename mode `{other}`")),
+        other => return Err(CompileError::RenameMode(other.to_string())),
     })
 }
 
 /// Turns a default literal into the value of the field's type.
-pub(crate) fn literal_value(l: &Literal, ty: TyId, plan: &Plan) -> Result<Value, String> {
+pub(crate) fn literal_value(l: &Literal, ty: TyId, plan: &Plan) -> Result<Value, CompileError> {
     let t = &plan.types[ty as usize];
     Ok(match (l, t) {
         (Literal::None, Ty::Optional(_)) => Value::None,
         (_, Ty::Optional(inner)) => literal_value(l, *inner, plan)?,
         (Literal::Bool(b), Ty::Bool) => Value::Bool(*b),
-        (Literal::Int(i), Ty::Int) => Value::Int(WireInt::new(*i).map_err(|e| e.to_string())?),
+        (Literal::Int(i), Ty::Int) => Value::Int(WireInt::new(*i)?),
         (Literal::Int(i), Ty::Float) => Value::Float(*i as f64),
         (Literal::Float(x), Ty::Float) => Value::Float(*x),
         (Literal::Int(i), Ty::Enum(e)) => {
-            let w = WireInt::new(*i).map_err(|e| e.to_string())?;
-            Value::Enum(plan.enums[*e as usize].member(w).ok_or(format!("{i} is not a member"))?)
+            let w = WireInt::new(*i)?;
+            Value::Enum(plan.enums[*e as usize].member(w).ok_or(CompileError::NotAMember(*i))?)
         }
         (Literal::Str(s), Ty::Str) => Value::Str(s.clone()),
         (Literal::Bytes(b), Ty::Bytes) => Value::Bytes(b.clone()),
         (Literal::EmptyList, Ty::List(e)) => Value::list_of(&plan.types[*e as usize], vec![]),
         (Literal::EmptyTuple | Literal::EmptyList, Ty::Tuple(ts)) if ts.is_empty() => Value::Tuple(vec![]),
         (Literal::EmptyDict, Ty::Dict(..)) => Value::Dict(vec![]),
-        _ => return Err(format!("default `{l}` does not fit the field's type")),
+        _ => return Err(CompileError::DoesNotFit(l.to_string())),
     })
 }

@@ -23,7 +23,7 @@ pub enum Lacking {
 }
 
 /// Why a value cannot be said in the target revision ([`convert`]).
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConvertError {
     /// One of the two revisions has no such message.
     #[error("{revision} has no {message}")]
@@ -47,8 +47,8 @@ pub enum ConvertError {
     NotAMember {
         /// The target's enum.
         enum_name: String,
-        /// The value.
-        value: i64,
+        /// The value, rendered (the generated conversions name a member of the source's enum by its name).
+        value: String,
     },
     /// A list of groups with more than one group, where the target's list is flat.
     #[error("one list is carried where {0} groups are given")]
@@ -56,6 +56,15 @@ pub enum ConvertError {
     /// An element of a list of groups that is not a list.
     #[error("a group is not a list")]
     NotAGroup,
+    /// A request of a `req_blocks` dict with more than one block group, where the target carries one block list
+    /// per request (the generated conversions).
+    #[error("one block list per request is carried; {request} has {groups} groups")]
+    RequestGroups {
+        /// The request (its key in `req_blocks`).
+        request: String,
+        /// The groups it has.
+        groups: usize,
+    },
     /// The two types have no conversion rule.
     #[error("no conversion from `{from}` to `{to}`")]
     NoRule {
@@ -72,9 +81,12 @@ pub enum ConvertError {
         /// The fields the value has.
         fields: usize,
     },
-    /// The spec gives no value a field stands at when absent (or gives one that does not fit its type).
+    /// The spec gives no value a field stands at when absent.
     #[error("{0}")]
     NoFallback(String),
+    /// The value the spec gives a field when absent is no literal, or does not fit the field's type.
+    #[error(transparent)]
+    BadFallback(#[from] super::CompileError),
     /// The error is about this field of the target's struct.
     #[error("{field}: {source}")]
     InField {
@@ -83,13 +95,37 @@ pub enum ConvertError {
         /// What is wrong with it.
         source: Box<ConvertError>,
     },
+    /// The two revisions' types of a message have no field-by-field rule (a check of the types alone, before
+    /// any value).
+    #[error("{message} of {from} has no field-by-field counterpart in {to}")]
+    NoCounterpart {
+        /// The message.
+        message: String,
+        /// The source revision.
+        from: String,
+        /// The target revision.
+        to: String,
+    },
+    /// The error is about saying the message in this revision.
+    #[error("{revision}: {source}")]
+    InRevision {
+        /// The revision.
+        revision: String,
+        /// What it cannot say.
+        source: Box<ConvertError>,
+    },
 }
 
 impl ConvertError {
-    /// The error under any [`ConvertError::InField`] wrappers.
+    /// The error as about saying the message in `revision` ([`ConvertError::InRevision`]).
+    pub fn in_revision(self, revision: impl Into<String>) -> ConvertError {
+        ConvertError::InRevision { revision: revision.into(), source: Box::new(self) }
+    }
+
+    /// The error under any [`ConvertError::InField`] and [`ConvertError::InRevision`] wrappers.
     pub fn innermost(&self) -> &ConvertError {
         match self {
-            ConvertError::InField { source, .. } => source.innermost(),
+            ConvertError::InField { source, .. } | ConvertError::InRevision { source, .. } => source.innermost(),
             e => e,
         }
     }
@@ -108,18 +144,19 @@ pub fn convert(from: &Codec, to: &Codec, message: &str, v: &Value, lacking: Lack
 /// say (an enum value outside the target's enum, or more than one group where the target's list is flat, can
 /// still fail one value): `Err` names the first field whose types have no rule, or a field of one side with
 /// no fallback value that the other side lacks.
-pub(crate) fn check(from: &Codec, to: &Codec, message: &str) -> Result<(), String> {
-    let ft = from.message_type(message).ok_or_else(|| format!("{} has no {message}", from.revision().revision))?;
-    let tt = to.message_type(message).ok_or_else(|| format!("{} has no {message}", to.revision().revision))?;
+pub(crate) fn check(from: &Codec, to: &Codec, message: &str) -> Result<(), ConvertError> {
+    let no = |c: &Codec| ConvertError::NoMessage { revision: c.revision().revision.clone(), message: message.into() };
+    let ft = from.message_type(message).ok_or_else(|| no(from))?;
+    let tt = to.message_type(message).ok_or_else(|| no(to))?;
     let c = Conv { from, to, lacking: Lacking::MustBeDefault };
     if c.convertible(ft, tt, 0) {
         Ok(())
     } else {
-        Err(format!(
-            "{message} of {} has no field-by-field counterpart in {}",
-            from.revision().revision,
-            to.revision().revision
-        ))
+        Err(ConvertError::NoCounterpart {
+            message: message.to_string(),
+            from: from.revision().revision.clone(),
+            to: to.revision().revision.clone(),
+        })
     }
 }
 
@@ -221,10 +258,10 @@ impl Conv<'_> {
             .get(st)
             .and_then(|s| s.fields.iter().find(|f| f.name == field))
             .ok_or_else(|| ConvertError::NoFallback(format!("{}: no field {st}.{field}", rev.revision)))?;
-        let lit = rev.fallback_value(def).map_err(ConvertError::NoFallback)?.ok_or_else(|| {
+        let lit = rev.fallback_value(def).map_err(super::CompileError::from)?.ok_or_else(|| {
             ConvertError::NoFallback(format!("{}: {st}.{field} has no value it stands at when absent", rev.revision))
         })?;
-        literal_value(&lit, ty, codec.plan()).map_err(ConvertError::NoFallback)
+        Ok(literal_value(&lit, ty, codec.plan())?)
     }
 
     fn value(&self, ft: TyId, tt: TyId, v: &Value) -> Result<Value, ConvertError> {
@@ -240,10 +277,10 @@ impl Conv<'_> {
             | (Ty::Any, Ty::Any, _) => v.clone(),
             (Ty::Enum(_), Ty::Enum(e), Value::Enum(m)) => {
                 let te = &self.tp().enums[*e as usize];
-                Value::Enum(
-                    te.member(WireInt::from_i64(m.value))
-                        .ok_or_else(|| ConvertError::NotAMember { enum_name: te.name.clone(), value: m.value })?,
-                )
+                Value::Enum(te.member(WireInt::from_i64(m.value)).ok_or_else(|| ConvertError::NotAMember {
+                    enum_name: te.name.clone(),
+                    value: m.value.to_string(),
+                })?)
             }
             (Ty::List(a), Ty::List(b), Value::List(_) | Value::IntList(_) | Value::StrList(_)) => {
                 // Any of the three list forms; the result takes the form the target's element type packs to.

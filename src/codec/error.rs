@@ -155,3 +155,144 @@ impl fmt::Display for EncodeError {
     }
 }
 impl std::error::Error for EncodeError {}
+
+/// Why a type cannot be compiled against a revision's names: a message whose spec does not hold together
+/// (reported as a `SpecError` when a codec is built), or a type expression given to [`Codec::type_of`].
+///
+/// [`Codec::type_of`]: super::Codec::type_of
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CompileError {
+    /// A type expression that does not parse.
+    #[error(transparent)]
+    Parse(#[from] crate::spec::TypeParseError),
+    /// A name that is no struct, enum or alias of the revision (or of the scope compiled).
+    #[error("unknown type `{0}`")]
+    UnknownType(String),
+    /// An alias whose definition comes back to itself.
+    #[error("alias `{0}` refers to itself")]
+    SelfAlias(String),
+    /// A struct `rename` mode msgspec does not have.
+    #[error("unsupported rename mode `{0}`")]
+    RenameMode(String),
+    /// A default that is not a literal the spec supports.
+    #[error(transparent)]
+    Literal(#[from] crate::spec::LiteralError),
+    /// An int literal outside the MessagePack range.
+    #[error(transparent)]
+    IntRange(#[from] crate::msgpack::IntRangeError),
+    /// An int literal that is no member of the field's enum.
+    #[error("{0} is not a member")]
+    NotAMember(i128),
+    /// A literal of another kind than the field's type (rendered as the spec writes it).
+    #[error("default `{0}` does not fit the field's type")]
+    DoesNotFit(String),
+    /// A field of a tuple message with a default (tuple messages have none).
+    #[error("{owner}.{field}: a tuple message has no defaults")]
+    TupleDefault {
+        /// The message.
+        owner: String,
+        /// The field.
+        field: String,
+    },
+    /// A `tag` option on something other than a msgspec struct.
+    #[error("{0}: only msgspec structs can be tagged")]
+    TagNotMsgspec(String),
+    /// The error is about the default of this field.
+    #[error("{owner}.{field}: {source}")]
+    Default {
+        /// The struct.
+        owner: String,
+        /// The field.
+        field: String,
+        /// What is wrong with its default.
+        source: Box<CompileError>,
+    },
+    /// The error is about the `const` value of this field.
+    #[error("{owner}.{field}: const: {source}")]
+    Const {
+        /// The struct.
+        owner: String,
+        /// The field.
+        field: String,
+        /// What is wrong with its constant.
+        source: Box<CompileError>,
+    },
+}
+
+/// Why JSON (`msgspec.to_builtins` output) is not a value of the type asked for ([`Codec::from_json`]). Every
+/// variant but [`FromJsonError::NoMessage`] names the JSON path it happened at (`$.field[0]`), and its text
+/// starts with it.
+///
+/// [`Codec::from_json`]: super::Codec::from_json
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum FromJsonError {
+    /// The codec's revision has no message of that name.
+    #[error("no message {0}")]
+    NoMessage(String),
+    /// JSON of another kind than the type takes.
+    #[error("{path}: expected {expected}, found {found}")]
+    Expected {
+        /// JSON path.
+        path: String,
+        /// What the type takes (`an integer`, `an array of 2 elements`, or the type's name).
+        expected: String,
+        /// The JSON found, rendered.
+        found: String,
+    },
+    /// A `bytes` value whose string is not base64.
+    #[error("{path}: bad base64")]
+    BadBase64 {
+        /// JSON path.
+        path: String,
+    },
+    /// An enum value given as a number that is not an `i64`.
+    #[error("{path}: bad enum value {value}")]
+    BadEnumValue {
+        /// JSON path.
+        path: String,
+        /// The number, rendered.
+        value: String,
+    },
+    /// An enum value given as a number that is no member of the enum.
+    #[error("{path}: {value} is not a member")]
+    NotAMember {
+        /// JSON path.
+        path: String,
+        /// The number, rendered.
+        value: String,
+    },
+    /// An enum value given by a name that is no member of the enum.
+    #[error("{path}: no member {name}")]
+    NoMember {
+        /// JSON path.
+        path: String,
+        /// The name given.
+        name: String,
+    },
+    /// A dict key that does not read as JSON of the key type.
+    #[error("{path}: bad key {key:?}")]
+    BadKey {
+        /// JSON path of the dict.
+        path: String,
+        /// The key.
+        key: String,
+    },
+    /// An object key the struct does not define.
+    #[error("{path}: {owner} has no field `{field}`")]
+    UnknownField {
+        /// JSON path of the struct.
+        path: String,
+        /// The struct.
+        owner: String,
+        /// The key.
+        field: String,
+    },
+    /// A field without a default that the object leaves out.
+    #[error("{path}: missing required field `{field}`")]
+    MissingField {
+        /// JSON path of the struct.
+        path: String,
+        /// The field.
+        field: String,
+    },
+}

@@ -4,6 +4,7 @@
 use serde_json::{Map, Number, Value as J};
 
 use super::compile::{Plan, Ty, TyId};
+use super::error::FromJsonError;
 use super::value::{StructValue, Value};
 use crate::msgpack::WireInt;
 
@@ -117,8 +118,10 @@ fn any_from_json(j: &J) -> Value {
 
 /// Reads JSON as a value of type `ty`: the inverse of [`to_json`]. Struct objects may leave out defaulted
 /// fields; unknown keys are an error.
-pub(crate) fn from_json(plan: &Plan, ty: TyId, j: &J, path: &str) -> Result<Value, String> {
-    let bad = |what: &str| Err(format!("{path}: expected {what}, found {j}"));
+pub(crate) fn from_json(plan: &Plan, ty: TyId, j: &J, path: &str) -> Result<Value, FromJsonError> {
+    let bad = |what: &str| {
+        Err(FromJsonError::Expected { path: path.to_string(), expected: what.to_string(), found: j.to_string() })
+    };
     Ok(match (&plan.types[ty as usize], j) {
         (Ty::Optional(_), J::Null) => Value::None,
         (Ty::Optional(inner), _) => from_json(plan, *inner, j, path)?,
@@ -130,14 +133,27 @@ pub(crate) fn from_json(plan: &Plan, ty: TyId, j: &J, path: &str) -> Result<Valu
         (Ty::Float, J::Number(n)) => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
         (Ty::Bool, J::Bool(b)) => Value::Bool(*b),
         (Ty::Str, J::String(s)) => Value::Str(s.clone()),
-        (Ty::Bytes, J::String(s)) => Value::Bytes(b64_decode(s).ok_or(format!("{path}: bad base64"))?),
+        (Ty::Bytes, J::String(s)) => {
+            Value::Bytes(b64_decode(s).ok_or_else(|| FromJsonError::BadBase64 { path: path.to_string() })?)
+        }
         (Ty::Enum(e), J::Number(n)) => {
-            let w = n.as_i64().map(WireInt::from).ok_or(format!("{path}: bad enum value {n}"))?;
-            Value::Enum(plan.enums[*e as usize].member(w).ok_or(format!("{path}: {n} is not a member"))?)
+            let w = n
+                .as_i64()
+                .map(WireInt::from)
+                .ok_or_else(|| FromJsonError::BadEnumValue { path: path.to_string(), value: n.to_string() })?;
+            Value::Enum(
+                plan.enums[*e as usize]
+                    .member(w)
+                    .ok_or_else(|| FromJsonError::NotAMember { path: path.to_string(), value: n.to_string() })?,
+            )
         }
         (Ty::Enum(e), J::String(name)) => {
             let en = &plan.enums[*e as usize];
-            let (n, v) = en.members.iter().find(|(n, _)| &**n == name).ok_or(format!("{path}: no member {name}"))?;
+            let (n, v) = en
+                .members
+                .iter()
+                .find(|(n, _)| &**n == name)
+                .ok_or_else(|| FromJsonError::NoMember { path: path.to_string(), name: name.clone() })?;
             Value::Enum(super::value::EnumValue { name: n.clone(), value: *v })
         }
         (Ty::List(elem), J::Array(xs)) => Value::list_of(
@@ -173,7 +189,8 @@ pub(crate) fn from_json(plan: &Plan, ty: TyId, j: &J, path: &str) -> Result<Valu
                 let key = match &plan.types[*kt as usize] {
                     Ty::Str => Value::Str(k.clone()),
                     _ => {
-                        let kj: J = serde_json::from_str(k).map_err(|_| format!("{path}: bad key {k:?}"))?;
+                        let kj: J = serde_json::from_str(k)
+                            .map_err(|_| FromJsonError::BadKey { path: path.to_string(), key: k.clone() })?;
                         from_json(plan, *kt, &kj, &format!("{path}[key]"))?
                     }
                 };
@@ -185,7 +202,11 @@ pub(crate) fn from_json(plan: &Plan, ty: TyId, j: &J, path: &str) -> Result<Valu
             let st = &plan.structs[*sid as usize];
             for k in m.keys() {
                 if !st.fields.iter().any(|f| &f.name == k) {
-                    return Err(format!("{path}: {} has no field `{k}`", st.meta.name));
+                    return Err(FromJsonError::UnknownField {
+                        path: path.to_string(),
+                        owner: st.meta.name.clone(),
+                        field: k.clone(),
+                    });
                 }
             }
             let mut fields = Vec::with_capacity(st.fields.len());
@@ -194,7 +215,9 @@ pub(crate) fn from_json(plan: &Plan, ty: TyId, j: &J, path: &str) -> Result<Valu
                     (Some(x), _) => from_json(plan, f.ty, x, &format!("{path}.{}", f.name))?,
                     (None, Some(d)) => d.clone(),
                     (None, None) if f.const_value.is_some() => f.const_value.clone().unwrap_or(Value::None),
-                    (None, None) => return Err(format!("{path}: missing required field `{}`", f.name)),
+                    (None, None) => {
+                        return Err(FromJsonError::MissingField { path: path.to_string(), field: f.name.clone() })
+                    }
                 });
             }
             Value::Struct(StructValue { meta: st.meta.clone(), fields })

@@ -31,7 +31,7 @@ testing_pub!(
 );
 #[cfg(feature = "testing")]
 pub use compile::CField;
-pub use error::{DecodeError, DecodeErrorKind, EncodeError};
+pub use error::{CompileError, DecodeError, DecodeErrorKind, EncodeError, FromJsonError};
 pub use strlist::{Iter as StrListIter, StrList};
 pub use value::{py_bytes_repr, EnumValue, Items, StructMeta, StructValue, Value};
 
@@ -68,7 +68,7 @@ impl Codec {
         let mut c = Compiler::new(&rev, scope, Plan::default());
         let mut messages = Vec::new();
         for n in names {
-            let id = c.compile(&TypeExpr::Named(n.clone())).map_err(|e| SpecError::new(&rev.path, e))?;
+            let id = c.compile(&TypeExpr::Named(n.clone())).map_err(|e| SpecError::new(&rev.path, e.to_string()))?;
             messages.push((n, id));
         }
         let plan = c.plan;
@@ -108,11 +108,11 @@ impl Codec {
         self.messages.iter().find(|(n, _)| n == message).map(|(_, t)| *t)
     }
     /// The type of a name or type expression over this codec's names (`dict[int, EngineEntry]`).
-    pub fn type_of(&mut self, expr: &str) -> Result<TyId, String> {
+    pub fn type_of(&mut self, expr: &str) -> Result<TyId, CompileError> {
         if let Some(t) = self.message_type(expr) {
             return Ok(t);
         }
-        let t = TypeExpr::parse(expr).map_err(|e| e.to_string())?;
+        let t = TypeExpr::parse(expr)?;
         let rev = self.revision.clone();
         let mut c = Compiler::new(&rev, self.scope, std::mem::take(&mut self.plan));
         let r = c.compile(&t);
@@ -171,13 +171,13 @@ impl Codec {
     }
 
     /// A value of `message` from its `to_builtins` JSON.
-    pub fn from_json(&self, message: &str, j: &serde_json::Value) -> Result<Value, String> {
-        let ty = self.message_type(message).ok_or_else(|| format!("no message {message}"))?;
+    pub fn from_json(&self, message: &str, j: &serde_json::Value) -> Result<Value, FromJsonError> {
+        let ty = self.message_type(message).ok_or_else(|| FromJsonError::NoMessage(message.to_string()))?;
         json::from_json(&self.plan, ty, j, "$")
     }
 
     /// A value of the compiled type `ty` from its `to_builtins` JSON.
-    pub fn from_json_type(&self, ty: TyId, j: &serde_json::Value) -> Result<Value, String> {
+    pub fn from_json_type(&self, ty: TyId, j: &serde_json::Value) -> Result<Value, FromJsonError> {
         json::from_json(&self.plan, ty, j, "$")
     }
 

@@ -9,7 +9,7 @@
 use serde_json::Value as J;
 
 use super::model::{Bytes, Change, Effect, Probe, Verdict, Witness};
-use crate::codec::{Codec, Value};
+use crate::codec::{Codec, EncodeError, FromJsonError, Value};
 
 /// What the reader made of a writer's message.
 #[derive(Clone, Debug, PartialEq)]
@@ -18,7 +18,7 @@ pub enum Outcome {
     /// writer does not declare).
     Faithful,
     /// Decoded, but a field holds something else than was sent.
-    Misread(String),
+    Misread(Misread),
     /// msgspec's error text.
     Rejected(String),
 }
@@ -35,6 +35,43 @@ impl Outcome {
             Outcome::Rejected(e) => Some(e.clone()),
         }
     }
+}
+
+/// What a reader's value holds differently from the writer's ([`faithful`]).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Misread {
+    /// One of the two values is not a struct.
+    #[error("not a struct")]
+    NotAStruct,
+    /// A field reads as something else than was sent.
+    #[error("`{field}` reads as {got} instead of {want}")]
+    ReadsAs {
+        /// The reader's field.
+        field: String,
+        /// What it holds (JSON).
+        got: String,
+        /// What the writer sent, or the reader's default (JSON).
+        want: String,
+    },
+    /// A reader's field with neither a writer's field nor a default behind it.
+    #[error("`{0}` has no counterpart")]
+    NoCounterpart(String),
+}
+
+/// Why a witness probe could not be run: its message does not fit or encode in the writer's revision.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum WitnessError {
+    /// The probe's JSON is not a value of the writer's message.
+    #[error("witness does not fit {message}: {source}")]
+    DoesNotFit {
+        /// The writer's message.
+        message: String,
+        /// Why.
+        source: FromJsonError,
+    },
+    /// The probe's value does not encode.
+    #[error("witness does not encode: {0}")]
+    DoesNotEncode(EncodeError),
 }
 
 /// One probe message: what the reader made of it, and whether the reader's revision encodes the same content
@@ -77,24 +114,28 @@ pub fn faithful(
     reader: &J,
     reader_defaults: &serde_json::Map<String, J>,
     renames: &[(String, String)],
-) -> Result<(), String> {
-    let (Some(w), Some(r)) = (writer.as_object(), reader.as_object()) else { return Err("not a struct".into()) };
+) -> Result<(), Misread> {
+    let (Some(w), Some(r)) = (writer.as_object(), reader.as_object()) else { return Err(Misread::NotAStruct) };
     for (k, got) in r {
         let wk = renames.iter().find(|(_, rn)| rn == k).map(|(wn, _)| wn.as_str()).unwrap_or(k);
         let want = w.get(wk).or_else(|| reader_defaults.get(k));
         match want {
             Some(want) if same_json(want, got) => {}
-            Some(want) => return Err(format!("`{k}` reads as {got} instead of {want}")),
-            None => return Err(format!("`{k}` has no counterpart")),
+            Some(want) => {
+                return Err(Misread::ReadsAs { field: k.clone(), got: got.to_string(), want: want.to_string() })
+            }
+            None => return Err(Misread::NoCounterpart(k.clone())),
         }
     }
     Ok(())
 }
 
 /// The writer side of one probe: the message bytes and its value as JSON.
-pub fn write(codec: &Codec, message: &str, value: &J) -> Result<(Vec<u8>, J), String> {
-    let v: Value = codec.from_json(message, value).map_err(|e| format!("witness does not fit {message}: {e}"))?;
-    let bytes = codec.encode(message, &v).map_err(|e| format!("witness does not encode: {e}"))?;
+pub fn write(codec: &Codec, message: &str, value: &J) -> Result<(Vec<u8>, J), WitnessError> {
+    let v: Value = codec
+        .from_json(message, value)
+        .map_err(|source| WitnessError::DoesNotFit { message: message.to_string(), source })?;
+    let bytes = codec.encode(message, &v).map_err(WitnessError::DoesNotEncode)?;
     Ok((bytes, Codec::to_json(&v)))
 }
 
@@ -149,7 +190,14 @@ fn filled(rc: &Codec, rs: &str, j: &J) -> J {
     J::Object(out)
 }
 
-fn run(wc: &Codec, ws: &str, rc: &Codec, rs: &str, renames: &[(String, String)], value: &J) -> Result<Run, String> {
+fn run(
+    wc: &Codec,
+    ws: &str,
+    rc: &Codec,
+    rs: &str,
+    renames: &[(String, String)],
+    value: &J,
+) -> Result<Run, WitnessError> {
     let (bytes, wj) = write(wc, ws, value)?;
     let outcome = match rc.decode(rs, &bytes) {
         Err(e) => Outcome::Rejected(e.msgspec_message()),
@@ -174,7 +222,7 @@ fn observe_probe(
     rs: &str,
     renames: &[(String, String)],
     p: &Probe,
-) -> Result<Observed, String> {
+) -> Result<Observed, WitnessError> {
     Ok(Observed {
         plain: run(wc, ws, rc, rs, renames, &p.plain)?,
         using: p.using.as_ref().map(|u| run(wc, ws, rc, rs, renames, u)).transpose()?,
@@ -183,7 +231,7 @@ fn observe_probe(
 }
 
 /// Both directions: (old reads new, new reads old).
-pub(crate) fn observe(old: &Codec, new: &Codec, w: &Witness) -> Result<(Observed, Observed), String> {
+pub(crate) fn observe(old: &Codec, new: &Codec, w: &Witness) -> Result<(Observed, Observed), WitnessError> {
     let to_new: Vec<(String, String)> = w.renames.clone();
     let to_old: Vec<(String, String)> = w.renames.iter().map(|(a, b)| (b.clone(), a.clone())).collect();
     Ok((

@@ -31,10 +31,150 @@ pub const PULL_PATH: &str = "src/typed/generated/pull.rs";
 /// shows in the older revisions' conversions only.
 pub(crate) const VIA_NEWEST_PATH: &str = "src/typed/generated/via_newest.rs";
 
+/// Why the typed layer cannot be generated from a spec ([`sources`]): something the spec says that the
+/// generator does not write, or revisions of a family that do not agree (a tag, an enum member).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum GenerateError {
+    /// The spec has no family of this name (`push`, `pull`).
+    #[error("the spec has no {0} family")]
+    NoFamily(&'static str),
+    /// A family without a revision, or without a released one.
+    #[error("the {family} family has no {}revision", if *.released { "released " } else { "" })]
+    NoRevision {
+        /// The family.
+        family: String,
+        /// A released revision was looked for.
+        released: bool,
+    },
+    /// A type the generator has no Rust shape for.
+    #[error("unsupported type {ty}{}", .why.map(|w| format!(" ({w})")).unwrap_or_default())]
+    UnsupportedType {
+        /// The type, as the spec writes it.
+        ty: String,
+        /// What rules it out, when more than its kind.
+        why: Option<&'static str>,
+    },
+    /// A struct that holds itself (directly or through others).
+    #[error("struct {0} holds itself")]
+    HoldsItself(String),
+    /// A default (or fallback) value the generator cannot write for a field of this shape.
+    #[error("unsupported default {default} for a field of shape {shape}")]
+    UnsupportedDefault {
+        /// The literal, rendered.
+        default: String,
+        /// The field's Rust shape, rendered.
+        shape: String,
+    },
+    /// An int default outside the MessagePack range.
+    #[error("default {0} is out of the wire's range")]
+    DefaultOutOfRange(i128),
+    /// A message name that is no struct of the revision.
+    #[error("{revision}: no struct {name}")]
+    NoStruct {
+        /// The revision.
+        revision: String,
+        /// The name.
+        name: String,
+    },
+    /// A struct kind and options the generator does not write (array-like, tagged, renamed, ...).
+    #[error("{revision}: {name} is a {kind} with options {options}, which the generator does not write")]
+    UnsupportedStruct {
+        /// The revision.
+        revision: String,
+        /// The struct.
+        name: String,
+        /// Its kind, rendered.
+        kind: String,
+        /// Its options, rendered.
+        options: String,
+    },
+    /// A struct with more fields than a required-field mask holds.
+    #[error("{revision}: {name} has more than 64 fields")]
+    TooManyFields {
+        /// The revision.
+        revision: String,
+        /// The struct.
+        name: String,
+    },
+    /// A default or constant that is not a literal the spec supports.
+    #[error(transparent)]
+    Literal(#[from] crate::spec::LiteralError),
+    /// A tuple message's constant other than `bytes` (rendered).
+    #[error("a constant {0} (only bytes constants are written)")]
+    UnsupportedConstant(String),
+    /// A constant on a field of a map-encoded struct.
+    #[error("a constant in a map-encoded struct")]
+    ConstantInMap,
+    /// A default on a field of a tuple message.
+    #[error("a tuple has no defaults")]
+    TupleDefault,
+    /// A field the newest revision has and an older one lacks, with no value it stands at when absent.
+    #[error("no value it stands at when absent")]
+    NoFallback,
+    /// Two field shapes the generated conversions cannot turn into each other.
+    #[error("no conversion from {from} to {to}")]
+    NoConversion {
+        /// The source shape, rendered.
+        from: String,
+        /// The target shape, rendered.
+        to: String,
+    },
+    /// A control tuple whose tag differs from an earlier revision's, or a tag another message had.
+    #[error("{revision}: {name} is tagged {tag} here; {earlier} was tagged {earlier_tag} before")]
+    TagClash {
+        /// The revision.
+        revision: String,
+        /// The message.
+        name: String,
+        /// Its tag here (Python bytes repr).
+        tag: String,
+        /// The message seen with either before.
+        earlier: String,
+        /// Its tag then.
+        earlier_tag: String,
+    },
+    /// An enum that is not an `IntEnum`.
+    #[error("{revision}: enum {name} is a {kind}, not an IntEnum")]
+    NotIntEnum {
+        /// The revision.
+        revision: String,
+        /// The enum.
+        name: String,
+        /// Its kind.
+        kind: String,
+    },
+    /// An enum value named differently than in an earlier revision.
+    #[error("{revision}: {name} value {value} is {member} here and {earlier} before")]
+    MemberRenamed {
+        /// The revision.
+        revision: String,
+        /// The enum.
+        name: String,
+        /// The value, rendered.
+        value: String,
+        /// Its name here.
+        member: String,
+        /// Its name before.
+        earlier: String,
+    },
+    /// The error is about this field of a struct of a revision.
+    #[error("{revision}: {owner}.{field}: {source}")]
+    InField {
+        /// The revision.
+        revision: String,
+        /// The struct.
+        owner: String,
+        /// The field.
+        field: String,
+        /// What is wrong.
+        source: Box<GenerateError>,
+    },
+}
+
 /// Every generated typed source, as (path relative to the repository root, contents).
-pub fn sources(spec: &Spec) -> Result<BTreeMap<String, String>, String> {
-    let push = spec.family("push").ok_or("the spec has no push family")?;
-    let pull = spec.family("pull").ok_or("the spec has no pull family")?;
+pub fn sources(spec: &Spec) -> Result<BTreeMap<String, String>, GenerateError> {
+    let push = spec.family("push").ok_or(GenerateError::NoFamily("push"))?;
+    let pull = spec.family("pull").ok_or(GenerateError::NoFamily("pull"))?;
     Ok(BTreeMap::from([
         (PUSH_PATH.to_string(), family_types(push)?),
         (VIA_NEWEST_PATH.to_string(), via_newest(push)?),
@@ -98,7 +238,7 @@ fn resolve<'a>(rev: &'a Revision, t: &'a TypeExpr) -> &'a TypeExpr {
 }
 
 /// `stack`: the structs being resolved (a struct holding itself is refused).
-fn shape(rev: &Revision, t: &TypeExpr, stack: &mut Vec<String>) -> Result<Shape, String> {
+fn shape(rev: &Revision, t: &TypeExpr, stack: &mut Vec<String>) -> Result<Shape, GenerateError> {
     use TypeExpr as T;
     let r = |t| resolve(rev, t);
     let fast = match r(t) {
@@ -114,7 +254,7 @@ fn shape(rev: &Revision, t: &TypeExpr, stack: &mut Vec<String>) -> Result<Shape,
         T::Optional(e) => match r(e) {
             T::Str => Some(Shape::OptStr),
             T::List(e2) if *r(e2) == T::Str => Some(Shape::OptListStr),
-            _ => return Err(format!("unsupported type {t}")),
+            _ => return Err(GenerateError::UnsupportedType { ty: t.to_string(), why: None }),
         },
         T::Dict(k, v) if *r(k) == T::Str => match r(v) {
             T::Tuple(items) if items.len() == 2 && *r(&items[0]) == T::Str => match r(&items[1]) {
@@ -132,7 +272,7 @@ fn shape(rev: &Revision, t: &TypeExpr, stack: &mut Vec<String>) -> Result<Shape,
     }
 }
 
-fn gt(rev: &Revision, t: &TypeExpr, stack: &mut Vec<String>) -> Result<Gt, String> {
+fn gt(rev: &Revision, t: &TypeExpr, stack: &mut Vec<String>) -> Result<Gt, GenerateError> {
     use TypeExpr as T;
     Ok(match resolve(rev, t) {
         T::Int => Gt::Int,
@@ -145,24 +285,30 @@ fn gt(rev: &Revision, t: &TypeExpr, stack: &mut Vec<String>) -> Result<Gt, Strin
         T::Dict(k, v) => {
             let k = gt(rev, k, stack)?;
             if !matches!(k, Gt::Int | Gt::Str) {
-                return Err(format!("unsupported type {t} (dict keys are int or str)"));
+                return Err(GenerateError::UnsupportedType {
+                    ty: t.to_string(),
+                    why: Some("dict keys are int or str"),
+                });
             }
             Gt::Dict(Box::new(k), Box::new(gt(rev, v, stack)?))
         }
         T::Named(n) if rev.structs.contains_key(n) => {
             if stack.contains(n) {
-                return Err(format!("struct {n} holds itself"));
+                return Err(GenerateError::HoldsItself(n.clone()));
             }
             stack.push(n.clone());
             let m = Message::resolve(rev, n, stack);
             stack.pop();
             let m = m?;
             if m.kind == Kind::Tuple {
-                return Err(format!("unsupported type {t} (a tuple message inside another type)"));
+                return Err(GenerateError::UnsupportedType {
+                    ty: t.to_string(),
+                    why: Some("a tuple message inside another type"),
+                });
             }
             Gt::Struct { name: n.clone(), generic: m.generic(), eq: m.is_eq() }
         }
-        _ => return Err(format!("unsupported type {t}")),
+        _ => return Err(GenerateError::UnsupportedType { ty: t.to_string(), why: None }),
     })
 }
 
@@ -427,7 +573,11 @@ impl Shape {
     /// The value a field holds when absent: the literal of `Revision::fallback_value` (its spec default, or
     /// for a required field the neutral value of its type), or for a type without one (a struct, a tuple) its
     /// `Default`.
-    fn default_value(&self, fallback: Option<&Literal>, enums: &BTreeMap<String, EnumDef>) -> Result<String, String> {
+    fn default_value(
+        &self,
+        fallback: Option<&Literal>,
+        enums: &BTreeMap<String, EnumDef>,
+    ) -> Result<String, GenerateError> {
         Ok(match (self, fallback) {
             (Shape::Str | Shape::Gen(Gt::Str), Some(Literal::Str(s))) if s.is_empty() => "S::default()".into(),
             (Shape::Int | Shape::Gen(Gt::Int), Some(Literal::Int(n))) => int_expr(*n)?,
@@ -447,11 +597,13 @@ impl Shape {
             }
             (Shape::Gen(Gt::Bool), Some(Literal::Bool(b))) => b.to_string(),
             (Shape::Gen(g), None) => g.neutral(),
-            (s, d) => return Err(format!("unsupported default {d:?} for a field of shape {s:?}")),
+            (s, d) => {
+                return Err(GenerateError::UnsupportedDefault { default: format!("{d:?}"), shape: format!("{s:?}") })
+            }
         })
     }
     /// Whether `v` equals `default` (`omit_defaults` leaves such a field out; a conversion can drop it).
-    fn is_default(&self, v: &str, default: &Literal) -> Result<String, String> {
+    fn is_default(&self, v: &str, default: &Literal) -> Result<String, GenerateError> {
         Ok(match (self, default) {
             (Shape::Str, Literal::Str(s)) if s.is_empty() => format!("{v}.as_ref().is_empty()"),
             (Shape::Int, Literal::Int(n)) => format!("{v} == {}", int_expr(*n)?),
@@ -462,7 +614,9 @@ impl Shape {
             }
             (Shape::OptStr | Shape::OptListStr, Literal::None) => format!("{v}.is_none()"),
             (Shape::Gen(Gt::Bool), Literal::Bool(b)) => format!("{v} == {b}"),
-            (s, d) => return Err(format!("unsupported default {d:?} for a field of shape {s:?}")),
+            (s, d) => {
+                return Err(GenerateError::UnsupportedDefault { default: format!("{d:?}"), shape: format!("{s:?}") })
+            }
         })
     }
     fn has_strings(&self) -> bool {
@@ -480,13 +634,13 @@ impl Shape {
     }
 }
 
-fn int_expr(n: i128) -> Result<String, String> {
+fn int_expr(n: i128) -> Result<String, GenerateError> {
     if n >= 0 && n <= u64::MAX as i128 {
         Ok(format!("WireInt::from_u64({n})"))
     } else if n >= i64::MIN as i128 {
         Ok(format!("WireInt::from_i64({n})"))
     } else {
-        Err(format!("default {n} is out of the wire's range"))
+        Err(GenerateError::DefaultOutOfRange(n))
     }
 }
 
@@ -560,12 +714,15 @@ struct Message<'a> {
 }
 
 impl<'a> Message<'a> {
-    fn new(rev: &'a Revision, name: &'a str) -> Result<Self, String> {
+    fn new(rev: &'a Revision, name: &'a str) -> Result<Self, GenerateError> {
         Self::resolve(rev, name, &mut vec![name.to_string()])
     }
 
-    fn resolve(rev: &'a Revision, name: &'a str, stack: &mut Vec<String>) -> Result<Self, String> {
-        let (name, def) = rev.structs.get_key_value(name).ok_or(format!("{}: no struct {name}", rev.revision))?;
+    fn resolve(rev: &'a Revision, name: &'a str, stack: &mut Vec<String>) -> Result<Self, GenerateError> {
+        let (name, def) = rev
+            .structs
+            .get_key_value(name)
+            .ok_or_else(|| GenerateError::NoStruct { revision: rev.revision.clone(), name: name.to_string() })?;
         let o = &def.options;
         let kind = match def.kind {
             StructKind::MsgspecStruct
@@ -576,32 +733,39 @@ impl<'a> Message<'a> {
             StructKind::Dataclass => Kind::Map,
             StructKind::Tuple => Kind::Tuple,
             _ => {
-                return Err(format!(
-                    "{}: {name} is a {:?} with options {o:?}, which the generator does not write",
-                    rev.revision, def.kind
-                ))
+                return Err(GenerateError::UnsupportedStruct {
+                    revision: rev.revision.clone(),
+                    name: name.clone(),
+                    kind: format!("{:?}", def.kind),
+                    options: format!("{o:?}"),
+                })
             }
         };
         if def.fields.len() > 64 {
-            return Err(format!("{}: {name} has more than 64 fields", rev.revision));
+            return Err(GenerateError::TooManyFields { revision: rev.revision.clone(), name: name.clone() });
         }
         let mut fields = vec![];
         for f in &def.fields {
-            let ctx = |e: String| format!("{}: {name}.{}: {e}", rev.revision, f.name);
+            let ctx = |e: GenerateError| GenerateError::InField {
+                revision: rev.revision.clone(),
+                owner: name.clone(),
+                field: f.name.clone(),
+                source: Box::new(e),
+            };
             let shape = shape(rev, &f.ty, stack).map_err(ctx)?;
-            let default = f.default_literal().map_err(|e| ctx(e.to_string()))?;
+            let default = f.default_literal().map_err(|e| ctx(e.into()))?;
             let constant = match (&f.const_value, kind) {
                 (None, _) => None,
-                (Some(c), Kind::Tuple) => match (Literal::parse(c).map_err(|e| ctx(e.to_string()))?, &shape) {
+                (Some(c), Kind::Tuple) => match (Literal::parse(c).map_err(|e| ctx(e.into()))?, &shape) {
                     (Literal::Bytes(b), Shape::Gen(Gt::Bytes)) => Some(b),
-                    (l, _) => return Err(ctx(format!("a constant {l:?} (only bytes constants are written)"))),
+                    (l, _) => return Err(ctx(GenerateError::UnsupportedConstant(format!("{l:?}")))),
                 },
-                (Some(_), Kind::Map) => return Err(ctx("a constant in a map-encoded struct".into())),
+                (Some(_), Kind::Map) => return Err(ctx(GenerateError::ConstantInMap)),
             };
             if kind == Kind::Tuple && default.is_some() {
-                return Err(ctx("a tuple has no defaults".into()));
+                return Err(ctx(GenerateError::TupleDefault));
             }
-            let fallback = rev.fallback_value(f).map_err(ctx)?;
+            let fallback = rev.fallback_value(f).map_err(|e| ctx(e.into()))?;
             fields.push(Field { def: f, shape, default, fallback, constant });
         }
         Ok(Message { name, def, kind, omit_defaults: def.kind == StructKind::MsgspecStruct && o.omit_defaults, fields })
@@ -631,7 +795,7 @@ impl<'a> Message<'a> {
 
     /// What makes two revisions' structs the same Rust code: names, shapes, defaults, options, constants, the
     /// members of the enums they hold and the structs they hold (recursively).
-    fn key(&self, rev: &Revision) -> Result<String, String> {
+    fn key(&self, rev: &Revision) -> Result<String, GenerateError> {
         let mut k = format!("{}|{:?}|{:?}|", self.name, self.def.kind, self.def.options);
         let mut nested = vec![];
         for f in &self.fields {
@@ -676,7 +840,7 @@ impl<'a> Message<'a> {
 }
 
 impl Message<'_> {
-    fn write(&self, out: &mut String, rev: &Revision, enums: &BTreeMap<String, EnumDef>) -> Result<(), String> {
+    fn write(&self, out: &mut String, rev: &Revision, enums: &BTreeMap<String, EnumDef>) -> Result<(), GenerateError> {
         let n = self.name;
         let generic = self.generic();
         // `impl` headers and the type, generic or not.
@@ -978,14 +1142,22 @@ impl Message<'_> {
         newest: &Message,
         rev: &Revision,
         enums: &BTreeMap<String, EnumDef>,
-    ) -> Result<(), String> {
+    ) -> Result<(), GenerateError> {
         let n = self.name;
-        let ctx = |f: &str| format!("{}: {n}.{f}", rev.revision);
+        let ctx = |f: &str| {
+            let field = f.to_string();
+            move |e: GenerateError| GenerateError::InField {
+                revision: rev.revision.clone(),
+                owner: n.to_string(),
+                field,
+                source: Box::new(e),
+            }
+        };
         let mine = |name: &str| self.fields.iter().find(|g| g.def.name == name);
         let theirs = |name: &str| newest.fields.iter().find(|g| g.def.name == name);
         let _ = writeln!(out, "    impl {n} {{");
         doc(out, "        ", &format!("This revision's `{n}` holding what the newest revision's `n` holds. `Err` names what cannot be said here: a field this revision lacks that is off its default, an enum value it does not define, more than one block group where block lists are flat."));
-        let _ = writeln!(out, "        pub fn from_newest(n: &newest::{n}) -> Result<Self, String> {{");
+        let _ = writeln!(out, "        pub fn from_newest(n: &newest::{n}) -> Result<Self, ConvertError> {{");
         for f in &newest.fields {
             if mine(&f.def.name).is_some() {
                 continue;
@@ -993,13 +1165,13 @@ impl Message<'_> {
             let v = format!("n.{}", f.def.name);
             let check = match &f.fallback {
                 Some(lit) => f.shape.is_default(&v, lit),
-                None => Err("no value it stands at when absent".to_string()),
+                None => Err(GenerateError::NoFallback),
             }
-            .map_err(|e| format!("{}: {e}", ctx(&f.def.name)))?;
+            .map_err(ctx(&f.def.name))?;
             let _ = writeln!(out, "            if !({check}) {{");
             let _ = writeln!(
                 out,
-                "                return Err(format!(\"no field `{}`, so {{:?}} cannot be sent\", {v}));",
+                "                return Err(ConvertError::Lacking {{ field: \"{}\".into(), value: format!(\"{{:?}}\", {v}) }});",
                 f.def.name
             );
             let _ = writeln!(out, "            }}");
@@ -1009,7 +1181,11 @@ impl Message<'_> {
                 if theirs(&f.def.name).is_some() {
                     let _ = writeln!(out, "            if !{}.contains(&n.{}) {{", enum_members_const(e), f.def.name);
                     let _ =
-                        writeln!(out, "                return Err(format!(\"no {e} member {{}}\", n.{}));", f.def.name);
+                        writeln!(
+                        out,
+                        "                return Err(ConvertError::NotAMember {{ enum_name: \"{e}\".into(), value: n.{}.to_string() }});",
+                        f.def.name
+                    );
                     let _ = writeln!(out, "            }}");
                 }
             }
@@ -1018,8 +1194,7 @@ impl Message<'_> {
         for f in &self.fields {
             let expr = match theirs(&f.def.name) {
                 None => f.shape.default_value(f.fallback.as_ref(), enums)?,
-                Some(w) => convert(&w.shape, &f.shape, &format!("n.{}", f.def.name), true)
-                    .map_err(|e| format!("{}: {e}", ctx(&f.def.name)))?,
+                Some(w) => convert(&w.shape, &f.shape, &format!("n.{}", f.def.name), true).map_err(ctx(&f.def.name))?,
             };
             let _ = writeln!(out, "                {}: {expr},", f.def.name);
         }
@@ -1029,8 +1204,8 @@ impl Message<'_> {
         let _ = writeln!(out, "            let mut m = newest::{n}::default();");
         for f in &self.fields {
             if let Some(w) = theirs(&f.def.name) {
-                let expr = convert(&f.shape, &w.shape, &format!("self.{}", f.def.name), false)
-                    .map_err(|e| format!("{}: {e}", ctx(&f.def.name)))?;
+                let expr =
+                    convert(&f.shape, &w.shape, &format!("self.{}", f.def.name), false).map_err(ctx(&f.def.name))?;
                 let _ = writeln!(out, "            m.{} = {expr};", f.def.name);
             }
         }
@@ -1041,13 +1216,13 @@ impl Message<'_> {
 
 /// The expression turning `v` (owned strings, shape `from`) into shape `to`; `fallible` adds `?` where the
 /// conversion can fail.
-fn convert(from: &Shape, to: &Shape, v: &str, fallible: bool) -> Result<String, String> {
+fn convert(from: &Shape, to: &Shape, v: &str, fallible: bool) -> Result<String, GenerateError> {
     Ok(match (from, to) {
         (Shape::Enum(a), Shape::Enum(b)) if a == b => v.to_string(),
         (a, b) if a == b => format!("{v}.clone()"),
         (Shape::ReqBlocks, Shape::FlatReqBlocks) if fallible => format!("flatten_req_blocks(&{v})?"),
         (Shape::FlatReqBlocks, Shape::ReqBlocks) => format!("group_req_blocks(&{v})"),
-        (a, b) => return Err(format!("no conversion from {a:?} to {b:?}")),
+        (a, b) => return Err(GenerateError::NoConversion { from: format!("{a:?}"), to: format!("{b:?}") }),
     })
 }
 
@@ -1081,7 +1256,7 @@ fn revision_structs(rev: &Revision) -> Vec<&str> {
 
 /// Every control-tuple tag of the family (element 0 of a tuple message, a bytes constant), by message, in
 /// the order first seen; one message keeps one tag and one tag one message.
-fn family_tags(fam: &Family) -> Result<Vec<(String, Vec<u8>)>, String> {
+fn family_tags(fam: &Family) -> Result<Vec<(String, Vec<u8>)>, GenerateError> {
     let mut out: Vec<(String, Vec<u8>)> = vec![];
     for rev in &fam.revisions {
         for name in revision_structs(rev) {
@@ -1089,12 +1264,13 @@ fn family_tags(fam: &Family) -> Result<Vec<(String, Vec<u8>)>, String> {
             let Some(tag) = msg.tag() else { continue };
             match out.iter().find(|(m, t)| m == name || t == tag) {
                 Some((m, t)) if m != name || t != tag => {
-                    return Err(format!(
-                        "{}: {name} is tagged {} here; {m} was tagged {} before",
-                        rev.revision,
-                        py_bytes(tag),
-                        py_bytes(t)
-                    ))
+                    return Err(GenerateError::TagClash {
+                        revision: rev.revision.clone(),
+                        name: name.to_string(),
+                        tag: py_bytes(tag),
+                        earlier: m.clone(),
+                        earlier_tag: py_bytes(t),
+                    })
                 }
                 Some(_) => {}
                 None => out.push((name.to_string(), tag.to_vec())),
@@ -1185,7 +1361,7 @@ fn write_control_msg(out: &mut String, tagged: &[&Message]) {
 const HEADER: &str = "// @generated from spec/{fam}/ by mooncake-wire (src/generate/typed_rs.rs). Do not edit: change spec/ and\n// regenerate with `BLESS=1 cargo test --test generated`.\n";
 
 /// One family's typed messages: its enums and control tags, then one module per revision.
-fn family_types(fam: &Family) -> Result<String, String> {
+fn family_types(fam: &Family) -> Result<String, GenerateError> {
     let f = &fam.name;
     let enums = family_enums(fam)?;
     let tags = family_tags(fam)?;
@@ -1326,14 +1502,14 @@ use crate::typed::de::{{first_bin_in_array, int_lists, str_list, str_list_buf_le
         let _ = writeln!(out, "            _ => return None,\n        }})\n    }}\n}}\n");
         table.push((rev.revision.clone(), m, structs.iter().map(|s| s.to_string()).collect::<Vec<_>>()));
     }
-    let newest = &table.last().ok_or(format!("the {f} family has no revision"))?.1;
+    let newest = &table.last().ok_or_else(|| GenerateError::NoRevision { family: f.clone(), released: false })?.1;
     let released = fam
         .revisions
         .iter()
         .rev()
         .find(|r| !r.releases.is_empty())
         .map(|r| module_name(&r.revision))
-        .ok_or(format!("the {f} family has no released revision"))?;
+        .ok_or_else(|| GenerateError::NoRevision { family: f.clone(), released: true })?;
     let _ = writeln!(out, "/// The newest revision.\npub use {newest} as newest;\n");
     let mut generations: Vec<u32> = fam.revisions.iter().map(|r| r.generation).collect();
     generations.dedup();
@@ -1355,13 +1531,14 @@ use crate::typed::de::{{first_bin_in_array, int_lists, str_list, str_list_buf_le
 }
 
 /// The push family's conversions between each revision and the newest (`via_newest.rs`).
-fn via_newest(fam: &Family) -> Result<String, String> {
+fn via_newest(fam: &Family) -> Result<String, GenerateError> {
     let enums = family_enums(fam)?;
     let mut via_out = HEADER.replace("{fam}", &fam.name);
     let _ = writeln!(via_out, "\n//! Every push revision's messages to and from the newest revision's (generated from `spec/push/`): the\n//! conversions, and per revision the codecs the sans-IO cores speak it with.\n");
     let _ = writeln!(via_out, "#![allow(clippy::all, missing_docs)]\n");
-    let _ = writeln!(via_out, "use super::push::*;\nuse crate::typed::blocks::{{flatten_req_blocks, group_req_blocks}};\nuse crate::typed::ViaNewest;\nuse crate::msgpack::WireInt;\n");
-    let newest_rev = fam.revisions.last().ok_or("the push family has no revision")?;
+    let _ = writeln!(via_out, "use super::push::*;\nuse crate::codec::convert::ConvertError;\nuse crate::typed::blocks::{{flatten_req_blocks, group_req_blocks}};\nuse crate::typed::ViaNewest;\nuse crate::msgpack::WireInt;\n");
+    let newest_rev =
+        fam.revisions.last().ok_or_else(|| GenerateError::NoRevision { family: fam.name.clone(), released: false })?;
     let newest_msgs: Vec<Message> = newest_rev
         .transport
         .messages
@@ -1405,7 +1582,10 @@ fn via_newest(fam: &Family) -> Result<String, String> {
             );
             let _ = writeln!(via_out, "        revision: REVISION,");
             let _ = writeln!(via_out, "        decode: |b| {name}::decode(b).map(|m| m.to_newest()),");
-            let _ = writeln!(via_out, "        encode: |n| {name}::from_newest(n).map(|m| m.encode()).map_err(|e| format!(\"{{REVISION}}: {{e}}\")),");
+            let _ = writeln!(
+                via_out,
+                "        encode: |n| {name}::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),"
+            );
             let _ = writeln!(via_out, "    }};\n");
             via.push((name.to_string(), rev.revision.clone(), m.clone()));
         }
@@ -1429,22 +1609,29 @@ fn via_newest(fam: &Family) -> Result<String, String> {
 }
 
 /// Every enum of the family, merged over its revisions (newest doc wins; a value keeps one name).
-fn family_enums(fam: &Family) -> Result<BTreeMap<String, EnumDef>, String> {
+fn family_enums(fam: &Family) -> Result<BTreeMap<String, EnumDef>, GenerateError> {
     let mut out: BTreeMap<String, EnumDef> = BTreeMap::new();
     for rev in &fam.revisions {
         for (name, e) in &rev.enums {
             if e.kind != "IntEnum" {
-                return Err(format!("{}: enum {name} is a {}, not an IntEnum", rev.revision, e.kind));
+                return Err(GenerateError::NotIntEnum {
+                    revision: rev.revision.clone(),
+                    name: name.clone(),
+                    kind: e.kind.clone(),
+                });
             }
             let merged = out.entry(name.clone()).or_insert_with(|| EnumDef { members: vec![], ..e.clone() });
             merged.doc = e.doc.clone();
             for m in &e.members {
                 match merged.members.iter_mut().find(|x| x.value == m.value) {
                     Some(x) if x.name != m.name => {
-                        return Err(format!(
-                            "{}: {name} value {} is {} here and {} before",
-                            rev.revision, m.value, m.name, x.name
-                        ))
+                        return Err(GenerateError::MemberRenamed {
+                            revision: rev.revision.clone(),
+                            name: name.clone(),
+                            value: m.value.to_string(),
+                            member: m.name.clone(),
+                            earlier: x.name.clone(),
+                        })
                     }
                     Some(x) => *x = m.clone(),
                     None => merged.members.push(m.clone()),

@@ -190,9 +190,10 @@ const KNOWN_SPECULATIVE: &[&str] =
 
 impl CompatHashSpec {
     /// Parses and checks one data file.
-    pub(crate) fn parse(path: &str, text: &str) -> Result<CompatHashSpec, String> {
-        let spec: CompatHashSpec = toml::from_str(text).map_err(|e| format!("{path}: {e}"))?;
-        spec.check().map_err(|e| format!("{path}: {e}"))?;
+    pub(crate) fn parse(path: &str, text: &str) -> Result<CompatHashSpec, crate::spec::SpecError> {
+        let spec: CompatHashSpec =
+            toml::from_str(text).map_err(|e| crate::spec::SpecError::new(path, e.to_string()))?;
+        spec.check().map_err(|e| crate::spec::SpecError::new(path, e))?;
         Ok(spec)
     }
 
@@ -414,7 +415,7 @@ mod tests {
         let text = Spec::builtin_files().iter().find(|(p, _)| *p == "compat-hash/nixl.toml").unwrap().1;
         assert!(CompatHashSpec::parse("x", text).is_ok());
         let bad = text.replace("\"cache_dtype\", \"is_hma_enabled\", \"speculative_config\", \"transfer_mode\"]\n\n[[versions]]\nreleases = [\"0.33.0\"]", "\"cache_dtype\", \"bogus\"]\n\n[[versions]]\nreleases = [\"0.33.0\"]");
-        assert!(CompatHashSpec::parse("x", &bad).unwrap_err().contains("bogus"));
+        assert!(CompatHashSpec::parse("x", &bad).unwrap_err().msg.contains("bogus"));
         let bad = text.replace("[factors.transfer_mode]", "[factors.transfer_mode2]");
         assert!(CompatHashSpec::parse("x", &bad).is_err());
     }

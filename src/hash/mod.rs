@@ -56,9 +56,9 @@ pub enum HashError {
         /// Why.
         message: String,
     },
-    /// A field name the struct's `rename` option cannot rename (the codec's text).
+    /// A struct whose `rename` option is a mode msgspec does not have.
     #[error("{0}")]
-    Rename(String),
+    Rename(crate::codec::CompileError),
     /// An alias whose definition comes back to itself.
     #[error("alias `{0}` refers to itself")]
     SelfAlias(String),

@@ -15,6 +15,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
 use crate::limits::{MAX_STORE_KEY_BYTES, MAX_STORE_KEY_READINGS, MAX_STORE_KEY_SEPARATORS};
+use crate::spec::SpecError;
 
 /// A field's value.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -695,20 +696,88 @@ pub struct ChunkHashRule {
     pub source: String,
 }
 
-fn compile_pattern(form: &str, sets: &IndexMap<String, Vec<String>>) -> Result<Vec<PatternItem>, String> {
+/// Why a key-grammar file's grammars do not compile ([`StoreKeysFile::grammars`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum GrammarError {
+    /// Two grammars of one name.
+    #[error("grammar {0} is defined twice")]
+    DefinedTwice(String),
+    /// A pattern form with a `{` that is never closed.
+    #[error("pattern {0:?}: unclosed '{{'")]
+    Unclosed(String),
+    /// A pattern form naming a set the file does not define.
+    #[error("pattern {form:?}: no set `{set}`")]
+    PatternSet {
+        /// The pattern form.
+        form: String,
+        /// The set it names.
+        set: String,
+    },
+    /// A part of a grammar (1-based) that is wrong; the text says how.
+    #[error("grammar {grammar} part {part}: {what}")]
+    Part {
+        /// The grammar.
+        grammar: String,
+        /// The part, counted from 1.
+        part: usize,
+        /// What is wrong with it.
+        what: PartError,
+    },
+    /// A free-text field the parser cannot find the end of.
+    #[error("grammar {grammar}: free-text field `{field}` must be followed by the separator")]
+    FreeTextEnd {
+        /// The grammar.
+        grammar: String,
+        /// The field.
+        field: String,
+    },
+}
+
+/// What is wrong with one part of a grammar ([`GrammarError::Part`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum PartError {
+    /// A `choice` field without `set`.
+    #[error("a choice needs `set`")]
+    ChoiceWithoutSet,
+    /// A `choice` field naming a set the file does not define.
+    #[error("no set `{0}`")]
+    NoSet(String),
+    /// A `pattern` field without `pattern`.
+    #[error("a pattern field needs `pattern`")]
+    PatternWithoutName,
+    /// A `pattern` field naming a pattern list the file does not define.
+    #[error("no pattern list `{0}`")]
+    NoPatternList(String),
+    /// A field type the grammars do not have (`None`: no type given).
+    #[error("unknown type {0:?}")]
+    UnknownType(Option<String>),
+    /// `omit_empty` on a field that is not `str`.
+    #[error("omit_empty applies to str fields")]
+    OmitEmptyNotStr,
+    /// A field named twice in one grammar.
+    #[error("field `{0}` appears twice")]
+    FieldTwice(String),
+    /// A part that is neither text nor a typed field.
+    #[error("a part is either {{ text }} or {{ field, type }}")]
+    Neither,
+}
+
+fn compile_pattern(form: &str, sets: &IndexMap<String, Vec<String>>) -> Result<Vec<PatternItem>, GrammarError> {
     let mut out = vec![];
     let mut rest = form;
     while let Some(open) = rest.find('{') {
         if open > 0 {
             out.push(PatternItem::Text(rest[..open].to_string()));
         }
-        let close = rest[open..].find('}').ok_or_else(|| format!("pattern {form:?}: unclosed '{{'"))? + open;
+        let close = rest[open..].find('}').ok_or_else(|| GrammarError::Unclosed(form.to_string()))? + open;
         let hole = &rest[open + 1..close];
         out.push(match hole {
             "int" => PatternItem::Int,
-            name => {
-                PatternItem::Set(sets.get(name).cloned().ok_or_else(|| format!("pattern {form:?}: no set `{name}`"))?)
-            }
+            name => PatternItem::Set(
+                sets.get(name)
+                    .cloned()
+                    .ok_or_else(|| GrammarError::PatternSet { form: form.to_string(), set: name.to_string() })?,
+            ),
         });
         rest = &rest[close + 1..];
     }
@@ -719,20 +788,23 @@ fn compile_pattern(form: &str, sets: &IndexMap<String, Vec<String>>) -> Result<V
 }
 
 impl StoreKeysFile {
-    pub(crate) fn parse(path: &str, text: &str) -> Result<StoreKeysFile, String> {
-        let f: StoreKeysFile = toml::from_str(text).map_err(|e| format!("{path}: {e}"))?;
+    pub(crate) fn parse(path: &str, text: &str) -> Result<StoreKeysFile, SpecError> {
+        let f: StoreKeysFile = toml::from_str(text).map_err(|e| SpecError::new(path, e.to_string()))?;
         if f.format != FORMAT {
-            return Err(format!("{path}: format must be {FORMAT:?}"));
+            return Err(SpecError::new(path, format!("format must be {FORMAT:?}")));
         }
-        f.grammars().map_err(|e| format!("{path}: {e}"))?;
+        f.grammars().map_err(|e| SpecError::new(path, e.to_string()))?;
         for r in &f.chunk_hash {
             if !matches!(r.rule.as_str(), "block" | "concat" | "last") {
-                return Err(format!("{path}: chunk_hash rule {:?} is not block, concat or last", r.rule));
+                return Err(SpecError::new(path, format!("chunk_hash rule {:?} is not block, concat or last", r.rule)));
             }
         }
         for r in &f.block_hash {
             if !matches!(r.extra_keys.as_str(), "tagged" | "untagged") {
-                return Err(format!("{path}: block_hash extra_keys {:?} is not tagged or untagged", r.extra_keys));
+                return Err(SpecError::new(
+                    path,
+                    format!("block_hash extra_keys {:?} is not tagged or untagged", r.extra_keys),
+                ));
             }
         }
         Ok(f)
@@ -741,16 +813,16 @@ impl StoreKeysFile {
     /// The compiled grammars. Checks: parts are a text or a typed field; names are unique; every `str`
     /// field is followed by text starting with the separator (or ends the key), which is what lets the
     /// parser find where free text ends.
-    pub(crate) fn grammars(&self) -> Result<Vec<Grammar>, String> {
+    pub(crate) fn grammars(&self) -> Result<Vec<Grammar>, GrammarError> {
         let mut out: Vec<Grammar> = vec![];
         for g in &self.grammars {
             if out.iter().any(|o| o.name == g.name) {
-                return Err(format!("grammar {} is defined twice", g.name));
+                return Err(GrammarError::DefinedTwice(g.name.clone()));
             }
             let mut parts = vec![];
             let mut prefix_len = None;
             for (i, p) in g.parts.iter().enumerate() {
-                let at = format!("grammar {} part {}", g.name, i + 1);
+                let at = |what: PartError| GrammarError::Part { grammar: g.name.clone(), part: i + 1, what };
                 if p.prefix_end {
                     prefix_len = Some(i);
                 }
@@ -765,24 +837,28 @@ impl StoreKeysFile {
                             Some("word") => FieldType::Word,
                             Some("tags") => FieldType::Tags,
                             Some("choice") => {
-                                let set = p.set.as_ref().ok_or(format!("{at}: a choice needs `set`"))?;
-                                FieldType::Choice(self.sets.get(set).cloned().ok_or(format!("{at}: no set `{set}`"))?)
+                                let set = p.set.as_ref().ok_or_else(|| at(PartError::ChoiceWithoutSet))?;
+                                FieldType::Choice(
+                                    self.sets.get(set).cloned().ok_or_else(|| at(PartError::NoSet(set.clone())))?,
+                                )
                             }
                             Some("pattern") => {
-                                let name =
-                                    p.pattern.as_ref().ok_or(format!("{at}: a pattern field needs `pattern`"))?;
-                                let forms = self.patterns.get(name).ok_or(format!("{at}: no pattern list `{name}`"))?;
+                                let name = p.pattern.as_ref().ok_or_else(|| at(PartError::PatternWithoutName))?;
+                                let forms = self
+                                    .patterns
+                                    .get(name)
+                                    .ok_or_else(|| at(PartError::NoPatternList(name.clone())))?;
                                 FieldType::Pattern(
                                     forms.iter().map(|f| compile_pattern(f, &self.sets)).collect::<Result<_, _>>()?,
                                 )
                             }
-                            other => return Err(format!("{at}: unknown type {other:?}")),
+                            other => return Err(at(PartError::UnknownType(other.map(str::to_string)))),
                         };
                         if p.omit_empty && ty != FieldType::Str {
-                            return Err(format!("{at}: omit_empty applies to str fields"));
+                            return Err(at(PartError::OmitEmptyNotStr));
                         }
                         if parts.iter().any(|q| matches!(q, Part::Field { name: n, .. } if n == name)) {
-                            return Err(format!("{at}: field `{name}` appears twice"));
+                            return Err(at(PartError::FieldTwice(name.clone())));
                         }
                         parts.push(Part::Field {
                             name: name.clone(),
@@ -791,7 +867,7 @@ impl StoreKeysFile {
                             suffix: p.suffix.clone().unwrap_or_default(),
                         });
                     }
-                    _ => return Err(format!("{at}: a part is either {{ text }} or {{ field, type }}")),
+                    _ => return Err(at(PartError::Neither)),
                 }
             }
             for (i, p) in parts.iter().enumerate() {
@@ -810,10 +886,7 @@ impl StoreKeysFile {
                         }
                     };
                     if !next_ok {
-                        return Err(format!(
-                            "grammar {}: free-text field `{name}` must be followed by the separator",
-                            g.name
-                        ));
+                        return Err(GrammarError::FreeTextEnd { grammar: g.name.clone(), field: name.clone() });
                     }
                 }
             }
@@ -959,7 +1032,7 @@ parts = [
             "{ field = \"model\", type = \"str\" },\n  { field = \"ns\", type = \"pattern\", pattern = \"ns\" },",
             "{ field = \"model\", type = \"str\" },\n  { field = \"m2\", type = \"int\" },",
         );
-        assert!(StoreKeysFile::parse("t", &bad).unwrap_err().contains("followed by the separator"));
+        assert!(StoreKeysFile::parse("t", &bad).unwrap_err().msg.contains("followed by the separator"));
         assert!(StoreKeysFile::parse("t", &DATA.replace("type = \"hex\"", "type = \"hexx\"")).is_err());
         assert!(StoreKeysFile::parse("t", &DATA.replace("{layout}", "{nope}")).is_err());
     }

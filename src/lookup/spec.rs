@@ -9,7 +9,7 @@ use indexmap::IndexMap;
 use serde::Deserialize;
 
 use crate::hash::compat::data_format;
-use crate::spec::Spec;
+use crate::spec::{Spec, SpecError};
 
 pub(crate) const FORMAT: &str = "mooncake-store-lookup/1";
 
@@ -159,15 +159,15 @@ impl LookupVersion {
 }
 
 impl LookupFile {
-    pub(crate) fn parse(path: &str, text: &str) -> Result<LookupFile, String> {
-        let raw: RawFile = toml::from_str(text).map_err(|e| format!("{path}: {e}"))?;
+    pub(crate) fn parse(path: &str, text: &str) -> Result<LookupFile, SpecError> {
+        let raw: RawFile = toml::from_str(text).map_err(|e| SpecError::new(path, e.to_string()))?;
         if raw.format != FORMAT {
-            return Err(format!("{path}: format must be {FORMAT}"));
+            return Err(SpecError::new(path, format!("format must be {FORMAT}")));
         }
-        let f = LookupFile { versions: resolve(path, &raw.versions)? };
+        let f = LookupFile { versions: resolve(&raw.versions).map_err(|m| SpecError::new(path, m))? };
         let mut seen = std::collections::HashSet::new();
         for v in &f.versions {
-            let at = |m: String| format!("{path}: version {}: {m}", v.name);
+            let at = |m: String| SpecError::new(path, format!("version {}: {m}", v.name));
             for r in &v.releases {
                 if !seen.insert(r.clone()) {
                     return Err(at(format!("release {r} is listed twice")));
@@ -199,7 +199,7 @@ impl LookupFile {
 }
 
 /// Applies each version's edits to its base (which must come earlier in the file) and reads the result.
-fn resolve(path: &str, raw: &[toml::Table]) -> Result<Vec<LookupVersion>, String> {
+fn resolve(raw: &[toml::Table]) -> Result<Vec<LookupVersion>, String> {
     use toml::Value;
     let mut done: Vec<(String, toml::Table)> = Vec::new();
     let mut out = Vec::new();
@@ -207,9 +207,9 @@ fn resolve(path: &str, raw: &[toml::Table]) -> Result<Vec<LookupVersion>, String
         let name = own
             .get("name")
             .and_then(Value::as_str)
-            .ok_or_else(|| format!("{path}: a version without a `name`"))?
+            .ok_or_else(|| "a version without a `name`".to_string())?
             .to_string();
-        let at = |m: String| format!("{path}: version {name}: {m}");
+        let at = |m: String| format!("version {name}: {m}");
         let source = own.get("source").and_then(Value::as_str).unwrap_or_default().to_string();
         let edits: Vec<toml::Table> = match own.get("edit") {
             None => vec![],
@@ -331,9 +331,10 @@ mod tests {
     fn a_bad_edit_says_where() {
         let text = builtin_text().replace("before = \"token_len\"", "before = \"no_such_frame\"");
         let e = LookupFile::parse("x.toml", &text).unwrap_err();
-        assert!(e.contains("version vllm-0.23.0: edit #1") && e.contains("no_such_frame"), "{e}");
+        assert_eq!(e.path, "x.toml");
+        assert!(e.msg.contains("version vllm-0.23.0: edit #1") && e.msg.contains("no_such_frame"), "{e}");
         let text = builtin_text().replace("base = \"vllm-0.23.0\"", "base = \"vllm-0.29.0..0.33.0\"");
-        assert!(LookupFile::parse("x.toml", &text).unwrap_err().contains("not an earlier version"));
+        assert!(LookupFile::parse("x.toml", &text).unwrap_err().msg.contains("not an earlier version"));
     }
 
     fn builtin_text() -> String {

@@ -75,7 +75,18 @@ pub enum Refusal {
     RegionLengths(String),
     /// vLLM raised; its generic handler replies with `str(exception)`.
     Exception(PlanError),
+    /// An int of the pull is outside the planner's 64-bit signed range (vLLM's Python ints have no such
+    /// limit; the text is ours).
+    OutOfRange(super::WireRangeError),
 }
+
+/// The `err_msg` of the `ERROR` reply ([`Refusal::err_msg`]).
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.err_msg())
+    }
+}
+impl std::error::Error for Refusal {}
 
 impl Refusal {
     /// The `err_msg` of the `ERROR` reply, byte for byte as vLLM 0.33.0 sends it.
@@ -94,6 +105,7 @@ impl Refusal {
             ),
             Refusal::Layout(m) | Refusal::RegionLengths(m) => m.clone(),
             Refusal::Exception(e) => e.err_msg().to_string(),
+            Refusal::OutOfRange(e) => e.to_string(),
         }
     }
 }

@@ -266,7 +266,7 @@ impl DecoderCore {
         &mut self,
         now: Instant,
         bootstrap_addr: &str,
-        result: Result<BTreeMap<String, EngineTable>, String>,
+        result: Result<BTreeMap<String, EngineTable>, QueryError>,
     ) {
         if let Ok(table) = result {
             for (engine, t) in table {
@@ -673,20 +673,46 @@ impl DecoderCore {
     }
 }
 
+/// Why a `GET /query` brought no engine table ([`parse_query`], [`DecoderCore::query_result`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum QueryError {
+    /// The query got no answer, or no JSON body: the I/O layer's description (connection refused, an HTTP
+    /// status, a body that is not JSON).
+    #[error("{0}")]
+    Unanswered(String),
+    /// A part of the body that must be a JSON object (`query body`, `pp table`) is not one.
+    #[error("{0} is not an object")]
+    NotAnObject(&'static str),
+    /// An engine entry without this item (`engine_id`, `worker_addr`).
+    #[error("{0} missing")]
+    Missing(&'static str),
+    /// A TP or PP rank key that is not an integer.
+    #[error("{kind} rank {rank:?} is not an integer")]
+    BadRank {
+        /// `tp` or `pp`.
+        kind: &'static str,
+        /// The key.
+        rank: String,
+    },
+    /// A worker address that is not a string.
+    #[error("address is not a string")]
+    AddressNotString,
+}
+
 /// Parses a `GET /query` body into engine id → the decoder's engine table (the DP keys are ignored, as vLLM's
 /// decoder ignores them).
-pub fn parse_query(body: &serde_json::Value) -> Result<BTreeMap<String, EngineTable>, String> {
+pub fn parse_query(body: &serde_json::Value) -> Result<BTreeMap<String, EngineTable>, QueryError> {
     let mut out = BTreeMap::new();
-    for (_, e) in body.as_object().ok_or("query body is not an object")? {
-        let id = e.get("engine_id").and_then(|v| v.as_str()).ok_or("engine_id missing")?.to_string();
+    for (_, e) in body.as_object().ok_or(QueryError::NotAnObject("query body"))? {
+        let id = e.get("engine_id").and_then(|v| v.as_str()).ok_or(QueryError::Missing("engine_id"))?.to_string();
         let mut t = EngineTable::new();
-        for (tp, pps) in e.get("worker_addr").and_then(|v| v.as_object()).ok_or("worker_addr missing")? {
-            let tp: usize = tp.parse().map_err(|_| format!("tp rank {tp:?} is not an integer"))?;
+        for (tp, pps) in e.get("worker_addr").and_then(|v| v.as_object()).ok_or(QueryError::Missing("worker_addr"))? {
+            let tp: usize = tp.parse().map_err(|_| QueryError::BadRank { kind: "tp", rank: tp.clone() })?;
             let mut m = BTreeMap::new();
-            for (pp, a) in pps.as_object().ok_or("pp table is not an object")? {
+            for (pp, a) in pps.as_object().ok_or(QueryError::NotAnObject("pp table"))? {
                 m.insert(
-                    pp.parse().map_err(|_| format!("pp rank {pp:?} is not an integer"))?,
-                    a.as_str().ok_or("address is not a string")?.to_string(),
+                    pp.parse().map_err(|_| QueryError::BadRank { kind: "pp", rank: pp.clone() })?,
+                    a.as_str().ok_or(QueryError::AddressNotString)?.to_string(),
                 );
             }
             t.insert(tp, m);

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use super::decoder::{DecoderEvent, ExchangeId, PullRequest};
 use super::prefiller::{PeerId, PrefillerEvent, PrefillerStats, Transmit, WriteId};
-use super::profile::{need, ProfileError};
-use crate::codec::convert::{convert, Lacking};
-use crate::codec::{Codec, Value};
+use super::profile::{need, CarryError, ProfileError};
+use crate::codec::convert::{convert, ConvertError, Lacking};
+use crate::codec::{Codec, DecodeError, EncodeError, Value};
 use crate::limits;
 use crate::msgpack::WireInt;
 use crate::plan::{build_whole_blocks, Producer, Pull, ReadyRequest, RegisteredLayout};
@@ -132,21 +132,39 @@ impl Gen1Profile {
     /// Decodes a request with this revision's msgspec rules (its spec codec), as the newest generation-1
     /// revision's generated struct (the value carried over by [`convert`], by the two specs' field lists). The
     /// core holds ports, addresses and block ids unsigned: a negative int anywhere refuses the request.
-    pub fn decode_request(&self, bytes: &[u8]) -> Result<AgentMetadata, String> {
-        let v = self.codec.decode(REQUEST, bytes).map_err(|e| e.msgspec_message())?;
+    pub fn decode_request(&self, bytes: &[u8]) -> Result<AgentMetadata, RequestError> {
+        let v = self.codec.decode(REQUEST, bytes).map_err(|e| RequestError::Decode(Box::new(e)))?;
         unsigned(&v)?;
         let gen1 = gen1_codec();
-        let v = convert(&self.codec, &gen1, REQUEST, &v, Lacking::MustBeDefault).map_err(|e| e.to_string())?;
-        AgentMetadata::decode(&gen1.encode(REQUEST, &v).map_err(|e| e.to_string())?).map_err(|e| e.msgspec_message())
+        let v = convert(&self.codec, &gen1, REQUEST, &v, Lacking::MustBeDefault)?;
+        AgentMetadata::decode(&gen1.encode(REQUEST, &v)?).map_err(|e| RequestError::Decode(Box::new(e)))
     }
 
     /// Encodes a request as this revision does.
-    pub fn encode_request(&self, m: &AgentMetadata) -> Result<Vec<u8>, String> {
+    pub fn encode_request(&self, m: &AgentMetadata) -> Result<Vec<u8>, CarryError> {
         let gen1 = gen1_codec();
-        let v = gen1.decode(REQUEST, &m.encode()).map_err(|e| e.to_string())?;
-        let v = convert(&gen1, &self.codec, REQUEST, &v, Lacking::MustBeDefault).map_err(|e| e.to_string())?;
-        self.codec.encode(REQUEST, &v).map_err(|e| e.to_string())
+        let v = gen1.decode(REQUEST, &m.encode())?;
+        let v = convert(&gen1, &self.codec, REQUEST, &v, Lacking::MustBeDefault)?;
+        Ok(self.codec.encode(REQUEST, &v)?)
     }
+}
+
+/// Why a generation-1 prefiller refuses a request ([`Gen1Profile::decode_request`]).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RequestError {
+    /// The bytes do not decode as the revision's request; the text is msgspec's (boxed: a decode error is
+    /// large).
+    #[error("{}", .0.msgspec_message())]
+    Decode(Box<DecodeError>),
+    /// An int the core holds unsigned (a port, an address, a block id) is negative.
+    #[error("{0} is not an unsigned 64-bit integer")]
+    NotUnsigned(WireInt),
+    /// The request holds something the newest generation-1 revision cannot.
+    #[error(transparent)]
+    Convert(#[from] ConvertError),
+    /// The converted value does not encode as the newest generation-1 revision's request.
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
 }
 
 /// The codec of the revision whose generated struct the core holds.
@@ -155,9 +173,9 @@ fn gen1_codec() -> Arc<Codec> {
 }
 
 /// Every int of `v` is unsigned (fits a `u64`).
-fn unsigned(v: &Value) -> Result<(), String> {
+fn unsigned(v: &Value) -> Result<(), RequestError> {
     match v {
-        Value::Int(i) if i.as_u64().is_none() => Err(format!("{i} is not an unsigned 64-bit integer")),
+        Value::Int(i) if i.as_u64().is_none() => Err(RequestError::NotUnsigned(*i)),
         Value::List(xs) | Value::Tuple(xs) => xs.iter().try_for_each(unsigned),
         Value::IntList(xs) => xs.iter().try_for_each(|i| unsigned(&Value::Int(*i))),
         Value::Dict(es) => es.iter().try_for_each(|(k, x)| unsigned(k).and_then(|()| unsigned(x))),

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use super::decoder::{DecoderCore, DecoderEvent, EngineTable, ExchangeId, PullRequest};
+use super::decoder::{DecoderCore, DecoderEvent, EngineTable, ExchangeId, PullRequest, QueryError};
 use super::gen1::{Gen1Decoder, Gen1Prefiller};
 use super::planner::SenderPlanner;
 use super::prefiller::{PrefillerCore, PrefillerEvent, PrefillerStats, Transmit, WriteId};
@@ -51,6 +51,7 @@ where
     P::Prepared: Send,
     P::Pull: Send,
     P::PrepareKey: Send,
+    P::Error: Send,
 {
     fn handle_frames(&mut self, now: Instant, frames: Vec<Vec<u8>>) {
         PrefillerCore::handle_frames(self, now, frames)
@@ -165,7 +166,7 @@ pub trait DecoderMachine: Send + 'static {
         &mut self,
         now: Instant,
         bootstrap_addr: &str,
-        result: Result<BTreeMap<String, EngineTable>, String>,
+        result: Result<BTreeMap<String, EngineTable>, QueryError>,
     );
     /// A reply arrived on the exchange `id`.
     fn handle_reply(&mut self, now: Instant, id: ExchangeId, payload: &[u8]);
@@ -190,7 +191,7 @@ impl DecoderMachine for DecoderCore {
     fn pull(&mut self, now: Instant, reqs: Vec<PullRequest>) {
         DecoderCore::pull(self, now, reqs)
     }
-    fn query_result(&mut self, now: Instant, addr: &str, result: Result<BTreeMap<String, EngineTable>, String>) {
+    fn query_result(&mut self, now: Instant, addr: &str, result: Result<BTreeMap<String, EngineTable>, QueryError>) {
         DecoderCore::query_result(self, now, addr, result)
     }
     fn handle_reply(&mut self, now: Instant, id: ExchangeId, payload: &[u8]) {
@@ -223,7 +224,8 @@ impl DecoderMachine for Gen1Decoder {
     fn pull(&mut self, now: Instant, reqs: Vec<PullRequest>) {
         Gen1Decoder::pull(self, now, reqs)
     }
-    fn query_result(&mut self, _now: Instant, _addr: &str, _result: Result<BTreeMap<String, EngineTable>, String>) {}
+    fn query_result(&mut self, _now: Instant, _addr: &str, _result: Result<BTreeMap<String, EngineTable>, QueryError>) {
+    }
     fn handle_reply(&mut self, now: Instant, id: ExchangeId, payload: &[u8]) {
         Gen1Decoder::handle_reply(self, now, id, payload)
     }

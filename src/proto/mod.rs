@@ -16,10 +16,12 @@ pub(crate) mod registry;
 pub mod sim;
 mod vllm;
 
-pub use decoder::{DecoderConfig, DecoderCore, DecoderEvent, DecoderLayout, EngineTable, ExchangeId, PullRequest};
+pub use decoder::{
+    DecoderConfig, DecoderCore, DecoderEvent, DecoderLayout, EngineTable, ExchangeId, PullRequest, QueryError,
+};
 pub use planner::{Descriptor, ReadyReq, SenderPlanner, TransferBatch};
 pub use prefiller::{PeerId, PrefillerCore, PrefillerEvent, PrefillerStats, Transmit, WriteId};
-pub use profile::{ProfileError, Rules, WireProfile};
+pub use profile::{CarryError, ProfileError, Rules, WireProfile};
 pub use registry::{Registry, Reply};
 
 mod machine;

@@ -20,8 +20,11 @@ pub struct ReadyReq<'a> {
     pub remote_blocks: &'a [Vec<WireInt>],
 }
 
-/// Every method returning `Err(String)` gives the exact `err_msg` of the `ERROR` reply.
+/// Every method returning `Err` gives the `ERROR` reply's `err_msg`: the error's `Display`, byte for byte.
 pub trait SenderPlanner {
+    /// Why a pull is refused; its `Display` is the reply's exact `err_msg` (kept per layout with the
+    /// preparations, hence `Clone`).
+    type Error: std::fmt::Display + Clone;
     /// The pull as the planner reads it (converted once per message).
     type Pull;
     /// Aligned regions of both sides, kept per peer layout when layout caching is on.
@@ -32,16 +35,16 @@ pub trait SenderPlanner {
     type PrepareKey: Eq + std::hash::Hash;
 
     /// Reads what a pull asks for (its layout, ranks and blocks); an error is the reply's `err_msg`.
-    fn pull(&self, meta: &MooncakeXferMetadata) -> Result<Self::Pull, String>;
+    fn pull(&self, meta: &MooncakeXferMetadata) -> Result<Self::Pull, Self::Error>;
     /// The decoder TP ranks this prefiller pairs with, after checking the pull's rank is one of them and
     /// that PP sizes allow alignment (vLLM's first two checks).
-    fn check(&self, pull: &Self::Pull) -> Result<Vec<usize>, String>;
+    fn check(&self, pull: &Self::Pull) -> Result<Vec<usize>, Self::Error>;
     /// The part of `pull` that [`SenderPlanner::prepare`] reads.
     fn prepare_key(&self, pull: &Self::Pull) -> Self::PrepareKey;
     /// Aligns the decoder's layout with ours.
-    fn prepare(&self, pull: &Self::Pull) -> Result<Self::Prepared, String>;
+    fn prepare(&self, pull: &Self::Pull) -> Result<Self::Prepared, Self::Error>;
     /// Region-length validation of prepared regions for this pull's TP pairing.
-    fn validate(&self, pull: &Self::Pull, prepared: &Self::Prepared) -> Result<(), String>;
+    fn validate(&self, pull: &Self::Pull, prepared: &Self::Prepared) -> Result<(), Self::Error>;
     /// Descriptors for the ready requests of one round. `Err` is an exception vLLM would raise mid-pull
     /// (answered `ERROR`).
     fn build(
@@ -49,7 +52,7 @@ pub trait SenderPlanner {
         pull: &Self::Pull,
         prepared: &Self::Prepared,
         ready: &[ReadyReq<'_>],
-    ) -> Result<TransferBatch, String>;
+    ) -> Result<TransferBatch, Self::Error>;
     /// How many decoder workers must settle a request before it is freed (`resolve_need_send`).
     fn need_send(&self, target_ranks: &[usize], remote_pp_size: usize) -> usize;
 }

@@ -161,7 +161,7 @@ pub struct PrefillerCore<P: SenderPlanner> {
     next_write: u64,
     layouts: Lru<LayoutKey, P::Prepared>,
     /// Prepared regions (or the refusal) per distinct decoder layout, whatever its `layout_id`.
-    prepared: HashMap<P::PrepareKey, Result<P::Prepared, String>>,
+    prepared: HashMap<P::PrepareKey, Result<P::Prepared, P::Error>>,
     /// Exchanges waiting on each transfer id (may hold ids of exchanges that ended; checked on use).
     waiting: HashMap<String, Vec<u64>>,
     /// Wait deadlines of exchanges, (deadline, exchange); an item whose exchange moved on is skipped.
@@ -282,7 +282,7 @@ impl<P: SenderPlanner> PrefillerCore<P> {
     }
 
     /// The planner's preparation of this pull's layout, computed once per distinct layout.
-    fn prepare(&mut self, pull: &P::Pull) -> Result<P::Prepared, String> {
+    fn prepare(&mut self, pull: &P::Pull) -> Result<P::Prepared, P::Error> {
         let key = self.planner.prepare_key(pull);
         if let Some(p) = self.prepared.get(&key) {
             return p.clone();
@@ -328,11 +328,11 @@ impl<P: SenderPlanner> PrefillerCore<P> {
         }
         let pull = match self.planner.pull(&meta) {
             Ok(p) => p,
-            Err(e) => return self.reply_error(peer, Status::ERROR, e),
+            Err(e) => return self.reply_error(peer, Status::ERROR, e.to_string()),
         };
         let target_ranks = match self.planner.check(&pull) {
             Ok(t) => t,
-            Err(e) => return self.reply_error(peer, Status::ERROR, e),
+            Err(e) => return self.reply_error(peer, Status::ERROR, e.to_string()),
         };
         let caching = self.profile.layout_caching.is_some();
         let prepared = match caching {
@@ -361,11 +361,11 @@ impl<P: SenderPlanner> PrefillerCore<P> {
                     }
                     p
                 }
-                Err(e) => return self.reply_error(peer, Status::ERROR, e),
+                Err(e) => return self.reply_error(peer, Status::ERROR, e.to_string()),
             },
         };
         if let Err(e) = self.planner.validate(&pull, &prepared) {
-            return self.reply_error(peer, Status::ERROR, e);
+            return self.reply_error(peer, Status::ERROR, e.to_string());
         }
         // Every requested transfer gets an entry (a placeholder when the scheduler has not named it yet).
         let mut pending = Vec::with_capacity(meta.req_blocks.len());
@@ -572,7 +572,7 @@ impl<P: SenderPlanner> PrefillerCore<P> {
                     }
                 }
                 self.release_waiters(ex_id, &ex.pending);
-                return self.reply_error(ex.peer, Status::ERROR, e);
+                return self.reply_error(ex.peer, Status::ERROR, e.to_string());
             }
         };
         // err-then-ok lists every ready id in the ok reply, the failed ones too.

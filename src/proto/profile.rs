@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::codec::convert::{self, Lacking};
-use crate::codec::{Codec, DecodeError, DecodeErrorKind, Value};
+use crate::codec::{Codec, DecodeError, DecodeErrorKind, EncodeError, Value};
 use crate::plan::PlanRules;
 use crate::spec::behaviour::*;
 use crate::spec::{Behaviour, LayoutCaching, Revision, Spec};
@@ -100,6 +100,27 @@ pub struct Rules {
     pub decoder_pp_targets: DecoderPpTargets,
 }
 
+/// Why a message cannot be said in a revision, or a spec-driven value of it read back as the cores' struct: what
+/// [`WireProfile`]'s encoders and value views and `gen1::Gen1Profile::encode_request` return.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CarryError {
+    /// The message holds something the revision cannot carry (its text names the revision).
+    #[error(transparent)]
+    Convert(#[from] convert::ConvertError),
+    /// The bytes do not decode as the message (boxed: a decode error is large, and rare here).
+    #[error(transparent)]
+    Decode(Box<DecodeError>),
+    /// The value does not encode as the message.
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+}
+
+impl From<DecodeError> for CarryError {
+    fn from(e: DecodeError) -> Self {
+        CarryError::Decode(Box::new(e))
+    }
+}
+
 /// Why a revision cannot be spoken by a sans-IO core: what [`WireProfile::new`], `gen1::Gen1Profile::new` and
 /// their `builtin`s return. Each variant names what the spec lacks, so a caller can tell a name that is no
 /// revision from a revision of the other generation or a spec that misses an item.
@@ -152,9 +173,9 @@ pub enum ProfileError {
         name: &'static str,
     },
     /// A message of a revision given at run time has no field-by-field counterpart in the newest revision
-    /// (the cores hold the newest structs); the text names the field.
+    /// (the cores hold the newest structs).
     #[error("{0}")]
-    NoCounterpart(String),
+    NoCounterpart(convert::ConvertError),
 }
 
 /// The value of a behaviour item the rules need, or that `revision` does not state it.
@@ -300,12 +321,12 @@ impl WireProfile {
     }
 
     /// Encodes a pull as this revision does (an error says what the revision cannot carry).
-    pub fn encode_metadata(&self, m: &MooncakeXferMetadata) -> Result<Vec<u8>, String> {
+    pub fn encode_metadata(&self, m: &MooncakeXferMetadata) -> Result<Vec<u8>, CarryError> {
         if self.is_typed() {
             return Ok(m.encode());
         }
         if let Some(g) = &self.generated {
-            return (g.metadata.encode)(m);
+            return Ok((g.metadata.encode)(m)?);
         }
         self.encode_via_spec("MooncakeXferMetadata", &m.encode())
     }
@@ -319,44 +340,44 @@ impl WireProfile {
     }
 
     /// Encodes a reply as this revision does (an error says what the revision cannot carry).
-    pub fn encode_response(&self, r: &MooncakeXferResponse) -> Result<Vec<u8>, String> {
+    pub fn encode_response(&self, r: &MooncakeXferResponse) -> Result<Vec<u8>, CarryError> {
         if self.is_typed() {
             return Ok(r.encode());
         }
         if let Some(g) = &self.generated {
-            return (g.response.encode)(r);
+            return Ok((g.response.encode)(r)?);
         }
         self.encode_via_spec("MooncakeXferResponse", &r.encode())
     }
 
     /// The pull request as a spec-driven value of this revision (for reports and field-by-field comparisons):
     /// its encoding in this revision, read by the spec codec. `Err` says what the revision cannot carry.
-    pub fn metadata_value(&self, m: &MooncakeXferMetadata) -> Result<Value, String> {
+    pub fn metadata_value(&self, m: &MooncakeXferMetadata) -> Result<Value, CarryError> {
         self.value_of("MooncakeXferMetadata", self.encode_metadata(m)?)
     }
 
     /// A spec-driven value of this revision's pull request as the cores' struct (the inverse of
     /// [`WireProfile::metadata_value`]).
-    pub fn metadata_from_value(&self, v: &Value) -> Result<MooncakeXferMetadata, String> {
-        self.decode_metadata(&self.bytes_of("MooncakeXferMetadata", v)?).map_err(|e| e.to_string())
+    pub fn metadata_from_value(&self, v: &Value) -> Result<MooncakeXferMetadata, CarryError> {
+        Ok(self.decode_metadata(&self.bytes_of("MooncakeXferMetadata", v)?)?)
     }
 
     /// The reply as a spec-driven value of this revision (see [`WireProfile::metadata_value`]).
-    pub fn response_value(&self, r: &MooncakeXferResponse) -> Result<Value, String> {
+    pub fn response_value(&self, r: &MooncakeXferResponse) -> Result<Value, CarryError> {
         self.value_of("MooncakeXferResponse", self.encode_response(r)?)
     }
 
     /// A spec-driven value of this revision's reply as the cores' struct.
-    pub fn response_from_value(&self, v: &Value) -> Result<MooncakeXferResponse, String> {
-        self.decode_response(&self.bytes_of("MooncakeXferResponse", v)?).map_err(|e| e.to_string())
+    pub fn response_from_value(&self, v: &Value) -> Result<MooncakeXferResponse, CarryError> {
+        Ok(self.decode_response(&self.bytes_of("MooncakeXferResponse", v)?)?)
     }
 
-    fn value_of(&self, message: &str, bytes: Vec<u8>) -> Result<Value, String> {
-        self.codec.decode(message, &bytes).map_err(|e| e.to_string())
+    fn value_of(&self, message: &str, bytes: Vec<u8>) -> Result<Value, CarryError> {
+        Ok(self.codec.decode(message, &bytes)?)
     }
 
-    fn bytes_of(&self, message: &str, v: &Value) -> Result<Vec<u8>, String> {
-        self.codec.encode(message, v).map_err(|e| e.to_string())
+    fn bytes_of(&self, message: &str, v: &Value) -> Result<Vec<u8>, CarryError> {
+        Ok(self.codec.encode(message, v)?)
     }
 
     /// A revision from a spec given at run time: this revision's spec-driven decoder, the value converted into
@@ -384,12 +405,12 @@ impl WireProfile {
 
     /// The other way: the newest revision's encoding read by its spec-driven decoder, the value converted into
     /// this revision's, and this revision's spec-driven encoder.
-    fn encode_via_spec(&self, message: &str, newest_bytes: &[u8]) -> Result<Vec<u8>, String> {
+    fn encode_via_spec(&self, message: &str, newest_bytes: &[u8]) -> Result<Vec<u8>, CarryError> {
         let newest = newest_codec();
-        let n = newest.decode(message, newest_bytes).map_err(|e| e.to_string())?;
+        let n = newest.decode(message, newest_bytes)?;
         let v = convert::convert(&newest, &self.codec, message, &n, Lacking::MustBeDefault)
-            .map_err(|e| format!("{}: {e}", self.revision.revision))?;
-        self.codec.encode(message, &v).map_err(|e| e.to_string())
+            .map_err(|e| e.in_revision(&self.revision.revision))?;
+        Ok(self.codec.encode(message, &v)?)
     }
 }
 
@@ -459,7 +480,12 @@ mod tests {
         let mut r = MooncakeXferResponse::new(Status::FINISH);
         assert_eq!(p32.encode_response(&r).unwrap(), r.encode(), "0.32.0 bytes equal 0.33.0 bytes without layout_id");
         r.layout_id = 5u64.into();
-        assert!(p32.encode_response(&r).unwrap_err().contains("layout_id"));
+        let e = p32.encode_response(&r).unwrap_err();
+        assert!(
+            matches!(&e, CarryError::Convert(c) if matches!(c.innermost(), convert::ConvertError::Lacking { field, .. } if field == "layout_id")),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("layout_id"), "{e}");
         let miss = MooncakeXferResponse::new(Status::LAYOUT_MISS);
         assert!(p32.encode_response(&miss).is_err(), "0.32.0 has no LAYOUT_MISS");
         assert_eq!(

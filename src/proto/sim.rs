@@ -150,7 +150,7 @@ impl<P: SenderPlanner> Net<P> {
                 let r = if bootstrap_addr == self.bootstrap_addr {
                     super::decoder::parse_query(&self.registry.query())
                 } else {
-                    Err(format!("cannot connect to {bootstrap_addr}"))
+                    Err(super::decoder::QueryError::Unanswered(format!("cannot connect to {bootstrap_addr}")))
                 };
                 self.decoders[di].core.query_result(now, &bootstrap_addr, r);
             }

@@ -7,23 +7,23 @@ use crate::plan::{PreparedRegions, Producer, Pull, ReadyRequest, Refusal, Regist
 use crate::typed::MooncakeXferMetadata;
 
 impl SenderPlanner for Producer {
+    type Error = Refusal;
     type Pull = Pull;
     type Prepared = Arc<PreparedRegions>;
     /// `_prepare_transfer_regions` reads the decoder's TP and PP sizes and its layout (not its rank).
     type PrepareKey = (i64, i64, Arc<RegisteredLayout>);
 
-    fn pull(&self, meta: &MooncakeXferMetadata) -> Result<Pull, String> {
-        Pull::try_from(meta).map_err(|e| e.to_string())
+    fn pull(&self, meta: &MooncakeXferMetadata) -> Result<Pull, Refusal> {
+        Pull::try_from(meta).map_err(Refusal::OutOfRange)
     }
 
-    fn check(&self, pull: &Pull) -> Result<Vec<usize>, String> {
-        let ranks = self.check_pairing(pull).map_err(|r| r.err_msg())?;
+    fn check(&self, pull: &Pull) -> Result<Vec<usize>, Refusal> {
+        let ranks = self.check_pairing(pull)?;
         if self.pp_mismatch_hides_packed_layers(pull) {
             return Err(Refusal::PpMismatchHidesPackedLayers {
                 local_pp_size: self.config.pp_size,
                 remote_pp_size: pull.remote_pp_size,
-            }
-            .err_msg());
+            });
         }
         Ok(ranks.into_iter().map(|r| r as usize).collect())
     }
@@ -32,12 +32,12 @@ impl SenderPlanner for Producer {
         (pull.remote_tp_size, pull.remote_pp_size, pull.layout.clone())
     }
 
-    fn prepare(&self, pull: &Pull) -> Result<Arc<PreparedRegions>, String> {
-        Producer::prepare(self, pull).map(Arc::new).map_err(|r| r.err_msg())
+    fn prepare(&self, pull: &Pull) -> Result<Arc<PreparedRegions>, Refusal> {
+        Producer::prepare(self, pull).map(Arc::new)
     }
 
-    fn validate(&self, pull: &Pull, prepared: &Arc<PreparedRegions>) -> Result<(), String> {
-        Producer::validate(self, prepared, pull.remote_tp_size).map_err(|r| r.err_msg())
+    fn validate(&self, pull: &Pull, prepared: &Arc<PreparedRegions>) -> Result<(), Refusal> {
+        Producer::validate(self, prepared, pull.remote_tp_size)
     }
 
     fn build(
@@ -45,7 +45,7 @@ impl SenderPlanner for Producer {
         pull: &Pull,
         prepared: &Arc<PreparedRegions>,
         ready: &[ReadyReq<'_>],
-    ) -> Result<TransferBatch, String> {
+    ) -> Result<TransferBatch, Refusal> {
         let reqs: Vec<ReadyRequest> = ready
             .iter()
             .map(|r| ReadyRequest {
@@ -58,7 +58,7 @@ impl SenderPlanner for Producer {
                     .collect(),
             })
             .collect();
-        Producer::build(self, prepared, pull, &reqs).map_err(|e| e.err_msg().to_string())
+        Ok(Producer::build(self, prepared, pull, &reqs)?)
     }
 
     fn need_send(&self, target_ranks: &[usize], remote_pp_size: usize) -> usize {

@@ -555,8 +555,8 @@ impl Revision {
     /// One rule for every place that needs it: a generated struct's `Default`, and a conversion between
     /// revisions (a field one revision lacks reads as this value in the other, and must hold it to be said in
     /// the one lacking it). `None`: the type has no such value (a struct, a tuple, `bytes`, `any`).
-    pub fn fallback_value(&self, f: &FieldDef) -> Result<Option<Literal>, String> {
-        if let Some(d) = f.default_literal().map_err(|e| e.to_string())? {
+    pub fn fallback_value(&self, f: &FieldDef) -> Result<Option<Literal>, LiteralError> {
+        if let Some(d) = f.default_literal()? {
             return Ok(Some(d));
         }
         let mut t = &f.ty;

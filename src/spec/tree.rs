@@ -204,19 +204,68 @@ fn item_name(v: &Value) -> Option<&str> {
     v.as_table()?.get("name")?.as_str()
 }
 
+/// Why an `[[edit]]` of a derived revision (or lookup version) cannot be applied to its base.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum EditError {
+    /// A key an edit does not take.
+    #[error("unknown edit key `{0}`")]
+    UnknownKey(String),
+    /// An item the edit needs (`op`, `at`, `item`, `value`).
+    #[error("missing `{0}`")]
+    Missing(&'static str),
+    /// An inserted item without a `name`.
+    #[error("inserted item needs a `name`")]
+    UnnamedItem,
+    /// An operation other than insert, set, replace and remove.
+    #[error("unknown op `{0}` (insert, set, replace, remove)")]
+    UnknownOp(String),
+    /// An empty `at`.
+    #[error("empty path")]
+    EmptyPath,
+    /// A path segment that is no key of its table.
+    #[error("no key `{0}`")]
+    NoKey(String),
+    /// A path segment that names no item of its array.
+    #[error("no item named `{0}`")]
+    NoItemNamed(String),
+    /// A path that continues below a scalar.
+    #[error("`{0}` is inside a scalar")]
+    InsideScalar(String),
+    /// The path (or the item) leads to the wrong kind of value; the text says what it must be.
+    #[error("{0}")]
+    WrongShape(&'static str),
+    /// An inserted item whose name the array has already.
+    #[error("`{0}` already exists")]
+    AlreadyExists(String),
+    /// Both `after` and `before`.
+    #[error("give `after` or `before`, not both")]
+    AfterAndBefore,
+    /// The item an insert is placed after (or before) is not there.
+    #[error("no item `{name}` to insert {}", if *.after { "after" } else { "before" })]
+    NoAnchor {
+        /// The item named.
+        name: String,
+        /// `after` (else `before`).
+        after: bool,
+    },
+    /// The item a replace or remove names is not there.
+    #[error("no item `{0}`")]
+    NoItem(String),
+}
+
 /// Follows a dotted path: table keys by name, named-array items by their `name`. Records on every named item
 /// it passes through that `revision` changed it.
-fn walk<'a>(root: &'a mut Table, segs: &[&str], mark: Option<&str>) -> Result<&'a mut Value, String> {
-    let (first, rest) = segs.split_first().ok_or("empty path")?;
-    let mut cur = root.get_mut(*first).ok_or_else(|| format!("no key `{first}`"))?;
+fn walk<'a>(root: &'a mut Table, segs: &[&str], mark: Option<&str>) -> Result<&'a mut Value, EditError> {
+    let (first, rest) = segs.split_first().ok_or(EditError::EmptyPath)?;
+    let mut cur = root.get_mut(*first).ok_or_else(|| EditError::NoKey(first.to_string()))?;
     for seg in rest {
         cur = match cur {
-            Value::Table(t) => t.get_mut(*seg).ok_or_else(|| format!("no key `{seg}`"))?,
+            Value::Table(t) => t.get_mut(*seg).ok_or_else(|| EditError::NoKey(seg.to_string()))?,
             Value::Array(items) => {
                 let it = items
                     .iter_mut()
                     .find(|v| item_name(v) == Some(*seg))
-                    .ok_or_else(|| format!("no item named `{seg}`"))?;
+                    .ok_or_else(|| EditError::NoItemNamed(seg.to_string()))?;
                 if let (Some(rev), Value::Table(t)) = (mark, &mut *it) {
                     let ch = t.entry("changed_in").or_insert_with(|| Value::Array(vec![]));
                     if let Value::Array(a) = ch {
@@ -227,24 +276,24 @@ fn walk<'a>(root: &'a mut Table, segs: &[&str], mark: Option<&str>) -> Result<&'
                 }
                 it
             }
-            _ => return Err(format!("`{seg}` is inside a scalar")),
+            _ => return Err(EditError::InsideScalar(seg.to_string())),
         };
     }
     Ok(cur)
 }
 
-pub(crate) fn apply_edit(t: &mut Table, e: &Table, revision: &str, rev_source: &str) -> Result<(), String> {
+pub(crate) fn apply_edit(t: &mut Table, e: &Table, revision: &str, rev_source: &str) -> Result<(), EditError> {
     for k in e.keys() {
         if !["op", "at", "after", "before", "item", "value", "why", "source"].contains(&k.as_str()) {
-            return Err(format!("unknown edit key `{k}`"));
+            return Err(EditError::UnknownKey(k.clone()));
         }
     }
-    let op = e.get("op").and_then(Value::as_str).ok_or("missing `op`")?;
-    let at = e.get("at").and_then(Value::as_str).ok_or("missing `at`")?;
+    let op = e.get("op").and_then(Value::as_str).ok_or(EditError::Missing("op"))?;
+    let at = e.get("at").and_then(Value::as_str).ok_or(EditError::Missing("at"))?;
     let segs: Vec<&str> = at.split('.').collect();
-    let new_item = || -> Result<Value, String> {
-        let mut item = e.get("item").cloned().ok_or("missing `item`")?;
-        let it = item.as_table_mut().ok_or("`item` must be a table")?;
+    let new_item = || -> Result<Value, EditError> {
+        let mut item = e.get("item").cloned().ok_or(EditError::Missing("item"))?;
+        let it = item.as_table_mut().ok_or(EditError::WrongShape("`item` must be a table"))?;
         it.entry("since").or_insert_with(|| Value::String(revision.to_string()));
         let src = e.get("source").and_then(Value::as_str).unwrap_or(rev_source);
         it.entry("source").or_insert_with(|| Value::String(src.to_string()));
@@ -253,61 +302,71 @@ pub(crate) fn apply_edit(t: &mut Table, e: &Table, revision: &str, rev_source: &
     match op {
         "insert" => {
             let item = new_item()?;
-            let name = item_name(&item).ok_or("inserted item needs a `name`")?.to_string();
-            let arr = walk(t, &segs, None)?.as_array_mut().ok_or("`at` must name an array")?;
+            let name = item_name(&item).ok_or(EditError::UnnamedItem)?.to_string();
+            let arr = walk(t, &segs, None)?.as_array_mut().ok_or(EditError::WrongShape("`at` must name an array"))?;
             if arr.iter().any(|v| item_name(v) == Some(&name)) {
-                return Err(format!("`{name}` already exists"));
+                return Err(EditError::AlreadyExists(name));
             }
             let idx = match (e.get("after").and_then(Value::as_str), e.get("before").and_then(Value::as_str)) {
-                (Some(_), Some(_)) => return Err("give `after` or `before`, not both".into()),
+                (Some(_), Some(_)) => return Err(EditError::AfterAndBefore),
                 (Some(a), None) => {
-                    arr.iter().position(|v| item_name(v) == Some(a)).ok_or(format!("no item `{a}` to insert after"))?
+                    arr.iter()
+                        .position(|v| item_name(v) == Some(a))
+                        .ok_or_else(|| EditError::NoAnchor { name: a.to_string(), after: true })?
                         + 1
                 }
-                (None, Some(b)) => {
-                    arr.iter().position(|v| item_name(v) == Some(b)).ok_or(format!("no item `{b}` to insert before"))?
-                }
+                (None, Some(b)) => arr
+                    .iter()
+                    .position(|v| item_name(v) == Some(b))
+                    .ok_or_else(|| EditError::NoAnchor { name: b.to_string(), after: false })?,
                 (None, None) => arr.len(),
             };
             arr.insert(idx, item);
         }
         "set" => {
-            let mut value = e.get("value").cloned().ok_or("missing `value`")?;
+            let mut value = e.get("value").cloned().ok_or(EditError::Missing("value"))?;
             if segs.len() == 2 && segs[0] == "behaviour" {
                 value = behaviour_item(value, e, revision, rev_source);
             }
-            let (last, parent) = segs.split_last().ok_or("empty path")?;
+            let (last, parent) = segs.split_last().ok_or(EditError::EmptyPath)?;
             let parent = if parent.is_empty() {
                 t
             } else {
-                walk(t, parent, Some(revision))?.as_table_mut().ok_or("parent of `at` must be a table")?
+                walk(t, parent, Some(revision))?
+                    .as_table_mut()
+                    .ok_or(EditError::WrongShape("parent of `at` must be a table"))?
             };
             parent.insert(last.to_string(), value);
         }
         "replace" => {
             let item = new_item()?;
-            let (last, parent) = segs.split_last().ok_or("empty path")?;
-            let arr = walk(t, parent, None)?.as_array_mut().ok_or("parent of `at` must be a named array")?;
-            let slot = arr.iter_mut().find(|v| item_name(v) == Some(*last)).ok_or(format!("no item `{last}`"))?;
+            let (last, parent) = segs.split_last().ok_or(EditError::EmptyPath)?;
+            let arr = walk(t, parent, None)?
+                .as_array_mut()
+                .ok_or(EditError::WrongShape("parent of `at` must be a named array"))?;
+            let slot = arr
+                .iter_mut()
+                .find(|v| item_name(v) == Some(*last))
+                .ok_or_else(|| EditError::NoItem(last.to_string()))?;
             *slot = item;
         }
         "remove" => {
-            let (last, parent) = segs.split_last().ok_or("empty path")?;
+            let (last, parent) = segs.split_last().ok_or(EditError::EmptyPath)?;
             match walk(t, parent, None)? {
                 Value::Array(arr) => {
                     let before = arr.len();
                     arr.retain(|v| item_name(v) != Some(*last));
                     if arr.len() == before {
-                        return Err(format!("no item `{last}`"));
+                        return Err(EditError::NoItem(last.to_string()));
                     }
                 }
                 Value::Table(tb) => {
-                    tb.remove(*last).ok_or(format!("no key `{last}`"))?;
+                    tb.remove(*last).ok_or_else(|| EditError::NoKey(last.to_string()))?;
                 }
-                _ => return Err("parent of `at` must be a table or a named array".into()),
+                _ => return Err(EditError::WrongShape("parent of `at` must be a table or a named array")),
             }
         }
-        other => return Err(format!("unknown op `{other}` (insert, set, replace, remove)")),
+        other => return Err(EditError::UnknownOp(other.to_string())),
     }
     Ok(())
 }

@@ -53,12 +53,16 @@ impl EngineSpec {
             .find(|(p, _)| *p == "transfer-engine/mooncake.toml")
             .expect("spec/transfer-engine/mooncake.toml is embedded")
             .1;
-        EngineSpec::parse(text).unwrap_or_else(|e| panic!("spec/transfer-engine/mooncake.toml: {e}"))
+        EngineSpec::parse(text).unwrap_or_else(|e| panic!("spec/{e}"))
     }
 
     /// Parses and checks a file: format, revision names match their releases, every item's `since` and
     /// `changed_in` name a revision, every item has a source, names are unique.
-    pub(crate) fn parse(text: &str) -> Result<EngineSpec, String> {
+    pub(crate) fn parse(text: &str) -> Result<EngineSpec, crate::spec::SpecError> {
+        Self::parse_checked(text).map_err(|m| crate::spec::SpecError::new("transfer-engine/mooncake.toml", m))
+    }
+
+    fn parse_checked(text: &str) -> Result<EngineSpec, String> {
         let s: EngineSpec = toml::from_str(text).map_err(|e| e.to_string())?;
         if s.format != FORMAT {
             return Err(format!("format is {:?}, not {FORMAT:?}", s.format));
@@ -153,7 +157,7 @@ mod tests {
             let bad = text.replacen(from, to, 1);
             assert_ne!(&bad, text, "{from}");
             let e = EngineSpec::parse(&bad).unwrap_err();
-            assert!(e.contains(want), "{from}: {e}");
+            assert!(e.msg.contains(want), "{from}: {e}");
         }
     }
 }

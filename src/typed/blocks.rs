@@ -122,12 +122,12 @@ pub(crate) fn req_blocks_len<S: AsRef<str>, B: BlocksValue>(v: &[(S, B)]) -> usi
 /// spec-driven conversion's ([`crate::codec::convert`]).
 pub(crate) fn flatten_req_blocks(
     grouped: &[(String, ReqBlocks)],
-) -> Result<Vec<(String, FlatReqBlocksOf<String>)>, String> {
+) -> Result<Vec<(String, FlatReqBlocksOf<String>)>, crate::codec::convert::ConvertError> {
     grouped
         .iter()
         .map(|(k, b)| {
             let blocks = flatten_one(&b.blocks)
-                .map_err(|n| format!("one block list per request is carried; {k} has {n} groups"))?;
+                .map_err(|groups| crate::codec::convert::ConvertError::RequestGroups { request: k.clone(), groups })?;
             Ok((k.clone(), FlatReqBlocksOf { transfer_id: b.transfer_id.clone(), blocks }))
         })
         .collect()

@@ -57,7 +57,7 @@ pub struct ViaNewest<N: 'static> {
     /// Decodes as that revision's msgspec class does.
     pub decode: fn(&[u8]) -> Result<N, crate::codec::DecodeError>,
     /// Encodes as that revision does; `Err` says what the revision cannot carry.
-    pub encode: fn(&N) -> Result<Vec<u8>, String>,
+    pub encode: fn(&N) -> Result<Vec<u8>, crate::codec::convert::ConvertError>,
 }
 
 impl<N> Clone for ViaNewest<N> {

@@ -98,8 +98,8 @@ impl Decoded<'_> {
             }
         }
         match self {
-            Decoded::Request(p) => of(p, |m| profile.encode_metadata(m)),
-            Decoded::Reply(p) => of(p, |r| profile.encode_response(r)),
+            Decoded::Request(p) => of(p, |m| profile.encode_metadata(m).map_err(|e| e.to_string())),
+            Decoded::Reply(p) => of(p, |r| profile.encode_response(r).map_err(|e| e.to_string())),
         }
     }
 }

@@ -369,7 +369,8 @@ fn dry_run_gen1(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<
             layout(regions, model, d_tp, D_BASE, d).kv_caches_base_addr.into_iter().map(WireInt::from_u64).collect();
         let rid = format!("message {}", k + 1).into_bytes();
         let now = sim.now;
-        sim.machines[i].handle_frames(now, vec![rid.clone(), vec![], profile.encode_request(&meta)?]);
+        sim.machines[i]
+            .handle_frames(now, vec![rid.clone(), vec![], profile.encode_request(&meta).map_err(|e| e.to_string())?]);
         sim.pump(i);
         let got = sim.reply(&rid, abort * 2);
         match (&got, &m.reply) {

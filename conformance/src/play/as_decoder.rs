@@ -221,7 +221,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                     let (host, port) = dec.session.rsplit_once(':').expect("host:port");
                     m.remote_hostname = host.to_string();
                     m.remote_port = port.parse::<u64>().expect("port").into();
-                    let payload = profile.encode_metadata(&m)?;
+                    let payload = profile.encode_metadata(&m).map_err(|e| e.to_string())?;
                     reactor.open_dealer(k as u64, &live_ep, payload.clone());
                     let sent = Sent {
                         index: k,

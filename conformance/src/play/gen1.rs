@@ -128,7 +128,7 @@ pub async fn as_decoder(
             meta.remote_hostname = host.to_string();
             meta.remote_port = WireInt::from_u64(port.parse().expect("port"));
             meta.kv_caches_base_addr = l.kv_caches_base_addr.iter().map(|a| WireInt::from_u64(*a)).collect();
-            reactor.open_req(k as u64, &live_ep, profile.encode_request(&meta)?);
+            reactor.open_req(k as u64, &live_ep, profile.encode_request(&meta).map_err(|e| e.to_string())?);
             let msg = format!("message {} ({} → {})", k + 1, m.decoder, m.endpoint);
             let got = loop {
                 match tokio::time::timeout(abort * 2 + opts.slack, in_rx.recv()).await {
@@ -438,7 +438,7 @@ pub async fn as_prefiller(
             }
             let Some(bytes) = frames.last() else { continue };
             match profile.decode_request(bytes) {
-                Err(e) => out.push(f(CheckId::RequestDecode, None, None, msg, e)),
+                Err(e) => out.push(f(CheckId::RequestDecode, None, None, msg, e.to_string())),
                 Ok(live) => {
                     let canonical = profile.encode_request(&live).ok().as_deref() == Some(bytes.as_slice());
                     if !canonical {

@@ -92,7 +92,7 @@ impl Recorder {
     ) -> Result<Recorder, String> {
         let newest = newest_gen2();
         let mut any_codec = Codec::new(newest.clone()).map_err(|e| e.to_string())?;
-        let any_ty = any_codec.type_of("any")?;
+        let any_ty = any_codec.type_of("any").map_err(|e| e.to_string())?;
         let (rev, release, rev_from) = match revision {
             Some((r, rel)) => (r, rel.clone(), RevisionFrom::Given(rel)),
             None => (newest.clone(), newest.releases.last().cloned().unwrap_or_default(), RevisionFrom::Assumed),

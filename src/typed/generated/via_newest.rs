@@ -7,6 +7,7 @@
 #![allow(clippy::all, missing_docs)]
 
 use super::push::*;
+use crate::codec::convert::ConvertError;
 use crate::typed::blocks::{flatten_req_blocks, group_req_blocks};
 use crate::typed::ViaNewest;
 use crate::msgpack::WireInt;
@@ -20,33 +21,33 @@ pub mod vllm_0_16_0_to_0_18_1 {
         /// This revision's `MooncakeXferMetadata` holding what the newest revision's `n` holds. `Err` names what
         /// cannot be said here: a field this revision lacks that is off its default, an enum value it does not
         /// define, more than one block group where block lists are flat.
-        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, String> {
+        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, ConvertError> {
             if !(n.block_lens.is_empty()) {
-                return Err(format!("no field `block_lens`, so {:?} cannot be sent", n.block_lens));
+                return Err(ConvertError::Lacking { field: "block_lens".into(), value: format!("{:?}", n.block_lens) });
             }
             if !(n.kv_block_lens.is_empty()) {
-                return Err(format!("no field `kv_block_lens`, so {:?} cannot be sent", n.kv_block_lens));
+                return Err(ConvertError::Lacking { field: "kv_block_lens".into(), value: format!("{:?}", n.kv_block_lens) });
             }
             if !(n.registered_layer_names.is_empty()) {
-                return Err(format!("no field `registered_layer_names`, so {:?} cannot be sent", n.registered_layer_names));
+                return Err(ConvertError::Lacking { field: "registered_layer_names".into(), value: format!("{:?}", n.registered_layer_names) });
             }
             if !(n.registered_layer_indices.is_empty()) {
-                return Err(format!("no field `registered_layer_indices`, so {:?} cannot be sent", n.registered_layer_indices));
+                return Err(ConvertError::Lacking { field: "registered_layer_indices".into(), value: format!("{:?}", n.registered_layer_indices) });
             }
             if !(n.registered_group_indices.is_empty()) {
-                return Err(format!("no field `registered_group_indices`, so {:?} cannot be sent", n.registered_group_indices));
+                return Err(ConvertError::Lacking { field: "registered_group_indices".into(), value: format!("{:?}", n.registered_group_indices) });
             }
             if !(n.registered_shared_group_ids.is_empty()) {
-                return Err(format!("no field `registered_shared_group_ids`, so {:?} cannot be sent", n.registered_shared_group_ids));
+                return Err(ConvertError::Lacking { field: "registered_shared_group_ids".into(), value: format!("{:?}", n.registered_shared_group_ids) });
             }
             if !(n.registered_row_offsets.is_empty()) {
-                return Err(format!("no field `registered_row_offsets`, so {:?} cannot be sent", n.registered_row_offsets));
+                return Err(ConvertError::Lacking { field: "registered_row_offsets".into(), value: format!("{:?}", n.registered_row_offsets) });
             }
             if !(n.remote_pp_size == WireInt::from_u64(1)) {
-                return Err(format!("no field `remote_pp_size`, so {:?} cannot be sent", n.remote_pp_size));
+                return Err(ConvertError::Lacking { field: "remote_pp_size".into(), value: format!("{:?}", n.remote_pp_size) });
             }
             if !(n.layout_id == WireInt::from_u64(0)) {
-                return Err(format!("no field `layout_id`, so {:?} cannot be sent", n.layout_id));
+                return Err(ConvertError::Lacking { field: "layout_id".into(), value: format!("{:?}", n.layout_id) });
             }
             Ok(MooncakeXferMetadataOf {
                 remote_hostname: n.remote_hostname.clone(),
@@ -76,12 +77,12 @@ pub mod vllm_0_16_0_to_0_18_1 {
         /// This revision's `MooncakeXferResponse` holding what the newest revision's `n` holds. `Err` names what
         /// cannot be said here: a field this revision lacks that is off its default, an enum value it does not
         /// define, more than one block group where block lists are flat.
-        pub fn from_newest(n: &newest::MooncakeXferResponse) -> Result<Self, String> {
+        pub fn from_newest(n: &newest::MooncakeXferResponse) -> Result<Self, ConvertError> {
             if !(n.layout_id == WireInt::from_u64(0)) {
-                return Err(format!("no field `layout_id`, so {:?} cannot be sent", n.layout_id));
+                return Err(ConvertError::Lacking { field: "layout_id".into(), value: format!("{:?}", n.layout_id) });
             }
             if !MOONCAKE_XFER_RESPONSE_STATUS_MEMBERS.contains(&n.status) {
-                return Err(format!("no MooncakeXferResponseStatus member {}", n.status));
+                return Err(ConvertError::NotAMember { enum_name: "MooncakeXferResponseStatus".into(), value: n.status.to_string() });
             }
             Ok(MooncakeXferResponseOf {
                 status: n.status,
@@ -108,7 +109,7 @@ pub mod vllm_0_16_0_to_0_18_1 {
     pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
@@ -116,7 +117,7 @@ pub mod vllm_0_16_0_to_0_18_1 {
     pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
 }
@@ -130,30 +131,30 @@ pub mod vllm_0_19_0_to_0_19_1 {
         /// This revision's `MooncakeXferMetadata` holding what the newest revision's `n` holds. `Err` names what
         /// cannot be said here: a field this revision lacks that is off its default, an enum value it does not
         /// define, more than one block group where block lists are flat.
-        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, String> {
+        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, ConvertError> {
             if !(n.kv_block_lens.is_empty()) {
-                return Err(format!("no field `kv_block_lens`, so {:?} cannot be sent", n.kv_block_lens));
+                return Err(ConvertError::Lacking { field: "kv_block_lens".into(), value: format!("{:?}", n.kv_block_lens) });
             }
             if !(n.registered_layer_names.is_empty()) {
-                return Err(format!("no field `registered_layer_names`, so {:?} cannot be sent", n.registered_layer_names));
+                return Err(ConvertError::Lacking { field: "registered_layer_names".into(), value: format!("{:?}", n.registered_layer_names) });
             }
             if !(n.registered_layer_indices.is_empty()) {
-                return Err(format!("no field `registered_layer_indices`, so {:?} cannot be sent", n.registered_layer_indices));
+                return Err(ConvertError::Lacking { field: "registered_layer_indices".into(), value: format!("{:?}", n.registered_layer_indices) });
             }
             if !(n.registered_group_indices.is_empty()) {
-                return Err(format!("no field `registered_group_indices`, so {:?} cannot be sent", n.registered_group_indices));
+                return Err(ConvertError::Lacking { field: "registered_group_indices".into(), value: format!("{:?}", n.registered_group_indices) });
             }
             if !(n.registered_shared_group_ids.is_empty()) {
-                return Err(format!("no field `registered_shared_group_ids`, so {:?} cannot be sent", n.registered_shared_group_ids));
+                return Err(ConvertError::Lacking { field: "registered_shared_group_ids".into(), value: format!("{:?}", n.registered_shared_group_ids) });
             }
             if !(n.registered_row_offsets.is_empty()) {
-                return Err(format!("no field `registered_row_offsets`, so {:?} cannot be sent", n.registered_row_offsets));
+                return Err(ConvertError::Lacking { field: "registered_row_offsets".into(), value: format!("{:?}", n.registered_row_offsets) });
             }
             if !(n.remote_pp_size == WireInt::from_u64(1)) {
-                return Err(format!("no field `remote_pp_size`, so {:?} cannot be sent", n.remote_pp_size));
+                return Err(ConvertError::Lacking { field: "remote_pp_size".into(), value: format!("{:?}", n.remote_pp_size) });
             }
             if !(n.layout_id == WireInt::from_u64(0)) {
-                return Err(format!("no field `layout_id`, so {:?} cannot be sent", n.layout_id));
+                return Err(ConvertError::Lacking { field: "layout_id".into(), value: format!("{:?}", n.layout_id) });
             }
             Ok(MooncakeXferMetadataOf {
                 remote_hostname: n.remote_hostname.clone(),
@@ -186,7 +187,7 @@ pub mod vllm_0_19_0_to_0_19_1 {
     pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
@@ -194,7 +195,7 @@ pub mod vllm_0_19_0_to_0_19_1 {
     pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
 }
@@ -208,30 +209,30 @@ pub mod vllm_0_20_0_to_0_23_0 {
         /// This revision's `MooncakeXferMetadata` holding what the newest revision's `n` holds. `Err` names what
         /// cannot be said here: a field this revision lacks that is off its default, an enum value it does not
         /// define, more than one block group where block lists are flat.
-        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, String> {
+        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, ConvertError> {
             if !(n.kv_block_lens.is_empty()) {
-                return Err(format!("no field `kv_block_lens`, so {:?} cannot be sent", n.kv_block_lens));
+                return Err(ConvertError::Lacking { field: "kv_block_lens".into(), value: format!("{:?}", n.kv_block_lens) });
             }
             if !(n.registered_layer_names.is_empty()) {
-                return Err(format!("no field `registered_layer_names`, so {:?} cannot be sent", n.registered_layer_names));
+                return Err(ConvertError::Lacking { field: "registered_layer_names".into(), value: format!("{:?}", n.registered_layer_names) });
             }
             if !(n.registered_layer_indices.is_empty()) {
-                return Err(format!("no field `registered_layer_indices`, so {:?} cannot be sent", n.registered_layer_indices));
+                return Err(ConvertError::Lacking { field: "registered_layer_indices".into(), value: format!("{:?}", n.registered_layer_indices) });
             }
             if !(n.registered_group_indices.is_empty()) {
-                return Err(format!("no field `registered_group_indices`, so {:?} cannot be sent", n.registered_group_indices));
+                return Err(ConvertError::Lacking { field: "registered_group_indices".into(), value: format!("{:?}", n.registered_group_indices) });
             }
             if !(n.registered_shared_group_ids.is_empty()) {
-                return Err(format!("no field `registered_shared_group_ids`, so {:?} cannot be sent", n.registered_shared_group_ids));
+                return Err(ConvertError::Lacking { field: "registered_shared_group_ids".into(), value: format!("{:?}", n.registered_shared_group_ids) });
             }
             if !(n.registered_row_offsets.is_empty()) {
-                return Err(format!("no field `registered_row_offsets`, so {:?} cannot be sent", n.registered_row_offsets));
+                return Err(ConvertError::Lacking { field: "registered_row_offsets".into(), value: format!("{:?}", n.registered_row_offsets) });
             }
             if !(n.remote_pp_size == WireInt::from_u64(1)) {
-                return Err(format!("no field `remote_pp_size`, so {:?} cannot be sent", n.remote_pp_size));
+                return Err(ConvertError::Lacking { field: "remote_pp_size".into(), value: format!("{:?}", n.remote_pp_size) });
             }
             if !(n.layout_id == WireInt::from_u64(0)) {
-                return Err(format!("no field `layout_id`, so {:?} cannot be sent", n.layout_id));
+                return Err(ConvertError::Lacking { field: "layout_id".into(), value: format!("{:?}", n.layout_id) });
             }
             Ok(MooncakeXferMetadataOf {
                 remote_hostname: n.remote_hostname.clone(),
@@ -264,7 +265,7 @@ pub mod vllm_0_20_0_to_0_23_0 {
     pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
@@ -272,7 +273,7 @@ pub mod vllm_0_20_0_to_0_23_0 {
     pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
 }
@@ -286,24 +287,24 @@ pub mod vllm_0_24_0 {
         /// This revision's `MooncakeXferMetadata` holding what the newest revision's `n` holds. `Err` names what
         /// cannot be said here: a field this revision lacks that is off its default, an enum value it does not
         /// define, more than one block group where block lists are flat.
-        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, String> {
+        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, ConvertError> {
             if !(n.kv_block_lens.is_empty()) {
-                return Err(format!("no field `kv_block_lens`, so {:?} cannot be sent", n.kv_block_lens));
+                return Err(ConvertError::Lacking { field: "kv_block_lens".into(), value: format!("{:?}", n.kv_block_lens) });
             }
             if !(n.registered_group_indices.is_empty()) {
-                return Err(format!("no field `registered_group_indices`, so {:?} cannot be sent", n.registered_group_indices));
+                return Err(ConvertError::Lacking { field: "registered_group_indices".into(), value: format!("{:?}", n.registered_group_indices) });
             }
             if !(n.registered_shared_group_ids.is_empty()) {
-                return Err(format!("no field `registered_shared_group_ids`, so {:?} cannot be sent", n.registered_shared_group_ids));
+                return Err(ConvertError::Lacking { field: "registered_shared_group_ids".into(), value: format!("{:?}", n.registered_shared_group_ids) });
             }
             if !(n.registered_row_offsets.is_empty()) {
-                return Err(format!("no field `registered_row_offsets`, so {:?} cannot be sent", n.registered_row_offsets));
+                return Err(ConvertError::Lacking { field: "registered_row_offsets".into(), value: format!("{:?}", n.registered_row_offsets) });
             }
             if !(n.remote_pp_size == WireInt::from_u64(1)) {
-                return Err(format!("no field `remote_pp_size`, so {:?} cannot be sent", n.remote_pp_size));
+                return Err(ConvertError::Lacking { field: "remote_pp_size".into(), value: format!("{:?}", n.remote_pp_size) });
             }
             if !(n.layout_id == WireInt::from_u64(0)) {
-                return Err(format!("no field `layout_id`, so {:?} cannot be sent", n.layout_id));
+                return Err(ConvertError::Lacking { field: "layout_id".into(), value: format!("{:?}", n.layout_id) });
             }
             Ok(MooncakeXferMetadataOf {
                 remote_hostname: n.remote_hostname.clone(),
@@ -340,7 +341,7 @@ pub mod vllm_0_24_0 {
     pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
@@ -348,7 +349,7 @@ pub mod vllm_0_24_0 {
     pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
 }
@@ -362,18 +363,18 @@ pub mod vllm_0_25_0_to_0_25_1 {
         /// This revision's `MooncakeXferMetadata` holding what the newest revision's `n` holds. `Err` names what
         /// cannot be said here: a field this revision lacks that is off its default, an enum value it does not
         /// define, more than one block group where block lists are flat.
-        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, String> {
+        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, ConvertError> {
             if !(n.registered_shared_group_ids.is_empty()) {
-                return Err(format!("no field `registered_shared_group_ids`, so {:?} cannot be sent", n.registered_shared_group_ids));
+                return Err(ConvertError::Lacking { field: "registered_shared_group_ids".into(), value: format!("{:?}", n.registered_shared_group_ids) });
             }
             if !(n.registered_row_offsets.is_empty()) {
-                return Err(format!("no field `registered_row_offsets`, so {:?} cannot be sent", n.registered_row_offsets));
+                return Err(ConvertError::Lacking { field: "registered_row_offsets".into(), value: format!("{:?}", n.registered_row_offsets) });
             }
             if !(n.remote_pp_size == WireInt::from_u64(1)) {
-                return Err(format!("no field `remote_pp_size`, so {:?} cannot be sent", n.remote_pp_size));
+                return Err(ConvertError::Lacking { field: "remote_pp_size".into(), value: format!("{:?}", n.remote_pp_size) });
             }
             if !(n.layout_id == WireInt::from_u64(0)) {
-                return Err(format!("no field `layout_id`, so {:?} cannot be sent", n.layout_id));
+                return Err(ConvertError::Lacking { field: "layout_id".into(), value: format!("{:?}", n.layout_id) });
             }
             Ok(MooncakeXferMetadataOf {
                 remote_hostname: n.remote_hostname.clone(),
@@ -414,7 +415,7 @@ pub mod vllm_0_25_0_to_0_25_1 {
     pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
@@ -422,7 +423,7 @@ pub mod vllm_0_25_0_to_0_25_1 {
     pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
 }
@@ -437,7 +438,7 @@ pub mod vllm_0_26_0_to_0_28_0 {
     pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
@@ -445,7 +446,7 @@ pub mod vllm_0_26_0_to_0_28_0 {
     pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
 }
@@ -460,7 +461,7 @@ pub mod vllm_0_29_0 {
     pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
@@ -468,7 +469,7 @@ pub mod vllm_0_29_0 {
     pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
 }
@@ -482,15 +483,15 @@ pub mod vllm_0_30_0 {
         /// This revision's `MooncakeXferMetadata` holding what the newest revision's `n` holds. `Err` names what
         /// cannot be said here: a field this revision lacks that is off its default, an enum value it does not
         /// define, more than one block group where block lists are flat.
-        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, String> {
+        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, ConvertError> {
             if !(n.registered_shared_group_ids.is_empty()) {
-                return Err(format!("no field `registered_shared_group_ids`, so {:?} cannot be sent", n.registered_shared_group_ids));
+                return Err(ConvertError::Lacking { field: "registered_shared_group_ids".into(), value: format!("{:?}", n.registered_shared_group_ids) });
             }
             if !(n.registered_row_offsets.is_empty()) {
-                return Err(format!("no field `registered_row_offsets`, so {:?} cannot be sent", n.registered_row_offsets));
+                return Err(ConvertError::Lacking { field: "registered_row_offsets".into(), value: format!("{:?}", n.registered_row_offsets) });
             }
             if !(n.layout_id == WireInt::from_u64(0)) {
-                return Err(format!("no field `layout_id`, so {:?} cannot be sent", n.layout_id));
+                return Err(ConvertError::Lacking { field: "layout_id".into(), value: format!("{:?}", n.layout_id) });
             }
             Ok(MooncakeXferMetadataOf {
                 remote_hostname: n.remote_hostname.clone(),
@@ -533,7 +534,7 @@ pub mod vllm_0_30_0 {
     pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
@@ -541,7 +542,7 @@ pub mod vllm_0_30_0 {
     pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
 }
@@ -556,7 +557,7 @@ pub mod vllm_0_31_0 {
     pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
@@ -564,7 +565,7 @@ pub mod vllm_0_31_0 {
     pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
 }
@@ -578,9 +579,9 @@ pub mod vllm_0_32_0 {
         /// This revision's `MooncakeXferMetadata` holding what the newest revision's `n` holds. `Err` names what
         /// cannot be said here: a field this revision lacks that is off its default, an enum value it does not
         /// define, more than one block group where block lists are flat.
-        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, String> {
+        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, ConvertError> {
             if !(n.layout_id == WireInt::from_u64(0)) {
-                return Err(format!("no field `layout_id`, so {:?} cannot be sent", n.layout_id));
+                return Err(ConvertError::Lacking { field: "layout_id".into(), value: format!("{:?}", n.layout_id) });
             }
             Ok(MooncakeXferMetadataOf {
                 remote_hostname: n.remote_hostname.clone(),
@@ -627,7 +628,7 @@ pub mod vllm_0_32_0 {
     pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
@@ -635,7 +636,7 @@ pub mod vllm_0_32_0 {
     pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
 }
@@ -649,7 +650,7 @@ pub mod vllm_0_33_0 {
         /// This revision's `MooncakeXferMetadata` holding what the newest revision's `n` holds. `Err` names what
         /// cannot be said here: a field this revision lacks that is off its default, an enum value it does not
         /// define, more than one block group where block lists are flat.
-        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, String> {
+        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, ConvertError> {
             Ok(MooncakeXferMetadataOf {
                 remote_hostname: n.remote_hostname.clone(),
                 remote_port: n.remote_port.clone(),
@@ -696,9 +697,9 @@ pub mod vllm_0_33_0 {
         /// This revision's `MooncakeXferResponse` holding what the newest revision's `n` holds. `Err` names what
         /// cannot be said here: a field this revision lacks that is off its default, an enum value it does not
         /// define, more than one block group where block lists are flat.
-        pub fn from_newest(n: &newest::MooncakeXferResponse) -> Result<Self, String> {
+        pub fn from_newest(n: &newest::MooncakeXferResponse) -> Result<Self, ConvertError> {
             if !MOONCAKE_XFER_RESPONSE_STATUS_MEMBERS.contains(&n.status) {
-                return Err(format!("no MooncakeXferResponseStatus member {}", n.status));
+                return Err(ConvertError::NotAMember { enum_name: "MooncakeXferResponseStatus".into(), value: n.status.to_string() });
             }
             Ok(MooncakeXferResponseOf {
                 status: n.status,
@@ -727,7 +728,7 @@ pub mod vllm_0_33_0 {
     pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
@@ -735,7 +736,7 @@ pub mod vllm_0_33_0 {
     pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| format!("{REVISION}: {e}")),
+        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
     };
 
 }

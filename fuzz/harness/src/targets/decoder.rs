@@ -25,7 +25,8 @@ use arbitrary::{Arbitrary, Unstructured};
 use mooncake_wire::limits;
 use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::proto::{
-    DecoderConfig, DecoderCore, DecoderEvent, DecoderLayout, EngineTable, ExchangeId, PullRequest, WireProfile,
+    DecoderConfig, DecoderCore, DecoderEvent, DecoderLayout, EngineTable, ExchangeId, PullRequest, QueryError,
+    WireProfile,
 };
 use mooncake_wire::spec::behaviour::{FailureReport, FreeOnlySuccess};
 use mooncake_wire::typed::{MooncakeXferResponse, Status};
@@ -210,7 +211,7 @@ impl Harness {
                     let addr = self.queries.remove(*which as usize % self.queries.len());
                     let result = match t {
                         Some(spec) => Ok(tables(spec)),
-                        None => Err(format!("cannot connect to {addr}")),
+                        None => Err(QueryError::Unanswered(format!("cannot connect to {addr}"))),
                     };
                     self.core.query_result(now, &addr, result);
                 }
@@ -375,7 +376,7 @@ impl Harness {
     fn finish(mut self) {
         for _ in 0..16 {
             for addr in std::mem::take(&mut self.queries) {
-                self.core.query_result(self.now, &addr, Err("bootstrap server gone".into()));
+                self.core.query_result(self.now, &addr, Err(QueryError::Unanswered("bootstrap server gone".into())));
                 self.drain();
             }
             self.now += self.recv + Duration::from_secs(1);

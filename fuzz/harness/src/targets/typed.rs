@@ -21,7 +21,7 @@
 use std::sync::{Arc, OnceLock};
 
 use mooncake_wire::codec::{Codec, DecodeError, DecodeErrorKind, Value};
-use mooncake_wire::proto::WireProfile;
+use mooncake_wire::proto::{CarryError, WireProfile};
 use mooncake_wire::spec::Spec;
 use mooncake_wire::typed::{self, MooncakeXferMetadata, MooncakeXferResponse, Strictness};
 
@@ -83,9 +83,9 @@ fn same<T: PartialEq + std::fmt::Debug>(
 struct Ops<T> {
     name: &'static str,
     decode: fn(&WireProfile, &[u8]) -> Result<T, DecodeError>,
-    encode: fn(&WireProfile, &T) -> Result<Vec<u8>, String>,
-    value: fn(&WireProfile, &T) -> Result<Value, String>,
-    from_value: fn(&WireProfile, &Value) -> Result<T, String>,
+    encode: fn(&WireProfile, &T) -> Result<Vec<u8>, CarryError>,
+    value: fn(&WireProfile, &T) -> Result<Value, CarryError>,
+    from_value: fn(&WireProfile, &Value) -> Result<T, CarryError>,
 }
 
 const META_OPS: Ops<MooncakeXferMetadata> = Ops {
