@@ -19,10 +19,15 @@ use tokio::net::{TcpListener, TcpStream};
 /// Every request and answer, for the conformance runner's checks and for logs.
 #[derive(Clone, Debug)]
 pub struct Exchange {
+    /// The HTTP method (`GET`, `POST`, ...).
     pub method: String,
+    /// The request path, without the query string.
     pub path: String,
+    /// The request body parsed as JSON; `None` when the body was empty or not JSON.
     pub request: Option<J>,
+    /// The HTTP status of the answer.
     pub status: u16,
+    /// The JSON body of the answer.
     pub response: J,
 }
 
@@ -61,8 +66,12 @@ async fn handle(State(st): State<AppState>, method: Method, uri: Uri, body: Byte
 
 /// A running bootstrap server.
 pub struct BootstrapServer {
+    /// The address it listens on (the bound port when it was started on port 0).
     pub addr: SocketAddr,
+    /// The registry that answers the requests; shared with the server, so it can be read or changed while it
+    /// runs.
     pub registry: Arc<Mutex<Registry>>,
+    /// Every exchange so far, oldest first.
     pub log: Arc<Mutex<Vec<Exchange>>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -83,6 +92,7 @@ impl BootstrapServer {
         Ok(BootstrapServer { addr, registry: st.registry, log: st.log, task })
     }
 
+    /// Its base URL, `http://host:port`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
@@ -116,8 +126,11 @@ pub async fn request(method: &str, url: &str, body: Option<&J>, timeout: Duratio
 /// An HTTP answer as it came: status, `Content-Type` (if any) and body bytes.
 #[derive(Clone, Debug)]
 pub struct RawResponse {
+    /// The HTTP status code.
     pub status: u16,
+    /// The `Content-Type` header's value, if it had one.
     pub content_type: Option<String>,
+    /// The body, as received.
     pub body: Vec<u8>,
 }
 

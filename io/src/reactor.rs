@@ -18,9 +18,19 @@ pub enum Incoming {
     /// A message on the ROUTER: `[routing_id, frames...]`.
     Router(Vec<Vec<u8>>),
     /// A message on an exchange's DEALER (normally one frame).
-    Dealer { id: u64, frames: Vec<Vec<u8>> },
+    Dealer {
+        /// The id the DEALER was opened with ([`Reactor::open_dealer`]).
+        id: u64,
+        /// The message's frames.
+        frames: Vec<Vec<u8>>,
+    },
     /// A DEALER could not be opened or used.
-    DealerError { id: u64, error: String },
+    DealerError {
+        /// The id the DEALER was opened with.
+        id: u64,
+        /// Why, as libzmq (or the address check) put it.
+        error: String,
+    },
 }
 
 enum Cmd {
@@ -31,6 +41,7 @@ enum Cmd {
     Shutdown,
 }
 
+/// The handle of a reactor thread: sends it commands; dropping it stops the thread and closes its sockets.
 pub struct Reactor {
     cmds: mpsc::Sender<Cmd>,
     wake: Mutex<zmq::Socket>,
@@ -100,6 +111,8 @@ impl Reactor {
         self.send(Cmd::OpenDealer { id, addr: addr.to_string(), frames: vec![payload], req: true });
     }
 
+    /// Closes the DEALER (or REQ) opened with `id`; anything it receives afterwards is lost. An unknown `id` is
+    /// ignored.
     pub fn close_dealer(&self, id: u64) {
         self.send(Cmd::CloseDealer(id));
     }
