@@ -14,12 +14,16 @@ use crate::records::record;
 /// Per-request outcomes and what is still open.
 #[derive(Clone, Debug, Default)]
 pub struct DecoderStatus {
+    /// The d_req_ids reported finished receiving (vLLM's `finished_recving`; some revisions report a failed
+    /// request there too), in order.
     pub finished: Vec<String>,
     /// (d_req_id, reason, invalid blocks, reported in `failed_recving`).
     pub failed: Vec<(String, String, Vec<u64>, bool)>,
     /// Requests the decoder will never report (vLLM leaves them waiting): (d_req_id, reason).
     pub unsettled: Vec<(String, String)>,
+    /// Requests not yet settled by every prefiller worker, including those waiting for a bootstrap query.
     pub pending_pulls: usize,
+    /// DEALER exchanges still open.
     pub open_exchanges: usize,
     /// Payloads sent, in order: (exchange, address, bytes).
     pub sent: Vec<(u64, String, Vec<u8>)>,
@@ -32,13 +36,19 @@ enum Cmd {
     Status(oneshot::Sender<DecoderStatus>),
 }
 
+/// A running decoder: its state machine on a tokio task, its sockets on a reactor thread. Dropping it stops the
+/// task.
 pub struct DecoderPeer {
+    /// The registered memory the prefillers write into.
     pub memory: SharedMemory,
     cmds: mpsc::UnboundedSender<Cmd>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl DecoderPeer {
+    /// Starts `core` on the current tokio runtime, with a reactor thread on `ctx` for its sockets; `memory` is
+    /// the memory the prefillers write into (with the TCP backend, served by the caller). Errors when the
+    /// reactor cannot start.
     pub fn start(ctx: &zmq::Context, core: impl DecoderMachine, memory: SharedMemory) -> Result<DecoderPeer, String> {
         Self::start_with_faults(ctx, core, memory, vec![])
     }
@@ -57,10 +67,12 @@ impl DecoderPeer {
         Ok(DecoderPeer { memory, cmds: cmd_tx, task })
     }
 
+    /// Hands the core requests to pull (vLLM's scheduler output); the outcomes show in [`DecoderPeer::status`].
     pub fn pull(&self, reqs: Vec<PullRequest>) {
         let _ = self.cmds.send(Cmd::Pull(reqs));
     }
 
+    /// A snapshot of the outcomes so far; errors when the decoder's task stopped.
     pub async fn status(&self) -> Result<DecoderStatus, String> {
         let (tx, rx) = oneshot::channel();
         self.cmds.send(Cmd::Status(tx)).map_err(|_| "the decoder stopped".to_string())?;

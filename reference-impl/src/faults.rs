@@ -4,6 +4,7 @@
 
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status};
 
+/// One kind of deliberate deviation in the replies a peer sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
     /// FINISH and CONTINUE swapped.
@@ -25,6 +26,8 @@ pub enum Fault {
 }
 
 impl Fault {
+    /// The fault of a config name (`wrong_status`, `missing_field`, ..., snake case of the variant); errors on
+    /// a name it does not know.
     pub fn parse(s: &str) -> Result<Fault, String> {
         Ok(match s {
             "wrong_status" => Fault::WrongStatus,

@@ -59,6 +59,8 @@ fn wire_entry(inbound: bool, frames: &[Vec<u8>], endpoint: Option<&str>) -> Wire
     }
 }
 
+/// The reference peer as a testee of the conformance runner: takes one role at a time (bootstrap server,
+/// prefiller or decoder) and answers the control protocol's commands ([`Testee::handle`]).
 pub struct Testee {
     ctx: zmq::Context,
     role: Option<Role>,
