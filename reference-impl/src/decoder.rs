@@ -8,6 +8,7 @@ use mooncake_wire::proto::{DecoderEvent, DecoderMachine, EngineTable, ExchangeId
 use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::SharedMemory;
+use crate::error::PeerError;
 use crate::reactor::{Incoming, Reactor};
 use crate::records::record;
 
@@ -49,7 +50,11 @@ impl DecoderPeer {
     /// Starts `core` on the current tokio runtime, with a reactor thread on `ctx` for its sockets; `memory` is
     /// the memory the prefillers write into (with the TCP backend, served by the caller). Errors when the
     /// reactor cannot start.
-    pub fn start(ctx: &zmq::Context, core: impl DecoderMachine, memory: SharedMemory) -> Result<DecoderPeer, String> {
+    pub fn start(
+        ctx: &zmq::Context,
+        core: impl DecoderMachine,
+        memory: SharedMemory,
+    ) -> Result<DecoderPeer, PeerError> {
         Self::start_with_faults(ctx, core, memory, vec![])
     }
 
@@ -59,7 +64,7 @@ impl DecoderPeer {
         core: impl DecoderMachine,
         memory: SharedMemory,
         faults: Vec<crate::faults::Fault>,
-    ) -> Result<DecoderPeer, String> {
+    ) -> Result<DecoderPeer, PeerError> {
         let (in_tx, in_rx) = mpsc::unbounded_channel();
         let reactor = Reactor::start(ctx, in_tx)?;
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
@@ -73,14 +78,14 @@ impl DecoderPeer {
     }
 
     /// A snapshot of the outcomes so far; errors when the decoder's task stopped.
-    pub async fn status(&self) -> Result<DecoderStatus, String> {
+    pub async fn status(&self) -> Result<DecoderStatus, PeerError> {
         let (tx, rx) = oneshot::channel();
-        self.cmds.send(Cmd::Status(tx)).map_err(|_| "the decoder stopped".to_string())?;
-        rx.await.map_err(|_| "the decoder stopped".to_string())
+        self.cmds.send(Cmd::Status(tx)).map_err(|_| PeerError::Stopped("decoder"))?;
+        rx.await.map_err(|_| PeerError::Stopped("decoder"))
     }
 
     /// Waits (polling, bounded) until every listed request finished, failed or was left unsettled.
-    pub async fn wait_settled(&self, ids: &[&str], timeout: Duration) -> Result<DecoderStatus, String> {
+    pub async fn wait_settled(&self, ids: &[&str], timeout: Duration) -> Result<DecoderStatus, PeerError> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let s = self.status().await?;
@@ -93,7 +98,7 @@ impl DecoderPeer {
                 return Ok(s);
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(format!("requests not settled within {timeout:?}: {s:?}"));
+                return Err(PeerError::NotSettled { timeout, status: format!("{s:?}") });
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -124,9 +129,13 @@ async fn run(
                         // vLLM 0.32.0+: 3 attempts, 0.1 s apart.
                         let mut r = Err(String::new());
                         for _ in 0..3 {
+                            // The reason goes to the core as text (`query_failed`).
                             r = crate::http::query(&bootstrap_addr, Duration::from_secs(30))
                                 .await
-                                .and_then(|j| mooncake_wire::proto::decoder::parse_query(&j));
+                                .map_err(|e| e.to_string())
+                                .and_then(|j| {
+                                    mooncake_wire::proto::decoder::parse_query(&j).map_err(|e| e.to_string())
+                                });
                             if r.is_ok() {
                                 break;
                             }

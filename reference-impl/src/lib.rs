@@ -36,6 +36,7 @@
 pub use mooncake_io::{backend, engine, http, reactor};
 
 pub mod decoder;
+pub mod error;
 pub mod faults;
 pub mod prefiller;
 pub mod records;

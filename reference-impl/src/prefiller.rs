@@ -13,6 +13,7 @@ use serde_json::json;
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::backend::{Backend, SharedMemory, WriteDone, Writer};
+use crate::error::PeerError;
 use crate::records::record;
 use crate::router::Router;
 
@@ -92,7 +93,7 @@ impl PrefillerPeer {
         planner: P,
         memory: SharedMemory,
         backend: Backend,
-    ) -> Result<PrefillerPeer, String>
+    ) -> Result<PrefillerPeer, PeerError>
     where
         P: SenderPlanner + Send + 'static,
         P::Prepared: Send,
@@ -108,7 +109,7 @@ impl PrefillerPeer {
         mut core: M,
         memory: SharedMemory,
         backend: Backend,
-    ) -> Result<PrefillerPeer, String> {
+    ) -> Result<PrefillerPeer, PeerError> {
         if let Some(t) = cfg.abort_timeout {
             core.set_abort_timeout(t);
         }
@@ -137,7 +138,7 @@ impl PrefillerPeer {
                 out
             })
         };
-        let router = Router::bind(&cfg.bind, handler).map_err(|e| e.to_string())?;
+        let router = Router::bind(&cfg.bind, handler)?;
         let endpoint = router.endpoint().to_string();
         if let Some(b) = &cfg.bootstrap {
             let payload = json!({"engine_id": cfg.engine_id, "dp_rank": cfg.dp_rank, "tp_rank": cfg.tp_rank, "pp_rank": cfg.pp_rank, "addr": endpoint});
@@ -177,10 +178,10 @@ impl PrefillerPeer {
         (self.apply)(Cmd::FailNextWrites(n, ret));
     }
     /// A snapshot of what it has done so far; errors when its task stopped.
-    pub async fn status(&self) -> Result<PrefillerStatus, String> {
+    pub async fn status(&self) -> Result<PrefillerStatus, PeerError> {
         let (tx, rx) = oneshot::channel();
         (self.apply)(Cmd::Status(tx));
-        rx.await.map_err(|_| "the prefiller stopped".to_string())
+        rx.await.map_err(|_| PeerError::Stopped("prefiller"))
     }
 }
 
