@@ -68,11 +68,11 @@ impl OwnPrefiller {
         memory: SharedMemory,
     ) -> Result<OwnPrefiller, String> {
         let (in_tx, in_rx) = mpsc::unbounded_channel();
-        let reactor = Reactor::start(&zmq::Context::new(), in_tx)?;
-        let endpoint = reactor.bind_router(&cfg.bind).await?;
+        let reactor = Reactor::start(&zmq::Context::new(), in_tx).map_err(|e| e.to_string())?;
+        let endpoint = reactor.bind_router(&cfg.bind).await.map_err(|e| e.to_string())?;
         if let Some(r) = cfg.register {
             let body = serde_json::json!({"engine_id": r.engine_id, "dp_rank": r.dp_rank, "tp_rank": r.tp_rank, "pp_rank": r.pp_rank, "addr": endpoint});
-            mooncake_io::http::register(&r.url, &body, Duration::from_secs(30)).await?;
+            mooncake_io::http::register(&r.url, &body, Duration::from_secs(30)).await.map_err(|e| e.to_string())?;
         }
         let (tx, rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(run(core, memory, reactor, in_rx, rx));

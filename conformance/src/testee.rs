@@ -261,7 +261,7 @@ impl Testee {
         };
         let hello = serde_json::from_str(&line)
             .map_err(|e| format!("the testee's hello is not JSON ({e}): {line}"))
-            .and_then(|h| Hello::parse(&h))
+            .and_then(|h| Hello::parse(&h).map_err(|e| e.to_string()))
             .map_err(usage)?;
         Ok((Testee { child, stdin, lines, log, faults }, hello))
     }
@@ -285,7 +285,7 @@ impl Testee {
     /// [`Testee::send`].
     pub async fn cmd(&mut self, cmd: J) -> Result<J, String> {
         let answer = self.exchange(cmd).await?;
-        read_answer::<J>(&answer)
+        read_answer::<J>(&answer).map_err(|e| e.to_string())
     }
 
     /// Sends one command line and returns the testee's answer line as it came (`ok` true or false).

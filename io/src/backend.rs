@@ -24,9 +24,12 @@ pub struct Fabric {
 }
 
 impl Fabric {
+    /// Makes a decoder's memory reachable under `session` (replacing whatever was registered there).
     pub fn register(&self, session: &str, mem: SharedMemory) {
         self.sessions.lock().expect("fabric").insert(session.to_string(), mem);
     }
+
+    /// Forgets `session`: writes to it fail from now on.
     pub fn unregister(&self, session: &str) {
         self.sessions.lock().expect("fabric").remove(session);
     }

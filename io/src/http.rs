@@ -16,13 +16,92 @@ use serde_json::Value as J;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+/// Why a bootstrap request or the bootstrap server failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// The URL is not `http://host:port[/path]` (the bootstrap server is plain HTTP).
+    #[error("{url}: only http:// is supported")]
+    Scheme {
+        /// The URL as given.
+        url: String,
+    },
+    /// The server's address could not be bound.
+    #[error("bind {addr}: {source}")]
+    Bind {
+        /// The address as given.
+        addr: String,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The TCP connection could not be opened.
+    #[error("connect {addr}: {source}")]
+    Connect {
+        /// `host:port` from the URL.
+        addr: String,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// Sending the request or reading the answer failed after the connection was open.
+    #[error("{method} {url}: {source}")]
+    Io {
+        /// The request's method.
+        method: String,
+        /// The request's URL.
+        url: String,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// No complete answer within the timeout.
+    #[error("{method} {url}: timed out")]
+    Timeout {
+        /// The request's method.
+        method: String,
+        /// The request's URL.
+        url: String,
+    },
+    /// The answer is not an HTTP/1.1 response this client reads (what is wrong with it, in a few words).
+    #[error("{0}")]
+    Malformed(&'static str),
+    /// The server answered with a status other than the one the call expects.
+    #[error("{request} answered {status}{}", if body.is_empty() { String::new() } else { format!(": {body}") })]
+    Status {
+        /// Method and path, e.g. `POST /register`.
+        request: &'static str,
+        /// The HTTP status.
+        status: u16,
+        /// The answer's body, as text (empty when the call does not show it).
+        body: String,
+    },
+    /// The answer's body is not the JSON the call expects.
+    #[error("{request}: {source}")]
+    Json {
+        /// Method and path, e.g. `GET /query`.
+        request: &'static str,
+        /// What the JSON parser said.
+        source: serde_json::Error,
+    },
+}
+
+impl HttpError {
+    /// Whether the request may succeed when tried again: the connection failed or timed out (what vLLM's
+    /// registration retries); an answer, even an error status, is final.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, HttpError::Connect { .. } | HttpError::Io { .. } | HttpError::Timeout { .. })
+    }
+}
+
 /// Every request and answer, for the conformance runner's checks and for logs.
 #[derive(Clone, Debug)]
 pub struct Exchange {
+    /// The HTTP method (`GET`, `POST`, ...).
     pub method: String,
+    /// The request path, without the query string.
     pub path: String,
+    /// The request body parsed as JSON; `None` when the body was empty or not JSON.
     pub request: Option<J>,
+    /// The HTTP status of the answer.
     pub status: u16,
+    /// The JSON body of the answer.
     pub response: J,
 }
 
@@ -61,17 +140,22 @@ async fn handle(State(st): State<AppState>, method: Method, uri: Uri, body: Byte
 
 /// A running bootstrap server.
 pub struct BootstrapServer {
+    /// The address it listens on (the bound port when it was started on port 0).
     pub addr: SocketAddr,
+    /// The registry that answers the requests; shared with the server, so it can be read or changed while it
+    /// runs.
     pub registry: Arc<Mutex<Registry>>,
+    /// Every exchange so far, oldest first.
     pub log: Arc<Mutex<Vec<Exchange>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl BootstrapServer {
     /// Binds `addr` (port 0 picks one) and serves until dropped.
-    pub async fn start(addr: &str, registry: Registry) -> Result<BootstrapServer, String> {
-        let listener = TcpListener::bind(addr).await.map_err(|e| format!("bind {addr}: {e}"))?;
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    pub async fn start(addr: &str, registry: Registry) -> Result<BootstrapServer, HttpError> {
+        let bind = |source| HttpError::Bind { addr: addr.to_string(), source };
+        let listener = TcpListener::bind(addr).await.map_err(bind)?;
+        let addr = listener.local_addr().map_err(bind)?;
         let st = AppState { registry: Arc::new(Mutex::new(registry)), log: Arc::default() };
         let app = Router::new()
             .fallback(handle)
@@ -83,6 +167,7 @@ impl BootstrapServer {
         Ok(BootstrapServer { addr, registry: st.registry, log: st.log, task })
     }
 
+    /// Its base URL, `http://host:port`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
@@ -95,8 +180,8 @@ impl Drop for BootstrapServer {
 }
 
 /// A parsed `http://host:port/path`.
-fn split_url(url: &str) -> Result<(String, String), String> {
-    let rest = url.strip_prefix("http://").ok_or_else(|| format!("{url}: only http:// is supported"))?;
+fn split_url(url: &str) -> Result<(String, String), HttpError> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| HttpError::Scheme { url: url.to_string() })?;
     let (hostport, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
@@ -105,7 +190,12 @@ fn split_url(url: &str) -> Result<(String, String), String> {
 }
 
 /// One HTTP/1.1 request with `Connection: close`; returns status and body. Bounded in time and size.
-pub async fn request(method: &str, url: &str, body: Option<&J>, timeout: Duration) -> Result<(u16, Vec<u8>), String> {
+pub async fn request(
+    method: &str,
+    url: &str,
+    body: Option<&J>,
+    timeout: Duration,
+) -> Result<(u16, Vec<u8>), HttpError> {
     let payload = body.map(|b| b.to_string());
     let content_type = body.map(|_| "application/json");
     request_raw(method, url, content_type, payload.as_deref().map(str::as_bytes), timeout)
@@ -116,8 +206,11 @@ pub async fn request(method: &str, url: &str, body: Option<&J>, timeout: Duratio
 /// An HTTP answer as it came: status, `Content-Type` (if any) and body bytes.
 #[derive(Clone, Debug)]
 pub struct RawResponse {
+    /// The HTTP status code.
     pub status: u16,
+    /// The `Content-Type` header's value, if it had one.
     pub content_type: Option<String>,
+    /// The body, as received.
     pub body: Vec<u8>,
 }
 
@@ -129,10 +222,13 @@ pub async fn request_raw(
     content_type: Option<&str>,
     body: Option<&[u8]>,
     timeout: Duration,
-) -> Result<RawResponse, String> {
+) -> Result<RawResponse, HttpError> {
     let (hostport, path) = split_url(url)?;
+    let failed = |source| HttpError::Io { method: method.to_string(), url: url.to_string(), source };
     let io = async {
-        let mut s = TcpStream::connect(&hostport).await.map_err(|e| format!("connect {hostport}: {e}"))?;
+        let mut s = TcpStream::connect(&hostport)
+            .await
+            .map_err(|source| HttpError::Connect { addr: hostport.clone(), source })?;
         let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\nAccept: */*\r\n");
         if let Some(ct) = content_type {
             req.push_str(&format!("Content-Type: {ct}\r\n"));
@@ -143,22 +239,22 @@ pub async fn request_raw(
         req.push_str("\r\n");
         let mut bytes = req.into_bytes();
         bytes.extend_from_slice(body.unwrap_or_default());
-        s.write_all(&bytes).await.map_err(|e| e.to_string())?;
+        s.write_all(&bytes).await.map_err(failed)?;
         let mut resp = Vec::new();
-        (&mut s)
-            .take(limits::MAX_HTTP_BODY_BYTES as u64 + 16 * 1024)
-            .read_to_end(&mut resp)
-            .await
-            .map_err(|e| e.to_string())?;
+        (&mut s).take(limits::MAX_HTTP_BODY_BYTES as u64 + 16 * 1024).read_to_end(&mut resp).await.map_err(failed)?;
         parse_response(&resp)
     };
-    tokio::time::timeout(timeout, io).await.map_err(|_| format!("{method} {url}: timed out"))?
+    tokio::time::timeout(timeout, io)
+        .await
+        .map_err(|_| HttpError::Timeout { method: method.to_string(), url: url.to_string() })?
 }
 
-fn parse_response(resp: &[u8]) -> Result<RawResponse, String> {
-    let end = resp.windows(4).position(|w| w == b"\r\n\r\n").ok_or("no end of HTTP headers")?;
-    let head = std::str::from_utf8(&resp[..end]).map_err(|_| "HTTP headers are not UTF-8")?;
-    let status: u16 = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or("bad HTTP status line")?;
+fn parse_response(resp: &[u8]) -> Result<RawResponse, HttpError> {
+    use HttpError::Malformed;
+    let end = resp.windows(4).position(|w| w == b"\r\n\r\n").ok_or(Malformed("no end of HTTP headers"))?;
+    let head = std::str::from_utf8(&resp[..end]).map_err(|_| Malformed("HTTP headers are not UTF-8"))?;
+    let status: u16 =
+        head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or(Malformed("bad HTTP status line"))?;
     let body = &resp[end + 4..];
     let header = |name: &str| {
         head.lines().skip(1).find_map(|l| {
@@ -173,21 +269,27 @@ fn parse_response(resp: &[u8]) -> Result<RawResponse, String> {
     })
 }
 
-fn dechunk(mut b: &[u8]) -> Result<Vec<u8>, String> {
+fn dechunk(mut b: &[u8]) -> Result<Vec<u8>, HttpError> {
+    use HttpError::Malformed;
     let mut out = Vec::new();
     loop {
-        let nl = b.windows(2).position(|w| w == b"\r\n").ok_or("bad chunk")?;
+        let nl = b.windows(2).position(|w| w == b"\r\n").ok_or(Malformed("bad chunk"))?;
         let n = usize::from_str_radix(
-            std::str::from_utf8(&b[..nl]).map_err(|_| "bad chunk size")?.split(';').next().unwrap_or("").trim(),
+            std::str::from_utf8(&b[..nl])
+                .map_err(|_| Malformed("bad chunk size"))?
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim(),
             16,
         )
-        .map_err(|_| "bad chunk size")?;
+        .map_err(|_| Malformed("bad chunk size"))?;
         b = &b[nl + 2..];
         if n == 0 {
             return Ok(out);
         }
         if b.len() < n + 2 {
-            return Err("truncated chunk".into());
+            return Err(Malformed("truncated chunk"));
         }
         out.extend_from_slice(&b[..n]);
         b = &b[n + 2..];
@@ -195,24 +297,27 @@ fn dechunk(mut b: &[u8]) -> Result<Vec<u8>, String> {
 }
 
 /// `GET {bootstrap}/query` as a JSON value.
-pub async fn query(bootstrap: &str, timeout: Duration) -> Result<J, String> {
+pub async fn query(bootstrap: &str, timeout: Duration) -> Result<J, HttpError> {
     let (status, body) = request("GET", &format!("{}/query", bootstrap.trim_end_matches('/')), None, timeout).await?;
     if status != 200 {
-        return Err(format!("GET /query answered {status}"));
+        return Err(HttpError::Status { request: "GET /query", status, body: String::new() });
     }
-    serde_json::from_slice(&body).map_err(|e| format!("GET /query: {e}"))
+    serde_json::from_slice(&body).map_err(|source| HttpError::Json { request: "GET /query", source })
 }
 
 /// `POST {bootstrap}/register` with vLLM 0.31.0+'s retry policy: 3 attempts on connect errors and timeouts,
-/// 1 s then 2 s apart; an HTTP error status is final.
-pub async fn register(bootstrap: &str, payload: &J, timeout: Duration) -> Result<(), String> {
+/// 1 s then 2 s apart ([`HttpError::is_transient`]); an answer, even an HTTP error status, is final.
+pub async fn register(bootstrap: &str, payload: &J, timeout: Duration) -> Result<(), HttpError> {
     let url = format!("{}/register", bootstrap.trim_end_matches('/'));
     let mut delay = Duration::from_secs(1);
     for attempt in 1..=3 {
         match request("POST", &url, Some(payload), timeout).await {
             Ok((200, _)) => return Ok(()),
-            Ok((s, body)) => return Err(format!("POST /register answered {s}: {}", String::from_utf8_lossy(&body))),
-            Err(e) if attempt == 3 => return Err(e),
+            Ok((status, body)) => {
+                let body = String::from_utf8_lossy(&body).into_owned();
+                return Err(HttpError::Status { request: "POST /register", status, body });
+            }
+            Err(e) if attempt == 3 || !e.is_transient() => return Err(e),
             Err(e) => {
                 tracing::warn!(attempt, error = %e, "bootstrap registration failed; retrying");
                 tokio::time::sleep(delay).await;
@@ -221,4 +326,58 @@ pub async fn register(bootstrap: &str, payload: &J, timeout: Duration) -> Result
         }
     }
     unreachable!("the loop returns")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_answers_and_urls_are_named() {
+        assert!(matches!(parse_response(b"HTTP/1.1 200 OK\r\n"), Err(HttpError::Malformed("no end of HTTP headers"))));
+        assert!(matches!(parse_response(b"HTTP/1.1 x\r\n\r\n"), Err(HttpError::Malformed("bad HTTP status line"))));
+        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab";
+        assert!(matches!(parse_response(chunked), Err(HttpError::Malformed("truncated chunk"))));
+        let ok = parse_response(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n").unwrap();
+        assert_eq!((ok.status, ok.body.as_slice()), (200, &b"ok"[..]));
+        let e = split_url("https://127.0.0.1:1/").unwrap_err();
+        assert_eq!(e.to_string(), "https://127.0.0.1:1/: only http:// is supported");
+        assert!(!e.is_transient());
+    }
+
+    /// A server that answers every connection with bytes that are not HTTP.
+    async fn garbage_server() -> (String, Arc<Mutex<usize>>, tokio::task::JoinHandle<()>) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        let served = Arc::new(Mutex::new(0));
+        let count = served.clone();
+        let task = tokio::spawn(async move {
+            while let Ok(Ok((mut s, _))) = tokio::time::timeout(Duration::from_secs(4), l.accept()).await {
+                *count.lock().unwrap() += 1;
+                // Read the request first (closing with unread bytes would reset the connection), then answer.
+                let mut buf = vec![0u8; 4096];
+                let _ = tokio::time::timeout(Duration::from_millis(500), s.read(&mut buf)).await;
+                let _ = s.write_all(b"garbage").await;
+                let _ = s.shutdown().await;
+                let _ = tokio::time::timeout(Duration::from_millis(500), s.read_to_end(&mut buf)).await;
+            }
+        });
+        (url, served, task)
+    }
+
+    #[tokio::test]
+    async fn registration_retries_only_what_may_succeed_again() {
+        // A malformed answer is an answer: final at once, no retry (vLLM retries connect errors and timeouts).
+        let (url, served, server) = garbage_server().await;
+        let start = std::time::Instant::now();
+        let e = register(&url, &serde_json::json!({}), Duration::from_secs(2)).await.unwrap_err();
+        assert!(matches!(e, HttpError::Malformed(_)), "{e:?}");
+        assert!(start.elapsed() < Duration::from_millis(900), "retried: {:?}", start.elapsed());
+        assert_eq!(*served.lock().unwrap(), 1, "one request, no retry");
+        server.abort();
+        // Nothing listening: a connect error, which registration would retry.
+        let free = TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap();
+        let e = query(&format!("http://{free}"), Duration::from_secs(2)).await.unwrap_err();
+        assert!(matches!(e, HttpError::Connect { .. }) && e.is_transient(), "{e:?}");
+    }
 }

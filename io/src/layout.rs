@@ -10,10 +10,33 @@ use mooncake_wire::proto::{DecoderLayout, WireProfile};
 
 pub use mooncake_testee_protocol::{LayoutConfig, ModelConfig};
 
+/// Why a layout or model configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum LayoutError {
+    /// The per-region columns have different lengths.
+    #[error("layout: kv_caches_base_addr, block_lens, kv_block_lens, registered_layer_names and registered_layer_indices need {regions} entries each")]
+    Columns {
+        /// The number of regions (`kv_caches_base_addr`'s length).
+        regions: usize,
+    },
+    /// `num_blocks` or a block length is zero.
+    #[error("layout: num_blocks and every block length must be positive")]
+    Empty,
+    /// More registered memory than the reference peer allocates ([`mooncake_wire::limits::MAX_TRANSFER_BYTES`]).
+    #[error("layout: {total} bytes of registered memory is more than the reference peer allocates")]
+    TooLarge {
+        /// The bytes the layout registers.
+        total: u64,
+    },
+    /// `model.group_kinds` names a kind other than `attn` (`attention`) or `mamba`.
+    #[error("model.group_kinds: unknown kind {0:?} (attn or mamba)")]
+    GroupKind(String),
+}
+
 /// What a worker builds from a [`LayoutConfig`] (the type is the testee protocol's).
 pub trait LayoutExt {
     /// Refuses columns of different lengths, empty regions, and more memory than the peer allocates.
-    fn check(&self) -> Result<(), String>;
+    fn check(&self) -> Result<(), LayoutError>;
     /// Registered memory: a prefiller's regions hold the provenance pattern, a decoder's are zeroed. Regions
     /// whose ranges coincide (packed views of one row) are registered once.
     fn memory(&self, provenance: bool) -> Memory;
@@ -24,23 +47,21 @@ pub trait LayoutExt {
 }
 
 impl LayoutExt for LayoutConfig {
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), LayoutError> {
         let n = self.kv_caches_base_addr.len();
         if self.block_lens.len() != n
             || self.kv_block_lens.len() != n
             || self.registered_layer_names.len() != n
             || self.registered_layer_indices.len() != n
         {
-            return Err(format!("layout: kv_caches_base_addr, block_lens, kv_block_lens, registered_layer_names and registered_layer_indices need {n} entries each"));
+            return Err(LayoutError::Columns { regions: n });
         }
         if self.num_blocks == 0 || self.block_lens.contains(&0) {
-            return Err("layout: num_blocks and every block length must be positive".into());
+            return Err(LayoutError::Empty);
         }
         let total: u64 = self.block_lens.iter().map(|b| b.saturating_mul(self.num_blocks)).sum();
         if total > mooncake_wire::limits::MAX_TRANSFER_BYTES as u64 {
-            return Err(format!(
-                "layout: {total} bytes of registered memory is more than the reference peer allocates"
-            ));
+            return Err(LayoutError::TooLarge { total });
         }
         Ok(())
     }
@@ -98,7 +119,7 @@ pub fn producer(
     model: &ModelConfig,
     layout: &LayoutConfig,
     profile: &WireProfile,
-) -> Result<Producer, String> {
+) -> Result<Producer, LayoutError> {
     producer_with(tp_rank, tp_size, pp_size, model, layout, profile.rules.plan, profile.rules.equal_length.clone())
 }
 
@@ -111,7 +132,7 @@ pub fn producer_with(
     layout: &LayoutConfig,
     rules: mooncake_wire::plan::PlanRules,
     column_check: Option<mooncake_wire::spec::behaviour::EqualLengthFields>,
-) -> Result<Producer, String> {
+) -> Result<Producer, LayoutError> {
     layout.check()?;
     let groups_seen =
         layout.registered_group_indices.iter().copied().filter(|g| *g >= 0).max().map(|m| m + 1).unwrap_or(1);
@@ -124,7 +145,7 @@ pub fn producer_with(
             .map(|k| match k.as_str() {
                 "attn" | "attention" => Ok(GroupKind::Attention),
                 "mamba" => Ok(GroupKind::Mamba),
-                other => Err(format!("model.group_kinds: unknown kind {other:?} (attn or mamba)")),
+                other => Err(LayoutError::GroupKind(other.to_string())),
             })
             .collect::<Result<_, _>>()?
     };

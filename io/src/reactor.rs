@@ -18,19 +18,73 @@ pub enum Incoming {
     /// A message on the ROUTER: `[routing_id, frames...]`.
     Router(Vec<Vec<u8>>),
     /// A message on an exchange's DEALER (normally one frame).
-    Dealer { id: u64, frames: Vec<Vec<u8>> },
+    Dealer {
+        /// The id the DEALER was opened with ([`Reactor::open_dealer`]).
+        id: u64,
+        /// The message's frames.
+        frames: Vec<Vec<u8>>,
+    },
     /// A DEALER could not be opened or used.
-    DealerError { id: u64, error: String },
+    DealerError {
+        /// The id the DEALER was opened with.
+        id: u64,
+        /// Why, as libzmq (or the address check) put it.
+        error: String,
+    },
+}
+
+/// Why the reactor could not start, bind or open a socket.
+#[derive(Debug, thiserror::Error)]
+pub enum ReactorError {
+    /// libzmq refused a socket call (`what`: which one).
+    #[error("{what}: {source}")]
+    Zmq {
+        /// The call, e.g. `socket`, `set_linger`.
+        what: &'static str,
+        /// What libzmq said.
+        source: zmq::Error,
+    },
+    /// The ROUTER could not bind its endpoint.
+    #[error("bind {endpoint}: {source}")]
+    Bind {
+        /// The endpoint as given.
+        endpoint: String,
+        /// What libzmq said.
+        source: zmq::Error,
+    },
+    /// A DEALER or REQ could not connect to its address.
+    #[error("connect {addr}: {source}")]
+    Connect {
+        /// The address as given.
+        addr: String,
+        /// What libzmq said.
+        source: zmq::Error,
+    },
+    /// libzmq reported a bound endpoint that is not UTF-8.
+    #[error("endpoint is not UTF-8")]
+    EndpointNotUtf8,
+    /// The reactor thread could not be spawned.
+    #[error("spawn the ZeroMQ thread: {0}")]
+    Spawn(std::io::Error),
+    /// The reactor thread stopped before it answered.
+    #[error("the ZeroMQ thread stopped")]
+    Stopped,
+}
+
+/// The [`ReactorError::Zmq`] of a libzmq call.
+fn zmq_call(what: &'static str) -> impl FnOnce(zmq::Error) -> ReactorError {
+    move |source| ReactorError::Zmq { what, source }
 }
 
 enum Cmd {
-    BindRouter { endpoint: String, reply: oneshot::Sender<Result<String, String>> },
+    BindRouter { endpoint: String, reply: oneshot::Sender<Result<String, ReactorError>> },
     RouterSend(Vec<Vec<Vec<u8>>>),
     OpenDealer { id: u64, addr: String, frames: Vec<Vec<u8>>, req: bool },
     CloseDealer(u64),
     Shutdown,
 }
 
+/// The handle of a reactor thread: sends it commands; dropping it stops the thread and closes its sockets.
 pub struct Reactor {
     cmds: mpsc::Sender<Cmd>,
     wake: Mutex<zmq::Socket>,
@@ -45,18 +99,18 @@ fn is_v6_literal(addr: &str) -> bool {
 
 impl Reactor {
     /// Starts the thread; `incoming` receives everything the sockets receive.
-    pub fn start(ctx: &zmq::Context, incoming: tmpsc::UnboundedSender<Incoming>) -> Result<Reactor, String> {
+    pub fn start(ctx: &zmq::Context, incoming: tmpsc::UnboundedSender<Incoming>) -> Result<Reactor, ReactorError> {
         let wake_addr = format!("inproc://mooncake-reactor-{}", NEXT.fetch_add(1, Ordering::Relaxed));
-        let pull = ctx.socket(zmq::PULL).map_err(|e| e.to_string())?;
-        pull.bind(&wake_addr).map_err(|e| e.to_string())?;
-        let push = ctx.socket(zmq::PUSH).map_err(|e| e.to_string())?;
-        push.connect(&wake_addr).map_err(|e| e.to_string())?;
+        let pull = ctx.socket(zmq::PULL).map_err(zmq_call("socket"))?;
+        pull.bind(&wake_addr).map_err(|source| ReactorError::Bind { endpoint: wake_addr.clone(), source })?;
+        let push = ctx.socket(zmq::PUSH).map_err(zmq_call("socket"))?;
+        push.connect(&wake_addr).map_err(|source| ReactorError::Connect { addr: wake_addr.clone(), source })?;
         let (tx, rx) = mpsc::channel();
         let ctx = ctx.clone();
         let thread = std::thread::Builder::new()
             .name("mooncake-zmq".into())
             .spawn(move || run(ctx, pull, rx, incoming))
-            .map_err(|e| e.to_string())?;
+            .map_err(ReactorError::Spawn)?;
         Ok(Reactor { cmds: tx, wake: Mutex::new(push), thread: Some(thread) })
     }
 
@@ -70,10 +124,10 @@ impl Reactor {
 
     /// Binds the ROUTER (`tcp://ip:*` picks a free port, as vLLM's `bind_to_random_port`); returns the bound
     /// endpoint. Its messages arrive as [`Incoming::Router`].
-    pub async fn bind_router(&self, endpoint: &str) -> Result<String, String> {
+    pub async fn bind_router(&self, endpoint: &str) -> Result<String, ReactorError> {
         let (tx, rx) = oneshot::channel();
         self.send(Cmd::BindRouter { endpoint: endpoint.to_string(), reply: tx });
-        rx.await.map_err(|_| "the ZeroMQ thread stopped".to_string())?
+        rx.await.map_err(|_| ReactorError::Stopped)?
     }
 
     /// Sends these messages (each `[routing_id, frames...]`) on the ROUTER with one wake-up of the thread; a
@@ -100,6 +154,8 @@ impl Reactor {
         self.send(Cmd::OpenDealer { id, addr: addr.to_string(), frames: vec![payload], req: true });
     }
 
+    /// Closes the DEALER (or REQ) opened with `id`; anything it receives afterwards is lost. An unknown `id` is
+    /// ignored.
     pub fn close_dealer(&self, id: u64) {
         self.send(Cmd::CloseDealer(id));
     }
@@ -166,20 +222,20 @@ fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmp
                         }
                     }
                     Cmd::OpenDealer { id, addr, frames, req } => {
-                        let r = (|| -> Result<zmq::Socket, String> {
-                            let s = ctx.socket(if req { zmq::REQ } else { zmq::DEALER }).map_err(|e| e.to_string())?;
+                        let r = (|| -> Result<zmq::Socket, ReactorError> {
+                            let s = ctx.socket(if req { zmq::REQ } else { zmq::DEALER }).map_err(zmq_call("socket"))?;
                             // vLLM's make_zmq_socket options for the decoder's DEALER (a REQ gets linger 0 only).
-                            s.set_linger(0).map_err(|e| e.to_string())?;
+                            s.set_linger(0).map_err(zmq_call("set_linger"))?;
                             if !req {
-                                s.set_rcvhwm(0).map_err(|e| e.to_string())?;
-                                s.set_sndhwm(0).map_err(|e| e.to_string())?;
+                                s.set_rcvhwm(0).map_err(zmq_call("set_rcvhwm"))?;
+                                s.set_sndhwm(0).map_err(zmq_call("set_sndhwm"))?;
                             }
-                            s.set_maxmsgsize(limits::MAX_FRAME_BYTES as i64).map_err(|e| e.to_string())?;
+                            s.set_maxmsgsize(limits::MAX_FRAME_BYTES as i64).map_err(zmq_call("set_maxmsgsize"))?;
                             if is_v6_literal(&addr) {
-                                s.set_ipv6(true).map_err(|e| e.to_string())?;
+                                s.set_ipv6(true).map_err(zmq_call("set_ipv6"))?;
                             }
-                            s.connect(&addr).map_err(|e| format!("connect {addr}: {e}"))?;
-                            s.send_multipart(frames, 0).map_err(|e| e.to_string())?;
+                            s.connect(&addr).map_err(|source| ReactorError::Connect { addr: addr.clone(), source })?;
+                            s.send_multipart(frames, 0).map_err(zmq_call("send"))?;
                             Ok(s)
                         })();
                         match r {
@@ -187,7 +243,7 @@ fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmp
                                 dealers.insert(id, s);
                             }
                             Err(error) => {
-                                let _ = out.send(Incoming::DealerError { id, error });
+                                let _ = out.send(Incoming::DealerError { id, error: error.to_string() });
                             }
                         }
                     }
@@ -218,14 +274,15 @@ fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmp
 
 /// A ROUTER as vLLM's prefiller creates it (no options), plus a frame-size cap and no linger; returns the
 /// socket and its bound endpoint.
-fn bind_router(ctx: &zmq::Context, endpoint: &str) -> Result<(zmq::Socket, String), String> {
-    let s = ctx.socket(zmq::ROUTER).map_err(|e| e.to_string())?;
-    s.set_maxmsgsize(limits::MAX_FRAME_BYTES as i64).map_err(|e| e.to_string())?;
-    s.set_linger(0).map_err(|e| e.to_string())?;
+fn bind_router(ctx: &zmq::Context, endpoint: &str) -> Result<(zmq::Socket, String), ReactorError> {
+    let s = ctx.socket(zmq::ROUTER).map_err(zmq_call("socket"))?;
+    s.set_maxmsgsize(limits::MAX_FRAME_BYTES as i64).map_err(zmq_call("set_maxmsgsize"))?;
+    s.set_linger(0).map_err(zmq_call("set_linger"))?;
     if is_v6_literal(endpoint) {
-        s.set_ipv6(true).map_err(|e| e.to_string())?;
+        s.set_ipv6(true).map_err(zmq_call("set_ipv6"))?;
     }
-    s.bind(endpoint).map_err(|e| format!("bind {endpoint}: {e}"))?;
-    let ep = s.get_last_endpoint().map_err(|e| e.to_string())?.map_err(|_| "endpoint is not UTF-8".to_string())?;
+    s.bind(endpoint).map_err(|source| ReactorError::Bind { endpoint: endpoint.to_string(), source })?;
+    let ep =
+        s.get_last_endpoint().map_err(zmq_call("get_last_endpoint"))?.map_err(|_| ReactorError::EndpointNotUtf8)?;
     Ok((s, ep))
 }

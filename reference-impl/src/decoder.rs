@@ -10,18 +10,23 @@ use mooncake_wire::proto::{
 use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::SharedMemory;
+use crate::error::PeerError;
 use crate::reactor::{Incoming, Reactor};
 use crate::records::record;
 
 /// Per-request outcomes and what is still open.
 #[derive(Clone, Debug, Default)]
 pub struct DecoderStatus {
+    /// The d_req_ids reported finished receiving (vLLM's `finished_recving`; some revisions report a failed
+    /// request there too), in order.
     pub finished: Vec<String>,
     /// (d_req_id, reason, invalid blocks, reported in `failed_recving`).
     pub failed: Vec<(String, String, Vec<u64>, bool)>,
     /// Requests the decoder will never report (vLLM leaves them waiting): (d_req_id, reason).
     pub unsettled: Vec<(String, String)>,
+    /// Requests not yet settled by every prefiller worker, including those waiting for a bootstrap query.
     pub pending_pulls: usize,
+    /// DEALER exchanges still open.
     pub open_exchanges: usize,
     /// Payloads sent, in order: (exchange, address, bytes).
     pub sent: Vec<(u64, String, Vec<u8>)>,
@@ -34,14 +39,24 @@ enum Cmd {
     Status(oneshot::Sender<DecoderStatus>),
 }
 
+/// A running decoder: its state machine on a tokio task, its sockets on a reactor thread. Dropping it stops the
+/// task.
 pub struct DecoderPeer {
+    /// The registered memory the prefillers write into.
     pub memory: SharedMemory,
     cmds: mpsc::UnboundedSender<Cmd>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl DecoderPeer {
-    pub fn start(ctx: &zmq::Context, core: impl DecoderMachine, memory: SharedMemory) -> Result<DecoderPeer, String> {
+    /// Starts `core` on the current tokio runtime, with a reactor thread on `ctx` for its sockets; `memory` is
+    /// the memory the prefillers write into (with the TCP backend, served by the caller). Errors when the
+    /// reactor cannot start.
+    pub fn start(
+        ctx: &zmq::Context,
+        core: impl DecoderMachine,
+        memory: SharedMemory,
+    ) -> Result<DecoderPeer, PeerError> {
         Self::start_with_faults(ctx, core, memory, vec![])
     }
 
@@ -51,7 +66,7 @@ impl DecoderPeer {
         core: impl DecoderMachine,
         memory: SharedMemory,
         faults: Vec<crate::faults::Fault>,
-    ) -> Result<DecoderPeer, String> {
+    ) -> Result<DecoderPeer, PeerError> {
         let (in_tx, in_rx) = mpsc::unbounded_channel();
         let reactor = Reactor::start(ctx, in_tx)?;
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
@@ -59,18 +74,20 @@ impl DecoderPeer {
         Ok(DecoderPeer { memory, cmds: cmd_tx, task })
     }
 
+    /// Hands the core requests to pull (vLLM's scheduler output); the outcomes show in [`DecoderPeer::status`].
     pub fn pull(&self, reqs: Vec<PullRequest>) {
         let _ = self.cmds.send(Cmd::Pull(reqs));
     }
 
-    pub async fn status(&self) -> Result<DecoderStatus, String> {
+    /// A snapshot of the outcomes so far; errors when the decoder's task stopped.
+    pub async fn status(&self) -> Result<DecoderStatus, PeerError> {
         let (tx, rx) = oneshot::channel();
-        self.cmds.send(Cmd::Status(tx)).map_err(|_| "the decoder stopped".to_string())?;
-        rx.await.map_err(|_| "the decoder stopped".to_string())
+        self.cmds.send(Cmd::Status(tx)).map_err(|_| PeerError::Stopped("decoder"))?;
+        rx.await.map_err(|_| PeerError::Stopped("decoder"))
     }
 
     /// Waits (polling, bounded) until every listed request finished, failed or was left unsettled.
-    pub async fn wait_settled(&self, ids: &[&str], timeout: Duration) -> Result<DecoderStatus, String> {
+    pub async fn wait_settled(&self, ids: &[&str], timeout: Duration) -> Result<DecoderStatus, PeerError> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let s = self.status().await?;
@@ -83,7 +100,7 @@ impl DecoderPeer {
                 return Ok(s);
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(format!("requests not settled within {timeout:?}: {s:?}"));
+                return Err(PeerError::NotSettled { timeout, status: format!("{s:?}") });
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -116,7 +133,7 @@ async fn run(
                         for _ in 0..3 {
                             r = match crate::http::query(&bootstrap_addr, Duration::from_secs(30)).await {
                                 Ok(j) => mooncake_wire::proto::decoder::parse_query(&j),
-                                Err(e) => Err(QueryError::Unanswered(e)),
+                                Err(e) => Err(QueryError::Unanswered(e.to_string())),
                             };
                             if r.is_ok() {
                                 break;

@@ -2,8 +2,10 @@
 //! conformance runner catches each kind of deviation. Never enabled unless a configuration asks for it
 //! (`"faults": [...]` in a role's start config; not part of the testee protocol).
 
+use crate::error::UnknownFault;
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status};
 
+/// One kind of deliberate deviation in the replies a peer sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
     /// FINISH and CONTINUE swapped.
@@ -25,7 +27,9 @@ pub enum Fault {
 }
 
 impl Fault {
-    pub fn parse(s: &str) -> Result<Fault, String> {
+    /// The fault of a config name (`wrong_status`, `missing_field`, ..., snake case of the variant); errors on
+    /// a name it does not know.
+    pub fn parse(s: &str) -> Result<Fault, UnknownFault> {
         Ok(match s {
             "wrong_status" => Fault::WrongStatus,
             "missing_field" => Fault::MissingField,
@@ -35,7 +39,7 @@ impl Fault {
             "flip_byte" => Fault::FlipByte,
             "missing_response" => Fault::MissingResponse,
             "duplicate_completion" => Fault::DuplicateCompletion,
-            other => return Err(format!("unknown fault {other:?}")),
+            other => return Err(UnknownFault(other.to_string())),
         })
     }
 }

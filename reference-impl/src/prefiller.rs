@@ -13,16 +13,22 @@ use serde_json::json;
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::backend::{Backend, SharedMemory, WriteDone, Writer};
+use crate::error::PeerError;
 use crate::records::record;
 use crate::router::Router;
 
+/// How a [`PrefillerPeer`] binds and registers.
 #[derive(Clone, Debug)]
 pub struct PrefillerConfig {
     /// ROUTER bind address; `tcp://127.0.0.1:*` picks a free port.
     pub bind: String,
+    /// The engine id it registers under (vLLM's `engine_id`).
     pub engine_id: String,
+    /// Its data-parallel rank, as registered.
     pub dp_rank: i64,
+    /// Its tensor-parallel rank, as registered.
     pub tp_rank: i64,
+    /// Its pipeline-parallel rank, as registered.
     pub pp_rank: i64,
     /// `http://host:port` of the bootstrap server to register with (none: do not register).
     pub bootstrap: Option<String>,
@@ -37,14 +43,19 @@ pub struct PrefillerConfig {
 /// What the peer has done, for tests, the testee control protocol and logs.
 #[derive(Clone, Debug, Default)]
 pub struct PrefillerStatus {
+    /// Transfers the core tracks (ready, pending, or placeholders a pull created).
     pub tracked_transfers: usize,
+    /// Pulls being served.
     pub open_exchanges: usize,
+    /// Decoder layouts cached (0.33.0's `layout_id`).
     pub cached_layouts: usize,
+    /// The core's counters.
     pub stats: PrefillerStats,
     /// (p_req_id, transfer_id, expired), in order.
     pub finished_sending: Vec<(String, String, bool)>,
     /// (session, descriptors, bytes, return code) of every write.
     pub writes: Vec<(String, usize, u64, i64)>,
+    /// Why each refused message was refused, in order.
     pub rejected: Vec<String>,
     /// Every ROUTER message, in order: (inbound, frames). Kept only when enabled (`record_wire`).
     pub wire: Vec<(bool, Vec<Vec<u8>>)>,
@@ -59,9 +70,12 @@ enum Cmd {
     Status(oneshot::Sender<PrefillerStatus>),
 }
 
+/// A running prefiller: its ROUTER on a thread of its own, commands and write completions on a tokio task.
+/// Dropping it stops the task.
 pub struct PrefillerPeer {
     /// The bound ROUTER endpoint (`tcp://127.0.0.1:PORT`), as registered.
     pub endpoint: String,
+    /// The registered memory its writes read from.
     pub memory: SharedMemory,
     /// Applies a command to the core before returning (pulls are answered on the router's thread, so a command
     /// queued for the task could lose a race with a pull sent after the command was acknowledged).
@@ -70,13 +84,16 @@ pub struct PrefillerPeer {
 }
 
 impl PrefillerPeer {
+    /// Starts a generation-2 [`PrefillerCore`] of `profile` with `planner`: binds the ROUTER, registers with
+    /// the bootstrap server when `cfg.bootstrap` names one, and moves bytes from `memory` with `backend`. Errors
+    /// when binding or registering fails.
     pub async fn start<P>(
         cfg: PrefillerConfig,
         profile: WireProfile,
         planner: P,
         memory: SharedMemory,
         backend: Backend,
-    ) -> Result<PrefillerPeer, String>
+    ) -> Result<PrefillerPeer, PeerError>
     where
         P: SenderPlanner + Send + 'static,
         P::Prepared: Send,
@@ -93,7 +110,7 @@ impl PrefillerPeer {
         mut core: M,
         memory: SharedMemory,
         backend: Backend,
-    ) -> Result<PrefillerPeer, String> {
+    ) -> Result<PrefillerPeer, PeerError> {
         if let Some(t) = cfg.abort_timeout {
             core.set_abort_timeout(t);
         }
@@ -122,7 +139,7 @@ impl PrefillerPeer {
                 out
             })
         };
-        let router = Router::bind(&cfg.bind, handler).map_err(|e| e.to_string())?;
+        let router = Router::bind(&cfg.bind, handler)?;
         let endpoint = router.endpoint().to_string();
         if let Some(b) = &cfg.bootstrap {
             let payload = json!({"engine_id": cfg.engine_id, "dp_rank": cfg.dp_rank, "tp_rank": cfg.tp_rank, "pp_rank": cfg.pp_rank, "addr": endpoint});
@@ -149,9 +166,11 @@ impl PrefillerPeer {
     pub fn finished(&self, p_req_id: &str, transfer_id: &str, blocks: Vec<Vec<u64>>) {
         (self.apply)(Cmd::Finished(p_req_id.into(), transfer_id.into(), blocks));
     }
+    /// The request ended without a transfer: the core forgets it (a pull waiting for it times out).
     pub fn aborted(&self, transfer_id: &str) {
         (self.apply)(Cmd::Aborted(transfer_id.into()));
     }
+    /// Forgets every cached decoder layout (vLLM does this when the prefiller re-registers its caches).
     pub fn forget_layouts(&self) {
         (self.apply)(Cmd::ForgetLayouts);
     }
@@ -159,10 +178,11 @@ impl PrefillerPeer {
     pub fn fail_next_writes(&self, n: usize, ret: i64) {
         (self.apply)(Cmd::FailNextWrites(n, ret));
     }
-    pub async fn status(&self) -> Result<PrefillerStatus, String> {
+    /// A snapshot of what it has done so far; errors when its task stopped.
+    pub async fn status(&self) -> Result<PrefillerStatus, PeerError> {
         let (tx, rx) = oneshot::channel();
         (self.apply)(Cmd::Status(tx));
-        rx.await.map_err(|_| "the prefiller stopped".to_string())
+        rx.await.map_err(|_| PeerError::Stopped("prefiller"))
     }
 }
 

@@ -34,7 +34,12 @@ pub enum RouterError {
     /// Not a `tcp://host:port` endpoint (`*` for any host or a free port).
     Endpoint(String),
     /// Binding or starting the thread failed.
-    Io { what: String, source: io::Error },
+    Io {
+        /// The step that failed (`bind tcp://...`, `poll`, ...).
+        what: String,
+        /// The operating system's error.
+        source: io::Error,
+    },
 }
 
 impl std::fmt::Display for RouterError {

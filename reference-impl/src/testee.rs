@@ -59,9 +59,17 @@ fn wire_entry(inbound: bool, frames: &[Vec<u8>], endpoint: Option<&str>) -> Wire
     }
 }
 
+/// The reference peer as a testee of the conformance runner: takes one role at a time (bootstrap server,
+/// prefiller or decoder) and answers the control protocol's commands ([`Testee::handle`]).
 pub struct Testee {
     ctx: zmq::Context,
     role: Option<Role>,
+}
+
+/// An error as the text of the testee protocol's error answer (`{"ok": false, "error": "..."}`): what the
+/// runner shows, and what a runner reads `unsupported:` from.
+fn text(e: impl std::fmt::Display) -> String {
+    e.to_string()
 }
 
 /// The transfer backends a process can use: `tcp-engine` (the default).
@@ -120,7 +128,7 @@ impl Testee {
                 let spec = mooncake_wire::bootstrap::BootstrapSpec::new(rev)
                     .ok_or("no bootstrap server in this revision")?
                     .map_err(|e| e.to_string())?;
-                let s = BootstrapServer::start(&bind, Registry::new(spec)).await?;
+                let s = BootstrapServer::start(&bind, Registry::new(spec)).await.map_err(text)?;
                 let url = s.url();
                 self.role = Some(Role::Bootstrap(s));
                 Ok(proto::ok_answer(&Started { url: Some(url), ..Default::default() }))
@@ -132,7 +140,7 @@ impl Testee {
                     return self.start_gen1_prefiller(revision, c).await;
                 }
                 let profile = WireProfile::builtin(revision).map_err(|e| e.to_string())?;
-                let planner = producer(c.tp_rank, c.tp_size, c.pp_size, &c.model, &c.layout, &profile)?;
+                let planner = producer(c.tp_rank, c.tp_size, c.pp_size, &c.model, &c.layout, &profile).map_err(text)?;
                 let memory = Arc::new(Mutex::new(c.layout.memory(true)));
                 let cfg = PrefillerConfig {
                     bind: c.bind.unwrap_or_else(|| "tcp://127.0.0.1:*".into()),
@@ -143,9 +151,15 @@ impl Testee {
                     bootstrap: c.bootstrap,
                     abort_timeout: secs(c.abort_timeout_s, "abort_timeout_s")?,
                     record_wire: c.record_wire,
-                    faults: c.faults.iter().map(|f| crate::faults::Fault::parse(f)).collect::<Result<_, _>>()?,
+                    faults: c
+                        .faults
+                        .iter()
+                        .map(|f| crate::faults::Fault::parse(f))
+                        .collect::<Result<_, _>>()
+                        .map_err(text)?,
                 };
-                let p = PrefillerPeer::start(cfg, profile, planner, memory, Backend::tcp_engine()).await?;
+                let p =
+                    PrefillerPeer::start(cfg, profile, planner, memory, Backend::tcp_engine()).await.map_err(text)?;
                 let endpoint = p.endpoint.clone();
                 self.role = Some(Role::Prefiller(p, c.record_wire));
                 Ok(proto::ok_answer(&Started { endpoint: Some(endpoint), ..Default::default() }))
@@ -153,7 +167,7 @@ impl Testee {
             proto::Role::Decoder => {
                 let c: proto::DecoderConfig = serde_json::from_value(config).map_err(|e| format!("config: {e}"))?;
                 check_transfer(&c.transfer)?;
-                c.layout.check()?;
+                c.layout.check().map_err(text)?;
                 let memory = Arc::new(Mutex::new(c.layout.memory(false)));
                 let listener = TcpListener::bind((c.hostname.as_str(), c.te_port))
                     .await
@@ -172,7 +186,7 @@ impl Testee {
                     if let Some(t) = secs(c.recv_timeout_s, "recv_timeout_s")? {
                         core.set_recv_timeout(t);
                     }
-                    let d = DecoderPeer::start(&self.ctx, core, memory)?;
+                    let d = DecoderPeer::start(&self.ctx, core, memory).map_err(text)?;
                     self.role = Some(Role::Decoder(d, server, c.record_wire));
                     return Ok(session(&c.hostname, port));
                 }
@@ -194,8 +208,9 @@ impl Testee {
                 if let Some(t) = secs(c.recv_timeout_s, "recv_timeout_s")? {
                     core.set_recv_timeout(t);
                 }
-                let faults = c.faults.iter().map(|f| crate::faults::Fault::parse(f)).collect::<Result<_, _>>()?;
-                let d = DecoderPeer::start_with_faults(&self.ctx, core, memory, faults)?;
+                let faults =
+                    c.faults.iter().map(|f| crate::faults::Fault::parse(f)).collect::<Result<_, _>>().map_err(text)?;
+                let d = DecoderPeer::start_with_faults(&self.ctx, core, memory, faults).map_err(text)?;
                 self.role = Some(Role::Decoder(d, server, c.record_wire));
                 Ok(session(&c.hostname, port))
             }
@@ -216,7 +231,8 @@ impl Testee {
             &c.layout,
             profile.plan_rules().map_err(|e| e.to_string())?,
             None,
-        )?;
+        )
+        .map_err(text)?;
         let memory = Arc::new(Mutex::new(c.layout.memory(true)));
         let mut core = Gen1Prefiller::new(profile, planner);
         if let Some(t) = secs(c.abort_timeout_s, "abort_timeout_s")? {
@@ -231,9 +247,9 @@ impl Testee {
             bootstrap: None,
             abort_timeout: None,
             record_wire: c.record_wire,
-            faults: c.faults.iter().map(|f| crate::faults::Fault::parse(f)).collect::<Result<_, _>>()?,
+            faults: c.faults.iter().map(|f| crate::faults::Fault::parse(f)).collect::<Result<_, _>>().map_err(text)?,
         };
-        let p = PrefillerPeer::start_machine(cfg, core, memory, Backend::tcp_engine()).await?;
+        let p = PrefillerPeer::start_machine(cfg, core, memory, Backend::tcp_engine()).await.map_err(text)?;
         let endpoint = p.endpoint.clone();
         self.role = Some(Role::Prefiller(p, c.record_wire));
         Ok(proto::ok_answer(&Started { endpoint: Some(endpoint), ..Default::default() }))
@@ -264,7 +280,7 @@ impl Testee {
                 done()
             }
             (Some(Role::Prefiller(p, wire)), Command::Status) => {
-                let s = p.status().await?;
+                let s = p.status().await.map_err(text)?;
                 let status = proto::PrefillerStatus {
                     tracked_transfers: Some(s.tracked_transfers as u64),
                     open_exchanges: Some(s.open_exchanges as u64),
@@ -306,7 +322,7 @@ impl Testee {
                 done()
             }
             (Some(Role::Decoder(d, _, wire)), Command::Status) => {
-                let s = d.status().await?;
+                let s = d.status().await.map_err(text)?;
                 let wire = wire.then(|| {
                     // Sent and received in exchange order (each exchange: its request, then its replies).
                     let mut w = vec![];

@@ -253,7 +253,13 @@ async fn registration_conflicts_are_refused_and_identical_retries_accepted() {
     mooncake_reference::http::register(&url, &body("tcp://127.0.0.1:1"), t).await.unwrap();
     mooncake_reference::http::register(&url, &body("tcp://127.0.0.1:1"), t).await.unwrap();
     let e = mooncake_reference::http::register(&url, &body("tcp://127.0.0.1:2"), t).await.unwrap_err();
-    assert!(e.contains("400") && e.contains("is already registered at tcp://127.0.0.1:1"), "{e}");
+    // An answer is final (no retry), and the error says which request, the status and the server's reason.
+    assert!(
+        matches!(&e, mooncake_reference::http::HttpError::Status { request: "POST /register", status: 400, body }
+            if body.contains("is already registered at tcp://127.0.0.1:1")),
+        "{e:?}"
+    );
+    assert!(!e.is_transient());
     let (status, _) =
         mooncake_reference::http::request("POST", &format!("{url}/register"), Some(&json!({"engine_id": 1})), t)
             .await

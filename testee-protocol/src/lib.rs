@@ -73,23 +73,58 @@ impl Hello {
     }
 
     /// Reads a testee's first line; the error says why it is not a hello of this protocol version.
-    pub fn parse(v: &Value) -> Result<Hello, String> {
+    pub fn parse(v: &Value) -> Result<Hello, HelloError> {
         if v.get("hello").and_then(Value::as_str) != Some(HELLO) {
-            return Err(format!("the testee's first line is not a mooncake testee hello: {v}"));
+            return Err(HelloError::NotHello { line: v.to_string() });
         }
         if v.get("protocol").and_then(Value::as_u64) != Some(PROTOCOL) {
             let got = v.get("protocol").map(|p| p.to_string()).unwrap_or_else(|| "(none given)".into());
-            return Err(format!(
-                "the testee speaks protocol {got}, the runner speaks {PROTOCOL} (conformance/TESTEE.md)"
-            ));
+            return Err(HelloError::Protocol { got });
         }
-        let mut h: Hello = serde_json::from_value(v.clone()).map_err(|e| format!("the testee's hello: {e}"))?;
+        let mut h: Hello =
+            serde_json::from_value(v.clone()).map_err(|e| HelloError::Malformed { error: e.to_string() })?;
         if h.name.is_empty() {
             h.name = "?".into();
         }
         Ok(h)
     }
 }
+
+/// Why a testee's first line is not a hello the runner can use.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HelloError {
+    /// The line is not a hello at all (`"hello"` is missing or not this protocol's).
+    NotHello {
+        /// The line, as JSON.
+        line: String,
+    },
+    /// A hello of another protocol version.
+    Protocol {
+        /// The version it gave, as JSON (`(none given)` when it gave none).
+        got: String,
+    },
+    /// A hello of this version whose keys do not read (a missing name, an ill-typed list).
+    Malformed {
+        /// What serde said.
+        error: String,
+    },
+}
+
+impl std::fmt::Display for HelloError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HelloError::NotHello { line } => {
+                write!(f, "the testee's first line is not a mooncake testee hello: {line}")
+            }
+            HelloError::Protocol { got } => {
+                write!(f, "the testee speaks protocol {got}, the runner speaks {PROTOCOL} (conformance/TESTEE.md)")
+            }
+            HelloError::Malformed { error } => write!(f, "the testee's hello: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for HelloError {}
 
 /// A role a testee takes (one per process); also the role of a conformance case (`…/prefiller`, ...).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -737,13 +772,38 @@ pub fn error_answer(error: impl std::fmt::Display) -> Value {
 }
 
 /// A received answer: the typed answer if `ok` is true, otherwise the testee's error text.
-pub fn read_answer<T: DeserializeOwned>(v: &Value) -> Result<T, String> {
+pub fn read_answer<T: DeserializeOwned>(v: &Value) -> Result<T, AnswerError> {
     if v.get("ok") != Some(&Value::Bool(true)) {
-        return Err(v
-            .get("error")
-            .and_then(Value::as_str)
-            .unwrap_or("the testee refused without a reason")
-            .to_string());
+        return Err(AnswerError::Refused(
+            v.get("error").and_then(Value::as_str).unwrap_or("the testee refused without a reason").to_string(),
+        ));
     }
-    T::deserialize(v).map_err(|e| format!("the testee's answer does not read as this protocol's answer: {e}: {v}"))
+    T::deserialize(v).map_err(|e| AnswerError::Unreadable { error: e.to_string(), answer: v.to_string() })
 }
+
+/// Why an answer line gives no typed answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AnswerError {
+    /// The testee answered `{"ok": false, ...}`: its error text (shown as it is).
+    Refused(String),
+    /// `{"ok": true, ...}` whose keys do not read as the command's answer.
+    Unreadable {
+        /// What serde said.
+        error: String,
+        /// The answer, as JSON.
+        answer: String,
+    },
+}
+
+impl std::fmt::Display for AnswerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AnswerError::Refused(e) => f.write_str(e),
+            AnswerError::Unreadable { error, answer } => {
+                write!(f, "the testee's answer does not read as this protocol's answer: {error}: {answer}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for AnswerError {}

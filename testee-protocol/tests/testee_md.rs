@@ -70,6 +70,32 @@ fn the_documented_hello_reads() {
 }
 
 #[test]
+fn hellos_that_do_not_read_say_why() {
+    use mooncake_testee_protocol::HelloError;
+    let e = Hello::parse(&serde_json::json!({"ready": true})).unwrap_err();
+    assert!(matches!(e, HelloError::NotHello { .. }), "{e:?}");
+    assert!(e.to_string().starts_with("the testee's first line is not a mooncake testee hello"), "{e}");
+    let e = Hello::parse(&serde_json::json!({"hello": "mooncake-testee", "protocol": 999})).unwrap_err();
+    assert_eq!(e, HelloError::Protocol { got: "999".into() });
+    assert!(e.to_string().contains("conformance/TESTEE.md"), "{e}");
+    let e = Hello::parse(&serde_json::json!({"hello": "mooncake-testee", "protocol": 1, "name": "t", "roles": 3}));
+    assert!(matches!(e, Err(HelloError::Malformed { .. })), "{e:?}");
+}
+
+#[test]
+fn refused_and_unreadable_answers_are_told_apart() {
+    use mooncake_testee_protocol::{read_answer, AnswerError, Done, PrefillerStatus};
+    let e = read_answer::<Done>(&serde_json::json!({"ok": false, "error": "unsupported: dance"})).unwrap_err();
+    assert_eq!(e, AnswerError::Refused("unsupported: dance".into()));
+    assert_eq!(e.to_string(), "unsupported: dance");
+    let e = read_answer::<Done>(&serde_json::json!({"ok": false})).unwrap_err();
+    assert_eq!(e.to_string(), "the testee refused without a reason");
+    let e = read_answer::<PrefillerStatus>(&serde_json::json!({"ok": true, "tracked_transfers": "many"})).unwrap_err();
+    assert!(matches!(e, AnswerError::Unreadable { .. }), "{e:?}");
+    read_answer::<Done>(&serde_json::json!({"ok": true})).unwrap();
+}
+
+#[test]
 fn unknown_and_bad_commands_are_told_apart() {
     let e = Command::parse(&serde_json::json!({"cmd": "dance"})).unwrap_err();
     assert_eq!(e.to_string(), "unsupported: dance");

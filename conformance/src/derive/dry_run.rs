@@ -339,7 +339,8 @@ fn dry_run_gen1(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<
             &l,
             profile.plan_rules().map_err(|e| e.to_string())?,
             None,
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         let mut core = Gen1Prefiller::new(profile.clone(), planner);
         core.set_abort_timeout(abort);
         machines.push((conn.clone(), Box::new(core)));

@@ -142,7 +142,7 @@ async fn start_prefillers(
     // The bootstrap server belongs to the prefiller side; a generation-1 decoder never asks it anything.
     let rev_b = if d.gen() == 2 || p.gen() == 2 { t.revision.clone() } else { d.trace.revision.clone() };
     let spec = BootstrapSpec::new(rev_b).ok_or("no bootstrap in this revision")?.map_err(|e| e.to_string())?;
-    let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await?;
+    let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await.map_err(|e| e.to_string())?;
     let url = boot.url();
     let mut order: Vec<usize> = (0..t.prefillers.len()).collect();
     order.sort_by_key(|&i| {

@@ -47,7 +47,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
             )
             .await
             {
-                Err(e) => out.push(f(CheckId::BootReply, e, resp)),
+                Err(e) => out.push(f(CheckId::BootReply, e.to_string(), resp)),
                 Ok((status, bytes)) => {
                     if Some(status) != resp.status {
                         out.push(f(

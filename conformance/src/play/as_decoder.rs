@@ -64,7 +64,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
     // Bootstrap server (ours) and one testee per recorded prefiller worker, registered in recorded order.
     let spec =
         BootstrapSpec::new(t.revision.clone()).ok_or("no bootstrap in this revision")?.map_err(|e| e.to_string())?;
-    let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await?;
+    let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await.map_err(|e| e.to_string())?;
     let mut order: Vec<usize> = (0..t.prefillers.len()).collect();
     let reg_pos = |p: &crate::conversation::PrefillerConn| {
         t.http
@@ -188,7 +188,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         // Replay the decoder side in recorded order.
         let ctx = zmq::Context::new();
         let (in_tx, mut in_rx) = mpsc::unbounded_channel();
-        let reactor = Reactor::start(&ctx, in_tx)?;
+        let reactor = Reactor::start(&ctx, in_tx).map_err(|e| e.to_string())?;
         let mut buffered: BTreeMap<u64, Vec<Vec<Vec<u8>>>> = BTreeMap::new();
         let mut live: BTreeMap<usize, Exchange> = BTreeMap::new();
         let mut replies_seen = 0usize;

@@ -171,7 +171,7 @@ async fn play_with(
 
     let spec =
         BootstrapSpec::new(t.revision.clone()).ok_or("no bootstrap in this revision")?.map_err(|e| e.to_string())?;
-    let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await?;
+    let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await.map_err(|e| e.to_string())?;
     let mut prefillers: Vec<(String, PSide)> = vec![];
     let mut testees: Vec<(String, Testee)> = vec![];
     let result = async {
@@ -706,7 +706,7 @@ async fn play_listen(
     };
     let spec =
         BootstrapSpec::new(t.revision.clone()).ok_or("no bootstrap in this revision")?.map_err(|e| e.to_string())?;
-    let boot = BootstrapServer::start(bootstrap, Registry::new(spec)).await?;
+    let boot = BootstrapServer::start(bootstrap, Registry::new(spec)).await.map_err(|e| e.to_string())?;
     let peer = own_prefiller(t, p, model, endpoint, boot.url()).await?;
     for tr in &scenario.transfers {
         peer.allocated(&tr.p_req_id, &tr.transfer_id);

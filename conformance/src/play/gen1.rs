@@ -114,7 +114,7 @@ pub async fn as_decoder(
         // Replay every message on a REQ of its own, in recorded order.
         let ctx = zmq::Context::new();
         let (in_tx, mut in_rx) = mpsc::unbounded_channel();
-        let reactor = Reactor::start(&ctx, in_tx)?;
+        let reactor = Reactor::start(&ctx, in_tx).map_err(|e| e.to_string())?;
         let mut replies_seen = 0usize;
         let mut done_msgs: Vec<usize> = vec![];
         for (k, m) in msgs.iter().enumerate() {
@@ -321,7 +321,7 @@ async fn bind_workers(
         let planner = producer_with(r as i64, ranks as i64, 1, &model_config(model), &l, plan_rules, None);
         let profile = profile.clone();
         async move {
-            let mut core = Gen1Prefiller::new(profile, planner?);
+            let mut core = Gen1Prefiller::new(profile, planner.map_err(|e| e.to_string())?);
             core.set_abort_timeout(abort);
             OwnPrefiller::start(OwnConfig { bind, register: None }, core, Arc::new(Mutex::new(l.memory(true)))).await
         }

@@ -33,7 +33,8 @@ pub fn prefiller_planner(
     profile: &WireProfile,
 ) -> Result<(LayoutConfig, Producer), String> {
     let layout = prefiller_layout(t, p, model)?;
-    let planner = producer(p.tp_rank, p.tp_size, 1, &model_config(model), &layout, profile)?;
+    let planner =
+        producer(p.tp_rank, p.tp_size, 1, &model_config(model), &layout, profile).map_err(|e| e.to_string())?;
     Ok((layout, planner))
 }
 

@@ -19,7 +19,12 @@ pub const LANES_PER_PEER: usize = 4;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TransferError {
     /// The target refused the range (status "address rejected"): nothing was written.
-    Rejected { addr: u64, size: u64 },
+    Rejected {
+        /// The target address of the refused range.
+        addr: u64,
+        /// The length of the refused range, in bytes.
+        size: u64,
+    },
     /// The handshake failed or the descriptor is unusable.
     Handshake(String),
     /// A connection failed or the peer broke the protocol.
@@ -45,8 +50,20 @@ impl std::error::Error for TransferError {}
 /// One request: write `data` at the target's `addr`, or read `len` bytes from it.
 #[derive(Clone, Debug)]
 pub enum Request {
-    Write { addr: u64, data: Vec<u8> },
-    Read { addr: u64, len: u64 },
+    /// Writes `data` into the target's memory.
+    Write {
+        /// The target address of the first byte (an address inside a buffer the target registered).
+        addr: u64,
+        /// The bytes to write.
+        data: Vec<u8>,
+    },
+    /// Reads bytes from the target's memory.
+    Read {
+        /// The target address of the first byte.
+        addr: u64,
+        /// How many bytes to read.
+        len: u64,
+    },
 }
 
 /// An initiator. Cheap to clone (shared caches); descriptors are cached per segment name, idle data
@@ -64,6 +81,7 @@ pub struct EngineClient {
 const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl EngineClient {
+    /// A client with empty caches; nothing connects until the first transfer.
     pub fn new() -> Self {
         Self::default()
     }
