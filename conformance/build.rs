@@ -29,7 +29,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", p.display());
         files.push((f.to_string(), p.canonicalize().unwrap().to_string_lossy().into_owned()));
     }
-    let mut code = String::from("/// (path relative to `conformance/`, contents) of every bundled data file.\npub static FILES: &[(&str, &str)] = &[\n");
+    let mut code = String::from("/// (path relative to `conformance/`, contents) of every bundled data file.\npub(crate) static FILES: &[(&str, &str)] = &[\n");
     for (rel, abs) in &files {
         code.push_str(&format!("    ({rel:?}, include_str!({abs:?})),\n"));
     }

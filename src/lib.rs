@@ -54,8 +54,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-#![warn(missing_docs, unreachable_pub, unnameable_types)]
-
 /// Declares an item `pub` with the `testing` feature and `pub(crate)` without: internals that only tests and the
 /// fuzz harness look at (the compiled plan of a codec, for instance).
 macro_rules! testing_pub {

@@ -7,7 +7,7 @@ use std::path::Path;
 use mooncake_wire::diff::{diff, render, Effect, Kind, Report};
 use mooncake_wire::spec::Spec;
 
-pub fn rules_report() -> Report {
+fn rules_report() -> Report {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/tests/data/diff-rules");
     let spec = Spec::load_dir(&dir).unwrap();
     let f = spec.family("diff-rules").unwrap();

@@ -17,14 +17,14 @@ use crate::finding::{CheckId, Finding};
 
 /// One bootstrap HTTP exchange.
 #[derive(Clone, Debug)]
-pub struct HttpX {
-    pub method: String,
-    pub path: String,
-    pub request: Option<J>,
-    pub status: u16,
-    pub response: Option<J>,
-    pub seq: Option<u64>,
-    pub line: Option<usize>,
+pub(crate) struct HttpX {
+    pub(crate) method: String,
+    pub(crate) path: String,
+    pub(crate) request: Option<J>,
+    pub(crate) status: u16,
+    pub(crate) response: Option<J>,
+    pub(crate) seq: Option<u64>,
+    pub(crate) line: Option<usize>,
 }
 
 fn finding(check: CheckId, x: &Exchange, message: &str, detail: String) -> Finding {
@@ -42,7 +42,7 @@ fn ids(l: &Option<StrList>) -> Vec<String> {
 }
 
 /// Checks every exchange of a transcript against the protocol rules of `profile`'s revision.
-pub fn check_exchanges(profile: &WireProfile, xs: &[Exchange]) -> Vec<Finding> {
+pub(crate) fn check_exchanges(profile: &WireProfile, xs: &[Exchange]) -> Vec<Finding> {
     let mut c = ExchangeChecker::new(profile);
     let mut out: Vec<Finding> = xs.iter().flat_map(|x| c.push(x)).collect();
     out.extend(c.finish());
@@ -53,7 +53,7 @@ pub fn check_exchanges(profile: &WireProfile, xs: &[Exchange]) -> Vec<Finding> {
 /// `check_exchanges` does for a whole transcript, and what the tap does while traffic flows. A rule that
 /// needs a later exchange (the resend after LAYOUT_MISS) is decided when that exchange is pushed, or by
 /// [`ExchangeChecker::finish`] when none came.
-pub struct ExchangeChecker {
+pub(crate) struct ExchangeChecker {
     rules: Rules,
     /// Endpoints that echoed each decoder's layout id, in transcript order.
     acked: HashSet<(String, String, WireInt)>,
@@ -82,7 +82,7 @@ impl Rules {
 }
 
 impl ExchangeChecker {
-    pub fn new(profile: &WireProfile) -> Self {
+    pub(crate) fn new(profile: &WireProfile) -> Self {
         let omit_empty = profile.revision.behaviour.empty_id_lists.as_ref().map(|i| i.value)
             == Some(mooncake_wire::spec::behaviour::EmptyIdLists::Omitted);
         let rules = Rules {
@@ -95,7 +95,7 @@ impl ExchangeChecker {
     }
 
     /// Checks the next exchange (its request and every reply it got); returns the findings it settles.
-    pub fn push(&mut self, x: &Exchange) -> Vec<Finding> {
+    pub(crate) fn push(&mut self, x: &Exchange) -> Vec<Finding> {
         let rules = &self.rules;
         let mut out = vec![];
         // A pull sent to several prefillers (one scheduler step) carries the same bytes to each.
@@ -261,7 +261,7 @@ impl ExchangeChecker {
     }
 
     /// The end of the transcript: a LAYOUT_MISS whose resend never came.
-    pub fn finish(self) -> Vec<Finding> {
+    pub(crate) fn finish(self) -> Vec<Finding> {
         self.awaiting_resend
             .iter()
             .map(|x| {
@@ -278,22 +278,22 @@ impl ExchangeChecker {
 
 /// Checks the bootstrap HTTP log: each `/register` answer is what the revision's registry answers, and each
 /// `/query` lists exactly the workers registered before it.
-pub fn check_http(spec: BootstrapSpec, log: &[HttpX]) -> Vec<Finding> {
+pub(crate) fn check_http(spec: BootstrapSpec, log: &[HttpX]) -> Vec<Finding> {
     let mut c = HttpChecker::new(spec);
     log.iter().flat_map(|h| c.push(h)).collect()
 }
 
 /// [`check_http`] one exchange at a time: the revision's registry, fed what the server was asked.
-pub struct HttpChecker {
+pub(crate) struct HttpChecker {
     reg: Registry,
 }
 
 impl HttpChecker {
-    pub fn new(spec: BootstrapSpec) -> Self {
+    pub(crate) fn new(spec: BootstrapSpec) -> Self {
         HttpChecker { reg: Registry::new(spec) }
     }
 
-    pub fn push(&mut self, h: &HttpX) -> Vec<Finding> {
+    pub(crate) fn push(&mut self, h: &HttpX) -> Vec<Finding> {
         let mut out = vec![];
         let f = |check: CheckId, detail: String| Finding {
             check,
@@ -342,7 +342,7 @@ impl HttpChecker {
 }
 
 /// Reply lists compared as sets: vLLM orders ids by readiness, which varies between runs.
-pub fn same_reply(a: &MooncakeXferResponse, b: &MooncakeXferResponse) -> bool {
+pub(crate) fn same_reply(a: &MooncakeXferResponse, b: &MooncakeXferResponse) -> bool {
     let set =
         |l: &Option<StrList>| l.as_ref().map(|v| v.iter().map(String::from).collect::<std::collections::BTreeSet<_>>());
     a.status == b.status

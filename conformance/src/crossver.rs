@@ -49,9 +49,11 @@ pub struct Pairing {
 }
 
 impl Pairing {
+    /// No cross-version: the runner and the testee both at `rev`.
     pub fn same(rev: &Arc<Revision>) -> Pairing {
         Pairing { runner: rev.clone(), testee: rev.clone(), testee_profile: profile(rev) }
     }
+    /// Whether the testee runs another revision than the runner reads the trace with.
     pub fn is_cross(&self) -> bool {
         self.runner.revision != self.testee.revision
     }

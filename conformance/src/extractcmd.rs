@@ -23,7 +23,9 @@ pub enum Output {
 /// A revision derived from one vLLM source, with its wire fingerprint and the summary line.
 #[derive(Clone, Debug)]
 pub struct Extraction {
+    /// The source it was read from.
     pub path: PathBuf,
+    /// The derived revision.
     pub derived: Derived,
     /// The wire fingerprint, or why there is none (in parentheses).
     pub fingerprint: String,

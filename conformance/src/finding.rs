@@ -13,7 +13,10 @@ macro_rules! check_ids {
         /// other), written as its id string (`TRACE-FORMAT`) in every output.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum CheckId {
-            $($variant,)*
+            $(
+                #[doc = concat!("`", $id, "` (`conformance/CHECKS.md`).")]
+                $variant,
+            )*
         }
 
         impl CheckId {
@@ -102,32 +105,46 @@ impl Serialize for CheckId {
 /// One finding of a check, where it was seen (event `seq`, line of the file) and what it says.
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
+    /// The check that found it.
     pub check: CheckId,
+    /// The `seq` of the trace event it concerns, if one.
     pub seq: Option<u64>,
+    /// The line of the file it concerns, if one.
     pub line: Option<usize>,
+    /// Which message or exchange it concerns (`POST /register`, `exchange 2 (...)`), printed before the detail.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// What is wrong.
     pub detail: String,
 }
 
+/// The result of validating one trace (`validate`).
 #[derive(Debug, Serialize)]
 pub struct TraceReport {
+    /// The trace's path (or bundled name).
     pub path: String,
+    /// Its header's scenario id.
     pub scenario: String,
     /// The project `vllm_version` is a release (or commit) of: `vLLM`, or for a pull trace its revision's
     /// project (`vllm-ascend`).
     pub project: String,
+    /// The header's `vllm_version`.
     pub vllm_version: String,
+    /// The spec revision it was checked against; `None` when none covers its release.
     pub revision: Option<String>,
+    /// ZeroMQ events checked.
     pub zmq_payloads: usize,
+    /// HTTP events checked.
     pub http_events: usize,
     /// What the recording could not observe (header `unobserved`; a tap's trace).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unobserved: Vec<String>,
+    /// Every finding, in the order the checks ran.
     pub findings: Vec<Finding>,
 }
 
 impl TraceReport {
+    /// Whether nothing was found.
     pub fn ok(&self) -> bool {
         self.findings.is_empty()
     }
@@ -139,19 +156,26 @@ pub const INPUT_CHECKS: [CheckId; 3] = [CheckId::TraceFormat, CheckId::TraceEmpt
 /// A case of a vector file that did not agree.
 #[derive(Debug, Serialize)]
 pub struct Failure {
+    /// The case's id.
     pub id: String,
+    /// Its line in the file.
     pub line: usize,
+    /// What disagreed.
     pub problem: String,
 }
 
 /// The result of checking one vector file (`vectors`).
 #[derive(Debug, Serialize)]
 pub struct FileReport {
+    /// The file's path (or bundled name).
     pub path: String,
     /// What the file holds: `vllm-0.33.0 MooncakeXferMetadata`, `plan: _get_tp_ratio`, ...
     pub subject: String,
+    /// Cases in the file.
     pub cases: usize,
+    /// Cases that agreed.
     pub passed: usize,
+    /// Cases that did not.
     pub failures: Vec<Failure>,
     /// Rejected cases whose error text differs from msgspec's (informational: the verdict is what must agree).
     pub error_text_differs: usize,
@@ -167,6 +191,7 @@ pub struct FileReport {
 }
 
 impl FileReport {
+    /// Whether the file was checked and every case agreed.
     pub fn ok(&self) -> bool {
         self.not_checked.is_none() && self.failures.is_empty() && self.passed == self.cases
     }

@@ -35,7 +35,12 @@ pub fn vllm_release(name: &str, known: impl Fn(&str) -> bool) -> Result<String, 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Factors {
     /// The digest, and the text that was hashed.
-    Hashed { digest: String, hashed: String },
+    Hashed {
+        /// The hex digest.
+        digest: String,
+        /// The text that was hashed.
+        hashed: String,
+    },
     /// Python would raise this.
     Raises(String),
 }
@@ -76,8 +81,11 @@ pub fn write_factors(w: &mut impl Write, f: &Factors, json_out: bool) -> io::Res
 /// was asked for.
 #[derive(Debug, Clone)]
 pub struct WireEntry {
+    /// The revision's name.
     pub revision: String,
+    /// The vLLM releases it covers.
     pub releases: Vec<String>,
+    /// Its wire fingerprint.
     pub fingerprint: String,
     /// The document the fingerprint hashes (tagged JSON), for `--revision`.
     pub document: Option<J>,
@@ -177,14 +185,17 @@ fn effect_word(e: &mooncake_wire::diff::Effect) -> String {
 /// the two revisions has no breaking row in either direction.
 #[derive(Debug, Clone)]
 pub struct Compatibility {
+    /// The verdict.
     pub compatible: bool,
     /// Each side: the revision, how it was named, its fingerprint.
     pub a: (String, String, String),
+    /// As `a`, for B.
     pub b: (String, String, String),
     /// Struct and field differences on the msgspec wire (item, change).
     pub differences: Vec<(String, String)>,
     /// The breaking rows of `diff OLD NEW`, and the two revisions in that order.
     pub breaking: Vec<String>,
+    /// The (OLD, NEW) revisions that diff compared.
     pub diffed: (String, String),
     /// Differences outside the fingerprint (bootstrap, transport, behaviour, parameters), as paths.
     pub outside_fingerprint: Vec<String>,
@@ -291,13 +302,19 @@ pub fn write_check(w: &mut impl Write, c: &Compatibility, json_out: bool) -> io:
 /// NIXL's compatibility hash of a release for a config (`hash nixl`), and the P2P wrapper's for an engine.
 #[derive(Debug, Clone)]
 pub struct NixlHash {
+    /// The vLLM release.
     pub release: String,
+    /// NIXL's connector version in that release (one of the factors).
     pub connector_version: i64,
     /// The factors hashed, as output JSON.
     pub factors: J,
+    /// The text `hash_factors` hashes.
     pub hashed: String,
+    /// The NIXL compatibility hash (hex).
     pub digest: String,
+    /// The transfer engine of the P2P wrapper, when one was asked for.
     pub engine: Option<String>,
+    /// The wrapper's hash over `digest` for that engine.
     pub wrapped: Option<String>,
 }
 

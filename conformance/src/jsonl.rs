@@ -8,7 +8,9 @@ use mooncake_wire::limits::MAX_JSONL_LINE_BYTES;
 /// One parsed line and its 1-based line number.
 #[derive(Debug)]
 pub struct Line {
+    /// Its line number (1-based).
     pub no: usize,
+    /// Its JSON value.
     pub value: serde_json::Value,
 }
 
@@ -98,8 +100,15 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>, wrong: &mut Vec<PathBuf>) -> std::io
 /// A file to read: on disk, or bundled into the binary (`conformance/traces`, found without the source tree).
 #[derive(Clone, Debug)]
 pub enum Input {
+    /// A file on disk.
     File(PathBuf),
-    Bundled { name: &'static str, text: &'static str },
+    /// A bundled file.
+    Bundled {
+        /// Its path relative to `conformance/`.
+        name: &'static str,
+        /// Its contents.
+        text: &'static str,
+    },
 }
 
 impl Input {

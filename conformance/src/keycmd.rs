@@ -19,8 +19,11 @@ use crate::report::write_json;
 
 /// Which grammar: a vLLM release's, a named one, or (parse only) any of a family's.
 pub struct Target {
+    /// A vLLM release: its MooncakeStoreConnector key grammar.
     pub release: Option<String>,
+    /// A grammar by name (`ascend-store-key`, `lmcache-key`, ...).
     pub grammar: Option<String>,
+    /// Every grammar of a family (`vllm`, `vllm-ascend`, `lmcache`); parsing only.
     pub family: Option<String>,
 }
 
@@ -97,12 +100,19 @@ fn parse_assignments(g: &Grammar, items: &[String], vllm: bool, what: &str) -> R
 
 /// Options of `key build --tokens`.
 pub struct TokenOptions {
+    /// The request's token ids; one key per full block of them.
     pub tokens: Vec<i64>,
+    /// Tokens per block (vLLM's `--block-size`).
     pub block_size: usize,
+    /// The hash granularity when smaller than the block (vLLM's `hash_block_size`).
     pub hash_block_size: Option<usize>,
+    /// vLLM's `--prefix-caching-hash-algo`: `sha256` or `sha256_cbor`.
     pub algo: String,
+    /// `PYTHONHASHSEED` of the vLLM processes; `None`: the release's default seed, if it has one.
     pub pythonhashseed: Option<String>,
+    /// The request's LoRA adapter (name, path): part of the block hash.
     pub lora: Option<(String, String)>,
+    /// The request's `cache_salt`: part of the first block's hash.
     pub cache_salt: Option<String>,
 }
 
@@ -113,15 +123,22 @@ fn fields_json(f: &Fields) -> J {
 /// What `key build` built: one key from fields, or one key per full block of token ids.
 #[derive(Debug, Clone)]
 pub enum Built {
+    /// One key from its fields.
     Key {
+        /// The grammar's name.
         grammar: String,
+        /// The key.
         key: String,
+        /// The fields it was built from, as the grammar reads them.
         fields: Fields,
     },
     /// Per block: `{start, end, hash, key}`.
     Keys {
+        /// The vLLM release whose hashing was used.
         release: String,
+        /// The grammar's name.
         grammar: String,
+        /// One object per full block.
         keys: Vec<J>,
     },
 }
@@ -226,7 +243,9 @@ fn build_from_tokens(release: &str, g: &Grammar, fields: Fields, t: TokenOptions
 /// What `key parse` read: the readings under each grammar tried, and the grammars the key does not fit.
 #[derive(Debug, Clone)]
 pub struct Parsed {
+    /// The key as given.
     pub key: String,
+    /// Each grammar the key fits, with the fields it reads.
     pub readings: Vec<(&'static Grammar, Fields)>,
     /// Per grammar the key does not fit: the error, and whether it is that the key has several readings.
     pub errors: Vec<(&'static Grammar, KeyParseError, bool)>,

@@ -1,7 +1,40 @@
-//! Library side of `mooncake-conformance`: vector checking, trace model and validation, reports.
+//! Library side of `mooncake-conformance`: vector checking, trace model and validation, replaying recorded
+//! traces against a testee, the tap, the compatibility matrix, and reports. The `mooncake-conformance` binary
+//! is a thin CLI over it; each subcommand has its module here.
+//!
+//! * [`vectors::check_file`] — checks a vector file (msgspec encodings with verdicts, or golden outputs of
+//!   vLLM's planning, hashing and key functions) against the codec;
+//! * [`trace::Trace`] and [`validate`] — the recorded-trace format and the checks of every event against the
+//!   spec (`conformance/CHECKS.md`); [`conversation::Conversation`] reads a trace as exchanges;
+//! * [`run::run`] — every case of every trace against a testee speaking the control protocol
+//!   (`conformance/TESTEE.md`, [`testee`]), with [`play`] playing the other side of each case;
+//! * [`tap::Tap`] — records and checks live traffic between real peers; [`matrix`] — the compatibility matrix
+//!   observed between the reference peers of every pair of revisions;
+//! * [`extract`], [`hashcmd`], [`keycmd`] — spec revisions derived from vLLM sources, hashes and store keys;
+//! * [`bundled`] — the traces, scenarios and expected failures compiled into the binary;
+//!   [`finding`] and [`report`] — what every check reports, and the writers.
+//!
+//! ## Example
+//!
+//! Every bundled trace of vLLM 0.33.0 validates against its spec revision:
+//!
+//! ```
+//! use mooncake_conformance::bundled::Data;
+//! use mooncake_conformance::validate::validate_input;
+//!
+//! let traces = Data::Embedded.traces("traces")?;
+//! let of_0_33: Vec<_> = traces.iter().filter(|t| t.name().contains("vllm-0.33.0/")).collect();
+//! assert!(!of_0_33.is_empty());
+//! for t in of_0_33 {
+//!     let report = validate_input(t);
+//!     assert_eq!(report.revision.as_deref(), Some("vllm-0.33.0"));
+//!     assert!(report.ok(), "{}: {:?}", report.path, report.findings);
+//! }
+//! # Ok::<(), String>(())
+//! ```
 
 pub mod bundled;
-pub mod checks;
+mod checks;
 pub mod conversation;
 mod counterpart;
 pub mod crossver;
@@ -10,7 +43,7 @@ pub mod expected;
 pub mod extract;
 pub mod extractcmd;
 pub mod finding;
-pub mod golden;
+mod golden;
 pub mod hashcmd;
 pub mod jsonl;
 pub mod keycmd;
@@ -18,7 +51,7 @@ pub mod matrix;
 pub mod oracle;
 pub mod outcome;
 pub mod play;
-pub mod reply;
+mod reply;
 pub mod report;
 pub mod role;
 pub mod run;
@@ -29,5 +62,5 @@ pub mod tap;
 pub mod testee;
 pub mod trace;
 pub mod validate;
-pub mod validate_pull;
+mod validate_pull;
 pub mod vectors;

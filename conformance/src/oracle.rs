@@ -15,14 +15,29 @@ use crate::jsonl;
 /// What msgspec did with one input.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Answer {
-    Accept { value: J, canonical_hex: String },
-    Reject { error: String, error_type: String },
+    /// msgspec decoded it.
+    Accept {
+        /// The decoded value as JSON builtins.
+        value: J,
+        /// msgspec's re-encoding of the value, in hex.
+        canonical_hex: String,
+    },
+    /// msgspec refused it.
+    Reject {
+        /// The exception's text.
+        error: String,
+        /// The exception's class name (`ValidationError`, `DecodeError`).
+        error_type: String,
+    },
 }
 
+/// A running msgspec oracle (`tests/oracle/msgspec_oracle.py`): a Python process that decodes inputs with a
+/// revision's struct classes, asked over pipes. Dropping it stops the process.
 pub struct Oracle {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
+    /// The msgspec version the process imported.
     pub msgspec_version: String,
 }
 
@@ -45,6 +60,7 @@ pub fn python() -> Result<PathBuf, String> {
     }
 }
 
+/// The oracle script: `$MOONCAKE_ORACLE_SCRIPT`, else `<workspace>/tests/oracle/msgspec_oracle.py`.
 pub fn script() -> PathBuf {
     std::env::var_os("MOONCAKE_ORACLE_SCRIPT")
         .map(PathBuf::from)

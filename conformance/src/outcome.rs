@@ -17,7 +17,9 @@ pub enum ErrorKind {
 /// A command that could not produce its result: what kind of failure, and what to tell the user.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CmdError {
+    /// What kind of failure (the CLI maps it to an exit code).
     pub kind: ErrorKind,
+    /// What to tell the user.
     pub message: String,
 }
 

@@ -16,21 +16,42 @@ use crate::trace::Trace;
 /// One step of a run, for progress output (the library prints nothing itself).
 pub enum Progress<'a> {
     /// Case `index` (0-based) of `total` is about to run.
-    Started { index: usize, total: usize, id: &'a str },
+    Started {
+        /// The case's place.
+        index: usize,
+        /// Cases in the run.
+        total: usize,
+        /// The case's id.
+        id: &'a str,
+    },
     /// It finished; `failed` counts the failed cases so far.
-    Finished { index: usize, total: usize, result: &'a CaseResult, failed: usize },
+    Finished {
+        /// The case's place.
+        index: usize,
+        /// Cases in the run.
+        total: usize,
+        /// Its result.
+        result: &'a CaseResult,
+        /// Failed cases so far.
+        failed: usize,
+    },
 }
 
+/// What `run` runs, against what, and how.
 pub struct RunConfig {
     /// The traces (files on disk or bundled).
     pub inputs: Vec<Input>,
+    /// How to start the testee.
     pub testee: TesteeSpec,
     /// Only cases of these roles (none: every role).
     pub roles: Vec<Role>,
     /// Only cases whose id contains one of these texts (none: every case).
     pub cases: Vec<String>,
+    /// The scenarios (setups of the traces' scenarios).
     pub scenarios: Scenarios,
+    /// Cases expected to fail (`expected-failures.toml`).
     pub expected: ExpectedFailures,
+    /// How long to wait for any one reply or outcome beyond the scenario's own timeouts.
     pub slack: Duration,
     /// Called before and after each case (progress bars, one line per case).
     pub progress: Option<Box<dyn FnMut(Progress<'_>) + Send>>,
@@ -78,8 +99,11 @@ impl RunConfig {
 /// Why a run could not produce a report: bad usage or input, or the environment failed.
 pub type RunError = crate::outcome::CmdError;
 
+/// What a run found.
 pub struct RunReport {
+    /// The testee's name, from its hello.
     pub testee: String,
+    /// One result per case that ran, in case order.
     pub results: Vec<CaseResult>,
     /// Expected-failure entries whose case passed or does not exist (they fail the run).
     pub stale: Vec<String>,
@@ -88,9 +112,11 @@ pub struct RunReport {
 }
 
 impl RunReport {
+    /// Whether no case failed or broke and no expected failure is stale.
     pub fn ok(&self) -> bool {
         self.stale.is_empty() && self.results.iter().all(|r| r.status != Status::Fail && r.status != Status::Error)
     }
+    /// Cases that ended with `s`.
     pub fn count(&self, s: Status) -> usize {
         self.results.iter().filter(|r| r.status == s).count()
     }
@@ -310,6 +336,8 @@ async fn run_case(
     r
 }
 
+/// Runs every selected case against the testee (up to `jobs` at once; results in case order); an error when the
+/// run could not start (bad input, a testee that does not answer its hello) rather than a failed case.
 pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
     preflight(&cfg.external)?;
     let cases = select_cases(&cfg)?;

@@ -9,17 +9,24 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+/// The model the traces were recorded with (`[model]`): what sizes a case's KV caches.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Model {
+    /// KV heads over all TP ranks.
     pub total_num_kv_heads: u64,
+    /// Elements per head.
     pub head_size: u64,
+    /// Tokens per block.
     pub block_size: u64,
+    /// Bytes per element (2: fp16).
     pub dtype_bytes: u64,
+    /// Blocks of each layer's KV cache.
     pub num_blocks: u64,
     /// Layers of the model (one KV-cache group over all of them unless a scenario says otherwise).
     #[serde(default = "two")]
     pub num_layers: u64,
+    /// The prefiller's abort timeout the recordings ran with, in seconds.
     pub abort_timeout_s: f64,
     /// The recordings' attention KV caches are blocks-first (`[blocks, 2, block, heads, head]`, or from 0.26.0
     /// `[blocks, heads, block, 2·head]`): a prefiller of a revision that splits K/V halves does.
@@ -42,10 +49,14 @@ impl Model {
     }
 }
 
+/// When a transfer becomes ready on the prefiller (`ready` in `scenarios.toml`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Ready {
+    /// Before the decoder pulls (`before`, the default).
     Before,
+    /// Once the case has received this many replies (`after_reply:N`).
     AfterReply(usize),
+    /// Never: the transfer is never scheduled (`never`).
     Never,
 }
 
@@ -68,12 +79,17 @@ fn before() -> Ready {
     Ready::Before
 }
 
+/// One prefiller-side request of a scenario.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Transfer {
+    /// The prefiller's request id.
     pub p_req_id: String,
+    /// The transfer id the decoder pulls it by.
     pub transfer_id: String,
+    /// The prefiller's block ids, one list per KV-cache group (they decide how writes coalesce).
     pub blocks: Vec<Vec<u64>>,
+    /// When it becomes ready.
     #[serde(default = "before")]
     pub ready: Ready,
 }
@@ -82,7 +98,9 @@ pub struct Transfer {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Pull {
+    /// The decoder's request id.
     pub d_req_id: String,
+    /// The transfer it pulls.
     pub transfer_id: String,
     /// The decoder's destination blocks, one list per KV-cache group.
     pub blocks: Vec<Vec<u64>>,
@@ -94,21 +112,28 @@ pub struct Pull {
 pub struct KvGroup {
     /// `"full"` or `"sliding_window"`.
     pub kind: String,
+    /// The model's layers in the group.
     pub layers: Vec<u64>,
+    /// The window, in tokens, of a `sliding_window` group.
     #[serde(default)]
     pub sliding_window: Option<u64>,
 }
 
+/// One `[scenario.NAME]` entry.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
+    /// The prefiller-side requests.
     #[serde(default)]
     pub transfers: Vec<Transfer>,
+    /// How many transfer-engine writes fail first (return code -1).
     #[serde(default)]
     pub fail_transfers: usize,
+    /// The prefiller forgets its cached layouts once the case has received this many replies.
     #[serde(default)]
     pub forget_layouts_after_reply: Option<usize>,
     // Recording only (tools/record); the replay ignores these.
+    /// The trace header's one-sentence summary.
     #[serde(default)]
     pub description: Option<String>,
     /// Connector generations the scenario exists in; empty means every generation.
@@ -117,19 +142,25 @@ pub struct Scenario {
     /// First release that can produce the scenario.
     #[serde(default)]
     pub since: Option<String>,
+    /// The prefiller's TP size (one worker per rank).
     #[serde(default = "one")]
     pub prefiller_tp: u64,
+    /// The decoder's TP size.
     #[serde(default = "one")]
     pub decoder_tp: u64,
+    /// The decoder's head size when it differs from the model's.
     #[serde(default)]
     pub decoder_head_size: Option<u64>,
+    /// The KV-cache groups, registered in this order; empty: one full-attention group over every layer.
     #[serde(default)]
     pub kv_groups: Vec<KvGroup>,
     /// Decoder pull batches, in order.
     #[serde(default)]
     pub pulls: Vec<Vec<Pull>>,
+    /// One more prefiller worker registers this TP rank again, from another address.
     #[serde(default)]
     pub duplicate_register_tp_rank: Option<u64>,
+    /// The decoder only queries the bootstrap server and pulls nothing.
     #[serde(default)]
     pub query_only: bool,
 }
@@ -154,22 +185,29 @@ impl Default for Scenario {
     }
 }
 
+/// A whole `scenarios.toml`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenarios {
+    /// Always [`FORMAT`].
     pub format: String,
+    /// The recorded model.
     pub model: Model,
+    /// The scenarios, by id.
     #[serde(default)]
     pub scenario: BTreeMap<String, Scenario>,
 }
 
+/// The `format` of a scenarios file.
 pub const FORMAT: &str = "mooncake-conformance-scenarios/1";
 
 impl Scenarios {
+    /// Reads and parses the file at `path` (errors name it).
     pub fn load(path: &Path) -> Result<Scenarios, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
+    /// Parses a scenarios file's text; an unknown key or another `format` is an error.
     pub fn parse(text: &str) -> Result<Scenarios, String> {
         let s: Scenarios = toml::from_str(text).map_err(|e| e.to_string())?;
         if s.format != FORMAT {

@@ -27,6 +27,7 @@ pub enum TesteeSpec {
 }
 
 impl TesteeSpec {
+    /// How reports name the testee.
     pub fn describe(&self) -> String {
         match self {
             TesteeSpec::Builtin => "built-in reference peer (mooncake-peer)".into(),
@@ -157,7 +158,9 @@ impl TesteeLog {
 /// hello) — exit 3 — rather than a command that cannot run at all or does not speak the protocol (exit 2).
 #[derive(Clone, Debug)]
 pub struct StartError {
+    /// It started and then failed (exit 3), rather than could not run or speak the protocol (exit 2).
     pub environment: bool,
+    /// What went wrong.
     pub message: String,
 }
 
@@ -217,6 +220,7 @@ async fn ended(child: &mut Child) -> String {
 }
 
 impl Testee {
+    /// Starts the testee (its standard error to a log of its own) and reads its hello.
     pub async fn start(spec: &TesteeSpec) -> Result<(Testee, Hello), StartError> {
         Self::start_logged(spec, None).await
     }

@@ -12,14 +12,19 @@ use serde_json::Value as J;
 use crate::jsonl;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+/// What a recorded connection (`conn`) is: a role of the header's `roles`, or the `side` of a ZMQ event.
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// A decoder worker (`kv_consumer`).
     Decoder,
+    /// A prefiller worker (`kv_producer`).
     Prefiller,
+    /// The bootstrap HTTP server (generation 2 only).
     Bootstrap,
 }
 
 impl Role {
+    /// Its name in a trace: `decoder`, `prefiller` or `bootstrap`.
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Decoder => "decoder",
@@ -29,18 +34,27 @@ impl Role {
     }
 }
 
+/// One transfer-engine write the recorder saw (one `batch_transfer_sync_write` call).
 #[derive(Clone, Debug, Deserialize)]
 pub struct TeCall {
+    /// The decoder's session, `host:te_port`.
     pub session: String,
+    /// How many descriptors the call had.
     pub n: u64,
+    /// The sum of their lengths, in bytes.
     pub bytes: u64,
 }
 
+/// A trace's first line: what was recorded, and how.
 #[derive(Clone, Debug, Deserialize)]
 pub struct Header {
+    /// Always [`FORMAT`].
     pub format: String,
+    /// The format's version; only 1 is read.
     pub format_version: u32,
+    /// The vLLM release the connector came from (`0.33.0`).
     pub vllm_version: String,
+    /// The connector's class name (`MooncakeConnector`).
     pub connector: String,
     /// Protocol family (`spec/<family>/`): absent = `push`; `pull` for vllm-ascend's pull connectors.
     #[serde(default)]
@@ -48,20 +62,30 @@ pub struct Header {
     /// Absent in the earliest recordings: generation 2.
     #[serde(default)]
     pub connector_generation: Option<u32>,
+    /// The scenario's id (`a_single_success`, ...; `conformance/scenarios.toml`).
     pub scenario: String,
+    /// One sentence on what happens in it.
     #[serde(default)]
     pub description: String,
+    /// What recorded it (`tools/record (mooncake-wire)`, a tap).
     #[serde(default)]
     pub recorded_by: String,
+    /// Every connection id (a worker's name, or `bootstrap`) and its role.
     pub roles: IndexMap<String, Role>,
+    /// The ZeroMQ endpoints each connection used: connect addresses of a DEALER, bound address of a ROUTER.
     #[serde(default)]
     pub conn_endpoints: IndexMap<String, Vec<String>>,
+    /// When the recording started, in Unix seconds.
     #[serde(default)]
     pub recorded_at_unix: Option<i64>,
+    /// What the connector APIs reported afterwards (`conformance/traces/README.md` §2.4); empty when
+    /// unobserved.
     #[serde(default)]
     pub observed_outcome: J,
+    /// The transfer-engine writes, in call order; empty when unobserved.
     #[serde(default)]
     pub transfer_engine_calls: Vec<TeCall>,
+    /// The recording harness's exception text; `None` when the scenario ran to completion.
     #[serde(default)]
     pub error: Option<String>,
     /// What the recorder could not see (a tap sees only the wire): any of [`UNOBSERVABLE`]. The matching
@@ -75,6 +99,7 @@ pub struct Header {
 pub const UNOBSERVABLE: [&str; 2] = ["transfer_engine_calls", "observed_outcome"];
 
 impl Header {
+    /// The connector generation: `connector_generation`, or 2 when the header leaves it out.
     pub fn generation(&self) -> u32 {
         self.connector_generation.unwrap_or(2)
     }
@@ -105,60 +130,94 @@ impl Header {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+/// Whether a ZeroMQ event is a send or a receive, seen from the event's connection.
 #[serde(rename_all = "lowercase")]
 pub enum ZmqDir {
+    /// The application sent the message.
     Send,
+    /// The application received it.
     Recv,
 }
 
+/// One message sent or received on a ZeroMQ socket.
 #[derive(Clone, Debug)]
 pub struct ZmqEvent {
+    /// Its place in the trace (1-based, increasing): the order the taps fired.
     pub seq: u64,
+    /// Its line number in the file.
     pub line: usize,
+    /// The role of the connection that sent or received it.
     pub side: Role,
+    /// The connection (worker) id.
     pub conn: String,
+    /// The socket type: `ROUTER`, `DEALER` or (generation 1) `REQ`.
     pub socket: String,
+    /// The connect address, or the ROUTER's bound `tcp://host:port`.
     pub endpoint: String,
+    /// Whether this is the bound (ROUTER) side.
     pub bound: bool,
+    /// Sent or received.
     pub dir: ZmqDir,
+    /// The frames as the application passed or got them (on a ROUTER, frame 0 is the routing id).
     pub frames: Vec<Vec<u8>>,
+    /// The recorder's untyped decoding of the last frame as JSON; `None` when it is not MessagePack. Lossy
+    /// (integer widths, bin/str, tuple/list): byte checks use `frames`.
     pub decoded: Option<J>,
+    /// The last frame as text when it is not MessagePack (generation 1's `trans_done` / `trans_error`).
     pub payload_text: Option<String>,
 }
 
+/// Whether an HTTP event is a request or its response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HttpDir {
+    /// The client's request.
     Request,
+    /// The server's answer.
     Response,
 }
 
+/// One bootstrap HTTP request or response, recorded on the server side.
 #[derive(Clone, Debug)]
 pub struct HttpEvent {
+    /// Its place in the trace (1-based, increasing).
     pub seq: u64,
+    /// Its line number in the file.
     pub line: usize,
+    /// The connection id (`bootstrap`).
     pub conn: String,
+    /// Request or response.
     pub dir: HttpDir,
+    /// The HTTP method (`POST`, `GET`).
     pub method: String,
+    /// The path, with a query string if there was one (`/register`, `/query`).
     pub path: String,
+    /// The status code (responses only).
     pub status: Option<u16>,
+    /// The body parsed as JSON; `None` when empty or not JSON.
     pub body: Option<J>,
+    /// The body's exact text.
     pub body_raw: String,
 }
 
+/// One event of a trace, after the header.
 #[derive(Clone, Debug)]
 pub enum Event {
+    /// A ZeroMQ message.
     Zmq(ZmqEvent),
+    /// A bootstrap HTTP message.
     Http(HttpEvent),
 }
 
 impl Event {
+    /// Its `seq`.
     pub fn seq(&self) -> u64 {
         match self {
             Event::Zmq(z) => z.seq,
             Event::Http(h) => h.seq,
         }
     }
+    /// Its line number in the file.
     pub fn line(&self) -> usize {
         match self {
             Event::Zmq(z) => z.line,
@@ -167,10 +226,14 @@ impl Event {
     }
 }
 
+/// A parsed trace file (`conformance/traces/README.md`).
 #[derive(Clone, Debug)]
 pub struct Trace {
+    /// Where it came from (a path, or the name of a bundled file), for messages.
     pub path: String,
+    /// Its first line.
     pub header: Header,
+    /// The other lines, in `seq` order.
     pub events: Vec<Event>,
 }
 
@@ -205,9 +268,11 @@ struct RawHttp {
     body_raw: String,
 }
 
+/// The header's `format` of a trace.
 pub const FORMAT: &str = "mooncake-trace";
 
 impl Trace {
+    /// Reads and parses the trace file at `path`; the error names the file, line and field.
     pub fn load(path: &Path) -> Result<Trace, String> {
         let lines = jsonl::read(path)?;
         Self::from_lines(&path.display().to_string(), lines)
@@ -218,6 +283,8 @@ impl Trace {
         Self::from_lines(&input.name(), input.lines()?)
     }
 
+    /// Parses a trace from its JSON lines (`path` names it in errors): the header, then the events, whose `seq`
+    /// must increase.
     pub fn from_lines(path: &str, lines: Vec<jsonl::Line>) -> Result<Trace, String> {
         let mut it = lines.into_iter();
         let first = it
@@ -298,12 +365,14 @@ impl Trace {
         Ok(Trace { path: path.to_string(), header, events })
     }
 
+    /// Its ZeroMQ events, in order.
     pub fn zmq(&self) -> impl Iterator<Item = &ZmqEvent> {
         self.events.iter().filter_map(|e| match e {
             Event::Zmq(z) => Some(z),
             _ => None,
         })
     }
+    /// Its HTTP events, in order.
     pub fn http(&self) -> impl Iterator<Item = &HttpEvent> {
         self.events.iter().filter_map(|e| match e {
             Event::Http(h) => Some(h),

@@ -15,6 +15,7 @@ use crate::conversation::{decode_count, Conversation, Decoded, Reading};
 use crate::finding::{CheckId, Finding, TraceReport};
 use crate::trace::{revision_for, sender, Event, HttpDir, Trace, ZmqEvent};
 
+/// Validates the trace file at `path`; an unreadable or malformed file is a finding of the report, not an error.
 pub fn validate_file(path: &Path) -> TraceReport {
     validate_input(&crate::jsonl::Input::File(path.to_path_buf()))
 }
@@ -148,12 +149,14 @@ pub struct EventChecker {
 }
 
 impl EventChecker {
+    /// The checker of a built-in revision (panics on another: the revisions of traces are built in).
     pub fn new(rev: Arc<Revision>) -> EventChecker {
         let codec = Codec::builtin(&rev.revision).expect("built-in revision");
         let boot = BootstrapSpec::new(rev.clone()).map(|r| r.expect("built-in bootstrap models compile"));
         EventChecker { rev, codec, boot }
     }
 
+    /// The revision it checks against.
     pub fn revision(&self) -> &Arc<Revision> {
         &self.rev
     }

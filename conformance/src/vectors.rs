@@ -2,7 +2,7 @@
 //!
 //! Two formats (see `vectors/README.md` and `vectors/GOLDEN.md` in the repository):
 //! * `mooncake-vectors` — msgspec encodings of one revision's message with accept/reject verdicts;
-//! * `mooncake-golden` — outputs of vLLM's planning, hashing and key functions, checked by [`crate::golden`].
+//! * `mooncake-golden` — outputs of vLLM's planning, hashing and key functions, checked by the crate's `golden` module.
 
 use std::path::Path;
 
@@ -30,6 +30,8 @@ fn s<'a>(v: &'a J, k: &str) -> Option<&'a str> {
     v.get(k).and_then(J::as_str)
 }
 
+/// Checks the vector file at `path` (either format, or a `.json` revision table); a file that cannot be read or is
+/// no vector file is reported as bad input, not an error.
 pub fn check_file(path: &Path) -> FileReport {
     let mut rep = FileReport {
         path: path.display().to_string(),

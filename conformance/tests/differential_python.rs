@@ -22,7 +22,7 @@ fn oracle_script() -> std::path::PathBuf {
 }
 
 /// Sends requests to a fresh Python oracle and returns its answers, in order.
-pub fn ask_python(requests: &[J]) -> Vec<J> {
+fn ask_python(requests: &[J]) -> Vec<J> {
     let mut child = Command::new(python().unwrap_or_else(|e| panic!("{e}")))
         .arg(oracle_script())
         .stdin(Stdio::piped())

@@ -28,8 +28,6 @@
 //! left out when they have their default value, so a testee that reads `config.get("bind", default)` gets its
 //! default.
 
-#![warn(missing_docs)]
-
 use std::collections::HashMap;
 
 use serde::de::DeserializeOwned;

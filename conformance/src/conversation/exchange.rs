@@ -12,6 +12,7 @@ use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse};
 /// A payload as it went over the wire and what the revision reads in it.
 #[derive(Clone, Debug)]
 pub struct Payload<T> {
+    /// The payload frame's bytes.
     pub bytes: Vec<u8>,
     /// The decoded message; `None` when the conversation has no profile to read it with (generation 1, whose
     /// messages are not those of a pull).
@@ -51,24 +52,32 @@ impl Payload<MooncakeXferResponse> {
 /// One reply of an exchange, and where it was seen (trace seq and line), when known.
 #[derive(Clone, Debug)]
 pub struct Reply {
+    /// The reply.
     pub payload: Payload<MooncakeXferResponse>,
+    /// The trace event's `seq`.
     pub seq: Option<u64>,
+    /// The trace file's line.
     pub line: Option<usize>,
 }
 
 /// One DEALER exchange: a request and its replies, as the decoder saw them.
 #[derive(Clone, Debug)]
 pub struct Exchange {
+    /// Its place among the conversation's exchanges (0-based).
     pub index: usize,
+    /// The decoder connection that sent the request.
     pub decoder: String,
+    /// The endpoint its DEALER connected to.
     pub endpoint: String,
     /// The prefiller conn the request went to, if known.
     pub prefiller: Option<String>,
+    /// The pull request.
     pub request: Payload<MooncakeXferMetadata>,
     /// Replies as the decoder received them, in order.
     pub replies: Vec<Reply>,
     /// Where the request was seen (trace seq and line), when known: where a finding points.
     pub seq: Option<u64>,
+    /// The trace file's line of the request.
     pub line: Option<usize>,
     /// The same exchange at the ROUTER: its routing id, when known.
     pub routing_id: Option<Vec<u8>>,
@@ -77,11 +86,17 @@ pub struct Exchange {
 /// What an exchange starts from: the request a decoder sent, before it is decoded.
 #[derive(Clone, Debug, Default)]
 pub struct Sent {
+    /// As [`Exchange::index`].
     pub index: usize,
+    /// As [`Exchange::decoder`].
     pub decoder: String,
+    /// As [`Exchange::endpoint`].
     pub endpoint: String,
+    /// The request's bytes.
     pub request: Vec<u8>,
+    /// As [`Exchange::seq`].
     pub seq: Option<u64>,
+    /// As [`Exchange::line`].
     pub line: Option<usize>,
 }
 

@@ -24,21 +24,28 @@ pub use exchange::{ends_exchange, Exchange, Payload, Reply, Sent};
 /// A prefiller worker of the trace.
 #[derive(Clone, Debug)]
 pub struct PrefillerConn {
+    /// Its connection id in the trace (`prefiller_tp0`).
     pub conn: String,
     /// Its ROUTER endpoint in the recording.
     pub endpoint: String,
     /// Its recorded `/register` body, if any.
     pub register: Option<J>,
+    /// The engine id it registered under.
     pub engine_id: String,
+    /// Its data-parallel rank, as registered.
     pub dp_rank: i64,
+    /// Its tensor-parallel rank, as registered.
     pub tp_rank: i64,
+    /// Its pipeline-parallel rank, as registered.
     pub pp_rank: i64,
     /// TP size of its engine (registered TP ranks of that engine).
     pub tp_size: i64,
 }
 
+/// A decoder worker of the trace.
 #[derive(Clone, Debug)]
 pub struct DecoderConn {
+    /// Its connection id in the trace (`decoder0`).
     pub conn: String,
     /// Its first request that carries a layout (the layout the decoder registered).
     pub layout_request: Option<MooncakeXferMetadata>,
@@ -48,11 +55,17 @@ pub struct DecoderConn {
 /// bootstrap HTTP exchanges, with the revision (and, for generation 2, the profile) they were read with.
 #[derive(Clone, Debug)]
 pub struct Conversation {
+    /// The trace it was read from.
     pub trace: Trace,
+    /// The revision its messages were read with.
     pub revision: Arc<Revision>,
+    /// The revision's wire profile (generation 2 only).
     pub profile: Option<WireProfile>,
+    /// Its prefiller workers, in the order of the header's `roles`.
     pub prefillers: Vec<PrefillerConn>,
+    /// Its decoder workers, in the order of the header's `roles`.
     pub decoders: Vec<DecoderConn>,
+    /// Every decoder exchange, in the order the requests were sent.
     pub exchanges: Vec<Exchange>,
     /// (request, response) pairs in order.
     pub http: Vec<(HttpEvent, Option<HttpEvent>)>,
@@ -63,7 +76,9 @@ pub struct Conversation {
 /// The decode of one event's payload the conversation made: a request or a reply of an exchange.
 #[derive(Clone, Copy, Debug)]
 pub enum Decoded<'a> {
+    /// The request of an exchange.
     Request(&'a Payload<MooncakeXferMetadata>),
+    /// A reply of an exchange.
     Reply(&'a Payload<MooncakeXferResponse>),
 }
 
@@ -276,6 +291,7 @@ impl Conversation {
         })
     }
 
+    /// The trace's scenario id.
     pub fn scenario(&self) -> &str {
         &self.trace.header.scenario
     }

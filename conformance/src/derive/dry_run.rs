@@ -36,13 +36,17 @@ pub struct DryRun {
     pub freed: BTreeMap<String, Freed>,
 }
 
+/// What one prefiller freed in the dry run, as (p_req_id, transfer_id), in order.
 #[derive(Clone, Debug, Default)]
 pub struct Freed {
+    /// Freed after a delivery.
     pub delivered: Vec<(String, String)>,
+    /// Freed on expiry.
     pub expired: Vec<(String, String)>,
 }
 
 impl DryRun {
+    /// Whether the dry run's writes are the recorded transfer-engine calls.
     pub fn writes_match(&self) -> bool {
         self.writes == self.recorded_writes
     }

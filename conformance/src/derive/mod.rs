@@ -75,6 +75,7 @@ pub struct Derived {
     pub scenario: Scenario,
     /// How each part was inferred, one line each.
     pub how: Vec<String>,
+    /// What the trace does not show (the case then needs a scenarios-file entry).
     pub unresolved: Vec<Unresolved>,
 }
 
@@ -700,7 +701,9 @@ pub enum Source {
 /// The setup a case runs with.
 #[derive(Clone, Debug)]
 pub struct CaseSetup {
+    /// The setup.
     pub scenario: Scenario,
+    /// Where it came from; `None` when neither the file nor the trace gave one.
     pub source: Option<Source>,
     /// Said in the report under the case.
     pub notes: Vec<String>,
@@ -711,6 +714,7 @@ pub struct CaseSetup {
 pub struct Cache(Arc<Mutex<HashMap<String, Arc<Derived>>>>);
 
 impl Cache {
+    /// The derivation of `t`'s setup with `model`, computed on first use (per trace path and scenario).
     pub fn get(&self, t: &Conversation, model: &Model) -> Arc<Derived> {
         let key = format!("{}\u{0}{}", t.trace.path, t.scenario());
         if let Some(d) = self.0.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {

@@ -12,7 +12,9 @@ use super::facts::{BootstrapFact, Facts, FieldFact, ResponseFact};
 /// The edits on one base, with notes on what was kept from the base for want of a derivable fact.
 #[derive(Clone, Debug, Default)]
 pub struct EditList {
+    /// The edits, each a TOML table.
     pub edits: Vec<Table>,
+    /// What was kept from the base, one sentence each.
     pub notes: Vec<String>,
 }
 

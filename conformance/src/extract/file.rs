@@ -23,12 +23,12 @@ fn commit(f: &Facts) -> (String, String) {
 }
 
 /// The derived revision's name.
-pub fn revision_name(f: &Facts) -> String {
+pub(crate) fn revision_name(f: &Facts) -> String {
     format!("vllm-extracted@{}", &commit(f).1[..9])
 }
 
 /// Where the facts come from, as the spec's `source` keys say it.
-pub fn source_line(f: &Facts) -> String {
+pub(crate) fn source_line(f: &Facts) -> String {
     let what = match f.input.kind.as_str() {
         "wheel" => format!("vLLM {} wheel", f.release.as_deref().unwrap_or("(unknown release)")),
         "checkout" => "vLLM source checkout".to_string(),
@@ -43,7 +43,7 @@ fn q(s: &str) -> String {
 }
 
 /// A TOML value on one line (inline tables and arrays).
-pub fn inline(v: &Value) -> String {
+pub(crate) fn inline(v: &Value) -> String {
     match v {
         Value::String(s) => q(s),
         Value::Integer(i) => i.to_string(),
@@ -70,7 +70,7 @@ fn key(k: &str) -> String {
 }
 
 /// The file: header, then one `[[edit]]` per edit, keys in the order op, at, after/before, item/value.
-pub fn render(f: &Facts, base: &Revision, list: &EditList, source: &str) -> String {
+pub(crate) fn render(f: &Facts, base: &Revision, list: &EditList, source: &str) -> String {
     let (commit, _) = commit(f);
     let mut out = String::new();
     out.push_str(&format!(

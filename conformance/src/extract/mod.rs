@@ -30,11 +30,17 @@ pub type ExtractError = crate::outcome::CmdError;
 /// A derived revision: the file's text, the revision it resolves to, its base and what was not derived.
 #[derive(Clone, Debug)]
 pub struct Derived {
+    /// What the script read.
     pub facts: Facts,
+    /// The bundled revision the file edits.
     pub base: String,
+    /// How many edits it makes on the base.
     pub edits: usize,
+    /// The spec file (TOML).
     pub text: String,
+    /// The revision the file defines, loaded.
     pub revision: Arc<Revision>,
+    /// What could not be derived: the script's list, and what was kept from the base.
     pub not_derived: Vec<String>,
     /// Every candidate base with its edit count, fewest first (the chosen base among the fewest).
     pub ranking: Vec<(String, usize)>,

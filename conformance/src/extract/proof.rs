@@ -11,14 +11,19 @@ use super::{derive_from, read_facts, ExtractError};
 /// One wheel's result.
 #[derive(Clone, Debug)]
 pub struct Row {
+    /// The wheel's file name.
     pub wheel: String,
+    /// The vLLM release it holds.
     pub release: String,
     /// The bundled revision covering the release.
     pub revision: String,
+    /// The wire fingerprint of that bundled revision.
     pub bundled: String,
+    /// The wire fingerprint of the revision extracted from the wheel.
     pub extracted: String,
     /// The closest base the extraction chose, and its edit count.
     pub base: String,
+    /// How many edits the extraction made on it.
     pub edits: usize,
     /// The next closest bundled revision and its edit count (how clearly the source picks its revision).
     pub next: Option<(String, usize)>,

@@ -7,7 +7,7 @@ use mooncake_wire::hash::{self, tagged};
 use super::Checker;
 
 /// The checker for a fully qualified vLLM function name, if we implement it.
-pub fn checker(function: &str) -> Option<Checker> {
+pub(crate) fn checker(function: &str) -> Option<Checker> {
     match function {
         "vllm.config.utils.hash_factors" => Some(hash_factors),
         "vllm.distributed.kv_transfer.kv_connector.v1.nixl.metadata.compute_nixl_compatibility_hash" => {

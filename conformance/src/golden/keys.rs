@@ -16,7 +16,7 @@ use super::Checker;
 const STORE: &str = "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.store";
 
 /// The checker for a fully qualified vLLM function name, if we implement it.
-pub fn checker(function: &str) -> Option<Checker> {
+pub(crate) fn checker(function: &str) -> Option<Checker> {
     Some(match function.strip_prefix(STORE).map(|f| f.trim_start_matches('.')) {
         Some("data.PoolKey.to_string") => pool_key,
         Some("data.TPShardedStoreLayout") => tp_sharded_layout,

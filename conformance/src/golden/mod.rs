@@ -12,14 +12,14 @@ mod plan;
 
 /// Our implementation of one vLLM function, by the `function` named in the file header: maps a case's
 /// `input` to the `output` vLLM produced, or to the error text vLLM raised (`"AssertionError: ..."`).
-pub type Checker = fn(header: &J, input: &J) -> Result<J, String>;
+pub(crate) type Checker = fn(header: &J, input: &J) -> Result<J, String>;
 
 /// The checker for a header's `function`: planning (`plan`), hashing (`hash`) or keys (`keys`).
 fn checker(function: &str) -> Option<Checker> {
     plan::checker(function).or_else(|| hash::checker(function)).or_else(|| keys::checker(function))
 }
 
-pub fn check_file(header: &J, cases: &[jsonl::Line], rep: &mut FileReport) {
+pub(crate) fn check_file(header: &J, cases: &[jsonl::Line], rep: &mut FileReport) {
     let function = header.get("function").and_then(J::as_str).unwrap_or("?");
     let kind = header.get("kind").and_then(J::as_str).unwrap_or("?");
     rep.subject = format!("{kind}: {}", function.rsplit('.').next().unwrap_or(function));

@@ -16,7 +16,7 @@ const WORKER: &str =
     "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector.MooncakeConnectorWorker.";
 
 /// The checker for a fully qualified vLLM function name, if we implement it.
-pub fn checker(function: &str) -> Option<Checker> {
+pub(crate) fn checker(function: &str) -> Option<Checker> {
     if function == "vllm.distributed.kv_transfer.kv_connector.utils.TransferTopology" {
         return Some(transfer_topology);
     }

@@ -25,25 +25,33 @@ use run::{observe, DOutcome, Observation, POutcome, Side};
 /// What happened in one scenario of one cell.
 #[derive(Clone, Debug, Serialize)]
 pub struct ScenarioResult {
+    /// The scenario's id.
     pub scenario: String,
     /// `None`: it works (each side ends as with a peer of its own revision). Otherwise how it breaks.
     pub observed: Option<String>,
+    /// What `diff` predicts for this direction.
     pub predicted: Prediction,
     /// Observation and prediction agree.
     pub agree: bool,
 }
 
+/// One ordered pair of revisions: a decoder at one, a prefiller at the other.
 #[derive(Clone, Debug, Serialize)]
 pub struct Cell {
+    /// The decoder's revision.
     pub decoder: String,
+    /// The prefiller's revision.
     pub prefiller: String,
+    /// Every scenario both revisions have a recording of.
     pub scenarios: Vec<ScenarioResult>,
 }
 
 impl Cell {
+    /// Whether every scenario works.
     pub fn works(&self) -> bool {
         self.scenarios.iter().all(|s| s.observed.is_none())
     }
+    /// Whether every scenario's observation agrees with its prediction.
     pub fn agrees(&self) -> bool {
         self.scenarios.iter().all(|s| s.agree)
     }
@@ -53,26 +61,32 @@ impl Cell {
     }
 }
 
+/// The observed compatibility matrix.
 #[derive(Clone, Debug, Serialize)]
 pub struct Matrix {
     /// Revisions in spec order, each with the release its recordings come from.
     pub revisions: Vec<(String, String)>,
+    /// One cell per ordered pair of revisions.
     pub cells: Vec<Cell>,
     /// Scenarios left out, and why.
     pub left_out: Vec<String>,
 }
 
 impl Matrix {
+    /// Every (cell, scenario) whose observation and prediction disagree: the findings.
     pub fn disagreements(&self) -> Vec<(&Cell, &ScenarioResult)> {
         self.cells.iter().flat_map(|c| c.scenarios.iter().filter(|s| !s.agree).map(move |s| (c, s))).collect()
     }
+    /// The cell of decoder revision `d` and prefiller revision `p`.
     pub fn cell(&self, d: &str, p: &str) -> Option<&Cell> {
         self.cells.iter().find(|c| c.decoder == d && c.prefiller == p)
     }
 }
 
+/// How to build the matrix.
 #[derive(Clone)]
 pub struct MatrixConfig {
+    /// The scenarios (setups of the recordings' scenarios).
     pub scenarios: Arc<Scenarios>,
     /// `VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT` of every peer (short: it only sets the pace).
     pub abort: Duration,
@@ -105,6 +119,8 @@ pub fn sides(traces: &[Arc<Conversation>]) -> BTreeMap<(String, String), Side> {
     out.into_iter().map(|(k, (_, s))| (k, s)).collect()
 }
 
+/// Reads the traces and their conversations, leaving out those of another family than `push`; the first
+/// unreadable one is an error.
 pub fn load_traces(inputs: &[crate::jsonl::Input]) -> Result<Vec<Arc<Conversation>>, String> {
     let mut out = vec![];
     for f in inputs {

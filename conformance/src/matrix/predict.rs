@@ -23,6 +23,7 @@ pub struct Prediction {
 }
 
 impl Prediction {
+    /// Whether no row breaks.
     pub fn works(&self) -> bool {
         self.breaks.is_empty()
     }

@@ -12,6 +12,7 @@ fn esc(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
+/// The matrix as a Markdown document.
 pub fn markdown(m: &Matrix) -> String {
     let mut o = String::new();
     o.push_str("# Compatibility matrix of vLLM's MooncakeConnector revisions (observed)\n\n");
@@ -162,6 +163,7 @@ pub fn markdown(m: &Matrix) -> String {
     o
 }
 
+/// The matrix as JSON (its serde form).
 pub fn json(m: &Matrix) -> serde_json::Value {
     serde_json::to_value(m).unwrap_or_default()
 }

@@ -30,9 +30,13 @@ use crate::testee::{Testee, TesteeSpec};
 /// What a decoder worker reported and what landed in its memory.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct DOutcome {
+    /// Requests it reported finished.
     pub finished: BTreeSet<String>,
+    /// Requests it reported failed.
     pub failed: BTreeSet<String>,
+    /// Blocks its failures reported invalid.
     pub invalid_blocks: BTreeSet<u64>,
+    /// Requests it will never report.
     pub unsettled: BTreeSet<String>,
     /// Bytes that are not where the finished requests say (empty: every requested block holds its source).
     pub landed: Vec<String>,
@@ -41,8 +45,11 @@ pub struct DOutcome {
 /// What a prefiller worker freed after delivering, and the bytes it wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct POutcome {
+    /// The `p_req_id`s it freed after delivering (not on expiry).
     pub freed: BTreeSet<String>,
+    /// Writes that succeeded.
     pub writes: usize,
+    /// Bytes those writes moved.
     pub bytes: u64,
     /// Every reply it sent, as its revision reads it (status, id sets and error text; generation 1: the raw
     /// reply), sorted: what the decoder was told.
@@ -52,7 +59,9 @@ pub struct POutcome {
 /// One run of a scenario between a decoder of one revision and a prefiller of another.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Observation {
+    /// Each decoder worker's outcome, by connection id.
     pub decoders: BTreeMap<String, DOutcome>,
+    /// Each prefiller worker's outcome, by connection id.
     pub prefillers: BTreeMap<String, POutcome>,
     /// The run could not be set up (an environment problem, not an outcome).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -62,6 +71,7 @@ pub struct Observation {
 /// A side of a cell: its revision's recording of the scenario.
 #[derive(Clone)]
 pub struct Side {
+    /// The recording.
     pub trace: Arc<Conversation>,
 }
 

@@ -36,31 +36,42 @@ impl Status {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
+/// How a case ended.
 pub enum Status {
+    /// Every check held.
     Pass,
+    /// A check found something.
     Fail,
     /// Failed as `expected-failures.toml` says it does.
     Xfail,
+    /// Not run (see the case's `reason`).
     Skip,
     /// Could not run because the environment failed (a testee died): exit 3.
     Error,
 }
 
+/// The result of one case, as the reports show it.
 #[derive(Clone, Debug, Serialize)]
 pub struct CaseResult {
     /// Stable id: `<revision>/<scenario>/<role>`.
     pub id: String,
+    /// The trace the case replays (its path or bundled name).
     pub trace: String,
+    /// The role the testee took.
     pub role: Role,
+    /// The trace's revision.
     pub revision: String,
     /// The revision the testee was started at when it differs from the trace's (a cross-version case).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub testee_revision: Option<String>,
+    /// How it ended.
     pub status: Status,
     /// Why the case was skipped or could not run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// What the checks found.
     pub findings: Vec<Finding>,
+    /// How long it ran, in milliseconds.
     pub duration_ms: u64,
     /// The last lines the testee wrote on standard error, kept when the case failed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -80,6 +91,7 @@ pub struct CaseResult {
 /// has no transfer-engine calls and no connector outcomes: header `unobserved`).
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct NotApplicable {
+    /// The check left out.
     pub check: CheckId,
     /// The header item it compares with, which the recording declares `unobserved`.
     pub unobserved: &'static str,
@@ -121,15 +133,20 @@ pub fn not_applicable(header: &crate::trace::Header, role: Role) -> Vec<NotAppli
 /// One case to run.
 #[derive(Clone)]
 pub struct Case {
+    /// Its stable id, `<revision>/<scenario>/<role>`.
     pub id: String,
+    /// The role the testee takes.
     pub role: Role,
+    /// The recorded conversation the case replays.
     pub model: Arc<Conversation>,
 }
 
 /// Options shared by the players.
 #[derive(Clone)]
 pub struct PlayOptions {
+    /// How to start the testee.
     pub testee: TesteeSpec,
+    /// The scenarios file (setups of the traces' scenarios).
     pub scenarios: Arc<Scenarios>,
     /// How long to wait for any one reply or outcome beyond the scenario's own timeouts.
     pub slack: Duration,
@@ -170,13 +187,23 @@ impl CaseSink {
 /// state or read its tables, so those checks are left out.
 #[derive(Clone, Debug, Default)]
 pub enum External {
+    /// None: the runner starts the testee.
     #[default]
     None,
     /// Prefiller ROUTER endpoints, in the order the trace's prefillers registered.
     Prefillers(Vec<String>),
     /// Where the runner's prefiller listens for an external decoder, and where its bootstrap server binds.
     /// Transfers become ready when the decoder's first request arrives, or `ready_after` the start when set.
-    Listen { endpoint: String, bootstrap: String, timeout: Duration, ready_after: Option<Duration> },
+    Listen {
+        /// The ROUTER endpoint the runner's prefiller binds.
+        endpoint: String,
+        /// Where the runner's bootstrap server binds.
+        bootstrap: String,
+        /// How long to wait for the decoder to pull everything.
+        timeout: Duration,
+        /// Make the transfers ready this long after the start instead.
+        ready_after: Option<Duration>,
+    },
     /// A bootstrap server's base URL.
     Bootstrap(String),
 }
@@ -194,6 +221,7 @@ impl External {
 }
 
 impl PlayOptions {
+    /// Options with nothing external and no case state yet; `slack` as [`PlayOptions::slack`].
     pub fn new(testee: TesteeSpec, scenarios: Scenarios, slack: Duration) -> Self {
         PlayOptions {
             testee,

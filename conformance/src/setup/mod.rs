@@ -42,13 +42,21 @@ pub fn prefiller_planner(
 /// lengths from the recorded model (the decoder's TP size), `kv_block_lens` = `block_lens`, layer names and
 /// indices by position.
 pub struct Columns {
+    /// `kv_caches_base_addr`.
     pub base: Vec<u64>,
+    /// `block_lens`, in bytes.
     pub block_lens: Vec<u64>,
+    /// `kv_block_lens`, in bytes.
     pub kv_block_lens: Vec<u64>,
+    /// `registered_layer_names`.
     pub names: Vec<String>,
+    /// `registered_layer_indices`.
     pub indices: Vec<i64>,
+    /// `registered_group_indices`.
     pub groups: Vec<i64>,
+    /// `registered_shared_group_ids`.
     pub shared: Vec<Vec<i64>>,
+    /// `registered_row_offsets`.
     pub rows: Vec<i64>,
 }
 
@@ -69,6 +77,7 @@ impl Columns {
     }
 }
 
+/// The columns of `req`, completed as [`Columns`] says with `model`.
 pub fn columns(req: &MooncakeXferMetadata, model: &Model) -> Columns {
     let u = |v: &[mooncake_wire::msgpack::WireInt]| v.iter().map(|x| x.as_u64().unwrap_or(0)).collect::<Vec<_>>();
     let i = |v: &[mooncake_wire::msgpack::WireInt]| v.iter().map(|x| x.as_i64().unwrap_or(0)).collect::<Vec<_>>();

@@ -26,7 +26,7 @@ use super::{HttpSeen, Seen};
 use crate::run::RunError;
 
 /// Who answers bootstrap requests.
-pub enum Answerer {
+pub(crate) enum Answerer {
     /// The tap itself, with the revision's registry semantics.
     Registry(Mutex<Registry>),
     /// The real bootstrap server at this base URL (`http://host:port`).
@@ -44,14 +44,14 @@ struct St {
 /// How long the tap waits for the upstream server.
 const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub struct Front {
-    pub addr: SocketAddr,
+pub(crate) struct Front {
+    pub(crate) addr: SocketAddr,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Front {
     /// Binds `bind` (a port in use is an environment failure) and serves until dropped.
-    pub async fn start(
+    pub(crate) async fn start(
         bind: &str,
         answer: Answerer,
         workers: Arc<Workers>,
@@ -79,7 +79,7 @@ impl Front {
         Ok(Front { addr, task })
     }
 
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 }

@@ -22,7 +22,7 @@ use crate::trace::Event;
 use crate::validate::EventChecker;
 
 /// A decoder connection: (tapped worker, routing id).
-pub type ConnKey = (usize, Vec<u8>);
+pub(crate) type ConnKey = (usize, Vec<u8>);
 
 enum Item {
     Event(Event),
@@ -48,7 +48,7 @@ struct Checkers {
     exchanges: ExchangeChecker,
 }
 
-pub struct Live {
+pub(crate) struct Live {
     checkers: Option<Checkers>,
     backlog: Vec<(Item, Instant)>,
     /// Exchanges in the order their requests were sent, until they are checked.
@@ -57,22 +57,22 @@ pub struct Live {
     quiet: HashSet<ConnKey>,
     reply_timeout: Option<Duration>,
     /// Exchanges checked so far.
-    pub exchanges: u64,
+    pub(crate) exchanges: u64,
 }
 
 /// What a pull request says about the deployment's revision: the generation-2 revisions whose msgspec rules
 /// read it and write it back byte for byte, newest first, and the request as the first of them reads it.
-pub struct Fit {
-    pub revisions: Vec<Arc<Revision>>,
+pub(crate) struct Fit {
+    pub(crate) revisions: Vec<Arc<Revision>>,
     /// The request, decoded: the conversation's decode of it (it is not decoded again).
-    pub request: MooncakeXferMetadata,
+    pub(crate) request: MooncakeXferMetadata,
 }
 
 /// The revisions a pull request fits (see [`Fit`]), or `None` when none reads it back. The request is decoded
 /// once per revision, newest first, until one reads it back; whether an older revision fits too is then
 /// whether it writes that message to the same bytes (what its decode would have to give back), so it is
 /// not decoded again. `seq`: the trace event of the request.
-pub fn revisions_fitting(request: &[u8], seq: Option<u64>) -> Option<Fit> {
+pub(crate) fn revisions_fitting(request: &[u8], seq: Option<u64>) -> Option<Fit> {
     let profiles: Vec<WireProfile> = Spec::builtin()
         .push()
         .revisions
@@ -98,7 +98,7 @@ pub fn revisions_fitting(request: &[u8], seq: Option<u64>) -> Option<Fit> {
 impl Live {
     /// `reply_timeout`: how long an exchange may wait for its terminal reply before it is checked as it is
     /// (default: the revision's abort timeout plus vLLM's 60 s of decoder patience).
-    pub fn new(reply_timeout: Option<Duration>) -> Live {
+    pub(crate) fn new(reply_timeout: Option<Duration>) -> Live {
         Live {
             checkers: None,
             backlog: vec![],
@@ -109,12 +109,14 @@ impl Live {
         }
     }
 
-    pub fn revision(&self) -> Option<&Arc<Revision>> {
+    /// The revision the checks run at, once known (the tests look at it).
+    #[cfg(test)]
+    pub(crate) fn revision(&self) -> Option<&Arc<Revision>> {
         self.checkers.as_ref().map(|c| &c.profile.revision)
     }
 
     /// The revision is known: check everything kept so far.
-    pub fn set_revision(&mut self, rev: Arc<Revision>) -> Result<Vec<Finding>, String> {
+    pub(crate) fn set_revision(&mut self, rev: Arc<Revision>) -> Result<Vec<Finding>, String> {
         if self.checkers.is_some() {
             return Ok(vec![]);
         }
@@ -138,15 +140,15 @@ impl Live {
         }
     }
 
-    pub fn event(&mut self, ev: Event) -> Vec<Finding> {
+    pub(crate) fn event(&mut self, ev: Event) -> Vec<Finding> {
         self.feed(Item::Event(ev), Instant::now())
     }
-    pub fn http(&mut self, h: HttpX) -> Vec<Finding> {
+    pub(crate) fn http(&mut self, h: HttpX) -> Vec<Finding> {
         self.feed(Item::Http(h), Instant::now())
     }
     /// A decoder sent `sent.request` on connection `key`, recorded as `events`: decoded once the revision is
     /// known (unless `decoded`: the decode that told the revision), and the events checked with that decode.
-    pub fn request(
+    pub(crate) fn request(
         &mut self,
         key: ConnKey,
         sent: Sent,
@@ -157,7 +159,14 @@ impl Live {
     }
     /// The prefiller answered on connection `key` (the decoder's event `seq`, `line`), recorded as `events`:
     /// decoded once, and the events checked with that decode.
-    pub fn reply(&mut self, key: ConnKey, bytes: Vec<u8>, seq: u64, line: usize, events: Vec<Event>) -> Vec<Finding> {
+    pub(crate) fn reply(
+        &mut self,
+        key: ConnKey,
+        bytes: Vec<u8>,
+        seq: u64,
+        line: usize,
+        events: Vec<Event>,
+    ) -> Vec<Finding> {
         self.feed(Item::Reply(key, bytes, seq, line, events), Instant::now())
     }
 
@@ -252,14 +261,14 @@ impl Live {
 
     /// Time passed: exchanges that waited longer than the reply timeout are checked as they are (a prefiller
     /// that disappeared leaves a pull without a terminal reply).
-    pub fn tick(&mut self) -> Vec<Finding> {
+    pub(crate) fn tick(&mut self) -> Vec<Finding> {
         self.drain(Instant::now(), false)
     }
 
     /// The tap stops: exchanges still waiting for a reply cannot be judged (returned as notes); the rest is
     /// checked, and the rules that wait for a later exchange are settled. Also returns how many exchanges
     /// were checked in all.
-    pub fn finish(mut self) -> (Vec<Finding>, Vec<String>, u64) {
+    pub(crate) fn finish(mut self) -> (Vec<Finding>, Vec<String>, u64) {
         let mut notes = vec![];
         let mut out = vec![];
         if self.checkers.is_none() && !self.backlog.is_empty() {

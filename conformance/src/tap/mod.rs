@@ -1,21 +1,21 @@
 //! `mooncake-conformance tap`: records a live generation-2 deployment without changing it.
 //!
-//! The tap is the bootstrap server prefillers register with and decoders query ([`front`]); for every
+//! The tap is the bootstrap server prefillers register with and decoders query (`front`); for every
 //! registered prefiller worker it opens a ROUTER of its own and hands decoders that endpoint instead of the
-//! worker's; it forwards every ZeroMQ message both ways unchanged ([`relay`]); it writes the traffic as a trace
-//! with the real endpoints, appending each event as it happens ([`recorder`], [`writer`]); and it checks the
-//! traffic against the spec as it flows, with the checks `validate` runs ([`live`]).
+//! worker's; it forwards every ZeroMQ message both ways unchanged (`relay`); it writes the traffic as a trace
+//! with the real endpoints, appending each event as it happens (`recorder`, `writer`); and it checks the
+//! traffic against the spec as it flows, with the checks `validate` runs (`live`).
 //!
 //! A tap sees only the wire: not the transfer-engine calls, not what the connectors report to their schedulers.
 //! Its traces say so (`unobserved`), and the checks that need those (`TE-CALLS`, `P-FINISHED-SENDING`,
 //! `D-OUTCOME`) do not apply to them.
 
-pub mod front;
-pub mod live;
-pub mod recorder;
-pub mod relay;
-pub mod workers;
-pub mod writer;
+mod front;
+mod live;
+mod recorder;
+mod relay;
+mod workers;
+mod writer;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -37,6 +37,7 @@ pub struct TapConfig {
     /// The real bootstrap server (`http://host:port`) to forward every request to; none: the tap answers
     /// with the revision's registry.
     pub upstream: Option<String>,
+    /// The trace file to write.
     pub out: PathBuf,
     /// Any name the spec's resolver takes; none: read off the first pull request.
     pub revision: Option<String>,
@@ -50,6 +51,8 @@ pub struct TapConfig {
 }
 
 impl TapConfig {
+    /// A tap on `bootstrap_bind` writing `out`: no upstream, the revision read off the traffic, scenario `tap`,
+    /// ROUTERs on 127.0.0.1, the revision's reply timeout.
     pub fn new(bootstrap_bind: &str, out: PathBuf) -> TapConfig {
         TapConfig {
             bootstrap_bind: bootstrap_bind.into(),
@@ -65,7 +68,7 @@ impl TapConfig {
 
 /// What the tap saw, in the order it happened (one channel, so the trace keeps causality: a `/query` answer is
 /// recorded before the pulls it leads to).
-pub enum Seen {
+pub(crate) enum Seen {
     Zmq(relay::Obs),
     Http(HttpSeen),
     /// `environment`: the tap's own surroundings failed (the upstream server, the disk).
@@ -76,7 +79,7 @@ pub enum Seen {
 }
 
 /// One bootstrap exchange as the real server saw it.
-pub struct HttpSeen {
+pub(crate) struct HttpSeen {
     pub method: String,
     /// With the query string, if any.
     pub path: String,
@@ -88,26 +91,37 @@ pub struct HttpSeen {
 
 /// What the tap tells as it goes.
 pub enum Say<'a> {
+    /// Something a check found.
     Finding(&'a Finding),
+    /// A remark that is not a finding.
     Note(&'a str),
 }
 
+/// Where the tap prints what it tells as it goes.
 pub type Printer = Box<dyn FnMut(Say<'_>) + Send>;
 
 /// The end of a tap.
 #[derive(Debug)]
 pub struct TapReport {
+    /// The trace written.
     pub path: PathBuf,
+    /// Events written (ZeroMQ and HTTP).
     pub events: u64,
+    /// ZeroMQ events written.
     pub zmq: u64,
+    /// HTTP events written.
     pub http: u64,
+    /// Decoder pull requests seen (each opens an exchange).
     pub requests: u64,
     /// Exchanges checked (ended, or waited past the reply timeout).
     pub exchanges: u64,
+    /// The revision the trace was checked against (and its header names).
     pub revision: String,
-    /// The first findings (every one was printed as it happened), and how many there were.
+    /// The first findings (up to 10,000; every one was printed as it happened).
     pub findings: Vec<Finding>,
+    /// How many findings there were in all.
     pub finding_count: u64,
+    /// Remarks that are not findings (the first 10,000).
     pub notes: Vec<String>,
     /// Failures of the tap's surroundings (upstream, disk).
     pub troubles: Vec<String>,
@@ -119,6 +133,7 @@ impl TapReport {
         self.troubles.is_empty() && self.finding_count == 0
     }
 
+    /// One line saying what the tap saw and found, and where the trace is.
     pub fn summary(&self) -> String {
         let n = |k: u64, one: &str, many: &str| format!("{k} {}", if k == 1 { one } else { many });
         format!(

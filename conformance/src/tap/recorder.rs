@@ -21,7 +21,7 @@ use crate::trace::{Event, HttpDir, HttpEvent, Role, ZmqDir, ZmqEvent, UNOBSERVAB
 
 /// Where the trace's revision came from.
 #[derive(Clone, Debug, PartialEq)]
-pub enum RevisionFrom {
+pub(crate) enum RevisionFrom {
     /// `--revision`, resolved to this release.
     Given(String),
     /// Read off the first pull request: the newest revision whose rules give back its bytes, and the others
@@ -32,13 +32,13 @@ pub enum RevisionFrom {
 }
 
 /// What the header says about the tap itself (informational fields; readers ignore them).
-pub struct Setup {
-    pub scenario: String,
-    pub bootstrap_url: String,
-    pub upstream: Option<String>,
+pub(crate) struct Setup {
+    pub(crate) scenario: String,
+    pub(crate) bootstrap_url: String,
+    pub(crate) upstream: Option<String>,
 }
 
-pub struct Recorder {
+pub(crate) struct Recorder {
     writer: TraceWriter,
     live: Live,
     workers: Arc<Workers>,
@@ -82,7 +82,7 @@ fn newest_gen2() -> Arc<Revision> {
 
 impl Recorder {
     /// `revision`: from `--revision` (revision and release), or none (read off the wire).
-    pub fn new(
+    pub(crate) fn new(
         writer: TraceWriter,
         live: Live,
         workers: Arc<Workers>,
@@ -275,7 +275,7 @@ impl Recorder {
         }
     }
 
-    pub fn handle(&mut self, s: Seen) {
+    pub(crate) fn handle(&mut self, s: Seen) {
         match s {
             Seen::Zmq(Obs::Request { worker, rid, frames }) => self.request(worker, rid, frames),
             Seen::Zmq(Obs::Reply { worker, rid, frames, delivered }) => self.reply(worker, rid, frames, delivered),
@@ -483,7 +483,7 @@ impl Recorder {
 
     /// Once a second: exchanges past the reply timeout are checked; the header catches up with what traffic
     /// told.
-    pub fn tick(&mut self) {
+    pub(crate) fn tick(&mut self) {
         let f = self.live.tick();
         self.found(f);
         self.sync_header();
@@ -498,7 +498,7 @@ impl Recorder {
     }
 
     /// The tap stopped: the last checks, the final header.
-    pub fn finish(mut self) -> TapReport {
+    pub(crate) fn finish(mut self) -> TapReport {
         let live = std::mem::replace(&mut self.live, Live::new(None));
         let (f, notes, checked) = live.finish();
         self.found(f);

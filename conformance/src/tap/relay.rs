@@ -19,14 +19,14 @@ use tokio::sync::oneshot;
 
 /// A DEALER that carried nothing either way for this long is closed (the decoder opened a new connection per
 /// exchange, as vLLM does, or went away).
-pub const LEG_IDLE: Duration = Duration::from_secs(120);
+pub(crate) const LEG_IDLE: Duration = Duration::from_secs(120);
 
 /// At most this many decoder connections are relayed at once; past that the least recently used is closed.
-pub const MAX_LEGS: usize = 4096;
+pub(crate) const MAX_LEGS: usize = 4096;
 
 /// What the relay forwarded, or could not.
 #[derive(Debug)]
-pub enum Obs {
+pub(crate) enum Obs {
     /// A decoder's message on the tap's ROUTER of `worker`, forwarded to the real prefiller: the routing id
     /// the ROUTER gave the decoder's connection, and the frames after it.
     Request { worker: usize, rid: Vec<u8>, frames: Vec<Vec<u8>> },
@@ -45,7 +45,7 @@ enum Cmd {
 }
 
 /// The relay thread. Dropping it stops the thread and closes every socket.
-pub struct Relay {
+pub(crate) struct Relay {
     cmds: mpsc::Sender<Cmd>,
     wake: Mutex<zmq::Socket>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -55,7 +55,7 @@ static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 impl Relay {
     /// Starts the thread. Its ROUTERs bind `tcp://<host>:*`; `emit` hears of every message forwarded.
-    pub fn start(host: &str, emit: Box<dyn FnMut(Obs) + Send>) -> Result<Relay, String> {
+    pub(crate) fn start(host: &str, emit: Box<dyn FnMut(Obs) + Send>) -> Result<Relay, String> {
         let ctx = zmq::Context::new();
         let wake_addr = format!("inproc://mooncake-tap-{}", NEXT.fetch_add(1, Ordering::Relaxed));
         let pull = ctx.socket(zmq::PULL).map_err(|e| e.to_string())?;
@@ -80,7 +80,7 @@ impl Relay {
     }
 
     /// Taps the prefiller worker at `real`: binds a ROUTER of the tap's own and returns its endpoint.
-    pub async fn add(&self, worker: usize, real: &str) -> Result<String, String> {
+    pub(crate) async fn add(&self, worker: usize, real: &str) -> Result<String, String> {
         let (tx, rx) = oneshot::channel();
         self.send(Cmd::Add { worker, real: real.to_string(), reply: tx });
         rx.await.map_err(|_| "the tap's ZeroMQ thread stopped".to_string())?
@@ -89,7 +89,7 @@ impl Relay {
 
 impl Relay {
     /// Stops the thread and closes every socket; once this returns, everything forwarded has been reported.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         let t = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(t) = t {
             self.send(Cmd::Shutdown);

@@ -8,24 +8,24 @@ use serde_json::Value as J;
 use super::relay::Relay;
 
 #[derive(Clone, Debug)]
-pub struct Worker {
+pub(crate) struct Worker {
     /// Conn id in the trace (`prefiller0`, `prefiller1`, … in the order the tap first saw them).
-    pub conn: String,
+    pub(crate) conn: String,
     /// The endpoint the worker registered (its ROUTER).
-    pub real: String,
+    pub(crate) real: String,
     /// The tap's ROUTER in front of it.
-    pub tap: String,
+    pub(crate) tap: String,
 }
 
 #[derive(Default)]
-pub struct Workers {
+pub(crate) struct Workers {
     list: Mutex<Vec<Worker>>,
     /// Serialises taps, so that one endpoint gets one ROUTER however many requests name it at once.
     adding: tokio::sync::Mutex<()>,
 }
 
 /// Whether `s` is a ZeroMQ TCP endpoint a worker could have registered (`tcp://host:port`).
-pub fn is_endpoint(s: &str) -> bool {
+pub(crate) fn is_endpoint(s: &str) -> bool {
     s.strip_prefix("tcp://")
         .and_then(|r| r.rsplit_once(':'))
         .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
@@ -33,7 +33,7 @@ pub fn is_endpoint(s: &str) -> bool {
 
 impl Workers {
     /// The tap's endpoint for the worker at `real`, binding a ROUTER for it the first time.
-    pub async fn tap(&self, real: &str, relay: &Relay) -> Result<String, String> {
+    pub(crate) async fn tap(&self, real: &str, relay: &Relay) -> Result<String, String> {
         let _one = self.adding.lock().await;
         if let Some(w) = self.by_real(real) {
             return Ok(w.tap);
@@ -51,21 +51,21 @@ impl Workers {
         Ok(tap)
     }
 
-    pub fn get(&self, index: usize) -> Option<Worker> {
+    pub(crate) fn get(&self, index: usize) -> Option<Worker> {
         self.list.lock().expect("workers").get(index).cloned()
     }
 
-    pub fn by_real(&self, real: &str) -> Option<Worker> {
+    pub(crate) fn by_real(&self, real: &str) -> Option<Worker> {
         self.list.lock().expect("workers").iter().find(|w| w.real == real).cloned()
     }
 
-    pub fn all(&self) -> Vec<Worker> {
+    pub(crate) fn all(&self) -> Vec<Worker> {
         self.list.lock().expect("workers").clone()
     }
 
     /// A bootstrap answer's text with every tapped worker's endpoint replaced by the tap's (byte for byte
     /// otherwise: key order, spacing and everything else stay as the server wrote them).
-    pub fn rewrite(&self, text: &str) -> String {
+    pub(crate) fn rewrite(&self, text: &str) -> String {
         let mut out = text.to_string();
         for w in self.all() {
             out = out.replace(&format!("\"{}\"", w.real), &format!("\"{}\"", w.tap));
@@ -78,7 +78,7 @@ impl Workers {
 }
 
 /// Every string in a JSON value that is a ZeroMQ TCP endpoint (the worker addresses of a `/query` answer).
-pub fn endpoints_in(v: &J) -> Vec<String> {
+pub(crate) fn endpoints_in(v: &J) -> Vec<String> {
     let mut out = vec![];
     let mut stack = vec![v];
     while let Some(v) = stack.pop() {

@@ -11,7 +11,7 @@ use serde_json::{json, Value as J};
 
 use crate::trace::{HttpDir, HttpEvent, Role, ZmqDir, ZmqEvent};
 
-pub struct TraceWriter {
+pub(crate) struct TraceWriter {
     path: PathBuf,
     file: File,
     header: J,
@@ -24,23 +24,23 @@ fn io(path: &Path, e: std::io::Error) -> String {
 
 impl TraceWriter {
     /// Creates (or truncates) `path` and writes `header` as its first line.
-    pub fn create(path: &Path, header: J) -> Result<TraceWriter, String> {
+    pub(crate) fn create(path: &Path, header: J) -> Result<TraceWriter, String> {
         let mut file = File::create(path).map_err(|e| io(path, e))?;
         file.write_all(format!("{header}\n").as_bytes()).map_err(|e| io(path, e))?;
         Ok(TraceWriter { path: path.to_path_buf(), file, header, dirty: false })
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Appends one event line; it is on disk (in the kernel's hands) when this returns.
-    pub fn append(&mut self, event: &J) -> Result<(), String> {
+    pub(crate) fn append(&mut self, event: &J) -> Result<(), String> {
         self.file.write_all(format!("{event}\n").as_bytes()).map_err(|e| io(&self.path, e))
     }
 
     /// The header the file should have; written by the next [`TraceWriter::sync_header`].
-    pub fn set_header(&mut self, header: J) {
+    pub(crate) fn set_header(&mut self, header: J) {
         if header != self.header {
             self.header = header;
             self.dirty = true;
@@ -49,7 +49,7 @@ impl TraceWriter {
 
     /// Rewrites the header line if it changed: the file is copied behind the new header and the copy renamed
     /// over it, so a reader never sees a half-written file.
-    pub fn sync_header(&mut self) -> Result<(), String> {
+    pub(crate) fn sync_header(&mut self) -> Result<(), String> {
         if !self.dirty {
             return Ok(());
         }
@@ -73,7 +73,7 @@ impl TraceWriter {
 }
 
 /// A ZeroMQ event as a trace line (the recorder's key order).
-pub fn zmq_json(z: &ZmqEvent) -> J {
+pub(crate) fn zmq_json(z: &ZmqEvent) -> J {
     let mut e = json!({
         "seq": z.seq, "kind": "zmq", "side": z.side.as_str(), "conn": z.conn, "socket": z.socket,
         "endpoint": z.endpoint, "bound": z.bound, "dir": match z.dir { ZmqDir::Send => "send", ZmqDir::Recv => "recv" },
@@ -92,7 +92,7 @@ pub fn zmq_json(z: &ZmqEvent) -> J {
 }
 
 /// An HTTP event as a trace line.
-pub fn http_json(h: &HttpEvent) -> J {
+pub(crate) fn http_json(h: &HttpEvent) -> J {
     let mut e = json!({"seq": h.seq, "kind": "http", "conn": h.conn, "dir": match h.dir { HttpDir::Request => "request", HttpDir::Response => "response" }, "method": h.method, "path": h.path});
     if let Some(s) = h.status {
         e["status"] = json!(s);

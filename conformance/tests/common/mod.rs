@@ -5,12 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
-pub fn traces_dir() -> PathBuf {
+pub(crate) fn traces_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("traces")
 }
 
 /// Every `*.jsonl` under `dir`, sorted.
-pub fn trace_files(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn trace_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = vec![];
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -28,7 +28,7 @@ pub fn trace_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Per trace: (has ZeroMQ events, has HTTP events, ZeroMQ events, HTTP events).
-pub fn kinds(p: &Path) -> (bool, bool, usize, usize) {
+pub(crate) fn kinds(p: &Path) -> (bool, bool, usize, usize) {
     let text = std::fs::read_to_string(p).unwrap();
     let mut zmq = 0;
     let mut http = 0;
@@ -45,7 +45,7 @@ pub fn kinds(p: &Path) -> (bool, bool, usize, usize) {
 
 /// The cases the bundled traces of `dir` make: a prefiller and a decoder case for a trace with ZeroMQ
 /// traffic, a bootstrap case for one with HTTP traffic.
-pub fn expected_cases(dir: &Path) -> usize {
+pub(crate) fn expected_cases(dir: &Path) -> usize {
     trace_files(dir)
         .iter()
         .map(|p| {

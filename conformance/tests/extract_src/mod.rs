@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use mooncake_wire::spec::{Revision, StructDef};
 
-pub struct TempDir(pub PathBuf);
+pub(crate) struct TempDir(pub(crate) PathBuf);
 impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
+    pub(crate) fn new(tag: &str) -> TempDir {
         static N: AtomicUsize = AtomicUsize::new(0);
         let p = std::env::temp_dir().join(format!(
             "mooncake-extract-{tag}-{}-{}",
@@ -58,7 +58,7 @@ fn class(name: &str, s: &StructDef, base: &str, out: &mut String) {
 }
 
 /// The revision's declarations as vLLM writes them (one module).
-pub fn python_source(r: &Revision) -> String {
+pub(crate) fn python_source(r: &Revision) -> String {
     let mut s = String::from(
         "import msgspec\nfrom dataclasses import dataclass\nfrom enum import IntEnum\n\
          from fastapi import FastAPI, HTTPException\nfrom pydantic import BaseModel\n\n",
@@ -117,7 +117,7 @@ pub fn python_source(r: &Revision) -> String {
 }
 
 /// A checkout holding `source` where the revision's generation keeps its connector.
-pub fn checkout(r: &Revision, source: &str) -> TempDir {
+pub(crate) fn checkout(r: &Revision, source: &str) -> TempDir {
     let d = TempDir::new("src");
     let v1 = d.0.join("vllm/distributed/kv_transfer/kv_connector/v1");
     let file =

@@ -12,8 +12,11 @@ pub const STRUCT_OPTIONS_TOML: &str = include_str!("../../../conformance/tests/d
 
 /// One decodable revision and its messages, in spec order.
 pub struct Entry {
+    /// The revision.
     pub revision: Arc<Revision>,
+    /// Its spec-driven codec.
     pub codec: Arc<Codec>,
+    /// The names of its messages.
     pub messages: Vec<String>,
 }
 

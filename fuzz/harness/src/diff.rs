@@ -31,29 +31,44 @@ const MAX_LEN: usize = 4096;
 const BATCH: usize = 2000;
 const MAX_CORPUS: usize = 20_000;
 
+/// What one lane (one message of one revision) ran and found.
 #[derive(Debug, Default, Clone)]
 pub struct LaneReport {
+    /// The revision's name.
     pub revision: String,
+    /// The message's name.
     pub message: String,
+    /// Mutants sent to msgspec.
     pub cases: usize,
+    /// Of those, the ones msgspec accepted.
     pub accepted: usize,
+    /// Of those, the ones msgspec rejected.
     pub rejected: usize,
+    /// Corpus inputs before the loop (vectors, generated values, cargo-fuzz corpora).
     pub corpus_start: usize,
+    /// Corpus inputs after it (mutants that showed a new feature joined).
     pub corpus_end: usize,
+    /// Distinct features seen.
     pub features: usize,
+    /// Each disagreement with msgspec: revision, message, input in hex, and what differed.
     pub disagreements: Vec<String>,
 }
 
+/// What a differential run found, lane by lane.
 #[derive(Debug, Default)]
 pub struct Report {
+    /// One per (revision, message), in spec order.
     pub lanes: Vec<LaneReport>,
+    /// The msgspec version the oracle ran.
     pub msgspec_version: String,
 }
 
 impl Report {
+    /// Cases run over every lane.
     pub fn cases(&self) -> usize {
         self.lanes.iter().map(|l| l.cases).sum()
     }
+    /// Every lane's disagreements, in lane order.
     pub fn disagreements(&self) -> Vec<String> {
         self.lanes.iter().flat_map(|l| l.disagreements.iter().cloned()).collect()
     }

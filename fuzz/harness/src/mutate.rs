@@ -11,12 +11,17 @@ use mooncake_wire::msgpack::{Kind, Obj, Reader};
 /// One value of a MessagePack document: where it starts, where its head ends, where it ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Span {
+    /// Offset of its first byte.
     pub start: usize,
+    /// Offset just past its head (type byte, length, and for a scalar its payload).
     pub head_end: usize,
+    /// Offset just past its last byte; `head_end` when the value is not [`complete`](Span::complete).
     pub end: usize,
+    /// Its MessagePack type.
     pub kind: Kind,
     /// Elements (arrays) or entries (maps) the head declares.
     pub count: usize,
+    /// Containers it is nested in (0 for the document's value).
     pub depth: usize,
     /// The value ends within the input (its whole extent is known).
     pub complete: bool,

@@ -284,7 +284,8 @@ fn te_seeds() -> Vec<Vec<u8>> {
     out
 }
 
-pub fn msgpack_dict() -> Vec<Vec<u8>> {
+/// The MessagePack dictionary: every field name (as a str) and enum value (as an int) of every revision.
+pub(crate) fn msgpack_dict() -> Vec<Vec<u8>> {
     let mut names: Vec<String> = vec![];
     let mut ints: Vec<i64> = vec![];
     for e in catalog::entries() {

@@ -3,6 +3,7 @@
 
 use mooncake_wire::codec::Value;
 
+/// Whether `a` and `b` are the same value, floats compared by their bits (everywhere in the tree).
 pub fn same(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Float(x), Value::Float(y)) => x.to_bits() == y.to_bits(),

@@ -11,10 +11,10 @@ use mooncake_wire::typed::{MooncakeXferResponse, Status};
 use serde_json::{json, Value as J};
 
 /// Set (to anything) in the environment of the bench binary to make it serve the floor instead.
-pub const FLOOR_ENV: &str = "MOONCAKE_BENCH_FLOOR_SERVER";
+pub(crate) const FLOOR_ENV: &str = "MOONCAKE_BENCH_FLOOR_SERVER";
 
 /// The reply the prefiller sends to a free-only pull of the bench (`ok_reqs` = the one request id).
-pub fn finish_reply(d_req_id: &str) -> Vec<u8> {
+pub(crate) fn finish_reply(d_req_id: &str) -> Vec<u8> {
     let mut r = MooncakeXferResponse::new(Status::FINISH);
     r.ok_reqs = Some(vec![d_req_id].into());
     WireProfile::builtin("vllm-0.33.0").expect("a built-in revision").encode_response(&r).expect("a FINISH reply")
@@ -26,7 +26,7 @@ fn answer(out: &mut impl Write, a: J) {
 }
 
 /// Serves the floor until `stop` or the end of standard input.
-pub fn serve() {
+pub(crate) fn serve() {
     let mut out = std::io::stdout().lock();
     answer(
         &mut out,

@@ -11,16 +11,16 @@ use tokio::net::TcpStream;
 
 use mooncake_reference::zmtp::{self, FLAG_COMMAND, FLAG_LONG, FLAG_MORE, GREETING_LEN};
 
-pub struct Dealer {
+pub(crate) struct Dealer {
     rx: BufReader<OwnedReadHalf>,
     tx: OwnedWriteHalf,
 }
 
-pub use zmtp::frame;
+pub(crate) use zmtp::frame;
 
 impl Dealer {
     /// Connects to `tcp://host:port` and completes the handshake.
-    pub async fn connect(endpoint: &str) -> io::Result<Dealer> {
+    pub(crate) async fn connect(endpoint: &str) -> io::Result<Dealer> {
         let addr = endpoint.strip_prefix("tcp://").ok_or_else(|| io::Error::other("not a tcp:// endpoint"))?;
         let s = TcpStream::connect(addr).await?;
         s.set_nodelay(true)?;
@@ -53,12 +53,12 @@ impl Dealer {
     }
 
     /// Sends one already framed message.
-    pub async fn send_framed(&mut self, framed: &[u8]) -> io::Result<()> {
+    pub(crate) async fn send_framed(&mut self, framed: &[u8]) -> io::Result<()> {
         self.tx.write_all(framed).await
     }
 
     /// Receives one message (all its frames), skipping commands such as heartbeats.
-    pub async fn recv(&mut self) -> io::Result<Vec<Vec<u8>>> {
+    pub(crate) async fn recv(&mut self) -> io::Result<Vec<Vec<u8>>> {
         let mut frames = vec![];
         loop {
             let (flags, body) = self.read_frame().await?;

@@ -10,14 +10,14 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 /// The test venv's interpreter: `$MOONCAKE_PYTHON`, else `<workspace>/.venv/bin/python`.
-pub fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     std::env::var_os("MOONCAKE_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python"))
 }
 
 /// `Err(reason)` when the pinned engine package cannot be imported (the caller prints a SKIPPED line).
-pub fn available() -> Result<(), String> {
+pub(crate) fn available() -> Result<(), String> {
     let py = python();
     let out = Command::new(&py)
         .args(["-c", "import mooncake.engine"])
@@ -37,20 +37,20 @@ pub fn available() -> Result<(), String> {
 }
 
 /// Byte `i` of a buffer filled with seed `s` (the same formula as engine_peer.py).
-pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+pub(crate) fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len).map(|i| (7u32 * (i % 251) as u32 + seed as u32) as u8).collect()
 }
 
-pub struct Engine {
+pub(crate) struct Engine {
     child: Child,
     stdin: ChildStdin,
     lines: mpsc::Receiver<String>,
     /// `127.0.0.1:<rpc_port>`.
-    pub session: String,
+    pub(crate) session: String,
 }
 
 impl Engine {
-    pub fn start() -> Engine {
+    pub(crate) fn start() -> Engine {
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/engine/engine_peer.py");
         let mut child = Command::new(python())
             .arg(script)
@@ -78,7 +78,7 @@ impl Engine {
     }
 
     /// One command, its answer (panics on an `error` answer or no answer within 60 s).
-    pub fn call(&mut self, cmd: Value) -> Value {
+    pub(crate) fn call(&mut self, cmd: Value) -> Value {
         writeln!(self.stdin, "{cmd}").expect("engine stdin");
         self.stdin.flush().expect("engine stdin");
         let line = self.lines.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("no answer to {cmd}"));
@@ -88,7 +88,7 @@ impl Engine {
     }
 
     /// Allocates and registers `len` bytes (filled with `seed`'s pattern, or zeros); returns the address.
-    pub fn alloc(&mut self, len: usize, seed: Option<u8>) -> u64 {
+    pub(crate) fn alloc(&mut self, len: usize, seed: Option<u8>) -> u64 {
         let mut c = json!({"cmd": "alloc", "len": len});
         if let Some(s) = seed {
             c["seed"] = json!(s);
@@ -98,19 +98,19 @@ impl Engine {
         r["addr"].as_u64().expect("addr")
     }
 
-    pub fn bytes(&mut self, addr: u64, len: usize) -> Vec<u8> {
+    pub(crate) fn bytes(&mut self, addr: u64, len: usize) -> Vec<u8> {
         let r = self.call(json!({"cmd": "hex", "addr": addr, "len": len}));
         hex::decode(r["hex"].as_str().expect("hex")).expect("hex")
     }
 
     /// `transfer_sync_write`/`_read` (`op` = "write" / "read"): the engine's return code and seconds taken.
-    pub fn transfer(&mut self, op: &str, target: &str, local: u64, remote: u64, len: usize) -> (i64, f64) {
+    pub(crate) fn transfer(&mut self, op: &str, target: &str, local: u64, remote: u64, len: usize) -> (i64, f64) {
         let r = self.call(json!({"cmd": op, "target": target, "local": local, "remote": remote, "len": len}));
         (r["rc"].as_i64().expect("rc"), r["secs"].as_f64().unwrap_or(0.0))
     }
 
     /// `batch_transfer_sync_write`/`_read` (`op` = "batch_write" / "batch_read").
-    pub fn batch(&mut self, op: &str, target: &str, reqs: &[(u64, u64, usize)]) -> i64 {
+    pub(crate) fn batch(&mut self, op: &str, target: &str, reqs: &[(u64, u64, usize)]) -> i64 {
         let r = self.call(json!({
             "cmd": op, "target": target,
             "locals": reqs.iter().map(|r| r.0).collect::<Vec<_>>(),

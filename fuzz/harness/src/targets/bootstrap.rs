@@ -48,6 +48,8 @@ fn spec(revision: &str) -> BootstrapSpec {
         .expect("compiles")
 }
 
+/// The target body: runs the input through the code under test and checks the invariants above; panics when one
+/// breaks, ignores an input it cannot use.
 pub fn run(data: &[u8]) {
     let [r, op, json @ ..] = data else { return };
     let Ok(body) = serde_json::from_slice::<J>(json) else { return };

@@ -122,9 +122,13 @@ pub fn prediction(d: usize, p: usize) -> &'static Prediction {
 /// Counters over every input run in this process (the smoke test prints them).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Counts {
+    /// Inputs run.
     pub inputs: u64,
+    /// Inputs whose pair [`prediction`] says works.
     pub works_pairs: u64,
+    /// Clean pulls of such pairs, whose results were checked.
     pub clean_pulls_checked: u64,
+    /// Requests of those pulls found finished (their destination bytes are checked next).
     pub requests_finished: u64,
 }
 
@@ -133,6 +137,7 @@ static WORKS: AtomicU64 = AtomicU64::new(0);
 static CLEAN: AtomicU64 = AtomicU64::new(0);
 static FINISHED: AtomicU64 = AtomicU64::new(0);
 
+/// The counters so far.
 pub fn counts() -> Counts {
     Counts {
         inputs: INPUTS.load(Ordering::Relaxed),
@@ -142,56 +147,84 @@ pub fn counts() -> Counts {
     }
 }
 
+/// The pair and its timeouts.
 #[derive(Arbitrary, Debug)]
 pub struct Setup {
     /// Index of the decoder's revision in [`revisions`] (modulo their number).
     pub decoder: u8,
+    /// Index of the prefiller's revision in [`revisions`] (modulo their number).
     pub prefiller: u8,
     /// Seconds; 0 keeps the revision's.
     pub abort_secs: u8,
     /// Seconds; 0 keeps the revision's.
     pub recv_secs: u8,
+    /// The decoder's first layout id, of four kinds (`% 4`: zero, two fixed ids, an odd number).
     pub layout_id: u8,
 }
 
 #[derive(Arbitrary, Debug)]
+/// One thing that happens. Transfers are `t0` to `t7` (`t % 8`), each owned by its request `p-t<n>`.
 pub enum Op {
+    /// The scheduler allocates the transfer's request (not after it was finished or aborted).
     Allocate {
+        /// The transfer.
         t: u8,
     },
+    /// The prefill finished (allocating the request first if needed; not after it was finished or aborted).
     Ready {
+        /// The transfer.
         t: u8,
+        /// Source blocks after the first (`t`): up to 3, modulo the prefiller's block count, duplicates dropped.
         blocks: Vec<u8>,
     },
+    /// The scheduler aborts the transfer (only before its prefill finished).
     Abort {
+        /// The transfer.
         t: u8,
     },
     /// Pull these transfers; `short`: one destination block too few; `fail`: the transfer-engine writes of this
     /// pull fail; `hold`: they complete only at the next `Release`.
     Pull {
+        /// The transfers (the first 4, repeats skipped).
         ts: Vec<u8>,
+        /// One destination block too few.
         short: bool,
+        /// The writes fail.
         fail: bool,
+        /// The writes are held.
         hold: bool,
     },
+    /// Every held write completes.
     Release,
+    /// Time passes.
     Advance {
+        /// Seconds (modulo 64).
         secs: u16,
+        /// Milliseconds (modulo 1000).
         millis: u16,
     },
+    /// Time jumps to the earlier of the two cores' next deadlines.
     ToNextTimeout,
+    /// The prefiller forgets every cached decoder layout.
     ClearLayouts,
+    /// A generation-2 decoder re-registers its layout under a new layout id (generation 1 ignores it).
     Reregister {
+        /// The new layout id, as [`Setup::layout_id`].
         layout_id: u8,
     },
 }
 
+/// One input of the target: what is set up, then the operations (at most the first 256 run).
 #[derive(Arbitrary, Debug)]
 pub struct Input {
+    /// The configuration of the core(s).
     pub setup: Setup,
+    /// The operations, in order.
     pub ops: Vec<Op>,
 }
 
+/// The target body: reads an [`Input`] from the fuzzer's bytes (bytes that do not make one are ignored) and
+/// runs it with [`execute`].
 pub fn run(data: &[u8]) {
     let u = Unstructured::new(data);
     let Ok(input) = Input::arbitrary_take_rest(u) else { return };
@@ -338,6 +371,7 @@ fn odd_id(x: u8) -> u64 {
     }
 }
 
+/// Runs one input and checks the invariants above; panics with the broken one.
 pub fn execute(input: &Input) {
     INPUTS.fetch_add(1, Ordering::Relaxed);
     let revs = revisions();

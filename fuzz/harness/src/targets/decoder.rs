@@ -36,6 +36,8 @@ use super::prefiller::profiles;
 const ENGINES: [&str; 3] = ["e0", "e1", "e2"];
 const BOOTSTRAPS: [&str; 2] = ["http://10.0.0.1:8998", "http://10.0.0.2:8998"];
 
+/// The decoder's configuration; every number is reduced into range (revision modulo the generation-2 revisions,
+/// TP 1, 2 or 4 and PP 1 or 2 with ranks modulo them, 1 to 3 layers, a layout id of four kinds).
 #[derive(Arbitrary, Debug)]
 pub struct Setup {
     revision: u8,
@@ -50,28 +52,82 @@ pub struct Setup {
 }
 
 #[derive(Arbitrary, Debug)]
+/// One thing that happens to the decoder.
 pub enum Op {
+    /// The scheduler pulls a batch (its first 16 requests), each request with a fresh `d_req_id`: (transfer id
+    /// number, local blocks per KV group (3 groups of 16 at most), route: engine `route % 3`, bootstrap server
+    /// `route / 3 % 2`).
     Pull(Vec<(u8, Vec<Vec<u8>>, u8)>),
-    Query { which: u8, tables: Option<Vec<(u8, u8, u8)>> },
-    Reply { which: u8, reply: ReplySpec },
-    Fail { which: u8 },
-    Advance { secs: u16, nanos: u32 },
+    /// The answer to one pending `/query`; nothing happens when none is pending.
+    Query {
+        /// Which pending query (modulo their number).
+        which: u8,
+        /// The engines' tables, up to 4 of (engine, log2 of TP size (modulo 4), PP size − 1 (modulo 3));
+        /// `None`: the query fails.
+        tables: Option<Vec<(u8, u8, u8)>>,
+    },
+    /// A reply arrives on an exchange ever opened, closed ones included; nothing happens when none was opened.
+    Reply {
+        /// Which exchange, in id order (modulo their number).
+        which: u8,
+        /// What the reply holds.
+        reply: ReplySpec,
+    },
+    /// The socket of an exchange ever opened fails.
+    Fail {
+        /// Which exchange, in id order (modulo their number).
+        which: u8,
+    },
+    /// Time passes, then a due timeout is handled.
+    Advance {
+        /// Seconds (modulo 1024).
+        secs: u16,
+        /// Nanoseconds (modulo 10⁹).
+        nanos: u32,
+    },
+    /// Time jumps to the core's next deadline, if it has one, and the timeout is handled.
     ToNextTimeout,
-    Reregister { layout_id: u8, layers: u8 },
+    /// The decoder re-registers its KV caches.
+    Reregister {
+        /// The new layout id, of four kinds (`% 4`: zero, two fixed ids, an odd number).
+        layout_id: u8,
+        /// The new number of layers, 1 + `layers % 3`.
+        layers: u8,
+    },
 }
 
 #[derive(Arbitrary, Debug)]
+/// The payload of a reply.
 pub enum ReplySpec {
-    Structured { status: u8, ok: Vec<u8>, err: Vec<u8>, msg: bool, echo: bool },
+    /// A `MooncakeXferResponse`, encoded in the revision.
+    Structured {
+        /// Picks the status code (`% 7`) from 0, 1, 2, 3, 0, 1 and the unknown 9.
+        status: u8,
+        /// `ok_reqs` (the first 8): indices into the exchange's requests; an index past them names the
+        /// unknown request `zz<i>`; empty leaves the field out.
+        ok: Vec<u8>,
+        /// `err_reqs`, as `ok`.
+        err: Vec<u8>,
+        /// Whether `err_msg` is set.
+        msg: bool,
+        /// Whether the reply echoes the decoder's current layout id.
+        echo: bool,
+    },
+    /// These bytes, as they are.
     Raw(Vec<u8>),
 }
 
+/// One input of the target: what is set up, then the operations (at most the first 256 run).
 #[derive(Arbitrary, Debug)]
 pub struct Input {
+    /// The configuration of the core(s).
     pub setup: Setup,
+    /// The operations, in order.
     pub ops: Vec<Op>,
 }
 
+/// The target body: reads an [`Input`] from the fuzzer's bytes (bytes that do not make one are ignored) and
+/// runs it with [`execute`].
 pub fn run(data: &[u8]) {
     let u = Unstructured::new(data);
     let Ok(input) = Input::arbitrary_take_rest(u) else { return };
@@ -126,6 +182,7 @@ struct Harness {
     closed_unopened: HashSet<ExchangeId>,
 }
 
+/// Runs one input and checks the invariants above; panics with the broken one.
 pub fn execute(input: &Input) {
     let s = &input.setup;
     let profile = profiles()[s.revision as usize % profiles().len()].clone();

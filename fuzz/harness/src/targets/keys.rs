@@ -15,6 +15,8 @@ use mooncake_wire::keys::spec::StoreKeySpec;
 use mooncake_wire::keys::vllm_key::{KeyHints, VllmStoreKey};
 use mooncake_wire::limits::{MAX_STORE_KEY_BYTES, MAX_STORE_KEY_READINGS, MAX_STORE_KEY_SEPARATORS};
 
+/// The target body: runs the input through the code under test and checks the invariants above; panics when one
+/// breaks, ignores an input it cannot use.
 pub fn run(data: &[u8]) {
     let [g, flags, key @ ..] = data else { return };
     let spec = StoreKeySpec::builtin();

@@ -13,7 +13,9 @@ pub mod typed;
 
 /// A target: its name (as in `fuzz/Cargo.toml` and `fuzz/seeds/<name>`) and its body.
 pub struct Target {
+    /// Its name: its cargo-fuzz binary and its seed directory `fuzz/seeds/<name>`.
     pub name: &'static str,
+    /// Its body: takes the fuzzer's bytes, panics when an invariant breaks.
     pub run: fn(&[u8]),
     /// Whether inputs are arbitrary bytes read as structured operations (`arbitrary`) rather than a format.
     pub structured: bool,
@@ -25,6 +27,7 @@ pub struct Target {
     pub max_len: usize,
 }
 
+/// Every target, in the order of `fuzz/Cargo.toml`'s `[[bin]]`s.
 pub const ALL: &[Target] = &[
     Target { name: "decode_spec", run: spec_decode::run, structured: false, dict: "msgpack.dict", max_len: 4096 },
     Target { name: "decode_typed", run: typed::run, structured: false, dict: "msgpack.dict", max_len: 4096 },
@@ -37,6 +40,7 @@ pub const ALL: &[Target] = &[
     Target { name: "cross", run: cross::run, structured: true, dict: "msgpack.dict", max_len: 4096 },
 ];
 
+/// The target called `name`.
 pub fn by_name(name: &str) -> Option<&'static Target> {
     ALL.iter().find(|t| t.name == name)
 }

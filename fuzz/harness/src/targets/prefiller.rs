@@ -46,6 +46,8 @@ const LOCAL_BASE: i64 = 0x1000_0000;
 const REMOTE_BASE: u64 = 0x7000_0000;
 const BLOCK: i64 = 4096;
 
+/// The prefiller's configuration; every number is reduced into range (revision modulo the generation-2
+/// revisions, TP 1, 2 or 4 with the rank modulo it, 1, 2 or 8 KV heads, MLA or not, 1 to 3 layers).
 #[derive(Arbitrary, Debug)]
 pub struct Setup {
     revision: u8,
@@ -60,18 +62,59 @@ pub struct Setup {
 
 #[derive(Arbitrary, Debug)]
 #[allow(clippy::large_enum_variant)] // fuzz input, built once per operation
+/// One thing that happens to the prefiller.
 pub enum Op {
-    Allocate { p: u8, t: u8 },
-    Finish { p: u8, t: u8, blocks: Vec<Vec<u8>> },
-    Abort { t: u8 },
+    /// The scheduler allocates request `p<p>` for transfer `t<t>`.
+    Allocate {
+        /// The request's number.
+        p: u8,
+        /// The transfer's number.
+        t: u8,
+    },
+    /// The prefill of request `p<p>` (transfer `t<t>`) finished: its blocks can be pulled.
+    Finish {
+        /// The request's number.
+        p: u8,
+        /// The transfer's number.
+        t: u8,
+        /// Its blocks per KV group (4 groups of 32 at most).
+        blocks: Vec<Vec<u8>>,
+    },
+    /// The scheduler aborts transfer `t<t>`.
+    Abort {
+        /// The transfer's number.
+        t: u8,
+    },
+    /// A decoder pulls, on a fresh DEALER.
     Pull(PullSpec),
-    Raw { frames: Vec<Vec<u8>> },
-    Complete { which: u8, fail: bool },
-    Advance { secs: u16, nanos: u32 },
+    /// A raw message (its first 4 frames): two frames with a non-empty first one are a pull with that payload
+    /// on a fresh DEALER; anything else is handed to the core as it is (and must be refused).
+    Raw {
+        /// The frames.
+        frames: Vec<Vec<u8>>,
+    },
+    /// The transfer engine completes one outstanding write; nothing happens when none is outstanding.
+    Complete {
+        /// Which write (modulo their number).
+        which: u8,
+        /// Whether it failed (return code -1) rather than succeeded (0).
+        fail: bool,
+    },
+    /// Time passes, then a due timeout is handled.
+    Advance {
+        /// Seconds (modulo 1024).
+        secs: u16,
+        /// Nanoseconds (modulo 10⁹).
+        nanos: u32,
+    },
+    /// Time jumps to the core's next deadline, if it has one, and the timeout is handled.
     ToNextTimeout,
+    /// The prefiller forgets every cached decoder layout.
     ClearLayouts,
 }
 
+/// A well-formed pull, encoded in the revision: the decoder's TP/PP shape, host, layout and layout id, and up to 16
+/// requests; optionally one byte of the payload corrupted.
 #[derive(Arbitrary, Debug)]
 pub struct PullSpec {
     tp_log: u8,
@@ -84,6 +127,7 @@ pub struct PullSpec {
     corrupt: Option<(u16, u8)>,
 }
 
+/// The KV layout a pull carries.
 #[derive(Arbitrary, Debug)]
 pub enum LayoutSpec {
     /// Region lengths that fit the TP ratio.
@@ -91,24 +135,38 @@ pub enum LayoutSpec {
     /// No layout (a cached-layout pull).
     Without,
     /// Each column from the fuzzer.
+    /// (The first 8 of each column are sent.)
     Columns {
+        /// `kv_caches_base_addr`.
         bases: Vec<u32>,
+        /// `block_lens`.
         lens: Vec<i16>,
+        /// `kv_block_lens`.
         kv_lens: Vec<i16>,
+        /// `registered_layer_names`: the layer number of each (modulo 4).
         names: Vec<u8>,
+        /// `registered_layer_indices`.
         indices: Vec<i8>,
+        /// `registered_group_indices`.
         groups: Vec<i8>,
+        /// `registered_shared_group_ids` (the first 4 of each).
         shared: Vec<Vec<i8>>,
+        /// `registered_row_offsets`.
         rows: Vec<i16>,
     },
 }
 
+/// One input of the target: what is set up, then the operations (at most the first 256 run).
 #[derive(Arbitrary, Debug)]
 pub struct Input {
+    /// The configuration of the core(s).
     pub setup: Setup,
+    /// The operations, in order.
     pub ops: Vec<Op>,
 }
 
+/// The target body: reads an [`Input`] from the fuzzer's bytes (bytes that do not make one are ignored) and
+/// runs it with [`execute`].
 pub fn run(data: &[u8]) {
     let u = Unstructured::new(data);
     let Ok(input) = Input::arbitrary_take_rest(u) else { return };
@@ -181,6 +239,7 @@ fn producer(s: &Setup, profile: &WireProfile) -> Producer {
     }
 }
 
+/// Runs one input and checks the invariants above; panics with the broken one.
 pub fn execute(input: &Input) {
     let profile = profiles()[input.setup.revision as usize % profiles().len()].clone();
     let planner = producer(&input.setup, &profile);

@@ -15,6 +15,8 @@ use mooncake_wire::codec::{Codec, DecodeErrorKind, Value};
 use crate::catalog;
 use crate::valeq;
 
+/// The target body: runs the input through the code under test and checks the invariants above; panics when one
+/// breaks, ignores an input it cannot use.
 pub fn run(data: &[u8]) {
     let Some((&sel, frame)) = data.split_first() else { return };
     let (entry, message) = catalog::select(sel);

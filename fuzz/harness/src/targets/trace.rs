@@ -14,6 +14,8 @@ use mooncake_conformance::trace::{Event, HttpDir, Role, Trace, ZmqDir};
 use mooncake_conformance::validate;
 use serde_json::{json, Value as J};
 
+/// The target body: runs the input through the code under test and checks the invariants above; panics when one
+/// breaks, ignores an input it cannot use.
 pub fn run(data: &[u8]) {
     let Ok(lines) = jsonl::read_from("fuzz", data) else { return };
     let mut prev = 0;

@@ -12,6 +12,8 @@ use mooncake_wire::te::data::{range_allowed, Header, Status, HEADER_LEN};
 use mooncake_wire::te::handshake::FrameDecoder;
 use mooncake_wire::te::SegmentDesc;
 
+/// The target body: runs the input through the code under test and checks the invariants above; panics when one
+/// breaks, ignores an input it cannot use.
 pub fn run(data: &[u8]) {
     let (Some(&mode), Some(&chunk)) = (data.first(), data.get(1)) else { return };
     let stream = &data[2..];

@@ -32,6 +32,8 @@ use crate::valeq;
 const META: &str = "MooncakeXferMetadata";
 const RESP: &str = "MooncakeXferResponse";
 
+/// The target body: runs the input through the code under test and checks the invariants above; panics when one
+/// breaks, ignores an input it cannot use.
 pub fn run(data: &[u8]) {
     let codec = Codec::builtin(typed::REVISION).expect("newest revision");
     let newest = profiles().iter().find(|p| p.name() == typed::REVISION).expect("the newest revision's profile");
