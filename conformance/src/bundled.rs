@@ -41,7 +41,7 @@ impl Data {
                 if !dir.is_dir() {
                     return Err(format!("--data {}: no {set}/ directory there", d.display()));
                 }
-                Input::files(&[dir])
+                Ok(Input::files(&[dir])?)
             }
         }
     }

@@ -1051,7 +1051,7 @@ fn main() -> ExitCode {
         Cmd::Vectors { paths, format, all, allow_empty } => {
             let files = match mooncake_conformance::jsonl::expand(&paths) {
                 Ok(f) => f,
-                Err(e) => return usage(&e),
+                Err(e) => return usage(&e.to_string()),
             };
             if files.is_empty() && !allow_empty {
                 let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();

@@ -45,6 +45,13 @@ impl From<String> for CmdError {
     }
 }
 
+/// An unreadable input file is bad input.
+impl From<crate::jsonl::JsonlError> for CmdError {
+    fn from(e: crate::jsonl::JsonlError) -> CmdError {
+        CmdError::usage(e.to_string())
+    }
+}
+
 impl std::fmt::Display for CmdError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)
