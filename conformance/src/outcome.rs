@@ -52,6 +52,13 @@ impl From<crate::jsonl::JsonlError> for CmdError {
     }
 }
 
+/// A file that is not a valid trace is bad input.
+impl From<crate::trace::TraceError> for CmdError {
+    fn from(e: crate::trace::TraceError) -> CmdError {
+        CmdError::usage(e.to_string())
+    }
+}
+
 impl std::fmt::Display for CmdError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)
