@@ -59,6 +59,13 @@ impl From<crate::trace::TraceError> for CmdError {
     }
 }
 
+/// A data file that cannot be loaded is bad input.
+impl From<crate::bundled::LoadError> for CmdError {
+    fn from(e: crate::bundled::LoadError) -> CmdError {
+        CmdError::usage(e.to_string())
+    }
+}
+
 impl std::fmt::Display for CmdError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)
