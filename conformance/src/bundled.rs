@@ -27,63 +27,9 @@ pub enum Data {
     Dir(PathBuf),
 }
 
-/// Why a data file (scenarios, expected failures, a `--data` directory's traces) could not be loaded; each
-/// text names the file (`--data DIR: NAME`, `--scenarios FILE`, `(bundled) NAME` or the path).
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    /// The file cannot be read.
-    #[error("{name}: {source}")]
-    Read {
-        /// How the file is named.
-        name: String,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// A scenarios file does not parse.
-    #[error("{name}: {source}")]
-    Scenarios {
-        /// How the file is named.
-        name: String,
-        /// What is wrong.
-        source: crate::scenarios::ScenariosError,
-    },
-    /// An expected-failures file does not parse.
-    #[error("{name}: {source}")]
-    Expected {
-        /// How the file is named.
-        name: String,
-        /// What is wrong.
-        source: toml::de::Error,
-    },
-    /// A file is not bundled into the binary.
-    #[error("{0} is not bundled")]
-    NotBundled(String),
-    /// A `--data` directory has no such trace set.
-    #[error("--data {}: no {set}/ directory there", dir.display())]
-    NoSet {
-        /// The `--data` directory.
-        dir: PathBuf,
-        /// The set (`traces`, `traces-pull`).
-        set: String,
-    },
-    /// `--data` is not a directory.
-    #[error("--data {}: not a directory", .0.display())]
-    NotADirectory(PathBuf),
-    /// The traces of a `--data` directory cannot be listed.
-    #[error(transparent)]
-    Traces(#[from] crate::jsonl::JsonlError),
-}
-
-/// For callers that still report errors as text.
-impl From<LoadError> for String {
-    fn from(e: LoadError) -> String {
-        e.to_string()
-    }
-}
-
 impl Data {
     /// The traces of one bundled set (`traces` for the push family, `traces-pull`).
-    pub fn traces(&self, set: &str) -> Result<Vec<Input>, LoadError> {
+    pub fn traces(&self, set: &str) -> Result<Vec<Input>, String> {
         match self {
             Data::Embedded => Ok(embedded::FILES
                 .iter()
@@ -93,45 +39,45 @@ impl Data {
             Data::Dir(d) => {
                 let dir = d.join(set);
                 if !dir.is_dir() {
-                    return Err(LoadError::NoSet { dir: d.clone(), set: set.into() });
+                    return Err(format!("--data {}: no {set}/ directory there", d.display()));
                 }
-                Ok(Input::files(&[dir])?)
+                Input::files(&[dir])
             }
         }
     }
 
-    fn text(&self, name: &str) -> Result<(String, String), LoadError> {
+    fn text(&self, name: &str) -> Result<(String, String), String> {
         match self {
             Data::Embedded => embedded::FILES
                 .iter()
                 .find(|(n, _)| *n == name)
                 .map(|(n, t)| (format!("(bundled) {n}"), t.to_string()))
-                .ok_or_else(|| LoadError::NotBundled(name.into())),
+                .ok_or_else(|| format!("{name} is not bundled")),
             Data::Dir(d) => {
                 let p: PathBuf = d.join(name);
                 std::fs::read_to_string(&p)
                     .map(|t| (p.display().to_string(), t))
-                    .map_err(|source| LoadError::Read { name: format!("--data {}: {name}", d.display()), source })
+                    .map_err(|e| format!("--data {}: {name}: {e}", d.display()))
             }
         }
     }
 
     /// `scenarios.toml`.
-    pub fn scenarios(&self) -> Result<Scenarios, LoadError> {
+    pub fn scenarios(&self) -> Result<Scenarios, String> {
         let (name, text) = self.text("scenarios.toml")?;
-        Scenarios::parse(&text).map_err(|source| LoadError::Scenarios { name, source })
+        Scenarios::parse(&text).map_err(|e| format!("{name}: {e}"))
     }
 
     /// `expected-failures.toml` (the built-in reference peer's known failures).
-    pub fn expected_failures(&self) -> Result<ExpectedFailures, LoadError> {
+    pub fn expected_failures(&self) -> Result<ExpectedFailures, String> {
         let (name, text) = self.text("expected-failures.toml")?;
-        ExpectedFailures::parse(&text).map_err(|source| LoadError::Expected { name, source })
+        ExpectedFailures::parse(&text).map_err(|e| format!("{name}: {e}"))
     }
 
     /// Checks a `--data` directory before anything runs.
-    pub fn check(dir: &Path) -> Result<Data, LoadError> {
+    pub fn check(dir: &Path) -> Result<Data, String> {
         if !dir.is_dir() {
-            return Err(LoadError::NotADirectory(dir.to_path_buf()));
+            return Err(format!("--data {}: not a directory", dir.display()));
         }
         Ok(Data::Dir(dir.to_path_buf()))
     }

@@ -9,8 +9,6 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::bundled::LoadError;
-
 /// The model the traces were recorded with (`[model]`): what sizes a case's KV caches.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -203,36 +201,24 @@ pub struct Scenarios {
 /// The `format` of a scenarios file.
 pub const FORMAT: &str = "mooncake-conformance-scenarios/1";
 
-/// Why a scenarios file's text is not one.
-#[derive(Debug, thiserror::Error)]
-pub enum ScenariosError {
-    /// It is not TOML of the expected shape (an unknown key, a wrong type).
-    #[error(transparent)]
-    Toml(#[from] toml::de::Error),
-    /// Its `format` is another one.
-    #[error("format {0:?}, expected {FORMAT:?}")]
-    Format(String),
-}
-
 impl Scenarios {
     /// Reads and parses the file at `path` (errors name it).
-    pub fn load(path: &Path) -> Result<Scenarios, LoadError> {
-        let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read { name: name.clone(), source })?;
-        Self::parse(&text).map_err(|source| LoadError::Scenarios { name, source })
+    pub fn load(path: &Path) -> Result<Scenarios, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
     /// Parses a scenarios file's text; an unknown key or another `format` is an error.
-    pub fn parse(text: &str) -> Result<Scenarios, ScenariosError> {
-        let s: Scenarios = toml::from_str(text)?;
+    pub fn parse(text: &str) -> Result<Scenarios, String> {
+        let s: Scenarios = toml::from_str(text).map_err(|e| e.to_string())?;
         if s.format != FORMAT {
-            return Err(ScenariosError::Format(s.format));
+            return Err(format!("format {:?}, expected {FORMAT:?}", s.format));
         }
         Ok(s)
     }
     /// `text` (a `--scenarios` file) over these scenarios: its `[scenario.NAME]` entries are added, replacing
     /// an entry of the same name; its `[model]`, when it has one, replaces the model. `format` may be left out
     /// (a file holding just the entry a `CASE-SETUP` finding prints is enough).
-    pub fn overlay(mut self, text: &str) -> Result<Scenarios, ScenariosError> {
+    pub fn overlay(mut self, text: &str) -> Result<Scenarios, String> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Overlay {
@@ -243,9 +229,9 @@ impl Scenarios {
             #[serde(default)]
             scenario: BTreeMap<String, Scenario>,
         }
-        let o: Overlay = toml::from_str(text)?;
+        let o: Overlay = toml::from_str(text).map_err(|e| e.to_string())?;
         if let Some(f) = o.format.filter(|f| f != FORMAT) {
-            return Err(ScenariosError::Format(f));
+            return Err(format!("format {f:?}, expected {FORMAT:?}"));
         }
         if let Some(m) = o.model {
             self.model = m;
@@ -254,10 +240,9 @@ impl Scenarios {
         Ok(self)
     }
     /// [`Scenarios::overlay`] with a file.
-    pub fn overlay_file(self, path: &Path) -> Result<Scenarios, LoadError> {
-        let name = format!("--scenarios {}", path.display());
-        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read { name: name.clone(), source })?;
-        self.overlay(&text).map_err(|source| LoadError::Scenarios { name, source })
+    pub fn overlay_file(self, path: &Path) -> Result<Scenarios, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("--scenarios {}: {e}", path.display()))?;
+        self.overlay(&text).map_err(|e| format!("--scenarios {}: {e}", path.display()))
     }
 }
 
