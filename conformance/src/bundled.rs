@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::expected::ExpectedFailures;
 use crate::jsonl::Input;
+pub use crate::load_error::LoadError;
 use crate::scenarios::Scenarios;
 
 mod embedded {
@@ -29,7 +30,7 @@ pub enum Data {
 
 impl Data {
     /// The traces of one bundled set (`traces` for the push family, `traces-pull`).
-    pub fn traces(&self, set: &str) -> Result<Vec<Input>, String> {
+    pub fn traces(&self, set: &str) -> Result<Vec<Input>, LoadError> {
         match self {
             Data::Embedded => Ok(embedded::FILES
                 .iter()
@@ -39,45 +40,45 @@ impl Data {
             Data::Dir(d) => {
                 let dir = d.join(set);
                 if !dir.is_dir() {
-                    return Err(format!("--data {}: no {set}/ directory there", d.display()));
+                    return Err(LoadError::NoSet { dir: d.clone(), set: set.into() });
                 }
-                Input::files(&[dir])
+                Ok(Input::files(&[dir])?)
             }
         }
     }
 
-    fn text(&self, name: &str) -> Result<(String, String), String> {
+    fn text(&self, name: &str) -> Result<(String, String), LoadError> {
         match self {
             Data::Embedded => embedded::FILES
                 .iter()
                 .find(|(n, _)| *n == name)
                 .map(|(n, t)| (format!("(bundled) {n}"), t.to_string()))
-                .ok_or_else(|| format!("{name} is not bundled")),
+                .ok_or_else(|| LoadError::NotBundled(name.into())),
             Data::Dir(d) => {
                 let p: PathBuf = d.join(name);
                 std::fs::read_to_string(&p)
                     .map(|t| (p.display().to_string(), t))
-                    .map_err(|e| format!("--data {}: {name}: {e}", d.display()))
+                    .map_err(|source| LoadError::Read { name: format!("--data {}: {name}", d.display()), source })
             }
         }
     }
 
     /// `scenarios.toml`.
-    pub fn scenarios(&self) -> Result<Scenarios, String> {
+    pub fn scenarios(&self) -> Result<Scenarios, LoadError> {
         let (name, text) = self.text("scenarios.toml")?;
-        Scenarios::parse(&text).map_err(|e| format!("{name}: {e}"))
+        Scenarios::parse(&text).map_err(|source| LoadError::Scenarios { name, source })
     }
 
     /// `expected-failures.toml` (the built-in reference peer's known failures).
-    pub fn expected_failures(&self) -> Result<ExpectedFailures, String> {
+    pub fn expected_failures(&self) -> Result<ExpectedFailures, LoadError> {
         let (name, text) = self.text("expected-failures.toml")?;
-        ExpectedFailures::parse(&text).map_err(|e| format!("{name}: {e}"))
+        ExpectedFailures::parse(&text).map_err(|source| LoadError::Expected { name, source })
     }
 
     /// Checks a `--data` directory before anything runs.
-    pub fn check(dir: &Path) -> Result<Data, String> {
+    pub fn check(dir: &Path) -> Result<Data, LoadError> {
         if !dir.is_dir() {
-            return Err(format!("--data {}: not a directory", dir.display()));
+            return Err(LoadError::NotADirectory(dir.to_path_buf()));
         }
         Ok(Data::Dir(dir.to_path_buf()))
     }

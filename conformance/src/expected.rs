@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use crate::load_error::LoadError;
+
 use serde::Deserialize;
 
 #[derive(Clone, Debug, Deserialize)]
@@ -29,12 +31,13 @@ pub struct ExpectedFailures {
 
 impl ExpectedFailures {
     /// Reads and parses the file at `p` (errors name it).
-    pub fn load(p: &Path) -> Result<ExpectedFailures, String> {
-        let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        Self::parse(&text).map_err(|e| format!("{}: {e}", p.display()))
+    pub fn load(p: &Path) -> Result<ExpectedFailures, LoadError> {
+        let name = p.display().to_string();
+        let text = std::fs::read_to_string(p).map_err(|source| LoadError::Read { name: name.clone(), source })?;
+        Self::parse(&text).map_err(|source| LoadError::Expected { name, source })
     }
     /// Parses the file's text; an unknown key is an error.
-    pub fn parse(text: &str) -> Result<ExpectedFailures, String> {
-        toml::from_str(text).map_err(|e| e.to_string())
+    pub fn parse(text: &str) -> Result<ExpectedFailures, toml::de::Error> {
+        toml::from_str(text)
     }
 }

@@ -14,16 +14,92 @@ pub struct Line {
     pub value: serde_json::Value,
 }
 
+/// Why a JSON Lines file, or the list of files to read, could not be read. Each text starts with the file
+/// (and line) it is about.
+#[derive(Debug, thiserror::Error)]
+pub enum JsonlError {
+    /// A file or directory could not be opened or listed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Reading a line failed.
+    #[error("{name}:{line}: {source}")]
+    Read {
+        /// The file's name.
+        name: String,
+        /// The line number (1-based).
+        line: usize,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A line is longer than [`MAX_JSONL_LINE_BYTES`].
+    #[error("{name}:{line}: line longer than {MAX_JSONL_LINE_BYTES} bytes")]
+    TooLong {
+        /// The file's name.
+        name: String,
+        /// The line number (1-based).
+        line: usize,
+    },
+    /// A line is not UTF-8.
+    #[error("{name}:{line}: not UTF-8")]
+    NotUtf8 {
+        /// The file's name.
+        name: String,
+        /// The line number (1-based).
+        line: usize,
+    },
+    /// A line is not JSON.
+    #[error("{name}:{line}: not JSON: {source}")]
+    NotJson {
+        /// The file's name.
+        name: String,
+        /// The line number (1-based).
+        line: usize,
+        /// The parser's complaint.
+        source: serde_json::Error,
+    },
+    /// A directory holds a file that looks like JSON but is not read (see [`expand`]).
+    #[error("{}: not read — only *.jsonl files are read from a directory{}; rename it to *.jsonl, or name the file itself", path.display(), and_more(*more))]
+    NotJsonl {
+        /// The first such file.
+        path: PathBuf,
+        /// How many more there are.
+        more: usize,
+    },
+    /// A path given does not exist.
+    #[error("{}: no such file or directory", .0.display())]
+    NoSuchPath(PathBuf),
+}
+
+fn and_more(more: usize) -> String {
+    if more > 0 {
+        format!(" (and {more} more)")
+    } else {
+        String::new()
+    }
+}
+
+/// For callers that still report errors as text.
+impl From<JsonlError> for String {
+    fn from(e: JsonlError) -> String {
+        e.to_string()
+    }
+}
+
 /// Reads every non-empty line of a JSON Lines file. A line that is not JSON is an error naming the line.
 /// Integer literals beyond 64 bits (golden files carry a few) are read as `{"$int": "..."}`, the tag
 /// `vectors/GOLDEN.md` defines, instead of silently becoming floats.
-pub fn read(path: &Path) -> Result<Vec<Line>, String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn read(path: &Path) -> Result<Vec<Line>, JsonlError> {
+    let f = std::fs::File::open(path).map_err(|source| JsonlError::Io { path: path.into(), source })?;
     read_from(&path.display().to_string(), BufReader::new(f))
 }
 
 /// [`read`] over any buffered reader (bytes in memory: the trace fuzz target); `name` starts each error.
-pub fn read_from(name: &str, mut r: impl BufRead) -> Result<Vec<Line>, String> {
+pub fn read_from(name: &str, mut r: impl BufRead) -> Result<Vec<Line>, JsonlError> {
     let mut out = Vec::new();
     let mut buf = Vec::new();
     let mut no = 0;
@@ -33,20 +109,23 @@ pub fn read_from(name: &str, mut r: impl BufRead) -> Result<Vec<Line>, String> {
         let n = (&mut r)
             .take(MAX_JSONL_LINE_BYTES as u64 + 1)
             .read_until(b'\n', &mut buf)
-            .map_err(|e| format!("{name}:{no}: {e}"))?;
+            .map_err(|source| JsonlError::Read { name: name.into(), line: no, source })?;
         if n == 0 {
             break;
         }
         if buf.len() > MAX_JSONL_LINE_BYTES {
-            return Err(format!("{name}:{no}: line longer than {MAX_JSONL_LINE_BYTES} bytes"));
+            return Err(JsonlError::TooLong { name: name.into(), line: no });
         }
-        let text = std::str::from_utf8(&buf).map_err(|_| format!("{name}:{no}: not UTF-8"))?.trim();
+        let text = std::str::from_utf8(&buf).map_err(|_| JsonlError::NotUtf8 { name: name.into(), line: no })?.trim();
         if text.is_empty() {
             continue;
         }
         let wide = mooncake_wire::hash::tagged::tag_wide_integers(text);
-        let value =
-            serde_json::from_str(wide.as_deref().unwrap_or(text)).map_err(|e| format!("{name}:{no}: not JSON: {e}"))?;
+        let value = serde_json::from_str(wide.as_deref().unwrap_or(text)).map_err(|source| JsonlError::NotJson {
+            name: name.into(),
+            line: no,
+            source,
+        })?;
         out.push(Line { no, value });
     }
     Ok(out)
@@ -56,23 +135,19 @@ pub fn read_from(name: &str, mut r: impl BufRead) -> Result<Vec<Line>, String> {
 /// files are kept as given. A file in a directory that looks like JSON but is not read (`trace.json`,
 /// `x.ndjson`, `x.jsonl.gz`) is an error that names it, not silently left out; other files (READMEs, scripts)
 /// are left out.
-pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, JsonlError> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
             let mut wrong = vec![];
-            walk(p, &mut out, &mut wrong).map_err(|e| format!("{}: {e}", p.display()))?;
+            walk(p, &mut out, &mut wrong).map_err(|source| JsonlError::Io { path: p.clone(), source })?;
             if let Some(w) = wrong.first() {
-                let more = if wrong.len() > 1 { format!(" (and {} more)", wrong.len() - 1) } else { String::new() };
-                return Err(format!(
-                    "{}: not read — only *.jsonl files are read from a directory{more}; rename it to *.jsonl, or name the file itself",
-                    w.display()
-                ));
+                return Err(JsonlError::NotJsonl { path: w.clone(), more: wrong.len() - 1 });
             }
         } else if p.exists() {
             out.push(p.clone());
         } else {
-            return Err(format!("{}: no such file or directory", p.display()));
+            return Err(JsonlError::NoSuchPath(p.clone()));
         }
     }
     Ok(out)
@@ -120,14 +195,14 @@ impl Input {
         }
     }
     /// Its lines, as [`read`] reads them.
-    pub fn lines(&self) -> Result<Vec<Line>, String> {
+    pub fn lines(&self) -> Result<Vec<Line>, JsonlError> {
         match self {
             Input::File(p) => read(p),
             Input::Bundled { text, .. } => read_from(&self.name(), text.as_bytes()),
         }
     }
     /// The files given (directories expanded as [`expand`] does).
-    pub fn files(paths: &[PathBuf]) -> Result<Vec<Input>, String> {
+    pub fn files(paths: &[PathBuf]) -> Result<Vec<Input>, JsonlError> {
         Ok(expand(paths)?.into_iter().map(Input::File).collect())
     }
 }

@@ -47,6 +47,7 @@ mod golden;
 pub mod hashcmd;
 pub mod jsonl;
 pub mod keycmd;
+pub mod load_error;
 pub mod matrix;
 pub mod oracle;
 pub mod outcome;

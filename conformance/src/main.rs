@@ -932,7 +932,7 @@ fn trace_inputs(paths: &[PathBuf], allow_empty: bool) -> Result<Vec<Input>, Stri
 
 fn data_of(d: &Option<PathBuf>) -> Result<Data, String> {
     match d {
-        Some(dir) => Data::check(dir),
+        Some(dir) => Ok(Data::check(dir)?),
         None => Ok(Data::Embedded),
     }
 }
@@ -945,7 +945,11 @@ fn main() -> ExitCode {
                 Ok(d) => d,
                 Err(e) => return usage(&e),
             };
-            let inputs = if paths.is_empty() { data.traces("traces") } else { trace_inputs(&paths, opts.allow_empty) };
+            let inputs = if paths.is_empty() {
+                data.traces("traces").map_err(String::from)
+            } else {
+                trace_inputs(&paths, opts.allow_empty)
+            };
             let inputs = match inputs {
                 Ok(i) => i,
                 Err(e) => return usage(&e),
@@ -979,7 +983,7 @@ fn main() -> ExitCode {
             };
             cfg.expected = match expected {
                 Ok(e) => e,
-                Err(e) => return usage(&e),
+                Err(e) => return usage(&e.to_string()),
             };
             let files = match ReportFiles::open(&opts) {
                 Ok(f) => f,
@@ -1051,7 +1055,7 @@ fn main() -> ExitCode {
         Cmd::Vectors { paths, format, all, allow_empty } => {
             let files = match mooncake_conformance::jsonl::expand(&paths) {
                 Ok(f) => f,
-                Err(e) => return usage(&e),
+                Err(e) => return usage(&e.to_string()),
             };
             if files.is_empty() && !allow_empty {
                 let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
@@ -1107,8 +1111,12 @@ fn main() -> ExitCode {
                 Ok(d) => d,
                 Err(e) => return usage(&e),
             };
-            let inputs = if paths.is_empty() { data.traces("traces") } else { trace_inputs(&paths, false) };
-            let (inputs, scenarios) = match (inputs, data.scenarios()) {
+            let inputs = if paths.is_empty() {
+                data.traces("traces").map_err(String::from)
+            } else {
+                trace_inputs(&paths, false)
+            };
+            let (inputs, scenarios) = match (inputs, data.scenarios().map_err(String::from)) {
                 (Ok(i), Ok(s)) => (i, s),
                 (Err(e), _) | (_, Err(e)) => return usage(&e),
             };

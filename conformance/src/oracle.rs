@@ -41,22 +41,65 @@ pub struct Oracle {
     pub msgspec_version: String,
 }
 
+/// Why the msgspec oracle could not be started or asked.
+#[derive(Debug, thiserror::Error)]
+pub enum OracleError {
+    /// No Python interpreter where the test venv should be.
+    #[error("no Python test venv at {} — run ./scripts/test.sh (it creates .venv with the pinned msgspec and pyzmq), or set MOONCAKE_PYTHON", .0.display())]
+    NoVenv(PathBuf),
+    /// The interpreter could not be started.
+    #[error("starting the msgspec oracle: {0}")]
+    Spawn(std::io::Error),
+    /// The revision could not be serialised for it.
+    #[error(transparent)]
+    Revision(serde_json::Error),
+    /// Talking to it over its pipes failed.
+    #[error("oracle: {0}")]
+    Io(#[from] std::io::Error),
+    /// Its first line is not its JSON greeting.
+    #[error("oracle did not start: {source}: {line:?}")]
+    DidNotStart {
+        /// The line it printed.
+        line: String,
+        /// The parser's complaint.
+        source: serde_json::Error,
+    },
+    /// It exited before answering the whole batch.
+    #[error("the msgspec oracle exited early")]
+    ExitedEarly,
+    /// An answer is not JSON.
+    #[error("oracle answer {line:?}: {source}")]
+    Answer {
+        /// The line it printed.
+        line: String,
+        /// The parser's complaint.
+        source: serde_json::Error,
+    },
+    /// The thread writing the batch panicked.
+    #[error("oracle writer panicked")]
+    WriterPanicked,
+}
+
+/// For callers that still report errors as text (the differential fuzzer).
+impl From<OracleError> for String {
+    fn from(e: OracleError) -> String {
+        e.to_string()
+    }
+}
+
 fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace").to_path_buf()
 }
 
 /// The Python interpreter of the test venv: `$MOONCAKE_PYTHON`, else `<workspace>/.venv/bin/python`.
-pub fn python() -> Result<PathBuf, String> {
+pub fn python() -> Result<PathBuf, OracleError> {
     let p = std::env::var_os("MOONCAKE_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join(".venv/bin/python"));
     if p.exists() {
         Ok(p)
     } else {
-        Err(format!(
-            "no Python test venv at {} — run ./scripts/test.sh (it creates .venv with the pinned msgspec and pyzmq), or set MOONCAKE_PYTHON",
-            p.display()
-        ))
+        Err(OracleError::NoVenv(p))
     }
 }
 
@@ -69,27 +112,30 @@ pub fn script() -> PathBuf {
 
 impl Oracle {
     /// Starts the oracle with the struct classes of `rev`.
-    pub fn start(rev: &Revision) -> Result<Oracle, String> {
+    pub fn start(rev: &Revision) -> Result<Oracle, OracleError> {
         let mut child = Command::new(python()?)
             .arg(script())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|e| format!("starting the msgspec oracle: {e}"))?;
+            .map_err(OracleError::Spawn)?;
         let mut stdin = child.stdin.take().expect("piped");
         let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
-        let spec = serde_json::to_string(rev).map_err(|e| e.to_string())?;
-        writeln!(stdin, "{spec}").and_then(|_| stdin.flush()).map_err(|e| format!("oracle: {e}"))?;
+        let spec = serde_json::to_string(rev).map_err(OracleError::Revision)?;
+        writeln!(stdin, "{spec}").and_then(|_| stdin.flush())?;
         let mut line = String::new();
-        stdout.read_line(&mut line).map_err(|e| format!("oracle: {e}"))?;
-        let hello: J = serde_json::from_str(&line).map_err(|e| format!("oracle did not start: {e}: {line:?}"))?;
+        stdout.read_line(&mut line)?;
+        let hello: J = match serde_json::from_str(&line) {
+            Ok(h) => h,
+            Err(source) => return Err(OracleError::DidNotStart { line, source }),
+        };
         let msgspec_version = hello["msgspec"].as_str().unwrap_or("?").to_string();
         Ok(Oracle { child, stdin, stdout, msgspec_version })
     }
 
     /// Asks msgspec about a batch of (message, input) pairs.
-    pub fn ask(&mut self, batch: &[(&str, Vec<u8>)]) -> Result<Vec<Answer>, String> {
+    pub fn ask(&mut self, batch: &[(&str, Vec<u8>)]) -> Result<Vec<Answer>, OracleError> {
         let stdin = &mut self.stdin;
         let stdout = &mut self.stdout;
         std::thread::scope(|s| {
@@ -106,16 +152,16 @@ impl Oracle {
             let mut out = Vec::with_capacity(batch.len());
             let mut line = String::new();
             // On a bad answer keep reading (so the writer can finish), and report the first problem.
-            let mut first_error: Option<String> = None;
+            let mut first_error: Option<OracleError> = None;
             for _ in 0..batch.len() {
                 line.clear();
                 match stdout.read_line(&mut line) {
                     Ok(0) => {
-                        first_error.get_or_insert_with(|| "the msgspec oracle exited early".to_string());
+                        first_error.get_or_insert(OracleError::ExitedEarly);
                         break;
                     }
                     Err(e) => {
-                        first_error.get_or_insert_with(|| format!("oracle: {e}"));
+                        first_error.get_or_insert(OracleError::Io(e));
                         break;
                     }
                     Ok(_) => {}
@@ -123,7 +169,7 @@ impl Oracle {
                 let r: J = match serde_json::from_str(&line) {
                     Ok(r) => r,
                     Err(e) => {
-                        first_error.get_or_insert_with(|| format!("oracle answer {line:?}: {e}"));
+                        first_error.get_or_insert_with(|| OracleError::Answer { line: line.clone(), source: e });
                         continue;
                     }
                 };
@@ -139,11 +185,11 @@ impl Oracle {
                     }
                 });
             }
-            let written = writer.join().map_err(|_| "oracle writer panicked".to_string())?;
+            let written = writer.join().map_err(|_| OracleError::WriterPanicked)?;
             if let Some(e) = first_error {
                 return Err(e);
             }
-            written.map_err(|e| format!("oracle: {e}"))?;
+            written?;
             Ok(out)
         })
     }
@@ -192,13 +238,14 @@ pub fn disagreement(codec: &Codec, message: &str, input: &[u8], answer: &Answer,
 
 impl Oracle {
     /// `msgspec.json.schema` of a message's class.
-    pub fn schema(&mut self, message: &str) -> Result<J, String> {
-        writeln!(self.stdin, "{}", json!({"cmd": "schema", "message": message}))
-            .and_then(|_| self.stdin.flush())
-            .map_err(|e| format!("oracle: {e}"))?;
+    pub fn schema(&mut self, message: &str) -> Result<J, OracleError> {
+        writeln!(self.stdin, "{}", json!({"cmd": "schema", "message": message})).and_then(|_| self.stdin.flush())?;
         let mut line = String::new();
-        self.stdout.read_line(&mut line).map_err(|e| format!("oracle: {e}"))?;
-        let r: J = serde_json::from_str(&line).map_err(|e| format!("oracle answer {line:?}: {e}"))?;
+        self.stdout.read_line(&mut line)?;
+        let r: J = match serde_json::from_str(&line) {
+            Ok(r) => r,
+            Err(source) => return Err(OracleError::Answer { line, source }),
+        };
         Ok(r["schema"].clone())
     }
 }

@@ -45,6 +45,27 @@ impl From<String> for CmdError {
     }
 }
 
+/// An unreadable input file is bad input.
+impl From<crate::jsonl::JsonlError> for CmdError {
+    fn from(e: crate::jsonl::JsonlError) -> CmdError {
+        CmdError::usage(e.to_string())
+    }
+}
+
+/// A file that is not a valid trace is bad input.
+impl From<crate::trace::TraceError> for CmdError {
+    fn from(e: crate::trace::TraceError) -> CmdError {
+        CmdError::usage(e.to_string())
+    }
+}
+
+/// A data file that cannot be loaded is bad input.
+impl From<crate::load_error::LoadError> for CmdError {
+    fn from(e: crate::load_error::LoadError) -> CmdError {
+        CmdError::usage(e.to_string())
+    }
+}
+
 impl std::fmt::Display for CmdError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)

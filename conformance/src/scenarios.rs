@@ -9,6 +9,9 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::load_error::LoadError;
+pub use crate::load_error::ScenariosError;
+
 /// The model the traces were recorded with (`[model]`): what sizes a case's KV caches.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -203,22 +206,23 @@ pub const FORMAT: &str = "mooncake-conformance-scenarios/1";
 
 impl Scenarios {
     /// Reads and parses the file at `path` (errors name it).
-    pub fn load(path: &Path) -> Result<Scenarios, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    pub fn load(path: &Path) -> Result<Scenarios, LoadError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read { name: name.clone(), source })?;
+        Self::parse(&text).map_err(|source| LoadError::Scenarios { name, source })
     }
     /// Parses a scenarios file's text; an unknown key or another `format` is an error.
-    pub fn parse(text: &str) -> Result<Scenarios, String> {
-        let s: Scenarios = toml::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<Scenarios, ScenariosError> {
+        let s: Scenarios = toml::from_str(text)?;
         if s.format != FORMAT {
-            return Err(format!("format {:?}, expected {FORMAT:?}", s.format));
+            return Err(ScenariosError::Format { found: s.format, expected: FORMAT });
         }
         Ok(s)
     }
     /// `text` (a `--scenarios` file) over these scenarios: its `[scenario.NAME]` entries are added, replacing
     /// an entry of the same name; its `[model]`, when it has one, replaces the model. `format` may be left out
     /// (a file holding just the entry a `CASE-SETUP` finding prints is enough).
-    pub fn overlay(mut self, text: &str) -> Result<Scenarios, String> {
+    pub fn overlay(mut self, text: &str) -> Result<Scenarios, ScenariosError> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Overlay {
@@ -229,9 +233,9 @@ impl Scenarios {
             #[serde(default)]
             scenario: BTreeMap<String, Scenario>,
         }
-        let o: Overlay = toml::from_str(text).map_err(|e| e.to_string())?;
+        let o: Overlay = toml::from_str(text)?;
         if let Some(f) = o.format.filter(|f| f != FORMAT) {
-            return Err(format!("format {f:?}, expected {FORMAT:?}"));
+            return Err(ScenariosError::Format { found: f, expected: FORMAT });
         }
         if let Some(m) = o.model {
             self.model = m;
@@ -240,9 +244,10 @@ impl Scenarios {
         Ok(self)
     }
     /// [`Scenarios::overlay`] with a file.
-    pub fn overlay_file(self, path: &Path) -> Result<Scenarios, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("--scenarios {}: {e}", path.display()))?;
-        self.overlay(&text).map_err(|e| format!("--scenarios {}: {e}", path.display()))
+    pub fn overlay_file(self, path: &Path) -> Result<Scenarios, LoadError> {
+        let name = format!("--scenarios {}", path.display());
+        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read { name: name.clone(), source })?;
+        self.overlay(&text).map_err(|source| LoadError::Scenarios { name, source })
     }
 }
 

@@ -14,9 +14,100 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use mooncake_wire::spec::{Revision, Spec};
+use mooncake_wire::spec::{ResolveError, Revision, Spec, SpecError};
 
 use crate::outcome::CmdError;
+
+/// Why a spec side (`FILE`, `DIR`, `git:REF`, a revision name, each with an optional `#REVISION`) gives no
+/// revision; the texts name the side, file or git command.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecSourceError {
+    /// The spec files do not load.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// A name the built-in spec does not resolve.
+    #[error("{0} (or give a spec file, a directory or git:REF)")]
+    Builtin(ResolveError),
+    /// `#REVISION` does not resolve in the spec given.
+    #[error("{arg}: {source}")]
+    Pick {
+        /// The side as given.
+        arg: String,
+        /// Why it does not resolve.
+        source: ResolveError,
+    },
+    /// `SRC#REVISION` where SRC is neither a directory nor `git:REF`.
+    #[error("{arg}: `{src}` is neither a directory nor a git:REF")]
+    NotASpecSource {
+        /// The side as given.
+        arg: String,
+        /// The part before `#`.
+        src: String,
+    },
+    /// The spec has no push family (and more than one family).
+    #[error("{0}: no push family (say which revision with `#REVISION`)")]
+    NoPushFamily(String),
+    /// A file or directory cannot be read.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A spec file is not TOML.
+    #[error("{}: {source}", path.display())]
+    Toml {
+        /// The file.
+        path: PathBuf,
+        /// The parser's complaint.
+        source: toml::de::Error,
+    },
+    /// A spec file has no `revision` key (and no `#REVISION` was given).
+    #[error("{}: no `revision` key", .0.display())]
+    NoRevisionKey(PathBuf),
+    /// Neither the file's directory alone nor with the built-in spec loads.
+    #[error("{own} (and with the built-in spec: {source})")]
+    WithBuiltin {
+        /// Why the directory alone does not load.
+        own: SpecError,
+        /// Why it does not load with the built-in spec either.
+        source: SpecError,
+    },
+    /// The revision named is not defined.
+    #[error("{}: revision `{name}` not found", path.display())]
+    RevisionNotFound {
+        /// The file.
+        path: PathBuf,
+        /// The revision.
+        name: String,
+    },
+    /// `git` could not be run.
+    #[error("running git: {0}")]
+    RunningGit(std::io::Error),
+    /// A `git` command failed.
+    #[error("git {args}: {stderr}")]
+    Git {
+        /// Its arguments, space-separated.
+        args: String,
+        /// What it printed on stderr, trimmed.
+        stderr: String,
+    },
+    /// `git:REF` names no commit.
+    #[error("git:{0}: no such commit")]
+    NoSuchCommit(String),
+    /// A spec file at `git:REF` is not UTF-8.
+    #[error("{path}: {source}")]
+    NotUtf8 {
+        /// Its path in the repository.
+        path: String,
+        /// The decoder's complaint.
+        source: std::string::FromUtf8Error,
+    },
+    /// `git:REF` has no spec files under `spec/`.
+    #[error("git:{0}: no spec files under spec/")]
+    NoSpecFiles(String),
+}
 
 /// Resolves one side to a revision; the error says why, for a usage error (exit 2).
 pub fn resolve(arg: &str) -> Result<Arc<Revision>, String> {
@@ -32,10 +123,10 @@ pub fn resolve_with(arg: &str, python: &str) -> Result<Arc<Revision>, CmdError> 
             .map(|d| d.revision)
             .map_err(|e| CmdError { kind: e.kind, message: format!("{arg}: {}", e.message) });
     }
-    resolve_spec(arg).map_err(CmdError::usage)
+    resolve_spec(arg).map_err(|e| CmdError::usage(e.to_string()))
 }
 
-fn resolve_spec(arg: &str) -> Result<Arc<Revision>, String> {
+fn resolve_spec(arg: &str) -> Result<Arc<Revision>, SpecSourceError> {
     let (src, pick) = match arg.rsplit_once('#') {
         Some((s, p)) if !p.is_empty() => (s, Some(p)),
         _ => (arg, None),
@@ -46,45 +137,42 @@ fn resolve_spec(arg: &str) -> Result<Arc<Revision>, String> {
     }
     let path = Path::new(src);
     if path.is_dir() {
-        let spec = Spec::load_dir(path).map_err(|e| e.to_string())?;
+        let spec = Spec::load_dir(path)?;
         return select(&spec, pick, arg);
     }
     if path.is_file() {
         return file_revision(path, pick);
     }
     if pick.is_some() {
-        return Err(format!("{arg}: `{src}` is neither a directory nor a git:REF"));
+        return Err(SpecSourceError::NotASpecSource { arg: arg.into(), src: src.into() });
     }
-    Spec::builtin()
-        .resolve(arg)
-        .map(|r| r.revision)
-        .map_err(|e| format!("{e} (or give a spec file, a directory or git:REF)"))
+    Spec::builtin().resolve(arg).map(|r| r.revision).map_err(SpecSourceError::Builtin)
 }
 
 /// The named revision, or the newest of the push family (or of the only family).
-fn select(spec: &Spec, pick: Option<&str>, arg: &str) -> Result<Arc<Revision>, String> {
+fn select(spec: &Spec, pick: Option<&str>, arg: &str) -> Result<Arc<Revision>, SpecSourceError> {
     if let Some(p) = pick {
-        return spec.resolve(p).map(|r| r.revision).map_err(|e| format!("{arg}: {e}"));
+        return spec.resolve(p).map(|r| r.revision).map_err(|source| SpecSourceError::Pick { arg: arg.into(), source });
     }
     let fam = spec.family("push").or(if spec.families.len() == 1 { spec.families.first() } else { None });
-    fam.and_then(|f| f.newest())
-        .cloned()
-        .ok_or_else(|| format!("{arg}: no push family (say which revision with `#REVISION`)"))
+    fam.and_then(|f| f.newest()).cloned().ok_or_else(|| SpecSourceError::NoPushFamily(arg.into()))
 }
 
 /// The revision a file defines. Its directory's other spec files come along (a derived file needs its base);
 /// if those do not resolve on their own, the built-in spec fills in, overridden by the directory's files.
-fn file_revision(path: &Path, pick: Option<&str>) -> Result<Arc<Revision>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let table: toml::Table = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+fn file_revision(path: &Path, pick: Option<&str>) -> Result<Arc<Revision>, SpecSourceError> {
+    let io = |source| SpecSourceError::Io { path: path.into(), source };
+    let text = std::fs::read_to_string(path).map_err(io)?;
+    let table: toml::Table =
+        toml::from_str(&text).map_err(|source| SpecSourceError::Toml { path: path.into(), source })?;
     let name = pick
         .map(str::to_string)
         .or_else(|| table.get("revision").and_then(|v| v.as_str()).map(str::to_string))
-        .ok_or_else(|| format!("{}: no `revision` key", path.display()))?;
+        .ok_or_else(|| SpecSourceError::NoRevisionKey(path.into()))?;
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let me = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let me = std::fs::canonicalize(path).map_err(io)?;
     let mut local: Vec<(String, String)> = vec![];
-    for e in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?.flatten() {
+    for e in std::fs::read_dir(dir).map_err(|source| SpecSourceError::Io { path: dir.into(), source })?.flatten() {
         let p = e.path();
         if p.extension().and_then(|x| x.to_str()) == Some("toml")
             && std::fs::canonicalize(&p).ok().as_ref() != Some(&me)
@@ -111,40 +199,46 @@ fn file_revision(path: &Path, pick: Option<&str>) -> Result<Arc<Revision>, Strin
                 .map(|(p, t)| (format!("(built-in) {p}"), t.to_string()))
                 .collect();
             files.extend(local);
-            Spec::from_files(files).map_err(|e| match first {
-                Err(f) => format!("{f} (and with the built-in spec: {e})"),
-                Ok(_) => e.to_string(),
+            Spec::from_files(files).map_err(|source| match first {
+                Err(own) => SpecSourceError::WithBuiltin { own, source },
+                Ok(_) => SpecSourceError::Spec(source),
             })?
         }
     };
-    spec.revision(&name).cloned().ok_or_else(|| format!("{}: revision `{name}` not found", path.display()))
+    spec.revision(&name).cloned().ok_or_else(|| SpecSourceError::RevisionNotFound { path: path.into(), name })
 }
 
-fn git(top: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
-    let out = Command::new("git").arg("-C").arg(top).args(args).output().map_err(|e| format!("running git: {e}"))?;
+fn git(top: &Path, args: &[&str]) -> Result<Vec<u8>, SpecSourceError> {
+    let out = Command::new("git").arg("-C").arg(top).args(args).output().map_err(SpecSourceError::RunningGit)?;
     if !out.status.success() {
-        return Err(format!("git {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+        return Err(SpecSourceError::Git {
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     Ok(out.stdout)
 }
 
 /// `spec/` of the repository the current directory is in, at `reference`.
-fn git_spec(reference: &str) -> Result<Spec, String> {
+fn git_spec(reference: &str) -> Result<Spec, SpecSourceError> {
     let top = git(Path::new("."), &["rev-parse", "--show-toplevel"])?;
     let top = PathBuf::from(String::from_utf8_lossy(&top).trim());
     git(&top, &["rev-parse", "--verify", "--quiet", &format!("{reference}^{{commit}}")])
-        .map_err(|_| format!("git:{reference}: no such commit"))?;
+        .map_err(|_| SpecSourceError::NoSuchCommit(reference.into()))?;
     let list = git(&top, &["ls-tree", "-r", "-z", "--name-only", reference, "--", "spec"])?;
     let mut files = vec![];
     for p in list.split(|b| *b == 0).filter(|p| !p.is_empty()) {
         let p = String::from_utf8_lossy(p).to_string();
         if p.ends_with(".toml") {
             let text = git(&top, &["show", &format!("{reference}:{p}")])?;
-            files.push((format!("git:{reference}:{p}"), String::from_utf8(text).map_err(|e| format!("{p}: {e}"))?));
+            files.push((
+                format!("git:{reference}:{p}"),
+                String::from_utf8(text).map_err(|source| SpecSourceError::NotUtf8 { path: p.clone(), source })?,
+            ));
         }
     }
     if files.is_empty() {
-        return Err(format!("git:{reference}: no spec files under spec/"));
+        return Err(SpecSourceError::NoSpecFiles(reference.into()));
     }
-    Spec::from_files(files).map_err(|e| e.to_string())
+    Ok(Spec::from_files(files)?)
 }

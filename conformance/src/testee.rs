@@ -37,8 +37,8 @@ impl TesteeSpec {
     }
 
     /// The program and arguments to run, and the faults to add to its start configs.
-    fn argv(&self) -> Result<(Vec<String>, Vec<String>), String> {
-        let builtin = || -> Result<Vec<String>, String> {
+    fn argv(&self) -> Result<(Vec<String>, Vec<String>), TesteeCommandError> {
+        let builtin = || -> Result<Vec<String>, TesteeCommandError> {
             let peer = builtin_peer()?;
             Ok(vec![peer.to_string_lossy().into_owned(), "--log".into(), "error".into(), "testee".into()])
         };
@@ -53,15 +53,57 @@ impl TesteeSpec {
 /// The reference peer's program name.
 const PEER: &str = "mooncake-peer";
 
+/// Why a testee cannot be launched as asked (`--testee`, the built-in peer, `--testee-log`): bad usage.
+#[derive(Debug, thiserror::Error)]
+pub enum TesteeCommandError {
+    /// The built-in peer is neither next to this program nor on PATH.
+    #[error(
+        "the built-in testee `{PEER}` was not found: not next to this program ({}) nor on PATH. Build it with \
+         `cargo build -p mooncake-reference` (or install it with `cargo install --path reference-impl`), or \
+         name a testee with --testee",
+        if next_to.is_empty() { "its location is unknown".to_string() } else { next_to.join(", ") }
+    )]
+    PeerNotFound {
+        /// The directories next to this program that were searched.
+        next_to: Vec<String>,
+    },
+    /// `--testee` does not split as a shell would (an unclosed quote).
+    #[error("--testee `{cmd}`: {source}")]
+    BadCommand {
+        /// The command line.
+        cmd: String,
+        /// Why it does not split.
+        source: shell_words::ParseError,
+    },
+    /// `--testee` is empty.
+    #[error("--testee: an empty command")]
+    EmptyCommand,
+    /// A `--testee-log` file cannot be created.
+    #[error("{}: {source}", path.display())]
+    LogFile {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+/// For callers that report errors as text.
+impl From<TesteeCommandError> for String {
+    fn from(e: TesteeCommandError) -> String {
+        e.to_string()
+    }
+}
+
 /// The built-in testee's program: `mooncake-peer` next to this program (in cargo's target directory also
 /// from a test binary in `deps/`), else on PATH. The error names where it looked and how to get it.
-pub fn builtin_peer() -> Result<PathBuf, String> {
+pub fn builtin_peer() -> Result<PathBuf, TesteeCommandError> {
     let exe = std::env::current_exe().ok();
     builtin_peer_from(exe.as_deref(), std::env::var_os("PATH").as_deref())
 }
 
 /// [`builtin_peer`] for a given program path and PATH value.
-fn builtin_peer_from(exe: Option<&Path>, path: Option<&std::ffi::OsStr>) -> Result<PathBuf, String> {
+fn builtin_peer_from(exe: Option<&Path>, path: Option<&std::ffi::OsStr>) -> Result<PathBuf, TesteeCommandError> {
     let name = format!("{PEER}{}", std::env::consts::EXE_SUFFIX);
     let mut dirs: Vec<PathBuf> = vec![];
     if let Some(dir) = exe.and_then(Path::parent) {
@@ -75,19 +117,14 @@ fn builtin_peer_from(exe: Option<&Path>, path: Option<&std::ffi::OsStr>) -> Resu
     if let Some(found) = dirs.iter().map(|d| d.join(&name)).find(|p| p.is_file()) {
         return Ok(found);
     }
-    Err(format!(
-        "the built-in testee `{PEER}` was not found: not next to this program ({}) nor on PATH. Build it with \
-         `cargo build -p mooncake-reference` (or install it with `cargo install --path reference-impl`), or \
-         name a testee with --testee",
-        if next_to.is_empty() { "its location is unknown".to_string() } else { next_to.join(", ") }
-    ))
+    Err(TesteeCommandError::PeerNotFound { next_to })
 }
 
 /// A testee command line as a shell would split it (quotes and backslashes), without running a shell.
-pub fn split_command(cmd: &str) -> Result<Vec<String>, String> {
-    let argv = shell_words::split(cmd).map_err(|e| format!("--testee `{cmd}`: {e}"))?;
+pub fn split_command(cmd: &str) -> Result<Vec<String>, TesteeCommandError> {
+    let argv = shell_words::split(cmd).map_err(|source| TesteeCommandError::BadCommand { cmd: cmd.into(), source })?;
     if argv.is_empty() {
-        return Err("--testee: an empty command".into());
+        return Err(TesteeCommandError::EmptyCommand);
     }
     Ok(argv)
 }
@@ -112,8 +149,9 @@ const TAIL_LINES: usize = 200;
 
 impl TesteeLog {
     /// A log that also writes every line to `file` (created or truncated).
-    pub fn to_file(file: &std::path::Path) -> Result<TesteeLog, String> {
-        let f = std::fs::File::create(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    pub fn to_file(file: &std::path::Path) -> Result<TesteeLog, TesteeCommandError> {
+        let f = std::fs::File::create(file)
+            .map_err(|source| TesteeCommandError::LogFile { path: file.to_path_buf(), source })?;
         let log = TesteeLog::default();
         log.0.lock().expect("log").file = Some(f);
         Ok(log)
@@ -228,7 +266,7 @@ impl Testee {
     /// Starts a testee; a process's standard error goes to `log` (a log of its own when `None`).
     pub async fn start_logged(spec: &TesteeSpec, log: Option<&TesteeLog>) -> Result<(Testee, Hello), StartError> {
         let usage = |message: String| StartError { environment: false, message };
-        let (argv, faults) = spec.argv().map_err(usage)?;
+        let (argv, faults) = spec.argv().map_err(|e| usage(e.to_string()))?;
         let cmd = &spec.describe();
         let log = log.cloned().unwrap_or_default();
         let mut child = Process::new(&argv[0])
@@ -396,6 +434,8 @@ mod tests {
     fn a_missing_builtin_peer_says_where_it_looked_and_how_to_build_it() {
         let d = dir_with("missing", &["deps/run-0123"]);
         let e = builtin_peer_from(Some(&d.join("deps/run-0123")), Some(std::ffi::OsStr::new(""))).unwrap_err();
+        assert!(matches!(&e, TesteeCommandError::PeerNotFound { next_to } if next_to.len() == 2), "{e}");
+        let e = e.to_string();
         assert!(e.contains(&d.join("deps").display().to_string()) && e.contains(&d.display().to_string()), "{e}");
         assert!(e.contains("nor on PATH"), "{e}");
         assert!(e.contains("cargo build -p mooncake-reference"), "{e}");

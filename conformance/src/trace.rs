@@ -108,14 +108,14 @@ impl Header {
         !self.unobserved.iter().any(|u| u == what)
     }
     /// `unobserved` names only known items, and their values are empty.
-    fn check_unobserved(&self) -> Result<(), String> {
+    fn check_unobserved(&self) -> Result<(), UnobservedError> {
         for u in &self.unobserved {
             if !UNOBSERVABLE.contains(&u.as_str()) {
-                return Err(format!("unobserved: {u:?} is none of {UNOBSERVABLE:?}"));
+                return Err(UnobservedError::Unknown(u.clone()));
             }
         }
         if !self.observed("transfer_engine_calls") && !self.transfer_engine_calls.is_empty() {
-            return Err("unobserved names transfer_engine_calls, but the header lists some".into());
+            return Err(UnobservedError::EngineCalls);
         }
         let empty = match &self.observed_outcome {
             J::Null => true,
@@ -123,7 +123,7 @@ impl Header {
             _ => false,
         };
         if !self.observed("observed_outcome") && !empty {
-            return Err("unobserved names observed_outcome, but the header has one".into());
+            return Err(UnobservedError::Outcome);
         }
         Ok(())
     }
@@ -271,59 +271,200 @@ struct RawHttp {
 /// The header's `format` of a trace.
 pub const FORMAT: &str = "mooncake-trace";
 
+/// A header's `unobserved` list that does not hold together.
+#[derive(Debug, thiserror::Error)]
+pub enum UnobservedError {
+    /// It names an item that is not one of [`UNOBSERVABLE`].
+    #[error("unobserved: {0:?} is none of {UNOBSERVABLE:?}")]
+    Unknown(String),
+    /// It names `transfer_engine_calls`, yet the header lists some.
+    #[error("unobserved names transfer_engine_calls, but the header lists some")]
+    EngineCalls,
+    /// It names `observed_outcome`, yet the header has one.
+    #[error("unobserved names observed_outcome, but the header has one")]
+    Outcome,
+}
+
+/// Why a file is not a valid trace; every text names the file and, past reading, the line.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// The file cannot be read as JSON lines.
+    #[error(transparent)]
+    Read(#[from] jsonl::JsonlError),
+    /// The file has no lines.
+    #[error("{path}: an empty file, not a trace (its first line must be the trace header)")]
+    Empty {
+        /// The file.
+        path: String,
+    },
+    /// The header's `format` is another one.
+    #[error(
+        "{path}:{line}: not a trace: the header's format is `{format}`, expected `{FORMAT}`{}",
+        vector_hint(format)
+    )]
+    NotATrace {
+        /// The file.
+        path: String,
+        /// The header's line.
+        line: usize,
+        /// The header's format.
+        format: String,
+    },
+    /// The header does not parse.
+    #[error("{path}:{line}: header: {source}")]
+    Header {
+        /// The file.
+        path: String,
+        /// The header's line.
+        line: usize,
+        /// The parser's complaint.
+        source: serde_json::Error,
+    },
+    /// The header's `format_version` is not 1.
+    #[error("{path}:{line}: header: format_version {version} is not supported (1)")]
+    FormatVersion {
+        /// The file.
+        path: String,
+        /// The header's line.
+        line: usize,
+        /// The version found.
+        version: u32,
+    },
+    /// The header's `unobserved` list does not hold together.
+    #[error("{path}:{line}: header: {source}")]
+    Unobserved {
+        /// The file.
+        path: String,
+        /// The header's line.
+        line: usize,
+        /// What is wrong.
+        source: UnobservedError,
+    },
+    /// An event does not parse.
+    #[error("{path}:{line}: {kind} event: {source}")]
+    Event {
+        /// The file.
+        path: String,
+        /// The event's line.
+        line: usize,
+        /// `zmq` or `http`.
+        kind: &'static str,
+        /// The parser's complaint.
+        source: serde_json::Error,
+    },
+    /// A ZMQ frame is not hex.
+    #[error("{path}:{line}: frames[{index}]: not hex: {source}")]
+    FrameHex {
+        /// The file.
+        path: String,
+        /// The event's line.
+        line: usize,
+        /// The frame's index.
+        index: usize,
+        /// The decoder's complaint.
+        source: hex::FromHexError,
+    },
+    /// An event's `kind` is neither `zmq` nor `http`.
+    #[error("{path}:{line}: kind: {kind:?} is neither \"zmq\" nor \"http\"")]
+    Kind {
+        /// The file.
+        path: String,
+        /// The event's line.
+        line: usize,
+        /// The kind found.
+        kind: String,
+    },
+    /// An event's `seq` does not increase.
+    #[error("{path}:{line}: seq: {seq} does not increase (previous {previous})")]
+    Seq {
+        /// The file.
+        path: String,
+        /// The event's line.
+        line: usize,
+        /// Its seq.
+        seq: u64,
+        /// The previous event's seq.
+        previous: u64,
+    },
+}
+
+fn vector_hint(format: &str) -> &'static str {
+    if format.starts_with("mooncake-vectors") || format.starts_with("mooncake-golden") {
+        " (a vector file: check it with `vectors`)"
+    } else {
+        ""
+    }
+}
+
+/// For callers that still report errors as text.
+impl From<TraceError> for String {
+    fn from(e: TraceError) -> String {
+        e.to_string()
+    }
+}
+
 impl Trace {
     /// Reads and parses the trace file at `path`; the error names the file, line and field.
-    pub fn load(path: &Path) -> Result<Trace, String> {
+    pub fn load(path: &Path) -> Result<Trace, TraceError> {
         let lines = jsonl::read(path)?;
         Self::from_lines(&path.display().to_string(), lines)
     }
 
     /// A trace on disk or bundled into the binary.
-    pub fn load_input(input: &jsonl::Input) -> Result<Trace, String> {
+    pub fn load_input(input: &jsonl::Input) -> Result<Trace, TraceError> {
         Self::from_lines(&input.name(), input.lines()?)
     }
 
     /// Parses a trace from its JSON lines (`path` names it in errors): the header, then the events, whose `seq`
     /// must increase.
-    pub fn from_lines(path: &str, lines: Vec<jsonl::Line>) -> Result<Trace, String> {
+    pub fn from_lines(path: &str, lines: Vec<jsonl::Line>) -> Result<Trace, TraceError> {
         let mut it = lines.into_iter();
-        let first = it
-            .next()
-            .ok_or_else(|| format!("{path}: an empty file, not a trace (its first line must be the trace header)"))?;
+        let first = it.next().ok_or_else(|| TraceError::Empty { path: path.into() })?;
         let header_format = first.value.get("format").and_then(J::as_str).map(String::from);
         if let Some(f) = header_format.as_deref().filter(|f| *f != FORMAT) {
-            let hint = if f.starts_with("mooncake-vectors") || f.starts_with("mooncake-golden") {
-                " (a vector file: check it with `vectors`)"
-            } else {
-                ""
-            };
-            return Err(format!(
-                "{path}:{}: not a trace: the header's format is `{f}`, expected `{FORMAT}`{hint}",
-                first.no
-            ));
+            return Err(TraceError::NotATrace { path: path.into(), line: first.no, format: f.into() });
         }
-        let header: Header =
-            serde_json::from_value(first.value).map_err(|e| format!("{path}:{}: header: {e}", first.no))?;
+        let header: Header = serde_json::from_value(first.value).map_err(|source| TraceError::Header {
+            path: path.into(),
+            line: first.no,
+            source,
+        })?;
         if header.format_version != 1 {
-            return Err(format!(
-                "{path}:{}: header: format_version {} is not supported (1)",
-                first.no, header.format_version
-            ));
+            return Err(TraceError::FormatVersion {
+                path: path.into(),
+                line: first.no,
+                version: header.format_version,
+            });
         }
-        header.check_unobserved().map_err(|e| format!("{path}:{}: header: {e}", first.no))?;
+        header.check_unobserved().map_err(|source| TraceError::Unobserved {
+            path: path.into(),
+            line: first.no,
+            source,
+        })?;
         let mut events = Vec::new();
         let mut last_seq = 0;
         for l in it {
             let kind = l.value.get("kind").and_then(J::as_str).unwrap_or("").to_string();
             let ev = match kind.as_str() {
                 "zmq" => {
-                    let r: RawZmq =
-                        serde_json::from_value(l.value).map_err(|e| format!("{path}:{}: zmq event: {e}", l.no))?;
+                    let r: RawZmq = serde_json::from_value(l.value).map_err(|source| TraceError::Event {
+                        path: path.into(),
+                        line: l.no,
+                        kind: "zmq",
+                        source,
+                    })?;
                     let frames = r
                         .frames
                         .iter()
                         .enumerate()
-                        .map(|(i, f)| hex::decode(f).map_err(|e| format!("{path}:{}: frames[{i}]: not hex: {e}", l.no)))
+                        .map(|(index, f)| {
+                            hex::decode(f).map_err(|source| TraceError::FrameHex {
+                                path: path.into(),
+                                line: l.no,
+                                index,
+                                source,
+                            })
+                        })
                         .collect::<Result<_, _>>()?;
                     Event::Zmq(ZmqEvent {
                         seq: r.seq,
@@ -340,8 +481,12 @@ impl Trace {
                     })
                 }
                 "http" => {
-                    let r: RawHttp =
-                        serde_json::from_value(l.value).map_err(|e| format!("{path}:{}: http event: {e}", l.no))?;
+                    let r: RawHttp = serde_json::from_value(l.value).map_err(|source| TraceError::Event {
+                        path: path.into(),
+                        line: l.no,
+                        kind: "http",
+                        source,
+                    })?;
                     Event::Http(HttpEvent {
                         seq: r.seq,
                         line: l.no,
@@ -354,10 +499,10 @@ impl Trace {
                         body_raw: r.body_raw,
                     })
                 }
-                other => return Err(format!("{path}:{}: kind: {other:?} is neither \"zmq\" nor \"http\"", l.no)),
+                other => return Err(TraceError::Kind { path: path.into(), line: l.no, kind: other.into() }),
             };
             if ev.seq() <= last_seq {
-                return Err(format!("{path}:{}: seq: {} does not increase (previous {last_seq})", l.no, ev.seq()));
+                return Err(TraceError::Seq { path: path.into(), line: l.no, seq: ev.seq(), previous: last_seq });
             }
             last_seq = ev.seq();
             events.push(ev);
@@ -401,7 +546,7 @@ mod tests {
 
     fn parse(header: &str) -> Result<Trace, String> {
         let lines = vec![crate::jsonl::Line { no: 1, value: serde_json::from_str(header).unwrap() }];
-        Trace::from_lines("t.jsonl", lines)
+        Trace::from_lines("t.jsonl", lines).map_err(|e| e.to_string())
     }
 
     #[test]

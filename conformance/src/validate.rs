@@ -33,7 +33,13 @@ pub fn validate_input(input: &crate::jsonl::Input) -> TraceReport {
             zmq_payloads: 0,
             http_events: 0,
             unobserved: vec![],
-            findings: vec![Finding { check: CheckId::TraceFormat, seq: None, line: None, message: None, detail: e }],
+            findings: vec![Finding {
+                check: CheckId::TraceFormat,
+                seq: None,
+                line: None,
+                message: None,
+                detail: e.to_string(),
+            }],
         },
     }
 }

@@ -51,7 +51,7 @@ pub fn check_file(path: &Path) -> FileReport {
     let lines = match jsonl::read(path) {
         Ok(l) => l,
         Err(e) => {
-            rep.not_checked = Some(e);
+            rep.not_checked = Some(e.to_string());
             rep.bad_input = true;
             return rep;
         }

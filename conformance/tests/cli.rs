@@ -6,7 +6,11 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use mooncake_conformance::{jsonl, trace::Trace, validate};
+use mooncake_conformance::{
+    jsonl,
+    trace::{Trace, TraceError},
+    validate,
+};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_mooncake-conformance"))
@@ -191,10 +195,14 @@ fn malformed_traces_name_the_line_and_field() {
     let p = dir.join("bad.jsonl");
     std::fs::write(&p, lines.join("\n")).unwrap();
     let err = Trace::load(&p).unwrap_err();
+    assert!(matches!(err, TraceError::FrameHex { line: 6, index: 0, .. }), "{err}");
+    let err = err.to_string();
     assert!(err.contains(":6:") && err.contains("frames[0]") && err.contains("not hex"), "{err}");
     lines[5] = "{\"seq\": 1, \"kind\": \"zmq\"}".into();
     std::fs::write(&p, lines.join("\n")).unwrap();
     let err = Trace::load(&p).unwrap_err();
+    assert!(matches!(err, TraceError::Event { line: 6, kind: "zmq", .. }), "{err}");
+    let err = err.to_string();
     assert!(err.contains(":6:") && err.contains("missing field"), "{err}");
     // A file that is not a well-formed trace is bad input (exit 2), as it is for `run`; the report still
     // names the line and field.

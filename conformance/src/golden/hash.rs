@@ -4,7 +4,7 @@ use serde_json::{json, Value as J};
 
 use mooncake_wire::hash::{self, tagged};
 
-use super::Checker;
+use super::{Checker, GoldenError, InputError};
 
 /// The checker for a fully qualified vLLM function name, if we implement it.
 pub(crate) fn checker(function: &str) -> Option<Checker> {
@@ -18,25 +18,25 @@ pub(crate) fn checker(function: &str) -> Option<Checker> {
 }
 
 /// The `{digest, hashed_utf8, hashed_hex}` output of `hash_factors` for a Python value.
-fn factors_output(items: &hash::PyValue) -> Result<J, String> {
-    let h = hash::hash_factors(items).map_err(|e| e.to_string())?;
+fn factors_output(items: &hash::PyValue) -> Result<J, GoldenError> {
+    let h = hash::hash_factors(items).map_err(GoldenError::ours)?;
     Ok(json!({ "digest": h.digest, "hashed_utf8": h.hashed, "hashed_hex": hex::encode(h.hashed.as_bytes()) }))
 }
 
 /// `hash_factors({items})` with the GOLDEN.md value tags.
-fn hash_factors(_header: &J, input: &J) -> Result<J, String> {
-    let items = input.get("items").ok_or("input has no `items`")?;
-    factors_output(&tagged::from_tagged_json(items).map_err(|e| e.to_string())?)
+fn hash_factors(_header: &J, input: &J) -> Result<J, GoldenError> {
+    let items = input.get("items").ok_or_else(|| InputError::Missing("items".into()))?;
+    factors_output(&tagged::from_tagged_json(items).map_err(GoldenError::ours)?)
 }
 
 /// `compute_nixl_compatibility_hash` of the release in the header, from the config attributes it reads.
-fn nixl_compatibility_hash(header: &J, input: &J) -> Result<J, String> {
-    let release = header.get("vllm_version").and_then(J::as_str).ok_or("header has no vllm_version")?;
-    let set = hash::compat::NixlFactorSet::for_release(release)
-        .ok_or_else(|| format!("no NIXL factor set for vLLM {release}"))?;
-    let cfg: hash::compat::NixlConfig = serde_json::from_value(input.clone()).map_err(|e| format!("input: {e}"))?;
-    let factors = set.factors(&cfg, release).map_err(|e| e.to_string())?;
-    let h = hash::hash_factors(&factors).map_err(|e| e.to_string())?;
+fn nixl_compatibility_hash(header: &J, input: &J) -> Result<J, GoldenError> {
+    let release = header.get("vllm_version").and_then(J::as_str).ok_or(InputError::NoVersion)?;
+    let set =
+        hash::compat::NixlFactorSet::for_release(release).ok_or_else(|| InputError::NoFactorSet(release.into()))?;
+    let cfg: hash::compat::NixlConfig = serde_json::from_value(input.clone()).map_err(InputError::Decode)?;
+    let factors = set.factors(&cfg, release).map_err(GoldenError::ours)?;
+    let h = hash::hash_factors(&factors).map_err(GoldenError::ours)?;
     Ok(
         json!({ "hash": h.digest, "factors": tagged::to_output_json(&factors), "hash_factors_of_factors": factors_output(&factors)? }),
     )

@@ -9,7 +9,7 @@ use mooncake_wire::plan::{
 };
 use serde_json::{json, Value as J};
 
-use super::Checker;
+use super::{Checker, GoldenError};
 
 const MC: &str = "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector.";
 const WORKER: &str =
@@ -45,78 +45,132 @@ pub(crate) fn checker(function: &str) -> Option<Checker> {
 
 // ---- JSON input helpers (a malformed input is reported as such, never as vLLM's behaviour) ----
 
-fn field<'a>(v: &'a J, k: &str) -> Result<&'a J, String> {
-    v.get(k).ok_or_else(|| format!("bad input: missing `{k}`"))
+/// A malformed planning case (its input or the file's header); every text starts `bad input:` or `header:`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BadInput {
+    /// A field is absent.
+    #[error("bad input: missing `{0}`")]
+    Missing(String),
+    /// A value is not a 64-bit integer.
+    #[error("bad input: `{what}` is not a 64-bit integer: {value}")]
+    NotInt {
+        /// The field it belongs to.
+        what: String,
+        /// The value.
+        value: J,
+    },
+    /// A field is not a bool.
+    #[error("bad input: `{0}` is not a bool")]
+    NotBool(String),
+    /// A field is not a list.
+    #[error("bad input: `{0}` is not a list")]
+    NotList(String),
+    /// A field is not an object.
+    #[error("bad input: `{0}` is not an object")]
+    NotObject(String),
+    /// A list of strings holds something else.
+    #[error("bad input: `{0}` holds a non-string")]
+    NonString(String),
+    /// A field does not decode as transfer regions.
+    #[error("bad input: `{key}`: {source}")]
+    Regions {
+        /// The field.
+        key: String,
+        /// Why it does not decode.
+        source: serde_json::Error,
+    },
+    /// A group kind other than `attn` / `mamba`.
+    #[error("bad input: unknown group kind {0:?}")]
+    UnknownGroupKind(String),
+    /// A request's `d_req_id` is not a string.
+    #[error("bad input: `d_req_id`")]
+    DReqId,
+    /// A `req_blocks` value is not a `[transfer_id, blocks]` pair.
+    #[error("bad input: a `req_blocks` value is not a pair")]
+    NotPair,
+    /// A transfer id is not a string.
+    #[error("bad input: transfer id")]
+    TransferId,
+    /// `producer_block_ids` has no entry for a request.
+    #[error("bad input: no producer blocks for {0}")]
+    NoProducerBlocks(String),
+    /// The header's pipeline stages are not the ones this checker runs.
+    #[error("header: unexpected pipeline stages {0:?}")]
+    Stages(Vec<String>),
 }
-fn int_of(v: &J, what: &str) -> Result<i64, String> {
-    v.as_i64().ok_or_else(|| format!("bad input: `{what}` is not a 64-bit integer: {v}"))
+
+fn field<'a>(v: &'a J, k: &str) -> Result<&'a J, BadInput> {
+    v.get(k).ok_or_else(|| BadInput::Missing(k.into()))
 }
-fn int(v: &J, k: &str) -> Result<i64, String> {
+fn int_of(v: &J, what: &str) -> Result<i64, BadInput> {
+    v.as_i64().ok_or_else(|| BadInput::NotInt { what: what.into(), value: v.clone() })
+}
+fn int(v: &J, k: &str) -> Result<i64, BadInput> {
     int_of(field(v, k)?, k)
 }
-fn opt_int(v: &J, k: &str) -> Result<Option<i64>, String> {
+fn opt_int(v: &J, k: &str) -> Result<Option<i64>, BadInput> {
     match v.get(k) {
         None | Some(J::Null) => Ok(None),
         Some(x) => int_of(x, k).map(Some),
     }
 }
-fn boolean(v: &J, k: &str) -> Result<bool, String> {
-    field(v, k)?.as_bool().ok_or_else(|| format!("bad input: `{k}` is not a bool"))
+fn boolean(v: &J, k: &str) -> Result<bool, BadInput> {
+    field(v, k)?.as_bool().ok_or_else(|| BadInput::NotBool(k.into()))
 }
-fn ints_of(v: &J, what: &str) -> Result<Vec<i64>, String> {
-    v.as_array().ok_or_else(|| format!("bad input: `{what}` is not a list"))?.iter().map(|x| int_of(x, what)).collect()
+fn ints_of(v: &J, what: &str) -> Result<Vec<i64>, BadInput> {
+    v.as_array().ok_or_else(|| BadInput::NotList(what.into()))?.iter().map(|x| int_of(x, what)).collect()
 }
-fn ints(v: &J, k: &str) -> Result<Vec<i64>, String> {
+fn ints(v: &J, k: &str) -> Result<Vec<i64>, BadInput> {
     ints_of(field(v, k)?, k)
 }
-fn int_lists_of(v: &J, what: &str) -> Result<Vec<Vec<i64>>, String> {
-    v.as_array().ok_or_else(|| format!("bad input: `{what}` is not a list"))?.iter().map(|x| ints_of(x, what)).collect()
+fn int_lists_of(v: &J, what: &str) -> Result<Vec<Vec<i64>>, BadInput> {
+    v.as_array().ok_or_else(|| BadInput::NotList(what.into()))?.iter().map(|x| ints_of(x, what)).collect()
 }
-fn int_lists(v: &J, k: &str) -> Result<Vec<Vec<i64>>, String> {
+fn int_lists(v: &J, k: &str) -> Result<Vec<Vec<i64>>, BadInput> {
     int_lists_of(field(v, k)?, k)
 }
-fn strings(v: &J, k: &str) -> Result<Vec<String>, String> {
+fn strings(v: &J, k: &str) -> Result<Vec<String>, BadInput> {
     field(v, k)?
         .as_array()
-        .ok_or_else(|| format!("bad input: `{k}` is not a list"))?
+        .ok_or_else(|| BadInput::NotList(k.into()))?
         .iter()
-        .map(|x| x.as_str().map(String::from).ok_or_else(|| format!("bad input: `{k}` holds a non-string")))
+        .map(|x| x.as_str().map(String::from).ok_or_else(|| BadInput::NonString(k.into())))
         .collect()
 }
 /// An optional list argument: absent (or null) means Python `None`.
-fn opt<T>(v: &J, k: &str, f: impl Fn(&J, &str) -> Result<T, String>) -> Result<Option<T>, String> {
+fn opt<T>(v: &J, k: &str, f: impl Fn(&J, &str) -> Result<T, BadInput>) -> Result<Option<T>, BadInput> {
     match v.get(k) {
         None | Some(J::Null) => Ok(None),
         Some(_) => f(v, k).map(Some),
     }
 }
-fn regions(v: &J, k: &str) -> Result<Vec<TransferRegion>, String> {
-    serde_json::from_value(field(v, k)?.clone()).map_err(|e| format!("bad input: `{k}`: {e}"))
+fn regions(v: &J, k: &str) -> Result<Vec<TransferRegion>, BadInput> {
+    serde_json::from_value(field(v, k)?.clone()).map_err(|source| BadInput::Regions { key: k.into(), source })
 }
 fn regions_json(r: &[TransferRegion]) -> J {
     serde_json::to_value(r).expect("regions serialise")
 }
-fn raised(e: PlanError) -> String {
-    e.to_string()
+fn raised(e: PlanError) -> GoldenError {
+    GoldenError::ours(e)
 }
-fn group_kinds(w: &J) -> Result<Vec<GroupKind>, String> {
+fn group_kinds(w: &J) -> Result<Vec<GroupKind>, BadInput> {
     strings(w, "group_kinds")?
         .iter()
         .map(|k| match k.as_str() {
             "attn" => Ok(GroupKind::Attention),
             "mamba" => Ok(GroupKind::Mamba),
-            other => Err(format!("bad input: unknown group kind {other:?}")),
+            other => Err(BadInput::UnknownGroupKind(other.into())),
         })
         .collect()
 }
 
 // ---- module-level functions ----
 
-fn get_tp_ratio(_: &J, i: &J) -> Result<J, String> {
+fn get_tp_ratio(_: &J, i: &J) -> Result<J, GoldenError> {
     plan::tp_ratio(int(i, "local_tp_size")?, int(i, "remote_tp_size")?).map(J::from).map_err(raised)
 }
 
-fn compute_sender_transfer_plan(_: &J, i: &J) -> Result<J, String> {
+fn compute_sender_transfer_plan(_: &J, i: &J) -> Result<J, GoldenError> {
     let p = plan::compute_sender_transfer_plan(&plan::SenderPlanInput {
         local_tp_rank: int(i, "local_tp_rank")?,
         local_tp_size: int(i, "local_tp_size")?,
@@ -131,7 +185,7 @@ fn compute_sender_transfer_plan(_: &J, i: &J) -> Result<J, String> {
     Ok(json!([p.should_transfer, p.src_offset, p.dst_offset, p.transfer_len]))
 }
 
-fn can_coalesce_block_transfers(_: &J, i: &J) -> Result<J, String> {
+fn can_coalesce_block_transfers(_: &J, i: &J) -> Result<J, GoldenError> {
     Ok(J::Bool(plan::can_coalesce_block_transfers(
         int(i, "local_region_block_len")?,
         int(i, "remote_region_block_len")?,
@@ -141,13 +195,13 @@ fn can_coalesce_block_transfers(_: &J, i: &J) -> Result<J, String> {
     )))
 }
 
-fn group_concurrent_contiguous(_: &J, i: &J) -> Result<J, String> {
+fn group_concurrent_contiguous(_: &J, i: &J) -> Result<J, GoldenError> {
     let (s, d) =
         plan::group_concurrent_contiguous(&ints(i, "src_indices")?, &ints(i, "dst_indices")?).map_err(raised)?;
     Ok(json!([s, d]))
 }
 
-fn block_ids_for_region(_: &J, i: &J) -> Result<J, String> {
+fn block_ids_for_region(_: &J, i: &J) -> Result<J, GoldenError> {
     plan::block_ids_for_region(
         &int_lists(i, "block_ids_by_group")?,
         int(i, "group_index")?,
@@ -157,7 +211,7 @@ fn block_ids_for_region(_: &J, i: &J) -> Result<J, String> {
     .map_err(raised)
 }
 
-fn expand_transfer_regions(_: &J, i: &J) -> Result<J, String> {
+fn expand_transfer_regions(_: &J, i: &J) -> Result<J, GoldenError> {
     let (base_addrs, block_lens, kv_block_lens) =
         (ints(i, "base_addrs")?, ints(i, "block_lens")?, ints(i, "kv_block_lens")?);
     let (layer_names, layer_indices) = (strings(i, "layer_names")?, ints(i, "layer_indices")?);
@@ -178,7 +232,7 @@ fn expand_transfer_regions(_: &J, i: &J) -> Result<J, String> {
     .map_err(raised)
 }
 
-fn validate_asymmetric_region_lengths(_: &J, i: &J) -> Result<J, String> {
+fn validate_asymmetric_region_lengths(_: &J, i: &J) -> Result<J, GoldenError> {
     plan::validate_asymmetric_region_lengths(
         &regions(i, "local_regions")?,
         &regions(i, "remote_regions")?,
@@ -191,7 +245,7 @@ fn validate_asymmetric_region_lengths(_: &J, i: &J) -> Result<J, String> {
     .map_err(raised)
 }
 
-fn align_transfer_regions(_: &J, i: &J) -> Result<J, String> {
+fn align_transfer_regions(_: &J, i: &J) -> Result<J, GoldenError> {
     let r = plan::align_transfer_regions(
         &regions(i, "local_regions")?,
         &regions(i, "remote_regions")?,
@@ -203,7 +257,7 @@ fn align_transfer_regions(_: &J, i: &J) -> Result<J, String> {
     })
 }
 
-fn coalesce_contiguous_transfer_regions(_: &J, i: &J) -> Result<J, String> {
+fn coalesce_contiguous_transfer_regions(_: &J, i: &J) -> Result<J, GoldenError> {
     let (l, r) = plan::coalesce_contiguous_transfer_regions(
         &regions(i, "local_regions")?,
         &regions(i, "remote_regions")?,
@@ -213,7 +267,7 @@ fn coalesce_contiguous_transfer_regions(_: &J, i: &J) -> Result<J, String> {
     Ok(json!([regions_json(&l), regions_json(&r)]))
 }
 
-fn has_opaque_packed_row(_: &J, i: &J) -> Result<J, String> {
+fn has_opaque_packed_row(_: &J, i: &J) -> Result<J, GoldenError> {
     Ok(J::Bool(plan::has_opaque_packed_row(
         &ints(i, "row_offsets")?,
         &ints(i, "kv_block_lens")?,
@@ -221,7 +275,7 @@ fn has_opaque_packed_row(_: &J, i: &J) -> Result<J, String> {
     )))
 }
 
-fn pp_mismatch_hides_packed_layers(_: &J, i: &J) -> Result<J, String> {
+fn pp_mismatch_hides_packed_layers(_: &J, i: &J) -> Result<J, GoldenError> {
     Ok(J::Bool(plan::pp_mismatch_hides_packed_layers(
         int(i, "local_pp_size")?,
         int(i, "remote_pp_size")?,
@@ -234,7 +288,7 @@ fn pp_mismatch_hides_packed_layers(_: &J, i: &J) -> Result<J, String> {
 
 // ---- TransferTopology: one object per case, each method's result or {"error": ...} ----
 
-fn transfer_topology(_: &J, i: &J) -> Result<J, String> {
+fn transfer_topology(_: &J, i: &J) -> Result<J, GoldenError> {
     let topo = plan::TransferTopology::new(
         int(i, "tp_rank")?,
         int(i, "tp_size")?,
@@ -256,7 +310,7 @@ fn transfer_topology(_: &J, i: &J) -> Result<J, String> {
 
 // ---- the worker methods, on a producer built from the case's `worker`/`producer` object ----
 
-fn producer_config(w: &J) -> Result<ProducerConfig, String> {
+fn producer_config(w: &J) -> Result<ProducerConfig, BadInput> {
     Ok(ProducerConfig {
         tp_rank: int(w, "tp_rank")?,
         tp_size: int(w, "tp_size")?,
@@ -279,20 +333,20 @@ fn batch_json(b: &plan::TransferBatch) -> J {
     })
 }
 
-fn build_transfer_params(_: &J, i: &J) -> Result<J, String> {
+fn build_transfer_params(_: &J, i: &J) -> Result<J, GoldenError> {
     let config = producer_config(field(i, "worker")?)?;
     let reqs = field(i, "reqs")?
         .as_array()
-        .ok_or("bad input: `reqs` is not a list")?
+        .ok_or_else(|| BadInput::NotList("reqs".into()))?
         .iter()
         .map(|r| {
             Ok(plan::ReadyRequest {
-                d_req_id: field(r, "d_req_id")?.as_str().ok_or("bad input: `d_req_id`")?.to_string(),
+                d_req_id: field(r, "d_req_id")?.as_str().ok_or(BadInput::DReqId)?.to_string(),
                 local_block_ids: int_lists(r, "local_block_ids")?,
                 remote_block_ids: int_lists(r, "remote_block_ids")?,
             })
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, BadInput>>()?;
     let batch = plan::build_transfer_params(
         &config,
         &regions(i, "local_regions")?,
@@ -306,8 +360,8 @@ fn build_transfer_params(_: &J, i: &J) -> Result<J, String> {
 }
 
 /// Columns of a registered layout; the optional ones may be absent (an empty column, as on the wire).
-fn layout(v: &J) -> Result<RegisteredLayout, String> {
-    let or_empty = |k: &str| -> Result<Vec<i64>, String> { Ok(opt(v, k, ints)?.unwrap_or_default()) };
+fn layout(v: &J) -> Result<RegisteredLayout, BadInput> {
+    let or_empty = |k: &str| -> Result<Vec<i64>, BadInput> { Ok(opt(v, k, ints)?.unwrap_or_default()) };
     Ok(RegisteredLayout {
         kv_caches_base_addr: ints(v, "kv_caches_base_addr")?,
         block_lens: ints(v, "block_lens")?,
@@ -324,7 +378,7 @@ fn layout(v: &J) -> Result<RegisteredLayout, String> {
 /// `padded_pages`), each layer's transfer group from its registered group index. vLLM's worker records opaque
 /// rows while registering; the layout given here carries no such flag, so it is derived from the layout by
 /// the rule vLLM applies to a peer's layout (`_has_opaque_packed_row`).
-fn producer(p: &J) -> Result<Producer, String> {
+fn producer(p: &J) -> Result<Producer, BadInput> {
     let config = producer_config(p)?;
     let layout = layout(field(p, "layout")?)?;
     let padded = opt(p, "padded_pages", boolean)?.unwrap_or(false);
@@ -350,20 +404,20 @@ fn producer(p: &J) -> Result<Producer, String> {
     })
 }
 
-fn pull(x: &J) -> Result<plan::Pull, String> {
+fn pull(x: &J) -> Result<plan::Pull, BadInput> {
     let req_blocks = field(x, "req_blocks")?
         .as_object()
-        .ok_or("bad input: `req_blocks` is not an object")?
+        .ok_or_else(|| BadInput::NotObject("req_blocks".into()))?
         .iter()
         .map(|(d_req_id, v)| {
-            let pair = v.as_array().filter(|a| a.len() == 2).ok_or("bad input: a `req_blocks` value is not a pair")?;
+            let pair = v.as_array().filter(|a| a.len() == 2).ok_or(BadInput::NotPair)?;
             Ok(plan::PullRequest {
                 d_req_id: d_req_id.clone(),
-                transfer_id: pair[0].as_str().ok_or("bad input: transfer id")?.to_string(),
+                transfer_id: pair[0].as_str().ok_or(BadInput::TransferId)?.to_string(),
                 blocks: int_lists_of(&pair[1], "req_blocks")?,
             })
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, BadInput>>()?;
     Ok(plan::Pull {
         remote_tp_size: int(x, "remote_tp_size")?,
         remote_tp_rank: int(x, "remote_tp_rank")?,
@@ -384,19 +438,19 @@ const PIPELINE_STAGES: [&str; 5] = [
 /// `sender_pipeline.jsonl`: every stage's result as the generator recorded it. Unlike
 /// [`Producer::admit`], an unpaired rank or a PP mismatch does not stop the run (GOLDEN.md); a prepare or
 /// validation error does, and an exception fails the whole case.
-fn sender_pipeline(header: &J, i: &J) -> Result<J, String> {
+fn sender_pipeline(header: &J, i: &J) -> Result<J, GoldenError> {
     let stages: Vec<&str> = header
         .get("stages")
         .and_then(J::as_array)
         .map(|a| a.iter().filter_map(J::as_str).collect())
         .unwrap_or_default();
     if stages != PIPELINE_STAGES {
-        return Err(format!("header: unexpected pipeline stages {stages:?}"));
+        return Err(BadInput::Stages(stages.iter().map(|s| s.to_string()).collect()).into());
     }
     let p = producer(field(i, "producer")?)?;
     let pull = pull(field(i, "xfer_metadata")?)?;
     let ready_blocks =
-        field(i, "producer_block_ids")?.as_object().ok_or("bad input: `producer_block_ids` is not an object")?;
+        field(i, "producer_block_ids")?.as_object().ok_or_else(|| BadInput::NotObject("producer_block_ids".into()))?;
 
     let targets = p.handshake_target_ranks(pull.remote_tp_size).map_err(raised)?;
     let mut out = serde_json::Map::new();
@@ -429,8 +483,7 @@ fn sender_pipeline(header: &J, i: &J) -> Result<J, String> {
     }
     let mut ready = Vec::new();
     for r in &pull.req_blocks {
-        let blocks =
-            ready_blocks.get(&r.d_req_id).ok_or_else(|| format!("bad input: no producer blocks for {}", r.d_req_id))?;
+        let blocks = ready_blocks.get(&r.d_req_id).ok_or_else(|| BadInput::NoProducerBlocks(r.d_req_id.clone()))?;
         ready.extend(pull.ready_request(&r.d_req_id, int_lists_of(blocks, "producer_block_ids")?));
     }
     let batch = p.build(&prepared, &pull, &ready).map_err(raised)?;
@@ -438,9 +491,9 @@ fn sender_pipeline(header: &J, i: &J) -> Result<J, String> {
     Ok(J::Object(out))
 }
 
-fn refusal_as_exception(r: plan::Refusal) -> String {
+fn refusal_as_exception(r: plan::Refusal) -> GoldenError {
     match r {
-        plan::Refusal::Exception(e) => e.to_string(),
-        other => format!("unexpected refusal at this stage: {other:?}"),
+        plan::Refusal::Exception(e) => GoldenError::ours(e),
+        other => GoldenError::UnexpectedRefusal(other),
     }
 }

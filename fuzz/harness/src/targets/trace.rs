@@ -28,7 +28,7 @@ pub fn run(data: &[u8]) {
     let trace = match Trace::from_lines("fuzz", lines) {
         Ok(t) => t,
         Err(e) => {
-            assert!(e.starts_with("fuzz:"), "errors name the file and line: {e}");
+            assert!(e.to_string().starts_with("fuzz:"), "errors name the file and line: {e}");
             return;
         }
     };
