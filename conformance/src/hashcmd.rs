@@ -22,13 +22,33 @@ pub fn find_revision(name: &str) -> Result<Resolved, CmdError> {
 /// A vLLM release for the per-release tables (store keys, NIXL hashes), named in any form the spec's resolver
 /// takes (`0.33.0`, `v0.33.0`, `vllm-0.33.0`, `vllm:0.33.0`). `known` accepts a release the table has even
 /// though no wire revision covers it.
-pub fn vllm_release(name: &str, known: impl Fn(&str) -> bool) -> Result<String, String> {
+pub fn vllm_release(name: &str, known: impl Fn(&str) -> bool) -> Result<String, ReleaseError> {
     match Spec::builtin().resolve_release(name) {
         Ok((rev, rel)) if rev.project() == "vllm" => Ok(rel),
-        Ok((rev, rel)) => Err(format!("`{name}` is {} {rel}, not a vLLM release", rev.project())),
+        Ok((rev, release)) => {
+            Err(ReleaseError::NotVllm { name: name.to_string(), project: rev.project().to_string(), release })
+        }
         Err(_) if known(name) => Ok(name.to_string()),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(ReleaseError::Resolve(e)),
     }
+}
+
+/// Why a name is not a vLLM release ([`vllm_release`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ReleaseError {
+    /// The name is a release of another project (vllm-ascend).
+    #[error("`{name}` is {project} {release}, not a vLLM release")]
+    NotVllm {
+        /// The name as given.
+        name: String,
+        /// The project it is a release of.
+        project: String,
+        /// The release it names.
+        release: String,
+    },
+    /// The spec's resolver knows no such name.
+    #[error(transparent)]
+    Resolve(#[from] mooncake_wire::spec::ResolveError),
 }
 
 /// What `hash factors` gives: the hash, or the exception Python's `hash_factors` would raise.

@@ -57,7 +57,7 @@ fn release_of(name: &str) -> Result<String, CmdError> {
 /// names for `key build` and `key parse --hint`: the grammar's fields, for vLLM keys also the KeyMetadata
 /// fields the release's key leaves out, and `model=` for the configured model (its last path component is
 /// the key's `model_name`). `what` names the option in errors (`--hint`, or nothing for build's arguments).
-fn parse_assignments(g: &Grammar, items: &[String], vllm: bool, what: &str) -> Result<Fields, String> {
+fn parse_assignments(g: &Grammar, items: &[String], vllm: bool, what: &str) -> Result<Fields, AssignmentError> {
     let defaults = if vllm { VllmStoreKey::default().to_fields() } else { Fields::new() };
     let mut names: Vec<String> = g
         .parts
@@ -71,7 +71,9 @@ fn parse_assignments(g: &Grammar, items: &[String], vllm: bool, what: &str) -> R
     }
     let mut out = Fields::new();
     for item in items {
-        let (k, v) = item.split_once('=').ok_or_else(|| format!("{what}`{item}` is not FIELD=VALUE"))?;
+        let (k, v) = item
+            .split_once('=')
+            .ok_or_else(|| AssignmentError::NotAssignment { what: what.into(), item: item.clone() })?;
         let (k, v) = if k == "model" && !names.iter().any(|n| n == "model") && names.iter().any(|n| n == "model_name") {
             ("model_name", model_name_of(v))
         } else {
@@ -79,23 +81,87 @@ fn parse_assignments(g: &Grammar, items: &[String], vllm: bool, what: &str) -> R
         };
         if !names.iter().any(|n| n == k) {
             let alias = if names.iter().any(|n| n == "model_name") { ", model (the configured model)" } else { "" };
-            return Err(format!("{what}`{k}` is not a field of {} keys (fields: {}{alias})", g.name, names.join(", ")));
+            return Err(AssignmentError::UnknownField {
+                what: what.into(),
+                field: k.into(),
+                grammar: g.name.clone(),
+                fields: format!("{}{alias}", names.join(", ")),
+            });
         }
         let ty = g.parts.iter().find_map(|p| match p {
             Part::Field { name, ty, .. } if name == k => Some(ty),
             _ => None,
         });
-        let int = |v: &str| v.parse().map_err(|_| format!("{what}{k} must be an integer, got `{v}`"));
+        let int = |v: &str| {
+            v.parse().map_err(|_| AssignmentError::NotInteger { what: what.into(), field: k.into(), value: v.into() })
+        };
         let value = match (ty, defaults.get(k)) {
             (Some(FieldType::Int), _) | (None, Some(FieldValue::Int(_))) => FieldValue::Int(int(&v)?),
-            (Some(FieldType::Tags), _) => FieldValue::Tags(
-                serde_json::from_str(&v).map_err(|e| format!("{what}{k}: a JSON array of [name, value] pairs: {e}"))?,
-            ),
+            (Some(FieldType::Tags), _) => {
+                FieldValue::Tags(serde_json::from_str(&v).map_err(|source| AssignmentError::NotTags {
+                    what: what.into(),
+                    field: k.into(),
+                    source,
+                })?)
+            }
             _ => FieldValue::Text(v),
         };
         out.insert(k.to_string(), value);
     }
     Ok(out)
+}
+
+/// Why a `FIELD=VALUE` argument (of `key build`, or `key parse --hint`) is refused; `what` names the option
+/// (`--hint `, or nothing for build's arguments).
+#[derive(Debug, thiserror::Error)]
+pub enum AssignmentError {
+    /// No `=` in it.
+    #[error("{what}`{item}` is not FIELD=VALUE")]
+    NotAssignment {
+        /// The option, as a prefix of the text.
+        what: String,
+        /// The argument.
+        item: String,
+    },
+    /// The grammar has no such field.
+    #[error("{what}`{field}` is not a field of {grammar} keys (fields: {fields})")]
+    UnknownField {
+        /// The option, as a prefix of the text.
+        what: String,
+        /// The field named.
+        field: String,
+        /// The grammar's name.
+        grammar: String,
+        /// The fields it has, listed.
+        fields: String,
+    },
+    /// An integer field's value is not one.
+    #[error("{what}{field} must be an integer, got `{value}`")]
+    NotInteger {
+        /// The option, as a prefix of the text.
+        what: String,
+        /// The field.
+        field: String,
+        /// The value given.
+        value: String,
+    },
+    /// A tags field's value is not a JSON array of pairs.
+    #[error("{what}{field}: a JSON array of [name, value] pairs: {source}")]
+    NotTags {
+        /// The option, as a prefix of the text.
+        what: String,
+        /// The field.
+        field: String,
+        /// The JSON parser's complaint.
+        source: serde_json::Error,
+    },
+}
+
+/// A refused `FIELD=VALUE` is bad usage.
+impl From<AssignmentError> for CmdError {
+    fn from(e: AssignmentError) -> CmdError {
+        CmdError::usage(e.to_string())
+    }
 }
 
 /// Options of `key build --tokens`.

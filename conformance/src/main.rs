@@ -619,7 +619,7 @@ fn fail(e: CmdError) -> ExitCode {
 }
 
 /// A usage or input error (exit 2).
-fn usage(msg: &str) -> ExitCode {
+fn usage(msg: impl std::fmt::Display) -> ExitCode {
     finish(&[msg.to_string()], USAGE)
 }
 
@@ -694,17 +694,48 @@ fn tap_code(r: &mooncake_conformance::tap::TapReport) -> u8 {
 
 // ---- argument checks -------------------------------------------------------------------------------------
 
+/// Why the command line, or a file it names, cannot be used (exit 2); each text names the option.
+#[derive(Debug, thiserror::Error)]
+enum ArgError {
+    #[error("must be at least 1")]
+    NotAtLeastOne,
+    #[error("`{0}` is not a whole number")]
+    NotWholeNumber(String),
+    #[error("--speaks {given}: {revision} is of the {family} family; the runner plays push-family traces")]
+    SpeaksOtherFamily { given: String, revision: String, family: String },
+    #[error("--speaks {0}")]
+    Speaks(mooncake_wire::spec::ResolveError),
+    #[error("{0} must be a non-negative number of seconds")]
+    Seconds(&'static str),
+    #[error("{option} {}: the same file as another report", path.display())]
+    SameReport { option: &'static str, path: PathBuf },
+    #[error("{option} {}: a directory, not a file", path.display())]
+    ReportIsDirectory { option: &'static str, path: PathBuf },
+    #[error("{option} {}: {source}", path.display())]
+    ReportCreate { option: &'static str, path: PathBuf, source: std::io::Error },
+    #[error("--testee-log {}: not a directory", .0.display())]
+    TesteeLogNotDirectory(PathBuf),
+    #[error("no trace files (*.jsonl) in {0}: nothing to check (--allow-empty accepts that)")]
+    NoTraceFiles(String),
+    #[error(transparent)]
+    Load(#[from] mooncake_conformance::load_error::LoadError),
+    #[error(transparent)]
+    Jsonl(#[from] mooncake_conformance::jsonl::JsonlError),
+    #[error(transparent)]
+    Testee(#[from] mooncake_conformance::testee::TesteeCommandError),
+}
+
 /// A whole number above zero (block sizes).
-fn positive(s: &str) -> Result<usize, String> {
+fn positive(s: &str) -> Result<usize, ArgError> {
     match s.parse::<usize>() {
-        Ok(0) => Err("must be at least 1".into()),
+        Ok(0) => Err(ArgError::NotAtLeastOne),
         Ok(n) => Ok(n),
-        Err(_) => Err(format!("`{s}` is not a whole number")),
+        Err(_) => Err(ArgError::NotWholeNumber(s.into())),
     }
 }
 
 /// `--speaks` names or releases → push revision names (`None` when not given), through the spec's resolver.
-fn resolve_revisions(given: &[String]) -> Result<Option<Vec<String>>, String> {
+fn resolve_revisions(given: &[String]) -> Result<Option<Vec<String>>, ArgError> {
     if given.is_empty() {
         return Ok(None);
     }
@@ -713,18 +744,19 @@ fn resolve_revisions(given: &[String]) -> Result<Option<Vec<String>>, String> {
         .iter()
         .map(|g| match spec.resolve(g) {
             Ok(r) if r.revision.family == "push" => Ok(r.revision.revision.clone()),
-            Ok(r) => Err(format!(
-                "--speaks {g}: {} is of the {} family; the runner plays push-family traces",
-                r.revision.revision, r.revision.family
-            )),
-            Err(e) => Err(format!("--speaks {e}")),
+            Ok(r) => Err(ArgError::SpeaksOtherFamily {
+                given: g.clone(),
+                revision: r.revision.revision.clone(),
+                family: r.revision.family.clone(),
+            }),
+            Err(e) => Err(ArgError::Speaks(e)),
         })
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
 }
 
-fn seconds(v: f64, option: &str) -> Result<std::time::Duration, String> {
-    std::time::Duration::try_from_secs_f64(v).map_err(|_| format!("{option} must be a non-negative number of seconds"))
+fn seconds(v: f64, option: &'static str) -> Result<std::time::Duration, ArgError> {
+    std::time::Duration::try_from_secs_f64(v).map_err(|_| ArgError::Seconds(option))
 }
 
 /// The report files, opened (created) before anything runs so that a bad path costs nothing.
@@ -735,18 +767,18 @@ struct ReportFiles {
 }
 
 impl ReportFiles {
-    fn open(o: &RunOpts) -> Result<ReportFiles, String> {
+    fn open(o: &RunOpts) -> Result<ReportFiles, ArgError> {
         let mut seen: Vec<PathBuf> = vec![];
-        let mut open = |p: &Option<PathBuf>, option: &str| -> Result<Option<(PathBuf, File)>, String> {
+        let mut open = |p: &Option<PathBuf>, option: &'static str| -> Result<Option<(PathBuf, File)>, ArgError> {
             let Some(p) = p else { return Ok(None) };
             if seen.contains(p) {
-                return Err(format!("{option} {}: the same file as another report", p.display()));
+                return Err(ArgError::SameReport { option, path: p.clone() });
             }
             seen.push(p.clone());
             if p.is_dir() {
-                return Err(format!("{option} {}: a directory, not a file", p.display()));
+                return Err(ArgError::ReportIsDirectory { option, path: p.clone() });
             }
-            let f = File::create(p).map_err(|e| format!("{option} {}: {e}", p.display()))?;
+            let f = File::create(p).map_err(|source| ArgError::ReportCreate { option, path: p.clone(), source })?;
             Ok(Some((p.clone(), f)))
         };
         Ok(ReportFiles {
@@ -887,7 +919,7 @@ async fn wait_for_stop(duration: Option<std::time::Duration>) {
 }
 
 /// What `run` and `replay` share: data, scenarios, testee, options → a run configuration.
-fn configure(inputs: Vec<Input>, testee: Option<&str>, o: &RunOpts, data: &Data) -> Result<RunConfig, String> {
+fn configure(inputs: Vec<Input>, testee: Option<&str>, o: &RunOpts, data: &Data) -> Result<RunConfig, ArgError> {
     let speaks = resolve_revisions(&o.speaks)?;
     let scenarios = match &o.scenarios {
         Some(p) => data.scenarios()?.overlay_file(p)?,
@@ -910,7 +942,7 @@ fn configure(inputs: Vec<Input>, testee: Option<&str>, o: &RunOpts, data: &Data)
     cfg.testee_log = o.testee_log.clone();
     if let Some(d) = &o.testee_log {
         if d.exists() && !d.is_dir() {
-            return Err(format!("--testee-log {}: not a directory", d.display()));
+            return Err(ArgError::TesteeLogNotDirectory(d.clone()));
         }
     }
     cfg.progress = progress_printer(o.progress);
@@ -918,19 +950,16 @@ fn configure(inputs: Vec<Input>, testee: Option<&str>, o: &RunOpts, data: &Data)
 }
 
 /// The traces named on the command line; zero files is an error naming the paths (unless `allow_empty`).
-fn trace_inputs(paths: &[PathBuf], allow_empty: bool) -> Result<Vec<Input>, String> {
+fn trace_inputs(paths: &[PathBuf], allow_empty: bool) -> Result<Vec<Input>, ArgError> {
     let inputs = Input::files(paths)?;
     if inputs.is_empty() && !allow_empty {
         let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-        return Err(format!(
-            "no trace files (*.jsonl) in {}: nothing to check (--allow-empty accepts that)",
-            shown.join(", ")
-        ));
+        return Err(ArgError::NoTraceFiles(shown.join(", ")));
     }
     Ok(inputs)
 }
 
-fn data_of(d: &Option<PathBuf>) -> Result<Data, String> {
+fn data_of(d: &Option<PathBuf>) -> Result<Data, ArgError> {
     match d {
         Some(dir) => Ok(Data::check(dir)?),
         None => Ok(Data::Embedded),
@@ -946,7 +975,7 @@ fn main() -> ExitCode {
                 Err(e) => return usage(&e),
             };
             let inputs = if paths.is_empty() {
-                data.traces("traces").map_err(String::from)
+                data.traces("traces").map_err(ArgError::from)
             } else {
                 trace_inputs(&paths, opts.allow_empty)
             };
@@ -961,7 +990,7 @@ fn main() -> ExitCode {
             cfg.roles = match role.iter().map(|r| Role::parse(r.trim()).ok_or(r.clone())).collect::<Result<Vec<_>, _>>()
             {
                 Ok(r) => r,
-                Err(r) => return usage(&format!("--role {r}: prefiller, decoder or bootstrap")),
+                Err(r) => return usage(format!("--role {r}: prefiller, decoder or bootstrap")),
             };
             cfg.cases = case.into_iter().map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect();
             if list {
@@ -983,7 +1012,7 @@ fn main() -> ExitCode {
             };
             cfg.expected = match expected {
                 Ok(e) => e,
-                Err(e) => return usage(&e.to_string()),
+                Err(e) => return usage(e.to_string()),
             };
             let files = match ReportFiles::open(&opts) {
                 Ok(f) => f,
@@ -1055,11 +1084,11 @@ fn main() -> ExitCode {
         Cmd::Vectors { paths, format, all, allow_empty } => {
             let files = match mooncake_conformance::jsonl::expand(&paths) {
                 Ok(f) => f,
-                Err(e) => return usage(&e.to_string()),
+                Err(e) => return usage(e.to_string()),
             };
             if files.is_empty() && !allow_empty {
                 let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-                return usage(&format!(
+                return usage(format!(
                     "no vector files (*.jsonl, revisions.json) in {}: nothing to check (--allow-empty accepts that)",
                     shown.join(", ")
                 ));
@@ -1112,11 +1141,11 @@ fn main() -> ExitCode {
                 Err(e) => return usage(&e),
             };
             let inputs = if paths.is_empty() {
-                data.traces("traces").map_err(String::from)
+                data.traces("traces").map_err(ArgError::from)
             } else {
                 trace_inputs(&paths, false)
             };
-            let (inputs, scenarios) = match (inputs, data.scenarios().map_err(String::from)) {
+            let (inputs, scenarios) = match (inputs, data.scenarios().map_err(ArgError::from)) {
                 (Ok(i), Ok(s)) => (i, s),
                 (Err(e), _) | (_, Err(e)) => return usage(&e),
             };
@@ -1128,7 +1157,7 @@ fn main() -> ExitCode {
             for r in &revision {
                 match mooncake_wire::spec::Spec::builtin().resolve(r) {
                     Ok(x) => only.push(x.revision.revision.clone()),
-                    Err(e) => return usage(&format!("--revision {e}")),
+                    Err(e) => return usage(format!("--revision {e}")),
                 }
             }
             let cfg = mooncake_conformance::matrix::MatrixConfig {
@@ -1152,7 +1181,7 @@ fn main() -> ExitCode {
             let mut errors = vec![];
             if let Some(f) = &out {
                 if let Err(e) = std::fs::write(f, &md) {
-                    return usage(&format!("--out {}: {e}", f.display()));
+                    return usage(format!("--out {}: {e}", f.display()));
                 }
             }
             if let Some(f) = &check {
@@ -1166,7 +1195,7 @@ fn main() -> ExitCode {
                         ));
                         code = DISAGREE;
                     }
-                    Err(e) => return usage(&format!("--check {}: {e}", f.display())),
+                    Err(e) => return usage(format!("--check {}: {e}", f.display())),
                 }
             }
             let summary = format!(
@@ -1191,7 +1220,7 @@ fn main() -> ExitCode {
                 (Err(e), _) | (_, Err(e)) => return fail(e),
             };
             if old.family != new.family {
-                return usage(&format!(
+                return usage(format!(
                     "{} is of the {} family and {} of the {} family: a diff compares revisions of one protocol family",
                     old.revision, old.family, new.revision, new.family
                 ));

@@ -109,9 +109,10 @@ pub enum SpecSourceError {
     NoSpecFiles(String),
 }
 
-/// Resolves one side to a revision; the error says why, for a usage error (exit 2).
-pub fn resolve(arg: &str) -> Result<Arc<Revision>, String> {
-    resolve_with(arg, &crate::extract::default_python()).map_err(|e| e.message)
+/// Resolves one side to a revision (a source side extracted with the default Python); the error says what
+/// kind of failure it is.
+pub fn resolve(arg: &str) -> Result<Arc<Revision>, CmdError> {
+    resolve_with(arg, &crate::extract::default_python())
 }
 
 /// [`resolve`], running the extraction of a source side with `python`; the error says what kind of failure

@@ -527,8 +527,8 @@ impl Trace {
 }
 
 /// The revision a push trace was recorded with (its header's vLLM release), through the spec's resolver.
-pub fn revision_for(spec: &Spec, vllm_version: &str) -> Result<Arc<Revision>, String> {
-    spec.resolve_in_family("push", vllm_version).map(|r| r.revision).map_err(|e| e.to_string())
+pub fn revision_for(spec: &Spec, vllm_version: &str) -> Result<Arc<Revision>, mooncake_wire::spec::ResolveError> {
+    spec.resolve_in_family("push", vllm_version).map(|r| r.revision)
 }
 
 /// Which role sent the message an event carries.
@@ -544,9 +544,9 @@ pub fn sender(z: &ZmqEvent) -> Role {
 mod tests {
     use super::*;
 
-    fn parse(header: &str) -> Result<Trace, String> {
+    fn parse(header: &str) -> Result<Trace, TraceError> {
         let lines = vec![crate::jsonl::Line { no: 1, value: serde_json::from_str(header).unwrap() }];
-        Trace::from_lines("t.jsonl", lines).map_err(|e| e.to_string())
+        Trace::from_lines("t.jsonl", lines)
     }
 
     #[test]
@@ -558,14 +558,15 @@ mod tests {
         .unwrap();
         assert!(!t.header.observed("transfer_engine_calls") && !t.header.observed("observed_outcome"));
         assert!(parse(&format!("{{{base}}}")).unwrap().header.observed("observed_outcome"));
-        let e = parse(&format!(r#"{{{base}, "unobserved": ["memory"]}}"#)).unwrap_err();
+        let e = parse(&format!(r#"{{{base}, "unobserved": ["memory"]}}"#)).unwrap_err().to_string();
         assert!(e.contains("unobserved: \"memory\" is none of"), "{e}");
-        let e = parse(&format!(r#"{{{base}, "unobserved": ["transfer_engine_calls"], "transfer_engine_calls": [{{"session": "a:1", "n": 1, "bytes": 8}}]}}"#)).unwrap_err();
+        let e = parse(&format!(r#"{{{base}, "unobserved": ["transfer_engine_calls"], "transfer_engine_calls": [{{"session": "a:1", "n": 1, "bytes": 8}}]}}"#)).unwrap_err().to_string();
         assert!(e.contains("lists some"), "{e}");
         let e = parse(&format!(
             r#"{{{base}, "unobserved": ["observed_outcome"], "observed_outcome": {{"finished_sending": {{}}}}}}"#
         ))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("has one"), "{e}");
     }
 }

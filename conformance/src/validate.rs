@@ -315,7 +315,7 @@ fn check_zmq(
                         hex::encode(payload)
                     ),
                 )),
-                Ok(Err(e)) => out.push(find(CheckId::ZmqReencode, e)),
+                Ok(Err(e)) => out.push(find(CheckId::ZmqReencode, e.to_string())),
             }
         }
     }
@@ -325,7 +325,7 @@ fn check_zmq(
 fn spec_reading(codec: &Codec, message: &str, payload: &[u8], seq: u64) -> Reading {
     decode_count::count(Some(seq));
     let v = codec.decode(message, payload)?;
-    Ok(codec.encode(message, &v).map_err(|e| e.to_string()))
+    Ok(codec.encode(message, &v).map_err(Into::into))
 }
 
 #[cfg(test)]

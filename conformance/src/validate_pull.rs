@@ -16,8 +16,8 @@ use crate::trace::{sender, Event, Trace, ZmqEvent};
 
 /// The pull revision of a trace: the one covering its `vllm_version` (a vllm-ascend release), or for an
 /// unreleased revision the one named `<project>-<vllm_version>` (`main@3e486e317`) — the spec's resolver.
-pub(crate) fn revision_for(spec: &Spec, version: &str) -> Result<Arc<Revision>, String> {
-    spec.resolve_in_family("pull", version).map(|r| r.revision).map_err(|e| e.to_string())
+pub(crate) fn revision_for(spec: &Spec, version: &str) -> Result<Arc<Revision>, mooncake_wire::spec::ResolveError> {
+    spec.resolve_in_family("pull", version).map(|r| r.revision)
 }
 
 pub(crate) fn validate(t: &Trace, mut rep: TraceReport) -> TraceReport {

@@ -194,7 +194,7 @@ fn check_revision_table(path: &Path, rep: &mut FileReport) {
             notes.push(n.clone());
         }
         match unit.map(|(rev, _)| rev) {
-            Err(e) => problems.push(e),
+            Err(e) => problems.push(e.to_string()),
             Ok(rev) if rev.revision != name => {
                 // Split in the spec for behaviour: the wire unit's facts are those of the revisions covering it.
                 let covering: Vec<_> =
@@ -275,6 +275,22 @@ fn check_revision_table(path: &Path, rep: &mut FileReport) {
     rep.notes = notes;
 }
 
+/// Why a vector unit has no spec revision to be checked against ([`wire_unit`]).
+#[derive(Debug, thiserror::Error)]
+pub enum WireUnitError {
+    /// No revision of that name, and no split to follow.
+    #[error("not in the spec")]
+    NotInSpec,
+    /// Its releases are covered by revisions whose wires differ.
+    #[error("not in the spec, and its releases span revisions of different wires ({first} and {other})")]
+    Split {
+        /// The first covering revision.
+        first: String,
+        /// One whose wire differs from it.
+        other: String,
+    },
+}
+
 /// The spec revision a vector unit (a revision name as the vectors were generated, with its releases) is
 /// checked against: the revision of that name, or — when the spec has since split that range for behaviour —
 /// the first of the revisions covering its releases, provided they all have one wire (fingerprint). The second
@@ -283,7 +299,7 @@ pub fn wire_unit(
     family: &str,
     name: &str,
     releases: &[String],
-) -> Result<(std::sync::Arc<mooncake_wire::spec::Revision>, Option<String>), String> {
+) -> Result<(std::sync::Arc<mooncake_wire::spec::Revision>, Option<String>), WireUnitError> {
     let spec = mooncake_wire::spec::Spec::builtin();
     if let Some(r) = spec.revision(name) {
         return Ok((r.clone(), None));
@@ -291,22 +307,19 @@ pub fn wire_unit(
     // Only the push family's names are release ranges (`vllm-0.25.0..0.29.0`) that the spec may have split.
     let push_name = name.strip_prefix("vllm-").is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()));
     if family != "push" || !push_name {
-        return Err("not in the spec".to_string());
+        return Err(WireUnitError::NotInSpec);
     }
     let fam = spec.push();
     let covering: Vec<_> =
         fam.revisions.iter().filter(|r| r.releases.iter().any(|x| releases.contains(x))).cloned().collect();
     let Some(first) = covering.first() else {
-        return Err("not in the spec".to_string());
+        return Err(WireUnitError::NotInSpec);
     };
     let fp =
         |r: &mooncake_wire::spec::Revision| mooncake_wire::hash::fingerprint::wire_fingerprint(r).unwrap_or_default();
     let want = fp(first);
     if let Some(other) = covering.iter().find(|r| fp(r) != want) {
-        return Err(format!(
-            "not in the spec, and its releases span revisions of different wires ({} and {})",
-            first.revision, other.revision
-        ));
+        return Err(WireUnitError::Split { first: first.revision.clone(), other: other.revision.clone() });
     }
     let names: Vec<&str> = covering.iter().map(|r| r.revision.as_str()).collect();
     Ok((

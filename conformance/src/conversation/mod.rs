@@ -84,7 +84,10 @@ pub enum Decoded<'a> {
 
 /// What `ZMQ-DECODE` and `ZMQ-REENCODE` judge of a payload: the error that refused it, or its re-encoding
 /// (or why it could not be re-encoded).
-pub type Reading = Result<Result<Vec<u8>, String>, mooncake_wire::codec::DecodeError>;
+pub type Reading = Result<Result<Vec<u8>, EncodeFailure>, mooncake_wire::codec::DecodeError>;
+
+/// Why a decoded payload could not be encoded again (the `ZMQ-REENCODE` check reports its text).
+pub type EncodeFailure = Box<dyn std::error::Error + Send + Sync>;
 
 impl Decoded<'_> {
     /// The payload's bytes.
@@ -106,29 +109,44 @@ impl Decoded<'_> {
     /// The decode's verdict and the re-encoding with `profile` (the profile it was decoded with); `None`
     /// when it was not decoded (no profile).
     pub fn reading(&self, profile: &WireProfile) -> Option<Reading> {
-        fn of<T>(p: &Payload<T>, reencode: impl FnOnce(&T) -> Result<Vec<u8>, String>) -> Option<Reading> {
+        fn of<T>(p: &Payload<T>, reencode: impl FnOnce(&T) -> Result<Vec<u8>, EncodeFailure>) -> Option<Reading> {
             match p.decoded.as_ref()? {
                 Ok(v) => Some(Ok(reencode(v))),
                 Err(e) => Some(Err(e.clone())),
             }
         }
         match self {
-            Decoded::Request(p) => of(p, |m| profile.encode_metadata(m).map_err(|e| e.to_string())),
-            Decoded::Reply(p) => of(p, |r| profile.encode_response(r).map_err(|e| e.to_string())),
+            Decoded::Request(p) => of(p, |m| profile.encode_metadata(m).map_err(Into::into)),
+            Decoded::Reply(p) => of(p, |r| profile.encode_response(r).map_err(Into::into)),
         }
+    }
+}
+
+/// Why a trace cannot be read as a push-family conversation.
+#[derive(Debug, thiserror::Error)]
+pub enum ConversationError {
+    /// The trace is of another family.
+    #[error("a trace of the {0} family: the runner plays push-family traces only (`validate` checks it)")]
+    OtherFamily(String),
+    /// Its `vllm_version` names no push revision.
+    #[error("vllm_version: {0}")]
+    Revision(#[from] mooncake_wire::spec::ResolveError),
+}
+
+/// For callers that still report errors as text.
+impl From<ConversationError> for String {
+    fn from(e: ConversationError) -> String {
+        e.to_string()
     }
 }
 
 impl Conversation {
     /// The conversation of a push-family trace, read with the revision of its `vllm_version`.
-    pub fn new(trace: Trace) -> Result<Conversation, String> {
+    pub fn new(trace: Trace) -> Result<Conversation, ConversationError> {
         if let Some(f) = trace.header.family.as_deref().filter(|f| *f != "push") {
-            return Err(format!(
-                "a trace of the {f} family: the runner plays push-family traces only (`validate` checks it)"
-            ));
+            return Err(ConversationError::OtherFamily(f.to_string()));
         }
-        let revision = crate::trace::revision_for(Spec::builtin(), &trace.header.vllm_version)
-            .map_err(|e| format!("vllm_version: {e}"))?;
+        let revision = crate::trace::revision_for(Spec::builtin(), &trace.header.vllm_version)?;
         Ok(Conversation::with_revision(trace, revision))
     }
 
