@@ -109,7 +109,7 @@ pub fn derive(path: &Path, python: &str, base: Option<&str>) -> Result<Derived, 
     derive_from(facts, base)
 }
 
-/// [`derive`] from facts already read.
+/// [`derive()`] from facts already read.
 pub fn derive_from(facts: Facts, base: Option<&str>) -> Result<Derived, ExtractError> {
     let spec = Spec::builtin();
     let source = file::source_line(&facts);
