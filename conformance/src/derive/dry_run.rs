@@ -20,8 +20,22 @@ use serde_json::Value as J;
 use crate::conversation::Conversation;
 use crate::scenarios::{Model, Ready, Scenario};
 use crate::setup::gen1::{layout, Gen1Setup};
-use crate::setup::{model_config, prefiller_planner, D_BASE, P_BASE};
+use crate::setup::{model_config, prefiller_planner, SetupError, D_BASE, P_BASE};
 use crate::trace::{Event, Role as TraceRole, ZmqDir};
+
+/// Why a dry run cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum DryRunError {
+    /// A generation-2 trace whose revision the reference cores cannot speak.
+    #[error("the trace's revision has no generation-2 profile")]
+    NoProfile,
+    /// The reference prefillers cannot be prepared as the trace and scenario say.
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    /// A recorded generation-1 request cannot be said again in the revision.
+    #[error(transparent)]
+    Encode(#[from] mooncake_wire::proto::CarryError),
+}
 
 /// What a dry run produced, next to what the recording shows.
 #[derive(Clone, Debug, Default)]
@@ -218,7 +232,7 @@ fn recorded_writes(t: &Conversation) -> Vec<(String, u64, u64)> {
 }
 
 /// Dry-runs the trace's prefiller side prepared as `scenario` says.
-pub fn dry_run(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<DryRun, String> {
+pub fn dry_run(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<DryRun, DryRunError> {
     if t.revision.generation == 1 {
         dry_run_gen1(t, model, scenario)
     } else {
@@ -226,8 +240,8 @@ pub fn dry_run(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<D
     }
 }
 
-fn dry_run_gen2(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<DryRun, String> {
-    let profile = t.profile.clone().ok_or("the trace's revision has no generation-2 profile")?;
+fn dry_run_gen2(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<DryRun, DryRunError> {
+    let profile = t.profile.clone().ok_or(DryRunError::NoProfile)?;
     let abort = Duration::from_secs_f64(model.abort_timeout_s);
     let mut machines: Vec<(String, Box<dyn PrefillerMachine>)> = vec![];
     for p in &t.prefillers {
@@ -329,7 +343,7 @@ fn dry_run_gen2(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<
     Ok(sim.finish(abort * 4, recorded_writes(t), problems, show))
 }
 
-fn dry_run_gen1(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<DryRun, String> {
+fn dry_run_gen1(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<DryRun, DryRunError> {
     let Gen1Setup { profile, abort, msgs, by_id, regions, workers, p_tp, d_conns, d_tp } =
         Gen1Setup::new(t, model, scenario)?;
     let mut machines: Vec<(String, Box<dyn PrefillerMachine>)> = vec![];
@@ -341,10 +355,10 @@ fn dry_run_gen1(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<
             1,
             &model_config(model),
             &l,
-            profile.plan_rules().map_err(|e| e.to_string())?,
+            profile.plan_rules().map_err(SetupError::from)?,
             None,
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(SetupError::from)?;
         let mut core = Gen1Prefiller::new(profile.clone(), planner);
         core.set_abort_timeout(abort);
         machines.push((conn.clone(), Box::new(core)));
@@ -374,8 +388,7 @@ fn dry_run_gen1(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<
             layout(regions, model, d_tp, D_BASE, d).kv_caches_base_addr.into_iter().map(WireInt::from_u64).collect();
         let rid = format!("message {}", k + 1).into_bytes();
         let now = sim.now;
-        sim.machines[i]
-            .handle_frames(now, vec![rid.clone(), vec![], profile.encode_request(&meta).map_err(|e| e.to_string())?]);
+        sim.machines[i].handle_frames(now, vec![rid.clone(), vec![], profile.encode_request(&meta)?]);
         sim.pump(i);
         let got = sim.reply(&rid, abort * 2);
         match (&got, &m.reply) {

@@ -41,12 +41,13 @@ use mooncake_wire::proto::gen1::{unsigned_int, Gen1Profile};
 use mooncake_wire::typed::Status;
 use serde_json::Value as J;
 
-pub use dry_run::{dry_run, DryRun};
+pub use dry_run::{dry_run, DryRun, DryRunError};
 
 use crate::conversation::Conversation;
 use crate::role::Role;
 use crate::scenarios::{Model, Ready, Scenario, Scenarios, Transfer};
 use crate::setup::gen1::{messages, transfers_by_id};
+use crate::setup::SetupError;
 use crate::trace::{Event, Role as TraceRole, ZmqDir};
 
 /// The reply of a prefiller that waited the abort timeout for a transfer that never became ready (vLLM
@@ -88,8 +89,10 @@ impl Derived {
 
 /// Derives the setup of `t` (prepared with the scenarios file's `[model]`).
 pub fn derive(t: &Conversation, model: &Model) -> Derived {
-    let r = if t.revision.generation == 1 { derive_gen1(t, model) } else { derive_gen2(t, model) };
-    r.unwrap_or_else(|e| Derived {
+    if t.revision.generation != 1 {
+        return derive_gen2(t, model);
+    }
+    derive_gen1(t, model).unwrap_or_else(|e| Derived {
         scenario: Scenario::default(),
         how: vec![],
         unresolved: vec![Unresolved {
@@ -173,7 +176,7 @@ fn reply_index(t: &Conversation) -> BTreeMap<u64, usize> {
     out
 }
 
-fn derive_gen2(t: &Conversation, model: &Model) -> Result<Derived, String> {
+fn derive_gen2(t: &Conversation, model: &Model) -> Derived {
     let index = reply_index(t);
     let mut pulled = Pulled::default();
     let mut unresolved = vec![];
@@ -296,7 +299,7 @@ fn derive_gen2(t: &Conversation, model: &Model) -> Result<Derived, String> {
         forget_layouts_after_reply: forget.first().copied(),
         ..Scenario::default()
     };
-    Ok(finish(t, model, scenario, how, unresolved))
+    finish(t, model, scenario, how, unresolved)
 }
 
 fn transfers_how(
@@ -326,8 +329,8 @@ fn transfers_how(
     s
 }
 
-fn derive_gen1(t: &Conversation, model: &Model) -> Result<Derived, String> {
-    let profile = Gen1Profile::new(t.revision.clone()).map_err(|e| e.to_string())?;
+fn derive_gen1(t: &Conversation, model: &Model) -> Result<Derived, SetupError> {
+    let profile = Gen1Profile::new(t.revision.clone())?;
     let msgs = messages(t, &profile)?;
     let mut unresolved = vec![];
     // Ids in first-named order, the blocks of the first message naming them.
@@ -624,7 +627,7 @@ fn finish(
                 });
             }
         }
-        Err(e) => unresolved.push(Unresolved { what: e, roles: vec![Role::Prefiller, Role::Decoder] }),
+        Err(e) => unresolved.push(Unresolved { what: e.to_string(), roles: vec![Role::Prefiller, Role::Decoder] }),
     }
     Derived { scenario, how, unresolved }
 }

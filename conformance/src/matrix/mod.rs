@@ -119,16 +119,27 @@ pub fn sides(traces: &[Arc<Conversation>]) -> BTreeMap<(String, String), Side> {
     out.into_iter().map(|(k, (_, s))| (k, s)).collect()
 }
 
+/// Why the matrix's traces could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum MatrixError {
+    /// A trace cannot be read.
+    #[error(transparent)]
+    Trace(#[from] crate::trace::TraceError),
+    /// A trace cannot be read as a conversation.
+    #[error("{0}")]
+    Conversation(String),
+}
+
 /// Reads the traces and their conversations, leaving out those of another family than `push`; the first
 /// unreadable one is an error.
-pub fn load_traces(inputs: &[crate::jsonl::Input]) -> Result<Vec<Arc<Conversation>>, String> {
+pub fn load_traces(inputs: &[crate::jsonl::Input]) -> Result<Vec<Arc<Conversation>>, MatrixError> {
     let mut out = vec![];
     for f in inputs {
         let t = Trace::load_input(f)?;
         if t.header.family.as_deref().is_some_and(|f| f != "push") {
             continue;
         }
-        out.push(Arc::new(Conversation::new(t)?));
+        out.push(Arc::new(Conversation::new(t).map_err(MatrixError::Conversation)?));
     }
     Ok(out)
 }

@@ -57,11 +57,30 @@ fn message_of(c: &Change) -> (&'static str, bool) {
     }
 }
 
+/// Why a message of one revision's recording does not survive being read at another.
+#[derive(Debug, thiserror::Error)]
+enum SurviveError {
+    /// A side's revision has no built-in codec.
+    #[error("no codec")]
+    NoCodec,
+    /// The reader's revision does not decode it.
+    #[error("{}", .0.msgspec_message())]
+    Decode(#[source] mooncake_wire::codec::DecodeError),
+    /// It decodes to something else than the sender meant.
+    #[error("the {message} reads as {reads} there")]
+    Differs {
+        /// The message's struct name.
+        message: String,
+        /// What the reader reads, on the fields both revisions have.
+        reads: serde_json::Value,
+    },
+}
+
 /// Every message of `message` the sender's recording holds decodes under the reader's revision to what the
 /// sender meant, on the fields both have. `Err` names the first that does not.
-fn survive(sender: &Conversation, reader: &Revision, message: &str, replies: bool) -> Result<(), String> {
+fn survive(sender: &Conversation, reader: &Revision, message: &str, replies: bool) -> Result<(), SurviveError> {
     let (Some(sc), Some(rc)) = (Codec::builtin(&sender.revision.revision), Codec::builtin(&reader.revision)) else {
-        return Err("no codec".into());
+        return Err(SurviveError::NoCodec);
     };
     let fields = |r: &Revision| -> Vec<String> {
         r.structs.get(message).map(|s| s.fields.iter().map(|f| f.name.clone()).collect()).unwrap_or_default()
@@ -72,7 +91,7 @@ fn survive(sender: &Conversation, reader: &Revision, message: &str, replies: boo
             if replies { x.replies.iter().map(|r| &r.payload.bytes).collect() } else { vec![&x.request.bytes] };
         for b in bytes {
             let Ok(mine) = sc.decode(message, b) else { continue };
-            let theirs = rc.decode(message, b).map_err(|e| e.msgspec_message())?;
+            let theirs = rc.decode(message, b).map_err(SurviveError::Decode)?;
             let pick = |v: &mooncake_wire::codec::Value| {
                 let mut j = Codec::to_json(v);
                 if let Some(o) = j.as_object_mut() {
@@ -81,7 +100,7 @@ fn survive(sender: &Conversation, reader: &Revision, message: &str, replies: boo
                 j
             };
             if pick(&mine) != pick(&theirs) {
-                return Err(format!("the {message} reads as {} there", pick(&theirs)));
+                return Err(SurviveError::Differs { message: message.to_string(), reads: pick(&theirs) });
             }
         }
     }

@@ -68,6 +68,49 @@ pub struct Observation {
     pub error: Option<String>,
 }
 
+/// Why a testee worker of a cell could not be started or driven.
+#[derive(Debug, thiserror::Error)]
+enum WorkerError {
+    /// The program did not start.
+    #[error("{}", .0.message)]
+    Start(crate::testee::StartError),
+    /// A command to it failed (the testee's own text).
+    #[error("{0}")]
+    Command(String),
+}
+
+impl From<crate::testee::StartError> for WorkerError {
+    fn from(e: crate::testee::StartError) -> WorkerError {
+        WorkerError::Start(e)
+    }
+}
+
+/// Why a cell's run could not be set up or driven (an [`Observation`]'s `error`).
+#[derive(Debug, thiserror::Error)]
+enum ObserveError {
+    /// A testee worker failed.
+    #[error(transparent)]
+    Worker(#[from] WorkerError),
+    /// The reference cores cannot speak a side's revision.
+    #[error(transparent)]
+    Profile(#[from] mooncake_wire::proto::ProfileError),
+    /// A side's recording does not give its workers' setup.
+    #[error(transparent)]
+    Setup(#[from] crate::setup::SetupError),
+    /// The prefiller's revision has no bootstrap server.
+    #[error("no bootstrap in this revision")]
+    NoBootstrap,
+    /// Its bootstrap server's spec does not load.
+    #[error(transparent)]
+    Bootstrap(#[from] mooncake_wire::spec::SpecError),
+    /// The bootstrap server did not start.
+    #[error(transparent)]
+    Server(#[from] mooncake_io::http::HttpError),
+    /// The generation-1 prefiller workers found no consecutive ports.
+    #[error(transparent)]
+    Ports(#[from] gen1_setup::NoConsecutivePorts<WorkerError>),
+}
+
 /// A side of a cell: its revision's recording of the scenario.
 #[derive(Clone)]
 pub struct Side {
@@ -94,19 +137,19 @@ pub async fn observe(d: &Side, p: &Side, scenario: &Scenario, model: &Model, abo
     }
     match r {
         Ok(Ok(o)) => o,
-        Ok(Err(e)) => Observation { error: Some(e), ..Default::default() },
+        Ok(Err(e)) => Observation { error: Some(e.to_string()), ..Default::default() },
         Err(_) => Observation { error: Some("the run did not end in time".into()), ..Default::default() },
     }
 }
 
 /// A `mooncake-peer testee` process in a role.
-async fn worker(revision: &str, role: RoleConfig) -> Result<(Testee, Started), String> {
+async fn worker(revision: &str, role: RoleConfig) -> Result<(Testee, Started), WorkerError> {
     let (mut t, _) = Testee::start(&TesteeSpec::Builtin).await?;
     match t.send::<Started>(&Command::start(revision, &role)).await {
         Ok(a) => Ok((t, a)),
         Err(e) => {
             t.stop().await;
-            Err(e)
+            Err(WorkerError::Command(e))
         }
     }
 }
@@ -127,11 +170,11 @@ async fn start_prefillers(
     model: &Model,
     abort: Duration,
     workers: &mut Vec<Testee>,
-) -> Result<Prefillers, String> {
+) -> Result<Prefillers, ObserveError> {
     let t = &p.trace;
     let rev = &t.revision.revision;
     if p.gen() == 1 {
-        let profile = Gen1Profile::new(t.revision.clone()).map_err(|e| e.to_string())?;
+        let profile = Gen1Profile::new(t.revision.clone())?;
         let regions = gen1_setup::messages(t, &profile)?.first().map(|m| m.meta.kv_caches_base_addr.len()).unwrap_or(0);
         let ranks = gen1_setup::ranks(t);
         let n = ranks.len().max(1) as u64;
@@ -151,8 +194,8 @@ async fn start_prefillers(
     }
     // The bootstrap server belongs to the prefiller side; a generation-1 decoder never asks it anything.
     let rev_b = if d.gen() == 2 || p.gen() == 2 { t.revision.clone() } else { d.trace.revision.clone() };
-    let spec = BootstrapSpec::new(rev_b).ok_or("no bootstrap in this revision")?.map_err(|e| e.to_string())?;
-    let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await.map_err(|e| e.to_string())?;
+    let spec = BootstrapSpec::new(rev_b).ok_or(ObserveError::NoBootstrap)??;
+    let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await?;
     let url = boot.url();
     let mut order: Vec<usize> = (0..t.prefillers.len()).collect();
     order.sort_by_key(|&i| {
@@ -193,7 +236,7 @@ async fn start_prefillers(
 
 /// Generation-1 prefiller workers at consecutive ports on 127.0.0.1 (a decoder finds worker `r` at base + r),
 /// trying a few bases.
-async fn bind_consecutive(revision: &str, configs: Vec<PrefillerConfig>) -> Result<(u64, Vec<Testee>), String> {
+async fn bind_consecutive(revision: &str, configs: Vec<PrefillerConfig>) -> Result<(u64, Vec<Testee>), ObserveError> {
     gen1_setup::at_consecutive_ports(configs.len() as u64, |r, bind| {
         let mut c = configs[r as usize].clone();
         c.bind = Some(bind);
@@ -227,7 +270,7 @@ async fn start_decoders(
     model: &Model,
     abort: Duration,
     workers: &mut Vec<Testee>,
-) -> Result<Vec<Dec>, String> {
+) -> Result<Vec<Dec>, ObserveError> {
     let t = &d.trace;
     let mut out = vec![];
     let ranks = scenario.decoder_tp.max(1);
@@ -241,7 +284,7 @@ async fn start_decoders(
         }
     };
     let gen1_regions = if d.gen() == 1 {
-        let profile = Gen1Profile::new(t.revision.clone()).map_err(|e| e.to_string())?;
+        let profile = Gen1Profile::new(t.revision.clone())?;
         Some(
             gen1_setup::messages(t, &profile)?
                 .first()
@@ -299,7 +342,7 @@ async fn observe_inner(
     model: &Model,
     abort: Duration,
     workers: &mut Vec<Testee>,
-) -> Result<Observation, String> {
+) -> Result<Observation, ObserveError> {
     let prefillers = start_prefillers(p, d, model, abort, workers).await?;
     let decoders = start_decoders(d, scenario, model, abort, workers).await?;
     // Generation 1 knows a request by one id on both sides: a generation-1 prefiller readies its requests
@@ -331,13 +374,17 @@ async fn observe_inner(
     for (_, i) in &prefillers.conns {
         let w = &mut workers[*i];
         for (key, tr) in &transfers {
-            w.send::<Done>(&Command::Allocate { p_req_id: pid(key, tr), transfer_id: key.clone() }).await?;
+            w.send::<Done>(&Command::Allocate { p_req_id: pid(key, tr), transfer_id: key.clone() })
+                .await
+                .map_err(WorkerError::Command)?;
             if tr.ready == Ready::Before {
-                w.send::<Done>(&ready(key, tr)).await?;
+                w.send::<Done>(&ready(key, tr)).await.map_err(WorkerError::Command)?;
             }
         }
         if scenario.fail_transfers > 0 {
-            w.send::<Done>(&Command::FailNextTransfer { count: scenario.fail_transfers as u64, ret: -1 }).await?;
+            w.send::<Done>(&Command::FailNextTransfer { count: scenario.fail_transfers as u64, ret: -1 })
+                .await
+                .map_err(WorkerError::Command)?;
         }
     }
     // Pull step by step, each decoder worker in turn; reply-driven actions as the replies come.
@@ -362,7 +409,7 @@ async fn observe_inner(
                     remote_port: Some(prefillers.port),
                 })
                 .collect();
-            workers[dec.worker].send::<Done>(&Command::Pull { requests }).await?;
+            workers[dec.worker].send::<Done>(&Command::Pull { requests }).await.map_err(WorkerError::Command)?;
             // Pulls of one step reach the prefiller in the recorded worker order.
             tokio::time::sleep(Duration::from_millis(30)).await;
         }
@@ -370,7 +417,7 @@ async fn observe_inner(
         loop {
             let mut settled = true;
             for dec in &decoders {
-                let s: DecoderStatus = workers[dec.worker].status().await?;
+                let s: DecoderStatus = workers[dec.worker].status().await.map_err(WorkerError::Command)?;
                 let known: BTreeSet<&str> = s
                     .finished
                     .iter()
@@ -388,14 +435,14 @@ async fn observe_inner(
             }
             let mut sent = 0;
             for (_, i) in &prefillers.conns {
-                sent += replies_sent(&workers[*i].status().await?).len();
+                sent += replies_sent(&workers[*i].status().await.map_err(WorkerError::Command)?).len();
             }
             for (key, tr) in &transfers {
                 if let Ready::AfterReply(n) = tr.ready {
                     if sent >= n && !done_actions.contains(key) {
                         done_actions.push(key.clone());
                         for (_, i) in &prefillers.conns {
-                            workers[*i].send::<Done>(&ready(key, tr)).await?;
+                            workers[*i].send::<Done>(&ready(key, tr)).await.map_err(WorkerError::Command)?;
                         }
                     }
                 }
@@ -404,7 +451,7 @@ async fn observe_inner(
                 if sent >= n && !done_actions.iter().any(|a| a == "\u{0}forget") {
                     done_actions.push("\u{0}forget".into());
                     for (_, i) in &prefillers.conns {
-                        workers[*i].send::<Done>(&Command::ForgetLayouts).await?;
+                        workers[*i].send::<Done>(&Command::ForgetLayouts).await.map_err(WorkerError::Command)?;
                     }
                 }
             }
@@ -418,7 +465,7 @@ async fn observe_inner(
     tokio::time::sleep(abort + Duration::from_millis(300)).await;
     let mut obs = Observation::default();
     for (conn, i) in &prefillers.conns {
-        let s: PrefillerStatus = workers[*i].status().await?;
+        let s: PrefillerStatus = workers[*i].status().await.map_err(WorkerError::Command)?;
         let mut replies: Vec<String> = replies_sent(&s).iter().map(|b| reply_summary(p, b)).collect();
         replies.sort();
         let ok = s.writes.iter().filter(|w| w.ret == 0);
@@ -434,7 +481,7 @@ async fn observe_inner(
     }
     for dec in &decoders {
         let w = &mut workers[dec.worker];
-        let s: DecoderStatus = w.status().await?;
+        let s: DecoderStatus = w.status().await.map_err(WorkerError::Command)?;
         let finished: BTreeSet<String> = s.finished.iter().cloned().collect();
         let failed: BTreeSet<String> = s.failed.iter().map(|f| f.d_req_id.clone()).collect();
         let memory = read_regions(w, &dec.layout).await;

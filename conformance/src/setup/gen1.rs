@@ -8,7 +8,7 @@ use std::time::Duration;
 use mooncake_testee_protocol::LayoutConfig;
 use mooncake_wire::proto::gen1::{unsigned_int, AgentMetadata, Gen1Profile};
 
-use super::Columns;
+use super::{Columns, SetupError};
 use crate::conversation::Conversation;
 use crate::scenarios::{Model, Scenario};
 use crate::trace::{Role as TraceRole, ZmqDir};
@@ -16,30 +16,56 @@ use crate::trace::{Role as TraceRole, ZmqDir};
 /// How far apart the synthetic regions of two TP ranks of one side start.
 const RANK_SPAN: u64 = 0x10_0000_0000;
 
+/// No base had `n` free consecutive ports: the last base's failure.
+#[derive(Debug, thiserror::Error)]
+#[error("no free run of {n} consecutive ports on 127.0.0.1: {last}")]
+pub(crate) struct NoConsecutivePorts<E> {
+    /// How many workers were to start.
+    pub(crate) n: u64,
+    /// Why a worker of the last base tried did not start.
+    pub(crate) last: E,
+}
+
+/// For callers that still report errors as text.
+impl<E: std::fmt::Display> From<NoConsecutivePorts<E>> for String {
+    fn from(e: NoConsecutivePorts<E>) -> String {
+        e.to_string()
+    }
+}
+
+/// How many bases [`at_consecutive_ports`] tries.
+const BASES: u64 = 32;
+
 /// Starts `n` workers at consecutive ports on 127.0.0.1 (a generation-1 decoder finds worker `r` at the base
 /// port plus `r`), trying up to 32 bases: `start(r, endpoint)` starts worker `r` bound at `endpoint`. The
-/// workers of a base that did not work out are dropped (which stops them). Returns the base and the workers.
-pub(crate) async fn at_consecutive_ports<W, F, Fut>(n: u64, mut start: F) -> Result<(u64, Vec<W>), String>
+/// workers of a base that did not work out are dropped (which stops them). Returns the base and the workers;
+/// the error is the caller's `R`, made from [`NoConsecutivePorts`].
+pub(crate) async fn at_consecutive_ports<W, E, R, F, Fut>(n: u64, mut start: F) -> Result<(u64, Vec<W>), R>
 where
     F: FnMut(u64, String) -> Fut,
-    Fut: std::future::Future<Output = Result<W, String>>,
+    Fut: std::future::Future<Output = Result<W, E>>,
+    R: From<NoConsecutivePorts<E>>,
 {
-    let mut last = String::new();
-    'bases: for attempt in 0..32u64 {
+    let mut attempt = 0u64;
+    loop {
         let base = 20_000 + (std::process::id() as u64 * 7919 + attempt * 104_729) % 40_000;
         let mut workers = vec![];
+        let mut failed = None;
         for r in 0..n {
             match start(r, format!("tcp://127.0.0.1:{}", base + r)).await {
                 Ok(w) => workers.push(w),
                 Err(e) => {
-                    last = e;
-                    continue 'bases;
+                    failed = Some(e);
+                    break;
                 }
             }
         }
-        return Ok((base, workers));
+        match failed {
+            None => return Ok((base, workers)),
+            Some(last) if attempt + 1 >= BASES => return Err(NoConsecutivePorts { n, last }.into()),
+            Some(_) => attempt += 1,
+        }
     }
-    Err(format!("no free run of {n} consecutive ports on 127.0.0.1: {last}"))
 }
 
 /// One recorded message of a decoder worker and its reply.
@@ -52,7 +78,7 @@ pub(crate) struct Msg {
     pub(crate) line: usize,
 }
 
-pub(crate) fn messages(t: &Conversation, profile: &Gen1Profile) -> Result<Vec<Msg>, String> {
+pub(crate) fn messages(t: &Conversation, profile: &Gen1Profile) -> Result<Vec<Msg>, SetupError> {
     let mut out: Vec<Msg> = vec![];
     for z in t.trace.zmq().filter(|z| z.side == TraceRole::Decoder) {
         match z.dir {
@@ -60,7 +86,7 @@ pub(crate) fn messages(t: &Conversation, profile: &Gen1Profile) -> Result<Vec<Ms
                 let bytes = z.frames.last().cloned().unwrap_or_default();
                 let meta = profile
                     .decode_request(&bytes)
-                    .map_err(|e| format!("line {}: the recorded request does not decode: {e}", z.line))?;
+                    .map_err(|source| SetupError::Undecodable { line: z.line, source })?;
                 out.push(Msg {
                     decoder: z.conn.clone(),
                     endpoint: z.endpoint.clone(),
@@ -193,8 +219,8 @@ pub(crate) struct Gen1Setup {
 }
 
 impl Gen1Setup {
-    pub(crate) fn new(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<Gen1Setup, String> {
-        let profile = Gen1Profile::new(t.revision.clone()).map_err(|e| e.to_string())?;
+    pub(crate) fn new(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<Gen1Setup, SetupError> {
+        let profile = Gen1Profile::new(t.revision.clone())?;
         let msgs = messages(t, &profile)?;
         let by_id = transfers_by_id(scenario, &msgs);
         let regions = msgs.first().map(|m| m.meta.kv_caches_base_addr.len()).unwrap_or(0);
@@ -213,5 +239,49 @@ impl Gen1Setup {
             d_conns,
             d_tp,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread().build().expect("runtime").block_on(f)
+    }
+
+    #[test]
+    fn every_base_failing_gives_the_last_failure_after_all_bases() {
+        let mut calls = 0u64;
+        let r: Result<(u64, Vec<()>), NoConsecutivePorts<String>> = block_on(at_consecutive_ports(2, |r, ep| {
+            calls += 1;
+            let out = if r == 1 { Err(format!("{ep} in use (call {calls})")) } else { Ok(()) };
+            async move { out }
+        }));
+        let e = r.expect_err("worker 1 never starts");
+        // Two starts per base (worker 0 starts, worker 1 fails), every base tried.
+        assert_eq!(calls, 2 * BASES);
+        assert_eq!(e.n, 2);
+        assert!(e.last.ends_with(&format!("(call {})", 2 * BASES)), "{}", e.last);
+        let text = format!("no free run of 2 consecutive ports on 127.0.0.1: {}", e.last);
+        assert_eq!(e.to_string(), text);
+        // Callers that still want text get the same.
+        assert_eq!(String::from(e), text);
+    }
+
+    #[test]
+    fn a_later_base_that_works_is_returned_with_its_workers() {
+        let mut failures = 3;
+        let r: Result<(u64, Vec<String>), String> = block_on(at_consecutive_ports(2, |_, ep| {
+            let out = if failures > 0 {
+                failures -= 1;
+                Err("in use".to_string())
+            } else {
+                Ok(ep)
+            };
+            async move { out }
+        }));
+        let (base, workers) = r.expect("the fourth base works");
+        assert_eq!(workers, [format!("tcp://127.0.0.1:{base}"), format!("tcp://127.0.0.1:{}", base + 1)]);
     }
 }

@@ -14,6 +14,36 @@ use mooncake_wire::typed::MooncakeXferMetadata;
 use crate::conversation::{Conversation, PrefillerConn};
 use crate::scenarios::{Model, Scenario};
 
+/// Why a case's setup cannot be read off its trace and scenario (what the player, its dry run and the matrix
+/// need before anything starts).
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// No decoder request of the trace carries a layout to derive the prefiller's from.
+    #[error("the trace has no layout-carrying request")]
+    NoLayoutRequest,
+    /// The reference planner refuses the layout or the model.
+    #[error(transparent)]
+    Planner(#[from] mooncake_io::layout::LayoutError),
+    /// The reference cores cannot speak the trace's revision.
+    #[error(transparent)]
+    Profile(#[from] mooncake_wire::proto::ProfileError),
+    /// A recorded generation-1 request does not decode.
+    #[error("line {line}: the recorded request does not decode: {source}")]
+    Undecodable {
+        /// Its line in the trace.
+        line: usize,
+        /// Why it does not decode.
+        source: mooncake_wire::proto::gen1::RequestError,
+    },
+}
+
+/// For callers that still report errors as text.
+impl From<SetupError> for String {
+    fn from(e: SetupError) -> String {
+        e.to_string()
+    }
+}
+
 /// Base of the prefiller's (synthetic) region addresses.
 pub(crate) const P_BASE: u64 = 0x7100_0000_0000;
 /// Base of a (synthetic) decoder's region addresses, where the runner or the matrix makes one up.
@@ -31,10 +61,9 @@ pub fn prefiller_planner(
     p: &PrefillerConn,
     model: &Model,
     profile: &WireProfile,
-) -> Result<(LayoutConfig, Producer), String> {
+) -> Result<(LayoutConfig, Producer), SetupError> {
     let layout = prefiller_layout(t, p, model)?;
-    let planner =
-        producer(p.tp_rank, p.tp_size, 1, &model_config(model), &layout, profile).map_err(|e| e.to_string())?;
+    let planner = producer(p.tp_rank, p.tp_size, 1, &model_config(model), &layout, profile)?;
     Ok((layout, planner))
 }
 
@@ -118,9 +147,8 @@ pub fn decoder_layout(req: &MooncakeXferMetadata, model: &Model) -> LayoutConfig
 
 /// The prefiller worker's layout: the decoder's layers, with the prefiller's own bytes per block for its TP
 /// size (the recorded model; the payload share of a block as the decoder states it), at synthetic addresses.
-pub fn prefiller_layout(t: &Conversation, p: &PrefillerConn, model: &Model) -> Result<LayoutConfig, String> {
-    let req =
-        t.decoders.iter().find_map(|d| d.layout_request.clone()).ok_or("the trace has no layout-carrying request")?;
+pub fn prefiller_layout(t: &Conversation, p: &PrefillerConn, model: &Model) -> Result<LayoutConfig, SetupError> {
+    let req = t.decoders.iter().find_map(|d| d.layout_request.clone()).ok_or(SetupError::NoLayoutRequest)?;
     let c = columns(&req, model);
     let n = c.base.len();
     let bytes = model.block_bytes(p.tp_size as u64);
@@ -141,7 +169,7 @@ pub fn prefiller_config(
     p: &PrefillerConn,
     model: &Model,
     bootstrap: &str,
-) -> Result<PrefillerConfig, String> {
+) -> Result<PrefillerConfig, SetupError> {
     Ok(prefiller_config_with(p, model, prefiller_layout(t, p, model)?, bootstrap))
 }
 

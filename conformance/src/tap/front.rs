@@ -92,8 +92,8 @@ impl Drop for Front {
 
 /// The registry's answer, as the reference bootstrap server gives it (a body that is not JSON: 422).
 fn registry_answer(reg: &Mutex<Registry>, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
-    let parsed: Result<Option<J>, String> =
-        if body.is_empty() { Ok(None) } else { serde_json::from_slice(body).map(Some).map_err(|e| e.to_string()) };
+    let parsed: Result<Option<J>, serde_json::Error> =
+        if body.is_empty() { Ok(None) } else { serde_json::from_slice(body).map(Some) };
     let (status, answer) = match parsed {
         Err(e) => (
             422,

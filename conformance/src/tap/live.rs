@@ -21,6 +21,20 @@ use crate::finding::{CheckId, Finding};
 use crate::trace::Event;
 use crate::validate::EventChecker;
 
+/// Why the checks cannot run at a revision.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LiveError {
+    /// The spec has no built-in codec for it.
+    #[error("not a built-in revision")]
+    NotBuiltin,
+    /// The protocol cores cannot speak it.
+    #[error(transparent)]
+    Profile(#[from] mooncake_wire::proto::ProfileError),
+    /// Its bootstrap server's spec does not load.
+    #[error(transparent)]
+    Bootstrap(#[from] mooncake_wire::spec::SpecError),
+}
+
 /// A decoder connection: (tapped worker, routing id).
 pub(crate) type ConnKey = (usize, Vec<u8>);
 
@@ -116,13 +130,12 @@ impl Live {
     }
 
     /// The revision is known: check everything kept so far.
-    pub(crate) fn set_revision(&mut self, rev: Arc<Revision>) -> Result<Vec<Finding>, String> {
+    pub(crate) fn set_revision(&mut self, rev: Arc<Revision>) -> Result<Vec<Finding>, LiveError> {
         if self.checkers.is_some() {
             return Ok(vec![]);
         }
-        let profile = WireProfile::new(rev.clone(), Codec::builtin(&rev.revision).ok_or("not a built-in revision")?)
-            .map_err(|e| e.to_string())?;
-        let http = BootstrapSpec::new(rev.clone()).transpose().map_err(|e| e.to_string())?.map(HttpChecker::new);
+        let profile = WireProfile::new(rev.clone(), Codec::builtin(&rev.revision).ok_or(LiveError::NotBuiltin)?)?;
+        let http = BootstrapSpec::new(rev.clone()).transpose()?.map(HttpChecker::new);
         self.checkers =
             Some(Checkers { events: EventChecker::new(rev), http, exchanges: ExchangeChecker::new(&profile), profile });
         let mut out = vec![];

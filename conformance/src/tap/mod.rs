@@ -223,7 +223,8 @@ impl Tap {
                 let _ = tx.send(Seen::Zmq(o));
             })
         };
-        let relay = Arc::new(relay::Relay::start(&cfg.zmq_host, emit).map_err(RunError::environment)?);
+        let relay =
+            Arc::new(relay::Relay::start(&cfg.zmq_host, emit).map_err(|e| RunError::environment(e.to_string()))?);
         let workers = Arc::new(workers::Workers::default());
         let front = front::Front::start(&cfg.bootstrap_bind, answer, workers.clone(), relay.clone(), tx).await?;
         let writer = writer::TraceWriter::create(&cfg.out, serde_json::json!({}))
@@ -235,7 +236,7 @@ impl Tap {
         };
         let mut rec =
             recorder::Recorder::new(writer, live::Live::new(cfg.reply_timeout), workers, say, setup, revision)
-                .map_err(RunError::environment)?;
+                .map_err(|e| RunError::environment(e.to_string()))?;
         let (stop, mut stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(1));

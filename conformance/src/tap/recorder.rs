@@ -65,6 +65,23 @@ pub(crate) struct Recorder {
     troubles: Vec<String>,
 }
 
+/// Why the recorder could not start.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RecorderError {
+    /// The newest generation-2 revision's codec does not load.
+    #[error(transparent)]
+    Spec(#[from] mooncake_wire::spec::SpecError),
+    /// Its `any` type does not compile.
+    #[error(transparent)]
+    Compile(#[from] mooncake_wire::codec::CompileError),
+    /// The checks cannot run at the revision given.
+    #[error(transparent)]
+    Live(#[from] super::live::LiveError),
+    /// The trace's header could not be written.
+    #[error(transparent)]
+    Write(#[from] super::writer::WriteError),
+}
+
 /// Findings and notes kept for the report (all are printed as they happen): a long tap next to a chatty rogue
 /// peer must not grow without bound.
 const KEPT: usize = 10_000;
@@ -89,10 +106,10 @@ impl Recorder {
         say: Printer,
         setup: Setup,
         revision: Option<(Arc<Revision>, String)>,
-    ) -> Result<Recorder, String> {
+    ) -> Result<Recorder, RecorderError> {
         let newest = newest_gen2();
-        let mut any_codec = Codec::new(newest.clone()).map_err(|e| e.to_string())?;
-        let any_ty = any_codec.type_of("any").map_err(|e| e.to_string())?;
+        let mut any_codec = Codec::new(newest.clone())?;
+        let any_ty = any_codec.type_of("any")?;
         let (rev, release, rev_from) = match revision {
             Some((r, rel)) => (r, rel.clone(), RevisionFrom::Given(rel)),
             None => (newest.clone(), newest.releases.last().cloned().unwrap_or_default(), RevisionFrom::Assumed),

@@ -39,8 +39,49 @@ pub(crate) enum Obs {
     Trouble(String),
 }
 
+/// Why the relay could not tap a worker (or start).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RelayError {
+    /// A ZeroMQ call failed (a socket, an option).
+    #[error(transparent)]
+    Zmq(#[from] zmq::Error),
+    /// The relay thread could not be started.
+    #[error(transparent)]
+    Spawn(std::io::Error),
+    /// The tap's ROUTER could not bind.
+    #[error("bind {endpoint}: {source}")]
+    Bind {
+        /// The endpoint it was to bind.
+        endpoint: String,
+        /// The cause.
+        source: zmq::Error,
+    },
+    /// The endpoint ZeroMQ bound is not UTF-8.
+    #[error("endpoint is not UTF-8")]
+    EndpointNotUtf8,
+    /// A DEALER could not take a decoder connection's routing id.
+    #[error("routing id {}: {source}", hex::encode(rid))]
+    RoutingId {
+        /// The routing id.
+        rid: Vec<u8>,
+        /// The cause.
+        source: zmq::Error,
+    },
+    /// A DEALER could not connect to the real prefiller.
+    #[error("connect {endpoint}: {source}")]
+    Connect {
+        /// The prefiller's endpoint.
+        endpoint: String,
+        /// The cause.
+        source: zmq::Error,
+    },
+    /// The relay thread is gone.
+    #[error("the tap's ZeroMQ thread stopped")]
+    Stopped,
+}
+
 enum Cmd {
-    Add { worker: usize, real: String, reply: oneshot::Sender<Result<String, String>> },
+    Add { worker: usize, real: String, reply: oneshot::Sender<Result<String, RelayError>> },
     Shutdown,
 }
 
@@ -55,19 +96,19 @@ static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 impl Relay {
     /// Starts the thread. Its ROUTERs bind `tcp://<host>:*`; `emit` hears of every message forwarded.
-    pub(crate) fn start(host: &str, emit: Box<dyn FnMut(Obs) + Send>) -> Result<Relay, String> {
+    pub(crate) fn start(host: &str, emit: Box<dyn FnMut(Obs) + Send>) -> Result<Relay, RelayError> {
         let ctx = zmq::Context::new();
         let wake_addr = format!("inproc://mooncake-tap-{}", NEXT.fetch_add(1, Ordering::Relaxed));
-        let pull = ctx.socket(zmq::PULL).map_err(|e| e.to_string())?;
-        pull.bind(&wake_addr).map_err(|e| e.to_string())?;
-        let push = ctx.socket(zmq::PUSH).map_err(|e| e.to_string())?;
-        push.connect(&wake_addr).map_err(|e| e.to_string())?;
+        let pull = ctx.socket(zmq::PULL)?;
+        pull.bind(&wake_addr)?;
+        let push = ctx.socket(zmq::PUSH)?;
+        push.connect(&wake_addr)?;
         let (tx, rx) = mpsc::channel();
         let host = host.to_string();
         let thread = std::thread::Builder::new()
             .name("mooncake-tap".into())
             .spawn(move || Thread { ctx, host, fronts: vec![], legs: HashMap::new(), emit }.run(pull, rx))
-            .map_err(|e| e.to_string())?;
+            .map_err(RelayError::Spawn)?;
         Ok(Relay { cmds: tx, wake: Mutex::new(push), thread: Mutex::new(Some(thread)) })
     }
 
@@ -80,10 +121,10 @@ impl Relay {
     }
 
     /// Taps the prefiller worker at `real`: binds a ROUTER of the tap's own and returns its endpoint.
-    pub(crate) async fn add(&self, worker: usize, real: &str) -> Result<String, String> {
+    pub(crate) async fn add(&self, worker: usize, real: &str) -> Result<String, RelayError> {
         let (tx, rx) = oneshot::channel();
         self.send(Cmd::Add { worker, real: real.to_string(), reply: tx });
-        rx.await.map_err(|_| "the tap's ZeroMQ thread stopped".to_string())?
+        rx.await.map_err(|_| RelayError::Stopped)?
     }
 }
 
@@ -186,40 +227,39 @@ impl Thread {
         }
     }
 
-    fn bind_front(&mut self, worker: usize, real: String) -> Result<String, String> {
-        let s = self.ctx.socket(zmq::ROUTER).map_err(|e| e.to_string())?;
-        s.set_linger(0).map_err(|e| e.to_string())?;
-        s.set_maxmsgsize(limits::MAX_FRAME_BYTES as i64).map_err(|e| e.to_string())?;
+    fn bind_front(&mut self, worker: usize, real: String) -> Result<String, RelayError> {
+        let s = self.ctx.socket(zmq::ROUTER)?;
+        s.set_linger(0)?;
+        s.set_maxmsgsize(limits::MAX_FRAME_BYTES as i64)?;
         // Replies to a decoder connection that is gone fail instead of vanishing, so the tap can say so.
-        s.set_router_mandatory(true).map_err(|e| e.to_string())?;
-        s.set_sndhwm(0).map_err(|e| e.to_string())?;
+        s.set_router_mandatory(true)?;
+        s.set_sndhwm(0)?;
         let ep =
             if self.host.contains(':') { format!("tcp://[{}]:*", self.host) } else { format!("tcp://{}:*", self.host) };
         if v6(&ep) {
-            s.set_ipv6(true).map_err(|e| e.to_string())?;
+            s.set_ipv6(true)?;
         }
-        s.bind(&ep).map_err(|e| format!("bind {ep}: {e}"))?;
-        let bound =
-            s.get_last_endpoint().map_err(|e| e.to_string())?.map_err(|_| "endpoint is not UTF-8".to_string())?;
+        s.bind(&ep).map_err(|source| RelayError::Bind { endpoint: ep.clone(), source })?;
+        let bound = s.get_last_endpoint()?.map_err(|_| RelayError::EndpointNotUtf8)?;
         self.fronts.push(Front { worker, router: s, real });
         Ok(bound)
     }
 
-    fn open_leg(&self, f: usize, rid: &[u8]) -> Result<zmq::Socket, String> {
+    fn open_leg(&self, f: usize, rid: &[u8]) -> Result<zmq::Socket, RelayError> {
         let real = &self.fronts[f].real;
-        let s = self.ctx.socket(zmq::DEALER).map_err(|e| e.to_string())?;
+        let s = self.ctx.socket(zmq::DEALER)?;
         if !rid.is_empty() && rid.len() <= 255 {
-            s.set_identity(rid).map_err(|e| format!("routing id {}: {e}", hex::encode(rid)))?;
+            s.set_identity(rid).map_err(|source| RelayError::RoutingId { rid: rid.to_vec(), source })?;
         }
         // vLLM's decoder DEALER options (make_zmq_socket): no high-water marks, no linger.
-        s.set_linger(0).map_err(|e| e.to_string())?;
-        s.set_sndhwm(0).map_err(|e| e.to_string())?;
-        s.set_rcvhwm(0).map_err(|e| e.to_string())?;
-        s.set_maxmsgsize(limits::MAX_FRAME_BYTES as i64).map_err(|e| e.to_string())?;
+        s.set_linger(0)?;
+        s.set_sndhwm(0)?;
+        s.set_rcvhwm(0)?;
+        s.set_maxmsgsize(limits::MAX_FRAME_BYTES as i64)?;
         if v6(real) {
-            s.set_ipv6(true).map_err(|e| e.to_string())?;
+            s.set_ipv6(true)?;
         }
-        s.connect(real).map_err(|e| format!("connect {real}: {e}"))?;
+        s.connect(real).map_err(|source| RelayError::Connect { endpoint: real.clone(), source })?;
         Ok(s)
     }
 

@@ -5,7 +5,18 @@ use std::sync::Mutex;
 
 use serde_json::Value as J;
 
-use super::relay::Relay;
+use super::relay::{Relay, RelayError};
+
+/// Why a worker could not be tapped.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TapWorkerError {
+    /// What the worker registered is not a ZeroMQ TCP endpoint.
+    #[error("{0:?} is not a tcp://host:port endpoint")]
+    NotAnEndpoint(String),
+    /// The relay could not stand in front of it.
+    #[error(transparent)]
+    Relay(#[from] RelayError),
+}
 
 #[derive(Clone, Debug)]
 pub(crate) struct Worker {
@@ -33,13 +44,13 @@ pub(crate) fn is_endpoint(s: &str) -> bool {
 
 impl Workers {
     /// The tap's endpoint for the worker at `real`, binding a ROUTER for it the first time.
-    pub(crate) async fn tap(&self, real: &str, relay: &Relay) -> Result<String, String> {
+    pub(crate) async fn tap(&self, real: &str, relay: &Relay) -> Result<String, TapWorkerError> {
         let _one = self.adding.lock().await;
         if let Some(w) = self.by_real(real) {
             return Ok(w.tap);
         }
         if !is_endpoint(real) {
-            return Err(format!("{real:?} is not a tcp://host:port endpoint"));
+            return Err(TapWorkerError::NotAnEndpoint(real.to_string()));
         }
         let index = self.list.lock().expect("workers").len();
         let tap = relay.add(index, real).await?;

@@ -18,13 +18,24 @@ pub(crate) struct TraceWriter {
     dirty: bool,
 }
 
-fn io(path: &Path, e: std::io::Error) -> String {
-    format!("{}: {e}", path.display())
+/// Why the trace file could not be written: the file (the trace, or the copy a header rewrite writes) and
+/// the cause.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+pub(crate) struct WriteError {
+    /// The file.
+    pub(crate) path: PathBuf,
+    /// The cause.
+    pub(crate) source: std::io::Error,
+}
+
+fn io(path: &Path, e: std::io::Error) -> WriteError {
+    WriteError { path: path.to_path_buf(), source: e }
 }
 
 impl TraceWriter {
     /// Creates (or truncates) `path` and writes `header` as its first line.
-    pub(crate) fn create(path: &Path, header: J) -> Result<TraceWriter, String> {
+    pub(crate) fn create(path: &Path, header: J) -> Result<TraceWriter, WriteError> {
         let mut file = File::create(path).map_err(|e| io(path, e))?;
         file.write_all(format!("{header}\n").as_bytes()).map_err(|e| io(path, e))?;
         Ok(TraceWriter { path: path.to_path_buf(), file, header, dirty: false })
@@ -35,7 +46,7 @@ impl TraceWriter {
     }
 
     /// Appends one event line; it is on disk (in the kernel's hands) when this returns.
-    pub(crate) fn append(&mut self, event: &J) -> Result<(), String> {
+    pub(crate) fn append(&mut self, event: &J) -> Result<(), WriteError> {
         self.file.write_all(format!("{event}\n").as_bytes()).map_err(|e| io(&self.path, e))
     }
 
@@ -49,7 +60,7 @@ impl TraceWriter {
 
     /// Rewrites the header line if it changed: the file is copied behind the new header and the copy renamed
     /// over it, so a reader never sees a half-written file.
-    pub(crate) fn sync_header(&mut self) -> Result<(), String> {
+    pub(crate) fn sync_header(&mut self) -> Result<(), WriteError> {
         if !self.dirty {
             return Ok(());
         }
@@ -124,5 +135,14 @@ mod tests {
         w.set_header(json!({"h": 2, "longer": "header line"}));
         assert!(!w.dirty);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_created_is_named_with_its_cause() {
+        let p = std::env::temp_dir().join(format!("tap-writer-missing-{}", std::process::id())).join("t.jsonl");
+        let e = TraceWriter::create(&p, json!({})).err().expect("no such directory");
+        assert_eq!(e.path, p);
+        assert_eq!(e.source.kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(e.to_string(), format!("{}: {}", p.display(), e.source));
     }
 }
