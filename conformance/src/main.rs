@@ -1151,7 +1151,7 @@ fn main() -> ExitCode {
             };
             let traces = match mooncake_conformance::matrix::load_traces(&inputs) {
                 Ok(t) => t,
-                Err(e) => return usage(&e.to_string()),
+                Err(e) => return usage(e),
             };
             let mut only = vec![];
             for r in &revision {

@@ -126,8 +126,8 @@ pub enum MatrixError {
     #[error(transparent)]
     Trace(#[from] crate::trace::TraceError),
     /// A trace cannot be read as a conversation.
-    #[error("{0}")]
-    Conversation(String),
+    #[error(transparent)]
+    Conversation(#[from] crate::conversation::ConversationError),
 }
 
 /// Reads the traces and their conversations, leaving out those of another family than `push`; the first
@@ -139,7 +139,7 @@ pub fn load_traces(inputs: &[crate::jsonl::Input]) -> Result<Vec<Arc<Conversatio
         if t.header.family.as_deref().is_some_and(|f| f != "push") {
             continue;
         }
-        out.push(Arc::new(Conversation::new(t).map_err(MatrixError::Conversation)?));
+        out.push(Arc::new(Conversation::new(t)?));
     }
     Ok(out)
 }
