@@ -16,7 +16,7 @@
 //!   (contiguous runs coalesce), which `transfer_engine_calls` records. The decoder's own block ids are taken
 //!   when they reproduce the recorded calls, else non-contiguous ids (one descriptor per block), else a mix,
 //!   transfer by transfer — each candidate checked by a dry run of the reference prefiller with the planner of
-//!   the trace's revision ([`dry_run`]).
+//!   the trace's revision ([`dry_run()`]).
 //! * **injected failures** — a reply `Mooncake transfer engine returned -1` (generation 1: `trans_error` after
 //!   a recorded transfer-engine call) is a failed write: `fail_transfers`.
 //! * **forgotten layouts** — a LAYOUT_MISS that answers a layout-less pull the same prefiller had acknowledged
