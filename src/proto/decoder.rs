@@ -750,3 +750,19 @@ pub fn parse_query(body: &serde_json::Value) -> Result<BTreeMap<String, EngineTa
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A planner exception reaches the decoder's reason as vLLM's `str(exception)`: the message without the
+    /// exception type the planner's own `Display` puts first.
+    #[test]
+    fn a_planner_exception_reads_as_its_message() {
+        let e = crate::plan::TransferTopology::new(0, 0, 1, false, 1).expect_err("tp_size 0 divides by zero");
+        let t = TargetsError::from(e.clone());
+        assert_eq!(t.to_string(), e.err_msg());
+        assert_ne!(t.to_string(), e.to_string());
+        assert_eq!(std::error::Error::source(&t).map(|s| s.to_string()), Some(e.to_string()));
+    }
+}
