@@ -113,8 +113,8 @@ struct AppState {
 
 async fn handle(State(st): State<AppState>, method: Method, uri: Uri, body: Bytes) -> Response {
     let path = uri.path().to_string();
-    let parsed: Result<Option<J>, String> =
-        if body.is_empty() { Ok(None) } else { serde_json::from_slice(&body).map(Some).map_err(|e| e.to_string()) };
+    let parsed: Result<Option<J>, serde_json::Error> =
+        if body.is_empty() { Ok(None) } else { serde_json::from_slice(&body).map(Some) };
     let (status, response, request) = match parsed {
         Err(e) => (
             422,

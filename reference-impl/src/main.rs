@@ -133,9 +133,43 @@ enum Role {
     Testee,
 }
 
-fn read_layout(p: &PathBuf) -> Result<J, String> {
-    let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))
+/// Why the command line cannot be turned into a `start` command (exit code 2).
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    /// The `--layout` file cannot be read.
+    #[error("{}: {source}", path.display())]
+    ReadLayout {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The `--layout` file is not JSON.
+    #[error("{}: {source}", path.display())]
+    LayoutJson {
+        /// The file.
+        path: PathBuf,
+        /// What the JSON parser said.
+        source: serde_json::Error,
+    },
+    /// `--revision` names no revision of the spec.
+    #[error("--revision {0}")]
+    Revision(#[source] mooncake_wire::spec::ResolveError),
+    /// `--revision` names a revision the reference peer does not speak.
+    #[error("--revision {given}: the reference peer does not speak {name} (it speaks {})", spoken.join(", "))]
+    NotSpoken {
+        /// The revision as given.
+        given: String,
+        /// The revision it resolves to.
+        name: String,
+        /// The revisions the peer speaks.
+        spoken: Vec<String>,
+    },
+}
+
+fn read_layout(p: &PathBuf) -> Result<J, CliError> {
+    let text = std::fs::read_to_string(p).map_err(|source| CliError::ReadLayout { path: p.clone(), source })?;
+    serde_json::from_str(&text).map_err(|source| CliError::LayoutJson { path: p.clone(), source })
 }
 
 /// An odd 63-bit id, as vLLM draws `secrets.randbits(63) | 1`.
@@ -150,19 +184,17 @@ fn random_layout_id() -> u64 {
 }
 
 /// `--revision` in any form the spec's resolver takes (`vllm-0.33.0`, `0.33.0`, `v0.32.0`) → the revision name.
-fn revision_name(given: &str) -> Result<String, String> {
-    let r = mooncake_wire::spec::Spec::builtin().resolve(given).map_err(|e| format!("--revision {e}"))?;
+fn revision_name(given: &str) -> Result<String, CliError> {
+    let r = mooncake_wire::spec::Spec::builtin().resolve(given).map_err(CliError::Revision)?;
     let name = r.revision.revision.clone();
-    if !mooncake_reference::testee::revisions().contains(&name) {
-        return Err(format!(
-            "--revision {given}: the reference peer does not speak {name} (it speaks {})",
-            mooncake_reference::testee::revisions().join(", ")
-        ));
+    let spoken = mooncake_reference::testee::revisions();
+    if !spoken.contains(&name) {
+        return Err(CliError::NotSpoken { given: given.to_string(), name, spoken });
     }
     Ok(name)
 }
 
-fn start_command(role: &Role) -> Result<Option<J>, String> {
+fn start_command(role: &Role) -> Result<Option<J>, CliError> {
     let mut role = role.clone();
     match &mut role {
         Role::Testee => {}
@@ -303,10 +335,10 @@ mod tests {
     fn revision_names_resolve_as_everywhere_else() {
         assert_eq!(revision_name("0.33.0").unwrap(), "vllm-0.33.0");
         assert_eq!(revision_name("v0.32.0").unwrap(), "vllm-0.32.0");
-        assert!(revision_name("0.33").unwrap_err().contains("did you mean `0.33.0`?"));
+        assert!(revision_name("0.33").unwrap_err().to_string().contains("did you mean `0.33.0`?"));
         // Every revision of both generations is spoken.
         assert_eq!(revision_name("0.14.0").unwrap(), "vllm-0.13.0..0.15.1");
         assert_eq!(revision_name("0.27.1").unwrap(), "vllm-0.26.0..0.28.0");
-        assert!(revision_name("ascend:0.18.0").unwrap_err().contains("does not speak vllm-ascend-0.18.0"));
+        assert!(revision_name("ascend:0.18.0").unwrap_err().to_string().contains("does not speak vllm-ascend-0.18.0"));
     }
 }

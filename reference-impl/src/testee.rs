@@ -66,27 +66,107 @@ pub struct Testee {
     role: Option<Role>,
 }
 
-/// An error as the text of the testee protocol's error answer (`{"ok": false, "error": "..."}`): what the
-/// runner shows, and what a runner reads `unsupported:` from.
-fn text(e: impl std::fmt::Display) -> String {
-    e.to_string()
+/// Why the testee refuses or fails a command. Its text is the testee protocol's error answer
+/// (`{"ok": false, "error": "..."}`): what the runner shows, and what a runner reads `unsupported:` from.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TesteeError {
+    /// A command this testee does not implement.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// A command that needs a role, before `start`.
+    #[error("unsupported: {0} before start")]
+    BeforeStart(&'static str),
+    /// A command the protocol cannot read.
+    #[error(transparent)]
+    Command(CommandError),
+    /// A second `start`.
+    #[error("this testee already has a role")]
+    HasRole,
+    /// A revision the reference peer does not speak.
+    #[error("unsupported revision {0}")]
+    UnsupportedRevision(String),
+    /// A `start` config that is not the role's config.
+    #[error("config: {0}")]
+    Config(#[source] serde_json::Error),
+    /// A transfer backend other than `tcp-engine`.
+    #[error("config: transfer `{0}` is not a transfer backend (tcp-engine)")]
+    Transfer(String),
+    /// A negative, infinite or NaN number of seconds.
+    #[error("{what}: {value} is not a duration in seconds")]
+    Duration {
+        /// The config key.
+        what: &'static str,
+        /// The value given.
+        value: f64,
+    },
+    /// A bootstrap role in a revision without a bootstrap server.
+    #[error("no bootstrap server in this revision")]
+    NoBootstrap,
+    /// A generation-1 prefiller given a bootstrap server.
+    #[error("generation 1 has no bootstrap server: `bootstrap` must be null")]
+    Gen1Bootstrap,
+    /// The revision's bootstrap codec cannot be built.
+    #[error(transparent)]
+    BootstrapSpec(#[from] mooncake_wire::spec::SpecError),
+    /// The bootstrap server cannot start.
+    #[error(transparent)]
+    Http(#[from] mooncake_io::http::HttpError),
+    /// The revision's wire profile (or planning rules) cannot be built.
+    #[error(transparent)]
+    Profile(#[from] mooncake_wire::proto::ProfileError),
+    /// The layout (or the planner built from it) is refused.
+    #[error(transparent)]
+    Layout(#[from] mooncake_io::layout::LayoutError),
+    /// A fault name the peer does not know.
+    #[error(transparent)]
+    Fault(#[from] crate::error::UnknownFault),
+    /// The peer cannot start or answer.
+    #[error(transparent)]
+    Peer(#[from] crate::error::PeerError),
+    /// The decoder's transfer-engine listener cannot be bound.
+    #[error("transfer-engine listener: {0}")]
+    Listener(#[source] std::io::Error),
+    /// The listener's address cannot be read.
+    #[error(transparent)]
+    LocalAddr(std::io::Error),
+    /// A lock another thread poisoned (`memory` or `registry`).
+    #[error("{0} lock")]
+    Poisoned(&'static str),
+    /// A `read_memory` range outside the registered memory.
+    #[error("{len} bytes at {addr:#x} are not registered")]
+    NotRegistered {
+        /// The address asked for.
+        addr: u64,
+        /// The length asked for.
+        len: u64,
+    },
+    /// The bootstrap table cannot be written as JSON.
+    #[error(transparent)]
+    Json(serde_json::Error),
+}
+
+impl From<CommandError> for TesteeError {
+    fn from(e: CommandError) -> Self {
+        match e {
+            CommandError::Unsupported(name) => TesteeError::Unsupported(name),
+            e => TesteeError::Command(e),
+        }
+    }
 }
 
 /// The transfer backends a process can use: `tcp-engine` (the default).
-fn check_transfer(t: &Option<String>) -> Result<(), String> {
+fn check_transfer(t: &Option<String>) -> Result<(), TesteeError> {
     match t.as_deref() {
         None | Some("tcp-engine") => Ok(()),
-        Some(other) => Err(format!("config: transfer `{other}` is not a transfer backend (tcp-engine)")),
+        Some(other) => Err(TesteeError::Transfer(other.to_string())),
     }
 }
 
 /// Seconds from a control command; negative, infinite or NaN values are refused.
-fn secs(v: Option<f64>, what: &str) -> Result<Option<Duration>, String> {
+fn secs(v: Option<f64>, what: &'static str) -> Result<Option<Duration>, TesteeError> {
     match v {
         None => Ok(None),
-        Some(x) => {
-            Duration::try_from_secs_f64(x).map(Some).map_err(|_| format!("{what}: {x} is not a duration in seconds"))
-        }
+        Some(x) => Duration::try_from_secs_f64(x).map(Some).map_err(|_| TesteeError::Duration { what, value: x }),
     }
 }
 
@@ -100,8 +180,7 @@ impl Testee {
     /// Handles one command; never panics on bad input.
     pub async fn handle(&mut self, cmd: &J) -> J {
         let r = match Command::parse(cmd) {
-            Err(CommandError::Unsupported(name)) => Err(format!("unsupported: {name}")),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(TesteeError::from(e)),
             Ok(Command::Start { role, revision, config }) => self.start(role, &revision, config).await,
             Ok(Command::Stop) => {
                 self.role = None;
@@ -112,35 +191,33 @@ impl Testee {
         r.unwrap_or_else(proto::error_answer)
     }
 
-    async fn start(&mut self, role: proto::Role, revision: &str, config: J) -> Result<J, String> {
+    async fn start(&mut self, role: proto::Role, revision: &str, config: J) -> Result<J, TesteeError> {
         if self.role.is_some() {
-            return Err("this testee already has a role".into());
+            return Err(TesteeError::HasRole);
         }
         if !revisions().iter().any(|r| r == revision) {
-            return Err(format!("unsupported revision {revision}"));
+            return Err(TesteeError::UnsupportedRevision(revision.to_string()));
         }
         let rev = Spec::builtin().revision(revision).expect("listed").clone();
         let config = if config.is_null() { json!({}) } else { config };
         match role {
             proto::Role::Bootstrap => {
-                let c: BootstrapConfig = serde_json::from_value(config).map_err(|e| format!("config: {e}"))?;
+                let c: BootstrapConfig = serde_json::from_value(config).map_err(TesteeError::Config)?;
                 let bind = c.bind.unwrap_or_else(|| "127.0.0.1:0".into());
-                let spec = mooncake_wire::bootstrap::BootstrapSpec::new(rev)
-                    .ok_or("no bootstrap server in this revision")?
-                    .map_err(|e| e.to_string())?;
-                let s = BootstrapServer::start(&bind, Registry::new(spec)).await.map_err(text)?;
+                let spec = mooncake_wire::bootstrap::BootstrapSpec::new(rev).ok_or(TesteeError::NoBootstrap)??;
+                let s = BootstrapServer::start(&bind, Registry::new(spec)).await?;
                 let url = s.url();
                 self.role = Some(Role::Bootstrap(s));
                 Ok(proto::ok_answer(&Started { url: Some(url), ..Default::default() }))
             }
             proto::Role::Prefiller => {
-                let c: proto::PrefillerConfig = serde_json::from_value(config).map_err(|e| format!("config: {e}"))?;
+                let c: proto::PrefillerConfig = serde_json::from_value(config).map_err(TesteeError::Config)?;
                 check_transfer(&c.transfer)?;
                 if rev.generation == 1 {
                     return self.start_gen1_prefiller(revision, c).await;
                 }
-                let profile = WireProfile::builtin(revision).map_err(|e| e.to_string())?;
-                let planner = producer(c.tp_rank, c.tp_size, c.pp_size, &c.model, &c.layout, &profile).map_err(text)?;
+                let profile = WireProfile::builtin(revision)?;
+                let planner = producer(c.tp_rank, c.tp_size, c.pp_size, &c.model, &c.layout, &profile)?;
                 let memory = Arc::new(Mutex::new(c.layout.memory(true)));
                 let cfg = PrefillerConfig {
                     bind: c.bind.unwrap_or_else(|| "tcp://127.0.0.1:*".into()),
@@ -151,31 +228,24 @@ impl Testee {
                     bootstrap: c.bootstrap,
                     abort_timeout: secs(c.abort_timeout_s, "abort_timeout_s")?,
                     record_wire: c.record_wire,
-                    faults: c
-                        .faults
-                        .iter()
-                        .map(|f| crate::faults::Fault::parse(f))
-                        .collect::<Result<_, _>>()
-                        .map_err(text)?,
+                    faults: c.faults.iter().map(|f| crate::faults::Fault::parse(f)).collect::<Result<_, _>>()?,
                 };
-                let p =
-                    PrefillerPeer::start(cfg, profile, planner, memory, Backend::tcp_engine()).await.map_err(text)?;
+                let p = PrefillerPeer::start(cfg, profile, planner, memory, Backend::tcp_engine()).await?;
                 let endpoint = p.endpoint.clone();
                 self.role = Some(Role::Prefiller(p, c.record_wire));
                 Ok(proto::ok_answer(&Started { endpoint: Some(endpoint), ..Default::default() }))
             }
             proto::Role::Decoder => {
-                let c: proto::DecoderConfig = serde_json::from_value(config).map_err(|e| format!("config: {e}"))?;
+                let c: proto::DecoderConfig = serde_json::from_value(config).map_err(TesteeError::Config)?;
                 check_transfer(&c.transfer)?;
-                c.layout.check().map_err(text)?;
+                c.layout.check()?;
                 let memory = Arc::new(Mutex::new(c.layout.memory(false)));
-                let listener = TcpListener::bind((c.hostname.as_str(), c.te_port))
-                    .await
-                    .map_err(|e| format!("transfer-engine listener: {e}"))?;
-                let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+                let listener =
+                    TcpListener::bind((c.hostname.as_str(), c.te_port)).await.map_err(TesteeError::Listener)?;
+                let port = listener.local_addr().map_err(TesteeError::LocalAddr)?.port();
                 let server = tokio::spawn(serve_engine(listener, memory.clone()));
                 if rev.generation == 1 {
-                    let profile = Gen1Profile::builtin(revision).map_err(|e| e.to_string())?;
+                    let profile = Gen1Profile::builtin(revision)?;
                     let cfg = Gen1DecoderConfig {
                         hostname: c.hostname.clone(),
                         te_port: port as u64,
@@ -186,11 +256,11 @@ impl Testee {
                     if let Some(t) = secs(c.recv_timeout_s, "recv_timeout_s")? {
                         core.set_recv_timeout(t);
                     }
-                    let d = DecoderPeer::start(&self.ctx, core, memory).map_err(text)?;
+                    let d = DecoderPeer::start(&self.ctx, core, memory)?;
                     self.role = Some(Role::Decoder(d, server, c.record_wire));
                     return Ok(session(&c.hostname, port));
                 }
-                let profile = WireProfile::builtin(revision).map_err(|e| e.to_string())?;
+                let profile = WireProfile::builtin(revision)?;
                 let cfg = DecoderConfig {
                     hostname: c.hostname.clone(),
                     te_port: port as u64,
@@ -208,9 +278,12 @@ impl Testee {
                 if let Some(t) = secs(c.recv_timeout_s, "recv_timeout_s")? {
                     core.set_recv_timeout(t);
                 }
-                let faults =
-                    c.faults.iter().map(|f| crate::faults::Fault::parse(f)).collect::<Result<_, _>>().map_err(text)?;
-                let d = DecoderPeer::start_with_faults(&self.ctx, core, memory, faults).map_err(text)?;
+                let faults = c
+                    .faults
+                    .iter()
+                    .map(|f| crate::faults::Fault::parse(f))
+                    .collect::<Result<_, crate::error::UnknownFault>>()?;
+                let d = DecoderPeer::start_with_faults(&self.ctx, core, memory, faults)?;
                 self.role = Some(Role::Decoder(d, server, c.record_wire));
                 Ok(session(&c.hostname, port))
             }
@@ -218,21 +291,12 @@ impl Testee {
     }
 
     /// A generation-1 prefiller: a ROUTER at `bind`, no bootstrap server, requests known by the decoder's ids.
-    async fn start_gen1_prefiller(&mut self, revision: &str, c: proto::PrefillerConfig) -> Result<J, String> {
+    async fn start_gen1_prefiller(&mut self, revision: &str, c: proto::PrefillerConfig) -> Result<J, TesteeError> {
         if c.bootstrap.is_some() {
-            return Err("generation 1 has no bootstrap server: `bootstrap` must be null".into());
+            return Err(TesteeError::Gen1Bootstrap);
         }
-        let profile = Gen1Profile::builtin(revision).map_err(|e| e.to_string())?;
-        let planner = producer_with(
-            c.tp_rank,
-            c.tp_size,
-            c.pp_size,
-            &c.model,
-            &c.layout,
-            profile.plan_rules().map_err(|e| e.to_string())?,
-            None,
-        )
-        .map_err(text)?;
+        let profile = Gen1Profile::builtin(revision)?;
+        let planner = producer_with(c.tp_rank, c.tp_size, c.pp_size, &c.model, &c.layout, profile.plan_rules()?, None)?;
         let memory = Arc::new(Mutex::new(c.layout.memory(true)));
         let mut core = Gen1Prefiller::new(profile, planner);
         if let Some(t) = secs(c.abort_timeout_s, "abort_timeout_s")? {
@@ -247,18 +311,22 @@ impl Testee {
             bootstrap: None,
             abort_timeout: None,
             record_wire: c.record_wire,
-            faults: c.faults.iter().map(|f| crate::faults::Fault::parse(f)).collect::<Result<_, _>>().map_err(text)?,
+            faults: c
+                .faults
+                .iter()
+                .map(|f| crate::faults::Fault::parse(f))
+                .collect::<Result<_, crate::error::UnknownFault>>()?,
         };
-        let p = PrefillerPeer::start_machine(cfg, core, memory, Backend::tcp_engine()).await.map_err(text)?;
+        let p = PrefillerPeer::start_machine(cfg, core, memory, Backend::tcp_engine()).await?;
         let endpoint = p.endpoint.clone();
         self.role = Some(Role::Prefiller(p, c.record_wire));
         Ok(proto::ok_answer(&Started { endpoint: Some(endpoint), ..Default::default() }))
     }
 
-    async fn role_cmd(&mut self, cmd: Command) -> Result<J, String> {
+    async fn role_cmd(&mut self, cmd: Command) -> Result<J, TesteeError> {
         let done = || Ok(proto::ok_answer(&Done {}));
         match (&self.role, cmd) {
-            (None, c) => Err(format!("unsupported: {} before start", c.name())),
+            (None, c) => Err(TesteeError::BeforeStart(c.name())),
             (Some(Role::Prefiller(p, _)), Command::Allocate { p_req_id, transfer_id }) => {
                 p.allocated(&p_req_id, &transfer_id);
                 done()
@@ -280,7 +348,7 @@ impl Testee {
                 done()
             }
             (Some(Role::Prefiller(p, wire)), Command::Status) => {
-                let s = p.status().await.map_err(text)?;
+                let s = p.status().await?;
                 let status = proto::PrefillerStatus {
                     tracked_transfers: Some(s.tracked_transfers as u64),
                     open_exchanges: Some(s.open_exchanges as u64),
@@ -322,7 +390,7 @@ impl Testee {
                 done()
             }
             (Some(Role::Decoder(d, _, wire)), Command::Status) => {
-                let s = d.status().await.map_err(text)?;
+                let s = d.status().await?;
                 let wire = wire.then(|| {
                     // Sent and received in exchange order (each exchange: its request, then its replies).
                     let mut w = vec![];
@@ -359,16 +427,16 @@ impl Testee {
                 Ok(proto::ok_answer(&status))
             }
             (Some(Role::Decoder(d, _, _)), Command::ReadMemory { addr, len }) => {
-                let m = d.memory.lock().map_err(|_| "memory lock")?;
-                let b = m.read(addr, len).ok_or_else(|| format!("{len} bytes at {addr:#x} are not registered"))?;
+                let m = d.memory.lock().map_err(|_| TesteeError::Poisoned("memory"))?;
+                let b = m.read(addr, len).ok_or(TesteeError::NotRegistered { addr, len })?;
                 Ok(proto::ok_answer(&proto::Memory { hex: hex::encode(b) }))
             }
             (Some(Role::Bootstrap(b)), Command::Status) => {
-                let r = b.registry.lock().map_err(|_| "registry lock")?;
-                let table = serde_json::to_value(r.query()).map_err(|e| e.to_string())?;
+                let r = b.registry.lock().map_err(|_| TesteeError::Poisoned("registry"))?;
+                let table = serde_json::to_value(r.query()).map_err(TesteeError::Json)?;
                 Ok(proto::ok_answer(&proto::BootstrapStatus { workers: r.worker_count() as u64, table }))
             }
-            (_, c) => Err(format!("unsupported: {}", c.name())),
+            (_, c) => Err(TesteeError::Unsupported(c.name().to_string())),
         }
     }
 }

@@ -188,47 +188,82 @@ const KNOWN_FACTORS: &[&str] = &[
 const KNOWN_SPECULATIVE: &[&str] =
     &["method", "model", "revision", "code_revision", "parallel_drafting", "kv_cache_dtype", "auxiliary_layer_ids"];
 
+/// Why a compatibility-hash data file fails its checks ([`CompatHashSpec::parse`]); its text becomes the
+/// [`crate::spec::SpecError`]'s message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum CompatSpecError {
+    /// A `format` other than this module's.
+    #[error("format must be {:?}", FORMAT)]
+    Format,
+    /// An `algorithm` other than `hash_factors`.
+    #[error("unknown algorithm {0:?}")]
+    Algorithm(String),
+    /// A factor no code here computes.
+    #[error("factor `{0}`: no implementation computes it (src/hash/compat.rs)")]
+    UnknownFactor(String),
+    /// A speculative-config key no code here computes.
+    #[error("speculative key `{0}`: no implementation computes it")]
+    UnknownSpeculativeKey(String),
+    /// Versions not in connector-version order.
+    #[error("versions: connector_version {0} goes backwards")]
+    VersionBackwards(i64),
+    /// A release listed by two versions (or also as a release without the hash).
+    #[error("release {0} is listed twice")]
+    ReleaseTwice(String),
+    /// A version's key that `[factors]` does not define.
+    #[error("releases {releases:?}: key `{key}` is not defined under [factors]")]
+    UndefinedKey {
+        /// The version's releases.
+        releases: Vec<String>,
+        /// The key.
+        key: String,
+    },
+    /// A wrapper key with neither (or both) of `from` and `value`, or an unknown `from`.
+    #[error("wrapper key `{0}`: needs `from` (inner_hash or engine) or `value`")]
+    WrapperKey(String),
+}
+
 impl CompatHashSpec {
     /// Parses and checks one data file.
     pub(crate) fn parse(path: &str, text: &str) -> Result<CompatHashSpec, crate::spec::SpecError> {
         let spec: CompatHashSpec =
             toml::from_str(text).map_err(|e| crate::spec::SpecError::new(path, e.to_string()))?;
-        spec.check().map_err(|e| crate::spec::SpecError::new(path, e))?;
+        spec.check().map_err(|e| crate::spec::SpecError::new(path, e.to_string()))?;
         Ok(spec)
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), CompatSpecError> {
         if self.format != FORMAT {
-            return Err(format!("format must be {FORMAT:?}"));
+            return Err(CompatSpecError::Format);
         }
         if self.algorithm != "hash_factors" {
-            return Err(format!("unknown algorithm {:?}", self.algorithm));
+            return Err(CompatSpecError::Algorithm(self.algorithm.clone()));
         }
         for name in self.factors.keys() {
             if !KNOWN_FACTORS.contains(&name.as_str()) {
-                return Err(format!("factor `{name}`: no implementation computes it (src/hash/compat.rs)"));
+                return Err(CompatSpecError::UnknownFactor(name.clone()));
             }
         }
         for k in &self.speculative.keys {
             if !KNOWN_SPECULATIVE.contains(&k.name.as_str()) {
-                return Err(format!("speculative key `{}`: no implementation computes it", k.name));
+                return Err(CompatSpecError::UnknownSpeculativeKey(k.name.clone()));
             }
         }
         let mut seen = std::collections::HashSet::new();
         let mut last_version = i64::MIN;
         for v in &self.versions {
             if v.connector_version < last_version {
-                return Err(format!("versions: connector_version {} goes backwards", v.connector_version));
+                return Err(CompatSpecError::VersionBackwards(v.connector_version));
             }
             last_version = v.connector_version;
             for r in &v.releases {
                 if !seen.insert(r.clone()) || self.no_hash_releases.contains(r) {
-                    return Err(format!("release {r} is listed twice"));
+                    return Err(CompatSpecError::ReleaseTwice(r.clone()));
                 }
             }
             for k in &v.keys {
                 if !self.factors.contains_key(k) {
-                    return Err(format!("releases {:?}: key `{k}` is not defined under [factors]", v.releases));
+                    return Err(CompatSpecError::UndefinedKey { releases: v.releases.clone(), key: k.clone() });
                 }
             }
         }
@@ -236,9 +271,7 @@ impl CompatHashSpec {
             for k in &w.keys {
                 match (k.from.as_deref(), k.value) {
                     (Some("inner_hash" | "engine"), None) | (None, Some(_)) => {}
-                    _ => {
-                        return Err(format!("wrapper key `{}`: needs `from` (inner_hash or engine) or `value`", k.name))
-                    }
+                    _ => return Err(CompatSpecError::WrapperKey(k.name.clone())),
                 }
             }
         }

@@ -164,7 +164,7 @@ impl LookupFile {
         if raw.format != FORMAT {
             return Err(SpecError::new(path, format!("format must be {FORMAT}")));
         }
-        let f = LookupFile { versions: resolve(&raw.versions).map_err(|m| SpecError::new(path, m))? };
+        let f = LookupFile { versions: resolve(&raw.versions).map_err(|e| SpecError::new(path, e.to_string()))? };
         let mut seen = std::collections::HashSet::new();
         for v in &f.versions {
             let at = |m: String| SpecError::new(path, format!("version {}: {m}", v.name));
@@ -198,45 +198,113 @@ impl LookupFile {
     }
 }
 
+/// Why the versions of the lookup file cannot be resolved ([`resolve`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ResolveError {
+    /// A version table without a `name`.
+    #[error("a version without a `name`")]
+    Unnamed,
+    /// What is wrong with a named version.
+    #[error("version {version}: {problem}")]
+    Version {
+        /// The version's name.
+        version: String,
+        /// What is wrong with it.
+        #[source]
+        problem: VersionProblem,
+    },
+}
+
+/// What is wrong with one version of the lookup file.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum VersionProblem {
+    /// An `edit` entry that is not a table.
+    #[error("each edit must be a table")]
+    EditNotTable,
+    /// An `edit` key that is not an array of tables.
+    #[error("`edit` must be an array of tables")]
+    EditNotArray,
+    /// Edits in a version without a `base`.
+    #[error("edits need a `base`")]
+    EditsWithoutBase,
+    /// A `base` that is not a string.
+    #[error("`base` must be a string")]
+    BaseNotString,
+    /// A `base` that names no earlier version.
+    #[error("base `{0}` is not an earlier version")]
+    UnknownBase(String),
+    /// A derived version setting a key other than its own keys directly.
+    #[error("a derived version may only set {own:?} directly; change `{key}` with an edit", own = OWN_KEYS)]
+    NotOwnKey {
+        /// The key set directly.
+        key: String,
+    },
+    /// An edit that cannot be applied to the base.
+    #[error("edit #{index}: {source}")]
+    Edit {
+        /// The edit's position in the version, from 1.
+        index: usize,
+        /// Why it cannot be applied.
+        source: crate::spec::tree::EditError,
+    },
+    /// The resolved table is not a version.
+    #[error("{0}")]
+    Read(#[source] toml::de::Error),
+}
+
+/// Why a request frame's definition is not one the lookup codec can use ([`check_frame`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum FrameDefError {
+    /// A const frame without `bytes`.
+    #[error("a const frame needs `bytes`")]
+    ConstWithoutBytes,
+    /// A const (tag) frame after the first frame.
+    #[error("only the first frame can be a tag")]
+    TagNotFirst,
+    /// A msgpack frame of a type other than `list[str]`.
+    #[error("msgpack frames hold list[str]")]
+    MsgpackNotStrList,
+    /// A hashes frame whose `item_len` names no earlier u16 or u32 frame.
+    #[error("`item_len` must name an earlier u16 or u32 frame")]
+    BadItemLen,
+    /// A reply frame kind in a request.
+    #[error("reply kinds cannot be request frames")]
+    ReplyKind,
+}
+
 /// Applies each version's edits to its base (which must come earlier in the file) and reads the result.
-fn resolve(raw: &[toml::Table]) -> Result<Vec<LookupVersion>, String> {
+fn resolve(raw: &[toml::Table]) -> Result<Vec<LookupVersion>, ResolveError> {
     use toml::Value;
     let mut done: Vec<(String, toml::Table)> = Vec::new();
     let mut out = Vec::new();
     for own in raw {
-        let name = own
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| "a version without a `name`".to_string())?
-            .to_string();
-        let at = |m: String| format!("version {name}: {m}");
+        let name = own.get("name").and_then(Value::as_str).ok_or(ResolveError::Unnamed)?.to_string();
+        let at = |problem: VersionProblem| ResolveError::Version { version: name.clone(), problem };
         let source = own.get("source").and_then(Value::as_str).unwrap_or_default().to_string();
         let edits: Vec<toml::Table> = match own.get("edit") {
             None => vec![],
             Some(Value::Array(a)) => a
                 .iter()
-                .map(|e| e.as_table().cloned().ok_or_else(|| at("each edit must be a table".into())))
+                .map(|e| e.as_table().cloned().ok_or_else(|| at(VersionProblem::EditNotTable)))
                 .collect::<Result<_, _>>()?,
-            Some(_) => return Err(at("`edit` must be an array of tables".into())),
+            Some(_) => return Err(at(VersionProblem::EditNotArray)),
         };
         let mut t = match own.get("base") {
-            None if !edits.is_empty() => return Err(at("edits need a `base`".into())),
+            None if !edits.is_empty() => return Err(at(VersionProblem::EditsWithoutBase)),
             None => own.clone(),
             Some(base) => {
-                let base = base.as_str().ok_or_else(|| at("`base` must be a string".into()))?;
+                let base = base.as_str().ok_or_else(|| at(VersionProblem::BaseNotString))?;
                 let (_, bt) = done
                     .iter()
                     .find(|(n, _)| n == base)
-                    .ok_or_else(|| at(format!("base `{base}` is not an earlier version")))?;
+                    .ok_or_else(|| at(VersionProblem::UnknownBase(base.to_string())))?;
                 let mut t = bt.clone();
                 for k in OWN_KEYS {
                     t.remove(*k);
                 }
                 for (k, v) in own {
                     if !OWN_KEYS.contains(&k.as_str()) {
-                        return Err(at(format!(
-                            "a derived version may only set {OWN_KEYS:?} directly; change `{k}` with an edit"
-                        )));
+                        return Err(at(VersionProblem::NotOwnKey { key: k.clone() }));
                     }
                     if k != "edit" {
                         t.insert(k.clone(), v.clone());
@@ -244,7 +312,7 @@ fn resolve(raw: &[toml::Table]) -> Result<Vec<LookupVersion>, String> {
                 }
                 for (i, e) in edits.iter().enumerate() {
                     crate::spec::tree::apply_edit(&mut t, e, &name, &source)
-                        .map_err(|m| at(format!("edit #{}: {m}", i + 1)))?;
+                        .map_err(|source| at(VersionProblem::Edit { index: i + 1, source }))?;
                 }
                 t
             }
@@ -254,21 +322,21 @@ fn resolve(raw: &[toml::Table]) -> Result<Vec<LookupVersion>, String> {
         if !edits.is_empty() {
             t.insert("edit".into(), Value::Array(edits.into_iter().map(Value::Table).collect()));
         }
-        out.push(Value::Table(t).try_into::<LookupVersion>().map_err(|e| at(e.to_string()))?);
+        out.push(Value::Table(t).try_into::<LookupVersion>().map_err(|e| at(VersionProblem::Read(e)))?);
     }
     Ok(out)
 }
 
-fn check_frame(f: &FrameDef, earlier: &[&FrameDef]) -> Result<(), String> {
+fn check_frame(f: &FrameDef, earlier: &[&FrameDef]) -> Result<(), FrameDefError> {
     match f.kind {
-        FrameKind::Const if f.bytes.is_none() => Err("a const frame needs `bytes`".into()),
-        FrameKind::Const if !earlier.is_empty() => Err("only the first frame can be a tag".into()),
-        FrameKind::Msgpack if f.ty.as_deref() != Some("list[str]") => Err("msgpack frames hold list[str]".into()),
+        FrameKind::Const if f.bytes.is_none() => Err(FrameDefError::ConstWithoutBytes),
+        FrameKind::Const if !earlier.is_empty() => Err(FrameDefError::TagNotFirst),
+        FrameKind::Msgpack if f.ty.as_deref() != Some("list[str]") => Err(FrameDefError::MsgpackNotStrList),
         FrameKind::Hashes => match earlier.iter().find(|e| Some(e.name.as_str()) == f.item_len.as_deref()) {
             Some(e) if matches!(e.kind, FrameKind::U16 | FrameKind::U32) => Ok(()),
-            _ => Err("`item_len` must name an earlier u16 or u32 frame".into()),
+            _ => Err(FrameDefError::BadItemLen),
         },
-        FrameKind::Lookup | FrameKind::Status => Err("reply kinds cannot be request frames".into()),
+        FrameKind::Lookup | FrameKind::Status => Err(FrameDefError::ReplyKind),
         _ => Ok(()),
     }
 }

@@ -87,6 +87,40 @@ pub struct PullRequest {
 /// Engine id → TP rank → PP rank → worker address (the decoder's view of `/query`).
 pub type EngineTable = BTreeMap<usize, BTreeMap<usize, String>>;
 
+/// Why no prefiller worker can be chosen for a pull: the exception vLLM raises while choosing them. The texts
+/// are vLLM's (`str(exception)`), compared with recorded traces: they must not change.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum TargetsError {
+    /// The prefiller has more TP ranks than the decoder, which this revision refuses.
+    #[error("Mooncake: Heterogeneous TP is not supported yet.")]
+    HeterogeneousTp,
+    /// The TP/PP planner raised; the text is its `err_msg` (vLLM's `str(exception)`, without the type).
+    #[error("{}", .0.err_msg())]
+    Plan(#[from] crate::plan::PlanError),
+    /// The bootstrap table has no worker at a TP rank the planner chose.
+    #[error("remote engine {engine} has no TP rank {rank}")]
+    NoTpRank {
+        /// The prefiller engine's id.
+        engine: String,
+        /// The missing TP rank.
+        rank: usize,
+    },
+    /// The bootstrap table has no PP rank 0 at a chosen TP rank (revisions that pull from PP rank 0 only).
+    #[error("remote engine {engine} has no PP rank 0 at TP rank {tp_rank}")]
+    NoPpRankZero {
+        /// The prefiller engine's id.
+        engine: String,
+        /// The TP rank without a PP rank 0.
+        tp_rank: usize,
+    },
+}
+
+/// A reply's `ok_reqs` names a request the exchange did not carry, and the revision raises for it: vLLM's
+/// `KeyError`, as the exchange's failure reason (the text is compared with recorded traces).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("transfer failed: KeyError: '{0}'")]
+pub(crate) struct UnknownOkIdError(pub(crate) String);
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 /// Identifies one DEALER exchange the driver runs for the core (a socket it opens, sends on and closes).
 pub struct ExchangeId(pub u64);
@@ -317,27 +351,22 @@ impl DecoderCore {
     }
 
     /// The prefiller worker addresses to pull from, by the TP/PP rules.
-    fn targets(&self, engine: &str) -> Result<Vec<String>, String> {
+    fn targets(&self, engine: &str) -> Result<Vec<String>, TargetsError> {
         let table = &self.engines[engine];
         let remote_tp = table.len();
         if self.profile.rules.heterogeneous_tp == HeterogeneousTp::RefusedWhenReady && remote_tp > self.cfg.tp_size {
-            return Err("Mooncake: Heterogeneous TP is not supported yet.".into());
+            return Err(TargetsError::HeterogeneousTp);
         }
-        let topo = crate::plan::TransferTopology::new(self.cfg.tp_rank as i64, self.cfg.tp_size as i64, 1, false, 1)
-            .map_err(|e| e.err_msg().to_string())?;
-        let ranks: Vec<usize> = topo
-            .handshake_target_ranks(remote_tp as i64, 1)
-            .map_err(|e| e.err_msg().to_string())?
-            .into_iter()
-            .map(|r| r as usize)
-            .collect();
+        let topo = crate::plan::TransferTopology::new(self.cfg.tp_rank as i64, self.cfg.tp_size as i64, 1, false, 1)?;
+        let ranks: Vec<usize> =
+            topo.handshake_target_ranks(remote_tp as i64, 1)?.into_iter().map(|r| r as usize).collect();
         let mut addrs = vec![];
         for r in ranks {
-            let pp = table.get(&r).ok_or_else(|| format!("remote engine {engine} has no TP rank {r}"))?;
+            let pp = table.get(&r).ok_or_else(|| TargetsError::NoTpRank { engine: engine.to_string(), rank: r })?;
             if self.profile.rules.decoder_pp_targets == DecoderPpTargets::PpRankZero {
                 addrs.push(
                     pp.get(&0)
-                        .ok_or_else(|| format!("remote engine {engine} has no PP rank 0 at TP rank {r}"))?
+                        .ok_or_else(|| TargetsError::NoPpRankZero { engine: engine.to_string(), tp_rank: r })?
                         .clone(),
                 );
             } else if self.cfg.pp_size == pp.len() && pp.contains_key(&self.cfg.pp_rank) {
@@ -487,7 +516,7 @@ impl DecoderCore {
             self.acked.insert(addr);
         }
         if let Err(e) = self.settle(id, &r) {
-            return self.fail_exchange(id, &e);
+            return self.fail_exchange(id, &e.to_string());
         }
         if self.profile.is_terminal(r.status) {
             let left = self.exchanges.get(&id).map(|x| x.reqs.clone()).unwrap_or_default();
@@ -508,7 +537,7 @@ impl DecoderCore {
     }
 
     /// One reply's id lists. `Err` is an exception vLLM raises while reading them (an unknown ok id).
-    fn settle(&mut self, id: ExchangeId, r: &MooncakeXferResponse) -> Result<(), String> {
+    fn settle(&mut self, id: ExchangeId, r: &MooncakeXferResponse) -> Result<(), UnknownOkIdError> {
         let rules = self.profile.rules.clone();
         let per_peer = rules.failure_finish == FailureFinish::WhenEveryPeerSettled;
         let all = self.exchanges[&id].all.clone();
@@ -521,7 +550,7 @@ impl DecoderCore {
             if !all.contains(d) {
                 match rules.unknown_ok_id {
                     UnknownOkId::Ignored => continue,
-                    UnknownOkId::FailsExchange => return Err(format!("transfer failed: KeyError: '{d}'")),
+                    UnknownOkId::FailsExchange => return Err(UnknownOkIdError(d.clone())),
                 }
             }
             if per_peer {
@@ -720,4 +749,20 @@ pub fn parse_query(body: &serde_json::Value) -> Result<BTreeMap<String, EngineTa
         out.insert(id, t);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A planner exception reaches the decoder's reason as vLLM's `str(exception)`: the message without the
+    /// exception type the planner's own `Display` puts first.
+    #[test]
+    fn a_planner_exception_reads_as_its_message() {
+        let e = crate::plan::TransferTopology::new(0, 0, 1, false, 1).expect_err("tp_size 0 divides by zero");
+        let t = TargetsError::from(e.clone());
+        assert_eq!(t.to_string(), e.err_msg());
+        assert_ne!(t.to_string(), e.to_string());
+        assert_eq!(std::error::Error::source(&t).map(|s| s.to_string()), Some(e.to_string()));
+    }
 }

@@ -47,6 +47,146 @@ impl fmt::Display for SpecError {
 }
 impl std::error::Error for SpecError {}
 
+/// Why a resolved revision fails the semantic checks the file format cannot express ([`check_revision`]); its
+/// text becomes the [`SpecError`]'s message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum RevisionError {
+    /// A revision with `releases` that also names a `commit`.
+    #[error("a released revision has no `commit` (its build commits go in `build_commits`)")]
+    ReleasedWithCommit,
+    /// A `commit` that is not `owner/repo@<hex commit>` (at least 9 hex digits).
+    #[error("`commit` must be owner/repo@<hex commit>, found `{0}`")]
+    BadCommit(String),
+    /// Neither `releases` nor `commit`.
+    #[error("`releases` is empty (only an unreleased revision may name a `commit` instead)")]
+    NoReleases,
+    /// A revision whose name does not match its releases (or commit).
+    #[error("revision is named `{name}` but its releases make it `{want}`")]
+    Misnamed {
+        /// The name the file gives.
+        name: String,
+        /// The name its releases (or commit) make it.
+        want: String,
+    },
+    /// An alias, enum or struct name defined more than once.
+    #[error("name `{0}` is defined twice")]
+    DefinedTwice(String),
+    /// A type expression naming a type the revision does not define.
+    #[error("{what}: unknown type name `{name}`")]
+    UnknownTypeName {
+        /// Where the type expression is (`alias X`, `Struct.field`, `route GET /query`, ...).
+        what: String,
+        /// The unknown name.
+        name: String,
+    },
+    /// An enum with two members of the same name or value.
+    #[error("enum {name}: duplicate member {member} = {value}")]
+    DuplicateMember {
+        /// The enum.
+        name: String,
+        /// The member's name.
+        member: String,
+        /// The member's value.
+        value: i64,
+    },
+    /// A pydantic or JSON model under `[structs]`.
+    #[error("struct {0}: JSON models belong under [bootstrap.models]")]
+    JsonModelInStructs(String),
+    /// A msgpack transport message without a struct of its name.
+    #[error("transport message {0} has no struct of that name")]
+    NoStructForMessage(String),
+    /// A raw transport message without constants.
+    #[error("raw transport message {0} lists no constants")]
+    RawWithoutConstants(String),
+    /// A transport message encoding other than `msgpack` and `raw`.
+    #[error("transport message {message}: unknown encoding `{encoding}`")]
+    UnknownEncoding {
+        /// The message.
+        message: String,
+        /// The encoding it names.
+        encoding: String,
+    },
+    /// A transport message from or to a role without a socket.
+    #[error("transport message {message}: no socket for role `{role}`")]
+    NoSocket {
+        /// The message.
+        message: String,
+        /// The role without a socket.
+        role: String,
+    },
+    /// `[behaviour]` items every revision of the generation must state, missing here.
+    #[error("[behaviour] does not state {} (every generation-{generation} revision must)", .missing.join(", "))]
+    BehaviourMissing {
+        /// The missing items.
+        missing: Vec<&'static str>,
+        /// The revision's generation.
+        generation: u32,
+    },
+    /// `behaviour.layout_caching = true`.
+    #[error("behaviour.layout_caching is `false` or a table")]
+    LayoutCachingTrue,
+    /// A `layout_caching.miss_status` that is no enum member.
+    #[error("layout_caching.miss_status `{0}` is not an enum member")]
+    MissStatusNotMember(String),
+    /// A behaviour item naming a field the decoder's request does not have.
+    #[error("behaviour.{item} names `{field}`, which is not a field of the request")]
+    NotARequestField {
+        /// The behaviour item.
+        item: &'static str,
+        /// The field it names.
+        field: String,
+    },
+    /// A bootstrap route whose request model is not among `[bootstrap.models]`.
+    #[error("route {method} {path}: unknown request model {model}")]
+    UnknownRequestModel {
+        /// The route's method.
+        method: String,
+        /// The route's path.
+        path: String,
+        /// The model it names.
+        model: String,
+    },
+    /// A bootstrap route whose response body is not a type expression.
+    #[error("route {method} {path}: {source}")]
+    RouteBody {
+        /// The route's method.
+        method: String,
+        /// The route's path.
+        path: String,
+        /// Why the body's type does not parse.
+        source: TypeParseError,
+    },
+    /// A struct field declared twice.
+    #[error("struct {strukt}: field {field} is declared twice")]
+    FieldTwice {
+        /// The struct.
+        strukt: String,
+        /// The field.
+        field: String,
+    },
+    /// A field whose default cannot be read.
+    #[error("{strukt}.{field}: {source}")]
+    FieldDefault {
+        /// The struct.
+        strukt: String,
+        /// The field.
+        field: String,
+        /// Why the default cannot be read.
+        source: LiteralError,
+    },
+    /// A required field after a defaulted one in a msgspec struct that is not `array_like`.
+    #[error("struct {strukt}: required field {field} follows a defaulted field")]
+    RequiredAfterDefault {
+        /// The struct.
+        strukt: String,
+        /// The required field.
+        field: String,
+    },
+    /// `tag_field` without `tag`.
+    #[error("struct {0}: tag_field without tag")]
+    TagFieldWithoutTag(String),
+}
+
 /// All revisions of one protocol family, oldest first.
 #[derive(Clone, Debug)]
 pub struct Family {
@@ -131,7 +271,7 @@ impl Spec {
                 .map(|e| toml::Value::Table(e).try_into())
                 .collect::<Result<_, toml::de::Error>>()
                 .map_err(|e| SpecError::new(&r.path, format!("edit: {e}")))?;
-            check_revision(&rev).map_err(|m| SpecError::new(&r.path, m))?;
+            check_revision(&rev).map_err(|e| SpecError::new(&r.path, e.to_string()))?;
             match families.iter_mut().find(|f| f.name == family) {
                 Some(f) => f.revisions.push(Arc::new(rev)),
                 None => families.push(Family { name: family, revisions: vec![Arc::new(rev)] }),
@@ -192,7 +332,7 @@ fn collect(dir: &Path, root: &Path, out: &mut Vec<(String, String)>) -> std::io:
 }
 
 /// Semantic checks the file format cannot express.
-fn check_revision(rev: &Revision) -> Result<(), String> {
+fn check_revision(rev: &Revision) -> Result<(), RevisionError> {
     // The name states the project and the release range (or, unreleased, the commit).
     let project = match rev.family.as_str() {
         "push" => "vllm".to_string(),
@@ -204,15 +344,13 @@ fn check_revision(rev: &Revision) -> Result<(), String> {
             .unwrap_or_default(),
     };
     let want = match (rev.releases.first(), rev.releases.last(), &rev.commit) {
-        (Some(_), _, Some(_)) => {
-            return Err("a released revision has no `commit` (its build commits go in `build_commits`)".into())
-        }
+        (Some(_), _, Some(_)) => return Err(RevisionError::ReleasedWithCommit),
         (Some(a), Some(b), None) if a == b => format!("{project}-{a}"),
         (Some(a), Some(b), None) => format!("{project}-{a}..{b}"),
         (None, _, Some(c)) => {
             let sha = c.rsplit('@').next().unwrap_or_default();
             if sha.len() < 9 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(format!("`commit` must be owner/repo@<hex commit>, found `{c}`"));
+                return Err(RevisionError::BadCommit(c.clone()));
             }
             // Named `<project>-<label>@<first 9 hex digits>`: `main` for a branch read at a commit, `extracted`
             // for a revision `mooncake-conformance extract` derived from source.
@@ -225,23 +363,23 @@ fn check_revision(rev: &Revision) -> Result<(), String> {
                 .unwrap_or("main");
             format!("{project}-{label}@{}", &sha[..9])
         }
-        _ => return Err("`releases` is empty (only an unreleased revision may name a `commit` instead)".into()),
+        _ => return Err(RevisionError::NoReleases),
     };
     if ["push", "pull"].contains(&rev.family.as_str()) && rev.revision != want {
-        return Err(format!("revision is named `{}` but its releases make it `{want}`", rev.revision));
+        return Err(RevisionError::Misnamed { name: rev.revision.clone(), want });
     }
     let mut known: HashSet<&str> = HashSet::new();
     for n in rev.aliases.keys().chain(rev.enums.keys()).chain(rev.structs.keys()) {
         if !known.insert(n) {
-            return Err(format!("name `{n}` is defined twice"));
+            return Err(RevisionError::DefinedTwice(n.to_string()));
         }
     }
-    let check_type = |t: &TypeExpr, known: &HashSet<&str>, what: &str| -> Result<(), String> {
+    let check_type = |t: &TypeExpr, known: &HashSet<&str>, what: &str| -> Result<(), RevisionError> {
         let mut names = vec![];
         t.names(&mut names);
         for n in names {
             if !known.contains(n.as_str()) {
-                return Err(format!("{what}: unknown type name `{n}`"));
+                return Err(RevisionError::UnknownTypeName { what: what.to_string(), name: n });
             }
         }
         Ok(())
@@ -254,44 +392,40 @@ fn check_revision(rev: &Revision) -> Result<(), String> {
         let mut values = HashSet::new();
         for m in &e.members {
             if !names.insert(&m.name) || !values.insert(m.value) {
-                return Err(format!("enum {n}: duplicate member {} = {}", m.name, m.value));
+                return Err(RevisionError::DuplicateMember { name: n.clone(), member: m.name.clone(), value: m.value });
             }
         }
     }
     for (n, s) in &rev.structs {
         check_struct(n, s, &known, &check_type)?;
         if s.kind == StructKind::Pydantic || s.kind == StructKind::Json {
-            return Err(format!("struct {n}: JSON models belong under [bootstrap.models]"));
+            return Err(RevisionError::JsonModelInStructs(n.clone()));
         }
     }
     for m in &rev.transport.messages {
         match m.encoding.as_str() {
             "msgpack" if rev.structs.contains_key(&m.name) => {}
-            "msgpack" => return Err(format!("transport message {} has no struct of that name", m.name)),
+            "msgpack" => return Err(RevisionError::NoStructForMessage(m.name.clone())),
             "raw" if !m.constants.is_empty() => {}
-            "raw" => return Err(format!("raw transport message {} lists no constants", m.name)),
-            e => return Err(format!("transport message {}: unknown encoding `{e}`", m.name)),
+            "raw" => return Err(RevisionError::RawWithoutConstants(m.name.clone())),
+            e => return Err(RevisionError::UnknownEncoding { message: m.name.clone(), encoding: e.to_string() }),
         }
         for role in [&m.from, &m.to] {
             if !rev.transport.sockets.contains_key(role) {
-                return Err(format!("transport message {}: no socket for role `{role}`", m.name));
+                return Err(RevisionError::NoSocket { message: m.name.clone(), role: role.clone() });
             }
         }
     }
     let missing = rev.behaviour.missing(&rev.family, rev.generation);
     if !missing.is_empty() {
-        return Err(format!(
-            "[behaviour] does not state {} (every generation-{} revision must)",
-            missing.join(", "),
-            rev.generation
-        ));
+        return Err(RevisionError::BehaviourMissing { missing, generation: rev.generation });
     }
     if let Some(Item { value: LayoutCachingSpec::Off(true), .. }) = &rev.behaviour.layout_caching {
-        return Err("behaviour.layout_caching is `false` or a table".into());
+        return Err(RevisionError::LayoutCachingTrue);
     }
     if let Some(lc) = rev.behaviour.layout_caching() {
         if !rev.enums.values().any(|e| e.members.iter().any(|m| m.name == lc.miss_status)) {
-            return Err(format!("layout_caching.miss_status `{}` is not an enum member", lc.miss_status));
+            return Err(RevisionError::MissStatusNotMember(lc.miss_status.clone()));
         }
     }
     // Field names a behaviour item names must be fields of the request this revision's decoder sends.
@@ -303,7 +437,7 @@ fn check_revision(rev: &Revision) -> Result<(), String> {
         .filter_map(|m| rev.structs.get(&m.name))
         .flat_map(|s| s.fields.iter().map(|f| f.name.as_str()))
         .collect();
-    let named: Vec<(&str, &[String])> = [
+    let named: Vec<(&'static str, &[String])> = [
         ("equal_length_fields", rev.behaviour.equal_length_fields.as_ref().map(|i| &i.value.fields[..])),
         ("minus_one_sentinels", rev.behaviour.minus_one_sentinels.as_ref().map(|i| &i.value[..])),
     ]
@@ -312,7 +446,7 @@ fn check_revision(rev: &Revision) -> Result<(), String> {
     .collect();
     for (item, fields) in named {
         if let Some(f) = fields.iter().find(|f| !request_fields.contains(&f.as_str())) {
-            return Err(format!("behaviour.{item} names `{f}`, which is not a field of the request"));
+            return Err(RevisionError::NotARequestField { item, field: f.clone() });
         }
     }
     if let Some(b) = &rev.bootstrap {
@@ -324,12 +458,20 @@ fn check_revision(rev: &Revision) -> Result<(), String> {
         for r in &b.routes {
             if let Some(req) = &r.request {
                 if !b.models.contains_key(req) {
-                    return Err(format!("route {} {}: unknown request model {req}", r.method, r.path));
+                    return Err(RevisionError::UnknownRequestModel {
+                        method: r.method.clone(),
+                        path: r.path.clone(),
+                        model: req.clone(),
+                    });
                 }
             }
             for resp in &r.responses {
                 if let Some(body) = &resp.body {
-                    let t = TypeExpr::parse(body).map_err(|e| format!("route {} {}: {e}", r.method, r.path))?;
+                    let t = TypeExpr::parse(body).map_err(|source| RevisionError::RouteBody {
+                        method: r.method.clone(),
+                        path: r.path.clone(),
+                        source,
+                    })?;
                     check_type(&t, &bknown, &format!("route {} {}", r.method, r.path))?;
                 }
             }
@@ -347,25 +489,29 @@ fn check_struct(
     n: &str,
     s: &StructDef,
     known: &HashSet<&str>,
-    check_type: &dyn Fn(&TypeExpr, &HashSet<&str>, &str) -> Result<(), String>,
-) -> Result<(), String> {
+    check_type: &dyn Fn(&TypeExpr, &HashSet<&str>, &str) -> Result<(), RevisionError>,
+) -> Result<(), RevisionError> {
     let mut names = HashSet::new();
     let mut seen_default = false;
     for f in &s.fields {
         if !names.insert(&f.name) {
-            return Err(format!("struct {n}: field {} is declared twice", f.name));
+            return Err(RevisionError::FieldTwice { strukt: n.to_string(), field: f.name.clone() });
         }
         check_type(&f.ty, known, &format!("{n}.{}", f.name))?;
-        let d = f.default_literal().map_err(|e| format!("{n}.{}: {e}", f.name))?;
+        let d = f.default_literal().map_err(|source| RevisionError::FieldDefault {
+            strukt: n.to_string(),
+            field: f.name.clone(),
+            source,
+        })?;
         if d.is_some() {
             seen_default = true;
         } else if seen_default && s.kind == StructKind::MsgspecStruct && !s.options.array_like {
             // msgspec requires required fields first unless kw_only; vLLM never uses kw_only.
-            return Err(format!("struct {n}: required field {} follows a defaulted field", f.name));
+            return Err(RevisionError::RequiredAfterDefault { strukt: n.to_string(), field: f.name.clone() });
         }
     }
     if s.options.tag_field.is_some() && s.options.tag.is_none() {
-        return Err(format!("struct {n}: tag_field without tag"));
+        return Err(RevisionError::TagFieldWithoutTag(n.to_string()));
     }
     Ok(())
 }

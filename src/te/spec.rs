@@ -45,6 +45,49 @@ pub(crate) struct EngineItem {
     pub(crate) doc: String,
 }
 
+/// Why the transfer-engine data file fails to read or its checks ([`EngineSpec::parse`]); its text becomes the
+/// [`crate::spec::SpecError`]'s message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum EngineSpecError {
+    /// Not TOML, or not this file's shape.
+    #[error("{0}")]
+    Toml(#[from] toml::de::Error),
+    /// A `format` other than this module's.
+    #[error("format is {found:?}, not {:?}", FORMAT)]
+    Format {
+        /// The format the file names.
+        found: String,
+    },
+    /// A revision without releases.
+    #[error("revision {0} lists no releases")]
+    NoReleases(String),
+    /// A revision whose name does not follow its releases.
+    #[error("revision {name} should be named {want} after its releases")]
+    Misnamed {
+        /// The name the file gives.
+        name: String,
+        /// The name its releases make it.
+        want: String,
+    },
+    /// Two revisions whose releases overlap or are out of order.
+    #[error("revisions {0} and {1} overlap or are out of order")]
+    Overlap(String, String),
+    /// An item stated twice.
+    #[error("item {0} is stated twice")]
+    ItemTwice(String),
+    /// An item without a source.
+    #[error("item {0} has no source")]
+    NoSource(String),
+    /// An item whose `since` or `changed_in` names no revision of the file.
+    #[error("item {item} names an unknown revision {revision}")]
+    UnknownRevision {
+        /// The item.
+        item: String,
+        /// The revision it names.
+        revision: String,
+    },
+}
+
 impl EngineSpec {
     /// The embedded file.
     pub(crate) fn builtin() -> EngineSpec {
@@ -59,42 +102,43 @@ impl EngineSpec {
     /// Parses and checks a file: format, revision names match their releases, every item's `since` and
     /// `changed_in` name a revision, every item has a source, names are unique.
     pub(crate) fn parse(text: &str) -> Result<EngineSpec, crate::spec::SpecError> {
-        Self::parse_checked(text).map_err(|m| crate::spec::SpecError::new("transfer-engine/mooncake.toml", m))
+        Self::parse_checked(text)
+            .map_err(|e| crate::spec::SpecError::new("transfer-engine/mooncake.toml", e.to_string()))
     }
 
-    fn parse_checked(text: &str) -> Result<EngineSpec, String> {
-        let s: EngineSpec = toml::from_str(text).map_err(|e| e.to_string())?;
+    fn parse_checked(text: &str) -> Result<EngineSpec, EngineSpecError> {
+        let s: EngineSpec = toml::from_str(text)?;
         if s.format != FORMAT {
-            return Err(format!("format is {:?}, not {FORMAT:?}", s.format));
+            return Err(EngineSpecError::Format { found: s.format });
         }
         for r in &s.revisions {
             let want = match (r.releases.first(), r.releases.last()) {
                 (Some(a), Some(b)) if a == b => format!("mooncake-{a}"),
                 (Some(a), Some(b)) => format!("mooncake-{a}..{b}"),
-                _ => return Err(format!("revision {} lists no releases", r.name)),
+                _ => return Err(EngineSpecError::NoReleases(r.name.clone())),
             };
             if r.name != want {
-                return Err(format!("revision {} should be named {want} after its releases", r.name));
+                return Err(EngineSpecError::Misnamed { name: r.name.clone(), want });
             }
         }
         for w in s.revisions.windows(2) {
             let (a, b) = (&w[0], &w[1]);
             if crate::spec::version_key(a.releases.last().expect("checked")) >= crate::spec::version_key(&b.releases[0])
             {
-                return Err(format!("revisions {} and {} overlap or are out of order", a.name, b.name));
+                return Err(EngineSpecError::Overlap(a.name.clone(), b.name.clone()));
             }
         }
         let mut seen = std::collections::HashSet::new();
         for i in &s.items {
             if !seen.insert(&i.name) {
-                return Err(format!("item {} is stated twice", i.name));
+                return Err(EngineSpecError::ItemTwice(i.name.clone()));
             }
             if i.source.trim().is_empty() {
-                return Err(format!("item {} has no source", i.name));
+                return Err(EngineSpecError::NoSource(i.name.clone()));
             }
             for r in std::iter::once(&i.since).chain(&i.changed_in) {
                 if !s.revisions.iter().any(|x| &x.name == r) {
-                    return Err(format!("item {} names an unknown revision {r}", i.name));
+                    return Err(EngineSpecError::UnknownRevision { item: i.name.clone(), revision: r.clone() });
                 }
             }
         }

@@ -152,9 +152,26 @@ fn features(lane: u64, input: &[u8], outcome: &Result<(), String>) -> Vec<u64> {
     out
 }
 
+/// Why a differential run stopped before its cases were done: the oracle failed (a disagreement does not stop
+/// it; it goes into the [`Report`]).
+#[derive(Debug, thiserror::Error)]
+pub enum DiffError {
+    /// The oracle could not be started or asked.
+    #[error(transparent)]
+    Oracle(#[from] oracle::OracleError),
+    /// The oracle answered fewer (or more) inputs than the batch held.
+    #[error("the oracle answered {answered} of {asked} inputs")]
+    ShortAnswer {
+        /// How many answers came back.
+        answered: usize,
+        /// How many inputs were sent.
+        asked: usize,
+    },
+}
+
 /// Runs about `cases` differential cases over every revision, with `seed` for the mutator and the
 /// cargo-fuzz corpora under `corpus_dirs` added to the starting corpus. Stops early only on an oracle failure.
-pub fn run(cases: usize, seed: u64, corpus_dirs: &[PathBuf]) -> Result<Report, String> {
+pub fn run(cases: usize, seed: u64, corpus_dirs: &[PathBuf]) -> Result<Report, DiffError> {
     let entries = catalog::entries();
     let dict = seeds::msgpack_dict();
     let mut report = Report::default();
@@ -212,7 +229,7 @@ pub fn run(cases: usize, seed: u64, corpus_dirs: &[PathBuf]) -> Result<Report, S
                 let batch: Vec<(&str, Vec<u8>)> = inputs.iter().map(|b| (message.as_str(), b.clone())).collect();
                 let answers = oracle.ask(&batch)?;
                 if answers.len() != inputs.len() {
-                    return Err(format!("the oracle answered {} of {} inputs", answers.len(), inputs.len()));
+                    return Err(DiffError::ShortAnswer { answered: answers.len(), asked: inputs.len() });
                 }
                 for (input, answer) in inputs.into_iter().zip(answers) {
                     lane.cases += 1;

@@ -12,7 +12,7 @@ pub mod client;
 pub mod target;
 
 pub use client::{EngineClient, TransferError};
-pub use target::{serve, serve_logged, EngineTarget, PeerLog};
+pub use target::{serve, serve_logged, EngineTarget, HandshakeError, PeerLog};
 
 /// A peer's registered memory, shared by the connector core and the engine target that writes into it.
 pub type SharedMemory = std::sync::Arc<std::sync::Mutex<mooncake_wire::proto::memory::Memory>>;

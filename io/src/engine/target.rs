@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use mooncake_wire::te::data::{range_allowed, Header, Opcode, Status, HEADER_LEN};
-use mooncake_wire::te::handshake::{encode, FrameDecoder};
-use mooncake_wire::te::{BufferDesc, SegmentDesc};
+use mooncake_wire::te::handshake::{encode, FrameDecoder, FrameError};
+use mooncake_wire::te::{BufferDesc, SegmentDesc, SegmentError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -16,7 +16,34 @@ use super::{timestamp, HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, REQUEST_TIMEOUT};
 
 /// What initiators said about themselves in their handshakes: their segment descriptor, or why it is unusable
 /// (the engine ignores it; a replay uses it to reach the initiator's engine).
-pub type PeerLog = Arc<Mutex<Vec<Result<SegmentDesc, String>>>>;
+pub type PeerLog = Arc<Mutex<Vec<Result<SegmentDesc, HandshakeError>>>>;
+
+/// Why an initiator's handshake gave no usable segment descriptor (an entry of a [`PeerLog`]). Cloneable, as
+/// the log is read by copying it; the OS errors are shared.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum HandshakeError {
+    /// The initiator's frame is not a handshake frame (empty, too long, or cut short by the end of the stream).
+    #[error("{0}")]
+    Frame(#[from] FrameError),
+    /// No complete frame arrived within the handshake timeout.
+    #[error("handshake: no frame within the timeout")]
+    NoFrame,
+    /// Reading the frame, writing the answer or shutting the write side down failed.
+    #[error("{0}")]
+    Io(#[source] Arc<io::Error>),
+    /// The whole exchange did not finish within its bound.
+    #[error("the handshake did not finish in time")]
+    Unfinished,
+    /// The frame's body is not a segment descriptor.
+    #[error("{0}")]
+    Descriptor(#[from] SegmentError),
+}
+
+impl From<io::Error> for HandshakeError {
+    fn from(e: io::Error) -> Self {
+        HandshakeError::Io(Arc::new(e))
+    }
+}
 
 /// A running target: both servers, and every data connection they accepted, stop when it is dropped (as when
 /// an engine process exits).
@@ -66,9 +93,9 @@ impl EngineTarget {
                 let mut log = peers.lock().expect("peer log");
                 if log.len() < 64 {
                     log.push(match got {
-                        Ok(Ok(body)) => SegmentDesc::parse(&body).map_err(|e| e.to_string()),
+                        Ok(Ok(body)) => SegmentDesc::parse(&body).map_err(HandshakeError::from),
                         Ok(Err(e)) => Err(e),
-                        Err(_) => Err("the handshake did not finish in time".into()),
+                        Err(_) => Err(HandshakeError::Unfinished),
                     });
                 }
             }
@@ -142,24 +169,22 @@ pub fn descriptor(name: &str, host: &str, data_port: u16, mem: &SharedMemory) ->
 
 /// One handshake: read a frame, answer with our descriptor in a frame of the same type, shut down the write
 /// side, wait (bounded) for the initiator to close. Returns the initiator's frame body (its descriptor).
-async fn answer_handshake(mut s: TcpStream, desc: SegmentDesc) -> Result<Vec<u8>, String> {
+async fn answer_handshake(mut s: TcpStream, desc: SegmentDesc) -> Result<Vec<u8>, HandshakeError> {
     let mut dec = FrameDecoder::new();
     let frame = loop {
-        if let Some(f) = dec.poll().map_err(|e| e.to_string())? {
+        if let Some(f) = dec.poll()? {
             break f;
         }
         let mut buf = vec![0u8; dec.wanted().min(64 * 1024)];
-        let n = tokio::time::timeout(HANDSHAKE_TIMEOUT, s.read(&mut buf))
-            .await
-            .map_err(|_| "handshake: no frame within the timeout")?
-            .map_err(|e| e.to_string())?;
+        let n =
+            tokio::time::timeout(HANDSHAKE_TIMEOUT, s.read(&mut buf)).await.map_err(|_| HandshakeError::NoFrame)??;
         if n == 0 {
-            return Err(dec.at_eof().to_string());
+            return Err(dec.at_eof().into());
         }
         dec.feed(&buf[..n]);
     };
-    s.write_all(&encode(frame.ty, desc.to_json().as_bytes())).await.map_err(|e| e.to_string())?;
-    s.shutdown().await.map_err(|e| e.to_string())?;
+    s.write_all(&encode(frame.ty, desc.to_json().as_bytes())).await?;
+    s.shutdown().await?;
     let mut one = [0u8; 1];
     let _ = tokio::time::timeout(HANDSHAKE_TIMEOUT, s.read(&mut one)).await;
     Ok(frame.body)

@@ -16,23 +16,43 @@ pub(crate) fn python() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python"))
 }
 
+/// Why the real engine cannot be used: the test prints it in a SKIPPED line.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unavailable {
+    /// The interpreter cannot be run.
+    #[error("{}: {source} (run ./scripts/test.sh, which creates the venv)", python.display())]
+    NoPython {
+        /// The interpreter.
+        python: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The interpreter runs but cannot import the engine package.
+    #[error(
+        "{} cannot import mooncake.engine (pip mooncake-transfer-engine-non-cuda, tests/store/requirements.txt; \
+         ./scripts/engine-venv.sh installs it): {last_line}",
+        python.display()
+    )]
+    NoEngine {
+        /// The interpreter.
+        python: PathBuf,
+        /// The last line of its standard error (the ImportError).
+        last_line: String,
+    },
+}
+
 /// `Err(reason)` when the pinned engine package cannot be imported (the caller prints a SKIPPED line).
-pub(crate) fn available() -> Result<(), String> {
+pub(crate) fn available() -> Result<(), Unavailable> {
     let py = python();
     let out = Command::new(&py)
         .args(["-c", "import mooncake.engine"])
         .output()
-        .map_err(|e| format!("{}: {e} (run ./scripts/test.sh, which creates the venv)", py.display()))?;
+        .map_err(|source| Unavailable::NoPython { python: py.clone(), source })?;
     if out.status.success() {
         Ok(())
     } else {
         let err = String::from_utf8_lossy(&out.stderr);
-        Err(format!(
-            "{} cannot import mooncake.engine (pip mooncake-transfer-engine-non-cuda, tests/store/requirements.txt; \
-             ./scripts/engine-venv.sh installs it): {}",
-            py.display(),
-            err.lines().last().unwrap_or("")
-        ))
+        Err(Unavailable::NoEngine { python: py, last_line: err.lines().last().unwrap_or("").to_string() })
     }
 }
 
