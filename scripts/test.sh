@@ -35,6 +35,9 @@ export CARGO_INCREMENTAL=0
 step "cargo clippy, warnings denied (the workspace's [lints] in Cargo.toml)"
 cargo clippy --workspace --all-targets --locked --quiet -- -D warnings > target/clippy.txt 2>&1 || { head -80 target/clippy.txt; echo "SUMMARY: clippy FAILED (cargo clippy --workspace --all-targets -- -D warnings)"; exit 1; }
 
+step "cargo doc, warnings denied (broken or private intra-doc links)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet > target/doc.txt 2>&1 || { head -60 target/doc.txt; echo "SUMMARY: cargo doc FAILED (RUSTDOCFLAGS='-D warnings' cargo doc --workspace --no-deps)"; exit 1; }
+
 step "cargo test"
 set +e
 cargo test --workspace --locked -- --show-output > target/test-output.txt 2>&1
