@@ -106,7 +106,7 @@ async fn worker(revision: &str, role: RoleConfig) -> Result<(Testee, Started), S
         Ok(a) => Ok((t, a)),
         Err(e) => {
             t.stop().await;
-            Err(e)
+            Err(e.into())
         }
     }
 }
