@@ -188,7 +188,7 @@ pub enum Ineligible {
     /// A spec diff row that always breaks this deployment (rule 1).
     #[error("{change} breaks {peers}: {reason}")]
     Breaks {
-        /// The row: `spec diff OLD → NEW: `subject` (what)`.
+        /// The diff row, as `spec diff OLD → NEW: SUBJECT (WHAT)` names it.
         change: String,
         /// The pair of peers it breaks.
         peers: String,
@@ -198,7 +198,7 @@ pub enum Ineligible {
     /// A spec diff row that needs a reviewer for this deployment (rule 1).
     #[error("{change} needs review for {peers}: {reason}")]
     Review {
-        /// The row: `spec diff OLD → NEW: `subject` (what)`.
+        /// The diff row, as `spec diff OLD → NEW: SUBJECT (WHAT)` names it.
         change: String,
         /// The pair of peers it concerns.
         peers: String,

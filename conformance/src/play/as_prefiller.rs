@@ -1,5 +1,5 @@
 //! The runner plays the recorded prefiller(s) against decoder testee(s): it runs the bootstrap server and one
-//! prefiller of its own (the spec's sans-IO core with vLLM's planner, [`crate::counterpart`]) per recorded
+//! prefiller of its own (the spec's sans-IO core with vLLM's planner, `crate::counterpart`) per recorded
 //! prefiller worker, registered as recorded, makes the scenario's transfers ready, tells each decoder testee to pull what the recorded decoder
 //! pulled, and compares every request the testee sends with the recorded one (its own address and port
 //! mapped). Then it checks the decoder's outcomes against vLLM's, the bytes that landed in its memory, and that

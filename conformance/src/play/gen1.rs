@@ -5,7 +5,7 @@
 //!   prefiller testee that stands for the recorded endpoint — and compares each raw reply, the
 //!   transfer-engine writes, the landed bytes, what the prefiller freed and what it keeps.
 //! * `…/decoder`: the runner plays the prefiller worker(s) with the spec's generation-1 core
-//!   ([`crate::counterpart`]), bound at
+//!   (`crate::counterpart`), bound at
 //!   consecutive ports (a decoder finds worker `r` at base port + r), hands the decoder testee the recorded
 //!   pulls, and compares the requests it sends and what it reports.
 //!
