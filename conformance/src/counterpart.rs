@@ -52,6 +52,23 @@ enum Cmd {
     Status(oneshot::Sender<OwnStatus>),
 }
 
+/// Why the runner's own prefiller could not start or answer: the runner's side failed, not the testee.
+#[derive(Debug, thiserror::Error)]
+pub enum CounterpartError {
+    /// Its ZeroMQ reactor did not start.
+    #[error(transparent)]
+    Reactor(mooncake_io::reactor::ReactorError),
+    /// Its ROUTER could not bind.
+    #[error(transparent)]
+    Bind(mooncake_io::reactor::ReactorError),
+    /// Its `/register` at the bootstrap server failed.
+    #[error(transparent)]
+    Register(mooncake_io::http::HttpError),
+    /// Its task ended.
+    #[error("the runner's prefiller stopped")]
+    Stopped,
+}
+
 /// The runner's prefiller worker; dropping it stops it.
 pub(crate) struct OwnPrefiller {
     /// The bound ROUTER endpoint (`tcp://127.0.0.1:PORT`), as registered.
@@ -66,13 +83,15 @@ impl OwnPrefiller {
         cfg: OwnConfig,
         core: M,
         memory: SharedMemory,
-    ) -> Result<OwnPrefiller, String> {
+    ) -> Result<OwnPrefiller, CounterpartError> {
         let (in_tx, in_rx) = mpsc::unbounded_channel();
-        let reactor = Reactor::start(&zmq::Context::new(), in_tx).map_err(|e| e.to_string())?;
-        let endpoint = reactor.bind_router(&cfg.bind).await.map_err(|e| e.to_string())?;
+        let reactor = Reactor::start(&zmq::Context::new(), in_tx).map_err(CounterpartError::Reactor)?;
+        let endpoint = reactor.bind_router(&cfg.bind).await.map_err(CounterpartError::Bind)?;
         if let Some(r) = cfg.register {
             let body = serde_json::json!({"engine_id": r.engine_id, "dp_rank": r.dp_rank, "tp_rank": r.tp_rank, "pp_rank": r.pp_rank, "addr": endpoint});
-            mooncake_io::http::register(&r.url, &body, Duration::from_secs(30)).await.map_err(|e| e.to_string())?;
+            mooncake_io::http::register(&r.url, &body, Duration::from_secs(30))
+                .await
+                .map_err(CounterpartError::Register)?;
         }
         let (tx, rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(run(core, memory, reactor, in_rx, rx));
@@ -99,10 +118,10 @@ impl OwnPrefiller {
         self.send(Cmd::FailNextWrites(n, ret));
     }
     /// What it did so far.
-    pub(crate) async fn status(&self) -> Result<OwnStatus, String> {
+    pub(crate) async fn status(&self) -> Result<OwnStatus, CounterpartError> {
         let (tx, rx) = oneshot::channel();
         self.send(Cmd::Status(tx));
-        rx.await.map_err(|_| "the runner's prefiller stopped".to_string())
+        rx.await.map_err(|_| CounterpartError::Stopped)
     }
 }
 

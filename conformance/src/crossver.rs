@@ -122,32 +122,150 @@ fn field_names(rev: &Revision, message: &str) -> Vec<String> {
 
 /// Chooses the revision to start the testee at: the trace's own if the testee speaks it, else the nearest
 /// revision it speaks that passes the rules above. `Err` is the skip reason.
-pub fn choose(model: &Conversation, role: Role, testee_revisions: &[String]) -> Result<Pairing, String> {
+pub fn choose(model: &Conversation, role: Role, testee_revisions: &[String]) -> Result<Pairing, Unpaired> {
     let r = &model.revision;
     if testee_revisions.contains(&r.revision) {
         return Ok(Pairing::same(r));
     }
     let family = &Spec::builtin().push().revisions;
     let pos = |name: &str| family.iter().position(|x| x.revision == name);
-    let here = pos(&r.revision).ok_or_else(|| format!("{} is not a push revision", r.revision))?;
+    let here = pos(&r.revision).ok_or_else(|| Unpaired::NotPush(r.revision.clone()))?;
     let mut candidates: Vec<&Arc<Revision>> =
         testee_revisions.iter().filter_map(|t| pos(t).map(|i| &family[i])).collect();
     candidates.sort_by_key(|t| (pos(&t.revision).unwrap_or(0) as i64 - here as i64).unsigned_abs());
     if candidates.is_empty() {
-        return Err(format!(
-            "the testee does not speak {} and speaks no other push revision ({})",
-            r.revision,
-            testee_revisions.join(", ")
-        ));
+        return Err(Unpaired::NoOther { revision: r.revision.clone(), speaks: testee_revisions.to_vec() });
     }
-    let mut reasons = vec![];
+    let mut rejected = vec![];
     for t in candidates {
         match eligible(model, role, t) {
             Ok(()) => return Ok(Pairing { runner: r.clone(), testee: t.clone(), testee_profile: profile(t) }),
-            Err(why) => reasons.push(format!("not as {}: {why}", t.revision)),
+            Err(why) => rejected.push((t.revision.clone(), why)),
         }
     }
-    Err(format!("the testee does not speak {}; cross-version {}", r.revision, reasons.join("; ")))
+    Err(Unpaired::NoneEligible { revision: r.revision.clone(), rejected })
+}
+
+/// Why a case is skipped because no revision the testee speaks can play its trace (the case's `reason`).
+#[derive(Debug, thiserror::Error)]
+pub enum Unpaired {
+    /// The trace's revision is not one of the push family.
+    #[error("{0} is not a push revision")]
+    NotPush(String),
+    /// The testee speaks neither the trace's revision nor another push revision.
+    #[error("the testee does not speak {revision} and speaks no other push revision ({})", speaks.join(", "))]
+    NoOther {
+        /// The trace's revision.
+        revision: String,
+        /// The revisions the testee speaks.
+        speaks: Vec<String>,
+    },
+    /// Every push revision the testee speaks is ineligible for this case.
+    #[error("the testee does not speak {revision}; cross-version {}", rejections(rejected))]
+    NoneEligible {
+        /// The trace's revision.
+        revision: String,
+        /// Each revision the testee speaks, nearest first, with why it cannot play the case.
+        rejected: Vec<(String, Ineligible)>,
+    },
+}
+
+fn rejections(rejected: &[(String, Ineligible)]) -> String {
+    rejected.iter().map(|(t, why)| format!("not as {t}: {why}")).collect::<Vec<_>>().join("; ")
+}
+
+/// Why a case cannot run cross-version with the testee at a given revision (the rules above).
+#[derive(Debug, thiserror::Error)]
+pub enum Ineligible {
+    /// The two revisions are of different generations.
+    #[error("generation {trace} and generation {testee} do not interoperate")]
+    Generation {
+        /// The trace's generation.
+        trace: u32,
+        /// The testee revision's generation.
+        testee: u32,
+    },
+    /// A spec diff row that always breaks this deployment (rule 1).
+    #[error("{change} breaks {peers}: {reason}")]
+    Breaks {
+        /// The diff row, as `spec diff OLD → NEW: SUBJECT (WHAT)` names it.
+        change: String,
+        /// The pair of peers it breaks.
+        peers: String,
+        /// Why.
+        reason: String,
+    },
+    /// A spec diff row that needs a reviewer for this deployment (rule 1).
+    #[error("{change} needs review for {peers}: {reason}")]
+    Review {
+        /// The diff row, as `spec diff OLD → NEW: SUBJECT (WHAT)` names it.
+        change: String,
+        /// The pair of peers it concerns.
+        peers: String,
+        /// Why.
+        reason: String,
+    },
+    /// The trace exercises a behaviour that differs (rule 3).
+    #[error("the trace relies on `behaviour.{key}` ({evidence}), which differs: {what}")]
+    ReliesOn {
+        /// The behaviour key.
+        key: String,
+        /// Where the trace exercises it.
+        evidence: String,
+        /// How it differs.
+        what: String,
+    },
+    /// A behaviour differs that the runner has no detector for (rule 3).
+    #[error("the trace may rely on `behaviour.{key}` ({what}), and the runner cannot tell")]
+    MayRelyOn {
+        /// The behaviour key.
+        key: String,
+        /// How it differs.
+        what: String,
+    },
+    /// No built-in codec for one of the revisions (`trace`, `testee`).
+    #[error("no codec for the {0} revision")]
+    NoCodec(&'static str),
+    /// A recorded message does not decode under the trace's own revision (rule 2).
+    #[error("line {line}: the recorded {message} does not decode under {revision}: {why}")]
+    Undecodable {
+        /// The trace line.
+        line: usize,
+        /// The message type.
+        message: String,
+        /// The trace's revision.
+        revision: String,
+        /// msgspec's error text.
+        why: String,
+    },
+    /// The testee's revision rejects a recorded message (rule 2).
+    #[error("line {line}: {revision} rejects the recorded {message}: {why}")]
+    Rejects {
+        /// The trace line.
+        line: usize,
+        /// The message type.
+        message: String,
+        /// The testee's revision.
+        revision: String,
+        /// msgspec's error text.
+        why: String,
+    },
+    /// The two revisions read a recorded message differently on their common fields (rule 2).
+    #[error("line {line}: {testee} reads the recorded {message} as {as_testee}, {trace} as {as_trace}")]
+    ReadsDifferently {
+        /// The trace line.
+        line: usize,
+        /// The message type.
+        message: String,
+        /// The testee's revision.
+        testee: String,
+        /// What it reads, on the common fields.
+        as_testee: Box<J>,
+        /// The trace's revision.
+        trace: String,
+        /// What it reads, on the common fields.
+        as_trace: Box<J>,
+    },
 }
 
 /// Which side of the deployment each peer label of the diff is on, for a testee of `role`.
@@ -175,10 +293,10 @@ fn concerns(v: &Verdict, role: Role, testee_is_new: bool) -> bool {
     })
 }
 
-fn eligible(model: &Conversation, role: Role, t: &Arc<Revision>) -> Result<(), String> {
+fn eligible(model: &Conversation, role: Role, t: &Arc<Revision>) -> Result<(), Ineligible> {
     let r = &model.revision;
     if r.generation != t.generation {
-        return Err(format!("generation {} and generation {} do not interoperate", r.generation, t.generation));
+        return Err(Ineligible::Generation { trace: r.generation, testee: t.generation });
     }
     let family = &Spec::builtin().push().revisions;
     let pos = |name: &str| family.iter().position(|x| x.revision == name).unwrap_or(0);
@@ -193,8 +311,12 @@ fn eligible(model: &Conversation, role: Role, t: &Arc<Revision>) -> Result<(), S
             }
             let row = format!("spec diff {} → {}: `{}` ({})", old.revision, new.revision, c.subject, c.what);
             match &v.effect {
-                Effect::Breaks { .. } => return Err(format!("{row} breaks {}: {}", v.peers, v.reason)),
-                Effect::Review => return Err(format!("{row} needs review for {}: {}", v.peers, v.reason)),
+                Effect::Breaks { .. } => {
+                    return Err(Ineligible::Breaks { change: row, peers: v.peers.clone(), reason: v.reason.clone() })
+                }
+                Effect::Review => {
+                    return Err(Ineligible::Review { change: row, peers: v.peers.clone(), reason: v.reason.clone() })
+                }
                 Effect::BreaksWhenSent { .. } => conditional = true,
                 Effect::Compatible => {}
             }
@@ -206,18 +328,10 @@ fn eligible(model: &Conversation, role: Role, t: &Arc<Revision>) -> Result<(), S
         if let Some(key) = c.subject.strip_prefix("behaviour.") {
             match exercised(model, key, role, conditional, (&old.behaviour, &new.behaviour)) {
                 Some(Some(evidence)) => {
-                    return Err(format!(
-                        "the trace relies on `behaviour.{key}` ({evidence}), which differs: {}",
-                        c.what
-                    ))
+                    return Err(Ineligible::ReliesOn { key: key.to_string(), evidence, what: c.what.clone() })
                 }
                 Some(None) => {}
-                None => {
-                    return Err(format!(
-                        "the trace may rely on `behaviour.{key}` ({}), and the runner cannot tell",
-                        c.what
-                    ))
-                }
+                None => return Err(Ineligible::MayRelyOn { key: key.to_string(), what: c.what.clone() }),
             }
         }
     }
@@ -231,16 +345,22 @@ fn eligible(model: &Conversation, role: Role, t: &Arc<Revision>) -> Result<(), S
 /// revision, on common fields: the requests in a prefiller case, the replies in a decoder case. What the testee
 /// sends is its own revision's and is read by the runner at the trace's (rule 1 covers that direction), so the
 /// recorded messages of the other direction need not decode under `t`.
-fn messages_survive(model: &Conversation, t: &Arc<Revision>, role: Role) -> Result<(), String> {
+fn messages_survive(model: &Conversation, t: &Arc<Revision>, role: Role) -> Result<(), Ineligible> {
     let r = &model.revision;
-    let rc = Codec::builtin(&r.revision).ok_or("no codec for the trace revision")?;
-    let tc = Codec::builtin(&t.revision).ok_or("no codec for the testee revision")?;
-    let check = |message: &str, bytes: &[u8], line: usize| -> Result<(), String> {
-        let under_r = rc.decode(message, bytes).map_err(|e| {
-            format!("line {line}: the recorded {message} does not decode under {}: {}", r.revision, e.msgspec_message())
+    let rc = Codec::builtin(&r.revision).ok_or(Ineligible::NoCodec("trace"))?;
+    let tc = Codec::builtin(&t.revision).ok_or(Ineligible::NoCodec("testee"))?;
+    let check = |message: &str, bytes: &[u8], line: usize| -> Result<(), Ineligible> {
+        let under_r = rc.decode(message, bytes).map_err(|e| Ineligible::Undecodable {
+            line,
+            message: message.to_string(),
+            revision: r.revision.clone(),
+            why: e.msgspec_message(),
         })?;
-        let under_t = tc.decode(message, bytes).map_err(|e| {
-            format!("line {line}: {} rejects the recorded {message}: {}", t.revision, e.msgspec_message())
+        let under_t = tc.decode(message, bytes).map_err(|e| Ineligible::Rejects {
+            line,
+            message: message.to_string(),
+            revision: t.revision.clone(),
+            why: e.msgspec_message(),
         })?;
         let common: Vec<String> =
             field_names(t, message).into_iter().filter(|f| field_names(r, message).contains(f)).collect();
@@ -253,10 +373,14 @@ fn messages_survive(model: &Conversation, t: &Arc<Revision>, role: Role) -> Resu
         };
         let (a, b) = (pick(&under_r), pick(&under_t));
         if a != b {
-            return Err(format!(
-                "line {line}: {} reads the recorded {message} as {b}, {} as {a}",
-                t.revision, r.revision
-            ));
+            return Err(Ineligible::ReadsDifferently {
+                line,
+                message: message.to_string(),
+                testee: t.revision.clone(),
+                as_testee: Box::new(b),
+                trace: r.revision.clone(),
+                as_trace: Box::new(a),
+            });
         }
         Ok(())
     };
@@ -441,7 +565,8 @@ mod tests {
         let m = model("vllm-0.33.0/h1_layout_reuse_and_miss.jsonl");
         let t = Spec::builtin().revision("vllm-0.32.0").unwrap();
         let e = messages_survive(&m, t, Role::Decoder).unwrap_err();
-        assert!(e.contains("Invalid enum value 3"), "{e}");
+        assert!(matches!(&e, Ineligible::Rejects { revision, .. } if revision == "vllm-0.32.0"), "{e:?}");
+        assert!(e.to_string().contains("Invalid enum value 3"), "{e}");
         // The same trace's messages all decode under their own revision.
         messages_survive(&m, &m.revision.clone(), Role::Decoder).unwrap();
         messages_survive(&m, &m.revision.clone(), Role::Prefiller).unwrap();
@@ -454,7 +579,8 @@ mod tests {
         let m = model("vllm-0.24.0/a_single_success.jsonl");
         let t = Spec::builtin().revision("vllm-0.25.0..0.25.1").unwrap();
         let e = messages_survive(&m, t, Role::Prefiller).unwrap_err();
-        assert!(e.contains("kv_block_lens"), "{e}");
+        assert!(matches!(&e, Ineligible::Rejects { .. }), "{e:?}");
+        assert!(e.to_string().contains("kv_block_lens"), "{e}");
         messages_survive(&m, t, Role::Decoder).unwrap();
     }
 
@@ -462,7 +588,12 @@ mod tests {
     fn another_generation_is_never_chosen() {
         let m = model("vllm-0.33.0/a_single_success.jsonl");
         let e = choose(&m, Role::Prefiller, &["vllm-0.13.0..0.15.1".into()]).err().unwrap();
-        assert!(e.contains("generation"), "{e}");
+        assert!(
+            matches!(&e, Unpaired::NoneEligible { rejected, .. }
+                if matches!(rejected.as_slice(), [(_, Ineligible::Generation { trace: 2, testee: 1 })])),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("generation"), "{e}");
         // The nearest eligible revision wins.
         let p = choose(&m, Role::Prefiller, &["vllm-0.13.0..0.15.1".into(), "vllm-0.32.0".into()]).ok().unwrap();
         assert_eq!(p.testee.revision, "vllm-0.32.0");

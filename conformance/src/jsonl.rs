@@ -83,13 +83,6 @@ fn and_more(more: usize) -> String {
     }
 }
 
-/// For callers that still report errors as text.
-impl From<JsonlError> for String {
-    fn from(e: JsonlError) -> String {
-        e.to_string()
-    }
-}
-
 /// Reads every non-empty line of a JSON Lines file. A line that is not JSON is an error naming the line.
 /// Integer literals beyond 64 bits (golden files carry a few) are read as `{"$int": "..."}`, the tag
 /// `vectors/GOLDEN.md` defines, instead of silently becoming floats.

@@ -67,10 +67,3 @@ pub enum LoadError {
     #[error(transparent)]
     Traces(#[from] crate::jsonl::JsonlError),
 }
-
-/// For callers that still report errors as text.
-impl From<LoadError> for String {
-    fn from(e: LoadError) -> String {
-        e.to_string()
-    }
-}

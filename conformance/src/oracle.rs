@@ -80,13 +80,6 @@ pub enum OracleError {
     WriterPanicked,
 }
 
-/// For callers that still report errors as text (the differential fuzzer).
-impl From<OracleError> for String {
-    fn from(e: OracleError) -> String {
-        e.to_string()
-    }
-}
-
 fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace").to_path_buf()
 }

@@ -91,7 +91,7 @@ impl RunConfig {
         }
     }
     /// The traces under these paths (files, or directories searched for `*.jsonl`).
-    pub fn paths(paths: &[PathBuf], testee: TesteeSpec) -> Result<RunConfig, String> {
+    pub fn paths(paths: &[PathBuf], testee: TesteeSpec) -> Result<RunConfig, crate::jsonl::JsonlError> {
         Ok(RunConfig::new(Input::files(paths)?, testee))
     }
 }
@@ -145,19 +145,36 @@ impl RunReport {
     }
 }
 
+/// Why the cases of the given traces could not be loaded: bad input.
+#[derive(Debug, thiserror::Error)]
+pub enum CasesError {
+    /// A file is not a valid trace.
+    #[error(transparent)]
+    Trace(#[from] crate::trace::TraceError),
+    /// A trace has no events after its header (without `--allow-empty`).
+    #[error("{0}: no events after the header line: nothing to play (--allow-empty accepts that)")]
+    NoEvents(String),
+    /// A trace's conversation cannot be read with its revision.
+    #[error("{name}: {source}")]
+    Conversation {
+        /// How the trace is named.
+        name: String,
+        /// Why.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
 /// The cases of the traces (each trace: one case per role it exercises), sorted by id. A trace with no events
 /// after its header yields none, which is an error unless `allow_empty`.
-pub fn load_cases(inputs: &[Input], allow_empty: bool) -> Result<Vec<crate::play::Case>, String> {
+pub fn load_cases(inputs: &[Input], allow_empty: bool) -> Result<Vec<crate::play::Case>, CasesError> {
     let mut out = vec![];
     for f in inputs {
         let trace = Trace::load_input(f)?;
         if trace.events.is_empty() && !allow_empty {
-            return Err(format!(
-                "{}: no events after the header line: nothing to play (--allow-empty accepts that)",
-                f.name()
-            ));
+            return Err(CasesError::NoEvents(f.name()));
         }
-        let model = Conversation::new(trace).map_err(|e| format!("{}: {e}", f.name()))?;
+        let model =
+            Conversation::new(trace).map_err(|e| CasesError::Conversation { name: f.name(), source: e.into() })?;
         out.extend(cases_of(Arc::new(model)));
     }
     out.sort_by(|a, b| a.id.cmp(&b.id));
@@ -170,7 +187,8 @@ pub fn select_cases(cfg: &RunConfig) -> Result<Vec<crate::play::Case>, RunError>
     if cfg.inputs.is_empty() && !cfg.allow_empty {
         return Err(RunError::usage("no trace files (*.jsonl) to run (--allow-empty accepts that)"));
     }
-    let all = load_cases(&cfg.inputs, cfg.allow_empty)?;
+    // Every error of the traces is bad input.
+    let all = load_cases(&cfg.inputs, cfg.allow_empty).map_err(|e| RunError::usage(e.to_string()))?;
     let n = all.len();
     let cases: Vec<_> = all
         .into_iter()
@@ -392,9 +410,8 @@ pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
                 p(Progress::Started { index: next, total: n, id: &case.id });
             }
             let log = match &cfg.testee_log {
-                Some(dir) => {
-                    crate::testee::TesteeLog::to_file(&dir.join(log_file_name(&case.id))).map_err(RunError::usage)?
-                }
+                Some(dir) => crate::testee::TesteeLog::to_file(&dir.join(log_file_name(&case.id)))
+                    .map_err(|e| RunError::usage(e.to_string()))?,
                 None => crate::testee::TesteeLog::default(),
             };
             let mut case_opts = opts.clone();

@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mooncake_testee_protocol::{read_answer, Command, Done};
+use mooncake_testee_protocol::{read_answer, AnswerError, Command, Done};
 use serde_json::{json, Value as J};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command as Process};
@@ -86,13 +86,6 @@ pub enum TesteeCommandError {
         /// The cause.
         source: std::io::Error,
     },
-}
-
-/// For callers that report errors as text.
-impl From<TesteeCommandError> for String {
-    fn from(e: TesteeCommandError) -> String {
-        e.to_string()
-    }
 }
 
 /// The built-in testee's program: `mooncake-peer` next to this program (in cargo's target directory also
@@ -194,7 +187,8 @@ impl TesteeLog {
 
 /// Why a testee could not be started: `environment` when it started and then failed (died, never said
 /// hello) — exit 3 — rather than a command that cannot run at all or does not speak the protocol (exit 2).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("{message}")]
 pub struct StartError {
     /// It started and then failed (exit 3), rather than could not run or speak the protocol (exit 2).
     pub environment: bool,
@@ -202,9 +196,95 @@ pub struct StartError {
     pub message: String,
 }
 
-impl From<StartError> for String {
-    fn from(e: StartError) -> String {
-        e.message
+/// Why a command to a running testee gave no answer of the expected type: the testee answered with an error
+/// of its own ([`TesteeError::Answer`], data a player may expect or compare), or the testee or its answer is
+/// broken (it died, closed its output, hung, or answered with something that is not the protocol's).
+#[derive(Debug, thiserror::Error)]
+pub enum TesteeError {
+    /// The testee answered `{"ok": false, "error": ...}`: it refused the command.
+    #[error("{}{message}", named(cmd))]
+    Answer {
+        /// The command's name, when the text names it ([`Testee::send`]; `None` from [`Testee::cmd`]).
+        cmd: Option<String>,
+        /// The testee's own error text, as it gave it.
+        message: String,
+    },
+    /// An `{"ok": true}` answer whose keys do not read as the command's answer.
+    #[error("{}the testee's answer does not read as this protocol's answer: {error}: {answer}", named(cmd))]
+    Unreadable {
+        /// The command's name, when the text names it ([`Testee::send`]; `None` from [`Testee::cmd`]).
+        cmd: Option<String>,
+        /// What serde said.
+        error: String,
+        /// The answer, as JSON.
+        answer: String,
+    },
+    /// The command does not serialize as JSON.
+    #[error("{cmd}: {source}")]
+    Encode {
+        /// The command's name.
+        cmd: String,
+        /// What serde said.
+        source: serde_json::Error,
+    },
+    /// The testee did not answer in time.
+    #[error("no answer to `{cmd}` within {}", secs(*waited))]
+    Timeout {
+        /// The command's name.
+        cmd: String,
+        /// How long the runner waited.
+        waited: Duration,
+    },
+    /// The testee's standard output could not be read.
+    #[error("reading the testee's answer to `{cmd}`: {source}")]
+    Read {
+        /// The command's name.
+        cmd: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The testee closed its standard input or output (it exited or was killed) before answering.
+    #[error("the testee died during `{cmd}` ({ended})")]
+    Died {
+        /// The command's name.
+        cmd: String,
+        /// How the process ended (`exit status 1`, `killed by signal 9`, `still running`).
+        ended: String,
+    },
+    /// An answer line that is not JSON.
+    #[error("the testee's answer to `{cmd}` is not JSON ({source}): {line}")]
+    NotJson {
+        /// The command's name.
+        cmd: String,
+        /// The line it wrote.
+        line: String,
+        /// What serde said.
+        source: serde_json::Error,
+    },
+}
+
+/// The `` `name`: `` prefix of an answer error from [`Testee::send`].
+fn named(cmd: &Option<String>) -> String {
+    cmd.as_ref().map(|c| format!("`{c}`: ")).unwrap_or_default()
+}
+
+impl TesteeError {
+    /// The testee's own error text when it refused the command (`{"ok": false}`); `None` when the testee or
+    /// its answer is broken.
+    pub fn refusal(&self) -> Option<&str> {
+        match self {
+            TesteeError::Answer { message, .. } => Some(message),
+            _ => None,
+        }
+    }
+
+    /// An answer that gives no `T`, for the command `cmd` (named in the text when given).
+    fn answer(cmd: Option<&str>, e: AnswerError) -> TesteeError {
+        let cmd = cmd.map(str::to_string);
+        match e {
+            AnswerError::Refused(message) => TesteeError::Answer { cmd, message },
+            AnswerError::Unreadable { error, answer } => TesteeError::Unreadable { cmd, error, answer },
+        }
     }
 }
 
@@ -309,59 +389,55 @@ impl Testee {
     }
 
     /// Sends a command and reads its answer as `T` ([`mooncake_testee_protocol::Done`] for a bare
-    /// `{"ok": true}`); an `{"ok": false}` answer is an `Err` with the testee's error text.
-    pub async fn send<T: serde::de::DeserializeOwned>(&mut self, cmd: &Command) -> Result<T, String> {
-        let v = serde_json::to_value(cmd).map_err(|e| format!("{}: {e}", cmd.name()))?;
+    /// `{"ok": true}`); an `{"ok": false}` answer is [`TesteeError::Answer`] with the testee's error text.
+    pub async fn send<T: serde::de::DeserializeOwned>(&mut self, cmd: &Command) -> Result<T, TesteeError> {
+        let v = serde_json::to_value(cmd).map_err(|source| TesteeError::Encode { cmd: cmd.name().into(), source })?;
         let answer = self.exchange(v).await?;
-        read_answer(&answer).map_err(|e| format!("`{}`: {e}", cmd.name()))
+        read_answer(&answer).map_err(|e| TesteeError::answer(Some(cmd.name()), e))
     }
 
     /// A role's `status`, typed by role ([`mooncake_testee_protocol::PrefillerStatus`],
     /// [`mooncake_testee_protocol::DecoderStatus`]).
-    pub async fn status<T: serde::de::DeserializeOwned>(&mut self) -> Result<T, String> {
+    pub async fn status<T: serde::de::DeserializeOwned>(&mut self) -> Result<T, TesteeError> {
         self.send(&Command::Status).await
     }
 
     /// Sends a command given as raw JSON (a test's malformed command, a key a later protocol version adds);
-    /// an `{"ok": false}` answer is an `Err` with the testee's error text. The runner itself uses
-    /// [`Testee::send`].
-    pub async fn cmd(&mut self, cmd: J) -> Result<J, String> {
+    /// an `{"ok": false}` answer is [`TesteeError::Answer`] with the testee's error text. The runner itself
+    /// uses [`Testee::send`].
+    pub async fn cmd(&mut self, cmd: J) -> Result<J, TesteeError> {
         let answer = self.exchange(cmd).await?;
-        read_answer::<J>(&answer).map_err(|e| e.to_string())
+        read_answer::<J>(&answer).map_err(|e| TesteeError::answer(None, e))
     }
 
     /// Sends one command line and returns the testee's answer line as it came (`ok` true or false).
-    async fn exchange(&mut self, mut cmd: J) -> Result<J, String> {
+    async fn exchange(&mut self, mut cmd: J) -> Result<J, TesteeError> {
         let Testee { child, stdin, lines, log, faults } = self;
         let role = cmd.get("role").and_then(J::as_str).unwrap_or("").to_string();
         if !faults.is_empty() && cmd.get("cmd").and_then(J::as_str) == Some("start") && role != "bootstrap" {
             cmd["config"]["faults"] = json!(faults);
         }
-        let answer = {
-            let what = cmd.get("cmd").and_then(J::as_str).unwrap_or("?").to_string();
-            let sent = async {
-                stdin.write_all(format!("{cmd}\n").as_bytes()).await?;
-                stdin.flush().await
-            }
-            .await;
-            let line = match sent {
-                Err(_) => None,
-                Ok(()) => tokio::time::timeout(ANSWER_TIMEOUT, lines.next_line())
-                    .await
-                    .map_err(|_| format!("no answer to `{what}` within {}", secs(ANSWER_TIMEOUT)))?
-                    .map_err(|e| format!("reading the testee's answer to `{what}`: {e}"))?,
-            };
-            let Some(line) = line else {
-                let st = ended(child).await;
-                // The report shows the last lines of standard error under the case: not repeated here.
-                let msg = format!("the testee died during `{what}` ({st})");
-                log.mark_died(&msg);
-                return Err(msg);
-            };
-            serde_json::from_str(&line)
-                .map_err(|e| format!("the testee's answer to `{what}` is not JSON ({e}): {line}"))?
+        let what = cmd.get("cmd").and_then(J::as_str).unwrap_or("?").to_string();
+        let sent = async {
+            stdin.write_all(format!("{cmd}\n").as_bytes()).await?;
+            stdin.flush().await
+        }
+        .await;
+        let line = match sent {
+            Err(_) => None,
+            Ok(()) => tokio::time::timeout(ANSWER_TIMEOUT, lines.next_line())
+                .await
+                .map_err(|_| TesteeError::Timeout { cmd: what.clone(), waited: ANSWER_TIMEOUT })?
+                .map_err(|source| TesteeError::Read { cmd: what.clone(), source })?,
         };
-        Ok(answer)
+        let Some(line) = line else {
+            let ended = ended(child).await;
+            // The report shows the last lines of standard error under the case: not repeated here.
+            let e = TesteeError::Died { cmd: what, ended };
+            log.mark_died(&e.to_string());
+            return Err(e);
+        };
+        serde_json::from_str(&line).map_err(|source| TesteeError::NotJson { cmd: what, line, source })
     }
 
     /// Stops the testee and everything it started.
@@ -428,6 +504,43 @@ mod tests {
         for x in [d, t, p] {
             std::fs::remove_dir_all(x).unwrap();
         }
+    }
+
+    #[test]
+    fn a_refusal_is_the_testees_answer_and_a_broken_answer_or_a_death_is_not() {
+        let script = r#"echo '{"hello": "mooncake-testee", "protocol": 1, "name": "t", "revisions": ["vllm-0.33.0"], "roles": ["prefiller"]}'
+while read -r line; do
+  case "$line" in
+    *refuse*) echo '{"ok": false, "error": "no such transfer"}' ;;
+    *garbage*) echo 'not json' ;;
+    *die*) exit 3 ;;
+    *) echo '{"ok": true}' ;;
+  esac
+done"#;
+        let spec = TesteeSpec::Command(format!("sh -c {}", shell_words::quote(script)));
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let (mut t, _) = Testee::start(&spec).await.unwrap();
+            // The testee's own refusal: data, its text as it gave it.
+            let e = t.cmd(json!({"cmd": "refuse"})).await.unwrap_err();
+            assert!(matches!(&e, TesteeError::Answer { cmd: None, .. }), "{e:?}");
+            assert_eq!(e.refusal(), Some("no such transfer"));
+            assert_eq!(e.to_string(), "no such transfer");
+            // An `ok` answer that is not the command's: the testee is broken, the text names the command.
+            let e = t.send::<mooncake_testee_protocol::Memory>(&Command::Status).await.unwrap_err();
+            assert!(matches!(&e, TesteeError::Unreadable { cmd: Some(c), .. } if c == "status"), "{e:?}");
+            assert_eq!(e.refusal(), None);
+            assert!(e.to_string().starts_with("`status`: the testee's answer does not read as"), "{e}");
+            let e = t.cmd(json!({"cmd": "garbage"})).await.unwrap_err();
+            assert!(matches!(&e, TesteeError::NotJson { line, .. } if line == "not json"), "{e:?}");
+            assert!(e.to_string().starts_with("the testee's answer to `garbage` is not JSON ("), "{e}");
+            assert_eq!(e.refusal(), None);
+            let e = t.cmd(json!({"cmd": "die"})).await.unwrap_err();
+            assert_eq!(e.to_string(), "the testee died during `die` (exit status 3)");
+            assert!(matches!(&e, TesteeError::Died { .. }) && e.refusal().is_none(), "{e:?}");
+            assert_eq!(t.log.died().as_deref(), Some("the testee died during `die` (exit status 3)"));
+            t.stop().await;
+        });
     }
 
     #[test]

@@ -396,13 +396,6 @@ fn vector_hint(format: &str) -> &'static str {
     }
 }
 
-/// For callers that still report errors as text.
-impl From<TraceError> for String {
-    fn from(e: TraceError) -> String {
-        e.to_string()
-    }
-}
-
 impl Trace {
     /// Reads and parses the trace file at `path`; the error names the file, line and field.
     pub fn load(path: &Path) -> Result<Trace, TraceError> {

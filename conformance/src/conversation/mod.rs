@@ -133,13 +133,6 @@ pub enum ConversationError {
     Revision(#[from] mooncake_wire::spec::ResolveError),
 }
 
-/// For callers that still report errors as text.
-impl From<ConversationError> for String {
-    fn from(e: ConversationError) -> String {
-        e.to_string()
-    }
-}
-
 impl Conversation {
     /// The conversation of a push-family trace, read with the revision of its `vllm_version`.
     pub fn new(trace: Trace) -> Result<Conversation, ConversationError> {

@@ -72,17 +72,11 @@ pub struct Observation {
 #[derive(Debug, thiserror::Error)]
 enum WorkerError {
     /// The program did not start.
-    #[error("{}", .0.message)]
-    Start(crate::testee::StartError),
-    /// A command to it failed (the testee's own text).
-    #[error("{0}")]
-    Command(String),
-}
-
-impl From<crate::testee::StartError> for WorkerError {
-    fn from(e: crate::testee::StartError) -> WorkerError {
-        WorkerError::Start(e)
-    }
+    #[error(transparent)]
+    Start(#[from] crate::testee::StartError),
+    /// A command to it failed: the testee refused it, or the testee is broken.
+    #[error(transparent)]
+    Command(crate::testee::TesteeError),
 }
 
 /// Why a cell's run could not be set up or driven (an [`Observation`]'s `error`).

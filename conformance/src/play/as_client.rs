@@ -5,14 +5,18 @@ use std::time::Duration;
 
 use serde_json::Value as J;
 
-use super::{Case, PlayOptions};
+use super::{Case, PlayError, PlayOptions};
 use crate::finding::{CheckId, Finding};
 use crate::testee::Testee;
 use crate::trace::HttpEvent;
 use mooncake_testee_protocol::{BootstrapConfig, Command, RoleConfig, Started};
 
 /// `pairing.testee` is the revision the bootstrap testee is started at.
-pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pairing) -> Result<Vec<Finding>, String> {
+pub async fn play(
+    case: &Case,
+    opts: &PlayOptions,
+    pairing: &crate::crossver::Pairing,
+) -> Result<Vec<Finding>, PlayError> {
     let t = &case.model;
     let mut testee = match &opts.external {
         super::External::Bootstrap(_) => None,
@@ -24,7 +28,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
             (_, Some(te)) => {
                 let cfg = RoleConfig::Bootstrap(BootstrapConfig { bind: Some("127.0.0.1:0".into()) });
                 let a: Started = te.send(&Command::start(&pairing.testee.revision, &cfg)).await?;
-                a.url.ok_or("the bootstrap testee did not say its URL")?
+                a.url.ok_or(PlayError::Unsaid { role: "bootstrap", what: "URL" })?
             }
             (_, None) => unreachable!("a testee unless external"),
         };
@@ -67,7 +71,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                 }
             }
         }
-        Ok::<_, String>(out)
+        Ok::<_, PlayError>(out)
     }
     .await;
     if let Some(te) = testee {

@@ -18,7 +18,7 @@ use serde_json::{json, Value as J};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-use super::{bounded, Case, PlayOptions};
+use super::{bounded, Case, PlayError, PlayOptions};
 use crate::checks::{check_exchanges, same_reply};
 use crate::conversation::{Exchange, Payload, Sent};
 use crate::finding::{CheckId, Finding};
@@ -51,9 +51,13 @@ struct LiveDecoder {
 
 /// The testee is started at `pairing.testee`; its replies are read at the trace's revision, as the recorded
 /// decoder would read them.
-pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pairing) -> Result<Vec<Finding>, String> {
+pub async fn play(
+    case: &Case,
+    opts: &PlayOptions,
+    pairing: &crate::crossver::Pairing,
+) -> Result<Vec<Finding>, PlayError> {
     let t = &case.model;
-    let profile = t.profile.clone().ok_or("the trace's revision has no generation-2 profile")?;
+    let profile = t.profile.clone().ok_or(PlayError::NoProfile)?;
     let sc = &opts.scenarios;
     let scenario = opts.scenario_for(t);
     let model = &sc.model;
@@ -62,9 +66,8 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
     let mut out = vec![];
 
     // Bootstrap server (ours) and one testee per recorded prefiller worker, registered in recorded order.
-    let spec =
-        BootstrapSpec::new(t.revision.clone()).ok_or("no bootstrap in this revision")?.map_err(|e| e.to_string())?;
-    let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await.map_err(|e| e.to_string())?;
+    let spec = BootstrapSpec::new(t.revision.clone()).ok_or(PlayError::NoBootstrap)?.map_err(PlayError::runner)?;
+    let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await.map_err(PlayError::runner)?;
     let mut order: Vec<usize> = (0..t.prefillers.len()).collect();
     let reg_pos = |p: &crate::conversation::PrefillerConn| {
         t.http
@@ -84,22 +87,17 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
             let p = &t.prefillers[i];
             if let Some(eps) = &external {
                 // Already running and not ours to prepare: only its endpoint is known.
-                let ep = eps.get(n).ok_or_else(|| {
-                    format!(
-                        "the trace has {} prefillers; give an endpoint for each (--peer a,b,...)",
-                        t.prefillers.len()
-                    )
-                })?;
+                let ep = eps.get(n).ok_or(PlayError::TooFewPeers(t.prefillers.len()))?;
                 endpoint_map.insert(p.endpoint.clone(), ep.clone());
                 continue;
             }
             let (mut testee, _) = Testee::start_logged(&opts.testee, opts.testee_log.as_ref()).await?;
-            let cfg = prefiller_config(t, p, model, &boot.url())?;
+            let cfg = prefiller_config(t, p, model, &boot.url()).map_err(PlayError::setup)?;
             let a: Started = testee
                 .send(&Command::start(&pairing.testee.revision, &RoleConfig::Prefiller(cfg)))
                 .await
-                .map_err(|e| format!("starting prefiller testee {}: {e}", p.conn))?;
-            let live = a.endpoint.ok_or("the prefiller testee did not say its endpoint")?;
+                .map_err(PlayError::starting("prefiller", &p.conn))?;
+            let live = a.endpoint.ok_or(PlayError::Unsaid { role: "prefiller", what: "endpoint" })?;
             endpoint_map.insert(p.endpoint.clone(), live.clone());
             // Its registration must be the recorded one, with its own address.
             if let Some(want) = &p.register {
@@ -169,8 +167,8 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
             let Some(req) = &d.layout_request else { continue };
             let layout = decoder_layout(req, model);
             let memory = Arc::new(Mutex::new(layout.memory(false)));
-            let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
-            let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+            let listener = TcpListener::bind("127.0.0.1:0").await.map_err(PlayError::runner)?;
+            let port = listener.local_addr().map_err(PlayError::runner)?.port();
             let peers = PeerLog::default();
             let server = tokio::spawn(serve_logged(listener, memory.clone(), peers.clone()));
             decoders.insert(
@@ -188,7 +186,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         // Replay the decoder side in recorded order.
         let ctx = zmq::Context::new();
         let (in_tx, mut in_rx) = mpsc::unbounded_channel();
-        let reactor = Reactor::start(&ctx, in_tx).map_err(|e| e.to_string())?;
+        let reactor = Reactor::start(&ctx, in_tx).map_err(PlayError::runner)?;
         let mut buffered: BTreeMap<u64, Vec<Vec<Vec<u8>>>> = BTreeMap::new();
         let mut live: BTreeMap<usize, Exchange> = BTreeMap::new();
         let mut replies_seen = 0usize;
@@ -211,17 +209,19 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                     let live_ep = endpoint_map
                         .get(&x.endpoint)
                         .cloned()
-                        .ok_or_else(|| format!("no live prefiller for {}", x.endpoint))?;
+                        .ok_or_else(|| PlayError::NoLivePrefiller(x.endpoint.clone()))?;
                     let mut m = match &x.request.decoded {
                         Some(Ok(m)) => m.clone(),
-                        Some(Err(e)) => return Err(format!("recorded request {k}: {e}")),
-                        None => return Err(format!("recorded request {k}: no profile to decode it")),
+                        Some(Err(e)) => return Err(PlayError::RecordedRequest { index: k, why: e.to_string() }),
+                        None => {
+                            return Err(PlayError::RecordedRequest { index: k, why: "no profile to decode it".into() })
+                        }
                     };
-                    let dec = decoders.get(&x.decoder).ok_or_else(|| format!("no layout for decoder {}", x.decoder))?;
+                    let dec = decoders.get(&x.decoder).ok_or_else(|| PlayError::NoDecoderLayout(x.decoder.clone()))?;
                     let (host, port) = dec.session.rsplit_once(':').expect("host:port");
                     m.remote_hostname = host.to_string();
                     m.remote_port = port.parse::<u64>().expect("port").into();
-                    let payload = profile.encode_metadata(&m).map_err(|e| e.to_string())?;
+                    let payload = profile.encode_metadata(&m).map_err(PlayError::runner)?;
                     reactor.open_dealer(k as u64, &live_ep, payload.clone());
                     let sent = Sent {
                         index: k,
@@ -320,7 +320,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
                                     format!("{} is not msgspec's encoding of that value", hex::encode(&bytes)),
                                 ));
                             }
-                            let mut want = want_reply.cloned().ok_or("recorded reply does not decode")?;
+                            let mut want = want_reply.cloned().ok_or(PlayError::RecordedReplyUndecodable)?;
                             // The LAYOUT_MISS message names the decoder's session: map recorded → live.
                             if let (Some(m), Some(dec)) = (&mut want.err_msg, decoders.get(&x.decoder)) {
                                 *m = m.replace(&dec.recorded_session, &dec.session);
@@ -533,7 +533,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
         for d in decoders.into_values() {
             d.server.abort();
         }
-        Ok::<(), String>(())
+        Ok::<(), PlayError>(())
     };
     let r = bounded(Duration::from_secs(120) + abort * 4, "the case", result).await.and_then(|x| x);
     for (_, te) in testees {
@@ -541,6 +541,58 @@ pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pa
     }
     drop(boot);
     r.map(|_| out)
+}
+
+/// Why the landed bytes cannot be compared through the peer's own transfer engine (the report says "not
+/// checked: landed bytes — why").
+#[derive(Debug, thiserror::Error)]
+enum Uncomparable {
+    /// Handshakes reached the runner, but none named a segment it can use.
+    #[error("the peer's engine is not reachable: its handshake named no usable segment ({0})")]
+    NoUsableSegment(mooncake_io::engine::HandshakeError),
+    /// No handshake reached the runner.
+    #[error("the peer's engine is not reachable: no transfer-engine handshake reached the runner")]
+    NoHandshake,
+    /// Handshakes named several segments (the engines that wrote).
+    #[error("several engines wrote into one decoder ({})", .0.join(", "))]
+    SeveralEngines(Vec<String>),
+    /// The tensor-parallel sizes differ.
+    #[error("heterogeneous TP: blocks through the peer's engine are not compared")]
+    HeterogeneousTp,
+    /// The peer's segment cannot be described.
+    #[error("the peer's engine is not reachable at {segment}: {source}")]
+    Unreachable {
+        /// The segment.
+        segment: String,
+        /// The cause.
+        source: mooncake_io::engine::TransferError,
+    },
+    /// The peer registers another number of buffers than its layout has regions.
+    #[error("the peer's engine registers {buffers} buffers, its layout has {regions} regions")]
+    Buffers {
+        /// Buffers registered.
+        buffers: usize,
+        /// Regions of the layout.
+        regions: usize,
+    },
+    /// A source block lies outside the peer's buffer.
+    #[error("source block {block} lies outside the peer's buffer {region}")]
+    OutsideBuffer {
+        /// The block.
+        block: u64,
+        /// The region (buffer index).
+        region: usize,
+    },
+    /// Reading a source block failed.
+    #[error("reading the peer's block {block} of region {region}: {source}")]
+    Read {
+        /// The block.
+        block: u64,
+        /// The region.
+        region: usize,
+        /// The cause.
+        source: mooncake_io::engine::TransferError,
+    },
 }
 
 /// Landed bytes of a prefiller the runner does not control, checked through that prefiller's own transfer
@@ -553,7 +605,7 @@ async fn landed_through_engine(
     num_blocks: u64,
     expected: &[(usize, u64, u64)],
     same_tp: bool,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, Uncomparable> {
     let log: Vec<_> = dec.peers.lock().expect("peer log").clone();
     let mut names: Vec<String> = vec![];
     let mut unusable = None;
@@ -568,25 +620,20 @@ async fn landed_through_engine(
         [one] => one.clone(),
         [] => {
             return Err(match unusable {
-                Some(why) => {
-                    format!("the peer's engine is not reachable: its handshake named no usable segment ({why})")
-                }
-                None => "the peer's engine is not reachable: no transfer-engine handshake reached the runner".into(),
+                Some(why) => Uncomparable::NoUsableSegment(why),
+                None => Uncomparable::NoHandshake,
             })
         }
-        many => return Err(format!("several engines wrote into one decoder ({})", many.join(", "))),
+        many => return Err(Uncomparable::SeveralEngines(many.to_vec())),
     };
     if !same_tp {
-        return Err("heterogeneous TP: blocks through the peer's engine are not compared".into());
+        return Err(Uncomparable::HeterogeneousTp);
     }
     let client = EngineClient::new();
-    let seg = client.segment(&name).await.map_err(|e| format!("the peer's engine is not reachable at {name}: {e}"))?;
+    let seg =
+        client.segment(&name).await.map_err(|source| Uncomparable::Unreachable { segment: name.clone(), source })?;
     if seg.buffers.len() != cols.base.len() {
-        return Err(format!(
-            "the peer's engine registers {} buffers, its layout has {} regions",
-            seg.buffers.len(),
-            cols.base.len()
-        ));
+        return Err(Uncomparable::Buffers { buffers: seg.buffers.len(), regions: cols.base.len() });
     }
     let mut last: HashMap<(usize, u64), u64> = HashMap::new();
     for (r, b, src) in expected {
@@ -610,12 +657,12 @@ async fn landed_through_engine(
                 Some(src) => {
                     let at = buf.addr + src * bl;
                     if src * bl + bl > buf.length {
-                        return Err(format!("source block {src} lies outside the peer's buffer {r}"));
+                        return Err(Uncomparable::OutsideBuffer { block: *src, region: r });
                     }
                     let theirs = client
                         .transfer(&name, vec![Request::Read { addr: at, len: bl }])
                         .await
-                        .map_err(|e| format!("reading the peer's block {src} of region {r}: {e}"))?;
+                        .map_err(|source| Uncomparable::Read { block: *src, region: r, source })?;
                     if let Some(k) = (0..ours.len()).find(|&k| ours[k] != theirs[0][k]) {
                         problems.push(format!(
                             "region {r} block {b} byte {k}: {:#04x}, the peer's source block {src} holds {:#04x}",

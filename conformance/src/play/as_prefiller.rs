@@ -1,5 +1,5 @@
 //! The runner plays the recorded prefiller(s) against decoder testee(s): it runs the bootstrap server and one
-//! prefiller of its own (the spec's sans-IO core with vLLM's planner, [`crate::counterpart`]) per recorded
+//! prefiller of its own (the spec's sans-IO core with vLLM's planner, `crate::counterpart`) per recorded
 //! prefiller worker, registered as recorded, makes the scenario's transfers ready, tells each decoder testee to pull what the recorded decoder
 //! pulled, and compares every request the testee sends with the recorded one (its own address and port
 //! mapped). Then it checks the decoder's outcomes against vLLM's, the bytes that landed in its memory, and that
@@ -21,7 +21,7 @@ use mooncake_wire::proto::{PrefillerCore, Registry, WireProfile};
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse};
 use serde_json::Value as J;
 
-use super::{bounded, Case, PlayOptions};
+use super::{bounded, Case, PlayError, PlayOptions};
 use crate::checks::check_exchanges;
 use crate::conversation::{Exchange, Sent};
 use crate::finding::{CheckId, Finding};
@@ -29,7 +29,7 @@ use crate::jsonl::first_difference;
 use crate::scenarios::Model;
 use crate::scenarios::Ready;
 use crate::setup::{check_landed, decoder_layout, expected_blocks_scaled, prefiller_planner, stride_scale};
-use crate::testee::Testee;
+use crate::testee::{Testee, TesteeError};
 use mooncake_testee_protocol::{
     Command, DecoderConfig, DecoderStatus, Done, Memory, PrefillerStatus, Pull, RoleConfig, Started,
 };
@@ -59,10 +59,10 @@ async fn own_prefiller(
     model: &Model,
     bind: &str,
     bootstrap: String,
-) -> Result<OwnPrefiller, String> {
+) -> Result<OwnPrefiller, PlayError> {
     let profile = WireProfile::new(t.revision.clone(), Codec::builtin(&t.revision.revision).expect("built-in"))
-        .map_err(|e| e.to_string())?;
-    let (layout, planner) = prefiller_planner(t, p, model, &profile)?;
+        .map_err(PlayError::runner)?;
+    let (layout, planner) = prefiller_planner(t, p, model, &profile).map_err(PlayError::setup)?;
     let mut core = PrefillerCore::new(profile, planner);
     core.set_abort_timeout(Duration::from_secs_f64(model.abort_timeout_s));
     let register = Registration {
@@ -73,7 +73,7 @@ async fn own_prefiller(
         pp_rank: p.pp_rank,
     };
     let cfg = OwnConfig { bind: bind.to_string(), register: Some(register) };
-    OwnPrefiller::start(cfg, core, Arc::new(Mutex::new(layout.memory(true)))).await
+    Ok(OwnPrefiller::start(cfg, core, Arc::new(Mutex::new(layout.memory(true)))).await?)
 }
 
 /// The prefiller side of a decoder case: the runner's own prefiller (whose wire log lets it compare every
@@ -85,7 +85,7 @@ enum PSide {
 }
 
 impl PSide {
-    async fn allocate(&mut self, p: &str, t: &str) -> Result<(), String> {
+    async fn allocate(&mut self, p: &str, t: &str) -> Result<(), TesteeError> {
         match self {
             PSide::Ours(x) => x.allocated(p, t),
             PSide::Testee(x) => {
@@ -94,7 +94,7 @@ impl PSide {
         }
         Ok(())
     }
-    async fn ready(&mut self, p: &str, t: &str, blocks: &[Vec<u64>]) -> Result<(), String> {
+    async fn ready(&mut self, p: &str, t: &str, blocks: &[Vec<u64>]) -> Result<(), TesteeError> {
         match self {
             PSide::Ours(x) => x.finished(p, t, blocks.to_vec()),
             PSide::Testee(x) => {
@@ -108,7 +108,7 @@ impl PSide {
         }
         Ok(())
     }
-    async fn fail(&mut self, n: usize) -> Result<(), String> {
+    async fn fail(&mut self, n: usize) -> Result<(), TesteeError> {
         match self {
             PSide::Ours(x) => x.fail_next_writes(n, -1),
             PSide::Testee(x) => {
@@ -117,7 +117,7 @@ impl PSide {
         }
         Ok(())
     }
-    async fn forget(&mut self) -> Result<(), String> {
+    async fn forget(&mut self) -> Result<(), TesteeError> {
         match self {
             PSide::Ours(x) => x.forget_layouts(),
             PSide::Testee(x) => {
@@ -137,7 +137,11 @@ impl PSide {
 
 /// Tests a decoder testee against the runner's own prefiller(s).
 /// The testee is started at `pairing.testee`; the runner's prefillers speak the trace's revision.
-pub async fn play(case: &Case, opts: &PlayOptions, pairing: &crate::crossver::Pairing) -> Result<Vec<Finding>, String> {
+pub async fn play(
+    case: &Case,
+    opts: &PlayOptions,
+    pairing: &crate::crossver::Pairing,
+) -> Result<Vec<Finding>, PlayError> {
     play_with(case, opts, None, pairing).await
 }
 
@@ -148,7 +152,7 @@ pub async fn play_pair(
     case: &Case,
     opts: &PlayOptions,
     prefiller: &crate::testee::TesteeSpec,
-) -> Result<Vec<Finding>, String> {
+) -> Result<Vec<Finding>, PlayError> {
     play_with(case, opts, Some(prefiller), &crate::crossver::Pairing::same(&case.model.revision)).await
 }
 
@@ -157,21 +161,20 @@ async fn play_with(
     opts: &PlayOptions,
     p_spec: Option<&crate::testee::TesteeSpec>,
     pairing: &crate::crossver::Pairing,
-) -> Result<Vec<Finding>, String> {
+) -> Result<Vec<Finding>, PlayError> {
     if let super::External::Listen { endpoint, bootstrap, timeout, ready_after } = &opts.external {
         return play_listen(case, opts, endpoint, bootstrap, *timeout, *ready_after).await;
     }
     let t = &case.model;
-    let profile = t.profile.clone().ok_or("the trace's revision has no generation-2 profile")?;
+    let profile = t.profile.clone().ok_or(PlayError::NoProfile)?;
     let sc = &opts.scenarios;
     let scenario = opts.scenario_for(t);
     let model = &sc.model;
     let abort = Duration::from_secs_f64(model.abort_timeout_s);
     let mut out = vec![];
 
-    let spec =
-        BootstrapSpec::new(t.revision.clone()).ok_or("no bootstrap in this revision")?.map_err(|e| e.to_string())?;
-    let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await.map_err(|e| e.to_string())?;
+    let spec = BootstrapSpec::new(t.revision.clone()).ok_or(PlayError::NoBootstrap)?.map_err(PlayError::runner)?;
+    let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await.map_err(PlayError::runner)?;
     let mut prefillers: Vec<(String, PSide)> = vec![];
     let mut testees: Vec<(String, Testee)> = vec![];
     let result = async {
@@ -189,10 +192,10 @@ async fn play_with(
                 None => PSide::Ours(own_prefiller(t, p, model, "tcp://127.0.0.1:*", boot.url()).await?),
                 Some(spec) => {
                     let (mut te, _) = Testee::start_logged(spec, opts.testee_log.as_ref()).await?;
-                    let cfg = crate::setup::prefiller_config(t, p, model, &boot.url())?;
+                    let cfg = crate::setup::prefiller_config(t, p, model, &boot.url()).map_err(PlayError::setup)?;
                     te.send::<Started>(&Command::start(&t.revision.revision, &RoleConfig::Prefiller(cfg)))
                         .await
-                        .map_err(|e| format!("starting prefiller testee {}: {e}", p.conn))?;
+                        .map_err(PlayError::starting("prefiller", &p.conn))?;
                     PSide::Testee(te)
                 }
             };
@@ -221,7 +224,7 @@ async fn play_with(
             let a: Started = testee
                 .send(&Command::start(&pairing.testee.revision, &RoleConfig::Decoder(cfg)))
                 .await
-                .map_err(|e| format!("starting decoder testee {}: {e}", d.conn))?;
+                .map_err(PlayError::starting("decoder", &d.conn))?;
             sessions.insert(d.conn.clone(), a.session.unwrap_or_default());
             testees.push((d.conn.clone(), testee));
         }
@@ -543,7 +546,7 @@ async fn play_with(
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
-        Ok::<(), String>(())
+        Ok::<(), PlayError>(())
     };
     let r = bounded(Duration::from_secs(120) + abort * 4, "the case", result).await.and_then(|x| x);
     for (_, te) in testees {
@@ -568,7 +571,7 @@ pub fn compare_requests(
     pairing: &crate::crossver::Pairing,
     wires: &[(String, Vec<(bool, Vec<Vec<u8>>)>)],
     sessions: Option<&HashMap<String, String>>,
-) -> Result<Vec<Finding>, String> {
+) -> Result<Vec<Finding>, PlayError> {
     let mut out = vec![];
     let mut live_xs: Vec<Exchange> = vec![];
     for (conn, wire) in wires {
@@ -642,7 +645,7 @@ pub fn compare_requests(
                             format!("{} is not msgspec's encoding of that value", hex::encode(bytes)),
                         ));
                     }
-                    let want = rx.request.value().ok_or("recorded request does not decode")?;
+                    let want = rx.request.value().ok_or(PlayError::RecordedRequestUndecodable)?;
                     // The decoder's own address and transfer-engine port differ per run.
                     let live_session = format!("{}:{}", got.remote_hostname, got.remote_port);
                     match sessions {
@@ -695,18 +698,17 @@ async fn play_listen(
     bootstrap: &str,
     timeout: Duration,
     ready_after: Option<Duration>,
-) -> Result<Vec<Finding>, String> {
+) -> Result<Vec<Finding>, PlayError> {
     let t = &case.model;
-    let profile = t.profile.clone().ok_or("the trace's revision has no generation-2 profile")?;
+    let profile = t.profile.clone().ok_or(PlayError::NoProfile)?;
     let sc = &opts.scenarios;
     let scenario = opts.scenario_for(t);
     let model = &sc.model;
     let [p] = t.prefillers.as_slice() else {
-        return Err(format!("--listen serves traces with one prefiller; {} has {}", t.scenario(), t.prefillers.len()));
+        return Err(PlayError::ListenPrefillers { scenario: t.scenario().to_string(), prefillers: t.prefillers.len() });
     };
-    let spec =
-        BootstrapSpec::new(t.revision.clone()).ok_or("no bootstrap in this revision")?.map_err(|e| e.to_string())?;
-    let boot = BootstrapServer::start(bootstrap, Registry::new(spec)).await.map_err(|e| e.to_string())?;
+    let spec = BootstrapSpec::new(t.revision.clone()).ok_or(PlayError::NoBootstrap)?.map_err(PlayError::runner)?;
+    let boot = BootstrapServer::start(bootstrap, Registry::new(spec)).await.map_err(PlayError::runner)?;
     let peer = own_prefiller(t, p, model, endpoint, boot.url()).await?;
     for tr in &scenario.transfers {
         peer.allocated(&tr.p_req_id, &tr.transfer_id);

@@ -5,7 +5,7 @@
 //!   prefiller testee that stands for the recorded endpoint — and compares each raw reply, the
 //!   transfer-engine writes, the landed bytes, what the prefiller freed and what it keeps.
 //! * `…/decoder`: the runner plays the prefiller worker(s) with the spec's generation-1 core
-//!   ([`crate::counterpart`]), bound at
+//!   (`crate::counterpart`), bound at
 //!   consecutive ports (a decoder finds worker `r` at base port + r), hands the decoder testee the recorded
 //!   pulls, and compares the requests it sends and what it reports.
 //!
@@ -28,10 +28,12 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use crate::counterpart::{OwnConfig, OwnPrefiller};
-use crate::setup::gen1::{at_consecutive_ports, columns_of, expected, layout, ranks, Gen1Setup, Msg};
+use crate::setup::gen1::{
+    at_consecutive_ports, columns_of, expected, layout, ranks, Gen1Setup, Msg, NoConsecutivePorts,
+};
 use crate::setup::{check_landed_columns, model_config, D_BASE, P_BASE};
 
-use super::{bounded, Case, PlayOptions};
+use super::{bounded, Case, PlayError, PlayOptions};
 use crate::finding::{CheckId, Finding};
 use crate::scenarios::{Model, Ready};
 use crate::testee::Testee;
@@ -54,12 +56,12 @@ pub async fn as_decoder(
     case: &Case,
     opts: &PlayOptions,
     pairing: &crate::crossver::Pairing,
-) -> Result<Vec<Finding>, String> {
+) -> Result<Vec<Finding>, PlayError> {
     let t = &case.model;
     let scenario = opts.scenario_for(t);
     let model = &opts.scenarios.model;
     let Gen1Setup { profile, abort, msgs, by_id, regions, workers, p_tp, d_conns, d_tp } =
-        Gen1Setup::new(t, model, &scenario)?;
+        Gen1Setup::new(t, model, &scenario).map_err(PlayError::setup)?;
     let mut out = vec![];
     let mut testees: Vec<(String, Testee)> = vec![];
     let result = async {
@@ -73,8 +75,8 @@ pub async fn as_decoder(
             let a: Started = te
                 .send(&Command::start(&pairing.testee.revision, &RoleConfig::Prefiller(cfg)))
                 .await
-                .map_err(|e| format!("starting prefiller testee {conn}: {e}"))?;
-            let live = a.endpoint.ok_or("the prefiller testee did not say its endpoint")?;
+                .map_err(PlayError::starting("prefiller", conn))?;
+            let live = a.endpoint.ok_or(PlayError::Unsaid { role: "prefiller", what: "endpoint" })?;
             endpoint_map.insert(endpoint.clone(), live);
             for (id, tr) in &by_id {
                 te.send::<Done>(&Command::Allocate { p_req_id: id.to_string(), transfer_id: id.to_string() }).await?;
@@ -101,8 +103,8 @@ pub async fn as_decoder(
         for (i, conn) in d_conns.iter().enumerate() {
             let l = layout(regions, model, d_tp, D_BASE, i as u64);
             let memory = Arc::new(Mutex::new(l.memory(false)));
-            let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
-            let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+            let listener = TcpListener::bind("127.0.0.1:0").await.map_err(PlayError::runner)?;
+            let port = listener.local_addr().map_err(PlayError::runner)?.port();
             servers.push(tokio::spawn(serve_engine(listener, memory.clone())));
             let recorded = msgs
                 .iter()
@@ -114,21 +116,19 @@ pub async fn as_decoder(
         // Replay every message on a REQ of its own, in recorded order.
         let ctx = zmq::Context::new();
         let (in_tx, mut in_rx) = mpsc::unbounded_channel();
-        let reactor = Reactor::start(&ctx, in_tx).map_err(|e| e.to_string())?;
+        let reactor = Reactor::start(&ctx, in_tx).map_err(PlayError::runner)?;
         let mut replies_seen = 0usize;
         let mut done_msgs: Vec<usize> = vec![];
         for (k, m) in msgs.iter().enumerate() {
-            let live_ep = endpoint_map
-                .get(&m.endpoint)
-                .cloned()
-                .ok_or_else(|| format!("no live prefiller for {}", m.endpoint))?;
+            let live_ep =
+                endpoint_map.get(&m.endpoint).cloned().ok_or_else(|| PlayError::NoLivePrefiller(m.endpoint.clone()))?;
             let (session, _, _, l) = &sessions[&m.decoder];
             let (host, port) = session.rsplit_once(':').expect("host:port");
             let mut meta = m.meta.clone();
             meta.remote_hostname = host.to_string();
             meta.remote_port = WireInt::from_u64(port.parse().expect("port"));
             meta.kv_caches_base_addr = l.kv_caches_base_addr.iter().map(|a| WireInt::from_u64(*a)).collect();
-            reactor.open_req(k as u64, &live_ep, profile.encode_request(&meta).map_err(|e| e.to_string())?);
+            reactor.open_req(k as u64, &live_ep, profile.encode_request(&meta).map_err(PlayError::runner)?);
             let msg = format!("message {} ({} → {})", k + 1, m.decoder, m.endpoint);
             let got = loop {
                 match tokio::time::timeout(abort * 2 + opts.slack, in_rx.recv()).await {
@@ -297,7 +297,7 @@ pub async fn as_decoder(
         for s in servers {
             s.abort();
         }
-        Ok::<(), String>(())
+        Ok::<(), PlayError>(())
     };
     let r = bounded(Duration::from_secs(120) + abort * 4, "the case", result).await.and_then(|x| x);
     for (_, te) in testees {
@@ -314,19 +314,21 @@ async fn bind_workers(
     regions: usize,
     model: &Model,
     abort: Duration,
-) -> Result<(u64, Vec<OwnPrefiller>), String> {
-    let plan_rules = profile.plan_rules().map_err(|e| e.to_string())?;
-    at_consecutive_ports(ranks, |r, bind| {
+) -> Result<(u64, Vec<OwnPrefiller>), PlayError> {
+    let plan_rules = profile.plan_rules().map_err(PlayError::runner)?;
+    let workers: Result<_, NoConsecutivePorts<PlayError>> = at_consecutive_ports(ranks, |r, bind| {
         let l = layout(regions, model, ranks, P_BASE, r);
         let planner = producer_with(r as i64, ranks as i64, 1, &model_config(model), &l, plan_rules, None);
         let profile = profile.clone();
         async move {
-            let mut core = Gen1Prefiller::new(profile, planner.map_err(|e| e.to_string())?);
+            let mut core = Gen1Prefiller::new(profile, planner.map_err(PlayError::runner)?);
             core.set_abort_timeout(abort);
-            OwnPrefiller::start(OwnConfig { bind, register: None }, core, Arc::new(Mutex::new(l.memory(true)))).await
+            Ok(OwnPrefiller::start(OwnConfig { bind, register: None }, core, Arc::new(Mutex::new(l.memory(true))))
+                .await?)
         }
     })
-    .await
+    .await;
+    workers.map_err(PlayError::setup)
 }
 
 /// The runner plays the prefiller worker(s); the testees are decoder workers.
@@ -334,12 +336,12 @@ pub async fn as_prefiller(
     case: &Case,
     opts: &PlayOptions,
     pairing: &crate::crossver::Pairing,
-) -> Result<Vec<Finding>, String> {
+) -> Result<Vec<Finding>, PlayError> {
     let t = &case.model;
     let scenario = opts.scenario_for(t);
     let model = &opts.scenarios.model;
     let Gen1Setup { profile, abort, msgs, by_id, regions, workers, p_tp, d_conns, d_tp } =
-        Gen1Setup::new(t, model, &scenario)?;
+        Gen1Setup::new(t, model, &scenario).map_err(PlayError::setup)?;
     let (base, peers) = bind_workers(&profile, p_tp, regions, model, abort).await?;
     for p in &peers {
         for (id, tr) in &by_id {
@@ -364,7 +366,7 @@ pub async fn as_prefiller(
             cfg.recv_timeout_s = Some((abort * 2 + opts.slack).as_secs_f64());
             te.send::<Started>(&Command::start(&pairing.testee.revision, &RoleConfig::Decoder(cfg)))
                 .await
-                .map_err(|e| format!("starting decoder testee {conn}: {e}"))?;
+                .map_err(PlayError::starting("decoder", conn))?;
             testees.push((conn.clone(), te, l));
         }
         // Each recorded message is one scheduler step of its decoder worker.
@@ -549,7 +551,7 @@ pub async fn as_prefiller(
                 out.push(f(CheckId::Landed, None, None, format!("memory of {conn}"), p));
             }
         }
-        Ok::<(), String>(())
+        Ok::<(), PlayError>(())
     };
     let r = bounded(Duration::from_secs(120) + abort * 4, "the case", result).await.and_then(|x| x);
     for (_, te, _) in testees {

@@ -7,7 +7,10 @@
 pub mod as_client;
 pub mod as_decoder;
 pub mod as_prefiller;
+pub mod error;
 pub mod gen1;
+
+pub use error::PlayError;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -286,7 +289,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
         Ok(p) => p,
         Err(why) => {
             r.status = Status::Skip;
-            r.reason = Some(why);
+            r.reason = Some(why.to_string());
             return r;
         }
     };
@@ -335,7 +338,13 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
         }
         Err(e) => {
             r.status = Status::Fail;
-            r.findings.push(Finding { check: CheckId::CaseSetup, seq: None, line: None, message: None, detail: e });
+            r.findings.push(Finding {
+                check: CheckId::CaseSetup,
+                seq: None,
+                line: None,
+                message: None,
+                detail: e.to_string(),
+            });
         }
     }
     let (notes, broken) = opts.sink.take();
@@ -359,6 +368,6 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
 }
 
 /// `f(…)` with a bound in time: a testee that hangs fails the check instead of the run.
-pub async fn bounded<T>(d: Duration, what: &str, f: impl std::future::Future<Output = T>) -> Result<T, String> {
-    tokio::time::timeout(d, f).await.map_err(|_| format!("{what}: no answer within {}", secs(d)))
+pub async fn bounded<T>(d: Duration, what: &str, f: impl std::future::Future<Output = T>) -> Result<T, PlayError> {
+    tokio::time::timeout(d, f).await.map_err(|_| PlayError::Timeout { what: what.to_string(), waited: d })
 }

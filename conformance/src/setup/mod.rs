@@ -37,13 +37,6 @@ pub enum SetupError {
     },
 }
 
-/// For callers that still report errors as text.
-impl From<SetupError> for String {
-    fn from(e: SetupError) -> String {
-        e.to_string()
-    }
-}
-
 /// Base of the prefiller's (synthetic) region addresses.
 pub(crate) const P_BASE: u64 = 0x7100_0000_0000;
 /// Base of a (synthetic) decoder's region addresses, where the runner or the matrix makes one up.
