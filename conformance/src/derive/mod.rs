@@ -729,6 +729,25 @@ impl Cache {
     }
 }
 
+/// A case whose setup neither the scenarios file nor the trace gives (the `CASE-SETUP` finding's text names
+/// the entry to add, with a snippet to fill in).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{case_id}: the scenarios file has no [scenario.{entry}] entry, and the trace does not show everything this case needs: {}. \
+     Put this entry in a TOML file and pass it with --scenarios FILE (it adds to the bundled scenarios), with what the comments ask filled in:\n\n{snippet}",
+    unshown.join("; ")
+)]
+pub struct MissingSetup {
+    /// The case.
+    pub case_id: String,
+    /// The scenario's key in the scenarios file (`[scenario.KEY]`).
+    pub entry: String,
+    /// What the trace does not show that the case needs.
+    pub unshown: Vec<String>,
+    /// The entry to add, with comments asking for what is missing.
+    pub snippet: String,
+}
+
 /// The setup of a case of `role` on trace `t`: the scenarios file's entry for its scenario (cross-checked with
 /// the derivation: a difference is a note), else the derivation — or, when the trace does not show something
 /// a case of this role needs, the `CASE-SETUP` text naming the entry to add.
@@ -738,7 +757,7 @@ pub fn case_setup(
     scenarios: &Scenarios,
     role: Role,
     cache: &Cache,
-) -> Result<CaseSetup, String> {
+) -> Result<CaseSetup, MissingSetup> {
     let name = t.scenario();
     if role == Role::Bootstrap {
         return Ok(CaseSetup {
@@ -758,13 +777,12 @@ pub fn case_setup(
     }
     let blocking = derived.blocking(role);
     if !blocking.is_empty() {
-        return Err(format!(
-            "{case_id}: the scenarios file has no [scenario.{k}] entry, and the trace does not show everything this case needs: {}. \
-             Put this entry in a TOML file and pass it with --scenarios FILE (it adds to the bundled scenarios), with what the comments ask filled in:\n\n{}",
-            blocking.iter().map(|u| u.what.as_str()).collect::<Vec<_>>().join("; "),
-            snippet(name, &derived),
-            k = key(name),
-        ));
+        return Err(MissingSetup {
+            case_id: case_id.to_string(),
+            entry: key(name),
+            unshown: blocking.iter().map(|u| u.what.clone()).collect(),
+            snippet: snippet(name, &derived),
+        });
     }
     let mut notes =
         vec![format!("no [scenario.{}] entry: setup derived from the trace — {}", key(name), derived.how.join("; "))];

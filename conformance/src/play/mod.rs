@@ -312,7 +312,13 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
         Err(e) => {
             r.status = Status::Fail;
             r.setup = Some(crate::derive::Source::Derived);
-            r.findings.push(Finding { check: CheckId::CaseSetup, seq: None, line: None, message: None, detail: e });
+            r.findings.push(Finding {
+                check: CheckId::CaseSetup,
+                seq: None,
+                line: None,
+                message: None,
+                detail: e.to_string(),
+            });
             r.duration_ms = start.elapsed().as_millis() as u64;
             return r;
         }
