@@ -30,7 +30,7 @@
 //!     assert_eq!(report.revision.as_deref(), Some("vllm-0.33.0"));
 //!     assert!(report.ok(), "{}: {:?}", report.path, report.findings);
 //! }
-//! # Ok::<(), String>(())
+//! # Ok::<(), mooncake_conformance::load_error::LoadError>(())
 //! ```
 
 pub mod bundled;
