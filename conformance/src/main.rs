@@ -1012,7 +1012,7 @@ fn main() -> ExitCode {
             };
             cfg.expected = match expected {
                 Ok(e) => e,
-                Err(e) => return usage(e.to_string()),
+                Err(e) => return usage(e),
             };
             let files = match ReportFiles::open(&opts) {
                 Ok(f) => f,
@@ -1084,7 +1084,7 @@ fn main() -> ExitCode {
         Cmd::Vectors { paths, format, all, allow_empty } => {
             let files = match mooncake_conformance::jsonl::expand(&paths) {
                 Ok(f) => f,
-                Err(e) => return usage(e.to_string()),
+                Err(e) => return usage(e),
             };
             if files.is_empty() && !allow_empty {
                 let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();

@@ -45,27 +45,6 @@ impl From<String> for CmdError {
     }
 }
 
-/// An unreadable input file is bad input.
-impl From<crate::jsonl::JsonlError> for CmdError {
-    fn from(e: crate::jsonl::JsonlError) -> CmdError {
-        CmdError::usage(e.to_string())
-    }
-}
-
-/// A file that is not a valid trace is bad input.
-impl From<crate::trace::TraceError> for CmdError {
-    fn from(e: crate::trace::TraceError) -> CmdError {
-        CmdError::usage(e.to_string())
-    }
-}
-
-/// A data file that cannot be loaded is bad input.
-impl From<crate::load_error::LoadError> for CmdError {
-    fn from(e: crate::load_error::LoadError) -> CmdError {
-        CmdError::usage(e.to_string())
-    }
-}
-
 impl std::fmt::Display for CmdError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)
@@ -74,8 +53,9 @@ impl std::fmt::Display for CmdError {
 
 impl std::error::Error for CmdError {}
 
-/// The wire library's typed errors from what a user gave (a factor file, a release, a key's inputs) are bad
-/// usage or input, with the library's text.
+/// Typed errors from what a user gave are bad usage or input, with their text: the wire library's (a factor
+/// file, a release, a key's inputs) and this crate's loaders' (an unreadable input file, a file that is not a
+/// valid trace, a data file that cannot be loaded).
 macro_rules! usage_from {
     ($($t:ty),*) => {$(
         impl From<$t> for CmdError {
@@ -85,4 +65,11 @@ macro_rules! usage_from {
         }
     )*};
 }
-usage_from!(mooncake_wire::hash::HashError, mooncake_wire::keys::KeysError, mooncake_wire::keys::spec::NoGrammar);
+usage_from!(
+    mooncake_wire::hash::HashError,
+    mooncake_wire::keys::KeysError,
+    mooncake_wire::keys::spec::NoGrammar,
+    crate::jsonl::JsonlError,
+    crate::trace::TraceError,
+    crate::load_error::LoadError
+);
