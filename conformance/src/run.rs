@@ -160,7 +160,7 @@ pub enum CasesError {
         /// How the trace is named.
         name: String,
         /// Why.
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: crate::conversation::ConversationError,
     },
 }
 
@@ -173,8 +173,7 @@ pub fn load_cases(inputs: &[Input], allow_empty: bool) -> Result<Vec<crate::play
         if trace.events.is_empty() && !allow_empty {
             return Err(CasesError::NoEvents(f.name()));
         }
-        let model =
-            Conversation::new(trace).map_err(|e| CasesError::Conversation { name: f.name(), source: e.into() })?;
+        let model = Conversation::new(trace).map_err(|source| CasesError::Conversation { name: f.name(), source })?;
         out.extend(cases_of(Arc::new(model)));
     }
     out.sort_by(|a, b| a.id.cmp(&b.id));

@@ -76,7 +76,14 @@ enum WorkerError {
     Start(#[from] crate::testee::StartError),
     /// A command to it failed: the testee refused it, or the testee is broken.
     #[error(transparent)]
-    Command(crate::testee::TesteeError),
+    Command(#[from] crate::testee::TesteeError),
+}
+
+/// A command to a worker that failed, where a cell's run is driven.
+impl From<crate::testee::TesteeError> for ObserveError {
+    fn from(e: crate::testee::TesteeError) -> ObserveError {
+        ObserveError::Worker(e.into())
+    }
 }
 
 /// Why a cell's run could not be set up or driven (an [`Observation`]'s `error`).
@@ -143,7 +150,7 @@ async fn worker(revision: &str, role: RoleConfig) -> Result<(Testee, Started), W
         Ok(a) => Ok((t, a)),
         Err(e) => {
             t.stop().await;
-            Err(WorkerError::Command(e))
+            Err(e.into())
         }
     }
 }
@@ -368,17 +375,13 @@ async fn observe_inner(
     for (_, i) in &prefillers.conns {
         let w = &mut workers[*i];
         for (key, tr) in &transfers {
-            w.send::<Done>(&Command::Allocate { p_req_id: pid(key, tr), transfer_id: key.clone() })
-                .await
-                .map_err(WorkerError::Command)?;
+            w.send::<Done>(&Command::Allocate { p_req_id: pid(key, tr), transfer_id: key.clone() }).await?;
             if tr.ready == Ready::Before {
-                w.send::<Done>(&ready(key, tr)).await.map_err(WorkerError::Command)?;
+                w.send::<Done>(&ready(key, tr)).await?;
             }
         }
         if scenario.fail_transfers > 0 {
-            w.send::<Done>(&Command::FailNextTransfer { count: scenario.fail_transfers as u64, ret: -1 })
-                .await
-                .map_err(WorkerError::Command)?;
+            w.send::<Done>(&Command::FailNextTransfer { count: scenario.fail_transfers as u64, ret: -1 }).await?;
         }
     }
     // Pull step by step, each decoder worker in turn; reply-driven actions as the replies come.
@@ -403,7 +406,7 @@ async fn observe_inner(
                     remote_port: Some(prefillers.port),
                 })
                 .collect();
-            workers[dec.worker].send::<Done>(&Command::Pull { requests }).await.map_err(WorkerError::Command)?;
+            workers[dec.worker].send::<Done>(&Command::Pull { requests }).await?;
             // Pulls of one step reach the prefiller in the recorded worker order.
             tokio::time::sleep(Duration::from_millis(30)).await;
         }
@@ -411,7 +414,7 @@ async fn observe_inner(
         loop {
             let mut settled = true;
             for dec in &decoders {
-                let s: DecoderStatus = workers[dec.worker].status().await.map_err(WorkerError::Command)?;
+                let s: DecoderStatus = workers[dec.worker].status().await?;
                 let known: BTreeSet<&str> = s
                     .finished
                     .iter()
@@ -429,14 +432,14 @@ async fn observe_inner(
             }
             let mut sent = 0;
             for (_, i) in &prefillers.conns {
-                sent += replies_sent(&workers[*i].status().await.map_err(WorkerError::Command)?).len();
+                sent += replies_sent(&workers[*i].status().await?).len();
             }
             for (key, tr) in &transfers {
                 if let Ready::AfterReply(n) = tr.ready {
                     if sent >= n && !done_actions.contains(key) {
                         done_actions.push(key.clone());
                         for (_, i) in &prefillers.conns {
-                            workers[*i].send::<Done>(&ready(key, tr)).await.map_err(WorkerError::Command)?;
+                            workers[*i].send::<Done>(&ready(key, tr)).await?;
                         }
                     }
                 }
@@ -445,7 +448,7 @@ async fn observe_inner(
                 if sent >= n && !done_actions.iter().any(|a| a == "\u{0}forget") {
                     done_actions.push("\u{0}forget".into());
                     for (_, i) in &prefillers.conns {
-                        workers[*i].send::<Done>(&Command::ForgetLayouts).await.map_err(WorkerError::Command)?;
+                        workers[*i].send::<Done>(&Command::ForgetLayouts).await?;
                     }
                 }
             }
@@ -459,7 +462,7 @@ async fn observe_inner(
     tokio::time::sleep(abort + Duration::from_millis(300)).await;
     let mut obs = Observation::default();
     for (conn, i) in &prefillers.conns {
-        let s: PrefillerStatus = workers[*i].status().await.map_err(WorkerError::Command)?;
+        let s: PrefillerStatus = workers[*i].status().await?;
         let mut replies: Vec<String> = replies_sent(&s).iter().map(|b| reply_summary(p, b)).collect();
         replies.sort();
         let ok = s.writes.iter().filter(|w| w.ret == 0);
@@ -475,7 +478,7 @@ async fn observe_inner(
     }
     for dec in &decoders {
         let w = &mut workers[dec.worker];
-        let s: DecoderStatus = w.status().await.map_err(WorkerError::Command)?;
+        let s: DecoderStatus = w.status().await?;
         let finished: BTreeSet<String> = s.finished.iter().cloned().collect();
         let failed: BTreeSet<String> = s.failed.iter().map(|f| f.d_req_id.clone()).collect();
         let memory = read_regions(w, &dec.layout).await;
