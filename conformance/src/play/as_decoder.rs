@@ -92,7 +92,7 @@ pub async fn play(
                 continue;
             }
             let (mut testee, _) = Testee::start_logged(&opts.testee, opts.testee_log.as_ref()).await?;
-            let cfg = prefiller_config(t, p, model, &boot.url()).map_err(PlayError::setup)?;
+            let cfg = prefiller_config(t, p, model, &boot.url())?;
             let a: Started = testee
                 .send(&Command::start(&pairing.testee.revision, &RoleConfig::Prefiller(cfg)))
                 .await

@@ -62,7 +62,7 @@ async fn own_prefiller(
 ) -> Result<OwnPrefiller, PlayError> {
     let profile = WireProfile::new(t.revision.clone(), Codec::builtin(&t.revision.revision).expect("built-in"))
         .map_err(PlayError::runner)?;
-    let (layout, planner) = prefiller_planner(t, p, model, &profile).map_err(PlayError::setup)?;
+    let (layout, planner) = prefiller_planner(t, p, model, &profile)?;
     let mut core = PrefillerCore::new(profile, planner);
     core.set_abort_timeout(Duration::from_secs_f64(model.abort_timeout_s));
     let register = Registration {
@@ -192,7 +192,7 @@ async fn play_with(
                 None => PSide::Ours(own_prefiller(t, p, model, "tcp://127.0.0.1:*", boot.url()).await?),
                 Some(spec) => {
                     let (mut te, _) = Testee::start_logged(spec, opts.testee_log.as_ref()).await?;
-                    let cfg = crate::setup::prefiller_config(t, p, model, &boot.url()).map_err(PlayError::setup)?;
+                    let cfg = crate::setup::prefiller_config(t, p, model, &boot.url())?;
                     te.send::<Started>(&Command::start(&t.revision.revision, &RoleConfig::Prefiller(cfg)))
                         .await
                         .map_err(PlayError::starting("prefiller", &p.conn))?;

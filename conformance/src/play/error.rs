@@ -5,9 +5,11 @@
 use std::time::Duration;
 
 pub use crate::counterpart::CounterpartError;
+use crate::setup::gen1::NoConsecutivePorts;
+use crate::setup::SetupError;
 use crate::testee::{secs, StartError, TesteeError};
 
-/// A boxed error from a module that reports its own (the case setup, the wire library, the I/O layer).
+/// A boxed error of the runner's own side (the wire library's profiles and encoders, the I/O layer).
 pub type Cause = Box<dyn std::error::Error + Send + Sync>;
 
 /// Why a player could not finish its case.
@@ -40,9 +42,12 @@ pub enum PlayError {
     /// The runner's own prefiller failed.
     #[error(transparent)]
     Counterpart(#[from] CounterpartError),
-    /// The case's setup cannot be made from its trace and scenario (the text of the setup module).
+    /// The case's setup cannot be made from its trace and scenario.
     #[error(transparent)]
-    Setup(Cause),
+    Setup(#[from] SetupError),
+    /// The runner's own generation-1 prefillers found no run of consecutive free ports.
+    #[error(transparent)]
+    Ports(Box<NoConsecutivePorts<PlayError>>),
     /// The runner's own side failed: its profile, bootstrap server, sockets or encoder.
     #[error(transparent)]
     Runner(Cause),
@@ -94,10 +99,6 @@ pub enum PlayError {
 }
 
 impl PlayError {
-    /// The case's setup failed: the setup module's error, typed or text.
-    pub fn setup(e: impl Into<Cause>) -> PlayError {
-        PlayError::Setup(e.into())
-    }
     /// The runner's own side failed.
     pub fn runner(e: impl Into<Cause>) -> PlayError {
         PlayError::Runner(e.into())

@@ -61,7 +61,7 @@ pub async fn as_decoder(
     let scenario = opts.scenario_for(t);
     let model = &opts.scenarios.model;
     let Gen1Setup { profile, abort, msgs, by_id, regions, workers, p_tp, d_conns, d_tp } =
-        Gen1Setup::new(t, model, &scenario).map_err(PlayError::setup)?;
+        Gen1Setup::new(t, model, &scenario)?;
     let mut out = vec![];
     let mut testees: Vec<(String, Testee)> = vec![];
     let result = async {
@@ -328,7 +328,7 @@ async fn bind_workers(
         }
     })
     .await;
-    workers.map_err(PlayError::setup)
+    workers.map_err(|e| PlayError::Ports(Box::new(e)))
 }
 
 /// The runner plays the prefiller worker(s); the testees are decoder workers.
@@ -341,7 +341,7 @@ pub async fn as_prefiller(
     let scenario = opts.scenario_for(t);
     let model = &opts.scenarios.model;
     let Gen1Setup { profile, abort, msgs, by_id, regions, workers, p_tp, d_conns, d_tp } =
-        Gen1Setup::new(t, model, &scenario).map_err(PlayError::setup)?;
+        Gen1Setup::new(t, model, &scenario)?;
     let (base, peers) = bind_workers(&profile, p_tp, regions, model, abort).await?;
     for p in &peers {
         for (id, tr) in &by_id {

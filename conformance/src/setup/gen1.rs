@@ -19,11 +19,11 @@ const RANK_SPAN: u64 = 0x10_0000_0000;
 /// No base had `n` free consecutive ports: the last base's failure.
 #[derive(Debug, thiserror::Error)]
 #[error("no free run of {n} consecutive ports on 127.0.0.1: {last}")]
-pub(crate) struct NoConsecutivePorts<E> {
+pub struct NoConsecutivePorts<E> {
     /// How many workers were to start.
-    pub(crate) n: u64,
+    pub n: u64,
     /// Why a worker of the last base tried did not start.
-    pub(crate) last: E,
+    pub last: E,
 }
 
 /// How many bases [`at_consecutive_ports`] tries.
