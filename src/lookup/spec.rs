@@ -200,7 +200,7 @@ impl LookupFile {
 
 /// Why the versions of the lookup file cannot be resolved ([`resolve`]).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum ResolveError {
+pub(crate) enum VersionsError {
     /// A version table without a `name`.
     #[error("a version without a `name`")]
     Unnamed,
@@ -273,13 +273,13 @@ pub(crate) enum FrameDefError {
 }
 
 /// Applies each version's edits to its base (which must come earlier in the file) and reads the result.
-fn resolve(raw: &[toml::Table]) -> Result<Vec<LookupVersion>, ResolveError> {
+fn resolve(raw: &[toml::Table]) -> Result<Vec<LookupVersion>, VersionsError> {
     use toml::Value;
     let mut done: Vec<(String, toml::Table)> = Vec::new();
     let mut out = Vec::new();
     for own in raw {
-        let name = own.get("name").and_then(Value::as_str).ok_or(ResolveError::Unnamed)?.to_string();
-        let at = |problem: VersionProblem| ResolveError::Version { version: name.clone(), problem };
+        let name = own.get("name").and_then(Value::as_str).ok_or(VersionsError::Unnamed)?.to_string();
+        let at = |problem: VersionProblem| VersionsError::Version { version: name.clone(), problem };
         let source = own.get("source").and_then(Value::as_str).unwrap_or_default().to_string();
         let edits: Vec<toml::Table> = match own.get("edit") {
             None => vec![],
