@@ -26,6 +26,8 @@ pub struct PlanRules {
     pub pairing_check: PairingCheck,
     /// Which requests the prefiller writes at all (`need_send`).
     pub need_send: NeedSend,
+    /// In which order a request's block pairs are planned (`paired_block_order`).
+    pub paired_block_order: PairedBlockOrder,
 }
 
 impl PlanRules {
@@ -41,6 +43,7 @@ impl PlanRules {
             region_coalescing: RegionCoalescing::AdjacentInRow,
             pairing_check: PairingCheck::Remote,
             need_send: NeedSend::TpTargetsTimesDecoderPp,
+            paired_block_order: PairedBlockOrder::AsGiven,
         }
     }
 }

@@ -8,7 +8,7 @@ use crate::codec::convert::{self, Lacking};
 use crate::codec::{Codec, DecodeError, DecodeErrorKind, EncodeError, Value};
 use crate::plan::PlanRules;
 use crate::spec::behaviour::*;
-use crate::spec::{Behaviour, LayoutCaching, Revision, Spec};
+use crate::spec::{Behaviour, ExpiredPull, KvLeases, LayoutCaching, LeaseRenewal, Revision, Spec};
 use crate::typed::generated::via_newest;
 use crate::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status, ViaNewest};
 
@@ -20,6 +20,12 @@ pub struct WireProfile {
     codec: Arc<Codec>,
     /// `layout_id` caching and `LAYOUT_MISS` (0.33.0): from `behaviour.layout_caching`.
     pub layout_caching: Option<LayoutCaching>,
+    /// KV leases and heartbeats on the prefiller (0.34.0): from `behaviour.kv_leases`.
+    pub kv_leases: Option<KvLeases>,
+    /// A pull of an expired transfer answered at once (0.34.0): from `behaviour.expired_pull`.
+    pub expired_pull: Option<ExpiredPull>,
+    /// Lease renewal by the decoder (0.34.0): from `behaviour.lease_renewal`.
+    pub lease_renewal: Option<LeaseRenewal>,
     /// Status values this revision's enum defines, with their `terminal` flag.
     pub statuses: Vec<(Status, bool)>,
     /// A decoder fails requests a FINISH left unreported (`behaviour.unreported_after_finish = "failed"`).
@@ -196,6 +202,7 @@ pub(crate) fn plan_rules(r: &str, b: &Behaviour, pairing_check: PairingCheck) ->
         region_coalescing: need(&b.region_coalescing, r, "region_coalescing")?,
         pairing_check,
         need_send: need(&b.need_send, r, "need_send")?,
+        paired_block_order: need(&b.paired_block_order, r, "paired_block_order")?,
     })
 }
 
@@ -269,6 +276,9 @@ impl WireProfile {
             generated,
             rules,
             layout_caching: rev.behaviour.layout_caching().cloned(),
+            kv_leases: rev.behaviour.kv_leases().cloned(),
+            expired_pull: rev.behaviour.expired_pull().cloned(),
+            lease_renewal: rev.behaviour.lease_renewal().cloned(),
             fail_unreported_after_finish: rev.behaviour.unreported_after_finish.as_ref().map(|i| i.value)
                 == Some(UnreportedAfterFinish::Failed),
             abort_timeout: Duration::from_secs(abort),

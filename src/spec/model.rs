@@ -342,6 +342,9 @@ pub struct TransportMessage {
     /// The revision that introduced it (stamped when the spec is resolved).
     #[serde(default)]
     pub since: String,
+    /// Where a message a derived revision inserted was read (stamped from the edit or the revision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// Later revisions whose edits changed it (stamped when the spec is resolved).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changed_in: Vec<String>,
