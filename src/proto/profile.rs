@@ -10,7 +10,7 @@ use crate::plan::PlanRules;
 use crate::spec::behaviour::*;
 use crate::spec::{Behaviour, ExpiredPull, KvLeases, LayoutCaching, LeaseRenewal, Revision, Spec};
 use crate::typed::generated::via_newest;
-use crate::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status, ViaNewest};
+use crate::typed::{MooncakeLeaseHeartbeat, MooncakeXferMetadata, MooncakeXferResponse, Status, ViaNewest};
 
 /// A generation-2 revision, as the prefiller and decoder cores use it.
 #[derive(Clone, Debug)]
@@ -44,6 +44,8 @@ pub struct WireProfile {
 struct Generated {
     metadata: ViaNewest<MooncakeXferMetadata>,
     response: ViaNewest<MooncakeXferResponse>,
+    /// The lease heartbeat, in revisions that have it.
+    heartbeat: Option<ViaNewest<MooncakeLeaseHeartbeat>>,
 }
 
 impl Generated {
@@ -58,6 +60,7 @@ impl Generated {
         Some(Generated {
             metadata: via_newest::mooncake_xfer_metadata_via_newest(&rev.revision)?,
             response: via_newest::mooncake_xfer_response_via_newest(&rev.revision)?,
+            heartbeat: via_newest::mooncake_lease_heartbeat_via_newest(&rev.revision),
         })
     }
 }
@@ -360,6 +363,39 @@ impl WireProfile {
         self.encode_via_spec("MooncakeXferResponse", &r.encode())
     }
 
+    /// Whether this revision has the lease heartbeat message (`MooncakeLeaseHeartbeat`, 0.34.0).
+    pub fn has_heartbeat(&self) -> bool {
+        self.codec.message_type(HEARTBEAT).is_some()
+    }
+
+    /// Decodes a payload as this revision's lease heartbeat (`None`: the revision has no such message). A pull
+    /// decodes too, with no ids (unknown fields are skipped): [`WireProfile::heartbeat_ids`] tells them apart.
+    pub fn decode_heartbeat(&self, bytes: &[u8]) -> Option<Result<MooncakeLeaseHeartbeat, DecodeError>> {
+        if !self.has_heartbeat() {
+            return None;
+        }
+        if let Some(h) = self.generated.as_ref().and_then(|g| g.heartbeat) {
+            return Some((h.decode)(bytes));
+        }
+        Some(self.decode_via_spec(HEARTBEAT, bytes, |b| MooncakeLeaseHeartbeat::decode(b)))
+    }
+
+    /// The transfer ids of a heartbeat, as a prefiller of this revision classifies an inbound payload
+    /// (`spec/PROTOCOL.md#kv-leases`): it decodes as a heartbeat and names at least one id. `None` for anything
+    /// else (a pull, an undecodable payload, an empty heartbeat) and in revisions without heartbeats.
+    pub fn heartbeat_ids(&self, bytes: &[u8]) -> Option<Vec<String>> {
+        let h = self.decode_heartbeat(bytes)?.ok()?;
+        Some(h.lease_transfer_ids).filter(|v| !v.is_empty())
+    }
+
+    /// Encodes a heartbeat as this revision does (an error when the revision has no heartbeat).
+    pub fn encode_heartbeat(&self, h: &MooncakeLeaseHeartbeat) -> Result<Vec<u8>, CarryError> {
+        if let Some(g) = self.generated.as_ref().and_then(|g| g.heartbeat) {
+            return Ok((g.encode)(h)?);
+        }
+        self.encode_via_spec(HEARTBEAT, &h.encode())
+    }
+
     /// The pull request as a spec-driven value of this revision (for reports and field-by-field comparisons):
     /// its encoding in this revision, read by the spec codec. `Err` says what the revision cannot carry.
     pub fn metadata_value(&self, m: &MooncakeXferMetadata) -> Result<Value, CarryError> {
@@ -433,6 +469,9 @@ impl<S: AsRef<str>> crate::typed::MooncakeXferMetadataOf<S> {
         self.layout_id != crate::msgpack::WireInt::ZERO && self.kv_caches_base_addr.is_empty()
     }
 }
+
+/// The lease heartbeat's message name.
+const HEARTBEAT: &str = "MooncakeLeaseHeartbeat";
 
 /// The newest revision's codec (what the typed structs the cores hold are).
 fn newest_codec() -> Arc<Codec> {
