@@ -165,6 +165,12 @@ pub struct ZmqEvent {
     pub decoded: Option<J>,
     /// The last frame as text when it is not MessagePack (generation 1's `trans_done` / `trans_error`).
     pub payload_text: Option<String>,
+    /// The socket it went through, unique in the trace, when the recording says: tells apart concurrent
+    /// DEALERs of one decoder to one endpoint (a pull and a lease heartbeat).
+    pub socket_id: Option<String>,
+    /// Seconds since the recording's start (monotonic), when the recording says: what a replay needs to
+    /// reproduce delays and the heartbeat cadence.
+    pub t: Option<f64>,
 }
 
 /// Whether an HTTP event is a request or its response.
@@ -251,6 +257,10 @@ struct RawZmq {
     decoded: Option<J>,
     #[serde(default)]
     payload_text: Option<String>,
+    #[serde(default)]
+    socket_id: Option<String>,
+    #[serde(default)]
+    t: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -471,6 +481,8 @@ impl Trace {
                         frames,
                         decoded: r.decoded,
                         payload_text: r.payload_text,
+                        socket_id: r.socket_id,
+                        t: r.t.filter(|t| t.is_finite() && *t >= 0.0),
                     })
                 }
                 "http" => {

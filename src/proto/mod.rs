@@ -24,7 +24,7 @@ pub use decoder::{
 pub use lease::{LeaseError, LeaseRequest};
 pub use planner::{Descriptor, ReadyReq, SenderPlanner, TransferBatch};
 pub use prefiller::{PeerId, PrefillerCore, PrefillerEvent, PrefillerStats, Transmit, WriteId};
-pub use profile::{CarryError, ProfileError, Rules, WireProfile};
+pub use profile::{CarryError, Inbound, ProfileError, Rules, WireProfile};
 pub use registry::{Registry, Reply};
 
 mod machine;

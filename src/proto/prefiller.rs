@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use super::lease::LeaseError;
 use super::lru::Lru;
 use super::planner::{Descriptor, ReadyReq, SenderPlanner, TransferBatch};
-use super::profile::WireProfile;
+use super::profile::{Inbound, WireProfile};
 use crate::limits;
 use crate::msgpack::WireInt;
 use crate::spec::behaviour::{BlockCountFailure, EmptyIdLists, HeterogeneousTp, ReplyRounds};
@@ -354,12 +354,10 @@ impl<P: SenderPlanner> PrefillerCore<P> {
     /// first), else a pull.
     pub(crate) fn handle_message(&mut self, now: Instant, peer: PeerId, payload: &[u8]) {
         self.stats.messages += 1;
-        if let Some(ids) = self.profile.heartbeat_ids(payload) {
-            return self.renew(now, peer, &ids);
-        }
-        let meta = match self.profile.decode_metadata(payload) {
-            Ok(m) => m,
-            Err(e) => return self.reply_error(peer, Status::ERROR, e.msgspec_message()),
+        let meta = match self.profile.read_inbound(payload) {
+            Inbound::Heartbeat(h) => return self.renew(now, peer, &h.lease_transfer_ids),
+            Inbound::Pull(Ok(m)) => m,
+            Inbound::Pull(Err(e)) => return self.reply_error(peer, Status::ERROR, e.msgspec_message()),
         };
         if self.exchanges.len() >= limits::MAX_PREFILLER_EXCHANGES {
             return self.reply_error(

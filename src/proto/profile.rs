@@ -65,6 +65,15 @@ impl Generated {
     }
 }
 
+/// A payload from a decoder as a prefiller reads it ([`WireProfile::read_inbound`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Inbound {
+    /// A lease heartbeat naming at least one transfer.
+    Heartbeat(MooncakeLeaseHeartbeat),
+    /// A pull, or why the payload is not one.
+    Pull(Result<MooncakeXferMetadata, DecodeError>),
+}
+
 /// The behaviour values a generation-2 core consults (spec `[behaviour]`, `src/spec/behaviour.rs`). Built from
 /// the spec only; a core never branches on a revision name.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -386,6 +395,18 @@ impl WireProfile {
     pub fn heartbeat_ids(&self, bytes: &[u8]) -> Option<Vec<String>> {
         let h = self.decode_heartbeat(bytes)?.ok()?;
         Some(h.lease_transfer_ids).filter(|v| !v.is_empty())
+    }
+
+    /// What a prefiller of this revision reads in a payload from a decoder: a lease heartbeat (tried first,
+    /// where the revision has them: [`WireProfile::heartbeat_ids`]), else a pull (or why it is not one). One
+    /// reading of the payload, as the prefiller's listener makes it.
+    pub fn read_inbound(&self, bytes: &[u8]) -> Inbound {
+        if let Some(Ok(h)) = self.decode_heartbeat(bytes) {
+            if !h.lease_transfer_ids.is_empty() {
+                return Inbound::Heartbeat(h);
+            }
+        }
+        Inbound::Pull(self.decode_metadata(bytes))
     }
 
     /// Encodes a heartbeat as this revision does (an error when the revision has no heartbeat).

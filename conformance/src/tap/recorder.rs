@@ -344,6 +344,8 @@ impl Recorder {
         }
         let (decoded, text) = self.decoded(&payload);
         let key = (worker, rid.clone());
+        // One decoder connection of the tap's ROUTER is one DEALER of the decoder (a pull, a heartbeat).
+        let socket_id = format!("w{worker}-{}", hex::encode(&rid));
         let dconn = self.decoder_conn(&key, decoded.as_ref());
         let eps = self.endpoints.entry(dconn.clone()).or_default();
         if !eps.contains(&real) {
@@ -362,6 +364,8 @@ impl Recorder {
             frames: frames.clone(),
             decoded: decoded.clone(),
             payload_text: text.clone(),
+            socket_id: Some(socket_id.clone()),
+            t: None,
         };
         let d = Event::Zmq(d);
         self.record(&d);
@@ -380,6 +384,8 @@ impl Recorder {
             frames: pf,
             decoded,
             payload_text: text,
+            socket_id: Some(socket_id),
+            t: None,
         };
         let p = Event::Zmq(p);
         self.record(&p);
@@ -400,6 +406,8 @@ impl Recorder {
     fn reply(&mut self, worker: usize, rid: Vec<u8>, frames: Vec<Vec<u8>>, delivered: bool) {
         let (pconn, real) = self.worker(worker);
         let key = (worker, rid.clone());
+        // One decoder connection of the tap's ROUTER is one DEALER of the decoder (a pull, a heartbeat).
+        let socket_id = format!("w{worker}-{}", hex::encode(&rid));
         let payload = frames.last().cloned().unwrap_or_default();
         let (decoded, text) = self.decoded(&payload);
         let dconn = self.decoder_conn(&key, None);
@@ -418,6 +426,8 @@ impl Recorder {
             frames: pf,
             decoded: decoded.clone(),
             payload_text: text.clone(),
+            socket_id: Some(socket_id.clone()),
+            t: None,
         };
         self.zmq += 1;
         if !delivered {
@@ -441,6 +451,8 @@ impl Recorder {
             frames,
             decoded,
             payload_text: text,
+            socket_id: Some(socket_id),
+            t: None,
         };
         let d = Event::Zmq(d);
         self.record(&d);
