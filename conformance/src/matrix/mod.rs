@@ -214,9 +214,77 @@ fn p_diff(m: &POutcome, b: &POutcome) -> Option<String> {
     (!d.is_empty()).then(|| d.join(", "))
 }
 
+/// A timing scenario: one about leases or a late pull (`spec/PROTOCOL.md#kv-leases`), with one request between
+/// one prefiller and one decoder worker, so that any generation-2 revision can run it with the layout of its
+/// own `a_single_success` recording.
+fn is_timing(s: &crate::scenarios::Scenario) -> bool {
+    let about =
+        s.prefiller_kv_lease_s.is_some() || s.decoder_kv_lease_s.is_some() || s.announce || s.pull_delay_s > 0.0;
+    let single = s.prefiller_tp == 1 && s.decoder_tp == 1 && s.kv_groups.is_empty() && s.decoder_head_size.is_none();
+    about && single && s.pulls.len() == 1
+}
+
+/// The recording whose layout stands in for a timing scenario a revision has no recording of.
+const STAND_IN: &str = "a_single_success";
+
+/// Whether two revisions differ in what a timing scenario is about: leases and late pulls.
+fn timing_items_differ(a: &str, b: &str) -> bool {
+    let spec = mooncake_wire::spec::Spec::builtin();
+    let (Some(a), Some(b)) = (spec.revision(a), spec.revision(b)) else { return true };
+    let (x, y) = (&a.behaviour, &b.behaviour);
+    let v = |b: &mooncake_wire::spec::Behaviour| {
+        let val = |i: Option<serde_json::Value>| i.unwrap_or_default();
+        (
+            val(b.kv_leases.as_ref().and_then(|i| serde_json::to_value(&i.value).ok())),
+            val(b.lease_renewal.as_ref().and_then(|i| serde_json::to_value(&i.value).ok())),
+            val(b.expired_pull.as_ref().and_then(|i| serde_json::to_value(&i.value).ok())),
+        )
+    };
+    v(x) != v(y)
+}
+
+/// A timing scenario's times (leases, the pull delay) scaled as the abort timeout is (`abort` against the
+/// recordings' `abort_timeout_s`), so that their order is the recordings'.
+fn scaled(
+    s: &crate::scenarios::Scenario,
+    abort: Duration,
+    model: &crate::scenarios::Model,
+) -> crate::scenarios::Scenario {
+    let k = abort.as_secs_f64() / model.abort_timeout_s.max(1e-3);
+    let mut s = s.clone();
+    s.prefiller_kv_lease_s = s.prefiller_kv_lease_s.map(|x| x * k);
+    s.decoder_kv_lease_s = s.decoder_kv_lease_s.map(|x| x * k);
+    s.pull_delay_s *= k;
+    s
+}
+
+/// Timing scenarios run with an abort timeout of at least this (shorter, a lease renewed every sixth of it
+/// would depend on the scheduling of a loaded machine).
+const TIMING_ABORT: Duration = Duration::from_secs(1);
+
 /// Builds the matrix from recordings (`traces`: every push trace, any directory layout).
 pub async fn build(traces: &[Arc<Conversation>], cfg: &MatrixConfig) -> Matrix {
-    let sides = sides(traces);
+    let mut sides = sides(traces);
+    let timing = |name: &str| cfg.scenarios.scenario.get(name).is_some_and(is_timing);
+    // Timing scenarios in every generation-2 revision: its `a_single_success` layout where it has no recording.
+    let timing_names: std::collections::BTreeSet<String> =
+        sides.keys().map(|(_, n)| n.clone()).filter(|n| timing(n)).collect();
+    let mut stand_ins = vec![];
+    let revs_with_stand_in: Vec<(String, Side)> = sides
+        .iter()
+        .filter(|((_, n), s)| n == STAND_IN && s.trace.revision.generation == 2)
+        .map(|((r, _), s)| (r.clone(), s.clone()))
+        .collect();
+    for name in &timing_names {
+        for (rev, side) in &revs_with_stand_in {
+            if !sides.contains_key(&(rev.clone(), name.clone())) {
+                sides.insert((rev.clone(), name.clone()), side.clone());
+                stand_ins.push(rev.clone());
+            }
+        }
+    }
+    stand_ins.sort();
+    stand_ins.dedup();
     let spec = mooncake_wire::spec::Spec::builtin();
     let mut revisions: Vec<(String, String)> = vec![];
     for r in &spec.push().revisions {
@@ -236,6 +304,24 @@ pub async fn build(traces: &[Arc<Conversation>], cfg: &MatrixConfig) -> Matrix {
             left_out.push(format!("{name}: no decoder pulls (bootstrap only: the server and the workers registering with it are the prefiller side)"));
         }
     }
+    for name in &timing_names {
+        left_out.push(format!(
+            "{name}: a timing scenario, run only in the cells whose revisions differ in `kv_leases`, `lease_renewal` or `expired_pull` (and each revision's baseline), with the abort timeout at least {} ms and the scenario's times scaled to it; {} run it with the layout of their {STAND_IN} recording",
+            TIMING_ABORT.as_millis(),
+            if stand_ins.is_empty() { "no revision needs to".to_string() } else { stand_ins.join(", ") }
+        ));
+    }
+    // The cells a scenario runs in.
+    let runs_in = |d: &str, p: &str, name: &str| d == p || !timing(name) || timing_items_differ(d, p);
+    let setup = |name: &str| -> (crate::scenarios::Scenario, Duration) {
+        let sc = &cfg.scenarios.scenario[name];
+        if timing(name) {
+            let abort = cfg.abort.max(TIMING_ABORT);
+            (scaled(sc, abort, &cfg.scenarios.model), abort)
+        } else {
+            (sc.clone(), cfg.abort)
+        }
+    };
     let model = cfg.scenarios.model.clone();
     let sem = Arc::new(tokio::sync::Semaphore::new(cfg.jobs.max(1)));
     // Baselines: every revision with itself.
@@ -244,8 +330,12 @@ pub async fn build(traces: &[Arc<Conversation>], cfg: &MatrixConfig) -> Matrix {
         if !revisions.iter().any(|(r, _)| r == rev) || !runnable(name) {
             continue;
         }
-        let (side, sc, model, sem, abort) =
-            (side.clone(), cfg.scenarios.scenario[name].clone(), model.clone(), sem.clone(), cfg.abort);
+        // A timing scenario's baseline is needed only where some cell runs it.
+        if timing(name) && !revisions.iter().any(|(o, _)| o != rev && timing_items_differ(rev, o)) {
+            continue;
+        }
+        let (sc, abort) = setup(name);
+        let (side, model, sem) = (side.clone(), model.clone(), sem.clone());
         let key = (rev.clone(), rev.clone(), name.clone());
         jobs.push(tokio::spawn(async move {
             let _permit = sem.acquire().await;
@@ -271,14 +361,11 @@ pub async fn build(traces: &[Arc<Conversation>], cfg: &MatrixConfig) -> Matrix {
             for ((rev, name), d_side) in sides.iter().filter(|((r, n), _)| r == d_rev && runnable(n)) {
                 let Some(p_side) = sides.get(&(p_rev.clone(), name.clone())) else { continue };
                 let _ = rev;
-                let (d_side, p_side, sc, model, sem, abort) = (
-                    d_side.clone(),
-                    p_side.clone(),
-                    cfg.scenarios.scenario[name].clone(),
-                    model.clone(),
-                    sem.clone(),
-                    cfg.abort,
-                );
+                if !runs_in(d_rev, p_rev, name) {
+                    continue;
+                }
+                let (sc, abort) = setup(name);
+                let (d_side, p_side, model, sem) = (d_side.clone(), p_side.clone(), model.clone(), sem.clone());
                 let key = (d_rev.clone(), p_rev.clone(), name.clone());
                 jobs.push(tokio::spawn(async move {
                     let _permit = sem.acquire().await;
@@ -296,6 +383,9 @@ pub async fn build(traces: &[Arc<Conversation>], cfg: &MatrixConfig) -> Matrix {
             for ((rev, name), d_side) in sides.iter().filter(|((r, n), _)| r == d_rev && runnable(n)) {
                 let _ = rev;
                 let Some(p_side) = sides.get(&(p_rev.clone(), name.clone())) else { continue };
+                if !runs_in(d_rev, p_rev, name) {
+                    continue;
+                }
                 let predicted = predict(&d_side.trace, &p_side.trace, &cfg.scenarios.scenario[name], &model);
                 let observed_break = if d_rev == p_rev {
                     None
