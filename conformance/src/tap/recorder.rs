@@ -362,6 +362,8 @@ impl Recorder {
             frames: frames.clone(),
             decoded: decoded.clone(),
             payload_text: text.clone(),
+            t: None,
+            socket_id: None,
         };
         let d = Event::Zmq(d);
         self.record(&d);
@@ -380,6 +382,8 @@ impl Recorder {
             frames: pf,
             decoded,
             payload_text: text,
+            t: None,
+            socket_id: None,
         };
         let p = Event::Zmq(p);
         self.record(&p);
@@ -418,6 +422,8 @@ impl Recorder {
             frames: pf,
             decoded: decoded.clone(),
             payload_text: text.clone(),
+            t: None,
+            socket_id: None,
         };
         self.zmq += 1;
         if !delivered {
@@ -441,6 +447,8 @@ impl Recorder {
             frames,
             decoded,
             payload_text: text,
+            t: None,
+            socket_id: None,
         };
         let d = Event::Zmq(d);
         self.record(&d);
@@ -469,6 +477,7 @@ impl Recorder {
             status: None,
             body: body(&h.request),
             body_raw: text(&h.request),
+            t: None,
         };
         let (rseq, rline) = self.next_seq();
         let resp = HttpEvent {
@@ -481,6 +490,7 @@ impl Recorder {
             status: Some(h.status),
             body: body(&h.response),
             body_raw: text(&h.response),
+            t: None,
         };
         self.http += 2;
         let x = HttpX {
