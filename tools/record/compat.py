@@ -252,6 +252,27 @@ def make_vllm_config(mod, a, model, head_size):
     return config
 
 
+def engine_core_setup(vllm_config, backend, kv_cache_config):
+    """What the engine core settles in the configuration before any worker registers its KV caches, where the
+    release does it there: the KV cache layout (vLLM 0.34.0 wheel, vllm/v1/engine/core.py, resolves it with
+    vllm/v1/attention/backends/utils.py, resolve_kv_cache_layout, from the layouts the workers' attention backends
+    support). The recorder's backend declares no preference, as FlashAttention's does not, so the release's own
+    resolution picks the layout."""
+    cache = vllm_config.cache_config
+    if not hasattr(cache, "get_resolved_kv_cache_layout") or getattr(cache, "kv_cache_layout", None) is not None:
+        return
+    try:
+        import vllm.v1.attention.backends.utils as bu
+
+        supported = [layout.name for layout in bu.get_supported_kv_cache_layouts([backend])]
+        specs = [g.kv_cache_spec for g in kv_cache_config.kv_cache_groups]
+        bu.resolve_kv_cache_layout(vllm_config, [supported], specs)
+    except Exception as e:
+        raise RuntimeError(f"vLLM {_release()} expects the engine core to resolve cache_config.kv_cache_layout, and "
+                           f"the recorder cannot do it the release's way ({type(e).__name__}: {e}); adjust "
+                           "engine_core_setup in tools/record/compat.py") from e
+
+
 def _construct(cls, known):
     """Build a (data)class from the keyword values we know, passing only the fields it declares."""
     if dataclasses.is_dataclass(cls):

@@ -176,6 +176,7 @@ class Worker:
         self.groups = groups
         vllm_config = compat.make_vllm_config(self.mod, a, model, self.head_size)
         self.kv_cache_config = compat.make_kv_cache_config(self.mod, model, groups, self.heads, self.head_size)
+        compat.engine_core_setup(vllm_config, backend, self.kv_cache_config)
         kw = {}
         params = inspect.signature(self.mod.MooncakeConnectorWorker.__init__).parameters
         if "kv_cache_config" in params:
