@@ -304,6 +304,8 @@ class ScenarioRun:
                         events += p.cmd("events", timeout=10)
                     except RecordError as e:
                         error = error or str(e)
+            if error is None and outcome is not None:
+                error = self.timing_problem(outcome, events)
         finally:
             # Every process this scenario started ends here, also on an error or Ctrl-C.
             for p in self.peers:
@@ -543,6 +545,45 @@ class ScenarioRun:
             "not_finished": [f"{dn}:{r}" for r in sorted(want - recving - failed)],
             "load_errors": load_errors,
         }
+
+    def timing_problem(self, outcome, events):
+        """The text for the trace's `error` when the recording did not keep the scenario's timing (a machine too
+        loaded for it), else None: a prefiller freed a request of the first pull batch before that pull reached it,
+        although the scenario means the pull to come first (it comes well within the prefiller's hold — its lease or
+        abort timeout — or the decoder renews a lease); or, where the scenario means the expiry to come first, the
+        pull came more than an abort timeout after it (vLLM 0.34.0 remembers an expired transfer that long)."""
+        sc = self.sc
+        sending_t = outcome.get("finished_sending_t") or {}
+        pulls = sc.get("pulls") or []
+        if not sending_t or not pulls or self.start_ns is None:
+            return None
+        first = {t["transfer_id"] for t in pulls[0]}
+        ready = [t for t in sc.get("transfers", []) if t["transfer_id"] in first and t.get("ready", "before") == "before"]
+        hold = sc.get("prefiller_kv_lease_s") or self.abort_timeout
+        delay = float(sc.get("pull_delay_s", 0) or 0)
+        renewed = bool(sc.get("prefiller_kv_lease_s") and sc.get("decoder_kv_lease_s") and sc.get("announce"))
+        pull_first = renewed or delay + 0.5 < hold
+        for conn, freed in sending_t.items():
+            arrivals = [(e["t"] - self.start_ns) / 1e9 for e in events
+                        if e["kind"] == "zmq" and e["conn"] == conn and e["bound"] and e["dir"] == "recv"
+                        and e["t"] >= self.start_ns
+                        and not (isinstance(e.get("decoded"), dict) and set(e["decoded"]) == {"lease_transfer_ids"})]
+            if not arrivals:
+                continue
+            t_pull = min(arrivals)
+            for t in ready:
+                t_free = freed.get(self.p_req_id(t))
+                if t_free is None:
+                    continue
+                if pull_first and t_free < t_pull:
+                    return (f"timing not kept: {conn} freed {self.p_req_id(t)} at t={t_free:.3f} s, before the first "
+                            f"pull reached it at t={t_pull:.3f} s (pull_delay_s {delay:g}, hold {hold:g} s); the "
+                            "machine was too loaded for this scenario: record it again")
+                if not pull_first and t_free < t_pull and t_pull - t_free > self.abort_timeout:
+                    return (f"timing not kept: the first pull reached {conn} at t={t_pull:.3f} s, more than the abort "
+                            f"timeout ({self.abort_timeout:g} s) after it freed {self.p_req_id(t)} at t={t_free:.3f} s; "
+                            "the machine was too loaded for this scenario: record it again")
+        return None
 
     # -- the trace ------------------------------------------------------------------------------------------
 
