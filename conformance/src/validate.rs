@@ -452,10 +452,10 @@ mod heartbeat_tests {
 
     const EP: &str = "tcp://127.0.0.1:5000";
 
-    fn zmq(seq: u64, side: &str, dir: &str, socket: &str, payload: &[u8], rid: bool) -> serde_json::Value {
+    fn zmq(seq: u64, side: &str, dir: &str, socket: u64, payload: &[u8], rid: bool) -> serde_json::Value {
         let mut frames = vec![];
         if rid {
-            frames.push(hex::encode([0u8, 1, 2, socket.len() as u8]));
+            frames.push(hex::encode([0u8, 1, 2, socket as u8]));
         }
         frames.push(hex::encode(payload));
         let (sock, bound) = if side == "prefiller" { ("ROUTER", true) } else { ("DEALER", false) };
@@ -496,14 +496,14 @@ mod heartbeat_tests {
             "conn_endpoints": {"prefiller0": [EP], "decoder0": [EP]}, "recorded_at_unix": 0,
             "observed_outcome": {}, "transfer_engine_calls": [], "error": null});
         let events = [
-            zmq(1, "decoder", "send", "s-hb", &hb, false),
-            zmq(2, "decoder", "send", "s-pull", &pull, false),
-            zmq(3, "prefiller", "recv", "s-hb", &hb, true),
-            zmq(4, "prefiller", "recv", "s-pull", &pull, true),
-            zmq(5, "prefiller", "send", "s-pull", &ok, true),
-            zmq(6, "decoder", "recv", "s-pull", &ok, false),
-            zmq(7, "prefiller", "send", "s-hb", &hr, true),
-            zmq(8, "decoder", "recv", "s-hb", &hr, false),
+            zmq(1, "decoder", "send", 1, &hb, false),
+            zmq(2, "decoder", "send", 2, &pull, false),
+            zmq(3, "prefiller", "recv", 3, &hb, true),
+            zmq(4, "prefiller", "recv", 4, &pull, true),
+            zmq(5, "prefiller", "send", 4, &ok, true),
+            zmq(6, "decoder", "recv", 2, &ok, false),
+            zmq(7, "prefiller", "send", 3, &hr, true),
+            zmq(8, "decoder", "recv", 1, &hr, false),
         ];
         let text: String = std::iter::once(header).chain(events).map(|v| format!("{v}\n")).collect();
         Trace::from_lines("hb.jsonl", crate::jsonl::read_from("hb.jsonl", text.as_bytes()).unwrap()).unwrap()

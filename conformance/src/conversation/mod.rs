@@ -256,7 +256,7 @@ impl Conversation {
         let mut last: BTreeMap<(String, String), Open> = BTreeMap::new();
         for z in trace.zmq().filter(|z| z.side == Role::Decoder) {
             let bytes = z.frames.last().cloned().unwrap_or_default();
-            let socket = z.socket_id.clone().unwrap_or_else(|| z.endpoint.clone());
+            let socket = z.socket_id.map(|id| id.to_string()).unwrap_or_else(|| z.endpoint.clone());
             let key = (z.conn.clone(), socket.clone());
             let (seq, line) = (Some(z.seq), Some(z.line));
             match z.dir {
