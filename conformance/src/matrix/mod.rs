@@ -33,6 +33,12 @@ pub struct ScenarioResult {
     pub predicted: Prediction,
     /// Observation and prediction agree.
     pub agree: bool,
+    /// A timing scenario (leases, a late pull): its times scaled to the abort timeout it ran with.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub timing: bool,
+    /// What the prefiller answered the decoder's lease heartbeats (distinct replies), where it sent any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub heartbeat_replies: Vec<String>,
 }
 
 /// One ordered pair of revisions: a decoder at one, a prefiller at the other.
@@ -398,7 +404,19 @@ pub async fn build(traces: &[Arc<Conversation>], cfg: &MatrixConfig) -> Matrix {
                 };
                 let agree = observed_break.is_none() == predicted.works()
                     && !observed_break.as_deref().is_some_and(|o| o.starts_with("not run"));
-                scenarios.push(ScenarioResult { scenario: name.clone(), observed: observed_break, predicted, agree });
+                let heartbeat_replies: Vec<String> = observed
+                    .get(&(d_rev.clone(), p_rev.clone(), name.clone()))
+                    .map(|o| o.prefillers.values().flat_map(|p| p.heartbeat_replies.iter().cloned()).collect())
+                    .map(|v: std::collections::BTreeSet<String>| v.into_iter().collect())
+                    .unwrap_or_default();
+                scenarios.push(ScenarioResult {
+                    scenario: name.clone(),
+                    observed: observed_break,
+                    predicted,
+                    agree,
+                    timing: timing(name),
+                    heartbeat_replies,
+                });
             }
             let cell = Cell { decoder: d_rev.clone(), prefiller: p_rev.clone(), scenarios };
             if let Some(p) = &cfg.progress {

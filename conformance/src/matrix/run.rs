@@ -338,15 +338,17 @@ async fn start_decoders(
 }
 
 /// The replies a prefiller worker sent to pulls (the last frame of each outbound message of its wire log), and
-/// those it sent to lease heartbeats (0.34.0: a payload its revision reads as a heartbeat, answered to the
-/// routing id it came from).
-fn replies_sent(p: &Side, s: &PrefillerStatus) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+/// those it sent to lease heartbeats (0.34.0: a payload that reads as a heartbeat in whichever of the two
+/// revisions has them — an older prefiller reads it as a pull it cannot decode — answered to the routing id
+/// it came from).
+fn replies_sent(d: &Side, p: &Side, s: &PrefillerStatus) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let frames = |e: &mooncake_testee_protocol::WireEntry| -> Vec<Vec<u8>> {
         e.frames.iter().filter_map(|h| hex::decode(h).ok()).collect()
     };
     let wire: Vec<(bool, Vec<Vec<u8>>)> = s.wire.iter().flatten().map(|e| (e.dir == "in", frames(e))).collect();
-    let beat_rids: BTreeSet<Vec<u8>> = match &p.trace.profile {
-        Some(profile) if profile.has_heartbeat() => wire
+    let with_heartbeats = [&p.trace.profile, &d.trace.profile].into_iter().flatten().find(|x| x.has_heartbeat());
+    let beat_rids: BTreeSet<Vec<u8>> = match with_heartbeats {
+        Some(profile) => wire
             .iter()
             .filter(|(inbound, f)| {
                 *inbound
@@ -488,7 +490,7 @@ async fn observe_inner(
             }
             let mut sent = 0;
             for (_, i) in &prefillers.conns {
-                sent += replies_sent(p, &workers[*i].status().await?).0.len();
+                sent += replies_sent(d, p, &workers[*i].status().await?).0.len();
             }
             for (key, tr) in &transfers {
                 if let Ready::AfterReply(n) = tr.ready {
@@ -519,7 +521,7 @@ async fn observe_inner(
     let mut obs = Observation::default();
     for (conn, i) in &prefillers.conns {
         let s: PrefillerStatus = workers[*i].status().await?;
-        let (pulls, beats) = replies_sent(p, &s);
+        let (pulls, beats) = replies_sent(d, p, &s);
         let mut replies: Vec<String> = pulls.iter().map(|b| reply_summary(p, b)).collect();
         replies.sort();
         let heartbeat_replies: BTreeSet<String> = beats.iter().map(|b| reply_summary(p, b)).collect();
