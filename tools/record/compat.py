@@ -185,8 +185,8 @@ class VllmConfigStandIn:
 
 
 def _build(cls, values, what):
-    """`cls` built from vLLM's own defaults with only `values` overridden: the fields it declares are passed to the
-    constructor, the others are set afterwards when it has them as attributes (e.g. computed in __post_init__)."""
+    """`cls` built from vLLM's own defaults with only `values` overridden (those of them it declares; a release that
+    lacks a field does not read it). What is not a constructor argument is set afterwards by `_override`."""
     names = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else \
         set(inspect.signature(cls).parameters)
     try:

@@ -520,14 +520,22 @@ def zygote():
     """Import everything once, then fork peers on request. Stays single-threaded."""
     import threading as _t
 
+    import importlib
+
     gen, mod = import_connector()
     if gen == 2:
-        import importlib
-
         importlib.import_module("vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_utils")
     import vllm
     import vllm.config  # noqa: F401
     import vllm.v1.kv_cache_interface  # noqa: F401
+    # The HTTP client stack's lazy imports (anyio loads its asyncio backend on the first request): imported here once,
+    # or each decoder pays for them in its first bootstrap query — up to 2 s on a loaded machine (0.28.0/0.29.0),
+    # which is a whole abort timeout. Nothing of vLLM's changes; the import only happens earlier.
+    for name in ("httpx", "anyio._backends._asyncio"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
 
     taps.install_zmq_taps()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # forked peers are reaped automatically
