@@ -190,7 +190,7 @@ fn every_bundled_trace_replays_with_its_scenario_renamed() {
     assert!(bad.is_empty(), "{bad:#?}");
     // Every bundled trace's setup can be read from it.
     assert_eq!(setup_failed, Vec::<String>::new());
-    assert_eq!(per.len(), 13, "every directory");
+    assert_eq!(per.len(), 14, "every directory");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
