@@ -3,6 +3,7 @@
 
     plan_vectors.py --release X [--seed N] [--out DIR] [--no-download]
     plan_vectors.py --release X --verify FILE...
+    plan_vectors.py --release X --changed-since W
 
 Writes DIR/plan/<function>_<release>.jsonl (format: conformance/vectors/GOLDEN.md), default DIR the bundled
 conformance/vectors:
@@ -15,7 +16,9 @@ conformance/vectors:
 
 `--verify FILE` recomputes the cases of golden files made with the release's `_build_transfer_params` (the bundled
 0.33.0 one included, which another generator made) and reports every output that differs: the proof that this
-harness drives vLLM's code as the bundled vectors were made.
+harness drives vLLM's code as the bundled vectors were made. `--changed-since W` lists the functions and classes
+(methods one by one) of the connector module and `kv_connector/utils.py` whose code differs between release W
+and X (docstrings and comments aside): which golden files a new release can change at all.
 
 Where the code comes from: the connector module, `kv_connector/utils.py` and `v1/attention/backends/utils.py` are
 read out of the release's wheel (wheel.py finds or fetches it) and parsed with `ast`; only the planning functions,
@@ -422,8 +425,9 @@ def read_golden(path):
 
 
 def verify(mod, release, paths):
-    bad = 0
+    total = 0
     for path in paths:
+        bad = 0
         head, cases = read_golden(path)
         if head.get("vllm_version") != release or head.get("function") != WORKER + "_build_transfer_params":
             raise SystemExit(f"{path}: not {release}'s _build_transfer_params")
@@ -434,7 +438,43 @@ def verify(mod, release, paths):
                 bad += 1
                 print(f"{path}: {c['id']}: vLLM {release} now gives {got}, the file says {want}", file=sys.stderr)
         print(f"{path}: {len(cases) - bad} of {len(cases)} cases reproduced", file=sys.stderr)
-    return bad
+        total += bad
+    return total
+
+
+def code_units(source):
+    """name -> ast dump of every top-level function and class of a module (a class's methods one by one, its
+    other statements as the class), docstrings dropped."""
+    out = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out[node.name] = ast.dump(_strip(node))
+        elif isinstance(node, ast.ClassDef):
+            rest = [s for s in node.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+            out[node.name] = ast.dump(ast.ClassDef(name=node.name, bases=node.bases, keywords=node.keywords,
+                                                   body=rest, decorator_list=node.decorator_list, type_params=[]))
+            for m in node.body:
+                if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    out[f"{node.name}.{m.name}"] = ast.dump(_strip(m))
+    return out
+
+
+def changed_since(old, new, download, python):
+    for path in (CONNECTOR, UTILS):
+        units = []
+        for release in (old, new):
+            with zipfile.ZipFile(wheel.find_wheel(release, download=download, python=python)) as z:
+                units.append(code_units(z.read(path).decode("utf-8")))
+        a, b = units
+        print(f"{path}: {old} -> {new}")
+        for name in sorted(set(a) | set(b)):
+            if name not in a:
+                print(f"  added    {name}")
+            elif name not in b:
+                print(f"  removed  {name}")
+            elif a[name] != b[name]:
+                print(f"  changed  {name}")
 
 
 def main(argv=None):
@@ -443,10 +483,14 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
     ap.add_argument("--out", default=BUNDLED, help="vectors directory; files go to OUT/plan/")
     ap.add_argument("--verify", nargs="+", metavar="FILE", help="recompute these golden files instead")
+    ap.add_argument("--changed-since", metavar="RELEASE", help="list the code that differs from RELEASE's instead")
     ap.add_argument("--no-download", action="store_true")
     ap.add_argument("--pip-python")
     a = ap.parse_args(argv)
 
+    if a.changed_since:
+        changed_since(a.changed_since, a.release, not a.no_download, a.pip_python)
+        return
     mod, path, have = load(a.release, download=not a.no_download, python=a.pip_python)
     print(f"vLLM {a.release}: planning code from {os.path.basename(path)} ({', '.join(have)})", file=sys.stderr)
     if a.verify:
