@@ -113,6 +113,9 @@ mod tests {
         assert_eq!(norm(&[1, 2, 3], &[13, 12, 11]), (vec![1, 2, 3], vec![13, 12, 11]));
         assert_eq!(norm(&[8, 6, 4], &[18, 16, 14]), (vec![8, 6, 4], vec![18, 16, 14]));
         assert_eq!(norm(&[4, 3, 2], &[14, 12, 10]), (vec![4, 3, 2], vec![14, 12, 10]));
+        // One pass, as vLLM: reversing [3, 2, 1] makes the step from 3 to the next 2 descend on both sides, and
+        // that step stays.
+        assert_eq!(norm(&[3, 2, 1, 2], &[13, 12, 11, 12]), (vec![1, 2, 3, 2], vec![11, 12, 13, 12]));
         // Only the part that descends on both sides: the last step descends on the remote side only.
         assert_eq!(norm(&[3, 2, 1, 2], &[13, 12, 11, 10]), (vec![1, 2, 3, 2], vec![11, 12, 13, 10]));
     }
@@ -141,6 +144,39 @@ mod tests {
             normalize_paired_block_order(&[5, 4, 3], &[9, 8, 7, 6]).unwrap_err().to_string(),
             "ValueError: operands could not be broadcast together with shapes (2,) (3,) "
         );
+    }
+
+    #[test]
+    fn any_input_keeps_its_pairs_and_lengths_and_never_panics() {
+        // A small linear congruential generator: lists of runs in every direction, equal and unequal lengths.
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = |n: u64| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        for _ in 0..5000 {
+            let (n, m) = (next(9) as usize, next(9) as usize);
+            let m = if next(4) == 0 { m } else { n };
+            let mut list = |len: usize| -> Vec<i64> {
+                let mut v = vec![next(20) as i64 - 10];
+                while v.len() < len {
+                    let step = [-1, -1, 1, 3, i64::MAX][next(5) as usize];
+                    v.push(v[v.len() - 1].wrapping_add(step));
+                }
+                v.truncate(len);
+                v
+            };
+            let (src, dst) = (list(n), list(m));
+            let Ok((s, d)) = normalize_paired_block_order(&src, &dst) else { continue };
+            assert_eq!((s.len(), d.len()), (src.len(), dst.len()));
+            if n == m {
+                let mut before: Vec<_> = src.iter().zip(&dst).collect();
+                let mut after: Vec<_> = s.iter().zip(&d).collect();
+                before.sort();
+                after.sort();
+                assert_eq!(before, after, "{src:?} {dst:?}");
+            }
+        }
     }
 
     #[test]
