@@ -48,6 +48,11 @@ pub struct TransferBatch {
     pub err_msg: Option<String>,
 }
 
+/// `base + block × stride + offset`, exactly. vLLM up to 0.33.0 computes it with Python integers; 0.34.0 with
+/// numpy int64 (`local_ids * block_len + (base_addr + offset)`), which wraps an address past 2^63 − 1 to a
+/// negative number (and raises `OverflowError` when `base_addr + offset` alone passes it) that the transfer
+/// engine's binding then refuses. No registered address comes near 2^63 (user-space pointers stay below 2^57),
+/// so this planner keeps the exact value, and refuses one that does not fit a `u64`.
 fn address(base: i64, block: i64, stride: i64, offset: i64) -> Result<u64, PlanError> {
     let v = base as i128 + block as i128 * stride as i128 + offset as i128;
     u64::try_from(v).map_err(|_| PlanError::out_of_range("transfer address"))
