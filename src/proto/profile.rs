@@ -516,6 +516,19 @@ mod tests {
     }
 
     #[test]
+    fn newest_plan_rules_are_the_newest_revisions() {
+        let newest = Spec::builtin().push().newest().unwrap();
+        let p = WireProfile::builtin(&newest.revision).unwrap();
+        assert_eq!(crate::plan::PlanRules::newest(), p.rules.plan, "PlanRules::newest() lags {}", newest.revision);
+        // 0.33.0 plans block pairs as given; 0.34.0 reverses descending runs first, and nothing else differs.
+        let p33 = WireProfile::builtin("vllm-0.33.0").unwrap().rules.plan;
+        let p34 = WireProfile::builtin("vllm-0.34.0").unwrap().rules.plan;
+        assert_eq!(p33.paired_block_order, PairedBlockOrder::AsGiven);
+        assert_eq!(p34.paired_block_order, PairedBlockOrder::DescendingRunsReversed);
+        assert_eq!(crate::plan::PlanRules { paired_block_order: PairedBlockOrder::AsGiven, ..p34 }, p33);
+    }
+
+    #[test]
     fn a_profile_error_says_which_kind() {
         assert_eq!(WireProfile::builtin("vllm-9.9.9").unwrap_err(), ProfileError::UnknownRevision("vllm-9.9.9".into()));
         let wrong = |revision: &str, generation, expected| ProfileError::WrongGeneration {
