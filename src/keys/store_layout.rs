@@ -8,6 +8,8 @@
 
 use serde_json::Value as J;
 
+pub mod v034;
+
 use super::vllm_key::VllmStoreKey;
 use super::KeysError;
 use crate::hash::PyError;
