@@ -544,7 +544,8 @@ impl Grammar {
                                 ),
                                 PatternItem::Hex(n) => {
                                     let digits = key.as_bytes().get(p..p + n);
-                                    if digits.is_some_and(|d| d.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))) {
+                                    if digits.is_some_and(|d| d.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+                                    {
                                         next.push(p + n);
                                     }
                                 }

@@ -392,7 +392,8 @@ mod tests {
         assert_eq!(v33.request("reset").unwrap().history.since.as_deref(), Some("vllm-0.23.0"));
         assert_eq!(v33.unknown_tag, "status-error");
         assert_eq!(v33.edit.len(), 1, "a version keeps only its own edits");
-        assert!(for_release("0.20.0").is_none() && for_release("0.34.0").is_none());
+        assert_eq!(for_release("0.34.0").unwrap().name, v33.name, "0.34.0 speaks 0.33.0's frames");
+        assert!(for_release("0.20.0").is_none() && for_release("0.35.0").is_none());
     }
 
     #[test]

@@ -6,10 +6,10 @@ use hex::encode as hex;
 use mooncake_wire::hash::{tagged, PyInt, PyValue};
 use mooncake_wire::keys::block_hash::{self, HashAlgo, TextRequest};
 use mooncake_wire::keys::spec::StoreKeySpec;
+use mooncake_wire::keys::store_layout::v034;
 use mooncake_wire::keys::store_layout::{
     self as sl, GroupKind, RankNamespace, StoreLayout, TokenDatabase, TpSharedFormat, WorkerConfig,
 };
-use mooncake_wire::keys::store_layout::v034;
 use mooncake_wire::keys::vllm_key::{KeyHints, VllmStoreKey};
 
 use super::{Checker, GoldenError, InputError};
@@ -379,7 +379,8 @@ fn pool_key_034(header: &J, input: &J) -> Result<J, GoldenError> {
 /// schema fingerprint (and the `repr` it hashes), keys and lookup prefixes.
 fn attention_store_layout_034(_header: &J, input: &J) -> Result<J, GoldenError> {
     let class = text(input, "class")?;
-    let format = v034::AttentionFormat::from_class(&class).ok_or_else(|| InputError::UnknownLayoutClass(class.clone()))?;
+    let format =
+        v034::AttentionFormat::from_class(&class).ok_or_else(|| InputError::UnknownLayoutClass(class.clone()))?;
     let layer_specs = specs(input, "layer_specs")?;
     let refs: Vec<&v034::LayerSpec> = layer_specs.iter().collect();
     let local_tp = int(input, "local_tp_size")?;
@@ -387,13 +388,21 @@ fn attention_store_layout_034(_header: &J, input: &J) -> Result<J, GoldenError> 
     out.insert("spec_num_heads".into(), json!(refs.iter().map(|s| s.num_heads()).collect::<Vec<_>>()));
     out.insert(
         "spec_state_content_size_bytes".into(),
-        json!(refs.iter().map(|s| s.state_content_size_bytes()).collect::<Result<Vec<_>, _>>().map_err(GoldenError::ours)?),
+        json!(refs
+            .iter()
+            .map(|s| s.state_content_size_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(GoldenError::ours)?),
     );
-    out.insert("spec_tokens_per_state".into(), json!(refs.iter().map(|s| s.tokens_per_state.to_string()).collect::<Vec<_>>()));
-    let count = v034::resolve_store_shard_count(&refs, local_tp, int(input, "requested_store_tp_size")?).map_err(GoldenError::ours)?;
+    out.insert(
+        "spec_tokens_per_state".into(),
+        json!(refs.iter().map(|s| s.tokens_per_state.to_string()).collect::<Vec<_>>()),
+    );
+    let count = v034::resolve_store_shard_count(&refs, local_tp, int(input, "requested_store_tp_size")?)
+        .map_err(GoldenError::ours)?;
     out.insert("resolve_store_shard_count".into(), json!(count));
-    let chunk =
-        v034::resolve_store_chunk_size(&refs, opt_int(input, "requested_store_chunk_size")?).map_err(GoldenError::ours)?;
+    let chunk = v034::resolve_store_chunk_size(&refs, opt_int(input, "requested_store_chunk_size")?)
+        .map_err(GoldenError::ours)?;
     out.insert("resolve_store_chunk_size".into(), json!(chunk));
     let (Some(count), Some(chunk)) = (count, chunk) else { return Ok(J::Object(out)) };
     let parts = v034::attention_schema_parts_repr(&refs, local_tp, count, chunk).map_err(GoldenError::ours)?;
@@ -461,7 +470,8 @@ fn process_tokens_034(input: &J) -> Result<J, GoldenError> {
 
 /// The 0.34.0 worker's stages (`pp_rank` from the global rank when the input gives `rank`).
 fn store_worker_keys_034(input: &J) -> Result<J, GoldenError> {
-    let extra = get(input, "extra_config")?.as_object().cloned().ok_or_else(|| InputError::NotObject("extra_config".into()))?;
+    let extra =
+        get(input, "extra_config")?.as_object().cloned().ok_or_else(|| InputError::NotObject("extra_config".into()))?;
     let (tp_size, pp_size, pcp_size) = (int(input, "tp_size")?, int(input, "pp_size")?, int(input, "pcp_size")?);
     let pp_rank = match opt_int(input, "pp_rank")? {
         Some(p) => p,
@@ -540,7 +550,8 @@ fn store_worker_keys_034(input: &J) -> Result<J, GoldenError> {
 
 /// `_resolve_cache_prefix`: the model and cache config hashes are `hash_factors` of the input's compile factors.
 fn cache_prefix_034(_header: &J, input: &J) -> Result<J, GoldenError> {
-    let extra = get(input, "extra_config")?.as_object().cloned().ok_or_else(|| InputError::NotObject("extra_config".into()))?;
+    let extra =
+        get(input, "extra_config")?.as_object().cloned().ok_or_else(|| InputError::NotObject("extra_config".into()))?;
     let digest = |k: &str| -> Result<String, GoldenError> {
         let v = tagged::from_tagged_json(get(input, k)?).map_err(GoldenError::ours)?;
         Ok(mooncake_wire::hash::hash_factors(&v).map_err(GoldenError::ours)?.digest)

@@ -94,7 +94,9 @@ impl<'de> Deserialize<'de> for Fraction {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Fraction, D::Error> {
         use serde::de::Error;
         match J::deserialize(d)? {
-            J::Number(n) => n.as_i64().map(|v| Fraction { num: v, den: 1 }).ok_or_else(|| D::Error::custom("not an integer")),
+            J::Number(n) => {
+                n.as_i64().map(|v| Fraction { num: v, den: 1 }).ok_or_else(|| D::Error::custom("not an integer"))
+            }
             J::String(s) => {
                 let (a, b) = s.split_once('/').unwrap_or((s.as_str(), "1"));
                 let (a, b) = (a.trim().parse::<i64>(), b.trim().parse::<i64>());
@@ -361,7 +363,11 @@ impl AttentionFormat {
 }
 
 /// `AttentionStoreLayout.resolve_store_shard_count(layer_specs, local_tp_size, requested_store_tp_size)`.
-pub fn resolve_store_shard_count(specs: &[&LayerSpec], local_tp: i64, requested: i64) -> Result<Option<i64>, KeysError> {
+pub fn resolve_store_shard_count(
+    specs: &[&LayerSpec],
+    local_tp: i64,
+    requested: i64,
+) -> Result<Option<i64>, KeysError> {
     let mut slots: Vec<i64> = specs.iter().map(|s| s.num_heads().saturating_mul(local_tp)).collect();
     slots.sort_unstable();
     slots.dedup();
@@ -858,6 +864,37 @@ fn make_plan(
     }))
 }
 
+/// Why `_select_store_layout` keeps rank-local keys before planning any group (its `fallback_reason`s, in
+/// vLLM's order), or `None`.
+fn fallback_reason(
+    cfg: &WorkerConfig,
+    requested_tp: Option<i64>,
+    requested_chunk: Option<i64>,
+    chunk_requested: bool,
+    known_layout: bool,
+) -> Result<Option<&'static str>, KeysError> {
+    let hybrid = cfg.groups.len() > 1;
+    let cross_layers =
+        cfg.extra_config.get("enable_cross_layers_blocks").map(py_str).unwrap_or_else(|| "False".into()).to_lowercase()
+            == "true";
+    let misaligned = match requested_chunk {
+        Some(c) if hybrid => pymod(c, cfg.hash_block_size)? != 0,
+        _ => false,
+    };
+    Ok(Some(match requested_tp {
+        None => "invalid Store TP configuration",
+        _ if cfg.hisparse => "HiSparse host cache registration requires rank-local layout",
+        _ if hybrid && cfg.prefix_match_unit.is_none() => "Hybrid Store TP sharing requires prefix_match_unit",
+        _ if chunk_requested && requested_chunk.is_none() => "invalid Store chunk size",
+        _ if misaligned => "Store chunk size is not aligned to prefix_match_unit",
+        _ if !known_layout => "unsupported KV cache layout",
+        _ if cfg.pcp_size != 1 || cfg.dcp_size != 1 => "PCP or DCP is enabled",
+        _ if cross_layers => "cross-layer KV blocks are enabled",
+        Some(t) if t < cfg.tp_size || pymod(t, cfg.tp_size)? != 0 => "Store TP is not divisible by local TP",
+        Some(_) => return Ok(None),
+    }))
+}
+
 /// `_select_store_layout`: `(store_tp_size, fallback namespace, plans)` and the requested chunk size.
 #[allow(clippy::type_complexity)]
 pub fn select_store_layout(
@@ -878,21 +915,8 @@ pub fn select_store_layout(
         requested_chunk = cfg.prefix_match_unit;
     }
     let format = AttentionFormat::for_cache_layout(&cfg.kv_cache_layout);
-    let cross_layers = extra.get("enable_cross_layers_blocks").map(py_str).unwrap_or_else(|| "False".into()).to_lowercase()
-        == "true";
-    // The fallback reasons, in vLLM's order (each `elif` of `_select_store_layout`).
-    let mut fallback = if requested_tp.is_none() || cfg.hisparse || (hybrid && cfg.prefix_match_unit.is_none()) {
-        true
-    } else if chunk_requested && requested_chunk.is_none() {
-        true
-    } else if hybrid && matches!(requested_chunk, Some(c) if pymod(c, cfg.hash_block_size)? != 0) {
-        true
-    } else if format.is_none() || cfg.pcp_size != 1 || cfg.dcp_size != 1 || cross_layers {
-        true
-    } else {
-        let t = requested_tp.unwrap_or_default();
-        t < cfg.tp_size || pymod(t, cfg.tp_size)? != 0
-    };
+    let mut fallback =
+        fallback_reason(cfg, requested_tp, requested_chunk, chunk_requested, format.is_some())?.is_some();
     let mut plans = vec![];
     if let (false, Some(t), Some(f)) = (fallback, requested_tp, format) {
         for (group, &factor) in cfg.groups.iter().zip(factors) {
@@ -921,7 +945,11 @@ pub fn select_store_layout(
 }
 
 /// The stage-local part of `_init_lookup_key_prefixes` (before the PP gather).
-fn local_lookup_prefixes(cfg: &WorkerConfig, factors: &[i64], dbs: &[TokenDatabase]) -> Result<Vec<Vec<String>>, KeysError> {
+fn local_lookup_prefixes(
+    cfg: &WorkerConfig,
+    factors: &[i64],
+    dbs: &[TokenDatabase],
+) -> Result<Vec<Vec<String>>, KeysError> {
     let mut out = vec![];
     for (db, &factor) in dbs.iter().zip(factors) {
         let mut ns: Vec<RankNamespace> = vec![];
@@ -963,8 +991,16 @@ fn stage(cfg: &WorkerConfig) -> Result<(WorkerKeys, Vec<Vec<String>>), KeysError
         let hbs = if group.prefix_cacheable()? { cfg.hash_block_size } else { group.block_size()? };
         let plan = plans.as_ref().and_then(|p| p.get(idx).cloned().flatten());
         let Some(plan) = plan else {
-            let meta = VllmStoreKey { group_id: idx as i64, tp_rank: floordiv(cfg.tp_rank, factors[idx])?, ..metadata.clone() };
-            databases.push(TokenDatabase::new(StoreLayout::RankLocal { metadata: meta }, group.block_size()?, Some(hbs))?);
+            let meta = VllmStoreKey {
+                group_id: idx as i64,
+                tp_rank: floordiv(cfg.tp_rank, factors[idx])?,
+                ..metadata.clone()
+            };
+            databases.push(TokenDatabase::new(
+                StoreLayout::RankLocal { metadata: meta },
+                group.block_size()?,
+                Some(hbs),
+            )?);
             continue;
         };
         let ns = format!(
@@ -974,7 +1010,8 @@ fn stage(cfg: &WorkerConfig) -> Result<(WorkerKeys, Vec<Vec<String>>), KeysError
             plan.format.store_format(),
             plan.schema_fingerprint
         );
-        let meta = VllmStoreKey { group_id: idx as i64, tp_rank: plan.tp_rank, store_namespace: ns, ..metadata.clone() };
+        let meta =
+            VllmStoreKey { group_id: idx as i64, tp_rank: plan.tp_rank, store_namespace: ns, ..metadata.clone() };
         let specs = group.layer_specs()?;
         let layout = StoreLayout::attention(
             meta,
@@ -1042,8 +1079,12 @@ mod tests {
     #[test]
     fn cache_prefix_auto() {
         let i = CachePrefixInputs { configured: "auto".into(), build_commit: "unknown".into(), ..Default::default() };
-        assert!(resolve_cache_prefix(&i).unwrap_err().to_string().starts_with("ValueError: MooncakeStore cache_prefix='auto'"));
-        let ok = CachePrefixInputs { image_tag: " local/vllm-openai:dev ".into(), build_commit: " c0ffee ".into(), ..i };
+        assert!(resolve_cache_prefix(&i)
+            .unwrap_err()
+            .to_string()
+            .starts_with("ValueError: MooncakeStore cache_prefix='auto'"));
+        let ok =
+            CachePrefixInputs { image_tag: " local/vllm-openai:dev ".into(), build_commit: " c0ffee ".into(), ..i };
         let p = resolve_cache_prefix(&ok).unwrap();
         assert!(p.starts_with("auto-") && p.len() == 5 + 64, "{p}");
         let x = CachePrefixInputs { configured: "teamA".into(), ..Default::default() };
