@@ -11,6 +11,7 @@ Runs the release's own functions (nothing here re-implements them) and writes `m
     keys/cache_prefix_0.34.0.jsonl             store.worker._resolve_cache_prefix
     keys/block_hash_chain_0.34.0.jsonl         v1.core.kv_cache_utils.get_request_block_hasher
     hash/nixl_compatibility_hash_0.34.0.jsonl  nixl.metadata.compute_nixl_compatibility_hash
+    lookup/lookup_frames_0.34.0.jsonl          store.worker.LookupKeyClient._lookup / _reset, store.protocol
 
 Needs a Python where `import vllm` is vLLM 0.34.0 with its dependencies (torch, numpy): the recorder's
 environment (tools/record/README.md, "Environment") with the 0.34.0 wheel unpacked first on PYTHONPATH:
@@ -592,6 +593,72 @@ def nixl_hash(out):
     o.write()
 
 
+def lookup_frames(out):
+    import time
+    from vllm.distributed.kv_transfer.kv_connector.v1.mooncake.store import protocol as P
+    from vllm.distributed.kv_transfer.kv_connector.v1.mooncake.store import worker as W
+    from vllm.distributed.kv_transfer.kv_connector.v1.mooncake.store.data import MooncakeLookupResult, TailKeyBoundary
+    o = Out(out, f"lookup/lookup_frames_{RELEASE}.jsonl", {
+        "kind": "lookup", "vllm_version": RELEASE, "function": f"{S}.worker.LookupKeyClient._lookup", "seed": SEED,
+        "also": [f"{S}.worker.LookupKeyClient._reset", f"{S}.protocol.encode_lookup_response", f"{S}.protocol.decode_lookup_response"],
+        "driven_via": "bare LookupKeyClient (no __init__) whose socket is a stand-in: poll() is always ready, send_multipart records the frames, recv returns reply_hex; ZMQ envelope frames (REQ_CORRELATE) are libzmq's and not seen here",
+        "note": "request = lookup: {num_tokens, hashes, reply_hex} -> {request_frames, result{hit_length, tail_key_boundaries[[group_id, num_tokens]]} or result{error} when decode_lookup_response raises}; reset: {reply_hex} -> {request_frames, ok}; encode: {hit_length, tail} -> {response_hex}"})
+
+    class Sock:
+        def __init__(self, reply):
+            self.reply, self.sent = reply, None
+
+        def poll(self, timeout, event):
+            return True
+
+        def send_multipart(self, frames, copy=True, flags=0):
+            self.sent = [bytes(f) for f in frames]
+
+        def recv(self, flags=0):
+            return self.reply
+
+    def client(reply):
+        c = W.LookupKeyClient.__new__(W.LookupKeyClient)
+        c.socket = Sock(reply)
+        return c
+    rng = random.Random(SEED + 5)
+    n = 0
+    for num_tokens in (0, 1, 16, 17, 4096, 2 ** 32 - 1):
+        for count, hlen in ((0, 32), (1, 32), (3, 32), (2, 16), (40, 32)):
+            for reply in ("00000000", "00000010", "0000001000000001000000c0", "00000010000000", "", "ffffffff00000000ffffffff00000002000000007f"):
+                if rng.random() < 0.5 and reply not in ("00000010", ""):
+                    continue
+                hashes = [bytes(rng.randrange(256) for _ in range(hlen)).hex() for _ in range(count)]
+                inp = {"request": "lookup", "num_tokens": num_tokens, "hashes": hashes, "reply_hex": reply}
+
+                def run(inp=inp):
+                    c = client(bytes.fromhex(inp["reply_hex"]))
+                    try:
+                        r = c._lookup(inp["num_tokens"], [bytes.fromhex(h) for h in inp["hashes"]], time.monotonic() + 60)
+                    except ValueError as e:
+                        return {"request_frames": [f.hex() for f in c.socket.sent], "result": {"error": err(e)}}
+                    return {"request_frames": [f.hex() for f in c.socket.sent], "result": {
+                        "hit_length": r.hit_length, "tail_key_boundaries": [[b.group_id, b.num_tokens] for b in r.tail_key_boundaries]}}
+                o.case(f"lookup-t{num_tokens}-n{count}x{hlen}-r{len(reply) // 2}-{n}", inp, run)
+                n += 1
+    for reply in ("01", "00", "02", ""):
+        inp = {"request": "reset", "reply_hex": reply}
+
+        def run(inp=inp):
+            c = client(bytes.fromhex(inp["reply_hex"]))
+            ok = c._reset()
+            return {"request_frames": [f.hex() for f in c.socket.sent], "ok": ok}
+        o.case(f"reset-r{reply or 'empty'}", inp, run)
+    for hit, tail in ((0, []), (16, []), (2 ** 32 - 1, [[0, 16]]), (48, [[0, 40], [3, 33]]), (5, [[2 ** 32 - 1, 2 ** 32 - 1]])):
+        inp = {"request": "encode", "hit_length": hit, "tail": tail}
+
+        def run(inp=inp):
+            res = MooncakeLookupResult(inp["hit_length"], tuple(TailKeyBoundary(g, t) for g, t in inp["tail"]))
+            return {"response_hex": P.encode_lookup_response(res).hex()}
+        o.case(f"encode-h{hit}-t{len(tail)}", inp, run)
+    o.write()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "conformance", "vectors"))
@@ -601,7 +668,7 @@ def main():
     if vllm.__version__ != RELEASE:
         sys.exit(f"import vllm gives {vllm.__version__} ({vllm.__file__}), not {RELEASE}")
     jobs = {"pool_key": pool_keys, "attention_store_layout": attention_layouts, "process_tokens": process_tokens,
-            "store_worker_keys": worker_keys, "cache_prefix": cache_prefix, "block_hash_chain": block_hash_chain, "nixl": nixl_hash}
+            "store_worker_keys": worker_keys, "cache_prefix": cache_prefix, "lookup_frames": lookup_frames, "block_hash_chain": block_hash_chain, "nixl": nixl_hash}
     for name, job in jobs.items():
         if a.only and name not in a.only:
             continue
