@@ -61,6 +61,14 @@ pub enum KeysError {
     /// A KV-cache group without a spec (or a uniform group whose specs do not match its layers).
     #[error("a KV-cache group needs one spec, or one per layer when uniform")]
     EmptyGroup,
+    /// A count too large to enumerate (ranks, shards, chunks; `store_layout::v034::MAX_RANKS`).
+    #[error("{what}: {n} is more than this crate enumerates")]
+    TooMany {
+        /// What was counted.
+        what: &'static str,
+        /// How many.
+        n: i64,
+    },
     /// Something vLLM computes that this crate does not reproduce.
     #[error("not reproduced: {0}")]
     Unsupported(&'static str),

@@ -24,15 +24,25 @@ pub(crate) fn floordiv(a: i64, b: i64) -> Result<i64, KeysError> {
     if b == 0 {
         return Err(PyError::new("ZeroDivisionError", "integer division or modulo by zero").into());
     }
-    Ok(a.div_euclid(b) - if b < 0 && a.rem_euclid(b) != 0 { 1 } else { 0 })
+    // In i128: `i64::MIN // -1` is a Python int beyond i64, reported rather than overflowing.
+    let (a, b) = (i128::from(a), i128::from(b));
+    let q = a.div_euclid(b) - if b < 0 && a.rem_euclid(b) != 0 { 1 } else { 0 };
+    i64::try_from(q).map_err(|_| PyError::new("OverflowError", "integer result beyond 64 bits").into())
 }
 
 pub(crate) fn pymod(a: i64, b: i64) -> Result<i64, KeysError> {
-    Ok(a - b * floordiv(a, b)?)
+    if b == 0 {
+        return Err(PyError::new("ZeroDivisionError", "integer division or modulo by zero").into());
+    }
+    // Python's `a % b` has the sign of `b` and |a % b| < |b|, so it always fits (`i64::MIN % -1 == 0`).
+    let (a, b) = (i128::from(a), i128::from(b));
+    let r = a.rem_euclid(b);
+    Ok(i64::try_from(if b < 0 && r != 0 { r + b } else { r }).unwrap_or_default())
 }
 
 fn cdiv(a: i64, b: i64) -> Result<i64, KeysError> {
-    Ok(-floordiv(a, -b)?)
+    let overflow = || KeysError::from(PyError::new("OverflowError", "integer result beyond 64 bits"));
+    floordiv(a, b.checked_neg().ok_or_else(overflow)?)?.checked_neg().ok_or_else(overflow)
 }
 
 /// `PoolKey.build_prefix(meta, tp_rank=..., pcp_rank=..., dcp_rank=..., pp_rank=...)`.
@@ -547,6 +557,10 @@ mod tests {
         assert_eq!(pymod(-7, 2).unwrap(), 1);
         assert_eq!(cdiv(17, 16).unwrap(), 2);
         assert!(floordiv(1, 0).unwrap_err().to_string().starts_with("ZeroDivisionError"));
+        assert!(floordiv(i64::MIN, -1).unwrap_err().to_string().starts_with("OverflowError"));
+        assert_eq!(pymod(i64::MIN, -1).unwrap(), 0);
+        assert_eq!(pymod(7, -2).unwrap(), -1);
+        assert_eq!(pymod(-7, -2).unwrap(), -1);
     }
 
     #[test]

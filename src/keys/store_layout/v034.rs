@@ -57,16 +57,20 @@ impl Fraction {
         if den == 0 {
             return Err(PyError::new("ZeroDivisionError", format!("Fraction({num}, 0)")).into());
         }
-        let g = gcd(num.unsigned_abs(), den.unsigned_abs()).max(1) as i64;
-        let s = if den < 0 { -1 } else { 1 };
-        Ok(Fraction { num: s * num / g, den: s * den / g })
+        let (n, d) = (i128::from(num), i128::from(den));
+        let g = gcd(n.unsigned_abs(), d.unsigned_abs()).max(1) as i128;
+        let s = if d < 0 { -1 } else { 1 };
+        match (i64::try_from(s * n / g), i64::try_from(s * d / g)) {
+            (Ok(num), Ok(den)) => Ok(Fraction { num, den }),
+            _ => Err(overflow()),
+        }
     }
     /// `Fraction(a, 1) / self`.
     pub fn divide_int(self, a: i64) -> Result<Fraction, KeysError> {
         if self.num == 0 {
             return Err(PyError::new("ZeroDivisionError", format!("Fraction({a}, 0)")).into());
         }
-        Fraction::new(a.saturating_mul(self.den), self.num)
+        Fraction::new(a.checked_mul(self.den).ok_or_else(overflow)?, self.num)
     }
 }
 
@@ -81,7 +85,22 @@ impl std::fmt::Display for Fraction {
     }
 }
 
-fn gcd(a: u64, b: u64) -> u64 {
+fn overflow() -> KeysError {
+    PyError::new("OverflowError", "integer result beyond 64 bits").into()
+}
+
+/// Rank counts, shard counts and PP stages this module enumerates at most (a larger value is refused rather
+/// than building millions of prefixes).
+pub const MAX_RANKS: i64 = 1 << 16;
+
+fn enumerable(n: i64, what: &'static str) -> Result<i64, KeysError> {
+    if n > MAX_RANKS {
+        return Err(KeysError::TooMany { what, n });
+    }
+    Ok(n.max(0))
+}
+
+fn gcd(a: u128, b: u128) -> u128 {
     if b == 0 {
         a
     } else {
@@ -225,7 +244,7 @@ impl LayerSpec {
         let size = dtype_size(dtype).ok_or_else(|| KeysError::UnknownDtype(dtype.to_string()))?;
         // The MLA specs default head_size_v to 0 (one latent vector per state), the others to head_size.
         let v = self.head_size_v.unwrap_or(if self.is_mla()? { 0 } else { self.head_size });
-        Ok((self.head_size + v) * size)
+        self.head_size.checked_add(v).and_then(|b| b.checked_mul(size)).ok_or_else(overflow)
     }
     /// `str(getattr(spec, "cache_dtype_str", None))`.
     fn cache_dtype_str_text(&self) -> String {
@@ -478,9 +497,10 @@ impl StoreLayout {
         if pymod(block_size, chunk)? != 0 {
             return Err(PyError::value_error("Store chunk size must divide the local block size").into());
         }
-        let per_rank = floordiv(store_tp_size, local_tp_size)?;
-        let first = tp_rank.saturating_mul(per_rank);
-        let shard_ids: Vec<i64> = (first..first.saturating_add(per_rank.max(0))).collect();
+        let per_rank = enumerable(floordiv(store_tp_size, local_tp_size)?, "store shards per rank")?;
+        enumerable(store_tp_size, "store shards")?;
+        let first = tp_rank.checked_mul(per_rank).ok_or_else(overflow)?;
+        let shard_ids: Vec<i64> = (first..first.checked_add(per_rank).ok_or_else(overflow)?).collect();
         for &s in &shard_ids {
             build_prefix(&metadata, (Some(s), None, None, None))?;
         }
@@ -625,7 +645,11 @@ impl TokenDatabase {
         let start_chunk = cdiv(mask_num, self.chunk_size)?.max(0);
         let mut max_chunks = cdiv(token_len, self.chunk_size)?;
         if let Some(m) = chunk_mask {
-            max_chunks = max_chunks.min(start_chunk + m.len() as i64);
+            max_chunks = max_chunks.min(start_chunk.saturating_add(m.len() as i64));
+        }
+        // One chunk per block hash at most yields a hash; more chunks than that raise IndexError in vLLM too.
+        if max_chunks.saturating_sub(start_chunk) > (block_hashes.len() as i64).saturating_mul(4).max(MAX_RANKS) {
+            return Err(KeysError::TooMany { what: "chunks", n: max_chunks });
         }
         let mut out = vec![];
         for chunk_id in start_chunk..max_chunks {
@@ -637,8 +661,8 @@ impl TokenDatabase {
             if pymod(chunk_id, put_step)? != put_step_rank {
                 continue;
             }
-            let start = chunk_id * self.chunk_size;
-            let end = (start + self.chunk_size).min(token_len);
+            let start = chunk_id.checked_mul(self.chunk_size).ok_or_else(overflow)?;
+            let end = start.checked_add(self.chunk_size).ok_or_else(overflow)?.min(token_len);
             let key_end = match tail_key_boundary {
                 Some(t) if end == token_len => t,
                 _ => end,
@@ -950,6 +974,7 @@ fn local_lookup_prefixes(
     factors: &[i64],
     dbs: &[TokenDatabase],
 ) -> Result<Vec<Vec<String>>, KeysError> {
+    enumerable(cfg.tp_size.saturating_mul(cfg.pcp_size), "TP x PCP ranks")?;
     let mut out = vec![];
     for (db, &factor) in dbs.iter().zip(factors) {
         let mut ns: Vec<RankNamespace> = vec![];
@@ -1043,6 +1068,7 @@ fn stage(cfg: &WorkerConfig) -> Result<(WorkerKeys, Vec<Vec<String>>), KeysError
 /// `__init__`'s layout stages and `_init_lookup_key_prefixes`, the PP gather included (every stage's
 /// prefixes, computed with the same groups and that stage's `pp_rank`, concatenated per group).
 pub fn worker_keys(cfg: &WorkerConfig) -> Result<WorkerKeys, KeysError> {
+    enumerable(cfg.pp_size.saturating_mul(cfg.tp_size.saturating_mul(cfg.pcp_size)), "ranks")?;
     let (mut keys, local) = stage(cfg)?;
     keys.lookup_key_prefixes = if cfg.pp_size > 1 {
         let mut per_group: Vec<Vec<String>> = vec![vec![]; keys.databases.len()];
