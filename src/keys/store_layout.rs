@@ -312,8 +312,8 @@ impl TokenDatabase {
             }
             let start = chunk_id * self.block_size;
             let end = (start + self.block_size).min(token_len);
-            let idx = floordiv(end, self.hash_block_size)? - 1;
-            let idx = if idx < 0 { idx + block_hashes.len() as i64 } else { idx };
+            let idx = floordiv(end, self.hash_block_size)?.saturating_sub(1);
+            let idx = if idx < 0 { idx.saturating_add(block_hashes.len() as i64) } else { idx };
             let hash =
                 block_hashes.get(idx as usize).ok_or_else(|| PyError::new("IndexError", "list index out of range"))?;
             out.push(Chunk { start, end, hash: hash.clone() });

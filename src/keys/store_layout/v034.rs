@@ -667,8 +667,8 @@ impl TokenDatabase {
                 Some(t) if end == token_len => t,
                 _ => end,
             };
-            let idx = floordiv(key_end, self.hash_block_size)? - 1;
-            let idx = if idx < 0 { idx + block_hashes.len() as i64 } else { idx };
+            let idx = floordiv(key_end, self.hash_block_size)?.saturating_sub(1);
+            let idx = if idx < 0 { idx.saturating_add(block_hashes.len() as i64) } else { idx };
             let hash = usize::try_from(idx)
                 .ok()
                 .and_then(|i| block_hashes.get(i))
@@ -1115,6 +1115,58 @@ mod tests {
         assert!(p.starts_with("auto-") && p.len() == 5 + 64, "{p}");
         let x = CachePrefixInputs { configured: "teamA".into(), ..Default::default() };
         assert_eq!(resolve_cache_prefix(&x).unwrap(), "teamA");
+    }
+
+    fn spec(class: &str, heads: i64) -> LayerSpec {
+        serde_json::from_value(serde_json::json!({"class": class, "block_size": 16, "num_kv_heads": heads,
+            "head_size": 128, "dtype": "torch.bfloat16"}))
+        .unwrap()
+    }
+
+    #[test]
+    fn extreme_inputs_are_errors_not_panics() {
+        let db = TokenDatabase::new(StoreLayout::RankLocal { metadata: VllmStoreKey::default() }, i64::MAX, Some(1))
+            .unwrap();
+        let hashes = vec![vec![1u8; 32]; 4];
+        for (len, mask) in [(4, 0), (i64::MAX, i64::MIN), (0, i64::MAX)] {
+            let _ = db.process_tokens(len, &hashes, mask, None, Some(i64::MIN), 1, 0);
+        }
+        let s = spec("FullAttentionSpec", i64::MAX);
+        let _ = resolve_store_shard_count(&[&s], i64::MAX, i64::MIN);
+        let _ = attention_schema_parts_repr(&[&s], i64::MAX, -1, i64::MIN);
+        let _ = StoreLayout::attention(
+            VllmStoreKey::default(),
+            AttentionFormat::HeadMajor,
+            16,
+            1,
+            i64::MAX,
+            3,
+            &[&s],
+            None,
+        );
+        let cfg = WorkerConfig {
+            extra_config: serde_json::json!({"store_tp_size": i64::MAX}).as_object().unwrap().clone(),
+            tp_size: i64::MAX,
+            tp_rank: i64::MIN,
+            pp_size: i64::MAX,
+            pp_rank: 0,
+            pcp_size: 1,
+            pcp_rank: 0,
+            dcp_size: 1,
+            dcp_rank: 0,
+            num_kv_heads: -1,
+            kv_cache_layout: "LBHNC".into(),
+            prefix_match_unit: None,
+            hisparse: false,
+            hash_block_size: 0,
+            groups: vec![GroupSpec { num_layers: 2, uniform: false, layers: vec![s.clone()] }],
+            model_name: "m".into(),
+            cache_prefix: String::new(),
+        };
+        assert!(worker_keys(&cfg).is_err());
+        let small = WorkerConfig { tp_size: 2, tp_rank: 1, pp_size: 1, num_kv_heads: 8, hash_block_size: 16, ..cfg };
+        let w = worker_keys(&small).unwrap();
+        assert_eq!(w.store_tp_size, None, "8 head slots and a store TP of i64::MAX divide neither way: rank-local");
     }
 
     #[test]
