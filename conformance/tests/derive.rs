@@ -76,7 +76,7 @@ fn derived_setups_equal_scenarios_toml_for_every_bundled_trace() {
         // ... and the trace alone gives the same setup, which reproduces it too.
         let d = derive(&t, &sc.model);
         assert!(d.unresolved.is_empty(), "{}: {:?}", p.display(), d.unresolved);
-        assert_eq!(differences(&t, given, &d.scenario), Vec::<String>::new(), "{}", p.display());
+        assert_eq!(differences(&t, &sc.model, given, &d.scenario), Vec::<String>::new(), "{}", p.display());
         assert!(dry_run(&t, &sc.model, &d.scenario).unwrap().reproduces(&t), "{}", p.display());
         checked += 1;
     }

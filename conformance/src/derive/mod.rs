@@ -903,7 +903,7 @@ pub fn case_setup(
     }
     let derived = cache.get(t, &scenarios.model);
     if let Some(given) = scenarios.scenario.get(name) {
-        let diffs = differences(t, given, &derived.scenario);
+        let diffs = differences(t, &scenarios.model, given, &derived.scenario);
         let mut notes = vec![];
         if !diffs.is_empty() {
             notes.push(format!("the scenarios file's [scenario.{}] differs from the setup derived from the trace ({}); the file's entry is used", key(name), diffs.join("; ")));
@@ -930,7 +930,7 @@ pub fn case_setup(
 /// What differs between two setups of `t` in what the cases use: the transfers (by transfer id; generation 1:
 /// by the request id each stands for), their blocks and readiness, the prefiller request ids where the
 /// recording names them, the failures and the forgotten layouts.
-pub fn differences(t: &Conversation, a: &Scenario, b: &Scenario) -> Vec<String> {
+pub fn differences(t: &Conversation, model: &Model, a: &Scenario, b: &Scenario) -> Vec<String> {
     let mut out = vec![];
     let show = |tr: Option<&Transfer>| {
         tr.map(|t| format!("blocks {:?}, {}", t.blocks, ready_text(&t.ready))).unwrap_or_else(|| "none".into())
@@ -989,8 +989,15 @@ pub fn differences(t: &Conversation, a: &Scenario, b: &Scenario) -> Vec<String> 
     // Timing (0.34.0's leases, a late pull), where the trace has times to show it.
     let timed = t.trace.events.iter().any(|e| matches!(e, Event::Zmq(z) if z.t.is_some()));
     if timed {
-        // Times read off a recording carry the recording machine's jitter.
-        if (a.pull_delay_s - b.pull_delay_s).abs() > 0.25 {
+        // Times read off a recording carry the recording machine's jitter (a loaded machine's decoder may pull
+        // a second late): two delays are the same when they fall on the same side of every deadline the case
+        // depends on — the prefiller's lease, its abort timeout, and how long it remembers an expired transfer.
+        let abort = model.abort_timeout_s;
+        let sides = |delay: f64, lease: Option<f64>| {
+            let expiry = lease.unwrap_or(abort);
+            (delay > 0.0, lease.is_some_and(|l| delay > l), delay > abort, delay > expiry + abort)
+        };
+        if sides(a.pull_delay_s, a.prefiller_kv_lease_s) != sides(b.pull_delay_s, a.prefiller_kv_lease_s) {
             out.push(format!("pull_delay_s {} vs derived {}", a.pull_delay_s, b.pull_delay_s));
         }
         if a.announce != b.announce {
