@@ -2,7 +2,9 @@
 //!
 //! The bundled script (`tools/extract/extract.py`, embedded in the binary and run as `python3 - PATH`, so an
 //! installed tool needs no source tree) reads the source statically with Python's `ast` — nothing of vLLM or
-//! torch is imported — and prints its facts ([`facts::Facts`]). Here they become a spec revision file: edits
+//! torch is imported — and prints its facts ([`facts::Facts`]): declarations (structs, enums, aliases, the
+//! bootstrap server) and what the code sends and reads (literal reply texts with their statuses,
+//! `kv_connector_extra_config` keys, environment variables, the structs its msgpack decoders are built for). Here they become a spec revision file: edits
 //! ([`edits`]) on the bundled push revision they are closest to (fewest edits; ties go to the revision that
 //! covers the source's own release, else to the newest). Everything the source does not state (behaviour,
 //! transport, docs) is the base's, and said so under "not derived".
