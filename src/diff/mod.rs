@@ -339,7 +339,10 @@ fn edit_subject(e: &crate::spec::Edit) -> String {
     }
     let at =
         at.strip_prefix("structs.").or_else(|| at.strip_prefix("enums.")).map(str::to_string).unwrap_or(at.clone());
-    at.replace(".fields.", ".").replace(".members.", ".").replace("kv_transfer_params.keys.", "kv_transfer_params.")
+    at.replace(".fields.", ".")
+        .replace(".members.", ".")
+        .replace("kv_transfer_params.keys.", "kv_transfer_params.")
+        .replace("replies.texts.", "replies.")
 }
 
 /// Notes from the `why` of the edits that made each change (derived revisions only).

@@ -61,10 +61,12 @@ fn read_by(reader: &Revision, message: &str, field: &str, t: &ReplyText, reader_
     }
     let unknown: Vec<&String> = t.status.iter().filter(|s| !is_member(reader, s)).collect();
     if !unknown.is_empty() {
+        // The text itself is free text; an answer with a status the decoder's enum lacks fails on the status,
+        // which the enum's own row classifies.
         return (
-            Effect::Review,
+            Effect::Compatible,
             format!(
-                "sent with {}, which the {reader_side} decoder's enum lacks: the enum row decides",
+                "free text in `{message}.{field}`; it is sent with {}, which the {reader_side} decoder's enum lacks: that enum row classifies the answer",
                 unknown.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
             ),
         );

@@ -20,7 +20,7 @@ use super::planner::{Descriptor, ReadyReq, SenderPlanner, TransferBatch};
 use super::profile::WireProfile;
 use crate::limits;
 use crate::msgpack::WireInt;
-use crate::spec::behaviour::{BlockCountFailure, EmptyIdLists, HeterogeneousTp, ReplyRounds};
+use crate::spec::behaviour::{BlockCountFailure, EmptyIdLists, HeterogeneousTp, ReplyRounds, UndecodableRequest};
 use crate::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status, StrList};
 
 /// A decoder connection as the ROUTER names it (the routing id: opaque bytes).
@@ -317,7 +317,9 @@ impl<P: SenderPlanner> PrefillerCore<P> {
         self.stats.messages += 1;
         let meta = match self.profile.decode_metadata(payload) {
             Ok(m) => m,
-            Err(e) => return self.reply_error(peer, Status::ERROR, e.msgspec_message()),
+            Err(e) => match self.profile.rules.undecodable_request {
+                UndecodableRequest::ErrorReply => return self.reply_error(peer, Status::ERROR, e.msgspec_message()),
+            },
         };
         if self.exchanges.len() >= limits::MAX_PREFILLER_EXCHANGES {
             return self.reply_error(
