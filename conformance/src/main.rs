@@ -194,9 +194,11 @@ enum Cmd {
     },
     /// Derive a spec revision from vLLM's source, statically (Python's `ast` through a bundled script; nothing
     /// of vLLM or torch is imported): every msgspec.Struct (fields in order, types, defaults, struct options),
-    /// every IntEnum on the wire, the aliases they use, the bootstrap server's routes and models. Written as a
-    /// derived spec file: edits on the bundled revision it is closest to; behaviour, transport and docs are that
-    /// revision's, and every fact that cannot be read statically is reported as "not derived: …".
+    /// every IntEnum on the wire, the aliases they use, the bootstrap server's routes and models, the literal
+    /// err_msg texts of its answers with their statuses, the kv_connector_extra_config keys and environment
+    /// variables it reads. Written as a derived spec file: edits on the bundled revision it is closest to;
+    /// behaviour, transport and docs are that revision's, and every fact that cannot be read statically is
+    /// reported as "not derived: …".
     #[command(after_help = concat!("Exit codes: 0 = derived (with --proof: every wheel gives the bundled fingerprint, and --check matches); 1 = --proof: a wheel disagrees or --check differs, or the derived revision does not load; 2 = bad usage, or PATH is not vLLM Mooncake source; 3 = the environment failed (no Python).", "\n\nExamples:\n  mooncake-conformance extract ~/vllm --out proposed.toml\n  mooncake-conformance diff vllm-0.33.0 ~/vllm\n  mooncake-conformance extract --proof --out schema/push/extract-proof.md"))]
     Extract {
         /// A vLLM source checkout (the directory holding vllm/), the connector's package folder
