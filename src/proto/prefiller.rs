@@ -24,7 +24,7 @@ use super::planner::{Descriptor, ReadyReq, SenderPlanner, TransferBatch};
 use super::profile::{Inbound, WireProfile};
 use crate::limits;
 use crate::msgpack::WireInt;
-use crate::spec::behaviour::{BlockCountFailure, EmptyIdLists, HeterogeneousTp, ReplyRounds};
+use crate::spec::behaviour::{BlockCountFailure, EmptyIdLists, HeterogeneousTp, ReplyRounds, UndecodableRequest};
 use crate::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status, StrList};
 
 /// A decoder connection as the ROUTER names it (the routing id: opaque bytes).
@@ -357,7 +357,9 @@ impl<P: SenderPlanner> PrefillerCore<P> {
         let meta = match self.profile.read_inbound(payload) {
             Inbound::Heartbeat(h) => return self.renew(now, peer, &h.lease_transfer_ids),
             Inbound::Pull(Ok(m)) => m,
-            Inbound::Pull(Err(e)) => return self.reply_error(peer, Status::ERROR, e.msgspec_message()),
+            Inbound::Pull(Err(e)) => match self.profile.rules.undecodable_request {
+                UndecodableRequest::ErrorReply => return self.reply_error(peer, Status::ERROR, e.msgspec_message()),
+            },
         };
         if self.exchanges.len() >= limits::MAX_PREFILLER_EXCHANGES {
             return self.reply_error(

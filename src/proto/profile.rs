@@ -92,6 +92,8 @@ pub struct Rules {
     pub block_count_failure: BlockCountFailure,
     /// `behaviour.unknown_transfer`.
     pub unknown_transfer: UnknownTransfer,
+    /// `behaviour.undecodable_request`.
+    pub undecodable_request: UndecodableRequest,
     /// `behaviour.ready_wait`.
     pub ready_wait: ReadyWait,
     /// `behaviour.need_send`.
@@ -229,6 +231,7 @@ impl Rules {
             transfer_failure: need(&b.transfer_failure, r, "transfer_failure")?,
             block_count_failure: need(&b.block_count_failure, r, "block_count_failure")?,
             unknown_transfer: need(&b.unknown_transfer, r, "unknown_transfer")?,
+            undecodable_request: need(&b.undecodable_request, r, "undecodable_request")?,
             ready_wait: need(&b.ready_wait, r, "ready_wait")?,
             need_send: need(&b.need_send, r, "need_send")?,
             empty_write: need(&b.empty_write, r, "empty_write")?,

@@ -344,6 +344,16 @@ closed_enum!(
 );
 
 closed_enum!(
+    /// What a generation-2 prefiller answers to a payload its request decoder rejects (a message of another
+    /// revision, a truncated or foreign payload).
+    UndecodableRequest {
+        /// One answer of the request's answer struct with status ERROR and the decoder's error text (msgspec's
+        /// ``Object missing required field `remote_hostname` ``) as its text; the connection stays usable.
+        ErrorReply = "error-reply",
+    }
+);
+
+closed_enum!(
     /// In which order a prefiller plans the (own, decoder) block pairs of a request.
     PairedBlockOrder {
         /// As the request lists them: a run that descends by one on both sides is one descriptor per block.
@@ -518,6 +528,9 @@ pub struct Behaviour {
     /// What a prefiller does with a pulled transfer it does not know, or that is not ready yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unknown_transfer: Option<Item<UnknownTransfer>>,
+    /// What a generation-2 prefiller answers to a payload its request decoder rejects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undecodable_request: Option<Item<UndecodableRequest>>,
     /// How long a prefiller waits for requests of a pull to become ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_wait: Option<Item<ReadyWait>>,
@@ -692,6 +705,7 @@ pub(crate) const ITEM_NAMES: &[&str] = &[
     "transfer_failure",
     "block_count_failure",
     "unknown_transfer",
+    "undecodable_request",
     "ready_wait",
     "need_send",
     "empty_write",
@@ -748,6 +762,7 @@ mod tests {
             ("transfer_failure", TransferFailure::ALL[0].as_str()),
             ("block_count_failure", BlockCountFailure::ALL[0].as_str()),
             ("unknown_transfer", UnknownTransfer::ALL[0].as_str()),
+            ("undecodable_request", UndecodableRequest::ALL[0].as_str()),
             ("ready_wait", ReadyWait::ALL[0].as_str()),
             ("need_send", NeedSend::ALL[0].as_str()),
             ("empty_write", EmptyWrite::ALL[0].as_str()),

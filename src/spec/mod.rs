@@ -136,6 +136,46 @@ pub(crate) enum RevisionError {
     /// A fraction of the lease duration with a zero denominator or above 1.
     #[error("behaviour.{0}: a fraction of the lease duration must be in (0, 1]")]
     BadFraction(&'static str),
+    /// `[replies]` names a message that is no struct of the revision, or a field it does not have.
+    #[error("replies: `{message}.{field}` is not a struct field of the revision")]
+    RepliesField {
+        /// The message named.
+        message: String,
+        /// The field named.
+        field: String,
+    },
+    /// A reply text whose status is no enum member, that lists no status, or whose name is taken.
+    #[error("replies.texts.{name}: {problem}")]
+    ReplyText {
+        /// The text's name.
+        name: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A `kv_connector_extra_config` key whose default is not a Python literal.
+    #[error("extra_config.{key}: default: {source}")]
+    ConfigDefault {
+        /// The key.
+        key: String,
+        /// Why the default does not read.
+        source: LiteralError,
+    },
+    /// A behaviour item naming a `kv_connector_extra_config` key the revision does not list.
+    #[error("behaviour.{item}: config_key `{key}` is not a key of [extra_config]")]
+    UnknownConfigKey {
+        /// The item.
+        item: &'static str,
+        /// The key it names.
+        key: String,
+    },
+    /// A behaviour item's reply text that `[replies]` does not list.
+    #[error("behaviour.{item}: its text {text:?} is not a text of [replies]")]
+    TextNotAReply {
+        /// The item.
+        item: &'static str,
+        /// Its text.
+        text: String,
+    },
     /// A `layout_caching.miss_status` that is no enum member.
     #[error("layout_caching.miss_status `{0}` is not an enum member")]
     MissStatusNotMember(String),
@@ -460,6 +500,47 @@ fn check_revision(rev: &Revision) -> Result<(), RevisionError> {
     if let Some(lc) = rev.behaviour.layout_caching() {
         if !rev.enums.values().any(|e| e.members.iter().any(|m| m.name == lc.miss_status)) {
             return Err(RevisionError::MissStatusNotMember(lc.miss_status.clone()));
+        }
+    }
+    if let Some(rp) = &rev.replies {
+        if !rev.structs.get(&rp.message).is_some_and(|st| st.fields.iter().any(|f| f.name == rp.field)) {
+            return Err(RevisionError::RepliesField { message: rp.message.clone(), field: rp.field.clone() });
+        }
+        let mut names = HashSet::new();
+        for t in &rp.texts {
+            let bad = |problem: String| RevisionError::ReplyText { name: t.name.clone(), problem };
+            if !names.insert(t.name.as_str()) {
+                return Err(bad("the name is used twice".into()));
+            }
+            if t.status.is_empty() {
+                return Err(bad("no status".into()));
+            }
+            if let Some(st) = t.status.iter().find(|st| !is_member(st)) {
+                return Err(bad(format!("status `{st}` is not an enum member")));
+            }
+        }
+    }
+    for (key, k) in &rev.extra_config {
+        Literal::parse(&k.default).map_err(|source| RevisionError::ConfigDefault { key: key.clone(), source })?;
+    }
+    for (item, key) in [
+        ("kv_leases", b.kv_leases().map(|l| &l.config_key)),
+        ("lease_renewal", b.lease_renewal().map(|l| &l.config_key)),
+    ] {
+        if let Some(key) = key.filter(|k| !rev.extra_config.contains_key(*k)) {
+            return Err(RevisionError::UnknownConfigKey { item, key: key.clone() });
+        }
+    }
+    // A text a behaviour item says the prefiller answers must be one of the revision's reply texts.
+    if let Some(rp) = &rev.replies {
+        for (item, text) in [
+            ("layout_caching", b.layout_caching().map(|l| &l.miss_message)),
+            ("kv_leases", b.kv_leases().map(|l| &l.off_message)),
+            ("expired_pull", b.expired_pull().map(|l| &l.message)),
+        ] {
+            if let Some(text) = text.filter(|t| !rp.texts.iter().any(|x| x.shape() == text_shape(t))) {
+                return Err(RevisionError::TextNotAReply { item, text: text.clone() });
+            }
         }
     }
     // Field names a behaviour item names must be fields of the request this revision's decoder sends.
