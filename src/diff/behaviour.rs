@@ -567,21 +567,32 @@ fn leases(
     // A prefiller with leases frees a finished request's blocks `key` seconds after it finished unless the
     // decoder renews them; a decoder that does not renew with the same key pulls in time only by luck.
     let renews = |b: &Behaviour, key: &str| b.lease_renewal().is_some_and(|r| r.config_key == key);
-    let holds = |leases: Option<&crate::spec::KvLeases>, renewing: bool, who: &str| {
-        match leases {
-        None => (
-            Effect::Compatible,
-            format!("{who} prefiller holds a finished request's blocks for the abort timeout, as without leases; renewals do not extend it there"),
-        ),
-        Some(_) if renewing => (Effect::Compatible, "the decoder renews with the key the prefiller leases by".to_string()),
-        Some(l) => (
-            Effect::when(format!(
-                "the prefiller sets `{}` and the decoder pulls more than that many seconds after the prefill finished",
-                l.config_key
-            )),
-            format!("{who} prefiller frees the blocks when the lease runs out, and this decoder never renews it"),
-        ),
-    }
+    let holds = |leases: Option<&crate::spec::KvLeases>,
+                 other: Option<&crate::spec::KvLeases>,
+                 renewing: bool,
+                 who: &str| {
+        match (leases, other) {
+            // The deployment's lease setting means nothing to this prefiller: it holds the blocks for its abort
+            // timeout, longer or shorter than the lease its peers of the other revision keep.
+            (None, Some(o)) => (
+                Effect::when(format!(
+                    "the prefillers are given `{}` (this one ignores it) and a pull comes later than the lease",
+                    o.config_key
+                )),
+                format!("{who} prefiller holds a finished request's blocks for its abort timeout whatever the lease, and renewals do not extend it there"),
+            ),
+            (None, None) => (Effect::Compatible, "neither prefiller leases".to_string()),
+            (Some(_), _) if renewing => {
+                (Effect::Compatible, "the decoder renews with the key the prefiller leases by".to_string())
+            }
+            (Some(l), _) => (
+                Effect::when(format!(
+                    "the prefiller sets `{}` and the decoder pulls more than that many seconds after the prefill finished",
+                    l.config_key
+                )),
+                format!("{who} prefiller frees the blocks when the lease runs out, and this decoder never renews it"),
+            ),
+        }
     };
     if serde_json::to_value(bo.kv_leases()).ok() != serde_json::to_value(bn.kv_leases()).ok() {
         let what = match (bo.kv_leases(), bn.kv_leases()) {
@@ -597,8 +608,18 @@ fn leases(
                 (review("the lease's renewal or answers changed"), review("the lease's renewal or answers changed"))
             }
             _ => (
-                holds(bo.kv_leases(), bo.kv_leases().is_some_and(|l| renews(bn, &l.config_key)), "an old"),
-                holds(bn.kv_leases(), bn.kv_leases().is_some_and(|l| renews(bo, &l.config_key)), "a new"),
+                holds(
+                    bo.kv_leases(),
+                    bn.kv_leases(),
+                    bo.kv_leases().is_some_and(|l| renews(bn, &l.config_key)),
+                    "an old",
+                ),
+                holds(
+                    bn.kv_leases(),
+                    bo.kv_leases(),
+                    bn.kv_leases().is_some_and(|l| renews(bo, &l.config_key)),
+                    "a new",
+                ),
             ),
         };
         let mut c = row("kv_leases", what, req_peers, orn, nro, Bytes::Same);
@@ -611,13 +632,24 @@ fn leases(
         out.push(c);
     }
     if serde_json::to_value(bo.lease_renewal()).ok() != serde_json::to_value(bn.lease_renewal()).ok() {
-        // Renewal only sends heartbeats: what a prefiller does with them is the message row's, what leases do
-        // is `kv_leases`'.
-        let c = (
-            Effect::Compatible,
-            "the heartbeats it sends have their own message row, and what a lease does is behaviour.kv_leases'"
-                .to_string(),
-        );
+        // A decoder that renews holds a request's KV at a leasing prefiller as long as it waits; at a prefiller
+        // that does not lease by the same key its renewals are refused, and that prefiller frees the blocks
+        // after its own timeout: the decoder is then on time only if it pulls before that.
+        let relies = |d: &Behaviour, p: &Behaviour, who: &str| {
+            match d.lease_renewal() {
+            Some(r) if !p.kv_leases().is_some_and(|l| l.config_key == r.config_key) => (
+                Effect::when(format!(
+                    "the decoder sets `{}` and pulls later than the prefiller's abort timeout after the prefill finished",
+                    r.config_key
+                )),
+                format!("{who} prefiller does not lease by `{}`: the renewals are refused, and it frees the blocks after its abort timeout however long the decoder renews", r.config_key),
+            ),
+            _ => (
+                Effect::Compatible,
+                "what a decoder that does not renew meets is behaviour.kv_leases'".to_string(),
+            ),
+        }
+        };
         let what = match bn.lease_renewal() {
             Some(r) => format!(
                 "the decoder renews the leases of requests it has not pulled, every {}/{} of `{}`",
@@ -625,7 +657,8 @@ fn leases(
             ),
             None => "lease renewal removed".into(),
         };
-        out.push(row("lease_renewal", what, req_peers, c.clone(), c, Bytes::Same));
+        let (orn, nro) = (relies(bn, bo, "an old"), relies(bo, bn, "a new"));
+        out.push(row("lease_renewal", what, req_peers, orn, nro, Bytes::Same));
     }
     if serde_json::to_value(bo.expired_pull()).ok() != serde_json::to_value(bn.expired_pull()).ok() {
         // A pull of a transfer the prefiller no longer holds fails either way: at once with these, or after the

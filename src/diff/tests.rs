@@ -80,9 +80,12 @@ const KNOWN: &[(&str, &str, Expect)] = &[
         &[("MooncakeXferResponseStatus.LAYOUT_MISS", 'S', '-'), ("behaviour.unreported_after_finish", '-', 'S')],
     ),
     // A prefiller with a lease frees a request's blocks after `kv_lease_duration` unless renewed: an old decoder
-    // never renews, so its pull fails when it comes later than the lease. A heartbeat to an old prefiller is
-    // answered ERROR and only logged.
-    ("vllm-0.33.0", "vllm-0.34.0", &[("behaviour.kv_leases", '-', 'S')]),
+    // never renews, so its pull fails when it comes later than the lease. A new decoder's renewals are refused
+    // by an old prefiller (answered ERROR, only logged), which frees the blocks after its abort timeout: a
+    // decoder that relies on renewing to wait longer than that loses its pull.
+    // And an old prefiller ignores a lease setting: it keeps the blocks for its abort timeout, so a new decoder's
+    // late pull that a leasing prefiller would have refused succeeds there (not as with its own revision).
+    ("vllm-0.33.0", "vllm-0.34.0", &[("behaviour.kv_leases", 'S', 'S'), ("behaviour.lease_renewal", 'S', '-')]),
 ];
 
 fn letter(e: &Effect) -> char {
@@ -313,14 +316,26 @@ fn lease_protocol_rows_from_spec_data() {
     assert_eq!(m.old_reads_new.example.as_deref(), Some("Object missing required field `remote_hostname`"));
     assert!(m.old_reads_new.reason.contains("undecodable_request") && m.old_reads_new.reason.contains("only logs"));
     let leases = row(&r, "behaviour.kv_leases");
-    assert_eq!(leases.old_reads_new.effect, Effect::Compatible);
+    assert!(
+        matches!(&leases.old_reads_new.effect, Effect::BreaksWhenSent { when } if when.contains("ignores it")),
+        "{:?}",
+        leases.old_reads_new
+    );
     assert!(leases.old_reads_new.reason.contains("abort timeout"), "{}", leases.old_reads_new.reason);
     assert!(
         matches!(&leases.new_reads_old.effect, Effect::BreaksWhenSent { when } if when.contains("kv_lease_duration")),
         "{:?}",
         leases.new_reads_old
     );
-    for s in ["behaviour.expired_pull", "behaviour.lease_renewal", "behaviour.paired_block_order"] {
+    let renewal = row(&r, "behaviour.lease_renewal");
+    assert_eq!(renewal.old_reads_new.peers, "new D → old P");
+    assert!(
+        matches!(&renewal.old_reads_new.effect, Effect::BreaksWhenSent { when } if when.contains("abort timeout")),
+        "{:?}",
+        renewal.old_reads_new
+    );
+    assert_eq!(renewal.new_reads_old.effect, Effect::Compatible);
+    for s in ["behaviour.expired_pull", "behaviour.paired_block_order"] {
         let c = row(&r, s);
         assert_eq!(c.worst(), &Effect::Compatible, "{s}: {}", render::markdown(&r));
     }
