@@ -603,7 +603,7 @@ fn add_three(text: &str) -> String {
         "class MooncakeXferCancel(msgspec.Struct, omit_defaults=True):\n    cancel_ids: list[str] = []\n\n\n",
     );
     t.push_str(
-        "\n\ndef _cancel_answer(kv_transfer_config):\n    timeout = kv_transfer_config.kv_connector_extra_config.get(\"cancel_timeout\", 5)\n    return MooncakeXferResponse(\n        status=MooncakeXferResponseStatus.ERROR,\n        err_msg=f\"Transfer cancelled after {timeout} s.\",\n    )\n",
+        "\n\n_cancel_decoder = msgspec.msgpack.Decoder(MooncakeXferCancel)\n\n\ndef _cancel_answer(kv_transfer_config):\n    timeout = kv_transfer_config.kv_connector_extra_config.get(\"cancel_timeout\", 5)\n    return MooncakeXferResponse(\n        status=MooncakeXferResponseStatus.ERROR,\n        err_msg=f\"Transfer cancelled after {timeout} s.\",\n    )\n",
     );
     t
 }
@@ -655,6 +655,21 @@ fn additions_no_revision_describes_are_reported_and_fail_the_diff() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
     check_three(&src.0, "written from the spec");
     check_three(&pkg, "written from the spec, package folder");
+    // `extract` says what it could and could not read of the new struct: a decoder is built for it, but no
+    // message of the base carries it.
+    let d = extract::derive(&src.0, &extract::default_python(), None).unwrap();
+    assert_eq!((d.base.as_str(), d.edits), ("vllm-0.33.0", 3), "{}", d.text);
+    assert!(
+        d.not_derived.iter().any(|n| n.starts_with("struct MooncakeXferCancel: received (a decoder is built in")
+            && n.contains("its socket, sender and answer are not derived")),
+        "{:#?}",
+        d.not_derived
+    );
+    assert!(
+        d.not_derived.iter().any(|n| n.contains("cancel_timeout") && n.contains("not derived")),
+        "{:#?}",
+        d.not_derived
+    );
 }
 
 #[test]
