@@ -39,6 +39,10 @@ pub struct ScenarioResult {
     /// What the prefiller answered the decoder's lease heartbeats (distinct replies), where it sent any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub heartbeat_replies: Vec<String>,
+    /// A timing scenario this cell takes from the cell of the revisions that stand for its two (the same
+    /// timing items): which.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_as: Option<String>,
 }
 
 /// One ordered pair of revisions: a decoder at one, a prefiller at the other.
@@ -235,18 +239,23 @@ const STAND_IN: &str = "a_single_success";
 
 /// Whether two revisions differ in what a timing scenario is about: leases and late pulls.
 fn timing_items_differ(a: &str, b: &str) -> bool {
-    let spec = mooncake_wire::spec::Spec::builtin();
-    let (Some(a), Some(b)) = (spec.revision(a), spec.revision(b)) else { return true };
-    let (x, y) = (&a.behaviour, &b.behaviour);
-    let v = |b: &mooncake_wire::spec::Behaviour| {
-        let val = |i: Option<serde_json::Value>| i.unwrap_or_default();
-        (
-            val(b.kv_leases.as_ref().and_then(|i| serde_json::to_value(&i.value).ok())),
-            val(b.lease_renewal.as_ref().and_then(|i| serde_json::to_value(&i.value).ok())),
-            val(b.expired_pull.as_ref().and_then(|i| serde_json::to_value(&i.value).ok())),
-        )
-    };
-    v(x) != v(y)
+    timing_items(a) != timing_items(b)
+}
+
+/// The revisions that stand for every revision stating the same timing items as they do: the newest of each
+/// such group (the timing scenarios have one request between TP-1 workers, where nothing else of a revision
+/// shows). A timing scenario runs only between them.
+fn timing_representatives(revisions: &[(String, String)]) -> Vec<String> {
+    let mut out: Vec<(Option<serde_json::Value>, String)> = vec![];
+    for (r, _) in revisions {
+        let items = timing_items(r);
+        match out.iter_mut().find(|(i, _)| *i == items) {
+            // Revisions are in spec order: a later one replaces the earlier.
+            Some(slot) => slot.1 = r.clone(),
+            None => out.push((items, r.clone())),
+        }
+    }
+    out.into_iter().map(|(_, r)| r).collect()
 }
 
 /// A timing scenario's times (leases, the pull delay) scaled as the abort timeout is (`abort` against the
@@ -264,9 +273,22 @@ fn scaled(
     s
 }
 
-/// Timing scenarios run with an abort timeout of at least this (shorter, a lease renewed every sixth of it
-/// would depend on the scheduling of a loaded machine).
-const TIMING_ABORT: Duration = Duration::from_secs(1);
+/// Timing scenarios run with an abort timeout of at least this: the recordings' own (2 s), so the scenario's
+/// times keep their half-second margins to each deadline (shorter, a lease renewed every sixth of it and a pull
+/// between two deadlines would depend on the scheduling of a loaded machine).
+const TIMING_ABORT: Duration = Duration::from_secs(2);
+
+/// The values a timing scenario is about, as one comparable value.
+fn timing_items(rev: &str) -> Option<serde_json::Value> {
+    let r = mooncake_wire::spec::Spec::builtin().revision(rev)?;
+    let b = &r.behaviour;
+    let v = |x: Option<serde_json::Value>| x.unwrap_or_default();
+    Some(serde_json::json!([
+        v(b.kv_leases.as_ref().and_then(|i| serde_json::to_value(&i.value).ok())),
+        v(b.lease_renewal.as_ref().and_then(|i| serde_json::to_value(&i.value).ok())),
+        v(b.expired_pull.as_ref().and_then(|i| serde_json::to_value(&i.value).ok())),
+    ]))
+}
 
 /// Builds the matrix from recordings (`traces`: every push trace, any directory layout).
 pub async fn build(traces: &[Arc<Conversation>], cfg: &MatrixConfig) -> Matrix {
@@ -310,15 +332,25 @@ pub async fn build(traces: &[Arc<Conversation>], cfg: &MatrixConfig) -> Matrix {
             left_out.push(format!("{name}: no decoder pulls (bootstrap only: the server and the workers registering with it are the prefiller side)"));
         }
     }
+    let reps = timing_representatives(&revisions);
+    stand_ins.retain(|r| reps.contains(r));
+    let rep_of = |r: &str| -> String {
+        let items = timing_items(r);
+        reps.iter().find(|x| timing_items(x) == items).cloned().unwrap_or_else(|| r.to_string())
+    };
     for name in &timing_names {
         left_out.push(format!(
-            "{name}: a timing scenario, run only in the cells whose revisions differ in `kv_leases`, `lease_renewal` or `expired_pull` (and each revision's baseline), with the abort timeout at least {} ms and the scenario's times scaled to it; {} run it with the layout of their {STAND_IN} recording",
+            "{name}: a timing scenario, run between {} (each the newest of the revisions stating its `kv_leases`, `lease_renewal` and `expired_pull`: it stands for them) in the cells where those differ, and each with itself, with the abort timeout at least {} ms and the scenario's times scaled to it; {} use the layout of their {STAND_IN} recording",
+            reps.join(" and "),
             TIMING_ABORT.as_millis(),
             if stand_ins.is_empty() { "no revision needs to".to_string() } else { stand_ins.join(", ") }
         ));
     }
     // The cells a scenario runs in.
-    let runs_in = |d: &str, p: &str, name: &str| d == p || !timing(name) || timing_items_differ(d, p);
+    let runs_in = |d: &str, p: &str, name: &str| {
+        !timing(name)
+            || (reps.iter().any(|r| r == d) && reps.iter().any(|r| r == p) && (d == p || timing_items_differ(d, p)))
+    };
     let setup = |name: &str| -> (crate::scenarios::Scenario, Duration) {
         let sc = &cfg.scenarios.scenario[name];
         if timing(name) {
@@ -337,7 +369,7 @@ pub async fn build(traces: &[Arc<Conversation>], cfg: &MatrixConfig) -> Matrix {
             continue;
         }
         // A timing scenario's baseline is needed only where some cell runs it.
-        if timing(name) && !revisions.iter().any(|(o, _)| o != rev && timing_items_differ(rev, o)) {
+        if !runs_in(rev, rev, name) {
             continue;
         }
         let (sc, abort) = setup(name);
@@ -384,28 +416,39 @@ pub async fn build(traces: &[Arc<Conversation>], cfg: &MatrixConfig) -> Matrix {
                 observed.insert(k, o);
             }
         }
+    }
+    // Every cell once everything is observed: a cell may take a timing scenario from another's observation.
+    for (d_rev, _) in &revisions {
         for (p_rev, _) in &revisions {
             let mut scenarios = vec![];
             for ((rev, name), d_side) in sides.iter().filter(|((r, n), _)| r == d_rev && runnable(n)) {
                 let _ = rev;
                 let Some(p_side) = sides.get(&(p_rev.clone(), name.clone())) else { continue };
-                if !runs_in(d_rev, p_rev, name) {
+                // A timing scenario not run in this cell: shown only where the two revisions differ in what it is
+                // about, observed between the revisions standing for them.
+                let (d_obs, p_obs, observed_as) = if runs_in(d_rev, p_rev, name) {
+                    (d_rev.clone(), p_rev.clone(), None)
+                } else if d_rev != p_rev && timing_items_differ(d_rev, p_rev) {
+                    let (d, p) = (rep_of(d_rev), rep_of(p_rev));
+                    let as_ = format!("observed between {d} and {p}, which state the same timing items");
+                    (d, p, Some(as_))
+                } else {
                     continue;
-                }
+                };
                 let predicted = predict(&d_side.trace, &p_side.trace, &cfg.scenarios.scenario[name], &model);
                 let observed_break = if d_rev == p_rev {
                     None
                 } else {
                     let none = Observation::default();
-                    let m = observed.get(&(d_rev.clone(), p_rev.clone(), name.clone())).unwrap_or(&none);
-                    let db = observed.get(&(d_rev.clone(), d_rev.clone(), name.clone())).unwrap_or(&none);
-                    let pb = observed.get(&(p_rev.clone(), p_rev.clone(), name.clone())).unwrap_or(&none);
+                    let m = observed.get(&(d_obs.clone(), p_obs.clone(), name.clone())).unwrap_or(&none);
+                    let db = observed.get(&(d_obs.clone(), d_obs.clone(), name.clone())).unwrap_or(&none);
+                    let pb = observed.get(&(p_obs.clone(), p_obs.clone(), name.clone())).unwrap_or(&none);
                     compare(m, db, pb)
                 };
                 let agree = observed_break.is_none() == predicted.works()
                     && !observed_break.as_deref().is_some_and(|o| o.starts_with("not run"));
                 let heartbeat_replies: Vec<String> = observed
-                    .get(&(d_rev.clone(), p_rev.clone(), name.clone()))
+                    .get(&(d_obs.clone(), p_obs.clone(), name.clone()))
                     .map(|o| o.prefillers.values().flat_map(|p| p.heartbeat_replies.iter().cloned()).collect())
                     .map(|v: std::collections::BTreeSet<String>| v.into_iter().collect())
                     .unwrap_or_default();
@@ -416,6 +459,7 @@ pub async fn build(traces: &[Arc<Conversation>], cfg: &MatrixConfig) -> Matrix {
                     agree,
                     timing: timing(name),
                     heartbeat_replies,
+                    observed_as,
                 });
             }
             let cell = Cell { decoder: d_rev.clone(), prefiller: p_rev.clone(), scenarios };

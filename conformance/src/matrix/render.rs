@@ -138,7 +138,8 @@ pub fn markdown(m: &Matrix) -> String {
              upgrade to or from vLLM 0.34.0), each compared with both revisions run with themselves. A side whose revision has no leases ignores the \
              scenario's `kv_lease_duration` (vLLM before 0.34.0 does not read it); `j…` scenarios set leases (`j1` both sides, `j2` the \
              prefiller only, `j3` the decoder only), `k` none. *Heartbeats answered* is what the prefiller replied to the decoder's lease \
-             heartbeats.\n\n",
+             heartbeats. Every other cell of revisions that state the same timing items takes these rows' observations \
+             (its own prediction is still `diff`'s for its pair, and checked against them).\n\n",
         );
         o.push_str("| decoder | prefiller | scenario | result | heartbeats answered |\n|---|---|---|---|---|\n");
         for (c, s) in timing {
