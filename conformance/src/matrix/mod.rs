@@ -411,10 +411,14 @@ pub async fn build(traces: &[Arc<Conversation>], cfg: &MatrixConfig) -> Matrix {
                 }));
             }
         }
+        let n = jobs.len();
         for j in jobs {
             if let Ok((k, o)) = j.await {
                 observed.insert(k, o);
             }
+        }
+        if let Some(p) = &cfg.progress {
+            p(&format!("matrix: decoder {d_rev}: {n} runs against the other revisions observed"));
         }
     }
     // Every cell once everything is observed: a cell may take a timing scenario from another's observation.
@@ -436,6 +440,22 @@ pub async fn build(traces: &[Arc<Conversation>], cfg: &MatrixConfig) -> Matrix {
                     continue;
                 };
                 let predicted = predict(&d_side.trace, &p_side.trace, &cfg.scenarios.scenario[name], &model);
+                // Another pair's observation stands for this one only where `diff` predicts the same for both:
+                // where this pair breaks for other reasons too (a wire change), the scenario is left out here.
+                if observed_as.is_some() {
+                    let (Some(rd), Some(rp)) =
+                        (sides.get(&(d_obs.clone(), name.clone())), sides.get(&(p_obs.clone(), name.clone())))
+                    else {
+                        continue;
+                    };
+                    let theirs = predict(&rd.trace, &rp.trace, &cfg.scenarios.scenario[name], &model);
+                    let subjects = |p: &Prediction| -> Vec<String> {
+                        p.breaks.iter().map(|b| b.split(':').next().unwrap_or(b).to_string()).collect()
+                    };
+                    if subjects(&theirs) != subjects(&predicted) {
+                        continue;
+                    }
+                }
                 let observed_break = if d_rev == p_rev {
                     None
                 } else {
