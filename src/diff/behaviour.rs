@@ -637,7 +637,7 @@ fn leases(
         // after its own timeout: the decoder is then on time only if it pulls before that.
         let relies = |d: &Behaviour, p: &Behaviour, who: &str| {
             match d.lease_renewal() {
-            Some(r) if !p.kv_leases().is_some_and(|l| l.config_key == r.config_key) => (
+            Some(r) if p.kv_leases().is_none_or(|l| l.config_key != r.config_key) => (
                 Effect::when(format!(
                     "the decoder sets `{}` and pulls later than the prefiller's abort timeout after the prefill finished",
                     r.config_key

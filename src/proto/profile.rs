@@ -67,6 +67,7 @@ impl Generated {
 
 /// A payload from a decoder as a prefiller reads it ([`WireProfile::read_inbound`]).
 #[derive(Clone, Debug, PartialEq)]
+#[allow(clippy::large_enum_variant)] // a reading is matched at once, one per payload; never kept in a collection
 pub enum Inbound {
     /// A lease heartbeat naming at least one transfer.
     Heartbeat(MooncakeLeaseHeartbeat),

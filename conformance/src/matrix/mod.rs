@@ -305,8 +305,8 @@ pub async fn build(traces: &[Arc<Conversation>], cfg: &MatrixConfig) -> Matrix {
         .collect();
     for name in &timing_names {
         for (rev, side) in &revs_with_stand_in {
-            if !sides.contains_key(&(rev.clone(), name.clone())) {
-                sides.insert((rev.clone(), name.clone()), side.clone());
+            if let std::collections::btree_map::Entry::Vacant(e) = sides.entry((rev.clone(), name.clone())) {
+                e.insert(side.clone());
                 stand_ins.push(rev.clone());
             }
         }
