@@ -58,7 +58,7 @@ fn cells() -> Vec<Cell> {
             });
         }
     }
-    assert_eq!(out.len(), 132, "12 revisions, every ordered pair");
+    assert_eq!(out.len(), 156, "13 revisions, every ordered pair");
     out
 }
 
