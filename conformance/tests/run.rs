@@ -196,7 +196,7 @@ fn traces_of_another_revision_run_as_cross_version_cases() {
             .iter()
             .filter(|x| x.status == Status::Pass && x.testee_revision.as_deref() == Some("vllm-0.32.0"))
             .count(),
-        29
+        32
     );
 }
 
