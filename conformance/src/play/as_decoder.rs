@@ -521,9 +521,7 @@ pub async fn play(
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
-        // Completions, once every timeout has passed: the prefiller freed by delivery only what vLLM freed, and
-        // everything vLLM freed by delivery or by expiry (a recording cannot tell the two apart; a recorder
-        // that waits longer than the abort timeout for a decoder that never settles sees expiries).
+        // Completions, once every timeout has passed (`freed_mismatch`).
         let outcome = if super::applies(&t.trace.header, CheckId::PFinishedSending) {
             t.trace.header.observed_outcome.get("finished_sending").and_then(J::as_object)
         } else {
@@ -537,18 +535,8 @@ pub async fn play(
                     .unwrap_or_default();
                 let Some((_, te)) = testees.iter_mut().find(|(c, _)| c == conn) else { continue };
                 let s: PrefillerStatus = te.status().await?;
-                let (delivered, expired) = (s.freed(false), s.freed(true));
-                let extra: Vec<&String> = delivered.iter().filter(|d| !want.contains(d)).collect();
-                let missing: Vec<&String> =
-                    want.iter().filter(|w| !delivered.contains(w) && !expired.contains(w)).collect();
-                if !extra.is_empty() || !missing.is_empty() {
-                    out.push(f(
-                        CheckId::PFinishedSending,
-                        None,
-                        None,
-                        conn.clone(),
-                        format!("freed {delivered:?} after delivery and {expired:?} on expiry; vLLM freed {want:?}"),
-                    ));
+                if let Some(detail) = super::freed_mismatch(&s, &want) {
+                    out.push(f(CheckId::PFinishedSending, None, None, conn.clone(), detail));
                 }
             }
         }

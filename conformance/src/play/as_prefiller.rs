@@ -576,18 +576,12 @@ async fn play_with(
             let deadline = tokio::time::Instant::now() + abort + opts.slack;
             loop {
                 let s: PrefillerStatus = te.status().await?;
-                let mut got = s.freed(false);
                 let idle = s.tracked_transfers == Some(0) && s.open_exchanges == Some(0);
                 if idle || tokio::time::Instant::now() >= deadline {
-                    let mut want = want.clone();
-                    got.sort();
-                    want.sort();
-                    if got != want && super::applies(&t.trace.header, CheckId::PFinishedSending) {
-                        out.push(f(
-                            CheckId::PFinishedSending,
-                            conn.clone(),
-                            format!("freed {got:?}, vLLM freed {want:?}"),
-                        ));
+                    if let Some(detail) = super::freed_mismatch(&s, &want)
+                        .filter(|_| super::applies(&t.trace.header, CheckId::PFinishedSending))
+                    {
+                        out.push(f(CheckId::PFinishedSending, conn.clone(), detail));
                     }
                     if !idle {
                         out.push(f(
