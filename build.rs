@@ -15,7 +15,9 @@ fn collect(dir: &Path, root: &Path, out: &mut Vec<(String, String)>) {
 }
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("spec");
+    // Read when the script runs, not when it is compiled: `cargo install --path <copy>` (scripts/install-check.sh)
+    // may compile this script into the same artifact, and a path baked in would point at the deleted copy.
+    let root = Path::new(&env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("spec");
     println!("cargo:rerun-if-changed={}", root.display());
     let mut files = Vec::new();
     collect(&root, &root, &mut files);

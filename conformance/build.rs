@@ -18,7 +18,9 @@ fn collect(dir: &Path, root: &Path, out: &mut Vec<(String, String)>) {
 }
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // Read when the script runs, not when it is compiled (see the wire crate's build.rs).
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = Path::new(&manifest_dir);
     let mut files = Vec::new();
     for dir in ["traces", "traces-pull"] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());

@@ -39,6 +39,15 @@ pub const MAX_PREPARED_LAYOUTS: usize = 1024;
 /// oldest half goes when one is full.
 pub const MAX_STATUS_RECORDS: usize = 100_000;
 
+/// Expired transfer ids a prefiller remembers to answer a late pull at once (`behaviour.expired_pull`); vLLM keeps
+/// them for the abort timeout without a count bound. Beyond this the oldest is forgotten (a pull of it then
+/// waits like a pull of an unknown transfer, as before 0.34.0).
+pub const MAX_REMEMBERED_EXPIRED: usize = 65_536;
+
+/// Requests one decoder renews leases for at once (`behaviour.lease_renewal`); beyond this a request is not
+/// leased (its prefiller keeps it for the lease duration only).
+pub const MAX_LEASED_REQUESTS: usize = 65_536;
+
 /// Pulls one decoder keeps open at once; beyond this a pull fails locally.
 pub const MAX_DECODER_EXCHANGES: usize = 65_536;
 

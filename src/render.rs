@@ -291,10 +291,54 @@ pub(crate) fn revision_table(rev: &Revision) -> String {
         }
         o.push('\n');
     }
+    if let Some(rp) = &rev.replies {
+        let _ = writeln!(
+            o,
+            "## Reply texts (`{}.{}`)\n\n{}\n\n| Name | Text | Status | Since | When |\n|---|---|---|---|---|",
+            rp.message,
+            rp.field,
+            esc(&rp.doc)
+        );
+        for t in &rp.texts {
+            let _ = writeln!(
+                o,
+                "| `{}` | {} | {} | {} | {} |",
+                t.name,
+                code(&t.text),
+                t.status.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", "),
+                since(&t.since, &t.changed_in, this),
+                esc(&t.doc)
+            );
+        }
+        o.push('\n');
+    }
+    if !rev.extra_config.is_empty() {
+        o.push_str("## `kv_connector_extra_config` keys\n\n| Key | Type | Default | Local | Since | Meaning |\n|---|---|---|---|---|---|\n");
+        for (n, k) in &rev.extra_config {
+            let _ = writeln!(
+                o,
+                "| `{n}` | {} | `{}` | {} | {} | {} |",
+                code(&k.ty.python()),
+                k.default,
+                if k.local { "yes" } else { "" },
+                since_mark(&k.since, this),
+                esc(&k.doc)
+            );
+        }
+        o.push('\n');
+    }
     if !rev.env.is_empty() {
-        o.push_str("## Environment variables\n\n| Variable | Type | Default | Meaning |\n|---|---|---|---|\n");
+        o.push_str("## Environment variables\n\n| Variable | Type | Default | Local | Since | Meaning |\n|---|---|---|---|---|---|\n");
         for (n, e) in &rev.env {
-            let _ = writeln!(o, "| `{n}` | {} | `{}` | {} |", code(&e.ty.python()), e.default, esc(&e.doc));
+            let _ = writeln!(
+                o,
+                "| `{n}` | {} | `{}` | {} | {} | {} |",
+                code(&e.ty.python()),
+                e.default,
+                if e.local { "yes" } else { "" },
+                since_mark(&e.since, this),
+                esc(&e.doc)
+            );
         }
         o.push('\n');
     }

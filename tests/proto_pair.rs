@@ -490,3 +490,219 @@ fn a_flood_of_pulls_is_served_with_no_completion_lost_or_doubled() {
     assert_eq!(n.prefillers[0].finished_sending.len(), count as usize);
     assert_empty(&n);
 }
+
+// ---- KV leases (0.34.0, spec/PROTOCOL.md#kv-leases) -----------------------------------------------------------
+
+const LEASE: Duration = Duration::from_secs(6);
+
+fn lease_req(d: &str, t: &str) -> LeaseRequest {
+    LeaseRequest {
+        d_req_id: d.into(),
+        transfer_id: t.into(),
+        engine_id: "engine-p".into(),
+        bootstrap_addr: "http://127.0.0.1:8998".into(),
+    }
+}
+
+/// Every reply the decoder received, decoded.
+fn replies(n: &Net<ToyPlanner>) -> Vec<MooncakeXferResponse> {
+    n.decoders[0].received.iter().map(|(_, b)| MooncakeXferResponse::decode(b).unwrap()).collect()
+}
+
+/// A 0.34.0 pair; `p_lease`/`d_lease` set each side's `kv_lease_duration`.
+fn lease_net(p_rev: &str, d_rev: &str, p_lease: Option<Duration>, d_lease: Option<Duration>) -> Net<ToyPlanner> {
+    let mut n = net(p_rev, d_rev, 0x99);
+    n.prefillers[0].core.set_kv_lease_duration(p_lease).unwrap();
+    n.decoders[0].core.set_kv_lease_duration(d_lease).unwrap();
+    n
+}
+
+fn ready(n: &mut Net<ToyPlanner>, p: &str, t: &str, blocks: Vec<u64>) {
+    let now = n.now;
+    n.prefillers[0].core.request_allocated(now, p, t);
+    n.prefillers[0].core.request_finished(now, p, t, vec![blocks]);
+}
+
+#[test]
+fn a_lease_duration_needs_a_revision_with_leases() {
+    let mut n = net("vllm-0.33.0", "vllm-0.33.0", 0);
+    let e = n.prefillers[0].core.set_kv_lease_duration(Some(LEASE)).unwrap_err();
+    assert_eq!(e, LeaseError::NotInRevision("vllm-0.33.0".into()));
+    assert!(e.to_string().contains("vllm-0.33.0 has no KV leases"), "{e}");
+    assert_eq!(n.decoders[0].core.set_kv_lease_duration(Some(LEASE)).unwrap_err(), e);
+    let mut n = net("vllm-0.34.0", "vllm-0.34.0", 0);
+    assert_eq!(
+        n.prefillers[0].core.set_kv_lease_duration(Some(Duration::ZERO)).unwrap_err(),
+        LeaseError::NotPositive(Duration::ZERO)
+    );
+    assert!(n.decoders[0].core.set_kv_lease_duration(None).is_ok());
+}
+
+#[test]
+fn renewals_keep_a_slow_pull_alive_and_end_when_it_settles() {
+    let mut n = lease_net("vllm-0.34.0", "vllm-0.34.0", Some(LEASE), Some(LEASE));
+    ready(&mut n, "p-1", "x-1", vec![1, 2]);
+    let now = n.now;
+    n.decoders[0].core.announce(now, vec![lease_req("d-1", "x-1")]);
+    n.settle();
+    // The first heartbeat goes at once, then one every 6 / 6 = 1 s, each answered FINISH with nothing else.
+    assert_eq!(n.decoders[0].core.lease_stats().sent, 1);
+    let (_, addr, payload) = &n.decoders[0].sent[0];
+    assert_eq!(addr, "tcp://127.0.0.1:5000");
+    let hb = mooncake_wire::typed::MooncakeLeaseHeartbeat::decode(payload).unwrap();
+    assert_eq!(hb.lease_transfer_ids, vec!["x-1".to_string()]);
+    assert_eq!(replies(&n)[0], MooncakeXferResponse::new(Status::FINISH));
+    n.sleep(Duration::from_secs(20));
+    let sent = n.decoders[0].core.lease_stats().sent;
+    assert!((20..=21).contains(&sent), "one heartbeat a second: {sent}");
+    assert_eq!(n.decoders[0].core.lease_stats().renewed, sent);
+    assert!(n.prefillers[0].finished_sending.is_empty(), "renewed: not expired after 20 s with a 6 s lease");
+    let now = n.now;
+    n.decoders[0].core.pull(now, vec![pull("d-1", "x-1", vec![3, 4])]);
+    n.settle();
+    assert_eq!(n.decoders[0].finished, vec!["d-1"]);
+    assert_eq!(n.prefillers[0].finished_sending, vec!["p-1"]);
+    assert_eq!(n.decoders[0].core.leased_requests(), 0, "the lease ends when the pull settles");
+    n.sleep(Duration::from_secs(5));
+    assert_eq!(n.decoders[0].core.lease_stats().sent, sent, "no heartbeat after the pull settled");
+    assert_empty(&n);
+}
+
+#[test]
+fn without_renewal_a_leased_transfer_expires_and_a_late_pull_fails_at_once() {
+    let mut n = lease_net("vllm-0.34.0", "vllm-0.34.0", Some(LEASE), None);
+    ready(&mut n, "p-1", "x-1", vec![1, 2]);
+    n.sleep(Duration::from_secs(5));
+    assert!(n.prefillers[0].finished_sending.is_empty(), "held for the lease, not less");
+    n.sleep(Duration::from_secs(2));
+    assert_eq!(n.prefillers[0].finished_sending, vec!["p-1"], "freed after the 6 s lease, not the 480 s timeout");
+    assert_eq!(n.prefillers[0].core.remembered_expired(), 1);
+    let now = n.now;
+    n.decoders[0].core.pull(now, vec![pull("d-1", "x-1", vec![3, 4])]);
+    n.settle();
+    let r = replies(&n);
+    assert_eq!(r.len(), 1, "answered at once");
+    assert_eq!(
+        (r[0].status, r[0].err_reqs.clone(), r[0].err_msg.as_deref(), r[0].ok_reqs.clone()),
+        (Status::FINISH, Some(["d-1"].into()), Some("KV expired on P side before the pull."), None)
+    );
+    assert_eq!(r[0].layout_id, WireInt::from(0x99u64), "the expired reply echoes the layout id");
+    assert_eq!(n.decoders[0].failed, vec![("d-1".to_string(), "KV expired on P side before the pull.".to_string())]);
+    assert_eq!(n.prefillers[0].core.tracked_transfers(), 0, "no placeholder for an expired transfer");
+    // Remembered for the abort timeout after the expiry, then forgotten (and nothing wakes the core after).
+    n.sleep(Duration::from_secs(481));
+    assert_eq!(n.prefillers[0].core.remembered_expired(), 0);
+    assert_empty(&n);
+}
+
+#[test]
+fn a_pull_of_one_expired_and_one_pending_transfer_continues_for_the_rest() {
+    let mut n = lease_net("vllm-0.34.0", "vllm-0.34.0", Some(LEASE), None);
+    ready(&mut n, "p-1", "x-1", vec![1]);
+    n.sleep(Duration::from_secs(7));
+    let now = n.now;
+    n.prefillers[0].core.request_allocated(now, "p-2", "x-2");
+    n.decoders[0].core.pull(now, vec![pull("d-1", "x-1", vec![3]), pull("d-2", "x-2", vec![4])]);
+    n.settle();
+    let r = replies(&n);
+    assert_eq!((r[0].status, r[0].err_reqs.clone()), (Status::CONTINUE, Some(["d-1"].into())));
+    let now = n.now;
+    n.prefillers[0].core.request_finished(now, "p-2", "x-2", vec![vec![2]]);
+    n.settle();
+    let r = replies(&n);
+    assert_eq!((r[1].status, r[1].ok_reqs.clone()), (Status::FINISH, Some(["d-2"].into())));
+    assert_eq!(n.decoders[0].finished, vec!["d-1", "d-2"]);
+    n.sleep(Duration::from_secs(481));
+    assert_empty(&n);
+}
+
+#[test]
+fn expiry_by_the_abort_timeout_is_answered_at_once_from_0_34_0_only() {
+    for (rev, at_once) in [("vllm-0.34.0", true), ("vllm-0.33.0", false)] {
+        let mut n = net(rev, rev, 0);
+        ready(&mut n, "p-1", "x-1", vec![1]);
+        n.sleep(Duration::from_secs(481));
+        assert_eq!(n.prefillers[0].finished_sending, vec!["p-1"], "{rev}");
+        let now = n.now;
+        n.decoders[0].core.pull(now, vec![pull("d-1", "x-1", vec![3])]);
+        n.settle();
+        assert_eq!(!replies(&n).is_empty(), at_once, "{rev}");
+        n.sleep(Duration::from_secs(480));
+        let r = replies(&n);
+        let want = if at_once { "KV expired on P side before the pull." } else { "Timeout waiting for P side ready." };
+        assert_eq!(r[0].err_msg.as_deref(), Some(want), "{rev}");
+        n.sleep(Duration::from_secs(481));
+        assert_empty(&n);
+    }
+}
+
+#[test]
+fn a_renewal_moves_a_deadline_to_two_thirds_of_the_lease_and_never_back() {
+    let mut n = lease_net("vllm-0.34.0", "vllm-0.34.0", Some(LEASE), None);
+    ready(&mut n, "p-1", "x-1", vec![1]); // expires at 6 s
+    let heartbeat = |n: &mut Net<ToyPlanner>| {
+        let payload =
+            mooncake_wire::typed::MooncakeLeaseHeartbeat { lease_transfer_ids: vec!["x-1".into(), "unknown".into()] }
+                .encode();
+        let now = n.now;
+        n.prefillers[0].core.handle_frames(now, vec![vec![0, 1], payload]);
+        let t = n.prefillers[0].core.poll_transmit().expect("a heartbeat is answered");
+        MooncakeXferResponse::decode(&t.payload).unwrap()
+    };
+    assert_eq!(heartbeat(&mut n), MooncakeXferResponse::new(Status::FINISH), "at 0 s: 0 + 4 < 6, unchanged");
+    n.sleep(Duration::from_secs(5));
+    heartbeat(&mut n); // 5 + 4 = 9 s
+    n.sleep(Duration::from_millis(3_900));
+    assert!(n.prefillers[0].finished_sending.is_empty(), "held until 9 s");
+    n.sleep(Duration::from_millis(200));
+    assert_eq!(n.prefillers[0].finished_sending, vec!["p-1"], "expired just after 9 s");
+    assert_eq!(n.prefillers[0].core.tracked_transfers(), 0, "a renewal does not create unknown transfers");
+}
+
+#[test]
+fn a_heartbeat_to_a_prefiller_without_a_lease_is_refused_and_harmless() {
+    for (p_rev, text) in [
+        ("vllm-0.34.0", "kv_lease_duration is not set on this prefill instance."),
+        // An older prefiller reads the heartbeat as a pull that lacks its first required field.
+        ("vllm-0.33.0", "Object missing required field `remote_hostname`"),
+    ] {
+        let mut n = lease_net(p_rev, "vllm-0.34.0", None, Some(LEASE));
+        ready(&mut n, "p-1", "x-1", vec![1]);
+        let now = n.now;
+        n.decoders[0].core.announce(now, vec![lease_req("d-1", "x-1")]);
+        n.settle();
+        let r = replies(&n);
+        assert_eq!((r[0].status, r[0].err_msg.as_deref()), (Status::ERROR, Some(text)), "{p_rev}");
+        let stats = n.decoders[0].core.lease_stats().clone();
+        assert_eq!((stats.sent, stats.rejected, stats.last_rejection.as_deref()), (1, 1, Some(text)), "{p_rev}");
+        let now = n.now;
+        n.decoders[0].core.pull(now, vec![pull("d-1", "x-1", vec![3])]);
+        n.settle();
+        assert_eq!(n.decoders[0].finished, vec!["d-1"], "{p_rev}: the pull is served as usual");
+        assert_empty(&n);
+    }
+}
+
+#[test]
+fn a_free_only_pull_ends_its_lease_and_one_heartbeat_names_every_leased_transfer() {
+    let mut n = lease_net("vllm-0.34.0", "vllm-0.34.0", Some(LEASE), Some(LEASE));
+    ready(&mut n, "p-1", "x-1", vec![1]);
+    ready(&mut n, "p-2", "x-2", vec![2]);
+    let now = n.now;
+    n.decoders[0].core.announce(now, vec![lease_req("d-1", "x-1"), lease_req("d-2", "x-2")]);
+    n.settle();
+    let hb = mooncake_wire::typed::MooncakeLeaseHeartbeat::decode(&n.decoders[0].sent[0].2).unwrap();
+    assert_eq!(hb.lease_transfer_ids, vec!["x-1".to_string(), "x-2".to_string()]);
+    let now = n.now;
+    n.decoders[0].core.pull(now, vec![pull("d-2", "x-2", vec![])]);
+    assert_eq!(n.decoders[0].core.leased_requests(), 1, "a free-only pull is not renewed any more");
+    n.settle();
+    n.sleep(Duration::from_secs(1));
+    let last = n.decoders[0].sent.last().unwrap();
+    let hb = mooncake_wire::typed::MooncakeLeaseHeartbeat::decode(&last.2).unwrap();
+    assert_eq!(hb.lease_transfer_ids, vec!["x-1".to_string()]);
+    n.decoders[0].core.release("d-1");
+    assert_eq!(n.decoders[0].core.leased_requests(), 0);
+    n.sleep(Duration::from_secs(10));
+    assert_eq!(n.prefillers[0].finished_sending, vec!["p-2", "p-1"], "p-2 freed by its pull, p-1 expired");
+}

@@ -20,6 +20,47 @@ const NAMESPACES: &[&str] = &[
     "@store_pp:2@store_format:tp_shared_mqa",
     "@store_pp:1@store_format:rank_local_tp2_layout_BLNHC",
 ];
+/// vLLM 0.34.0's namespaces (per-group TP-shared forms with a schema fingerprint; the fallback stays).
+const NAMESPACES_034: &[&str] = &[
+    "",
+    "@store_tp:4@store_pp:1@store_format:attention_head_major@store_schema:fa50aba996124fc5",
+    "@store_tp:8@store_pp:2@store_format:attention_token_major@store_schema:0123456789abcdef",
+    "@store_tp:2@store_pp:1@store_format:mamba_state@store_schema:ffffffffffffffff",
+    "@store_pp:1@store_format:rank_local_tp2_layout_BLNHC",
+];
+
+fn namespaces(release: &str) -> &'static [&'static str] {
+    if release == "0.34.0" {
+        NAMESPACES_034
+    } else {
+        NAMESPACES
+    }
+}
+
+#[test]
+fn each_release_takes_only_its_own_namespaces() {
+    let k = |ns: &str| VllmStoreKey {
+        model_name: "m".into(),
+        store_namespace: ns.into(),
+        chunk_hash: "ab".into(),
+        ..Default::default()
+    };
+    for ns in &NAMESPACES[1..4] {
+        assert!(k(ns).build("0.33.0").is_ok(), "{ns}");
+        assert!(k(ns).build("0.34.0").is_err(), "0.34.0 has no {ns}");
+    }
+    for ns in &NAMESPACES_034[1..4] {
+        assert!(k(ns).build("0.34.0").is_ok(), "{ns}");
+        assert!(k(ns).build("0.33.0").is_err(), "0.33.0 has no {ns}");
+    }
+    for bad in [
+        "@store_tp:4@store_pp:1@store_format:attention_head_major@store_schema:0123456789abcde",
+        "@store_tp:4@store_pp:1@store_format:attention_head_major@store_schema:0123456789ABCDEF",
+        "@store_tp:4@store_pp:1@store_format:attention_head_major",
+    ] {
+        assert!(k(bad).build("0.34.0").is_err(), "{bad}");
+    }
+}
 
 fn hash(rng: &mut Rng) -> String {
     let n = [16, 32, 64][rng.below(3)];
@@ -48,7 +89,11 @@ fn vllm_keys_round_trip_in_every_release() {
             let k = VllmStoreKey {
                 cache_prefix: if has("cache_prefix") { rng.pick(TEXT).to_string() } else { String::new() },
                 model_name: rng.pick(TEXT).to_string(),
-                store_namespace: if has("store_namespace") { rng.pick(NAMESPACES).to_string() } else { String::new() },
+                store_namespace: if has("store_namespace") {
+                    rng.pick(namespaces(release)).to_string()
+                } else {
+                    String::new()
+                },
                 tp_rank: rank(&mut rng),
                 pcp_rank: rank(&mut rng),
                 dcp_rank: rank(&mut rng),

@@ -12,7 +12,7 @@ use mooncake_wire::proto::{Registry, WireProfile};
 use mooncake_wire::typed::{MooncakeXferResponse, Status, StrList};
 use serde_json::Value as J;
 
-use crate::conversation::Exchange;
+use crate::conversation::{Exchange, Heartbeat};
 use crate::finding::{CheckId, Finding};
 
 /// One bootstrap HTTP exchange.
@@ -274,6 +274,55 @@ impl ExchangeChecker {
             })
             .collect()
     }
+}
+
+/// Checks every lease heartbeat of a transcript (0.34.0, `spec/PROTOCOL.md#kv-leases`): exactly one reply,
+/// and it is one of the two a prefiller of `profile`'s revision gives — renewed (the status and nothing else)
+/// or refused (the status and text of a prefiller without a lease duration).
+pub(crate) fn check_heartbeats(profile: &WireProfile, hbs: &[Heartbeat]) -> Vec<Finding> {
+    let mut out = vec![];
+    for h in hbs {
+        let f = |detail: String| Finding {
+            check: CheckId::LeaseReply,
+            seq: h.seq,
+            line: h.line,
+            message: Some(format!("heartbeat {} ({} → {})", h.index + 1, h.decoder, h.endpoint)),
+            detail,
+        };
+        match h.replies.as_slice() {
+            [] => out.push(f("no reply: a prefiller answers every heartbeat at once".into())),
+            [r] => {
+                if let Some(d) = heartbeat_reply_problem(profile, r.payload.value()) {
+                    out.push(f(d));
+                }
+            }
+            more => out.push(f(format!("{} replies; a heartbeat gets exactly one", more.len()))),
+        }
+    }
+    out
+}
+
+/// What is wrong with a heartbeat's reply in `profile`'s revision, if anything (`None` when it is one of the
+/// revision's two replies). An undecodable reply is its decode's finding, not this one's.
+pub(crate) fn heartbeat_reply_problem(profile: &WireProfile, r: Option<&MooncakeXferResponse>) -> Option<String> {
+    let r = r?;
+    let Some(l) = &profile.kv_leases else {
+        return Some(format!("{} has no lease heartbeats", profile.name()));
+    };
+    let named = |s: Status| s.name().unwrap_or("?").to_string();
+    let bare = r.ok_reqs.is_none() && r.err_reqs.is_none() && r.layout_id == WireInt::ZERO;
+    let renewed = named(r.status) == l.renewed_status && bare && r.err_msg.is_none();
+    let refused = named(r.status) == l.off_status && bare && r.err_msg.as_deref() == Some(l.off_message.as_str());
+    if renewed || refused {
+        return None;
+    }
+    Some(format!(
+        "{}: neither `{}` alone (renewed) nor `{}` with err_msg {:?} (no lease duration)",
+        crate::reply::show_reply(r),
+        l.renewed_status,
+        l.off_status,
+        l.off_message
+    ))
 }
 
 /// Checks the bootstrap HTTP log: each `/register` answer is what the revision's registry answers, and each

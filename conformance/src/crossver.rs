@@ -411,6 +411,7 @@ pub const PLANNING: &[&str] = &[
     "tp_byte_plan",
     "replicated_producer",
     "region_coalescing",
+    "paired_block_order",
 ];
 
 /// Whether the recorded conversation exercises a behaviour that differs between the trace's revision and the
@@ -538,6 +539,31 @@ fn exercised(
                 .find(|(id, _)| !reported(id))
                 .map(|(id, _)| format!("line {}: {id} is left unreported", x.send_line()))
         }),
+        // Lease heartbeats on the wire (0.34.0).
+        "kv_leases" | "lease_renewal" => {
+            model.heartbeats.first().map(|h| format!("line {}: a lease heartbeat", h.line.unwrap_or(0)))
+        }
+        // A pull that failed because its transfer was gone: answered at once (expired), or after the abort
+        // timeout in a recording whose prefiller freed a transfer (it expired before the pull came; a pull of
+        // a transfer never scheduled times out the same way in every revision).
+        "expired_pull" => {
+            let expired: Vec<String> = [values.0, values.1]
+                .iter()
+                .filter_map(|b| b.expired_pull.as_ref().and_then(|i| i.value.get()).map(|x| x.message.clone()))
+                .collect();
+            let freed = model
+                .trace
+                .header
+                .observed_outcome
+                .get("finished_sending")
+                .and_then(J::as_object)
+                .is_some_and(|m| m.values().any(|v| v.as_array().is_some_and(|a| !a.is_empty())));
+            model.exchanges.iter().flat_map(|x| &x.replies).find_map(|r| {
+                let m = r.payload.value()?.err_msg.as_ref()?;
+                let gone = expired.contains(m) || (freed && m == "Timeout waiting for P side ready.");
+                gone.then(|| format!("line {}: {m:?}", r.line.unwrap_or(0)))
+            })
+        }
         // -1 in the group index or row offset of a region.
         "minus_one_sentinels" => requests()
             .find(|(_, m)| {

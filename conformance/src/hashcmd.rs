@@ -181,7 +181,8 @@ fn outside_fingerprint(a: &Revision, b: &Revision) -> Vec<String> {
             _ => out.push(format!("{path}: {x} → {y}")),
         }
     }
-    let sections = ["generation", "transport", "behaviour", "bootstrap", "kv_transfer_params", "env"];
+    let sections =
+        ["generation", "transport", "behaviour", "bootstrap", "kv_transfer_params", "env", "extra_config", "replies"];
     let (mut ja, mut jb) = (serde_json::to_value(a).unwrap_or(J::Null), serde_json::to_value(b).unwrap_or(J::Null));
     strip(&mut ja);
     strip(&mut jb);
@@ -201,8 +202,10 @@ fn effect_word(e: &mooncake_wire::diff::Effect) -> String {
     }
 }
 
-/// What `hash check A B` found: compatible exactly when the wire fingerprints are equal and the spec diff of
-/// the two revisions has no breaking row in either direction.
+/// What `hash check A B` found: compatible exactly when the spec diff of the two revisions has no breaking row
+/// in either direction — the verdict `diff` gives. Equal wire fingerprints mean the msgspec classes are the
+/// same; different ones are listed, and `diff` has classified each difference (a struct only the newer revision
+/// sends on its own message is not a break by itself).
 #[derive(Debug, Clone)]
 pub struct Compatibility {
     /// The verdict.
@@ -221,8 +224,8 @@ pub struct Compatibility {
     pub outside_fingerprint: Vec<String>,
 }
 
-/// `hash check A B`: compatible exactly when the wire fingerprints are equal and the spec diff of the two
-/// revisions has no breaking row in either direction.
+/// `hash check A B`: compatible exactly when the spec diff of the two revisions has no breaking row in either
+/// direction (what `diff` exits 0 on); the fingerprints and their differences are reported beside it.
 pub fn check(a: &str, b: &str) -> Result<Compatibility, CmdError> {
     let (na, nb) = (find_revision(a)?, find_revision(b)?);
     let (ra, rb) = (na.revision.as_ref(), nb.revision.as_ref());
@@ -230,8 +233,9 @@ pub fn check(a: &str, b: &str) -> Result<Compatibility, CmdError> {
         (Ok(x), Ok(y), Ok(d)) => (x, y, d),
         (Err(e), ..) | (_, Err(e), _) | (.., Err(e)) => return Err(CmdError::usage(e.to_string())),
     };
-    // Same wire is necessary, not sufficient: behaviour and bootstrap rows of the spec diff can break a mixed
-    // pair too, and `hash check` must agree with `diff` (and with the observed compatibility matrix).
+    // The verdict is the spec diff's: behaviour and bootstrap rows can break a mixed pair on one wire, and a
+    // new message that old peers answer with an error they tolerate changes the wire without breaking it;
+    // `hash check` agrees with `diff` (and with the observed compatibility matrix).
     let (old, new) = if mooncake_wire::spec::version_key(ra.first_release())
         <= mooncake_wire::spec::version_key(rb.first_release())
     {
@@ -263,7 +267,7 @@ pub fn check(a: &str, b: &str) -> Result<Compatibility, CmdError> {
         })
         .collect();
     Ok(Compatibility {
-        compatible: fa == fb && breaking.is_empty(),
+        compatible: breaking.is_empty(),
         a: (ra.revision.clone(), na.describe(), fa),
         b: (rb.revision.clone(), nb.describe(), fb),
         differences: diffs.into_iter().map(|d| (d.item, d.change)).collect(),
@@ -291,15 +295,30 @@ pub fn write_check(w: &mut impl Write, c: &Compatibility, json_out: bool) -> io:
     }
     if c.compatible && ra == rb {
         writeln!(w, "compatible: {da} and {db} are the same revision (wire fingerprint {fa})")?;
-    } else if c.compatible {
+    } else if c.compatible && fa == fb {
         writeln!(w, "compatible: {da} and {db} have the same wire fingerprint {fa} and the spec diff breaks nothing")?;
+    } else if c.compatible {
+        writeln!(
+            w,
+            "compatible: {da} ({}) and {db} ({}) differ on the msgspec wire, and the spec diff breaks no direction:",
+            &fa[..12],
+            &fb[..12]
+        )?;
     } else if fa == fb {
         writeln!(
             w,
             "incompatible: {da} and {db} have the same wire fingerprint {fa}, but the spec diff breaks a mixed pair:"
         )?;
     } else {
-        writeln!(w, "incompatible: {da} ({}) and {db} ({}) differ on the msgspec wire:", &fa[..12], &fb[..12])?;
+        writeln!(
+            w,
+            "incompatible: {da} ({}) and {db} ({}) differ on the msgspec wire, and the spec diff breaks a mixed pair:",
+            &fa[..12],
+            &fb[..12]
+        )?;
+    }
+    if fa != fb {
+        writeln!(w, "msgspec wire differences (each classified by `diff {} {}`):", c.diffed.0, c.diffed.1)?;
         for (item, change) in &c.differences {
             writeln!(w, "  {item}: {change}")?;
         }
@@ -311,7 +330,10 @@ pub fn write_check(w: &mut impl Write, c: &Compatibility, json_out: bool) -> io:
         }
     }
     if !c.outside_fingerprint.is_empty() {
-        writeln!(w, "outside the fingerprint (bootstrap, transport, behaviour, parameters):")?;
+        writeln!(
+            w,
+            "outside the fingerprint (bootstrap, transport, behaviour, parameters, config keys, reply texts):"
+        )?;
         for x in &c.outside_fingerprint {
             writeln!(w, "  {x}")?;
         }

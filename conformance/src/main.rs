@@ -169,9 +169,10 @@ enum Cmd {
     },
     /// Classify every wire change between two revisions under msgspec's decoding rules: for each, whether an
     /// old decoder reads new bytes and a new decoder reads old bytes (compatible / breaks only when sent /
-    /// breaks), and whether unchanged messages keep their bytes. Exits 1 on a breaking change unless
-    /// --allow-breaking.
-    #[command(after_help = concat!("Exit codes: 0 = no change breaks a direction (or --allow-breaking); 1 = a breaking change; 2 = bad usage or an unknown revision; 3 = the environment failed (git, or no Python to read a source side).", "\n\nExample:\n  mooncake-conformance diff 0.32.0 0.33.0 --format summary"))]
+    /// breaks / review), and whether unchanged messages keep their bytes. A struct, enum, reply text,
+    /// kv_connector_extra_config key or environment variable of vLLM source that no spec revision describes is
+    /// shown as such and fails the diff like a break. Exits 1 on either unless --allow-breaking.
+    #[command(after_help = concat!("Exit codes: 0 = no change breaks a direction, and a source side adds nothing the spec lacks (or --allow-breaking); 1 = a breaking change, or something in no spec revision; 2 = bad usage or an unknown revision; 3 = the environment failed (git, or no Python to read a source side).", "\n\nExample:\n  mooncake-conformance diff 0.32.0 0.33.0 --format summary"))]
     Diff {
         /// The old side: a revision or release (vllm-0.32.0, 0.27.1, v0.27.1, vllm-0.27.1, ascend:0.18.0), a
         /// spec file, a spec directory (its newest revision), or git:REF (spec/ of this repository at REF);
@@ -183,7 +184,8 @@ enum Cmd {
         /// Output format.
         #[arg(long, value_enum, default_value_t = DiffFormat::Markdown)]
         format: DiffFormat,
-        /// Exit 0 even when a change breaks a direction.
+        /// Exit 0 even when a change breaks a direction or adds something no spec revision describes (the
+        /// change is announced).
         #[arg(long)]
         allow_breaking: bool,
         /// The Python that runs the extraction of a source side (default: $MOONCAKE_PYTHON, else python3).
@@ -192,9 +194,11 @@ enum Cmd {
     },
     /// Derive a spec revision from vLLM's source, statically (Python's `ast` through a bundled script; nothing
     /// of vLLM or torch is imported): every msgspec.Struct (fields in order, types, defaults, struct options),
-    /// every IntEnum on the wire, the aliases they use, the bootstrap server's routes and models. Written as a
-    /// derived spec file: edits on the bundled revision it is closest to; behaviour, transport and docs are that
-    /// revision's, and every fact that cannot be read statically is reported as "not derived: …".
+    /// every IntEnum on the wire, the aliases they use, the bootstrap server's routes and models, the literal
+    /// err_msg texts of its answers with their statuses, the kv_connector_extra_config keys and environment
+    /// variables it reads. Written as a derived spec file: edits on the bundled revision it is closest to;
+    /// behaviour, transport and docs are that revision's, and every fact that cannot be read statically is
+    /// reported as "not derived: …".
     #[command(after_help = concat!("Exit codes: 0 = derived (with --proof: every wheel gives the bundled fingerprint, and --check matches); 1 = --proof: a wheel disagrees or --check differs, or the derived revision does not load; 2 = bad usage, or PATH is not vLLM Mooncake source; 3 = the environment failed (no Python).", "\n\nExamples:\n  mooncake-conformance extract ~/vllm --out proposed.toml\n  mooncake-conformance diff vllm-0.33.0 ~/vllm\n  mooncake-conformance extract --proof --out schema/push/extract-proof.md"))]
     Extract {
         /// A vLLM source checkout (the directory holding vllm/), the connector's package folder
@@ -532,7 +536,8 @@ enum HashCmd {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
-    /// Whether two revisions (names or releases) are wire-compatible, and which structs and fields differ.
+    /// Whether two revisions (names or releases) interoperate — the verdict of `diff`: no change breaks a
+    /// direction — and which structs and fields of their msgspec wires differ.
     #[command(
         after_help = "Exit codes: 0 = compatible; 1 = incompatible; 2 = an unknown revision.\n\nExample:\n  mooncake-conformance hash check 0.18.0 0.18.1"
     )]
@@ -1214,6 +1219,7 @@ fn main() -> ExitCode {
             finish(&errors, code)
         }
         Cmd::Diff { old, new, format, allow_breaking, python } => {
+            let (old_arg, new_arg) = (old.clone(), new.clone());
             let py = python.unwrap_or_else(mooncake_conformance::extract::default_python);
             let (old, new) = match (spec_source::resolve_with(&old, &py), spec_source::resolve_with(&new, &py)) {
                 (Ok(a), Ok(b)) => (a, b),
@@ -1225,13 +1231,24 @@ fn main() -> ExitCode {
                     old.revision, old.family, new.revision, new.family
                 ));
             }
-            let r = mooncake_wire::diff::diff(&old, &new);
+            let mut r = mooncake_wire::diff::diff(&old, &new);
+            // What the spec describes: every bundled revision of the family, and a side given as a spec (its
+            // file or directory is a revision too). A source side's own additions are what it adds beyond them.
+            let family = mooncake_wire::spec::Spec::builtin().family(&new.family);
+            let mut known: Vec<&mooncake_wire::spec::Revision> =
+                family.map(|f| f.revisions.iter().map(|r| r.as_ref()).collect()).unwrap_or_default();
+            for (arg, rev) in [(&old_arg, &old), (&new_arg, &new)] {
+                if !spec_source::is_source_side(arg) {
+                    known.push(rev);
+                }
+            }
+            mooncake_wire::diff::mark_unspecified(&mut r, &known);
             out_with(|w| match format {
                 DiffFormat::Markdown => w.write_all(mooncake_wire::diff::render::markdown(&r).as_bytes()),
                 DiffFormat::Json => write_json(w, &mooncake_wire::diff::render::json(&r)),
                 DiffFormat::Summary => writeln!(w, "{}", r.summary),
             });
-            ExitCode::from(if r.is_breaking() && !allow_breaking { DISAGREE } else { AGREE })
+            ExitCode::from(if r.fails() && !allow_breaking { DISAGREE } else { AGREE })
         }
         Cmd::Key { cmd } => match cmd {
             KeyCmd::Build {

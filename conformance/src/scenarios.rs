@@ -166,6 +166,19 @@ pub struct Scenario {
     /// The decoder only queries the bootstrap server and pulls nothing.
     #[serde(default)]
     pub query_only: bool,
+    /// The prefiller's `kv_lease_duration` in seconds (`kv_connector_extra_config`); absent: leases off.
+    #[serde(default)]
+    pub prefiller_kv_lease_s: Option<f64>,
+    /// The decoder's `kv_lease_duration` in seconds; absent: it never renews.
+    #[serde(default)]
+    pub decoder_kv_lease_s: Option<f64>,
+    /// The decoder's scheduler learns of every pulled request when the case starts (vLLM's `on_new_request`),
+    /// before its first pull: with a lease duration it renews them from then on.
+    #[serde(default)]
+    pub announce: bool,
+    /// Seconds between the case's start (transfers readied "before") and the first pull batch.
+    #[serde(default)]
+    pub pull_delay_s: f64,
 }
 
 impl Default for Scenario {
@@ -184,6 +197,10 @@ impl Default for Scenario {
             pulls: Vec::new(),
             duplicate_register_tp_rank: None,
             query_only: false,
+            prefiller_kv_lease_s: None,
+            decoder_kv_lease_s: None,
+            announce: false,
+            pull_delay_s: 0.0,
         }
     }
 }

@@ -109,6 +109,11 @@ pub enum SpecSourceError {
     NoSpecFiles(String),
 }
 
+/// Whether a side names vLLM source (read by `extract`) rather than a spec revision.
+pub fn is_source_side(arg: &str) -> bool {
+    !arg.starts_with("git:") && crate::extract::is_source(Path::new(arg))
+}
+
 /// Resolves one side to a revision (a source side extracted with the default Python); the error says what
 /// kind of failure it is.
 pub fn resolve(arg: &str) -> Result<Arc<Revision>, CmdError> {
@@ -119,7 +124,7 @@ pub fn resolve(arg: &str) -> Result<Arc<Revision>, CmdError> {
 /// it is (bad input, no Python).
 pub fn resolve_with(arg: &str, python: &str) -> Result<Arc<Revision>, CmdError> {
     let path = Path::new(arg);
-    if !arg.starts_with("git:") && crate::extract::is_source(path) {
+    if is_source_side(arg) {
         return crate::extract::derive(path, python, None)
             .map(|d| d.revision)
             .map_err(|e| CmdError { kind: e.kind, message: format!("{arg}: {}", e.message) });

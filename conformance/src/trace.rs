@@ -165,6 +165,12 @@ pub struct ZmqEvent {
     pub decoded: Option<J>,
     /// The last frame as text when it is not MessagePack (generation 1's `trans_done` / `trans_error`).
     pub payload_text: Option<String>,
+    /// Seconds since the scenario's start (CLOCK_MONOTONIC; negative during the set-up before it), where the
+    /// recording has it.
+    pub t: Option<f64>,
+    /// The socket's id, unique in the trace (two DEALERs of one decoder to one endpoint differ), where the
+    /// recording has it.
+    pub socket_id: Option<u64>,
 }
 
 /// Whether an HTTP event is a request or its response.
@@ -198,6 +204,8 @@ pub struct HttpEvent {
     pub body: Option<J>,
     /// The body's exact text.
     pub body_raw: String,
+    /// Seconds since the scenario's start, where the recording has it (as [`ZmqEvent::t`]).
+    pub t: Option<f64>,
 }
 
 /// One event of a trace, after the header.
@@ -251,6 +259,10 @@ struct RawZmq {
     decoded: Option<J>,
     #[serde(default)]
     payload_text: Option<String>,
+    #[serde(default)]
+    t: Option<f64>,
+    #[serde(default)]
+    socket_id: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -266,6 +278,8 @@ struct RawHttp {
     body: Option<J>,
     #[serde(default)]
     body_raw: String,
+    #[serde(default)]
+    t: Option<f64>,
 }
 
 /// The header's `format` of a trace.
@@ -471,6 +485,8 @@ impl Trace {
                         frames,
                         decoded: r.decoded,
                         payload_text: r.payload_text,
+                        t: r.t.filter(|t| t.is_finite()),
+                        socket_id: r.socket_id,
                     })
                 }
                 "http" => {
@@ -490,6 +506,7 @@ impl Trace {
                         status: r.status,
                         body: r.body,
                         body_raw: r.body_raw,
+                        t: r.t,
                     })
                 }
                 other => return Err(TraceError::Kind { path: path.into(), line: l.no, kind: other.into() }),

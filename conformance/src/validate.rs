@@ -48,6 +48,7 @@ pub fn validate_input(input: &crate::jsonl::Input) -> TraceReport {
 fn protocol_checks(c: &Conversation, out: &mut Vec<Finding>) {
     if let Some(profile) = &c.profile {
         out.extend(crate::checks::check_exchanges(profile, &c.exchanges));
+        out.extend(crate::checks::check_heartbeats(profile, &c.heartbeats));
     }
     if let Some(Ok(spec)) = BootstrapSpec::new(c.revision.clone()) {
         let log: Vec<crate::checks::HttpX> = c
@@ -233,7 +234,10 @@ fn check_zmq(
     out: &mut Vec<Finding>,
 ) {
     let from = sender(z);
-    let Some(msg) = rev.message_from(from.as_str()) else {
+    // The message the conversation read in the payload (a pull or, from 0.34.0, a lease heartbeat), else the
+    // first message of the sending side; a payload no one read yet is classified below, as the receiver does.
+    let read_as = decoded.as_ref().and_then(|(_, d)| rev.message(d.message()));
+    let Some(msg) = read_as.or_else(|| rev.message_from(from.as_str())) else {
         out.push(Finding {
             check: CheckId::ZmqFrames,
             seq: Some(z.seq),
@@ -303,7 +307,7 @@ fn check_zmq(
             let reading = decoded
                 .filter(|(_, d)| d.message() == msg.name && d.bytes() == payload)
                 .and_then(|(profile, d)| d.reading(profile))
-                .unwrap_or_else(|| spec_reading(codec, &msg.name, payload, z.seq));
+                .unwrap_or_else(|| spec_reading(codec, rev, &msg.name, payload, z.seq));
             match reading {
                 Err(e) => out.push(find(CheckId::ZmqDecode, e.msgspec_message())),
                 Ok(Ok(b)) if b == payload => {}
@@ -321,12 +325,26 @@ fn check_zmq(
     }
 }
 
-/// The spec codec's reading of a payload no one decoded yet: its decode, and the re-encoding of the value.
-fn spec_reading(codec: &Codec, message: &str, payload: &[u8], seq: u64) -> Reading {
+/// The spec codec's reading of a payload no one decoded yet: its decode, and the re-encoding of the value. A
+/// payload for a revision's first decoder message is first tried as the lease heartbeat where the revision has
+/// one (as its prefiller reads it: a heartbeat with at least one id), within the same reading.
+fn spec_reading(codec: &Codec, rev: &Revision, message: &str, payload: &[u8], seq: u64) -> Reading {
     decode_count::count(Some(seq));
+    let first_from_decoder = rev.message_from("decoder").is_some_and(|m| m.name == message);
+    if let (true, Some(h)) = (first_from_decoder, rev.message(HEARTBEAT)) {
+        if let Ok(v) = codec.decode(&h.name, payload) {
+            let ids = v.field("lease_transfer_ids").and_then(|l| l.items()).is_some_and(|mut l| l.next().is_some());
+            if ids {
+                return Ok(codec.encode(&h.name, &v).map_err(Into::into));
+            }
+        }
+    }
     let v = codec.decode(message, payload)?;
     Ok(codec.encode(message, &v).map_err(Into::into))
 }
+
+/// The lease heartbeat's message name (0.34.0).
+const HEARTBEAT: &str = "MooncakeLeaseHeartbeat";
 
 #[cfg(test)]
 mod tests {
@@ -424,5 +442,97 @@ mod tests {
         for call in ["decode_metadata", "decode_response", "decode(", "decode_with", "Codec", "Payload::"] {
             assert!(!code.contains(call), "checks.rs calls {call}");
         }
+    }
+}
+
+#[cfg(test)]
+mod heartbeat_tests {
+    use super::*;
+    use mooncake_wire::typed::{MooncakeLeaseHeartbeat, MooncakeXferMetadata, MooncakeXferResponse, ReqBlocks, Status};
+
+    const EP: &str = "tcp://127.0.0.1:5000";
+
+    fn zmq(seq: u64, side: &str, dir: &str, socket: u64, payload: &[u8], rid: bool) -> serde_json::Value {
+        let mut frames = vec![];
+        if rid {
+            frames.push(hex::encode([0u8, 1, 2, socket as u8]));
+        }
+        frames.push(hex::encode(payload));
+        let (sock, bound) = if side == "prefiller" { ("ROUTER", true) } else { ("DEALER", false) };
+        let conn = if side == "prefiller" { "prefiller0" } else { "decoder0" };
+        serde_json::json!({"seq": seq, "kind": "zmq", "side": side, "conn": conn, "socket": sock, "endpoint": EP,
+            "bound": bound, "dir": dir, "frames": frames, "socket_id": socket, "t": seq as f64 / 10.0})
+    }
+
+    /// A 0.34.0 trace where a heartbeat and a pull of one decoder go to one prefiller at the same time, their
+    /// replies interleaved: the sockets tell them apart.
+    fn trace(heartbeat_reply: &MooncakeXferResponse) -> Trace {
+        let hb = MooncakeLeaseHeartbeat { lease_transfer_ids: vec!["xfer-1".into()] }.encode();
+        let pull = MooncakeXferMetadata {
+            remote_hostname: "127.0.0.1".into(),
+            remote_port: 17001u64.into(),
+            remote_tp_size: 1u64.into(),
+            remote_pp_size: 1u64.into(),
+            req_blocks: vec![(
+                "d-req-1".to_string(),
+                ReqBlocks { transfer_id: "xfer-1".into(), blocks: vec![vec![3u64.into()]] },
+            )]
+            .into_iter()
+            .collect(),
+            kv_caches_base_addr: vec![4096u64.into()],
+            block_lens: vec![64u64.into()],
+            kv_block_lens: vec![64u64.into()],
+            registered_layer_names: vec!["l0".into()],
+            registered_layer_indices: vec![0u64.into()],
+            ..Default::default()
+        }
+        .encode();
+        let mut ok = MooncakeXferResponse::new(Status::FINISH);
+        ok.ok_reqs = Some(["d-req-1"].into());
+        let (ok, hr) = (ok.encode(), heartbeat_reply.encode());
+        let header = serde_json::json!({"format": "mooncake-trace", "format_version": 1, "vllm_version": "0.34.0",
+            "connector": "MooncakeConnector", "connector_generation": 2, "scenario": "hb", "description": "",
+            "recorded_by": "test", "roles": {"prefiller0": "prefiller", "decoder0": "decoder"},
+            "conn_endpoints": {"prefiller0": [EP], "decoder0": [EP]}, "recorded_at_unix": 0,
+            "observed_outcome": {}, "transfer_engine_calls": [], "error": null});
+        let events = [
+            zmq(1, "decoder", "send", 1, &hb, false),
+            zmq(2, "decoder", "send", 2, &pull, false),
+            zmq(3, "prefiller", "recv", 3, &hb, true),
+            zmq(4, "prefiller", "recv", 4, &pull, true),
+            zmq(5, "prefiller", "send", 4, &ok, true),
+            zmq(6, "decoder", "recv", 2, &ok, false),
+            zmq(7, "prefiller", "send", 3, &hr, true),
+            zmq(8, "decoder", "recv", 1, &hr, false),
+        ];
+        let text: String = std::iter::once(header).chain(events).map(|v| format!("{v}\n")).collect();
+        Trace::from_lines("hb.jsonl", crate::jsonl::read_from("hb.jsonl", text.as_bytes()).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_heartbeat_is_read_apart_from_the_pull_beside_it() {
+        let t = trace(&MooncakeXferResponse::new(Status::FINISH));
+        let c = Conversation::new(t.clone()).unwrap();
+        assert_eq!((c.exchanges.len(), c.heartbeats.len()), (1, 1));
+        assert_eq!(c.heartbeats[0].transfer_ids(), ["xfer-1"]);
+        assert_eq!(c.heartbeats[0].replies.len(), 1, "the heartbeat's reply, though the pull's came first");
+        assert_eq!(c.exchanges[0].replies.len(), 1);
+        assert_eq!(c.heartbeats[0].t, Some(0.1));
+        let rep = validate(t);
+        assert!(rep.ok(), "{:?}", rep.findings);
+    }
+
+    #[test]
+    fn a_heartbeat_reply_the_revision_never_gives_is_a_finding() {
+        let mut r = MooncakeXferResponse::new(Status::ERROR);
+        r.err_msg = Some("lease refused".into());
+        let rep = validate(trace(&r));
+        let f: Vec<_> = rep.findings.iter().map(|f| (f.check, f.detail.clone())).collect();
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].0, CheckId::LeaseReply);
+        assert!(f[0].1.contains("kv_lease_duration is not set on this prefill instance."), "{f:?}");
+        let mut refused = MooncakeXferResponse::new(Status::ERROR);
+        refused.err_msg = Some("kv_lease_duration is not set on this prefill instance.".into());
+        assert!(validate(trace(&refused)).ok());
     }
 }

@@ -120,6 +120,13 @@ fn check_codec_vectors(header: &J, cases: &[jsonl::Line], rep: &mut FileReport) 
             continue;
         };
         let got = codec.decode(message, &bytes);
+        if let Some(want) = s(c, "route") {
+            let ours = prefiller_route(&got);
+            if ours != want {
+                fail(rep, format!("routed as {ours} by the decode result, vLLM's listener routes it as {want}"));
+                continue;
+            }
+        }
         match (s(c, "expect"), got) {
             (Some("accept"), Ok(v)) => {
                 let json = Codec::to_json(&v);
@@ -149,6 +156,26 @@ fn check_codec_vectors(header: &J, cases: &[jsonl::Line], rep: &mut FileReport) 
             }
             (other, _) => fail(rep, format!("bad `expect` {other:?}")),
         }
+    }
+}
+
+/// Where vLLM 0.34.0's prefiller ROUTER sends an inbound payload, by the result of decoding it as
+/// `MooncakeLeaseHeartbeat` (`MooncakeConnectorWorker._decode_heartbeat` and `_mooncake_sender_listener`): a
+/// heartbeat when it decodes with a non-empty `lease_transfer_ids`; the pull path when it does not decode or names
+/// no transfer; and msgspec's `RecursionError` (nesting past the recursion limit), which `_decode_heartbeat` does
+/// not catch, ends the listener (`listener-exits`). The vector files record it as `route`.
+fn prefiller_route(decoded: &Result<mooncake_wire::codec::Value, mooncake_wire::codec::DecodeError>) -> &'static str {
+    match decoded {
+        Ok(v) => {
+            let ids = Codec::to_json(v);
+            if ids.get("lease_transfer_ids").and_then(J::as_array).is_some_and(|a| !a.is_empty()) {
+                "heartbeat"
+            } else {
+                "pull"
+            }
+        }
+        Err(e) if matches!(e.kind, mooncake_wire::codec::DecodeErrorKind::TooDeep) => "listener-exits",
+        Err(_) => "pull",
     }
 }
 

@@ -40,7 +40,7 @@ fn every_bundled_msgspec_vector_agrees() {
     let (code, v) = run_json(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let s = &v["summary"];
     assert_eq!(code, 0, "{s}");
-    assert_eq!(s["files"], 20);
+    assert_eq!(s["files"], 23);
     assert_eq!(s["failed"], 0);
     assert_eq!(s["error_text_differs"], 0, "every error text equals msgspec's");
     assert!(s["cases"].as_u64().unwrap() >= 8802 + 10);
@@ -78,6 +78,32 @@ fn a_wrong_vector_fails_the_run_and_says_which() {
     assert_eq!(f["id"], case["id"]);
     assert_eq!(f["line"], 2);
     assert!(f["problem"].as_str().unwrap().contains("we accept"), "{f}");
+}
+
+#[test]
+fn the_heartbeat_vectors_route_every_case_and_a_wrong_route_is_caught() {
+    let src = std::fs::read_to_string(here().join("vectors/vllm-0.34.0/MooncakeLeaseHeartbeat.jsonl")).unwrap();
+    let mut lines: Vec<String> = src.lines().map(String::from).collect();
+    let cases: Vec<serde_json::Value> = lines[1..].iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    // Every case says where vLLM's listener sends it, and the file holds all three outcomes, pulls among them.
+    assert!(cases.iter().all(|c| c["route"].is_string()));
+    for route in ["heartbeat", "pull", "listener-exits"] {
+        assert!(cases.iter().any(|c| c["route"] == route), "no case routed as {route}");
+    }
+    let pull = cases.iter().position(|c| c["id"] == "classify-pull").expect("a pull among the heartbeat cases");
+    assert_eq!((cases[pull]["expect"].as_str(), cases[pull]["route"].as_str()), (Some("accept"), Some("pull")));
+    // Claim vLLM takes that pull for a heartbeat.
+    let mut case = cases[pull].clone();
+    case["route"] = "heartbeat".into();
+    lines[pull + 1] = case.to_string();
+    let dir = tempdir("route");
+    std::fs::write(dir.join("bad.jsonl"), lines.join("\n")).unwrap();
+    let (code, v) = run_json(&["vectors", "--format", "json", dir.join("bad.jsonl").to_str().unwrap()]);
+    assert_eq!(code, 1);
+    let failures = v["files"][0]["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(failures[0]["id"], "classify-pull");
+    assert!(failures[0]["problem"].as_str().unwrap().contains("routed as pull"), "{}", failures[0]);
 }
 
 #[test]

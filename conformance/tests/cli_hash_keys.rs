@@ -94,6 +94,41 @@ fn wire_and_check() {
     assert!(out.contains("struct MooncakeAgentMetadata: only in vllm-0.13.0..0.15.1"), "{out}");
     let (code, _) = run(&["hash", "check", "0.12.0", "0.33.0"], None);
     assert_eq!(code, 2);
+
+    // 0.34.0 adds a struct on a message of its own: the fingerprints differ, but what breaks is the lease a
+    // never-renewing decoder outlives, as `diff` says — not the heartbeat an old prefiller answers ERROR to.
+    let (code, out) = run(&["hash", "check", "0.33.0", "0.34.0"], None);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("struct MooncakeLeaseHeartbeat: only in vllm-0.34.0"), "{out}");
+    let breaking = out.split("breaking rows of").nth(1).unwrap().split("outside the fingerprint").next().unwrap();
+    assert!(breaking.contains("behaviour.kv_leases"), "{out}");
+    assert!(!breaking.contains("transport.messages.MooncakeLeaseHeartbeat"), "{out}");
+}
+
+/// `hash check` gives `diff`'s verdict on every pair of consecutive revisions, and says the same rows break.
+#[test]
+fn check_agrees_with_diff_on_every_consecutive_pair() {
+    let push = mooncake_wire::spec::Spec::builtin().push();
+    for w in push.revisions.windows(2) {
+        let (a, b) = (w[0].revision.as_str(), w[1].revision.as_str());
+        let (hcode, hout) = run(&["hash", "check", a, b, "--format", "json"], None);
+        let (dcode, dout) = run(&["diff", a, b, "--format", "json"], None);
+        assert_eq!(hcode, dcode, "{a} → {b}: hash check {hcode}, diff {dcode}\n{hout}");
+        let h: J = serde_json::from_str(&hout).unwrap();
+        let d: J = serde_json::from_str(&dout).unwrap();
+        let broken = |e: &J| e["effect"].as_str().is_some_and(|x| x.starts_with("breaks"));
+        let diff_rows: Vec<&str> = d["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| broken(&c["old_reads_new"]) || broken(&c["new_reads_old"]))
+            .map(|c| c["subject"].as_str().unwrap())
+            .collect();
+        let hash_rows: Vec<&str> =
+            h["breaking"].as_array().unwrap().iter().map(|r| r.as_str().unwrap().split(':').next().unwrap()).collect();
+        assert_eq!(hash_rows, diff_rows, "{a} → {b}");
+        assert_eq!(h["compatible"], diff_rows.is_empty(), "{a} → {b}");
+    }
 }
 
 /// Every case of every hash and key golden file agrees (the per-file counts are in the report).
@@ -112,7 +147,7 @@ fn every_hash_and_key_vector_agrees() {
     );
     let v: J = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert_eq!(code, 0, "{}", v["summary"]);
-    assert_eq!(v["summary"]["files"], 12);
+    assert_eq!(v["summary"]["files"], 19);
     assert_eq!(v["summary"]["not_checked_files"], 0);
     assert!(v["summary"]["cases"].as_u64().unwrap() >= 4168);
 }

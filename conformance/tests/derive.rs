@@ -76,7 +76,7 @@ fn derived_setups_equal_scenarios_toml_for_every_bundled_trace() {
         // ... and the trace alone gives the same setup, which reproduces it too.
         let d = derive(&t, &sc.model);
         assert!(d.unresolved.is_empty(), "{}: {:?}", p.display(), d.unresolved);
-        assert_eq!(differences(&t, given, &d.scenario), Vec::<String>::new(), "{}", p.display());
+        assert_eq!(differences(&t, &sc.model, given, &d.scenario), Vec::<String>::new(), "{}", p.display());
         assert!(dry_run(&t, &sc.model, &d.scenario).unwrap().reproduces(&t), "{}", p.display());
         checked += 1;
     }
@@ -190,7 +190,7 @@ fn every_bundled_trace_replays_with_its_scenario_renamed() {
     assert!(bad.is_empty(), "{bad:#?}");
     // Every bundled trace's setup can be read from it.
     assert_eq!(setup_failed, Vec::<String>::new());
-    assert_eq!(per.len(), 13, "every directory");
+    assert_eq!(per.len(), 14, "every directory");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

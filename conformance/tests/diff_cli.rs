@@ -39,13 +39,13 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// A proposed vLLM 0.34.0 revision that adds a required field to the request.
+/// A proposed vLLM 0.35.0 revision that adds a required field to the request.
 const PROPOSED: &str = r#"format = "mooncake-wire-spec/2"
 family = "push"
-revision = "vllm-0.34.0"
-base = "vllm-0.33.0"
+revision = "vllm-0.35.0"
+base = "vllm-0.34.0"
 generation = 2
-releases = ["0.34.0"]
+releases = ["0.35.0"]
 source = "a proposal"
 summary = "+ required remote_dp_rank"
 
@@ -92,13 +92,13 @@ fn formats() {
 #[test]
 fn a_spec_file_a_directory_and_a_proposal() {
     // The built-in file resolves with its siblings: same report as by name.
-    let by_name = stdout(&run(&["diff", "vllm-0.32.0", "vllm-0.33.0"], None));
-    let file = spec_dir().join("push/vllm-0.33.0.toml");
-    let by_file = stdout(&run(&["diff", "vllm-0.32.0", file.to_str().unwrap()], None));
+    let by_name = stdout(&run(&["diff", "vllm-0.33.0", "vllm-0.34.0"], None));
+    let file = spec_dir().join("push/vllm-0.34.0.toml");
+    let by_file = stdout(&run(&["diff", "vllm-0.33.0", file.to_str().unwrap()], None));
     assert_eq!(by_name, by_file);
     let dir = spec_dir();
     assert_eq!(
-        stdout(&run(&["diff", "vllm-0.32.0", dir.to_str().unwrap()], None)),
+        stdout(&run(&["diff", "vllm-0.33.0", dir.to_str().unwrap()], None)),
         by_name,
         "a directory means its newest revision"
     );
@@ -107,9 +107,9 @@ fn a_spec_file_a_directory_and_a_proposal() {
 
     // A proposal alone in a directory: its base comes from the built-in spec.
     let t = tempdir("proposal");
-    let p = t.join("vllm-0.34.0.toml");
+    let p = t.join("vllm-0.35.0.toml");
     std::fs::write(&p, PROPOSED).unwrap();
-    let o = run(&["diff", "vllm-0.33.0", p.to_str().unwrap()], None);
+    let o = run(&["diff", "vllm-0.34.0", p.to_str().unwrap()], None);
     assert_eq!(o.status.code(), Some(1));
     let md = stdout(&o);
     assert!(
@@ -120,14 +120,14 @@ fn a_spec_file_a_directory_and_a_proposal() {
     // One more declared field: 16, so the map header changes for every request.
     assert!(md.contains("| `MooncakeXferMetadata` | map header: 15 → 16 declared map entries |"), "{md}");
     // Given relative to the current directory.
-    let o = run(&["diff", "vllm-0.33.0", "vllm-0.34.0.toml"], Some(&t));
+    let o = run(&["diff", "vllm-0.34.0", "vllm-0.35.0.toml"], Some(&t));
     assert_eq!(stdout(&o), md, "{}", String::from_utf8_lossy(&o.stderr));
 
     // The same proposal next to a copy of spec/push: the directory's newest revision is the proposal.
     let copy = tempdir("copy");
     copy_dir(&spec_dir(), &copy);
-    std::fs::write(copy.join("push/vllm-0.34.0.toml"), PROPOSED).unwrap();
-    assert_eq!(stdout(&run(&["diff", "vllm-0.33.0", copy.to_str().unwrap()], None)), md);
+    std::fs::write(copy.join("push/vllm-0.35.0.toml"), PROPOSED).unwrap();
+    assert_eq!(stdout(&run(&["diff", "vllm-0.34.0", copy.to_str().unwrap()], None)), md);
     let _ = std::fs::remove_dir_all(&t);
     let _ = std::fs::remove_dir_all(&copy);
 }
@@ -146,11 +146,11 @@ fn git_revisions_of_this_repository() {
     copy_dir(&spec_dir(), &repo.join("spec"));
     git(&repo, &["add", "spec"]);
     git(&repo, &["commit", "-q", "-m", "spec"]);
-    std::fs::write(repo.join("spec/push/vllm-0.34.0.toml"), PROPOSED).unwrap();
+    std::fs::write(repo.join("spec/push/vllm-0.35.0.toml"), PROPOSED).unwrap();
 
     let o = run(&["diff", "git:main", "spec"], Some(&repo));
     assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(stdout(&o).contains("## Wire diff: `vllm-0.33.0` → `vllm-0.34.0`"));
+    assert!(stdout(&o).contains("## Wire diff: `vllm-0.34.0` → `vllm-0.35.0`"));
     let o = run(&["diff", "--format", "summary", "git:main#vllm-0.24.0", "git:HEAD#vllm-0.25.0..0.25.1"], Some(&repo));
     assert_eq!(o.status.code(), Some(1));
     assert!(
@@ -194,11 +194,11 @@ fn ci_script_reports_only_when_the_spec_changed() {
     let (code, out, _) = script(&repo);
     assert_eq!((code, out.contains("unchanged")), (Some(0), true), "{out}");
 
-    std::fs::write(repo.join("spec/push/vllm-0.34.0.toml"), PROPOSED).unwrap();
+    std::fs::write(repo.join("spec/push/vllm-0.35.0.toml"), PROPOSED).unwrap();
     let (code, out, err) = script(&repo);
     assert_eq!(code, Some(0), "a breaking change is reported, not failed: {out}{err}");
     assert!(
-        out.contains("## Wire diff: `vllm-0.33.0` → `vllm-0.34.0`")
+        out.contains("## Wire diff: `vllm-0.34.0` → `vllm-0.35.0`")
             && out.contains("Object missing required field `remote_dp_rank`"),
         "{out}"
     );
@@ -206,7 +206,7 @@ fn ci_script_reports_only_when_the_spec_changed() {
 
     // An edit of an existing revision is diffed against that revision on main.
     git(&repo, &["add", "spec"]);
-    git(&repo, &["commit", "-q", "-m", "0.34.0"]);
+    git(&repo, &["commit", "-q", "-m", "0.35.0"]);
     git(&repo, &["branch", "-f", "main", "HEAD"]);
     let p = repo.join("spec/push/vllm-0.29.0.toml");
     let t = std::fs::read_to_string(&p).unwrap().replace("value = \"LBHNC\"", "value = \"HND\"");
@@ -217,7 +217,7 @@ fn ci_script_reports_only_when_the_spec_changed() {
         out.contains("## Wire diff: `vllm-0.29.0` → `vllm-0.29.0`") && out.contains("`behaviour.required_kv_layout`"),
         "{out}"
     );
-    assert!(!out.contains("vllm-0.33.0` → `vllm-0.34.0"), "files unchanged since main are not reported again: {out}");
+    assert!(!out.contains("vllm-0.34.0` → `vllm-0.35.0"), "files unchanged since main are not reported again: {out}");
 
     // A spec that does not load is a real error.
     std::fs::write(&p, "format = \"mooncake-wire-spec/2\"\nrevision = 3\n").unwrap();

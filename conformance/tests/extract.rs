@@ -11,7 +11,7 @@ mod extract_src;
 use std::path::Path;
 use std::process::Command;
 
-use extract_src::{checkout, python_source, TempDir};
+use extract_src::{checkout, envs_py, python_behaviour, python_source, TempDir};
 use mooncake_conformance::extract;
 use mooncake_wire::hash::fingerprint::wire_fingerprint;
 use mooncake_wire::spec::Spec;
@@ -58,17 +58,23 @@ fn explicit_base_gives_the_edits_of_the_release() {
     if !python_ok() {
         return;
     }
-    // vllm-0.33.0's declarations derived on vllm-0.32.0: exactly the three wire edits of spec/push/vllm-0.33.0.toml.
+    // vllm-0.33.0's declarations derived on vllm-0.32.0: the three wire edits of spec/push/vllm-0.33.0.toml, its
+    // reply text and its four environment variables.
     let spec = Spec::builtin();
     let r = spec.revision("vllm-0.33.0").unwrap();
     let src = checkout(r, &python_source(r));
     let d = extract::derive(&src.0, &extract::default_python(), Some("0.32.0")).unwrap();
     assert_eq!(d.base, "vllm-0.32.0");
-    assert_eq!(d.edits, 3, "{}", d.text);
+    assert_eq!(d.edits, 8, "{}", d.text);
     for want in [
         "enums.MooncakeXferResponseStatus.members",
         "structs.MooncakeXferMetadata.fields",
         "structs.MooncakeXferResponse.fields",
+        "replies.texts",
+        "env.MC_FORCE_MNNVL",
+        "env.MC_INTRANODE_NVLINK",
+        "env.MC_USE_TENT",
+        "env.MC_USE_TEV1",
     ] {
         assert!(d.text.contains(&format!("at = \"{want}\"")), "{want}:\n{}", d.text);
     }
@@ -95,7 +101,26 @@ fn explicit_base_gives_the_edits_of_the_release() {
             })
             .collect()
     };
-    assert_eq!(strip(from_file), strip(wire));
+    let (from_wire, from_rest): (Vec<serde_json::Value>, Vec<serde_json::Value>) =
+        from_file.into_iter().partition(|c| c["area"] == "struct" || c["area"] == "enum");
+    assert_eq!(strip(from_wire), strip(wire));
+    // The reply text and the environment variables read from the source: the released revision's rows (a
+    // derived reply text has a name of its own; its words and verdicts are the same).
+    let rest = |v: &[serde_json::Value]| -> Vec<(String, String, serde_json::Value, serde_json::Value)> {
+        v.iter()
+            .filter(|c| c["area"] == "env" || c["area"] == "replies")
+            .map(|c| {
+                (
+                    c["area"].to_string(),
+                    c["what"].to_string(),
+                    c["old_reads_new"]["effect"].clone(),
+                    c["new_reads_old"]["effect"].clone(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(rest(&from_rest), rest(&changes(&released)));
+    assert_eq!(rest(&from_rest).len(), 5);
 }
 
 fn diff_json(old: &str, new: &Path) -> serde_json::Value {
@@ -288,9 +313,11 @@ fn structs_may_live_in_any_file_of_the_package() {
         ("protocol.py", protocol),
         ("mooncake_utils.py", utils),
         ("mooncake_connector.py", "from .protocol import MooncakeXferResponse\n".to_string()),
+        ("worker.py", python_behaviour(r)),
     ] {
         std::fs::write(pkg.join(f), t).unwrap();
     }
+    std::fs::write(d.0.join("vllm/envs.py"), envs_py(r)).unwrap();
     let got = extract::derive(&d.0, &extract::default_python(), None).unwrap();
     assert_eq!((got.base.as_str(), got.edits), ("vllm-0.33.0", 0), "{}", got.text);
     assert_eq!(wire_fingerprint(&got.revision).unwrap(), wire_fingerprint(r).unwrap());
@@ -443,4 +470,285 @@ fn moved_and_added_fields_land_where_the_source_has_them() {
     };
     assert_eq!(doc(&d.revision, "remote_tp_rank"), doc(&r, "remote_tp_rank"));
     assert!(!doc(&d.revision, "remote_tp_rank").is_empty());
+}
+
+// ---- what the code sends and reads: reply texts, config keys, environment variables, decoders ----------------
+
+const READS: &str = r#"import os
+import msgspec
+from enum import IntEnum
+from vllm import envs
+
+
+class Status(IntEnum):
+    FINISH = 0
+    CONTINUE = 1
+    ERROR = 2
+
+
+class Resp(msgspec.Struct, omit_defaults=True):
+    status: Status
+    err_msg: str | None = None
+
+
+class Pull(msgspec.Struct):
+    ids: list[str]
+
+
+class Worker:
+    def __init__(self, cfg, extra_config):
+        self.n = cfg.kv_connector_extra_config.get("num_workers", 10)
+        self.proto = cfg.get_from_extra_config("mooncake_protocol", "rdma")
+        self.seg = extra_config.get("preferred_segment")
+        self.odd = cfg.kv_connector_extra_config.get(self.key_name, 1)
+        self.port = envs.VLLM_MOONCAKE_BOOTSTRAP_PORT
+        self.peermem = os.environ.setdefault("WITH_NVIDIA_PEERMEM", "0")
+        self.host = os.getenv("MY_HOST")
+        self.pull_decoder = msgspec.msgpack.Decoder(Pull)
+        if any(v in os.environ for v in ("MC_A", "MC_B")):
+            pass
+
+    def serve(self, data):
+        return self.pull_decoder.decode(data)
+
+    def answer(self, meta, pending):
+        msg = f"layout {meta.layout_id:#x} from {meta.host}"
+        a = Resp(status=Status.ERROR, err_msg=msg)
+        status = Status.CONTINUE if pending else Status.FINISH
+        b = Resp(status=status, err_msg="KV expired on P side before the pull.")
+        c = Resp(status=Status.FINISH, err_msg="Timeout {not a placeholder}")
+        try:
+            pass
+        except Exception as e:
+            d = Resp(status=Status.ERROR, err_msg=str(e))
+        if pending:
+            text = "one"
+        else:
+            text = "two"
+        e = Resp(status=Status.ERROR, err_msg=text)
+        f = Resp(status=self.status, err_msg="status not read")
+        return a, b, c, d, e, f
+"#;
+
+#[test]
+fn the_reader_finds_reply_texts_config_keys_environment_variables_and_decoders() {
+    if !python_ok() {
+        return;
+    }
+    let d = TempDir::new("reads");
+    let pkg = d.0.join("vllm/distributed/kv_transfer/kv_connector/v1/mooncake");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(pkg.join("mooncake_connector.py"), READS).unwrap();
+    std::fs::write(
+        d.0.join("vllm/envs.py"),
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    VLLM_MOONCAKE_BOOTSTRAP_PORT: int = 8998\n",
+    )
+    .unwrap();
+    let facts = extract::read_facts(&d.0, &extract::default_python()).unwrap();
+    let replies: Vec<(&str, Vec<&str>)> =
+        facts.replies.iter().map(|r| (r.text.as_str(), r.status.iter().map(String::as_str).collect())).collect();
+    assert_eq!(
+        replies,
+        [
+            ("layout {layout_id:#x} from {host}", vec!["ERROR"]),
+            ("KV expired on P side before the pull.", vec!["CONTINUE", "FINISH"]),
+            ("Timeout {{not a placeholder}}", vec!["FINISH"]),
+        ],
+        "f-strings through a local name, a status through a local name, literal braces doubled"
+    );
+    assert!(facts.replies.iter().all(|r| r.message == "Resp" && r.site.function.as_deref() == Some("answer")));
+    let keys: Vec<(&str, Option<&str>)> =
+        facts.extra_config.iter().map(|c| (c.name.as_str(), c.default.as_deref())).collect();
+    assert_eq!(
+        keys,
+        [("num_workers", Some("10")), ("mooncake_protocol", Some("'rdma'")), ("preferred_segment", Some("None"))]
+    );
+    let env: Vec<(&str, Option<&str>, Option<&str>, &str)> =
+        facts.env.iter().map(|e| (e.name.as_str(), e.ty.as_deref(), e.default.as_deref(), e.how.as_str())).collect();
+    assert_eq!(
+        env,
+        [
+            ("VLLM_MOONCAKE_BOOTSTRAP_PORT", Some("int"), Some("8998"), "envs"),
+            ("WITH_NVIDIA_PEERMEM", Some("str"), Some("0"), "os"),
+            ("MY_HOST", Some("optional[str]"), Some("None"), "os"),
+            ("MC_A", Some("optional[str]"), Some("None"), "presence"),
+            ("MC_B", Some("optional[str]"), Some("None"), "presence"),
+        ]
+    );
+    let dec = &facts.decoders;
+    assert_eq!(dec.len(), 1);
+    assert_eq!(
+        (dec[0].strukt.as_str(), dec[0].target.as_deref(), dec[0].used_in.as_slice()),
+        ("Pull", Some("self.pull_decoder"), &["serve".to_string()][..])
+    );
+    assert!(facts.followed.iter().any(|f| f == "vllm/envs.py"), "{:?}", facts.followed);
+    let nd = facts.not_derived.join("\n");
+    for want in [
+        "`err_msg=str(e)` is not a text the source spells",
+        "`err_msg=text` is not a text the source spells",
+        "reply text 'status not read'",
+        "key `self.key_name` is not a literal",
+    ] {
+        assert!(nd.contains(want), "not derived lacks {want:?}:\n{nd}");
+    }
+}
+
+/// A copy of 0.33.0's connector (from the spec, or the real one from its wheel) with a struct no message
+/// carries, a reply text and a config key no revision has, each added as a contributor would.
+fn add_three(text: &str) -> String {
+    let mut t = text.to_string();
+    let at = t.find("class MooncakeXferResponse(").expect("the response class");
+    t.insert_str(
+        at,
+        "class MooncakeXferCancel(msgspec.Struct, omit_defaults=True):\n    cancel_ids: list[str] = []\n\n\n",
+    );
+    t.push_str(
+        "\n\n_cancel_decoder = msgspec.msgpack.Decoder(MooncakeXferCancel)\n\n\ndef _cancel_answer(kv_transfer_config):\n    timeout = kv_transfer_config.kv_connector_extra_config.get(\"cancel_timeout\", 5)\n    return MooncakeXferResponse(\n        status=MooncakeXferResponseStatus.ERROR,\n        err_msg=f\"Transfer cancelled after {timeout} s.\",\n    )\n",
+    );
+    t
+}
+
+fn check_three(pkg: &Path, what: &str) {
+    let out = Command::new(bin()).args(["diff", "vllm-0.33.0"]).arg(pkg).args(["--format", "json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{what}: {}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = changes(&v);
+    let find = |s: &str| {
+        rows.iter().find(|c| c["subject"].as_str().is_some_and(|x| x.starts_with(s))).unwrap_or_else(|| {
+            panic!("{what}: no row {s}: {v:#}");
+        })
+    };
+    let cancel = find("MooncakeXferCancel");
+    let reply = rows
+        .iter()
+        .find(|c| {
+            c["area"] == "replies" && c["what"].as_str().unwrap().contains("Transfer cancelled after {timeout} s.")
+        })
+        .unwrap_or_else(|| panic!("{what}: no reply row: {v:#}"));
+    let key = find("extra_config.cancel_timeout");
+    for (c, name) in [(cancel, "struct"), (reply, "reply text"), (key, "config key")] {
+        assert!(c["unspecified"].as_str().is_some_and(|u| u.contains("in no revision")), "{what}: {name}: {c:#}");
+        assert_eq!(c["old_reads_new"]["effect"], "review", "{what}: {name}: {c:#}");
+        assert_eq!(c["new_reads_old"]["effect"], "review", "{what}: {name}: {c:#}");
+    }
+    assert_eq!(v["counts"]["unspecified"], 3, "{what}: exactly the three additions: {v:#}");
+    assert!(v["summary"].as_str().unwrap().contains("3 changes add something in no revision of the spec"), "{v:#}");
+    // Announced, the same report exits 0; the Markdown marks the rows.
+    let out = Command::new(bin()).args(["diff", "vllm-0.33.0"]).arg(pkg).arg("--allow-breaking").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{what}");
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(md.matches("**(in no spec revision)**").count(), 3, "{what}:\n{md}");
+}
+
+#[test]
+fn additions_no_revision_describes_are_reported_and_fail_the_diff() {
+    if !python_ok() {
+        return;
+    }
+    let r = Spec::builtin().revision("vllm-0.33.0").unwrap();
+    let src = checkout(r, &add_three(&python_source(r)));
+    let pkg = src.0.join("vllm/distributed/kv_transfer/kv_connector/v1/mooncake");
+    // Unchanged, the same copy is no change at all.
+    let plain = checkout(r, &python_source(r));
+    let out =
+        Command::new(bin()).args(["diff", "vllm-0.33.0"]).arg(&plain.0).args(["--format", "summary"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    check_three(&src.0, "written from the spec");
+    check_three(&pkg, "written from the spec, package folder");
+    // `extract` says what it could and could not read of the new struct: a decoder is built for it, but no
+    // message of the base carries it.
+    let d = extract::derive(&src.0, &extract::default_python(), None).unwrap();
+    assert_eq!((d.base.as_str(), d.edits), ("vllm-0.33.0", 3), "{}", d.text);
+    assert!(
+        d.not_derived.iter().any(|n| n.starts_with("struct MooncakeXferCancel: received (a decoder is built in")
+            && n.contains("its socket, sender and answer are not derived")),
+        "{:#?}",
+        d.not_derived
+    );
+    assert!(
+        d.not_derived.iter().any(|n| n.contains("cancel_timeout") && n.contains("not derived")),
+        "{:#?}",
+        d.not_derived
+    );
+}
+
+#[test]
+fn additions_to_the_real_033_source_are_reported_and_fail_the_diff() {
+    if !python_ok() {
+        return;
+    }
+    let cache = extract::proof::cache_dir();
+    let Some(wheel) = extract::proof::cached_wheels(&cache)
+        .into_iter()
+        .find(|w| w.file_name().unwrap().to_string_lossy().starts_with("vllm-0.33.0-"))
+    else {
+        println!(
+            "SKIPPED: diff on vLLM 0.33.0's source with an added struct, reply text and config key — no vllm 0.33.0 wheel in {}",
+            cache.display()
+        );
+        return;
+    };
+    let d = TempDir::new("real3");
+    let pkg = d.0.join("mooncake");
+    std::fs::create_dir_all(&pkg).unwrap();
+    let ok = Command::new(extract::default_python())
+        .args(["-c", "import sys, zipfile\nz = zipfile.ZipFile(sys.argv[1])\nfor n in z.namelist():\n    p = 'vllm/distributed/kv_transfer/kv_connector/v1/mooncake/'\n    if n.startswith(p) and '/' not in n[len(p):] and n.endswith('.py'):\n        open(sys.argv[2] + '/' + n[len(p):], 'wb').write(z.read(n))\n"])
+        .arg(&wheel)
+        .arg(&pkg)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let file = pkg.join("mooncake_connector.py");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, add_three(&text)).unwrap();
+    check_three(&pkg, "the real 0.33.0 package, three additions");
+}
+
+#[test]
+fn the_034_wheel_against_033_lists_the_lease_protocol() {
+    if !python_ok() {
+        return;
+    }
+    let cache = extract::proof::cache_dir();
+    let Some(wheel) = extract::proof::cached_wheels(&cache)
+        .into_iter()
+        .find(|w| w.file_name().unwrap().to_string_lossy().starts_with("vllm-0.34.0-"))
+    else {
+        println!("SKIPPED: diff vllm-0.33.0 <0.34.0 wheel> — no vllm 0.34.0 wheel in {}", cache.display());
+        return;
+    };
+    let out =
+        Command::new(bin()).args(["diff", "vllm-0.33.0"]).arg(&wheel).args(["--format", "json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = changes(&v);
+    let has = |f: &dyn Fn(&serde_json::Value) -> bool, what: &str| {
+        assert!(rows.iter().any(f), "no {what} row: {v:#}");
+    };
+    has(&|c| c["subject"] == "transport.messages.MooncakeLeaseHeartbeat" && c["kind"] == "message-added", "heartbeat");
+    has(
+        &|c| c["area"] == "replies" && c["what"].as_str().unwrap().contains("KV expired on P side before the pull."),
+        "expired-pull reply text",
+    );
+    has(&|c| c["subject"] == "extra_config.kv_lease_duration", "lease configuration key");
+    // Read from the wheel, nothing is outside the spec: the breaks are the lease a never-renewing decoder
+    // outlives, and a renewing decoder's slow pull that an old prefiller's abort timeout ends.
+    assert_eq!(v["counts"]["unspecified"], 0, "{v:#}");
+    let breaking: Vec<&str> = rows
+        .iter()
+        .filter(|c| {
+            [&c["old_reads_new"]["effect"], &c["new_reads_old"]["effect"]]
+                .iter()
+                .any(|e| e.as_str().unwrap().starts_with("breaks"))
+        })
+        .map(|c| c["subject"].as_str().unwrap())
+        .collect();
+    assert_eq!(breaking, ["behaviour.kv_leases", "behaviour.lease_renewal"], "{v:#}");
+    // The same rows as the two spec revisions give.
+    let spec = Command::new(bin()).args(["diff", "vllm-0.33.0", "vllm-0.34.0", "--format", "json"]).output().unwrap();
+    let spec: serde_json::Value = serde_json::from_slice(&spec.stdout).unwrap();
+    let subjects = |v: &serde_json::Value| {
+        changes(v).iter().map(|c| c["subject"].as_str().unwrap().to_string()).collect::<Vec<_>>()
+    };
+    assert_eq!(subjects(&v), subjects(&spec));
 }

@@ -9,7 +9,7 @@ mod extract_src;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use extract_src::{python_source, TempDir};
+use extract_src::{envs_py, python_behaviour, python_source, TempDir};
 use mooncake_conformance::extract::{self, proof};
 use mooncake_wire::spec::Spec;
 
@@ -77,11 +77,17 @@ fn a_pull_request_in_git_gets_the_committed_classification() {
     let file = repo.0.join("vllm/distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_connector.py");
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
     git(&repo.0, &["init", "-q"]);
-    std::fs::write(&file, python_source(spec.revision("vllm-0.32.0").unwrap())).unwrap();
+    // The connector's declarations and what it sends and reads; vllm/envs.py declares the variables.
+    let write = |rev: &str| {
+        let r = spec.revision(rev).unwrap();
+        std::fs::write(&file, format!("{}\n{}", python_source(r), python_behaviour(r))).unwrap();
+        std::fs::write(repo.0.join("vllm/envs.py"), envs_py(r)).unwrap();
+    };
+    write("vllm-0.32.0");
     std::fs::write(repo.0.join("README.md"), "x\n").unwrap();
     git(&repo.0, &["add", "-A"]);
     git(&repo.0, &["commit", "-qm", "base"]);
-    std::fs::write(&file, python_source(spec.revision("vllm-0.33.0").unwrap())).unwrap();
+    write("vllm-0.33.0");
     git(&repo.0, &["commit", "-qam", "the pull request"]);
 
     let (o, md) = review(&["--old-ref", "HEAD~1", "--new", "."], Some(&repo.0));
@@ -110,12 +116,12 @@ fn a_pull_request_in_git_gets_the_committed_classification() {
     assert_eq!(o.status.code(), Some(2));
 }
 
-/// `vllm/distributed/kv_transfer/` and `vllm/_version.py` of a wheel, as a release tree.
+/// `vllm/distributed/kv_transfer/`, `vllm/_version.py` and `vllm/envs.py` of a wheel, as a release tree.
 fn release_tree(wheel: &Path, into: &Path) {
     let s = Command::new(extract::default_python())
         .args([
             "-c",
-            "import sys, zipfile\nz = zipfile.ZipFile(sys.argv[1])\nfor n in z.namelist():\n    if n.startswith('vllm/distributed/kv_transfer/') or n == 'vllm/_version.py':\n        z.extract(n, sys.argv[2])\n",
+            "import sys, zipfile\nz = zipfile.ZipFile(sys.argv[1])\nfor n in z.namelist():\n    if n.startswith('vllm/distributed/kv_transfer/') or n in ('vllm/_version.py', 'vllm/envs.py'):\n        z.extract(n, sys.argv[2])\n",
         ])
         .arg(wheel)
         .arg(into)

@@ -1,6 +1,7 @@
 //! The push-family vectors are the generator's output: `scripts/gen-vectors.sh` (tools/vectors), run with the
 //! bundled seed, reproduces a sample of the bundled files byte for byte — a compact revision of generation 1
-//! (vllm-0.13.0..0.15.1) and the full one of the newest revision (vllm-0.33.0) — and the revision table.
+//! (vllm-0.13.0..0.15.1), the full one of the newest revision (vllm-0.34.0, with the lease heartbeat and the
+//! prefiller's routing of each case) and that of the one before (vllm-0.33.0) — and the revision table.
 //!
 //! It needs the test venv (msgspec; `./scripts/test.sh` creates it) and each sampled revision's first wheel in the
 //! wheel cache (`$MOONCAKE_WHEEL_CACHE`, default `~/.cache/mooncake-wire/wheels`; nothing is downloaded here).
@@ -122,5 +123,10 @@ fn generation_1_compact_revision_is_reproduced() {
 
 #[test]
 fn newest_full_revision_is_reproduced() {
+    regenerate_and_compare("vllm-0.34.0", "0.34.0");
+}
+
+#[test]
+fn previous_full_revision_is_reproduced() {
     regenerate_and_compare("vllm-0.33.0", "0.33.0");
 }

@@ -90,7 +90,7 @@ fn the_peer_binary_passes_as_an_external_testee() {
     let v: serde_json::Value =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
     assert_eq!(out.status.code(), Some(0), "{}", serde_json::to_string_pretty(&v["cases"]).unwrap());
-    assert_eq!(v["summary"]["passed"], 31);
+    assert_eq!(v["summary"]["passed"], 34);
 }
 
 /// Runs the given cases against a peer with one fault and returns the check ids that fired.
@@ -170,7 +170,7 @@ fn traces_of_another_revision_run_as_cross_version_cases() {
     let mut c = cfg(TesteeSpec::Builtin, Some("vllm-0.32.0"), vec![]);
     c.speaks = Some(vec!["vllm-0.33.0".into()]);
     let r = rt().block_on(run(c)).unwrap();
-    assert_eq!(r.results.len(), 28);
+    assert_eq!(r.results.len(), 31);
     assert!(r.ok(), "{:#?}", failures(&r));
     assert!(
         r.results.iter().all(|x| x.status == Status::Pass && x.testee_revision.as_deref() == Some("vllm-0.33.0")),
@@ -196,7 +196,7 @@ fn traces_of_another_revision_run_as_cross_version_cases() {
             .iter()
             .filter(|x| x.status == Status::Pass && x.testee_revision.as_deref() == Some("vllm-0.32.0"))
             .count(),
-        29
+        32
     );
 }
 

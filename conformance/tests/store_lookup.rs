@@ -1,7 +1,7 @@
 //! The store lookup channel's codec (`mooncake_wire::lookup`) against vLLM's own way of building and parsing
 //! the frames, over real ZeroMQ sockets: `tests/store/lookup_frames.py` plays each release's LookupKeyClient
 //! and LookupKeyServer with pyzmq (msgspec for the 0.21–0.23 msgpack frame), the test plays the other end with
-//! the codec. Every release 0.21.0 … 0.33.0, random requests and replies, both directions, byte for byte.
+//! the codec. Every release 0.21.0 … 0.34.0, random requests and replies, both directions, byte for byte.
 //! Sockets are IPC files in a private temporary directory (as vLLM's are), with timeouts; everything started
 //! is stopped.
 
@@ -16,7 +16,7 @@ use serde_json::{json, Value as J};
 
 const RELEASES: &[&str] = &[
     "0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0",
-    "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
+    "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0",
 ];
 const CASES: usize = 8;
 const TIMEOUT_MS: i32 = 10_000;

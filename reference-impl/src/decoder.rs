@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use mooncake_wire::proto::{
-    DecoderEvent, DecoderMachine, EngineTable, ExchangeId, PullRequest, QueryError, SocketKind,
+    DecoderEvent, DecoderMachine, EngineTable, ExchangeId, LeaseRequest, LeaseStats, PullRequest, QueryError,
+    SocketKind,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -26,8 +27,12 @@ pub struct DecoderStatus {
     pub unsettled: Vec<(String, String)>,
     /// Requests not yet settled by every prefiller worker, including those waiting for a bootstrap query.
     pub pending_pulls: usize,
-    /// DEALER exchanges still open.
+    /// DEALER exchanges still open (pulls and lease heartbeats).
     pub open_exchanges: usize,
+    /// Requests whose lease it renews.
+    pub leased: usize,
+    /// What became of its lease heartbeats.
+    pub leases: LeaseStats,
     /// Payloads sent, in order: (exchange, address, bytes).
     pub sent: Vec<(u64, String, Vec<u8>)>,
     /// Messages received, in order, as they came: (exchange, frames).
@@ -36,6 +41,7 @@ pub struct DecoderStatus {
 
 enum Cmd {
     Pull(Vec<PullRequest>),
+    Announce(Vec<LeaseRequest>),
     Status(oneshot::Sender<DecoderStatus>),
 }
 
@@ -77,6 +83,11 @@ impl DecoderPeer {
     /// Hands the core requests to pull (vLLM's scheduler output); the outcomes show in [`DecoderPeer::status`].
     pub fn pull(&self, reqs: Vec<PullRequest>) {
         let _ = self.cmds.send(Cmd::Pull(reqs));
+    }
+
+    /// Requests arrived at the scheduler (vLLM's `on_new_request`): renewed while the core has a lease duration.
+    pub fn announce(&self, reqs: Vec<LeaseRequest>) {
+        let _ = self.cmds.send(Cmd::Announce(reqs));
     }
 
     /// A snapshot of the outcomes so far; errors when the decoder's task stopped.
@@ -184,9 +195,12 @@ async fn run(
             },
             c = cmds.recv() => match c {
                 Some(Cmd::Pull(reqs)) => core.pull(Instant::now(), reqs),
+                Some(Cmd::Announce(reqs)) => core.announce(Instant::now(), reqs),
                 Some(Cmd::Status(tx)) => {
                     status.pending_pulls = core.pending_pulls();
                     status.open_exchanges = core.open_exchanges();
+                    status.leased = core.leased_requests();
+                    status.leases = core.lease_stats();
                     let _ = tx.send(status.clone());
                 }
                 None => return,

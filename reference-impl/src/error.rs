@@ -17,6 +17,9 @@ pub enum PeerError {
     /// Registering with the bootstrap server failed (after vLLM's retries).
     #[error("bootstrap registration: {0}")]
     Bootstrap(#[from] HttpError),
+    /// A lease duration the revision cannot take.
+    #[error(transparent)]
+    Lease(#[from] mooncake_wire::proto::LeaseError),
     /// The peer's task has stopped (it was dropped, or it panicked), so it cannot answer.
     #[error("the {0} stopped")]
     Stopped(&'static str),

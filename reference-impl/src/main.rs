@@ -31,12 +31,17 @@ struct Cli {
 
 #[derive(Args, Clone)]
 struct Common {
-    /// Spec revision to speak, any name `mooncake-conformance hash wire` takes (vllm-0.33.0, 0.33.0, v0.32.0).
-    #[arg(long, default_value = "vllm-0.33.0")]
+    /// Spec revision to speak, any name `mooncake-conformance hash wire` takes (vllm-0.34.0, 0.33.0, v0.32.0).
+    #[arg(long, default_value = "vllm-0.34.0")]
     revision: String,
     /// VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT in seconds (default: the revision's, 480).
     #[arg(long)]
     abort_timeout: Option<f64>,
+    /// kv_lease_duration in seconds (kv_connector_extra_config; revisions with KV leases, vLLM 0.34.0 on). A
+    /// prefiller holds a ready transfer that long and heartbeats extend it; a decoder renews the requests it is
+    /// told about (`{"cmd": "announce", ...}`) every duration / 6 s until their pulls settle. Default: off.
+    #[arg(long, value_name = "SECS")]
+    kv_lease_duration: Option<f64>,
     /// How KV bytes move: `tcp-engine`, Mooncake Transfer Engine's TCP transport (P2P handshake on the
     /// decoder's transfer-engine port, data on a port the handshake names), which vLLM's connector speaks with
     /// `kv_connector_extra_config: {"mooncake_protocol": "tcp"}`. (The in-process fabric is for tests only.)
@@ -81,7 +86,7 @@ enum Role {
     },
     /// Run a prefiller worker: bind a ROUTER, register with the bootstrap server, serve pulls.
     #[command(
-        after_help = "Exit codes: 0 = stopped; 2 = bad usage or input.\n\nExample:\n  mooncake-peer prefiller --engine-id p0 --layout layout.json --bootstrap http://127.0.0.1:8998"
+        after_help = "Exit codes: 0 = stopped; 2 = bad usage or input.\n\nExamples:\n  mooncake-peer prefiller --engine-id p0 --layout layout.json --bootstrap http://127.0.0.1:8998\n  mooncake-peer prefiller --revision 0.34.0 --kv-lease-duration 30 --engine-id p0 --layout layout.json --bootstrap http://127.0.0.1:8998"
     )]
     Prefiller {
         #[command(flatten)]
@@ -214,7 +219,7 @@ fn start_command(role: &Role) -> Result<Option<J>, CliError> {
                 "engine_id": engine_id, "dp_rank": dp_rank, "tp_rank": parallel.tp_rank, "tp_size": parallel.tp_size,
                 "pp_rank": parallel.pp_rank, "pp_size": parallel.pp_size, "bootstrap": bootstrap, "bind": bind,
                 "abort_timeout_s": common.abort_timeout, "model": {"total_num_kv_heads": kv_heads, "use_mla": mla},
-                "transfer": common.transfer,
+                "transfer": common.transfer, "kv_lease_duration_s": common.kv_lease_duration,
                 "layout": read_layout(&parallel.layout)?,
             }
         }),
@@ -224,7 +229,7 @@ fn start_command(role: &Role) -> Result<Option<J>, CliError> {
                 "hostname": hostname, "tp_rank": parallel.tp_rank, "tp_size": parallel.tp_size, "pp_rank": parallel.pp_rank,
                 "pp_size": parallel.pp_size, "layout_id": layout_id.unwrap_or_else(random_layout_id),
                 "abort_timeout_s": common.abort_timeout, "layout": read_layout(&parallel.layout)?,
-                "transfer": common.transfer, "te_port": te_port,
+                "transfer": common.transfer, "te_port": te_port, "kv_lease_duration_s": common.kv_lease_duration,
             }
         }),
     }))

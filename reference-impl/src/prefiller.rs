@@ -34,6 +34,8 @@ pub struct PrefillerConfig {
     pub bootstrap: Option<String>,
     /// Overrides the revision's abort timeout.
     pub abort_timeout: Option<Duration>,
+    /// `kv_lease_duration` (revisions with KV leases; `None`: off).
+    pub kv_lease: Option<Duration>,
     /// Keep a copy of every ROUTER message in the status (the conformance runner reads it).
     pub record_wire: bool,
     /// Deliberate faults in what it sends (tests of the conformance runner only).
@@ -101,7 +103,9 @@ impl PrefillerPeer {
         P::PrepareKey: Send,
         P::Error: Send,
     {
-        Self::start_machine(cfg, PrefillerCore::new(profile, planner), memory, backend).await
+        let mut core = PrefillerCore::new(profile, planner);
+        core.set_kv_lease_duration(cfg.kv_lease)?;
+        Self::start_machine(cfg, core, memory, backend).await
     }
 
     /// With any prefiller state machine (the generation-1 one, say).

@@ -10,7 +10,7 @@ use mooncake_testee_protocol::{
     WriteRecord,
 };
 use mooncake_wire::proto::gen1::{Gen1Decoder, Gen1DecoderConfig, Gen1Prefiller, Gen1Profile};
-use mooncake_wire::proto::{DecoderConfig, DecoderCore, PullRequest, Registry, WireProfile};
+use mooncake_wire::proto::{DecoderConfig, DecoderCore, LeaseRequest, PullRequest, Registry, WireProfile};
 use mooncake_wire::spec::Spec;
 use serde_json::{json, Value as J};
 use tokio::net::TcpListener;
@@ -120,6 +120,9 @@ pub(crate) enum TesteeError {
     /// A fault name the peer does not know.
     #[error(transparent)]
     Fault(#[from] crate::error::UnknownFault),
+    /// A lease duration the revision cannot take (`kv_lease_duration_s`).
+    #[error("config: {0}")]
+    Lease(#[from] mooncake_wire::proto::LeaseError),
     /// The peer cannot start or answer.
     #[error(transparent)]
     Peer(#[from] crate::error::PeerError),
@@ -227,6 +230,7 @@ impl Testee {
                     pp_rank: c.pp_rank,
                     bootstrap: c.bootstrap,
                     abort_timeout: secs(c.abort_timeout_s, "abort_timeout_s")?,
+                    kv_lease: secs(c.kv_lease_duration_s, "kv_lease_duration_s")?,
                     record_wire: c.record_wire,
                     faults: c.faults.iter().map(|f| crate::faults::Fault::parse(f)).collect::<Result<_, _>>()?,
                 };
@@ -278,6 +282,7 @@ impl Testee {
                 if let Some(t) = secs(c.recv_timeout_s, "recv_timeout_s")? {
                     core.set_recv_timeout(t);
                 }
+                core.set_kv_lease_duration(secs(c.kv_lease_duration_s, "kv_lease_duration_s")?)?;
                 let faults = c
                     .faults
                     .iter()
@@ -310,6 +315,7 @@ impl Testee {
             pp_rank: c.pp_rank,
             bootstrap: None,
             abort_timeout: None,
+            kv_lease: None,
             record_wire: c.record_wire,
             faults: c
                 .faults
@@ -369,6 +375,7 @@ impl Testee {
                         })
                         .collect(),
                     rejected: Some(s.rejected.clone()),
+                    heartbeats: Some(s.stats.heartbeats),
                     wire: wire.then(|| s.wire.iter().map(|(inbound, f)| wire_entry(*inbound, f, None)).collect()),
                 };
                 Ok(proto::ok_answer(&status))
@@ -382,6 +389,20 @@ impl Testee {
                             d_req_id: r.d_req_id,
                             transfer_id: r.transfer_id,
                             local_blocks: r.blocks,
+                            engine_id: r.engine_id,
+                            bootstrap_addr: r.bootstrap_addr,
+                        })
+                        .collect(),
+                );
+                done()
+            }
+            (Some(Role::Decoder(d, _, _)), Command::Announce { requests }) => {
+                d.announce(
+                    requests
+                        .into_iter()
+                        .map(|r| LeaseRequest {
+                            d_req_id: r.d_req_id,
+                            transfer_id: r.transfer_id,
                             engine_id: r.engine_id,
                             bootstrap_addr: r.bootstrap_addr,
                         })
@@ -422,6 +443,13 @@ impl Testee {
                     ),
                     pending_pulls: Some(s.pending_pulls as u64),
                     open_exchanges: Some(s.open_exchanges as u64),
+                    leased: Some(s.leased as u64),
+                    heartbeats: Some(proto::HeartbeatCounts {
+                        sent: s.leases.sent,
+                        renewed: s.leases.renewed,
+                        rejected: s.leases.rejected,
+                        last_rejection: s.leases.last_rejection.clone(),
+                    }),
                     wire,
                 };
                 Ok(proto::ok_answer(&status))

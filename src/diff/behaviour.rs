@@ -83,6 +83,10 @@ const LOCAL: &[(&str, &str)] = &[
     ("decoder_addressing", "how the decoder finds prefiller workers (a generation change has its own row)"),
     ("unknown_transfer", "what the prefiller does with a transfer it does not hold"),
     ("ready_wait", "how long the prefiller waits for its own requests"),
+    (
+        "paired_block_order",
+        "the same bytes land in the same places; only how many descriptors the prefiller's own engine issues differs",
+    ),
 ];
 
 pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
@@ -520,6 +524,7 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
             Bytes::Same,
         ));
     }
+    leases(old, new, &req_peers, &resp_peers, resp_old, out);
     for (name, why) in LOCAL {
         let (o, n) = (item_value(bo, name), item_value(bn, name));
         if o != n {
@@ -533,6 +538,180 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
             };
             out.push(row(name, format!("`{}` → `{}`", plain(&o), plain(&n)), peers, c.clone(), c, Bytes::Same));
         }
+    }
+}
+
+/// Rows no rule above wrote: an item whose value changed but that no rule classifies is shown for review, never
+/// dropped (a diff that skips what it cannot judge gives a false all-clear).
+pub(crate) fn unclassified(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
+    let peers = Peers { old_reads_new: "new → old".into(), new_reads_old: "old → new".into() };
+    for name in crate::spec::behaviour::ITEM_NAMES {
+        let (o, n) = (item_value(&old.behaviour, name), item_value(&new.behaviour, name));
+        if o != n && !out.iter().any(|c| c.subject == format!("behaviour.{name}")) {
+            let r = review("no rule of the diff classifies this item's change");
+            out.push(row(name, format!("`{}` → `{}`", plain(&o), plain(&n)), &peers, r.clone(), r, Bytes::Same));
+        }
+    }
+}
+
+/// KV leases (prefiller), their renewal (decoder) and the answer to a pull of an expired transfer.
+fn leases(
+    old: &Revision,
+    new: &Revision,
+    req_peers: &Peers,
+    resp_peers: &Peers,
+    resp_old: Option<&StructDef>,
+    out: &mut Vec<Change>,
+) {
+    let (bo, bn) = (&old.behaviour, &new.behaviour);
+    // A prefiller with leases frees a finished request's blocks `key` seconds after it finished unless the
+    // decoder renews them; a decoder that does not renew with the same key pulls in time only by luck.
+    let renews = |b: &Behaviour, key: &str| b.lease_renewal().is_some_and(|r| r.config_key == key);
+    let holds = |leases: Option<&crate::spec::KvLeases>,
+                 other: Option<&crate::spec::KvLeases>,
+                 renewing: bool,
+                 who: &str| {
+        match (leases, other) {
+            // The deployment's lease setting means nothing to this prefiller: it holds the blocks for its abort
+            // timeout, longer or shorter than the lease its peers of the other revision keep.
+            (None, Some(o)) => (
+                Effect::when(format!(
+                    "the prefillers are given `{}` (this one ignores it) and a pull comes later than the lease",
+                    o.config_key
+                )),
+                format!("{who} prefiller holds a finished request's blocks for its abort timeout whatever the lease, and renewals do not extend it there"),
+            ),
+            (None, None) => (Effect::Compatible, "neither prefiller leases".to_string()),
+            (Some(_), _) if renewing => {
+                (Effect::Compatible, "the decoder renews with the key the prefiller leases by".to_string())
+            }
+            (Some(l), _) => (
+                Effect::when(format!(
+                    "the prefiller sets `{}` and the decoder pulls more than that many seconds after the prefill finished",
+                    l.config_key
+                )),
+                format!("{who} prefiller frees the blocks when the lease runs out, and this decoder never renews it"),
+            ),
+        }
+    };
+    if serde_json::to_value(bo.kv_leases()).ok() != serde_json::to_value(bn.kv_leases()).ok() {
+        let what = match (bo.kv_leases(), bn.kv_leases()) {
+            (None, Some(l)) => format!(
+                "KV leases by `{}` (renewed to {}/{} of it; heartbeat answered `{}`, `{}` when unset)",
+                l.config_key, l.renew_to[0], l.renew_to[1], l.renewed_status, l.off_status
+            ),
+            (Some(l), None) => format!("KV leases by `{}` removed", l.config_key),
+            _ => "KV leases changed".to_string(),
+        };
+        let (orn, nro) = match (bo.kv_leases(), bn.kv_leases()) {
+            (Some(a), Some(b)) if a.config_key == b.config_key => {
+                (review("the lease's renewal or answers changed"), review("the lease's renewal or answers changed"))
+            }
+            _ => (
+                holds(
+                    bo.kv_leases(),
+                    bn.kv_leases(),
+                    bo.kv_leases().is_some_and(|l| renews(bn, &l.config_key)),
+                    "an old",
+                ),
+                holds(
+                    bn.kv_leases(),
+                    bo.kv_leases(),
+                    bn.kv_leases().is_some_and(|l| renews(bo, &l.config_key)),
+                    "a new",
+                ),
+            ),
+        };
+        let mut c = row("kv_leases", what, req_peers, orn, nro, Bytes::Same);
+        if let Some(l) = bn.kv_leases().filter(|_| bo.kv_leases().is_none()) {
+            c = c.note(format!(
+                "an old decoder has no `{}`: set it on a new prefiller only once every decoder renews",
+                l.config_key
+            ));
+        }
+        out.push(c);
+    }
+    if serde_json::to_value(bo.lease_renewal()).ok() != serde_json::to_value(bn.lease_renewal()).ok() {
+        // A decoder that renews holds a request's KV at a leasing prefiller as long as it waits; at a prefiller
+        // that does not lease by the same key its renewals are refused, and that prefiller frees the blocks
+        // after its own timeout: the decoder is then on time only if it pulls before that.
+        let relies = |d: &Behaviour, p: &Behaviour, who: &str| {
+            match d.lease_renewal() {
+            Some(r) if p.kv_leases().is_none_or(|l| l.config_key != r.config_key) => (
+                Effect::when(format!(
+                    "the decoder sets `{}` and pulls later than the prefiller's abort timeout after the prefill finished",
+                    r.config_key
+                )),
+                format!("{who} prefiller does not lease by `{}`: the renewals are refused, and it frees the blocks after its abort timeout however long the decoder renews", r.config_key),
+            ),
+            _ => (
+                Effect::Compatible,
+                "what a decoder that does not renew meets is behaviour.kv_leases'".to_string(),
+            ),
+        }
+        };
+        let what = match bn.lease_renewal() {
+            Some(r) => format!(
+                "the decoder renews the leases of requests it has not pulled, every {}/{} of `{}`",
+                r.interval[0], r.interval[1], r.config_key
+            ),
+            None => "lease renewal removed".into(),
+        };
+        let (orn, nro) = (relies(bn, bo, "an old"), relies(bo, bn, "a new"));
+        out.push(row("lease_renewal", what, req_peers, orn, nro, Bytes::Same));
+    }
+    if serde_json::to_value(bo.expired_pull()).ok() != serde_json::to_value(bn.expired_pull()).ok() {
+        // A pull of a transfer the prefiller no longer holds fails either way: at once with these, or after the
+        // ready-wait timeout (FINISH, every pending id in `err_reqs`). Both reach the decoder as `err_reqs`.
+        let answer = |rev: &Revision, msg: &str| -> Option<Vec<String>> {
+            rev.replies
+                .as_ref()?
+                .texts
+                .iter()
+                .find(|t| t.shape() == crate::spec::text_shape(msg))
+                .map(|t| t.status.clone())
+        };
+        let reads = |reader: &Revision, reader_resp: Option<&StructDef>, statuses: &[String]| {
+            reader_resp.is_some_and(|s| s.fields.iter().any(|f| f.name == "err_reqs"))
+                && statuses.iter().all(|st| reader.enums.values().any(|e| e.members.iter().any(|m| &m.name == st)))
+        };
+        let dir = |sender: Option<&crate::spec::ExpiredPull>,
+                   sender_rev: &Revision,
+                   reader: &Revision,
+                   reader_resp: Option<&StructDef>,
+                   who: &str| {
+            match sender {
+            None => (
+                Effect::Compatible,
+                format!("{who} prefiller answers such a pull after the ready-wait timeout, FINISH with `err_reqs`, as before"),
+            ),
+            Some(e) => match answer(sender_rev, &e.message) {
+                Some(st) if reads(reader, reader_resp, &st) => (
+                    Effect::Compatible,
+                    format!(
+                        "the late pull fails either way; {who} prefiller says so at once, in `err_reqs` with {} (statuses the decoder knows), instead of after the ready-wait timeout",
+                        st.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join("/")
+                    ),
+                ),
+                Some(_) => (
+                    Effect::when("a decoder pulls a transfer the prefiller already expired"),
+                    "the answer's statuses or `err_reqs` are not the decoder's".to_string(),
+                ),
+                None => review("the spec lists no reply text for the expired-pull answer"),
+            },
+        }
+        };
+        let resp_new: Option<&StructDef> = request(new).and_then(|(_, r)| r).and_then(|m| new.structs.get(&m.name));
+        let orn = dir(bn.expired_pull(), new, old, resp_old, "a new");
+        let nro = dir(bo.expired_pull(), old, new, resp_new, "an old");
+        let what = match bn.expired_pull() {
+            Some(e) => format!(
+                "a pull of an expired transfer answered at once: {:?} (expired ids remembered for `{}`)",
+                e.message, e.remembered_for
+            ),
+            None => "a pull of an expired transfer waits like one of an unknown transfer".into(),
+        };
+        out.push(row("expired_pull", what, resp_peers, orn, nro, Bytes::Same));
     }
 }
 

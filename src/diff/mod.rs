@@ -25,6 +25,7 @@ pub(crate) mod model;
 pub(crate) mod options;
 pub(crate) mod params;
 pub mod render;
+pub(crate) mod replies;
 pub(crate) mod structs;
 pub(crate) mod transport;
 pub(crate) mod types;
@@ -37,6 +38,7 @@ mod witness;
 
 pub use model::{Area, Bytes};
 
+pub(crate) use model::Added;
 pub use model::{Change, Counts, Effect, Kind, Probe, Report, Verdict, Witness};
 
 use std::sync::Arc;
@@ -125,11 +127,22 @@ pub fn diff(old: &Arc<Revision>, new: &Arc<Revision>) -> Report {
             enums::diff_enum(name, old, eo, new, en, &mut changes);
         }
     }
-    transport::diff_transport(old, new, &mut changes);
+    if old.generation == new.generation {
+        uncarried(old, new, &mut changes);
+    }
+    let codecs = (Codec::new(old.clone()), Codec::new(new.clone()));
+    let pair = match &codecs {
+        (Ok(a), Ok(b)) => Some((a, b)),
+        _ => None,
+    };
+    transport::diff_transport(old, new, pair, &mut changes);
     bootstrap::diff_bootstrap(old, new, &mut changes);
     params::diff_params(old, new, &mut changes);
+    params::diff_extra_config(old, new, &mut changes);
     if old.generation == new.generation {
+        replies::diff_replies(old, new, &mut changes);
         behaviour::diff_behaviour(old, new, &mut changes);
+        behaviour::unclassified(old, new, &mut changes);
     } else {
         notes.push(
             "Behaviour is not compared across generations: no message of one generation reaches the other's logic."
@@ -139,7 +152,7 @@ pub fn diff(old: &Arc<Revision>, new: &Arc<Revision>) -> Report {
     if new.base.as_deref() == Some(old.revision.as_str()) {
         attach_why(new, &mut changes);
     }
-    match (Codec::new(old.clone()), Codec::new(new.clone())) {
+    match codecs {
         (Ok(co), Ok(cn)) => {
             let skips = witness::confounded(&changes);
             for (c, skip) in changes.iter_mut().zip(skips) {
@@ -176,6 +189,126 @@ pub fn diff(old: &Arc<Revision>, new: &Arc<Revision>) -> Report {
     r
 }
 
+/// Whether a message of `rev` carries struct `name` (is it, or holds it in a field).
+fn carried(rev: &Revision, name: &str) -> bool {
+    rev.transport
+        .messages
+        .iter()
+        .any(|m| m.encoding == "msgpack" && rev.structs.contains_key(&m.name) && mentions(rev, &m.name, name))
+}
+
+/// Structs and enums only one revision has that no message carries: a message, a field type or an enum
+/// member row covers every other one. Such a struct is on no socket the spec knows, so who sends it and what
+/// the other side does with it are for review.
+fn uncarried(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
+    let any = ("new → old", "old → new");
+    let row = |area, kind, subject: &str, what: String, e: (Effect, String)| {
+        Change::new(
+            area,
+            kind,
+            subject,
+            what,
+            Verdict::new(e.0.clone(), any.0, e.1.clone()),
+            Verdict::new(e.0, any.1, e.1),
+            Bytes::NotApplicable("carried by no message the spec knows".into()),
+        )
+    };
+    for (name, s) in
+        new.structs.iter().filter(|(n, s)| !old.structs.contains_key(*n) && s.kind == StructKind::MsgspecStruct)
+    {
+        if carried(new, name) {
+            continue;
+        }
+        let fields: Vec<String> = s.fields.iter().map(|f| format!("`{}: {}`", f.name, f.ty.python())).collect();
+        out.push(
+            row(
+                Area::Struct,
+                Kind::StructAdded,
+                name,
+                format!("`{name}` ({}) added", if fields.is_empty() { "no fields".into() } else { fields.join(", ") }),
+                (
+                    Effect::Review,
+                    format!("no message of {} carries it: which socket sends it, and what an old peer does with it, the spec does not say", new.revision),
+                ),
+            )
+            .adds(Added::Struct(name.clone())),
+        );
+    }
+    for name in old
+        .structs
+        .iter()
+        .filter(|(n, s)| !new.structs.contains_key(*n) && s.kind == StructKind::MsgspecStruct)
+        .map(|(n, _)| n)
+    {
+        if carried(old, name) {
+            continue;
+        }
+        out.push(row(
+            Area::Struct,
+            Kind::StructRemoved,
+            name,
+            format!("`{name}` removed"),
+            (Effect::Compatible, format!("no message of {} carried it", old.revision)),
+        ));
+    }
+    for name in new.enums.keys().filter(|n| !old.enums.contains_key(*n)) {
+        if new.structs.keys().any(|s| mentions(new, s, name)) {
+            continue;
+        }
+        out.push(
+            row(
+                Area::Enum,
+                Kind::EnumAdded,
+                name,
+                format!("`{name}` added"),
+                (
+                    Effect::Review,
+                    format!("no struct of {} uses it: where it travels, the spec does not say", new.revision),
+                ),
+            )
+            .adds(Added::Enum(name.clone())),
+        );
+    }
+}
+
+/// Marks the rows of `r` that add something none of `known` describes — a struct, enum, reply text,
+/// `kv_connector_extra_config` key or environment variable of vLLM source (`extract`) that no spec revision has:
+/// the row is shown with why, a direction the rules found compatible becomes `review` (the spec cannot say what
+/// it means to the other side), and [`Report::fails`] holds until a revision describes it or the change is
+/// announced. `known` is every revision the caller takes as described (the bundled family; a spec file given
+/// on the command line is one too).
+pub fn mark_unspecified(r: &mut Report, known: &[&Revision]) {
+    let names = |f: &dyn Fn(&Revision) -> bool| known.iter().any(|rev| f(rev));
+    for c in &mut r.changes {
+        let Some(a) = &c.adds else { continue };
+        let (described, what) = match a {
+            Added::Struct(n) => (names(&|rev| rev.structs.contains_key(n)), format!("struct `{n}`")),
+            Added::Enum(n) => (names(&|rev| rev.enums.contains_key(n)), format!("enum `{n}`")),
+            Added::Reply(shape) => (
+                names(&|rev| rev.replies.as_ref().is_some_and(|rp| rp.texts.iter().any(|t| &t.shape() == shape))),
+                format!("reply text {:?}", c.what.split('"').nth(1).unwrap_or(shape)),
+            ),
+            Added::ConfigKey(k) => {
+                (names(&|rev| rev.extra_config.contains_key(k)), format!("kv_connector_extra_config key `{k}`"))
+            }
+            Added::Env(n) => (names(&|rev| rev.env.contains_key(n)), format!("environment variable `{n}`")),
+        };
+        if described {
+            continue;
+        }
+        let why = format!("the {what} is in no revision of the spec: what it means to the other side is not described");
+        for v in [&mut c.old_reads_new, &mut c.new_reads_old] {
+            if v.effect == Effect::Compatible {
+                v.effect = Effect::Review;
+                v.reason = format!("{}; {why}", v.reason);
+            }
+        }
+        c.unspecified = Some(why);
+    }
+    r.counts = count(&r.changes);
+    r.summary = render::summary(r);
+}
+
 fn count(changes: &[Change]) -> Counts {
     let mut c = Counts { changes: changes.len(), ..Default::default() };
     for ch in changes {
@@ -187,6 +320,9 @@ fn count(changes: &[Change]) -> Counts {
         }
         if matches!(ch.bytes, Bytes::Differ(_) | Bytes::DifferWhen(_)) {
             c.bytes_change += 1;
+        }
+        if ch.unspecified.is_some() {
+            c.unspecified += 1;
         }
     }
     c
@@ -203,7 +339,10 @@ fn edit_subject(e: &crate::spec::Edit) -> String {
     }
     let at =
         at.strip_prefix("structs.").or_else(|| at.strip_prefix("enums.")).map(str::to_string).unwrap_or(at.clone());
-    at.replace(".fields.", ".").replace(".members.", ".").replace("kv_transfer_params.keys.", "kv_transfer_params.")
+    at.replace(".fields.", ".")
+        .replace(".members.", ".")
+        .replace("kv_transfer_params.keys.", "kv_transfer_params.")
+        .replace("replies.texts.", "replies.")
 }
 
 /// Notes from the `why` of the edits that made each change (derived revisions only).

@@ -111,6 +111,10 @@ pub enum Area {
     Behaviour,
     /// Environment variables.
     Env,
+    /// `kv_connector_extra_config` keys.
+    ExtraConfig,
+    /// The literal texts of error answers.
+    Replies,
 }
 
 /// What changed.
@@ -185,6 +189,16 @@ pub enum Kind {
     Behaviour,
     /// An environment variable the connector reads changed.
     Env,
+    /// A struct added that no message of the new revision carries.
+    StructAdded,
+    /// A struct removed that no message of the old revision carried.
+    StructRemoved,
+    /// An enum added that no struct of the new revision uses.
+    EnumAdded,
+    /// A `kv_connector_extra_config` key added, removed or changed.
+    ConfigKey,
+    /// A reply text added, removed or sent with other statuses.
+    ReplyText,
 }
 
 impl Kind {
@@ -224,6 +238,11 @@ impl Kind {
             Kind::KvParam => "kv_transfer_params",
             Kind::Behaviour => "behaviour",
             Kind::Env => "environment",
+            Kind::StructAdded => "struct added",
+            Kind::StructRemoved => "struct removed",
+            Kind::EnumAdded => "enum added",
+            Kind::ConfigKey => "kv_connector_extra_config",
+            Kind::ReplyText => "reply text",
         }
     }
 }
@@ -295,6 +314,29 @@ pub struct Change {
     /// witness — transport, bootstrap and behaviour rules are not decodable).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub confirmed: Option<bool>,
+    /// Set when what the row adds is in no revision of the spec (vLLM source read by `extract`): why it stands
+    /// out. Such a row is classified `review` where what carries it cannot be read, and it fails the diff like a
+    /// breaking change until a spec revision describes it or the change is announced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unspecified: Option<String>,
+    /// What the row adds, for [`super::mark_unspecified`] to look up in the spec's revisions.
+    #[serde(skip)]
+    pub(crate) adds: Option<Added>,
+}
+
+/// Something a row adds that a revision of the spec may or may not describe.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Added {
+    /// A struct (or the message of that name).
+    Struct(String),
+    /// An enum.
+    Enum(String),
+    /// A reply text, by its shape (`text_shape`).
+    Reply(String),
+    /// A `kv_connector_extra_config` key.
+    ConfigKey(String),
+    /// An environment variable.
+    Env(String),
 }
 
 impl Change {
@@ -318,6 +360,8 @@ impl Change {
             notes: vec![],
             witness: None,
             confirmed: None,
+            unspecified: None,
+            adds: None,
         }
     }
     pub(crate) fn note(mut self, n: impl Into<String>) -> Change {
@@ -326,6 +370,10 @@ impl Change {
     }
     pub(crate) fn witness(mut self, w: Option<Witness>) -> Change {
         self.witness = w;
+        self
+    }
+    pub(crate) fn adds(mut self, a: Added) -> Change {
+        self.adds = Some(a);
         self
     }
     /// The worse of the two directions.
@@ -357,6 +405,9 @@ pub struct Counts {
     pub compatible: usize,
     /// Changes after which some unchanged messages encode to different bytes.
     pub bytes_change: usize,
+    /// Changes that add something no revision of the spec has (a struct, enum, reply text, config key or
+    /// environment variable of vLLM source that no spec revision describes).
+    pub unspecified: usize,
 }
 
 /// The diff of two revisions.
@@ -385,5 +436,10 @@ impl Report {
     /// Whether some change breaks some messages in some direction.
     pub fn is_breaking(&self) -> bool {
         self.changes.iter().any(Change::is_breaking)
+    }
+    /// Whether the diff fails (exit 1 unless the change is announced): a change breaks some direction, or adds
+    /// something no revision of the spec describes — never an all-clear for what the spec cannot classify.
+    pub fn fails(&self) -> bool {
+        self.is_breaking() || self.changes.iter().any(|c| c.unspecified.is_some())
     }
 }

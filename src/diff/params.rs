@@ -4,9 +4,9 @@
 //! settings: adding or removing one changes nothing on the wire, a new default of a wire-visible number is
 //! for review.
 
-use super::model::{Area, Bytes, Change, Effect, Kind, Verdict};
+use super::model::{Added, Area, Bytes, Change, Effect, Kind, Verdict};
 use super::types::{incompat, Typed};
-use crate::spec::Revision;
+use crate::spec::{ConfigKey, Revision};
 
 fn row(
     area: Area,
@@ -107,15 +107,30 @@ pub(crate) fn diff_params(old: &Revision, new: &Revision, out: &mut Vec<Change>)
     let local = ("", "");
     for (name, v) in &new.env {
         match old.env.get(name) {
-            None => out.push(row(
-                Area::Env,
-                Kind::Env,
-                format!("env.{name}"),
-                format!("added `{name}: {}` = `{}`", v.ty.python(), v.default),
-                local,
-                (Effect::Compatible, "a local setting: nothing on the wire".into()),
-                (Effect::Compatible, "a local setting: nothing on the wire".into()),
-            )),
+            None => out.push(
+                row(
+                    Area::Env,
+                    Kind::Env,
+                    format!("env.{name}"),
+                    format!("added `{name}: {}` = `{}`", v.ty.python(), v.default),
+                    local,
+                    (Effect::Compatible, "a local setting: nothing on the wire".into()),
+                    (Effect::Compatible, "a local setting: nothing on the wire".into()),
+                )
+                .adds(Added::Env(name.clone())),
+            ),
+            Some(o) if (o.ty != v.ty || o.default != v.default) && o.local && v.local => {
+                let c = (Effect::Compatible, "a setting of this peer alone: nothing another peer observes".to_string());
+                out.push(row(
+                    Area::Env,
+                    Kind::Env,
+                    format!("env.{name}"),
+                    format!("`{name}`: `{}` = `{}` → `{}` = `{}`", o.ty.python(), o.default, v.ty.python(), v.default),
+                    local,
+                    c.clone(),
+                    c,
+                ));
+            }
             Some(o) if o.ty != v.ty || o.default != v.default => {
                 let r = (Effect::Review, format!("sets a wire-visible number: {}", v.doc));
                 out.push(row(
@@ -141,5 +156,85 @@ pub(crate) fn diff_params(old: &Revision, new: &Revision, out: &mut Vec<Change>)
             (Effect::Compatible, "a local setting: nothing on the wire".into()),
             (Effect::Compatible, "a local setting: nothing on the wire".into()),
         ));
+    }
+}
+
+/// The behaviour items of `rev` that name `key` as their `config_key`.
+fn items_reading(rev: &Revision, key: &str) -> Vec<String> {
+    rev.behaviour
+        .rows()
+        .into_iter()
+        .filter(|(_, v, _)| v.get("config_key").and_then(|k| k.as_str()) == Some(key))
+        .map(|(n, _, _)| format!("behaviour.{n}"))
+        .collect()
+}
+
+/// What setting, unsetting or changing a key does to a mixed pair: nothing when it is local; the behaviour rows'
+/// when behaviour items read it; otherwise the spec does not say.
+fn key_effect(k: &ConfigKey, items: &[String], what: &str) -> (Effect, String) {
+    if k.local {
+        (Effect::Compatible, "a setting of this peer alone: nothing another peer observes".into())
+    } else if !items.is_empty() {
+        (Effect::Compatible, format!("what it sets is {}: those rows carry the effect", items.join(", ")))
+    } else {
+        (Effect::Review, format!("a deployment setting {what}; the spec ties it to no behaviour item"))
+    }
+}
+
+/// `kv_connector_extra_config` keys: set per instance (`--kv-transfer-config`), read by the connector. A key
+/// only one revision reads is ignored by the other (the config is a plain dict), so the question is only what
+/// the key changes.
+pub(crate) fn diff_extra_config(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
+    let peers = ("new instance → old instance", "old instance → new instance");
+    let push = |out: &mut Vec<Change>, subject: String, what: String, e: (Effect, String)| {
+        out.push(row(Area::ExtraConfig, Kind::ConfigKey, subject, what, peers, e.clone(), e));
+    };
+    for (name, k) in &new.extra_config {
+        let subject = format!("extra_config.{name}");
+        match old.extra_config.get(name) {
+            None => {
+                let e = key_effect(k, &items_reading(new, name), "only new instances read");
+                let mut c = row(
+                    Area::ExtraConfig,
+                    Kind::ConfigKey,
+                    subject,
+                    format!("added `{name}: {}` = `{}`", k.ty.python(), k.default),
+                    peers,
+                    e.clone(),
+                    e,
+                )
+                .adds(Added::ConfigKey(name.clone()));
+                if !k.local {
+                    c = c.note(format!(
+                        "old instances ignore `{name}`: a deployment that sets it gets its effect only on new ones"
+                    ));
+                }
+                out.push(c);
+            }
+            Some(o) if o.ty != k.ty || o.default != k.default || o.local != k.local => {
+                let mut items = items_reading(old, name);
+                for i in items_reading(new, name) {
+                    if !items.contains(&i) {
+                        items.push(i);
+                    }
+                }
+                let e = key_effect(k, &items, "whose type or default differs between the two revisions");
+                push(
+                    out,
+                    subject,
+                    format!("`{name}`: `{}` = `{}` → `{}` = `{}`", o.ty.python(), o.default, k.ty.python(), k.default),
+                    if o.local == k.local {
+                        e
+                    } else {
+                        (Effect::Review, "one revision calls it local, the other not".into())
+                    },
+                );
+            }
+            Some(_) => {}
+        }
+    }
+    for (name, o) in old.extra_config.iter().filter(|(n, _)| !new.extra_config.contains_key(*n)) {
+        let e = key_effect(o, &items_reading(old, name), "that new instances no longer read");
+        push(out, format!("extra_config.{name}"), format!("removed `{name}: {}` = `{}`", o.ty.python(), o.default), e);
     }
 }

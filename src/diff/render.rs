@@ -36,8 +36,16 @@ pub(crate) fn summary(r: &Report) -> String {
     } else {
         format!("{} the bytes of some unchanged messages", plural(c.bytes_change, "change alters", "changes alter"))
     };
+    let unspecified = if c.unspecified == 0 {
+        String::new()
+    } else {
+        format!(
+            "; {} in no revision of the spec",
+            plural(c.unspecified, "change adds something", "changes add something")
+        )
+    };
     format!(
-        "{} → {}: {} — {} always, {} only when sent, {} to review, {} compatible; {bytes}.",
+        "{} → {}: {} — {} always, {} only when sent, {} to review, {} compatible; {bytes}{unspecified}.",
         r.old,
         r.new,
         plural(c.changes, "change", "changes"),
@@ -87,9 +95,10 @@ pub fn markdown(r: &Report) -> String {
         for (i, c) in r.changes.iter().enumerate() {
             let _ = writeln!(
                 o,
-                "| {} | {} | {}: {} | {} | {} | {} |",
+                "| {} | {}{} | {}: {} | {} | {} | {} |",
                 i + 1,
                 code(&c.subject),
+                if c.unspecified.is_some() { " **(in no spec revision)**" } else { "" },
                 c.kind.label(),
                 esc(&c.what),
                 verdict(&c.old_reads_new),
@@ -99,8 +108,12 @@ pub fn markdown(r: &Report) -> String {
         }
         o.push('\n');
     }
-    let row_notes: Vec<(usize, &String)> =
-        r.changes.iter().enumerate().flat_map(|(i, c)| c.notes.iter().map(move |n| (i + 1, n))).collect();
+    let row_notes: Vec<(usize, &String)> = r
+        .changes
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| c.unspecified.iter().chain(c.notes.iter()).map(move |n| (i + 1, n)))
+        .collect();
     if !row_notes.is_empty() || !r.notes.is_empty() {
         o.push_str("Notes:\n\n");
         for (i, n) in row_notes {

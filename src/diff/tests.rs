@@ -79,6 +79,13 @@ const KNOWN: &[(&str, &str, Expect)] = &[
         "vllm-0.33.0",
         &[("MooncakeXferResponseStatus.LAYOUT_MISS", 'S', '-'), ("behaviour.unreported_after_finish", '-', 'S')],
     ),
+    // A prefiller with a lease frees a request's blocks after `kv_lease_duration` unless renewed: an old decoder
+    // never renews, so its pull fails when it comes later than the lease. A new decoder's renewals are refused
+    // by an old prefiller (answered ERROR, only logged), which frees the blocks after its abort timeout: a
+    // decoder that relies on renewing to wait longer than that loses its pull.
+    // And an old prefiller ignores a lease setting: it keeps the blocks for its abort timeout, so a new decoder's
+    // late pull that a leasing prefiller would have refused succeeds there (not as with its own revision).
+    ("vllm-0.33.0", "vllm-0.34.0", &[("behaviour.kv_leases", 'S', 'S'), ("behaviour.lease_renewal", 'S', '-')]),
 ];
 
 fn letter(e: &Effect) -> char {
@@ -296,4 +303,151 @@ fn transport_bootstrap_and_parameter_rules() {
     let r = diff(&a, &Arc::new(c));
     let s = find(&r, "bootstrap");
     assert!(matches!(s.old_reads_new.effect, Effect::Breaks { .. }) && s.new_reads_old.effect == Effect::Compatible);
+}
+
+/// The 0.34.0 rows that are not breaks: each direction as the spec data gives it.
+#[test]
+fn lease_protocol_rows_from_spec_data() {
+    let r = pair("vllm-0.33.0", "vllm-0.34.0");
+    let m = row(&r, "transport.messages.MooncakeLeaseHeartbeat");
+    assert_eq!(m.old_reads_new.effect, Effect::Compatible, "{}", render::markdown(&r));
+    assert_eq!(m.old_reads_new.peers, "new D → old P");
+    // The old prefiller's decoder was run on a heartbeat: msgspec's own text, which it answers ERROR with.
+    assert_eq!(m.old_reads_new.example.as_deref(), Some("Object missing required field `remote_hostname`"));
+    assert!(m.old_reads_new.reason.contains("undecodable_request") && m.old_reads_new.reason.contains("only logs"));
+    let leases = row(&r, "behaviour.kv_leases");
+    assert!(
+        matches!(&leases.old_reads_new.effect, Effect::BreaksWhenSent { when } if when.contains("ignores it")),
+        "{:?}",
+        leases.old_reads_new
+    );
+    assert!(leases.old_reads_new.reason.contains("abort timeout"), "{}", leases.old_reads_new.reason);
+    assert!(
+        matches!(&leases.new_reads_old.effect, Effect::BreaksWhenSent { when } if when.contains("kv_lease_duration")),
+        "{:?}",
+        leases.new_reads_old
+    );
+    let renewal = row(&r, "behaviour.lease_renewal");
+    assert_eq!(renewal.old_reads_new.peers, "new D → old P");
+    assert!(
+        matches!(&renewal.old_reads_new.effect, Effect::BreaksWhenSent { when } if when.contains("abort timeout")),
+        "{:?}",
+        renewal.old_reads_new
+    );
+    assert_eq!(renewal.new_reads_old.effect, Effect::Compatible);
+    for s in ["behaviour.expired_pull", "behaviour.paired_block_order"] {
+        let c = row(&r, s);
+        assert_eq!(c.worst(), &Effect::Compatible, "{s}: {}", render::markdown(&r));
+    }
+    assert!(row(&r, "behaviour.expired_pull").old_reads_new.reason.contains("`CONTINUE`/`FINISH`"));
+    // The heartbeat text names the message only 0.34.0 sends: that row decides.
+    assert_eq!(row(&r, "transport.heartbeats").worst(), &Effect::Compatible);
+    for s in ["replies.expired", "replies.lease_off", "extra_config.kv_lease_duration", "env.WITH_NVIDIA_PEERMEM"] {
+        assert_eq!(row(&r, s).worst(), &Effect::Compatible, "{s}");
+    }
+    assert!(row(&r, "replies.expired").notes.iter().any(|n| n.contains("behaviour.expired_pull")));
+    assert_eq!(r.counts.unspecified, 0);
+    assert!(r.fails(), "kv_leases breaks when sent");
+}
+
+/// The message-added rule on edited copies: it is compatible only when every link of the chain is in the data.
+#[test]
+fn a_new_message_breaks_unless_the_old_receiver_rejects_it_and_the_sender_tolerates_that() {
+    use std::sync::Arc;
+    let push = Spec::builtin().push();
+    let (a, b) = (push.revision("vllm-0.33.0").unwrap().clone(), push.revision("vllm-0.34.0").unwrap().clone());
+    let effect = |old: &Arc<crate::spec::Revision>, new: &Arc<crate::spec::Revision>| {
+        let r = diff(old, new);
+        row(&r, "transport.messages.MooncakeLeaseHeartbeat").old_reads_new.clone()
+    };
+    // The sender does not say it tolerates an ERROR answer.
+    let mut n = (*b).clone();
+    n.transport.messages.iter_mut().find(|m| m.name == "MooncakeLeaseHeartbeat").unwrap().error_answer = None;
+    let v = effect(&a, &Arc::new(n));
+    assert!(matches!(v.effect, Effect::BreaksWhenSent { .. }) && v.reason.contains("tolerates"), "{v:?}");
+    // The old receiver does not say it answers an undecodable request.
+    let mut o = (*a).clone();
+    o.behaviour.undecodable_request = None;
+    let v = effect(&Arc::new(o), &b);
+    assert!(matches!(v.effect, Effect::BreaksWhenSent { .. }), "{v:?}");
+    // A new message the old decoder accepts (the pull's own fields) is taken for a pull.
+    let mut n = (*b).clone();
+    let fields = n.structs["MooncakeXferMetadata"].fields.clone();
+    n.structs.get_mut("MooncakeLeaseHeartbeat").unwrap().fields = fields;
+    let v = effect(&a, &Arc::new(n));
+    assert!(matches!(v.effect, Effect::BreaksWhenSent { .. }) && v.reason.contains("acts on it"), "{v:?}");
+}
+
+/// What a source adds that no revision has is shown, reviewed and fails the diff; the same additions in a
+/// revision of the spec are classified by the rules and do not.
+#[test]
+fn additions_no_revision_describes_fail_the_diff() {
+    use crate::spec::{ConfigKey, EnvVar, ReplyText, StructDef, TypeExpr};
+    use std::sync::Arc;
+    let push = Spec::builtin().push();
+    let a = push.revision("vllm-0.33.0").unwrap().clone();
+    let mut b = (*a).clone();
+    let mut cancel: StructDef = b.structs["MooncakeXferResponse"].clone();
+    cancel.fields.truncate(1);
+    b.structs.insert("MooncakeXferCancel".into(), cancel);
+    b.replies.as_mut().unwrap().texts.push(ReplyText {
+        name: "cancelled".into(),
+        text: "Transfer cancelled after {timeout} s.".into(),
+        status: vec!["ERROR".into()],
+        doc: String::new(),
+        since: String::new(),
+        source: None,
+        changed_in: vec![],
+    });
+    b.extra_config.insert(
+        "cancel_timeout".into(),
+        ConfigKey { ty: TypeExpr::Int, default: "5".into(), local: false, doc: String::new(), since: String::new() },
+    );
+    b.env.insert(
+        "VLLM_MOONCAKE_CANCEL".into(),
+        EnvVar { ty: TypeExpr::Str, default: "0".into(), local: true, doc: String::new(), since: String::new() },
+    );
+    let b = Arc::new(b);
+    let subjects =
+        ["MooncakeXferCancel", "replies.cancelled", "extra_config.cancel_timeout", "env.VLLM_MOONCAKE_CANCEL"];
+
+    // As vLLM source would give them: nothing of the spec describes them.
+    let mut r = diff(&a, &b);
+    let known: Vec<&crate::spec::Revision> = push.revisions.iter().map(|r| r.as_ref()).collect();
+    mark_unspecified(&mut r, &known);
+    for s in subjects {
+        let c = row(&r, s);
+        assert!(c.unspecified.is_some(), "{s}: {}", render::markdown(&r));
+        assert_eq!(c.old_reads_new.effect, Effect::Review, "{s}");
+        assert_eq!(c.new_reads_old.effect, Effect::Review, "{s}");
+    }
+    assert_eq!(r.counts.unspecified, 4);
+    assert!(r.fails() && !r.is_breaking(), "fails like a break, without being one");
+    assert!(r.summary.contains("4 changes add something in no revision of the spec"), "{}", r.summary);
+
+    // The same rows when the new revision is itself a revision of the spec (a spec file given to diff).
+    let mut r = diff(&a, &b);
+    let mut known = known.clone();
+    known.push(&b);
+    mark_unspecified(&mut r, &known);
+    assert_eq!(r.counts.unspecified, 0);
+    assert!(!r.fails(), "{}", render::markdown(&r));
+    assert_eq!(row(&r, "MooncakeXferCancel").worst(), &Effect::Review, "no message carries it");
+    assert_eq!(row(&r, "replies.cancelled").worst(), &Effect::Compatible, "free text with a known status");
+    assert_eq!(row(&r, "env.VLLM_MOONCAKE_CANCEL").worst(), &Effect::Compatible, "a local variable");
+    assert_eq!(row(&r, "extra_config.cancel_timeout").worst(), &Effect::Review, "tied to no behaviour item");
+}
+
+/// A behaviour item whose change no rule classifies is shown for review, never dropped.
+#[test]
+fn an_unclassified_behaviour_change_is_shown() {
+    use std::sync::Arc;
+    let push = Spec::builtin().push();
+    let a = push.revision("vllm-0.33.0").unwrap().clone();
+    let mut b = (*a).clone();
+    b.behaviour.undecodable_request = None;
+    let r = diff(&a, &Arc::new(b));
+    let c = row(&r, "behaviour.undecodable_request");
+    assert_eq!(c.worst(), &Effect::Review);
+    assert!(c.old_reads_new.reason.contains("no rule"));
 }

@@ -3,9 +3,12 @@
 //! single message with the other (`spec/PROTOCOL.md#side-channel`); socket options
 //! and lifetimes are local.
 
-use super::model::{Area, Bytes, Change, Effect, Kind, Verdict};
+use super::model::{Added, Area, Bytes, Change, Effect, Kind, Verdict};
 use super::structs::{aggregate, diff_struct, replacement_witness, Ctx, Peers, Side};
-use crate::spec::{Revision, TransportMessage};
+use super::types::Gen;
+use crate::codec::Codec;
+use crate::spec::behaviour::UndecodableRequest;
+use crate::spec::{ErrorAnswer, Revision, TransportMessage};
 
 fn row(
     kind: Kind,
@@ -35,7 +38,7 @@ fn frames(f: &[String]) -> String {
     format!("`[{}]`", f.join(", "))
 }
 
-pub(crate) fn diff_transport(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
+pub(crate) fn diff_transport(old: &Revision, new: &Revision, codecs: Option<(&Codec, &Codec)>, out: &mut Vec<Change>) {
     let (to, tn) = (&old.transport, &new.transport);
     let any = Peers { old_reads_new: "new → old".into(), new_reads_old: "old → new".into() };
     if to.kind != tn.kind || to.pattern != tn.pattern {
@@ -51,8 +54,24 @@ pub(crate) fn diff_transport(old: &Revision, new: &Revision, out: &mut Vec<Chang
         ));
     }
     if to.heartbeats != tn.heartbeats {
-        let r =
-            (Effect::Review, "heartbeats changed; the spec does not say how a peer without them reacts".to_string());
+        // The text names the heartbeat message when there is one: a message only one revision sends has a row
+        // of its own (its decoding, its answer, what the sender does with it), and this row defers to it.
+        let carrier = |mine: &Revision, other: &Revision, text: &str| {
+            mine.transport
+                .messages
+                .iter()
+                .find(|m| names(text, &m.name) && !other.transport.messages.iter().any(|o| o.name == m.name))
+                .map(|m| m.name.clone())
+        };
+        let r = match carrier(new, old, &tn.heartbeats).or_else(|| carrier(old, new, &to.heartbeats)) {
+            Some(m) => (
+                Effect::Compatible,
+                format!("the heartbeat is `{m}`, which only one revision sends: its message row classifies it"),
+            ),
+            None => {
+                (Effect::Review, "heartbeats changed; the spec does not say how a peer without them reacts".to_string())
+            }
+        };
         out.push(row(
             Kind::TransportPattern,
             "transport.heartbeats".into(),
@@ -179,19 +198,105 @@ pub(crate) fn diff_transport(old: &Revision, new: &Revision, out: &mut Vec<Chang
     }
     for mn in unpaired_new {
         let peers = Peers::of(&mn.from, &mn.to);
-        out.push(row(
+        let (orn, example) = added_to_old(old, new, mn, codecs);
+        let mut c = row(
             Kind::MessageAdded,
             format!("transport.messages.{}", mn.name),
             format!("`{}` ({} → {}) added", mn.name, mn.from, mn.to),
             &peers,
+            orn,
             (
-                Effect::when(format!("a new {} sends `{}`", mn.from, mn.name)),
-                "old peers do not know the message".into(),
+                Effect::Review,
+                format!(
+                    "old {}s never send `{}`; what a new {} does without it is in the behaviour rows",
+                    mn.from, mn.name, mn.to
+                ),
             ),
-            (Effect::Review, format!("whether new peers need `{}` from old peers, which never send it", mn.name)),
             Bytes::NotApplicable("a new message".into()),
-        ));
+        );
+        c.old_reads_new.example = example;
+        c.adds = Some(Added::Struct(mn.name.clone()));
+        out.push(c);
     }
+}
+
+/// Whether `text` names `name` as a word.
+fn names(text: &str, name: &str) -> bool {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_')).any(|w| w == name)
+}
+
+/// What an old receiver does with a message only the new revision sends (`mn`), and msgspec's text when the
+/// old receiver's decoder was run on it.
+///
+/// A message on a socket pair the old revision already uses (the same sender and receiver roles) reaches the
+/// old receiver's decoder for that pair — the one message the old revision sends that way. The new message is
+/// encoded with the new codec and decoded as that message with the old codec:
+/// * it decodes: the old receiver takes it for the old message — breaks when sent;
+/// * it is rejected, the old receiver answers an undecodable request with an ERROR answer
+///   (`behaviour.undecodable_request`) of the message the new sender waits for, and the new sender only logs an
+///   ERROR answer (`error_answer = "logged"`): compatible, the new message simply has no effect there;
+/// * otherwise (no such pair, another answer, a sender that fails on ERROR, or no codec): breaks when sent.
+fn added_to_old(
+    old: &Revision,
+    new: &Revision,
+    mn: &TransportMessage,
+    codecs: Option<(&Codec, &Codec)>,
+) -> ((Effect, String), Option<String>) {
+    let breaks = |why: String| (Effect::when(format!("a new {} sends `{}`", mn.from, mn.name)), why);
+    let mut same_pair = old.transport.messages.iter().filter(|m| m.from == mn.from && m.to == mn.to);
+    let (Some(mo), None) = (same_pair.next(), same_pair.next()) else {
+        return (breaks("old peers do not know the message".into()), None);
+    };
+    let (Some((co, cn)), "msgpack", "msgpack") = (codecs, mo.encoding.as_str(), mn.encoding.as_str()) else {
+        return (
+            breaks(format!("old {}s read it as `{}`, and the spec cannot run that decoder", mn.to, mo.name)),
+            None,
+        );
+    };
+    let Some(sn) = new.structs.get(&mn.name) else {
+        return (breaks("old peers do not know the message".into()), None);
+    };
+    let value = serde_json::Value::Object(Gen::new(new).full(sn));
+    let bytes = match super::witness::write(cn, &mn.name, &value) {
+        Ok((b, _)) => b,
+        Err(e) => return (breaks(format!("old peers do not know the message (witness: {e})")), None),
+    };
+    let rejected = match co.decode(&mo.name, &bytes) {
+        Ok(_) => {
+            return (
+                breaks(format!(
+                    "an old {} decodes it as `{}` (msgspec accepts the bytes) and acts on it",
+                    mn.to, mo.name
+                )),
+                Some(format!("decoded as `{}`", mo.name)),
+            )
+        }
+        Err(e) => e.msgspec_message(),
+    };
+    let answers_error = old.behaviour.undecodable_request.as_ref().map(|i| i.value)
+        == Some(UndecodableRequest::ErrorReply)
+        && mo.answered_by.is_some()
+        && mo.answered_by == mn.answered_by;
+    let answer = mn.answered_by.as_deref().unwrap_or("an answer");
+    let (f, t) = (super::structs::abbr(&mn.from), super::structs::abbr(&mn.to));
+    let r = match (answers_error, mn.error_answer) {
+        (true, Some(ErrorAnswer::Logged)) => (
+            Effect::Compatible,
+            format!(
+                "an old {t} decodes it as `{}` and fails; it answers `{answer}` ERROR with msgspec's text (behaviour.undecodable_request), which a new {f} only logs (error_answer = logged): the message has no effect there",
+                mo.name
+            ),
+        ),
+        (true, None) => breaks(format!(
+            "an old {t} answers `{answer}` ERROR (its decoder for `{}` rejects it); the spec does not say that a new {f} tolerates that",
+            mo.name
+        )),
+        (false, _) => breaks(format!(
+            "an old {t} decodes it as `{}` and fails; the spec does not say it answers with the `{answer}` a new {f} waits for",
+            mo.name
+        )),
+    };
+    (r, Some(rejected))
 }
 
 /// One message slot now carries another message.

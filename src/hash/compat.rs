@@ -78,6 +78,14 @@ pub struct NixlFactorSet {
     pub signature: String,
     /// The factor names, in the order vLLM builds the dict.
     pub keys: Vec<String>,
+    /// The keys of the `speculative_config` factor's dict in these releases, when not every key of
+    /// `[speculative]` (0.34.0 drops `parallel_drafting`).
+    #[serde(default)]
+    pub speculative_keys: Option<Vec<String>>,
+    /// What makes the `speculative_config` factor a dict rather than `None`: `use_eagle` (`use_eagle()`,
+    /// 0.28.0 – 0.33.0, the default) or `uses_target_hidden_states` (0.34.0).
+    #[serde(default)]
+    pub speculative_gate: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -144,8 +152,12 @@ pub struct NixlConfig {
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SpeculativeInput {
-    /// `speculative_config.use_eagle()`; when false the factor is `None`.
+    /// `speculative_config.use_eagle()`; when false the factor is `None` (0.28.0 – 0.33.0).
+    #[serde(default)]
     pub use_eagle: bool,
+    /// `speculative_config.uses_target_hidden_states`; when false the factor is `None` (0.34.0).
+    #[serde(default)]
+    pub uses_target_hidden_states: bool,
     /// Values passed through as they are (tagged JSON, see [`super::tagged`]).
     #[serde(default)]
     pub method: serde_json::Value,
@@ -218,6 +230,9 @@ pub(crate) enum CompatSpecError {
         /// The key.
         key: String,
     },
+    /// A `speculative_gate` other than `use_eagle` and `uses_target_hidden_states`.
+    #[error("speculative_gate {0:?}: use_eagle or uses_target_hidden_states")]
+    SpeculativeGate(String),
     /// A wrapper key with neither (or both) of `from` and `value`, or an unknown `from`.
     #[error("wrapper key `{0}`: needs `from` (inner_hash or engine) or `value`")]
     WrapperKey(String),
@@ -265,6 +280,14 @@ impl CompatHashSpec {
                 if !self.factors.contains_key(k) {
                     return Err(CompatSpecError::UndefinedKey { releases: v.releases.clone(), key: k.clone() });
                 }
+            }
+            for k in v.speculative_keys.iter().flatten() {
+                if !self.speculative.keys.iter().any(|d| &d.name == k) {
+                    return Err(CompatSpecError::UnknownSpeculativeKey(k.clone()));
+                }
+            }
+            if !matches!(v.speculative_gate.as_deref(), None | Some("use_eagle" | "uses_target_hidden_states")) {
+                return Err(CompatSpecError::SpeculativeGate(v.speculative_gate.clone().unwrap_or_default()));
             }
         }
         if let Some(w) = &self.wrapper {
@@ -328,7 +351,7 @@ impl NixlFactorSet {
                     HashError::MissingArgument { signature: self.signature.clone(), argument: "cross_layers_blocks" }
                 })?),
                 "is_hma_enabled" => PyValue::Bool(!cfg.disable_hybrid_kv_cache_manager),
-                "speculative_config" => speculative_factors(&spec.speculative, cfg)?,
+                "speculative_config" => speculative_factors(&spec.speculative, self, cfg)?,
                 "transfer_mode" => PyValue::str(cfg.transfer_mode.clone().unwrap_or_else(|| "pull".into())),
                 other => return Err(HashError::Unimplemented { what: "factor", name: other.to_string() }),
             };
@@ -344,13 +367,18 @@ impl NixlFactorSet {
     }
 }
 
-fn speculative_factors(def: &SpeculativeDef, cfg: &NixlConfig) -> Result<PyValue, HashError> {
-    let Some(s) = cfg.speculative_config.as_ref().filter(|s| s.use_eagle) else {
+fn speculative_factors(def: &SpeculativeDef, set: &NixlFactorSet, cfg: &NixlConfig) -> Result<PyValue, HashError> {
+    let gate = |s: &&SpeculativeInput| match set.speculative_gate.as_deref() {
+        Some("uses_target_hidden_states") => s.uses_target_hidden_states,
+        _ => s.use_eagle,
+    };
+    let Some(s) = cfg.speculative_config.as_ref().filter(gate) else {
         return Ok(PyValue::None);
     };
     let conv = |v: &serde_json::Value| tagged::from_tagged_json(v);
     let mut items = Vec::new();
-    for k in &def.keys {
+    let keys = def.keys.iter().filter(|k| set.speculative_keys.as_ref().is_none_or(|ks| ks.contains(&k.name)));
+    for k in keys {
         let v = match k.name.as_str() {
             "method" => conv(&s.method)?,
             "model" => conv(&s.model)?,

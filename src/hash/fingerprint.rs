@@ -333,7 +333,8 @@ mod tests {
         }
         let newest = revs.last().unwrap();
         assert!(compare(newest, newest).unwrap().is_empty());
-        let prev = &revs[revs.len() - 2];
+        let push = Spec::builtin().push();
+        let (prev, newest) = (push.revision("vllm-0.32.0").unwrap(), push.revision("vllm-0.33.0").unwrap());
         let diff = compare(prev, newest).unwrap();
         assert!(
             diff.iter().any(|d| d.item == "struct MooncakeXferMetadata field layout_id"
@@ -343,6 +344,11 @@ mod tests {
         assert!(
             diff.iter().any(|d| d.item == "enum MooncakeXferResponseStatus" && d.change.contains("LAYOUT_MISS")),
             "{diff:?}"
+        );
+        let diff = compare(newest, push.revision("vllm-0.34.0").unwrap()).unwrap();
+        assert_eq!(
+            diff.iter().map(|d| (d.item.as_str(), d.change.as_str())).collect::<Vec<_>>(),
+            [("struct MooncakeLeaseHeartbeat", "only in vllm-0.34.0")]
         );
     }
 

@@ -57,7 +57,7 @@ pub enum FieldType {
     Word,
     /// One of a named set of words.
     Choice(Vec<String>),
-    /// One of a named list of forms with `{int}` and `{<set>}` holes; the value is the matched text.
+    /// One of a named list of forms with `{int}`, `{hexN}` and `{<set>}` holes; the value is the matched text.
     Pattern(Vec<Vec<PatternItem>>),
     /// Zero or more `@name%value` items (name without `@` and `%`, value without `@`).
     Tags,
@@ -72,6 +72,8 @@ pub enum PatternItem {
     Int,
     /// A `{<set>}` hole: one of the set's words.
     Set(Vec<String>),
+    /// A `{hexN}` hole: exactly N lowercase hex digits (`hexdigest()[:N]`).
+    Hex(usize),
 }
 
 /// One part of a key grammar, in key order.
@@ -540,6 +542,13 @@ impl Grammar {
                                 PatternItem::Set(words) => next.extend(
                                     words.iter().filter(|w| key[p..].starts_with(w.as_str())).map(|w| p + w.len()),
                                 ),
+                                PatternItem::Hex(n) => {
+                                    let digits = key.as_bytes().get(p..p + n);
+                                    if digits.is_some_and(|d| d.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+                                    {
+                                        next.push(p + n);
+                                    }
+                                }
                             }
                         }
                         at = next;
@@ -771,9 +780,11 @@ fn compile_pattern(form: &str, sets: &IndexMap<String, Vec<String>>) -> Result<V
         }
         let close = rest[open..].find('}').ok_or_else(|| GrammarError::Unclosed(form.to_string()))? + open;
         let hole = &rest[open + 1..close];
-        out.push(match hole {
-            "int" => PatternItem::Int,
-            name => PatternItem::Set(
+        let hex_len = hole.strip_prefix("hex").and_then(|n| n.parse::<usize>().ok()).filter(|n| *n > 0);
+        out.push(match (hole, hex_len) {
+            ("int", _) => PatternItem::Int,
+            (_, Some(n)) => PatternItem::Hex(n),
+            (name, None) => PatternItem::Set(
                 sets.get(name)
                     .cloned()
                     .ok_or_else(|| GrammarError::PatternSet { form: form.to_string(), set: name.to_string() })?,

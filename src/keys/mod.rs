@@ -52,6 +52,26 @@ pub enum KeysError {
     /// A KV-cache group kind other than `attn`, `mla`, `mamba`.
     #[error("unknown group kind {0:?} (attn, mla, mamba)")]
     UnknownGroupKind(String),
+    /// A KV-cache spec class vLLM 0.34.0 does not define.
+    #[error("unknown KV-cache spec class {0:?}")]
+    UnknownSpecClass(String),
+    /// A torch dtype whose element size is not known here.
+    #[error("unknown dtype {0:?}")]
+    UnknownDtype(String),
+    /// A KV-cache group without a spec (or a uniform group whose specs do not match its layers).
+    #[error("a KV-cache group needs one spec, or one per layer when uniform")]
+    EmptyGroup,
+    /// A count too large to enumerate (ranks, shards, chunks; `store_layout::v034::MAX_RANKS`).
+    #[error("{what}: {n} is more than this crate enumerates")]
+    TooMany {
+        /// What was counted.
+        what: &'static str,
+        /// How many.
+        n: i64,
+    },
+    /// Something vLLM computes that this crate does not reproduce.
+    #[error("not reproduced: {0}")]
+    Unsupported(&'static str),
     /// A store key that cannot be built or parsed.
     #[error("key: {0}")]
     Key(#[from] vllm_key::KeyError),

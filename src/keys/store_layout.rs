@@ -8,6 +8,8 @@
 
 use serde_json::Value as J;
 
+pub mod v034;
+
 use super::vllm_key::VllmStoreKey;
 use super::KeysError;
 use crate::hash::PyError;
@@ -22,15 +24,25 @@ pub(crate) fn floordiv(a: i64, b: i64) -> Result<i64, KeysError> {
     if b == 0 {
         return Err(PyError::new("ZeroDivisionError", "integer division or modulo by zero").into());
     }
-    Ok(a.div_euclid(b) - if b < 0 && a.rem_euclid(b) != 0 { 1 } else { 0 })
+    // In i128: `i64::MIN // -1` is a Python int beyond i64, reported rather than overflowing.
+    let (a, b) = (i128::from(a), i128::from(b));
+    let q = a.div_euclid(b) - if b < 0 && a.rem_euclid(b) != 0 { 1 } else { 0 };
+    i64::try_from(q).map_err(|_| PyError::new("OverflowError", "integer result beyond 64 bits").into())
 }
 
 pub(crate) fn pymod(a: i64, b: i64) -> Result<i64, KeysError> {
-    Ok(a - b * floordiv(a, b)?)
+    if b == 0 {
+        return Err(PyError::new("ZeroDivisionError", "integer division or modulo by zero").into());
+    }
+    // Python's `a % b` has the sign of `b` and |a % b| < |b|, so it always fits (`i64::MIN % -1 == 0`).
+    let (a, b) = (i128::from(a), i128::from(b));
+    let r = a.rem_euclid(b);
+    Ok(i64::try_from(if b < 0 && r != 0 { r + b } else { r }).unwrap_or_default())
 }
 
 fn cdiv(a: i64, b: i64) -> Result<i64, KeysError> {
-    Ok(-floordiv(a, -b)?)
+    let overflow = || KeysError::from(PyError::new("OverflowError", "integer result beyond 64 bits"));
+    floordiv(a, b.checked_neg().ok_or_else(overflow)?)?.checked_neg().ok_or_else(overflow)
 }
 
 /// `PoolKey.build_prefix(meta, tp_rank=..., pcp_rank=..., dcp_rank=..., pp_rank=...)`.
@@ -300,8 +312,8 @@ impl TokenDatabase {
             }
             let start = chunk_id * self.block_size;
             let end = (start + self.block_size).min(token_len);
-            let idx = floordiv(end, self.hash_block_size)? - 1;
-            let idx = if idx < 0 { idx + block_hashes.len() as i64 } else { idx };
+            let idx = floordiv(end, self.hash_block_size)?.saturating_sub(1);
+            let idx = if idx < 0 { idx.saturating_add(block_hashes.len() as i64) } else { idx };
             let hash =
                 block_hashes.get(idx as usize).ok_or_else(|| PyError::new("IndexError", "list index out of range"))?;
             out.push(Chunk { start, end, hash: hash.clone() });
@@ -545,6 +557,10 @@ mod tests {
         assert_eq!(pymod(-7, 2).unwrap(), 1);
         assert_eq!(cdiv(17, 16).unwrap(), 2);
         assert!(floordiv(1, 0).unwrap_err().to_string().starts_with("ZeroDivisionError"));
+        assert!(floordiv(i64::MIN, -1).unwrap_err().to_string().starts_with("OverflowError"));
+        assert_eq!(pymod(i64::MIN, -1).unwrap(), 0);
+        assert_eq!(pymod(7, -2).unwrap(), -1);
+        assert_eq!(pymod(-7, -2).unwrap(), -1);
     }
 
     #[test]

@@ -378,7 +378,7 @@ mod tests {
                 "vllm-0.23.0",
                 "vllm-0.24.0..0.26.0",
                 "vllm-0.27.0..0.28.0",
-                "vllm-0.29.0..0.33.0"
+                "vllm-0.29.0..0.34.0"
             ]
         );
         assert_eq!(names(for_release("0.21.0").unwrap(), "lookup"), ["token_len", "block_hashes"]);
@@ -392,7 +392,8 @@ mod tests {
         assert_eq!(v33.request("reset").unwrap().history.since.as_deref(), Some("vllm-0.23.0"));
         assert_eq!(v33.unknown_tag, "status-error");
         assert_eq!(v33.edit.len(), 1, "a version keeps only its own edits");
-        assert!(for_release("0.20.0").is_none() && for_release("0.34.0").is_none());
+        assert_eq!(for_release("0.34.0").unwrap().name, v33.name, "0.34.0 speaks 0.33.0's frames");
+        assert!(for_release("0.20.0").is_none() && for_release("0.35.0").is_none());
     }
 
     #[test]
@@ -401,7 +402,7 @@ mod tests {
         let e = LookupFile::parse("x.toml", &text).unwrap_err();
         assert_eq!(e.path, "x.toml");
         assert!(e.msg.contains("version vllm-0.23.0: edit #1") && e.msg.contains("no_such_frame"), "{e}");
-        let text = builtin_text().replace("base = \"vllm-0.23.0\"", "base = \"vllm-0.29.0..0.33.0\"");
+        let text = builtin_text().replace("base = \"vllm-0.23.0\"", "base = \"vllm-0.29.0..0.34.0\"");
         assert!(LookupFile::parse("x.toml", &text).unwrap_err().msg.contains("not an earlier version"));
     }
 

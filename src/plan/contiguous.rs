@@ -6,6 +6,12 @@
 //! `diff` has one element applies it to every position, shapes that cannot broadcast raise numpy's
 //! `ValueError`, and `np.split` cuts each list at the break positions with slice clamping (a shorter list
 //! yields empty tail groups). `diff` is computed in int64 with numpy's wrap-around.
+//!
+//! vLLM 0.34.0 replaced it with `_contiguous_runs` ([`contiguous_runs`]: each run's start index and length, and an
+//! assertion instead of broadcasting when the lengths differ). `_build_transfer_params` only ever passes lists
+//! of equal length, where both cut the same runs, so the planner keeps [`group_concurrent_contiguous`] for every
+//! revision; the golden vectors of 0.34.0 (`plan/contiguous_runs_0.34.0.jsonl`,
+//! `plan/build_transfer_params_0.34.0.jsonl`) check both.
 
 use super::error::{ExceptionKind, PlanError};
 
@@ -59,6 +65,23 @@ pub fn group_concurrent_contiguous(src: &[i64], dst: &[i64]) -> Result<BlockRuns
     Ok((split(src, &cuts), split(dst, &cuts)))
 }
 
+/// Start index and length of each run that steps by +1 on both sides: vLLM 0.34.0 `_contiguous_runs`.
+/// Lists of unequal length raise vLLM's `AssertionError`.
+pub fn contiguous_runs(src: &[i64], dst: &[i64]) -> Result<(Vec<usize>, Vec<usize>), PlanError> {
+    if src.len() != dst.len() {
+        return Err(PlanError::assertion("Source and destination ids must pair up."));
+    }
+    if src.is_empty() {
+        return Ok((vec![], vec![]));
+    }
+    let starts: Vec<usize> = std::iter::once(0)
+        .chain((1..src.len()).filter(|&k| src[k].wrapping_sub(src[k - 1]) != 1 || dst[k].wrapping_sub(dst[k - 1]) != 1))
+        .collect();
+    let lens =
+        starts.iter().zip(starts.iter().skip(1).chain(std::iter::once(&src.len()))).map(|(a, b)| b - a).collect();
+    Ok((starts, lens))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,6 +116,20 @@ mod tests {
             "ValueError: operands could not be broadcast together with shapes (3,) (2,) "
         );
         assert!(group_concurrent_contiguous(&[], &[1, 2, 3]).unwrap().0.is_empty());
+    }
+
+    #[test]
+    fn contiguous_runs_cut_where_group_concurrent_contiguous_does() {
+        let (src, dst) = ([1, 2, 3, 7, 8, 5, 4], [10, 11, 20, 21, 22, 9, 8]);
+        assert_eq!(contiguous_runs(&src, &dst).unwrap(), (vec![0, 2, 3, 5, 6], vec![2, 1, 2, 1, 1]));
+        let (s, _) = group_concurrent_contiguous(&src, &dst).unwrap();
+        assert_eq!(s.iter().map(Vec::len).collect::<Vec<_>>(), vec![2, 1, 2, 1, 1]);
+        assert_eq!(contiguous_runs(&[], &[]).unwrap(), (vec![], vec![]));
+        assert_eq!(contiguous_runs(&[i64::MAX, i64::MIN], &[0, 1]).unwrap(), (vec![0], vec![2]), "wraps to +1");
+        assert_eq!(
+            contiguous_runs(&[1, 2], &[1]).unwrap_err().to_string(),
+            "AssertionError: Source and destination ids must pair up."
+        );
     }
 
     #[test]

@@ -1,16 +1,17 @@
-//! The copies a prefiller issues for a round of ready requests: vLLM 0.33.0
-//! `MooncakeConnectorWorker._build_transfer_params` (`mooncake_connector.py`). The result is exactly the
-//! `(src, dst, len)` lists vLLM hands to `TransferEngine.batch_transfer_sync_write`, plus the requests that
+//! The copies a prefiller issues for a round of ready requests: vLLM `MooncakeConnectorWorker._build_transfer_params`
+//! (`mooncake_connector.py`; 0.34.0, and earlier releases where their planning rules say). The result is exactly
+//! the `(src, dst, len)` lists vLLM hands to `TransferEngine.batch_transfer_sync_write`, plus the requests that
 //! failed and the first failure's message.
 
 use super::blocks::{block_ids_for_region, logical_to_kernel_block_ids, match_request_blocks, BlockMismatch};
 use super::contiguous::group_concurrent_contiguous;
 use super::error::PlanError;
+use super::order::order_pairs;
 use super::producer::ProducerConfig;
 use super::region::TransferRegion;
 use super::rules::PlanRules;
 use super::sender_plan::{can_coalesce_block_transfers, compute_sender_transfer_plan, SenderPlanInput};
-use crate::spec::behaviour::{BlockGroups, TpBytePlan};
+use crate::spec::behaviour::{BlockGroups, PairedBlockOrder, TpBytePlan};
 
 /// One request whose producer blocks are ready: the consumer's request id, the producer's block ids per KV
 /// group, and the consumer's (from `req_blocks[d_req_id]` of the pull).
@@ -47,6 +48,11 @@ pub struct TransferBatch {
     pub err_msg: Option<String>,
 }
 
+/// `base + block × stride + offset`, exactly. vLLM up to 0.33.0 computes it with Python integers; 0.34.0 with
+/// numpy int64 (`local_ids * block_len + (base_addr + offset)`), which wraps an address past 2^63 − 1 to a
+/// negative number (and raises `OverflowError` when `base_addr + offset` alone passes it) that the transfer
+/// engine's binding then refuses. No registered address comes near 2^63 (user-space pointers stay below 2^57),
+/// so this planner keeps the exact value, and refuses one that does not fit a `u64`.
 fn address(base: i64, block: i64, stride: i64, offset: i64) -> Result<u64, PlanError> {
     let v = base as i128 + block as i128 * stride as i128 + offset as i128;
     u64::try_from(v).map_err(|_| PlanError::out_of_range("transfer address"))
@@ -59,10 +65,15 @@ fn length(v: i128) -> Result<u64, PlanError> {
 /// Descriptors for `requests`, region pair by region pair (`local[i]` with `remote[i]`, as aligned).
 ///
 /// Per request: nothing when the consumer asks for no block; a group-count or block-count mismatch puts the
-/// request in `err_reqs`. Otherwise, for every region pair, the region's block ids (shared regions take the
-/// local side's group set for both sides) are cut into runs consecutive on both sides; the TP byte plan says
-/// whether and which slice this rank sends; a run of whole blocks is one descriptor, otherwise one per block.
-/// `Err` is an exception vLLM raises mid-round (the whole round then fails).
+/// request in `err_reqs`. Otherwise each KV group's block pairs are put in the planned order (runs descending by
+/// one on both sides reversed, `paired_block_order`), expanded to kernel blocks, and for every region pair the
+/// region's block ids (shared regions take the local side's group set for both sides) are cut into runs
+/// consecutive on both sides; the TP byte plan says whether and which slice this rank sends; a run of whole
+/// blocks is one descriptor, otherwise one per block. `Err` is an exception vLLM raises mid-round (the whole
+/// round then fails).
+///
+/// This is the newest revision's planner ([`PlanRules::newest`]); [`build_transfer_params_by`] plans under
+/// another revision's rules.
 pub fn build_transfer_params(
     config: &ProducerConfig,
     local: &[TransferRegion],
@@ -98,6 +109,13 @@ fn request_blocks(
             if l.iter().all(Vec::is_empty) {
                 return Ok(Ok(None));
             }
+            let (mut l, mut r) = (l, r);
+            // Before the kernel expansion, so a reversed run expands into one ascending run of kernel blocks.
+            for (lg, rg) in l.iter_mut().zip(r.iter_mut()) {
+                if !lg.is_empty() {
+                    order_pairs(rules.paired_block_order, lg, rg);
+                }
+            }
             let n = config.physical_blocks_per_logical;
             Ok(Ok(Some(RequestBlocks::PerGroup(
                 logical_to_kernel_block_ids(kinds, l, n)?,
@@ -110,7 +128,9 @@ fn request_blocks(
             if l.len() < r.len() {
                 return Ok(Err(BlockMismatch::ProducerHasFewer));
             }
-            Ok(Ok(Some(RequestBlocks::Flat(l[l.len() - r.len()..].to_vec(), r))))
+            let (mut l, mut r) = (l[l.len() - r.len()..].to_vec(), r);
+            order_pairs(rules.paired_block_order, &mut l, &mut r);
+            Ok(Ok(Some(RequestBlocks::Flat(l, r))))
         }
         BlockGroups::Flattened => {
             let (local, remote) = (&req.local_block_ids, &req.remote_block_ids);
@@ -121,20 +141,22 @@ fn request_blocks(
                 return Ok(Err(BlockMismatch::ProducerHasFewer));
             }
             // vLLM trims with `ids[-n:]`: a group the consumer wants nothing of keeps all its producer ids.
-            let l: Vec<i64> = local
-                .iter()
-                .zip(remote)
-                .flat_map(|(l, r)| if r.is_empty() { l.clone() } else { l[l.len() - r.len()..].to_vec() })
-                .collect();
-            let r: Vec<i64> = remote.iter().flatten().copied().collect();
+            let (mut l, mut r) = (Vec::new(), Vec::new());
+            for (lg, rg) in local.iter().zip(remote) {
+                let (mut lg, mut rg) =
+                    (if rg.is_empty() { lg.clone() } else { lg[lg.len() - rg.len()..].to_vec() }, rg.clone());
+                order_pairs(rules.paired_block_order, &mut lg, &mut rg);
+                l.extend(lg);
+                r.extend(rg);
+            }
             Ok(Ok(Some(RequestBlocks::Flat(l, r))))
         }
     }
 }
 
 /// [`build_transfer_params`] under a revision's planning rules (`behaviour.block_groups`, `tp_byte_plan`,
-/// `replicated_producer`).
-pub(crate) fn build_transfer_params_by(
+/// `replicated_producer`, `paired_block_order`; the rules' other values are read by the stages before).
+pub fn build_transfer_params_by(
     config: &ProducerConfig,
     rules: &PlanRules,
     local: &[TransferRegion],
@@ -236,7 +258,9 @@ pub(crate) fn build_transfer_params_by(
 /// Copies before 0.19.0 (`destination_stride = producer-block-len`): for each region pair, one descriptor per
 /// run of blocks consecutive on both sides, whole blocks of the producer's block length on both sides. A
 /// request whose producer holds fewer blocks than the consumer asks for fails; with more, the last ones go.
+/// The pairs are planned in `order` (`as-given` in every revision that places blocks this way).
 pub(crate) fn build_whole_blocks(
+    order: PairedBlockOrder,
     local: &[TransferRegion],
     remote: &[TransferRegion],
     requests: &[ReadyRequest],
@@ -253,8 +277,9 @@ pub(crate) fn build_whole_blocks(
             out.err_msg.get_or_insert_with(|| BlockMismatch::ProducerHasFewer.err_msg().to_string());
             continue;
         }
-        let l = &l[l.len() - r.len()..];
-        let runs = runs_of(l, &r);
+        let (mut l, mut r) = (l[l.len() - r.len()..].to_vec(), r);
+        order_pairs(order, &mut l, &mut r);
+        let runs = runs_of(&l, &r);
         for (lr, rr) in local.iter().zip(remote) {
             let b = lr.block_len as i128;
             for (lb, rb, n) in &runs {
@@ -347,6 +372,93 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.to_string(), "AssertionError: Destination transfer region exceeds remote KV block size.");
+    }
+
+    fn d(src: u64, dst: u64, len: u64) -> Descriptor {
+        Descriptor { src, dst, len }
+    }
+
+    /// The descriptors under the newest rules with `order` for the paired block order.
+    fn plan(
+        order: PairedBlockOrder,
+        cfg: &ProducerConfig,
+        local: &[TransferRegion],
+        remote: &[TransferRegion],
+        reqs: &[ReadyRequest],
+    ) -> Vec<Descriptor> {
+        let rules = PlanRules { paired_block_order: order, ..PlanRules::newest() };
+        build_transfer_params_by(cfg, &rules, local, remote, 0, 1, reqs).unwrap().descriptors
+    }
+
+    const AS_GIVEN: PairedBlockOrder = PairedBlockOrder::AsGiven;
+    const REVERSED: PairedBlockOrder = PairedBlockOrder::DescendingRunsReversed;
+
+    #[test]
+    fn descending_runs_on_both_sides_become_one_descriptor_only_when_the_rule_says() {
+        let cfg = config(0, 1, vec![GroupKind::Attention]);
+        let (l, r) = ([region(1000, 10, 10, 0)], [region(2000, 10, 10, 0)]);
+        let down = [req(vec![vec![4, 3, 2]], vec![vec![9, 8, 7]])];
+        assert_eq!(plan(REVERSED, &cfg, &l, &r, &down), vec![d(1020, 2070, 30)]);
+        assert_eq!(plan(AS_GIVEN, &cfg, &l, &r, &down), vec![d(1040, 2090, 10), d(1030, 2080, 10), d(1020, 2070, 10)]);
+        // Mixed: an ascending run, then a descending one.
+        let mixed = [req(vec![vec![1, 2, 6, 5]], vec![vec![3, 4, 9, 8]])];
+        assert_eq!(plan(REVERSED, &cfg, &l, &r, &mixed), vec![d(1010, 2030, 20), d(1050, 2080, 20)]);
+        assert_eq!(plan(AS_GIVEN, &cfg, &l, &r, &mixed), vec![d(1010, 2030, 20), d(1060, 2090, 10), d(1050, 2080, 10)]);
+        // Descending on one side only: both rules plan the same single-block copies.
+        let one_side = [req(vec![vec![3, 2]], vec![vec![7, 8]])];
+        for order in [REVERSED, AS_GIVEN] {
+            assert_eq!(plan(order, &cfg, &l, &r, &one_side), vec![d(1030, 2070, 10), d(1020, 2080, 10)]);
+            assert_eq!(plan(order, &cfg, &l, &r, &[req(vec![vec![5]], vec![vec![6]])]), vec![d(1050, 2060, 10)]);
+        }
+        // A prefix hit on the decoder: the producer's tail is paired, then ordered.
+        let hit = [req(vec![vec![20, 4, 3]], vec![vec![9, 8]])];
+        assert_eq!(plan(REVERSED, &cfg, &l, &r, &hit), vec![d(1030, 2080, 20)]);
+    }
+
+    #[test]
+    fn pairs_are_ordered_before_the_kernel_expansion() {
+        // Two kernel blocks per logical block; Mamba group 1 loses its NULL blocks first, then descends on both.
+        let mut cfg = config(0, 1, vec![GroupKind::Attention, GroupKind::Mamba]);
+        cfg.physical_blocks_per_logical = 2;
+        let local = [region(1000, 10, 10, 0), region(5000, 100, 100, 1)];
+        let remote = [region(2000, 10, 10, 0), region(9000, 100, 100, 1)];
+        let reqs = [req(vec![vec![5, 4], vec![0, 7, 6]], vec![vec![9, 8], vec![3, 0, 2]])];
+        // Logical 4,5 → kernel 8..=11, to logical 8,9 → kernel 16..=19: one run; Mamba 6,7 → 2,3.
+        assert_eq!(plan(REVERSED, &cfg, &local, &remote, &reqs), vec![d(1080, 2160, 40), d(5600, 9200, 200)]);
+        // As given, the kernel ids 10,11,8,9 → 18,19,16,17 are two runs.
+        assert_eq!(
+            plan(AS_GIVEN, &cfg, &local, &remote, &reqs),
+            vec![d(1100, 2180, 20), d(1080, 2160, 20), d(5700, 9300, 100), d(5600, 9200, 100)]
+        );
+    }
+
+    #[test]
+    fn without_coalescing_only_the_order_of_the_copies_changes() {
+        // Prefiller rank 1 of TP 2 into a TP-1 decoder: each block lands at +10 in a 20-byte decoder block.
+        let cfg = config(1, 2, vec![GroupKind::Attention]);
+        let (l, r) = ([region(1000, 10, 10, 0)], [region(2000, 20, 20, 0)]);
+        let reqs = [req(vec![vec![3, 2]], vec![vec![6, 5]])];
+        assert_eq!(plan(REVERSED, &cfg, &l, &r, &reqs), vec![d(1020, 2110, 10), d(1030, 2130, 10)]);
+        assert_eq!(plan(AS_GIVEN, &cfg, &l, &r, &reqs), vec![d(1030, 2130, 10), d(1020, 2110, 10)]);
+    }
+
+    #[test]
+    fn the_order_applies_to_single_and_flattened_block_lists_and_whole_blocks() {
+        let cfg = config(0, 1, vec![GroupKind::Attention, GroupKind::Attention]);
+        let (l, r) = ([region(1000, 10, 10, 0)], [region(2000, 10, 10, 0)]);
+        let single = PlanRules { block_groups: BlockGroups::Single, ..PlanRules::newest() };
+        let reqs = [req(vec![vec![9, 4, 3]], vec![vec![8, 7]])];
+        let b = build_transfer_params_by(&cfg, &single, &l, &r, 0, 1, &reqs).unwrap();
+        assert_eq!(b.descriptors, vec![d(1030, 2070, 20)]);
+        // Flattened: each group ordered on its own, then concatenated.
+        let flat = PlanRules { block_groups: BlockGroups::Flattened, ..PlanRules::newest() };
+        let reqs = [req(vec![vec![5, 4], vec![2, 1], vec![7]], vec![vec![8, 7], vec![3, 2], vec![9]])];
+        let b = build_transfer_params_by(&cfg, &flat, &l, &r, 0, 1, &reqs).unwrap();
+        assert_eq!(b.descriptors, vec![d(1040, 2070, 20), d(1010, 2020, 20), d(1070, 2090, 10)]);
+        let whole = build_whole_blocks(REVERSED, &l, &r, &[req(vec![vec![4, 3]], vec![vec![8, 7]])]);
+        assert_eq!(whole.descriptors, vec![d(1030, 2070, 20)]);
+        let whole = build_whole_blocks(AS_GIVEN, &l, &r, &[req(vec![vec![4, 3]], vec![vec![8, 7]])]);
+        assert_eq!(whole.descriptors, vec![d(1040, 2080, 10), d(1030, 2070, 10)]);
     }
 
     #[test]

@@ -311,7 +311,7 @@ impl Producer {
         ready: &[ReadyRequest],
     ) -> Result<TransferBatch, PlanError> {
         if self.rules.destination_stride == DestinationStride::ProducerBlockLen {
-            return Ok(build_whole_blocks(&regions.local, &regions.remote, ready));
+            return Ok(build_whole_blocks(self.rules.paired_block_order, &regions.local, &regions.remote, ready));
         }
         build_transfer_params_by(
             &self.config,

@@ -1,7 +1,8 @@
 //! The planning rules of a revision (spec `[behaviour]`, `src/spec/behaviour.rs`; prose in `spec/PROTOCOL.md`,
 //! "Prefiller: planning"): which regions a prefiller
-//! pairs, how it splits and places blocks, which bytes each TP rank copies. The planner's functions follow
-//! vLLM 0.33.0 ([`PlanRules::newest`]); older revisions differ only where these values say.
+//! pairs, how it splits and places blocks, which bytes each TP rank copies, in which order it plans block pairs.
+//! The planner's functions follow vLLM 0.34.0 ([`PlanRules::newest`]); older revisions differ only where these
+//! values say.
 
 use crate::spec::behaviour::*;
 
@@ -26,10 +27,14 @@ pub struct PlanRules {
     pub pairing_check: PairingCheck,
     /// Which requests the prefiller writes at all (`need_send`).
     pub need_send: NeedSend,
+    /// In which order a request's block pairs are planned (`paired_block_order`).
+    pub paired_block_order: PairedBlockOrder,
 }
 
 impl PlanRules {
-    /// vLLM 0.33.0's planning rules (the golden plan vectors' release).
+    /// The newest revision's planning rules, vLLM 0.34.0's (the release of the newest golden plan vectors,
+    /// `conformance/vectors/plan/*_0.34.0.jsonl`; the unsuffixed files there are 0.33.0's, whose rules differ
+    /// only in `paired_block_order`). Equal to what the spec's newest push revision states (a test checks).
     pub fn newest() -> PlanRules {
         PlanRules {
             region_alignment: RegionAlignment::ByLayerNamePartialAcrossPp,
@@ -41,6 +46,7 @@ impl PlanRules {
             region_coalescing: RegionCoalescing::AdjacentInRow,
             pairing_check: PairingCheck::Remote,
             need_send: NeedSend::TpTargetsTimesDecoderPp,
+            paired_block_order: PairedBlockOrder::DescendingRunsReversed,
         }
     }
 }

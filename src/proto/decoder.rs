@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
+use super::lease::{Heartbeat, LeaseBook, LeaseError, LeaseRequest};
 use super::profile::WireProfile;
 use crate::limits;
 use crate::msgpack::WireInt;
@@ -21,7 +22,7 @@ use crate::spec::behaviour::{
     DecoderPpTargets, FailureFinish, FailureReport, FreeOnlySuccess, HeterogeneousTp, UnknownOkId,
     UnreportedAfterFinish,
 };
-use crate::typed::{MooncakeXferMetadata, MooncakeXferResponse, ReqBlocks, Status};
+use crate::typed::{MooncakeLeaseHeartbeat, MooncakeXferMetadata, MooncakeXferResponse, ReqBlocks, Status};
 
 /// The decoder worker's registered KV layout (what a layout-carrying pull sends).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -223,6 +224,29 @@ struct Exchange {
     deadline: Instant,
 }
 
+/// A heartbeat's DEALER, open until its reply or its receive timeout.
+#[derive(Debug)]
+struct HeartbeatExchange {
+    deadline: Instant,
+}
+
+/// What became of the decoder's lease heartbeats (0.34.0), for tests and logs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LeaseStats {
+    /// Heartbeats sent (one per prefiller worker).
+    pub sent: u64,
+    /// Answered with a status other than ERROR (renewed).
+    pub renewed: u64,
+    /// Answered ERROR (the prefiller has no lease duration, or predates leases).
+    pub rejected: u64,
+    /// The last ERROR's `err_msg` (vLLM logs the first one).
+    pub last_rejection: Option<String>,
+    /// No (decodable) reply within the reply timeout, or the socket failed.
+    pub unanswered: u64,
+    /// Not sent: the engine was not in the bootstrap table, or no worker could be chosen.
+    pub skipped: u64,
+}
+
 /// The generation-2 decoder worker as a sans-IO state machine: pulls in, sockets to open and requests settled out.
 pub struct DecoderCore {
     profile: WireProfile,
@@ -236,6 +260,13 @@ pub struct DecoderCore {
     next_exchange: u64,
     acked: HashSet<String>,
     events: VecDeque<DecoderEvent>,
+    /// Leased requests and the renewal clock (0.34.0, with a lease duration set).
+    lease: Option<LeaseBook>,
+    /// Open heartbeat DEALERs (ids from the same counter as pulls).
+    heartbeats: BTreeMap<ExchangeId, HeartbeatExchange>,
+    /// Heartbeats waiting for a bootstrap query, by bootstrap address.
+    heartbeats_waiting: HashMap<String, Vec<Heartbeat>>,
+    lease_stats: LeaseStats,
 }
 
 impl DecoderCore {
@@ -256,7 +287,129 @@ impl DecoderCore {
             next_exchange: 1,
             acked: HashSet::new(),
             events: VecDeque::new(),
+            lease: None,
+            heartbeats: BTreeMap::new(),
+            heartbeats_waiting: HashMap::new(),
+            lease_stats: LeaseStats::default(),
         }
+    }
+
+    /// Sets `kv_lease_duration` (`None`: off, the default). With it, requests [`DecoderCore::announce`]d are
+    /// renewed until their pull settles (`spec/PROTOCOL.md#kv-leases`). Only revisions with
+    /// `behaviour.lease_renewal` read it.
+    pub fn set_kv_lease_duration(&mut self, d: Option<Duration>) -> Result<(), LeaseError> {
+        self.lease = match d {
+            None => None,
+            Some(d) => {
+                let rule = self
+                    .profile
+                    .lease_renewal
+                    .clone()
+                    .ok_or_else(|| LeaseError::NotInRevision(self.profile.name().to_string()))?;
+                if d.is_zero() {
+                    return Err(LeaseError::NotPositive(d));
+                }
+                Some(LeaseBook::new(rule, d))
+            }
+        };
+        Ok(())
+    }
+
+    /// Requests arrived at the decoder's scheduler (vLLM's `on_new_request`), before they are pulled: with a
+    /// lease duration, their leases are renewed from now until their pulls settle. Without one, nothing.
+    pub fn announce(&mut self, now: Instant, reqs: Vec<LeaseRequest>) {
+        let Some(book) = self.lease.as_mut() else { return };
+        for r in reqs {
+            book.add(r);
+        }
+        self.renew_due(now);
+    }
+
+    /// The request ended at the scheduler (vLLM's `request_finished`): its lease is no longer renewed.
+    pub fn release(&mut self, d_req_id: &str) {
+        if let Some(book) = self.lease.as_mut() {
+            book.remove(d_req_id);
+        }
+    }
+
+    /// Reports a request finished receiving; its lease ends with it.
+    fn finished(&mut self, d_req_id: String) {
+        self.release(&d_req_id);
+        self.events.push_back(DecoderEvent::Finished { d_req_id });
+    }
+
+    /// Sends the heartbeats that are due: one per prefiller engine, to every worker its pull would use.
+    fn renew_due(&mut self, now: Instant) {
+        let due = match self.lease.as_mut() {
+            Some(book) => book.take_due(now),
+            None => return,
+        };
+        for hb in due {
+            if self.engines.contains_key(&hb.engine_id) {
+                self.send_heartbeat(now, &hb);
+                continue;
+            }
+            // vLLM queries the bootstrap server for a heartbeat too (the requests may still be queued), sharing
+            // a query already running for that address.
+            let addr = hb.bootstrap_addr.clone();
+            if !self.query_pending(&addr) {
+                self.events.push_back(DecoderEvent::Query { bootstrap_addr: addr.clone() });
+            }
+            self.heartbeats_waiting.entry(addr).or_default().push(hb);
+        }
+    }
+
+    fn query_pending(&self, bootstrap_addr: &str) -> bool {
+        self.waiting.contains_key(bootstrap_addr) || self.heartbeats_waiting.contains_key(bootstrap_addr)
+    }
+
+    fn send_heartbeat(&mut self, now: Instant, hb: &Heartbeat) {
+        let (Ok(addrs), Some(book)) = (self.targets(&hb.engine_id), self.lease.as_ref()) else {
+            self.lease_stats.skipped += 1;
+            return;
+        };
+        let deadline = now + book.reply_timeout();
+        let msg = MooncakeLeaseHeartbeat { lease_transfer_ids: hb.transfer_ids.clone() };
+        let Ok(payload) = self.profile.encode_heartbeat(&msg) else {
+            self.lease_stats.skipped += 1;
+            return;
+        };
+        for addr in addrs {
+            let id = ExchangeId(self.next_exchange);
+            self.next_exchange += 1;
+            self.lease_stats.sent += 1;
+            self.events.push_back(DecoderEvent::Open { id, addr, payload: payload.clone() });
+            self.heartbeats.insert(id, HeartbeatExchange { deadline });
+        }
+    }
+
+    /// A heartbeat's reply: renewed, or rejected (vLLM logs it once); the DEALER closes either way.
+    fn heartbeat_reply(&mut self, id: ExchangeId, payload: &[u8]) {
+        match self.profile.decode_response(payload) {
+            Ok(r) if r.status == Status::ERROR => {
+                self.lease_stats.rejected += 1;
+                self.lease_stats.last_rejection = r.err_msg.clone();
+            }
+            Ok(_) => self.lease_stats.renewed += 1,
+            Err(_) => self.lease_stats.unanswered += 1,
+        }
+        self.close_heartbeat(id);
+    }
+
+    fn close_heartbeat(&mut self, id: ExchangeId) {
+        if self.heartbeats.remove(&id).is_some() {
+            self.events.push_back(DecoderEvent::Close { id });
+        }
+    }
+
+    /// What became of the heartbeats so far.
+    pub fn lease_stats(&self) -> &LeaseStats {
+        &self.lease_stats
+    }
+
+    /// Requests whose lease is being renewed.
+    pub fn leased_requests(&self) -> usize {
+        self.lease.as_ref().map_or(0, LeaseBook::len)
     }
 
     /// Overrides the receive timeout (vLLM: `(VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT + 60) s`).
@@ -275,10 +428,14 @@ impl DecoderCore {
         self.acked.clear();
     }
 
-    /// Pulls a batch of requests (one scheduler step).
+    /// Pulls a batch of requests (one scheduler step). A free-only pull (no blocks) ends its request's lease:
+    /// it never reaches `finished_recving`.
     pub fn pull(&mut self, now: Instant, reqs: Vec<PullRequest>) {
         let mut by_engine: BTreeMap<String, Vec<PullRequest>> = BTreeMap::new();
         for r in reqs {
+            if r.local_blocks.iter().all(Vec::is_empty) {
+                self.release(&r.d_req_id);
+            }
             by_engine.entry(r.engine_id.clone()).or_default().push(r);
         }
         for (engine, reqs) in by_engine {
@@ -286,13 +443,15 @@ impl DecoderCore {
                 self.receive(now, &engine, reqs);
             } else {
                 let addr = reqs[0].bootstrap_addr.clone();
-                let first = !self.waiting.contains_key(&addr);
+                let first = !self.query_pending(&addr);
                 self.waiting.entry(addr.clone()).or_default().extend(reqs);
                 if first {
                     self.events.push_back(DecoderEvent::Query { bootstrap_addr: addr });
                 }
             }
         }
+        // The same scheduler step renews leases, after handing over the pulls.
+        self.renew_due(now);
     }
 
     /// The answer to a `/query`: the parsed table, or why it failed. Engines are cached and never refreshed.
@@ -322,6 +481,14 @@ impl DecoderCore {
                 }
             }
         }
+        for hb in self.heartbeats_waiting.remove(bootstrap_addr).unwrap_or_default() {
+            if self.engines.contains_key(&hb.engine_id) {
+                self.send_heartbeat(now, &hb);
+            } else {
+                // vLLM skips the renewal with a warning; the pull reports the engine missing.
+                self.lease_stats.skipped += 1;
+            }
+        }
     }
 
     /// A pull that was never sent (its engine is not registered, too many pulls in flight).
@@ -339,7 +506,7 @@ impl DecoderCore {
                 invalid_blocks: if failed_recving { vec![] } else { blocks },
                 failed_recving,
             });
-            self.events.push_back(DecoderEvent::Finished { d_req_id: r.d_req_id });
+            self.finished(r.d_req_id);
         }
     }
 
@@ -488,6 +655,9 @@ impl DecoderCore {
 
     /// A frame received on an exchange's DEALER.
     pub fn handle_reply(&mut self, now: Instant, id: ExchangeId, payload: &[u8]) {
+        if self.heartbeats.contains_key(&id) {
+            return self.heartbeat_reply(id, payload);
+        }
         if !self.exchanges.contains_key(&id) {
             return;
         }
@@ -531,6 +701,10 @@ impl DecoderCore {
 
     /// The exchange's socket failed (connect error, send error).
     pub fn exchange_failed(&mut self, id: ExchangeId, error: &str) {
+        if self.heartbeats.contains_key(&id) {
+            self.lease_stats.unanswered += 1;
+            return self.close_heartbeat(id);
+        }
         if self.exchanges.contains_key(&id) {
             self.fail_exchange(id, &format!("transfer failed: {error}"));
         }
@@ -619,7 +793,7 @@ impl DecoderCore {
                     p.failed = true;
                     if let Some(failed) = p.failed_event(d, reason, failed_recving, rules.failure_report) {
                         self.events.push_back(failed);
-                        self.events.push_back(DecoderEvent::Finished { d_req_id: d.clone() });
+                        self.finished(d.clone());
                     }
                     // Kept (failed) while other exchanges of the pull may still mention it.
                     if !self.exchanges.values().any(|o| o.all.contains(d)) {
@@ -650,7 +824,7 @@ impl DecoderCore {
             let report =
                 p.has_blocks() || (!p.failed && self.profile.rules.free_only_success == FreeOnlySuccess::Finished);
             if report {
-                self.events.push_back(DecoderEvent::Finished { d_req_id: d.to_string() });
+                self.finished(d.to_string());
             }
         }
     }
@@ -671,17 +845,32 @@ impl DecoderCore {
         }
     }
 
-    /// Fails exchanges that waited longer than the receive timeout for a reply.
+    /// Fails exchanges that waited longer than the receive timeout for a reply, closes heartbeats that got no
+    /// reply in time, and sends the heartbeats that are due.
     pub fn handle_timeout(&mut self, now: Instant) {
         let due: Vec<ExchangeId> = self.exchanges.iter().filter(|(_, x)| x.deadline <= now).map(|(k, _)| *k).collect();
         for id in due {
             self.fail_exchange(id, "transfer failed: Resource temporarily unavailable");
         }
+        let late: Vec<ExchangeId> =
+            self.heartbeats.iter().filter(|(_, x)| x.deadline <= now).map(|(k, _)| *k).collect();
+        for id in late {
+            self.lease_stats.unanswered += 1;
+            self.close_heartbeat(id);
+        }
+        self.renew_due(now);
     }
 
-    /// When [`DecoderCore::handle_timeout`] is next due, if any exchange is open.
+    /// When [`DecoderCore::handle_timeout`] is next due: an open exchange's or heartbeat's deadline, or the
+    /// next renewal.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.exchanges.values().map(|x| x.deadline).min()
+        let renewal = self.lease.as_ref().and_then(LeaseBook::due);
+        self.exchanges
+            .values()
+            .map(|x| x.deadline)
+            .chain(self.heartbeats.values().map(|x| x.deadline))
+            .chain(renewal)
+            .min()
     }
     /// The next thing to do or report, if any.
     pub fn poll_event(&mut self) -> Option<DecoderEvent> {
@@ -692,9 +881,9 @@ impl DecoderCore {
     pub fn pending_pulls(&self) -> usize {
         self.pulls.len() + self.waiting.values().map(Vec::len).sum::<usize>()
     }
-    /// DEALER exchanges open.
+    /// DEALER exchanges open (pulls and heartbeats).
     pub fn open_exchanges(&self) -> usize {
-        self.exchanges.len()
+        self.exchanges.len() + self.heartbeats.len()
     }
     /// Whether the prefiller worker at `addr` has answered a pull (so it has this worker's layout).
     pub fn is_acked(&self, addr: &str) -> bool {

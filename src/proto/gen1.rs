@@ -386,7 +386,7 @@ impl Gen1Prefiller {
             Ok(r) => r,
             Err(_) => return self.fail(id),
         };
-        let batch = build_whole_blocks(&regions.local, &regions.remote, &ready);
+        let batch = build_whole_blocks(self.planner.rules.paired_block_order, &regions.local, &regions.remote, &ready);
         if !batch.err_reqs.is_empty() && self.profile.block_count_failure == BlockCountFailure::FailsMessage {
             // An assertion in vLLM: the whole message fails before any write.
             return self.fail(id);

@@ -6,8 +6,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use super::decoder::{DecoderCore, DecoderEvent, EngineTable, ExchangeId, PullRequest, QueryError};
+use super::decoder::{DecoderCore, DecoderEvent, EngineTable, ExchangeId, LeaseStats, PullRequest, QueryError};
 use super::gen1::{Gen1Decoder, Gen1Prefiller};
+use super::lease::LeaseRequest;
 use super::planner::SenderPlanner;
 use super::prefiller::{PrefillerCore, PrefillerEvent, PrefillerStats, Transmit, WriteId};
 
@@ -161,6 +162,13 @@ pub trait DecoderMachine: Send + 'static {
     fn socket_kind(&self) -> SocketKind;
     /// One scheduler step's requests to pull.
     fn pull(&mut self, now: Instant, reqs: Vec<PullRequest>);
+    /// Requests arrived at the scheduler, to be pulled later: renewed while leases are on (0.34.0); a no-op
+    /// where the machine has no leases.
+    fn announce(&mut self, now: Instant, reqs: Vec<LeaseRequest>);
+    /// Requests whose leases are renewed.
+    fn leased_requests(&self) -> usize;
+    /// What became of the lease heartbeats.
+    fn lease_stats(&self) -> LeaseStats;
     /// The answer to a `/query` the machine asked for (generation 2 only).
     fn query_result(
         &mut self,
@@ -190,6 +198,15 @@ impl DecoderMachine for DecoderCore {
     }
     fn pull(&mut self, now: Instant, reqs: Vec<PullRequest>) {
         DecoderCore::pull(self, now, reqs)
+    }
+    fn announce(&mut self, now: Instant, reqs: Vec<LeaseRequest>) {
+        DecoderCore::announce(self, now, reqs)
+    }
+    fn leased_requests(&self) -> usize {
+        DecoderCore::leased_requests(self)
+    }
+    fn lease_stats(&self) -> LeaseStats {
+        DecoderCore::lease_stats(self).clone()
     }
     fn query_result(&mut self, now: Instant, addr: &str, result: Result<BTreeMap<String, EngineTable>, QueryError>) {
         DecoderCore::query_result(self, now, addr, result)
@@ -223,6 +240,13 @@ impl DecoderMachine for Gen1Decoder {
     }
     fn pull(&mut self, now: Instant, reqs: Vec<PullRequest>) {
         Gen1Decoder::pull(self, now, reqs)
+    }
+    fn announce(&mut self, _now: Instant, _reqs: Vec<LeaseRequest>) {}
+    fn leased_requests(&self) -> usize {
+        0
+    }
+    fn lease_stats(&self) -> LeaseStats {
+        LeaseStats::default()
     }
     fn query_result(&mut self, _now: Instant, _addr: &str, _result: Result<BTreeMap<String, EngineTable>, QueryError>) {
     }

@@ -6,6 +6,7 @@
 
 pub mod decoder;
 pub mod gen1;
+mod lease;
 mod lru;
 pub mod memory;
 pub(crate) mod planner;
@@ -17,11 +18,13 @@ pub mod sim;
 mod vllm;
 
 pub use decoder::{
-    DecoderConfig, DecoderCore, DecoderEvent, DecoderLayout, EngineTable, ExchangeId, PullRequest, QueryError,
+    DecoderConfig, DecoderCore, DecoderEvent, DecoderLayout, EngineTable, ExchangeId, LeaseStats, PullRequest,
+    QueryError,
 };
+pub use lease::{LeaseError, LeaseRequest};
 pub use planner::{Descriptor, ReadyReq, SenderPlanner, TransferBatch};
 pub use prefiller::{PeerId, PrefillerCore, PrefillerEvent, PrefillerStats, Transmit, WriteId};
-pub use profile::{CarryError, ProfileError, Rules, WireProfile};
+pub use profile::{CarryError, Inbound, ProfileError, Rules, WireProfile};
 pub use registry::{Registry, Reply};
 
 mod machine;

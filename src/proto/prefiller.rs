@@ -10,17 +10,21 @@
 //! [`crate::proto::profile::Rules`]), not assumed. In outline: pairing check, PP check, layout-less pulls served from a per-peer layout cache (LAYOUT_MISS when
 //! absent), region validation, then rounds: wait until some requests are ready, one write per round, one
 //! reply per round (CONTINUE while some are pending, FINISH with the last), a timeout FINISH after the abort
-//! timeout, `need_send` deliveries before a transfer is freed, and expiry of ready transfers nobody pulled.
+//! timeout, `need_send` deliveries before a transfer is freed, and expiry of ready transfers nobody pulled. From
+//! 0.34.0 (`spec/PROTOCOL.md#kv-leases`): every payload is tried as a lease heartbeat first; with a lease
+//! duration a ready transfer is held that long and heartbeats extend it; a pull of a transfer that expired
+//! lately is answered at once.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
+use super::lease::LeaseError;
 use super::lru::Lru;
 use super::planner::{Descriptor, ReadyReq, SenderPlanner, TransferBatch};
-use super::profile::WireProfile;
+use super::profile::{Inbound, WireProfile};
 use crate::limits;
 use crate::msgpack::WireInt;
-use crate::spec::behaviour::{BlockCountFailure, EmptyIdLists, HeterogeneousTp, ReplyRounds};
+use crate::spec::behaviour::{BlockCountFailure, EmptyIdLists, HeterogeneousTp, ReplyRounds, UndecodableRequest};
 use crate::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status, StrList};
 
 /// A decoder connection as the ROUTER names it (the routing id: opaque bytes).
@@ -146,6 +150,10 @@ pub struct PrefillerStats {
     pub rounds: u64,
     /// Requests that expired unpulled.
     pub expired: u64,
+    /// Lease heartbeats answered (renewed or refused).
+    pub heartbeats: u64,
+    /// Pulled requests answered at once because their transfer had expired.
+    pub expired_pulls: u64,
 }
 
 /// The generation-2 prefiller worker as a sans-IO state machine: messages and block readiness in, replies and writes out.
@@ -170,6 +178,11 @@ pub struct PrefillerCore<P: SenderPlanner> {
     expiries: BTreeSet<(Instant, u64, String)>,
     transmits: VecDeque<Transmit>,
     events: VecDeque<PrefillerEvent>,
+    /// `kv_lease_duration` when set (revisions with `kv_leases`): how long a ready transfer is held.
+    kv_lease: Option<Duration>,
+    /// Transfer ids that expired, with when (revisions with `expired_pull`); `expired_order` in expiry order.
+    expired_ids: HashMap<String, Instant>,
+    expired_order: VecDeque<(Instant, String)>,
     pub(crate) stats: PrefillerStats,
 }
 
@@ -209,8 +222,32 @@ impl<P: SenderPlanner> PrefillerCore<P> {
             expiries: BTreeSet::new(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
+            kv_lease: None,
+            expired_ids: HashMap::new(),
+            expired_order: VecDeque::new(),
             stats: PrefillerStats::default(),
         }
+    }
+
+    /// Sets `kv_lease_duration` (`None`: leases off, the default): a ready transfer is then held that long
+    /// instead of the abort timeout, and heartbeats extend it (`spec/PROTOCOL.md#kv-leases`). Only revisions
+    /// with `behaviour.kv_leases` read it.
+    pub fn set_kv_lease_duration(&mut self, d: Option<Duration>) -> Result<(), LeaseError> {
+        if let Some(d) = d {
+            if self.profile.kv_leases.is_none() {
+                return Err(LeaseError::NotInRevision(self.profile.name().to_string()));
+            }
+            if d.is_zero() {
+                return Err(LeaseError::NotPositive(d));
+            }
+        }
+        self.kv_lease = d;
+        Ok(())
+    }
+
+    /// The lease duration set, if any.
+    pub fn kv_lease_duration(&self) -> Option<Duration> {
+        self.kv_lease
     }
 
     /// Overrides `VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT`.
@@ -234,9 +271,10 @@ impl<P: SenderPlanner> PrefillerCore<P> {
         let _ = now;
     }
 
-    /// The request finished its prefill: its blocks are ready to send until `now + abort timeout`.
+    /// The request finished its prefill: its blocks are ready to send until `now + abort timeout` (or
+    /// `now + kv_lease_duration` when leases are on).
     pub fn request_finished(&mut self, now: Instant, p_req_id: &str, transfer_id: &str, blocks: Vec<Vec<u64>>) {
-        let expire = now + self.abort_timeout;
+        let expire = now + self.kv_lease.unwrap_or(self.abort_timeout);
         if !self.entries.contains_key(transfer_id) {
             let e = self.new_entry(p_req_id);
             self.entries.insert(transfer_id.to_string(), e);
@@ -312,12 +350,16 @@ impl<P: SenderPlanner> PrefillerCore<P> {
         self.handle_message(now, peer, &payload);
     }
 
-    /// One pull request from a decoder.
+    /// One message from a decoder: a lease heartbeat (revisions that have them try every payload as one
+    /// first), else a pull.
     pub(crate) fn handle_message(&mut self, now: Instant, peer: PeerId, payload: &[u8]) {
         self.stats.messages += 1;
-        let meta = match self.profile.decode_metadata(payload) {
-            Ok(m) => m,
-            Err(e) => return self.reply_error(peer, Status::ERROR, e.msgspec_message()),
+        let meta = match self.profile.read_inbound(payload) {
+            Inbound::Heartbeat(h) => return self.renew(now, peer, &h.lease_transfer_ids),
+            Inbound::Pull(Ok(m)) => m,
+            Inbound::Pull(Err(e)) => match self.profile.rules.undecodable_request {
+                UndecodableRequest::ErrorReply => return self.reply_error(peer, Status::ERROR, e.msgspec_message()),
+            },
         };
         if self.exchanges.len() >= limits::MAX_PREFILLER_EXCHANGES {
             return self.reply_error(
@@ -342,14 +384,8 @@ impl<P: SenderPlanner> PrefillerCore<P> {
                     None => {
                         self.stats.layout_misses += 1;
                         let lc = self.profile.layout_caching.as_ref().expect("caching is on");
-                        let status = self
-                            .profile
-                            .statuses
-                            .iter()
-                            .map(|(s, _)| *s)
-                            .find(|s| s.name() == Some(lc.miss_status.as_str()))
-                            .unwrap_or(Status::LAYOUT_MISS);
                         let msg = miss_message(&lc.miss_message, &meta);
+                        let status = self.status_named(&lc.miss_status, Status::LAYOUT_MISS);
                         return self.reply_error(peer, status, msg);
                     }
                 }
@@ -367,9 +403,15 @@ impl<P: SenderPlanner> PrefillerCore<P> {
         if let Err(e) = self.planner.validate(&pull, &prepared) {
             return self.reply_error(peer, Status::ERROR, e.to_string());
         }
-        // Every requested transfer gets an entry (a placeholder when the scheduler has not named it yet).
+        // Every requested transfer gets an entry (a placeholder when the scheduler has not named it yet), but one
+        // that expired lately, which is answered at once where the revision does so.
         let mut pending = Vec::with_capacity(meta.req_blocks.len());
+        let mut expired = vec![];
         for (index, (d_req_id, b)) in meta.req_blocks.iter().enumerate() {
+            if !self.entries.contains_key(&b.transfer_id) && self.expired_ids.contains_key(&b.transfer_id) {
+                expired.push(d_req_id.clone());
+                continue;
+            }
             if !self.entries.contains_key(&b.transfer_id) {
                 let e = self.new_entry("");
                 self.entries.insert(b.transfer_id.clone(), e);
@@ -378,8 +420,17 @@ impl<P: SenderPlanner> PrefillerCore<P> {
             e.waiters += 1;
             pending.push(Pending { d_req_id: d_req_id.clone(), transfer_id: b.transfer_id.clone(), gen: e.gen, index });
         }
+        if let (false, Some(x)) = (expired.is_empty(), &self.profile.expired_pull) {
+            self.stats.expired_pulls += expired.len() as u64;
+            let status = if pending.is_empty() { Status::FINISH } else { Status::CONTINUE };
+            let mut r = MooncakeXferResponse::new(status);
+            r.err_reqs = Some(expired.into());
+            r.err_msg = Some(x.message.clone());
+            r.layout_id = meta.layout_id;
+            self.send(peer.clone(), &r);
+        }
         if pending.is_empty() {
-            // Nothing to wait for: vLLM's round loop never runs and nothing is sent back.
+            // Nothing to wait for: vLLM's round loop never runs and nothing (more) is sent back.
             return;
         }
         let id = self.next_exchange;
@@ -392,6 +443,39 @@ impl<P: SenderPlanner> PrefillerCore<P> {
         self.exchanges
             .insert(id, Exchange { peer, meta, pull, prepared, target_ranks, pending, deadline, round: None });
         self.drive_ids(now, &[id]);
+    }
+
+    /// A heartbeat: each named transfer the prefiller holds gets its deadline moved to at least
+    /// `now + duration × renew_to` (a transfer not ready yet has none to move, an unknown one is not created),
+    /// answered `renewed_status`; without a lease duration, answered `off_status` and `off_message`.
+    fn renew(&mut self, now: Instant, peer: PeerId, ids: &[String]) {
+        self.stats.heartbeats += 1;
+        let Some(leases) = self.profile.kv_leases.clone() else { return };
+        let Some(d) = self.kv_lease else {
+            let status = self.status_named(&leases.off_status, Status::ERROR);
+            return self.reply_error(peer, status, leases.off_message.clone());
+        };
+        let [num, den] = leases.renew_to;
+        let until = now + d * num / den;
+        for tid in ids {
+            let Some(e) = self.entries.get_mut(tid) else { continue };
+            match e.expire {
+                Some(old) if old < until => {
+                    self.expiries.remove(&(old, e.gen, tid.clone()));
+                    e.expire = Some(until);
+                    self.expiries.insert((until, e.gen, tid.clone()));
+                }
+                _ => {}
+            }
+        }
+        let status = self.status_named(&leases.renewed_status, Status::FINISH);
+        self.send(peer, &MooncakeXferResponse::new(status));
+    }
+
+    /// The status of this revision's enum with this name (`fallback` when it has none: the loader checks that
+    /// behaviour items name members).
+    fn status_named(&self, name: &str, fallback: Status) -> Status {
+        self.profile.statuses.iter().map(|(s, _)| *s).find(|s| s.name() == Some(name)).unwrap_or(fallback)
     }
 
     fn reply_error(&mut self, peer: PeerId, status: Status, msg: String) {
@@ -453,11 +537,43 @@ impl<P: SenderPlanner> PrefillerCore<P> {
             }
             let e = self.entries.remove(&tid).expect("checked");
             self.stats.expired += 1;
+            self.remember_expired(now, &tid);
             self.events.push_back(PrefillerEvent::FinishedSending {
                 p_req_id: e.p_req_id,
                 transfer_id: tid,
                 expired: true,
             });
+        }
+        self.forget_expired(now);
+    }
+
+    /// Remembers that a transfer expired (revisions with `expired_pull`), so a late pull of it is answered at once.
+    fn remember_expired(&mut self, now: Instant, tid: &str) {
+        if self.profile.expired_pull.is_none() {
+            return;
+        }
+        if self.expired_order.len() >= limits::MAX_REMEMBERED_EXPIRED {
+            if let Some((t, old)) = self.expired_order.pop_front() {
+                if self.expired_ids.get(&old) == Some(&t) {
+                    self.expired_ids.remove(&old);
+                }
+            }
+        }
+        self.expired_ids.insert(tid.to_string(), now);
+        self.expired_order.push_back((now, tid.to_string()));
+    }
+
+    /// Forgets expired ids older than the abort timeout (vLLM prunes them when it next reports what it
+    /// finished sending; a pull after that waits like a pull of an unknown transfer).
+    fn forget_expired(&mut self, now: Instant) {
+        while let Some((t, tid)) = self.expired_order.front().cloned() {
+            if t + self.abort_timeout >= now {
+                break;
+            }
+            self.expired_order.pop_front();
+            if self.expired_ids.get(&tid) == Some(&t) {
+                self.expired_ids.remove(&tid);
+            }
         }
     }
 
@@ -466,7 +582,8 @@ impl<P: SenderPlanner> PrefillerCore<P> {
         let wait = self.deadlines.first().map(|(t, _)| *t);
         // Expiry is strict (`expire < now`): wake just after.
         let expiry = self.expiries.first().map(|(t, _, _)| *t + Duration::from_nanos(1));
-        wait.into_iter().chain(expiry).min()
+        let forget = self.expired_order.front().map(|(t, _)| *t + self.abort_timeout + Duration::from_nanos(1));
+        wait.into_iter().chain(expiry).chain(forget).min()
     }
 
     /// The next reply to send, if any.
@@ -491,6 +608,10 @@ impl<P: SenderPlanner> PrefillerCore<P> {
     /// Peer layouts cached (0.33.0's `layout_id`).
     pub fn cached_layouts(&self) -> usize {
         self.layouts.len()
+    }
+    /// Expired transfer ids remembered for late pulls (0.34.0's `expired_pull`; not transfers).
+    pub fn remembered_expired(&self) -> usize {
+        self.expired_ids.len()
     }
 
     // ---- rounds -----------------------------------------------------------------------------------------

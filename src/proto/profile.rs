@@ -8,9 +8,9 @@ use crate::codec::convert::{self, Lacking};
 use crate::codec::{Codec, DecodeError, DecodeErrorKind, EncodeError, Value};
 use crate::plan::PlanRules;
 use crate::spec::behaviour::*;
-use crate::spec::{Behaviour, LayoutCaching, Revision, Spec};
+use crate::spec::{Behaviour, ExpiredPull, KvLeases, LayoutCaching, LeaseRenewal, Revision, Spec};
 use crate::typed::generated::via_newest;
-use crate::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status, ViaNewest};
+use crate::typed::{MooncakeLeaseHeartbeat, MooncakeXferMetadata, MooncakeXferResponse, Status, ViaNewest};
 
 /// A generation-2 revision, as the prefiller and decoder cores use it.
 #[derive(Clone, Debug)]
@@ -20,6 +20,12 @@ pub struct WireProfile {
     codec: Arc<Codec>,
     /// `layout_id` caching and `LAYOUT_MISS` (0.33.0): from `behaviour.layout_caching`.
     pub layout_caching: Option<LayoutCaching>,
+    /// KV leases and heartbeats on the prefiller (0.34.0): from `behaviour.kv_leases`.
+    pub kv_leases: Option<KvLeases>,
+    /// A pull of an expired transfer answered at once (0.34.0): from `behaviour.expired_pull`.
+    pub expired_pull: Option<ExpiredPull>,
+    /// Lease renewal by the decoder (0.34.0): from `behaviour.lease_renewal`.
+    pub lease_renewal: Option<LeaseRenewal>,
     /// Status values this revision's enum defines, with their `terminal` flag.
     pub statuses: Vec<(Status, bool)>,
     /// A decoder fails requests a FINISH left unreported (`behaviour.unreported_after_finish = "failed"`).
@@ -38,6 +44,8 @@ pub struct WireProfile {
 struct Generated {
     metadata: ViaNewest<MooncakeXferMetadata>,
     response: ViaNewest<MooncakeXferResponse>,
+    /// The lease heartbeat, in revisions that have it.
+    heartbeat: Option<ViaNewest<MooncakeLeaseHeartbeat>>,
 }
 
 impl Generated {
@@ -52,8 +60,19 @@ impl Generated {
         Some(Generated {
             metadata: via_newest::mooncake_xfer_metadata_via_newest(&rev.revision)?,
             response: via_newest::mooncake_xfer_response_via_newest(&rev.revision)?,
+            heartbeat: via_newest::mooncake_lease_heartbeat_via_newest(&rev.revision),
         })
     }
+}
+
+/// A payload from a decoder as a prefiller reads it ([`WireProfile::read_inbound`]).
+#[derive(Clone, Debug, PartialEq)]
+#[allow(clippy::large_enum_variant)] // a reading is matched at once, one per payload; never kept in a collection
+pub enum Inbound {
+    /// A lease heartbeat naming at least one transfer.
+    Heartbeat(MooncakeLeaseHeartbeat),
+    /// A pull, or why the payload is not one.
+    Pull(Result<MooncakeXferMetadata, DecodeError>),
 }
 
 /// The behaviour values a generation-2 core consults (spec `[behaviour]`, `src/spec/behaviour.rs`). Built from
@@ -74,6 +93,8 @@ pub struct Rules {
     pub block_count_failure: BlockCountFailure,
     /// `behaviour.unknown_transfer`.
     pub unknown_transfer: UnknownTransfer,
+    /// `behaviour.undecodable_request`.
+    pub undecodable_request: UndecodableRequest,
     /// `behaviour.ready_wait`.
     pub ready_wait: ReadyWait,
     /// `behaviour.need_send`.
@@ -196,6 +217,7 @@ pub(crate) fn plan_rules(r: &str, b: &Behaviour, pairing_check: PairingCheck) ->
         region_coalescing: need(&b.region_coalescing, r, "region_coalescing")?,
         pairing_check,
         need_send: need(&b.need_send, r, "need_send")?,
+        paired_block_order: need(&b.paired_block_order, r, "paired_block_order")?,
     })
 }
 
@@ -210,6 +232,7 @@ impl Rules {
             transfer_failure: need(&b.transfer_failure, r, "transfer_failure")?,
             block_count_failure: need(&b.block_count_failure, r, "block_count_failure")?,
             unknown_transfer: need(&b.unknown_transfer, r, "unknown_transfer")?,
+            undecodable_request: need(&b.undecodable_request, r, "undecodable_request")?,
             ready_wait: need(&b.ready_wait, r, "ready_wait")?,
             need_send: need(&b.need_send, r, "need_send")?,
             empty_write: need(&b.empty_write, r, "empty_write")?,
@@ -269,6 +292,9 @@ impl WireProfile {
             generated,
             rules,
             layout_caching: rev.behaviour.layout_caching().cloned(),
+            kv_leases: rev.behaviour.kv_leases().cloned(),
+            expired_pull: rev.behaviour.expired_pull().cloned(),
+            lease_renewal: rev.behaviour.lease_renewal().cloned(),
             fail_unreported_after_finish: rev.behaviour.unreported_after_finish.as_ref().map(|i| i.value)
                 == Some(UnreportedAfterFinish::Failed),
             abort_timeout: Duration::from_secs(abort),
@@ -350,6 +376,51 @@ impl WireProfile {
         self.encode_via_spec("MooncakeXferResponse", &r.encode())
     }
 
+    /// Whether this revision has the lease heartbeat message (`MooncakeLeaseHeartbeat`, 0.34.0).
+    pub fn has_heartbeat(&self) -> bool {
+        self.codec.message_type(HEARTBEAT).is_some()
+    }
+
+    /// Decodes a payload as this revision's lease heartbeat (`None`: the revision has no such message). A pull
+    /// decodes too, with no ids (unknown fields are skipped): [`WireProfile::heartbeat_ids`] tells them apart.
+    pub fn decode_heartbeat(&self, bytes: &[u8]) -> Option<Result<MooncakeLeaseHeartbeat, DecodeError>> {
+        if !self.has_heartbeat() {
+            return None;
+        }
+        if let Some(h) = self.generated.as_ref().and_then(|g| g.heartbeat) {
+            return Some((h.decode)(bytes));
+        }
+        Some(self.decode_via_spec(HEARTBEAT, bytes, |b| MooncakeLeaseHeartbeat::decode(b)))
+    }
+
+    /// The transfer ids of a heartbeat, as a prefiller of this revision classifies an inbound payload
+    /// (`spec/PROTOCOL.md#kv-leases`): it decodes as a heartbeat and names at least one id. `None` for anything
+    /// else (a pull, an undecodable payload, an empty heartbeat) and in revisions without heartbeats.
+    pub fn heartbeat_ids(&self, bytes: &[u8]) -> Option<Vec<String>> {
+        let h = self.decode_heartbeat(bytes)?.ok()?;
+        Some(h.lease_transfer_ids).filter(|v| !v.is_empty())
+    }
+
+    /// What a prefiller of this revision reads in a payload from a decoder: a lease heartbeat (tried first,
+    /// where the revision has them: [`WireProfile::heartbeat_ids`]), else a pull (or why it is not one). One
+    /// reading of the payload, as the prefiller's listener makes it.
+    pub fn read_inbound(&self, bytes: &[u8]) -> Inbound {
+        if let Some(Ok(h)) = self.decode_heartbeat(bytes) {
+            if !h.lease_transfer_ids.is_empty() {
+                return Inbound::Heartbeat(h);
+            }
+        }
+        Inbound::Pull(self.decode_metadata(bytes))
+    }
+
+    /// Encodes a heartbeat as this revision does (an error when the revision has no heartbeat).
+    pub fn encode_heartbeat(&self, h: &MooncakeLeaseHeartbeat) -> Result<Vec<u8>, CarryError> {
+        if let Some(g) = self.generated.as_ref().and_then(|g| g.heartbeat) {
+            return Ok((g.encode)(h)?);
+        }
+        self.encode_via_spec(HEARTBEAT, &h.encode())
+    }
+
     /// The pull request as a spec-driven value of this revision (for reports and field-by-field comparisons):
     /// its encoding in this revision, read by the spec codec. `Err` says what the revision cannot carry.
     pub fn metadata_value(&self, m: &MooncakeXferMetadata) -> Result<Value, CarryError> {
@@ -424,6 +495,9 @@ impl<S: AsRef<str>> crate::typed::MooncakeXferMetadataOf<S> {
     }
 }
 
+/// The lease heartbeat's message name.
+const HEARTBEAT: &str = "MooncakeLeaseHeartbeat";
+
 /// The newest revision's codec (what the typed structs the cores hold are).
 fn newest_codec() -> Arc<Codec> {
     Codec::builtin(crate::typed::REVISION).expect("the newest revision is built in")
@@ -443,6 +517,19 @@ mod tests {
         assert!(p33.fail_unreported_after_finish && !p32.fail_unreported_after_finish);
         assert_eq!(p33.abort_timeout, Duration::from_secs(480));
         assert!(WireProfile::builtin("vllm-0.13.0..0.15.1").is_err());
+    }
+
+    #[test]
+    fn newest_plan_rules_are_the_newest_revisions() {
+        let newest = Spec::builtin().push().newest().unwrap();
+        let p = WireProfile::builtin(&newest.revision).unwrap();
+        assert_eq!(crate::plan::PlanRules::newest(), p.rules.plan, "PlanRules::newest() lags {}", newest.revision);
+        // 0.33.0 plans block pairs as given; 0.34.0 reverses descending runs first, and nothing else differs.
+        let p33 = WireProfile::builtin("vllm-0.33.0").unwrap().rules.plan;
+        let p34 = WireProfile::builtin("vllm-0.34.0").unwrap().rules.plan;
+        assert_eq!(p33.paired_block_order, PairedBlockOrder::AsGiven);
+        assert_eq!(p34.paired_block_order, PairedBlockOrder::DescendingRunsReversed);
+        assert_eq!(crate::plan::PlanRules { paired_block_order: PairedBlockOrder::AsGiven, ..p34 }, p33);
     }
 
     #[test]

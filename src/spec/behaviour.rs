@@ -343,6 +343,36 @@ closed_enum!(
     }
 );
 
+closed_enum!(
+    /// What a generation-2 prefiller answers to a payload its request decoder rejects (a message of another
+    /// revision, a truncated or foreign payload).
+    UndecodableRequest {
+        /// One answer of the request's answer struct with status ERROR and the decoder's error text (msgspec's
+        /// ``Object missing required field `remote_hostname` ``) as its text; the connection stays usable.
+        ErrorReply = "error-reply",
+    }
+);
+
+closed_enum!(
+    /// In which order a prefiller plans the (own, decoder) block pairs of a request.
+    PairedBlockOrder {
+        /// As the request lists them: a run that descends by one on both sides is one descriptor per block.
+        AsGiven = "as-given",
+        /// Runs that descend by one on both sides are reversed (pairs kept) before kernel expansion, so they
+        /// coalesce like ascending runs (0.34.0).
+        DescendingRunsReversed = "descending-runs-reversed",
+    }
+);
+
+closed_enum!(
+    /// How long a prefiller remembers a transfer id that expired, to answer a late pull of it at once.
+    RememberedFor {
+        /// `VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT` seconds after the expiry (pruned when the prefiller next
+        /// reports what it finished sending); a pull later than that waits like a pull of an unknown transfer.
+        AbortTimeout = "abort-timeout",
+    }
+);
+
 // ---- bootstrap ------------------------------------------------------------------------------------------------
 
 closed_enum!(
@@ -393,29 +423,81 @@ pub struct LayoutCaching {
     pub miss_message: String,
 }
 
-/// `layout_caching`: `false`, or the cache.
+/// An item that is `false` in revisions without the feature, or the feature's description.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(untagged)]
-pub enum LayoutCachingSpec {
-    /// Must be `false`.
+pub enum OffOr<T> {
+    /// Must be `false` (the loader refuses `true`).
     Off(bool),
-    /// The cache (`spec/PROTOCOL.md`, "Layout caching (0.33.0)").
-    On(LayoutCaching),
+    /// The feature.
+    On(T),
 }
 
-impl Default for LayoutCachingSpec {
+impl<T> Default for OffOr<T> {
     fn default() -> Self {
-        LayoutCachingSpec::Off(false)
+        OffOr::Off(false)
     }
 }
 
-impl LayoutCachingSpec {
-    pub(crate) fn get(&self) -> Option<&LayoutCaching> {
+impl<T> OffOr<T> {
+    /// The feature, when the revision has it.
+    pub fn get(&self) -> Option<&T> {
         match self {
-            LayoutCachingSpec::On(l) => Some(l),
-            LayoutCachingSpec::Off(_) => None,
+            OffOr::On(l) => Some(l),
+            OffOr::Off(_) => None,
         }
     }
+    /// `true` where the spec says `true`, which it must never say (only `false` or the description).
+    pub(crate) fn is_true(&self) -> bool {
+        matches!(self, OffOr::Off(true))
+    }
+}
+
+/// `layout_caching`: `false`, or the cache (`spec/PROTOCOL.md`, "Layout caching (0.33.0)").
+pub type LayoutCachingSpec = OffOr<LayoutCaching>;
+
+/// A fraction of `kv_lease_duration`: `[numerator, denominator]`.
+pub type Fraction = [u32; 2];
+
+/// `kv_leases` (0.34.0): how a prefiller holds a finished request's blocks under a lease and answers a
+/// `MooncakeLeaseHeartbeat` (`spec/PROTOCOL.md`, "KV leases (0.34.0)"). The lease is on when the deployment sets
+/// `config_key` in `kv_connector_extra_config`; the heartbeat is recognised and answered either way.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvLeases {
+    /// The `kv_connector_extra_config` key that sets the lease duration in seconds (a positive number).
+    pub config_key: String,
+    /// A heartbeat moves each named transfer's deadline to at least `now + duration × renew_to`.
+    pub renew_to: Fraction,
+    /// The status of the reply to a heartbeat when leases are on (no other field set).
+    pub renewed_status: String,
+    /// The status of the reply to a heartbeat when this prefiller has no lease duration.
+    pub off_status: String,
+    /// Its `err_msg`.
+    pub off_message: String,
+}
+
+/// `expired_pull` (0.34.0): a pull of a transfer the prefiller expired is answered at once.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpiredPull {
+    /// The `err_msg` of the reply that lists the expired requests in `err_reqs` (status CONTINUE when other
+    /// requests of the pull are still pending, else FINISH; `layout_id` echoed).
+    pub message: String,
+    /// How long an expired transfer id is remembered.
+    pub remembered_for: RememberedFor,
+}
+
+/// `lease_renewal` (0.34.0): how a decoder renews the leases of the requests it has not pulled yet.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseRenewal {
+    /// The `kv_connector_extra_config` key that turns renewal on (the same key and value as the prefiller's).
+    pub config_key: String,
+    /// One heartbeat per prefiller engine every `duration × interval`, naming every leased transfer of it.
+    pub interval: Fraction,
+    /// How long it waits for each worker's reply (`RCVTIMEO`): `duration × reply_timeout`.
+    pub reply_timeout: Fraction,
 }
 
 /// Every behaviour item a revision may state. Which ones a revision must state depends on its family and
@@ -446,6 +528,9 @@ pub struct Behaviour {
     /// What a prefiller does with a pulled transfer it does not know, or that is not ready yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unknown_transfer: Option<Item<UnknownTransfer>>,
+    /// What a generation-2 prefiller answers to a payload its request decoder rejects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undecodable_request: Option<Item<UndecodableRequest>>,
     /// How long a prefiller waits for requests of a pull to become ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_wait: Option<Item<ReadyWait>>,
@@ -468,6 +553,13 @@ pub struct Behaviour {
     /// `layout_id` caching (0.33.0): off, or the cache (`spec/PROTOCOL.md`, "Layout caching (0.33.0)").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layout_caching: Option<Item<LayoutCachingSpec>>,
+    /// KV leases and heartbeats (0.34.0): off, or how the prefiller holds, renews and answers
+    /// (`spec/PROTOCOL.md`, "KV leases (0.34.0)").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_leases: Option<Item<OffOr<KvLeases>>>,
+    /// A pull of an expired transfer (0.34.0): off (it waits like an unknown one), or answered at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expired_pull: Option<Item<OffOr<ExpiredPull>>>,
     // prefiller, planning
     /// How a prefiller pairs its registered regions with the decoder's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -490,6 +582,9 @@ pub struct Behaviour {
     /// Whether aligned regions adjacent in memory are merged into one span before planning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region_coalescing: Option<Item<RegionCoalescing>>,
+    /// In which order a prefiller plans a request's block pairs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paired_block_order: Option<Item<PairedBlockOrder>>,
     // decoder
     /// How a decoder addresses prefiller workers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -513,6 +608,9 @@ pub struct Behaviour {
     /// Which prefiller PP ranks a decoder contacts for a target TP rank.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decoder_pp_targets: Option<Item<DecoderPpTargets>>,
+    /// Lease renewal (0.34.0): off, or how the decoder renews.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_renewal: Option<Item<OffOr<LeaseRenewal>>>,
 }
 
 /// The items every push revision of a generation must state.
@@ -524,6 +622,8 @@ const PUSH_GEN1: &[&str] = &[
     "need_send",
     "empty_write",
     "layout_caching",
+    "kv_leases",
+    "expired_pull",
     "region_alignment",
     "kv_half_split",
     "block_groups",
@@ -531,10 +631,12 @@ const PUSH_GEN1: &[&str] = &[
     "tp_byte_plan",
     "replicated_producer",
     "region_coalescing",
+    "paired_block_order",
     "decoder_addressing",
     "failure_report",
     "failure_finish",
     "free_only_success",
+    "lease_renewal",
 ];
 /// The items a generation-2 push revision may leave out: every other item of [`ITEM_NAMES`] is required.
 const PUSH_GEN2_OPTIONAL: &[&str] = &["equal_length_fields", "minus_one_sentinels"];
@@ -559,6 +661,21 @@ impl Behaviour {
     /// `layout_caching`, when on.
     pub(crate) fn layout_caching(&self) -> Option<&LayoutCaching> {
         self.layout_caching.as_ref().and_then(|i| i.value.get())
+    }
+
+    /// `kv_leases`, when the revision has them.
+    pub(crate) fn kv_leases(&self) -> Option<&KvLeases> {
+        self.kv_leases.as_ref().and_then(|i| i.value.get())
+    }
+
+    /// `expired_pull`, when the revision answers such pulls at once.
+    pub(crate) fn expired_pull(&self) -> Option<&ExpiredPull> {
+        self.expired_pull.as_ref().and_then(|i| i.value.get())
+    }
+
+    /// `lease_renewal`, when the revision's decoder renews leases.
+    pub(crate) fn lease_renewal(&self) -> Option<&LeaseRenewal> {
+        self.lease_renewal.as_ref().and_then(|i| i.value.get())
     }
 
     /// Every item as (name, value as the spec spells it, source), in declaration order.
@@ -588,6 +705,7 @@ pub(crate) const ITEM_NAMES: &[&str] = &[
     "transfer_failure",
     "block_count_failure",
     "unknown_transfer",
+    "undecodable_request",
     "ready_wait",
     "need_send",
     "empty_write",
@@ -595,6 +713,8 @@ pub(crate) const ITEM_NAMES: &[&str] = &[
     "equal_length_fields",
     "minus_one_sentinels",
     "layout_caching",
+    "kv_leases",
+    "expired_pull",
     "region_alignment",
     "kv_half_split",
     "block_groups",
@@ -602,6 +722,7 @@ pub(crate) const ITEM_NAMES: &[&str] = &[
     "tp_byte_plan",
     "replicated_producer",
     "region_coalescing",
+    "paired_block_order",
     "decoder_addressing",
     "failure_report",
     "failure_finish",
@@ -609,6 +730,7 @@ pub(crate) const ITEM_NAMES: &[&str] = &[
     "unreported_after_finish",
     "unknown_ok_id",
     "decoder_pp_targets",
+    "lease_renewal",
 ];
 
 #[cfg(test)]
@@ -624,7 +746,7 @@ mod tests {
             let v = match *k {
                 "equal_length_fields" => serde_json::json!({"fields": [], "message": ""}),
                 "minus_one_sentinels" => serde_json::json!([]),
-                "layout_caching" => serde_json::json!(false),
+                "layout_caching" | "kv_leases" | "expired_pull" | "lease_renewal" => serde_json::json!(false),
                 _ => serde_json::Value::Null,
             };
             all.insert(k.to_string(), src(v));
@@ -640,6 +762,7 @@ mod tests {
             ("transfer_failure", TransferFailure::ALL[0].as_str()),
             ("block_count_failure", BlockCountFailure::ALL[0].as_str()),
             ("unknown_transfer", UnknownTransfer::ALL[0].as_str()),
+            ("undecodable_request", UndecodableRequest::ALL[0].as_str()),
             ("ready_wait", ReadyWait::ALL[0].as_str()),
             ("need_send", NeedSend::ALL[0].as_str()),
             ("empty_write", EmptyWrite::ALL[0].as_str()),
@@ -651,6 +774,7 @@ mod tests {
             ("tp_byte_plan", TpBytePlan::ALL[0].as_str()),
             ("replicated_producer", ReplicatedProducer::ALL[0].as_str()),
             ("region_coalescing", RegionCoalescing::ALL[0].as_str()),
+            ("paired_block_order", PairedBlockOrder::ALL[0].as_str()),
             ("decoder_addressing", DecoderAddressing::ALL[0].as_str()),
             ("failure_report", FailureReport::ALL[0].as_str()),
             ("failure_finish", FailureFinish::ALL[0].as_str()),

@@ -11,7 +11,7 @@ pub(crate) mod tree;
 mod types;
 
 pub use behaviour::Behaviour;
-pub(crate) use behaviour::{Item, LayoutCaching, LayoutCachingSpec};
+pub(crate) use behaviour::{ExpiredPull, KvLeases, LayoutCaching, LeaseRenewal};
 pub use literal::{Literal, LiteralError};
 pub use model::*;
 pub use resolve::{ResolveError, Resolved};
@@ -122,9 +122,60 @@ pub(crate) enum RevisionError {
         /// The revision's generation.
         generation: u32,
     },
-    /// `behaviour.layout_caching = true`.
-    #[error("behaviour.layout_caching is `false` or a table")]
-    LayoutCachingTrue,
+    /// `behaviour.<item> = true` for an item that is `false` or a table (`layout_caching`, `kv_leases`, …).
+    #[error("behaviour.{0} is `false` or a table")]
+    FeatureTrue(&'static str),
+    /// A status a behaviour item names that is no member of the revision's status enum.
+    #[error("behaviour.{item}: status `{status}` is not an enum member")]
+    StatusNotMember {
+        /// The item.
+        item: &'static str,
+        /// The status it names.
+        status: String,
+    },
+    /// A fraction of the lease duration with a zero denominator or above 1.
+    #[error("behaviour.{0}: a fraction of the lease duration must be in (0, 1]")]
+    BadFraction(&'static str),
+    /// `[replies]` names a message that is no struct of the revision, or a field it does not have.
+    #[error("replies: `{message}.{field}` is not a struct field of the revision")]
+    RepliesField {
+        /// The message named.
+        message: String,
+        /// The field named.
+        field: String,
+    },
+    /// A reply text whose status is no enum member, that lists no status, or whose name is taken.
+    #[error("replies.texts.{name}: {problem}")]
+    ReplyText {
+        /// The text's name.
+        name: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A `kv_connector_extra_config` key whose default is not a Python literal.
+    #[error("extra_config.{key}: default: {source}")]
+    ConfigDefault {
+        /// The key.
+        key: String,
+        /// Why the default does not read.
+        source: LiteralError,
+    },
+    /// A behaviour item naming a `kv_connector_extra_config` key the revision does not list.
+    #[error("behaviour.{item}: config_key `{key}` is not a key of [extra_config]")]
+    UnknownConfigKey {
+        /// The item.
+        item: &'static str,
+        /// The key it names.
+        key: String,
+    },
+    /// A behaviour item's reply text that `[replies]` does not list.
+    #[error("behaviour.{item}: its text {text:?} is not a text of [replies]")]
+    TextNotAReply {
+        /// The item.
+        item: &'static str,
+        /// Its text.
+        text: String,
+    },
     /// A `layout_caching.miss_status` that is no enum member.
     #[error("layout_caching.miss_status `{0}` is not an enum member")]
     MissStatusNotMember(String),
@@ -420,12 +471,76 @@ fn check_revision(rev: &Revision) -> Result<(), RevisionError> {
     if !missing.is_empty() {
         return Err(RevisionError::BehaviourMissing { missing, generation: rev.generation });
     }
-    if let Some(Item { value: LayoutCachingSpec::Off(true), .. }) = &rev.behaviour.layout_caching {
-        return Err(RevisionError::LayoutCachingTrue);
+    let b = &rev.behaviour;
+    for (item, is_true) in [
+        ("layout_caching", b.layout_caching.as_ref().is_some_and(|i| i.value.is_true())),
+        ("kv_leases", b.kv_leases.as_ref().is_some_and(|i| i.value.is_true())),
+        ("expired_pull", b.expired_pull.as_ref().is_some_and(|i| i.value.is_true())),
+        ("lease_renewal", b.lease_renewal.as_ref().is_some_and(|i| i.value.is_true())),
+    ] {
+        if is_true {
+            return Err(RevisionError::FeatureTrue(item));
+        }
+    }
+    let is_member = |s: &str| rev.enums.values().any(|e| e.members.iter().any(|m| m.name == s));
+    if let Some(l) = b.kv_leases() {
+        for s in [&l.renewed_status, &l.off_status] {
+            if !is_member(s) {
+                return Err(RevisionError::StatusNotMember { item: "kv_leases", status: s.clone() });
+            }
+        }
+    }
+    let proper = |f: &[u32; 2]| f[1] != 0 && f[0] != 0 && f[0] <= f[1];
+    if b.kv_leases().is_some_and(|l| !proper(&l.renew_to)) {
+        return Err(RevisionError::BadFraction("kv_leases"));
+    }
+    if b.lease_renewal().is_some_and(|l| !proper(&l.interval) || !proper(&l.reply_timeout)) {
+        return Err(RevisionError::BadFraction("lease_renewal"));
     }
     if let Some(lc) = rev.behaviour.layout_caching() {
         if !rev.enums.values().any(|e| e.members.iter().any(|m| m.name == lc.miss_status)) {
             return Err(RevisionError::MissStatusNotMember(lc.miss_status.clone()));
+        }
+    }
+    if let Some(rp) = &rev.replies {
+        if !rev.structs.get(&rp.message).is_some_and(|st| st.fields.iter().any(|f| f.name == rp.field)) {
+            return Err(RevisionError::RepliesField { message: rp.message.clone(), field: rp.field.clone() });
+        }
+        let mut names = HashSet::new();
+        for t in &rp.texts {
+            let bad = |problem: String| RevisionError::ReplyText { name: t.name.clone(), problem };
+            if !names.insert(t.name.as_str()) {
+                return Err(bad("the name is used twice".into()));
+            }
+            if t.status.is_empty() {
+                return Err(bad("no status".into()));
+            }
+            if let Some(st) = t.status.iter().find(|st| !is_member(st)) {
+                return Err(bad(format!("status `{st}` is not an enum member")));
+            }
+        }
+    }
+    for (key, k) in &rev.extra_config {
+        Literal::parse(&k.default).map_err(|source| RevisionError::ConfigDefault { key: key.clone(), source })?;
+    }
+    for (item, key) in [
+        ("kv_leases", b.kv_leases().map(|l| &l.config_key)),
+        ("lease_renewal", b.lease_renewal().map(|l| &l.config_key)),
+    ] {
+        if let Some(key) = key.filter(|k| !rev.extra_config.contains_key(*k)) {
+            return Err(RevisionError::UnknownConfigKey { item, key: key.clone() });
+        }
+    }
+    // A text a behaviour item says the prefiller answers must be one of the revision's reply texts.
+    if let Some(rp) = &rev.replies {
+        for (item, text) in [
+            ("layout_caching", b.layout_caching().map(|l| &l.miss_message)),
+            ("kv_leases", b.kv_leases().map(|l| &l.off_message)),
+            ("expired_pull", b.expired_pull().map(|l| &l.message)),
+        ] {
+            if let Some(text) = text.filter(|t| !rp.texts.iter().any(|x| x.shape() == text_shape(t))) {
+                return Err(RevisionError::TextNotAReply { item, text: text.clone() });
+            }
         }
     }
     // Field names a behaviour item names must be fields of the request this revision's decoder sends.
@@ -526,9 +641,13 @@ mod tests {
         let push = spec.push();
         let names: Vec<_> = push.revisions.iter().map(|r| r.revision.as_str()).collect();
         assert_eq!(names.first(), Some(&"vllm-0.13.0..0.15.1"));
-        assert_eq!(names.last(), Some(&"vllm-0.33.0"));
+        assert_eq!(names.last(), Some(&"vllm-0.34.0"));
         let r33 = push.revision("vllm-0.33.0").unwrap();
         assert_eq!(r33.structs["MooncakeXferMetadata"].fields.len(), 15);
+        let r34 = push.revision("vllm-0.34.0").unwrap();
+        assert_eq!(r34.structs["MooncakeLeaseHeartbeat"].fields[0].name, "lease_transfer_ids");
+        assert_eq!(r34.structs["MooncakeLeaseHeartbeat"].since, "vllm-0.34.0");
+        assert!(r34.behaviour.kv_leases().is_some() && r33.behaviour.kv_leases().is_none());
         assert_eq!(push.for_release("0.27.1").unwrap().revision, "vllm-0.26.0..0.28.0");
     }
 

@@ -55,9 +55,16 @@ pub struct Revision {
     /// The keys the router sets in a request's `kv_transfer_params`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_transfer_params: Option<KvTransferParams>,
-    /// Environment variables that set wire-visible numbers, by name.
+    /// Every environment variable the connector reads, by name (`local` marks those that only change what a peer
+    /// does by itself).
     #[serde(default)]
     pub env: IndexMap<String, EnvVar>,
+    /// Every `kv_connector_extra_config` key the connector reads, by name.
+    #[serde(default)]
+    pub extra_config: IndexMap<String, ConfigKey>,
+    /// The literal texts the prefiller sends in its answer's error field, with their statuses (generation 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replies: Option<Replies>,
     /// Spec file this revision was read from (not part of the file).
     #[serde(skip_deserializing)]
     pub path: String,
@@ -336,15 +343,29 @@ pub struct TransportMessage {
     /// The byte constants a `raw` message can be.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub constants: Vec<RawConstant>,
+    /// What the sender does with an ERROR answer (absent: the spec does not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_answer: Option<ErrorAnswer>,
     /// What it is, in vLLM's terms (documentation; no wire effect).
     #[serde(default)]
     pub doc: String,
     /// The revision that introduced it (stamped when the spec is resolved).
     #[serde(default)]
     pub since: String,
+    /// Where a message a derived revision inserted was read (stamped from the edit or the revision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// Later revisions whose edits changed it (stamped when the spec is resolved).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changed_in: Vec<String>,
+}
+
+/// What a sender does with an ERROR answer to its message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorAnswer {
+    /// It logs the answer's text and goes on: nothing of its own fails (a rejected lease renewal, 0.34.0).
+    Logged,
 }
 
 /// A byte constant a `raw` message carries.
@@ -360,21 +381,127 @@ pub struct RawConstant {
     pub doc: String,
 }
 
-/// An environment variable that sets a wire-visible number (port, timeout).
+/// An environment variable the connector reads (a port, a timeout, a transport switch).
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct EnvVar {
-    /// The variable's type.
+    /// The variable's type (`optional[str]` for one read as text that may be unset).
     #[serde(rename = "type")]
     pub ty: TypeExpr,
-    /// The value when unset, as vLLM writes it.
+    /// The value when unset, as vLLM writes it (`None`: no value).
     pub default: String,
+    /// Only what this peer does by itself changes (a device, a segment, a transport switch of its own engine):
+    /// nothing another peer observes.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub local: bool,
     /// What it is, in vLLM's terms (documentation; no wire effect).
     #[serde(default)]
     pub doc: String,
     /// The revision that introduced it (stamped when the spec is resolved).
     #[serde(default)]
     pub since: String,
+}
+
+/// A key of `kv_connector_extra_config` (`--kv-transfer-config '{"kv_connector_extra_config": {...}}'`) the
+/// connector reads.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigKey {
+    /// The value's type.
+    #[serde(rename = "type")]
+    pub ty: TypeExpr,
+    /// The value when the key is absent, as a Python literal (`'rdma'`, `10`, `None`).
+    pub default: String,
+    /// Only what this peer does by itself changes (its worker threads, its device): nothing another peer
+    /// observes. Keys both sides of a pair must agree on, or that change what a peer sends, are not local.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub local: bool,
+    /// What it is, in vLLM's terms (documentation; no wire effect).
+    #[serde(default)]
+    pub doc: String,
+    /// The revision that introduced it (stamped when the spec is resolved).
+    #[serde(default)]
+    pub since: String,
+}
+
+/// The literal texts a peer writes into the error field of its answer (`MooncakeXferResponse.err_msg`), each
+/// with the statuses it is sent with. Texts the code builds elsewhere (an exception's text, a value a helper
+/// returns) are not listed: `mooncake-conformance extract` cannot read them either.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Replies {
+    /// The answer struct that carries them.
+    pub message: String,
+    /// Its text field.
+    pub field: String,
+    /// What they are, in vLLM's terms (documentation; no wire effect).
+    #[serde(default)]
+    pub doc: String,
+    /// Where they were read: release and file.
+    pub source: String,
+    /// The texts.
+    pub texts: Vec<ReplyText>,
+}
+
+/// One reply text.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplyText {
+    /// A short name for edits to address it by (the text itself has dots).
+    pub name: String,
+    /// The text; `{name}` stands for an interpolated value (`{layout_id:#x}` with its format), `{{`/`}}` for a
+    /// literal brace.
+    pub text: String,
+    /// The status members it is sent with (several when the status depends on the moment:
+    /// `CONTINUE if … else FINISH`).
+    pub status: Vec<String>,
+    /// When it is sent, in vLLM's terms (documentation; no wire effect).
+    #[serde(default)]
+    pub doc: String,
+    /// The revision that introduced it (stamped when the spec is resolved).
+    #[serde(default)]
+    pub since: String,
+    /// Where it was read: release, file and function.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Later revisions whose edits changed it (stamped when the spec is resolved).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed_in: Vec<String>,
+}
+
+impl ReplyText {
+    /// The text with every `{…}` placeholder as `{}`: two texts are the same reply when their shapes are.
+    pub fn shape(&self) -> String {
+        text_shape(&self.text)
+    }
+}
+
+/// A template with every `{…}` placeholder written `{}` (`{{` and `}}` stay literal braces).
+pub fn text_shape(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '{' if chars.peek() == Some(&'{') => {
+                chars.next();
+                out.push_str("{{");
+            }
+            '}' if chars.peek() == Some(&'}') => {
+                chars.next();
+                out.push_str("}}");
+            }
+            '{' => {
+                for d in chars.by_ref() {
+                    if d == '}' {
+                        break;
+                    }
+                }
+                out.push_str("{}");
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 /// The bootstrap HTTP server (`spec/PROTOCOL.md`, "Bootstrap HTTP").

@@ -13,7 +13,7 @@ use super::SpecError;
 const OWN_KEYS: &[&str] =
     &["format", "family", "revision", "base", "generation", "releases", "commit", "build_commits", "source", "summary"];
 /// Arrays whose items are named tables; edits address their items by `name`.
-const NAMED_ARRAYS: &[&str] = &["fields", "members", "keys", "routes", "messages"];
+const NAMED_ARRAYS: &[&str] = &["fields", "members", "keys", "routes", "messages", "texts"];
 /// Version 2: `[behaviour]` items are typed `{ value, source, doc }` tables (version 1 had plain values).
 pub(crate) const FORMAT: &str = "mooncake-wire-spec/2";
 
@@ -169,7 +169,7 @@ fn stamp_since(t: &mut Table, revision: &str) {
             }
         }
     }
-    for section in ["structs", "enums"] {
+    for section in ["structs", "enums", "env", "extra_config"] {
         if let Some(Value::Table(defs)) = t.get_mut(section) {
             for (_, d) in defs.iter_mut() {
                 if let Value::Table(d) = d {
@@ -327,6 +327,13 @@ pub(crate) fn apply_edit(t: &mut Table, e: &Table, revision: &str, rev_source: &
             let mut value = e.get("value").cloned().ok_or(EditError::Missing("value"))?;
             if segs.len() == 2 && segs[0] == "behaviour" {
                 value = behaviour_item(value, e, revision, rev_source);
+            }
+            // A whole new struct, enum, variable or key: it, and the named items inside it, are this revision's.
+            if let (2, "structs" | "enums" | "env" | "extra_config", Value::Table(v)) =
+                (segs.len(), segs[0], &mut value)
+            {
+                v.entry("since").or_insert_with(|| Value::String(revision.to_string()));
+                stamp_since(v, revision);
             }
             let (last, parent) = segs.split_last().ok_or(EditError::EmptyPath)?;
             let parent = if parent.is_empty() {

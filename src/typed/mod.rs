@@ -4,7 +4,7 @@
 //! hand-written 0.33.0 decoder they replace. `tests/typed_contract.rs` checks the generated code of every
 //! revision against the spec-driven codec.
 //!
-//! The crate root re-exports the newest revision (vLLM 0.33.0); every revision is in [`generated::push`]
+//! The crate root re-exports the newest revision (vLLM 0.34.0); every revision is in [`generated::push`]
 //! (`generated::push::vllm_0_19_0_to_0_19_1::MooncakeXferMetadata`, …, with [`generated::push::REVISIONS`] to
 //! iterate). Each message exists with owned strings (`MooncakeXferMetadata`) and with strings borrowed from the
 //! decoded bytes (`MooncakeXferMetadataRef`); both are the one generic struct (`…Of<S>`).
@@ -23,8 +23,9 @@ pub use crate::codec::{StrList, StrListIter};
 pub use blocks::{FlatReqBlocksOf, ReqBlocks, ReqBlocksOf, ReqBlocksRef};
 pub use de::WireStr;
 pub use generated::push::newest::{
-    MooncakeXferMetadata, MooncakeXferMetadataOf, MooncakeXferMetadataRef, MooncakeXferResponse,
-    MooncakeXferResponseOf, MooncakeXferResponseRef,
+    MooncakeLeaseHeartbeat, MooncakeLeaseHeartbeatOf, MooncakeLeaseHeartbeatRef, MooncakeXferMetadata,
+    MooncakeXferMetadataOf, MooncakeXferMetadataRef, MooncakeXferResponse, MooncakeXferResponseOf,
+    MooncakeXferResponseRef,
 };
 /// The reply status, an open newtype over every member any revision defines.
 pub use generated::push::MooncakeXferResponseStatus as Status;

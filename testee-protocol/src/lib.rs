@@ -206,6 +206,13 @@ pub enum Command {
         /// The requests to pull.
         requests: Vec<Pull>,
     },
+    /// Decoder: requests arrived at the scheduler (vLLM's `on_new_request`) and will be pulled later; with a
+    /// `kv_lease_duration` the decoder renews their leases until their pulls settle. Only `d_req_id`,
+    /// `transfer_id`, `engine_id` and `bootstrap_addr` are read.
+    Announce {
+        /// The requests.
+        requests: Vec<Pull>,
+    },
     /// Decoder: the bytes at `addr`. Answer: [`Memory`].
     ReadMemory {
         /// The address.
@@ -226,7 +233,7 @@ fn minus_one() -> i64 {
 
 impl Command {
     /// Every command name, in the order `conformance/TESTEE.md` documents them.
-    pub const NAMES: [&'static str; 10] = [
+    pub const NAMES: [&'static str; 11] = [
         "start",
         "allocate",
         "ready",
@@ -235,6 +242,7 @@ impl Command {
         "fail_next_transfer",
         "status",
         "pull",
+        "announce",
         "read_memory",
         "stop",
     ];
@@ -260,6 +268,7 @@ impl Command {
             Command::FailNextTransfer { .. } => "fail_next_transfer",
             Command::Status => "status",
             Command::Pull { .. } => "pull",
+            Command::Announce { .. } => "announce",
             Command::ReadMemory { .. } => "read_memory",
             Command::Stop => "stop",
         }
@@ -376,6 +385,10 @@ pub struct PrefillerConfig {
     /// vLLM's abort timeout, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub abort_timeout_s: Option<f64>,
+    /// `kv_lease_duration` in seconds (revisions with KV leases, vLLM 0.34.0 on): a ready transfer is held that
+    /// long and heartbeats extend it. Absent: leases off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_lease_duration_s: Option<f64>,
     /// The model facts it plans with.
     pub model: ModelConfig,
     /// Its registered KV regions.
@@ -402,6 +415,7 @@ impl PrefillerConfig {
             bootstrap: None,
             bind: None,
             abort_timeout_s: None,
+            kv_lease_duration_s: None,
             model,
             layout,
             faults: vec![],
@@ -444,6 +458,10 @@ pub struct DecoderConfig {
     /// How long to wait for each reply, seconds (vLLM: abort timeout + 60 s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recv_timeout_s: Option<f64>,
+    /// `kv_lease_duration` in seconds (revisions with KV leases): announced requests are renewed until their
+    /// pulls settle. Absent: it never renews.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_lease_duration_s: Option<f64>,
     /// Its registered KV regions.
     pub layout: LayoutConfig,
     /// Deliberate faults (tests of the runner itself).
@@ -468,6 +486,7 @@ impl DecoderConfig {
             layout_id: 0,
             abort_timeout_s: None,
             recv_timeout_s: None,
+            kv_lease_duration_s: None,
             layout,
             faults: vec![],
             record_wire: false,
@@ -647,6 +666,9 @@ pub struct PrefillerStatus {
     /// Why it refused frames, one entry per refused frame (the reference peer's own key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejected: Option<Vec<String>>,
+    /// Lease heartbeats it answered (revisions with KV leases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeats: Option<u64>,
     /// Every ZeroMQ message, with `record_wire`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire: Option<Vec<WireEntry>>,
@@ -725,9 +747,32 @@ pub struct DecoderStatus {
     /// Exchanges still open.
     #[serde(default)]
     pub open_exchanges: Option<u64>,
+    /// Requests whose lease it still renews (0 once every announced request settled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leased: Option<u64>,
+    /// What became of its lease heartbeats (revisions with KV leases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeats: Option<HeartbeatCounts>,
     /// Every ZeroMQ message, with `record_wire`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire: Option<Vec<WireEntry>>,
+}
+
+/// A decoder's lease heartbeats so far.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatCounts {
+    /// Sent (one per prefiller worker).
+    #[serde(default)]
+    pub sent: u64,
+    /// Answered with a status other than ERROR.
+    #[serde(default)]
+    pub renewed: u64,
+    /// Answered ERROR.
+    #[serde(default)]
+    pub rejected: u64,
+    /// The last ERROR's text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_rejection: Option<String>,
 }
 
 /// The answer to a bootstrap server's `status`.

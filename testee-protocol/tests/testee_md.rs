@@ -45,6 +45,7 @@ fn names_are_the_serialised_tags() {
         Command::FailNextTransfer { count: 2, ret: -3 },
         Command::Status,
         Command::Pull { requests: vec![] },
+        Command::Announce { requests: vec![] },
         Command::ReadMemory { addr: 1, len: 2 },
         Command::Stop,
     ];

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The two ends of vLLM's store lookup channel, over real pyzmq sockets, built and parsed the way each release's
-LookupKeyClient / LookupKeyServer does. Written from the facts (vLLM 0.21.0 … 0.33.0 wheels,
+LookupKeyClient / LookupKeyServer does. Written from the facts (vLLM 0.21.0 … 0.34.0 wheels,
 .../mooncake/store/worker.py and protocol.py; shared/reference/store-keys.md §4), not copied. The msgpack frame
 of 0.21.0 – 0.23.0 is msgspec's encoding of list[str] (vLLM's MsgpackEncoder adds no extra buffer for str),
 decoded untyped as its MsgpackDecoder does.
@@ -101,6 +101,10 @@ def client(ctx):
         s = sockets.get(q["endpoint"])
         if s is None:
             s = sockets[q["endpoint"]] = socket(ctx, zmq.REQ)
+            if m >= 34:
+                # 0.34.0's LookupKeyClient: a request-id envelope frame on the ZMTP wire, late replies dropped.
+                s.setsockopt(zmq.REQ_RELAXED, 1)
+                s.setsockopt(zmq.REQ_CORRELATE, 1)
             s.connect(q["endpoint"])
         frames = build_request(m, q)
         s.send_multipart(frames)

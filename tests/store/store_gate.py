@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Real store gate: objects written under keys from OUR key builder are found and read back, byte for byte, by
-keys built independently from the same tokens — through a real Mooncake master and the package's Python store
+keys built independently from the same tokens (releases 0.21.0 … 0.34.0) — through a real Mooncake master and the package's Python store
 client (MooncakeDistributedStore), as vLLM's MooncakeStoreConnector uses them.
 
 * The master (`mooncake_master` of the pinned PyPI package mooncake-transfer-engine-non-cuda) runs on
@@ -76,14 +76,28 @@ def self_check():
     assert block_hashes(list(range(32)), 16, "0")[0] == "6358e31578a64b75ebe28cdb99d3beae65de82a2087321dc6ec84ae048faaaa6"
     assert vllm_key("0.33.0", "Qwen/Qwen2.5-7B-Instruct", hs[1]) == \
         "Qwen2.5-7B-Instruct@tp_rank:0@pcp0@dcp0@pp_rank:0@group:0@" + hs[1]
+    # vLLM 0.34.0's own output for these parts (conformance/vectors/keys/attention_store_layout_0.34.0.jsonl,
+    # full-h2 cases: schema_parts_repr of a FullAttentionSpec with 2 heads, local TP 1, 1 shard, chunk 16).
+    assert SCHEMA_034 == "fa50aba996124fc5", SCHEMA_034
 
 
 # ----------------------------------------------------------------------------------------------------------
 
 TOKENS = [(i * 7919) % 151936 for i in range(48)] + [70000, 2 ** 31 - 1, 0, 65535] * 4   # 64 tokens, 4 blocks
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
+# vLLM 0.34.0 (store/layout.py, store/worker.py): a TP-shared attention group's namespace ends in
+# @store_schema:{sha256(repr(parts)).hexdigest()[:16]} of its layer tuples, and cache_prefix="auto" resolves to
+# "auto-" + hash_factors({build, model, hf_commit, cache}) (written out here from those facts).
+SCHEMA_034 = hashlib.sha256(repr((("FullAttentionSpec", 16, "16", 512, 2, "torch.bfloat16", "0", "None", "1"),)).encode()).hexdigest()[:16]
+AUTO_034 = "auto-" + hashlib.sha256(json.dumps({"build": "vllm/vllm-openai:v0.34.0", "model": "0" * 64, "hf_commit": None,
+                                                 "cache": "1" * 64}, sort_keys=True).encode()).hexdigest()
+
 CONFIGS = [
     # (label, release, PYTHONHASHSEED or None, key fields)
+    ("0.34.0 rank-local", "0.34.0", None, {"tp_rank": 6}),
+    ("0.34.0 cache_prefix auto", "0.34.0", None, {"cache_prefix": AUTO_034, "tp_rank": 1, "group_id": 1}),
+    ("0.34.0 head-major schema", "0.34.0", None, {"store_namespace": f"@store_tp:8@store_pp:2@store_format:attention_head_major@store_schema:{SCHEMA_034}", "tp_rank": 5, "pp_rank": 1}),
+    ("0.34.0 rank-local fallback", "0.34.0", None, {"store_namespace": "@store_pp:1@store_format:rank_local_tp4_layout_BLNHC", "tp_rank": 2, "group_id": 1}),
     ("0.33.0 rank-local", "0.33.0", None, {}),
     ("0.33.0 prefix+ranks", "0.33.0", None, {"cache_prefix": "team@A", "tp_rank": 1, "pcp_rank": 0, "dcp_rank": 1, "pp_rank": 1, "group_id": 2}),
     ("0.33.0 TP-shared namespace", "0.33.0", None, {"store_namespace": "@store_tp:4@store_pp:1@store_format:tp_shared_lbhnc", "tp_rank": 3}),
@@ -152,6 +166,10 @@ def run_gate(cli, store_cls, replicate_cfg, master_bin):
             ours = our_keys(cli, release, seed, fields)
             theirs = independent_keys(release, seed, fields)
             plan.append((label, release, seed, fields, ours, theirs))
+        # A rank-local key is the same text in 0.33.0 and 0.34.0 (PoolKey moved to layout.py unchanged), so
+        # either release reads the other's rank-local objects.
+        if our_keys(cli, "0.34.0", None, {}) != our_keys(cli, "0.33.0", None, {}):
+            raise SystemExit("FAIL: 0.34.0 and 0.33.0 rank-local keys differ")
         all_ours = [k for p in plan for k in p[4]]
         if len(set(all_ours)) != len(all_ours):
             raise SystemExit("FAIL: two configurations produced the same key")
@@ -194,6 +212,18 @@ def run_gate(cli, store_cls, replicate_cfg, master_bin):
             checked += len(theirs)
             print(f"{'ok  ' if not problems else 'FAIL'} {label:<28} {len(theirs)} objects, {total} bytes each: {theirs[-1]}")
             failures += [f"{label}: {p}" for p in problems]
+        # vLLM 0.34.0 with VLLM_MOONCAKE_STORE_SELECTIVE_LEASE probes lookup keys lease-free with batch_probe_key
+        # (Mooncake >= 0.3.14) and leases the keys a hit loads with batch_is_exist (store/selective_lease.py).
+        ours_034 = [k for p in plan if p[1] == "0.34.0" for k in p[5]]
+        if callable(getattr(store, "batch_probe_key", None)):
+            probed = store.batch_probe_key(ours_034 + [k + "0" for k in ours_034[:2]])
+            if list(probed) != [1] * len(ours_034) + [0, 0]:
+                failures.append(f"batch_probe_key on 0.34.0 keys: {probed}")
+            else:
+                print(f"ok   {'0.34.0 lease-free probe':<28} batch_probe_key: {len(ours_034)} present, 2 absent")
+        else:
+            print("SKIPPED: store gate, 0.34.0 selective-lease probe (batch_probe_key) — this Mooncake package has no "
+                  "MooncakeDistributedStore.batch_probe_key (VLLM_MOONCAKE_STORE_SELECTIVE_LEASE needs Mooncake >= 0.3.14)")
         if failures:
             raise SystemExit("FAIL:\n  " + "\n  ".join(failures))
         print(f"store gate: {checked} objects written under our keys, found and read back byte for byte by independently built keys "

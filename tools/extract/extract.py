@@ -595,6 +595,298 @@ def template(node):
     return "{" + ast.unparse(node) + "}"
 
 
+# ------------------------------------------------------------------------------- what the code sends and reads
+ENV_CALLS = {"os.environ.get", "os.getenv", "os.environ.setdefault", "environ.get", "environ.setdefault", "getenv"}
+
+
+def parents_of(tree):
+    """node -> (parent node, the list of statements it is in, or None)."""
+    out = {}
+    for node in ast.walk(tree):
+        for field, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                for child in value:
+                    if isinstance(child, ast.AST):
+                        out[child] = (node, value if isinstance(child, ast.stmt) else None)
+            elif isinstance(value, ast.AST):
+                out[value] = (node, None)
+    return out
+
+
+def enclosing_function(node, parents):
+    while node in parents:
+        node = parents[node][0]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return node
+    return None
+
+
+def assigns(stmt, name):
+    """Whether `stmt` (or a statement nested in it, outside nested functions) binds `name`."""
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets):
+            return True
+        if isinstance(n, (ast.AnnAssign, ast.AugAssign)) and isinstance(n.target, ast.Name) and n.target.id == name:
+            return True
+        if isinstance(n, ast.NamedExpr) and n.target.id == name:
+            return True
+    return False
+
+
+def reaching_value(node, name, parents):
+    """The value last bound to `name` before `node` on the straight path up to its function: the nearest
+    earlier statement of the same block (then of each enclosing block) that binds it, when that statement is a
+    plain `name = value`; None when the binding is conditional, nested or absent."""
+    cur = node
+    while cur in parents:
+        parent, block = parents[cur]
+        if block is not None and isinstance(cur, ast.stmt):
+            for s in reversed(block[: block.index(cur)]):
+                if not assigns(s, name):
+                    continue
+                if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+                    return s.value
+                if isinstance(s, ast.AnnAssign) and s.value is not None:
+                    return s.value
+                return None
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return None
+        cur = parent
+    return None
+
+
+def text_template(node, parents, depth=0):
+    """A reply text as the spec writes it: literal text (braces doubled), `{name}` for each interpolated value
+    (the last attribute name of its expression; `str(e)` is `{e}`); None when it is not a text the source spells."""
+    if depth > 4:
+        return None
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value.replace("{", "{{").replace("}", "}}")
+    if isinstance(node, ast.JoinedStr):
+        out = []
+        for v in node.values:
+            if isinstance(v, ast.Constant):
+                out.append(str(v.value).replace("{", "{{").replace("}", "}}"))
+            elif isinstance(v, ast.FormattedValue):
+                e = v.value
+                name = e.attr if isinstance(e, ast.Attribute) else (e.id if isinstance(e, ast.Name) else "value")
+                spec = text_template(v.format_spec, parents, depth + 1) if v.format_spec is not None else None
+                out.append("{" + name + (":" + spec if spec else "") + "}")
+        return "".join(out)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        a, b = text_template(node.left, parents, depth + 1), text_template(node.right, parents, depth + 1)
+        return a + b if a is not None and b is not None else None
+    if isinstance(node, ast.Name):
+        v = reaching_value(node, node.id, parents)
+        return text_template(v, parents, depth + 1) if v is not None else None
+    return None
+
+
+def status_names(node, enums, parents, depth=0):
+    """The enum members a `status=` expression can be: `E.X`, both branches of `E.X if c else E.Y`, or what a
+    local name was last plainly bound to (`reaching_value`)."""
+    if depth > 4 or node is None:
+        return None
+    if isinstance(node, ast.Attribute) and isinstance(node.value, (ast.Name, ast.Attribute)):
+        owner = (dotted(node.value) or "").rsplit(".", 1)[-1]
+        return [node.attr] if owner in enums else None
+    if isinstance(node, ast.IfExp):
+        a, b = status_names(node.body, enums, parents, depth + 1), status_names(node.orelse, enums, parents, depth + 1)
+        return list(dict.fromkeys(a + b)) if a is not None and b is not None else None
+    if isinstance(node, ast.Name):
+        return status_names(reaching_value(node, node.id, parents), enums, parents, depth + 1)
+    return None
+
+
+def literal_text(node):
+    """A literal default as the source spells it (`'rdma'`, `10`, `None`); None when it is not a literal."""
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return ast.unparse(node)
+
+
+def env_default(node):
+    """An environment default as the process sees it: the string itself (`"0"` is `0`)."""
+    try:
+        v = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return "None" if v is None else str(v)
+
+
+def is_extra_config(node):
+    """`....kv_connector_extra_config`, or a name that holds it (`extra_config`)."""
+    if isinstance(node, ast.Attribute) and node.attr == "kv_connector_extra_config":
+        return True
+    return isinstance(node, ast.Name) and node.id.endswith("extra_config")
+
+
+def envs_aliases(mod):
+    """Local names bound to vLLM's `vllm.envs` module."""
+    names = set()
+    for n in ast.walk(mod.tree):
+        if isinstance(n, ast.ImportFrom) and n.module == "vllm":
+            names.update(a.asname or a.name for a in n.names if a.name == "envs")
+        elif isinstance(n, ast.Import):
+            names.update(a.asname for a in n.names if a.name == "vllm.envs" and a.asname)
+    return names
+
+
+def envs_declarations(tree):
+    """{NAME: (type text or None, default or None)} from vllm/envs.py's `if TYPE_CHECKING:` declarations."""
+    text = tree.read("vllm/envs.py") if tree is not None else None
+    if text is None:
+        return None
+    out = {}
+    for n in ast.parse(text).body:
+        if isinstance(n, ast.If) and (dotted(n.test) or "").endswith("TYPE_CHECKING"):
+            for s in n.body:
+                if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name):
+                    try:
+                        ty = type_text(s.annotation)
+                    except TypeError_:
+                        ty = None
+                    out[s.target.id] = (ty, env_default(s.value) if s.value is not None else None)
+    return out
+
+
+class WireReads:
+    """What the connector's code sends and reads beyond its declarations: the literal reply texts and their
+    statuses, the kv_connector_extra_config keys, the environment variables, the structs each decoder is built for."""
+
+    def __init__(self, reader, structs, enums):
+        self.r = reader
+        self.structs = {s["name"] for s in structs}
+        self.enums = set(enums)
+        self.replies, self.config, self.env, self.decoders = [], [], [], []
+        self.envs_py = None
+
+    def where(self, m, node, parents):
+        fn = enclosing_function(node, parents)
+        return {"file": m.rel, "function": fn.name if fn else None, "line": getattr(node, "lineno", None)}
+
+    def read(self):
+        for m in self.r.modules:
+            parents = parents_of(m.tree)
+            envs = envs_aliases(m)
+            decoder_targets = {}
+            for node in ast.walk(m.tree):
+                if isinstance(node, ast.Call):
+                    self.call(m, node, parents, decoder_targets)
+                elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in envs \
+                        and re.fullmatch(r"[A-Z][A-Z0-9_]*", node.attr):
+                    self.env_read(m, node, parents, node.attr, None, "envs")
+                elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)) \
+                        and (dotted(node.comparators[0]) or "") in ("os.environ", "environ"):
+                    for name in self.membership_names(node.left, parents):
+                        self.env_read(m, node, parents, name, "None", "presence")
+                elif isinstance(node, ast.Subscript) and (dotted(node.value) or "") in ("os.environ", "environ") \
+                        and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+                    self.env_read(m, node, parents, node.slice.value, None, "os")
+            for d in [d for d in self.decoders if d["file"] == m.rel]:
+                if d.get("target"):
+                    d["used_in"] = sorted({enclosing_function(n, parents).name for n in ast.walk(m.tree)
+                                           if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                                           and n.func.attr == "decode" and ast.unparse(n.func.value) == d["target"]
+                                           and enclosing_function(n, parents) is not None})
+
+        for lst in (self.replies, self.config, self.env, self.decoders):
+            lst.sort(key=lambda x: (x["file"], x["line"] or 0))
+
+    def membership_names(self, left, parents):
+        if isinstance(left, ast.Constant) and isinstance(left.value, str):
+            return [left.value]
+        if isinstance(left, ast.Name):
+            # `v in os.environ for v in ("A", "B")`
+            node = left
+            while node in parents:
+                node = parents[node][0]
+                if isinstance(node, (ast.GeneratorExp, ast.ListComp, ast.SetComp)):
+                    for g in node.generators:
+                        if isinstance(g.target, ast.Name) and g.target.id == left.id \
+                                and isinstance(g.iter, (ast.Tuple, ast.List, ast.Set)) \
+                                and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in g.iter.elts):
+                            return [e.value for e in g.iter.elts]
+                    break
+        self.r.note(f"an environment membership test `{ast.unparse(left)} in os.environ` names no literal variable")
+        return []
+
+    def call(self, m, node, parents, decoder_targets):
+        func = dotted(node.func) or ""
+        short = func.rsplit(".", 1)[-1]
+        # Reply texts: `Struct(status=..., err_msg=...)`.
+        if short in self.structs:
+            kws = {k.arg: k.value for k in node.keywords if k.arg}
+            if "err_msg" in kws and not (isinstance(kws["err_msg"], ast.Constant) and kws["err_msg"].value is None):
+                w = self.where(m, node, parents)
+                text = text_template(kws["err_msg"], parents)
+                status = status_names(kws["status"], self.enums, parents) if "status" in kws else None
+                at = f"{w['file']}, {w['function']}, line {w['line']}"
+                if text is None:
+                    self.r.note(f"reply text at {at}: `err_msg={ast.unparse(kws['err_msg'])[:60]}` is not a text the source spells")
+                elif status is None:
+                    self.r.note(f"reply text {text!r} at {at}: status `{ast.unparse(kws['status']) if 'status' in kws else '(none)'}` is not an enum member")
+                else:
+                    self.replies.append(dict(message=short, text=text, status=status, **w))
+        # kv_connector_extra_config keys.
+        if isinstance(node.func, ast.Attribute) and node.args:
+            key = node.args[0]
+            attr = node.func.attr
+            if (attr == "get_from_extra_config" or (attr == "get" and is_extra_config(node.func.value))):
+                w = self.where(m, node, parents)
+                if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    d = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "default"), None)
+                    default = "None" if d is None else literal_text(d)
+                    if d is not None and default is None:
+                        self.r.note(f"kv_connector_extra_config[{key.value!r}] at {w['file']}, {w['function']}: default `{ast.unparse(d)[:60]}` is not a literal")
+                    self.config.append(dict(name=key.value, default=default, **w))
+                else:
+                    self.r.note(f"a kv_connector_extra_config read at {w['file']}, {w['function']}: key `{ast.unparse(key)[:60]}` is not a literal")
+        # Environment variables read through os.
+        if func in ENV_CALLS and node.args:
+            key = node.args[0]
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                d = node.args[1] if len(node.args) > 1 else None
+                default = "None" if d is None else env_default(d)
+                self.env_read(m, node, parents, key.value, default, "os")
+            else:
+                self.r.note(f"an environment read `{ast.unparse(node)[:60]}` names no literal variable")
+        # Decoders: `msgspec.msgpack.Decoder(X)`, `msgspec.msgpack.decode(b, type=X)`.
+        if short in ("Decoder", "decode") and ("msgpack" in func or func in ("Decoder",)):
+            t = node.args[0] if short == "Decoder" and node.args else next((k.value for k in node.keywords if k.arg == "type"), None)
+            if t is None:
+                return
+            w = self.where(m, node, parents)
+            name = dotted(t)
+            if name is None or name.rsplit(".", 1)[-1] not in self.structs:
+                self.r.note(f"a msgpack decoder at {w['file']}, {w['function']} is built for `{ast.unparse(t)[:60]}`, not a struct of the files read")
+                return
+            parent = parents.get(node, (None, None))[0]
+            target = ast.unparse(parent.targets[0]) if isinstance(parent, ast.Assign) and len(parent.targets) == 1 else None
+            self.decoders.append(dict(struct=name.rsplit(".", 1)[-1], target=target, used_in=[] if target else [w["function"]], **w))
+
+    def env_read(self, m, node, parents, name, default, how):
+        w = self.where(m, node, parents)
+        ty = None
+        if how == "envs":
+            if self.envs_py is None:
+                self.envs_py = envs_declarations(self.r.tree) or {}
+                if self.r.tree is not None and self.r.tree.read("vllm/envs.py") is not None and "vllm/envs.py" not in self.r.followed:
+                    self.r.followed.append("vllm/envs.py")
+            decl = self.envs_py.get(name)
+            if decl is None:
+                self.r.note(f"environment variable {name}: its type and default are declared in vllm/envs.py, which the input does not hold")
+            else:
+                ty, default = decl
+        elif how == "presence":
+            ty = "optional[str]"
+        else:
+            ty = "str" if default not in (None, "None") else "optional[str]"
+        self.env.append(dict(name=name, type=ty, default=default, how=how, **w))
+
+
 # -------------------------------------------------------------------------------------------------- main
 def extract(path):
     tree, files, gen, info = open_input(path)
@@ -651,8 +943,10 @@ def extract(path):
     for rel, text in sorted(files):
         digest.update(rel.encode() + b"\0" + text.encode() + b"\0")
     commit = git_head(path) if info["kind"] != "wheel" else None
+    wr = WireReads(r, structs, enum_classes)
+    wr.read()
     r.note("behaviour (every [behaviour] item): what the code does with the messages is not readable from declarations")
-    r.note("transport (sockets, frames, message directions), kv_transfer_params and env are not read")
+    r.note("transport (sockets, frames, message directions) and kv_transfer_params are not read")
     return {
         "format": FORMAT,
         "input": info,
@@ -667,6 +961,10 @@ def extract(path):
         "enums": enums,
         "structs": structs,
         "bootstrap": boot,
+        "replies": wr.replies,
+        "extra_config": wr.config,
+        "env": wr.env,
+        "decoders": wr.decoders,
         "not_derived": r.not_derived,
     }
 

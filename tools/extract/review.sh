@@ -12,8 +12,10 @@
 #                differs between REF and the work tree, the report says so and nothing is extracted
 #   --announced  the breaking change is announced (a label or a line of the pull request): report, exit 0
 #   --bin        mooncake-conformance to run (default: on PATH)
-# Exit codes: 0 no breaking change (or announced, or no connector file changed); 1 an unannounced breaking
-# change; 2 bad usage or input; 3 the environment failed (no mooncake-conformance, no python3, git failed).
+# Exit codes: 0 no breaking change and nothing the spec lacks (or announced, or no connector file changed); 1 an
+# unannounced breaking change, or a struct, enum, reply text, kv_connector_extra_config key or environment
+# variable no spec revision describes; 2 bad usage or input; 3 the environment failed (no mooncake-conformance,
+# no python3, git failed).
 set -uo pipefail
 old="" old_ref="" new="" out="" announced=0 bin="mooncake-conformance" python="${MOONCAKE_PYTHON:-python3}"
 while [ $# -gt 0 ]; do
@@ -25,7 +27,7 @@ while [ $# -gt 0 ]; do
     --announced) announced=1; shift ;;
     --bin) bin="$2"; shift 2 ;;
     --python) python="$2"; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "review.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -50,8 +52,11 @@ if [ -n "$old_ref" ]; then
     emit; exit 0
   fi
   mkdir -p "$tmp/old"
-  # The connector and what its aliases import (kv_connector/utils.py), as of the base commit.
-  git -C "$new" archive "$old_ref" -- vllm/distributed/kv_transfer | tar -x -C "$tmp/old" \
+  # The connector, what its aliases import (kv_connector/utils.py) and the environment variables' declarations
+  # (vllm/envs.py, when the commit has it), as of the base commit.
+  extra=()
+  git -C "$new" cat-file -e "$old_ref:vllm/envs.py" 2>/dev/null && extra+=(vllm/envs.py)
+  git -C "$new" archive "$old_ref" -- vllm/distributed/kv_transfer "${extra[@]}" | tar -x -C "$tmp/old" \
     || { echo "review.sh: git archive $old_ref failed" >&2; exit 3; }
   old="$tmp/old"
   old_label="\`$old_ref\`"
@@ -74,10 +79,16 @@ done
   echo "$marker"
   echo "## Mooncake wire review: $old_label → $new_label"
   echo
+  # Exit 1 is a breaking change, or something no spec revision describes (rows marked "in no spec revision").
+  if grep -q 'in no spec revision' "$tmp/diff.md"; then
+    what="adds to the wire what no revision of the Mooncake wire spec describes (marked rows: review them, then describe them in a spec revision)"
+  else
+    what="breaks a direction of a mixed deployment"
+  fi
   if [ $rc -eq 1 ] && [ $announced -eq 1 ]; then
-    echo "**This change breaks a direction of a mixed deployment; the pull request announces it.**"
+    echo "**This change $what; the pull request announces it.**"
   elif [ $rc -eq 1 ]; then
-    echo "**This change breaks a direction of a mixed deployment and is not announced** (label the pull request, or say so in its description, once it is intended)."
+    echo "**This change $what, and is not announced** (label the pull request, or say so in its description, once it is intended)."
   elif grep -q '^| 1 |' "$tmp/diff.md"; then
     echo "This change touches the wire; no direction of a mixed deployment breaks."
   else

@@ -9,7 +9,13 @@ per scenario, whether they are equivalent:
   earlier id is this the same as") and ROUTER routing ids (compared the same way). MessagePack payloads are
   compared as token streams that keep every format byte (int width, str/bin, fixmap/map16, ...), so an equal
   stream means equal bytes apart from those values; the order of ids inside ok_reqs / err_reqs may differ;
-* the same observed_outcome, transfer_engine_calls, roles and conn_endpoints (addresses mapped), no error.
+* the same observed_outcome, transfer_engine_calls, roles and conn_endpoints (addresses mapped), no error;
+  `finished_sending_t` (when a prefiller reported each request freed) is timing and only noted;
+* KV-lease heartbeats (vLLM 0.34.0+: a DEALER whose message is a MooncakeLeaseHeartbeat, and the prefiller ROUTER's
+  exchanges with that routing id) are timing too: how many there are depends on the clock, so they are compared as
+  the set of distinct exchanges (request and reply, normalized), both recordings must have some or none, and their
+  counts are noted. The event fields `t` and `socket_id` are not compared (socket ids only tell the heartbeat
+  sockets apart).
 
 Standard library only. Usage: compare.py RECORDED_DIR REFERENCE_DIR [--scenario NAME]... [--ignore-version]
 (--ignore-version: compare recordings of two releases of one revision, e.g. 0.26.0 against 0.28.0.)
@@ -195,10 +201,47 @@ def norm_frame(hexstr, labels, routing=None):
         return ("raw", raw)
 
 
+def is_heartbeat(hexstr):
+    """A MooncakeLeaseHeartbeat: a MessagePack map holding only `lease_transfer_ids`."""
+    try:
+        tok = mp_parse(bytes.fromhex(hexstr))
+    except (Bad, ValueError):
+        return False
+    return (tok.kind == "map" and len(tok.value) == 1 and tok.value[0][0].kind == "str"
+            and tok.value[0][0].value == "lease_transfer_ids")
+
+
+def heartbeat_events(events):
+    """Indexes of the events that belong to a KV-lease heartbeat: every event of a connecting socket (by
+    `socket_id`) whose first send is a heartbeat, and a ROUTER's events with the routing id a heartbeat came from."""
+    first_send, routing = {}, set()
+    for e in events:
+        if e["kind"] != "zmq" or not e["frames"]:
+            continue
+        if e["bound"]:
+            if e["dir"] == "recv" and is_heartbeat(e["frames"][-1]):
+                routing.add((e["conn"], e["endpoint"], e["frames"][0]))
+        elif e["dir"] == "send" and "socket_id" in e:
+            first_send.setdefault((e["conn"], e["socket_id"]), is_heartbeat(e["frames"][-1]))
+    out = set()
+    for i, e in enumerate(events):
+        if e["kind"] != "zmq" or not e["frames"]:
+            continue
+        if e["bound"]:
+            if (e["conn"], e["endpoint"], e["frames"][0]) in routing:
+                out.add(i)
+        elif first_send.get((e["conn"], e.get("socket_id"))) or (e["dir"] == "send" and is_heartbeat(e["frames"][-1])):
+            out.add(i)
+    return out
+
+
 def load(path):
     with open(path) as f:
         lines = [json.loads(x) for x in f if x.strip()]
     return lines[0], lines[1:]
+
+
+IGNORED_FIELDS = ("seq", "frames", "decoded", "endpoint", "t", "socket_id")
 
 
 def normalize(path):
@@ -206,15 +249,24 @@ def normalize(path):
     labels = Labels()
     streams = {}
     order = []
-    for e in events:
+    beats = heartbeat_events(events)
+    # Heartbeat exchanges, per socket stream: DEALER sockets by socket_id, ROUTER exchanges by routing id.
+    exchanges = {}
+    for i, e in enumerate(events):
         if e["kind"] == "zmq":
             ep = labels.text(e["endpoint"])
             key = ("zmq", e["conn"], e["socket"], ep, e["bound"])
+            if i in beats:
+                hkey = ("heartbeat",) + key[1:]
+                who = e["frames"][0] if e["bound"] else e.get("socket_id", i)
+                payload = e["frames"][1:] if e["bound"] else e["frames"]
+                fr = tuple(norm_frame(f, labels) for f in payload)
+                exchanges.setdefault(hkey, {}).setdefault(who, []).append((e["dir"], fr))
+                continue
             # Routing ids are named per ROUTER: only "the reply goes to the id the request came from" matters.
             frames = [norm_frame(f, labels, routing=key if (e["bound"] and i == 0) else None)
                       for i, f in enumerate(e["frames"])]
-            item = (e["dir"], tuple(sorted(k for k in e if k not in ("seq", "frames", "decoded", "endpoint"))),
-                    frames)
+            item = (e["dir"], tuple(sorted(k for k in e if k not in IGNORED_FIELDS)), frames)
         elif e["kind"] == "http":
             key = ("http", e["conn"])
             item = (e["dir"], e["method"], labels.text(e["path"]), e.get("status"), labels.text(e["body_raw"]))
@@ -223,17 +275,21 @@ def normalize(path):
             item = json.dumps(e, sort_keys=True)
         streams.setdefault(key, []).append(item)
         order.append((key, len(streams[key]) - 1))
+    heartbeats = {k: ({repr(x) for x in v.values()}, len(v)) for k, v in exchanges.items()}
+    outcome = dict(header.get("observed_outcome") or {})
+    sending_t = outcome.pop("finished_sending_t", None)
     head = {
         "vllm_version": header.get("vllm_version"),
         "connector": header.get("connector"),
         "scenario": header.get("scenario"),
         "roles": header.get("roles"),
         "conn_endpoints": norm_json(header.get("conn_endpoints"), labels),
-        "observed_outcome": norm_json(header.get("observed_outcome"), labels),
+        "observed_outcome": norm_json(outcome, labels),
         "transfer_engine_calls": header.get("transfer_engine_calls"),
         "error": header.get("error"),
+        "finished_sending_t": sending_t,
     }
-    return head, streams, order, len(events)
+    return head, streams, order, len(events), heartbeats
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -252,8 +308,8 @@ def window(x, y, before=200, after=300):
 
 
 def compare_files(rec_path, ref_path, ignore_version=False):
-    rh, rs, ro, rn = normalize(rec_path)
-    fh, fs, fo, fn = normalize(ref_path)
+    rh, rs, ro, rn, rb = normalize(rec_path)
+    fh, fs, fo, fn, fb = normalize(ref_path)
     diffs, notes = [], []
     for k in ("vllm_version", "connector", "scenario", "roles", "conn_endpoints", "observed_outcome",
               "transfer_engine_calls"):
@@ -272,6 +328,16 @@ def compare_files(rec_path, ref_path, ignore_version=False):
                 wx, wy = window(x, y)
                 diffs.append(f"stream {key} event {i + 1}:\n      recorded  {wx}\n      reference {wy}")
                 break
+    for key in sorted(set(rb) | set(fb), key=repr):
+        (ra, rc), (fa, fc) = rb.get(key, (set(), 0)), fb.get(key, (set(), 0))
+        if ra != fa:
+            only_r, only_f = sorted(ra - fa), sorted(fa - ra)
+            diffs.append(f"heartbeats {key}: exchanges only recorded {only_r[:2]} / only in the reference {only_f[:2]}")
+        elif rc != fc:
+            notes.append(f"{rc} heartbeat exchanges recorded, {fc} in the reference on {key[1]} {key[2]}")
+    if rh["finished_sending_t"] != fh["finished_sending_t"] and (rh["finished_sending_t"] or fh["finished_sending_t"]):
+        notes.append(f"finished_sending_t {json.dumps(rh['finished_sending_t'])} recorded, "
+                     f"{json.dumps(fh['finished_sending_t'])} in the reference")
     if not diffs and ro != fo:
         notes.append("same events per socket, different interleaving of sockets")
     return diffs, notes, rn

@@ -88,8 +88,41 @@ def current_vllm_config(vllm_config):
     return set_current_vllm_config(vllm_config)
 
 
+def _release():
+    try:
+        import vllm
+
+        return vllm.__version__
+    except Exception:  # noqa: BLE001
+        return "?"
+
+
+def _missing(where, name, fix):
+    return AttributeError(f"vLLM {_release()} reads {where}.{name}, which the recorder's stand-in does not have: {fix}")
+
+
+def _field_default(cls, name):
+    """(True, value) when the dataclass `cls` declares `name` with a default (or a default factory that builds
+    without arguments); (False, None) otherwise."""
+    if cls is None or not dataclasses.is_dataclass(cls):
+        return False, None
+    for f in dataclasses.fields(cls):
+        if f.name != name:
+            continue
+        if f.default is not dataclasses.MISSING:
+            return True, f.default
+        if f.default_factory is not dataclasses.MISSING:
+            try:
+                return True, f.default_factory()
+            except Exception:  # noqa: BLE001
+                return False, None
+    return False, None
+
+
 class FakeModelConfig:
-    """The model the recordings use: 4 KV heads in total, fp16, no MLA."""
+    """The model the recordings use: 4 KV heads in total, fp16, no MLA. vLLM's ModelConfig cannot be built without
+    a model to load, so this stands in for it: the values below, and for any other attribute the default vLLM's own
+    ModelConfig declares for it; an attribute with neither fails naming itself, the release and the fix."""
 
     def __init__(self, model, head_size):
         import torch
@@ -105,6 +138,20 @@ class FakeModelConfig:
         self.hf_text_config = self.hf_config
         self.model = "recorder-fake-model"
 
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            from vllm.config import ModelConfig
+        except ImportError:
+            ModelConfig = None
+        ok, value = _field_default(ModelConfig, name)
+        if ok:
+            return value
+        raise _missing("vllm_config.model_config", name,
+                       "vLLM's ModelConfig declares no default for it; add it to FakeModelConfig in "
+                       "tools/record/compat.py")
+
     def get_total_num_kv_heads(self):
         return self.total_num_kv_heads
 
@@ -118,39 +165,112 @@ class FakeModelConfig:
         return self.num_layers
 
 
+class VllmConfigStandIn:
+    """Used only where the release's own VllmConfig cannot be built here: the parts the recorder builds, every other
+    field of the release's VllmConfig at its default, and a clear error for anything else."""
+
+    def __init__(self, cls, parts):
+        self.__dict__.update(parts)
+        self._cls = cls
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        ok, value = _field_default(self.__dict__.get("_cls"), name)
+        if ok:
+            self.__dict__[name] = value
+            return value
+        raise _missing("vllm_config", name, "its VllmConfig gives no default for it; build it in make_vllm_config "
+                       "(tools/record/compat.py)")
+
+
+def _build(cls, values, what):
+    """`cls` built from vLLM's own defaults with only `values` overridden (those of them it declares; a release that
+    lacks a field does not read it). What is not a constructor argument is set afterwards by `_override`."""
+    names = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else \
+        set(inspect.signature(cls).parameters)
+    try:
+        obj = cls(**{k: v for k, v in values.items() if k in names})
+    except Exception as e:
+        raise RuntimeError(f"vLLM {_release()}: cannot build {what} ({cls.__module__}.{cls.__qualname__}) from "
+                           f"{ {k: v for k, v in values.items() if k in names} }: {type(e).__name__}: {e}; adjust "
+                           "make_vllm_config in tools/record/compat.py") from e
+    return obj
+
+
+def _override(obj, values):
+    """Set what the recording needs (again: a __post_init__ may have adjusted it), where the release has it."""
+    for k, v in values.items():
+        if not hasattr(obj, k):
+            continue
+        try:
+            setattr(obj, k, v)
+        except Exception:  # noqa: BLE001 - a frozen or validating class: the value is the recording's all the same
+            object.__setattr__(obj, k, v)
+
+
 def make_vllm_config(mod, a, model, head_size):
-    from vllm.config import KVTransferConfig
+    """The worker's VllmConfig: the release's own VllmConfig built from its own CacheConfig, ParallelConfig and
+    KVTransferConfig with their defaults, overriding only what the recording needs; the model config is
+    FakeModelConfig (a ModelConfig needs a model to load). Where the release's VllmConfig cannot be built here,
+    VllmConfigStandIn takes its place (the same parts, every other field at its default)."""
+    import vllm.config as vc
 
     extra = {}
     if a.get("bootstrap_port"):
         extra["bootstrap_server_address"] = f"127.0.0.1:{a['bootstrap_port']}"
     if os.environ.get("MOONCAKE_REAL_ENGINE"):
         extra["mooncake_protocol"] = "tcp"  # tools/record/interop.py: the real engine's TCP transport
-    ktc = KVTransferConfig(kv_connector="MooncakeConnector", kv_role=a["kv_role"], engine_id=a["engine_id"],
-                           kv_connector_extra_config=extra)
-    parallel = types.SimpleNamespace(
-        tensor_parallel_size=a["tp_size"],
-        pipeline_parallel_size=1,
-        data_parallel_size=1,
-        data_parallel_index=0,
-        data_parallel_rank=0,
-        data_parallel_rank_local=0,
-        local_engines_only=False,
-        data_parallel_master_ip="127.0.0.1",
-        master_addr="127.0.0.1",
-        nnodes_within_dp=1,
-        decode_context_parallel_size=1,
-        prefill_context_parallel_size=1,
-    )
-    cache = types.SimpleNamespace(block_size=model["block_size"], cache_dtype="auto", num_gpu_blocks=model["num_blocks"])
-    return types.SimpleNamespace(
-        kv_transfer_config=ktc,
-        parallel_config=parallel,
-        cache_config=cache,
-        model_config=FakeModelConfig(model, head_size),
-        compilation_config=types.SimpleNamespace(static_forward_context={}),
-        speculative_config=None,
-    )
+    if a.get("kv_lease_s") is not None:
+        extra["kv_lease_duration"] = a["kv_lease_s"]  # vLLM 0.34.0+; earlier releases ignore it
+    ktc = vc.KVTransferConfig(kv_connector="MooncakeConnector", kv_role=a["kv_role"], engine_id=a["engine_id"],
+                              kv_connector_extra_config=extra)
+    parallel_values = {
+        "tensor_parallel_size": a["tp_size"],
+        "pipeline_parallel_size": 1,
+        "data_parallel_size": 1,
+    }
+    # Per worker, as the engine sets it; and the addresses that must stay on 127.0.0.1.
+    parallel_after = {"rank": a["tp_rank"], "data_parallel_master_ip": "127.0.0.1", "master_addr": "127.0.0.1"}
+    cache_values = {"block_size": model["block_size"], "cache_dtype": "auto"}
+    cache_after = {"block_size": model["block_size"], "cache_dtype": "auto", "num_gpu_blocks": model["num_blocks"]}
+    parallel = _build(vc.ParallelConfig, parallel_values, "the parallel config")
+    cache = _build(vc.CacheConfig, cache_values, "the cache config")
+    parts = {"kv_transfer_config": ktc, "parallel_config": parallel, "cache_config": cache}
+    try:
+        config = vc.VllmConfig(**parts)
+    except Exception as e:  # noqa: BLE001
+        print(f"recorder: vLLM {_release()}'s VllmConfig cannot be built here ({type(e).__name__}: {e}); "
+              "using VllmConfigStandIn", file=sys.stderr)
+        config = VllmConfigStandIn(vc.VllmConfig, parts)
+    for name, part in parts.items():
+        if getattr(config, name) is not part:
+            object.__setattr__(config, name, part)
+    _override(parallel, parallel_after)
+    _override(cache, cache_after)
+    object.__setattr__(config, "model_config", FakeModelConfig(model, head_size))
+    return config
+
+
+def engine_core_setup(vllm_config, backend, kv_cache_config):
+    """What the engine core settles in the configuration before any worker registers its KV caches, where the
+    release does it there: the KV cache layout (vLLM 0.34.0 wheel, vllm/v1/engine/core.py, resolves it with
+    vllm/v1/attention/backends/utils.py, resolve_kv_cache_layout, from the layouts the workers' attention backends
+    support). The recorder's backend declares no preference, as FlashAttention's does not, so the release's own
+    resolution picks the layout."""
+    cache = vllm_config.cache_config
+    if not hasattr(cache, "get_resolved_kv_cache_layout") or getattr(cache, "kv_cache_layout", None) is not None:
+        return
+    try:
+        import vllm.v1.attention.backends.utils as bu
+
+        supported = [layout.name for layout in bu.get_supported_kv_cache_layouts([backend])]
+        specs = [g.kv_cache_spec for g in kv_cache_config.kv_cache_groups]
+        bu.resolve_kv_cache_layout(vllm_config, [supported], specs)
+    except Exception as e:
+        raise RuntimeError(f"vLLM {_release()} expects the engine core to resolve cache_config.kv_cache_layout, and "
+                           f"the recorder cannot do it the release's way ({type(e).__name__}: {e}); adjust "
+                           "engine_core_setup in tools/record/compat.py") from e
 
 
 def _construct(cls, known):

@@ -118,5 +118,10 @@ def make_fake_backend(kv_shape):
         def is_mla():
             return False
 
+        @classmethod
+        def supported_kv_cache_layouts(cls):
+            # vLLM 0.34.0+: no preference (FlashAttention's own declaration); the engine core resolves the layout.
+            return None
+
     FakeAttentionBackend.block_size = 16
     return FakeAttentionBackend

@@ -29,6 +29,7 @@ import types  # noqa: E402
 import taps  # noqa: E402
 import fakes  # noqa: E402
 import compat  # noqa: E402
+import scheduler  # noqa: E402
 
 ROLE, CONN = None, None
 _write_lock = threading.Lock()
@@ -175,6 +176,7 @@ class Worker:
         self.groups = groups
         vllm_config = compat.make_vllm_config(self.mod, a, model, self.head_size)
         self.kv_cache_config = compat.make_kv_cache_config(self.mod, model, groups, self.heads, self.head_size)
+        compat.engine_core_setup(vllm_config, backend, self.kv_cache_config)
         kw = {}
         params = inspect.signature(self.mod.MooncakeConnectorWorker.__init__).parameters
         if "kv_cache_config" in params:
@@ -183,6 +185,15 @@ class Worker:
         with compat.current_vllm_config(vllm_config):
             self.w = self.mod.MooncakeConnectorWorker(vllm_config, a["engine_id"], **kw)
         self.kv_caches = self.make_kv_caches()
+        # The decoder scheduler's lease bookkeeping (tools/record/scheduler.py), where the scenario gives the decoder
+        # a kv_lease_duration; None otherwise.
+        self.leases = None
+        self.announced = set()
+        if a["kv_role"] == "kv_consumer" and a.get("kv_lease_s") is not None:
+            why = scheduler.supported(self.mod)
+            if why is not None:
+                raise RuntimeError(f"the scenario gives the decoder a kv_lease_duration, but {why}")
+            self.leases = scheduler.DecoderLeases(self.mod, vllm_config.kv_transfer_config)
 
     def make_kv_caches(self):
         import torch
@@ -277,22 +288,57 @@ class Worker:
             self._barrier(self.w.sender_loop)
         return None
 
+    def _pull_params(self, transfer_id, bootstrap_addr, remote_engine_id, side_channel_port):
+        """The request's kv_transfer_params as the decoder's scheduler gets them from the router."""
+        if self.gen == 1:
+            return {"do_remote_prefill": True, "do_remote_decode": False,
+                    "remote_host": "127.0.0.1", "remote_port": side_channel_port}
+        return {"do_remote_prefill": True, "do_remote_decode": False, "transfer_id": transfer_id,
+                "remote_engine_id": remote_engine_id, "remote_bootstrap_addr": bootstrap_addr}
+
+    def announce(self, reqs, bootstrap_addr, remote_engine_id, side_channel_port):
+        """Decoder: the requests arrive at the decoder's scheduler (on_new_request) before they are scheduled for
+        their pull. Only the lease bookkeeping sees them; without a decoder lease this does nothing."""
+        for d_req_id, transfer_id, _blocks in reqs:
+            self.announced.add(d_req_id)
+            if self.leases is not None:
+                self.leases.arrive(d_req_id, self._pull_params(transfer_id, bootstrap_addr, remote_engine_id,
+                                                               side_channel_port))
+        return None
+
     def pull(self, reqs, bootstrap_addr, remote_engine_id, side_channel_port):
-        """Decoder: `reqs` is a list of [d_req_id, transfer_id, blocks]."""
+        """Decoder: `reqs` is a list of [d_req_id, transfer_id, blocks]. One engine step that schedules them: the
+        requests not announced arrive now, and the metadata also carries the lease renewals that are due."""
         meta = self.mod.MooncakeConnectorMetadata()
         for d_req_id, transfer_id, blocks in reqs:
-            if self.gen == 1:
-                params = {"do_remote_prefill": True, "do_remote_decode": False,
-                          "remote_host": "127.0.0.1", "remote_port": side_channel_port}
-            else:
-                params = {"do_remote_prefill": True, "do_remote_decode": False, "transfer_id": transfer_id,
-                          "remote_engine_id": remote_engine_id, "remote_bootstrap_addr": bootstrap_addr}
+            params = self._pull_params(transfer_id, bootstrap_addr, remote_engine_id, side_channel_port)
+            if self.leases is not None:
+                if d_req_id not in self.announced:
+                    self.leases.arrive(d_req_id, params)
+                self.leases.allocated(d_req_id, blocks)
             meta.add_new_req(request_id=d_req_id, local_block_ids=self._blocks(blocks), kv_transfer_params=params)
+        if self.leases is not None:
+            self.leases.add_heartbeats(meta)
         self.w.start_load_kv(meta)
         return None
 
     def poll(self):
-        """One scheduler poll: what get_finished (or get_transfer_results, where the release has it) reports."""
+        """One engine step as far as the connector sees it: on a decoder with leases, the scheduler's metadata with
+        the renewals that are due goes to start_load_kv first; then what get_finished (or get_transfer_results,
+        where the release has it) reports, which the lease bookkeeping reads as update_connector_output does."""
+        beats = 0
+        if self.leases is not None:
+            meta = self.mod.MooncakeConnectorMetadata()
+            if self.leases.add_heartbeats(meta):
+                self.w.start_load_kv(meta)
+                beats = 1
+        out = self._finished()
+        if self.leases is not None:
+            self.leases.output(out["recving"])
+        out["heartbeats"] = beats
+        return out
+
+    def _finished(self):
         if hasattr(self.w, "get_transfer_results"):
             r = self.w.get_transfer_results()
             return {"sending": sorted(r.finished_sending or ()), "recving": sorted(r.finished_recving or ()),
@@ -411,9 +457,9 @@ def serve(commands):
                 result = obj.check_blocks(msg["pairs"])
             elif cmd == "send_reqs":
                 result = obj.send_reqs(msg["reqs"])
-            elif cmd == "pull":
-                result = obj.pull(msg["reqs"], msg.get("bootstrap_addr"), msg.get("remote_engine_id"),
-                                  msg.get("side_channel_port"))
+            elif cmd in ("pull", "announce"):
+                result = getattr(obj, cmd)(msg["reqs"], msg.get("bootstrap_addr"), msg.get("remote_engine_id"),
+                                           msg.get("side_channel_port"))
             elif cmd == "poll":
                 result = obj.poll()
             elif cmd == "load_errors":
@@ -474,14 +520,22 @@ def zygote():
     """Import everything once, then fork peers on request. Stays single-threaded."""
     import threading as _t
 
+    import importlib
+
     gen, mod = import_connector()
     if gen == 2:
-        import importlib
-
         importlib.import_module("vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_utils")
     import vllm
     import vllm.config  # noqa: F401
     import vllm.v1.kv_cache_interface  # noqa: F401
+    # The HTTP client stack's lazy imports (anyio loads its asyncio backend on the first request): imported here once,
+    # or each decoder pays for them in its first bootstrap query — up to 2 s on a loaded machine (0.28.0/0.29.0),
+    # which is a whole abort timeout. Nothing of vLLM's changes; the import only happens earlier.
+    for name in ("httpx", "anyio._backends._asyncio"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
 
     taps.install_zmq_taps()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # forked peers are reaped automatically

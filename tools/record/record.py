@@ -285,6 +285,9 @@ class ScenarioRun:
         self.model = dict(rec.model)
         self.abort_timeout = float(self.model["abort_timeout_s"])
         self.settle_timeout = self.abort_timeout + rec.settle_extra
+        # CLOCK_MONOTONIC of the scenario's start (set by run_pulls / the query); until then, of its set-up.
+        self.setup_ns = time.monotonic_ns()
+        self.start_ns = None
 
     def run(self):
         started = int(time.time())
@@ -301,6 +304,8 @@ class ScenarioRun:
                         events += p.cmd("events", timeout=10)
                     except RecordError as e:
                         error = error or str(e)
+            if error is None and outcome is not None:
+                error = self.timing_problem(outcome, events)
         finally:
             # Every process this scenario started ends here, also on an error or Ctrl-C.
             for p in self.peers:
@@ -373,6 +378,7 @@ class ScenarioRun:
         trace_step("KV caches registered")
 
         if sc.get("query_only"):
+            self.start_ns = time.monotonic_ns()
             agents = self.d[self.decoders[0]].cmd("query", timeout=30, bootstrap_addr=self.bootstrap_addr)
             return {"duplicate_register_error": self.dup_error, "decoder_remote_agents": agents}
         return self.run_pulls()
@@ -380,6 +386,10 @@ class ScenarioRun:
     def worker_args(self, role, engine, rank, tp, rpc, head=None):
         a = {"kv_role": role, "engine_id": engine, "tp_rank": rank, "tp_size": tp, "rpc_port": rpc,
              "model": self.model, "bootstrap_port": self.bootstrap_port}
+        # kv_connector_extra_config.kv_lease_duration of that side (absent: leases off on that side).
+        lease = self.sc.get("prefiller_kv_lease_s" if role == "kv_producer" else "decoder_kv_lease_s")
+        if lease is not None:
+            a["kv_lease_s"] = lease
         if head:
             a["head_size"] = head
         if self.sc.get("kv_groups"):
@@ -416,14 +426,34 @@ class ScenarioRun:
             if alloc:
                 self.p[n].cmd("send_reqs", reqs=alloc)
         self.make_ready([t for t in transfers if t.get("ready", "before") == "before"])
+        # The scenario's start: the trace's `t` counts from here, and so do announce and pull_delay_s.
+        self.start_ns = time.monotonic_ns()
+        trace_step("start (transfers ready)")
         self.pending_ready = {}
         for t in transfers:
             rd = t.get("ready", "before")
             if rd.startswith("after_reply:"):
                 self.pending_ready.setdefault(int(rd.split(":", 1)[1]), []).append(t)
         self.forget_after = sc.get("forget_layouts_after_reply")
+        # What each worker's get_finished / get_transfer_results reported, polled on every engine step.
+        self.reported = {n: {"recving": set(), "failed": set()} for n in self.decoders}
+        self.sending = {n: {} for n in self.prefillers}  # p_req_id -> seconds since the start when first reported
 
         pulls = sc.get("pulls", [])
+        if sc.get("announce"):
+            # The decoder's scheduler learns of every request it will pull (vLLM's on_new_request).
+            reqs = [[r["d_req_id"], r["transfer_id"], r["blocks"]] for batch in pulls for r in batch]
+            for dn in self.decoders:
+                self.d[dn].cmd("announce", reqs=reqs, **self.pull_target())
+        delay = float(sc.get("pull_delay_s", 0) or 0)
+        if delay > 0:
+            # The engines keep stepping until the first pull: heartbeats go out, prefillers expire requests.
+            until = self.start_ns + int(delay * 1e9)
+            while time.monotonic_ns() < until:
+                self.step()
+                time.sleep(min(POLL_S, max(0.0, (until - time.monotonic_ns()) / 1e9)))
+            trace_step(f"pull delay {delay:g} s over")
+
         per_pull = []
         for i, batch in enumerate(pulls):
             per_dec = {}
@@ -432,9 +462,9 @@ class ScenarioRun:
             per_pull.append(per_dec)
 
         trace_step("pulls settled")
-        sending = {}
-        for n in self.prefillers:
-            sending[n] = self.p[n].cmd("poll")["sending"]
+        self.step(decoders=False)
+        sending = {n: sorted(v) for n, v in self.sending.items()}
+        sending_t = {n: dict(sorted(v.items())) for n, v in self.sending.items()}
 
         def shape(per_dec):
             if len(per_dec) == 1:
@@ -447,7 +477,33 @@ class ScenarioRun:
         else:
             out = {f"pull{i + 1}": shape(pd) for i, pd in enumerate(per_pull)}
         out["finished_sending"] = sending
+        if any(sending_t.values()):
+            out["finished_sending_t"] = sending_t
         return out
+
+    def pull_target(self):
+        return {"bootstrap_addr": self.bootstrap_addr, "remote_engine_id": ENGINE_P,
+                "side_channel_port": getattr(self, "side_port", None)}
+
+    def since_start(self):
+        return round((time.monotonic_ns() - self.start_ns) / 1e9, 3)
+
+    def step(self, decoders=True):
+        """One engine step of every worker, as far as the connector sees it (vLLM's engine calls get_finished every
+        step; a prefiller expires requests there): each decoder's scheduler hands its worker the lease renewals
+        that are due, then every worker's get_finished (get_transfer_results) is read and kept."""
+        if decoders:
+            for dn in self.decoders:
+                got = self.d[dn].cmd("poll")
+                self.reported[dn]["recving"].update(got["recving"])
+                self.reported[dn]["failed"].update(got["failed"])
+                if got.get("heartbeats"):
+                    trace_step(f"{dn}: lease heartbeats handed to the worker")
+        for n in self.prefillers:
+            for r in self.p[n].cmd("poll")["sending"]:
+                if r not in self.sending[n]:
+                    self.sending[n][r] = self.since_start()
+                    trace_step(f"{n}: finished_sending {r}")
 
     def total_replies(self):
         return sum(self.d[n].cmd("replies") for n in self.decoders)
@@ -466,20 +522,20 @@ class ScenarioRun:
     def pull_and_settle(self, dn, batch):
         d = self.d[dn]
         reqs = [[r["d_req_id"], r["transfer_id"], r["blocks"]] for r in batch]
-        d.cmd("pull", reqs=reqs, bootstrap_addr=self.bootstrap_addr, remote_engine_id=ENGINE_P,
-              side_channel_port=getattr(self, "side_port", None))
+        d.cmd("pull", reqs=reqs, **self.pull_target())
         want = {r["d_req_id"] for r in batch}
-        recving, failed = set(), set()
+        rep = self.reported[dn]
+        rep["recving"].clear()
+        rep["failed"].clear()
         deadline = time.monotonic() + self.settle_timeout
         while True:
             self.triggers()
-            got = d.cmd("poll")
-            recving.update(got["recving"])
-            failed.update(got["failed"])
-            if want <= (recving | failed) or time.monotonic() > deadline:
+            self.step()
+            if want <= (rep["recving"] | rep["failed"]) or time.monotonic() > deadline:
                 break
             time.sleep(POLL_S)
         self.triggers()
+        recving, failed = set(rep["recving"]), set(rep["failed"])
         invalid = d.cmd("load_errors")
         load_errors = {}
         if invalid or failed:
@@ -490,21 +546,69 @@ class ScenarioRun:
             "load_errors": load_errors,
         }
 
+    def timing_problem(self, outcome, events):
+        """The text for the trace's `error` when the recording did not keep the scenario's timing (a machine too
+        loaded for it), else None: a prefiller freed a request of the first pull batch before that pull reached it,
+        although the scenario means the pull to come first (it comes well within the prefiller's hold — its lease or
+        abort timeout — or the decoder renews a lease); or, where the scenario means the expiry to come first, the
+        pull came more than an abort timeout after it (vLLM 0.34.0 remembers an expired transfer that long)."""
+        sc = self.sc
+        sending_t = outcome.get("finished_sending_t") or {}
+        pulls = sc.get("pulls") or []
+        if not sending_t or not pulls or self.start_ns is None:
+            return None
+        first = {t["transfer_id"] for t in pulls[0]}
+        ready = [t for t in sc.get("transfers", []) if t["transfer_id"] in first and t.get("ready", "before") == "before"]
+        hold = sc.get("prefiller_kv_lease_s") or self.abort_timeout
+        delay = float(sc.get("pull_delay_s", 0) or 0)
+        renewed = bool(sc.get("prefiller_kv_lease_s") and sc.get("decoder_kv_lease_s") and sc.get("announce"))
+        pull_first = renewed or delay + 0.5 < hold
+        for conn, freed in sending_t.items():
+            arrivals = [(e["t"] - self.start_ns) / 1e9 for e in events
+                        if e["kind"] == "zmq" and e["conn"] == conn and e["bound"] and e["dir"] == "recv"
+                        and e["t"] >= self.start_ns
+                        and not (isinstance(e.get("decoded"), dict) and set(e["decoded"]) == {"lease_transfer_ids"})]
+            if not arrivals:
+                continue
+            t_pull = min(arrivals)
+            for t in ready:
+                t_free = freed.get(self.p_req_id(t))
+                if t_free is None:
+                    continue
+                if pull_first and t_free < t_pull:
+                    return (f"timing not kept: {conn} freed {self.p_req_id(t)} at t={t_free:.3f} s, before the first "
+                            f"pull reached it at t={t_pull:.3f} s (pull_delay_s {delay:g}, hold {hold:g} s); the "
+                            "machine was too loaded for this scenario: record it again")
+                if not pull_first and t_free < t_pull and t_pull - t_free > self.abort_timeout:
+                    return (f"timing not kept: the first pull reached {conn} at t={t_pull:.3f} s, more than the abort "
+                            f"timeout ({self.abort_timeout:g} s) after it freed {self.p_req_id(t)} at t={t_free:.3f} s; "
+                            "the machine was too loaded for this scenario: record it again")
+        return None
+
     # -- the trace ------------------------------------------------------------------------------------------
 
     def trace(self, started, outcome, error, events):
         events.sort(key=lambda e: e["t"])
         te = [{"session": e["session"], "n": e["n"], "bytes": e["bytes"]} for e in events if e["kind"] == "te"]
         wire = [e for e in events if e["kind"] in ("zmq", "http")]
+        # `t`: seconds since the scenario's start (negative for the set-up before it: registrations);
+        # `socket_id`: one number per tapped socket, in the order of the sockets' first events.
+        start = self.start_ns if self.start_ns is not None else self.setup_ns
+        socket_ids = {}
         endpoints = {}
         lines = []
         for seq, e in enumerate(wire, 1):
-            e = {k: v for k, v in e.items() if k != "t"}
+            line = {"seq": seq, "t": round((e["t"] - start) / 1e9, 6)}
+            for k, v in e.items():
+                if k == "sock":
+                    line["socket_id"] = socket_ids.setdefault((e["conn"], v), len(socket_ids) + 1)
+                elif k != "t":
+                    line[k] = v
             if e["kind"] == "zmq":
                 eps = endpoints.setdefault(e["conn"], [])
                 if e["endpoint"] not in eps:
                     eps.append(e["endpoint"])
-            lines.append({"seq": seq, **e})
+            lines.append(line)
         roles = {}
         if self.rec.generation == 2:
             roles["bootstrap"] = "bootstrap"

@@ -9,7 +9,8 @@
   response body as sent (server side).
 
 Every event carries `t`, CLOCK_MONOTONIC in nanoseconds, which is shared by all processes of one machine; the
-coordinator merges the events of all processes by it.
+coordinator merges the events of all processes by it (and writes it relative to the scenario's start). Every tapped
+socket gets an id of its own in this process (`sock`), which the coordinator turns into the trace's `socket_id`.
 """
 
 import json
@@ -21,6 +22,10 @@ _events = []
 _conn = None
 _side = None
 _recv_counts = {}
+_next_sock = [0]
+# Sockets (by `sock`) whose first message was a KV-lease heartbeat (vLLM 0.34.0+): their replies are not replies to
+# a pull, so `replies()` leaves them out.
+_heartbeat_socks = set()
 
 
 def configure(conn, side):
@@ -32,8 +37,11 @@ def _emit(event):
     event["t"] = time.monotonic_ns()
     with _lock:
         _events.append(event)
-        if event.get("kind") == "zmq" and event["dir"] == "recv" and not event["bound"]:
-            _recv_counts[event["conn"]] = _recv_counts.get(event["conn"], 0) + 1
+        if event.get("kind") == "zmq" and not event["bound"]:
+            if event["dir"] == "send" and _is_heartbeat(event.get("decoded")):
+                _heartbeat_socks.add(event["sock"])
+            elif event["dir"] == "recv" and event["sock"] not in _heartbeat_socks:
+                _recv_counts[event["conn"]] = _recv_counts.get(event["conn"], 0) + 1
 
 
 def emit(event):
@@ -48,8 +56,15 @@ def drain():
     return out
 
 
+def _is_heartbeat(decoded):
+    """A MooncakeLeaseHeartbeat (vLLM 0.34.0 wheel, mooncake_connector.py): a map holding only
+    `lease_transfer_ids`."""
+    return isinstance(decoded, dict) and set(decoded) == {"lease_transfer_ids"}
+
+
 def replies():
-    """Messages this process's connecting sockets (DEALER / REQ) have received so far."""
+    """Replies to pulls this process's connecting sockets (DEALER / REQ) have received so far (the replies to
+    KV-lease heartbeats are not counted)."""
     with _lock:
         return sum(_recv_counts.values())
 
@@ -102,7 +117,7 @@ def _record_zmq(sock, direction, frames):
     info = _endpoint(sock)
     if info is None:
         return
-    endpoint, bound, socket_type = info
+    endpoint, bound, socket_type, sock_id = info
     frames = [_frame_bytes(f) for f in frames]
     event = {
         "kind": "zmq",
@@ -110,6 +125,7 @@ def _record_zmq(sock, direction, frames):
         "conn": _conn,
         "socket": socket_type,
         "endpoint": endpoint,
+        "sock": sock_id,
         "bound": bound,
         "dir": direction,
         "frames": [f.hex() for f in frames],
@@ -139,7 +155,10 @@ def _note_endpoint(sock, addr, bound):
     if bound and addr.endswith(":*"):
         # bind_to_random_port lets the OS pick the port; the bound address is the socket's last endpoint.
         addr = sock.last_endpoint.decode("ascii", "replace")
-    object.__setattr__(sock, "_mw_tap_endpoint", (addr, bound, _socket_type_name(sock)))
+    with _lock:
+        _next_sock[0] += 1
+        sock_id = _next_sock[0]
+    object.__setattr__(sock, "_mw_tap_endpoint", (addr, bound, _socket_type_name(sock), sock_id))
 
 
 _installed = []

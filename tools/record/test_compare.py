@@ -18,10 +18,15 @@ import compare  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 TRACES = os.path.join(REPO, "conformance", "traces", "vllm-0.33.0")
+TRACES_LEASES = os.path.join(REPO, "conformance", "traces", "vllm-0.34.0")
+
+
+def trace_dir(name):
+    return TRACES_LEASES if name.startswith("j") else TRACES
 
 
 def load(name):
-    with open(os.path.join(TRACES, name + ".jsonl")) as f:
+    with open(os.path.join(trace_dir(name), name + ".jsonl")) as f:
         lines = [json.loads(x) for x in f if x.strip()]
     return lines[0], lines[1:]
 
@@ -42,7 +47,7 @@ def check(name, mutate, expect_equivalent, tmp, ignore_version=False):
         print(f"FAIL {name}: {mutate.__doc__}: the mutation changed nothing")
         return False
     path = write(tmp, name, header, events)
-    diffs, _, _ = compare.compare_files(path, os.path.join(TRACES, name + ".jsonl"), ignore_version)
+    diffs, _, _ = compare.compare_files(path, os.path.join(trace_dir(name), name + ".jsonl"), ignore_version)
     ok = (not diffs) == expect_equivalent
     print(f"{'ok  ' if ok else 'FAIL'} {name}: {mutate.__doc__} -> {'equivalent' if not diffs else 'different'}")
     if not ok and diffs:
@@ -142,6 +147,29 @@ def main():
 
         results.append(check("a_single_success", other_release, False, tmp))
         results.append(check("a_single_success", other_release, True, tmp, ignore_version=True))
+
+        def heartbeat_events(e):
+            return [k for k, x in enumerate(e) if x["kind"] == "zmq" and x["seq"] < next(
+                y["seq"] for y in e if y["kind"] == "zmq" and "kv_caches_base_addr" in (y.get("decoded") or {}))]
+
+        def fewer_heartbeats(h, e):
+            """one KV-lease heartbeat exchange fewer (their count follows the clock)"""
+            drop = set(heartbeat_events(e)[-4:])
+            return h, [x for k, x in enumerate(e) if k not in drop]
+
+        def heartbeat_rejected(h, e):
+            """a heartbeat answered ERROR instead of FINISH"""
+            k = [k for k in heartbeat_events(e) if e[k]["dir"] == "recv" and not e[k]["bound"]][0]
+            e[k]["frames"] = ["82a673746174757302a76572725f6d7367a178"]  # {status: 2, err_msg: "x"}
+            return h, e
+
+        def no_heartbeats(h, e):
+            """no heartbeats at all"""
+            drop = set(heartbeat_events(e))
+            return h, [x for k, x in enumerate(e) if k not in drop]
+
+        for m, eq in ((same, True), (fewer_heartbeats, True), (heartbeat_rejected, False), (no_heartbeats, False)):
+            results.append(check("j1_lease_renewal_keeps_slow_pull", m, eq, tmp))
 
     failed = results.count(False)
     print(f"compare self-check: {len(results) - failed}/{len(results)} as expected")

@@ -23,6 +23,7 @@ import msgspec
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cases  # noqa: E402
+import heartbeat  # noqa: E402
 import randval  # noqa: E402
 import shapes  # noqa: E402
 import wheel  # noqa: E402
@@ -32,9 +33,12 @@ sys.setrecursionlimit(1000)  # the nesting limit the reject cases record comes f
 DEFAULT_SEED = 20261129
 GEN1_MESSAGES = ["MooncakeAgentMetadata"]
 GEN2_MESSAGES = ["MooncakeXferMetadata", "MooncakeXferResponse"]
+# Messages later generation-2 releases added, written when the release defines them (in this order, after the two
+# above): the lease heartbeat of 0.34.0, which shares the prefiller's ROUTER with the pull.
+LATER_GEN2_MESSAGES = ["MooncakeLeaseHeartbeat"]
 # The revisions whose bundled files use the full profile (see cases.Profile); every other listed revision uses
 # the compact one. A revision that is not in the table yet (a new release) gets the full profile.
-FULL_PROFILE_REVISIONS = {"vllm-0.33.0"}
+FULL_PROFILE_REVISIONS = {"vllm-0.33.0", "vllm-0.34.0"}
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUNDLED = os.path.join(REPO, "conformance", "vectors")
 
@@ -61,8 +65,9 @@ def record(cls, cid, data):
             "canonical_hex": msgspec.msgpack.encode(obj).hex()}
 
 
-def message_cases(cls, seed):
-    """Every case of one message (the full set, in file order, as dicts)."""
+def message_cases(cls, seed, mod=None, route=None):
+    """Every case of one message (the full set, in file order, as dicts). The lease heartbeat (`route` given)
+    also gets the `classify-*` cases, and every case the prefiller's routing of its bytes (heartbeat.py)."""
     fs = shapes.fields(cls)
     rng = random.Random(seed)
     out, valid_values = [], []
@@ -78,6 +83,11 @@ def message_cases(cls, seed):
             out.append(record(cls, cid, data))
     for cid, data in cases.reject_cases(cls, fs, trunc_base):
         out.append(record(cls, cid, data))
+    if route is not None:
+        for cid, data in heartbeat.classification_cases(mod):
+            out.append(record(cls, cid, data))
+        for c in out:
+            c["route"] = route(bytes.fromhex(c["hex"]))
     return out
 
 
@@ -135,7 +145,10 @@ def main(argv=None):
     print(f"{revision}: classes from the vLLM {first} wheel ({connector}); identical in {', '.join(same)}", file=sys.stderr)
 
     profile = cases.Profile(a.profile or ("full" if revision in FULL_PROFILE_REVISIONS or row is None else "compact"))
-    messages = GEN1_MESSAGES if hasattr(mod, "MooncakeAgentMetadata") else GEN2_MESSAGES
+    if hasattr(mod, "MooncakeAgentMetadata"):
+        messages = GEN1_MESSAGES
+    else:
+        messages = GEN2_MESSAGES + [m for m in LATER_GEN2_MESSAGES if hasattr(mod, m)]
     os.makedirs(os.path.join(a.out, revision), exist_ok=True)
     msg_counts = {}
     for name in messages:
@@ -143,7 +156,10 @@ def main(argv=None):
         header = {"format": "mooncake-vectors", "format_version": 1, "revision": revision, "vllm_releases": releases,
                   "message": name, "source": f"vLLM {first} wheel, {connector}", "msgspec_version": msgspec.__version__,
                   "seed": a.seed}
-        case_list = message_cases(cls, a.seed)
+        route = None
+        if name == heartbeat.HEARTBEAT:
+            route = heartbeat.router(wheel.read_connector(wheel.find_wheel(first, download=False))[1], cls)
+        case_list = message_cases(cls, a.seed, mod, route)
         msg_counts[name] = counts(case_list)  # the table counts the full set, whatever the file keeps
         kept = [c for c in case_list if profile.keeps(c, dumps)]
         path = os.path.join(a.out, revision, name + ".jsonl")

@@ -7,7 +7,7 @@
 
 use mooncake_wire::codec::DecodeError;
 use mooncake_wire::proto::WireProfile;
-use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse};
+use mooncake_wire::typed::{MooncakeLeaseHeartbeat, MooncakeXferMetadata, MooncakeXferResponse};
 
 /// A payload as it went over the wire and what the revision reads in it.
 #[derive(Clone, Debug)]
@@ -81,6 +81,38 @@ pub struct Exchange {
     pub line: Option<usize>,
     /// The same exchange at the ROUTER: its routing id, when known.
     pub routing_id: Option<Vec<u8>>,
+}
+
+/// One lease heartbeat (0.34.0, `spec/PROTOCOL.md#kv-leases`) and the reply it got, as the decoder saw them: a
+/// payload the revision's prefiller reads as a heartbeat ([`WireProfile::read_inbound`]), on a DEALER of its
+/// own. Kept apart from the pull [`Exchange`]s, which the pull checks and players read.
+#[derive(Clone, Debug)]
+pub struct Heartbeat {
+    /// Its place among the conversation's heartbeats (0-based).
+    pub index: usize,
+    /// The decoder connection that sent it.
+    pub decoder: String,
+    /// The endpoint its DEALER connected to.
+    pub endpoint: String,
+    /// The prefiller conn it went to, if known.
+    pub prefiller: Option<String>,
+    /// The heartbeat (decoded: it was classified by decoding it).
+    pub payload: Payload<MooncakeLeaseHeartbeat>,
+    /// Replies as the decoder received them (one is expected).
+    pub replies: Vec<Reply>,
+    /// Where it was seen (trace seq and line), when known.
+    pub seq: Option<u64>,
+    /// The trace file's line.
+    pub line: Option<usize>,
+    /// Seconds since the recording's start, when the trace says.
+    pub t: Option<f64>,
+}
+
+impl Heartbeat {
+    /// The transfer ids it renews.
+    pub fn transfer_ids(&self) -> &[String] {
+        self.payload.value().map(|h| h.lease_transfer_ids.as_slice()).unwrap_or_default()
+    }
 }
 
 /// What an exchange starts from: the request a decoder sent, before it is decoded.

@@ -10,16 +10,16 @@ mod exchange;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use mooncake_wire::proto::WireProfile;
+use mooncake_wire::proto::{Inbound, WireProfile};
 use mooncake_wire::spec::{Revision, Spec};
-use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse};
+use mooncake_wire::typed::{MooncakeLeaseHeartbeat, MooncakeXferMetadata, MooncakeXferResponse};
 use serde_json::Value as J;
 
 use crate::trace::{Event, HttpDir, HttpEvent, Role, Trace, ZmqDir, ZmqEvent};
 pub(crate) use exchange::decode_count;
 #[cfg(test)]
 pub(crate) use exchange::decodes;
-pub use exchange::{ends_exchange, Exchange, Payload, Reply, Sent};
+pub use exchange::{ends_exchange, Exchange, Heartbeat, Payload, Reply, Sent};
 
 /// A prefiller worker of the trace.
 #[derive(Clone, Debug)]
@@ -67,10 +67,26 @@ pub struct Conversation {
     pub decoders: Vec<DecoderConn>,
     /// Every decoder exchange, in the order the requests were sent.
     pub exchanges: Vec<Exchange>,
+    /// Every lease heartbeat (0.34.0), in the order they were sent; not among `exchanges`.
+    pub heartbeats: Vec<Heartbeat>,
     /// (request, response) pairs in order.
     pub http: Vec<(HttpEvent, Option<HttpEvent>)>,
-    /// The exchange (and reply, if it is one) each decoded ZeroMQ event's payload is in, by event seq.
-    at_seq: BTreeMap<u64, (usize, Option<usize>)>,
+    /// The exchange or heartbeat (and reply, if it is one) each decoded ZeroMQ event's payload is in, by seq.
+    at_seq: BTreeMap<u64, At>,
+}
+
+/// Where a decoded payload is: the request (`None`) or a reply of a pull exchange or of a heartbeat.
+#[derive(Clone, Copy, Debug)]
+enum At {
+    Pull(usize, Option<usize>),
+    Beat(usize, Option<usize>),
+}
+
+/// An exchange or a heartbeat still waiting for replies while the conversation is built.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Open {
+    Pull(usize),
+    Beat(usize),
 }
 
 /// The decode of one event's payload the conversation made: a request or a reply of an exchange.
@@ -78,7 +94,9 @@ pub struct Conversation {
 pub enum Decoded<'a> {
     /// The request of an exchange.
     Request(&'a Payload<MooncakeXferMetadata>),
-    /// A reply of an exchange.
+    /// A lease heartbeat (0.34.0).
+    Heartbeat(&'a Payload<MooncakeLeaseHeartbeat>),
+    /// A reply of an exchange (or of a heartbeat).
     Reply(&'a Payload<MooncakeXferResponse>),
 }
 
@@ -94,6 +112,7 @@ impl Decoded<'_> {
     pub fn bytes(&self) -> &[u8] {
         match self {
             Decoded::Request(p) => &p.bytes,
+            Decoded::Heartbeat(p) => &p.bytes,
             Decoded::Reply(p) => &p.bytes,
         }
     }
@@ -102,6 +121,7 @@ impl Decoded<'_> {
     pub fn message(&self) -> &'static str {
         match self {
             Decoded::Request(_) => "MooncakeXferMetadata",
+            Decoded::Heartbeat(_) => "MooncakeLeaseHeartbeat",
             Decoded::Reply(_) => "MooncakeXferResponse",
         }
     }
@@ -117,6 +137,7 @@ impl Decoded<'_> {
         }
         match self {
             Decoded::Request(p) => of(p, |m| profile.encode_metadata(m).map_err(Into::into)),
+            Decoded::Heartbeat(p) => of(p, |h| profile.encode_heartbeat(h).map_err(Into::into)),
             Decoded::Reply(p) => of(p, |r| profile.encode_response(r).map_err(Into::into)),
         }
     }
@@ -131,6 +152,17 @@ pub enum ConversationError {
     /// Its `vllm_version` names no push revision.
     #[error("vllm_version: {0}")]
     Revision(#[from] mooncake_wire::spec::ResolveError),
+}
+
+/// A heartbeat's reply, decoded (once).
+fn push_beat_reply(
+    h: &mut Heartbeat,
+    profile: Option<&WireProfile>,
+    bytes: Vec<u8>,
+    seq: Option<u64>,
+    line: Option<usize>,
+) {
+    h.replies.push(Reply { payload: Payload::reply(profile, bytes, seq), seq, line });
 }
 
 impl Conversation {
@@ -215,42 +247,89 @@ impl Conversation {
         for p in &mut prefillers {
             p.tp_size = tp_sizes.get(&p.engine_id).copied().unwrap_or(1);
         }
-        // Exchanges from the decoder's side, each payload decoded once; replies attach to the oldest unfinished
-        // exchange of the same conn and endpoint.
+        // Exchanges (and lease heartbeats) from the decoder's side, each payload decoded once, as the prefiller
+        // reads it; replies attach to the oldest unfinished one of the same conn and socket (the endpoint, where
+        // the trace names no sockets).
         let mut exchanges: Vec<Exchange> = vec![];
-        let mut open: Vec<usize> = vec![];
+        let mut heartbeats: Vec<Heartbeat> = vec![];
+        let mut open: Vec<(Open, String, String)> = vec![];
+        let mut last: BTreeMap<(String, String), Open> = BTreeMap::new();
         for z in trace.zmq().filter(|z| z.side == Role::Decoder) {
             let bytes = z.frames.last().cloned().unwrap_or_default();
+            let socket = z.socket_id.map(|id| id.to_string()).unwrap_or_else(|| z.endpoint.clone());
+            let key = (z.conn.clone(), socket.clone());
+            let (seq, line) = (Some(z.seq), Some(z.line));
             match z.dir {
                 ZmqDir::Send => {
-                    let sent = Sent {
-                        index: exchanges.len(),
-                        decoder: z.conn.clone(),
-                        endpoint: z.endpoint.clone(),
-                        request: bytes,
-                        seq: Some(z.seq),
-                        line: Some(z.line),
+                    let prefiller = prefillers.iter().find(|p| p.endpoint == z.endpoint).map(|p| p.conn.clone());
+                    let reading = profile.as_ref().map(|p| {
+                        decode_count::count(seq);
+                        p.read_inbound(&bytes)
+                    });
+                    let (heartbeat, pull) = match reading {
+                        Some(Inbound::Heartbeat(h)) => (Some(h), None),
+                        Some(Inbound::Pull(m)) => (None, Some(m)),
+                        None => (None, None),
                     };
-                    let mut x = Exchange::new(profile.as_ref(), sent);
-                    x.prefiller = prefillers.iter().find(|p| p.endpoint == z.endpoint).map(|p| p.conn.clone());
-                    exchanges.push(x);
-                    open.push(exchanges.len() - 1);
+                    let slot = if let Some(h) = heartbeat {
+                        heartbeats.push(Heartbeat {
+                            index: heartbeats.len(),
+                            decoder: z.conn.clone(),
+                            endpoint: z.endpoint.clone(),
+                            prefiller,
+                            payload: Payload { bytes, decoded: Some(Ok(h)) },
+                            replies: vec![],
+                            seq,
+                            line,
+                            t: z.t,
+                        });
+                        Open::Beat(heartbeats.len() - 1)
+                    } else {
+                        let sent = Sent {
+                            index: exchanges.len(),
+                            decoder: z.conn.clone(),
+                            endpoint: z.endpoint.clone(),
+                            request: bytes,
+                            seq,
+                            line,
+                        };
+                        let mut x = Exchange::decoded(sent, pull);
+                        x.prefiller = prefiller;
+                        exchanges.push(x);
+                        Open::Pull(exchanges.len() - 1)
+                    };
+                    open.push((slot, key.0.clone(), key.1.clone()));
+                    last.insert(key, slot);
                 }
                 ZmqDir::Recv => {
-                    let (seq, line) = (Some(z.seq), Some(z.line));
-                    if let Some(pos) =
-                        open.iter().position(|&i| exchanges[i].decoder == z.conn && exchanges[i].endpoint == z.endpoint)
-                    {
-                        let i = open[pos];
-                        let r = exchanges[i].push_reply(profile.as_ref(), bytes, seq, line);
-                        if ends_exchange(profile.as_ref(), &r.payload) {
-                            open.remove(pos);
+                    let slot = match open.iter().position(|(_, c, s)| *c == key.0 && *s == key.1) {
+                        Some(pos) => {
+                            let slot = open[pos].0;
+                            let ends = match slot {
+                                Open::Pull(i) => {
+                                    let r = exchanges[i].push_reply(profile.as_ref(), bytes, seq, line);
+                                    ends_exchange(profile.as_ref(), &r.payload)
+                                }
+                                // A heartbeat is answered once.
+                                Open::Beat(i) => {
+                                    push_beat_reply(&mut heartbeats[i], profile.as_ref(), bytes, seq, line);
+                                    true
+                                }
+                            };
+                            if ends {
+                                open.remove(pos);
+                            }
+                            continue;
                         }
-                    } else if let Some(x) =
-                        exchanges.iter_mut().rev().find(|x| x.decoder == z.conn && x.endpoint == z.endpoint)
-                    {
                         // A reply after the terminal one: keep it with its exchange so the checks see it.
-                        x.push_reply(profile.as_ref(), bytes, seq, line);
+                        None => last.get(&key).copied(),
+                    };
+                    match slot {
+                        Some(Open::Pull(i)) => {
+                            exchanges[i].push_reply(profile.as_ref(), bytes, seq, line);
+                        }
+                        Some(Open::Beat(i)) => push_beat_reply(&mut heartbeats[i], profile.as_ref(), bytes, seq, line),
+                        None => {}
                     }
                 }
             }
@@ -285,20 +364,24 @@ impl Conversation {
             .collect();
         let mut at_seq = BTreeMap::new();
         for (i, x) in exchanges.iter().enumerate() {
-            at_seq.extend(x.seq.map(|s| (s, (i, None))));
-            at_seq.extend(x.replies.iter().enumerate().filter_map(|(j, r)| Some((r.seq?, (i, Some(j))))));
+            at_seq.extend(x.seq.map(|s| (s, At::Pull(i, None))));
+            at_seq.extend(x.replies.iter().enumerate().filter_map(|(j, r)| Some((r.seq?, At::Pull(i, Some(j))))));
         }
-        Conversation { trace, revision, profile, prefillers, decoders, exchanges, http, at_seq }
+        for (i, h) in heartbeats.iter().enumerate() {
+            at_seq.extend(h.seq.map(|s| (s, At::Beat(i, None))));
+            at_seq.extend(h.replies.iter().enumerate().filter_map(|(j, r)| Some((r.seq?, At::Beat(i, Some(j))))));
+        }
+        Conversation { trace, revision, profile, prefillers, decoders, exchanges, heartbeats, http, at_seq }
     }
 
     /// The decode of the payload of ZeroMQ event `seq`, if the conversation made one (the requests and
     /// replies of its exchanges): what the per-event checks read instead of decoding the payload again.
     pub fn decoded_at(&self, seq: u64) -> Option<Decoded<'_>> {
-        let &(i, reply) = self.at_seq.get(&seq)?;
-        let x = &self.exchanges[i];
-        Some(match reply {
-            None => Decoded::Request(&x.request),
-            Some(j) => Decoded::Reply(&x.replies[j].payload),
+        Some(match *self.at_seq.get(&seq)? {
+            At::Pull(i, None) => Decoded::Request(&self.exchanges[i].request),
+            At::Pull(i, Some(j)) => Decoded::Reply(&self.exchanges[i].replies[j].payload),
+            At::Beat(i, None) => Decoded::Heartbeat(&self.heartbeats[i].payload),
+            At::Beat(i, Some(j)) => Decoded::Reply(&self.heartbeats[i].replies[j].payload),
         })
     }
 

@@ -35,6 +35,9 @@ pub enum DryRunError {
     /// A recorded generation-1 request cannot be said again in the revision.
     #[error(transparent)]
     Encode(#[from] mooncake_wire::proto::CarryError),
+    /// The scenario's prefiller lease cannot be set on the trace's revision.
+    #[error("prefiller_kv_lease_s: {0}")]
+    Lease(#[from] mooncake_wire::proto::LeaseError),
 }
 
 /// What a dry run produced, next to what the recording shows.
@@ -180,6 +183,21 @@ impl Sim {
         true
     }
 
+    /// Moves the clock to `until`, firing every deadline on the way (expiries).
+    fn advance(&mut self, until: Instant) {
+        for _ in 0..10_000 {
+            if !self.tick(until) {
+                break;
+            }
+        }
+        self.now = self.now.max(until);
+        let now = self.now;
+        for m in self.machines.iter_mut() {
+            m.handle_timeout(now);
+        }
+        self.pump_all();
+    }
+
     /// The next reply to `rid`, waiting on the simulated clock up to `limit`.
     fn reply(&mut self, rid: &[u8], limit: Duration) -> Option<Vec<u8>> {
         let until = self.now + limit;
@@ -248,10 +266,16 @@ fn dry_run_gen2(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<
         let (_, planner) = prefiller_planner(t, p, model, &profile)?;
         let mut core = PrefillerCore::new(profile.clone(), planner);
         core.set_abort_timeout(abort);
+        core.set_kv_lease_duration(scenario.prefiller_kv_lease_s.map(Duration::from_secs_f64))?;
         machines.push((p.conn.clone(), Box::new(core)));
     }
     let mut sim = Sim::new(machines, scenario.fail_transfers);
     let now = sim.now;
+    // The scenario's start (its transfers made ready): recorded `t`s count from here, as the players'
+    // timelines do; a scenario with no delay and no heartbeats runs as fast as the events come.
+    let start = now;
+    let timed = scenario.pull_delay_s > 0.0 || !t.heartbeats.is_empty();
+    let beats: HashMap<u64, usize> = t.heartbeats.iter().filter_map(|h| Some((h.seq?, h.index))).collect();
     for m in sim.machines.iter_mut() {
         for tr in &scenario.transfers {
             m.request_allocated(now, &tr.p_req_id, &tr.transfer_id);
@@ -275,6 +299,21 @@ fn dry_run_gen2(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<
     for ev in t.events() {
         let Event::Zmq(z) = ev else { continue };
         if z.side != TraceRole::Decoder {
+            continue;
+        }
+        if let (true, ZmqDir::Send, Some(at)) = (timed, z.dir, z.t) {
+            sim.advance(start + Duration::from_secs_f64(at.max(0.0)));
+        }
+        if let Some(&h) = beats.get(&z.seq) {
+            // A lease heartbeat moves the deadlines it names; its reply is LEASE-REPLY's, not the setup's.
+            let hb = &t.heartbeats[h];
+            if let Some(i) = hb.prefiller.as_ref().and_then(|c| sim.conns.iter().position(|m| m == c)) {
+                let now = sim.now;
+                let rid = format!("heartbeat {}", h + 1).into_bytes();
+                sim.machines[i].handle_frames(now, vec![rid.clone(), hb.payload.bytes.clone()]);
+                sim.pump(i);
+                sim.queues.remove(&rid);
+            }
             continue;
         }
         match z.dir {

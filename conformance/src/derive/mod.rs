@@ -178,6 +178,12 @@ fn reply_index(t: &Conversation) -> BTreeMap<u64, usize> {
 
 fn derive_gen2(t: &Conversation, model: &Model) -> Derived {
     let index = reply_index(t);
+    let timing = Timing::of(t, model);
+    let expired_msg = t.revision.behaviour.expired_pull.as_ref().and_then(|i| i.value.get()).map(|x| x.message.clone());
+    let pulled_late = |x: &crate::conversation::Exchange| {
+        x.seq.and_then(|s| event_t(t, s)).is_some_and(|at| at >= model.abort_timeout_s)
+    };
+    let mut late_expired: Vec<String> = vec![];
     let mut pulled = Pulled::default();
     let mut unresolved = vec![];
     let mut failed_rounds: BTreeMap<String, usize> = BTreeMap::new();
@@ -219,10 +225,16 @@ fn derive_gen2(t: &Conversation, model: &Model) -> Derived {
                 }
             }
             let msg = r.err_msg.as_deref().unwrap_or("");
+            // A pull that came after its transfer expired (0.34.0 answers it at once; earlier revisions time out
+            // on it, which a recording with times tells apart from a transfer never scheduled).
+            let expired = expired_msg.as_deref() == Some(msg) || (msg == TIMEOUT_MSG && pulled_late(x));
             for d in r.err_reqs.iter().flatten() {
                 let Some(id) = tid(d) else { continue };
                 let s = pulled.get(&id, vec![]);
-                if msg == TIMEOUT_MSG {
+                if expired {
+                    s.mark(Ready::Before);
+                    late_expired.push(id.clone());
+                } else if msg == TIMEOUT_MSG {
                     s.timeout = true;
                 } else {
                     s.mark(when.clone());
@@ -293,13 +305,136 @@ fn derive_gen2(t: &Conversation, model: &Model) -> Derived {
             "layouts forgotten after reply {n} (a LAYOUT_MISS answers a pull the prefiller had acknowledged)"
         ));
     }
+    if !late_expired.is_empty() {
+        how.push(format!(
+            "{} ready before and expired before the pull (the pull came {} s after the start)",
+            late_expired.join(", "),
+            timing.pull_delay_s
+        ));
+    }
+    how.extend(timing.how.iter().cloned());
+    for what in &timing.unresolved {
+        unresolved.push(Unresolved { what: what.clone(), roles: vec![Role::Prefiller, Role::Decoder] });
+    }
     let scenario = Scenario {
         transfers,
         fail_transfers: fail,
         forget_layouts_after_reply: forget.first().copied(),
+        prefiller_kv_lease_s: timing.prefiller_lease,
+        decoder_kv_lease_s: timing.decoder_lease,
+        announce: timing.announce,
+        pull_delay_s: timing.pull_delay_s,
         ..Scenario::default()
     };
     finish(t, model, scenario, how, unresolved)
+}
+
+/// The recorded `t` of event `seq`, if the trace has times.
+fn event_t(t: &Conversation, seq: u64) -> Option<f64> {
+    t.events().iter().find_map(|e| match e {
+        Event::Zmq(z) if z.seq == seq => z.t,
+        _ => None,
+    })
+}
+
+/// Seconds to a tenth, as scenarios state times.
+fn tenth(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+/// What a recording with times (`t`) shows of a scenario's timing (0.34.0's leases, a late pull).
+struct Timing {
+    pull_delay_s: f64,
+    announce: bool,
+    decoder_lease: Option<f64>,
+    prefiller_lease: Option<f64>,
+    how: Vec<String>,
+    /// What the trace shows of the timing too dimly to set it.
+    unresolved: Vec<String>,
+}
+
+impl Timing {
+    fn of(t: &Conversation, model: &Model) -> Timing {
+        let mut how = vec![];
+        let first_pull = t.exchanges.first().and_then(|x| x.seq).and_then(|s| event_t(t, s));
+        // The decoder asks the bootstrap server for an engine it does not know before it pulls from it: such a
+        // query just before the first pull is when the pull was handed over. A pull (or query) within a quarter
+        // second of the start is the recorder's own pace, not a delay.
+        let query = first_pull.and_then(|p| {
+            t.trace
+                .http()
+                .filter(|h| h.dir == crate::trace::HttpDir::Request && h.path == "/query")
+                .filter_map(|h| h.t)
+                .filter(|q| *q <= p && *q >= 0.25)
+                .fold(None::<f64>, |a, q| Some(a.map_or(q, |a: f64| a.max(q))))
+        });
+        let pull_delay_s = query.or(first_pull).filter(|at| *at >= 0.25).map(tenth).unwrap_or(0.0);
+        if pull_delay_s > 0.0 {
+            how.push(format!("the first pull {pull_delay_s} s after the start (its recorded t)"));
+        }
+        // Heartbeat rounds: the distinct times a decoder sent heartbeats (a round reaches every worker at once).
+        let mut rounds: Vec<f64> = t.heartbeats.iter().filter_map(|h| h.t).collect();
+        rounds.sort_by(f64::total_cmp);
+        rounds.dedup_by(|a, b| (*a - *b).abs() < 0.005);
+        let announce = match (rounds.first(), first_pull) {
+            (Some(h), Some(p)) => *h < p,
+            (Some(_), None) => true,
+            _ => false,
+        };
+        // vLLM renews every duration / 6, checked at each engine step: six times the median gap between
+        // rounds (the first round leaves late, after the bootstrap query, so its gap is left out). An estimate:
+        // the duration is configuration, and the wire shows it only through the cadence.
+        let mut gaps: Vec<f64> = rounds.windows(2).skip(1).map(|w| w[1] - w[0]).collect();
+        gaps.sort_by(f64::total_cmp);
+        let decoder_lease = gaps.get(gaps.len() / 2).map(|g| tenth(g * 6.0)).filter(|l| *l > 0.0);
+        let mut unresolved = vec![];
+        if decoder_lease.is_none() && !rounds.is_empty() {
+            unresolved.push(format!(
+                "the decoder's kv_lease_duration: it sent {} heartbeat round(s), too few to show their cadence; give `decoder_kv_lease_s` (and `prefiller_kv_lease_s`)",
+                rounds.len()
+            ));
+        }
+        if let Some(l) = decoder_lease {
+            how.push(format!("the decoder renews a lease of about {l} s (heartbeat rounds every {:.2} s)", l / 6.0));
+        }
+        if announce {
+            how.push("the decoder knew its requests before pulling them (heartbeats before the first pull)".into());
+        }
+        let renewed = t.heartbeats.iter().flat_map(|h| &h.replies).filter_map(|r| r.payload.value()).any(|r| {
+            t.profile
+                .as_ref()
+                .and_then(|p| p.kv_leases.as_ref())
+                .is_some_and(|l| r.status.name() == Some(l.renewed_status.as_str()))
+        });
+        // Renewed: the prefiller has a lease, taken to be the decoder's (vLLM asks for the same on both sides).
+        // Otherwise a transfer freed on expiry earlier than the abort timeout shows the lease it was held for.
+        let prefiller_lease = if renewed {
+            how.push("the prefiller renewed the heartbeats: its lease taken to be the decoder's".into());
+            decoder_lease
+        } else {
+            let freed_at = t
+                .trace
+                .header
+                .observed_outcome
+                .get("finished_sending_t")
+                .and_then(J::as_object)
+                .into_iter()
+                .flat_map(|m| m.values())
+                .filter_map(J::as_object)
+                .flat_map(|m| m.values())
+                .filter_map(J::as_f64)
+                .fold(None::<f64>, |a, x| Some(a.map_or(x, |a| a.min(x))));
+            let delivered_before = first_pull.is_some_and(|p| freed_at.is_some_and(|f| f > p));
+            let lease = freed_at.filter(|f| !delivered_before && *f < model.abort_timeout_s - 0.1).map(tenth);
+            if let Some(l) = lease {
+                how.push(format!(
+                    "the prefiller freed the unpulled transfer after {l} s, before its abort timeout: a {l} s lease"
+                ));
+            }
+            lease
+        };
+        Timing { pull_delay_s, announce, decoder_lease, prefiller_lease, how, unresolved }
+    }
 }
 
 fn transfers_how(
@@ -768,7 +903,7 @@ pub fn case_setup(
     }
     let derived = cache.get(t, &scenarios.model);
     if let Some(given) = scenarios.scenario.get(name) {
-        let diffs = differences(t, given, &derived.scenario);
+        let diffs = differences(t, &scenarios.model, given, &derived.scenario);
         let mut notes = vec![];
         if !diffs.is_empty() {
             notes.push(format!("the scenarios file's [scenario.{}] differs from the setup derived from the trace ({}); the file's entry is used", key(name), diffs.join("; ")));
@@ -795,7 +930,7 @@ pub fn case_setup(
 /// What differs between two setups of `t` in what the cases use: the transfers (by transfer id; generation 1:
 /// by the request id each stands for), their blocks and readiness, the prefiller request ids where the
 /// recording names them, the failures and the forgotten layouts.
-pub fn differences(t: &Conversation, a: &Scenario, b: &Scenario) -> Vec<String> {
+pub fn differences(t: &Conversation, model: &Model, a: &Scenario, b: &Scenario) -> Vec<String> {
     let mut out = vec![];
     let show = |tr: Option<&Transfer>| {
         tr.map(|t| format!("blocks {:?}, {}", t.blocks, ready_text(&t.ready))).unwrap_or_else(|| "none".into())
@@ -850,6 +985,38 @@ pub fn differences(t: &Conversation, a: &Scenario, b: &Scenario) -> Vec<String> 
             "forget_layouts_after_reply {:?} vs derived {:?}",
             a.forget_layouts_after_reply, b.forget_layouts_after_reply
         ));
+    }
+    // Timing (0.34.0's leases, a late pull), where the trace has times to show it.
+    let timed = t.trace.events.iter().any(|e| matches!(e, Event::Zmq(z) if z.t.is_some()));
+    if timed {
+        // Times read off a recording carry the recording machine's jitter (a loaded machine's decoder may pull
+        // a second late): two delays are the same when they fall on the same side of every deadline the case
+        // depends on — the prefiller's lease, its abort timeout, and how long it remembers an expired transfer.
+        let abort = model.abort_timeout_s;
+        let sides = |delay: f64, lease: Option<f64>| {
+            let expiry = lease.unwrap_or(abort);
+            (delay > 0.0, lease.is_some_and(|l| delay > l), delay > abort, delay > expiry + abort)
+        };
+        if sides(a.pull_delay_s, a.prefiller_kv_lease_s) != sides(b.pull_delay_s, a.prefiller_kv_lease_s) {
+            out.push(format!("pull_delay_s {} vs derived {}", a.pull_delay_s, b.pull_delay_s));
+        }
+        if a.announce != b.announce {
+            out.push(format!("announce {} vs derived {}", a.announce, b.announce));
+        }
+        let near = |x: Option<f64>, y: Option<f64>| match (x, y) {
+            (Some(x), Some(y)) => (x - y).abs() <= 0.25,
+            (None, None) => true,
+            _ => false,
+        };
+        if !near(a.decoder_kv_lease_s, b.decoder_kv_lease_s) {
+            out.push(format!("decoder_kv_lease_s {:?} vs derived {:?}", a.decoder_kv_lease_s, b.decoder_kv_lease_s));
+        }
+        if !near(a.prefiller_kv_lease_s, b.prefiller_kv_lease_s) {
+            out.push(format!(
+                "prefiller_kv_lease_s {:?} vs derived {:?}",
+                a.prefiller_kv_lease_s, b.prefiller_kv_lease_s
+            ));
+        }
     }
     out
 }

@@ -4,7 +4,8 @@
 //! everything the source does not say are the base's; what could not be read keeps the base's value and is
 //! reported.
 
-use mooncake_wire::spec::{FieldDef, Literal, LiteralError, Revision, StructDef, StructOptions, TypeExpr};
+use indexmap::IndexMap;
+use mooncake_wire::spec::{text_shape, FieldDef, Literal, LiteralError, Revision, StructDef, StructOptions, TypeExpr};
 use toml::{Table, Value};
 
 use super::facts::{BootstrapFact, Facts, FieldFact, ResponseFact};
@@ -76,7 +77,293 @@ pub fn edits(facts: &Facts, base: &Revision, source: &str) -> EditList {
         )),
         _ => {}
     }
+    replies(facts, base, source, &mut out);
+    extra_config(facts, base, source, &mut out);
+    env(facts, base, source, &mut out);
+    decoders(facts, base, &mut out);
     out
+}
+
+/// A short name for a reply text: its first literal words (`KV expired on P side…` → `kv_expired_on_p`).
+fn reply_name(text: &str, taken: &[String]) -> String {
+    let words: Vec<String> = text_shape(text)
+        .replace("{}", " ")
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .take(4)
+        .map(str::to_ascii_lowercase)
+        .collect();
+    let stem = if words.is_empty() { "reply".to_string() } else { words.join("_") };
+    let mut name = stem.clone();
+    let mut n = 2;
+    while taken.contains(&name) {
+        name = format!("{stem}_{n}");
+        n += 1;
+    }
+    name
+}
+
+/// The reply texts: one per shape, its statuses the union over the call sites that send it.
+fn replies(facts: &Facts, base: &Revision, source: &str, out: &mut EditList) {
+    let Some(br) = &base.replies else {
+        if !facts.replies.is_empty() {
+            out.note(format!(
+                "[replies]: the source sends {} literal error texts, but {} has no [replies] (generation 1): not derived",
+                facts.replies.len(),
+                base.revision
+            ));
+        }
+        return;
+    };
+    // Shape → (text, statuses, where).
+    let mut found: IndexMap<String, (String, Vec<String>, String)> = IndexMap::new();
+    for r in &facts.replies {
+        if r.message != br.message {
+            out.note(format!(
+                "reply text {:?} ({}): sent in `{}`, not in {}'s `{}`: not derived",
+                r.text,
+                r.site.describe(),
+                r.message,
+                base.revision,
+                br.message
+            ));
+            continue;
+        }
+        let e = found.entry(text_shape(&r.text)).or_insert_with(|| (r.text.clone(), vec![], r.site.describe()));
+        for st in &r.status {
+            if !e.1.contains(st) {
+                e.1.push(st.clone());
+            }
+        }
+    }
+    for t in &br.texts {
+        match found.get(&t.shape()) {
+            None => match behaviour_naming(base, |v| v.as_str().is_some_and(|x| text_shape(x) == t.shape())) {
+                Some(item) => out.note(format!(
+                    "reply text {:?}: not in the files read, but {}'s behaviour.{item} (not derived) names it: kept",
+                    t.text, base.revision
+                )),
+                None => out.push("remove", &format!("replies.texts.{}", t.name), |_| {}),
+            },
+            Some((_, st, _)) => {
+                let (mut a, mut b) = (st.clone(), t.status.clone());
+                a.sort();
+                b.sort();
+                if a != b {
+                    out.push("set", &format!("replies.texts.{}.status", t.name), |e| {
+                        e.insert("value".into(), Value::Array(st.iter().map(|x| s(x)).collect()));
+                    });
+                }
+            }
+        }
+    }
+    let mut taken: Vec<String> = br.texts.iter().map(|t| t.name.clone()).collect();
+    for (shape, (text, st, at)) in &found {
+        if br.texts.iter().any(|t| &t.shape() == shape) {
+            continue;
+        }
+        let name = reply_name(text, &taken);
+        taken.push(name.clone());
+        out.push("insert", "replies.texts", |e| {
+            let mut item = Table::new();
+            item.insert("name".into(), s(&name));
+            item.insert("text".into(), s(text));
+            item.insert("status".into(), Value::Array(st.iter().map(|x| s(x)).collect()));
+            e.insert("item".into(), Value::Table(item));
+            e.insert("source".into(), s(&format!("{source}, {at}")));
+        });
+        out.note(format!("reply text {text:?}: when it is sent is not derived"));
+    }
+}
+
+/// The first behaviour item of `base` holding a value (at any depth) that `hit` accepts.
+fn behaviour_naming(base: &Revision, hit: impl Fn(&serde_json::Value) -> bool) -> Option<&'static str> {
+    fn any(v: &serde_json::Value, hit: &dyn Fn(&serde_json::Value) -> bool) -> bool {
+        hit(v)
+            || match v {
+                serde_json::Value::Array(a) => a.iter().any(|x| any(x, hit)),
+                serde_json::Value::Object(m) => m.values().any(|x| any(x, hit)),
+                _ => false,
+            }
+    }
+    base.behaviour.rows().into_iter().find(|(_, v, _)| any(v, &hit)).map(|(n, _, _)| n)
+}
+
+/// The type a literal default tells (`'x'` → `str`), `None` when it tells none.
+fn literal_type(default: &str) -> Option<&'static str> {
+    match Literal::parse(default).ok()? {
+        Literal::Str(_) => Some("str"),
+        Literal::Int(_) => Some("int"),
+        Literal::Float(_) => Some("float"),
+        Literal::Bool(_) => Some("bool"),
+        _ => None,
+    }
+}
+
+fn extra_config(facts: &Facts, base: &Revision, source: &str, out: &mut EditList) {
+    // Key → (defaults read, where first read).
+    let mut found: IndexMap<String, (Vec<Option<String>>, String)> = IndexMap::new();
+    for c in &facts.extra_config {
+        let e = found.entry(c.name.clone()).or_insert_with(|| (vec![], c.site.describe()));
+        if !e.0.contains(&c.default) {
+            e.0.push(c.default.clone());
+        }
+    }
+    for name in base.extra_config.keys() {
+        if !found.contains_key(name) {
+            match behaviour_naming(base, |v| v.get("config_key").and_then(|k| k.as_str()) == Some(name.as_str())) {
+                Some(item) => out.note(format!(
+                    "kv_connector_extra_config key `{name}`: not read by the files read, but {}'s behaviour.{item} (not derived) names it: kept",
+                    base.revision
+                )),
+                None => out.push("remove", &format!("extra_config.{name}"), |_| {}),
+            }
+        }
+    }
+    for (name, (defaults, at)) in &found {
+        let default = match defaults.as_slice() {
+            [Some(d)] => Some(d.clone()),
+            [None] => None,
+            _ => {
+                out.note(format!(
+                    "kv_connector_extra_config key `{name}`: read with different defaults ({}): the default is not derived",
+                    defaults.iter().map(|d| d.clone().unwrap_or_else(|| "not a literal".into())).collect::<Vec<_>>().join(", ")
+                ));
+                None
+            }
+        };
+        match base.extra_config.get(name) {
+            Some(b) => {
+                let same = match &default {
+                    Some(d) => Literal::parse(d).ok() == Literal::parse(&b.default).ok(),
+                    None => true,
+                };
+                if !same {
+                    let d = default.clone().unwrap_or_default();
+                    out.push("set", &format!("extra_config.{name}.default"), |e| {
+                        e.insert("value".into(), s(&d));
+                    });
+                }
+            }
+            None => {
+                let d = default.clone().unwrap_or_else(|| "None".into());
+                let ty = match literal_type(&d) {
+                    Some(t) => t.to_string(),
+                    None => {
+                        out.note(format!(
+                            "kv_connector_extra_config key `{name}`: its type is not derived (written `any`)"
+                        ));
+                        "optional[any]".to_string()
+                    }
+                };
+                out.push("set", &format!("extra_config.{name}"), |e| {
+                    let mut v = Table::new();
+                    v.insert("type".into(), s(&ty));
+                    v.insert("default".into(), s(&d));
+                    e.insert("value".into(), Value::Table(v));
+                    e.insert("source".into(), s(&format!("{source}, {at}")));
+                });
+                out.note(format!("kv_connector_extra_config key `{name}`: what it sets (local or not, which behaviour) is not derived"));
+            }
+        }
+    }
+}
+
+fn env(facts: &Facts, base: &Revision, source: &str, out: &mut EditList) {
+    // Name → (type, default, where first read), from the first read that states them.
+    let mut found: IndexMap<String, (Option<String>, Option<String>, String)> = IndexMap::new();
+    for v in &facts.env {
+        let e = found.entry(v.name.clone()).or_insert_with(|| (None, None, v.site.describe()));
+        if e.0.is_none() {
+            e.0 = v.ty.clone();
+        }
+        if e.1.is_none() {
+            e.1 = v.default.clone();
+        }
+    }
+    for name in base.env.keys() {
+        if !found.contains_key(name) {
+            out.push("remove", &format!("env.{name}"), |_| {});
+        }
+    }
+    for (name, (ty, default, at)) in &found {
+        match base.env.get(name) {
+            Some(b) => {
+                if let Some(t) = ty.as_deref().and_then(|t| TypeExpr::parse(t).ok()) {
+                    if t != b.ty {
+                        let t = ty.clone().unwrap_or_default();
+                        out.push("set", &format!("env.{name}.type"), |e| {
+                            e.insert("value".into(), s(&t));
+                        });
+                    }
+                }
+                if let Some(d) = default.as_ref().filter(|d| **d != b.default) {
+                    out.push("set", &format!("env.{name}.default"), |e| {
+                        e.insert("value".into(), s(d));
+                    });
+                }
+                if ty.is_none() || default.is_none() {
+                    out.note(format!(
+                        "environment variable {name}: its type or default is not stated by the files read; {}'s kept",
+                        base.revision
+                    ));
+                }
+            }
+            None => {
+                let t = ty.clone().unwrap_or_else(|| "optional[str]".into());
+                let d = default.clone().unwrap_or_else(|| "None".into());
+                if ty.is_none() || default.is_none() {
+                    out.note(format!(
+                        "environment variable {name}: its type or default is not stated by the files read"
+                    ));
+                }
+                out.push("set", &format!("env.{name}"), |e| {
+                    let mut v = Table::new();
+                    v.insert("type".into(), s(&t));
+                    v.insert("default".into(), s(&d));
+                    e.insert("value".into(), Value::Table(v));
+                    e.insert("source".into(), s(&format!("{source}, {at}")));
+                });
+                out.note(format!("environment variable {name}: whether it is local is not derived"));
+            }
+        }
+    }
+}
+
+/// What the decoders say about structs the base's transport does not carry.
+fn decoders(facts: &Facts, base: &Revision, out: &mut EditList) {
+    let received: Vec<&str> =
+        base.transport.messages.iter().filter(|m| m.encoding == "msgpack").map(|m| m.name.as_str()).collect();
+    for st in &facts.structs {
+        if received.contains(&st.name.as_str()) || base.structs.contains_key(&st.name) {
+            continue;
+        }
+        let decoded: Vec<String> = facts
+            .decoders
+            .iter()
+            .filter(|d| d.strukt == st.name)
+            .map(|d| {
+                if d.used_in.is_empty() {
+                    format!("built in {}", d.site.describe())
+                } else {
+                    format!("built in {}, used in {}", d.site.describe(), d.used_in.join(", "))
+                }
+            })
+            .collect();
+        out.note(if decoded.is_empty() {
+            format!(
+                "struct {}: no msgpack decoder is built for it in the files read, and no message of {} carries it: whether it is on the wire is not derived",
+                st.name, base.revision
+            )
+        } else {
+            format!(
+                "struct {}: received (a decoder is {}), but no message of {} carries it: its socket, sender and answer are not derived",
+                st.name,
+                decoded.join("; "),
+                base.revision
+            )
+        });
+    }
 }
 
 fn aliases(facts: &Facts, base: &Revision, out: &mut EditList) {

@@ -33,6 +33,18 @@ pub struct Facts {
     pub structs: Vec<StructFact>,
     /// The bootstrap server (generation 2), when the sources have one.
     pub bootstrap: Option<BootstrapFact>,
+    /// The literal error texts of answers (`Struct(status=..., err_msg="...")`), one per call site.
+    #[serde(default)]
+    pub replies: Vec<ReplyFact>,
+    /// The `kv_connector_extra_config` keys read, one per read.
+    #[serde(default)]
+    pub extra_config: Vec<ConfigFact>,
+    /// The environment variables read, one per read.
+    #[serde(default)]
+    pub env: Vec<EnvFact>,
+    /// The msgpack decoders built for a struct of the files read.
+    #[serde(default)]
+    pub decoders: Vec<DecoderFact>,
     /// Everything the script met that cannot be read statically, one sentence each.
     pub not_derived: Vec<String>,
 }
@@ -171,4 +183,84 @@ pub struct ModelFact {
     pub kind: String,
     /// Its fields.
     pub fields: Vec<FieldFact>,
+}
+
+/// Where a fact was read: file, enclosing function, line.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Site {
+    /// The file.
+    pub file: String,
+    /// The enclosing function (`None` at module level).
+    pub function: Option<String>,
+    /// The line.
+    pub line: Option<u32>,
+}
+
+impl Site {
+    /// `file, function` as the spec's `source` keys write it.
+    pub fn describe(&self) -> String {
+        match &self.function {
+            Some(f) => format!("{}, {f}", self.file),
+            None => self.file.clone(),
+        }
+    }
+}
+
+/// One answer with a literal error text.
+#[derive(Clone, Debug, Deserialize)]
+pub struct ReplyFact {
+    /// The answer struct (`MooncakeXferResponse`).
+    pub message: String,
+    /// The text as a template (`{name}` per interpolated value).
+    pub text: String,
+    /// The status members it can be sent with.
+    pub status: Vec<String>,
+    /// Where.
+    #[serde(flatten)]
+    pub site: Site,
+}
+
+/// One read of a `kv_connector_extra_config` key.
+#[derive(Clone, Debug, Deserialize)]
+pub struct ConfigFact {
+    /// The key.
+    pub name: String,
+    /// Its default as a Python literal (`None` when the read gives none); absent when not a literal.
+    pub default: Option<String>,
+    /// Where.
+    #[serde(flatten)]
+    pub site: Site,
+}
+
+/// One read of an environment variable.
+#[derive(Clone, Debug, Deserialize)]
+pub struct EnvFact {
+    /// The variable.
+    pub name: String,
+    /// Its type in the spec's language, when the source says (`vllm/envs.py`, or a literal default).
+    #[serde(rename = "type")]
+    pub ty: Option<String>,
+    /// Its value when unset, when the source says.
+    pub default: Option<String>,
+    /// `envs` (vLLM's envs module), `os` (os.environ / os.getenv) or `presence` (`"X" in os.environ`).
+    pub how: String,
+    /// Where.
+    #[serde(flatten)]
+    pub site: Site,
+}
+
+/// A msgpack decoder built for a struct.
+#[derive(Clone, Debug, Deserialize)]
+pub struct DecoderFact {
+    /// The struct it decodes.
+    #[serde(rename = "struct")]
+    pub strukt: String,
+    /// What holds it (`self._xfer_meta_decoder`), when it is assigned.
+    pub target: Option<String>,
+    /// The functions that call its `decode`.
+    #[serde(default)]
+    pub used_in: Vec<String>,
+    /// Where it is built.
+    #[serde(flatten)]
+    pub site: Site,
 }

@@ -85,7 +85,7 @@ pub(crate) fn render(f: &Facts, base: &Revision, list: &EditList, source: &str) 
         }
     ));
     out.push_str(&format!(
-        "# Structs, enums, aliases and the bootstrap routes and models are the source's; everything else is {}'s.\n",
+        "# Structs, enums, aliases, the bootstrap routes and models, the literal reply texts, the kv_connector_extra_config keys and the\n# environment variables read are the source's; everything else (behaviour, transport, docs) is {}'s.\n",
         base.revision
     ));
     let summary = format!(

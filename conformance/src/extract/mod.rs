@@ -2,7 +2,9 @@
 //!
 //! The bundled script (`tools/extract/extract.py`, embedded in the binary and run as `python3 - PATH`, so an
 //! installed tool needs no source tree) reads the source statically with Python's `ast` — nothing of vLLM or
-//! torch is imported — and prints its facts ([`facts::Facts`]). Here they become a spec revision file: edits
+//! torch is imported — and prints its facts ([`facts::Facts`]): declarations (structs, enums, aliases, the
+//! bootstrap server) and what the code sends and reads (literal reply texts with their statuses,
+//! `kv_connector_extra_config` keys, environment variables, the structs its msgpack decoders are built for). Here they become a spec revision file: edits
 //! ([`edits`]) on the bundled push revision they are closest to (fewest edits; ties go to the revision that
 //! covers the source's own release, else to the newest). Everything the source does not state (behaviour,
 //! transport, docs) is the base's, and said so under "not derived".
@@ -126,34 +128,43 @@ pub fn derive_from(facts: Facts, base: Option<&str>) -> Result<Derived, ExtractE
             .cloned()
             .collect(),
     };
-    let mut best: Option<(Arc<Revision>, edits::EditList)> = None;
-    let mut ranking = vec![];
-    for cand in candidates.iter().rev() {
-        let e = edits::edits(&facts, cand, &source);
-        ranking.push((cand.revision.clone(), e.edits.len()));
-        let better = match &best {
-            None => true,
-            Some((b, be)) => {
-                e.edits.len() < be.edits.len()
-                    || (e.edits.len() == be.edits.len()
-                        && covering.as_deref() == Some(cand.revision.as_str())
-                        && covering.as_deref() != Some(b.revision.as_str()))
+    // Every candidate with its edits, newest first; the closest is the one with the fewest edits (ties: the
+    // revision covering the source's release, else the newest).
+    let mut lists: Vec<(Arc<Revision>, edits::EditList)> =
+        candidates.iter().rev().map(|c| (c.clone(), edits::edits(&facts, c, &source))).collect();
+    let mut ranking: Vec<(String, usize)> = lists.iter().map(|(c, e)| (c.revision.clone(), e.edits.len())).collect();
+    lists.sort_by_key(|(c, e)| (e.edits.len(), covering.as_deref() != Some(c.revision.as_str())));
+    if lists.is_empty() {
+        return Err(ExtractError::usage("no bundled revision of that generation"));
+    }
+    // A base the edits cannot be applied to (a partial input's edits on the other generation's shape) gives
+    // way to the next closest; the first error is reported when none loads.
+    let name = file::revision_name(&facts);
+    let mut first_error = None;
+    let mut chosen = None;
+    for (base_rev, list) in lists {
+        let text = file::render(&facts, &base_rev, &list, &source);
+        let mut files: Vec<(String, String)> =
+            Spec::builtin_files().iter().map(|(p, t)| (format!("(built-in) {p}"), t.to_string())).collect();
+        files.push(("(extracted)".into(), text.clone()));
+        match Spec::from_files(files) {
+            Ok(loaded) => {
+                let revision = loaded.revision(&name).cloned().expect("the derived file defines its revision");
+                chosen = Some((base_rev, list, text, revision));
+                break;
             }
-        };
-        if better {
-            best = Some((cand.clone(), e));
+            Err(e) => {
+                first_error.get_or_insert_with(|| {
+                    ExtractError::disagreement(format!(
+                        "the derived revision does not load ({e}); the file was:\n{text}"
+                    ))
+                });
+            }
         }
     }
-    let (base_rev, list) = best.ok_or_else(|| ExtractError::usage("no bundled revision of that generation"))?;
-    let text = file::render(&facts, &base_rev, &list, &source);
-    let mut files: Vec<(String, String)> =
-        Spec::builtin_files().iter().map(|(p, t)| (format!("(built-in) {p}"), t.to_string())).collect();
-    files.push(("(extracted)".into(), text.clone()));
-    let loaded = Spec::from_files(files).map_err(|e| {
-        ExtractError::disagreement(format!("the derived revision does not load ({e}); the file was:\n{text}"))
-    })?;
-    let name = file::revision_name(&facts);
-    let revision = loaded.revision(&name).cloned().expect("the derived file defines its revision");
+    let Some((base_rev, list, text, revision)) = chosen else {
+        return Err(first_error.expect("a candidate was tried"));
+    };
     let mut not_derived: Vec<String> = facts
         .not_derived
         .iter()

@@ -6,6 +6,7 @@ use hex::encode as hex;
 use mooncake_wire::hash::{tagged, PyInt, PyValue};
 use mooncake_wire::keys::block_hash::{self, HashAlgo, TextRequest};
 use mooncake_wire::keys::spec::StoreKeySpec;
+use mooncake_wire::keys::store_layout::v034;
 use mooncake_wire::keys::store_layout::{
     self as sl, GroupKind, RankNamespace, StoreLayout, TokenDatabase, TpSharedFormat, WorkerConfig,
 };
@@ -19,9 +20,12 @@ const STORE: &str = "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.store
 pub(crate) fn checker(function: &str) -> Option<Checker> {
     Some(match function.strip_prefix(STORE).map(|f| f.trim_start_matches('.')) {
         Some("data.PoolKey.to_string") => pool_key,
+        Some("layout.PoolKey.to_string") => pool_key_034,
         Some("data.TPShardedStoreLayout") => tp_sharded_layout,
+        Some("layout.AttentionStoreLayout") => attention_store_layout_034,
         Some("data.ChunkedTokenDatabase.process_tokens") => process_tokens,
         Some("worker.MooncakeStoreWorker._select_store_layout") => store_worker_keys,
+        Some("worker._resolve_cache_prefix") => cache_prefix_034,
         _ => match function {
             "vllm.v1.core.kv_cache_utils.get_request_block_hasher" => block_hash_chain,
             "vllm.v1.core.kv_cache_utils.hash_block_tokens" => hash_block_tokens,
@@ -169,7 +173,10 @@ fn tp_sharded_layout(_header: &J, input: &J) -> Result<J, GoldenError> {
 }
 
 /// `ChunkedTokenDatabase.process_tokens` over synthetic hashes `bytes([i % 256]) * 32`.
-fn process_tokens(_header: &J, input: &J) -> Result<J, GoldenError> {
+fn process_tokens(header: &J, input: &J) -> Result<J, GoldenError> {
+    if release(header)? == v034::RELEASE {
+        return process_tokens_034(input);
+    }
     let block_size = int(input, "block_size")?;
     let hbs = input.get("hash_block_size").and_then(J::as_i64);
     let db = TokenDatabase::new(StoreLayout::RankLocal { metadata: metadata(input)? }, block_size, hbs)
@@ -205,7 +212,10 @@ fn process_tokens(_header: &J, input: &J) -> Result<J, GoldenError> {
 }
 
 /// The store worker's stages: store TP, layout and namespace, replication factors, lookup prefixes, keys.
-fn store_worker_keys(_header: &J, input: &J) -> Result<J, GoldenError> {
+fn store_worker_keys(header: &J, input: &J) -> Result<J, GoldenError> {
+    if release(header)? == v034::RELEASE {
+        return store_worker_keys_034(input);
+    }
     let cfg = WorkerConfig {
         extra_config: get(input, "extra_config")?
             .as_object()
@@ -309,4 +319,251 @@ fn hash_block_tokens(_header: &J, input: &J) -> Result<J, GoldenError> {
     let b = block_hash::hash_block_tokens(algo, &none_hash, parent.as_deref(), &tokens(input)?, &extra)
         .map_err(GoldenError::ours)?;
     Ok(json!({ "serialized_hex": hex(&b.serialized), "hash": hex(b.hash) }))
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// vLLM 0.34.0 (store/layout.py, data.py, worker.py).
+
+fn opt_int(v: &J, k: &str) -> Result<Option<i64>, InputError> {
+    match v.get(k) {
+        None | Some(J::Null) => Ok(None),
+        Some(x) => x.as_i64().map(Some).ok_or_else(|| InputError::NotInt(k.into())),
+    }
+}
+
+fn specs(v: &J, k: &str) -> Result<Vec<v034::LayerSpec>, InputError> {
+    serde_json::from_value(get(v, k)?.clone()).map_err(InputError::Decode)
+}
+
+fn mask(input: &J) -> Result<Option<Vec<bool>>, InputError> {
+    match input.get("chunk_mask") {
+        None | Some(J::Null) => Ok(None),
+        Some(m) => Ok(Some(
+            m.as_array()
+                .ok_or_else(|| InputError::NotArray("chunk_mask".into()))?
+                .iter()
+                .map(|b| b.as_bool().unwrap_or(false))
+                .collect(),
+        )),
+    }
+}
+
+/// 0.34.0 `PoolKey` (moved to layout.py), the rank-local layout and the group id, parsed back like 0.33.0's.
+fn pool_key_034(header: &J, input: &J) -> Result<J, GoldenError> {
+    let release = release(header)?;
+    let hash_hex = text(input, "hash_hex")?;
+    let key = VllmStoreKey { chunk_hash: hash_hex.clone(), ..metadata(input)? };
+    let to_string = key.build(&release).map_err(GoldenError::ours)?;
+    let hints = KeyHints { cache_prefix: Some(key.cache_prefix.clone()), model_name: Some(key.model_name.clone()) };
+    let parsed = VllmStoreKey::parse(&to_string, &release, &hints).map_err(|e| GoldenError::Parser(Box::new(e)))?;
+    if parsed != key {
+        return Err(GoldenError::ParsedBack { key: to_string, parsed: Box::new(parsed) });
+    }
+    let ov = get(input, "build_prefix_overrides")?;
+    let o = |k: &str| ov.get(k).and_then(J::as_i64);
+    let meta = VllmStoreKey { chunk_hash: String::new(), ..key.clone() };
+    let prefix = v034::build_prefix(&meta, (None, None, None, None)).map_err(GoldenError::ours)?;
+    let layout = v034::StoreLayout::RankLocal { metadata: meta.clone() };
+    Ok(json!({
+        "to_string": to_string,
+        "build_prefix": key.prefix(&release).map_err(GoldenError::ours)?,
+        "build_prefix_overridden": v034::build_prefix(&meta, (o("tp_rank"), o("pcp_rank"), o("dcp_rank"), o("pp_rank"))).map_err(GoldenError::ours)?,
+        "build_key_string": sl::build_key_string(&prefix, &hash_hex),
+        "rank_local_key_for": layout.key_for(0, &hex(&unhex(&hash_hex)?)).map_err(GoldenError::ours)?,
+        "rank_local_lookup_prefixes": layout.lookup_key_prefixes(&rank_namespaces(input)?).map_err(GoldenError::ours)?,
+        "mooncake_group_id": key.mooncake_group_id(),
+    }))
+}
+
+/// `HeadMajorStoreLayout` / `TokenMajorStoreLayout` with the shard count and chunk size they resolve, the
+/// schema fingerprint (and the `repr` it hashes), keys and lookup prefixes.
+fn attention_store_layout_034(_header: &J, input: &J) -> Result<J, GoldenError> {
+    let class = text(input, "class")?;
+    let format =
+        v034::AttentionFormat::from_class(&class).ok_or_else(|| InputError::UnknownLayoutClass(class.clone()))?;
+    let layer_specs = specs(input, "layer_specs")?;
+    let refs: Vec<&v034::LayerSpec> = layer_specs.iter().collect();
+    let local_tp = int(input, "local_tp_size")?;
+    let mut out = Map::new();
+    out.insert("spec_num_heads".into(), json!(refs.iter().map(|s| s.num_heads()).collect::<Vec<_>>()));
+    out.insert(
+        "spec_state_content_size_bytes".into(),
+        json!(refs
+            .iter()
+            .map(|s| s.state_content_size_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(GoldenError::ours)?),
+    );
+    out.insert(
+        "spec_tokens_per_state".into(),
+        json!(refs.iter().map(|s| s.tokens_per_state.to_string()).collect::<Vec<_>>()),
+    );
+    let count = v034::resolve_store_shard_count(&refs, local_tp, int(input, "requested_store_tp_size")?)
+        .map_err(GoldenError::ours)?;
+    out.insert("resolve_store_shard_count".into(), json!(count));
+    let chunk = v034::resolve_store_chunk_size(&refs, opt_int(input, "requested_store_chunk_size")?)
+        .map_err(GoldenError::ours)?;
+    out.insert("resolve_store_chunk_size".into(), json!(chunk));
+    let (Some(count), Some(chunk)) = (count, chunk) else { return Ok(J::Object(out)) };
+    let parts = v034::attention_schema_parts_repr(&refs, local_tp, count, chunk).map_err(GoldenError::ours)?;
+    out.insert("schema_fingerprint".into(), json!(v034::schema_fingerprint_of_repr(&parts)));
+    out.insert("schema_parts_repr".into(), json!(parts));
+    let layout = v034::StoreLayout::attention(
+        metadata(input)?,
+        format,
+        int(input, "block_size")?,
+        local_tp,
+        count,
+        int(input, "tp_rank")?,
+        &refs,
+        Some(chunk),
+    )
+    .map_err(GoldenError::ours)?;
+    let v034::StoreLayout::Attention { heads_per_store_shard, chunks_per_block, store_chunk_size, .. } = &layout else {
+        unreachable!("StoreLayout::attention builds an attention layout")
+    };
+    let hash_hex = hex(&unhex(&text(input, "hash_hex")?)?);
+    let mut key_for = Map::new();
+    for shard in layout.local_shard_ids() {
+        key_for.insert(shard.to_string(), json!(layout.key_for(shard, &hash_hex).map_err(GoldenError::ours)?));
+    }
+    out.insert("store_format".into(), json!(format.store_format()));
+    out.insert("local_shard_ids".into(), json!(layout.local_shard_ids()));
+    out.insert("heads_per_store_shard".into(), json!(heads_per_store_shard));
+    out.insert("chunks_per_block".into(), json!(chunks_per_block));
+    out.insert("store_chunk_size".into(), json!(store_chunk_size));
+    out.insert("key_for".into(), J::Object(key_for));
+    out.insert(
+        "lookup_key_prefixes".into(),
+        json!(layout.lookup_key_prefixes(&rank_namespaces(input)?).map_err(GoldenError::ours)?),
+    );
+    Ok(J::Object(out))
+}
+
+/// 0.34.0 `ChunkedTokenDatabase(metadata, chunk_size, hash_block_size).process_tokens(..., tail_key_boundary=)`.
+fn process_tokens_034(input: &J) -> Result<J, GoldenError> {
+    let chunk_size = int(input, "chunk_size")?;
+    let hbs = opt_int(input, "hash_block_size")?;
+    let db = v034::TokenDatabase::new(v034::StoreLayout::RankLocal { metadata: metadata(input)? }, chunk_size, hbs)
+        .map_err(GoldenError::ours)?;
+    let hashes: Vec<Vec<u8>> = (0..int(input, "num_block_hashes")?).map(|i| vec![(i % 256) as u8; 32]).collect();
+    let mask = mask(input)?;
+    let chunks = db
+        .process_tokens(
+            int(input, "token_len")?,
+            &hashes,
+            int(input, "mask_num")?,
+            mask.as_deref(),
+            opt_int(input, "tail_key_boundary")?,
+            int(input, "put_step")?,
+            int(input, "put_step_rank")?,
+        )
+        .map_err(GoldenError::ours)?;
+    let chunks: Vec<J> = chunks
+        .iter()
+        .map(|c| Ok(json!({"start": c.start, "end": c.end, "hash": hex(&c.hash), "key": db.layout.key_for(0, &hex(&c.hash)).map_err(GoldenError::ours)?})))
+        .collect::<Result<_, GoldenError>>()?;
+    let compact =
+        sl::chunk_hashes_for_block_size(&hashes, db.hash_block_size, chunk_size).map_err(GoldenError::ours)?;
+    Ok(json!({ "chunks": chunks, "chunk_hashes_for_block_size": compact.iter().map(hex).collect::<Vec<_>>() }))
+}
+
+/// The 0.34.0 worker's stages (`pp_rank` from the global rank when the input gives `rank`).
+fn store_worker_keys_034(input: &J) -> Result<J, GoldenError> {
+    let extra =
+        get(input, "extra_config")?.as_object().cloned().ok_or_else(|| InputError::NotObject("extra_config".into()))?;
+    let (tp_size, pp_size, pcp_size) = (int(input, "tp_size")?, int(input, "pp_size")?, int(input, "pcp_size")?);
+    let pp_rank = match opt_int(input, "pp_rank")? {
+        Some(p) => p,
+        None => v034::pp_rank_of(int(input, "rank")?, tp_size, pcp_size, pp_size).map_err(GoldenError::ours)?,
+    };
+    let cfg = v034::WorkerConfig {
+        cache_prefix: v034::configured_cache_prefix(&extra),
+        extra_config: extra,
+        tp_size,
+        tp_rank: int(input, "tp_rank")?,
+        pp_size,
+        pp_rank,
+        pcp_size,
+        pcp_rank: int(input, "pcp_rank")?,
+        dcp_size: int(input, "dcp_size")?,
+        dcp_rank: int(input, "dcp_rank")?,
+        num_kv_heads: int(input, "num_kv_heads")?,
+        kv_cache_layout: text(input, "kv_cache_layout")?,
+        prefix_match_unit: opt_int(input, "prefix_match_unit")?,
+        hisparse: get(input, "hisparse")?.as_bool().unwrap_or(false),
+        hash_block_size: int(input, "hash_block_size")?,
+        groups: serde_json::from_value(get(input, "groups")?.clone()).map_err(InputError::Decode)?,
+        model_name: text(input, "model_name")?,
+    };
+    let w = v034::worker_keys(&cfg).map_err(GoldenError::ours)?;
+    let hash_hex = hex(&unhex(&text(input, "hash_hex")?)?);
+    let keys: Vec<J> = w
+        .databases
+        .iter()
+        .map(|db| {
+            let mut m = Map::new();
+            for shard in db.layout.local_shard_ids() {
+                m.insert(shard.to_string(), json!(db.layout.key_for(shard, &hash_hex).map_err(GoldenError::ours)?));
+            }
+            Ok(J::Object(m))
+        })
+        .collect::<Result<_, GoldenError>>()?;
+    let plans = w.plans.as_ref().map(|ps| {
+        ps.iter()
+            .map(|p| {
+                p.as_ref().map(|p| {
+                    json!({
+                        "layout_cls": p.format.class_name(), "local_block_size": p.local_block_size,
+                        "logical_tp_size": p.logical_tp_size, "store_shard_count": p.store_shard_count, "tp_rank": p.tp_rank,
+                        "schema_fingerprint": p.schema_fingerprint, "store_chunk_size": p.store_chunk_size,
+                    })
+                })
+            })
+            .collect::<Vec<_>>()
+    });
+    let dbs: Vec<J> = w
+        .databases
+        .iter()
+        .map(|db| {
+            let m = db.layout.metadata();
+            json!({
+                "chunk_size": db.chunk_size, "hash_block_size": db.hash_block_size, "store_layout": db.layout.class_name(),
+                "key_metadata": {
+                    "model_name": m.model_name, "tp_rank": m.tp_rank, "pcp_rank": m.pcp_rank, "dcp_rank": m.dcp_rank,
+                    "pp_rank": m.pp_rank, "group_id": m.group_id, "cache_prefix": m.cache_prefix, "store_namespace": m.store_namespace,
+                },
+            })
+        })
+        .collect();
+    Ok(json!({
+        "pp_rank": pp_rank,
+        "resolve_store_tp_size": sl::resolve_store_tp_size(&cfg.extra_config),
+        "resolve_store_chunk_size": v034::resolve_store_chunk_size_config(&cfg.extra_config),
+        "group_tp_replication_factors": w.replication_factors,
+        "select_store_layout": { "store_tp_size": w.store_tp_size, "store_namespace": w.store_namespace, "plans": plans },
+        "token_databases": dbs,
+        "lookup_key_prefixes": w.lookup_key_prefixes,
+        "keys": keys,
+    }))
+}
+
+/// `_resolve_cache_prefix`: the model and cache config hashes are `hash_factors` of the input's compile factors.
+fn cache_prefix_034(_header: &J, input: &J) -> Result<J, GoldenError> {
+    let extra =
+        get(input, "extra_config")?.as_object().cloned().ok_or_else(|| InputError::NotObject("extra_config".into()))?;
+    let digest = |k: &str| -> Result<String, GoldenError> {
+        let v = tagged::from_tagged_json(get(input, k)?).map_err(GoldenError::ours)?;
+        Ok(mooncake_wire::hash::hash_factors(&v).map_err(GoldenError::ours)?.digest)
+    };
+    let env = |k: &str, unset: &str| input.get(k).and_then(J::as_str).unwrap_or(unset).to_string();
+    let i = v034::CachePrefixInputs {
+        configured: v034::configured_cache_prefix(&extra),
+        image_tag: env("VLLM_IMAGE_TAG", ""),
+        build_commit: env("VLLM_BUILD_COMMIT", "unknown"),
+        model_hash: digest("model_compile_factors")?,
+        hf_commit: input.get("hf_commit").and_then(J::as_str).map(str::to_string),
+        cache_hash: digest("cache_compile_factors")?,
+    };
+    Ok(json!(v034::resolve_cache_prefix(&i).map_err(GoldenError::ours)?))
 }

@@ -8,6 +8,7 @@ use crate::jsonl;
 
 mod hash;
 mod keys;
+mod lookup;
 mod plan;
 
 /// Our implementation of one vLLM function, by the `function` named in the file header: maps a case's
@@ -74,6 +75,9 @@ pub(crate) enum InputError {
     /// We know no NIXL factor set for the header's release.
     #[error("no NIXL factor set for vLLM {0}")]
     NoFactorSet(String),
+    /// The store-lookup spec covers no version of the header's release.
+    #[error("no store lookup version for vLLM {0}")]
+    NoLookupVersion(String),
     /// The input does not decode into the config the function reads.
     #[error("input: {0}")]
     Decode(serde_json::Error),
@@ -106,9 +110,13 @@ pub(crate) enum InputError {
     UnknownLayoutClass(String),
 }
 
-/// The checker for a header's `function`: planning (`plan`), hashing (`hash`) or keys (`keys`).
+/// The checker for a header's `function`: planning (`plan`), hashing (`hash`), keys (`keys`) or the store
+/// lookup client (`lookup`).
 fn checker(function: &str) -> Option<Checker> {
-    plan::checker(function).or_else(|| hash::checker(function)).or_else(|| keys::checker(function))
+    plan::checker(function)
+        .or_else(|| hash::checker(function))
+        .or_else(|| keys::checker(function))
+        .or_else(|| lookup::checker(function))
 }
 
 pub(crate) fn check_file(header: &J, cases: &[jsonl::Line], rep: &mut FileReport) {

@@ -1,12 +1,16 @@
-//! Checkers for vLLM 0.33.0's transfer planner (`plan/*.jsonl`, format in `vectors/GOLDEN.md` § plan/), each
-//! mapping a case's JSON `input` onto [`mooncake_wire::plan`] and the result back to vLLM's JSON shape.
-//! Exceptions come back as `"<ExceptionType>: <message>"`.
+//! Checkers for vLLM's transfer planner (`plan/*.jsonl`, format in `vectors/GOLDEN.md` § plan/), each mapping a
+//! case's JSON `input` onto [`mooncake_wire::plan`] and the result back to vLLM's JSON shape. Exceptions come
+//! back as `"<ExceptionType>: <message>"`. The worker methods plan under the rules of the release the header's
+//! `vllm_version` names (0.33.0's files and 0.34.0's differ in `paired_block_order`), read from the spec.
 
 use std::collections::HashMap;
 
 use mooncake_wire::plan::{
-    self, GroupKind, LayerSpec, PlanError, Producer, ProducerConfig, RegisteredLayout, TransferRegion,
+    self, GroupKind, LayerSpec, PlanError, PlanRules, Producer, ProducerConfig, RegisteredLayout, TransferRegion,
 };
+use mooncake_wire::proto::WireProfile;
+use mooncake_wire::spec::behaviour::EqualLengthFields;
+use mooncake_wire::spec::Spec;
 use serde_json::{json, Value as J};
 
 use super::{Checker, GoldenError};
@@ -32,6 +36,8 @@ pub(crate) fn checker(function: &str) -> Option<Checker> {
         "_compute_sender_transfer_plan" => compute_sender_transfer_plan,
         "_can_coalesce_block_transfers" => can_coalesce_block_transfers,
         "group_concurrent_contiguous" => group_concurrent_contiguous,
+        "_contiguous_runs" => contiguous_runs,
+        "_normalize_paired_block_order" => normalize_paired_block_order,
         "_block_ids_for_region" => block_ids_for_region,
         "_expand_transfer_regions" => expand_transfer_regions,
         "_validate_asymmetric_region_lengths" => validate_asymmetric_region_lengths,
@@ -97,6 +103,9 @@ pub(crate) enum BadInput {
     /// The header's pipeline stages are not the ones this checker runs.
     #[error("header: unexpected pipeline stages {0:?}")]
     Stages(Vec<String>),
+    /// The header names no release, or one no generation-2 revision of the spec covers.
+    #[error("header: no planning rules for vllm_version {0:?}: {1}")]
+    Release(String, String),
 }
 
 fn field<'a>(v: &'a J, k: &str) -> Result<&'a J, BadInput> {
@@ -193,6 +202,16 @@ fn can_coalesce_block_transfers(_: &J, i: &J) -> Result<J, GoldenError> {
         int(i, "dst_region_offset")?,
         int(i, "transfer_len")?,
     )))
+}
+
+fn contiguous_runs(_: &J, i: &J) -> Result<J, GoldenError> {
+    let (starts, lens) = plan::contiguous_runs(&ints(i, "src_ids")?, &ints(i, "dst_ids")?).map_err(raised)?;
+    Ok(json!([starts, lens]))
+}
+
+fn normalize_paired_block_order(_: &J, i: &J) -> Result<J, GoldenError> {
+    let (s, d) = plan::normalize_paired_block_order(&ints(i, "src_ids")?, &ints(i, "dst_ids")?).map_err(raised)?;
+    Ok(json!([s, d]))
 }
 
 fn group_concurrent_contiguous(_: &J, i: &J) -> Result<J, GoldenError> {
@@ -333,7 +352,17 @@ fn batch_json(b: &plan::TransferBatch) -> J {
     })
 }
 
-fn build_transfer_params(_: &J, i: &J) -> Result<J, GoldenError> {
+/// The planning rules and layout column check of the release that made the file (`vllm_version`).
+fn release_rules(header: &J) -> Result<(PlanRules, Option<EqualLengthFields>), BadInput> {
+    let release = header.get("vllm_version").and_then(J::as_str).unwrap_or_default();
+    let fail = |why: String| BadInput::Release(release.to_string(), why);
+    let rev = Spec::builtin().push().for_release(release).ok_or_else(|| fail("not a release of the spec".into()))?;
+    let profile = WireProfile::builtin(&rev.revision).map_err(|e| fail(e.to_string()))?;
+    Ok((profile.rules.plan, profile.rules.equal_length))
+}
+
+fn build_transfer_params(header: &J, i: &J) -> Result<J, GoldenError> {
+    let (rules, _) = release_rules(header)?;
     let config = producer_config(field(i, "worker")?)?;
     let reqs = field(i, "reqs")?
         .as_array()
@@ -347,8 +376,9 @@ fn build_transfer_params(_: &J, i: &J) -> Result<J, GoldenError> {
             })
         })
         .collect::<Result<Vec<_>, BadInput>>()?;
-    let batch = plan::build_transfer_params(
+    let batch = plan::build_transfer_params_by(
         &config,
+        &rules,
         &regions(i, "local_regions")?,
         &regions(i, "remote_regions")?,
         int(i, "remote_tp_rank")?,
@@ -378,7 +408,7 @@ fn layout(v: &J) -> Result<RegisteredLayout, BadInput> {
 /// `padded_pages`), each layer's transfer group from its registered group index. vLLM's worker records opaque
 /// rows while registering; the layout given here carries no such flag, so it is derived from the layout by
 /// the rule vLLM applies to a peer's layout (`_has_opaque_packed_row`).
-fn producer(p: &J) -> Result<Producer, BadInput> {
+fn producer(p: &J, (rules, column_check): (PlanRules, Option<EqualLengthFields>)) -> Result<Producer, BadInput> {
     let config = producer_config(p)?;
     let layout = layout(field(p, "layout")?)?;
     let padded = opt(p, "padded_pages", boolean)?.unwrap_or(false);
@@ -393,15 +423,7 @@ fn producer(p: &J) -> Result<Producer, BadInput> {
         .collect();
     let has_opaque_packed_row =
         plan::has_opaque_packed_row(&layout.registered_row_offsets, &layout.kv_block_lens, &layout.block_lens);
-    Ok(Producer {
-        config,
-        layout,
-        has_opaque_packed_row,
-        layer_groups,
-        layer_specs,
-        rules: mooncake_wire::plan::PlanRules::newest(),
-        column_check: mooncake_wire::plan::PlanRules::newest_column_check(),
-    })
+    Ok(Producer { config, layout, has_opaque_packed_row, layer_groups, layer_specs, rules, column_check })
 }
 
 fn pull(x: &J) -> Result<plan::Pull, BadInput> {
@@ -447,7 +469,7 @@ fn sender_pipeline(header: &J, i: &J) -> Result<J, GoldenError> {
     if stages != PIPELINE_STAGES {
         return Err(BadInput::Stages(stages.iter().map(|s| s.to_string()).collect()).into());
     }
-    let p = producer(field(i, "producer")?)?;
+    let p = producer(field(i, "producer")?, release_rules(header)?)?;
     let pull = pull(field(i, "xfer_metadata")?)?;
     let ready_blocks =
         field(i, "producer_block_ids")?.as_object().ok_or_else(|| BadInput::NotObject("producer_block_ids".into()))?;

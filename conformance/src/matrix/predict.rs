@@ -145,6 +145,16 @@ fn exercised(c: &Change, d: &Conversation, p: &Conversation, scenario: &Scenario
                 replies.last().is_some_and(|r| r.status == mooncake_wire::typed::Status::FINISH)
                     && m.req_blocks.iter().any(|(id, _)| !reported(id))
             }),
+            // A prefiller with a lease frees what nobody renews: a decoder that never renews loses a pull that
+            // comes later than the lease.
+            "kv_leases" => scenario.prefiller_kv_lease_s.is_some_and(|l| scenario.pull_delay_s > l),
+            // A decoder that renews, against a prefiller that refuses renewals: a pull later than that prefiller
+            // holds the KV (its abort timeout) finds it gone.
+            "lease_renewal" => {
+                scenario.decoder_kv_lease_s.is_some()
+                    && scenario.announce
+                    && scenario.pull_delay_s > model.abort_timeout_s
+            }
             // A conditional row without a rule here is taken as exercised, so the matrix shows the gap.
             _ => true,
         };

@@ -125,6 +125,46 @@ pub fn markdown(m: &Matrix) -> String {
         }
         o.push('\n');
     }
+    let timing: Vec<(&super::Cell, &super::ScenarioResult)> = m
+        .cells
+        .iter()
+        .filter(|c| c.decoder != c.prefiller)
+        .flat_map(|c| c.scenarios.iter().filter(|s| s.timing).map(move |s| (c, s)))
+        .collect();
+    if !timing.is_empty() {
+        o.push_str("## Leases and late pulls across releases\n\n");
+        o.push_str(
+            "The timing scenarios in the cells whose revisions differ in `kv_leases`, `lease_renewal` or `expired_pull` (a rolling \
+             upgrade to or from vLLM 0.34.0), each compared with both revisions run with themselves. A side whose revision has no leases ignores the \
+             scenario's `kv_lease_duration` (vLLM before 0.34.0 does not read it); `j…` scenarios set leases (`j1` both sides, `j2` the \
+             prefiller only, `j3` the decoder only), `k` none. *Heartbeats answered* is what the prefiller replied to the decoder's lease \
+             heartbeats. Every other cell of revisions that state the same timing items takes these rows' observations \
+             (its own prediction is still `diff`'s for its pair, and checked against them).\n\n",
+        );
+        o.push_str("| decoder | prefiller | scenario | result | heartbeats answered |\n|---|---|---|---|---|\n");
+        for (c, s) in timing {
+            let result = match (&s.observed, s.agree) {
+                (None, true) => "works".to_string(),
+                (None, false) => "works (**disagrees with diff**)".to_string(),
+                (Some(o), agree) => format!("breaks: {}{}", o, if agree { "" } else { " (**disagrees with diff**)" }),
+            };
+            let beats = if s.heartbeat_replies.is_empty() {
+                "none sent".to_string()
+            } else {
+                s.heartbeat_replies.iter().map(|r| format!("`{r}`")).collect::<Vec<_>>().join(", ")
+            };
+            let _ = writeln!(
+                o,
+                "| {} | {} | `{}` | {} | {} |",
+                short(&c.decoder),
+                short(&c.prefiller),
+                s.scenario,
+                esc(&result),
+                esc(&beats)
+            );
+        }
+        o.push('\n');
+    }
     o.push_str("## Cells that break\n\nFor each scenario that breaks: what was observed, and the rows of `diff` that predict it.\n\n");
     for c in m.cells.iter().filter(|c| c.decoder != c.prefiller && !c.works()) {
         let _ = writeln!(o, "### decoder `{}` × prefiller `{}`\n", c.decoder, c.prefiller);

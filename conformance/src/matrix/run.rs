@@ -54,6 +54,9 @@ pub struct POutcome {
     /// Every reply it sent, as its revision reads it (status, id sets and error text; generation 1: the raw
     /// reply), sorted: what the decoder was told.
     pub replies: Vec<String>,
+    /// The distinct replies it gave lease heartbeats (0.34.0 decoders): what renewal got from it. Not compared
+    /// with the baseline (how many heartbeats come is timing); shown in the matrix.
+    pub heartbeat_replies: BTreeSet<String>,
 }
 
 /// One run of a scenario between a decoder of one revision and a prefiller of another.
@@ -168,6 +171,7 @@ struct Prefillers {
 async fn start_prefillers(
     p: &Side,
     d: &Side,
+    scenario: &Scenario,
     model: &Model,
     abort: Duration,
     workers: &mut Vec<Testee>,
@@ -223,6 +227,10 @@ async fn start_prefillers(
         let mut c = prefiller_config_with(pc, model, layout, &url);
         c.abort_timeout_s = Some(abort.as_secs_f64());
         c.record_wire = true;
+        // A revision without leases ignores `kv_lease_duration`, as vLLM before 0.34.0 does.
+        if t.revision.behaviour.kv_leases.as_ref().is_some_and(|i| i.value.get().is_some()) {
+            c.kv_lease_duration_s = scenario.prefiller_kv_lease_s;
+        }
         let (w, a) = worker(rev, RoleConfig::Prefiller(c)).await?;
         if port == 0 {
             // A generation-1 decoder addresses the worker by port arithmetic.
@@ -318,6 +326,9 @@ async fn start_decoders(
         };
         c.tp_rank = rank as usize;
         c.recv_timeout_s = Some((abort * 2 + Duration::from_secs(1)).as_secs_f64());
+        if t.revision.behaviour.lease_renewal.as_ref().is_some_and(|i| i.value.get().is_some()) {
+            c.kv_lease_duration_s = scenario.decoder_kv_lease_s;
+        }
         let layout = c.layout.clone();
         let (w, _) = worker(&t.revision.revision, RoleConfig::Decoder(c)).await?;
         out.push(Dec { conn: conn_of(rank), worker: workers.len(), layout, steps: steps.clone() });
@@ -326,14 +337,37 @@ async fn start_decoders(
     Ok(out)
 }
 
-/// The replies a prefiller worker sent (the last frame of each outbound message of its wire log).
-fn replies_sent(s: &PrefillerStatus) -> Vec<Vec<u8>> {
-    s.wire
-        .iter()
-        .flatten()
-        .filter(|e| e.dir == "out")
-        .filter_map(|e| e.frames.last().and_then(|h| hex::decode(h).ok()))
-        .collect()
+/// The replies a prefiller worker sent to pulls (the last frame of each outbound message of its wire log), and
+/// those it sent to lease heartbeats (0.34.0: a payload that reads as a heartbeat in whichever of the two
+/// revisions has them — an older prefiller reads it as a pull it cannot decode — answered to the routing id
+/// it came from).
+fn replies_sent(d: &Side, p: &Side, s: &PrefillerStatus) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let frames = |e: &mooncake_testee_protocol::WireEntry| -> Vec<Vec<u8>> {
+        e.frames.iter().filter_map(|h| hex::decode(h).ok()).collect()
+    };
+    let wire: Vec<(bool, Vec<Vec<u8>>)> = s.wire.iter().flatten().map(|e| (e.dir == "in", frames(e))).collect();
+    let with_heartbeats = [&p.trace.profile, &d.trace.profile].into_iter().flatten().find(|x| x.has_heartbeat());
+    let beat_rids: BTreeSet<Vec<u8>> = match with_heartbeats {
+        Some(profile) => wire
+            .iter()
+            .filter(|(inbound, f)| {
+                *inbound
+                    && f.len() == 2
+                    && matches!(profile.read_inbound(&f[1]), mooncake_wire::proto::Inbound::Heartbeat(_))
+            })
+            .map(|(_, f)| f[0].clone())
+            .collect(),
+        _ => BTreeSet::new(),
+    };
+    let (mut pulls, mut beats) = (vec![], vec![]);
+    for (_, f) in wire.iter().filter(|(inbound, _)| !inbound) {
+        let Some(last) = f.last() else { continue };
+        match f.first().is_some_and(|rid| beat_rids.contains(rid)) {
+            true => beats.push(last.clone()),
+            false => pulls.push(last.clone()),
+        }
+    }
+    (pulls, beats)
 }
 
 async fn observe_inner(
@@ -344,7 +378,7 @@ async fn observe_inner(
     abort: Duration,
     workers: &mut Vec<Testee>,
 ) -> Result<Observation, ObserveError> {
-    let prefillers = start_prefillers(p, d, model, abort, workers).await?;
+    let prefillers = start_prefillers(p, d, scenario, model, abort, workers).await?;
     let decoders = start_decoders(d, scenario, model, abort, workers).await?;
     // Generation 1 knows a request by one id on both sides: a generation-1 prefiller readies its requests
     // under the decoder's ids (what the recordings do); generation 2 under the transfer ids.
@@ -384,6 +418,30 @@ async fn observe_inner(
             w.send::<Done>(&Command::FailNextTransfer { count: scenario.fail_transfers as u64, ret: -1 }).await?;
         }
     }
+    // The decoders' schedulers learn of their requests first (a revision without leases does nothing with
+    // that), then the scenario's delay before the first pull.
+    if scenario.announce {
+        for dec in &decoders {
+            let (engine_id, bootstrap_addr) = match &prefillers.boot {
+                Some((_, url, engine)) => (engine.clone(), url.clone()),
+                None => continue,
+            };
+            let requests = dec
+                .steps
+                .iter()
+                .flatten()
+                .map(|(id, tid, _)| Pull {
+                    d_req_id: id.clone(),
+                    transfer_id: tid.clone(),
+                    engine_id: engine_id.clone(),
+                    bootstrap_addr: bootstrap_addr.clone(),
+                    ..Default::default()
+                })
+                .collect();
+            workers[dec.worker].send::<Done>(&Command::Announce { requests }).await?;
+        }
+    }
+    tokio::time::sleep(Duration::from_secs_f64(scenario.pull_delay_s.max(0.0))).await;
     // Pull step by step, each decoder worker in turn; reply-driven actions as the replies come.
     let max_steps = decoders.iter().map(|x| x.steps.len()).max().unwrap_or(0);
     let mut done_actions: Vec<String> = vec![];
@@ -432,7 +490,7 @@ async fn observe_inner(
             }
             let mut sent = 0;
             for (_, i) in &prefillers.conns {
-                sent += replies_sent(&workers[*i].status().await?).len();
+                sent += replies_sent(d, p, &workers[*i].status().await?).0.len();
             }
             for (key, tr) in &transfers {
                 if let Ready::AfterReply(n) = tr.ready {
@@ -463,8 +521,10 @@ async fn observe_inner(
     let mut obs = Observation::default();
     for (conn, i) in &prefillers.conns {
         let s: PrefillerStatus = workers[*i].status().await?;
-        let mut replies: Vec<String> = replies_sent(&s).iter().map(|b| reply_summary(p, b)).collect();
+        let (pulls, beats) = replies_sent(d, p, &s);
+        let mut replies: Vec<String> = pulls.iter().map(|b| reply_summary(p, b)).collect();
         replies.sort();
+        let heartbeat_replies: BTreeSet<String> = beats.iter().map(|b| reply_summary(p, b)).collect();
         let ok = s.writes.iter().filter(|w| w.ret == 0);
         obs.prefillers.insert(
             conn.clone(),
@@ -473,6 +533,7 @@ async fn observe_inner(
                 writes: ok.clone().count(),
                 bytes: ok.map(|w| w.bytes).sum(),
                 replies,
+                heartbeat_replies,
             },
         );
     }

@@ -92,7 +92,8 @@ pub async fn play(
                 continue;
             }
             let (mut testee, _) = Testee::start_logged(&opts.testee, opts.testee_log.as_ref()).await?;
-            let cfg = prefiller_config(t, p, model, &boot.url())?;
+            let mut cfg = prefiller_config(t, p, model, &boot.url())?;
+            cfg.kv_lease_duration_s = scenario.prefiller_kv_lease_s;
             let a: Started = testee
                 .send(&Command::start(&pairing.testee.revision, &RoleConfig::Prefiller(cfg)))
                 .await
@@ -197,9 +198,31 @@ pub async fn play(
             .flat_map(|x| x.replies.iter().enumerate().map(move |(j, r)| (r.seq.unwrap_or(0), (x.index, j))))
             .collect();
         let sends: HashMap<u64, usize> = t.exchanges.iter().map(|x| (x.send_seq(), x.index)).collect();
+        // Lease heartbeats (0.34.0): replayed as recorded, each on a DEALER of its own, ids after the pulls'.
+        let beat_sends: HashMap<u64, usize> = t.heartbeats.iter().filter_map(|h| Some((h.seq?, h.index))).collect();
+        let beat_replies: HashMap<u64, usize> =
+            t.heartbeats.iter().flat_map(|h| h.replies.iter().filter_map(move |r| Some((r.seq?, h.index)))).collect();
+        let beat_id = |h: usize| (t.exchanges.len() + h) as u64;
+        let clock = Timeline::new(t, &scenario);
         for ev in t.events() {
             let Event::Zmq(z) = ev else { continue };
             if z.side != TraceRole::Decoder {
+                continue;
+            }
+            if z.dir == ZmqDir::Send {
+                clock.wait(z).await;
+            }
+            if let Some(&h) = beat_sends.get(&z.seq) {
+                let live_ep = endpoint_map
+                    .get(&z.endpoint)
+                    .cloned()
+                    .ok_or_else(|| PlayError::NoLivePrefiller(z.endpoint.clone()))?;
+                reactor.open_dealer(beat_id(h), &live_ep, t.heartbeats[h].payload.bytes.clone());
+                continue;
+            }
+            if let Some(&h) = beat_replies.get(&z.seq) {
+                let got = next_frames(&mut buffered, &mut in_rx, beat_id(h), wait).await;
+                out.extend(compare_heartbeat_reply(t, &profile, h, got, z));
                 continue;
             }
             match z.dir {
@@ -498,9 +521,7 @@ pub async fn play(
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
-        // Completions, once every timeout has passed: the prefiller freed by delivery only what vLLM freed, and
-        // everything vLLM freed by delivery or by expiry (a recording cannot tell the two apart; a recorder
-        // that waits longer than the abort timeout for a decoder that never settles sees expiries).
+        // Completions, once every timeout has passed (`freed_mismatch`).
         let outcome = if super::applies(&t.trace.header, CheckId::PFinishedSending) {
             t.trace.header.observed_outcome.get("finished_sending").and_then(J::as_object)
         } else {
@@ -514,18 +535,8 @@ pub async fn play(
                     .unwrap_or_default();
                 let Some((_, te)) = testees.iter_mut().find(|(c, _)| c == conn) else { continue };
                 let s: PrefillerStatus = te.status().await?;
-                let (delivered, expired) = (s.freed(false), s.freed(true));
-                let extra: Vec<&String> = delivered.iter().filter(|d| !want.contains(d)).collect();
-                let missing: Vec<&String> =
-                    want.iter().filter(|w| !delivered.contains(w) && !expired.contains(w)).collect();
-                if !extra.is_empty() || !missing.is_empty() {
-                    out.push(f(
-                        CheckId::PFinishedSending,
-                        None,
-                        None,
-                        conn.clone(),
-                        format!("freed {delivered:?} after delivery and {expired:?} on expiry; vLLM freed {want:?}"),
-                    ));
+                if let Some(detail) = super::freed_mismatch(&s, &want) {
+                    out.push(f(CheckId::PFinishedSending, None, None, conn.clone(), detail));
                 }
             }
         }
@@ -691,5 +702,101 @@ fn kept_forever(
         scenario.transfers.len() as u64
     } else {
         0
+    }
+}
+
+/// When the runner sends each recorded decoder message, so that delays the scenario depends on (the pull after
+/// `pull_delay_s`, lease heartbeats in their cadence) are reproduced: the first pull `pull_delay_s` after the
+/// transfers were made ready, every other send at its recorded distance from that pull (`t` of the trace's
+/// events; as fast as possible where the trace has no times). Scenarios without a delay or heartbeats are
+/// replayed as fast as possible, as before.
+struct Timeline {
+    start: tokio::time::Instant,
+    /// The live instant of the first pull and its recorded `t`.
+    anchor: Option<(tokio::time::Instant, Option<f64>)>,
+}
+
+impl Timeline {
+    fn new(t: &crate::conversation::Conversation, scenario: &crate::scenarios::Scenario) -> Timeline {
+        let start = tokio::time::Instant::now();
+        let timed = scenario.pull_delay_s > 0.0 || !t.heartbeats.is_empty();
+        let first_pull_t = t.exchanges.first().and_then(|x| x.seq).and_then(|s| {
+            t.events().iter().find_map(|e| match e {
+                Event::Zmq(z) if z.seq == s => z.t,
+                _ => None,
+            })
+        });
+        let delay = Duration::from_secs_f64(scenario.pull_delay_s.max(0.0));
+        let anchor = timed.then(|| (start + delay, first_pull_t));
+        Timeline { start, anchor }
+    }
+
+    /// Waits until event `z` is due.
+    async fn wait(&self, z: &crate::trace::ZmqEvent) {
+        let Some((at, first)) = self.anchor else { return };
+        let due = match (first, z.t) {
+            (Some(f), Some(t)) if t >= f => at + Duration::from_secs_f64(t - f),
+            (Some(f), Some(t)) => at.checked_sub(Duration::from_secs_f64(f - t)).unwrap_or(self.start),
+            // No times: only the first pull waits for the delay.
+            _ if z.t.is_none() && self.start <= at => at,
+            _ => return,
+        };
+        tokio::time::sleep_until(due).await;
+    }
+}
+
+/// The next frames that arrive on the runner's DEALER `id` within `wait` (others are kept for their exchange).
+async fn next_frames(
+    buffered: &mut BTreeMap<u64, Vec<Vec<Vec<u8>>>>,
+    in_rx: &mut mpsc::UnboundedReceiver<Incoming>,
+    id: u64,
+    wait: Duration,
+) -> Option<Vec<Vec<u8>>> {
+    let until = tokio::time::Instant::now() + wait;
+    loop {
+        if let Some(q) = buffered.get_mut(&id).filter(|q| !q.is_empty()) {
+            return Some(q.remove(0));
+        }
+        match tokio::time::timeout_at(until, in_rx.recv()).await {
+            Ok(Some(Incoming::Dealer { id: got, frames })) => buffered.entry(got).or_default().push(frames),
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => return None,
+        }
+    }
+}
+
+/// `LEASE-REPLY` on a live heartbeat's reply: one frame, the revision's reply (`checks::heartbeat_reply_problem`),
+/// and the recorded one (status and text).
+fn compare_heartbeat_reply(
+    t: &crate::conversation::Conversation,
+    profile: &mooncake_wire::proto::WireProfile,
+    h: usize,
+    got: Option<Vec<Vec<u8>>>,
+    z: &crate::trace::ZmqEvent,
+) -> Vec<Finding> {
+    let msg = format!("heartbeat {}", h + 1);
+    let want = t.heartbeats[h].replies.first().and_then(|r| r.payload.value());
+    let Some(frames) = got else {
+        return vec![f(
+            CheckId::LeaseReply,
+            Some(z.seq),
+            Some(z.line),
+            msg,
+            "no reply; a prefiller answers a heartbeat at once",
+        )];
+    };
+    let bytes = frames.last().cloned().unwrap_or_default();
+    let r = match profile.decode_response(&bytes) {
+        Ok(r) => r,
+        Err(e) => return vec![f(CheckId::ReplyDecode, Some(z.seq), Some(z.line), msg, e.msgspec_message())],
+    };
+    if let Some(p) = crate::checks::heartbeat_reply_problem(profile, Some(&r)) {
+        return vec![f(CheckId::LeaseReply, Some(z.seq), Some(z.line), msg, p)];
+    }
+    match want {
+        Some(w) if !same_reply(&r, w) => {
+            vec![f(CheckId::LeaseReply, Some(z.seq), Some(z.line), msg, reply_diff(&r, w))]
+        }
+        _ => vec![],
     }
 }

@@ -57,6 +57,7 @@ async fn own_prefiller(
     t: &Conversation,
     p: &PrefillerConn,
     model: &Model,
+    lease: Option<f64>,
     bind: &str,
     bootstrap: String,
 ) -> Result<OwnPrefiller, PlayError> {
@@ -65,6 +66,7 @@ async fn own_prefiller(
     let (layout, planner) = prefiller_planner(t, p, model, &profile)?;
     let mut core = PrefillerCore::new(profile, planner);
     core.set_abort_timeout(Duration::from_secs_f64(model.abort_timeout_s));
+    core.set_kv_lease_duration(lease.map(Duration::from_secs_f64)).map_err(PlayError::runner)?;
     let register = Registration {
         url: bootstrap,
         engine_id: p.engine_id.clone(),
@@ -126,13 +128,44 @@ impl PSide {
         }
         Ok(())
     }
-    /// Every ROUTER message, when the runner owns the prefiller.
-    async fn wire(&self) -> Option<Vec<(bool, Vec<Vec<u8>>)>> {
+    /// Every ROUTER message of the pulls, when the runner owns the prefiller (lease heartbeats and their
+    /// replies left out: [`PSide::heartbeats`]).
+    async fn wire(&self, profile: &WireProfile) -> Option<Vec<(bool, Vec<Vec<u8>>)>> {
+        Some(split_heartbeats(profile, self.all_wire().await?).0)
+    }
+    /// The lease heartbeats that reached the runner's prefiller (their payloads), when it owns it.
+    async fn heartbeats(&self, profile: &WireProfile) -> Option<Vec<Vec<u8>>> {
+        let (_, beats) = split_heartbeats(profile, self.all_wire().await?);
+        Some(beats.into_iter().filter(|(inbound, _)| *inbound).filter_map(|(_, f)| f.get(1).cloned()).collect())
+    }
+    async fn all_wire(&self) -> Option<Vec<(bool, Vec<Vec<u8>>)>> {
         match self {
             PSide::Ours(x) => x.status().await.ok().map(|s| s.wire),
             PSide::Testee(_) => None,
         }
     }
+}
+
+/// A ROUTER wire log split into the pulls' traffic and the lease heartbeats' (0.34.0): a payload the
+/// revision's prefiller reads as a heartbeat, and what was sent back to its routing id (each heartbeat comes on
+/// a DEALER of its own).
+fn split_heartbeats(
+    profile: &WireProfile,
+    wire: Vec<(bool, Vec<Vec<u8>>)>,
+) -> (Vec<(bool, Vec<Vec<u8>>)>, Vec<(bool, Vec<Vec<u8>>)>) {
+    if !profile.has_heartbeat() {
+        return (wire, vec![]);
+    }
+    let beat_rids: std::collections::HashSet<Vec<u8>> = wire
+        .iter()
+        .filter(|(inbound, f)| {
+            *inbound
+                && f.len() == 2
+                && matches!(profile.read_inbound(&f[1]), mooncake_wire::proto::Inbound::Heartbeat(_))
+        })
+        .filter_map(|(_, f)| f.first().cloned())
+        .collect();
+    wire.into_iter().partition(|(_, f)| f.first().is_none_or(|rid| !beat_rids.contains(rid)))
 }
 
 /// Tests a decoder testee against the runner's own prefiller(s).
@@ -189,10 +222,13 @@ async fn play_with(
         for &i in &order {
             let p = &t.prefillers[i];
             let mut side = match p_spec {
-                None => PSide::Ours(own_prefiller(t, p, model, "tcp://127.0.0.1:*", boot.url()).await?),
+                None => PSide::Ours(
+                    own_prefiller(t, p, model, scenario.prefiller_kv_lease_s, "tcp://127.0.0.1:*", boot.url()).await?,
+                ),
                 Some(spec) => {
                     let (mut te, _) = Testee::start_logged(spec, opts.testee_log.as_ref()).await?;
-                    let cfg = crate::setup::prefiller_config(t, p, model, &boot.url())?;
+                    let mut cfg = crate::setup::prefiller_config(t, p, model, &boot.url())?;
+                    cfg.kv_lease_duration_s = scenario.prefiller_kv_lease_s;
                     te.send::<Started>(&Command::start(&t.revision.revision, &RoleConfig::Prefiller(cfg)))
                         .await
                         .map_err(PlayError::starting("prefiller", &p.conn))?;
@@ -221,6 +257,7 @@ async fn play_with(
             cfg.pp_size = req.remote_pp_size.as_u64().unwrap_or(1) as usize;
             cfg.layout_id = req.layout_id.as_u64().unwrap_or(0);
             cfg.abort_timeout_s = Some(model.abort_timeout_s);
+            cfg.kv_lease_duration_s = scenario.decoder_kv_lease_s;
             let a: Started = testee
                 .send(&Command::start(&pairing.testee.revision, &RoleConfig::Decoder(cfg)))
                 .await
@@ -233,6 +270,24 @@ async fn play_with(
         let steps: Vec<(String, Vec<MooncakeXferMetadata>)> =
             t.decoders.iter().map(|d| (d.conn.clone(), pull_steps(t, &d.conn))).collect();
         let max_steps = steps.iter().map(|(_, s)| s.len()).max().unwrap_or(0);
+        let pull_of = |d: &String, rb: &mooncake_wire::typed::ReqBlocks| Pull {
+            d_req_id: d.clone(),
+            transfer_id: rb.transfer_id.clone(),
+            blocks: rb.blocks.iter().map(|g| g.iter().map(|b| b.as_u64().unwrap_or(0)).collect()).collect(),
+            engine_id: engine.clone(),
+            bootstrap_addr: boot.url(),
+            ..Default::default()
+        };
+        // The decoder's scheduler learns of its requests before it pulls them (vLLM's `on_new_request`); with
+        // a lease it renews them from now on. Then the scenario's delay before the first pull.
+        if scenario.announce {
+            for (conn, st) in &steps {
+                let Some((_, te)) = testees.iter_mut().find(|(c, _)| c == conn) else { continue };
+                let requests = st.iter().flat_map(|m| m.req_blocks.iter().map(|(d, rb)| pull_of(d, rb))).collect();
+                te.send::<Done>(&Command::Announce { requests }).await?;
+            }
+        }
+        tokio::time::sleep(Duration::from_secs_f64(scenario.pull_delay_s)).await;
         let mut done_actions: Vec<String> = vec![];
         for k in 0..max_steps {
             // Decoders pull in the order the recording shows: each next one once our prefiller has the pull
@@ -247,30 +302,19 @@ async fn play_with(
                     .map(|x| x.send_seq())
                     .unwrap_or(u64::MAX)
             });
-            let inbound_base = inbound_count(&prefillers).await;
+            let inbound_base = inbound_count(&prefillers, &profile).await;
             for (n, (conn, s)) in order.into_iter().enumerate() {
                 if let (true, Some(base)) = (n > 0, inbound_base) {
                     let until = tokio::time::Instant::now() + Duration::from_secs(2) + opts.slack;
                     while tokio::time::Instant::now() < until
-                        && inbound_count(&prefillers).await.is_some_and(|c| c < base + n)
+                        && inbound_count(&prefillers, &profile).await.is_some_and(|c| c < base + n)
                     {
                         tokio::time::sleep(Duration::from_millis(5)).await;
                     }
                 }
                 let Some(m) = s.get(k) else { continue };
                 let Some((_, te)) = testees.iter_mut().find(|(c, _)| c == conn) else { continue };
-                let reqs: Vec<Pull> = m
-                    .req_blocks
-                    .iter()
-                    .map(|(d, rb)| Pull {
-                        d_req_id: d.clone(),
-                        transfer_id: rb.transfer_id.clone(),
-                        blocks: rb.blocks.iter().map(|g| g.iter().map(|b| b.as_u64().unwrap_or(0)).collect()).collect(),
-                        engine_id: engine.clone(),
-                        bootstrap_addr: boot.url(),
-                        ..Default::default()
-                    })
-                    .collect();
+                let reqs: Vec<Pull> = m.req_blocks.iter().map(|(d, rb)| pull_of(d, rb)).collect();
                 te.send::<Done>(&Command::Pull { requests: reqs }).await?;
             }
             // Wait until every decoder testee settled this step, firing reply-driven actions meanwhile.
@@ -285,7 +329,7 @@ async fn play_with(
                     let mut sent_now = 0;
                     let mut known = true;
                     for (_, p) in &prefillers {
-                        match p.wire().await {
+                        match p.wire(&profile).await {
                             Some(w) => sent_now += w.iter().filter(|(inbound, _)| !inbound).count(),
                             None => known = false,
                         }
@@ -329,7 +373,7 @@ async fn play_with(
                 let mut sent = 0;
                 let mut have_wire = true;
                 for (_, p) in &prefillers {
-                    match p.wire().await {
+                    match p.wire(&profile).await {
                         Some(w) => sent += w.iter().filter(|(inbound, _)| !inbound).count(),
                         None => have_wire = false,
                     }
@@ -378,11 +422,26 @@ async fn play_with(
         // What the decoder sent, per prefiller worker, against the recording.
         let mut wires = vec![];
         for (conn, p) in &prefillers {
-            if let Some(w) = p.wire().await {
+            if let Some(w) = p.wire(&profile).await {
                 wires.push((conn.clone(), w));
             }
         }
         out.extend(compare_requests(t, &profile, pairing, &wires, Some(&sessions))?);
+        // The decoder's lease heartbeats against the recorded ones (0.34.0).
+        let mut beats = vec![];
+        for (conn, p) in &prefillers {
+            if let Some(b) = p.heartbeats(&profile).await {
+                beats.push((conn.clone(), b));
+            }
+        }
+        if beats.len() == prefillers.len() {
+            let mut leased = vec![];
+            for (conn, te) in testees.iter_mut() {
+                let s: DecoderStatus = te.status().await?;
+                leased.push((conn.clone(), s.leased));
+            }
+            out.extend(check_renewal(t, &profile, &beats, &leased));
+        }
 
         // Outcomes against vLLM's (where the recording saw them).
         let outcomes = super::applies(&t.trace.header, CheckId::DOutcome);
@@ -517,18 +576,12 @@ async fn play_with(
             let deadline = tokio::time::Instant::now() + abort + opts.slack;
             loop {
                 let s: PrefillerStatus = te.status().await?;
-                let mut got = s.freed(false);
                 let idle = s.tracked_transfers == Some(0) && s.open_exchanges == Some(0);
                 if idle || tokio::time::Instant::now() >= deadline {
-                    let mut want = want.clone();
-                    got.sort();
-                    want.sort();
-                    if got != want && super::applies(&t.trace.header, CheckId::PFinishedSending) {
-                        out.push(f(
-                            CheckId::PFinishedSending,
-                            conn.clone(),
-                            format!("freed {got:?}, vLLM freed {want:?}"),
-                        ));
+                    if let Some(detail) = super::freed_mismatch(&s, &want)
+                        .filter(|_| super::applies(&t.trace.header, CheckId::PFinishedSending))
+                    {
+                        out.push(f(CheckId::PFinishedSending, conn.clone(), detail));
                     }
                     if !idle {
                         out.push(f(
@@ -709,7 +762,7 @@ async fn play_listen(
     };
     let spec = BootstrapSpec::new(t.revision.clone()).ok_or(PlayError::NoBootstrap)?.map_err(PlayError::runner)?;
     let boot = BootstrapServer::start(bootstrap, Registry::new(spec)).await.map_err(PlayError::runner)?;
-    let peer = own_prefiller(t, p, model, endpoint, boot.url()).await?;
+    let peer = own_prefiller(t, p, model, scenario.prefiller_kv_lease_s, endpoint, boot.url()).await?;
     for tr in &scenario.transfers {
         peer.allocated(&tr.p_req_id, &tr.transfer_id);
     }
@@ -753,7 +806,7 @@ async fn play_listen(
     let deadline = tokio::time::Instant::now() + timeout;
     let mut done: Vec<String> = vec![];
     loop {
-        let wire = peer.status().await?.wire;
+        let wire = split_heartbeats(&profile, peer.status().await?.wire).0;
         let sent = wire.iter().filter(|(i, _)| !*i).count();
         let arrived = wire.iter().any(|(i, _)| *i);
         let due = match ready_after {
@@ -785,7 +838,8 @@ async fn play_listen(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let status = peer.status().await?;
+    let mut status = peer.status().await?;
+    status.wire = split_heartbeats(&profile, std::mem::take(&mut status.wire)).0;
     runner_deviations(t, &profile, &status, &opts.sink);
     compare_requests(t, &profile, &crate::crossver::Pairing::same(&t.revision), &[(p.conn.clone(), status.wire)], None)
 }
@@ -889,6 +943,59 @@ fn recorded_stuck(t: &Conversation, conn: &str) -> Vec<String> {
     out
 }
 
+/// `LEASE-RENEWAL`: the heartbeats that reached each of the runner's prefillers against the recorded ones —
+/// some where the recording has some, none where it has none, naming only recorded transfer ids — and no
+/// decoder still renewing once its pulls settled (`leased`, where the testee says).
+fn check_renewal(
+    t: &Conversation,
+    profile: &WireProfile,
+    beats: &[(String, Vec<Vec<u8>>)],
+    leased: &[(String, Option<u64>)],
+) -> Vec<Finding> {
+    let mut out = vec![];
+    for (conn, got) in beats {
+        let recorded: Vec<&crate::conversation::Heartbeat> =
+            t.heartbeats.iter().filter(|h| h.prefiller.as_deref() == Some(conn.as_str())).collect();
+        let msg = format!("heartbeats to {conn}");
+        match (recorded.is_empty(), got.is_empty()) {
+            (false, true) => out.push(f(
+                CheckId::LeaseRenewal,
+                msg.clone(),
+                format!("none arrived; vLLM's decoder sent {} (it renews its leased requests)", recorded.len()),
+            )),
+            (true, false) => out.push(f(
+                CheckId::LeaseRenewal,
+                msg.clone(),
+                format!("{} arrived; vLLM's decoder sent none to this prefiller", got.len()),
+            )),
+            _ => {}
+        }
+        let known: std::collections::BTreeSet<&str> =
+            recorded.iter().flat_map(|h| h.transfer_ids()).map(String::as_str).collect();
+        for (n, bytes) in got.iter().enumerate() {
+            let mooncake_wire::proto::Inbound::Heartbeat(h) = profile.read_inbound(bytes) else { continue };
+            let unknown: Vec<&String> = h.lease_transfer_ids.iter().filter(|i| !known.contains(i.as_str())).collect();
+            if !recorded.is_empty() && !unknown.is_empty() {
+                out.push(f(
+                    CheckId::LeaseRenewal,
+                    format!("{msg}: heartbeat {}", n + 1),
+                    format!("renews {unknown:?}, which vLLM's decoder never renewed (it renewed {known:?})"),
+                ));
+            }
+        }
+    }
+    for (conn, n) in leased {
+        if let Some(n) = n.filter(|n| *n > 0) {
+            out.push(f(
+                CheckId::LeaseRenewal,
+                conn.clone(),
+                format!("still renews {n} requests after its pulls settled"),
+            ));
+        }
+    }
+    out
+}
+
 /// Replies the recording shows for the exchanges of pull steps `0..=k` (of every decoder).
 fn recorded_replies_through(t: &Conversation, steps: &[(String, Vec<MooncakeXferMetadata>)], k: usize) -> usize {
     t.exchanges
@@ -905,10 +1012,10 @@ fn recorded_replies_through(t: &Conversation, steps: &[(String, Vec<MooncakeXfer
 }
 
 /// Pulls our prefillers have received so far (from their wire logs); `None` when one is another testee.
-async fn inbound_count(prefillers: &[(String, PSide)]) -> Option<usize> {
+async fn inbound_count(prefillers: &[(String, PSide)], profile: &WireProfile) -> Option<usize> {
     let mut n = 0;
     for (_, p) in prefillers {
-        n += p.wire().await?.iter().filter(|(inbound, _)| *inbound).count();
+        n += p.wire(profile).await?.iter().filter(|(inbound, _)| *inbound).count();
     }
     Some(n)
 }

@@ -114,6 +114,18 @@ pub(crate) fn count(n: Option<u64>) -> String {
     n.map_or_else(|| "null".to_string(), |n| n.to_string())
 }
 
+/// A prefiller testee's completions against what vLLM's prefiller freed (`want`, the recording's
+/// `finished_sending`): it freed by delivery only what vLLM freed, and everything vLLM freed by delivery or by
+/// expiry (a recording cannot tell the two apart; a recorder that waits past the abort timeout sees expiries).
+/// `None` when they agree, else what a `P-FINISHED-SENDING` finding says.
+pub(crate) fn freed_mismatch(s: &mooncake_testee_protocol::PrefillerStatus, want: &[String]) -> Option<String> {
+    let (delivered, expired) = (s.freed(false), s.freed(true));
+    let extra = delivered.iter().any(|d| !want.contains(d));
+    let missing = want.iter().any(|w| !delivered.contains(w) && !expired.contains(w));
+    (extra || missing)
+        .then(|| format!("freed {delivered:?} after delivery and {expired:?} on expiry; vLLM freed {want:?}"))
+}
+
 /// Whether `check` can run on this trace: false when it compares with something the header declares
 /// `unobserved`.
 pub fn applies(header: &crate::trace::Header, check: CheckId) -> bool {

@@ -11,11 +11,10 @@ use std::time::{Duration, Instant};
 
 use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::codec::Codec;
-use mooncake_wire::proto::WireProfile;
+use mooncake_wire::proto::{Inbound, WireProfile};
 use mooncake_wire::spec::{Revision, Spec};
-use mooncake_wire::typed::MooncakeXferMetadata;
 
-use crate::checks::{ExchangeChecker, HttpChecker, HttpX};
+use crate::checks::{heartbeat_reply_problem, ExchangeChecker, HttpChecker, HttpX};
 use crate::conversation::{decode_count, ends_exchange, Decoded, Exchange, Payload, Sent};
 use crate::finding::{CheckId, Finding};
 use crate::trace::Event;
@@ -41,9 +40,9 @@ pub(crate) type ConnKey = (usize, Vec<u8>);
 enum Item {
     Event(Event),
     Http(HttpX),
-    /// A decoder's request, the events that recorded it (decoder and prefiller side) and its decode, if the
+    /// A decoder's request, the events that recorded it (decoder and prefiller side) and its reading, if the
     /// revision was read off it.
-    Request(ConnKey, Sent, Vec<Event>, Option<Box<MooncakeXferMetadata>>),
+    Request(ConnKey, Sent, Vec<Event>, Option<Box<Inbound>>),
     /// A prefiller's reply (bytes, seq and line of the decoder's event) and the events that recorded it.
     Reply(ConnKey, Vec<u8>, u64, usize, Vec<Event>),
 }
@@ -53,6 +52,12 @@ struct Open {
     x: Exchange,
     sent: Instant,
     ended: bool,
+}
+
+/// A lease heartbeat (0.34.0) waiting for its reply.
+struct OpenBeat {
+    key: ConnKey,
+    sent: Sent,
 }
 
 struct Checkers {
@@ -69,23 +74,26 @@ pub(crate) struct Live {
     open: VecDeque<Open>,
     /// Connections that sent something that is no pull request: what comes back on them is not judged.
     quiet: HashSet<ConnKey>,
+    /// Lease heartbeats waiting for their reply.
+    beats: Vec<OpenBeat>,
     reply_timeout: Option<Duration>,
     /// Exchanges checked so far.
     pub(crate) exchanges: u64,
 }
 
-/// What a pull request says about the deployment's revision: the generation-2 revisions whose msgspec rules
-/// read it and write it back byte for byte, newest first, and the request as the first of them reads it.
+/// What a decoder's request says about the deployment's revision: the generation-2 revisions whose msgspec
+/// rules read it (as their prefiller reads a payload: a lease heartbeat where the revision has them, else a
+/// pull) and write it back byte for byte, newest first, and the request as the first of them reads it.
 pub(crate) struct Fit {
     pub(crate) revisions: Vec<Arc<Revision>>,
-    /// The request, decoded: the conversation's decode of it (it is not decoded again).
-    pub(crate) request: MooncakeXferMetadata,
+    /// The request, read: the conversation's decode of it (it is not decoded again).
+    pub(crate) request: Inbound,
 }
 
-/// The revisions a pull request fits (see [`Fit`]), or `None` when none reads it back. The request is decoded
-/// once per revision, newest first, until one reads it back; whether an older revision fits too is then
-/// whether it writes that message to the same bytes (what its decode would have to give back), so it is
-/// not decoded again. `seq`: the trace event of the request.
+/// The revisions a request fits (see [`Fit`]), or `None` when none reads it back. The request is read once
+/// per revision, newest first, until one reads it back; whether an older revision fits too is then whether
+/// it writes that message to the same bytes (what its decode would have to give back), so it is not decoded
+/// again. `seq`: the trace event of the request.
 pub(crate) fn revisions_fitting(request: &[u8], seq: Option<u64>) -> Option<Fit> {
     let profiles: Vec<WireProfile> = Spec::builtin()
         .push()
@@ -95,18 +103,23 @@ pub(crate) fn revisions_fitting(request: &[u8], seq: Option<u64>) -> Option<Fit>
         .filter(|r| r.generation == 2)
         .filter_map(|r| WireProfile::builtin(&r.revision).ok())
         .collect();
-    let (first, m) = profiles.iter().enumerate().find_map(|(i, p)| {
+    let writes_back = |p: &WireProfile, r: &Inbound| match r {
+        Inbound::Heartbeat(h) => p.has_heartbeat() && p.encode_heartbeat(h).is_ok_and(|b| b == request),
+        Inbound::Pull(Ok(m)) => p.encode_metadata(m).is_ok_and(|b| b == request),
+        Inbound::Pull(Err(_)) => false,
+    };
+    let (first, read) = profiles.iter().enumerate().find_map(|(i, p)| {
         decode_count::count(seq);
-        let m = p.decode_metadata(request).ok()?;
-        (p.encode_metadata(&m).ok()? == request).then_some((i, m))
+        let r = p.read_inbound(request);
+        writes_back(p, &r).then_some((i, r))
     })?;
     let revisions = profiles[first..]
         .iter()
         .enumerate()
-        .filter(|(i, p)| *i == 0 || p.encode_metadata(&m).is_ok_and(|b| b == request))
+        .filter(|(i, p)| *i == 0 || writes_back(p, &read))
         .map(|(_, p)| p.revision.clone())
         .collect();
-    Some(Fit { revisions, request: m })
+    Some(Fit { revisions, request: read })
 }
 
 impl Live {
@@ -118,6 +131,7 @@ impl Live {
             backlog: vec![],
             open: VecDeque::new(),
             quiet: HashSet::new(),
+            beats: vec![],
             reply_timeout,
             exchanges: 0,
         }
@@ -166,7 +180,7 @@ impl Live {
         key: ConnKey,
         sent: Sent,
         events: Vec<Event>,
-        decoded: Option<MooncakeXferMetadata>,
+        decoded: Option<Inbound>,
     ) -> Vec<Finding> {
         self.feed(Item::Request(key, sent, events, decoded.map(Box::new)), Instant::now())
     }
@@ -197,10 +211,26 @@ impl Live {
                 }
             }
             Item::Request(key, sent, events, decoded) => {
-                let x = match decoded {
-                    Some(m) => Exchange::decoded(sent, Some(Ok(*m))),
-                    None => Exchange::new(Some(&c.profile), sent),
+                let read = match decoded {
+                    Some(r) => *r,
+                    None => {
+                        decode_count::count(sent.seq);
+                        c.profile.read_inbound(&sent.request)
+                    }
                 };
+                let m = match read {
+                    Inbound::Heartbeat(h) => {
+                        let payload = Payload { bytes: sent.request.clone(), decoded: Some(Ok(h)) };
+                        for ev in &events {
+                            out.extend(c.events.check_decoded(ev, Some((&c.profile, Decoded::Heartbeat(&payload)))));
+                        }
+                        self.beats.push(OpenBeat { key, sent });
+                        out.extend(self.drain(at, false));
+                        return out;
+                    }
+                    Inbound::Pull(m) => m,
+                };
+                let x = Exchange::decoded(sent, Some(m));
                 for ev in &events {
                     out.extend(c.events.check_decoded(ev, Some((&c.profile, Decoded::Request(&x.request)))));
                 }
@@ -211,6 +241,26 @@ impl Live {
                     self.quiet.insert(key.clone());
                 }
                 self.open.push_back(Open { key, x, sent: at, ended: !pull });
+            }
+            Item::Reply(key, bytes, seq, line, events) if self.beats.iter().any(|b| b.key == key) => {
+                // A heartbeat's one reply (LEASE-REPLY), decoded once.
+                let i = self.beats.iter().position(|b| b.key == key).expect("checked");
+                let b = self.beats.remove(i);
+                let reply = Payload::reply(Some(&c.profile), bytes, Some(seq));
+                for ev in &events {
+                    out.extend(c.events.check_decoded(ev, Some((&c.profile, Decoded::Reply(&reply)))));
+                }
+                if let Some(problem) = heartbeat_reply_problem(&c.profile, reply.value()) {
+                    out.push(Finding {
+                        check: CheckId::LeaseReply,
+                        seq: Some(seq),
+                        line: Some(line),
+                        message: Some(format!("heartbeat ({} → {})", b.sent.decoder, b.sent.endpoint)),
+                        detail: problem,
+                    });
+                }
+                // What answers it later is not judged, as for anything that is no pull.
+                self.quiet.insert(key);
             }
             Item::Reply(key, bytes, seq, line, events) => {
                 let p = Some(&c.profile);
@@ -303,6 +353,14 @@ impl Live {
             .map(|o| Open { key: o.key.clone(), x: o.x.clone(), sent: o.sent, ended: false })
             .collect();
         self.open.retain(|o| o.ended);
+        for b in &self.beats {
+            notes.push(format!(
+                "a heartbeat ({} → {}, seq {}) was still waiting for its reply when the tap stopped: not checked",
+                b.sent.decoder,
+                b.sent.endpoint,
+                b.sent.seq.unwrap_or(0)
+            ));
+        }
         for o in &waiting {
             notes.push(format!(
                 "exchange {} ({} → {}, seq {}) was still waiting for its terminal reply when the tap stopped: not checked",
@@ -353,10 +411,10 @@ mod tests {
     #[test]
     fn exchanges_are_checked_once_they_ended_or_waited_too_long() {
         let (req, reply) = pull();
-        assert_eq!(
-            revisions_fitting(&req, None).map(|f| f.revisions[0].revision.clone()).as_deref(),
-            Some("vllm-0.33.0")
-        );
+        // 0.34.0 sends 0.33.0's pull byte for byte: both fit, the newest first.
+        let fits: Vec<String> =
+            revisions_fitting(&req, None).unwrap().revisions.iter().map(|r| r.revision.clone()).take(2).collect();
+        assert_eq!(fits, ["vllm-0.34.0", "vllm-0.33.0"]);
         assert!(revisions_fitting(b"garbage", None).is_none());
         let mut live = Live::new(Some(Duration::from_millis(50)));
         let decodes = crate::conversation::decodes();
@@ -419,10 +477,20 @@ mod tests {
             .filter(|r| r.generation == 2)
             .filter(|r| {
                 let c = Codec::builtin(&r.revision).unwrap();
-                c.decode("MooncakeXferMetadata", request)
-                    .ok()
-                    .and_then(|v| c.encode("MooncakeXferMetadata", &v).ok())
-                    .is_some_and(|b| b == request)
+                let back = |m: &str| c.decode(m, request).ok().and_then(|v| c.encode(m, &v).ok().map(|b| (v, b)));
+                // A heartbeat (with ids) where the revision has one, as its prefiller reads it; else a pull.
+                if r.message("MooncakeLeaseHeartbeat").is_some() {
+                    if let Some((v, b)) = back("MooncakeLeaseHeartbeat") {
+                        let ids = v
+                            .field("lease_transfer_ids")
+                            .and_then(|l| l.items())
+                            .is_some_and(|mut l| l.next().is_some());
+                        if ids {
+                            return b == request;
+                        }
+                    }
+                }
+                back("MooncakeXferMetadata").is_some_and(|(_, b)| b == request)
             })
             .map(|r| r.revision.clone())
             .collect();

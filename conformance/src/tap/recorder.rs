@@ -56,6 +56,8 @@ pub(crate) struct Recorder {
     /// Decoder conn of each connection, and of each decoder's transfer-engine session.
     conn_of_key: HashMap<ConnKey, String>,
     conn_of_session: HashMap<String, String>,
+    /// The trace's socket id of each decoder connection (numbered in order of first use).
+    socket_ids: HashMap<ConnKey, u64>,
     decoders: Vec<String>,
     endpoints: HashMap<String, Vec<String>>,
     any: (Codec, TyId),
@@ -133,6 +135,7 @@ impl Recorder {
             rev_from: rev_from.clone(),
             conn_of_key: HashMap::new(),
             conn_of_session: HashMap::new(),
+            socket_ids: HashMap::new(),
             decoders: vec![],
             endpoints: HashMap::new(),
             any: (any_codec, any_ty),
@@ -248,6 +251,12 @@ impl Recorder {
     /// The decoder conn of a connection: the first message names it by the decoder's transfer-engine session
     /// (`remote_hostname:remote_port`), so one decoder worker's connections share a conn; a connection whose
     /// first message does not say gets a conn of its own.
+    /// The trace's `socket_id` of a decoder connection: one DEALER of the decoder (a pull, a heartbeat).
+    fn socket_id(&mut self, key: &ConnKey) -> u64 {
+        let next = self.socket_ids.len() as u64 + 1;
+        *self.socket_ids.entry(key.clone()).or_insert(next)
+    }
+
     fn decoder_conn(&mut self, key: &ConnKey, decoded: Option<&J>) -> String {
         if let Some(c) = self.conn_of_key.get(key) {
             return c.clone();
@@ -344,6 +353,8 @@ impl Recorder {
         }
         let (decoded, text) = self.decoded(&payload);
         let key = (worker, rid.clone());
+        // One decoder connection of the tap's ROUTER is one DEALER of the decoder (a pull, a heartbeat).
+        let socket_id = Some(self.socket_id(&key));
         let dconn = self.decoder_conn(&key, decoded.as_ref());
         let eps = self.endpoints.entry(dconn.clone()).or_default();
         if !eps.contains(&real) {
@@ -362,6 +373,8 @@ impl Recorder {
             frames: frames.clone(),
             decoded: decoded.clone(),
             payload_text: text.clone(),
+            t: None,
+            socket_id,
         };
         let d = Event::Zmq(d);
         self.record(&d);
@@ -380,6 +393,8 @@ impl Recorder {
             frames: pf,
             decoded,
             payload_text: text,
+            t: None,
+            socket_id,
         };
         let p = Event::Zmq(p);
         self.record(&p);
@@ -400,6 +415,8 @@ impl Recorder {
     fn reply(&mut self, worker: usize, rid: Vec<u8>, frames: Vec<Vec<u8>>, delivered: bool) {
         let (pconn, real) = self.worker(worker);
         let key = (worker, rid.clone());
+        // One decoder connection of the tap's ROUTER is one DEALER of the decoder (a pull, a heartbeat).
+        let socket_id = Some(self.socket_id(&key));
         let payload = frames.last().cloned().unwrap_or_default();
         let (decoded, text) = self.decoded(&payload);
         let dconn = self.decoder_conn(&key, None);
@@ -418,6 +435,8 @@ impl Recorder {
             frames: pf,
             decoded: decoded.clone(),
             payload_text: text.clone(),
+            t: None,
+            socket_id,
         };
         self.zmq += 1;
         if !delivered {
@@ -441,6 +460,8 @@ impl Recorder {
             frames,
             decoded,
             payload_text: text,
+            t: None,
+            socket_id,
         };
         let d = Event::Zmq(d);
         self.record(&d);
@@ -469,6 +490,7 @@ impl Recorder {
             status: None,
             body: body(&h.request),
             body_raw: text(&h.request),
+            t: None,
         };
         let (rseq, rline) = self.next_seq();
         let resp = HttpEvent {
@@ -481,6 +503,7 @@ impl Recorder {
             status: Some(h.status),
             body: body(&h.response),
             body_raw: text(&h.response),
+            t: None,
         };
         self.http += 2;
         let x = HttpX {

@@ -99,6 +99,12 @@ pub(crate) fn zmq_json(z: &ZmqEvent) -> J {
     if let Some(t) = &z.payload_text {
         e["payload_text"] = json!(t);
     }
+    if let Some(id) = &z.socket_id {
+        e["socket_id"] = json!(id);
+    }
+    if let Some(t) = z.t {
+        e["t"] = json!(t);
+    }
     e
 }
 

@@ -116,13 +116,97 @@ pub(crate) fn python_source(r: &Revision) -> String {
     s
 }
 
-/// A checkout holding `source` where the revision's generation keeps its connector.
+/// A Python string literal of `text`, as an f-string whose placeholders (`{name}`, `{name:#x}`) read
+/// `self.name`: what vLLM writes for a reply text.
+fn fstring(text: &str) -> String {
+    let mut out = String::from("f\"");
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '{' if chars.peek() == Some(&'{') => {
+                chars.next();
+                out.push_str("{{");
+            }
+            '}' if chars.peek() == Some(&'}') => {
+                chars.next();
+                out.push_str("}}");
+            }
+            '{' => out.push_str("{self."),
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// What the revision's connector sends and reads beyond its declarations, as vLLM's code does it: one answer
+/// per reply text (`Struct(status=..., err_msg=f"...")`), one read per `kv_connector_extra_config` key
+/// (`get_from_extra_config` and `.kv_connector_extra_config.get`), one read per environment variable through
+/// `vllm.envs` (declared by [`envs_py`]), one msgpack decoder per message.
+pub(crate) fn python_behaviour(r: &Revision) -> String {
+    let mut s = String::from(
+        "\nimport msgspec\nfrom vllm import envs\n\n\nclass ConnectorWorker:\n    def __init__(self, cfg):\n",
+    );
+    for m in r.transport.messages.iter().filter(|m| m.encoding == "msgpack") {
+        s.push_str(&format!("        self._decoder_{} = msgspec.msgpack.Decoder({})\n", m.name.to_lowercase(), m.name));
+    }
+    for (i, (k, c)) in r.extra_config.iter().enumerate() {
+        if i % 2 == 0 {
+            s.push_str(&format!("        self.config_{i} = cfg.kv_connector_extra_config.get({k:?}, {})\n", c.default));
+        } else {
+            s.push_str(&format!("        self.config_{i} = cfg.get_from_extra_config({k:?}, {})\n", c.default));
+        }
+    }
+    for (i, n) in r.env.keys().enumerate() {
+        s.push_str(&format!("        self.env_{i} = envs.{n}\n"));
+    }
+    s.push_str("        pass\n");
+    // The status enum: the one whose members the texts name.
+    let status_enum = r.enums.iter().find(|(_, e)| e.members.iter().any(|m| m.name == "ERROR")).map(|(n, _)| n.clone());
+    if let (Some(rp), Some(enum_name)) = (&r.replies, status_enum) {
+        for (i, t) in rp.texts.iter().enumerate() {
+            let status = match t.status.as_slice() {
+                [one] => format!("{enum_name}.{one}"),
+                [a, b, ..] => format!("{enum_name}.{a} if self.pending else {enum_name}.{b}"),
+                [] => "None".into(),
+            };
+            s.push_str(&format!(
+                "\n    def reply_{i}(self):\n        return {}(status={status}, err_msg={})\n",
+                rp.message,
+                fstring(&t.text)
+            ));
+        }
+    }
+    s
+}
+
+/// `vllm/envs.py` declaring the revision's environment variables as vLLM declares them (`if TYPE_CHECKING:`).
+pub(crate) fn envs_py(r: &Revision) -> String {
+    let mut s = String::from("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n");
+    for (n, e) in &r.env {
+        let ty = e.ty.python();
+        let d = if e.default == "None" || ty == "int" || ty == "float" || ty == "bool" {
+            e.default.clone()
+        } else {
+            format!("{:?}", e.default)
+        };
+        s.push_str(&format!("    {n}: {ty} = {d}\n"));
+    }
+    s.push_str("    pass\n");
+    s
+}
+
+/// A checkout holding `source`, and what the revision's connector sends and reads ([`python_behaviour`]),
+/// where the revision's generation keeps its connector; `vllm/envs.py` declares its environment variables.
 pub(crate) fn checkout(r: &Revision, source: &str) -> TempDir {
     let d = TempDir::new("src");
     let v1 = d.0.join("vllm/distributed/kv_transfer/kv_connector/v1");
     let file =
         if r.generation == 1 { v1.join("mooncake_connector.py") } else { v1.join("mooncake/mooncake_connector.py") };
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-    std::fs::write(file, source).unwrap();
+    std::fs::write(file, format!("{source}\n{}", python_behaviour(r))).unwrap();
+    std::fs::write(d.0.join("vllm/envs.py"), envs_py(r)).unwrap();
     d
 }

@@ -461,7 +461,7 @@ pub fn keys_dict() -> Vec<Vec<u8>> {
                                 match item {
                                     PatternItem::Text(t) => words.push(t.clone()),
                                     PatternItem::Set(set) => words.extend(set.iter().cloned()),
-                                    PatternItem::Int => {}
+                                    PatternItem::Int | PatternItem::Hex(_) => {}
                                 }
                             }
                         }

@@ -2696,20 +2696,193 @@ pub mod vllm_0_33_0 {
     }
 }
 
+/// `vllm-0.34.0` (0.34.0): + MooncakeLeaseHeartbeat (decoder → prefiller ROUTER) and KV leases
+/// (kv_lease_duration); a pull of an expired transfer is answered at once; descending block runs are reversed
+/// before planning.
+pub mod vllm_0_34_0 {
+    use super::*;
+
+    /// The spec revision of this module.
+    pub const REVISION: &str = "vllm-0.34.0";
+    /// Generation (`spec/PROTOCOL.md#gen2`).
+    pub const GENERATION: u32 = 2;
+
+    /// The members of `MooncakeXferResponseStatus` this revision defines (a decoder rejects any other value).
+    pub const MOONCAKE_XFER_RESPONSE_STATUS_MEMBERS: [MooncakeXferResponseStatus; 4] = [MooncakeXferResponseStatus::FINISH, MooncakeXferResponseStatus::CONTINUE, MooncakeXferResponseStatus::ERROR, MooncakeXferResponseStatus::LAYOUT_MISS];
+
+    /// Unchanged since `vllm-0.33.0`.
+    pub use super::vllm_0_33_0::{MooncakeXferMetadata, MooncakeXferMetadataOf, MooncakeXferMetadataRef};
+
+    /// Lease renewal, decoder → prefiller: the transfers one prefiller engine holds for this decoder that it
+    /// has not pulled yet. Shares the prefiller's ROUTER with pulls; a pull decodes as a heartbeat with no ids
+    /// (msgspec skips unknown fields), which is how the prefiller tells them apart (`vllm-0.34.0`
+    /// `\[structs.MooncakeLeaseHeartbeat\]`, vLLM 0.34.0 wheel,
+    /// vllm/distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_connector.py). Strings held as `S`: see
+    /// \[`MooncakeLeaseHeartbeat`\] and \[`MooncakeLeaseHeartbeatRef`\].
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct MooncakeLeaseHeartbeatOf<S> {
+        /// Transfer ids whose KV lease to renew; empty (or absent) means this is not a heartbeat. Default
+        /// `list()`.
+        pub lease_transfer_ids: Vec<S>,
+    }
+
+    /// MooncakeLeaseHeartbeat with owned strings.
+    pub type MooncakeLeaseHeartbeat = MooncakeLeaseHeartbeatOf<String>;
+    /// MooncakeLeaseHeartbeat with strings borrowed from the decoded bytes (no allocation per string).
+    pub type MooncakeLeaseHeartbeatRef<'a> = MooncakeLeaseHeartbeatOf<&'a str>;
+
+    impl<S> MooncakeLeaseHeartbeatOf<S> {
+        /// Wire names in declaration order.
+        pub const FIELDS: [&'static str; 1] = ["lease_transfer_ids"];
+        /// Bit `i` set: field `i` has no default and must be on the wire.
+        pub const REQUIRED: u64 = 0b0;
+    }
+
+    impl<S: Default> Default for MooncakeLeaseHeartbeatOf<S> {
+        /// Every defaulted field at its default; required ones empty, 0, or 1 for a size.
+        fn default() -> Self {
+            MooncakeLeaseHeartbeatOf {
+                lease_transfer_ids: Vec::new(),
+            }
+        }
+    }
+
+    impl<S: Default> MooncakeLeaseHeartbeatOf<S> {
+        /// The message with these required fields and every other at its default.
+        pub fn new() -> Self {
+            MooncakeLeaseHeartbeatOf { ..Self::default() }
+        }
+    }
+
+    impl<'a, S: WireStr<'a> + Default> MooncakeLeaseHeartbeatOf<S> {
+        /// Decodes as msgspec does with vllm-0.34.0's class.
+        pub fn decode(bytes: &'a [u8]) -> Result<Self, DecodeError> {
+            Self::decode_with(bytes, Strictness::Msgspec)
+        }
+
+        /// Decodes; with [`Strictness::OpenStatus`] an enum value the revision lacks is kept instead of rejected.
+        pub fn decode_with(bytes: &'a [u8], strictness: Strictness) -> Result<Self, DecodeError> {
+            let mut d = De::new(bytes)?;
+            let v = Self::decode_in(&mut d, strictness)?;
+            d.finish()?;
+            Ok(v)
+        }
+
+        /// Decodes one value at the reader's position (inside a frame).
+        pub(crate) fn decode_in(d: &mut De<'a>, strictness: Strictness) -> Result<Self, DecodeError> {
+            let mut v = Self::default();
+            let mut seen = 0u64;
+            d.struct_map(&Self::FIELDS, |d, i| {
+                seen |= 1 << i;
+                match i {
+                    _ => v.lease_transfer_ids = d.list_str()?,
+                }
+                Ok(())
+            })?;
+            let missing = Self::REQUIRED & !seen;
+            if missing != 0 {
+                return Err(d.missing(Self::FIELDS[missing.trailing_zeros() as usize]));
+            }
+            Ok(v)
+        }
+    }
+
+    impl MooncakeLeaseHeartbeatRef<'_> {
+        /// The same message with owned strings.
+        pub fn to_owned_message(&self) -> MooncakeLeaseHeartbeat {
+            MooncakeLeaseHeartbeatOf {
+                lease_transfer_ids: self.lease_transfer_ids.iter().map(|s| s.to_string()).collect(),
+            }
+        }
+    }
+
+    impl<S: AsRef<str>> MooncakeLeaseHeartbeatOf<S> {
+        /// Encodes as msgspec does (declaration order, defaults omitted).
+        pub fn encode(&self) -> Vec<u8> {
+            let mut w = Writer::with_capacity(self.encoded_len_hint());
+            self.encode_into(&mut w);
+            w.into_bytes()
+        }
+
+        pub(crate) fn encoded_len_hint(&self) -> usize {
+            5
+                + 19 + str_list_len(&self.lease_transfer_ids)
+        }
+
+        /// Appends the encoding to `w`.
+        pub fn encode_into(&self, w: &mut Writer) {
+            let h = w.begin_struct_map(Self::FIELDS.len());
+            let mut n = 0;
+            if !(self.lease_transfer_ids.is_empty()) {
+                w.str("lease_transfer_ids");
+                str_list(w, &self.lease_transfer_ids);
+                n += 1;
+            }
+            w.finish_struct_map(h, n);
+        }
+    }
+
+    /// Unchanged since `vllm-0.33.0`.
+    pub use super::vllm_0_33_0::{MooncakeXferResponse, MooncakeXferResponseOf, MooncakeXferResponseRef};
+
+    /// Decodes `bytes` as `message` and encodes the result again (`None`: no such message here).
+    pub fn round_trip(message: &str, bytes: &[u8], strictness: Strictness) -> Option<Result<Vec<u8>, DecodeError>> {
+        Some(match message {
+            "MooncakeXferMetadata" => MooncakeXferMetadataRef::decode_with(bytes, strictness).map(|v| v.encode()),
+            "MooncakeLeaseHeartbeat" => MooncakeLeaseHeartbeatRef::decode_with(bytes, strictness).map(|v| v.encode()),
+            "MooncakeXferResponse" => MooncakeXferResponseRef::decode_with(bytes, strictness).map(|v| v.encode()),
+            _ => return None,
+        })
+    }
+
+    /// Decodes `bytes` as `message` (owned or borrowed strings) and drops the result: for benchmarks.
+    pub fn decode_and_drop(message: &str, bytes: &[u8], borrowed: bool) -> Option<Result<(), DecodeError>> {
+        Some(match (message, borrowed) {
+            ("MooncakeXferMetadata", false) => MooncakeXferMetadata::decode(bytes).map(drop),
+            ("MooncakeXferMetadata", true) => MooncakeXferMetadataRef::decode(bytes).map(drop),
+            ("MooncakeLeaseHeartbeat", false) => MooncakeLeaseHeartbeat::decode(bytes).map(drop),
+            ("MooncakeLeaseHeartbeat", true) => MooncakeLeaseHeartbeatRef::decode(bytes).map(drop),
+            ("MooncakeXferResponse", false) => MooncakeXferResponse::decode(bytes).map(drop),
+            ("MooncakeXferResponse", true) => MooncakeXferResponseRef::decode(bytes).map(drop),
+            _ => return None,
+        })
+    }
+
+    /// The field list of `message`, in declaration order.
+    pub fn fields(message: &str) -> Option<&'static [&'static str]> {
+        Some(match message {
+            "MooncakeXferMetadata" => &MooncakeXferMetadata::FIELDS,
+            "MooncakeLeaseHeartbeat" => &MooncakeLeaseHeartbeat::FIELDS,
+            "MooncakeXferResponse" => &MooncakeXferResponse::FIELDS,
+            _ => return None,
+        })
+    }
+
+    /// The required mask of `message` (bit `i` set: field `i` must be on the wire).
+    pub fn required(message: &str) -> Option<u64> {
+        Some(match message {
+            "MooncakeXferMetadata" => MooncakeXferMetadata::REQUIRED,
+            "MooncakeLeaseHeartbeat" => MooncakeLeaseHeartbeat::REQUIRED,
+            "MooncakeXferResponse" => MooncakeXferResponse::REQUIRED,
+            _ => return None,
+        })
+    }
+}
+
 /// The newest revision.
-pub use vllm_0_33_0 as newest;
+pub use vllm_0_34_0 as newest;
 
 /// The newest revision of generation 1.
 pub use vllm_0_13_0_to_0_15_1 as newest_gen1;
 
 /// The newest revision of generation 2.
-pub use vllm_0_33_0 as newest_gen2;
+pub use vllm_0_34_0 as newest_gen2;
 
 /// The newest revision with a release (what a user of released software speaks).
-pub use vllm_0_33_0 as newest_released;
+pub use vllm_0_34_0 as newest_released;
 
 /// Every revision of the push family, oldest first.
-pub const REVISIONS: [GeneratedRevision; 12] = [
+pub const REVISIONS: [GeneratedRevision; 13] = [
     GeneratedRevision { revision: "vllm-0.13.0..0.15.1", messages: &["MooncakeAgentMetadata"], round_trip: vllm_0_13_0_to_0_15_1::round_trip, decode_and_drop: vllm_0_13_0_to_0_15_1::decode_and_drop, fields: vllm_0_13_0_to_0_15_1::fields, required: vllm_0_13_0_to_0_15_1::required },
     GeneratedRevision { revision: "vllm-0.16.0..0.18.1", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_16_0_to_0_18_1::round_trip, decode_and_drop: vllm_0_16_0_to_0_18_1::decode_and_drop, fields: vllm_0_16_0_to_0_18_1::fields, required: vllm_0_16_0_to_0_18_1::required },
     GeneratedRevision { revision: "vllm-0.19.0..0.19.1", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_19_0_to_0_19_1::round_trip, decode_and_drop: vllm_0_19_0_to_0_19_1::decode_and_drop, fields: vllm_0_19_0_to_0_19_1::fields, required: vllm_0_19_0_to_0_19_1::required },
@@ -2722,4 +2895,5 @@ pub const REVISIONS: [GeneratedRevision; 12] = [
     GeneratedRevision { revision: "vllm-0.31.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_31_0::round_trip, decode_and_drop: vllm_0_31_0::decode_and_drop, fields: vllm_0_31_0::fields, required: vllm_0_31_0::required },
     GeneratedRevision { revision: "vllm-0.32.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_32_0::round_trip, decode_and_drop: vllm_0_32_0::decode_and_drop, fields: vllm_0_32_0::fields, required: vllm_0_32_0::required },
     GeneratedRevision { revision: "vllm-0.33.0", messages: &["MooncakeXferMetadata", "MooncakeXferResponse"], round_trip: vllm_0_33_0::round_trip, decode_and_drop: vllm_0_33_0::decode_and_drop, fields: vllm_0_33_0::fields, required: vllm_0_33_0::required },
+    GeneratedRevision { revision: "vllm-0.34.0", messages: &["MooncakeXferMetadata", "MooncakeLeaseHeartbeat", "MooncakeXferResponse"], round_trip: vllm_0_34_0::round_trip, decode_and_drop: vllm_0_34_0::decode_and_drop, fields: vllm_0_34_0::fields, required: vllm_0_34_0::required },
 ];

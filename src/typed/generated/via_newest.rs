@@ -741,6 +741,56 @@ pub mod vllm_0_33_0 {
 
 }
 
+/// `vllm-0.34.0` through the newest revision's structs.
+pub mod vllm_0_34_0 {
+    use super::*;
+    use super::super::push::vllm_0_34_0::*;
+
+    impl MooncakeLeaseHeartbeat {
+        /// This revision's `MooncakeLeaseHeartbeat` holding what the newest revision's `n` holds. `Err` names
+        /// what cannot be said here: a field this revision lacks that is off its default, an enum value it does
+        /// not define, more than one block group where block lists are flat.
+        pub fn from_newest(n: &newest::MooncakeLeaseHeartbeat) -> Result<Self, ConvertError> {
+            Ok(MooncakeLeaseHeartbeatOf {
+                lease_transfer_ids: n.lease_transfer_ids.clone(),
+            })
+        }
+
+        /// The newest revision's `MooncakeLeaseHeartbeat` holding this message's values; the fields this revision
+        /// lacks at their defaults.
+        pub fn to_newest(&self) -> newest::MooncakeLeaseHeartbeat {
+            let mut m = newest::MooncakeLeaseHeartbeat::default();
+            m.lease_transfer_ids = self.lease_transfer_ids.clone();
+            m
+        }
+    }
+
+    /// `MooncakeXferMetadata` of this revision through the newest revision's struct (what the sans-IO cores
+    /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
+    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
+        revision: REVISION,
+        decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
+        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+    };
+
+    /// `MooncakeLeaseHeartbeat` of this revision through the newest revision's struct (what the sans-IO cores
+    /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
+    pub const MOONCAKE_LEASE_HEARTBEAT_VIA_NEWEST: ViaNewest<newest::MooncakeLeaseHeartbeat> = ViaNewest {
+        revision: REVISION,
+        decode: |b| MooncakeLeaseHeartbeat::decode(b).map(|m| m.to_newest()),
+        encode: |n| MooncakeLeaseHeartbeat::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+    };
+
+    /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
+    /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
+    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
+        revision: REVISION,
+        decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
+        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+    };
+
+}
+
 /// `MooncakeXferMetadata` of `revision` through the newest revision's struct (`None`: no generated revision of that name has it).
 pub fn mooncake_xfer_metadata_via_newest(revision: &str) -> Option<ViaNewest<newest::MooncakeXferMetadata>> {
     Some(match revision {
@@ -755,6 +805,15 @@ pub fn mooncake_xfer_metadata_via_newest(revision: &str) -> Option<ViaNewest<new
         "vllm-0.31.0" => vllm_0_31_0::MOONCAKE_XFER_METADATA_VIA_NEWEST,
         "vllm-0.32.0" => vllm_0_32_0::MOONCAKE_XFER_METADATA_VIA_NEWEST,
         "vllm-0.33.0" => vllm_0_33_0::MOONCAKE_XFER_METADATA_VIA_NEWEST,
+        "vllm-0.34.0" => vllm_0_34_0::MOONCAKE_XFER_METADATA_VIA_NEWEST,
+        _ => return None,
+    })
+}
+
+/// `MooncakeLeaseHeartbeat` of `revision` through the newest revision's struct (`None`: no generated revision of that name has it).
+pub fn mooncake_lease_heartbeat_via_newest(revision: &str) -> Option<ViaNewest<newest::MooncakeLeaseHeartbeat>> {
+    Some(match revision {
+        "vllm-0.34.0" => vllm_0_34_0::MOONCAKE_LEASE_HEARTBEAT_VIA_NEWEST,
         _ => return None,
     })
 }
@@ -773,6 +832,7 @@ pub fn mooncake_xfer_response_via_newest(revision: &str) -> Option<ViaNewest<new
         "vllm-0.31.0" => vllm_0_31_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
         "vllm-0.32.0" => vllm_0_32_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
         "vllm-0.33.0" => vllm_0_33_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
+        "vllm-0.34.0" => vllm_0_34_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
         _ => return None,
     })
 }

@@ -392,8 +392,10 @@ impl Harness {
         }
         assert!(self.core.open_exchanges() <= limits::MAX_PREFILLER_EXCHANGES);
         // A timer is only ever kept for something tracked: one left by a finished pull or a freed transfer
-        // would live until the abort timeout, one per pull.
-        if self.core.open_exchanges() == 0 && self.core.tracked_transfers() == 0 {
+        // would live until the abort timeout, one per pull. An expired transfer id is tracked too: it is
+        // remembered (for the expired-pull reply) until the abort timeout has passed since it expired.
+        if self.core.open_exchanges() == 0 && self.core.tracked_transfers() == 0 && self.core.remembered_expired() == 0
+        {
             assert_eq!(self.core.poll_timeout(), None, "a timer outlives every exchange and transfer");
         }
         assert!(

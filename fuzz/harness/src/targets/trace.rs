@@ -99,6 +99,12 @@ pub fn print(header: &J, t: &Trace) -> String {
                 if let Some(p) = &z.payload_text {
                     m.insert("payload_text".into(), J::String(p.clone()));
                 }
+                if let Some(t) = z.t {
+                    m.insert("t".into(), json!(t));
+                }
+                if let Some(id) = z.socket_id {
+                    m.insert("socket_id".into(), json!(id));
+                }
             }
             Event::Http(h) => {
                 if let Some(s) = h.status {
@@ -106,6 +112,9 @@ pub fn print(header: &J, t: &Trace) -> String {
                 }
                 if let Some(b) = &h.body {
                     m.insert("body".into(), b.clone());
+                }
+                if let Some(t) = h.t {
+                    m.insert("t".into(), json!(t));
                 }
             }
         }
