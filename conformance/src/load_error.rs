@@ -19,6 +19,16 @@ pub enum ScenariosError {
         /// The one this build reads.
         expected: &'static str,
     },
+    /// A number is outside the range the runner accepts (`scenarios::bounds`).
+    #[error("{key} = {value}: accepted {accepted}")]
+    Range {
+        /// Where it is (`[model] abort_timeout_s`, `[scenario.NAME] pull_delay_s`).
+        key: String,
+        /// The value as the file has it.
+        value: String,
+        /// The accepted range.
+        accepted: String,
+    },
 }
 
 /// Why a data file (scenarios, expected failures, a `--data` directory's traces) could not be loaded; each

@@ -12,6 +12,8 @@ use serde::Deserialize;
 use crate::load_error::LoadError;
 pub use crate::load_error::ScenariosError;
 
+pub mod bounds;
+
 /// The model the traces were recorded with (`[model]`): what sizes a case's KV caches.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -234,6 +236,7 @@ impl Scenarios {
         if s.format != FORMAT {
             return Err(ScenariosError::Format { found: s.format, expected: FORMAT });
         }
+        bounds::check(&s)?;
         Ok(s)
     }
     /// `text` (a `--scenarios` file) over these scenarios: its `[scenario.NAME]` entries are added, replacing
@@ -258,6 +261,7 @@ impl Scenarios {
             self.model = m;
         }
         self.scenario.extend(o.scenario);
+        bounds::check(&self)?;
         Ok(self)
     }
     /// [`Scenarios::overlay`] with a file.

@@ -388,6 +388,16 @@ pub enum TraceError {
         /// The kind found.
         kind: String,
     },
+    /// An event's `t` is outside what a recording can hold (`MAX_TRACE_SECONDS` either side of the start).
+    #[error("{path}:{line}: t: {t} s is outside ±{MAX_TRACE_SECONDS} s of the scenario's start")]
+    Time {
+        /// The file.
+        path: String,
+        /// The event's line.
+        line: usize,
+        /// The time found.
+        t: f64,
+    },
     /// An event's `seq` does not increase.
     #[error("{path}:{line}: seq: {seq} does not increase (previous {previous})")]
     Seq {
@@ -409,6 +419,9 @@ fn vector_hint(format: &str) -> &'static str {
         ""
     }
 }
+
+/// How far from the scenario's start an event's `t` may be, in seconds (a day): times size the waits of a case.
+pub const MAX_TRACE_SECONDS: f64 = 86_400.0;
 
 impl Trace {
     /// Reads and parses the trace file at `path`; the error names the file, line and field.
@@ -485,7 +498,7 @@ impl Trace {
                         frames,
                         decoded: r.decoded,
                         payload_text: r.payload_text,
-                        t: r.t.filter(|t| t.is_finite()),
+                        t: r.t,
                         socket_id: r.socket_id,
                     })
                 }
@@ -511,6 +524,13 @@ impl Trace {
                 }
                 other => return Err(TraceError::Kind { path: path.into(), line: l.no, kind: other.into() }),
             };
+            let t = match &ev {
+                Event::Zmq(z) => z.t,
+                Event::Http(h) => h.t,
+            };
+            if let Some(t) = t.filter(|t| t.is_nan() || t.abs() > MAX_TRACE_SECONDS) {
+                return Err(TraceError::Time { path: path.into(), line: l.no, t });
+            }
             if ev.seq() <= last_seq {
                 return Err(TraceError::Seq { path: path.into(), line: l.no, seq: ev.seq(), previous: last_seq });
             }

@@ -6,6 +6,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use serde_json::Value as J;
+
 use mooncake_conformance::{
     jsonl,
     trace::{Trace, TraceError},
@@ -236,6 +238,62 @@ fn malformed_traces_name_the_line_and_field() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stdout).contains("TRACE-FORMAT"));
     let _ = jsonl::read(Path::new("/nonexistent")).unwrap_err();
+}
+
+/// A `--scenarios` file's numbers are input: out of range, they are exit 2 naming the file, key and range,
+/// before a case starts (they used to panic `run` and leave its `--json` report empty).
+#[test]
+fn numbers_out_of_range_in_a_scenarios_file_are_bad_input() {
+    let dir = tempdir("scenario-numbers");
+    let cases: [(&str, &str); 7] = [
+        ("[model]\ntotal_num_kv_heads = 4\nhead_size = 8\nblock_size = 16\ndtype_bytes = 2\nnum_blocks = 32\nabort_timeout_s = nan\n", "[model] abort_timeout_s = NaN"),
+        ("[model]\ntotal_num_kv_heads = 4\nhead_size = 8\nblock_size = 16\ndtype_bytes = 2\nnum_blocks = 32\nabort_timeout_s = -2.0\n", "[model] abort_timeout_s = -2"),
+        ("[model]\ntotal_num_kv_heads = 4\nhead_size = 8\nblock_size = 16\ndtype_bytes = 2\nnum_blocks = 32\nabort_timeout_s = 4.611686018427388e18\n", "[model] abort_timeout_s = 4611686018427388000"),
+        ("[model]\ntotal_num_kv_heads = 4\nhead_size = 8\nblock_size = 16\ndtype_bytes = 2\nnum_blocks = 4611686018427387904\nabort_timeout_s = 2.0\n", "[model] num_blocks = 4611686018427387904"),
+        ("[model]\ntotal_num_kv_heads = 4\nhead_size = 8\nblock_size = 16\ndtype_bytes = 2\nnum_blocks = 1000000\nnum_layers = 64\nabort_timeout_s = 2.0\n", "num_layers × num_blocks × block bytes"),
+        ("[scenario.a_single_success]\npull_delay_s = inf\n", "[scenario.a_single_success] pull_delay_s = inf"),
+        ("[scenario.a_single_success]\ntransfers = [{ p_req_id = \"p\", transfer_id = \"t\", blocks = [[3, 99]] }]\n", "transfers t blocks = 99"),
+    ];
+    for (i, (text, says)) in cases.iter().enumerate() {
+        let file = dir.join(format!("bad{i}.toml"));
+        std::fs::write(&file, text).unwrap();
+        let json = dir.join(format!("report{i}.json"));
+        for role in ["decoder", "prefiller"] {
+            let out = bin()
+                .args(["run", "--progress", "off", "--case", "vllm-0.33.0/a_single_success", "--role", role])
+                .arg("--scenarios")
+                .arg(&file)
+                .arg("--json")
+                .arg(&json)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{text}: {err}");
+            assert!(err.contains(&format!("--scenarios {}", file.display())) && err.contains(says), "{says}: {err}");
+            assert!(err.contains("accepted"), "{err}");
+            assert!(!json.exists(), "no report is created when the run cannot start");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An event time a recording cannot hold is refused where it is read (it would size a case's waits).
+#[test]
+fn a_trace_time_out_of_range_is_a_format_error() {
+    let dir = tempdir("trace-time");
+    let src =
+        std::fs::read_to_string(here().join("traces/vllm-0.34.0/j1_lease_renewal_keeps_slow_pull.jsonl")).unwrap();
+    let mut lines: Vec<J> = src.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let at = lines.iter().position(|l| l.get("t").is_some()).expect("a timed event");
+    lines[at]["t"] = J::from(1e300);
+    let p = dir.join("late.jsonl");
+    std::fs::write(&p, lines.iter().map(J::to_string).collect::<Vec<_>>().join("\n")).unwrap();
+    let err = Trace::load(&p).unwrap_err();
+    assert!(matches!(err, TraceError::Time { .. }), "{err}");
+    assert!(err.to_string().contains(&format!(":{}: t:", at + 1)), "{err}");
+    let out = bin().args(["run", "--progress", "off"]).arg(&p).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Re-encodes the decoder-side replies of a trace through `f` (the checks read what the decoder received).

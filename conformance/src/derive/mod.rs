@@ -433,6 +433,20 @@ impl Timing {
             }
             lease
         };
+        // A recording's times are input: one that would make a case wait longer than a scenarios file may say
+        // is not played (scenarios::bounds).
+        let mut unresolved = unresolved;
+        let max = crate::scenarios::bounds::MAX_SECONDS;
+        for (what, v) in
+            [("pull delay", Some(pull_delay_s)), ("decoder lease", decoder_lease), ("prefiller lease", prefiller_lease)]
+        {
+            if let Some(v) = v.filter(|v| !(0.0..=max).contains(v)) {
+                unresolved.push(format!("the recorded times give a {what} of {v} s, outside 0 to {max} s"));
+            }
+        }
+        let clamp = |v: f64| v.clamp(0.0, max);
+        let (pull_delay_s, decoder_lease, prefiller_lease) =
+            (clamp(pull_delay_s), decoder_lease.map(clamp), prefiller_lease.map(clamp));
         Timing { pull_delay_s, announce, decoder_lease, prefiller_lease, how, unresolved }
     }
 }

@@ -287,7 +287,7 @@ async fn play_with(
                 te.send::<Done>(&Command::Announce { requests }).await?;
             }
         }
-        tokio::time::sleep(Duration::from_secs_f64(scenario.pull_delay_s)).await;
+        tokio::time::sleep(Duration::from_secs_f64(scenario.pull_delay_s.max(0.0))).await;
         let mut done_actions: Vec<String> = vec![];
         for k in 0..max_steps {
             // Decoders pull in the order the recording shows: each next one once our prefiller has the pull
