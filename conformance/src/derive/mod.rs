@@ -435,7 +435,6 @@ impl Timing {
         };
         // A recording's times are input: one that would make a case wait longer than a scenarios file may say
         // is not played (scenarios::bounds).
-        let mut unresolved = unresolved;
         let max = crate::scenarios::bounds::MAX_SECONDS;
         for (what, v) in
             [("pull delay", Some(pull_delay_s)), ("decoder lease", decoder_lease), ("prefiller lease", prefiller_lease)]
