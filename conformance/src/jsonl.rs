@@ -127,42 +127,92 @@ pub fn read_from(name: &str, mut r: impl BufRead) -> Result<Vec<Line>, JsonlErro
 /// Expands directories (recursively, sorted) to the `*.jsonl` files (and `revisions.json` tables) under them;
 /// files are kept as given. A file in a directory that looks like JSON but is not read (`trace.json`,
 /// `x.ndjson`, `x.jsonl.gz`) is an error that names it, not silently left out; other files (READMEs, scripts)
-/// are left out.
+/// are left out. A directory reached again (a symbolic link to itself or a parent, or a second route) is not
+/// walked again, and a file reached again is read once: [`expand_noting`] says which.
 pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, JsonlError> {
-    let mut out = Vec::new();
+    Ok(expand_noting(paths)?.files)
+}
+
+/// What [`expand_noting`] found.
+#[derive(Debug, Default)]
+pub struct Expanded {
+    /// The files to read, each once.
+    pub files: Vec<PathBuf>,
+    /// What was left out and why (a directory or file reached a second time), one sentence each.
+    pub skipped: Vec<String>,
+}
+
+/// [`expand`], saying what it left out.
+pub fn expand_noting(paths: &[PathBuf]) -> Result<Expanded, JsonlError> {
+    let mut w = Walk::default();
     for p in paths {
         if p.is_dir() {
             let mut wrong = vec![];
-            walk(p, &mut out, &mut wrong).map_err(|source| JsonlError::Io { path: p.clone(), source })?;
-            if let Some(w) = wrong.first() {
-                return Err(JsonlError::NotJsonl { path: w.clone(), more: wrong.len() - 1 });
+            w.dir(p, &mut wrong).map_err(|source| JsonlError::Io { path: p.clone(), source })?;
+            if let Some(bad) = wrong.first() {
+                return Err(JsonlError::NotJsonl { path: bad.clone(), more: wrong.len() - 1 });
             }
         } else if p.exists() {
-            out.push(p.clone());
+            w.file(p.clone());
         } else {
             return Err(JsonlError::NoSuchPath(p.clone()));
         }
     }
-    Ok(out)
+    Ok(w.out)
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>, wrong: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
-    entries.sort();
-    for p in entries {
-        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
-        if name.starts_with('.') {
-            continue;
-        }
-        if p.is_dir() {
-            walk(&p, out, wrong)?;
-        } else if p.extension().and_then(|e| e.to_str()) == Some("jsonl") || name == "revisions.json" {
-            out.push(p);
-        } else if name.to_ascii_lowercase().contains(".json") || name.to_ascii_lowercase().ends_with(".ndjson") {
-            wrong.push(p);
+/// A walk that remembers every directory and file it reached, by canonical path.
+#[derive(Default)]
+struct Walk {
+    dirs: std::collections::HashMap<PathBuf, PathBuf>,
+    files: std::collections::HashMap<PathBuf, PathBuf>,
+    out: Expanded,
+}
+
+impl Walk {
+    fn file(&mut self, p: PathBuf) {
+        let real = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
+        match self.files.get(&real) {
+            Some(first) => {
+                self.out.skipped.push(format!("{}: the same file as {}, read once", p.display(), first.display()))
+            }
+            None => {
+                self.files.insert(real, p.clone());
+                self.out.files.push(p);
+            }
         }
     }
-    Ok(())
+
+    fn dir(&mut self, dir: &Path, wrong: &mut Vec<PathBuf>) -> std::io::Result<()> {
+        let real = std::fs::canonicalize(dir)?;
+        if let Some(first) = self.dirs.get(&real) {
+            // A link to the directory itself or a parent (a loop), or a second route to one already walked.
+            self.out.skipped.push(format!(
+                "{}: the same directory as {} (a symbolic link loop or a second route), not walked again",
+                dir.display(),
+                first.display()
+            ));
+            return Ok(());
+        }
+        self.dirs.insert(real, dir.to_path_buf());
+        let mut entries: Vec<PathBuf> =
+            std::fs::read_dir(dir)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
+        entries.sort();
+        for p in entries {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
+            if name.starts_with('.') {
+                continue;
+            }
+            if p.is_dir() {
+                self.dir(&p, wrong)?;
+            } else if p.extension().and_then(|e| e.to_str()) == Some("jsonl") || name == "revisions.json" {
+                self.file(p);
+            } else if name.to_ascii_lowercase().contains(".json") || name.to_ascii_lowercase().ends_with(".ndjson") {
+                wrong.push(p);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A file to read: on disk, or bundled into the binary (`conformance/traces`, found without the source tree).
@@ -197,6 +247,11 @@ impl Input {
     /// The files given (directories expanded as [`expand`] does).
     pub fn files(paths: &[PathBuf]) -> Result<Vec<Input>, JsonlError> {
         Ok(expand(paths)?.into_iter().map(Input::File).collect())
+    }
+    /// [`Input::files`], with what [`expand_noting`] left out.
+    pub fn files_noting(paths: &[PathBuf]) -> Result<(Vec<Input>, Vec<String>), JsonlError> {
+        let e = expand_noting(paths)?;
+        Ok((e.files.into_iter().map(Input::File).collect(), e.skipped))
     }
 }
 

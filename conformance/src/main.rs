@@ -956,7 +956,10 @@ fn configure(inputs: Vec<Input>, testee: Option<&str>, o: &RunOpts, data: &Data)
 
 /// The traces named on the command line; zero files is an error naming the paths (unless `allow_empty`).
 fn trace_inputs(paths: &[PathBuf], allow_empty: bool) -> Result<Vec<Input>, ArgError> {
-    let inputs = Input::files(paths)?;
+    let (inputs, skipped) = Input::files_noting(paths)?;
+    for s in skipped {
+        eprintln!("note: {s}");
+    }
     if inputs.is_empty() && !allow_empty {
         let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
         return Err(ArgError::NoTraceFiles(shown.join(", ")));
@@ -1087,8 +1090,11 @@ fn main() -> ExitCode {
             tap(cfg, duration)
         }
         Cmd::Vectors { paths, format, all, allow_empty } => {
-            let files = match mooncake_conformance::jsonl::expand(&paths) {
-                Ok(f) => f,
+            let files = match mooncake_conformance::jsonl::expand_noting(&paths) {
+                Ok(f) => {
+                    f.skipped.iter().for_each(|s| eprintln!("note: {s}"));
+                    f.files
+                }
                 Err(e) => return usage(e),
             };
             if files.is_empty() && !allow_empty {

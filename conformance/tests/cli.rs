@@ -277,6 +277,30 @@ fn numbers_out_of_range_in_a_scenarios_file_are_bad_input() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A traces directory with a symbolic link back to its parent, a second link to a directory and a link to a
+/// file: every command that walks it ends, reads each trace once and says what it left out (it used to walk
+/// the loop until memory ran out, and count a trace once per route).
+#[cfg(unix)]
+#[test]
+fn directory_loops_and_second_routes_are_walked_once_and_named() {
+    let dir = tempdir("loops");
+    std::fs::create_dir_all(dir.join("a")).unwrap();
+    std::fs::copy(here().join("traces/vllm-0.33.0/a_single_success.jsonl"), dir.join("a/a_single_success.jsonl"))
+        .unwrap();
+    std::os::unix::fs::symlink("..", dir.join("a/up")).unwrap();
+    std::os::unix::fs::symlink("a", dir.join("b")).unwrap();
+    std::os::unix::fs::symlink("a/a_single_success.jsonl", dir.join("same.jsonl")).unwrap();
+    for cmd in [&["validate"][..], &["run", "--progress", "off", "--role", "bootstrap"][..]] {
+        let out = bin().args(cmd).arg(&dir).output().unwrap();
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(0), "{cmd:?}: {stdout}{stderr}");
+        assert!(stdout.contains("1 traces") || stdout.contains("1 cases"), "{cmd:?}: {stdout}");
+        assert_eq!(stderr.matches("not walked again").count(), 2, "{stderr}");
+        assert_eq!(stderr.matches("read once").count(), 1, "{stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// An event time a recording cannot hold is refused where it is read (it would size a case's waits).
 #[test]
 fn a_trace_time_out_of_range_is_a_format_error() {
