@@ -158,15 +158,24 @@ else
 fi
 
 # 6. Golden vectors from the release's own code.
+venv_python="${MOONCAKE_RECORD_CACHE:-$HOME/.cache/mooncake-wire/record}/venv/bin/python"
+export MOONCAKE_WHEEL_CACHE="$wheels"
 if [ $skip_vectors = 0 ]; then
-  step "msgspec vectors (scripts/gen-vectors.sh)"
-  run ./scripts/gen-vectors.sh --release "$release" && written+=("conformance/vectors/vllm-$release/ and its revisions.json row") \
-    || failed+=("msgspec vectors (see $log)")
-  step "planner vectors (scripts/gen-plan-vectors.sh)"
-  run ./scripts/gen-plan-vectors.sh --release "$release" && written+=("conformance/vectors/plan/*_$release.jsonl") \
-    || failed+=("planner vectors (see $log; they need numpy in the venv)")
+  step "msgspec vectors (scripts/gen-vectors.sh, with the pinned msgspec of .venv)"
+  if oracle=$(./scripts/oracle-venv.sh 2>> "$log"); then
+    run ./scripts/gen-vectors.sh --release "$release" --python "$oracle" \
+      && written+=("conformance/vectors/vllm-$release/ and its revisions.json row") \
+      || failed+=("msgspec vectors (see $log)")
+  else
+    failed+=("msgspec vectors: the pinned msgspec venv could not be set up (scripts/oracle-venv.sh; see $log)")
+  fi
+  step "planner vectors (scripts/gen-plan-vectors.sh, numpy from the recording environment)"
+  plan_python="${oracle:-python3}"
+  [ -x "$venv_python" ] && "$venv_python" -c 'import numpy' 2>/dev/null && plan_python="$venv_python"
+  run ./scripts/gen-plan-vectors.sh --release "$release" --python "$plan_python" \
+    && written+=("conformance/vectors/plan/*_$release.jsonl") \
+    || failed+=("planner vectors (see $log; they need numpy: the recording environment has it)")
   step "store keys, lookup frames, NIXL hash (tools/golden/gen_store_034.py under the $release wheel)"
-  venv_python="${MOONCAKE_RECORD_CACHE:-$HOME/.cache/mooncake-wire/record}/venv/bin/python"
   if [ -x "$venv_python" ]; then
     unpacked="$work/wheel"
     rm -rf "$unpacked" && python3 -m zipfile -e "$wheel" "$unpacked" && find "$unpacked/vllm" -name '*.so' -delete
@@ -193,7 +202,10 @@ if [ -d "$traces" ]; then
     by_hand+=("failing cases are behaviour the spec does not say yet, or a core that does not follow it: $work/run.txt")
   fi
   if [ "$spec_out" = "$spec_file" ]; then
-    run "$bin" matrix --revision "$base,$release" > "$work/matrix.txt" || failed+=("matrix $base × $release: $(tail -1 "$work/matrix.txt")")
+    # The traces on disk (the binary embeds the ones it was built with).
+    run "$bin" matrix --revision "$base,$release" conformance/traces > "$work/matrix.txt" \
+      || failed+=("matrix $base × $release: $(tail -1 "$work/matrix.txt")")
+    grep -q ' 0 ordered pairs' "$work/matrix.txt" && failed+=("matrix $base × $release: no pair observed ($work/matrix.txt)")
   fi
 fi
 

@@ -660,6 +660,7 @@ def lookup_frames(out):
 
 
 def main():
+    global RELEASE
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "conformance", "vectors"))
     ap.add_argument("--only", action="append")
@@ -671,7 +672,6 @@ def main():
     import vllm
     if vllm.__version__ != a.release:
         sys.exit(f"import vllm gives {vllm.__version__} ({vllm.__file__}), not {a.release}")
-    global RELEASE
     RELEASE = a.release
     jobs = {"pool_key": pool_keys, "attention_store_layout": attention_layouts, "process_tokens": process_tokens,
             "store_worker_keys": worker_keys, "cache_prefix": cache_prefix, "lookup_frames": lookup_frames, "block_hash_chain": block_hash_chain, "nixl": nixl_hash}
