@@ -10,6 +10,11 @@
 /// The reference peer also sets ZMQ_MAXMSGSIZE to this value.
 pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
 
+/// Largest message (the sum of its frames) a ZeroMQ server here buffers, in bytes: frames with the MORE flag
+/// are held until the last one, so each frame's own limit does not bound them. A Mooncake message is one
+/// frame (plus a routing id), so this is [`MAX_FRAME_BYTES`].
+pub const MAX_MESSAGE_BYTES: usize = MAX_FRAME_BYTES;
+
 /// Deepest nesting of containers (arrays, maps, structs), counting the top-level message as 1.
 ///
 /// msgspec has no fixed limit: it fails with `RecursionError` when Python's recursion limit is hit. With the

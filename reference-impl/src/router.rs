@@ -8,7 +8,9 @@
 //! a peer's `Identity` property becomes its routing id, otherwise it gets five bytes (a zero, then a counter)
 //! as libzmq makes them; a second peer with an identity already in use is refused. Like vLLM's ROUTER, a
 //! message to a routing id that is not connected is dropped. Frames over [`limits::MAX_FRAME_BYTES`] close the
-//! connection (libzmq's ZMQ_MAXMSGSIZE); so do peers that do not speak ZMTP 3 with the NULL mechanism.
+//! connection (libzmq's ZMQ_MAXMSGSIZE), and so do messages whose frames sum to more than
+//! [`limits::MAX_MESSAGE_BYTES`] (frames with the MORE flag are held until the last one); so do peers that do
+//! not speak ZMTP 3 with the NULL mechanism.
 //! A PING (ZMTP 3.1 heartbeat) is answered with a PONG.
 
 use std::collections::HashMap;
@@ -181,6 +183,7 @@ enum ConnError {
     SocketType(String),
     DuplicateIdentity,
     FrameTooLarge(u64),
+    MessageTooLarge(u64),
     TooManyFrames,
     ReservedFlags(u8),
 }
@@ -195,6 +198,9 @@ impl std::fmt::Display for ConnError {
             ConnError::SocketType(t) => write!(f, "a ROUTER does not talk to a {t} socket"),
             ConnError::DuplicateIdentity => write!(f, "another peer already uses this identity"),
             ConnError::FrameTooLarge(n) => write!(f, "a frame of {n} bytes is over {} bytes", limits::MAX_FRAME_BYTES),
+            ConnError::MessageTooLarge(n) => {
+                write!(f, "a message of {n} bytes or more is over {} bytes", limits::MAX_MESSAGE_BYTES)
+            }
             ConnError::TooManyFrames => write!(f, "a message of more than {MAX_FRAMES} frames"),
             ConnError::ReservedFlags(b) => write!(f, "frame flags {b:#04x} set reserved bits"),
         }
@@ -330,6 +336,12 @@ impl Conn {
                 return Err(ConnError::FrameTooLarge(len));
             }
             let len = len as usize;
+            // The message's frames so far are held until its last frame: their sum is bounded too, before the
+            // next frame is buffered.
+            let held: usize = self.frames.iter().skip(1).map(Vec::len).sum();
+            if flags & FLAG_COMMAND == 0 && held + len > limits::MAX_MESSAGE_BYTES {
+                return Err(ConnError::MessageTooLarge(held as u64 + len as u64));
+            }
             let Some(body) = buf.get(head..head + len) else { return Ok(()) };
             *at += head + len;
             if flags & FLAG_COMMAND != 0 {

@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use mooncake_reference::router::{Router, RouterError, RouterHandler};
-use mooncake_reference::zmtp::{self, FLAG_COMMAND, FLAG_LONG, GREETING_LEN};
+use mooncake_reference::zmtp::{self, FLAG_COMMAND, FLAG_LONG, FLAG_MORE, GREETING_LEN};
 use mooncake_wire::limits;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -203,6 +203,20 @@ fn peers_that_break_the_protocol_are_disconnected_and_the_router_keeps_serving()
     r.truncate(r.len() - 3);
     s.write_all(&r).unwrap();
     assert!(closed(&mut s), "a truncated READY was accepted");
+    // Frames each under the frame limit, with MORE set and never a last one: the held message's total is
+    // bounded (one such client used to take the prefiller to gigabytes).
+    let mut s = raw_dealer(&ep);
+    let chunk = vec![7u8; limits::MAX_MESSAGE_BYTES / 4];
+    let mut frame = vec![];
+    zmtp::put_frame(&mut frame, FLAG_MORE, &chunk);
+    let mut refused = false;
+    for _ in 0..5 {
+        if s.write_all(&frame).is_err() {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused || closed(&mut s), "a message over MAX_MESSAGE_BYTES was held");
     assert!(seen.try_recv().is_err(), "the handler saw a message from a broken peer");
     // Still serving.
     let ctx = zmq::Context::new();
