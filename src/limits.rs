@@ -15,6 +15,10 @@ pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
 /// frame (plus a routing id), so this is [`MAX_FRAME_BYTES`].
 pub const MAX_MESSAGE_BYTES: usize = MAX_FRAME_BYTES;
 
+/// Longest timeout, lease or delay a flag, configuration or testee command may set, in seconds (a week):
+/// longer ones would overflow a deadline (`Instant + Duration`) or wait for ever.
+pub const MAX_TIMEOUT_SECS: f64 = 604_800.0;
+
 /// Deepest nesting of containers (arrays, maps, structs), counting the top-level message as 1.
 ///
 /// msgspec has no fixed limit: it fails with `RecursionError` when Python's recursion limit is hit. With the

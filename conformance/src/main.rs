@@ -710,7 +710,7 @@ enum ArgError {
     SpeaksOtherFamily { given: String, revision: String, family: String },
     #[error("--speaks {0}")]
     Speaks(mooncake_wire::spec::ResolveError),
-    #[error("{0} must be a non-negative number of seconds")]
+    #[error("{0} must be a number of seconds from 0 to 604800 (a week)")]
     Seconds(&'static str),
     #[error("{option} {}: the same file as another report", path.display())]
     SameReport { option: &'static str, path: PathBuf },
@@ -761,6 +761,9 @@ fn resolve_revisions(given: &[String]) -> Result<Option<Vec<String>>, ArgError> 
 }
 
 fn seconds(v: f64, option: &'static str) -> Result<std::time::Duration, ArgError> {
+    if !(v <= mooncake_wire::limits::MAX_TIMEOUT_SECS) {
+        return Err(ArgError::Seconds(option));
+    }
     std::time::Duration::try_from_secs_f64(v).map_err(|_| ArgError::Seconds(option))
 }
 

@@ -35,12 +35,12 @@ struct Common {
     #[arg(long, default_value = "vllm-0.34.0")]
     revision: String,
     /// VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT in seconds (default: the revision's, 480).
-    #[arg(long)]
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
     abort_timeout: Option<f64>,
     /// kv_lease_duration in seconds (kv_connector_extra_config; revisions with KV leases, vLLM 0.34.0 on). A
     /// prefiller holds a ready transfer that long and heartbeats extend it; a decoder renews the requests it is
     /// told about (`{"cmd": "announce", ...}`) every duration / 6 s until their pulls settle. Default: off.
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
     kv_lease_duration: Option<f64>,
     /// How KV bytes move: `tcp-engine`, Mooncake Transfer Engine's TCP transport (P2P handshake on the
     /// decoder's transfer-engine port, data on a port the handshake names), which vLLM's connector speaks with
@@ -170,6 +170,15 @@ enum CliError {
         /// The revisions the peer speaks.
         spoken: Vec<String>,
     },
+}
+
+/// A `--…` number of seconds: finite, above zero, at most `limits::MAX_TIMEOUT_SECS`.
+fn seconds(s: &str) -> Result<f64, String> {
+    let max = mooncake_wire::limits::MAX_TIMEOUT_SECS;
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= max => Ok(v),
+        Ok(_) | Err(_) => Err(format!("`{s}` is not a number of seconds above 0 and at most {max} (a week)")),
+    }
 }
 
 fn read_layout(p: &PathBuf) -> Result<J, CliError> {
@@ -315,6 +324,24 @@ async fn main() -> std::process::ExitCode {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    /// Timeouts and leases are finite, above zero and at most a week, on the command line: NaN, infinite or
+    /// huge ones used to reach the cores (an `Instant + Duration` overflow, or a wait for ever).
+    #[test]
+    fn durations_out_of_range_are_usage_errors() {
+        let parse = |flag: &str, v: &str| {
+            let v = format!("{flag}={v}");
+            Cli::try_parse_from(["mooncake-peer", "prefiller", "--layout", "l.json", "--engine-id", "e", v.as_str()])
+        };
+        for bad in ["nan", "inf", "0", "-1", "1e300", "604801"] {
+            for flag in ["--abort-timeout", "--kv-lease-duration"] {
+                let e = parse(flag, bad).err().unwrap_or_else(|| panic!("{flag} {bad} accepted"));
+                assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{flag} {bad}: {e}");
+            }
+        }
+        assert!(parse("--abort-timeout", "2.5").is_ok());
+        assert!(parse("--kv-lease-duration", "604800").is_ok());
+    }
 
     /// Every option has help text; every subcommand's help states the exit codes and ends with an example.
     #[test]

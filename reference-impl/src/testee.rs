@@ -91,8 +91,8 @@ pub(crate) enum TesteeError {
     /// A transfer backend other than `tcp-engine`.
     #[error("config: transfer `{0}` is not a transfer backend (tcp-engine)")]
     Transfer(String),
-    /// A negative, infinite or NaN number of seconds.
-    #[error("{what}: {value} is not a duration in seconds")]
+    /// A negative, infinite or NaN number of seconds, or more than `limits::MAX_TIMEOUT_SECS`.
+    #[error("{what}: {value} is not a duration in seconds from 0 to a week (604800)")]
     Duration {
         /// The config key.
         what: &'static str,
@@ -169,7 +169,10 @@ fn check_transfer(t: &Option<String>) -> Result<(), TesteeError> {
 fn secs(v: Option<f64>, what: &'static str) -> Result<Option<Duration>, TesteeError> {
     match v {
         None => Ok(None),
-        Some(x) => Duration::try_from_secs_f64(x).map(Some).map_err(|_| TesteeError::Duration { what, value: x }),
+        Some(x) if x <= mooncake_wire::limits::MAX_TIMEOUT_SECS => {
+            Duration::try_from_secs_f64(x).map(Some).map_err(|_| TesteeError::Duration { what, value: x })
+        }
+        Some(x) => Err(TesteeError::Duration { what, value: x }),
     }
 }
 
@@ -479,5 +482,22 @@ impl Drop for Testee {
         if let Some(Role::Decoder(_, server, _)) = &self.role {
             server.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A testee's `start` config takes a duration in seconds from 0 to a week; anything else is refused by
+    /// name (a huge one used to overflow the first deadline, a panic).
+    #[test]
+    fn config_durations_are_range_checked() {
+        for bad in [f64::NAN, f64::INFINITY, -1.0, 1e300, mooncake_wire::limits::MAX_TIMEOUT_SECS * 2.0] {
+            let e = secs(Some(bad), "abort_timeout_s").unwrap_err();
+            assert!(e.to_string().starts_with("abort_timeout_s: "), "{e}");
+        }
+        assert_eq!(secs(Some(2.5), "x").unwrap(), Some(Duration::from_millis(2500)));
+        assert_eq!(secs(None, "x").unwrap(), None);
     }
 }
