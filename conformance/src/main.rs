@@ -761,7 +761,7 @@ fn resolve_revisions(given: &[String]) -> Result<Option<Vec<String>>, ArgError> 
 }
 
 fn seconds(v: f64, option: &'static str) -> Result<std::time::Duration, ArgError> {
-    if !(v <= mooncake_wire::limits::MAX_TIMEOUT_SECS) {
+    if v.is_nan() || v > mooncake_wire::limits::MAX_TIMEOUT_SECS {
         return Err(ArgError::Seconds(option));
     }
     std::time::Duration::try_from_secs_f64(v).map_err(|_| ArgError::Seconds(option))
