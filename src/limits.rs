@@ -37,6 +37,14 @@ pub const MAX_JSONL_LINE_BYTES: usize = 256 * 1024 * 1024;
 /// Largest bootstrap HTTP body the reference server accepts, in bytes.
 pub const MAX_HTTP_BODY_BYTES: usize = 1024 * 1024;
 
+/// Workers the reference bootstrap server registers, over every engine (vLLM's has no limit): beyond it a new
+/// worker is refused with 503 and everyone registered stays, so `GET /query`'s answer is bounded too.
+pub const MAX_REGISTERED_WORKERS: usize = 4096;
+
+/// Longest `engine_id` or `addr` the reference bootstrap server registers, in bytes (vLLM's are a UUID and a
+/// `host:port`); longer is refused with 422.
+pub const MAX_REGISTRY_FIELD_BYTES: usize = 1024;
+
 /// Pulls one prefiller serves at once; beyond this a pull is answered ERROR at once (vLLM queues without
 /// bound). Each waits at most the abort timeout.
 pub const MAX_PREFILLER_EXCHANGES: usize = 65_536;

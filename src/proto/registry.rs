@@ -4,6 +4,7 @@
 use serde_json::{json, Map, Value as J};
 
 use crate::bootstrap::BootstrapSpec;
+use crate::limits;
 
 /// One HTTP answer: status and JSON body.
 #[derive(Clone, Debug, PartialEq)]
@@ -63,6 +64,20 @@ impl Registry {
             body["pp_rank"].as_i64().unwrap_or(0),
         );
         let addr = body["addr"].as_str().unwrap_or_default().to_string();
+        for (field, v) in [("engine_id", &engine_id), ("addr", &addr)] {
+            if v.len() > limits::MAX_REGISTRY_FIELD_BYTES {
+                let msg = format!("{} bytes, longer than {} (limits)", v.len(), limits::MAX_REGISTRY_FIELD_BYTES);
+                return invalid(field, &msg);
+            }
+        }
+        let known = self
+            .engines
+            .iter()
+            .any(|(d, e)| *d == dp && e.workers.iter().any(|(t, pps)| *t == tp && pps.iter().any(|(p, _)| *p == pp)));
+        if !known && self.worker_count() >= limits::MAX_REGISTERED_WORKERS {
+            let detail = format!("the registry is full ({} workers, limits)", limits::MAX_REGISTERED_WORKERS);
+            return Reply { status: 503, body: json!({ "detail": detail }) };
+        }
         if !self.engines.iter().any(|(d, _)| *d == dp) {
             self.engines.push((dp, Engine { engine_id: engine_id.clone(), workers: vec![] }));
         }
@@ -146,6 +161,31 @@ mod tests {
         assert_eq!(r.handle("POST", "/register", Some(&json!({"engine_id": 5}))).status, 422);
         assert_eq!(r.handle("GET", "/nope", None).status, 404);
         assert_eq!(r.worker_count(), 2);
+    }
+
+    /// The registry is bounded: long fields are refused, a full registry refuses new workers (503) and keeps
+    /// serving its own and identical retries, and the query answer stays bounded (900 registrations of 1 MB
+    /// each used to take the server to gigabytes).
+    #[test]
+    fn the_registry_has_a_budget() {
+        let mut r = reg("vllm-0.33.0");
+        let long = "x".repeat(limits::MAX_REGISTRY_FIELD_BYTES + 1);
+        for b in [body(&long, 0, 0, "tcp://a:1"), body("e", 0, 0, &long)] {
+            let a = r.handle("POST", "/register", Some(&b));
+            assert_eq!(a.status, 422, "{}", a.body);
+        }
+        assert_eq!(r.worker_count(), 0);
+        for tp in 0..limits::MAX_REGISTERED_WORKERS as i64 {
+            assert_eq!(r.handle("POST", "/register", Some(&body("e", 0, tp, &format!("tcp://a:{tp}")))).status, 200);
+        }
+        let full = r.handle("POST", "/register", Some(&body("e", 0, -1, "tcp://b:1")));
+        assert_eq!(full.status, 503, "{}", full.body);
+        assert!(full.body["detail"].as_str().unwrap().contains("full"));
+        // An identical retry of a registered worker is still answered as the revision answers it.
+        assert_eq!(r.handle("POST", "/register", Some(&body("e", 0, 7, "tcp://a:7"))).status, 200);
+        assert_eq!(r.worker_count(), limits::MAX_REGISTERED_WORKERS);
+        let answer = r.handle("GET", "/query", None).body.to_string();
+        assert!(answer.len() < limits::MAX_REGISTERED_WORKERS * 2 * (limits::MAX_REGISTRY_FIELD_BYTES + 64));
     }
 
     #[test]
