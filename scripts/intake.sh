@@ -139,6 +139,13 @@ if [ "$spec_out" = "$spec_file" ] && [ -f "$spec_file" ]; then
   if run cargo build --quiet -p mooncake-conformance -p mooncake-reference; then
     if BLESS=1 cargo test --quiet --test generated > "$work/generated.txt" 2>&1; then
       written+=("schema/push/vllm-$release.md, schema/push/vllm-$release/, schema/push/diff/${base}__vllm-$release.md")
+      # Hand-written code may use typed conversions that only a complete revision generates (a new message's,
+      # once its transport entry is written): then the regenerated typed code is put back as committed, so the
+      # tree still builds (and `BLESS=1 cargo test --test generated` can run again once the draft is complete).
+      if ! cargo build --quiet -p mooncake-wire > "$work/build-generated.txt" 2>&1; then
+        git checkout -- src/typed/generated
+        by_hand+=("the typed code generated from the draft does not build with the hand-written code ($work/build-generated.txt; src/typed/generated/ kept as committed): complete the draft (a new message's transport entry), then BLESS=1 cargo test --test generated")
+      fi
     else
       failed+=("the draft revision does not load or generate: $work/generated.txt")
     fi
@@ -195,12 +202,7 @@ fi
 
 # 7. Checks.
 step "checks: vectors, validate, run, matrix"
-if ! run cargo build --quiet -p mooncake-conformance -p mooncake-reference; then
-  # The typed code regenerated from the draft lacks what hand-written code uses (a new message's typed
-  # conversions are generated for the messages the draft's transport carries): the checks below run with the
-  # binaries built before the regeneration.
-  failed+=("the build after regenerating the typed code from the draft (see $log): code uses a type the draft does not generate — write the new message's transport entry (not derived)")
-fi
+run cargo build --quiet -p mooncake-conformance -p mooncake-reference || failed+=("the build before the checks (see $log)")
 run "$bin" vectors conformance/vectors > "$work/vectors.txt" || failed+=("vectors: $(tail -1 "$work/vectors.txt")")
 if [ -d "$traces" ]; then
   run "$bin" validate "$traces" > "$work/validate.txt" || failed+=("validate $traces: $(tail -1 "$work/validate.txt")")
