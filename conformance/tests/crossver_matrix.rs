@@ -132,3 +132,33 @@ fn cross_version_cases_follow_the_observed_matrix() {
     }
     println!("cross-version: {offered} cases offered, {refused} refused over the matrix's {} pairs; {} single-transfer cases run and passed", cells.len(), to_run.len());
 }
+
+/// 0.34.0 added a message, not a field: every 0.33.0 recording runs against a 0.34.0 testee and every 0.34.0
+/// one against a 0.33.0 testee, except the scenarios built on leases or the expired-pull reply, which name the
+/// behaviour they rely on. (The added message's row once refused them all, bootstrap cases included.)
+#[test]
+fn recordings_of_0_33_and_0_34_cross_except_what_leases_change() {
+    let traces = traces();
+    for (trace_rev, testee_rev) in [("vllm-0.33.0", "vllm-0.34.0"), ("vllm-0.34.0", "vllm-0.33.0")] {
+        for m in &traces[trace_rev] {
+            let scenario = m.trace.header.scenario.as_str();
+            let timed = scenario.starts_with('j') || scenario.starts_with('k');
+            for role in [Role::Prefiller, Role::Decoder, Role::Bootstrap] {
+                let r = choose(m, role, &[testee_rev.to_string()]);
+                let at = format!("{scenario} of {trace_rev} as a {} at {testee_rev}", role.as_str());
+                match (timed && role != Role::Bootstrap, r) {
+                    (false, Ok(p)) => assert_eq!(p.testee.revision, testee_rev, "{at}"),
+                    (false, Err(e)) => panic!("{at}: refused: {e}"),
+                    (true, Ok(_)) => panic!("{at}: offered, but it relies on a lease or the expired-pull reply"),
+                    (true, Err(e)) => {
+                        let why = e.to_string();
+                        assert!(
+                            ["kv_leases", "expired_pull", "lease_renewal"].iter().any(|k| why.contains(k)),
+                            "{at}: {why}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
