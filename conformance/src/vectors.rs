@@ -99,7 +99,10 @@ fn check_codec_vectors(header: &J, cases: &[jsonl::Line], rep: &mut FileReport) 
             }
             Codec::builtin(&rev.revision)
         }
-        Err(_) => Codec::builtin(revision),
+        Err(e) => {
+            rep.not_checked = Some(format!("revision {revision}: {e}"));
+            return;
+        }
     };
     let Some(codec) = codec else {
         rep.not_checked = Some(format!("revision {revision} is not in the spec"));
@@ -308,6 +311,12 @@ pub enum WireUnitError {
     /// No revision of that name, and no split to follow.
     #[error("not in the spec")]
     NotInSpec,
+    /// The name's release is not among the releases the file lists.
+    #[error("not in the spec, and its name's release {0} is not among its vllm_releases")]
+    NameNotInReleases(String),
+    /// It lists a release no spec revision has.
+    #[error("not in the spec, and it lists release {0}, which no spec revision has")]
+    UnknownRelease(String),
     /// Its releases are covered by revisions whose wires differ.
     #[error("not in the spec, and its releases span revisions of different wires ({first} and {other})")]
     Split {
@@ -337,6 +346,16 @@ pub fn wire_unit(
         return Err(WireUnitError::NotInSpec);
     }
     let fam = spec.push();
+    // The name's own releases (`vllm-A..B`: A and B) must be among the unit's, and every release of the unit
+    // must be one the spec knows: a file claiming `vllm-9.9.9` over 0.33.0's releases is not a split of anything.
+    let bounds: Vec<&str> = name.trim_start_matches("vllm-").split("..").collect();
+    let known = |x: &String| fam.revisions.iter().any(|r| r.releases.contains(x));
+    if let Some(b) = bounds.iter().find(|b| !releases.iter().any(|x| x == *b)) {
+        return Err(WireUnitError::NameNotInReleases(b.to_string()));
+    }
+    if let Some(x) = releases.iter().find(|x| !known(x)) {
+        return Err(WireUnitError::UnknownRelease(x.clone()));
+    }
     let covering: Vec<_> =
         fam.revisions.iter().filter(|r| r.releases.iter().any(|x| releases.contains(x))).cloned().collect();
     let Some(first) = covering.first() else {

@@ -301,6 +301,48 @@ fn directory_loops_and_second_routes_are_walked_once_and_named() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A vector file naming a revision the spec does not have is not checked as some other revision: a
+/// `vllm-9.9.9` over 0.33.0's releases used to pass as 0.33.0 with exit 0.
+#[test]
+fn vector_files_of_revisions_the_spec_lacks_are_not_checked() {
+    let dir = tempdir("vector-revision");
+    let src = std::fs::read_to_string(here().join("vectors/vllm-0.33.0/MooncakeXferResponse.jsonl")).unwrap();
+    for (header_from, header_to, says) in [
+        (r#""revision":"vllm-0.33.0""#, r#""revision":"vllm-9.9.9""#, "9.9.9 is not among its vllm_releases"),
+        (r#""vllm_releases":["0.33.0"]"#, r#""vllm_releases":["0.33.0","9.9.9"]"#, "release 9.9.9"),
+    ] {
+        let text = src.replacen(header_from, header_to, 1);
+        let text =
+            if header_from.contains("releases") { text.replacen("vllm-0.33.0", "vllm-0.33.0..9.9.9", 1) } else { text };
+        let p = dir.join("v.jsonl");
+        std::fs::write(&p, text).unwrap();
+        let out = bin().args(["vectors", "--format", "json"]).arg(&p).output().unwrap();
+        let v: J = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{v}");
+        assert_eq!(v["summary"]["not_checked_files"], 1, "{v}");
+        assert!(v.to_string().contains(says), "{says}: {v}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A keys golden case's counts and sizes size allocations: out of range, the case fails naming the field
+/// (a huge `num_block_hashes` or TP/PP/PCP size used to abort `vectors` with a capacity overflow or a
+/// multi-terabyte allocation).
+#[test]
+fn keys_golden_sizes_out_of_range_fail_the_case_not_the_process() {
+    let dir = tempdir("golden-sizes");
+    let src = std::fs::read_to_string(here().join("vectors/keys/process_tokens_0.33.0.jsonl")).unwrap();
+    let mut lines: Vec<String> = src.lines().take(2).map(String::from).collect();
+    lines[1] = lines[1].replacen("\"num_block_hashes\": 0", "\"num_block_hashes\": 4611686018427387904", 1);
+    let p = dir.join("k.jsonl");
+    std::fs::write(&p, lines.join("\n")).unwrap();
+    let out = bin().args(["vectors", "--format", "json"]).arg(&p).output().unwrap();
+    let v: J = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    assert_eq!(out.status.code(), Some(1), "{v}");
+    assert!(v.to_string().contains("`num_block_hashes` = 4611686018427387904: accepted 0 to 65536"), "{v}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// An event time a recording cannot hold is refused where it is read (it would size a case's waits).
 #[test]
 fn a_trace_time_out_of_range_is_a_format_error() {

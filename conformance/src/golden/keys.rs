@@ -49,6 +49,28 @@ fn get<'a>(v: &'a J, k: &str) -> Result<&'a J, InputError> {
 fn int(v: &J, k: &str) -> Result<i64, InputError> {
     get(v, k)?.as_i64().ok_or_else(|| InputError::NotInt(k.into()))
 }
+/// The largest count or size a keys golden case may give (hashes to build, TP/PP/PCP sizes): they size
+/// allocations, and a file is input.
+pub(crate) const MAX_SIZE: i64 = 1 << 16;
+
+/// A count or size: an integer from 0 to [`MAX_SIZE`].
+fn size(v: &J, k: &str) -> Result<i64, InputError> {
+    let n = int(v, k)?;
+    if (0..=MAX_SIZE).contains(&n) {
+        Ok(n)
+    } else {
+        Err(InputError::OutOfRange { key: k.into(), value: n, max: MAX_SIZE })
+    }
+}
+/// The TP × PP × PCP ranks a case names, at most [`MAX_SIZE`]: the key plans are built for every rank.
+fn ranks(input: &J) -> Result<(i64, i64, i64), InputError> {
+    let (tp, pp, pcp) = (size(input, "tp_size")?, size(input, "pp_size")?, size(input, "pcp_size")?);
+    let all = tp * pp * pcp; // each at most 2^16: no overflow
+    if all > MAX_SIZE {
+        return Err(InputError::OutOfRange { key: "tp_size × pp_size × pcp_size".into(), value: all, max: MAX_SIZE });
+    }
+    Ok((tp, pp, pcp))
+}
 fn text(v: &J, k: &str) -> Result<String, InputError> {
     get(v, k)?.as_str().map(str::to_string).ok_or_else(|| InputError::NotString(k.into()))
 }
@@ -146,7 +168,7 @@ fn pool_key(header: &J, input: &J) -> Result<J, GoldenError> {
 fn tp_sharded_layout(_header: &J, input: &J) -> Result<J, GoldenError> {
     let class = text(input, "class")?;
     let format = TpSharedFormat::from_class(&class).ok_or_else(|| InputError::UnknownLayoutClass(class.clone()))?;
-    let store_tp = int(input, "store_tp_size")?;
+    let store_tp = size(input, "store_tp_size")?;
     let layout = StoreLayout::tp_sharded(
         metadata(input)?,
         format,
@@ -163,7 +185,7 @@ fn tp_sharded_layout(_header: &J, input: &J) -> Result<J, GoldenError> {
         key_for.insert(shard.to_string(), json!(layout.key_for(shard, &hash_hex).map_err(GoldenError::ours)?));
     }
     Ok(json!({
-        "shared_namespace": format.shared_namespace(store_tp, int(input, "pp_size")?),
+        "shared_namespace": format.shared_namespace(store_tp, size(input, "pp_size")?),
         "local_shard_ids": layout.local_shard_ids(),
         "heads_per_store_shard": heads_per_store_shard,
         "local_num_kv_heads": local_num_kv_heads,
@@ -181,7 +203,7 @@ fn process_tokens(header: &J, input: &J) -> Result<J, GoldenError> {
     let hbs = input.get("hash_block_size").and_then(J::as_i64);
     let db = TokenDatabase::new(StoreLayout::RankLocal { metadata: metadata(input)? }, block_size, hbs)
         .map_err(GoldenError::ours)?;
-    let hashes: Vec<Vec<u8>> = (0..int(input, "num_block_hashes")?).map(|i| vec![(i % 256) as u8; 32]).collect();
+    let hashes: Vec<Vec<u8>> = (0..size(input, "num_block_hashes")?).map(|i| vec![(i % 256) as u8; 32]).collect();
     let mask: Option<Vec<bool>> = match input.get("chunk_mask") {
         None | Some(J::Null) => None,
         Some(m) => Some(
@@ -216,16 +238,17 @@ fn store_worker_keys(header: &J, input: &J) -> Result<J, GoldenError> {
     if release(header)? == v034::RELEASE {
         return store_worker_keys_034(input);
     }
+    let (tp_size, pp_size, pcp_size) = ranks(input)?;
     let cfg = WorkerConfig {
         extra_config: get(input, "extra_config")?
             .as_object()
             .cloned()
             .ok_or_else(|| InputError::NotObject("extra_config".into()))?,
-        tp_size: int(input, "tp_size")?,
+        tp_size,
         tp_rank: int(input, "tp_rank")?,
-        pp_size: int(input, "pp_size")?,
+        pp_size,
         pp_rank: int(input, "pp_rank")?,
-        pcp_size: int(input, "pcp_size")?,
+        pcp_size,
         pcp_rank: int(input, "pcp_rank")?,
         dcp_size: int(input, "dcp_size")?,
         dcp_rank: int(input, "dcp_rank")?,
@@ -446,7 +469,7 @@ fn process_tokens_034(input: &J) -> Result<J, GoldenError> {
     let hbs = opt_int(input, "hash_block_size")?;
     let db = v034::TokenDatabase::new(v034::StoreLayout::RankLocal { metadata: metadata(input)? }, chunk_size, hbs)
         .map_err(GoldenError::ours)?;
-    let hashes: Vec<Vec<u8>> = (0..int(input, "num_block_hashes")?).map(|i| vec![(i % 256) as u8; 32]).collect();
+    let hashes: Vec<Vec<u8>> = (0..size(input, "num_block_hashes")?).map(|i| vec![(i % 256) as u8; 32]).collect();
     let mask = mask(input)?;
     let chunks = db
         .process_tokens(
@@ -472,7 +495,7 @@ fn process_tokens_034(input: &J) -> Result<J, GoldenError> {
 fn store_worker_keys_034(input: &J) -> Result<J, GoldenError> {
     let extra =
         get(input, "extra_config")?.as_object().cloned().ok_or_else(|| InputError::NotObject("extra_config".into()))?;
-    let (tp_size, pp_size, pcp_size) = (int(input, "tp_size")?, int(input, "pp_size")?, int(input, "pcp_size")?);
+    let (tp_size, pp_size, pcp_size) = ranks(input)?;
     let pp_rank = match opt_int(input, "pp_rank")? {
         Some(p) => p,
         None => v034::pp_rank_of(int(input, "rank")?, tp_size, pcp_size, pp_size).map_err(GoldenError::ours)?,

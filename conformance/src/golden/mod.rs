@@ -87,6 +87,16 @@ pub(crate) enum InputError {
     /// A field is not an integer.
     #[error("`{0}` is not an integer")]
     NotInt(String),
+    /// A count or size that would size an allocation is out of range (`keys::MAX_SIZE`).
+    #[error("`{key}` = {value}: accepted 0 to {max}")]
+    OutOfRange {
+        /// The field.
+        key: String,
+        /// Its value.
+        value: i64,
+        /// The largest accepted.
+        max: i64,
+    },
     /// A field is not a string.
     #[error("`{0}` is not a string")]
     NotString(String),
