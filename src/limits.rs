@@ -15,6 +15,22 @@ pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
 /// frame (plus a routing id), so this is [`MAX_FRAME_BYTES`].
 pub const MAX_MESSAGE_BYTES: usize = MAX_FRAME_BYTES;
 
+/// How long a new connection to a server here (the prefiller's ROUTER, the decoder's transfer-engine target, the
+/// bootstrap server, the tap's relay) has to finish its handshake (ZMTP greeting and READY; TE handshake frame) or
+/// send a request's headers, in seconds. A real peer takes milliseconds; libzmq's own default is 30 s.
+pub const HANDSHAKE_TIMEOUT_SECS: u64 = 10;
+
+/// How long a message once begun may stay incomplete on a server here (a ZMTP frame or MORE frames; an HTTP
+/// request body), in seconds. A connection idle between messages is not timed out.
+pub const STALLED_MESSAGE_TIMEOUT_SECS: u64 = 10;
+
+/// Connections one server here keeps open at once, in all; beyond, a new one is closed at once (logged).
+pub const MAX_SERVER_CONNECTIONS: usize = 4096;
+
+/// Connections one server here keeps open at once from one IP address; beyond, a new one from it is closed at
+/// once (logged). Peers on one host (a test, the soak) share it.
+pub const MAX_SERVER_CONNECTIONS_PER_HOST: usize = 1024;
+
 /// Longest timeout, lease or delay a flag, configuration or testee command may set, in seconds (a week):
 /// longer ones would overflow a deadline (`Instant + Duration`) or wait for ever.
 pub const MAX_TIMEOUT_SECS: f64 = 604_800.0;

@@ -12,13 +12,20 @@
 //! [`limits::MAX_MESSAGE_BYTES`] (frames with the MORE flag are held until the last one); so do peers that do
 //! not speak ZMTP 3 with the NULL mechanism.
 //! A PING (ZMTP 3.1 heartbeat) is answered with a PONG.
+//!
+//! Its resource budget ([`RouterLimits`], defaults in `mooncake_wire::limits`, RELIABILITY.md): a peer must
+//! finish its greeting and READY within the handshake timeout, and a message once begun must be complete within
+//! the stall timeout (an idle connection between messages is kept, as vLLM's DEALERs idle between pulls); at
+//! most so many connections in all and from one IP address — beyond, a new connection is closed at once and
+//! logged, and everyone connected is still served.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -67,6 +74,31 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> RouterError {
     move |source| RouterError::Io { what, source }
 }
 
+/// The router's resource budget. [`RouterLimits::default`] is the one documented in `mooncake_wire::limits`
+/// and RELIABILITY.md; tests scale it down.
+#[derive(Clone, Copy, Debug)]
+pub struct RouterLimits {
+    /// How long a new connection has to send its greeting and READY.
+    pub handshake: Duration,
+    /// How long a message may stay incomplete (a frame or frames with MORE received, the rest not).
+    pub stall: Duration,
+    /// Connections open at once, in all.
+    pub max_connections: usize,
+    /// Connections open at once from one IP address.
+    pub max_per_host: usize,
+}
+
+impl Default for RouterLimits {
+    fn default() -> Self {
+        RouterLimits {
+            handshake: Duration::from_secs(limits::HANDSHAKE_TIMEOUT_SECS),
+            stall: Duration::from_secs(limits::STALLED_MESSAGE_TIMEOUT_SECS),
+            max_connections: limits::MAX_SERVER_CONNECTIONS,
+            max_per_host: limits::MAX_SERVER_CONNECTIONS_PER_HOST,
+        }
+    }
+}
+
 /// A bound ROUTER and its thread; dropping it closes every connection.
 pub struct Router {
     endpoint: String,
@@ -99,6 +131,11 @@ impl Router {
     /// Binds `endpoint` (`tcp://127.0.0.1:*` picks a free port, as vLLM's `bind_to_random_port`) and serves it
     /// on a new thread, every message going to `handler`.
     pub fn bind(endpoint: &str, handler: RouterHandler) -> Result<Router, RouterError> {
+        Router::bind_with(endpoint, handler, RouterLimits::default())
+    }
+
+    /// [`Router::bind`] with a resource budget of its own.
+    pub fn bind_with(endpoint: &str, handler: RouterHandler, budget: RouterLimits) -> Result<Router, RouterError> {
         let addr = parse_endpoint(endpoint)?;
         let mut listener = TcpListener::bind(addr).map_err(io_err(format!("bind {endpoint}")))?;
         let bound = listener.local_addr().map_err(io_err("local address"))?;
@@ -118,6 +155,8 @@ impl Router {
             next_id: first_routing_id(),
             dirty: vec![],
             backlog: vec![],
+            budget,
+            per_host: HashMap::new(),
         };
         let thread = std::thread::Builder::new()
             .name("mooncake-router".into())
@@ -186,6 +225,8 @@ enum ConnError {
     MessageTooLarge(u64),
     TooManyFrames,
     ReservedFlags(u8),
+    HandshakeTimeout(Duration),
+    Stalled(Duration),
 }
 
 impl std::fmt::Display for ConnError {
@@ -203,6 +244,8 @@ impl std::fmt::Display for ConnError {
             }
             ConnError::TooManyFrames => write!(f, "a message of more than {MAX_FRAMES} frames"),
             ConnError::ReservedFlags(b) => write!(f, "frame flags {b:#04x} set reserved bits"),
+            ConnError::HandshakeTimeout(d) => write!(f, "no greeting and READY within {d:?}"),
+            ConnError::Stalled(d) => write!(f, "a message begun and not finished within {d:?}"),
         }
     }
 }
@@ -227,6 +270,10 @@ struct Conn {
     wpos: usize,
     /// The frames of the message being received.
     frames: Vec<Vec<u8>>,
+    /// When the connection was accepted (the handshake's deadline runs from here).
+    since: Instant,
+    /// Since when part of a message has been waiting for the rest (`None`: nothing partial).
+    partial_since: Option<Instant>,
 }
 
 /// What parsing a connection's input gave.
@@ -287,6 +334,27 @@ impl Conn {
             }
         }
         Ok((true, true))
+    }
+
+    /// Why the connection is over its time budget at `now`, if it is.
+    fn overdue(&self, now: Instant, budget: &RouterLimits) -> Option<ConnError> {
+        match self.state {
+            State::Open(_) => {
+                let since = self.partial_since?;
+                (now.duration_since(since) > budget.stall).then_some(ConnError::Stalled(budget.stall))
+            }
+            _ => (now.duration_since(self.since) > budget.handshake)
+                .then_some(ConnError::HandshakeTimeout(budget.handshake)),
+        }
+    }
+
+    /// Notes whether part of a message is waiting for the rest, and since when.
+    fn note_partial(&mut self, now: Instant) {
+        if self.rbuf.is_empty() && self.frames.is_empty() {
+            self.partial_since = None;
+        } else if self.partial_since.is_none() {
+            self.partial_since = Some(now);
+        }
     }
 
     /// Parses the whole frames in `rbuf`, answering the handshake and PINGs itself.
@@ -410,6 +478,9 @@ struct Server {
     dirty: Vec<Token>,
     /// Connections that had more to read when their budget ran out.
     backlog: Vec<Token>,
+    budget: RouterLimits,
+    /// Open connections per peer IP address.
+    per_host: HashMap<IpAddr, usize>,
 }
 
 impl Server {
@@ -417,8 +488,17 @@ impl Server {
         let mut events = Events::with_capacity(256);
         let mut scratch = vec![0u8; 64 * 1024];
         let mut parsed = vec![];
+        let tick = (self.budget.handshake.min(self.budget.stall) / 4).max(Duration::from_millis(10));
+        let mut next_sweep = Instant::now() + tick;
         loop {
-            let timeout = (!self.backlog.is_empty()).then_some(std::time::Duration::ZERO);
+            let now = Instant::now();
+            if now >= next_sweep {
+                self.sweep(now);
+                next_sweep = now + tick;
+            }
+            // Wake for the next sweep only while a connection could be overdue.
+            let sweep_in = (!self.conns.is_empty()).then(|| next_sweep.saturating_duration_since(now));
+            let timeout = if self.backlog.is_empty() { sweep_in } else { Some(Duration::ZERO) };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -458,10 +538,38 @@ impl Server {
         }
     }
 
+    /// Closes the connections over their time budget.
+    fn sweep(&mut self, now: Instant) {
+        let overdue: Vec<(Token, ConnError)> =
+            self.conns.iter().filter_map(|(t, c)| c.overdue(now, &self.budget).map(|e| (*t, e))).collect();
+        for (token, e) in overdue {
+            let peer = self.conns.get(&token).and_then(|c| c.peer);
+            tracing::warn!(?peer, error = %e, "router: connection closed");
+            self.close(token);
+        }
+    }
+
+    /// Whether one more connection from `peer` fits the budget; if not, says why.
+    fn admit(&self, peer: &SocketAddr) -> Result<(), String> {
+        if self.conns.len() >= self.budget.max_connections {
+            return Err(format!("{} connections open, the most in all (limits)", self.conns.len()));
+        }
+        let from_host = self.per_host.get(&peer.ip()).copied().unwrap_or(0);
+        if from_host >= self.budget.max_per_host {
+            return Err(format!("{from_host} connections open from {}, the most from one host (limits)", peer.ip()));
+        }
+        Ok(())
+    }
+
     fn accept(&mut self) {
         loop {
             match self.listener.accept() {
                 Ok((mut stream, peer)) => {
+                    if let Err(why) = self.admit(&peer) {
+                        tracing::warn!(%peer, why, "router: connection refused");
+                        drop(stream);
+                        continue;
+                    }
                     let _ = stream.set_nodelay(true);
                     let token = Token(self.next_token);
                     self.next_token += 1;
@@ -479,8 +587,11 @@ impl Server {
                         wbuf: zmtp::greeting().to_vec(),
                         wpos: 0,
                         frames: vec![],
+                        since: Instant::now(),
+                        partial_since: None,
                     };
                     self.conns.insert(token, conn);
+                    *self.per_host.entry(peer.ip()).or_default() += 1;
                     self.dirty.push(token);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -505,6 +616,7 @@ impl Server {
                 tracing::warn!(?peer, error = %e, "router: connection closed");
                 return self.close(token);
             }
+            conn.note_partial(Instant::now());
             if parsed.is_empty() {
                 break;
             }
@@ -587,6 +699,14 @@ impl Server {
     fn close(&mut self, token: Token) {
         if let Some(mut conn) = self.conns.remove(&token) {
             let _ = self.poll.registry().deregister(&mut conn.stream);
+            if let Some(ip) = conn.peer.map(|p| p.ip()) {
+                if let Some(n) = self.per_host.get_mut(&ip) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.per_host.remove(&ip);
+                    }
+                }
+            }
             if let State::Open(id) = conn.state {
                 if self.routes.get(&id) == Some(&token) {
                     self.routes.remove(&id);

@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use mooncake_reference::router::{Router, RouterError, RouterHandler};
+use mooncake_reference::router::{Router, RouterError, RouterHandler, RouterLimits};
 use mooncake_reference::zmtp::{self, FLAG_COMMAND, FLAG_LONG, FLAG_MORE, GREETING_LEN};
 use mooncake_wire::limits;
 
@@ -15,6 +15,10 @@ const WAIT: Duration = Duration::from_secs(10);
 
 /// A router whose handler reports every message on a channel and answers `[id, frames reversed...]`.
 fn echo_router() -> (Router, mpsc::Receiver<Vec<Vec<u8>>>) {
+    echo_router_with(RouterLimits::default())
+}
+
+fn echo_router_with(budget: RouterLimits) -> (Router, mpsc::Receiver<Vec<Vec<u8>>>) {
     let (tx, rx) = mpsc::channel();
     let handler: RouterHandler = Box::new(move |frames: Vec<Vec<u8>>| {
         let _ = tx.send(frames.clone());
@@ -22,7 +26,7 @@ fn echo_router() -> (Router, mpsc::Receiver<Vec<Vec<u8>>>) {
         reply.extend(frames[1..].iter().map(|f| f.iter().rev().copied().collect::<Vec<u8>>()));
         vec![reply]
     });
-    (Router::bind("tcp://127.0.0.1:*", handler).expect("bind"), rx)
+    (Router::bind_with("tcp://127.0.0.1:*", handler, budget).expect("bind"), rx)
 }
 
 fn dealer(ctx: &zmq::Context, endpoint: &str, identity: Option<&[u8]>) -> zmq::Socket {
@@ -287,5 +291,122 @@ fn a_burst_larger_than_the_read_buffer_is_served_in_full_with_no_later_traffic()
     }
     sent.join().unwrap().unwrap();
     assert!(started.elapsed() < WAIT, "served in {:?}", started.elapsed());
+    drop(router);
+}
+
+/// The budget scaled down so that a test waits a fraction of a second for each timeout.
+fn small_budget() -> RouterLimits {
+    RouterLimits {
+        handshake: Duration::from_millis(300),
+        stall: Duration::from_millis(300),
+        max_connections: 8,
+        max_per_host: 4,
+    }
+}
+
+/// A DEALER-like raw peer connecting from `source` (another loopback address stands for another host).
+fn raw_from(source: &str, endpoint: &str) -> TcpStream {
+    let target: std::net::SocketAddr = endpoint.strip_prefix("tcp://").unwrap().parse().unwrap();
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.bind(&format!("{source}:0").parse::<std::net::SocketAddr>().unwrap().into()).unwrap();
+    sock.connect_timeout(&target.into(), WAIT).unwrap();
+    let s: TcpStream = sock.into();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    s
+}
+
+/// A full exchange through a raw DEALER: a one-frame message and its echoed reply.
+fn served(s: &mut TcpStream) -> bool {
+    s.write_all(&zmtp::frame(b"ping")).is_ok() && {
+        let (flags, body) = read_frame(s);
+        flags == 0 && body == b"gnip"
+    }
+}
+
+#[test]
+fn a_peer_that_never_finishes_its_handshake_is_closed_after_the_handshake_timeout() {
+    let (router, seen) = echo_router_with(small_budget());
+    let ep = router.endpoint().to_string();
+    // Half a greeting, then nothing (one such client could hold a connection for ever).
+    let started = std::time::Instant::now();
+    let mut half = raw(&ep, &zmtp::greeting()[..20]);
+    // The whole greeting but no READY.
+    let mut no_ready = raw(&ep, &zmtp::greeting());
+    assert!(closed(&mut half), "half a greeting kept its connection");
+    assert!(closed(&mut no_ready), "a greeting without READY kept its connection");
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(300) && waited < WAIT, "closed after {waited:?}");
+    // A peer that completes its handshake is served, and stays connected while idle.
+    let mut good = raw_dealer(&ep);
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(served(&mut good), "an idle peer past the handshake timeout was not served");
+    assert_eq!(seen.try_iter().count(), 1);
+    drop(router);
+}
+
+#[test]
+fn a_message_begun_and_not_finished_is_closed_after_the_stall_timeout() {
+    let (router, seen) = echo_router_with(small_budget());
+    let ep = router.endpoint().to_string();
+    // A frame announcing 100 bytes, 10 of them sent.
+    let mut part_frame = raw_dealer(&ep);
+    part_frame.write_all(&[0, 100]).unwrap();
+    part_frame.write_all(&[1; 10]).unwrap();
+    // A first frame with MORE and never the last one, trickled a byte at a time would not help either.
+    let mut part_message = raw_dealer(&ep);
+    let mut f = vec![];
+    zmtp::put_frame(&mut f, FLAG_MORE, b"first");
+    part_message.write_all(&f).unwrap();
+    let started = std::time::Instant::now();
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(150));
+        let _ = part_message.write_all(&[FLAG_MORE]);
+        let _ = part_message.write_all(&[1]);
+        let _ = part_message.write_all(&[9]);
+    }
+    assert!(closed(&mut part_frame), "a frame never finished kept its connection");
+    assert!(closed(&mut part_message), "a message never finished kept its connection");
+    assert!(started.elapsed() < WAIT);
+    assert!(seen.try_recv().is_err(), "the handler saw an unfinished message");
+    // Whole messages, however far apart, are served.
+    let mut good = raw_dealer(&ep);
+    assert!(served(&mut good));
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(served(&mut good));
+    drop(router);
+}
+
+#[test]
+fn connections_over_the_budget_are_closed_at_once_and_the_others_served() {
+    let (router, _seen) = echo_router_with(RouterLimits { handshake: WAIT, ..small_budget() });
+    let ep = router.endpoint().to_string();
+    // One host takes its share (4): the fifth connection from it is closed at once...
+    let mut mine: Vec<TcpStream> = (0..4).map(|_| raw_dealer(&ep)).collect();
+    let mut fifth = raw_from("127.0.0.1", &ep);
+    assert!(closed(&mut fifth), "a fifth connection from one host was kept");
+    // ...while another host is served, and so are the first four.
+    let mut other = raw_from("127.0.0.2", &ep);
+    other.write_all(&zmtp::greeting()).unwrap();
+    let mut g = [0u8; GREETING_LEN];
+    other.read_exact(&mut g).unwrap();
+    other.write_all(&zmtp::ready("DEALER", &[])).unwrap();
+    let _ready = read_frame(&mut other);
+    assert!(served(&mut other), "another host was not served");
+    for s in &mut mine {
+        assert!(served(s), "a connection within the budget was not served");
+    }
+    // In all (8): three more hosts fill it; the next connection, from a host with none open, is closed.
+    let _more: Vec<TcpStream> = (3..6).map(|h| raw_from(&format!("127.0.0.{h}"), &ep)).collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut ninth = raw_from("127.0.0.9", &ep);
+    assert!(closed(&mut ninth), "a connection over the total was kept");
+    // A closed connection frees its place.
+    drop(mine.pop());
+    std::thread::sleep(Duration::from_millis(200));
+    let mut again = raw_from("127.0.0.1", &ep);
+    again.write_all(&zmtp::greeting()).unwrap();
+    let mut g = [0u8; GREETING_LEN];
+    again.read_exact(&mut g).unwrap();
+    assert_eq!(g[0], 0xFF, "a place freed by a closed connection was not given again");
     drop(router);
 }
