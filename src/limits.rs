@@ -57,6 +57,23 @@ pub const MAX_HTTP_BODY_BYTES: usize = 1024 * 1024;
 /// worker is refused with 503 and everyone registered stays, so `GET /query`'s answer is bounded too.
 pub const MAX_REGISTERED_WORKERS: usize = 4096;
 
+/// Workers the reference bootstrap server registers for one engine (one `dp_rank`: its TP × PP ranks); beyond it a
+/// new worker of that engine is refused with 503.
+pub const MAX_WORKERS_PER_ENGINE: usize = 1024;
+
+/// Bytes of `engine_id`s and addresses the reference bootstrap server stores, in all; beyond it a new worker is
+/// refused with 503. This keeps `GET /query`'s answer under [`MAX_HTTP_BODY_BYTES`], which is what the decoder
+/// here reads (4,096 workers of a UUID and a `host:port` take about 250 KiB).
+pub const MAX_REGISTRY_BYTES: usize = 512 * 1024;
+
+/// Largest request body the reference bootstrap server reads, in bytes (a registration is about 200); a larger
+/// one is refused with 413.
+pub const MAX_HTTP_REQUEST_BODY_BYTES: usize = 16 * 1024;
+
+/// Exchanges the reference bootstrap server keeps in its log (for the conformance runner's checks); the oldest
+/// half goes when it is full.
+pub const MAX_BOOTSTRAP_LOG_ENTRIES: usize = 4096;
+
 /// Longest `engine_id` or `addr` the reference bootstrap server registers, in bytes (vLLM's are a UUID and a
 /// `host:port`); longer is refused with 422.
 pub const MAX_REGISTRY_FIELD_BYTES: usize = 1024;

@@ -28,6 +28,10 @@ pub struct Registry {
     accept_identical: bool,
     /// dp_rank → engine, in registration order.
     engines: Vec<(i64, Engine)>,
+    /// Bytes of `engine_id`s and addresses stored (the budget [`limits::MAX_REGISTRY_BYTES`]).
+    stored_bytes: usize,
+    /// Changes with every change of what `GET /query` answers.
+    generation: u64,
 }
 
 impl Registry {
@@ -36,7 +40,7 @@ impl Registry {
         let accept_identical = spec.revision().bootstrap.as_ref().is_some_and(|b| {
             b.duplicate_registration == crate::spec::behaviour::DuplicateRegistration::AcceptIdentical
         });
-        Registry { spec, accept_identical, engines: vec![] }
+        Registry { spec, accept_identical, engines: vec![], stored_bytes: 0, generation: 0 }
     }
 
     /// Handles one request; unknown routes answer 404 and wrong methods 405, as FastAPI does.
@@ -74,12 +78,15 @@ impl Registry {
             .engines
             .iter()
             .any(|(d, e)| *d == dp && e.workers.iter().any(|(t, pps)| *t == tp && pps.iter().any(|(p, _)| *p == pp)));
-        if !known && self.worker_count() >= limits::MAX_REGISTERED_WORKERS {
-            let detail = format!("the registry is full ({} workers, limits)", limits::MAX_REGISTERED_WORKERS);
-            return Reply { status: 503, body: json!({ "detail": detail }) };
+        if !known {
+            if let Some(detail) = self.over_budget(dp, &engine_id, &addr) {
+                return Reply { status: 503, body: json!({ "detail": detail }) };
+            }
         }
         if !self.engines.iter().any(|(d, _)| *d == dp) {
             self.engines.push((dp, Engine { engine_id: engine_id.clone(), workers: vec![] }));
+            self.stored_bytes += engine_id.len();
+            self.generation += 1;
         }
         let e = &mut self.engines.iter_mut().find(|(d, _)| *d == dp).expect("just ensured").1;
         if e.engine_id != engine_id {
@@ -101,8 +108,36 @@ impl Registry {
                 body: json!({"detail": format!("Worker with dp_rank={dp}, tp_rank={tp}, pp_rank={pp} is already registered at {existing}, but still want to register at {addr}")}),
             };
         }
+        self.stored_bytes += addr.len();
+        self.generation += 1;
         t.push((pp, addr));
         Reply { status: 200, body: json!({"status": "ok"}) }
+    }
+
+    /// Why registering a new worker would go over the registry's budget, if it would.
+    fn over_budget(&self, dp: i64, engine_id: &str, addr: &str) -> Option<String> {
+        let engine = self.engines.iter().find(|(d, _)| *d == dp).map(|(_, e)| e);
+        let in_engine = engine.map_or(0, |e| e.workers.iter().map(|(_, p)| p.len()).sum::<usize>());
+        if in_engine >= limits::MAX_WORKERS_PER_ENGINE {
+            return Some(format!("dp_rank={dp} has {in_engine} workers, the most one engine registers (limits)"));
+        }
+        if self.worker_count() >= limits::MAX_REGISTERED_WORKERS {
+            return Some(format!("the registry is full ({} workers, limits)", limits::MAX_REGISTERED_WORKERS));
+        }
+        let adding = addr.len() + if engine.is_none() { engine_id.len() } else { 0 };
+        if self.stored_bytes + adding > limits::MAX_REGISTRY_BYTES {
+            return Some(format!(
+                "the registry holds {} bytes of engine ids and addresses, the most it stores (limits)",
+                self.stored_bytes
+            ));
+        }
+        None
+    }
+
+    /// A number that changes whenever what `GET /query` answers changes, so a server may keep the answer it
+    /// serialized until then.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// `GET /query`: dp_rank → `{engine_id, worker_addr: {tp: {pp: addr}}}`, integer keys as strings.
@@ -175,17 +210,52 @@ mod tests {
             assert_eq!(a.status, 422, "{}", a.body);
         }
         assert_eq!(r.worker_count(), 0);
-        for tp in 0..limits::MAX_REGISTERED_WORKERS as i64 {
-            assert_eq!(r.handle("POST", "/register", Some(&body("e", 0, tp, &format!("tcp://a:{tp}")))).status, 200);
+        // Engines of at most MAX_WORKERS_PER_ENGINE workers each, up to MAX_REGISTERED_WORKERS in all.
+        let per = limits::MAX_WORKERS_PER_ENGINE as i64;
+        let engines = limits::MAX_REGISTERED_WORKERS as i64 / per;
+        for dp in 0..engines {
+            for tp in 0..per {
+                let a = r.handle("POST", "/register", Some(&body(&format!("e{dp}"), dp, tp, &format!("tcp://a:{tp}"))));
+                assert_eq!(a.status, 200, "{}", a.body);
+            }
         }
-        let full = r.handle("POST", "/register", Some(&body("e", 0, -1, "tcp://b:1")));
+        let over_engine = r.handle("POST", "/register", Some(&body("e0", 0, -1, "tcp://b:1")));
+        assert_eq!(over_engine.status, 503, "{}", over_engine.body);
+        assert!(over_engine.body["detail"].as_str().unwrap().contains("one engine"), "{}", over_engine.body);
+        let full = r.handle("POST", "/register", Some(&body("new", engines, 0, "tcp://b:1")));
         assert_eq!(full.status, 503, "{}", full.body);
         assert!(full.body["detail"].as_str().unwrap().contains("full"));
         // An identical retry of a registered worker is still answered as the revision answers it.
-        assert_eq!(r.handle("POST", "/register", Some(&body("e", 0, 7, "tcp://a:7"))).status, 200);
+        let before = r.generation();
+        assert_eq!(r.handle("POST", "/register", Some(&body("e0", 0, 7, "tcp://a:7"))).status, 200);
+        assert_eq!(r.generation(), before, "an identical retry changed nothing");
         assert_eq!(r.worker_count(), limits::MAX_REGISTERED_WORKERS);
         let answer = r.handle("GET", "/query", None).body.to_string();
-        assert!(answer.len() < limits::MAX_REGISTERED_WORKERS * 2 * (limits::MAX_REGISTRY_FIELD_BYTES + 64));
+        assert!(answer.len() < limits::MAX_HTTP_BODY_BYTES, "{} bytes", answer.len());
+    }
+
+    /// The bytes stored are bounded too, so the answer to `GET /query` stays under what a client here reads
+    /// even when every worker's fields are as long as allowed.
+    #[test]
+    fn long_fields_fill_the_byte_budget_and_the_answer_stays_readable() {
+        let mut r = reg("vllm-0.33.0");
+        let long = "y".repeat(limits::MAX_REGISTRY_FIELD_BYTES);
+        let mut taken = 0;
+        for dp in 0..limits::MAX_REGISTERED_WORKERS as i64 {
+            let g = r.generation();
+            let a = r.handle("POST", "/register", Some(&body(&format!("{dp}{long}")[..long.len()], dp, 0, &long)));
+            if a.status == 503 {
+                assert!(a.body["detail"].as_str().unwrap().contains("bytes"), "{}", a.body);
+                assert_eq!(r.generation(), g, "a refused registration changed the registry");
+                break;
+            }
+            assert_eq!(a.status, 200, "{}", a.body);
+            assert_ne!(r.generation(), g, "a new worker did not change the generation");
+            taken += 1;
+        }
+        assert_eq!(taken, limits::MAX_REGISTRY_BYTES / (2 * limits::MAX_REGISTRY_FIELD_BYTES));
+        let answer = r.handle("GET", "/query", None).body.to_string();
+        assert!(answer.len() < limits::MAX_HTTP_BODY_BYTES, "{} bytes", answer.len());
     }
 
     #[test]

@@ -4,6 +4,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
+use mooncake_wire::limits;
 use mooncake_wire::te::data::{range_allowed, Header, Opcode, Status, HEADER_LEN};
 use mooncake_wire::te::handshake::{encode, FrameDecoder, FrameError};
 use mooncake_wire::te::{BufferDesc, SegmentDesc, SegmentError};
@@ -105,10 +106,14 @@ impl EngineTarget {
         let ds = tokio::spawn(async move {
             loop {
                 let s = accept(&data).await;
-                let _ = s.set_nodelay(true);
-                let h = tokio::spawn(serve_data(s, m2.clone()));
                 let mut c = conns.lock().expect("connections");
                 c.retain(|h| !h.is_finished());
+                if c.len() >= limits::MAX_SERVER_CONNECTIONS {
+                    tracing::warn!(open = c.len(), "engine target: data connection refused (limits)");
+                    continue;
+                }
+                let _ = s.set_nodelay(true);
+                let h = tokio::spawn(serve_data(s, m2.clone()));
                 c.push(h.abort_handle());
             }
         });
@@ -249,14 +254,23 @@ async fn one_request(s: &mut TcpStream, h: Header, mem: &SharedMemory) -> io::Re
             }
         }
         Opcode::Read => {
-            let data = match mem.lock().expect("memory").read(h.addr, h.size) {
-                Some(d) => d.to_vec(),
-                None => return Ok(false),
-            };
+            if mem.lock().expect("memory").read(h.addr, h.size).is_none() {
+                return Ok(false);
+            }
             if h.v2 {
                 s.write_all(&Status::Ok.encode()).await?;
             }
-            s.write_all(&data).await?;
+            // Slice by slice, as writes are read: a connection holds at most one slice of a large range.
+            let mut done = 0usize;
+            while done < len {
+                let n = (len - done).min(WRITE_SLICE);
+                let slice = match mem.lock().expect("memory").read(h.addr + done as u64, n as u64) {
+                    Some(d) => d.to_vec(),
+                    None => return Ok(false),
+                };
+                s.write_all(&slice).await?;
+                done += n;
+            }
         }
     }
     Ok(true)

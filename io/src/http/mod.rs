@@ -1,20 +1,17 @@
-//! Bootstrap HTTP: the server (axum, vLLM's routes and JSON over the sans-IO [`Registry`]) and a minimal
-//! HTTP/1.1 client for `POST /register` and `GET /query` (vLLM's bootstrap server is plain HTTP).
+//! Bootstrap HTTP: the server (`server`: axum over hyper, vLLM's routes and JSON over the sans-IO registry, within
+//! a resource budget) and a minimal HTTP/1.1 client for `POST /register` and `GET /query` (vLLM's bootstrap
+//! server is plain HTTP).
 
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+mod server;
+
+pub use server::{BootstrapServer, Exchange, ExchangeLog, HttpLimits, MAX_LOGGED_BODY_BYTES};
+
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{Method, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
-use axum::Router;
 use mooncake_wire::limits;
-use mooncake_wire::proto::Registry;
 use serde_json::Value as J;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// Why a bootstrap request or the bootstrap server failed.
 #[derive(Debug, thiserror::Error)]
@@ -87,95 +84,6 @@ impl HttpError {
     /// registration retries); an answer, even an error status, is final.
     pub fn is_transient(&self) -> bool {
         matches!(self, HttpError::Connect { .. } | HttpError::Io { .. } | HttpError::Timeout { .. })
-    }
-}
-
-/// Every request and answer, for the conformance runner's checks and for logs.
-#[derive(Clone, Debug)]
-pub struct Exchange {
-    /// The HTTP method (`GET`, `POST`, ...).
-    pub method: String,
-    /// The request path, without the query string.
-    pub path: String,
-    /// The request body parsed as JSON; `None` when the body was empty or not JSON.
-    pub request: Option<J>,
-    /// The HTTP status of the answer.
-    pub status: u16,
-    /// The JSON body of the answer.
-    pub response: J,
-}
-
-#[derive(Clone)]
-struct AppState {
-    registry: Arc<Mutex<Registry>>,
-    log: Arc<Mutex<Vec<Exchange>>>,
-}
-
-async fn handle(State(st): State<AppState>, method: Method, uri: Uri, body: Bytes) -> Response {
-    let path = uri.path().to_string();
-    let parsed: Result<Option<J>, serde_json::Error> =
-        if body.is_empty() { Ok(None) } else { serde_json::from_slice(&body).map(Some) };
-    let (status, response, request) = match parsed {
-        Err(e) => (
-            422,
-            serde_json::json!({"detail": [{"type": "json_invalid", "loc": ["body"], "msg": format!("JSON decode error: {e}")}]}),
-            None,
-        ),
-        Ok(b) => {
-            let r = st.registry.lock().expect("registry").handle(method.as_str(), &path, b.as_ref());
-            (r.status, r.body, b)
-        }
-    };
-    tracing::debug!(%method, %path, status, "bootstrap");
-    st.log.lock().expect("log").push(Exchange {
-        method: method.to_string(),
-        path,
-        request,
-        status,
-        response: response.clone(),
-    });
-    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (code, [("content-type", "application/json")], response.to_string()).into_response()
-}
-
-/// A running bootstrap server.
-pub struct BootstrapServer {
-    /// The address it listens on (the bound port when it was started on port 0).
-    pub addr: SocketAddr,
-    /// The registry that answers the requests; shared with the server, so it can be read or changed while it
-    /// runs.
-    pub registry: Arc<Mutex<Registry>>,
-    /// Every exchange so far, oldest first.
-    pub log: Arc<Mutex<Vec<Exchange>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl BootstrapServer {
-    /// Binds `addr` (port 0 picks one) and serves until dropped.
-    pub async fn start(addr: &str, registry: Registry) -> Result<BootstrapServer, HttpError> {
-        let bind = |source| HttpError::Bind { addr: addr.to_string(), source };
-        let listener = TcpListener::bind(addr).await.map_err(bind)?;
-        let addr = listener.local_addr().map_err(bind)?;
-        let st = AppState { registry: Arc::new(Mutex::new(registry)), log: Arc::default() };
-        let app = Router::new()
-            .fallback(handle)
-            .layer(axum::extract::DefaultBodyLimit::max(limits::MAX_HTTP_BODY_BYTES))
-            .with_state(st.clone());
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        Ok(BootstrapServer { addr, registry: st.registry, log: st.log, task })
-    }
-
-    /// Its base URL, `http://host:port`.
-    pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-}
-
-impl Drop for BootstrapServer {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 
@@ -331,6 +239,8 @@ pub async fn register(bootstrap: &str, payload: &J, timeout: Duration) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::{Arc, Mutex};
+    use tokio::net::TcpListener;
 
     #[test]
     fn malformed_answers_and_urls_are_named() {
