@@ -198,3 +198,26 @@ impl FileReport {
         self.not_checked.is_none() && self.failures.is_empty() && self.passed == self.cases
     }
 }
+
+/// `text` cut to at most `max` characters for a message, saying how much was left out: an input can be
+/// megabytes long, and an error or a finding that repeats it whole buries what it says.
+pub(crate) fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_string(),
+        Some((at, _)) => format!("{}… ({} bytes more)", &text[..at], text.len() - at),
+    }
+}
+
+#[cfg(test)]
+mod clip_tests {
+    use super::clip;
+
+    #[test]
+    fn long_text_is_cut_and_says_how_much_is_missing() {
+        assert_eq!(clip("short", 10), "short");
+        assert_eq!(clip("abcdefghij", 10), "abcdefghij");
+        assert_eq!(clip("abcdefghijkl", 10), "abcdefghij… (2 bytes more)");
+        // Never inside a character.
+        assert_eq!(clip("ééé", 2), "éé… (2 bytes more)");
+    }
+}

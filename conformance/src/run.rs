@@ -154,6 +154,9 @@ pub enum CasesError {
     /// A trace has no events after its header (without `--allow-empty`).
     #[error("{0}: no events after the header line: nothing to play (--allow-empty accepts that)")]
     NoEvents(String),
+    /// A trace does not pass `validate`.
+    #[error(transparent)]
+    Invalid(#[from] crate::validate::InvalidTrace),
     /// A trace's conversation cannot be read with its revision.
     #[error("{name}: {source}")]
     Conversation {
@@ -174,6 +177,7 @@ pub fn load_cases(inputs: &[Input], allow_empty: bool) -> Result<Vec<crate::play
             return Err(CasesError::NoEvents(f.name()));
         }
         let model = Conversation::new(trace).map_err(|source| CasesError::Conversation { name: f.name(), source })?;
+        crate::validate::must_validate(&f.name(), &model)?;
         out.extend(cases_of(Arc::new(model)));
     }
     out.sort_by(|a, b| a.id.cmp(&b.id));

@@ -113,37 +113,69 @@ pub fn validate(t: Trace) -> TraceReport {
         }
     };
     rep.revision = Some(rev.revision.clone());
-    if rev.generation != t.header.generation() {
-        rep.findings.push(Finding {
+    let c = Conversation::with_revision(t, rev);
+    let (zmq, http) = c.trace.events.iter().fold((0, 0), |(z, h), ev| match ev {
+        Event::Zmq(_) => (z + 1, h),
+        Event::Http(_) => (z, h + 1),
+    });
+    (rep.zmq_payloads, rep.http_events) = (zmq, http);
+    rep.findings.extend(conversation_findings(&c));
+    rep
+}
+
+/// A trace that does not pass `validate`, refused by the commands that play it: what it would set up is not
+/// what its header says (a header relabelled to another release, payloads that are not its revision's).
+#[derive(Debug, thiserror::Error)]
+#[error("{name}: does not validate ({count} finding{}; the first: {first}); `mooncake-conformance validate {name}` lists them", if *count == 1 { "" } else { "s" })]
+pub struct InvalidTrace {
+    /// How the trace is named.
+    pub name: String,
+    /// How many findings `validate` has.
+    pub count: usize,
+    /// The first of them, as `validate` prints it (its detail cut to 300 characters).
+    pub first: String,
+}
+
+/// Refuses a trace whose conversation `validate` finds anything in.
+pub(crate) fn must_validate(name: &str, c: &Conversation) -> Result<(), InvalidTrace> {
+    let findings = conversation_findings(c);
+    let Some(f) = findings.first() else { return Ok(()) };
+    let at = f.seq.map(|s| format!(" seq {s}")).unwrap_or_default();
+    let first = format!("[{}]{at}: {}", f.check, crate::finding::clip(&f.detail, 300));
+    Err(InvalidTrace { name: name.to_string(), count: findings.len(), first })
+}
+
+/// Every finding of `validate` on a push-family trace whose conversation is already read: the header's
+/// connector generation against its revision's, the checks of each event, then the protocol checks. `run` uses
+/// it to refuse a trace that does not validate before playing it (a header relabelled to another release would
+/// otherwise set up the cases of that release).
+pub(crate) fn conversation_findings(c: &Conversation) -> Vec<Finding> {
+    let mut out = vec![];
+    let rev = &c.revision;
+    if rev.generation != c.trace.header.generation() {
+        out.push(Finding {
             check: CheckId::TraceRevision,
             seq: None,
             line: Some(1),
             message: None,
             detail: format!(
                 "header says connector generation {}, {} is generation {}",
-                t.header.generation(),
+                c.trace.header.generation(),
                 rev.revision,
                 rev.generation
             ),
         });
     }
-    let c = Conversation::with_revision(t, rev.clone());
-    let mut checker = EventChecker::new(rev);
+    let mut checker = EventChecker::new(rev.clone());
     for ev in &c.trace.events {
         let decoded = match ev {
-            Event::Zmq(z) => {
-                rep.zmq_payloads += 1;
-                c.profile.as_ref().zip(c.decoded_at(z.seq))
-            }
-            Event::Http(_) => {
-                rep.http_events += 1;
-                None
-            }
+            Event::Zmq(z) => c.profile.as_ref().zip(c.decoded_at(z.seq)),
+            Event::Http(_) => None,
         };
-        rep.findings.extend(checker.check_decoded(ev, decoded));
+        out.extend(checker.check_decoded(ev, decoded));
     }
-    protocol_checks(&c, &mut rep.findings);
-    rep
+    protocol_checks(c, &mut out);
+    out
 }
 
 /// The checks of one event on its own (socket, frames, decoding and re-encoding of a ZeroMQ payload; route

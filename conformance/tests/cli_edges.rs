@@ -551,3 +551,28 @@ fn every_subcommand_help_states_exit_codes_and_ends_with_an_example() {
         assert!(o.stdout.contains("3 = the environment failed") || !matches!(cmd[0], "run" | "replay"), "{cmd:?}");
     }
 }
+
+/// Issue 34: `run` trusted a trace's header, so a 0.33.0 recording relabelled 0.26.0 passed (as a 0.26.0 case)
+/// while `validate` found problems in it. `run`, `replay --list` and `matrix` now refuse it with exit 2 and
+/// point at `validate`; the message does not repeat megabytes of payload.
+#[test]
+fn a_trace_relabelled_to_another_release_is_refused_before_anything_runs() {
+    let d = tempdir("relabelled");
+    let src = std::fs::read_to_string(here().join("traces/vllm-0.33.0/h1_layout_reuse_and_miss.jsonl")).unwrap();
+    let (header, rest) = src.split_once('\n').unwrap();
+    let mut h: serde_json::Value = serde_json::from_str(header).unwrap();
+    h["vllm_version"] = "0.26.0".into();
+    let f = d.join("relabelled.jsonl");
+    std::fs::write(&f, format!("{h}\n{rest}")).unwrap();
+    let v = run(&["validate", p(&f)]);
+    assert_eq!(v.code, 1, "validate finds it\n{}{}", v.stdout, v.stderr);
+    for args in [vec!["run", p(&f)], vec!["run", "--list", p(&f)], vec!["matrix", p(&f)]] {
+        let o = expect(&args, 2, "does not validate");
+        assert!(o.stderr.contains("mooncake-conformance validate"), "{args:?}: {}", o.stderr);
+        assert!(o.stderr.len() < 2000, "{args:?}: {} bytes of message", o.stderr.len());
+    }
+    // The original passes the same gate (`--list` loads every case).
+    let orig = d.join("original.jsonl");
+    std::fs::write(&orig, &src).unwrap();
+    expect(&["run", "--list", p(&orig)], 0, "h1_layout_reuse_and_miss");
+}

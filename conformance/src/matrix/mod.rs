@@ -138,10 +138,13 @@ pub enum MatrixError {
     /// A trace cannot be read as a conversation.
     #[error(transparent)]
     Conversation(#[from] crate::conversation::ConversationError),
+    /// A trace does not pass `validate`.
+    #[error(transparent)]
+    Invalid(#[from] crate::validate::InvalidTrace),
 }
 
 /// Reads the traces and their conversations, leaving out those of another family than `push`; the first
-/// unreadable one is an error.
+/// unreadable one, or one that does not pass `validate`, is an error.
 pub fn load_traces(inputs: &[crate::jsonl::Input]) -> Result<Vec<Arc<Conversation>>, MatrixError> {
     let mut out = vec![];
     for f in inputs {
@@ -149,7 +152,9 @@ pub fn load_traces(inputs: &[crate::jsonl::Input]) -> Result<Vec<Arc<Conversatio
         if t.header.family.as_deref().is_some_and(|f| f != "push") {
             continue;
         }
-        out.push(Arc::new(Conversation::new(t)?));
+        let c = Conversation::new(t)?;
+        crate::validate::must_validate(&f.name(), &c)?;
+        out.push(Arc::new(c));
     }
     Ok(out)
 }
