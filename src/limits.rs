@@ -31,6 +31,11 @@ pub const MAX_SERVER_CONNECTIONS: usize = 4096;
 /// once (logged). Peers on one host (a test, the soak) share it.
 pub const MAX_SERVER_CONNECTIONS_PER_HOST: usize = 1024;
 
+/// Bytes a ZeroMQ server here holds for all its connections together (input not yet a whole message, output not
+/// yet written); a connection that takes the sum over it is closed. With [`MAX_MESSAGE_BYTES`] per message this
+/// bounds what many connections sending large messages slowly can make the server hold.
+pub const MAX_SERVER_BUFFERED_BYTES: usize = 192 * 1024 * 1024;
+
 /// Longest timeout, lease or delay a flag, configuration or testee command may set, in seconds (a week):
 /// longer ones would overflow a deadline (`Instant + Duration`) or wait for ever.
 pub const MAX_TIMEOUT_SECS: f64 = 604_800.0;

@@ -86,6 +86,9 @@ pub struct RouterLimits {
     pub max_connections: usize,
     /// Connections open at once from one IP address.
     pub max_per_host: usize,
+    /// Bytes held for all connections together: input not yet a whole message, and output not yet written. A
+    /// connection whose input or output takes the sum over it is closed.
+    pub max_buffered: usize,
 }
 
 impl Default for RouterLimits {
@@ -95,6 +98,7 @@ impl Default for RouterLimits {
             stall: Duration::from_secs(limits::STALLED_MESSAGE_TIMEOUT_SECS),
             max_connections: limits::MAX_SERVER_CONNECTIONS,
             max_per_host: limits::MAX_SERVER_CONNECTIONS_PER_HOST,
+            max_buffered: limits::MAX_SERVER_BUFFERED_BYTES,
         }
     }
 }
@@ -157,6 +161,7 @@ impl Router {
             backlog: vec![],
             budget,
             per_host: HashMap::new(),
+            buffered: 0,
         };
         let thread = std::thread::Builder::new()
             .name("mooncake-router".into())
@@ -227,6 +232,7 @@ enum ConnError {
     ReservedFlags(u8),
     HandshakeTimeout(Duration),
     Stalled(Duration),
+    OverBuffered(usize),
 }
 
 impl std::fmt::Display for ConnError {
@@ -246,6 +252,9 @@ impl std::fmt::Display for ConnError {
             ConnError::ReservedFlags(b) => write!(f, "frame flags {b:#04x} set reserved bits"),
             ConnError::HandshakeTimeout(d) => write!(f, "no greeting and READY within {d:?}"),
             ConnError::Stalled(d) => write!(f, "a message begun and not finished within {d:?}"),
+            ConnError::OverBuffered(n) => {
+                write!(f, "its input and output took the bytes held for all connections over {n} (limits)")
+            }
         }
     }
 }
@@ -274,6 +283,8 @@ struct Conn {
     since: Instant,
     /// Since when part of a message has been waiting for the rest (`None`: nothing partial).
     partial_since: Option<Instant>,
+    /// What [`Conn::buffered`] was when the server last added it to its total.
+    accounted: usize,
 }
 
 /// What parsing a connection's input gave.
@@ -334,6 +345,11 @@ impl Conn {
             }
         }
         Ok((true, true))
+    }
+
+    /// Bytes held for this connection: input not parsed or not yet a whole message, output not yet written.
+    fn buffered(&self) -> usize {
+        self.rbuf.len() + self.frames.iter().skip(1).map(Vec::len).sum::<usize>() + (self.wbuf.len() - self.wpos)
     }
 
     /// Why the connection is over its time budget at `now`, if it is.
@@ -481,6 +497,8 @@ struct Server {
     budget: RouterLimits,
     /// Open connections per peer IP address.
     per_host: HashMap<IpAddr, usize>,
+    /// The sum of every connection's [`Conn::buffered`], as last accounted.
+    buffered: usize,
 }
 
 impl Server {
@@ -538,6 +556,22 @@ impl Server {
         }
     }
 
+    /// Brings the server's total of buffered bytes up to date with this connection's; a connection that takes it
+    /// over the budget is closed. `false`: it was closed.
+    fn account(&mut self, token: Token) -> bool {
+        let Some(conn) = self.conns.get_mut(&token) else { return false };
+        let now = conn.buffered();
+        self.buffered = self.buffered - conn.accounted + now;
+        conn.accounted = now;
+        if self.buffered <= self.budget.max_buffered {
+            return true;
+        }
+        let e = ConnError::OverBuffered(self.budget.max_buffered);
+        tracing::warn!(peer = ?conn.peer, error = %e, "router: connection closed");
+        self.close(token);
+        false
+    }
+
     /// Closes the connections over their time budget.
     fn sweep(&mut self, now: Instant) {
         let overdue: Vec<(Token, ConnError)> =
@@ -589,6 +623,7 @@ impl Server {
                         frames: vec![],
                         since: Instant::now(),
                         partial_since: None,
+                        accounted: 0,
                     };
                     self.conns.insert(token, conn);
                     *self.per_host.entry(peer.ip()).or_default() += 1;
@@ -656,6 +691,9 @@ impl Server {
                 break;
             }
         }
+        if !self.account(token) {
+            return;
+        }
         if !open {
             // Send what is queued for it first (a peer may shut its side down and still read).
             if let Some(c) = self.conns.get_mut(&token) {
@@ -675,6 +713,7 @@ impl Server {
         if let Some(conn) = self.conns.get_mut(&token) {
             conn.queue(frames);
             self.dirty.push(token);
+            self.account(token);
         }
     }
 
@@ -685,7 +724,9 @@ impl Server {
         for token in dirty.drain(..) {
             let Some(conn) = self.conns.get_mut(&token) else { continue };
             match conn.flush() {
-                Ok(true) => {}
+                Ok(true) => {
+                    self.account(token);
+                }
                 Ok(false) => self.close(token),
                 Err(e) => {
                     tracing::debug!(peer = ?conn.peer, error = %e, "router: write failed");
@@ -699,6 +740,7 @@ impl Server {
     fn close(&mut self, token: Token) {
         if let Some(mut conn) = self.conns.remove(&token) {
             let _ = self.poll.registry().deregister(&mut conn.stream);
+            self.buffered -= conn.accounted;
             if let Some(ip) = conn.peer.map(|p| p.ip()) {
                 if let Some(n) = self.per_host.get_mut(&ip) {
                     *n -= 1;

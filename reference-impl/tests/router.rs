@@ -301,6 +301,7 @@ fn small_budget() -> RouterLimits {
         stall: Duration::from_millis(300),
         max_connections: 8,
         max_per_host: 4,
+        max_buffered: 1 << 20,
     }
 }
 
@@ -408,5 +409,29 @@ fn connections_over_the_budget_are_closed_at_once_and_the_others_served() {
     let mut g = [0u8; GREETING_LEN];
     again.read_exact(&mut g).unwrap();
     assert_eq!(g[0], 0xFF, "a place freed by a closed connection was not given again");
+    drop(router);
+}
+
+#[test]
+fn bytes_held_for_all_connections_together_are_bounded() {
+    let (router, seen) = echo_router_with(RouterLimits { stall: WAIT, ..small_budget() });
+    let ep = router.endpoint().to_string();
+    // Each connection's message is under the per-message limit; together they would be over the 1 MiB held in
+    // all: the connection that takes the sum over it is closed, the first one keeps its place.
+    let body = vec![5u8; 900 * 1024];
+    let mut head = vec![];
+    zmtp::put_frame(&mut head, 0, &body);
+    let (first_part, rest) = head.split_at(600 * 1024);
+    let mut first = raw_dealer(&ep);
+    first.write_all(first_part).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut second = raw_dealer(&ep);
+    let _ = second.write_all(&head[..600 * 1024]);
+    assert!(closed(&mut second), "a connection over the bytes held in all was kept");
+    // The first finishes its message and gets its answer.
+    first.write_all(rest).unwrap();
+    let (flags, reply) = read_frame(&mut first);
+    assert_eq!((flags & FLAG_MORE, reply.len()), (0, body.len()));
+    assert_eq!(seen.recv_timeout(WAIT).unwrap()[1].len(), body.len());
     drop(router);
 }
