@@ -42,6 +42,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod admission;
 pub mod backend;
 pub mod engine;
 pub mod http;

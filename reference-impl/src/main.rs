@@ -19,7 +19,7 @@ use serde_json::{json, Value as J};
     version,
     about = "Reference Mooncake connector peer (vLLM push protocol)",
     long_about = None,
-    after_help = "Exit codes: 0 = stopped on end of input or `stop`; 2 = bad usage or input (an unknown revision, an unreadable layout, a start the peer refuses).\n\nExample (a testee for mooncake-conformance):\n  mooncake-conformance run --testee \"mooncake-peer --log error testee\""
+    after_help = after_help()
 )]
 struct Cli {
     /// Log level on standard error: error, warn, info, debug, trace.
@@ -27,6 +27,32 @@ struct Cli {
     log: String,
     #[command(subcommand)]
     role: Role,
+}
+
+/// The top-level help's epilogue: exit codes, the servers' resource budget (from `mooncake_wire::limits`, so it
+/// cannot drift from what the servers do) and an example.
+fn after_help() -> String {
+    use mooncake_wire::limits as l;
+    format!(
+        "Exit codes: 0 = stopped on end of input or `stop`; 2 = bad usage or input (an unknown revision, an unreadable layout, a start the peer refuses).\n\n\
+         Resource budget (RELIABILITY.md): every server closes a connection that has not finished its handshake or \
+         request headers within {hs} s, or a begun message or body within {st} s; keeps at most {all} connections, \
+         {host} from one IP address; a ZeroMQ message is at most {msg} MiB and a ROUTER holds at most {buf} MiB for \
+         all its connections; the bootstrap server reads bodies up to {body} KiB and registers at most {workers} \
+         workers ({engine} per engine, {reg} KiB of ids and addresses). Over a limit: the connection is closed or \
+         the request refused, logged at warn, and everyone else is served.\n\n\
+         Example (a testee for mooncake-conformance):\n  mooncake-conformance run --testee \"mooncake-peer --log error testee\"",
+        hs = l::HANDSHAKE_TIMEOUT_SECS,
+        st = l::STALLED_MESSAGE_TIMEOUT_SECS,
+        all = l::MAX_SERVER_CONNECTIONS,
+        host = l::MAX_SERVER_CONNECTIONS_PER_HOST,
+        msg = l::MAX_MESSAGE_BYTES >> 20,
+        buf = l::MAX_SERVER_BUFFERED_BYTES >> 20,
+        body = l::MAX_HTTP_REQUEST_BODY_BYTES >> 10,
+        workers = l::MAX_REGISTERED_WORKERS,
+        engine = l::MAX_WORKERS_PER_ENGINE,
+        reg = l::MAX_REGISTRY_BYTES >> 10,
+    )
 }
 
 #[derive(Args, Clone)]

@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 
 use super::SharedMemory;
 use super::{timestamp, HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, REQUEST_TIMEOUT};
+use crate::admission::{Occupancy, Slot};
 
 /// What initiators said about themselves in their handshakes: their segment descriptor, or why it is unusable
 /// (the engine ignores it; a replay uses it to reach the initiator's engine).
@@ -86,26 +87,39 @@ impl EngineTarget {
         let host = data_addr.ip().to_string();
         let (m1, m2) = (mem.clone(), mem);
         let hs = tokio::spawn(async move {
+            // Handshakes run side by side (the engine's daemon takes one at a time, so one initiator that never
+            // finishes would hold up every other), each bounded in time, at most so many at once and per host.
+            let occupancy = Occupancy::shared();
             loop {
-                let s = accept(&rpc).await;
+                let (s, peer) = accept(&rpc).await;
+                let slot = match Slot::take(&occupancy, peer.ip(), MAX_HANDSHAKES, MAX_HANDSHAKES_PER_HOST) {
+                    Ok(slot) => slot,
+                    Err(why) => {
+                        tracing::warn!(%peer, why, "engine target: handshake refused");
+                        continue;
+                    }
+                };
                 let desc = descriptor(&name, &host, data_addr.port(), &m1);
-                // One connection at a time, as the engine's daemon: each exchange is bounded.
-                let got = tokio::time::timeout(HANDSHAKE_TIMEOUT * 2, answer_handshake(s, desc)).await;
-                let mut log = peers.lock().expect("peer log");
-                if log.len() < 64 {
-                    log.push(match got {
-                        Ok(Ok(body)) => SegmentDesc::parse(&body).map_err(HandshakeError::from),
-                        Ok(Err(e)) => Err(e),
-                        Err(_) => Err(HandshakeError::Unfinished),
-                    });
-                }
+                let peers = peers.clone();
+                tokio::spawn(async move {
+                    let _slot = slot;
+                    let got = tokio::time::timeout(HANDSHAKE_TIMEOUT * 2, answer_handshake(s, desc)).await;
+                    let mut log = peers.lock().expect("peer log");
+                    if log.len() < 64 {
+                        log.push(match got {
+                            Ok(Ok(body)) => SegmentDesc::parse(&body).map_err(HandshakeError::from),
+                            Ok(Err(e)) => Err(e),
+                            Err(_) => Err(HandshakeError::Unfinished),
+                        });
+                    }
+                });
             }
         });
         let connections: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
         let conns = connections.clone();
         let ds = tokio::spawn(async move {
             loop {
-                let s = accept(&data).await;
+                let (s, _) = accept(&data).await;
                 let mut c = conns.lock().expect("connections");
                 c.retain(|h| !h.is_finished());
                 if c.len() >= limits::MAX_SERVER_CONNECTIONS {
@@ -195,15 +209,20 @@ async fn answer_handshake(mut s: TcpStream, desc: SegmentDesc) -> Result<Vec<u8>
     Ok(frame.body)
 }
 
+/// Handshakes answered at once, in all and from one host: each may hold up to
+/// `limits::MAX_TE_HANDSHAKE_BYTES` while its frame arrives.
+const MAX_HANDSHAKES: usize = 64;
+const MAX_HANDSHAKES_PER_HOST: usize = 16;
+
 /// How much of a write's payload is read before it is copied into memory.
 const WRITE_SLICE: usize = 1 << 20;
 
 /// The next connection; after a failed accept (out of fds, a transient error) it waits 10 ms instead of
 /// spinning on it.
-async fn accept(l: &TcpListener) -> TcpStream {
+async fn accept(l: &TcpListener) -> (TcpStream, SocketAddr) {
     loop {
         match l.accept().await {
-            Ok((s, _)) => return s,
+            Ok(x) => return x,
             Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
         }
     }

@@ -3,8 +3,7 @@
 //! `limits::MAX_HTTP_REQUEST_BODY_BYTES`, so many connections in all and per host, one shared copy of the
 //! `GET /query` answer, and a bounded log.
 
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,6 +18,7 @@ use serde_json::Value as J;
 use tokio::net::TcpListener;
 
 use super::HttpError;
+use crate::admission::{Occupancy, Slot};
 
 /// Every request and answer, for the conformance runner's checks and for logs.
 #[derive(Clone, Debug)]
@@ -228,52 +228,10 @@ impl Drop for BootstrapServer {
     }
 }
 
-/// Open connections, in all and per IP address; a [`Slot`] holds one place until it is dropped.
-#[derive(Default)]
-struct Occupancy {
-    all: usize,
-    per_host: HashMap<IpAddr, usize>,
-}
-
-struct Slot {
-    occupancy: Arc<Mutex<Occupancy>>,
-    ip: IpAddr,
-}
-
-impl Slot {
-    /// One more place for a connection from `ip`, or why there is none.
-    fn take(occupancy: &Arc<Mutex<Occupancy>>, ip: IpAddr, budget: &HttpLimits) -> Result<Slot, String> {
-        let mut o = lock(occupancy);
-        if o.all >= budget.max_connections {
-            return Err(format!("{} connections open, the most in all (limits)", o.all));
-        }
-        let from_host = o.per_host.get(&ip).copied().unwrap_or(0);
-        if from_host >= budget.max_per_host {
-            return Err(format!("{from_host} connections open from {ip}, the most from one host (limits)"));
-        }
-        o.all += 1;
-        *o.per_host.entry(ip).or_default() += 1;
-        Ok(Slot { occupancy: occupancy.clone(), ip })
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let mut o = lock(&self.occupancy);
-        o.all -= 1;
-        if let Some(n) = o.per_host.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                o.per_host.remove(&self.ip);
-            }
-        }
-    }
-}
-
 /// Accepts connections within the budget and serves each on a task of its own; headers must arrive within
 /// `budget.headers` (hyper closes the connection otherwise) and bodies within `budget.body` (408).
 async fn serve(listener: TcpListener, app: Router, budget: HttpLimits) {
-    let occupancy = Arc::new(Mutex::new(Occupancy::default()));
+    let occupancy = Occupancy::shared();
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
@@ -284,7 +242,7 @@ async fn serve(listener: TcpListener, app: Router, budget: HttpLimits) {
                 continue;
             }
         };
-        let slot = match Slot::take(&occupancy, peer.ip(), &budget) {
+        let slot = match Slot::take(&occupancy, peer.ip(), budget.max_connections, budget.max_per_host) {
             Ok(s) => s,
             Err(why) => {
                 tracing::warn!(%peer, why, "bootstrap: connection refused");
