@@ -92,8 +92,29 @@ pub fn read(path: &Path) -> Result<Vec<Line>, JsonlError> {
 }
 
 /// [`read`] over any buffered reader (bytes in memory: the trace fuzz target); `name` starts each error.
-pub fn read_from(name: &str, mut r: impl BufRead) -> Result<Vec<Line>, JsonlError> {
+pub fn read_from(name: &str, r: impl BufRead) -> Result<Vec<Line>, JsonlError> {
     let mut out = Vec::new();
+    visit_lines(name, r, |no, text| {
+        let wide = mooncake_wire::hash::tagged::tag_wide_integers(text);
+        let value = serde_json::from_str(wide.as_deref().unwrap_or(text)).map_err(|source| JsonlError::NotJson {
+            name: name.into(),
+            line: no,
+            source,
+        })?;
+        out.push(Line { no, value });
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Calls `f` with each non-empty line's number and text (trimmed), one line in memory at a time, each at most
+/// [`MAX_JSONL_LINE_BYTES`] and UTF-8. A reader that parses lines into types of its own (the trace reader)
+/// needs no JSON value of the whole line.
+pub fn visit_lines<E: From<JsonlError>>(
+    name: &str,
+    mut r: impl BufRead,
+    mut f: impl FnMut(usize, &str) -> Result<(), E>,
+) -> Result<(), E> {
     let mut buf = Vec::new();
     let mut no = 0;
     loop {
@@ -104,24 +125,16 @@ pub fn read_from(name: &str, mut r: impl BufRead) -> Result<Vec<Line>, JsonlErro
             .read_until(b'\n', &mut buf)
             .map_err(|source| JsonlError::Read { name: name.into(), line: no, source })?;
         if n == 0 {
-            break;
+            return Ok(());
         }
         if buf.len() > MAX_JSONL_LINE_BYTES {
-            return Err(JsonlError::TooLong { name: name.into(), line: no });
+            return Err(JsonlError::TooLong { name: name.into(), line: no }.into());
         }
         let text = std::str::from_utf8(&buf).map_err(|_| JsonlError::NotUtf8 { name: name.into(), line: no })?.trim();
-        if text.is_empty() {
-            continue;
+        if !text.is_empty() {
+            f(no, text)?;
         }
-        let wide = mooncake_wire::hash::tagged::tag_wide_integers(text);
-        let value = serde_json::from_str(wide.as_deref().unwrap_or(text)).map_err(|source| JsonlError::NotJson {
-            name: name.into(),
-            line: no,
-            source,
-        })?;
-        out.push(Line { no, value });
     }
-    Ok(out)
 }
 
 /// Expands directories (recursively, sorted) to the `*.jsonl` files (and `revisions.json` tables) under them;
@@ -242,6 +255,16 @@ impl Input {
         match self {
             Input::File(p) => read(p),
             Input::Bundled { text, .. } => read_from(&self.name(), text.as_bytes()),
+        }
+    }
+    /// [`visit_lines`] over its lines.
+    pub fn visit_lines<E: From<JsonlError>>(&self, f: impl FnMut(usize, &str) -> Result<(), E>) -> Result<(), E> {
+        match self {
+            Input::File(p) => {
+                let file = std::fs::File::open(p).map_err(|source| JsonlError::Io { path: p.clone(), source })?;
+                visit_lines(&self.name(), BufReader::new(file), f)
+            }
+            Input::Bundled { text, .. } => visit_lines(&self.name(), text.as_bytes(), f),
         }
     }
     /// The files given (directories expanded as [`expand`] does).

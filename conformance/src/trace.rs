@@ -5,8 +5,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
+use mooncake_wire::limits;
 use mooncake_wire::spec::{Revision, Spec};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::Value as J;
 
 use crate::jsonl;
@@ -161,8 +163,9 @@ pub struct ZmqEvent {
     /// The frames as the application passed or got them (on a ROUTER, frame 0 is the routing id).
     pub frames: Vec<Vec<u8>>,
     /// The recorder's untyped decoding of the last frame as JSON; `None` when it is not MessagePack. Lossy
-    /// (integer widths, bin/str, tuple/list): byte checks use `frames`.
-    pub decoded: Option<J>,
+    /// (integer widths, bin/str, tuple/list): byte checks use `frames`. Kept as the recorded JSON text: nothing
+    /// checks it, and a value built from it would cost many times its size.
+    pub decoded: Option<Box<RawValue>>,
     /// The last frame as text when it is not MessagePack (generation 1's `trans_done` / `trans_error`).
     pub payload_text: Option<String>,
     /// Seconds since the scenario's start (CLOCK_MONOTONIC; negative during the set-up before it), where the
@@ -256,7 +259,7 @@ struct RawZmq {
     dir: ZmqDir,
     frames: Vec<String>,
     #[serde(default)]
-    decoded: Option<J>,
+    decoded: Option<Box<RawValue>>,
     #[serde(default)]
     payload_text: Option<String>,
     #[serde(default)]
@@ -275,7 +278,7 @@ struct RawHttp {
     #[serde(default)]
     status: Option<u16>,
     #[serde(default)]
-    body: Option<J>,
+    body: Option<Box<RawValue>>,
     #[serde(default)]
     body_raw: String,
     #[serde(default)]
@@ -305,6 +308,19 @@ pub enum TraceError {
     /// The file cannot be read as JSON lines.
     #[error(transparent)]
     Read(#[from] jsonl::JsonlError),
+    /// An HTTP event's `body` is larger than any bootstrap body.
+    #[error(
+        "{path}:{line}: http event: body of {len} bytes, larger than {} (limits::MAX_HTTP_BODY_BYTES)",
+        limits::MAX_HTTP_BODY_BYTES
+    )]
+    BodyTooLarge {
+        /// The file.
+        path: String,
+        /// The event's line.
+        line: usize,
+        /// The body's JSON text length.
+        len: usize,
+    },
     /// The file has no lines.
     #[error("{path}: an empty file, not a trace (its first line must be the trace header)")]
     Empty {
@@ -426,118 +442,34 @@ pub const MAX_TRACE_SECONDS: f64 = 86_400.0;
 impl Trace {
     /// Reads and parses the trace file at `path`; the error names the file, line and field.
     pub fn load(path: &Path) -> Result<Trace, TraceError> {
-        let lines = jsonl::read(path)?;
-        Self::from_lines(&path.display().to_string(), lines)
+        Self::load_input(&jsonl::Input::File(path.to_path_buf()))
     }
 
-    /// A trace on disk or bundled into the binary.
+    /// A trace on disk or bundled into the binary, read a line at a time: each line is parsed straight into
+    /// the header or an event (fields the format does not read are skipped, not built), so reading costs about
+    /// one line beyond the events kept.
     pub fn load_input(input: &jsonl::Input) -> Result<Trace, TraceError> {
-        Self::from_lines(&input.name(), input.lines()?)
+        let path = input.name();
+        let mut b = TraceBuilder::new(&path);
+        input.visit_lines(|no, text| b.line(no, text))?;
+        b.finish()
     }
 
-    /// Parses a trace from its JSON lines (`path` names it in errors): the header, then the events, whose `seq`
-    /// must increase.
+    /// [`Trace::load_input`] over any buffered reader (bytes in memory); `path` names it in errors.
+    pub fn from_reader(path: &str, r: impl std::io::BufRead) -> Result<Trace, TraceError> {
+        let mut b = TraceBuilder::new(path);
+        jsonl::visit_lines(path, r, |no, text| b.line(no, text))?;
+        b.finish()
+    }
+
+    /// Parses a trace from JSON lines already read (`path` names it in errors): the header, then the events,
+    /// whose `seq` must increase.
     pub fn from_lines(path: &str, lines: Vec<jsonl::Line>) -> Result<Trace, TraceError> {
-        let mut it = lines.into_iter();
-        let first = it.next().ok_or_else(|| TraceError::Empty { path: path.into() })?;
-        let header_format = first.value.get("format").and_then(J::as_str).map(String::from);
-        if let Some(f) = header_format.as_deref().filter(|f| *f != FORMAT) {
-            return Err(TraceError::NotATrace { path: path.into(), line: first.no, format: f.into() });
+        let mut b = TraceBuilder::new(path);
+        for l in lines {
+            b.line(l.no, &l.value.to_string())?;
         }
-        let header: Header = serde_json::from_value(first.value).map_err(|source| TraceError::Header {
-            path: path.into(),
-            line: first.no,
-            source,
-        })?;
-        if header.format_version != 1 {
-            return Err(TraceError::FormatVersion {
-                path: path.into(),
-                line: first.no,
-                version: header.format_version,
-            });
-        }
-        header.check_unobserved().map_err(|source| TraceError::Unobserved {
-            path: path.into(),
-            line: first.no,
-            source,
-        })?;
-        let mut events = Vec::new();
-        let mut last_seq = 0;
-        for l in it {
-            let kind = l.value.get("kind").and_then(J::as_str).unwrap_or("").to_string();
-            let ev = match kind.as_str() {
-                "zmq" => {
-                    let r: RawZmq = serde_json::from_value(l.value).map_err(|source| TraceError::Event {
-                        path: path.into(),
-                        line: l.no,
-                        kind: "zmq",
-                        source,
-                    })?;
-                    let frames = r
-                        .frames
-                        .iter()
-                        .enumerate()
-                        .map(|(index, f)| {
-                            hex::decode(f).map_err(|source| TraceError::FrameHex {
-                                path: path.into(),
-                                line: l.no,
-                                index,
-                                source,
-                            })
-                        })
-                        .collect::<Result<_, _>>()?;
-                    Event::Zmq(ZmqEvent {
-                        seq: r.seq,
-                        line: l.no,
-                        side: r.side,
-                        conn: r.conn,
-                        socket: r.socket,
-                        endpoint: r.endpoint,
-                        bound: r.bound,
-                        dir: r.dir,
-                        frames,
-                        decoded: r.decoded,
-                        payload_text: r.payload_text,
-                        t: r.t,
-                        socket_id: r.socket_id,
-                    })
-                }
-                "http" => {
-                    let r: RawHttp = serde_json::from_value(l.value).map_err(|source| TraceError::Event {
-                        path: path.into(),
-                        line: l.no,
-                        kind: "http",
-                        source,
-                    })?;
-                    Event::Http(HttpEvent {
-                        seq: r.seq,
-                        line: l.no,
-                        conn: r.conn,
-                        dir: r.dir,
-                        method: r.method,
-                        path: r.path,
-                        status: r.status,
-                        body: r.body,
-                        body_raw: r.body_raw,
-                        t: r.t,
-                    })
-                }
-                other => return Err(TraceError::Kind { path: path.into(), line: l.no, kind: other.into() }),
-            };
-            let t = match &ev {
-                Event::Zmq(z) => z.t,
-                Event::Http(h) => h.t,
-            };
-            if let Some(t) = t.filter(|t| t.is_nan() || t.abs() > MAX_TRACE_SECONDS) {
-                return Err(TraceError::Time { path: path.into(), line: l.no, t });
-            }
-            if ev.seq() <= last_seq {
-                return Err(TraceError::Seq { path: path.into(), line: l.no, seq: ev.seq(), previous: last_seq });
-            }
-            last_seq = ev.seq();
-            events.push(ev);
-        }
-        Ok(Trace { path: path.to_string(), header, events })
+        b.finish()
     }
 
     /// Its ZeroMQ events, in order.
@@ -554,6 +486,186 @@ impl Trace {
             _ => None,
         })
     }
+}
+
+/// The two fields a line is dispatched on, read without building the rest: a string, or nothing (any other
+/// value, however large, is skipped).
+#[derive(Deserialize)]
+struct Peek {
+    #[serde(default, deserialize_with = "string_or_none")]
+    format: Option<String>,
+    #[serde(default, deserialize_with = "string_or_none")]
+    kind: Option<String>,
+}
+
+fn string_or_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("any value")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(v.to_string()))
+        }
+        fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+            while a.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+            while a.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+    }
+    d.deserialize_any(V)
+}
+
+/// A trace being read, one line at a time.
+struct TraceBuilder<'a> {
+    path: &'a str,
+    header: Option<Header>,
+    events: Vec<Event>,
+    last_seq: u64,
+}
+
+impl<'a> TraceBuilder<'a> {
+    fn new(path: &'a str) -> Self {
+        TraceBuilder { path, header: None, events: vec![], last_seq: 0 }
+    }
+
+    fn line(&mut self, no: usize, text: &str) -> Result<(), TraceError> {
+        let path = self.path;
+        let peek: Peek = serde_json::from_str(text).map_err(|source| jsonl::JsonlError::NotJson {
+            name: path.into(),
+            line: no,
+            source,
+        })?;
+        if self.header.is_none() {
+            return self.header_line(no, text, peek);
+        }
+        let ev = match peek.kind.as_deref().unwrap_or("") {
+            "zmq" => {
+                let r: RawZmq = serde_json::from_str(text).map_err(|source| TraceError::Event {
+                    path: path.into(),
+                    line: no,
+                    kind: "zmq",
+                    source,
+                })?;
+                zmq_event(path, no, r)?
+            }
+            "http" => {
+                let r: RawHttp = serde_json::from_str(text).map_err(|source| TraceError::Event {
+                    path: path.into(),
+                    line: no,
+                    kind: "http",
+                    source,
+                })?;
+                Event::Http(HttpEvent {
+                    seq: r.seq,
+                    line: no,
+                    conn: r.conn,
+                    dir: r.dir,
+                    method: r.method,
+                    path: r.path,
+                    status: r.status,
+                    body: http_body(path, no, r.body.as_deref())?,
+                    body_raw: r.body_raw,
+                    t: r.t,
+                })
+            }
+            other => return Err(TraceError::Kind { path: path.into(), line: no, kind: other.into() }),
+        };
+        let t = match &ev {
+            Event::Zmq(z) => z.t,
+            Event::Http(h) => h.t,
+        };
+        if let Some(t) = t.filter(|t| t.is_nan() || t.abs() > MAX_TRACE_SECONDS) {
+            return Err(TraceError::Time { path: path.into(), line: no, t });
+        }
+        if ev.seq() <= self.last_seq {
+            return Err(TraceError::Seq { path: path.into(), line: no, seq: ev.seq(), previous: self.last_seq });
+        }
+        self.last_seq = ev.seq();
+        self.events.push(ev);
+        Ok(())
+    }
+
+    fn header_line(&mut self, no: usize, text: &str, peek: Peek) -> Result<(), TraceError> {
+        let path = self.path;
+        if let Some(f) = peek.format.as_deref().filter(|f| *f != FORMAT) {
+            return Err(TraceError::NotATrace { path: path.into(), line: no, format: f.into() });
+        }
+        let header: Header =
+            serde_json::from_str(text).map_err(|source| TraceError::Header { path: path.into(), line: no, source })?;
+        if header.format_version != 1 {
+            return Err(TraceError::FormatVersion { path: path.into(), line: no, version: header.format_version });
+        }
+        header.check_unobserved().map_err(|source| TraceError::Unobserved { path: path.into(), line: no, source })?;
+        self.header = Some(header);
+        Ok(())
+    }
+
+    fn finish(self) -> Result<Trace, TraceError> {
+        let header = self.header.ok_or_else(|| TraceError::Empty { path: self.path.into() })?;
+        Ok(Trace { path: self.path.to_string(), header, events: self.events })
+    }
+}
+
+/// An HTTP event's `body` as a JSON value, if it is not larger than a bootstrap body may be.
+fn http_body(path: &str, no: usize, raw: Option<&RawValue>) -> Result<Option<J>, TraceError> {
+    let Some(raw) = raw else { return Ok(None) };
+    let len = raw.get().len();
+    if len > limits::MAX_HTTP_BODY_BYTES {
+        return Err(TraceError::BodyTooLarge { path: path.into(), line: no, len });
+    }
+    let body: J = serde_json::from_str(raw.get()).map_err(|source| TraceError::Event {
+        path: path.into(),
+        line: no,
+        kind: "http",
+        source,
+    })?;
+    Ok(Some(body).filter(|b| !b.is_null()))
+}
+
+fn zmq_event(path: &str, no: usize, r: RawZmq) -> Result<Event, TraceError> {
+    let frames = r
+        .frames
+        .iter()
+        .enumerate()
+        .map(|(index, f)| {
+            hex::decode(f).map_err(|source| TraceError::FrameHex { path: path.into(), line: no, index, source })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Event::Zmq(ZmqEvent {
+        seq: r.seq,
+        line: no,
+        side: r.side,
+        conn: r.conn,
+        socket: r.socket,
+        endpoint: r.endpoint,
+        bound: r.bound,
+        dir: r.dir,
+        frames,
+        decoded: r.decoded,
+        payload_text: r.payload_text,
+        t: r.t,
+        socket_id: r.socket_id,
+    }))
 }
 
 /// The revision a push trace was recorded with (its header's vLLM release), through the spec's resolver.

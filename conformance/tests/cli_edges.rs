@@ -576,3 +576,63 @@ fn a_trace_relabelled_to_another_release_is_refused_before_anything_runs() {
     std::fs::write(&orig, &src).unwrap();
     expect(&["run", "--list", p(&orig)], 0, "h1_layout_reuse_and_miss");
 }
+
+/// Runs the CLI with its address space limited to `kib` (`ulimit -v`): a reader whose memory grows with many
+/// times its input cannot finish under it.
+fn run_within(kib: u64, args: &[&str]) -> Out {
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {kib}; exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_mooncake-conformance"))
+        .args(args)
+        .current_dir(std::env::temp_dir())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into(),
+        stderr: String::from_utf8_lossy(&o.stderr).into(),
+    }
+}
+
+/// Issue 34: the trace reader built a JSON value of every line and kept all of them, about 37 times the input
+/// (a 40 MB array in an ignored header field cost 1.5 GB). It now parses each line straight into the header or
+/// an event, skipping what the format does not read and keeping a payload's `decoded` as text: a 30 MB
+/// trace reads within 256 MiB of address space. An HTTP body larger than any bootstrap body is refused by name.
+#[test]
+fn the_trace_reader_costs_about_its_input_not_many_times_it() {
+    let d = tempdir("reader-memory");
+    let src = std::fs::read_to_string(here().join("traces/vllm-0.33.0/a_single_success.jsonl")).unwrap();
+    let (header, rest) = src.split_once('\n').unwrap();
+    let mut h: serde_json::Value = serde_json::from_str(header).unwrap();
+    h["ignored_by_the_reader"] = (0..2_000_000u64).collect::<Vec<_>>().into();
+    let mut lines = vec![h.to_string()];
+    let mut bloated = false;
+    for l in rest.lines() {
+        let mut e: serde_json::Value = serde_json::from_str(l).unwrap();
+        if !bloated && e["kind"] == "zmq" {
+            // A recorded `decoded` of 2 million numbers: kept as its text, not as a value.
+            e["decoded"] = (0..2_000_000u64).map(|n| n * 7).collect::<Vec<_>>().into();
+            bloated = true;
+        }
+        lines.push(e.to_string());
+    }
+    let f = d.join("bloated.jsonl");
+    std::fs::write(&f, lines.join("\n") + "\n").unwrap();
+    assert!(std::fs::metadata(&f).unwrap().len() > 20_000_000);
+    for args in [vec!["validate", p(&f)], vec!["run", "--list", p(&f)]] {
+        let o = run_within(256 * 1024, &args);
+        assert_eq!(o.code, 0, "{args:?} within 256 MiB\nstdout: {}\nstderr: {}", o.stdout, o.stderr);
+    }
+    // A body over the bootstrap's limit is refused with the line and the limit.
+    let http = rest.lines().position(|l| l.contains("\"kind\": \"http\"")).expect("an http event");
+    let mut big: Vec<String> = src.lines().map(String::from).collect();
+    let mut e: serde_json::Value = serde_json::from_str(&big[http + 1]).unwrap();
+    e["body"] = serde_json::json!({"engine_id": "x".repeat(2 << 20)});
+    big[http + 1] = e.to_string();
+    let f = d.join("big-body.jsonl");
+    std::fs::write(&f, big.join("\n") + "\n").unwrap();
+    let o = expect(&["validate", p(&f)], 2, "larger than 1048576");
+    assert!(o.stdout.contains(&format!(":{}:", http + 2)), "names the line: {}", o.stdout);
+}

@@ -371,7 +371,7 @@ impl Recorder {
             bound: false,
             dir: ZmqDir::Send,
             frames: frames.clone(),
-            decoded: decoded.clone(),
+            decoded: raw_json(decoded.as_ref()),
             payload_text: text.clone(),
             t: None,
             socket_id,
@@ -391,7 +391,7 @@ impl Recorder {
             bound: true,
             dir: ZmqDir::Recv,
             frames: pf,
-            decoded,
+            decoded: raw_json(decoded.as_ref()),
             payload_text: text,
             t: None,
             socket_id,
@@ -433,7 +433,7 @@ impl Recorder {
             bound: true,
             dir: ZmqDir::Send,
             frames: pf,
-            decoded: decoded.clone(),
+            decoded: raw_json(decoded.as_ref()),
             payload_text: text.clone(),
             t: None,
             socket_id,
@@ -458,7 +458,7 @@ impl Recorder {
             bound: false,
             dir: ZmqDir::Recv,
             frames,
-            decoded,
+            decoded: raw_json(decoded.as_ref()),
             payload_text: text,
             t: None,
             socket_id,
@@ -563,4 +563,9 @@ impl Recorder {
             troubles: self.troubles,
         }
     }
+}
+
+/// A decoded payload as the trace keeps it: its JSON text.
+fn raw_json(v: Option<&J>) -> Option<Box<serde_json::value::RawValue>> {
+    serde_json::value::to_raw_value(v?).ok()
 }

@@ -90,8 +90,8 @@ pub(crate) fn zmq_json(z: &ZmqEvent) -> J {
         "endpoint": z.endpoint, "bound": z.bound, "dir": match z.dir { ZmqDir::Send => "send", ZmqDir::Recv => "recv" },
         "frames": z.frames.iter().map(hex::encode).collect::<Vec<_>>(),
     });
-    if let Some(d) = &z.decoded {
-        e["decoded"] = d.clone();
+    if let Some(d) = z.decoded.as_deref().and_then(|d| serde_json::from_str::<J>(d.get()).ok()) {
+        e["decoded"] = d;
     }
     if z.side == Role::Prefiller && z.bound {
         e["note"] = json!("frame 0 is the ZMQ routing id seen by the ROUTER (not a ZMTP payload frame)");

@@ -93,8 +93,8 @@ pub fn print(header: &J, t: &Trace) -> String {
         let m = v.as_object_mut().expect("object");
         match ev {
             Event::Zmq(z) => {
-                if let Some(d) = &z.decoded {
-                    m.insert("decoded".into(), d.clone());
+                if let Some(d) = z.decoded.as_deref().and_then(|d| serde_json::from_str::<J>(d.get()).ok()) {
+                    m.insert("decoded".into(), d);
                 }
                 if let Some(p) = &z.payload_text {
                     m.insert("payload_text".into(), J::String(p.clone()));
