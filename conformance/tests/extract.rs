@@ -752,3 +752,77 @@ fn the_034_wheel_against_033_lists_the_lease_protocol() {
     };
     assert_eq!(subjects(&v), subjects(&spec));
 }
+
+/// Issue 34: bad Python made `extract` exit 3 ("environment") with the script's raw traceback, or hang on a
+/// FIFO. Each is now exit 2 with a sentence naming the file; a latin-1 file that says so is read in its
+/// encoding; a struct inheriting from itself is read once, with a note; an oversized source is refused.
+#[test]
+fn bad_sources_are_bad_input_named_by_file_never_a_traceback() {
+    if !python_ok() {
+        return;
+    }
+    let d = TempDir::new("bad-sources");
+    let w = |name: &str, bytes: &[u8]| {
+        let p = d.0.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    };
+    let not_utf8 = w("not_utf8.py", b"x = \"\xff\xfe\"\n");
+    let deep = w("deep.py", format!("x = {}1{}\n", "(".repeat(100_000), ")".repeat(100_000)).as_bytes());
+    let huge = w("huge.py", format!("# {}\n", "x".repeat(9 << 20)).as_bytes());
+    let dir = d.0.join("dir.py");
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    let fifo = d.0.join("fifo.py");
+    let made_fifo = Command::new("mkfifo").arg(&fifo).status().is_ok_and(|s| s.success());
+    let mut cases = vec![
+        (not_utf8, "not readable as Python source text"),
+        (deep, "deep.py"),
+        (huge, "cap on one source file"),
+        (dir, "dir.py"),
+    ];
+    if made_fifo {
+        cases.push((fifo, "not a regular file"));
+    }
+    // A wheel whose connector inflates to 20 MiB from a few kilobytes: refused by its declared size.
+    let bomb = d.0.join("bomb.whl");
+    let made = Command::new(extract::default_python())
+        .arg("-c")
+        .arg(format!(
+            "import zipfile\nwith zipfile.ZipFile({:?}, 'w', zipfile.ZIP_DEFLATED) as z:\n    z.writestr('vllm/distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_connector.py', '#' + 'x' * (20 << 20))",
+            bomb.display().to_string()
+        ))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    cases.push((bomb, "cap on one source file"));
+    for (path, says) in cases {
+        let o = Command::new("timeout").arg("60").arg(bin()).arg("extract").arg(&path).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{}: {err}", path.display());
+        assert!(err.contains(says), "{}: no {says:?} in {err}", path.display());
+        assert!(!err.contains("Traceback"), "{}: {err}", path.display());
+    }
+    // Read, not refused: a declared encoding, and a struct that names itself among its bases.
+    let latin =
+        w("latin.py", b"# -*- coding: latin-1 -*-\nimport msgspec\nclass A(msgspec.Struct):\n    s: str = \"\xe9\"\n");
+    let cyclic = w("cyclic.py", b"import msgspec\nclass A(A, msgspec.Struct):\n    x: int\n");
+    for path in [latin, cyclic] {
+        let o = Command::new(bin()).args(["extract", "--format", "json"]).arg(&path).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{}: {err}", path.display());
+    }
+    let o = Command::new(extract::default_python())
+        .arg("-")
+        .arg(d.0.join("cyclic.py"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(extract::SCRIPT.as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    let facts: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(facts["not_derived"].to_string().contains("in a cycle"), "{}", facts["not_derived"]);
+}

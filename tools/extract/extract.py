@@ -26,11 +26,13 @@ Exit codes: 0 read; 2 PATH is not a vLLM Mooncake source (the message says why).
 """
 import ast
 import hashlib
+import io
 import json
 import os
 import re
 import subprocess
 import sys
+import tokenize
 import zipfile
 
 FORMAT = "mooncake-extract/1"
@@ -46,6 +48,12 @@ TUPLES = {"tuple", "Tuple", "typing.Tuple"}
 STRUCT_KWARGS = ["omit_defaults", "array_like", "forbid_unknown_fields", "tag", "tag_field", "rename", "dict", "frozen"]
 
 
+# One source file read is at most this many bytes, and one run reads at most MAX_TOTAL_BYTES in all (a wheel's
+# members are checked by their declared size before they are inflated). vLLM's connector files are under 200 KB.
+MAX_SOURCE_BYTES = 8 << 20
+MAX_TOTAL_BYTES = 64 << 20
+
+
 class Usage(Exception):
     pass
 
@@ -57,12 +65,27 @@ class Tree:
     def __init__(self, root=None, zf=None):
         self.root, self.zf = root, zf
         self.names = set(zf.namelist()) if zf else None
+        self.read_bytes = 0
 
     def read(self, rel):
         if self.zf is not None:
-            return self.zf.read(rel).decode("utf-8") if rel in self.names else None
+            if rel not in self.names:
+                return None
+            size = self.zf.getinfo(rel).file_size
+            self.count(rel, size)
+            return decode_source(rel, self.zf.read(rel))
         p = os.path.join(self.root, rel)
-        return open(p, encoding="utf-8").read() if os.path.isfile(p) else None
+        if not os.path.isfile(p):
+            return None
+        return decode_source(rel, read_capped(p, self))
+
+    def count(self, display, size):
+        if size > MAX_SOURCE_BYTES:
+            raise Usage(f"{display}: {size} bytes, over the {MAX_SOURCE_BYTES}-byte cap on one source file")
+        self.read_bytes += size
+        if self.read_bytes > MAX_TOTAL_BYTES:
+            raise Usage(f"{display}: more than {MAX_TOTAL_BYTES} bytes of source read in all (the cap on one run)")
+
 
     def listdir(self, rel):
         if self.zf is not None:
@@ -78,6 +101,26 @@ class Tree:
             if text is not None:
                 return cand, text
         return None, None
+
+
+def read_capped(path, budget):
+    """The bytes of a regular file, within the caps (a FIFO or a directory named *.py is refused, not opened)."""
+    if not os.path.isfile(path):
+        raise Usage(f"{path}: not a regular file")
+    budget.count(path, os.path.getsize(path))
+    with open(path, "rb") as f:
+        return f.read(MAX_SOURCE_BYTES + 1)
+
+
+def decode_source(display, raw):
+    """Source bytes as text, in the encoding the file declares (PEP 263; UTF-8 when it declares none)."""
+    if len(raw) > MAX_SOURCE_BYTES:
+        raise Usage(f"{display}: over the {MAX_SOURCE_BYTES}-byte cap on one source file")
+    try:
+        enc, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+        return raw.decode(enc)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as e:
+        raise Usage(f"{display}: not readable as Python source text ({e})")
 
 
 def find_root(path):
@@ -132,9 +175,10 @@ def open_input(path):
     else:
         raise Usage(f"{path}: not a wheel, a vLLM checkout, a package folder or a .py file")
     out = []
+    budget = tree if tree is not None else Tree(root=None)
     for f in files:
         rel = os.path.relpath(os.path.abspath(f), root).replace(os.sep, "/") if root else f
-        out.append((rel, open(f, encoding="utf-8").read()))
+        out.append((rel, decode_source(f, read_capped(f, budget))))
     gen = 1 if any(r.endswith("v1/mooncake_connector.py") for r, _ in out) else None
     return tree, out, gen, {"kind": kind, "path": path}
 
@@ -245,7 +289,7 @@ def names_in(text):
 class Module:
     def __init__(self, rel, text):
         self.rel = rel
-        self.tree = ast.parse(text)
+        self.tree = ast.parse(text, filename=rel)
         self.classes = {n.name: n for n in self.tree.body if isinstance(n, ast.ClassDef)}
         self.imports = {}  # local name -> (module, name) for `from X import Y`
         self.aliases = {}  # name -> type expression node
@@ -297,10 +341,12 @@ class Reader:
         self.tree = tree
         self.modules = [Module(rel, text) for rel, text in files]
         self.not_derived = []
+        self.noted = set()
         self.followed = []
 
     def note(self, msg):
-        if msg not in self.not_derived:
+        if msg not in self.noted:
+            self.noted.add(msg)
             self.not_derived.append(msg)
 
     def find_class(self, name):
@@ -321,13 +367,19 @@ class Reader:
                     return True
         return False
 
-    def struct_fields(self, mod, cls, where):
-        fields = []
+    def struct_fields(self, mod, cls, where, seen=()):
+        # By name, in order; a field declared again moves to the end (linear in the number of fields).
+        fields = {}
         for b in base_names(cls):
             short = b.rsplit(".", 1)[-1]
             pm, parent = self.find_class(short)
+            if short in seen or short == cls.name:
+                self.note(f"{where}: inherits from {short} in a cycle: that base is read once")
+                continue
             if parent is not None and self.is_struct(parent):
-                fields.extend(self.struct_fields(pm, parent, where))
+                for f in self.struct_fields(pm, parent, where, seen + (cls.name,)):
+                    fields.pop(f["name"], None)
+                    fields[f["name"]] = f
         for s in cls.body:
             if not isinstance(s, ast.AnnAssign) or not isinstance(s.target, ast.Name):
                 if isinstance(s, ast.Assign) and not any(isinstance(t, ast.Name) and t.id.startswith("__") for t in s.targets):
@@ -345,8 +397,9 @@ class Reader:
                 self.note(f"{where}.{name}: type {e} has no spelling in the spec's type language")
             if s.value is not None:
                 self.default_of(s.value, f, f"{where}.{name}")
-            fields = [x for x in fields if x["name"] != name] + [f]
-        return fields
+            fields.pop(name, None)
+            fields[name] = f
+        return list(fields.values())
 
     def default_of(self, v, f, where):
         if isinstance(v, ast.Call) and (dotted(v.func) or "").rsplit(".", 1)[-1] == "field":
@@ -370,12 +423,15 @@ class Reader:
             f["default"] = None
             self.note(f"{where}: default `{ast.unparse(v)}` is not a literal")
 
-    def struct_options(self, cls, where):
+    def struct_options(self, cls, where, seen=()):
         opts = {}
         for b in base_names(cls):
-            _, parent = self.find_class(b.rsplit(".", 1)[-1])
+            short = b.rsplit(".", 1)[-1]
+            if short in seen or short == cls.name:
+                continue
+            _, parent = self.find_class(short)
             if parent is not None and self.is_struct(parent):
-                opts.update(self.struct_options(parent, where))
+                opts.update(self.struct_options(parent, where, seen + (cls.name,)))
         for k in cls.keywords:
             if k.arg in STRUCT_KWARGS:
                 opts[k.arg] = kw_value(k.value)
@@ -980,6 +1036,16 @@ def main(argv):
         return 2
     except SyntaxError as e:
         print(f"extract: {e.filename or argv[0]}: Python syntax error at line {e.lineno}: {e.msg}", file=sys.stderr)
+        return 2
+    except (RecursionError, MemoryError):
+        print(f"extract: {argv[0]}: nested too deeply to read (an expression or a chain of bases past Python's "
+              "recursion limit)", file=sys.stderr)
+        return 2
+    except zipfile.BadZipFile as e:
+        print(f"extract: {argv[0]}: not a readable wheel: {e}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as e:
+        print(f"extract: {argv[0]}: {e}", file=sys.stderr)
         return 2
     json.dump(doc, sys.stdout, indent=1)
     sys.stdout.write("\n")
