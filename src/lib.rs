@@ -81,3 +81,4 @@ pub mod schema;
 pub mod spec;
 pub mod te;
 pub mod typed;
+pub mod zmtp;

@@ -31,7 +31,8 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use mooncake_wire::limits;
 
-use crate::zmtp::{self, Truncated, FLAG_COMMAND, FLAG_LONG, FLAG_MORE, GREETING_LEN};
+use crate::zmtp::server::{Event, FramingError, ServerFramer};
+use crate::zmtp::{self, FLAG_MORE};
 
 /// Handles one message (`[routing_id, frames...]`) on the router's thread and returns the messages to send
 /// in answer, each `[routing_id, frames...]`.
@@ -209,8 +210,6 @@ fn first_routing_id() -> u32 {
 
 // ---- connections ---------------------------------------------------------------------------------------
 
-/// Most frames one message may have (libzmq has no limit; a Mooncake message has at most three).
-const MAX_FRAMES: usize = 1024;
 /// Bytes queued for one peer beyond which further messages to it are dropped, as a libzmq ROUTER drops at its
 /// send high-water mark.
 const MAX_QUEUED_BYTES: usize = 64 * 1024 * 1024;
@@ -220,16 +219,8 @@ const READ_BUDGET: usize = 1024 * 1024;
 /// Why a connection is closed.
 #[derive(Debug)]
 enum ConnError {
-    NotZmtp3,
-    Mechanism,
-    Handshake(&'static str),
-    Truncated(Truncated),
-    SocketType(String),
+    Framing(FramingError),
     DuplicateIdentity,
-    FrameTooLarge(u64),
-    MessageTooLarge(u64),
-    TooManyFrames,
-    ReservedFlags(u8),
     HandshakeTimeout(Duration),
     Stalled(Duration),
     OverBuffered(usize),
@@ -238,18 +229,8 @@ enum ConnError {
 impl std::fmt::Display for ConnError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ConnError::NotZmtp3 => write!(f, "the peer does not speak ZMTP 3"),
-            ConnError::Mechanism => write!(f, "the peer's security mechanism is not NULL"),
-            ConnError::Handshake(what) => write!(f, "bad handshake: {what}"),
-            ConnError::Truncated(t) => write!(f, "bad command: {t}"),
-            ConnError::SocketType(t) => write!(f, "a ROUTER does not talk to a {t} socket"),
+            ConnError::Framing(e) => write!(f, "{e}"),
             ConnError::DuplicateIdentity => write!(f, "another peer already uses this identity"),
-            ConnError::FrameTooLarge(n) => write!(f, "a frame of {n} bytes is over {} bytes", limits::MAX_FRAME_BYTES),
-            ConnError::MessageTooLarge(n) => {
-                write!(f, "a message of {n} bytes or more is over {} bytes", limits::MAX_MESSAGE_BYTES)
-            }
-            ConnError::TooManyFrames => write!(f, "a message of more than {MAX_FRAMES} frames"),
-            ConnError::ReservedFlags(b) => write!(f, "frame flags {b:#04x} set reserved bits"),
             ConnError::HandshakeTimeout(d) => write!(f, "no greeting and READY within {d:?}"),
             ConnError::Stalled(d) => write!(f, "a message begun and not finished within {d:?}"),
             ConnError::OverBuffered(n) => {
@@ -259,40 +240,22 @@ impl std::fmt::Display for ConnError {
     }
 }
 
-enum State {
-    /// Waiting for the peer's 64-byte greeting.
-    Greeting,
-    /// Greeting exchanged, waiting for the peer's READY.
-    Handshake,
-    /// Messages flow; the peer's routing id.
-    Open(Vec<u8>),
-}
-
 struct Conn {
     stream: TcpStream,
     peer: Option<SocketAddr>,
-    state: State,
-    /// Bytes read and not parsed yet.
-    rbuf: Vec<u8>,
+    /// The ZMTP framing of its input (sans-IO).
+    framer: ServerFramer,
+    /// Its routing id, once its handshake is accepted.
+    id: Option<Vec<u8>>,
     /// Bytes to write from `wpos` on.
     wbuf: Vec<u8>,
     wpos: usize,
-    /// The frames of the message being received.
-    frames: Vec<Vec<u8>>,
     /// When the connection was accepted (the handshake's deadline runs from here).
     since: Instant,
     /// Since when part of a message has been waiting for the rest (`None`: nothing partial).
     partial_since: Option<Instant>,
     /// What [`Conn::buffered`] was when the server last added it to its total.
     accounted: usize,
-}
-
-/// What parsing a connection's input gave.
-enum Parsed {
-    /// A whole message, routing id first.
-    Message(Vec<Vec<u8>>),
-    /// The peer is ready under this routing id (it is not registered yet).
-    Ready(Option<Vec<u8>>),
 }
 
 impl Conn {
@@ -333,7 +296,7 @@ impl Conn {
             match self.stream.read(scratch) {
                 Ok(0) => return Ok((false, false)),
                 Ok(n) => {
-                    self.rbuf.extend_from_slice(&scratch[..n]);
+                    self.framer.feed(&scratch[..n]);
                     taken += n;
                     if n < scratch.len() {
                         return Ok((true, false));
@@ -349,133 +312,25 @@ impl Conn {
 
     /// Bytes held for this connection: input not parsed or not yet a whole message, output not yet written.
     fn buffered(&self) -> usize {
-        self.rbuf.len() + self.frames.iter().skip(1).map(Vec::len).sum::<usize>() + (self.wbuf.len() - self.wpos)
+        self.framer.buffered() + (self.wbuf.len() - self.wpos)
     }
 
     /// Why the connection is over its time budget at `now`, if it is.
     fn overdue(&self, now: Instant, budget: &RouterLimits) -> Option<ConnError> {
-        match self.state {
-            State::Open(_) => {
-                let since = self.partial_since?;
-                (now.duration_since(since) > budget.stall).then_some(ConnError::Stalled(budget.stall))
-            }
-            _ => (now.duration_since(self.since) > budget.handshake)
-                .then_some(ConnError::HandshakeTimeout(budget.handshake)),
+        if self.framer.is_open() {
+            let since = self.partial_since?;
+            (now.duration_since(since) > budget.stall).then_some(ConnError::Stalled(budget.stall))
+        } else {
+            (now.duration_since(self.since) > budget.handshake).then_some(ConnError::HandshakeTimeout(budget.handshake))
         }
     }
 
     /// Notes whether part of a message is waiting for the rest, and since when.
     fn note_partial(&mut self, now: Instant) {
-        if self.rbuf.is_empty() && self.frames.is_empty() {
+        if self.framer.buffered() == 0 {
             self.partial_since = None;
         } else if self.partial_since.is_none() {
             self.partial_since = Some(now);
-        }
-    }
-
-    /// Parses the whole frames in `rbuf`, answering the handshake and PINGs itself.
-    fn parse(&mut self, out: &mut Vec<Parsed>) -> Result<(), ConnError> {
-        let mut at = 0;
-        let r = self.parse_from(&mut at, out);
-        self.rbuf.drain(..at);
-        r
-    }
-
-    fn parse_from(&mut self, at: &mut usize, out: &mut Vec<Parsed>) -> Result<(), ConnError> {
-        loop {
-            let buf = &self.rbuf[*at..];
-            if let State::Greeting = self.state {
-                if buf.len() < GREETING_LEN {
-                    // Refuse what is not ZMTP 3 as soon as the signature and version show it.
-                    if buf.first().is_some_and(|&b| b != 0xFF) || buf.len() > 10 && (buf[9] & 1 == 0 || buf[10] < 3) {
-                        return Err(ConnError::NotZmtp3);
-                    }
-                    return Ok(());
-                }
-                if buf[0] != 0xFF || buf[9] & 1 == 0 || buf[10] < 3 {
-                    return Err(ConnError::NotZmtp3);
-                }
-                let mech = &buf[12..32];
-                if !(mech.starts_with(b"NULL") && mech[4..].iter().all(|&b| b == 0)) {
-                    return Err(ConnError::Mechanism);
-                }
-                *at += GREETING_LEN;
-                self.state = State::Handshake;
-                // libzmq's ROUTER sends an empty Identity of its own.
-                self.wbuf.extend(zmtp::ready("ROUTER", &[("Identity", b"")]));
-                continue;
-            }
-            let Some(&flags) = buf.first() else { return Ok(()) };
-            if flags & !(FLAG_MORE | FLAG_LONG | FLAG_COMMAND) != 0 {
-                return Err(ConnError::ReservedFlags(flags));
-            }
-            let (head, len) = if flags & FLAG_LONG != 0 {
-                let Some(b) = buf.get(1..9) else { return Ok(()) };
-                (9, u64::from_be_bytes(b.try_into().expect("eight bytes")))
-            } else {
-                let Some(&b) = buf.get(1) else { return Ok(()) };
-                (2, b as u64)
-            };
-            if len > limits::MAX_FRAME_BYTES as u64 {
-                return Err(ConnError::FrameTooLarge(len));
-            }
-            let len = len as usize;
-            // The message's frames so far are held until its last frame: their sum is bounded too, before the
-            // next frame is buffered.
-            let held: usize = self.frames.iter().skip(1).map(Vec::len).sum();
-            if flags & FLAG_COMMAND == 0 && held + len > limits::MAX_MESSAGE_BYTES {
-                return Err(ConnError::MessageTooLarge(held as u64 + len as u64));
-            }
-            let Some(body) = buf.get(head..head + len) else { return Ok(()) };
-            *at += head + len;
-            if flags & FLAG_COMMAND != 0 {
-                let (name, data) = zmtp::split_command(body).map_err(ConnError::Truncated)?;
-                match &self.state {
-                    State::Handshake => {
-                        if name != b"READY" {
-                            return Err(ConnError::Handshake("the first command is not READY"));
-                        }
-                        let props = zmtp::properties(data).map_err(ConnError::Truncated)?;
-                        let socket_type = props
-                            .iter()
-                            .find(|(n, _)| n.eq_ignore_ascii_case(b"Socket-Type"))
-                            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
-                            .ok_or(ConnError::Handshake("READY without Socket-Type"))?;
-                        if !["DEALER", "REQ", "ROUTER"].contains(&socket_type.as_str()) {
-                            return Err(ConnError::SocketType(socket_type));
-                        }
-                        let identity = props
-                            .iter()
-                            .find(|(n, _)| n.eq_ignore_ascii_case(b"Identity"))
-                            .map(|(_, v)| v.to_vec())
-                            .filter(|v| !v.is_empty());
-                        out.push(Parsed::Ready(identity));
-                        // The server names the routing id before anything else is parsed.
-                        return Ok(());
-                    }
-                    State::Open(_) if name == b"PING" => {
-                        // TTL (two bytes), then up to 16 bytes of context that the PONG carries back.
-                        let context = data.get(2..).unwrap_or_default();
-                        self.wbuf.extend(zmtp::command(b"PONG", &context[..context.len().min(16)]));
-                    }
-                    // PONG, ERROR and commands of later revisions: nothing to do.
-                    _ => {}
-                }
-                continue;
-            }
-            let State::Open(id) = &self.state else {
-                return Err(ConnError::Handshake("a message before READY"));
-            };
-            if self.frames.len() >= MAX_FRAMES {
-                return Err(ConnError::TooManyFrames);
-            }
-            if self.frames.is_empty() {
-                self.frames.push(id.clone());
-            }
-            self.frames.push(body.to_vec());
-            if flags & FLAG_MORE == 0 {
-                out.push(Parsed::Message(std::mem::take(&mut self.frames)));
-            }
         }
     }
 }
@@ -613,14 +468,14 @@ impl Server {
                         tracing::warn!(error = %e, "router: could not register a connection");
                         continue;
                     }
+                    let mut framer = ServerFramer::new();
                     let conn = Conn {
                         stream,
                         peer: Some(peer),
-                        state: State::Greeting,
-                        rbuf: vec![],
-                        wbuf: zmtp::greeting().to_vec(),
+                        wbuf: framer.take_output(),
+                        framer,
+                        id: None,
                         wpos: 0,
-                        frames: vec![],
                         since: Instant::now(),
                         partial_since: None,
                         accounted: 0,
@@ -640,15 +495,17 @@ impl Server {
         }
     }
 
-    fn read(&mut self, token: Token, scratch: &mut [u8], parsed: &mut Vec<Parsed>) {
+    fn read(&mut self, token: Token, scratch: &mut [u8], parsed: &mut Vec<Event>) {
         let Some(conn) = self.conns.get_mut(&token) else { return };
         // A read error closes the connection like an end of stream: (false, false).
         let (open, more) = conn.fill(scratch).unwrap_or_default();
         loop {
             let Some(conn) = self.conns.get_mut(&token) else { return };
             let peer = conn.peer;
-            if let Err(e) = conn.parse(parsed) {
-                tracing::warn!(?peer, error = %e, "router: connection closed");
+            let polled = conn.framer.poll(parsed);
+            conn.wbuf.extend(conn.framer.take_output());
+            if let Err(e) = polled {
+                tracing::warn!(?peer, error = %ConnError::Framing(e), "router: connection closed");
                 return self.close(token);
             }
             conn.note_partial(Instant::now());
@@ -658,7 +515,7 @@ impl Server {
             let mut again = false;
             for p in parsed.drain(..) {
                 match p {
-                    Parsed::Ready(identity) => {
+                    Event::Ready(identity) => {
                         let id = match identity {
                             Some(id) if self.routes.contains_key(&id) => {
                                 let e = ConnError::DuplicateIdentity;
@@ -674,13 +531,18 @@ impl Server {
                             }
                         };
                         let conn = self.conns.get_mut(&token).expect("present");
-                        conn.state = State::Open(id.clone());
+                        conn.framer.open();
+                        conn.id = Some(id.clone());
                         self.routes.insert(id, token);
                         // The rest of the input is parsed now that the routing id is known.
                         again = true;
                     }
-                    Parsed::Message(frames) => {
-                        for reply in (self.handler)(frames) {
+                    Event::Message(frames) => {
+                        let Some(id) = self.conns.get(&token).and_then(|c| c.id.clone()) else { continue };
+                        let mut message = Vec::with_capacity(frames.len() + 1);
+                        message.push(id);
+                        message.extend(frames);
+                        for reply in (self.handler)(message) {
                             self.route(&reply);
                         }
                     }
@@ -749,7 +611,7 @@ impl Server {
                     }
                 }
             }
-            if let State::Open(id) = conn.state {
+            if let Some(id) = conn.id {
                 if self.routes.get(&id) == Some(&token) {
                     self.routes.remove(&id);
                 }

@@ -100,6 +100,7 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
         "bootstrap" => bootstrap_seeds(),
         "store_keys" => key_seeds(),
         "transfer_engine" => te_seeds(),
+        "zmtp_server" => zmtp_seeds(),
         "prefiller" | "decoder" | "cross" => {
             // Structured targets read any bytes as operations; random bytes of a few sizes start them off.
             let mut rng = Rng::new(match target {
@@ -281,6 +282,27 @@ fn te_seeds() -> Vec<Vec<u8>> {
     reqs.extend(Status::Ok.encode());
     reqs.extend(Status::AddrRejected.encode());
     out.push(reqs);
+    out
+}
+
+/// A DEALER's stream as libzmq sends it (greeting, READY with and without an identity, one-frame and multi-frame
+/// messages, a long frame, a PING), fed whole and in small chunks, accepted or not.
+fn zmtp_seeds() -> Vec<Vec<u8>> {
+    use mooncake_wire::zmtp::{command, frame, greeting, put_frame, ready, FLAG_MORE};
+    let mut stream = greeting().to_vec();
+    stream.extend(ready("DEALER", &[("Identity", b"decoder-1")]));
+    stream.extend(frame(b"\x81\xa6status\x00"));
+    put_frame(&mut stream, FLAG_MORE, b"");
+    put_frame(&mut stream, 0, &[0x42; 300]);
+    stream.extend(command(b"PING", b"\x00\x10ctx"));
+    let mut req = greeting().to_vec();
+    req.extend(ready("REQ", &[]));
+    put_frame(&mut req, FLAG_MORE, b"");
+    put_frame(&mut req, 0, b"pull");
+    let mut out = vec![];
+    for (chunk, accept, s) in [(255u8, 0u8, &stream), (1, 0, &stream), (7, 1, &stream), (3, 0, &req)] {
+        out.push([&[chunk, accept][..], s].concat());
+    }
     out
 }
 

@@ -10,6 +10,7 @@ pub mod spec_decode;
 pub mod trace;
 pub mod transfer_engine;
 pub mod typed;
+pub mod zmtp_server;
 
 /// A target: its name (as in `fuzz/Cargo.toml` and `fuzz/seeds/<name>`) and its body.
 pub struct Target {
@@ -38,6 +39,7 @@ pub const ALL: &[Target] = &[
     Target { name: "decoder", run: decoder::run, structured: true, dict: "msgpack.dict", max_len: 4096 },
     Target { name: "transfer_engine", run: transfer_engine::run, structured: false, dict: "json.dict", max_len: 4096 },
     Target { name: "cross", run: cross::run, structured: true, dict: "msgpack.dict", max_len: 4096 },
+    Target { name: "zmtp_server", run: zmtp_server::run, structured: false, dict: "msgpack.dict", max_len: 4096 },
 ];
 
 /// The target called `name`.
