@@ -583,3 +583,61 @@ fn the_cli_exit_codes() {
     drop(held);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 34: the tap's relay ROUTER was libzmq's, which holds a multipart message's frames until the last one
+/// with no bound on their total: one client sending 16 MiB frames with MORE grew the tap without end. The
+/// relay's ROUTERs are now the reference peer's own ZMTP server with its budget: that client is cut off once
+/// the message passes `MAX_MESSAGE_BYTES`, and the tap keeps relaying the others.
+#[test]
+fn a_client_holding_a_multipart_message_open_is_cut_off_and_the_tap_keeps_relaying() {
+    use mooncake_wire::zmtp::{self, FLAG_MORE, GREETING_LEN};
+    use std::io::{Read, Write};
+    let dir = tempdir("multipart");
+    let out = dir.join("tap.jsonl");
+    rt().block_on(async {
+        let (say, said) = collector();
+        let tap = Tap::start(tap_config(out.clone(), None), say).await.unwrap();
+        let dep = Deployment::start(&TesteeSpec::Builtin, &TesteeSpec::Builtin, &tap.url()).await;
+        let engine = dep.register["engine_id"].as_str().unwrap().to_string();
+        let good = tapped_endpoint(&tap.url(), &engine).await;
+        let addr = good.trim_start_matches("tcp://").to_string();
+        let cut_off = tokio::task::spawn_blocking(move || {
+            let mut s = std::net::TcpStream::connect(&addr).unwrap();
+            s.set_read_timeout(Some(WAIT)).unwrap();
+            s.set_write_timeout(Some(WAIT)).unwrap();
+            s.write_all(&zmtp::greeting()).unwrap();
+            let mut g = [0u8; GREETING_LEN];
+            s.read_exact(&mut g).unwrap();
+            s.write_all(&zmtp::ready("DEALER", &[])).unwrap();
+            let mut frame = vec![];
+            zmtp::put_frame(&mut frame, FLAG_MORE, &vec![0x42u8; 16 << 20]);
+            // 8 × 16 MiB = 128 MiB, twice the limit on one message.
+            let refused = (0..8).any(|_| s.write_all(&frame).is_err());
+            let mut buf = [0u8; 4096];
+            refused
+                || loop {
+                    match s.read(&mut buf) {
+                        Ok(0) => break true,
+                        Ok(_) => continue,
+                        // Still open when the wait ran out: the message is being held.
+                        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                            break false
+                        }
+                        Err(_) => break true,
+                    }
+                }
+        })
+        .await
+        .unwrap();
+        assert!(cut_off, "a message over MAX_MESSAGE_BYTES was held by the tap");
+        // Still relaying: a decoder's message reaches the checks.
+        let ctx = zmq::Context::new();
+        let d = ctx.socket(zmq::DEALER).unwrap();
+        d.set_linger(0).unwrap();
+        d.connect(&good).unwrap();
+        d.send(&b"garbage"[..], 0).unwrap();
+        until_said(&said, "[ZMQ-DECODE]").await;
+        drop(dep);
+        let _ = tap.finish().await;
+    });
+}

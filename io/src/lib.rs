@@ -48,6 +48,7 @@ pub mod engine;
 pub mod http;
 pub mod layout;
 pub mod reactor;
+pub mod router;
 
 /// Sleeps until a sans-IO core's next deadline (its `poll_timeout`), or forever when it has none: the timer
 /// branch of the loop that drives a core.

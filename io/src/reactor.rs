@@ -2,7 +2,7 @@
 //! in on a channel plus an inproc wake-up socket, received frames go out on a tokio channel. One reactor
 //! serves a decoder's many short-lived DEALERs (or generation 1's REQs), and at most one libzmq ROUTER: the
 //! conformance runner's own prefiller binds one (the reference peer's prefiller serves its ROUTER with a ZMTP
-//! server of its own, `mooncake_reference::router`).
+//! server of its own, [`crate::router`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

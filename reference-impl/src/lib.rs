@@ -40,6 +40,6 @@ pub mod error;
 pub mod faults;
 pub mod prefiller;
 pub mod records;
-pub mod router;
+pub use mooncake_io::router;
 pub mod testee;
 pub mod zmtp;

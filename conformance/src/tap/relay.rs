@@ -3,6 +3,11 @@
 //! It forwards every message both ways unchanged — frame boundaries, frame bytes and order — and reports each
 //! one after forwarding it.
 //!
+//! The tap's ROUTERs are `mooncake_io::router::Router`s, the reference prefiller's own ZMTP server, so the tap
+//! facing decoders has the same resource budget (RELIABILITY.md): a libzmq ROUTER holds a multipart message's
+//! frames until its last one with no bound on their total. Each ROUTER's thread hands whole messages to the
+//! relay thread over an inproc socket; replies go back through [`Router::send_batch`].
+//!
 //! The DEALER of a decoder connection takes that connection's routing id (`ZMQ_ROUTING_ID`) as its own, so
 //! the prefiller's ROUTER sees one peer per decoder connection, under the id the tap's ROUTER saw: each
 //! decoder keeps its own routing identity on the prefiller side, and a recorded `frames[0]` is what the
@@ -14,6 +19,7 @@ use std::sync::{mpsc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use mooncake_io::router::{Router, RouterError};
 use mooncake_wire::limits;
 use tokio::sync::oneshot;
 
@@ -54,11 +60,8 @@ pub(crate) enum RelayError {
         /// The endpoint it was to bind.
         endpoint: String,
         /// The cause.
-        source: zmq::Error,
+        source: RouterError,
     },
-    /// The endpoint ZeroMQ bound is not UTF-8.
-    #[error("endpoint is not UTF-8")]
-    EndpointNotUtf8,
     /// A DEALER could not take a decoder connection's routing id.
     #[error("routing id {}: {source}", hex::encode(rid))]
     RoutingId {
@@ -103,11 +106,17 @@ impl Relay {
         pull.bind(&wake_addr)?;
         let push = ctx.socket(zmq::PUSH)?;
         push.connect(&wake_addr)?;
+        // Whole messages from the ROUTERs' threads: [front index (8 bytes, little-endian), routing id, frames...].
+        let inbox_addr = format!("inproc://mooncake-tap-inbox-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        let inbox = ctx.socket(zmq::PULL)?;
+        inbox.bind(&inbox_addr)?;
         let (tx, rx) = mpsc::channel();
         let host = host.to_string();
         let thread = std::thread::Builder::new()
             .name("mooncake-tap".into())
-            .spawn(move || Thread { ctx, host, fronts: vec![], legs: HashMap::new(), emit }.run(pull, rx))
+            .spawn(move || {
+                Thread { ctx, host, inbox_addr, fronts: vec![], legs: HashMap::new(), emit }.run(pull, inbox, rx)
+            })
             .map_err(RelayError::Spawn)?;
         Ok(Relay { cmds: tx, wake: Mutex::new(push), thread: Mutex::new(Some(thread)) })
     }
@@ -148,7 +157,7 @@ impl Drop for Relay {
 /// A tapped worker: the tap's ROUTER and the real endpoint behind it.
 struct Front {
     worker: usize,
-    router: zmq::Socket,
+    router: Router,
     real: String,
 }
 
@@ -161,6 +170,8 @@ struct Leg {
 struct Thread {
     ctx: zmq::Context,
     host: String,
+    /// Where the ROUTERs' handlers push the messages they receive.
+    inbox_addr: String,
     fronts: Vec<Front>,
     /// (front index, routing id) → leg.
     legs: HashMap<(usize, Vec<u8>), Leg>,
@@ -172,24 +183,22 @@ fn v6(addr: &str) -> bool {
 }
 
 impl Thread {
-    fn run(mut self, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>) {
+    fn run(mut self, wake: zmq::Socket, inbox: zmq::Socket, cmds: mpsc::Receiver<Cmd>) {
         let mut last_sweep = Instant::now();
         loop {
             let keys: Vec<(usize, Vec<u8>)> = self.legs.keys().cloned().collect();
-            let (wake_ready, fronts_ready, legs_ready) = {
-                let mut items = vec![wake.as_poll_item(zmq::POLLIN)];
-                items.extend(self.fronts.iter().map(|f| f.router.as_poll_item(zmq::POLLIN)));
+            let (wake_ready, inbox_ready, legs_ready) = {
+                let mut items = vec![wake.as_poll_item(zmq::POLLIN), inbox.as_poll_item(zmq::POLLIN)];
                 items.extend(keys.iter().map(|k| self.legs[k].dealer.as_poll_item(zmq::POLLIN)));
                 if zmq::poll(&mut items, 1000).is_err() {
                     return;
                 }
-                let n = self.fronts.len();
                 (
                     items[0].is_readable(),
-                    (0..n).filter(|i| items[1 + i].is_readable()).collect::<Vec<_>>(),
+                    items[1].is_readable(),
                     keys.iter()
                         .enumerate()
-                        .filter(|(i, _)| items[1 + n + i].is_readable())
+                        .filter(|(i, _)| items[2 + i].is_readable())
                         .map(|(_, k)| k.clone())
                         .collect::<Vec<_>>(),
                 )
@@ -205,8 +214,11 @@ impl Thread {
                     }
                 }
             }
-            for f in fronts_ready {
-                while let Ok(msg) = self.fronts[f].router.recv_multipart(zmq::DONTWAIT) {
+            if inbox_ready {
+                while let Ok(mut msg) = inbox.recv_multipart(zmq::DONTWAIT) {
+                    let f = msg.first().and_then(|b| <[u8; 8]>::try_from(&b[..]).ok()).map(u64::from_le_bytes);
+                    let Some(f) = f.map(|f| f as usize).filter(|f| *f < self.fronts.len()) else { continue };
+                    msg.remove(0);
                     self.on_decoder_frames(f, msg);
                 }
             }
@@ -228,20 +240,24 @@ impl Thread {
     }
 
     fn bind_front(&mut self, worker: usize, real: String) -> Result<String, RelayError> {
-        let s = self.ctx.socket(zmq::ROUTER)?;
-        s.set_linger(0)?;
-        s.set_maxmsgsize(limits::MAX_FRAME_BYTES as i64)?;
-        // Replies to a decoder connection that is gone fail instead of vanishing, so the tap can say so.
-        s.set_router_mandatory(true)?;
-        s.set_sndhwm(0)?;
+        let index = self.fronts.len();
+        // The ROUTER's thread pushes each whole message, tagged with this front, to the relay thread; a full
+        // inbox makes it wait (the decoders' messages are not dropped).
+        let push = self.ctx.socket(zmq::PUSH)?;
+        push.set_linger(0)?;
+        push.connect(&self.inbox_addr)?;
+        let handler: mooncake_io::router::RouterHandler = Box::new(move |msg: Vec<Vec<u8>>| {
+            let mut tagged = Vec::with_capacity(msg.len() + 1);
+            tagged.push((index as u64).to_le_bytes().to_vec());
+            tagged.extend(msg);
+            let _ = push.send_multipart(tagged, 0);
+            vec![]
+        });
         let ep =
             if self.host.contains(':') { format!("tcp://[{}]:*", self.host) } else { format!("tcp://{}:*", self.host) };
-        if v6(&ep) {
-            s.set_ipv6(true)?;
-        }
-        s.bind(&ep).map_err(|source| RelayError::Bind { endpoint: ep.clone(), source })?;
-        let bound = s.get_last_endpoint()?.map_err(|_| RelayError::EndpointNotUtf8)?;
-        self.fronts.push(Front { worker, router: s, real });
+        let router = Router::bind(&ep, handler).map_err(|source| RelayError::Bind { endpoint: ep.clone(), source })?;
+        let bound = router.endpoint().to_string();
+        self.fronts.push(Front { worker, router, real });
         Ok(bound)
     }
 
@@ -311,7 +327,8 @@ impl Thread {
         let mut out = Vec::with_capacity(frames.len() + 1);
         out.push(key.1.clone());
         out.extend(frames.iter().cloned());
-        let delivered = front.router.send_multipart(out, zmq::DONTWAIT).is_ok();
+        let delivered = front.router.is_connected(&key.1);
+        front.router.send_batch(vec![out]);
         (self.emit)(Obs::Reply { worker: front.worker, rid: key.1.clone(), frames, delivered });
     }
 }

@@ -31,8 +31,8 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use mooncake_wire::limits;
 
-use crate::zmtp::server::{Event, FramingError, ServerFramer};
-use crate::zmtp::{self, FLAG_MORE};
+use mooncake_wire::zmtp::server::{Event, FramingError, ServerFramer};
+use mooncake_wire::zmtp::{self, FLAG_MORE};
 
 /// Handles one message (`[routing_id, frames...]`) on the router's thread and returns the messages to send
 /// in answer, each `[routing_id, frames...]`.
@@ -107,6 +107,8 @@ impl Default for RouterLimits {
 /// A bound ROUTER and its thread; dropping it closes every connection.
 pub struct Router {
     endpoint: String,
+    /// The routing ids of the peers connected now (kept by the router's thread).
+    connected: Arc<Mutex<std::collections::HashSet<Vec<u8>>>>,
     outbox: Arc<Mutex<Vec<Vec<Vec<u8>>>>>,
     stop: Arc<AtomicBool>,
     waker: Arc<Waker>,
@@ -148,6 +150,7 @@ impl Router {
         poll.registry().register(&mut listener, LISTENER, Interest::READABLE).map_err(io_err("register"))?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(io_err("waker"))?);
         let (outbox, stop) = (Arc::new(Mutex::new(Vec::new())), Arc::new(AtomicBool::new(false)));
+        let connected = Arc::new(Mutex::new(std::collections::HashSet::new()));
         let mut server = Server {
             poll,
             listener,
@@ -163,17 +166,24 @@ impl Router {
             budget,
             per_host: HashMap::new(),
             buffered: 0,
+            connected: connected.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("mooncake-router".into())
             .spawn(move || server.run())
             .map_err(io_err("start the router thread"))?;
-        Ok(Router { endpoint: endpoint_of(bound), outbox, stop, waker, thread: Some(thread) })
+        Ok(Router { endpoint: endpoint_of(bound), connected, outbox, stop, waker, thread: Some(thread) })
     }
 
     /// The bound endpoint, `tcp://IP:PORT` (libzmq's ZMQ_LAST_ENDPOINT).
     pub fn endpoint(&self) -> &str {
         &self.endpoint
+    }
+
+    /// Whether a peer is connected under this routing id now (a message to it may still find it gone: libzmq's
+    /// ROUTER_MANDATORY answers the same question at send time).
+    pub fn is_connected(&self, id: &[u8]) -> bool {
+        lock(&self.connected).contains(id)
     }
 
     /// Sends these messages (each `[routing_id, frames...]`) with one wake-up of the thread.
@@ -354,6 +364,8 @@ struct Server {
     per_host: HashMap<IpAddr, usize>,
     /// The sum of every connection's [`Conn::buffered`], as last accounted.
     buffered: usize,
+    /// The routing ids of open connections, shared with [`Router::is_connected`].
+    connected: Arc<Mutex<std::collections::HashSet<Vec<u8>>>>,
 }
 
 impl Server {
@@ -533,6 +545,7 @@ impl Server {
                         let conn = self.conns.get_mut(&token).expect("present");
                         conn.framer.open();
                         conn.id = Some(id.clone());
+                        lock(&self.connected).insert(id.clone());
                         self.routes.insert(id, token);
                         // The rest of the input is parsed now that the routing id is known.
                         again = true;
@@ -613,6 +626,7 @@ impl Server {
             }
             if let Some(id) = conn.id {
                 if self.routes.get(&id) == Some(&token) {
+                    lock(&self.connected).remove(&id);
                     self.routes.remove(&id);
                 }
             }
