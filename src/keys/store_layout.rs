@@ -146,13 +146,15 @@ impl StoreLayout {
         tp_rank: i64,
         num_kv_heads: i64,
     ) -> Result<StoreLayout, KeysError> {
-        let per_rank = floordiv(store_tp_size, local_tp_size)?;
-        let first = tp_rank * per_rank;
+        let overflow = || KeysError::from(PyError::new("OverflowError", "integer result beyond 64 bits"));
+        let per_rank = enumerable(floordiv(store_tp_size, local_tp_size)?, "store shards per rank")?;
+        enumerable(store_tp_size, "store shards")?;
+        let first = tp_rank.checked_mul(per_rank).ok_or_else(overflow)?;
         Ok(StoreLayout::TpSharded {
             metadata,
             format,
             store_tp_size,
-            shard_ids: (first..first + per_rank).collect(),
+            shard_ids: (first..first.checked_add(per_rank).ok_or_else(overflow)?).collect(),
             heads_per_store_shard: floordiv(num_kv_heads, store_tp_size)?,
             local_num_kv_heads: floordiv(num_kv_heads, local_tp_size)?,
         })
@@ -196,7 +198,9 @@ impl StoreLayout {
                 pp.sort_unstable();
                 pp.dedup();
                 let mut out = vec![];
-                for shard in 0..*store_tp_size {
+                let shards = enumerable(*store_tp_size, "store shards")?;
+                enumerable(shards.saturating_mul(pp.len() as i64), "store shards × PP stages")?;
+                for shard in 0..shards {
                     for &p in &pp {
                         out.push(build_prefix(metadata, (Some(shard), None, None, Some(p)))?);
                     }
@@ -386,12 +390,14 @@ pub fn resolve_store_tp_size(extra: &serde_json::Map<String, J>) -> Option<i64> 
     if extra.get("enable_store_tp_lcm") == Some(&J::Bool(true)) {
         let sizes = extra.get("prefill_tp_sizes")?.as_array().filter(|a| !a.is_empty())?;
         let ints: Option<Vec<i64>> = sizes.iter().map(|v| exact_int(v).filter(|i| *i > 0)).collect();
-        return ints.map(|v| v.into_iter().fold(1, lcm));
+        return ints?.into_iter().try_fold(1, lcm);
     }
     extra.get("store_tp_size").and_then(exact_int).filter(|v| *v > 0)
 }
 
-fn lcm(a: i64, b: i64) -> i64 {
+/// `math.lcm` of two positive sizes; `None` beyond 64 bits (Python's int would hold it; no real deployment has
+/// such a store TP size, and one that large selects no TP-shared layout unless the model has no KV heads).
+fn lcm(a: i64, b: i64) -> Option<i64> {
     fn gcd(a: i64, b: i64) -> i64 {
         if b == 0 {
             a
@@ -399,7 +405,19 @@ fn lcm(a: i64, b: i64) -> i64 {
             gcd(b, a % b)
         }
     }
-    a / gcd(a, b) * b
+    (a / gcd(a, b)).checked_mul(b)
+}
+
+/// Rank counts, shard counts and PP stages this module enumerates at most (a larger value is refused rather
+/// than building millions of prefixes).
+pub const MAX_RANKS: i64 = 1 << 16;
+
+/// `n` if it is at most [`MAX_RANKS`] (negative counts enumerate nothing); else [`KeysError::TooMany`].
+pub(crate) fn enumerable(n: i64, what: &'static str) -> Result<i64, KeysError> {
+    if n > MAX_RANKS {
+        return Err(KeysError::TooMany { what, n });
+    }
+    Ok(n.max(0))
 }
 
 /// Python `str(value)` of a JSON value from the extra config.
@@ -581,5 +599,25 @@ mod tests {
             resolve_store_tp_size(&m(serde_json::json!({"enable_store_tp_lcm": 1, "store_tp_size": 2}))),
             Some(2)
         );
+        // An lcm beyond 64 bits is not resolved (it used to overflow: a panic in a debug build).
+        let huge = serde_json::json!({"enable_store_tp_lcm": true, "prefill_tp_sizes": [i64::MAX, i64::MAX - 1]});
+        assert_eq!(resolve_store_tp_size(&m(huge)), None);
+    }
+
+    /// A store TP size from a configuration sizes the shards a rank writes and the prefixes a lookup builds:
+    /// beyond [`MAX_RANKS`] it is refused by name instead of enumerating (2^40 shards took all memory).
+    #[test]
+    fn store_shard_counts_from_a_configuration_are_bounded() {
+        let meta = || VllmStoreKey { ..Default::default() };
+        for (store_tp, tp) in [(1i64 << 40, 1), (MAX_RANKS + 1, 1), (1 << 40, 1 << 20)] {
+            let e = StoreLayout::tp_sharded(meta(), TpSharedFormat::Lbhnc, tp, store_tp, 0, 0).unwrap_err();
+            assert!(matches!(e, KeysError::TooMany { .. }), "{store_tp}/{tp}: {e}");
+        }
+        let e = StoreLayout::tp_sharded(meta(), TpSharedFormat::Lbhnc, 1, 4, i64::MAX, 0).unwrap_err();
+        assert!(e.to_string().starts_with("OverflowError"), "{e}");
+        let layout = StoreLayout::tp_sharded(meta(), TpSharedFormat::Lbhnc, 1, MAX_RANKS, 0, 0).unwrap();
+        let many: Vec<RankNamespace> = (0..4).map(|p| (0, 0, 0, p)).collect();
+        let e = layout.lookup_key_prefixes(&many).unwrap_err();
+        assert!(matches!(e, KeysError::TooMany { what: "store shards × PP stages", .. }), "{e}");
     }
 }

@@ -89,16 +89,8 @@ fn overflow() -> KeysError {
     PyError::new("OverflowError", "integer result beyond 64 bits").into()
 }
 
-/// Rank counts, shard counts and PP stages this module enumerates at most (a larger value is refused rather
-/// than building millions of prefixes).
-pub const MAX_RANKS: i64 = 1 << 16;
-
-fn enumerable(n: i64, what: &'static str) -> Result<i64, KeysError> {
-    if n > MAX_RANKS {
-        return Err(KeysError::TooMany { what, n });
-    }
-    Ok(n.max(0))
-}
+use super::enumerable;
+pub use super::MAX_RANKS;
 
 fn gcd(a: u128, b: u128) -> u128 {
     if b == 0 {
@@ -578,7 +570,9 @@ impl StoreLayout {
                 pp.sort_unstable();
                 pp.dedup();
                 let mut out = vec![];
-                for shard in 0..*store_tp_size {
+                let shards = enumerable(*store_tp_size, "store shards")?;
+                enumerable(shards.saturating_mul(pp.len() as i64), "store shards × PP stages")?;
+                for shard in 0..shards {
                     for &p in &pp {
                         out.push(build_prefix(metadata, (Some(shard), None, None, Some(p)))?);
                     }
