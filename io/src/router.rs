@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -33,6 +33,8 @@ use mooncake_wire::limits;
 
 use mooncake_wire::zmtp::server::{Event, FramingError, ServerFramer};
 use mooncake_wire::zmtp::{self, FLAG_MORE};
+
+use crate::admission::{Occupancy, Slot};
 
 /// Handles one message (`[routing_id, frames...]`) on the router's thread and returns the messages to send
 /// in answer, each `[routing_id, frames...]`.
@@ -164,7 +166,7 @@ impl Router {
             dirty: vec![],
             backlog: vec![],
             budget,
-            per_host: HashMap::new(),
+            occupancy: Occupancy::shared(),
             buffered: 0,
             connected: connected.clone(),
         };
@@ -266,6 +268,8 @@ struct Conn {
     partial_since: Option<Instant>,
     /// What [`Conn::buffered`] was when the server last added it to its total.
     accounted: usize,
+    /// Its place in the server's connection budget, given back when the connection is dropped.
+    _slot: Slot,
 }
 
 impl Conn {
@@ -360,8 +364,8 @@ struct Server {
     /// Connections that had more to read when their budget ran out.
     backlog: Vec<Token>,
     budget: RouterLimits,
-    /// Open connections per peer IP address.
-    per_host: HashMap<IpAddr, usize>,
+    /// Open connections, in all and per peer IP address.
+    occupancy: Arc<Mutex<Occupancy>>,
     /// The sum of every connection's [`Conn::buffered`], as last accounted.
     buffered: usize,
     /// The routing ids of open connections, shared with [`Router::is_connected`].
@@ -450,27 +454,18 @@ impl Server {
         }
     }
 
-    /// Whether one more connection from `peer` fits the budget; if not, says why.
-    fn admit(&self, peer: &SocketAddr) -> Result<(), String> {
-        if self.conns.len() >= self.budget.max_connections {
-            return Err(format!("{} connections open, the most in all (limits)", self.conns.len()));
-        }
-        let from_host = self.per_host.get(&peer.ip()).copied().unwrap_or(0);
-        if from_host >= self.budget.max_per_host {
-            return Err(format!("{from_host} connections open from {}, the most from one host (limits)", peer.ip()));
-        }
-        Ok(())
-    }
-
     fn accept(&mut self) {
         loop {
             match self.listener.accept() {
                 Ok((mut stream, peer)) => {
-                    if let Err(why) = self.admit(&peer) {
-                        tracing::warn!(%peer, why, "router: connection refused");
-                        drop(stream);
-                        continue;
-                    }
+                    let (all, per_host) = (self.budget.max_connections, self.budget.max_per_host);
+                    let slot = match Slot::take(&self.occupancy, peer.ip(), all, per_host) {
+                        Ok(slot) => slot,
+                        Err(why) => {
+                            tracing::warn!(%peer, why, "router: connection refused");
+                            continue;
+                        }
+                    };
                     let _ = stream.set_nodelay(true);
                     let token = Token(self.next_token);
                     self.next_token += 1;
@@ -491,9 +486,9 @@ impl Server {
                         since: Instant::now(),
                         partial_since: None,
                         accounted: 0,
+                        _slot: slot,
                     };
                     self.conns.insert(token, conn);
-                    *self.per_host.entry(peer.ip()).or_default() += 1;
                     self.dirty.push(token);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -616,14 +611,6 @@ impl Server {
         if let Some(mut conn) = self.conns.remove(&token) {
             let _ = self.poll.registry().deregister(&mut conn.stream);
             self.buffered -= conn.accounted;
-            if let Some(ip) = conn.peer.map(|p| p.ip()) {
-                if let Some(n) = self.per_host.get_mut(&ip) {
-                    *n -= 1;
-                    if *n == 0 {
-                        self.per_host.remove(&ip);
-                    }
-                }
-            }
             if let Some(id) = conn.id {
                 if self.routes.get(&id) == Some(&token) {
                     lock(&self.connected).remove(&id);
