@@ -298,6 +298,10 @@ enum Cmd {
     /// printed as they happen (standard output), notes on standard error. Ctrl-C (SIGINT), SIGTERM or
     /// --duration ends it and completes the trace.
     ///
+    /// The tap's bootstrap server and ROUTERs are the reference peer's, within its resource budget (header,
+    /// body and handshake timeouts, body and message sizes, connections in all and per host: `mooncake-peer
+    /// --help`, RELIABILITY.md); a client over it is cut off and reported, everyone else is still relayed.
+    ///
     /// A tap cannot see transfer-engine calls or what the connectors report to their schedulers: the trace
     /// says so (`unobserved`), and `run` reports TE-CALLS, P-FINISHED-SENDING and D-OUTCOME as not applicable.
     /// `run` needs the prefiller side a trace cannot show: name a scenarios.toml entry with --scenario (or pass

@@ -9,12 +9,11 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use mooncake_wire::limits;
+use mooncake_io::http::HttpLimits;
 use mooncake_wire::proto::Registry;
 use serde_json::{json, Value as J};
 use tokio::net::TcpListener;
@@ -39,6 +38,7 @@ struct St {
     workers: Arc<Workers>,
     relay: Arc<Relay>,
     seen: UnboundedSender<Seen>,
+    budget: HttpLimits,
 }
 
 /// How long the tap waits for the upstream server.
@@ -50,13 +50,26 @@ pub(crate) struct Front {
 }
 
 impl Front {
-    /// Binds `bind` (a port in use is an environment failure) and serves until dropped.
+    /// Binds `bind` (a port in use is an environment failure) and serves until dropped, within the bootstrap
+    /// server's budget (`HttpLimits::default()`: the same timeouts, connection and body limits).
     pub(crate) async fn start(
         bind: &str,
         answer: Answerer,
         workers: Arc<Workers>,
         relay: Arc<Relay>,
         seen: UnboundedSender<Seen>,
+    ) -> Result<Front, RunError> {
+        Front::start_within(bind, answer, workers, relay, seen, HttpLimits::default()).await
+    }
+
+    /// [`Front::start`] within a budget of its own (tests scale it down).
+    pub(crate) async fn start_within(
+        bind: &str,
+        answer: Answerer,
+        workers: Arc<Workers>,
+        relay: Arc<Relay>,
+        seen: UnboundedSender<Seen>,
+        budget: HttpLimits,
     ) -> Result<Front, RunError> {
         let listener = TcpListener::bind(bind).await.map_err(|e| match e.kind() {
             std::io::ErrorKind::AddrInUse => {
@@ -68,14 +81,9 @@ impl Front {
             _ => RunError::environment(format!("--bootstrap-bind {bind}: {e}")),
         })?;
         let addr = listener.local_addr().map_err(|e| RunError::environment(e.to_string()))?;
-        let st = St { answer: Arc::new(answer), workers, relay, seen };
-        let app = Router::new()
-            .fallback(handle)
-            .layer(axum::extract::DefaultBodyLimit::max(limits::MAX_HTTP_BODY_BYTES))
-            .with_state(st);
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let st = St { answer: Arc::new(answer), workers, relay, seen, budget };
+        let app = Router::new().fallback(handle).with_state(st);
+        let task = tokio::spawn(mooncake_io::http::serve(listener, app, budget));
         Ok(Front { addr, task })
     }
 
@@ -92,22 +100,28 @@ impl Drop for Front {
 
 /// The registry's answer, as the reference bootstrap server gives it (a body that is not JSON: 422).
 fn registry_answer(reg: &Mutex<Registry>, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
-    let parsed: Result<Option<J>, serde_json::Error> =
-        if body.is_empty() { Ok(None) } else { serde_json::from_slice(body).map(Some) };
-    let (status, answer) = match parsed {
-        Err(e) => (
-            422,
-            json!({"detail": [{"type": "json_invalid", "loc": ["body"], "msg": format!("JSON decode error: {e}")}]}),
-        ),
+    match mooncake_io::http::parse_json_body(body) {
+        Err(invalid) => (422, invalid.to_vec()),
         Ok(b) => {
             let r = reg.lock().unwrap_or_else(|p| p.into_inner()).handle(method, path, b.as_ref());
-            (r.status, r.body)
+            (r.status, r.body.to_string().into_bytes())
         }
-    };
-    (status, answer.to_string().into_bytes())
+    }
 }
 
-async fn handle(State(st): State<St>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(State(st): State<St>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
+    let body = match mooncake_io::http::read_body(body, &st.budget).await {
+        Ok(b) => b,
+        Err(refused) => {
+            let _ = st.seen.send(Seen::Trouble {
+                environment: false,
+                text: format!("the tap's bootstrap server refused {method} {}: body too large or too slow", uri.path()),
+            });
+            return refused;
+        }
+    };
     let path = uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| uri.path().to_string());
     let (status, content_type, answer) = match &*st.answer {
         Answerer::Registry(reg) => {
@@ -181,4 +195,107 @@ async fn handle(State(st): State<St>, method: Method, uri: Uri, headers: HeaderM
     }));
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (code, [("content-type", content_type)], handed).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mooncake_wire::bootstrap::BootstrapSpec;
+    use mooncake_wire::spec::Spec;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    const WAIT: Duration = Duration::from_secs(10);
+
+    /// The bootstrap budget scaled down so that each timeout costs the test a fraction of a second.
+    fn small_budget() -> HttpLimits {
+        HttpLimits {
+            headers: Duration::from_millis(300),
+            body: Duration::from_millis(300),
+            max_connections: 8,
+            max_per_host: 4,
+        }
+    }
+
+    async fn front() -> (Front, tokio::sync::mpsc::UnboundedReceiver<Seen>) {
+        let spec = BootstrapSpec::new(Spec::builtin().revision("vllm-0.33.0").unwrap().clone()).unwrap().unwrap();
+        let relay = Arc::new(Relay::start("127.0.0.1", Box::new(|_| {})).unwrap());
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let answer = Answerer::Registry(Mutex::new(Registry::new(spec)));
+        let front = Front::start_within("127.0.0.1:0", answer, Arc::default(), relay, tx, small_budget()).await;
+        (front.unwrap(), rx)
+    }
+
+    /// The status line of the answer to `request`, sent whole on a connection of its own.
+    async fn status_of(front: &Front, request: &[u8]) -> String {
+        let mut s = TcpStream::connect(front.addr).await.unwrap();
+        s.write_all(request).await.unwrap();
+        let mut got = vec![];
+        let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut got)).await;
+        String::from_utf8_lossy(&got).lines().next().unwrap_or("").to_string()
+    }
+
+    const QUERY: &[u8] = b"GET /query HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n";
+
+    /// Whether the front closed the connection within the wait (it was open for ever before issue 34).
+    async fn closed(s: &mut TcpStream) -> bool {
+        let mut buf = [0u8; 1024];
+        loop {
+            match tokio::time::timeout(WAIT, s.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return true,
+                Ok(Ok(_)) => continue,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Issue 34: the tap's bootstrap front served with `axum::serve`, which has no header timeout and no
+    /// connection limit: a client trickling its headers was kept for as long as it liked, as many as it opened.
+    /// It now serves within the bootstrap server's budget, and a well-behaved client is served meanwhile.
+    #[tokio::test]
+    async fn trickled_headers_are_cut_off_and_queries_are_served_meanwhile() {
+        let (front, _seen) = front().await;
+        let mut slow = TcpStream::connect(front.addr).await.unwrap();
+        slow.write_all(b"GET /query HTTP/1.1\r\nhost: t\r\n").await.unwrap();
+        assert!(status_of(&front, QUERY).await.starts_with("HTTP/1.1 200"), "a query was not served meanwhile");
+        assert!(closed(&mut slow).await, "a connection trickling its headers was kept");
+        assert!(status_of(&front, QUERY).await.starts_with("HTTP/1.1 200"), "a query was not served after");
+    }
+
+    #[tokio::test]
+    async fn bodies_too_large_or_too_slow_are_refused_and_reported() {
+        let (front, mut seen) = front().await;
+        let big = vec![b'x'; limits_body() + 1];
+        let mut request =
+            format!("POST /register HTTP/1.1\r\nhost: t\r\ncontent-length: {}\r\n\r\n", big.len()).into_bytes();
+        request.extend_from_slice(&big);
+        assert!(status_of(&front, &request).await.starts_with("HTTP/1.1 413"));
+        let slow = b"POST /register HTTP/1.1\r\nhost: t\r\ncontent-length: 100\r\nconnection: close\r\n\r\n{";
+        assert!(status_of(&front, slow).await.starts_with("HTTP/1.1 408"));
+        let mut troubles = 0;
+        while let Ok(s) = seen.try_recv() {
+            troubles += matches!(s, Seen::Trouble { .. }) as usize;
+        }
+        assert_eq!(troubles, 2, "each refusal is reported to the recorder");
+    }
+
+    #[tokio::test]
+    async fn connections_over_the_per_host_budget_are_closed_at_once() {
+        let (front, _seen) = front().await;
+        let mut held = vec![];
+        for _ in 0..small_budget().max_per_host {
+            held.push(TcpStream::connect(front.addr).await.unwrap());
+        }
+        // Accepted in order: give the front a moment to take the held ones' slots.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let mut over = TcpStream::connect(front.addr).await.unwrap();
+        let mut buf = [0u8; 16];
+        let r = tokio::time::timeout(Duration::from_millis(200), over.read(&mut buf)).await;
+        assert!(matches!(r, Ok(Ok(0)) | Ok(Err(_))), "a connection over the per-host budget was kept: {r:?}");
+        drop(held);
+    }
+
+    fn limits_body() -> usize {
+        mooncake_wire::limits::MAX_HTTP_REQUEST_BODY_BYTES
+    }
 }

@@ -4,7 +4,9 @@
 
 mod server;
 
-pub use server::{BootstrapServer, Exchange, ExchangeLog, HttpLimits, MAX_LOGGED_BODY_BYTES};
+pub use server::{
+    parse_json_body, read_body, serve, BootstrapServer, Exchange, ExchangeLog, HttpLimits, MAX_LOGGED_BODY_BYTES,
+};
 
 use std::time::Duration;
 

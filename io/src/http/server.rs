@@ -113,8 +113,9 @@ fn json_answer(status: u16, body: Bytes) -> Response {
     (code, [("content-type", "application/json")], body).into_response()
 }
 
-/// Reads the request body within the budget; the answer to send instead when it cannot.
-async fn read_body(body: axum::body::Body, budget: &HttpLimits) -> Result<Bytes, Response> {
+/// Reads a request's body within `budget` (at most `limits::MAX_HTTP_REQUEST_BODY_BYTES`, within
+/// `budget.body`); the answer to send instead when it cannot (413 too large, 408 too slow).
+pub async fn read_body(body: axum::body::Body, budget: &HttpLimits) -> Result<Bytes, Response> {
     match tokio::time::timeout(budget.body, axum::body::to_bytes(body, limits::MAX_HTTP_REQUEST_BODY_BYTES)).await {
         Ok(Ok(b)) => Ok(b),
         Ok(Err(e)) => {
@@ -158,13 +159,8 @@ async fn handle(State(st): State<AppState>, req: axum::extract::Request) -> Resp
             return refused;
         }
     };
-    let parsed: Result<Option<J>, serde_json::Error> =
-        if body.is_empty() { Ok(None) } else { serde_json::from_slice(&body).map(Some) };
-    let (status, response, request) = match parsed {
-        Err(e) => {
-            let j = serde_json::json!({"detail": [{"type": "json_invalid", "loc": ["body"], "msg": format!("JSON decode error: {e}")}]});
-            (422, Bytes::from(j.to_string()), None)
-        }
+    let (status, response, request) = match parse_json_body(&body) {
+        Err(invalid) => (422, invalid, None),
         Ok(b) => {
             let (status, bytes) = answer(&st, method.as_str(), &path, b.as_ref());
             (status, bytes, b.filter(|_| body.len() <= MAX_LOGGED_BODY_BYTES))
@@ -174,6 +170,19 @@ async fn handle(State(st): State<AppState>, req: axum::extract::Request) -> Resp
     let logged = (response.len() <= MAX_LOGGED_BODY_BYTES).then(|| serde_json::from_slice(&response).ok()).flatten();
     lock(&st.log).push(Exchange { method: method.to_string(), path, request, status, response: logged });
     json_answer(status, response)
+}
+
+/// A request body as the registry takes it: none when empty, else its JSON. A body that is not JSON gets
+/// FastAPI's 422 `json_invalid` answer (vLLM's bootstrap server is FastAPI), returned as the `Err` to send.
+pub fn parse_json_body(body: &[u8]) -> Result<Option<J>, Bytes> {
+    if body.is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_slice(body).map(Some).map_err(|e| {
+        let detail =
+            serde_json::json!([{"type": "json_invalid", "loc": ["body"], "msg": format!("JSON decode error: {e}")}]);
+        Bytes::from(serde_json::json!({ "detail": detail }).to_string())
+    })
 }
 
 /// A running bootstrap server.
@@ -228,9 +237,12 @@ impl Drop for BootstrapServer {
     }
 }
 
-/// Accepts connections within the budget and serves each on a task of its own; headers must arrive within
-/// `budget.headers` (hyper closes the connection otherwise) and bodies within `budget.body` (408).
-async fn serve(listener: TcpListener, app: Router, budget: HttpLimits) {
+/// Serves `app` on `listener` within `budget`: connections over the budget (in all, per host) are closed at
+/// once, each accepted one is served on a task of its own, its request heads must arrive within
+/// `budget.headers` and be at most 16 KiB (hyper closes the connection otherwise). Bodies are the handler's
+/// to read with [`read_body`] (within `budget.body`, else 408). Runs until the task is aborted. The bootstrap
+/// server and the conformance tap's bootstrap front both serve through it.
+pub async fn serve(listener: TcpListener, app: Router, budget: HttpLimits) {
     let occupancy = Occupancy::shared();
     loop {
         let (stream, peer) = match listener.accept().await {
