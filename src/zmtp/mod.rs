@@ -1,7 +1,9 @@
 //! ZMTP 3 wire pieces (RFC 23 and 37, NULL mechanism): the greeting, frames and commands a libzmq peer puts on
 //! the wire, and [`server`], the sans-IO framing state machine of a ROUTER's connection (the reference peer's
-//! prefiller drives it over its sockets; the fuzz target `zmtp_server` drives it over arbitrary bytes).
+//! prefiller drives it over its sockets; the fuzz target `zmtp_server` drives it over arbitrary bytes), and
+//! [`relay`], the sans-IO leg table of a ROUTER-to-DEALER relay (the conformance tap's; fuzz target `tap_relay`).
 
+pub mod relay;
 pub mod server;
 
 /// More frames of this message follow.

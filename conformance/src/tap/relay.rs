@@ -13,7 +13,6 @@
 //! decoder keeps its own routing identity on the prefiller side, and a recorded `frames[0]` is what the
 //! prefiller really saw.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex};
 use std::thread::JoinHandle;
@@ -21,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use mooncake_io::router::{Router, RouterError};
 use mooncake_wire::limits;
+use mooncake_wire::zmtp::relay::{LegKey, Legs};
 use tokio::sync::oneshot;
 
 /// A DEALER that carried nothing either way for this long is closed (the decoder opened a new connection per
@@ -115,7 +115,8 @@ impl Relay {
         let thread = std::thread::Builder::new()
             .name("mooncake-tap".into())
             .spawn(move || {
-                Thread { ctx, host, inbox_addr, fronts: vec![], legs: HashMap::new(), emit }.run(pull, inbox, rx)
+                Thread { ctx, host, inbox_addr, fronts: vec![], legs: Legs::new(MAX_LEGS, LEG_IDLE), emit }
+                    .run(pull, inbox, rx)
             })
             .map_err(RelayError::Spawn)?;
         Ok(Relay { cmds: tx, wake: Mutex::new(push), thread: Mutex::new(Some(thread)) })
@@ -161,20 +162,15 @@ struct Front {
     real: String,
 }
 
-/// One decoder connection, relayed: the DEALER to the real prefiller.
-struct Leg {
-    dealer: zmq::Socket,
-    last: Instant,
-}
-
 struct Thread {
     ctx: zmq::Context,
     host: String,
     /// Where the ROUTERs' handlers push the messages they receive.
     inbox_addr: String,
     fronts: Vec<Front>,
-    /// (front index, routing id) → leg.
-    legs: HashMap<(usize, Vec<u8>), Leg>,
+    /// (front index, routing id) → the DEALER to the real prefiller (`mooncake_wire::zmtp::relay`: at most
+    /// [`MAX_LEGS`], idle ones closed after [`LEG_IDLE`]).
+    legs: Legs<zmq::Socket>,
     emit: Box<dyn FnMut(Obs) + Send>,
 }
 
@@ -186,10 +182,10 @@ impl Thread {
     fn run(mut self, wake: zmq::Socket, inbox: zmq::Socket, cmds: mpsc::Receiver<Cmd>) {
         let mut last_sweep = Instant::now();
         loop {
-            let keys: Vec<(usize, Vec<u8>)> = self.legs.keys().cloned().collect();
             let (wake_ready, inbox_ready, legs_ready) = {
+                let (keys, dealers): (Vec<&LegKey>, Vec<&zmq::Socket>) = self.legs.iter().unzip();
                 let mut items = vec![wake.as_poll_item(zmq::POLLIN), inbox.as_poll_item(zmq::POLLIN)];
-                items.extend(keys.iter().map(|k| self.legs[k].dealer.as_poll_item(zmq::POLLIN)));
+                items.extend(dealers.iter().map(|d| d.as_poll_item(zmq::POLLIN)));
                 if zmq::poll(&mut items, 1000).is_err() {
                     return;
                 }
@@ -199,7 +195,7 @@ impl Thread {
                     keys.iter()
                         .enumerate()
                         .filter(|(i, _)| items[2 + i].is_readable())
-                        .map(|(_, k)| k.clone())
+                        .map(|(_, k)| (*k).clone())
                         .collect::<Vec<_>>(),
                 )
             };
@@ -223,17 +219,15 @@ impl Thread {
                 }
             }
             for k in legs_ready {
-                while let Some(leg) = self.legs.get(&k) {
-                    let Ok(frames) = leg.dealer.recv_multipart(zmq::DONTWAIT) else { break };
+                while let Some(dealer) = self.legs.touch(Instant::now(), &k) {
+                    let Ok(frames) = dealer.recv_multipart(zmq::DONTWAIT) else { break };
                     self.on_prefiller_frames(&k, frames);
                 }
             }
             if last_sweep.elapsed() >= Duration::from_secs(1) {
                 last_sweep = Instant::now();
-                let idle: Vec<(usize, Vec<u8>)> =
-                    self.legs.iter().filter(|(_, l)| l.last.elapsed() >= LEG_IDLE).map(|(k, _)| k.clone()).collect();
-                for k in idle {
-                    self.close_leg(&k);
+                for (k, _dealer) in self.legs.expire(last_sweep) {
+                    self.closed(&k);
                 }
             }
         }
@@ -261,28 +255,9 @@ impl Thread {
         Ok(bound)
     }
 
-    fn open_leg(&self, f: usize, rid: &[u8]) -> Result<zmq::Socket, RelayError> {
-        let real = &self.fronts[f].real;
-        let s = self.ctx.socket(zmq::DEALER)?;
-        if !rid.is_empty() && rid.len() <= 255 {
-            s.set_identity(rid).map_err(|source| RelayError::RoutingId { rid: rid.to_vec(), source })?;
-        }
-        // vLLM's decoder DEALER options (make_zmq_socket): no high-water marks, no linger.
-        s.set_linger(0)?;
-        s.set_sndhwm(0)?;
-        s.set_rcvhwm(0)?;
-        s.set_maxmsgsize(limits::MAX_FRAME_BYTES as i64)?;
-        if v6(real) {
-            s.set_ipv6(true)?;
-        }
-        s.connect(real).map_err(|source| RelayError::Connect { endpoint: real.clone(), source })?;
-        Ok(s)
-    }
-
-    fn close_leg(&mut self, k: &(usize, Vec<u8>)) {
-        if self.legs.remove(k).is_some() {
-            (self.emit)(Obs::Closed { worker: self.fronts[k.0].worker, rid: k.1.clone() });
-        }
+    /// Reports a leg the table closed (its DEALER is dropped by the caller).
+    fn closed(&mut self, k: &LegKey) {
+        (self.emit)(Obs::Closed { worker: self.fronts[k.0].worker, rid: k.1.clone() });
     }
 
     fn on_decoder_frames(&mut self, f: usize, mut msg: Vec<Vec<u8>>) {
@@ -290,39 +265,28 @@ impl Thread {
             return;
         }
         let rid = msg.remove(0);
-        let key = (f, rid.clone());
-        if !self.legs.contains_key(&key) {
-            if self.legs.len() >= MAX_LEGS {
-                if let Some(oldest) = self.legs.iter().min_by_key(|(_, l)| l.last).map(|(k, _)| k.clone()) {
-                    self.close_leg(&oldest);
-                }
+        let key = (f, rid);
+        let (fronts, ctx) = (&self.fronts, &self.ctx);
+        let routed = match self.legs.route(Instant::now(), &key, || open_leg(ctx, &fronts[f].real, &key.1)) {
+            Ok(r) => r,
+            Err(e) => {
+                let real = &self.fronts[f].real;
+                (self.emit)(Obs::Trouble(format!("cannot relay a decoder connection to {real}: {e}")));
+                return;
             }
-            match self.open_leg(f, &rid) {
-                Ok(dealer) => {
-                    self.legs.insert(key.clone(), Leg { dealer, last: Instant::now() });
-                }
-                Err(e) => {
-                    (self.emit)(Obs::Trouble(format!(
-                        "cannot relay a decoder connection to {}: {e}",
-                        self.fronts[f].real
-                    )));
-                    return;
-                }
-            }
+        };
+        let sent = routed.leg.send_multipart(msg.iter(), zmq::DONTWAIT);
+        if let Some((evicted, _dealer)) = routed.evicted {
+            self.closed(&evicted);
         }
-        let leg = self.legs.get_mut(&key).expect("opened above");
-        leg.last = Instant::now();
-        if let Err(e) = leg.dealer.send_multipart(msg.iter(), zmq::DONTWAIT) {
+        if let Err(e) = sent {
             (self.emit)(Obs::Trouble(format!("cannot forward a decoder's message to {}: {e}", self.fronts[f].real)));
             return;
         }
-        (self.emit)(Obs::Request { worker: self.fronts[f].worker, rid, frames: msg });
+        (self.emit)(Obs::Request { worker: self.fronts[f].worker, rid: key.1, frames: msg });
     }
 
-    fn on_prefiller_frames(&mut self, key: &(usize, Vec<u8>), frames: Vec<Vec<u8>>) {
-        if let Some(l) = self.legs.get_mut(key) {
-            l.last = Instant::now();
-        }
+    fn on_prefiller_frames(&mut self, key: &LegKey, frames: Vec<Vec<u8>>) {
         let front = &self.fronts[key.0];
         let mut out = Vec::with_capacity(frames.len() + 1);
         out.push(key.1.clone());
@@ -331,4 +295,22 @@ impl Thread {
         front.router.send_batch(vec![out]);
         (self.emit)(Obs::Reply { worker: front.worker, rid: key.1.clone(), frames, delivered });
     }
+}
+
+/// A DEALER to the real prefiller at `real`, under the decoder connection's routing id `rid`.
+fn open_leg(ctx: &zmq::Context, real: &str, rid: &[u8]) -> Result<zmq::Socket, RelayError> {
+    let s = ctx.socket(zmq::DEALER)?;
+    if !rid.is_empty() && rid.len() <= 255 {
+        s.set_identity(rid).map_err(|source| RelayError::RoutingId { rid: rid.to_vec(), source })?;
+    }
+    // vLLM's decoder DEALER options (make_zmq_socket): no high-water marks, no linger.
+    s.set_linger(0)?;
+    s.set_sndhwm(0)?;
+    s.set_rcvhwm(0)?;
+    s.set_maxmsgsize(limits::MAX_FRAME_BYTES as i64)?;
+    if v6(real) {
+        s.set_ipv6(true)?;
+    }
+    s.connect(real).map_err(|source| RelayError::Connect { endpoint: real.to_string(), source })?;
+    Ok(s)
 }

@@ -101,12 +101,13 @@ pub fn seeds(target: &str) -> Vec<Vec<u8>> {
         "store_keys" => key_seeds(),
         "transfer_engine" => te_seeds(),
         "zmtp_server" => zmtp_seeds(),
-        "prefiller" | "decoder" | "cross" => {
+        "prefiller" | "decoder" | "cross" | "tap_relay" => {
             // Structured targets read any bytes as operations; random bytes of a few sizes start them off.
             let mut rng = Rng::new(match target {
                 "prefiller" => 1,
                 "decoder" => 2,
-                _ => 3,
+                "cross" => 3,
+                _ => 4,
             });
             (0..32).map(|i| (0..(64 << (i % 6))).map(|_| rng.next_u64() as u8).collect()).collect()
         }

@@ -107,6 +107,10 @@ fn transfer_engine() {
     smoke(targets::by_name("transfer_engine").unwrap(), 8);
 }
 #[test]
+fn tap_relay() {
+    smoke(targets::by_name("tap_relay").unwrap(), 10);
+}
+#[test]
 fn zmtp_server() {
     smoke(targets::by_name("zmtp_server").unwrap(), 9);
 }

@@ -7,6 +7,7 @@ pub mod decoder;
 pub mod keys;
 pub mod prefiller;
 pub mod spec_decode;
+pub mod tap_relay;
 pub mod trace;
 pub mod transfer_engine;
 pub mod typed;
@@ -40,6 +41,7 @@ pub const ALL: &[Target] = &[
     Target { name: "transfer_engine", run: transfer_engine::run, structured: false, dict: "json.dict", max_len: 4096 },
     Target { name: "cross", run: cross::run, structured: true, dict: "msgpack.dict", max_len: 4096 },
     Target { name: "zmtp_server", run: zmtp_server::run, structured: false, dict: "msgpack.dict", max_len: 4096 },
+    Target { name: "tap_relay", run: tap_relay::run, structured: true, dict: "msgpack.dict", max_len: 4096 },
 ];
 
 /// The target called `name`.
