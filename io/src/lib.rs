@@ -50,6 +50,12 @@ pub mod layout;
 pub mod reactor;
 pub mod router;
 
+/// Locks `m`, taking the value over from a thread that panicked while holding it: every value kept under a
+/// lock here is whole between statements, so a panic elsewhere does not make it wrong.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Sleeps until a sans-IO core's next deadline (its `poll_timeout`), or forever when it has none: the timer
 /// branch of the loop that drives a core.
 pub async fn sleep_until(deadline: Option<std::time::Instant>) {

@@ -35,6 +35,7 @@ use mooncake_wire::zmtp::server::{Event, FramingError, ServerFramer};
 use mooncake_wire::zmtp::{self, FLAG_MORE};
 
 use crate::admission::{Occupancy, Slot};
+use crate::lock;
 
 /// Handles one message (`[routing_id, frames...]`) on the router's thread and returns the messages to send
 /// in answer, each `[routing_id, frames...]`.
@@ -206,10 +207,6 @@ impl Drop for Router {
             let _ = t.join();
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// libzmq starts its generated routing ids at a random number.

@@ -13,10 +13,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mooncake_reference::zmtp::{self, FLAG_MORE, GREETING_LEN};
+use mooncake_reference::zmtp::{self, FLAG_MORE};
 use serde_json::{json, Value as J};
 
-const WAIT: Duration = Duration::from_secs(10);
+mod common;
+use common::{connect_from, dealer_from, read_frame, WAIT};
 const MIB: u64 = 1024 * 1024;
 
 /// Peak resident memory each role's process may reach under these attacks (RELIABILITY.md, "Resource budget").
@@ -95,47 +96,8 @@ fn layout(base: u64) -> J {
     })
 }
 
-/// A TCP connection to `to` from `source` (a loopback address of its own stands for another host).
-fn connect_from(source: &str, to: SocketAddr) -> std::io::Result<TcpStream> {
-    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
-    sock.bind(&format!("{source}:0").parse::<SocketAddr>().unwrap().into())?;
-    sock.connect_timeout(&to.into(), WAIT)?;
-    let s: TcpStream = sock.into();
-    s.set_read_timeout(Some(WAIT))?;
-    s.set_write_timeout(Some(WAIT))?;
-    Ok(s)
-}
-
 fn addr_of(endpoint: &str) -> SocketAddr {
     endpoint.trim_start_matches("tcp://").trim_start_matches("http://").parse().unwrap()
-}
-
-fn read_frame(s: &mut TcpStream) -> std::io::Result<(u8, Vec<u8>)> {
-    let mut head = [0u8; 2];
-    s.read_exact(&mut head)?;
-    let len = if head[0] & zmtp::FLAG_LONG != 0 {
-        let mut rest = [0u8; 7];
-        s.read_exact(&mut rest)?;
-        let mut b = [head[1], 0, 0, 0, 0, 0, 0, 0];
-        b[1..].copy_from_slice(&rest);
-        u64::from_be_bytes(b) as usize
-    } else {
-        head[1] as usize
-    };
-    let mut body = vec![0u8; len];
-    s.read_exact(&mut body)?;
-    Ok((head[0], body))
-}
-
-/// A DEALER through the ZMTP handshake, by hand.
-fn dealer_from(source: &str, to: SocketAddr) -> std::io::Result<TcpStream> {
-    let mut s = connect_from(source, to)?;
-    s.write_all(&zmtp::greeting())?;
-    let mut g = [0u8; GREETING_LEN];
-    s.read_exact(&mut g)?;
-    s.write_all(&zmtp::ready("DEALER", &[]))?;
-    read_frame(&mut s)?;
-    Ok(s)
 }
 
 /// A decoder's lease heartbeat (vLLM 0.34.0's `MooncakeLeaseHeartbeat`, MessagePack as msgspec writes it):

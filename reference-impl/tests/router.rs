@@ -11,7 +11,8 @@ use mooncake_reference::router::{Router, RouterError, RouterHandler, RouterLimit
 use mooncake_reference::zmtp::{self, FLAG_COMMAND, FLAG_LONG, FLAG_MORE, GREETING_LEN};
 use mooncake_wire::limits;
 
-const WAIT: Duration = Duration::from_secs(10);
+mod common;
+use common::WAIT;
 
 /// A router whose handler reports every message on a channel and answers `[id, frames reversed...]`.
 fn echo_router() -> (Router, mpsc::Receiver<Vec<Vec<u8>>>) {
@@ -50,20 +51,7 @@ fn raw(endpoint: &str, greeting: &[u8]) -> TcpStream {
 
 /// Reads one frame: (flags, body).
 fn read_frame(s: &mut TcpStream) -> (u8, Vec<u8>) {
-    let mut head = [0u8; 2];
-    s.read_exact(&mut head).unwrap();
-    let len = if head[0] & FLAG_LONG != 0 {
-        let mut rest = [0u8; 7];
-        s.read_exact(&mut rest).unwrap();
-        let mut b = [head[1], 0, 0, 0, 0, 0, 0, 0];
-        b[1..].copy_from_slice(&rest);
-        u64::from_be_bytes(b) as usize
-    } else {
-        head[1] as usize
-    };
-    let mut body = vec![0u8; len];
-    s.read_exact(&mut body).unwrap();
-    (head[0], body)
+    common::read_frame(s).expect("a frame")
 }
 
 /// True when the router closed the connection (end of stream or reset) within the wait.
@@ -307,13 +295,7 @@ fn small_budget() -> RouterLimits {
 
 /// A DEALER-like raw peer connecting from `source` (another loopback address stands for another host).
 fn raw_from(source: &str, endpoint: &str) -> TcpStream {
-    let target: std::net::SocketAddr = endpoint.strip_prefix("tcp://").unwrap().parse().unwrap();
-    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    sock.bind(&format!("{source}:0").parse::<std::net::SocketAddr>().unwrap().into()).unwrap();
-    sock.connect_timeout(&target.into(), WAIT).unwrap();
-    let s: TcpStream = sock.into();
-    s.set_read_timeout(Some(WAIT)).unwrap();
-    s
+    common::connect_from(source, endpoint.strip_prefix("tcp://").unwrap().parse().unwrap()).unwrap()
 }
 
 /// A full exchange through a raw DEALER: a one-frame message and its echoed reply.

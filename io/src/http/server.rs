@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 
 use super::HttpError;
 use crate::admission::{Occupancy, Slot};
+use crate::lock;
 
 /// Every request and answer, for the conformance runner's checks and for logs.
 #[derive(Clone, Debug)]
@@ -102,10 +103,6 @@ struct AppState {
     /// share one buffer instead of one copy each.
     answer: Arc<Mutex<Option<(u64, Bytes)>>>,
     budget: HttpLimits,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn json_answer(status: u16, body: Bytes) -> Response {
