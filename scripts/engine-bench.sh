@@ -8,4 +8,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export MOONCAKE_PYTHON="${1:-$PWD/.venv/bin/python}"
 ./scripts/engine-venv.sh "$MOONCAKE_PYTHON"
-cargo test -p mooncake-reference --test engine_interop -- --ignored --nocapture throughput 2>&1 | grep -E '^(BENCH|SKIPPED|test result)'
+cargo test -p mooncake-reference --test suite -- --ignored --nocapture engine_interop::throughput 2>&1 | grep -E '^(BENCH|SKIPPED|test result)'

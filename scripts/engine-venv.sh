@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Puts the pinned Mooncake Transfer Engine package (tests/store/requirements.txt:
 # mooncake-transfer-engine-non-cuda) and its system library libibverbs1 into a venv, when missing, for the
-# real-engine interop tests (reference-impl/tests/engine_interop.rs) and the store gate.
+# real-engine interop tests (reference-impl/tests/suite/engine_interop.rs) and the store gate.
 # Never fails: when something cannot be installed it says so on one line, and the tests that need the engine
 # print `SKIPPED: real Transfer Engine interop — <why>` (counted by test.sh).
 # Usage: scripts/engine-venv.sh PYTHON

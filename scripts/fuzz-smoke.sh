@@ -15,7 +15,7 @@
 #
 # Needs cargo-fuzz (`cargo install cargo-fuzz --locked`). The test suite does not call this script: it runs
 # the same target bodies over the seeds and a few thousand derived inputs as normal tests
-# (fuzz/harness/tests/smoke.rs), which needs neither cargo-fuzz nor libFuzzer.
+# (fuzz/harness/tests/suite/smoke.rs), which needs neither cargo-fuzz nor libFuzzer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 limit=()

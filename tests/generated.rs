@@ -23,12 +23,12 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 /// matrix is observed by running reference peers against each other (`mooncake-conformance matrix`), which
 /// this crate cannot do; `scripts/test.sh` runs `matrix --check` on it.
 /// The extraction proof is made from released wheels (`mooncake-conformance extract --proof`), which the
-/// default suite may not have; `conformance/tests/extract_proof.rs` checks it when they are cached.
+/// default suite may not have; `conformance/tests/suite/extract_proof.rs` checks it when they are cached.
 const OTHER_GENERATORS: [(&str, &str); 2] = [
     ("schema/push/compat-matrix.md", "mooncake-conformance matrix --check (scripts/test.sh)"),
     (
         "schema/push/extract-proof.md",
-        "mooncake-conformance extract --proof --check (conformance/tests/extract_proof.rs)",
+        "mooncake-conformance extract --proof --check (conformance/tests/suite/extract_proof.rs)",
     ),
 ];
 

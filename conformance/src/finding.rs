@@ -2,7 +2,7 @@
 //! shares (trace → conversation → checks → report → writers); it imports nothing of the crate.
 //!
 //! Check ids are a closed list, [`CheckId`], each documented in `conformance/CHECKS.md`
-//! (`conformance/tests/check_ids.rs` holds the enum and the document to each other).
+//! (`conformance/tests/suite/check_ids.rs` holds the enum and the document to each other).
 
 use serde::Serialize;
 

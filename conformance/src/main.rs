@@ -117,9 +117,10 @@ struct RunOpts {
     /// Stop after the first case that fails (the report says how many were not run).
     #[arg(long)]
     fail_fast: bool,
-    /// Cases run at once, each against a testee of its own (default: the number of CPUs; 1 runs them one
-    /// after another; an already-running peer of `replay` always serves one case at a time). Reports list the
-    /// cases in the same order whatever the number.
+    /// Cases run at once, each against a testee of its own; a new one starts as soon as any ends (default:
+    /// 16 per CPU, at most 64, against the built-in peer — cases wait on timers, not the CPU; one per CPU
+    /// against a --testee command; 1 runs them one after another; an already-running peer of `replay` always
+    /// serves one case at a time). Reports list the cases in the same order whatever the number.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     jobs: Option<u16>,
     /// Zero cases, or every case skipped, is not an error (exit 0 instead of 2).
@@ -949,7 +950,7 @@ fn configure(inputs: Vec<Input>, testee: Option<&str>, o: &RunOpts, data: &Data)
     cfg.slack = seconds(o.slack, "--slack")?;
     cfg.speaks = speaks;
     cfg.fail_fast = o.fail_fast;
-    cfg.jobs = o.jobs.map(usize::from).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    cfg.jobs = o.jobs.map(usize::from).unwrap_or_else(|| mooncake_conformance::run::default_jobs(&cfg.testee));
     cfg.allow_empty = o.allow_empty;
     cfg.testee_log = o.testee_log.clone();
     if let Some(d) = &o.testee_log {

@@ -30,7 +30,7 @@ pub(crate) mod structs;
 pub(crate) mod transport;
 pub(crate) mod types;
 /// The witness runs behind each verdict; public only with the `testing` feature, for
-/// `conformance/tests/diff_msgspec.rs`.
+/// `conformance/tests/suite/diff_msgspec.rs`.
 #[cfg(feature = "testing")]
 pub mod witness;
 #[cfg(not(feature = "testing"))]

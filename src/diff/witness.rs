@@ -1,5 +1,5 @@
 //! Runs a change's witness messages through the spec-driven codecs of both revisions (byte-identical to
-//! msgspec, see `conformance/tests/differential_msgspec.rs`): the writer revision encodes each probe value, the
+//! msgspec, see `conformance/tests/suite/differential_msgspec.rs`): the writer revision encodes each probe value, the
 //! reader revision decodes the bytes. The outcome confirms the verdict, and a rejection's text (msgspec's own
 //! error message) becomes the verdict's example.
 

@@ -2,7 +2,7 @@
 //! bytes of its msgspec messages — each struct's options and fields in order (Python name, wire name, type
 //! with aliases resolved, required or default) and each enum's members. Defined in `spec/README.md`, "Wire
 //! fingerprint"; `tests/hash/wire_fingerprint.py` computes the same digest from live msgspec classes with
-//! `msgspec.inspect`, and `conformance/tests/wire_fingerprint.rs` shows both agree for every revision.
+//! `msgspec.inspect`, and `conformance/tests/suite/wire_fingerprint.rs` shows both agree for every revision.
 //!
 //! The document is a Python value hashed with [`super::hash_factors`] (`json.dumps(doc, sort_keys=True)`),
 //! so the Python side needs nothing but the standard library to reproduce it.

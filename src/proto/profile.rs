@@ -311,7 +311,7 @@ impl WireProfile {
 
     /// Whether messages go through the generated code of this revision (a built-in revision) rather than the
     /// spec-driven codec (a revision from a spec loaded at run time). Both give the same bytes and errors
-    /// (`tests/via_newest.rs`).
+    /// (`tests/suite/via_newest.rs`).
     pub fn is_generated(&self) -> bool {
         self.generated.is_some()
     }

@@ -1,5 +1,5 @@
 //! An in-memory network for the sans-IO cores: decoders, prefillers and a bootstrap registry wired together
-//! with a simulated clock and simulated memory, so tests (`tests/proto_pair.rs`) can
+//! with a simulated clock and simulated memory, so tests (`tests/suite/proto_pair.rs`) can
 //! run whole exchanges deterministically and check exactly which bytes landed where.
 
 use std::collections::HashMap;

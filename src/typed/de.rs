@@ -1,6 +1,6 @@
 //! The runtime of the generated typed decoders (`src/typed/generated/`): reads each value as the spec-driven
 //! decoder does (same acceptance, same error texts and paths — both build their errors with
-//! `crate::codec::path`); `tests/typed_contract.rs` checks that the generated code agrees with it.
+//! `crate::codec::path`); `tests/suite/typed_contract.rs` checks that the generated code agrees with it.
 
 use std::collections::HashMap;
 use std::hash::Hash;

@@ -1,7 +1,7 @@
 """A real Mooncake Transfer Engine (pip mooncake-transfer-engine-non-cuda) in P2P-handshake mode over TCP,
 driven by one JSON object per line on standard input; one JSON answer per line on standard output.
 
-Used by reference-impl/tests/engine_interop.rs and bench/engine-throughput: the Rust transport against the
+Used by reference-impl/tests/suite/engine_interop.rs and bench/engine-throughput: the Rust transport against the
 real engine, both directions. Memory is host memory (ctypes buffers) registered with the engine.
 
 Commands: init, alloc {len, seed?}, write/read {target, local, remote, len}, batch_write/batch_read

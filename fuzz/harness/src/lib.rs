@@ -3,7 +3,7 @@
 //! fuzzer reports as a crash). Two drivers share them:
 //!
 //! * `fuzz/fuzz_targets/*.rs` — thin cargo-fuzz (libFuzzer) wrappers, for coverage-guided runs;
-//! * `fuzz/harness/tests/smoke.rs` — the normal test suite, over the seed corpora plus generated inputs.
+//! * `fuzz/harness/tests/suite/smoke.rs` — the normal test suite, over the seed corpora plus generated inputs.
 //!
 //! [`seeds`] builds the seed corpora from `conformance/vectors` and `conformance/traces`; [`mutate`] is a
 //! libFuzzer-style mutator (byte-level and MessagePack-aware) used by the smoke runs and by [`diff`], the

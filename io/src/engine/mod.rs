@@ -6,7 +6,7 @@
 //!   connections per peer.
 //!
 //! Interoperates with the real engine (pip `mooncake-transfer-engine-non-cuda`), both directions: see
-//! `reference-impl/tests/engine_interop.rs`.
+//! `reference-impl/tests/suite/engine_interop.rs`.
 
 pub mod client;
 pub mod target;

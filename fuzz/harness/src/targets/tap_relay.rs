@@ -183,10 +183,11 @@ impl Harness {
             }
             Op::Bytes { conn, bytes } => {
                 let c = conn % CONNECTIONS;
+                self.feed(c, bytes);
+                // After the feed: a connection it made has had raw bytes too.
                 if let Some(x) = self.conns.get_mut(&c) {
                     x.clean = false;
                 }
-                self.feed(c, bytes);
             }
             Op::Reply { conn } => self.reply(conn % CONNECTIONS),
             Op::FailNextOpen => self.fail_next_open = true,

@@ -11,8 +11,8 @@ use mooncake_reference::router::{Router, RouterError, RouterHandler, RouterLimit
 use mooncake_reference::zmtp::{self, FLAG_COMMAND, FLAG_LONG, FLAG_MORE, GREETING_LEN};
 use mooncake_wire::limits;
 
-mod common;
-use common::WAIT;
+use crate::common;
+use crate::common::WAIT;
 
 /// A router whose handler reports every message on a channel and answers `[id, frames reversed...]`.
 fn echo_router() -> (Router, mpsc::Receiver<Vec<Vec<u8>>>) {

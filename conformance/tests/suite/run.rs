@@ -2,7 +2,7 @@
 //! against the `mooncake-peer testee` process; and proof that the runner catches each kind of deviation, by
 //! running it against a reference peer that injects one fault.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

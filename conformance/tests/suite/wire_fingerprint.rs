@@ -42,7 +42,7 @@ fn python_fingerprints(revs: &[&Revision]) -> Vec<J> {
 #[test]
 fn rust_and_msgspec_inspect_agree_on_every_revision() {
     let spec = Spec::builtin();
-    let text = include_str!("data/struct-options.toml");
+    let text = include_str!("../data/struct-options.toml");
     let synthetic = Spec::from_files([("struct-options.toml".to_string(), text.to_string())]).unwrap();
     let mut revs: Vec<&Revision> = spec.push().revisions.iter().map(|r| r.as_ref()).collect();
     revs.push(synthetic.revision("struct-options").unwrap());

@@ -2,7 +2,7 @@
 //! suite: about 40,000 mutated inputs over every revision and message, all of which must get msgspec's
 //! verdict, value, re-encoding and error text. The long run is the same test with more cases
 //! (`FUZZING.md`): `MOONCAKE_FUZZ_DIFF_CASES=1000000 MOONCAKE_FUZZ_CORPUS=fuzz/corpus cargo test --workspace
-//! --test differential -- --nocapture` (`--workspace` reuses the test suite's build).
+//! --test suite differential:: -- --nocapture` (`--workspace` reuses the test suite's build).
 
 use mooncake_fuzz_harness::diff;
 

@@ -1,7 +1,7 @@
 //! The command line at its edges (issue 14): one test per defect a new user hit — the command, its exit code
 //! and its message. Exit codes everywhere: 0 agree, 1 disagreement, 2 bad usage or input, 3 environment.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -4,12 +4,10 @@
 //! `schema/push/diff/vllm-0.32.0__vllm-0.33.0.md` rows, the check must fail unless the break is announced, and a
 //! commit that touches no connector file must say so and pass. Needs `bash`, `git`, `tar` and `python3`.
 
-mod extract_src;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use extract_src::{envs_py, python_behaviour, python_source, TempDir};
+use crate::extract_src::{envs_py, python_behaviour, python_source, TempDir};
 use mooncake_conformance::extract::{self, proof};
 use mooncake_wire::spec::Spec;
 

@@ -6,12 +6,10 @@
 //! edits written by hand as a spec file. The same mutations on the real 0.33.0 source run when its wheel is
 //! cached (else `SKIPPED`). Needs only `python3` (standard library).
 
-mod extract_src;
-
 use std::path::Path;
 use std::process::Command;
 
-use extract_src::{checkout, envs_py, python_behaviour, python_source, TempDir};
+use crate::extract_src::{checkout, envs_py, python_behaviour, python_source, TempDir};
 use mooncake_conformance::extract;
 use mooncake_wire::hash::fingerprint::wire_fingerprint;
 use mooncake_wire::spec::Spec;

@@ -93,7 +93,7 @@ fn every_older_revision_agrees_with_msgspec() {
 
 #[test]
 fn every_struct_option_agrees_with_msgspec() {
-    let text = include_str!("data/struct-options.toml");
+    let text = include_str!("../data/struct-options.toml");
     let spec = Spec::from_files([("struct-options.toml".to_string(), text.to_string())]).unwrap();
     let rev = spec.revision("struct-options").unwrap().clone();
     let codec = Codec::new(rev.clone()).unwrap();
@@ -114,7 +114,7 @@ fn generated_schemas_equal_msgspecs() {
             _ => {}
         }
     }
-    let text = include_str!("data/struct-options.toml");
+    let text = include_str!("../data/struct-options.toml");
     let synthetic = Spec::from_files([("struct-options.toml".to_string(), text.to_string())]).unwrap();
     let mut revs: Vec<Arc<Revision>> = Spec::builtin().push().revisions.clone();
     revs.push(synthetic.revision("struct-options").unwrap().clone());

@@ -2,7 +2,7 @@
 //! test peer (`tests/peer/`, pyzmq + msgspec from the pinned venv), every recorded scenario, both directions;
 //! and every conformance case against the Python peer as the testee.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! and, where a trace does not show something, a `CASE-SETUP` finding that prints the entry to add — which,
 //! given with `--scenarios`, makes the case pass.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! The diff classifier on the synthetic revision pair `conformance/tests/data/diff-rules/` (one rule per
 //! struct): every rule fires, and every verdict agrees with what the codecs of both revisions do with its
-//! witness messages. `conformance/tests/diff_msgspec.rs` checks the same witnesses against msgspec itself.
+//! witness messages. `conformance/tests/suite/diff_msgspec.rs` checks the same witnesses against msgspec itself.
 
 use std::path::Path;
 

@@ -4,11 +4,9 @@
 //! on the same ports. Only 127.0.0.1 is ever connected to (the engine itself listens on all interfaces).
 //! Skipped, with a `SKIPPED:` line, only when the engine package cannot be imported.
 
-mod engine;
-
 use std::sync::{Arc, Mutex};
 
-use engine::{available, pattern, Engine};
+use crate::engine::{available, pattern, Engine};
 use mooncake_reference::backend::SharedMemory;
 use mooncake_reference::engine::client::Request;
 use mooncake_reference::engine::{EngineClient, EngineTarget, TransferError};

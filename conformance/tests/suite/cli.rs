@@ -1,7 +1,7 @@
 //! The `vectors` and `validate` commands end to end: every bundled vector file and trace passes, and
 //! corrupted inputs are caught with findings that say where.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -16,8 +16,7 @@ use std::time::{Duration, Instant};
 use mooncake_reference::zmtp::{self, FLAG_MORE};
 use serde_json::{json, Value as J};
 
-mod common;
-use common::{connect_from, dealer_from, read_frame, WAIT};
+use crate::common::{connect_from, dealer_from, read_frame, WAIT};
 const MIB: u64 = 1024 * 1024;
 
 /// Peak resident memory each role's process may reach under these attacks (RELIABILITY.md, "Resource budget").

@@ -1,0 +1,17 @@
+//! The wire crate's integration tests, in one test binary: each module is what was a file of its own under
+//! `tests/`. Two stay binaries of their own: `generated` (the freshness check of the generated code, named
+//! by every generated file's header) and `hardening` (it installs a counting global allocator). `cargo test
+//! -p mooncake-wire --test suite <module>::` runs one module's tests.
+
+mod codec_properties;
+mod decoder_core_regressions;
+mod diff_rules;
+mod module_cycles;
+mod plan_sender;
+mod proto_gen1;
+mod proto_pair;
+mod protocol_doc;
+mod sans_io_boundary;
+mod store_keys;
+mod typed_contract;
+mod via_newest;
