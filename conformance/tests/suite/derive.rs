@@ -156,7 +156,8 @@ fn every_bundled_trace_replays_with_its_scenario_renamed() {
     // Bootstrap cases use no setup.
     c.roles = vec![Role::Prefiller, Role::Decoder];
     c.slack = Duration::from_secs(2);
-    c.jobs = 4;
+    // Cases wait on timers: sixteen at once.
+    c.jobs = 16;
     let r = rt().block_on(run(c)).unwrap();
     let want: usize = files.iter().map(|p| 2 * common::kinds(p).0 as usize).sum();
     assert_eq!(r.results.len(), want);

@@ -20,7 +20,7 @@ fn observed_cells_agree_with_diff() {
     let cfg = MatrixConfig {
         scenarios: Arc::new(mooncake_conformance::bundled::scenarios()),
         abort: Duration::from_millis(400),
-        jobs: 2,
+        jobs: 8,
         only,
         progress: None,
     };

@@ -21,8 +21,8 @@ fn cfg(testee: TesteeSpec, filter: Option<&str>, roles: Vec<Role>) -> RunConfig 
     c.roles = roles;
     c.cases = filter.map(String::from).into_iter().collect();
     c.slack = Duration::from_secs(2);
-    // Cases are mostly waiting on timeouts; four at once keep the suite short (each has its own testee).
-    c.jobs = 4;
+    // Cases are mostly waiting on timeouts; sixteen at once keep the suite short (each has its own testee).
+    c.jobs = 16;
     c
 }
 
