@@ -211,6 +211,10 @@ struct Gen1Exchange {
     meta: AgentMetadata,
     /// The ids named, up to the first unknown one.
     named: Vec<String>,
+    /// Per named id, its blocks once it was seen ready: vLLM's sender holds each request's `SendBlockMeta`
+    /// from the pull on, so a request that expires (its entry deleted) while the pull waits for another is
+    /// still written from what it held.
+    held: Vec<Option<Vec<Vec<u64>>>>,
     write: Option<WriteId>,
 }
 
@@ -273,6 +277,13 @@ impl Gen1Prefiller {
         e.blocks = blocks;
         e.ready = true;
         e.expire = Some(now + self.abort_timeout);
+        for x in self.exchanges.values_mut().filter(|x| x.write.is_none()) {
+            for (d, h) in x.named.iter().zip(x.held.iter_mut()) {
+                if d == req_id && h.is_none() {
+                    *h = Some(e.blocks.clone());
+                }
+            }
+        }
         self.drive(now);
     }
 
@@ -343,7 +354,8 @@ impl Gen1Prefiller {
         }
         let id = self.next_exchange;
         self.next_exchange += 1;
-        self.exchanges.insert(id, Gen1Exchange { peer, meta, named, write: None });
+        let held = named.iter().map(|d| self.entries.get(d).filter(|e| e.ready).map(|e| e.blocks.clone())).collect();
+        self.exchanges.insert(id, Gen1Exchange { peer, meta, named, held, write: None });
         self.drive(now);
     }
 
@@ -352,7 +364,7 @@ impl Gen1Prefiller {
         let due: Vec<u64> = self
             .exchanges
             .iter()
-            .filter(|(_, x)| x.write.is_none() && x.named.iter().all(|d| self.entries.get(d).is_some_and(|e| e.ready)))
+            .filter(|(_, x)| x.write.is_none() && x.held.iter().all(Option::is_some))
             .map(|(k, _)| *k)
             .collect();
         for id in due {
@@ -375,10 +387,11 @@ impl Gen1Prefiller {
         let ready: Vec<ReadyRequest> = x
             .named
             .iter()
+            .zip(&x.held)
             .zip(&x.meta.block_ids)
-            .map(|(d, remote)| ReadyRequest {
+            .map(|((d, held), remote)| ReadyRequest {
                 d_req_id: d.clone(),
-                local_block_ids: vec![self.entries[d].blocks.iter().flatten().map(|b| *b as i64).collect()],
+                local_block_ids: vec![held.iter().flatten().flatten().map(|b| *b as i64).collect()],
                 remote_block_ids: vec![remote.iter().map(|b| unsigned_int(*b) as i64).collect()],
             })
             .collect();
@@ -432,14 +445,21 @@ impl Gen1Prefiller {
             self.stats.errors += 1;
             return self.reply(x.peer, false);
         }
+        // vLLM deletes each named entry, then reports them all finished sending. An entry already gone (it
+        // expired while the pull waited, or is named twice) raises there: the reply is an error, and the
+        // entries deleted before it are never reported (their blocks stay allocated: vLLM's leak, kept).
+        let mut freed = vec![];
         for d in &x.meta.request_ids {
-            if let Some(e) = self.entries.remove(d) {
-                self.events.push_back(PrefillerEvent::FinishedSending {
-                    p_req_id: e.p_req_id,
-                    transfer_id: d.clone(),
-                    expired: false,
-                });
+            match self.entries.remove(d) {
+                Some(e) => freed.push((e.p_req_id, d.clone())),
+                None => {
+                    self.stats.errors += 1;
+                    return self.reply(x.peer, false);
+                }
             }
+        }
+        for (p_req_id, transfer_id) in freed {
+            self.events.push_back(PrefillerEvent::FinishedSending { p_req_id, transfer_id, expired: false });
         }
         self.reply(x.peer, true);
     }

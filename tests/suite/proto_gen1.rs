@@ -133,3 +133,35 @@ fn a_negative_block_id_or_address_refuses_the_request() {
         assert!(err.to_string().contains("is not an unsigned 64-bit integer"), "{err}");
     }
 }
+
+/// Found by the `cross` fuzz target (FUZZING.md): a pull names two requests before either is ready; the first
+/// finishes (its expiry armed again, as vLLM's `start_load_kv` does), expires while the pull waits for the
+/// second, then the second finishes. vLLM's sender holds the first request's `SendBlockMeta`, so it writes
+/// both, then raises on deleting the first (already deleted by the expiry) and answers `trans_error`; the
+/// entries it deleted before the missing one are never reported freed. The core waited for the expired
+/// entry for ever.
+#[test]
+fn a_request_expiring_while_its_pull_waits_is_still_written_and_the_reply_is_an_error() {
+    let p = Gen1Profile::builtin("vllm-0.13.0..0.15.1").unwrap();
+    let t0 = Instant::now();
+    let abort = p.abort_timeout;
+    for (order, leaked) in [(["a", "b"], 0usize), (["b", "a"], 1)] {
+        let mut core = Gen1Prefiller::new(p.clone(), producer(&p));
+        core.request_allocated(t0, "p-a", "a");
+        core.request_allocated(t0, "p-b", "b");
+        core.handle_frames(t0, pull(&p, &order, &[&[7], &[8]]));
+        core.request_finished(t0, "p-a", "a", vec![vec![1]]);
+        assert!(core.poll_event().is_none(), "written before both are ready");
+        let late = t0 + abort + Duration::from_secs(1);
+        core.handle_timeout(late);
+        assert!(matches!(core.poll_event(), Some(PrefillerEvent::FinishedSending { expired: true, .. })));
+        core.request_finished(late, "p-b", "b", vec![vec![2]]);
+        let Some(PrefillerEvent::Write { id, descriptors, .. }) = core.poll_event() else { panic!("no write") };
+        assert_eq!(descriptors.len(), 4, "both requests written, two regions each");
+        core.write_complete(late, id, 0);
+        assert_eq!(core.poll_transmit().unwrap().payload, b"trans_error", "order {order:?}");
+        assert!(core.poll_event().is_none(), "an entry reported freed after the error");
+        // `b` is kept (and expires later) unless it was deleted before the missing `a`.
+        assert_eq!(core.tracked_transfers(), 1 - leaked, "order {order:?}");
+    }
+}

@@ -281,6 +281,10 @@ struct Net {
     /// named never expires.
     p_gen1: bool,
     named_leftover: bool,
+    /// A generation-1 transfer expired after a pull named it (while the pull waited for another): when that
+    /// pull's write then completes, vLLM's sender raises on the missing entry, answers an error, and the
+    /// entries it deleted before it are never reported freed. The end check allows for those.
+    gen1_lost: bool,
     dec: Dec,
     pre: Box<dyn PrefillerMachine>,
     d_gen1: bool,
@@ -433,6 +437,7 @@ pub fn execute(input: &Input) {
         pair: format!("decoder {} × prefiller {}", drev.revision, prev.revision),
         p_gen1: prev.generation == 1,
         named_leftover: false,
+        gen1_lost: false,
         d_gen1: drev.generation == 1,
         dec,
         pre,
@@ -717,6 +722,7 @@ impl Net {
                 if expired {
                     let at = x.finished_at.expect("finished");
                     assert!(self.now >= at + self.abort, "{transfer_id} expired before the abort timeout");
+                    self.gen1_lost |= self.p_gen1 && x.pulled;
                 }
                 x.freed = true;
             }
@@ -784,7 +790,11 @@ impl Net {
                 && ((x.allocated && x.aborted && x.blocks.is_none()) || (x.blocks.is_some() && x.pulled))
         };
         let leftover = self.transfers.values().filter(|x| kept(x)).count();
-        assert_eq!(self.pre.tracked_transfers(), leftover, "{pair}: transfers left tracked");
+        if self.gen1_lost {
+            assert!(self.pre.tracked_transfers() <= leftover, "{pair}: transfers left tracked");
+        } else {
+            assert_eq!(self.pre.tracked_transfers(), leftover, "{pair}: transfers left tracked");
+        }
         // A generation-1 pull waits without a bound for a request whose prefill never finished.
         let waits_forever = self.p_gen1
             && (self.named_leftover || self.transfers.values().any(|x| x.pulled && x.allocated && x.blocks.is_none()));
@@ -793,7 +803,7 @@ impl Net {
         }
         assert!(self.pre.poll_timeout().is_none(), "{pair}: a prefiller timer left");
         for (id, x) in &self.transfers {
-            if x.blocks.is_some() && !x.aborted && !kept(x) {
+            if x.blocks.is_some() && !x.aborted && !kept(x) && !(self.gen1_lost && x.pulled) {
                 assert!(x.freed, "{pair}: {id} finished, never freed");
             }
         }
