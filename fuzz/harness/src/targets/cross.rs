@@ -803,7 +803,8 @@ impl Net {
         }
         assert!(self.pre.poll_timeout().is_none(), "{pair}: a prefiller timer left");
         for (id, x) in &self.transfers {
-            if x.blocks.is_some() && !x.aborted && !kept(x) && !(self.gen1_lost && x.pulled) {
+            let lost = self.gen1_lost && x.pulled;
+            if x.blocks.is_some() && !x.aborted && !kept(x) && !lost {
                 assert!(x.freed, "{pair}: {id} finished, never freed");
             }
         }
