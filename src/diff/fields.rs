@@ -1,7 +1,7 @@
 //! Field rules: a field only one revision declares (added or removed), renamed, reordered, or whose type,
 //! default or required-ness changed. msgspec matches map keys by name in any order, ignores unknown keys
 //! unless `forbid_unknown_fields`, fails on a missing required key and fills in a missing defaulted one;
-//! `array_like` structs match by position (`/work/shared/reference/msgspec-encoding.md` §2, §4, §5).
+//! `array_like` structs match by position (`spec/MSGSPEC.md` §2, §4, §5).
 
 use serde_json::Value as J;
 

@@ -2,7 +2,7 @@
 //! [`Verdict`] for both directions of a mixed deployment and what happens to the bytes of messages that did
 //! not change.
 //!
-//! The two directions follow msgspec's decoding rules (`/work/shared/reference/msgspec-encoding.md` §5):
+//! The two directions follow msgspec's decoding rules (`spec/MSGSPEC.md` §5):
 //! *old decoder reads new bytes* is an old peer receiving from a new one, *new decoder reads old bytes* the
 //! reverse.
 

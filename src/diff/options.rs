@@ -1,6 +1,6 @@
 //! Struct option rules (`omit_defaults`, `forbid_unknown_fields`, `tag` / `tag_field`, `rename`, `dict`,
 //! `frozen`) and the map header width. Options are compared as they take effect: `omit_defaults` means nothing
-//! for an `array_like` struct or a dataclass (msgspec issue #720; `/work/shared/reference/msgspec-encoding.md`
+//! for an `array_like` struct or a dataclass (msgspec issue #720; `spec/MSGSPEC.md`
 //! §2–§3).
 
 use super::model::{Bytes, Change, Effect, Kind, Probe};
@@ -183,7 +183,7 @@ pub(super) fn options(cx: &Ctx, map: bool, out: &mut Vec<Change>) {
 }
 
 /// The map header: msgspec writes it for the declared entry count (fields + tag), fixmap below 16, map16 from
-/// 16 (`/work/shared/reference/msgspec-encoding.md` §3), so crossing 16 changes the bytes of every message.
+/// 16 (`spec/MSGSPEC.md` §3), so crossing 16 changes the bytes of every message.
 pub(super) fn map_header(cx: &Ctx, out: &mut Vec<Change>) {
     let (so, sn) = (cx.old.def, cx.new.def);
     let (go, gn) = (Gen::new(cx.old.rev), Gen::new(cx.new.rev));

@@ -2,7 +2,7 @@
 //! at the same index with the same type and default are a rename) and hands each difference to the field
 //! rules ([`super::fields`]) and the option rules ([`super::options`]); also what replacing one message struct
 //! by another does. Each rule states what a msgspec decoder of one revision does with the bytes of the other
-//! (`/work/shared/reference/msgspec-encoding.md` §2–§5):
+//! (`spec/MSGSPEC.md` §2–§5):
 //!
 //! * map-encoded structs match keys by name, in any order; unknown keys are ignored unless
 //!   `forbid_unknown_fields`; a missing required key fails, a missing defaulted key takes the reader's default;

@@ -27,8 +27,8 @@ fn every_witness_agrees_with_its_verdict() {
 /// (subject, old reads new, new reads old): `-` compatible or review, `B` breaks, `S` breaks only when sent.
 type Expect = &'static [(&'static str, char, char)];
 
-/// The breaking changes of each consecutive pair of generation 2, from `/work/shared/reference/releases.md`
-/// and the spec's own `why` notes: every one must be reported, and nothing else may be reported as breaking.
+/// The breaking changes of each consecutive pair of generation 2, from each release's wheel (the `source` of
+/// every item in `spec/push/`; spec/README.md, "Sources") and the spec's own `why` notes: every one must be reported, and nothing else may be reported as breaking.
 const KNOWN: &[(&str, &str, Expect)] = &[
     (
         "vllm-0.16.0..0.18.1",

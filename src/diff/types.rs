@@ -1,7 +1,7 @@
 //! Type rules: which values written as one spec type a msgspec decoder of another type rejects or misreads,
 //! and the typical values the witnesses are built from.
 //!
-//! The rules are msgspec 0.23.0's (`/work/shared/reference/msgspec-encoding.md` §1, §5): ints read as
+//! The rules are msgspec 0.23.0's (`spec/MSGSPEC.md` §1, §5): ints read as
 //! floats but not the reverse; an IntEnum travels as its int; list and tuple are both arrays, a tuple checks
 //! its arity; `nil` only reads as `T | None`; str, bytes and bool never read as one another or as ints.
 

@@ -442,7 +442,7 @@ mod tests {
 
     #[test]
     fn reference_vectors() {
-        // shared/reference/compat-hash.md §6.
+        // spec/README.md, "Compatibility hashes: reference vectors".
         let set = NixlFactorSet::for_release("0.33.0").unwrap();
         assert_eq!(set.connector_version, 15);
         assert_eq!(

@@ -26,7 +26,7 @@ mod tests {
 
     #[test]
     fn reference_vectors() {
-        // shared/reference/compat-hash.md §6, vector 8.
+        // spec/README.md, "Compatibility hashes: reference vectors", vector 8.
         assert_eq!(
             hash_factors(&PyValue::Dict(vec![])).unwrap().digest,
             "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"

@@ -234,7 +234,7 @@ mod tests {
 
     #[test]
     fn reference_worked_example() {
-        // shared/reference/store-keys.md §1.4.
+        // spec/README.md, "Store keys: a worked example".
         let nh = none_hash(HashAlgo::Sha256, "vllm-none-hash").unwrap();
         assert_eq!(hex(nh), "066b1e8987e027138e98701c46128929378935f9b6cd1549105ae6b4f0d71198");
         assert_eq!(

@@ -338,7 +338,7 @@ mod tests {
 
     #[test]
     fn documented_pickles() {
-        // shared/reference/store-keys.md §1.4: the seed string; an empty tuple has no frame.
+        // spec/README.md, "Store keys: a worked example": the seed string; an empty tuple has no frame.
         assert_eq!(
             hex(dumps(&PyValue::str("vllm-none-hash")).unwrap()),
             "80059512000000000000008c0e766c6c6d2d6e6f6e652d68617368942e"

@@ -157,7 +157,7 @@ mod tests {
 
     #[test]
     fn reference_keys() {
-        // shared/reference/store-keys.md §1.4.
+        // spec/README.md, "Store keys: a worked example".
         let h = "8be7aaa33831156d316f1f463ae57e643deb63f42e633e2d631df88815cc4629";
         let k = VllmStoreKey {
             model_name: model_name_of("Qwen/Qwen2.5-7B-Instruct"),

@@ -1,7 +1,7 @@
 """Side-channel message types of vLLM's Mooncake push protocol, written by hand for this test peer.
 
-Two revisions are spoken (field lists from /work/shared/reference/releases.md §10-§11 and the released
-vLLM 0.32.0 / 0.33.0 wheels, `kv_connector/v1/mooncake/mooncake_connector.py`):
+Two revisions are spoken (field lists from the released vLLM 0.32.0 / 0.33.0 wheels,
+`kv_connector/v1/mooncake/mooncake_connector.py`):
 
 * vllm-0.32.0: 14-field request, 4-field response, statuses FINISH/CONTINUE/ERROR.
 * vllm-0.33.0: adds `layout_id` (request field 15, response field 5) and status LAYOUT_MISS = 3.

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Generates the pull-family msgspec vectors (conformance/vectors/pull/, format: conformance/vectors/README.md).
 
-The message classes are written here from the facts of the pull family (shared/reference/pull-protocols.md,
-checked against the vllm-ascend 0.18.0 and 0.23.0.post1 sdists and vllm-project/vllm-ascend@3e486e317) — they
+The message classes are written here from the facts of the pull family (spec/README.md, "The pull family": the
+vllm-ascend 0.18.0 and 0.23.0.post1 sdists and vllm-project/vllm-ascend@3e486e317) — they
 are NOT read from spec/, so the vectors are an independent check of the spec and of the codec. msgspec decides
 every verdict, value and canonical encoding:
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The two ends of vLLM's store lookup channel, over real pyzmq sockets, built and parsed the way each release's
 LookupKeyClient / LookupKeyServer does. Written from the facts (vLLM 0.21.0 … 0.34.0 wheels,
-.../mooncake/store/worker.py and protocol.py; shared/reference/store-keys.md §4), not copied. The msgpack frame
+.../mooncake/store/worker.py and protocol.py; spec/README.md, "Store lookup channel"), not copied. The msgpack frame
 of 0.21.0 – 0.23.0 is msgspec's encoding of list[str] (vLLM's MsgpackEncoder adds no extra buffer for str),
 decoded untyped as its MsgpackDecoder does.
 

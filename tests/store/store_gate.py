@@ -11,7 +11,7 @@ client (MooncakeDistributedStore), as vLLM's MooncakeStoreConnector uses them.
 * Writer keys: `mooncake-conformance key build --release R --tokens ...` (the Rust builder and block-hash
   chain). Values: two segments per key from one registered buffer, `batch_put_from_multi_buffers` (vLLM's call).
 * Reader keys: rebuilt here from the tokens with CPython's own pickle (protocol 5) and hashlib, and the key
-  grammar of each release written out below (shared/reference/store-keys.md §1) — nothing from the Rust side.
+  grammar of each release written out below (spec/README.md, "Store keys") — nothing from the Rust side.
   `batch_is_exist` must say 1 for every one, `batch_get_into_multi_buffers` must return every byte; keys of
   another rank or release must say 0 (so the check can fail).
 

@@ -1,7 +1,9 @@
 //! The protocol prose can be followed from everywhere it is cited: every citation of `spec/PROTOCOL.md` in the
 //! code and the documents — by anchor (`spec/PROTOCOL.md#side-channel`) or by section title
-//! (`spec/PROTOCOL.md`, "Generation 1") — names an anchor or a heading of it, and every relative link of
-//! every Markdown document reaches a file (and, into `PROTOCOL.md`, one of its anchors).
+//! (`spec/PROTOCOL.md`, "Generation 1") — names an anchor or a heading of it, and so does every citation of
+//! `spec/README.md` by title and of `spec/MSGSPEC.md` by section number (`spec/MSGSPEC.md` §4); every relative
+//! link of every Markdown document reaches a file (and, into `PROTOCOL.md`, one of its anchors); and nothing
+//! cites a document outside the repository.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -30,10 +32,15 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// The section titles cited after a mention of PROTOCOL.md: `PROTOCOL.md`, "Title" or (§ "Title").
 fn title_citations(text: &str) -> Vec<String> {
+    titles_cited(text, "PROTOCOL.md")
+}
+
+/// The section titles cited after each mention of `doc`: `doc`, "Title" or (§ "Title").
+fn titles_cited(text: &str, doc: &str) -> Vec<String> {
     let mut out = vec![];
     let mut rest = text;
-    while let Some(i) = rest.find("PROTOCOL.md") {
-        rest = &rest[i + "PROTOCOL.md".len()..];
+    while let Some(i) = rest.find(doc) {
+        rest = &rest[i + doc.len()..];
         let tail: String = rest.chars().take(20).collect();
         let skip = tail.chars().take_while(|c| matches!(c, '`' | ')' | ',' | ' ' | '(' | '§' | '\\')).count();
         let after: String = rest.chars().skip(skip).collect();
@@ -167,6 +174,81 @@ fn every_protocol_citation_names_a_section() {
     println!("{by_title} title citations and {by_anchor} anchor citations of spec/PROTOCOL.md resolve");
 }
 
+/// The section numbers cited as `spec/MSGSPEC.md` §N (also §N–§M, §N, §M: every number in the run).
+fn msgspec_sections_cited(text: &str) -> Vec<u32> {
+    let mut out = vec![];
+    let mut rest = text;
+    while let Some(i) = rest.find("MSGSPEC.md") {
+        rest = &rest[i + "MSGSPEC.md".len()..];
+        let run: String = rest.chars().take(40).take_while(|c| !matches!(c, ')' | '.' | ';' | '(' | ':')).collect();
+        let run = run.replace("//!", " ");
+        for part in run.split('§').skip(1) {
+            let n: String = part.chars().take_while(char::is_ascii_digit).collect();
+            out.extend(n.parse::<u32>());
+        }
+    }
+    out
+}
+
+#[test]
+fn every_spec_readme_and_msgspec_citation_names_a_section() {
+    let (readme, _) = headings_and_anchors(&std::fs::read_to_string(root().join("spec/README.md")).unwrap());
+    let (msgspec, _) = headings_and_anchors(&std::fs::read_to_string(root().join("spec/MSGSPEC.md")).unwrap());
+    let numbered: BTreeSet<u32> =
+        msgspec.iter().filter_map(|h| h.split('.').next().and_then(|n| n.parse().ok())).collect();
+    let mut all = vec![];
+    files(&root(), &mut all);
+    let (mut titles, mut sections) = (0, 0);
+    let mut bad = vec![];
+    for f in all {
+        let Ok(text) = std::fs::read_to_string(&f) else { continue };
+        let rel = f.strip_prefix(root()).unwrap().display().to_string();
+        // A Rust string literal continued over lines (`\n\` at the end of one) reads as the text it makes.
+        for c in titles_cited(&text.replace("\\n\\\n", "\n"), "spec/README.md") {
+            // A title broken over comment lines reads as one; a quote that starts no title is none.
+            let c =
+                c.split_whitespace().filter(|w| !["//!", "///", "//", "#"].contains(w)).collect::<Vec<_>>().join(" ");
+            if !c.starts_with(|ch: char| ch.is_alphanumeric()) {
+                continue;
+            }
+            titles += 1;
+            // Headings carry their file pattern after the title: "Store keys (`store-keys/*.toml`, …)".
+            let named = |h: &String| h == &c || h.strip_prefix(c.as_str()).is_some_and(|r| r.starts_with(" ("));
+            if !readme.iter().any(named) {
+                bad.push(format!("{rel}: cites spec/README.md \"{c}\", which is no heading"));
+            }
+        }
+        for n in msgspec_sections_cited(&text) {
+            sections += 1;
+            if !numbered.contains(&n) {
+                bad.push(format!("{rel}: cites spec/MSGSPEC.md §{n}, which is no section"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    assert!(titles >= 8 && sections >= 8, "only {titles} + {sections} citations found: the scan is broken");
+}
+
+#[test]
+fn nothing_cites_a_document_outside_the_repository() {
+    let mut all = vec![];
+    files(&root(), &mut all);
+    let mut bad = vec![];
+    for f in all {
+        let Ok(text) = std::fs::read_to_string(&f) else { continue };
+        for (n, line) in text.lines().enumerate() {
+            if line.contains("shared/reference") || line.contains("/work/shared") {
+                bad.push(format!("{}:{}: {}", f.strip_prefix(root()).unwrap().display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "cite the repository's own documents (spec/PROTOCOL.md, spec/README.md, spec/MSGSPEC.md):\n{}",
+        bad.join("\n")
+    );
+}
+
 #[test]
 fn nothing_cites_the_old_outside_document() {
     let mut all = vec![];
@@ -234,6 +316,9 @@ fn the_scans_find_what_they_look_for() {
     assert_eq!(title_citations("prose: spec/PROTOCOL.md (§ \"Behaviour items\")"), ["Behaviour items"]);
     assert!(title_citations("spec/PROTOCOL.md is the prose").is_empty());
     assert_eq!(anchor_citations("(`spec/PROTOCOL.md#byte-plan`, spec/PROTOCOL.md#gen1)"), ["byte-plan", "gen1"]);
+    assert_eq!(titles_cited("spec/README.md, \"Store keys\" and", "spec/README.md"), ["Store keys"]);
+    assert_eq!(msgspec_sections_cited("(`spec/MSGSPEC.md` §2, §4, §5)."), [2, 4, 5]);
+    assert_eq!(msgspec_sections_cited("`spec/MSGSPEC.md`\n//! §2–§3)."), [2, 3]);
     assert_eq!(slug("Side channel: sockets and frames"), "side-channel-sockets-and-frames");
     assert_eq!(slug("The pull: `MooncakeXferMetadata`"), "the-pull-mooncakexfermetadata");
     assert_eq!(links("a [x](../b.md#c) and `[no](link)` [y](d.md)\n```\n[z](e)\n```"), ["../b.md#c", "d.md"]);

@@ -154,7 +154,7 @@ fn every_hash_and_key_vector_agrees() {
 
 #[test]
 fn key_build_and_parse() {
-    // shared/reference/store-keys.md §1.4: tokens 0..31, block 16, sha256, default seed.
+    // spec/README.md, "Store keys: a worked example": tokens 0..31, block 16, sha256, default seed.
     let tokens: Vec<String> = (0..32).map(|i| i.to_string()).collect();
     let (code, out) = run(
         &[
@@ -261,7 +261,8 @@ fn key_build_and_parse() {
 
 #[test]
 fn nixl_hash_of_a_release() {
-    // shared/reference/compat-hash.md §6: vector 3 (0.33.0) and, through the P2P wrapper, vector 7's shape.
+    // spec/README.md, "Compatibility hashes: reference vectors": vector 3 (0.33.0) and, through the P2P
+    // wrapper, vector 7's shape.
     let dir = std::env::temp_dir().join(format!("mooncake-nixl-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = dir.join("cfg.json");
