@@ -389,3 +389,21 @@ pub(crate) fn literal_value(l: &Literal, ty: TyId, plan: &Plan) -> Result<Value,
         _ => return Err(CompileError::DoesNotFit(l.to_string())),
     })
 }
+
+/// Lists built outside the decoder, in the decoder's form (here beside [`Ty`], which picks the form).
+impl Value {
+    /// The list of `xs` in the form the decoder gives a list of `elem` ([`Value::IntList`] for `int`,
+    /// [`Value::StrList`] for `str`, when every element is one), so that values built elsewhere (from JSON,
+    /// by the test generators) look like decoded ones.
+    pub(crate) fn list_of(elem: &Ty, xs: Vec<Value>) -> Value {
+        match elem {
+            Ty::Int if xs.iter().all(|x| matches!(x, Value::Int(_))) => {
+                Value::IntList(xs.iter().filter_map(Value::as_int).collect())
+            }
+            Ty::Str if xs.iter().all(|x| matches!(x, Value::Str(_))) => {
+                Value::StrList(xs.iter().filter_map(Value::as_str).collect())
+            }
+            _ => Value::List(xs),
+        }
+    }
+}

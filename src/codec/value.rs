@@ -4,7 +4,6 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
-use super::compile::Ty;
 use super::strlist::{Iter as StrListIter, StrList};
 use crate::msgpack::WireInt;
 
@@ -217,23 +216,6 @@ impl Value {
     }
     pub(crate) fn is_none(&self) -> bool {
         matches!(self, Value::None)
-    }
-}
-
-impl Value {
-    /// The list of `xs` in the form the decoder gives a list of `elem` ([`Value::IntList`] for `int`,
-    /// [`Value::StrList`] for `str`, when every element is one), so that values built elsewhere (from JSON,
-    /// by the test generators) look like decoded ones.
-    pub(crate) fn list_of(elem: &Ty, xs: Vec<Value>) -> Value {
-        match elem {
-            Ty::Int if xs.iter().all(|x| matches!(x, Value::Int(_))) => {
-                Value::IntList(xs.iter().filter_map(Value::as_int).collect())
-            }
-            Ty::Str if xs.iter().all(|x| matches!(x, Value::Str(_))) => {
-                Value::StrList(xs.iter().filter_map(Value::as_str).collect())
-            }
-            _ => Value::List(xs),
-        }
     }
 }
 

@@ -3,8 +3,8 @@
 //! receivers know a field at all, which side is stricter); where it does not, the row is for review.
 //! Prose for each item: `spec/PROTOCOL.md`, "Behaviour items"; compatibility: `spec/PROTOCOL.md`, "Compatibility".
 
+use super::ctx::Peers;
 use super::model::{Area, Bytes, Change, Effect, Kind, Verdict};
-use super::structs::Peers;
 use crate::spec::behaviour::{
     EmptyIdLists, HeterogeneousTp, Item, KvHalfSplit, KvLayout, RegionAlignment, ReplicatedProducer, TpBytePlan,
     UnreportedAfterFinish,

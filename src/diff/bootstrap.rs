@@ -4,8 +4,9 @@
 //! have no MessagePack witness. Their types are compared with msgspec's strict rules; pydantic's lax mode also
 //! accepts some other forms (numeric strings for ints), so a type row there may over-report.
 
+use super::ctx::{Ctx, Peers, Side};
 use super::model::{Area, Bytes, Change, Effect, Kind, Verdict};
-use super::structs::{diff_struct, Ctx, Peers, Side};
+use super::structs::diff_struct;
 use crate::spec::behaviour::DuplicateRegistration;
 use crate::spec::{Bootstrap, Revision};
 

@@ -4,8 +4,8 @@
 
 use serde_json::{Map, Value as J};
 
+use super::ctx::Peers;
 use super::model::{Area, Bytes, Change, Effect, Kind, Probe, Verdict, Witness};
-use super::structs::Peers;
 use super::types::{mentions, Gen};
 use crate::spec::{EnumDef, Revision};
 

@@ -5,8 +5,8 @@
 
 use serde_json::Value as J;
 
+use super::ctx::{field_desc, forbids, obj, position, wire_name, with, Ctx};
 use super::model::{Bytes, Change, Effect, Kind, Probe};
-use super::structs::{field_desc, forbids, obj, position, wire_name, with, Ctx};
 use super::types::{always_written, default_json, incompat, omits, resolve, same_encoding, Gen, Incompat, Typed};
 use crate::spec::{FieldDef, StructDef};
 

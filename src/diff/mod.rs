@@ -19,6 +19,7 @@
 
 pub(crate) mod behaviour;
 pub(crate) mod bootstrap;
+pub(crate) mod ctx;
 pub(crate) mod enums;
 pub(crate) mod fields;
 pub(crate) mod model;
@@ -45,7 +46,7 @@ use std::sync::Arc;
 
 use crate::codec::Codec;
 use crate::spec::{Revision, StructKind};
-use structs::{Ctx, Peers, Side};
+use ctx::{Ctx, Peers, Side};
 use types::{incompat, mentions, Typed};
 
 /// The peers of a struct: the transport message that is it or contains it (new revision first).

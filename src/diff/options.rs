@@ -3,8 +3,8 @@
 //! for an `array_like` struct or a dataclass (msgspec issue #720; `spec/MSGSPEC.md`
 //! §2–§3).
 
+use super::ctx::{declared, forbids, obj, tag, wire_name, Ctx};
 use super::model::{Bytes, Change, Effect, Kind, Probe};
-use super::structs::{declared, forbids, obj, tag, wire_name, Ctx};
 use super::types::{always_written, omits, Gen};
 use crate::spec::{FieldDef, StructDef, StructKind};
 

@@ -4,8 +4,8 @@
 //! behaviour rows), and a behaviour item that names a text says when it is sent. Texts are matched by shape
 //! (placeholders as `{}`), so a renamed placeholder is no change.
 
+use super::ctx::Peers;
 use super::model::{Added, Area, Bytes, Change, Effect, Kind, Verdict};
-use super::structs::Peers;
 use crate::spec::{text_shape, Behaviour, ReplyText, Revision, TypeExpr};
 
 /// The behaviour items whose value names this text (`layout_caching.miss_message`, `kv_leases.off_message`, …).

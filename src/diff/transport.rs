@@ -3,8 +3,9 @@
 //! single message with the other (`spec/PROTOCOL.md#side-channel`); socket options
 //! and lifetimes are local.
 
+use super::ctx::{Ctx, Peers, Side};
 use super::model::{Added, Area, Bytes, Change, Effect, Kind, Verdict};
-use super::structs::{aggregate, diff_struct, replacement_witness, Ctx, Peers, Side};
+use super::structs::{aggregate, diff_struct, replacement_witness};
 use super::types::Gen;
 use crate::codec::Codec;
 use crate::spec::behaviour::UndecodableRequest;
@@ -278,7 +279,7 @@ fn added_to_old(
         && mo.answered_by.is_some()
         && mo.answered_by == mn.answered_by;
     let answer = mn.answered_by.as_deref().unwrap_or("an answer");
-    let (f, t) = (super::structs::abbr(&mn.from), super::structs::abbr(&mn.to));
+    let (f, t) = (super::ctx::abbr(&mn.from), super::ctx::abbr(&mn.to));
     let r = match (answers_error, mn.error_answer) {
         (true, Some(ErrorAnswer::Logged)) => (
             Effect::Compatible,

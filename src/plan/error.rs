@@ -65,10 +65,6 @@ impl PlanError {
     pub(crate) fn list_index() -> Self {
         Self::new(ExceptionKind::IndexError, "list index out of range")
     }
-    /// `KeyError(key)` for a string key: the message is the key's Python `repr`.
-    pub(crate) fn key(key: &str) -> Self {
-        Self::new(ExceptionKind::KeyError, super::pyfmt::str_repr(key))
-    }
     pub(crate) fn out_of_range(what: &str) -> Self {
         Self::new(ExceptionKind::OutOfRange, format!("{what} does not fit the planner's integer range"))
     }

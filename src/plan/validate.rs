@@ -3,7 +3,8 @@
 //! the layouts that cannot be re-sharded by KV head (`MooncakeConnectorWorker._validate_head_resharding_layout`).
 //! Push-protocol §11 "Region-length validation". Every `Ok(Some(text))` is an `err_msg` vLLM replies with.
 
-use super::error::PlanError;
+use super::error::{ExceptionKind, PlanError};
+use super::pyfmt::str_repr;
 use super::region::TransferRegion;
 use super::topology::tp_ratio;
 
@@ -85,7 +86,7 @@ pub(crate) fn validate_head_resharding_layout<'s>(
         return Ok(None);
     }
     for region in local {
-        match spec_of(&region.layer_name).ok_or_else(|| PlanError::key(&region.layer_name))? {
+        match spec_of(&region.layer_name).ok_or_else(|| key_error(&region.layer_name))? {
             LayerSpec::Other => {}
             LayerSpec::Attention { padded: true, .. } => {
                 return Ok(Some(format!(
@@ -100,6 +101,11 @@ pub(crate) fn validate_head_resharding_layout<'s>(
         }
     }
     Ok(None)
+}
+
+/// Python's `KeyError(key)` for a string key: the message is the key's `repr`.
+fn key_error(key: &str) -> PlanError {
+    PlanError::new(ExceptionKind::KeyError, str_repr(key))
 }
 
 #[cfg(test)]

@@ -541,7 +541,6 @@ mod tests {
             expected,
         };
         assert_eq!(WireProfile::builtin("vllm-0.13.0..0.15.1").unwrap_err(), wrong("vllm-0.13.0..0.15.1", 1, 2));
-        assert_eq!(crate::proto::gen1::Gen1Profile::builtin("vllm-0.33.0").unwrap_err(), wrong("vllm-0.33.0", 2, 1));
         // A revision given at run time that lacks a behaviour item, or the abort timeout's default.
         let base = Spec::builtin().revision("vllm-0.33.0").unwrap();
         let without = |edit: &dyn Fn(&mut Revision)| {

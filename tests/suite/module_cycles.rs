@@ -1,8 +1,10 @@
-//! One direction through the layers: in no crate of the workspace does a top-level module import, directly
-//! or through others, from a module that imports it (h2's frame → codec → proto; here trace → conversation →
-//! checks → report → writers). Reads every `crate::…` path in each crate's `src/` (test modules included: a
-//! test that needs a higher layer belongs in `tests/`), builds the graph of top-level modules and fails on
-//! any strongly connected component of more than one module, naming the files behind each edge.
+//! One direction through the layers: in no crate of the workspace does a top-level module import, directly or
+//! through others, from a module that imports it (h2's frame → codec → proto; here trace → conversation →
+//! checks → report → writers), and no file imports from a file that imports it, but a module and its own
+//! submodules (a `mod.rs` re-exporting a child, a child using its parent). Reads every `crate::…`, `super::…`
+//! and `self::…` path in each crate's `src/` (test modules included: a test that needs a higher layer belongs
+//! in `tests/`), builds the graph of top-level modules and the graph of files, and fails on any strongly
+//! connected component of more than one node, naming the files behind each edge.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -172,6 +174,134 @@ fn no_crate_has_an_import_cycle_between_its_modules() {
     assert!(problems.is_empty(), "module cycles:\n{}", problems.join("\n"));
 }
 
+/// The segments of a path's tail as written after `crate::`, `super::` or `self::`, groups expanded:
+/// `a::{b, c::{D, e::F}}` is `a::b`, `a::c::D` and `a::c::e::F`.
+fn expand(s: &str) -> Vec<Vec<String>> {
+    let mut segs: Vec<String> = vec![];
+    let mut r = s;
+    loop {
+        let t = r.trim_start();
+        if let Some(g) = t.strip_prefix('{') {
+            let (mut depth, mut start, mut end, mut parts) = (0usize, 0, g.len(), vec![]);
+            for (j, c) in g.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        end = j;
+                        break;
+                    }
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        parts.push(&g[start..j]);
+                        start = j + 1;
+                    }
+                    _ => {}
+                }
+            }
+            parts.push(&g[start..end]);
+            let tails = parts.into_iter().filter(|p| !p.trim().is_empty()).flat_map(expand);
+            return tails.map(|tail| segs.iter().cloned().chain(tail).collect()).collect();
+        }
+        let id = ident(t);
+        if id.is_empty() {
+            return vec![segs];
+        }
+        segs.push(id.to_string());
+        match t[id.len()..].strip_prefix("::") {
+            Some(x) => r = x,
+            None => return vec![segs],
+        }
+    }
+}
+
+/// The module paths (from the crate root) that code in module `here` names through `crate::`, `super::` (any
+/// number) or `self::`.
+fn named_paths(code: &str, here: &[String]) -> Vec<Vec<String>> {
+    let mut out = vec![];
+    let mut rest = code;
+    while let Some(i) = rest.find(['c', 's']) {
+        let before = rest[..i].chars().next_back();
+        let at = &rest[i..];
+        rest = &rest[i + 1..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let (base, tail): (Vec<String>, &str) = if let Some(t) = at.strip_prefix("crate::") {
+            (vec![], t)
+        } else if let Some(t) = at.strip_prefix("self::") {
+            (here.to_vec(), t)
+        } else if at.starts_with("super::") {
+            let (mut base, mut t) = (here.to_vec(), at);
+            while let Some(x) = t.strip_prefix("super::") {
+                base.pop();
+                t = x;
+            }
+            (base, t)
+        } else {
+            continue;
+        };
+        out.extend(expand(tail).into_iter().map(|segs| base.iter().cloned().chain(segs).collect()));
+    }
+    out
+}
+
+/// file -> file it imports from (neither inside the other's module) -> the importing file.
+fn file_graph(src: &Path) -> Graph {
+    let mut files = vec![];
+    rust_files(src, &mut files);
+    let module_of = |f: &Path| -> Option<Vec<String>> {
+        let rel = f.strip_prefix(src).expect("under src").to_string_lossy().replace('\\', "/");
+        let mut segs: Vec<String> = rel.trim_end_matches(".rs").split('/').map(String::from).collect();
+        if segs.first().is_some_and(|s| s == "bin") || segs == ["lib"] || segs == ["main"] {
+            return None; // binaries and the crate root are above every module
+        }
+        if segs.last().is_some_and(|s| s == "mod") {
+            segs.pop();
+        }
+        Some(segs)
+    };
+    let modules: BTreeMap<Vec<String>, String> = files
+        .iter()
+        .filter_map(|f| Some((module_of(f)?, f.strip_prefix(src).expect("under src").to_string_lossy().into_owned())))
+        .collect();
+    let mut g = Graph::new();
+    for f in &files {
+        let Some(here) = module_of(f) else { continue };
+        let from = &modules[&here];
+        let text = std::fs::read_to_string(f).expect("read");
+        for path in named_paths(&code(&text), &here) {
+            // The module the path ends in: its longest prefix that is a file of this crate.
+            let Some(target) = (1..=path.len()).rev().map(|n| &path[..n]).find(|p| modules.contains_key(*p)) else {
+                continue;
+            };
+            // A module and its own submodules (`mod.rs` re-exporting, a child using its parent) are one unit.
+            if target.starts_with(&here) || here.starts_with(target) {
+                continue;
+            }
+            g.entry(from.clone()).or_default().entry(modules[target].clone()).or_default().insert(from.clone());
+        }
+    }
+    g
+}
+
+#[test]
+fn no_crate_has_an_import_cycle_between_its_files() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut problems = vec![];
+    for (krate, _) in CRATES {
+        let g = file_graph(&root.join(krate));
+        assert!(g.len() >= 3, "{krate}: only {} files import others: the reader found nothing", g.len());
+        for comp in cycles(&g) {
+            let edges: Vec<String> = comp
+                .iter()
+                .flat_map(|a| g[a].keys().filter(|b| comp.contains(b)).map(move |b| format!("    {a} -> {b}")))
+                .collect();
+            problems.push(format!("{krate}: {} import each other:\n{}", comp.join(", "), edges.join("\n")));
+        }
+    }
+    assert!(problems.is_empty(), "file import cycles:\n{}", problems.join("\n"));
+}
+
 #[test]
 fn the_reader_finds_the_paths_and_cycles_it_is_for() {
     let t = targets(
@@ -186,4 +316,9 @@ fn the_reader_finds_the_paths_and_cycles_it_is_for() {
     assert_eq!(cycles(&g), vec![vec!["a".to_string(), "b".into(), "c".into()]]);
     g.get_mut("c").expect("c").remove("a");
     assert!(cycles(&g).is_empty());
+    let here: Vec<String> = vec!["diff".into(), "fields".into()];
+    let named = named_paths(&code("use super::{model::X, options};\nuse crate::plan::{self, error::E};"), &here);
+    let want: Vec<Vec<&str>> =
+        vec![vec!["diff", "model", "X"], vec!["diff", "options"], vec!["plan", "self"], vec!["plan", "error", "E"]];
+    assert_eq!(named, want);
 }

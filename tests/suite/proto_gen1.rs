@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::plan::{GroupKind, Producer, ProducerConfig, RegisteredLayout};
 use mooncake_wire::proto::gen1::{AgentMetadata, Gen1Decoder, Gen1DecoderConfig, Gen1Prefiller, Gen1Profile};
-use mooncake_wire::proto::{DecoderEvent, PrefillerEvent, PullRequest};
+use mooncake_wire::proto::{DecoderEvent, PrefillerEvent, ProfileError, PullRequest};
 
 fn producer(profile: &Gen1Profile) -> Producer {
     let rules = profile.plan_rules().unwrap();
@@ -164,4 +164,10 @@ fn a_request_expiring_while_its_pull_waits_is_still_written_and_the_reply_is_an_
         // `b` is kept (and expires later) unless it was deleted before the missing `a`.
         assert_eq!(core.tracked_transfers(), 1 - leaked, "order {order:?}");
     }
+}
+
+#[test]
+fn a_generation_2_revision_is_no_generation_1_profile() {
+    let e = Gen1Profile::builtin("vllm-0.33.0").unwrap_err();
+    assert_eq!(e, ProfileError::WrongGeneration { revision: "vllm-0.33.0".into(), generation: 2, expected: 1 });
 }
