@@ -142,6 +142,31 @@ fn links(doc: &str) -> Vec<String> {
     out
 }
 
+/// Every citing file's path (from the root) and text.
+fn texts() -> Vec<(String, String)> {
+    let mut all = vec![];
+    files(&root(), &mut all);
+    all.into_iter()
+        .filter_map(|f| {
+            let text = std::fs::read_to_string(&f).ok()?;
+            Some((f.strip_prefix(root()).unwrap().display().to_string(), text))
+        })
+        .collect()
+}
+
+/// `path:line: text` of every line of a citing file that holds one of `needles`.
+fn lines_holding(needles: &[&str]) -> Vec<String> {
+    let mut out = vec![];
+    for (rel, text) in texts() {
+        for (n, line) in text.lines().enumerate() {
+            if needles.iter().any(|x| line.contains(x)) {
+                out.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    out
+}
+
 fn protocol() -> (Vec<String>, BTreeSet<String>) {
     headings_and_anchors(&std::fs::read_to_string(root().join("spec/PROTOCOL.md")).unwrap())
 }
@@ -149,13 +174,9 @@ fn protocol() -> (Vec<String>, BTreeSet<String>) {
 #[test]
 fn every_protocol_citation_names_a_section() {
     let (headings, anchors) = protocol();
-    let mut all = vec![];
-    files(&root(), &mut all);
     let (mut by_title, mut by_anchor) = (0, 0);
     let mut bad = vec![];
-    for f in all {
-        let Ok(text) = std::fs::read_to_string(&f) else { continue };
-        let rel = f.strip_prefix(root()).unwrap().display().to_string();
+    for (rel, text) in texts() {
         for c in title_citations(&text) {
             by_title += 1;
             if !headings.contains(&c) {
@@ -196,13 +217,9 @@ fn every_spec_readme_and_msgspec_citation_names_a_section() {
     let (msgspec, _) = headings_and_anchors(&std::fs::read_to_string(root().join("spec/MSGSPEC.md")).unwrap());
     let numbered: BTreeSet<u32> =
         msgspec.iter().filter_map(|h| h.split('.').next().and_then(|n| n.parse().ok())).collect();
-    let mut all = vec![];
-    files(&root(), &mut all);
     let (mut titles, mut sections) = (0, 0);
     let mut bad = vec![];
-    for f in all {
-        let Ok(text) = std::fs::read_to_string(&f) else { continue };
-        let rel = f.strip_prefix(root()).unwrap().display().to_string();
+    for (rel, text) in texts() {
         // A Rust string literal continued over lines (`\n\` at the end of one) reads as the text it makes.
         for c in titles_cited(&text.replace("\\n\\\n", "\n"), "spec/README.md") {
             // A title broken over comment lines reads as one; a quote that starts no title is none.
@@ -231,17 +248,7 @@ fn every_spec_readme_and_msgspec_citation_names_a_section() {
 
 #[test]
 fn nothing_cites_a_document_outside_the_repository() {
-    let mut all = vec![];
-    files(&root(), &mut all);
-    let mut bad = vec![];
-    for f in all {
-        let Ok(text) = std::fs::read_to_string(&f) else { continue };
-        for (n, line) in text.lines().enumerate() {
-            if line.contains("shared/reference") || line.contains("/work/shared") {
-                bad.push(format!("{}:{}: {}", f.strip_prefix(root()).unwrap().display(), n + 1, line.trim()));
-            }
-        }
-    }
+    let bad = lines_holding(&["shared/reference", "/work/shared"]);
     assert!(
         bad.is_empty(),
         "cite the repository's own documents (spec/PROTOCOL.md, spec/README.md, spec/MSGSPEC.md):\n{}",
@@ -251,17 +258,7 @@ fn nothing_cites_a_document_outside_the_repository() {
 
 #[test]
 fn nothing_cites_the_old_outside_document() {
-    let mut all = vec![];
-    files(&root(), &mut all);
-    let mut bad = vec![];
-    for f in all {
-        let Ok(text) = std::fs::read_to_string(&f) else { continue };
-        for (n, line) in text.lines().enumerate() {
-            if line.contains("push-protocol") {
-                bad.push(format!("{}:{}: {}", f.strip_prefix(root()).unwrap().display(), n + 1, line.trim()));
-            }
-        }
-    }
+    let bad = lines_holding(&["push-protocol"]);
     assert!(bad.is_empty(), "cite spec/PROTOCOL.md instead of the push-protocol notes:\n{}", bad.join("\n"));
 }
 
