@@ -359,14 +359,34 @@ impl Gen1Prefiller {
         self.drive(now);
     }
 
-    /// Starts the write of every exchange whose requests are all ready.
+    /// Walks each waiting exchange's requests in order, as vLLM's sender does: it waits at the first one not
+    /// ready yet; a ready one with fewer local blocks than the decoder asks for fails the whole message there
+    /// (vLLM's assertion: `trans_error`, nothing written), even while a later one is not ready; once every
+    /// one is ready, the write starts.
     fn drive(&mut self, now: Instant) {
-        let due: Vec<u64> = self
-            .exchanges
-            .iter()
-            .filter(|(_, x)| x.write.is_none() && x.held.iter().all(Option::is_some))
-            .map(|(k, _)| *k)
-            .collect();
+        let checks_counts = self.profile.block_count_failure == BlockCountFailure::FailsMessage;
+        let (mut failed, mut due) = (vec![], vec![]);
+        for (id, x) in self.exchanges.iter().filter(|(_, x)| x.write.is_none()) {
+            let mut all_ready = true;
+            for (held, remote) in x.held.iter().zip(&x.meta.block_ids) {
+                let Some(blocks) = held else {
+                    all_ready = false;
+                    break;
+                };
+                let local: usize = blocks.iter().map(Vec::len).sum();
+                if checks_counts && !remote.is_empty() && local < remote.len() {
+                    failed.push(*id);
+                    all_ready = false;
+                    break;
+                }
+            }
+            if all_ready {
+                due.push(*id);
+            }
+        }
+        for id in failed {
+            self.fail(id);
+        }
         for id in due {
             self.start_write(now, id);
         }

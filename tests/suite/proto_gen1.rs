@@ -171,3 +171,26 @@ fn a_generation_2_revision_is_no_generation_1_profile() {
     let e = Gen1Profile::builtin("vllm-0.33.0").unwrap_err();
     assert_eq!(e, ProfileError::WrongGeneration { revision: "vllm-0.33.0".into(), generation: 2, expected: 1 });
 }
+
+/// vLLM's sender checks each named request as it becomes ready, in order: one with fewer local blocks than the
+/// decoder asks for fails the message at once (`trans_error`, nothing written), though a later one is not
+/// ready. The core waited for every request first, so that pull was never answered.
+#[test]
+fn a_short_request_fails_the_pull_at_once_though_a_later_one_is_not_ready() {
+    let p = Gen1Profile::builtin("vllm-0.13.0..0.15.1").unwrap();
+    let now = Instant::now();
+    let mut core = Gen1Prefiller::new(p.clone(), producer(&p));
+    core.request_allocated(now, "p-a", "a");
+    core.request_allocated(now, "p-b", "b");
+    core.handle_frames(now, pull(&p, &["a", "b"], &[&[7, 8], &[9]]));
+    assert!(core.poll_transmit().is_none(), "answered before any request is ready");
+    core.request_finished(now, "p-a", "a", vec![vec![1]]);
+    assert_eq!(core.poll_transmit().expect("an answer").payload, b"trans_error");
+    assert!(core.poll_event().is_none(), "written or freed");
+    // A request that is short but comes after one not ready is not reached: the pull still waits.
+    core.request_allocated(now, "p-c", "c");
+    core.request_allocated(now, "p-d", "d");
+    core.handle_frames(now, pull(&p, &["c", "d"], &[&[7], &[8, 9]]));
+    core.request_finished(now, "p-d", "d", vec![vec![1]]);
+    assert!(core.poll_transmit().is_none(), "answered before the first request is ready");
+}
