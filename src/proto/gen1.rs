@@ -218,6 +218,31 @@ struct Gen1Exchange {
     write: Option<WriteId>,
 }
 
+/// Where vLLM's sender stands in a pull's requests, taken in order.
+enum Walk {
+    /// At a request not ready yet.
+    Waiting,
+    /// At a ready request with fewer local blocks than the decoder asks for: the message fails there.
+    Short,
+    /// Past every request: the write can start.
+    Ready,
+}
+
+impl Gen1Exchange {
+    /// Takes the named requests in order as vLLM's sender does, checking each one's block count when
+    /// `checks_counts` (`block_count_failure = fails-message`).
+    fn walk(&self, checks_counts: bool) -> Walk {
+        for (held, remote) in self.held.iter().zip(&self.meta.block_ids) {
+            let Some(blocks) = held else { return Walk::Waiting };
+            let local: usize = blocks.iter().map(Vec::len).sum();
+            if checks_counts && !remote.is_empty() && local < remote.len() {
+                return Walk::Short;
+            }
+        }
+        Walk::Ready
+    }
+}
+
 /// The generation-1 prefiller worker.
 pub struct Gen1Prefiller {
     profile: Gen1Profile,
@@ -367,21 +392,10 @@ impl Gen1Prefiller {
         let checks_counts = self.profile.block_count_failure == BlockCountFailure::FailsMessage;
         let (mut failed, mut due) = (vec![], vec![]);
         for (id, x) in self.exchanges.iter().filter(|(_, x)| x.write.is_none()) {
-            let mut all_ready = true;
-            for (held, remote) in x.held.iter().zip(&x.meta.block_ids) {
-                let Some(blocks) = held else {
-                    all_ready = false;
-                    break;
-                };
-                let local: usize = blocks.iter().map(Vec::len).sum();
-                if checks_counts && !remote.is_empty() && local < remote.len() {
-                    failed.push(*id);
-                    all_ready = false;
-                    break;
-                }
-            }
-            if all_ready {
-                due.push(*id);
+            match x.walk(checks_counts) {
+                Walk::Waiting => {}
+                Walk::Short => failed.push(*id),
+                Walk::Ready => due.push(*id),
             }
         }
         for id in failed {

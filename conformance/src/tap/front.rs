@@ -265,7 +265,7 @@ mod tests {
     #[tokio::test]
     async fn bodies_too_large_or_too_slow_are_refused_and_reported() {
         let (front, mut seen) = front().await;
-        let big = vec![b'x'; limits_body() + 1];
+        let big = vec![b'x'; mooncake_wire::limits::MAX_HTTP_REQUEST_BODY_BYTES + 1];
         let mut request =
             format!("POST /register HTTP/1.1\r\nhost: t\r\ncontent-length: {}\r\n\r\n", big.len()).into_bytes();
         request.extend_from_slice(&big);
@@ -293,9 +293,5 @@ mod tests {
         let r = tokio::time::timeout(Duration::from_millis(200), over.read(&mut buf)).await;
         assert!(matches!(r, Ok(Ok(0)) | Ok(Err(_))), "a connection over the per-host budget was kept: {r:?}");
         drop(held);
-    }
-
-    fn limits_body() -> usize {
-        mooncake_wire::limits::MAX_HTTP_REQUEST_BODY_BYTES
     }
 }
