@@ -28,13 +28,12 @@ pub(crate) struct HttpX {
 }
 
 fn finding(check: CheckId, x: &Exchange, message: &str, detail: String) -> Finding {
-    Finding {
-        check,
-        seq: x.seq,
-        line: x.line,
-        message: Some(format!("exchange {} ({} → {}) {message}", x.index + 1, x.decoder, x.endpoint)),
-        detail,
-    }
+    Finding::new(check, detail).at(x.seq, x.line).about(format!(
+        "exchange {} ({} → {}) {message}",
+        x.index + 1,
+        x.decoder,
+        x.endpoint
+    ))
 }
 
 fn ids(l: &Option<StrList>) -> Vec<String> {
@@ -282,12 +281,13 @@ impl ExchangeChecker {
 pub(crate) fn check_heartbeats(profile: &WireProfile, hbs: &[Heartbeat]) -> Vec<Finding> {
     let mut out = vec![];
     for h in hbs {
-        let f = |detail: String| Finding {
-            check: CheckId::LeaseReply,
-            seq: h.seq,
-            line: h.line,
-            message: Some(format!("heartbeat {} ({} → {})", h.index + 1, h.decoder, h.endpoint)),
-            detail,
+        let f = |detail: String| {
+            Finding::new(CheckId::LeaseReply, detail).at(h.seq, h.line).about(format!(
+                "heartbeat {} ({} → {})",
+                h.index + 1,
+                h.decoder,
+                h.endpoint
+            ))
         };
         match h.replies.as_slice() {
             [] => out.push(f("no reply: a prefiller answers every heartbeat at once".into())),
@@ -344,12 +344,8 @@ impl HttpChecker {
 
     pub(crate) fn push(&mut self, h: &HttpX) -> Vec<Finding> {
         let mut out = vec![];
-        let f = |check: CheckId, detail: String| Finding {
-            check,
-            seq: h.seq,
-            line: h.line,
-            message: Some(format!("{} {}", h.method, h.path)),
-            detail,
+        let f = |check: CheckId, detail: String| {
+            Finding::new(check, detail).at(h.seq, h.line).about(format!("{} {}", h.method, h.path))
         };
         let want = self.reg.handle(&h.method, &h.path, h.request.as_ref());
         match (h.method.as_str(), h.path.split('?').next().unwrap_or("")) {

@@ -120,6 +120,32 @@ pub struct Finding {
     pub detail: String,
 }
 
+impl Finding {
+    /// A finding of `check` that says `detail`; where it was seen and what it concerns are added with
+    /// [`Finding::at`] and [`Finding::about`]. The one way the crate makes a finding.
+    pub fn new(check: CheckId, detail: impl Into<String>) -> Finding {
+        Finding { check, seq: None, line: None, message: None, detail: detail.into() }
+    }
+
+    /// Seen at trace event `seq`, on line `line` of the file (either may be unknown).
+    pub fn at(mut self, seq: Option<u64>, line: Option<usize>) -> Finding {
+        self.seq = seq;
+        self.line = line;
+        self
+    }
+
+    /// Seen on line `line` of the file, at no event (a header's finding).
+    pub fn at_line(self, line: usize) -> Finding {
+        self.at(None, Some(line))
+    }
+
+    /// Concerning `message` (`POST /register`, `exchange 2 reply 1`), printed before the detail.
+    pub fn about(mut self, message: impl Into<String>) -> Finding {
+        self.message = Some(message.into());
+        self
+    }
+}
+
 /// The result of validating one trace (`validate`).
 #[derive(Debug, Serialize)]
 pub struct TraceReport {

@@ -33,13 +33,7 @@ pub fn validate_input(input: &crate::jsonl::Input) -> TraceReport {
             zmq_payloads: 0,
             http_events: 0,
             unobserved: vec![],
-            findings: vec![Finding {
-                check: CheckId::TraceFormat,
-                seq: None,
-                line: None,
-                message: None,
-                detail: e.to_string(),
-            }],
+            findings: vec![Finding::new(CheckId::TraceFormat, e.to_string())],
         },
     }
 }
@@ -87,13 +81,8 @@ pub fn validate(t: Trace) -> TraceReport {
         findings: vec![],
     };
     if t.events.is_empty() {
-        rep.findings.push(Finding {
-            check: CheckId::TraceEmpty,
-            seq: None,
-            line: Some(1),
-            message: None,
-            detail: "no events after the header line: nothing to check".into(),
-        });
+        rep.findings
+            .push(Finding::new(CheckId::TraceEmpty, "no events after the header line: nothing to check").at_line(1));
         return rep;
     }
     if t.header.family.as_deref() == Some("pull") {
@@ -102,13 +91,7 @@ pub fn validate(t: Trace) -> TraceReport {
     let rev = match revision_for(Spec::builtin(), &t.header.vllm_version) {
         Ok(r) => r,
         Err(e) => {
-            rep.findings.push(Finding {
-                check: CheckId::TraceRevision,
-                seq: None,
-                line: Some(1),
-                message: None,
-                detail: format!("vllm_version: {e}"),
-            });
+            rep.findings.push(Finding::new(CheckId::TraceRevision, format!("vllm_version: {e}")).at_line(1));
             return rep;
         }
     };
@@ -153,18 +136,13 @@ pub(crate) fn conversation_findings(c: &Conversation) -> Vec<Finding> {
     let mut out = vec![];
     let rev = &c.revision;
     if rev.generation != c.trace.header.generation() {
-        out.push(Finding {
-            check: CheckId::TraceRevision,
-            seq: None,
-            line: Some(1),
-            message: None,
-            detail: format!(
-                "header says connector generation {}, {} is generation {}",
-                c.trace.header.generation(),
-                rev.revision,
-                rev.generation
-            ),
-        });
+        let detail = format!(
+            "header says connector generation {}, {} is generation {}",
+            c.trace.header.generation(),
+            rev.revision,
+            rev.generation
+        );
+        out.push(Finding::new(CheckId::TraceRevision, detail).at_line(1));
     }
     let mut checker = EventChecker::new(rev.clone());
     for ev in &c.trace.events {
@@ -212,32 +190,22 @@ impl EventChecker {
         match ev {
             Event::Zmq(z) => check_zmq(&self.rev, &self.codec, z, decoded, &mut out),
             Event::Http(h) => {
-                let find = |detail: String| Finding {
-                    check: CheckId::HttpBody,
-                    seq: Some(h.seq),
-                    line: Some(h.line),
-                    message: Some(format!("{} {}", h.method, h.path)),
-                    detail,
+                let find = |check: CheckId, detail: String| {
+                    Finding::new(check, detail).at(Some(h.seq), Some(h.line)).about(format!("{} {}", h.method, h.path))
                 };
                 let Some(b) = self.boot.as_mut() else {
-                    out.push(Finding {
-                        check: CheckId::HttpRoute,
-                        ..find(format!("{} has no bootstrap server", self.rev.revision))
-                    });
+                    out.push(find(CheckId::HttpRoute, format!("{} has no bootstrap server", self.rev.revision)));
                     return out;
                 };
                 if b.route(&h.method, &h.path).is_none() {
-                    out.push(Finding {
-                        check: CheckId::HttpRoute,
-                        ..find(format!("{} {} is not a bootstrap route", h.method, h.path))
-                    });
+                    out.push(find(CheckId::HttpRoute, format!("{} {} is not a bootstrap route", h.method, h.path)));
                     return out;
                 }
                 // The exact body text must parse to the recorded body.
                 let raw: Option<serde_json::Value> =
                     if h.body_raw.is_empty() { None } else { serde_json::from_str(&h.body_raw).ok() };
                 if raw.as_ref() != h.body.as_ref().filter(|b| !b.is_null()) {
-                    out.push(Finding { check: CheckId::HttpBodyRaw, ..find("body_raw does not parse to body".into()) });
+                    out.push(find(CheckId::HttpBodyRaw, "body_raw does not parse to body".into()));
                 }
                 let r = match h.dir {
                     HttpDir::Request => b.check_request(&h.method, &h.path, h.body.as_ref()).map_err(|e| e.to_string()),
@@ -250,7 +218,7 @@ impl EventChecker {
                     },
                 };
                 if let Err(e) = r {
-                    out.push(find(e));
+                    out.push(find(CheckId::HttpBody, e));
                 }
             }
         }
@@ -270,22 +238,12 @@ fn check_zmq(
     // first message of the sending side; a payload no one read yet is classified below, as the receiver does.
     let read_as = decoded.as_ref().and_then(|(_, d)| rev.message(d.message()));
     let Some(msg) = read_as.or_else(|| rev.message_from(from.as_str())) else {
-        out.push(Finding {
-            check: CheckId::ZmqFrames,
-            seq: Some(z.seq),
-            line: Some(z.line),
-            message: None,
-            detail: format!("{} sends nothing in {}", from.as_str(), rev.revision),
-        });
+        let detail = format!("{} sends nothing in {}", from.as_str(), rev.revision);
+        out.push(Finding::new(CheckId::ZmqFrames, detail).at(Some(z.seq), Some(z.line)));
         return;
     };
-    let find = |check: CheckId, detail: String| Finding {
-        check,
-        seq: Some(z.seq),
-        line: Some(z.line),
-        message: Some(msg.name.clone()),
-        detail,
-    };
+    let find =
+        |check: CheckId, detail: String| Finding::new(check, detail).at(Some(z.seq), Some(z.line)).about(&msg.name);
     // Socket type of this side.
     if let Some(sock) = rev.transport.sockets.get(z.side.as_str()) {
         if sock.socket_type != z.socket {

@@ -26,13 +26,7 @@ pub(crate) fn validate(t: &Trace, mut rep: TraceReport) -> TraceReport {
     let rev = match revision_for(Spec::builtin(), &t.header.vllm_version) {
         Ok(r) => r,
         Err(e) => {
-            rep.findings.push(Finding {
-                check: CheckId::TraceRevision,
-                seq: None,
-                line: Some(1),
-                message: None,
-                detail: format!("vllm_version: {e}"),
-            });
+            rep.findings.push(Finding::new(CheckId::TraceRevision, format!("vllm_version: {e}")).at_line(1));
             return rep;
         }
     };
@@ -48,7 +42,7 @@ pub(crate) fn validate(t: &Trace, mut rep: TraceReport) -> TraceReport {
             rev.revision,
             rev.generation
         );
-        rep.findings.push(Finding { check: CheckId::TraceRevision, seq: None, line: Some(1), message: None, detail });
+        rep.findings.push(Finding::new(CheckId::TraceRevision, detail).at_line(1));
     }
     let codec = Codec::builtin(&rev.revision).expect("built-in revision");
     // Per (conn, endpoint): the request the connection sent last, still unanswered.
@@ -63,13 +57,10 @@ pub(crate) fn validate(t: &Trace, mut rep: TraceReport) -> TraceReport {
             }
             Event::Http(h) => {
                 rep.http_events += 1;
-                rep.findings.push(Finding {
-                    check: CheckId::HttpRoute,
-                    seq: Some(h.seq),
-                    line: Some(h.line),
-                    message: None,
-                    detail: format!("{} has no HTTP server", rev.revision),
-                });
+                rep.findings.push(
+                    Finding::new(CheckId::HttpRoute, format!("{} has no HTTP server", rev.revision))
+                        .at(Some(h.seq), Some(h.line)),
+                );
             }
         }
     }
@@ -79,12 +70,12 @@ pub(crate) fn validate(t: &Trace, mut rep: TraceReport) -> TraceReport {
 /// Socket, frames and payload of one event; the message it carries, when one fits.
 fn check_event(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>) -> Option<String> {
     let from = sender(z);
-    let find = |check: CheckId, message: Option<&str>, detail: String| Finding {
-        check,
-        seq: Some(z.seq),
-        line: Some(z.line),
-        message: message.map(str::to_string),
-        detail,
+    let find = |check: CheckId, message: Option<&str>, detail: String| {
+        let f = Finding::new(check, detail).at(Some(z.seq), Some(z.line));
+        match message {
+            Some(m) => f.about(m),
+            None => f,
+        }
     };
     let candidates: Vec<&TransportMessage> =
         rev.transport.messages.iter().filter(|m| m.from == from.as_str()).collect();
@@ -184,13 +175,7 @@ fn pair(
     out: &mut Vec<Finding>,
 ) {
     let Some(m) = rev.message(msg) else { return };
-    let find = |detail: String| Finding {
-        check: CheckId::PullPairing,
-        seq: Some(z.seq),
-        line: Some(z.line),
-        message: Some(msg.to_string()),
-        detail,
-    };
+    let find = |detail: String| Finding::new(CheckId::PullPairing, detail).at(Some(z.seq), Some(z.line)).about(msg);
     // Pair on the decoder's own events (its REQ connection is one conversation); the prefiller's ROUTER events
     // interleave every decoder and are checked by decoding only.
     if z.side.as_str() != "decoder" {

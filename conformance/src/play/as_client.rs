@@ -35,12 +35,8 @@ pub async fn play(
         let mut out = vec![];
         for (req, resp) in &t.http {
             let Some(resp) = resp else { continue };
-            let f = |check: CheckId, detail: String, h: &HttpEvent| Finding {
-                check,
-                seq: Some(h.seq),
-                line: Some(h.line),
-                message: Some(format!("{} {}", req.method, req.path)),
-                detail,
+            let f = |check: CheckId, detail: String, h: &HttpEvent| {
+                Finding::new(check, detail).at(Some(h.seq), Some(h.line)).about(format!("{} {}", req.method, req.path))
             };
             let body: Option<J> = if req.body_raw.is_empty() { None } else { serde_json::from_str(&req.body_raw).ok() };
             match mooncake_io::http::request(

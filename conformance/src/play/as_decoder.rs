@@ -30,16 +30,6 @@ use crate::trace::{Event, Role as TraceRole, ZmqDir};
 use mooncake_io::layout::LayoutExt;
 use mooncake_testee_protocol::{Command, Done, PrefillerStatus, RoleConfig, Started};
 
-fn f(
-    check: CheckId,
-    seq: Option<u64>,
-    line: Option<usize>,
-    message: impl Into<String>,
-    detail: impl Into<String>,
-) -> Finding {
-    Finding { check, seq, line, message: Some(message.into()), detail: detail.into() }
-}
-
 struct LiveDecoder {
     session: String,
     recorded_session: String,
@@ -117,23 +107,20 @@ pub async fn play(
                 want["addr"] = json!(live);
                 match got {
                     Some(Some(g)) if g == want => {}
-                    Some(g) => out.push(f(
-                        CheckId::RegisterBody,
-                        None,
-                        None,
-                        format!("{} POST /register", p.conn),
-                        format!(
-                            "body {} differs from the recorded {want}",
-                            g.map(|x| x.to_string()).unwrap_or_default()
-                        ),
-                    )),
-                    None => out.push(f(
-                        CheckId::RegisterBody,
-                        None,
-                        None,
-                        format!("{} POST /register", p.conn),
-                        "the prefiller never registered its endpoint",
-                    )),
+                    Some(g) => out.push(
+                        Finding::new(
+                            CheckId::RegisterBody,
+                            format!(
+                                "body {} differs from the recorded {want}",
+                                g.map(|x| x.to_string()).unwrap_or_default()
+                            ),
+                        )
+                        .about(format!("{} POST /register", p.conn)),
+                    ),
+                    None => out.push(
+                        Finding::new(CheckId::RegisterBody, "the prefiller never registered its endpoint")
+                            .about(format!("{} POST /register", p.conn)),
+                    ),
                 }
             }
             // The scenario's transfers.
@@ -272,13 +259,11 @@ pub async fn play(
                         match tokio::time::timeout(wait, in_rx.recv()).await {
                             Ok(Some(Incoming::Dealer { id, frames })) => buffered.entry(id).or_default().push(frames),
                             Ok(Some(Incoming::DealerError { id, error })) => {
-                                out.push(f(
-                                    CheckId::ZmqConnect,
-                                    Some(z.seq),
-                                    Some(z.line),
-                                    format!("exchange {}", id + 1),
-                                    error,
-                                ));
+                                out.push(
+                                    Finding::new(CheckId::ZmqConnect, error)
+                                        .at(Some(z.seq), Some(z.line))
+                                        .about(format!("exchange {}", id + 1)),
+                                );
                             }
                             Ok(_) => {}
                             Err(_) => break None,
@@ -287,32 +272,34 @@ pub async fn play(
                     let want_reply = x.replies[j].payload.value();
                     let msg = format!("exchange {} reply {}", k + 1, j + 1);
                     let Some(frames) = frames else {
-                        out.push(f(
-                            CheckId::ReplyMissing,
-                            Some(z.seq),
-                            Some(z.line),
-                            msg,
-                            format!(
-                                "no reply within {} (recorded: {})",
-                                super::secs(wait),
-                                want_reply.map(show_reply).unwrap_or_default()
-                            ),
-                        ));
+                        out.push(
+                            Finding::new(
+                                CheckId::ReplyMissing,
+                                format!(
+                                    "no reply within {} (recorded: {})",
+                                    super::secs(wait),
+                                    want_reply.map(show_reply).unwrap_or_default()
+                                ),
+                            )
+                            .at(Some(z.seq), Some(z.line))
+                            .about(msg),
+                        );
                         dead.push(k);
                         continue;
                     };
                     replies_seen += 1;
                     if frames.len() != 1 {
-                        out.push(f(
-                            CheckId::ZmqFrames,
-                            Some(z.seq),
-                            Some(z.line),
-                            msg.clone(),
-                            format!(
-                                "{} frames at the DEALER; the prefiller must send [routing_id, payload]",
-                                frames.len()
-                            ),
-                        ));
+                        out.push(
+                            Finding::new(
+                                CheckId::ZmqFrames,
+                                format!(
+                                    "{} frames at the DEALER; the prefiller must send [routing_id, payload]",
+                                    frames.len()
+                                ),
+                            )
+                            .at(Some(z.seq), Some(z.line))
+                            .about(msg.clone()),
+                        );
                     }
                     // The payload is the first frame; any other frame was already reported.
                     let bytes = frames.first().cloned().unwrap_or_default();
@@ -326,22 +313,24 @@ pub async fn play(
                         None => Payload::reply(Some(&profile), bytes.clone(), None).decoded,
                     };
                     match decoded.expect("decoded with the trace's profile") {
-                        Err(e) => out.push(f(
-                            CheckId::ReplyDecode,
-                            Some(z.seq),
-                            Some(z.line),
-                            msg,
-                            format!("{} (bytes {})", e.msgspec_message(), hex::encode(&bytes)),
-                        )),
+                        Err(e) => out.push(
+                            Finding::new(
+                                CheckId::ReplyDecode,
+                                format!("{} (bytes {})", e.msgspec_message(), hex::encode(&bytes)),
+                            )
+                            .at(Some(z.seq), Some(z.line))
+                            .about(msg),
+                        ),
                         Ok(got) => {
                             if !pairing.canonical_for_testee("MooncakeXferResponse", &bytes) {
-                                out.push(f(
-                                    CheckId::WireCanonical,
-                                    Some(z.seq),
-                                    Some(z.line),
-                                    msg.clone(),
-                                    format!("{} is not msgspec's encoding of that value", hex::encode(&bytes)),
-                                ));
+                                out.push(
+                                    Finding::new(
+                                        CheckId::WireCanonical,
+                                        format!("{} is not msgspec's encoding of that value", hex::encode(&bytes)),
+                                    )
+                                    .at(Some(z.seq), Some(z.line))
+                                    .about(msg.clone()),
+                                );
                             }
                             let mut want = want_reply.cloned().ok_or(PlayError::RecordedReplyUndecodable)?;
                             // The LAYOUT_MISS message names the decoder's session: map recorded → live.
@@ -350,13 +339,11 @@ pub async fn play(
                             }
                             let (got, want) = (pairing.project_reply(&got), pairing.project_reply(&want));
                             if !same_reply(&got, &want) {
-                                out.push(f(
-                                    CheckId::ReplyDiff,
-                                    Some(z.seq),
-                                    Some(z.line),
-                                    msg,
-                                    reply_diff(&got, &want),
-                                ));
+                                out.push(
+                                    Finding::new(CheckId::ReplyDiff, reply_diff(&got, &want))
+                                        .at(Some(z.seq), Some(z.line))
+                                        .about(msg),
+                                );
                             }
                         }
                     }
@@ -393,17 +380,17 @@ pub async fn play(
         for (id, q) in &buffered {
             for frames in q {
                 let r = frames.last().and_then(|b| t.decode_reply(b));
-                out.push(f(
-                    CheckId::ReplyExtra,
-                    None,
-                    None,
-                    format!("exchange {}", id + 1),
-                    format!(
-                        "a reply after the recorded ones: {}",
-                        r.map(|r| show_reply(&r))
-                            .unwrap_or_else(|| hex::encode(frames.last().cloned().unwrap_or_default()))
-                    ),
-                ));
+                out.push(
+                    Finding::new(
+                        CheckId::ReplyExtra,
+                        format!(
+                            "a reply after the recorded ones: {}",
+                            r.map(|r| show_reply(&r))
+                                .unwrap_or_else(|| hex::encode(frames.last().cloned().unwrap_or_default()))
+                        ),
+                    )
+                    .about(format!("exchange {}", id + 1)),
+                );
             }
         }
         drop(reactor);
@@ -439,13 +426,13 @@ pub async fn play(
             && super::applies(&t.trace.header, CheckId::TeCalls)
             && got_writes != want_writes
         {
-            out.push(f(
-                CheckId::TeCalls,
-                None,
-                None,
-                "transfer-engine writes",
-                format!("(session, descriptors, bytes) {got_writes:?} vs recorded {want_writes:?}"),
-            ));
+            out.push(
+                Finding::new(
+                    CheckId::TeCalls,
+                    format!("(session, descriptors, bytes) {got_writes:?} vs recorded {want_writes:?}"),
+                )
+                .about("transfer-engine writes"),
+            );
         }
 
         // The bytes that landed in our memory, where the testee's planning puts them.
@@ -483,7 +470,7 @@ pub async fn play(
                     }
                 };
                 for p in problems.into_iter().take(5) {
-                    out.push(f(CheckId::Landed, None, None, format!("memory of {}", d.conn), p));
+                    out.push(Finding::new(CheckId::Landed, p).about(format!("memory of {}", d.conn)));
                 }
                 continue;
             }
@@ -494,7 +481,7 @@ pub async fn play(
                 mem.read(base + b * bl, bl).map(|s| s.to_vec())
             });
             for p in problems.into_iter().take(5) {
-                out.push(f(CheckId::Landed, None, None, format!("memory of {}", d.conn), p));
+                out.push(Finding::new(CheckId::Landed, p).about(format!("memory of {}", d.conn)));
             }
         }
 
@@ -509,13 +496,13 @@ pub async fn play(
                     break;
                 }
                 if tokio::time::Instant::now() >= deadline {
-                    out.push(f(
-                        CheckId::PStateLeak,
-                        None,
-                        None,
-                        conn.clone(),
-                        format!("{tr:?} transfers and {ex:?} exchanges still tracked after the abort timeout"),
-                    ));
+                    out.push(
+                        Finding::new(
+                            CheckId::PStateLeak,
+                            format!("{tr:?} transfers and {ex:?} exchanges still tracked after the abort timeout"),
+                        )
+                        .about(conn.clone()),
+                    );
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -536,7 +523,7 @@ pub async fn play(
                 let Some((_, te)) = testees.iter_mut().find(|(c, _)| c == conn) else { continue };
                 let s: PrefillerStatus = te.status().await?;
                 if let Some(detail) = super::freed_mismatch(&s, &want) {
-                    out.push(f(CheckId::PFinishedSending, None, None, conn.clone(), detail));
+                    out.push(Finding::new(CheckId::PFinishedSending, detail).about(conn.clone()));
                 }
             }
         }
@@ -777,25 +764,25 @@ fn compare_heartbeat_reply(
     let msg = format!("heartbeat {}", h + 1);
     let want = t.heartbeats[h].replies.first().and_then(|r| r.payload.value());
     let Some(frames) = got else {
-        return vec![f(
-            CheckId::LeaseReply,
-            Some(z.seq),
-            Some(z.line),
-            msg,
-            "no reply; a prefiller answers a heartbeat at once",
-        )];
+        return vec![Finding::new(CheckId::LeaseReply, "no reply; a prefiller answers a heartbeat at once")
+            .at(Some(z.seq), Some(z.line))
+            .about(msg)];
     };
     let bytes = frames.last().cloned().unwrap_or_default();
     let r = match profile.decode_response(&bytes) {
         Ok(r) => r,
-        Err(e) => return vec![f(CheckId::ReplyDecode, Some(z.seq), Some(z.line), msg, e.msgspec_message())],
+        Err(e) => {
+            return vec![Finding::new(CheckId::ReplyDecode, e.msgspec_message())
+                .at(Some(z.seq), Some(z.line))
+                .about(msg)]
+        }
     };
     if let Some(p) = crate::checks::heartbeat_reply_problem(profile, Some(&r)) {
-        return vec![f(CheckId::LeaseReply, Some(z.seq), Some(z.line), msg, p)];
+        return vec![Finding::new(CheckId::LeaseReply, p).at(Some(z.seq), Some(z.line)).about(msg)];
     }
     match want {
         Some(w) if !same_reply(&r, w) => {
-            vec![f(CheckId::LeaseReply, Some(z.seq), Some(z.line), msg, reply_diff(&r, w))]
+            vec![Finding::new(CheckId::LeaseReply, reply_diff(&r, w)).at(Some(z.seq), Some(z.line)).about(msg)]
         }
         _ => vec![],
     }

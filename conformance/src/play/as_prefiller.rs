@@ -34,10 +34,6 @@ use mooncake_testee_protocol::{
     Command, DecoderConfig, DecoderStatus, Done, Memory, PrefillerStatus, Pull, RoleConfig, Started,
 };
 
-fn f(check: CheckId, message: impl Into<String>, detail: impl Into<String>) -> Finding {
-    Finding { check, seq: None, line: None, message: Some(message.into()), detail: detail.into() }
-}
-
 /// The pulls of a decoder conn, in order: consecutive requests with the same `req_blocks` (a fan-out to
 /// several prefillers, or a resend after LAYOUT_MISS) are one pull.
 pub(crate) fn pull_steps(t: &crate::conversation::Conversation, conn: &str) -> Vec<MooncakeXferMetadata> {
@@ -407,11 +403,10 @@ async fn play_with(
                     break;
                 }
                 if tokio::time::Instant::now() >= deadline {
-                    out.push(f(
-                        CheckId::DSettle,
-                        format!("pull {}", k + 1),
-                        "the decoder did not settle its pulls in time",
-                    ));
+                    out.push(
+                        Finding::new(CheckId::DSettle, "the decoder did not settle its pulls in time")
+                            .about(format!("pull {}", k + 1)),
+                    );
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -473,11 +468,13 @@ async fn play_with(
             want_fin.sort();
             got_fin.sort();
             if outcomes && got_fin != want_fin {
-                out.push(f(
-                    CheckId::DOutcome,
-                    conn.clone(),
-                    format!("finished {got_fin:?}, vLLM's decoder finished {want_fin:?}"),
-                ));
+                out.push(
+                    Finding::new(
+                        CheckId::DOutcome,
+                        format!("finished {got_fin:?}, vLLM's decoder finished {want_fin:?}"),
+                    )
+                    .about(conn.clone()),
+                );
             }
             let mut want_invalid: Vec<u64> = outcome
                 .get("load_errors")
@@ -501,24 +498,28 @@ async fn play_with(
             got_invalid.sort();
             got_invalid.dedup();
             if outcomes && got_invalid != want_invalid {
-                out.push(f(
-                    CheckId::DOutcome,
-                    conn.clone(),
-                    format!("blocks reported invalid {got_invalid:?}, vLLM reported {want_invalid:?}"),
-                ));
+                out.push(
+                    Finding::new(
+                        CheckId::DOutcome,
+                        format!("blocks reported invalid {got_invalid:?}, vLLM reported {want_invalid:?}"),
+                    )
+                    .about(conn.clone()),
+                );
             }
             let stuck = recorded_stuck(t, conn);
             if s.pending_pulls.unwrap_or(u64::MAX) > stuck.len() as u64 || s.open_exchanges != Some(0) {
-                out.push(f(
-                    CheckId::DStateLeak,
-                    conn.clone(),
-                    format!(
-                        "{} pulls and {} exchanges still open ({} left waiting by vLLM)",
-                        super::count(s.pending_pulls),
-                        super::count(s.open_exchanges),
-                        stuck.len()
-                    ),
-                ));
+                out.push(
+                    Finding::new(
+                        CheckId::DStateLeak,
+                        format!(
+                            "{} pulls and {} exchanges still open ({} left waiting by vLLM)",
+                            super::count(s.pending_pulls),
+                            super::count(s.open_exchanges),
+                            stuck.len()
+                        ),
+                    )
+                    .about(conn.clone()),
+                );
             }
             // Bytes in the decoder's memory.
             let Some(req) = t.decoders.iter().find(|d| &d.conn == conn).and_then(|d| d.layout_request.clone()) else {
@@ -558,7 +559,7 @@ async fn play_with(
                 .into_iter()
                 .take(5)
             {
-                out.push(f(CheckId::Landed, format!("memory of {conn}"), p));
+                out.push(Finding::new(CheckId::Landed, p).about(format!("memory of {conn}")));
             }
         }
         // With a prefiller testee: its completions and its tables too.
@@ -581,18 +582,20 @@ async fn play_with(
                     if let Some(detail) = super::freed_mismatch(&s, &want)
                         .filter(|_| super::applies(&t.trace.header, CheckId::PFinishedSending))
                     {
-                        out.push(f(CheckId::PFinishedSending, conn.clone(), detail));
+                        out.push(Finding::new(CheckId::PFinishedSending, detail).about(conn.clone()));
                     }
                     if !idle {
-                        out.push(f(
-                            CheckId::PStateLeak,
-                            conn.clone(),
-                            format!(
-                                "{} transfers and {} exchanges still tracked",
-                                super::count(s.tracked_transfers),
-                                super::count(s.open_exchanges)
-                            ),
-                        ));
+                        out.push(
+                            Finding::new(
+                                CheckId::PStateLeak,
+                                format!(
+                                    "{} transfers and {} exchanges still tracked",
+                                    super::count(s.tracked_transfers),
+                                    super::count(s.open_exchanges)
+                                ),
+                            )
+                            .about(conn.clone()),
+                        );
                     }
                     break;
                 }
@@ -654,11 +657,13 @@ pub fn compare_requests(
         let recorded: Vec<&crate::conversation::Exchange> =
             t.exchanges.iter().filter(|x| x.prefiller.as_deref() == Some(conn.as_str())).collect();
         if inbound.len() != recorded.len() {
-            out.push(f(
-                CheckId::RequestCount,
-                conn.clone(),
-                format!("{} requests arrived, vLLM's decoder sent {}", inbound.len(), recorded.len()),
-            ));
+            out.push(
+                Finding::new(
+                    CheckId::RequestCount,
+                    format!("{} requests arrived, vLLM's decoder sent {}", inbound.len(), recorded.len()),
+                )
+                .about(conn.clone()),
+            );
         }
         // Pair each arriving request with a recorded one from the same decoder (decoders pull concurrently,
         // so arrival order across decoders is not the recorded order); within one decoder, in order.
@@ -680,33 +685,33 @@ pub fn compare_requests(
         for (n, (frames, lx, rx)) in pairs.into_iter().enumerate() {
             let msg = format!("{conn} request {}", n + 1);
             if frames.len() != 2 {
-                out.push(f(
-                    CheckId::ZmqFrames,
-                    msg.clone(),
-                    format!("{} frames at the ROUTER; a decoder sends exactly one frame", frames.len()),
-                ));
+                out.push(
+                    Finding::new(
+                        CheckId::ZmqFrames,
+                        format!("{} frames at the ROUTER; a decoder sends exactly one frame", frames.len()),
+                    )
+                    .about(msg.clone()),
+                );
             }
             // [routing_id, payload]: any other frame was already reported.
             let bytes = &lx.request.bytes;
             match lx.request.decoded.clone().expect("decoded with the trace's profile") {
-                Err(e) => out.push(f(CheckId::RequestDecode, msg, e.msgspec_message())),
+                Err(e) => out.push(Finding::new(CheckId::RequestDecode, e.msgspec_message()).about(msg)),
                 Ok(mut got) => {
                     if !pairing.canonical_for_testee("MooncakeXferMetadata", bytes) {
-                        out.push(f(
-                            CheckId::WireCanonical,
-                            msg.clone(),
-                            format!("{} is not msgspec's encoding of that value", hex::encode(bytes)),
-                        ));
+                        out.push(
+                            Finding::new(
+                                CheckId::WireCanonical,
+                                format!("{} is not msgspec's encoding of that value", hex::encode(bytes)),
+                            )
+                            .about(msg.clone()),
+                        );
                     }
                     let want = rx.request.value().ok_or(PlayError::RecordedRequestUndecodable)?;
                     // The decoder's own address and transfer-engine port differ per run.
                     let live_session = format!("{}:{}", got.remote_hostname, got.remote_port);
                     match sessions {
-                        Some(sessions) if sessions.get(&rx.decoder) != Some(&live_session) => out.push(f(
-                            CheckId::RequestSession,
-                            msg.clone(),
-                            format!("remote_hostname:remote_port {live_session} is not the decoder's transfer-engine endpoint {:?}", sessions.get(&rx.decoder)),
-                        )),
+                        Some(sessions) if sessions.get(&rx.decoder) != Some(&live_session) => out.push(Finding::new(CheckId::RequestSession, format!("remote_hostname:remote_port {live_session} is not the decoder's transfer-engine endpoint {:?}", sessions.get(&rx.decoder))).about(msg.clone())),
                         Some(_) => {}
                         None => {
                             // An external decoder's memory and registration id are its own.
@@ -725,7 +730,10 @@ pub fn compare_requests(
                     if let (Ok(gv), Ok(wv)) = (gv, wv) {
                         let (gj, wj) = (Codec::to_json(&gv), Codec::to_json(&wv));
                         if !crate::jsonl::eq_ordered(&gj, &wj) {
-                            out.push(f(CheckId::RequestDiff, msg, first_difference(&gj, &wj, "$").unwrap_or_default()));
+                            out.push(
+                                Finding::new(CheckId::RequestDiff, first_difference(&gj, &wj, "$").unwrap_or_default())
+                                    .about(msg),
+                            );
                         }
                     }
                 }
@@ -958,16 +966,20 @@ fn check_renewal(
             t.heartbeats.iter().filter(|h| h.prefiller.as_deref() == Some(conn.as_str())).collect();
         let msg = format!("heartbeats to {conn}");
         match (recorded.is_empty(), got.is_empty()) {
-            (false, true) => out.push(f(
-                CheckId::LeaseRenewal,
-                msg.clone(),
-                format!("none arrived; vLLM's decoder sent {} (it renews its leased requests)", recorded.len()),
-            )),
-            (true, false) => out.push(f(
-                CheckId::LeaseRenewal,
-                msg.clone(),
-                format!("{} arrived; vLLM's decoder sent none to this prefiller", got.len()),
-            )),
+            (false, true) => out.push(
+                Finding::new(
+                    CheckId::LeaseRenewal,
+                    format!("none arrived; vLLM's decoder sent {} (it renews its leased requests)", recorded.len()),
+                )
+                .about(msg.clone()),
+            ),
+            (true, false) => out.push(
+                Finding::new(
+                    CheckId::LeaseRenewal,
+                    format!("{} arrived; vLLM's decoder sent none to this prefiller", got.len()),
+                )
+                .about(msg.clone()),
+            ),
             _ => {}
         }
         let known: std::collections::BTreeSet<&str> =
@@ -976,21 +988,22 @@ fn check_renewal(
             let mooncake_wire::proto::Inbound::Heartbeat(h) = profile.read_inbound(bytes) else { continue };
             let unknown: Vec<&String> = h.lease_transfer_ids.iter().filter(|i| !known.contains(i.as_str())).collect();
             if !recorded.is_empty() && !unknown.is_empty() {
-                out.push(f(
-                    CheckId::LeaseRenewal,
-                    format!("{msg}: heartbeat {}", n + 1),
-                    format!("renews {unknown:?}, which vLLM's decoder never renewed (it renewed {known:?})"),
-                ));
+                out.push(
+                    Finding::new(
+                        CheckId::LeaseRenewal,
+                        format!("renews {unknown:?}, which vLLM's decoder never renewed (it renewed {known:?})"),
+                    )
+                    .about(format!("{msg}: heartbeat {}", n + 1)),
+                );
             }
         }
     }
     for (conn, n) in leased {
         if let Some(n) = n.filter(|n| *n > 0) {
-            out.push(f(
-                CheckId::LeaseRenewal,
-                conn.clone(),
-                format!("still renews {n} requests after its pulls settled"),
-            ));
+            out.push(
+                Finding::new(CheckId::LeaseRenewal, format!("still renews {n} requests after its pulls settled"))
+                    .about(conn.clone()),
+            );
         }
     }
     out

@@ -41,16 +41,6 @@ use mooncake_testee_protocol::{
     self as proto, Command, DecoderConfig, DecoderStatus, Done, Memory, PrefillerStatus, Pull, RoleConfig, Started,
 };
 
-fn f(
-    check: CheckId,
-    seq: Option<u64>,
-    line: Option<usize>,
-    message: impl Into<String>,
-    detail: impl Into<String>,
-) -> Finding {
-    Finding { check, seq, line, message: Some(message.into()), detail: detail.into() }
-}
-
 /// The runner plays the decoder(s); the testees are prefiller workers.
 pub async fn as_decoder(
     case: &Case,
@@ -134,7 +124,9 @@ pub async fn as_decoder(
                 match tokio::time::timeout(abort * 2 + opts.slack, in_rx.recv()).await {
                     Ok(Some(Incoming::Dealer { id, frames })) if id == k as u64 => break Some(frames),
                     Ok(Some(Incoming::DealerError { error, .. })) => {
-                        out.push(f(CheckId::ZmqConnect, Some(m.seq), Some(m.line), msg.clone(), error));
+                        out.push(
+                            Finding::new(CheckId::ZmqConnect, error).at(Some(m.seq), Some(m.line)).about(msg.clone()),
+                        );
                         break None;
                     }
                     Ok(Some(_)) => {}
@@ -143,57 +135,59 @@ pub async fn as_decoder(
             };
             reactor.close_dealer(k as u64);
             match (got, &m.reply) {
-                (None, Some(want)) => out.push(f(
-                    CheckId::ReplyMissing,
-                    Some(m.seq),
-                    Some(m.line),
-                    msg,
-                    format!("no reply (recorded: {})", String::from_utf8_lossy(want)),
-                )),
-                (Some(_), None) => out.push(f(
-                    CheckId::ReplyExtra,
-                    Some(m.seq),
-                    Some(m.line),
-                    msg,
-                    "a reply where vLLM's prefiller sent none",
-                )),
+                (None, Some(want)) => out.push(
+                    Finding::new(
+                        CheckId::ReplyMissing,
+                        format!("no reply (recorded: {})", String::from_utf8_lossy(want)),
+                    )
+                    .at(Some(m.seq), Some(m.line))
+                    .about(msg),
+                ),
+                (Some(_), None) => out.push(
+                    Finding::new(CheckId::ReplyExtra, "a reply where vLLM's prefiller sent none")
+                        .at(Some(m.seq), Some(m.line))
+                        .about(msg),
+                ),
                 (None, None) => {}
                 (Some(frames), Some(want)) => {
                     replies_seen += 1;
                     if frames.len() != 1 {
-                        out.push(f(
-                            CheckId::ZmqFrames,
-                            Some(m.seq),
-                            Some(m.line),
-                            msg.clone(),
-                            format!(
-                                "{} frames at the REQ; the prefiller must send [routing_id, \"\", reply]",
-                                frames.len()
-                            ),
-                        ));
+                        out.push(
+                            Finding::new(
+                                CheckId::ZmqFrames,
+                                format!(
+                                    "{} frames at the REQ; the prefiller must send [routing_id, \"\", reply]",
+                                    frames.len()
+                                ),
+                            )
+                            .at(Some(m.seq), Some(m.line))
+                            .about(msg.clone()),
+                        );
                     }
                     let got = frames.last().cloned().unwrap_or_default();
                     if ![&profile.done, &profile.error].contains(&&got) {
-                        out.push(f(
-                            CheckId::ZmqRaw,
-                            Some(m.seq),
-                            Some(m.line),
-                            msg.clone(),
-                            format!("reply {:?} is none of the spec's constants", String::from_utf8_lossy(&got)),
-                        ));
+                        out.push(
+                            Finding::new(
+                                CheckId::ZmqRaw,
+                                format!("reply {:?} is none of the spec's constants", String::from_utf8_lossy(&got)),
+                            )
+                            .at(Some(m.seq), Some(m.line))
+                            .about(msg.clone()),
+                        );
                     }
                     if &got != want {
-                        out.push(f(
-                            CheckId::ReplyDiff,
-                            Some(m.seq),
-                            Some(m.line),
-                            msg,
-                            format!(
-                                "{:?} vs recorded {:?}",
-                                String::from_utf8_lossy(&got),
-                                String::from_utf8_lossy(want)
-                            ),
-                        ));
+                        out.push(
+                            Finding::new(
+                                CheckId::ReplyDiff,
+                                format!(
+                                    "{:?} vs recorded {:?}",
+                                    String::from_utf8_lossy(&got),
+                                    String::from_utf8_lossy(want)
+                                ),
+                            )
+                            .at(Some(m.seq), Some(m.line))
+                            .about(msg),
+                        );
                     } else if got == profile.done {
                         done_msgs.push(k);
                     }
@@ -228,13 +222,13 @@ pub async fn as_decoder(
         got_writes.sort();
         want_writes.sort();
         if got_writes != want_writes && super::applies(&t.trace.header, CheckId::TeCalls) {
-            out.push(f(
-                CheckId::TeCalls,
-                None,
-                None,
-                "transfer-engine writes",
-                format!("(session, descriptors, bytes) {got_writes:?} vs recorded {want_writes:?}"),
-            ));
+            out.push(
+                Finding::new(
+                    CheckId::TeCalls,
+                    format!("(session, descriptors, bytes) {got_writes:?} vs recorded {want_writes:?}"),
+                )
+                .about("transfer-engine writes"),
+            );
         }
 
         // Landed bytes of the messages answered done.
@@ -256,7 +250,7 @@ pub async fn as_decoder(
             .into_iter()
             .take(5)
             {
-                out.push(f(CheckId::Landed, None, None, format!("memory of {conn}"), p));
+                out.push(Finding::new(CheckId::Landed, p).about(format!("memory of {conn}")));
             }
         }
 
@@ -281,17 +275,17 @@ pub async fn as_decoder(
             let differs = delivered.iter().any(|d| !want.contains(d))
                 || want.iter().any(|w| !delivered.contains(w) && !expired.contains(w));
             if differs && super::applies(&t.trace.header, CheckId::PFinishedSending) {
-                out.push(f(
-                    CheckId::PFinishedSending,
-                    None,
-                    None,
-                    conn.clone(),
-                    format!("freed {delivered:?} after delivery and {expired:?} on expiry; vLLM freed {want:?}"),
-                ));
+                out.push(
+                    Finding::new(
+                        CheckId::PFinishedSending,
+                        format!("freed {delivered:?} after delivery and {expired:?} on expiry; vLLM freed {want:?}"),
+                    )
+                    .about(conn.clone()),
+                );
             }
             let (tr, ex) = (s.tracked_transfers, s.open_exchanges);
             if tr.is_none_or(|n| n > kept) || ex != Some(0) {
-                out.push(f(CheckId::PStateLeak, None, None, conn.clone(), format!("{tr:?} transfers and {ex:?} exchanges tracked after the abort timeout ({kept} kept forever by design)")));
+                out.push(Finding::new(CheckId::PStateLeak, format!("{tr:?} transfers and {ex:?} exchanges tracked after the abort timeout ({kept} kept forever by design)")).about(conn.clone()));
             }
         }
         for s in servers {
@@ -396,13 +390,11 @@ pub async fn as_prefiller(
                     break;
                 }
                 if tokio::time::Instant::now() >= until {
-                    out.push(f(
-                        CheckId::DSettle,
-                        Some(m.seq),
-                        Some(m.line),
-                        format!("{} message", m.decoder),
-                        "the decoder did not settle its pull in time",
-                    ));
+                    out.push(
+                        Finding::new(CheckId::DSettle, "the decoder did not settle its pull in time")
+                            .at(Some(m.seq), Some(m.line))
+                            .about(format!("{} message", m.decoder)),
+                    );
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -419,50 +411,50 @@ pub async fn as_prefiller(
         }
         let want: Vec<&Msg> = msgs.iter().collect();
         if got.len() != want.len() {
-            out.push(f(
-                CheckId::RequestCount,
-                None,
-                None,
-                "requests",
-                format!("{} requests arrived, vLLM's decoder sent {}", got.len(), want.len()),
-            ));
+            out.push(
+                Finding::new(
+                    CheckId::RequestCount,
+                    format!("{} requests arrived, vLLM's decoder sent {}", got.len(), want.len()),
+                )
+                .about("requests"),
+            );
         }
         for (k, (conn, frames)) in got.iter().enumerate() {
             let msg = format!("request {} at {conn}", k + 1);
             if frames.len() != 3 || !frames[1].is_empty() {
-                out.push(f(
-                    CheckId::ZmqFrames,
-                    None,
-                    None,
-                    msg.clone(),
-                    format!("{} frames at the ROUTER; a REQ sends [routing_id, \"\", payload]", frames.len()),
-                ));
+                out.push(
+                    Finding::new(
+                        CheckId::ZmqFrames,
+                        format!("{} frames at the ROUTER; a REQ sends [routing_id, \"\", payload]", frames.len()),
+                    )
+                    .about(msg.clone()),
+                );
             }
             let Some(bytes) = frames.last() else { continue };
             match profile.decode_request(bytes) {
-                Err(e) => out.push(f(CheckId::RequestDecode, None, None, msg, e.to_string())),
+                Err(e) => out.push(Finding::new(CheckId::RequestDecode, e.to_string()).about(msg)),
                 Ok(live) => {
                     let canonical = profile.encode_request(&live).ok().as_deref() == Some(bytes.as_slice());
                     if !canonical {
-                        out.push(f(
-                            CheckId::WireCanonical,
-                            None,
-                            None,
-                            msg.clone(),
-                            format!("{} is not msgspec's encoding of that value", hex::encode(bytes)),
-                        ));
+                        out.push(
+                            Finding::new(
+                                CheckId::WireCanonical,
+                                format!("{} is not msgspec's encoding of that value", hex::encode(bytes)),
+                            )
+                            .about(msg.clone()),
+                        );
                     }
                     let Some(w) = want.iter().find(|w| {
                         w.meta.request_ids == live.request_ids
                             && ranks(t).iter().any(|r| &r.0 == conn && r.1 == w.endpoint)
                     }) else {
-                        out.push(f(
-                            CheckId::RequestDiff,
-                            None,
-                            None,
-                            msg,
-                            format!("request ids {:?}: no such request recorded at this worker", live.request_ids),
-                        ));
+                        out.push(
+                            Finding::new(
+                                CheckId::RequestDiff,
+                                format!("request ids {:?}: no such request recorded at this worker", live.request_ids),
+                            )
+                            .about(msg),
+                        );
                         continue;
                     };
                     let mut d = vec![];
@@ -477,7 +469,9 @@ pub async fn as_prefiller(
                         ));
                     }
                     if !d.is_empty() {
-                        out.push(f(CheckId::RequestDiff, Some(w.seq), Some(w.line), msg, d.join("; ")));
+                        out.push(
+                            Finding::new(CheckId::RequestDiff, d.join("; ")).at(Some(w.seq), Some(w.line)).about(msg),
+                        );
                     }
                 }
             }
@@ -499,31 +493,28 @@ pub async fn as_prefiller(
             want_fin.sort();
             got_fin.sort();
             if got_fin != want_fin && super::applies(&t.trace.header, CheckId::DOutcome) {
-                out.push(f(
-                    CheckId::DOutcome,
-                    None,
-                    None,
-                    conn.clone(),
-                    format!("finished {got_fin:?}, vLLM's decoder finished {want_fin:?}"),
-                ));
+                out.push(
+                    Finding::new(
+                        CheckId::DOutcome,
+                        format!("finished {got_fin:?}, vLLM's decoder finished {want_fin:?}"),
+                    )
+                    .about(conn.clone()),
+                );
             }
             if !s.failed.is_empty() {
-                out.push(f(
-                    CheckId::DOutcome,
-                    None,
-                    None,
-                    conn.clone(),
-                    "reported failed requests; a generation-1 decoder reports none",
-                ));
+                out.push(
+                    Finding::new(CheckId::DOutcome, "reported failed requests; a generation-1 decoder reports none")
+                        .about(conn.clone()),
+                );
             }
             if s.open_exchanges != Some(0) {
-                out.push(f(
-                    CheckId::DStateLeak,
-                    None,
-                    None,
-                    conn.clone(),
-                    format!("{} exchanges still open", super::count(s.open_exchanges)),
-                ));
+                out.push(
+                    Finding::new(
+                        CheckId::DStateLeak,
+                        format!("{} exchanges still open", super::count(s.open_exchanges)),
+                    )
+                    .about(conn.clone()),
+                );
             }
             // Landed bytes of the requests it finished.
             let exp: Vec<(usize, u64, u64)> = msgs
@@ -548,7 +539,7 @@ pub async fn as_prefiller(
                 .into_iter()
                 .take(5)
             {
-                out.push(f(CheckId::Landed, None, None, format!("memory of {conn}"), p));
+                out.push(Finding::new(CheckId::Landed, p).about(format!("memory of {conn}")));
             }
         }
         Ok::<(), PlayError>(())

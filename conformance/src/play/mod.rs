@@ -324,13 +324,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
         Err(e) => {
             r.status = Status::Fail;
             r.setup = Some(crate::derive::Source::Derived);
-            r.findings.push(Finding {
-                check: CheckId::CaseSetup,
-                seq: None,
-                line: None,
-                message: None,
-                detail: e.to_string(),
-            });
+            r.findings.push(Finding::new(CheckId::CaseSetup, e.to_string()));
             r.duration_ms = start.elapsed().as_millis() as u64;
             return r;
         }
@@ -356,13 +350,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
         }
         Err(e) => {
             r.status = Status::Fail;
-            r.findings.push(Finding {
-                check: CheckId::CaseSetup,
-                seq: None,
-                line: None,
-                message: None,
-                detail: e.to_string(),
-            });
+            r.findings.push(Finding::new(CheckId::CaseSetup, e.to_string()));
         }
     }
     let (notes, broken) = opts.sink.take();
@@ -372,13 +360,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
         r.status = Status::Error;
         r.reason = Some(format!("broken case (environment or timing): {}", broken.join("; ")));
         for b in broken {
-            r.findings.push(Finding {
-                check: CheckId::RunnerDeviation,
-                seq: None,
-                line: None,
-                message: None,
-                detail: b,
-            });
+            r.findings.push(Finding::new(CheckId::RunnerDeviation, b));
         }
     }
     r.duration_ms = start.elapsed().as_millis() as u64;

@@ -251,13 +251,11 @@ impl Live {
                     out.extend(c.events.check_decoded(ev, Some((&c.profile, Decoded::Reply(&reply)))));
                 }
                 if let Some(problem) = heartbeat_reply_problem(&c.profile, reply.value()) {
-                    out.push(Finding {
-                        check: CheckId::LeaseReply,
-                        seq: Some(seq),
-                        line: Some(line),
-                        message: Some(format!("heartbeat ({} → {})", b.sent.decoder, b.sent.endpoint)),
-                        detail: problem,
-                    });
+                    out.push(
+                        Finding::new(CheckId::LeaseReply, problem)
+                            .at(Some(seq), Some(line))
+                            .about(format!("heartbeat ({} → {})", b.sent.decoder, b.sent.endpoint)),
+                    );
                 }
                 // What answers it later is not judged, as for anything that is no pull.
                 self.quiet.insert(key);
@@ -292,13 +290,15 @@ impl Live {
                     out.extend(c.events.check_decoded(ev, payload.map(|d| (&c.profile, Decoded::Reply(d)))));
                 }
                 if missing {
-                    out.push(Finding {
-                        check: CheckId::SeqTerminal,
-                        seq: Some(seq),
-                        line: Some(line),
-                        message: Some("reply".into()),
-                        detail: "a reply on a connection with no pull waiting for one (after the terminal reply, or before any request)".into(),
-                    });
+                    out.push(
+                        Finding::new(
+                            CheckId::SeqTerminal,
+                            "a reply on a connection with no pull waiting for one (after the terminal reply, or \
+                             before any request)",
+                        )
+                        .at(Some(seq), Some(line))
+                        .about("reply"),
+                    );
                 }
             }
         }

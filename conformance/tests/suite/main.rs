@@ -30,6 +30,7 @@ mod push_vectors_regen;
 mod replay;
 mod run;
 mod store_lookup;
+mod structure;
 mod tap;
 mod trace_schema;
 mod typed_pull;
