@@ -22,7 +22,8 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::conversation::Conversation;
-use crate::scenarios::{Model, Ready, Scenario};
+use crate::play::{PrefillerControl, ReplyActions};
+use crate::scenarios::{Model, Scenario};
 use crate::setup::gen1 as gen1_setup;
 use crate::setup::{columns, decoder_layout, model_config, prefiller_config_with, prefiller_layout, D_BASE, P_BASE};
 use crate::testee::{Testee, TesteeSpec};
@@ -399,24 +400,17 @@ async fn observe_inner(
             (key, tr.clone())
         })
         .collect();
-    let pid =
-        |key: &str, tr: &crate::scenarios::Transfer| if p.gen() == 1 { key.to_string() } else { tr.p_req_id.clone() };
-    let ready = |key: &str, tr: &crate::scenarios::Transfer| Command::Ready {
-        p_req_id: pid(key, tr),
-        transfer_id: key.to_string(),
-        blocks: tr.blocks.clone(),
-    };
+    // The transfers as the prefillers are told of them.
+    let told: Vec<crate::scenarios::Transfer> = transfers
+        .iter()
+        .map(|(key, tr)| crate::scenarios::Transfer {
+            p_req_id: if p.gen() == 1 { key.clone() } else { tr.p_req_id.clone() },
+            transfer_id: key.clone(),
+            ..tr.clone()
+        })
+        .collect();
     for (_, i) in &prefillers.conns {
-        let w = &mut workers[*i];
-        for (key, tr) in &transfers {
-            w.send::<Done>(&Command::Allocate { p_req_id: pid(key, tr), transfer_id: key.clone() }).await?;
-            if tr.ready == Ready::Before {
-                w.send::<Done>(&ready(key, tr)).await?;
-            }
-        }
-        if scenario.fail_transfers > 0 {
-            w.send::<Done>(&Command::FailNextTransfer { count: scenario.fail_transfers as u64, ret: -1 }).await?;
-        }
+        workers[*i].prepare(&told, scenario.fail_transfers).await?;
     }
     // The decoders' schedulers learn of their requests first (a revision without leases does nothing with
     // that), then the scenario's delay before the first pull.
@@ -444,7 +438,7 @@ async fn observe_inner(
     tokio::time::sleep(Duration::from_secs_f64(scenario.pull_delay_s.max(0.0))).await;
     // Pull step by step, each decoder worker in turn; reply-driven actions as the replies come.
     let max_steps = decoders.iter().map(|x| x.steps.len()).max().unwrap_or(0);
-    let mut done_actions: Vec<String> = vec![];
+    let mut actions = ReplyActions::new(scenario, &told);
     for k in 0..max_steps {
         for dec in &decoders {
             let Some(step) = dec.steps.get(k) else { continue };
@@ -492,22 +486,9 @@ async fn observe_inner(
             for (_, i) in &prefillers.conns {
                 sent += replies_sent(d, p, &workers[*i].status().await?).0.len();
             }
-            for (key, tr) in &transfers {
-                if let Ready::AfterReply(n) = tr.ready {
-                    if sent >= n && !done_actions.contains(key) {
-                        done_actions.push(key.clone());
-                        for (_, i) in &prefillers.conns {
-                            workers[*i].send::<Done>(&ready(key, tr)).await?;
-                        }
-                    }
-                }
-            }
-            if let Some(n) = scenario.forget_layouts_after_reply {
-                if sent >= n && !done_actions.iter().any(|a| a == "\u{0}forget") {
-                    done_actions.push("\u{0}forget".into());
-                    for (_, i) in &prefillers.conns {
-                        workers[*i].send::<Done>(&Command::ForgetLayouts).await?;
-                    }
+            for step in actions.due(sent) {
+                for (_, i) in &prefillers.conns {
+                    step.apply(&mut workers[*i]).await?;
                 }
             }
             if settled || tokio::time::Instant::now() >= deadline {

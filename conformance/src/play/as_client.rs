@@ -5,19 +5,15 @@ use std::time::Duration;
 
 use serde_json::Value as J;
 
-use super::{Case, PlayError, PlayOptions};
+use super::{CaseCtx, PlayError};
 use crate::finding::{CheckId, Finding};
 use crate::testee::Testee;
 use crate::trace::HttpEvent;
 use mooncake_testee_protocol::{BootstrapConfig, Command, RoleConfig, Started};
 
 /// `pairing.testee` is the revision the bootstrap testee is started at.
-pub async fn play(
-    case: &Case,
-    opts: &PlayOptions,
-    pairing: &crate::crossver::Pairing,
-) -> Result<Vec<Finding>, PlayError> {
-    let t = &case.model;
+pub(crate) async fn play(ctx: &mut CaseCtx<'_>) -> Result<(), PlayError> {
+    let (t, opts, pairing) = (ctx.t, ctx.opts, ctx.pairing);
     let mut testee = match &opts.external {
         super::External::Bootstrap(_) => None,
         _ => Some(Testee::start_logged(&opts.testee, opts.testee_log.as_ref()).await?.0),
@@ -73,5 +69,6 @@ pub async fn play(
     if let Some(te) = testee {
         te.stop().await;
     }
-    r
+    ctx.found_all(r?);
+    Ok(())
 }

@@ -13,23 +13,24 @@ use mooncake_io::engine::{serve_logged, EngineClient, PeerLog};
 use mooncake_io::http::BootstrapServer;
 use mooncake_io::reactor::{Incoming, Reactor};
 use mooncake_wire::bootstrap::BootstrapSpec;
-use mooncake_wire::proto::Registry;
+use mooncake_wire::proto::{Registry, WireProfile};
 use serde_json::{json, Value as J};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-use super::{bounded, Case, PlayError, PlayOptions};
+use super::{bounded, CaseCtx, PlayError, PrefillerControl, PrefillerSide, ReplyActions};
 use crate::checks::{check_exchanges, same_reply};
-use crate::conversation::{Exchange, Payload, Sent};
+use crate::conversation::{Exchange, Payload, PrefillerConn, Sent};
 use crate::finding::{CheckId, Finding};
 use crate::reply::{reply_diff, show_reply};
-use crate::scenarios::Ready;
 use crate::setup::{check_landed, decoder_layout, expected_blocks_scaled, prefiller_config};
 use crate::testee::Testee;
-use crate::trace::{Event, Role as TraceRole, ZmqDir};
+use crate::trace::{Event, Role as TraceRole, ZmqDir, ZmqEvent};
 use mooncake_io::layout::LayoutExt;
-use mooncake_testee_protocol::{Command, Done, PrefillerStatus, RoleConfig, Started};
+use mooncake_testee_protocol::{Command, PrefillerStatus, RoleConfig, Started};
 
+/// One of the runner's decoders: its memory at the recorded layout, and the transfer-engine server the
+/// prefillers write into (stopped when dropped).
 struct LiveDecoder {
     session: String,
     recorded_session: String,
@@ -39,158 +40,182 @@ struct LiveDecoder {
     peers: PeerLog,
 }
 
-/// The testee is started at `pairing.testee`; its replies are read at the trace's revision, as the recorded
-/// decoder would read them.
-pub async fn play(
-    case: &Case,
-    opts: &PlayOptions,
-    pairing: &crate::crossver::Pairing,
-) -> Result<Vec<Finding>, PlayError> {
-    let t = &case.model;
-    let profile = t.profile.clone().ok_or(PlayError::NoProfile)?;
-    let sc = &opts.scenarios;
-    let scenario = opts.scenario_for(t);
-    let model = &sc.model;
-    let abort = Duration::from_secs_f64(model.abort_timeout_s);
-    let wait = abort + opts.slack;
-    let mut out = vec![];
+impl Drop for LiveDecoder {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
 
-    // Bootstrap server (ours) and one testee per recorded prefiller worker, registered in recorded order.
-    let spec = BootstrapSpec::new(t.revision.clone()).ok_or(PlayError::NoBootstrap)?.map_err(PlayError::runner)?;
+/// The runner's decoders by recorded conn.
+type Decoders = HashMap<String, LiveDecoder>;
+
+/// The testee is started at `ctx.pairing.testee`; its replies are read at the trace's revision, as the
+/// recorded decoder would read them.
+pub(crate) async fn play(ctx: &mut CaseCtx<'_>) -> Result<(), PlayError> {
+    let spec = BootstrapSpec::new(ctx.t.revision.clone()).ok_or(PlayError::NoBootstrap)?.map_err(PlayError::runner)?;
     let boot = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await.map_err(PlayError::runner)?;
-    let mut order: Vec<usize> = (0..t.prefillers.len()).collect();
-    let reg_pos = |p: &crate::conversation::PrefillerConn| {
-        t.http
-            .iter()
-            .position(|(r, _)| r.body.as_ref() == p.register.as_ref() && p.register.is_some())
-            .unwrap_or(usize::MAX)
+    let mut sides: Vec<(String, PrefillerSide)> = vec![];
+    let limit = Duration::from_secs(120) + ctx.abort() * 4;
+    let r = bounded(limit, "the case", play_case(ctx, &boot, &mut sides)).await.and_then(|x| x);
+    for (_, side) in sides {
+        side.stop().await;
+    }
+    drop(boot);
+    r
+}
+
+async fn play_case(
+    ctx: &mut CaseCtx<'_>,
+    boot: &BootstrapServer,
+    sides: &mut Vec<(String, PrefillerSide)>,
+) -> Result<(), PlayError> {
+    let profile = ctx.profile()?;
+    let endpoints = start_prefillers(ctx, boot, sides).await?;
+    let decoders = start_decoders(ctx).await?;
+    let live = Replay::new(&profile, &endpoints, &decoders)?.run(ctx, sides).await?;
+    // Protocol checks on what really went over the wire.
+    ctx.found_all(check_exchanges(&profile, &live));
+    check_writes(ctx, sides, &decoders).await?;
+    check_landed_bytes(ctx, &profile, &decoders).await;
+    check_state_left(ctx, &profile, sides).await?;
+    check_completions(ctx, sides).await
+}
+
+/// One prefiller per recorded worker, registered in recorded order: a testee the runner starts and prepares
+/// with the scenario's transfers, or (`replay --peer`) one already running. Returns the live endpoint of each
+/// recorded one.
+async fn start_prefillers(
+    ctx: &mut CaseCtx<'_>,
+    boot: &BootstrapServer,
+    sides: &mut Vec<(String, PrefillerSide)>,
+) -> Result<HashMap<String, String>, PlayError> {
+    let mut endpoints = HashMap::new();
+    for (n, p) in ctx.prefillers_in_register_order().into_iter().enumerate() {
+        if let super::External::Prefillers(eps) = &ctx.opts.external {
+            // Already running and not ours to prepare: only its endpoint is known.
+            let ep = eps.get(n).ok_or(PlayError::TooFewPeers(ctx.t.prefillers.len()))?;
+            endpoints.insert(p.endpoint.clone(), ep.clone());
+            continue;
+        }
+        let (mut testee, _) = Testee::start_logged(&ctx.opts.testee, ctx.opts.testee_log.as_ref()).await?;
+        let mut cfg = prefiller_config(ctx.t, p, ctx.model(), &boot.url())?;
+        cfg.kv_lease_duration_s = ctx.scenario.prefiller_kv_lease_s;
+        let a: Started = testee
+            .send(&Command::start(&ctx.pairing.testee.revision, &RoleConfig::Prefiller(cfg)))
+            .await
+            .map_err(PlayError::starting("prefiller", &p.conn))?;
+        let live = a.endpoint.ok_or(PlayError::Unsaid { role: "prefiller", what: "endpoint" })?;
+        endpoints.insert(p.endpoint.clone(), live.clone());
+        check_registration(ctx, boot, p, &live);
+        let mut side = PrefillerSide::Testee(testee);
+        side.prepare(&ctx.scenario.transfers, ctx.scenario.fail_transfers).await?;
+        sides.push((p.conn.clone(), side));
+    }
+    Ok(endpoints)
+}
+
+/// `REGISTER-BODY`: the prefiller registered the recorded body, with its own address.
+fn check_registration(ctx: &mut CaseCtx<'_>, boot: &BootstrapServer, p: &PrefillerConn, live: &str) {
+    let Some(want) = &p.register else { return };
+    let got = boot
+        .log
+        .lock()
+        .expect("log")
+        .iter()
+        .rev()
+        .find(|x| {
+            x.path == "/register" && x.request.as_ref().and_then(|b| b.get("addr")).and_then(J::as_str) == Some(live)
+        })
+        .map(|x| x.request.clone());
+    let mut want = want.clone();
+    want["addr"] = json!(live);
+    let detail = match got {
+        Some(Some(g)) if g == want => return,
+        Some(g) => format!("body {} differs from the recorded {want}", g.map(|x| x.to_string()).unwrap_or_default()),
+        None => "the prefiller never registered its endpoint".to_string(),
     };
-    order.sort_by_key(|&i| reg_pos(&t.prefillers[i]));
-    let mut testees: Vec<(String, Testee)> = vec![];
-    let mut endpoint_map: HashMap<String, String> = HashMap::new();
-    let result = async {
-        let external = match &opts.external {
-            super::External::Prefillers(eps) => Some(eps.clone()),
-            _ => None,
-        };
-        for (n, &i) in order.iter().enumerate() {
-            let p = &t.prefillers[i];
-            if let Some(eps) = &external {
-                // Already running and not ours to prepare: only its endpoint is known.
-                let ep = eps.get(n).ok_or(PlayError::TooFewPeers(t.prefillers.len()))?;
-                endpoint_map.insert(p.endpoint.clone(), ep.clone());
-                continue;
-            }
-            let (mut testee, _) = Testee::start_logged(&opts.testee, opts.testee_log.as_ref()).await?;
-            let mut cfg = prefiller_config(t, p, model, &boot.url())?;
-            cfg.kv_lease_duration_s = scenario.prefiller_kv_lease_s;
-            let a: Started = testee
-                .send(&Command::start(&pairing.testee.revision, &RoleConfig::Prefiller(cfg)))
-                .await
-                .map_err(PlayError::starting("prefiller", &p.conn))?;
-            let live = a.endpoint.ok_or(PlayError::Unsaid { role: "prefiller", what: "endpoint" })?;
-            endpoint_map.insert(p.endpoint.clone(), live.clone());
-            // Its registration must be the recorded one, with its own address.
-            if let Some(want) = &p.register {
-                let got = boot
-                    .log
-                    .lock()
-                    .expect("log")
-                    .iter()
-                    .rev()
-                    .find(|x| {
-                        x.path == "/register"
-                            && x.request.as_ref().and_then(|b| b.get("addr")).and_then(J::as_str) == Some(live.as_str())
-                    })
-                    .map(|x| x.request.clone());
-                let mut want = want.clone();
-                want["addr"] = json!(live);
-                match got {
-                    Some(Some(g)) if g == want => {}
-                    Some(g) => out.push(
-                        Finding::new(
-                            CheckId::RegisterBody,
-                            format!(
-                                "body {} differs from the recorded {want}",
-                                g.map(|x| x.to_string()).unwrap_or_default()
-                            ),
-                        )
-                        .about(format!("{} POST /register", p.conn)),
-                    ),
-                    None => out.push(
-                        Finding::new(CheckId::RegisterBody, "the prefiller never registered its endpoint")
-                            .about(format!("{} POST /register", p.conn)),
-                    ),
-                }
-            }
-            // The scenario's transfers.
-            for tr in &scenario.transfers {
-                testee
-                    .send::<Done>(&Command::Allocate {
-                        p_req_id: tr.p_req_id.to_string(),
-                        transfer_id: tr.transfer_id.to_string(),
-                    })
-                    .await?;
-                if tr.ready == Ready::Before {
-                    testee
-                        .send::<Done>(&Command::Ready {
-                            p_req_id: tr.p_req_id.to_string(),
-                            transfer_id: tr.transfer_id.to_string(),
-                            blocks: tr.blocks.to_vec(),
-                        })
-                        .await?;
-                }
-            }
-            if scenario.fail_transfers > 0 {
-                testee
-                    .send::<Done>(&Command::FailNextTransfer { count: scenario.fail_transfers as u64, ret: -1 })
-                    .await?;
-            }
-            testees.push((p.conn.clone(), testee));
-        }
+    ctx.found(Finding::new(CheckId::RegisterBody, detail).about(format!("{} POST /register", p.conn)));
+}
 
-        // Our decoders: memory at the recorded layout, a transfer-engine write server each.
-        let mut decoders: HashMap<String, LiveDecoder> = HashMap::new();
-        for d in &t.decoders {
-            let Some(req) = &d.layout_request else { continue };
-            let layout = decoder_layout(req, model);
-            let memory = Arc::new(Mutex::new(layout.memory(false)));
-            let listener = TcpListener::bind("127.0.0.1:0").await.map_err(PlayError::runner)?;
-            let port = listener.local_addr().map_err(PlayError::runner)?.port();
-            let peers = PeerLog::default();
-            let server = tokio::spawn(serve_logged(listener, memory.clone(), peers.clone()));
-            decoders.insert(
-                d.conn.clone(),
-                LiveDecoder {
-                    session: format!("127.0.0.1:{port}"),
-                    recorded_session: format!("{}:{}", req.remote_hostname, req.remote_port),
-                    memory,
-                    server,
-                    peers,
-                },
-            );
-        }
+/// Our decoders: memory at the recorded layout, a transfer-engine write server each.
+async fn start_decoders(ctx: &CaseCtx<'_>) -> Result<Decoders, PlayError> {
+    let mut decoders = HashMap::new();
+    for d in &ctx.t.decoders {
+        let Some(req) = &d.layout_request else { continue };
+        let layout = decoder_layout(req, ctx.model());
+        let memory = Arc::new(Mutex::new(layout.memory(false)));
+        let listener = TcpListener::bind("127.0.0.1:0").await.map_err(PlayError::runner)?;
+        let port = listener.local_addr().map_err(PlayError::runner)?.port();
+        let peers = PeerLog::default();
+        let server = tokio::spawn(serve_logged(listener, memory.clone(), peers.clone()));
+        let recorded_session = format!("{}:{}", req.remote_hostname, req.remote_port);
+        let live = LiveDecoder { session: format!("127.0.0.1:{port}"), recorded_session, memory, server, peers };
+        decoders.insert(d.conn.clone(), live);
+    }
+    Ok(decoders)
+}
 
-        // Replay the decoder side in recorded order.
-        let ctx = zmq::Context::new();
-        let (in_tx, mut in_rx) = mpsc::unbounded_channel();
-        let reactor = Reactor::start(&ctx, in_tx).map_err(PlayError::runner)?;
-        let mut buffered: BTreeMap<u64, Vec<Vec<Vec<u8>>>> = BTreeMap::new();
-        let mut live: BTreeMap<usize, Exchange> = BTreeMap::new();
-        let mut replies_seen = 0usize;
-        let mut dead: Vec<usize> = vec![];
+/// The decoder side replayed in recorded order: each recorded pull sent on a DEALER of its own to the live
+/// prefiller, each recorded reply awaited and compared, lease heartbeats replayed as recorded (0.34.0).
+struct Replay<'r> {
+    profile: &'r WireProfile,
+    endpoints: &'r HashMap<String, String>,
+    decoders: &'r Decoders,
+    reactor: Reactor,
+    in_rx: mpsc::UnboundedReceiver<Incoming>,
+    /// Frames that arrived on a DEALER before their recorded reply was due, by DEALER id.
+    buffered: BTreeMap<u64, Vec<Vec<Vec<u8>>>>,
+    /// The live conversation, by exchange index.
+    live: BTreeMap<usize, Exchange>,
+    replies_seen: usize,
+    /// Exchanges whose reply never came: their later replies are not awaited.
+    dead: Vec<usize>,
+    _ctx: zmq::Context,
+}
+
+impl<'r> Replay<'r> {
+    fn new(
+        profile: &'r WireProfile,
+        endpoints: &'r HashMap<String, String>,
+        decoders: &'r Decoders,
+    ) -> Result<Replay<'r>, PlayError> {
+        let zctx = zmq::Context::new();
+        let (in_tx, in_rx) = mpsc::unbounded_channel();
+        let reactor = Reactor::start(&zctx, in_tx).map_err(PlayError::runner)?;
+        Ok(Replay {
+            profile,
+            endpoints,
+            decoders,
+            reactor,
+            in_rx,
+            buffered: BTreeMap::new(),
+            live: BTreeMap::new(),
+            replies_seen: 0,
+            dead: vec![],
+            _ctx: zctx,
+        })
+    }
+
+    /// Replays every decoder event of the trace, then reports what arrived beyond the recorded replies.
+    /// Returns the live conversation.
+    async fn run(
+        mut self,
+        ctx: &mut CaseCtx<'_>,
+        sides: &mut [(String, PrefillerSide)],
+    ) -> Result<Vec<Exchange>, PlayError> {
+        let t = ctx.t;
         let recorded_replies: HashMap<u64, (usize, usize)> = t
             .exchanges
             .iter()
             .flat_map(|x| x.replies.iter().enumerate().map(move |(j, r)| (r.seq.unwrap_or(0), (x.index, j))))
             .collect();
         let sends: HashMap<u64, usize> = t.exchanges.iter().map(|x| (x.send_seq(), x.index)).collect();
-        // Lease heartbeats (0.34.0): replayed as recorded, each on a DEALER of its own, ids after the pulls'.
         let beat_sends: HashMap<u64, usize> = t.heartbeats.iter().filter_map(|h| Some((h.seq?, h.index))).collect();
         let beat_replies: HashMap<u64, usize> =
             t.heartbeats.iter().flat_map(|h| h.replies.iter().filter_map(move |r| Some((r.seq?, h.index)))).collect();
-        let beat_id = |h: usize| (t.exchanges.len() + h) as u64;
-        let clock = Timeline::new(t, &scenario);
+        let transfers = ctx.scenario.transfers.clone();
+        let mut actions = ReplyActions::new(&ctx.scenario, &transfers);
+        let clock = Timeline::new(t, &ctx.scenario);
         for ev in t.events() {
             let Event::Zmq(z) = ev else { continue };
             if z.side != TraceRole::Decoder {
@@ -200,345 +225,321 @@ pub async fn play(
                 clock.wait(z).await;
             }
             if let Some(&h) = beat_sends.get(&z.seq) {
-                let live_ep = endpoint_map
-                    .get(&z.endpoint)
-                    .cloned()
-                    .ok_or_else(|| PlayError::NoLivePrefiller(z.endpoint.clone()))?;
-                reactor.open_dealer(beat_id(h), &live_ep, t.heartbeats[h].payload.bytes.clone());
-                continue;
-            }
-            if let Some(&h) = beat_replies.get(&z.seq) {
-                let got = next_frames(&mut buffered, &mut in_rx, beat_id(h), wait).await;
-                out.extend(compare_heartbeat_reply(t, &profile, h, got, z));
-                continue;
-            }
-            match z.dir {
-                ZmqDir::Send => {
-                    let Some(&k) = sends.get(&z.seq) else { continue };
-                    let x = &t.exchanges[k];
-                    let live_ep = endpoint_map
-                        .get(&x.endpoint)
-                        .cloned()
-                        .ok_or_else(|| PlayError::NoLivePrefiller(x.endpoint.clone()))?;
-                    let mut m = match &x.request.decoded {
-                        Some(Ok(m)) => m.clone(),
-                        Some(Err(e)) => return Err(PlayError::RecordedRequest { index: k, why: e.to_string() }),
-                        None => {
-                            return Err(PlayError::RecordedRequest { index: k, why: "no profile to decode it".into() })
-                        }
-                    };
-                    let dec = decoders.get(&x.decoder).ok_or_else(|| PlayError::NoDecoderLayout(x.decoder.clone()))?;
-                    let (host, port) = dec.session.rsplit_once(':').expect("host:port");
-                    m.remote_hostname = host.to_string();
-                    m.remote_port = port.parse::<u64>().expect("port").into();
-                    let payload = profile.encode_metadata(&m).map_err(PlayError::runner)?;
-                    reactor.open_dealer(k as u64, &live_ep, payload.clone());
-                    let sent = Sent {
-                        index: k,
-                        decoder: x.decoder.clone(),
-                        endpoint: live_ep,
-                        request: payload,
-                        seq: x.seq,
-                        line: x.line,
-                    };
-                    live.insert(k, Exchange::new(Some(&profile), sent));
-                }
-                ZmqDir::Recv => {
-                    let Some(&(k, j)) = recorded_replies.get(&z.seq) else { continue };
-                    if dead.contains(&k) {
-                        continue;
-                    }
-                    let x = &t.exchanges[k];
-                    // The next live reply on exchange k.
-                    let frames = loop {
-                        if let Some(q) = buffered.get_mut(&(k as u64)) {
-                            if !q.is_empty() {
-                                break Some(q.remove(0));
-                            }
-                        }
-                        match tokio::time::timeout(wait, in_rx.recv()).await {
-                            Ok(Some(Incoming::Dealer { id, frames })) => buffered.entry(id).or_default().push(frames),
-                            Ok(Some(Incoming::DealerError { id, error })) => {
-                                out.push(
-                                    Finding::new(CheckId::ZmqConnect, error)
-                                        .at(Some(z.seq), Some(z.line))
-                                        .about(format!("exchange {}", id + 1)),
-                                );
-                            }
-                            Ok(_) => {}
-                            Err(_) => break None,
-                        }
-                    };
-                    let want_reply = x.replies[j].payload.value();
-                    let msg = format!("exchange {} reply {}", k + 1, j + 1);
-                    let Some(frames) = frames else {
-                        out.push(
-                            Finding::new(
-                                CheckId::ReplyMissing,
-                                format!(
-                                    "no reply within {} (recorded: {})",
-                                    super::secs(wait),
-                                    want_reply.map(show_reply).unwrap_or_default()
-                                ),
-                            )
-                            .at(Some(z.seq), Some(z.line))
-                            .about(msg),
-                        );
-                        dead.push(k);
-                        continue;
-                    };
-                    replies_seen += 1;
-                    if frames.len() != 1 {
-                        out.push(
-                            Finding::new(
-                                CheckId::ZmqFrames,
-                                format!(
-                                    "{} frames at the DEALER; the prefiller must send [routing_id, payload]",
-                                    frames.len()
-                                ),
-                            )
-                            .at(Some(z.seq), Some(z.line))
-                            .about(msg.clone()),
-                        );
-                    }
-                    // The payload is the first frame; any other frame was already reported.
-                    let bytes = frames.first().cloned().unwrap_or_default();
-                    // Decoded once, as the live conversation's reply.
-                    let decoded = match live.get_mut(&k) {
-                        Some(lx) => lx
-                            .push_reply(Some(&profile), bytes.clone(), Some(z.seq), Some(z.line))
-                            .payload
-                            .decoded
-                            .clone(),
-                        None => Payload::reply(Some(&profile), bytes.clone(), None).decoded,
-                    };
-                    match decoded.expect("decoded with the trace's profile") {
-                        Err(e) => out.push(
-                            Finding::new(
-                                CheckId::ReplyDecode,
-                                format!("{} (bytes {})", e.msgspec_message(), hex::encode(&bytes)),
-                            )
-                            .at(Some(z.seq), Some(z.line))
-                            .about(msg),
-                        ),
-                        Ok(got) => {
-                            if !pairing.canonical_for_testee("MooncakeXferResponse", &bytes) {
-                                out.push(
-                                    Finding::new(
-                                        CheckId::WireCanonical,
-                                        format!("{} is not msgspec's encoding of that value", hex::encode(&bytes)),
-                                    )
-                                    .at(Some(z.seq), Some(z.line))
-                                    .about(msg.clone()),
-                                );
-                            }
-                            let mut want = want_reply.cloned().ok_or(PlayError::RecordedReplyUndecodable)?;
-                            // The LAYOUT_MISS message names the decoder's session: map recorded → live.
-                            if let (Some(m), Some(dec)) = (&mut want.err_msg, decoders.get(&x.decoder)) {
-                                *m = m.replace(&dec.recorded_session, &dec.session);
-                            }
-                            let (got, want) = (pairing.project_reply(&got), pairing.project_reply(&want));
-                            if !same_reply(&got, &want) {
-                                out.push(
-                                    Finding::new(CheckId::ReplyDiff, reply_diff(&got, &want))
-                                        .at(Some(z.seq), Some(z.line))
-                                        .about(msg),
-                                );
-                            }
-                        }
-                    }
+                self.send_heartbeat(ctx, h, z)?;
+            } else if let Some(&h) = beat_replies.get(&z.seq) {
+                let got = next_frames(&mut self.buffered, &mut self.in_rx, beat_id(t, h), ctx.wait()).await;
+                ctx.found_all(compare_heartbeat_reply(t, self.profile, h, got, z));
+            } else if let (ZmqDir::Send, Some(&k)) = (z.dir, sends.get(&z.seq)) {
+                self.send_pull(ctx, k)?;
+            } else if let (ZmqDir::Recv, Some(&(k, j))) = (z.dir, recorded_replies.get(&z.seq)) {
+                if !self.dead.contains(&k) && self.receive_reply(ctx, z, k, j).await? {
                     // Scenario actions keyed on the replies received so far.
-                    for tr in &scenario.transfers {
-                        if tr.ready == Ready::AfterReply(replies_seen) {
-                            for (_, te) in testees.iter_mut() {
-                                te.send::<Done>(&Command::Ready {
-                                    p_req_id: tr.p_req_id.to_string(),
-                                    transfer_id: tr.transfer_id.to_string(),
-                                    blocks: tr.blocks.to_vec(),
-                                })
-                                .await?;
-                            }
-                        }
-                    }
-                    if scenario.forget_layouts_after_reply == Some(replies_seen) {
-                        for (_, te) in testees.iter_mut() {
-                            te.send::<Done>(&Command::ForgetLayouts).await?;
-                        }
-                    }
+                    actions.fire(self.replies_seen, sides).await?;
                 }
             }
         }
-        // Nothing more may arrive on any exchange.
+        self.report_extra(ctx).await;
+        Ok(self.live.into_values().collect())
+    }
+
+    /// Heartbeat `h`, replayed as recorded on a DEALER of its own (ids after the pulls').
+    fn send_heartbeat(&mut self, ctx: &CaseCtx<'_>, h: usize, z: &ZmqEvent) -> Result<(), PlayError> {
+        let live_ep = self.endpoints.get(&z.endpoint).ok_or_else(|| PlayError::NoLivePrefiller(z.endpoint.clone()))?;
+        self.reactor.open_dealer(beat_id(ctx.t, h), live_ep, ctx.t.heartbeats[h].payload.bytes.clone());
+        Ok(())
+    }
+
+    /// Exchange `k`'s recorded request, with our decoder's live address and port, sent to the live prefiller.
+    fn send_pull(&mut self, ctx: &CaseCtx<'_>, k: usize) -> Result<(), PlayError> {
+        let x = &ctx.t.exchanges[k];
+        let live_ep =
+            self.endpoints.get(&x.endpoint).cloned().ok_or_else(|| PlayError::NoLivePrefiller(x.endpoint.clone()))?;
+        let mut m = match &x.request.decoded {
+            Some(Ok(m)) => m.clone(),
+            Some(Err(e)) => return Err(PlayError::RecordedRequest { index: k, why: e.to_string() }),
+            None => return Err(PlayError::RecordedRequest { index: k, why: "no profile to decode it".into() }),
+        };
+        let dec = self.decoders.get(&x.decoder).ok_or_else(|| PlayError::NoDecoderLayout(x.decoder.clone()))?;
+        let (host, port) = dec.session.rsplit_once(':').expect("host:port");
+        m.remote_hostname = host.to_string();
+        m.remote_port = port.parse::<u64>().expect("port").into();
+        let payload = self.profile.encode_metadata(&m).map_err(PlayError::runner)?;
+        self.reactor.open_dealer(k as u64, &live_ep, payload.clone());
+        let sent = Sent {
+            index: k,
+            decoder: x.decoder.clone(),
+            endpoint: live_ep,
+            request: payload,
+            seq: x.seq,
+            line: x.line,
+        };
+        self.live.insert(k, Exchange::new(Some(self.profile), sent));
+        Ok(())
+    }
+
+    /// The next live reply on exchange `k`, compared with its recorded reply `j`. False when none came (the
+    /// exchange is dead from then on).
+    async fn receive_reply(
+        &mut self,
+        ctx: &mut CaseCtx<'_>,
+        z: &ZmqEvent,
+        k: usize,
+        j: usize,
+    ) -> Result<bool, PlayError> {
+        let frames = self.next_reply(ctx, z, k).await;
+        let want_reply = ctx.t.exchanges[k].replies[j].payload.value();
+        let msg = format!("exchange {} reply {}", k + 1, j + 1);
+        let at = |f: Finding| f.at(Some(z.seq), Some(z.line)).about(msg.clone());
+        let Some(frames) = frames else {
+            let recorded = want_reply.map(show_reply).unwrap_or_default();
+            let detail = format!("no reply within {} (recorded: {recorded})", super::secs(ctx.wait()));
+            ctx.found(at(Finding::new(CheckId::ReplyMissing, detail)));
+            self.dead.push(k);
+            return Ok(false);
+        };
+        self.replies_seen += 1;
+        if frames.len() != 1 {
+            let detail =
+                format!("{} frames at the DEALER; the prefiller must send [routing_id, payload]", frames.len());
+            ctx.found(at(Finding::new(CheckId::ZmqFrames, detail)));
+        }
+        // The payload is the first frame; any other frame was already reported.
+        let bytes = frames.first().cloned().unwrap_or_default();
+        // Decoded once, as the live conversation's reply.
+        let decoded = match self.live.get_mut(&k) {
+            Some(lx) => {
+                lx.push_reply(Some(self.profile), bytes.clone(), Some(z.seq), Some(z.line)).payload.decoded.clone()
+            }
+            None => Payload::reply(Some(self.profile), bytes.clone(), None).decoded,
+        };
+        let found = match decoded.expect("decoded with the trace's profile") {
+            Err(e) => {
+                vec![Finding::new(
+                    CheckId::ReplyDecode,
+                    format!("{} (bytes {})", e.msgspec_message(), hex::encode(&bytes)),
+                )]
+            }
+            Ok(got) => self.compare_reply(ctx, k, &bytes, &got, want_reply)?,
+        };
+        ctx.found_all(found.into_iter().map(at));
+        Ok(true)
+    }
+
+    /// Frames on exchange `k`'s DEALER, waiting at most the case's wait; DEALER errors meanwhile are reported.
+    async fn next_reply(&mut self, ctx: &mut CaseCtx<'_>, z: &ZmqEvent, k: usize) -> Option<Vec<Vec<u8>>> {
+        loop {
+            if let Some(q) = self.buffered.get_mut(&(k as u64)).filter(|q| !q.is_empty()) {
+                return Some(q.remove(0));
+            }
+            match tokio::time::timeout(ctx.wait(), self.in_rx.recv()).await {
+                Ok(Some(Incoming::Dealer { id, frames })) => self.buffered.entry(id).or_default().push(frames),
+                Ok(Some(Incoming::DealerError { id, error })) => ctx.found(
+                    Finding::new(CheckId::ZmqConnect, error)
+                        .at(Some(z.seq), Some(z.line))
+                        .about(format!("exchange {}", id + 1)),
+                ),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// `WIRE-CANONICAL` and `REPLY-DIFF` of a reply that decoded.
+    fn compare_reply(
+        &self,
+        ctx: &CaseCtx<'_>,
+        k: usize,
+        bytes: &[u8],
+        got: &mooncake_wire::typed::MooncakeXferResponse,
+        want: Option<&mooncake_wire::typed::MooncakeXferResponse>,
+    ) -> Result<Vec<Finding>, PlayError> {
+        let mut out = vec![];
+        if !ctx.pairing.canonical_for_testee("MooncakeXferResponse", bytes) {
+            let detail = format!("{} is not msgspec's encoding of that value", hex::encode(bytes));
+            out.push(Finding::new(CheckId::WireCanonical, detail));
+        }
+        let mut want = want.cloned().ok_or(PlayError::RecordedReplyUndecodable)?;
+        // The LAYOUT_MISS message names the decoder's session: map recorded → live.
+        if let (Some(m), Some(dec)) = (&mut want.err_msg, self.decoders.get(&ctx.t.exchanges[k].decoder)) {
+            *m = m.replace(&dec.recorded_session, &dec.session);
+        }
+        let (got, want) = (ctx.pairing.project_reply(got), ctx.pairing.project_reply(&want));
+        if !same_reply(&got, &want) {
+            out.push(Finding::new(CheckId::ReplyDiff, reply_diff(&got, &want)));
+        }
+        Ok(out)
+    }
+
+    /// `REPLY-EXTRA`: nothing more may arrive on any exchange.
+    async fn report_extra(&mut self, ctx: &mut CaseCtx<'_>) {
         let grace = tokio::time::sleep(Duration::from_millis(200));
         tokio::pin!(grace);
         loop {
             tokio::select! {
-                m = in_rx.recv() => if let Some(Incoming::Dealer { id, frames }) = m { buffered.entry(id).or_default().push(frames) } else if m.is_none() { break },
+                m = self.in_rx.recv() => match m {
+                    Some(Incoming::Dealer { id, frames }) => self.buffered.entry(id).or_default().push(frames),
+                    Some(_) => {}
+                    None => break,
+                },
                 _ = &mut grace => break,
             }
         }
-        for (id, q) in &buffered {
+        for (id, q) in &self.buffered {
             for frames in q {
-                let r = frames.last().and_then(|b| t.decode_reply(b));
-                out.push(
-                    Finding::new(
-                        CheckId::ReplyExtra,
-                        format!(
-                            "a reply after the recorded ones: {}",
-                            r.map(|r| show_reply(&r))
-                                .unwrap_or_else(|| hex::encode(frames.last().cloned().unwrap_or_default()))
-                        ),
-                    )
-                    .about(format!("exchange {}", id + 1)),
-                );
+                let last = frames.last().cloned().unwrap_or_default();
+                let shown = ctx.t.decode_reply(&last).map(|r| show_reply(&r)).unwrap_or_else(|| hex::encode(&last));
+                let detail = format!("a reply after the recorded ones: {shown}");
+                ctx.found(Finding::new(CheckId::ReplyExtra, detail).about(format!("exchange {}", id + 1)));
             }
         }
-        drop(reactor);
+    }
+}
 
-        // Protocol checks on what really went over the wire.
-        let xs: Vec<Exchange> = live.into_values().collect();
-        out.extend(check_exchanges(&profile, &xs));
+/// The runner's DEALER id of heartbeat `h`: after the pulls'.
+fn beat_id(t: &crate::conversation::Conversation, h: usize) -> u64 {
+    (t.exchanges.len() + h) as u64
+}
 
-        // Transfer-engine writes: the same (session, descriptors, bytes) as recorded, as a multiset.
-        let mut got_writes: Vec<(String, u64, u64)> = vec![];
-        let mut finished: HashMap<String, Vec<String>> = HashMap::new();
-        for (conn, te) in testees.iter_mut() {
-            let s: PrefillerStatus = te.status().await?;
-            finished.insert(conn.clone(), s.freed(false));
-            for w in s.writes {
-                let recorded = decoders
-                    .values()
-                    .find(|d| d.session == w.session)
-                    .map(|d| d.recorded_session.clone())
-                    .unwrap_or(w.session);
-                got_writes.push((recorded, w.descriptors, w.bytes));
-            }
+/// `TE-CALLS`: the transfer-engine writes are the recorded (session, descriptors, bytes), as a multiset. A
+/// testee whose revision plans copies differently takes other descriptors: where its bytes land is checked
+/// instead (with its own planning rules).
+async fn check_writes(
+    ctx: &mut CaseCtx<'_>,
+    sides: &mut [(String, PrefillerSide)],
+    decoders: &Decoders,
+) -> Result<(), PlayError> {
+    let mut got: Vec<(String, u64, u64)> = vec![];
+    for te in sides.iter_mut().filter_map(|(_, s)| s.testee()) {
+        let s: PrefillerStatus = te.status().await?;
+        for w in s.writes {
+            let recorded = decoders
+                .values()
+                .find(|d| d.session == w.session)
+                .map(|d| d.recorded_session.clone())
+                .unwrap_or(w.session);
+            got.push((recorded, w.descriptors, w.bytes));
         }
-        let mut want_writes: Vec<(String, u64, u64)> =
-            t.trace.header.transfer_engine_calls.iter().map(|c| (c.session.clone(), c.n, c.bytes)).collect();
-        got_writes.sort();
-        want_writes.sort();
-        // A testee whose revision plans copies differently takes other descriptors: where its bytes land is
-        // checked below instead (with its own planning rules).
-        let planned_alike = pairing.planning_differs().is_empty();
-        if external.is_none()
-            && planned_alike
-            && super::applies(&t.trace.header, CheckId::TeCalls)
-            && got_writes != want_writes
-        {
-            out.push(
-                Finding::new(
-                    CheckId::TeCalls,
-                    format!("(session, descriptors, bytes) {got_writes:?} vs recorded {want_writes:?}"),
-                )
-                .about("transfer-engine writes"),
-            );
-        }
+    }
+    let mut want: Vec<(String, u64, u64)> =
+        ctx.t.trace.header.transfer_engine_calls.iter().map(|c| (c.session.clone(), c.n, c.bytes)).collect();
+    got.sort();
+    want.sort();
+    let ours = !matches!(ctx.opts.external, super::External::Prefillers(_));
+    let planned_alike = ctx.pairing.planning_differs().is_empty();
+    if ours && planned_alike && ctx.applies(CheckId::TeCalls) && got != want {
+        let detail = format!("(session, descriptors, bytes) {got:?} vs recorded {want:?}");
+        ctx.found(Finding::new(CheckId::TeCalls, detail).about("transfer-engine writes"));
+    }
+    Ok(())
+}
 
-        // The bytes that landed in our memory, where the testee's planning puts them.
-        let planner = pairing.testee_profile.as_ref().unwrap_or(&profile);
-        for d in &t.decoders {
-            let (Some(req), Some(dec)) = (&d.layout_request, decoders.get(&d.conn)) else { continue };
-            let mut expected = vec![];
-            for x in t.exchanges.iter().filter(|x| x.decoder == d.conn) {
-                let Some(m) = x.request.value() else { continue };
-                for r in &x.replies {
-                    for ok in r.payload.value().and_then(|r| r.ok_reqs.clone()).unwrap_or_default() {
-                        if let Some(e) = expected_blocks_scaled(
-                            req,
-                            m,
-                            &ok,
-                            &scenario,
-                            planner.rules.plan.block_groups,
-                            crate::setup::stride_scale(planner, req, model, t),
-                        ) {
-                            expected.extend(e.blocks);
-                        }
-                    }
+/// `LANDED`: the bytes in our decoders' memory are where the testee's planning puts them. For a prefiller the
+/// runner does not control, they are compared with its memory through its own engine.
+async fn check_landed_bytes(ctx: &mut CaseCtx<'_>, profile: &WireProfile, decoders: &Decoders) {
+    let t = ctx.t;
+    let model = ctx.model();
+    let planner = ctx.pairing.testee_profile.as_ref().unwrap_or(profile);
+    let external = matches!(ctx.opts.external, super::External::Prefillers(_));
+    for d in &t.decoders {
+        let (Some(req), Some(dec)) = (&d.layout_request, decoders.get(&d.conn)) else { continue };
+        let expected = expected_landing(ctx, planner, req, &d.conn);
+        let p_tp = t.prefillers.first().map(|p| p.tp_size).unwrap_or(1);
+        let same_tp = req.remote_tp_size.as_i64() == Some(p_tp);
+        let cols = crate::setup::columns(req, model);
+        let problems = if external {
+            match landed_through_engine(dec, &cols, model.num_blocks, &expected, same_tp).await {
+                Ok(p) => p,
+                Err(why) => {
+                    ctx.sink.not_checked("landed bytes", format!("{} ({})", why, d.conn));
+                    vec![]
                 }
             }
-            let p_tp = t.prefillers.first().map(|p| p.tp_size).unwrap_or(1);
-            let same_tp = req.remote_tp_size.as_i64() == Some(p_tp);
-            let cols = crate::setup::columns(req, model);
-            if external.is_some() {
-                // Not our prefiller: its memory holds whatever it holds. Compare with it through its engine.
-                let problems = match landed_through_engine(dec, &cols, model.num_blocks, &expected, same_tp).await {
-                    Ok(p) => p,
-                    Err(why) => {
-                        opts.sink.not_checked("landed bytes", format!("{} ({})", why, d.conn));
-                        vec![]
-                    }
-                };
-                for p in problems.into_iter().take(5) {
-                    out.push(Finding::new(CheckId::Landed, p).about(format!("memory of {}", d.conn)));
-                }
-                continue;
-            }
+        } else {
             let mem = dec.memory.lock().expect("memory");
-            let problems = check_landed(req, model.num_blocks, &expected, same_tp, |r, b| {
+            check_landed(req, model.num_blocks, &expected, same_tp, |r, b| {
                 let bl = *cols.block_lens.get(r)?;
                 let base = *cols.base.get(r)?;
                 mem.read(base + b * bl, bl).map(|s| s.to_vec())
-            });
-            for p in problems.into_iter().take(5) {
-                out.push(Finding::new(CheckId::Landed, p).about(format!("memory of {}", d.conn)));
-            }
-        }
-
-        // No state left once every timeout has passed — except what the revision never frees by design.
-        let kept = kept_forever(t, &profile, &scenario);
-        for (conn, te) in testees.iter_mut() {
-            let deadline = tokio::time::Instant::now() + abort + opts.slack;
-            loop {
-                let s: PrefillerStatus = te.status().await?;
-                let (tr, ex) = (s.tracked_transfers, s.open_exchanges);
-                if tr.is_some_and(|n| n <= kept) && ex == Some(0) {
-                    break;
-                }
-                if tokio::time::Instant::now() >= deadline {
-                    out.push(
-                        Finding::new(
-                            CheckId::PStateLeak,
-                            format!("{tr:?} transfers and {ex:?} exchanges still tracked after the abort timeout"),
-                        )
-                        .about(conn.clone()),
-                    );
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-        // Completions, once every timeout has passed (`freed_mismatch`).
-        let outcome = if super::applies(&t.trace.header, CheckId::PFinishedSending) {
-            t.trace.header.observed_outcome.get("finished_sending").and_then(J::as_object)
-        } else {
-            None
+            })
         };
-        if let (None, Some(want)) = (&external, outcome) {
-            for (conn, ids) in want {
-                let want: Vec<String> = ids
-                    .as_array()
-                    .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
-                    .unwrap_or_default();
-                let Some((_, te)) = testees.iter_mut().find(|(c, _)| c == conn) else { continue };
-                let s: PrefillerStatus = te.status().await?;
-                if let Some(detail) = super::freed_mismatch(&s, &want) {
-                    out.push(Finding::new(CheckId::PFinishedSending, detail).about(conn.clone()));
+        for p in problems.into_iter().take(5) {
+            ctx.found(Finding::new(CheckId::Landed, p).about(format!("memory of {}", d.conn)));
+        }
+    }
+}
+
+/// The (region, block, source block) writes decoder `conn` should hold: the blocks of every request the
+/// recorded replies say succeeded, planned with `planner`'s rules.
+fn expected_landing(
+    ctx: &CaseCtx<'_>,
+    planner: &WireProfile,
+    req: &mooncake_wire::typed::MooncakeXferMetadata,
+    conn: &str,
+) -> Vec<(usize, u64, u64)> {
+    let (t, model) = (ctx.t, ctx.model());
+    let scale = crate::setup::stride_scale(planner, req, model, t);
+    let mut expected = vec![];
+    for x in t.exchanges.iter().filter(|x| x.decoder == conn) {
+        let Some(m) = x.request.value() else { continue };
+        for r in &x.replies {
+            for ok in r.payload.value().and_then(|r| r.ok_reqs.clone()).unwrap_or_default() {
+                let groups = planner.rules.plan.block_groups;
+                if let Some(e) = expected_blocks_scaled(req, m, &ok, &ctx.scenario, groups, scale) {
+                    expected.extend(e.blocks);
                 }
             }
         }
-        let _ = &finished;
-        for d in decoders.into_values() {
-            d.server.abort();
-        }
-        Ok::<(), PlayError>(())
-    };
-    let r = bounded(Duration::from_secs(120) + abort * 4, "the case", result).await.and_then(|x| x);
-    for (_, te) in testees {
-        te.stop().await;
     }
-    drop(boot);
-    r.map(|_| out)
+    expected
+}
+
+/// `P-STATE-LEAK`: no state left once every timeout has passed — except what the revision never frees by
+/// design.
+async fn check_state_left(
+    ctx: &mut CaseCtx<'_>,
+    profile: &WireProfile,
+    sides: &mut [(String, PrefillerSide)],
+) -> Result<(), PlayError> {
+    let kept = kept_forever(ctx.t, profile, &ctx.scenario);
+    for (conn, side) in sides.iter_mut() {
+        let Some(te) = side.testee() else { continue };
+        let deadline = tokio::time::Instant::now() + ctx.wait();
+        loop {
+            let s: PrefillerStatus = te.status().await?;
+            let (tr, ex) = (s.tracked_transfers, s.open_exchanges);
+            if tr.is_some_and(|n| n <= kept) && ex == Some(0) {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                let detail = format!("{tr:?} transfers and {ex:?} exchanges still tracked after the abort timeout");
+                ctx.found(Finding::new(CheckId::PStateLeak, detail).about(conn.clone()));
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    Ok(())
+}
+
+/// `P-FINISHED-SENDING`: the completions, once every timeout has passed (`freed_mismatch`).
+async fn check_completions(ctx: &mut CaseCtx<'_>, sides: &mut [(String, PrefillerSide)]) -> Result<(), PlayError> {
+    let ours = !matches!(ctx.opts.external, super::External::Prefillers(_));
+    if !ours || !ctx.applies(CheckId::PFinishedSending) {
+        return Ok(());
+    }
+    let Some(want) = ctx.t.trace.header.observed_outcome.get("finished_sending").and_then(J::as_object) else {
+        return Ok(());
+    };
+    for (conn, ids) in want {
+        let want: Vec<String> =
+            ids.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()).unwrap_or_default();
+        let Some(te) = sides.iter_mut().find(|(c, _)| c == conn).and_then(|(_, s)| s.testee()) else { continue };
+        let s: PrefillerStatus = te.status().await?;
+        if let Some(detail) = super::freed_mismatch(&s, &want) {
+            ctx.found(Finding::new(CheckId::PFinishedSending, detail).about(conn.clone()));
+        }
+    }
+    Ok(())
 }
 
 /// Why the landed bytes cannot be compared through the peer's own transfer engine (the report says "not

@@ -45,6 +45,9 @@ pub enum PlayError {
     /// The case's setup cannot be made from its trace and scenario.
     #[error(transparent)]
     Setup(#[from] SetupError),
+    /// The case's setup is neither in the scenarios file nor derivable from the trace.
+    #[error(transparent)]
+    MissingSetup(#[from] Box<crate::derive::MissingSetup>),
     /// The runner's own generation-1 prefillers found no run of consecutive free ports.
     #[error(transparent)]
     Ports(Box<NoConsecutivePorts<PlayError>>),

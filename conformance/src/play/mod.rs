@@ -7,10 +7,14 @@
 pub mod as_client;
 pub mod as_decoder;
 pub mod as_prefiller;
+mod ctx;
 pub mod error;
 pub mod gen1;
+pub(crate) mod prefiller_side;
 
+pub(crate) use ctx::CaseCtx;
 pub use error::PlayError;
+pub(crate) use prefiller_side::{PrefillerControl, PrefillerSide, ReplyActions};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +24,7 @@ use serde::Serialize;
 use crate::conversation::Conversation;
 use crate::finding::{CheckId, Finding};
 pub use crate::role::Role;
-use crate::scenarios::{Scenario, Scenarios};
+use crate::scenarios::Scenarios;
 pub use crate::testee::secs;
 use crate::testee::TesteeSpec;
 
@@ -169,13 +173,8 @@ pub struct PlayOptions {
     pub external: External,
     /// Where the case's testee processes write their standard error (set per case by the runner).
     pub testee_log: Option<crate::testee::TesteeLog>,
-    /// The case's prefiller-side setup (set per case by [`play`]: the scenarios file's entry, or derived from
-    /// the trace).
-    pub setup: Option<Arc<Scenario>>,
     /// Setups derived from the run's traces.
     pub derived: crate::derive::Cache,
-    /// What a player could not check and why, and whether the case broke (set fresh per case by [`play`]).
-    pub sink: CaseSink,
 }
 
 /// Notes a player leaves for its case's report: checks it could not make ("not checked: …"), and reasons the
@@ -244,21 +243,7 @@ impl PlayOptions {
             slack,
             external: External::None,
             testee_log: None,
-            setup: None,
             derived: Default::default(),
-            sink: CaseSink::default(),
-        }
-    }
-
-    /// The prefiller-side setup of a case on `t`: the one [`play`] resolved, else the scenarios file's entry,
-    /// else the setup derived from the trace (as far as it goes).
-    pub fn scenario_for(&self, t: &Conversation) -> Scenario {
-        if let Some(s) = &self.setup {
-            return (**s).clone();
-        }
-        match self.scenarios.scenario.get(t.scenario()) {
-            Some(s) => s.clone(),
-            None => self.derived.get(t, &self.scenarios.model).scenario.clone(),
         }
     }
 }
@@ -282,21 +267,7 @@ pub fn cases_of(model: Arc<Conversation>) -> Vec<Case> {
 /// Runs one case; never panics on a misbehaving testee.
 pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) -> CaseResult {
     let start = std::time::Instant::now();
-    let mut r = CaseResult {
-        id: case.id.clone(),
-        trace: case.model.trace.path.clone(),
-        role: case.role,
-        revision: case.model.revision.revision.clone(),
-        testee_revision: None,
-        status: Status::Pass,
-        reason: None,
-        findings: vec![],
-        duration_ms: 0,
-        testee_stderr: vec![],
-        setup: None,
-        notes: vec![],
-        not_applicable: not_applicable(&case.model.trace.header, case.role),
-    };
+    let mut r = CaseResult::new(case);
     let pairing = match crate::crossver::choose(&case.model, case.role, testee_revisions) {
         Ok(p) => p,
         Err(why) => {
@@ -317,57 +288,98 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
             planning.join(", behaviour.")
         ));
     }
-    // The prefiller-side setup: the scenarios file's entry, or derived from the trace. What the trace does not
-    // show fails the case here, naming the entry to add, before any testee runs.
-    let setup = match crate::derive::case_setup(&case.id, &case.model, &opts.scenarios, case.role, &opts.derived) {
-        Ok(s) => s,
+    // What the trace does not show of the setup fails the case here, naming the entry to add, before any
+    // testee runs.
+    match CaseCtx::new(case, opts, &pairing) {
+        Ok((mut ctx, setup)) => {
+            r.setup = setup.source;
+            r.notes.extend(setup.notes);
+            let outcome = play_in(case.role, &mut ctx).await;
+            r.conclude(ctx, outcome);
+        }
         Err(e) => {
             r.status = Status::Fail;
             r.setup = Some(crate::derive::Source::Derived);
             r.findings.push(Finding::new(CheckId::CaseSetup, e.to_string()));
-            r.duration_ms = start.elapsed().as_millis() as u64;
-            return r;
-        }
-    };
-    r.setup = setup.source;
-    r.notes.extend(setup.notes);
-    let mut opts = opts.clone();
-    opts.setup = Some(Arc::new(setup.scenario));
-    opts.sink = CaseSink::default();
-    let opts = &opts;
-    let gen1 = case.model.revision.generation == 1;
-    let outcome = match case.role {
-        Role::Prefiller if gen1 => gen1::as_decoder(case, opts, &pairing).await,
-        Role::Decoder if gen1 => gen1::as_prefiller(case, opts, &pairing).await,
-        Role::Prefiller => as_decoder::play(case, opts, &pairing).await,
-        Role::Decoder => as_prefiller::play(case, opts, &pairing).await,
-        Role::Bootstrap => as_client::play(case, opts, &pairing).await,
-    };
-    match outcome {
-        Ok(findings) => {
-            r.status = if findings.is_empty() { Status::Pass } else { Status::Fail };
-            r.findings = findings;
-        }
-        Err(e) => {
-            r.status = Status::Fail;
-            r.findings.push(Finding::new(CheckId::CaseSetup, e.to_string()));
-        }
-    }
-    let (notes, broken) = opts.sink.take();
-    r.notes.extend(notes);
-    if !broken.is_empty() {
-        // The runner's own side did not behave as recorded: whatever the comparison said, it proves nothing.
-        r.status = Status::Error;
-        r.reason = Some(format!("broken case (environment or timing): {}", broken.join("; ")));
-        for b in broken {
-            r.findings.push(Finding::new(CheckId::RunnerDeviation, b));
         }
     }
     r.duration_ms = start.elapsed().as_millis() as u64;
     r
 }
 
+/// The player of a case's role and generation.
+async fn play_in(role: Role, ctx: &mut CaseCtx<'_>) -> Result<(), PlayError> {
+    let gen1 = ctx.t.revision.generation == 1;
+    match role {
+        Role::Prefiller if gen1 => gen1::as_decoder(ctx).await,
+        Role::Decoder if gen1 => gen1::as_prefiller(ctx).await,
+        Role::Prefiller => as_decoder::play(ctx).await,
+        Role::Decoder => as_prefiller::play(ctx).await,
+        Role::Bootstrap => as_client::play(ctx).await,
+    }
+}
+
+impl CaseResult {
+    /// A case not run yet: passed, with nothing found.
+    fn new(case: &Case) -> CaseResult {
+        CaseResult {
+            id: case.id.clone(),
+            trace: case.model.trace.path.clone(),
+            role: case.role,
+            revision: case.model.revision.revision.clone(),
+            testee_revision: None,
+            status: Status::Pass,
+            reason: None,
+            findings: vec![],
+            duration_ms: 0,
+            testee_stderr: vec![],
+            setup: None,
+            notes: vec![],
+            not_applicable: not_applicable(&case.model.trace.header, case.role),
+        }
+    }
+
+    /// The status, findings and notes of a played case: failed on a finding or a player's error, broken
+    /// (`error`) when the runner's own side deviated, whatever the comparison said.
+    fn conclude(&mut self, ctx: CaseCtx<'_>, outcome: Result<(), PlayError>) {
+        self.findings = ctx.findings;
+        if let Err(e) = outcome {
+            self.findings.push(Finding::new(CheckId::CaseSetup, e.to_string()));
+        }
+        self.status = if self.findings.is_empty() { Status::Pass } else { Status::Fail };
+        let (notes, broken) = ctx.sink.take();
+        self.notes.extend(notes);
+        if !broken.is_empty() {
+            // The runner's own side did not behave as recorded: whatever the comparison said, it proves nothing.
+            self.status = Status::Error;
+            self.reason = Some(format!("broken case (environment or timing): {}", broken.join("; ")));
+            self.findings.extend(broken.into_iter().map(|b| Finding::new(CheckId::RunnerDeviation, b)));
+        }
+    }
+}
+
 /// `f(…)` with a bound in time: a testee that hangs fails the check instead of the run.
 pub async fn bounded<T>(d: Duration, what: &str, f: impl std::future::Future<Output = T>) -> Result<T, PlayError> {
     tokio::time::timeout(d, f).await.map_err(|_| PlayError::Timeout { what: what.to_string(), waited: d })
+}
+
+/// A decoder testee's memory, block by block of each region of `cols` (a region it does not give is left out).
+pub(crate) async fn read_testee_memory(
+    te: &mut crate::testee::Testee,
+    cols: &crate::setup::Columns,
+    num_blocks: u64,
+) -> std::collections::HashMap<(usize, u64), Vec<u8>> {
+    use mooncake_testee_protocol::{Command, Memory};
+    let mut mem = std::collections::HashMap::new();
+    for (r, (&base, &bl)) in cols.base.iter().zip(&cols.block_lens).enumerate() {
+        let Ok(a) = te.send::<Memory>(&Command::ReadMemory { addr: base, len: bl * num_blocks }).await else {
+            continue;
+        };
+        let Ok(bytes) = hex::decode(&a.hex) else { continue };
+        for b in 0..num_blocks {
+            let Some(block) = bytes.get((b * bl) as usize..((b + 1) * bl) as usize) else { break };
+            mem.insert((r, b), block.to_vec());
+        }
+    }
+    mem
 }

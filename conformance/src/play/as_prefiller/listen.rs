@@ -1,0 +1,203 @@
+//! `replay --play prefiller --listen`: the runner's prefiller listens where an external decoder (started and
+//! driven by the user) will pull, registered with the runner's bootstrap server; the decoder's requests are
+//! compared with the recording (its own addresses and layout id mapped). Its outcomes cannot be read.
+//!
+//! The scenario's transfers become ready when the decoder's first request arrives (or `ready_after` the
+//! start), so a decoder started after the instructions are printed finds them as vLLM's did. The runner's own
+//! replies and transfer-engine writes are compared with the recording too: when they deviate (the decoder came
+//! too late, its engine was unreachable) the case is broken, whatever the requests looked like.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use mooncake_io::http::BootstrapServer;
+use mooncake_wire::bootstrap::BootstrapSpec;
+use mooncake_wire::msgpack::WireInt;
+use mooncake_wire::proto::{Registry, WireProfile};
+use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse};
+
+use super::{compare_requests, own_prefiller, pull_steps};
+use crate::conversation::Conversation;
+use crate::counterpart::{OwnPrefiller, OwnStatus};
+use crate::finding::CheckId;
+use crate::play::prefiller_side::split_heartbeats;
+use crate::play::{CaseCtx, PlayError, PrefillerControl, PrefillerSide, ReplyActions};
+use crate::scenarios::Ready;
+
+pub(super) async fn play(
+    ctx: &mut CaseCtx<'_>,
+    endpoint: &str,
+    bootstrap: &str,
+    timeout: Duration,
+    ready_after: Option<Duration>,
+) -> Result<(), PlayError> {
+    let t = ctx.t;
+    let profile = ctx.profile()?;
+    let [p] = t.prefillers.as_slice() else {
+        return Err(PlayError::ListenPrefillers { scenario: t.scenario().to_string(), prefillers: t.prefillers.len() });
+    };
+    let spec = BootstrapSpec::new(t.revision.clone()).ok_or(PlayError::NoBootstrap)?.map_err(PlayError::runner)?;
+    let boot = BootstrapServer::start(bootstrap, Registry::new(spec)).await.map_err(PlayError::runner)?;
+    let lease = ctx.scenario.prefiller_kv_lease_s;
+    let peer = own_prefiller(t, p, ctx.model(), lease, endpoint, boot.url()).await?;
+    let mut side = [(p.conn.clone(), PrefillerSide::Ours(peer))];
+    for tr in &ctx.scenario.transfers {
+        side[0].1.allocate(tr).await?;
+    }
+    if ctx.scenario.fail_transfers > 0 {
+        side[0].1.fail(ctx.scenario.fail_transfers).await?;
+    }
+    let own = side[0].1.own().expect("the runner's own prefiller");
+    // Instructions the person driving the decoder needs while the runner waits (a closed stderr is ignored).
+    let say = instructions(ctx, own, &p.engine_id, &boot.url(), timeout);
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), say.as_bytes());
+    serve(ctx, &profile, &mut side, timeout, ready_after).await?;
+    let own = side[0].1.own().expect("the runner's own prefiller");
+    let mut status = own.status().await?;
+    status.wire = split_heartbeats(&profile, std::mem::take(&mut status.wire)).0;
+    runner_deviations(t, &profile, &status, &ctx.sink);
+    let same = crate::crossver::Pairing::same(&t.revision);
+    ctx.found_all(compare_requests(t, &profile, &same, &[(p.conn.clone(), status.wire)], None)?);
+    Ok(())
+}
+
+/// What the person driving the decoder is told: where the prefiller is and what to pull.
+fn instructions(ctx: &CaseCtx<'_>, peer: &OwnPrefiller, engine_id: &str, url: &str, timeout: Duration) -> String {
+    let mut say = String::new();
+    let _ = writeln!(
+        say,
+        "{}: prefiller {} (engine {engine_id}) registered with {url}; waiting up to {} for the decoder to pull:",
+        ctx.id,
+        peer.endpoint,
+        crate::play::secs(timeout)
+    );
+    let blocks = |rb: &mooncake_wire::typed::ReqBlocks| {
+        let b: Vec<Vec<u64>> = rb.blocks.iter().map(|g| g.iter().map(|b| b.as_u64().unwrap_or(0)).collect()).collect();
+        serde_json::to_string(&b).unwrap_or_default()
+    };
+    for d in &ctx.t.decoders {
+        for step in pull_steps(ctx.t, &d.conn) {
+            let reqs: Vec<String> = step
+                .req_blocks
+                .iter()
+                .map(|(d, rb)| format!("{d} ({}, blocks {})", rb.transfer_id, blocks(rb)))
+                .collect();
+            let _ = writeln!(say, "  {}: pull {}", d.conn, reqs.join(", "));
+        }
+    }
+    say
+}
+
+/// Serves until every recorded request arrived and every recorded reply was sent, or `timeout`: the early
+/// transfers made ready once due, the reply-keyed steps taken as replies go out.
+async fn serve(
+    ctx: &CaseCtx<'_>,
+    profile: &WireProfile,
+    side: &mut [(String, PrefillerSide)],
+    timeout: Duration,
+    ready_after: Option<Duration>,
+) -> Result<(), PlayError> {
+    let t = ctx.t;
+    let started = tokio::time::Instant::now();
+    let deadline = started + timeout;
+    let mut readied = false;
+    let mut actions = ReplyActions::new(&ctx.scenario, &ctx.scenario.transfers);
+    let replies_due: usize = t.exchanges.iter().map(|x| x.replies.len()).sum();
+    loop {
+        let own = side[0].1.own().expect("the runner's own prefiller");
+        let wire = split_heartbeats(profile, own.status().await?.wire).0;
+        let sent = wire.iter().filter(|(i, _)| !*i).count();
+        let arrived = wire.iter().filter(|(i, _)| *i).count();
+        let due = match ready_after {
+            Some(d) => started.elapsed() >= d,
+            None => arrived > 0,
+        };
+        if due && !readied {
+            readied = true;
+            for tr in ctx.scenario.transfers.iter().filter(|tr| tr.ready == Ready::Before) {
+                side[0].1.ready(tr).await?;
+            }
+        }
+        actions.fire(sent, side).await?;
+        if (arrived >= t.exchanges.len() && sent >= replies_due) || tokio::time::Instant::now() >= deadline {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The runner's own side in `--listen`: its replies (as a multiset, sessions in error messages mapped to the
+/// live decoder's) and its transfer-engine writes (session, descriptors, bytes) against the recording. Every
+/// deviation is reported to `sink` as breaking the case.
+fn runner_deviations(t: &Conversation, profile: &WireProfile, status: &OwnStatus, sink: &crate::play::CaseSink) {
+    use crate::reply::show_reply;
+    // Recorded decoder session → the live decoder's (from the requests that arrived).
+    let mut sessions: Vec<(String, String)> = vec![];
+    // Recorded layout id → the live decoder's (a reply echoes the id of the request it answers).
+    let mut layout_ids: Vec<(WireInt, WireInt)> = vec![];
+    let recorded_reqs: Vec<MooncakeXferMetadata> =
+        t.exchanges.iter().filter_map(|x| x.request.value().cloned()).collect();
+    let live_reqs: Vec<MooncakeXferMetadata> = status
+        .wire
+        .iter()
+        .filter(|(i, _)| *i)
+        .filter_map(|(_, f)| f.get(1).and_then(|b| profile.decode_metadata(b).ok()))
+        .collect();
+    for (r, l) in recorded_reqs.iter().zip(&live_reqs) {
+        let (a, b) =
+            (format!("{}:{}", r.remote_hostname, r.remote_port), format!("{}:{}", l.remote_hostname, l.remote_port));
+        if !sessions.iter().any(|(x, _)| *x == a) {
+            sessions.push((a, b));
+        }
+        if !layout_ids.iter().any(|(x, _)| *x == r.layout_id) {
+            layout_ids.push((r.layout_id, l.layout_id));
+        }
+    }
+    let mut live: Vec<Option<MooncakeXferResponse>> = status
+        .wire
+        .iter()
+        .filter(|(i, _)| !*i)
+        .map(|(_, f)| f.last().and_then(|b| profile.decode_response(b).ok()))
+        .collect();
+    for (k, x) in t.exchanges.iter().enumerate() {
+        for (j, reply) in x.replies.iter().enumerate() {
+            let Some(mut want) = reply.payload.value().cloned() else { continue };
+            if let Some(m) = &mut want.err_msg {
+                for (a, b) in &sessions {
+                    *m = m.replace(a, b);
+                }
+            }
+            if let Some((_, l)) = layout_ids.iter().find(|(r, _)| *r == want.layout_id) {
+                want.layout_id = *l;
+            }
+            match live.iter().position(|l| l.as_ref().is_some_and(|l| crate::checks::same_reply(l, &want))) {
+                Some(i) => live[i] = None,
+                None => sink.broken(format!(
+                    "the runner's prefiller never sent the recorded reply {} of exchange {} ({}); it sent {}",
+                    j + 1,
+                    k + 1,
+                    show_reply(&want),
+                    live.iter().flatten().map(show_reply).collect::<Vec<_>>().join(", ")
+                )),
+            }
+        }
+    }
+    let extra: Vec<String> = live.iter().flatten().map(show_reply).collect();
+    if !extra.is_empty() {
+        sink.broken(format!("the runner's prefiller sent replies the recording does not have: {}", extra.join(", ")));
+    }
+    if crate::play::applies(&t.trace.header, CheckId::TeCalls) {
+        let map = |s: &str| sessions.iter().find(|(_, b)| b == s).map(|(a, _)| a.clone()).unwrap_or(s.to_string());
+        let mut got: Vec<(String, u64, u64)> =
+            status.writes.iter().map(|(s, n, b, _)| (map(s), *n as u64, *b)).collect();
+        let mut want: Vec<(String, u64, u64)> =
+            t.trace.header.transfer_engine_calls.iter().map(|c| (c.session.clone(), c.n, c.bytes)).collect();
+        got.sort();
+        want.sort();
+        if got != want {
+            sink.broken(format!(
+                "the runner's transfer-engine writes (session, descriptors, bytes) {got:?} differ from the recorded {want:?}"
+            ));
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! The prefiller side of a case, whoever plays it: a testee (driven through the testee protocol) or the
+//! runner's own prefiller (`crate::counterpart`). The scenario's prefiller steps — allocate each transfer, make
+//! the early ones ready, fail the next writes, then the steps keyed on replies received — are applied here,
+//! once, for every player.
+
+use mooncake_testee_protocol::{Command, Done};
+use mooncake_wire::proto::WireProfile;
+
+use crate::counterpart::OwnPrefiller;
+use crate::scenarios::{Ready, Scenario, Transfer};
+use crate::testee::{Testee, TesteeError};
+
+/// One prefiller worker of a case.
+#[allow(clippy::large_enum_variant)] // a few per case, never moved in a loop
+pub(crate) enum PrefillerSide {
+    /// The runner's own prefiller, whose wire log lets it compare every request.
+    Ours(OwnPrefiller),
+    /// A testee (the implementation under test, or a second one against a decoder testee).
+    Testee(Testee),
+}
+
+/// What the scenario's steps tell a prefiller, whoever plays it.
+pub(crate) trait PrefillerControl {
+    /// Transfer `tr` is allocated (not ready yet).
+    async fn allocate(&mut self, tr: &Transfer) -> Result<(), TesteeError>;
+    /// Transfer `tr` is ready: its blocks may be sent.
+    async fn ready(&mut self, tr: &Transfer) -> Result<(), TesteeError>;
+    /// The next `n` transfer-engine writes fail.
+    async fn fail(&mut self, n: usize) -> Result<(), TesteeError>;
+    /// Forget every decoder layout learnt so far (the scenario's `forget_layouts_after_reply`).
+    async fn forget(&mut self) -> Result<(), TesteeError>;
+
+    /// The scenario's steps before any pull: every transfer allocated, those ready `before` made ready, the
+    /// next `fail_transfers` writes failed. `transfers` are the scenario's, with the ids this prefiller knows
+    /// them by.
+    async fn prepare(&mut self, transfers: &[Transfer], fail_transfers: usize) -> Result<(), TesteeError> {
+        for tr in transfers {
+            self.allocate(tr).await?;
+            if tr.ready == Ready::Before {
+                self.ready(tr).await?;
+            }
+        }
+        if fail_transfers > 0 {
+            self.fail(fail_transfers).await?;
+        }
+        Ok(())
+    }
+}
+
+impl PrefillerControl for Testee {
+    async fn allocate(&mut self, tr: &Transfer) -> Result<(), TesteeError> {
+        let c = Command::Allocate { p_req_id: tr.p_req_id.clone(), transfer_id: tr.transfer_id.clone() };
+        self.send::<Done>(&c).await.map(drop)
+    }
+    async fn ready(&mut self, tr: &Transfer) -> Result<(), TesteeError> {
+        let c = Command::Ready {
+            p_req_id: tr.p_req_id.clone(),
+            transfer_id: tr.transfer_id.clone(),
+            blocks: tr.blocks.clone(),
+        };
+        self.send::<Done>(&c).await.map(drop)
+    }
+    async fn fail(&mut self, n: usize) -> Result<(), TesteeError> {
+        self.send::<Done>(&Command::FailNextTransfer { count: n as u64, ret: -1 }).await.map(drop)
+    }
+    async fn forget(&mut self) -> Result<(), TesteeError> {
+        self.send::<Done>(&Command::ForgetLayouts).await.map(drop)
+    }
+}
+
+impl PrefillerControl for OwnPrefiller {
+    async fn allocate(&mut self, tr: &Transfer) -> Result<(), TesteeError> {
+        self.allocated(&tr.p_req_id, &tr.transfer_id);
+        Ok(())
+    }
+    async fn ready(&mut self, tr: &Transfer) -> Result<(), TesteeError> {
+        self.finished(&tr.p_req_id, &tr.transfer_id, tr.blocks.clone());
+        Ok(())
+    }
+    async fn fail(&mut self, n: usize) -> Result<(), TesteeError> {
+        self.fail_next_writes(n, -1);
+        Ok(())
+    }
+    async fn forget(&mut self) -> Result<(), TesteeError> {
+        self.forget_layouts();
+        Ok(())
+    }
+}
+
+impl PrefillerControl for PrefillerSide {
+    async fn allocate(&mut self, tr: &Transfer) -> Result<(), TesteeError> {
+        match self {
+            PrefillerSide::Ours(x) => x.allocate(tr).await,
+            PrefillerSide::Testee(x) => x.allocate(tr).await,
+        }
+    }
+    async fn ready(&mut self, tr: &Transfer) -> Result<(), TesteeError> {
+        match self {
+            PrefillerSide::Ours(x) => x.ready(tr).await,
+            PrefillerSide::Testee(x) => x.ready(tr).await,
+        }
+    }
+    async fn fail(&mut self, n: usize) -> Result<(), TesteeError> {
+        match self {
+            PrefillerSide::Ours(x) => x.fail(n).await,
+            PrefillerSide::Testee(x) => x.fail(n).await,
+        }
+    }
+    async fn forget(&mut self) -> Result<(), TesteeError> {
+        match self {
+            PrefillerSide::Ours(x) => x.forget().await,
+            PrefillerSide::Testee(x) => x.forget().await,
+        }
+    }
+}
+
+impl PrefillerSide {
+    /// The runner's own prefiller, when it plays this side.
+    pub(crate) fn own(&self) -> Option<&OwnPrefiller> {
+        match self {
+            PrefillerSide::Ours(x) => Some(x),
+            PrefillerSide::Testee(_) => None,
+        }
+    }
+
+    /// The testee, when a testee plays this side.
+    pub(crate) fn testee(&mut self) -> Option<&mut Testee> {
+        match self {
+            PrefillerSide::Testee(te) => Some(te),
+            PrefillerSide::Ours(_) => None,
+        }
+    }
+
+    /// Every ROUTER message of the pulls, when the runner owns the prefiller (lease heartbeats and their
+    /// replies left out: [`PrefillerSide::heartbeats`]).
+    pub(crate) async fn wire(&self, profile: &WireProfile) -> Option<Vec<(bool, Vec<Vec<u8>>)>> {
+        Some(split_heartbeats(profile, self.all_wire().await?).0)
+    }
+
+    /// The lease heartbeats that reached the runner's prefiller (their payloads), when it owns it.
+    pub(crate) async fn heartbeats(&self, profile: &WireProfile) -> Option<Vec<Vec<u8>>> {
+        let (_, beats) = split_heartbeats(profile, self.all_wire().await?);
+        Some(beats.into_iter().filter(|(inbound, _)| *inbound).filter_map(|(_, f)| f.get(1).cloned()).collect())
+    }
+
+    async fn all_wire(&self) -> Option<Vec<(bool, Vec<Vec<u8>>)>> {
+        match self {
+            PrefillerSide::Ours(x) => x.status().await.ok().map(|s| s.wire),
+            PrefillerSide::Testee(_) => None,
+        }
+    }
+
+    /// Stops a testee; the runner's own prefiller stops when dropped.
+    pub(crate) async fn stop(self) {
+        if let PrefillerSide::Testee(te) = self {
+            te.stop().await;
+        }
+    }
+}
+
+/// A ROUTER wire log split into the pulls' traffic and the lease heartbeats' (0.34.0): a payload the
+/// revision's prefiller reads as a heartbeat, and what was sent back to its routing id (each heartbeat comes on
+/// a DEALER of its own).
+#[allow(clippy::type_complexity)]
+pub(crate) fn split_heartbeats(
+    profile: &WireProfile,
+    wire: Vec<(bool, Vec<Vec<u8>>)>,
+) -> (Vec<(bool, Vec<Vec<u8>>)>, Vec<(bool, Vec<Vec<u8>>)>) {
+    if !profile.has_heartbeat() {
+        return (wire, vec![]);
+    }
+    let beat_rids: std::collections::HashSet<Vec<u8>> = wire
+        .iter()
+        .filter(|(inbound, f)| {
+            *inbound
+                && f.len() == 2
+                && matches!(profile.read_inbound(&f[1]), mooncake_wire::proto::Inbound::Heartbeat(_))
+        })
+        .filter_map(|(_, f)| f.first().cloned())
+        .collect();
+    wire.into_iter().partition(|(_, f)| f.first().is_none_or(|rid| !beat_rids.contains(rid)))
+}
+
+/// The scenario's steps keyed on the replies a case has received (`ready = "after_reply:N"`,
+/// `forget_layouts_after_reply`), each taken once, on every prefiller of the case, as soon as that many replies
+/// were seen.
+pub(crate) struct ReplyActions<'a> {
+    transfers: &'a [Transfer],
+    forget_after: Option<usize>,
+    /// Indexes into `transfers` already made ready; whether layouts were forgotten.
+    readied: Vec<usize>,
+    forgotten: bool,
+}
+
+impl<'a> ReplyActions<'a> {
+    /// The steps of `scenario` over `transfers` (its transfers, with the ids the prefillers know them by).
+    pub(crate) fn new(scenario: &Scenario, transfers: &'a [Transfer]) -> ReplyActions<'a> {
+        ReplyActions { transfers, forget_after: scenario.forget_layouts_after_reply, readied: vec![], forgotten: false }
+    }
+
+    /// The steps due once `replies` replies were received that were not taken yet (each is taken once).
+    pub(crate) fn due(&mut self, replies: usize) -> Vec<Step<'a>> {
+        let mut out = vec![];
+        for (i, tr) in self.transfers.iter().enumerate() {
+            if matches!(tr.ready, Ready::AfterReply(n) if replies >= n) && !self.readied.contains(&i) {
+                self.readied.push(i);
+                out.push(Step::Ready(tr));
+            }
+        }
+        if self.forget_after.is_some_and(|n| replies >= n) && !self.forgotten {
+            self.forgotten = true;
+            out.push(Step::Forget);
+        }
+        out
+    }
+
+    /// Takes the steps due once `replies` replies were received on every prefiller of `sides`.
+    pub(crate) async fn fire(
+        &mut self,
+        replies: usize,
+        sides: &mut [(String, PrefillerSide)],
+    ) -> Result<(), TesteeError> {
+        for step in self.due(replies) {
+            for (_, side) in sides.iter_mut() {
+                step.apply(side).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A step of the scenario keyed on replies.
+pub(crate) enum Step<'a> {
+    /// The transfer becomes ready.
+    Ready(&'a Transfer),
+    /// Prefillers forget the decoder layouts they learnt.
+    Forget,
+}
+
+impl Step<'_> {
+    /// Tells `p`.
+    pub(crate) async fn apply(&self, p: &mut impl PrefillerControl) -> Result<(), TesteeError> {
+        match self {
+            Step::Ready(tr) => p.ready(tr).await,
+            Step::Forget => p.forget().await,
+        }
+    }
+}
