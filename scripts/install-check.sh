@@ -6,23 +6,37 @@
 # mooncake-peer must pass too. Reuses the test build's artifacts (`--profile test`, this target directory), so
 # only the workspace's own crates are compiled again.
 #
-# Usage: scripts/install-check.sh [TREE_BINARY]   (default target/debug/mooncake-conformance)
+# Usage: scripts/install-check.sh [TREE_BINARY]          install, then check (default target/debug/mooncake-conformance)
+#        scripts/install-check.sh --build DIR            only install, into DIR (scripts/test.sh runs this in the
+#                                                        background, niced, while the CLI steps wait on timers)
+#        scripts/install-check.sh --check DIR [TREE_BINARY]  only check what --build installed into DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tree_bin=$(realpath "${1:-target/debug/mooncake-conformance}")
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/src" "$tmp/empty"
-# The tree as a clone would have it (tracked and new files, nothing ignored).
-git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do
-  [ -e "$f" ] && { mkdir -p "$tmp/src/$(dirname "$f")"; cp -p "$f" "$tmp/src/$f"; }
-done
-for pkg in conformance reference-impl; do
-  cargo install --quiet --locked --profile test --path "$tmp/src/$pkg" --root "$tmp/root" 2> "$tmp/install-$pkg.txt" \
-    || { cat "$tmp/install-$pkg.txt"; echo "install-check: cargo install --path $pkg FAILED"; exit 1; }
-done
-rm -rf "$tmp/src"
+mode=all
+case "${1:-}" in
+  --build|--check) mode=${1#--}; tmp=$(realpath "$2"); shift 2 ;;
+  *) tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT ;;
+esac
+tree_bin=$(realpath "${1:-target/debug/mooncake-conformance}")
+
+install_both() {
+  mkdir -p "$tmp/src"
+  # The tree as a clone would have it (tracked and new files, nothing ignored).
+  git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do
+    [ -e "$f" ] && { mkdir -p "$tmp/src/$(dirname "$f")"; cp -p "$f" "$tmp/src/$f"; }
+  done
+  for pkg in conformance reference-impl; do
+    cargo install --quiet --locked --profile test --path "$tmp/src/$pkg" --root "$tmp/root" 2> "$tmp/install-$pkg.txt" \
+      || { cat "$tmp/install-$pkg.txt"; echo "install-check: cargo install --path $pkg FAILED"; exit 1; }
+  done
+  rm -rf "$tmp/src"
+}
+
+if [ "$mode" != check ]; then install_both; fi
+[ "$mode" = build ] && { echo "install-check: installed into $tmp/root"; exit 0; }
+[ -x "$tmp/root/bin/mooncake-conformance" ] || { echo "install-check: nothing installed in $tmp/root (run --build first)"; exit 1; }
+mkdir -p "$tmp/empty"
 cd "$tmp/empty"
 installed="$tmp/root/bin/mooncake-conformance"
 want=$("$tree_bin" run --list | wc -l)

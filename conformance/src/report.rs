@@ -138,13 +138,11 @@ pub fn write_validate_text(w: &mut impl Write, reps: &[TraceReport]) -> io::Resu
 use crate::play::{CaseResult, Status};
 use crate::run::RunReport;
 
-fn status_word(s: &Status) -> &'static str {
+/// A case's status in a text or Markdown report: its word, in capitals when it failed or broke.
+fn status_word(s: &Status) -> String {
     match s {
-        Status::Pass => "pass",
-        Status::Fail => "FAIL",
-        Status::Xfail => "xfail",
-        Status::Skip => "skip",
-        Status::Error => "ERROR",
+        Status::Fail | Status::Error => s.word().to_uppercase(),
+        _ => s.word().to_string(),
     }
 }
 

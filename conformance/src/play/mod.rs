@@ -29,7 +29,8 @@ pub use crate::testee::secs;
 use crate::testee::TesteeSpec;
 
 impl Status {
-    /// The word reports use: pass, fail, xfail, skip, error.
+    /// The status's one spelling, in every report and in JSON: pass, fail, xfail, skip, error (text reports
+    /// write a failing one in capitals to stand out).
     pub fn word(&self) -> &'static str {
         match self {
             Status::Pass => "pass",
@@ -41,9 +42,8 @@ impl Status {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
 /// How a case ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Status {
     /// Every check held.
     Pass,
@@ -55,6 +55,12 @@ pub enum Status {
     Skip,
     /// Could not run because the environment failed (a testee died): exit 3.
     Error,
+}
+
+impl Serialize for Status {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.word())
+    }
 }
 
 /// The result of one case, as the reports show it.
