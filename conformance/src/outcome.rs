@@ -1,7 +1,7 @@
 //! How the library's commands fail: a typed error with its [`ErrorKind`]. The library prints nothing and
 //! decides no exit code: each command returns a typed result (or a [`CmdError`]), the writers write results
-//! to any `impl std::io::Write`, and `main.rs` (the CLI layer) prints them and maps every result and every
-//! error kind to the exit code its help states.
+//! to any `impl std::io::Write`, and the binary's `cli/` (one file per command; `cli/error.rs` holds the exit
+//! codes) prints them and maps every result and every error kind to the exit code its help states.
 
 /// What kind of failure a [`CmdError`] is (the CLI maps each to an exit code).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 /// The longest function `conformance/src` may hold, in lines. It only goes down: the goal is 80 (issue 33);
 /// lower it as long functions are split, never raise it.
-const LONGEST_FUNCTION: usize = 381;
+const LONGEST_FUNCTION: usize = 206;
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).expect("source directory") {
@@ -92,4 +92,25 @@ fn findings_are_made_in_one_place() {
         }
     }
     assert!(literals.is_empty(), "findings built by hand instead of with Finding::new:\n{}", literals.join("\n"));
+}
+
+#[test]
+fn the_binary_is_a_thin_main_over_one_file_per_command() {
+    // cargo's and ripgrep's shape: `main.rs` parses and dispatches, `cli/<command>.rs` holds each command's
+    // `exec`.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let main = std::fs::read_to_string(root.join("main.rs")).expect("main.rs");
+    assert!(main.lines().count() < 150, "conformance/src/main.rs is {} lines; keep it under 150", main.lines().count());
+    let mut commands = vec![];
+    for e in std::fs::read_dir(root.join("cli")).expect("cli/") {
+        let p = e.expect("entry").path();
+        let text = std::fs::read_to_string(&p).expect("cli file");
+        if text.contains("fn exec(") {
+            commands.push(p.file_name().expect("name").to_string_lossy().to_string());
+        }
+    }
+    commands.sort();
+    for c in ["diff.rs", "matrix.rs", "replay.rs", "run.rs", "tap.rs", "validate.rs", "vectors.rs"] {
+        assert!(commands.iter().any(|x| x == c), "cli/{c} has no exec(): {commands:?}");
+    }
 }
