@@ -7,8 +7,8 @@
 # only the workspace's own crates are compiled again.
 #
 # Usage: scripts/install-check.sh [TREE_BINARY]          install, then check (default target/debug/mooncake-conformance)
-#        scripts/install-check.sh --build DIR            only install, into DIR (scripts/test.sh runs this in the
-#                                                        background, niced, while the CLI steps wait on timers)
+#        scripts/install-check.sh --build DIR            only install, into DIR
+#                                                        (to check one build more than once)
 #        scripts/install-check.sh --check DIR [TREE_BINARY]  only check what --build installed into DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -17,12 +17,227 @@ use serde_json::Value as J;
 
 use crate::trace::{Event, HttpDir, HttpEvent, Role, Trace, ZmqDir, ZmqEvent};
 pub(crate) use exchange::decode_count;
+
+/// The trace's HTTP events as (request, its response when one came).
+fn pair_http(trace: &Trace) -> Vec<(HttpEvent, Option<HttpEvent>)> {
+    let mut http = vec![];
+    let mut pending: Option<HttpEvent> = None;
+    for h in trace.http() {
+        match h.dir {
+            HttpDir::Request => {
+                if let Some(p) = pending.take() {
+                    http.push((p, None));
+                }
+                pending = Some(h.clone());
+            }
+            HttpDir::Response => http.push((pending.take().unwrap_or_else(|| h.clone()), Some(h.clone()))),
+        }
+    }
+    if let Some(p) = pending {
+        http.push((p, None));
+    }
+    http
+}
+
+/// Prefillers: conns with the prefiller role, their endpoint, and their /register body (by address). A
+/// recording with no ZeroMQ traffic names no endpoints: the remaining workers are paired with the remaining
+/// registrations in order (the recorder starts them in that order).
+fn prefillers_of(trace: &Trace, http: &[(HttpEvent, Option<HttpEvent>)]) -> Vec<PrefillerConn> {
+    let registers: Vec<&J> = http
+        .iter()
+        .filter(|(r, _)| r.method == "POST" && r.path == "/register")
+        .filter_map(|(r, _)| r.body.as_ref())
+        .collect();
+    let mut prefillers = vec![];
+    for (conn, _) in trace.header.roles.iter().filter(|(_, role)| **role == Role::Prefiller) {
+        let endpoint = trace.header.conn_endpoints.get(conn).and_then(|e| e.first()).cloned().unwrap_or_default();
+        let reg = registers.iter().find(|b| b.get("addr").and_then(J::as_str) == Some(endpoint.as_str()));
+        let mut p = PrefillerConn { conn: conn.clone(), endpoint, tp_size: 1, ..PrefillerConn::default() };
+        if let Some(reg) = reg {
+            p.registered(reg);
+        }
+        prefillers.push(p);
+    }
+    let spare: Vec<&J> =
+        registers.iter().copied().filter(|b| !prefillers.iter().any(|p| p.register.as_ref() == Some(*b))).collect();
+    let mut spare = spare.into_iter();
+    for p in prefillers.iter_mut().filter(|p| p.register.is_none() && p.endpoint.is_empty()) {
+        let Some(reg) = spare.next() else { break };
+        p.endpoint = reg.get("addr").and_then(J::as_str).unwrap_or("").to_string();
+        p.registered(reg);
+    }
+    let tp_sizes: BTreeMap<String, i64> = prefillers.iter().fold(BTreeMap::new(), |mut m, p| {
+        let e = m.entry(p.engine_id.clone()).or_insert(0);
+        *e = (*e).max(p.tp_rank + 1);
+        m
+    });
+    for p in &mut prefillers {
+        p.tp_size = tp_sizes.get(&p.engine_id).copied().unwrap_or(1);
+    }
+    prefillers
+}
+
+impl PrefillerConn {
+    /// What its `/register` body says: engine id and ranks.
+    fn registered(&mut self, reg: &J) {
+        let g = |k: &str| reg.get(k).and_then(J::as_i64).unwrap_or(0);
+        self.engine_id = reg.get("engine_id").and_then(J::as_str).unwrap_or("").to_string();
+        (self.dp_rank, self.tp_rank, self.pp_rank) = (g("dp_rank"), g("tp_rank"), g("pp_rank"));
+        self.register = Some(reg.clone());
+    }
+}
+
+/// The exchanges (and lease heartbeats) from the decoder's side, built event by event, each payload decoded
+/// once, as the prefiller reads it; replies attach to the oldest unfinished one of the same conn and socket
+/// (the endpoint, where the trace names no sockets).
+#[derive(Default)]
+struct Threads<'p> {
+    profile: Option<&'p WireProfile>,
+    exchanges: Vec<Exchange>,
+    heartbeats: Vec<Heartbeat>,
+    /// Unfinished exchanges and heartbeats, oldest first, with their (conn, socket).
+    open: Vec<(Open, String, String)>,
+    /// The last one sent on each (conn, socket).
+    last: BTreeMap<(String, String), Open>,
+}
+
+impl Threads<'_> {
+    fn key(z: &ZmqEvent) -> (String, String) {
+        (z.conn.clone(), z.socket_id.map(|id| id.to_string()).unwrap_or_else(|| z.endpoint.clone()))
+    }
+
+    /// A decoder's send: a heartbeat or a pull.
+    fn send(&mut self, z: &ZmqEvent, prefillers: &[PrefillerConn]) {
+        let bytes = z.frames.last().cloned().unwrap_or_default();
+        let (seq, line) = (Some(z.seq), Some(z.line));
+        let prefiller = prefillers.iter().find(|p| p.endpoint == z.endpoint).map(|p| p.conn.clone());
+        let reading = self.profile.map(|p| {
+            decode_count::count(seq);
+            p.read_inbound(&bytes)
+        });
+        let slot = match reading {
+            Some(Inbound::Heartbeat(h)) => {
+                self.heartbeats.push(Heartbeat {
+                    index: self.heartbeats.len(),
+                    decoder: z.conn.clone(),
+                    endpoint: z.endpoint.clone(),
+                    prefiller,
+                    payload: Payload { bytes, decoded: Some(Ok(h)) },
+                    replies: vec![],
+                    seq,
+                    line,
+                    t: z.t,
+                });
+                Open::Beat(self.heartbeats.len() - 1)
+            }
+            reading => {
+                let pull = match reading {
+                    Some(Inbound::Pull(m)) => Some(m),
+                    _ => None,
+                };
+                let index = self.exchanges.len();
+                let sent =
+                    Sent { index, decoder: z.conn.clone(), endpoint: z.endpoint.clone(), request: bytes, seq, line };
+                let mut x = Exchange::decoded(sent, pull);
+                x.prefiller = prefiller;
+                self.exchanges.push(x);
+                Open::Pull(index)
+            }
+        };
+        let key = Self::key(z);
+        self.open.push((slot, key.0.clone(), key.1.clone()));
+        self.last.insert(key, slot);
+    }
+
+    /// A decoder's receive: the reply of the oldest unfinished exchange or heartbeat on its socket, or one
+    /// after the terminal reply (kept with its exchange so the checks see it).
+    fn recv(&mut self, z: &ZmqEvent) {
+        let bytes = z.frames.last().cloned().unwrap_or_default();
+        let (seq, line) = (Some(z.seq), Some(z.line));
+        let key = Self::key(z);
+        let profile = self.profile;
+        if let Some(pos) = self.open.iter().position(|(_, c, s)| *c == key.0 && *s == key.1) {
+            let ends = match self.open[pos].0 {
+                Open::Pull(i) => {
+                    let r = self.exchanges[i].push_reply(profile, bytes, seq, line);
+                    ends_exchange(profile, &r.payload)
+                }
+                // A heartbeat is answered once.
+                Open::Beat(i) => {
+                    push_beat_reply(&mut self.heartbeats[i], profile, bytes, seq, line);
+                    true
+                }
+            };
+            if ends {
+                self.open.remove(pos);
+            }
+            return;
+        }
+        match self.last.get(&key).copied() {
+            Some(Open::Pull(i)) => {
+                self.exchanges[i].push_reply(profile, bytes, seq, line);
+            }
+            Some(Open::Beat(i)) => push_beat_reply(&mut self.heartbeats[i], profile, bytes, seq, line),
+            None => {}
+        }
+    }
+}
+
+/// Routing ids: the ROUTER recv whose payload equals the request, in order, per prefiller.
+fn attach_routing_ids(trace: &Trace, exchanges: &mut [Exchange]) {
+    let mut used = vec![false; exchanges.len()];
+    for z in trace.zmq().filter(|z| z.side == Role::Prefiller && z.dir == ZmqDir::Recv) {
+        let payload = z.frames.last();
+        if let Some(i) = (0..exchanges.len()).find(|&i| {
+            !used[i]
+                && Some(&exchanges[i].request.bytes) == payload
+                && exchanges[i].prefiller.as_deref() == Some(z.conn.as_str())
+        }) {
+            used[i] = true;
+            exchanges[i].routing_id = z.frames.first().cloned();
+        }
+    }
+}
+
+/// Decoders: conns with the decoder role, each with the first request it sent that names its layout.
+fn decoders_of(trace: &Trace, exchanges: &[Exchange]) -> Vec<DecoderConn> {
+    trace
+        .header
+        .roles
+        .iter()
+        .filter(|(_, r)| **r == Role::Decoder)
+        .map(|(conn, _)| DecoderConn {
+            conn: conn.clone(),
+            layout_request: exchanges
+                .iter()
+                .filter(|x| &x.decoder == conn)
+                .filter_map(|x| x.request.value())
+                .find(|m| !m.kv_caches_base_addr.is_empty())
+                .cloned(),
+        })
+        .collect()
+}
+
+/// Where each ZeroMQ event's payload was decoded: (exchange or heartbeat, reply) by `seq`.
+fn index_seqs(exchanges: &[Exchange], heartbeats: &[Heartbeat]) -> BTreeMap<u64, At> {
+    let mut at_seq = BTreeMap::new();
+    for (i, x) in exchanges.iter().enumerate() {
+        at_seq.extend(x.seq.map(|s| (s, At::Pull(i, None))));
+        at_seq.extend(x.replies.iter().enumerate().filter_map(|(j, r)| Some((r.seq?, At::Pull(i, Some(j))))));
+    }
+    for (i, h) in heartbeats.iter().enumerate() {
+        at_seq.extend(h.seq.map(|s| (s, At::Beat(i, None))));
+        at_seq.extend(h.replies.iter().enumerate().filter_map(|(j, r)| Some((r.seq?, At::Beat(i, Some(j))))));
+    }
+    at_seq
+}
+
 #[cfg(test)]
 pub(crate) use exchange::decodes;
 pub use exchange::{ends_exchange, Exchange, Heartbeat, Payload, Reply, Sent};
 
 /// A prefiller worker of the trace.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct PrefillerConn {
     /// Its connection id in the trace (`prefiller_tp0`).
     pub conn: String,
@@ -182,195 +397,19 @@ impl Conversation {
             mooncake_wire::codec::Codec::builtin(&revision.revision).expect("built-in"),
         )
         .ok();
-        let mut http = vec![];
-        let mut pending: Option<HttpEvent> = None;
-        for h in trace.http() {
-            match h.dir {
-                HttpDir::Request => {
-                    if let Some(p) = pending.take() {
-                        http.push((p, None));
-                    }
-                    pending = Some(h.clone());
-                }
-                HttpDir::Response => http.push((pending.take().unwrap_or_else(|| h.clone()), Some(h.clone()))),
-            }
-        }
-        if let Some(p) = pending {
-            http.push((p, None));
-        }
-        // Prefillers: conns with the prefiller role, their endpoint, and their /register body (by address).
-        let registers: Vec<&J> = http
-            .iter()
-            .filter(|(r, _)| r.method == "POST" && r.path == "/register")
-            .filter_map(|(r, _)| r.body.as_ref())
-            .collect();
-        let mut prefillers = vec![];
-        for (conn, role) in &trace.header.roles {
-            if *role != Role::Prefiller {
-                continue;
-            }
-            let endpoint = trace.header.conn_endpoints.get(conn).and_then(|e| e.first()).cloned().unwrap_or_default();
-            let reg = registers
-                .iter()
-                .find(|b| b.get("addr").and_then(J::as_str) == Some(endpoint.as_str()))
-                .map(|b| (*b).clone());
-            let g = |k: &str| reg.as_ref().and_then(|b| b.get(k)).and_then(J::as_i64).unwrap_or(0);
-            prefillers.push(PrefillerConn {
-                conn: conn.clone(),
-                endpoint,
-                engine_id: reg.as_ref().and_then(|b| b.get("engine_id")).and_then(J::as_str).unwrap_or("").to_string(),
-                dp_rank: g("dp_rank"),
-                tp_rank: g("tp_rank"),
-                pp_rank: g("pp_rank"),
-                tp_size: 1,
-                register: reg,
-            });
-        }
-        // A recording with no ZeroMQ traffic names no endpoints: pair the remaining workers with the remaining
-        // registrations in order (the recorder starts them in that order).
-        let spare: Vec<&J> =
-            registers.iter().copied().filter(|b| !prefillers.iter().any(|p| p.register.as_ref() == Some(*b))).collect();
-        let mut spare = spare.into_iter();
-        for p in prefillers.iter_mut().filter(|p| p.register.is_none() && p.endpoint.is_empty()) {
-            let Some(reg) = spare.next() else { break };
-            let g = |k: &str| reg.get(k).and_then(J::as_i64).unwrap_or(0);
-            p.endpoint = reg.get("addr").and_then(J::as_str).unwrap_or("").to_string();
-            p.engine_id = reg.get("engine_id").and_then(J::as_str).unwrap_or("").to_string();
-            (p.dp_rank, p.tp_rank, p.pp_rank) = (g("dp_rank"), g("tp_rank"), g("pp_rank"));
-            p.register = Some(reg.clone());
-        }
-        let tp_sizes: BTreeMap<String, i64> = prefillers.iter().fold(BTreeMap::new(), |mut m, p| {
-            let e = m.entry(p.engine_id.clone()).or_insert(0);
-            *e = (*e).max(p.tp_rank + 1);
-            m
-        });
-        for p in &mut prefillers {
-            p.tp_size = tp_sizes.get(&p.engine_id).copied().unwrap_or(1);
-        }
-        // Exchanges (and lease heartbeats) from the decoder's side, each payload decoded once, as the prefiller
-        // reads it; replies attach to the oldest unfinished one of the same conn and socket (the endpoint, where
-        // the trace names no sockets).
-        let mut exchanges: Vec<Exchange> = vec![];
-        let mut heartbeats: Vec<Heartbeat> = vec![];
-        let mut open: Vec<(Open, String, String)> = vec![];
-        let mut last: BTreeMap<(String, String), Open> = BTreeMap::new();
+        let http = pair_http(&trace);
+        let prefillers = prefillers_of(&trace, &http);
+        let mut threads = Threads { profile: profile.as_ref(), ..Threads::default() };
         for z in trace.zmq().filter(|z| z.side == Role::Decoder) {
-            let bytes = z.frames.last().cloned().unwrap_or_default();
-            let socket = z.socket_id.map(|id| id.to_string()).unwrap_or_else(|| z.endpoint.clone());
-            let key = (z.conn.clone(), socket.clone());
-            let (seq, line) = (Some(z.seq), Some(z.line));
             match z.dir {
-                ZmqDir::Send => {
-                    let prefiller = prefillers.iter().find(|p| p.endpoint == z.endpoint).map(|p| p.conn.clone());
-                    let reading = profile.as_ref().map(|p| {
-                        decode_count::count(seq);
-                        p.read_inbound(&bytes)
-                    });
-                    let (heartbeat, pull) = match reading {
-                        Some(Inbound::Heartbeat(h)) => (Some(h), None),
-                        Some(Inbound::Pull(m)) => (None, Some(m)),
-                        None => (None, None),
-                    };
-                    let slot = if let Some(h) = heartbeat {
-                        heartbeats.push(Heartbeat {
-                            index: heartbeats.len(),
-                            decoder: z.conn.clone(),
-                            endpoint: z.endpoint.clone(),
-                            prefiller,
-                            payload: Payload { bytes, decoded: Some(Ok(h)) },
-                            replies: vec![],
-                            seq,
-                            line,
-                            t: z.t,
-                        });
-                        Open::Beat(heartbeats.len() - 1)
-                    } else {
-                        let sent = Sent {
-                            index: exchanges.len(),
-                            decoder: z.conn.clone(),
-                            endpoint: z.endpoint.clone(),
-                            request: bytes,
-                            seq,
-                            line,
-                        };
-                        let mut x = Exchange::decoded(sent, pull);
-                        x.prefiller = prefiller;
-                        exchanges.push(x);
-                        Open::Pull(exchanges.len() - 1)
-                    };
-                    open.push((slot, key.0.clone(), key.1.clone()));
-                    last.insert(key, slot);
-                }
-                ZmqDir::Recv => {
-                    let slot = match open.iter().position(|(_, c, s)| *c == key.0 && *s == key.1) {
-                        Some(pos) => {
-                            let slot = open[pos].0;
-                            let ends = match slot {
-                                Open::Pull(i) => {
-                                    let r = exchanges[i].push_reply(profile.as_ref(), bytes, seq, line);
-                                    ends_exchange(profile.as_ref(), &r.payload)
-                                }
-                                // A heartbeat is answered once.
-                                Open::Beat(i) => {
-                                    push_beat_reply(&mut heartbeats[i], profile.as_ref(), bytes, seq, line);
-                                    true
-                                }
-                            };
-                            if ends {
-                                open.remove(pos);
-                            }
-                            continue;
-                        }
-                        // A reply after the terminal one: keep it with its exchange so the checks see it.
-                        None => last.get(&key).copied(),
-                    };
-                    match slot {
-                        Some(Open::Pull(i)) => {
-                            exchanges[i].push_reply(profile.as_ref(), bytes, seq, line);
-                        }
-                        Some(Open::Beat(i)) => push_beat_reply(&mut heartbeats[i], profile.as_ref(), bytes, seq, line),
-                        None => {}
-                    }
-                }
+                ZmqDir::Send => threads.send(z, &prefillers),
+                ZmqDir::Recv => threads.recv(z),
             }
         }
-        // Routing ids: the ROUTER recv whose payload equals the request, in order, per prefiller.
-        let mut used = vec![false; exchanges.len()];
-        for z in trace.zmq().filter(|z| z.side == Role::Prefiller && z.dir == ZmqDir::Recv) {
-            let payload = z.frames.last();
-            if let Some(i) = (0..exchanges.len()).find(|&i| {
-                !used[i]
-                    && Some(&exchanges[i].request.bytes) == payload
-                    && exchanges[i].prefiller.as_deref() == Some(z.conn.as_str())
-            }) {
-                used[i] = true;
-                exchanges[i].routing_id = z.frames.first().cloned();
-            }
-        }
-        let decoders = trace
-            .header
-            .roles
-            .iter()
-            .filter(|(_, r)| **r == Role::Decoder)
-            .map(|(conn, _)| DecoderConn {
-                conn: conn.clone(),
-                layout_request: exchanges
-                    .iter()
-                    .filter(|x| &x.decoder == conn)
-                    .filter_map(|x| x.request.value())
-                    .find(|m| !m.kv_caches_base_addr.is_empty())
-                    .cloned(),
-            })
-            .collect();
-        let mut at_seq = BTreeMap::new();
-        for (i, x) in exchanges.iter().enumerate() {
-            at_seq.extend(x.seq.map(|s| (s, At::Pull(i, None))));
-            at_seq.extend(x.replies.iter().enumerate().filter_map(|(j, r)| Some((r.seq?, At::Pull(i, Some(j))))));
-        }
-        for (i, h) in heartbeats.iter().enumerate() {
-            at_seq.extend(h.seq.map(|s| (s, At::Beat(i, None))));
-            at_seq.extend(h.replies.iter().enumerate().filter_map(|(j, r)| Some((r.seq?, At::Beat(i, Some(j))))));
-        }
+        let Threads { mut exchanges, heartbeats, .. } = threads;
+        attach_routing_ids(&trace, &mut exchanges);
+        let decoders = decoders_of(&trace, &exchanges);
+        let at_seq = index_seqs(&exchanges, &heartbeats);
         Conversation { trace, revision, profile, prefillers, decoders, exchanges, heartbeats, http, at_seq }
     }
 
