@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use mooncake_wire::codec::convert::{convert, Lacking};
 use mooncake_wire::codec::{Codec, Value};
-use mooncake_wire::diff::{diff, Area, Effect, Kind, Verdict};
+use mooncake_wire::diff::{diff, Age, Area, Effect, Kind, PeerRole, Peers, Verdict};
 use mooncake_wire::proto::{CarryError, WireProfile};
 use mooncake_wire::spec::behaviour::FailureReport;
 use mooncake_wire::spec::{Behaviour, Revision, Spec};
@@ -191,7 +191,7 @@ pub enum Ineligible {
         /// The diff row, as `spec diff OLD → NEW: SUBJECT (WHAT)` names it.
         change: String,
         /// The pair of peers it breaks.
-        peers: String,
+        peers: Peers,
         /// Why.
         reason: String,
     },
@@ -201,7 +201,7 @@ pub enum Ineligible {
         /// The diff row, as `spec diff OLD → NEW: SUBJECT (WHAT)` names it.
         change: String,
         /// The pair of peers it concerns.
-        peers: String,
+        peers: Peers,
         /// Why.
         reason: String,
     },
@@ -268,26 +268,29 @@ pub enum Ineligible {
     },
 }
 
-/// Which side of the deployment each peer label of the diff is on, for a testee of `role`.
+/// Which side of the deployment each peer role of the diff is on, for a testee of `role`.
 /// `true` = the testee's revision.
-fn testee_side(role: Role, label: &str) -> Option<bool> {
-    match (role, label) {
-        (Role::Prefiller, "P") | (Role::Decoder, "D") | (Role::Bootstrap, "server") => Some(true),
-        (Role::Prefiller, "D") | (Role::Decoder, "P") | (Role::Bootstrap, "client") => Some(false),
+fn testee_side(role: Role, peer: &PeerRole) -> Option<bool> {
+    match (role, peer) {
+        (Role::Prefiller, PeerRole::Prefiller)
+        | (Role::Decoder, PeerRole::Decoder)
+        | (Role::Bootstrap, PeerRole::Server) => Some(true),
+        (Role::Prefiller, PeerRole::Decoder)
+        | (Role::Decoder, PeerRole::Prefiller)
+        | (Role::Bootstrap, PeerRole::Client) => Some(false),
         // The runner's bootstrap server answers the testee's /register or /query.
-        (Role::Prefiller | Role::Decoder, "server") => Some(false),
-        (Role::Prefiller | Role::Decoder, "client") => Some(true),
+        (Role::Prefiller | Role::Decoder, PeerRole::Server) => Some(false),
+        (Role::Prefiller | Role::Decoder, PeerRole::Client) => Some(true),
         _ => None,
     }
 }
 
 /// Whether a verdict's `peers` (`old D → new P`) describes this deployment. Generic peers (`sender`) count.
 fn concerns(v: &Verdict, role: Role, testee_is_new: bool) -> bool {
-    v.peers.split(" → ").all(|end| {
-        let mut w = end.split_whitespace();
-        let (Some(age), Some(label)) = (w.next(), w.next()) else { return true };
-        match testee_side(role, label) {
-            Some(is_testee) => (age == "new") == (is_testee == testee_is_new),
+    v.peers.ends().into_iter().all(|end| {
+        let Some(peer) = &end.role else { return true };
+        match testee_side(role, peer) {
+            Some(is_testee) => (end.age == Age::New) == (is_testee == testee_is_new),
             None => true,
         }
     })
@@ -636,16 +639,21 @@ mod tests {
 
     #[test]
     fn verdicts_are_matched_to_the_deployment() {
-        let v = |peers: &str| Verdict::new(Effect::Compatible, peers, "");
+        use PeerRole::{Client, Decoder as D, Prefiller as P, Server};
+        let v =
+            |age: Age, from: PeerRole, to: PeerRole| Verdict::new(Effect::Compatible, &Peers::new(age, from, to), "");
+        assert_eq!(v(Age::Old, D, P).peers.to_string(), "old D → new P");
         // The testee is a newer prefiller: old D → new P and new P → old D concern it; new D → old P does not.
-        assert!(concerns(&v("old D → new P"), Role::Prefiller, true));
-        assert!(concerns(&v("new P → old D"), Role::Prefiller, true));
-        assert!(!concerns(&v("new D → old P"), Role::Prefiller, true));
-        assert!(!concerns(&v("old P → new D"), Role::Prefiller, true));
+        assert!(concerns(&v(Age::Old, D, P), Role::Prefiller, true));
+        assert!(concerns(&v(Age::New, P, D), Role::Prefiller, true));
+        assert!(!concerns(&v(Age::New, D, P), Role::Prefiller, true));
+        assert!(!concerns(&v(Age::Old, P, D), Role::Prefiller, true));
         // An older decoder testee, with the runner's newer bootstrap server answering its /query.
-        assert!(concerns(&v("new server → old client"), Role::Decoder, false));
-        assert!(!concerns(&v("old server → new client"), Role::Decoder, false));
-        assert!(concerns(&v("sender → receiver"), Role::Decoder, false));
+        assert!(concerns(&v(Age::New, Server, Client), Role::Decoder, false));
+        assert!(!concerns(&v(Age::Old, Server, Client), Role::Decoder, false));
+        let generic = |r: &str| PeerRole::Other(r.to_string());
+        assert!(concerns(&v(Age::New, generic("sender"), generic("receiver")), Role::Decoder, false));
+        assert!(concerns(&Verdict::new(Effect::Compatible, &Peers::Local, ""), Role::Decoder, false));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! receivers know a field at all, which side is stricter); where it does not, the row is for review.
 //! Prose for each item: `spec/PROTOCOL.md`, "Behaviour items"; compatibility: `spec/PROTOCOL.md`, "Compatibility".
 
-use super::ctx::Peers;
+use super::ctx::BothWays;
 use super::model::{Area, Bytes, Change, Effect, Kind, Verdict};
 use crate::spec::behaviour::{
     EmptyIdLists, HeterogeneousTp, Item, KvHalfSplit, KvLayout, RegionAlignment, ReplicatedProducer, TpBytePlan,
@@ -14,7 +14,7 @@ use crate::spec::{Behaviour, Revision, StructDef, TransportMessage, TypeExpr};
 fn row(
     subject: &str,
     what: String,
-    peers: &Peers,
+    peers: &BothWays,
     orn: (Effect, String),
     nro: (Effect, String),
     bytes: Bytes,
@@ -92,8 +92,9 @@ const LOCAL: &[(&str, &str)] = &[
 pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
     let (bo, bn) = (&old.behaviour, &new.behaviour);
     let (req_n, resp_n) = request(new).or(request(old)).map(|(a, b)| (Some(a), b)).unwrap_or((None, None));
-    let req_peers = req_n.map(|m| Peers::of(&m.from, &m.to)).unwrap_or_else(|| Peers::of("decoder", "prefiller"));
-    let resp_peers = resp_n.map(|m| Peers::of(&m.from, &m.to)).unwrap_or_else(|| Peers::of("prefiller", "decoder"));
+    let req_peers = req_n.map(|m| BothWays::of(&m.from, &m.to)).unwrap_or_else(|| BothWays::of("decoder", "prefiller"));
+    let resp_peers =
+        resp_n.map(|m| BothWays::of(&m.from, &m.to)).unwrap_or_else(|| BothWays::of("prefiller", "decoder"));
     let req_old: Option<&StructDef> = request(old).and_then(|(m, _)| old.structs.get(&m.name));
     let req_new: Option<&StructDef> = request(new).and_then(|(m, _)| new.structs.get(&m.name));
     let resp_old: Option<&StructDef> = request(old).and_then(|(_, r)| r).and_then(|m| old.structs.get(&m.name));
@@ -544,7 +545,7 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
 /// Rows no rule above wrote: an item whose value changed but that no rule classifies is shown for review, never
 /// dropped (a diff that skips what it cannot judge gives a false all-clear).
 pub(crate) fn unclassified(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
-    let peers = Peers { old_reads_new: "new → old".into(), new_reads_old: "old → new".into() };
+    let peers = BothWays::unnamed();
     for name in crate::spec::behaviour::ITEM_NAMES {
         let (o, n) = (item_value(&old.behaviour, name), item_value(&new.behaviour, name));
         if o != n && !out.iter().any(|c| c.subject == format!("behaviour.{name}")) {
@@ -558,8 +559,8 @@ pub(crate) fn unclassified(old: &Revision, new: &Revision, out: &mut Vec<Change>
 fn leases(
     old: &Revision,
     new: &Revision,
-    req_peers: &Peers,
-    resp_peers: &Peers,
+    req_peers: &BothWays,
+    resp_peers: &BothWays,
     resp_old: Option<&StructDef>,
     out: &mut Vec<Change>,
 ) {

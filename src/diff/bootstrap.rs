@@ -4,7 +4,7 @@
 //! have no MessagePack witness. Their types are compared with msgspec's strict rules; pydantic's lax mode also
 //! accepts some other forms (numeric strings for ints), so a type row there may over-report.
 
-use super::ctx::{Ctx, Peers, Side};
+use super::ctx::{BothWays, Ctx, Side};
 use super::model::{Area, Bytes, Change, Effect, Kind, Verdict};
 use super::structs::diff_struct;
 use crate::spec::behaviour::DuplicateRegistration;
@@ -14,7 +14,7 @@ fn row(
     kind: Kind,
     subject: String,
     what: String,
-    peers: &Peers,
+    peers: &BothWays,
     orn: (Effect, String),
     nro: (Effect, String),
     bytes: Bytes,
@@ -30,16 +30,16 @@ fn row(
     )
 }
 
-fn client_server() -> Peers {
-    Peers { old_reads_new: "new client → old server".into(), new_reads_old: "old client → new server".into() }
+fn client_server() -> BothWays {
+    BothWays::of("client", "server")
 }
 
-fn server_client() -> Peers {
-    Peers { old_reads_new: "new server → old client".into(), new_reads_old: "old server → new client".into() }
+fn server_client() -> BothWays {
+    BothWays::of("server", "client")
 }
 
 /// Who writes a model: the client when it is a request body, the server when it is (part of) a response.
-fn model_peers(b: &Bootstrap, model: &str) -> Peers {
+fn model_peers(b: &Bootstrap, model: &str) -> BothWays {
     if b.routes.iter().any(|r| r.request.as_deref() == Some(model)) {
         client_server()
     } else {

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value as J};
 
-use super::model::{Area, Bytes, Change, Effect, Kind, Probe, Verdict, Witness};
+use super::model::{Age, Area, Bytes, Change, Effect, Kind, PeerRole, Peers, Probe, Verdict, Witness};
 use crate::spec::{FieldDef, Revision, StructDef, StructKind, Tag};
 
 /// One revision's definition of a struct.
@@ -18,16 +18,23 @@ pub(crate) struct Side<'a> {
 
 /// Who writes and who reads the struct, in each direction (`new D → old P`, `old D → new P`).
 #[derive(Clone, Debug)]
-pub(crate) struct Peers {
-    pub(crate) old_reads_new: String,
-    pub(crate) new_reads_old: String,
+pub(crate) struct BothWays {
+    pub(crate) old_reads_new: Peers,
+    pub(crate) new_reads_old: Peers,
 }
 
-impl Peers {
+impl BothWays {
     /// Peers of a message sent from role `from` to role `to`.
-    pub(crate) fn of(from: &str, to: &str) -> Peers {
-        let (f, t) = (abbr(from), abbr(to));
-        Peers { old_reads_new: format!("new {f} → old {t}"), new_reads_old: format!("old {f} → new {t}") }
+    pub(crate) fn of(from: &str, to: &str) -> BothWays {
+        BothWays {
+            old_reads_new: Peers::new(Age::New, PeerRole::of(from), PeerRole::of(to)),
+            new_reads_old: Peers::new(Age::Old, PeerRole::of(from), PeerRole::of(to)),
+        }
+    }
+
+    /// Peers whose roles are unknown (`new → old`, `old → new`).
+    pub(crate) fn unnamed() -> BothWays {
+        BothWays { old_reads_new: Peers::unnamed(Age::New), new_reads_old: Peers::unnamed(Age::Old) }
     }
 }
 
@@ -43,7 +50,7 @@ pub(crate) fn abbr(role: &str) -> &str {
 pub(crate) struct Ctx<'a> {
     pub(crate) old: Side<'a>,
     pub(crate) new: Side<'a>,
-    pub(crate) peers: Peers,
+    pub(crate) peers: BothWays,
     /// Build witnesses (MessagePack structs of the revision's `structs`; not for JSON bodies).
     pub(crate) witnesses: bool,
     pub(crate) area: Area,

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value as J};
 
-use super::ctx::Peers;
+use super::ctx::BothWays;
 use super::model::{Area, Bytes, Change, Effect, Kind, Probe, Verdict, Witness};
 use super::types::{mentions, Gen};
 use crate::spec::{EnumDef, Revision};
@@ -52,15 +52,15 @@ fn probe(
 }
 
 /// The message (transport `from`, `to`) that carries the enum, in the new revision or else the old.
-fn peers(old: &Revision, new: &Revision, enum_name: &str) -> Peers {
+fn peers(old: &Revision, new: &Revision, enum_name: &str) -> BothWays {
     for rev in [new, old] {
         for m in &rev.transport.messages {
             if m.encoding == "msgpack" && mentions(rev, &m.name, enum_name) {
-                return Peers::of(&m.from, &m.to);
+                return BothWays::of(&m.from, &m.to);
             }
         }
     }
-    Peers::of("sender", "receiver")
+    BothWays::of("sender", "receiver")
 }
 
 pub(crate) fn diff_enum(name: &str, old: &Revision, eo: &EnumDef, new: &Revision, en: &EnumDef, out: &mut Vec<Change>) {

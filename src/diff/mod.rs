@@ -40,25 +40,25 @@ mod witness;
 pub use model::{Area, Bytes};
 
 pub(crate) use model::Added;
-pub use model::{Change, Counts, Effect, Kind, Probe, Report, Verdict, Witness};
+pub use model::{Age, Change, Counts, Effect, Kind, PeerEnd, PeerRole, Peers, Probe, Report, Verdict, Witness};
 
 use std::sync::Arc;
 
 use crate::codec::Codec;
 use crate::spec::{Revision, StructKind};
-use ctx::{Ctx, Peers, Side};
+use ctx::{BothWays, Ctx, Side};
 use types::{incompat, mentions, Typed};
 
 /// The peers of a struct: the transport message that is it or contains it (new revision first).
-pub(crate) fn struct_peers(old: &Revision, new: &Revision, name: &str) -> Peers {
+pub(crate) fn struct_peers(old: &Revision, new: &Revision, name: &str) -> BothWays {
     for rev in [new, old] {
         for m in &rev.transport.messages {
             if m.encoding == "msgpack" && rev.structs.contains_key(&m.name) && mentions(rev, &m.name, name) {
-                return Peers::of(&m.from, &m.to);
+                return BothWays::of(&m.from, &m.to);
             }
         }
     }
-    Peers::of("sender", "receiver")
+    BothWays::of("sender", "receiver")
 }
 
 /// Classifies every difference between two resolved revisions (any two: consecutive or not, of one family
@@ -77,8 +77,8 @@ pub fn diff(old: &Arc<Revision>, new: &Arc<Revision>) -> Report {
             Kind::Generation,
             "generation",
             format!("connector generation {} → {}", old.generation, new.generation),
-            Verdict::new(Effect::always(), "new → old", why.clone()),
-            Verdict::new(Effect::always(), "old → new", why),
+            Verdict::new(Effect::always(), &Peers::unnamed(Age::New), why.clone()),
+            Verdict::new(Effect::always(), &Peers::unnamed(Age::Old), why),
             Bytes::NotApplicable("different protocols".into()),
         ));
     }
@@ -118,8 +118,8 @@ pub fn diff(old: &Arc<Revision>, new: &Arc<Revision>) -> Report {
             Kind::AliasType,
             format!("alias {name}"),
             format!("`{name}` = `{}` → `{}`", ao.ty.python(), an.ty.python()),
-            Verdict::new(orn.0, "new → old", orn.1),
-            Verdict::new(nro.0, "old → new", nro.1),
+            Verdict::new(orn.0, &Peers::unnamed(Age::New), orn.1),
+            Verdict::new(nro.0, &Peers::unnamed(Age::Old), nro.1),
             Bytes::NotApplicable("see the fields that use it".into()),
         ));
     }
@@ -202,15 +202,15 @@ fn carried(rev: &Revision, name: &str) -> bool {
 /// member row covers every other one. Such a struct is on no socket the spec knows, so who sends it and what
 /// the other side does with it are for review.
 fn uncarried(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
-    let any = ("new → old", "old → new");
+    let any = (Peers::unnamed(Age::New), Peers::unnamed(Age::Old));
     let row = |area, kind, subject: &str, what: String, e: (Effect, String)| {
         Change::new(
             area,
             kind,
             subject,
             what,
-            Verdict::new(e.0.clone(), any.0, e.1.clone()),
-            Verdict::new(e.0, any.1, e.1),
+            Verdict::new(e.0.clone(), &any.0, e.1.clone()),
+            Verdict::new(e.0, &any.1, e.1),
             Bytes::NotApplicable("carried by no message the spec knows".into()),
         )
     };

@@ -59,7 +59,7 @@ pub struct Verdict {
     #[serde(flatten)]
     pub effect: Effect,
     /// Who sends and who reads in this direction: `new D → old P`.
-    pub peers: String,
+    pub peers: Peers,
     /// Why, in a few words.
     pub reason: String,
     /// What msgspec does with a witness message in this direction (its error text, or the misread), observed
@@ -70,8 +70,154 @@ pub struct Verdict {
 
 impl Verdict {
     /// A verdict without an example.
-    pub fn new(effect: Effect, peers: &str, reason: impl Into<String>) -> Verdict {
-        Verdict { effect, peers: peers.to_string(), reason: reason.into(), example: None }
+    pub fn new(effect: Effect, peers: &Peers, reason: impl Into<String>) -> Verdict {
+        Verdict { effect, peers: peers.clone(), reason: reason.into(), example: None }
+    }
+}
+
+/// Which of the two revisions compared a peer runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Age {
+    /// The old revision.
+    Old,
+    /// The new revision.
+    New,
+}
+
+/// A peer's role: the decoder (`D`), the prefiller (`P`), the bootstrap client or server, or another role the
+/// spec names (`sender`, `receiver`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PeerRole {
+    /// The decoder, written `D`.
+    Decoder,
+    /// The prefiller, written `P`.
+    Prefiller,
+    /// The bootstrap HTTP client (a decoder querying, a prefiller registering).
+    Client,
+    /// The bootstrap HTTP server (the prefiller side).
+    Server,
+    /// Another role, as the spec names it.
+    Other(String),
+}
+
+impl PeerRole {
+    /// The role a transport message's `from` or `to` names.
+    pub fn of(role: &str) -> PeerRole {
+        match role {
+            "decoder" => PeerRole::Decoder,
+            "prefiller" => PeerRole::Prefiller,
+            "client" => PeerRole::Client,
+            "server" => PeerRole::Server,
+            other => PeerRole::Other(other.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for PeerRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PeerRole::Decoder => "D",
+            PeerRole::Prefiller => "P",
+            PeerRole::Client => "client",
+            PeerRole::Server => "server",
+            PeerRole::Other(o) => o,
+        })
+    }
+}
+
+/// One end of a direction: the revision it runs and, where known, its role.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerEnd {
+    /// Old or new.
+    pub age: Age,
+    /// Its role; `None` for a change no message carries.
+    pub role: Option<PeerRole>,
+}
+
+impl std::fmt::Display for PeerEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.age == Age::New { "new" } else { "old" })?;
+        match &self.role {
+            Some(r) => write!(f, " {r}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Who sends and who reads in one direction of a change, written `new D → old P` (`new → old` where no role
+/// is known; nothing for a local setting) in every output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Peers {
+    /// A message between two peers.
+    Between {
+        /// The end that writes it.
+        sender: PeerEnd,
+        /// The end that reads it.
+        reader: PeerEnd,
+    },
+    /// A local setting (an environment variable): nothing goes between peers.
+    Local,
+}
+
+impl Peers {
+    /// Role `from` of revision `from_age` sends to role `to` of the other revision.
+    pub fn new(from_age: Age, from: PeerRole, to: PeerRole) -> Peers {
+        Peers::Between {
+            sender: PeerEnd { age: from_age, role: Some(from) },
+            reader: PeerEnd { age: from_age.other(), role: Some(to) },
+        }
+    }
+
+    /// A sender of revision `from_age` and a reader of the other, roles unknown.
+    pub fn unnamed(from_age: Age) -> Peers {
+        Peers::Between {
+            sender: PeerEnd { age: from_age, role: None },
+            reader: PeerEnd { age: from_age.other(), role: None },
+        }
+    }
+
+    /// Whether these peers can be a decoder running revision `decoder` and a prefiller running the other (a
+    /// bootstrap client is on the decoder's side, its server on the prefiller's; other roles, unnamed ends and
+    /// local settings fit any pair).
+    pub fn fit_decoder_at(&self, decoder: Age) -> bool {
+        self.ends().into_iter().all(|end| match end.role {
+            Some(PeerRole::Decoder | PeerRole::Client) => end.age == decoder,
+            Some(PeerRole::Prefiller | PeerRole::Server) => end.age != decoder,
+            _ => true,
+        })
+    }
+
+    /// Both ends, sender first (none for a local setting).
+    pub fn ends(&self) -> Vec<&PeerEnd> {
+        match self {
+            Peers::Between { sender, reader } => vec![sender, reader],
+            Peers::Local => vec![],
+        }
+    }
+}
+
+impl Age {
+    /// The other revision.
+    pub fn other(self) -> Age {
+        match self {
+            Age::Old => Age::New,
+            Age::New => Age::Old,
+        }
+    }
+}
+
+impl std::fmt::Display for Peers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Peers::Between { sender, reader } => write!(f, "{sender} → {reader}"),
+            Peers::Local => Ok(()),
+        }
+    }
+}
+
+impl Serialize for Peers {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
     }
 }
 

@@ -4,7 +4,8 @@
 //! settings: adding or removing one changes nothing on the wire, a new default of a wire-visible number is
 //! for review.
 
-use super::model::{Added, Area, Bytes, Change, Effect, Kind, Verdict};
+use super::ctx::BothWays;
+use super::model::{Added, Age, Area, Bytes, Change, Effect, Kind, PeerRole, Peers, Verdict};
 use super::types::{incompat, Typed};
 use crate::spec::{ConfigKey, Revision};
 
@@ -13,7 +14,7 @@ fn row(
     kind: Kind,
     subject: String,
     what: String,
-    peers: (&str, &str),
+    peers: &BothWays,
     orn: (Effect, String),
     nro: (Effect, String),
 ) -> Change {
@@ -22,13 +23,21 @@ fn row(
         kind,
         subject,
         what,
-        Verdict::new(orn.0, peers.0, orn.1),
-        Verdict::new(nro.0, peers.1, nro.1),
+        Verdict::new(orn.0, &peers.old_reads_new, orn.1),
+        Verdict::new(nro.0, &peers.new_reads_old, nro.1),
         Bytes::Same,
     )
 }
 
-const ROUTER: (&str, &str) = ("params for new connectors → old connector", "params for old connectors → new connector");
+/// The router's `kv_transfer_params` of one revision read by the other revision's connector (`new params → old
+/// connector`).
+fn router() -> BothWays {
+    let (params, connector) = (PeerRole::Other("params".into()), PeerRole::Other("connector".into()));
+    BothWays {
+        old_reads_new: Peers::new(Age::New, params.clone(), connector.clone()),
+        new_reads_old: Peers::new(Age::Old, params, connector),
+    }
+}
 
 pub(crate) fn diff_params(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
     let empty = vec![];
@@ -42,7 +51,7 @@ pub(crate) fn diff_params(old: &Revision, new: &Revision, out: &mut Vec<Change>)
                 Kind::KvParam,
                 subject,
                 format!("added internal `{}: {}` (to {})", k.name, k.ty.python(), k.to),
-                ROUTER,
+                &router(),
                 (Effect::Compatible, "set by the connector for itself; not exchanged between peers".into()),
                 (Effect::Compatible, "set by the connector for itself; not exchanged between peers".into()),
             )),
@@ -51,7 +60,7 @@ pub(crate) fn diff_params(old: &Revision, new: &Revision, out: &mut Vec<Change>)
                 Kind::KvParam,
                 subject,
                 format!("added `{}: {}` (to {})", k.name, k.ty.python(), k.to),
-                ROUTER,
+                &router(),
                 (Effect::Compatible, "old connectors ignore keys they do not know".into()),
                 (Effect::Review, "a router written for the old keys does not set it; the spec does not record whether new connectors require it".into()),
             )),
@@ -67,7 +76,7 @@ pub(crate) fn diff_params(old: &Revision, new: &Revision, out: &mut Vec<Change>)
                         Kind::KvParam,
                         subject.clone(),
                         format!("`{}`: `{}` → `{}`", k.name, o.ty.python(), k.ty.python()),
-                        ROUTER,
+                        &router(),
                         dir(Typed { rev: new, ty: &k.ty }, Typed { rev: old, ty: &o.ty }),
                         dir(Typed { rev: old, ty: &o.ty }, Typed { rev: new, ty: &k.ty }),
                     ));
@@ -79,7 +88,7 @@ pub(crate) fn diff_params(old: &Revision, new: &Revision, out: &mut Vec<Change>)
                         Kind::KvParam,
                         subject,
                         format!("`{}`: to {}{} → to {}{}", k.name, o.to, if o.internal { " (internal)" } else { "" }, k.to, if k.internal { " (internal)" } else { "" }),
-                        ROUTER,
+                        &router(),
                         r.clone(),
                         r,
                     ));
@@ -94,7 +103,7 @@ pub(crate) fn diff_params(old: &Revision, new: &Revision, out: &mut Vec<Change>)
             Kind::KvParam,
             format!("kv_transfer_params.{}", o.name),
             format!("removed `{}: {}` (to {})", o.name, o.ty.python(), o.to),
-            ROUTER,
+            &router(),
             if o.internal {
                 internal.clone()
             } else {
@@ -104,7 +113,7 @@ pub(crate) fn diff_params(old: &Revision, new: &Revision, out: &mut Vec<Change>)
         ));
     }
 
-    let local = ("", "");
+    let local = &BothWays { old_reads_new: Peers::Local, new_reads_old: Peers::Local };
     for (name, v) in &new.env {
         match old.env.get(name) {
             None => out.push(
@@ -185,7 +194,7 @@ fn key_effect(k: &ConfigKey, items: &[String], what: &str) -> (Effect, String) {
 /// only one revision reads is ignored by the other (the config is a plain dict), so the question is only what
 /// the key changes.
 pub(crate) fn diff_extra_config(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
-    let peers = ("new instance → old instance", "old instance → new instance");
+    let peers = &BothWays::of("instance", "instance");
     let push = |out: &mut Vec<Change>, subject: String, what: String, e: (Effect, String)| {
         out.push(row(Area::ExtraConfig, Kind::ConfigKey, subject, what, peers, e.clone(), e));
     };

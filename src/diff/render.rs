@@ -64,10 +64,9 @@ fn verdict(v: &Verdict) -> String {
         Effect::Breaks { except: Some(e) } => format!("**breaks** (except when {e})"),
         Effect::Review => "review".to_string(),
     };
-    let mut s = if v.peers.is_empty() {
-        format!("{head}: {}", v.reason)
-    } else {
-        format!("{head} — {}: {}", v.peers, v.reason)
+    let mut s = match v.peers {
+        crate::diff::Peers::Local => format!("{head}: {}", v.reason),
+        _ => format!("{head} — {}: {}", v.peers, v.reason),
     };
     if let Some(e) = &v.example {
         let _ = write!(s, "; msgspec: {}", code(e));

@@ -4,7 +4,7 @@
 //! behaviour rows), and a behaviour item that names a text says when it is sent. Texts are matched by shape
 //! (placeholders as `{}`), so a renamed placeholder is no change.
 
-use super::ctx::Peers;
+use super::ctx::BothWays;
 use super::model::{Added, Area, Bytes, Change, Effect, Kind, Verdict};
 use crate::spec::{text_shape, Behaviour, ReplyText, Revision, TypeExpr};
 
@@ -90,8 +90,8 @@ pub(crate) fn diff_replies(old: &Revision, new: &Revision, out: &mut Vec<Change>
         .messages
         .iter()
         .find(|m| m.name == rn.message)
-        .map(|m| Peers::of(&m.from, &m.to))
-        .unwrap_or_else(|| Peers::of("prefiller", "decoder"));
+        .map(|m| BothWays::of(&m.from, &m.to))
+        .unwrap_or_else(|| BothWays::of("prefiller", "decoder"));
     let row = |subject: String, what: String, orn: (Effect, String), nro: (Effect, String)| {
         Change::new(
             Area::Replies,

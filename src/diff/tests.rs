@@ -123,7 +123,7 @@ fn known_breaks_quote_msgspec() {
     let r = pair("vllm-0.16.0..0.18.1", "vllm-0.19.0..0.19.1");
     let c = row(&r, "MooncakeXferMetadata.block_lens");
     assert_eq!(c.new_reads_old.example.as_deref(), Some("Object missing required field `block_lens`"));
-    assert_eq!(c.new_reads_old.peers, "old D → new P");
+    assert_eq!(c.new_reads_old.peers.to_string(), "old D → new P");
     assert_eq!(c.old_reads_new.effect, Effect::Compatible);
 
     let r = pair("vllm-0.19.0..0.19.1", "vllm-0.20.0..0.23.0");
@@ -146,7 +146,7 @@ fn known_breaks_quote_msgspec() {
     let r = pair("vllm-0.32.0", "vllm-0.33.0");
     let c = row(&r, "MooncakeXferResponseStatus.LAYOUT_MISS");
     assert_eq!(c.old_reads_new.example.as_deref(), Some("Invalid enum value 3 - at `$.status`"));
-    assert_eq!(c.old_reads_new.peers, "new P → old D");
+    assert_eq!(c.old_reads_new.peers.to_string(), "new P → old D");
     assert!(c.notes.iter().any(|n| n.contains("a mixed pair never sees it")), "{:?}", c.notes);
     assert!(r.notes.iter().any(|n| n.contains("15 map entries")), "the 16-field tripwire is announced");
 }
@@ -287,7 +287,7 @@ fn transport_bootstrap_and_parameter_rules() {
     let role = find(&r, "bootstrap.RegisterWorkerPayload.role");
     assert_eq!(role.old_reads_new.effect, Effect::Compatible, "the old server ignores an unknown key");
     assert!(matches!(role.new_reads_old.effect, Effect::Breaks { .. }), "the new server requires it (422)");
-    assert_eq!(role.old_reads_new.peers, "new client → old server");
+    assert_eq!(role.old_reads_new.peers.to_string(), "new client → old server");
     assert_eq!(role.confirmed, None, "JSON bodies have no MessagePack witness");
     let t = find(&r, "kv_transfer_params.transfer_id");
     assert!(
@@ -311,7 +311,7 @@ fn lease_protocol_rows_from_spec_data() {
     let r = pair("vllm-0.33.0", "vllm-0.34.0");
     let m = row(&r, "transport.messages.MooncakeLeaseHeartbeat");
     assert_eq!(m.old_reads_new.effect, Effect::Compatible, "{}", render::markdown(&r));
-    assert_eq!(m.old_reads_new.peers, "new D → old P");
+    assert_eq!(m.old_reads_new.peers.to_string(), "new D → old P");
     // The old prefiller's decoder was run on a heartbeat: msgspec's own text, which it answers ERROR with.
     assert_eq!(m.old_reads_new.example.as_deref(), Some("Object missing required field `remote_hostname`"));
     assert!(m.old_reads_new.reason.contains("undecodable_request") && m.old_reads_new.reason.contains("only logs"));
@@ -328,7 +328,7 @@ fn lease_protocol_rows_from_spec_data() {
         leases.new_reads_old
     );
     let renewal = row(&r, "behaviour.lease_renewal");
-    assert_eq!(renewal.old_reads_new.peers, "new D → old P");
+    assert_eq!(renewal.old_reads_new.peers.to_string(), "new D → old P");
     assert!(
         matches!(&renewal.old_reads_new.effect, Effect::BreaksWhenSent { when } if when.contains("abort timeout")),
         "{:?}",

@@ -3,7 +3,7 @@
 //! single message with the other (`spec/PROTOCOL.md#side-channel`); socket options
 //! and lifetimes are local.
 
-use super::ctx::{Ctx, Peers, Side};
+use super::ctx::{BothWays, Ctx, Side};
 use super::model::{Added, Area, Bytes, Change, Effect, Kind, Verdict};
 use super::structs::{aggregate, diff_struct, replacement_witness};
 use super::types::Gen;
@@ -15,7 +15,7 @@ fn row(
     kind: Kind,
     subject: String,
     what: String,
-    peers: &Peers,
+    peers: &BothWays,
     orn: (Effect, String),
     nro: (Effect, String),
     bytes: Bytes,
@@ -41,7 +41,7 @@ fn frames(f: &[String]) -> String {
 
 pub(crate) fn diff_transport(old: &Revision, new: &Revision, codecs: Option<(&Codec, &Codec)>, out: &mut Vec<Change>) {
     let (to, tn) = (&old.transport, &new.transport);
-    let any = Peers { old_reads_new: "new → old".into(), new_reads_old: "old → new".into() };
+    let any = BothWays::unnamed();
     if to.kind != tn.kind || to.pattern != tn.pattern {
         let (a, b) = both("the peers' sockets cannot talk to each other");
         out.push(row(
@@ -176,7 +176,7 @@ pub(crate) fn diff_transport(old: &Revision, new: &Revision, codecs: Option<(&Co
             message_pair(old, mo, new, mn, out);
             continue;
         }
-        let peers = Peers::of(&mo.from, &mo.to);
+        let peers = BothWays::of(&mo.from, &mo.to);
         match unpaired_new.iter().position(|m| m.from == mo.from && m.to == mo.to) {
             Some(k) => {
                 let mn = unpaired_new.remove(k);
@@ -198,7 +198,7 @@ pub(crate) fn diff_transport(old: &Revision, new: &Revision, codecs: Option<(&Co
         }
     }
     for mn in unpaired_new {
-        let peers = Peers::of(&mn.from, &mn.to);
+        let peers = BothWays::of(&mn.from, &mn.to);
         let (orn, example) = added_to_old(old, new, mn, codecs);
         let mut c = row(
             Kind::MessageAdded,
@@ -306,7 +306,7 @@ fn replaced(
     mo: &TransportMessage,
     new: &Revision,
     mn: &TransportMessage,
-    peers: &Peers,
+    peers: &BothWays,
     out: &mut Vec<Change>,
 ) {
     let subject = format!("transport.messages.{} → {}", mo.name, mn.name);
@@ -350,7 +350,7 @@ fn replaced(
 /// Frame layout, encoding, reply sequence and raw constants of a message both revisions send (or of the
 /// messages occupying the same slot).
 fn message_pair(_old: &Revision, mo: &TransportMessage, _new: &Revision, mn: &TransportMessage, out: &mut Vec<Change>) {
-    let peers = Peers::of(&mn.from, &mn.to);
+    let peers = BothWays::of(&mn.from, &mn.to);
     let subject = if mo.name == mn.name {
         format!("transport.messages.{}", mn.name)
     } else {

@@ -3,7 +3,7 @@
 //! sent or happens — whether the scenario sends it (judged on each side's own recording of the scenario).
 
 use mooncake_wire::codec::Codec;
-use mooncake_wire::diff::{diff, Change, Effect, Verdict};
+use mooncake_wire::diff::{diff, Age, Change, Effect, Verdict};
 use mooncake_wire::spec::behaviour::TpBytePlan;
 use mooncake_wire::spec::{Revision, Spec};
 use serde::Serialize;
@@ -36,16 +36,7 @@ const SILENT: &[&str] = &["behaviour.required_kv_layout"];
 /// `d_new` (newer than the prefiller's) and a prefiller that is the other one. The bootstrap server is the
 /// prefiller side; the client a decoder queries with.
 fn concerns(v: &Verdict, d_new: bool) -> bool {
-    v.peers.split(" → ").all(|end| {
-        let mut w = end.split_whitespace();
-        let (Some(age), Some(label)) = (w.next(), w.next()) else { return true };
-        let new = age == "new";
-        match label {
-            "D" | "client" => new == d_new,
-            "P" | "server" => new != d_new,
-            _ => true,
-        }
-    })
+    v.peers.fit_decoder_at(if d_new { Age::New } else { Age::Old })
 }
 
 /// The message of a wire row, and whether the prefiller sends it (else the decoder).

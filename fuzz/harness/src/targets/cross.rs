@@ -32,7 +32,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use arbitrary::{Arbitrary, Unstructured};
-use mooncake_wire::diff::{diff, Effect, Verdict};
+use mooncake_wire::diff::{diff, Age, Effect, Verdict};
 use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::plan::{GroupKind, LayerSpec, Producer, ProducerConfig, RegisteredLayout};
 use mooncake_wire::proto::gen1::{Gen1Decoder, Gen1DecoderConfig, Gen1Prefiller, Gen1Profile};
@@ -76,16 +76,7 @@ pub fn revisions() -> &'static [Arc<Revision>] {
 /// Whether a verdict's peers (`new D → old P`; `new → old` for rows of no role) concern a decoder that is the
 /// newer side (`d_new`) and a prefiller that is the other.
 fn concerns(v: &Verdict, d_new: bool) -> bool {
-    v.peers.split(" → ").all(|end| {
-        let mut w = end.split_whitespace();
-        let (Some(age), Some(label)) = (w.next(), w.next()) else { return true };
-        let new = age == "new";
-        match label {
-            "D" | "client" => new == d_new,
-            "P" | "server" => new != d_new,
-            _ => true,
-        }
-    })
+    v.peers.fit_decoder_at(if d_new { Age::New } else { Age::Old })
 }
 
 /// The prediction for the pair (decoder at revision index `d`, prefiller at `p`), from `diff`, computed once.
