@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashSet};
 use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::proto::{Registry, WireProfile};
-use mooncake_wire::typed::{MooncakeXferResponse, Status, StrList};
+use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status, StrList};
 use serde_json::Value as J;
 
 use crate::conversation::{Exchange, Heartbeat};
@@ -25,6 +25,16 @@ pub(crate) struct HttpX {
     pub(crate) response: Option<J>,
     pub(crate) seq: Option<u64>,
     pub(crate) line: Option<usize>,
+}
+
+/// What [`ExchangeChecker::push`] carries from one reply of an exchange to the next.
+struct ReplyWalk {
+    /// Each request id reported so far, with the reply that reported it.
+    settled: BTreeMap<String, usize>,
+    /// The first terminal reply.
+    terminal_at: Option<usize>,
+    /// Whether the pull was layout-less (a layout id, no layout).
+    layout_less: bool,
 }
 
 fn finding(check: CheckId, x: &Exchange, message: &str, detail: String) -> Finding {
@@ -95,27 +105,54 @@ impl ExchangeChecker {
 
     /// Checks the next exchange (its request and every reply it got); returns the findings it settles.
     pub(crate) fn push(&mut self, x: &Exchange) -> Vec<Finding> {
-        let rules = &self.rules;
-        let mut out = vec![];
-        // A pull sent to several prefillers (one scheduler step) carries the same bytes to each.
-        if let Some(a) = self.previous.replace(x.clone()) {
-            if a.decoder == x.decoder && a.endpoint != x.endpoint {
-                if let (Some(ra), Some(rb)) = (a.request.value(), x.request.value()) {
-                    if ra.req_blocks == rb.req_blocks
-                        && a.request.bytes != x.request.bytes
-                        && ra.layout_id == WireInt::ZERO
-                    {
-                        out.push(finding(
-                            CheckId::FanOutSameBytes,
-                            x,
-                            "request",
-                            "the same pull to another prefiller differs in bytes".into(),
-                        ));
-                    }
-                }
+        let mut out = self.fan_out(x);
+        out.extend(self.resend(x));
+        let Some(req) = x.request.value() else { return out };
+        let layout_less = req.layout_id != WireInt::ZERO && req.kv_caches_base_addr.is_empty();
+        if layout_less
+            && self.rules.layout_caching
+            && !self.acked.contains(&(x.decoder.clone(), x.endpoint.clone(), req.layout_id))
+        {
+            let detail =
+                format!("a layout-less pull (layout_id {:#x}) to an endpoint that never echoed that id", req.layout_id);
+            out.push(finding(CheckId::LayoutLessAfterAck, x, "request", detail));
+        }
+        let mut walk = ReplyWalk { settled: BTreeMap::new(), terminal_at: None, layout_less };
+        for (i, reply) in x.replies.iter().enumerate() {
+            if let Some(r) = reply.payload.value() {
+                out.extend(self.reply(x, req, i, r, &mut walk));
             }
         }
-        // The resend a LAYOUT_MISS before asked for: this decoder's next request to that endpoint.
+        if walk.terminal_at.is_none() {
+            let detail = format!(
+                "{} replies and no terminal status (FINISH, ERROR{})",
+                x.replies.len(),
+                if self.rules.layout_caching { " or LAYOUT_MISS" } else { "" }
+            );
+            out.push(finding(CheckId::SeqTerminal, x, "replies", detail));
+        }
+        out
+    }
+
+    /// `FAN-OUT-SAME-BYTES`: a pull sent to several prefillers (one scheduler step) carries the same bytes to
+    /// each.
+    fn fan_out(&mut self, x: &Exchange) -> Vec<Finding> {
+        let Some(a) = self.previous.replace(x.clone()) else { return vec![] };
+        if a.decoder != x.decoder || a.endpoint == x.endpoint {
+            return vec![];
+        }
+        let (Some(ra), Some(rb)) = (a.request.value(), x.request.value()) else { return vec![] };
+        if ra.req_blocks == rb.req_blocks && a.request.bytes != x.request.bytes && ra.layout_id == WireInt::ZERO {
+            let detail = "the same pull to another prefiller differs in bytes".to_string();
+            return vec![finding(CheckId::FanOutSameBytes, x, "request", detail)];
+        }
+        vec![]
+    }
+
+    /// `LAYOUT-MISS-RESEND`: the resend a LAYOUT_MISS before asked for is this decoder's next request to that
+    /// endpoint, the same pull with the layout.
+    fn resend(&mut self, x: &Exchange) -> Vec<Finding> {
+        let mut out = vec![];
         let mut still = vec![];
         for miss in std::mem::take(&mut self.awaiting_resend) {
             if miss.decoder != x.decoder || miss.endpoint != x.endpoint {
@@ -125,136 +162,102 @@ impl ExchangeChecker {
             let req = miss.request.value().expect("only a decoded pull awaits its resend");
             match x.request.value() {
                 Some(m) if !m.kv_caches_base_addr.is_empty() && m.req_blocks == req.req_blocks => {}
-                Some(_) => out.push(finding(
-                    CheckId::LayoutMissResend,
-                    x,
-                    "request",
-                    "the request after LAYOUT_MISS is not the same pull with the layout".into(),
-                )),
+                Some(_) => {
+                    let detail = "the request after LAYOUT_MISS is not the same pull with the layout".to_string();
+                    out.push(finding(CheckId::LayoutMissResend, x, "request", detail));
+                }
                 None => {}
             }
         }
         self.awaiting_resend = still;
-        let Some(req) = x.request.value() else { return out };
-        let keys: HashSet<&str> = req.req_blocks.iter().map(|(k, _)| k.as_str()).collect();
-        let layout_less = req.layout_id != WireInt::ZERO && req.kv_caches_base_addr.is_empty();
-        if layout_less
-            && rules.layout_caching
-            && !self.acked.contains(&(x.decoder.clone(), x.endpoint.clone(), req.layout_id))
-        {
-            out.push(finding(
-                CheckId::LayoutLessAfterAck,
-                x,
-                "request",
-                format!("a layout-less pull (layout_id {:#x}) to an endpoint that never echoed that id", req.layout_id),
-            ));
-        }
-        let mut settled: BTreeMap<String, usize> = BTreeMap::new();
-        let mut terminal_at: Option<usize> = None;
-        for (i, reply) in x.replies.iter().enumerate() {
-            let Some(r) = reply.payload.value() else { continue };
-            let what = format!("reply {}", i + 1);
-            if let Some(t) = terminal_at {
-                out.push(finding(
-                    CheckId::SeqTerminal,
-                    x,
-                    &what,
-                    format!("{} after the terminal reply {}", r.status, t + 1),
-                ));
-            }
-            if rules.is_terminal(r.status) && terminal_at.is_none() {
-                terminal_at = Some(i);
-            }
-            for l in [&r.ok_reqs, &r.err_reqs] {
-                if rules.omit_empty && l.as_ref().is_some_and(|v| v.is_empty()) {
-                    out.push(finding(
-                        CheckId::EmptyLists,
-                        x,
-                        &what,
-                        format!("{} writes an empty id list; vLLM {} omits it", r.status, rules.name),
-                    ));
-                }
-            }
-            let (ok, err) = (ids(&r.ok_reqs), ids(&r.err_reqs));
-            for d in ok.iter().chain(&err) {
-                if !keys.contains(d.as_str()) {
-                    out.push(finding(
-                        CheckId::ReqsSubset,
-                        x,
-                        &what,
-                        format!(
-                            "{d:?} is not a request of this pull (req_blocks keys {:?})",
-                            req.req_blocks.iter().map(|(k, _)| k).collect::<Vec<_>>()
-                        ),
-                    ));
-                }
-                if let Some(prev) = settled.insert(d.clone(), i) {
-                    out.push(finding(
-                        CheckId::ReqsOnce,
-                        x,
-                        &what,
-                        format!("{d:?} is reported again (already in reply {})", prev + 1),
-                    ));
-                }
-            }
-            match r.status {
-                s if s == Status::ERROR || (s == Status::LAYOUT_MISS && rules.knows_status(s)) => {
-                    if r.err_msg.is_none() || r.ok_reqs.is_some() || r.err_reqs.is_some() {
-                        out.push(finding(
-                            CheckId::ErrorShape,
-                            x,
-                            &what,
-                            format!("{s} must carry err_msg and no id lists"),
-                        ));
-                    }
-                    if r.layout_id != WireInt::ZERO {
-                        out.push(finding(
-                            CheckId::LayoutEcho,
-                            x,
-                            &what,
-                            format!("{s} echoes layout_id {:#x}; vLLM never does", r.layout_id),
-                        ));
-                    }
-                    if s == Status::LAYOUT_MISS {
-                        if !layout_less {
-                            out.push(finding(
-                                CheckId::LayoutMissCause,
-                                x,
-                                &what,
-                                "LAYOUT_MISS answers a pull that carried its layout (or had layout_id 0)".into(),
-                            ));
-                        } else {
-                            self.awaiting_resend.push(x.clone());
-                        }
-                        self.acked.remove(&(x.decoder.clone(), x.endpoint.clone(), req.layout_id));
-                    }
-                }
-                _ => {
-                    if r.layout_id != WireInt::ZERO && r.layout_id != req.layout_id {
-                        out.push(finding(
-                            CheckId::LayoutEcho,
-                            x,
-                            &what,
-                            format!("layout_id {:#x} is not the pull's {:#x}", r.layout_id, req.layout_id),
-                        ));
-                    }
-                    if req.layout_id != WireInt::ZERO && r.layout_id == req.layout_id {
-                        self.acked.insert((x.decoder.clone(), x.endpoint.clone(), req.layout_id));
-                    }
-                }
-            }
-        }
-        if terminal_at.is_none() {
+        out
+    }
+
+    /// Reply `i` (`r`) of exchange `x`, which pulled `req`: order (`SEQ-TERMINAL`), id lists (`EMPTY-LISTS`,
+    /// `REQS-SUBSET`, `REQS-ONCE`) and what its status requires.
+    fn reply(
+        &mut self,
+        x: &Exchange,
+        req: &MooncakeXferMetadata,
+        i: usize,
+        r: &MooncakeXferResponse,
+        walk: &mut ReplyWalk,
+    ) -> Vec<Finding> {
+        let rules = &self.rules;
+        let what = format!("reply {}", i + 1);
+        let mut out = vec![];
+        if let Some(t) = walk.terminal_at {
             out.push(finding(
                 CheckId::SeqTerminal,
                 x,
-                "replies",
-                format!(
-                    "{} replies and no terminal status (FINISH, ERROR{})",
-                    x.replies.len(),
-                    if rules.layout_caching { " or LAYOUT_MISS" } else { "" }
-                ),
+                &what,
+                format!("{} after the terminal reply {}", r.status, t + 1),
             ));
+        }
+        if rules.is_terminal(r.status) && walk.terminal_at.is_none() {
+            walk.terminal_at = Some(i);
+        }
+        for l in [&r.ok_reqs, &r.err_reqs] {
+            if rules.omit_empty && l.as_ref().is_some_and(|v| v.is_empty()) {
+                let detail = format!("{} writes an empty id list; vLLM {} omits it", r.status, rules.name);
+                out.push(finding(CheckId::EmptyLists, x, &what, detail));
+            }
+        }
+        let (ok, err) = (ids(&r.ok_reqs), ids(&r.err_reqs));
+        for d in ok.iter().chain(&err) {
+            if !req.req_blocks.iter().any(|(k, _)| k == d) {
+                let keys: Vec<&String> = req.req_blocks.iter().map(|(k, _)| k).collect();
+                let detail = format!("{d:?} is not a request of this pull (req_blocks keys {keys:?})");
+                out.push(finding(CheckId::ReqsSubset, x, &what, detail));
+            }
+            if let Some(prev) = walk.settled.insert(d.clone(), i) {
+                let detail = format!("{d:?} is reported again (already in reply {})", prev + 1);
+                out.push(finding(CheckId::ReqsOnce, x, &what, detail));
+            }
+        }
+        out.extend(self.reply_status(x, req, r, walk.layout_less, &what));
+        out
+    }
+
+    /// What a reply's status requires: an ERROR or LAYOUT_MISS carries `err_msg` and no id lists and echoes no
+    /// layout id, and a LAYOUT_MISS answers a layout-less pull (its resend is awaited); any other echoes the
+    /// pull's layout id or none (an echo acknowledges the layout).
+    fn reply_status(
+        &mut self,
+        x: &Exchange,
+        req: &MooncakeXferMetadata,
+        r: &MooncakeXferResponse,
+        layout_less: bool,
+        what: &str,
+    ) -> Vec<Finding> {
+        let mut out = vec![];
+        let key = (x.decoder.clone(), x.endpoint.clone(), req.layout_id);
+        let s = r.status;
+        if s == Status::ERROR || (s == Status::LAYOUT_MISS && self.rules.knows_status(s)) {
+            if r.err_msg.is_none() || r.ok_reqs.is_some() || r.err_reqs.is_some() {
+                out.push(finding(CheckId::ErrorShape, x, what, format!("{s} must carry err_msg and no id lists")));
+            }
+            if r.layout_id != WireInt::ZERO {
+                let detail = format!("{s} echoes layout_id {:#x}; vLLM never does", r.layout_id);
+                out.push(finding(CheckId::LayoutEcho, x, what, detail));
+            }
+            if s == Status::LAYOUT_MISS {
+                if !layout_less {
+                    let detail = "LAYOUT_MISS answers a pull that carried its layout (or had layout_id 0)".to_string();
+                    out.push(finding(CheckId::LayoutMissCause, x, what, detail));
+                } else {
+                    self.awaiting_resend.push(x.clone());
+                }
+                self.acked.remove(&key);
+            }
+            return out;
+        }
+        if r.layout_id != WireInt::ZERO && r.layout_id != req.layout_id {
+            let detail = format!("layout_id {:#x} is not the pull's {:#x}", r.layout_id, req.layout_id);
+            out.push(finding(CheckId::LayoutEcho, x, what, detail));
+        }
+        if req.layout_id != WireInt::ZERO && r.layout_id == req.layout_id {
+            self.acked.insert(key);
         }
         out
     }
