@@ -23,7 +23,7 @@ use serde_json::json;
 
 use crate::conversation::Conversation;
 use crate::play::{PrefillerControl, ReplyActions};
-use crate::scenarios::{Model, Scenario};
+use crate::scenarios::{Model, Scenario, Transfer};
 use crate::setup::gen1 as gen1_setup;
 use crate::setup::{columns, decoder_layout, model_config, prefiller_config_with, prefiller_layout, D_BASE, P_BASE};
 use crate::testee::{Testee, TesteeSpec};
@@ -381,107 +381,26 @@ async fn observe_inner(
 ) -> Result<Observation, ObserveError> {
     let prefillers = start_prefillers(p, d, scenario, model, abort, workers).await?;
     let decoders = start_decoders(d, scenario, model, abort, workers).await?;
-    // Generation 1 knows a request by one id on both sides: a generation-1 prefiller readies its requests
-    // under the decoder's ids (what the recordings do); generation 2 under the transfer ids.
-    let pulls: Vec<&crate::scenarios::Pull> = scenario.pulls.iter().flatten().collect();
-    let transfers: Vec<(String, crate::scenarios::Transfer)> = scenario
-        .transfers
-        .iter()
-        .map(|tr| {
-            let key = if p.gen() == 1 {
-                pulls
-                    .iter()
-                    .find(|x| x.transfer_id == tr.transfer_id)
-                    .map(|x| x.d_req_id.clone())
-                    .unwrap_or_else(|| tr.transfer_id.clone())
-            } else {
-                tr.transfer_id.clone()
-            };
-            (key, tr.clone())
-        })
-        .collect();
-    // The transfers as the prefillers are told of them.
-    let told: Vec<crate::scenarios::Transfer> = transfers
-        .iter()
-        .map(|(key, tr)| crate::scenarios::Transfer {
-            p_req_id: if p.gen() == 1 { key.clone() } else { tr.p_req_id.clone() },
-            transfer_id: key.clone(),
-            ..tr.clone()
-        })
-        .collect();
+    let (transfers, told) = keyed_transfers(p, scenario);
     for (_, i) in &prefillers.conns {
         workers[*i].prepare(&told, scenario.fail_transfers).await?;
     }
     // The decoders' schedulers learn of their requests first (a revision without leases does nothing with
     // that), then the scenario's delay before the first pull.
     if scenario.announce {
-        for dec in &decoders {
-            let (engine_id, bootstrap_addr) = match &prefillers.boot {
-                Some((_, url, engine)) => (engine.clone(), url.clone()),
-                None => continue,
-            };
-            let requests = dec
-                .steps
-                .iter()
-                .flatten()
-                .map(|(id, tid, _)| Pull {
-                    d_req_id: id.clone(),
-                    transfer_id: tid.clone(),
-                    engine_id: engine_id.clone(),
-                    bootstrap_addr: bootstrap_addr.clone(),
-                    ..Default::default()
-                })
-                .collect();
-            workers[dec.worker].send::<Done>(&Command::Announce { requests }).await?;
-        }
+        announce(&prefillers, &decoders, workers).await?;
     }
     tokio::time::sleep(Duration::from_secs_f64(scenario.pull_delay_s.max(0.0))).await;
     // Pull step by step, each decoder worker in turn; reply-driven actions as the replies come.
     let max_steps = decoders.iter().map(|x| x.steps.len()).max().unwrap_or(0);
     let mut actions = ReplyActions::new(scenario, &told);
     for k in 0..max_steps {
-        for dec in &decoders {
-            let Some(step) = dec.steps.get(k) else { continue };
-            let (engine_id, bootstrap_addr) = match &prefillers.boot {
-                Some((_, url, engine)) => (engine.clone(), url.clone()),
-                None => (String::new(), String::new()),
-            };
-            let requests = step
-                .iter()
-                .map(|(id, tid, blocks)| Pull {
-                    d_req_id: id.clone(),
-                    transfer_id: tid.clone(),
-                    blocks: blocks.clone(),
-                    engine_id: engine_id.clone(),
-                    bootstrap_addr: bootstrap_addr.clone(),
-                    remote_host: Some("127.0.0.1".into()),
-                    remote_port: Some(prefillers.port),
-                })
-                .collect();
-            workers[dec.worker].send::<Done>(&Command::Pull { requests }).await?;
-            // Pulls of one step reach the prefiller in the recorded worker order.
-            tokio::time::sleep(Duration::from_millis(30)).await;
-        }
+        pull_step(&prefillers, &decoders, k, workers).await?;
         let deadline = tokio::time::Instant::now() + abort * 3 + Duration::from_secs(2);
         loop {
-            let mut settled = true;
-            for dec in &decoders {
-                let s: DecoderStatus = workers[dec.worker].status().await?;
-                let known: BTreeSet<&str> = s
-                    .finished
-                    .iter()
-                    .map(String::as_str)
-                    .chain(s.failed.iter().map(|f| f.d_req_id.as_str()))
-                    .chain(s.unsettled.iter().flatten().map(|u| u.d_req_id.as_str()))
-                    .collect();
-                if s.open_exchanges != Some(0)
-                    || dec.steps.get(k).is_some_and(|st| {
-                        st.iter().any(|(id, _, b)| b.iter().any(|g| !g.is_empty()) && !known.contains(id.as_str()))
-                    })
-                {
-                    settled = false;
-                }
-            }
+            // Read before the replies: the steps a reply that settled the pull triggers are taken before the
+            // next step starts.
+            let done = settled(&decoders, k, workers).await?;
             let mut sent = 0;
             for (_, i) in &prefillers.conns {
                 sent += replies_sent(d, p, &workers[*i].status().await?).0.len();
@@ -491,7 +410,7 @@ async fn observe_inner(
                     step.apply(&mut workers[*i]).await?;
                 }
             }
-            if settled || tokio::time::Instant::now() >= deadline {
+            if done || tokio::time::Instant::now() >= deadline {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -501,42 +420,150 @@ async fn observe_inner(
     tokio::time::sleep(abort + Duration::from_millis(300)).await;
     let mut obs = Observation::default();
     for (conn, i) in &prefillers.conns {
-        let s: PrefillerStatus = workers[*i].status().await?;
-        let (pulls, beats) = replies_sent(d, p, &s);
-        let mut replies: Vec<String> = pulls.iter().map(|b| reply_summary(p, b)).collect();
-        replies.sort();
-        let heartbeat_replies: BTreeSet<String> = beats.iter().map(|b| reply_summary(p, b)).collect();
-        let ok = s.writes.iter().filter(|w| w.ret == 0);
-        obs.prefillers.insert(
-            conn.clone(),
-            POutcome {
-                freed: s.freed(false).into_iter().collect(),
-                writes: ok.clone().count(),
-                bytes: ok.map(|w| w.bytes).sum(),
-                replies,
-                heartbeat_replies,
-            },
-        );
+        obs.prefillers.insert(conn.clone(), prefiller_outcome(d, p, &mut workers[*i]).await?);
     }
     for dec in &decoders {
-        let w = &mut workers[dec.worker];
-        let s: DecoderStatus = w.status().await?;
-        let finished: BTreeSet<String> = s.finished.iter().cloned().collect();
-        let failed: BTreeSet<String> = s.failed.iter().map(|f| f.d_req_id.clone()).collect();
-        let memory = read_regions(w, &dec.layout).await;
-        let landed = check_landed(dec, &memory, &finished, &failed, &transfers, scenario);
-        obs.decoders.insert(
-            dec.conn.clone(),
-            DOutcome {
-                finished,
-                failed,
-                invalid_blocks: s.failed.iter().flat_map(|f| f.invalid_blocks.clone()).collect(),
-                unsettled: s.unsettled.iter().flatten().map(|u| u.d_req_id.clone()).collect(),
-                landed,
-            },
-        );
+        let outcome = decoder_outcome(dec, &mut workers[dec.worker], &transfers, scenario).await?;
+        obs.decoders.insert(dec.conn.clone(), outcome);
     }
     Ok(obs)
+}
+
+/// The scenario's transfers by the key a prefiller of `p`'s generation knows them by, and as the prefillers are
+/// told of them. Generation 1 knows a request by one id on both sides: a generation-1 prefiller readies its
+/// requests under the decoder's ids (what the recordings do); generation 2 under the transfer ids.
+fn keyed_transfers(p: &Side, scenario: &Scenario) -> (Vec<(String, Transfer)>, Vec<Transfer>) {
+    let pulls: Vec<&crate::scenarios::Pull> = scenario.pulls.iter().flatten().collect();
+    let key_of = |tr: &Transfer| {
+        let by_pull = pulls.iter().find(|x| x.transfer_id == tr.transfer_id).map(|x| x.d_req_id.clone());
+        if p.gen() == 1 {
+            by_pull.unwrap_or_else(|| tr.transfer_id.clone())
+        } else {
+            tr.transfer_id.clone()
+        }
+    };
+    let transfers: Vec<(String, Transfer)> = scenario.transfers.iter().map(|tr| (key_of(tr), tr.clone())).collect();
+    let told = transfers
+        .iter()
+        .map(|(key, tr)| Transfer {
+            p_req_id: if p.gen() == 1 { key.clone() } else { tr.p_req_id.clone() },
+            transfer_id: key.clone(),
+            ..tr.clone()
+        })
+        .collect();
+    (transfers, told)
+}
+
+/// Each decoder worker's scheduler is told of every request it will pull (generation 2, with a bootstrap).
+async fn announce(prefillers: &Prefillers, decoders: &[Dec], workers: &mut [Testee]) -> Result<(), ObserveError> {
+    let Some((_, bootstrap_addr, engine_id)) = &prefillers.boot else { return Ok(()) };
+    for dec in decoders {
+        let requests = dec
+            .steps
+            .iter()
+            .flatten()
+            .map(|(id, tid, _)| Pull {
+                d_req_id: id.clone(),
+                transfer_id: tid.clone(),
+                engine_id: engine_id.clone(),
+                bootstrap_addr: bootstrap_addr.clone(),
+                ..Default::default()
+            })
+            .collect();
+        workers[dec.worker].send::<Done>(&Command::Announce { requests }).await?;
+    }
+    Ok(())
+}
+
+/// Step `k` of every decoder worker, in turn (pulls of one step reach the prefiller in the recorded worker
+/// order).
+async fn pull_step(
+    prefillers: &Prefillers,
+    decoders: &[Dec],
+    k: usize,
+    workers: &mut [Testee],
+) -> Result<(), ObserveError> {
+    let (engine_id, bootstrap_addr) = match &prefillers.boot {
+        Some((_, url, engine)) => (engine.clone(), url.clone()),
+        None => (String::new(), String::new()),
+    };
+    for dec in decoders {
+        let Some(step) = dec.steps.get(k) else { continue };
+        let requests = step
+            .iter()
+            .map(|(id, tid, blocks)| Pull {
+                d_req_id: id.clone(),
+                transfer_id: tid.clone(),
+                blocks: blocks.clone(),
+                engine_id: engine_id.clone(),
+                bootstrap_addr: bootstrap_addr.clone(),
+                remote_host: Some("127.0.0.1".into()),
+                remote_port: Some(prefillers.port),
+            })
+            .collect();
+        workers[dec.worker].send::<Done>(&Command::Pull { requests }).await?;
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    Ok(())
+}
+
+/// Whether every decoder worker settled step `k`: no exchange open, and every request of the step that has
+/// blocks finished, failed or given up on.
+async fn settled(decoders: &[Dec], k: usize, workers: &mut [Testee]) -> Result<bool, ObserveError> {
+    let mut settled = true;
+    for dec in decoders {
+        let s: DecoderStatus = workers[dec.worker].status().await?;
+        let known: BTreeSet<&str> = s
+            .finished
+            .iter()
+            .map(String::as_str)
+            .chain(s.failed.iter().map(|f| f.d_req_id.as_str()))
+            .chain(s.unsettled.iter().flatten().map(|u| u.d_req_id.as_str()))
+            .collect();
+        let waiting = dec.steps.get(k).is_some_and(|st| {
+            st.iter().any(|(id, _, b)| b.iter().any(|g| !g.is_empty()) && !known.contains(id.as_str()))
+        });
+        settled &= s.open_exchanges == Some(0) && !waiting;
+    }
+    Ok(settled)
+}
+
+/// What a prefiller worker did: what it freed, wrote and replied.
+async fn prefiller_outcome(d: &Side, p: &Side, w: &mut Testee) -> Result<POutcome, ObserveError> {
+    let s: PrefillerStatus = w.status().await?;
+    let (pulls, beats) = replies_sent(d, p, &s);
+    let mut replies: Vec<String> = pulls.iter().map(|b| reply_summary(p, b)).collect();
+    replies.sort();
+    let heartbeat_replies: BTreeSet<String> = beats.iter().map(|b| reply_summary(p, b)).collect();
+    let ok = s.writes.iter().filter(|w| w.ret == 0);
+    Ok(POutcome {
+        freed: s.freed(false).into_iter().collect(),
+        writes: ok.clone().count(),
+        bytes: ok.map(|w| w.bytes).sum(),
+        replies,
+        heartbeat_replies,
+    })
+}
+
+/// What a decoder worker ended with, and what landed in its memory.
+async fn decoder_outcome(
+    dec: &Dec,
+    w: &mut Testee,
+    transfers: &[(String, Transfer)],
+    scenario: &Scenario,
+) -> Result<DOutcome, ObserveError> {
+    let s: DecoderStatus = w.status().await?;
+    let finished: BTreeSet<String> = s.finished.iter().cloned().collect();
+    let failed: BTreeSet<String> = s.failed.iter().map(|f| f.d_req_id.clone()).collect();
+    let memory = read_regions(w, &dec.layout).await;
+    let landed = check_landed(dec, &memory, &finished, &failed, transfers, scenario);
+    Ok(DOutcome {
+        finished,
+        failed,
+        invalid_blocks: s.failed.iter().flat_map(|f| f.invalid_blocks.clone()).collect(),
+        unsettled: s.unsettled.iter().flatten().map(|u| u.d_req_id.clone()).collect(),
+        landed,
+    })
 }
 
 /// Every registered region of a decoder worker, read through `read_memory` (`None`: not readable).
