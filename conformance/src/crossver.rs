@@ -30,7 +30,7 @@ use mooncake_wire::spec::{Behaviour, Revision, Spec};
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status};
 use serde_json::Value as J;
 
-use crate::conversation::Conversation;
+use crate::conversation::{Conversation, Exchange};
 use crate::role::Role;
 
 /// The start of the layout check's error (`src/plan/validate.rs`), whose region lengths follow the answering
@@ -436,12 +436,36 @@ fn exercised(
     conditional: bool,
     values: (&Behaviour, &Behaviour),
 ) -> Option<Option<String>> {
-    let requests = || model.exchanges.iter().filter_map(|x| x.request.value().map(|m| (x, m)));
     if DECODER_OUTCOME.contains(&key) {
-        if role != Role::Decoder {
-            return Some(None);
+        return Some(if role == Role::Decoder { decoder_outcome_evidence(model, key, values) } else { None });
+    }
+    // The layout check's error quotes region lengths, which the planning of the answering revision decides.
+    if matches!(key, "kv_half_split" | "region_alignment") {
+        if let Some(e) = quoted_region_lengths(model) {
+            return Some(Some(e));
         }
-        let failure = model.exchanges.iter().find_map(|x| {
+    }
+    if PLANNING.contains(&key) && !conditional {
+        return Some(None);
+    }
+    match wire_evidence(model, key, values) {
+        Some(found) => Some(found),
+        // Compatible for this deployment and without effect on anything a case compares.
+        None if !conditional => Some(None),
+        None => None,
+    }
+}
+
+/// The pulls of the conversation that decoded, with their exchange.
+fn requests(model: &Conversation) -> impl Iterator<Item = (&Exchange, &MooncakeXferMetadata)> {
+    model.exchanges.iter().filter_map(|x| x.request.value().map(|m| (x, m)))
+}
+
+/// Evidence for a behaviour that decides a decoder's outcome (`DECODER_OUTCOME`): a failure, a free-only pull,
+/// several workers settling one request, several KV groups, as the key needs.
+fn decoder_outcome_evidence(model: &Conversation, key: &str, values: (&Behaviour, &Behaviour)) -> Option<String> {
+    let failure = || {
+        model.exchanges.iter().find_map(|x| {
             let replies: Vec<MooncakeXferResponse> =
                 x.replies.iter().filter_map(|r| r.payload.value().cloned()).collect();
             match replies.last() {
@@ -454,139 +478,154 @@ fn exercised(
                     .find(|r| r.err_reqs.as_ref().is_some_and(|e| !e.is_empty()))
                     .map(|_| format!("line {}: err_reqs", x.send_line())),
             }
-        });
-        let free_only = || {
-            requests()
-                .find(|(_, m)| m.req_blocks.iter().any(|(_, b)| b.blocks.iter().all(|g| g.is_empty())))
-                .map(|(x, _)| format!("line {}: a free-only pull", x.send_line()))
-        };
-        // Several prefiller workers settle one request (heterogeneous TP fan-out).
-        let fan_out = || {
-            model.decoders.iter().any(|d| {
-                let eps: std::collections::BTreeSet<&str> =
-                    model.exchanges.iter().filter(|x| x.decoder == d.conn).map(|x| x.endpoint.as_str()).collect();
-                eps.len() > 1
-            })
-        };
-        let multi_group = || requests().any(|(_, m)| m.req_blocks.iter().any(|(_, b)| b.blocks.len() > 1));
-        let reports = |b: &Behaviour| b.failure_report.as_ref().map(|i| i.value);
-        let none = Some(FailureReport::None);
-        return Some(match key {
-            "free_only_success" => free_only(),
-            "unknown_ok_id" => None,
-            // How failures are reported differs only where one side reports nothing, or for several KV groups.
-            "failure_report" if reports(values.0) != none && reports(values.1) != none && !multi_group() => None,
-            // When a failed request finishes differs only when several workers settle it.
-            "failure_finish" if !fan_out() => None,
-            _ => failure,
-        });
-    }
-    // The layout check's error quotes region lengths, which the planning of the answering revision decides.
-    if matches!(key, "kv_half_split" | "region_alignment") {
-        let quoted = model.exchanges.iter().flat_map(|x| &x.replies).find(|r| {
-            r.payload.value().and_then(|r| r.err_msg.as_deref()).is_some_and(|m| m.contains(REGION_MISMATCH))
-        });
-        if let Some(r) = quoted {
-            return Some(Some(format!("line {}: an ERROR that quotes region lengths", r.line.unwrap_or(0))));
-        }
-    }
-    if PLANNING.contains(&key) && !conditional {
-        return Some(None);
-    }
-    let tp_differs = || {
-        requests().find(|(x, m)| {
-            let p = x.prefiller.as_ref().and_then(|c| model.prefillers.iter().find(|p| &p.conn == c));
-            p.is_some_and(|p| m.remote_tp_size.as_i64() != Some(p.tp_size))
         })
     };
-    let found = match key {
-        "pairing_check" | "heterogeneous_tp" | "tp_byte_plan" => tp_differs()
-            .map(|(x, _)| format!("line {}: prefiller and decoder TP sizes differ", x.send_line()))
-            .or_else(|| {
-                // A decoder that refused the pairing before sending anything: the recorded worker counts differ.
-                let decoders =
-                    model.trace.header.roles.values().filter(|r| **r == crate::trace::Role::Decoder).count() as i64;
-                model
-                    .prefillers
-                    .iter()
-                    .find(|p| p.tp_size != decoders)
-                    .map(|p| format!("{} decoder workers and prefiller TP size {}", decoders, p.tp_size))
-            }),
+    let free_only = || {
+        requests(model)
+            .find(|(_, m)| m.req_blocks.iter().any(|(_, b)| b.blocks.iter().all(|g| g.is_empty())))
+            .map(|(x, _)| format!("line {}: a free-only pull", x.send_line()))
+    };
+    // Several prefiller workers settle one request (heterogeneous TP fan-out).
+    let fan_out = || {
+        model.decoders.iter().any(|d| {
+            let eps: std::collections::BTreeSet<&str> =
+                model.exchanges.iter().filter(|x| x.decoder == d.conn).map(|x| x.endpoint.as_str()).collect();
+            eps.len() > 1
+        })
+    };
+    let multi_group = || requests(model).any(|(_, m)| m.req_blocks.iter().any(|(_, b)| b.blocks.len() > 1));
+    let reports = |b: &Behaviour| b.failure_report.as_ref().map(|i| i.value);
+    let none = Some(FailureReport::None);
+    match key {
+        "free_only_success" => free_only(),
+        "unknown_ok_id" => None,
+        // How failures are reported differs only where one side reports nothing, or for several KV groups.
+        "failure_report" if reports(values.0) != none && reports(values.1) != none && !multi_group() => None,
+        // When a failed request finishes differs only when several workers settle it.
+        "failure_finish" if !fan_out() => None,
+        _ => failure(),
+    }
+}
+
+/// An ERROR whose text quotes region lengths.
+fn quoted_region_lengths(model: &Conversation) -> Option<String> {
+    let quoted =
+        model.exchanges.iter().flat_map(|x| &x.replies).find(|r| {
+            r.payload.value().and_then(|r| r.err_msg.as_deref()).is_some_and(|m| m.contains(REGION_MISMATCH))
+        })?;
+    Some(format!("line {}: an ERROR that quotes region lengths", quoted.line.unwrap_or(0)))
+}
+
+/// Evidence on the wire for behaviour `key`: `Some(found)` where the runner has a detector for it, `None` where
+/// it has none.
+fn wire_evidence(model: &Conversation, key: &str, values: (&Behaviour, &Behaviour)) -> Option<Option<String>> {
+    Some(match key {
+        "pairing_check" | "heterogeneous_tp" | "tp_byte_plan" => tp_evidence(model),
         "replicated_producer" => {
-            tp_differs().filter(|_| model.prefillers.iter().any(|p| p.tp_size >= 4)).map(|(x, _)| {
+            tp_differs(model).filter(|_| model.prefillers.iter().any(|p| p.tp_size >= 4)).map(|(x, _)| {
                 format!("line {}: TP sizes differ with a prefiller TP size at the head count", x.send_line())
             })
         }
-        "region_alignment" | "need_send" => requests()
+        "region_alignment" | "need_send" => requests(model)
             .find(|(_, m)| m.remote_pp_size.as_i64().is_some_and(|pp| pp > 1))
             .map(|(x, _)| format!("line {}: decoder PP > 1", x.send_line())),
         "kv_half_split" => None,
         "decoder_pp_targets" => {
             model.prefillers.iter().find(|p| p.pp_rank > 0).map(|p| format!("{} is PP rank {}", p.conn, p.pp_rank))
         }
-        // A pull that leaves its layout out, relying on the prefiller's cache.
-        "layout_caching" => requests()
-            .find(|(_, m)| m.layout_id.as_u64() != Some(0) && m.kv_caches_base_addr.is_empty())
-            .map(|(x, _)| format!("line {}: a layout-less pull", x.send_line()))
-            .or_else(|| {
-                model
-                    .exchanges
-                    .iter()
-                    .flat_map(|x| &x.replies)
-                    .find(|r| r.payload.value().is_some_and(|r| r.status == Status::LAYOUT_MISS))
-                    .map(|r| format!("line {}: LAYOUT_MISS", r.line.unwrap_or(0)))
-            }),
-        // A FINISH that leaves a request of its message unreported.
-        "unreported_after_finish" => model.exchanges.iter().find_map(|x| {
-            let m = x.request.value()?;
-            let replies: Vec<MooncakeXferResponse> =
-                x.replies.iter().filter_map(|r| r.payload.value().cloned()).collect();
-            if replies.last()?.status != Status::FINISH {
-                return None;
-            }
-            let reported =
-                |id: &str| replies.iter().any(|r| r.ok_reqs.iter().chain(r.err_reqs.iter()).flatten().any(|x| x == id));
-            m.req_blocks
-                .iter()
-                .find(|(id, _)| !reported(id))
-                .map(|(id, _)| format!("line {}: {id} is left unreported", x.send_line()))
-        }),
+        "layout_caching" => layout_caching_evidence(model),
+        "unreported_after_finish" => unreported_after_finish(model),
         // Lease heartbeats on the wire (0.34.0).
         "kv_leases" | "lease_renewal" => {
             model.heartbeats.first().map(|h| format!("line {}: a lease heartbeat", h.line.unwrap_or(0)))
         }
-        // A pull that failed because its transfer was gone: answered at once (expired), or after the abort
-        // timeout in a recording whose prefiller freed a transfer (it expired before the pull came; a pull of
-        // a transfer never scheduled times out the same way in every revision).
-        "expired_pull" => {
-            let expired: Vec<String> = [values.0, values.1]
-                .iter()
-                .filter_map(|b| b.expired_pull.as_ref().and_then(|i| i.value.get()).map(|x| x.message.clone()))
-                .collect();
-            let freed = model
-                .trace
-                .header
-                .observed_outcome
-                .get("finished_sending")
-                .and_then(J::as_object)
-                .is_some_and(|m| m.values().any(|v| v.as_array().is_some_and(|a| !a.is_empty())));
-            model.exchanges.iter().flat_map(|x| &x.replies).find_map(|r| {
-                let m = r.payload.value()?.err_msg.as_ref()?;
-                let gone = expired.contains(m) || (freed && m == "Timeout waiting for P side ready.");
-                gone.then(|| format!("line {}: {m:?}", r.line.unwrap_or(0)))
-            })
-        }
+        "expired_pull" => expired_pull_evidence(model, values),
         // -1 in the group index or row offset of a region.
-        "minus_one_sentinels" => requests()
+        "minus_one_sentinels" => requests(model)
             .find(|(_, m)| {
                 m.registered_group_indices.iter().chain(&m.registered_row_offsets).any(|v| v.as_i64() == Some(-1))
             })
             .map(|(x, _)| format!("line {}: a -1 sentinel", x.send_line())),
-        // Compatible for this deployment and without effect on anything a case compares.
-        _ if !conditional => None,
         _ => return None,
-    };
-    Some(found)
+    })
+}
+
+/// A pull whose decoder's TP size is not its prefiller's.
+fn tp_differs(model: &Conversation) -> Option<(&Exchange, &MooncakeXferMetadata)> {
+    requests(model).find(|(x, m)| {
+        let p = x.prefiller.as_ref().and_then(|c| model.prefillers.iter().find(|p| &p.conn == c));
+        p.is_some_and(|p| m.remote_tp_size.as_i64() != Some(p.tp_size))
+    })
+}
+
+/// TP sizes that differ: in a pull, or — a decoder that refused the pairing before sending anything — in the
+/// recorded worker counts.
+fn tp_evidence(model: &Conversation) -> Option<String> {
+    tp_differs(model).map(|(x, _)| format!("line {}: prefiller and decoder TP sizes differ", x.send_line())).or_else(
+        || {
+            let decoders =
+                model.trace.header.roles.values().filter(|r| **r == crate::trace::Role::Decoder).count() as i64;
+            model
+                .prefillers
+                .iter()
+                .find(|p| p.tp_size != decoders)
+                .map(|p| format!("{} decoder workers and prefiller TP size {}", decoders, p.tp_size))
+        },
+    )
+}
+
+/// A pull that leaves its layout out, relying on the prefiller's cache, or a LAYOUT_MISS.
+fn layout_caching_evidence(model: &Conversation) -> Option<String> {
+    requests(model)
+        .find(|(_, m)| m.layout_id.as_u64() != Some(0) && m.kv_caches_base_addr.is_empty())
+        .map(|(x, _)| format!("line {}: a layout-less pull", x.send_line()))
+        .or_else(|| {
+            model
+                .exchanges
+                .iter()
+                .flat_map(|x| &x.replies)
+                .find(|r| r.payload.value().is_some_and(|r| r.status == Status::LAYOUT_MISS))
+                .map(|r| format!("line {}: LAYOUT_MISS", r.line.unwrap_or(0)))
+        })
+}
+
+/// A FINISH that leaves a request of its message unreported.
+fn unreported_after_finish(model: &Conversation) -> Option<String> {
+    model.exchanges.iter().find_map(|x| {
+        let m = x.request.value()?;
+        let replies: Vec<MooncakeXferResponse> = x.replies.iter().filter_map(|r| r.payload.value().cloned()).collect();
+        if replies.last()?.status != Status::FINISH {
+            return None;
+        }
+        let reported =
+            |id: &str| replies.iter().any(|r| r.ok_reqs.iter().chain(r.err_reqs.iter()).flatten().any(|x| x == id));
+        m.req_blocks
+            .iter()
+            .find(|(id, _)| !reported(id))
+            .map(|(id, _)| format!("line {}: {id} is left unreported", x.send_line()))
+    })
+}
+
+/// A pull that failed because its transfer was gone: answered at once (expired), or after the abort timeout in
+/// a recording whose prefiller freed a transfer (it expired before the pull came; a pull of a transfer never
+/// scheduled times out the same way in every revision).
+fn expired_pull_evidence(model: &Conversation, values: (&Behaviour, &Behaviour)) -> Option<String> {
+    let expired: Vec<String> = [values.0, values.1]
+        .iter()
+        .filter_map(|b| b.expired_pull.as_ref().and_then(|i| i.value.get()).map(|x| x.message.clone()))
+        .collect();
+    let freed = model
+        .trace
+        .header
+        .observed_outcome
+        .get("finished_sending")
+        .and_then(J::as_object)
+        .is_some_and(|m| m.values().any(|v| v.as_array().is_some_and(|a| !a.is_empty())));
+    model.exchanges.iter().flat_map(|x| &x.replies).find_map(|r| {
+        let m = r.payload.value()?.err_msg.as_ref()?;
+        let gone = expired.contains(m) || (freed && m == "Timeout waiting for P side ready.");
+        gone.then(|| format!("line {}: {m:?}", r.line.unwrap_or(0)))
+    })
 }
 
 #[cfg(test)]
