@@ -32,13 +32,13 @@
 //! testee.
 
 pub mod dry_run;
+mod gen2;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::proto::gen1::{unsigned_int, Gen1Profile};
-use mooncake_wire::typed::Status;
 use serde_json::Value as J;
 
 pub use dry_run::{dry_run, DryRun, DryRunError};
@@ -49,6 +49,7 @@ use crate::scenarios::{Model, Ready, Scenario, Scenarios, Transfer};
 use crate::setup::gen1::{messages, transfers_by_id};
 use crate::setup::SetupError;
 use crate::trace::{Event, Role as TraceRole, ZmqDir};
+use gen2::derive_gen2;
 
 /// The reply of a prefiller that waited the abort timeout for a transfer that never became ready (vLLM
 /// `send_kv_to_decode`; `src/proto/prefiller.rs`).
@@ -174,159 +175,6 @@ fn reply_index(t: &Conversation) -> BTreeMap<u64, usize> {
         }
     }
     out
-}
-
-fn derive_gen2(t: &Conversation, model: &Model) -> Derived {
-    let index = reply_index(t);
-    let timing = Timing::of(t, model);
-    let expired_msg = t.revision.behaviour.expired_pull.as_ref().and_then(|i| i.value.get()).map(|x| x.message.clone());
-    let pulled_late = |x: &crate::conversation::Exchange| {
-        x.seq.and_then(|s| event_t(t, s)).is_some_and(|at| at >= model.abort_timeout_s)
-    };
-    let mut late_expired: Vec<String> = vec![];
-    let mut pulled = Pulled::default();
-    let mut unresolved = vec![];
-    let mut failed_rounds: BTreeMap<String, usize> = BTreeMap::new();
-    let mut forget: Vec<usize> = vec![];
-    let mut unanswered: Vec<String> = vec![];
-    // (prefiller endpoint, decoder conn, layout_id) a CONTINUE/FINISH echoed.
-    let mut acked: HashSet<(String, String, WireInt)> = HashSet::new();
-    for x in &t.exchanges {
-        let Some(m) = x.request.value() else {
-            unresolved.push(Unresolved {
-                what: format!(
-                    "exchange {}: the recorded request does not decode at {}",
-                    x.index + 1,
-                    t.revision.revision
-                ),
-                roles: vec![Role::Prefiller, Role::Decoder],
-            });
-            continue;
-        };
-        for (_, rb) in &m.req_blocks {
-            pulled.get(&rb.transfer_id, wire_blocks(&rb.blocks));
-        }
-        let tid = |d: &str| m.req_blocks.iter().find(|(k, _)| k == d).map(|(_, rb)| rb.transfer_id.clone());
-        if x.replies.is_empty() {
-            for (_, rb) in &m.req_blocks {
-                if !unanswered.contains(&rb.transfer_id) {
-                    unanswered.push(rb.transfer_id.clone());
-                }
-            }
-        }
-        let mut prev: Option<usize> = None;
-        for reply in &x.replies {
-            let n = reply.seq.and_then(|seq| index.get(&seq).copied());
-            let Some(r) = reply.payload.value() else { continue };
-            let when = prev.map(Ready::AfterReply).unwrap_or(Ready::Before);
-            for d in r.ok_reqs.iter().flatten() {
-                if let Some(id) = tid(d) {
-                    pulled.get(&id, vec![]).mark(when.clone());
-                }
-            }
-            let msg = r.err_msg.as_deref().unwrap_or("");
-            // A pull that came after its transfer expired (0.34.0 answers it at once; earlier revisions time out
-            // on it, which a recording with times tells apart from a transfer never scheduled).
-            let expired = expired_msg.as_deref() == Some(msg) || (msg == TIMEOUT_MSG && pulled_late(x));
-            for d in r.err_reqs.iter().flatten() {
-                let Some(id) = tid(d) else { continue };
-                let s = pulled.get(&id, vec![]);
-                if expired {
-                    s.mark(Ready::Before);
-                    late_expired.push(id.clone());
-                } else if msg == TIMEOUT_MSG {
-                    s.timeout = true;
-                } else {
-                    s.mark(when.clone());
-                }
-            }
-            if r.err_reqs.as_ref().is_some_and(|e| !e.is_empty()) && msg.starts_with(TE_FAILED) {
-                *failed_rounds.entry(x.prefiller.clone().unwrap_or_default()).or_default() += 1;
-            }
-            if r.status == Status::ERROR {
-                for (_, rb) in &m.req_blocks {
-                    pulled.get(&rb.transfer_id, vec![]).refused = true;
-                }
-            }
-            if r.status == Status::LAYOUT_MISS
-                && m.kv_caches_base_addr.is_empty()
-                && acked.contains(&(x.endpoint.clone(), x.decoder.clone(), m.layout_id))
-            {
-                forget.push(index.range(..x.send_seq()).count());
-            }
-            if (r.status == Status::CONTINUE || r.status == Status::FINISH) && r.layout_id != WireInt::ZERO {
-                acked.insert((x.endpoint.clone(), x.decoder.clone(), r.layout_id));
-            }
-            if n.is_some() {
-                prev = n;
-            }
-        }
-    }
-
-    let mut how = vec![];
-    let mut transfers = vec![];
-    let (mut later, mut never, mut dropped) = (vec![], vec![], vec![]);
-    for s in &pulled.order {
-        let ready = match (&s.ready, s.timeout, s.refused, unanswered.contains(&s.transfer_id)) {
-            (Some(r), _, _, _) => r.clone(),
-            (None, true, _, _) => {
-                dropped.push(s.transfer_id.clone());
-                continue;
-            }
-            (None, false, true, _) => Ready::Before,
-            (None, false, false, true) => Ready::Never,
-            (None, false, false, false) => Ready::Before,
-        };
-        match &ready {
-            Ready::AfterReply(n) => later.push(format!("{} after reply {n}", s.transfer_id)),
-            Ready::Never => never.push(s.transfer_id.clone()),
-            Ready::Before => {}
-        }
-        transfers.push(Transfer {
-            p_req_id: s.transfer_id.clone(),
-            transfer_id: s.transfer_id.clone(),
-            blocks: s.blocks.clone(),
-            ready,
-        });
-    }
-    how.push(transfers_how(&transfers, &later, &never, &dropped, "the timeout"));
-    let fail = failed_rounds.values().copied().max().unwrap_or(0);
-    if fail > 0 {
-        how.push(format!("{fail} failed write{} injected (replies `{TE_FAILED}-1`)", if fail == 1 { "" } else { "s" }));
-    }
-    if forget.len() > 1 {
-        unresolved.push(Unresolved {
-            what: format!("the prefiller forgot the decoder's layout {} times (LAYOUT_MISS after acknowledged pulls, after replies {forget:?}); a scenario forgets layouts once", forget.len()),
-            roles: vec![Role::Prefiller, Role::Decoder],
-        });
-    }
-    if let Some(n) = forget.first() {
-        how.push(format!(
-            "layouts forgotten after reply {n} (a LAYOUT_MISS answers a pull the prefiller had acknowledged)"
-        ));
-    }
-    if !late_expired.is_empty() {
-        how.push(format!(
-            "{} ready before and expired before the pull (the pull came {} s after the start)",
-            late_expired.join(", "),
-            timing.pull_delay_s
-        ));
-    }
-    how.extend(timing.how.iter().cloned());
-    for what in &timing.unresolved {
-        unresolved.push(Unresolved { what: what.clone(), roles: vec![Role::Prefiller, Role::Decoder] });
-    }
-    let scenario = Scenario {
-        transfers,
-        fail_transfers: fail,
-        forget_layouts_after_reply: forget.first().copied(),
-        prefiller_kv_lease_s: timing.prefiller_lease,
-        decoder_kv_lease_s: timing.decoder_lease,
-        announce: timing.announce,
-        pull_delay_s: timing.pull_delay_s,
-        ..Scenario::default()
-    };
-    finish(t, model, scenario, how, unresolved)
 }
 
 /// The recorded `t` of event `seq`, if the trace has times.
