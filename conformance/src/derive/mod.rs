@@ -497,87 +497,37 @@ fn finish(
     mut unresolved: Vec<Unresolved>,
 ) -> Derived {
     let decoder_blocks: Vec<Vec<Vec<u64>>> = scenario.transfers.iter().map(|t| t.blocks.clone()).collect();
-    let n = scenario.transfers.len();
-    let variable: Vec<usize> = (0..n).filter(|i| has_run(&decoder_blocks[*i])).collect();
-    let mut candidates: Vec<Vec<bool>> = vec![vec![false; n]];
-    if !variable.is_empty() {
-        let all: Vec<bool> = (0..n).map(|i| variable.contains(&i)).collect();
-        candidates.push(all);
-        if variable.len() > 1 && variable.len() <= MAX_MIXED {
-            for mask in 1..(1u32 << variable.len()) - 1 {
-                let mut c = vec![false; n];
-                for (bit, i) in variable.iter().enumerate() {
-                    c[*i] = mask & (1 << bit) != 0;
-                }
-                candidates.push(c);
-            }
-        }
-    }
+    let variable: Vec<usize> = (0..decoder_blocks.len()).filter(|i| has_run(&decoder_blocks[*i])).collect();
     // A recording that could not observe the transfer-engine calls (a tap's) does not constrain the prefiller's
     // block ids: the decoder's own are taken, and TE-CALLS does not apply to its cases.
     let te_observed = t.trace.header.observed("transfer_engine_calls");
+    let mut candidates = spread_candidates(decoder_blocks.len(), &variable);
     if !te_observed {
         candidates.truncate(1);
         how.push("prefiller blocks: the decoder's own ids (the recording did not observe transfer-engine calls, so nothing constrains them)".into());
     }
-    let mut chosen: Option<(Vec<bool>, DryRun)> = None;
-    let mut tried: Vec<(Vec<bool>, DryRun)> = vec![];
-    for c in &candidates {
-        let sc = with_blocks(&scenario, c, &decoder_blocks, model);
-        match dry_run(t, model, &sc) {
-            Ok(run) => {
-                if run.writes_match() || !te_observed {
-                    chosen = Some((c.clone(), run));
-                    break;
-                }
-                tried.push((c.clone(), run));
-            }
-            Err(e) => {
-                unresolved.push(Unresolved {
-                    what: format!("the reference prefiller cannot be set up for this trace: {e}"),
-                    roles: vec![Role::Prefiller, Role::Decoder],
-                });
-                return Derived { scenario, how, unresolved };
-            }
+    let blocks = Blocks { decoder: &decoder_blocks, te_observed };
+    let (chosen, tried) = match try_candidates(t, model, &scenario, &candidates, &blocks) {
+        Ok(r) => r,
+        Err(e) => {
+            unresolved.push(Unresolved {
+                what: format!("the reference prefiller cannot be set up for this trace: {e}"),
+                roles: vec![Role::Prefiller, Role::Decoder],
+            });
+            return Derived { scenario, how, unresolved };
         }
-    }
+    };
     let calls = t.trace.header.transfer_engine_calls.len();
     let (spread, run) = match chosen {
         Some((c, run)) => {
-            let spread_n = c.iter().filter(|x| **x).count();
             if calls > 0 && te_observed {
-                how.push(if spread_n == 0 {
-                    format!("prefiller blocks: the decoder's own ids (reproduce the {calls} recorded transfer-engine call{})", if calls == 1 { "" } else { "s" })
-                } else if spread_n == variable.len() {
-                    format!("prefiller blocks: non-contiguous ids, one descriptor per block (reproduce the {calls} recorded transfer-engine call{})", if calls == 1 { "" } else { "s" })
-                } else {
-                    format!("prefiller blocks: non-contiguous ids for {spread_n} transfers, the decoder's own for the others (reproduce the {calls} recorded transfer-engine calls)")
-                });
+                how.push(spread_how(&c, variable.len(), calls));
             }
             (c, run)
         }
         None => {
             let (c, run) = tried.first().cloned().expect("one candidate at least");
-            let counts = |w: &[(String, u64, u64)]| w.iter().map(|x| (x.0.clone(), x.1)).collect::<Vec<_>>();
-            let what = if run.writes.len() == run.recorded_writes.len()
-                && counts(&run.writes) == counts(&run.recorded_writes)
-            {
-                format!(
-                    "the model: the recorded transfer-engine calls (session, descriptors, bytes) {:?} move other byte counts than the scenarios file's [model] gives ({:?}); give the recording's model (heads, head size, block size, dtype) as [model] in the --scenarios file",
-                    run.recorded_writes, run.writes
-                )
-            } else {
-                let spread = tried
-                    .iter()
-                    .find(|(c, _)| c.iter().filter(|x| **x).count() == variable.len() && !variable.is_empty())
-                    .map(|(_, r)| format!(", nor by non-contiguous ones ({:?})", r.writes))
-                    .unwrap_or_default();
-                format!(
-                    "prefiller block ids: the recorded transfer-engine calls (session, descriptors, bytes) {:?} are reproduced neither by the decoder's own block ids ({:?}){spread}; fill in each transfer's `blocks` with the prefiller's block ids (a run of consecutive ids on both sides is one descriptor per region)",
-                    run.recorded_writes, run.writes
-                )
-            };
-            unresolved.push(Unresolved { what, roles: vec![Role::Prefiller] });
+            unresolved.push(Unresolved { what: unreproduced(&run, &tried, &variable), roles: vec![Role::Prefiller] });
             (c, run)
         }
     };
@@ -593,25 +543,7 @@ fn finish(
     }
     // Prefiller request ids, after what vLLM reported freed.
     if t.revision.generation != 1 {
-        if let Some(named) = name_requests(t, &scenario, &run) {
-            for tr in scenario.transfers.iter_mut() {
-                if let Some(p) = named.get(&tr.transfer_id) {
-                    tr.p_req_id = p.clone();
-                }
-            }
-            if named.iter().any(|(t, p)| t != p) {
-                how.push(format!(
-                    "prefiller request ids from observed_outcome.finished_sending: {}",
-                    scenario
-                        .transfers
-                        .iter()
-                        .filter(|t| t.p_req_id != t.transfer_id)
-                        .map(|t| format!("{} = {}", t.p_req_id, t.transfer_id))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-            }
-        }
+        how.extend(name_prefiller_requests(t, &mut scenario, &run));
     }
     match dry_run(t, model, &scenario) {
         Ok(run) => {
@@ -626,6 +558,109 @@ fn finish(
         Err(e) => unresolved.push(Unresolved { what: e.to_string(), roles: vec![Role::Prefiller, Role::Decoder] }),
     }
     Derived { scenario, how, unresolved }
+}
+
+/// Which transfers take non-contiguous prefiller block ids, one candidate per choice: none first, then all of
+/// those with a run of ids (`variable`), then (for a few) every mix.
+fn spread_candidates(n: usize, variable: &[usize]) -> Vec<Vec<bool>> {
+    let mut candidates: Vec<Vec<bool>> = vec![vec![false; n]];
+    if variable.is_empty() {
+        return candidates;
+    }
+    candidates.push((0..n).map(|i| variable.contains(&i)).collect());
+    if variable.len() > 1 && variable.len() <= MAX_MIXED {
+        for mask in 1..(1u32 << variable.len()) - 1 {
+            let mut c = vec![false; n];
+            for (bit, i) in variable.iter().enumerate() {
+                c[*i] = mask & (1 << bit) != 0;
+            }
+            candidates.push(c);
+        }
+    }
+    candidates
+}
+
+/// The decoder's block ids per transfer, and whether the recording observed the transfer-engine calls.
+struct Blocks<'b> {
+    decoder: &'b [Vec<Vec<u64>>],
+    te_observed: bool,
+}
+
+/// A candidate and the dry run of the scenario prepared with it.
+type Tried = (Vec<bool>, DryRun);
+
+/// Dry-runs the candidates in order: the first whose writes match the recorded transfer-engine calls (or the
+/// first, where the recording did not observe them), and every one tried before it.
+fn try_candidates(
+    t: &Conversation,
+    model: &Model,
+    scenario: &Scenario,
+    candidates: &[Vec<bool>],
+    blocks: &Blocks<'_>,
+) -> Result<(Option<Tried>, Vec<Tried>), dry_run::DryRunError> {
+    let mut tried = vec![];
+    for c in candidates {
+        let run = dry_run(t, model, &with_blocks(scenario, c, blocks.decoder, model))?;
+        if run.writes_match() || !blocks.te_observed {
+            return Ok((Some((c.clone(), run)), tried));
+        }
+        tried.push((c.clone(), run));
+    }
+    Ok((None, tried))
+}
+
+/// How the prefiller's block ids were chosen (`spread`: the transfers given non-contiguous ones).
+fn spread_how(spread: &[bool], variable: usize, calls: usize) -> String {
+    let spread_n = spread.iter().filter(|x| **x).count();
+    let s = if calls == 1 { "" } else { "s" };
+    if spread_n == 0 {
+        format!("prefiller blocks: the decoder's own ids (reproduce the {calls} recorded transfer-engine call{s})")
+    } else if spread_n == variable {
+        format!("prefiller blocks: non-contiguous ids, one descriptor per block (reproduce the {calls} recorded transfer-engine call{s})")
+    } else {
+        format!("prefiller blocks: non-contiguous ids for {spread_n} transfers, the decoder's own for the others (reproduce the {calls} recorded transfer-engine calls)")
+    }
+}
+
+/// Why no candidate reproduced the recorded transfer-engine calls: the model's byte counts, or the prefiller's
+/// block ids (what the scenarios file must then give).
+fn unreproduced(run: &DryRun, tried: &[Tried], variable: &[usize]) -> String {
+    let counts = |w: &[(String, u64, u64)]| w.iter().map(|x| (x.0.clone(), x.1)).collect::<Vec<_>>();
+    if run.writes.len() == run.recorded_writes.len() && counts(&run.writes) == counts(&run.recorded_writes) {
+        return format!(
+            "the model: the recorded transfer-engine calls (session, descriptors, bytes) {:?} move other byte counts than the scenarios file's [model] gives ({:?}); give the recording's model (heads, head size, block size, dtype) as [model] in the --scenarios file",
+            run.recorded_writes, run.writes
+        );
+    }
+    let spread = tried
+        .iter()
+        .find(|(c, _)| c.iter().filter(|x| **x).count() == variable.len() && !variable.is_empty())
+        .map(|(_, r)| format!(", nor by non-contiguous ones ({:?})", r.writes))
+        .unwrap_or_default();
+    format!(
+        "prefiller block ids: the recorded transfer-engine calls (session, descriptors, bytes) {:?} are reproduced neither by the decoder's own block ids ({:?}){spread}; fill in each transfer's `blocks` with the prefiller's block ids (a run of consecutive ids on both sides is one descriptor per region)",
+        run.recorded_writes, run.writes
+    )
+}
+
+/// Names the prefiller's requests after what vLLM reported freed (`name_requests`); returns what to say about it.
+fn name_prefiller_requests(t: &Conversation, scenario: &mut Scenario, run: &DryRun) -> Option<String> {
+    let named = name_requests(t, scenario, run)?;
+    for tr in scenario.transfers.iter_mut() {
+        if let Some(p) = named.get(&tr.transfer_id) {
+            tr.p_req_id = p.clone();
+        }
+    }
+    if !named.iter().any(|(t, p)| t != p) {
+        return None;
+    }
+    let pairs: Vec<String> = scenario
+        .transfers
+        .iter()
+        .filter(|t| t.p_req_id != t.transfer_id)
+        .map(|t| format!("{} = {}", t.p_req_id, t.transfer_id))
+        .collect();
+    Some(format!("prefiller request ids from observed_outcome.finished_sending: {}", pairs.join(", ")))
 }
 
 /// The trailing decimal number of an id (`p-req-12` → 12).
