@@ -272,6 +272,48 @@ impl Scenarios {
     }
 }
 
+/// The scenario's steps keyed on the replies a case has received (`ready = "after_reply:N"`,
+/// `forget_layouts_after_reply`), each taken once, as soon as that many replies were seen: what the players,
+/// the matrix and the setup's dry run all take the same way.
+pub(crate) struct ReplyActions<'a> {
+    transfers: &'a [Transfer],
+    forget_after: Option<usize>,
+    /// Indexes into `transfers` already made ready; whether layouts were forgotten.
+    readied: Vec<usize>,
+    forgotten: bool,
+}
+
+impl<'a> ReplyActions<'a> {
+    /// The steps of `scenario` over `transfers` (its transfers, with the ids the prefillers know them by).
+    pub(crate) fn new(scenario: &Scenario, transfers: &'a [Transfer]) -> ReplyActions<'a> {
+        ReplyActions { transfers, forget_after: scenario.forget_layouts_after_reply, readied: vec![], forgotten: false }
+    }
+
+    /// The steps due once `replies` replies were received that were not taken yet (each is taken once).
+    pub(crate) fn due(&mut self, replies: usize) -> Vec<Step<'a>> {
+        let mut out = vec![];
+        for (i, tr) in self.transfers.iter().enumerate() {
+            if matches!(tr.ready, Ready::AfterReply(n) if replies >= n) && !self.readied.contains(&i) {
+                self.readied.push(i);
+                out.push(Step::Ready(tr));
+            }
+        }
+        if self.forget_after.is_some_and(|n| replies >= n) && !self.forgotten {
+            self.forgotten = true;
+            out.push(Step::Forget);
+        }
+        out
+    }
+}
+
+/// A step of the scenario keyed on replies.
+pub(crate) enum Step<'a> {
+    /// The transfer becomes ready.
+    Ready(&'a Transfer),
+    /// Prefillers forget the decoder layouts they learnt.
+    Forget,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,7 +18,7 @@ use mooncake_wire::proto::{PrefillerCore, PrefillerEvent, PrefillerMachine};
 use serde_json::Value as J;
 
 use crate::conversation::Conversation;
-use crate::scenarios::{Model, Ready, Scenario};
+use crate::scenarios::{Model, Ready, ReplyActions, Scenario, Step};
 use crate::setup::gen1::{layout, Gen1Setup};
 use crate::setup::{model_config, prefiller_planner, SetupError, D_BASE, P_BASE};
 use crate::trace::{Event, Role as TraceRole, ZmqDir};
@@ -271,11 +271,6 @@ fn dry_run_gen2(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<
     }
     let mut sim = Sim::new(machines, scenario.fail_transfers);
     let now = sim.now;
-    // The scenario's start (its transfers made ready): recorded `t`s count from here, as the players'
-    // timelines do; a scenario with no delay and no heartbeats runs as fast as the events come.
-    let start = now;
-    let timed = scenario.pull_delay_s > 0.0 || !t.heartbeats.is_empty();
-    let beats: HashMap<u64, usize> = t.heartbeats.iter().filter_map(|h| Some((h.seq?, h.index))).collect();
     for m in sim.machines.iter_mut() {
         for tr in &scenario.transfers {
             m.request_allocated(now, &tr.p_req_id, &tr.transfer_id);
@@ -285,101 +280,131 @@ fn dry_run_gen2(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<
         }
     }
     sim.pump_all();
-    let rid = |k: usize| format!("exchange {}", k + 1).into_bytes();
+    let mut replay = Gen2Replay {
+        t,
+        sim,
+        abort,
+        actions: ReplyActions::new(scenario, &scenario.transfers),
+        problems: vec![],
+        dead: vec![],
+        replies_seen: 0,
+    };
+    // The scenario's start (its transfers made ready): recorded `t`s count from here, as the players'
+    // timelines do; a scenario with no delay and no heartbeats runs as fast as the events come.
+    let start = now;
+    let timed = scenario.pull_delay_s > 0.0 || !t.heartbeats.is_empty();
+    let beats: HashMap<u64, usize> = t.heartbeats.iter().filter_map(|h| Some((h.seq?, h.index))).collect();
     let sends: HashMap<u64, usize> = t.exchanges.iter().map(|x| (x.send_seq(), x.index)).collect();
     let recorded: HashMap<u64, (usize, usize)> = t
         .exchanges
         .iter()
         .flat_map(|x| x.replies.iter().enumerate().map(move |(j, r)| (r.seq.unwrap_or(0), (x.index, j))))
         .collect();
-    let show = |b: &[u8]| t.decode_reply(b).map(|r| crate::reply::show_reply(&r)).unwrap_or_else(|| hex::encode(b));
-    let mut problems = vec![];
-    let mut dead: Vec<usize> = vec![];
-    let mut replies_seen = 0usize;
     for ev in t.events() {
         let Event::Zmq(z) = ev else { continue };
         if z.side != TraceRole::Decoder {
             continue;
         }
         if let (true, ZmqDir::Send, Some(at)) = (timed, z.dir, z.t) {
-            sim.advance(start + Duration::from_secs_f64(at.max(0.0)));
+            replay.sim.advance(start + Duration::from_secs_f64(at.max(0.0)));
         }
         if let Some(&h) = beats.get(&z.seq) {
-            // A lease heartbeat moves the deadlines it names; its reply is LEASE-REPLY's, not the setup's.
-            let hb = &t.heartbeats[h];
-            if let Some(i) = hb.prefiller.as_ref().and_then(|c| sim.conns.iter().position(|m| m == c)) {
-                let now = sim.now;
-                let rid = format!("heartbeat {}", h + 1).into_bytes();
-                sim.machines[i].handle_frames(now, vec![rid.clone(), hb.payload.bytes.clone()]);
-                sim.pump(i);
-                sim.queues.remove(&rid);
-            }
-            continue;
-        }
-        match z.dir {
-            ZmqDir::Send => {
-                let Some(&k) = sends.get(&z.seq) else { continue };
-                let x = &t.exchanges[k];
-                let Some(i) = x.prefiller.as_ref().and_then(|c| sim.conns.iter().position(|m| m == c)) else {
-                    problems.push(format!(
-                        "exchange {}: sent to {}, which no recorded prefiller listens at",
-                        k + 1,
-                        x.endpoint
-                    ));
-                    dead.push(k);
-                    continue;
-                };
-                let now = sim.now;
-                sim.machines[i].handle_frames(now, vec![rid(k), x.request.bytes.clone()]);
-                sim.pump(i);
-            }
-            ZmqDir::Recv => {
-                let Some(&(k, j)) = recorded.get(&z.seq) else { continue };
-                if dead.contains(&k) {
-                    continue;
-                }
-                let want = &t.exchanges[k].replies[j].payload.bytes;
-                let Some(got) = sim.reply(&rid(k), abort * 2) else {
-                    problems.push(format!("exchange {} reply {}: no reply (recorded: {})", k + 1, j + 1, show(want)));
-                    dead.push(k);
-                    continue;
-                };
-                replies_seen += 1;
-                match (t.decode_reply(&got), t.decode_reply(want)) {
-                    (Some(g), Some(w)) if crate::checks::same_reply(&g, &w) => {}
-                    (Some(g), Some(w)) => problems.push(format!(
-                        "exchange {} reply {}: {}",
-                        k + 1,
-                        j + 1,
-                        crate::reply::reply_diff(&g, &w)
-                    )),
-                    _ => problems.push(format!(
-                        "exchange {} reply {}: {} vs recorded {}",
-                        k + 1,
-                        j + 1,
-                        hex::encode(&got),
-                        hex::encode(want)
-                    )),
-                }
-                // The scenario's actions keyed on the replies so far, as the players take them.
-                let now = sim.now;
-                for tr in &scenario.transfers {
-                    if tr.ready == Ready::AfterReply(replies_seen) {
-                        for m in sim.machines.iter_mut() {
-                            m.request_finished(now, &tr.p_req_id, &tr.transfer_id, tr.blocks.clone());
-                        }
-                    }
-                }
-                if scenario.forget_layouts_after_reply == Some(replies_seen) {
-                    for m in sim.machines.iter_mut() {
-                        m.clear_layout_cache();
-                    }
-                }
-                sim.pump_all();
-            }
+            replay.heartbeat(h);
+        } else if let (ZmqDir::Send, Some(&k)) = (z.dir, sends.get(&z.seq)) {
+            replay.send(k);
+        } else if let (ZmqDir::Recv, Some(&(k, j))) = (z.dir, recorded.get(&z.seq)) {
+            replay.receive(k, j);
         }
     }
-    Ok(sim.finish(abort * 4, recorded_writes(t), problems, show))
+    let Gen2Replay { sim, problems, .. } = replay;
+    Ok(sim.finish(abort * 4, recorded_writes(t), problems, |b| show(t, b)))
+}
+
+/// A reply as the problems show it: decoded, or its bytes.
+fn show(t: &Conversation, b: &[u8]) -> String {
+    t.decode_reply(b).map(|r| crate::reply::show_reply(&r)).unwrap_or_else(|| hex::encode(b))
+}
+
+/// The decoder side of a generation-2 trace replayed against the simulated prefillers.
+struct Gen2Replay<'t> {
+    t: &'t Conversation,
+    sim: Sim,
+    abort: Duration,
+    actions: ReplyActions<'t>,
+    problems: Vec<String>,
+    /// Exchanges whose reply did not come (their later replies are not awaited).
+    dead: Vec<usize>,
+    replies_seen: usize,
+}
+
+impl Gen2Replay<'_> {
+    fn rid(k: usize) -> Vec<u8> {
+        format!("exchange {}", k + 1).into_bytes()
+    }
+
+    /// A lease heartbeat moves the deadlines it names; its reply is LEASE-REPLY's, not the setup's.
+    fn heartbeat(&mut self, h: usize) {
+        let hb = &self.t.heartbeats[h];
+        let Some(i) = hb.prefiller.as_ref().and_then(|c| self.sim.conns.iter().position(|m| m == c)) else { return };
+        let now = self.sim.now;
+        let rid = format!("heartbeat {}", h + 1).into_bytes();
+        self.sim.machines[i].handle_frames(now, vec![rid.clone(), hb.payload.bytes.clone()]);
+        self.sim.pump(i);
+        self.sim.queues.remove(&rid);
+    }
+
+    /// Exchange `k`'s recorded request, to the prefiller it was sent to.
+    fn send(&mut self, k: usize) {
+        let x = &self.t.exchanges[k];
+        let Some(i) = x.prefiller.as_ref().and_then(|c| self.sim.conns.iter().position(|m| m == c)) else {
+            let problem = format!("exchange {}: sent to {}, which no recorded prefiller listens at", k + 1, x.endpoint);
+            self.problems.push(problem);
+            self.dead.push(k);
+            return;
+        };
+        let now = self.sim.now;
+        self.sim.machines[i].handle_frames(now, vec![Self::rid(k), x.request.bytes.clone()]);
+        self.sim.pump(i);
+    }
+
+    /// Exchange `k`'s reply, against its recorded reply `j`; then the scenario's actions keyed on the replies so
+    /// far, as the players take them.
+    fn receive(&mut self, k: usize, j: usize) {
+        if self.dead.contains(&k) {
+            return;
+        }
+        let t = self.t;
+        let want = &t.exchanges[k].replies[j].payload.bytes;
+        let Some(got) = self.sim.reply(&Self::rid(k), self.abort * 2) else {
+            self.problems.push(format!("exchange {} reply {}: no reply (recorded: {})", k + 1, j + 1, show(t, want)));
+            self.dead.push(k);
+            return;
+        };
+        self.replies_seen += 1;
+        match (t.decode_reply(&got), t.decode_reply(want)) {
+            (Some(g), Some(w)) if crate::checks::same_reply(&g, &w) => {}
+            (Some(g), Some(w)) => {
+                self.problems.push(format!("exchange {} reply {}: {}", k + 1, j + 1, crate::reply::reply_diff(&g, &w)))
+            }
+            _ => self.problems.push(format!(
+                "exchange {} reply {}: {} vs recorded {}",
+                k + 1,
+                j + 1,
+                hex::encode(&got),
+                hex::encode(want)
+            )),
+        }
+        let now = self.sim.now;
+        for step in self.actions.due(self.replies_seen) {
+            for m in self.sim.machines.iter_mut() {
+                match step {
+                    Step::Ready(tr) => m.request_finished(now, &tr.p_req_id, &tr.transfer_id, tr.blocks.clone()),
+                    Step::Forget => m.clear_layout_cache(),
+                }
+            }
+        }
+        self.sim.pump_all();
+    }
 }
 
 fn dry_run_gen1(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<DryRun, DryRunError> {

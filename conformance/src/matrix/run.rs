@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::conversation::Conversation;
-use crate::play::{PrefillerControl, ReplyActions};
+use crate::play::{apply, PrefillerControl, ReplyActions};
 use crate::scenarios::{Model, Scenario, Transfer};
 use crate::setup::gen1 as gen1_setup;
 use crate::setup::{columns, decoder_layout, model_config, prefiller_config_with, prefiller_layout, D_BASE, P_BASE};
@@ -407,7 +407,7 @@ async fn observe_inner(
             }
             for step in actions.due(sent) {
                 for (_, i) in &prefillers.conns {
-                    step.apply(&mut workers[*i]).await?;
+                    apply(&step, &mut workers[*i]).await?;
                 }
             }
             if done || tokio::time::Instant::now() >= deadline {

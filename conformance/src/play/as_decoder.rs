@@ -18,7 +18,7 @@ use serde_json::{json, Value as J};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-use super::{bounded, CaseCtx, PlayError, PrefillerControl, PrefillerSide, ReplyActions};
+use super::{bounded, fire, CaseCtx, PlayError, PrefillerControl, PrefillerSide, ReplyActions};
 use crate::checks::{check_exchanges, same_reply};
 use crate::conversation::{Exchange, Payload, PrefillerConn, Sent};
 use crate::finding::{CheckId, Finding};
@@ -234,7 +234,7 @@ impl<'r> Replay<'r> {
             } else if let (ZmqDir::Recv, Some(&(k, j))) = (z.dir, recorded_replies.get(&z.seq)) {
                 if !self.dead.contains(&k) && self.receive_reply(ctx, z, k, j).await? {
                     // Scenario actions keyed on the replies received so far.
-                    actions.fire(self.replies_seen, sides).await?;
+                    fire(&mut actions, self.replies_seen, sides).await?;
                 }
             }
         }

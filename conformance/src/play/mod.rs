@@ -12,9 +12,10 @@ pub mod error;
 pub mod gen1;
 pub(crate) mod prefiller_side;
 
+pub(crate) use crate::scenarios::ReplyActions;
 pub(crate) use ctx::CaseCtx;
 pub use error::PlayError;
-pub(crate) use prefiller_side::{PrefillerControl, PrefillerSide, ReplyActions};
+pub(crate) use prefiller_side::{apply, fire, PrefillerControl, PrefillerSide};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -7,7 +7,7 @@ use mooncake_testee_protocol::{Command, Done};
 use mooncake_wire::proto::WireProfile;
 
 use crate::counterpart::OwnPrefiller;
-use crate::scenarios::{Ready, Scenario, Transfer};
+use crate::scenarios::{Ready, ReplyActions, Step, Transfer};
 use crate::testee::{Testee, TesteeError};
 
 /// One prefiller worker of a case.
@@ -181,68 +181,25 @@ pub(crate) fn split_heartbeats(
     wire.into_iter().partition(|(_, f)| f.first().is_none_or(|rid| !beat_rids.contains(rid)))
 }
 
-/// The scenario's steps keyed on the replies a case has received (`ready = "after_reply:N"`,
-/// `forget_layouts_after_reply`), each taken once, on every prefiller of the case, as soon as that many replies
-/// were seen.
-pub(crate) struct ReplyActions<'a> {
-    transfers: &'a [Transfer],
-    forget_after: Option<usize>,
-    /// Indexes into `transfers` already made ready; whether layouts were forgotten.
-    readied: Vec<usize>,
-    forgotten: bool,
+/// Takes the scenario's steps due once `replies` replies were received (`ReplyActions::due`) on every
+/// prefiller of `sides`.
+pub(crate) async fn fire(
+    actions: &mut ReplyActions<'_>,
+    replies: usize,
+    sides: &mut [(String, PrefillerSide)],
+) -> Result<(), TesteeError> {
+    for step in actions.due(replies) {
+        for (_, side) in sides.iter_mut() {
+            apply(&step, side).await?;
+        }
+    }
+    Ok(())
 }
 
-impl<'a> ReplyActions<'a> {
-    /// The steps of `scenario` over `transfers` (its transfers, with the ids the prefillers know them by).
-    pub(crate) fn new(scenario: &Scenario, transfers: &'a [Transfer]) -> ReplyActions<'a> {
-        ReplyActions { transfers, forget_after: scenario.forget_layouts_after_reply, readied: vec![], forgotten: false }
-    }
-
-    /// The steps due once `replies` replies were received that were not taken yet (each is taken once).
-    pub(crate) fn due(&mut self, replies: usize) -> Vec<Step<'a>> {
-        let mut out = vec![];
-        for (i, tr) in self.transfers.iter().enumerate() {
-            if matches!(tr.ready, Ready::AfterReply(n) if replies >= n) && !self.readied.contains(&i) {
-                self.readied.push(i);
-                out.push(Step::Ready(tr));
-            }
-        }
-        if self.forget_after.is_some_and(|n| replies >= n) && !self.forgotten {
-            self.forgotten = true;
-            out.push(Step::Forget);
-        }
-        out
-    }
-
-    /// Takes the steps due once `replies` replies were received on every prefiller of `sides`.
-    pub(crate) async fn fire(
-        &mut self,
-        replies: usize,
-        sides: &mut [(String, PrefillerSide)],
-    ) -> Result<(), TesteeError> {
-        for step in self.due(replies) {
-            for (_, side) in sides.iter_mut() {
-                step.apply(side).await?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A step of the scenario keyed on replies.
-pub(crate) enum Step<'a> {
-    /// The transfer becomes ready.
-    Ready(&'a Transfer),
-    /// Prefillers forget the decoder layouts they learnt.
-    Forget,
-}
-
-impl Step<'_> {
-    /// Tells `p`.
-    pub(crate) async fn apply(&self, p: &mut impl PrefillerControl) -> Result<(), TesteeError> {
-        match self {
-            Step::Ready(tr) => p.ready(tr).await,
-            Step::Forget => p.forget().await,
-        }
+/// Tells prefiller `p` a step of the scenario.
+pub(crate) async fn apply(step: &Step<'_>, p: &mut impl PrefillerControl) -> Result<(), TesteeError> {
+    match step {
+        Step::Ready(tr) => p.ready(tr).await,
+        Step::Forget => p.forget().await,
     }
 }

@@ -21,7 +21,7 @@ use crate::conversation::Conversation;
 use crate::counterpart::{OwnPrefiller, OwnStatus};
 use crate::finding::CheckId;
 use crate::play::prefiller_side::split_heartbeats;
-use crate::play::{CaseCtx, PlayError, PrefillerControl, PrefillerSide, ReplyActions};
+use crate::play::{fire, CaseCtx, PlayError, PrefillerControl, PrefillerSide, ReplyActions};
 use crate::scenarios::Ready;
 
 pub(super) async fn play(
@@ -118,7 +118,7 @@ async fn serve(
                 side[0].1.ready(tr).await?;
             }
         }
-        actions.fire(sent, side).await?;
+        fire(&mut actions, sent, side).await?;
         if (arrived >= t.exchanges.len() && sent >= replies_due) || tokio::time::Instant::now() >= deadline {
             return Ok(());
         }

@@ -11,7 +11,7 @@ use mooncake_wire::typed::{MooncakeXferMetadata, ReqBlocks};
 use super::{pull_steps, Sides};
 use crate::conversation::Conversation;
 use crate::finding::{CheckId, Finding};
-use crate::play::{CaseCtx, PlayError, PrefillerSide, ReplyActions};
+use crate::play::{fire, CaseCtx, PlayError, PrefillerSide, ReplyActions};
 use crate::testee::Testee;
 
 /// Each recorded decoder conn's pulls, in order (`pull_steps`).
@@ -162,7 +162,7 @@ async fn settle_step(
             settled &= decoder_settled(ctx.t, &s, conn, steps.of_conn(conn).get(k), wait_replies);
         }
         let sent = replies_sent(sides, profile).await?;
-        actions.fire(sent, &mut sides.prefillers).await?;
+        fire(actions, sent, &mut sides.prefillers).await?;
         if settled {
             return Ok(());
         }

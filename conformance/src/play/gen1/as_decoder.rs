@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use super::transfers_by_request_id;
 use crate::finding::{CheckId, Finding};
-use crate::play::{bounded, CaseCtx, PlayError, PrefillerControl, PrefillerSide, ReplyActions};
+use crate::play::{bounded, fire, CaseCtx, PlayError, PrefillerControl, PrefillerSide, ReplyActions};
 use crate::scenarios::Transfer;
 use crate::setup::gen1::{columns_of, expected, layout, Gen1Setup, Msg};
 use crate::setup::{check_landed_columns, model_config, D_BASE, P_BASE};
@@ -161,7 +161,7 @@ async fn replay(
         if done {
             done_msgs.push(k);
         }
-        actions.fire(replies_seen, sides).await?;
+        fire(&mut actions, replies_seen, sides).await?;
     }
     Ok(done_msgs)
 }
