@@ -388,11 +388,27 @@ async fn run_case(
 pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
     preflight(&cfg.external)?;
     let cases = select_cases(&cfg)?;
-    // What the testee speaks (an external peer is taken at its word: any revision, the roles asked for).
-    let hello = match &cfg.external {
+    let hello = Arc::new(testee_hello(&cfg.external, &cfg.testee, cfg.speaks.as_deref()).await?);
+    if let Some(dir) = &cfg.testee_log {
+        std::fs::create_dir_all(dir).map_err(|e| RunError::usage(format!("--testee-log {}: {e}", dir.display())))?;
+    }
+    let results = run_cases(&mut cfg, &cases, &hello).await?;
+    let not_run = cases.len() - results.len();
+    let stale = stale_expected(&cfg, &results, not_run);
+    Ok(RunReport { testee: hello.name.clone(), results, stale, not_run })
+}
+
+/// What the testee speaks (an external peer is taken at its word: any revision, the roles asked for), narrowed
+/// to `--speaks`.
+async fn testee_hello(
+    external: &crate::play::External,
+    testee: &TesteeSpec,
+    speaks: Option<&[String]>,
+) -> Result<crate::testee::Hello, RunError> {
+    let mut hello = match external {
         crate::play::External::None => {
             let log = crate::testee::TesteeLog::default();
-            let (probe, hello) = Testee::start_logged(&cfg.testee, Some(&log)).await.map_err(|e| {
+            let (probe, hello) = Testee::start_logged(testee, Some(&log)).await.map_err(|e| {
                 if e.environment {
                     RunError::environment(e.message)
                 } else {
@@ -408,8 +424,7 @@ pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
             &[crate::role::Role::Prefiller, crate::role::Role::Decoder, crate::role::Role::Bootstrap],
         ),
     };
-    let mut hello = hello;
-    if let Some(only) = &cfg.speaks {
+    if let Some(only) = speaks {
         hello.revisions.retain(|r| only.contains(r));
         if hello.revisions.is_empty() {
             return Err(RunError::usage(format!(
@@ -418,24 +433,27 @@ pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
             )));
         }
     }
-    if let Some(dir) = &cfg.testee_log {
-        std::fs::create_dir_all(dir).map_err(|e| RunError::usage(format!("--testee-log {}: {e}", dir.display())))?;
-    }
+    Ok(hello)
+}
+
+/// Runs the cases: up to `jobs` at once, and a new one starts as soon as any ends (not only the oldest: a
+/// 5-second case must not hold back the slots of the short ones behind it). Cases start in order, so those
+/// started are always a prefix of the list; results are reported in case order as that prefix completes. An
+/// implementation the runner does not start serves one case at a time; testees are started per case, each on
+/// its own ports.
+async fn run_cases(
+    cfg: &mut RunConfig,
+    cases: &[crate::play::Case],
+    hello: &Arc<crate::testee::Hello>,
+) -> Result<Vec<CaseResult>, RunError> {
     let mut opts = PlayOptions::new(cfg.testee.clone(), cfg.scenarios.clone(), cfg.slack);
     opts.external = cfg.external.clone();
-    // An implementation the runner does not start serves one case at a time; testees are started per case,
-    // each on its own ports, so up to `jobs` of them run at once. Results are collected in case order.
     let jobs = if matches!(cfg.external, crate::play::External::None) { cfg.jobs.max(1) } else { 1 };
-    let hello = Arc::new(hello);
-    let mut results: Vec<CaseResult> = vec![];
     let n = cases.len();
-    // Up to `jobs` cases run at once, and a new one starts as soon as any ends (not only the oldest: a 5-second
-    // case must not hold back the slots of the short ones behind it). Cases start in order, so those started
-    // are always a prefix of the list; results are reported in case order as that prefix completes.
+    let mut results: Vec<CaseResult> = vec![];
     let mut running = tokio::task::JoinSet::new();
     let mut done: Vec<Option<CaseResult>> = (0..n).map(|_| None).collect();
-    let mut next = 0;
-    let mut stopped = false;
+    let (mut next, mut stopped) = (0, false);
     loop {
         while !stopped && next < n && running.len() < jobs {
             let case = cases[next].clone();
@@ -449,17 +467,14 @@ pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
             };
             let mut case_opts = opts.clone();
             case_opts.testee_log = Some(log.clone());
-            let hello = hello.clone();
-            let index = next;
+            let (hello, index) = (hello.clone(), next);
             running.spawn(async move { (index, run_case(&case, &case_opts, &hello, &log).await) });
             next += 1;
         }
         let Some(joined) = running.join_next().await else { break };
         let (index, mut r) = joined.map_err(|e| RunError::environment(format!("a case's task failed: {e}")))?;
         apply_expected(&mut r, &cfg.expected);
-        if cfg.fail_fast && matches!(r.status, Status::Fail | Status::Error) {
-            stopped = true;
-        }
+        stopped |= cfg.fail_fast && matches!(r.status, Status::Fail | Status::Error);
         done[index] = Some(r);
         while let Some(r) = done.get_mut(results.len()).and_then(Option::take) {
             let i = results.len();
@@ -470,25 +485,23 @@ pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
             }
         }
     }
-    let not_run = n - results.len();
+    Ok(results)
+}
+
+/// Expected failures that did not fail as listed: every one, or (a narrowed run) those whose case ran.
+fn stale_expected(cfg: &RunConfig, results: &[CaseResult], not_run: usize) -> Vec<String> {
     let narrowed = !cfg.cases.is_empty() || !cfg.roles.is_empty() || not_run > 0;
-    let stale = cfg
-        .expected
+    cfg.expected
         .cases
         .iter()
         .filter(|e| !results.iter().any(|r| r.id == e.id && r.status == Status::Xfail))
         .filter(|e| results.iter().any(|r| r.id == e.id) || !narrowed)
         .map(|e| {
-            format!(
-                "{} ({}): listed as an expected failure, but {}",
-                e.id,
-                e.reason,
-                match results.iter().find(|r| r.id == e.id) {
-                    Some(r) => format!("it is {}", r.status.word()),
-                    None => "no such case ran".to_string(),
-                }
-            )
+            let now = match results.iter().find(|r| r.id == e.id) {
+                Some(r) => format!("it is {}", r.status.word()),
+                None => "no such case ran".to_string(),
+            };
+            format!("{} ({}): listed as an expected failure, but {now}", e.id, e.reason)
         })
-        .collect();
-    Ok(RunReport { testee: hello.name.clone(), results, stale, not_run })
+        .collect()
 }

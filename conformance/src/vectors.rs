@@ -204,7 +204,7 @@ fn check_revision_table(path: &Path, rep: &mut FileReport) {
     }
     // The table names its family (`pull`); tables without one are the push family's.
     let family_name = s(&table, "family").unwrap_or("push");
-    let Some(push) = mooncake_wire::spec::Spec::builtin().family(family_name) else {
+    let Some(family) = mooncake_wire::spec::Spec::builtin().family(family_name) else {
         rep.not_checked = Some(format!("the spec has no family `{family_name}`"));
         return;
     };
@@ -213,81 +213,14 @@ fn check_revision_table(path: &Path, rep: &mut FileReport) {
     for (i, r) in listed.iter().enumerate() {
         rep.cases += 1;
         let name = s(r, "revision").unwrap_or("?").to_string();
-        let mut problems = vec![];
-        let releases: Vec<String> = r
-            .get("releases")
-            .and_then(J::as_array)
-            .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
-            .unwrap_or_default();
-        let unit = wire_unit(family_name, &name, &releases);
-        if let Ok((_, Some(n))) = &unit {
-            notes.push(n.clone());
-        }
-        match unit.map(|(rev, _)| rev) {
-            Err(e) => problems.push(e.to_string()),
-            Ok(rev) if rev.revision != name => {
-                // Split in the spec for behaviour: the wire unit's facts are those of the revisions covering it.
-                let covering: Vec<_> =
-                    push.revisions.iter().filter(|x| x.releases.iter().any(|rl| releases.contains(rl))).collect();
-                let spec_releases: Vec<String> = covering.iter().flat_map(|x| x.releases.clone()).collect();
-                if releases != spec_releases {
-                    problems.push(format!("releases {releases:?} vs spec {spec_releases:?}"));
-                }
-            }
-            Ok(rev) => {
-                if r.get("generation").and_then(J::as_u64) != Some(rev.generation as u64) {
-                    problems.push(format!("generation {:?} vs spec {}", r.get("generation"), rev.generation));
-                }
-                if releases != rev.releases {
-                    problems.push(format!("releases {releases:?} vs spec {:?}", rev.releases));
-                }
-                if s(r, "commit") != rev.commit.as_deref() {
-                    problems.push(format!("commit {:?} vs spec {:?}", s(r, "commit"), rev.commit));
-                }
-                if let Some(bc) = r.get("build_commits").and_then(J::as_object) {
-                    for (rel, c) in bc {
-                        if rev.build_commits.get(rel).map(String::as_str) != c.as_str() {
-                            problems
-                                .push(format!("build commit of {rel}: {c} vs spec {:?}", rev.build_commits.get(rel)));
-                        }
-                    }
-                }
-                if let Some(conn) = s(r, "connector") {
-                    if !rev.source.ends_with(conn) && !rev.structs.values().any(|st| st.source.ends_with(conn)) {
-                        problems.push(format!("connector {conn} is not the spec's source file"));
-                    }
-                }
-                let msgs: Vec<&String> =
-                    r.get("messages").and_then(J::as_object).map(|m| m.keys().collect()).unwrap_or_default();
-                let spec_msgs: Vec<&String> = rev.structs.keys().collect();
-                if msgs != spec_msgs {
-                    problems.push(format!("messages {msgs:?} vs spec {spec_msgs:?}"));
-                }
-                // Informational: declared counts vs the bundled file.
-                if let (Some(dir), Some(m)) = (path.parent(), r.get("messages").and_then(J::as_object)) {
-                    for (msg, counts) in m {
-                        let f = dir.join(&name).join(format!("{msg}.jsonl"));
-                        if let (Ok(text), Some(total)) =
-                            (std::fs::read_to_string(&f), counts.get("total").and_then(J::as_u64))
-                        {
-                            let held = text.lines().filter(|l| !l.trim().is_empty()).count().saturating_sub(1) as u64;
-                            if held != total {
-                                notes.push(format!(
-                                    "{name} {msg}: table declares {total} cases, the bundled file holds {held}"
-                                ));
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        let problems = table_row_problems(path, family_name, family, r, &name, &mut notes);
         if problems.is_empty() {
             rep.passed += 1;
         } else {
             rep.failures.push(Failure { id: name, line: i + 1, problem: problems.join("; ") });
         }
     }
-    for rev in &push.revisions {
+    for rev in &family.revisions {
         let listed_by_release = listed.iter().any(|r| {
             r.get("releases")
                 .and_then(J::as_array)
@@ -295,14 +228,95 @@ fn check_revision_table(path: &Path, rep: &mut FileReport) {
         });
         if !listed.iter().any(|r| s(r, "revision") == Some(rev.revision.as_str())) && !listed_by_release {
             rep.cases += 1;
-            rep.failures.push(Failure {
-                id: rev.revision.clone(),
-                line: 0,
-                problem: "spec revision missing from the table".into(),
-            });
+            let problem = "spec revision missing from the table".into();
+            rep.failures.push(Failure { id: rev.revision.clone(), line: 0, problem });
         }
     }
     rep.notes = notes;
+}
+
+/// What differs between row `r` (revision `name`) of a revision table and the spec; notes for information.
+fn table_row_problems(
+    path: &Path,
+    family_name: &str,
+    family: &mooncake_wire::spec::Family,
+    r: &J,
+    name: &str,
+    notes: &mut Vec<String>,
+) -> Vec<String> {
+    let releases: Vec<String> = r
+        .get("releases")
+        .and_then(J::as_array)
+        .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+        .unwrap_or_default();
+    let unit = wire_unit(family_name, name, &releases);
+    if let Ok((_, Some(n))) = &unit {
+        notes.push(n.clone());
+    }
+    match unit.map(|(rev, _)| rev) {
+        Err(e) => vec![e.to_string()],
+        Ok(rev) if rev.revision != name => {
+            // Split in the spec for behaviour: the wire unit's facts are those of the revisions covering it.
+            let covering: Vec<_> =
+                family.revisions.iter().filter(|x| x.releases.iter().any(|rl| releases.contains(rl))).collect();
+            let spec_releases: Vec<String> = covering.iter().flat_map(|x| x.releases.clone()).collect();
+            if releases != spec_releases {
+                return vec![format!("releases {releases:?} vs spec {spec_releases:?}")];
+            }
+            vec![]
+        }
+        Ok(rev) => {
+            let problems = row_facts_problems(r, &rev, &releases);
+            notes.extend(declared_counts(path, r, name));
+            problems
+        }
+    }
+}
+
+/// A row's facts against revision `rev`'s: generation, releases, commits, connector file, messages.
+fn row_facts_problems(r: &J, rev: &mooncake_wire::spec::Revision, releases: &[String]) -> Vec<String> {
+    let mut problems = vec![];
+    if r.get("generation").and_then(J::as_u64) != Some(rev.generation as u64) {
+        problems.push(format!("generation {:?} vs spec {}", r.get("generation"), rev.generation));
+    }
+    if releases != rev.releases {
+        problems.push(format!("releases {releases:?} vs spec {:?}", rev.releases));
+    }
+    if s(r, "commit") != rev.commit.as_deref() {
+        problems.push(format!("commit {:?} vs spec {:?}", s(r, "commit"), rev.commit));
+    }
+    for (rel, c) in r.get("build_commits").and_then(J::as_object).into_iter().flatten() {
+        if rev.build_commits.get(rel).map(String::as_str) != c.as_str() {
+            problems.push(format!("build commit of {rel}: {c} vs spec {:?}", rev.build_commits.get(rel)));
+        }
+    }
+    if let Some(conn) = s(r, "connector") {
+        if !rev.source.ends_with(conn) && !rev.structs.values().any(|st| st.source.ends_with(conn)) {
+            problems.push(format!("connector {conn} is not the spec's source file"));
+        }
+    }
+    let msgs: Vec<&String> = r.get("messages").and_then(J::as_object).map(|m| m.keys().collect()).unwrap_or_default();
+    let spec_msgs: Vec<&String> = rev.structs.keys().collect();
+    if msgs != spec_msgs {
+        problems.push(format!("messages {msgs:?} vs spec {spec_msgs:?}"));
+    }
+    problems
+}
+
+/// Informational: each message's declared case count against the bundled vector file beside the table.
+fn declared_counts(path: &Path, r: &J, name: &str) -> Vec<String> {
+    let mut notes = vec![];
+    let (Some(dir), Some(m)) = (path.parent(), r.get("messages").and_then(J::as_object)) else { return notes };
+    for (msg, counts) in m {
+        let f = dir.join(name).join(format!("{msg}.jsonl"));
+        if let (Ok(text), Some(total)) = (std::fs::read_to_string(&f), counts.get("total").and_then(J::as_u64)) {
+            let held = text.lines().filter(|l| !l.trim().is_empty()).count().saturating_sub(1) as u64;
+            if held != total {
+                notes.push(format!("{name} {msg}: table declares {total} cases, the bundled file holds {held}"));
+            }
+        }
+    }
+    notes
 }
 
 /// Why a vector unit has no spec revision to be checked against ([`wire_unit`]).
