@@ -32,13 +32,14 @@
 //! testee.
 
 pub mod dry_run;
+mod gen1;
 mod gen2;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use mooncake_wire::msgpack::WireInt;
-use mooncake_wire::proto::gen1::{unsigned_int, Gen1Profile};
+use mooncake_wire::proto::gen1::Gen1Profile;
 use serde_json::Value as J;
 
 pub use dry_run::{dry_run, DryRun, DryRunError};
@@ -47,8 +48,8 @@ use crate::conversation::Conversation;
 use crate::role::Role;
 use crate::scenarios::{Model, Ready, Scenario, Scenarios, Transfer};
 use crate::setup::gen1::{messages, transfers_by_id};
-use crate::setup::SetupError;
 use crate::trace::{Event, Role as TraceRole, ZmqDir};
+use gen1::derive_gen1;
 use gen2::derive_gen2;
 
 /// The reply of a prefiller that waited the abort timeout for a transfer that never became ready (vLLM
@@ -323,120 +324,6 @@ fn transfers_how(
         s += &format!("; not scheduled: {} (the reply is {why_dropped})", dropped.join(", "));
     }
     s
-}
-
-fn derive_gen1(t: &Conversation, model: &Model) -> Result<Derived, SetupError> {
-    let profile = Gen1Profile::new(t.revision.clone())?;
-    let msgs = messages(t, &profile)?;
-    let mut unresolved = vec![];
-    // Ids in first-named order, the blocks of the first message naming them.
-    let mut ids: Vec<(String, Vec<Vec<u64>>)> = vec![];
-    for m in &msgs {
-        for (d, b) in m.meta.request_ids.iter().zip(m.meta.block_ids.iter().map(Some).chain(std::iter::repeat(None))) {
-            if !ids.iter().any(|(x, _)| x == d) {
-                ids.push((
-                    d.clone(),
-                    vec![b.map(|b| b.iter().map(|x| unsigned_int(*x)).collect()).unwrap_or_default()],
-                ));
-            }
-        }
-    }
-    let answered = |d: &str, skip: &[usize]| {
-        msgs.iter()
-            .enumerate()
-            .any(|(k, m)| !skip.contains(&k) && m.reply.is_some() && m.meta.request_ids.iter().any(|x| x == d))
-    };
-    let worker_of = |m: &crate::setup::gen1::Msg| m.endpoint.clone();
-    let build = |unknown: &[usize], no_write_errors: &[usize]| -> Scenario {
-        let mut transfers = vec![];
-        for (d, blocks) in &ids {
-            let in_unknown = unknown.iter().any(|k| msgs[*k].meta.request_ids.contains(d));
-            if in_unknown && !answered(d, unknown) {
-                continue;
-            }
-            let ready = if answered(d, &[]) { Ready::Before } else { Ready::Never };
-            transfers.push(Transfer { p_req_id: d.clone(), transfer_id: d.clone(), blocks: blocks.clone(), ready });
-        }
-        let mut fails: BTreeMap<String, usize> = BTreeMap::new();
-        for (k, m) in msgs.iter().enumerate() {
-            if m.reply.as_ref() == Some(&profile.error) && !no_write_errors.contains(&k) {
-                *fails.entry(worker_of(m)).or_default() += 1;
-            }
-        }
-        Scenario { transfers, fail_transfers: fails.values().copied().max().unwrap_or(0), ..Scenario::default() }
-    };
-    // Messages answered without a write: as many per decoder session as the recorded calls are fewer than the
-    // answered messages; which ones, the dry run decides (an unknown id's `trans_done`, or a `trans_error`
-    // before any write).
-    let session = |m: &crate::setup::gen1::Msg| format!("{}:{}", m.meta.remote_hostname, m.meta.remote_port);
-    let mut sessions: Vec<String> = vec![];
-    for m in &msgs {
-        if !sessions.contains(&session(m)) {
-            sessions.push(session(m));
-        }
-    }
-    let mut unknown: Vec<usize> = vec![];
-    let mut no_write_errors: Vec<usize> = vec![];
-    if !t.trace.header.observed("transfer_engine_calls") {
-        // Without the calls, which messages were answered without a write cannot be told.
-        sessions.clear();
-    }
-    for s in &sessions {
-        let answered_here: Vec<usize> =
-            msgs.iter().enumerate().filter(|(_, m)| session(m) == *s && m.reply.is_some()).map(|(k, _)| k).collect();
-        let calls = t.trace.header.transfer_engine_calls.iter().filter(|c| c.session == *s).count();
-        let excess = answered_here.len().saturating_sub(calls);
-        if excess == 0 {
-            continue;
-        }
-        let mut found = false;
-        for pick in combinations(&answered_here, excess, 256) {
-            let (u, e): (Vec<usize>, Vec<usize>) =
-                pick.iter().partition(|k| msgs[**k].reply.as_ref() == Some(&profile.done));
-            let (mut u2, mut e2) = (unknown.clone(), no_write_errors.clone());
-            u2.extend(u);
-            e2.extend(e);
-            let sc = build(&u2, &e2);
-            if let Ok(run) = dry_run(t, model, &sc) {
-                let n = run.writes.iter().filter(|w| w.0 == *s).count();
-                if n == calls && run.replies.is_empty() {
-                    unknown = u2;
-                    no_write_errors = e2;
-                    found = true;
-                    break;
-                }
-            }
-        }
-        if !found {
-            unresolved.push(Unresolved {
-                what: format!("{} messages of decoder session {s} were answered and {calls} transfer-engine calls recorded: which were answered without a write, no choice reproduces", answered_here.len()),
-                roles: vec![Role::Prefiller, Role::Decoder],
-            });
-        }
-    }
-    let scenario = build(&unknown, &no_write_errors);
-    let dropped: Vec<String> = ids
-        .iter()
-        .map(|(d, _)| d.clone())
-        .filter(|d| !scenario.transfers.iter().any(|t| &t.transfer_id == d))
-        .collect();
-    let never: Vec<String> =
-        scenario.transfers.iter().filter(|t| t.ready == Ready::Never).map(|t| t.transfer_id.clone()).collect();
-    let mut how = vec![transfers_how(
-        &scenario.transfers,
-        &[],
-        &never,
-        &dropped,
-        "`trans_done` with no write: an id the prefiller did not hold",
-    )];
-    if scenario.fail_transfers > 0 {
-        how.push(format!(
-            "{} failed write{} injected (`trans_error` after a recorded transfer-engine call)",
-            scenario.fail_transfers,
-            if scenario.fail_transfers == 1 { "" } else { "s" }
-        ));
-    }
-    Ok(finish(t, model, scenario, how, unresolved))
 }
 
 /// Up to `cap` subsets of `items` of size `k`, in lexicographic order.
