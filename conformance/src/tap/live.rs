@@ -202,107 +202,141 @@ impl Live {
             self.backlog.push((item, at));
             return vec![];
         };
-        let mut out = vec![];
-        match item {
-            Item::Event(ev) => out.extend(c.events.check(&ev)),
-            Item::Http(h) => {
-                if let Some(hc) = c.http.as_mut() {
-                    out.extend(hc.push(&h));
-                }
-            }
-            Item::Request(key, sent, events, decoded) => {
-                let read = match decoded {
-                    Some(r) => *r,
-                    None => {
-                        decode_count::count(sent.seq);
-                        c.profile.read_inbound(&sent.request)
-                    }
-                };
-                let m = match read {
-                    Inbound::Heartbeat(h) => {
-                        let payload = Payload { bytes: sent.request.clone(), decoded: Some(Ok(h)) };
-                        for ev in &events {
-                            out.extend(c.events.check_decoded(ev, Some((&c.profile, Decoded::Heartbeat(&payload)))));
-                        }
-                        self.beats.push(OpenBeat { key, sent });
-                        out.extend(self.drain(at, false));
-                        return out;
-                    }
-                    Inbound::Pull(m) => m,
-                };
-                let x = Exchange::decoded(sent, Some(m));
-                for ev in &events {
-                    out.extend(c.events.check_decoded(ev, Some((&c.profile, Decoded::Request(&x.request)))));
-                }
-                // A request that is no pull (its own finding already) has nothing to wait for: it must not hold
-                // back the checks of the exchanges after it, and whatever answers it is not judged.
-                let pull = x.request.value().is_some();
-                if !pull {
-                    self.quiet.insert(key.clone());
-                }
-                self.open.push_back(Open { key, x, sent: at, ended: !pull });
-            }
+        let mut out = match item {
+            Item::Event(ev) => c.events.check(&ev),
+            Item::Http(h) => c.http.as_mut().map(|hc| hc.push(&h)).unwrap_or_default(),
+            Item::Request(key, sent, events, decoded) => self.open_request(key, sent, &events, decoded, at),
             Item::Reply(key, bytes, seq, line, events) if self.beats.iter().any(|b| b.key == key) => {
-                // A heartbeat's one reply (LEASE-REPLY), decoded once.
-                let i = self.beats.iter().position(|b| b.key == key).expect("checked");
-                let b = self.beats.remove(i);
-                let reply = Payload::reply(Some(&c.profile), bytes, Some(seq));
-                for ev in &events {
-                    out.extend(c.events.check_decoded(ev, Some((&c.profile, Decoded::Reply(&reply)))));
-                }
-                if let Some(problem) = heartbeat_reply_problem(&c.profile, reply.value()) {
-                    out.push(
-                        Finding::new(CheckId::LeaseReply, problem)
-                            .at(Some(seq), Some(line))
-                            .about(format!("heartbeat ({} → {})", b.sent.decoder, b.sent.endpoint)),
-                    );
-                }
-                // What answers it later is not judged, as for anything that is no pull.
-                self.quiet.insert(key);
+                self.heartbeat_reply(key, bytes, (seq, line), &events)
             }
-            Item::Reply(key, bytes, seq, line, events) => {
-                let p = Some(&c.profile);
-                let open = match self.open.iter_mut().find(|o| o.key == key && !o.ended) {
-                    Some(o) => Some(o),
-                    // After the terminal reply, before the exchange was checked: the checks see it.
-                    None => self.open.iter_mut().rev().find(|o| o.key == key),
-                };
-                // The reply is decoded once: into its exchange, or on its own (for its events' checks) when no
-                // exchange waits for it.
-                let alone;
-                let mut missing = false;
-                let payload = match open {
-                    Some(o) => {
-                        let ended = o.ended;
-                        let r = o.x.push_reply(p, bytes, Some(seq), Some(line));
-                        if !ended {
-                            o.ended = ends_exchange(p, &r.payload);
-                        }
-                        Some(&r.payload)
-                    }
-                    None => {
-                        missing = !self.quiet.contains(&key);
-                        alone = (!events.is_empty()).then(|| Payload::reply(p, bytes, Some(seq)));
-                        alone.as_ref()
-                    }
-                };
-                for (ev, payload) in events.iter().zip(std::iter::repeat(payload)) {
-                    out.extend(c.events.check_decoded(ev, payload.map(|d| (&c.profile, Decoded::Reply(d)))));
-                }
-                if missing {
-                    out.push(
-                        Finding::new(
-                            CheckId::SeqTerminal,
-                            "a reply on a connection with no pull waiting for one (after the terminal reply, or \
-                             before any request)",
-                        )
-                        .at(Some(seq), Some(line))
-                        .about("reply"),
-                    );
-                }
-            }
-        }
+            Item::Reply(key, bytes, seq, line, events) => self.exchange_reply(key, bytes, (seq, line), &events),
+        };
         out.extend(self.drain(at, false));
+        out
+    }
+
+    /// A decoder's request: a lease heartbeat (its reply awaited) or a pull (opened as an exchange), its
+    /// events checked with the payload read once.
+    fn open_request(
+        &mut self,
+        key: ConnKey,
+        sent: Sent,
+        events: &[Event],
+        decoded: Option<Box<Inbound>>,
+        at: Instant,
+    ) -> Vec<Finding> {
+        let c = self.checkers.as_mut().expect("fed with checkers");
+        let mut out = vec![];
+        let read = match decoded {
+            Some(r) => *r,
+            None => {
+                decode_count::count(sent.seq);
+                c.profile.read_inbound(&sent.request)
+            }
+        };
+        let m = match read {
+            Inbound::Heartbeat(h) => {
+                let payload = Payload { bytes: sent.request.clone(), decoded: Some(Ok(h)) };
+                for ev in events {
+                    out.extend(c.events.check_decoded(ev, Some((&c.profile, Decoded::Heartbeat(&payload)))));
+                }
+                self.beats.push(OpenBeat { key, sent });
+                return out;
+            }
+            Inbound::Pull(m) => m,
+        };
+        let x = Exchange::decoded(sent, Some(m));
+        for ev in events {
+            out.extend(c.events.check_decoded(ev, Some((&c.profile, Decoded::Request(&x.request)))));
+        }
+        // A request that is no pull (its own finding already) has nothing to wait for: it must not hold back the
+        // checks of the exchanges after it, and whatever answers it is not judged.
+        let pull = x.request.value().is_some();
+        if !pull {
+            self.quiet.insert(key.clone());
+        }
+        self.open.push_back(Open { key, x, sent: at, ended: !pull });
+        out
+    }
+
+    /// A heartbeat's one reply (LEASE-REPLY), decoded once. What answers it later is not judged, as for
+    /// anything that is no pull.
+    fn heartbeat_reply(
+        &mut self,
+        key: ConnKey,
+        bytes: Vec<u8>,
+        (seq, line): (u64, usize),
+        events: &[Event],
+    ) -> Vec<Finding> {
+        let c = self.checkers.as_mut().expect("fed with checkers");
+        let mut out = vec![];
+        let i = self.beats.iter().position(|b| b.key == key).expect("a heartbeat waits on this key");
+        let b = self.beats.remove(i);
+        let reply = Payload::reply(Some(&c.profile), bytes, Some(seq));
+        for ev in events {
+            out.extend(c.events.check_decoded(ev, Some((&c.profile, Decoded::Reply(&reply)))));
+        }
+        if let Some(problem) = heartbeat_reply_problem(&c.profile, reply.value()) {
+            out.push(
+                Finding::new(CheckId::LeaseReply, problem)
+                    .at(Some(seq), Some(line))
+                    .about(format!("heartbeat ({} → {})", b.sent.decoder, b.sent.endpoint)),
+            );
+        }
+        self.quiet.insert(key);
+        out
+    }
+
+    /// A prefiller's reply: into the exchange waiting for it (or the last one on its connection, after the
+    /// terminal reply), decoded once; on a connection with no pull waiting, `SEQ-TERMINAL`.
+    fn exchange_reply(
+        &mut self,
+        key: ConnKey,
+        bytes: Vec<u8>,
+        (seq, line): (u64, usize),
+        events: &[Event],
+    ) -> Vec<Finding> {
+        let c = self.checkers.as_mut().expect("fed with checkers");
+        let p = Some(&c.profile);
+        let mut out = vec![];
+        let open = match self.open.iter_mut().find(|o| o.key == key && !o.ended) {
+            Some(o) => Some(o),
+            // After the terminal reply, before the exchange was checked: the checks see it.
+            None => self.open.iter_mut().rev().find(|o| o.key == key),
+        };
+        // The reply is decoded once: into its exchange, or on its own (for its events' checks) when no exchange
+        // waits for it.
+        let alone;
+        let mut missing = false;
+        let payload = match open {
+            Some(o) => {
+                let ended = o.ended;
+                let r = o.x.push_reply(p, bytes, Some(seq), Some(line));
+                if !ended {
+                    o.ended = ends_exchange(p, &r.payload);
+                }
+                Some(&r.payload)
+            }
+            None => {
+                missing = !self.quiet.contains(&key);
+                alone = (!events.is_empty()).then(|| Payload::reply(p, bytes, Some(seq)));
+                alone.as_ref()
+            }
+        };
+        for ev in events {
+            out.extend(c.events.check_decoded(ev, payload.map(|d| (&c.profile, Decoded::Reply(d)))));
+        }
+        if missing {
+            out.push(
+                Finding::new(
+                    CheckId::SeqTerminal,
+                    "a reply on a connection with no pull waiting for one (after the terminal reply, or before any \
+                     request)",
+                )
+                .at(Some(seq), Some(line))
+                .about("reply"),
+            );
+        }
         out
     }
 
