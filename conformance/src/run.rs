@@ -357,21 +357,11 @@ async fn run_case(
     let mut r = if hello.roles.iter().any(|x| x == case.role.as_str()) {
         play(case, opts, &hello.revisions).await
     } else {
-        CaseResult {
-            id: case.id.clone(),
-            trace: case.model.trace.path.clone(),
-            role: case.role,
-            revision: case.model.revision.revision.clone(),
-            testee_revision: None,
-            status: Status::Skip,
-            reason: Some(format!("the testee does not take the {} role", case.role.as_str())),
-            findings: vec![],
-            duration_ms: 0,
-            testee_stderr: vec![],
-            setup: None,
-            notes: vec![],
-            not_applicable: vec![],
-        }
+        let mut r = CaseResult::new(case);
+        r.status = Status::Skip;
+        r.reason = Some(format!("the testee does not take the {} role", case.role.as_str()));
+        r.not_applicable = vec![];
+        r
     };
     if let Some(why) = log.died() {
         r.status = Status::Error;

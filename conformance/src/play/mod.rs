@@ -15,7 +15,7 @@ pub(crate) mod prefiller_side;
 pub(crate) use crate::scenarios::ReplyActions;
 pub(crate) use ctx::CaseCtx;
 pub use error::PlayError;
-pub(crate) use prefiller_side::{apply, fire, PrefillerControl, PrefillerSide};
+pub(crate) use prefiller_side::{apply, check_te_calls, fire, PrefillerControl, PrefillerSide};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -328,7 +328,7 @@ async fn play_in(role: Role, ctx: &mut CaseCtx<'_>) -> Result<(), PlayError> {
 
 impl CaseResult {
     /// A case not run yet: passed, with nothing found.
-    fn new(case: &Case) -> CaseResult {
+    pub(crate) fn new(case: &Case) -> CaseResult {
         CaseResult {
             id: case.id.clone(),
             trace: case.model.trace.path.clone(),

@@ -203,3 +203,30 @@ pub(crate) async fn apply(step: &Step<'_>, p: &mut impl PrefillerControl) -> Res
         Step::Forget => p.forget().await,
     }
 }
+
+/// `TE-CALLS`: the prefiller testees' transfer-engine writes against the recorded calls, as a multiset of
+/// (session, descriptors, bytes); `recorded_session` names a write's live session as the recording does.
+pub(crate) async fn check_te_calls(
+    ctx: &mut super::CaseCtx<'_>,
+    sides: &mut [(String, PrefillerSide)],
+    recorded_session: impl Fn(&str) -> Option<String>,
+) -> Result<(), super::PlayError> {
+    use crate::finding::{CheckId, Finding};
+    let mut got: Vec<(String, u64, u64)> = vec![];
+    for te in sides.iter_mut().filter_map(|(_, s)| s.testee()) {
+        let s: mooncake_testee_protocol::PrefillerStatus = te.status().await?;
+        for w in s.writes {
+            let session = recorded_session(&w.session).unwrap_or(w.session);
+            got.push((session, w.descriptors, w.bytes));
+        }
+    }
+    let mut want: Vec<(String, u64, u64)> =
+        ctx.t.trace.header.transfer_engine_calls.iter().map(|c| (c.session.clone(), c.n, c.bytes)).collect();
+    got.sort();
+    want.sort();
+    if got != want && ctx.applies(CheckId::TeCalls) {
+        let detail = format!("(session, descriptors, bytes) {got:?} vs recorded {want:?}");
+        ctx.found(Finding::new(CheckId::TeCalls, detail).about("transfer-engine writes"));
+    }
+    Ok(())
+}

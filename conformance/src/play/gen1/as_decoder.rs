@@ -205,27 +205,8 @@ async fn check_writes(
     sides: &mut [(String, PrefillerSide)],
     decoders: &HashMap<String, LiveDecoder>,
 ) -> Result<(), PlayError> {
-    let mut got: Vec<(String, u64, u64)> = vec![];
-    for te in sides.iter_mut().filter_map(|(_, s)| s.testee()) {
-        let s: PrefillerStatus = te.status().await?;
-        for w in s.writes {
-            let recorded = decoders
-                .values()
-                .find(|x| x.session == w.session)
-                .map(|x| x.recorded_session.clone())
-                .unwrap_or(w.session);
-            got.push((recorded, w.descriptors, w.bytes));
-        }
-    }
-    let mut want: Vec<(String, u64, u64)> =
-        ctx.t.trace.header.transfer_engine_calls.iter().map(|c| (c.session.clone(), c.n, c.bytes)).collect();
-    got.sort();
-    want.sort();
-    if got != want && ctx.applies(CheckId::TeCalls) {
-        let detail = format!("(session, descriptors, bytes) {got:?} vs recorded {want:?}");
-        ctx.found(Finding::new(CheckId::TeCalls, detail).about("transfer-engine writes"));
-    }
-    Ok(())
+    let recorded = |live: &str| decoders.values().find(|d| d.session == live).map(|d| d.recorded_session.clone());
+    crate::play::check_te_calls(ctx, sides, recorded).await
 }
 
 /// `LANDED`: the blocks of the messages answered done, in our decoders' memory.
