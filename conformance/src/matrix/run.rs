@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use mooncake_io::http::BootstrapServer;
 use mooncake_testee_protocol::{
-    Command, DecoderConfig, DecoderStatus, Done, LayoutConfig, Memory, PrefillerConfig, PrefillerStatus, Pull,
-    RoleConfig, Started,
+    Command, DecoderConfig, DecoderStatus, Done, LayoutConfig, PrefillerConfig, PrefillerStatus, Pull, RoleConfig,
+    Started,
 };
 use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::proto::gen1::Gen1Profile;
@@ -555,7 +555,8 @@ async fn decoder_outcome(
     let s: DecoderStatus = w.status().await?;
     let finished: BTreeSet<String> = s.finished.iter().cloned().collect();
     let failed: BTreeSet<String> = s.failed.iter().map(|f| f.d_req_id.clone()).collect();
-    let memory = read_regions(w, &dec.layout).await;
+    let l = &dec.layout;
+    let memory = crate::play::read_regions(w, &l.kv_caches_base_addr, &l.block_lens, l.num_blocks).await;
     let landed = check_landed(dec, &memory, &finished, &failed, transfers, scenario);
     Ok(DOutcome {
         finished,
@@ -566,15 +567,6 @@ async fn decoder_outcome(
     })
 }
 
-/// Every registered region of a decoder worker, read through `read_memory` (`None`: not readable).
-async fn read_regions(w: &mut Testee, layout: &LayoutConfig) -> Vec<Option<Vec<u8>>> {
-    let mut out = vec![];
-    for (base, bl) in layout.kv_caches_base_addr.iter().zip(&layout.block_lens) {
-        let m = w.send::<Memory>(&Command::ReadMemory { addr: *base, len: bl * layout.num_blocks }).await;
-        out.push(m.ok().and_then(|m| hex::decode(&m.hex).ok()));
-    }
-    out
-}
 /// A reply as the prefiller's revision reads it, without what varies between runs (`layout_id`, addresses).
 fn reply_summary(p: &Side, bytes: &[u8]) -> String {
     if p.gen() == 1 {

@@ -9,7 +9,6 @@ use mooncake_wire::proto::WireProfile;
 use super::{Case, CaseSink, PlayError, PlayOptions};
 use crate::conversation::{Conversation, PrefillerConn};
 use crate::crossver::Pairing;
-use crate::derive::{CaseSetup, MissingSetup};
 use crate::finding::{CheckId, Finding};
 use crate::scenarios::{Model, Scenario};
 
@@ -32,24 +31,10 @@ pub(crate) struct CaseCtx<'a> {
 }
 
 impl<'a> CaseCtx<'a> {
-    /// The context of `case`, with its setup resolved: the scenarios file's entry, else the setup derived from
-    /// the trace; what the trace does not show is an error naming the entry to add.
-    pub(crate) fn new(
-        case: &'a Case,
-        opts: &'a PlayOptions,
-        pairing: &'a Pairing,
-    ) -> Result<(CaseCtx<'a>, CaseSetup), MissingSetup> {
-        let setup = crate::derive::case_setup(&case.id, &case.model, &opts.scenarios, case.role, &opts.derived)?;
-        let ctx = CaseCtx {
-            id: &case.id,
-            t: &case.model,
-            opts,
-            pairing,
-            scenario: setup.scenario.clone(),
-            sink: CaseSink::default(),
-            findings: vec![],
-        };
-        Ok((ctx, setup))
+    /// The context of `case`, played with the prefiller-side `scenario` (`crate::derive::case_setup`: the
+    /// scenarios file's entry, else the setup derived from the trace).
+    pub(crate) fn new(case: &'a Case, opts: &'a PlayOptions, pairing: &'a Pairing, scenario: Scenario) -> CaseCtx<'a> {
+        CaseCtx { id: &case.id, t: &case.model, opts, pairing, scenario, sink: CaseSink::default(), findings: vec![] }
     }
 
     /// The recorded model's numbers (block sizes, the abort timeout).

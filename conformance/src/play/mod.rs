@@ -297,10 +297,11 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
     }
     // What the trace does not show of the setup fails the case here, naming the entry to add, before any
     // testee runs.
-    match CaseCtx::new(case, opts, &pairing) {
-        Ok((mut ctx, setup)) => {
+    match crate::derive::case_setup(&case.id, &case.model, &opts.scenarios, case.role, &opts.derived) {
+        Ok(setup) => {
             r.setup = setup.source;
             r.notes.extend(setup.notes);
+            let mut ctx = CaseCtx::new(case, opts, &pairing, setup.scenario);
             let outcome = play_in(case.role, &mut ctx).await;
             r.conclude(ctx, outcome);
         }
@@ -370,19 +371,34 @@ pub async fn bounded<T>(d: Duration, what: &str, f: impl std::future::Future<Out
     tokio::time::timeout(d, f).await.map_err(|_| PlayError::Timeout { what: what.to_string(), waited: d })
 }
 
-/// A decoder testee's memory, block by block of each region of `cols` (a region it does not give is left out).
+/// Every region of a decoder testee's memory (`bases` with their `block_lens`, `num_blocks` blocks each), read
+/// through `read_memory` (`None`: not readable).
+pub(crate) async fn read_regions(
+    te: &mut crate::testee::Testee,
+    bases: &[u64],
+    block_lens: &[u64],
+    num_blocks: u64,
+) -> Vec<Option<Vec<u8>>> {
+    use mooncake_testee_protocol::{Command, Memory};
+    let mut out = vec![];
+    for (base, bl) in bases.iter().zip(block_lens) {
+        let m = te.send::<Memory>(&Command::ReadMemory { addr: *base, len: bl * num_blocks }).await;
+        out.push(m.ok().and_then(|m| hex::decode(&m.hex).ok()));
+    }
+    out
+}
+
+/// A decoder testee's memory, block by block of each region of `cols` (a region it does not give is left out;
+/// an answer shorter than the region ends it).
 pub(crate) async fn read_testee_memory(
     te: &mut crate::testee::Testee,
     cols: &crate::setup::Columns,
     num_blocks: u64,
 ) -> std::collections::HashMap<(usize, u64), Vec<u8>> {
-    use mooncake_testee_protocol::{Command, Memory};
     let mut mem = std::collections::HashMap::new();
-    for (r, (&base, &bl)) in cols.base.iter().zip(&cols.block_lens).enumerate() {
-        let Ok(a) = te.send::<Memory>(&Command::ReadMemory { addr: base, len: bl * num_blocks }).await else {
-            continue;
-        };
-        let Ok(bytes) = hex::decode(&a.hex) else { continue };
+    let regions = read_regions(te, &cols.base, &cols.block_lens, num_blocks).await;
+    for (r, (bytes, &bl)) in regions.iter().zip(&cols.block_lens).enumerate() {
+        let Some(bytes) = bytes else { continue };
         for b in 0..num_blocks {
             let Some(block) = bytes.get((b * bl) as usize..((b + 1) * bl) as usize) else { break };
             mem.insert((r, b), block.to_vec());

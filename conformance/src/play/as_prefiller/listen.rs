@@ -21,7 +21,7 @@ use crate::conversation::Conversation;
 use crate::counterpart::{OwnPrefiller, OwnStatus};
 use crate::finding::CheckId;
 use crate::play::prefiller_side::split_heartbeats;
-use crate::play::{fire, CaseCtx, PlayError, PrefillerControl, PrefillerSide, ReplyActions};
+use crate::play::{apply, CaseCtx, PlayError, PrefillerControl, ReplyActions};
 use crate::scenarios::Ready;
 
 pub(super) async fn play(
@@ -39,21 +39,18 @@ pub(super) async fn play(
     let spec = BootstrapSpec::new(t.revision.clone()).ok_or(PlayError::NoBootstrap)?.map_err(PlayError::runner)?;
     let boot = BootstrapServer::start(bootstrap, Registry::new(spec)).await.map_err(PlayError::runner)?;
     let lease = ctx.scenario.prefiller_kv_lease_s;
-    let peer = own_prefiller(t, p, ctx.model(), lease, endpoint, boot.url()).await?;
-    let mut side = [(p.conn.clone(), PrefillerSide::Ours(peer))];
+    let mut peer = own_prefiller(t, p, ctx.model(), lease, endpoint, boot.url()).await?;
     for tr in &ctx.scenario.transfers {
-        side[0].1.allocate(tr).await?;
+        peer.allocate(tr).await?;
     }
     if ctx.scenario.fail_transfers > 0 {
-        side[0].1.fail(ctx.scenario.fail_transfers).await?;
+        peer.fail(ctx.scenario.fail_transfers).await?;
     }
-    let own = side[0].1.own().expect("the runner's own prefiller");
     // Instructions the person driving the decoder needs while the runner waits (a closed stderr is ignored).
-    let say = instructions(ctx, own, &p.engine_id, &boot.url(), timeout);
+    let say = instructions(ctx, &peer, &p.engine_id, &boot.url(), timeout);
     let _ = std::io::Write::write_all(&mut std::io::stderr(), say.as_bytes());
-    serve(ctx, &profile, &mut side, timeout, ready_after).await?;
-    let own = side[0].1.own().expect("the runner's own prefiller");
-    let mut status = own.status().await?;
+    serve(ctx, &profile, &mut peer, timeout, ready_after).await?;
+    let mut status = peer.status().await?;
     status.wire = split_heartbeats(&profile, std::mem::take(&mut status.wire)).0;
     runner_deviations(t, &profile, &status, &ctx.sink);
     let same = crate::crossver::Pairing::same(&t.revision);
@@ -93,7 +90,7 @@ fn instructions(ctx: &CaseCtx<'_>, peer: &OwnPrefiller, engine_id: &str, url: &s
 async fn serve(
     ctx: &CaseCtx<'_>,
     profile: &WireProfile,
-    side: &mut [(String, PrefillerSide)],
+    peer: &mut OwnPrefiller,
     timeout: Duration,
     ready_after: Option<Duration>,
 ) -> Result<(), PlayError> {
@@ -104,8 +101,7 @@ async fn serve(
     let mut actions = ReplyActions::new(&ctx.scenario, &ctx.scenario.transfers);
     let replies_due: usize = t.exchanges.iter().map(|x| x.replies.len()).sum();
     loop {
-        let own = side[0].1.own().expect("the runner's own prefiller");
-        let wire = split_heartbeats(profile, own.status().await?.wire).0;
+        let wire = split_heartbeats(profile, peer.status().await?.wire).0;
         let sent = wire.iter().filter(|(i, _)| !*i).count();
         let arrived = wire.iter().filter(|(i, _)| *i).count();
         let due = match ready_after {
@@ -115,10 +111,12 @@ async fn serve(
         if due && !readied {
             readied = true;
             for tr in ctx.scenario.transfers.iter().filter(|tr| tr.ready == Ready::Before) {
-                side[0].1.ready(tr).await?;
+                peer.ready(tr).await?;
             }
         }
-        fire(&mut actions, sent, side).await?;
+        for step in actions.due(sent) {
+            apply(&step, peer).await?;
+        }
         if (arrived >= t.exchanges.len() && sent >= replies_due) || tokio::time::Instant::now() >= deadline {
             return Ok(());
         }

@@ -84,7 +84,9 @@ pub async fn play_pair(
     prefiller: &crate::testee::TesteeSpec,
 ) -> Result<Vec<Finding>, PlayError> {
     let pairing = crate::crossver::Pairing::same(&case.model.revision);
-    let (mut ctx, _) = CaseCtx::new(case, opts, &pairing).map_err(Box::new)?;
+    let setup = crate::derive::case_setup(&case.id, &case.model, &opts.scenarios, case.role, &opts.derived)
+        .map_err(Box::new)?;
+    let mut ctx = CaseCtx::new(case, opts, &pairing, setup.scenario);
     play_with(&mut ctx, Some(prefiller)).await?;
     Ok(ctx.findings)
 }

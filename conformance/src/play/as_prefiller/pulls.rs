@@ -123,12 +123,12 @@ async fn send_step(
     k: usize,
     sides: &mut Sides,
 ) -> Result<(), PlayError> {
-    let inbound_base = inbound_count(&sides.prefillers, profile).await;
+    let inbound_base = wire_count(&sides.prefillers, profile, true).await;
     for (n, (conn, m)) in steps.order_at(ctx.t, k).into_iter().enumerate() {
         if let (true, Some(base)) = (n > 0, inbound_base) {
             let until = tokio::time::Instant::now() + Duration::from_secs(2) + ctx.opts.slack;
             while tokio::time::Instant::now() < until
-                && inbound_count(&sides.prefillers, profile).await.is_some_and(|c| c < base + n)
+                && wire_count(&sides.prefillers, profile, true).await.is_some_and(|c| c < base + n)
             {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
@@ -153,7 +153,7 @@ async fn settle_step(
         // Whether every decoder settled is read before the replies below: a reply that settled a pull is in
         // the wire log by then, so the actions it triggers fire before the next step starts. Replies the
         // recording shows for the pulls so far may still be to come from our prefiller.
-        let wait_replies = replies_in_wire(&sides.prefillers, profile)
+        let wait_replies = wire_count(&sides.prefillers, profile, false)
             .await
             .is_some_and(|n| n < steps.recorded_replies_through(ctx.t, k));
         let mut settled = true;
@@ -207,7 +207,7 @@ fn decoder_settled(
 
 /// Replies sent so far: from our prefillers' wire logs, or (two testees) the requests the decoders settled.
 async fn replies_sent(sides: &mut Sides, profile: &WireProfile) -> Result<usize, PlayError> {
-    if let Some(n) = replies_in_wire(&sides.prefillers, profile).await {
+    if let Some(n) = wire_count(&sides.prefillers, profile, false).await {
         return Ok(n);
     }
     let mut sent = 0;
@@ -218,20 +218,12 @@ async fn replies_sent(sides: &mut Sides, profile: &WireProfile) -> Result<usize,
     Ok(sent)
 }
 
-/// Replies our prefillers sent (from their wire logs); `None` when one is another testee.
-async fn replies_in_wire(prefillers: &[(String, PrefillerSide)], profile: &WireProfile) -> Option<usize> {
+/// Messages our prefillers received (`inbound`: the pulls) or sent (the replies) so far, from their wire logs;
+/// `None` when one is another testee.
+async fn wire_count(prefillers: &[(String, PrefillerSide)], profile: &WireProfile, inbound: bool) -> Option<usize> {
     let mut n = 0;
     for (_, p) in prefillers {
-        n += p.wire(profile).await?.iter().filter(|(inbound, _)| !inbound).count();
-    }
-    Some(n)
-}
-
-/// Pulls our prefillers have received so far (from their wire logs); `None` when one is another testee.
-async fn inbound_count(prefillers: &[(String, PrefillerSide)], profile: &WireProfile) -> Option<usize> {
-    let mut n = 0;
-    for (_, p) in prefillers {
-        n += p.wire(profile).await?.iter().filter(|(inbound, _)| *inbound).count();
+        n += p.wire(profile).await?.iter().filter(|(i, _)| *i == inbound).count();
     }
     Some(n)
 }
