@@ -138,3 +138,7 @@ pub const MAX_TE_HANDSHAKE_BYTES: usize = 1 << 20;
 /// Largest single Transfer Engine TCP request (one header's `size`) the reference peer serves or sends. The
 /// engine has no cap of its own beyond the registered buffer; a write must lie inside registered memory anyway.
 pub const MAX_TE_REQUEST_BYTES: usize = 1 << 30;
+
+/// How many times in a row a libzmq call interrupted by a signal (`EINTR`) is tried again before the error is
+/// returned (`mooncake_io::interrupted::retry`). A signal storm that long is not a stray `SIGCHLD`.
+pub const MAX_EINTR_RETRIES: usize = 1000;

@@ -1,5 +1,5 @@
-// The counting global allocator below is the only unsafe code of the workspace (`unsafe_code` is denied
-// everywhere else): it forwards every call to the system allocator.
+// The counting global allocator below is unsafe code (`unsafe_code` is denied everywhere but here and in
+// `io/tests/suite/signals.rs`' libc calls): it forwards every call to the system allocator.
 #![allow(unsafe_code)]
 //! Hostile inputs are refused, or handled within the limits of `src/limits.rs`, with the heap they cost
 //! measured: this test binary counts every allocation of the thread that decodes (a counting global allocator)

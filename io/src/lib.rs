@@ -46,6 +46,7 @@ mod admission;
 pub mod backend;
 pub mod engine;
 pub mod http;
+pub mod interrupted;
 pub mod layout;
 pub mod reactor;
 pub mod router;

@@ -12,6 +12,8 @@ use std::thread::JoinHandle;
 use mooncake_wire::limits;
 use tokio::sync::{mpsc as tmpsc, oneshot};
 
+use crate::interrupted::{recv_frames, retry, send_frames};
+
 /// What the reactor received.
 #[derive(Debug)]
 pub enum Incoming {
@@ -101,10 +103,11 @@ impl Reactor {
     /// Starts the thread; `incoming` receives everything the sockets receive.
     pub fn start(ctx: &zmq::Context, incoming: tmpsc::UnboundedSender<Incoming>) -> Result<Reactor, ReactorError> {
         let wake_addr = format!("inproc://mooncake-reactor-{}", NEXT.fetch_add(1, Ordering::Relaxed));
-        let pull = ctx.socket(zmq::PULL).map_err(zmq_call("socket"))?;
-        pull.bind(&wake_addr).map_err(|source| ReactorError::Bind { endpoint: wake_addr.clone(), source })?;
-        let push = ctx.socket(zmq::PUSH).map_err(zmq_call("socket"))?;
-        push.connect(&wake_addr).map_err(|source| ReactorError::Connect { addr: wake_addr.clone(), source })?;
+        let pull = retry(|| ctx.socket(zmq::PULL)).map_err(zmq_call("socket"))?;
+        retry(|| pull.bind(&wake_addr)).map_err(|source| ReactorError::Bind { endpoint: wake_addr.clone(), source })?;
+        let push = retry(|| ctx.socket(zmq::PUSH)).map_err(zmq_call("socket"))?;
+        retry(|| push.connect(&wake_addr))
+            .map_err(|source| ReactorError::Connect { addr: wake_addr.clone(), source })?;
         let (tx, rx) = mpsc::channel();
         let ctx = ctx.clone();
         let thread = std::thread::Builder::new()
@@ -117,7 +120,7 @@ impl Reactor {
     fn send(&self, c: Cmd) {
         if self.cmds.send(c).is_ok() {
             if let Ok(w) = self.wake.lock() {
-                let _ = w.send(&[0u8][..], zmq::DONTWAIT);
+                let _ = retry(|| w.send(&[0u8][..], zmq::DONTWAIT));
             }
         }
     }
@@ -171,7 +174,7 @@ impl Drop for Reactor {
 }
 
 fn recv_all(s: &zmq::Socket) -> Option<Vec<Vec<u8>>> {
-    s.recv_multipart(zmq::DONTWAIT).ok()
+    recv_frames(s, zmq::DONTWAIT).ok()
 }
 
 fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmpsc::UnboundedSender<Incoming>) {
@@ -187,7 +190,7 @@ fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmp
             for id in &ids {
                 items.push(dealers[id].as_poll_item(zmq::POLLIN));
             }
-            if zmq::poll(&mut items, -1).is_err() {
+            if retry(|| zmq::poll(&mut items, -1)).is_err() {
                 return;
             }
             let off = 1 + router.is_some() as usize;
@@ -202,7 +205,7 @@ fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmp
             )
         };
         if wake_ready {
-            while wake.recv_bytes(zmq::DONTWAIT).is_ok() {}
+            while retry(|| wake.recv_bytes(zmq::DONTWAIT)).is_ok() {}
             while let Ok(c) = cmds.try_recv() {
                 match c {
                     Cmd::Shutdown => return,
@@ -217,13 +220,14 @@ fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmp
                     Cmd::RouterSend(messages) => {
                         if let Some(r) = &router {
                             for frames in messages {
-                                let _ = r.send_multipart(frames, zmq::DONTWAIT);
+                                let _ = send_frames(r, &frames, zmq::DONTWAIT);
                             }
                         }
                     }
                     Cmd::OpenDealer { id, addr, frames, req } => {
                         let r = (|| -> Result<zmq::Socket, ReactorError> {
-                            let s = ctx.socket(if req { zmq::REQ } else { zmq::DEALER }).map_err(zmq_call("socket"))?;
+                            let kind = if req { zmq::REQ } else { zmq::DEALER };
+                            let s = retry(|| ctx.socket(kind)).map_err(zmq_call("socket"))?;
                             // vLLM's make_zmq_socket options for the decoder's DEALER (a REQ gets linger 0 only).
                             s.set_linger(0).map_err(zmq_call("set_linger"))?;
                             if !req {
@@ -234,8 +238,9 @@ fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmp
                             if is_v6_literal(&addr) {
                                 s.set_ipv6(true).map_err(zmq_call("set_ipv6"))?;
                             }
-                            s.connect(&addr).map_err(|source| ReactorError::Connect { addr: addr.clone(), source })?;
-                            s.send_multipart(frames, 0).map_err(zmq_call("send"))?;
+                            retry(|| s.connect(&addr))
+                                .map_err(|source| ReactorError::Connect { addr: addr.clone(), source })?;
+                            send_frames(&s, &frames, 0).map_err(zmq_call("send"))?;
                             Ok(s)
                         })();
                         match r {
@@ -275,13 +280,13 @@ fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmp
 /// A ROUTER as vLLM's prefiller creates it (no options), plus a frame-size cap and no linger; returns the
 /// socket and its bound endpoint.
 fn bind_router(ctx: &zmq::Context, endpoint: &str) -> Result<(zmq::Socket, String), ReactorError> {
-    let s = ctx.socket(zmq::ROUTER).map_err(zmq_call("socket"))?;
+    let s = retry(|| ctx.socket(zmq::ROUTER)).map_err(zmq_call("socket"))?;
     s.set_maxmsgsize(limits::MAX_FRAME_BYTES as i64).map_err(zmq_call("set_maxmsgsize"))?;
     s.set_linger(0).map_err(zmq_call("set_linger"))?;
     if is_v6_literal(endpoint) {
         s.set_ipv6(true).map_err(zmq_call("set_ipv6"))?;
     }
-    s.bind(endpoint).map_err(|source| ReactorError::Bind { endpoint: endpoint.to_string(), source })?;
+    retry(|| s.bind(endpoint)).map_err(|source| ReactorError::Bind { endpoint: endpoint.to_string(), source })?;
     let ep =
         s.get_last_endpoint().map_err(zmq_call("get_last_endpoint"))?.map_err(|_| ReactorError::EndpointNotUtf8)?;
     Ok((s, ep))

@@ -18,6 +18,7 @@ use std::sync::{mpsc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use mooncake_io::interrupted::{recv_frames, retry, send_frames};
 use mooncake_io::router::{Router, RouterError};
 use mooncake_wire::limits;
 use mooncake_wire::zmtp::relay::{LegKey, Legs};
@@ -102,14 +103,14 @@ impl Relay {
     pub(crate) fn start(host: &str, emit: Box<dyn FnMut(Obs) + Send>) -> Result<Relay, RelayError> {
         let ctx = zmq::Context::new();
         let wake_addr = format!("inproc://mooncake-tap-{}", NEXT.fetch_add(1, Ordering::Relaxed));
-        let pull = ctx.socket(zmq::PULL)?;
-        pull.bind(&wake_addr)?;
-        let push = ctx.socket(zmq::PUSH)?;
-        push.connect(&wake_addr)?;
+        let pull = retry(|| ctx.socket(zmq::PULL))?;
+        retry(|| pull.bind(&wake_addr))?;
+        let push = retry(|| ctx.socket(zmq::PUSH))?;
+        retry(|| push.connect(&wake_addr))?;
         // Whole messages from the ROUTERs' threads: [front index (8 bytes, little-endian), routing id, frames...].
         let inbox_addr = format!("inproc://mooncake-tap-inbox-{}", NEXT.fetch_add(1, Ordering::Relaxed));
-        let inbox = ctx.socket(zmq::PULL)?;
-        inbox.bind(&inbox_addr)?;
+        let inbox = retry(|| ctx.socket(zmq::PULL))?;
+        retry(|| inbox.bind(&inbox_addr))?;
         let (tx, rx) = mpsc::channel();
         let host = host.to_string();
         let thread = std::thread::Builder::new()
@@ -125,7 +126,7 @@ impl Relay {
     fn send(&self, c: Cmd) {
         if self.cmds.send(c).is_ok() {
             if let Ok(w) = self.wake.lock() {
-                let _ = w.send(&[0u8][..], zmq::DONTWAIT);
+                let _ = retry(|| w.send(&[0u8][..], zmq::DONTWAIT));
             }
         }
     }
@@ -186,7 +187,7 @@ impl Thread {
                 let (keys, dealers): (Vec<&LegKey>, Vec<&zmq::Socket>) = self.legs.iter().unzip();
                 let mut items = vec![wake.as_poll_item(zmq::POLLIN), inbox.as_poll_item(zmq::POLLIN)];
                 items.extend(dealers.iter().map(|d| d.as_poll_item(zmq::POLLIN)));
-                if zmq::poll(&mut items, 1000).is_err() {
+                if retry(|| zmq::poll(&mut items, 1000)).is_err() {
                     return;
                 }
                 (
@@ -200,7 +201,7 @@ impl Thread {
                 )
             };
             if wake_ready {
-                while wake.recv_bytes(zmq::DONTWAIT).is_ok() {}
+                while retry(|| wake.recv_bytes(zmq::DONTWAIT)).is_ok() {}
                 while let Ok(c) = cmds.try_recv() {
                     match c {
                         Cmd::Shutdown => return,
@@ -211,7 +212,7 @@ impl Thread {
                 }
             }
             if inbox_ready {
-                while let Ok(mut msg) = inbox.recv_multipart(zmq::DONTWAIT) {
+                while let Ok(mut msg) = recv_frames(&inbox, zmq::DONTWAIT) {
                     let f = msg.first().and_then(|b| <[u8; 8]>::try_from(&b[..]).ok()).map(u64::from_le_bytes);
                     let Some(f) = f.map(|f| f as usize).filter(|f| *f < self.fronts.len()) else { continue };
                     msg.remove(0);
@@ -220,7 +221,7 @@ impl Thread {
             }
             for k in legs_ready {
                 while let Some(dealer) = self.legs.touch(Instant::now(), &k) {
-                    let Ok(frames) = dealer.recv_multipart(zmq::DONTWAIT) else { break };
+                    let Ok(frames) = recv_frames(dealer, zmq::DONTWAIT) else { break };
                     self.on_prefiller_frames(&k, frames);
                 }
             }
@@ -237,14 +238,14 @@ impl Thread {
         let index = self.fronts.len();
         // The ROUTER's thread pushes each whole message, tagged with this front, to the relay thread; a full
         // inbox makes it wait (the decoders' messages are not dropped).
-        let push = self.ctx.socket(zmq::PUSH)?;
+        let push = retry(|| self.ctx.socket(zmq::PUSH))?;
         push.set_linger(0)?;
-        push.connect(&self.inbox_addr)?;
+        retry(|| push.connect(&self.inbox_addr))?;
         let handler: mooncake_io::router::RouterHandler = Box::new(move |msg: Vec<Vec<u8>>| {
             let mut tagged = Vec::with_capacity(msg.len() + 1);
             tagged.push((index as u64).to_le_bytes().to_vec());
             tagged.extend(msg);
-            let _ = push.send_multipart(tagged, 0);
+            let _ = send_frames(&push, &tagged, 0);
             vec![]
         });
         let ep =
@@ -275,7 +276,7 @@ impl Thread {
                 return;
             }
         };
-        let sent = routed.leg.send_multipart(msg.iter(), zmq::DONTWAIT);
+        let sent = send_frames(routed.leg, &msg, zmq::DONTWAIT);
         if let Some((evicted, _dealer)) = routed.evicted {
             self.closed(&evicted);
         }
@@ -299,7 +300,7 @@ impl Thread {
 
 /// A DEALER to the real prefiller at `real`, under the decoder connection's routing id `rid`.
 fn open_leg(ctx: &zmq::Context, real: &str, rid: &[u8]) -> Result<zmq::Socket, RelayError> {
-    let s = ctx.socket(zmq::DEALER)?;
+    let s = retry(|| ctx.socket(zmq::DEALER))?;
     if !rid.is_empty() && rid.len() <= 255 {
         s.set_identity(rid).map_err(|source| RelayError::RoutingId { rid: rid.to_vec(), source })?;
     }
@@ -311,6 +312,6 @@ fn open_leg(ctx: &zmq::Context, real: &str, rid: &[u8]) -> Result<zmq::Socket, R
     if v6(real) {
         s.set_ipv6(true)?;
     }
-    s.connect(real).map_err(|source| RelayError::Connect { endpoint: real.to_string(), source })?;
+    retry(|| s.connect(real)).map_err(|source| RelayError::Connect { endpoint: real.to_string(), source })?;
     Ok(s)
 }
