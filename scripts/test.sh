@@ -122,6 +122,9 @@ fi
 step "spec diff against the main branch"
 ./scripts/spec-diff.sh "$bin"
 
+# The mutation suite (conformance/CHECKS.md § Mutation suite): faults caught per role.
+mutation=$(grep -oE '^MUTATION SUITE: [a-z]+ [0-9]+/[0-9]+' target/test-output.txt | awk '{printf "%s%s %s", sep, $3, $4; sep=", "}')
+grep '^MUTATION SUITE: ' target/test-output.txt || true
 skip_note=""
 [ "$skipped" -eq 0 ] || skip_note=" (${skipped} skipped for a missing optional input: see the SKIPPED lines above)"
-echo "SUMMARY: ${passed} Rust tests passed${skip_note}; vectors and traces OK; $(( $(date +%s) - start ))s"
+echo "SUMMARY: ${passed} Rust tests passed${skip_note}; mutation suite: ${mutation:-not run} faults caught; vectors and traces OK; $(( $(date +%s) - start ))s"

@@ -22,7 +22,7 @@ pub enum TesteeSpec {
     /// A command line, split with shell quoting (`./peer --name 'a b'`); see [`split_command`].
     Command(String),
     /// The built-in peer with deliberate faults in what it sends (to test the runner itself): the runner adds
-    /// them as `faults` to the config of every prefiller and decoder it starts.
+    /// them as `faults` to the config of every role (bootstrap server, prefiller, decoder) it starts.
     BuiltinWithFaults(Vec<String>),
 }
 
@@ -294,7 +294,7 @@ pub struct Testee {
     stdin: ChildStdin,
     lines: Lines<BufReader<ChildStdout>>,
     log: TesteeLog,
-    /// Added as `faults` to every prefiller's and decoder's start config ([`TesteeSpec::BuiltinWithFaults`]).
+    /// Added as `faults` to every role's start config ([`TesteeSpec::BuiltinWithFaults`]).
     faults: Vec<String>,
 }
 
@@ -413,8 +413,7 @@ impl Testee {
     /// Sends one command line and returns the testee's answer line as it came (`ok` true or false).
     async fn exchange(&mut self, mut cmd: J) -> Result<J, TesteeError> {
         let Testee { child, stdin, lines, log, faults } = self;
-        let role = cmd.get("role").and_then(J::as_str).unwrap_or("").to_string();
-        if !faults.is_empty() && cmd.get("cmd").and_then(J::as_str) == Some("start") && role != "bootstrap" {
+        if !faults.is_empty() && cmd.get("cmd").and_then(J::as_str) == Some("start") {
             cmd["config"]["faults"] = json!(faults);
         }
         let what = cmd.get("cmd").and_then(J::as_str).unwrap_or("?").to_string();

@@ -81,7 +81,7 @@ fn zmq_call(what: &'static str) -> impl FnOnce(zmq::Error) -> ReactorError {
 enum Cmd {
     BindRouter { endpoint: String, reply: oneshot::Sender<Result<String, ReactorError>> },
     RouterSend(Vec<Vec<Vec<u8>>>),
-    OpenDealer { id: u64, addr: String, frames: Vec<Vec<u8>>, req: bool },
+    OpenDealer { id: u64, addr: String, messages: Vec<Vec<Vec<u8>>>, req: bool },
     CloseDealer(u64),
     Shutdown,
 }
@@ -148,13 +148,19 @@ impl Reactor {
 
     /// Opens a new DEALER and sends a message of these frames (one frame is what vLLM sends).
     pub fn open_dealer_frames(&self, id: u64, addr: &str, frames: Vec<Vec<u8>>) {
-        self.send(Cmd::OpenDealer { id, addr: addr.to_string(), frames, req: false });
+        self.open_dealer_messages(id, addr, vec![frames]);
+    }
+
+    /// Opens a new DEALER and sends these messages on it, in order (none, one or more: the reference peer's
+    /// deliberate faults; vLLM sends one).
+    pub fn open_dealer_messages(&self, id: u64, addr: &str, messages: Vec<Vec<Vec<u8>>>) {
+        self.send(Cmd::OpenDealer { id, addr: addr.to_string(), messages, req: false });
     }
 
     /// Opens a new REQ socket (generation 1: linger 0, no other option) and sends `payload`; libzmq adds the
     /// empty delimiter, and the reply arrives as [`Incoming::Dealer`] without it.
     pub fn open_req(&self, id: u64, addr: &str, payload: Vec<u8>) {
-        self.send(Cmd::OpenDealer { id, addr: addr.to_string(), frames: vec![payload], req: true });
+        self.send(Cmd::OpenDealer { id, addr: addr.to_string(), messages: vec![vec![payload]], req: true });
     }
 
     /// Closes the DEALER (or REQ) opened with `id`; anything it receives afterwards is lost. An unknown `id` is
@@ -224,7 +230,7 @@ fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmp
                             }
                         }
                     }
-                    Cmd::OpenDealer { id, addr, frames, req } => {
+                    Cmd::OpenDealer { id, addr, messages, req } => {
                         let r = (|| -> Result<zmq::Socket, ReactorError> {
                             let kind = if req { zmq::REQ } else { zmq::DEALER };
                             let s = retry(|| ctx.socket(kind)).map_err(zmq_call("socket"))?;
@@ -240,7 +246,9 @@ fn run(ctx: zmq::Context, wake: zmq::Socket, cmds: mpsc::Receiver<Cmd>, out: tmp
                             }
                             retry(|| s.connect(&addr))
                                 .map_err(|source| ReactorError::Connect { addr: addr.clone(), source })?;
-                            send_frames(&s, &frames, 0).map_err(zmq_call("send"))?;
+                            for frames in &messages {
+                                send_frames(&s, frames, 0).map_err(zmq_call("send"))?;
+                            }
                             Ok(s)
                         })();
                         match r {

@@ -161,7 +161,7 @@ async fn run(
                     } else if faults.is_empty() {
                         reactor.open_dealer(id.0, &addr, payload);
                     } else {
-                        reactor.open_dealer_frames(id.0, &addr, crate::faults::apply_to_request(&faults, payload));
+                        reactor.open_dealer_messages(id.0, &addr, crate::faults::apply_to_request(&faults, payload));
                     }
                 }
                 DecoderEvent::Close { id } => reactor.close_dealer(id.0),

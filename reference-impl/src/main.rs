@@ -162,6 +162,29 @@ enum Role {
         after_help = "Exit codes: 0 = stopped on end of input or `stop`.\n\nExample:\n  mooncake-conformance run --testee \"mooncake-peer --log error testee\""
     )]
     Testee,
+    /// List the deliberate faults a role's start config can ask for (`"faults": [names]`): the conformance
+    /// runner's mutation suite starts the peer with each and expects a case to catch it.
+    #[command(after_help = "Exit codes: 0 = listed.\n\nExample:\n  mooncake-peer faults --json")]
+    Faults {
+        /// One JSON object per line, `{"name", "roles", "what"}`, instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `mooncake-peer faults`: every fault, its roles and what it does.
+fn list_faults(as_json: bool) -> std::io::Result<()> {
+    use mooncake_reference::faults::Fault;
+    let mut out = std::io::stdout().lock();
+    for f in Fault::ALL {
+        let roles: Vec<&str> = f.roles().iter().map(|r| r.name()).collect();
+        if as_json {
+            writeln!(out, "{}", json!({"name": f.name(), "roles": roles, "what": f.what()}))?;
+        } else {
+            writeln!(out, "{:<24} {:<28} {}", f.name(), roles.join(","), f.what())?;
+        }
+    }
+    out.flush()
 }
 
 /// Why the command line cannot be turned into a `start` command (exit code 2).
@@ -237,14 +260,14 @@ fn revision_name(given: &str) -> Result<String, CliError> {
 fn start_command(role: &Role) -> Result<Option<J>, CliError> {
     let mut role = role.clone();
     match &mut role {
-        Role::Testee => {}
+        Role::Testee | Role::Faults { .. } => {}
         Role::Bootstrap { common, .. } | Role::Prefiller { common, .. } | Role::Decoder { common, .. } => {
             common.revision = revision_name(&common.revision)?
         }
     }
     let role = &role;
     Ok(Some(match role {
-        Role::Testee => return Ok(None),
+        Role::Testee | Role::Faults { .. } => return Ok(None),
         Role::Bootstrap { common, bind } => {
             json!({"cmd": "start", "role": "bootstrap", "revision": common.revision, "config": {"bind": bind}})
         }
@@ -297,6 +320,15 @@ fn stdin_lines() -> tokio::sync::mpsc::Receiver<std::io::Result<String>> {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Role::Faults { json } = cli.role {
+        return match list_faults(json) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                std::process::ExitCode::from(2)
+            }
+        };
+    }
     let level: tracing::Level = cli.log.parse().unwrap_or(tracing::Level::INFO);
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_max_level(level).init();
     let mut testee = Testee::default();

@@ -146,7 +146,9 @@ impl PrefillerPeer {
         let router = Router::bind(&cfg.bind, handler)?;
         let endpoint = router.endpoint().to_string();
         if let Some(b) = &cfg.bootstrap {
-            let payload = json!({"engine_id": cfg.engine_id, "dp_rank": cfg.dp_rank, "tp_rank": cfg.tp_rank, "pp_rank": cfg.pp_rank, "addr": endpoint});
+            // A deliberate fault registers the next rank (tests of the runner only).
+            let tp_rank = cfg.tp_rank + i64::from(cfg.faults.contains(&crate::faults::Fault::WrongRegistration));
+            let payload = json!({"engine_id": cfg.engine_id, "dp_rank": cfg.dp_rank, "tp_rank": tp_rank, "pp_rank": cfg.pp_rank, "addr": endpoint});
             crate::http::register(b, &payload, Duration::from_secs(30)).await?;
         }
         let apply = {

@@ -17,6 +17,8 @@ use tokio::net::TcpListener;
 
 use crate::backend::{serve_engine, Backend};
 use crate::decoder::DecoderPeer;
+use crate::faults::bootstrap::FaultyBootstrap;
+use crate::faults::{Fault, FaultRole};
 use crate::http::BootstrapServer;
 use crate::prefiller::{PrefillerConfig, PrefillerPeer};
 use mooncake_io::layout::{producer, producer_with, LayoutExt};
@@ -43,7 +45,11 @@ pub fn hello() -> Hello {
 }
 
 enum Role {
-    Bootstrap(BootstrapServer),
+    /// The server, and the faulty front before it when the config asks for bootstrap faults.
+    Bootstrap {
+        server: BootstrapServer,
+        _front: Option<FaultyBootstrap>,
+    },
     /// The peer, and whether `status` shows its wire.
     Prefiller(PrefillerPeer, bool),
     Decoder(DecoderPeer, tokio::task::JoinHandle<()>, bool),
@@ -64,6 +70,8 @@ fn wire_entry(inbound: bool, frames: &[Vec<u8>], endpoint: Option<&str>) -> Wire
 pub struct Testee {
     ctx: zmq::Context,
     role: Option<Role>,
+    /// The deliberate faults of its role's start config that act in that role.
+    faults: Vec<Fault>,
 }
 
 /// Why the testee refuses or fails a command. Its text is the testee protocol's error answer
@@ -157,6 +165,22 @@ impl From<CommandError> for TesteeError {
     }
 }
 
+/// The faults a role's start config lists (`"faults": [names]`) that act in that role.
+fn role_faults(role: proto::Role, config: &J) -> Result<Vec<Fault>, TesteeError> {
+    let names: Vec<String> = match config.get("faults") {
+        None => vec![],
+        Some(v) => serde_json::from_value(v.clone()).map_err(TesteeError::Config)?,
+    };
+    let role = match role {
+        proto::Role::Bootstrap => FaultRole::Bootstrap,
+        proto::Role::Prefiller => FaultRole::Prefiller,
+        proto::Role::Decoder => FaultRole::Decoder,
+    };
+    let mut faults = Fault::parse_all(&names)?;
+    faults.retain(|f| f.roles().contains(&role));
+    Ok(faults)
+}
+
 /// The transfer backends a process can use: `tcp-engine` (the default).
 fn check_transfer(t: &Option<String>) -> Result<(), TesteeError> {
     match t.as_deref() {
@@ -178,7 +202,7 @@ fn secs(v: Option<f64>, what: &'static str) -> Result<Option<Duration>, TesteeEr
 
 impl Default for Testee {
     fn default() -> Self {
-        Testee { ctx: zmq::Context::new(), role: None }
+        Testee { ctx: zmq::Context::new(), role: None, faults: vec![] }
     }
 }
 
@@ -192,6 +216,8 @@ impl Testee {
                 self.role = None;
                 Ok(proto::ok_answer(&Done {}))
             }
+            Ok(Command::Status) if self.faults.contains(&Fault::CrashOnStatus) => std::process::exit(3),
+            Ok(Command::Status) if self.faults.contains(&Fault::HangOnStatus) => std::future::pending().await,
             Ok(c) => self.role_cmd(c).await,
         };
         r.unwrap_or_else(proto::error_answer)
@@ -206,14 +232,21 @@ impl Testee {
         }
         let rev = Spec::builtin().revision(revision).expect("listed").clone();
         let config = if config.is_null() { json!({}) } else { config };
+        self.faults = role_faults(role, &config)?;
         match role {
             proto::Role::Bootstrap => {
                 let c: BootstrapConfig = serde_json::from_value(config).map_err(TesteeError::Config)?;
                 let bind = c.bind.unwrap_or_else(|| "127.0.0.1:0".into());
                 let spec = mooncake_wire::bootstrap::BootstrapSpec::new(rev).ok_or(TesteeError::NoBootstrap)??;
-                let s = BootstrapServer::start(&bind, Registry::new(spec)).await?;
-                let url = s.url();
-                self.role = Some(Role::Bootstrap(s));
+                let (s, front) = if self.faults.is_empty() {
+                    (BootstrapServer::start(&bind, Registry::new(spec)).await?, None)
+                } else {
+                    let inner = BootstrapServer::start("127.0.0.1:0", Registry::new(spec)).await?;
+                    let front = crate::faults::bootstrap::start(&bind, inner.url(), self.faults.clone()).await?;
+                    (inner, Some(front))
+                };
+                let url = front.as_ref().map_or_else(|| s.url(), |f| f.url.clone());
+                self.role = Some(Role::Bootstrap { server: s, _front: front });
                 Ok(proto::ok_answer(&Started { url: Some(url), ..Default::default() }))
             }
             proto::Role::Prefiller => {
@@ -235,7 +268,7 @@ impl Testee {
                     abort_timeout: secs(c.abort_timeout_s, "abort_timeout_s")?,
                     kv_lease: secs(c.kv_lease_duration_s, "kv_lease_duration_s")?,
                     record_wire: c.record_wire,
-                    faults: c.faults.iter().map(|f| crate::faults::Fault::parse(f)).collect::<Result<_, _>>()?,
+                    faults: self.faults.clone(),
                 };
                 let p = PrefillerPeer::start(cfg, profile, planner, memory, Backend::tcp_engine()).await?;
                 let endpoint = p.endpoint.clone();
@@ -286,12 +319,7 @@ impl Testee {
                     core.set_recv_timeout(t);
                 }
                 core.set_kv_lease_duration(secs(c.kv_lease_duration_s, "kv_lease_duration_s")?)?;
-                let faults = c
-                    .faults
-                    .iter()
-                    .map(|f| crate::faults::Fault::parse(f))
-                    .collect::<Result<_, crate::error::UnknownFault>>()?;
-                let d = DecoderPeer::start_with_faults(&self.ctx, core, memory, faults)?;
+                let d = DecoderPeer::start_with_faults(&self.ctx, core, memory, self.faults.clone())?;
                 self.role = Some(Role::Decoder(d, server, c.record_wire));
                 Ok(session(&c.hostname, port))
             }
@@ -320,11 +348,7 @@ impl Testee {
             abort_timeout: None,
             kv_lease: None,
             record_wire: c.record_wire,
-            faults: c
-                .faults
-                .iter()
-                .map(|f| crate::faults::Fault::parse(f))
-                .collect::<Result<_, crate::error::UnknownFault>>()?,
+            faults: self.faults.clone(),
         };
         let p = PrefillerPeer::start_machine(cfg, core, memory, Backend::tcp_engine()).await?;
         let endpoint = p.endpoint.clone();
@@ -381,6 +405,8 @@ impl Testee {
                     heartbeats: Some(s.stats.heartbeats),
                     wire: wire.then(|| s.wire.iter().map(|(inbound, f)| wire_entry(*inbound, f, None)).collect()),
                 };
+                let mut status = status;
+                crate::faults::report::prefiller_status(&self.faults, &mut status);
                 Ok(proto::ok_answer(&status))
             }
             (Some(Role::Decoder(d, _, _)), Command::Pull { requests }) => {
@@ -455,14 +481,17 @@ impl Testee {
                     }),
                     wire,
                 };
+                let mut status = status;
+                crate::faults::report::decoder_status(&self.faults, &mut status);
                 Ok(proto::ok_answer(&status))
             }
             (Some(Role::Decoder(d, _, _)), Command::ReadMemory { addr, len }) => {
                 let m = d.memory.lock().map_err(|_| TesteeError::Poisoned("memory"))?;
                 let b = m.read(addr, len).ok_or(TesteeError::NotRegistered { addr, len })?;
+                let b = crate::faults::report::memory(&self.faults, b.to_vec());
                 Ok(proto::ok_answer(&proto::Memory { hex: hex::encode(b) }))
             }
-            (Some(Role::Bootstrap(b)), Command::Status) => {
+            (Some(Role::Bootstrap { server: b, .. }), Command::Status) => {
                 let r = b.registry.lock().map_err(|_| TesteeError::Poisoned("registry"))?;
                 let table = serde_json::to_value(r.query()).map_err(TesteeError::Json)?;
                 Ok(proto::ok_answer(&proto::BootstrapStatus { workers: r.worker_count() as u64, table }))

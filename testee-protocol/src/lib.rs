@@ -348,6 +348,9 @@ pub struct BootstrapConfig {
     /// `host:port` to listen on (default `127.0.0.1:0`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bind: Option<String>,
+    /// Deliberate faults (tests of the runner itself; the reference peer's `faults` list).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<String>,
 }
 
 /// `config` of a prefiller.

@@ -15,8 +15,9 @@ spec/PROTOCOL.md#bootstrap-query, spec/PROTOCOL.md#tp-fan-out; vLLM `receive_kv`
 * Replies: `ERROR` (or `LAYOUT_MISS` after a full layout) fails every request of the message; otherwise
   `err_reqs` fail and `ok_reqs` settle; 0.33.0 fails whatever a `FINISH` left unreported. No reply within
   `abort_timeout_s + 60` s fails the message's unsettled requests.
-* A request is finished once every contacted worker settled it; a failed request is finished too (vLLM
-  reports its blocks invalid). Requests without local blocks (free-only) are never reported.
+* A request is finished once every contacted worker settled it; a failed request is finished too, and
+  reported with its blocks invalid (flattened over its KV groups), or in `failed_recving` when the layout has
+  several KV-cache groups. Requests without local blocks (free-only) are never reported.
 """
 
 from __future__ import annotations
@@ -141,7 +142,14 @@ class Decoder:
     # outcomes
 
     def _report_failed(self, p: Pull, reason: str):
-        self.failed.append({"d_req_id": p.d_req_id, "reason": reason})
+        # vLLM `_handle_failed_recv` (0.31.0 on): with several KV-cache groups the request goes to
+        # `failed_recving`; otherwise its destination blocks, flattened over the groups, are reported invalid so
+        # the scheduler recomputes them.
+        groups = {g for g in self.layout.get("registered_group_indices") or [] if isinstance(g, int) and g >= 0}
+        by_request = len(groups) > 1
+        self.failed.append({"d_req_id": p.d_req_id, "reason": reason,
+                            "invalid_blocks": [] if by_request else [b for g in p.blocks for b in g],
+                            "failed_recving": by_request})
 
     def _report_finished(self, p: Pull):
         self.pending.discard(p)

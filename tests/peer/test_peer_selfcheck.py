@@ -417,7 +417,8 @@ class PeerSelfCheck(unittest.TestCase):
         c.pull(d, ("d-req-404", "xfer-unknown", [[3, 4]]))
         s = c.wait_finished(d, "d-req-404")
         self.assertGreaterEqual(time.monotonic() - t0, 0.9)
-        self.assertEqual(s["failed"], [{"d_req_id": "d-req-404", "reason": "Timeout waiting for P side ready."}])
+        self.assertEqual(s["failed"], [{"d_req_id": "d-req-404", "reason": "Timeout waiting for P side ready.",
+                                        "invalid_blocks": [3, 4], "failed_recving": False}])
         self.assertEqual(s["exchanges"][0]["replies"], [{"status": 0, "err_reqs": ["d-req-404"],
                                                          "err_msg": "Timeout waiting for P side ready.",
                                                          "layout_id": d.layout_id}])
@@ -490,7 +491,8 @@ class PeerSelfCheck(unittest.TestCase):
         c.pull(d, ("d-req-1", "xfer-1", [[3, 4]]))
         s = c.wait_finished(d, "d-req-1")
         msg = "Mooncake KV region length mismatch for homogeneous TP at region 0: local=2048, remote=4096."
-        self.assertEqual(s["failed"], [{"d_req_id": "d-req-1", "reason": msg}])
+        self.assertEqual(s["failed"], [{"d_req_id": "d-req-1", "reason": msg, "invalid_blocks": [3, 4],
+                                        "failed_recving": False}])
         self.assertEqual(s["exchanges"][0]["replies"], [{"status": 2, "err_msg": msg}])
         self.assertEqual(p.ok(cmd="status")["writes"], [])
         p.ok(cmd="abort", transfer_id="xfer-1")

@@ -22,7 +22,8 @@ pub(crate) async fn play(ctx: &mut CaseCtx<'_>) -> Result<(), PlayError> {
         let url = match (&opts.external, testee.as_mut()) {
             (super::External::Bootstrap(u), _) => u.trim_end_matches('/').to_string(),
             (_, Some(te)) => {
-                let cfg = RoleConfig::Bootstrap(BootstrapConfig { bind: Some("127.0.0.1:0".into()) });
+                let cfg =
+                    RoleConfig::Bootstrap(BootstrapConfig { bind: Some("127.0.0.1:0".into()), ..Default::default() });
                 let a: Started = te.send(&Command::start(&pairing.testee.revision, &cfg)).await?;
                 a.url.ok_or(PlayError::Unsaid { role: "bootstrap", what: "URL" })?
             }

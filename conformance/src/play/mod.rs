@@ -128,8 +128,19 @@ pub(crate) fn count(n: Option<u64>) -> String {
 /// A prefiller testee's completions against what vLLM's prefiller freed (`want`, the recording's
 /// `finished_sending`): it freed by delivery only what vLLM freed, and everything vLLM freed by delivery or by
 /// expiry (a recording cannot tell the two apart; a recorder that waits past the abort timeout sees expiries).
-/// `None` when they agree, else what a `P-FINISHED-SENDING` finding says.
+/// A transfer is freed at most once: a second report frees blocks the scheduler may have given to another
+/// request. `None` when they agree, else what a `P-FINISHED-SENDING` finding says.
 pub(crate) fn freed_mismatch(s: &mooncake_testee_protocol::PrefillerStatus, want: &[String]) -> Option<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    let twice: Vec<&str> = s
+        .finished_sending
+        .iter()
+        .filter(|x| !seen.insert((&x.p_req_id, &x.transfer_id)))
+        .map(|x| x.transfer_id.as_str())
+        .collect();
+    if !twice.is_empty() {
+        return Some(format!("freed transfers {twice:?} more than once"));
+    }
     let (delivered, expired) = (s.freed(false), s.freed(true));
     let extra = delivered.iter().any(|d| !want.contains(d));
     let missing = want.iter().any(|w| !delivered.contains(w) && !expired.contains(w));

@@ -22,6 +22,7 @@ mod extract_src;
 mod independent;
 mod interop;
 mod matrix;
+mod mutation;
 mod plan_vectors;
 mod plan_vectors_regen;
 mod pull_traces;

@@ -112,7 +112,7 @@ pub(super) async fn check_decoder(
     let mut finished = s.finished.clone();
     finished.sort();
     if ctx.applies(CheckId::DOutcome) {
-        check_outcome(ctx, steps, conn, &s, &finished);
+        check_outcome(ctx, conn, &s, &finished);
     }
     let stuck = super::recorded_stuck(ctx.t, conn);
     if s.pending_pulls.unwrap_or(u64::MAX) > stuck.len() as u64 || s.open_exchanges != Some(0) {
@@ -142,7 +142,7 @@ pub(super) async fn check_decoder(
 
 /// `D-OUTCOME`: the requests the decoder finished (sorted: `finished`) and the blocks of those it failed, against
 /// what vLLM's decoder finished and reported invalid.
-fn check_outcome(ctx: &mut CaseCtx<'_>, steps: &Steps, conn: &str, s: &DecoderStatus, finished: &[String]) {
+fn check_outcome(ctx: &mut CaseCtx<'_>, conn: &str, s: &DecoderStatus, finished: &[String]) {
     let header = &ctx.t.trace.header;
     let outcome = header.observed_outcome.get(conn).cloned().unwrap_or_else(|| header.observed_outcome.clone());
     let list = |v: Option<&J>| -> Vec<String> {
@@ -161,30 +161,35 @@ fn check_outcome(ctx: &mut CaseCtx<'_>, steps: &Steps, conn: &str, s: &DecoderSt
         let detail = format!("finished {finished:?}, vLLM's decoder finished {want_fin:?}");
         ctx.found(Finding::new(CheckId::DOutcome, detail).about(conn));
     }
-    let mut want_invalid: Vec<u64> = outcome
-        .get("load_errors")
-        .and_then(|o| o.get(conn))
-        .and_then(|o| o.get("invalid_block_ids"))
-        .and_then(J::as_array)
-        .map(|a| a.iter().filter_map(J::as_u64).collect())
-        .unwrap_or_default();
-    // The blocks of the failed requests (TESTEE.md reports failed request ids; their blocks are what vLLM
-    // reports invalid).
-    let failed_ids: Vec<&String> = s.failed.iter().map(|x| &x.d_req_id).collect();
-    let mut got_invalid: Vec<u64> = steps
-        .of_conn(conn)
-        .iter()
-        .flat_map(|m| m.req_blocks.iter())
-        .filter(|(d, _)| failed_ids.contains(&d))
-        .flat_map(|(_, rb)| rb.blocks.iter().flatten().filter_map(|b| b.as_u64()))
-        .collect();
-    want_invalid.sort();
-    got_invalid.sort();
-    got_invalid.dedup();
+    let errors = outcome.get("load_errors").and_then(|o| o.get(conn));
+    let numbers = |key: &str| -> Vec<u64> {
+        let values = errors.and_then(|o| o.get(key)).and_then(J::as_array);
+        values.map(|a| a.iter().filter_map(J::as_u64).collect()).unwrap_or_default()
+    };
+    // What the decoder told its scheduler, as TESTEE.md's `failed` entries say it: the blocks it reports invalid
+    // (flattened over KV groups), and the requests it reports in `failed_recving` instead.
+    let got_invalid = sorted_set(s.failed.iter().flat_map(|f| f.invalid_blocks.iter().copied()));
+    let want_invalid = sorted_set(numbers("invalid_block_ids"));
     if got_invalid != want_invalid {
         let detail = format!("blocks reported invalid {got_invalid:?}, vLLM reported {want_invalid:?}");
         ctx.found(Finding::new(CheckId::DOutcome, detail).about(conn));
     }
+    let got_failed_recving = sorted_set(s.failed.iter().filter(|f| f.failed_recving).map(|f| f.d_req_id.clone()));
+    let want_failed_recving = sorted_set(list(errors.and_then(|o| o.get("failed_reqs"))));
+    if got_failed_recving != want_failed_recving {
+        let detail = format!(
+            "requests reported in failed_recving {got_failed_recving:?}, vLLM reported {want_failed_recving:?}"
+        );
+        ctx.found(Finding::new(CheckId::DOutcome, detail).about(conn));
+    }
+}
+
+/// The values sorted, each once.
+fn sorted_set<T: Ord>(values: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut v: Vec<T> = values.into_iter().collect();
+    v.sort();
+    v.dedup();
+    v
 }
 
 /// The (region, block, source block) writes a decoder should hold: the blocks of the requests it finished

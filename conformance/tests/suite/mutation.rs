@@ -1,0 +1,151 @@
+//! The mutation suite (`conformance/CHECKS.md` § Mutation suite): the reference peer started with one deliberate
+//! fault at a time must fail the case the table names with a finding of the check it names; the table and the
+//! peer's own list of faults (`mooncake-peer faults --json`) must agree.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mooncake_conformance::play::Role;
+use mooncake_conformance::run::{run, RunConfig};
+use mooncake_conformance::testee::{builtin_peer, TesteeSpec};
+
+fn here() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// One row of the table.
+#[derive(Clone, Debug)]
+struct Row {
+    fault: String,
+    role: String,
+    case: String,
+    check: String,
+}
+
+/// The rows of CHECKS.md's mutation table.
+fn table() -> Vec<Row> {
+    let text = std::fs::read_to_string(here().join("CHECKS.md")).unwrap();
+    let section = text.split("\n## Mutation suite\n").nth(1).expect("CHECKS.md has a `## Mutation suite`");
+    let section = section.split("\n## ").next().unwrap();
+    let cell = |c: &str| c.trim().trim_matches('`').to_string();
+    let rows: Vec<Row> = section
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| {
+            let c: Vec<&str> = l.trim_matches('|').split('|').collect();
+            assert_eq!(c.len(), 4, "a row of four cells: {l}");
+            Row { fault: cell(c[0]), role: cell(c[1]), case: cell(c[2]), check: cell(c[3]) }
+        })
+        .collect();
+    assert!(rows.len() >= 30, "the table has {} rows", rows.len());
+    rows
+}
+
+/// (fault, role) for every fault the built-in peer has, from `mooncake-peer faults --json`.
+fn peer_faults() -> BTreeSet<(String, String)> {
+    let out = std::process::Command::new(builtin_peer().unwrap()).args(["faults", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut all = BTreeSet::new();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        for role in v["roles"].as_array().unwrap() {
+            all.insert((v["name"].as_str().unwrap().to_string(), role.as_str().unwrap().to_string()));
+        }
+    }
+    all
+}
+
+#[test]
+fn the_table_and_the_peer_name_the_same_faults() {
+    let rows: BTreeSet<(String, String)> = table().into_iter().map(|r| (r.fault, r.role)).collect();
+    let peer = peer_faults();
+    let untested: Vec<_> = peer.difference(&rows).collect();
+    let unknown: Vec<_> = rows.difference(&peer).collect();
+    assert!(untested.is_empty(), "faults of the peer no row of CHECKS.md's mutation table tries: {untested:?}");
+    assert!(unknown.is_empty(), "rows of CHECKS.md's mutation table the peer has no such fault for: {unknown:?}");
+}
+
+fn role(name: &str) -> Role {
+    match name {
+        "prefiller" => Role::Prefiller,
+        "decoder" => Role::Decoder,
+        "bootstrap" => Role::Bootstrap,
+        other => panic!("no role {other}"),
+    }
+}
+
+/// Runs the row's case with its fault; the checks that fired, or why the run is no catch.
+async fn try_row(row: &Row) -> Result<Vec<String>, String> {
+    let mut c = RunConfig::paths(&[here().join("traces")], TesteeSpec::BuiltinWithFaults(vec![row.fault.clone()]))
+        .map_err(|e| e.to_string())?;
+    c.roles = vec![role(&row.role)];
+    c.cases = vec![row.case.clone()];
+    c.slack = Duration::from_secs(2);
+    let r = run(c).await.map_err(|e| e.to_string())?;
+    if r.results.is_empty() {
+        return Err(format!("no case {}/{}", row.case, row.role));
+    }
+    let mut checks: Vec<String> =
+        r.results.iter().flat_map(|x| x.findings.iter().map(|f| f.check.as_str().to_string())).collect();
+    checks.sort();
+    checks.dedup();
+    if r.ok() {
+        return Err("the case passed".into());
+    }
+    Ok(checks)
+}
+
+/// Every row of one role, side by side (the runs mostly wait on timers); each must be caught by its check.
+fn suite(role_name: &str) {
+    let rows: Vec<Row> = table().into_iter().filter(|r| r.role == role_name).collect();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let results = rt.block_on(async {
+        // Four at a time: the runs mostly wait on timers, but each starts a peer process, and the test command
+        // runs this beside the rest of the suite on 2 cores.
+        let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(4));
+        let tasks: Vec<_> = rows
+            .iter()
+            .cloned()
+            .map(|row| {
+                let slots = slots.clone();
+                tokio::spawn(async move {
+                    let _slot = slots.acquire_owned().await.expect("the semaphore is never closed");
+                    (try_row(&row).await, row)
+                })
+            })
+            .collect();
+        let mut results = vec![];
+        for t in tasks {
+            results.push(t.await.expect("a run does not panic"));
+        }
+        results
+    });
+    let mut missed = vec![];
+    for (r, row) in &results {
+        match r {
+            Ok(checks) if checks.contains(&row.check) => {
+                println!("mutation: {} fault {} in {}: caught by {checks:?}", row.role, row.fault, row.case)
+            }
+            Ok(checks) => missed.push(format!("{}: expected {}, the run reported {checks:?}", row.fault, row.check)),
+            Err(why) => missed.push(format!("{}: {why}", row.fault)),
+        }
+    }
+    println!("MUTATION SUITE: {role_name} {}/{} faults caught", rows.len() - missed.len(), rows.len());
+    assert!(missed.is_empty(), "{role_name} faults not caught by their check:\n{}", missed.join("\n"));
+}
+
+#[test]
+fn every_prefiller_fault_is_caught() {
+    suite("prefiller");
+}
+
+#[test]
+fn every_decoder_fault_is_caught() {
+    suite("decoder");
+}
+
+#[test]
+fn every_bootstrap_fault_is_caught() {
+    suite("bootstrap");
+}
