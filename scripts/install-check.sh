@@ -4,7 +4,8 @@
 # mooncake-conformance run from an empty directory. It must run the same cases as the binary of this tree
 # (bundled traces, scenarios and expected failures are embedded), and pass them; `--testee` with the installed
 # mooncake-peer must pass too. Reuses the test build's artifacts (`--profile test`, this target directory), so
-# only the workspace's own crates are compiled again.
+# only the workspace's own crates are compiled again. The Python wheel is built from the same copy and checked
+# after the installed binaries (scripts/wheel.sh build --src, check).
 #
 # Usage: scripts/install-check.sh [TREE_BINARY]          install, then check (default target/debug/mooncake-conformance)
 #        scripts/install-check.sh --build DIR            only install, into DIR
@@ -12,6 +13,7 @@
 #        scripts/install-check.sh --check DIR [TREE_BINARY]  only check what --build installed into DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
+repo=$PWD
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 mode=all
 case "${1:-}" in
@@ -30,6 +32,8 @@ install_both() {
     cargo install --quiet --locked --profile test --path "$tmp/src/$pkg" --root "$tmp/root" 2> "$tmp/install-$pkg.txt" \
       || { cat "$tmp/install-$pkg.txt"; echo "install-check: cargo install --path $pkg FAILED"; exit 1; }
   done
+  # The Python wheel from the same copy (it reuses what the two installs just built), checked below.
+  "$repo/scripts/wheel.sh" build --src "$tmp/src" --out "$tmp/wheels"
   rm -rf "$tmp/src"
 }
 
@@ -61,3 +65,5 @@ echo "installed extract, from an empty directory: $line"
 case "$line" in *"closest bundled revision vllm-0.13.0..0.15.1, "*"wire fingerprint 9d4e3ba94b2e8fad"*) ;; *) echo "install-check: extract did not derive vllm-0.13.0..0.15.1's wire"; exit 1 ;; esac
 [ -z "$(ls -A "$tmp/empty")" ] || { echo "install-check: the run left files in the working directory"; ls -A "$tmp/empty"; exit 1; }
 echo "install-check: OK ($got cases, same as the tree)"
+# The wheel, installed into a fresh venv with no Rust on PATH, from an empty directory of its own.
+"$repo/scripts/wheel.sh" check "$tmp"/wheels/*.whl "$tree_bin"

@@ -32,7 +32,8 @@ pub(crate) struct ExtractArgs {
     /// Derive from this bundled revision instead of the closest one.
     #[arg(long, value_name = "REVISION")]
     base: Option<String>,
-    /// The Python that runs the bundled script (default: $MOONCAKE_PYTHON, else python3).
+    /// The Python that runs the bundled script (default: $MOONCAKE_PYTHON, else the python3 next to this program — the
+    /// environment pip installed it into — else python3 on PATH).
     #[arg(long, value_name = "PY")]
     python: Option<String>,
     /// Output: the spec file, a JSON document, or one summary line.

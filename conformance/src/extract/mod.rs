@@ -48,9 +48,18 @@ pub struct Derived {
     pub ranking: Vec<(String, usize)>,
 }
 
-/// The interpreter that runs the script: `MOONCAKE_PYTHON`, else `python3`.
+/// The interpreter that runs the script: `MOONCAKE_PYTHON`; else the Python of the environment this program was
+/// installed into (a `python3` next to it: `pip install mooncake-wire` puts both in the environment's `bin`); else
+/// `python3` on `PATH`.
 pub fn default_python() -> String {
-    std::env::var("MOONCAKE_PYTHON").ok().filter(|p| !p.is_empty()).unwrap_or_else(|| "python3".into())
+    if let Some(p) = std::env::var("MOONCAKE_PYTHON").ok().filter(|p| !p.is_empty()) {
+        return p;
+    }
+    let beside = std::env::current_exe().ok().and_then(|exe| Some(exe.parent()?.join("python3")));
+    match beside.filter(|p| p.is_file()) {
+        Some(p) => p.to_string_lossy().into_owned(),
+        None => "python3".into(),
+    }
 }
 
 /// Runs the bundled script on `path`.
