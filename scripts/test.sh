@@ -62,6 +62,13 @@ cargo build --quiet --locked --profile test -p mooncake-reference --benches || {
 # msgspec (fuzz/harness/tests), ran above (`--show-output` keeps what passing tests print); their results:
 grep -E '^(differential fuzzing:|(decode_spec|decode_typed|trace|bootstrap|store_keys|prefiller|decoder): .* every invariant held)' target/test-output.txt || true
 
+# 2b. Every crate packages (`cargo package`: versions on the path dependencies, every embedded file inside its
+#     crate). Building the packaged crates from their tarballs is scripts/package-check.sh (minutes; not here).
+step "cargo package (every published crate, without the verify build)"
+cargo package --workspace --exclude mooncake-fuzz-harness --no-verify --locked --allow-dirty > target/package.txt 2>&1 \
+  || { grep -v '^warning: manifest has no' target/package.txt | tail -20; echo "SUMMARY: cargo package FAILED"; exit 1; }
+grep -E '^ *Packaged' target/package.txt | sed 's/^ */cargo package: /'
+
 # 3. The independent Python peer's own self-check (its scenarios between Python testees, its planner against
 #    vLLM's golden plan vectors).
 step "tests/peer self-check"

@@ -15,8 +15,8 @@ import types
 import zipfile
 
 # Where each generation keeps the connector (the module holding the message classes), and how a wheel states
-# its build commit: shared with the spec extractor (tools/extract/extract.py, embedded in mooncake-conformance).
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "extract"))
+# its build commit: shared with the spec extractor (conformance/extract/extract.py, embedded in mooncake-conformance).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "conformance", "extract"))
 from extract import CONNECTOR_PATHS, VERSION_FILE, parse_version_file  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-//! The JSON the bundled extraction script prints (`tools/extract/extract.py`, format `mooncake-extract/1`).
+//! The JSON the bundled extraction script prints (`conformance/extract/extract.py`, format `mooncake-extract/1`).
 
 use indexmap::IndexMap;
 use serde::Deserialize;

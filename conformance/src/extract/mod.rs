@@ -1,6 +1,6 @@
 //! `mooncake-conformance extract PATH`: a spec revision derived from vLLM's source.
 //!
-//! The bundled script (`tools/extract/extract.py`, embedded in the binary and run as `python3 - PATH`, so an
+//! The bundled script (`conformance/extract/extract.py`, embedded in the binary and run as `python3 - PATH`, so an
 //! installed tool needs no source tree) reads the source statically with Python's `ast` — nothing of vLLM or
 //! torch is imported — and prints its facts ([`facts::Facts`]): declarations (structs, enums, aliases, the
 //! bootstrap server) and what the code sends and reads (literal reply texts with their statuses,
@@ -23,7 +23,7 @@ use mooncake_wire::spec::{Revision, Spec};
 pub use facts::Facts;
 
 /// The extraction script, as bundled.
-pub const SCRIPT: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/extract/extract.py"));
+pub const SCRIPT: &str = include_str!("../../extract/extract.py");
 
 /// A failed extraction: bad input ([`ErrorKind::Usage`](crate::outcome::ErrorKind): not a vLLM source), the
 /// environment (no Python), or a derived revision that does not load.

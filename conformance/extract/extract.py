@@ -5,7 +5,7 @@ Standard library only; nothing of vLLM (or torch) is imported: every file is par
 conformance extract` embeds this script, runs it with `python3 - PATH` and turns the JSON into a spec revision
 (edits on the closest bundled revision); it can be run on its own as well:
 
-    python3 tools/extract/extract.py PATH
+    python3 conformance/extract/extract.py PATH
 
 PATH is a vLLM source checkout (the directory holding `vllm/`), the connector's package folder
 (`.../kv_connector/v1/mooncake/`), a single Python file, or a wheel (`vllm-X-*.whl`, read as a zip).
