@@ -38,6 +38,7 @@ pub use mooncake_io::{backend, engine, http, reactor};
 pub mod decoder;
 pub mod error;
 pub mod faults;
+pub mod faults_te;
 pub mod prefiller;
 pub mod records;
 pub use mooncake_io::router;

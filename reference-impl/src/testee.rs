@@ -15,8 +15,9 @@ use mooncake_wire::spec::Spec;
 use serde_json::{json, Value as J};
 use tokio::net::TcpListener;
 
-use crate::backend::{serve_engine, Backend};
+use crate::backend::Backend;
 use crate::decoder::DecoderPeer;
+use crate::engine::{serve_edited, PeerLog};
 use crate::http::BootstrapServer;
 use crate::prefiller::{PrefillerConfig, PrefillerPeer};
 use mooncake_io::layout::{producer, producer_with, LayoutExt};
@@ -235,7 +236,7 @@ impl Testee {
                     abort_timeout: secs(c.abort_timeout_s, "abort_timeout_s")?,
                     kv_lease: secs(c.kv_lease_duration_s, "kv_lease_duration_s")?,
                     record_wire: c.record_wire,
-                    faults: c.faults.iter().map(|f| crate::faults::Fault::parse(f)).collect::<Result<_, _>>()?,
+                    faults: crate::faults_te::wire_faults(&c.faults)?,
                 };
                 let p = PrefillerPeer::start(cfg, profile, planner, memory, Backend::tcp_engine()).await?;
                 let endpoint = p.endpoint.clone();
@@ -250,7 +251,8 @@ impl Testee {
                 let listener =
                     TcpListener::bind((c.hostname.as_str(), c.te_port)).await.map_err(TesteeError::Listener)?;
                 let port = listener.local_addr().map_err(TesteeError::LocalAddr)?.port();
-                let server = tokio::spawn(serve_engine(listener, memory.clone()));
+                let edit = crate::faults_te::answer_edit(&c.faults)?;
+                let server = tokio::spawn(serve_edited(listener, memory.clone(), PeerLog::default(), edit));
                 if rev.generation == 1 {
                     let profile = Gen1Profile::builtin(revision)?;
                     let cfg = Gen1DecoderConfig {
@@ -286,11 +288,7 @@ impl Testee {
                     core.set_recv_timeout(t);
                 }
                 core.set_kv_lease_duration(secs(c.kv_lease_duration_s, "kv_lease_duration_s")?)?;
-                let faults = c
-                    .faults
-                    .iter()
-                    .map(|f| crate::faults::Fault::parse(f))
-                    .collect::<Result<_, crate::error::UnknownFault>>()?;
+                let faults = crate::faults_te::wire_faults(&c.faults)?;
                 let d = DecoderPeer::start_with_faults(&self.ctx, core, memory, faults)?;
                 self.role = Some(Role::Decoder(d, server, c.record_wire));
                 Ok(session(&c.hostname, port))
@@ -320,11 +318,7 @@ impl Testee {
             abort_timeout: None,
             kv_lease: None,
             record_wire: c.record_wire,
-            faults: c
-                .faults
-                .iter()
-                .map(|f| crate::faults::Fault::parse(f))
-                .collect::<Result<_, crate::error::UnknownFault>>()?,
+            faults: crate::faults_te::wire_faults(&c.faults)?,
         };
         let p = PrefillerPeer::start_machine(cfg, core, memory, Backend::tcp_engine()).await?;
         let endpoint = p.endpoint.clone();
