@@ -32,6 +32,7 @@ mod run;
 mod store_lookup;
 mod structure;
 mod tap;
+mod te_descriptor;
 mod trace_schema;
 mod typed_pull;
 mod wire_fingerprint;
