@@ -80,16 +80,14 @@ pub fn uncovered(desc: &SegmentDesc, addr: u64, size: u64) -> Option<Deviation> 
     if super::data::range_allowed(regions, addr, size) {
         return None;
     }
-    let end = addr.saturating_add(size);
-    let near: Vec<String> = desc
-        .buffers
-        .iter()
-        .filter(|b| b.addr < end && addr < b.addr.saturating_add(b.length))
-        .map(|b| format!("{:#x}+{}", b.addr, b.length))
-        .collect();
-    let detail = match near.as_slice() {
-        [] => format!("lists no buffer holding the write {addr:#x}+{size} ({} buffers advertised)", desc.buffers.len()),
-        some => format!("buffer {} does not cover the write {addr:#x}+{size}", some.join(", ")),
+    let n = desc.buffers.len();
+    // The buffer that holds the write's first byte, else the nearest one below it.
+    let below = desc.buffers.iter().filter(|b| b.addr <= addr).max_by_key(|b| b.addr);
+    let detail = match below {
+        Some(b) => {
+            format!("buffer {:#x}+{} does not cover the write {addr:#x}+{size} ({n} advertised)", b.addr, b.length)
+        }
+        None => format!("lists no buffer at or below the write {addr:#x}+{size} ({n} advertised)"),
     };
     Some(Deviation {
         field: "buffers",
@@ -139,6 +137,8 @@ mod tests {
         let short = uncovered(&d, 4096, 65537).unwrap();
         assert!(short.to_string().contains("buffer 0x1000+65536 does not cover the write 0x1000+65537"), "{short}");
         let none = uncovered(&d, 1 << 40, 8).unwrap();
-        assert!(none.to_string().contains("lists no buffer holding"), "{none}");
+        assert!(none.to_string().contains("buffer 0x1000+65536 does not cover the write 0x10000000000+8"), "{none}");
+        let below = uncovered(&d, 16, 8).unwrap();
+        assert!(below.to_string().contains("lists no buffer at or below the write 0x10+8 (1 advertised)"), "{below}");
     }
 }
