@@ -21,6 +21,11 @@ pub(crate) async fn check_engines(sides: &[&PrefillerSide]) -> Vec<Finding> {
             }
         }
     }
+    findings(issues)
+}
+
+/// One finding per issue.
+pub(crate) fn findings(issues: Vec<Issue>) -> Vec<Finding> {
     issues.into_iter().map(finding).collect()
 }
 
