@@ -421,3 +421,19 @@ async fn handshake(session: &str) -> Result<Vec<u8>, TransferError> {
     };
     tokio::time::timeout(HANDSHAKE_TIMEOUT, exchange).await.map_err(|_| hs("no answer within 5 s".into()))?
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Measured (`tests/engine/descriptor_probe.py`, `name_other_host_no_data_host`): without `tcp_data_host` the
+    /// real initiator connects to the host of the session it opened, whatever the descriptor's `name` says.
+    #[test]
+    fn the_data_host_is_the_sessions_when_the_descriptor_names_none() {
+        let body = br#"{"buffers":[],"name":"127.0.0.9:1","protocol":"tcp","tcp_data_port":16000}"#;
+        let d = SegmentDesc::parse(body).unwrap();
+        assert_eq!(data_addr(&d, "127.0.0.1:15001"), "127.0.0.1:16000");
+        let with_host = SegmentDesc { tcp_data_host: Some("10.0.0.2".into()), ..d };
+        assert_eq!(data_addr(&with_host, "127.0.0.1:15001"), "10.0.0.2:16000");
+    }
+}
