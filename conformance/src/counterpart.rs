@@ -11,6 +11,7 @@
 use std::time::{Duration, Instant};
 
 use mooncake_io::backend::{Backend, SharedMemory, Writer};
+use mooncake_io::engine::{EngineClient, Issue};
 use mooncake_io::reactor::{Incoming, Reactor};
 use mooncake_wire::proto::{PrefillerEvent, PrefillerMachine};
 use tokio::sync::{mpsc, oneshot};
@@ -42,6 +43,8 @@ pub(crate) struct OwnStatus {
     pub(crate) writes: Vec<(String, usize, u64, i64)>,
     /// (p_req_id, transfer_id, expired) of every request the core freed.
     pub(crate) finished_sending: Vec<(String, String, bool)>,
+    /// What its strict transfer engine found wrong with the decoders' handshakes and descriptors.
+    pub(crate) te_issues: Vec<Issue>,
 }
 
 enum Cmd {
@@ -138,7 +141,10 @@ async fn run<M: PrefillerMachine>(
     mut incoming: mpsc::UnboundedReceiver<Incoming>,
     mut cmds: mpsc::UnboundedReceiver<Cmd>,
 ) {
-    let (mut writer, mut done_rx) = Writer::new(Backend::tcp_engine(), memory);
+    // Strict: it writes only inside the buffers a decoder advertised and records how its handshake answer
+    // differs from a real engine target's.
+    let engine = EngineClient::strict();
+    let (mut writer, mut done_rx) = Writer::new(Backend::TcpEngine(engine.clone()), memory);
     let mut status = OwnStatus::default();
     loop {
         let mut out = vec![];
@@ -170,6 +176,7 @@ async fn run<M: PrefillerMachine>(
                     Some(Cmd::ForgetLayouts) => core.clear_layout_cache(),
                     Some(Cmd::FailNextWrites(n, r)) => writer.fail_next(n, r),
                     Some(Cmd::Status(tx)) => {
+                        status.te_issues = engine.issues();
                         let _ = tx.send(status.clone());
                     }
                 }

@@ -71,6 +71,8 @@ check_ids! {
     ReplyMissing => "REPLY-MISSING",
     ReplyExtra => "REPLY-EXTRA",
     TeCalls => "TE-CALLS",
+    TeDescriptor => "TE-DESCRIPTOR",
+    TeHandshake => "TE-HANDSHAKE",
     PFinishedSending => "P-FINISHED-SENDING",
     PStateLeak => "P-STATE-LEAK",
     RequestCount => "REQUEST-COUNT",

@@ -15,8 +15,9 @@ use mooncake_wire::spec::Spec;
 use serde_json::{json, Value as J};
 use tokio::net::TcpListener;
 
-use crate::backend::{serve_engine, Backend};
+use crate::backend::Backend;
 use crate::decoder::DecoderPeer;
+use crate::engine::{serve_edited, PeerLog};
 use crate::faults::bootstrap::FaultyBootstrap;
 use crate::faults::{Fault, FaultRole};
 use crate::http::BootstrapServer;
@@ -283,7 +284,8 @@ impl Testee {
                 let listener =
                     TcpListener::bind((c.hostname.as_str(), c.te_port)).await.map_err(TesteeError::Listener)?;
                 let port = listener.local_addr().map_err(TesteeError::LocalAddr)?.port();
-                let server = tokio::spawn(serve_engine(listener, memory.clone()));
+                let edit = crate::faults::te::answer_edit(&self.faults);
+                let server = tokio::spawn(serve_edited(listener, memory.clone(), PeerLog::default(), edit));
                 if rev.generation == 1 {
                     let profile = Gen1Profile::builtin(revision)?;
                     let cfg = Gen1DecoderConfig {

@@ -9,6 +9,7 @@
 //! loaded by a test-only module; tests check that the constants here are the spec's. Nothing here touches a socket: the
 //! reference peer (`mooncake-reference`, module `engine`) drives these types over tokio.
 
+pub mod audit;
 pub mod data;
 pub mod handshake;
 pub(crate) mod segment;

@@ -50,7 +50,9 @@ fn err<T>(m: impl Into<String>) -> Result<T, SegmentError> {
 }
 
 impl SegmentDesc {
-    /// The host the data server is reached at: `tcp_data_host`, else the host part of `name`.
+    /// The host the data server is reached at as far as the descriptor alone says: `tcp_data_host`, else the
+    /// host part of `name`. An initiator that opened a session uses the session's host instead of `name`'s (as
+    /// measured of the real engine; `mooncake_io`'s client does).
     pub fn data_host(&self) -> &str {
         match &self.tcp_data_host {
             Some(h) if !h.is_empty() => h,

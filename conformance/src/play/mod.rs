@@ -11,6 +11,7 @@ mod ctx;
 pub mod error;
 pub mod gen1;
 pub(crate) mod prefiller_side;
+mod te_checks;
 
 pub(crate) use crate::scenarios::ReplyActions;
 pub(crate) use ctx::CaseCtx;

@@ -10,6 +10,7 @@ use mooncake_wire::te::SegmentDesc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::strict::{Issue, Issues, Step, REAL_ON_DESCRIPTOR, REAL_ON_HANDSHAKE};
 use super::{timestamp, HANDSHAKE_TIMEOUT, REQUEST_TIMEOUT};
 
 /// Connections kept per peer (the engine's default lanes per peer).
@@ -31,6 +32,8 @@ pub enum TransferError {
     Io(String),
     /// A request the client refuses to send (larger than the limit).
     Invalid(String),
+    /// (A strict client) no buffer the target advertised covers the range: nothing was sent.
+    Uncovered(String),
 }
 
 impl std::fmt::Display for TransferError {
@@ -42,6 +45,7 @@ impl std::fmt::Display for TransferError {
             TransferError::Handshake(m) => write!(f, "handshake: {m}"),
             TransferError::Io(m) => write!(f, "transfer: {m}"),
             TransferError::Invalid(m) => write!(f, "transfer: {m}"),
+            TransferError::Uncovered(m) => write!(f, "transfer refused: the descriptor's {m}"),
         }
     }
 }
@@ -67,10 +71,14 @@ pub enum Request {
 }
 
 /// An initiator. Cheap to clone (shared caches); descriptors are cached per segment name, idle data
-/// connections per data address (at most [`LANES_PER_PEER`]).
+/// connections per data address (at most [`LANES_PER_PEER`]). Like the real engine's, it writes whatever the
+/// target's registered memory accepts; a [strict](EngineClient::strict) one writes only inside the buffers the
+/// target advertised and records every difference from a real engine target ([`EngineClient::issues`]).
 #[derive(Clone, Default)]
 pub struct EngineClient {
     segments: Arc<Mutex<HashMap<String, Arc<SegmentDesc>>>>,
+    /// `Some` for a strict client.
+    issues: Option<Issues>,
     idle: Arc<Mutex<HashMap<String, Vec<TcpStream>>>>,
     /// Whether the task that prunes the idle pool every [`PRUNE_EVERY`] runs (started with the first pooled
     /// connection; it ends with the last clone of the client).
@@ -86,14 +94,66 @@ impl EngineClient {
         Self::default()
     }
 
+    /// A strict client (the conformance runner's): it writes only inside the buffers a target advertised and
+    /// records what differs from a real engine target's handshake and descriptor ([`EngineClient::issues`]).
+    pub fn strict() -> Self {
+        EngineClient { issues: Some(Issues::default()), ..Self::default() }
+    }
+
+    /// What a strict client found wrong so far, each once, in order (empty for a client that is not strict).
+    pub fn issues(&self) -> Vec<Issue> {
+        self.issues.as_ref().map(Issues::all).unwrap_or_default()
+    }
+
+    fn note(&self, session: &str, step: Step, detail: String, refused: bool) {
+        if let Some(i) = &self.issues {
+            i.note(session, step, detail, refused);
+        }
+    }
+
     /// The target's descriptor (handshake on first use).
     pub async fn segment(&self, session: &str) -> Result<Arc<SegmentDesc>, TransferError> {
         if let Some(d) = self.segments.lock().expect("segments").get(session) {
             return Ok(d.clone());
         }
-        let d = Arc::new(handshake(session).await?);
+        let body = handshake(session).await.inspect_err(|e| {
+            self.note(session, Step::Handshake, format!("{e} ({REAL_ON_HANDSHAKE})"), true);
+        })?;
+        let d = SegmentDesc::parse(&body).map_err(|e| {
+            // A body that is not JSON fails the real engine's handshake step; a JSON one its descriptor decoding.
+            match serde_json::from_slice::<serde_json::Value>(&body) {
+                Ok(_) => self.note(session, Step::Descriptor, format!("{e} ({REAL_ON_DESCRIPTOR})"), true),
+                Err(_) => self.note(session, Step::Handshake, format!("{e} ({REAL_ON_HANDSHAKE})"), true),
+            }
+            TransferError::Handshake(format!("{session}: {e}"))
+        })?;
+        for dev in mooncake_wire::te::audit::audit(&body, session) {
+            self.note(session, Step::Descriptor, dev.to_string(), false);
+        }
+        let d = Arc::new(d);
         self.segments.lock().expect("segments").insert(session.to_string(), d.clone());
         Ok(d)
+    }
+
+    /// (A strict client) refuses the batch when a request lies outside every buffer `seg` advertised.
+    fn check_covered(&self, session: &str, seg: &SegmentDesc, reqs: &[Request]) -> Result<(), TransferError> {
+        if self.issues.is_none() {
+            return Ok(());
+        }
+        for r in reqs {
+            let (addr, size) = match r {
+                Request::Write { addr, data } => (*addr, data.len() as u64),
+                Request::Read { addr, len } => (*addr, *len),
+            };
+            if size == 0 {
+                continue;
+            }
+            if let Some(dev) = mooncake_wire::te::audit::uncovered(seg, addr, size) {
+                self.note(session, Step::Descriptor, dev.to_string(), true);
+                return Err(TransferError::Uncovered(dev.to_string()));
+            }
+        }
+        Ok(())
     }
 
     /// How many data connections sit idle in the pool (every peer together).
@@ -104,7 +164,7 @@ impl EngineClient {
     /// Forgets the descriptor and the idle connections of a segment (the next transfer handshakes again).
     pub fn forget(&self, session: &str) {
         if let Some(d) = self.segments.lock().expect("segments").remove(session) {
-            self.idle.lock().expect("pool").remove(&data_addr(&d));
+            self.idle.lock().expect("pool").remove(&data_addr(&d, session));
         }
     }
 
@@ -133,7 +193,8 @@ impl EngineClient {
 
     async fn transfer_once(&self, session: &str, reqs: Arc<Vec<Request>>) -> Result<Vec<Vec<u8>>, TransferError> {
         let seg = self.segment(session).await?;
-        let addr = data_addr(&seg);
+        self.check_covered(session, &seg, &reqs)?;
+        let addr = data_addr(&seg, session);
         let lanes = reqs.len().clamp(1, LANES_PER_PEER);
         // Every lane's connection is taken before any request goes out, so a batch of N requests always holds
         // min(N, 4) connections (a lane that finished early would otherwise lend its connection to a later
@@ -250,8 +311,14 @@ async fn connect(addr: String) -> Result<TcpStream, TransferError> {
     Ok(s)
 }
 
-fn data_addr(d: &SegmentDesc) -> String {
-    format!("{}:{}", d.data_host(), d.tcp_data_port)
+/// Where the data server is: `tcp_data_host`, else the host of the segment name the initiator opened (measured:
+/// the real engine connects there whatever the descriptor's own `name` says).
+fn data_addr(d: &SegmentDesc, session: &str) -> String {
+    let host = match &d.tcp_data_host {
+        Some(h) if !h.is_empty() => h.as_str(),
+        _ => session.rsplit_once(':').map_or(session, |(h, _)| h),
+    };
+    format!("{host}:{}", d.tcp_data_port)
 }
 
 fn io(e: std::io::Error) -> TransferError {
@@ -319,8 +386,8 @@ fn decode_status(b: [u8; 8], addr: u64, size: u64) -> Result<(), TransferError> 
 }
 
 /// Connects to the segment's RPC port, sends a Metadata frame with an (empty) descriptor of ours, reads the
-/// target's.
-async fn handshake(session: &str) -> Result<SegmentDesc, TransferError> {
+/// target's (the body of its answer).
+async fn handshake(session: &str) -> Result<Vec<u8>, TransferError> {
     let hs = |m: String| TransferError::Handshake(format!("{session}: {m}"));
     let exchange = async {
         let mut s = TcpStream::connect(session).await.map_err(|e| hs(format!("connect: {e}")))?;
@@ -342,7 +409,7 @@ async fn handshake(session: &str) -> Result<SegmentDesc, TransferError> {
                 if f.ty != MsgType::Metadata {
                     return Err(hs(format!("answered with a {:?} frame", f.ty)));
                 }
-                return SegmentDesc::parse(&f.body).map_err(|e| hs(e.to_string()));
+                return Ok(f.body);
             }
             let mut buf = vec![0u8; dec.wanted().min(64 * 1024)];
             let n = s.read(&mut buf).await.map_err(|e| hs(e.to_string()))?;
@@ -353,4 +420,20 @@ async fn handshake(session: &str) -> Result<SegmentDesc, TransferError> {
         }
     };
     tokio::time::timeout(HANDSHAKE_TIMEOUT, exchange).await.map_err(|_| hs("no answer within 5 s".into()))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Measured (`tests/engine/descriptor_probe.py`, `name_other_host_no_data_host`): without `tcp_data_host` the
+    /// real initiator connects to the host of the session it opened, whatever the descriptor's `name` says.
+    #[test]
+    fn the_data_host_is_the_sessions_when_the_descriptor_names_none() {
+        let body = br#"{"buffers":[],"name":"127.0.0.9:1","protocol":"tcp","tcp_data_port":16000}"#;
+        let d = SegmentDesc::parse(body).unwrap();
+        assert_eq!(data_addr(&d, "127.0.0.1:15001"), "127.0.0.1:16000");
+        let with_host = SegmentDesc { tcp_data_host: Some("10.0.0.2".into()), ..d };
+        assert_eq!(data_addr(&with_host, "127.0.0.1:15001"), "10.0.0.2:16000");
+    }
 }

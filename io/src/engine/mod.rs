@@ -9,10 +9,12 @@
 //! `reference-impl/tests/suite/engine_interop.rs`.
 
 pub mod client;
+pub mod strict;
 pub mod target;
 
 pub use client::{EngineClient, TransferError};
-pub use target::{serve, serve_logged, EngineTarget, HandshakeError, PeerLog};
+pub use strict::{Issue, Step};
+pub use target::{serve, serve_edited, serve_logged, AnswerEdit, EngineTarget, HandshakeError, PeerLog};
 
 /// A peer's registered memory, shared by the connector core and the engine target that writes into it.
 pub type SharedMemory = std::sync::Arc<std::sync::Mutex<mooncake_wire::proto::memory::Memory>>;

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use mooncake_wire::limits;
 use mooncake_wire::te::data::{range_allowed, Header, Opcode, Status, HEADER_LEN};
-use mooncake_wire::te::handshake::{encode, FrameDecoder, FrameError};
+use mooncake_wire::te::handshake::{encode, FrameDecoder, FrameError, MsgType};
 use mooncake_wire::te::{BufferDesc, SegmentDesc, SegmentError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -19,6 +19,10 @@ use crate::admission::{Occupancy, Slot};
 /// What initiators said about themselves in their handshakes: their segment descriptor, or why it is unusable
 /// (the engine ignores it; a replay uses it to reach the initiator's engine).
 pub type PeerLog = Arc<Mutex<Vec<Result<SegmentDesc, HandshakeError>>>>;
+
+/// A deliberate change to the handshake answer of a target (tests of the conformance runner only): the
+/// descriptor's JSON and the answer's frame type (that of the initiator's frame), edited in place.
+pub type AnswerEdit = Arc<dyn Fn(&mut serde_json::Value, &mut MsgType) + Send + Sync>;
 
 /// Why an initiator's handshake gave no usable segment descriptor (an entry of a [`PeerLog`]). Cloneable, as
 /// the log is read by copying it; the OS errors are shared.
@@ -82,6 +86,17 @@ impl EngineTarget {
         mem: SharedMemory,
         peers: PeerLog,
     ) -> io::Result<EngineTarget> {
+        EngineTarget::start_edited(rpc, data, mem, peers, None)
+    }
+
+    /// [`EngineTarget::start_logged`], answering handshakes as `edit` changes them (tests only).
+    pub fn start_edited(
+        rpc: TcpListener,
+        data: TcpListener,
+        mem: SharedMemory,
+        peers: PeerLog,
+        edit: Option<AnswerEdit>,
+    ) -> io::Result<EngineTarget> {
         let (rpc_addr, data_addr) = (rpc.local_addr()?, data.local_addr()?);
         let name = format!("{}:{}", rpc_addr.ip(), rpc_addr.port());
         let host = data_addr.ip().to_string();
@@ -100,10 +115,10 @@ impl EngineTarget {
                     }
                 };
                 let desc = descriptor(&name, &host, data_addr.port(), &m1);
-                let peers = peers.clone();
+                let (peers, edit) = (peers.clone(), edit.clone());
                 tokio::spawn(async move {
                     let _slot = slot;
-                    let got = tokio::time::timeout(HANDSHAKE_TIMEOUT * 2, answer_handshake(s, desc)).await;
+                    let got = tokio::time::timeout(HANDSHAKE_TIMEOUT * 2, answer_handshake(s, desc, edit)).await;
                     let mut log = peers.lock().expect("peer log");
                     if log.len() < 64 {
                         log.push(match got {
@@ -155,12 +170,17 @@ pub async fn serve(rpc: TcpListener, mem: SharedMemory) {
 
 /// [`serve`], keeping the initiators' descriptors in `peers`.
 pub async fn serve_logged(rpc: TcpListener, mem: SharedMemory, peers: PeerLog) {
+    serve_edited(rpc, mem, peers, None).await
+}
+
+/// [`serve_logged`], answering handshakes as `edit` changes them (tests of the conformance runner only).
+pub async fn serve_edited(rpc: TcpListener, mem: SharedMemory, peers: PeerLog, edit: Option<AnswerEdit>) {
     let ip = match rpc.local_addr() {
         Ok(a) => a.ip(),
         Err(_) => return,
     };
     let Ok(data) = TcpListener::bind((ip, 0)).await else { return };
-    let Ok(t) = EngineTarget::start_logged(rpc, data, mem, peers) else { return };
+    let Ok(t) = EngineTarget::start_edited(rpc, data, mem, peers, edit) else { return };
     // Keep the target (its tasks) alive for as long as this future is.
     std::future::pending::<()>().await;
     drop(t);
@@ -188,7 +208,11 @@ pub fn descriptor(name: &str, host: &str, data_port: u16, mem: &SharedMemory) ->
 
 /// One handshake: read a frame, answer with our descriptor in a frame of the same type, shut down the write
 /// side, wait (bounded) for the initiator to close. Returns the initiator's frame body (its descriptor).
-async fn answer_handshake(mut s: TcpStream, desc: SegmentDesc) -> Result<Vec<u8>, HandshakeError> {
+async fn answer_handshake(
+    mut s: TcpStream,
+    desc: SegmentDesc,
+    edit: Option<AnswerEdit>,
+) -> Result<Vec<u8>, HandshakeError> {
     let mut dec = FrameDecoder::new();
     let frame = loop {
         if let Some(f) = dec.poll()? {
@@ -202,11 +226,23 @@ async fn answer_handshake(mut s: TcpStream, desc: SegmentDesc) -> Result<Vec<u8>
         }
         dec.feed(&buf[..n]);
     };
-    s.write_all(&encode(frame.ty, desc.to_json().as_bytes())).await?;
+    s.write_all(&answer(frame.ty, &desc, edit.as_ref())).await?;
     s.shutdown().await?;
     let mut one = [0u8; 1];
     let _ = tokio::time::timeout(HANDSHAKE_TIMEOUT, s.read(&mut one)).await;
     Ok(frame.body)
+}
+
+/// The answer frame to a frame of type `ty`: `desc` as the engine writes it, or as `edit` changes it.
+fn answer(ty: MsgType, desc: &SegmentDesc, edit: Option<&AnswerEdit>) -> Vec<u8> {
+    let Some(edit) = edit else { return encode(ty, desc.to_json().as_bytes()) };
+    let (mut v, mut ty) = (serde_json::from_str(&desc.to_json()).unwrap_or_default(), ty);
+    edit(&mut v, &mut ty);
+    let body = match &v {
+        serde_json::Value::String(raw) => format!("{raw}\n"),
+        other => format!("{other}\n"),
+    };
+    encode(ty, body.as_bytes())
 }
 
 /// Handshakes answered at once, in all and from one host: each may hold up to

@@ -6,11 +6,12 @@
 //!
 //! Where a fault acts: on the wire ([`wire`]: replies, requests, registrations), in what the testee reports to
 //! the runner for its scheduler ([`report`]: finished, failed, invalid blocks, freed, its tables, its memory),
-//! in the bootstrap server's answers ([`bootstrap`]), or on the process ([`Fault::CrashOnStatus`],
+//! in the bootstrap server's answers ([`bootstrap`]), in a decoder's transfer-engine handshake answer ([`te`]), or on the process ([`Fault::CrashOnStatus`],
 //! [`Fault::HangOnStatus`], in [`crate::testee`]).
 
 pub mod bootstrap;
 pub mod report;
+pub mod te;
 pub mod wire;
 
 pub use wire::{apply_to_reply, apply_to_request};
@@ -137,6 +138,26 @@ faults! {
     LeakPull = "leak_pull" in [Decoder];
     /// `read_memory` answers with the first nonzero byte flipped: a byte that landed wrong.
     CorruptMemory = "corrupt_memory" in [Decoder];
+    /// The handshake answer advertises every buffer at 4 KiB (the regions are larger).
+    TeBufferShort = "te_buffer_short" in [Decoder];
+    /// The handshake answer leaves the last buffer out.
+    TeBufferMissing = "te_buffer_missing" in [Decoder];
+    /// The handshake answer gives a buffer length 0 (a corrupted descriptor).
+    TeBufferCorrupt = "te_buffer_corrupt" in [Decoder];
+    /// The handshake answer has no segment `name`.
+    TeNameMissing = "te_name_missing" in [Decoder];
+    /// The handshake answer's segment `name` is not the session.
+    TeNameWrong = "te_name_wrong" in [Decoder];
+    /// The handshake answer has no `rdma_server_name`.
+    TeRdmaServerNameMissing = "te_rdma_server_name_missing" in [Decoder];
+    /// The handshake answer has no `tcp_proto_version`.
+    TeTcpProtoVersionMissing = "te_tcp_proto_version_missing" in [Decoder];
+    /// The handshake answer says `tcp_proto_version` 3.
+    TeTcpProtoVersion3 = "te_tcp_proto_version_3" in [Decoder];
+    /// The handshake answer is a Connection frame (the initiator sent a Metadata one).
+    TeAnswerType = "te_answer_type" in [Decoder];
+    /// The handshake answer's body is not JSON.
+    TeAnswerNotJson = "te_answer_not_json" in [Decoder];
     /// `POST /register` answers 201 where it would answer 200.
     RegisterWrongStatus = "register_wrong_status" in [Bootstrap];
     /// `POST /register` accepts every well-formed registration (200), conflicts included.

@@ -104,6 +104,26 @@ async fn rust_initiator_to_the_real_engine() {
     same(&e.bytes(dst, LEN), &want, "after a refusal");
 }
 
+/// The conformance runner's strict client finds nothing to report in the real engine's own handshake answer
+/// (what `TE-DESCRIPTOR` compares with is what a real target writes), writes inside its buffers, and refuses,
+/// before sending, a write past the end of the buffer the real target advertised.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_strict_client_accepts_the_real_engines_descriptor() {
+    if skip() {
+        return;
+    }
+    let mut e = Engine::start();
+    let dst = e.alloc(LEN, None);
+    let c = EngineClient::strict();
+    c.transfer(&e.session, vec![Request::Write { addr: dst, data: pattern(LEN, 3) }]).await.expect("write");
+    same(&e.bytes(dst, LEN), &pattern(LEN, 3), "strict write");
+    assert_eq!(c.issues(), vec![], "the real engine's descriptor as the strict client sees it");
+    let past = c.transfer(&e.session, vec![Request::Write { addr: dst + 8, data: vec![1; LEN] }]).await;
+    assert!(matches!(&past, Err(TransferError::Uncovered(m)) if m.contains("does not cover")), "{past:?}");
+    same(&e.bytes(dst, LEN), &pattern(LEN, 3), "after the refused write");
+    assert_eq!(c.issues().len(), 1, "{:?}", c.issues());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_real_engine_initiator_to_the_rust_target() {
     if skip() {

@@ -53,6 +53,7 @@ pub(super) async fn play(
     let mut status = peer.status().await?;
     status.wire = split_heartbeats(&profile, std::mem::take(&mut status.wire)).0;
     runner_deviations(t, &profile, &status, &ctx.sink);
+    ctx.found_all(crate::play::te_checks::findings(std::mem::take(&mut status.te_issues)));
     let same = crate::crossver::Pairing::same(&t.revision);
     ctx.found_all(compare_requests(t, &profile, &same, &[(p.conn.clone(), status.wire)], None)?);
     Ok(())

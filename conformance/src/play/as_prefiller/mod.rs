@@ -121,6 +121,8 @@ async fn play_case(
             wires.push((conn.clone(), w));
         }
     }
+    let own: Vec<&PrefillerSide> = sides.prefillers.iter().map(|(_, p)| p).collect();
+    ctx.found_all(super::te_checks::check_engines(&own).await);
     ctx.found_all(compare_requests(ctx.t, &profile, ctx.pairing, &wires, Some(&sessions))?);
     outcomes::check_renewal(ctx, &profile, sides).await?;
     for (conn, te) in sides.decoders.iter_mut() {

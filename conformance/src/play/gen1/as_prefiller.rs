@@ -51,6 +51,7 @@ async fn play_case(
     start_decoders(ctx, setup, decoders).await?;
     pull_all(ctx, setup, base, decoders).await?;
     tokio::time::sleep(Duration::from_millis(100)).await;
+    ctx.found_all(crate::play::te_checks::check_engines(&sides.iter().collect::<Vec<_>>()).await);
     compare_requests(ctx, setup, sides).await?;
     for (conn, te, l) in decoders.iter_mut() {
         check_decoder(ctx, setup, conn, te, l).await?;
