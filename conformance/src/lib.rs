@@ -34,6 +34,7 @@
 //! ```
 
 pub mod bundled;
+pub mod case_id;
 mod checks;
 pub mod conversation;
 mod counterpart;

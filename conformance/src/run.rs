@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::conversation::Conversation;
 use crate::expected::{ExpectedFailure, ExpectedFailures};
 use crate::jsonl::Input;
-use crate::play::{cases_of, play, CaseResult, PlayOptions, Role, Status};
+use crate::play::{cases_named, play, CaseResult, PlayOptions, Role, Status};
 use crate::scenarios::Scenarios;
 use crate::testee::{Testee, TesteeSpec};
 use crate::trace::Trace;
@@ -157,6 +157,16 @@ pub enum CasesError {
     /// A trace does not pass `validate`.
     #[error(transparent)]
     Invalid(#[from] crate::validate::InvalidTrace),
+    /// Two traces of the same revision, scenario and release: their cases would share ids.
+    #[error("{first} and {second} both make the case id {id} (same revision, scenario and release): give one of them a scenario name of its own in its header")]
+    DuplicateId {
+        /// The id.
+        id: String,
+        /// One trace.
+        first: String,
+        /// The other.
+        second: String,
+    },
     /// A trace's conversation cannot be read with its revision.
     #[error("{name}: {source}")]
     Conversation {
@@ -167,10 +177,11 @@ pub enum CasesError {
     },
 }
 
-/// The cases of the traces (each trace: one case per role it exercises), sorted by id. A trace with no events
-/// after its header yields none, which is an error unless `allow_empty`.
+/// The cases of the traces (each trace: one case per role it exercises), sorted by id; ids are unique
+/// ([`crate::case_id`]). A trace with no events after its header yields none, which is an error unless
+/// `allow_empty`.
 pub fn load_cases(inputs: &[Input], allow_empty: bool) -> Result<Vec<crate::play::Case>, CasesError> {
-    let mut out = vec![];
+    let mut models = vec![];
     for f in inputs {
         let trace = Trace::load_input(f)?;
         if trace.events.is_empty() && !allow_empty {
@@ -178,14 +189,20 @@ pub fn load_cases(inputs: &[Input], allow_empty: bool) -> Result<Vec<crate::play
         }
         let model = Conversation::new(trace).map_err(|source| CasesError::Conversation { name: f.name(), source })?;
         crate::validate::must_validate(&f.name(), &model)?;
-        out.extend(cases_of(Arc::new(model)));
+        models.push(Arc::new(model));
     }
+    let keys: Vec<_> = models.iter().map(|m| crate::case_id::TraceKey::of(m)).collect();
+    let bases = crate::case_id::bases(&keys);
+    let mut out: Vec<_> = models.into_iter().zip(&bases).flat_map(|(m, base)| cases_named(m, base)).collect();
     out.sort_by(|a, b| a.id.cmp(&b.id));
-    Ok(out)
+    match crate::case_id::duplicate(&out) {
+        Some((id, first, second)) => Err(CasesError::DuplicateId { id, first, second }),
+        None => Ok(out),
+    }
 }
 
-/// The cases a run would play: the traces' cases narrowed by `--role` and `--case`. Zero is an error naming
-/// what was looked for (unless `allow_empty`).
+/// The cases a run would play: the traces' cases narrowed by `--role`, `--case` and `--revision`. Zero is an
+/// error naming what was looked for (unless `allow_empty`).
 pub fn select_cases(cfg: &RunConfig) -> Result<Vec<crate::play::Case>, RunError> {
     if cfg.inputs.is_empty() && !cfg.allow_empty {
         return Err(RunError::usage("no trace files (*.jsonl) to run (--allow-empty accepts that)"));

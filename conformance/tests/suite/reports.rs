@@ -1,0 +1,85 @@
+//! What `run` reports (issue 29): case ids unique over every bundled trace; `run --list` saying what a run
+//! would do under every filter; `WIRE-CANONICAL` saying where bytes part from msgspec's; a case whose runner
+//! side deviated from the recording reported broken (`error`), not failed.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use mooncake_conformance::bundled::Data;
+use mooncake_conformance::case_id::{bases, TraceKey};
+use mooncake_conformance::play::{Role, Status};
+use mooncake_conformance::run::{load_cases, run, RunConfig};
+use mooncake_conformance::testee::TesteeSpec;
+use mooncake_conformance::trace::Trace;
+use serde_json::Value as J;
+
+fn here() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+fn cli_json(args: &[&str]) -> J {
+    let o = Command::new(env!("CARGO_BIN_EXE_mooncake-conformance"))
+        .args(args)
+        .args(["--format", "json"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!("{args:?}: {e}\n{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    })
+}
+
+// ---- case ids ------------------------------------------------------------------------------------------
+
+#[test]
+fn case_ids_are_unique_over_every_bundled_trace_of_both_families() {
+    // Push: the ids `run`, its reports and expected-failures files see.
+    let push = Data::Embedded.traces("traces").unwrap();
+    let cases = load_cases(&push, false).unwrap();
+    let ids: BTreeSet<&str> = cases.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids.len(), cases.len(), "a case id names two cases");
+    // Every trace of every revision, pull included: the id prefix its cases take.
+    let mut keys = vec![];
+    for set in ["traces", "traces-pull"] {
+        for input in Data::Embedded.traces(set).unwrap() {
+            let t = Trace::load_input(&input).unwrap();
+            keys.push(TraceKey::of_trace(&t).unwrap_or_else(|e| panic!("{}: {e}", input.name())));
+        }
+    }
+    let revisions: BTreeSet<&str> = keys.iter().map(|k| k.revision.as_str()).collect();
+    let spec = mooncake_wire::spec::Spec::builtin();
+    for family in [spec.push(), spec.pull()] {
+        for r in &family.revisions {
+            assert!(revisions.contains(r.revision.as_str()), "no bundled trace of {}", r.revision);
+        }
+    }
+    let b = bases(&keys);
+    let unique: BTreeSet<&String> = b.iter().collect();
+    assert_eq!(unique.len(), b.len(), "two traces make the same case ids: {b:#?}");
+    // Ids are stable where nothing collides: only traces sharing a revision and a scenario carry a release.
+    for (k, base) in keys.iter().zip(&b) {
+        let shared = keys.iter().filter(|o| o.revision == k.revision && o.scenario == k.scenario).count() > 1;
+        assert_eq!(*base != format!("{}/{}", k.revision, k.scenario), shared, "{base}");
+    }
+}
+
+#[test]
+fn two_traces_of_one_revision_scenario_and_release_are_refused() {
+    let d = std::env::temp_dir().join(format!("mooncake-reports-dup-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    for sub in ["a", "b"] {
+        std::fs::create_dir_all(d.join(sub)).unwrap();
+        let src = here().join("traces/vllm-0.33.0/a_single_success.jsonl");
+        std::fs::copy(&src, d.join(sub).join("a_single_success.jsonl")).unwrap();
+    }
+    let inputs = mooncake_conformance::jsonl::Input::files(std::slice::from_ref(&d)).unwrap();
+    let e = load_cases(&inputs, false).err().expect("refused").to_string();
+    assert!(e.contains("a/a_single_success.jsonl") && e.contains("b/a_single_success.jsonl"), "{e}");
+    assert!(e.contains("vllm-0.33.0/a_single_success/"), "{e}");
+}
