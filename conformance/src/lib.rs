@@ -48,6 +48,7 @@ mod golden;
 pub mod hashcmd;
 pub mod jsonl;
 pub mod keycmd;
+pub mod listing;
 pub mod load_error;
 pub mod matrix;
 pub mod oracle;

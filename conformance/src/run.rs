@@ -47,6 +47,8 @@ pub struct RunConfig {
     pub roles: Vec<Role>,
     /// Only cases whose id contains one of these texts (none: every case).
     pub cases: Vec<String>,
+    /// Only cases of traces of these revisions (`--revision`; none: every revision).
+    pub revisions: Vec<String>,
     /// The scenarios (setups of the traces' scenarios).
     pub scenarios: Scenarios,
     /// Cases expected to fail (`expected-failures.toml`).
@@ -78,6 +80,7 @@ impl RunConfig {
             testee,
             roles: vec![],
             cases: vec![],
+            revisions: vec![],
             scenarios: crate::bundled::scenarios(),
             expected: ExpectedFailures::default(),
             slack: Duration::from_secs(3),
@@ -214,11 +217,15 @@ pub fn select_cases(cfg: &RunConfig) -> Result<Vec<crate::play::Case>, RunError>
         .into_iter()
         .filter(|c| cfg.roles.is_empty() || cfg.roles.contains(&c.role))
         .filter(|c| cfg.cases.is_empty() || cfg.cases.iter().any(|f| c.id.contains(f.as_str())))
+        .filter(|c| cfg.revisions.is_empty() || cfg.revisions.contains(&c.model.revision.revision))
         .collect();
     if cases.is_empty() && !cfg.allow_empty {
         let mut asked = vec![];
         if !cfg.cases.is_empty() {
             asked.push(format!("--case {}", cfg.cases.join(",")));
+        }
+        if !cfg.revisions.is_empty() {
+            asked.push(format!("--revision {}", cfg.revisions.join(",")));
         }
         if !cfg.roles.is_empty() {
             asked.push(format!("--role {}", cfg.roles.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(",")));
@@ -371,14 +378,15 @@ async fn run_case(
     hello: &crate::testee::Hello,
     log: &crate::testee::TesteeLog,
 ) -> CaseResult {
-    let mut r = if hello.roles.iter().any(|x| x == case.role.as_str()) {
-        play(case, opts, &hello.revisions).await
-    } else {
-        let mut r = CaseResult::new(case);
-        r.status = Status::Skip;
-        r.reason = Some(format!("the testee does not take the {} role", case.role.as_str()));
-        r.not_applicable = vec![];
-        r
+    let mut r = match crate::listing::takes_role(case, hello) {
+        Ok(()) => play(case, opts, &hello.revisions).await,
+        Err(why) => {
+            let mut r = CaseResult::new(case);
+            r.status = Status::Skip;
+            r.reason = Some(why);
+            r.not_applicable = vec![];
+            r
+        }
     };
     if let Some(why) = log.died() {
         r.status = Status::Error;
@@ -407,7 +415,7 @@ pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
 
 /// What the testee speaks (an external peer is taken at its word: any revision, the roles asked for), narrowed
 /// to `--speaks`.
-async fn testee_hello(
+pub(crate) async fn testee_hello(
     external: &crate::play::External,
     testee: &TesteeSpec,
     speaks: Option<&[String]>,
@@ -497,7 +505,7 @@ async fn run_cases(
 
 /// Expected failures that did not fail as listed: every one, or (a narrowed run) those whose case ran.
 fn stale_expected(cfg: &RunConfig, results: &[CaseResult], not_run: usize) -> Vec<String> {
-    let narrowed = !cfg.cases.is_empty() || !cfg.roles.is_empty() || not_run > 0;
+    let narrowed = !cfg.cases.is_empty() || !cfg.roles.is_empty() || !cfg.revisions.is_empty() || not_run > 0;
     cfg.expected
         .cases
         .iter()

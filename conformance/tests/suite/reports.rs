@@ -83,3 +83,53 @@ fn two_traces_of_one_revision_scenario_and_release_are_refused() {
     assert!(e.contains("a/a_single_success.jsonl") && e.contains("b/a_single_success.jsonl"), "{e}");
     assert!(e.contains("vllm-0.33.0/a_single_success/"), "{e}");
 }
+
+// ---- run --list --------------------------------------------------------------------------------------------
+
+/// `--list` under `--speaks`, `--revision`, `--case` and `--role` names the cases the run plays, each with
+/// what the run then does with it: the same skips with the same reasons, the same cross-version revisions.
+#[test]
+fn run_list_says_what_the_run_does_under_every_filter() {
+    let filters = ["--speaks", "0.33.0", "--revision", "0.19.0,0.32.0,0.33.0", "--case", "a_single_success"];
+    let list = cli_json(&[&["run", "--list"][..], &filters].concat());
+    let ran = cli_json(&[&["run"][..], &filters].concat());
+    let (list, cases) = (list.as_array().unwrap(), ran["cases"].as_array().unwrap());
+    let ids = |v: &[J]| v.iter().map(|c| c["id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    assert_eq!(ids(list), ids(cases));
+    let mut kinds = BTreeSet::new();
+    for (l, c) in list.iter().zip(cases) {
+        let would = l["would"].as_str().unwrap();
+        kinds.insert(would);
+        match would {
+            "skip" => assert_eq!((&c["status"], &c["reason"]), (&J::from("skip"), &l["reason"]), "{l}"),
+            "cross-version" => assert_eq!(c["testee_revision"], l["testee_revision"], "{l}"),
+            _ => assert!(c["testee_revision"].is_null() && c["status"] != "skip", "{l} / {c}"),
+        }
+        assert!(l["revision"]
+            .as_str()
+            .is_some_and(|r| ["vllm-0.19.0..0.19.1", "vllm-0.32.0", "vllm-0.33.0"].contains(&r)));
+    }
+    assert_eq!(kinds.len(), 3, "the sample shows a native, a cross-version and a skipped case: {kinds:?}");
+    // --role narrows the listing as it narrows the run, and --speaks still decides what is skipped.
+    let pre = cli_json(&["run", "--list", "--speaks", "0.33.0", "--role", "prefiller"]);
+    let pre = pre.as_array().unwrap();
+    assert!(pre.iter().all(|c| c["role"] == "prefiller"));
+    assert!(pre.iter().any(|c| c["would"] == "skip") && pre.iter().any(|c| c["would"] == "run"));
+}
+
+#[test]
+fn run_list_text_counts_what_would_be_skipped() {
+    let o = Command::new(env!("CARGO_BIN_EXE_mooncake-conformance"))
+        .args(["run", "--list", "--speaks", "0.33.0"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    let skipped = text.lines().filter(|l| l.contains("  (skip: ")).count();
+    let listed = text.lines().take_while(|l| !l.is_empty()).count();
+    let summary = text.lines().find(|l| l.contains(" cases: ")).expect("a summary line");
+    assert!(summary.starts_with(&format!("{listed} cases: {} would run", listed - skipped)), "{summary}");
+    assert!(summary.contains(&format!("{skipped} would be skipped")), "{summary}");
+    let per_reason: usize =
+        text.lines().filter_map(|l| l.strip_prefix("  ")?.split_once(": ")?.0.parse::<usize>().ok()).sum();
+    assert_eq!(per_reason, skipped);
+}
