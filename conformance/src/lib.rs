@@ -34,6 +34,7 @@
 //! ```
 
 pub mod bundled;
+mod canonical;
 pub mod case_id;
 mod checks;
 pub mod conversation;

@@ -133,3 +133,64 @@ fn run_list_text_counts_what_would_be_skipped() {
         text.lines().filter_map(|l| l.strip_prefix("  ")?.split_once(": ")?.0.parse::<usize>().ok()).sum();
     assert_eq!(per_reason, skipped);
 }
+
+// ---- WIRE-CANONICAL -------------------------------------------------------------------------------------
+
+/// A recorded request with one int of `req_blocks` written wider than msgspec writes it: the path the codec
+/// gives for the first differing byte names that int by its dict key.
+#[test]
+fn the_codec_names_the_value_at_a_byte_offset() {
+    let codec = mooncake_wire::codec::Codec::builtin("vllm-0.33.0").unwrap();
+    let trace = Trace::load(&here().join("traces/vllm-0.33.0/a_single_success.jsonl")).unwrap();
+    let model = mooncake_conformance::conversation::Conversation::new(trace).unwrap();
+    let x = &model.exchanges[0];
+    let bytes = x.request.bytes.clone();
+    let req = x.request.value().unwrap();
+    let (d_req, rb) = &req.req_blocks[0];
+    let block = rb.blocks[0][1].as_u64().unwrap();
+    assert!(block < 0x80, "a positive fixint");
+    // The second block id of the first group: after `a?d-req-id`, `92`, transfer id, `91`, `9n`, first id.
+    let key = [&[0xa0 | d_req.len() as u8][..], d_req.as_bytes()].concat();
+    let at_key = bytes.windows(key.len()).position(|w| w == key).unwrap();
+    let first = bytes[at_key + key.len()..].windows(1).position(|w| w[0] == rb.blocks[0][0].as_u64().unwrap() as u8);
+    let off = at_key + key.len() + first.unwrap() + 1;
+    assert_eq!(bytes[off] as u64, block);
+    let mut wide = bytes[..off].to_vec();
+    wide.extend([0xcc, block as u8]);
+    wide.extend(&bytes[off + 1..]);
+    assert_eq!(
+        codec.decode("MooncakeXferMetadata", &wide).unwrap(),
+        codec.decode("MooncakeXferMetadata", &bytes).unwrap()
+    );
+    let path = codec.path_at("MooncakeXferMetadata", &wide, off).unwrap();
+    assert_eq!(path, format!("$.req_blocks[{}][1][0][1]", serde_json::to_string(d_req).unwrap()));
+    assert_eq!(codec.path_at("MooncakeXferMetadata", &wide, 0).unwrap(), "$");
+    assert!(codec.path_at("MooncakeXferMetadata", &wide, wide.len()).is_none());
+}
+
+/// Peers that add a field to what they send: the finding gives the offset, a short window of both encodings
+/// and the path, and stays short however long the message.
+#[test]
+fn wire_canonical_says_where_the_bytes_part() {
+    for (role, case) in
+        [(Role::Decoder, "vllm-0.33.0/b_batch_success"), (Role::Prefiller, "vllm-0.33.0/b_batch_success")]
+    {
+        let mut c =
+            RunConfig::paths(&[here().join("traces")], TesteeSpec::BuiltinWithFaults(vec!["extra_field".into()]))
+                .unwrap();
+        c.roles = vec![role];
+        c.cases = vec![case.into()];
+        c.slack = Duration::from_secs(2);
+        let r = rt().block_on(run(c)).unwrap();
+        let f: Vec<_> =
+            r.results.iter().flat_map(|x| &x.findings).filter(|f| f.check.as_str() == "WIRE-CANONICAL").collect();
+        assert!(!f.is_empty(), "{role:?}: {:#?}", r.results);
+        for f in f {
+            let d = &f.detail;
+            println!("{role:?}: {d}");
+            assert!(d.contains("first difference at byte ") && d.contains(", in `$"), "{d}");
+            assert!(d.contains("sent ") && d.contains(", msgspec ") && d.contains('|'), "{d}");
+            assert!(d.len() < 300, "{} characters: {d}", d.len());
+        }
+    }
+}
