@@ -194,3 +194,45 @@ fn wire_canonical_says_where_the_bytes_part() {
         }
     }
 }
+
+// ---- RUNNER-DEVIATION ---------------------------------------------------------------------------------------
+
+/// The bundled scenario entry `name` with `extra` lines added, as a `--scenarios` overlay.
+fn scenario_with(name: &str, extra: &str) -> String {
+    let text = std::fs::read_to_string(here().join("scenarios.toml")).unwrap();
+    let head = format!("[scenario.{name}]\n");
+    let start = text.find(&head).unwrap();
+    let body = text[start..].split("\n\n").next().unwrap();
+    format!("{body}\n{extra}\n")
+}
+
+fn deviated(testee: TesteeSpec, overlay: &str) -> mooncake_conformance::play::CaseResult {
+    let mut c = RunConfig::paths(&[here().join("traces/vllm-0.33.0/a_single_success.jsonl")], testee).unwrap();
+    c.roles = vec![Role::Decoder];
+    c.scenarios = c.scenarios.clone().overlay(overlay).unwrap();
+    c.slack = Duration::from_secs(2);
+    let r = rt().block_on(run(c)).unwrap();
+    r.results.into_iter().next().unwrap()
+}
+
+/// The runner's own prefiller made to fail its write (which vLLM's did not): the decoder under test did
+/// nothing wrong, so the case is broken — `error`, with a RUNNER-DEVIATION finding — not failed.
+#[test]
+fn a_runner_deviation_breaks_the_case() {
+    let r = deviated(TesteeSpec::Builtin, &scenario_with("a_single_success", "fail_transfers = 1"));
+    println!("{}: {} — {:?}", r.id, r.status.word(), r.reason);
+    assert_eq!(r.status, Status::Error, "{r:#?}");
+    assert!(r.findings.iter().any(|f| f.check.as_str() == "RUNNER-DEVIATION"), "{r:#?}");
+    assert!(r.reason.as_deref().unwrap_or("").contains("broken case"), "{r:#?}");
+}
+
+/// A decoder that sends the wrong request ids gets other replies than vLLM's did: the deviation follows from
+/// the decoder's own fault, so the case fails on that (and notes the deviation).
+#[test]
+fn a_deviation_the_decoder_caused_fails_the_case() {
+    let r = deviated(TesteeSpec::BuiltinWithFaults(vec!["wrong_id".into()]), &scenario_with("a_single_success", ""));
+    println!("{}: {} — {:?}", r.id, r.status.word(), r.notes);
+    assert_eq!(r.status, Status::Fail, "{r:#?}");
+    assert!(r.findings.iter().any(|f| f.check.as_str() == "REQUEST-DIFF"), "{r:#?}");
+    assert!(r.notes.iter().any(|n| n.contains("RUNNER-DEVIATION")), "{r:#?}");
+}
