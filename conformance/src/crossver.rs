@@ -105,10 +105,13 @@ impl Pairing {
         PLANNING.iter().copied().filter(|k| value(&a, k) != value(&b, k)).collect()
     }
 
-    /// `bytes` are T's canonical encoding of the message they decode to (under T).
-    pub fn canonical_for_testee(&self, message: &str, bytes: &[u8]) -> bool {
-        let Some(tc) = Codec::builtin(&self.testee.revision) else { return false };
-        tc.decode(message, bytes).ok().and_then(|v| tc.encode(message, &v).ok()).as_deref() == Some(bytes)
+    /// `None` when `bytes` are T's canonical encoding of the message they decode to (under T); else what a
+    /// `WIRE-CANONICAL` finding says (where they part from it).
+    pub fn non_canonical_for_testee(&self, message: &str, bytes: &[u8]) -> Option<String> {
+        let Some(tc) = Codec::builtin(&self.testee.revision) else {
+            return Some(format!("{} has no codec", self.testee.revision));
+        };
+        crate::canonical::mismatch(&tc, message, bytes)
     }
 }
 

@@ -34,6 +34,8 @@
 //! ```
 
 pub mod bundled;
+mod canonical;
+pub mod case_id;
 mod checks;
 pub mod conversation;
 mod counterpart;
@@ -47,6 +49,7 @@ mod golden;
 pub mod hashcmd;
 pub mod jsonl;
 pub mod keycmd;
+pub mod listing;
 pub mod load_error;
 pub mod matrix;
 pub mod oracle;

@@ -405,13 +405,3 @@ pub fn write_run_markdown(w: &mut impl Write, r: &RunReport) -> io::Result<()> {
     }
     Ok(())
 }
-
-/// Writes `run --list` as text: one case id a line.
-pub fn write_list_text(w: &mut impl Write, cases: &[crate::play::Case]) -> io::Result<()> {
-    cases.iter().try_for_each(|c| writeln!(w, "{}", c.id))
-}
-
-/// `run --list` as JSON: the cases with their role, revision and trace.
-pub fn list_json(cases: &[crate::play::Case]) -> serde_json::Value {
-    serde_json::Value::Array(cases.iter().map(|c| json!({ "id": c.id, "role": c.role, "revision": c.model.revision.revision, "trace": c.model.trace.path })).collect())
-}

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::conversation::Conversation;
 use crate::expected::{ExpectedFailure, ExpectedFailures};
 use crate::jsonl::Input;
-use crate::play::{cases_of, play, CaseResult, PlayOptions, Role, Status};
+use crate::play::{cases_named, play, CaseResult, PlayOptions, Role, Status};
 use crate::scenarios::Scenarios;
 use crate::testee::{Testee, TesteeSpec};
 use crate::trace::Trace;
@@ -47,6 +47,8 @@ pub struct RunConfig {
     pub roles: Vec<Role>,
     /// Only cases whose id contains one of these texts (none: every case).
     pub cases: Vec<String>,
+    /// Only cases of traces of these revisions (`--revision`; none: every revision).
+    pub revisions: Vec<String>,
     /// The scenarios (setups of the traces' scenarios).
     pub scenarios: Scenarios,
     /// Cases expected to fail (`expected-failures.toml`).
@@ -78,6 +80,7 @@ impl RunConfig {
             testee,
             roles: vec![],
             cases: vec![],
+            revisions: vec![],
             scenarios: crate::bundled::scenarios(),
             expected: ExpectedFailures::default(),
             slack: Duration::from_secs(3),
@@ -157,6 +160,16 @@ pub enum CasesError {
     /// A trace does not pass `validate`.
     #[error(transparent)]
     Invalid(#[from] crate::validate::InvalidTrace),
+    /// Two traces of the same revision, scenario and release: their cases would share ids.
+    #[error("{first} and {second} both make the case id {id} (same revision, scenario and release): give one of them a scenario name of its own in its header")]
+    DuplicateId {
+        /// The id.
+        id: String,
+        /// One trace.
+        first: String,
+        /// The other.
+        second: String,
+    },
     /// A trace's conversation cannot be read with its revision.
     #[error("{name}: {source}")]
     Conversation {
@@ -167,10 +180,11 @@ pub enum CasesError {
     },
 }
 
-/// The cases of the traces (each trace: one case per role it exercises), sorted by id. A trace with no events
-/// after its header yields none, which is an error unless `allow_empty`.
+/// The cases of the traces (each trace: one case per role it exercises), sorted by id; ids are unique
+/// ([`crate::case_id`]). A trace with no events after its header yields none, which is an error unless
+/// `allow_empty`.
 pub fn load_cases(inputs: &[Input], allow_empty: bool) -> Result<Vec<crate::play::Case>, CasesError> {
-    let mut out = vec![];
+    let mut models = vec![];
     for f in inputs {
         let trace = Trace::load_input(f)?;
         if trace.events.is_empty() && !allow_empty {
@@ -178,14 +192,20 @@ pub fn load_cases(inputs: &[Input], allow_empty: bool) -> Result<Vec<crate::play
         }
         let model = Conversation::new(trace).map_err(|source| CasesError::Conversation { name: f.name(), source })?;
         crate::validate::must_validate(&f.name(), &model)?;
-        out.extend(cases_of(Arc::new(model)));
+        models.push(Arc::new(model));
     }
+    let keys: Vec<_> = models.iter().map(|m| crate::case_id::TraceKey::of(m)).collect();
+    let bases = crate::case_id::bases(&keys);
+    let mut out: Vec<_> = models.into_iter().zip(&bases).flat_map(|(m, base)| cases_named(m, base)).collect();
     out.sort_by(|a, b| a.id.cmp(&b.id));
-    Ok(out)
+    match crate::case_id::duplicate(&out) {
+        Some((id, first, second)) => Err(CasesError::DuplicateId { id, first, second }),
+        None => Ok(out),
+    }
 }
 
-/// The cases a run would play: the traces' cases narrowed by `--role` and `--case`. Zero is an error naming
-/// what was looked for (unless `allow_empty`).
+/// The cases a run would play: the traces' cases narrowed by `--role`, `--case` and `--revision`. Zero is an
+/// error naming what was looked for (unless `allow_empty`).
 pub fn select_cases(cfg: &RunConfig) -> Result<Vec<crate::play::Case>, RunError> {
     if cfg.inputs.is_empty() && !cfg.allow_empty {
         return Err(RunError::usage("no trace files (*.jsonl) to run (--allow-empty accepts that)"));
@@ -197,11 +217,15 @@ pub fn select_cases(cfg: &RunConfig) -> Result<Vec<crate::play::Case>, RunError>
         .into_iter()
         .filter(|c| cfg.roles.is_empty() || cfg.roles.contains(&c.role))
         .filter(|c| cfg.cases.is_empty() || cfg.cases.iter().any(|f| c.id.contains(f.as_str())))
+        .filter(|c| cfg.revisions.is_empty() || cfg.revisions.contains(&c.model.revision.revision))
         .collect();
     if cases.is_empty() && !cfg.allow_empty {
         let mut asked = vec![];
         if !cfg.cases.is_empty() {
             asked.push(format!("--case {}", cfg.cases.join(",")));
+        }
+        if !cfg.revisions.is_empty() {
+            asked.push(format!("--revision {}", cfg.revisions.join(",")));
         }
         if !cfg.roles.is_empty() {
             asked.push(format!("--role {}", cfg.roles.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(",")));
@@ -354,14 +378,15 @@ async fn run_case(
     hello: &crate::testee::Hello,
     log: &crate::testee::TesteeLog,
 ) -> CaseResult {
-    let mut r = if hello.roles.iter().any(|x| x == case.role.as_str()) {
-        play(case, opts, &hello.revisions).await
-    } else {
-        let mut r = CaseResult::new(case);
-        r.status = Status::Skip;
-        r.reason = Some(format!("the testee does not take the {} role", case.role.as_str()));
-        r.not_applicable = vec![];
-        r
+    let mut r = match crate::listing::takes_role(case, hello) {
+        Ok(()) => play(case, opts, &hello.revisions).await,
+        Err(why) => {
+            let mut r = CaseResult::new(case);
+            r.status = Status::Skip;
+            r.reason = Some(why);
+            r.not_applicable = vec![];
+            r
+        }
     };
     if let Some(why) = log.died() {
         r.status = Status::Error;
@@ -390,7 +415,7 @@ pub async fn run(mut cfg: RunConfig) -> Result<RunReport, RunError> {
 
 /// What the testee speaks (an external peer is taken at its word: any revision, the roles asked for), narrowed
 /// to `--speaks`.
-async fn testee_hello(
+pub(crate) async fn testee_hello(
     external: &crate::play::External,
     testee: &TesteeSpec,
     speaks: Option<&[String]>,
@@ -480,7 +505,7 @@ async fn run_cases(
 
 /// Expected failures that did not fail as listed: every one, or (a narrowed run) those whose case ran.
 fn stale_expected(cfg: &RunConfig, results: &[CaseResult], not_run: usize) -> Vec<String> {
-    let narrowed = !cfg.cases.is_empty() || !cfg.roles.is_empty() || not_run > 0;
+    let narrowed = !cfg.cases.is_empty() || !cfg.roles.is_empty() || !cfg.revisions.is_empty() || not_run > 0;
     cfg.expected
         .cases
         .iter()

@@ -17,6 +17,7 @@ mod decode;
 mod encode;
 mod error;
 mod json;
+mod locate;
 pub(crate) mod path;
 pub(crate) mod pykey;
 mod strlist;

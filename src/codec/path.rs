@@ -16,10 +16,13 @@ pub(crate) enum Seg<F> {
     Index(usize),
     /// `[...]`: the value of a dict entry.
     DictValue,
+    /// `[key]`: the value of a dict entry named by its key, as `name` renders it (`"r1"`, `3`). msgspec's errors
+    /// say `[...]`; [`super::Codec::path_at`], which tells where two encodings of a value part, names the entry.
+    Key(F),
 }
 
-/// msgspec's rendering of a path: `$`, then `.field`, `[i]` or `[...]` per step; `name` gives a field's wire
-/// name.
+/// msgspec's rendering of a path: `$`, then `.field`, `[i]` or `[...]` per step (or `[key]`); `name` gives a
+/// field's wire name (and a key's text).
 #[cold]
 pub(crate) fn render<'n, F>(segs: &[Seg<F>], name: impl Fn(&F) -> &'n str) -> String {
     let mut s = String::from("$");
@@ -35,6 +38,11 @@ pub(crate) fn render<'n, F>(segs: &[Seg<F>], name: impl Fn(&F) -> &'n str) -> St
                 s.push(']');
             }
             Seg::DictValue => s.push_str("[...]"),
+            Seg::Key(k) => {
+                s.push('[');
+                s.push_str(name(k));
+                s.push(']');
+            }
         }
     }
     s

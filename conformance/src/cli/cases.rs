@@ -50,9 +50,10 @@ pub(crate) struct RunOpts {
     #[arg(long, default_value_t = 3.0, value_name = "SECONDS")]
     slack: f64,
     /// Take the testee to speak only these revisions of those it declares (any name `hash wire` takes:
-    /// vllm-0.33.0, 0.33.0, v0.32.0; comma-separated or repeated). Traces of other revisions then run as
-    /// cross-version cases where the spec says the revisions interoperate, and are skipped with the reason
-    /// otherwise.
+    /// vllm-0.33.0, 0.33.0, v0.32.0; comma-separated or repeated). This narrows the testee, not the cases:
+    /// every trace still runs, those of other revisions as cross-version cases where the spec says the
+    /// revisions interoperate, the rest skipped with the reason (`run --list` shows which). To run only the
+    /// traces of some revisions, use `run --revision`.
     #[arg(long, value_delimiter = ',', value_name = "REVISION")]
     speaks: Vec<String>,
     /// Scenario setups to add to the bundled scenarios.toml (or --data's): its [scenario.NAME] entries are
@@ -95,8 +96,9 @@ impl Report for RunReport {
     }
 }
 
-/// `--speaks` names or releases → push revision names (`None` when not given), through the spec's resolver.
-fn resolve_revisions(given: &[String]) -> Result<Option<Vec<String>>, ArgError> {
+/// `--speaks` or `--revision` (`option`) names or releases → push revision names (`None` when not given),
+/// through the spec's resolver.
+pub(crate) fn resolve_revisions(option: &'static str, given: &[String]) -> Result<Option<Vec<String>>, ArgError> {
     if given.is_empty() {
         return Ok(None);
     }
@@ -105,12 +107,13 @@ fn resolve_revisions(given: &[String]) -> Result<Option<Vec<String>>, ArgError> 
         .iter()
         .map(|g| match spec.resolve(g) {
             Ok(r) if r.revision.family == "push" => Ok(r.revision.revision.clone()),
-            Ok(r) => Err(ArgError::SpeaksOtherFamily {
+            Ok(r) => Err(ArgError::OtherFamily {
+                option,
                 given: g.clone(),
                 revision: r.revision.revision.clone(),
                 family: r.revision.family.clone(),
             }),
-            Err(e) => Err(ArgError::Speaks(e)),
+            Err(e) => Err(ArgError::Resolve(option, e)),
         })
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
@@ -123,7 +126,7 @@ pub(crate) fn configure(
     o: &RunOpts,
     data: &Data,
 ) -> Result<RunConfig, ArgError> {
-    let speaks = resolve_revisions(&o.speaks)?;
+    let speaks = resolve_revisions("--speaks", &o.speaks)?;
     let scenarios = match &o.scenarios {
         Some(p) => data.scenarios()?.overlay_file(p)?,
         None => data.scenarios()?,

@@ -60,10 +60,10 @@ pub(crate) enum ArgError {
     NotAtLeastOne,
     #[error("`{0}` is not a whole number")]
     NotWholeNumber(String),
-    #[error("--speaks {given}: {revision} is of the {family} family; the runner plays push-family traces")]
-    SpeaksOtherFamily { given: String, revision: String, family: String },
-    #[error("--speaks {0}")]
-    Speaks(mooncake_wire::spec::ResolveError),
+    #[error("{option} {given}: {revision} is of the {family} family; the runner plays push-family traces")]
+    OtherFamily { option: &'static str, given: String, revision: String, family: String },
+    #[error("{0} {1}")]
+    Resolve(&'static str, mooncake_wire::spec::ResolveError),
     #[error("--revision {0}")]
     Revision(mooncake_wire::spec::ResolveError),
     #[error("--role {0}: prefiller, decoder or bootstrap")]

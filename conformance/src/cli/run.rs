@@ -5,13 +5,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use mooncake_conformance::expected::ExpectedFailures;
-use mooncake_conformance::play::{Case, Role};
-use mooncake_conformance::report::{self, write_json};
+use mooncake_conformance::listing::{self, Listed};
+use mooncake_conformance::play::Role;
+use mooncake_conformance::report::write_json;
 
-use super::cases::{configure, execute, ReportFiles, RunOpts};
+use super::cases::{configure, execute, resolve_revisions, ReportFiles, RunOpts};
 use super::error::{ArgError, CliError, AGREE};
 use super::output::Report;
-use super::{data_of, trace_inputs};
+use super::{data_of, runtime, trace_inputs};
 
 /// Run the conformance cases: each bundled (or given) trace, each role it exercises, played against a
 /// testee. With no arguments: every bundled trace against the built-in reference peer.
@@ -36,7 +37,13 @@ pub(crate) struct RunArgs {
     /// Only cases whose id contains one of these texts (comma-separated or repeated).
     #[arg(long, value_delimiter = ',', value_name = "TEXT")]
     case: Vec<String>,
-    /// Print the ids of the cases that would run, and run nothing.
+    /// Only cases of traces of these revisions (any name `--speaks` takes; comma-separated or repeated): with
+    /// `--speaks` the same, a run of those revisions' own cases only.
+    #[arg(long, value_delimiter = ',', value_name = "REVISION")]
+    revision: Vec<String>,
+    /// Print the cases that would run, under every filter above and --speaks, and run none: each id, what the
+    /// run would do when it is not to play it at the trace's revision (cross-version, or skip and why), and a
+    /// count of the skip reasons. Asks the testee for its hello, as the run does.
     #[arg(long)]
     list: bool,
     /// Expected failures (default: the bundled expected-failures.toml with the built-in peer, none otherwise).
@@ -47,18 +54,18 @@ pub(crate) struct RunArgs {
 }
 
 /// The case list of `run --list`.
-impl Report for [Case] {
+impl Report for [Listed] {
     fn write_text(&self, w: &mut impl Write) -> std::io::Result<()> {
-        report::write_list_text(w, self)
+        listing::write_text(w, self)
     }
     fn write_json(&self, w: &mut impl Write) -> std::io::Result<()> {
-        write_json(w, &report::list_json(self))
+        write_json(w, &listing::json(self))
     }
 }
 
 /// `run`: lists the cases (`--list`), or runs them and writes the reports; the exit code of the run.
 pub(crate) fn exec(args: RunArgs) -> Result<ExitCode, CliError> {
-    let RunArgs { paths, testee, role, case, list, expected_failures, opts } = args;
+    let RunArgs { paths, testee, role, case, revision, list, expected_failures, opts } = args;
     let data = data_of(&opts.data)?;
     let inputs = if paths.is_empty() { data.traces("traces")? } else { trace_inputs(&paths, opts.allow_empty)? };
     let mut cfg = configure(inputs, testee.as_deref(), &opts, &data)?;
@@ -67,9 +74,11 @@ pub(crate) fn exec(args: RunArgs) -> Result<ExitCode, CliError> {
         .map(|r| Role::parse(r.trim()).ok_or_else(|| ArgError::Role(r.clone())))
         .collect::<Result<_, _>>()?;
     cfg.cases = case.into_iter().map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect();
+    cfg.revisions = resolve_revisions("--revision", &revision)?.unwrap_or_default();
     if list {
-        let cases = mooncake_conformance::run::select_cases(&cfg)?;
-        opts.format.show(cases.as_slice());
+        let rt = runtime().map_err(|e| CliError::Environment(format!("starting the runtime: {e}")))?;
+        let listed = rt.block_on(listing::list(&cfg))?;
+        opts.format.show(listed.as_slice());
         return Ok(ExitCode::from(AGREE));
     }
     cfg.expected = match (&expected_failures, &testee) {

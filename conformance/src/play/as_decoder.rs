@@ -354,8 +354,7 @@ impl<'r> Replay<'r> {
         want: Option<&mooncake_wire::typed::MooncakeXferResponse>,
     ) -> Result<Vec<Finding>, PlayError> {
         let mut out = vec![];
-        if !ctx.pairing.canonical_for_testee("MooncakeXferResponse", bytes) {
-            let detail = format!("{} is not msgspec's encoding of that value", hex::encode(bytes));
+        if let Some(detail) = ctx.pairing.non_canonical_for_testee("MooncakeXferResponse", bytes) {
             out.push(Finding::new(CheckId::WireCanonical, detail));
         }
         let mut want = want.cloned().ok_or(PlayError::RecordedReplyUndecodable)?;

@@ -68,7 +68,8 @@ impl Serialize for Status {
 /// The result of one case, as the reports show it.
 #[derive(Clone, Debug, Serialize)]
 pub struct CaseResult {
-    /// Stable id: `<revision>/<scenario>/<role>`.
+    /// Stable id: `<revision>/<scenario>/<role>` (`<revision>@<release>/…` when traces of two releases share the
+    /// revision and the scenario: [`crate::case_id`]).
     pub id: String,
     /// The trace the case replays (its path or bundled name).
     pub trace: String,
@@ -171,7 +172,7 @@ pub fn not_applicable(header: &crate::trace::Header, role: Role) -> Vec<NotAppli
 /// One case to run.
 #[derive(Clone)]
 pub struct Case {
-    /// Its stable id, `<revision>/<scenario>/<role>`.
+    /// Its stable id, `<revision>/<scenario>/<role>` ([`crate::case_id`]).
     pub id: String,
     /// The role the testee takes.
     pub role: Role,
@@ -267,10 +268,16 @@ impl PlayOptions {
     }
 }
 
-/// The cases a trace yields: one per role it exercises.
+/// The cases a trace yields: one per role it exercises, with ids `<revision>/<scenario>/<role>` (a run of
+/// several traces names them through [`crate::case_id::bases`], which keeps them unique).
 pub fn cases_of(model: Arc<Conversation>) -> Vec<Case> {
-    let mut out = vec![];
     let base = format!("{}/{}", model.revision.revision, model.scenario());
+    cases_named(model, &base)
+}
+
+/// The cases a trace yields, with ids `<base>/<role>`.
+pub fn cases_named(model: Arc<Conversation>, base: &str) -> Vec<Case> {
+    let mut out = vec![];
     if !model.exchanges.is_empty() && !model.prefillers.is_empty() {
         out.push(Case { id: format!("{base}/prefiller"), role: Role::Prefiller, model: model.clone() });
     }

@@ -29,6 +29,7 @@ mod pull_traces;
 mod pull_vectors;
 mod push_vectors_regen;
 mod replay;
+mod reports;
 mod run;
 mod store_lookup;
 mod structure;

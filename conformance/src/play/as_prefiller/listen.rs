@@ -12,14 +12,11 @@ use std::time::Duration;
 
 use mooncake_io::http::BootstrapServer;
 use mooncake_wire::bootstrap::BootstrapSpec;
-use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::proto::{Registry, WireProfile};
-use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse};
 
+use super::deviation::{deviations, LiveMap, Writes};
 use super::{compare_requests, own_prefiller, pull_steps};
-use crate::conversation::Conversation;
-use crate::counterpart::{OwnPrefiller, OwnStatus};
-use crate::finding::CheckId;
+use crate::counterpart::OwnPrefiller;
 use crate::play::prefiller_side::split_heartbeats;
 use crate::play::{apply, CaseCtx, PlayError, PrefillerControl, ReplyActions};
 use crate::scenarios::Ready;
@@ -52,7 +49,10 @@ pub(super) async fn play(
     serve(ctx, &profile, &mut peer, timeout, ready_after).await?;
     let mut status = peer.status().await?;
     status.wire = split_heartbeats(&profile, std::mem::take(&mut status.wire)).0;
-    runner_deviations(t, &profile, &status, &ctx.sink);
+    let map = LiveMap::from_requests(t, &profile, &status);
+    for d in deviations(t, &profile, &status, &map, Writes::Descriptors) {
+        ctx.sink.broken(d);
+    }
     ctx.found_all(crate::play::te_checks::findings(std::mem::take(&mut status.te_issues)));
     let same = crate::crossver::Pairing::same(&t.revision);
     ctx.found_all(compare_requests(t, &profile, &same, &[(p.conn.clone(), status.wire)], None)?);
@@ -122,81 +122,5 @@ async fn serve(
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// The runner's own side in `--listen`: its replies (as a multiset, sessions in error messages mapped to the
-/// live decoder's) and its transfer-engine writes (session, descriptors, bytes) against the recording. Every
-/// deviation is reported to `sink` as breaking the case.
-fn runner_deviations(t: &Conversation, profile: &WireProfile, status: &OwnStatus, sink: &crate::play::CaseSink) {
-    use crate::reply::show_reply;
-    // Recorded decoder session → the live decoder's (from the requests that arrived).
-    let mut sessions: Vec<(String, String)> = vec![];
-    // Recorded layout id → the live decoder's (a reply echoes the id of the request it answers).
-    let mut layout_ids: Vec<(WireInt, WireInt)> = vec![];
-    let recorded_reqs: Vec<MooncakeXferMetadata> =
-        t.exchanges.iter().filter_map(|x| x.request.value().cloned()).collect();
-    let live_reqs: Vec<MooncakeXferMetadata> = status
-        .wire
-        .iter()
-        .filter(|(i, _)| *i)
-        .filter_map(|(_, f)| f.get(1).and_then(|b| profile.decode_metadata(b).ok()))
-        .collect();
-    for (r, l) in recorded_reqs.iter().zip(&live_reqs) {
-        let (a, b) =
-            (format!("{}:{}", r.remote_hostname, r.remote_port), format!("{}:{}", l.remote_hostname, l.remote_port));
-        if !sessions.iter().any(|(x, _)| *x == a) {
-            sessions.push((a, b));
-        }
-        if !layout_ids.iter().any(|(x, _)| *x == r.layout_id) {
-            layout_ids.push((r.layout_id, l.layout_id));
-        }
-    }
-    let mut live: Vec<Option<MooncakeXferResponse>> = status
-        .wire
-        .iter()
-        .filter(|(i, _)| !*i)
-        .map(|(_, f)| f.last().and_then(|b| profile.decode_response(b).ok()))
-        .collect();
-    for (k, x) in t.exchanges.iter().enumerate() {
-        for (j, reply) in x.replies.iter().enumerate() {
-            let Some(mut want) = reply.payload.value().cloned() else { continue };
-            if let Some(m) = &mut want.err_msg {
-                for (a, b) in &sessions {
-                    *m = m.replace(a, b);
-                }
-            }
-            if let Some((_, l)) = layout_ids.iter().find(|(r, _)| *r == want.layout_id) {
-                want.layout_id = *l;
-            }
-            match live.iter().position(|l| l.as_ref().is_some_and(|l| crate::checks::same_reply(l, &want))) {
-                Some(i) => live[i] = None,
-                None => sink.broken(format!(
-                    "the runner's prefiller never sent the recorded reply {} of exchange {} ({}); it sent {}",
-                    j + 1,
-                    k + 1,
-                    show_reply(&want),
-                    live.iter().flatten().map(show_reply).collect::<Vec<_>>().join(", ")
-                )),
-            }
-        }
-    }
-    let extra: Vec<String> = live.iter().flatten().map(show_reply).collect();
-    if !extra.is_empty() {
-        sink.broken(format!("the runner's prefiller sent replies the recording does not have: {}", extra.join(", ")));
-    }
-    if crate::play::applies(&t.trace.header, CheckId::TeCalls) {
-        let map = |s: &str| sessions.iter().find(|(_, b)| b == s).map(|(a, _)| a.clone()).unwrap_or(s.to_string());
-        let mut got: Vec<(String, u64, u64)> =
-            status.writes.iter().map(|(s, n, b, _)| (map(s), *n as u64, *b)).collect();
-        let mut want: Vec<(String, u64, u64)> =
-            t.trace.header.transfer_engine_calls.iter().map(|c| (c.session.clone(), c.n, c.bytes)).collect();
-        got.sort();
-        want.sort();
-        if got != want {
-            sink.broken(format!(
-                "the runner's transfer-engine writes (session, descriptors, bytes) {got:?} differ from the recorded {want:?}"
-            ));
-        }
     }
 }

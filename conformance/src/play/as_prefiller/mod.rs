@@ -6,6 +6,7 @@
 //! vLLM's, the bytes that landed in its memory, and that no state is left behind (`outcomes.rs`).
 //! `replay --listen` serves an external decoder instead (`listen.rs`).
 
+mod deviation;
 mod listen;
 mod outcomes;
 mod pulls;
@@ -128,6 +129,7 @@ async fn play_case(
     for (conn, te) in sides.decoders.iter_mut() {
         outcomes::check_decoder(ctx, &profile, &steps, conn, te).await?;
     }
+    deviation::check_own(ctx, &profile, &sides.prefillers, &sessions).await;
     outcomes::check_prefiller_testees(ctx, &mut sides.prefillers).await
 }
 

@@ -187,8 +187,11 @@ fn compare_request(
         }
         Ok(live) => live,
     };
-    if profile.encode_request(&live).ok().as_deref() != Some(bytes.as_slice()) {
-        let detail = format!("{} is not msgspec's encoding of that value", hex::encode(bytes));
+    let canonical = match mooncake_wire::codec::Codec::builtin(&profile.revision.revision) {
+        Some(codec) => crate::canonical::mismatch(&codec, "MooncakeAgentMetadata", bytes),
+        None => Some(format!("{} has no codec", profile.revision.revision)),
+    };
+    if let Some(detail) = canonical {
         out.push(Finding::new(CheckId::WireCanonical, detail));
     }
     let Some(w) = msgs.iter().find(|w| w.meta.request_ids == live.request_ids && at_worker(w)) else {
