@@ -7,7 +7,7 @@ use std::io::{self, Write};
 use serde_json::json;
 
 use crate::play::Case;
-use crate::run::{RunConfig, RunError};
+use crate::run::{takes_role, RunConfig, RunError};
 use crate::testee::Hello;
 
 /// What a run would do with a case.
@@ -27,15 +27,6 @@ pub struct Listed {
     pub case: Case,
     /// What the run would do with it.
     pub would: Would,
-}
-
-/// `Err` (the skip reason) when the testee does not take the case's role.
-pub(crate) fn takes_role(case: &Case, hello: &Hello) -> Result<(), String> {
-    if hello.roles.iter().any(|x| x == case.role.as_str()) {
-        Ok(())
-    } else {
-        Err(format!("the testee does not take the {} role", case.role.as_str()))
-    }
 }
 
 /// What a run against a testee with this hello would do with `case`: the role check of the runner, then the

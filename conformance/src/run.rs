@@ -339,6 +339,15 @@ pub fn preflight_syntax(external: &crate::play::External) -> Result<(), RunError
     }
 }
 
+/// `Err` (the skip reason) when the testee does not take the case's role.
+pub(crate) fn takes_role(case: &crate::play::Case, hello: &crate::testee::Hello) -> Result<(), String> {
+    if hello.roles.iter().any(|x| x == case.role.as_str()) {
+        Ok(())
+    } else {
+        Err(format!("the testee does not take the {} role", case.role.as_str()))
+    }
+}
+
 /// Cases run at once when `--jobs` is not given. A case spends its time waiting on the scenario's timers, not
 /// computing (the 396 bundled cases take about 9 s of CPU in all), so against the built-in peer, which runs in
 /// this process, 16 per CPU (at most 64); a testee started as a command (a Python peer, say) costs a process
@@ -378,7 +387,7 @@ async fn run_case(
     hello: &crate::testee::Hello,
     log: &crate::testee::TesteeLog,
 ) -> CaseResult {
-    let mut r = match crate::listing::takes_role(case, hello) {
+    let mut r = match takes_role(case, hello) {
         Ok(()) => play(case, opts, &hello.revisions).await,
         Err(why) => {
             let mut r = CaseResult::new(case);
