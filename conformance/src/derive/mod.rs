@@ -736,17 +736,7 @@ pub fn differences(t: &Conversation, model: &Model, a: &Scenario, b: &Scenario) 
             }
         }
     } else {
-        let freed: HashSet<String> = t
-            .trace
-            .header
-            .observed_outcome
-            .get("finished_sending")
-            .and_then(J::as_object)
-            .into_iter()
-            .flat_map(|o| o.values())
-            .flat_map(|v| v.as_array().cloned().unwrap_or_default())
-            .filter_map(|v| v.as_str().map(String::from))
-            .collect();
+        let freed = freed_p_reqs(t);
         let free_only = free_only_transfers(t);
         let mut ids: Vec<&String> = a.transfers.iter().chain(&b.transfers).map(|t| &t.transfer_id).collect();
         ids.dedup();
@@ -817,6 +807,20 @@ pub fn differences(t: &Conversation, model: &Model, a: &Scenario, b: &Scenario) 
         }
     }
     out
+}
+
+/// The prefiller requests the recording reports freed (`observed_outcome.finished_sending`, every prefiller).
+fn freed_p_reqs(t: &Conversation) -> HashSet<String> {
+    t.trace
+        .header
+        .observed_outcome
+        .get("finished_sending")
+        .and_then(J::as_object)
+        .into_iter()
+        .flat_map(|o| o.values())
+        .flat_map(|v| v.as_array().cloned().unwrap_or_default())
+        .filter_map(|v| v.as_str().map(String::from))
+        .collect()
 }
 
 /// The transfers every recorded pull asks for with no decoder blocks (free-only pulls).

@@ -37,7 +37,8 @@ fn failures(r: &RunReport) -> Vec<String> {
 fn every_bundled_case_passes_against_the_reference_peer() {
     let mut c = cfg(TesteeSpec::Builtin, None, vec![]);
     // As `run` does with the built-in peer: the bundled expected failures (each with its reason).
-    c.expected = mooncake_conformance::expected::ExpectedFailures::load(&here().join("expected-failures.toml")).unwrap();
+    c.expected =
+        mooncake_conformance::expected::ExpectedFailures::load(&here().join("expected-failures.toml")).unwrap();
     let r = rt().block_on(run(c)).unwrap();
     assert_eq!(
         r.results.len(),
