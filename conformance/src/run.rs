@@ -349,7 +349,7 @@ pub(crate) fn takes_role(case: &crate::play::Case, hello: &crate::testee::Hello)
 }
 
 /// Cases run at once when `--jobs` is not given. A case spends its time waiting on the scenario's timers, not
-/// computing (the 396 bundled cases take about 9 s of CPU in all), so against the built-in peer, which runs in
+/// computing (the 498 bundled cases take about 9 s of CPU in all), so against the built-in peer, which runs in
 /// this process, 16 per CPU (at most 64); a testee started as a command (a Python peer, say) costs a process
 /// start per case, so one per CPU.
 pub fn default_jobs(testee: &TesteeSpec) -> usize {

@@ -136,9 +136,15 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
         ));
     }
     if value(&bo.reply_rounds) != value(&bn.reply_rounds) {
-        // Each decoder reads every reply the same way; the replies an err-then-ok prefiller sends mean to a new
-        // decoder what they mean to an old one.
-        let c = (Effect::Compatible, "every decoder reads each reply on its own; a mixed pair sees what two peers of the prefiller's revision see".to_string());
+        // Every decoder stops at the first FINISH. An err-then-ok prefiller answers a round with a block-count
+        // failure with two (the error, then every ready id as ok), so its decoder reports none of the round's
+        // requests; a one-per-round prefiller answers it with one, and its decoder reports the others delivered.
+        // A mixed pair sees what two peers of the prefiller's revision see: the decoder ends otherwise than with
+        // a prefiller of its own revision.
+        let c = (
+            Effect::BreaksWhenSent { when: "a round with a block-count failure also writes other requests".into() },
+            "a decoder stops at the first FINISH: behind an err-then-ok prefiller it reports none of the round's requests (the error comes first), behind a one-per-round prefiller the others delivered".to_string(),
+        );
         out.push(
             row("reply_rounds", format!("`{}` → `{}`", show(&bo.reply_rounds), show(&bn.reply_rounds)), &resp_peers, c.clone(), c, Bytes::Same)
                 .note("an err-then-ok prefiller's last round with a block-count failure sends two FINISH replies; every decoder stops at the first"),

@@ -83,7 +83,17 @@ pub(crate) fn exec(args: RunArgs) -> Result<ExitCode, CliError> {
     }
     cfg.expected = match (&expected_failures, &testee) {
         (Some(p), _) => ExpectedFailures::load(p)?,
-        (None, None) => data.expected_failures()?,
+        (None, None) => {
+            let mut e = data.expected_failures()?;
+            if !paths.is_empty() {
+                // Traces given: the bundled list concerns the bundled traces, so only its entries for cases of
+                // these traces apply (the others would be reported stale, as cases that did not run).
+                let ids: Vec<String> =
+                    mooncake_conformance::run::select_cases(&cfg)?.into_iter().map(|c| c.id).collect();
+                e.cases.retain(|x| ids.contains(&x.id));
+            }
+            e
+        }
         (None, Some(_)) => ExpectedFailures::default(),
     };
     let files = ReportFiles::open(&opts)?;

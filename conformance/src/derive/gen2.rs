@@ -8,8 +8,8 @@ use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status};
 
 use super::{
-    event_t, finish, reply_index, transfers_how, wire_blocks, Derived, Pulled, Timing, Unresolved, TE_FAILED,
-    TIMEOUT_MSG,
+    event_t, finish, reply_index, transfers_how, wire_blocks, Derived, Pulled, Timing, Unresolved, BLOCK_COUNT_MSG,
+    SPREAD_FROM, TE_FAILED, TIMEOUT_MSG,
 };
 use crate::conversation::{Conversation, Exchange};
 use crate::role::Role;
@@ -112,6 +112,8 @@ impl Reading<'_> {
             } else if msg == TIMEOUT_MSG {
                 s.timeout = true;
             } else {
+                // The prefiller holds fewer blocks than asked (any fewer: one fewer is taken).
+                s.short |= msg == BLOCK_COUNT_MSG;
                 s.mark(when.clone());
             }
         }
@@ -153,7 +155,16 @@ impl Reading<'_> {
                 Ready::Before => {}
             }
             let (p_req_id, transfer_id) = (s.transfer_id.clone(), s.transfer_id.clone());
-            transfers.push(Transfer { p_req_id, transfer_id, blocks: s.blocks.clone(), ready });
+            let blocks = if s.blocks.iter().all(|g| g.is_empty()) {
+                // A free-only pull: nothing is written, so any blocks do; a prefiller needs some to be ready.
+                vec![vec![SPREAD_FROM]]
+            } else if s.short {
+                // One block fewer than the decoder asks for, in every KV group that asks for any.
+                s.blocks.iter().map(|g| g[..g.len().saturating_sub(1)].to_vec()).collect()
+            } else {
+                s.blocks.clone()
+            };
+            transfers.push(Transfer { p_req_id, transfer_id, blocks, ready });
         }
         (transfers, later, never, dropped)
     }

@@ -52,14 +52,27 @@ fn rename(h: &mut J) {
     h["scenario"] = J::from(format!("mine_{s}"));
 }
 
+/// The bundled expected failures (`conformance/expected-failures.toml`).
+fn expected_failures() -> mooncake_conformance::expected::ExpectedFailures {
+    let p = common::traces_dir().parent().unwrap().join("expected-failures.toml");
+    mooncake_conformance::expected::ExpectedFailures::load(&p).unwrap()
+}
+
 #[test]
 fn derived_setups_equal_scenarios_toml_for_every_bundled_trace() {
     let sc = mooncake_conformance::bundled::scenarios();
+    let expected = expected_failures();
     let mut checked = 0;
     for p in common::trace_files(&common::traces_dir()) {
         let t = model(&p);
         if t.exchanges.is_empty() {
             continue; // bootstrap-only traces (i) and 0.16.0's d2, whose decoder never pulled: nothing to set up
+        }
+        // A trace whose cases the runner is known to judge wrongly (0.16.0's l3: the recorded exchange keeps only
+        // the reply the decoder received, so the prefiller's second FINISH is extra in any dry run).
+        let case = format!("{}/{}/", t.revision.revision, t.scenario());
+        if expected.cases.iter().any(|e| e.id.starts_with(&case)) {
+            continue;
         }
         let given = &sc.scenario[t.scenario()];
         // The file's entry reproduces the recording in a dry run (the dry run is faithful to the players)...
@@ -158,6 +171,15 @@ fn every_bundled_trace_replays_with_its_scenario_renamed() {
     c.slack = Duration::from_secs(2);
     // Cases wait on timers: sixteen at once.
     c.jobs = 16;
+    // The bundled expected failures (the runner's own limits: the setup derived from such a trace cannot
+    // reproduce it either), for the renamed scenarios.
+    c.expected = expected_failures();
+    for e in &mut c.expected.cases {
+        let mut parts: Vec<String> = e.id.split('/').map(String::from).collect();
+        parts[1] = format!("mine_{}", parts[1]);
+        e.id = parts.join("/");
+    }
+    let expected = c.expected.clone();
     let r = rt().block_on(run(c)).unwrap();
     let want: usize = files.iter().map(|p| 2 * common::kinds(p).0 as usize).sum();
     assert_eq!(r.results.len(), want);
@@ -185,11 +207,12 @@ fn every_bundled_trace_replays_with_its_scenario_renamed() {
     let bad: Vec<String> = r
         .results
         .iter()
-        .filter(|c| c.status != Status::Pass && !setup_failed.contains(&c.id))
+        .filter(|c| !matches!(c.status, Status::Pass | Status::Xfail) && !setup_failed.contains(&c.id))
         .map(|c| format!("{}: {:?}", c.id, c.findings))
         .collect();
     assert!(bad.is_empty(), "{bad:#?}");
-    // Every bundled trace's setup can be read from it.
+    // Every bundled trace's setup can be read from it, but for the cases known to fail.
+    setup_failed.retain(|id| !expected.cases.iter().any(|e| &e.id == id));
     assert_eq!(setup_failed, Vec::<String>::new());
     assert_eq!(per.len(), 14, "every directory");
     let _ = std::fs::remove_dir_all(&dir);

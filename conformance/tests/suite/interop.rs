@@ -63,5 +63,9 @@ fn rust_and_python_interoperate_in_both_directions() {
             }
         }
     }
-    assert_eq!(ran, 2 * 11, "eleven 0.33.0 scenarios with a decoder (k_late_pull_after_expiry too), two directions");
+    assert_eq!(
+        ran,
+        2 * 14,
+        "fourteen 0.33.0 scenarios with a decoder (k_late_pull_after_expiry and l1-l3 too), two directions"
+    );
 }

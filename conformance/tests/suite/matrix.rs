@@ -45,6 +45,6 @@ fn observed_cells_agree_with_diff() {
     assert!(m.cell("vllm-0.25.0..0.25.1", "vllm-0.24.0").unwrap().works());
     // Every pair ran every scenario both revisions recorded, except the bootstrap-only one.
     let c = m.cell("vllm-0.32.0", "vllm-0.33.0").unwrap();
-    assert_eq!(c.scenarios.len(), 9, "{:?}", c.scenarios.iter().map(|s| &s.scenario).collect::<Vec<_>>());
+    assert_eq!(c.scenarios.len(), 12, "{:?}", c.scenarios.iter().map(|s| &s.scenario).collect::<Vec<_>>());
     assert!(m.left_out.iter().any(|l| l.starts_with("i_bootstrap_register_query")));
 }

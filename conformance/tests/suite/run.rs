@@ -35,7 +35,11 @@ fn failures(r: &RunReport) -> Vec<String> {
 
 #[test]
 fn every_bundled_case_passes_against_the_reference_peer() {
-    let r = rt().block_on(run(cfg(TesteeSpec::Builtin, None, vec![]))).unwrap();
+    let mut c = cfg(TesteeSpec::Builtin, None, vec![]);
+    // As `run` does with the built-in peer: the bundled expected failures (each with its reason).
+    c.expected =
+        mooncake_conformance::expected::ExpectedFailures::load(&here().join("expected-failures.toml")).unwrap();
+    let r = rt().block_on(run(c)).unwrap();
     assert_eq!(
         r.results.len(),
         common::expected_cases(&common::traces_dir()),
@@ -51,6 +55,9 @@ fn every_bundled_case_passes_against_the_reference_peer() {
         let n = r.results.iter().filter(|c| c.role.as_str() == role && c.status == Status::Pass).count();
         println!("{role}: {n} cases pass");
     }
+    // Every listed case failed as expected (a stale entry fails `r.ok()` above).
+    let xfail = r.results.iter().filter(|c| c.status == Status::Xfail).count();
+    assert_eq!(xfail, r.results.len() - r.results.iter().filter(|c| c.status == Status::Pass).count());
 }
 
 /// Cases run at once report exactly what they report one after another, in the same order.
@@ -89,7 +96,7 @@ fn the_peer_binary_passes_as_an_external_testee() {
     let v: serde_json::Value =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
     assert_eq!(out.status.code(), Some(0), "{}", serde_json::to_string_pretty(&v["cases"]).unwrap());
-    assert_eq!(v["summary"]["passed"], 34);
+    assert_eq!(v["summary"]["passed"], 43);
 }
 
 #[test]
@@ -124,7 +131,7 @@ fn traces_of_another_revision_run_as_cross_version_cases() {
     let mut c = cfg(TesteeSpec::Builtin, Some("vllm-0.32.0"), vec![]);
     c.speaks = Some(vec!["vllm-0.33.0".into()]);
     let r = rt().block_on(run(c)).unwrap();
-    assert_eq!(r.results.len(), 31);
+    assert_eq!(r.results.len(), 40);
     assert!(r.ok(), "{:#?}", failures(&r));
     assert!(
         r.results.iter().all(|x| x.status == Status::Pass && x.testee_revision.as_deref() == Some("vllm-0.33.0")),
@@ -150,7 +157,7 @@ fn traces_of_another_revision_run_as_cross_version_cases() {
             .iter()
             .filter(|x| x.status == Status::Pass && x.testee_revision.as_deref() == Some("vllm-0.32.0"))
             .count(),
-        32
+        41
     );
 }
 
