@@ -69,20 +69,11 @@ fn the_table_and_the_peer_name_the_same_faults() {
     assert!(unknown.is_empty(), "rows of CHECKS.md's mutation table the peer has no such fault for: {unknown:?}");
 }
 
-fn role(name: &str) -> Role {
-    match name {
-        "prefiller" => Role::Prefiller,
-        "decoder" => Role::Decoder,
-        "bootstrap" => Role::Bootstrap,
-        other => panic!("no role {other}"),
-    }
-}
-
 /// Runs the row's case with its fault; the findings (check, text), or why the run is no catch.
 async fn try_row(row: &Row) -> Result<Vec<(String, String)>, String> {
     let mut c = RunConfig::paths(&[here().join("traces")], TesteeSpec::BuiltinWithFaults(vec![row.fault.clone()]))
         .map_err(|e| e.to_string())?;
-    c.roles = vec![role(&row.role)];
+    c.roles = vec![Role::parse(&row.role).ok_or_else(|| format!("no role {}", row.role))?];
     c.cases = vec![row.case.clone()];
     c.slack = Duration::from_secs(2);
     let r = run(c).await.map_err(|e| e.to_string())?;

@@ -15,7 +15,7 @@ use crate::finding::CheckId;
 use crate::play::prefiller_side::split_heartbeats;
 use crate::play::{CaseCtx, PrefillerSide};
 use crate::reply::show_reply;
-use crate::trace::{Event, ZmqDir};
+use crate::trace::ZmqDir;
 
 /// Findings about what the decoder sent: when one is there, the runner's replies differing from the recording
 /// follow from it.
@@ -38,17 +38,9 @@ impl LiveMap {
         let mut map = LiveMap::default();
         let recorded: Vec<MooncakeXferMetadata> =
             t.exchanges.iter().filter_map(|x| x.request.value().cloned()).collect();
-        let live: Vec<MooncakeXferMetadata> = status
-            .wire
-            .iter()
-            .filter(|(i, _)| *i)
-            .filter_map(|(_, f)| f.get(1).and_then(|b| profile.decode_metadata(b).ok()))
-            .collect();
+        let live = live_requests(profile, status);
         for (r, l) in recorded.iter().zip(&live) {
-            let (a, b) = (
-                format!("{}:{}", r.remote_hostname, r.remote_port),
-                format!("{}:{}", l.remote_hostname, l.remote_port),
-            );
+            let (a, b) = (session_of(r), session_of(l));
             if !map.sessions.iter().any(|(x, _)| *x == a) {
                 map.sessions.push((a, b));
             }
@@ -69,22 +61,28 @@ impl LiveMap {
         sessions: &std::collections::HashMap<String, String>,
     ) -> LiveMap {
         let mut map = LiveMap::default();
-        let live: Vec<MooncakeXferMetadata> = status
-            .wire
-            .iter()
-            .filter(|(i, _)| *i)
-            .filter_map(|(_, f)| f.get(1).and_then(|b| profile.decode_metadata(b).ok()))
-            .collect();
+        let live = live_requests(profile, status);
         for d in &t.decoders {
             let (Some(req), Some(session)) = (&d.layout_request, sessions.get(&d.conn)) else { continue };
-            map.sessions.push((format!("{}:{}", req.remote_hostname, req.remote_port), session.clone()));
-            let sent = live.iter().find(|l| format!("{}:{}", l.remote_hostname, l.remote_port) == *session);
+            map.sessions.push((session_of(req), session.clone()));
+            let sent = live.iter().find(|l| session_of(l) == *session);
             if let Some(l) = sent.filter(|_| !map.layout_ids.iter().any(|(x, _)| *x == req.layout_id)) {
                 map.layout_ids.push((req.layout_id, l.layout_id));
             }
         }
         map
     }
+}
+
+/// The pulls that reached the runner's prefillers, decoded, in the order they arrived.
+fn live_requests(profile: &WireProfile, status: &OwnStatus) -> Vec<MooncakeXferMetadata> {
+    let inbound = status.wire.iter().filter(|(i, _)| *i);
+    inbound.filter_map(|(_, f)| f.get(1).and_then(|b| profile.decode_metadata(b).ok())).collect()
+}
+
+/// A pull's transfer-engine session, `host:port`.
+fn session_of(m: &MooncakeXferMetadata) -> String {
+    format!("{}:{}", m.remote_hostname, m.remote_port)
 }
 
 /// How the runner's prefillers (`status`: their wire logs and writes, merged) deviated from the recording, one
@@ -147,11 +145,8 @@ pub(super) enum Writes {
 
 /// Every reply the recorded prefillers sent, as the trace's prefiller side logged it.
 fn recorded_sends(t: &Conversation, profile: &WireProfile) -> Vec<MooncakeXferResponse> {
-    let sent = t.trace.events.iter().filter_map(|e| match e {
-        Event::Zmq(z) if z.side == crate::trace::Role::Prefiller && z.dir == ZmqDir::Send => z.frames.last(),
-        _ => None,
-    });
-    sent.filter_map(|f| profile.decode_response(f).ok()).collect()
+    let sent = t.trace.zmq().filter(|z| z.side == crate::trace::Role::Prefiller && z.dir == ZmqDir::Send);
+    sent.filter_map(|z| profile.decode_response(z.frames.last()?).ok()).collect()
 }
 
 /// A recorded reply as the live decoder should get it: sessions in its error message and its layout id mapped.
