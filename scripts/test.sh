@@ -55,9 +55,10 @@ passed=$(grep -oE '^test result: ok\. [0-9]+ passed' target/test-output.txt | aw
 # `SKIPPED: <what> — <why>`; they are counted in the summary line.
 skipped=$(grep -c '^SKIPPED: ' target/test-output.txt || true)
 grep '^SKIPPED: ' target/test-output.txt || true
-# The round-trip benchmark is not a test, but it must keep building (with the test profile, so that it reuses
-# the test build's artifacts instead of building the workspace a second time).
-cargo build --quiet --locked --profile test -p mooncake-reference --benches || { echo "SUMMARY: the round-trip bench does not build"; exit 1; }
+# The round-trip benchmark is not a test, but it must keep building (with the test profile and the whole workspace
+# selected, so that it reuses the test build's artifacts: `-p mooncake-reference` alone resolves its dependencies'
+# features differently and compiles two crates again).
+cargo build --quiet --locked --profile test --workspace --benches || { echo "SUMMARY: the round-trip bench does not build"; exit 1; }
 # The fuzz targets' bodies over their seeds and derived inputs, and the short differential fuzzing run against
 # msgspec (fuzz/harness/tests), ran above (`--show-output` keeps what passing tests print); their results:
 grep -E '^(differential fuzzing:|(decode_spec|decode_typed|trace|bootstrap|store_keys|prefiller|decoder): .* every invariant held)' target/test-output.txt || true
