@@ -9,11 +9,12 @@ use std::sync::Arc;
 use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::codec::Codec;
 use mooncake_wire::proto::WireProfile;
-use mooncake_wire::spec::{Revision, Spec};
+use mooncake_wire::spec::{Revision, Spec, TransportMessage};
 
 use crate::conversation::{decode_count, Conversation, Decoded, Reading};
 use crate::finding::{CheckId, Finding, TraceReport};
 use crate::trace::{revision_for, sender, Event, HttpDir, Trace, ZmqEvent};
+use crate::validate_pull::{check_frames, reencoding_differs};
 
 /// Validates the trace file at `path`; an unreadable or malformed file is a finding of the report, not an error.
 pub fn validate_file(path: &Path) -> TraceReport {
@@ -261,27 +262,7 @@ fn check_zmq(
     }
     // Frame layout as seen by this side.
     let layout = if z.side == from { &msg.frames_sent } else { &msg.frames_received };
-    if z.frames.len() != layout.len() {
-        out.push(find(
-            CheckId::ZmqFrames,
-            format!("{} frames, the spec says {} ({})", z.frames.len(), layout.len(), layout.join(", ")),
-        ));
-        return;
-    }
-    let mut payload: &[u8] = &[];
-    for (i, (f, name)) in z.frames.iter().zip(layout).enumerate() {
-        match name.as_str() {
-            "empty" if !f.is_empty() => out.push(find(
-                CheckId::ZmqFrames,
-                format!("frame {i} should be the empty delimiter, has {} bytes", f.len()),
-            )),
-            "routing_id" if f.is_empty() => {
-                out.push(find(CheckId::ZmqFrames, format!("frame {i} should be a routing id, is empty")))
-            }
-            "payload" => payload = f,
-            _ => {}
-        }
-    }
+    let Some(payload) = check_frames(z, layout, &find, out) else { return };
     match msg.encoding.as_str() {
         "raw" => {
             if !msg.constants.iter().any(|c| c.bytes.as_bytes() == payload) {
@@ -293,25 +274,33 @@ fn check_zmq(
             }
         }
         _ => {
-            // The conversation's decode of these bytes as this message, if it made one; else the spec codec's.
-            let reading = decoded
-                .filter(|(_, d)| d.message() == msg.name && d.bytes() == payload)
-                .and_then(|(profile, d)| d.reading(profile))
-                .unwrap_or_else(|| spec_reading(codec, rev, &msg.name, payload, z.seq));
-            match reading {
-                Err(e) => out.push(find(CheckId::ZmqDecode, e.msgspec_message())),
-                Ok(Ok(b)) if b == payload => {}
-                Ok(Ok(b)) => out.push(find(
-                    CheckId::ZmqReencode,
-                    format!(
-                        "re-encoding differs from the recorded bytes: ours {} vs recorded {}",
-                        hex::encode(b),
-                        hex::encode(payload)
-                    ),
-                )),
-                Ok(Err(e)) => out.push(find(CheckId::ZmqReencode, e.to_string())),
+            if let Some((check, detail)) = msgpack_problem(rev, codec, z, msg, payload, decoded) {
+                out.push(find(check, detail));
             }
         }
+    }
+}
+
+/// What is wrong with a msgpack payload read as `msg`: it does not decode, or its value re-encodes to other
+/// bytes. The conversation's decode of these bytes as this message is read if it made one (`decoded`), else
+/// the spec codec's.
+fn msgpack_problem(
+    rev: &Revision,
+    codec: &Codec,
+    z: &ZmqEvent,
+    msg: &TransportMessage,
+    payload: &[u8],
+    decoded: Option<(&WireProfile, Decoded<'_>)>,
+) -> Option<(CheckId, String)> {
+    let reading = decoded
+        .filter(|(_, d)| d.message() == msg.name && d.bytes() == payload)
+        .and_then(|(profile, d)| d.reading(profile))
+        .unwrap_or_else(|| spec_reading(codec, rev, &msg.name, payload, z.seq));
+    match reading {
+        Err(e) => Some((CheckId::ZmqDecode, e.msgspec_message())),
+        Ok(Ok(b)) if b == payload => None,
+        Ok(Ok(b)) => Some((CheckId::ZmqReencode, reencoding_differs(&b, payload))),
+        Ok(Err(e)) => Some((CheckId::ZmqReencode, e.to_string())),
     }
 }
 

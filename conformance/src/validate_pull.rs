@@ -70,17 +70,11 @@ pub(crate) fn validate(t: &Trace, mut rep: TraceReport) -> TraceReport {
 /// Socket, frames and payload of one event; the message it carries, when one fits.
 fn check_event(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Finding>) -> Option<String> {
     let from = sender(z);
-    let find = |check: CheckId, message: Option<&str>, detail: String| {
-        let f = Finding::new(check, detail).at(Some(z.seq), Some(z.line));
-        match message {
-            Some(m) => f.about(m),
-            None => f,
-        }
-    };
+    let find = |check: CheckId, detail: String| Finding::new(check, detail).at(Some(z.seq), Some(z.line));
     let candidates: Vec<&TransportMessage> =
         rev.transport.messages.iter().filter(|m| m.from == from.as_str()).collect();
     if candidates.is_empty() {
-        out.push(find(CheckId::ZmqFrames, None, format!("{} sends nothing in {}", from.as_str(), rev.revision)));
+        out.push(find(CheckId::ZmqFrames, format!("{} sends nothing in {}", from.as_str(), rev.revision)));
         return None;
     }
     if let Some(sock) = rev.transport.sockets.get(z.side.as_str()) {
@@ -93,16 +87,36 @@ fn check_event(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Findin
                 sock.socket_type,
                 sock.binds
             );
-            out.push(find(CheckId::ZmqSocket, None, detail));
+            out.push(find(CheckId::ZmqSocket, detail));
         }
     }
     // Every message of one sender has the same frame layout on each side.
     let m0 = candidates[0];
     let layout = if z.side == from { &m0.frames_sent } else { &m0.frames_received };
+    let payload = check_frames(z, layout, &find, out)?;
+    match identify(codec, z, &candidates, payload, out) {
+        Ok(message) => Some(message),
+        Err(errors) => {
+            let detail = format!("the payload is none of {}'s messages — {}", from.as_str(), errors.join("; "));
+            out.push(find(CheckId::ZmqDecode, detail));
+            None
+        }
+    }
+}
+
+/// The payload frame of an event whose frames should be `layout` (frame names: `empty`, `routing_id`,
+/// `payload`; no payload frame reads as an empty payload), with a `ZMQ-FRAMES` finding for each frame that is
+/// not what its place says; `None` when there are not as many frames as the layout has. `find` makes a finding
+/// of the event. Push traces check their frames with it too.
+pub(crate) fn check_frames<'a>(
+    z: &'a ZmqEvent,
+    layout: &[String],
+    find: &dyn Fn(CheckId, String) -> Finding,
+    out: &mut Vec<Finding>,
+) -> Option<&'a [u8]> {
     if z.frames.len() != layout.len() {
         out.push(find(
             CheckId::ZmqFrames,
-            None,
             format!("{} frames, the spec says {} ({})", z.frames.len(), layout.len(), layout.join(", ")),
         ));
         return None;
@@ -112,26 +126,36 @@ fn check_event(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Findin
         match name.as_str() {
             "empty" if !f.is_empty() => out.push(find(
                 CheckId::ZmqFrames,
-                None,
                 format!("frame {i} should be the empty delimiter, has {} bytes", f.len()),
             )),
             "routing_id" if f.is_empty() => {
-                out.push(find(CheckId::ZmqFrames, None, format!("frame {i} should be a routing id, is empty")))
+                out.push(find(CheckId::ZmqFrames, format!("frame {i} should be a routing id, is empty")))
             }
             "payload" => payload = f,
             _ => {}
         }
     }
-    // The message is the one candidate the payload is: a raw constant, or a msgpack value that decodes and
-    // re-encodes to the same bytes.
+    Some(payload)
+}
+
+/// Which of its sender's messages (`candidates`) a payload is: the first that is a raw constant equal to it,
+/// or a msgpack value that decodes and re-encodes to the same bytes. One that decodes but re-encodes to other
+/// bytes is taken too, with a `ZMQ-REENCODE` finding. `Err`: why each candidate is not it.
+fn identify(
+    codec: &Codec,
+    z: &ZmqEvent,
+    candidates: &[&TransportMessage],
+    payload: &[u8],
+    out: &mut Vec<Finding>,
+) -> Result<String, Vec<String>> {
     let mut errors = vec![];
     let decode = |message: &str| {
         crate::conversation::decode_count::count(Some(z.seq));
         codec.decode(message, payload)
     };
-    for m in &candidates {
+    for m in candidates {
         match m.encoding.as_str() {
-            "raw" if m.constants.iter().any(|c| c.bytes.as_bytes() == payload) => return Some(m.name.clone()),
+            "raw" if m.constants.iter().any(|c| c.bytes.as_bytes() == payload) => return Ok(m.name.clone()),
             "raw" => errors.push(format!(
                 "{}: none of {:?}",
                 m.name,
@@ -139,18 +163,11 @@ fn check_event(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Findin
             )),
             _ => match decode(&m.name) {
                 Ok(v) => match codec.encode(&m.name, &v) {
-                    Ok(b) if b == payload => return Some(m.name.clone()),
+                    Ok(b) if b == payload => return Ok(m.name.clone()),
                     Ok(b) => {
-                        out.push(find(
-                            CheckId::ZmqReencode,
-                            Some(&m.name),
-                            format!(
-                                "re-encoding differs from the recorded bytes: ours {} vs recorded {}",
-                                hex::encode(b),
-                                hex::encode(payload)
-                            ),
-                        ));
-                        return Some(m.name.clone());
+                        let f = Finding::new(CheckId::ZmqReencode, reencoding_differs(&b, payload));
+                        out.push(f.at(Some(z.seq), Some(z.line)).about(&m.name));
+                        return Ok(m.name.clone());
                     }
                     Err(e) => errors.push(format!("{}: {e}", m.name)),
                 },
@@ -158,12 +175,16 @@ fn check_event(rev: &Revision, codec: &Codec, z: &ZmqEvent, out: &mut Vec<Findin
             },
         }
     }
-    out.push(find(
-        CheckId::ZmqDecode,
-        None,
-        format!("the payload is none of {}'s messages — {}", from.as_str(), errors.join("; ")),
-    ));
-    None
+    Err(errors)
+}
+
+/// The detail of a `ZMQ-REENCODE` finding whose re-encoding (`ours`) is not the bytes recorded.
+pub(crate) fn reencoding_differs(ours: &[u8], recorded: &[u8]) -> String {
+    format!(
+        "re-encoding differs from the recorded bytes: ours {} vs recorded {}",
+        hex::encode(ours),
+        hex::encode(recorded)
+    )
 }
 
 /// A reply must answer the request its connection sent last; a request must not overtake an unanswered one.

@@ -212,36 +212,17 @@ impl Timing {
     fn of(t: &Conversation, model: &Model) -> Timing {
         let mut how = vec![];
         let first_pull = t.exchanges.first().and_then(|x| x.seq).and_then(|s| event_t(t, s));
-        // The decoder asks the bootstrap server for an engine it does not know before it pulls from it: such a
-        // query just before the first pull is when the pull was handed over. A pull (or query) within a quarter
-        // second of the start is the recorder's own pace, not a delay.
-        let query = first_pull.and_then(|p| {
-            t.trace
-                .http()
-                .filter(|h| h.dir == crate::trace::HttpDir::Request && h.path == "/query")
-                .filter_map(|h| h.t)
-                .filter(|q| *q <= p && *q >= 0.25)
-                .fold(None::<f64>, |a, q| Some(a.map_or(q, |a: f64| a.max(q))))
-        });
-        let pull_delay_s = query.or(first_pull).filter(|at| *at >= 0.25).map(tenth).unwrap_or(0.0);
+        let pull_delay_s = pull_delay(t, first_pull);
         if pull_delay_s > 0.0 {
             how.push(format!("the first pull {pull_delay_s} s after the start (its recorded t)"));
         }
-        // Heartbeat rounds: the distinct times a decoder sent heartbeats (a round reaches every worker at once).
-        let mut rounds: Vec<f64> = t.heartbeats.iter().filter_map(|h| h.t).collect();
-        rounds.sort_by(f64::total_cmp);
-        rounds.dedup_by(|a, b| (*a - *b).abs() < 0.005);
+        let rounds = heartbeat_rounds(t);
         let announce = match (rounds.first(), first_pull) {
             (Some(h), Some(p)) => *h < p,
             (Some(_), None) => true,
             _ => false,
         };
-        // vLLM renews every duration / 6, checked at each engine step: six times the median gap between
-        // rounds (the first round leaves late, after the bootstrap query, so its gap is left out). An estimate:
-        // the duration is configuration, and the wire shows it only through the cadence.
-        let mut gaps: Vec<f64> = rounds.windows(2).skip(1).map(|w| w[1] - w[0]).collect();
-        gaps.sort_by(f64::total_cmp);
-        let decoder_lease = gaps.get(gaps.len() / 2).map(|g| tenth(g * 6.0)).filter(|l| *l > 0.0);
+        let decoder_lease = decoder_lease(&rounds);
         let mut unresolved = vec![];
         if decoder_lease.is_none() && !rounds.is_empty() {
             unresolved.push(format!(
@@ -255,54 +236,110 @@ impl Timing {
         if announce {
             how.push("the decoder knew its requests before pulling them (heartbeats before the first pull)".into());
         }
-        let renewed = t.heartbeats.iter().flat_map(|h| &h.replies).filter_map(|r| r.payload.value()).any(|r| {
-            t.profile
-                .as_ref()
-                .and_then(|p| p.kv_leases.as_ref())
-                .is_some_and(|l| r.status.name() == Some(l.renewed_status.as_str()))
-        });
-        // Renewed: the prefiller has a lease, taken to be the decoder's (vLLM asks for the same on both sides).
-        // Otherwise a transfer freed on expiry earlier than the abort timeout shows the lease it was held for.
-        let prefiller_lease = if renewed {
-            how.push("the prefiller renewed the heartbeats: its lease taken to be the decoder's".into());
-            decoder_lease
-        } else {
-            let freed_at = t
-                .trace
-                .header
-                .observed_outcome
-                .get("finished_sending_t")
-                .and_then(J::as_object)
-                .into_iter()
-                .flat_map(|m| m.values())
-                .filter_map(J::as_object)
-                .flat_map(|m| m.values())
-                .filter_map(J::as_f64)
-                .fold(None::<f64>, |a, x| Some(a.map_or(x, |a| a.min(x))));
-            let delivered_before = first_pull.is_some_and(|p| freed_at.is_some_and(|f| f > p));
-            let lease = freed_at.filter(|f| !delivered_before && *f < model.abort_timeout_s - 0.1).map(tenth);
-            if let Some(l) = lease {
-                how.push(format!(
-                    "the prefiller freed the unpulled transfer after {l} s, before its abort timeout: a {l} s lease"
-                ));
-            }
-            lease
-        };
-        // A recording's times are input: one that would make a case wait longer than a scenarios file may say
-        // is not played (scenarios::bounds).
+        let prefiller_lease = prefiller_lease(t, model, first_pull, decoder_lease, &mut how);
+        Timing { pull_delay_s, announce, decoder_lease, prefiller_lease, how, unresolved }.bounded()
+    }
+
+    /// The timing within what a scenarios file may say: a recording's times are input, and one that would make
+    /// a case wait longer (scenarios::bounds) is clamped, with a note of why it is not played.
+    fn bounded(mut self) -> Timing {
         let max = crate::scenarios::bounds::MAX_SECONDS;
-        for (what, v) in
-            [("pull delay", Some(pull_delay_s)), ("decoder lease", decoder_lease), ("prefiller lease", prefiller_lease)]
-        {
+        for (what, v) in [
+            ("pull delay", Some(self.pull_delay_s)),
+            ("decoder lease", self.decoder_lease),
+            ("prefiller lease", self.prefiller_lease),
+        ] {
             if let Some(v) = v.filter(|v| !(0.0..=max).contains(v)) {
-                unresolved.push(format!("the recorded times give a {what} of {v} s, outside 0 to {max} s"));
+                self.unresolved.push(format!("the recorded times give a {what} of {v} s, outside 0 to {max} s"));
             }
         }
         let clamp = |v: f64| v.clamp(0.0, max);
-        let (pull_delay_s, decoder_lease, prefiller_lease) =
-            (clamp(pull_delay_s), decoder_lease.map(clamp), prefiller_lease.map(clamp));
-        Timing { pull_delay_s, announce, decoder_lease, prefiller_lease, how, unresolved }
+        self.pull_delay_s = self.pull_delay_s.clamp(0.0, max);
+        self.decoder_lease = self.decoder_lease.map(clamp);
+        self.prefiller_lease = self.prefiller_lease.map(clamp);
+        self
     }
+}
+
+/// When the first pull was handed over, in seconds to a tenth (0 when it was not late). The decoder asks the
+/// bootstrap server for an engine it does not know before it pulls from it: such a query just before the first
+/// pull is when the pull was handed over. A pull (or query) within a quarter second of the start is the
+/// recorder's own pace, not a delay.
+fn pull_delay(t: &Conversation, first_pull: Option<f64>) -> f64 {
+    let query = first_pull.and_then(|p| {
+        t.trace
+            .http()
+            .filter(|h| h.dir == crate::trace::HttpDir::Request && h.path == "/query")
+            .filter_map(|h| h.t)
+            .filter(|q| *q <= p && *q >= 0.25)
+            .fold(None::<f64>, |a, q| Some(a.map_or(q, |a: f64| a.max(q))))
+    });
+    query.or(first_pull).filter(|at| *at >= 0.25).map(tenth).unwrap_or(0.0)
+}
+
+/// Heartbeat rounds: the distinct times a decoder sent heartbeats (a round reaches every worker at once), in
+/// order.
+fn heartbeat_rounds(t: &Conversation) -> Vec<f64> {
+    let mut rounds: Vec<f64> = t.heartbeats.iter().filter_map(|h| h.t).collect();
+    rounds.sort_by(f64::total_cmp);
+    rounds.dedup_by(|a, b| (*a - *b).abs() < 0.005);
+    rounds
+}
+
+/// The decoder's lease, from the cadence of its heartbeat rounds. vLLM renews every duration / 6, checked at
+/// each engine step: six times the median gap between rounds (the first round leaves late, after the bootstrap
+/// query, so its gap is left out). An estimate: the duration is configuration, and the wire shows it only
+/// through the cadence.
+fn decoder_lease(rounds: &[f64]) -> Option<f64> {
+    let mut gaps: Vec<f64> = rounds.windows(2).skip(1).map(|w| w[1] - w[0]).collect();
+    gaps.sort_by(f64::total_cmp);
+    gaps.get(gaps.len() / 2).map(|g| tenth(g * 6.0)).filter(|l| *l > 0.0)
+}
+
+/// The prefiller's lease, and how it shows in `how`. Renewed heartbeats: the prefiller has a lease, taken to be
+/// the decoder's (vLLM asks for the same on both sides). Otherwise a transfer freed on expiry earlier than the
+/// abort timeout shows the lease it was held for.
+fn prefiller_lease(
+    t: &Conversation,
+    model: &Model,
+    first_pull: Option<f64>,
+    decoder_lease: Option<f64>,
+    how: &mut Vec<String>,
+) -> Option<f64> {
+    let renewed = t.heartbeats.iter().flat_map(|h| &h.replies).filter_map(|r| r.payload.value()).any(|r| {
+        t.profile
+            .as_ref()
+            .and_then(|p| p.kv_leases.as_ref())
+            .is_some_and(|l| r.status.name() == Some(l.renewed_status.as_str()))
+    });
+    if renewed {
+        how.push("the prefiller renewed the heartbeats: its lease taken to be the decoder's".into());
+        return decoder_lease;
+    }
+    let freed_at = first_freed_t(t);
+    let delivered_before = first_pull.is_some_and(|p| freed_at.is_some_and(|f| f > p));
+    let lease = freed_at.filter(|f| !delivered_before && *f < model.abort_timeout_s - 0.1).map(tenth);
+    if let Some(l) = lease {
+        how.push(format!(
+            "the prefiller freed the unpulled transfer after {l} s, before its abort timeout: a {l} s lease"
+        ));
+    }
+    lease
+}
+
+/// The earliest time the recording reports a prefiller freed a transfer (`observed_outcome.finished_sending_t`).
+fn first_freed_t(t: &Conversation) -> Option<f64> {
+    t.trace
+        .header
+        .observed_outcome
+        .get("finished_sending_t")
+        .and_then(J::as_object)
+        .into_iter()
+        .flat_map(|m| m.values())
+        .filter_map(J::as_object)
+        .flat_map(|m| m.values())
+        .filter_map(J::as_f64)
+        .fold(None::<f64>, |a, x| Some(a.map_or(x, |a| a.min(x))))
 }
 
 fn transfers_how(
@@ -720,50 +757,13 @@ pub fn case_setup(
 /// by the request id each stands for), their blocks and readiness, the prefiller request ids where the
 /// recording names them, the failures and the forgotten layouts.
 pub fn differences(t: &Conversation, model: &Model, a: &Scenario, b: &Scenario) -> Vec<String> {
-    let mut out = vec![];
-    let show = |tr: Option<&Transfer>| {
-        tr.map(|t| format!("blocks {:?}, {}", t.blocks, ready_text(&t.ready))).unwrap_or_else(|| "none".into())
-    };
-    if t.revision.generation == 1 {
-        let Ok(profile) = Gen1Profile::new(t.revision.clone()) else { return out };
-        let Ok(msgs) = messages(t, &profile) else { return out };
-        let (ma, mb) = (transfers_by_id(a, &msgs), transfers_by_id(b, &msgs));
-        let ids: std::collections::BTreeSet<&String> = ma.keys().chain(mb.keys()).collect();
-        for id in ids {
-            let (x, y) = (ma.get(id), mb.get(id));
-            if x.map(|t| (&t.blocks, &t.ready)) != y.map(|t| (&t.blocks, &t.ready)) {
-                out.push(format!("request {id}: {} vs derived {}", show(x), show(y)));
-            }
-        }
+    let transfers = if t.revision.generation == 1 {
+        gen1_transfer_differences(t, a, b)
     } else {
-        let freed = freed_p_reqs(t);
-        let free_only = free_only_transfers(t);
-        let mut ids: Vec<&String> = a.transfers.iter().chain(&b.transfers).map(|t| &t.transfer_id).collect();
-        ids.dedup();
-        let mut seen = HashSet::new();
-        for id in ids {
-            if !seen.insert(id) {
-                continue;
-            }
-            let (x, y) =
-                (a.transfers.iter().find(|t| &t.transfer_id == id), b.transfers.iter().find(|t| &t.transfer_id == id));
-            // A transfer only ever pulled free-only (no decoder blocks): nothing is written, so the prefiller's
-            // block ids leave no trace; only its readiness is compared.
-            let same = if free_only.contains(id.as_str()) {
-                x.map(|t| &t.ready) == y.map(|t| &t.ready)
-            } else {
-                x.map(|t| (&t.blocks, &t.ready)) == y.map(|t| (&t.blocks, &t.ready))
-            };
-            if !same {
-                out.push(format!("transfer {id}: {} vs derived {}", show(x), show(y)));
-            }
-            if let (Some(x), Some(y)) = (x, y) {
-                if x.p_req_id != y.p_req_id && (freed.contains(&x.p_req_id) || freed.contains(&y.p_req_id)) {
-                    out.push(format!("transfer {id}: prefiller request {} vs derived {}", x.p_req_id, y.p_req_id));
-                }
-            }
-        }
-    }
+        Some(transfer_differences(t, a, b))
+    };
+    // A generation-1 trace whose messages cannot be read shows no setup to compare with.
+    let Some(mut out) = transfers else { return vec![] };
     if a.fail_transfers != b.fail_transfers {
         out.push(format!("fail_transfers {} vs derived {}", a.fail_transfers, b.fail_transfers));
     }
@@ -776,35 +776,95 @@ pub fn differences(t: &Conversation, model: &Model, a: &Scenario, b: &Scenario) 
     // Timing (0.34.0's leases, a late pull), where the trace has times to show it.
     let timed = t.trace.events.iter().any(|e| matches!(e, Event::Zmq(z) if z.t.is_some()));
     if timed {
-        // Times read off a recording carry the recording machine's jitter (a loaded machine's decoder may pull
-        // a second late: 0.28.0's first bootstrap query takes about half a second on its own): two delays are the
-        // same when they fall on the same side of every deadline the case depends on — the prefiller's lease,
-        // its abort timeout, and how long it remembers an expired transfer.
-        let abort = model.abort_timeout_s;
-        let sides = |delay: f64, lease: Option<f64>| {
-            let expiry = lease.unwrap_or(abort);
-            (lease.is_some_and(|l| delay > l), delay > abort, delay > expiry + abort)
+        out.extend(timing_differences(model, a, b));
+    }
+    out
+}
+
+/// A transfer of one setup as a difference shows it.
+fn transfer_text(tr: Option<&Transfer>) -> String {
+    tr.map(|t| format!("blocks {:?}, {}", t.blocks, ready_text(&t.ready))).unwrap_or_else(|| "none".into())
+}
+
+/// Generation 1's transfers that differ, by the request id each stands for; `None` when the trace's messages
+/// cannot be read.
+fn gen1_transfer_differences(t: &Conversation, a: &Scenario, b: &Scenario) -> Option<Vec<String>> {
+    let profile = Gen1Profile::new(t.revision.clone()).ok()?;
+    let msgs = messages(t, &profile).ok()?;
+    let (ma, mb) = (transfers_by_id(a, &msgs), transfers_by_id(b, &msgs));
+    let ids: std::collections::BTreeSet<&String> = ma.keys().chain(mb.keys()).collect();
+    let mut out = vec![];
+    for id in ids {
+        let (x, y) = (ma.get(id), mb.get(id));
+        if x.map(|t| (&t.blocks, &t.ready)) != y.map(|t| (&t.blocks, &t.ready)) {
+            out.push(format!("request {id}: {} vs derived {}", transfer_text(x), transfer_text(y)));
+        }
+    }
+    Some(out)
+}
+
+/// The transfers that differ, by transfer id (generation 2): blocks and readiness, and the prefiller request
+/// ids where the recording names them (a freed request).
+fn transfer_differences(t: &Conversation, a: &Scenario, b: &Scenario) -> Vec<String> {
+    let mut out = vec![];
+    let freed = freed_p_reqs(t);
+    let free_only = free_only_transfers(t);
+    let mut ids: Vec<&String> = a.transfers.iter().chain(&b.transfers).map(|t| &t.transfer_id).collect();
+    ids.dedup();
+    let mut seen = HashSet::new();
+    for id in ids {
+        if !seen.insert(id) {
+            continue;
+        }
+        let (x, y) =
+            (a.transfers.iter().find(|t| &t.transfer_id == id), b.transfers.iter().find(|t| &t.transfer_id == id));
+        // A transfer only ever pulled free-only (no decoder blocks): nothing is written, so the prefiller's
+        // block ids leave no trace; only its readiness is compared.
+        let same = if free_only.contains(id.as_str()) {
+            x.map(|t| &t.ready) == y.map(|t| &t.ready)
+        } else {
+            x.map(|t| (&t.blocks, &t.ready)) == y.map(|t| (&t.blocks, &t.ready))
         };
-        if sides(a.pull_delay_s, a.prefiller_kv_lease_s) != sides(b.pull_delay_s, a.prefiller_kv_lease_s) {
-            out.push(format!("pull_delay_s {} vs derived {}", a.pull_delay_s, b.pull_delay_s));
+        if !same {
+            out.push(format!("transfer {id}: {} vs derived {}", transfer_text(x), transfer_text(y)));
         }
-        if a.announce != b.announce {
-            out.push(format!("announce {} vs derived {}", a.announce, b.announce));
+        if let (Some(x), Some(y)) = (x, y) {
+            if x.p_req_id != y.p_req_id && (freed.contains(&x.p_req_id) || freed.contains(&y.p_req_id)) {
+                out.push(format!("transfer {id}: prefiller request {} vs derived {}", x.p_req_id, y.p_req_id));
+            }
         }
-        let near = |x: Option<f64>, y: Option<f64>| match (x, y) {
-            (Some(x), Some(y)) => (x - y).abs() <= 0.25,
-            (None, None) => true,
-            _ => false,
-        };
-        if !near(a.decoder_kv_lease_s, b.decoder_kv_lease_s) {
-            out.push(format!("decoder_kv_lease_s {:?} vs derived {:?}", a.decoder_kv_lease_s, b.decoder_kv_lease_s));
-        }
-        if !near(a.prefiller_kv_lease_s, b.prefiller_kv_lease_s) {
-            out.push(format!(
-                "prefiller_kv_lease_s {:?} vs derived {:?}",
-                a.prefiller_kv_lease_s, b.prefiller_kv_lease_s
-            ));
-        }
+    }
+    out
+}
+
+/// The timing that differs: the pull delay, the announcement, the leases.
+fn timing_differences(model: &Model, a: &Scenario, b: &Scenario) -> Vec<String> {
+    let mut out = vec![];
+    // Times read off a recording carry the recording machine's jitter (a loaded machine's decoder may pull
+    // a second late: 0.28.0's first bootstrap query takes about half a second on its own): two delays are the
+    // same when they fall on the same side of every deadline the case depends on — the prefiller's lease,
+    // its abort timeout, and how long it remembers an expired transfer.
+    let abort = model.abort_timeout_s;
+    let sides = |delay: f64, lease: Option<f64>| {
+        let expiry = lease.unwrap_or(abort);
+        (lease.is_some_and(|l| delay > l), delay > abort, delay > expiry + abort)
+    };
+    if sides(a.pull_delay_s, a.prefiller_kv_lease_s) != sides(b.pull_delay_s, a.prefiller_kv_lease_s) {
+        out.push(format!("pull_delay_s {} vs derived {}", a.pull_delay_s, b.pull_delay_s));
+    }
+    if a.announce != b.announce {
+        out.push(format!("announce {} vs derived {}", a.announce, b.announce));
+    }
+    let near = |x: Option<f64>, y: Option<f64>| match (x, y) {
+        (Some(x), Some(y)) => (x - y).abs() <= 0.25,
+        (None, None) => true,
+        _ => false,
+    };
+    if !near(a.decoder_kv_lease_s, b.decoder_kv_lease_s) {
+        out.push(format!("decoder_kv_lease_s {:?} vs derived {:?}", a.decoder_kv_lease_s, b.decoder_kv_lease_s));
+    }
+    if !near(a.prefiller_kv_lease_s, b.prefiller_kv_lease_s) {
+        out.push(format!("prefiller_kv_lease_s {:?} vs derived {:?}", a.prefiller_kv_lease_s, b.prefiller_kv_lease_s));
     }
     out
 }

@@ -109,6 +109,8 @@ fn registry_answer(reg: &Mutex<Registry>, method: &str, path: &str, body: &[u8])
     }
 }
 
+/// One bootstrap request: answered (by the registry or upstream), with the workers it names tapped, its
+/// `/query` answer handing out the tap's endpoints, and recorded.
 async fn handle(State(st): State<St>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
@@ -129,47 +131,15 @@ async fn handle(State(st): State<St>, req: Request) -> Response {
             (s, "application/json".to_string(), b)
         }
         Answerer::Upstream(base) => {
-            let url = format!("{}{path}", base.trim_end_matches('/'));
             let ct = headers.get("content-type").and_then(|v| v.to_str().ok());
-            let sent = if body.is_empty() { None } else { Some(&body[..]) };
-            match mooncake_io::http::request_raw(method.as_str(), &url, ct, sent, UPSTREAM_TIMEOUT).await {
-                Ok(r) => (r.status, r.content_type.unwrap_or_else(|| "application/json".into()), r.body),
-                Err(e) => {
-                    let _ = st.seen.send(Seen::Trouble {
-                        environment: true,
-                        text: format!("the upstream bootstrap server did not answer {method} {path}: {e}"),
-                    });
-                    return (
-                        StatusCode::BAD_GATEWAY,
-                        [("content-type", "application/json")],
-                        json!({"detail": format!("mooncake tap: upstream {url}: {e}")}).to_string(),
-                    )
-                        .into_response();
-                }
+            match upstream_answer(&st, base, method.as_str(), &path, ct, &body).await {
+                Ok(a) => a,
+                Err(gateway) => return gateway,
             }
         }
     };
-    // Workers to stand in front of: a successful registration, and anything a /query answer lists (a worker
-    // that registered before the tap started).
     let route = (method.as_str(), uri.path());
-    let mut reals: Vec<String> = vec![];
-    if status == 200 {
-        match route {
-            ("POST", "/register") => {
-                if let Some(a) = serde_json::from_slice::<J>(&body)
-                    .ok()
-                    .and_then(|b| b.get("addr").and_then(J::as_str).map(String::from))
-                {
-                    reals.push(a);
-                }
-            }
-            ("GET", "/query") => {
-                reals.extend(serde_json::from_slice::<J>(&answer).map(|v| endpoints_in(&v)).unwrap_or_default())
-            }
-            _ => {}
-        }
-    }
-    for real in reals {
+    for real in workers_named(route, status, &body, &answer) {
         if let Err(e) = st.workers.tap(&real, &st.relay).await {
             let _ = st.seen.send(Seen::Trouble {
                 environment: false,
@@ -195,6 +165,52 @@ async fn handle(State(st): State<St>, req: Request) -> Response {
     }));
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (code, [("content-type", content_type)], handed).into_response()
+}
+
+/// The real server's answer (status, content type, body) to the request forwarded as it came; `Err`: the
+/// tap's own 502 when the server does not answer, which is trouble of the surroundings.
+async fn upstream_answer(
+    st: &St,
+    base: &str,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Result<(u16, String, Vec<u8>), Response> {
+    let url = format!("{}{path}", base.trim_end_matches('/'));
+    let sent = if body.is_empty() { None } else { Some(body) };
+    match mooncake_io::http::request_raw(method, &url, content_type, sent, UPSTREAM_TIMEOUT).await {
+        Ok(r) => Ok((r.status, r.content_type.unwrap_or_else(|| "application/json".into()), r.body)),
+        Err(e) => {
+            let _ = st.seen.send(Seen::Trouble {
+                environment: true,
+                text: format!("the upstream bootstrap server did not answer {method} {path}: {e}"),
+            });
+            Err((
+                StatusCode::BAD_GATEWAY,
+                [("content-type", "application/json")],
+                json!({"detail": format!("mooncake tap: upstream {url}: {e}")}).to_string(),
+            )
+                .into_response())
+        }
+    }
+}
+
+/// Workers to stand in front of: a successful registration's, and any a successful `/query` answer lists (a
+/// worker that registered before the tap started).
+fn workers_named(route: (&str, &str), status: u16, request: &[u8], answer: &[u8]) -> Vec<String> {
+    if status != 200 {
+        return vec![];
+    }
+    match route {
+        ("POST", "/register") => serde_json::from_slice::<J>(request)
+            .ok()
+            .and_then(|b| b.get("addr").and_then(J::as_str).map(String::from))
+            .into_iter()
+            .collect(),
+        ("GET", "/query") => serde_json::from_slice::<J>(answer).map(|v| endpoints_in(&v)).unwrap_or_default(),
+        _ => vec![],
+    }
 }
 
 #[cfg(test)]

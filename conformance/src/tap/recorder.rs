@@ -31,6 +31,15 @@ pub(crate) enum RevisionFrom {
     Assumed,
 }
 
+/// What both sides' events of one ZeroMQ message the tap relayed share: the worker's real endpoint, the
+/// payload read (its value, or its text when it is no msgpack value) and the decoder connection's socket id.
+struct Relayed {
+    endpoint: String,
+    decoded: Option<J>,
+    text: Option<String>,
+    socket_id: Option<u64>,
+}
+
 /// What the header says about the tap itself (informational fields; readers ignore them).
 pub(crate) struct Setup {
     pub(crate) scenario: String,
@@ -323,33 +332,17 @@ impl Recorder {
             .unwrap_or_else(|| (format!("prefiller{worker}"), String::new()))
     }
 
+    /// A pull request (or heartbeat) the tap relayed from a decoder to worker `worker`: the decoder's send and
+    /// the prefiller's receive, and the request's checks. The first request of a tap not told its revision
+    /// tells it.
     fn request(&mut self, worker: usize, rid: Vec<u8>, frames: Vec<Vec<u8>>) {
         let (pconn, real) = self.worker(worker);
         let payload = frames.last().cloned().unwrap_or_default();
         // The revision read off the first pull request: the decode that tells it is the request's decode.
         let fit =
             if self.rev_from == RevisionFrom::Assumed { revisions_fitting(&payload, Some(self.seq + 1)) } else { None };
-        if let Some(Fit { revisions: fits, .. }) = &fit {
-            let first = fits[0].clone();
-            self.rev = first.clone();
-            self.release = first.releases.last().cloned().unwrap_or_default();
-            self.rev_from = RevisionFrom::Wire(fits.iter().map(|r| r.revision.clone()).collect());
-            let also = if fits.len() > 1 {
-                format!(
-                    "; its bytes also fit {}",
-                    fits[1..].iter().map(|r| r.revision.as_str()).collect::<Vec<_>>().join(", ")
-                )
-            } else {
-                String::new()
-            };
-            self.note(format!(
-                "revision read off the first pull request: {}{also} (--revision pins it)",
-                first.revision
-            ));
-            match self.live.set_revision(first) {
-                Ok(f) => self.found(f),
-                Err(e) => self.note(format!("cannot check {}: {e}", self.rev.revision)),
-            }
+        if let Some(Fit { revisions, .. }) = &fit {
+            self.adopt_revision(revisions);
         }
         let (decoded, text) = self.decoded(&payload);
         let key = (worker, rid.clone());
@@ -360,49 +353,19 @@ impl Recorder {
         if !eps.contains(&real) {
             eps.push(real.clone());
         }
-        let (seq, line) = self.next_seq();
-        let d = ZmqEvent {
-            seq,
-            line,
-            side: Role::Decoder,
-            conn: dconn.clone(),
-            socket: "DEALER".into(),
-            endpoint: real.clone(),
-            bound: false,
-            dir: ZmqDir::Send,
-            frames: frames.clone(),
-            decoded: raw_json(decoded.as_ref()),
-            payload_text: text.clone(),
-            t: None,
-            socket_id,
-        };
+        let m = Relayed { endpoint: real, decoded, text, socket_id };
+        let d = self.zmq_event(&m, Role::Decoder, dconn.clone(), ZmqDir::Send, frames.clone());
+        let (seq, line) = (d.seq, d.line);
         let d = Event::Zmq(d);
         self.record(&d);
-        let (pseq, pline) = self.next_seq();
-        let mut pf = vec![rid];
-        pf.extend(frames);
-        let p = ZmqEvent {
-            seq: pseq,
-            line: pline,
-            side: Role::Prefiller,
-            conn: pconn,
-            socket: "ROUTER".into(),
-            endpoint: real.clone(),
-            bound: true,
-            dir: ZmqDir::Recv,
-            frames: pf,
-            decoded: raw_json(decoded.as_ref()),
-            payload_text: text,
-            t: None,
-            socket_id,
-        };
+        let p = self.zmq_event(&m, Role::Prefiller, pconn, ZmqDir::Recv, std::iter::once(rid).chain(frames).collect());
         let p = Event::Zmq(p);
         self.record(&p);
         self.zmq += 2;
         let x = Sent {
             index: self.requests,
             decoder: dconn,
-            endpoint: real,
+            endpoint: m.endpoint,
             request: payload,
             seq: Some(seq),
             line: Some(line),
@@ -412,6 +375,30 @@ impl Recorder {
         self.found(f);
     }
 
+    /// Takes the revision read off the first pull request as the trace's (`fits`: the revisions whose rules
+    /// give back its bytes, newest first) and checks what the tap kept so far with it.
+    fn adopt_revision(&mut self, fits: &[Arc<Revision>]) {
+        let first = fits[0].clone();
+        self.rev = first.clone();
+        self.release = first.releases.last().cloned().unwrap_or_default();
+        self.rev_from = RevisionFrom::Wire(fits.iter().map(|r| r.revision.clone()).collect());
+        let also = if fits.len() > 1 {
+            format!(
+                "; its bytes also fit {}",
+                fits[1..].iter().map(|r| r.revision.as_str()).collect::<Vec<_>>().join(", ")
+            )
+        } else {
+            String::new()
+        };
+        self.note(format!("revision read off the first pull request: {}{also} (--revision pins it)", first.revision));
+        match self.live.set_revision(first) {
+            Ok(f) => self.found(f),
+            Err(e) => self.note(format!("cannot check {}: {e}", self.rev.revision)),
+        }
+    }
+
+    /// A reply the tap relayed from worker `worker` to a decoder connection: the prefiller's send and, when
+    /// the connection was still there to take it, the decoder's receive, and the reply's checks.
     fn reply(&mut self, worker: usize, rid: Vec<u8>, frames: Vec<Vec<u8>>, delivered: bool) {
         let (pconn, real) = self.worker(worker);
         let key = (worker, rid.clone());
@@ -420,54 +407,48 @@ impl Recorder {
         let payload = frames.last().cloned().unwrap_or_default();
         let (decoded, text) = self.decoded(&payload);
         let dconn = self.decoder_conn(&key, None);
-        let (pseq, pline) = self.next_seq();
-        let mut pf = vec![rid];
-        pf.extend(frames.iter().cloned());
-        let p = ZmqEvent {
-            seq: pseq,
-            line: pline,
-            side: Role::Prefiller,
-            conn: pconn,
-            socket: "ROUTER".into(),
-            endpoint: real.clone(),
-            bound: true,
-            dir: ZmqDir::Send,
-            frames: pf,
-            decoded: raw_json(decoded.as_ref()),
-            payload_text: text.clone(),
-            t: None,
-            socket_id,
-        };
+        let m = Relayed { endpoint: real, decoded, text, socket_id };
+        let pf = std::iter::once(rid).chain(frames.iter().cloned()).collect();
+        let p = self.zmq_event(&m, Role::Prefiller, pconn, ZmqDir::Send, pf);
         self.zmq += 1;
         if !delivered {
+            let pseq = p.seq;
             self.write(Event::Zmq(p));
             // The decoder never received it: there is no decoder event to record.
-            self.note(format!("seq {pseq}: a reply of {} to {dconn} could not be delivered: that decoder connection is gone (libzmq drops it, as it would have without the tap)", real));
+            self.note(format!("seq {pseq}: a reply of {} to {dconn} could not be delivered: that decoder connection is gone (libzmq drops it, as it would have without the tap)", m.endpoint));
             return;
         }
         let p = Event::Zmq(p);
         self.record(&p);
-        let (seq, line) = self.next_seq();
-        let d = ZmqEvent {
-            seq,
-            line,
-            side: Role::Decoder,
-            conn: dconn,
-            socket: "DEALER".into(),
-            endpoint: real,
-            bound: false,
-            dir: ZmqDir::Recv,
-            frames,
-            decoded: raw_json(decoded.as_ref()),
-            payload_text: text,
-            t: None,
-            socket_id,
-        };
+        let d = self.zmq_event(&m, Role::Decoder, dconn, ZmqDir::Recv, frames);
+        let (seq, line) = (d.seq, d.line);
         let d = Event::Zmq(d);
         self.record(&d);
         self.zmq += 1;
         let f = self.live.reply(key, payload, seq, line, vec![p, d]);
         self.found(f);
+    }
+
+    /// The next event of a message the tap relayed, as one side saw it: the decoder's DEALER, which connects,
+    /// or the prefiller's ROUTER, which binds (its frames start with the connection's routing id).
+    fn zmq_event(&mut self, m: &Relayed, side: Role, conn: String, dir: ZmqDir, frames: Vec<Vec<u8>>) -> ZmqEvent {
+        let (seq, line) = self.next_seq();
+        let (socket, bound) = if side == Role::Decoder { ("DEALER", false) } else { ("ROUTER", true) };
+        ZmqEvent {
+            seq,
+            line,
+            side,
+            conn,
+            socket: socket.into(),
+            endpoint: m.endpoint.clone(),
+            bound,
+            dir,
+            frames,
+            decoded: raw_json(m.decoded.as_ref()),
+            payload_text: m.text.clone(),
+            t: None,
+            socket_id: m.socket_id,
+        }
     }
 
     fn http_exchange(&mut self, h: HttpSeen) {

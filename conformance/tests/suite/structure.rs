@@ -3,9 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-/// The longest function `conformance/src` may hold, in lines. It only goes down: the goal is 80 (issue 33);
-/// lower it as long functions are split, never raise it.
-const LONGEST_FUNCTION: usize = 97;
+/// The longest function `conformance/src` may hold, in lines: issue 33's goal, reached. Never raise it.
+const LONGEST_FUNCTION: usize = 80;
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).expect("source directory") {
