@@ -128,9 +128,9 @@ if [ -n "${MOONCAKE_FUZZ_SMOKE:-}" ]; then
 fi
 
 # 5. When spec/ differs from the main branch, the wire diff of each changed revision (informational; a no-op
-#    without git history, a main branch or a change).
+#    without git history, a main branch or a change; $SPEC_DIFF_BASE names the branch, else origin/main or main).
 step "spec diff against the main branch"
-./scripts/spec-diff.sh "$bin"
+$bin diff --spec-changes ${SPEC_DIFF_BASE:+--base "$SPEC_DIFF_BASE"} | tee target/spec-diff.md || { echo "SUMMARY: diff --spec-changes FAILED (a changed revision of spec/ does not load)"; exit 1; }
 
 # The mutation suite (conformance/CHECKS.md § Mutation suite): faults caught per role.
 mutation=$(grep -oE '^MUTATION SUITE: [a-z]+ [0-9]+/[0-9]+' target/test-output.txt | awk '{printf "%s%s %s", sep, $3, $4; sep=", "}')

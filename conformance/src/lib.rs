@@ -61,6 +61,7 @@ pub mod role;
 pub mod run;
 pub mod scenarios;
 pub mod setup;
+pub mod spec_changes;
 pub mod spec_source;
 pub mod tap;
 pub mod testee;

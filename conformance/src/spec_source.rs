@@ -214,7 +214,8 @@ fn file_revision(path: &Path, pick: Option<&str>) -> Result<Arc<Revision>, SpecS
     spec.revision(&name).cloned().ok_or_else(|| SpecSourceError::RevisionNotFound { path: path.into(), name })
 }
 
-fn git(top: &Path, args: &[&str]) -> Result<Vec<u8>, SpecSourceError> {
+/// `git -C top args…`'s standard output; an error when git cannot run or fails.
+pub(crate) fn git(top: &Path, args: &[&str]) -> Result<Vec<u8>, SpecSourceError> {
     let out = Command::new("git").arg("-C").arg(top).args(args).output().map_err(SpecSourceError::RunningGit)?;
     if !out.status.success() {
         return Err(SpecSourceError::Git {
