@@ -175,7 +175,7 @@ pub fn engine(session: &str, timeout: Duration) -> EngineReport {
         }
     };
     let client = EngineClient::strict();
-    let got = rt.block_on(tokio::time::timeout(timeout, client.segment(session)));
+    let got = rt.block_on(async { tokio::time::timeout(timeout, client.segment(session)).await });
     r.deviations = client.issues().into_iter().filter(|i| !i.refused).map(|i| i.detail).collect();
     let desc = match got {
         Err(_) => {
