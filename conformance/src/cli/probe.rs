@@ -28,11 +28,12 @@ use super::seconds;
 /// Bounds: every request (the query, each TCP connect, each reply awaited, the handshake) waits at most
 /// --timeout; workers are probed 16 at a time, so one worker costs at most (messages + 1) × --timeout.
 #[derive(clap::Args)]
-#[command(after_help = concat!("Exit codes: 0 = healthy; 1 = a finding (an unreachable or silent worker, answers that fit no revision, a duplicate or missing registration, an incompatible pair, an engine problem); 2 = bad usage; 3 = the bootstrap server cannot be reached (or gives no answer within --timeout).", "\n\nExamples:\n  mooncake-conformance probe --plan\n  mooncake-conformance probe --bootstrap http://10.0.0.1:8998 --decoder-revision 0.33.0 --engine 10.0.0.2:17000"))]
+#[command(after_help = concat!("Exit codes: 0 = healthy; 1 = a finding (an unreachable or silent worker, answers that fit no revision, a duplicate or missing registration, an incompatible pair, an engine problem); 2 = bad usage; 3 = a bootstrap server cannot be reached (or gives no answer within --timeout).", "\n\nExamples:\n  mooncake-conformance probe --plan\n  mooncake-conformance probe --bootstrap http://10.0.0.1:8998 --decoder-revision 0.33.0 --engine 10.0.0.2:17000"))]
 pub(crate) struct ProbeArgs {
-    /// The bootstrap server (http://HOST:PORT).
+    /// A bootstrap server (http://HOST:PORT); may be repeated, one per prefill instance (each vLLM prefill
+    /// instance runs its own).
     #[arg(long, value_name = "URL", required_unless_present = "plan")]
-    bootstrap: Option<String>,
+    bootstrap: Vec<String>,
     /// A transfer engine's RPC (handshake) address to check; may be repeated.
     #[arg(long, value_name = "HOST:PORT")]
     engine: Vec<String>,
@@ -66,15 +67,14 @@ pub(crate) fn exec(args: ProbeArgs) -> Result<ExitCode, CliError> {
         out_with(|w| probe::identify::write_plan(w, &plan, args.json));
         return Ok(verdict(true));
     }
-    let url = args.bootstrap.clone().unwrap_or_default();
-    if !url.starts_with("http://") {
+    if let Some(url) = args.bootstrap.iter().find(|u| !u.starts_with("http://")) {
         return Err(CliError::Usage(format!("--bootstrap {url}: give http://HOST:PORT")));
     }
     let decoder = match &args.decoder_revision {
         Some(r) => Some(decoder_revision(r, args.python.as_deref())?),
         None => None,
     };
-    let report = live::run(&url, &args.engine, &plan, decoder.as_ref(), timeout)
+    let report = live::run(&args.bootstrap, &args.engine, &plan, decoder.as_ref(), timeout)
         .map_err(|e| CliError::Environment(e.to_string()))?;
     out_with(|w| probe::write_report(w, &report, args.json));
     Ok(verdict(report.problems.is_empty()))

@@ -13,7 +13,9 @@ use mooncake_io::engine::client::EngineClient;
 use mooncake_wire::spec::Revision;
 
 use super::identify::{Answer, Plan};
-use super::{pair_verdict, ProbeReport, Worker, WorkerReport};
+use std::collections::BTreeMap;
+
+use super::{pair_verdict, ProbeReport, Problem, Worker, WorkerReport};
 
 /// Workers probed at once.
 pub const PARALLEL: usize = 16;
@@ -203,8 +205,8 @@ pub fn engine(session: &str, timeout: Duration) -> EngineReport {
 
 /// The problems of an engine report: no descriptor, a protocol other than `tcp`, no buffer, an unreachable data
 /// port, a deviation from a real target's descriptor.
-pub fn engine_problems(r: &EngineReport) -> Vec<super::Problem> {
-    let p = |d: String| super::Problem::new("engine", format!("{}: {d}", r.session));
+pub fn engine_problems(r: &EngineReport) -> Vec<Problem> {
+    let p = |d: String| Problem::new("engine", format!("{}: {d}", r.session));
     let mut out = vec![];
     if let Some(e) = &r.error {
         out.push(p(e.clone()));
@@ -222,34 +224,48 @@ pub fn engine_problems(r: &EngineReport) -> Vec<super::Problem> {
     out
 }
 
-/// The whole probe: the table, every worker, every engine, and what is wrong (`Err`: no table, exit 3).
+/// The tables of every bootstrap server (one per prefill instance in a vLLM deployment), in order: the
+/// workers of all of them, and what is wrong with each answer (`Err`: one gave no table, exit 3).
+fn tables(
+    urls: &[String],
+    timeout: Duration,
+) -> Result<(Vec<Worker>, BTreeMap<String, Vec<String>>, Vec<Problem>), Unreachable> {
+    let (mut workers, mut fits, mut problems) = (vec![], BTreeMap::new(), vec![]);
+    for url in urls {
+        let table = query(url, timeout)?;
+        match super::workers(url, &table) {
+            Ok(w) => workers.extend(w),
+            Err(e) => problems.push(Problem::new("query-shape", format!("{url}: {e}"))),
+        }
+        let f = super::query_fits(&table);
+        if f.is_empty() {
+            problems.push(Problem::new(
+                "query-shape",
+                format!("{url}: the GET /query answer fits no generation-2 revision's bootstrap model"),
+            ));
+        }
+        fits.insert(url.clone(), f);
+    }
+    if workers.len() > MAX_WORKERS {
+        problems.push(Problem::new(
+            "query-shape",
+            format!("{} workers listed; the first {MAX_WORKERS} probed", workers.len()),
+        ));
+        workers.truncate(MAX_WORKERS);
+    }
+    Ok((workers, fits, problems))
+}
+
+/// The whole probe: the tables, every worker, every engine, and what is wrong (`Err`: a bootstrap server gave
+/// no table, exit 3).
 pub fn run(
-    url: &str,
+    urls: &[String],
     engines: &[String],
     plan: &Plan,
     decoder: Option<&Arc<Revision>>,
     timeout: Duration,
 ) -> Result<ProbeReport, Unreachable> {
-    let table = query(url, timeout)?;
-    let mut problems = vec![];
-    let mut workers = super::workers(&table).unwrap_or_else(|e| {
-        problems.push(super::Problem::new("query-shape", e));
-        vec![]
-    });
-    let query_fits = super::query_fits(&table);
-    if query_fits.is_empty() {
-        problems.push(super::Problem::new(
-            "query-shape",
-            "the GET /query answer fits no generation-2 revision's bootstrap model",
-        ));
-    }
-    if workers.len() > MAX_WORKERS {
-        problems.push(super::Problem::new(
-            "query-shape",
-            format!("{} workers listed; the first {} probed", workers.len(), MAX_WORKERS),
-        ));
-        workers.truncate(MAX_WORKERS);
-    }
+    let (workers, query_fits, mut problems) = tables(urls, timeout)?;
     problems.extend(super::duplicates(&workers));
     problems.extend(super::gaps(&workers));
     let reports = probe_all(&workers, plan, decoder, timeout);
@@ -259,7 +275,7 @@ pub fn run(
         problems.extend(engine_problems(e));
     }
     Ok(ProbeReport {
-        bootstrap: url.to_string(),
+        bootstrap: urls.to_vec(),
         timeout_s: timeout.as_secs_f64(),
         query_fits,
         workers: reports,

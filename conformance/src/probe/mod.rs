@@ -30,6 +30,8 @@ pub use report::write_report;
 /// One registered prefiller worker, as `GET /query` lists it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Worker {
+    /// The bootstrap server that lists it.
+    pub bootstrap: String,
     /// The data-parallel rank (the table's key).
     pub dp_rank: String,
     /// The engine id registered under it.
@@ -44,7 +46,7 @@ pub struct Worker {
 
 /// The workers of a `GET /query` answer (`dict[int, EngineEntry]` of every generation-2 revision's bootstrap
 /// models), in key order; an error says where the answer is not such a table.
-pub fn workers(table: &J) -> Result<Vec<Worker>, String> {
+pub fn workers(bootstrap: &str, table: &J) -> Result<Vec<Worker>, String> {
     let obj = table.as_object().ok_or("the /query answer is not a JSON object")?;
     let mut out = vec![];
     for (dp, entry) in obj {
@@ -58,6 +60,7 @@ pub fn workers(table: &J) -> Result<Vec<Worker>, String> {
                 let addr =
                     addr.as_str().ok_or(format!("dp_rank {dp} tp_rank {tp} pp_rank {pp}: address not a text"))?;
                 out.push(Worker {
+                    bootstrap: bootstrap.to_string(),
                     dp_rank: dp.clone(),
                     engine_id: engine_id.to_string(),
                     tp_rank: tp.clone(),
@@ -110,19 +113,19 @@ pub fn duplicates(workers: &[Worker]) -> Vec<Problem> {
 
 /// The slot of a worker in words: `dp 0 tp 1 pp 0 (engine e)`.
 pub fn slot(w: &Worker) -> String {
-    format!("dp {} tp {} pp {} (engine {})", w.dp_rank, w.tp_rank, w.pp_rank, w.engine_id)
+    format!("{} dp {} tp {} pp {} (engine {})", w.bootstrap, w.dp_rank, w.tp_rank, w.pp_rank, w.engine_id)
 }
 
 /// Ranks missing from an engine's table: TP ranks not `0..n`, or TP ranks whose PP ranks differ from `0..m` —
 /// a worker that never registered (a decoder pulling from it fails).
 pub fn gaps(workers: &[Worker]) -> Vec<Problem> {
-    let mut by_dp: BTreeMap<(u64, String), BTreeMap<u64, BTreeSet<u64>>> = BTreeMap::new();
+    let mut by_dp: BTreeMap<(&str, (u64, String)), BTreeMap<u64, BTreeSet<u64>>> = BTreeMap::new();
     for w in workers {
         let (Ok(tp), Ok(pp)) = (w.tp_rank.parse::<u64>(), w.pp_rank.parse::<u64>()) else { continue };
-        by_dp.entry(rank(&w.dp_rank)).or_default().entry(tp).or_default().insert(pp);
+        by_dp.entry((&w.bootstrap, rank(&w.dp_rank))).or_default().entry(tp).or_default().insert(pp);
     }
     let mut out = vec![];
-    for ((_, dp), tps) in by_dp {
+    for ((url, (_, dp)), tps) in by_dp {
         let max_tp = tps.keys().max().copied().unwrap_or(0);
         let max_pp = tps.values().flatten().max().copied().unwrap_or(0);
         for tp in 0..=max_tp {
@@ -131,7 +134,7 @@ pub fn gaps(workers: &[Worker]) -> Vec<Problem> {
                     out.push(Problem::new(
                         "missing-worker",
                         format!(
-                            "dp {dp}: tp {tp} pp {pp} is not registered (others up to tp {max_tp} pp {max_pp} are)"
+                            "{url} dp {dp}: tp {tp} pp {pp} is not registered (others up to tp {max_tp} pp {max_pp} are)"
                         ),
                     ));
                 }
@@ -229,12 +232,12 @@ pub struct WorkerReport {
 /// What `probe` found.
 #[derive(Clone, Debug, Serialize)]
 pub struct ProbeReport {
-    /// The bootstrap server's URL.
-    pub bootstrap: String,
+    /// The bootstrap servers' URLs.
+    pub bootstrap: Vec<String>,
     /// The bound on each request, in seconds.
     pub timeout_s: f64,
-    /// The generation-2 revisions whose bootstrap `GET /query` model the answer fits.
-    pub query_fits: Vec<String>,
+    /// Per bootstrap server, the generation-2 revisions whose bootstrap `GET /query` model its answer fits.
+    pub query_fits: BTreeMap<String, Vec<String>>,
     /// Every registered worker.
     pub workers: Vec<WorkerReport>,
     /// The messages sent to each worker.

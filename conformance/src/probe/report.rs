@@ -13,13 +13,16 @@ pub fn write_report(w: &mut impl Write, r: &ProbeReport, json_out: bool) -> io::
     let engines: std::collections::BTreeSet<&str> = r.workers.iter().map(|x| x.worker.engine_id.as_str()).collect();
     writeln!(
         w,
-        "bootstrap {}: {} workers of {} engines; GET /query fits the bootstrap spec of {}; each request bounded by {:.1} s",
-        r.bootstrap,
+        "{} workers of {} engines; each request bounded by {:.1} s",
         r.workers.len(),
         engines.len(),
-        if r.query_fits.is_empty() { "no generation-2 revision".to_string() } else { super::identify::range_names(&r.query_fits) },
         r.timeout_s
     )?;
+    for (url, fits) in &r.query_fits {
+        let fits =
+            if fits.is_empty() { "no generation-2 revision".to_string() } else { super::identify::range_names(fits) };
+        writeln!(w, "bootstrap {url}: GET /query fits the bootstrap model of {fits}")?;
+    }
     write_table(w, r)?;
     writeln!(
         w,
@@ -78,7 +81,7 @@ fn row(x: &WorkerReport, decoder: bool) -> Vec<String> {
 fn write_table(w: &mut impl Write, r: &ProbeReport) -> io::Result<()> {
     let decoder = r.decoder_revision.is_some();
     let mut head: Vec<String> =
-        ["DP", "TP", "PP", "ENGINE", "ADDRESS", "ANSWERS", "REVISIONS"].map(String::from).to_vec();
+        ["BOOTSTRAP", "DP", "TP", "PP", "ENGINE", "ADDRESS", "ANSWERS", "REVISIONS"].map(String::from).to_vec();
     if let Some(d) = &r.decoder_revision {
         head.push(format!("WITH DECODER {d}"));
     }

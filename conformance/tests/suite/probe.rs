@@ -300,3 +300,22 @@ fn no_bootstrap_server_is_exit_3_and_bad_usage_exit_2() {
     );
     assert_eq!(probe(&["--bootstrap", &url, "--timeout", "0"]).0, 2);
 }
+
+#[test]
+fn a_table_with_a_hole_or_a_shared_address_is_a_problem() {
+    use mooncake_conformance::probe::{duplicates, gaps, workers};
+    let t = serde_json::json!({
+        "0": {"engine_id": "e", "worker_addr": {"0": {"0": "tcp://10.0.0.1:5000"}, "2": {"0": "tcp://10.0.0.1:5002"}}},
+        "1": {"engine_id": "e", "worker_addr": {"0": {"0": "tcp://10.0.0.1:5000"}}},
+    });
+    let ws = workers("http://b:8998", &t).unwrap();
+    assert_eq!(ws.len(), 3);
+    let g = gaps(&ws);
+    assert_eq!(g.len(), 1, "{g:?}");
+    assert!(g[0].detail.contains("dp 0: tp 1 pp 0 is not registered"), "{}", g[0].detail);
+    let d = duplicates(&ws);
+    assert_eq!(d.len(), 1);
+    assert!(d[0].detail.starts_with("tcp://10.0.0.1:5000 is registered by"), "{}", d[0].detail);
+    assert!(workers("http://b:8998", &serde_json::json!({"0": {"engine_id": 3}})).is_err());
+    assert!(workers("http://b:8998", &serde_json::json!([])).is_err());
+}
