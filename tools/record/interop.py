@@ -344,6 +344,81 @@ def replay_listen(ctx, name):
         run.stop()
 
 
+def probe_mixed(a, log_dir):
+    """`mooncake-conformance probe` against vLLM's own processes: a vLLM 0.33.0 prefill instance (TP 2) and two
+    vLLM 0.34.0 ones (kv_lease_duration unset, and 30 s), each with its release's own MooncakeBootstrapServer, all
+    asked in one probe with --decoder-revision 0.33.0. No bytes move (the recorder's fake engine): the probe talks
+    only to the bootstrap servers and the workers' ROUTERs. Each worker's range must hold its release and no other
+    revision; the table is printed (README, "Probe a running deployment")."""
+    name = "probe-mixed-0.33.0-0.34.0"
+    overlay = a.vllm_034
+    if not os.path.isfile(os.path.join(overlay, ".complete")):
+        print(f"SKIPPED: {name} — no vLLM 0.34.0 package at {overlay} (scripts/vllm-interop.sh installs it)", flush=True)
+        return True
+    base = dict(os.environ, VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT=str(MODEL["abort_timeout_s"]), VLLM_HOST_IP="127.0.0.1",
+                VLLM_TARGET_DEVICE="cpu", CUDA_VISIBLE_DEVICES="", TOKENIZERS_PARALLELISM="false",
+                PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", GLOG_minloglevel="1")
+    base.pop("MOONCAKE_REAL_ENGINE", None)
+    zygotes, runs = [], []
+    try:
+        releases = {}
+        for rel, pp in (("0.33.0", [HERE]), ("0.34.0", [overlay, HERE])):
+            zdir = os.path.join(log_dir, f"probe-zygote-{rel}")
+            os.makedirs(zdir, exist_ok=True)
+            z = record.Zygote(a.python, dict(base, PYTHONPATH=os.pathsep.join(pp)), zdir)
+            zygotes.append(z)
+            got = z.wait_ready()["vllm_version"]
+            if got != rel:
+                raise Fail(f"the {rel} zygote imports vLLM {got}")
+            releases[rel] = z
+        # (instance, release, TP size, kv_lease_duration, what probe must report)
+        instances = [("prefill-a", "0.33.0", 2, None, ("vllm-0.33.0", None)),
+                     ("prefill-b", "0.34.0", 1, None, ("vllm-0.34.0", False)),
+                     ("prefill-c", "0.34.0", 1, 30, ("vllm-0.34.0", True))]
+        urls, want = [], {}
+        for inst, rel, tp, lease, expect in instances:
+            run = Run(releases[rel], log_dir, f"{name}-{inst}", {})
+            runs.append(run)
+            port = record.free_port()
+            boot = run.vllm("bootstrap", "bootstrap")
+            boot.cmd("init", args={"port": port})
+            for r in range(tp):
+                args = worker_args("kv_producer", inst, r, tp, port)
+                if lease is not None:
+                    args["kv_lease_s"] = lease
+                p = run.vllm("prefiller", f"prefiller{r}", args)
+                p.cmd("register", timeout=40, limit=30)
+            urls.append(f"http://127.0.0.1:{port}")
+            want[inst] = expect
+        cmd = [a.cli, "probe", "--decoder-revision", "0.33.0", "--timeout", "3"]
+        for u in urls:
+            cmd += ["--bootstrap", u]
+        text = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        out = subprocess.run(cmd + ["--json"], capture_output=True, text=True, timeout=120)
+        rep = json.loads(out.stdout)
+        seen = 0
+        for w in rep["workers"]:
+            ids = {(i["revision"], i["leases"]) for i in (w.get("identification") or {}).get("identities", [])}
+            expect = want[w["worker"]["engine_id"]]
+            if ids != {expect}:
+                raise Fail(f"{w['worker']['engine_id']} tp {w['worker']['tp_rank']}: probe says {sorted(ids)}, expected {expect}")
+            seen += 1
+        if seen != 4:
+            raise Fail(f"{seen} workers in the probe's tables, expected 4: {text.stdout}")
+        print(text.stdout, end="", flush=True)
+        print(f"PASS {name} — 4 workers of vLLM's own 0.33.0 and 0.34.0 processes, each reported as its release "
+              f"(0.34.0 with leases off and on); probe exit {text.returncode}", flush=True)
+        return True
+    except (Fail, record.RecordError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
+        print(f"FAIL {name} — {e!r} (logs: {log_dir})", flush=True)
+        return False
+    finally:
+        for run in runs:
+            run.stop()
+        for z in zygotes:
+            z.stop()
+
+
 PAIRINGS = {
     "vllm-prefiller->vllm-decoder": dict(p_kind="vllm", d_kind="vllm", b_kind="vllm"),
     "rust-prefiller->vllm-decoder": dict(p_kind="rust", d_kind="vllm", b_kind="vllm"),
@@ -363,15 +438,22 @@ def main():
     ap.add_argument("--cli", required=True, help="the mooncake-conformance binary")
     ap.add_argument("--only", action="append", default=[], help="run only this pairing (repeatable)")
     ap.add_argument("--log-dir", default=None)
+    ap.add_argument("--vllm-034", default=os.path.join(os.path.expanduser("~"), ".cache", "mooncake-wire", "record",
+                                                         "vllm-0.34.0"),
+                    help="vLLM 0.34.0's package installed --no-deps (put first on PYTHONPATH) for probe-mixed")
     a = ap.parse_args()
     log_dir = a.log_dir or os.path.join("/tmp", f"mooncake-interop-logs-{os.getpid()}")
     os.makedirs(log_dir, exist_ok=True)
+    ok = True
+    if not a.only or "probe-mixed" in a.only:
+        ok &= probe_mixed(a, log_dir)
+        if a.only == ["probe-mixed"]:
+            sys.exit(0 if ok else 1)
     env = dict(os.environ, PYTHONPATH=HERE, MOONCAKE_REAL_ENGINE="1",
                VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT=str(MODEL["abort_timeout_s"]), VLLM_HOST_IP="127.0.0.1",
                VLLM_TARGET_DEVICE="cpu", CUDA_VISIBLE_DEVICES="", TOKENIZERS_PARALLELISM="false",
                PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", GLOG_minloglevel="1")
     zygote = record.Zygote(a.python, env, log_dir)
-    ok = True
     try:
         info = zygote.wait_ready()
         print(f"== vLLM {info['vllm_version']} (real MooncakeConnector, real Transfer Engine over TCP); logs in {log_dir}",

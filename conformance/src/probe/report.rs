@@ -64,6 +64,7 @@ fn row(x: &WorkerReport, decoder: bool) -> Vec<String> {
     };
     let revs = x.identification.as_ref().map_or("-".to_string(), |i| i.range.clone());
     let mut cells = vec![
+        w.bootstrap.trim_start_matches("http://").to_string(),
         w.dp_rank.clone(),
         w.tp_rank.clone(),
         w.pp_rank.clone(),

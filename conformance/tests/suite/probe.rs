@@ -245,6 +245,19 @@ fn probe_reports_each_reference_prefillers_revision_range_and_the_findings_with_
     let own = running.iter().position(|(r, _)| r == "vllm-0.33.0").unwrap();
     assert_eq!(report["workers"][own]["pairing"]["verdict"], "compatible");
 
+    // The same as a table: a header and one line per worker, each with its range.
+    let out = Command::new(env!("CARGO_BIN_EXE_mooncake-conformance"))
+        .args(["probe", "--bootstrap", &url, "--decoder-revision", "0.33.0", "--timeout", "2"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let host = format!("  {}  ", url.trim_start_matches("http://"));
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with(&host)).collect();
+    assert_eq!(rows.len(), running.len(), "{text}");
+    assert!(rows.iter().any(|l| l.contains("0.34.0 (leases on)") && l.contains("conditional")), "{text}");
+    assert!(text.contains("cannot be told apart on the wire"), "{text}");
+
     // An engine nobody serves is a finding.
     let gone = format!("127.0.0.1:{}", closed_port());
     let (code, report) = probe(&["--bootstrap", &url, "--engine", &gone]);
