@@ -332,3 +332,43 @@ fn a_table_with_a_hole_or_a_shared_address_is_a_problem() {
     assert!(workers("http://b:8998", &serde_json::json!({"0": {"engine_id": 3}})).is_err());
     assert!(workers("http://b:8998", &serde_json::json!([])).is_err());
 }
+
+/// The pair verdicts agree with the committed compatibility matrix, which observes each ordered pair of the
+/// reference peers over real sockets: a cell where every scenario works has no row that always breaks (but the
+/// KV-layout difference no peer can observe, marked ⚠), a cell where some scenario breaks has a breaking row.
+#[test]
+fn pair_verdicts_agree_with_the_observed_compatibility_matrix() {
+    use mooncake_conformance::probe::pairing;
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../schema/push/compat-matrix.md"),
+    )
+    .unwrap();
+    let mut lines = text.lines().skip_while(|l| !l.starts_with("| decoder ↓ / prefiller →"));
+    let head: Vec<String> =
+        lines.next().unwrap().split('|').skip(2).map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect();
+    let spec = Spec::builtin();
+    let mut cells = 0;
+    for row in lines.skip(1).take_while(|l| l.starts_with("| **")) {
+        let c: Vec<&str> = row.split('|').skip(1).map(str::trim).collect();
+        let d = spec.revision(&format!("vllm-{}", c[0].trim_matches('*'))).unwrap();
+        for (p, cell) in head.iter().zip(&c[1..]) {
+            let p = spec.revision(&format!("vllm-{p}")).unwrap();
+            if d.generation != 2 || p.generation != 2 || *cell == "=" || cell.is_empty() {
+                continue;
+            }
+            let (always, when) = pairing(d, p);
+            let layout = always.iter().any(|r| r.starts_with("behaviour.required_kv_layout"));
+            let why =
+                format!("decoder {} prefiller {}: {cell}: always {always:?}, when {when:?}", d.revision, p.revision);
+            assert_eq!(cell.contains('⚠'), layout, "{why}");
+            if cell.starts_with('✓') {
+                assert!(always.iter().all(|r| r.starts_with("behaviour.required_kv_layout")), "{why}");
+            } else {
+                assert!(cell.starts_with('✗'), "{why}");
+                assert!(!always.is_empty() || !when.is_empty(), "{why}");
+            }
+            cells += 1;
+        }
+    }
+    assert_eq!(cells, 12 * 11, "every ordered pair of the 12 generation-2 revisions");
+}
