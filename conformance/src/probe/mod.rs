@@ -187,7 +187,12 @@ pub struct PairVerdict {
     pub conditions: BTreeMap<String, Vec<String>>,
 }
 
-/// [`pairing`] over the revisions of an identification.
+/// The `diff` row of a decoder without leases pulling from a prefiller with them (`behaviour.kv_leases`, old D →
+/// new P), which holds only when that prefiller sets `kv_lease_duration`.
+const LEASE_ROW: &str = "behaviour.kv_leases (old D → new P)";
+
+/// [`pairing`] over the revisions of an identification; a prefiller seen with its leases off drops the rows that
+/// need them on.
 pub fn pair_verdict(decoder: &Arc<Revision>, id: &Identification) -> Option<PairVerdict> {
     let revs: BTreeSet<&str> = id.identities.iter().map(|i| i.revision.as_str()).collect();
     if revs.is_empty() {
@@ -195,7 +200,13 @@ pub fn pair_verdict(decoder: &Arc<Revision>, id: &Identification) -> Option<Pair
     }
     let (mut breaking, mut conditions) = (BTreeMap::new(), BTreeMap::new());
     for r in &revs {
-        let (always, when) = pairing(decoder, Spec::builtin().revision(r)?);
+        let (always, mut when) = pairing(decoder, Spec::builtin().revision(r)?);
+        // The probe saw this prefiller's leases off (its heartbeat answer): the rows about a prefiller that sets
+        // `kv_lease_duration` cannot apply to it.
+        let leases_off = id.identities.iter().filter(|i| i.revision == *r).all(|i| i.leases == Some(false));
+        if leases_off {
+            when.retain(|row| !row.starts_with(LEASE_ROW));
+        }
         if !always.is_empty() {
             breaking.insert(r.to_string(), always);
         }

@@ -372,3 +372,18 @@ fn pair_verdicts_agree_with_the_observed_compatibility_matrix() {
     }
     assert_eq!(cells, 12 * 11, "every ordered pair of the 12 generation-2 revisions");
 }
+
+/// A 0.34.0 prefiller seen with leases off pairs with a 0.33.0 decoder; with leases on only under the lease
+/// condition (`diff`'s `behaviour.kv_leases` row).
+#[test]
+fn the_lease_state_the_probe_sees_decides_the_lease_row() {
+    use mooncake_conformance::probe::pair_verdict;
+    let plan = Plan::builtin("n");
+    let d = Spec::builtin().revision("vllm-0.33.0").unwrap();
+    for (leases, verdict) in [(false, "compatible"), (true, "conditional")] {
+        let i = plan.identities.iter().position(|x| x.revision == "vllm-0.34.0" && x.leases == Some(leases)).unwrap();
+        let answers: Vec<Option<Answer>> = plan.probes.iter().map(|p| Some(p.expected[i].clone())).collect();
+        let v = pair_verdict(d, &plan.identify(&answers)).unwrap();
+        assert_eq!(v.verdict, verdict, "leases {leases}: {v:?}");
+    }
+}
