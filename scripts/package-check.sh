@@ -1,12 +1,62 @@
 #!/usr/bin/env bash
-# Packages every published crate of the workspace and builds each from its own tarball, in dependency order,
-# against the others' tarballs (`cargo package` with its verify build: what `cargo publish` would check). Takes
-# minutes on 2 cores (every dependency is built again under target/package); the test command runs the packaging
-# only (`--no-verify`). Opt-in; not part of ./scripts/test.sh.
+# The crates as crates.io would hold them. Packages every published crate of the workspace and builds each from
+# its own tarball, in dependency order, against the others' tarballs (`cargo package` with its verify build: what
+# `cargo publish` would check); then unpacks the tarballs into a workspace of their own (each crate's dependencies
+# on the others patched to the unpacked copies, the versions of everything else from this repository's
+# Cargo.lock) and runs every crate's tests there, with no file of this repository in reach. Prints each crate's
+# result and one summary line. Takes many minutes on 2 cores (everything is built twice more, under
+# target/package and target/package-tests); the test command runs the packaging only (`--no-verify`). Opt-in; not
+# part of ./scripts/test.sh.
 #
-# Usage: scripts/package-check.sh
+# Usage: scripts/package-check.sh [--no-tests]
+# Exit codes: 0 every crate packaged, built and passed its tests from its tarball; 1 a crate failed; 2 bad usage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+repo=$PWD
+tests=1
+case "${1:-}" in
+  --no-tests) tests=0 ;;
+  "") ;;
+  -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+  *) echo "package-check.sh: unknown argument $1" >&2; exit 2 ;;
+esac
 start=$SECONDS
+export CARGO_INCREMENTAL=0
 cargo package --workspace --exclude mooncake-fuzz-harness --locked --allow-dirty
 echo "package-check: every crate packaged and built from its tarball in $(( SECONDS - start )) s"
+[ "$tests" = 1 ] || exit 0
+
+# The tarballs' own workspace, outside this repository (a test that reached for a file of the repository through
+# a relative path would find it otherwise).
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+crates=()
+for c in target/package/*.crate; do
+  tar -xzf "$c" -C "$work"
+  crates+=("$(basename "$c" .crate)")
+done
+{
+  echo '[workspace]'
+  printf 'members = [%s]\n' "$(printf '"%s", ' "${crates[@]}" | sed 's/, $//')"
+  echo 'resolver = "2"'
+  echo '[patch.crates-io]'
+  for c in "${crates[@]}"; do echo "${c%-*} = { path = \"$c\" }"; done
+} > "$work/Cargo.toml"
+cp Cargo.lock "$work/Cargo.lock"
+failed=()
+for c in "${crates[@]}"; do
+  t0=$SECONDS
+  if (cd "$work" && CARGO_TARGET_DIR="$repo/target/package-tests" cargo test -p "${c%-*}" > "$work/$c.log" 2>&1); then
+    echo "package-check: ${c%-*} from its tarball: $(grep -oE '^test result: ok\. [0-9]+ passed' "$work/$c.log" | awk '{s+=$4} END {print s+0}') tests passed ($(( SECONDS - t0 )) s)"
+  else
+    grep -E '^(test .* FAILED|error|---- )' "$work/$c.log" | head -20
+    cp "$work/$c.log" "$repo/target/package-tests-$c.log"
+    echo "package-check: ${c%-*} from its tarball FAILED (log: target/package-tests-$c.log)"
+    failed+=("${c%-*}")
+  fi
+done
+if [ ${#failed[@]} -eq 0 ]; then
+  echo "package-check: OK — ${#crates[@]} crates packaged, built and tested from their tarballs in $(( SECONDS - start )) s"
+else
+  echo "package-check: FAILED — ${failed[*]} ($(( SECONDS - start )) s)"; exit 1
+fi

@@ -15,7 +15,10 @@ cd "$(dirname "$0")/.."
 python="${MOONCAKE_PYTHON:-.venv/bin/python}"
 [ -x "$python" ] || python=python3
 "$python" -c 'import zmq' 2>/dev/null || { echo "soak: pyzmq missing for $python (python3 -m venv .venv && .venv/bin/pip install -r tests/oracle/requirements.txt)"; exit 3; }
-# MOONCAKE_SOAK_PROFILE=test (scripts/test.sh) reuses the test suite's build instead of a dev build of its own.
-profile=(); [ -z "${MOONCAKE_SOAK_PROFILE:-}" ] || profile=(--profile "$MOONCAKE_SOAK_PROFILE")
-cargo build --quiet --locked "${profile[@]}" -p mooncake-reference --bin mooncake-peer || { echo "soak: mooncake-peer does not build"; exit 3; }
+# MOONCAKE_SOAK_PROFILE=test (scripts/test.sh) reuses the test suite's build instead of a dev build of its own: the
+# same targets as `cargo test --workspace` (built alone, mooncake-reference resolves its dependencies' features
+# differently and two crates would compile again).
+what=(-p mooncake-reference --bin mooncake-peer)
+[ -z "${MOONCAKE_SOAK_PROFILE:-}" ] || what=(--profile "$MOONCAKE_SOAK_PROFILE" --workspace --lib --bins --tests)
+cargo build --quiet --locked "${what[@]}" || { echo "soak: mooncake-peer does not build"; exit 3; }
 exec nice -n "${MOONCAKE_SOAK_NICE:-10}" "$python" tools/soak/soak.py "$@"

@@ -20,14 +20,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
+. scripts/lib/installed.sh
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
 
 tools() {
-  local t=$repo/target/wheel-tools want
-  want=$(sed -n 's/^maturin==//p' tools/wheel/requirements.txt)
-  if ! "$t/bin/maturin" --version 2>/dev/null | grep -q "$want"; then
+  local t=$repo/target/wheel-tools
+  if ! cmp -s "$repo/tools/wheel/requirements.txt" "$t/requirements.txt"; then
     python3 -m venv "$t"
-    "$t/bin/pip" install --quiet --disable-pip-version-check -r tools/wheel/requirements.txt
+    "$t/bin/pip" install --quiet --disable-pip-version-check -r "$repo/tools/wheel/requirements.txt"
+    cp "$repo/tools/wheel/requirements.txt" "$t/requirements.txt"
   fi
   echo "$t/bin"
 }
@@ -44,16 +45,25 @@ build() {
   done
   bin=$(tools)
   local t0=$SECONDS
-  # The test profile's settings under the `dev` name: maturin builds with `cargo rustc`, where `--profile test`
-  # would mean a test harness; the same settings reuse the artifacts already built.
-  [ "$profile" = dev ] && export CARGO_PROFILE_DEV_OPT_LEVEL=1
   cd "$src"
-  # mooncake-peer goes in as a data script (maturin's bin bindings take one package's programs).
-  cargo build --quiet --locked --profile "$profile" -p mooncake-reference --bin mooncake-peer
+  local features=()
+  if [ "$profile" = dev ]; then
+    # The check build is the test build: the test profile's settings under the `dev` name (maturin builds with
+    # `cargo rustc`, where `--profile test` would mean a test harness), and the features `cargo test --workspace`
+    # unified (the wire crate's `testing`, which makes some internals public and changes no behaviour), so nothing
+    # is compiled again. mooncake-peer is the test build's own (`cargo build -p mooncake-reference` alone would
+    # resolve its dependencies' features differently and compile it and mooncake-io again).
+    export CARGO_PROFILE_DEV_OPT_LEVEL=1
+    features=(--features mooncake-wire/testing)
+    cargo build --quiet --locked --profile test --workspace --lib --bins --tests
+  else
+    cargo build --quiet --locked --profile release -p mooncake-reference --bin mooncake-peer
+  fi
   rm -rf target/wheel-data "$out"
   mkdir -p target/wheel-data/scripts
+  # mooncake-peer goes in as a data script (maturin's bin bindings take one package's programs).
   cp "$CARGO_TARGET_DIR/$([ "$profile" = release ] && echo release || echo debug)/mooncake-peer" target/wheel-data/scripts/
-  "$bin/maturin" build --quiet --locked --profile "$profile" --out "$out" > "$out.log" 2>&1 \
+  "$bin/maturin" build --quiet --locked --profile "$profile" "${features[@]}" --out "$out" > "$out.log" 2>&1 \
     || { cat "$out.log"; echo "wheel: maturin build FAILED"; exit 1; }
   local wheel tag
   wheel=$(ls "$out"/*.whl)
@@ -62,9 +72,10 @@ build() {
 }
 
 check() {
-  local wheel tree_bin
+  local wheel tree_bin want ms
   wheel=$(realpath "${1:?wheel.sh check WHEEL}")
   tree_bin=$(realpath "${2:-target/debug/mooncake-conformance}")
+  want=$("$tree_bin" run --list | sed -n '/^$/q;p' | wc -l)
   # A user's machine: a fresh venv, no cargo or rustc on PATH, nothing of this tree.
   tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
   python3 -m venv "$tmp/venv"
@@ -76,32 +87,60 @@ check() {
   "${clean_env[@]}" "$tmp/venv/bin/pip" install --quiet --disable-pip-version-check --no-index "$wheel"
   ms=$(( ($(date +%s%N) - t0) / 1000000 ))
   echo "wheel: installed into a fresh venv in $(( ms / 1000 )).$(( ms % 1000 / 100 )) s"
-  mkdir -p "$tmp/empty" && cd "$tmp/empty"
-  run() { "${clean_env[@]}" "$@"; }
-  want=$("$tree_bin" run --list | sed -n '/^$/q;p' | wc -l)
-  got=$(run mooncake-conformance run --list | sed -n '/^$/q;p' | wc -l)
-  [ "$want" = "$got" ] && [ "$got" -gt 0 ] || { echo "wheel: the installed runner lists $got cases, the tree's $want"; exit 1; }
-  summary=$(run mooncake-conformance run --progress off | tail -1)
-  echo "wheel, installed, from an empty directory: $summary"
-  case "$summary" in *"conformance: $want cases"*"— OK") ;; *) echo "wheel: the installed run did not pass $want cases"; exit 1 ;; esac
-  summary=$(run mooncake-conformance run --progress off --case vllm-0.33.0/a_single_success --testee "mooncake-peer --log error testee" | tail -1)
-  case "$summary" in *"— OK") echo "wheel, the installed mooncake-peer as testee: $summary" ;; *) echo "wheel: the installed mooncake-peer did not pass: $summary"; exit 1 ;; esac
-  run python -m mooncake_wire --version | grep -q '^mooncake-conformance ' || { echo "wheel: python -m mooncake_wire does not run the runner"; exit 1; }
-  run python -m mooncake_wire peer --help > /dev/null || { echo "wheel: python -m mooncake_wire peer --help failed"; exit 1; }
-  run mooncake-peer --help > /dev/null || { echo "wheel: mooncake-peer --help failed"; exit 1; }
-  # extract's default interpreter is the venv's own python3 (no MOONCAKE_PYTHON, and none on the clean PATH would
-  # do: the venv's is found next to the program). A generation-1 request written from the spec's facts.
-  printf 'import msgspec\n\nReqId = str\n\n\nclass MooncakeAgentMetadata(msgspec.Struct, omit_defaults=True, dict=True):\n    remote_hostname: str\n    remote_port: int\n    request_ids: list[ReqId]\n    kv_caches_base_addr: list[int]\n    block_ids: list[list[int]]\n' > proto.py
-  line=$(env -i HOME="$tmp" PATH=/nonexistent "$tmp/venv/bin/mooncake-conformance" extract proto.py --format summary 2> extract.err) \
-    || { cat extract.err; echo "wheel: the installed extract failed with no python3 on PATH"; exit 1; }
-  case "$line" in *"closest bundled revision vllm-0.13.0..0.15.1, "*"wire fingerprint 9d4e3ba94b2e8fad"*) ;; *) echo "wheel: extract did not derive vllm-0.13.0..0.15.1's wire: $line"; exit 1 ;; esac
-  echo "wheel, installed extract with the venv's Python: $line"
-  echo "wheel: OK ($got cases, same as the tree)"
+  # Every case; extract with no python3 on PATH at all (the venv's, beside the program, is found).
+  without_tree "$repo" "installed_checks command_in" \
+    installed_checks wheel "$want" 1 /nonexistent "${clean_env[@]}"
+  "${clean_env[@]}" python -m mooncake_wire --version | grep -q '^mooncake-conformance ' \
+    || { echo "wheel: python -m mooncake_wire does not run the runner"; exit 1; }
+  "${clean_env[@]}" python -m mooncake_wire peer --help > /dev/null \
+    || { echo "wheel: python -m mooncake_wire peer --help failed"; exit 1; }
+  echo "wheel: python -m mooncake_wire runs both programs"
+  hook_check "$wheel"
+}
+
+# The pre-commit hook as vLLM's repository would run it: tools/pre-commit-mirror as a hook repository of its own,
+# pre-commit (pinned in tools/wheel/requirements.txt) making the hook's venv from it and the wheel (PIP_FIND_LINKS
+# stands in for the package index; setuptools, the mirror's build backend, comes from the index), in a scratch
+# repository holding a generation-1 connector file. A commit that adds a required field to the request is
+# refused, the same announced passes, one that stages no connector file skips the hook.
+hook_check() {
+  local wheel=$1 bin work hook vllm f rc out version t0=$SECONDS
+  bin=$(tools)
+  version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$repo/Cargo.toml")
+  grep -q "\"mooncake-wire==$version\"" "$repo/tools/pre-commit-mirror/pyproject.toml" \
+    || { echo "wheel: tools/pre-commit-mirror/pyproject.toml does not pin mooncake-wire==$version"; exit 1; }
+  grep -q "default: mooncake-wire==$version\$" "$repo/action.yml" || { echo "wheel: action.yml's install default is not mooncake-wire==$version"; exit 1; }
+  [ "$(grep '^  files:' "$repo/.pre-commit-hooks.yaml")" = "$(grep '^  files:' "$repo/tools/pre-commit-mirror/.pre-commit-hooks.yaml")" ] \
+    || { echo "wheel: the two .pre-commit-hooks.yaml files match different files"; exit 1; }
+  work=$(mktemp -d)
+  hook=$work/hook vllm=$work/vllm
+  g() { git -C "$1" -c user.name=t -c user.email=t@t -c commit.gpgsign=false "${@:2}"; }
+  cp -r "$repo/tools/pre-commit-mirror" "$hook"
+  g "$hook" init -q && g "$hook" add -A && g "$hook" commit -qm hook
+  f=$vllm/vllm/distributed/kv_transfer/kv_connector/v1/mooncake_connector.py
+  mkdir -p "$(dirname "$f")"
+  printf 'import msgspec\n\nReqId = str\n\n\nclass MooncakeAgentMetadata(msgspec.Struct, omit_defaults=True, dict=True):\n    remote_hostname: str\n    remote_port: int\n    request_ids: list[ReqId]\n    kv_caches_base_addr: list[int]\n    block_ids: list[list[int]]\n' > "$f"
+  printf 'repos:\n- repo: %s\n  rev: %s\n  hooks: [{id: mooncake-wire-review}]\n' "$hook" "$(g "$hook" rev-parse HEAD)" > "$vllm/.pre-commit-config.yaml"
+  g "$vllm" init -q && g "$vllm" add -A && g "$vllm" commit -qm base
+  printf '    remote_engine_id: str\n' >> "$f"
+  g "$vllm" add -A
+  # One hook environment for the three runs (pre-commit keys it by repository and revision).
+  try() { (cd "$vllm" && env PIP_FIND_LINKS="$(dirname "$wheel")" PRE_COMMIT_HOME="$work/cache" "$@" "$bin/pre-commit" run 2>&1); }
+  out=$(try env) && rc=0 || rc=$?
+  case "$rc:$out" in 1:*"Mooncake wire review"*Failed*"breaks a direction"*) ;; *) echo "$out" | tail -30; echo "wheel: the hook did not refuse a breaking commit (exit $rc)"; exit 1 ;; esac
+  out=$(try env MOONCAKE_WIRE_BREAK=1) && rc=0 || rc=$?
+  case "$rc:$out" in 0:*"Mooncake wire review"*Passed*) ;; *) echo "$out" | tail -30; echo "wheel: the hook refused an announced breaking commit (exit $rc)"; exit 1 ;; esac
+  g "$vllm" commit -qm break && echo x > "$vllm/README" && g "$vllm" add -A
+  out=$(try env) && rc=0 || rc=$?
+  case "$rc:$out" in 0:*"Mooncake wire review"*Skipped*) ;; *) echo "$out" | tail -30; echo "wheel: the hook did not skip a commit with no connector file (exit $rc)"; exit 1 ;; esac
+  rm -rf "$work"
+  echo "wheel: the pre-commit hook (tools/pre-commit-mirror, pre-commit $("$bin/pre-commit" --version | cut -d' ' -f2)) installs from the wheel and refuses a breaking commit, passes it announced, skips one with no connector file ($(( SECONDS - t0 )) s)"
 }
 
 case "${1:-}" in
   build) shift; build "$@" ;;
   check) shift; check "$@" ;;
+  hook) shift; hook_check "$(realpath "${1:?wheel.sh hook WHEEL}")" ;;
   -h|--help) sed -n '2,19p' "$0" ;;
   "") build; check target/wheels/*.whl ;;
   *) echo "wheel.sh: unknown command $1 (build, check, or nothing for both)" >&2; exit 2 ;;

@@ -139,6 +139,11 @@ pub const MAX_TE_HANDSHAKE_BYTES: usize = 1 << 20;
 /// engine has no cap of its own beyond the registered buffer; a write must lie inside registered memory anyway.
 pub const MAX_TE_REQUEST_BYTES: usize = 1 << 30;
 
+/// Data connections the reference peer's transfer-engine initiator uses at once towards one target (every
+/// transfer's lanes together; a transfer beyond it waits for lanes). Without it a burst of writes to one decoder
+/// opened four connections per write, over a thousand at once in a test of 10,000 pulls.
+pub const MAX_TE_CONNECTIONS_PER_PEER: usize = 32;
+
 /// How many times in a row a libzmq call interrupted by a signal (`EINTR`) is tried again before the error is
 /// returned (`mooncake_io::interrupted::retry`). A signal storm that long is not a stray `SIGCHLD`.
 pub const MAX_EINTR_RETRIES: usize = 1000;

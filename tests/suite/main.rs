@@ -11,6 +11,7 @@ mod plan_sender;
 mod proto_gen1;
 mod proto_pair;
 mod protocol_doc;
+mod public_api;
 mod sans_io_boundary;
 mod store_keys;
 mod typed_contract;

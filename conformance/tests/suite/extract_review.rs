@@ -1,4 +1,4 @@
-//! The GitHub Action's script (`tools/extract/review.sh`), run locally as the action runs it: on two release
+//! The GitHub Action's script (`python/mooncake_wire/review.sh`), run locally as the action runs it: on two release
 //! trees of the real wheels 0.32.0 and 0.33.0 (when cached, else `SKIPPED`) and on a git repository whose two
 //! commits hold the declarations of those revisions (always), the report's rows must be the committed
 //! `schema/push/diff/vllm-0.32.0__vllm-0.33.0.md` rows, the check must fail unless the break is announced, and a
@@ -29,7 +29,7 @@ fn review(args: &[&str], dir: Option<&Path>) -> (Output, String) {
     let d = TempDir::new("report");
     let out = d.0.join("report.md");
     let mut c = Command::new("bash");
-    c.arg(root().join("tools/extract/review.sh")).args(["--bin", env!("CARGO_BIN_EXE_mooncake-conformance")]);
+    c.arg(root().join("python/mooncake_wire/review.sh")).args(["--bin", env!("CARGO_BIN_EXE_mooncake-conformance")]);
     c.args(args).arg("--out").arg(&out);
     if let Some(d) = dir {
         c.current_dir(d);

@@ -3,12 +3,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use mooncake_wire::limits::MAX_TE_REQUEST_BYTES;
+use mooncake_wire::limits::{MAX_TE_CONNECTIONS_PER_PEER, MAX_TE_REQUEST_BYTES};
 use mooncake_wire::te::data::{Header, Opcode, Status};
 use mooncake_wire::te::handshake::{encode, FrameDecoder, MsgType};
 use mooncake_wire::te::SegmentDesc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::{OnceCell, Semaphore};
 
 use super::strict::{Issue, Issues, Step, REAL_ON_DESCRIPTOR, REAL_ON_HANDSHAKE};
 use super::{timestamp, HANDSHAKE_TIMEOUT, REQUEST_TIMEOUT};
@@ -80,9 +81,21 @@ pub struct EngineClient {
     /// `Some` for a strict client.
     issues: Option<Issues>,
     idle: Arc<Mutex<HashMap<String, Vec<TcpStream>>>>,
+    /// The handshake in flight per segment: callers that arrive while it runs share its result (a burst of
+    /// writes to a new decoder handshakes once, not once per write, which a target refuses beyond a few).
+    handshakes: Arc<Mutex<HashMap<String, Arc<Handshake>>>>,
+    /// Lanes (data connections in use) per data address: at most [`MAX_TE_CONNECTIONS_PER_PEER`].
+    lanes: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
     /// Whether the task that prunes the idle pool every [`PRUNE_EVERY`] runs (started with the first pooled
     /// connection; it ends with the last clone of the client).
     sweeping: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// One handshake's result, shared by every caller that waited for it.
+type Handshake = OnceCell<Result<Arc<SegmentDesc>, TransferError>>;
+
+fn budget() -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(MAX_TE_CONNECTIONS_PER_PEER))
 }
 
 /// How often idle connections are checked for a target that closed them, transfers or not.
@@ -111,11 +124,22 @@ impl EngineClient {
         }
     }
 
-    /// The target's descriptor (handshake on first use).
+    /// The target's descriptor (handshake on first use; callers that ask while it runs wait for it).
     pub async fn segment(&self, session: &str) -> Result<Arc<SegmentDesc>, TransferError> {
         if let Some(d) = self.segments.lock().expect("segments").get(session) {
             return Ok(d.clone());
         }
+        let cell = self.handshakes.lock().expect("handshakes").entry(session.to_string()).or_default().clone();
+        let got = cell.get_or_init(|| self.handshake_once(session)).await.clone();
+        // The next caller after this one finds the descriptor cached, or (it failed) handshakes afresh.
+        let mut inflight = self.handshakes.lock().expect("handshakes");
+        if inflight.get(session).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+            inflight.remove(session);
+        }
+        got
+    }
+
+    async fn handshake_once(&self, session: &str) -> Result<Arc<SegmentDesc>, TransferError> {
         let body = handshake(session).await.inspect_err(|e| {
             self.note(session, Step::Handshake, format!("{e} ({REAL_ON_HANDSHAKE})"), true);
         })?;
@@ -164,7 +188,13 @@ impl EngineClient {
     /// Forgets the descriptor and the idle connections of a segment (the next transfer handshakes again).
     pub fn forget(&self, session: &str) {
         if let Some(d) = self.segments.lock().expect("segments").remove(session) {
-            self.idle.lock().expect("pool").remove(&data_addr(&d, session));
+            let addr = data_addr(&d, session);
+            self.idle.lock().expect("pool").remove(&addr);
+            // Only a budget nobody holds a lane of goes; a transfer still running keeps its own.
+            let mut lanes = self.lanes.lock().expect("lanes");
+            if lanes.get(&addr).is_some_and(|l| Arc::strong_count(l) == 1) {
+                lanes.remove(&addr);
+            }
         }
     }
 
@@ -196,6 +226,9 @@ impl EngineClient {
         self.check_covered(session, &seg, &reqs)?;
         let addr = data_addr(&seg, session);
         let lanes = reqs.len().clamp(1, LANES_PER_PEER);
+        // Held until every lane is done: at most MAX_TE_CONNECTIONS_PER_PEER connections in use towards `addr`.
+        let budget = self.lanes.lock().expect("lanes").entry(addr.clone()).or_insert_with(budget).clone();
+        let _lanes = budget.acquire_many_owned(lanes as u32).await.map_err(|e| TransferError::Io(e.to_string()))?;
         // Every lane's connection is taken before any request goes out, so a batch of N requests always holds
         // min(N, 4) connections (a lane that finished early would otherwise lend its connection to a later
         // one, and the pool would fill only over many transfers, which on the fd count looks like a leak).

@@ -60,6 +60,8 @@ pub struct EngineTarget {
     pub data: SocketAddr,
     tasks: Vec<JoinHandle<()>>,
     connections: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+    /// The most data connections open at once so far (counted as each is accepted).
+    peak: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Drop for EngineTarget {
@@ -131,7 +133,8 @@ impl EngineTarget {
             }
         });
         let connections: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
-        let conns = connections.clone();
+        let (conns, peak) = (connections.clone(), Arc::new(std::sync::atomic::AtomicUsize::new(0)));
+        let most = peak.clone();
         let ds = tokio::spawn(async move {
             loop {
                 let (s, _) = accept(&data).await;
@@ -144,9 +147,10 @@ impl EngineTarget {
                 let _ = s.set_nodelay(true);
                 let h = tokio::spawn(serve_data(s, m2.clone()));
                 c.push(h.abort_handle());
+                most.fetch_max(c.len(), std::sync::atomic::Ordering::Relaxed);
             }
         });
-        Ok(EngineTarget { rpc: rpc_addr, data: data_addr, tasks: vec![hs, ds], connections })
+        Ok(EngineTarget { rpc: rpc_addr, data: data_addr, tasks: vec![hs, ds], connections, peak })
     }
 
     /// Binds both listeners on `host` (`rpc_port` 0: any) and serves `mem`.
@@ -159,6 +163,12 @@ impl EngineTarget {
     /// The segment (session) name: `host:rpc_port`.
     pub fn session(&self) -> String {
         format!("{}:{}", self.rpc.ip(), self.rpc.port())
+    }
+
+    /// The most data connections that were open at once so far (a connection counts until the target sees it
+    /// closed).
+    pub fn peak_data_connections(&self) -> usize {
+        self.peak.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

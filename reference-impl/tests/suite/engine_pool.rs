@@ -67,3 +67,36 @@ async fn connections_to_a_target_that_exited_leave_the_pool() {
     c.transfer(&live.session(), four_writes()).await.expect("writes after the pruning");
     assert_eq!(c.idle_connections(), 4, "the pool holds at most four connections per target");
 }
+
+/// A burst of transfers to one segment a client has not met yet (a prefiller that just got hundreds of pulls
+/// for a new decoder): one handshake, and no more data connections open at once than the client's budget. Before,
+/// every transfer handshook on its own and opened its own lanes; under load the target refused handshakes beyond
+/// its per-host limit and the writes failed ("Mooncake transfer engine returned -1" in a test of 10,000 pulls).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_transfers_handshakes_once_and_keeps_to_the_connection_budget() {
+    use mooncake_reference::engine::PeerLog;
+    use mooncake_wire::limits::MAX_TE_CONNECTIONS_PER_PEER;
+    let peers = PeerLog::default();
+    let rpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let data = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let target = EngineTarget::start_logged(rpc, data, memory(), peers.clone()).expect("target");
+    let c = EngineClient::new();
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..400 {
+        let (c, session) = (c.clone(), target.session());
+        set.spawn(async move { c.transfer(&session, four_writes()).await });
+    }
+    let mut failed = vec![];
+    while let Some(r) = set.join_next().await {
+        if let Err(e) = r.expect("transfer task") {
+            failed.push(e.to_string());
+        }
+    }
+    assert!(failed.is_empty(), "{} of 400 transfers failed, the first: {}", failed.len(), failed[0]);
+    assert_eq!(peers.lock().expect("peer log").len(), 1, "one handshake for the whole burst");
+    // The client holds at most the budget in use and LANES_PER_PEER idle; the target counts a connection until
+    // it has seen it closed, so a few the client just closed may still count: twice the budget is the bound
+    // (without the budget the burst opened hundreds).
+    let peak = target.peak_data_connections();
+    assert!(peak <= 2 * MAX_TE_CONNECTIONS_PER_PEER, "{peak} data connections open at once");
+}

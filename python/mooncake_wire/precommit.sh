@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The pre-commit hook (.pre-commit-hooks.yaml): the wire diff between HEAD and the work tree (pre-commit has
+# The pre-commit hook (`python -m mooncake_wire precommit`; tools/pre-commit-mirror/): the wire diff between HEAD and the work tree (pre-commit has
 # stashed what is not staged, so the work tree is what the commit will hold). MOONCAKE_WIRE_BREAK=1 announces
-# an intended breaking change. Exit codes as tools/extract/review.sh.
+# an intended breaking change. Exit codes as review.sh (beside this file).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 announced=()

@@ -2,9 +2,9 @@
 # Reviews a wire change of vLLM's MooncakeConnector straight from vLLM's source: both sides are extracted
 # (`mooncake-conformance extract`, static reading, no vLLM import) and compared (`mooncake-conformance diff`);
 # the Markdown report is what the GitHub Action (action.yml) posts on the pull request and what the pre-commit
-# hook (.pre-commit-hooks.yaml) prints.
+# hook prints. Shipped in the wheel (`python -m mooncake_wire review ARGS` runs it).
 #
-# Usage: tools/extract/review.sh (--old SRC | --old-ref REF) --new SRC [--out FILE] [--announced]
+# Usage: python -m mooncake_wire review (--old SRC | --old-ref REF) --new SRC [--out FILE] [--announced]
 #                                [--bin PATH] [--python PY]
 #   SRC          a vLLM checkout, the connector's package folder, a .py file or a wheel
 #   --old-ref    a commit of the vLLM repository that --new is a work tree of (the pull request's base): its
