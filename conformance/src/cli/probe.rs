@@ -28,7 +28,7 @@ use super::seconds;
 /// Bounds: every request (the query, each TCP connect, each reply awaited, the handshake) waits at most
 /// --timeout; workers are probed 16 at a time, so one worker costs at most (messages + 1) × --timeout.
 #[derive(clap::Args)]
-#[command(after_help = concat!("Exit codes: 0 = healthy; 1 = a finding (an unreachable or silent worker, answers that fit no revision, a duplicate or missing registration, an incompatible pair, an engine problem); 2 = bad usage; 3 = a bootstrap server cannot be reached (or gives no answer within --timeout).", "\n\nExamples:\n  mooncake-conformance probe --plan\n  mooncake-conformance probe --bootstrap http://10.0.0.1:8998 --decoder-revision 0.33.0 --engine 10.0.0.2:17000"))]
+#[command(after_help = concat!("Exit codes: 0 = healthy; 1 = a finding (an unreachable or silent worker, answers that fit no revision, a duplicate or missing registration, an incompatible or unsure pair, an engine problem); 2 = bad usage; 3 = a bootstrap server cannot be reached (or gives no answer within --timeout), or `--decoder-revision local` finds no vLLM.", "\n\nExamples:\n  mooncake-conformance probe --plan\n  mooncake-conformance probe --bootstrap http://10.0.0.1:8998 --decoder-revision 0.33.0 --engine 10.0.0.2:17000"))]
 pub(crate) struct ProbeArgs {
     /// A bootstrap server (http://HOST:PORT); may be repeated, one per prefill instance (each vLLM prefill
     /// instance runs its own).
