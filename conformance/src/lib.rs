@@ -55,6 +55,7 @@ pub mod matrix;
 pub mod oracle;
 pub mod outcome;
 pub mod play;
+pub mod probe;
 mod reply;
 pub mod report;
 pub mod role;

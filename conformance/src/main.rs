@@ -27,6 +27,7 @@ fn main() -> ExitCode {
         Cmd::Matrix(args) => cli::matrix::exec(args),
         Cmd::Run(args) => cli::run::exec(args),
         Cmd::Tap(args) => cli::tap::exec(args),
+        Cmd::Probe(args) => cli::probe::exec(args),
         Cmd::Replay(args) => cli::replay::exec(args),
         Cmd::Hash(args) => cli::hash::exec(args),
         Cmd::Key(args) => cli::key::exec(args),

@@ -344,6 +344,127 @@ def replay_listen(ctx, name):
         run.stop()
 
 
+def probe_env():
+    env = dict(os.environ, VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT=str(MODEL["abort_timeout_s"]), VLLM_HOST_IP="127.0.0.1",
+               VLLM_TARGET_DEVICE="cpu", CUDA_VISIBLE_DEVICES="", TOKENIZERS_PARALLELISM="false",
+               PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", GLOG_minloglevel="1")
+    env.pop("MOONCAKE_REAL_ENGINE", None)  # no bytes move: the recorder's fake engine
+    return env
+
+
+def release_path(a, rel):
+    """PYTHONPATH entries that make the recorder environment import vLLM `rel`: nothing for its own release, else
+    the release's package installed --no-deps under the recorder cache (scripts/record.sh makes them); None when
+    absent."""
+    if rel == a.env_release:
+        return [HERE]
+    overlay = os.path.join(a.record_cache, f"vllm-{rel}")
+    return [overlay, HERE] if os.path.isfile(os.path.join(overlay, ".complete")) else None
+
+
+def probe_deployment(a, log_dir, name, instances, decoder=None):
+    """Starts each prefill instance (engine id, vLLM release, TP size, kv_lease_duration, the (revision, leases)
+    probe must report) with its release's own MooncakeBootstrapServer, runs one `mooncake-conformance probe` over
+    all of them and checks that each worker is reported as exactly its release. Returns (ok, table text)."""
+    zygotes, runs, urls, want = {}, [], [], {}
+    try:
+        for inst, rel, tp, lease, expect in instances:
+            if rel not in zygotes:
+                zdir = os.path.join(log_dir, f"{name}-zygote-{rel}")
+                os.makedirs(zdir, exist_ok=True)
+                z = record.Zygote(a.python, dict(probe_env(), PYTHONPATH=os.pathsep.join(release_path(a, rel))), zdir)
+                zygotes[rel] = z
+                got = z.wait_ready()["vllm_version"]
+                if got != rel:
+                    raise Fail(f"the {rel} zygote imports vLLM {got}")
+            port = record.free_port()
+            # Releases before `bootstrap_server_address` find their server through the environment.
+            run = Run(zygotes[rel], log_dir, f"{name}-{inst}", {"VLLM_MOONCAKE_BOOTSTRAP_PORT": str(port)})
+            runs.append(run)
+            run.vllm("bootstrap", "bootstrap").cmd("init", args={"port": port})
+            for r in range(tp):
+                args = worker_args("kv_producer", inst, r, tp, port)
+                if lease is not None:
+                    args["kv_lease_s"] = lease
+                run.vllm("prefiller", f"prefiller{r}", args).cmd("register", timeout=40, limit=30)
+            urls.append(f"http://127.0.0.1:{port}")
+            want[inst] = expect
+        cmd = [a.cli, "probe", "--timeout", "3"] + (["--decoder-revision", decoder] if decoder else [])
+        for u in urls:
+            cmd += ["--bootstrap", u]
+        text = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        rep = json.loads(subprocess.run(cmd + ["--json"], capture_output=True, text=True, timeout=300).stdout)
+        for w in rep["workers"]:
+            ids = {(i["revision"], i["leases"]) for i in (w.get("identification") or {}).get("identities", [])}
+            expect = want[w["worker"]["engine_id"]]
+            # identify() returns every identity that answers as the worker did: holding the expected one, it is
+            # exactly that one's class (conformance/tests/suite/probe.rs: classes are the revisions of one wire).
+            if expect not in ids:
+                raise Fail(f"{w['worker']['engine_id']} tp {w['worker']['tp_rank']}: probe says {sorted(ids)}, "
+                           f"expected {expect}")
+        workers = sum(tp for _, _, tp, _, _ in instances)
+        if len(rep["workers"]) != workers:
+            raise Fail(f"{len(rep['workers'])} workers in the probe's tables, expected {workers}: {text.stdout}")
+        return True, text
+    finally:
+        for run in runs:
+            run.stop()
+        for z in zygotes.values():
+            z.stop()
+
+
+def probe_mixed(a, log_dir):
+    """`mooncake-conformance probe` against vLLM's own processes: a vLLM 0.33.0 prefill instance (TP 2) and two
+    vLLM 0.34.0 ones (kv_lease_duration unset, and 30 s), each with its release's own MooncakeBootstrapServer, all
+    asked in one probe with --decoder-revision 0.33.0. The table is printed (README, "Probe a running
+    deployment")."""
+    name = "probe-mixed-0.33.0-0.34.0"
+    if release_path(a, "0.34.0") is None:
+        print(f"SKIPPED: {name} — no vLLM 0.34.0 package under {a.record_cache} (scripts/vllm-interop.sh installs it)",
+              flush=True)
+        return True
+    instances = [("prefill-a", "0.33.0", 2, None, ("vllm-0.33.0", None)),
+                 ("prefill-b", "0.34.0", 1, None, ("vllm-0.34.0", False)),
+                 ("prefill-c", "0.34.0", 1, 30, ("vllm-0.34.0", True))]
+    try:
+        ok, text = probe_deployment(a, log_dir, name, instances, decoder="0.33.0")
+        print(text.stdout, end="", flush=True)
+        print(f"PASS {name} — 4 workers of vLLM's own 0.33.0 and 0.34.0 processes, each reported as its release "
+              f"(0.34.0 with leases off and on); probe exit {text.returncode}", flush=True)
+        return ok
+    except (Fail, record.RecordError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
+        print(f"FAIL {name} — {e!r} (logs: {log_dir})", flush=True)
+        return False
+
+
+# The first release of each generation-2 spec revision (the recorder's releases).
+PROBE_RELEASES = {"0.16.0": "vllm-0.16.0..0.18.1", "0.19.0": "vllm-0.19.0..0.19.1", "0.20.0": "vllm-0.20.0..0.23.0",
+                  "0.24.0": "vllm-0.24.0", "0.25.0": "vllm-0.25.0..0.25.1", "0.28.0": "vllm-0.26.0..0.28.0",
+                  "0.29.0": "vllm-0.29.0", "0.30.0": "vllm-0.30.0", "0.31.0": "vllm-0.31.0", "0.32.0": "vllm-0.32.0",
+                  "0.33.0": "vllm-0.33.0", "0.34.0": "vllm-0.34.0"}
+
+
+def probe_releases(a, log_dir):
+    """One prefill instance of every generation-2 release the recorder cache holds, vLLM's own processes, each with
+    its own bootstrap server; one probe over all: each worker's range holds its release's revision."""
+    name = "probe-releases"
+    have = [r for r in PROBE_RELEASES if release_path(a, r) is not None]
+    for r in PROBE_RELEASES:
+        if r not in have:
+            print(f"SKIPPED: {name} {r} — no vLLM {r} package under {a.record_cache} (scripts/record.sh --release {r} "
+                  f"installs it)", flush=True)
+    instances = [(f"p-{r}", r, 1, None, (PROBE_RELEASES[r], False if r == "0.34.0" else None)) for r in have]
+    try:
+        ok, text = probe_deployment(a, log_dir, name, instances)
+        print(text.stdout, end="", flush=True)
+        print(f"PASS {name} — vLLM's own prefillers of {len(have)} releases ({', '.join(have)}), each in a range "
+              f"holding its revision and no other wire; probe exit {text.returncode}", flush=True)
+        return ok
+    except (Fail, record.RecordError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
+        print(f"FAIL {name} — {e!r} (logs: {log_dir})", flush=True)
+        return False
+
+
 PAIRINGS = {
     "vllm-prefiller->vllm-decoder": dict(p_kind="vllm", d_kind="vllm", b_kind="vllm"),
     "rust-prefiller->vllm-decoder": dict(p_kind="rust", d_kind="vllm", b_kind="vllm"),
@@ -363,15 +484,25 @@ def main():
     ap.add_argument("--cli", required=True, help="the mooncake-conformance binary")
     ap.add_argument("--only", action="append", default=[], help="run only this pairing (repeatable)")
     ap.add_argument("--log-dir", default=None)
+    ap.add_argument("--record-cache", default=os.environ.get("MOONCAKE_RECORD_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "mooncake-wire", "record"),
+                    help="the recorder cache: other releases' vLLM packages, installed --no-deps, for the probe entries")
     a = ap.parse_args()
     log_dir = a.log_dir or os.path.join("/tmp", f"mooncake-interop-logs-{os.getpid()}")
     os.makedirs(log_dir, exist_ok=True)
+    a.env_release = subprocess.run([a.python, "-c", "import importlib.metadata as m; print(m.version('vllm'))"],
+                                   capture_output=True, text=True).stdout.strip()
+    ok = True
+    for entry, f in (("probe-mixed", probe_mixed), ("probe-releases", probe_releases)):
+        if not a.only or entry in a.only:
+            ok &= f(a, log_dir)
+    if a.only and all(x.startswith("probe-") for x in a.only):
+        sys.exit(0 if ok else 1)
     env = dict(os.environ, PYTHONPATH=HERE, MOONCAKE_REAL_ENGINE="1",
                VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT=str(MODEL["abort_timeout_s"]), VLLM_HOST_IP="127.0.0.1",
                VLLM_TARGET_DEVICE="cpu", CUDA_VISIBLE_DEVICES="", TOKENIZERS_PARALLELISM="false",
                PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", GLOG_minloglevel="1")
     zygote = record.Zygote(a.python, env, log_dir)
-    ok = True
     try:
         info = zygote.wait_ready()
         print(f"== vLLM {info['vllm_version']} (real MooncakeConnector, real Transfer Engine over TCP); logs in {log_dir}",

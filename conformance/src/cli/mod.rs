@@ -18,6 +18,7 @@ pub(crate) mod hash;
 pub(crate) mod key;
 pub(crate) mod matrix;
 pub(crate) mod output;
+pub(crate) mod probe;
 pub(crate) mod replay;
 pub(crate) mod run;
 pub(crate) mod tap;
@@ -53,6 +54,7 @@ pub(crate) enum Cmd {
     Matrix(matrix::MatrixArgs),
     Run(run::RunArgs),
     Tap(tap::TapArgs),
+    Probe(probe::ProbeArgs),
     Replay(replay::ReplayArgs),
     Hash(hash::HashArgs),
     Key(key::KeyArgs),

@@ -25,6 +25,7 @@ mod matrix;
 mod mutation;
 mod plan_vectors;
 mod plan_vectors_regen;
+mod probe;
 mod pull_traces;
 mod pull_vectors;
 mod push_vectors_regen;
