@@ -34,6 +34,7 @@
 //! ```
 
 pub mod bundled;
+pub mod capture;
 mod canonical;
 pub mod case_id;
 mod checks;
@@ -41,6 +42,7 @@ pub mod conversation;
 mod counterpart;
 pub mod crossver;
 pub mod derive;
+pub mod dissector;
 pub mod expected;
 pub mod extract;
 pub mod extractcmd;
