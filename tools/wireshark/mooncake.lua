@@ -29,18 +29,18 @@ local REVISIONS = {
 }
 
 local MESSAGES = {
-{ revs = { 1, 2 }, name = "GetMetaMsg", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeAgentMetadata", name = "GetMetaMsg", kind = "tuple", array_like = false, fields = {
+{ revs = { 1, 2 }, name = "GetMetaMsg", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeAgentMetadata", kind = "tuple", array_like = false, fields = {
     { name = "tag", ty = "bytes", req = true, default = "required", doc = "A msgpack bin; a str tag would not match.", type = { k = "bytes" }, const = "\"6765745f6d6574615f6d7367\"" },
     { name = "unused", ty = "str", req = true, default = "required", doc = "Always the empty string.", type = { k = "str" } },
   } },
-{ revs = { 1 }, name = "MooncakeAgentMetadata", encoding = "msgpack", from = "prefiller", to = "decoder", answered_by = nil, name = "MooncakeAgentMetadata", kind = "map", array_like = false, fields = {
+{ revs = { 1 }, name = "MooncakeAgentMetadata", encoding = "msgpack", from = "prefiller", to = "decoder", answered_by = nil, kind = "map", array_like = false, fields = {
     { name = "engine_id", ty = "EngineId", req = true, default = "required", doc = "The prefiller's engine id; the decoder keys its tables by it.", type = { k = "str" } },
     { name = "te_rpc_port", ty = "int", req = true, default = "required", doc = "The prefiller worker's TransferEngine RPC port (session = local_ip:te_rpc_port).", type = { k = "int" } },
     { name = "kv_caches_base_addr", ty = "list[int]", req = true, default = "required", doc = "Base address of each registered KV region (K and V of every layer).", type = { k = "list", e = { k = "int" } } },
     { name = "num_blocks", ty = "int", req = true, default = "required", doc = "Blocks per region.", type = { k = "int" } },
     { name = "local_ip", ty = "str", req = false, default = "''", doc = "The prefiller worker's IP (get_ip()).", type = { k = "str" } },
   } },
-{ revs = { 1, 2 }, name = "DoneRecvingMsg", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "Ack", name = "DoneRecvingMsg", kind = "tuple", array_like = false, fields = {
+{ revs = { 1, 2 }, name = "DoneRecvingMsg", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "Ack", kind = "tuple", array_like = false, fields = {
     { name = "tag", ty = "bytes", req = true, default = "required", doc = "A msgpack bin.", type = { k = "bytes" }, const = "\"646f6e655f72656376696e675f6d7367\"" },
     { name = "request_id", ty = "ReqId", req = true, default = "required", doc = "The prefiller's request id.", type = { k = "str" } },
     { name = "remote_port_send_num", ty = "dict[HandshakePort, RemotePortInfo]", req = true, default = "required", doc = "Per prefiller handshake port, how many done messages it must count before freeing; empty = free on the first.", type = { k = "dict", key = { k = "int" }, val = { k = "struct", s = { name = "RemotePortInfo", kind = "map", array_like = false, fields = {
@@ -49,7 +49,7 @@ local MESSAGES = {
   } } } } },
   } },
 { revs = { 1, 2 }, name = "Ack", encoding = "raw", from = "prefiller", to = "decoder", answered_by = nil, constants = { { name = "ACK", bytes = "ACK", doc = "Not MessagePack: the three bytes 41 43 4b. Anything else makes the decoder raise." }, } },
-{ revs = { 2 }, name = "MooncakeAgentMetadata", encoding = "msgpack", from = "prefiller", to = "decoder", answered_by = nil, name = "MooncakeAgentMetadata", kind = "map", array_like = false, fields = {
+{ revs = { 2 }, name = "MooncakeAgentMetadata", encoding = "msgpack", from = "prefiller", to = "decoder", answered_by = nil, kind = "map", array_like = false, fields = {
     { name = "engine_id", ty = "EngineId", req = true, default = "required", doc = "The prefiller's engine id; the decoder keys its tables by it.", type = { k = "str" } },
     { name = "te_rpc_port", ty = "int", req = true, default = "required", doc = "The prefiller worker's TransferEngine RPC port (session = local_ip:te_rpc_port).", type = { k = "int" } },
     { name = "kv_group2layeridx", ty = "dict[int, tuple[dict[str, any], list[int]]]", req = true, default = "required", doc = "KV-cache group \226\134\146 (spec description with kv_cache_spec_type, ..., the group's layer indices). The decoder requires it equal to its own.", type = { k = "dict", key = { k = "int" }, val = { k = "tuple", items = { { k = "dict", key = { k = "str" }, val = { k = "any" } }, { k = "list", e = { k = "int" } } } } } },
@@ -62,10 +62,10 @@ local MESSAGES = {
     { name = "local_ip", ty = "str", req = false, default = "''", doc = "The prefiller worker's IP (get_ip()).", type = { k = "str" } },
     { name = "handshake_port", ty = "int", req = false, default = "0", doc = "The prefiller worker's side-channel port.", type = { k = "int" } },
   } },
-{ revs = { 3 }, name = "GetMetaMsg", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeTransferMetadataGroups", name = "GetMetaMsg", kind = "tuple", array_like = false, fields = {
+{ revs = { 3 }, name = "GetMetaMsg", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeTransferMetadataGroups", kind = "tuple", array_like = false, fields = {
     { name = "tag", ty = "bytes", req = true, default = "required", doc = "A msgpack bin.", type = { k = "bytes" }, const = "\"6765745f6d6574615f6d7367\"" },
   } },
-{ revs = { 3 }, name = "MooncakeTransferMetadataGroups", encoding = "msgpack", from = "prefiller", to = "decoder", answered_by = nil, name = "MooncakeTransferMetadataGroups", kind = "map", array_like = false, fields = {
+{ revs = { 3 }, name = "MooncakeTransferMetadataGroups", encoding = "msgpack", from = "prefiller", to = "decoder", answered_by = nil, kind = "map", array_like = false, fields = {
     { name = "engine_id", ty = "EngineId", req = true, default = "required", doc = "Must equal the remote_engine_id the decoder expects.", type = { k = "str" } },
     { name = "scheduler_host", ty = "str", req = true, default = "required", doc = "The prefiller scheduler's side-channel host.", type = { k = "str" } },
     { name = "scheduler_port", ty = "int", req = true, default = "required", doc = "The prefiller scheduler's side-channel port.", type = { k = "int" } },
@@ -93,12 +93,12 @@ local MESSAGES = {
   } } } } },
   } } } } },
   } },
-{ revs = { 3 }, name = "DoneRecvingMsg", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "Ack", name = "DoneRecvingMsg", kind = "tuple", array_like = false, fields = {
+{ revs = { 3 }, name = "DoneRecvingMsg", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "Ack", kind = "tuple", array_like = false, fields = {
     { name = "tag", ty = "bytes", req = true, default = "required", doc = "A msgpack bin.", type = { k = "bytes" }, const = "\"646f6e655f72656376696e675f6d7367\"" },
     { name = "request_id", ty = "ReqId", req = true, default = "required", doc = "The prefiller's request id; the prefiller also accepts it before its own request_finished and applies it later.", type = { k = "str" } },
   } },
 { revs = { 3 }, name = "Ack", encoding = "raw", from = "prefiller", to = "decoder", answered_by = nil, constants = { { name = "ACK", bytes = "ACK", doc = "Not MessagePack: the bytes 41 43 4b. A repeated completion for a freed request is acknowledged too." }, } },
-{ revs = { 4 }, name = "MooncakeAgentMetadata", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "TransferReply", name = "MooncakeAgentMetadata", kind = "map", array_like = false, fields = {
+{ revs = { 4 }, name = "MooncakeAgentMetadata", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "TransferReply", kind = "map", array_like = false, fields = {
     { name = "remote_hostname", ty = "str", req = true, default = "required", doc = "Decoder worker IP.", type = { k = "str" } },
     { name = "remote_port", ty = "int", req = true, default = "required", doc = "Decoder's TransferEngine RPC port.", type = { k = "int" } },
     { name = "request_ids", ty = "list[ReqId]", req = true, default = "required", doc = "Requests to pull.", type = { k = "list", e = { k = "str" } } },
@@ -106,7 +106,7 @@ local MESSAGES = {
     { name = "block_ids", ty = "list[list[int]]", req = true, default = "required", doc = "Destination block ids, parallel to request_ids.", type = { k = "list", e = { k = "list", e = { k = "int" } } } },
   } },
 { revs = { 4 }, name = "TransferReply", encoding = "raw", from = "prefiller", to = "decoder", answered_by = nil, constants = { { name = "trans_done", bytes = "trans_done", doc = "Success; also sent when the request id is unknown to the prefiller." }, { name = "trans_error", bytes = "trans_error", doc = "Decoding or transferring failed." }, } },
-{ revs = { 5 }, name = "MooncakeXferMetadata", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeXferResponse", name = "MooncakeXferMetadata", kind = "map", array_like = false, fields = {
+{ revs = { 5 }, name = "MooncakeXferMetadata", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeXferResponse", kind = "map", array_like = false, fields = {
     { name = "remote_hostname", ty = "str", req = true, default = "required", doc = "Decoder worker IP (get_ip()).", type = { k = "str" } },
     { name = "remote_port", ty = "int", req = true, default = "required", doc = "Decoder's TransferEngine RPC port (not a ZMQ port).", type = { k = "int" } },
     { name = "remote_tp_size", ty = "int", req = true, default = "required", doc = "Decoder TP world size.", type = { k = "int" } },
@@ -114,13 +114,13 @@ local MESSAGES = {
     { name = "req_blocks", ty = "dict[ReqId, tuple[TransferId, list[int]]]", req = true, default = "required", doc = "Decoder request id \226\134\146 (transfer id, destination block ids).", type = { k = "dict", key = { k = "str" }, val = { k = "tuple", items = { { k = "str" }, { k = "list", e = { k = "int" } } } } } },
     { name = "kv_caches_base_addr", ty = "list[int]", req = true, default = "required", doc = "Base address of each registered decoder KV region.", type = { k = "list", e = { k = "int" } } },
   } },
-{ revs = { 5, 6, 7, 8, 9, 10, 11, 12, 13, 14 }, name = "MooncakeXferResponse", encoding = "msgpack", from = "prefiller", to = "decoder", answered_by = nil, name = "MooncakeXferResponse", kind = "map", array_like = false, fields = {
+{ revs = { 5, 6, 7, 8, 9, 10, 11, 12, 13, 14 }, name = "MooncakeXferResponse", encoding = "msgpack", from = "prefiller", to = "decoder", answered_by = nil, kind = "map", array_like = false, fields = {
     { name = "status", ty = "MooncakeXferResponseStatus", req = true, default = "required", doc = "See the status enum.", type = { k = "enum", name = "MooncakeXferResponseStatus", members = { [0] = { name = "FINISH", terminal = true }, [1] = { name = "CONTINUE", terminal = false }, [2] = { name = "ERROR", terminal = true } } } },
     { name = "ok_reqs", ty = "optional[list[ReqId]]", req = false, default = "None", doc = "Decoder request ids written (or with nothing to write) in this round.", type = { k = "opt", e = { k = "list", e = { k = "str" } } } },
     { name = "err_reqs", ty = "optional[list[ReqId]]", req = false, default = "None", doc = "Decoder request ids that failed in this round.", type = { k = "opt", e = { k = "list", e = { k = "str" } } } },
     { name = "err_msg", ty = "optional[str]", req = false, default = "None", doc = "Free-text reason.", type = { k = "opt", e = { k = "str" } } },
   } },
-{ revs = { 6 }, name = "MooncakeXferMetadata", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeXferResponse", name = "MooncakeXferMetadata", kind = "map", array_like = false, fields = {
+{ revs = { 6 }, name = "MooncakeXferMetadata", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeXferResponse", kind = "map", array_like = false, fields = {
     { name = "remote_hostname", ty = "str", req = true, default = "required", doc = "Decoder worker IP (get_ip()).", type = { k = "str" } },
     { name = "remote_port", ty = "int", req = true, default = "required", doc = "Decoder's TransferEngine RPC port (not a ZMQ port).", type = { k = "int" } },
     { name = "remote_tp_size", ty = "int", req = true, default = "required", doc = "Decoder TP world size.", type = { k = "int" } },
@@ -129,7 +129,7 @@ local MESSAGES = {
     { name = "kv_caches_base_addr", ty = "list[int]", req = true, default = "required", doc = "Base address of each registered decoder KV region.", type = { k = "list", e = { k = "int" } } },
     { name = "block_lens", ty = "list[int]", req = true, default = "required", doc = "Byte stride between consecutive blocks of each region.", type = { k = "list", e = { k = "int" } } },
   } },
-{ revs = { 7 }, name = "MooncakeXferMetadata", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeXferResponse", name = "MooncakeXferMetadata", kind = "map", array_like = false, fields = {
+{ revs = { 7 }, name = "MooncakeXferMetadata", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeXferResponse", kind = "map", array_like = false, fields = {
     { name = "remote_hostname", ty = "str", req = true, default = "required", doc = "Decoder worker IP (get_ip()).", type = { k = "str" } },
     { name = "remote_port", ty = "int", req = true, default = "required", doc = "Decoder's TransferEngine RPC port (not a ZMQ port).", type = { k = "int" } },
     { name = "remote_tp_size", ty = "int", req = true, default = "required", doc = "Decoder TP world size.", type = { k = "int" } },
@@ -138,7 +138,7 @@ local MESSAGES = {
     { name = "kv_caches_base_addr", ty = "list[int]", req = true, default = "required", doc = "Base address of each registered decoder KV region.", type = { k = "list", e = { k = "int" } } },
     { name = "block_lens", ty = "list[int]", req = true, default = "required", doc = "Byte stride between consecutive blocks of each region.", type = { k = "list", e = { k = "int" } } },
   } },
-{ revs = { 8 }, name = "MooncakeXferMetadata", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeXferResponse", name = "MooncakeXferMetadata", kind = "map", array_like = false, fields = {
+{ revs = { 8 }, name = "MooncakeXferMetadata", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeXferResponse", kind = "map", array_like = false, fields = {
     { name = "remote_hostname", ty = "str", req = true, default = "required", doc = "Decoder worker IP (get_ip()).", type = { k = "str" } },
     { name = "remote_port", ty = "int", req = true, default = "required", doc = "Decoder's TransferEngine RPC port (not a ZMQ port).", type = { k = "int" } },
     { name = "remote_tp_size", ty = "int", req = true, default = "required", doc = "Decoder TP world size.", type = { k = "int" } },
@@ -149,7 +149,7 @@ local MESSAGES = {
     { name = "registered_layer_names", ty = "list[str]", req = false, default = "list()", doc = "Layer name per region (repeated when a layer has several regions).", type = { k = "list", e = { k = "str" } } },
     { name = "registered_layer_indices", ty = "list[int]", req = false, default = "list()", doc = "Layer index per region.", type = { k = "list", e = { k = "int" } } },
   } },
-{ revs = { 9, 10, 11 }, name = "MooncakeXferMetadata", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeXferResponse", name = "MooncakeXferMetadata", kind = "map", array_like = false, fields = {
+{ revs = { 9, 10, 11 }, name = "MooncakeXferMetadata", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeXferResponse", kind = "map", array_like = false, fields = {
     { name = "remote_hostname", ty = "str", req = true, default = "required", doc = "Decoder worker IP (get_ip()).", type = { k = "str" } },
     { name = "remote_port", ty = "int", req = true, default = "required", doc = "Decoder's TransferEngine RPC port (not a ZMQ port).", type = { k = "int" } },
     { name = "remote_tp_size", ty = "int", req = true, default = "required", doc = "Decoder TP world size.", type = { k = "int" } },
@@ -162,7 +162,7 @@ local MESSAGES = {
     { name = "registered_layer_indices", ty = "list[int]", req = false, default = "list()", doc = "Layer index per region.", type = { k = "list", e = { k = "int" } } },
     { name = "registered_group_indices", ty = "list[int]", req = false, default = "list()", doc = "KV transfer group per region; -1 marks a region shared by several groups.", type = { k = "list", e = { k = "int" } } },
   } },
-{ revs = { 12, 13 }, name = "MooncakeXferMetadata", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeXferResponse", name = "MooncakeXferMetadata", kind = "map", array_like = false, fields = {
+{ revs = { 12, 13 }, name = "MooncakeXferMetadata", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeXferResponse", kind = "map", array_like = false, fields = {
     { name = "remote_hostname", ty = "str", req = true, default = "required", doc = "Decoder worker IP (get_ip()).", type = { k = "str" } },
     { name = "remote_port", ty = "int", req = true, default = "required", doc = "Decoder's TransferEngine RPC port (not a ZMQ port).", type = { k = "int" } },
     { name = "remote_tp_size", ty = "int", req = true, default = "required", doc = "Decoder TP world size.", type = { k = "int" } },
@@ -176,7 +176,7 @@ local MESSAGES = {
     { name = "registered_group_indices", ty = "list[int]", req = false, default = "list()", doc = "KV transfer group per region; -1 marks a region shared by several groups.", type = { k = "list", e = { k = "int" } } },
     { name = "remote_pp_size", ty = "int", req = false, default = "1", doc = "Decoder PP size (omitted when 1).", type = { k = "int" } },
   } },
-{ revs = { 14 }, name = "MooncakeXferMetadata", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeXferResponse", name = "MooncakeXferMetadata", kind = "map", array_like = false, fields = {
+{ revs = { 14 }, name = "MooncakeXferMetadata", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeXferResponse", kind = "map", array_like = false, fields = {
     { name = "remote_hostname", ty = "str", req = true, default = "required", doc = "Decoder worker IP (get_ip()).", type = { k = "str" } },
     { name = "remote_port", ty = "int", req = true, default = "required", doc = "Decoder's TransferEngine RPC port (not a ZMQ port).", type = { k = "int" } },
     { name = "remote_tp_size", ty = "int", req = true, default = "required", doc = "Decoder TP world size.", type = { k = "int" } },
@@ -192,7 +192,7 @@ local MESSAGES = {
     { name = "registered_row_offsets", ty = "list[int]", req = false, default = "list()", doc = "Byte offset of a packed-row view inside its block row; -1 = not a packed-row view.", type = { k = "list", e = { k = "int" } } },
     { name = "remote_pp_size", ty = "int", req = false, default = "1", doc = "Decoder PP size (omitted when 1).", type = { k = "int" } },
   } },
-{ revs = { 15, 16 }, name = "MooncakeXferMetadata", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeXferResponse", name = "MooncakeXferMetadata", kind = "map", array_like = false, fields = {
+{ revs = { 15, 16 }, name = "MooncakeXferMetadata", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeXferResponse", kind = "map", array_like = false, fields = {
     { name = "remote_hostname", ty = "str", req = true, default = "required", doc = "Decoder worker IP (get_ip()).", type = { k = "str" } },
     { name = "remote_port", ty = "int", req = true, default = "required", doc = "Decoder's TransferEngine RPC port (not a ZMQ port).", type = { k = "int" } },
     { name = "remote_tp_size", ty = "int", req = true, default = "required", doc = "Decoder TP world size.", type = { k = "int" } },
@@ -209,14 +209,14 @@ local MESSAGES = {
     { name = "remote_pp_size", ty = "int", req = false, default = "1", doc = "Decoder PP size (omitted when 1).", type = { k = "int" } },
     { name = "layout_id", ty = "int", req = false, default = "0", doc = "Random odd 63-bit id of the decoder's current registration; 0 = the layout is always sent.", type = { k = "int" } },
   } },
-{ revs = { 15, 16 }, name = "MooncakeXferResponse", encoding = "msgpack", from = "prefiller", to = "decoder", answered_by = nil, name = "MooncakeXferResponse", kind = "map", array_like = false, fields = {
+{ revs = { 15, 16 }, name = "MooncakeXferResponse", encoding = "msgpack", from = "prefiller", to = "decoder", answered_by = nil, kind = "map", array_like = false, fields = {
     { name = "status", ty = "MooncakeXferResponseStatus", req = true, default = "required", doc = "See the status enum.", type = { k = "enum", name = "MooncakeXferResponseStatus", members = { [0] = { name = "FINISH", terminal = true }, [1] = { name = "CONTINUE", terminal = false }, [2] = { name = "ERROR", terminal = true }, [3] = { name = "LAYOUT_MISS", terminal = true } } } },
     { name = "ok_reqs", ty = "optional[list[ReqId]]", req = false, default = "None", doc = "Decoder request ids written (or with nothing to write) in this round.", type = { k = "opt", e = { k = "list", e = { k = "str" } } } },
     { name = "err_reqs", ty = "optional[list[ReqId]]", req = false, default = "None", doc = "Decoder request ids that failed in this round.", type = { k = "opt", e = { k = "list", e = { k = "str" } } } },
     { name = "err_msg", ty = "optional[str]", req = false, default = "None", doc = "Free-text reason.", type = { k = "opt", e = { k = "str" } } },
     { name = "layout_id", ty = "int", req = false, default = "0", doc = "Echo of the request's layout_id in CONTINUE/FINISH once the layout is cached; absent in ERROR/LAYOUT_MISS.", type = { k = "int" } },
   } },
-{ revs = { 16 }, name = "MooncakeLeaseHeartbeat", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeXferResponse", name = "MooncakeLeaseHeartbeat", kind = "map", array_like = false, fields = {
+{ revs = { 16 }, name = "MooncakeLeaseHeartbeat", encoding = "msgpack", from = "decoder", to = "prefiller", answered_by = "MooncakeXferResponse", kind = "map", array_like = false, fields = {
     { name = "lease_transfer_ids", ty = "list[TransferId]", req = false, default = "list()", doc = "Transfer ids whose KV lease to renew; empty (or absent) means this is not a heartbeat.", type = { k = "list", e = { k = "str" } } },
   } },
 }
@@ -758,25 +758,41 @@ local function names_of(ms)
     table.sort(revs)
     local uniq = {}
     for i, r in ipairs(revs) do if r ~= revs[i - 1] then uniq[#uniq + 1] = r end end
-    return table.concat(names, " / "), rev_names(uniq)
+    local label = rev_names(uniq)
+    if #uniq > 3 then
+        label = REVISIONS[uniq[1]].name .. " … " .. REVISIONS[uniq[#uniq]].name .. " (" .. #uniq .. " revisions)"
+    end
+    return table.concat(names, " / "), rev_names(uniq), label
+end
+
+local function show_field(tree, m, f, x)
+    local item = tree:add(FIELD_OF[m.name .. "." .. f.name], short(x, 200))
+    local mem = enum_note(m, f, x)
+    if mem then item:append_text(" (" .. mem.name .. (mem.terminal and ", terminal" or "") .. ")") end
+    item:add(F.doc, f.ty .. (f.req and ", required" or ", default " .. (f.default or "")) .. (f.doc ~= "" and (" — " .. f.doc) or ""))
+    if (x.t == "array" or x.t == "map") then
+        for i, e in ipairs(x.items) do
+            if i > MAX_ITEMS then item:add(F.item, "… " .. (#x.items - MAX_ITEMS) .. " more"); break end
+            if x.t == "map" then add_value(item, (e[1].t == "str") and e[1].v or to_json(e[1]), e[2], 1)
+            else add_value(item, "[" .. (i - 1) .. "]", e, 1) end
+        end
+    end
 end
 
 local function show_fields(tree, m, v)
+    if v.t == "array" then
+        -- A tuple or array-like struct: fields by position.
+        for i, x in ipairs(v.items) do
+            local f = m.fields and m.fields[i]
+            if f then show_field(tree, m, f, x) else add_value(tree, "[" .. (i - 1) .. "]", x, 1) end
+        end
+        return
+    end
     for _, kv in ipairs(v.items) do
         local k, x = kv[1], kv[2]
         local f = (k.t == "str") and m.by_name and m.by_name[k.v]
         if f then
-            local item = tree:add(FIELD_OF[m.name .. "." .. f.name], short(x, 200))
-            local mem = enum_note(m, f, x)
-            if mem then item:append_text(" (" .. mem.name .. (mem.terminal and ", terminal" or "") .. ")") end
-            item:add(F.doc, f.ty .. (f.req and ", required" or ", default " .. (f.default or "")) .. (f.doc ~= "" and (" — " .. f.doc) or ""))
-            if (x.t == "array" or x.t == "map") then
-                for i, e in ipairs(x.items) do
-                    if i > MAX_ITEMS then item:add(F.item, "… " .. (#x.items - MAX_ITEMS) .. " more"); break end
-                    if x.t == "map" then add_value(item, (e[1].t == "str") and e[1].v or to_json(e[1]), e[2], 1)
-                    else add_value(item, "[" .. (i - 1) .. "]", e, 1) end
-                end
-            end
+            show_field(tree, m, f, x)
         else
             add_value(tree, ((k.t == "str") and k.v or to_json(k)) .. " (a key no revision of " .. m.name .. " has)", x, 1)
         end
@@ -815,7 +831,7 @@ local function show_message(tvb, pinfo, tree, v, dir)
         pinfo.cols.info:append(" Mooncake: unknown message")
         return
     end
-    local names, revs = names_of(#strict > 0 and strict or lenient)
+    local names, revs, label = names_of(#strict > 0 and strict or lenient)
     root:append_text(": " .. names)
     root:add(F.message, names)
     if dir then root:add(F.direction, dir.from .. " → " .. dir.to) end
@@ -825,7 +841,7 @@ local function show_message(tvb, pinfo, tree, v, dir)
     end
     show_fields(root, use, v)
     local info = " " .. names
-    for _, kv in ipairs(v.items or {}) do
+    for _, kv in ipairs(v.t == "map" and v.items or {}) do
         local f = kv[1].t == "str" and use.by_name and use.by_name[kv[1].v]
         local mem = f and enum_note(use, f, kv[2])
         if mem then
@@ -850,7 +866,7 @@ local function show_message(tvb, pinfo, tree, v, dir)
             end
         end
     end
-    pinfo.cols.info:append(info .. " [" .. revs .. "]")
+    pinfo.cols.info:append(info .. " [" .. label .. "]")
     pair(pinfo, root, use, v)
 end
 
@@ -862,19 +878,25 @@ local function dissect_payload(tvb, pinfo, tree, dir)
         return
     end
     local raw = tvb():raw()
+    local hits, cname, cdoc = {}, nil, nil
     for _, m in ipairs(MESSAGES) do
         for _, c in ipairs(m.constants or {}) do
             if raw == c.bytes and (not dir or m.from == dir.from) then
-                local root = tree:add(p_mc, tvb(), "Mooncake KV transfer: " .. m.name .. " " .. c.name)
-                root:add(F.text, tvb(), raw)
-                root:add(F.message, m.name .. " " .. c.name)
-                root:add(F.revisions, rev_names(m.revs))
-                root:add(F.doc, c.doc)
-                pinfo.cols.info:append(" " .. c.name .. " [" .. rev_names(m.revs) .. "]")
-                pair(pinfo, root, m, nil)
-                return
+                hits[#hits + 1] = m
+                cname, cdoc = c.name, c.doc
             end
         end
+    end
+    if #hits > 0 then
+        local names, revs, label = names_of(hits)
+        local root = tree:add(p_mc, tvb(), "Mooncake KV transfer (vLLM): " .. names .. " " .. cname)
+        root:add(F.text, tvb(), raw)
+        root:add(F.message, names .. " " .. cname)
+        root:add(F.revisions, revs)
+        root:add(F.doc, cdoc)
+        pinfo.cols.info:append(" " .. cname .. " [" .. label .. "]")
+        pair(pinfo, root, hits[1], nil)
+        return
     end
     local root = tree:add(p_mc, tvb())
     root:add(F.text, tvb(), raw)

@@ -80,23 +80,48 @@ pub struct Summary {
     pub http_responses: usize,
     /// Packets written.
     pub packets: usize,
+    /// The frame number of its first packet in the file (1-based); its packets follow one another.
+    pub first_packet: usize,
 }
 
 /// The capture of `trace`: the pcapng bytes and what they hold.
 pub fn capture(trace: &Trace) -> Result<(Vec<u8>, Summary), CaptureError> {
-    let mut w = Writer::new(trace)?;
-    let links = router_links(trace)?;
-    let mut pending: HashMap<(String, String), VecDeque<usize>> = HashMap::new();
-    for e in &trace.events {
-        match e {
-            Event::Zmq(z) if z.dir == ZmqDir::Send => w.zmq_send(z, &links)?,
-            Event::Zmq(_) => {}
-            Event::Http(h) => w.http(h, &mut pending)?,
+    let (bytes, mut sums) = capture_all(std::slice::from_ref(trace))?;
+    Ok((bytes, sums.remove(0)))
+}
+
+/// One capture of several traces, one after the other (each starts a second after the last packet of the one
+/// before; client ports are never reused, so no two connections share their addresses): the pcapng bytes and
+/// what each trace's part holds, with its packets' frame numbers.
+pub fn capture_all(traces: &[Trace]) -> Result<(Vec<u8>, Vec<Summary>), CaptureError> {
+    let mut router_ports = vec![BOOTSTRAP_PORT];
+    for t in traces {
+        for z in t.zmq() {
+            router_ports.push(endpoint_port(t, z)?);
         }
     }
-    w.close_all();
-    let summary = Summary { packets: w.packets, ..w.summary.clone() };
-    Ok((w.pcap.into_bytes(), summary))
+    let mut shared =
+        Shared { pcap: Pcapng::new(), last_micros: 0, next_port: FIRST_CLIENT_PORT, router_ports, packets: 0 };
+    let mut sums = vec![];
+    for t in traces {
+        let first = shared.packets + 1;
+        let mut w = Writer::new(t, &mut shared);
+        let links = router_links(t)?;
+        let mut pending: HashMap<(String, String), VecDeque<usize>> = HashMap::new();
+        for e in &t.events {
+            match e {
+                Event::Zmq(z) if z.dir == ZmqDir::Send => w.zmq_send(z, &links)?,
+                Event::Zmq(_) => {}
+                Event::Http(h) => w.http(h, &mut pending)?,
+            }
+        }
+        w.close_all();
+        let mut sum = w.summary;
+        sum.packets = shared.packets + 1 - first;
+        sum.first_packet = first;
+        sums.push(sum);
+    }
+    Ok((shared.pcap.into_bytes(), sums))
 }
 
 /// Which client socket each (endpoint, routing id) of a ROUTER is: its receives paired with the sends of the
@@ -158,39 +183,38 @@ struct Conn {
     open: bool,
 }
 
-/// The capture being written.
-struct Writer<'t> {
-    trace: &'t Trace,
+/// What the traces of one capture share: the file, its clock and the ports handed out.
+struct Shared {
     pcap: Pcapng,
-    base_micros: u64,
     last_micros: u64,
     next_port: u16,
     router_ports: Vec<u16>,
-    zmq: BTreeMap<ClientKey, Conn>,
-    http: Vec<Conn>,
-    summary: Summary,
     packets: usize,
 }
 
-impl<'t> Writer<'t> {
-    fn new(trace: &'t Trace) -> Result<Writer<'t>, CaptureError> {
-        let mut router_ports = vec![BOOTSTRAP_PORT];
-        for z in trace.zmq() {
-            router_ports.push(endpoint_port(trace, z)?);
-        }
-        let base = trace.header.recorded_at_unix.unwrap_or(0).max(0) as u64;
-        Ok(Writer {
+/// One trace's part of the capture being written.
+struct Writer<'t, 's> {
+    trace: &'t Trace,
+    s: &'s mut Shared,
+    base_micros: u64,
+    zmq: BTreeMap<ClientKey, Conn>,
+    http: Vec<Conn>,
+    summary: Summary,
+}
+
+impl<'t, 's> Writer<'t, 's> {
+    /// Its clock starts at the header's `recorded_at_unix`, and a second after what the capture holds already.
+    fn new(trace: &'t Trace, s: &'s mut Shared) -> Writer<'t, 's> {
+        let recorded = trace.header.recorded_at_unix.unwrap_or(0).max(0) as u64 * 1_000_000 + 60_000_000;
+        let after = if s.last_micros == 0 { 0 } else { s.last_micros + 1_000_000 + 60_000_000 };
+        Writer {
             trace,
-            pcap: Pcapng::new(),
-            base_micros: base * 1_000_000 + 60_000_000,
-            last_micros: 0,
-            next_port: FIRST_CLIENT_PORT,
-            router_ports,
+            base_micros: recorded.max(after),
+            s,
             zmq: BTreeMap::new(),
             http: vec![],
             summary: Summary::default(),
-            packets: 0,
-        })
+        }
     }
 
     /// The time of an event: the start plus its `t` (or its seq in milliseconds), after the previous packet.
@@ -200,16 +224,18 @@ impl<'t> Writer<'t> {
             None => seq as i64 * 1000,
         };
         let at = (self.base_micros as i64 + offset).max(0) as u64;
-        self.last_micros = at.max(self.last_micros + 1);
-        self.last_micros
+        self.s.last_micros = at.max(self.s.last_micros + 1);
+        self.s.last_micros
     }
 
     fn client_port(&mut self) -> Result<u16, CaptureError> {
-        while self.router_ports.contains(&self.next_port) {
-            self.next_port += 1;
+        while self.s.router_ports.contains(&self.s.next_port) {
+            self.s.next_port = self.s.next_port.checked_add(1).ok_or_else(|| CaptureError::TooManyConnections {
+                path: self.trace.path.clone(),
+            })?;
         }
-        let p = self.next_port;
-        self.next_port = self.next_port.checked_add(1).ok_or_else(|| CaptureError::TooManyConnections {
+        let p = self.s.next_port;
+        self.s.next_port = self.s.next_port.checked_add(1).ok_or_else(|| CaptureError::TooManyConnections {
             path: self.trace.path.clone(),
         })?;
         Ok(p)
@@ -222,8 +248,8 @@ impl<'t> Writer<'t> {
         } else {
             (c.server, c.client, c.server_seq, c.client_seq)
         };
-        self.pcap.segment(at, &Segment { src, dst, seq, ack, flags: fl, payload });
-        self.packets += 1;
+        self.s.pcap.segment(at, &Segment { src, dst, seq, ack, flags: fl, payload });
+        self.s.packets += 1;
         let used = payload.len() as u32 + u32::from(fl & (flags::SYN | flags::FIN) != 0);
         if from_client {
             c.client_seq = c.client_seq.wrapping_add(used);
@@ -368,7 +394,7 @@ impl<'t> Writer<'t> {
     }
 
     fn close_all(&mut self) {
-        let at = self.last_micros + 1000;
+        let at = self.s.last_micros + 1000;
         for mut c in std::mem::take(&mut self.zmq).into_values() {
             self.fin(at, &mut c);
         }

@@ -230,8 +230,9 @@ fn messages(revs: &[&Revision]) -> String {
             );
             if let Some(s) = r.structs.get(&m.name).filter(|_| m.encoding == "msgpack") {
                 let st = names.structure(&m.name, s, 1);
-                // The struct's table minus its braces: its keys join the message's.
-                let _ = write!(o, ", {}", &st[2..st.len() - 2]);
+                // The struct's table minus its braces and its name (the message's): its keys join the message's.
+                let inner = &st[2..st.len() - 2];
+                let _ = write!(o, ", {}", inner.strip_prefix(&format!("name = {}, ", q(&m.name))).unwrap_or(inner));
             }
             if !m.constants.is_empty() {
                 o += ", constants = {";

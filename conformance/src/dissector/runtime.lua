@@ -481,25 +481,41 @@ local function names_of(ms)
     table.sort(revs)
     local uniq = {}
     for i, r in ipairs(revs) do if r ~= revs[i - 1] then uniq[#uniq + 1] = r end end
-    return table.concat(names, " / "), rev_names(uniq)
+    local label = rev_names(uniq)
+    if #uniq > 3 then
+        label = REVISIONS[uniq[1]].name .. " … " .. REVISIONS[uniq[#uniq]].name .. " (" .. #uniq .. " revisions)"
+    end
+    return table.concat(names, " / "), rev_names(uniq), label
+end
+
+local function show_field(tree, m, f, x)
+    local item = tree:add(FIELD_OF[m.name .. "." .. f.name], short(x, 200))
+    local mem = enum_note(m, f, x)
+    if mem then item:append_text(" (" .. mem.name .. (mem.terminal and ", terminal" or "") .. ")") end
+    item:add(F.doc, f.ty .. (f.req and ", required" or ", default " .. (f.default or "")) .. (f.doc ~= "" and (" — " .. f.doc) or ""))
+    if (x.t == "array" or x.t == "map") then
+        for i, e in ipairs(x.items) do
+            if i > MAX_ITEMS then item:add(F.item, "… " .. (#x.items - MAX_ITEMS) .. " more"); break end
+            if x.t == "map" then add_value(item, (e[1].t == "str") and e[1].v or to_json(e[1]), e[2], 1)
+            else add_value(item, "[" .. (i - 1) .. "]", e, 1) end
+        end
+    end
 end
 
 local function show_fields(tree, m, v)
+    if v.t == "array" then
+        -- A tuple or array-like struct: fields by position.
+        for i, x in ipairs(v.items) do
+            local f = m.fields and m.fields[i]
+            if f then show_field(tree, m, f, x) else add_value(tree, "[" .. (i - 1) .. "]", x, 1) end
+        end
+        return
+    end
     for _, kv in ipairs(v.items) do
         local k, x = kv[1], kv[2]
         local f = (k.t == "str") and m.by_name and m.by_name[k.v]
         if f then
-            local item = tree:add(FIELD_OF[m.name .. "." .. f.name], short(x, 200))
-            local mem = enum_note(m, f, x)
-            if mem then item:append_text(" (" .. mem.name .. (mem.terminal and ", terminal" or "") .. ")") end
-            item:add(F.doc, f.ty .. (f.req and ", required" or ", default " .. (f.default or "")) .. (f.doc ~= "" and (" — " .. f.doc) or ""))
-            if (x.t == "array" or x.t == "map") then
-                for i, e in ipairs(x.items) do
-                    if i > MAX_ITEMS then item:add(F.item, "… " .. (#x.items - MAX_ITEMS) .. " more"); break end
-                    if x.t == "map" then add_value(item, (e[1].t == "str") and e[1].v or to_json(e[1]), e[2], 1)
-                    else add_value(item, "[" .. (i - 1) .. "]", e, 1) end
-                end
-            end
+            show_field(tree, m, f, x)
         else
             add_value(tree, ((k.t == "str") and k.v or to_json(k)) .. " (a key no revision of " .. m.name .. " has)", x, 1)
         end
@@ -538,7 +554,7 @@ local function show_message(tvb, pinfo, tree, v, dir)
         pinfo.cols.info:append(" Mooncake: unknown message")
         return
     end
-    local names, revs = names_of(#strict > 0 and strict or lenient)
+    local names, revs, label = names_of(#strict > 0 and strict or lenient)
     root:append_text(": " .. names)
     root:add(F.message, names)
     if dir then root:add(F.direction, dir.from .. " → " .. dir.to) end
@@ -548,7 +564,7 @@ local function show_message(tvb, pinfo, tree, v, dir)
     end
     show_fields(root, use, v)
     local info = " " .. names
-    for _, kv in ipairs(v.items or {}) do
+    for _, kv in ipairs(v.t == "map" and v.items or {}) do
         local f = kv[1].t == "str" and use.by_name and use.by_name[kv[1].v]
         local mem = f and enum_note(use, f, kv[2])
         if mem then
@@ -573,7 +589,7 @@ local function show_message(tvb, pinfo, tree, v, dir)
             end
         end
     end
-    pinfo.cols.info:append(info .. " [" .. revs .. "]")
+    pinfo.cols.info:append(info .. " [" .. label .. "]")
     pair(pinfo, root, use, v)
 end
 
@@ -585,19 +601,25 @@ local function dissect_payload(tvb, pinfo, tree, dir)
         return
     end
     local raw = tvb():raw()
+    local hits, cname, cdoc = {}, nil, nil
     for _, m in ipairs(MESSAGES) do
         for _, c in ipairs(m.constants or {}) do
             if raw == c.bytes and (not dir or m.from == dir.from) then
-                local root = tree:add(p_mc, tvb(), "Mooncake KV transfer: " .. m.name .. " " .. c.name)
-                root:add(F.text, tvb(), raw)
-                root:add(F.message, m.name .. " " .. c.name)
-                root:add(F.revisions, rev_names(m.revs))
-                root:add(F.doc, c.doc)
-                pinfo.cols.info:append(" " .. c.name .. " [" .. rev_names(m.revs) .. "]")
-                pair(pinfo, root, m, nil)
-                return
+                hits[#hits + 1] = m
+                cname, cdoc = c.name, c.doc
             end
         end
+    end
+    if #hits > 0 then
+        local names, revs, label = names_of(hits)
+        local root = tree:add(p_mc, tvb(), "Mooncake KV transfer (vLLM): " .. names .. " " .. cname)
+        root:add(F.text, tvb(), raw)
+        root:add(F.message, names .. " " .. cname)
+        root:add(F.revisions, revs)
+        root:add(F.doc, cdoc)
+        pinfo.cols.info:append(" " .. cname .. " [" .. label .. "]")
+        pair(pinfo, root, hits[1], nil)
+        return
     end
     local root = tree:add(p_mc, tvb())
     root:add(F.text, tvb(), raw)
