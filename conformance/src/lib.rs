@@ -34,8 +34,8 @@
 //! ```
 
 pub mod bundled;
-pub mod capture;
 mod canonical;
+pub mod capture;
 pub mod case_id;
 mod checks;
 pub mod conversation;

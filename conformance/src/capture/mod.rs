@@ -135,9 +135,9 @@ fn router_links(trace: &Trace) -> Result<HashMap<(String, Vec<u8>), ClientKey>, 
         if links.contains_key(&(r.endpoint.clone(), id.clone())) {
             continue;
         }
-        let found = sends
-            .iter_mut()
-            .find(|(s, used)| !*used && s.seq < r.seq && s.endpoint == r.endpoint && s.frames.last() == r.frames.last());
+        let found = sends.iter_mut().find(|(s, used)| {
+            !*used && s.seq < r.seq && s.endpoint == r.endpoint && s.frames.last() == r.frames.last()
+        });
         if let Some((s, used)) = found {
             *used = true;
             links.insert((r.endpoint.clone(), id), client_key(s));
@@ -230,14 +230,18 @@ impl<'t, 's> Writer<'t, 's> {
 
     fn client_port(&mut self) -> Result<u16, CaptureError> {
         while self.s.router_ports.contains(&self.s.next_port) {
-            self.s.next_port = self.s.next_port.checked_add(1).ok_or_else(|| CaptureError::TooManyConnections {
-                path: self.trace.path.clone(),
-            })?;
+            self.s.next_port = self
+                .s
+                .next_port
+                .checked_add(1)
+                .ok_or_else(|| CaptureError::TooManyConnections { path: self.trace.path.clone() })?;
         }
         let p = self.s.next_port;
-        self.s.next_port = self.s.next_port.checked_add(1).ok_or_else(|| CaptureError::TooManyConnections {
-            path: self.trace.path.clone(),
-        })?;
+        self.s.next_port = self
+            .s
+            .next_port
+            .checked_add(1)
+            .ok_or_else(|| CaptureError::TooManyConnections { path: self.trace.path.clone() })?;
         Ok(p)
     }
 

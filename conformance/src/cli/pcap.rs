@@ -60,8 +60,7 @@ impl Report for Written {
         writeln!(w, "wrote {} ({} traces, {packets} packets)", self.out.display(), self.traces.len())
     }
     fn write_json(&self, w: &mut impl Write) -> std::io::Result<()> {
-        let traces: Vec<_> =
-            self.traces.iter().map(|(t, s)| serde_json::json!({"trace": t, "summary": s})).collect();
+        let traces: Vec<_> = self.traces.iter().map(|(t, s)| serde_json::json!({"trace": t, "summary": s})).collect();
         write_json(w, &serde_json::json!({"out": self.out, "traces": traces}))
     }
 }

@@ -54,7 +54,8 @@ pub fn lua(spec: &Spec) -> String {
     out
 }
 
-const HEADER: &str = "-- @generated from spec/ by mooncake-conformance (conformance/src/dissector). Do not edit: change spec/ and
+const HEADER: &str =
+    "-- @generated from spec/ by mooncake-conformance (conformance/src/dissector). Do not edit: change spec/ and
 -- regenerate with `mooncake-conformance dissector --out tools/wireshark/mooncake.lua` (or
 -- `BLESS=1 cargo test -p mooncake-conformance --test suite -- dissector`).
 --
@@ -130,7 +131,9 @@ impl Names<'_> {
             TypeExpr::List(e) => format!("{{ k = \"list\", e = {} }}", self.ty(e, depth)),
             TypeExpr::VarTuple(e) => format!("{{ k = \"vartuple\", e = {} }}", self.ty(e, depth)),
             TypeExpr::Optional(e) => format!("{{ k = \"opt\", e = {} }}", self.ty(e, depth)),
-            TypeExpr::Dict(k, v) => format!("{{ k = \"dict\", key = {}, val = {} }}", self.ty(k, depth), self.ty(v, depth)),
+            TypeExpr::Dict(k, v) => {
+                format!("{{ k = \"dict\", key = {}, val = {} }}", self.ty(k, depth), self.ty(v, depth))
+            }
             TypeExpr::Tuple(items) => {
                 let items: Vec<String> = items.iter().map(|i| self.ty(i, depth)).collect();
                 format!("{{ k = \"tuple\", items = {{ {} }} }}", items.join(", "))
@@ -155,7 +158,9 @@ impl Names<'_> {
         }
         let s = self.rev.structs.get(n).or_else(|| self.models.and_then(|m| m.get(n)));
         match s {
-            Some(s) if depth < MAX_TYPE_DEPTH => format!("{{ k = \"struct\", s = {} }}", self.structure(n, s, depth + 1)),
+            Some(s) if depth < MAX_TYPE_DEPTH => {
+                format!("{{ k = \"struct\", s = {} }}", self.structure(n, s, depth + 1))
+            }
             _ => "{ k = \"any\" }".into(),
         }
     }
@@ -289,7 +294,11 @@ fn routes(revs: &[&Revision]) -> String {
         let names = Names { rev: r, models: Some(&b.models) };
         for route in &b.routes {
             let request = route.request.as_deref().map_or("nil".into(), |m| names.named(m, 0));
-            let mut o = format!("method = {}, path = {}, request = {request}, responses = {{\n", q(&route.method), q(&route.path));
+            let mut o = format!(
+                "method = {}, path = {}, request = {request}, responses = {{\n",
+                q(&route.method),
+                q(&route.path)
+            );
             for resp in &route.responses {
                 let body = match resp.body.as_deref().map(TypeExpr::parse) {
                     Some(Ok(t)) => names.ty(&t, 0),
@@ -331,7 +340,8 @@ fn directions(revs: &[&Revision]) -> String {
     let mut out = String::from("local DIRECTIONS = {\n");
     for ((a, b), roles) in &pairs {
         if let [(from, to)] = roles.as_slice() {
-            let _ = writeln!(out, "  {{ sender = {}, receiver = {}, from = {}, to = {} }},", q(a), q(b), q(from), q(to));
+            let _ =
+                writeln!(out, "  {{ sender = {}, receiver = {}, from = {}, to = {} }},", q(a), q(b), q(from), q(to));
         }
     }
     out + "}\n\n"
@@ -345,7 +355,11 @@ fn id_fields(revs: &[&Revision]) -> String {
         for m in &r.transport.messages {
             let Some(s) = r.structs.get(&m.name) else { continue };
             for f in s.fields.iter().filter(|f| f.ty.to_string().contains("ReqId")) {
-                if m.answered_by.is_some() { req.insert(f.name.clone()) } else { rep.insert(f.name.clone()) };
+                if m.answered_by.is_some() {
+                    req.insert(f.name.clone())
+                } else {
+                    rep.insert(f.name.clone())
+                };
             }
         }
     }

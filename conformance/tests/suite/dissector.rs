@@ -57,7 +57,12 @@ fn the_plugin_carries_the_spec() {
             }
             for e in r.enums.values() {
                 for m in &e.members {
-                    need(format!("[{}] = {{ name = \"{}\", terminal = {} }}", m.value, m.name, m.terminal.unwrap_or(false)));
+                    need(format!(
+                        "[{}] = {{ name = \"{}\", terminal = {} }}",
+                        m.value,
+                        m.name,
+                        m.terminal.unwrap_or(false)
+                    ));
                 }
             }
             for t in r.replies.iter().flat_map(|r| &r.texts) {
@@ -219,4 +224,124 @@ fn every_bundled_trace_dissects_to_its_payloads_under_tshark() {
     );
     assert!(summary.contains("traces_with_mismatches=0"), "{summary}");
     println!("{summary}");
+}
+
+/// A transfer-engine session as the wire crate's framing writes it (the P2P handshake, one acknowledged write),
+/// in a capture: under tshark the plugin names the handshake type, the descriptor's items, the data port it
+/// learns from the target's descriptor, the request header's opcode and the status frame. No recording has
+/// transfer-engine traffic (no bytes move in them), so this session is made here.
+#[test]
+fn a_transfer_engine_session_dissects_under_tshark() {
+    use mooncake_conformance::capture::pcapng::{flags, End, Pcapng, Segment};
+    use mooncake_wire::te::data::{Header, Opcode, Status};
+    use mooncake_wire::te::handshake::{encode, MsgType};
+    if Command::new("tshark").arg("--version").output().is_err() {
+        println!("SKIPPED: transfer-engine dissection under tshark — tshark is not installed (scripts/dissector-check.sh installs it)");
+        return;
+    }
+    let desc = |port: u16, data: u16| {
+        format!("{{\"buffers\":[{{\"addr\":140000000,\"length\":4096,\"name\":\"cpu:0\"}}],\"name\":\"127.0.0.1:{port}\",\"protocol\":\"tcp\",\"rdma_server_name\":\"\",\"tcp_data_port\":{data},\"tcp_proto_version\":2,\"timestamp\":\"\"}}\n")
+    };
+    let ip = [127, 0, 0, 1];
+    let mut p = Pcapng::new();
+    let mut t = 1_800_000_000_000_000u64;
+    let mut conn = |p: &mut Pcapng, c: End, s: End, up: &[u8], down: &[u8]| {
+        let (mut cs, mut ss) = (100u32, 900u32);
+        let mut put = |p: &mut Pcapng, from_c: bool, fl: u8, pl: &[u8]| {
+            t += 10;
+            let (src, dst, seq, ack) = if from_c { (c, s, cs, ss) } else { (s, c, ss, cs) };
+            p.segment(t, &Segment { src, dst, seq, ack, flags: fl, payload: pl });
+            let used = pl.len() as u32 + u32::from(fl & flags::SYN != 0);
+            if from_c {
+                cs += used
+            } else {
+                ss += used
+            }
+        };
+        put(p, true, flags::SYN, b"");
+        put(p, false, flags::SYN | flags::ACK, b"");
+        put(p, true, flags::ACK, b"");
+        put(p, true, flags::ACK | flags::PSH, up);
+        put(p, false, flags::ACK | flags::PSH, down);
+    };
+    let (init, rpc, data) = (End { ip, port: 50_000 }, End { ip, port: 15_001 }, End { ip, port: 15_100 });
+    conn(
+        &mut p,
+        init,
+        rpc,
+        &encode(MsgType::Metadata, desc(16_001, 16_100).as_bytes()),
+        &encode(MsgType::Metadata, desc(15_001, 15_100).as_bytes()),
+    );
+    let mut write = Header { size: 16, addr: 140_000_000, op: Opcode::Write, v2: true }.encode().to_vec();
+    write.extend([7u8; 16]);
+    conn(&mut p, End { ip, port: 50_001 }, data, &write, &Status::Ok.encode());
+    let dir = std::env::temp_dir().join(format!("mc-te-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("te.pcapng"), p.into_bytes()).unwrap();
+    let out = Command::new("tshark")
+        .args(["-n", "-X"])
+        .arg(format!("lua_script:{}", root().join(PATH).display()))
+        .arg("-r")
+        .arg(dir.join("te.pcapng"))
+        .args([
+            "-T",
+            "fields",
+            "-e",
+            "mooncake_te.type",
+            "-e",
+            "mooncake_te.item",
+            "-e",
+            "mooncake_te.opcode",
+            "-e",
+            "mooncake_te.size",
+            "-e",
+            "_ws.col.Info",
+        ])
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty() && l.contains('\t')).collect();
+    let has = |needle: &str| lines.iter().any(|l| l.contains(needle));
+    assert!(has("handshake metadata"), "{text}");
+    assert!(has("tcp_data_port: 15100") && has("tcp_proto_version: 2"), "{text}");
+    assert!(has("write 16"), "the request header on the learnt data port: {text}");
+    assert!(has("status ok"), "the status frame: {text}");
+    assert!(!text.contains("Lua Error"), "{text}");
+}
+
+fn cli(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mooncake-conformance")).args(args).output().unwrap()
+}
+
+/// The commands' exit codes: `pcap` of a bundled name, of no trace (2), into an unwritable place (3);
+/// `dissector --check` of the committed plugin (0) and of another file (1).
+#[test]
+fn pcap_and_dissector_exit_codes() {
+    let dir = std::env::temp_dir().join(format!("mc-pcap-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("a.pcapng");
+    let o = cli(&["pcap", "vllm-0.33.0/a_single_success", "--out", out.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["traces"][0]["summary"]["zmq_messages"], 2);
+    assert_eq!(v["traces"][0]["summary"]["http_requests"], 2);
+    assert_eq!(std::fs::read(&out).unwrap()[..4], [0x0a, 0x0d, 0x0d, 0x0a]);
+    let o = cli(&["pcap", "vllm-0.33.0/no_such_scenario", "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no bundled trace of that name"));
+    let not_trace = dir.join("x.jsonl");
+    std::fs::write(&not_trace, "{\"format\": \"other\"}\n").unwrap();
+    assert_eq!(cli(&["pcap", not_trace.to_str().unwrap(), "--out", out.to_str().unwrap()]).status.code(), Some(2));
+    let o = cli(&["pcap", "vllm-0.33.0/a_single_success", "--out", dir.join("no/such/dir/a.pcapng").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3));
+    let committed = root().join(PATH);
+    assert_eq!(cli(&["dissector", "--check", "--out", committed.to_str().unwrap()]).status.code(), Some(0));
+    std::fs::write(dir.join("old.lua"), "-- an old plugin\n").unwrap();
+    let o = cli(&["dissector", "--check", "--out", dir.join("old.lua").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("stale"));
+    assert_eq!(cli(&["dissector", "--out", dir.join("new.lua").to_str().unwrap()]).status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(dir.join("new.lua")).unwrap(), std::fs::read_to_string(committed).unwrap());
+    std::fs::remove_dir_all(&dir).ok();
 }
