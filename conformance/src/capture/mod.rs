@@ -3,10 +3,11 @@
 //! wire), and the bootstrap HTTP exchanges, all on 127.0.0.1, written as pcapng ([`pcapng`]).
 //!
 //! What goes on the wire: every **send** event of the trace, once (a receive is the other end of a send). Each
-//! DEALER or REQ socket is one connection (its `socket_id`, else its conn and endpoint), to the ROUTER's port of
-//! its endpoint. A ROUTER's reply goes to the connection its routing id came in on: the ROUTER's receive of a
-//! payload is paired with the first unpaired send of the same bytes to that endpoint. A routing id with no such
-//! send (a recording of the prefiller side only) gets a connection of its own. Frames as libzmq writes them: a
+//! DEALER or REQ socket is one connection (its `socket_id`, else its conn and endpoint; a new one when the
+//! ROUTER saw its routing id change, a reconnection), to the ROUTER's port of its endpoint. A ROUTER's reply goes
+//! to the connection its routing id came in on: the ROUTER's receive of a payload is paired with the first
+//! unpaired send of the same bytes to that endpoint. A routing id with no such send (a recording of the
+//! prefiller side only) gets a connection of its own. Frames as libzmq writes them: a
 //! ROUTER's routing-id frame is not on the wire; a REQ's message and its answer carry the empty delimiter frame.
 //! A reply the trace says was sent is written even when its receiver had gone (the recording cannot tell whether
 //! libzmq still wrote it). Each HTTP request and its response (paired in order by method and path) is one
@@ -124,23 +125,29 @@ pub fn capture_all(traces: &[Trace]) -> Result<(Vec<u8>, Vec<Summary>), CaptureE
     Ok((shared.pcap.into_bytes(), sums))
 }
 
-/// Which client socket each (endpoint, routing id) of a ROUTER is: its receives paired with the sends of the
-/// same bytes to that endpoint, in order.
-fn router_links(trace: &Trace) -> Result<HashMap<(String, Vec<u8>), ClientKey>, CaptureError> {
+/// How the ROUTERs' routing ids and the client sockets' sends correspond.
+#[derive(Default)]
+struct Links {
+    /// The client socket behind each (endpoint, routing id).
+    by_id: HashMap<(String, Vec<u8>), ClientKey>,
+    /// The routing id each client send arrived with (by the send's seq).
+    id_of_send: HashMap<u64, Vec<u8>>,
+}
+
+/// Every receive of a ROUTER paired with the first unpaired send of the same bytes to that endpoint before it.
+fn router_links(trace: &Trace) -> Result<Links, CaptureError> {
     let mut sends: Vec<(&ZmqEvent, bool)> =
         trace.zmq().filter(|z| !z.bound && z.dir == ZmqDir::Send).map(|z| (z, false)).collect();
-    let mut links = HashMap::new();
+    let mut links = Links::default();
     for r in trace.zmq().filter(|z| z.bound && z.dir == ZmqDir::Recv) {
         let id = routing_id(trace, r)?;
-        if links.contains_key(&(r.endpoint.clone(), id.clone())) {
-            continue;
-        }
         let found = sends.iter_mut().find(|(s, used)| {
             !*used && s.seq < r.seq && s.endpoint == r.endpoint && s.frames.last() == r.frames.last()
         });
         if let Some((s, used)) = found {
             *used = true;
-            links.insert((r.endpoint.clone(), id), client_key(s));
+            links.id_of_send.insert(s.seq, id.clone());
+            links.by_id.entry((r.endpoint.clone(), id)).or_insert_with(|| client_key(s));
         }
     }
     Ok(links)
@@ -166,6 +173,9 @@ enum ClientKey {
     Conn(String, String),
     Routed(String, Vec<u8>),
 }
+
+/// A connection: its client socket, and the routing id the ROUTER gave it where the trace shows it.
+type ConnKey = (ClientKey, Option<Vec<u8>>);
 
 fn client_key(z: &ZmqEvent) -> ClientKey {
     match z.socket_id {
@@ -197,7 +207,8 @@ struct Writer<'t, 's> {
     trace: &'t Trace,
     s: &'s mut Shared,
     base_micros: u64,
-    zmq: BTreeMap<ClientKey, Conn>,
+    zmq: BTreeMap<ConnKey, Conn>,
+    last_id: HashMap<ClientKey, Vec<u8>>,
     http: Vec<Conn>,
     summary: Summary,
 }
@@ -212,6 +223,7 @@ impl<'t, 's> Writer<'t, 's> {
             base_micros: recorded.max(after),
             s,
             zmq: BTreeMap::new(),
+            last_id: HashMap::new(),
             http: vec![],
             summary: Summary::default(),
         }
@@ -293,20 +305,32 @@ impl<'t, 's> Writer<'t, 's> {
         Ok(c)
     }
 
-    fn zmq_send(&mut self, z: &ZmqEvent, links: &HashMap<(String, Vec<u8>), ClientKey>) -> Result<(), CaptureError> {
+    /// The connection a send goes on: its client socket and the routing id the ROUTER knows it by (a socket
+    /// whose routing id changes reconnected: a new connection, as h1's resend on a new DEALER).
+    fn conn_key(&mut self, z: &ZmqEvent, links: &Links) -> Result<ConnKey, CaptureError> {
+        if z.bound {
+            let id = routing_id(self.trace, z)?;
+            let ck = links.by_id.get(&(z.endpoint.clone(), id.clone())).cloned();
+            return Ok((ck.unwrap_or_else(|| ClientKey::Routed(z.endpoint.clone(), id.clone())), Some(id)));
+        }
+        let ck = client_key(z);
+        let id = links.id_of_send.get(&z.seq).or_else(|| self.last_id.get(&ck)).cloned();
+        if let Some(id) = &id {
+            self.last_id.insert(ck.clone(), id.clone());
+        }
+        Ok((ck, id))
+    }
+
+    fn zmq_send(&mut self, z: &ZmqEvent, links: &Links) -> Result<(), CaptureError> {
         let at = self.clock(z.seq, z.t);
         let port = endpoint_port(self.trace, z)?;
-        let (key, from_client, wire) = if z.bound {
-            let id = routing_id(self.trace, z)?;
-            let key = links
-                .get(&(z.endpoint.clone(), id.clone()))
-                .cloned()
-                .unwrap_or_else(|| ClientKey::Routed(z.endpoint.clone(), id));
-            (key, false, z.frames[1..].to_vec())
+        let key = self.conn_key(z, links)?;
+        let (from_client, wire) = if z.bound {
+            (false, z.frames[1..].to_vec())
         } else if z.socket == "REQ" {
-            (client_key(z), true, [vec![vec![]], z.frames.clone()].concat())
+            (true, [vec![vec![]], z.frames.clone()].concat())
         } else {
-            (client_key(z), true, z.frames.clone())
+            (true, z.frames.clone())
         };
         if wire.is_empty() {
             return Err(CaptureError::Frames {
@@ -319,7 +343,7 @@ impl<'t, 's> Writer<'t, 's> {
         let mut c = match self.zmq.remove(&key) {
             Some(c) => c,
             None => {
-                let client_type = if z.bound { self.client_type_of(&key) } else { z.socket.clone() };
+                let client_type = if z.bound { self.client_type_of(&key.0) } else { z.socket.clone() };
                 self.open_zmq(at, port, &client_type)?
             }
         };
