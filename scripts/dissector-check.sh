@@ -7,9 +7,15 @@
 # every bootstrap body), with no malformed, unknown-message or Lua-error expert info.
 # Prints one `counts` line per trace and a summary; exit 1 on a mismatch. When tshark cannot be installed it
 # prints `SKIPPED: dissector check — <why>` and exits 0.
-# Usage: scripts/dissector-check.sh [CLI]   (CLI: a mooncake-conformance binary; default: built here)
+# With --live it also captures the loopback interface (dumpcap) while scripts/vllm-interop.sh runs vLLM 0.33.0's
+# own processes against mooncake-peer (minutes; the recorder's vLLM environment), and checks that the capture
+# dissects with no malformed, unknown-message or Lua-error expert info (counts of what it read are printed).
+# Other traffic on the loopback interface at the same time is captured too.
+# Usage: scripts/dissector-check.sh [--live] [CLI]   (CLI: a mooncake-conformance binary; default: built here)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+live=0
+if [ "${1:-}" = "--live" ]; then live=1; shift; fi
 cli=${1:-}
 if [ -z "$cli" ]; then
   cargo build -q -p mooncake-conformance || exit 3
@@ -32,4 +38,19 @@ python3 tools/wireshark/check.py "$work/capture.json" "$work/dissection.json" > 
 status=$?
 cat "$work/check.txt"
 echo "dissector check: $(tail -1 "$work/check.txt" | sed 's/^total //') in $(( $(date +%s) - start )) s ($(tshark --version 2>/dev/null | head -1))"
+if [ $live -eq 1 ]; then
+  dumpcap -q -i lo -f tcp -w "$work/live.pcapng" -a duration:900 > "$work/dumpcap.txt" 2>&1 &
+  dumpcap_pid=$!
+  sleep 2
+  scripts/vllm-interop.sh > "$work/interop.txt" 2>&1
+  interop=$?
+  sleep 1
+  kill "$dumpcap_pid"; wait "$dumpcap_pid" 2>/dev/null
+  grep -E '^(PASS|FAIL|==)' "$work/interop.txt"
+  [ $interop -eq 0 ] || { echo "live capture: scripts/vllm-interop.sh failed (exit $interop)"; exit 1; }
+  tshark -n -X "lua_script:$work/mooncake.lua" -r "$work/live.pcapng" -T json --no-duplicate-keys > "$work/live.json" 2> "$work/err.txt"
+  python3 tools/wireshark/check.py --live "$work/live.json"
+  live_status=$?
+  [ $status -ne 0 ] || status=$live_status
+fi
 exit $status

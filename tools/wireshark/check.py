@@ -100,7 +100,43 @@ def check(trace_path, frames):
     return problems, (len(got_zmq), len(want_zmq), len(got_http), len(want_http))
 
 
+def live(dissection_path):
+    """A live capture's dissection: counts of what the plugin read, and every malformed, unknown or Lua-error
+    expert info (a live capture has no trace to compare with)."""
+    frames = json.loads(Path(dissection_path).read_text() or "[]")
+    counts, problems = {}, []
+    for fr in frames:
+        ls = fr["_source"]["layers"]
+        no = ls["frame"]["frame.number"]
+        for layer in layers(fr, "mooncake"):
+            for m in values(layer, "mooncake.message"):
+                key = m + "".join(f" {x}" for x in values(layer, "mooncake.status"))
+                counts[key] = counts.get(key, 0) + 1
+            if not values(layer, "mooncake.revisions"):
+                problems.append(f"frame {no}: a message that fits no revision exactly")
+        for layer in layers(fr, "mooncake_te"):
+            for k in ("mooncake_te.type", "mooncake_te.opcode", "mooncake_te.status"):
+                n = len(values(layer, k))
+                if n:
+                    counts[k] = counts.get(k, 0) + n
+        for layer in layers(fr, "mooncake_bootstrap"):
+            n = len(values(layer, "mooncake_bootstrap.json"))
+            counts["bootstrap bodies"] = counts.get("bootstrap bodies", 0) + n
+        for m in expert_messages(ls, []):
+            if any(w in m for w in ("Not MessagePack", "No spec revision", "Lua", "Malformed", "frame length", "not ZMTP")):
+                problems.append(f"frame {no}: {m}")
+    for k in sorted(counts):
+        print(f"live {k}: {counts[k]}")
+    for p in problems:
+        print(f"  MISMATCH {p}")
+    messages = sum(v for k, v in counts.items() if k.startswith("Mooncake"))
+    print(f"total live messages={messages} te_handshakes={counts.get('mooncake_te.type', 0)} problems={len(problems)}")
+    sys.exit(1 if problems or messages == 0 else 0)
+
+
 def main():
+    if sys.argv[1] == "--live":
+        live(sys.argv[2])
     capture = json.loads(Path(sys.argv[1]).read_text())
     frames = json.loads(Path(sys.argv[2]).read_text() or "[]")
     by_number = {int(f["_source"]["layers"]["frame"]["frame.number"]): f for f in frames}

@@ -919,9 +919,9 @@ local function direction(pinfo)
     return nil
 end
 
-local function zmtp_properties(tvb, off, tree, pinfo)
+local function zmtp_properties(tvb, off, stop, tree, pinfo)
     local f = f_stream()
-    while off < tvb:len() do
+    while off + 5 <= stop do
         local n = tvb(off, 1):uint()
         local name = tvb(off + 1, n):string()
         local vlen = tvb(off + 1 + n, 4):uint()
@@ -970,7 +970,7 @@ function p_zmtp.dissector(tvb, pinfo, tree)
                 local name = tvb(off + hdr + 1, n):string()
                 t:append_text(", command " .. name)
                 t:add(FZ.command, tvb(off + hdr, 1 + n), name)
-                if name == "READY" then zmtp_properties(tvb, off + hdr + 1 + n, t, pinfo) end
+                if name == "READY" then zmtp_properties(tvb, off + hdr + 1 + n, off + hdr + len, t, pinfo) end
                 pinfo.cols.protocol = "ZMTP"
                 pinfo.cols.info:append(" " .. name)
             elseif bit32.band(flags, 1) ~= 0 then
@@ -1022,45 +1022,54 @@ local function te_handshake(tvb, pinfo, tree)
     end
 end
 
-local te_left = {} -- "stream:port" -> payload bytes still to come, per frame start
+local te_left = {}    -- "stream:port" -> payload bytes still to come from that side; by frame: at its start
+local te_expect = {}  -- tcp stream -> the target's answers still due, in request order: { status, data }
 function p_te_data.dissector(tvb, pinfo, tree)
     pinfo.cols.protocol = "Mooncake TE"
     local f = f_stream()
-    local key = (f and f.value or 0) .. ":" .. pinfo.src_port
+    local stream = f and f.value or 0
+    local key = stream .. ":" .. pinfo.src_port
     local off, total = 0, tvb:len()
     local left = te_left[pinfo.number]
     if left == nil then left = te_left[key] or 0; te_left[pinfo.number] = left end
-    if left > 0 then
-        local n = math.min(left, total)
-        tree:add(p_te, tvb(0, n), "Mooncake Transfer Engine payload (" .. n .. " bytes)")
-        off, left = n, left - n
-    end
     local to_data = te_data_ports[pinfo.dst_port]
+    te_expect[stream] = te_expect[stream] or {}
+    local due = te_expect[stream]
     while off < total do
-        if to_data then
+        if left > 0 then
+            local n = math.min(left, total - off)
+            tree:add(p_te, tvb(off, n), "Mooncake Transfer Engine payload (" .. n .. " bytes)")
+            off, left = off + n, left - n
+        elseif to_data then
             if total - off < TE.header_length then break end
             local t = tree:add(p_te, tvb(off, TE.header_length), "Mooncake Transfer Engine request header")
             local size = tvb(off, 8):le_uint64():tonumber()
             t:add_le(FT.size, tvb(off, 8))
             t:add_le(FT.addr, tvb(off + 8, 8))
             local op = tvb(off + 16, 1):uint()
-            local base_op = op % TE.v2_flag
-            t:add(FT.opcode, tvb(off + 16, 1)):append_text(" (" .. (TE.opcodes[base_op] or "?") .. ((op >= TE.v2_flag) and ", acknowledged (v2)" or "") .. ")")
+            local base_op, v2 = op % TE.v2_flag, op >= TE.v2_flag
+            t:add(FT.opcode, tvb(off + 16, 1)):append_text(" (" .. (TE.opcodes[base_op] or "?") .. (v2 and ", acknowledged (v2)" or "") .. ")")
             pinfo.cols.info:append(" " .. (TE.opcodes[base_op] or "?") .. " " .. size)
             off = off + TE.header_length
-            if base_op == TE.write then
-                local n = math.min(size, total - off)
-                if n > 0 then tree:add(p_te, tvb(off, n), "Mooncake Transfer Engine payload (" .. n .. " of " .. size .. " bytes)") end
-                off, left = off + n, size - n
+            local write = (base_op == TE.write)
+            if not pinfo.visited and (v2 or not write) then
+                due[#due + 1] = { status = v2, data = write and 0 or size }
             end
+            if write then left = size end
         else
-            if total - off < 8 then break end
-            local t = tree:add(p_te, tvb(off, 8), "Mooncake Transfer Engine status")
-            t:add_le(FT.status, tvb(off, 8))
-            local code = tvb(off, 4):le_uint()
-            t:append_text(" (" .. (TE.statuses[code] or "?") .. ")")
-            pinfo.cols.info:append(" status " .. (TE.statuses[code] or tostring(code)))
-            off = off + 8
+            local d = due[1] or { status = true, data = 0 }
+            if d.status then
+                if total - off < 8 then break end
+                local t = tree:add(p_te, tvb(off, 8), "Mooncake Transfer Engine status")
+                t:add_le(FT.status, tvb(off, 8))
+                local code = tvb(off, 4):le_uint()
+                t:append_text(" (" .. (TE.statuses[code] or "?") .. ")")
+                pinfo.cols.info:append(" status " .. (TE.statuses[code] or tostring(code)))
+                off = off + 8
+                if code ~= 0 then d.data = 0 end
+            end
+            if not pinfo.visited then table.remove(due, 1) end
+            left = d.data
         end
     end
     if not pinfo.visited then te_left[key] = left end
@@ -1082,6 +1091,7 @@ function p_payload.dissector(tvb, pinfo, tree) dissect_payload(tvb, pinfo, tree,
 -- The TCP streams claimed: "zmtp" or "te". Each later segment of a claimed stream comes back through the
 -- heuristic (nothing else claims it), and goes to the same dissector.
 local claimed = {}
+local seen_dir = {} -- "stream:port": a payload from this side of the stream was seen
 
 local function zmtp_stream(tvb, pinfo, tree)
     if OWN_ZMTP then
@@ -1107,9 +1117,19 @@ local function heuristic(tvb, pinfo, tree)
         zmtp_stream(tvb, pinfo, tree)
         return true
     end
-    if n >= 10 then
+    -- A transfer-engine handshake frame starts the stream: a length, a type byte, a JSON descriptor. The engine
+    -- may write the three in separate segments, so the first segment may hold the length alone.
+    -- (The first payload of each direction of a stream; tcp.seq is not there in tshark's first pass of -2.)
+    local first = false
+    if s and not seen_dir[s .. ":" .. pinfo.src_port] then
+        seen_dir[s .. ":" .. pinfo.src_port] = true
+        first = true
+    end
+    if n >= 8 and first then
         local len = tvb(0, 8):le_uint64()
-        if len >= UInt64(1) and len <= UInt64(TE.max_length) and tvb(8, 1):uint() <= TE.max_type and tvb(9, 1):uint() == 0x7b then
+        local typed = (n < 9) or tvb(8, 1):uint() <= TE.max_type
+        local json = (n < 10) or tvb(9, 1):uint() == 0x7b
+        if len >= UInt64(2) and len <= UInt64(TE.max_length) and typed and json then
             if s then claimed[s] = "te" end
             te_handshake(tvb, pinfo, tree)
             return true
