@@ -691,7 +691,14 @@ end
 
 local pulls = {}   -- tcp stream -> the requests on it, in order: { frame, ids = set }
 local answers = {} -- request frame -> first answer frame
-local f_stream = Field.new("tcp.stream")
+-- A TCP connection by its addresses and ports (fields such as tcp.stream are not there in tshark's first pass
+-- of -2, which builds no tree).
+local function conn_id(pinfo)
+    local a = tostring(pinfo.src) .. ":" .. pinfo.src_port
+    local b = tostring(pinfo.dst) .. ":" .. pinfo.dst_port
+    if a < b then return a .. "|" .. b end
+    return b .. "|" .. a
+end
 
 local function enum_note(m, f, v)
     local t = f.type
@@ -800,9 +807,7 @@ local function show_fields(tree, m, v)
 end
 
 local function pair(pinfo, tree, m, v)
-    local f = f_stream()
-    if not f then return end
-    local s = f.value
+    local s = conn_id(pinfo)
     pulls[s] = pulls[s] or {}
     if m.answered_by then
         if not pinfo.visited then
@@ -908,10 +913,9 @@ end
 local socket_of = {} -- "stream:port" -> socket type from READY
 
 local function direction(pinfo)
-    local f = f_stream()
-    if not f then return nil end
-    local mine = socket_of[f.value .. ":" .. pinfo.src_port]
-    local theirs = socket_of[f.value .. ":" .. pinfo.dst_port]
+    local c = conn_id(pinfo)
+    local mine = socket_of[c .. ":" .. pinfo.src_port]
+    local theirs = socket_of[c .. ":" .. pinfo.dst_port]
     if not mine or not theirs then return nil end
     for _, d in ipairs(DIRECTIONS) do
         if d.sender == mine and d.receiver == theirs then return d end
@@ -920,14 +924,14 @@ local function direction(pinfo)
 end
 
 local function zmtp_properties(tvb, off, stop, tree, pinfo)
-    local f = f_stream()
+    local c = conn_id(pinfo)
     while off + 5 <= stop do
         local n = tvb(off, 1):uint()
         local name = tvb(off + 1, n):string()
         local vlen = tvb(off + 1 + n, 4):uint()
         local value = (vlen > 0) and tvb(off + 5 + n, vlen):string() or ""
         tree:add(FZ.property, tvb(off, 5 + n + vlen), name .. "=" .. value)
-        if name == "Socket-Type" and f then socket_of[f.value .. ":" .. pinfo.src_port] = value end
+        if name == "Socket-Type" then socket_of[c .. ":" .. pinfo.src_port] = value end
         off = off + 5 + n + vlen
     end
 end
@@ -990,7 +994,15 @@ end
 
 local te_data_ports = {}
 local p_te_data = Proto("mooncake_te_data", "Mooncake Transfer Engine data")
+-- Handshake frames reassembled in the first pass, by the frame that completed them: a later pass (tshark -2, the
+-- GUI's re-dissection) may get that frame's own segment only.
+local te_pdus = {}
 local function te_handshake(tvb, pinfo, tree)
+    local whole = te_pdus[pinfo.number]
+    if pinfo.visited and whole and tvb:len() < #whole then
+        tvb = ByteArray.new(whole, true):tvb("Transfer-engine handshake frame (reassembled)")
+    end
+    if not pinfo.visited and tvb:len() >= 9 then te_pdus[pinfo.number] = tvb:raw() end
     local off, total = 0, tvb:len()
     while off < total do
         if total - off < 9 then pinfo.desegment_offset = off; pinfo.desegment_len = DESEGMENT_ONE_MORE_SEGMENT; return end
@@ -1026,8 +1038,7 @@ local te_left = {}    -- "stream:port" -> payload bytes still to come from that 
 local te_expect = {}  -- tcp stream -> the target's answers still due, in request order: { status, data }
 function p_te_data.dissector(tvb, pinfo, tree)
     pinfo.cols.protocol = "Mooncake TE"
-    local f = f_stream()
-    local stream = f and f.value or 0
+    local stream = conn_id(pinfo)
     local key = stream .. ":" .. pinfo.src_port
     local off, total = 0, tvb:len()
     local left = te_left[pinfo.number]
@@ -1103,8 +1114,7 @@ local function zmtp_stream(tvb, pinfo, tree)
 end
 
 local function heuristic(tvb, pinfo, tree)
-    local f = f_stream()
-    local s = f and f.value
+    local s = conn_id(pinfo)
     local n = tvb:len()
     if s and claimed[s] == "zmtp" then zmtp_stream(tvb, pinfo, tree); return true end
     if s and claimed[s] == "te" then te_handshake(tvb, pinfo, tree); return true end
