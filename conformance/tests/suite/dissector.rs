@@ -2,7 +2,7 @@
 //! generates (`BLESS=1` rewrites it, as `tests/generated.rs` does for `schema/`), it carries what the spec says,
 //! `pcap` writes captures whose TCP streams carry exactly the trace's sent messages, and — where `tshark` is
 //! installed — every bundled trace's capture dissects to exactly its payloads (`scripts/dissector-check.sh`,
-//! about 6 s; else `SKIPPED`).
+//! about 12 s, one and two passes; else `SKIPPED`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
