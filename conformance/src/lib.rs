@@ -35,12 +35,14 @@
 
 pub mod bundled;
 mod canonical;
+pub mod capture;
 pub mod case_id;
 mod checks;
 pub mod conversation;
 mod counterpart;
 pub mod crossver;
 pub mod derive;
+pub mod dissector;
 pub mod expected;
 pub mod extract;
 pub mod extractcmd;

@@ -31,6 +31,8 @@ fn main() -> ExitCode {
         Cmd::Replay(args) => cli::replay::exec(args),
         Cmd::Hash(args) => cli::hash::exec(args),
         Cmd::Key(args) => cli::key::exec(args),
+        Cmd::Pcap(args) => cli::pcap::exec(args),
+        Cmd::Dissector(args) => cli::dissector::exec(args),
     };
     // A command that stopped without its result: `error: …` on standard error, the exit code of its kind.
     result.unwrap_or_else(|e| cli::output::finish(&[e.to_string()], e.code()))

@@ -12,12 +12,14 @@ use mooncake_conformance::jsonl::Input;
 
 pub(crate) mod cases;
 pub(crate) mod diff;
+pub(crate) mod dissector;
 pub(crate) mod error;
 pub(crate) mod extract;
 pub(crate) mod hash;
 pub(crate) mod key;
 pub(crate) mod matrix;
 pub(crate) mod output;
+pub(crate) mod pcap;
 pub(crate) mod probe;
 pub(crate) mod replay;
 pub(crate) mod run;
@@ -58,6 +60,8 @@ pub(crate) enum Cmd {
     Replay(replay::ReplayArgs),
     Hash(hash::HashArgs),
     Key(key::KeyArgs),
+    Pcap(pcap::PcapArgs),
+    Dissector(dissector::DissectorArgs),
 }
 
 // ---- what several commands share ---------------------------------------------------------------------------

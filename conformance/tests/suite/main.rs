@@ -15,6 +15,7 @@ mod diff_cli;
 mod diff_msgspec;
 mod differential_msgspec;
 mod differential_python;
+mod dissector;
 mod extract;
 mod extract_proof;
 mod extract_review;
