@@ -99,6 +99,9 @@ class Importer:
             compat.before_vllm_import()
             self.mod = importlib.import_module(MODULE)
             import peer  # noqa: F401  (tools/record: the lookup fakes; it imports vLLM's parallel state)
+            import taps
+
+            taps.install_zmq_taps()  # observes pyzmq's send/recv (for `record_wire`); changes nothing
         except BaseException as e:  # noqa: BLE001
             traceback.print_exc()
             self.error = e
@@ -225,6 +228,7 @@ class Role:
 
         self.mc = mc = importer.get()
         self.role = role
+        self.record_wire = bool(config.get("record_wire"))
         self.tp_rank, self.tp_size = int(config.get("tp_rank", 0)), int(config.get("tp_size", 1))
         if config.get("bootstrap"):
             raise Unsupported("unsupported: a bootstrap server (generation 1 has none)")
@@ -387,7 +391,7 @@ class Role:
         tracked, open_ex = self.on_loop(w.sender_loop, tables)
         with self.lock, self.tap._lock:
             return {"tracked_transfers": tracked, "open_exchanges": open_ex, "finished_sending": list(self.freed),
-                    "writes": list(self.tap.writes)}
+                    "writes": list(self.tap.writes), **self.wire()}
 
     def decoder_status(self):
         w = self.w
@@ -408,7 +412,20 @@ class Role:
             unsettled = [{"d_req_id": d, "reason": "its pull ended without trans_done (logged, never reported)"}
                          for d in self.pulled if d not in self.finished and d not in in_flight]
             return {"finished": list(self.finished), "failed": [], "unsettled": unsettled,
-                    "pending_pulls": len([d for d in self.pulled if d in in_flight]), "open_exchanges": len(live)}
+                    "pending_pulls": len([d for d in self.pulled if d in in_flight]), "open_exchanges": len(live),
+                    **self.wire()}
+
+    def wire(self):
+        """`record_wire`: every ZeroMQ message sent and received on the connector's tcp:// sockets, in order
+        (tools/record/taps.py observes them)."""
+        if not self.record_wire:
+            return {}
+        import taps
+
+        with self.lock:
+            self.events = getattr(self, "events", []) + [e for e in taps.drain() if e.get("kind") == "zmq"]
+            return {"wire": [{"dir": "out" if e["dir"] == "send" else "in", "frames": e["frames"],
+                              **({} if e["bound"] else {"endpoint": e["endpoint"]})} for e in self.events]}
 
     def stop(self):
         self.stopping = True
