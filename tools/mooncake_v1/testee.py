@@ -282,7 +282,7 @@ class Role:
             self.regions.fill_provenance()
         with compat.current_vllm_config(self.vllm_config):
             self.w.register_kv_caches(self.caches)
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.freed = []  # prefiller: finished_sending entries
         self.finished, self.pulled = [], []  # decoder
         self.stopping = False
