@@ -45,15 +45,30 @@ def layout(base):
             "registered_layer_indices": [0, 1], "num_blocks": NUM_BLOCKS}
 
 
-def provenance_problem(hexbytes, region, src):
+def provenance_word(region, offset):
+    """The provenance word at byte `offset` of a prefiller region (conformance/TESTEE.md)."""
+    return (0x4D43 << 48) | (region << 36) | ((offset // BLOCK_LEN) << 16) | ((offset % BLOCK_LEN) // 8)
+
+
+def chunks(kv_first, p, d):
+    """(prefiller offset, decoder offset, length) of what moving block p to block d copies in one region: the whole
+    block where the cache is blocks first, else its K half and its V half (`(2, num_blocks, …)`, FlashAttention)."""
+    if not kv_first:
+        return [(p * BLOCK_LEN, d * BLOCK_LEN, BLOCK_LEN)]
+    half, plane = BLOCK_LEN // 2, NUM_BLOCKS * BLOCK_LEN // 2
+    return [(h * plane + p * half, h * plane + d * half, half) for h in (0, 1)]
+
+
+def provenance_problem(hexbytes, region, p_off):
     b = bytes.fromhex(hexbytes)
     for k in range(len(b) // 8):
         w = int.from_bytes(b[8 * k:8 * k + 8], "little")
-        want = (0x4D43 << 48) | (region << 36) | (src << 16) | k
+        want = provenance_word(region, p_off + 8 * k)
         if w != want:
             got = "zero" if w == 0 else (f"region {(w >> 36) & 0xFFF} block {(w >> 16) & 0xFFFFF} word {w & 0xFFFF}"
                                          if w >> 48 == 0x4D43 else f"{w:#x}")
-            return f"word {k}: {got}, expected region {region} block {src} word {k}"
+            return (f"word {k}: {got}, expected region {region} block {(p_off + 8 * k) // BLOCK_LEN} word "
+                    f"{((p_off + 8 * k) % BLOCK_LEN) // 8}")
     return None
 
 
@@ -165,16 +180,20 @@ class Side:
         """Problems of the pulled blocks (empty: every word arrived where it belongs)."""
         problems = []
         if self.kind == "vllm":
+            if self.ctx.attn_backend == "FLASH_ATTN":
+                raise Fail("the vLLM peer's cache is blocks first; a FLASH_ATTN pairing checks nothing meaningful")
             pairs = [[i, d, p, BLOCK_LEN // 8, 0] for i in range(2) for _, ps, ds in REQS for p, d in zip(ps, ds)]
             return self.v.cmd("check_blocks", pairs=pairs)
         base = layout(D_BASE)["kv_caches_base_addr"]
+        kv_first = self.ctx.attn_backend == "FLASH_ATTN"
         for i in range(2):
             for _, ps, ds in REQS:
                 for p, d in zip(ps, ds):
-                    h = self.t.cmd({"cmd": "read_memory", "addr": base[i] + d * BLOCK_LEN, "len": BLOCK_LEN})["hex"]
-                    why = provenance_problem(h, i, p)
-                    if why:
-                        problems.append(f"region {i} block {d}: {why}")
+                    for p_off, d_off, n in chunks(kv_first, p, d):
+                        h = self.t.cmd({"cmd": "read_memory", "addr": base[i] + d_off, "len": n})["hex"]
+                        why = provenance_problem(h, i, p_off)
+                        if why:
+                            problems.append(f"region {i} block {d} (offset {d_off}): {why}")
         return problems
 
 
@@ -232,7 +251,7 @@ def pairing(ctx, p_kind, d_kind):
             raise Fail(f"the decoder finished {sorted(done)} of {sorted(want)}")
         problems = d.landed()
         if problems:
-            raise Fail(f"{len(problems)} of 10 blocks wrong, first: {problems[0]}")
+            raise Fail(f"{len(problems)} pulled block copies wrong, first: {problems[0]}")
         return name, True, f"2 requests finished, 10 blocks checked word for word, {len(pulls)} pull(s)"
     except (Fail, record.RecordError) as e:
         return name, False, f"{e} (logs: {run.log_dir})"
