@@ -157,18 +157,24 @@ class Side:
             "hostname": "127.0.0.1", "tp_rank": 0, "tp_size": 1, "abort_timeout_s": ABORT_S,
             "layout": layout(D_BASE), "record_wire": True}}, timeout=180)
 
-    def pull(self, port):
-        ids = [r for r, _, _ in REQS]
+    def pull(self, port, suffix, remote_id_known):
+        """`suffix`: the decoder knows each request by an id of its own (`req-1-<suffix>`, as vLLM 0.15.1 suffixes
+        every internal id); `remote_id_known`: the prefiller's id reached the decoder's scheduler
+        (`remote_request_id`, which only Mooncake's own prefiller puts into kv_transfer_params)."""
+        own = {r: (f"{r}-{suffix}" if suffix else r) for r, _, _ in REQS}
+        named = {r: (r if remote_id_known else own[r]) for r in own}
+        ids = list(own.values())
         deadline = time.monotonic() + ABORT_S + 10
         if self.kind == "vllm":
-            self.v.cmd("pull", reqs=[[r, r, [d]] for r, _, d in REQS], side_channel_port=port)
+            self.v.cmd("pull", reqs=[[own[r], named[r], [d]] for r, _, d in REQS], side_channel_port=port)
             done = set()
             while time.monotonic() < deadline and not set(ids) <= done:
                 done |= set(self.v.cmd("poll")["recving"])
                 time.sleep(0.05)
             return done
-        self.t.cmd({"cmd": "pull", "requests": [{"d_req_id": r, "blocks": [d], "remote_host": "127.0.0.1",
-                                                 "remote_port": port} for r, _, d in REQS]})
+        self.t.cmd({"cmd": "pull", "requests": [{"d_req_id": own[r], "transfer_id": named[r], "blocks": [d],
+                                                 "remote_host": "127.0.0.1", "remote_port": port}
+                                                for r, _, d in REQS]})
         while time.monotonic() < deadline:
             s = self.t.cmd({"cmd": "status"})
             if s.get("open_exchanges") == 0 and s.get("pending_pulls", 0) == 0:
@@ -235,18 +241,20 @@ def pairing(ctx, p_kind, d_kind):
     name = f"{p_kind}-prefiller->{d_kind}-decoder"
     if "mc" in (p_kind, d_kind):
         name += f" ({ctx.attn_backend})"
+    if ctx.id_suffix:
+        name += f" [decoder ids suffixed -{ctx.id_suffix}]"
     run = Run(ctx, name)
     try:
         p = Side(ctx, p_kind, "prefiller", run)
         d = Side(ctx, d_kind, "decoder", run)
         d.start_decoder()
         port = p.start_prefiller()
-        done = d.pull(port)
+        done = d.pull(port, ctx.id_suffix, p_kind == "mc")
         pulls = p.received()
         if ctx.show_pull:
             for h in pulls:
                 print(f"     pull received by the {p_kind} prefiller ({len(h) // 2} bytes): {h}", flush=True)
-        want = {r for r, _, _ in REQS}
+        want = {f"{r}-{ctx.id_suffix}" if ctx.id_suffix else r for r, _, _ in REQS}
         if done != want:
             raise Fail(f"the decoder finished {sorted(done)} of {sorted(want)}")
         problems = d.landed()
@@ -271,6 +279,8 @@ def main():
     ap.add_argument("--pairing", action="append", default=[], help="P:D, e.g. mc:ref (repeatable)")
     ap.add_argument("--expect-fail", action="append", default=[], help="P:D expected to fail")
     ap.add_argument("--show-pull", action="store_true")
+    ap.add_argument("--id-suffix", default="", help="the decoder's own request ids get this suffix (vLLM 0.15.1 "
+                    "appends 8 random characters to every request id it receives)")
     ap.add_argument("--log-dir", default=None)
     a = ap.parse_args()
     a.log_dir = a.log_dir or os.path.join("/tmp", f"mooncake-v1-live-{os.getpid()}")
