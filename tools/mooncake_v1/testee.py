@@ -50,7 +50,8 @@ REVISION = "vllm-0.13.0..0.15.1"
 ROLES = ["prefiller", "decoder"]
 MODULE = "mooncake.mooncake_connector_v1"
 BLOCK_SIZE, HEAD_SIZE = 16, 8  # tokens per block and head size of the bundled scenarios (conformance/scenarios.toml)
-POLL_S = 0.02  # an engine step: how often get_finished is read, as vLLM's engine reads it every step
+POLL_S = 0.02
+HELLO_WAIT_S = 25  # an engine step: how often get_finished is read, as vLLM's engine reads it every step
 
 # The KV cache shape of one layer per attention backend of vLLM 0.12.0 (its get_kv_cache_shape).
 SHAPES = {
@@ -458,6 +459,9 @@ def main():
             logging.getLogger(name).setLevel(level)
     v = versions()
     importer = Importer()
+    # The runner waits 30 s for the hello and 30 s for each answer: most of the import (12-20 s, more on a loaded
+    # machine) happens before the hello, the rest before `start` answers.
+    importer.done.wait(HELLO_WAIT_S)
     send({"hello": "mooncake-testee", "protocol": 1,
           "name": f"mooncake_connector_v1 (mooncake-transfer-engine-non-cuda {v['mooncake-transfer-engine-non-cuda']}"
                   f", vLLM {v['vllm']}, {args.attn_backend})",
