@@ -28,20 +28,16 @@ thread (about 12 s); `start` waits for it. Logs go to standard error; standard o
     PYTHONPATH=<vllm-0.12.0 overlay>:<engine package> python tools/mooncake_v1/testee.py [--attn-backend NAME]
 """
 
+import argparse
+import asyncio
+import ctypes
+import json
 import os
+import socket
 import sys
-
-_OUT = os.fdopen(os.dup(1), "w", buffering=1)
-os.dup2(2, 1)  # whatever vLLM, torch or the engine print goes to standard error
-
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import ctypes  # noqa: E402
-import json  # noqa: E402
-import socket  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-import traceback  # noqa: E402
+import threading
+import time
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "record"))
@@ -442,11 +438,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--attn-backend", choices=sorted(SHAPES), default="FLASHINFER")
     args = ap.parse_args()
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # whatever vLLM, torch or the engine print goes to standard error
 
     def send(obj):
         LOG.debug("-> %s", json.dumps(obj)[:2000])
-        _OUT.write(json.dumps(obj, separators=(",", ":")) + "\n")
-        _OUT.flush()
+        out.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        out.flush()
 
     level = os.environ.get("MOONCAKE_V1_LOG", "").upper()
     if level:  # the connector logs under its module's name, outside vLLM's "vllm" logger
@@ -507,7 +505,7 @@ def main():
     finally:
         if role is not None:
             role.stop()
-        _OUT.flush()
+        out.flush()
         os._exit(0)
 
 
