@@ -49,7 +49,7 @@ async fn play_case(
     // The scenario starts once every worker is up, as in the recording (tools/record: workers first, then the
     // transfers): a decoder testee that takes seconds to start must not find the transfers expired.
     for side in sides.iter_mut() {
-        side.prepare(&transfers_by_request_id(&setup), ctx.scenario.fail_transfers).await?;
+        side.prepare(&transfers_by_request_id(setup), ctx.scenario.fail_transfers).await?;
     }
     pull_all(ctx, setup, base, decoders).await?;
     tokio::time::sleep(Duration::from_millis(100)).await;
