@@ -81,6 +81,12 @@ step "tools/record compare self-check"
 python3 tools/record/test_compare.py > target/record-compare.txt 2>&1 || { cat target/record-compare.txt; echo "SUMMARY: recorder compare self-check FAILED"; exit 1; }
 tail -1 target/record-compare.txt
 
+# 3c. The Mooncake connector driver's self-check (tools/mooncake_v1; standard library only: its memory at the
+# runner's addresses, the provenance pattern, its answers without the connector installed; about 2 s).
+step "tools/mooncake_v1 driver self-check"
+python3 tools/mooncake_v1/test_testee.py > target/mooncake-v1-selfcheck.txt 2>&1 || { cat target/mooncake-v1-selfcheck.txt; echo "SUMMARY: Mooncake connector driver self-check FAILED"; exit 1; }
+tail -1 target/mooncake-v1-selfcheck.txt
+
 # 4. The CLI over every bundled vector and trace, and the conformance run against the reference peer.
 step "mooncake-conformance vectors / validate"
 bin=target/debug/mooncake-conformance

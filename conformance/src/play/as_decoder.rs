@@ -81,8 +81,8 @@ async fn play_case(
     check_completions(ctx, sides).await
 }
 
-/// One prefiller per recorded worker, registered in recorded order: a testee the runner starts and prepares
-/// with the scenario's transfers, or (`replay --peer`) one already running. Returns the live endpoint of each
+/// One prefiller per recorded worker, registered in recorded order: a testee the runner starts and, once all
+/// are up, prepares with the scenario's transfers, or (`replay --peer`) one already running. Returns the live endpoint of each
 /// recorded one.
 async fn start_prefillers(
     ctx: &mut CaseCtx<'_>,
@@ -107,9 +107,12 @@ async fn start_prefillers(
         let live = a.endpoint.ok_or(PlayError::Unsaid { role: "prefiller", what: "endpoint" })?;
         endpoints.insert(p.endpoint.clone(), live.clone());
         check_registration(ctx, boot, p, &live);
-        let mut side = PrefillerSide::Testee(testee);
+        sides.push((p.conn.clone(), PrefillerSide::Testee(testee)));
+    }
+    // The scenario starts once every worker is up, as in the recording: a testee that takes seconds to start
+    // must not let the transfers of the workers started before it expire.
+    for (_, side) in sides.iter_mut() {
         side.prepare(&ctx.scenario.transfers, ctx.scenario.fail_transfers).await?;
-        sides.push((p.conn.clone(), side));
     }
     Ok(endpoints)
 }

@@ -231,3 +231,27 @@ fn checks_of_what_a_recording_did_not_observe_are_not_applicable_and_counted() {
         let _ = std::fs::remove_dir_all(f.parent().unwrap());
     }
 }
+
+#[test]
+fn a_testee_slow_to_start_finds_the_transfers_of_its_case_ready() {
+    // A testee that takes longer to start than the scenarios' 2 s abort timeout (Mooncake's own connector imports
+    // torch and vLLM first): the runner arms the scenario's transfers once every worker of the case is up, as the
+    // recorder does, so neither the runner's prefillers (decoder cases) nor the testee prefillers started first
+    // (two-rank prefiller cases) have expired them when the pull comes. Both generations.
+    let peer = env!("CARGO_BIN_EXE_mooncake-conformance").replace("mooncake-conformance", "mooncake-peer");
+    if !std::path::Path::new(&peer).exists() {
+        let st = Command::new(env!("CARGO")).args(["build", "-q", "-p", "mooncake-reference"]).status().unwrap();
+        assert!(st.success());
+    }
+    let cases = "0.13.0/a_single_success/decoder,0.13.0/d0_gen1_homogeneous_tp2/prefiller,\
+                 vllm-0.33.0/a_single_success/decoder,vllm-0.33.0/d2_hetero_tp_d1_p2/prefiller";
+    let testee = format!("sh -c 'sleep 2.5; exec {peer} --log error testee'");
+    let out = Command::new(env!("CARGO_BIN_EXE_mooncake-conformance"))
+        .args(["run", "--format", "json", "--jobs", "4", "--case", cases, "--testee", &testee])
+        .output()
+        .unwrap();
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(out.status.code(), Some(0), "{}", serde_json::to_string_pretty(&v["cases"]).unwrap());
+    assert_eq!(v["summary"]["passed"], 4);
+}

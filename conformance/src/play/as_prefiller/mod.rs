@@ -112,6 +112,11 @@ async fn play_case(
     let profile = ctx.profile()?;
     start_prefillers(ctx, p_spec, boot, &mut sides.prefillers).await?;
     let sessions = start_decoders(ctx, &mut sides.decoders).await?;
+    // The scenario starts once every worker is up, as in the recording (tools/record: workers first, then the
+    // transfers): a decoder testee that takes seconds to start must not find the transfers expired.
+    for (_, side) in sides.prefillers.iter_mut() {
+        side.prepare(&ctx.scenario.transfers, ctx.scenario.fail_transfers).await?;
+    }
     let steps = pulls::Steps::of(ctx.t);
     pulls::pull_all(ctx, &profile, &boot.url(), &steps, sides).await?;
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -133,8 +138,8 @@ async fn play_case(
     outcomes::check_prefiller_testees(ctx, &mut sides.prefillers).await
 }
 
-/// Our prefillers (or prefiller testees), registered in the recorded order, prepared with the scenario's
-/// transfers.
+/// Our prefillers (or prefiller testees), registered in the recorded order (prepared with the scenario's
+/// transfers once the decoders are up).
 async fn start_prefillers(
     ctx: &CaseCtx<'_>,
     p_spec: Option<&crate::testee::TesteeSpec>,
@@ -143,7 +148,7 @@ async fn start_prefillers(
 ) -> Result<(), PlayError> {
     let (t, model, lease) = (ctx.t, ctx.model(), ctx.scenario.prefiller_kv_lease_s);
     for p in ctx.prefillers_in_register_order() {
-        let mut side = match p_spec {
+        let side = match p_spec {
             None => PrefillerSide::Ours(own_prefiller(t, p, model, lease, "tcp://127.0.0.1:*", boot.url()).await?),
             Some(spec) => {
                 let (mut te, _) = Testee::start_logged(spec, ctx.opts.testee_log.as_ref()).await?;
@@ -155,7 +160,6 @@ async fn start_prefillers(
                 PrefillerSide::Testee(te)
             }
         };
-        side.prepare(&ctx.scenario.transfers, ctx.scenario.fail_transfers).await?;
         prefillers.push((p.conn.clone(), side));
     }
     Ok(())

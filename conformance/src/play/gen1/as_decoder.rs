@@ -66,7 +66,7 @@ async fn play_case(
     check_freed_and_kept(ctx, setup, sides).await
 }
 
-/// One prefiller testee per recorded worker, prepared with the scenario's transfers. Returns the live endpoint
+/// One prefiller testee per recorded worker, all prepared with the scenario's transfers once all are up. Returns the live endpoint
 /// of each recorded one.
 async fn start_prefillers(
     ctx: &CaseCtx<'_>,
@@ -89,9 +89,12 @@ async fn start_prefillers(
             .map_err(PlayError::starting("prefiller", conn))?;
         let live = a.endpoint.ok_or(PlayError::Unsaid { role: "prefiller", what: "endpoint" })?;
         endpoints.insert(endpoint.clone(), live);
-        let mut side = PrefillerSide::Testee(te);
+        sides.push((conn.clone(), PrefillerSide::Testee(te)));
+    }
+    // Once every worker is up, as in the recording: a testee that takes seconds to start must not let the
+    // transfers of the workers started before it expire.
+    for (_, side) in sides.iter_mut() {
         side.prepare(transfers, ctx.scenario.fail_transfers).await?;
-        sides.push((conn.clone(), side));
     }
     Ok(endpoints)
 }

@@ -28,12 +28,9 @@ pub(crate) async fn as_prefiller(ctx: &mut CaseCtx<'_>) -> Result<(), PlayError>
     let setup = Gen1Setup::new(ctx.t, ctx.model(), &ctx.scenario)?;
     let (base, peers) = bind_workers(&setup.profile, setup.p_tp, setup.regions, ctx.model(), setup.abort).await?;
     let mut sides: Vec<PrefillerSide> = peers.into_iter().map(PrefillerSide::Ours).collect();
-    for side in sides.iter_mut() {
-        side.prepare(&transfers_by_request_id(&setup), ctx.scenario.fail_transfers).await?;
-    }
     let mut decoders: Decoders = vec![];
     let limit = Duration::from_secs(120) + setup.abort * 4;
-    let r = bounded(limit, "the case", play_case(ctx, &setup, base, &sides, &mut decoders)).await.and_then(|x| x);
+    let r = bounded(limit, "the case", play_case(ctx, &setup, base, &mut sides, &mut decoders)).await.and_then(|x| x);
     for (_, te, _) in decoders {
         te.stop().await;
     }
@@ -45,10 +42,15 @@ async fn play_case(
     ctx: &mut CaseCtx<'_>,
     setup: &Gen1Setup,
     base: u64,
-    sides: &[PrefillerSide],
+    sides: &mut [PrefillerSide],
     decoders: &mut Decoders,
 ) -> Result<(), PlayError> {
     start_decoders(ctx, setup, decoders).await?;
+    // The scenario starts once every worker is up, as in the recording (tools/record: workers first, then the
+    // transfers): a decoder testee that takes seconds to start must not find the transfers expired.
+    for side in sides.iter_mut() {
+        side.prepare(&transfers_by_request_id(setup), ctx.scenario.fail_transfers).await?;
+    }
     pull_all(ctx, setup, base, decoders).await?;
     tokio::time::sleep(Duration::from_millis(100)).await;
     ctx.found_all(crate::play::te_checks::check_engines(&sides.iter().collect::<Vec<_>>()).await);
