@@ -9,14 +9,15 @@
 # Usage: scripts/wheel.sh                         build from this tree, then check (target/wheels)
 #        scripts/wheel.sh build [--release] [--src DIR] [--out DIR]
 #                                                 the check build reuses the test build's artifacts (`dev` at
-#                                                 opt-level 1 is what `cargo test` and `install-check.sh` built);
-#                                                 --release is the distribution build. --src builds from a copy
-#                                                 of the tree (install-check.sh's, deleted before the check)
+#                                                 opt-level 1 with the features `cargo test --workspace` unified);
+#                                                 --release is the distribution build; --src builds another tree
 #        scripts/wheel.sh check WHEEL [TREE_BINARY]
 #                                                 TREE_BINARY (default target/debug/mooncake-conformance) gives the
-#                                                 case count to compare with
-# A --release wheel's tag is what this machine's glibc allows (manylinux_2_35 on Debian 12); an older tag needs a
-# manylinux build image (README, "Install"). scripts/install-check.sh (in scripts/test.sh) runs build and check.
+#                                                 case count to compare with; then the hook check
+#        scripts/wheel.sh hook WHEEL              the pre-commit hook (tools/pre-commit-mirror) from WHEEL
+# A --release wheel is linked against glibc 2.17 with zig (tools/wheel/requirements-release.txt): manylinux2014.
+# The check build's tag is what this machine's glibc allows (manylinux_2_35 on Debian 12). scripts/install-check.sh
+# (in scripts/test.sh) runs build and check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -31,6 +32,21 @@ tools() {
     cp "$repo/tools/wheel/requirements.txt" "$t/requirements.txt"
   fi
   echo "$t/bin"
+}
+
+# C and C++ compilers and the linker for x86_64 Linux with glibc 2.17, through maturin's zig driver (what
+# `maturin build --zig` sets up for its own build, here for both programs' builds alike).
+zig_compilers() {
+  local w=$CARGO_TARGET_DIR/zig-wrappers tool
+  "$1/python3" -c 'import ziglang' 2>/dev/null \
+    || "$1/pip" install --quiet --disable-pip-version-check -r "$repo/tools/wheel/requirements-release.txt"
+  mkdir -p "$w"
+  for tool in cc c++; do
+    printf '#!/bin/sh\nexport CARGO_ZIGBUILD_ZIG_COMMAND=%s CARGO_ZIGBUILD_ZIG_COMMAND_ARGS="-m ziglang"\nexec %s zig %s -- -g -fno-sanitize=all -target x86_64-linux-gnu.2.17 "$@"\n' \
+      "$1/python3" "$1/maturin" "$tool" > "$w/$tool"
+    chmod +x "$w/$tool"
+  done
+  export CC_x86_64_unknown_linux_gnu=$w/cc CXX_x86_64_unknown_linux_gnu=$w/c++ CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER=$w/cc
 }
 
 build() {
@@ -57,12 +73,18 @@ build() {
     features=(--features mooncake-wire/testing)
     cargo build --quiet --locked --profile test --workspace --lib --bins --tests
   else
-    cargo build --quiet --locked --profile release -p mooncake-reference --bin mooncake-peer
+    # The distribution build: linked against glibc 2.17 by zig (pinned in tools/wheel/requirements.txt), so the
+    # wheel is manylinux2014 and installs on every Linux vLLM supports; debug info stripped (symbol names kept
+    # for backtraces). Both programs with the same compilers, so they share their dependencies' artifacts.
+    zig_compilers "$bin"
+    export CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_STRIP=debuginfo
+    features=(--target x86_64-unknown-linux-gnu --compatibility manylinux2014)
+    cargo build --quiet --locked --release --target x86_64-unknown-linux-gnu -p mooncake-reference --bin mooncake-peer
   fi
   rm -rf target/wheel-data "$out"
   mkdir -p target/wheel-data/scripts
   # mooncake-peer goes in as a data script (maturin's bin bindings take one package's programs).
-  cp "$CARGO_TARGET_DIR/$([ "$profile" = release ] && echo release || echo debug)/mooncake-peer" target/wheel-data/scripts/
+  cp "$CARGO_TARGET_DIR/$([ "$profile" = release ] && echo x86_64-unknown-linux-gnu/release || echo debug)/mooncake-peer" target/wheel-data/scripts/
   "$bin/maturin" build --quiet --locked --profile "$profile" "${features[@]}" --out "$out" > "$out.log" 2>&1 \
     || { cat "$out.log"; echo "wheel: maturin build FAILED"; exit 1; }
   local wheel tag
@@ -141,7 +163,7 @@ case "${1:-}" in
   build) shift; build "$@" ;;
   check) shift; check "$@" ;;
   hook) shift; hook_check "$(realpath "${1:?wheel.sh hook WHEEL}")" ;;
-  -h|--help) sed -n '2,19p' "$0" ;;
+  -h|--help) sed -n '2,20p' "$0" ;;
   "") build; check target/wheels/*.whl ;;
   *) echo "wheel.sh: unknown command $1 (build, check, or nothing for both)" >&2; exit 2 ;;
 esac
