@@ -16,3 +16,17 @@ mod sans_io_boundary;
 mod store_keys;
 mod typed_contract;
 mod via_newest;
+
+/// A path of this repository outside the wire crate's package (another crate's sources or data). From the packaged
+/// crate (`scripts/package-check.sh` runs its tests from the tarball) it is absent: `None`, after a counted
+/// `SKIPPED` line. In the repository a missing path is a failure.
+pub(crate) fn in_repository(rel: &str, what: &str) -> Option<std::path::PathBuf> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let p = root.join(rel);
+    if p.exists() {
+        return Some(p);
+    }
+    assert!(root.join("Cargo.toml.orig").exists(), "{rel} is missing from the repository");
+    println!("SKIPPED: {what} — {rel} is not in the packaged crate");
+    None
+}

@@ -157,6 +157,9 @@ fn no_crate_has_an_import_cycle_between_its_modules() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut problems = vec![];
     for (krate, least) in CRATES {
+        if krate != "src" && crate::in_repository(krate, &format!("module cycles of {krate}")).is_none() {
+            continue;
+        }
         let g = graph(&root.join(krate));
         assert!(g.len() >= least, "{krate}: only {} modules import others: the reader found nothing", g.len());
         for comp in cycles(&g) {
@@ -289,6 +292,9 @@ fn no_crate_has_an_import_cycle_between_its_files() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut problems = vec![];
     for (krate, _) in CRATES {
+        if krate != "src" && crate::in_repository(krate, &format!("file cycles of {krate}")).is_none() {
+            continue;
+        }
         let g = file_graph(&root.join(krate));
         assert!(g.len() >= 3, "{krate}: only {} files import others: the reader found nothing", g.len());
         for comp in cycles(&g) {

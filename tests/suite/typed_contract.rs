@@ -280,6 +280,9 @@ fn vector_dir(family: &str, revision: &str) -> PathBuf {
 
 #[test]
 fn generated_code_agrees_with_every_bundled_msgspec_vector() {
+    if crate::in_repository("conformance/vectors", "the typed structs against the bundled msgspec vectors").is_none() {
+        return;
+    }
     let (mut accepted, mut rejected, mut files) = (0, 0, 0);
     let mut missing = vec![];
     for (fam, revisions) in families() {
