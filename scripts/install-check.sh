@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# The binaries as users install them: `cargo install --path conformance` into a temporary root, and the Python
-# wheel (scripts/wheel.sh) into a fresh venv, then both checked from an empty directory with the source tree
-# hidden (scripts/lib/installed.sh: a private mount namespace with an empty tmpfs over the tree), so a program
-# that read anything of the tree at run time fails. They must list the same cases as the binary of this tree
-# (bundled traces, scenarios and expected failures are embedded) and pass them; `--testee` with the installed
-# mooncake-peer must pass too. Nothing is compiled again: the install and the wheel reuse the test build (its
-# profile, target directory and the features `cargo test --workspace` unified — the wire crate's `testing`, which
-# makes some internals public and changes no behaviour), and mooncake-peer is the test build's own (installed
-# alone, mooncake-reference resolves its dependencies' features differently and compiles two crates again).
-# How the crates build as published, from their tarballs: `cargo package` in the test command and
+# The programs as users install them: `mooncake-conformance` and `mooncake-peer` in a bin directory of their own (as
+# `cargo install` puts them), and the Python wheel (scripts/wheel.sh) in a fresh venv, both checked from an empty
+# directory with the source tree hidden (scripts/lib/installed.sh: a private mount namespace with an empty tmpfs
+# over the tree), so a program that read anything of the tree at run time fails. They must list the same cases as
+# the binary of this tree (bundled traces, scenarios and expected failures are embedded) and pass them; `--testee`
+# with the installed mooncake-peer must pass too. Nothing is compiled again: the programs are the test build's,
+# the wheel's check build reuses it. What `cargo install --path` adds, each package built alone (its dependencies'
+# features resolved for it alone), is checked with `cargo check -p` (seconds; a full `cargo install` compiled for
+# 60-100 s). How the crates build as published, from their tarballs: `cargo package` in the test command and
 # scripts/package-check.sh.
 #
 # Usage: scripts/install-check.sh [TREE_BINARY]          install, then check (default target/debug/mooncake-conformance)
@@ -28,11 +27,14 @@ esac
 tree_bin=$(realpath "${1:-target/debug/mooncake-conformance}")
 
 install_both() {
-  local t0=$SECONDS
-  cargo install --quiet --locked --profile test --features mooncake-wire/testing --path "$repo/conformance" \
-    --root "$tmp/root" 2> "$tmp/install.txt" || { cat "$tmp/install.txt"; echo "install-check: cargo install --path conformance FAILED"; exit 1; }
-  cp "$CARGO_TARGET_DIR/debug/mooncake-peer" "$tmp/root/bin/"
-  echo "install-check: cargo install --path conformance in $(( SECONDS - t0 )) s"
+  local t0=$SECONDS pkg
+  for pkg in mooncake-conformance mooncake-reference; do
+    cargo check --quiet --locked --profile test -p "$pkg" --bins 2> "$tmp/check.txt" \
+      || { cat "$tmp/check.txt"; echo "install-check: $pkg does not build alone (as cargo install builds it)"; exit 1; }
+  done
+  mkdir -p "$tmp/root/bin"
+  cp "$CARGO_TARGET_DIR/debug/mooncake-conformance" "$CARGO_TARGET_DIR/debug/mooncake-peer" "$tmp/root/bin/"
+  echo "install-check: each program's package builds alone (cargo check -p, $(( SECONDS - t0 )) s); the test build's programs installed"
   "$repo/scripts/wheel.sh" build --out "$tmp/wheels"
 }
 

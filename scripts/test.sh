@@ -103,12 +103,13 @@ $bin matrix --check schema/push/compat-matrix.md > target/matrix.txt 2> target/m
   echo "SUMMARY: compatibility matrix FAILED (regenerate: mooncake-conformance matrix --out schema/push/compat-matrix.md)"; exit 1; }
 tail -1 target/matrix.txt
 
-# 4a. The programs as users install them (`cargo install --path conformance` into a temporary root, the wheel into a
-#     fresh venv with no Rust, the pre-commit hook from the wheel), run with the source tree hidden from an empty
-#     directory: the same cases must pass. Reuses the test build (scripts/install-check.sh).
-step "installed programs: cargo install, the wheel, the pre-commit hook"
+# 4a. The programs as users install them (in a bin directory of their own, each package checked to build alone as
+#     `cargo install` builds it; the wheel in a fresh venv with no Rust; the pre-commit hook from the wheel), run
+#     with the source tree hidden from an empty directory: the same cases must pass. Reuses the test build
+#     (scripts/install-check.sh).
+step "installed programs: the binaries, the wheel, the pre-commit hook"
 ./scripts/install-check.sh "$bin" > target/install-check.txt 2>&1 || { cat target/install-check.txt; echo "SUMMARY: install check FAILED"; exit 1; }
-grep -E '^(install-check: cargo install|wheel: mooncake_wire|wheel: installed into|installed: OK|wheel: OK|wheel: the pre-commit hook)' target/install-check.txt
+grep -E '^(install-check: each program|wheel: mooncake_wire|wheel: installed into|installed: OK|wheel: OK|wheel: the pre-commit hook)' target/install-check.txt
 # Where mount namespaces are not allowed, the installed programs run with the tree in place (SKIPPED lines).
 grep '^SKIPPED: ' target/install-check.txt || true
 skipped=$(( skipped + $(grep -c '^SKIPPED: ' target/install-check.txt || true) ))
