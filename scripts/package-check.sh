@@ -43,6 +43,10 @@ done
   for c in "${crates[@]}"; do echo "${c%-*} = { path = \"$c\" }"; done
 } > "$work/Cargo.toml"
 cp Cargo.lock "$work/Cargo.lock"
+# The conformance crate's tests drive the built-in testee, `mooncake-peer`, found on PATH: built from its tarball.
+(cd "$work" && CARGO_TARGET_DIR="$repo/target/package-tests" cargo build --quiet -p mooncake-reference --bin mooncake-peer) \
+  || { echo "package-check: mooncake-peer does not build from its tarball"; exit 1; }
+export PATH="$repo/target/package-tests/debug:$PATH"
 failed=()
 for c in "${crates[@]}"; do
   t0=$SECONDS

@@ -109,7 +109,7 @@ tail -1 target/matrix.txt
 #     (scripts/install-check.sh).
 step "installed programs: the binaries, the wheel, the pre-commit hook"
 ./scripts/install-check.sh "$bin" > target/install-check.txt 2>&1 || { cat target/install-check.txt; echo "SUMMARY: install check FAILED"; exit 1; }
-grep -E '^(install-check: each program|wheel: mooncake_wire|wheel: installed into|installed: OK|wheel: OK|wheel: the pre-commit hook)' target/install-check.txt
+grep -E '^(install-check: mooncake-reference builds|wheel: mooncake_wire|wheel: installed into|installed: OK|wheel: OK|wheel: the pre-commit hook)' target/install-check.txt
 # Where mount namespaces are not allowed, the installed programs run with the tree in place (SKIPPED lines).
 grep '^SKIPPED: ' target/install-check.txt || true
 skipped=$(( skipped + $(grep -c '^SKIPPED: ' target/install-check.txt || true) ))

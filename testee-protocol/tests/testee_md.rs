@@ -3,9 +3,18 @@
 
 use mooncake_testee_protocol::{Command, Hello, Role};
 
-fn testee_md() -> String {
+/// The document (in the repository, beside this crate), or `None` after a counted `SKIPPED` line from the packaged
+/// crate (`scripts/package-check.sh`), which holds no `conformance/`. In the repository a missing file fails.
+fn testee_md() -> Option<String> {
     let p = concat!(env!("CARGO_MANIFEST_DIR"), "/../conformance/TESTEE.md");
-    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{p}: {e}"))
+    match std::fs::read_to_string(p) {
+        Ok(t) => Some(t),
+        Err(_) if std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml.orig")).exists() => {
+            println!("SKIPPED: the types against TESTEE.md — the packaged crate has no conformance/TESTEE.md");
+            None
+        }
+        Err(e) => panic!("{p}: {e}"),
+    }
 }
 
 /// Every `{"cmd": "<name>"` the document writes.
@@ -24,7 +33,8 @@ fn documented_commands(doc: &str) -> Vec<String> {
 
 #[test]
 fn every_documented_command_is_a_command_and_back() {
-    let doc = documented_commands(&testee_md());
+    let Some(text) = testee_md() else { return };
+    let doc = documented_commands(&text);
     assert!(doc.len() >= 5, "found only {doc:?} in TESTEE.md: the reader is broken");
     for name in &doc {
         assert!(Command::NAMES.contains(&name.as_str()), "TESTEE.md documents `{name}`, which is not a Command");
@@ -60,7 +70,7 @@ fn names_are_the_serialised_tags() {
 
 #[test]
 fn the_documented_hello_reads() {
-    let doc = testee_md();
+    let Some(doc) = testee_md() else { return };
     let start = doc.find("{\"hello\"").expect("TESTEE.md has a hello example");
     let end = start + doc[start..].find('}').expect("end of the hello") + 1;
     // The example elides revisions with "…": it is still JSON.
