@@ -50,7 +50,10 @@ export PATH="$repo/target/package-tests/debug:$PATH"
 failed=()
 for c in "${crates[@]}"; do
   t0=$SECONDS
-  if (cd "$work" && CARGO_TARGET_DIR="$repo/target/package-tests" cargo test -p "${c%-*}" > "$work/$c.log" 2>&1); then
+  # The wire crate's tests use its test helpers (its `testing` feature, which the repository's manifest turns on
+  # through a path dev-dependency on itself that packaging drops).
+  features=(); [ "${c%-*}" = mooncake-wire ] && features=(--features testing)
+  if (cd "$work" && CARGO_TARGET_DIR="$repo/target/package-tests" cargo test -p "${c%-*}" "${features[@]}" > "$work/$c.log" 2>&1); then
     echo "package-check: ${c%-*} from its tarball: $(grep -oE '^test result: ok\. [0-9]+ passed' "$work/$c.log" | awk '{s+=$4} END {print s+0}') tests passed ($(( SECONDS - t0 )) s)"
   else
     grep -E '^(test .* FAILED|error|---- )' "$work/$c.log" | head -20
