@@ -35,6 +35,9 @@ for c in target/package/*.crate; do
   tar -xzf "$c" -C "$work"
   crates+=("$(basename "$c" .crate)")
 done
+# The tarballs' files carry fixed times, older than what an earlier run built from them: without new times cargo
+# would take that build as fresh (seen: a test binary of the previous tarball ran).
+find "$work" -type f -exec touch {} +
 {
   echo '[workspace]'
   printf 'members = [%s]\n' "$(printf '"%s", ' "${crates[@]}" | sed 's/, $//')"
