@@ -18,6 +18,7 @@
 # and the engine package installed next to it (pip --no-deps --target, put first on PYTHONPATH; ~250 MB in all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/record-env.sh
 cache="${MOONCAKE_RECORD_CACHE:-$HOME/.cache/mooncake-wire/record}"
 wheels="${MOONCAKE_WHEELS:-$HOME/.cache/mooncake-wire/wheels}"
 mode=all python="" backend=FLASHINFER log_dir="" pairings=()
@@ -35,20 +36,7 @@ done
 case "$backend" in FLASHINFER|FLASH_ATTN|TRITON_ATTN) ;; *) echo "mooncake-v1.sh: unknown backend $backend" >&2; exit 2 ;; esac
 
 # 1. The shared environment (as scripts/record.sh makes it).
-if [ -z "$python" ]; then
-  python="$cache/venv/bin/python"
-  if ! "$python" -c 'import vllm' 2>/dev/null; then
-    echo "== creating $cache/venv with vLLM 0.33.0 and its dependencies (several GB, ~10 minutes)"
-    mkdir -p "$cache" "$wheels"
-    w=$(ls "$wheels"/vllm-0.33.0-*.whl 2>/dev/null | head -1 || true)
-    if [ -z "$w" ]; then
-      python3 -m pip download --quiet --no-deps --only-binary=:all: "vllm==0.33.0" -d "$wheels"
-      w=$(ls "$wheels"/vllm-0.33.0-*.whl | head -1)
-    fi
-    python3 -m venv "$cache/venv"
-    "$cache/venv/bin/pip" install --quiet --disable-pip-version-check "$w"
-  fi
-fi
+[ -n "$python" ] || python=$(record_venv "$cache" "$wheels" 0.33.0 any)
 
 # 2. Overlays: a vLLM release without its dependencies (compiled kernels removed, as record.sh does), the engine.
 overlay_vllm() {

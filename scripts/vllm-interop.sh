@@ -16,6 +16,7 @@
 # as scripts/record.sh makes it) and adds the pinned engine package (tests/store/requirements.txt) to it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/record-env.sh
 cache="${MOONCAKE_RECORD_CACHE:-$HOME/.cache/mooncake-wire/record}"
 wheels="${MOONCAKE_WHEELS:-$HOME/.cache/mooncake-wire/wheels}"
 python="" pass=()
@@ -27,20 +28,7 @@ while [ $# -gt 0 ]; do
     *) echo "vllm-interop.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-if [ -z "$python" ]; then
-  python="$cache/venv/bin/python"
-  if ! "$python" -c 'import importlib.metadata as m; assert m.version("vllm") == "0.33.0"' 2>/dev/null; then
-    echo "== creating $cache/venv with vLLM 0.33.0 (several GB, ~10 minutes)"
-    mkdir -p "$cache" "$wheels"
-    w=$(ls "$wheels"/vllm-0.33.0-*.whl 2>/dev/null | head -1 || true)
-    if [ -z "$w" ]; then
-      python3 -m pip download --quiet --no-deps --only-binary=:all: "vllm==0.33.0" -d "$wheels"
-      w=$(ls "$wheels"/vllm-0.33.0-*.whl | head -1)
-    fi
-    python3 -m venv "$cache/venv"
-    "$cache/venv/bin/pip" install --quiet --disable-pip-version-check "$w"
-  fi
-fi
+[ -n "$python" ] || python=$(record_venv "$cache" "$wheels" 0.33.0)
 "$python" -c 'import importlib.metadata as m; v = m.version("vllm"); assert v == "0.33.0", v' \
   || { echo "vllm-interop.sh: $python does not have vLLM 0.33.0" >&2; exit 2; }
 probe_only=1
