@@ -362,6 +362,14 @@ def release_path(a, rel):
     return [overlay, HERE] if os.path.isfile(os.path.join(overlay, ".complete")) else None
 
 
+def probe_verdict(name, ok, text, what):
+    """Prints the probe's table and the pairing's verdict line (PASS only when every worker was as expected)."""
+    print(text.stdout, end="", flush=True)
+    verdict = f"PASS {name} — {what}" if ok else f"FAIL {name} — expected {what}"
+    print(f"{verdict}; probe exit {text.returncode}", flush=True)
+    return ok
+
+
 def probe_deployment(a, log_dir, name, instances, decoder=None):
     """Starts each prefill instance (engine id, vLLM release, TP size, kv_lease_duration, the (revision, leases)
     probe must report) with its release's own MooncakeBootstrapServer, runs one `mooncake-conformance probe` over
@@ -428,10 +436,8 @@ def probe_mixed(a, log_dir):
                  ("prefill-c", "0.34.0", 1, 30, ("vllm-0.34.0", True))]
     try:
         ok, text = probe_deployment(a, log_dir, name, instances, decoder="0.33.0")
-        print(text.stdout, end="", flush=True)
-        print(f"PASS {name} — 4 workers of vLLM's own 0.33.0 and 0.34.0 processes, each reported as its release "
-              f"(0.34.0 with leases off and on); probe exit {text.returncode}", flush=True)
-        return ok
+        return probe_verdict(name, ok, text, "4 workers of vLLM's own 0.33.0 and 0.34.0 processes, each reported as "
+                             "its release (0.34.0 with leases off and on)")
     except (Fail, record.RecordError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
         print(f"FAIL {name} — {e!r} (logs: {log_dir})", flush=True)
         return False
@@ -456,10 +462,8 @@ def probe_releases(a, log_dir):
     instances = [(f"p-{r}", r, 1, None, (PROBE_RELEASES[r], False if r == "0.34.0" else None)) for r in have]
     try:
         ok, text = probe_deployment(a, log_dir, name, instances)
-        print(text.stdout, end="", flush=True)
-        print(f"PASS {name} — vLLM's own prefillers of {len(have)} releases ({', '.join(have)}), each in a range "
-              f"holding its revision and no other wire; probe exit {text.returncode}", flush=True)
-        return ok
+        return probe_verdict(name, ok, text, f"vLLM's own prefillers of {len(have)} releases ({', '.join(have)}), "
+                             "each in a range holding its revision and no other wire")
     except (Fail, record.RecordError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
         print(f"FAIL {name} — {e!r} (logs: {log_dir})", flush=True)
         return False
