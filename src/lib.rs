@@ -68,6 +68,7 @@ macro_rules! testing_pub {
 pub mod bootstrap;
 pub mod codec;
 pub mod diff;
+#[cfg(feature = "generate")]
 pub mod generate;
 pub mod hash;
 pub mod keys;
@@ -76,6 +77,7 @@ pub mod lookup;
 pub mod msgpack;
 pub mod plan;
 pub mod proto;
+#[cfg(feature = "generate")]
 pub(crate) mod render;
 pub mod schema;
 pub mod spec;

@@ -111,8 +111,15 @@ fn message_section<'a>(module: &'a str, name: &str) -> Option<&'a str> {
         .filter_map(|m| rest.find(m))
         .min()
         .unwrap_or(rest.len());
-    // Back up to the doc comment of the next item.
-    let end = rest[..end].rfind("\n\n").unwrap_or(end);
+    // Back up over the doc comment and attributes of the next item.
+    let mut end = end;
+    while let Some(line_start) = rest[..end].rfind('\n') {
+        let line = rest[line_start + 1..end].trim_start();
+        if !(line.starts_with("///") || line.starts_with("#[")) {
+            break;
+        }
+        end = line_start;
+    }
     Some(&module[start..start + 1 + end])
 }
 
@@ -169,10 +176,14 @@ fn removing_a_field(spec: &Spec, path: &str, revisions: &[&str], message: &str, 
             let names: Vec<String> = def.fields.iter().map(|f| format!("{:?}", f.name)).collect();
             let mask = def.fields.iter().enumerate().filter(|(_, f)| f.required()).fold(0u64, |a, (i, _)| a | 1 << i);
             // A needle not followed by more of an identifier (`self.block_size` is not `self.block_size_scale`).
+            // Whitespace left out (the printer breaks long lists over lines, with a trailing comma).
+            let squeezed = |t: &str| t.split_whitespace().collect::<String>().replace(",]", "]");
+            let flat = squeezed(text);
             let has = |needle: &str| {
-                text.match_indices(needle).any(|(i, _)| {
-                    !text[i + needle.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
-                })
+                let needle = squeezed(needle);
+                let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+                flat.match_indices(&needle)
+                    .any(|(i, _)| !needle.ends_with(ident) || !flat[i + needle.len()..].starts_with(ident))
             };
             let gone = [
                 format!("pub {field}:"),
