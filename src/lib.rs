@@ -8,8 +8,8 @@
 //! * [`codec`] — a MessagePack codec driven by that spec, byte-identical to Python msgspec, for any revision
 //!   (also one loaded at run time);
 //! * [`typed`] — Rust structs for every message of every revision of both families, generated from `spec/` by
-//!   [`generate`] (committed, checked for staleness by `tests/generated.rs`), decoding and encoding the same
-//!   bytes as the spec-driven codec, faster;
+//!   `generate` (the generator, behind the feature of that name; its output is committed and checked for
+//!   staleness by `tests/generated.rs`), decoding and encoding the same bytes as the spec-driven codec, faster;
 //! * [`msgpack`] — the byte-level reader and writer underneath;
 //! * [`limits`] — every resource limit of the decoder;
 //! * [`proto`] — the sans-IO prefiller, decoder and bootstrap registry;

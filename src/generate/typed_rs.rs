@@ -6,14 +6,14 @@
 //! from its newest revision) `src/typed/generated/via_newest.rs`, committed and kept fresh by
 //! `tests/generated.rs` like `schema/` (`BLESS=1 cargo test --test generated` rewrites them).
 //!
-//! One model, built once (`typed_rs/model.rs`): it reads a family of the spec into what is generated — each revision's
-//! messages with their fields' `Ty` (one type model for every position: a field, a list's element, a
-//! tuple's item), which revision first defines each struct, the family's merged enums and control tags. The
-//! writers turn it into `quote` token trees, one file of `typed_rs/` per kind of item — `structs` (a message's struct and
-//! impls), `enums` (the int enums), `tags` (the control tags and each revision's control-tuple enum),
-//! `revisions` (a family's file: one module per revision and the revision table), `via_newest` (the push
-//! family's conversions) — over `ty` (one value's Rust type, decoder, encoder, size hint, owned copy,
-//! default and conversion), and `prettyplease` prints them (`emit`).
+//! One model, built once (`typed_rs/model.rs`): it reads a family of the spec into what is generated — each
+//! revision's messages with their fields' `Ty` (one type model for every position: a field, a list's element, a
+//! tuple's item), which revision first defines each struct, the family's merged enums and control tags. The writers
+//! turn it into `quote` token trees, one file of `typed_rs/` per kind of item — `structs` (a message's struct and
+//! impls), `enums` (the int enums), `tags` (the control tags and each revision's control-tuple enum), `revisions`
+//! (a family's file: one module per revision and the revision table), `via_newest` (the push family's conversions)
+//! — over `ty` (one value's Rust type, decoder, encoder, size hint, owned copy, default and conversion), and
+//! `prettyplease` prints them (`emit`).
 //!
 //! The generated decoders are straight-line code over the toolkit of `src/typed/de.rs` (the same path and
 //! error stack as the spec-driven codec, `src/codec/path.rs`); they hold no rule of their own, so a revision
@@ -186,6 +186,18 @@ pub enum GenerateError {
         /// What is wrong.
         source: Box<GenerateError>,
     },
+}
+
+impl GenerateError {
+    /// This error, about field `field` of struct `owner` of `revision`.
+    fn in_field(self, revision: &str, owner: &str, field: &str) -> Self {
+        GenerateError::InField {
+            revision: revision.to_string(),
+            owner: owner.to_string(),
+            field: field.to_string(),
+            source: Box::new(self),
+        }
+    }
 }
 
 /// Every generated typed source, as (path relative to the repository root, contents).

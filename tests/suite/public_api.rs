@@ -5,9 +5,10 @@
 //!
 //! What it sees: `pub` functions, structs (with their `pub` fields), enums (with their variants), traits (with
 //! their items), constants, statics, type aliases, `pub use` re-exports, the `pub` functions and constants of
-//! inherent impls and the trait impls of the types listed, and item-level macro calls (their tables generate
-//! items: `closed_enum!`, `testing_pub!`), doc comments and the trailing commas of lists broken over lines left out. Private modules are not entered: what they
-//! export is the `pub use` lines. `#[cfg(test)]` items are left out; other `cfg`s are written after the item.
+//! inherent impls and the trait impls of the types listed, and item-level macro calls (their tables generate items:
+//! `closed_enum!`, `testing_pub!`), doc comments and the trailing commas of lists broken over lines left out.
+//! Private modules are not entered: what they export is the `pub use` lines. `#[cfg(test)]` items are left out;
+//! other `cfg`s are written after the item.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -32,7 +32,7 @@ pub(super) fn ident(name: &str) -> Ident {
     }
 }
 
-/// `prefix` + `name` + `suffix` as an identifier (`MooncakeXferMetadataOf`, `MOONCAKE_XFER_METADATA_VIA_NEWEST`).
+/// `name` + `suffix` as an identifier (`MooncakeXferMetadataOf`, `MOONCAKE_XFER_METADATA_VIA_NEWEST`).
 pub(super) fn ident_with(name: &str, suffix: &str) -> Ident {
     format_ident!("{name}{suffix}")
 }

@@ -266,7 +266,9 @@ fn revision_model(rev: &Revision, first_seen: &mut BTreeMap<String, String>) -> 
         releases: rev.releases.clone(),
         summary: rev.summary.clone(),
         generation: rev.generation,
-        enums: rev.enums.iter().map(|(n, e)| (n.clone(), e.members.iter().map(|m| m.name.clone()).collect())).collect(),
+        enums: (rev.enums.iter())
+            .map(|(n, e)| (n.clone(), e.members.iter().map(|m| m.name.clone()).collect()))
+            .collect(),
         raw: rev
             .transport
             .messages
@@ -305,16 +307,6 @@ impl<'a> Resolver<'a> {
         Resolver { rev, stack: vec![], keys: BTreeMap::new() }
     }
 
-    fn error_in(&self, owner: &str, field: &str) -> impl Fn(GenerateError) -> GenerateError {
-        let (revision, owner, field) = (self.rev.revision.clone(), owner.to_string(), field.to_string());
-        move |e| GenerateError::InField {
-            revision: revision.clone(),
-            owner: owner.clone(),
-            field: field.clone(),
-            source: Box::new(e),
-        }
-    }
-
     fn message(&mut self, name: &str) -> Result<Message, GenerateError> {
         let rev = self.rev;
         let (name, def) = rev
@@ -326,8 +318,11 @@ impl<'a> Resolver<'a> {
             return Err(GenerateError::TooManyFields { revision: rev.revision.clone(), name: name.clone() });
         }
         self.stack.push(name.clone());
-        let fields: Result<Vec<Field>, _> =
-            def.fields.iter().map(|f| self.field(f, kind).map_err(self.error_in(name, &f.name))).collect();
+        let fields: Result<Vec<Field>, _> = def
+            .fields
+            .iter()
+            .map(|f| self.field(f, kind).map_err(|e| e.in_field(&rev.revision, name, &f.name)))
+            .collect();
         self.stack.pop();
         let mut m = Message {
             name: name.clone(),

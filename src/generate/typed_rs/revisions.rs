@@ -144,7 +144,10 @@ fn dispatch(rev: &RevisionModel) -> TokenStream {
         /// Decodes `bytes` as `message` (owned or borrowed strings) and drops the result: for benchmarks.
         pub fn decode_and_drop(message: &str, bytes: &[u8], borrowed: bool) -> Option<Result<(), DecodeError>> {
             Some(match (message, borrowed) {
-                #((#names, false) => #owned::decode(bytes).map(drop), (#names, true) => #borrowed::decode(bytes).map(drop),)*
+                #(
+                    (#names, false) => #owned::decode(bytes).map(drop),
+                    (#names, true) => #borrowed::decode(bytes).map(drop),
+                )*
                 _ => return None,
             })
         }

@@ -126,16 +126,6 @@ fn lookup(message: &str, via: &[(&str, &str, &str)]) -> TokenStream {
     }
 }
 
-fn error_in(revision: &str, owner: &str, field: &str) -> impl Fn(GenerateError) -> GenerateError {
-    let (revision, owner, field) = (revision.to_string(), owner.to_string(), field.to_string());
-    move |e| GenerateError::InField {
-        revision: revision.clone(),
-        owner: owner.clone(),
-        field: field.clone(),
-        source: Box::new(e),
-    }
-}
-
 /// `from_newest` and `to_newest`: this revision's struct from and to the newest revision's, field by field by
 /// name. A field only the newest has must hold its default (or, required there, its neutral value) to be said
 /// here; an enum value must be one this revision defines; grouped block lists become flat ones when this
@@ -164,9 +154,8 @@ fn from_newest(
         let name = ident(&f.name);
         let value = match newest.field(&f.name) {
             None => f.ty.default_value(f.fallback.as_ref(), enums)?,
-            Some(w) => {
-                (w.ty.convert(&f.ty, &Val::field("n", &f.name), true)).map_err(error_in(revision, &m.name, &f.name))?
-            }
+            Some(w) => (w.ty.convert(&f.ty, &Val::field("n", &f.name), true))
+                .map_err(|e| e.in_field(revision, &m.name, &f.name))?,
         };
         fields.push(quote!(#name: #value,));
     }
@@ -197,7 +186,7 @@ fn from_newest_checks(m: &Message, newest: &Message, revision: &str) -> Result<T
             Some(lit) => f.ty.is_default(&v, lit),
             None => Err(GenerateError::NoFallback),
         }
-        .map_err(error_in(revision, &m.name, &f.name))?;
+        .map_err(|e| e.in_field(revision, &m.name, &f.name))?;
         let (name, field) = (lit_str(&f.name), ident(&f.name));
         checks.push(quote! {
             if !(#at_default) {
@@ -224,7 +213,7 @@ fn to_newest(m: &Message, newest: &Message, revision: &str) -> Result<TokenStrea
     for f in &m.fields {
         if let Some(w) = newest.field(&f.name) {
             let value = (f.ty.convert(&w.ty, &Val::field("self", &f.name), false))
-                .map_err(error_in(revision, &m.name, &f.name))?;
+                .map_err(|e| e.in_field(revision, &m.name, &f.name))?;
             let name = ident(&f.name);
             sets.push(quote!(m.#name = #value;));
         }
