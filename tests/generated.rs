@@ -292,3 +292,36 @@ fn the_generated_typed_directory_holds_nothing_else() {
         assert!(rel == "src/typed/generated/mod.rs" || want.contains_key(&rel), "{rel} is not generated any more");
     }
 }
+
+/// A spec the generator has no Rust for is an error naming the revision, struct and field (nothing is written):
+/// an optional that is not `optional[str]` or `optional[list[str]]`, a dict with list keys, a `str` field whose
+/// default is not `""`.
+#[test]
+fn a_type_the_generator_cannot_write_is_an_error_naming_the_field() {
+    use mooncake_wire::generate::typed_rs::sources;
+    let file = "push/vllm-0.16.0..0.18.1.toml";
+    for (from, to, why) in [
+        (
+            r#"{ name = "err_msg", type = "optional[str]""#,
+            r#"{ name = "err_msg", type = "optional[int]""#,
+            "MooncakeXferResponse.err_msg: unsupported type optional[int]",
+        ),
+        (
+            r#"{ name = "remote_port", type = "int""#,
+            r#"{ name = "remote_port", type = "dict[list[int], int]""#,
+            "MooncakeXferMetadata.remote_port: unsupported type dict[list[int], int] (dict keys are int or str)",
+        ),
+        (
+            r#"{ name = "err_msg", type = "optional[str]", default = "None""#,
+            r#"{ name = "err_msg", type = "str", default = "'x'""#,
+            "MooncakeXferResponse.err_msg: unsupported default",
+        ),
+    ] {
+        let spec = edited_spec(file, |t| {
+            assert!(t.contains(from), "{from} is in {file}");
+            t.replace(from, to)
+        });
+        let err = sources(&spec).expect_err(to).to_string();
+        assert!(err.starts_with("vllm-0.16.0..0.18.1: ") && err.contains(why), "{to}: {err}");
+    }
+}

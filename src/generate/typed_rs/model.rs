@@ -249,8 +249,7 @@ impl FamilyModel {
 
 /// One revision's model; `first_seen` (struct key → revision) decides which structs it writes.
 fn revision_model(rev: &Revision, first_seen: &mut BTreeMap<String, String>) -> Result<RevisionModel, GenerateError> {
-    let names = revision_structs(rev);
-    let transported = rev.transport.messages.iter().filter(|t| t.encoding == "msgpack").count();
+    let (names, transported) = revision_structs(rev);
     let mut structs = vec![];
     for name in names {
         let message = Resolver::new(rev).message(name)?;
@@ -282,16 +281,22 @@ fn revision_model(rev: &Revision, first_seen: &mut BTreeMap<String, String>) -> 
 }
 
 /// The structs a revision's module holds: its MessagePack messages in transport order, then every other
-/// struct of the revision (those nested in them) in spec order.
-fn revision_structs(rev: &Revision) -> Vec<&str> {
-    let mut out: Vec<&str> =
-        rev.transport.messages.iter().filter(|t| t.encoding == "msgpack").map(|t| t.name.as_str()).collect();
+/// struct of the revision (those nested in them) in spec order; with how many are messages.
+fn revision_structs(rev: &Revision) -> (Vec<&str>, usize) {
+    let mut out: Vec<&str> = vec![];
+    let messages = rev.transport.messages.iter().filter(|t| t.encoding == "msgpack").map(|t| t.name.as_str());
+    for name in messages {
+        if !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    let transported = out.len();
     for name in rev.structs.keys() {
         if !out.contains(&name.as_str()) {
             out.push(name);
         }
     }
-    out
+    (out, transported)
 }
 
 /// Reads one revision's structs and types; `stack` holds the structs being read (a struct holding itself is

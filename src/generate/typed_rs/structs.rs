@@ -21,11 +21,11 @@ pub(super) fn message(
 ) -> Result<TokenStream, GenerateError> {
     let def = definition(m, revision);
     let consts = constants(m);
-    let default = default_impl(m, enums)?;
+    let default = default_impl(m, revision, enums)?;
     let new = constructor(m);
     let decode = decoder(m, revision);
     let owned = owned_impl(m);
-    let encode = encoder(m)?;
+    let encode = encoder(m, revision)?;
     Ok(quote!(#def #consts #default #new #decode #owned #encode))
 }
 
@@ -130,11 +130,12 @@ fn constants(m: &Message) -> TokenStream {
     }
 }
 
-fn default_impl(m: &Message, enums: &BTreeMap<String, EnumDef>) -> Result<TokenStream, GenerateError> {
+fn default_impl(m: &Message, revision: &str, enums: &BTreeMap<String, EnumDef>) -> Result<TokenStream, GenerateError> {
     let (p, of_s, c) = (params(m, quote!(: Default)), of_s(m), constructor_name(m));
     let names = m.stored().map(|f| ident(&f.name));
-    let values: Vec<TokenStream> =
-        m.stored().map(|f| f.ty.default_value(f.fallback.as_ref(), enums)).collect::<Result<_, _>>()?;
+    let values: Vec<TokenStream> = (m.stored())
+        .map(|f| f.ty.default_value(f.fallback.as_ref(), enums).map_err(|e| e.in_field(revision, &m.name, &f.name)))
+        .collect::<Result<_, _>>()?;
     Ok(quote! {
         impl #p Default for #of_s {
             /// Every defaulted field at its default; required ones empty, 0, or 1 for a size.
@@ -268,7 +269,7 @@ fn owned_impl(m: &Message) -> TokenStream {
 }
 
 /// `encode`, `encoded_len_hint` and `encode_into`.
-fn encoder(m: &Message) -> Result<TokenStream, GenerateError> {
+fn encoder(m: &Message, revision: &str) -> Result<TokenStream, GenerateError> {
     let (p, of_s) = (params(m, quote!(: AsRef<str>)), of_s(m));
     let what = match (m.kind, m.omit_defaults) {
         (Kind::Tuple, _) => "an array of every element",
@@ -289,7 +290,7 @@ fn encoder(m: &Message) -> Result<TokenStream, GenerateError> {
     });
     let body = match m.kind {
         Kind::Tuple => encode_tuple(m),
-        Kind::Map => encode_map(m)?,
+        Kind::Map => encode_map(m, revision)?,
     };
     Ok(quote! {
         impl #p #of_s {
@@ -324,7 +325,7 @@ fn encode_tuple(m: &Message) -> TokenStream {
 }
 
 /// A map's fields in declaration order; under `omit_defaults` a field at its default is left out.
-fn encode_map(m: &Message) -> Result<TokenStream, GenerateError> {
+fn encode_map(m: &Message, revision: &str) -> Result<TokenStream, GenerateError> {
     let mut items = vec![];
     for f in &m.fields {
         let v = Val::field("self", &f.name);
@@ -332,7 +333,7 @@ fn encode_map(m: &Message) -> Result<TokenStream, GenerateError> {
         let write = quote!(w.str(#key); #value n += 1;);
         items.push(match &f.default {
             Some(lit) if m.omit_defaults => {
-                let at_default = f.ty.is_default(&v, lit)?;
+                let at_default = f.ty.is_default(&v, lit).map_err(|e| e.in_field(revision, &m.name, &f.name))?;
                 quote!(if !(#at_default) { #write })
             }
             _ => write,

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use proc_macro2::{Ident, TokenStream};
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, ToTokens};
 
 use super::emit::{enum_members_const, ident, ident_with, lit_int, lit_usize, tuple};
 use super::model::Ty;
@@ -84,10 +84,7 @@ impl Ty {
             Ty::Any => quote!(Untyped),
             Ty::OptStr => quote!(Option<S>),
             Ty::OptStrList => quote!(Option<StrList>),
-            Ty::Enum(n) => {
-                let n = ident(n);
-                quote!(#n)
-            }
+            Ty::Enum(n) | Ty::Struct { name: n, generic: false, .. } => ident(n).into_token_stream(),
             Ty::ReqBlocks { grouped: true } => quote!(Vec<(S, ReqBlocksOf<S>)>),
             Ty::ReqBlocks { grouped: false } => quote!(Vec<(S, FlatReqBlocksOf<S>)>),
             Ty::List(e) => {
@@ -99,13 +96,9 @@ impl Ty {
                 let (k, v) = (k.rust(), v.rust());
                 quote!(Vec<(#k, #v)>)
             }
-            Ty::Struct { name, generic: true, .. } => {
+            Ty::Struct { name, .. } => {
                 let n = ident_with(name, "Of");
                 quote!(#n<S>)
-            }
-            Ty::Struct { name, .. } => {
-                let n = ident(name);
-                quote!(#n)
             }
         }
     }
@@ -165,35 +158,17 @@ impl Ty {
 
     /// Statements writing `v` to `w`; `depth` names the loops' variables.
     pub(super) fn encode(&self, v: &Val, depth: usize) -> TokenStream {
-        let r = v.recv();
+        let (r, by_ref, copied) = (v.recv(), v.by_ref(), v.copied());
         match self {
-            Ty::Int => {
-                let x = v.copied();
-                quote!(w.int(#x);)
-            }
+            Ty::Int => quote!(w.int(#copied);),
             Ty::Str => quote!(w.str(#r.as_ref());),
-            Ty::Bool => {
-                let x = v.copied();
-                quote!(w.bool(#x);)
-            }
-            Ty::Bytes => {
-                let x = v.by_ref();
-                quote!(w.bin(#x);)
-            }
+            Ty::Bool => quote!(w.bool(#copied);),
+            Ty::Bytes => quote!(w.bin(#by_ref);),
             Ty::Any | Ty::Struct { .. } => quote!(#r.encode_into(w);),
-            Ty::OptStr => {
-                let x = v.by_ref();
-                quote!(if let Some(s) = #x { w.str(s.as_ref()) } else { w.nil() })
-            }
-            Ty::OptStrList => {
-                let x = v.by_ref();
-                quote!(if let Some(l) = #x { write_str_list(w, l) } else { w.nil() })
-            }
+            Ty::OptStr => quote!(if let Some(s) = #by_ref { w.str(s.as_ref()) } else { w.nil() }),
+            Ty::OptStrList => quote!(if let Some(l) = #by_ref { write_str_list(w, l) } else { w.nil() }),
             Ty::Enum(_) => quote!(w.sint(#r.0);),
-            Ty::ReqBlocks { .. } => {
-                let x = v.by_ref();
-                quote!(encode_req_blocks(w, #x);)
-            }
+            Ty::ReqBlocks { .. } => quote!(encode_req_blocks(w, #by_ref);),
             Ty::List(e) => e.encode_list(v, depth),
             Ty::Tuple(items) => {
                 let n = lit_usize(items.len());
@@ -211,11 +186,11 @@ impl Ty {
 
     /// Statements writing `v`, a list of this type.
     fn encode_list(&self, v: &Val, depth: usize) -> TokenStream {
-        let x = v.by_ref();
+        let by_ref = v.by_ref();
         match self {
-            Ty::Int => quote!(w.int_list(#x);),
-            Ty::Str => quote!(str_list(w, #x);),
-            Ty::List(e) if **e == Ty::Int => quote!(int_lists(w, #x);),
+            Ty::Int => quote!(w.int_list(#by_ref);),
+            Ty::Str => quote!(str_list(w, #by_ref);),
+            Ty::List(e) if **e == Ty::Int => quote!(int_lists(w, #by_ref);),
             e => {
                 let (r, xi) = (v.recv(), var("x", depth));
                 let body = e.encode(&Val::reference(&xi), depth + 1);
@@ -226,7 +201,7 @@ impl Ty {
 
     /// An upper bound of the encoded size of `v`, for the writer's first allocation (`any`: a guess).
     pub(super) fn len_hint(&self, v: &Val, depth: usize) -> TokenStream {
-        let r = v.recv();
+        let (r, by_ref) = (v.recv(), v.by_ref());
         match self {
             Ty::Int | Ty::Enum(_) => quote!(9),
             Ty::Bool => quote!(1),
@@ -236,16 +211,10 @@ impl Ty {
             Ty::Struct { .. } => quote!(#r.encoded_len_hint()),
             Ty::OptStr => quote!(#r.as_ref().map_or(1, |s| s.as_ref().len() + 5)),
             Ty::OptStrList => quote!(#r.as_ref().map_or(1, str_list_buf_len)),
-            Ty::ReqBlocks { .. } => {
-                let x = v.by_ref();
-                quote!(req_blocks_len(#x))
-            }
+            Ty::ReqBlocks { .. } => quote!(req_blocks_len(#by_ref)),
             Ty::List(e) => match &**e {
                 Ty::Int => quote!((5 + 9 * #r.len())),
-                Ty::Str => {
-                    let x = v.by_ref();
-                    quote!(str_list_len(#x))
-                }
+                Ty::Str => quote!(str_list_len(#by_ref)),
                 e => {
                     let xi = var("x", depth);
                     let h = e.len_hint(&Val::reference(&xi), depth + 1);
@@ -309,16 +278,13 @@ impl Ty {
             }
             (Ty::OptStr | Ty::OptStrList, Some(Literal::None)) => quote!(None),
             (Ty::Enum(n), Some(Literal::Int(v))) => {
-                let name = ident(n);
+                let (name, value) = (ident(n), lit_int(&v.to_string()));
                 match enums.get(n).and_then(|e| e.members.iter().find(|m| i128::from(m.value) == *v)) {
                     Some(m) => {
                         let m = ident(&m.name);
                         quote!(#name::#m)
                     }
-                    None => {
-                        let v = lit_int(&v.to_string());
-                        quote!(#name(#v))
-                    }
+                    None => quote!(#name(#value)),
                 }
             }
             (Ty::Bool, Some(Literal::Bool(b))) => quote!(#b),

@@ -153,7 +153,9 @@ fn from_newest(
     for f in &m.fields {
         let name = ident(&f.name);
         let value = match newest.field(&f.name) {
-            None => f.ty.default_value(f.fallback.as_ref(), enums)?,
+            None => {
+                f.ty.default_value(f.fallback.as_ref(), enums).map_err(|e| e.in_field(revision, &m.name, &f.name))?
+            }
             Some(w) => (w.ty.convert(&f.ty, &Val::field("n", &f.name), true))
                 .map_err(|e| e.in_field(revision, &m.name, &f.name))?,
         };
