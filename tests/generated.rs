@@ -325,3 +325,22 @@ fn a_type_the_generator_cannot_write_is_an_error_naming_the_field() {
         assert!(err.starts_with("vllm-0.16.0..0.18.1: ") && err.contains(why), "{to}: {err}");
     }
 }
+
+/// What `generated_files_are_fresh` compares follows the spec into the typed layer: with one field's doc edited
+/// in a push revision, the generated push file (the field's doc comment in every revision that inherits it)
+/// differs from the committed one, while the pull family's file does not.
+#[test]
+fn an_edited_spec_leaves_the_committed_typed_layer_stale() {
+    use mooncake_wire::generate::typed_rs::{PULL_PATH, PUSH_PATH};
+    let (from, to) = (r#"doc = "Free-text reason.""#, r#"doc = "Free-text reason, edited.""#);
+    let spec = edited_spec("push/vllm-0.16.0..0.18.1.toml", |t| {
+        assert!(t.contains(from), "{from} is in the file");
+        t.replace(from, to)
+    });
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let committed = |rel: &str| std::fs::read_to_string(root.join(rel)).expect("a committed generated file");
+    let want = artefacts(&spec);
+    assert_ne!(want[PUSH_PATH], committed(PUSH_PATH), "the push file does not follow the edit");
+    assert!(want[PUSH_PATH].contains("/// Free-text reason, edited. Default `None`."), "the edited doc is written");
+    assert_eq!(want[PULL_PATH], committed(PULL_PATH), "the pull file changed with a push edit");
+}
