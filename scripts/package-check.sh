@@ -53,9 +53,9 @@ export PATH="$repo/target/package-tests/debug:$PATH"
 failed=()
 for c in "${crates[@]}"; do
   t0=$SECONDS
-  # The wire crate's tests use its test helpers (its `testing` feature, which the repository's manifest turns on
-  # through a path dev-dependency on itself that packaging drops).
-  features=(); [ "${c%-*}" = mooncake-wire ] && features=(--features testing)
+  # The wire crate's tests use its test helpers and its generator (its `testing` and `generate` features, which the
+  # repository's manifest turns on through a path dev-dependency on itself that packaging drops).
+  features=(); [ "${c%-*}" = mooncake-wire ] && features=(--features testing,generate)
   if (cd "$work" && CARGO_TARGET_DIR="$repo/target/package-tests" cargo test -p "${c%-*}" "${features[@]}" > "$work/$c.log" 2>&1); then
     echo "package-check: ${c%-*} from its tarball: $(grep -oE '^test result: ok\. [0-9]+ passed' "$work/$c.log" | awk '{s+=$4} END {print s+0}') tests passed ($(( SECONDS - t0 )) s)"
   else

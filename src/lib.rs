@@ -8,8 +8,8 @@
 //! * [`codec`] — a MessagePack codec driven by that spec, byte-identical to Python msgspec, for any revision
 //!   (also one loaded at run time);
 //! * [`typed`] — Rust structs for every message of every revision of both families, generated from `spec/` by
-//!   [`generate`] (committed, checked for staleness by `tests/generated.rs`), decoding and encoding the same
-//!   bytes as the spec-driven codec, faster;
+//!   `generate` (the generator, behind the feature of that name; its output is committed and checked for
+//!   staleness by `tests/generated.rs`), decoding and encoding the same bytes as the spec-driven codec, faster;
 //! * [`msgpack`] — the byte-level reader and writer underneath;
 //! * [`limits`] — every resource limit of the decoder;
 //! * [`proto`] — the sans-IO prefiller, decoder and bootstrap registry;
@@ -68,6 +68,7 @@ macro_rules! testing_pub {
 pub mod bootstrap;
 pub mod codec;
 pub mod diff;
+#[cfg(feature = "generate")]
 pub mod generate;
 pub mod hash;
 pub mod keys;
@@ -76,6 +77,7 @@ pub mod lookup;
 pub mod msgpack;
 pub mod plan;
 pub mod proto;
+#[cfg(feature = "generate")]
 pub(crate) mod render;
 pub mod schema;
 pub mod spec;

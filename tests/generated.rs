@@ -111,8 +111,15 @@ fn message_section<'a>(module: &'a str, name: &str) -> Option<&'a str> {
         .filter_map(|m| rest.find(m))
         .min()
         .unwrap_or(rest.len());
-    // Back up to the doc comment of the next item.
-    let end = rest[..end].rfind("\n\n").unwrap_or(end);
+    // Back up over the doc comment and attributes of the next item.
+    let mut end = end;
+    while let Some(line_start) = rest[..end].rfind('\n') {
+        let line = rest[line_start + 1..end].trim_start();
+        if !(line.starts_with("///") || line.starts_with("#[")) {
+            break;
+        }
+        end = line_start;
+    }
     Some(&module[start..start + 1 + end])
 }
 
@@ -169,10 +176,14 @@ fn removing_a_field(spec: &Spec, path: &str, revisions: &[&str], message: &str, 
             let names: Vec<String> = def.fields.iter().map(|f| format!("{:?}", f.name)).collect();
             let mask = def.fields.iter().enumerate().filter(|(_, f)| f.required()).fold(0u64, |a, (i, _)| a | 1 << i);
             // A needle not followed by more of an identifier (`self.block_size` is not `self.block_size_scale`).
+            // Whitespace left out (the printer breaks long lists over lines, with a trailing comma).
+            let squeezed = |t: &str| t.split_whitespace().collect::<String>().replace(",]", "]");
+            let flat = squeezed(text);
             let has = |needle: &str| {
-                text.match_indices(needle).any(|(i, _)| {
-                    !text[i + needle.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
-                })
+                let needle = squeezed(needle);
+                let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+                flat.match_indices(&needle)
+                    .any(|(i, _)| !needle.ends_with(ident) || !flat[i + needle.len()..].starts_with(ident))
             };
             let gone = [
                 format!("pub {field}:"),
@@ -280,4 +291,56 @@ fn the_generated_typed_directory_holds_nothing_else() {
         let rel = p.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
         assert!(rel == "src/typed/generated/mod.rs" || want.contains_key(&rel), "{rel} is not generated any more");
     }
+}
+
+/// A spec the generator has no Rust for is an error naming the revision, struct and field (nothing is written):
+/// an optional that is not `optional[str]` or `optional[list[str]]`, a dict with list keys, a `str` field whose
+/// default is not `""`.
+#[test]
+fn a_type_the_generator_cannot_write_is_an_error_naming_the_field() {
+    use mooncake_wire::generate::typed_rs::sources;
+    let file = "push/vllm-0.16.0..0.18.1.toml";
+    for (from, to, why) in [
+        (
+            r#"{ name = "err_msg", type = "optional[str]""#,
+            r#"{ name = "err_msg", type = "optional[int]""#,
+            "MooncakeXferResponse.err_msg: unsupported type optional[int]",
+        ),
+        (
+            r#"{ name = "remote_port", type = "int""#,
+            r#"{ name = "remote_port", type = "dict[list[int], int]""#,
+            "MooncakeXferMetadata.remote_port: unsupported type dict[list[int], int] (dict keys are int or str)",
+        ),
+        (
+            r#"{ name = "err_msg", type = "optional[str]", default = "None""#,
+            r#"{ name = "err_msg", type = "str", default = "'x'""#,
+            "MooncakeXferResponse.err_msg: unsupported default",
+        ),
+    ] {
+        let spec = edited_spec(file, |t| {
+            assert!(t.contains(from), "{from} is in {file}");
+            t.replace(from, to)
+        });
+        let err = sources(&spec).expect_err(to).to_string();
+        assert!(err.starts_with("vllm-0.16.0..0.18.1: ") && err.contains(why), "{to}: {err}");
+    }
+}
+
+/// What `generated_files_are_fresh` compares follows the spec into the typed layer: with one field's doc edited
+/// in a push revision, the generated push file (the field's doc comment in every revision that inherits it)
+/// differs from the committed one, while the pull family's file does not.
+#[test]
+fn an_edited_spec_leaves_the_committed_typed_layer_stale() {
+    use mooncake_wire::generate::typed_rs::{PULL_PATH, PUSH_PATH};
+    let (from, to) = (r#"doc = "Free-text reason.""#, r#"doc = "Free-text reason, edited.""#);
+    let spec = edited_spec("push/vllm-0.16.0..0.18.1.toml", |t| {
+        assert!(t.contains(from), "{from} is in the file");
+        t.replace(from, to)
+    });
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let committed = |rel: &str| std::fs::read_to_string(root.join(rel)).expect("a committed generated file");
+    let want = artefacts(&spec);
+    assert_ne!(want[PUSH_PATH], committed(PUSH_PATH), "the push file does not follow the edit");
+    assert!(want[PUSH_PATH].contains("/// Free-text reason, edited. Default `None`."), "the edited doc is written");
+    assert_eq!(want[PULL_PATH], committed(PULL_PATH), "the pull file changed with a push edit");
 }

@@ -1,7 +1,7 @@
-//! Typed messages, generated from `spec/` (`src/typed/generated/`, made by [`crate::generate::typed_rs`]):
-//! for every revision of both families, one struct per MessagePack struct of the spec with its field list,
-//! required mask, defaults, decoder and encoder, byte-identical to the spec-driven codec and as fast as the
-//! hand-written 0.33.0 decoder they replace. `tests/suite/typed_contract.rs` checks the generated code of every
+//! Typed messages, generated from `spec/` (`src/typed/generated/`, made by `generate::typed_rs`, behind the
+//! `generate` feature): for every revision of both families, one struct per MessagePack struct of the spec with its
+//! field list, required mask, defaults, decoder and encoder, byte-identical to the spec-driven codec and as fast as
+//! the hand-written 0.33.0 decoder they replace. `tests/suite/typed_contract.rs` checks the generated code of every
 //! revision against the spec-driven codec.
 //!
 //! The crate root re-exports the newest revision (vLLM 0.34.0); every revision is in [`generated::push`]

@@ -14,6 +14,7 @@ mod protocol_doc;
 mod public_api;
 mod sans_io_boundary;
 mod store_keys;
+mod structure;
 mod typed_contract;
 mod via_newest;
 

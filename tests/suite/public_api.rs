@@ -5,14 +5,15 @@
 //!
 //! What it sees: `pub` functions, structs (with their `pub` fields), enums (with their variants), traits (with
 //! their items), constants, statics, type aliases, `pub use` re-exports, the `pub` functions and constants of
-//! inherent impls and the trait impls of the types listed, and item-level macro calls (their tables generate
-//! items: `closed_enum!`, `testing_pub!`), doc comments left out. Private modules are not entered: what they
-//! export is the `pub use` lines. `#[cfg(test)]` items are left out; other `cfg`s are written after the item.
+//! inherent impls and the trait impls of the types listed, and item-level macro calls (their tables generate items:
+//! `closed_enum!`, `testing_pub!`), doc comments and the trailing commas of lists broken over lines left out.
+//! Private modules are not entered: what they export is the `pub use` lines. `#[cfg(test)]` items are left out;
+//! other `cfg`s are written after the item.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use proc_macro2::{TokenStream, TokenTree};
+use proc_macro2::{Spacing, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::{Attribute, Fields, ImplItem, Item, TraitItem, Visibility};
 
@@ -20,7 +21,7 @@ const LISTING: &str = "schema/public-api/mooncake-wire.txt";
 
 /// Tokens as one line, without the spaces `TokenStream`'s display puts around punctuation.
 fn text(t: &impl ToTokens) -> String {
-    let mut s = without_docs(t.to_token_stream()).to_string();
+    let mut s = without_trailing_commas(without_docs(t.to_token_stream()), None).to_string();
     for (from, to) in [
         (" :: ", "::"),
         (":: ", "::"),
@@ -78,6 +79,51 @@ fn without_docs(tokens: TokenStream) -> TokenStream {
                 TokenTree::Group(n)
             }
             other => other,
+        });
+    }
+    out.into_iter().collect()
+}
+
+fn is_punct(t: &TokenTree, c: char) -> bool {
+    matches!(t, TokenTree::Punct(p) if p.as_char() == c)
+}
+
+/// `tokens` (the stream of a group delimited by `delimiter`, or the top level) without the trailing commas a
+/// formatter adds where it breaks a list over lines (`f(a: A, b: B,)`, `{A, B,}`, `X<&'a str,>`), at any depth:
+/// they are layout, not signature. A one-element tuple's comma (`(T,)`) stays.
+fn without_trailing_commas(tokens: TokenStream, delimiter: Option<proc_macro2::Delimiter>) -> TokenStream {
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    // Commas outside angle brackets, and whether a lone `:` names a parameter or field (`a: A`, not `a::b`).
+    let (mut depth, mut commas, mut named) = (0usize, 0, false);
+    for (i, t) in tokens.iter().enumerate() {
+        let joint_before = i > 0 && matches!(&tokens[i - 1], TokenTree::Punct(p) if p.spacing() == Spacing::Joint);
+        match t {
+            TokenTree::Punct(p) if p.as_char() == '<' => depth += 1,
+            TokenTree::Punct(p) if p.as_char() == '>' && !joint_before => depth = depth.saturating_sub(1),
+            TokenTree::Punct(p) if p.as_char() == ',' && depth == 0 => commas += 1,
+            TokenTree::Punct(p) if p.as_char() == ':' && p.spacing() == Spacing::Alone && !joint_before => named = true,
+            _ => {}
+        }
+    }
+    let one_tuple = delimiter == Some(proc_macro2::Delimiter::Parenthesis) && commas == 1 && !named;
+    let mut out = vec![];
+    for (i, t) in tokens.iter().enumerate() {
+        let trailing = is_punct(t, ',')
+            && match tokens.get(i + 1) {
+                None => delimiter.is_some() && !one_tuple,
+                Some(next) => is_punct(next, '>'),
+            };
+        if trailing {
+            continue;
+        }
+        out.push(match t {
+            TokenTree::Group(g) => {
+                let mut n =
+                    proc_macro2::Group::new(g.delimiter(), without_trailing_commas(g.stream(), Some(g.delimiter())));
+                n.set_span(g.span());
+                TokenTree::Group(n)
+            }
+            other => other.clone(),
         });
     }
     out.into_iter().collect()
@@ -308,6 +354,10 @@ fn the_lister_sees_what_it_should() {
             /// Doc of the enum.
             K { V = "v" }
         );
+        // Broken over lines by a formatter: the trailing commas are layout; a one-element tuple keeps its own.
+        pub fn g(a: u8, b: (u8,), c: m::N,) -> X<&'a str,> { todo!() }
+        pub use a::{B, C,};
+        pub type T1 = (u8,);
     };
     let mut l = Lister { lines: vec![] };
     l.items("m", Path::new("lib.rs"), &src.items);
@@ -327,6 +377,9 @@ fn the_lister_sees_what_it_should() {
             "m::E::C variant",
             "m::E::C field x: u16",
             "m closed_enum!(K { V = \"v\" })",
+            "m fn g(a: u8, b: (u8,), c: m::N) -> X<&'a str>",
+            "m use a::{ B, C }",
+            "m type T1 = (u8,)",
         ]
     );
 }

@@ -1,4 +1,4 @@
-//! Checks the typed-layer generator (`src/generate/typed_rs.rs`): the generated code of every revision of both
+//! Checks the typed-layer generator (`src/generate/typed_rs/`): the generated code of every revision of both
 //! families (`typed::generated::push`, `typed::generated::pull`) against `spec/` and the spec-driven codec of
 //! the same revision. Nothing here lists a revision's fields: every expectation comes from the spec or the
 //! spec-driven codec, so the test follows a change to `spec/` as the generated code does.

@@ -1,53 +1,77 @@
-// @generated from spec/push/ by mooncake-wire (src/generate/typed_rs.rs). Do not edit: change spec/ and
+// @generated from spec/push/ by mooncake-wire (src/generate/typed_rs/). Do not edit: change spec/ and
 // regenerate with `BLESS=1 cargo test --test generated`.
-
 //! Every push revision's messages to and from the newest revision's (generated from `spec/push/`): the
 //! conversions, and per revision the codecs the sans-IO cores speak it with.
-
 #![allow(clippy::all, missing_docs)]
-
 use super::push::*;
 use crate::codec::convert::ConvertError;
+use crate::msgpack::WireInt;
 use crate::typed::blocks::{flatten_req_blocks, group_req_blocks};
 use crate::typed::ViaNewest;
-use crate::msgpack::WireInt;
-
 /// `vllm-0.16.0..0.18.1` through the newest revision's structs.
 pub mod vllm_0_16_0_to_0_18_1 {
     use super::*;
     use super::super::push::vllm_0_16_0_to_0_18_1::*;
-
     impl MooncakeXferMetadata {
         /// This revision's `MooncakeXferMetadata` holding what the newest revision's `n` holds. `Err` names what
         /// cannot be said here: a field this revision lacks that is off its default, an enum value it does not
         /// define, more than one block group where block lists are flat.
-        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, ConvertError> {
+        pub fn from_newest(
+            n: &newest::MooncakeXferMetadata,
+        ) -> Result<Self, ConvertError> {
             if !(n.block_lens.is_empty()) {
-                return Err(ConvertError::Lacking { field: "block_lens".into(), value: format!("{:?}", n.block_lens) });
+                return Err(ConvertError::Lacking {
+                    field: "block_lens".into(),
+                    value: format!("{:?}", n.block_lens),
+                });
             }
             if !(n.kv_block_lens.is_empty()) {
-                return Err(ConvertError::Lacking { field: "kv_block_lens".into(), value: format!("{:?}", n.kv_block_lens) });
+                return Err(ConvertError::Lacking {
+                    field: "kv_block_lens".into(),
+                    value: format!("{:?}", n.kv_block_lens),
+                });
             }
             if !(n.registered_layer_names.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_layer_names".into(), value: format!("{:?}", n.registered_layer_names) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_layer_names".into(),
+                    value: format!("{:?}", n.registered_layer_names),
+                });
             }
             if !(n.registered_layer_indices.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_layer_indices".into(), value: format!("{:?}", n.registered_layer_indices) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_layer_indices".into(),
+                    value: format!("{:?}", n.registered_layer_indices),
+                });
             }
             if !(n.registered_group_indices.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_group_indices".into(), value: format!("{:?}", n.registered_group_indices) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_group_indices".into(),
+                    value: format!("{:?}", n.registered_group_indices),
+                });
             }
             if !(n.registered_shared_group_ids.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_shared_group_ids".into(), value: format!("{:?}", n.registered_shared_group_ids) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_shared_group_ids".into(),
+                    value: format!("{:?}", n.registered_shared_group_ids),
+                });
             }
             if !(n.registered_row_offsets.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_row_offsets".into(), value: format!("{:?}", n.registered_row_offsets) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_row_offsets".into(),
+                    value: format!("{:?}", n.registered_row_offsets),
+                });
             }
             if !(n.remote_pp_size == WireInt::from_u64(1)) {
-                return Err(ConvertError::Lacking { field: "remote_pp_size".into(), value: format!("{:?}", n.remote_pp_size) });
+                return Err(ConvertError::Lacking {
+                    field: "remote_pp_size".into(),
+                    value: format!("{:?}", n.remote_pp_size),
+                });
             }
             if !(n.layout_id == WireInt::from_u64(0)) {
-                return Err(ConvertError::Lacking { field: "layout_id".into(), value: format!("{:?}", n.layout_id) });
+                return Err(ConvertError::Lacking {
+                    field: "layout_id".into(),
+                    value: format!("{:?}", n.layout_id),
+                });
             }
             Ok(MooncakeXferMetadataOf {
                 remote_hostname: n.remote_hostname.clone(),
@@ -58,7 +82,6 @@ pub mod vllm_0_16_0_to_0_18_1 {
                 kv_caches_base_addr: n.kv_caches_base_addr.clone(),
             })
         }
-
         /// The newest revision's `MooncakeXferMetadata` holding this message's values; the fields this revision
         /// lacks at their defaults.
         pub fn to_newest(&self) -> newest::MooncakeXferMetadata {
@@ -72,17 +95,24 @@ pub mod vllm_0_16_0_to_0_18_1 {
             m
         }
     }
-
     impl MooncakeXferResponse {
         /// This revision's `MooncakeXferResponse` holding what the newest revision's `n` holds. `Err` names what
         /// cannot be said here: a field this revision lacks that is off its default, an enum value it does not
         /// define, more than one block group where block lists are flat.
-        pub fn from_newest(n: &newest::MooncakeXferResponse) -> Result<Self, ConvertError> {
+        pub fn from_newest(
+            n: &newest::MooncakeXferResponse,
+        ) -> Result<Self, ConvertError> {
             if !(n.layout_id == WireInt::from_u64(0)) {
-                return Err(ConvertError::Lacking { field: "layout_id".into(), value: format!("{:?}", n.layout_id) });
+                return Err(ConvertError::Lacking {
+                    field: "layout_id".into(),
+                    value: format!("{:?}", n.layout_id),
+                });
             }
             if !MOONCAKE_XFER_RESPONSE_STATUS_MEMBERS.contains(&n.status) {
-                return Err(ConvertError::NotAMember { enum_name: "MooncakeXferResponseStatus".into(), value: n.status.to_string() });
+                return Err(ConvertError::NotAMember {
+                    enum_name: "MooncakeXferResponseStatus".into(),
+                    value: n.status.to_string(),
+                });
             }
             Ok(MooncakeXferResponseOf {
                 status: n.status,
@@ -91,7 +121,6 @@ pub mod vllm_0_16_0_to_0_18_1 {
                 err_msg: n.err_msg.clone(),
             })
         }
-
         /// The newest revision's `MooncakeXferResponse` holding this message's values; the fields this revision
         /// lacks at their defaults.
         pub fn to_newest(&self) -> newest::MooncakeXferResponse {
@@ -103,58 +132,91 @@ pub mod vllm_0_16_0_to_0_18_1 {
             m
         }
     }
-
     /// `MooncakeXferMetadata` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
+    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferMetadata,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferMetadata::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
+    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferResponse,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferResponse::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
 }
-
 /// `vllm-0.19.0..0.19.1` through the newest revision's structs.
 pub mod vllm_0_19_0_to_0_19_1 {
     use super::*;
     use super::super::push::vllm_0_19_0_to_0_19_1::*;
-
     impl MooncakeXferMetadata {
         /// This revision's `MooncakeXferMetadata` holding what the newest revision's `n` holds. `Err` names what
         /// cannot be said here: a field this revision lacks that is off its default, an enum value it does not
         /// define, more than one block group where block lists are flat.
-        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, ConvertError> {
+        pub fn from_newest(
+            n: &newest::MooncakeXferMetadata,
+        ) -> Result<Self, ConvertError> {
             if !(n.kv_block_lens.is_empty()) {
-                return Err(ConvertError::Lacking { field: "kv_block_lens".into(), value: format!("{:?}", n.kv_block_lens) });
+                return Err(ConvertError::Lacking {
+                    field: "kv_block_lens".into(),
+                    value: format!("{:?}", n.kv_block_lens),
+                });
             }
             if !(n.registered_layer_names.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_layer_names".into(), value: format!("{:?}", n.registered_layer_names) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_layer_names".into(),
+                    value: format!("{:?}", n.registered_layer_names),
+                });
             }
             if !(n.registered_layer_indices.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_layer_indices".into(), value: format!("{:?}", n.registered_layer_indices) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_layer_indices".into(),
+                    value: format!("{:?}", n.registered_layer_indices),
+                });
             }
             if !(n.registered_group_indices.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_group_indices".into(), value: format!("{:?}", n.registered_group_indices) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_group_indices".into(),
+                    value: format!("{:?}", n.registered_group_indices),
+                });
             }
             if !(n.registered_shared_group_ids.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_shared_group_ids".into(), value: format!("{:?}", n.registered_shared_group_ids) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_shared_group_ids".into(),
+                    value: format!("{:?}", n.registered_shared_group_ids),
+                });
             }
             if !(n.registered_row_offsets.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_row_offsets".into(), value: format!("{:?}", n.registered_row_offsets) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_row_offsets".into(),
+                    value: format!("{:?}", n.registered_row_offsets),
+                });
             }
             if !(n.remote_pp_size == WireInt::from_u64(1)) {
-                return Err(ConvertError::Lacking { field: "remote_pp_size".into(), value: format!("{:?}", n.remote_pp_size) });
+                return Err(ConvertError::Lacking {
+                    field: "remote_pp_size".into(),
+                    value: format!("{:?}", n.remote_pp_size),
+                });
             }
             if !(n.layout_id == WireInt::from_u64(0)) {
-                return Err(ConvertError::Lacking { field: "layout_id".into(), value: format!("{:?}", n.layout_id) });
+                return Err(ConvertError::Lacking {
+                    field: "layout_id".into(),
+                    value: format!("{:?}", n.layout_id),
+                });
             }
             Ok(MooncakeXferMetadataOf {
                 remote_hostname: n.remote_hostname.clone(),
@@ -166,7 +228,6 @@ pub mod vllm_0_19_0_to_0_19_1 {
                 block_lens: n.block_lens.clone(),
             })
         }
-
         /// The newest revision's `MooncakeXferMetadata` holding this message's values; the fields this revision
         /// lacks at their defaults.
         pub fn to_newest(&self) -> newest::MooncakeXferMetadata {
@@ -181,58 +242,91 @@ pub mod vllm_0_19_0_to_0_19_1 {
             m
         }
     }
-
     /// `MooncakeXferMetadata` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
+    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferMetadata,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferMetadata::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
+    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferResponse,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferResponse::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
 }
-
 /// `vllm-0.20.0..0.23.0` through the newest revision's structs.
 pub mod vllm_0_20_0_to_0_23_0 {
     use super::*;
     use super::super::push::vllm_0_20_0_to_0_23_0::*;
-
     impl MooncakeXferMetadata {
         /// This revision's `MooncakeXferMetadata` holding what the newest revision's `n` holds. `Err` names what
         /// cannot be said here: a field this revision lacks that is off its default, an enum value it does not
         /// define, more than one block group where block lists are flat.
-        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, ConvertError> {
+        pub fn from_newest(
+            n: &newest::MooncakeXferMetadata,
+        ) -> Result<Self, ConvertError> {
             if !(n.kv_block_lens.is_empty()) {
-                return Err(ConvertError::Lacking { field: "kv_block_lens".into(), value: format!("{:?}", n.kv_block_lens) });
+                return Err(ConvertError::Lacking {
+                    field: "kv_block_lens".into(),
+                    value: format!("{:?}", n.kv_block_lens),
+                });
             }
             if !(n.registered_layer_names.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_layer_names".into(), value: format!("{:?}", n.registered_layer_names) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_layer_names".into(),
+                    value: format!("{:?}", n.registered_layer_names),
+                });
             }
             if !(n.registered_layer_indices.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_layer_indices".into(), value: format!("{:?}", n.registered_layer_indices) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_layer_indices".into(),
+                    value: format!("{:?}", n.registered_layer_indices),
+                });
             }
             if !(n.registered_group_indices.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_group_indices".into(), value: format!("{:?}", n.registered_group_indices) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_group_indices".into(),
+                    value: format!("{:?}", n.registered_group_indices),
+                });
             }
             if !(n.registered_shared_group_ids.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_shared_group_ids".into(), value: format!("{:?}", n.registered_shared_group_ids) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_shared_group_ids".into(),
+                    value: format!("{:?}", n.registered_shared_group_ids),
+                });
             }
             if !(n.registered_row_offsets.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_row_offsets".into(), value: format!("{:?}", n.registered_row_offsets) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_row_offsets".into(),
+                    value: format!("{:?}", n.registered_row_offsets),
+                });
             }
             if !(n.remote_pp_size == WireInt::from_u64(1)) {
-                return Err(ConvertError::Lacking { field: "remote_pp_size".into(), value: format!("{:?}", n.remote_pp_size) });
+                return Err(ConvertError::Lacking {
+                    field: "remote_pp_size".into(),
+                    value: format!("{:?}", n.remote_pp_size),
+                });
             }
             if !(n.layout_id == WireInt::from_u64(0)) {
-                return Err(ConvertError::Lacking { field: "layout_id".into(), value: format!("{:?}", n.layout_id) });
+                return Err(ConvertError::Lacking {
+                    field: "layout_id".into(),
+                    value: format!("{:?}", n.layout_id),
+                });
             }
             Ok(MooncakeXferMetadataOf {
                 remote_hostname: n.remote_hostname.clone(),
@@ -244,7 +338,6 @@ pub mod vllm_0_20_0_to_0_23_0 {
                 block_lens: n.block_lens.clone(),
             })
         }
-
         /// The newest revision's `MooncakeXferMetadata` holding this message's values; the fields this revision
         /// lacks at their defaults.
         pub fn to_newest(&self) -> newest::MooncakeXferMetadata {
@@ -259,52 +352,79 @@ pub mod vllm_0_20_0_to_0_23_0 {
             m
         }
     }
-
     /// `MooncakeXferMetadata` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
+    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferMetadata,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferMetadata::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
+    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferResponse,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferResponse::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
 }
-
 /// `vllm-0.24.0` through the newest revision's structs.
 pub mod vllm_0_24_0 {
     use super::*;
     use super::super::push::vllm_0_24_0::*;
-
     impl MooncakeXferMetadata {
         /// This revision's `MooncakeXferMetadata` holding what the newest revision's `n` holds. `Err` names what
         /// cannot be said here: a field this revision lacks that is off its default, an enum value it does not
         /// define, more than one block group where block lists are flat.
-        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, ConvertError> {
+        pub fn from_newest(
+            n: &newest::MooncakeXferMetadata,
+        ) -> Result<Self, ConvertError> {
             if !(n.kv_block_lens.is_empty()) {
-                return Err(ConvertError::Lacking { field: "kv_block_lens".into(), value: format!("{:?}", n.kv_block_lens) });
+                return Err(ConvertError::Lacking {
+                    field: "kv_block_lens".into(),
+                    value: format!("{:?}", n.kv_block_lens),
+                });
             }
             if !(n.registered_group_indices.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_group_indices".into(), value: format!("{:?}", n.registered_group_indices) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_group_indices".into(),
+                    value: format!("{:?}", n.registered_group_indices),
+                });
             }
             if !(n.registered_shared_group_ids.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_shared_group_ids".into(), value: format!("{:?}", n.registered_shared_group_ids) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_shared_group_ids".into(),
+                    value: format!("{:?}", n.registered_shared_group_ids),
+                });
             }
             if !(n.registered_row_offsets.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_row_offsets".into(), value: format!("{:?}", n.registered_row_offsets) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_row_offsets".into(),
+                    value: format!("{:?}", n.registered_row_offsets),
+                });
             }
             if !(n.remote_pp_size == WireInt::from_u64(1)) {
-                return Err(ConvertError::Lacking { field: "remote_pp_size".into(), value: format!("{:?}", n.remote_pp_size) });
+                return Err(ConvertError::Lacking {
+                    field: "remote_pp_size".into(),
+                    value: format!("{:?}", n.remote_pp_size),
+                });
             }
             if !(n.layout_id == WireInt::from_u64(0)) {
-                return Err(ConvertError::Lacking { field: "layout_id".into(), value: format!("{:?}", n.layout_id) });
+                return Err(ConvertError::Lacking {
+                    field: "layout_id".into(),
+                    value: format!("{:?}", n.layout_id),
+                });
             }
             Ok(MooncakeXferMetadataOf {
                 remote_hostname: n.remote_hostname.clone(),
@@ -318,7 +438,6 @@ pub mod vllm_0_24_0 {
                 registered_layer_indices: n.registered_layer_indices.clone(),
             })
         }
-
         /// The newest revision's `MooncakeXferMetadata` holding this message's values; the fields this revision
         /// lacks at their defaults.
         pub fn to_newest(&self) -> newest::MooncakeXferMetadata {
@@ -335,46 +454,67 @@ pub mod vllm_0_24_0 {
             m
         }
     }
-
     /// `MooncakeXferMetadata` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
+    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferMetadata,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferMetadata::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
+    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferResponse,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferResponse::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
 }
-
 /// `vllm-0.25.0..0.25.1` through the newest revision's structs.
 pub mod vllm_0_25_0_to_0_25_1 {
     use super::*;
     use super::super::push::vllm_0_25_0_to_0_25_1::*;
-
     impl MooncakeXferMetadata {
         /// This revision's `MooncakeXferMetadata` holding what the newest revision's `n` holds. `Err` names what
         /// cannot be said here: a field this revision lacks that is off its default, an enum value it does not
         /// define, more than one block group where block lists are flat.
-        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, ConvertError> {
+        pub fn from_newest(
+            n: &newest::MooncakeXferMetadata,
+        ) -> Result<Self, ConvertError> {
             if !(n.registered_shared_group_ids.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_shared_group_ids".into(), value: format!("{:?}", n.registered_shared_group_ids) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_shared_group_ids".into(),
+                    value: format!("{:?}", n.registered_shared_group_ids),
+                });
             }
             if !(n.registered_row_offsets.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_row_offsets".into(), value: format!("{:?}", n.registered_row_offsets) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_row_offsets".into(),
+                    value: format!("{:?}", n.registered_row_offsets),
+                });
             }
             if !(n.remote_pp_size == WireInt::from_u64(1)) {
-                return Err(ConvertError::Lacking { field: "remote_pp_size".into(), value: format!("{:?}", n.remote_pp_size) });
+                return Err(ConvertError::Lacking {
+                    field: "remote_pp_size".into(),
+                    value: format!("{:?}", n.remote_pp_size),
+                });
             }
             if !(n.layout_id == WireInt::from_u64(0)) {
-                return Err(ConvertError::Lacking { field: "layout_id".into(), value: format!("{:?}", n.layout_id) });
+                return Err(ConvertError::Lacking {
+                    field: "layout_id".into(),
+                    value: format!("{:?}", n.layout_id),
+                });
             }
             Ok(MooncakeXferMetadataOf {
                 remote_hostname: n.remote_hostname.clone(),
@@ -390,7 +530,6 @@ pub mod vllm_0_25_0_to_0_25_1 {
                 registered_group_indices: n.registered_group_indices.clone(),
             })
         }
-
         /// The newest revision's `MooncakeXferMetadata` holding this message's values; the fields this revision
         /// lacks at their defaults.
         pub fn to_newest(&self) -> newest::MooncakeXferMetadata {
@@ -409,89 +548,123 @@ pub mod vllm_0_25_0_to_0_25_1 {
             m
         }
     }
-
     /// `MooncakeXferMetadata` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
+    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferMetadata,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferMetadata::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
+    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferResponse,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferResponse::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
 }
-
 /// `vllm-0.26.0..0.28.0` through the newest revision's structs.
 pub mod vllm_0_26_0_to_0_28_0 {
     use super::*;
     use super::super::push::vllm_0_26_0_to_0_28_0::*;
-
     /// `MooncakeXferMetadata` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
+    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferMetadata,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferMetadata::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
+    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferResponse,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferResponse::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
 }
-
 /// `vllm-0.29.0` through the newest revision's structs.
 pub mod vllm_0_29_0 {
     use super::*;
     use super::super::push::vllm_0_29_0::*;
-
     /// `MooncakeXferMetadata` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
+    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferMetadata,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferMetadata::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
+    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferResponse,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferResponse::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
 }
-
 /// `vllm-0.30.0` through the newest revision's structs.
 pub mod vllm_0_30_0 {
     use super::*;
     use super::super::push::vllm_0_30_0::*;
-
     impl MooncakeXferMetadata {
         /// This revision's `MooncakeXferMetadata` holding what the newest revision's `n` holds. `Err` names what
         /// cannot be said here: a field this revision lacks that is off its default, an enum value it does not
         /// define, more than one block group where block lists are flat.
-        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, ConvertError> {
+        pub fn from_newest(
+            n: &newest::MooncakeXferMetadata,
+        ) -> Result<Self, ConvertError> {
             if !(n.registered_shared_group_ids.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_shared_group_ids".into(), value: format!("{:?}", n.registered_shared_group_ids) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_shared_group_ids".into(),
+                    value: format!("{:?}", n.registered_shared_group_ids),
+                });
             }
             if !(n.registered_row_offsets.is_empty()) {
-                return Err(ConvertError::Lacking { field: "registered_row_offsets".into(), value: format!("{:?}", n.registered_row_offsets) });
+                return Err(ConvertError::Lacking {
+                    field: "registered_row_offsets".into(),
+                    value: format!("{:?}", n.registered_row_offsets),
+                });
             }
             if !(n.layout_id == WireInt::from_u64(0)) {
-                return Err(ConvertError::Lacking { field: "layout_id".into(), value: format!("{:?}", n.layout_id) });
+                return Err(ConvertError::Lacking {
+                    field: "layout_id".into(),
+                    value: format!("{:?}", n.layout_id),
+                });
             }
             Ok(MooncakeXferMetadataOf {
                 remote_hostname: n.remote_hostname.clone(),
@@ -508,7 +681,6 @@ pub mod vllm_0_30_0 {
                 remote_pp_size: n.remote_pp_size.clone(),
             })
         }
-
         /// The newest revision's `MooncakeXferMetadata` holding this message's values; the fields this revision
         /// lacks at their defaults.
         pub fn to_newest(&self) -> newest::MooncakeXferMetadata {
@@ -528,60 +700,80 @@ pub mod vllm_0_30_0 {
             m
         }
     }
-
     /// `MooncakeXferMetadata` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
+    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferMetadata,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferMetadata::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
+    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferResponse,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferResponse::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
 }
-
 /// `vllm-0.31.0` through the newest revision's structs.
 pub mod vllm_0_31_0 {
     use super::*;
     use super::super::push::vllm_0_31_0::*;
-
     /// `MooncakeXferMetadata` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
+    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferMetadata,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferMetadata::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
+    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferResponse,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferResponse::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
 }
-
 /// `vllm-0.32.0` through the newest revision's structs.
 pub mod vllm_0_32_0 {
     use super::*;
     use super::super::push::vllm_0_32_0::*;
-
     impl MooncakeXferMetadata {
         /// This revision's `MooncakeXferMetadata` holding what the newest revision's `n` holds. `Err` names what
         /// cannot be said here: a field this revision lacks that is off its default, an enum value it does not
         /// define, more than one block group where block lists are flat.
-        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, ConvertError> {
+        pub fn from_newest(
+            n: &newest::MooncakeXferMetadata,
+        ) -> Result<Self, ConvertError> {
             if !(n.layout_id == WireInt::from_u64(0)) {
-                return Err(ConvertError::Lacking { field: "layout_id".into(), value: format!("{:?}", n.layout_id) });
+                return Err(ConvertError::Lacking {
+                    field: "layout_id".into(),
+                    value: format!("{:?}", n.layout_id),
+                });
             }
             Ok(MooncakeXferMetadataOf {
                 remote_hostname: n.remote_hostname.clone(),
@@ -600,7 +792,6 @@ pub mod vllm_0_32_0 {
                 remote_pp_size: n.remote_pp_size.clone(),
             })
         }
-
         /// The newest revision's `MooncakeXferMetadata` holding this message's values; the fields this revision
         /// lacks at their defaults.
         pub fn to_newest(&self) -> newest::MooncakeXferMetadata {
@@ -622,35 +813,44 @@ pub mod vllm_0_32_0 {
             m
         }
     }
-
     /// `MooncakeXferMetadata` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
+    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferMetadata,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferMetadata::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
+    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferResponse,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferResponse::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
 }
-
 /// `vllm-0.33.0` through the newest revision's structs.
 pub mod vllm_0_33_0 {
     use super::*;
     use super::super::push::vllm_0_33_0::*;
-
     impl MooncakeXferMetadata {
         /// This revision's `MooncakeXferMetadata` holding what the newest revision's `n` holds. `Err` names what
         /// cannot be said here: a field this revision lacks that is off its default, an enum value it does not
         /// define, more than one block group where block lists are flat.
-        pub fn from_newest(n: &newest::MooncakeXferMetadata) -> Result<Self, ConvertError> {
+        pub fn from_newest(
+            n: &newest::MooncakeXferMetadata,
+        ) -> Result<Self, ConvertError> {
             Ok(MooncakeXferMetadataOf {
                 remote_hostname: n.remote_hostname.clone(),
                 remote_port: n.remote_port.clone(),
@@ -669,7 +869,6 @@ pub mod vllm_0_33_0 {
                 layout_id: n.layout_id.clone(),
             })
         }
-
         /// The newest revision's `MooncakeXferMetadata` holding this message's values; the fields this revision
         /// lacks at their defaults.
         pub fn to_newest(&self) -> newest::MooncakeXferMetadata {
@@ -692,14 +891,18 @@ pub mod vllm_0_33_0 {
             m
         }
     }
-
     impl MooncakeXferResponse {
         /// This revision's `MooncakeXferResponse` holding what the newest revision's `n` holds. `Err` names what
         /// cannot be said here: a field this revision lacks that is off its default, an enum value it does not
         /// define, more than one block group where block lists are flat.
-        pub fn from_newest(n: &newest::MooncakeXferResponse) -> Result<Self, ConvertError> {
+        pub fn from_newest(
+            n: &newest::MooncakeXferResponse,
+        ) -> Result<Self, ConvertError> {
             if !MOONCAKE_XFER_RESPONSE_STATUS_MEMBERS.contains(&n.status) {
-                return Err(ConvertError::NotAMember { enum_name: "MooncakeXferResponseStatus".into(), value: n.status.to_string() });
+                return Err(ConvertError::NotAMember {
+                    enum_name: "MooncakeXferResponseStatus".into(),
+                    value: n.status.to_string(),
+                });
             }
             Ok(MooncakeXferResponseOf {
                 status: n.status,
@@ -709,7 +912,6 @@ pub mod vllm_0_33_0 {
                 layout_id: n.layout_id.clone(),
             })
         }
-
         /// The newest revision's `MooncakeXferResponse` holding this message's values; the fields this revision
         /// lacks at their defaults.
         pub fn to_newest(&self) -> newest::MooncakeXferResponse {
@@ -722,40 +924,48 @@ pub mod vllm_0_33_0 {
             m
         }
     }
-
     /// `MooncakeXferMetadata` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
+    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferMetadata,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferMetadata::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
+    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferResponse,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferResponse::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
 }
-
 /// `vllm-0.34.0` through the newest revision's structs.
 pub mod vllm_0_34_0 {
     use super::*;
     use super::super::push::vllm_0_34_0::*;
-
     impl MooncakeLeaseHeartbeat {
         /// This revision's `MooncakeLeaseHeartbeat` holding what the newest revision's `n` holds. `Err` names
         /// what cannot be said here: a field this revision lacks that is off its default, an enum value it does
         /// not define, more than one block group where block lists are flat.
-        pub fn from_newest(n: &newest::MooncakeLeaseHeartbeat) -> Result<Self, ConvertError> {
+        pub fn from_newest(
+            n: &newest::MooncakeLeaseHeartbeat,
+        ) -> Result<Self, ConvertError> {
             Ok(MooncakeLeaseHeartbeatOf {
                 lease_transfer_ids: n.lease_transfer_ids.clone(),
             })
         }
-
         /// The newest revision's `MooncakeLeaseHeartbeat` holding this message's values; the fields this revision
         /// lacks at their defaults.
         pub fn to_newest(&self) -> newest::MooncakeLeaseHeartbeat {
@@ -764,76 +974,118 @@ pub mod vllm_0_34_0 {
             m
         }
     }
-
     /// `MooncakeXferMetadata` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<newest::MooncakeXferMetadata> = ViaNewest {
+    pub const MOONCAKE_XFER_METADATA_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferMetadata,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferMetadata::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferMetadata::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferMetadata::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
     /// `MooncakeLeaseHeartbeat` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_LEASE_HEARTBEAT_VIA_NEWEST: ViaNewest<newest::MooncakeLeaseHeartbeat> = ViaNewest {
+    pub const MOONCAKE_LEASE_HEARTBEAT_VIA_NEWEST: ViaNewest<
+        newest::MooncakeLeaseHeartbeat,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeLeaseHeartbeat::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeLeaseHeartbeat::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeLeaseHeartbeat::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
     /// `MooncakeXferResponse` of this revision through the newest revision's struct (what the sans-IO cores
     /// hold): the generated decoder and encoder of this revision, with `to_newest` / `from_newest`.
-    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<newest::MooncakeXferResponse> = ViaNewest {
+    pub const MOONCAKE_XFER_RESPONSE_VIA_NEWEST: ViaNewest<
+        newest::MooncakeXferResponse,
+    > = ViaNewest {
         revision: REVISION,
         decode: |b| MooncakeXferResponse::decode(b).map(|m| m.to_newest()),
-        encode: |n| MooncakeXferResponse::from_newest(n).map(|m| m.encode()).map_err(|e| e.in_revision(REVISION)),
+        encode: |n| {
+            MooncakeXferResponse::from_newest(n)
+                .map(|m| m.encode())
+                .map_err(|e| e.in_revision(REVISION))
+        },
     };
-
 }
-
 /// `MooncakeXferMetadata` of `revision` through the newest revision's struct (`None`: no generated revision of that name has it).
-pub fn mooncake_xfer_metadata_via_newest(revision: &str) -> Option<ViaNewest<newest::MooncakeXferMetadata>> {
-    Some(match revision {
-        "vllm-0.16.0..0.18.1" => vllm_0_16_0_to_0_18_1::MOONCAKE_XFER_METADATA_VIA_NEWEST,
-        "vllm-0.19.0..0.19.1" => vllm_0_19_0_to_0_19_1::MOONCAKE_XFER_METADATA_VIA_NEWEST,
-        "vllm-0.20.0..0.23.0" => vllm_0_20_0_to_0_23_0::MOONCAKE_XFER_METADATA_VIA_NEWEST,
-        "vllm-0.24.0" => vllm_0_24_0::MOONCAKE_XFER_METADATA_VIA_NEWEST,
-        "vllm-0.25.0..0.25.1" => vllm_0_25_0_to_0_25_1::MOONCAKE_XFER_METADATA_VIA_NEWEST,
-        "vllm-0.26.0..0.28.0" => vllm_0_26_0_to_0_28_0::MOONCAKE_XFER_METADATA_VIA_NEWEST,
-        "vllm-0.29.0" => vllm_0_29_0::MOONCAKE_XFER_METADATA_VIA_NEWEST,
-        "vllm-0.30.0" => vllm_0_30_0::MOONCAKE_XFER_METADATA_VIA_NEWEST,
-        "vllm-0.31.0" => vllm_0_31_0::MOONCAKE_XFER_METADATA_VIA_NEWEST,
-        "vllm-0.32.0" => vllm_0_32_0::MOONCAKE_XFER_METADATA_VIA_NEWEST,
-        "vllm-0.33.0" => vllm_0_33_0::MOONCAKE_XFER_METADATA_VIA_NEWEST,
-        "vllm-0.34.0" => vllm_0_34_0::MOONCAKE_XFER_METADATA_VIA_NEWEST,
-        _ => return None,
-    })
+pub fn mooncake_xfer_metadata_via_newest(
+    revision: &str,
+) -> Option<ViaNewest<newest::MooncakeXferMetadata>> {
+    Some(
+        match revision {
+            "vllm-0.16.0..0.18.1" => {
+                vllm_0_16_0_to_0_18_1::MOONCAKE_XFER_METADATA_VIA_NEWEST
+            }
+            "vllm-0.19.0..0.19.1" => {
+                vllm_0_19_0_to_0_19_1::MOONCAKE_XFER_METADATA_VIA_NEWEST
+            }
+            "vllm-0.20.0..0.23.0" => {
+                vllm_0_20_0_to_0_23_0::MOONCAKE_XFER_METADATA_VIA_NEWEST
+            }
+            "vllm-0.24.0" => vllm_0_24_0::MOONCAKE_XFER_METADATA_VIA_NEWEST,
+            "vllm-0.25.0..0.25.1" => {
+                vllm_0_25_0_to_0_25_1::MOONCAKE_XFER_METADATA_VIA_NEWEST
+            }
+            "vllm-0.26.0..0.28.0" => {
+                vllm_0_26_0_to_0_28_0::MOONCAKE_XFER_METADATA_VIA_NEWEST
+            }
+            "vllm-0.29.0" => vllm_0_29_0::MOONCAKE_XFER_METADATA_VIA_NEWEST,
+            "vllm-0.30.0" => vllm_0_30_0::MOONCAKE_XFER_METADATA_VIA_NEWEST,
+            "vllm-0.31.0" => vllm_0_31_0::MOONCAKE_XFER_METADATA_VIA_NEWEST,
+            "vllm-0.32.0" => vllm_0_32_0::MOONCAKE_XFER_METADATA_VIA_NEWEST,
+            "vllm-0.33.0" => vllm_0_33_0::MOONCAKE_XFER_METADATA_VIA_NEWEST,
+            "vllm-0.34.0" => vllm_0_34_0::MOONCAKE_XFER_METADATA_VIA_NEWEST,
+            _ => return None,
+        },
+    )
 }
-
 /// `MooncakeLeaseHeartbeat` of `revision` through the newest revision's struct (`None`: no generated revision of that name has it).
-pub fn mooncake_lease_heartbeat_via_newest(revision: &str) -> Option<ViaNewest<newest::MooncakeLeaseHeartbeat>> {
-    Some(match revision {
-        "vllm-0.34.0" => vllm_0_34_0::MOONCAKE_LEASE_HEARTBEAT_VIA_NEWEST,
-        _ => return None,
-    })
+pub fn mooncake_lease_heartbeat_via_newest(
+    revision: &str,
+) -> Option<ViaNewest<newest::MooncakeLeaseHeartbeat>> {
+    Some(
+        match revision {
+            "vllm-0.34.0" => vllm_0_34_0::MOONCAKE_LEASE_HEARTBEAT_VIA_NEWEST,
+            _ => return None,
+        },
+    )
 }
-
 /// `MooncakeXferResponse` of `revision` through the newest revision's struct (`None`: no generated revision of that name has it).
-pub fn mooncake_xfer_response_via_newest(revision: &str) -> Option<ViaNewest<newest::MooncakeXferResponse>> {
-    Some(match revision {
-        "vllm-0.16.0..0.18.1" => vllm_0_16_0_to_0_18_1::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
-        "vllm-0.19.0..0.19.1" => vllm_0_19_0_to_0_19_1::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
-        "vllm-0.20.0..0.23.0" => vllm_0_20_0_to_0_23_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
-        "vllm-0.24.0" => vllm_0_24_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
-        "vllm-0.25.0..0.25.1" => vllm_0_25_0_to_0_25_1::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
-        "vllm-0.26.0..0.28.0" => vllm_0_26_0_to_0_28_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
-        "vllm-0.29.0" => vllm_0_29_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
-        "vllm-0.30.0" => vllm_0_30_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
-        "vllm-0.31.0" => vllm_0_31_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
-        "vllm-0.32.0" => vllm_0_32_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
-        "vllm-0.33.0" => vllm_0_33_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
-        "vllm-0.34.0" => vllm_0_34_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
-        _ => return None,
-    })
+pub fn mooncake_xfer_response_via_newest(
+    revision: &str,
+) -> Option<ViaNewest<newest::MooncakeXferResponse>> {
+    Some(
+        match revision {
+            "vllm-0.16.0..0.18.1" => {
+                vllm_0_16_0_to_0_18_1::MOONCAKE_XFER_RESPONSE_VIA_NEWEST
+            }
+            "vllm-0.19.0..0.19.1" => {
+                vllm_0_19_0_to_0_19_1::MOONCAKE_XFER_RESPONSE_VIA_NEWEST
+            }
+            "vllm-0.20.0..0.23.0" => {
+                vllm_0_20_0_to_0_23_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST
+            }
+            "vllm-0.24.0" => vllm_0_24_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
+            "vllm-0.25.0..0.25.1" => {
+                vllm_0_25_0_to_0_25_1::MOONCAKE_XFER_RESPONSE_VIA_NEWEST
+            }
+            "vllm-0.26.0..0.28.0" => {
+                vllm_0_26_0_to_0_28_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST
+            }
+            "vllm-0.29.0" => vllm_0_29_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
+            "vllm-0.30.0" => vllm_0_30_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
+            "vllm-0.31.0" => vllm_0_31_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
+            "vllm-0.32.0" => vllm_0_32_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
+            "vllm-0.33.0" => vllm_0_33_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
+            "vllm-0.34.0" => vllm_0_34_0::MOONCAKE_XFER_RESPONSE_VIA_NEWEST,
+            _ => return None,
+        },
+    )
 }
-
