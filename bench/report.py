@@ -345,7 +345,7 @@ def main():
     if os.path.isdir(val):
         w("### Trace validation")
         w("")
-        w("`mooncake_conformance::validate::validate_file` as `mooncake-conformance validate` runs it: load the JSONL")
+        w("`mooncake_trace::validate::validate_file` as `mooncake-conformance validate` runs it: load the JSONL")
         w("trace, decode every frame with the spec-driven codec, run every check. No msgspec counterpart.")
         w("")
         w("| traces | bytes | time | traces/s | MB/s |")

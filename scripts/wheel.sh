@@ -66,11 +66,11 @@ build() {
   if [ "$profile" = dev ]; then
     # The check build is the test build: the test profile's settings under the `dev` name (maturin builds with
     # `cargo rustc`, where `--profile test` would mean a test harness), and the features `cargo test --workspace`
-    # unified (the wire crate's `testing`, which makes some internals public and changes no behaviour), so nothing
-    # is compiled again. mooncake-peer is the test build's own (`cargo build -p mooncake-reference` alone would
+    # unified (the wire crate's `testing`, which makes some internals public and changes no behaviour, and
+    # mooncake-trace's, which counts payload decodes for a test), so nothing is compiled again. mooncake-peer is the test build's own (`cargo build -p mooncake-reference` alone would
     # resolve its dependencies' features differently and compile it and mooncake-io again).
     export CARGO_PROFILE_DEV_OPT_LEVEL=1
-    features=(--features mooncake-wire/testing)
+    features=(--features mooncake-wire/testing,mooncake-trace/testing)
     cargo build --quiet --locked --profile test --workspace --lib --bins --tests
   else
     # The distribution build: linked against glibc 2.17 by zig (pinned in tools/wheel/requirements.txt), so the

@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::expected::ExpectedFailures;
-use crate::jsonl::Input;
 pub use crate::load_error::LoadError;
 use crate::scenarios::Scenarios;
+use mooncake_trace::jsonl::Input;
 
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/bundled.rs"));

@@ -4,8 +4,8 @@
 //! revision (`vllm-0.13.0..0.15.1@0.13.0/a_single_success/decoder`); every other id stays as it was, since
 //! ids are referenced by expected-failures files, testee log names and reports.
 
-use crate::conversation::Conversation;
-use crate::trace::Trace;
+use mooncake_trace::conversation::Conversation;
+use mooncake_trace::trace::Trace;
 
 /// What names a trace's cases.
 #[derive(Clone, Debug, PartialEq, Eq)]

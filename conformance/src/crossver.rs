@@ -30,8 +30,8 @@ use mooncake_wire::spec::{Behaviour, Revision, Spec};
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status};
 use serde_json::Value as J;
 
-use crate::conversation::{Conversation, Exchange};
 use crate::role::Role;
+use mooncake_trace::conversation::{Conversation, Exchange};
 
 /// The start of the layout check's error (`src/plan/validate.rs`), whose region lengths follow the answering
 /// prefiller's planning.
@@ -111,7 +111,7 @@ impl Pairing {
         let Some(tc) = Codec::builtin(&self.testee.revision) else {
             return Some(format!("{} has no codec", self.testee.revision));
         };
-        crate::canonical::mismatch(&tc, message, bytes)
+        mooncake_trace::canonical::mismatch(&tc, message, bytes)
     }
 }
 
@@ -567,7 +567,8 @@ fn tp_evidence(model: &Conversation) -> Option<String> {
     tp_differs(model).map(|(x, _)| format!("line {}: prefiller and decoder TP sizes differ", x.send_line())).or_else(
         || {
             let decoders =
-                model.trace.header.roles.values().filter(|r| **r == crate::trace::Role::Decoder).count() as i64;
+                model.trace.header.roles.values().filter(|r| **r == mooncake_trace::trace::Role::Decoder).count()
+                    as i64;
             model
                 .prefillers
                 .iter()
@@ -637,7 +638,7 @@ mod tests {
 
     fn model(name: &str) -> Conversation {
         let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("traces").join(name);
-        Conversation::new(crate::trace::Trace::load(&p).unwrap()).unwrap()
+        Conversation::new(mooncake_trace::trace::Trace::load(&p).unwrap()).unwrap()
     }
 
     #[test]

@@ -75,5 +75,5 @@ pub enum LoadError {
     NotADirectory(PathBuf),
     /// The traces of a `--data` directory cannot be listed.
     #[error(transparent)]
-    Traces(#[from] crate::jsonl::JsonlError),
+    Traces(#[from] mooncake_trace::jsonl::JsonlError),
 }

@@ -69,7 +69,7 @@ usage_from!(
     mooncake_wire::hash::HashError,
     mooncake_wire::keys::KeysError,
     mooncake_wire::keys::spec::NoGrammar,
-    crate::jsonl::JsonlError,
-    crate::trace::TraceError,
+    mooncake_trace::jsonl::JsonlError,
+    mooncake_trace::trace::TraceError,
     crate::load_error::LoadError
 );

@@ -6,8 +6,8 @@ use std::io::{self, Write};
 
 use serde_json::json;
 
-use crate::finding::TraceReport;
-use crate::finding::{CheckId, FileReport};
+use mooncake_trace::finding::TraceReport;
+use mooncake_trace::finding::{CheckId, FileReport};
 
 /// Writes a JSON document, pretty-printed, with a final newline.
 pub fn write_json(w: &mut impl Write, v: &serde_json::Value) -> io::Result<()> {

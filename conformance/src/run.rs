@@ -5,13 +5,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::conversation::Conversation;
 use crate::expected::{ExpectedFailure, ExpectedFailures};
-use crate::jsonl::Input;
 use crate::play::{cases_named, play, CaseResult, PlayOptions, Role, Status};
 use crate::scenarios::Scenarios;
 use crate::testee::{Testee, TesteeSpec};
-use crate::trace::Trace;
+use mooncake_trace::conversation::Conversation;
+use mooncake_trace::jsonl::Input;
+use mooncake_trace::trace::Trace;
 
 /// One step of a run, for progress output (the library prints nothing itself).
 pub enum Progress<'a> {
@@ -94,7 +94,7 @@ impl RunConfig {
         }
     }
     /// The traces under these paths (files, or directories searched for `*.jsonl`).
-    pub fn paths(paths: &[PathBuf], testee: TesteeSpec) -> Result<RunConfig, crate::jsonl::JsonlError> {
+    pub fn paths(paths: &[PathBuf], testee: TesteeSpec) -> Result<RunConfig, mooncake_trace::jsonl::JsonlError> {
         Ok(RunConfig::new(Input::files(paths)?, testee))
     }
 }
@@ -153,13 +153,13 @@ impl RunReport {
 pub enum CasesError {
     /// A file is not a valid trace.
     #[error(transparent)]
-    Trace(#[from] crate::trace::TraceError),
+    Trace(#[from] mooncake_trace::trace::TraceError),
     /// A trace has no events after its header (without `--allow-empty`).
     #[error("{0}: no events after the header line: nothing to play (--allow-empty accepts that)")]
     NoEvents(String),
     /// A trace does not pass `validate`.
     #[error(transparent)]
-    Invalid(#[from] crate::validate::InvalidTrace),
+    Invalid(#[from] mooncake_trace::validate::InvalidTrace),
     /// Two traces of the same revision, scenario and release: their cases would share ids.
     #[error("{first} and {second} both make the case id {id} (same revision, scenario and release): give one of them a scenario name of its own in its header")]
     DuplicateId {
@@ -176,7 +176,7 @@ pub enum CasesError {
         /// How the trace is named.
         name: String,
         /// Why.
-        source: crate::conversation::ConversationError,
+        source: mooncake_trace::conversation::ConversationError,
     },
 }
 
@@ -191,7 +191,7 @@ pub fn load_cases(inputs: &[Input], allow_empty: bool) -> Result<Vec<crate::play
             return Err(CasesError::NoEvents(f.name()));
         }
         let model = Conversation::new(trace).map_err(|source| CasesError::Conversation { name: f.name(), source })?;
-        crate::validate::must_validate(&f.name(), &model)?;
+        mooncake_trace::validate::must_validate(&f.name(), &model)?;
         models.push(Arc::new(model));
     }
     let keys: Vec<_> = models.iter().map(|m| crate::case_id::TraceKey::of(m)).collect();

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use mooncake_wire::zmtp;
 
-use crate::trace::{Event, HttpDir, HttpEvent, Trace, ZmqDir, ZmqEvent};
+use mooncake_trace::trace::{Event, HttpDir, HttpEvent, Trace, ZmqDir, ZmqEvent};
 use pcapng::{flags, End, Pcapng, Segment, MAX_SEGMENT};
 
 /// The bootstrap server's port in a capture: `spec/`'s default (`bootstrap.default_port`).

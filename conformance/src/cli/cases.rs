@@ -9,11 +9,11 @@ use std::process::ExitCode;
 use clap::ValueEnum;
 
 use mooncake_conformance::bundled::Data;
-use mooncake_conformance::jsonl::Input;
 use mooncake_conformance::play::Status;
 use mooncake_conformance::report::{self, write_json};
 use mooncake_conformance::run::{Progress, RunConfig, RunReport};
 use mooncake_conformance::testee::{split_command, TesteeSpec};
+use mooncake_trace::jsonl::Input;
 
 use super::error::{ArgError, CliError, AGREE, DISAGREE, ENVIRONMENT, USAGE};
 use super::output::{err, finish, Format, Report};

@@ -96,7 +96,7 @@ pub(crate) enum ArgError {
     #[error(transparent)]
     Load(#[from] mooncake_conformance::load_error::LoadError),
     #[error(transparent)]
-    Jsonl(#[from] mooncake_conformance::jsonl::JsonlError),
+    Jsonl(#[from] mooncake_trace::jsonl::JsonlError),
     #[error(transparent)]
     Testee(#[from] mooncake_conformance::testee::TesteeCommandError),
     #[error(transparent)]
@@ -115,7 +115,7 @@ macro_rules! arg_error_from {
 }
 arg_error_from!(
     mooncake_conformance::load_error::LoadError,
-    mooncake_conformance::jsonl::JsonlError,
+    mooncake_trace::jsonl::JsonlError,
     mooncake_conformance::testee::TesteeCommandError,
     mooncake_conformance::matrix::MatrixError
 );

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use mooncake_conformance::bundled::Data;
-use mooncake_conformance::jsonl::Input;
+use mooncake_trace::jsonl::Input;
 
 pub(crate) mod cases;
 pub(crate) mod diff;

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 
 use mooncake_conformance::bundled::Data;
 use mooncake_conformance::capture::{capture_all, Summary, BOOTSTRAP_PORT};
-use mooncake_conformance::jsonl::Input;
 use mooncake_conformance::report::write_json;
-use mooncake_conformance::trace::Trace;
+use mooncake_trace::jsonl::Input;
+use mooncake_trace::trace::Trace;
 
 use super::error::{CliError, AGREE};
 use super::output::{Format, Report};

@@ -4,9 +4,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use mooncake_conformance::finding::{CheckId, Finding, TraceReport, INPUT_CHECKS};
 use mooncake_conformance::report::{self, write_json};
-use mooncake_conformance::validate;
+use mooncake_trace::finding::{CheckId, Finding, TraceReport, INPUT_CHECKS};
+use mooncake_trace::validate;
 
 use super::error::{CliError, AGREE, DISAGREE, USAGE};
 use super::output::{finish, Format, Report};

@@ -4,9 +4,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use mooncake_conformance::finding::FileReport;
 use mooncake_conformance::report::{self, write_json};
-use mooncake_conformance::vectors;
+use mooncake_trace::finding::FileReport;
+use mooncake_trace::vectors;
 
 use super::error::{ArgError, CliError, AGREE, DISAGREE, USAGE};
 use super::output::{finish, Format, Report};
@@ -64,7 +64,7 @@ fn vectors_code(reps: &[FileReport], allow_empty: bool) -> u8 {
 /// `vectors`: every vector file checked; the report, the files that are not vector files, the exit code.
 pub(crate) fn exec(args: VectorsArgs) -> Result<ExitCode, CliError> {
     let VectorsArgs { paths, format, all, allow_empty } = args;
-    let expanded = mooncake_conformance::jsonl::expand_noting(&paths)?;
+    let expanded = mooncake_trace::jsonl::expand_noting(&paths)?;
     expanded.skipped.iter().for_each(|s| eprintln!("note: {s}"));
     if expanded.files.is_empty() && !allow_empty {
         return Err(ArgError::NoVectorFiles(shown(&paths)).into());

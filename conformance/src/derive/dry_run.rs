@@ -17,11 +17,11 @@ use mooncake_wire::proto::gen1::Gen1Prefiller;
 use mooncake_wire::proto::{PrefillerCore, PrefillerEvent, PrefillerMachine};
 use serde_json::Value as J;
 
-use crate::conversation::Conversation;
 use crate::scenarios::{Model, Ready, ReplyActions, Scenario, Step};
 use crate::setup::gen1::{layout, Gen1Setup};
 use crate::setup::{model_config, prefiller_planner, SetupError, D_BASE, P_BASE};
-use crate::trace::{Event, Role as TraceRole, ZmqDir};
+use mooncake_trace::conversation::Conversation;
+use mooncake_trace::trace::{Event, Role as TraceRole, ZmqDir};
 
 /// Why a dry run cannot be set up.
 #[derive(Debug, thiserror::Error)]
@@ -322,7 +322,7 @@ fn dry_run_gen2(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<
 
 /// A reply as the problems show it: decoded, or its bytes.
 fn show(t: &Conversation, b: &[u8]) -> String {
-    t.decode_reply(b).map(|r| crate::reply::show_reply(&r)).unwrap_or_else(|| hex::encode(b))
+    t.decode_reply(b).map(|r| mooncake_trace::reply::show_reply(&r)).unwrap_or_else(|| hex::encode(b))
 }
 
 /// The decoder side of a generation-2 trace replayed against the simulated prefillers.
@@ -382,10 +382,13 @@ impl Gen2Replay<'_> {
         };
         self.replies_seen += 1;
         match (t.decode_reply(&got), t.decode_reply(want)) {
-            (Some(g), Some(w)) if crate::checks::same_reply(&g, &w) => {}
-            (Some(g), Some(w)) => {
-                self.problems.push(format!("exchange {} reply {}: {}", k + 1, j + 1, crate::reply::reply_diff(&g, &w)))
-            }
+            (Some(g), Some(w)) if mooncake_trace::checks::same_reply(&g, &w) => {}
+            (Some(g), Some(w)) => self.problems.push(format!(
+                "exchange {} reply {}: {}",
+                k + 1,
+                j + 1,
+                mooncake_trace::reply::reply_diff(&g, &w)
+            )),
             _ => self.problems.push(format!(
                 "exchange {} reply {}: {} vs recorded {}",
                 k + 1,

@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use mooncake_wire::proto::gen1::{unsigned_int, Gen1Profile};
 
 use super::{combinations, dry_run, finish, transfers_how, Derived, Unresolved};
-use crate::conversation::Conversation;
 use crate::role::Role;
 use crate::scenarios::{Model, Ready, Scenario, Transfer};
 use crate::setup::gen1::{messages, Msg};
 use crate::setup::SetupError;
+use mooncake_trace::conversation::Conversation;
 
 /// The recorded messages and what a scenario is built from.
 struct Gen1<'t> {

@@ -11,9 +11,9 @@ use super::{
     event_t, finish, reply_index, transfers_how, wire_blocks, Derived, Pulled, Timing, Unresolved, BLOCK_COUNT_MSG,
     SPREAD_FROM, TE_FAILED, TIMEOUT_MSG,
 };
-use crate::conversation::{Conversation, Exchange};
 use crate::role::Role;
 use crate::scenarios::{Model, Ready, Scenario, Transfer};
+use mooncake_trace::conversation::{Conversation, Exchange};
 
 /// What the exchanges say, read one after the other.
 struct Reading<'t> {

@@ -44,13 +44,13 @@ use serde_json::Value as J;
 
 pub use dry_run::{dry_run, DryRun, DryRunError};
 
-use crate::conversation::Conversation;
 use crate::role::Role;
 use crate::scenarios::{Model, Ready, Scenario, Scenarios, Transfer};
 use crate::setup::gen1::{messages, transfers_by_id};
-use crate::trace::{Event, Role as TraceRole, ZmqDir};
 use gen1::derive_gen1;
 use gen2::derive_gen2;
+use mooncake_trace::conversation::Conversation;
+use mooncake_trace::trace::{Event, Role as TraceRole, ZmqDir};
 
 /// The reply of a prefiller that waited the abort timeout for a transfer that never became ready (vLLM
 /// `send_kv_to_decode`; `src/proto/prefiller.rs`).
@@ -269,7 +269,7 @@ fn pull_delay(t: &Conversation, first_pull: Option<f64>) -> f64 {
     let query = first_pull.and_then(|p| {
         t.trace
             .http()
-            .filter(|h| h.dir == crate::trace::HttpDir::Request && h.path == "/query")
+            .filter(|h| h.dir == mooncake_trace::trace::HttpDir::Request && h.path == "/query")
             .filter_map(|h| h.t)
             .filter(|q| *q <= p && *q >= 0.25)
             .fold(None::<f64>, |a, q| Some(a.map_or(q, |a: f64| a.max(q))))

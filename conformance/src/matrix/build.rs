@@ -15,8 +15,8 @@ use super::{
     compare, is_timing, scaled, sides, timing_items, timing_items_differ, timing_representatives, Cell, Matrix,
     MatrixConfig, ScenarioResult, STAND_IN, TIMING_ABORT,
 };
-use crate::conversation::Conversation;
 use crate::scenarios::{Model, Scenario};
+use mooncake_trace::conversation::Conversation;
 
 /// An observed run: (decoder revision, prefiller revision, scenario).
 type RunKey = (String, String, String);

@@ -17,10 +17,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::conversation::Conversation;
 use crate::scenarios::Scenarios;
-use crate::trace::Trace;
 pub use build::build;
+use mooncake_trace::conversation::Conversation;
+use mooncake_trace::trace::Trace;
 use predict::Prediction;
 use run::{DOutcome, Observation, POutcome, Side};
 
@@ -136,18 +136,18 @@ pub fn sides(traces: &[Arc<Conversation>]) -> BTreeMap<(String, String), Side> {
 pub enum MatrixError {
     /// A trace cannot be read.
     #[error(transparent)]
-    Trace(#[from] crate::trace::TraceError),
+    Trace(#[from] mooncake_trace::trace::TraceError),
     /// A trace cannot be read as a conversation.
     #[error(transparent)]
-    Conversation(#[from] crate::conversation::ConversationError),
+    Conversation(#[from] mooncake_trace::conversation::ConversationError),
     /// A trace does not pass `validate`.
     #[error(transparent)]
-    Invalid(#[from] crate::validate::InvalidTrace),
+    Invalid(#[from] mooncake_trace::validate::InvalidTrace),
 }
 
 /// Reads the traces and their conversations, leaving out those of another family than `push`; the first
 /// unreadable one, or one that does not pass `validate`, is an error.
-pub fn load_traces(inputs: &[crate::jsonl::Input]) -> Result<Vec<Arc<Conversation>>, MatrixError> {
+pub fn load_traces(inputs: &[mooncake_trace::jsonl::Input]) -> Result<Vec<Arc<Conversation>>, MatrixError> {
     let mut out = vec![];
     for f in inputs {
         let t = Trace::load_input(f)?;
@@ -155,7 +155,7 @@ pub fn load_traces(inputs: &[crate::jsonl::Input]) -> Result<Vec<Arc<Conversatio
             continue;
         }
         let c = Conversation::new(t)?;
-        crate::validate::must_validate(&f.name(), &c)?;
+        mooncake_trace::validate::must_validate(&f.name(), &c)?;
         out.push(Arc::new(c));
     }
     Ok(out)

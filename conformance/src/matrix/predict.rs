@@ -8,8 +8,8 @@ use mooncake_wire::spec::behaviour::TpBytePlan;
 use mooncake_wire::spec::{Revision, Spec};
 use serde::Serialize;
 
-use crate::conversation::Conversation;
 use crate::scenarios::{Model, Scenario};
+use mooncake_trace::conversation::Conversation;
 
 /// The prediction for one scenario of one cell.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -166,7 +166,7 @@ fn exercised(c: &Change, d: &Conversation, p: &Conversation, scenario: &Scenario
 
 /// Whether an exchange's replies name a request failed for its block count (`P num blocks less than D`) and,
 /// besides it, a request delivered.
-fn block_count_round_writes_others(x: &crate::conversation::Exchange) -> bool {
+fn block_count_round_writes_others(x: &mooncake_trace::conversation::Exchange) -> bool {
     let replies: Vec<_> = x.replies.iter().filter_map(|r| r.payload.value()).collect();
     let short: Vec<&str> = replies
         .iter()

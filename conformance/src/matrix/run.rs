@@ -21,12 +21,12 @@ use mooncake_wire::proto::Registry;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::conversation::Conversation;
 use crate::play::{apply, PrefillerControl, ReplyActions};
 use crate::scenarios::{Model, Scenario, Transfer};
 use crate::setup::gen1 as gen1_setup;
 use crate::setup::{columns, decoder_layout, model_config, prefiller_config_with, prefiller_layout, D_BASE, P_BASE};
 use crate::testee::{Testee, TesteeSpec};
+use mooncake_trace::conversation::Conversation;
 
 /// What a decoder worker reported and what landed in its memory.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

@@ -6,10 +6,10 @@ use std::time::Duration;
 use serde_json::Value as J;
 
 use super::{CaseCtx, PlayError};
-use crate::finding::{CheckId, Finding};
 use crate::testee::Testee;
-use crate::trace::HttpEvent;
 use mooncake_testee_protocol::{BootstrapConfig, Command, RoleConfig, Started};
+use mooncake_trace::finding::{CheckId, Finding};
+use mooncake_trace::trace::HttpEvent;
 
 /// `pairing.testee` is the revision the bootstrap testee is started at.
 pub(crate) async fn play(ctx: &mut CaseCtx<'_>) -> Result<(), PlayError> {

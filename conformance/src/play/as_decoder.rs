@@ -19,15 +19,15 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use super::{bounded, fire, CaseCtx, PlayError, PrefillerControl, PrefillerSide, ReplyActions};
-use crate::checks::{check_exchanges, same_reply};
-use crate::conversation::{Exchange, Payload, PrefillerConn, Sent};
-use crate::finding::{CheckId, Finding};
-use crate::reply::{reply_diff, show_reply};
 use crate::setup::{check_landed, decoder_layout, expected_blocks_scaled, prefiller_config};
 use crate::testee::Testee;
-use crate::trace::{Event, Role as TraceRole, ZmqDir, ZmqEvent};
 use mooncake_io::layout::LayoutExt;
 use mooncake_testee_protocol::{Command, PrefillerStatus, RoleConfig, Started};
+use mooncake_trace::checks::{check_exchanges, same_reply};
+use mooncake_trace::conversation::{Exchange, Payload, PrefillerConn, Sent};
+use mooncake_trace::finding::{CheckId, Finding};
+use mooncake_trace::reply::{reply_diff, show_reply};
+use mooncake_trace::trace::{Event, Role as TraceRole, ZmqDir, ZmqEvent};
 
 /// One of the runner's decoders: its memory at the recorded layout, and the transfer-engine server the
 /// prefillers write into (stopped when dropped).
@@ -398,7 +398,7 @@ impl<'r> Replay<'r> {
 }
 
 /// The runner's DEALER id of heartbeat `h`: after the pulls'.
-fn beat_id(t: &crate::conversation::Conversation, h: usize) -> u64 {
+fn beat_id(t: &mooncake_trace::conversation::Conversation, h: usize) -> u64 {
     (t.exchanges.len() + h) as u64
 }
 
@@ -663,7 +663,7 @@ async fn landed_through_engine(
 /// Transfers a prefiller of this revision keeps forever in this trace: where heterogeneous TP is refused once a
 /// request becomes ready, the refused round's requests stay marked as being sent and never expire.
 fn kept_forever(
-    t: &crate::conversation::Conversation,
+    t: &mooncake_trace::conversation::Conversation,
     profile: &mooncake_wire::proto::WireProfile,
     scenario: &crate::scenarios::Scenario,
 ) -> u64 {
@@ -690,7 +690,7 @@ struct Timeline {
 }
 
 impl Timeline {
-    fn new(t: &crate::conversation::Conversation, scenario: &crate::scenarios::Scenario) -> Timeline {
+    fn new(t: &mooncake_trace::conversation::Conversation, scenario: &crate::scenarios::Scenario) -> Timeline {
         let start = tokio::time::Instant::now();
         let timed = scenario.pull_delay_s > 0.0 || !t.heartbeats.is_empty();
         let first_pull_t = t.exchanges.first().and_then(|x| x.seq).and_then(|s| {
@@ -705,7 +705,7 @@ impl Timeline {
     }
 
     /// Waits until event `z` is due.
-    async fn wait(&self, z: &crate::trace::ZmqEvent) {
+    async fn wait(&self, z: &mooncake_trace::trace::ZmqEvent) {
         let Some((at, first)) = self.anchor else { return };
         let due = match (first, z.t) {
             (Some(f), Some(t)) if t >= f => at + Duration::from_secs_f64(t - f),
@@ -741,11 +741,11 @@ async fn next_frames(
 /// `LEASE-REPLY` on a live heartbeat's reply: one frame, the revision's reply (`checks::heartbeat_reply_problem`),
 /// and the recorded one (status and text).
 fn compare_heartbeat_reply(
-    t: &crate::conversation::Conversation,
+    t: &mooncake_trace::conversation::Conversation,
     profile: &mooncake_wire::proto::WireProfile,
     h: usize,
     got: Option<Vec<Vec<u8>>>,
-    z: &crate::trace::ZmqEvent,
+    z: &mooncake_trace::trace::ZmqEvent,
 ) -> Vec<Finding> {
     let msg = format!("heartbeat {}", h + 1);
     let want = t.heartbeats[h].replies.first().and_then(|r| r.payload.value());
@@ -763,7 +763,7 @@ fn compare_heartbeat_reply(
                 .about(msg)]
         }
     };
-    if let Some(p) = crate::checks::heartbeat_reply_problem(profile, Some(&r)) {
+    if let Some(p) = mooncake_trace::checks::heartbeat_reply_problem(profile, Some(&r)) {
         return vec![Finding::new(CheckId::LeaseReply, p).at(Some(z.seq), Some(z.line)).about(msg)];
     }
     match want {

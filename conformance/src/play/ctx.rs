@@ -7,10 +7,10 @@ use std::time::Duration;
 use mooncake_wire::proto::WireProfile;
 
 use super::{Case, CaseSink, PlayError, PlayOptions};
-use crate::conversation::{Conversation, PrefillerConn};
 use crate::crossver::Pairing;
-use crate::finding::{CheckId, Finding};
 use crate::scenarios::{Model, Scenario};
+use mooncake_trace::conversation::{Conversation, PrefillerConn};
+use mooncake_trace::finding::{CheckId, Finding};
 
 /// A case being played.
 pub(crate) struct CaseCtx<'a> {

@@ -23,12 +23,12 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::conversation::Conversation;
-use crate::finding::{CheckId, Finding};
 pub use crate::role::Role;
 use crate::scenarios::Scenarios;
 pub use crate::testee::secs;
 use crate::testee::TesteeSpec;
+use mooncake_trace::conversation::Conversation;
+use mooncake_trace::finding::{CheckId, Finding};
 
 impl Status {
     /// The status's one spelling, in every report and in JSON: pass, fail, xfail, skip, error (text reports
@@ -152,12 +152,12 @@ pub(crate) fn freed_mismatch(s: &mooncake_testee_protocol::PrefillerStatus, want
 
 /// Whether `check` can run on this trace: false when it compares with something the header declares
 /// `unobserved`.
-pub fn applies(header: &crate::trace::Header, check: CheckId) -> bool {
+pub fn applies(header: &mooncake_trace::trace::Header, check: CheckId) -> bool {
     NEEDS.iter().filter(|(c, _, _)| *c == check).all(|(_, what, _)| header.observed(what))
 }
 
 /// The checks of a `role` case that do not apply to this trace, each with the header item it needs.
-pub fn not_applicable(header: &crate::trace::Header, role: Role) -> Vec<NotApplicable> {
+pub fn not_applicable(header: &mooncake_trace::trace::Header, role: Role) -> Vec<NotApplicable> {
     let mut out: Vec<NotApplicable> = vec![];
     for (check, what, r) in NEEDS {
         // A decoder case compares the prefiller's completions only with two testees.

@@ -211,7 +211,7 @@ pub(crate) async fn check_te_calls(
     sides: &mut [(String, PrefillerSide)],
     recorded_session: impl Fn(&str) -> Option<String>,
 ) -> Result<(), super::PlayError> {
-    use crate::finding::{CheckId, Finding};
+    use mooncake_trace::finding::{CheckId, Finding};
     let mut got: Vec<(String, u64, u64)> = vec![];
     for te in sides.iter_mut().filter_map(|(_, s)| s.testee()) {
         let s: mooncake_testee_protocol::PrefillerStatus = te.status().await?;

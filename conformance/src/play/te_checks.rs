@@ -7,7 +7,7 @@
 use mooncake_io::engine::{Issue, Step};
 
 use super::PrefillerSide;
-use crate::finding::{CheckId, Finding};
+use mooncake_trace::finding::{CheckId, Finding};
 
 /// The findings of the runner's own prefillers' engines, each issue once, in the order they were found.
 pub(crate) async fn check_engines(sides: &[&PrefillerSide]) -> Vec<Finding> {

@@ -9,9 +9,9 @@ use mooncake_testee_protocol::LayoutConfig;
 use mooncake_wire::proto::gen1::{unsigned_int, AgentMetadata, Gen1Profile};
 
 use super::{Columns, SetupError};
-use crate::conversation::Conversation;
 use crate::scenarios::{Model, Scenario};
-use crate::trace::{Role as TraceRole, ZmqDir};
+use mooncake_trace::conversation::Conversation;
+use mooncake_trace::trace::{Role as TraceRole, ZmqDir};
 
 /// How far apart the synthetic regions of two TP ranks of one side start.
 const RANK_SPAN: u64 = 0x10_0000_0000;

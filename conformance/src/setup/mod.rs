@@ -11,8 +11,8 @@ use mooncake_wire::proto::WireProfile;
 use mooncake_wire::spec::behaviour::BlockGroups;
 use mooncake_wire::typed::MooncakeXferMetadata;
 
-use crate::conversation::{Conversation, PrefillerConn};
 use crate::scenarios::{Model, Scenario};
+use mooncake_trace::conversation::{Conversation, PrefillerConn};
 
 /// Why a case's setup cannot be read off its trace and scenario (what the player, its dry run and the matrix
 /// need before anything starts).

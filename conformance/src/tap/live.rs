@@ -14,11 +14,11 @@ use mooncake_wire::codec::Codec;
 use mooncake_wire::proto::{Inbound, WireProfile};
 use mooncake_wire::spec::{Revision, Spec};
 
-use crate::checks::{heartbeat_reply_problem, ExchangeChecker, HttpChecker, HttpX};
-use crate::conversation::{decode_count, ends_exchange, Decoded, Exchange, Payload, Sent};
-use crate::finding::{CheckId, Finding};
-use crate::trace::Event;
-use crate::validate::EventChecker;
+use mooncake_trace::checks::{heartbeat_reply_problem, ExchangeChecker, HttpChecker, HttpX};
+use mooncake_trace::conversation::{decode_count, ends_exchange, Decoded, Exchange, Payload, Sent};
+use mooncake_trace::finding::{CheckId, Finding};
+use mooncake_trace::trace::Event;
+use mooncake_trace::validate::EventChecker;
 
 /// Why the checks cannot run at a revision.
 #[derive(Debug, thiserror::Error)]
@@ -415,7 +415,7 @@ impl Live {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{Role, Trace, ZmqDir};
+    use mooncake_trace::trace::{Role, Trace, ZmqDir};
 
     /// The request and the reply of the bundled 0.33.0 single pull.
     fn pull() -> (Vec<u8>, Vec<u8>) {
@@ -451,7 +451,7 @@ mod tests {
         assert_eq!(fits, ["vllm-0.34.0", "vllm-0.33.0"]);
         assert!(revisions_fitting(b"garbage", None).is_none());
         let mut live = Live::new(Some(Duration::from_millis(50)));
-        let decodes = crate::conversation::decodes();
+        let decodes = mooncake_trace::conversation::decode_count::decodes();
         // Before the revision is known nothing is judged; then the backlog is.
         assert!(live.request((0, vec![1]), x(0, &req), vec![], None).is_empty());
         assert!(live.reply((0, vec![1]), reply.clone(), 3, 4, vec![]).is_empty());
@@ -474,7 +474,7 @@ mod tests {
         // Each payload that reached an exchange was decoded once, when it did: the four requests and the
         // first reply (the backlog, once the revision was known); the replies no exchange waited for and no
         // event needs, never.
-        assert_eq!(crate::conversation::decodes() - decodes, 5);
+        assert_eq!(mooncake_trace::conversation::decode_count::decodes() - decodes, 5);
         let (f, notes, n) = live.finish();
         assert!(f.is_empty(), "{f:?}");
         assert_eq!(notes.len(), 1, "{notes:?}");
@@ -555,9 +555,10 @@ mod tests {
     fn the_tap_decodes_each_payload_once() {
         for t in bundled_traces() {
             let mut live = Live::new(Some(Duration::from_secs(600)));
-            let prefiller_side: Vec<&crate::trace::ZmqEvent> = t.zmq().filter(|z| z.side == Role::Prefiller).collect();
+            let prefiller_side: Vec<&mooncake_trace::trace::ZmqEvent> =
+                t.zmq().filter(|z| z.side == Role::Prefiller).collect();
             let mut used = vec![false; prefiller_side.len()];
-            let mut counterpart = |z: &crate::trace::ZmqEvent| {
+            let mut counterpart = |z: &mooncake_trace::trace::ZmqEvent| {
                 let dir = if z.dir == ZmqDir::Send { ZmqDir::Recv } else { ZmqDir::Send };
                 let i = (0..prefiller_side.len()).find(|&i| {
                     !used[i] && prefiller_side[i].dir == dir && prefiller_side[i].frames.last() == z.frames.last()
@@ -565,7 +566,7 @@ mod tests {
                 used[i] = true;
                 Some(Event::Zmq(prefiller_side[i].clone()))
             };
-            crate::conversation::decode_count::take();
+            mooncake_trace::conversation::decode_count::take();
             let (mut first, mut findings, mut tried) = (None, vec![], 0);
             for (n, z) in t.zmq().filter(|z| z.side == Role::Decoder).enumerate() {
                 let key = (0, z.conn.as_bytes().to_vec());
@@ -574,7 +575,7 @@ mod tests {
                 if z.dir == ZmqDir::Send {
                     let fit = if live.revision().is_none() {
                         let fit = revisions_fitting(&payload, Some(z.seq)).unwrap();
-                        tried = crate::conversation::decode_count::take()[&Some(z.seq)];
+                        tried = mooncake_trace::conversation::decode_count::take()[&Some(z.seq)];
                         findings.extend(live.set_revision(fit.revisions[0].clone()).unwrap());
                         first = Some(z.seq);
                         Some(fit.request)
@@ -596,7 +597,7 @@ mod tests {
                     findings.extend(live.reply(key, payload, z.seq, z.line, events));
                 }
             }
-            let per_event = crate::conversation::decode_count::take();
+            let per_event = mooncake_trace::conversation::decode_count::take();
             let (f, _, _) = live.finish();
             findings.extend(f);
             assert!(findings.is_empty(), "{}: {findings:?}", t.path);
@@ -606,7 +607,7 @@ mod tests {
             let twice: Vec<_> = per_event.iter().filter(|(_, n)| **n != 1).collect();
             assert!(twice.is_empty(), "{}: payloads decoded more than once: {twice:?}", t.path);
             // The first request: one decode per revision tried, newest first, until one read it back.
-            let rev = crate::trace::revision_for(Spec::builtin(), &t.header.vllm_version).unwrap();
+            let rev = mooncake_trace::trace::revision_for(Spec::builtin(), &t.header.vllm_version).unwrap();
             let newer = Spec::builtin()
                 .push()
                 .revisions

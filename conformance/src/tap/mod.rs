@@ -26,8 +26,8 @@ use mooncake_wire::proto::Registry;
 use mooncake_wire::spec::{Revision, Spec};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::finding::Finding;
 use crate::run::RunError;
+use mooncake_trace::finding::Finding;
 
 /// What to tap and where to write.
 #[derive(Clone, Debug)]

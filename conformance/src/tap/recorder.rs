@@ -14,10 +14,10 @@ use super::relay::Obs;
 use super::workers::Workers;
 use super::writer::{http_json, zmq_json, TraceWriter};
 use super::{HttpSeen, Printer, Say, Seen, TapReport};
-use crate::checks::HttpX;
-use crate::conversation::Sent;
-use crate::finding::Finding;
-use crate::trace::{Event, HttpDir, HttpEvent, Role, ZmqDir, ZmqEvent, UNOBSERVABLE};
+use mooncake_trace::checks::HttpX;
+use mooncake_trace::conversation::Sent;
+use mooncake_trace::finding::Finding;
+use mooncake_trace::trace::{Event, HttpDir, HttpEvent, Role, ZmqDir, ZmqEvent, UNOBSERVABLE};
 
 /// Where the trace's revision came from.
 #[derive(Clone, Debug, PartialEq)]
@@ -224,7 +224,7 @@ impl Recorder {
             ),
         };
         json!({
-            "format": crate::trace::FORMAT,
+            "format": mooncake_trace::trace::FORMAT,
             "format_version": 1,
             "vllm_version": self.release,
             "connector": "MooncakeConnector",

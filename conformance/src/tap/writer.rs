@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value as J};
 
-use crate::trace::{HttpDir, HttpEvent, Role, ZmqDir, ZmqEvent};
+use mooncake_trace::trace::{HttpDir, HttpEvent, Role, ZmqDir, ZmqEvent};
 
 pub(crate) struct TraceWriter {
     path: PathBuf,

@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use mooncake_conformance::oracle::python;
+use mooncake_trace::oracle::python;
 use mooncake_wire::codec::Codec;
 use mooncake_wire::msgpack::{WireInt, Writer};
 use mooncake_wire::spec::Spec;

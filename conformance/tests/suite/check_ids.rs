@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use mooncake_conformance::finding::CheckId;
+use mooncake_trace::finding::CheckId;
 
 /// Whether `s` has the shape of a check id: upper-case words of letters and digits joined by `-`.
 fn is_id(s: &str) -> bool {

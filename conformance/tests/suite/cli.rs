@@ -8,7 +8,7 @@ use std::process::Command;
 
 use serde_json::Value as J;
 
-use mooncake_conformance::{
+use mooncake_trace::{
     jsonl,
     trace::{Trace, TraceError},
     validate,
@@ -157,7 +157,7 @@ fn validation_catches_corrupted_payloads_frames_and_bodies() {
     // bytes, or no longer decodes.
     let mut t = base.clone();
     let z = t.events.iter_mut().find_map(|e| match e {
-        mooncake_conformance::trace::Event::Zmq(z) if z.socket == "DEALER" => Some(z),
+        mooncake_trace::trace::Event::Zmq(z) if z.socket == "DEALER" => Some(z),
         _ => None,
     });
     let z = z.unwrap();
@@ -168,8 +168,8 @@ fn validation_catches_corrupted_payloads_frames_and_bodies() {
     // An extra empty delimiter frame at the ROUTER (what a REQ socket would add).
     let mut t = base.clone();
     for e in t.events.iter_mut() {
-        if let mooncake_conformance::trace::Event::Zmq(z) = e {
-            if z.socket == "ROUTER" && z.dir == mooncake_conformance::trace::ZmqDir::Recv {
+        if let mooncake_trace::trace::Event::Zmq(z) = e {
+            if z.socket == "ROUTER" && z.dir == mooncake_trace::trace::ZmqDir::Recv {
                 z.frames.insert(1, vec![]);
             }
         }
@@ -179,8 +179,8 @@ fn validation_catches_corrupted_payloads_frames_and_bodies() {
     // A /register answer with a body that is not {"status": "ok"}.
     let mut t = base.clone();
     for e in t.events.iter_mut() {
-        if let mooncake_conformance::trace::Event::Http(h) = e {
-            if h.dir == mooncake_conformance::trace::HttpDir::Response && h.path == "/register" {
+        if let mooncake_trace::trace::Event::Http(h) = e {
+            if h.dir == mooncake_trace::trace::HttpDir::Response && h.path == "/register" {
                 h.body = Some(serde_json::json!({"status": "fine"}));
                 h.body_raw = "{\"status\":\"fine\"}".into();
             }
@@ -192,8 +192,8 @@ fn validation_catches_corrupted_payloads_frames_and_bodies() {
     // A 0.32.0 trace carrying a 0.33.0 LAYOUT_MISS status: 0.32.0's enum has no 3.
     let mut t = load("vllm-0.32.0/a_single_success.jsonl");
     for e in t.events.iter_mut() {
-        if let mooncake_conformance::trace::Event::Zmq(z) = e {
-            if z.socket == "ROUTER" && z.dir == mooncake_conformance::trace::ZmqDir::Send {
+        if let mooncake_trace::trace::Event::Zmq(z) = e {
+            if z.socket == "ROUTER" && z.dir == mooncake_trace::trace::ZmqDir::Send {
                 // {status: 3, err_msg: "x"}
                 z.frames[1] = vec![
                     0x82, 0xa6, b's', b't', b'a', b't', b'u', b's', 0x03, 0xa7, b'e', b'r', b'r', b'_', b'm', b's',
@@ -367,8 +367,8 @@ fn mutate_replies(t: &mut Trace, f: impl Fn(usize, &mut mooncake_wire::typed::Mo
     let mut n = 0;
     let mut drop_idx = vec![];
     for (i, e) in t.events.iter_mut().enumerate() {
-        if let mooncake_conformance::trace::Event::Zmq(z) = e {
-            if z.socket == "DEALER" && z.dir == mooncake_conformance::trace::ZmqDir::Recv {
+        if let mooncake_trace::trace::Event::Zmq(z) = e {
+            if z.socket == "DEALER" && z.dir == mooncake_trace::trace::ZmqDir::Recv {
                 let mut r = mooncake_wire::typed::MooncakeXferResponse::decode(&z.frames[0]).unwrap();
                 if f(n, &mut r) {
                     z.frames[0] = r.encode();
@@ -479,7 +479,7 @@ fn protocol_checks_catch_each_violation() {
         let mut t = g.clone();
         mutate_replies(&mut t, f);
         let c = checks(&t);
-        let m = mooncake_conformance::conversation::Conversation::new(t.clone()).unwrap();
+        let m = mooncake_trace::conversation::Conversation::new(t.clone()).unwrap();
         assert!(
             c.contains(&want),
             "{want}: got {c:?}; exchanges {:?}",
@@ -489,14 +489,14 @@ fn protocol_checks_catch_each_violation() {
     // h1: a layout-less pull never resent after LAYOUT_MISS.
     let mut h1 = load("vllm-0.33.0/h1_layout_reuse_and_miss.jsonl");
     assert!(checks(&h1).is_empty());
-    let last_send = h1.events.iter().rposition(|e| matches!(e, mooncake_conformance::trace::Event::Zmq(z) if z.socket == "DEALER" && z.dir == mooncake_conformance::trace::ZmqDir::Send)).unwrap();
+    let last_send = h1.events.iter().rposition(|e| matches!(e, mooncake_trace::trace::Event::Zmq(z) if z.socket == "DEALER" && z.dir == mooncake_trace::trace::ZmqDir::Send)).unwrap();
     h1.events.truncate(last_send);
     assert!(checks(&h1).contains(&"LAYOUT-MISS-RESEND"));
     // A /query that does not list a registered worker.
     let mut i = load("vllm-0.33.0/i_bootstrap_register_query.jsonl");
     for e in i.events.iter_mut() {
-        if let mooncake_conformance::trace::Event::Http(h) = e {
-            if h.path == "/query" && h.dir == mooncake_conformance::trace::HttpDir::Response {
+        if let mooncake_trace::trace::Event::Http(h) = e {
+            if h.path == "/query" && h.dir == mooncake_trace::trace::HttpDir::Response {
                 h.body = Some(serde_json::json!({}));
                 h.body_raw = "{}".into();
             }

@@ -10,12 +10,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use mooncake_conformance::conversation::Conversation;
 use mooncake_conformance::crossver::choose;
 use mooncake_conformance::play::{Role, Status};
 use mooncake_conformance::run::{run, RunConfig};
 use mooncake_conformance::testee::TesteeSpec;
-use mooncake_conformance::trace::Trace;
+use mooncake_trace::conversation::Conversation;
+use mooncake_trace::trace::Trace;
 
 struct Cell {
     decoder: String,

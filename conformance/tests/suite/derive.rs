@@ -10,13 +10,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use mooncake_conformance::conversation::Conversation;
 use mooncake_conformance::derive::{derive, differences, dry_run, Source};
 use mooncake_conformance::play::{Role, Status};
 use mooncake_conformance::run::{run, RunConfig};
 use mooncake_conformance::scenarios::Ready;
 use mooncake_conformance::testee::TesteeSpec;
-use mooncake_conformance::trace::Trace;
+use mooncake_trace::conversation::Conversation;
+use mooncake_trace::trace::Trace;
 use serde_json::Value as J;
 
 fn model(p: &Path) -> Conversation {

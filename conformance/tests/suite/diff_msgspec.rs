@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 
-use mooncake_conformance::oracle::python;
+use mooncake_trace::oracle::python;
 use mooncake_wire::codec::Codec;
 use mooncake_wire::diff::witness::{
     agrees, bytes_agree, confounded, counterpart, defaults, faithful, reader_value, write, Observed, Outcome, Run,
@@ -54,7 +54,7 @@ impl Cross {
 
 impl Drop for Cross {
     fn drop(&mut self) {
-        mooncake_conformance::oracle::quit(&mut self.stdin, &mut self.child);
+        mooncake_trace::oracle::quit(&mut self.stdin, &mut self.child);
     }
 }
 

@@ -2,7 +2,7 @@
 //! and mutated inputs for every message of the newest revision; Rust and msgspec must agree on the verdict,
 //! the decoded value, the re-encoded bytes and the error text.
 
-use mooncake_conformance::oracle::{self, Answer, Oracle};
+use mooncake_trace::oracle::{self, Answer, Oracle};
 use mooncake_wire::codec::testgen::{mutate, noncanonical, random_value, Rng, Size};
 use mooncake_wire::codec::Codec;
 use mooncake_wire::spec::{Revision, Spec};

@@ -9,7 +9,7 @@
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::process::{Command, Stdio};
 
-use mooncake_conformance::oracle::python;
+use mooncake_trace::oracle::python;
 use mooncake_wire::codec::testgen::Rng;
 use mooncake_wire::hash::pyjson::dumps_sorted;
 use mooncake_wire::hash::tagged::to_tagged_json;

@@ -11,7 +11,7 @@ use std::process::Command;
 use mooncake_conformance::bundled::Data;
 use mooncake_conformance::capture::capture_all;
 use mooncake_conformance::dissector::{lua, PATH};
-use mooncake_conformance::trace::{Trace, ZmqDir};
+use mooncake_trace::trace::{Trace, ZmqDir};
 use mooncake_wire::spec::Spec;
 
 fn root() -> PathBuf {

@@ -8,18 +8,18 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mooncake_conformance::conversation::Conversation;
 use mooncake_conformance::play::{as_prefiller, cases_of, PlayOptions, Role, Status};
 use mooncake_conformance::run::{run, RunConfig};
 use mooncake_conformance::testee::TesteeSpec;
-use mooncake_conformance::trace::Trace;
+use mooncake_trace::conversation::Conversation;
+use mooncake_trace::trace::Trace;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
 fn python_peer() -> TesteeSpec {
-    let py = mooncake_conformance::oracle::python().unwrap_or_else(|e| panic!("{e}"));
+    let py = mooncake_trace::oracle::python().unwrap_or_else(|e| panic!("{e}"));
     TesteeSpec::Command(format!("{} {}", py.display(), root().join("tests/peer/mooncake_test_peer.py").display()))
 }
 
@@ -47,7 +47,7 @@ fn rust_and_python_interoperate_in_both_directions() {
     };
     let mut ran = 0;
     let rt = rt();
-    for f in mooncake_conformance::jsonl::expand(&[root().join("conformance/traces/vllm-0.33.0")]).unwrap() {
+    for f in mooncake_trace::jsonl::expand(&[root().join("conformance/traces/vllm-0.33.0")]).unwrap() {
         let model = Arc::new(Conversation::new(Trace::load(&f).unwrap()).unwrap());
         for case in cases_of(model).into_iter().filter(|c| c.role == Role::Decoder) {
             // Python prefiller serving the Rust decoder, and the Rust prefiller serving the Python decoder.

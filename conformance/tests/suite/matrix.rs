@@ -13,7 +13,7 @@ fn rt() -> tokio::runtime::Runtime {
 #[test]
 fn observed_cells_agree_with_diff() {
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("traces");
-    let inputs = mooncake_conformance::jsonl::Input::files(&[dir]).unwrap();
+    let inputs = mooncake_trace::jsonl::Input::files(&[dir]).unwrap();
     let traces = load_traces(&inputs).unwrap();
     let only: Vec<String> =
         ["vllm-0.24.0", "vllm-0.25.0..0.25.1", "vllm-0.32.0", "vllm-0.33.0"].iter().map(|s| s.to_string()).collect();

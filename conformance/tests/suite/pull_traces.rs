@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use mooncake_conformance::oracle::python;
-use mooncake_conformance::trace::Trace;
-use mooncake_conformance::validate::{validate, validate_file};
+use mooncake_trace::oracle::python;
+use mooncake_trace::trace::Trace;
+use mooncake_trace::validate::{validate, validate_file};
 use serde_json::Value as J;
 
 fn root() -> PathBuf {
@@ -15,7 +15,7 @@ fn root() -> PathBuf {
 }
 
 fn files(dir: &Path) -> Vec<PathBuf> {
-    mooncake_conformance::jsonl::expand(&[dir.to_path_buf()]).unwrap()
+    mooncake_trace::jsonl::expand(&[dir.to_path_buf()]).unwrap()
 }
 
 #[test]

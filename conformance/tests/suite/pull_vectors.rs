@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use mooncake_conformance::oracle::python;
+use mooncake_trace::oracle::python;
 use mooncake_wire::codec::{Codec, Value};
 use mooncake_wire::spec::Spec;
 

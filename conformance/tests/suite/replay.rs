@@ -4,12 +4,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use mooncake_conformance::conversation::Conversation;
 use mooncake_conformance::play::{External, Role, Status};
 use mooncake_conformance::run::{run, RunConfig};
 use mooncake_conformance::setup;
 use mooncake_conformance::testee::{Testee, TesteeSpec};
-use mooncake_conformance::trace::Trace;
+use mooncake_trace::conversation::Conversation;
+use mooncake_trace::trace::Trace;
 use serde_json::json;
 
 fn trace(name: &str) -> PathBuf {

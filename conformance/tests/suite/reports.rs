@@ -12,7 +12,7 @@ use mooncake_conformance::case_id::{bases, TraceKey};
 use mooncake_conformance::play::{Role, Status};
 use mooncake_conformance::run::{load_cases, run, RunConfig};
 use mooncake_conformance::testee::TesteeSpec;
-use mooncake_conformance::trace::Trace;
+use mooncake_trace::trace::Trace;
 use serde_json::Value as J;
 
 fn here() -> PathBuf {
@@ -78,7 +78,7 @@ fn two_traces_of_one_revision_scenario_and_release_are_refused() {
         let src = here().join("traces/vllm-0.33.0/a_single_success.jsonl");
         std::fs::copy(&src, d.join(sub).join("a_single_success.jsonl")).unwrap();
     }
-    let inputs = mooncake_conformance::jsonl::Input::files(std::slice::from_ref(&d)).unwrap();
+    let inputs = mooncake_trace::jsonl::Input::files(std::slice::from_ref(&d)).unwrap();
     let e = load_cases(&inputs, false).err().expect("refused").to_string();
     assert!(e.contains("a/a_single_success.jsonl") && e.contains("b/a_single_success.jsonl"), "{e}");
     assert!(e.contains("vllm-0.33.0/a_single_success/"), "{e}");
@@ -142,7 +142,7 @@ fn run_list_text_counts_what_would_be_skipped() {
 fn the_codec_names_the_value_at_a_byte_offset() {
     let codec = mooncake_wire::codec::Codec::builtin("vllm-0.33.0").unwrap();
     let trace = Trace::load(&here().join("traces/vllm-0.33.0/a_single_success.jsonl")).unwrap();
-    let model = mooncake_conformance::conversation::Conversation::new(trace).unwrap();
+    let model = mooncake_trace::conversation::Conversation::new(trace).unwrap();
     let x = &model.exchanges[0];
     let bytes = x.request.bytes.clone();
     let req = x.request.value().unwrap();

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, Stdio};
 
-use mooncake_conformance::oracle::python;
+use mooncake_trace::oracle::python;
 use mooncake_wire::codec::testgen::Rng;
 use mooncake_wire::lookup::{self, LookupVersion, Reply, Request, TailBoundary};
 use serde_json::{json, Value as J};

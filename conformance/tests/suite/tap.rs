@@ -9,14 +9,14 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mooncake_conformance::conversation::Conversation;
 use mooncake_conformance::play::Status;
 use mooncake_conformance::run::{run, RunConfig};
 use mooncake_conformance::setup::{decoder_layout, prefiller_config};
 use mooncake_conformance::tap::{finding_line, Say, Tap, TapConfig, TapReport};
 use mooncake_conformance::testee::{Testee, TesteeSpec};
-use mooncake_conformance::trace::{Event, Role, Trace, ZmqDir};
 use mooncake_io::http::BootstrapServer;
+use mooncake_trace::conversation::Conversation;
+use mooncake_trace::trace::{Event, Role, Trace, ZmqDir};
 use mooncake_wire::bootstrap::BootstrapSpec;
 use mooncake_wire::proto::Registry;
 use mooncake_wire::spec::Spec;
@@ -31,7 +31,7 @@ fn root() -> PathBuf {
 }
 
 fn python_peer() -> TesteeSpec {
-    let py = mooncake_conformance::oracle::python().unwrap_or_else(|e| panic!("{e}"));
+    let py = mooncake_trace::oracle::python().unwrap_or_else(|e| panic!("{e}"));
     TesteeSpec::Command(format!("{} {}", py.display(), root().join("tests/peer/mooncake_test_peer.py").display()))
 }
 
@@ -173,7 +173,7 @@ fn tap_config(out: PathBuf, upstream: Option<String>) -> TapConfig {
 /// The runner's view of the trace: it validates, and `run` passes against the reference peer with the
 /// unobservable checks counted as not applicable.
 fn trace_holds(path: &std::path::Path) {
-    let rep = mooncake_conformance::validate::validate_file(path);
+    let rep = mooncake_trace::validate::validate_file(path);
     assert!(rep.ok(), "{:#?}", rep.findings);
     assert!(rep.zmq_payloads >= 4 && rep.http_events >= 4, "{} zmq, {} http", rep.zmq_payloads, rep.http_events);
     let r = rt().block_on(run(RunConfig::paths(&[path.to_path_buf()], TesteeSpec::Builtin).unwrap())).unwrap();
@@ -443,7 +443,7 @@ fn rogue_peers_are_reported_as_their_traffic_passes_unchanged_and_the_tap_keeps_
         assert!(checks.contains(c), "{c} not in {checks:?}");
     }
     // The trace holds everything that went through, and validate finds what the tap found.
-    let rep = mooncake_conformance::validate::validate_file(&out);
+    let rep = mooncake_trace::validate::validate_file(&out);
     let vchecks: std::collections::BTreeSet<&str> = rep.findings.iter().map(|f| f.check.as_str()).collect();
     assert!(!vchecks.contains("TRACE-FORMAT"), "{:#?}", rep.findings);
     for c in ["ZMQ-DECODE", "ZMQ-FRAMES", "SEQ-TERMINAL"] {

@@ -89,8 +89,8 @@ fn bundled_traces_follow_the_schema() {
         serde_json::from_str(&std::fs::read_to_string(root().join("schema/trace.schema.json")).unwrap()).unwrap();
     let defs = schema["$defs"].clone();
     let mut lines = 0;
-    for f in mooncake_conformance::jsonl::expand(&[root().join("conformance/traces")]).unwrap() {
-        for l in mooncake_conformance::jsonl::read(&f).unwrap() {
+    for f in mooncake_trace::jsonl::expand(&[root().join("conformance/traces")]).unwrap() {
+        for l in mooncake_trace::jsonl::read(&f).unwrap() {
             valid(&schema, &defs, &l.value).unwrap_or_else(|e| panic!("{}:{}: {e}", f.display(), l.no));
             lines += 1;
         }

@@ -7,8 +7,8 @@
 
 use std::path::PathBuf;
 
-use mooncake_conformance::trace::sender;
-use mooncake_conformance::trace::{Event, Trace};
+use mooncake_trace::trace::sender;
+use mooncake_trace::trace::{Event, Trace};
 use mooncake_wire::codec::Codec;
 use mooncake_wire::typed::generated::pull::{ControlTag, REVISIONS};
 use mooncake_wire::typed::pull::{self, ControlMsg, MooncakeAgentMetadata};
@@ -128,7 +128,7 @@ fn decode_trace(gen: &GeneratedRevision, t: &Trace) -> Result<[usize; 4], String
 fn generated_pull_structs_decode_every_trace_payload() {
     for gen in &REVISIONS {
         let dir = root().join("conformance/traces-pull").join(gen.revision);
-        let files = mooncake_conformance::jsonl::expand(&[dir]).unwrap();
+        let files = mooncake_trace::jsonl::expand(&[dir]).unwrap();
         assert_eq!(files.len(), 2, "{}", gen.revision);
         let mut all = [0; 4];
         for f in &files {
@@ -148,8 +148,7 @@ fn generated_pull_structs_decode_every_trace_payload() {
 #[test]
 fn typed_pull_is_the_newest_released_revision() {
     assert_eq!(pull::REVISION, "vllm-ascend-0.23.0.post1");
-    let files =
-        mooncake_conformance::jsonl::expand(&[root().join("conformance/traces-pull/vllm-ascend-0.18.0")]).unwrap();
+    let files = mooncake_trace::jsonl::expand(&[root().join("conformance/traces-pull/vllm-ascend-0.18.0")]).unwrap();
     let t = Trace::load(&files[0]).unwrap();
     let (mut tuples, mut refused) = (0, 0);
     for ev in &t.events {

@@ -7,7 +7,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
-use mooncake_conformance::{jsonl, oracle::python};
+use mooncake_trace::{jsonl, oracle::python};
 use mooncake_wire::hash::fingerprint::{wire_document, wire_fingerprint};
 use mooncake_wire::hash::tagged::to_tagged_json;
 use mooncake_wire::spec::{Revision, Spec};

@@ -1,5 +1,5 @@
 //! Differential fuzzing against msgspec: a mutation loop over a corpus, with batches sent to the long-lived
-//! msgspec oracle (`mooncake_conformance::oracle`, `tests/oracle/msgspec_oracle.py`), failing on any
+//! msgspec oracle (`mooncake_trace::oracle`, `tests/oracle/msgspec_oracle.py`), failing on any
 //! disagreement in verdict, decoded value, re-encoding or error text (`oracle::disagreement`).
 //!
 //! Why a mutation loop and not a cargo-fuzz target calling the oracle: libFuzzer runs one input at a time, so
@@ -17,7 +17,7 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use mooncake_conformance::oracle::{self, Answer, Oracle};
+use mooncake_trace::oracle::{self, Answer, Oracle};
 use mooncake_wire::codec::testgen::Rng;
 use mooncake_wire::codec::DecodeErrorKind;
 use mooncake_wire::typed;

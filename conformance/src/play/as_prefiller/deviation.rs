@@ -9,13 +9,13 @@ use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::proto::WireProfile;
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse};
 
-use crate::conversation::Conversation;
 use crate::counterpart::OwnStatus;
-use crate::finding::CheckId;
 use crate::play::prefiller_side::split_heartbeats;
 use crate::play::{CaseCtx, PrefillerSide};
-use crate::reply::show_reply;
-use crate::trace::ZmqDir;
+use mooncake_trace::conversation::Conversation;
+use mooncake_trace::finding::CheckId;
+use mooncake_trace::reply::show_reply;
+use mooncake_trace::trace::ZmqDir;
 
 /// Findings about what the decoder sent: when one is there, the runner's replies differing from the recording
 /// follow from it.
@@ -105,7 +105,7 @@ pub(super) fn deviations(
     for (k, x) in t.exchanges.iter().enumerate() {
         for (j, reply) in x.replies.iter().enumerate() {
             let Some(want) = reply.payload.value().map(|w| mapped(w, map)) else { continue };
-            match live.iter().position(|l| l.as_ref().is_some_and(|l| crate::checks::same_reply(l, &want))) {
+            match live.iter().position(|l| l.as_ref().is_some_and(|l| mooncake_trace::checks::same_reply(l, &want))) {
                 Some(i) => live[i] = None,
                 None => out.push(format!(
                     "the runner's prefiller never sent the recorded reply {} of exchange {} ({}); it sent {}",
@@ -122,7 +122,8 @@ pub(super) fn deviations(
     // sends it too.
     let unreceived = recorded_sends(t, profile);
     for l in live.iter_mut() {
-        if l.as_ref().is_some_and(|l| unreceived.iter().any(|r| crate::checks::same_reply(l, &mapped(r, map)))) {
+        if l.as_ref().is_some_and(|l| unreceived.iter().any(|r| mooncake_trace::checks::same_reply(l, &mapped(r, map))))
+        {
             *l = None;
         }
     }
@@ -145,7 +146,7 @@ pub(super) enum Writes {
 
 /// Every reply the recorded prefillers sent, as the trace's prefiller side logged it.
 fn recorded_sends(t: &Conversation, profile: &WireProfile) -> Vec<MooncakeXferResponse> {
-    let sent = t.trace.zmq().filter(|z| z.side == crate::trace::Role::Prefiller && z.dir == ZmqDir::Send);
+    let sent = t.trace.zmq().filter(|z| z.side == mooncake_trace::trace::Role::Prefiller && z.dir == ZmqDir::Send);
     sent.filter_map(|z| profile.decode_response(z.frames.last()?).ok()).collect()
 }
 

@@ -28,12 +28,12 @@ use mooncake_wire::typed::MooncakeXferMetadata;
 use serde_json::Value as J;
 
 use super::{bounded, Case, CaseCtx, PlayError, PlayOptions, PrefillerControl, PrefillerSide};
-use crate::conversation::{Conversation, PrefillerConn};
 use crate::counterpart::{OwnConfig, OwnPrefiller, Registration};
-use crate::finding::Finding;
 use crate::scenarios::Model;
 use crate::setup::{decoder_layout, prefiller_planner};
 use crate::testee::Testee;
+use mooncake_trace::conversation::{Conversation, PrefillerConn};
+use mooncake_trace::finding::Finding;
 
 /// The prefillers of a case (the runner's own, or testees) and its decoder testees, by recorded conn.
 struct Sides {
@@ -54,7 +54,7 @@ impl Sides {
 
 /// The pulls of a decoder conn, in order: consecutive requests with the same `req_blocks` (a fan-out to
 /// several prefillers, or a resend after LAYOUT_MISS) are one pull.
-pub(crate) fn pull_steps(t: &crate::conversation::Conversation, conn: &str) -> Vec<MooncakeXferMetadata> {
+pub(crate) fn pull_steps(t: &mooncake_trace::conversation::Conversation, conn: &str) -> Vec<MooncakeXferMetadata> {
     let mut steps: Vec<MooncakeXferMetadata> = vec![];
     for x in t.exchanges.iter().filter(|x| x.decoder == conn) {
         let Some(m) = x.request.value() else { continue };

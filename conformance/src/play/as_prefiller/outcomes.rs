@@ -11,11 +11,11 @@ use serde_json::Value as J;
 
 use super::pulls::Steps;
 use super::Sides;
-use crate::conversation::Conversation;
-use crate::finding::{CheckId, Finding};
 use crate::play::{CaseCtx, PlayError, PrefillerSide};
 use crate::setup::{check_landed, expected_blocks_scaled, stride_scale};
 use crate::testee::Testee;
+use mooncake_trace::conversation::Conversation;
+use mooncake_trace::finding::{CheckId, Finding};
 
 /// `LEASE-RENEWAL`, when every prefiller is the runner's own (it sees the heartbeats).
 pub(super) async fn check_renewal(
@@ -52,7 +52,7 @@ fn renewal_findings(
 ) -> Vec<Finding> {
     let mut out = vec![];
     for (conn, got) in beats {
-        let recorded: Vec<&crate::conversation::Heartbeat> =
+        let recorded: Vec<&mooncake_trace::conversation::Heartbeat> =
             t.heartbeats.iter().filter(|h| h.prefiller.as_deref() == Some(conn.as_str())).collect();
         let msg = format!("heartbeats to {conn}");
         match (recorded.is_empty(), got.is_empty()) {

@@ -9,10 +9,10 @@ use mooncake_wire::proto::WireProfile;
 use mooncake_wire::typed::{MooncakeXferMetadata, ReqBlocks};
 
 use super::{pull_steps, Sides};
-use crate::conversation::Conversation;
-use crate::finding::{CheckId, Finding};
 use crate::play::{fire, CaseCtx, PlayError, PrefillerSide, ReplyActions};
 use crate::testee::Testee;
+use mooncake_trace::conversation::Conversation;
+use mooncake_trace::finding::{CheckId, Finding};
 
 /// Each recorded decoder conn's pulls, in order (`pull_steps`).
 pub(super) struct Steps(pub(super) Vec<(String, Vec<MooncakeXferMetadata>)>);

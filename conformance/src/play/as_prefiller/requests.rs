@@ -7,12 +7,12 @@ use mooncake_wire::codec::Codec;
 use mooncake_wire::msgpack::WireInt;
 use mooncake_wire::proto::WireProfile;
 
-use crate::checks::check_exchanges;
-use crate::conversation::{Conversation, Exchange, Sent};
 use crate::crossver::Pairing;
-use crate::finding::{CheckId, Finding};
-use crate::jsonl::first_difference;
 use crate::play::PlayError;
+use mooncake_trace::checks::check_exchanges;
+use mooncake_trace::conversation::{Conversation, Exchange, Sent};
+use mooncake_trace::finding::{CheckId, Finding};
+use mooncake_trace::jsonl::first_difference;
 
 /// A ROUTER wire log: (inbound, frames) in order.
 type Wire = Vec<(bool, Vec<Vec<u8>>)>;
@@ -156,7 +156,7 @@ fn compare_request(
     let (got, want) = (pairing.project_request(&got), pairing.project_request(want));
     if let (Ok(gv), Ok(wv)) = (profile.metadata_value(&got), profile.metadata_value(&want)) {
         let (gj, wj) = (Codec::to_json(&gv), Codec::to_json(&wv));
-        if !crate::jsonl::eq_ordered(&gj, &wj) {
+        if !mooncake_trace::jsonl::eq_ordered(&gj, &wj) {
             out.push(Finding::new(CheckId::RequestDiff, first_difference(&gj, &wj, "$").unwrap_or_default()));
         }
     }

@@ -14,12 +14,12 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use super::transfers_by_request_id;
-use crate::finding::{CheckId, Finding};
 use crate::play::{bounded, fire, CaseCtx, PlayError, PrefillerControl, PrefillerSide, ReplyActions};
 use crate::scenarios::Transfer;
 use crate::setup::gen1::{columns_of, expected, layout, Gen1Setup, Msg};
 use crate::setup::{check_landed_columns, model_config, D_BASE, P_BASE};
 use crate::testee::Testee;
+use mooncake_trace::finding::{CheckId, Finding};
 
 /// One of the runner's decoder workers: its memory and the transfer-engine server the prefillers write into
 /// (stopped when dropped).

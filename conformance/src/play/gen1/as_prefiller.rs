@@ -11,7 +11,6 @@ use serde_json::Value as J;
 
 use super::transfers_by_request_id;
 use crate::counterpart::{OwnConfig, OwnPrefiller};
-use crate::finding::{CheckId, Finding};
 use crate::play::{bounded, CaseCtx, PlayError, PrefillerControl, PrefillerSide};
 use crate::scenarios::Model;
 use crate::setup::gen1::{
@@ -19,6 +18,7 @@ use crate::setup::gen1::{
 };
 use crate::setup::{check_landed_columns, model_config, D_BASE, P_BASE};
 use crate::testee::Testee;
+use mooncake_trace::finding::{CheckId, Finding};
 
 /// A decoder testee and the layout it was started with, by recorded conn.
 type Decoders = Vec<(String, Testee, LayoutConfig)>;
@@ -190,7 +190,7 @@ fn compare_request(
         Ok(live) => live,
     };
     let canonical = match mooncake_wire::codec::Codec::builtin(&profile.revision.revision) {
-        Some(codec) => crate::canonical::mismatch(&codec, "MooncakeAgentMetadata", bytes),
+        Some(codec) => mooncake_trace::canonical::mismatch(&codec, "MooncakeAgentMetadata", bytes),
         None => Some(format!("{} has no codec", profile.revision.revision)),
     };
     if let Some(detail) = canonical {

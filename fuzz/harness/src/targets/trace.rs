@@ -1,4 +1,4 @@
-//! The recorded-trace parser (`conformance/src/trace.rs`, via `jsonl::read_from`), then the trace model and
+//! The recorded-trace parser (`trace/src/trace.rs`, via `jsonl::read_from`), then the trace model and
 //! the validator over whatever it accepts. The input is the text of a trace file.
 //!
 //! Invariants:
@@ -8,10 +8,10 @@
 //!   nothing it keeps), and validating both gives the same findings;
 //! * the trace model and the validator never panic, and every finding names a check.
 
-use mooncake_conformance::conversation::Conversation;
-use mooncake_conformance::jsonl;
-use mooncake_conformance::trace::{Event, HttpDir, Role, Trace, ZmqDir};
-use mooncake_conformance::validate;
+use mooncake_trace::conversation::Conversation;
+use mooncake_trace::jsonl;
+use mooncake_trace::trace::{Event, HttpDir, Role, Trace, ZmqDir};
+use mooncake_trace::validate;
 use serde_json::{json, Value as J};
 
 /// The target body: runs the input through the code under test and checks the invariants above; panics when one
@@ -60,7 +60,7 @@ pub fn run(data: &[u8]) {
         );
     }
     assert!(report.zmq_payloads + report.http_events <= trace.events.len());
-    let key = |r: &mooncake_conformance::finding::TraceReport| {
+    let key = |r: &mooncake_trace::finding::TraceReport| {
         r.findings.iter().map(|f| (f.check, f.seq, f.message.clone())).collect::<Vec<_>>()
     };
     assert_eq!(key(&validate::validate(again)), key(&report), "validating the printed trace gives other findings");

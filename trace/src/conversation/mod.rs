@@ -16,7 +16,7 @@ use mooncake_wire::typed::{MooncakeLeaseHeartbeat, MooncakeXferMetadata, Mooncak
 use serde_json::Value as J;
 
 use crate::trace::{Event, HttpDir, HttpEvent, Role, Trace, ZmqDir, ZmqEvent};
-pub(crate) use exchange::decode_count;
+pub use exchange::decode_count;
 
 /// The trace's HTTP events as (request, its response when one came).
 fn pair_http(trace: &Trace) -> Vec<(HttpEvent, Option<HttpEvent>)> {
@@ -232,8 +232,6 @@ fn index_seqs(exchanges: &[Exchange], heartbeats: &[Heartbeat]) -> BTreeMap<u64,
     at_seq
 }
 
-#[cfg(test)]
-pub(crate) use exchange::decodes;
 pub use exchange::{ends_exchange, Exchange, Heartbeat, Payload, Reply, Sent};
 
 /// A prefiller worker of the trace.

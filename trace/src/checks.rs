@@ -15,16 +15,23 @@ use serde_json::Value as J;
 use crate::conversation::{Exchange, Heartbeat};
 use crate::finding::{CheckId, Finding};
 
-/// One bootstrap HTTP exchange.
+/// One bootstrap HTTP exchange: a request to the bootstrap server and its answer.
 #[derive(Clone, Debug)]
-pub(crate) struct HttpX {
-    pub(crate) method: String,
-    pub(crate) path: String,
-    pub(crate) request: Option<J>,
-    pub(crate) status: u16,
-    pub(crate) response: Option<J>,
-    pub(crate) seq: Option<u64>,
-    pub(crate) line: Option<usize>,
+pub struct HttpX {
+    /// The request's method (`GET`, `POST`).
+    pub method: String,
+    /// The request's path, query included.
+    pub path: String,
+    /// The request's JSON body, if it had one.
+    pub request: Option<J>,
+    /// The answer's HTTP status.
+    pub status: u16,
+    /// The answer's JSON body, if it had one.
+    pub response: Option<J>,
+    /// The request's seq in the trace (`None` for live traffic no trace event names).
+    pub seq: Option<u64>,
+    /// The request's line in the trace.
+    pub line: Option<usize>,
 }
 
 /// What [`ExchangeChecker::push`] carries from one reply of an exchange to the next.
@@ -51,7 +58,7 @@ fn ids(l: &Option<StrList>) -> Vec<String> {
 }
 
 /// Checks every exchange of a transcript against the protocol rules of `profile`'s revision.
-pub(crate) fn check_exchanges(profile: &WireProfile, xs: &[Exchange]) -> Vec<Finding> {
+pub fn check_exchanges(profile: &WireProfile, xs: &[Exchange]) -> Vec<Finding> {
     let mut c = ExchangeChecker::new(profile);
     let mut out: Vec<Finding> = xs.iter().flat_map(|x| c.push(x)).collect();
     out.extend(c.finish());
@@ -62,7 +69,7 @@ pub(crate) fn check_exchanges(profile: &WireProfile, xs: &[Exchange]) -> Vec<Fin
 /// `check_exchanges` does for a whole transcript, and what the tap does while traffic flows. A rule that
 /// needs a later exchange (the resend after LAYOUT_MISS) is decided when that exchange is pushed, or by
 /// [`ExchangeChecker::finish`] when none came.
-pub(crate) struct ExchangeChecker {
+pub struct ExchangeChecker {
     rules: Rules,
     /// Endpoints that echoed each decoder's layout id, in transcript order.
     acked: HashSet<(String, String, WireInt)>,
@@ -91,7 +98,8 @@ impl Rules {
 }
 
 impl ExchangeChecker {
-    pub(crate) fn new(profile: &WireProfile) -> Self {
+    /// A checker of `profile`'s revision's rules, with no exchange seen yet.
+    pub fn new(profile: &WireProfile) -> Self {
         let omit_empty = profile.revision.behaviour.empty_id_lists.as_ref().map(|i| i.value)
             == Some(mooncake_wire::spec::behaviour::EmptyIdLists::Omitted);
         let rules = Rules {
@@ -104,7 +112,7 @@ impl ExchangeChecker {
     }
 
     /// Checks the next exchange (its request and every reply it got); returns the findings it settles.
-    pub(crate) fn push(&mut self, x: &Exchange) -> Vec<Finding> {
+    pub fn push(&mut self, x: &Exchange) -> Vec<Finding> {
         let mut out = self.fan_out(x);
         out.extend(self.resend(x));
         let Some(req) = x.request.value() else { return out };
@@ -263,7 +271,7 @@ impl ExchangeChecker {
     }
 
     /// The end of the transcript: a LAYOUT_MISS whose resend never came.
-    pub(crate) fn finish(self) -> Vec<Finding> {
+    pub fn finish(self) -> Vec<Finding> {
         self.awaiting_resend
             .iter()
             .map(|x| {
@@ -281,7 +289,7 @@ impl ExchangeChecker {
 /// Checks every lease heartbeat of a transcript (0.34.0, `spec/PROTOCOL.md#kv-leases`): exactly one reply,
 /// and it is one of the two a prefiller of `profile`'s revision gives — renewed (the status and nothing else)
 /// or refused (the status and text of a prefiller without a lease duration).
-pub(crate) fn check_heartbeats(profile: &WireProfile, hbs: &[Heartbeat]) -> Vec<Finding> {
+pub fn check_heartbeats(profile: &WireProfile, hbs: &[Heartbeat]) -> Vec<Finding> {
     let mut out = vec![];
     for h in hbs {
         let f = |detail: String| {
@@ -307,7 +315,7 @@ pub(crate) fn check_heartbeats(profile: &WireProfile, hbs: &[Heartbeat]) -> Vec<
 
 /// What is wrong with a heartbeat's reply in `profile`'s revision, if anything (`None` when it is one of the
 /// revision's two replies). An undecodable reply is its decode's finding, not this one's.
-pub(crate) fn heartbeat_reply_problem(profile: &WireProfile, r: Option<&MooncakeXferResponse>) -> Option<String> {
+pub fn heartbeat_reply_problem(profile: &WireProfile, r: Option<&MooncakeXferResponse>) -> Option<String> {
     let r = r?;
     let Some(l) = &profile.kv_leases else {
         return Some(format!("{} has no lease heartbeats", profile.name()));
@@ -330,22 +338,24 @@ pub(crate) fn heartbeat_reply_problem(profile: &WireProfile, r: Option<&Mooncake
 
 /// Checks the bootstrap HTTP log: each `/register` answer is what the revision's registry answers, and each
 /// `/query` lists exactly the workers registered before it.
-pub(crate) fn check_http(spec: BootstrapSpec, log: &[HttpX]) -> Vec<Finding> {
+pub fn check_http(spec: BootstrapSpec, log: &[HttpX]) -> Vec<Finding> {
     let mut c = HttpChecker::new(spec);
     log.iter().flat_map(|h| c.push(h)).collect()
 }
 
 /// [`check_http`] one exchange at a time: the revision's registry, fed what the server was asked.
-pub(crate) struct HttpChecker {
+pub struct HttpChecker {
     reg: Registry,
 }
 
 impl HttpChecker {
-    pub(crate) fn new(spec: BootstrapSpec) -> Self {
+    /// A checker with `spec`'s registry, empty.
+    pub fn new(spec: BootstrapSpec) -> Self {
         HttpChecker { reg: Registry::new(spec) }
     }
 
-    pub(crate) fn push(&mut self, h: &HttpX) -> Vec<Finding> {
+    /// Checks the next exchange against the registry (which it then updates); returns its findings.
+    pub fn push(&mut self, h: &HttpX) -> Vec<Finding> {
         let mut out = vec![];
         let f = |check: CheckId, detail: String| {
             Finding::new(check, detail).at(h.seq, h.line).about(format!("{} {}", h.method, h.path))
@@ -390,7 +400,7 @@ impl HttpChecker {
 }
 
 /// Reply lists compared as sets: vLLM orders ids by readiness, which varies between runs.
-pub(crate) fn same_reply(a: &MooncakeXferResponse, b: &MooncakeXferResponse) -> bool {
+pub fn same_reply(a: &MooncakeXferResponse, b: &MooncakeXferResponse) -> bool {
     let set =
         |l: &Option<StrList>| l.as_ref().map(|v| v.iter().map(String::from).collect::<std::collections::BTreeSet<_>>());
     a.status == b.status

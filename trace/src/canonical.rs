@@ -11,7 +11,7 @@ const FROM: usize = 12;
 
 /// The detail of a `WIRE-CANONICAL` finding about `bytes` sent as `message`, or `None` when they are `codec`'s
 /// (msgspec's) encoding of the value they decode to.
-pub(crate) fn mismatch(codec: &Codec, message: &str, bytes: &[u8]) -> Option<String> {
+pub fn mismatch(codec: &Codec, message: &str, bytes: &[u8]) -> Option<String> {
     let value = match codec.decode(message, bytes) {
         Ok(v) => v,
         Err(e) => return Some(format!("{} bytes that do not decode as {message}: {e}", bytes.len())),

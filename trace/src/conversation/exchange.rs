@@ -187,11 +187,12 @@ pub fn ends_exchange(profile: Option<&WireProfile>, reply: &Payload<MooncakeXfer
 }
 
 /// Counts payload decodes, typed and spec-driven, per trace event (`seq`; `None` for traffic no trace event
-/// names), on the thread that makes them, in the crate's unit tests only (a production build counts
-/// nothing): what lets a test prove that every payload of a trace is decoded once. Every decode of a payload
-/// in the pipeline calls [`decode_count::count`].
-pub(crate) mod decode_count {
-    #[cfg(test)]
+/// names), on the thread that makes them, in test builds only (this crate's unit tests, or the `testing`
+/// feature; any other build counts nothing): what lets a test prove that every payload of a trace is decoded
+/// once. Every decode of a payload in the pipeline calls [`decode_count::count`] (the tap's in
+/// `mooncake-conformance` too).
+pub mod decode_count {
+    #[cfg(any(test, feature = "testing"))]
     thread_local! {
         static DECODES: std::cell::RefCell<std::collections::BTreeMap<Option<u64>, usize>> =
             const { std::cell::RefCell::new(std::collections::BTreeMap::new()) };
@@ -200,28 +201,25 @@ pub(crate) mod decode_count {
 
     /// One decode of the payload of event `seq`.
     #[inline]
-    pub(crate) fn count(seq: Option<u64>) {
-        #[cfg(test)]
+    pub fn count(seq: Option<u64>) {
+        #[cfg(any(test, feature = "testing"))]
         {
             DECODES.with(|d| *d.borrow_mut().entry(seq).or_default() += 1);
             TOTAL.with(|t| t.set(t.get() + 1));
         }
-        #[cfg(not(test))]
+        #[cfg(not(any(test, feature = "testing")))]
         let _ = seq;
     }
 
     /// Payloads this thread decoded so far, in all.
-    #[cfg(test)]
-    pub(crate) fn decodes() -> usize {
+    #[cfg(any(test, feature = "testing"))]
+    pub fn decodes() -> usize {
         TOTAL.with(|t| t.get())
     }
 
     /// Decodes per event since the last call, and forgets them.
-    #[cfg(test)]
-    pub(crate) fn take() -> std::collections::BTreeMap<Option<u64>, usize> {
+    #[cfg(any(test, feature = "testing"))]
+    pub fn take() -> std::collections::BTreeMap<Option<u64>, usize> {
         DECODES.with(|d| std::mem::take(&mut *d.borrow_mut()))
     }
 }
-
-#[cfg(test)]
-pub(crate) use decode_count::decodes;

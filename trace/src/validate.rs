@@ -121,7 +121,7 @@ pub struct InvalidTrace {
 }
 
 /// Refuses a trace whose conversation `validate` finds anything in.
-pub(crate) fn must_validate(name: &str, c: &Conversation) -> Result<(), InvalidTrace> {
+pub fn must_validate(name: &str, c: &Conversation) -> Result<(), InvalidTrace> {
     let findings = conversation_findings(c);
     let Some(f) = findings.first() else { return Ok(()) };
     let at = f.seq.map(|s| format!(" seq {s}")).unwrap_or_default();
@@ -357,8 +357,16 @@ mod tests {
     /// checks read; the others by the per-event checks), no payload twice, nothing that is no payload.
     #[test]
     fn validate_decodes_each_payload_once() {
+        // The bundled traces are the conformance crate's: absent from this crate's package, present in the
+        // repository (scripts/package-check.sh runs the packaged crate's tests).
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = manifest.join("../conformance");
+        if !root.exists() {
+            assert!(manifest.join("Cargo.toml.orig").exists(), "conformance/ is missing from the repository");
+            println!("SKIPPED: validate decodes each payload once — conformance/traces is not in the packaged crate");
+            return;
+        }
         let mut files = vec![];
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         traces(&root.join("traces"), &mut files);
         traces(&root.join("traces-pull"), &mut files);
         files.sort();

@@ -8,7 +8,7 @@ fn show<T: serde::Serialize>(v: &Option<T>) -> String {
 }
 
 /// A reply as its fields in JSON, for findings.
-pub(crate) fn show_reply(r: &MooncakeXferResponse) -> String {
+pub fn show_reply(r: &MooncakeXferResponse) -> String {
     let mut o = serde_json::Map::new();
     o.insert("status".into(), r.status.to_string().into());
     for (k, v) in [("ok_reqs", &r.ok_reqs), ("err_reqs", &r.err_reqs)] {
@@ -23,7 +23,7 @@ pub(crate) fn show_reply(r: &MooncakeXferResponse) -> String {
 }
 
 /// Field-level differences between two replies (ok/err ids compared as sets).
-pub(crate) fn reply_diff(live: &MooncakeXferResponse, want: &MooncakeXferResponse) -> String {
+pub fn reply_diff(live: &MooncakeXferResponse, want: &MooncakeXferResponse) -> String {
     let mut d = vec![];
     let set =
         |l: &Option<StrList>| l.as_ref().map(|v| v.iter().map(String::from).collect::<std::collections::BTreeSet<_>>());
