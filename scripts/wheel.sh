@@ -70,8 +70,13 @@ build() {
     # mooncake-trace's, which counts payload decodes for a test), so nothing is compiled again. mooncake-peer is the test build's own (`cargo build -p mooncake-reference` alone would
     # resolve its dependencies' features differently and compile it and mooncake-io again).
     export CARGO_PROFILE_DEV_OPT_LEVEL=1
-    features=(--features mooncake-wire/testing,mooncake-trace/testing)
+    local unified=mooncake-wire/testing,mooncake-wire/generate,mooncake-trace/testing
+    features=(--features "$unified")
     cargo build --quiet --locked --profile test --workspace --lib --bins --tests
+    # Built alone with these, mooncake-conformance must resolve its dependencies' features as that build did, or
+    # maturin compiles the tree a second time (about two minutes on 2 cores): say which feature drifted instead.
+    python3 scripts/lib/feature_drift.py "mooncake-conformance+$unified" \
+      || { echo "wheel: FAILED (the check wheel's build would compile the tree a second time)"; exit 1; }
   else
     # The distribution build: linked against glibc 2.17 by zig (pinned in tools/wheel/requirements.txt), so the
     # wheel is manylinux2014 and installs on every Linux vLLM supports; debug info stripped (symbol names kept
