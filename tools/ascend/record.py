@@ -97,6 +97,10 @@ class RecordError(Exception):
     pass
 
 
+class StartError(RecordError):
+    """A worker could not start (the environment): exit status 3."""
+
+
 def tail(path, n=15):
     try:
         with open(path, errors="replace") as f:
@@ -140,7 +144,10 @@ def run_scenario(rec, name, description, p_tp, n_dec, pulls):
                                        free_port(1)))
         workers += decoders
         for w in workers:
-            w.get(START_TIMEOUT_S, "start")
+            try:
+                w.get(START_TIMEOUT_S, "start")
+            except RecordError as e:
+                raise StartError(str(e)) from None
         regs = {w.conn: w.cmd("register", timeout=120) for w in workers}
         for d, req, p_blocks, d_blocks in pulls:
             for pw in prefillers:
@@ -186,6 +193,8 @@ def run_scenario(rec, name, description, p_tp, n_dec, pulls):
                     outcome["finished_sending"].setdefault(pw.conn, []).append(s)
             time.sleep(POLL_S)
         time.sleep(0.3)  # the last ACK's receive is recorded after the decoder thread returns from it
+    except StartError as e:
+        error = f"cannot start: {e}"
     except RecordError as e:
         error = str(e)
     finally:
@@ -253,7 +262,6 @@ def main(argv=None):
                              recorded_from=a.recorded_from or f"vllm-ascend {a.release}'s own connector code",
                              log_dir=a.log_dir or f"/tmp/ascend-record-logs-{os.getpid()}/{a.release}")
     out_dir = os.path.join(a.out, f"vllm-ascend-{a.release}")
-    os.makedirs(out_dir, exist_ok=True)
     status = 0
     for name, desc, p_tp, n_dec, pulls in SCENARIOS:
         if a.scenario and name not in a.scenario:
@@ -262,17 +270,19 @@ def main(argv=None):
         os.makedirs(rec.log_dir, exist_ok=True)
         t = time.monotonic()
         lines = run_scenario(rec, name, desc, p_tp, n_dec, pulls)
+        err = lines[0]["error"]
+        if err and err.startswith("cannot start:"):
+            print(f"{name}: not recorded: {err}", file=sys.stderr, flush=True)
+            return 3
+        os.makedirs(out_dir, exist_ok=True)
         path = os.path.join(out_dir, f"{name}.jsonl")
         with open(path, "w") as f:
             for line in lines:
                 f.write(json.dumps(line, ensure_ascii=False) + "\n")
-        err = lines[0]["error"]
         print(f"{name}: {len(lines) - 1} events, {time.monotonic() - t:.1f} s"
               + (f", ERROR: {err}" if err else "") + f" -> {path}", flush=True)
         if err:
             status = 1
-            if "start" in err and "exited" in err:
-                status = 3
     return status
 
 
