@@ -378,6 +378,17 @@ class Worker:
         return {"mismatches": bad, "blocks": len(pairs), "regions": len(self.regions())}
 
 
+def hex_decoded(event):
+    """`decoded` as the pull traces (and the Wireshark plugin) write it: bytes as hex, not msgspec.json's base64."""
+    if event.get("kind") != "zmq" or "decoded" not in event:
+        return event
+    import msgspec
+
+    value = msgspec.msgpack.decode(bytes.fromhex(event["frames"][-1]))
+    event["decoded"] = json.loads(json.dumps(value, default=lambda b: b.hex() if isinstance(b, bytes) else str(b)))
+    return event
+
+
 def serve(w):
     for line in sys.stdin:
         line = line.strip()
@@ -397,7 +408,7 @@ def serve(w):
             elif cmd == "check":
                 out = w.check(msg["pairs"], msg["prefiller_rank"])
             elif cmd == "events":
-                out = {"events": w.taps.drain()}
+                out = {"events": [hex_decoded(e) for e in w.taps.drain()]}
             elif cmd == "quit":
                 reply({"ok": True})
                 break
