@@ -40,7 +40,6 @@ import inspect
 import json
 import os
 import sys
-import threading
 import time
 import traceback
 import types
@@ -252,7 +251,6 @@ def pattern_byte(region, block, tp_rank):
 class Worker:
     def __init__(self, a):
         self.a = a
-        self.events_lock = threading.Lock()
         import torch
 
         install_torch_npu_fake()
@@ -265,8 +263,6 @@ class Worker:
         taps.configure(a.conn, a.role)
         self.taps = taps
         self.mod = importlib.import_module(MODULE)
-        import vllm_ascend.distributed.kv_transfer.utils.mooncake_transfer_engine as te_mod
-
         mods = [m for n, m in list(sys.modules.items()) if n.startswith("vllm_ascend") and m is not None]
         install_lookup_fakes(mods, a.tp_rank, a.tp_size)
         self.config = make_vllm_config(a)
@@ -289,7 +285,6 @@ class Worker:
         with self._current():
             self.connector = self.mod.MooncakeConnector(self.config, KVConnectorRole.WORKER, self.kv_cache_config)
         self.worker = self.connector.connector_worker
-        self.te_mod = te_mod
         heads = max(1, MODEL["total_num_kv_heads"] // a.tp_size)
         shape = (a.num_blocks, MODEL["block_size"], heads, MODEL["head_size"])
         self.kv_caches = {}
