@@ -41,7 +41,7 @@ while [ $# -gt 0 ]; do
     --python) python="$2"; shift 2 ;;
     --log-dir) log_dir="$2"; shift 2 ;;
     --no-validate) validate=0; shift ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "ascend-record.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
