@@ -87,6 +87,13 @@ step "tools/mooncake_v1 driver self-check"
 python3 tools/mooncake_v1/test_testee.py > target/mooncake-v1-selfcheck.txt 2>&1 || { cat target/mooncake-v1-selfcheck.txt; echo "SUMMARY: Mooncake connector driver self-check FAILED"; exit 1; }
 tail -1 target/mooncake-v1-selfcheck.txt
 
+# 3d. The vllm-ascend recorder's self-check (tools/ascend; standard library only: the merge of the workers' events
+# into one pull trace, a worker without its stack failing with exit 3; about 1 s).
+step "tools/ascend recorder self-check"
+python3 tools/ascend/test_record.py > target/ascend-selfcheck.txt 2>&1 || { cat target/ascend-selfcheck.txt; echo "SUMMARY: vllm-ascend recorder self-check FAILED"; exit 1; }
+grep '^SKIPPED' target/ascend-selfcheck.txt || true
+tail -1 target/ascend-selfcheck.txt
+
 # 4. The CLI over every bundled vector and trace, and the conformance run against the reference peer.
 step "mooncake-conformance vectors / validate"
 bin=target/debug/mooncake-conformance

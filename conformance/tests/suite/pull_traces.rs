@@ -1,6 +1,7 @@
-//! Pull-family traces (`conformance/traces-pull/`, made by `tests/pull/record_pull_traces.py` with real pyzmq and
-//! msgspec from independent definitions): the committed ones validate, freshly recorded ones validate, and
-//! broken ones are caught with the right check.
+//! Pull-family traces (`conformance/traces-pull/`: the released revisions recorded from vllm-ascend's own connector
+//! code by `tools/ascend`, main@3e486e317 made by `tests/pull/record_pull_traces.py` with real pyzmq and msgspec
+//! from independent definitions): the committed ones validate, freshly made synthetic ones validate, the
+//! recordings say what they observed, and broken ones are caught with the right check.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,6 +34,41 @@ fn committed_pull_traces_validate() {
         revisions.into_iter().collect::<Vec<_>>(),
         ["vllm-ascend-0.18.0", "vllm-ascend-0.23.0.post1", "vllm-ascend-main@3e486e317"]
     );
+}
+
+/// The released revisions' traces are recordings of vllm-ascend's code (`tools/ascend`), each a completed scenario:
+/// every request a decoder reported received was reported sent by the prefiller, every engine read returned 0, and
+/// every pulled block held the prefiller's bytes in every region.
+#[test]
+fn released_pull_traces_are_recordings_of_vllm_ascend() {
+    for rev in ["vllm-ascend-0.18.0", "vllm-ascend-0.23.0.post1"] {
+        let fs = files(&root().join("conformance/traces-pull").join(rev));
+        assert_eq!(fs.len(), 2, "{rev}");
+        for f in fs {
+            let text = std::fs::read_to_string(&f).unwrap();
+            let h: J = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+            let at = f.display();
+            assert_eq!(h["recorded_by"], "tools/ascend (mooncake-wire)", "{at}");
+            assert!(h["recorded_from"].as_str().unwrap().contains("sdist (sha256"), "{at}");
+            assert!(h["error"].is_null(), "{at}: {}", h["error"]);
+            let o = &h["observed_outcome"];
+            let ids = |side: &str| -> std::collections::BTreeSet<String> {
+                let per_conn = o[side].as_object().unwrap_or_else(|| panic!("{at}: no {side}"));
+                per_conn.values().flat_map(|v| v.as_array().unwrap()).map(|r| r.as_str().unwrap().to_owned()).collect()
+            };
+            assert!(!ids("finished_recving").is_empty(), "{at}");
+            assert_eq!(ids("finished_recving"), ids("finished_sending"), "{at}");
+            let checks = o["kv_check"].as_object().unwrap();
+            assert_eq!(checks.len(), ids("finished_recving").len(), "{at}: one block check per request");
+            for (req, c) in checks {
+                assert!(c["mismatches"].as_array().unwrap().is_empty(), "{at}: {req}: {c}");
+                assert!(c["blocks"].as_u64().unwrap() > 0 && c["regions"].as_u64().unwrap() > 0, "{at}: {req}");
+            }
+            let reads = h["transfer_engine_reads"].as_array().unwrap();
+            assert_eq!(reads.len(), checks.len(), "{at}: one engine read per request");
+            assert!(reads.iter().all(|r| r["ret"] == 0 && r["bytes"].as_u64().unwrap() > 0), "{at}: {reads:?}");
+        }
+    }
 }
 
 #[test]

@@ -687,8 +687,14 @@ pub mod vllm_ascend_0_23_0_post1 {
         pub engine_id: S,
         /// The prefiller worker's TransferEngine RPC port (session = local_ip:te_rpc_port). Required.
         pub te_rpc_port: WireInt,
-        /// KV-cache group → (spec description with kv_cache_spec_type, ..., the group's layer indices). The
-        /// decoder requires it equal to its own. Required.
+        /// Transfer group → (description, the group's layer indices). The description is a map: layer_names,
+        /// kv_cache_spec_type (the class name of vLLM's KV-cache spec), kv_cache_spec (msgspec.to_builtins of
+        /// that spec, or {"repr": Python repr of it} when it holds values msgspec cannot encode — a
+        /// FullAttentionSpec holds a torch dtype, so it travels as its repr — plus num_kv_heads,
+        /// num_key_value_heads, total_num_kv_heads), kv_cache_group_id; a Mamba group adds shapes and
+        /// dtype_sizes. The decoder compares it with its own only to log a difference at DEBUG level, stores it,
+        /// and plans its reads with its own table (MooncakeConnectorWorker._serialize_kv_group_spec,
+        /// KVCacheRecvingThread._get_remote_metadata). Required.
         pub kv_group2layeridx: Vec<(WireInt, (Vec<(S, Untyped)>, Vec<WireInt>))>,
         /// The prefiller's block size. Required.
         pub block_size: WireInt,
