@@ -311,7 +311,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
             "TE-CALLS not compared: {} plans copies differently from {} (behaviour.{}); where the bytes land is checked with its rules",
             pairing.testee.revision,
             pairing.runner.revision,
-            planning.join(", behaviour.")
+            planning.iter().map(|k| k.name()).collect::<Vec<_>>().join(", behaviour.")
         ));
     }
     // What the trace does not show of the setup fails the case here, naming the entry to add, before any
