@@ -610,7 +610,7 @@ fn tp_evidence(model: &Conversation) -> Option<String> {
     tp_differs(model).map(|(x, _)| format!("line {}: prefiller and decoder TP sizes differ", x.send_line())).or_else(
         || {
             let decoders =
-                model.trace.header.roles.values().filter(|r| **r == crate::trace::Role::Decoder).count() as i64;
+                model.trace.header.roles.values().filter(|r| **r == crate::role::Role::Decoder).count() as i64;
             model
                 .prefillers
                 .iter()

@@ -13,28 +13,10 @@ use serde_json::Value as J;
 
 use crate::jsonl;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
-/// What a recorded connection (`conn`) is: a role of the header's `roles`, or the `side` of a ZMQ event.
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// A decoder worker (`kv_consumer`).
-    Decoder,
-    /// A prefiller worker (`kv_producer`).
-    Prefiller,
-    /// The bootstrap HTTP server (generation 2 only).
-    Bootstrap,
-}
-
-impl Role {
-    /// Its name in a trace: `decoder`, `prefiller` or `bootstrap`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Decoder => "decoder",
-            Role::Prefiller => "prefiller",
-            Role::Bootstrap => "bootstrap",
-        }
-    }
-}
+/// What a recorded connection (`conn`) is: a role of the header's `roles`, or the `side` of a ZMQ event. It is
+/// the testee protocol's role (the same three peers, spelled the same: `decoder`, `prefiller`, `bootstrap`), so a
+/// trace's roles, a case's role and the `start` command that makes a testee take it are one type.
+pub use mooncake_testee_protocol::Role;
 
 /// One transfer-engine write the recorder saw (one `batch_transfer_sync_write` call).
 #[derive(Clone, Debug, Deserialize)]

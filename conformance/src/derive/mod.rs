@@ -48,7 +48,7 @@ use crate::conversation::Conversation;
 use crate::role::Role;
 use crate::scenarios::{Model, Ready, Scenario, Scenarios, Transfer};
 use crate::setup::gen1::{messages, transfers_by_id};
-use crate::trace::{Event, Role as TraceRole, ZmqDir};
+use crate::trace::{Event, ZmqDir};
 use gen1::derive_gen1;
 use gen2::derive_gen2;
 
@@ -175,7 +175,7 @@ fn reply_index(t: &Conversation) -> BTreeMap<u64, usize> {
     let mut out = BTreeMap::new();
     for ev in t.events() {
         if let Event::Zmq(z) = ev {
-            if z.side == TraceRole::Decoder && z.dir == ZmqDir::Recv && recorded.contains(&z.seq) {
+            if z.side == Role::Decoder && z.dir == ZmqDir::Recv && recorded.contains(&z.seq) {
                 let n = out.len() + 1;
                 out.insert(z.seq, n);
             }

@@ -23,9 +23,10 @@ use crate::checks::{check_exchanges, same_reply};
 use crate::conversation::{Exchange, Payload, PrefillerConn, Sent};
 use crate::finding::{CheckId, Finding};
 use crate::reply::{reply_diff, show_reply};
+use crate::role::Role;
 use crate::setup::{check_landed, decoder_layout, expected_blocks_scaled, prefiller_config};
 use crate::testee::Testee;
-use crate::trace::{Event, Role as TraceRole, ZmqDir, ZmqEvent};
+use crate::trace::{Event, ZmqDir, ZmqEvent};
 use mooncake_io::layout::LayoutExt;
 use mooncake_testee_protocol::{Command, PrefillerStatus, RoleConfig, Started};
 
@@ -221,7 +222,7 @@ impl<'r> Replay<'r> {
         let clock = Timeline::new(t, &ctx.scenario);
         for ev in t.events() {
             let Event::Zmq(z) = ev else { continue };
-            if z.side != TraceRole::Decoder {
+            if z.side != Role::Decoder {
                 continue;
             }
             if z.dir == ZmqDir::Send {
