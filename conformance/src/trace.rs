@@ -7,7 +7,7 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 use mooncake_wire::limits;
 use mooncake_wire::spec::{Revision, Spec};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value as J;
 
@@ -113,7 +113,7 @@ impl Header {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 /// Whether a ZeroMQ event is a send or a receive, seen from the event's connection.
 #[serde(rename_all = "lowercase")]
 pub enum ZmqDir {
@@ -150,6 +150,8 @@ pub struct ZmqEvent {
     pub decoded: Option<Box<RawValue>>,
     /// The last frame as text when it is not MessagePack (generation 1's `trans_done` / `trans_error`).
     pub payload_text: Option<String>,
+    /// Prose for a reader of the file (on the bound side: what frame 0 is); no check reads it.
+    pub note: Option<String>,
     /// Seconds since the scenario's start (CLOCK_MONOTONIC; negative during the set-up before it), where the
     /// recording has it.
     pub t: Option<f64>,
@@ -159,7 +161,7 @@ pub struct ZmqEvent {
 }
 
 /// Whether an HTTP event is a request or its response.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HttpDir {
     /// The client's request.
@@ -230,9 +232,20 @@ pub struct Trace {
     pub events: Vec<Event>,
 }
 
-#[derive(Deserialize)]
+/// An event line's `kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Kind {
+    Zmq,
+    Http,
+}
+
+/// A ZeroMQ event line as the file has it: read by [`Trace::parse`], written by [`ZmqEvent::line_json`] (the
+/// fields in the recorder's key order).
+#[derive(Deserialize, Serialize)]
 struct RawZmq {
     seq: u64,
+    kind: Kind,
     side: Role,
     conn: String,
     socket: String,
@@ -240,31 +253,89 @@ struct RawZmq {
     bound: bool,
     dir: ZmqDir,
     frames: Vec<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     decoded: Option<Box<RawValue>>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     payload_text: Option<String>,
-    #[serde(default)]
-    t: Option<f64>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     socket_id: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    t: Option<f64>,
 }
 
-#[derive(Deserialize)]
+/// An HTTP event line as the file has it: read by [`Trace::parse`], written by [`HttpEvent::line_json`].
+#[derive(Deserialize, Serialize)]
 struct RawHttp {
     seq: u64,
+    kind: Kind,
     conn: String,
     dir: HttpDir,
     method: String,
     path: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     status: Option<u16>,
     #[serde(default)]
     body: Option<Box<RawValue>>,
     #[serde(default)]
     body_raw: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     t: Option<f64>,
+}
+
+/// The note a tap writes on a ZeroMQ line of the bound (ROUTER) side.
+pub(crate) const ROUTING_ID_NOTE: &str = "frame 0 is the ZMQ routing id seen by the ROUTER (not a ZMTP payload frame)";
+
+impl ZmqEvent {
+    /// The event as its trace line, through the same type [`Trace::parse`] reads it with.
+    pub fn line_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(&RawZmq {
+            seq: self.seq,
+            kind: Kind::Zmq,
+            side: self.side,
+            conn: self.conn.clone(),
+            socket: self.socket.clone(),
+            endpoint: self.endpoint.clone(),
+            bound: self.bound,
+            dir: self.dir,
+            frames: self.frames.iter().map(hex::encode).collect(),
+            decoded: self.decoded.clone(),
+            note: self.note.clone(),
+            payload_text: self.payload_text.clone(),
+            socket_id: self.socket_id,
+            t: self.t,
+        })
+    }
+}
+
+impl HttpEvent {
+    /// The event as its trace line, through the same type [`Trace::parse`] reads it with.
+    pub fn line_json(&self) -> Result<String, serde_json::Error> {
+        let body = self.body.as_ref().map(serde_json::value::to_raw_value).transpose()?;
+        serde_json::to_string(&RawHttp {
+            seq: self.seq,
+            kind: Kind::Http,
+            conn: self.conn.clone(),
+            dir: self.dir,
+            method: self.method.clone(),
+            path: self.path.clone(),
+            status: self.status,
+            body,
+            body_raw: self.body_raw.clone(),
+            t: self.t,
+        })
+    }
+}
+
+impl Event {
+    /// The event as its trace line (without the newline).
+    pub fn line_json(&self) -> Result<String, serde_json::Error> {
+        match self {
+            Event::Zmq(z) => z.line_json(),
+            Event::Http(h) => h.line_json(),
+        }
+    }
 }
 
 /// The header's `format` of a trace.
@@ -645,6 +716,7 @@ fn zmq_event(path: &str, no: usize, r: RawZmq) -> Result<Event, TraceError> {
         frames,
         decoded: r.decoded,
         payload_text: r.payload_text,
+        note: r.note,
         t: r.t,
         socket_id: r.socket_id,
     }))

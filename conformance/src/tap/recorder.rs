@@ -12,7 +12,7 @@ use serde_json::{json, Value as J};
 use super::live::{revisions_fitting, ConnKey, Fit, Live};
 use super::relay::Obs;
 use super::workers::Workers;
-use super::writer::{http_json, zmq_json, TraceWriter};
+use super::writer::TraceWriter;
 use super::{HttpSeen, Printer, Say, Seen, TapReport};
 use crate::checks::HttpX;
 use crate::conversation::Sent;
@@ -301,11 +301,7 @@ impl Recorder {
 
     /// Appends an event to the trace (its checks come with the request or reply it carries).
     fn record(&mut self, ev: &Event) {
-        let line = match ev {
-            Event::Zmq(z) => zmq_json(z),
-            Event::Http(h) => http_json(h),
-        };
-        if let Err(e) = self.writer.append(&line) {
+        if let Err(e) = self.writer.append(ev) {
             self.trouble(true, format!("writing the trace: {e}"));
         }
     }
@@ -446,6 +442,7 @@ impl Recorder {
             frames,
             decoded: raw_json(m.decoded.as_ref()),
             payload_text: m.text.clone(),
+            note: bound.then(|| crate::trace::ROUTING_ID_NOTE.to_string()),
             t: None,
             socket_id: m.socket_id,
         }

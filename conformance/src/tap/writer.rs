@@ -7,9 +7,9 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Value as J};
+use serde_json::Value as J;
 
-use crate::trace::{HttpDir, HttpEvent, Role, ZmqDir, ZmqEvent};
+use crate::trace::Event;
 
 pub(crate) struct TraceWriter {
     path: PathBuf,
@@ -45,9 +45,11 @@ impl TraceWriter {
         &self.path
     }
 
-    /// Appends one event line; it is on disk (in the kernel's hands) when this returns.
-    pub(crate) fn append(&mut self, event: &J) -> Result<(), WriteError> {
-        self.file.write_all(format!("{event}\n").as_bytes()).map_err(|e| io(&self.path, e))
+    /// Appends one event line, written by the serde type the trace reader reads it with
+    /// ([`Event::line_json`]); it is on disk (in the kernel's hands) when this returns.
+    pub(crate) fn append(&mut self, event: &Event) -> Result<(), WriteError> {
+        let line = event.line_json().map_err(|e| io(&self.path, e.into()))?;
+        self.file.write_all(format!("{line}\n").as_bytes()).map_err(|e| io(&self.path, e))
     }
 
     /// The header the file should have; written by the next [`TraceWriter::sync_header`].
@@ -83,45 +85,26 @@ impl TraceWriter {
     }
 }
 
-/// A ZeroMQ event as a trace line (the recorder's key order).
-pub(crate) fn zmq_json(z: &ZmqEvent) -> J {
-    let mut e = json!({
-        "seq": z.seq, "kind": "zmq", "side": z.side.as_str(), "conn": z.conn, "socket": z.socket,
-        "endpoint": z.endpoint, "bound": z.bound, "dir": match z.dir { ZmqDir::Send => "send", ZmqDir::Recv => "recv" },
-        "frames": z.frames.iter().map(hex::encode).collect::<Vec<_>>(),
-    });
-    if let Some(d) = z.decoded.as_deref().and_then(|d| serde_json::from_str::<J>(d.get()).ok()) {
-        e["decoded"] = d;
-    }
-    if z.side == Role::Prefiller && z.bound {
-        e["note"] = json!("frame 0 is the ZMQ routing id seen by the ROUTER (not a ZMTP payload frame)");
-    }
-    if let Some(t) = &z.payload_text {
-        e["payload_text"] = json!(t);
-    }
-    if let Some(id) = &z.socket_id {
-        e["socket_id"] = json!(id);
-    }
-    if let Some(t) = z.t {
-        e["t"] = json!(t);
-    }
-    e
-}
-
-/// An HTTP event as a trace line.
-pub(crate) fn http_json(h: &HttpEvent) -> J {
-    let mut e = json!({"seq": h.seq, "kind": "http", "conn": h.conn, "dir": match h.dir { HttpDir::Request => "request", HttpDir::Response => "response" }, "method": h.method, "path": h.path});
-    if let Some(s) = h.status {
-        e["status"] = json!(s);
-    }
-    e["body"] = h.body.clone().unwrap_or(J::Null);
-    e["body_raw"] = json!(h.body_raw);
-    e
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::{HttpDir, HttpEvent};
+    use serde_json::json;
+
+    fn event(seq: u64) -> Event {
+        Event::Http(HttpEvent {
+            seq,
+            line: 0,
+            conn: "bootstrap".into(),
+            dir: HttpDir::Request,
+            method: "GET".into(),
+            path: "/query".into(),
+            status: None,
+            body: None,
+            body_raw: String::new(),
+            t: None,
+        })
+    }
 
     #[test]
     fn the_header_is_rewritten_in_place_and_appending_goes_on() {
@@ -129,13 +112,20 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("t.jsonl");
         let mut w = TraceWriter::create(&p, json!({"h": 1})).unwrap();
-        w.append(&json!({"seq": 1})).unwrap();
+        w.append(&event(1)).unwrap();
         w.set_header(json!({"h": 2, "longer": "header line"}));
         w.sync_header().unwrap();
-        w.append(&json!({"seq": 2})).unwrap();
+        w.append(&event(2)).unwrap();
         assert_eq!(
             std::fs::read_to_string(&p).unwrap(),
-            "{\"h\":2,\"longer\":\"header line\"}\n{\"seq\":1}\n{\"seq\":2}\n"
+            "{\"h\":2,\"longer\":\"header line\"}\n".to_string()
+                + &[1, 2]
+                    .map(|n| {
+                        format!(
+                            "{{\"seq\":{n},\"kind\":\"http\",\"conn\":\"bootstrap\",\"dir\":\"request\",\"method\":\"GET\",\"path\":\"/query\",\"body\":null,\"body_raw\":\"\"}}\n"
+                        )
+                    })
+                    .concat()
         );
         // Unchanged: no rewrite.
         w.set_header(json!({"h": 2, "longer": "header line"}));
