@@ -19,7 +19,7 @@ use crate::jsonl;
 pub use mooncake_testee_protocol::Role;
 
 /// One transfer-engine write the recorder saw (one `batch_transfer_sync_write` call).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 pub struct TeCall {
     /// The decoder's session, `host:te_port`.
     pub session: String,
@@ -29,8 +29,9 @@ pub struct TeCall {
     pub bytes: u64,
 }
 
-/// A trace's first line: what was recorded, and how.
-#[derive(Clone, Debug, Deserialize)]
+/// A trace's first line: what was recorded, and how. Read by [`Trace::parse`] and written (by the tap) through
+/// this same type.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 pub struct Header {
     /// Always [`FORMAT`].
     pub format: String,
@@ -41,10 +42,10 @@ pub struct Header {
     /// The connector's class name (`MooncakeConnector`).
     pub connector: String,
     /// Protocol family (`spec/<family>/`): absent = `push`; `pull` for vllm-ascend's pull connectors.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub family: Option<String>,
     /// Absent in the earliest recordings: generation 2.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connector_generation: Option<u32>,
     /// The scenario's id (`a_single_success`, ...; `conformance/scenarios.toml`).
     pub scenario: String,
@@ -60,7 +61,7 @@ pub struct Header {
     #[serde(default)]
     pub conn_endpoints: IndexMap<String, Vec<String>>,
     /// When the recording started, in Unix seconds.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorded_at_unix: Option<i64>,
     /// What the connector APIs reported afterwards (`conformance/traces/README.md` §2.4); empty when
     /// unobserved.
@@ -74,8 +75,12 @@ pub struct Header {
     pub error: Option<String>,
     /// What the recorder could not see (a tap sees only the wire): any of [`UNOBSERVABLE`]. The matching
     /// header values are empty, and the checks that need them do not apply to the trace.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unobserved: Vec<String>,
+    /// The keys no field above models (a tap's `tap`, the pull recorder's `recorded_from`), as written, so that
+    /// a header writes back whole.
+    #[serde(flatten)]
+    pub extra: IndexMap<String, J>,
 }
 
 /// What a recording can leave out, declared in the header's `unobserved`: the transfer-engine calls (a tap

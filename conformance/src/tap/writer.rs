@@ -7,14 +7,15 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
-use serde_json::Value as J;
+use serde::Serialize;
 
 use crate::trace::Event;
 
 pub(crate) struct TraceWriter {
     path: PathBuf,
     file: File,
-    header: J,
+    /// The header line the file should have (without its newline).
+    header: String,
     dirty: bool,
 }
 
@@ -34,8 +35,10 @@ fn io(path: &Path, e: std::io::Error) -> WriteError {
 }
 
 impl TraceWriter {
-    /// Creates (or truncates) `path` and writes `header` as its first line.
-    pub(crate) fn create(path: &Path, header: J) -> Result<TraceWriter, WriteError> {
+    /// Creates (or truncates) `path` and writes `header` (a [`crate::trace::Header`], or any JSON while the
+    /// tap knows nothing yet) as its first line.
+    pub(crate) fn create(path: &Path, header: &impl Serialize) -> Result<TraceWriter, WriteError> {
+        let header = serde_json::to_string(header).map_err(|e| io(path, e.into()))?;
         let mut file = File::create(path).map_err(|e| io(path, e))?;
         file.write_all(format!("{header}\n").as_bytes()).map_err(|e| io(path, e))?;
         Ok(TraceWriter { path: path.to_path_buf(), file, header, dirty: false })
@@ -52,12 +55,15 @@ impl TraceWriter {
         self.file.write_all(format!("{line}\n").as_bytes()).map_err(|e| io(&self.path, e))
     }
 
-    /// The header the file should have; written by the next [`TraceWriter::sync_header`].
-    pub(crate) fn set_header(&mut self, header: J) {
+    /// The header the file should have, serialized by its serde type; written by the next
+    /// [`TraceWriter::sync_header`].
+    pub(crate) fn set_header(&mut self, header: &impl Serialize) -> Result<(), WriteError> {
+        let header = serde_json::to_string(header).map_err(|e| io(&self.path, e.into()))?;
         if header != self.header {
             self.header = header;
             self.dirty = true;
         }
+        Ok(())
     }
 
     /// Rewrites the header line if it changed: the file is copied behind the new header and the copy renamed
@@ -111,9 +117,9 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tap-writer-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("t.jsonl");
-        let mut w = TraceWriter::create(&p, json!({"h": 1})).unwrap();
+        let mut w = TraceWriter::create(&p, &json!({"h": 1})).unwrap();
         w.append(&event(1)).unwrap();
-        w.set_header(json!({"h": 2, "longer": "header line"}));
+        w.set_header(&json!({"h": 2, "longer": "header line"})).unwrap();
         w.sync_header().unwrap();
         w.append(&event(2)).unwrap();
         assert_eq!(
@@ -128,7 +134,7 @@ mod tests {
                     .concat()
         );
         // Unchanged: no rewrite.
-        w.set_header(json!({"h": 2, "longer": "header line"}));
+        w.set_header(&json!({"h": 2, "longer": "header line"})).unwrap();
         assert!(!w.dirty);
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -136,7 +142,7 @@ mod tests {
     #[test]
     fn a_file_that_cannot_be_created_is_named_with_its_cause() {
         let p = std::env::temp_dir().join(format!("tap-writer-missing-{}", std::process::id())).join("t.jsonl");
-        let e = TraceWriter::create(&p, json!({})).err().expect("no such directory");
+        let e = TraceWriter::create(&p, &json!({})).err().expect("no such directory");
         assert_eq!(e.path, p);
         assert_eq!(e.source.kind(), std::io::ErrorKind::NotFound);
         assert_eq!(e.to_string(), format!("{}: {}", p.display(), e.source));

@@ -109,12 +109,12 @@ fn bundled_traces_follow_the_schema() {
     }
 }
 
-/// Every event of every bundled trace (push and pull), read through the trace's serde types and written back
-/// through the same types (`Event::line_json`, what the tap writes with), is the file's line: the same keys and
-/// values. Not the same bytes: the recorder writes Python's `", "` and `": "` separators, and its key order
+/// Every line of every bundled trace (push and pull), read through the trace's serde types and written back
+/// through the same types (`Header`, `Event::line_json`: what the tap writes with), is the file's line: the same
+/// keys and values. Not the same bytes: the recorder writes Python's `", "` and `": "` separators, and its key order
 /// moved between recorder versions (`t` and `socket_id`); the writer keeps one order.
 #[test]
-fn bundled_events_write_back_as_they_read() {
+fn bundled_traces_write_back_as_they_read() {
     let dirs = [root().join("conformance/traces"), root().join("conformance/traces-pull")];
     let (mut files, mut events) = (0, 0);
     for f in mooncake_conformance::jsonl::expand(&dirs).unwrap() {
@@ -122,6 +122,8 @@ fn bundled_events_write_back_as_they_read() {
         let text = std::fs::read_to_string(&f).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(trace.events.len() + 1, lines.len(), "{}", f.display());
+        let header: J = serde_json::to_value(&trace.header).unwrap();
+        assert_eq!(header, serde_json::from_str::<J>(lines[0]).unwrap(), "{}:1", f.display());
         for ev in &trace.events {
             let file: J = serde_json::from_str(lines[ev.line() - 1]).unwrap();
             let written: J = serde_json::from_str(&ev.line_json().unwrap()).unwrap();
@@ -131,5 +133,5 @@ fn bundled_events_write_back_as_they_read() {
         files += 1;
     }
     assert!(files >= 150 && events >= 1500, "only {files} traces, {events} events: the scan is broken");
-    println!("{events} events of {files} bundled traces write back as they read");
+    println!("{files} headers and {events} events of the bundled traces write back as they read");
 }
