@@ -77,10 +77,14 @@ pub struct Header {
     /// header values are empty, and the checks that need them do not apply to the trace.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unobserved: Vec<String>,
-    /// The keys no field above models (a tap's `tap`, the pull recorder's `recorded_from`), as written, so that
-    /// a header writes back whole.
-    #[serde(flatten)]
-    pub extra: IndexMap<String, J>,
+    /// Where the pull recordings' definitions came from (`conformance/traces-pull/`); no check reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_from: Option<String>,
+    /// A tap's own record: its bootstrap front and upstream, the revision and how it was told, its endpoints;
+    /// no check reads it. (Named, not a flattened map of unknown keys: serde would buffer every unknown key's
+    /// value, however large, where it now skips it.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tap: Option<J>,
 }
 
 /// What a recording can leave out, declared in the header's `unobserved`: the transfer-engine calls (a tap

@@ -248,7 +248,8 @@ impl Recorder {
             transfer_engine_calls: vec![],
             error: (!self.troubles.is_empty()).then(|| self.troubles.join("; ")),
             unobserved: UNOBSERVABLE.map(String::from).to_vec(),
-            extra: IndexMap::from([("tap".to_string(), tap)]),
+            recorded_from: None,
+            tap: Some(tap),
         }
     }
 
