@@ -29,7 +29,7 @@ pub struct TeCall {
     pub bytes: u64,
 }
 
-/// A trace's first line: what was recorded, and how. Read by [`Trace::parse`] and written (by the tap) through
+/// A trace's first line: what was recorded, and how. Read by [`Trace::load`] and written (by the tap) through
 /// this same type.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 pub struct Header {
@@ -249,7 +249,7 @@ enum Kind {
     Http,
 }
 
-/// A ZeroMQ event line as the file has it: read by [`Trace::parse`], written by [`ZmqEvent::line_json`] (the
+/// A ZeroMQ event line as the file has it: read by [`Trace::load`], written by [`ZmqEvent::line_json`] (the
 /// fields in the recorder's key order).
 #[derive(Deserialize, Serialize)]
 struct RawZmq {
@@ -274,7 +274,7 @@ struct RawZmq {
     t: Option<f64>,
 }
 
-/// An HTTP event line as the file has it: read by [`Trace::parse`], written by [`HttpEvent::line_json`].
+/// An HTTP event line as the file has it: read by [`Trace::load`], written by [`HttpEvent::line_json`].
 #[derive(Deserialize, Serialize)]
 struct RawHttp {
     seq: u64,
@@ -297,7 +297,7 @@ struct RawHttp {
 pub(crate) const ROUTING_ID_NOTE: &str = "frame 0 is the ZMQ routing id seen by the ROUTER (not a ZMTP payload frame)";
 
 impl ZmqEvent {
-    /// The event as its trace line, through the same type [`Trace::parse`] reads it with.
+    /// The event as its trace line, through the same type [`Trace::load`] reads it with.
     pub fn line_json(&self) -> Result<String, serde_json::Error> {
         serde_json::to_string(&RawZmq {
             seq: self.seq,
@@ -319,7 +319,7 @@ impl ZmqEvent {
 }
 
 impl HttpEvent {
-    /// The event as its trace line, through the same type [`Trace::parse`] reads it with.
+    /// The event as its trace line, through the same type [`Trace::load`] reads it with.
     pub fn line_json(&self) -> Result<String, serde_json::Error> {
         let body = self.body.as_ref().map(serde_json::value::to_raw_value).transpose()?;
         serde_json::to_string(&RawHttp {
