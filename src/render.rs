@@ -215,10 +215,7 @@ pub(crate) fn revision_table(rev: &Revision) -> String {
         o.push_str("## Behaviour visible on the wire\n\nEach item's values are the closed set of `src/spec/behaviour.rs`; prose in `spec/PROTOCOL.md`.\n\n| Item | This revision | Since | Source |\n|---|---|---|---|\n");
     }
     for (name, value, source) in rows {
-        let since = serde_json::to_value(&rev.behaviour)
-            .ok()
-            .and_then(|v| v.get(name)?.get("since")?.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let since = rev.behaviour.item(name).map(|i| i.since.to_string()).unwrap_or_default();
         let _ = writeln!(
             o,
             "| `{name}` | {} | {} | {} |",

@@ -25,8 +25,8 @@ use mooncake_wire::codec::convert::{convert, Lacking};
 use mooncake_wire::codec::{Codec, Value};
 use mooncake_wire::diff::{diff, Age, Area, Effect, Kind, PeerRole, Peers, Verdict};
 use mooncake_wire::proto::{CarryError, WireProfile};
-use mooncake_wire::spec::behaviour::FailureReport;
-use mooncake_wire::spec::{Behaviour, Revision, Spec};
+use mooncake_wire::spec::behaviour::{FailureReport, Group};
+use mooncake_wire::spec::{Behaviour, BehaviourKey, Revision, Spec};
 use mooncake_wire::typed::{MooncakeXferMetadata, MooncakeXferResponse, Status};
 use serde_json::Value as J;
 
@@ -93,16 +93,20 @@ impl Pairing {
         from_value(&rp, &back).ok()
     }
 
-    /// The planning behaviours (`PLANNING`) on which the testee's revision differs from the trace's: its copies
-    /// then take other descriptors (and, with `block_groups`, other bytes) than the recorded ones, so a
-    /// cross-version prefiller case checks where the bytes land, not the recorded transfer-engine calls.
-    pub fn planning_differs(&self) -> Vec<&'static str> {
+    /// The planning behaviours (group [`Group::Planning`]) on which the testee's revision differs from the
+    /// trace's: its copies then take other descriptors (and, with `block_groups`, other bytes) than the recorded
+    /// ones, so a cross-version prefiller case checks where the bytes land, not the recorded transfer-engine calls.
+    pub fn planning_differs(&self) -> Vec<BehaviourKey> {
         if !self.is_cross() {
             return vec![];
         }
-        let (a, b) = (self.runner.behaviour.rows(), self.testee.behaviour.rows());
-        let value = |rows: &[(&'static str, J, String)], k: &str| rows.iter().find(|r| r.0 == k).map(|r| r.1.clone());
-        PLANNING.iter().copied().filter(|k| value(&a, k) != value(&b, k)).collect()
+        let value = |b: &Behaviour, k: BehaviourKey| b.item(k).map(|i| i.value);
+        BehaviourKey::ALL
+            .iter()
+            .copied()
+            .filter(|k| k.group() == Group::Planning)
+            .filter(|k| value(&self.runner.behaviour, *k) != value(&self.testee.behaviour, *k))
+            .collect()
     }
 
     /// `None` when `bytes` are T's canonical encoding of the message they decode to (under T); else what a
@@ -340,7 +344,7 @@ fn eligible(model: &Conversation, role: Role, t: &Arc<Revision>) -> Result<(), I
         if role == Role::Bootstrap {
             continue;
         }
-        if let Some(key) = c.subject.strip_prefix("behaviour.") {
+        if let Some(key) = BehaviourKey::of_subject(&c.subject) {
             match exercised(model, key, role, conditional, (&old.behaviour, &new.behaviour)) {
                 Some(Some(evidence)) => {
                     return Err(Ineligible::ReliesOn { key: key.to_string(), evidence, what: c.what.clone() })
@@ -412,43 +416,27 @@ fn messages_survive(model: &Conversation, t: &Arc<Revision>, role: Role) -> Resu
     Ok(())
 }
 
-/// Behaviour items that decide what the decoder reports (its outcome, which decoder cases compare with the
-/// recording) without changing the wire.
-const DECODER_OUTCOME: &[&str] = &["failure_report", "failure_finish", "free_only_success", "unknown_ok_id"];
-
-/// Behaviour items that decide how a prefiller plans its copies: the same bytes land, in other descriptors, so
-/// a cross-version prefiller case compares the transfer-engine bytes and not the descriptor counts.
-pub const PLANNING: &[&str] = &[
-    "region_alignment",
-    "kv_half_split",
-    "block_groups",
-    "destination_stride",
-    "tp_byte_plan",
-    "replicated_producer",
-    "region_coalescing",
-    "paired_block_order",
-];
-
 /// Whether the recorded conversation exercises a behaviour that differs between the trace's revision and the
 /// testee's: `Some(Some(evidence))` yes, `Some(None)` no, `None` when the runner has no detector for the key.
 /// `conditional`: the diff says the difference breaks a mixed pair only when something happens.
 fn exercised(
     model: &Conversation,
-    key: &str,
+    key: BehaviourKey,
     role: Role,
     conditional: bool,
     values: (&Behaviour, &Behaviour),
 ) -> Option<Option<String>> {
-    if DECODER_OUTCOME.contains(&key) {
-        return Some(if role == Role::Decoder { decoder_outcome_evidence(model, key, values) } else { None });
+    if let Some(evidence) = decoder_outcome_evidence(model, key, values) {
+        return Some(if role == Role::Decoder { evidence } else { None });
     }
     // The layout check's error quotes region lengths, which the planning of the answering revision decides.
-    if matches!(key, "kv_half_split" | "region_alignment") {
+    if matches!(key, BehaviourKey::KvHalfSplit | BehaviourKey::RegionAlignment) {
         if let Some(e) = quoted_region_lengths(model) {
             return Some(Some(e));
         }
     }
-    if PLANNING.contains(&key) && !conditional {
+    // How a prefiller plans its copies: the same bytes land, in other descriptors.
+    if key.group() == Group::Planning && !conditional {
         return Some(None);
     }
     match wire_evidence(model, key, values) {
@@ -464,9 +452,14 @@ fn requests(model: &Conversation) -> impl Iterator<Item = (&Exchange, &MooncakeX
     model.exchanges.iter().filter_map(|x| x.request.value().map(|m| (x, m)))
 }
 
-/// Evidence for a behaviour that decides a decoder's outcome (`DECODER_OUTCOME`): a failure, a free-only pull,
-/// several workers settling one request, several KV groups, as the key needs.
-fn decoder_outcome_evidence(model: &Conversation, key: &str, values: (&Behaviour, &Behaviour)) -> Option<String> {
+/// Evidence for a behaviour that decides what the decoder reports (its outcome, which decoder cases compare with
+/// the recording) without changing the wire: a failure, a free-only pull, several workers settling one request,
+/// several KV groups, as the key needs. `None` for an item that does not decide the decoder's outcome.
+fn decoder_outcome_evidence(
+    model: &Conversation,
+    key: BehaviourKey,
+    values: (&Behaviour, &Behaviour),
+) -> Option<Option<String>> {
     let failure = || {
         model.exchanges.iter().find_map(|x| {
             let replies: Vec<MooncakeXferResponse> =
@@ -499,15 +492,45 @@ fn decoder_outcome_evidence(model: &Conversation, key: &str, values: (&Behaviour
     let multi_group = || requests(model).any(|(_, m)| m.req_blocks.iter().any(|(_, b)| b.blocks.len() > 1));
     let reports = |b: &Behaviour| b.failure_report.as_ref().map(|i| i.value);
     let none = Some(FailureReport::None);
-    match key {
-        "free_only_success" => free_only(),
-        "unknown_ok_id" => None,
+    use BehaviourKey as K;
+    Some(match key {
+        K::FreeOnlySuccess => free_only(),
+        K::UnknownOkId => None,
         // How failures are reported differs only where one side reports nothing, or for several KV groups.
-        "failure_report" if reports(values.0) != none && reports(values.1) != none && !multi_group() => None,
+        K::FailureReport if reports(values.0) != none && reports(values.1) != none && !multi_group() => None,
         // When a failed request finishes differs only when several workers settle it.
-        "failure_finish" if !fan_out() => None,
-        _ => failure(),
-    }
+        K::FailureFinish if !fan_out() => None,
+        K::FailureReport | K::FailureFinish => failure(),
+        K::ReplyRounds
+        | K::EmptyIdLists
+        | K::PairingCheck
+        | K::HeterogeneousTp
+        | K::TransferFailure
+        | K::BlockCountFailure
+        | K::UnknownTransfer
+        | K::UndecodableRequest
+        | K::ReadyWait
+        | K::NeedSend
+        | K::EmptyWrite
+        | K::RequiredKvLayout
+        | K::EqualLengthFields
+        | K::MinusOneSentinels
+        | K::LayoutCaching
+        | K::KvLeases
+        | K::ExpiredPull
+        | K::RegionAlignment
+        | K::KvHalfSplit
+        | K::BlockGroups
+        | K::DestinationStride
+        | K::TpBytePlan
+        | K::ReplicatedProducer
+        | K::RegionCoalescing
+        | K::PairedBlockOrder
+        | K::DecoderAddressing
+        | K::UnreportedAfterFinish
+        | K::DecoderPpTargets
+        | K::LeaseRenewal => return None,
+    })
 }
 
 /// An ERROR whose text quotes region lengths.
@@ -521,35 +544,55 @@ fn quoted_region_lengths(model: &Conversation) -> Option<String> {
 
 /// Evidence on the wire for behaviour `key`: `Some(found)` where the runner has a detector for it, `None` where
 /// it has none.
-fn wire_evidence(model: &Conversation, key: &str, values: (&Behaviour, &Behaviour)) -> Option<Option<String>> {
+fn wire_evidence(model: &Conversation, key: BehaviourKey, values: (&Behaviour, &Behaviour)) -> Option<Option<String>> {
+    use BehaviourKey as K;
     Some(match key {
-        "pairing_check" | "heterogeneous_tp" | "tp_byte_plan" => tp_evidence(model),
-        "replicated_producer" => {
+        K::PairingCheck | K::HeterogeneousTp | K::TpBytePlan => tp_evidence(model),
+        K::ReplicatedProducer => {
             tp_differs(model).filter(|_| model.prefillers.iter().any(|p| p.tp_size >= 4)).map(|(x, _)| {
                 format!("line {}: TP sizes differ with a prefiller TP size at the head count", x.send_line())
             })
         }
-        "region_alignment" | "need_send" => requests(model)
+        K::RegionAlignment | K::NeedSend => requests(model)
             .find(|(_, m)| m.remote_pp_size.as_i64().is_some_and(|pp| pp > 1))
             .map(|(x, _)| format!("line {}: decoder PP > 1", x.send_line())),
-        "kv_half_split" => None,
-        "decoder_pp_targets" => {
+        K::KvHalfSplit => None,
+        K::DecoderPpTargets => {
             model.prefillers.iter().find(|p| p.pp_rank > 0).map(|p| format!("{} is PP rank {}", p.conn, p.pp_rank))
         }
-        "layout_caching" => layout_caching_evidence(model),
-        "unreported_after_finish" => unreported_after_finish(model),
+        K::LayoutCaching => layout_caching_evidence(model),
+        K::UnreportedAfterFinish => unreported_after_finish(model),
         // Lease heartbeats on the wire (0.34.0).
-        "kv_leases" | "lease_renewal" => {
+        K::KvLeases | K::LeaseRenewal => {
             model.heartbeats.first().map(|h| format!("line {}: a lease heartbeat", h.line.unwrap_or(0)))
         }
-        "expired_pull" => expired_pull_evidence(model, values),
+        K::ExpiredPull => expired_pull_evidence(model, values),
         // -1 in the group index or row offset of a region.
-        "minus_one_sentinels" => requests(model)
+        K::MinusOneSentinels => requests(model)
             .find(|(_, m)| {
                 m.registered_group_indices.iter().chain(&m.registered_row_offsets).any(|v| v.as_i64() == Some(-1))
             })
             .map(|(x, _)| format!("line {}: a -1 sentinel", x.send_line())),
-        _ => return None,
+        // No detector.
+        K::ReplyRounds
+        | K::EmptyIdLists
+        | K::TransferFailure
+        | K::BlockCountFailure
+        | K::UnknownTransfer
+        | K::UndecodableRequest
+        | K::ReadyWait
+        | K::EmptyWrite
+        | K::RequiredKvLayout
+        | K::EqualLengthFields
+        | K::BlockGroups
+        | K::DestinationStride
+        | K::RegionCoalescing
+        | K::PairedBlockOrder
+        | K::DecoderAddressing
+        | K::FailureReport
+        | K::FailureFinish
+        | K::FreeOnlySuccess
+        | K::UnknownOkId => return None,
     })
 }
 
@@ -567,8 +610,7 @@ fn tp_evidence(model: &Conversation) -> Option<String> {
     tp_differs(model).map(|(x, _)| format!("line {}: prefiller and decoder TP sizes differ", x.send_line())).or_else(
         || {
             let decoders =
-                model.trace.header.roles.values().filter(|r| **r == mooncake_trace::trace::Role::Decoder).count()
-                    as i64;
+                model.trace.header.roles.values().filter(|r| **r == crate::role::Role::Decoder).count() as i64;
             model
                 .prefillers
                 .iter()

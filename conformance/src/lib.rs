@@ -58,3 +58,4 @@ pub mod spec_changes;
 pub mod spec_source;
 pub mod tap;
 pub mod testee;
+pub mod walk;

@@ -22,6 +22,9 @@ use crate::outcome::CmdError;
 /// revision; the texts name the side, file or git command.
 #[derive(Debug, thiserror::Error)]
 pub enum SpecSourceError {
+    /// The directory of the spec file cannot be listed.
+    #[error(transparent)]
+    Walk(#[from] crate::walk::WalkError),
     /// The spec files do not load.
     #[error(transparent)]
     Spec(#[from] SpecError),
@@ -178,8 +181,7 @@ fn file_revision(path: &Path, pick: Option<&str>) -> Result<Arc<Revision>, SpecS
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let me = std::fs::canonicalize(path).map_err(io)?;
     let mut local: Vec<(String, String)> = vec![];
-    for e in std::fs::read_dir(dir).map_err(|source| SpecSourceError::Io { path: dir.into(), source })?.flatten() {
-        let p = e.path();
+    for p in crate::walk::entries(dir)? {
         if p.extension().and_then(|x| x.to_str()) == Some("toml")
             && std::fs::canonicalize(&p).ok().as_ref() != Some(&me)
         {

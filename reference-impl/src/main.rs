@@ -26,7 +26,7 @@ struct Cli {
     #[arg(long, global = true, default_value = "info")]
     log: String,
     #[command(subcommand)]
-    role: Role,
+    role: PeerCommand,
 }
 
 /// The top-level help's epilogue: exit codes, the servers' resource budget (from `mooncake_wire::limits`, so it
@@ -97,8 +97,11 @@ struct Parallel {
     layout: PathBuf,
 }
 
+/// The command line's subcommand: a role to serve with its flags (`bootstrap`, `prefiller`, `decoder`), the
+/// testee loop, or the fault list. Not a role as the testee protocol and traces mean it
+/// (`mooncake_testee_protocol::Role`, which names a peer): this one carries each command's configuration.
 #[derive(Subcommand, Clone)]
-enum Role {
+enum PeerCommand {
     /// Run a bootstrap server (`POST /register`, `GET /query`) with the revision's semantics.
     #[command(
         after_help = "Exit codes: 0 = stopped; 2 = bad usage or input.\n\nExample:\n  mooncake-peer bootstrap --revision 0.33.0 --bind 127.0.0.1:8998"
@@ -177,7 +180,7 @@ fn list_faults(as_json: bool) -> std::io::Result<()> {
     use mooncake_reference::faults::Fault;
     let mut out = std::io::stdout().lock();
     for f in Fault::ALL {
-        let roles: Vec<&str> = f.roles().iter().map(|r| r.name()).collect();
+        let roles: Vec<&str> = f.roles().iter().map(|r| r.as_str()).collect();
         if as_json {
             writeln!(out, "{}", json!({"name": f.name(), "roles": roles, "what": f.what()}))?;
         } else {
@@ -257,21 +260,21 @@ fn revision_name(given: &str) -> Result<String, CliError> {
     Ok(name)
 }
 
-fn start_command(role: &Role) -> Result<Option<J>, CliError> {
+fn start_command(role: &PeerCommand) -> Result<Option<J>, CliError> {
     let mut role = role.clone();
     match &mut role {
-        Role::Testee | Role::Faults { .. } => {}
-        Role::Bootstrap { common, .. } | Role::Prefiller { common, .. } | Role::Decoder { common, .. } => {
-            common.revision = revision_name(&common.revision)?
-        }
+        PeerCommand::Testee | PeerCommand::Faults { .. } => {}
+        PeerCommand::Bootstrap { common, .. }
+        | PeerCommand::Prefiller { common, .. }
+        | PeerCommand::Decoder { common, .. } => common.revision = revision_name(&common.revision)?,
     }
     let role = &role;
     Ok(Some(match role {
-        Role::Testee | Role::Faults { .. } => return Ok(None),
-        Role::Bootstrap { common, bind } => {
+        PeerCommand::Testee | PeerCommand::Faults { .. } => return Ok(None),
+        PeerCommand::Bootstrap { common, bind } => {
             json!({"cmd": "start", "role": "bootstrap", "revision": common.revision, "config": {"bind": bind}})
         }
-        Role::Prefiller { common, parallel, bind, engine_id, dp_rank, bootstrap, kv_heads, mla } => json!({
+        PeerCommand::Prefiller { common, parallel, bind, engine_id, dp_rank, bootstrap, kv_heads, mla } => json!({
             "cmd": "start", "role": "prefiller", "revision": common.revision,
             "config": {
                 "engine_id": engine_id, "dp_rank": dp_rank, "tp_rank": parallel.tp_rank, "tp_size": parallel.tp_size,
@@ -281,7 +284,7 @@ fn start_command(role: &Role) -> Result<Option<J>, CliError> {
                 "layout": read_layout(&parallel.layout)?,
             }
         }),
-        Role::Decoder { common, parallel, hostname, layout_id, te_port } => json!({
+        PeerCommand::Decoder { common, parallel, hostname, layout_id, te_port } => json!({
             "cmd": "start", "role": "decoder", "revision": common.revision,
             "config": {
                 "hostname": hostname, "tp_rank": parallel.tp_rank, "tp_size": parallel.tp_size, "pp_rank": parallel.pp_rank,
@@ -320,7 +323,7 @@ fn stdin_lines() -> tokio::sync::mpsc::Receiver<std::io::Result<String>> {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    if let Role::Faults { json } = cli.role {
+    if let PeerCommand::Faults { json } = cli.role {
         return match list_faults(json) {
             Ok(()) => std::process::ExitCode::SUCCESS,
             Err(e) => {

@@ -19,7 +19,7 @@ use crate::backend::Backend;
 use crate::decoder::DecoderPeer;
 use crate::engine::{serve_edited, PeerLog};
 use crate::faults::bootstrap::FaultyBootstrap;
-use crate::faults::{Fault, FaultRole};
+use crate::faults::Fault;
 use crate::http::BootstrapServer;
 use crate::prefiller::{PrefillerConfig, PrefillerPeer};
 use mooncake_io::layout::{producer, producer_with, LayoutExt};
@@ -45,7 +45,8 @@ pub fn hello() -> Hello {
     )
 }
 
-enum Role {
+/// The peer this testee runs in its role (`proto::Role` names the role; this holds what serves it).
+enum Running {
     /// The server, and the faulty front before it when the config asks for bootstrap faults.
     Bootstrap {
         server: BootstrapServer,
@@ -70,7 +71,7 @@ fn wire_entry(inbound: bool, frames: &[Vec<u8>], endpoint: Option<&str>) -> Wire
 /// prefiller or decoder) and answers the control protocol's commands ([`Testee::handle`]).
 pub struct Testee {
     ctx: zmq::Context,
-    role: Option<Role>,
+    role: Option<Running>,
     /// The deliberate faults of its role's start config that act in that role.
     faults: Vec<Fault>,
 }
@@ -172,11 +173,6 @@ fn role_faults(role: proto::Role, config: &J) -> Result<Vec<Fault>, TesteeError>
         None => vec![],
         Some(v) => serde_json::from_value(v.clone()).map_err(TesteeError::Config)?,
     };
-    let role = match role {
-        proto::Role::Bootstrap => FaultRole::Bootstrap,
-        proto::Role::Prefiller => FaultRole::Prefiller,
-        proto::Role::Decoder => FaultRole::Decoder,
-    };
     let mut faults = Fault::parse_all(&names)?;
     faults.retain(|f| f.roles().contains(&role));
     Ok(faults)
@@ -247,7 +243,7 @@ impl Testee {
                     (inner, Some(front))
                 };
                 let url = front.as_ref().map_or_else(|| s.url(), |f| f.url.clone());
-                self.role = Some(Role::Bootstrap { server: s, _front: front });
+                self.role = Some(Running::Bootstrap { server: s, _front: front });
                 Ok(proto::ok_answer(&Started { url: Some(url), ..Default::default() }))
             }
             proto::Role::Prefiller => {
@@ -273,7 +269,7 @@ impl Testee {
                 };
                 let p = PrefillerPeer::start(cfg, profile, planner, memory, Backend::tcp_engine()).await?;
                 let endpoint = p.endpoint.clone();
-                self.role = Some(Role::Prefiller(p, c.record_wire));
+                self.role = Some(Running::Prefiller(p, c.record_wire));
                 Ok(proto::ok_answer(&Started { endpoint: Some(endpoint), ..Default::default() }))
             }
             proto::Role::Decoder => {
@@ -299,7 +295,7 @@ impl Testee {
                         core.set_recv_timeout(t);
                     }
                     let d = DecoderPeer::start(&self.ctx, core, memory)?;
-                    self.role = Some(Role::Decoder(d, server, c.record_wire));
+                    self.role = Some(Running::Decoder(d, server, c.record_wire));
                     return Ok(session(&c.hostname, port));
                 }
                 let profile = WireProfile::builtin(revision)?;
@@ -322,7 +318,7 @@ impl Testee {
                 }
                 core.set_kv_lease_duration(secs(c.kv_lease_duration_s, "kv_lease_duration_s")?)?;
                 let d = DecoderPeer::start_with_faults(&self.ctx, core, memory, self.faults.clone())?;
-                self.role = Some(Role::Decoder(d, server, c.record_wire));
+                self.role = Some(Running::Decoder(d, server, c.record_wire));
                 Ok(session(&c.hostname, port))
             }
         }
@@ -354,7 +350,7 @@ impl Testee {
         };
         let p = PrefillerPeer::start_machine(cfg, core, memory, Backend::tcp_engine()).await?;
         let endpoint = p.endpoint.clone();
-        self.role = Some(Role::Prefiller(p, c.record_wire));
+        self.role = Some(Running::Prefiller(p, c.record_wire));
         Ok(proto::ok_answer(&Started { endpoint: Some(endpoint), ..Default::default() }))
     }
 
@@ -362,27 +358,27 @@ impl Testee {
         let done = || Ok(proto::ok_answer(&Done {}));
         match (&self.role, cmd) {
             (None, c) => Err(TesteeError::BeforeStart(c.name())),
-            (Some(Role::Prefiller(p, _)), Command::Allocate { p_req_id, transfer_id }) => {
+            (Some(Running::Prefiller(p, _)), Command::Allocate { p_req_id, transfer_id }) => {
                 p.allocated(&p_req_id, &transfer_id);
                 done()
             }
-            (Some(Role::Prefiller(p, _)), Command::Ready { p_req_id, transfer_id, blocks }) => {
+            (Some(Running::Prefiller(p, _)), Command::Ready { p_req_id, transfer_id, blocks }) => {
                 p.finished(&p_req_id, &transfer_id, blocks);
                 done()
             }
-            (Some(Role::Prefiller(p, _)), Command::Abort { transfer_id }) => {
+            (Some(Running::Prefiller(p, _)), Command::Abort { transfer_id }) => {
                 p.aborted(&transfer_id);
                 done()
             }
-            (Some(Role::Prefiller(p, _)), Command::ForgetLayouts) => {
+            (Some(Running::Prefiller(p, _)), Command::ForgetLayouts) => {
                 p.forget_layouts();
                 done()
             }
-            (Some(Role::Prefiller(p, _)), Command::FailNextTransfer { count, ret }) => {
+            (Some(Running::Prefiller(p, _)), Command::FailNextTransfer { count, ret }) => {
                 p.fail_next_writes(count as usize, ret);
                 done()
             }
-            (Some(Role::Prefiller(p, wire)), Command::Status) => {
+            (Some(Running::Prefiller(p, wire)), Command::Status) => {
                 let s = p.status().await?;
                 let status = proto::PrefillerStatus {
                     tracked_transfers: Some(s.tracked_transfers as u64),
@@ -411,7 +407,7 @@ impl Testee {
                 crate::faults::report::prefiller_status(&self.faults, &mut status);
                 Ok(proto::ok_answer(&status))
             }
-            (Some(Role::Decoder(d, _, _)), Command::Pull { requests }) => {
+            (Some(Running::Decoder(d, _, _)), Command::Pull { requests }) => {
                 d.pull(
                     requests
                         .into_iter()
@@ -427,7 +423,7 @@ impl Testee {
                 );
                 done()
             }
-            (Some(Role::Decoder(d, _, _)), Command::Announce { requests }) => {
+            (Some(Running::Decoder(d, _, _)), Command::Announce { requests }) => {
                 d.announce(
                     requests
                         .into_iter()
@@ -441,7 +437,7 @@ impl Testee {
                 );
                 done()
             }
-            (Some(Role::Decoder(d, _, wire)), Command::Status) => {
+            (Some(Running::Decoder(d, _, wire)), Command::Status) => {
                 let s = d.status().await?;
                 let wire = wire.then(|| {
                     // Sent and received in exchange order (each exchange: its request, then its replies).
@@ -487,13 +483,13 @@ impl Testee {
                 crate::faults::report::decoder_status(&self.faults, &mut status);
                 Ok(proto::ok_answer(&status))
             }
-            (Some(Role::Decoder(d, _, _)), Command::ReadMemory { addr, len }) => {
+            (Some(Running::Decoder(d, _, _)), Command::ReadMemory { addr, len }) => {
                 let m = d.memory.lock().map_err(|_| TesteeError::Poisoned("memory"))?;
                 let b = m.read(addr, len).ok_or(TesteeError::NotRegistered { addr, len })?;
                 let b = crate::faults::report::memory(&self.faults, b.to_vec());
                 Ok(proto::ok_answer(&proto::Memory { hex: hex::encode(b) }))
             }
-            (Some(Role::Bootstrap { server: b, .. }), Command::Status) => {
+            (Some(Running::Bootstrap { server: b, .. }), Command::Status) => {
                 let r = b.registry.lock().map_err(|_| TesteeError::Poisoned("registry"))?;
                 let table = serde_json::to_value(r.query()).map_err(TesteeError::Json)?;
                 Ok(proto::ok_answer(&proto::BootstrapStatus { workers: r.worker_count() as u64, table }))
@@ -510,7 +506,7 @@ fn session(hostname: &str, port: u16) -> J {
 
 impl Drop for Testee {
     fn drop(&mut self) {
-        if let Some(Role::Decoder(_, server, _)) = &self.role {
+        if let Some(Running::Decoder(_, server, _)) = &self.role {
             server.abort();
         }
     }

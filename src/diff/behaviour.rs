@@ -9,10 +9,10 @@ use crate::spec::behaviour::{
     EmptyIdLists, HeterogeneousTp, Item, KvHalfSplit, KvLayout, RegionAlignment, ReplicatedProducer, TpBytePlan,
     UnreportedAfterFinish,
 };
-use crate::spec::{Behaviour, Revision, StructDef, TransportMessage, TypeExpr};
+use crate::spec::{Behaviour, BehaviourKey, Revision, StructDef, TransportMessage, TypeExpr};
 
 fn row(
-    subject: &str,
+    subject: BehaviourKey,
     what: String,
     peers: &BothWays,
     orn: (Effect, String),
@@ -63,31 +63,31 @@ fn value<T: Copy>(v: &Option<Item<T>>) -> Option<T> {
     v.as_ref().map(|i| i.value)
 }
 
-/// Items whose value changes only what one side does locally (what it frees, reports or how many descriptors it
-/// issues for the same bytes): a mixed pair behaves as the two sides' own revisions say, on the same wire.
-const LOCAL: &[(&str, &str)] = &[
-    ("transfer_failure", "when the prefiller frees a request whose write failed is its own bookkeeping"),
-    ("block_count_failure", "what the prefiller frees after a block-count failure is its own bookkeeping"),
-    ("need_send", "the delivery count is the prefiller's; an older decoder never sends a PP size above 1"),
-    ("empty_write", "whether the prefiller calls its own transfer engine for an empty round"),
-    ("region_coalescing", "merged regions move the same bytes in fewer descriptors"),
-    (
-        "destination_stride",
-        "placing blocks by each side's block length needs `block_lens`, whose own row covers the wire",
-    ),
-    ("failure_report", "what the decoder reports to its own scheduler"),
-    ("failure_finish", "when the decoder reports a failed request finished, to its own scheduler"),
-    ("free_only_success", "what the decoder reports to its own scheduler for a free-only pull"),
-    ("unknown_ok_id", "a prefiller only lists ids of the pull"),
-    ("decoder_pp_targets", "only a prefiller with PP > 1 has PP ranks other than 0"),
-    ("decoder_addressing", "how the decoder finds prefiller workers (a generation change has its own row)"),
-    ("unknown_transfer", "what the prefiller does with a transfer it does not hold"),
-    ("ready_wait", "how long the prefiller waits for its own requests"),
-    (
-        "paired_block_order",
-        "the same bytes land in the same places; only how many descriptors the prefiller's own engine issues differs",
-    ),
-];
+/// Why a change of `key` changes only what one side does locally (what it frees, reports or how many
+/// descriptors it issues for the same bytes), so that a mixed pair behaves as the two sides' own revisions say, on
+/// the same wire; `None` for an item a rule of its own classifies (or, without one, `unclassified` shows for
+/// review).
+fn local(key: BehaviourKey) -> Option<&'static str> {
+    use BehaviourKey::*;
+    Some(match key {
+        TransferFailure => "when the prefiller frees a request whose write failed is its own bookkeeping",
+        BlockCountFailure => "what the prefiller frees after a block-count failure is its own bookkeeping",
+        NeedSend => "the delivery count is the prefiller's; an older decoder never sends a PP size above 1",
+        EmptyWrite => "whether the prefiller calls its own transfer engine for an empty round",
+        RegionCoalescing => "merged regions move the same bytes in fewer descriptors",
+        DestinationStride => "placing blocks by each side's block length needs `block_lens`, whose own row covers the wire",
+        FailureReport => "what the decoder reports to its own scheduler",
+        FailureFinish => "when the decoder reports a failed request finished, to its own scheduler",
+        FreeOnlySuccess => "what the decoder reports to its own scheduler for a free-only pull",
+        UnknownOkId => "a prefiller only lists ids of the pull",
+        DecoderPpTargets => "only a prefiller with PP > 1 has PP ranks other than 0",
+        DecoderAddressing => "how the decoder finds prefiller workers (a generation change has its own row)",
+        UnknownTransfer => "what the prefiller does with a transfer it does not hold",
+        ReadyWait => "how long the prefiller waits for its own requests",
+        PairedBlockOrder => "the same bytes land in the same places; only how many descriptors the prefiller's own engine issues differs",
+        ReplyRounds | EmptyIdLists | PairingCheck | HeterogeneousTp | UndecodableRequest | RequiredKvLayout | EqualLengthFields | MinusOneSentinels | LayoutCaching | KvLeases | ExpiredPull | RegionAlignment | KvHalfSplit | BlockGroups | TpBytePlan | ReplicatedProducer | UnreportedAfterFinish | LeaseRenewal => return None,
+    })
+}
 
 pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
     let (bo, bn) = (&old.behaviour, &new.behaviour);
@@ -127,7 +127,7 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
                 )
             };
         out.push(row(
-            "empty_id_lists",
+            BehaviourKey::EmptyIdLists,
             format!("empty `ok_reqs`/`err_reqs`: `{}` → `{}`", show(&bo.empty_id_lists), show(&bn.empty_id_lists)),
             &resp_peers,
             orn,
@@ -146,7 +146,7 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
             "a decoder stops at the first FINISH: behind an err-then-ok prefiller it reports none of the round's requests (the error comes first), behind a one-per-round prefiller the others delivered".to_string(),
         );
         out.push(
-            row("reply_rounds", format!("`{}` → `{}`", show(&bo.reply_rounds), show(&bn.reply_rounds)), &resp_peers, c.clone(), c, Bytes::Same)
+            row(BehaviourKey::ReplyRounds, format!("`{}` → `{}`", show(&bo.reply_rounds), show(&bn.reply_rounds)), &resp_peers, c.clone(), c, Bytes::Same)
                 .note("an err-then-ok prefiller's last round with a block-count failure sends two FINISH replies; every decoder stops at the first"),
         );
     }
@@ -202,7 +202,7 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
             ))
         };
         out.push(row(
-            "equal_length_fields",
+            BehaviourKey::EqualLengthFields,
             format!("layout fields that must have equal lengths: {} → {}", list(&elf_o), list(&elf_n)),
             &req_peers,
             orn,
@@ -248,7 +248,7 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
             )
         };
         out.push(row(
-            "minus_one_sentinels",
+            BehaviourKey::MinusOneSentinels,
             format!("`-1` sentinels: {} → {}", list(&mos_o), list(&mos_n)),
             &req_peers,
             orn,
@@ -264,7 +264,7 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
             "the ranks a prefiller accepts differ between the two rules only when TP sizes differ".to_string(),
         );
         out.push(row(
-            "pairing_check",
+            BehaviourKey::PairingCheck,
             format!("`{}` → `{}`", show(&bo.pairing_check), show(&bn.pairing_check)),
             &req_peers,
             e.clone(),
@@ -281,11 +281,11 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
                     Effect::when("the prefiller and decoder TP sizes differ"),
                     format!("the {side} peer does not support heterogeneous TP"),
                 );
-                out.push(row("heterogeneous_tp", what, &req_peers, e.clone(), e, Bytes::Same));
+                out.push(row(BehaviourKey::HeterogeneousTp, what, &req_peers, e.clone(), e, Bytes::Same));
             }
             _ => {
                 let r = review("recorded for one revision only");
-                out.push(row("heterogeneous_tp", what, &req_peers, r.clone(), r, Bytes::Same));
+                out.push(row(BehaviourKey::HeterogeneousTp, what, &req_peers, r.clone(), r, Bytes::Same));
             }
         }
     }
@@ -299,7 +299,7 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
             let c = (Effect::Compatible, format!("`{a}` → `{b}`: only one of the two revisions requires a layout"));
             (c.clone(), c)
         };
-        out.push(row("required_kv_layout", format!("`{a}` → `{b}`"), &req_peers, orn, nro, Bytes::Same));
+        out.push(row(BehaviourKey::RequiredKvLayout, format!("`{a}` → `{b}`"), &req_peers, orn, nro, Bytes::Same));
     }
     if value(&bo.unreported_after_finish) != value(&bn.unreported_after_finish) {
         let what = format!(
@@ -324,7 +324,7 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
         } else {
             (review("recorded for one revision only"), review("recorded for one revision only"))
         };
-        out.push(row("unreported_after_finish", what, &resp_peers, orn, nro, Bytes::Same));
+        out.push(row(BehaviourKey::UnreportedAfterFinish, what, &resp_peers, orn, nro, Bytes::Same));
     }
     match (bo.layout_caching(), bn.layout_caching()) {
         (None, None) => {}
@@ -359,7 +359,7 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
             };
             out.push(
                 row(
-                    "layout_caching",
+                    BehaviourKey::LayoutCaching,
                     format!("layout caching by {} (at most {} peer layouts; miss ⇒ `{}`)", list(&lc.cache_key), lc.max_peer_layouts, lc.miss_status),
                     &req_peers,
                     orn,
@@ -385,7 +385,14 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
         }
         (Some(_), None) => {
             let r = review("layout caching is gone; decoders that rely on it must carry the layout again");
-            out.push(row("layout_caching", "layout caching removed".into(), &req_peers, r.clone(), r, Bytes::Same));
+            out.push(row(
+                BehaviourKey::LayoutCaching,
+                "layout caching removed".into(),
+                &req_peers,
+                r.clone(),
+                r,
+                Bytes::Same,
+            ));
         }
         (Some(a), Some(b)) => {
             let mut same = a.clone();
@@ -401,7 +408,7 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
                     review("the cache key, the layout fields or the miss answer changed")
                 };
                 out.push(row(
-                    "layout_caching",
+                    BehaviourKey::LayoutCaching,
                     format!("{} → {} peer layouts", a.max_peer_layouts, b.max_peer_layouts),
                     &req_peers,
                     e.clone(),
@@ -432,7 +439,7 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
             )
         };
         out.push(row(
-            "region_alignment",
+            BehaviourKey::RegionAlignment,
             format!("`{}` → `{}`", show(&bo.region_alignment), show(&bn.region_alignment)),
             &req_peers,
             e.clone(),
@@ -464,7 +471,7 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
             )
         };
         out.push(row(
-            "kv_half_split",
+            BehaviourKey::KvHalfSplit,
             format!("K/V halves: `{}` → `{}`", show(&bo.kv_half_split), show(&bn.kv_half_split)),
             &req_peers,
             e.clone(),
@@ -478,7 +485,7 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
             "a flattening prefiller also copies the request's other groups' blocks into each region; they belong to the same request and are unused by that region's layers".to_string(),
         );
         out.push(row(
-            "block_groups",
+            BehaviourKey::BlockGroups,
             format!("blocks per region: `{}` → `{}`", show(&bo.block_groups), show(&bn.block_groups)),
             &req_peers,
             c.clone(),
@@ -502,7 +509,7 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
             )
         };
         out.push(row(
-            "tp_byte_plan",
+            BehaviourKey::TpBytePlan,
             format!("`{}` → `{}`", show(&bo.tp_byte_plan), show(&bn.tp_byte_plan)),
             &req_peers,
             e.clone(),
@@ -523,7 +530,7 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
             )
         };
         out.push(row(
-            "replicated_producer",
+            BehaviourKey::ReplicatedProducer,
             format!("`{}` → `{}`", show(&bo.replicated_producer), show(&bn.replicated_producer)),
             &req_peers,
             e.clone(),
@@ -532,17 +539,12 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
         ));
     }
     leases(old, new, &req_peers, &resp_peers, resp_old, out);
-    for (name, why) in LOCAL {
+    for (name, why) in BehaviourKey::ALL.iter().filter_map(|k| Some((*k, local(*k)?))) {
         let (o, n) = (item_value(bo, name), item_value(bn, name));
         if o != n {
             let c = (Effect::Compatible, why.to_string());
-            let peers = if name.starts_with("failure_")
-                || ["free_only_success", "unknown_ok_id", "decoder_pp_targets", "decoder_addressing"].contains(name)
-            {
-                &resp_peers
-            } else {
-                &req_peers
-            };
+            // A decoder's item is about the replies it reads, a prefiller's about the requests it answers.
+            let peers = if name.group().is_decoder() { &resp_peers } else { &req_peers };
             out.push(row(name, format!("`{}` → `{}`", plain(&o), plain(&n)), peers, c.clone(), c, Bytes::Same));
         }
     }
@@ -552,7 +554,7 @@ pub(crate) fn diff_behaviour(old: &Revision, new: &Revision, out: &mut Vec<Chang
 /// dropped (a diff that skips what it cannot judge gives a false all-clear).
 pub(crate) fn unclassified(old: &Revision, new: &Revision, out: &mut Vec<Change>) {
     let peers = BothWays::unnamed();
-    for name in crate::spec::behaviour::ITEM_NAMES {
+    for &name in BehaviourKey::ALL {
         let (o, n) = (item_value(&old.behaviour, name), item_value(&new.behaviour, name));
         if o != n && !out.iter().any(|c| c.subject == format!("behaviour.{name}")) {
             let r = review("no rule of the diff classifies this item's change");
@@ -629,7 +631,7 @@ fn leases(
                 ),
             ),
         };
-        let mut c = row("kv_leases", what, req_peers, orn, nro, Bytes::Same);
+        let mut c = row(BehaviourKey::KvLeases, what, req_peers, orn, nro, Bytes::Same);
         if let Some(l) = bn.kv_leases().filter(|_| bo.kv_leases().is_none()) {
             c = c.note(format!(
                 "an old decoder has no `{}`: set it on a new prefiller only once every decoder renews",
@@ -665,7 +667,7 @@ fn leases(
             None => "lease renewal removed".into(),
         };
         let (orn, nro) = (relies(bn, bo, "an old"), relies(bo, bn, "a new"));
-        out.push(row("lease_renewal", what, req_peers, orn, nro, Bytes::Same));
+        out.push(row(BehaviourKey::LeaseRenewal, what, req_peers, orn, nro, Bytes::Same));
     }
     if serde_json::to_value(bo.expired_pull()).ok() != serde_json::to_value(bn.expired_pull()).ok() {
         // A pull of a transfer the prefiller no longer holds fails either way: at once with these, or after the
@@ -718,13 +720,13 @@ fn leases(
             ),
             None => "a pull of an expired transfer waits like one of an unknown transfer".into(),
         };
-        out.push(row("expired_pull", what, resp_peers, orn, nro, Bytes::Same));
+        out.push(row(BehaviourKey::ExpiredPull, what, resp_peers, orn, nro, Bytes::Same));
     }
 }
 
 /// An item's value as JSON (`null` when absent).
-fn item_value(b: &Behaviour, name: &str) -> serde_json::Value {
-    serde_json::to_value(b).ok().and_then(|v| v.get(name)?.get("value").cloned()).unwrap_or(serde_json::Value::Null)
+fn item_value(b: &Behaviour, key: BehaviourKey) -> serde_json::Value {
+    b.item(key).map(|i| i.value).unwrap_or(serde_json::Value::Null)
 }
 
 fn plain(v: &serde_json::Value) -> String {

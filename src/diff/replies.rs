@@ -16,7 +16,7 @@ fn items_naming(b: &Behaviour, text: &str) -> Vec<&'static str> {
         let mut found = false;
         walk(&value, &mut |s| found |= text_shape(s) == want);
         if found {
-            out.push(name);
+            out.push(name.name());
         }
     }
     out

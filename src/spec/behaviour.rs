@@ -58,6 +58,139 @@ macro_rules! closed_enum {
     };
 }
 
+/// Writes [`Behaviour`] and [`BehaviourKey`] from one list of items: `field / Key: value type, group;`.
+macro_rules! behaviour_items {
+    ($($(#[$m:meta])* $field:ident / $key:ident : $ty:ty, $group:ident;)+) => {
+        /// Every behaviour item a revision may state. Which ones a revision must state depends on its family and
+        /// generation (`Behaviour::missing`).
+        #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct Behaviour {
+            $(
+                $(#[$m])*
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                pub $field: Option<Item<$ty>>,
+            )+
+        }
+
+        /// The name of one behaviour item: a field of [`Behaviour`], spelled in the spec files as
+        /// [`BehaviourKey::name`]. Code that treats items one by one matches on this enum exhaustively, so an
+        /// item added to the spec does not compile until each such place has decided what it means there.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum BehaviourKey {
+            $(
+                $(#[$m])*
+                $key,
+            )+
+        }
+
+        impl BehaviourKey {
+            /// Every item, in declaration order (the order of [`Behaviour`]'s fields and of the spec's tables).
+            pub const ALL: &'static [BehaviourKey] = &[$(BehaviourKey::$key),+];
+
+            /// The item's name as the spec files spell it (`[behaviour.<name>]`, `at = "behaviour.<name>"`), which
+            /// is also the name of its field of [`Behaviour`].
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(BehaviourKey::$key => stringify!($field),)+
+                }
+            }
+
+            /// Which table of `spec/README.md` ("Behaviour items") the item belongs to.
+            pub const fn group(self) -> Group {
+                match self {
+                    $(BehaviourKey::$key => Group::$group,)+
+                }
+            }
+        }
+
+        impl Behaviour {
+            /// Item `key` as this revision states it, or `None` when it does not.
+            pub fn item(&self, key: BehaviourKey) -> Option<ItemView<'_>> {
+                match key {
+                    $(BehaviourKey::$key => self.$field.as_ref().map(ItemView::of),)+
+                }
+            }
+        }
+    };
+}
+
+/// The groups of behaviour items (`spec/README.md`, "Behaviour items").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Group {
+    /// What a prefiller answers and frees, and when.
+    Replies,
+    /// How a prefiller plans its copies: the same bytes land, in other descriptors.
+    Planning,
+    /// What a decoder does and reports.
+    Decoder,
+}
+
+impl Group {
+    /// The side whose behaviour the item describes.
+    pub fn is_decoder(self) -> bool {
+        self == Group::Decoder
+    }
+}
+
+/// One stated item, its value as the spec spells it (JSON), untyped for code that treats every item alike.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ItemView<'a> {
+    /// The value as the spec spells it.
+    pub value: serde_json::Value,
+    /// Release and file (and function) the value was read from.
+    pub source: &'a str,
+    /// The revision that gave this value (stamped when the spec is resolved).
+    pub since: &'a str,
+}
+
+impl<'a> ItemView<'a> {
+    fn of<T: Serialize>(i: &'a Item<T>) -> Self {
+        ItemView { value: serde_json::to_value(&i.value).unwrap_or_default(), source: &i.source, since: &i.since }
+    }
+}
+
+impl BehaviourKey {
+    /// The item named `name` as the spec spells it.
+    pub fn from_name(name: &str) -> Option<BehaviourKey> {
+        BehaviourKey::ALL.iter().copied().find(|k| k.name() == name)
+    }
+
+    /// The item a diff subject (`behaviour.<name>`) is about.
+    pub fn of_subject(subject: &str) -> Option<BehaviourKey> {
+        subject.strip_prefix("behaviour.").and_then(BehaviourKey::from_name)
+    }
+
+    /// Whether every push revision of `generation` must state the item (`Behaviour::missing`).
+    pub fn push_required(self, generation: u32) -> bool {
+        use BehaviourKey::*;
+        match self {
+            UnknownTransfer | ReadyWait | TransferFailure | BlockCountFailure | NeedSend | EmptyWrite
+            | LayoutCaching | KvLeases | ExpiredPull | RegionAlignment | KvHalfSplit | BlockGroups
+            | DestinationStride | TpBytePlan | ReplicatedProducer | RegionCoalescing | PairedBlockOrder
+            | DecoderAddressing | FailureReport | FailureFinish | FreeOnlySuccess | LeaseRenewal => true,
+            // Generation 1 has no such rules.
+            ReplyRounds
+            | EmptyIdLists
+            | PairingCheck
+            | HeterogeneousTp
+            | UndecodableRequest
+            | RequiredKvLayout
+            | UnreportedAfterFinish
+            | UnknownOkId
+            | DecoderPpTargets => generation != 1,
+            // Stated only by revisions that check layout lengths or use sentinels.
+            EqualLengthFields | MinusOneSentinels => false,
+        }
+    }
+}
+
+impl std::fmt::Display for BehaviourKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 // ---- prefiller: replies and bookkeeping ----------------------------------------------------------------------
 
 closed_enum!(
@@ -500,162 +633,98 @@ pub struct LeaseRenewal {
     pub reply_timeout: Fraction,
 }
 
-/// Every behaviour item a revision may state. Which ones a revision must state depends on its family and
-/// generation (`Behaviour::missing`).
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Behaviour {
+// Every item: its field of `Behaviour`, its `BehaviourKey` variant, its value type and its group. A new item
+// is a field of the struct and a variant of the key at once, and every exhaustive `match` on the key (the
+// diff, the cross-version evidence, the matrix's prediction) must then decide what to do with it.
+behaviour_items! {
     // prefiller, replies and bookkeeping
     /// How a generation-2 prefiller answers one round of ready requests.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reply_rounds: Option<Item<ReplyRounds>>,
+    reply_rounds / ReplyRounds: ReplyRounds, Replies;
     /// How a prefiller writes an empty `ok_reqs` in an ok reply.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub empty_id_lists: Option<Item<EmptyIdLists>>,
+    empty_id_lists / EmptyIdLists: EmptyIdLists, Replies;
     /// Which TP rank a generation-2 prefiller tests against the ranks it pairs with.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pairing_check: Option<Item<PairingCheck>>,
+    pairing_check / PairingCheck: PairingCheck, Replies;
     /// Whether prefiller and decoder may run different TP sizes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub heterogeneous_tp: Option<Item<HeterogeneousTp>>,
+    heterogeneous_tp / HeterogeneousTp: HeterogeneousTp, Replies;
     /// What a prefiller does with a pulled request whose transfer-engine write failed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transfer_failure: Option<Item<TransferFailure>>,
+    transfer_failure / TransferFailure: TransferFailure, Replies;
     /// What a prefiller does with a request whose block counts do not fit (`P num blocks less than D`,
     /// `KV group count mismatch`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub block_count_failure: Option<Item<BlockCountFailure>>,
+    block_count_failure / BlockCountFailure: BlockCountFailure, Replies;
     /// What a prefiller does with a pulled transfer it does not know, or that is not ready yet.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unknown_transfer: Option<Item<UnknownTransfer>>,
+    unknown_transfer / UnknownTransfer: UnknownTransfer, Replies;
     /// What a generation-2 prefiller answers to a payload its request decoder rejects.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub undecodable_request: Option<Item<UndecodableRequest>>,
+    undecodable_request / UndecodableRequest: UndecodableRequest, Replies;
     /// How long a prefiller waits for requests of a pull to become ready.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ready_wait: Option<Item<ReadyWait>>,
+    ready_wait / ReadyWait: ReadyWait, Replies;
     /// How many deliveries free a prefiller request.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub need_send: Option<Item<NeedSend>>,
+    need_send / NeedSend: NeedSend, Replies;
     /// Whether the transfer engine is called for a message (or round) with nothing to copy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub empty_write: Option<Item<EmptyWrite>>,
+    empty_write / EmptyWrite: EmptyWrite, Replies;
     /// KV-cache layout `get_required_kvcache_layout` asks of both sides (non-MLA models).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub required_kv_layout: Option<Item<KvLayout>>,
+    required_kv_layout / RequiredKvLayout: KvLayout, Replies;
     /// The layout fields a prefiller requires to have equal lengths whenever a layout is carried, and the error
     /// it answers otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub equal_length_fields: Option<Item<EqualLengthFields>>,
+    equal_length_fields / EqualLengthFields: EqualLengthFields, Replies;
     /// Fields in which `-1` is a sentinel, not an index.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub minus_one_sentinels: Option<Item<Vec<String>>>,
+    minus_one_sentinels / MinusOneSentinels: Vec<String>, Replies;
     /// `layout_id` caching (0.33.0): off, or the cache (`spec/PROTOCOL.md`, "Layout caching (0.33.0)").
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub layout_caching: Option<Item<LayoutCachingSpec>>,
+    layout_caching / LayoutCaching: LayoutCachingSpec, Replies;
     /// KV leases and heartbeats (0.34.0): off, or how the prefiller holds, renews and answers
     /// (`spec/PROTOCOL.md`, "KV leases (0.34.0)").
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kv_leases: Option<Item<OffOr<KvLeases>>>,
+    kv_leases / KvLeases: OffOr<KvLeases>, Replies;
     /// A pull of an expired transfer (0.34.0): off (it waits like an unknown one), or answered at once.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expired_pull: Option<Item<OffOr<ExpiredPull>>>,
+    expired_pull / ExpiredPull: OffOr<ExpiredPull>, Replies;
     // prefiller, planning
     /// How a prefiller pairs its registered regions with the decoder's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub region_alignment: Option<Item<RegionAlignment>>,
+    region_alignment / RegionAlignment: RegionAlignment, Planning;
     /// Whether a prefiller splits each registered region into K and V halves (one descriptor per block).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kv_half_split: Option<Item<KvHalfSplit>>,
+    kv_half_split / KvHalfSplit: KvHalfSplit, Planning;
     /// Which of a request's block ids a region's copies use.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub block_groups: Option<Item<BlockGroups>>,
+    block_groups / BlockGroups: BlockGroups, Planning;
     /// Which block length places a block in each side's region.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub destination_stride: Option<Item<DestinationStride>>,
+    destination_stride / DestinationStride: DestinationStride, Planning;
     /// Which bytes of a block a prefiller rank copies when TP sizes differ.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tp_byte_plan: Option<Item<TpBytePlan>>,
+    tp_byte_plan / TpBytePlan: TpBytePlan, Planning;
     /// When a prefiller counts its cache as replicated (every rank holds all KV heads).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replicated_producer: Option<Item<ReplicatedProducer>>,
+    replicated_producer / ReplicatedProducer: ReplicatedProducer, Planning;
     /// Whether aligned regions adjacent in memory are merged into one span before planning.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub region_coalescing: Option<Item<RegionCoalescing>>,
+    region_coalescing / RegionCoalescing: RegionCoalescing, Planning;
     /// In which order a prefiller plans a request's block pairs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub paired_block_order: Option<Item<PairedBlockOrder>>,
+    paired_block_order / PairedBlockOrder: PairedBlockOrder, Planning;
     // decoder
     /// How a decoder addresses prefiller workers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decoder_addressing: Option<Item<DecoderAddressing>>,
+    decoder_addressing / DecoderAddressing: DecoderAddressing, Decoder;
     /// What a decoder reports for a request whose pull failed (`err_reqs`, `ERROR`, a socket error, a timeout,
     /// an engine missing from `/query`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure_report: Option<Item<FailureReport>>,
+    failure_report / FailureReport: FailureReport, Decoder;
     /// When a decoder reports a failed request as finished receiving.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure_finish: Option<Item<FailureFinish>>,
+    failure_finish / FailureFinish: FailureFinish, Decoder;
     /// What a decoder reports for a free-only pull (no blocks) that succeeded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub free_only_success: Option<Item<FreeOnlySuccess>>,
+    free_only_success / FreeOnlySuccess: FreeOnlySuccess, Decoder;
     /// What a decoder does with requests of a pull that a FINISH left unreported.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unreported_after_finish: Option<Item<UnreportedAfterFinish>>,
+    unreported_after_finish / UnreportedAfterFinish: UnreportedAfterFinish, Decoder;
     /// What a decoder does with an id in `ok_reqs` that is not a request of the pull.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unknown_ok_id: Option<Item<UnknownOkId>>,
+    unknown_ok_id / UnknownOkId: UnknownOkId, Decoder;
     /// Which prefiller PP ranks a decoder contacts for a target TP rank.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decoder_pp_targets: Option<Item<DecoderPpTargets>>,
+    decoder_pp_targets / DecoderPpTargets: DecoderPpTargets, Decoder;
     /// Lease renewal (0.34.0): off, or how the decoder renews.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease_renewal: Option<Item<OffOr<LeaseRenewal>>>,
+    lease_renewal / LeaseRenewal: OffOr<LeaseRenewal>, Decoder;
 }
 
-/// The items every push revision of a generation must state.
-const PUSH_GEN1: &[&str] = &[
-    "unknown_transfer",
-    "ready_wait",
-    "transfer_failure",
-    "block_count_failure",
-    "need_send",
-    "empty_write",
-    "layout_caching",
-    "kv_leases",
-    "expired_pull",
-    "region_alignment",
-    "kv_half_split",
-    "block_groups",
-    "destination_stride",
-    "tp_byte_plan",
-    "replicated_producer",
-    "region_coalescing",
-    "paired_block_order",
-    "decoder_addressing",
-    "failure_report",
-    "failure_finish",
-    "free_only_success",
-    "lease_renewal",
-];
-/// The items a generation-2 push revision may leave out: every other item of [`ITEM_NAMES`] is required.
-const PUSH_GEN2_OPTIONAL: &[&str] = &["equal_length_fields", "minus_one_sentinels"];
-
 impl Behaviour {
-    /// The items a revision of this family and generation must state but does not.
-    pub(crate) fn missing(&self, family: &str, generation: u32) -> Vec<&'static str> {
-        let want: Vec<&str> = match (family, generation) {
-            ("push", 1) => PUSH_GEN1.to_vec(),
-            ("push", _) => ITEM_NAMES.iter().copied().filter(|k| !PUSH_GEN2_OPTIONAL.contains(k)).collect(),
-            _ => vec![],
-        };
-        let have = self.present();
-        want.into_iter().filter(|k| !have.contains(k)).collect()
+    /// The items a revision of this family and generation must state but does not, in declaration order.
+    pub(crate) fn missing(&self, family: &str, generation: u32) -> Vec<BehaviourKey> {
+        if family != "push" {
+            return vec![];
+        }
+        BehaviourKey::ALL.iter().copied().filter(|k| k.push_required(generation) && self.item(*k).is_none()).collect()
     }
 
-    /// Names of the items this revision states.
-    pub(crate) fn present(&self) -> Vec<&'static str> {
-        self.rows().into_iter().map(|(k, _, _)| k).collect()
+    /// The items this revision states.
+    #[cfg(test)]
+    pub(crate) fn present(&self) -> Vec<BehaviourKey> {
+        BehaviourKey::ALL.iter().copied().filter(|k| self.item(*k).is_some()).collect()
     }
 
     /// `layout_caching`, when on.
@@ -678,60 +747,11 @@ impl Behaviour {
         self.lease_renewal.as_ref().and_then(|i| i.value.get())
     }
 
-    /// Every item as (name, value as the spec spells it, source), in declaration order.
-    pub fn rows(&self) -> Vec<(&'static str, serde_json::Value, String)> {
-        let v = serde_json::to_value(self).unwrap_or_default();
-        let obj = v.as_object().cloned().unwrap_or_default();
-        ITEM_NAMES
-            .iter()
-            .filter_map(|k| {
-                let it = obj.get(*k)?;
-                Some((
-                    *k,
-                    it.get("value").cloned().unwrap_or_default(),
-                    it.get("source").and_then(|s| s.as_str()).unwrap_or_default().to_string(),
-                ))
-            })
-            .collect()
+    /// Every stated item as (key, value as the spec spells it, source), in declaration order.
+    pub fn rows(&self) -> Vec<(BehaviourKey, serde_json::Value, String)> {
+        BehaviourKey::ALL.iter().filter_map(|k| self.item(*k).map(|i| (*k, i.value, i.source.to_string()))).collect()
     }
 }
-
-/// Every item name, in declaration order (the keys of [`Behaviour`]).
-pub(crate) const ITEM_NAMES: &[&str] = &[
-    "reply_rounds",
-    "empty_id_lists",
-    "pairing_check",
-    "heterogeneous_tp",
-    "transfer_failure",
-    "block_count_failure",
-    "unknown_transfer",
-    "undecodable_request",
-    "ready_wait",
-    "need_send",
-    "empty_write",
-    "required_kv_layout",
-    "equal_length_fields",
-    "minus_one_sentinels",
-    "layout_caching",
-    "kv_leases",
-    "expired_pull",
-    "region_alignment",
-    "kv_half_split",
-    "block_groups",
-    "destination_stride",
-    "tp_byte_plan",
-    "replicated_producer",
-    "region_coalescing",
-    "paired_block_order",
-    "decoder_addressing",
-    "failure_report",
-    "failure_finish",
-    "free_only_success",
-    "unreported_after_finish",
-    "unknown_ok_id",
-    "decoder_pp_targets",
-    "lease_renewal",
-];
 
 #[cfg(test)]
 mod tests {
@@ -739,11 +759,11 @@ mod tests {
 
     #[test]
     fn item_names_are_the_struct_keys() {
-        // A Behaviour with every item set serialises to exactly ITEM_NAMES.
+        // A Behaviour with every item set serialises to exactly the keys' names.
         let src = |v: serde_json::Value| serde_json::json!({"value": v, "source": "s"});
         let mut all = serde_json::Map::new();
-        for k in ITEM_NAMES {
-            let v = match *k {
+        for k in BehaviourKey::ALL {
+            let v = match k.name() {
                 "equal_length_fields" => serde_json::json!({"fields": [], "message": ""}),
                 "minus_one_sentinels" => serde_json::json!([]),
                 "layout_caching" | "kv_leases" | "expired_pull" | "lease_renewal" => serde_json::json!(false),
@@ -787,8 +807,40 @@ mod tests {
             all.insert(k.to_string(), src(serde_json::json!(v)));
         }
         let b: Behaviour = serde_json::from_value(serde_json::Value::Object(all)).unwrap();
-        assert_eq!(b.present(), ITEM_NAMES);
+        assert_eq!(b.present(), BehaviourKey::ALL);
+        let mut keys: Vec<String> = serde_json::to_value(&b).unwrap().as_object().unwrap().keys().cloned().collect();
+        keys.sort_unstable();
+        let mut names: Vec<&str> = BehaviourKey::ALL.iter().map(|k| k.name()).collect();
+        names.sort_unstable();
+        assert_eq!(keys, names);
         assert!(b.missing("push", 2).is_empty() && b.missing("push", 1).is_empty());
+    }
+
+    #[test]
+    fn keys_and_groups_are_the_spec_readmes() {
+        // spec/README.md's table "Behaviour items" names every item in its group, and PROTOCOL.md describes each.
+        let readme = include_str!("../../spec/README.md");
+        // (The name in two parts: the citation check of tests/suite/protocol_doc.rs reads a quote after it as a
+        // cited section title.)
+        let protocol = include_str!(concat!("../../spec/PROTOCOL", ".md"));
+        let names = |row: &str| -> Vec<String> {
+            let items = row.split('|').nth(2).unwrap_or_default();
+            items.split('`').skip(1).step_by(2).map(str::to_string).collect()
+        };
+        for (title, group) in [
+            ("| prefiller replies and bookkeeping |", Group::Replies),
+            ("| prefiller planning |", Group::Planning),
+            ("| decoder |", Group::Decoder),
+        ] {
+            let row = readme.lines().find(|l| l.starts_with(title)).expect(title);
+            let want: Vec<&str> = BehaviourKey::ALL.iter().filter(|k| k.group() == group).map(|k| k.name()).collect();
+            assert_eq!(names(row), want, "{title}");
+        }
+        for k in BehaviourKey::ALL {
+            assert!(protocol.contains(&format!("* `{k}` — ")), "PROTOCOL.md does not describe `{k}`");
+            assert_eq!(BehaviourKey::from_name(k.name()), Some(*k));
+            assert_eq!(BehaviourKey::of_subject(&format!("behaviour.{k}")), Some(*k));
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ mod resolve;
 pub(crate) mod tree;
 mod types;
 
-pub use behaviour::Behaviour;
+pub use behaviour::{Behaviour, BehaviourKey};
 pub(crate) use behaviour::{ExpiredPull, KvLeases, LayoutCaching, LeaseRenewal};
 pub use literal::{Literal, LiteralError};
 pub use model::*;
@@ -115,27 +115,30 @@ pub(crate) enum RevisionError {
         role: String,
     },
     /// `[behaviour]` items every revision of the generation must state, missing here.
-    #[error("[behaviour] does not state {} (every generation-{generation} revision must)", .missing.join(", "))]
+    #[error(
+        "[behaviour] does not state {} (every generation-{generation} revision must)",
+        .missing.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+    )]
     BehaviourMissing {
         /// The missing items.
-        missing: Vec<&'static str>,
+        missing: Vec<BehaviourKey>,
         /// The revision's generation.
         generation: u32,
     },
     /// `behaviour.<item> = true` for an item that is `false` or a table (`layout_caching`, `kv_leases`, …).
     #[error("behaviour.{0} is `false` or a table")]
-    FeatureTrue(&'static str),
+    FeatureTrue(BehaviourKey),
     /// A status a behaviour item names that is no member of the revision's status enum.
     #[error("behaviour.{item}: status `{status}` is not an enum member")]
     StatusNotMember {
         /// The item.
-        item: &'static str,
+        item: BehaviourKey,
         /// The status it names.
         status: String,
     },
     /// A fraction of the lease duration with a zero denominator or above 1.
     #[error("behaviour.{0}: a fraction of the lease duration must be in (0, 1]")]
-    BadFraction(&'static str),
+    BadFraction(BehaviourKey),
     /// `[replies]` names a message that is no struct of the revision, or a field it does not have.
     #[error("replies: `{message}.{field}` is not a struct field of the revision")]
     RepliesField {
@@ -164,7 +167,7 @@ pub(crate) enum RevisionError {
     #[error("behaviour.{item}: config_key `{key}` is not a key of [extra_config]")]
     UnknownConfigKey {
         /// The item.
-        item: &'static str,
+        item: BehaviourKey,
         /// The key it names.
         key: String,
     },
@@ -172,7 +175,7 @@ pub(crate) enum RevisionError {
     #[error("behaviour.{item}: its text {text:?} is not a text of [replies]")]
     TextNotAReply {
         /// The item.
-        item: &'static str,
+        item: BehaviourKey,
         /// Its text.
         text: String,
     },
@@ -183,7 +186,7 @@ pub(crate) enum RevisionError {
     #[error("behaviour.{item} names `{field}`, which is not a field of the request")]
     NotARequestField {
         /// The behaviour item.
-        item: &'static str,
+        item: BehaviourKey,
         /// The field it names.
         field: String,
     },
@@ -473,10 +476,10 @@ fn check_revision(rev: &Revision) -> Result<(), RevisionError> {
     }
     let b = &rev.behaviour;
     for (item, is_true) in [
-        ("layout_caching", b.layout_caching.as_ref().is_some_and(|i| i.value.is_true())),
-        ("kv_leases", b.kv_leases.as_ref().is_some_and(|i| i.value.is_true())),
-        ("expired_pull", b.expired_pull.as_ref().is_some_and(|i| i.value.is_true())),
-        ("lease_renewal", b.lease_renewal.as_ref().is_some_and(|i| i.value.is_true())),
+        (BehaviourKey::LayoutCaching, b.layout_caching.as_ref().is_some_and(|i| i.value.is_true())),
+        (BehaviourKey::KvLeases, b.kv_leases.as_ref().is_some_and(|i| i.value.is_true())),
+        (BehaviourKey::ExpiredPull, b.expired_pull.as_ref().is_some_and(|i| i.value.is_true())),
+        (BehaviourKey::LeaseRenewal, b.lease_renewal.as_ref().is_some_and(|i| i.value.is_true())),
     ] {
         if is_true {
             return Err(RevisionError::FeatureTrue(item));
@@ -486,16 +489,16 @@ fn check_revision(rev: &Revision) -> Result<(), RevisionError> {
     if let Some(l) = b.kv_leases() {
         for s in [&l.renewed_status, &l.off_status] {
             if !is_member(s) {
-                return Err(RevisionError::StatusNotMember { item: "kv_leases", status: s.clone() });
+                return Err(RevisionError::StatusNotMember { item: BehaviourKey::KvLeases, status: s.clone() });
             }
         }
     }
     let proper = |f: &[u32; 2]| f[1] != 0 && f[0] != 0 && f[0] <= f[1];
     if b.kv_leases().is_some_and(|l| !proper(&l.renew_to)) {
-        return Err(RevisionError::BadFraction("kv_leases"));
+        return Err(RevisionError::BadFraction(BehaviourKey::KvLeases));
     }
     if b.lease_renewal().is_some_and(|l| !proper(&l.interval) || !proper(&l.reply_timeout)) {
-        return Err(RevisionError::BadFraction("lease_renewal"));
+        return Err(RevisionError::BadFraction(BehaviourKey::LeaseRenewal));
     }
     if let Some(lc) = rev.behaviour.layout_caching() {
         if !rev.enums.values().any(|e| e.members.iter().any(|m| m.name == lc.miss_status)) {
@@ -524,8 +527,8 @@ fn check_revision(rev: &Revision) -> Result<(), RevisionError> {
         Literal::parse(&k.default).map_err(|source| RevisionError::ConfigDefault { key: key.clone(), source })?;
     }
     for (item, key) in [
-        ("kv_leases", b.kv_leases().map(|l| &l.config_key)),
-        ("lease_renewal", b.lease_renewal().map(|l| &l.config_key)),
+        (BehaviourKey::KvLeases, b.kv_leases().map(|l| &l.config_key)),
+        (BehaviourKey::LeaseRenewal, b.lease_renewal().map(|l| &l.config_key)),
     ] {
         if let Some(key) = key.filter(|k| !rev.extra_config.contains_key(*k)) {
             return Err(RevisionError::UnknownConfigKey { item, key: key.clone() });
@@ -534,9 +537,9 @@ fn check_revision(rev: &Revision) -> Result<(), RevisionError> {
     // A text a behaviour item says the prefiller answers must be one of the revision's reply texts.
     if let Some(rp) = &rev.replies {
         for (item, text) in [
-            ("layout_caching", b.layout_caching().map(|l| &l.miss_message)),
-            ("kv_leases", b.kv_leases().map(|l| &l.off_message)),
-            ("expired_pull", b.expired_pull().map(|l| &l.message)),
+            (BehaviourKey::LayoutCaching, b.layout_caching().map(|l| &l.miss_message)),
+            (BehaviourKey::KvLeases, b.kv_leases().map(|l| &l.off_message)),
+            (BehaviourKey::ExpiredPull, b.expired_pull().map(|l| &l.message)),
         ] {
             if let Some(text) = text.filter(|t| !rp.texts.iter().any(|x| x.shape() == text_shape(t))) {
                 return Err(RevisionError::TextNotAReply { item, text: text.clone() });
@@ -552,9 +555,9 @@ fn check_revision(rev: &Revision) -> Result<(), RevisionError> {
         .filter_map(|m| rev.structs.get(&m.name))
         .flat_map(|s| s.fields.iter().map(|f| f.name.as_str()))
         .collect();
-    let named: Vec<(&'static str, &[String])> = [
-        ("equal_length_fields", rev.behaviour.equal_length_fields.as_ref().map(|i| &i.value.fields[..])),
-        ("minus_one_sentinels", rev.behaviour.minus_one_sentinels.as_ref().map(|i| &i.value[..])),
+    let named: Vec<(BehaviourKey, &[String])> = [
+        (BehaviourKey::EqualLengthFields, rev.behaviour.equal_length_fields.as_ref().map(|i| &i.value.fields[..])),
+        (BehaviourKey::MinusOneSentinels, rev.behaviour.minus_one_sentinels.as_ref().map(|i| &i.value[..])),
     ]
     .into_iter()
     .filter_map(|(k, v)| v.map(|v| (k, v)))

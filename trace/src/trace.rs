@@ -7,37 +7,19 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 use mooncake_wire::limits;
 use mooncake_wire::spec::{Revision, Spec};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value as J;
 
 use crate::jsonl;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
-/// What a recorded connection (`conn`) is: a role of the header's `roles`, or the `side` of a ZMQ event.
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// A decoder worker (`kv_consumer`).
-    Decoder,
-    /// A prefiller worker (`kv_producer`).
-    Prefiller,
-    /// The bootstrap HTTP server (generation 2 only).
-    Bootstrap,
-}
-
-impl Role {
-    /// Its name in a trace: `decoder`, `prefiller` or `bootstrap`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Decoder => "decoder",
-            Role::Prefiller => "prefiller",
-            Role::Bootstrap => "bootstrap",
-        }
-    }
-}
+/// What a recorded connection (`conn`) is: a role of the header's `roles`, or the `side` of a ZMQ event. It is
+/// the testee protocol's role (the same three peers, spelled the same: `decoder`, `prefiller`, `bootstrap`), so a
+/// trace's roles, a case's role and the `start` command that makes a testee take it are one type.
+pub use mooncake_testee_protocol::Role;
 
 /// One transfer-engine write the recorder saw (one `batch_transfer_sync_write` call).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 pub struct TeCall {
     /// The decoder's session, `host:te_port`.
     pub session: String,
@@ -47,8 +29,9 @@ pub struct TeCall {
     pub bytes: u64,
 }
 
-/// A trace's first line: what was recorded, and how.
-#[derive(Clone, Debug, Deserialize)]
+/// A trace's first line: what was recorded, and how. Read by [`Trace::load`] and written (by the tap) through
+/// this same type.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 pub struct Header {
     /// Always [`FORMAT`].
     pub format: String,
@@ -59,10 +42,10 @@ pub struct Header {
     /// The connector's class name (`MooncakeConnector`).
     pub connector: String,
     /// Protocol family (`spec/<family>/`): absent = `push`; `pull` for vllm-ascend's pull connectors.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub family: Option<String>,
     /// Absent in the earliest recordings: generation 2.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connector_generation: Option<u32>,
     /// The scenario's id (`a_single_success`, ...; `conformance/scenarios.toml`).
     pub scenario: String,
@@ -78,7 +61,7 @@ pub struct Header {
     #[serde(default)]
     pub conn_endpoints: IndexMap<String, Vec<String>>,
     /// When the recording started, in Unix seconds.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorded_at_unix: Option<i64>,
     /// What the connector APIs reported afterwards (`conformance/traces/README.md` §2.4); empty when
     /// unobserved.
@@ -92,8 +75,16 @@ pub struct Header {
     pub error: Option<String>,
     /// What the recorder could not see (a tap sees only the wire): any of [`UNOBSERVABLE`]. The matching
     /// header values are empty, and the checks that need them do not apply to the trace.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unobserved: Vec<String>,
+    /// Where the pull recordings' definitions came from (`conformance/traces-pull/`); no check reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_from: Option<String>,
+    /// A tap's own record: its bootstrap front and upstream, the revision and how it was told, its endpoints;
+    /// no check reads it. (Named, not a flattened map of unknown keys: serde would buffer every unknown key's
+    /// value, however large, where it now skips it.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tap: Option<J>,
 }
 
 /// What a recording can leave out, declared in the header's `unobserved`: the transfer-engine calls (a tap
@@ -131,7 +122,7 @@ impl Header {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 /// Whether a ZeroMQ event is a send or a receive, seen from the event's connection.
 #[serde(rename_all = "lowercase")]
 pub enum ZmqDir {
@@ -168,6 +159,8 @@ pub struct ZmqEvent {
     pub decoded: Option<Box<RawValue>>,
     /// The last frame as text when it is not MessagePack (generation 1's `trans_done` / `trans_error`).
     pub payload_text: Option<String>,
+    /// Prose for a reader of the file (on the bound side: what frame 0 is); no check reads it.
+    pub note: Option<String>,
     /// Seconds since the scenario's start (CLOCK_MONOTONIC; negative during the set-up before it), where the
     /// recording has it.
     pub t: Option<f64>,
@@ -177,7 +170,7 @@ pub struct ZmqEvent {
 }
 
 /// Whether an HTTP event is a request or its response.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HttpDir {
     /// The client's request.
@@ -248,9 +241,20 @@ pub struct Trace {
     pub events: Vec<Event>,
 }
 
-#[derive(Deserialize)]
+/// An event line's `kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Kind {
+    Zmq,
+    Http,
+}
+
+/// A ZeroMQ event line as the file has it: read by [`Trace::load`], written by [`ZmqEvent::line_json`] (the
+/// fields in the recorder's key order).
+#[derive(Deserialize, Serialize)]
 struct RawZmq {
     seq: u64,
+    kind: Kind,
     side: Role,
     conn: String,
     socket: String,
@@ -258,31 +262,89 @@ struct RawZmq {
     bound: bool,
     dir: ZmqDir,
     frames: Vec<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     decoded: Option<Box<RawValue>>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     payload_text: Option<String>,
-    #[serde(default)]
-    t: Option<f64>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     socket_id: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    t: Option<f64>,
 }
 
-#[derive(Deserialize)]
+/// An HTTP event line as the file has it: read by [`Trace::load`], written by [`HttpEvent::line_json`].
+#[derive(Deserialize, Serialize)]
 struct RawHttp {
     seq: u64,
+    kind: Kind,
     conn: String,
     dir: HttpDir,
     method: String,
     path: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     status: Option<u16>,
     #[serde(default)]
     body: Option<Box<RawValue>>,
     #[serde(default)]
     body_raw: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     t: Option<f64>,
+}
+
+/// The note a tap writes on a ZeroMQ line of the bound (ROUTER) side.
+pub const ROUTING_ID_NOTE: &str = "frame 0 is the ZMQ routing id seen by the ROUTER (not a ZMTP payload frame)";
+
+impl ZmqEvent {
+    /// The event as its trace line, through the same type [`Trace::load`] reads it with.
+    pub fn line_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(&RawZmq {
+            seq: self.seq,
+            kind: Kind::Zmq,
+            side: self.side,
+            conn: self.conn.clone(),
+            socket: self.socket.clone(),
+            endpoint: self.endpoint.clone(),
+            bound: self.bound,
+            dir: self.dir,
+            frames: self.frames.iter().map(hex::encode).collect(),
+            decoded: self.decoded.clone(),
+            note: self.note.clone(),
+            payload_text: self.payload_text.clone(),
+            socket_id: self.socket_id,
+            t: self.t,
+        })
+    }
+}
+
+impl HttpEvent {
+    /// The event as its trace line, through the same type [`Trace::load`] reads it with.
+    pub fn line_json(&self) -> Result<String, serde_json::Error> {
+        let body = self.body.as_ref().map(serde_json::value::to_raw_value).transpose()?;
+        serde_json::to_string(&RawHttp {
+            seq: self.seq,
+            kind: Kind::Http,
+            conn: self.conn.clone(),
+            dir: self.dir,
+            method: self.method.clone(),
+            path: self.path.clone(),
+            status: self.status,
+            body,
+            body_raw: self.body_raw.clone(),
+            t: self.t,
+        })
+    }
+}
+
+impl Event {
+    /// The event as its trace line (without the newline).
+    pub fn line_json(&self) -> Result<String, serde_json::Error> {
+        match self {
+            Event::Zmq(z) => z.line_json(),
+            Event::Http(h) => h.line_json(),
+        }
+    }
 }
 
 /// The header's `format` of a trace.
@@ -663,6 +725,7 @@ fn zmq_event(path: &str, no: usize, r: RawZmq) -> Result<Event, TraceError> {
         frames,
         decoded: r.decoded,
         payload_text: r.payload_text,
+        note: r.note,
         t: r.t,
         socket_id: r.socket_id,
     }))

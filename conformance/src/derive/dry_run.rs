@@ -17,11 +17,12 @@ use mooncake_wire::proto::gen1::Gen1Prefiller;
 use mooncake_wire::proto::{PrefillerCore, PrefillerEvent, PrefillerMachine};
 use serde_json::Value as J;
 
+use crate::role::Role;
 use crate::scenarios::{Model, Ready, ReplyActions, Scenario, Step};
 use crate::setup::gen1::{layout, Gen1Setup};
 use crate::setup::{model_config, prefiller_planner, SetupError, D_BASE, P_BASE};
 use mooncake_trace::conversation::Conversation;
-use mooncake_trace::trace::{Event, Role as TraceRole, ZmqDir};
+use mooncake_trace::trace::{Event, ZmqDir};
 
 /// Why a dry run cannot be set up.
 #[derive(Debug, thiserror::Error)]
@@ -302,7 +303,7 @@ fn dry_run_gen2(t: &Conversation, model: &Model, scenario: &Scenario) -> Result<
         .collect();
     for ev in t.events() {
         let Event::Zmq(z) = ev else { continue };
-        if z.side != TraceRole::Decoder {
+        if z.side != Role::Decoder {
             continue;
         }
         if let (true, ZmqDir::Send, Some(at)) = (timed, z.dir, z.t) {

@@ -50,7 +50,7 @@ use crate::setup::gen1::{messages, transfers_by_id};
 use gen1::derive_gen1;
 use gen2::derive_gen2;
 use mooncake_trace::conversation::Conversation;
-use mooncake_trace::trace::{Event, Role as TraceRole, ZmqDir};
+use mooncake_trace::trace::{Event, ZmqDir};
 
 /// The reply of a prefiller that waited the abort timeout for a transfer that never became ready (vLLM
 /// `send_kv_to_decode`; `src/proto/prefiller.rs`).
@@ -175,7 +175,7 @@ fn reply_index(t: &Conversation) -> BTreeMap<u64, usize> {
     let mut out = BTreeMap::new();
     for ev in t.events() {
         if let Event::Zmq(z) = ev {
-            if z.side == TraceRole::Decoder && z.dir == ZmqDir::Recv && recorded.contains(&z.seq) {
+            if z.side == Role::Decoder && z.dir == ZmqDir::Recv && recorded.contains(&z.seq) {
                 let n = out.len() + 1;
                 out.insert(z.seq, n);
             }

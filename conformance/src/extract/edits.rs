@@ -186,7 +186,7 @@ fn behaviour_naming(base: &Revision, hit: impl Fn(&serde_json::Value) -> bool) -
                 _ => false,
             }
     }
-    base.behaviour.rows().into_iter().find(|(_, v, _)| any(v, &hit)).map(|(n, _, _)| n)
+    base.behaviour.rows().into_iter().find(|(_, v, _)| any(v, &hit)).map(|(k, _, _)| k.name())
 }
 
 /// The type a literal default tells (`'x'` → `str`), `None` when it tells none.

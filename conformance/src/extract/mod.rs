@@ -108,9 +108,9 @@ pub fn is_source(path: &Path) -> bool {
     if path.join("vllm").join("distributed").is_dir() {
         return true;
     }
-    let Ok(rd) = std::fs::read_dir(path) else { return false };
+    let Ok(entries) = crate::walk::entries(path) else { return false };
     let exts: Vec<String> =
-        rd.flatten().filter_map(|e| e.path().extension().map(|x| x.to_string_lossy().into_owned())).collect();
+        entries.iter().filter_map(|p| p.extension().map(|x| x.to_string_lossy().into_owned())).collect();
     exts.iter().any(|e| e == "py") && !exts.iter().any(|e| e == "toml")
 }
 

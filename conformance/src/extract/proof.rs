@@ -47,17 +47,15 @@ pub fn cache_dir() -> PathBuf {
 
 /// The cached vLLM wheels (`vllm-X-*.whl`), oldest release first.
 pub fn cached_wheels(dir: &Path) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.path())
-                .filter(|p| {
-                    let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                    n.starts_with("vllm-") && n.ends_with(".whl")
-                })
-                .collect()
+    // No cache (or none readable) is no wheels.
+    let mut out: Vec<PathBuf> = crate::walk::entries(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| {
+            let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            n.starts_with("vllm-") && n.ends_with(".whl")
         })
-        .unwrap_or_default();
+        .collect();
     out.sort_by_key(|p| mooncake_wire::spec::version_key(&release_of_name(p)));
     out
 }

@@ -5,7 +5,7 @@
 use mooncake_wire::codec::Codec;
 use mooncake_wire::diff::{diff, Age, Change, Effect, Verdict};
 use mooncake_wire::spec::behaviour::TpBytePlan;
-use mooncake_wire::spec::{Revision, Spec};
+use mooncake_wire::spec::{BehaviourKey, Revision, Spec};
 use serde::Serialize;
 
 use crate::scenarios::{Model, Scenario};
@@ -98,61 +98,88 @@ fn survive(sender: &Conversation, reader: &Revision, message: &str, replies: boo
     Ok(())
 }
 
+/// Whether the scenario exercises a behaviour row that breaks only when something happens.
+fn behaviour_exercised(
+    key: BehaviourKey,
+    d: &Conversation,
+    p: &Conversation,
+    scenario: &Scenario,
+    model: &Model,
+) -> bool {
+    let tp_differs = scenario.decoder_tp != scenario.prefiller_tp;
+    use BehaviourKey as K;
+    match key {
+        K::PairingCheck | K::HeterogeneousTp => tp_differs,
+        // Between two sender plans only head re-sharding differs, which needs a TP size above the head count.
+        K::TpBytePlan => {
+            let whole =
+                |r: &Revision| r.behaviour.tp_byte_plan.as_ref().is_some_and(|i| i.value == TpBytePlan::WholeBlock);
+            if whole(&d.revision) || whole(&p.revision) {
+                tp_differs
+            } else {
+                tp_differs && scenario.prefiller_tp.max(scenario.decoder_tp) > model.total_num_kv_heads
+            }
+        }
+        K::ReplicatedProducer => {
+            tp_differs && scenario.prefiller_tp.max(scenario.decoder_tp) >= model.total_num_kv_heads
+        }
+        // No scenario runs PP > 1 or a Mamba-hybrid model.
+        K::RegionAlignment | K::NeedSend | K::KvHalfSplit | K::DecoderPpTargets => false,
+        K::MinusOneSentinels => d.exchanges.iter().filter_map(|x| x.request.value()).any(|m| {
+            m.registered_group_indices.iter().chain(&m.registered_row_offsets).any(|v| v.as_i64() == Some(-1))
+        }),
+        K::LayoutCaching => d
+            .exchanges
+            .iter()
+            .filter_map(|x| x.request.value())
+            .any(|m| m.layout_id.as_u64() != Some(0) && m.kv_caches_base_addr.is_empty()),
+        K::UnreportedAfterFinish => p.exchanges.iter().any(|x| {
+            let Some(m) = x.request.value() else { return false };
+            let replies: Vec<_> = x.replies.iter().filter_map(|r| r.payload.value()).collect();
+            let reported =
+                |id: &str| replies.iter().any(|r| r.ok_reqs.iter().chain(r.err_reqs.iter()).flatten().any(|x| x == id));
+            replies.last().is_some_and(|r| r.status == mooncake_wire::typed::Status::FINISH)
+                && m.req_blocks.iter().any(|(id, _)| !reported(id))
+        }),
+        // A prefiller with a lease frees what nobody renews: a decoder that never renews loses a pull that
+        // comes later than the lease.
+        K::KvLeases => scenario.prefiller_kv_lease_s.is_some_and(|l| scenario.pull_delay_s > l),
+        // A decoder that renews, against a prefiller that refuses renewals: a pull later than that prefiller
+        // holds the KV (its abort timeout) finds it gone.
+        K::LeaseRenewal => {
+            scenario.decoder_kv_lease_s.is_some() && scenario.announce && scenario.pull_delay_s > model.abort_timeout_s
+        }
+        // A round with a block-count failure that also writes other requests: an err-then-ok prefiller
+        // answers it with two FINISH replies (the error, then every ready id as ok), a one-per-round
+        // prefiller with one; a decoder stops at the first FINISH.
+        K::ReplyRounds => [d, p].iter().any(|t| t.exchanges.iter().any(block_count_round_writes_others)),
+        // A conditional row without a rule here is taken as exercised, so the matrix shows the gap.
+        K::EmptyIdLists
+        | K::TransferFailure
+        | K::BlockCountFailure
+        | K::UnknownTransfer
+        | K::UndecodableRequest
+        | K::ReadyWait
+        | K::EmptyWrite
+        | K::RequiredKvLayout
+        | K::EqualLengthFields
+        | K::ExpiredPull
+        | K::BlockGroups
+        | K::DestinationStride
+        | K::RegionCoalescing
+        | K::PairedBlockOrder
+        | K::DecoderAddressing
+        | K::FailureReport
+        | K::FailureFinish
+        | K::FreeOnlySuccess
+        | K::UnknownOkId => true,
+    }
+}
+
 /// Whether the scenario exercises a row that breaks only when something happens.
 fn exercised(c: &Change, d: &Conversation, p: &Conversation, scenario: &Scenario, model: &Model) -> bool {
-    let tp_differs = scenario.decoder_tp != scenario.prefiller_tp;
-    if let Some(key) = c.subject.strip_prefix("behaviour.") {
-        return match key {
-            "pairing_check" | "heterogeneous_tp" => tp_differs,
-            // Between two sender plans only head re-sharding differs, which needs a TP size above the head count.
-            "tp_byte_plan" => {
-                let whole =
-                    |r: &Revision| r.behaviour.tp_byte_plan.as_ref().is_some_and(|i| i.value == TpBytePlan::WholeBlock);
-                if whole(&d.revision) || whole(&p.revision) {
-                    tp_differs
-                } else {
-                    tp_differs && scenario.prefiller_tp.max(scenario.decoder_tp) > model.total_num_kv_heads
-                }
-            }
-            "replicated_producer" => {
-                tp_differs && scenario.prefiller_tp.max(scenario.decoder_tp) >= model.total_num_kv_heads
-            }
-            // No scenario runs PP > 1 or a Mamba-hybrid model.
-            "region_alignment" | "need_send" | "kv_half_split" | "decoder_pp_targets" => false,
-            "minus_one_sentinels" => d.exchanges.iter().filter_map(|x| x.request.value()).any(|m| {
-                m.registered_group_indices.iter().chain(&m.registered_row_offsets).any(|v| v.as_i64() == Some(-1))
-            }),
-            "layout_caching" => d
-                .exchanges
-                .iter()
-                .filter_map(|x| x.request.value())
-                .any(|m| m.layout_id.as_u64() != Some(0) && m.kv_caches_base_addr.is_empty()),
-            "unreported_after_finish" => p.exchanges.iter().any(|x| {
-                let Some(m) = x.request.value() else { return false };
-                let replies: Vec<_> = x.replies.iter().filter_map(|r| r.payload.value()).collect();
-                let reported = |id: &str| {
-                    replies.iter().any(|r| r.ok_reqs.iter().chain(r.err_reqs.iter()).flatten().any(|x| x == id))
-                };
-                replies.last().is_some_and(|r| r.status == mooncake_wire::typed::Status::FINISH)
-                    && m.req_blocks.iter().any(|(id, _)| !reported(id))
-            }),
-            // A prefiller with a lease frees what nobody renews: a decoder that never renews loses a pull that
-            // comes later than the lease.
-            "kv_leases" => scenario.prefiller_kv_lease_s.is_some_and(|l| scenario.pull_delay_s > l),
-            // A decoder that renews, against a prefiller that refuses renewals: a pull later than that prefiller
-            // holds the KV (its abort timeout) finds it gone.
-            "lease_renewal" => {
-                scenario.decoder_kv_lease_s.is_some()
-                    && scenario.announce
-                    && scenario.pull_delay_s > model.abort_timeout_s
-            }
-            // A round with a block-count failure that also writes other requests: an err-then-ok prefiller
-            // answers it with two FINISH replies (the error, then every ready id as ok), a one-per-round
-            // prefiller with one; a decoder stops at the first FINISH.
-            "reply_rounds" => [d, p].iter().any(|t| t.exchanges.iter().any(block_count_round_writes_others)),
-            // A conditional row without a rule here is taken as exercised, so the matrix shows the gap.
-            _ => true,
-        };
+    if let Some(key) = BehaviourKey::of_subject(&c.subject) {
+        return behaviour_exercised(key, d, p, scenario, model);
     }
     if c.subject.starts_with("bootstrap.") || c.subject.starts_with("kv_transfer_params") {
         // Scenarios never re-register a slot with the same address, call another route, or set router keys

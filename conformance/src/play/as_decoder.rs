@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use super::{bounded, fire, CaseCtx, PlayError, PrefillerControl, PrefillerSide, ReplyActions};
+use crate::role::Role;
 use crate::setup::{check_landed, decoder_layout, expected_blocks_scaled, prefiller_config};
 use crate::testee::Testee;
 use mooncake_io::layout::LayoutExt;
@@ -27,7 +28,7 @@ use mooncake_trace::checks::{check_exchanges, same_reply};
 use mooncake_trace::conversation::{Exchange, Payload, PrefillerConn, Sent};
 use mooncake_trace::finding::{CheckId, Finding};
 use mooncake_trace::reply::{reply_diff, show_reply};
-use mooncake_trace::trace::{Event, Role as TraceRole, ZmqDir, ZmqEvent};
+use mooncake_trace::trace::{Event, ZmqDir, ZmqEvent};
 
 /// One of the runner's decoders: its memory at the recorded layout, and the transfer-engine server the
 /// prefillers write into (stopped when dropped).
@@ -221,7 +222,7 @@ impl<'r> Replay<'r> {
         let clock = Timeline::new(t, &ctx.scenario);
         for ev in t.events() {
             let Event::Zmq(z) = ev else { continue };
-            if z.side != TraceRole::Decoder {
+            if z.side != Role::Decoder {
                 continue;
             }
             if z.dir == ZmqDir::Send {

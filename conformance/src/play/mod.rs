@@ -30,22 +30,11 @@ use crate::testee::TesteeSpec;
 use mooncake_trace::conversation::Conversation;
 use mooncake_trace::finding::{CheckId, Finding};
 
-impl Status {
-    /// The status's one spelling, in every report and in JSON: pass, fail, xfail, skip, error (text reports
-    /// write a failing one in capitals to stand out).
-    pub fn word(&self) -> &'static str {
-        match self {
-            Status::Pass => "pass",
-            Status::Fail => "fail",
-            Status::Xfail => "xfail",
-            Status::Skip => "skip",
-            Status::Error => "error",
-        }
-    }
-}
-
-/// How a case ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// How a case ended. Its one spelling — [`Status::word`], its `Display` and its JSON form, which serde derives
+/// from the same lowercase names — is used by every report: text and Markdown (which capitalise a failing one to
+/// stand out), JSON, JUnit (as elements) and `cases`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Status {
     /// Every check held.
     Pass,
@@ -59,9 +48,25 @@ pub enum Status {
     Error,
 }
 
-impl Serialize for Status {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.word())
+impl Status {
+    /// Every status.
+    pub const ALL: [Status; 5] = [Status::Pass, Status::Fail, Status::Xfail, Status::Skip, Status::Error];
+
+    /// The status's one spelling: pass, fail, xfail, skip, error (its serde name).
+    pub fn word(&self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Fail => "fail",
+            Status::Xfail => "xfail",
+            Status::Skip => "skip",
+            Status::Error => "error",
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.word())
     }
 }
 
@@ -311,7 +316,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
             "TE-CALLS not compared: {} plans copies differently from {} (behaviour.{}); where the bytes land is checked with its rules",
             pairing.testee.revision,
             pairing.runner.revision,
-            planning.join(", behaviour.")
+            planning.iter().map(|k| k.name()).collect::<Vec<_>>().join(", behaviour.")
         ));
     }
     // What the trace does not show of the setup fails the case here, naming the entry to add, before any
@@ -424,4 +429,20 @@ pub(crate) async fn read_testee_memory(
         }
     }
     mem
+}
+
+#[cfg(test)]
+mod status_tests {
+    use super::Status;
+
+    #[test]
+    fn a_status_has_one_spelling() {
+        for s in Status::ALL {
+            let json = serde_json::to_value(s).unwrap();
+            assert_eq!(json, serde_json::Value::from(s.word()));
+            assert_eq!(s.to_string(), s.word());
+            assert_eq!(serde_json::from_value::<Status>(json).unwrap(), s);
+        }
+        assert!(serde_json::from_value::<Status>(serde_json::json!("PASS")).is_err());
+    }
 }

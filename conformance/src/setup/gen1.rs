@@ -9,9 +9,10 @@ use mooncake_testee_protocol::LayoutConfig;
 use mooncake_wire::proto::gen1::{unsigned_int, AgentMetadata, Gen1Profile};
 
 use super::{Columns, SetupError};
+use crate::role::Role;
 use crate::scenarios::{Model, Scenario};
 use mooncake_trace::conversation::Conversation;
-use mooncake_trace::trace::{Role as TraceRole, ZmqDir};
+use mooncake_trace::trace::ZmqDir;
 
 /// How far apart the synthetic regions of two TP ranks of one side start.
 const RANK_SPAN: u64 = 0x10_0000_0000;
@@ -73,7 +74,7 @@ pub(crate) struct Msg {
 
 pub(crate) fn messages(t: &Conversation, profile: &Gen1Profile) -> Result<Vec<Msg>, SetupError> {
     let mut out: Vec<Msg> = vec![];
-    for z in t.trace.zmq().filter(|z| z.side == TraceRole::Decoder) {
+    for z in t.trace.zmq().filter(|z| z.side == Role::Decoder) {
         match z.dir {
             ZmqDir::Send => {
                 let bytes = z.frames.last().cloned().unwrap_or_default();

@@ -485,16 +485,10 @@ mod tests {
     fn bundled_traces() -> Vec<Trace> {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces");
         let mut out = vec![];
-        for d in std::fs::read_dir(root).unwrap() {
-            let d = d.unwrap().path();
-            if !d.is_dir() {
-                continue;
-            }
-            for f in std::fs::read_dir(d).unwrap() {
-                let t = Trace::load(&f.unwrap().path()).unwrap();
-                if t.header.generation() == 2 && t.zmq().any(|z| z.side == Role::Decoder) {
-                    out.push(t);
-                }
+        for f in crate::walk::files(&root, 1, &|p| crate::walk::has_extension(p, "jsonl")).unwrap() {
+            let t = Trace::load(&f).unwrap();
+            if t.header.generation() == 2 && t.zmq().any(|z| z.side == Role::Decoder) {
+                out.push(t);
             }
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));

@@ -227,7 +227,7 @@ impl Tap {
             Arc::new(relay::Relay::start(&cfg.zmq_host, emit).map_err(|e| RunError::environment(e.to_string()))?);
         let workers = Arc::new(workers::Workers::default());
         let front = front::Front::start(&cfg.bootstrap_bind, answer, workers.clone(), relay.clone(), tx).await?;
-        let writer = writer::TraceWriter::create(&cfg.out, serde_json::json!({}))
+        let writer = writer::TraceWriter::create(&cfg.out, &serde_json::json!({}))
             .map_err(|e| RunError::usage(format!("--out {e}")))?;
         let setup = recorder::Setup {
             scenario: cfg.scenario.clone(),

@@ -12,12 +12,13 @@ use serde_json::{json, Value as J};
 use super::live::{revisions_fitting, ConnKey, Fit, Live};
 use super::relay::Obs;
 use super::workers::Workers;
-use super::writer::{http_json, zmq_json, TraceWriter};
+use super::writer::TraceWriter;
 use super::{HttpSeen, Printer, Say, Seen, TapReport};
+use indexmap::IndexMap;
 use mooncake_trace::checks::HttpX;
 use mooncake_trace::conversation::Sent;
 use mooncake_trace::finding::Finding;
-use mooncake_trace::trace::{Event, HttpDir, HttpEvent, Role, ZmqDir, ZmqEvent, UNOBSERVABLE};
+use mooncake_trace::trace::{Event, Header, HttpDir, HttpEvent, Role, ZmqDir, ZmqEvent, UNOBSERVABLE};
 
 /// Where the trace's revision came from.
 #[derive(Clone, Debug, PartialEq)]
@@ -158,7 +159,7 @@ impl Recorder {
             r.found(f);
         }
         let h = r.header();
-        r.writer.set_header(h);
+        r.writer.set_header(&h)?;
         r.writer.sync_header()?;
         Ok(r)
     }
@@ -190,19 +191,19 @@ impl Recorder {
     }
 
     /// The header as it stands.
-    fn header(&self) -> J {
-        let mut roles = serde_json::Map::new();
-        let mut eps = serde_json::Map::new();
+    fn header(&self) -> Header {
+        let mut roles = IndexMap::new();
+        let mut eps = IndexMap::new();
         if self.http > 0 {
-            roles.insert("bootstrap".into(), json!("bootstrap"));
+            roles.insert("bootstrap".into(), Role::Bootstrap);
         }
         for w in self.workers.all() {
-            roles.insert(w.conn.clone(), json!("prefiller"));
-            eps.insert(w.conn.clone(), json!([w.real]));
+            roles.insert(w.conn.clone(), Role::Prefiller);
+            eps.insert(w.conn.clone(), vec![w.real.clone()]);
         }
         for d in &self.decoders {
-            roles.insert(d.clone(), json!("decoder"));
-            eps.insert(d.clone(), json!(self.endpoints.get(d).cloned().unwrap_or_default()));
+            roles.insert(d.clone(), Role::Decoder);
+            eps.insert(d.clone(), self.endpoints.get(d).cloned().unwrap_or_default());
         }
         let (from, why) = match &self.rev_from {
             RevisionFrom::Given(_) => ("--revision".to_string(), String::new()),
@@ -223,30 +224,33 @@ impl Recorder {
                     .into(),
             ),
         };
-        json!({
-            "format": mooncake_trace::trace::FORMAT,
-            "format_version": 1,
-            "vllm_version": self.release,
-            "connector": "MooncakeConnector",
-            "connector_generation": 2,
-            "scenario": self.setup.scenario,
-            "description": format!("Live traffic of a deployment, recorded by a tap between its decoders and prefillers. A tap sees only the wire: it cannot see transfer-engine calls or scheduler outcomes (`unobserved`).{why}"),
-            "recorded_by": format!("mooncake-conformance tap {}", env!("CARGO_PKG_VERSION")),
-            "roles": roles,
-            "conn_endpoints": eps,
-            "recorded_at_unix": self.started,
-            "observed_outcome": {},
-            "transfer_engine_calls": [],
-            "error": if self.troubles.is_empty() { J::Null } else { json!(self.troubles.join("; ")) },
-            "unobserved": UNOBSERVABLE,
-            "tap": {
-                "bootstrap": self.setup.bootstrap_url,
-                "upstream": self.setup.upstream,
-                "revision": self.rev.revision,
-                "revision_from": from,
-                "endpoints": self.workers.all().iter().map(|w| (w.real.clone(), json!(w.tap))).collect::<serde_json::Map<_, _>>(),
-            },
-        })
+        let tap = json!({
+            "bootstrap": self.setup.bootstrap_url,
+            "upstream": self.setup.upstream,
+            "revision": self.rev.revision,
+            "revision_from": from,
+            "endpoints": self.workers.all().iter().map(|w| (w.real.clone(), json!(w.tap))).collect::<serde_json::Map<_, _>>(),
+        });
+        Header {
+            format: mooncake_trace::trace::FORMAT.into(),
+            format_version: 1,
+            vllm_version: self.release.clone(),
+            connector: "MooncakeConnector".into(),
+            family: None,
+            connector_generation: Some(2),
+            scenario: self.setup.scenario.clone(),
+            description: format!("Live traffic of a deployment, recorded by a tap between its decoders and prefillers. A tap sees only the wire: it cannot see transfer-engine calls or scheduler outcomes (`unobserved`).{why}"),
+            recorded_by: format!("mooncake-conformance tap {}", env!("CARGO_PKG_VERSION")),
+            roles,
+            conn_endpoints: eps,
+            recorded_at_unix: Some(self.started),
+            observed_outcome: json!({}),
+            transfer_engine_calls: vec![],
+            error: (!self.troubles.is_empty()).then(|| self.troubles.join("; ")),
+            unobserved: UNOBSERVABLE.map(String::from).to_vec(),
+            recorded_from: None,
+            tap: Some(tap),
+        }
     }
 
     /// Untyped decode of a payload (as the recorder's `msgspec.msgpack.decode`), or its text.
@@ -301,11 +305,7 @@ impl Recorder {
 
     /// Appends an event to the trace (its checks come with the request or reply it carries).
     fn record(&mut self, ev: &Event) {
-        let line = match ev {
-            Event::Zmq(z) => zmq_json(z),
-            Event::Http(h) => http_json(h),
-        };
-        if let Err(e) = self.writer.append(&line) {
+        if let Err(e) = self.writer.append(ev) {
             self.trouble(true, format!("writing the trace: {e}"));
         }
     }
@@ -446,6 +446,7 @@ impl Recorder {
             frames,
             decoded: raw_json(m.decoded.as_ref()),
             payload_text: m.text.clone(),
+            note: bound.then(|| mooncake_trace::trace::ROUTING_ID_NOTE.to_string()),
             t: None,
             socket_id: m.socket_id,
         }
@@ -512,8 +513,7 @@ impl Recorder {
 
     fn sync_header(&mut self) {
         let h = self.header();
-        self.writer.set_header(h);
-        if let Err(e) = self.writer.sync_header() {
+        if let Err(e) = self.writer.set_header(&h).and_then(|()| self.writer.sync_header()) {
             self.trouble(true, format!("rewriting the trace header: {e}"));
         }
     }

@@ -7,14 +7,15 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Value as J};
+use serde::Serialize;
 
-use mooncake_trace::trace::{HttpDir, HttpEvent, Role, ZmqDir, ZmqEvent};
+use mooncake_trace::trace::Event;
 
 pub(crate) struct TraceWriter {
     path: PathBuf,
     file: File,
-    header: J,
+    /// The header line the file should have (without its newline).
+    header: String,
     dirty: bool,
 }
 
@@ -34,8 +35,10 @@ fn io(path: &Path, e: std::io::Error) -> WriteError {
 }
 
 impl TraceWriter {
-    /// Creates (or truncates) `path` and writes `header` as its first line.
-    pub(crate) fn create(path: &Path, header: J) -> Result<TraceWriter, WriteError> {
+    /// Creates (or truncates) `path` and writes `header` (a [`mooncake_trace::trace::Header`], or any JSON while the
+    /// tap knows nothing yet) as its first line.
+    pub(crate) fn create(path: &Path, header: &impl Serialize) -> Result<TraceWriter, WriteError> {
+        let header = serde_json::to_string(header).map_err(|e| io(path, e.into()))?;
         let mut file = File::create(path).map_err(|e| io(path, e))?;
         file.write_all(format!("{header}\n").as_bytes()).map_err(|e| io(path, e))?;
         Ok(TraceWriter { path: path.to_path_buf(), file, header, dirty: false })
@@ -45,17 +48,22 @@ impl TraceWriter {
         &self.path
     }
 
-    /// Appends one event line; it is on disk (in the kernel's hands) when this returns.
-    pub(crate) fn append(&mut self, event: &J) -> Result<(), WriteError> {
-        self.file.write_all(format!("{event}\n").as_bytes()).map_err(|e| io(&self.path, e))
+    /// Appends one event line, written by the serde type the trace reader reads it with
+    /// ([`Event::line_json`]); it is on disk (in the kernel's hands) when this returns.
+    pub(crate) fn append(&mut self, event: &Event) -> Result<(), WriteError> {
+        let line = event.line_json().map_err(|e| io(&self.path, e.into()))?;
+        self.file.write_all(format!("{line}\n").as_bytes()).map_err(|e| io(&self.path, e))
     }
 
-    /// The header the file should have; written by the next [`TraceWriter::sync_header`].
-    pub(crate) fn set_header(&mut self, header: J) {
+    /// The header the file should have, serialized by its serde type; written by the next
+    /// [`TraceWriter::sync_header`].
+    pub(crate) fn set_header(&mut self, header: &impl Serialize) -> Result<(), WriteError> {
+        let header = serde_json::to_string(header).map_err(|e| io(&self.path, e.into()))?;
         if header != self.header {
             self.header = header;
             self.dirty = true;
         }
+        Ok(())
     }
 
     /// Rewrites the header line if it changed: the file is copied behind the new header and the copy renamed
@@ -83,62 +91,50 @@ impl TraceWriter {
     }
 }
 
-/// A ZeroMQ event as a trace line (the recorder's key order).
-pub(crate) fn zmq_json(z: &ZmqEvent) -> J {
-    let mut e = json!({
-        "seq": z.seq, "kind": "zmq", "side": z.side.as_str(), "conn": z.conn, "socket": z.socket,
-        "endpoint": z.endpoint, "bound": z.bound, "dir": match z.dir { ZmqDir::Send => "send", ZmqDir::Recv => "recv" },
-        "frames": z.frames.iter().map(hex::encode).collect::<Vec<_>>(),
-    });
-    if let Some(d) = z.decoded.as_deref().and_then(|d| serde_json::from_str::<J>(d.get()).ok()) {
-        e["decoded"] = d;
-    }
-    if z.side == Role::Prefiller && z.bound {
-        e["note"] = json!("frame 0 is the ZMQ routing id seen by the ROUTER (not a ZMTP payload frame)");
-    }
-    if let Some(t) = &z.payload_text {
-        e["payload_text"] = json!(t);
-    }
-    if let Some(id) = &z.socket_id {
-        e["socket_id"] = json!(id);
-    }
-    if let Some(t) = z.t {
-        e["t"] = json!(t);
-    }
-    e
-}
-
-/// An HTTP event as a trace line.
-pub(crate) fn http_json(h: &HttpEvent) -> J {
-    let mut e = json!({"seq": h.seq, "kind": "http", "conn": h.conn, "dir": match h.dir { HttpDir::Request => "request", HttpDir::Response => "response" }, "method": h.method, "path": h.path});
-    if let Some(s) = h.status {
-        e["status"] = json!(s);
-    }
-    e["body"] = h.body.clone().unwrap_or(J::Null);
-    e["body_raw"] = json!(h.body_raw);
-    e
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mooncake_trace::trace::{HttpDir, HttpEvent};
+    use serde_json::json;
+
+    fn event(seq: u64) -> Event {
+        Event::Http(HttpEvent {
+            seq,
+            line: 0,
+            conn: "bootstrap".into(),
+            dir: HttpDir::Request,
+            method: "GET".into(),
+            path: "/query".into(),
+            status: None,
+            body: None,
+            body_raw: String::new(),
+            t: None,
+        })
+    }
 
     #[test]
     fn the_header_is_rewritten_in_place_and_appending_goes_on() {
         let dir = std::env::temp_dir().join(format!("tap-writer-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("t.jsonl");
-        let mut w = TraceWriter::create(&p, json!({"h": 1})).unwrap();
-        w.append(&json!({"seq": 1})).unwrap();
-        w.set_header(json!({"h": 2, "longer": "header line"}));
+        let mut w = TraceWriter::create(&p, &json!({"h": 1})).unwrap();
+        w.append(&event(1)).unwrap();
+        w.set_header(&json!({"h": 2, "longer": "header line"})).unwrap();
         w.sync_header().unwrap();
-        w.append(&json!({"seq": 2})).unwrap();
+        w.append(&event(2)).unwrap();
         assert_eq!(
             std::fs::read_to_string(&p).unwrap(),
-            "{\"h\":2,\"longer\":\"header line\"}\n{\"seq\":1}\n{\"seq\":2}\n"
+            "{\"h\":2,\"longer\":\"header line\"}\n".to_string()
+                + &[1, 2]
+                    .map(|n| {
+                        format!(
+                            "{{\"seq\":{n},\"kind\":\"http\",\"conn\":\"bootstrap\",\"dir\":\"request\",\"method\":\"GET\",\"path\":\"/query\",\"body\":null,\"body_raw\":\"\"}}\n"
+                        )
+                    })
+                    .concat()
         );
         // Unchanged: no rewrite.
-        w.set_header(json!({"h": 2, "longer": "header line"}));
+        w.set_header(&json!({"h": 2, "longer": "header line"})).unwrap();
         assert!(!w.dirty);
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -146,7 +142,7 @@ mod tests {
     #[test]
     fn a_file_that_cannot_be_created_is_named_with_its_cause() {
         let p = std::env::temp_dir().join(format!("tap-writer-missing-{}", std::process::id())).join("t.jsonl");
-        let e = TraceWriter::create(&p, json!({})).err().expect("no such directory");
+        let e = TraceWriter::create(&p, &json!({})).err().expect("no such directory");
         assert_eq!(e.path, p);
         assert_eq!(e.source.kind(), std::io::ErrorKind::NotFound);
         assert_eq!(e.to_string(), format!("{}: {}", p.display(), e.source));

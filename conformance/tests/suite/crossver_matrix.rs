@@ -65,15 +65,10 @@ fn cells() -> Vec<Cell> {
 /// Every bundled push trace, by revision.
 fn traces() -> BTreeMap<String, Vec<Conversation>> {
     let mut out: BTreeMap<String, Vec<Conversation>> = BTreeMap::new();
-    for d in std::fs::read_dir(here().join("traces")).unwrap().flatten().filter(|d| d.path().is_dir()) {
-        for f in std::fs::read_dir(d.path())
-            .unwrap()
-            .flatten()
-            .filter(|f| f.path().extension().is_some_and(|e| e == "jsonl"))
-        {
-            let m = Conversation::new(Trace::load(&f.path()).unwrap()).unwrap();
-            out.entry(m.revision.revision.clone()).or_default().push(m);
-        }
+    let jsonl = |p: &std::path::Path| mooncake_conformance::walk::has_extension(p, "jsonl");
+    for f in mooncake_conformance::walk::files(&here().join("traces"), 1, &jsonl).unwrap_or_else(|e| panic!("{e}")) {
+        let m = Conversation::new(Trace::load(&f).unwrap()).unwrap();
+        out.entry(m.revision.revision.clone()).or_default().push(m);
     }
     out
 }

@@ -10,14 +10,8 @@ use std::path::{Path, PathBuf};
 const LONGEST_FUNCTION: usize = 80;
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).expect("source directory") {
-        let p = e.expect("entry").path();
-        if p.is_dir() {
-            sources(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
+    use mooncake_conformance::walk;
+    out.extend(walk::files(dir, walk::MAX_DEPTH, &|p| walk::has_extension(p, "rs")).unwrap_or_else(|e| panic!("{e}")));
 }
 
 /// The offline model's crate (`trace/`), beside this one in the repository (and in the tarballs' workspace of
@@ -120,8 +114,7 @@ fn the_binary_is_a_thin_main_over_one_file_per_command() {
     let main = std::fs::read_to_string(root.join("main.rs")).expect("main.rs");
     assert!(main.lines().count() < 150, "conformance/src/main.rs is {} lines; keep it under 150", main.lines().count());
     let mut commands = vec![];
-    for e in std::fs::read_dir(root.join("cli")).expect("cli/") {
-        let p = e.expect("entry").path();
+    for p in mooncake_conformance::walk::entries(&root.join("cli")).unwrap_or_else(|e| panic!("{e}")) {
         let text = std::fs::read_to_string(&p).expect("cli file");
         if text.contains("fn exec(") {
             commands.push(p.file_name().expect("name").to_string_lossy().to_string());

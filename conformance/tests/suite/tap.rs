@@ -177,7 +177,7 @@ fn trace_holds(path: &std::path::Path) {
     assert!(rep.ok(), "{:#?}", rep.findings);
     assert!(rep.zmq_payloads >= 4 && rep.http_events >= 4, "{} zmq, {} http", rep.zmq_payloads, rep.http_events);
     let r = rt().block_on(run(RunConfig::paths(&[path.to_path_buf()], TesteeSpec::Builtin).unwrap())).unwrap();
-    let ids: Vec<(String, Status)> = r.results.iter().map(|c| (c.id.clone(), c.status.clone())).collect();
+    let ids: Vec<(String, Status)> = r.results.iter().map(|c| (c.id.clone(), c.status)).collect();
     assert_eq!(r.results.len(), 3, "a prefiller, a decoder and a bootstrap case: {ids:?}");
     assert!(r.ok(), "{:#?}", r.results.iter().map(|c| (&c.id, &c.findings)).collect::<Vec<_>>());
     assert_eq!(r.not_applicable(), 3, "TE-CALLS, P-FINISHED-SENDING, D-OUTCOME");

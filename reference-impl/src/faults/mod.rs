@@ -16,29 +16,9 @@ pub mod wire;
 
 pub use wire::{apply_to_reply, apply_to_request};
 
+use mooncake_testee_protocol::Role;
+
 use crate::error::UnknownFault;
-
-/// The role a fault acts in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FaultRole {
-    /// A bootstrap server.
-    Bootstrap,
-    /// A prefiller worker.
-    Prefiller,
-    /// A decoder worker.
-    Decoder,
-}
-
-impl FaultRole {
-    /// The testee protocol's name of the role.
-    pub fn name(self) -> &'static str {
-        match self {
-            FaultRole::Bootstrap => "bootstrap",
-            FaultRole::Prefiller => "prefiller",
-            FaultRole::Decoder => "decoder",
-        }
-    }
-}
 
 /// Writes the [`Fault`] enum, its names, roles and descriptions from one table (each fault once).
 macro_rules! faults {
@@ -61,9 +41,9 @@ macro_rules! faults {
             }
 
             /// The roles it acts in (in any other role's config it does nothing).
-            pub fn roles(self) -> &'static [FaultRole] {
+            pub fn roles(self) -> &'static [Role] {
                 match self {
-                    $(Fault::$variant => &[$(FaultRole::$role),+],)+
+                    $(Fault::$variant => &[$(Role::$role),+],)+
                 }
             }
 

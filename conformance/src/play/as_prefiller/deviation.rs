@@ -146,7 +146,7 @@ pub(super) enum Writes {
 
 /// Every reply the recorded prefillers sent, as the trace's prefiller side logged it.
 fn recorded_sends(t: &Conversation, profile: &WireProfile) -> Vec<MooncakeXferResponse> {
-    let sent = t.trace.zmq().filter(|z| z.side == mooncake_trace::trace::Role::Prefiller && z.dir == ZmqDir::Send);
+    let sent = t.trace.zmq().filter(|z| z.side == crate::role::Role::Prefiller && z.dir == ZmqDir::Send);
     sent.filter_map(|z| profile.decode_response(z.frames.last()?).ok()).collect()
 }
 

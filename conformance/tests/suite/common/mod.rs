@@ -11,20 +11,8 @@ pub(crate) fn traces_dir() -> PathBuf {
 
 /// Every `*.jsonl` under `dir`, sorted.
 pub(crate) fn trace_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = vec![];
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "jsonl") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
+    use mooncake_conformance::walk;
+    walk::files(dir, walk::MAX_DEPTH, &|p| walk::has_extension(p, "jsonl")).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Per trace: (has ZeroMQ events, has HTTP events, ZeroMQ events, HTTP events).
