@@ -58,4 +58,3 @@ pub mod spec_changes;
 pub mod spec_source;
 pub mod tap;
 pub mod testee;
-pub mod walk;

@@ -24,7 +24,7 @@ use crate::outcome::CmdError;
 pub enum SpecSourceError {
     /// The directory of the spec file cannot be listed.
     #[error(transparent)]
-    Walk(#[from] crate::walk::WalkError),
+    Walk(#[from] mooncake_trace::walk::WalkError),
     /// The spec files do not load.
     #[error(transparent)]
     Spec(#[from] SpecError),
@@ -181,7 +181,7 @@ fn file_revision(path: &Path, pick: Option<&str>) -> Result<Arc<Revision>, SpecS
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let me = std::fs::canonicalize(path).map_err(io)?;
     let mut local: Vec<(String, String)> = vec![];
-    for p in crate::walk::entries(dir)? {
+    for p in mooncake_trace::walk::entries(dir)? {
         if p.extension().and_then(|x| x.to_str()) == Some("toml")
             && std::fs::canonicalize(&p).ok().as_ref() != Some(&me)
         {

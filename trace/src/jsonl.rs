@@ -208,10 +208,7 @@ impl Walk {
             return Ok(());
         }
         self.dirs.insert(real, dir.to_path_buf());
-        let mut entries: Vec<PathBuf> =
-            std::fs::read_dir(dir)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
-        entries.sort();
-        for p in entries {
+        for p in crate::walk::entries(dir).map_err(std::io::Error::other)? {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
             if name.starts_with('.') {
                 continue;

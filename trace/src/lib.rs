@@ -51,3 +51,4 @@ pub mod trace;
 pub mod validate;
 mod validate_pull;
 pub mod vectors;
+pub mod walk;

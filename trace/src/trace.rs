@@ -77,9 +77,14 @@ pub struct Header {
     /// header values are empty, and the checks that need them do not apply to the trace.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unobserved: Vec<String>,
-    /// Where the pull recordings' definitions came from (`conformance/traces-pull/`); no check reads it.
+    /// What a pull recording was made from (`conformance/traces-pull/`: the code that ran, what was faked);
+    /// no check reads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorded_from: Option<String>,
+    /// The transfer-engine reads a pull recording's decoders made (`tools/ascend`: connection, session, count,
+    /// bytes, return code); no check reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer_engine_reads: Option<J>,
     /// A tap's own record: its bootstrap front and upstream, the revision and how it was told, its endpoints;
     /// no check reads it. (Named, not a flattened map of unknown keys: serde would buffer every unknown key's
     /// value, however large, where it now skips it.)

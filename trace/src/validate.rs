@@ -334,14 +334,8 @@ mod tests {
     use crate::trace::Role;
 
     fn traces(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                traces(&p, out);
-            } else if p.extension().is_some_and(|x| x == "jsonl") {
-                out.push(p);
-            }
-        }
+        let jsonl = |p: &Path| crate::walk::has_extension(p, "jsonl");
+        out.extend(crate::walk::files(dir, crate::walk::MAX_DEPTH, &jsonl).unwrap());
     }
 
     /// The decodes `validate` makes of each event's payload, typed (the conversation's) and spec-driven (the

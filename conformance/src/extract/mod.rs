@@ -108,7 +108,7 @@ pub fn is_source(path: &Path) -> bool {
     if path.join("vllm").join("distributed").is_dir() {
         return true;
     }
-    let Ok(entries) = crate::walk::entries(path) else { return false };
+    let Ok(entries) = mooncake_trace::walk::entries(path) else { return false };
     let exts: Vec<String> =
         entries.iter().filter_map(|p| p.extension().map(|x| x.to_string_lossy().into_owned())).collect();
     exts.iter().any(|e| e == "py") && !exts.iter().any(|e| e == "toml")

@@ -48,7 +48,7 @@ pub fn cache_dir() -> PathBuf {
 /// The cached vLLM wheels (`vllm-X-*.whl`), oldest release first.
 pub fn cached_wheels(dir: &Path) -> Vec<PathBuf> {
     // No cache (or none readable) is no wheels.
-    let mut out: Vec<PathBuf> = crate::walk::entries(dir)
+    let mut out: Vec<PathBuf> = mooncake_trace::walk::entries(dir)
         .unwrap_or_default()
         .into_iter()
         .filter(|p| {

@@ -485,7 +485,7 @@ mod tests {
     fn bundled_traces() -> Vec<Trace> {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces");
         let mut out = vec![];
-        for f in crate::walk::files(&root, 1, &|p| crate::walk::has_extension(p, "jsonl")).unwrap() {
+        for f in mooncake_trace::walk::files(&root, 1, &|p| mooncake_trace::walk::has_extension(p, "jsonl")).unwrap() {
             let t = Trace::load(&f).unwrap();
             if t.header.generation() == 2 && t.zmq().any(|z| z.side == Role::Decoder) {
                 out.push(t);

@@ -249,6 +249,7 @@ impl Recorder {
             error: (!self.troubles.is_empty()).then(|| self.troubles.join("; ")),
             unobserved: UNOBSERVABLE.map(String::from).to_vec(),
             recorded_from: None,
+            transfer_engine_reads: None,
             tap: Some(tap),
         }
     }

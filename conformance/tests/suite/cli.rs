@@ -33,7 +33,7 @@ fn every_bundled_msgspec_vector_agrees() {
     let dir = here().join("vectors");
     let mut args: Vec<String> =
         vec!["vectors".into(), "--format".into(), "json".into(), dir.join("revisions.json").display().to_string()];
-    for p in mooncake_conformance::walk::entries(&dir).unwrap_or_else(|e| panic!("{e}")) {
+    for p in mooncake_trace::walk::entries(&dir).unwrap_or_else(|e| panic!("{e}")) {
         if p.is_dir() && p.file_name().unwrap().to_string_lossy().starts_with("vllm-") {
             args.push(p.display().to_string());
         }

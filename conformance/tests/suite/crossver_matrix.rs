@@ -65,8 +65,8 @@ fn cells() -> Vec<Cell> {
 /// Every bundled push trace, by revision.
 fn traces() -> BTreeMap<String, Vec<Conversation>> {
     let mut out: BTreeMap<String, Vec<Conversation>> = BTreeMap::new();
-    let jsonl = |p: &std::path::Path| mooncake_conformance::walk::has_extension(p, "jsonl");
-    for f in mooncake_conformance::walk::files(&here().join("traces"), 1, &jsonl).unwrap_or_else(|e| panic!("{e}")) {
+    let jsonl = |p: &std::path::Path| mooncake_trace::walk::has_extension(p, "jsonl");
+    for f in mooncake_trace::walk::files(&here().join("traces"), 1, &jsonl).unwrap_or_else(|e| panic!("{e}")) {
         let m = Conversation::new(Trace::load(&f).unwrap()).unwrap();
         out.entry(m.revision.revision.clone()).or_default().push(m);
     }

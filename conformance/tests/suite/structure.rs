@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 const LONGEST_FUNCTION: usize = 80;
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    use mooncake_conformance::walk;
+    use mooncake_trace::walk;
     out.extend(walk::files(dir, walk::MAX_DEPTH, &|p| walk::has_extension(p, "rs")).unwrap_or_else(|e| panic!("{e}")));
 }
 
@@ -114,7 +114,7 @@ fn the_binary_is_a_thin_main_over_one_file_per_command() {
     let main = std::fs::read_to_string(root.join("main.rs")).expect("main.rs");
     assert!(main.lines().count() < 150, "conformance/src/main.rs is {} lines; keep it under 150", main.lines().count());
     let mut commands = vec![];
-    for p in mooncake_conformance::walk::entries(&root.join("cli")).unwrap_or_else(|e| panic!("{e}")) {
+    for p in mooncake_trace::walk::entries(&root.join("cli")).unwrap_or_else(|e| panic!("{e}")) {
         let text = std::fs::read_to_string(&p).expect("cli file");
         if text.contains("fn exec(") {
             commands.push(p.file_name().expect("name").to_string_lossy().to_string());

@@ -11,7 +11,7 @@ pub(crate) fn traces_dir() -> PathBuf {
 
 /// Every `*.jsonl` under `dir`, sorted.
 pub(crate) fn trace_files(dir: &Path) -> Vec<PathBuf> {
-    use mooncake_conformance::walk;
+    use mooncake_trace::walk;
     walk::files(dir, walk::MAX_DEPTH, &|p| walk::has_extension(p, "jsonl")).unwrap_or_else(|e| panic!("{e}"))
 }
 

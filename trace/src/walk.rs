@@ -1,4 +1,4 @@
-//! The one directory walker of the crate: entries sorted by path, every I/O error typed with the path it
+//! The one directory walker of the conformance crates (this one and `mooncake-conformance`): entries sorted by path, every I/O error typed with the path it
 //! happened on (never an `unwrap`), and a bounded depth, so a deep tree or a link loop ends the walk with an
 //! error instead of a stack overflow. A leaf module: it uses nothing else of the crate.
 
