@@ -171,6 +171,9 @@ fn check(old: &Arc<Revision>, new: &Arc<Revision>) -> (Report, usize, Vec<String
 
 #[test]
 fn synthetic_rules_agree_with_msgspec() {
+    if !crate::python_env("diff_msgspec::synthetic_rules_agree_with_msgspec") {
+        return;
+    }
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/diff-rules");
     let spec = Spec::load_dir(&dir).unwrap();
     let f = spec.family("diff-rules").unwrap();
@@ -184,6 +187,9 @@ fn synthetic_rules_agree_with_msgspec() {
 
 #[test]
 fn real_history_agrees_with_msgspec() {
+    if !crate::python_env("diff_msgspec::real_history_agrees_with_msgspec") {
+        return;
+    }
     let push = Spec::builtin().push();
     let mut total = 0;
     let mut problems = vec![];

@@ -77,6 +77,9 @@ fn run(rev: Arc<Revision>, codec: &Codec, per_message: usize, seed: u64) -> usiz
 
 #[test]
 fn newest_revision_agrees_with_msgspec() {
+    if !crate::python_env("differential_msgspec::newest_revision_agrees_with_msgspec") {
+        return;
+    }
     let newest = Spec::builtin().push().newest().unwrap().revision.clone();
     let n = run_revision(&newest, PER_MESSAGE, 20261129);
     println!("differential: {n} cases against msgspec, all agree");
@@ -84,6 +87,9 @@ fn newest_revision_agrees_with_msgspec() {
 
 #[test]
 fn every_older_revision_agrees_with_msgspec() {
+    if !crate::python_env("differential_msgspec::every_older_revision_agrees_with_msgspec") {
+        return;
+    }
     let mut n = 0;
     for rev in Spec::builtin().push().revisions.iter().rev().skip(1) {
         n += run_revision(&rev.revision, 1500, 7);
@@ -93,6 +99,9 @@ fn every_older_revision_agrees_with_msgspec() {
 
 #[test]
 fn every_struct_option_agrees_with_msgspec() {
+    if !crate::python_env("differential_msgspec::every_struct_option_agrees_with_msgspec") {
+        return;
+    }
     let text = include_str!("../data/struct-options.toml");
     let spec = Spec::from_files([("struct-options.toml".to_string(), text.to_string())]).unwrap();
     let rev = spec.revision("struct-options").unwrap().clone();
@@ -104,6 +113,9 @@ fn every_struct_option_agrees_with_msgspec() {
 /// Our generated JSON Schemas, without the annotations we add, equal `msgspec.json.schema` of the same classes.
 #[test]
 fn generated_schemas_equal_msgspecs() {
+    if !crate::python_env("differential_msgspec::generated_schemas_equal_msgspecs") {
+        return;
+    }
     fn strip(v: &mut serde_json::Value) {
         match v {
             serde_json::Value::Object(m) => {

@@ -20,6 +20,10 @@ fn root() -> PathBuf {
 
 #[test]
 fn the_committed_plugin_is_fresh() {
+    let Some(_) = crate::in_repository("tools/wireshark/mooncake.lua", "dissector::the_committed_plugin_is_fresh")
+    else {
+        return;
+    };
     let want = lua(Spec::builtin());
     let p = root().join(PATH);
     if std::fs::read_to_string(&p).ok().as_deref() == Some(want.as_str()) {
@@ -204,6 +208,12 @@ fn captures_carry_exactly_the_sent_messages() {
 /// script installs tshark itself, which the default test run does not do.
 #[test]
 fn every_bundled_trace_dissects_to_its_payloads_under_tshark() {
+    let Some(_) = crate::in_repository(
+        "scripts/dissector-check.sh",
+        "dissector::every_bundled_trace_dissects_to_its_payloads_under_tshark",
+    ) else {
+        return;
+    };
     if Command::new("tshark").arg("--version").output().is_err() {
         println!(
             "SKIPPED: dissector check under tshark — tshark is not installed (scripts/dissector-check.sh installs it and runs the check)"
@@ -238,6 +248,12 @@ fn every_bundled_trace_dissects_to_its_payloads_under_tshark() {
 /// transfer-engine traffic (no bytes move in them), so this session is made here.
 #[test]
 fn a_transfer_engine_session_dissects_under_tshark() {
+    let Some(_) = crate::in_repository(
+        "tools/wireshark/mooncake.lua",
+        "dissector::a_transfer_engine_session_dissects_under_tshark",
+    ) else {
+        return;
+    };
     use mooncake_conformance::capture::pcapng::{flags, End, Pcapng, Segment};
     use mooncake_wire::te::data::{Header, Opcode, Status};
     use mooncake_wire::te::handshake::{encode, MsgType};
@@ -324,6 +340,10 @@ fn cli(args: &[&str]) -> std::process::Output {
 /// `dissector --check` of the committed plugin (0) and of another file (1).
 #[test]
 fn pcap_and_dissector_exit_codes() {
+    let Some(_) = crate::in_repository("tools/wireshark/mooncake.lua", "dissector::pcap_and_dissector_exit_codes")
+    else {
+        return;
+    };
     let dir = std::env::temp_dir().join(format!("mc-pcap-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("a.pcapng");

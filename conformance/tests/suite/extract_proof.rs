@@ -22,6 +22,12 @@ fn rows(md: &str) -> Vec<(String, String)> {
 
 #[test]
 fn cached_wheels_give_the_bundled_fingerprints_and_the_committed_rows() {
+    let Some(_) = crate::in_repository(
+        "schema/push/extract-proof.md",
+        "extract_proof::cached_wheels_give_the_bundled_fingerprints_and_the_committed_rows",
+    ) else {
+        return;
+    };
     let table = std::fs::read_to_string(committed()).expect("schema/push/extract-proof.md is committed");
     let want = rows(&table);
     assert!(want.len() >= 12, "the committed table has a row per revision: {}", want.len());

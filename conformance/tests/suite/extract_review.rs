@@ -67,6 +67,12 @@ fn git(dir: &Path, args: &[&str]) {
 
 #[test]
 fn a_pull_request_in_git_gets_the_committed_classification() {
+    let Some(_) = crate::in_repository(
+        "python/mooncake_wire/review.sh",
+        "extract_review::a_pull_request_in_git_gets_the_committed_classification",
+    ) else {
+        return;
+    };
     if !tools_ok() {
         return;
     }
@@ -130,6 +136,12 @@ fn release_tree(wheel: &Path, into: &Path) {
 
 #[test]
 fn two_release_trees_get_the_committed_classification() {
+    let Some(_) = crate::in_repository(
+        "python/mooncake_wire/review.sh",
+        "extract_review::two_release_trees_get_the_committed_classification",
+    ) else {
+        return;
+    };
     if !tools_ok() {
         return;
     }

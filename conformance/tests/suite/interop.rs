@@ -4,7 +4,6 @@
 
 use crate::common;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,13 +13,11 @@ use mooncake_conformance::testee::TesteeSpec;
 use mooncake_trace::conversation::Conversation;
 use mooncake_trace::trace::Trace;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
-fn python_peer() -> TesteeSpec {
+/// The Python test peer (`tests/peer/`), `None` (a counted skip) from the packaged crate.
+fn python_peer() -> Option<TesteeSpec> {
+    let peer = crate::in_repository("tests/peer/mooncake_test_peer.py", "the Python test peer's cases")?;
     let py = mooncake_trace::oracle::python().unwrap_or_else(|e| panic!("{e}"));
-    TesteeSpec::Command(format!("{} {}", py.display(), root().join("tests/peer/mooncake_test_peer.py").display()))
+    Some(TesteeSpec::Command(format!("{} {}", py.display(), peer.display())))
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -30,8 +27,9 @@ fn rt() -> tokio::runtime::Runtime {
 #[test]
 fn every_case_passes_against_the_python_peer() {
     // The revisions the Python peer declares (its hello): vllm-0.32.0 and vllm-0.33.0.
-    let dirs = [root().join("conformance/traces/vllm-0.32.0"), root().join("conformance/traces/vllm-0.33.0")];
-    let cfg = RunConfig::paths(&dirs, python_peer()).unwrap();
+    let dirs = [crate::here().join("traces/vllm-0.32.0"), crate::here().join("traces/vllm-0.33.0")];
+    let Some(peer) = python_peer() else { return };
+    let cfg = RunConfig::paths(&dirs, peer).unwrap();
     let r = rt().block_on(run(cfg)).unwrap();
     let failed: Vec<String> =
         r.results.iter().filter(|c| c.status == Status::Fail).map(|c| format!("{}: {:?}", c.id, c.findings)).collect();
@@ -45,15 +43,16 @@ fn rust_and_python_interoperate_in_both_directions() {
     let opts = |testee: TesteeSpec| {
         PlayOptions::new(testee, mooncake_conformance::bundled::scenarios(), Duration::from_secs(3))
     };
+    let Some(peer) = python_peer() else { return };
     let mut ran = 0;
     let rt = rt();
-    for f in mooncake_trace::jsonl::expand(&[root().join("conformance/traces/vllm-0.33.0")]).unwrap() {
+    for f in mooncake_trace::jsonl::expand(&[crate::here().join("traces/vllm-0.33.0")]).unwrap() {
         let model = Arc::new(Conversation::new(Trace::load(&f).unwrap()).unwrap());
         for case in cases_of(model).into_iter().filter(|c| c.role == Role::Decoder) {
             // Python prefiller serving the Rust decoder, and the Rust prefiller serving the Python decoder.
             for (p, d, label) in [
-                (python_peer(), TesteeSpec::Builtin, "python P ↔ rust D"),
-                (TesteeSpec::Builtin, python_peer(), "rust P ↔ python D"),
+                (peer.clone(), TesteeSpec::Builtin, "python P ↔ rust D"),
+                (TesteeSpec::Builtin, peer.clone(), "rust P ↔ python D"),
             ] {
                 let findings = rt
                     .block_on(as_prefiller::play_pair(&case, &opts(d), &p))

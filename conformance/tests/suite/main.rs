@@ -39,3 +39,30 @@ mod tap;
 mod trace_schema;
 mod typed_pull;
 mod wire_fingerprint;
+
+/// This crate's directory: its traces, vectors and scenarios, there in the repository and in the packaged crate
+/// alike.
+pub(crate) fn here() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `rel`, a path from the repository's root, when the tests run in the repository. Run from the packaged crate
+/// (`scripts/package-check.sh`), which holds only this crate's own files, a test that needs the rest of the
+/// repository (its Python test environment and scripts, `schema/`, `tools/`, `spec/`, its git history) prints a
+/// counted `SKIPPED` line and gets `None`; a repository that lacks `rel` fails the test.
+pub(crate) fn in_repository(rel: &str, what: &str) -> Option<std::path::PathBuf> {
+    let p = here().join("..").join(rel);
+    if p.exists() {
+        return Some(p);
+    }
+    assert!(here().join("Cargo.toml.orig").exists(), "{rel} is missing from the repository");
+    println!("SKIPPED: {what} — {rel} is not in the packaged crate");
+    None
+}
+
+/// Whether the repository's Python test environment (`.venv` from `tests/oracle/requirements.txt`, with the
+/// repository's Python scripts) is in reach: always in the repository, never from the packaged crate (a counted
+/// skip, see [`in_repository`]).
+pub(crate) fn python_env(what: &str) -> bool {
+    in_repository("tests/oracle/requirements.txt", what).is_some()
+}

@@ -37,13 +37,7 @@ fn generator_python(what: &str, releases: &[&str]) -> Option<PathBuf> {
     }
     let cache = wheel_cache();
     for release in releases {
-        let cached = std::fs::read_dir(&cache).is_ok_and(|rd| {
-            rd.flatten().any(|e| {
-                let n = e.file_name().to_string_lossy().to_string();
-                n.starts_with(&format!("vllm-{release}-")) && n.ends_with(".whl")
-            })
-        });
-        if !cached {
+        if !crate::common::has_wheel(&cache, release) {
             println!(
                 "SKIPPED: {what} — no vllm {release} wheel in {} (`pip download --no-deps vllm=={release} -d {}`)",
                 cache.display(),
@@ -81,10 +75,9 @@ fn every_release_plan_file_is_rewritten_byte_for_byte() {
             String::from_utf8_lossy(&run.stderr)
         );
     }
-    for entry in std::fs::read_dir(out.join("plan")).unwrap() {
-        let path = entry.unwrap().path();
+    for path in mooncake_trace::walk::entries(&out.join("plan")).unwrap_or_else(|e| panic!("{e}")) {
         let name = path.file_name().unwrap().to_string_lossy().to_string();
-        let bundled = std::fs::read_to_string(root().join("conformance/vectors/plan").join(&name))
+        let bundled = std::fs::read_to_string(crate::here().join("vectors/plan").join(&name))
             .unwrap_or_else(|e| panic!("{name} is generated but not bundled: {e}"));
         let got = std::fs::read_to_string(&path).unwrap();
         let first = bundled.lines().zip(got.lines()).position(|(a, b)| a != b);
@@ -104,7 +97,7 @@ fn every_release_plan_file_is_rewritten_byte_for_byte() {
 fn the_harness_reproduces_the_bundled_0_33_0_planner_vectors() {
     let what = "recomputing plan/build_transfer_params.jsonl with vLLM 0.33.0's code";
     let Some(py) = generator_python(what, &["0.33.0"]) else { return };
-    let file = root().join("conformance/vectors/plan/build_transfer_params.jsonl");
+    let file = crate::here().join("vectors/plan/build_transfer_params.jsonl");
     let run = generator(&py, &["--release", "0.33.0", "--verify", file.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{err}");

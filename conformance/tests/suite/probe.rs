@@ -338,6 +338,12 @@ fn a_table_with_a_hole_or_a_shared_address_is_a_problem() {
 /// KV-layout difference no peer can observe, marked ⚠), a cell where some scenario breaks has a breaking row.
 #[test]
 fn pair_verdicts_agree_with_the_observed_compatibility_matrix() {
+    let Some(_) = crate::in_repository(
+        "schema/push/compat-matrix.md",
+        "probe::pair_verdicts_agree_with_the_observed_compatibility_matrix",
+    ) else {
+        return;
+    };
     use mooncake_conformance::probe::pairing;
     let text = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../schema/push/compat-matrix.md"),

@@ -18,7 +18,7 @@ fn root() -> PathBuf {
 fn cli_checks_every_pull_vector() {
     let out = Command::new(env!("CARGO_BIN_EXE_mooncake-conformance"))
         .args(["vectors", "--format", "json"])
-        .arg(root().join("conformance/vectors/pull"))
+        .arg(crate::here().join("vectors/pull"))
         .output()
         .unwrap();
     let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -33,6 +33,9 @@ fn cli_checks_every_pull_vector() {
 
 #[test]
 fn committed_vectors_are_the_generators_output() {
+    if !crate::python_env("pull_vectors::committed_vectors_are_the_generators_output") {
+        return;
+    }
     let tmp = std::env::temp_dir().join(format!("pull-vectors-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     let status = Command::new(python().unwrap_or_else(|e| panic!("{e}")))
@@ -41,7 +44,7 @@ fn committed_vectors_are_the_generators_output() {
         .status()
         .unwrap();
     assert!(status.success());
-    let committed = root().join("conformance/vectors/pull");
+    let committed = crate::here().join("vectors/pull");
     let mut n = 0;
     for rev in Spec::builtin().pull().revisions.iter() {
         for msg in rev.structs.keys() {

@@ -7,7 +7,7 @@
 //! wheel cache (`$MOONCAKE_WHEEL_CACHE`, default `~/.cache/mooncake-wire/wheels`; nothing is downloaded here).
 //! Without them it prints `SKIPPED: <what> — <why>` and passes; `scripts/test.sh` counts those lines.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use mooncake_trace::oracle::python;
@@ -22,18 +22,6 @@ fn wheel_cache() -> PathBuf {
     })
 }
 
-fn has_wheel(dir: &Path, release: &str) -> bool {
-    let prefix = format!("vllm-{release}-");
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten().any(|e| {
-                e.file_name().to_string_lossy().starts_with(&prefix)
-                    && e.file_name().to_string_lossy().ends_with(".whl")
-            })
-        })
-        .unwrap_or(false)
-}
-
 /// Regenerates `revision` (through its first release) into a fresh directory and compares it with the bundled
 /// files; returns false (having said why) when it could not run.
 fn regenerate_and_compare(revision: &str, release: &str) -> bool {
@@ -46,7 +34,7 @@ fn regenerate_and_compare(revision: &str, release: &str) -> bool {
         }
     };
     let cache = wheel_cache();
-    if !has_wheel(&cache, release) {
+    if !crate::common::has_wheel(&cache, release) {
         println!(
             "SKIPPED: {what} — no vllm {release} wheel in {} (fetch it with `pip download --no-deps vllm=={release} -d {}`, or set MOONCAKE_WHEEL_CACHE)",
             cache.display(),
@@ -71,10 +59,9 @@ fn regenerate_and_compare(revision: &str, release: &str) -> bool {
         "gen-vectors.sh --release {release} failed:\n{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let bundled = root().join("conformance/vectors");
+    let bundled = crate::here().join("vectors");
     let mut files = 0;
-    for entry in std::fs::read_dir(bundled.join(revision)).unwrap() {
-        let path = entry.unwrap().path();
+    for path in mooncake_trace::walk::entries(&bundled.join(revision)).unwrap_or_else(|e| panic!("{e}")) {
         let name = path.file_name().unwrap().to_string_lossy().to_string();
         let want = std::fs::read_to_string(&path).unwrap();
         let got = std::fs::read_to_string(out.join(revision).join(&name))

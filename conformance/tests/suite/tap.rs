@@ -26,13 +26,11 @@ const REVISION: &str = "vllm-0.33.0";
 /// Every wait in these tests is bounded by this.
 const WAIT: Duration = Duration::from_secs(20);
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
-fn python_peer() -> TesteeSpec {
+/// The Python test peer (`tests/peer/`), `None` (a counted skip) from the packaged crate.
+fn python_peer() -> Option<TesteeSpec> {
+    let peer = crate::in_repository("tests/peer/mooncake_test_peer.py", "the Python test peer's cases")?;
     let py = mooncake_trace::oracle::python().unwrap_or_else(|e| panic!("{e}"));
-    TesteeSpec::Command(format!("{} {}", py.display(), root().join("tests/peer/mooncake_test_peer.py").display()))
+    Some(TesteeSpec::Command(format!("{} {}", py.display(), peer.display())))
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -48,8 +46,7 @@ fn tempdir(tag: &str) -> PathBuf {
 
 /// The bundled recording whose deployment the tests rebuild.
 fn recording() -> Conversation {
-    Conversation::new(Trace::load(&root().join("conformance/traces/vllm-0.33.0/a_single_success.jsonl")).unwrap())
-        .unwrap()
+    Conversation::new(Trace::load(&crate::here().join("traces/vllm-0.33.0/a_single_success.jsonl")).unwrap()).unwrap()
 }
 
 /// A deployment's two workers, as the recording configured them, each keeping its wire.
@@ -291,7 +288,8 @@ fn reference_peers_through_the_tap_receive_what_they_receive_without_it() {
 
 #[test]
 fn python_prefiller_through_the_tap_forwarding_to_an_upstream_server() {
-    let (r, said) = transparent(python_peer(), TesteeSpec::Builtin, true, "pyp");
+    let Some(peer) = python_peer() else { return };
+    let (r, said) = transparent(peer, TesteeSpec::Builtin, true, "pyp");
     assert!(r.ok(), "{said:#?}");
     // No --revision: the bootstrap traffic waited until the first pull request told the revision.
     // The Python peer speaks 0.33.0, whose pulls 0.34.0 writes identically: the newest is taken, the other named.
@@ -305,7 +303,8 @@ fn python_prefiller_through_the_tap_forwarding_to_an_upstream_server() {
 
 #[test]
 fn python_decoder_through_the_tap() {
-    let (r, said) = transparent(TesteeSpec::Builtin, python_peer(), false, "pyd");
+    let Some(peer) = python_peer() else { return };
+    let (r, said) = transparent(TesteeSpec::Builtin, peer, false, "pyd");
     assert!(r.ok(), "{said:#?}");
 }
 

@@ -85,11 +85,15 @@ fn valid(schema: &J, defs: &J, v: &J) -> Result<(), String> {
 
 #[test]
 fn bundled_traces_follow_the_schema() {
+    let Some(_) = crate::in_repository("schema/trace.schema.json", "trace_schema::bundled_traces_follow_the_schema")
+    else {
+        return;
+    };
     let schema: J =
         serde_json::from_str(&std::fs::read_to_string(root().join("schema/trace.schema.json")).unwrap()).unwrap();
     let defs = schema["$defs"].clone();
     let mut lines = 0;
-    for f in mooncake_trace::jsonl::expand(&[root().join("conformance/traces")]).unwrap() {
+    for f in mooncake_trace::jsonl::expand(&[crate::here().join("traces")]).unwrap() {
         for l in mooncake_trace::jsonl::read(&f).unwrap() {
             valid(&schema, &defs, &l.value).unwrap_or_else(|e| panic!("{}:{}: {e}", f.display(), l.no));
             lines += 1;
@@ -115,7 +119,7 @@ fn bundled_traces_follow_the_schema() {
 /// moved between recorder versions (`t` and `socket_id`); the writer keeps one order.
 #[test]
 fn bundled_traces_write_back_as_they_read() {
-    let dirs = [root().join("conformance/traces"), root().join("conformance/traces-pull")];
+    let dirs = [crate::here().join("traces"), crate::here().join("traces-pull")];
     let (mut files, mut events) = (0, 0);
     for f in mooncake_trace::jsonl::expand(&dirs).unwrap() {
         let trace = mooncake_trace::trace::Trace::load(&f).unwrap();

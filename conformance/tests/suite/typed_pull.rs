@@ -5,8 +5,6 @@
 //! error text — and every payload of the committed pull traces (`conformance/traces-pull/`) decodes as the
 //! message its sender sends and re-encodes to the bytes on the wire.
 
-use std::path::PathBuf;
-
 use mooncake_trace::trace::sender;
 use mooncake_trace::trace::{Event, Trace};
 use mooncake_wire::codec::Codec;
@@ -14,10 +12,6 @@ use mooncake_wire::typed::generated::pull::{ControlTag, REVISIONS};
 use mooncake_wire::typed::pull::{self, ControlMsg, MooncakeAgentMetadata};
 use mooncake_wire::typed::{GeneratedRevision, Strictness};
 use serde_json::Value as J;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 fn unhex(s: &str) -> Vec<u8> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
@@ -37,11 +31,11 @@ fn typed(gen: &GeneratedRevision, message: &str, b: &[u8]) -> Result<(J, String)
 #[test]
 fn generated_pull_structs_agree_with_every_msgspec_vector() {
     let table: J =
-        serde_json::from_str(&std::fs::read_to_string(root().join("conformance/vectors/pull/revisions.json")).unwrap())
+        serde_json::from_str(&std::fs::read_to_string(crate::here().join("vectors/pull/revisions.json")).unwrap())
             .unwrap();
     let mut total = 0;
     for gen in &REVISIONS {
-        let dir = root().join("conformance/vectors/pull").join(gen.revision);
+        let dir = crate::here().join("vectors/pull").join(gen.revision);
         let rev = table["revisions"].as_array().unwrap().iter().find(|r| r["revision"] == gen.revision).unwrap();
         let mut summary = vec![];
         for (message, counts) in rev["messages"].as_object().unwrap() {
@@ -127,7 +121,7 @@ fn decode_trace(gen: &GeneratedRevision, t: &Trace) -> Result<[usize; 4], String
 #[test]
 fn generated_pull_structs_decode_every_trace_payload() {
     for gen in &REVISIONS {
-        let dir = root().join("conformance/traces-pull").join(gen.revision);
+        let dir = crate::here().join("traces-pull").join(gen.revision);
         let files = mooncake_trace::jsonl::expand(&[dir]).unwrap();
         assert_eq!(files.len(), 2, "{}", gen.revision);
         let mut all = [0; 4];
@@ -148,7 +142,7 @@ fn generated_pull_structs_decode_every_trace_payload() {
 #[test]
 fn typed_pull_is_the_newest_released_revision() {
     assert_eq!(pull::REVISION, "vllm-ascend-0.23.0.post1");
-    let files = mooncake_trace::jsonl::expand(&[root().join("conformance/traces-pull/vllm-ascend-0.18.0")]).unwrap();
+    let files = mooncake_trace::jsonl::expand(&[crate::here().join("traces-pull/vllm-ascend-0.18.0")]).unwrap();
     let t = Trace::load(&files[0]).unwrap();
     let (mut tuples, mut refused) = (0, 0);
     for ev in &t.events {

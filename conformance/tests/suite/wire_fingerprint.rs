@@ -41,6 +41,9 @@ fn python_fingerprints(revs: &[&Revision]) -> Vec<J> {
 
 #[test]
 fn rust_and_msgspec_inspect_agree_on_every_revision() {
+    if !crate::python_env("wire_fingerprint::rust_and_msgspec_inspect_agree_on_every_revision") {
+        return;
+    }
     let spec = Spec::builtin();
     let text = include_str!("../data/struct-options.toml");
     let synthetic = Spec::from_files([("struct-options.toml".to_string(), text.to_string())]).unwrap();
@@ -67,6 +70,9 @@ fn rust_and_msgspec_inspect_agree_on_every_revision() {
 /// are not in the fingerprint), and `spec/README.md` states it.
 #[test]
 fn pull_revisions_agree_with_the_vector_generators_classes() {
+    if !crate::python_env("wire_fingerprint::pull_revisions_agree_with_the_vector_generators_classes") {
+        return;
+    }
     let out = Command::new(python().unwrap_or_else(|e| panic!("{e}")))
         .arg(script())
         .arg("--pull")

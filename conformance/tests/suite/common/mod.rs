@@ -42,3 +42,11 @@ pub(crate) fn expected_cases(dir: &Path) -> usize {
         })
         .sum()
 }
+
+/// Whether `dir` (a wheel cache) holds a wheel of vLLM `release`; a missing or unreadable cache holds none.
+pub(crate) fn has_wheel(dir: &Path, release: &str) -> bool {
+    let prefix = format!("vllm-{release}-");
+    mooncake_trace::walk::entries(dir).is_ok_and(|entries| {
+        entries.iter().filter_map(|p| p.file_name()?.to_str()).any(|n| n.starts_with(&prefix) && n.ends_with(".whl"))
+    })
+}
