@@ -26,13 +26,13 @@
 //! ```
 //! use mooncake_trace::trace::Trace;
 //! use mooncake_trace::validate::validate;
+//! use mooncake_trace::walk;
 //!
 //! let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../conformance/traces/vllm-0.33.0");
 //! # if !dir.exists() { return Ok(()); } // the packaged crate has no traces
-//! let first = std::fs::read_dir(&dir)?.map(|e| e.map(|e| e.path())).find(|p| {
-//!     p.as_ref().is_ok_and(|p| p.extension().is_some_and(|x| x == "jsonl"))
-//! });
-//! let trace = Trace::load(&first.expect("a trace")?)?;
+//! let jsonl = |p: &std::path::Path| walk::has_extension(p, "jsonl");
+//! let first = walk::files(&dir, walk::MAX_DEPTH, &jsonl)?.into_iter().next().expect("a trace");
+//! let trace = Trace::load(&first)?;
 //! let report = validate(trace);
 //! assert_eq!(report.revision.as_deref(), Some("vllm-0.33.0"));
 //! assert!(report.ok(), "{:?}", report.findings);
