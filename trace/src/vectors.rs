@@ -81,10 +81,12 @@ pub fn check_file(path: &Path) -> FileReport {
     rep
 }
 
-fn check_codec_vectors(header: &J, cases: &[jsonl::Line], rep: &mut FileReport) {
+/// The codec of a vector file's revision, and the message its cases are of; `None`, with `rep.not_checked` saying
+/// why, when the header does not name a revision and message of the spec.
+fn codec_of<'h>(header: &'h J, rep: &mut FileReport) -> Option<(std::sync::Arc<Codec>, &'h str)> {
     let (Some(revision), Some(message)) = (s(header, "revision"), s(header, "message")) else {
         rep.not_checked = Some("header lacks `revision` or `message`".into());
-        return;
+        return None;
     };
     rep.subject = format!("{revision} {message}");
     let releases: Vec<String> = header
@@ -101,17 +103,22 @@ fn check_codec_vectors(header: &J, cases: &[jsonl::Line], rep: &mut FileReport) 
         }
         Err(e) => {
             rep.not_checked = Some(format!("revision {revision}: {e}"));
-            return;
+            return None;
         }
     };
     let Some(codec) = codec else {
         rep.not_checked = Some(format!("revision {revision} is not in the spec"));
-        return;
+        return None;
     };
     if codec.message_type(message).is_none() {
         rep.not_checked = Some(format!("{revision} has no message {message} in the spec"));
-        return;
+        return None;
     }
+    Some((codec, message))
+}
+
+fn check_codec_vectors(header: &J, cases: &[jsonl::Line], rep: &mut FileReport) {
+    let Some((codec, message)) = codec_of(header, rep) else { return };
     for line in cases {
         let c = &line.value;
         let id = s(c, "id").unwrap_or("?").to_string();

@@ -5,9 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-/// The longest function `conformance/src` and `trace/src` may hold, in lines: issue 33's goal, reached. Never
+/// The longest function `conformance/src` and `trace/src` may hold, in lines: issue 33's goal (under 80), reached. Never
 /// raise it.
-const LONGEST_FUNCTION: usize = 80;
+const LONGEST_FUNCTION: usize = 79;
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     use mooncake_trace::walk;
