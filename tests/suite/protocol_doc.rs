@@ -274,6 +274,9 @@ fn every_relative_doc_link_reaches_a_file() {
     files(&root(), &mut all);
     let mut checked = 0;
     let mut bad = vec![];
+    // From the packaged crate (scripts/package-check.sh), links to the rest of the repository cannot resolve.
+    let packaged = root().join("Cargo.toml.orig").exists();
+    let mut outside = 0;
     for f in all.iter().filter(|f| f.extension().is_some_and(|x| x == "md")) {
         let text = std::fs::read_to_string(f).unwrap();
         let (_, own_anchors) = headings_and_anchors(&text);
@@ -289,7 +292,12 @@ fn every_relative_doc_link_reaches_a_file() {
             };
             let target = if path.is_empty() { f.clone() } else { f.parent().unwrap().join(path) };
             if !target.exists() {
-                bad.push(format!("{rel}: link to {link}: no such file"));
+                if packaged {
+                    // Another crate's or the repository's file: not in this crate's package.
+                    outside += 1;
+                } else {
+                    bad.push(format!("{rel}: link to {link}: no such file"));
+                }
                 continue;
             }
             let Some(frag) = frag else { continue };
@@ -309,6 +317,9 @@ fn every_relative_doc_link_reaches_a_file() {
     }
     assert!(bad.is_empty(), "broken links:\n{}", bad.join("\n"));
     assert!(checked >= 20, "only {checked} relative links found: the scan is broken");
+    if outside > 0 {
+        println!("SKIPPED: {outside} relative links to the rest of the repository — not in the packaged crate");
+    }
     println!("{checked} relative links resolve");
 }
 
