@@ -39,38 +39,8 @@ case "$backend" in FLASHINFER|FLASH_ATTN|TRITON_ATTN) ;; *) echo "mooncake-v1.sh
 [ -n "$python" ] || python=$(record_venv "$cache" "$wheels" 0.33.0 any)
 
 # 2. Overlays: a vLLM release without its dependencies (compiled kernels removed, as record.sh does), the engine.
-overlay_vllm() {
-  local release=$1 target="$cache/vllm-$1"
-  if [ ! -f "$target/.complete" ]; then
-    echo "== installing vllm $release (no dependencies) into $target"
-    local w
-    w=$(ls "$wheels"/vllm-"$release"-*.whl 2>/dev/null | head -1 || true)
-    if [ -z "$w" ]; then
-      "$python" -m pip download --quiet --no-deps --only-binary=:all: "vllm==$release" -d "$wheels"
-      w=$(ls "$wheels"/vllm-"$release"-*.whl | head -1)
-    fi
-    rm -rf "$target"
-    "$python" -m pip install --quiet --disable-pip-version-check --no-deps --no-compile --target "$target" "$w"
-    find "$target/vllm" \( -name '*.so' -o -name 'vllm-rs' \) -type f -delete
-    for dep in diskcache gguf; do
-      req=$(sed -n "s/^Requires-Dist: \(${dep}[ <>=!~].*\)$/\1/p" "$target"/vllm-*.dist-info/METADATA | grep -v 'extra ==' | head -1 || true)
-      if [ -n "$req" ] && ! "$python" -c "import importlib.metadata as m; m.version('$dep')" 2>/dev/null; then
-        "$python" -m pip install --quiet --disable-pip-version-check --no-deps --no-compile --target "$target" "${req%%;*}"
-      fi
-    done
-    rm -rf "$target/bin"
-    touch "$target/.complete"
-  fi
-}
-engine="$cache/mooncake-engine-0.3.13.post1"
-if [ ! -f "$engine/.complete" ]; then
-  echo "== installing $(grep -v '^#' tests/store/requirements.txt | head -1) (no dependencies) into $engine"
-  rm -rf "$engine"
-  "$python" -m pip install --quiet --disable-pip-version-check --no-deps --no-compile --target "$engine" \
-    -r tests/store/requirements.txt
-  rm -rf "$engine/bin"
-  touch "$engine/.complete"
-fi
+overlay_vllm() { record_overlay_vllm "$cache" "$wheels" "$python" "$1"; }
+engine=$(record_engine "$cache" "$python") || exit 3
 overlay_vllm 0.12.0
 [ "$mode" = run ] || overlay_vllm 0.15.1
 mc_path="$cache/vllm-0.12.0:$engine"
