@@ -63,7 +63,8 @@ for c in "${crates[@]}"; do
   features=(); [ "${c%-*}" = mooncake-wire ] && features=(--features testing,generate)
   # `--show-output` keeps the `SKIPPED:` lines of the tests that need the rest of the repository; counted below.
   if (cd "$work" && CARGO_TARGET_DIR="$repo/target/package-tests" cargo test -p "${c%-*}" "${features[@]}" -- --show-output > "$work/$c.log" 2>&1); then
-    echo "package-check: ${c%-*} from its tarball: $(grep -oE '^test result: ok\. [0-9]+ passed' "$work/$c.log" | awk '{s+=$4} END {print s+0}') tests passed, $(grep -c '^SKIPPED: ' "$work/$c.log" || true) skipped for repository data not in the package ($(( SECONDS - t0 )) s)"
+    grep '^SKIPPED: ' "$work/$c.log" | sort | uniq -c | sed 's/^/  /' || true
+    echo "package-check: ${c%-*} from its tarball: $(grep -oE '^test result: ok\. [0-9]+ passed' "$work/$c.log" | awk '{s+=$4} END {print s+0}') tests passed, $(grep -c '^SKIPPED: ' "$work/$c.log" || true) skipped (the SKIPPED lines above) ($(( SECONDS - t0 )) s)"
   else
     grep -E '^(test .* FAILED|error)' "$work/$c.log" | head -20 || true
     cp "$work/$c.log" "$repo/target/package-tests-$c.log"
