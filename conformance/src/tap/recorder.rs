@@ -262,15 +262,15 @@ impl Recorder {
         }
     }
 
-    /// The decoder conn of a connection: the first message names it by the decoder's transfer-engine session
-    /// (`remote_hostname:remote_port`), so one decoder worker's connections share a conn; a connection whose
-    /// first message does not say gets a conn of its own.
     /// The trace's `socket_id` of a decoder connection: one DEALER of the decoder (a pull, a heartbeat).
     fn socket_id(&mut self, key: &ConnKey) -> u64 {
         let next = self.socket_ids.len() as u64 + 1;
         *self.socket_ids.entry(key.clone()).or_insert(next)
     }
 
+    /// The decoder conn of a connection: the first message names it by the decoder's transfer-engine session
+    /// (`remote_hostname:remote_port`), so one decoder worker's connections share a conn; a connection whose
+    /// first message does not say gets a conn of its own.
     fn decoder_conn(&mut self, key: &ConnKey, decoded: Option<&J>) -> String {
         if let Some(c) = self.conn_of_key.get(key) {
             return c.clone();
