@@ -236,12 +236,13 @@ pub fn run_summary(r: &RunReport) -> String {
 
 /// Writes the `run` report as text: a line per case (findings of failed ones), then the summary.
 pub fn write_run_text(w: &mut impl Write, r: &RunReport) -> io::Result<()> {
-    writeln!(w, "{:<6} {:<52} {:>8}  notes", "status", "case", "ms")?;
+    let width = r.results.iter().map(|c| c.id.len()).max().unwrap_or(0).max(52);
+    writeln!(w, "{:<6} {:<width$} {:>8}  notes", "status", "case", "ms")?;
     for c in &r.results {
         let note =
             case_note(c, |c| c.findings.first().map(|f| format!("[{}] {}", f.check, f.detail)).unwrap_or_default());
         let note: String = note.chars().take(110).collect();
-        writeln!(w, "{:<6} {:<52} {:>8}  {note}", status_word(&c.status), c.id, c.duration_ms)?;
+        writeln!(w, "{:<6} {:<width$} {:>8}  {note}", status_word(&c.status), c.id, c.duration_ms)?;
         for n in &c.notes {
             writeln!(w, "         note: {n}")?;
         }

@@ -4,6 +4,7 @@
 //! [`Spec::load_dir`] reads another copy (for `diff` against a branch or a proposed change).
 
 pub mod behaviour;
+mod implementation;
 mod literal;
 mod model;
 mod resolve;
@@ -12,6 +13,7 @@ mod types;
 
 pub use behaviour::{Behaviour, BehaviourKey};
 pub(crate) use behaviour::{ExpiredPull, KvLeases, LayoutCaching, LeaseRenewal};
+pub use implementation::{Difference, Implementation};
 pub use literal::{Literal, LiteralError};
 pub use model::*;
 pub use resolve::{ResolveError, Resolved};
@@ -270,6 +272,8 @@ impl Family {
 pub struct Spec {
     /// The families, by name.
     pub families: Vec<Family>,
+    /// Other projects' connectors that speak one of the families' revisions (`spec/implementations/`), by name.
+    pub implementations: Vec<Arc<Implementation>>,
 }
 
 /// Release versions compare numerically, part by part.
@@ -305,9 +309,10 @@ impl Spec {
     /// Reads spec files given as (path relative to `spec/`, text): resolves derived revisions against their
     /// bases, checks each revision and that the releases of a family do not overlap.
     pub fn from_files(files: impl IntoIterator<Item = (String, String)>) -> Result<Spec, SpecError> {
+        let files: Vec<(String, String)> = files.into_iter().collect();
         let raw: Vec<_> = files
-            .into_iter()
-            .map(|(p, t)| tree::parse_file(&p, &t))
+            .iter()
+            .map(|(p, t)| tree::parse_file(p, t))
             .collect::<Result<Vec<_>, _>>()?
             .into_iter()
             .flatten()
@@ -345,7 +350,13 @@ impl Spec {
                 }
             }
         }
-        Ok(Spec { families })
+        let implementations = implementations(&files, &families)?;
+        Ok(Spec { families, implementations })
+    }
+
+    /// An implementation by name (`mooncake`).
+    pub fn implementation(&self, name: &str) -> Option<&Arc<Implementation>> {
+        self.implementations.iter().find(|i| i.name == name)
     }
 
     /// A family by name.
@@ -368,6 +379,22 @@ impl Spec {
     pub fn revision(&self, name: &str) -> Option<&Arc<Revision>> {
         self.families.iter().find_map(|f| f.revision(name))
     }
+}
+
+/// The implementation files among `files`, checked against `families`, names unique.
+fn implementations(files: &[(String, String)], families: &[Family]) -> Result<Vec<Arc<Implementation>>, SpecError> {
+    let mut out: Vec<Arc<Implementation>> = vec![];
+    for (path, text) in files {
+        if crate::hash::compat::data_format(text).as_deref() != Some(implementation::FORMAT) {
+            continue;
+        }
+        let imp = Implementation::parse(path, text, families)?;
+        if out.iter().any(|o| o.name == imp.name) {
+            return Err(SpecError::new(path, format!("implementation `{}` is defined twice", imp.name)));
+        }
+        out.push(Arc::new(imp));
+    }
+    Ok(out)
 }
 
 fn collect(dir: &Path, root: &Path, out: &mut Vec<(String, String)>) -> std::io::Result<()> {

@@ -19,8 +19,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def revision_of(header):
-    """The spec revision a trace's header names (its family's revision covering vllm_version)."""
+    """The spec revision a trace's header names (its family's revision covering vllm_version, or the revision
+    its `implementation` speaks: spec/implementations/)."""
     family = header.get("family", "push")
+    if header.get("implementation"):
+        for f in sorted((ROOT / "spec" / "implementations").glob("*.toml")):
+            imp = tomllib.loads(f.read_text())
+            if imp["name"] == header["implementation"] and header.get("implementation_version") in imp["releases"]:
+                return imp["speaks"]
+        raise SystemExit(f"no implementation {header['implementation']} {header.get('implementation_version')}")
     version = header["vllm_version"]
     for f in sorted((ROOT / "spec" / family).glob("*.toml")):
         spec = tomllib.loads(f.read_text())

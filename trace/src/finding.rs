@@ -155,10 +155,10 @@ pub struct TraceReport {
     pub path: String,
     /// Its header's scenario id.
     pub scenario: String,
-    /// The project `vllm_version` is a release (or commit) of: `vLLM`, or for a pull trace its revision's
-    /// project (`vllm-ascend`).
+    /// The project `vllm_version` is a release (or commit) of: `vLLM`, for a pull trace its revision's
+    /// project (`vllm-ascend`), for another implementation's recording that implementation (`mooncake`).
     pub project: String,
-    /// The header's `vllm_version`.
+    /// The header's `vllm_version`, or the recorded implementation's release (`implementation_version`).
     pub vllm_version: String,
     /// The spec revision it was checked against; `None` when none covers its release.
     pub revision: Option<String>,

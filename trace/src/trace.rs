@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 use mooncake_wire::limits;
-use mooncake_wire::spec::{Revision, Spec};
+use mooncake_wire::spec::{ResolveError, Revision, Spec};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value as J;
@@ -41,6 +41,13 @@ pub struct Header {
     pub vllm_version: String,
     /// The connector's class name (`MooncakeConnector`).
     pub connector: String,
+    /// Absent for vLLM's own connector; otherwise the implementation that was recorded, as
+    /// `spec/implementations/` names it (`mooncake`). `vllm_version` is then the vLLM release it ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub implementation: Option<String>,
+    /// That implementation's package release (`0.3.13.post1`); with `implementation` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub implementation_version: Option<String>,
     /// Protocol family (`spec/<family>/`): absent = `push`; `pull` for vllm-ascend's pull connectors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub family: Option<String>,
@@ -97,6 +104,24 @@ pub struct Header {
 pub const UNOBSERVABLE: [&str; 2] = ["transfer_engine_calls", "observed_outcome"];
 
 impl Header {
+    /// What was recorded: the vLLM release (`0.13.0`) for vLLM's own connector, or `<implementation>-<release>`
+    /// (`mooncake-0.3.13.post1`) for another implementation's.
+    pub fn source(&self) -> String {
+        match &self.implementation {
+            Some(name) => {
+                mooncake_wire::spec::Implementation::label(name, self.implementation_version.as_deref().unwrap_or("?"))
+            }
+            None => self.vllm_version.clone(),
+        }
+    }
+    /// The header field the revision is resolved from, for messages: `implementation` or `vllm_version`.
+    pub fn revision_field(&self) -> &'static str {
+        if self.implementation.is_some() {
+            "implementation"
+        } else {
+            "vllm_version"
+        }
+    }
     /// The connector generation: `connector_generation`, or 2 when the header leaves it out.
     pub fn generation(&self) -> u32 {
         self.connector_generation.unwrap_or(2)
@@ -736,9 +761,41 @@ fn zmq_event(path: &str, no: usize, r: RawZmq) -> Result<Event, TraceError> {
     }))
 }
 
-/// The revision a push trace was recorded with (its header's vLLM release), through the spec's resolver.
-pub fn revision_for(spec: &Spec, vllm_version: &str) -> Result<Arc<Revision>, mooncake_wire::spec::ResolveError> {
-    spec.resolve_in_family("push", vllm_version).map(|r| r.revision)
+/// The revision a push trace was recorded with, through the spec's resolver: its header's vLLM release, or
+/// for another implementation's recording the revision that implementation speaks ([`Header::source`]).
+pub fn revision_for(spec: &Spec, header: &Header) -> Result<Arc<Revision>, ResolveError> {
+    revision_in(spec, "push", header)
+}
+
+/// [`revision_for`] in any family.
+pub fn revision_in(spec: &Spec, family: &str, header: &Header) -> Result<Arc<Revision>, ResolveError> {
+    let Some(name) = &header.implementation else {
+        return spec.resolve_in_family(family, &header.vllm_version).map(|r| r.revision);
+    };
+    let version = header.implementation_version.as_deref().unwrap_or_default();
+    let fail = |message: String, suggestions: Vec<String>| ResolveError { name: name.clone(), message, suggestions };
+    let Some(imp) = spec.implementation(name) else {
+        let known: Vec<String> = spec.implementations.iter().map(|i| i.name.clone()).collect();
+        return Err(fail(
+            format!("implementation `{name}`: not in spec/implementations/ (known: {})", known.join(", ")),
+            known,
+        ));
+    };
+    if imp.family != family {
+        return Err(fail(format!("implementation `{name}` speaks the {} family, not {family}", imp.family), vec![]));
+    }
+    if !imp.covers_release(version) {
+        return Err(fail(
+            format!(
+                "implementation_version {version:?}: not a release of {name} the spec covers ({})",
+                imp.releases.join(", ")
+            ),
+            imp.releases.clone(),
+        ));
+    }
+    spec.revision(&imp.speaks)
+        .cloned()
+        .ok_or_else(|| fail(format!("implementation `{name}` speaks `{}`, which the spec lacks", imp.speaks), vec![]))
 }
 
 /// Which role sent the message an event carries.
@@ -778,5 +835,36 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("has one"), "{e}");
+    }
+
+    #[test]
+    fn an_implementation_recording_is_read_with_the_revision_it_speaks() {
+        let header = |imp: &str| {
+            parse(&format!(
+                r#"{{"format": "mooncake-trace", "format_version": 1, "vllm_version": "0.12.0", "connector": "c", "scenario": "s", "roles": {{}}{imp}}}"#
+            ))
+            .unwrap()
+            .header
+        };
+        let spec = Spec::builtin();
+        let speaks = &spec.implementation("mooncake").unwrap().speaks;
+        let h = header(r#", "implementation": "mooncake", "implementation_version": "0.3.13.post1""#);
+        assert_eq!(&revision_for(spec, &h).unwrap().revision, speaks);
+        assert_eq!(h.source(), "mooncake-0.3.13.post1");
+        assert_eq!(h.revision_field(), "implementation");
+        // Without the implementation, 0.12.0 is a vLLM release the spec does not cover.
+        let plain = header("");
+        assert!(revision_for(spec, &plain).is_err());
+        assert_eq!(plain.source(), "0.12.0");
+        for (imp, want) in [
+            (r#", "implementation": "mooncake", "implementation_version": "0.3.14""#, "not a release of mooncake"),
+            (r#", "implementation": "mooncake""#, "not a release of mooncake"),
+            (r#", "implementation": "lmcache", "implementation_version": "1.0""#, "implementation `lmcache`: not in"),
+        ] {
+            let e = revision_for(spec, &header(imp)).unwrap_err().to_string();
+            assert!(e.contains(want), "{imp}: {e}");
+        }
+        let e = revision_in(spec, "pull", &h).unwrap_err().to_string();
+        assert!(e.contains("speaks the push family, not pull"), "{e}");
     }
 }

@@ -81,6 +81,10 @@ pub fn validate(t: Trace) -> TraceReport {
         unobserved: t.header.unobserved.clone(),
         findings: vec![],
     };
+    if let Some(name) = &t.header.implementation {
+        rep.project = name.clone();
+        rep.vllm_version = t.header.implementation_version.clone().unwrap_or_default();
+    }
     if t.events.is_empty() {
         rep.findings
             .push(Finding::new(CheckId::TraceEmpty, "no events after the header line: nothing to check").at_line(1));
@@ -89,10 +93,11 @@ pub fn validate(t: Trace) -> TraceReport {
     if t.header.family.as_deref() == Some("pull") {
         return crate::validate_pull::validate(&t, rep);
     }
-    let rev = match revision_for(Spec::builtin(), &t.header.vllm_version) {
+    let rev = match revision_for(Spec::builtin(), &t.header) {
         Ok(r) => r,
         Err(e) => {
-            rep.findings.push(Finding::new(CheckId::TraceRevision, format!("vllm_version: {e}")).at_line(1));
+            rep.findings
+                .push(Finding::new(CheckId::TraceRevision, format!("{}: {e}", t.header.revision_field())).at_line(1));
             return rep;
         }
     };
@@ -369,9 +374,9 @@ mod tests {
             let t = Trace::load(f).unwrap();
             let pull = t.header.family.as_deref() == Some("pull");
             let rev = if pull {
-                crate::validate_pull::revision_for(Spec::builtin(), &t.header.vllm_version).unwrap()
+                crate::validate_pull::revision_for(Spec::builtin(), &t.header).unwrap()
             } else {
-                revision_for(Spec::builtin(), &t.header.vllm_version).unwrap()
+                revision_for(Spec::builtin(), &t.header).unwrap()
             };
             let msgpack: Vec<u64> = t
                 .zmq()

@@ -118,10 +118,11 @@ pub async fn preflight() -> Result<(), crate::testee::StartError> {
     Ok(())
 }
 
-/// The recordings per (revision, scenario): the newest release's where a revision has several.
+/// The recordings of vLLM's own connector per (revision, scenario): the newest release's where a revision has
+/// several. Another implementation's recordings (`spec/implementations/`) are no side of a vLLM release.
 pub fn sides(traces: &[Arc<Conversation>]) -> BTreeMap<(String, String), Side> {
     let mut out: BTreeMap<(String, String), (Vec<u64>, Side)> = BTreeMap::new();
-    for t in traces {
+    for t in traces.iter().filter(|t| t.trace.header.implementation.is_none()) {
         let key = (t.revision.revision.clone(), t.scenario().to_string());
         let v = mooncake_wire::spec::version_key(&t.trace.header.vllm_version);
         if out.get(&key).is_none_or(|(old, _)| v > *old) {

@@ -601,7 +601,7 @@ mod tests {
             let twice: Vec<_> = per_event.iter().filter(|(_, n)| **n != 1).collect();
             assert!(twice.is_empty(), "{}: payloads decoded more than once: {twice:?}", t.path);
             // The first request: one decode per revision tried, newest first, until one read it back.
-            let rev = mooncake_trace::trace::revision_for(Spec::builtin(), &t.header.vllm_version).unwrap();
+            let rev = mooncake_trace::trace::revision_for(Spec::builtin(), &t.header).unwrap();
             let newer = Spec::builtin()
                 .push()
                 .revisions

@@ -236,6 +236,8 @@ impl Recorder {
             format_version: 1,
             vllm_version: self.release.clone(),
             connector: "MooncakeConnector".into(),
+            implementation: None,
+            implementation_version: None,
             family: None,
             connector_generation: Some(2),
             scenario: self.setup.scenario.clone(),

@@ -20,6 +20,7 @@ mod extract;
 mod extract_proof;
 mod extract_review;
 mod extract_src;
+mod implementations;
 mod independent;
 mod interop;
 mod matrix;

@@ -50,6 +50,11 @@ fn every_bundled_case_passes_against_the_reference_peer() {
     for rev in &mooncake_wire::spec::Spec::builtin().push().revisions {
         assert!(revisions.contains(rev.revision.as_str()), "no bundled recording of {}", rev.revision);
     }
+    // And every other implementation the spec knows (its recordings' cases name it).
+    for imp in &mooncake_wire::spec::Spec::builtin().implementations {
+        let tag = format!("@{}-", imp.name);
+        assert!(r.results.iter().any(|c| c.id.contains(&tag)), "no bundled recording of {}", imp.name);
+    }
     assert!(r.ok(), "{:#?}", failures(&r));
     for role in ["prefiller", "decoder", "bootstrap"] {
         let n = r.results.iter().filter(|c| c.role.as_str() == role && c.status == Status::Pass).count();

@@ -362,8 +362,8 @@ pub enum ConversationError {
     /// The trace is of another family.
     #[error("a trace of the {0} family: the runner plays push-family traces only (`validate` checks it)")]
     OtherFamily(String),
-    /// Its `vllm_version` names no push revision.
-    #[error("vllm_version: {0}")]
+    /// Its `vllm_version` (or `implementation`) names no push revision.
+    #[error("trace header: {0}")]
     Revision(#[from] mooncake_wire::spec::ResolveError),
 }
 
@@ -379,12 +379,13 @@ fn push_beat_reply(
 }
 
 impl Conversation {
-    /// The conversation of a push-family trace, read with the revision of its `vllm_version`.
+    /// The conversation of a push-family trace, read with the revision of its header (`vllm_version`, or the
+    /// revision its `implementation` speaks).
     pub fn new(trace: Trace) -> Result<Conversation, ConversationError> {
         if let Some(f) = trace.header.family.as_deref().filter(|f| *f != "push") {
             return Err(ConversationError::OtherFamily(f.to_string()));
         }
-        let revision = crate::trace::revision_for(Spec::builtin(), &trace.header.vllm_version)?;
+        let revision = crate::trace::revision_for(Spec::builtin(), &trace.header)?;
         Ok(Conversation::with_revision(trace, revision))
     }
 
