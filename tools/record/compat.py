@@ -25,6 +25,18 @@ def before_vllm_import():
     shims.install()
 
 
+def set_import_time_env(mod, names, environ):
+    """Set the module-level settings `names` that `mod` read from the environment when it was imported (in the
+    zygote, before a scenario's ports were known) to the values in `environ`, converted to the type of the value the
+    module holds; a name the module or `environ` lacks is left alone. Returns the names set."""
+    done = []
+    for name in names:
+        if name in environ and hasattr(mod, name):
+            setattr(mod, name, type(getattr(mod, name))(environ[name]))
+            done.append(name)
+    return done
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # KV layout
 

@@ -62,6 +62,19 @@ def install_fake_mooncake():
     sys.modules["mooncake.engine"] = engine
 
 
+def install_fake_engine_in_package(package="mooncake"):
+    """The fake as `<package>.engine` inside the installed package (its module entry and the package attribute),
+    for a connector that ships in that package and imports the engine from it (Mooncake's own
+    `mooncake.mooncake_connector_v1`). Called before the connector module is imported."""
+    import importlib
+
+    pkg = importlib.import_module(package)
+    engine = types.ModuleType(f"{package}.engine")
+    engine.TransferEngine = FakeTransferEngine
+    sys.modules[engine.__name__] = engine
+    pkg.engine = engine
+
+
 class FakeGroup:
     """What the connector reads from a torch.distributed process-group wrapper."""
 
@@ -86,17 +99,18 @@ class PlatformProxy:
         return getattr(self._real, name)
 
 
-def make_fake_backend(kv_shape):
+def make_fake_backend(kv_shape, name="CUSTOM"):
     """An attention backend class with what the connector asks of one: its name, supported kernel block sizes and
-    the KV cache shape (`kv_shape(num_blocks, block_size, num_kv_heads, head_size)`)."""
+    the KV cache shape (`kv_shape(num_blocks, block_size, num_kv_heads, head_size)`). The default name is the slot
+    vLLM's backend registry keeps for out-of-tree backends (0.13.0 looks it up); a connector that decides by the
+    name (Mooncake's own splits K and V unless it is FlashInfer's) gets the name of the backend whose shape this is."""
 
     class FakeAttentionBackend:
         accept_output_buffer = True
 
         @staticmethod
         def get_name():
-            # A name vLLM's backend registry accepts (0.13.0 looks it up): the slot meant for out-of-tree backends.
-            return "CUSTOM"
+            return name
 
         @classmethod
         def full_cls_name(cls):

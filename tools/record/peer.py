@@ -53,6 +53,19 @@ def exc_text(e):
 GEN2_MODULE = "vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_connector"
 GEN1_MODULE = "vllm.distributed.kv_transfer.kv_connector.v1.mooncake_connector"
 
+# Which connector implementation runs (record.py --impl): "vllm", vLLM's own module of the release, or "mooncake",
+# Mooncake's own connector as pip mooncake-transfer-engine-non-cuda ships it (generation-1 wire, on vLLM 0.10-0.12).
+IMPL = os.environ.get("MOONCAKE_RECORD_IMPL", "vllm")
+MOONCAKE_MODULE = "mooncake.mooncake_connector_v1"  # also its kv_connector_module_path, as the package's usage says
+MOONCAKE_DIST = "mooncake-transfer-engine-non-cuda"
+# It decides by the attention backend's name whether to register K and V as regions of their own; FlashInfer's
+# cache is one region per layer in the recorder's layout (num_blocks, 2, block_size, heads, head_size).
+MOONCAKE_BACKEND_NAME = "FLASHINFER"
+# Settings it reads from the environment once, when the module is imported (in the zygote, before any scenario's
+# ports are known): a forked worker sets them on the module from its own environment.
+MOONCAKE_IMPORT_TIME_ENV = ("VLLM_MOONCAKE_SIDE_CHANNEL_PORT", "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT",
+                            "VLLM_MOONCAKE_SENDER_WORKERS")
+
 
 _CONNECTOR = []
 
@@ -69,6 +82,18 @@ def _import_connector():
     import importlib.util
 
     # tools/record/interop.py runs the real engine (pip mooncake-transfer-engine-non-cuda, TCP transport).
+    if IMPL == "mooncake":  # the engine module inside the real package, where Mooncake's connector imports it
+        if not os.environ.get("MOONCAKE_REAL_ENGINE"):
+            fakes.install_fake_engine_in_package("mooncake")
+        # Its logger is named after its module, outside vLLM's "vllm" logger: into the peer's log at vLLM's level.
+        import logging
+
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(asctime)s [%(name)s:%(lineno)d] %(message)s"))
+        logging.getLogger("mooncake").addHandler(handler)
+        logging.getLogger("mooncake").setLevel(os.environ.get("VLLM_LOGGING_LEVEL", "INFO").upper())
+        compat.before_vllm_import()
+        return 1, importlib.import_module(MOONCAKE_MODULE)
     if not os.environ.get("MOONCAKE_REAL_ENGINE"):
         fakes.install_fake_mooncake()
     compat.before_vllm_import()
@@ -167,14 +192,19 @@ class Worker:
         self.heads = max(1, self.total_heads // self.tp_size)
         self.num_blocks = model["num_blocks"]
         self.layout = compat.kv_layout(self.mod)
-        backend = fakes.make_fake_backend(self.layout.backend_shape)
+        backend = fakes.make_fake_backend(self.layout.backend_shape,
+                                          MOONCAKE_BACKEND_NAME if IMPL == "mooncake" else "CUSTOM")
         backend.block_size = self.block_size
         install_lookup_fakes(self.mod, self.tp_rank, self.tp_size, backend)
+        if IMPL == "mooncake":
+            compat.set_import_time_env(self.mod, MOONCAKE_IMPORT_TIME_ENV, os.environ)
         self.per_group_blocks = compat.per_group_blocks(self.mod, self.gen)
 
         groups = a.get("kv_groups") or [{"kind": "full", "layers": list(range(model["num_layers"]))}]
         self.groups = groups
         vllm_config = compat.make_vllm_config(self.mod, a, model, self.head_size)
+        if IMPL == "mooncake":
+            vllm_config.kv_transfer_config.kv_connector_module_path = MOONCAKE_MODULE
         self.kv_cache_config = compat.make_kv_cache_config(self.mod, model, groups, self.heads, self.head_size)
         compat.engine_core_setup(vllm_config, backend, self.kv_cache_config)
         kw = {}
@@ -288,11 +318,16 @@ class Worker:
             self._barrier(self.w.sender_loop)
         return None
 
-    def _pull_params(self, transfer_id, bootstrap_addr, remote_engine_id, side_channel_port):
+    def _pull_params(self, d_req_id, transfer_id, bootstrap_addr, remote_engine_id, side_channel_port):
         """The request's kv_transfer_params as the decoder's scheduler gets them from the router."""
         if self.gen == 1:
-            return {"do_remote_prefill": True, "do_remote_decode": False,
-                    "remote_host": "127.0.0.1", "remote_port": side_channel_port}
+            params = {"do_remote_prefill": True, "do_remote_decode": False,
+                      "remote_host": "127.0.0.1", "remote_port": side_channel_port}
+            if IMPL == "mooncake":
+                # Mooncake's prefiller also advertises its own request id; generation-1 scenarios register the
+                # prefiller's request under the decoder's request id (record.py, p_req_id), so the two are equal.
+                params["remote_request_id"] = d_req_id
+            return params
         return {"do_remote_prefill": True, "do_remote_decode": False, "transfer_id": transfer_id,
                 "remote_engine_id": remote_engine_id, "remote_bootstrap_addr": bootstrap_addr}
 
@@ -302,8 +337,8 @@ class Worker:
         for d_req_id, transfer_id, _blocks in reqs:
             self.announced.add(d_req_id)
             if self.leases is not None:
-                self.leases.arrive(d_req_id, self._pull_params(transfer_id, bootstrap_addr, remote_engine_id,
-                                                               side_channel_port))
+                self.leases.arrive(d_req_id, self._pull_params(d_req_id, transfer_id, bootstrap_addr,
+                                                               remote_engine_id, side_channel_port))
         return None
 
     def pull(self, reqs, bootstrap_addr, remote_engine_id, side_channel_port):
@@ -311,7 +346,7 @@ class Worker:
         requests not announced arrive now, and the metadata also carries the lease renewals that are due."""
         meta = self.mod.MooncakeConnectorMetadata()
         for d_req_id, transfer_id, blocks in reqs:
-            params = self._pull_params(transfer_id, bootstrap_addr, remote_engine_id, side_channel_port)
+            params = self._pull_params(d_req_id, transfer_id, bootstrap_addr, remote_engine_id, side_channel_port)
             if self.leases is not None:
                 if d_req_id not in self.announced:
                     self.leases.arrive(d_req_id, params)
@@ -539,8 +574,14 @@ def zygote():
 
     taps.install_zmq_taps()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # forked peers are reaped automatically
-    reply({"ready": True, "pid": os.getpid(), "vllm_version": vllm.__version__, "generation": gen,
-           "threads": [t.name for t in _t.enumerate()]})
+    ready = {"ready": True, "pid": os.getpid(), "vllm_version": vllm.__version__, "generation": gen,
+             "threads": [t.name for t in _t.enumerate()]}
+    if IMPL == "mooncake":
+        import importlib.metadata
+
+        ready.update(implementation="mooncake", implementation_version=importlib.metadata.version(MOONCAKE_DIST),
+                     implementation_dist=MOONCAKE_DIST, implementation_source=MOONCAKE_MODULE.replace(".", "/") + ".py")
+    reply(ready)
     stdin = os.fdopen(0, "rb", buffering=0)
     buf = b""
     while True:

@@ -28,6 +28,9 @@ RECORDED_BY = "tools/record (mooncake-wire)"
 ENGINE_P = "engine-prefill-0"
 ENGINE_D = "engine-decode-0"
 FIRST_RPC_PORT = 17001
+# --impl: which connector the zygote imports (peer.py, IMPL), and the environment variable that gives a
+# generation-1 prefiller its side-channel base port (rank r listens at base + r).
+SIDE_CHANNEL_ENV = {"vllm": "VLLM_MOONCAKE_BOOTSTRAP_PORT", "mooncake": "VLLM_MOONCAKE_SIDE_CHANNEL_PORT"}
 POLL_S = 0.02
 VERBOSE = bool(os.environ.get("MOONCAKE_RECORD_VERBOSE"))
 _T0 = time.monotonic()
@@ -331,9 +334,9 @@ class ScenarioRun:
             env["VLLM_MOONCAKE_BOOTSTRAP_PORT"] = str(self.bootstrap_port)
             self.bootstrap_addr = f"http://127.0.0.1:{self.bootstrap_port}"
         else:
-            # Generation 1: prefiller rank r listens at base + r (base = VLLM_MOONCAKE_BOOTSTRAP_PORT).
+            # Generation 1: prefiller rank r listens at base + r (base: SIDE_CHANNEL_ENV of the implementation).
             self.side_port = free_port(ptp)
-            env["VLLM_MOONCAKE_BOOTSTRAP_PORT"] = str(self.side_port)
+            env[SIDE_CHANNEL_ENV[self.rec.impl]] = str(self.side_port)
             self.bootstrap_port, self.bootstrap_addr = None, None
         self.env = env
 
@@ -616,7 +619,7 @@ class ScenarioRun:
             roles[p] = "prefiller"
         for d in getattr(self, "d", {}):
             roles[d] = "decoder"
-        header = {
+        header = with_implementation({
             "format": "mooncake-trace",
             "format_version": 1,
             "vllm_version": self.rec.release,
@@ -631,8 +634,39 @@ class ScenarioRun:
             "observed_outcome": outcome if outcome is not None else {},
             "transfer_engine_calls": te,
             "error": error,
-        }
+        }, self.rec.implementation)
         return header, lines
+
+
+def implementation_fields(info, release):
+    """The header fields that name a connector other than vLLM's own, from the zygote's ready line (peer.py);
+    None for vLLM's own connector, whose traces name it by `vllm_version` alone."""
+    if info.get("implementation") in (None, "vllm"):
+        return None
+    return {
+        "implementation": info["implementation"],
+        "implementation_version": info["implementation_version"],
+        "recorded_from": f"{info['implementation_dist']} {info['implementation_version']}, "
+                         f"{info['implementation_source']}, on vLLM {release}; faked: the transfer engine (no bytes "
+                         "move), the GPU and torch.distributed lookups (tools/record/README.md)",
+    }
+
+
+def with_implementation(header, fields):
+    """`header` with the implementation fields: `implementation` and `implementation_version` after
+    `vllm_version` (the host vLLM the connector ran on), `recorded_from` after `recorded_by`; unchanged when
+    `fields` is None."""
+    if fields is None:
+        return header
+    out = {}
+    for k, v in header.items():
+        out[k] = v
+        if k == "vllm_version":
+            out["implementation"] = fields["implementation"]
+            out["implementation_version"] = fields["implementation_version"]
+        elif k == "recorded_by":
+            out["recorded_from"] = fields["recorded_from"]
+    return out
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -641,8 +675,10 @@ class ScenarioRun:
 class Recorder:
     def __init__(self, a):
         self.release = a.release
+        self.impl = a.impl
+        self.implementation = None  # header fields of a connector other than vLLM's own (implementation_fields)
         self.python = a.python
-        self.out = a.out or os.path.join("recordings", f"vllm-{a.release}")
+        self.out = a.out or (os.path.join("recordings", f"vllm-{a.release}") if a.impl == "vllm" else None)
         self.settle_extra = a.settle_extra
         self.register_timeout = a.register_timeout
         self.dup_register_timeout = a.dup_register_timeout
@@ -651,7 +687,8 @@ class Recorder:
         self.model = doc["model"]
         self.model.setdefault("num_layers", 2)
         self.scenarios = doc.get("scenario", {})
-        self.log_dir = a.log_dir or os.path.join("/tmp", f"mooncake-record-logs-{os.getpid()}", f"vllm-{a.release}")
+        run_name = f"vllm-{a.release}" if a.impl == "vllm" else f"{a.impl}-on-vllm-{a.release}"
+        self.log_dir = a.log_dir or os.path.join("/tmp", f"mooncake-record-logs-{os.getpid()}", run_name)
         os.makedirs(self.log_dir, exist_ok=True)
         pp = [os.path.join(HERE)]
         if a.vllm_path:
@@ -661,6 +698,7 @@ class Recorder:
         self.base_env = dict(
             os.environ,
             PYTHONPATH=os.pathsep.join(pp),
+            MOONCAKE_RECORD_IMPL=a.impl,
             VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT=str(int(self.model["abort_timeout_s"])),
             VLLM_HOST_IP="127.0.0.1",
             VLLM_LOGGING_LEVEL=os.environ.get("VLLM_LOGGING_LEVEL", "DEBUG"),
@@ -682,6 +720,12 @@ class Recorder:
             raise RecordError(f"{self.python} (PYTHONPATH {self.base_env['PYTHONPATH']}) imports vLLM {version}, "
                               f"not {self.release}")
         self.generation = gen
+        if self.impl != "vllm":
+            if info.get("implementation") != self.impl:
+                raise RecordError(f"the zygote imported {info.get('implementation', 'vllm')}'s connector, "
+                                  f"not {self.impl}'s")
+            self.implementation = implementation_fields(info, version)
+            self.out = self.out or os.path.join("recordings", f"{self.impl}-{info['implementation_version']}")
         trace_step(f"zygote ready in {time.monotonic() - t0:.1f} s")
 
     def stop(self):
@@ -730,7 +774,11 @@ class Recorder:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--release", required=True)
+    ap.add_argument("--release", required=True, help="the vLLM release the connector runs on")
+    ap.add_argument("--impl", choices=sorted(SIDE_CHANNEL_ENV), default="vllm",
+                    help="the connector recorded: vLLM's own (default) or Mooncake's own, "
+                         "mooncake.mooncake_connector_v1 of pip mooncake-transfer-engine-non-cuda (generation 1; "
+                         "the package on PYTHONPATH)")
     ap.add_argument("--scenario", action="append", default=[])
     ap.add_argument("--out")
     ap.add_argument("--python", default=sys.executable, help="interpreter of an environment with vLLM's dependencies")
@@ -759,7 +807,8 @@ def main(argv=None):
     try:
         rec = Recorder(a)
         rec.start()
-        print(f"vLLM {a.release} (connector generation {rec.generation}) with {a.python}", flush=True)
+        what = f"vLLM {a.release}" if rec.implementation is None else rec.implementation["recorded_from"].split(";")[0]
+        print(f"{what} (connector generation {rec.generation}) with {a.python}", flush=True)
         failures = rec.run(a.scenario)
     except RecordError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Self-check of compare.py on the bundled traces (standard library only, no vLLM): a trace is equivalent to itself
 and to copies that differ only where recordings differ by nature, and not equivalent to copies with a changed
-byte, a reordered socket stream or a changed outcome.
+byte, a reordered socket stream or a changed outcome. Also the recorder's parts that need no vLLM for `--impl
+mooncake`: the trace header (vLLM's own connector's unchanged), the fake engine inside a real package, the
+import-time settings set on a module.
 
 Usage: python3 tools/record/test_compare.py
 """
@@ -11,10 +13,15 @@ import json
 import os
 import sys
 import tempfile
+import tomllib
+import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import compare  # noqa: E402
+import compat  # noqa: E402
+import fakes  # noqa: E402
+import record  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 TRACES = os.path.join(REPO, "conformance", "traces", "vllm-0.33.0")
@@ -63,9 +70,88 @@ def replace_hex(events, old, new):
     return events
 
 
+def expect(ok, what):
+    print(f"{'ok  ' if ok else 'FAIL'} {what}")
+    return ok
+
+
+def check_implementation_header():
+    """--impl vllm: the header is the one a recording has always had (same keys, same order, same values);
+    --impl mooncake: the implementation fields at their places, every other field as it was."""
+    with open(os.path.join(REPO, "conformance", "traces", "vllm-0.13.0", "a_single_success.jsonl")) as f:
+        header = json.loads(f.readline())
+    text = json.dumps(header)
+    out = [expect(json.dumps(record.with_implementation(header, record.implementation_fields({}, "0.13.0"))) == text,
+                  "header of vLLM's own connector: unchanged")]
+    info = {"implementation": "mooncake", "implementation_version": "9.8.7", "implementation_dist": "some-dist",
+            "implementation_source": "pkg/mod.py"}
+    fields = record.implementation_fields(info, "0.12.0")
+    got = record.with_implementation(header, fields)
+    keys = list(header)
+    at = keys.index("vllm_version") + 1
+    keys[at:at] = ["implementation", "implementation_version"]
+    at = keys.index("recorded_by") + 1
+    keys[at:at] = ["recorded_from"]
+    out.append(expect(list(got) == keys and all(got[k] == v for k, v in header.items())
+                      and got["implementation"] == "mooncake" and got["implementation_version"] == "9.8.7",
+                      "header of another implementation: its fields after vllm_version and recorded_by, the rest "
+                      "as is"))
+    out.append(expect(got["recorded_from"].startswith("some-dist 9.8.7, pkg/mod.py, on vLLM 0.12.0; faked: "),
+                      "recorded_from names the distribution, its version, the module and the host vLLM"))
+    return out
+
+
+def check_fake_engine_in_package(tmp):
+    """The fake engine becomes `<package>.engine` of a real package: module entry, attribute, `from … import`."""
+    os.makedirs(os.path.join(tmp, "recfakepkg"))
+    with open(os.path.join(tmp, "recfakepkg", "__init__.py"), "w") as f:
+        f.write("REAL = True\n")
+    sys.path.insert(0, tmp)
+    try:
+        fakes.install_fake_engine_in_package("recfakepkg")
+        from recfakepkg.engine import TransferEngine  # noqa: E402
+        import recfakepkg  # noqa: E402
+
+        ok = (TransferEngine is fakes.FakeTransferEngine and recfakepkg.REAL
+              and recfakepkg.engine is sys.modules["recfakepkg.engine"])
+    finally:
+        sys.path.remove(tmp)
+        for name in ("recfakepkg", "recfakepkg.engine"):
+            sys.modules.pop(name, None)
+    return [expect(ok, "fake engine installed inside the real package")]
+
+
+def check_import_time_env():
+    """Settings a module read at import are set from the worker's environment, in the module's type."""
+    mod = types.SimpleNamespace(PORT=6557, NAME="rdma")
+    done = compat.set_import_time_env(mod, ("PORT", "NAME", "ABSENT", "UNSET"), {"PORT": "41000", "NAME": "tcp",
+                                                                                 "ABSENT": "1"})
+    return [expect(mod.PORT == 41000 and mod.NAME == "tcp" and not hasattr(mod, "ABSENT")
+                   and done == ["PORT", "NAME"], "import-time settings set on the module from the environment")]
+
+
+def check_mooncake_traces():
+    """Mooncake's own connector's bundled recordings against vLLM 0.13.0's (--ignore-version: the host vLLM is
+    0.12.0): the same wire and outcomes, scenario by scenario (tools/record/README.md)."""
+    mc = os.path.join(REPO, "conformance", "traces", "mooncake-0.3.13.post1")
+    ref = os.path.join(REPO, "conformance", "traces", "vllm-0.13.0")
+    names = sorted(n for n in os.listdir(mc) if n.endswith(".jsonl"))
+    out = []
+    for n in names:
+        diffs, _, _ = compare.compare_files(os.path.join(mc, n), os.path.join(ref, n), True)
+        out.append(expect(not diffs, f"mooncake-0.3.13.post1/{n} equivalent to vllm-0.13.0's" +
+                          "".join("\n      " + d for d in diffs)))
+    with open(os.path.join(REPO, "conformance", "scenarios.toml"), "rb") as f:
+        scenarios = tomllib.load(f)["scenario"]
+    gen1 = sorted(f"{n}.jsonl" for n, sc in scenarios.items() if 1 in (sc.get("generations") or [1, 2]))
+    return out + [expect(names == gen1, f"a bundled recording of Mooncake's connector for every generation-1 "
+                                        f"scenario ({len(names)} of {len(gen1)})")]
+
+
 def main():
-    results = []
+    results = check_implementation_header() + check_import_time_env() + check_mooncake_traces()
     with tempfile.TemporaryDirectory() as tmp:
+        results += check_fake_engine_in_package(tmp)
 
         def same(h, e):
             """unchanged"""
