@@ -23,7 +23,8 @@ const CRATES: [(&str, usize); 6] = [
 
 type Graph = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every `.rs` file under `dir` (the structure test's scanner reads the same files).
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let p = e.expect("dir entry").path();
         if p.is_dir() {

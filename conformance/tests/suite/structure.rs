@@ -1,13 +1,10 @@
 //! How the conformance crate's source is built (issue 33), and the offline model's (`trace/`, mooncake-trace,
-//! whose checks and findings the runner shares): one way to make a finding, functions short enough to read in
-//! one screen, and an offline crate that stays free of the runtime, the sockets and the CLI. Each test names the
-//! places that break its rule.
+//! whose checks and findings the runner shares): one way to make a finding, a thin `main` over one file per
+//! command, and an offline crate that stays free of the runtime, the sockets and the CLI. Each test names the
+//! places that break its rule. (How long their functions may be is the wire crate's structure test, with the
+//! workspace's one function scanner.)
 
 use std::path::{Path, PathBuf};
-
-/// The longest function `conformance/src` and `trace/src` may hold, in lines: issue 33's goal (under 80), reached. Never
-/// raise it.
-const LONGEST_FUNCTION: usize = 79;
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     use mooncake_trace::walk;
@@ -36,56 +33,6 @@ fn crate_sources() -> Vec<(PathBuf, String)> {
     files.sort();
     assert!(own > 30 && files.len() > own + 10, "the crates' sources are found ({own} and {})", files.len() - own);
     files.into_iter().map(|f| (f.clone(), std::fs::read_to_string(&f).expect("source"))).collect()
-}
-
-/// Every function of `text` with a body over several lines: (name, first line, length in lines). A function
-/// starts at a line `<indent>[pub[(..)]] [async] [const] fn name` and ends at the first later line that is
-/// `<indent>}`.
-fn functions(text: &str) -> Vec<(String, usize, usize)> {
-    let lines: Vec<&str> = text.lines().collect();
-    let mut out = vec![];
-    for (i, line) in lines.iter().enumerate() {
-        let code = line.trim_start();
-        let indent = &line[..line.len() - code.len()];
-        let rest = code.strip_prefix("pub(crate) ").or_else(|| code.strip_prefix("pub ")).unwrap_or(code);
-        let rest = rest.strip_prefix("async ").unwrap_or(rest);
-        let rest = rest.strip_prefix("const ").unwrap_or(rest);
-        let Some(sig) = rest.strip_prefix("fn ") else { continue };
-        if line.trim_end().ends_with(';') || line.trim_end().ends_with('}') {
-            continue;
-        }
-        let name: String = sig.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-        let close = format!("{indent}}}");
-        if let Some(end) = lines[i + 1..].iter().position(|l| *l == close) {
-            out.push((name, i + 1, end + 2));
-        }
-    }
-    out
-}
-
-#[test]
-fn the_function_scanner_measures_what_it_should() {
-    let text = "fn a() {\n    x();\n}\n\n    pub(crate) async fn b(\n        y: u8,\n    ) {\n        if y {\n        }\n    }\nfn c();\n";
-    assert_eq!(functions(text), vec![("a".to_string(), 1, 3), ("b".to_string(), 5, 6)]);
-}
-
-#[test]
-fn no_function_is_longer_than_the_limit() {
-    let mut long = vec![];
-    let mut longest = 0;
-    for (path, text) in crate_sources() {
-        for (name, line, len) in functions(&text) {
-            longest = longest.max(len);
-            if len > LONGEST_FUNCTION {
-                long.push(format!("{}:{line}: `{name}` is {len} lines", path.display()));
-            }
-        }
-    }
-    assert!(long.is_empty(), "functions over {LONGEST_FUNCTION} lines (split them):\n{}", long.join("\n"));
-    assert!(
-        longest == LONGEST_FUNCTION || LONGEST_FUNCTION <= 80,
-        "the longest function is now {longest} lines: lower LONGEST_FUNCTION to it"
-    );
 }
 
 #[test]
