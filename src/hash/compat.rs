@@ -307,7 +307,7 @@ impl CompatHashSpec {
         ALL.get_or_init(|| {
             Spec::builtin_files()
                 .iter()
-                .filter(|(_, text)| data_format(text).as_deref() == Some(FORMAT))
+                .filter(|(_, text)| crate::spec::tree::data_format(text).as_deref() == Some(FORMAT))
                 .map(|(path, text)| CompatHashSpec::parse(path, text).unwrap_or_else(|e| panic!("embedded spec: {e}")))
                 .collect()
         })
@@ -317,12 +317,6 @@ impl CompatHashSpec {
     pub(crate) fn nixl() -> &'static CompatHashSpec {
         Self::builtin().iter().find(|s| s.name == "nixl").expect("spec/compat-hash/nixl.toml is embedded")
     }
-}
-
-/// The `format` key of a TOML data file, if it has one.
-pub(crate) fn data_format(text: &str) -> Option<String> {
-    let v: toml::Table = toml::from_str(text).ok()?;
-    v.get("format")?.as_str().map(str::to_string)
 }
 
 impl NixlFactorSet {

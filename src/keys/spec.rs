@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 use super::block_hash::BlockHashRules;
 use super::grammar::{ChunkHashRule, Grammar, StoreKeysFile, FORMAT};
 use super::KeysError;
-use crate::hash::compat::data_format;
+use crate::spec::tree::data_format;
 use crate::spec::Spec;
 
 /// A vLLM release the store-key data has no key grammar for.

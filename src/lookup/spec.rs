@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use indexmap::IndexMap;
 use serde::Deserialize;
 
-use crate::hash::compat::data_format;
+use crate::spec::tree::data_format;
 use crate::spec::{Spec, SpecError};
 
 pub(crate) const FORMAT: &str = "mooncake-store-lookup/1";

@@ -385,7 +385,7 @@ impl Spec {
 fn implementations(files: &[(String, String)], families: &[Family]) -> Result<Vec<Arc<Implementation>>, SpecError> {
     let mut out: Vec<Arc<Implementation>> = vec![];
     for (path, text) in files {
-        if crate::hash::compat::data_format(text).as_deref() != Some(implementation::FORMAT) {
+        if tree::data_format(text).as_deref() != Some(implementation::FORMAT) {
             continue;
         }
         let imp = Implementation::parse(path, text, families)?;

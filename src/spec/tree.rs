@@ -377,3 +377,9 @@ pub(crate) fn apply_edit(t: &mut Table, e: &Table, revision: &str, rev_source: &
     }
     Ok(())
 }
+
+/// The `format` key of a TOML data file, if it has one.
+pub(crate) fn data_format(text: &str) -> Option<String> {
+    let v: toml::Table = toml::from_str(text).ok()?;
+    v.get("format")?.as_str().map(str::to_string)
+}
