@@ -199,6 +199,22 @@ pub fn per_revision(r: &RunReport) -> Vec<(String, usize, usize)> {
     m.into_iter().map(|((_, rev), (p, n))| (rev, p, n)).collect()
 }
 
+/// (implementation recorded, cases passed, cases) for the cases of other implementations' recordings
+/// (`mooncake-0.3.13.post1`), by name; empty when every trace is vLLM's own connector's.
+pub fn per_implementation(r: &RunReport) -> Vec<(String, usize, usize)> {
+    let mut m: std::collections::BTreeMap<String, (usize, usize)> = std::collections::BTreeMap::new();
+    for c in &r.results {
+        if let Some(imp) = &c.implementation {
+            let e = m.entry(imp.clone()).or_default();
+            e.1 += 1;
+            if c.status == Status::Pass {
+                e.0 += 1;
+            }
+        }
+    }
+    m.into_iter().map(|(imp, (p, n))| (imp, p, n)).collect()
+}
+
 /// The summary line of a run.
 pub fn run_summary(r: &RunReport) -> String {
     format!(
@@ -292,6 +308,14 @@ pub fn write_run_text(w: &mut impl Write, r: &RunReport) -> io::Result<()> {
             per.iter().map(|(rev, pass, all)| format!("{rev} {pass}/{all}")).collect::<Vec<_>>().join(", ")
         )?;
     }
+    let per = per_implementation(r);
+    if !per.is_empty() {
+        writeln!(
+            w,
+            "of which recordings of other implementations: {}",
+            per.iter().map(|(imp, pass, all)| format!("{imp} {pass}/{all}")).collect::<Vec<_>>().join(", ")
+        )?;
+    }
     writeln!(w, "{}", run_summary(r))
 }
 
@@ -314,6 +338,7 @@ pub fn run_json(r: &RunReport) -> serde_json::Value {
             "derived_setup": derived_count(r).0,
             "derived_setup_failed": derived_count(r).1,
             "per_revision": per_revision(r).into_iter().map(|(rev, p, n)| json!({"revision": rev, "passed": p, "cases": n})).collect::<Vec<_>>(),
+            "per_implementation": per_implementation(r).into_iter().map(|(imp, p, n)| json!({"implementation": imp, "passed": p, "cases": n})).collect::<Vec<_>>(),
             "ok": r.ok(),
         }
     })

@@ -82,6 +82,10 @@ pub struct CaseResult {
     pub role: Role,
     /// The trace's revision.
     pub revision: String,
+    /// What the trace recorded when it is not vLLM's own connector: `<implementation>-<release>`
+    /// (`mooncake-0.3.13.post1`; `spec/implementations/`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub implementation: Option<String>,
     /// The revision the testee was started at when it differs from the trace's (a cross-version case).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub testee_revision: Option<String>,
@@ -359,6 +363,7 @@ impl CaseResult {
             trace: case.model.trace.path.clone(),
             role: case.role,
             revision: case.model.revision.revision.clone(),
+            implementation: case.model.trace.header.implementation.as_ref().map(|_| case.model.trace.header.source()),
             testee_revision: None,
             status: Status::Pass,
             reason: None,

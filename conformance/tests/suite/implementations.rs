@@ -79,3 +79,35 @@ fn every_implementation_is_recorded_in_every_scenario_of_its_generation() {
         }
     }
 }
+
+/// The expected failures of Mooncake's connector on its other attention backends (opt-in runs of
+/// `scripts/mooncake-v1.sh run --attn-backend …`) name cases that exist: a renamed id would otherwise only show in
+/// that heavy run.
+#[test]
+fn the_mooncake_drivers_expected_failures_name_bundled_cases() {
+    let Some(dir) =
+        crate::in_repository("tools/mooncake_v1", "implementations::expected failures of tools/mooncake_v1")
+    else {
+        return;
+    };
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mooncake-conformance"))
+        .args(["run", "--list", "--revision", "vllm-0.13.0..0.15.1", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listed: J = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: BTreeSet<&str> = listed.as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
+    assert!(ids.iter().any(|id| id.contains("@mooncake-")), "{ids:?}");
+    let files = mooncake_trace::walk::files(&dir, 1, &|p| {
+        p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("expected-failures-"))
+    })
+    .unwrap();
+    assert!(files.len() >= 2, "{files:?}");
+    for f in files {
+        let xf = mooncake_conformance::expected::ExpectedFailures::load(&f).unwrap();
+        assert!(!xf.cases.is_empty(), "{}", f.display());
+        for c in &xf.cases {
+            assert!(ids.contains(c.id.as_str()), "{}: {} is no case of the bundled traces", f.display(), c.id);
+        }
+    }
+}

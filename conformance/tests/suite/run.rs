@@ -50,10 +50,15 @@ fn every_bundled_case_passes_against_the_reference_peer() {
     for rev in &mooncake_wire::spec::Spec::builtin().push().revisions {
         assert!(revisions.contains(rev.revision.as_str()), "no bundled recording of {}", rev.revision);
     }
-    // And every other implementation the spec knows (its recordings' cases name it).
+    // And every other implementation the spec knows: its recordings' cases name it, and the report counts them.
+    let per = mooncake_conformance::report::per_implementation(&r);
     for imp in &mooncake_wire::spec::Spec::builtin().implementations {
         let tag = format!("@{}-", imp.name);
-        assert!(r.results.iter().any(|c| c.id.contains(&tag)), "no bundled recording of {}", imp.name);
+        let ids: Vec<&str> = r.results.iter().map(|c| c.id.as_str()).filter(|id| id.contains(&tag)).collect();
+        assert!(!ids.is_empty(), "no bundled recording of {}", imp.name);
+        let counted: usize =
+            per.iter().filter(|(label, _, _)| label.starts_with(&format!("{}-", imp.name))).map(|p| p.2).sum();
+        assert_eq!(counted, ids.len(), "{}: {per:?}", imp.name);
     }
     assert!(r.ok(), "{:#?}", failures(&r));
     for role in ["prefiller", "decoder", "bootstrap"] {
