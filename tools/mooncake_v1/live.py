@@ -351,9 +351,9 @@ def pairing(ctx, p_kind, d_kind):
         where = "" if ctx.tp == 1 else f" on each of {ctx.tp} decoder ranks"
         return name, True, (f"TP {ctx.tp}: {len(REQS)} requests finished{where}, {blocks * ctx.tp} blocks checked "
                             f"word for word, pulls per prefiller rank {[len(h) for h in pulls]}, "
-                            f"{time.monotonic() - t0:.0f} s")
+                            f"{time.monotonic() - t0:.1f} s")
     except (Fail, record.RecordError) as e:
-        return name, False, f"{e} ({time.monotonic() - t0:.0f} s; logs: {run.log_dir})"
+        return name, False, f"{e} ({time.monotonic() - t0:.1f} s; logs: {run.log_dir})"
     finally:
         run.stop()
 
