@@ -64,50 +64,72 @@ def rank_of(block):
     return ranks[0] if ranks else None
 
 
-def layout(base, rank=0):
+def layout(base, rank=0, split=False):
+    """A side's regions, rank r's 16 MiB above rank 0's: one per layer, or (`split`) each layer's K and V planes as
+    regions of their own, half the block length, at the same addresses — what Mooncake's and vLLM's connectors
+    register of FlashAttention's `(2, num_blocks, …)` cache, given to the reference peer so it holds the same."""
     base += rank * RANK_STRIDE
-    return {"kv_caches_base_addr": [base + i * 0x10000 for i in range(REGIONS)], "block_lens": [BLOCK_LEN] * REGIONS,
-            "kv_block_lens": [BLOCK_LEN] * REGIONS, "registered_layer_names": [f"region.{i}" for i in range(REGIONS)],
-            "registered_layer_indices": list(range(REGIONS)), "num_blocks": NUM_BLOCKS}
+    half, plane = BLOCK_LEN // 2, NUM_BLOCKS * BLOCK_LEN // 2
+    addrs = [base + i * 0x10000 + h * plane for i in range(REGIONS) for h in ((0, 1) if split else (0,))]
+    n, bl = len(addrs), half if split else BLOCK_LEN
+    return {"kv_caches_base_addr": addrs, "block_lens": [bl] * n, "kv_block_lens": [bl] * n,
+            "registered_layer_names": [f"region.{j}" for j in range(n)], "registered_layer_indices": list(range(n)),
+            "num_blocks": NUM_BLOCKS}
 
 
-def provenance_word(region, offset):
-    """The provenance word at byte `offset` of a prefiller region (conformance/TESTEE.md)."""
-    return (0x4D43 << 48) | (region << 36) | ((offset // BLOCK_LEN) << 16) | ((offset % BLOCK_LEN) // 8)
+def provenance_word(region, offset, block_len=BLOCK_LEN):
+    """The provenance word at byte `offset` of a prefiller region of blocks of `block_len` (conformance/TESTEE.md)."""
+    return (0x4D43 << 48) | (region << 36) | ((offset // block_len) << 16) | ((offset % block_len) // 8)
 
 
 def chunks(kv_first, p, d):
-    """(prefiller offset, decoder offset, length) of what moving block p to block d copies in one region: the whole
-    block where the cache is blocks first, else its K half and its V half (`(2, num_blocks, …)`, FlashAttention)."""
+    """(prefiller offset, decoder offset, length) of what moving block p to block d copies in one layer's memory: the
+    whole block where the cache is blocks first, else its K half and its V half (`(2, num_blocks, …)`,
+    FlashAttention)."""
     if not kv_first:
         return [(p * BLOCK_LEN, d * BLOCK_LEN, BLOCK_LEN)]
     half, plane = BLOCK_LEN // 2, NUM_BLOCKS * BLOCK_LEN // 2
     return [(h * plane + p * half, h * plane + d * half, half) for h in (0, 1)]
 
 
-def place_text(region, offset, kv_first):
-    """A provenance place (region, byte offset), and whose request block it is part of, if any's."""
-    half = BLOCK_LEN // 2
-    block = (offset % (NUM_BLOCKS * half)) // half if kv_first else offset // BLOCK_LEN
-    r = rank_of(block)
-    whose = "" if r is None else f" (prefiller rank {r}'s block {block})"
-    return f"region {region} block {offset // BLOCK_LEN} word {(offset % BLOCK_LEN) // 8}{whose}"
+class Pattern:
+    """How a prefiller's provenance reads at layer `i`, byte `offset` of its memory: `split` (the reference peer on
+    FlashAttention's layout, `layout(split=True)`) numbers K and V planes as regions of half-block blocks; else a
+    layer's memory is one region of BLOCK_LEN blocks (the Mooncake driver fills its mapped regions so, whatever
+    the connector registers of them). `kv_first`: a request's block is a K or V half, not a whole block."""
 
+    def __init__(self, split, kv_first):
+        self.split, self.kv_first = split, kv_first
+        self.half, self.plane = BLOCK_LEN // 2, NUM_BLOCKS * BLOCK_LEN // 2
 
-def provenance_problem(hexbytes, region, p_off, kv_first=False):
-    """The first word of `hexbytes` that is not the provenance of region `region` from byte `p_off` on (None: all
-    are). `kv_first`: the region is `(2, num_blocks, …)`, so the request block a place belongs to is its K or V
-    half's."""
-    b = bytes.fromhex(hexbytes)
-    for k in range(len(b) // 8):
-        w = int.from_bytes(b[8 * k:8 * k + 8], "little")
-        want = provenance_word(region, p_off + 8 * k)
-        if w != want:
-            got = "zero" if w == 0 else (
-                place_text((w >> 36) & 0xFFF, ((w >> 16) & 0xFFFFF) * BLOCK_LEN + (w & 0xFFFF) * 8, kv_first)
-                if w >> 48 == 0x4D43 else f"{w:#x}")
-            return f"word {k}: {got}, expected {place_text(region, p_off + 8 * k, kv_first)}"
-    return None
+    def place(self, i, offset):
+        """(pattern region, offset in it, its block length)."""
+        if self.split:
+            return 2 * i + offset // self.plane, offset % self.plane, self.half
+        return i, offset, BLOCK_LEN
+
+    def text(self, region, offset, block_len):
+        """A place, and the request block (of which prefiller rank) it is part of, if any."""
+        if self.split or not self.kv_first:
+            block = offset // block_len
+        else:
+            block = (offset % self.plane) // self.half
+        r = rank_of(block)
+        whose = "" if r is None else f" (prefiller rank {r}'s block {block})"
+        return f"region {region} block {offset // block_len} word {(offset % block_len) // 8}{whose}"
+
+    def problem(self, hexbytes, i, p_off):
+        """The first word of `hexbytes` that is not the provenance from layer `i`'s byte `p_off` on (None: all are)."""
+        region, off, bl = self.place(i, p_off)
+        b = bytes.fromhex(hexbytes)
+        for k in range(len(b) // 8):
+            w = int.from_bytes(b[8 * k:8 * k + 8], "little")
+            if w != provenance_word(region, off + 8 * k, bl):
+                got = "zero" if w == 0 else (
+                    self.text((w >> 36) & 0xFFF, ((w >> 16) & 0xFFFFF) * bl + (w & 0xFFFF) * 8, bl)
+                    if w >> 48 == 0x4D43 else f"{w:#x}")
+                return f"word {k}: {got}, expected {self.text(region, off + 8 * k, bl)}"
+        return None
 
 
 def decoder_ids(suffix):
@@ -190,10 +212,14 @@ class Side:
         tp = {"tp_rank": self.rank, "tp_size": self.ctx.tp, "abort_timeout_s": ABORT_S, "record_wire": True}
         if self.role == "prefiller":
             config = {"engine_id": "engine-p", "bind": f"tcp://127.0.0.1:{self.run.port + self.rank}",
-                      "model": {"total_num_kv_heads": 4 * self.ctx.tp}, "layout": layout(P_BASE, self.rank), **tp}
+                      "model": {"total_num_kv_heads": 4 * self.ctx.tp}, "layout": layout(P_BASE, self.rank, self.split()), **tp}
         else:
-            config = {"hostname": "127.0.0.1", "layout": layout(D_BASE, self.rank), **tp}
+            config = {"hostname": "127.0.0.1", "layout": layout(D_BASE, self.rank, self.split()), **tp}
         self.t.send({"cmd": "start", "role": self.role, "revision": REVISION, "config": config})
+
+    def split(self):
+        """The reference peer on FlashAttention's layout holds K and V planes as regions (`layout`)."""
+        return self.kind == "ref" and self.ctx.attn_backend == "FLASH_ATTN"
 
     def end_start(self):
         if self.kind == "vllm":
@@ -246,7 +272,7 @@ class Side:
         s = self.t.cmd({"cmd": "status"})
         return set(s["finished"]), s.get("open_exchanges") == 0 and s.get("pending_pulls", 0) == 0
 
-    def landed(self):
+    def landed(self, p_kind):
         """Problems of the pulled blocks (empty: every word of prefiller rank r's blocks arrived where it belongs)."""
         moves = [(i, p, d) for i in range(REGIONS) for _, ps, ds in REQS for p, d in zip(p_blocks(ps, self.rank), ds)]
         if self.kind == "vllm":
@@ -257,10 +283,11 @@ class Side:
         problems = []
         base = layout(D_BASE, self.rank)["kv_caches_base_addr"]
         kv_first = self.ctx.attn_backend == "FLASH_ATTN"
+        pattern = Pattern(p_kind == "ref" and kv_first, kv_first)
         for i, p, d in moves:
             for p_off, d_off, n in chunks(kv_first, p, d):
                 h = self.t.cmd({"cmd": "read_memory", "addr": base[i] + d_off, "len": n})["hex"]
-                why = provenance_problem(h, i, p_off, kv_first)
+                why = pattern.problem(h, i, p_off)
                 if why:
                     problems.append(f"rank {self.rank} region {i} block {d} (offset {d_off}): {why}")
         return problems
@@ -314,7 +341,7 @@ def settle(decoders):
 
 def pairing(ctx, p_kind, d_kind):
     name = f"{p_kind}-prefiller->{d_kind}-decoder"
-    if "mc" in (p_kind, d_kind):
+    if "mc" in (p_kind, d_kind) or (ctx.attn_backend == "FLASH_ATTN" and "ref" in (p_kind, d_kind)):
         name += f" ({ctx.attn_backend})"
     if ctx.tp > 1:
         name += f" TP {ctx.tp}"
@@ -344,7 +371,7 @@ def pairing(ctx, p_kind, d_kind):
         for d, got in zip(ds, done):
             if got != want:
                 raise Fail(f"decoder rank {d.rank} finished {sorted(got)} of {sorted(want)}")
-        problems = [x for d in ds for x in d.landed()]
+        problems = [x for d in ds for x in d.landed(p_kind)]
         if problems:
             raise Fail(f"{len(problems)} pulled block copies wrong, first: {problems[0]}")
         blocks = REGIONS * sum(len(d) for _, _, d in REQS)

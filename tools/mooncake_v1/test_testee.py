@@ -95,15 +95,31 @@ class LiveTpTest(unittest.TestCase):
         for kv_first in (False, True):
             for (off, _, n), (mine, _, _) in zip(live.chunks(kv_first, theirs, 0), live.chunks(kv_first, p, 0)):
                 sent = regions.read(base + 0x10000 + off, n)  # region 1 of prefiller rank 1, as it would land
-                self.assertIsNone(live.provenance_problem(sent, 1, off, kv_first))
+                pattern = live.Pattern(False, kv_first)
+                self.assertIsNone(pattern.problem(sent, 1, off))
                 # what decoder rank 0 expects there: rank 0's block p
-                why = live.provenance_problem(sent, 1, mine, kv_first)
+                why = pattern.problem(sent, 1, mine)
                 self.assertRegex(why, f"^word 0: region 1 block {off // live.BLOCK_LEN} word {off % live.BLOCK_LEN // 8} "
                                       rf"\(prefiller rank 1's block {theirs}\), expected region 1 block "
                                       rf"{mine // live.BLOCK_LEN} word {mine % live.BLOCK_LEN // 8} \(prefiller rank "
                                       rf"0's block {p}\)$")
-        self.assertEqual(live.provenance_problem(regions.read(base, 16)[:16] + "00" * 8, 0, 0),
+        self.assertEqual(live.Pattern(False, False).problem(regions.read(base, 16)[:16] + "00" * 8, 0, 0),
                          "word 1: zero, expected region 0 block 0 word 1")
+
+    def test_k_and_v_planes_as_regions_of_their_own(self):
+        """The reference peer's FlashAttention layout: the same addresses as the layer's memory, K and V planes
+        numbered as regions of half-block blocks; its provenance read where a layer's K or V half lies."""
+        base = BASE + 0x400_0000
+        split = live.layout(base, split=True)
+        self.assertEqual(len(split["kv_caches_base_addr"]), 2 * live.REGIONS)
+        regions = testee.Regions(split)
+        regions.fill_provenance()
+        p = live.p_blocks(live.REQS[1][1], 1)[-1]
+        layer = live.layout(base)["kv_caches_base_addr"][1]
+        for off, _, n in live.chunks(True, p, 0):
+            sent = regions.read(layer + off, n)
+            self.assertIsNone(live.Pattern(True, True).problem(sent, 1, off))
+            self.assertIn(f"(prefiller rank 1's block {p})", live.Pattern(False, True).problem(sent, 1, off))
 
     def test_tp_sizes_it_cannot_plan_are_refused(self):
         for tp in (0, live.MAX_TP + 1):
