@@ -212,7 +212,8 @@ class Side:
         tp = {"tp_rank": self.rank, "tp_size": self.ctx.tp, "abort_timeout_s": ABORT_S, "record_wire": True}
         if self.role == "prefiller":
             config = {"engine_id": "engine-p", "bind": f"tcp://127.0.0.1:{self.run.port + self.rank}",
-                      "model": {"total_num_kv_heads": 4 * self.ctx.tp}, "layout": layout(P_BASE, self.rank, self.split()), **tp}
+                      "model": {"total_num_kv_heads": 4 * self.ctx.tp},
+                      "layout": layout(P_BASE, self.rank, self.split()), **tp}
         else:
             config = {"hostname": "127.0.0.1", "layout": layout(D_BASE, self.rank, self.split()), **tp}
         self.t.send({"cmd": "start", "role": self.role, "revision": REVISION, "config": config})

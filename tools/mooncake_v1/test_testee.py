@@ -99,10 +99,10 @@ class LiveTpTest(unittest.TestCase):
                 self.assertIsNone(pattern.problem(sent, 1, off))
                 # what decoder rank 0 expects there: rank 0's block p
                 why = pattern.problem(sent, 1, mine)
-                self.assertRegex(why, f"^word 0: region 1 block {off // live.BLOCK_LEN} word {off % live.BLOCK_LEN // 8} "
+                bl = live.BLOCK_LEN
+                self.assertRegex(why, f"^word 0: region 1 block {off // bl} word {off % bl // 8} "
                                       rf"\(prefiller rank 1's block {theirs}\), expected region 1 block "
-                                      rf"{mine // live.BLOCK_LEN} word {mine % live.BLOCK_LEN // 8} \(prefiller rank "
-                                      rf"0's block {p}\)$")
+                                      rf"{mine // bl} word {mine % bl // 8} \(prefiller rank 0's block {p}\)$")
         self.assertEqual(live.Pattern(False, False).problem(regions.read(base, 16)[:16] + "00" * 8, 0, 0),
                          "word 1: zero, expected region 0 block 0 word 1")
 
