@@ -5,13 +5,14 @@
 # tools/mooncake_v1/README.md.
 #
 #   scripts/mooncake-v1.sh [run|live|all] [--attn-backend FLASHINFER|FLASH_ATTN|TRITON_ATTN] [--python PY]
-#                          [--pairing P:D]... [--log-dir DIR]
+#                          [--pairing P:D]... [--tp N] [--log-dir DIR]
 #   scripts/mooncake-v1.sh record [--scenario NAME]... [--out DIR] [--python PY] [--log-dir DIR]
 #
 #   run   every generation-1 case (vllm-0.13.0..0.15.1) against the driver, with the backend's expected failures
 #         (tools/mooncake_v1/expected-failures-<backend>.toml, when there is one)
 #   live  tools/mooncake_v1/live.py: the connector against the reference peer, itself and vLLM 0.15.1's own
-#         generation-1 connector (default pairings: mc:ref ref:mc mc:mc mc:vllm vllm:mc)
+#         generation-1 connector (default pairings: mc:ref ref:mc mc:mc mc:vllm vllm:mc); --tp N (1-4) runs N
+#         TP ranks on each side, rank r pulling from rank r
 #   all   both (the default)
 #   record  tools/record/record.py --impl mooncake --release 0.12.0: the connector's own traffic recorded as traces
 #         (every generation-1 scenario of conformance/scenarios.toml, or those named; fake transfer engine, no bytes
@@ -25,13 +26,14 @@ cd "$(dirname "$0")/.."
 . scripts/lib/record-env.sh
 cache="${MOONCAKE_RECORD_CACHE:-$HOME/.cache/mooncake-wire/record}"
 wheels="${MOONCAKE_WHEELS:-$HOME/.cache/mooncake-wire/wheels}"
-mode=all python="" backend=FLASHINFER log_dir="" pairings=() scenarios=() out=""
+mode=all python="" backend=FLASHINFER log_dir="" pairings=() scenarios=() out="" tp=1
 while [ $# -gt 0 ]; do
   case "$1" in
     run|live|all|record) mode="$1"; shift ;;
     --attn-backend) backend="$2"; shift 2 ;;
     --python) python="$2"; shift 2 ;;
     --pairing) pairings+=(--pairing "$2"); shift 2 ;;
+    --tp) tp="$2"; shift 2 ;;
     --log-dir) log_dir="$2"; shift 2 ;;
     --scenario) scenarios+=(--scenario "$2"); shift 2 ;;
     --out) out="$2"; shift 2 ;;
@@ -87,8 +89,8 @@ if [ "$mode" != run ]; then
   [ ${#pairings[@]} -gt 0 ] || pairings=(--pairing mc:ref --pairing ref:mc --pairing mc:mc --pairing mc:vllm --pairing vllm:mc)
   set +e
   "$python" tools/mooncake_v1/live.py --python "$python" --mc-path "$mc_path" --vllm-path "$cache/vllm-0.15.1" \
-    --engine-path "$engine" --peer "$bin/mooncake-peer" --attn-backend "$backend" "${pairings[@]}" \
-    ${log_dir:+--log-dir "$log_dir/live"}
+    --engine-path "$engine" --peer "$bin/mooncake-peer" --attn-backend "$backend" --tp "$tp" \
+    "${pairings[@]}" ${log_dir:+--log-dir "$log_dir/live"}
   s=$?
   set -e
   [ $s -eq 0 ] || status=$s

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Self-check of tools/mooncake_v1/testee.py that needs neither vLLM nor the engine package (standard library only;
-run by scripts/test.sh): its memory lands at the runner's addresses with the provenance pattern, it refuses an
-address already mapped, and without the connector installed it still says hello and answers `start` with the
-reason instead of dying."""
+"""Self-check of tools/mooncake_v1/testee.py and live.py that needs neither vLLM nor the engine package (standard
+library only; run by scripts/test.sh): the driver's memory lands at the runner's addresses with the provenance
+pattern, it refuses an address already mapped, and without the connector installed it still says hello and
+answers `start` with the reason instead of dying; live.py's TP plan gives every prefiller rank blocks of its own, so
+its word-for-word check tells a block of the right rank from the same block of another rank."""
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import live  # noqa: E402
 import testee  # noqa: E402
 
 BASE = 0x5F00_0000_0000  # an address no test elsewhere maps
@@ -65,6 +67,66 @@ class ProtocolTest(unittest.TestCase):
         self.assertIn("bad command line", lines[4]["error"])
         self.assertEqual(lines[5], {"ok": True})
         self.assertEqual(len(lines), 6)
+
+
+class LiveTpTest(unittest.TestCase):
+    def test_every_rank_holds_blocks_of_its_own(self):
+        self.assertGreaterEqual(live.MAX_TP, 2)
+        held = {}
+        for rank in range(live.MAX_TP):
+            for _, ps, _ in live.REQS:
+                for b in live.p_blocks(ps, rank):
+                    self.assertLess(b, live.NUM_BLOCKS)
+                    self.assertNotIn(b, held, f"block {b} of rank {rank} is also rank {held.get(b)}'s")
+                    held[b] = rank
+                    self.assertEqual(live.rank_of(b), rank)
+        self.assertIsNone(live.rank_of(0))
+        for kv_first in (False, True):  # every chunk of every rank's block inside the region
+            for p, d, n in live.chunks(kv_first, max(held), 0):
+                self.assertLessEqual(p + n, live.NUM_BLOCKS * live.BLOCK_LEN)
+
+    def test_a_block_of_another_rank_is_told_apart(self):
+        base = BASE + 0x300_0000
+        regions = testee.Regions({"kv_caches_base_addr": [base, base + 0x10000], "block_lens": [live.BLOCK_LEN] * 2,
+                                  "num_blocks": live.NUM_BLOCKS})
+        regions.fill_provenance()
+        p = live.REQS[0][1][0]
+        theirs = live.p_blocks([p], 1)[0]
+        for kv_first in (False, True):
+            for (off, _, n), (mine, _, _) in zip(live.chunks(kv_first, theirs, 0), live.chunks(kv_first, p, 0)):
+                sent = regions.read(base + 0x10000 + off, n)  # region 1 of prefiller rank 1, as it would land
+                pattern = live.Pattern(False, kv_first)
+                self.assertIsNone(pattern.problem(sent, 1, off))
+                # what decoder rank 0 expects there: rank 0's block p
+                why = pattern.problem(sent, 1, mine)
+                bl = live.BLOCK_LEN
+                self.assertRegex(why, f"^word 0: region 1 block {off // bl} word {off % bl // 8} "
+                                      rf"\(prefiller rank 1's block {theirs}\), expected region 1 block "
+                                      rf"{mine // bl} word {mine % bl // 8} \(prefiller rank 0's block {p}\)$")
+        self.assertEqual(live.Pattern(False, False).problem(regions.read(base, 16)[:16] + "00" * 8, 0, 0),
+                         "word 1: zero, expected region 0 block 0 word 1")
+
+    def test_k_and_v_planes_as_regions_of_their_own(self):
+        """The reference peer's FlashAttention layout: the same addresses as the layer's memory, K and V planes
+        numbered as regions of half-block blocks; its provenance read where a layer's K or V half lies."""
+        base = BASE + 0x400_0000
+        split = live.layout(base, split=True)
+        self.assertEqual(len(split["kv_caches_base_addr"]), 2 * live.REGIONS)
+        regions = testee.Regions(split)
+        regions.fill_provenance()
+        p = live.p_blocks(live.REQS[1][1], 1)[-1]
+        layer = live.layout(base)["kv_caches_base_addr"][1]
+        for off, _, n in live.chunks(True, p, 0):
+            sent = regions.read(layer + off, n)
+            self.assertIsNone(live.Pattern(True, True).problem(sent, 1, off))
+            self.assertIn(f"(prefiller rank 1's block {p})", live.Pattern(False, True).problem(sent, 1, off))
+
+    def test_tp_sizes_it_cannot_plan_are_refused(self):
+        for tp in (0, live.MAX_TP + 1):
+            r = subprocess.run([sys.executable, os.path.join(HERE, "live.py"), "--mc-path", "-", "--peer", "-", "--tp",
+                                str(tp)], capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(f"--tp {tp}: 1 to {live.MAX_TP}", r.stderr)
 
 
 if __name__ == "__main__":
