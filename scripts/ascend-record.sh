@@ -8,7 +8,7 @@
 #                            [--no-validate]
 #
 #   --release    vllm-ascend release: 0.18.0, 0.23.0.post1 (default: both)
-#   --scenario   a_meta_then_done, b_two_decoders (default: all)
+#   --scenario   a_meta_then_done, b_two_decoders, c_failed_read (default: all)
 #   --out        writes OUT/vllm-ascend-<release>/<scenario>.jsonl (default: recordings/ascend, git-ignored);
 #                conformance/traces-pull re-records the bundled traces
 #   --python     an environment with torch and vLLM's dependencies (default: the recorder's, as record.sh makes it)

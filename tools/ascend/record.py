@@ -29,14 +29,20 @@ START_TIMEOUT_S = 240
 SETTLE_S = 20
 POLL_S = 0.05
 
+# The code a failed engine read returns (`c_failed_read`): what tools/mooncake_v1's `fail_next_transfer` uses.
+FAILED_READ_RET = -1
+
 # name, description, prefiller TP, decoder instances (each TP 1), the pulls: (decoder index, request id,
-# prefiller blocks, decoder blocks).
+# prefiller blocks, decoder blocks), the requests whose engine read is made to fail.
 SCENARIOS = [
     ("a_meta_then_done", "One decoder worker asks for the metadata, reads, and sends the completion.",
-     1, 1, [(0, "req-0", [1, 2, 3], [4, 5, 6])]),
+     1, 1, [(0, "req-0", [1, 2, 3], [4, 5, 6])], set()),
     ("b_two_decoders", "Two decoder workers (two decoder instances) ask the same prefiller worker for the metadata "
      "(same bytes each time), read, and both send completions.",
-     1, 2, [(0, "req-1", [1, 2], [7, 8]), (1, "req-2", [5, 6, 9], [3, 4, 5])]),
+     1, 2, [(0, "req-1", [1, 2], [7, 8]), (1, "req-2", [5, 6, 9], [3, 4, 5])], set()),
+    ("c_failed_read", "One decoder worker asks for the metadata; its engine read fails (returns -1 without "
+     "reading, injected in the decoder process); it sends the completion all the same.",
+     1, 1, [(0, "req-3", [1, 2, 3], [4, 5, 6])], {"req-3"}),
 ]
 
 
@@ -130,7 +136,7 @@ def free_port(span):
     raise RecordError("no free ports")
 
 
-def run_scenario(rec, name, description, p_tp, n_dec, pulls):
+def run_scenario(rec, name, description, p_tp, n_dec, pulls, failing=frozenset()):
     workers, events, error, outcome = [], [], None, {}
     p_port = free_port(p_tp)
     started = time.time()
@@ -152,9 +158,11 @@ def run_scenario(rec, name, description, p_tp, n_dec, pulls):
         for d, req, p_blocks, d_blocks in pulls:
             for pw in prefillers:
                 pw.cmd("send", req_id=req, blocks=p_blocks)
-        outcome = {"finished_sending": {}, "finished_recving": {}, "kv_check": {}}
+        outcome = {"finished_sending": {}, "finished_recving": {}, "load_errors": {}, "kv_check": {}}
         for d, req, p_blocks, d_blocks in pulls:
             dw = decoders[d]
+            if req in failing:
+                dw.cmd("fail_next_read", count=1, ret=FAILED_READ_RET)
             params = {"do_remote_prefill": True, "do_remote_decode": False, "remote_block_ids": p_blocks,
                       "remote_engine_id": "engine-prefill-0", "remote_request_id": req,
                       "remote_host": "127.0.0.1", "remote_port": p_port, "remote_pcp_size": 1,
@@ -165,6 +173,8 @@ def run_scenario(rec, name, description, p_tp, n_dec, pulls):
             got = False
             while time.monotonic() < deadline and not got:
                 r = dw.cmd("poll")
+                if r["load_errors"]:
+                    outcome["load_errors"].setdefault(dw.conn, []).extend(r["load_errors"])
                 if req in r["recving"]:
                     outcome["finished_recving"].setdefault(dw.conn, []).append(req)
                     got = True
@@ -174,7 +184,13 @@ def run_scenario(rec, name, description, p_tp, n_dec, pulls):
                 time.sleep(POLL_S)
             if not got:
                 raise RecordError(f"{dw.conn}: {req} not reported received in {SETTLE_S} s")
-            if p_tp == 1:
+            if req in failing:
+                # The read returned the failure without reading: no bytes landed to check. What the decoder reported
+                # (finished_recving, load_errors) is the outcome; one more poll catches errors reported a step late.
+                r = dw.cmd("poll")
+                if r["load_errors"]:
+                    outcome["load_errors"].setdefault(dw.conn, []).extend(r["load_errors"])
+            elif p_tp == 1:
                 chk = dw.cmd("check", pairs=list(zip(d_blocks, p_blocks)), prefiller_rank=0)
                 chk.pop("ok", None)
                 outcome["kv_check"][f"{dw.conn}/{req}"] = chk
@@ -210,7 +226,8 @@ def run_scenario(rec, name, description, p_tp, n_dec, pulls):
 
 
 def trace(rec, name, description, workers, events, outcome, error, started):
-    reads = [{"conn": e.get("conn"), "session": e["session"], "n": e["n"], "bytes": e["bytes"], "ret": e["ret"]}
+    reads = [dict({"conn": e.get("conn"), "session": e["session"], "n": e["n"], "bytes": e["bytes"], "ret": e["ret"]},
+                  **({"injected_failure": True} if e.get("injected_failure") else {}))
              for e in sorted((e for e in events if e.get("kind") == "te_read"), key=lambda e: e["t"])]
     events = sorted((e for e in events if e.get("kind") == "zmq"), key=lambda e: e["t"])
     t0 = events[0]["t"] if events else 0
@@ -263,13 +280,13 @@ def main(argv=None):
                              log_dir=a.log_dir or f"/tmp/ascend-record-logs-{os.getpid()}/{a.release}")
     out_dir = os.path.join(a.out, f"vllm-ascend-{a.release}")
     status = 0
-    for name, desc, p_tp, n_dec, pulls in SCENARIOS:
+    for name, desc, p_tp, n_dec, pulls, failing in SCENARIOS:
         if a.scenario and name not in a.scenario:
             continue
         rec.log_dir = os.path.join(a.log_dir or f"/tmp/ascend-record-logs-{os.getpid()}", a.release, name)
         os.makedirs(rec.log_dir, exist_ok=True)
         t = time.monotonic()
-        lines = run_scenario(rec, name, desc, p_tp, n_dec, pulls)
+        lines = run_scenario(rec, name, desc, p_tp, n_dec, pulls, failing)
         err = lines[0]["error"]
         if err and err.startswith("cannot start:"):
             print(f"{name}: not recorded: {err}", file=sys.stderr, flush=True)

@@ -28,7 +28,9 @@ Commands (one JSON object per line on stdin, one reply per line on stdout; logs 
   {"cmd": "register"}                        → {"ok": true, "handshake_port", "te_rpc_port", "kv_caches_base_addr"}
   {"cmd": "send", "req_id", "blocks"}        prefiller: the request finished prefill; its blocks wait for a pull
   {"cmd": "pull", "req_id", "local_blocks", "params"}  decoder: start_load_kv with the scheduler's request
-  {"cmd": "poll"}                            → {"ok": true, "sending": [...], "recving": [...]} (get_finished)
+  {"cmd": "poll"}                            → {"ok": true, "sending": [...], "recving": [...], "load_errors": [...]}
+                                             (get_finished, get_block_ids_with_load_errors)
+  {"cmd": "fail_next_read", "count", "ret"}  decoder: the next `count` engine reads return `ret` without reading
   {"cmd": "check", "req_id", "pairs"}        decoder: compare pulled blocks with the prefiller's pattern
   {"cmd": "events"}                          → {"ok": true, "events": [...]} (the tapped ZeroMQ traffic)
   {"cmd": "quit"}
@@ -51,6 +53,8 @@ MODULE = "vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector"
 # The model of the recordings: 4 KV heads, head size 8, 2 layers, block size 16, fp16, no MLA.
 MODEL = {"total_num_kv_heads": 4, "head_size": 8, "num_layers": 2, "block_size": 16}
 OUT = sys.stdout
+# The engine reads still to fail (`fail_next_read`) and the code they return.
+READ_FAULTS = {"left": 0, "ret": -1}
 
 
 def log(*a):
@@ -143,11 +147,21 @@ def install_tcp_engine():
                                       device_name)
 
         def batch_transfer_sync_read(self, session_id, buffers, peer_buffer_addresses, lengths):
-            ret = super().batch_transfer_sync_read(session_id, buffers, peer_buffer_addresses, lengths)
+            # `fail_next_read`: while failures remain, the read returns the given code without reaching the engine
+            # (nothing is read), as tools/mooncake_v1's EngineTap does to writes.
+            failing = READ_FAULTS["left"] > 0
+            if failing:
+                READ_FAULTS["left"] -= 1
+                ret = READ_FAULTS["ret"]
+            else:
+                ret = super().batch_transfer_sync_read(session_id, buffers, peer_buffer_addresses, lengths)
             import taps
 
-            taps.emit({"kind": "te_read", "conn": taps._conn, "session": session_id, "n": len(lengths), "bytes": int(sum(lengths)),
-                       "ret": ret})
+            ev = {"kind": "te_read", "conn": taps._conn, "session": session_id, "n": len(lengths),
+                  "bytes": int(sum(lengths)), "ret": ret}
+            if failing:
+                ev["injected_failure"] = True
+            taps.emit(ev)
             return ret
 
     me.TransferEngine = TransferEngine
@@ -355,8 +369,15 @@ class Worker:
         return {}
 
     def poll(self):
+        """The scheduler's two questions after a step: `get_finished` and `get_block_ids_with_load_errors` (the
+        connector's own in 0.23.0.post1; 0.18.0 inherits vLLM's base class's)."""
         sending, recving = self.worker.get_finished()
-        return {"sending": sorted(sending), "recving": sorted(recving)}
+        errors = self.connector.get_block_ids_with_load_errors()
+        return {"sending": sorted(sending), "recving": sorted(recving), "load_errors": sorted(errors)}
+
+    def fail_next_read(self, count, ret):
+        READ_FAULTS["left"], READ_FAULTS["ret"] = int(count), int(ret)
+        return {}
 
     def check(self, pairs, prefiller_rank):
         """Every (local block, remote block) pulled holds the prefiller's pattern of the remote block, in every
@@ -400,6 +421,8 @@ def serve(w):
                 out = w.pull(msg["req_id"], msg["local_blocks"], msg["params"])
             elif cmd == "poll":
                 out = w.poll()
+            elif cmd == "fail_next_read":
+                out = w.fail_next_read(msg.get("count", 1), msg.get("ret", -1))
             elif cmd == "check":
                 out = w.check(msg["pairs"], msg["prefiller_rank"])
             elif cmd == "events":
