@@ -19,52 +19,108 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     mooncake_trace::jsonl::expand(&[dir.to_path_buf()]).unwrap()
 }
 
+/// The scenarios every pull revision's bundled traces hold, and what the released revisions' recordings add.
+const SCENARIOS: [&str; 2] = ["a_meta_then_done", "b_two_decoders"];
+const FAILED_READ: &str = "c_failed_read";
+
+fn scenario(f: &Path) -> String {
+    f.file_stem().unwrap().to_string_lossy().into_owned()
+}
+
 #[test]
 fn committed_pull_traces_validate() {
     let fs = files(&crate::here().join("traces-pull"));
-    assert_eq!(fs.len(), 6, "two scenarios for each of the three pull revisions");
-    let mut revisions = std::collections::BTreeSet::new();
-    for f in fs {
-        let r = validate_file(&f);
+    let mut revisions = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for f in &fs {
+        let r = validate_file(f);
         assert!(r.ok(), "{}: {:#?}", f.display(), r.findings);
         assert!(r.zmq_payloads >= 8, "{}", f.display());
-        revisions.insert(r.revision.unwrap());
+        revisions.entry(r.revision.unwrap()).or_default().push(scenario(f));
     }
     assert_eq!(
-        revisions.into_iter().collect::<Vec<_>>(),
+        revisions.keys().map(String::as_str).collect::<Vec<_>>(),
         ["vllm-ascend-0.18.0", "vllm-ascend-0.23.0.post1", "vllm-ascend-main@3e486e317"]
     );
+    for (rev, scenarios) in &revisions {
+        for s in SCENARIOS {
+            assert!(scenarios.iter().any(|x| x == s), "{rev}: no {s} trace in {scenarios:?}");
+        }
+    }
+    assert_eq!(revisions.values().map(Vec::len).sum::<usize>(), fs.len(), "one revision per file");
 }
 
-/// The released revisions' traces are recordings of vllm-ascend's code (`tools/ascend`), each a completed scenario:
-/// every request a decoder reported received was reported sent by the prefiller, every engine read returned 0, and
-/// every pulled block held the prefiller's bytes in every region.
+/// The ids of the requests one side reported (`observed_outcome.<side>`: per conn, a list of ids).
+fn reported(o: &J, side: &str, at: &str) -> std::collections::BTreeSet<String> {
+    let per_conn = o[side].as_object().unwrap_or_else(|| panic!("{at}: no {side}"));
+    per_conn.values().flat_map(|v| v.as_array().unwrap()).map(|r| r.as_str().unwrap().to_owned()).collect()
+}
+
+/// The decoders' completions (`done_recving_msg`, request id) that the trace shows sent, each answered with `ACK`.
+fn completions_acked(text: &str, at: &str) -> Vec<String> {
+    let evs: Vec<J> = text.lines().skip(1).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let done = hex::encode("done_recving_msg");
+    let sent: Vec<String> = evs
+        .iter()
+        .filter(|e| e["side"] == "decoder" && e["dir"] == "send" && e["decoded"][0] == done.as_str())
+        .map(|e| e["decoded"][1].as_str().unwrap().to_owned())
+        .collect();
+    let acks = evs.iter().filter(|e| e["side"] == "decoder" && e["dir"] == "recv" && e["payload_text"] == "ACK");
+    assert_eq!(acks.count(), sent.len(), "{at}: every completion answered with ACK");
+    sent
+}
+
+/// The released revisions' traces are recordings of vllm-ascend's code (`tools/ascend`), each a completed scenario
+/// in which every request a decoder reported received was reported freed by the prefiller. In the success scenarios
+/// every engine read returned 0, every pulled block held the prefiller's bytes in every region and no block was
+/// reported failed to load. In `c_failed_read` the one engine read returned the injected failure code, no bytes were
+/// checked as landed, the decoder still sent its completion (and it was acknowledged), and reported the request
+/// received; 0.23.0.post1 also reports its blocks as load errors, 0.18.0 (no `get_block_ids_with_load_errors` of its
+/// own) reports none.
 #[test]
 fn released_pull_traces_are_recordings_of_vllm_ascend() {
     for rev in ["vllm-ascend-0.18.0", "vllm-ascend-0.23.0.post1"] {
         let fs = files(&crate::here().join("traces-pull").join(rev));
-        assert_eq!(fs.len(), 2, "{rev}");
+        let names: Vec<String> = fs.iter().map(|f| scenario(f)).collect();
+        assert!(names.iter().any(|n| n == FAILED_READ), "{rev}: no {FAILED_READ} in {names:?}");
         for f in fs {
             let text = std::fs::read_to_string(&f).unwrap();
             let h: J = serde_json::from_str(text.lines().next().unwrap()).unwrap();
-            let at = f.display();
+            let at = f.display().to_string();
             assert_eq!(h["recorded_by"], "tools/ascend (mooncake-wire)", "{at}");
             assert!(h["recorded_from"].as_str().unwrap().contains("sdist (sha256"), "{at}");
             assert!(h["error"].is_null(), "{at}: {}", h["error"]);
             let o = &h["observed_outcome"];
-            let ids = |side: &str| -> std::collections::BTreeSet<String> {
-                let per_conn = o[side].as_object().unwrap_or_else(|| panic!("{at}: no {side}"));
-                per_conn.values().flat_map(|v| v.as_array().unwrap()).map(|r| r.as_str().unwrap().to_owned()).collect()
-            };
-            assert!(!ids("finished_recving").is_empty(), "{at}");
-            assert_eq!(ids("finished_recving"), ids("finished_sending"), "{at}");
+            let recving = reported(o, "finished_recving", &at);
+            assert!(!recving.is_empty(), "{at}");
+            assert_eq!(recving, reported(o, "finished_sending", &at), "{at}");
+            let completed: std::collections::BTreeSet<String> = completions_acked(&text, &at).into_iter().collect();
+            assert_eq!(completed, recving, "{at}: one acknowledged completion per request");
             let checks = o["kv_check"].as_object().unwrap();
-            assert_eq!(checks.len(), ids("finished_recving").len(), "{at}: one block check per request");
+            let reads = h["transfer_engine_reads"].as_array().unwrap();
+            let load_errors: Vec<&J> = o["load_errors"]
+                .as_object()
+                .map(|m| m.values().flat_map(|v| v.as_array().unwrap()).collect())
+                .unwrap_or_default();
+            if scenario(&f) == FAILED_READ {
+                assert_eq!(reads.len(), 1, "{at}: one engine read: {reads:?}");
+                assert!(
+                    reads[0]["ret"].as_i64().unwrap() < 0 && reads[0]["injected_failure"] == true,
+                    "{at}: {reads:?}"
+                );
+                assert!(checks.is_empty(), "{at}: nothing landed to check: {checks:?}");
+                if rev == "vllm-ascend-0.23.0.post1" {
+                    assert!(!load_errors.is_empty(), "{at}: the failed request's blocks reported as load errors");
+                } else {
+                    assert!(load_errors.is_empty(), "{at}: {load_errors:?}");
+                }
+                continue;
+            }
+            assert!(load_errors.is_empty(), "{at}: {load_errors:?}");
+            assert_eq!(checks.len(), recving.len(), "{at}: one block check per request");
             for (req, c) in checks {
                 assert!(c["mismatches"].as_array().unwrap().is_empty(), "{at}: {req}: {c}");
                 assert!(c["blocks"].as_u64().unwrap() > 0 && c["regions"].as_u64().unwrap() > 0, "{at}: {req}");
             }
-            let reads = h["transfer_engine_reads"].as_array().unwrap();
             assert_eq!(reads.len(), checks.len(), "{at}: one engine read per request");
             assert!(reads.iter().all(|r| r["ret"] == 0 && r["bytes"].as_u64().unwrap() > 0), "{at}: {reads:?}");
         }

