@@ -55,6 +55,20 @@ class TraceTest(unittest.TestCase):
         self.assertNotIn("sock", evs[0])
         json.dumps(lines)  # every line is JSON
 
+    def test_an_injected_read_failure_is_marked_in_the_header(self):
+        rec = type("R", (), {"release": "0.23.0.post1", "recorded_from": "test"})()
+        events = [{"kind": "te_read", "conn": "decoder0", "session": "127.0.0.1:1", "n": 4, "bytes": 12288,
+                   "ret": record.FAILED_READ_RET, "injected_failure": True, "t": 1}]
+        lines = record.trace(rec, "c_failed_read", "d", [Worker("decoder0")], events, {}, None, 0)
+        self.assertEqual(lines[0]["transfer_engine_reads"],
+                         [{"conn": "decoder0", "session": "127.0.0.1:1", "n": 4, "bytes": 12288, "ret": -1,
+                           "injected_failure": True}])
+
+    def test_only_c_failed_read_fails_a_read_of_its_own_requests(self):
+        for name, _, _, _, pulls, failing in record.SCENARIOS:
+            self.assertLessEqual(failing, {req for _, req, _, _ in pulls}, name)
+            self.assertEqual(bool(failing), name == "c_failed_read", name)
+
     def test_free_port_span(self):
         base = record.free_port(3)
         self.assertTrue(1024 <= base < 65533)
