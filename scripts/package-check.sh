@@ -5,7 +5,7 @@
 # on the others patched to the unpacked copies, the versions of everything else from this repository's
 # Cargo.lock) and runs every crate's tests there, with no file of this repository in reach. Prints each crate's
 # result and one summary line. Takes many minutes on 2 cores (everything is built twice more, under
-# target/package and target/package-tests); the test command runs the packaging only (`--no-verify`). Opt-in; not
+# target/package-verify and target/package-tests); the test command runs the packaging only (`--no-verify`). Opt-in; not
 # part of ./scripts/test.sh.
 #
 # Usage: scripts/package-check.sh [--no-tests]
@@ -27,7 +27,13 @@ export CARGO_INCREMENTAL=0
 # `-<hash>` for a local one) and reuses it: an earlier run's mooncake-wire 0.1.0 was built instead of this tree's
 # (seen: "no `BehaviourKey` in `spec`"). None of these crates is on a public registry, so every such copy is ours.
 rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/mooncake-*
-cargo package --workspace --exclude mooncake-fuzz-harness --locked --allow-dirty
+# Nor does cargo rebuild a registry crate it has built before (a registry's crate of one version counts as
+# immutable): with the workspace's target directory, the verify build of mooncake-trace linked an earlier run's
+# build of mooncake-wire 0.1.0 (seen: "cannot find `Implementation` in `spec`"). So the verify build has a target
+# directory of its own, where this workspace's crates' builds are removed first (everything else stays cached).
+verify="$repo/target/package-verify"
+rm -rf "$verify"/debug/.fingerprint/mooncake-* "$verify"/debug/deps/*mooncake* "$verify"/debug/build/mooncake-*
+CARGO_TARGET_DIR="$verify" cargo package --workspace --exclude mooncake-fuzz-harness --locked --allow-dirty
 echo "package-check: every crate packaged and built from its tarball in $(( SECONDS - start )) s"
 [ "$tests" = 1 ] || exit 0
 
@@ -36,7 +42,7 @@ echo "package-check: every crate packaged and built from its tarball in $(( SECO
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 crates=()
-for c in target/package/*.crate; do
+for c in "$verify"/package/*.crate; do
   tar -xzf "$c" -C "$work"
   crates+=("$(basename "$c" .crate)")
 done

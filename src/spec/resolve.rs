@@ -153,6 +153,19 @@ impl Spec {
         if bare.starts_with(|c: char| c.is_ascii_digit()) {
             return self.resolve_in(name, |r| r.project() == DEFAULT_PROJECT, DEFAULT_PROJECT, bare);
         }
+        // Another project's connector (`mooncake`, `mooncake-0.3.13.post1`) is no revision: say which it speaks.
+        if let Some(imp) =
+            self.implementations.iter().find(|i| name == i.name || name.starts_with(&format!("{}-", i.name)))
+        {
+            return Err(ResolveError {
+                name: name.into(),
+                message: format!(
+                    "`{name}` names an implementation (spec/implementations/: {}), not a revision; it speaks `{}` (the cases of its recordings carry `@{}-<release>` in their ids)",
+                    imp.title, imp.speaks, imp.name
+                ),
+                suggestions: vec![imp.speaks.clone()],
+            });
+        }
         Err(ResolveError {
             name: name.into(),
             message: format!("`{name}` is not a revision or release of the spec ({})", self.coverage()),
@@ -354,6 +367,15 @@ mod tests {
                     assert_eq!(name(&format!("{}:{rel}", p.trim_start_matches("vllm-"))), r.revision);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn an_implementation_is_no_revision_and_says_which_it_speaks() {
+        for n in ["mooncake", "mooncake-0.3.13.post1"] {
+            let e = Spec::builtin().resolve(n).unwrap_err();
+            assert!(e.message.contains("names an implementation") && e.message.contains("vllm-0.13.0..0.15.1"), "{e}");
+            assert_eq!(e.suggestions, ["vllm-0.13.0..0.15.1"]);
         }
     }
 
