@@ -97,10 +97,13 @@ fn released_pull_traces_are_recordings_of_vllm_ascend() {
             assert_eq!(completed, recving, "{at}: one acknowledged completion per request");
             let checks = o["kv_check"].as_object().unwrap();
             let reads = h["transfer_engine_reads"].as_array().unwrap();
+            // Every recording read the decoder's load errors (`get_block_ids_with_load_errors`, where the release has it).
             let load_errors: Vec<&J> = o["load_errors"]
                 .as_object()
-                .map(|m| m.values().flat_map(|v| v.as_array().unwrap()).collect())
-                .unwrap_or_default();
+                .unwrap_or_else(|| panic!("{at}: no observed_outcome.load_errors"))
+                .values()
+                .flat_map(|v| v.as_array().unwrap())
+                .collect();
             if scenario(&f) == FAILED_READ {
                 assert_eq!(reads.len(), 1, "{at}: one engine read: {reads:?}");
                 assert!(
