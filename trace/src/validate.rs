@@ -13,7 +13,7 @@ use mooncake_wire::spec::{Revision, Spec, TransportMessage};
 
 use crate::conversation::{decode_count, Conversation, Decoded, Reading};
 use crate::finding::{CheckId, Finding, TraceReport};
-use crate::trace::{revision_for, sender, Event, HttpDir, Trace, ZmqEvent};
+use crate::trace::{revision_in, sender, Event, HttpDir, Trace, ZmqEvent};
 use crate::validate_pull::{check_frames, reencoding_differs};
 
 /// Validates the trace file at `path`; an unreadable or malformed file is a finding of the report, not an error.
@@ -90,10 +90,13 @@ pub fn validate(t: Trace) -> TraceReport {
             .push(Finding::new(CheckId::TraceEmpty, "no events after the header line: nothing to check").at_line(1));
         return rep;
     }
-    if t.header.family.as_deref() == Some("pull") {
-        return crate::validate_pull::validate(&t, rep);
+    // One resolution for both families: the pull family's own, every other header the push family's.
+    let pull = t.header.family.as_deref() == Some("pull");
+    if pull {
+        // Which project `vllm_version` belongs to is known only from the revision that covers it.
+        rep.project = "pull".into();
     }
-    let rev = match revision_for(Spec::builtin(), &t.header) {
+    let rev = match revision_in(Spec::builtin(), if pull { "pull" } else { "push" }, &t.header) {
         Ok(r) => r,
         Err(e) => {
             rep.findings
@@ -102,6 +105,9 @@ pub fn validate(t: Trace) -> TraceReport {
         }
     };
     rep.revision = Some(rev.revision.clone());
+    if pull {
+        return crate::validate_pull::validate(&t, rev, rep);
+    }
     let c = Conversation::with_revision(t, rev);
     let (zmq, http) = c.trace.events.iter().fold((0, 0), |(z, h), ev| match ev {
         Event::Zmq(_) => (z + 1, h),
@@ -373,11 +379,7 @@ mod tests {
         for f in &files {
             let t = Trace::load(f).unwrap();
             let pull = t.header.family.as_deref() == Some("pull");
-            let rev = if pull {
-                crate::validate_pull::revision_for(Spec::builtin(), &t.header).unwrap()
-            } else {
-                revision_for(Spec::builtin(), &t.header).unwrap()
-            };
+            let rev = revision_in(Spec::builtin(), if pull { "pull" } else { "push" }, &t.header).unwrap();
             let msgpack: Vec<u64> = t
                 .zmq()
                 .filter(|z| rev.message_from(sender(z).as_str()).is_some_and(|m| m.encoding == "msgpack"))

@@ -9,29 +9,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use mooncake_wire::codec::Codec;
-use mooncake_wire::spec::{Revision, Spec, TransportMessage};
+use mooncake_wire::spec::{Revision, TransportMessage};
 
 use crate::finding::{CheckId, Finding, TraceReport};
-use crate::trace::{sender, Event, Header, Trace, ZmqEvent};
+use crate::trace::{sender, Event, Trace, ZmqEvent};
 
-/// The pull revision of a trace: the one covering its `vllm_version` (a vllm-ascend release), or for an
-/// unreleased revision the one named `<project>-<vllm_version>` (`main@3e486e317`) — the spec's resolver.
-pub(crate) fn revision_for(spec: &Spec, header: &Header) -> Result<Arc<Revision>, mooncake_wire::spec::ResolveError> {
-    crate::trace::revision_in(spec, "pull", header)
-}
-
-pub(crate) fn validate(t: &Trace, mut rep: TraceReport) -> TraceReport {
-    // Which project `vllm_version` belongs to is known only from the revision that covers it.
-    rep.project = "pull".into();
-    let rev = match revision_for(Spec::builtin(), &t.header) {
-        Ok(r) => r,
-        Err(e) => {
-            rep.findings
-                .push(Finding::new(CheckId::TraceRevision, format!("{}: {e}", t.header.revision_field())).at_line(1));
-            return rep;
-        }
-    };
-    rep.revision = Some(rev.revision.clone());
+/// The checks of a pull-family trace, read with `rev` (the pull revision its header resolves to: the one covering
+/// its `vllm_version`, a vllm-ascend release, or for an unreleased revision the one named
+/// `<project>-<vllm_version>`, `main@3e486e317`); `rep` has the revision set.
+pub(crate) fn validate(t: &Trace, rev: Arc<Revision>, mut rep: TraceReport) -> TraceReport {
     rep.project = match rev.project() {
         "vllm" => "vLLM".into(),
         p => p.into(),
