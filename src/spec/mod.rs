@@ -309,14 +309,16 @@ impl Spec {
     /// Reads spec files given as (path relative to `spec/`, text): resolves derived revisions against their
     /// bases, checks each revision and that the releases of a family do not overlap.
     pub fn from_files(files: impl IntoIterator<Item = (String, String)>) -> Result<Spec, SpecError> {
-        let files: Vec<(String, String)> = files.into_iter().collect();
-        let raw: Vec<_> = files
-            .iter()
-            .map(|(p, t)| tree::parse_file(p, t))
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter()
-            .flatten()
-            .collect();
+        let (mut raw, mut implementation_files) = (vec![], vec![]);
+        for (p, t) in files {
+            match tree::parse_file(&p, &t)? {
+                tree::SpecFile::Revision(r) => raw.push(r),
+                tree::SpecFile::Data { format, file } if format == implementation::FORMAT => {
+                    implementation_files.push(file)
+                }
+                tree::SpecFile::Data { .. } => {}
+            }
+        }
         let resolved = tree::resolve_all(&raw)?;
         let mut families: Vec<Family> = Vec::new();
         for ((family, _), r) in resolved {
@@ -350,7 +352,7 @@ impl Spec {
                 }
             }
         }
-        let implementations = implementations(&files, &families)?;
+        let implementations = implementations(implementation_files, &families)?;
         Ok(Spec { families, implementations })
     }
 
@@ -381,16 +383,13 @@ impl Spec {
     }
 }
 
-/// The implementation files among `files`, checked against `families`, names unique.
-fn implementations(files: &[(String, String)], families: &[Family]) -> Result<Vec<Arc<Implementation>>, SpecError> {
+/// The implementation files, checked against `families`, names unique.
+fn implementations(files: Vec<tree::RawFile>, families: &[Family]) -> Result<Vec<Arc<Implementation>>, SpecError> {
     let mut out: Vec<Arc<Implementation>> = vec![];
-    for (path, text) in files {
-        if tree::data_format(text).as_deref() != Some(implementation::FORMAT) {
-            continue;
-        }
-        let imp = Implementation::parse(path, text, families)?;
+    for f in files {
+        let imp = Implementation::parse(&f.path, f.table, families)?;
         if out.iter().any(|o| o.name == imp.name) {
-            return Err(SpecError::new(path, format!("implementation `{}` is defined twice", imp.name)));
+            return Err(SpecError::new(&f.path, format!("implementation `{}` is defined twice", imp.name)));
         }
         out.push(Arc::new(imp));
     }

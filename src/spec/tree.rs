@@ -22,9 +22,17 @@ pub(crate) struct RawFile {
     pub(crate) table: Table,
 }
 
-/// Parses a wire-revision file. Files of another `mooncake-*` format (data tables that other modules read,
-/// such as compatibility-hash factor sets) are skipped: `Ok(None)`.
-pub(crate) fn parse_file(path: &str, text: &str) -> Result<Option<RawFile>, SpecError> {
+/// A spec file, parsed once: a wire revision, or a data table of another `mooncake-*` format (compatibility-hash
+/// factor sets, implementations) that its own module reads.
+pub(crate) enum SpecFile {
+    /// A wire-revision file, its keys checked.
+    Revision(RawFile),
+    /// Another `mooncake-*` format, named.
+    Data { format: String, file: RawFile },
+}
+
+/// Parses a spec file and tells a wire revision from a data table of another `mooncake-*` format.
+pub(crate) fn parse_file(path: &str, text: &str) -> Result<SpecFile, SpecError> {
     let table: Table = toml::from_str(text).map_err(|e| SpecError::new(path, format!("TOML: {e}")))?;
     match table.get("format").and_then(Value::as_str) {
         Some(FORMAT) => {}
@@ -34,7 +42,10 @@ pub(crate) fn parse_file(path: &str, text: &str) -> Result<Option<RawFile>, Spec
                 format!("written in spec format \"{other}\"; this build reads \"{FORMAT}\" (version 1 had untyped `[behaviour]` values: read it with a build of its time)"),
             ))
         }
-        Some(other) if other.starts_with("mooncake-") => return Ok(None),
+        Some(other) if other.starts_with("mooncake-") => {
+            let format = other.to_string();
+            return Ok(SpecFile::Data { format, file: RawFile { path: path.to_string(), table } });
+        }
         other => return Err(SpecError::new(path, format!("`format` must be \"{FORMAT}\" (or another mooncake-* data format), found {other:?}"))),
     }
     for k in ["family", "revision", "source", "summary"] {
@@ -42,7 +53,7 @@ pub(crate) fn parse_file(path: &str, text: &str) -> Result<Option<RawFile>, Spec
             return Err(SpecError::new(path, format!("missing string key `{k}`")));
         }
     }
-    Ok(Some(RawFile { path: path.to_string(), table }))
+    Ok(SpecFile::Revision(RawFile { path: path.to_string(), table }))
 }
 
 /// Resolves every file; returns (family, revision) → resolved table, plus the edits each file applied itself.
