@@ -167,15 +167,14 @@ def install_tcp_engine():
     me.TransferEngine = TransferEngine
 
 
-class Group:
-    def __init__(self, rank, world_size):
-        self.rank_in_group = rank
-        self.rank = rank
-        self.local_rank = rank
-        self.world_size = world_size
-        self.ranks = list(range(world_size))
-        self.device_group = None
-        self.cpu_group = None
+def Group(rank, world_size):
+    """The recorder's process-group stand-in (tools/record/fakes.py), with the two handles vllm-ascend also reads."""
+    import fakes
+
+    g = fakes.FakeGroup(rank, world_size)
+    g.device_group = None
+    g.cpu_group = None
+    return g
 
 
 def install_lookup_fakes(mods, tp_rank, tp_size):
