@@ -188,31 +188,31 @@ pub fn per_revision(r: &RunReport) -> Vec<(String, usize, usize)> {
             .position(|x| x.revision == rev)
             .unwrap_or(usize::MAX)
     };
-    let mut m: std::collections::BTreeMap<(usize, String), (usize, usize)> = std::collections::BTreeMap::new();
-    for c in &r.results {
-        let e = m.entry((order(&c.revision), c.revision.clone())).or_default();
-        e.1 += 1;
-        if c.status == Status::Pass {
-            e.0 += 1;
-        }
-    }
-    m.into_iter().map(|((_, rev), (p, n))| (rev, p, n)).collect()
+    tally(r, |c| Some((order(&c.revision), c.revision.clone())))
+        .into_iter()
+        .map(|((_, rev), p, n)| (rev, p, n))
+        .collect()
 }
 
 /// (implementation recorded, cases passed, cases) for the cases of other implementations' recordings
 /// (`mooncake-0.3.13.post1`), by name; empty when every trace is vLLM's own connector's.
 pub fn per_implementation(r: &RunReport) -> Vec<(String, usize, usize)> {
-    let mut m: std::collections::BTreeMap<String, (usize, usize)> = std::collections::BTreeMap::new();
+    tally(r, |c| c.implementation.clone())
+}
+
+/// (key, cases passed, cases) over the cases `key` names a group for, in key order.
+fn tally<K: Ord>(r: &RunReport, key: impl Fn(&crate::play::CaseResult) -> Option<K>) -> Vec<(K, usize, usize)> {
+    let mut m: std::collections::BTreeMap<K, (usize, usize)> = std::collections::BTreeMap::new();
     for c in &r.results {
-        if let Some(imp) = &c.implementation {
-            let e = m.entry(imp.clone()).or_default();
+        if let Some(k) = key(c) {
+            let e = m.entry(k).or_default();
             e.1 += 1;
             if c.status == Status::Pass {
                 e.0 += 1;
             }
         }
     }
-    m.into_iter().map(|(imp, (p, n))| (imp, p, n)).collect()
+    m.into_iter().map(|(k, (p, n))| (k, p, n)).collect()
 }
 
 /// The summary line of a run.
