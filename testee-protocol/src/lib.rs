@@ -190,9 +190,10 @@ pub enum Command {
     },
     /// Prefiller: drop every cached peer layout.
     ForgetLayouts,
-    /// Prefiller: the next `count` transfer-engine writes return `ret` without moving bytes.
+    /// Prefiller: the next `count` transfer-engine writes return `ret` without moving bytes. A decoder of the
+    /// pull family: its next `count` transfer-engine reads do.
     FailNextTransfer {
-        /// How many writes fail.
+        /// How many writes (reads) fail.
         #[serde(default = "one")]
         count: u64,
         /// The return code they give.
@@ -549,6 +550,9 @@ pub struct ModelConfig {
     /// The attention KV cache is blocks-first (`[blocks, 2, ...]`).
     #[serde(default, skip_serializing_if = "is_default")]
     pub blocks_first: bool,
+    /// Tokens per block (the pull family's metadata carries it from vllm-ascend 0.23.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_size: Option<u64>,
 }
 
 impl ModelConfig {
@@ -562,6 +566,7 @@ impl ModelConfig {
             layer_groups: HashMap::new(),
             padded_pages: false,
             blocks_first: false,
+            block_size: None,
         }
     }
 }
@@ -589,6 +594,10 @@ pub struct Pull {
     /// Generation 1: the prefiller engine's base port (`remote_port`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_port: Option<u64>,
+    /// The pull family: the prefiller's block ids per KV group (`kv_transfer_params` `remote_block_ids`), read
+    /// pairwise with `blocks`. `transfer_id` is then the prefiller's request id (`remote_request_id`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remote_blocks: Vec<Vec<u64>>,
 }
 
 /// The answer to `start`: the key of the role's address.
@@ -759,6 +768,9 @@ pub struct DecoderStatus {
     /// Every ZeroMQ message, with `record_wire`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire: Option<Vec<WireEntry>>,
+    /// The pull family: its transfer-engine reads, cumulative, one per batch (`session` is the prefiller's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads: Option<Vec<WriteRecord>>,
 }
 
 /// A decoder's lease heartbeats so far.
