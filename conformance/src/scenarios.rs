@@ -207,6 +207,39 @@ impl Default for Scenario {
     }
 }
 
+/// One `[pull_scenario.NAME]` entry: what a pull-family recording (`conformance/traces-pull/`, vllm-ascend) cannot
+/// show — the block ids on both sides never travel on the side channel, and which engine reads the recorder made
+/// fail. `tools/ascend` records the same entries.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PullScenario {
+    /// The trace header's one-sentence summary (recording only).
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The decoder instances (each TP 1), `decoder0`, `decoder1`, … (recording only).
+    #[serde(default = "one")]
+    pub decoders: u64,
+    /// The requests pulled, in order.
+    pub pulls: Vec<PullRead>,
+}
+
+/// One request of a pull scenario.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PullRead {
+    /// The decoder instance that pulls it (0 for `decoder0`).
+    pub decoder: u64,
+    /// The prefiller's request id (`remote_request_id`), which the decoder's completion names.
+    pub request: String,
+    /// The prefiller's block ids (`remote_block_ids`).
+    pub prefiller_blocks: Vec<u64>,
+    /// The decoder's destination block ids, read pairwise with `prefiller_blocks`.
+    pub decoder_blocks: Vec<u64>,
+    /// The decoder's engine read of it returns -1 without reading (injected in the decoder process).
+    #[serde(default)]
+    pub fail_read: bool,
+}
+
 /// A whole `scenarios.toml`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -218,6 +251,9 @@ pub struct Scenarios {
     /// The scenarios, by id.
     #[serde(default)]
     pub scenario: BTreeMap<String, Scenario>,
+    /// The pull family's scenarios, by id.
+    #[serde(default)]
+    pub pull_scenario: BTreeMap<String, PullScenario>,
 }
 
 /// The `format` of a scenarios file.
@@ -252,6 +288,8 @@ impl Scenarios {
             model: Option<Model>,
             #[serde(default)]
             scenario: BTreeMap<String, Scenario>,
+            #[serde(default)]
+            pull_scenario: BTreeMap<String, PullScenario>,
         }
         let o: Overlay = toml::from_str(text)?;
         if let Some(f) = o.format.filter(|f| f != FORMAT) {
@@ -261,6 +299,7 @@ impl Scenarios {
             self.model = m;
         }
         self.scenario.extend(o.scenario);
+        self.pull_scenario.extend(o.pull_scenario);
         bounds::check(&self)?;
         Ok(self)
     }

@@ -149,7 +149,7 @@ impl Finding {
 }
 
 /// The result of validating one trace (`validate`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 pub struct TraceReport {
     /// The trace's path (or bundled name).
     pub path: String,

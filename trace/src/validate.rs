@@ -133,7 +133,12 @@ pub struct InvalidTrace {
 
 /// Refuses a trace whose conversation `validate` finds anything in.
 pub fn must_validate(name: &str, c: &Conversation) -> Result<(), InvalidTrace> {
-    let findings = conversation_findings(c);
+    let findings = if c.is_pull() {
+        let rep = TraceReport { path: name.to_string(), ..TraceReport::default() };
+        crate::validate_pull::validate(&c.trace, c.revision.clone(), rep).findings
+    } else {
+        conversation_findings(c)
+    };
     let Some(f) = findings.first() else { return Ok(()) };
     let at = f.seq.map(|s| format!(" seq {s}")).unwrap_or_default();
     let first = format!("[{}]{at}: {}", f.check, crate::finding::clip(&f.detail, 300));

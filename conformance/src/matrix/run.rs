@@ -499,6 +499,7 @@ async fn pull_step(
                 bootstrap_addr: bootstrap_addr.clone(),
                 remote_host: Some("127.0.0.1".into()),
                 remote_port: Some(prefillers.port),
+                ..Default::default()
             })
             .collect();
         workers[dec.worker].send::<Done>(&Command::Pull { requests }).await?;

@@ -2,7 +2,7 @@
 //! `--scenarios` file is input, and a negative, NaN or huge timeout or block count must be a clear error
 //! (exit 2), not a panic or an allocation of the size it claims.
 
-use super::{Model, Scenario, Scenarios};
+use super::{Model, PullScenario, Scenario, Scenarios};
 use crate::load_error::ScenariosError;
 
 /// The longest time a scenario may state (abort timeout, pull delay, lease), in seconds.
@@ -111,5 +111,23 @@ pub(super) fn check_scenario(name: &str, s: &Scenario, m: &Model) -> Result<(), 
 /// Checks a whole file.
 pub(super) fn check(s: &Scenarios) -> Result<(), ScenariosError> {
     check_model(&s.model)?;
-    s.scenario.iter().try_for_each(|(name, sc)| check_scenario(name, sc, &s.model))
+    s.scenario.iter().try_for_each(|(name, sc)| check_scenario(name, sc, &s.model))?;
+    s.pull_scenario.iter().try_for_each(|(name, sc)| check_pull_scenario(name, sc, &s.model))
+}
+
+/// A pull scenario's decoders and block ids: within the model's blocks, the same count on both sides.
+fn check_pull_scenario(name: &str, sc: &PullScenario, m: &Model) -> Result<(), ScenariosError> {
+    within(&format!("[pull_scenario.{name}] decoders"), sc.decoders, 1, MAX_TP)?;
+    for (i, p) in sc.pulls.iter().enumerate() {
+        let key = |k: &str| format!("[pull_scenario.{name}] pulls[{i}].{k}");
+        within(&key("decoder"), p.decoder, 0, sc.decoders - 1)?;
+        if p.prefiller_blocks.len() != p.decoder_blocks.len() {
+            let n = p.decoder_blocks.len();
+            return Err(range(key("prefiller_blocks"), p.prefiller_blocks.len(), format!("{n} blocks, as decoder_blocks")));
+        }
+        for b in p.prefiller_blocks.iter().chain(&p.decoder_blocks) {
+            within(&key("blocks"), *b, 0, m.num_blocks - 1)?;
+        }
+    }
+    Ok(())
 }

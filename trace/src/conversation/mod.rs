@@ -359,10 +359,10 @@ impl Decoded<'_> {
 /// Why a trace cannot be read as a push-family conversation.
 #[derive(Debug, thiserror::Error)]
 pub enum ConversationError {
-    /// The trace is of another family.
-    #[error("a trace of the {0} family: the runner plays push-family traces only (`validate` checks it)")]
+    /// The trace is of a family with no ZeroMQ conversation (neither push nor pull).
+    #[error("a trace of the {0} family: the runner plays push- and pull-family traces only (`validate` checks it)")]
     OtherFamily(String),
-    /// Its `vllm_version` (or `implementation`) names no push revision.
+    /// Its `vllm_version` (or `implementation`) names no revision of its family.
     #[error("trace header: {0}")]
     Revision(#[from] mooncake_wire::spec::ResolveError),
 }
@@ -379,17 +379,24 @@ fn push_beat_reply(
 }
 
 impl Conversation {
-    /// The conversation of a push-family trace, read with the revision of its header (`vllm_version`, or the
-    /// revision its `implementation` speaks).
+    /// The conversation of a push- or pull-family trace, read with the revision of its header (`vllm_version`,
+    /// or the revision its `implementation` speaks) in its family.
     pub fn new(trace: Trace) -> Result<Conversation, ConversationError> {
-        if let Some(f) = trace.header.family.as_deref().filter(|f| *f != "push") {
-            return Err(ConversationError::OtherFamily(f.to_string()));
+        let family = trace.header.family.as_deref().unwrap_or("push");
+        if family != "push" && family != "pull" {
+            return Err(ConversationError::OtherFamily(family.to_string()));
         }
-        let revision = crate::trace::revision_for(Spec::builtin(), &trace.header)?;
+        let revision = crate::trace::revision_in(Spec::builtin(), family, &trace.header)?;
         Ok(Conversation::with_revision(trace, revision))
     }
 
-    /// The conversation of a push-family trace, read with `revision` (what its `vllm_version` resolves to).
+    /// Whether the trace is of the pull family (vllm-ascend's pull connector: `spec/pull/`). Its exchanges are
+    /// not decoded here (no wire profile): the pull players and `validate` read them with the revision's codec.
+    pub fn is_pull(&self) -> bool {
+        self.revision.family == "pull"
+    }
+
+    /// The conversation of a trace, read with `revision` (what its `vllm_version` resolves to).
     pub fn with_revision(trace: Trace, revision: Arc<Revision>) -> Conversation {
         let profile = WireProfile::new(
             revision.clone(),
