@@ -134,6 +134,9 @@ pub fn choose(model: &Conversation, role: Role, testee_revisions: &[String]) -> 
     if testee_revisions.contains(&r.revision) {
         return Ok(Pairing::same(r));
     }
+    if r.family == "pull" {
+        return Err(Unpaired::PullNotSpoken(r.revision.clone()));
+    }
     let family = &Spec::builtin().push().revisions;
     let pos = |name: &str| family.iter().position(|x| x.revision == name);
     let here = pos(&r.revision).ok_or_else(|| Unpaired::NotPush(r.revision.clone()))?;
@@ -159,6 +162,9 @@ pub enum Unpaired {
     /// The trace's revision is not one of the push family.
     #[error("{0} is not a push revision")]
     NotPush(String),
+    /// The testee does not speak the pull-family trace's revision (the pull family has no cross-version cases).
+    #[error("the testee does not speak {0} (pull family: no cross-version cases)")]
+    PullNotSpoken(String),
     /// The testee speaks neither the trace's revision nor another push revision.
     #[error("the testee does not speak {revision} and speaks no other push revision ({})", speaks.join(", "))]
     NoOther {

@@ -478,6 +478,7 @@ impl Testee {
                         last_rejection: s.leases.last_rejection.clone(),
                     }),
                     wire,
+                    reads: None,
                 };
                 let mut status = status;
                 crate::faults::report::decoder_status(&self.faults, &mut status);

@@ -106,7 +106,7 @@ pub(crate) fn resolve_revisions(option: &'static str, given: &[String]) -> Resul
     given
         .iter()
         .map(|g| match spec.resolve(g) {
-            Ok(r) if r.revision.family == "push" => Ok(r.revision.revision.clone()),
+            Ok(r) if r.revision.family == "push" || r.revision.family == "pull" => Ok(r.revision.revision.clone()),
             Ok(r) => Err(ArgError::OtherFamily {
                 option,
                 given: g.clone(),

@@ -60,7 +60,7 @@ pub(crate) enum ArgError {
     NotAtLeastOne,
     #[error("`{0}` is not a whole number")]
     NotWholeNumber(String),
-    #[error("{option} {given}: {revision} is of the {family} family; the runner plays push-family traces")]
+    #[error("{option} {given}: {revision} is of the {family} family; the runner plays push- and pull-family traces")]
     OtherFamily { option: &'static str, given: String, revision: String, family: String },
     #[error("{0} {1}")]
     Resolve(&'static str, mooncake_wire::spec::ResolveError),

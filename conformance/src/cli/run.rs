@@ -67,7 +67,11 @@ impl Report for [Listed] {
 pub(crate) fn exec(args: RunArgs) -> Result<ExitCode, CliError> {
     let RunArgs { paths, testee, role, case, revision, list, expected_failures, opts } = args;
     let data = data_of(&opts.data)?;
-    let inputs = if paths.is_empty() { data.traces("traces")? } else { trace_inputs(&paths, opts.allow_empty)? };
+    let inputs = if paths.is_empty() {
+        [data.traces("traces")?, data.traces("traces-pull")?].concat()
+    } else {
+        trace_inputs(&paths, opts.allow_empty)?
+    };
     let mut cfg = configure(inputs, testee.as_deref(), &opts, &data)?;
     cfg.roles = role
         .iter()

@@ -11,6 +11,7 @@ mod ctx;
 pub mod error;
 pub mod gen1;
 pub(crate) mod prefiller_side;
+pub(crate) mod pull;
 mod te_checks;
 
 pub(crate) use crate::scenarios::ReplyActions;
@@ -323,6 +324,15 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
             planning.iter().map(|k| k.name()).collect::<Vec<_>>().join(", behaviour.")
         ));
     }
+    if case.model.is_pull() {
+        // The pull players read their `[pull_scenario]` entry themselves (`crate::setup::pull`).
+        r.setup = Some(crate::derive::Source::Scenarios);
+        let mut ctx = CaseCtx::new(case, opts, &pairing, Default::default());
+        let outcome = play_in(case.role, &mut ctx).await;
+        r.conclude(ctx, outcome);
+        r.duration_ms = start.elapsed().as_millis() as u64;
+        return r;
+    }
     // What the trace does not show of the setup fails the case here, naming the entry to add, before any
     // testee runs.
     match crate::derive::case_setup(&case.id, &case.model, &opts.scenarios, case.role, &opts.derived) {
@@ -347,6 +357,8 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
 async fn play_in(role: Role, ctx: &mut CaseCtx<'_>) -> Result<(), PlayError> {
     let gen1 = ctx.t.revision.generation == 1;
     match role {
+        Role::Prefiller if ctx.t.is_pull() => pull::as_decoder(ctx).await,
+        Role::Decoder if ctx.t.is_pull() => pull::as_prefiller(ctx).await,
         Role::Prefiller if gen1 => gen1::as_decoder(ctx).await,
         Role::Decoder if gen1 => gen1::as_prefiller(ctx).await,
         Role::Prefiller => as_decoder::play(ctx).await,

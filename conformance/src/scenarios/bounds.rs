@@ -123,7 +123,11 @@ fn check_pull_scenario(name: &str, sc: &PullScenario, m: &Model) -> Result<(), S
         within(&key("decoder"), p.decoder, 0, sc.decoders - 1)?;
         if p.prefiller_blocks.len() != p.decoder_blocks.len() {
             let n = p.decoder_blocks.len();
-            return Err(range(key("prefiller_blocks"), p.prefiller_blocks.len(), format!("{n} blocks, as decoder_blocks")));
+            return Err(range(
+                key("prefiller_blocks"),
+                p.prefiller_blocks.len(),
+                format!("{n} blocks, as decoder_blocks"),
+            ));
         }
         for b in p.prefiller_blocks.iter().chain(&p.decoder_blocks) {
             within(&key("blocks"), *b, 0, m.num_blocks - 1)?;

@@ -2,6 +2,7 @@
 //! decoder's registered layers), the decoder's layout (as it sent it), and the check of landed bytes.
 
 pub mod gen1;
+pub(crate) mod pull;
 
 use mooncake_io::layout::producer;
 use mooncake_testee_protocol::{LayoutConfig, ModelConfig, PrefillerConfig};
@@ -27,6 +28,12 @@ pub enum SetupError {
     /// The reference cores cannot speak the trace's revision.
     #[error(transparent)]
     Profile(#[from] mooncake_wire::proto::ProfileError),
+    /// A pull trace's scenario has no `[pull_scenario.NAME]` entry.
+    #[error("no [pull_scenario.{0}] entry in the scenarios file: the block ids of a pull recording never travel on its side channel (give one with --scenarios FILE)")]
+    NoPullScenario(String),
+    /// A pull trace lacks what a case needs.
+    #[error("the pull trace cannot be played: {0}")]
+    PullTrace(&'static str),
     /// A recorded generation-1 request does not decode.
     #[error("line {line}: the recorded request does not decode: {source}")]
     Undecodable {

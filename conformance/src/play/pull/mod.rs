@@ -1,0 +1,137 @@
+//! Cases of pull-family traces (vllm-ascend's pull connector, `spec/pull/`; `conformance/TESTEE.md`, "The pull
+//! family"): the decoder reads the prefiller's blocks with the engine's read, over a REQ → ROUTER side channel
+//! that carries the metadata query and the completion.
+//!
+//! * `…/prefiller` (`as_decoder.rs`): the runner plays the recorded decoder worker(s) — each recorded message
+//!   sent as recorded, to the live prefiller testee — compares each reply with the recorded one, reads the
+//!   scenario's blocks from the testee's engine with the metadata it got, and compares what the prefiller freed.
+//! * `…/decoder` (`as_prefiller.rs`): the runner plays the prefiller worker — its ROUTER answers each query with
+//!   the recorded metadata (its own engine's port, addresses and side-channel port put in) and each completion
+//!   with `ACK` — hands the decoder testee the scenario's pulls, and compares the messages it sends, its engine
+//!   reads, what it reports and what landed in its memory.
+//!
+//! The block ids of both sides and the reads the recorder made fail are the scenario's
+//! (`[pull_scenario.NAME]`, `conformance/scenarios.toml`): they never travel on the side channel.
+
+mod as_decoder;
+mod as_prefiller;
+
+pub(crate) use as_decoder::as_decoder;
+pub(crate) use as_prefiller::as_prefiller;
+
+use mooncake_wire::codec::Codec;
+use mooncake_wire::proto::memory::provenance_bytes;
+use serde_json::Value as J;
+
+use crate::scenarios::PullRead;
+use crate::setup::pull::{ints, PullSetup};
+use mooncake_trace::finding::{CheckId, Finding};
+
+/// The raw reply to a completion.
+pub(crate) const ACK: &[u8] = b"ACK";
+
+/// Fields of the metadata whose values are the live peer's own (compared by shape, not by value).
+const LIVE: [&str; 4] = ["te_rpc_port", "kv_caches_base_addr", "local_ip", "handshake_port"];
+
+/// One engine read of a request: per region, per run of blocks contiguous on both sides, as vllm-ascend plans
+/// them: (region, prefiller's first block, decoder's first block, blocks).
+pub(crate) fn runs(p: &PullRead, regions: usize) -> Vec<(usize, u64, u64, u64)> {
+    let mut per_region: Vec<(u64, u64, u64)> = vec![];
+    for (pb, db) in p.prefiller_blocks.iter().zip(&p.decoder_blocks) {
+        match per_region.last_mut() {
+            Some((p0, d0, n)) if *p0 + *n == *pb && *d0 + *n == *db => *n += 1,
+            _ => per_region.push((*pb, *db, 1)),
+        }
+    }
+    (0..regions).flat_map(|r| per_region.iter().map(move |(p0, d0, n)| (r, *p0, *d0, *n))).collect()
+}
+
+/// What block `block` of region `region` of a prefiller holds (`conformance/TESTEE.md`, "The provenance
+/// pattern").
+pub(crate) fn provenance_block(region: usize, block: u64, block_len: u64) -> Vec<u8> {
+    let all = provenance_bytes(region as u64, block_len, ((block + 1) * block_len) as usize);
+    all[(block * block_len) as usize..].to_vec()
+}
+
+/// `REPLY-DIFF`: a live metadata reply (as JSON) against the recorded one: every field equal but the live
+/// peer's own (same shape), and the layer table's descriptions compared by key where their values are the
+/// prefiller's Python objects (`kv_cache_spec`, which the decoder only logs).
+pub(crate) fn metadata_differences(live: &J, recorded: &J) -> Vec<String> {
+    let (Some(l), Some(r)) = (live.as_object(), recorded.as_object()) else {
+        return vec!["not a map".into()];
+    };
+    let mut out = vec![];
+    let keys = |m: &serde_json::Map<String, J>| m.keys().cloned().collect::<Vec<_>>();
+    if keys(l) != keys(r) {
+        out.push(format!("fields {:?} vs recorded {:?}", keys(l), keys(r)));
+    }
+    for (k, rv) in r {
+        let Some(lv) = l.get(k) else { continue };
+        let same = match k.as_str() {
+            "kv_caches_base_addr" => shape(lv) == shape(rv),
+            k if LIVE.contains(&k) => lv.is_number() == rv.is_number() && lv.is_string() == rv.is_string(),
+            "kv_group2layeridx" => without_spec_values(lv) == without_spec_values(rv),
+            _ => lv == rv,
+        };
+        if !same {
+            out.push(format!("$.{k}: {} vs recorded {}", clip(lv), clip(rv)));
+        }
+    }
+    out
+}
+
+/// A nested list's shape: its lengths, nesting kept.
+fn shape(j: &J) -> J {
+    match j {
+        J::Array(a) => J::Array(a.iter().map(shape).collect()),
+        _ => J::Null,
+    }
+}
+
+/// The layer table with each description's `kv_cache_spec` reduced to its keys.
+fn without_spec_values(j: &J) -> J {
+    let mut j = j.clone();
+    for group in j.as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
+        if let Some(spec) = group.get_mut(0).and_then(|d| d.get_mut("kv_cache_spec")) {
+            let keys: Vec<J> =
+                spec.as_object().map(|m| m.keys().map(|k| J::from(k.as_str())).collect()).unwrap_or_default();
+            *spec = J::Array(keys);
+        }
+    }
+    j
+}
+
+fn clip(j: &J) -> String {
+    let s = j.to_string();
+    if s.chars().count() <= 200 {
+        return s;
+    }
+    format!("{}…", s.chars().take(200).collect::<String>())
+}
+
+/// A live metadata reply's payload, decoded and checked as the recorded decoder reads it: `REPLY-DECODE`,
+/// `WIRE-CANONICAL`, `REPLY-DIFF` against the recorded reply. Returns its JSON when it decodes.
+pub(crate) fn check_metadata(setup: &PullSetup, payload: &[u8], out: &mut Vec<Finding>) -> Option<J> {
+    let meta = crate::setup::pull::METADATA;
+    let v = match setup.codec.decode(meta, payload) {
+        Ok(v) => v,
+        Err(e) => {
+            out.push(Finding::new(CheckId::ReplyDecode, format!("{meta}: {}", e.msgspec_message())));
+            return None;
+        }
+    };
+    if let Some(detail) = mooncake_trace::canonical::mismatch(&setup.codec, meta, payload) {
+        out.push(Finding::new(CheckId::WireCanonical, detail));
+    }
+    let live = Codec::to_json(&v);
+    let diffs = metadata_differences(&live, &Codec::to_json(&setup.metadata));
+    if !diffs.is_empty() {
+        out.push(Finding::new(CheckId::ReplyDiff, diffs.join("; ")));
+    }
+    Some(live)
+}
+
+/// The region base addresses of a metadata reply, flattened in order (region `r` of the provenance pattern).
+pub(crate) fn bases(meta: &J) -> Vec<u64> {
+    ints(&meta["kv_caches_base_addr"])
+}
