@@ -320,3 +320,35 @@ async fn check_landed(setup: &PullSetup, te: &mut Testee, l: &LayoutConfig, read
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mooncake_trace::conversation::Conversation;
+    use mooncake_trace::trace::Trace;
+
+    /// The runner's metadata is the recorded one with its own engine port, addresses, IP and side-channel port:
+    /// nothing else changes, and it is msgspec's encoding.
+    #[test]
+    fn live_metadata_changes_only_the_live_values() {
+        for input in crate::bundled::Data::Embedded.traces("traces-pull").unwrap() {
+            let c = Conversation::new(Trace::load_input(&input).unwrap()).unwrap();
+            if c.revision.generation != 1 {
+                continue;
+            }
+            let setup = PullSetup::new(&c, &crate::bundled::scenarios()).unwrap();
+            let layout = setup.layout(P_BASE);
+            let bytes = live_metadata(&setup, &layout, 4242, 5151).unwrap();
+            let live = Codec::to_json(&setup.codec.decode(METADATA, &bytes).unwrap());
+            assert!(mooncake_trace::canonical::mismatch(&setup.codec, METADATA, &bytes).is_none());
+            assert_eq!(live["te_rpc_port"], 4242);
+            assert_eq!(super::super::bases(&live), layout.kv_caches_base_addr);
+            if live.get("handshake_port").is_some() {
+                assert_eq!(live["handshake_port"], 5151);
+            }
+            let recorded = Codec::to_json(&setup.metadata);
+            assert!(super::super::metadata_differences(&live, &recorded).is_empty(), "{}", c.trace.path);
+            assert_eq!(live["num_blocks"], recorded["num_blocks"]);
+        }
+    }
+}

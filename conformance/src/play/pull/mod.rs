@@ -135,3 +135,91 @@ pub(crate) fn check_metadata(setup: &PullSetup, payload: &[u8], out: &mut Vec<Fi
 pub(crate) fn bases(meta: &J) -> Vec<u64> {
     ints(&meta["kv_caches_base_addr"])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bundled::Data;
+    use mooncake_trace::conversation::Conversation;
+    use mooncake_trace::trace::Trace;
+
+    /// The bundled pull recordings of released revisions, as conversations, with their setups.
+    fn recorded() -> Vec<(Conversation, PullSetup)> {
+        let scenarios = crate::bundled::scenarios();
+        let mut out = vec![];
+        for input in Data::Embedded.traces("traces-pull").unwrap() {
+            let c = Conversation::new(Trace::load_input(&input).unwrap()).unwrap();
+            if c.revision.generation == 1 {
+                let setup = PullSetup::new(&c, &scenarios).unwrap();
+                out.push((c, setup));
+            }
+        }
+        assert_eq!(out.len(), 6, "3 scenarios × 2 released revisions");
+        out
+    }
+
+    /// The scenarios' block ids reproduce every recorded engine read: as many descriptors and bytes per batch
+    /// as vllm-ascend's decoder read (its runs of blocks contiguous on both sides, per region).
+    #[test]
+    fn scenario_blocks_reproduce_the_recorded_reads() {
+        for (c, setup) in recorded() {
+            let reads = c.trace.header.transfer_engine_reads.as_ref().and_then(J::as_array).cloned().unwrap();
+            let mut want = vec![];
+            for p in &setup.pulls {
+                let plan = runs(p, setup.regions);
+                let bytes: u64 = plan.iter().map(|(_, _, _, n)| n * setup.block_len).sum();
+                want.push((format!("decoder{}", p.decoder), plan.len() as u64, bytes));
+            }
+            let got: Vec<_> = reads
+                .iter()
+                .map(|r| (r["conn"].as_str().unwrap().to_string(), r["n"].as_u64().unwrap(), r["bytes"].as_u64().unwrap()))
+                .collect();
+            assert_eq!(got, want, "{}", c.trace.path);
+        }
+    }
+
+    /// A completion names its request; a metadata query names none.
+    #[test]
+    fn messages_are_told_apart() {
+        for (c, setup) in recorded() {
+            let done: Vec<&str> = setup.msgs.iter().filter_map(|m| m.done_for.as_deref()).collect();
+            let want: Vec<&str> = setup.pulls.iter().map(|p| p.request.as_str()).collect();
+            assert_eq!(done, want, "{}", c.trace.path);
+            assert_eq!(setup.msgs.len(), 2 * want.len());
+            assert!(setup.msgs.iter().all(|m| m.reply.is_some()));
+        }
+    }
+
+    /// `REPLY-DIFF` compares what a decoder reads and leaves the live peer's own values and the prefiller's
+    /// Python objects to their shape.
+    #[test]
+    fn metadata_differences_keep_to_what_matters() {
+        let (_, setup) = recorded().into_iter().find(|(c, _)| c.revision.revision.contains("0.23.0")).unwrap();
+        let rec = Codec::to_json(&setup.metadata);
+        assert!(metadata_differences(&rec, &rec).is_empty());
+        let differs = |edit: &dyn Fn(&mut J)| {
+            let mut live = rec.clone();
+            edit(&mut live);
+            metadata_differences(&live, &rec)
+        };
+        assert!(differs(&|j| j["te_rpc_port"] = J::from(1)).is_empty());
+        assert!(differs(&|j| j["handshake_port"] = J::from(2)).is_empty());
+        assert!(differs(&|j| j["kv_caches_base_addr"][0][1] = J::from(7)).is_empty());
+        assert!(differs(&|j| j["kv_group2layeridx"]["0"][0]["kv_cache_spec"]["repr"] = J::from("x")).is_empty());
+        assert_eq!(differs(&|j| j["num_blocks"] = J::from(31)).len(), 1);
+        assert_eq!(differs(&|j| j["block_lens"][1][0] = J::from(512)).len(), 1);
+        assert_eq!(differs(&|j| j["kv_caches_base_addr"][0] = J::from(vec![1u64])).len(), 1);
+        assert_eq!(differs(&|j| j["kv_group2layeridx"]["0"][1] = J::from(vec![0u64])).len(), 1);
+        assert_eq!(differs(&|j| j["kv_group2layeridx"]["0"][0]["kv_cache_spec_type"] = J::from("X")).len(), 1);
+        assert_eq!(differs(&|j| _ = j.as_object_mut().unwrap().remove("block_size")).len(), 1);
+    }
+
+    /// A prefiller's blocks as the provenance pattern lays them out.
+    #[test]
+    fn provenance_blocks_name_their_region_and_block() {
+        let b = provenance_block(3, 5, 64);
+        assert_eq!(b.len(), 64);
+        let word = u64::from_le_bytes(b[8..16].try_into().unwrap());
+        assert_eq!(mooncake_wire::proto::memory::decode_provenance(word), Some((3, 5, 8)));
+    }
+}
