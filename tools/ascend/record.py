@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "worker.py")
@@ -32,18 +33,26 @@ POLL_S = 0.05
 # The code a failed engine read returns (`c_failed_read`): what tools/mooncake_v1's `fail_next_transfer` uses.
 FAILED_READ_RET = -1
 
-# name, description, prefiller TP, decoder instances (each TP 1), the pulls: (decoder index, request id,
-# prefiller blocks, decoder blocks), the requests whose engine read is made to fail.
-SCENARIOS = [
-    ("a_meta_then_done", "One decoder worker asks for the metadata, reads, and sends the completion.",
-     1, 1, [(0, "req-0", [1, 2, 3], [4, 5, 6])], set()),
-    ("b_two_decoders", "Two decoder workers (two decoder instances) ask the same prefiller worker for the metadata "
-     "(same bytes each time), read, and both send completions.",
-     1, 2, [(0, "req-1", [1, 2], [7, 8]), (1, "req-2", [5, 6, 9], [3, 4, 5])], set()),
-    ("c_failed_read", "One decoder worker asks for the metadata; its engine read fails (returns -1 without "
-     "reading, injected in the decoder process); it sends the completion all the same.",
-     1, 1, [(0, "req-3", [1, 2, 3], [4, 5, 6])], {"req-3"}),
-]
+# The scenarios are the [pull_scenario.*] entries of conformance/scenarios.toml, which the conformance runner
+# replays (one source for recording and replay): as (name, description, prefiller TP, decoder instances, the
+# pulls: (decoder index, request id, prefiller blocks, decoder blocks), the requests whose engine read is made
+# to fail).
+SCENARIOS_FILE = os.path.join(HERE, "..", "..", "conformance", "scenarios.toml")
+
+
+def load_scenarios(path=SCENARIOS_FILE):
+    with open(path, "rb") as f:
+        entries = tomllib.load(f).get("pull_scenario", {})
+    out = []
+    for name, e in entries.items():
+        pulls = [(p["decoder"], p["request"], list(p["prefiller_blocks"]), list(p["decoder_blocks"]))
+                 for p in e["pulls"]]
+        failing = {p["request"] for p in e["pulls"] if p.get("fail_read")}
+        out.append((name, e.get("description", ""), 1, e.get("decoders", 1), pulls, failing))
+    return out
+
+
+SCENARIOS = load_scenarios()
 
 
 class WorkerProc:

@@ -69,6 +69,18 @@ class TraceTest(unittest.TestCase):
             self.assertLessEqual(failing, {req for _, req, _, _ in pulls}, name)
             self.assertEqual(bool(failing), name == "c_failed_read", name)
 
+    def test_the_scenarios_are_the_runners(self):
+        # One source: conformance/scenarios.toml's [pull_scenario.*], which `mooncake-conformance run` replays;
+        # each bundled recording's header says its scenario's description.
+        names = [s[0] for s in record.SCENARIOS]
+        self.assertEqual(names, ["a_meta_then_done", "b_two_decoders", "c_failed_read"])
+        traces = os.path.join(HERE, "..", "..", "conformance", "traces-pull")
+        for name, desc, _, n_dec, pulls, _ in record.SCENARIOS:
+            self.assertEqual(sorted({d for d, _, _, _ in pulls}), list(range(n_dec)), name)
+            for rel in ("0.18.0", "0.23.0.post1"):
+                with open(os.path.join(traces, f"vllm-ascend-{rel}", f"{name}.jsonl")) as f:
+                    self.assertEqual(json.loads(f.readline())["description"], desc, (rel, name))
+
     def test_free_port_span(self):
         base = record.free_port(3)
         self.assertTrue(1024 <= base < 65533)
