@@ -66,6 +66,9 @@ pub enum PlayError {
     /// A recorded decoder has no layout to play it with.
     #[error("no layout for decoder {0}")]
     NoDecoderLayout(String),
+    /// `replay` against a peer already running, with a pull-family trace.
+    #[error("replay against a running peer plays push-family traces; a pull-family trace runs with `run --testee`")]
+    ExternalPull,
     /// Fewer `--peer` endpoints than the trace has prefillers.
     #[error("the trace has {0} prefillers; give an endpoint for each (--peer a,b,...)")]
     TooFewPeers(usize),

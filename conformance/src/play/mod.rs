@@ -357,6 +357,7 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
 async fn play_in(role: Role, ctx: &mut CaseCtx<'_>) -> Result<(), PlayError> {
     let gen1 = ctx.t.revision.generation == 1;
     match role {
+        _ if ctx.t.is_pull() && !matches!(ctx.opts.external, External::None) => Err(PlayError::ExternalPull),
         Role::Prefiller if ctx.t.is_pull() => pull::as_decoder(ctx).await,
         Role::Decoder if ctx.t.is_pull() => pull::as_prefiller(ctx).await,
         Role::Prefiller if gen1 => gen1::as_decoder(ctx).await,
