@@ -44,7 +44,7 @@ class FakeWorker:
         return dict(a, ok=True)
 
 
-REG = {"register": {"handshake_port": 41000, "te_rpc_port": 15000, "kv_caches_base_addr": [1, 2, 3, 4]},
+REG = {"register": {"handshake_port": 41000, "te_rpc_port": 15000, "kv_caches_base_addr": [[1, 2], [3, 4]]},
        "tables": {"reqs_to_process": 0, "delayed": 0}}
 
 
@@ -70,6 +70,10 @@ class LayoutTest(unittest.TestCase):
                 m.locate(addr, n)
         with self.assertRaises(ValueError):
             testee.AddressMap({"kv_caches_base_addr": [BASE], "block_lens": [], "num_blocks": 32})
+
+    def test_region_lists_flatten_in_order(self):
+        self.assertEqual(testee.flat([[1, 2], [3, 4]]), [1, 2, 3, 4])  # 0.23.0.post1: per layer
+        self.assertEqual(testee.flat([1, 2, 3, 4]), [1, 2, 3, 4])  # 0.18.0
 
     def test_the_layout_gives_the_worker_its_cache_shape(self):
         self.assertEqual(testee.model_options(LAYOUT, 16, 1),

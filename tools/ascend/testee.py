@@ -193,7 +193,7 @@ class Driver:
         reg = self.proc.cmd("register", timeout=ANSWER_S)
         self.role = role
         LOG(f"{role} started: handshake port {reg['handshake_port']}, engine RPC port {reg['te_rpc_port']}, "
-            f"regions at {[hex(a) for a in reg['kv_caches_base_addr']]}")
+            f"regions at {[hex(a) for a in flat(reg['kv_caches_base_addr'])]}")
         if role == "prefiller":
             return {"endpoint": f"tcp://127.0.0.1:{reg['handshake_port']}"}
         return {"session": f"127.0.0.1:{reg['te_rpc_port']}"}
@@ -261,6 +261,11 @@ class Driver:
         return {"finished": list(self.finished), "failed": failed_entries(self.pulled, self.errors),
                 "pending_pulls": tables["reqs_to_process"], "open_exchanges": self.wire.awaiting(),
                 "reads": list(self.wire.reads)}
+
+
+def flat(value):
+    """Every integer of a (nested) list, in order: 0.23.0.post1's metadata lists its regions per layer."""
+    return [x for v in value for x in flat(v)] if isinstance(value, list) else [value]
 
 
 def failed_entries(pulled, errors):
