@@ -29,6 +29,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/record-env.sh
+. scripts/lib/ascend-env.sh
 cache="${MOONCAKE_RECORD_CACHE:-$HOME/.cache/mooncake-wire/record}"
 wheels="${MOONCAKE_WHEELS:-$HOME/.cache/mooncake-wire/wheels}"
 sdists="${MOONCAKE_ASCEND_CACHE:-$HOME/.cache/mooncake-wire/ascend}"
@@ -47,43 +48,19 @@ while [ $# -gt 0 ]; do
 done
 [ ${#releases[@]} -gt 0 ] || releases=(0.18.0 0.23.0.post1)
 
-# The sdist of each release: its PyPI file and sha256 (pip download would build it, which needs the CANN toolkit).
-sdist_url() {
-  case "$1" in
-    0.18.0) echo "https://files.pythonhosted.org/packages/28/c0/d8f9a2cffd2ac46e8202d20c7e2a1efe177dea99831e9dc13969010d2c9a/vllm_ascend-0.18.0.tar.gz 8df042cfaae06fab993bff5f38bb45097634c3f398b2cf74e068347abdddb344 0.18.0" ;;
-    0.23.0.post1) echo "https://files.pythonhosted.org/packages/ab/7a/32a1b1f13467fb7372588206fa1ffb735f28dcd8504d562f5c7ccdbd90d0/vllm_ascend-0.23.0.post1.tar.gz a3b9f4a5dd7aa50c37e03d1f35937c4ae5aeacc49b734cac74d59ce5757738e1 0.23.0" ;;
-    *) return 1 ;;
-  esac
-}
 for r in "${releases[@]}"; do
-  sdist_url "$r" >/dev/null || { echo "ascend-record.sh: unknown release $r (known: 0.18.0, 0.23.0.post1)" >&2; exit 2; }
+  ascend_sdist "$r" >/dev/null || { echo "ascend-record.sh: unknown release $r (known: 0.18.0, 0.23.0.post1)" >&2; exit 2; }
 done
 
-# 1. The shared environment, the engine package, and a vLLM overlay per release (as scripts/mooncake-v1.sh does).
+# 1. The shared environment, the engine package, and per release its sdist and vLLM overlay (scripts/lib).
 [ -n "$python" ] || python=$(record_venv "$cache" "$wheels" 0.33.0 any) || exit 3
-overlay_vllm() { record_overlay_vllm "$cache" "$wheels" "$python" "$1"; }
 engine=$(record_engine "$cache" "$python") || exit 3
-fetch_sdist() {
-  local release=$1 url sha vllm tgz
-  read -r url sha vllm < <(sdist_url "$release")
-  tgz="$sdists/$(basename "$url")"
-  if [ ! -d "$sdists/vllm_ascend-$release/vllm_ascend" ]; then
-    mkdir -p "$sdists"
-    [ -f "$tgz" ] || { echo "== fetching $(basename "$url")"; curl -sSfL -o "$tgz.part" "$url" && mv "$tgz.part" "$tgz"; } || exit 3
-    echo "$sha  $tgz" | sha256sum -c --quiet - || { echo "ascend-record.sh: $tgz: sha256 differs" >&2; exit 3; }
-    tar xzf "$tgz" -C "$sdists" || exit 3
-  fi
-}
 
 status=0
 for r in "${releases[@]}"; do
-  read -r _ sha vllm < <(sdist_url "$r")
-  fetch_sdist "$r"
-  overlay_vllm "$vllm" || exit 3
-  path="$sdists/vllm_ascend-$r:$cache/vllm-$vllm:$engine"
+  read -r _ sha vllm < <(ascend_sdist "$r")
+  path=$(ascend_path "$cache" "$wheels" "$sdists" "$python" "$engine" "$r") || { echo "ascend-record.sh: no environment for vllm-ascend $r" >&2; exit 3; }
   # VLLM_PLUGINS empty: the sdist's egg-info registers vllm-ascend's NPU platform plugin, which must not load here.
-  VLLM_PLUGINS= PYTHONPATH="$path" "$python" -c 'import importlib.metadata as m, mooncake.engine, vllm_ascend; assert m.version("vllm") == "'"$vllm"'"' \
-    || { echo "ascend-record.sh: the environment does not import vLLM $vllm, the engine and vllm-ascend $r" >&2; exit 3; }
   echo "== recording vllm-ascend $r (on vLLM $vllm) into $out"
   set +e
   VLLM_PLUGINS= PYTHONPATH="$path" python3 tools/ascend/record.py --release "$r" --python "$python" --out "$out" \

@@ -94,6 +94,14 @@ python3 tools/ascend/test_record.py > target/ascend-selfcheck.txt 2>&1 || { cat 
 grep '^SKIPPED' target/ascend-selfcheck.txt || true
 tail -1 target/ascend-selfcheck.txt
 
+# 3e. The vllm-ascend testee driver's self-check (tools/ascend/testee.py; standard library only: the runner's
+# addresses mapped onto the worker's regions, commands and status mapped onto the worker's, its answers without
+# torch installed; about 1 s).
+step "tools/ascend testee self-check"
+python3 tools/ascend/test_testee.py > target/ascend-testee-selfcheck.txt 2>&1 || { cat target/ascend-testee-selfcheck.txt; echo "SUMMARY: vllm-ascend testee self-check FAILED"; exit 1; }
+grep '^SKIPPED' target/ascend-testee-selfcheck.txt || true
+tail -1 target/ascend-testee-selfcheck.txt
+
 # 4. The CLI over every bundled vector and trace, and the conformance run against the reference peer.
 step "mooncake-conformance vectors / validate"
 bin=target/debug/mooncake-conformance

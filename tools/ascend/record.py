@@ -55,18 +55,42 @@ def load_scenarios(path=SCENARIOS_FILE):
 SCENARIOS = load_scenarios()
 
 
+def worker_args(role, conn, engine_id, tp_rank, tp_size, prefill_tp, decode_tp, kv_port):
+    """worker.py's options for one worker."""
+    return ["--role", role, "--conn", conn, "--engine-id", engine_id, "--tp-rank", str(tp_rank), "--tp-size",
+            str(tp_size), "--prefill-tp", str(prefill_tp), "--decode-tp", str(decode_tp), "--kv-port", str(kv_port)]
+
+
+def pull_params(request, prefiller_blocks, host, port, engine_id, prefill_tp=1):
+    """The kv_transfer_params vllm-ascend's prefiller scheduler (`request_finished`) returns for a request whose
+    blocks a decoder is to pull, as its decoder's scheduler receives them (JSON)."""
+    return {"do_remote_prefill": True, "do_remote_decode": False, "remote_block_ids": list(prefiller_blocks),
+            "remote_engine_id": engine_id, "remote_request_id": request, "remote_host": host, "remote_port": port,
+            "remote_pcp_size": 1, "remote_dcp_size": 1, "remote_ptp_size": prefill_tp,
+            "remote_multi_nodes_meta_mapping": {}, "num_prompt_blocks": len(prefiller_blocks)}
+
+
 class WorkerProc:
-    def __init__(self, rec, role, conn, engine_id, tp_rank, tp_size, prefill_tp, decode_tp, kv_port):
+    """A worker.py process (`args` its options), its replies read on a thread. Its standard error goes to
+    `stderr` (a file, or None: this process's); `log_path` names the file in error messages."""
+
+    def __init__(self, python, conn, args, env, stderr=None, log_path=None, preexec_fn=None):
         self.conn = conn
-        log = open(os.path.join(rec.log_dir, f"{conn}.log"), "w")
-        self.log_path = log.name
-        cmd = [rec.python, WORKER, "--role", role, "--conn", conn, "--engine-id", engine_id, "--tp-rank",
-               str(tp_rank), "--tp-size", str(tp_size), "--prefill-tp", str(prefill_tp), "--decode-tp",
-               str(decode_tp), "--kv-port", str(kv_port)]
-        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
-                                  env=rec.env, start_new_session=True)
+        self.log_path = log_path
+        self.p = subprocess.Popen([python, WORKER, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=stderr, text=True, env=env, start_new_session=True, preexec_fn=preexec_fn)
         self.replies = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
+
+    @classmethod
+    def recorder(cls, rec, role, conn, engine_id, tp_rank, tp_size, prefill_tp, decode_tp, kv_port):
+        """A worker of a recorded scenario, logging into the recorder's log directory."""
+        log = open(os.path.join(rec.log_dir, f"{conn}.log"), "w")
+        args = worker_args(role, conn, engine_id, tp_rank, tp_size, prefill_tp, decode_tp, kv_port)
+        return cls(rec.python, conn, args, rec.env, stderr=log, log_path=log.name)
+
+    def where(self):
+        return f" (log: {self.log_path})" if self.log_path else ""
 
     def _read(self):
         for line in self.p.stdout:
@@ -80,11 +104,12 @@ class WorkerProc:
         try:
             r = self.replies.get(timeout=timeout)
         except queue.Empty:
-            raise RecordError(f"{self.conn}: no reply to {what} in {timeout} s (log: {self.log_path})") from None
+            raise ReplyTimeout(f"{self.conn}: no reply to {what} in {timeout} s{self.where()}") from None
         if r is None:
-            raise RecordError(f"{self.conn}: exited during {what} (log: {self.log_path}):\n{tail(self.log_path)}")
+            raise RecordError(f"{self.conn}: exited during {what}{self.where()}" +
+                              (f":\n{tail(self.log_path)}" if self.log_path else ""))
         if not r.get("ok"):
-            raise RecordError(f"{self.conn}: {what}: {r.get('error')} (log: {self.log_path})")
+            raise RecordError(f"{self.conn}: {what}: {r.get('error')}{self.where()}")
         return r
 
     def cmd(self, what, timeout=60, **kw):
@@ -110,6 +135,10 @@ class WorkerProc:
 
 class RecordError(Exception):
     pass
+
+
+class ReplyTimeout(RecordError):
+    """No reply in time (the worker may still answer later)."""
 
 
 class StartError(RecordError):
@@ -150,13 +179,13 @@ def run_scenario(rec, name, description, p_tp, n_dec, pulls, failing=frozenset()
     p_port = free_port(p_tp)
     started = time.time()
     try:
-        prefillers = [WorkerProc(rec, "prefiller", f"prefiller{r}" if p_tp == 1 else f"prefiller_tp{r}",
-                                 "engine-prefill-0", r, p_tp, p_tp, 1, p_port) for r in range(p_tp)]
+        prefillers = [WorkerProc.recorder(rec, "prefiller", f"prefiller{r}" if p_tp == 1 else f"prefiller_tp{r}",
+                                          "engine-prefill-0", r, p_tp, p_tp, 1, p_port) for r in range(p_tp)]
         workers += prefillers
         decoders = []
         for d in range(n_dec):
-            decoders.append(WorkerProc(rec, "decoder", f"decoder{d}", f"engine-decode-{d}", 0, 1, p_tp, 1,
-                                       free_port(1)))
+            decoders.append(WorkerProc.recorder(rec, "decoder", f"decoder{d}", f"engine-decode-{d}", 0, 1, p_tp,
+                                                1, free_port(1)))
         workers += decoders
         for w in workers:
             try:
@@ -172,11 +201,7 @@ def run_scenario(rec, name, description, p_tp, n_dec, pulls, failing=frozenset()
             dw = decoders[d]
             if req in failing:
                 dw.cmd("fail_next_read", count=1, ret=FAILED_READ_RET)
-            params = {"do_remote_prefill": True, "do_remote_decode": False, "remote_block_ids": p_blocks,
-                      "remote_engine_id": "engine-prefill-0", "remote_request_id": req,
-                      "remote_host": "127.0.0.1", "remote_port": p_port, "remote_pcp_size": 1,
-                      "remote_dcp_size": 1, "remote_ptp_size": p_tp, "remote_multi_nodes_meta_mapping": {},
-                      "num_prompt_blocks": len(p_blocks)}
+            params = pull_params(req, p_blocks, "127.0.0.1", p_port, "engine-prefill-0", p_tp)
             dw.cmd("pull", req_id=req, local_blocks=d_blocks, params=params)
             deadline = time.monotonic() + SETTLE_S
             got = False

@@ -33,7 +33,14 @@ Commands (one JSON object per line on stdin, one reply per line on stdout; logs 
   {"cmd": "fail_next_read", "count", "ret"}  decoder: the next `count` engine reads return `ret` without reading
   {"cmd": "check", "req_id", "pairs"}        decoder: compare pulled blocks with the prefiller's pattern
   {"cmd": "events"}                          → {"ok": true, "events": [...]} (the tapped ZeroMQ traffic)
+  {"cmd": "read", "region", "offset", "len"} → {"ok": true, "hex"}: bytes of a registered region
+  {"cmd": "tables"}                          → {"ok": true, "reqs_to_process", "delayed"}: the sizes of the
+                                             sending or receiving thread's task tracker
   {"cmd": "quit"}
+
+With --deferred (tools/ascend/testee.py) the worker imports its stack first and answers {"ok": true, "imported":
+true}; the first command is then {"cmd": "configure", "argv": [...]} with the other options, answered as a worker
+started without --deferred answers (`hello`). Either way the process ends at end of input.
 """
 
 import argparse
@@ -261,21 +268,29 @@ def pattern_byte(region, block, tp_rank):
     return (region * 37 + block * 5 + tp_rank * 101 + 1) % 251
 
 
+def prepare():
+    """The stack imported, with the fakes and taps the connector must find at import: its module."""
+    import importlib
+
+    install_torch_npu_fake()
+    install_tcp_engine()
+    import taps
+
+    taps.install_zmq_taps()
+    return importlib.import_module(MODULE)
+
+
 class Worker:
-    def __init__(self, a):
+    def __init__(self, a, mod=None):
         self.a = a
         import torch
 
-        install_torch_npu_fake()
-        install_tcp_engine()
-        import importlib
-
+        mod = mod or prepare()
         import taps
 
-        taps.install_zmq_taps()
         taps.configure(a.conn, a.role)
         self.taps = taps
-        self.mod = importlib.import_module(MODULE)
+        self.mod = mod
         mods = [m for n, m in list(sys.modules.items()) if n.startswith("vllm_ascend") and m is not None]
         install_lookup_fakes(mods, a.tp_rank, a.tp_size)
         self.config = make_vllm_config(a)
@@ -326,9 +341,49 @@ class Worker:
             for b in range(t.shape[0]):
                 u8[b].fill_(pattern_byte(r, b, self.a.tp_rank))
 
+    def fill_provenance(self):
+        """conformance/TESTEE.md's provenance pattern (tools/ascend/testee.py): region r is the r-th of
+        `kv_caches_base_addr` as registered, each layer's K then V."""
+        import provenance
+
+        for r, t in enumerate(self.regions()):
+            u8 = t.view(self.torch.uint8).view(t.shape[0], -1)
+            for b in range(t.shape[0]):
+                row = bytearray(provenance.block_bytes(r, b, u8.shape[1]))
+                u8[b].copy_(self.torch.frombuffer(row, dtype=self.torch.uint8))
+
+    def read(self, region, offset, length):
+        """`length` bytes at `offset` of region `region` (as registered), hex."""
+        t = self.regions()[region]
+        u8 = t.view(self.torch.uint8).reshape(-1)
+        if offset < 0 or length < 0 or offset + length > u8.numel():
+            raise ValueError(f"region {region}: {offset}+{length} is outside its {u8.numel()} bytes")
+        return {"hex": bytes(u8[offset:offset + length].tolist()).hex()}
+
+    def tables(self):
+        """The sizes of the task tracker of the sending (prefiller) or receiving (decoder) thread: the requests
+        still waiting for their completion, and those of them under the abort timeout."""
+        thread = self.worker.kv_send_thread or self.worker.kv_recv_thread
+        tracker = thread.task_tracker
+        with tracker.done_task_lock:
+            return {"reqs_to_process": len(tracker.reqs_to_process), "delayed": len(tracker.delayed_free_requests)}
+
+    def expiring(self):
+        """The prefiller's requests whose abort timeout has passed (vLLM's VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT, as
+        the tracker reads it): the next get_finished frees them as expired."""
+        thread = self.worker.kv_send_thread
+        if thread is None:
+            return []
+        from vllm import envs
+
+        tracker, now = thread.task_tracker, time.time()
+        with tracker.done_task_lock:
+            return sorted(r for r, t0 in tracker.delayed_free_requests.items()
+                          if now - t0 > envs.VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT)
+
     def register(self):
         if self.a.kv_role == "kv_producer":
-            self.fill_pattern()
+            self.fill_provenance() if self.a.fill == "provenance" else self.fill_pattern()
         with self._current():
             self.connector.register_kv_caches(self.kv_caches)
         meta = self.worker.xfer_handshake_metadata
@@ -370,9 +425,11 @@ class Worker:
     def poll(self):
         """The scheduler's two questions after a step: `get_finished` and `get_block_ids_with_load_errors` (the
         connector's own in 0.23.0.post1; 0.18.0 inherits vLLM's base class's)."""
+        expiring = self.expiring()
         sending, recving = self.worker.get_finished()
         errors = self.connector.get_block_ids_with_load_errors()
-        return {"sending": sorted(sending), "recving": sorted(recving), "load_errors": sorted(errors)}
+        return {"sending": sorted(sending), "recving": sorted(recving), "load_errors": sorted(errors),
+                "expired": [r for r in expiring if r in sending]}
 
     def fail_next_read(self, count, ret):
         READ_FAULTS["left"], READ_FAULTS["ret"] = int(count), int(ret)
@@ -424,6 +481,10 @@ def serve(w):
                 out = w.fail_next_read(msg.get("count", 1), msg.get("ret", -1))
             elif cmd == "check":
                 out = w.check(msg["pairs"], msg["prefiller_rank"])
+            elif cmd == "read":
+                out = w.read(int(msg["region"]), int(msg["offset"]), int(msg["len"]))
+            elif cmd == "tables":
+                out = w.tables()
             elif cmd == "events":
                 out = {"events": [hex_decoded(e) for e in w.taps.drain()]}
             elif cmd == "quit":
@@ -443,8 +504,7 @@ def reply(obj):
     OUT.flush()
 
 
-def main(argv=None):
-    global OUT
+def parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--role", choices=["prefiller", "decoder"], required=True)
     p.add_argument("--conn", required=True)
@@ -455,12 +515,65 @@ def main(argv=None):
     p.add_argument("--decode-tp", type=int, default=1)
     p.add_argument("--kv-port", type=int, required=True)
     p.add_argument("--num-blocks", type=int, default=32)
-    a = p.parse_args(argv)
+    # The model, where it differs from the recordings' (MODEL): layers (two regions each, K and V), KV heads in
+    # all (split over the TP ranks), tokens per block.
+    p.add_argument("--num-layers", type=int, default=MODEL["num_layers"])
+    p.add_argument("--kv-heads", type=int, default=MODEL["total_num_kv_heads"])
+    p.add_argument("--block-size", type=int, default=MODEL["block_size"])
+    p.add_argument("--fill", choices=["pattern", "provenance"], default="pattern",
+                   help="a prefiller's caches: the recorder's byte per block, or conformance/TESTEE.md's pattern")
+    return p
+
+
+def configure(argv):
+    a = parser().parse_args(argv)
     a.kv_role = "kv_producer" if a.role == "prefiller" else "kv_consumer"
+    MODEL.update(num_layers=a.num_layers, total_num_kv_heads=a.kv_heads, block_size=a.block_size)
+    return a
+
+
+def deferred():
+    """--deferred: import first (the slow part), then take the options from the first command."""
+    try:
+        mod = prepare()
+    except Exception as e:  # noqa: BLE001
+        traceback.print_exc()
+        reply({"ok": False, "error": f"import: {type(e).__name__}: {e}"})
+        return 3
+    reply({"ok": True, "imported": True})
+    line = sys.stdin.readline()
+    if not line.strip():
+        return 0
+    try:
+        msg = json.loads(line)
+        if msg.get("cmd") != "configure":
+            raise ValueError(f"the first command is configure, not {msg.get('cmd')!r}")
+        # The environment the release reads at run time (VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT), set before any use.
+        os.environ.update({str(k): str(v) for k, v in (msg.get("env") or {}).items()})
+        a = configure([str(x) for x in msg.get("argv") or []])
+        w = Worker(a, mod)
+    except (Exception, SystemExit) as e:  # noqa: BLE001  (argparse exits on bad options)
+        traceback.print_exc()
+        reply({"ok": False, "error": f"configure: {type(e).__name__}: {e}"})
+        return 3
+    reply({"ok": True, "hello": a.conn})
+    serve(w)
+    return 0
+
+
+def main(argv=None):
+    global OUT
+    argv = sys.argv[1:] if argv is None else argv
     # Standard output carries only replies: everything the libraries print goes to standard error.
     OUT = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    if argv == ["--deferred"]:
+        status = deferred()
+        OUT.flush()
+        # The connector's threads (its ROUTER, the REQ pool's executor) never end: leave without waiting for them.
+        os._exit(status)
+    a = configure(argv)
     try:
         w = Worker(a)
     except Exception as e:  # noqa: BLE001
