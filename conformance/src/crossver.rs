@@ -535,7 +535,8 @@ fn decoder_outcome_evidence(
         | K::DecoderAddressing
         | K::UnreportedAfterFinish
         | K::DecoderPpTargets
-        | K::LeaseRenewal => return None,
+        | K::LeaseRenewal
+        | K::FailedRead => return None,
     })
 }
 
@@ -598,7 +599,8 @@ fn wire_evidence(model: &Conversation, key: BehaviourKey, values: (&Behaviour, &
         | K::FailureReport
         | K::FailureFinish
         | K::FreeOnlySuccess
-        | K::UnknownOkId => return None,
+        | K::UnknownOkId
+        | K::FailedRead => return None,
     })
 }
 

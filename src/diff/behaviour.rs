@@ -79,6 +79,7 @@ fn local(key: BehaviourKey) -> Option<&'static str> {
         FailureReport => "what the decoder reports to its own scheduler",
         FailureFinish => "when the decoder reports a failed request finished, to its own scheduler",
         FreeOnlySuccess => "what the decoder reports to its own scheduler for a free-only pull",
+        FailedRead => "what the decoder reports to its own scheduler after a failed read; it sends the same completion either way",
         UnknownOkId => "a prefiller only lists ids of the pull",
         DecoderPpTargets => "only a prefiller with PP > 1 has PP ranks other than 0",
         DecoderAddressing => "how the decoder finds prefiller workers (a generation change has its own row)",

@@ -181,7 +181,17 @@ impl BehaviourKey {
             | DecoderPpTargets => generation != 1,
             // Stated only by revisions that check layout lengths or use sentinels.
             EqualLengthFields | MinusOneSentinels => false,
+            // The pull family's (`BehaviourKey::pull_required`).
+            FailedRead => false,
         }
+    }
+}
+
+impl BehaviourKey {
+    /// Whether every pull revision of `generation` must state the item (`Behaviour::missing`): generation 1
+    /// (vllm-ascend's released connector) states how its decoder reports a failed read.
+    pub fn pull_required(self, generation: u32) -> bool {
+        matches!(self, BehaviourKey::FailedRead) && generation == 1
     }
 }
 
@@ -506,6 +516,19 @@ closed_enum!(
     }
 );
 
+closed_enum!(
+    /// What a pull-family decoder reports for a request whose transfer-engine read failed (it sends its
+    /// completion all the same, and the prefiller frees the request).
+    FailedRead {
+        /// Finished receiving and nothing else: no load error, so the scheduler goes on with blocks the read
+        /// never wrote (vllm-ascend 0.18.0).
+        Silent = "silent",
+        /// Finished receiving, and its destination blocks reported through `get_block_ids_with_load_errors`
+        /// (vllm-ascend 0.23.0.post1).
+        LoadErrors = "load-errors",
+    }
+);
+
 // ---- bootstrap ------------------------------------------------------------------------------------------------
 
 closed_enum!(
@@ -710,15 +733,19 @@ behaviour_items! {
     decoder_pp_targets / DecoderPpTargets: DecoderPpTargets, Decoder;
     /// Lease renewal (0.34.0): off, or how the decoder renews.
     lease_renewal / LeaseRenewal: OffOr<LeaseRenewal>, Decoder;
+    /// What a pull-family decoder reports for a request whose transfer-engine read failed.
+    failed_read / FailedRead: FailedRead, Decoder;
 }
 
 impl Behaviour {
     /// The items a revision of this family and generation must state but does not, in declaration order.
     pub(crate) fn missing(&self, family: &str, generation: u32) -> Vec<BehaviourKey> {
-        if family != "push" {
-            return vec![];
-        }
-        BehaviourKey::ALL.iter().copied().filter(|k| k.push_required(generation) && self.item(*k).is_none()).collect()
+        let required = |k: BehaviourKey| match family {
+            "push" => k.push_required(generation),
+            "pull" => k.pull_required(generation),
+            _ => false,
+        };
+        BehaviourKey::ALL.iter().copied().filter(|k| required(*k) && self.item(*k).is_none()).collect()
     }
 
     /// The items this revision states.
@@ -802,6 +829,7 @@ mod tests {
             ("unreported_after_finish", UnreportedAfterFinish::ALL[0].as_str()),
             ("unknown_ok_id", UnknownOkId::ALL[0].as_str()),
             ("decoder_pp_targets", DecoderPpTargets::ALL[0].as_str()),
+            ("failed_read", FailedRead::ALL[0].as_str()),
         ];
         for (k, v) in fixes {
             all.insert(k.to_string(), src(serde_json::json!(v)));
