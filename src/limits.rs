@@ -147,3 +147,20 @@ pub const MAX_TE_CONNECTIONS_PER_PEER: usize = 32;
 /// How many times in a row a libzmq call interrupted by a signal (`EINTR`) is tried again before the error is
 /// returned (`mooncake_io::interrupted::retry`). A signal storm that long is not a stray `SIGCHLD`.
 pub const MAX_EINTR_RETRIES: usize = 1000;
+
+/// Regions (and layer indices) a pull-family worker registers; beyond, its layout is refused. A large model
+/// registers a few hundred (K and V of every layer).
+pub const MAX_PULL_REGIONS: usize = 65_536;
+
+/// Requests a pull-family prefiller tracks at once (finished prefilling, not yet completed or expired); beyond,
+/// a new one is freed at once as expired (vllm-ascend tracks without bound; each waits at most the abort
+/// timeout).
+pub const MAX_PULL_TRACKED: usize = 1_048_576;
+
+/// Requests a pull-family decoder holds waiting for their turn (it serves them one at a time, as vllm-ascend's
+/// receiving thread does); beyond, a new one is reported failed at once.
+pub const MAX_PULL_QUEUE: usize = 65_536;
+
+/// Descriptors in one read a pull-family decoder plans (regions × runs of blocks); beyond, the read fails
+/// without calling the engine.
+pub const MAX_PULL_DESCRIPTORS: usize = 1 << 22;

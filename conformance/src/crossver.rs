@@ -501,7 +501,7 @@ fn decoder_outcome_evidence(
     use BehaviourKey as K;
     Some(match key {
         K::FreeOnlySuccess => free_only(),
-        K::UnknownOkId => None,
+        K::UnknownOkId | K::FailedRead => None, // (`failed_read`: the pull family has no cross-version cases)
         // How failures are reported differs only where one side reports nothing, or for several KV groups.
         K::FailureReport if reports(values.0) != none && reports(values.1) != none && !multi_group() => None,
         // When a failed request finishes differs only when several workers settle it.
@@ -535,8 +535,7 @@ fn decoder_outcome_evidence(
         | K::DecoderAddressing
         | K::UnreportedAfterFinish
         | K::DecoderPpTargets
-        | K::LeaseRenewal
-        | K::FailedRead => return None,
+        | K::LeaseRenewal => return None,
     })
 }
 

@@ -12,6 +12,7 @@ pub mod memory;
 pub(crate) mod planner;
 pub(crate) mod prefiller;
 pub(crate) mod profile;
+pub mod pull;
 pub(crate) mod registry;
 #[cfg(feature = "testing")]
 pub mod sim;

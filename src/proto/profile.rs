@@ -193,6 +193,17 @@ pub enum ProfileError {
         /// The constant's name.
         name: &'static str,
     },
+    /// The revision is of another protocol family than the core's (`push`, `pull`).
+    #[error("{revision} is of the {family} family; this core speaks the other one")]
+    WrongFamily {
+        /// The revision.
+        revision: String,
+        /// Its family.
+        family: String,
+    },
+    /// The revision's messages (or a type the core needs over them) do not compile.
+    #[error("the codec does not compile: {0}")]
+    Compile(String),
     /// A message of a revision given at run time has no field-by-field counterpart in the newest revision
     /// (the cores hold the newest structs).
     #[error("{0}")]
