@@ -39,6 +39,7 @@ pub mod decoder;
 pub mod error;
 pub mod faults;
 pub mod prefiller;
+pub mod pull;
 pub mod records;
 pub use mooncake_io::router;
 pub mod testee;

@@ -145,6 +145,7 @@ impl PrefillerPeer {
         };
         let router = Router::bind(&cfg.bind, handler)?;
         let endpoint = router.endpoint().to_string();
+        lock(&shared).core.router_bound(&endpoint);
         if let Some(b) = &cfg.bootstrap {
             // A deliberate fault registers the next rank (tests of the runner only).
             let tp_rank = cfg.tp_rank + i64::from(cfg.faults.contains(&crate::faults::Fault::WrongRegistration));

@@ -10,6 +10,7 @@ use mooncake_testee_protocol::{
     WriteRecord,
 };
 use mooncake_wire::proto::gen1::{Gen1Decoder, Gen1DecoderConfig, Gen1Prefiller, Gen1Profile};
+use mooncake_wire::proto::pull::{PullDecoder, PullProfile, PullRead};
 use mooncake_wire::proto::{DecoderConfig, DecoderCore, LeaseRequest, PullRequest, Registry, WireProfile};
 use mooncake_wire::spec::Spec;
 use serde_json::{json, Value as J};
@@ -22,6 +23,7 @@ use crate::faults::bootstrap::FaultyBootstrap;
 use crate::faults::Fault;
 use crate::http::BootstrapServer;
 use crate::prefiller::{PrefillerConfig, PrefillerPeer};
+use crate::pull::{pull_layout, pull_revisions, PullDecoderPeer, PullPrefillerPeer, PullPrefillerStart};
 use mooncake_io::layout::{producer, producer_with, LayoutExt};
 
 /// Revisions the reference peer speaks: every generation-2 revision with per-group block lists whose layout
@@ -36,11 +38,12 @@ pub fn revisions() -> Vec<String> {
         .collect()
 }
 
-/// The reference peer's hello.
+/// The reference peer's hello: the push revisions ([`revisions`]), then the pull revisions
+/// ([`pull_revisions`], `conformance/TESTEE.md`, "The pull family (vllm-ascend)").
 pub fn hello() -> Hello {
     Hello::new(
         format!("mooncake-peer {}", env!("CARGO_PKG_VERSION")),
-        revisions(),
+        revisions().into_iter().chain(pull_revisions()).collect(),
         &[proto::Role::Prefiller, proto::Role::Decoder, proto::Role::Bootstrap],
     )
 }
@@ -55,6 +58,8 @@ enum Running {
     /// The peer, and whether `status` shows its wire.
     Prefiller(PrefillerPeer, bool),
     Decoder(DecoderPeer, tokio::task::JoinHandle<()>, bool),
+    /// A pull-family decoder, and whether `status` shows its wire.
+    PullDecoder(PullDecoderPeer, bool),
 }
 
 /// One message of a `wire` list: `{"dir": "in"|"out", "frames": [hex, ...]}` (plus the endpoint a decoder sent
@@ -72,6 +77,8 @@ fn wire_entry(inbound: bool, frames: &[Vec<u8>], endpoint: Option<&str>) -> Wire
 pub struct Testee {
     ctx: zmq::Context,
     role: Option<Running>,
+    /// A pull prefiller's transfer-engine target (serving its memory to the decoders' reads).
+    target: Option<mooncake_io::engine::EngineTarget>,
     /// The deliberate faults of its role's start config that act in that role.
     faults: Vec<Fault>,
 }
@@ -124,6 +131,9 @@ pub(crate) enum TesteeError {
     /// The revision's wire profile (or planning rules) cannot be built.
     #[error(transparent)]
     Profile(#[from] mooncake_wire::proto::ProfileError),
+    /// A pull role cannot start (its layout, its engine target, its sockets).
+    #[error(transparent)]
+    Pull(#[from] crate::pull::PullError),
     /// The layout (or the planner built from it) is refused.
     #[error(transparent)]
     Layout(#[from] mooncake_io::layout::LayoutError),
@@ -199,7 +209,7 @@ fn secs(v: Option<f64>, what: &'static str) -> Result<Option<Duration>, TesteeEr
 
 impl Default for Testee {
     fn default() -> Self {
-        Testee { ctx: zmq::Context::new(), role: None, faults: vec![] }
+        Testee { ctx: zmq::Context::new(), role: None, target: None, faults: vec![] }
     }
 }
 
@@ -211,10 +221,12 @@ impl Testee {
             Ok(Command::Start { role, revision, config }) => self.start(role, &revision, config).await,
             Ok(Command::Stop) => {
                 self.role = None;
+                self.target = None;
                 Ok(proto::ok_answer(&Done {}))
             }
             Ok(Command::Status) if self.faults.contains(&Fault::CrashOnStatus) => std::process::exit(3),
             Ok(Command::Status) if self.faults.contains(&Fault::HangOnStatus) => std::future::pending().await,
+            Ok(c) if matches!(self.role, Some(Running::PullDecoder(..))) => self.pull_decoder_cmd(c).await,
             Ok(c) => self.role_cmd(c).await,
         };
         r.unwrap_or_else(proto::error_answer)
@@ -224,12 +236,15 @@ impl Testee {
         if self.role.is_some() {
             return Err(TesteeError::HasRole);
         }
-        if !revisions().iter().any(|r| r == revision) {
+        if !revisions().iter().chain(&pull_revisions()).any(|r| r == revision) {
             return Err(TesteeError::UnsupportedRevision(revision.to_string()));
         }
         let rev = Spec::builtin().revision(revision).expect("listed").clone();
         let config = if config.is_null() { json!({}) } else { config };
         self.faults = role_faults(role, &config)?;
+        if rev.family == "pull" {
+            return self.start_pull(role, revision, config).await;
+        }
         match role {
             proto::Role::Bootstrap => {
                 let c: BootstrapConfig = serde_json::from_value(config).map_err(TesteeError::Config)?;
@@ -352,6 +367,68 @@ impl Testee {
         let endpoint = p.endpoint.clone();
         self.role = Some(Running::Prefiller(p, c.record_wire));
         Ok(proto::ok_answer(&Started { endpoint: Some(endpoint), ..Default::default() }))
+    }
+
+    /// A role of the pull family (`conformance/TESTEE.md`, "The pull family (vllm-ascend)").
+    async fn start_pull(&mut self, role: proto::Role, revision: &str, config: J) -> Result<J, TesteeError> {
+        let profile = PullProfile::builtin(revision)?;
+        match role {
+            proto::Role::Bootstrap => Err(TesteeError::NoBootstrap),
+            proto::Role::Prefiller => {
+                let c: proto::PrefillerConfig = serde_json::from_value(config).map_err(TesteeError::Config)?;
+                check_transfer(&c.transfer)?;
+                let start = PullPrefillerStart {
+                    engine_id: c.engine_id,
+                    tp_size: c.tp_size,
+                    bind: c.bind.unwrap_or_else(|| "tcp://127.0.0.1:*".into()),
+                    abort_timeout: secs(c.abort_timeout_s, "abort_timeout_s")?,
+                    model: &c.model,
+                    layout: &c.layout,
+                    record_wire: c.record_wire,
+                };
+                let p = PullPrefillerPeer::start(profile, start).await?;
+                let endpoint = p.peer.endpoint.clone();
+                self.role = Some(Running::Prefiller(p.peer, c.record_wire));
+                self.target = Some(p.target);
+                Ok(proto::ok_answer(&Started { endpoint: Some(endpoint), ..Default::default() }))
+            }
+            proto::Role::Decoder => {
+                let c: proto::DecoderConfig = serde_json::from_value(config).map_err(TesteeError::Config)?;
+                check_transfer(&c.transfer)?;
+                c.layout.check()?;
+                let memory = Arc::new(Mutex::new(c.layout.memory(false)));
+                let mut core = PullDecoder::new(profile, c.tp_rank as u64, pull_layout(&c.layout))
+                    .map_err(crate::pull::PullError::from)?;
+                if let Some(t) = secs(c.recv_timeout_s, "recv_timeout_s")? {
+                    core.set_reply_timeout(t);
+                }
+                let d = PullDecoderPeer::start(&self.ctx, core, memory)?;
+                self.role = Some(Running::PullDecoder(d, c.record_wire));
+                Ok(proto::ok_answer(&Done {}))
+            }
+        }
+    }
+
+    /// A command to a pull decoder.
+    async fn pull_decoder_cmd(&mut self, cmd: Command) -> Result<J, TesteeError> {
+        let Some(Running::PullDecoder(d, wire)) = &self.role else { return Err(TesteeError::BeforeStart(cmd.name())) };
+        match cmd {
+            Command::Pull { requests } => {
+                d.pull(requests.into_iter().map(pull_read).collect());
+                Ok(proto::ok_answer(&Done {}))
+            }
+            Command::FailNextTransfer { count, ret } => {
+                d.fail_next_reads(count, ret);
+                Ok(proto::ok_answer(&Done {}))
+            }
+            Command::Status => Ok(proto::ok_answer(&pull_decoder_status(&d.status().await?, *wire))),
+            Command::ReadMemory { addr, len } => {
+                let m = d.memory.lock().map_err(|_| TesteeError::Poisoned("memory"))?;
+                let b = m.read(addr, len).ok_or(TesteeError::NotRegistered { addr, len })?;
+                Ok(proto::ok_answer(&proto::Memory { hex: hex::encode(b) }))
+            }
+            c => Err(TesteeError::Unsupported(c.name().to_string())),
+        }
     }
 
     async fn role_cmd(&mut self, cmd: Command) -> Result<J, TesteeError> {
@@ -497,6 +574,53 @@ impl Testee {
             }
             (_, c) => Err(TesteeError::Unsupported(c.name().to_string())),
         }
+    }
+}
+
+/// A `pull` request of the pull family: `transfer_id` is the prefiller's request id.
+fn pull_read(r: proto::Pull) -> PullRead {
+    PullRead {
+        d_req_id: r.d_req_id,
+        remote_request_id: r.transfer_id,
+        local_blocks: r.blocks,
+        remote_blocks: r.remote_blocks,
+        engine_id: r.engine_id,
+        remote_host: r.remote_host.unwrap_or_else(|| "127.0.0.1".into()),
+        remote_port: r.remote_port.unwrap_or_default(),
+    }
+}
+
+/// A pull decoder's `status`: a failed entry only where the revision reports the read (`failed_read`).
+fn pull_decoder_status(s: &crate::pull::PullDecoderStatus, wire: bool) -> proto::DecoderStatus {
+    let wire = wire.then(|| {
+        let mut w = vec![];
+        for (id, addr, payload) in &s.sent {
+            w.push(wire_entry(false, std::slice::from_ref(payload), Some(addr)));
+            w.extend(s.received.iter().filter(|(r, _)| r == id).map(|(_, f)| wire_entry(true, f, Some(addr))));
+        }
+        w
+    });
+    let failed = s.failed.iter().map(|(id, reason, blocks)| proto::Failed {
+        d_req_id: id.clone(),
+        reason: reason.clone(),
+        invalid_blocks: blocks.clone(),
+        failed_recving: false,
+    });
+    let reads = s.reads.iter().map(|(session, n, bytes, ret)| WriteRecord {
+        session: session.clone(),
+        descriptors: *n as u64,
+        bytes: *bytes,
+        ret: *ret,
+    });
+    proto::DecoderStatus {
+        finished: s.finished.clone(),
+        failed: failed.collect(),
+        unsettled: Some(vec![]),
+        pending_pulls: Some(s.pending_pulls as u64),
+        open_exchanges: Some(s.open_exchanges as u64),
+        wire,
+        reads: Some(reads.collect()),
+        ..Default::default()
     }
 }
 

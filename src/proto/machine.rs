@@ -44,6 +44,9 @@ pub trait PrefillerMachine: Send + 'static {
     fn stats(&self) -> PrefillerStats;
     /// Overrides `VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT`.
     fn set_abort_timeout(&mut self, t: Duration);
+    /// The ROUTER is bound at `endpoint` (`tcp://host:port`), before any message: a machine that advertises its
+    /// own port (the pull family's `handshake_port`) learns it here. Nothing by default.
+    fn router_bound(&mut self, _endpoint: &str) {}
 }
 
 impl<P> PrefillerMachine for PrefillerCore<P>

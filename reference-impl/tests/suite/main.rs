@@ -9,4 +9,5 @@ mod engine_interop;
 mod engine_pool;
 mod hostile;
 mod live;
+mod pull;
 mod router;

@@ -21,8 +21,8 @@ struct Tracked {
 /// The pull-family prefiller worker of generation 1.
 pub struct PullPrefiller {
     profile: PullProfile,
+    config: PullPrefillerConfig,
     metadata: Vec<u8>,
-    handshake_port: u64,
     abort_timeout: Duration,
     /// By request id (the id the decoder's completion names).
     tracked: HashMap<String, Tracked>,
@@ -40,8 +40,8 @@ impl PullPrefiller {
         Ok(PullPrefiller {
             abort_timeout: profile.abort_timeout,
             profile,
+            config: cfg.clone(),
             metadata,
-            handshake_port: cfg.handshake_port,
             tracked: HashMap::new(),
             done_counts: HashMap::new(),
             transmits: VecDeque::new(),
@@ -53,6 +53,15 @@ impl PullPrefiller {
     /// The metadata every query gets.
     pub fn metadata(&self) -> &[u8] {
         &self.metadata
+    }
+
+    /// Advertises `port` as its `handshake_port` (the port its ROUTER bound): the metadata is encoded again.
+    pub fn set_handshake_port(&mut self, port: u64) -> Result<(), MetadataError> {
+        let mut config = self.config.clone();
+        config.handshake_port = port;
+        self.metadata = config.encode_metadata(&self.profile)?;
+        self.config = config;
+        Ok(())
     }
 
     /// Overrides `VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT`.
@@ -132,9 +141,11 @@ impl PullPrefiller {
         let due = if entries.is_empty() {
             true
         } else {
-            let own = entries.iter().find(|(k, _)| k.as_int().and_then(|i| i.as_u64()) == Some(self.handshake_port));
+            let own =
+                entries.iter().find(|(k, _)| k.as_int().and_then(|i| i.as_u64()) == Some(self.config.handshake_port));
             let Some(need) = own.and_then(|(_, v)| num(v)) else {
-                return self.reject(peer, format!("the port table has no count for port {}", self.handshake_port));
+                return self
+                    .reject(peer, format!("the port table has no count for port {}", self.config.handshake_port));
             };
             let n = self.done_counts.entry(req_id.clone()).or_insert(0);
             *n += 1;
@@ -234,5 +245,13 @@ impl PrefillerMachine for PullPrefiller {
     }
     fn set_abort_timeout(&mut self, t: Duration) {
         PullPrefiller::set_abort_timeout(self, t)
+    }
+    /// Advertises the bound port as `handshake_port` when the configuration left it 0.
+    fn router_bound(&mut self, endpoint: &str) {
+        let port = endpoint.rsplit(':').next().and_then(|p| p.parse::<u64>().ok());
+        if let (0, Some(port)) = (self.config.handshake_port, port) {
+            // The same layout encoded at start: it encodes again.
+            let _ = self.set_handshake_port(port);
+        }
     }
 }
