@@ -123,8 +123,8 @@ fn behaviour_exercised(
         K::ReplicatedProducer => {
             tp_differs && scenario.prefiller_tp.max(scenario.decoder_tp) >= model.total_num_kv_heads
         }
-        // No scenario runs PP > 1 or a Mamba-hybrid model.
-        K::RegionAlignment | K::NeedSend | K::KvHalfSplit | K::DecoderPpTargets => false,
+        // No scenario runs PP > 1 or a Mamba-hybrid model, nor a read (the matrix is the push family's).
+        K::RegionAlignment | K::NeedSend | K::KvHalfSplit | K::DecoderPpTargets | K::FailedRead => false,
         K::MinusOneSentinels => d.exchanges.iter().filter_map(|x| x.request.value()).any(|m| {
             m.registered_group_indices.iter().chain(&m.registered_row_offsets).any(|v| v.as_i64() == Some(-1))
         }),
