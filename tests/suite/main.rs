@@ -10,6 +10,7 @@ mod module_cycles;
 mod plan_sender;
 mod proto_gen1;
 mod proto_pair;
+mod proto_pull;
 mod protocol_doc;
 mod public_api;
 mod sans_io_boundary;
