@@ -7,8 +7,9 @@
 //!
 //! The entry points: [`testee::Testee`], which answers the testee control protocol (`conformance/TESTEE.md`)
 //! and is what `mooncake-peer` runs; [`prefiller::PrefillerPeer`] and [`decoder::DecoderPeer`], one running
-//! role each, for tests that drive a peer directly; and [`faults::Fault`], the deliberate deviations that let
-//! the runner's tests prove it catches them.
+//! role each, for tests that drive a peer directly; [`pull`], the pull family's roles (vllm-ascend's connector:
+//! the decoder reads the prefiller's blocks); and [`faults::Fault`], the deliberate deviations that let the
+//! runner's tests prove it catches them.
 //!
 //! ## Example
 //!
