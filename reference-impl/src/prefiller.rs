@@ -230,8 +230,10 @@ where
     fn pump(&mut self) -> Vec<Vec<Vec<u8>>> {
         let mut batch = vec![];
         while let Some(t) = self.core.poll_transmit() {
-            let messages = if self.faults.is_empty() || t.delimiter {
+            let messages = if self.faults.is_empty() {
                 vec![t.frames()]
+            } else if t.delimiter {
+                crate::faults::apply_to_enveloped_reply(&self.faults, t.peer.0, t.payload)
             } else {
                 crate::faults::apply_to_reply(&self.faults, t.peer.0, t.payload)
             };

@@ -81,6 +81,8 @@ pub struct PullPrefillerStart<'a> {
     pub layout: &'a LayoutConfig,
     /// Keep every ROUTER message in the status.
     pub record_wire: bool,
+    /// Deliberate faults in its replies (the runner's mutation suite only).
+    pub faults: Vec<crate::faults::Fault>,
 }
 
 impl PullPrefillerPeer {
@@ -111,7 +113,7 @@ impl PullPrefillerPeer {
             abort_timeout: s.abort_timeout,
             kv_lease: None,
             record_wire: s.record_wire,
-            faults: vec![],
+            faults: s.faults,
         };
         // The backend is never used: decoders read, the prefiller writes nothing.
         let peer = PrefillerPeer::start_machine(pcfg, core, memory, Backend::tcp_engine()).await?;

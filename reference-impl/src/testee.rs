@@ -385,6 +385,7 @@ impl Testee {
                     model: &c.model,
                     layout: &c.layout,
                     record_wire: c.record_wire,
+                    faults: self.faults.clone(),
                 };
                 let p = PullPrefillerPeer::start(profile, start).await?;
                 let endpoint = p.peer.endpoint.clone();
@@ -421,10 +422,15 @@ impl Testee {
                 d.fail_next_reads(count, ret);
                 Ok(proto::ok_answer(&Done {}))
             }
-            Command::Status => Ok(proto::ok_answer(&pull_decoder_status(&d.status().await?, *wire))),
+            Command::Status => {
+                let mut status = pull_decoder_status(&d.status().await?, *wire);
+                crate::faults::report::decoder_status(&self.faults, &mut status);
+                Ok(proto::ok_answer(&status))
+            }
             Command::ReadMemory { addr, len } => {
                 let m = d.memory.lock().map_err(|_| TesteeError::Poisoned("memory"))?;
                 let b = m.read(addr, len).ok_or(TesteeError::NotRegistered { addr, len })?;
+                let b = crate::faults::report::memory(&self.faults, b.to_vec());
                 Ok(proto::ok_answer(&proto::Memory { hex: hex::encode(b) }))
             }
             c => Err(TesteeError::Unsupported(c.name().to_string())),

@@ -208,8 +208,9 @@ fn an_empty_directory_is_nothing_to_check() {
 
 #[test]
 fn a_case_filter_that_matches_nothing_says_what_was_looked_for() {
-    let (cases, traces) =
-        (common::expected_cases(&common::traces_dir()), common::trace_files(&common::traces_dir()).len());
+    let dirs = common::bundled_dirs();
+    let cases: usize = dirs.iter().map(|d| common::expected_cases(d)).sum();
+    let traces: usize = dirs.iter().map(|d| common::trace_files(d).len()).sum();
     expect(&["run", "--case", "typo"], 2, &format!("no case matches --case typo (of {cases} cases in {traces} traces"));
     expect(&["run", "--case", "typo", "--list"], 2, "no case matches --case typo");
 }
@@ -473,7 +474,8 @@ fn run_list_and_repeatable_comma_separated_filters() {
         ]
     );
     let all = run(&["run", "--list"]).stdout;
-    assert_eq!(all.lines().take_while(|l| !l.is_empty()).count(), common::expected_cases(&common::traces_dir()));
+    let cases: usize = common::bundled_dirs().iter().map(|d| common::expected_cases(d)).sum();
+    assert_eq!(all.lines().take_while(|l| !l.is_empty()).count(), cases, "both families' bundled traces");
     expect(&["run", "--list", "--role", "prefiler"], 2, "--role prefiler: prefiller, decoder or bootstrap");
 }
 

@@ -28,6 +28,7 @@ mod mutation;
 mod plan_vectors;
 mod plan_vectors_regen;
 mod probe;
+mod pull_run;
 mod pull_traces;
 mod pull_vectors;
 mod push_vectors_regen;

@@ -71,8 +71,9 @@ fn the_table_and_the_peer_name_the_same_faults() {
 
 /// Runs the row's case with its fault; the findings (check, text), or why the run is no catch.
 async fn try_row(row: &Row) -> Result<Vec<(String, String)>, String> {
-    let mut c = RunConfig::paths(&[here().join("traces")], TesteeSpec::BuiltinWithFaults(vec![row.fault.clone()]))
-        .map_err(|e| e.to_string())?;
+    let sets = [here().join("traces"), here().join("traces-pull")];
+    let mut c =
+        RunConfig::paths(&sets, TesteeSpec::BuiltinWithFaults(vec![row.fault.clone()])).map_err(|e| e.to_string())?;
     c.roles = vec![Role::parse(&row.role).ok_or_else(|| format!("no role {}", row.role))?];
     c.cases = vec![row.case.clone()];
     c.slack = Duration::from_secs(2);

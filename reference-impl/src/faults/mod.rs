@@ -14,7 +14,7 @@ pub mod report;
 pub mod te;
 pub mod wire;
 
-pub use wire::{apply_to_reply, apply_to_request};
+pub use wire::{apply_to_enveloped_reply, apply_to_reply, apply_to_request};
 
 use mooncake_testee_protocol::Role;
 

@@ -97,6 +97,20 @@ pub fn apply_to_reply(faults: &[Fault], rid: Vec<u8>, payload: Vec<u8>) -> Vec<V
 }
 
 /// A pull's fields after the field-level faults; whether any changed.
+/// A reply to a REQ (`[routing_id, "", payload]`: generation 1's raw constants, the pull family's metadata and
+/// `ACK`) after the faults that act on any payload: a byte flipped, an extra frame, never sent.
+pub fn apply_to_enveloped_reply(faults: &[Fault], rid: Vec<u8>, payload: Vec<u8>) -> Vec<Vec<Vec<u8>>> {
+    if faults.contains(&Fault::MissingResponse) {
+        return vec![];
+    }
+    let payload = if faults.contains(&Fault::FlipByte) { flip(payload) } else { payload };
+    let mut frames = vec![rid, vec![], payload];
+    if faults.contains(&Fault::ExtraFrame) {
+        frames.push(vec![]);
+    }
+    vec![frames]
+}
+
 fn change_request(faults: &[Fault], m: &mut MooncakeXferMetadata) -> bool {
     let mut changed = false;
     for f in faults {

@@ -172,7 +172,9 @@ mod tests {
             }
             let got: Vec<_> = reads
                 .iter()
-                .map(|r| (r["conn"].as_str().unwrap().to_string(), r["n"].as_u64().unwrap(), r["bytes"].as_u64().unwrap()))
+                .map(|r| {
+                    (r["conn"].as_str().unwrap().to_string(), r["n"].as_u64().unwrap(), r["bytes"].as_u64().unwrap())
+                })
                 .collect();
             assert_eq!(got, want, "{}", c.trace.path);
         }

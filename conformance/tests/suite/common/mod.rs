@@ -9,6 +9,12 @@ pub(crate) fn traces_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("traces")
 }
 
+/// The bundled trace sets `run` plays without paths: the push family's and the pull family's.
+pub(crate) fn bundled_dirs() -> [PathBuf; 2] {
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    [here.join("traces"), here.join("traces-pull")]
+}
+
 /// Every `*.jsonl` under `dir`, sorted.
 pub(crate) fn trace_files(dir: &Path) -> Vec<PathBuf> {
     use mooncake_trace::walk;
