@@ -14,22 +14,6 @@ fn hex(s: &str) -> Vec<u8> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }
 
-/// The recorded trace `scenario` of `revision`, one JSON value per line.
-fn trace(revision: &str, scenario: &str) -> Vec<serde_json::Value> {
-    let text = match (revision, scenario) {
-        (OLD, "c") => include_str!("../../conformance/traces-pull/vllm-ascend-0.18.0/c_failed_read.jsonl"),
-        (NEW, "c") => include_str!("../../conformance/traces-pull/vllm-ascend-0.23.0.post1/c_failed_read.jsonl"),
-        _ => unreachable!(),
-    };
-    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
-}
-
-/// The payload of the record with `seq`.
-fn payload(t: &[serde_json::Value], seq: u64) -> Vec<u8> {
-    let r = t.iter().find(|r| r["seq"] == seq).unwrap();
-    hex(r["frames"].as_array().unwrap().last().unwrap().as_str().unwrap())
-}
-
 /// Two layers, K and V each, 1 KiB blocks, 32 of them.
 fn layout(bases: &[u64]) -> PullLayout {
     PullLayout {
@@ -42,30 +26,18 @@ fn layout(bases: &[u64]) -> PullLayout {
     }
 }
 
-/// The prefiller of the recording `c_failed_read` of `revision`, from its recorded metadata.
-fn recorded_prefiller(revision: &str) -> (PullPrefillerConfig, Vec<u8>) {
-    let t = trace(revision, "c");
-    let meta = &t.iter().find(|r| r["seq"] == 3).unwrap()["decoded"];
-    let addrs: Vec<u64> = match &meta["kv_caches_base_addr"][0] {
-        serde_json::Value::Array(_) => meta["kv_caches_base_addr"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|l| l.as_array().unwrap().iter().map(|a| a.as_u64().unwrap()))
-            .collect(),
-        _ => meta["kv_caches_base_addr"].as_array().unwrap().iter().map(|a| a.as_u64().unwrap()).collect(),
-    };
-    let cfg = PullPrefillerConfig {
-        engine_id: meta["engine_id"].as_str().unwrap().into(),
+/// A prefiller of the recordings' shape (its bytes against the recordings: `src/proto/pull/tests.rs`).
+fn config(rev: &str) -> PullPrefillerConfig {
+    PullPrefillerConfig {
+        engine_id: "engine-prefill-0".into(),
         local_ip: "127.0.0.1".into(),
-        te_rpc_port: meta["te_rpc_port"].as_u64().unwrap(),
-        handshake_port: meta["handshake_port"].as_u64().unwrap_or(0),
+        te_rpc_port: 15311,
+        handshake_port: if rev == NEW { 46835 } else { 0 },
         block_size: 16,
         total_num_kv_heads: 4,
         tp_size: 1,
-        layout: layout(&addrs),
-    };
-    (cfg, payload(&t, 3))
+        layout: layout(&[0xa0000, 0xb0000, 0xc0000, 0xd0000]),
+    }
 }
 
 fn read(local: &[u64], remote: &[u64]) -> PullRead {
@@ -81,7 +53,7 @@ fn read(local: &[u64], remote: &[u64]) -> PullRead {
 }
 
 fn prefiller(rev: &str) -> PullPrefiller {
-    PullPrefiller::new(PullProfile::builtin(rev).unwrap(), &recorded_prefiller(rev).0).unwrap()
+    PullPrefiller::new(PullProfile::builtin(rev).unwrap(), &config(rev)).unwrap()
 }
 
 fn frames(payload: Vec<u8>) -> Vec<Vec<u8>> {
@@ -151,7 +123,7 @@ fn the_prefiller_frees_what_nobody_completes_after_the_abort_timeout() {
 fn a_port_table_frees_after_its_count() {
     let t0 = Instant::now();
     let mut p = prefiller(NEW);
-    let handshake = recorded_prefiller(NEW).0.handshake_port;
+    let handshake = config(NEW).handshake_port;
     p.request_finished(t0, "p-1", "req-1");
     // [bin tag, "req-1", {port: {"num": 2, "host": "127.0.0.1"}}]
     let mut done = hex("93c410646f6e655f72656376696e675f6d7367a57265712d3181cd");
@@ -195,7 +167,7 @@ fn one_request(rev: &str, ret: i64) -> (PullDecoder, Vec<PullDecoderEvent>) {
     d.handle_reply(t0, id, p.metadata());
     let ev = events(&mut d);
     let PullDecoderEvent::Read { id: read_id, session, descriptors } = &ev[1] else { panic!("{ev:?}") };
-    assert_eq!(session, &format!("127.0.0.1:{}", recorded_prefiller(rev).0.te_rpc_port));
+    assert_eq!(session, &format!("127.0.0.1:{}", config(rev).te_rpc_port));
     assert_eq!(descriptors.len(), 4);
     assert_eq!(d.open_exchanges(), 0);
     d.read_complete(t0, *read_id, ret);

@@ -201,7 +201,14 @@ fn same_shape(got: &J, want: &J, path: &str, live: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_metadata_reply_has_the_recorded_shape() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../conformance/traces-pull");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join("../conformance/traces-pull");
+    if !dir.exists() {
+        // The packaged crate (`scripts/package-check.sh` runs its tests from the tarball) has no recordings.
+        assert!(root.join("Cargo.toml.orig").exists(), "conformance/traces-pull is missing from the repository");
+        println!("SKIPPED: the metadata reply against the recordings — conformance/traces-pull is not in the package");
+        return;
+    }
     let mut checked = 0;
     for rev in REVISIONS {
         let codec = Codec::builtin(rev).unwrap();

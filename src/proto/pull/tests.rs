@@ -14,14 +14,18 @@ fn hex(s: &str) -> Vec<u8> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }
 
-/// The recorded trace `scenario` of `revision`, one JSON value per line.
-fn trace(revision: &str, scenario: &str) -> Vec<serde_json::Value> {
-    let text = match (revision, scenario) {
-        (OLD, "c") => include_str!("../../../conformance/traces-pull/vllm-ascend-0.18.0/c_failed_read.jsonl"),
-        (NEW, "c") => include_str!("../../../conformance/traces-pull/vllm-ascend-0.23.0.post1/c_failed_read.jsonl"),
-        _ => unreachable!(),
+/// The recorded trace `c_failed_read` of `revision`, one JSON value per line. The packaged crate has no
+/// `conformance/` (`scripts/package-check.sh` runs its tests from the tarball): `None` there, after a counted
+/// `SKIPPED` line; in the repository a missing trace is a failure.
+fn trace(revision: &str) -> Option<Vec<serde_json::Value>> {
+    let rel = format!("conformance/traces-pull/{revision}/c_failed_read.jsonl");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let Ok(text) = std::fs::read_to_string(root.join(&rel)) else {
+        assert!(root.join("Cargo.toml.orig").exists(), "{rel} is missing from the repository");
+        println!("SKIPPED: the pull cores against {rel} — not in the packaged crate");
+        return None;
     };
-    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    Some(text.lines().map(|l| serde_json::from_str(l).unwrap()).collect())
 }
 
 /// The payload of the record with `seq`.
@@ -42,9 +46,10 @@ fn layout(bases: &[u64]) -> PullLayout {
     }
 }
 
-/// The prefiller of the recording `c_failed_read` of `revision`, from its recorded metadata.
-fn recorded_prefiller(revision: &str) -> (PullPrefillerConfig, Vec<u8>) {
-    let t = trace(revision, "c");
+/// The prefiller of the recording `c_failed_read` of `revision`, from its recorded metadata (`None`: see
+/// [`trace`]).
+fn recorded_prefiller(revision: &str) -> Option<(PullPrefillerConfig, Vec<u8>)> {
+    let t = trace(revision)?;
     let meta = &t.iter().find(|r| r["seq"] == 3).unwrap()["decoded"];
     let addrs: Vec<u64> = match &meta["kv_caches_base_addr"][0] {
         serde_json::Value::Array(_) => meta["kv_caches_base_addr"]
@@ -65,7 +70,7 @@ fn recorded_prefiller(revision: &str) -> (PullPrefillerConfig, Vec<u8>) {
         tp_size: 1,
         layout: layout(&addrs),
     };
-    (cfg, payload(&t, 3))
+    Some((cfg, payload(&t, 3)))
 }
 
 #[test]
@@ -86,7 +91,7 @@ fn profiles_read_the_spec() {
 fn control_messages_are_the_recorded_bytes() {
     for rev in [OLD, NEW] {
         let p = PullProfile::builtin(rev).unwrap();
-        let t = trace(rev, "c");
+        let Some(t) = trace(rev) else { return };
         assert_eq!(p.encode_get_meta(), payload(&t, 1), "{rev}");
         assert_eq!(p.encode_done("req-3"), payload(&t, 5), "{rev}");
         assert_eq!(payload(&t, 7), p.ack, "{rev}");
@@ -96,7 +101,7 @@ fn control_messages_are_the_recorded_bytes() {
 #[test]
 fn the_metadata_is_the_recorded_bytes_given_the_recorded_values() {
     for rev in [OLD, NEW] {
-        let (cfg, recorded) = recorded_prefiller(rev);
+        let Some((cfg, recorded)) = recorded_prefiller(rev) else { return };
         let p = PullPrefiller::new(PullProfile::builtin(rev).unwrap(), &cfg).unwrap();
         assert_eq!(hex::encode(p.metadata()), hex::encode(&recorded), "{rev}");
     }
