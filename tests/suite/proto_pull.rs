@@ -26,7 +26,69 @@ fn layout(bases: &[u64]) -> PullLayout {
     }
 }
 
-/// A prefiller of the recordings' shape (its bytes against the recordings: `src/proto/pull/tests.rs`).
+/// The recorded trace `c_failed_read` of `revision`, one JSON value per line (`None` from the packaged crate,
+/// which has no `conformance/`: [`crate::in_repository`]).
+fn trace(revision: &str) -> Option<Vec<serde_json::Value>> {
+    let rel = format!("conformance/traces-pull/{revision}/c_failed_read.jsonl");
+    let path = crate::in_repository(&rel, "the pull cores against the recordings")?;
+    let text = std::fs::read_to_string(path).unwrap();
+    Some(text.lines().map(|l| serde_json::from_str(l).unwrap()).collect())
+}
+
+/// The payload of the record with `seq`.
+fn payload(t: &[serde_json::Value], seq: u64) -> Vec<u8> {
+    let r = t.iter().find(|r| r["seq"] == seq).unwrap();
+    hex(r["frames"].as_array().unwrap().last().unwrap().as_str().unwrap())
+}
+
+/// The prefiller of the recording `c_failed_read` of `revision`, from its recorded metadata (`None`: see
+/// [`trace`]).
+fn recorded_prefiller(revision: &str) -> Option<(PullPrefillerConfig, Vec<u8>)> {
+    let t = trace(revision)?;
+    let meta = &t.iter().find(|r| r["seq"] == 3).unwrap()["decoded"];
+    let addrs: Vec<u64> = match &meta["kv_caches_base_addr"][0] {
+        serde_json::Value::Array(_) => meta["kv_caches_base_addr"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|l| l.as_array().unwrap().iter().map(|a| a.as_u64().unwrap()))
+            .collect(),
+        _ => meta["kv_caches_base_addr"].as_array().unwrap().iter().map(|a| a.as_u64().unwrap()).collect(),
+    };
+    let cfg = PullPrefillerConfig {
+        engine_id: meta["engine_id"].as_str().unwrap().into(),
+        local_ip: "127.0.0.1".into(),
+        te_rpc_port: meta["te_rpc_port"].as_u64().unwrap(),
+        handshake_port: meta["handshake_port"].as_u64().unwrap_or(0),
+        block_size: 16,
+        total_num_kv_heads: 4,
+        tp_size: 1,
+        layout: layout(&addrs),
+    };
+    Some((cfg, payload(&t, 3)))
+}
+
+#[test]
+fn control_messages_are_the_recorded_bytes() {
+    for rev in [OLD, NEW] {
+        let p = PullProfile::builtin(rev).unwrap();
+        let Some(t) = trace(rev) else { return };
+        assert_eq!(p.encode_get_meta(), payload(&t, 1), "{rev}");
+        assert_eq!(p.encode_done("req-3"), payload(&t, 5), "{rev}");
+        assert_eq!(payload(&t, 7), p.ack, "{rev}");
+    }
+}
+
+#[test]
+fn the_metadata_is_the_recorded_bytes_given_the_recorded_values() {
+    for rev in [OLD, NEW] {
+        let Some((cfg, recorded)) = recorded_prefiller(rev) else { return };
+        let p = PullPrefiller::new(PullProfile::builtin(rev).unwrap(), &cfg).unwrap();
+        assert_eq!(hex::encode(p.metadata()), hex::encode(&recorded), "{rev}");
+    }
+}
+
+/// A prefiller of the recordings' shape (its bytes against the recordings: above).
 fn config(rev: &str) -> PullPrefillerConfig {
     PullPrefillerConfig {
         engine_id: "engine-prefill-0".into(),
