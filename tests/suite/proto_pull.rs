@@ -1,6 +1,7 @@
-//! The pull-family cores (`mooncake_wire::proto::pull`) with a simulated clock: the prefiller's answers, what it
-//! does not answer, its expiry and port tables; the decoder's request flow (query, read, completion), its
-//! metadata cache, a failed read reported per `failed_read`, and replies that never come.
+//! The pull-family cores (`mooncake_wire::proto::pull`): their control messages and metadata byte for byte against
+//! vllm-ascend's recordings; and with a simulated clock, the prefiller's answers, what it does not answer, its
+//! expiry and port tables, the decoder's request flow (query, read, completion), its metadata cache, a failed read
+//! reported per `failed_read`, and replies that never come.
 
 use std::time::{Duration, Instant};
 
