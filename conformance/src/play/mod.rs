@@ -413,6 +413,24 @@ pub async fn bounded<T>(d: Duration, what: &str, f: impl std::future::Future<Out
     tokio::time::timeout(d, f).await.map_err(|_| PlayError::Timeout { what: what.to_string(), waited: d })
 }
 
+/// Polls a decoder testee's `status` until `done` holds of it (true) or `until` passed (false).
+pub(crate) async fn settled(
+    te: &mut crate::testee::Testee,
+    until: tokio::time::Instant,
+    done: impl Fn(&mooncake_testee_protocol::DecoderStatus) -> bool,
+) -> Result<bool, PlayError> {
+    loop {
+        let s: mooncake_testee_protocol::DecoderStatus = te.status().await?;
+        if done(&s) {
+            return Ok(true);
+        }
+        if tokio::time::Instant::now() >= until {
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Every region of a decoder testee's memory (`bases` with their `block_lens`, `num_blocks` blocks each), read
 /// through `read_memory` (`None`: not readable).
 pub(crate) async fn read_regions(

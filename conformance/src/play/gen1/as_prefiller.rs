@@ -129,17 +129,9 @@ async fn pull_all(
             .collect();
         te.send::<Done>(&Command::Pull { requests: reqs }).await?;
         let until = tokio::time::Instant::now() + setup.abort * 2 + ctx.opts.slack * 2;
-        loop {
-            let s: DecoderStatus = te.status().await?;
-            if s.open_exchanges == Some(0) {
-                break;
-            }
-            if tokio::time::Instant::now() >= until {
-                let f = Finding::new(CheckId::DSettle, "the decoder did not settle its pull in time");
-                ctx.found(f.at(Some(m.seq), Some(m.line)).about(format!("{} message", m.decoder)));
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        if !crate::play::settled(te, until, |s| s.open_exchanges == Some(0)).await? {
+            let f = Finding::new(CheckId::DSettle, "the decoder did not settle its pull in time");
+            ctx.found(f.at(Some(m.seq), Some(m.line)).about(format!("{} message", m.decoder)));
         }
     }
     Ok(())

@@ -181,18 +181,12 @@ async fn pull_one(
     };
     te.send::<Done>(&Command::Pull { requests: vec![pull] }).await?;
     let until = tokio::time::Instant::now() + setup.abort * 2 + ctx.opts.slack * 2;
-    loop {
-        let s: DecoderStatus = te.status().await?;
-        if s.open_exchanges == Some(0) && s.finished.contains(&p.request) {
-            return Ok(());
-        }
-        if tokio::time::Instant::now() >= until {
-            let f = Finding::new(CheckId::DSettle, format!("the decoder did not settle {} in time", p.request));
-            ctx.found(f.about(conn.to_string()));
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    let settled = |s: &DecoderStatus| s.open_exchanges == Some(0) && s.finished.contains(&p.request);
+    if !crate::play::settled(te, until, settled).await? {
+        let f = Finding::new(CheckId::DSettle, format!("the decoder did not settle {} in time", p.request));
+        ctx.found(f.about(conn.to_string()));
     }
+    Ok(())
 }
 
 /// What the prefiller's ROUTER received, against what vllm-ascend's decoders sent, in order: `ZMQ-FRAMES`,
