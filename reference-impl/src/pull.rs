@@ -173,6 +173,16 @@ impl PullDecoderPeer {
     /// Starts `core` on the current tokio runtime with a reactor thread on `ctx`; `memory` is what its reads
     /// fill.
     pub fn start(ctx: &zmq::Context, core: PullDecoder, memory: SharedMemory) -> Result<PullDecoderPeer, PeerError> {
+        Self::start_with_faults(ctx, core, memory, vec![])
+    }
+
+    /// [`PullDecoderPeer::start`] with deliberate faults in what it sends (the runner's mutation suite only).
+    pub fn start_with_faults(
+        ctx: &zmq::Context,
+        core: PullDecoder,
+        memory: SharedMemory,
+        faults: Vec<crate::faults::Fault>,
+    ) -> Result<PullDecoderPeer, PeerError> {
         let (in_tx, in_rx) = mpsc::unbounded_channel();
         let reactor = Reactor::start(ctx, in_tx)?;
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
@@ -183,6 +193,7 @@ impl PullDecoderPeer {
             client: EngineClient::new(),
             fail: (0, -1),
             status: PullDecoderStatus::default(),
+            faults,
         };
         let task = tokio::spawn(driver.run(in_rx, cmd_rx));
         Ok(PullDecoderPeer { memory, cmds: cmd_tx, task })
@@ -214,6 +225,8 @@ struct Driver {
     /// Reads still to fail, and the code they return.
     fail: (u64, i64),
     status: PullDecoderStatus,
+    /// Deliberate faults in what it sends.
+    faults: Vec<crate::faults::Fault>,
 }
 
 /// Reads the descriptors from `session` into `memory`: 0, or -1 when the engine or the memory refuses.
@@ -256,6 +269,7 @@ impl Driver {
         while let Some(ev) = self.core.poll_event() {
             match ev {
                 PullDecoderEvent::Open { id, addr, payload } => {
+                    let payload = crate::faults::wire::apply_to_raw_request(&self.faults, payload);
                     record(&mut self.status.sent, (id.0, addr.clone(), payload.clone()));
                     self.reactor.open_req(id.0, &addr, payload);
                 }

@@ -403,7 +403,7 @@ impl Testee {
                 if let Some(t) = secs(c.recv_timeout_s, "recv_timeout_s")? {
                     core.set_reply_timeout(t);
                 }
-                let d = PullDecoderPeer::start(&self.ctx, core, memory)?;
+                let d = PullDecoderPeer::start_with_faults(&self.ctx, core, memory, self.faults.clone())?;
                 self.role = Some(Running::PullDecoder(d, c.record_wire));
                 Ok(proto::ok_answer(&Done {}))
             }

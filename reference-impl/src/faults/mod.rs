@@ -92,8 +92,8 @@ faults! {
     LeakTransfer = "leak_transfer" in [Prefiller];
     /// `status` reports one open exchange more than it has.
     LeakExchange = "leak_exchange" in [Prefiller, Decoder];
-    /// `status` reports its transfer-engine writes one byte longer.
-    MisreportWrites = "misreport_writes" in [Prefiller];
+    /// `status` reports its transfer-engine writes (a pull-family decoder: its reads) one byte longer.
+    MisreportWrites = "misreport_writes" in [Prefiller, Decoder];
     /// A pull's `remote_port` (its transfer-engine session) one more than its own.
     WrongSession = "wrong_session" in [Decoder];
     /// A pull's first destination block id one more.

@@ -21,6 +21,7 @@ pub fn decoder_status(faults: &[Fault], s: &mut DecoderStatus) {
             Fault::FinishedTwice => s.finished = s.finished.iter().flat_map(|d| [d.clone(), d.clone()]).collect(),
             Fault::LeakPull => s.pending_pulls = Some(s.pending_pulls.unwrap_or(0) + 1),
             Fault::LeakExchange => s.open_exchanges = Some(s.open_exchanges.unwrap_or(0) + 1),
+            Fault::MisreportWrites => s.reads.iter_mut().flatten().for_each(|r| r.bytes += 1),
             _ => {}
         }
     }

@@ -111,6 +111,16 @@ pub fn apply_to_enveloped_reply(faults: &[Fault], rid: Vec<u8>, payload: Vec<u8>
     vec![frames]
 }
 
+/// A request sent on a REQ (the pull family's query and completion) after the faults that act on any payload:
+/// a byte flipped.
+pub fn apply_to_raw_request(faults: &[Fault], payload: Vec<u8>) -> Vec<u8> {
+    if faults.contains(&Fault::FlipByte) {
+        flip(payload)
+    } else {
+        payload
+    }
+}
+
 fn change_request(faults: &[Fault], m: &mut MooncakeXferMetadata) -> bool {
     let mut changed = false;
     for f in faults {
