@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mooncake_testee_protocol::LayoutConfig;
-use mooncake_wire::codec::{Codec, Value};
+use mooncake_wire::codec::Codec;
 use serde_json::Value as J;
 
 use super::SetupError;
@@ -47,8 +47,10 @@ pub(crate) struct PullSetup {
     pub(crate) decoders: Vec<String>,
     /// The recorded prefiller workers' conns (one per recorded ROUTER).
     pub(crate) prefillers: Vec<String>,
-    /// The first recorded metadata reply, as the codec reads it.
-    pub(crate) metadata: Value,
+    /// The first recorded metadata reply, as the codec reads it (in its JSON form).
+    pub(crate) metadata: J,
+    /// Its engine id (the prefiller's `engine_id`).
+    pub(crate) engine_id: String,
     /// Its regions (every base address, flattened in order), blocks per region and block length.
     pub(crate) regions: usize,
     pub(crate) num_blocks: u64,
@@ -75,10 +77,10 @@ impl PullSetup {
         let msgs = messages(t, &codec);
         let reply = msgs.iter().find(|m| m.done_for.is_none()).and_then(|m| m.reply.clone());
         let reply = reply.ok_or(SetupError::PullTrace("no metadata reply recorded"))?;
-        let metadata = codec
+        let decoded = codec
             .decode(METADATA, &reply)
             .map_err(|_| SetupError::PullTrace("the recorded metadata does not decode"))?;
-        let j = Codec::to_json(&metadata);
+        let j = Codec::to_json(&decoded);
         let regions = ints(&j["kv_caches_base_addr"]).len();
         let num_blocks = j["num_blocks"].as_u64().ok_or(SetupError::PullTrace("no num_blocks"))?;
         let block_len = ints(&j["block_lens"]).first().copied().unwrap_or_else(|| region_block_bytes(&scenarios.model));
@@ -89,7 +91,8 @@ impl PullSetup {
             decoders,
             prefillers,
             layer_names: layer_names(&j, regions),
-            metadata,
+            engine_id: j["engine_id"].as_str().unwrap_or_default().to_string(),
+            metadata: j,
             regions,
             num_blocks,
             block_len,

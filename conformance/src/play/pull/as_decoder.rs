@@ -42,7 +42,7 @@ async fn start_prefiller(ctx: &CaseCtx<'_>, setup: &PullSetup, te: &mut Testee) 
     let mut model = model_config(ctx.model());
     model.block_size = Some(ctx.model().block_size);
     let mut cfg = PrefillerConfig::new(model, setup.layout(P_BASE));
-    cfg.engine_id = recorded_engine_id(setup);
+    cfg.engine_id = setup.engine_id.clone();
     cfg.abort_timeout_s = Some(setup.abort.as_secs_f64());
     let started: Started = te
         .send(&Command::start(&ctx.pairing.testee.revision, &RoleConfig::Prefiller(cfg)))
@@ -54,11 +54,6 @@ async fn start_prefiller(ctx: &CaseCtx<'_>, setup: &PullSetup, te: &mut Testee) 
         te.send::<Done>(&Command::Ready { p_req_id: id.clone(), transfer_id: id, blocks }).await?;
     }
     Ok(live)
-}
-
-fn recorded_engine_id(setup: &PullSetup) -> String {
-    let j = mooncake_wire::codec::Codec::to_json(&setup.metadata);
-    j["engine_id"].as_str().unwrap_or_default().to_string()
 }
 
 /// Every recorded message sent as recorded, on a REQ of its own, in recorded order; before a completion, the

@@ -61,7 +61,7 @@ impl OwnPullPrefiller {
 
 /// The recorded metadata with this prefiller's own engine port, region addresses, IP and side-channel port.
 fn live_metadata(setup: &PullSetup, layout: &LayoutConfig, te_port: u16, port: u16) -> Result<Vec<u8>, PlayError> {
-    let mut j = Codec::to_json(&setup.metadata);
+    let mut j = setup.metadata.clone();
     let mut bases = layout.kv_caches_base_addr.iter();
     replace_ints(&mut j["kv_caches_base_addr"], &mut || bases.next().copied().unwrap_or_default());
     j["te_rpc_port"] = J::from(te_port);
@@ -168,13 +168,12 @@ async fn pull_one(
     if p.fail_read {
         te.send::<Done>(&Command::FailNextTransfer { count: 1, ret: -1 }).await?;
     }
-    let engine_id = Codec::to_json(&setup.metadata)["engine_id"].as_str().unwrap_or_default().to_string();
     let pull = Pull {
         d_req_id: p.request.clone(),
         transfer_id: p.request.clone(),
         blocks: vec![p.decoder_blocks.clone()],
         remote_blocks: vec![p.prefiller_blocks.clone()],
-        engine_id,
+        engine_id: setup.engine_id.clone(),
         remote_host: Some("127.0.0.1".into()),
         remote_port: Some(port as u64),
         ..Default::default()
@@ -340,8 +339,8 @@ mod tests {
             if live.get("handshake_port").is_some() {
                 assert_eq!(live["handshake_port"], 5151);
             }
-            let recorded = Codec::to_json(&setup.metadata);
-            assert!(super::super::metadata_differences(&live, &recorded).is_empty(), "{}", c.trace.path);
+            let recorded = &setup.metadata;
+            assert!(super::super::metadata_differences(&live, recorded).is_empty(), "{}", c.trace.path);
             assert_eq!(live["num_blocks"], recorded["num_blocks"]);
         }
     }
