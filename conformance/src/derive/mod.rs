@@ -711,7 +711,8 @@ pub struct MissingSetup {
 
 /// The setup of a case of `role` on trace `t`: the scenarios file's entry for its scenario (cross-checked with
 /// the derivation: a difference is a note), else the derivation — or, when the trace does not show something
-/// a case of this role needs, the `CASE-SETUP` text naming the entry to add.
+/// a case of this role needs, the `CASE-SETUP` text naming the entry to add. A pull-family trace has none of
+/// these: its players read its `[pull_scenario]` entry.
 pub fn case_setup(
     case_id: &str,
     t: &Conversation,
@@ -720,6 +721,10 @@ pub fn case_setup(
     cache: &Cache,
 ) -> Result<CaseSetup, MissingSetup> {
     let name = t.scenario();
+    if t.is_pull() {
+        // The pull players read their `[pull_scenario]` entry themselves (`crate::setup::pull`).
+        return Ok(CaseSetup { scenario: Scenario::default(), source: Some(Source::Scenarios), notes: vec![] });
+    }
     if role == Role::Bootstrap {
         return Ok(CaseSetup {
             scenario: scenarios.scenario.get(name).cloned().unwrap_or_default(),

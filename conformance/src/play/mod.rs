@@ -324,15 +324,6 @@ pub async fn play(case: &Case, opts: &PlayOptions, testee_revisions: &[String]) 
             planning.iter().map(|k| k.name()).collect::<Vec<_>>().join(", behaviour.")
         ));
     }
-    if case.model.is_pull() {
-        // The pull players read their `[pull_scenario]` entry themselves (`crate::setup::pull`).
-        r.setup = Some(crate::derive::Source::Scenarios);
-        let mut ctx = CaseCtx::new(case, opts, &pairing, Default::default());
-        let outcome = play_in(case.role, &mut ctx).await;
-        r.conclude(ctx, outcome);
-        r.duration_ms = start.elapsed().as_millis() as u64;
-        return r;
-    }
     // What the trace does not show of the setup fails the case here, naming the entry to add, before any
     // testee runs.
     match crate::derive::case_setup(&case.id, &case.model, &opts.scenarios, case.role, &opts.derived) {
