@@ -20,7 +20,7 @@ pub(crate) use as_decoder::as_decoder;
 pub(crate) use as_prefiller::as_prefiller;
 
 use mooncake_wire::codec::Codec;
-use mooncake_wire::proto::memory::provenance_bytes;
+use mooncake_wire::proto::memory::provenance_word;
 use serde_json::Value as J;
 
 use crate::scenarios::PullRead;
@@ -49,8 +49,8 @@ pub(crate) fn runs(p: &PullRead, regions: usize) -> Vec<(usize, u64, u64, u64)> 
 /// What block `block` of region `region` of a prefiller holds (`conformance/TESTEE.md`, "The provenance
 /// pattern").
 pub(crate) fn provenance_block(region: usize, block: u64, block_len: u64) -> Vec<u8> {
-    let all = provenance_bytes(region as u64, block_len, ((block + 1) * block_len) as usize);
-    all[(block * block_len) as usize..].to_vec()
+    let words = (0..block_len).step_by(8).flat_map(|o| provenance_word(region as u64, block, o).to_le_bytes());
+    words.take(block_len as usize).collect()
 }
 
 /// `REPLY-DIFF`: a live metadata reply (as JSON) against the recorded one: every field equal but the live
@@ -219,6 +219,12 @@ mod tests {
     /// A prefiller's blocks as the provenance pattern lays them out.
     #[test]
     fn provenance_blocks_name_their_region_and_block() {
+        // The blocks of a region as the prefiller's memory lays them out, a block length not a multiple of 8
+        // included (its last word cut short).
+        for bl in [64u64, 12] {
+            let region = mooncake_wire::proto::memory::provenance_bytes(3, bl, (6 * bl) as usize);
+            assert_eq!(provenance_block(3, 5, bl), region[(5 * bl) as usize..].to_vec(), "block length {bl}");
+        }
         let b = provenance_block(3, 5, 64);
         assert_eq!(b.len(), 64);
         let word = u64::from_le_bytes(b[8..16].try_into().unwrap());
