@@ -522,17 +522,7 @@ impl Testee {
             }
             (Some(Running::Decoder(d, _, wire)), Command::Status) => {
                 let s = d.status().await?;
-                let wire = wire.then(|| {
-                    // Sent and received in exchange order (each exchange: its request, then its replies).
-                    let mut w = vec![];
-                    for (id, addr, payload) in &s.sent {
-                        w.push(wire_entry(false, std::slice::from_ref(payload), Some(addr)));
-                        w.extend(
-                            s.received.iter().filter(|(r, _)| r == id).map(|(_, f)| wire_entry(true, f, Some(addr))),
-                        );
-                    }
-                    w
-                });
+                let wire = wire.then(|| decoder_wire(&s.sent, &s.received));
                 let status = proto::DecoderStatus {
                     finished: s.finished.clone(),
                     failed: s
@@ -596,16 +586,20 @@ fn pull_read(r: proto::Pull) -> PullRead {
     }
 }
 
+/// A decoder's `wire` list from what it sent per exchange (exchange, endpoint, payload) and received (exchange,
+/// frames): in exchange order, each exchange's request, then its replies.
+fn decoder_wire(sent: &[(u64, String, Vec<u8>)], received: &[(u64, Vec<Vec<u8>>)]) -> Vec<WireEntry> {
+    let mut w = vec![];
+    for (id, addr, payload) in sent {
+        w.push(wire_entry(false, std::slice::from_ref(payload), Some(addr)));
+        w.extend(received.iter().filter(|(r, _)| r == id).map(|(_, f)| wire_entry(true, f, Some(addr))));
+    }
+    w
+}
+
 /// A pull decoder's `status`: a failed entry only where the revision reports the read (`failed_read`).
 fn pull_decoder_status(s: &crate::pull::PullDecoderStatus, wire: bool) -> proto::DecoderStatus {
-    let wire = wire.then(|| {
-        let mut w = vec![];
-        for (id, addr, payload) in &s.sent {
-            w.push(wire_entry(false, std::slice::from_ref(payload), Some(addr)));
-            w.extend(s.received.iter().filter(|(r, _)| r == id).map(|(_, f)| wire_entry(true, f, Some(addr))));
-        }
-        w
-    });
+    let wire = wire.then(|| decoder_wire(&s.sent, &s.received));
     let failed = s.failed.iter().map(|(id, reason, blocks)| proto::Failed {
         d_req_id: id.clone(),
         reason: reason.clone(),
